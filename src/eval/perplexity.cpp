@@ -1,0 +1,54 @@
+#include "eval/perplexity.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/progress.h"
+#include "models/model.h"
+
+namespace mimic::eval {
+
+PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& ids, const PerplexityOptions& options) {
+  auto info = model.summary();
+  MIMIC_CHECK(info.head == "lm", "perplexity needs a causal language model (gpt2 with its LM head); this model is ",
+              info.model_type, " with head '", info.head, "'");
+  const int64_t n = static_cast<int64_t>(ids.size());
+  MIMIC_CHECK(n >= 2, "perplexity needs at least 2 tokens, the text has ", n);
+  const int64_t window = options.window > 0 ? std::min(options.window, info.max_positions) : info.max_positions;
+  const int64_t stride = options.stride > 0 ? std::min(options.stride, window) : std::max<int64_t>(1, window / 2);
+  MIMIC_CHECK(window >= 2, "perplexity window must be at least 2 tokens");
+
+  torch::NoGradGuard no_grad;
+  auto all = torch::tensor(ids, torch::kLong);
+  PerplexityResult r;
+  r.tokens = n;
+  double nll_sum = 0;
+  int64_t scored_until = 1;  // tokens [1, scored_until) are scored; token 0 has no prediction
+  Progress progress("perplexity", n - 1, "tok");
+  if (!options.progress) progress.disable();
+  for (int64_t begin = 0; scored_until < n; begin += stride) {
+    int64_t end = std::min(begin + window, n);
+    if (end <= scored_until) continue;
+    auto input = all.slice(0, begin, end).unsqueeze(0);
+    auto out = model.forward({input, {}, {}});
+    auto logp = torch::log_softmax(out.logits[0], -1);  // [L, V]; row i predicts token begin + i + 1
+    int64_t first = std::max(scored_until, begin + 1);
+    auto targets = all.slice(0, first, end);
+    auto rows = logp.slice(0, first - 1 - begin, end - 1 - begin);
+    nll_sum -= rows.gather(1, targets.unsqueeze(1)).sum().item<double>();
+    r.predicted += end - first;
+    scored_until = end;
+    ++r.windows;
+    progress.update(r.predicted);
+  }
+  progress.finish();
+  r.seconds = progress.elapsed_seconds();
+  r.nll = nll_sum / static_cast<double>(r.predicted);
+  r.perplexity = std::exp(r.nll);
+  MIMIC_CHECK(std::isfinite(r.perplexity), "perplexity is not finite (nll ", r.nll, ")");
+  return r;
+}
+
+}  // namespace mimic::eval

@@ -1,0 +1,30 @@
+// Language-model perplexity of a token sequence with strided windows over the model's context.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace mimic::models { class Model; }
+
+namespace mimic::eval {
+
+struct PerplexityOptions {
+  int64_t window = 0;  // tokens per forward pass; 0 = the model's context length
+  int64_t stride = 0;  // new tokens scored per window; 0 = window / 2
+  bool progress = true;
+};
+
+struct PerplexityResult {
+  double perplexity = 0;
+  double nll = 0;           // mean negative log-likelihood (nats) per predicted token
+  int64_t tokens = 0;       // tokens in the text
+  int64_t predicted = 0;    // tokens scored (all but the first: it has no prediction)
+  int64_t windows = 0;
+  double seconds = 0;
+};
+
+// Scores every token but the first exactly once. Window w covers [begin, end) with end - begin ≤ window;
+// it scores the tokens not scored by the previous window, each predicted from the context inside w
+// (the first window scores tokens 1..end-1). No BOS is prepended. Needs a causal LM (GPT-2).
+PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& ids, const PerplexityOptions& options = {});
+
+}  // namespace mimic::eval

@@ -1,0 +1,54 @@
+// The model facade used by the CLI and the pipeline stages: load a HF-layout directory, run it, save it.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace torch::nn { class Module; }
+
+namespace mimic::models {
+
+struct ForwardInputs {
+  at::Tensor input_ids;       // int64 [B, T]
+  at::Tensor attention_mask;  // optional int64/bool [B, T], 1 = real token; undefined = all real
+  at::Tensor token_type_ids;  // optional int64 [B, T] (BERT); undefined = zeros
+};
+
+struct ForwardOutputs {
+  at::Tensor last_hidden_state;  // float [B, T, d] (after GPT-2's ln_f)
+  at::Tensor logits;             // GPT-2: LM logits [B, T, V]; BERT: MLM logits [B, T, V] or classifier
+                                 // logits [B, num_labels] when that head exists; undefined otherwise
+  at::Tensor pooled;             // BERT pooler output [B, d] when the pooler exists
+};
+
+struct ModelSummary {
+  std::string model_type;   // "gpt2" | "bert"
+  std::string head;         // "lm" | "mlm" | "cls" | "none"
+  int64_t n_layer = 0, n_head = 0, d_model = 0, d_ff = 0, vocab_size = 0, max_positions = 0;
+  int64_t num_labels = 0;   // classifier only
+  int64_t parameters = 0;   // unique parameters (tied weights counted once)
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual ModelSummary summary() const = 0;
+  virtual ForwardOutputs forward(const ForwardInputs& in) = 0;
+  // Tensors under the names and in the key layout they were loaded from (e.g. with or without the
+  // `transformer.` prefix, LayerNorm gamma/beta or weight/bias), ready for save_safetensors.
+  virtual std::vector<std::pair<std::string, at::Tensor>> state_dict() const = 0;
+  virtual torch::nn::Module& module() = 0;
+  // Writes config.json + model.safetensors (+ the tokenizer files of the source directory) to `dir`.
+  virtual void save(const std::string& dir) const = 0;
+};
+
+// Loads config.json + model.safetensors from a HF-layout directory (or a model.safetensors path with
+// config.json beside it). Every expected tensor is checked: a missing, unexpected or mis-shaped tensor
+// is a mimic::Error naming it.
+std::unique_ptr<Model> load_model(const std::string& dir);
+
+}  // namespace mimic::models

@@ -1,0 +1,35 @@
+// The tokenizer interface every mimic command uses, and loading a tokenizer from a model directory.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mimic::text {
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::string kind() const = 0;          // "gpt2-bpe" | "bert-wordpiece"
+  virtual int64_t vocab_size() const = 0;
+  // Token ids of `text` (UTF-8). GPT-2: plain BPE, no special tokens added. BERT: [CLS] … [SEP] added
+  // when add_special_tokens is true (the default, like the original).
+  virtual std::vector<int64_t> encode(const std::string& text, bool add_special_tokens = true) const = 0;
+  virtual std::string decode(const std::vector<int64_t>& ids) const = 0;
+  virtual std::string id_to_token(int64_t id) const = 0;
+  virtual int64_t token_to_id(const std::string& token) const = 0;  // -1 if absent
+  // Special ids (-1 where the tokenizer has none).
+  virtual int64_t eos_id() const { return -1; }   // GPT-2 <|endoftext|>
+  virtual int64_t pad_id() const { return -1; }
+  virtual int64_t cls_id() const { return -1; }
+  virtual int64_t sep_id() const { return -1; }
+  virtual int64_t mask_id() const { return -1; }
+  virtual int64_t unk_id() const { return -1; }
+};
+
+// Loads the tokenizer stored in a HF-layout model directory: vocab.json + merges.txt (GPT-2 BPE) or
+// vocab.txt (BERT WordPiece; tokenizer_config.json's do_lower_case is honoured, default true).
+// Throws mimic::Error naming the directory when neither is present or a file is malformed.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir);
+
+}  // namespace mimic::text

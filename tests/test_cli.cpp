@@ -1,0 +1,145 @@
+// The `mimic` executable end to end: results, JSON output, and one-line errors with non-zero exits.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "models/model.h"
+#include "test_util.h"
+#include "text/tokenizer.h"
+
+using mimic::test::TempDir;
+
+namespace {
+struct RunResult {
+  int code;
+  std::string out, err;
+};
+// Runs `mimic ARGS` through the shell, capturing stdout and stderr.
+RunResult mimic_cli(const std::string& args) {
+  TempDir dir;
+  std::string cmd = std::string(MIMIC_CLI) + " " + args + " >" + dir.file("out") + " 2>" + dir.file("err") + " </dev/null";
+  int status = std::system(cmd.c_str());
+  return {WEXITSTATUS(status), mimic::test::read_bytes(dir.file("out")), mimic::test::read_bytes(dir.file("err"))};
+}
+int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+// A failing command prints exactly one line, "mimic: error: ...", and exits non-zero.
+void expect_one_line_error(const RunResult& r, const std::string& needle) {
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("mimic: error: ", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("terminate called"), std::string::npos);
+}
+const std::string kGpt2 = mimic::test::fixture("models/gpt2-prefixed");
+const std::string kBert = mimic::test::fixture("models/bert-mlm");
+}  // namespace
+
+TEST(Cli, HelpAndVersion) {
+  auto r = mimic_cli("--help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* sub : {"info", "tokenize", "forward", "eval"}) EXPECT_NE(r.out.find(sub), std::string::npos) << sub;
+  for (const char* sub : {"info", "tokenize", "forward", "eval"}) {
+    auto h = mimic_cli(std::string(sub) + " --help");
+    EXPECT_EQ(h.code, 0) << sub;
+    for (const char* opt : {"--threads", "--seed", "--json"}) EXPECT_NE(h.out.find(opt), std::string::npos) << sub << " " << opt;
+  }
+  EXPECT_EQ(mimic_cli("--version").code, 0);
+  EXPECT_NE(mimic_cli("").code, 0);
+  EXPECT_NE(mimic_cli("no-such-command").code, 0);
+}
+
+TEST(Cli, SystemInfoUsesAllCores) {
+  auto r = mimic_cli("info --system --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["threads"], j["cores"]);
+  EXPECT_EQ(j["torch_version"].get<std::string>().substr(0, 4), "1.13");
+  auto t = nlohmann::json::parse(mimic_cli("info --system --json --threads 1").out);
+  EXPECT_EQ(t["threads"], 1);
+}
+
+TEST(Cli, TokenizeAnchors) {
+  auto g = mimic_cli("tokenize --model gpt2 --text 'Hello world' --json");
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_EQ(nlohmann::json::parse(g.out)["ids"], nlohmann::json({15496, 995}));
+  auto b = mimic_cli("tokenize --model bert-base-uncased --text 'i like strawberries' --json");
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(nlohmann::json::parse(b.out)["ids"], nlohmann::json({101, 1045, 2066, 13137, 20968, 102}));
+  auto plain = mimic_cli("tokenize --model gpt2 --text 'Hello world'");
+  EXPECT_EQ(plain.out, "15496 995\n");
+}
+
+TEST(Cli, ForwardWritesModelOutputs) {
+  TempDir dir;
+  auto r = mimic_cli("forward --model " + kGpt2 + " --text 'Hello world, hello moon.' --out " + dir.file("o.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto f = mimic::io::SafeTensorsFile::open(dir.file("o.safetensors"));
+  auto ids = f.load("input_ids");
+  auto logits = f.load("logits");
+  // Same numbers as running the library directly.
+  auto model = mimic::models::load_model(kGpt2);
+  torch::NoGradGuard ng;
+  auto out = model->forward({ids, {}, {}});
+  EXPECT_EQ(ids.scalar_type(), at::kLong);
+  EXPECT_EQ(logits.scalar_type(), at::kFloat);
+  EXPECT_TRUE(torch::allclose(logits, out.logits, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(f.load("last_hidden_state"), out.last_hidden_state, 1e-5, 1e-6));
+  auto b = mimic_cli("forward --model " + kBert + " --text 'hello world' --out " + dir.file("b.safetensors") + " --json");
+  ASSERT_EQ(b.code, 0) << b.err;
+  auto bf = mimic::io::SafeTensorsFile::open(dir.file("b.safetensors"));
+  EXPECT_EQ(bf.info("last_hidden_state").shape.size(), 3u);
+}
+
+// Strided perplexity equals an independent token-by-token formulation: token p (p >= 1) is predicted from
+// the context [k*stride, p) of the first window that reaches it, k = max(0, ceil((p + 1 - window) / stride)).
+TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {
+  TempDir dir;
+  std::string text =
+      "Call me Ishmael. Some years ago, never mind how long precisely, having little or no money in my purse, "
+      "and nothing particular to interest me on shore, I thought I would sail about a little.";
+  mimic::test::write_bytes(dir.file("t.txt"), text);
+  auto tok = mimic::text::load_tokenizer(kGpt2);
+  auto ids = tok->encode(text, false);
+  auto model = mimic::models::load_model(kGpt2);
+  const int64_t window = 16, stride = 5, n = static_cast<int64_t>(ids.size());
+  ASSERT_GT(n, 2 * window);
+  torch::NoGradGuard ng;
+  auto all = torch::tensor(ids, torch::kLong);
+  double nll = 0;
+  for (int64_t p = 1; p < n; ++p) {
+    int64_t k = std::max<int64_t>(0, (p + 1 - window + stride - 1) / stride);
+    auto ctx = all.slice(0, k * stride, p).unsqueeze(0);
+    auto logits = model->forward({ctx, {}, {}}).logits[0][-1];
+    nll -= torch::log_softmax(logits, -1)[ids[p]].item<double>();
+  }
+  double expected = std::exp(nll / static_cast<double>(n - 1));
+  auto r = mimic_cli("eval --model " + kGpt2 + " --file " + dir.file("t.txt") + " --window 16 --stride 5 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tokens"], n);
+  EXPECT_EQ(j["predicted"], n - 1);
+  EXPECT_NEAR(j["perplexity"].get<double>(), expected, 1e-4 * expected);
+}
+
+TEST(Cli, BadInputGivesOneLineError) {
+  TempDir dir;
+  expect_one_line_error(mimic_cli("info " + dir.file("nothing")), "no such file");
+  mimic::test::write_bytes(dir.file("trunc.safetensors"), std::string("\x10\0\0", 3));
+  expect_one_line_error(mimic_cli("info " + dir.file("trunc.safetensors")), "truncated");
+  mimic::test::write_bytes(dir.file("huge.safetensors"), std::string("\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10));
+  expect_one_line_error(mimic_cli("info " + dir.file("huge.safetensors")), "absurd header length");
+  expect_one_line_error(mimic_cli("tokenize --model " + dir.path().string() + " --text hi"), dir.path().string());
+  expect_one_line_error(mimic_cli("tokenize --model gpt2"), "exactly one of --text and --file");
+  expect_one_line_error(mimic_cli("tokenize --model gpt2 --file " + dir.file("missing.txt")), "missing.txt");
+  expect_one_line_error(mimic_cli("eval --model " + kBert + " --text 'hello there world'"), "causal language model");
+  expect_one_line_error(mimic_cli("eval --model " + kGpt2 + " --text ''"), "at least 2 tokens");
+  expect_one_line_error(mimic_cli("forward --model " + kGpt2 + " --text '' --out " + dir.file("x.safetensors")), "no tokens");
+  // A model directory whose config.json is malformed.
+  std::filesystem::create_directories(dir.file("m"));
+  std::filesystem::copy(kGpt2, dir.file("m"), std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  mimic::test::write_bytes(dir.file("m/config.json"), "{\"model_type\": \"gpt2\", ");
+  expect_one_line_error(mimic_cli("forward --model " + dir.file("m") + " --text hi --out " + dir.file("y.safetensors")), "config.json");
+}

@@ -1,0 +1,57 @@
+// Small helpers shared by the tests.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "core/error.h"
+
+namespace mimic::test {
+
+// A fresh temporary folder, removed when the object goes out of scope.
+class TempDir {
+ public:
+  TempDir() {
+    std::random_device rd;
+    path_ = std::filesystem::temp_directory_path() / ("mimic-test-" + std::to_string(rd()) + std::to_string(rd()));
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream os(path, std::ios::binary | std::ios::trunc);
+  os.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream is(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(is), std::istreambuf_iterator<char>());
+}
+
+inline std::string fixture(const std::string& rel) { return std::string(MIMIC_TEST_FIXTURES) + "/" + rel; }
+
+}  // namespace mimic::test
+
+// Expects `stmt` to throw mimic::Error whose message contains `needle`.
+#define EXPECT_MIMIC_ERROR(stmt, needle)                                                          \
+  do {                                                                                            \
+    try {                                                                                         \
+      stmt;                                                                                       \
+      ADD_FAILURE() << "expected mimic::Error containing '" << (needle) << "', nothing thrown";   \
+    } catch (const ::mimic::Error& e) {                                                           \
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)                            \
+          << "message: " << e.what() << "\n  expected to contain: " << (needle);                  \
+    }                                                                                             \
+  } while (0)

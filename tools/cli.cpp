@@ -1,0 +1,42 @@
+#include "cli.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include "core/error.h"
+#include "core/paths.h"
+#include "core/runtime.h"
+#include "io/atomic_file.h"
+
+namespace mimic::cli {
+
+void add_common_options(CLI::App& sub, Common& common) {
+  sub.add_option("--threads", common.threads, "Threads for LibTorch (default: all cores)")->check(CLI::NonNegativeNumber);
+  sub.add_option("--seed", common.seed, "Random seed")->capture_default_str();
+  sub.add_flag("--json", common.json, "Print the result as JSON on stdout");
+}
+
+void start(const Common& common) {
+  init_runtime(common.threads);
+  seed_everything(common.seed);
+}
+
+void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+
+std::string read_text_input(const std::string& text, const std::string& file) {
+  MIMIC_CHECK(text.empty() != file.empty() || (!text.empty() && file.empty()), "give exactly one of --text and --file");
+  MIMIC_CHECK(!(text.empty() && file.empty()), "give exactly one of --text and --file");
+  if (!file.empty()) {
+    MIMIC_CHECK(std::filesystem::is_regular_file(file), "cannot read ", file, ": not a file");
+    return io::read_text_file(file);
+  }
+  return text;
+}
+
+std::string resolve_model_dir(const std::string& arg) {
+  if (std::filesystem::is_directory(arg)) return arg;
+  if (arg == "gpt2" || arg == "bert-base-uncased") return asset_path(arg);
+  fail("model directory not found: ", arg);
+}
+
+}  // namespace mimic::cli

@@ -1,0 +1,43 @@
+// Shared pieces of the `mimic` command line: common options and the subcommand registry.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace mimic::cli {
+
+// Options every subcommand takes.
+struct Common {
+  int threads = 0;      // 0 = all cores
+  uint64_t seed = 0;
+  bool json = false;    // machine-readable result on stdout
+};
+
+// Adds --threads, --seed, --json to a subcommand.
+void add_common_options(CLI::App& sub, Common& common);
+
+// Applies the common options (threads, malloc tuning, seed). Every subcommand calls it first.
+void start(const Common& common);
+
+// Prints a JSON result on stdout (one document, pretty-printed).
+void print_json(const nlohmann::json& j);
+
+// Reads --text or --file into a string; exactly one must be given. Checks the file is readable.
+std::string read_text_input(const std::string& text, const std::string& file);
+
+// Resolves a model argument: a directory, or one of the names of fetched tokenizer assets
+// ("gpt2", "bert-base-uncased").
+std::string resolve_model_dir(const std::string& arg);
+
+// One subcommand: `setup` adds it to the app and binds its callback.
+using Register = void (*)(CLI::App& app);
+
+void register_info(CLI::App& app);
+void register_tokenize(CLI::App& app);
+void register_forward(CLI::App& app);
+void register_eval(CLI::App& app);
+
+}  // namespace mimic::cli

@@ -1,0 +1,61 @@
+// mimic forward --model DIR (--text S | --file F) --out OUT.safetensors — run a model on one sequence.
+#include <torch/torch.h>
+
+#include <iostream>
+
+#include "cli.h"
+#include "core/error.h"
+#include "io/safetensors.h"
+#include "models/model.h"
+#include "text/tokenizer.h"
+
+namespace mimic::cli {
+namespace {
+
+struct ForwardArgs {
+  Common common;
+  std::string model, text, file, out;
+};
+
+void run(const ForwardArgs& a) {
+  start(a.common);
+  auto input = read_text_input(a.text, a.file);
+  auto tok = text::load_tokenizer(a.model);
+  auto model = models::load_model(a.model);
+  auto s = model->summary();
+  auto ids = tok->encode(input);
+  MIMIC_CHECK(!ids.empty(), "the text gives no tokens");
+  MIMIC_CHECK(static_cast<int64_t>(ids.size()) <= s.max_positions, "the text has ", ids.size(),
+              " tokens, more than the model's context of ", s.max_positions, " (shorten it)");
+  torch::NoGradGuard no_grad;
+  auto input_ids = torch::tensor(ids, torch::kLong).unsqueeze(0);
+  auto out = model->forward({input_ids, {}, {}});
+  std::vector<std::pair<std::string, at::Tensor>> tensors = {{"input_ids", input_ids},
+                                                             {"last_hidden_state", out.last_hidden_state.contiguous()}};
+  if (out.logits.defined()) tensors.emplace_back("logits", out.logits.contiguous());
+  if (out.pooled.defined()) tensors.emplace_back("pooler_output", out.pooled.contiguous());
+  io::SaveOptions opt;
+  opt.metadata = {{"model", a.model}, {"model_type", s.model_type}, {"head", s.head}};
+  io::save_safetensors(a.out, tensors, opt);
+  nlohmann::json j = {{"out", a.out}, {"tokens", ids.size()}, {"head", s.head}};
+  for (const auto& [name, t] : tensors) j["shapes"][name] = t.sizes().vec();
+  if (a.common.json) return print_json(j);
+  std::cout << "wrote " << a.out << ": " << ids.size() << " tokens";
+  for (const auto& [name, t] : tensors) std::cout << ", " << name << " " << nlohmann::json(t.sizes().vec()).dump();
+  std::cout << "\n";
+}
+
+}  // namespace
+
+void register_forward(CLI::App& app) {
+  auto args = std::make_shared<ForwardArgs>();
+  auto* sub = app.add_subcommand("forward", "Run a model on one text; write input_ids, logits and hidden states");
+  sub->add_option("--model", args->model, "Model directory")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--text", args->text, "Input text");
+  sub->add_option("--file", args->file, "Input file");
+  sub->add_option("--out", args->out, "Output .safetensors file")->required();
+  add_common_options(*sub, args->common);
+  sub->callback([args]() { run(*args); });
+}
+
+}  // namespace mimic::cli

@@ -1,0 +1,94 @@
+// mimic info PATH | --system — describe a model directory or a safetensors file, or the system.
+#include <filesystem>
+#include <iostream>
+#include <map>
+
+#include "cli.h"
+#include "core/error.h"
+#include "core/runtime.h"
+#include "io/safetensors.h"
+#include "models/model.h"
+
+namespace mimic::cli {
+namespace {
+
+struct InfoArgs {
+  Common common;
+  std::string path;
+  bool system = false;
+  bool tensors = false;
+};
+
+nlohmann::json describe_tensors(const io::SafeTensorsFile& f) {
+  nlohmann::json list = nlohmann::json::array();
+  std::map<std::string, int64_t> per_dtype;
+  int64_t total = 0;
+  for (const auto& t : f.tensors()) {
+    list.push_back({{"name", t.name}, {"dtype", io::dtype_name(t.dtype)}, {"shape", t.shape}});
+    per_dtype[io::dtype_name(t.dtype)] += t.numel();
+    total += t.numel();
+  }
+  return {{"file", f.path()}, {"count", f.tensors().size()}, {"elements", total}, {"elements_by_dtype", per_dtype},
+          {"metadata", f.metadata()}, {"tensors", list}};
+}
+
+void run(const InfoArgs& a) {
+  start(a.common);
+  if (a.system) {
+    auto s = system_info();
+    nlohmann::json j = {{"mimic_version", s.mimic_version}, {"torch_version", s.torch_version}, {"threads", s.threads},
+                        {"cores", s.cores}, {"blas", s.blas}, {"openmp", s.openmp}};
+    if (a.common.json) return print_json(j);
+    std::cout << "mimic        " << s.mimic_version << "\nlibtorch     " << s.torch_version << "\nthreads      " << s.threads
+              << " (cores: " << s.cores << ")\nBLAS         " << s.blas << "\nOpenMP       " << s.openmp << "\n\n"
+              << s.parallel_info;
+    return;
+  }
+  MIMIC_CHECK(!a.path.empty(), "give a model directory or a .safetensors file (or --system)");
+  namespace fs = std::filesystem;
+  MIMIC_CHECK(fs::exists(a.path), "no such file or directory: ", a.path);
+  if (fs::is_regular_file(a.path)) {
+    auto f = io::SafeTensorsFile::open(a.path);
+    auto j = describe_tensors(f);
+    if (a.common.json) return print_json(j);
+    std::cout << a.path << ": " << j["count"] << " tensors, " << j["elements"] << " elements\n";
+    for (const auto& [k, v] : f.metadata()) std::cout << "  metadata " << k << " = " << v << "\n";
+    for (const auto& t : j["tensors"]) std::cout << "  " << t["name"].get<std::string>() << "  " << t["dtype"].get<std::string>() << " " << t["shape"].dump() << "\n";
+    return;
+  }
+  auto model = models::load_model(a.path);
+  auto s = model->summary();
+  std::string weights = (fs::path(a.path) / "model.safetensors").string();
+  auto f = io::SafeTensorsFile::open(weights);
+  nlohmann::json j = {{"path", a.path},         {"model_type", s.model_type},    {"head", s.head},
+                      {"n_layer", s.n_layer},   {"n_head", s.n_head},            {"d_model", s.d_model},
+                      {"d_ff", s.d_ff},         {"vocab_size", s.vocab_size},    {"max_positions", s.max_positions},
+                      {"parameters", s.parameters}};
+  if (s.head == "cls") j["num_labels"] = s.num_labels;
+  auto tj = describe_tensors(f);
+  j["weights"] = {{"file", weights}, {"tensors", tj["count"]}, {"elements_by_dtype", tj["elements_by_dtype"]}};
+  if (a.tensors) j["tensors"] = tj["tensors"];
+  if (a.common.json) return print_json(j);
+  std::cout << a.path << "\n  architecture  " << s.model_type << " (head: " << s.head << ")\n  layers        " << s.n_layer
+            << "\n  heads         " << s.n_head << " (head dim " << (s.n_head ? s.d_model / s.n_head : 0) << ")\n  width         "
+            << s.d_model << " (ffn " << s.d_ff << ")\n  vocabulary    " << s.vocab_size << "\n  context       " << s.max_positions
+            << "\n  parameters    " << s.parameters << "\n  weights       " << weights << " (" << tj["count"] << " tensors, "
+            << tj["elements_by_dtype"].dump() << ")\n";
+  if (s.head == "cls") std::cout << "  labels        " << s.num_labels << "\n";
+  if (a.tensors)
+    for (const auto& t : tj["tensors"]) std::cout << "  " << t["name"].get<std::string>() << "  " << t["dtype"].get<std::string>() << " " << t["shape"].dump() << "\n";
+}
+
+}  // namespace
+
+void register_info(CLI::App& app) {
+  auto args = std::make_shared<InfoArgs>();
+  auto* sub = app.add_subcommand("info", "Describe a model directory, a .safetensors file, or the system (--system)");
+  sub->add_option("path", args->path, "Model directory (config.json + model.safetensors) or a .safetensors file");
+  sub->add_flag("--system", args->system, "Threads, BLAS actually loaded, LibTorch version");
+  sub->add_flag("--tensors", args->tensors, "List every tensor of a model directory");
+  add_common_options(*sub, args->common);
+  sub->callback([args]() { run(*args); });
+}
+
+}  // namespace mimic::cli

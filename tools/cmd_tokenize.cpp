@@ -1,0 +1,51 @@
+// mimic tokenize --model DIR (--text S | --file F) — token ids as the model's tokenizer produces them.
+#include <iostream>
+
+#include "cli.h"
+#include "text/tokenizer.h"
+
+namespace mimic::cli {
+namespace {
+
+struct TokenizeArgs {
+  Common common;
+  std::string model, text, file;
+  bool no_special = false, tokens = false;
+};
+
+void run(const TokenizeArgs& a) {
+  start(a.common);
+  auto input = read_text_input(a.text, a.file);
+  auto tok = text::load_tokenizer(resolve_model_dir(a.model));
+  auto ids = tok->encode(input, !a.no_special);
+  if (a.common.json) {
+    nlohmann::json j = {{"ids", ids}};
+    if (a.tokens) {
+      nlohmann::json pieces = nlohmann::json::array();
+      for (auto id : ids) pieces.push_back(tok->id_to_token(id));
+      j["tokens"] = pieces;
+    }
+    return print_json(j);
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    std::cout << (i ? " " : "") << ids[i];
+    if (a.tokens) std::cout << ":" << tok->id_to_token(ids[i]);
+  }
+  std::cout << "\n";
+}
+
+}  // namespace
+
+void register_tokenize(CLI::App& app) {
+  auto args = std::make_shared<TokenizeArgs>();
+  auto* sub = app.add_subcommand("tokenize", "Token ids of a text with a model's tokenizer");
+  sub->add_option("--model", args->model, "Model directory, or 'gpt2' / 'bert-base-uncased' (fetched tokenizer files)")->required();
+  sub->add_option("--text", args->text, "Text to tokenize");
+  sub->add_option("--file", args->file, "File to tokenize");
+  sub->add_flag("--no-special", args->no_special, "BERT: do not add [CLS] ... [SEP]");
+  sub->add_flag("--tokens", args->tokens, "Also print the token strings");
+  add_common_options(*sub, args->common);
+  sub->callback([args]() { run(*args); });
+}
+
+}  // namespace mimic::cli

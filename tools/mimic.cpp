@@ -1,0 +1,44 @@
+// mimic — convert pretrained softmax-attention transformers into linear-attention models.
+// Each subcommand lives in its own tools/cmd_*.cpp file; this file wires them up and turns every error
+// into one line on stderr and a non-zero exit.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "cli.h"
+#include "core/error.h"
+#include "core/runtime.h"
+
+namespace {
+// LibTorch's c10::Error messages carry a multi-line backtrace: keep the first line.
+std::string first_line(const char* what) {
+  std::string s(what ? what : "unknown error");
+  auto nl = s.find('\n');
+  return nl == std::string::npos ? s : s.substr(0, nl);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mimic: convert pretrained softmax-attention transformers (GPT-2, BERT) into linear-attention models"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("mimic ") + mimic::mimic_version());
+  for (auto reg : {mimic::cli::register_info, mimic::cli::register_tokenize, mimic::cli::register_forward,
+                   mimic::cli::register_eval})
+    reg(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const mimic::Error& e) {
+    std::fprintf(stderr, "mimic: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "mimic: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mimic: error: %s\n", first_line(e.what()).c_str());
+    return 1;
+  }
+  return 0;
+}
