@@ -1,0 +1,78 @@
+#include "data/batches.h"
+
+#include <torch/torch.h>
+
+#include <numeric>
+
+#include "core/error.h"
+
+namespace mimic::data {
+
+PackedBatches::PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t batch_size, uint64_t seed)
+    : cache_(cache), seq_len_(seq_len), batch_size_(batch_size), seed_(seed) {
+  MIMIC_CHECK(seq_len >= 1 && batch_size >= 1, "sequence length and batch size must be positive");
+  int64_t blocks = (cache.size() - 1) / seq_len;
+  MIMIC_CHECK(blocks >= batch_size, "the data has ", cache.size(), " tokens: too few for one batch of ", batch_size, " x ",
+              seq_len + 1, " tokens");
+  order_.resize(static_cast<size_t>(blocks));
+}
+
+void PackedBatches::shuffle_for(int64_t epoch) {
+  if (order_epoch_ == epoch) return;
+  std::iota(order_.begin(), order_.end(), 0);
+  // Fisher–Yates with a generator seeded by (seed, epoch): identical on every platform.
+  std::mt19937_64 rng(seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch));
+  for (size_t i = order_.size(); i > 1; --i) {
+    size_t j = static_cast<size_t>(rng() % i);
+    std::swap(order_[i - 1], order_[j]);
+  }
+  order_epoch_ = epoch;
+}
+
+int64_t PackedBatches::block_start(int64_t epoch, int64_t index) {
+  shuffle_for(epoch);
+  return order_[static_cast<size_t>(index)] * seq_len_;
+}
+
+void PackedBatches::seek(StreamPosition p) {
+  MIMIC_CHECK(p.epoch >= 0 && p.index >= 0 && p.index < blocks_per_epoch(), "invalid data position (epoch ", p.epoch,
+              ", index ", p.index, ")");
+  pos_ = p;
+}
+
+LmBatch PackedBatches::next() {
+  auto inputs = torch::empty({batch_size_, seq_len_}, torch::kLong);
+  auto labels = torch::empty({batch_size_, seq_len_}, torch::kLong);
+  auto* in = inputs.data_ptr<int64_t>();
+  auto* lb = labels.data_ptr<int64_t>();
+  for (int64_t b = 0; b < batch_size_; ++b) {
+    if (pos_.index >= blocks_per_epoch()) pos_ = {pos_.epoch + 1, 0};
+    int64_t start = block_start(pos_.epoch, pos_.index++);
+    for (int64_t t = 0; t < seq_len_; ++t) {
+      in[b * seq_len_ + t] = cache_[start + t];
+      lb[b * seq_len_ + t] = cache_[start + t + 1];
+    }
+  }
+  if (pos_.index >= blocks_per_epoch()) pos_ = {pos_.epoch + 1, 0};
+  return {inputs, labels, torch::ones({batch_size_, seq_len_}, torch::kLong)};
+}
+
+void mask_tokens(at::Tensor& input_ids, at::Tensor& labels, const at::Tensor& special, const MlmMasking& m, std::mt19937_64& rng) {
+  MIMIC_CHECK(input_ids.scalar_type() == at::kLong && input_ids.is_contiguous(), "mask_tokens expects contiguous int64 ids");
+  labels = torch::full_like(input_ids, -100);
+  auto sp = special.to(torch::kBool).contiguous();
+  auto* ids = input_ids.data_ptr<int64_t>();
+  auto* lb = labels.data_ptr<int64_t>();
+  const bool* s = sp.data_ptr<bool>();
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::uniform_int_distribution<int64_t> random_id(m.first_random_id, m.vocab_size - 1);
+  for (int64_t i = 0, n = input_ids.numel(); i < n; ++i) {
+    if (s[i] || u(rng) >= m.rate) continue;
+    lb[i] = ids[i];
+    double r = u(rng);
+    if (r < 0.8) ids[i] = m.mask_id;
+    else if (r < 0.9) ids[i] = random_id(rng);
+  }
+}
+
+}  // namespace mimic::data

@@ -1,0 +1,59 @@
+// Training batches: packed language-model sequences and BERT masked-LM masking.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "data/token_cache.h"
+
+namespace mimic::data {
+
+// Where a batch stream stands: enough to resume it exactly.
+struct StreamPosition {
+  int64_t epoch = 0;
+  int64_t index = 0;  // next block within the epoch's order
+};
+
+struct LmBatch {
+  at::Tensor input_ids;  // int64 [B, T]
+  at::Tensor labels;     // int64 [B, T] (causal: next tokens; MLM: original ids at masked positions, -100 elsewhere)
+  at::Tensor attention_mask;  // int64 [B, T], all ones for packed sequences
+};
+
+// Packs the token stream into blocks of T+1 tokens (block i starts at token i·T; documents separated by
+// the cache's separator) and yields them in an order shuffled per epoch by (seed, epoch), B at a time.
+// inputs = block[0:T], labels = block[1:T+1]. Deterministic for a given (cache, T, B, seed).
+class PackedBatches {
+ public:
+  PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t batch_size, uint64_t seed);
+  LmBatch next();
+  int64_t blocks_per_epoch() const { return static_cast<int64_t>(order_.size()); }
+  StreamPosition position() const { return pos_; }
+  void seek(StreamPosition p);
+  // The block a position refers to (start token offset); exposed for tests.
+  int64_t block_start(int64_t epoch, int64_t index);
+
+ private:
+  void shuffle_for(int64_t epoch);
+  const TokenCache& cache_;
+  int64_t seq_len_, batch_size_;
+  uint64_t seed_;
+  StreamPosition pos_;
+  int64_t order_epoch_ = -1;
+  std::vector<int64_t> order_;
+};
+
+// BERT masked-LM corruption (Devlin et al.): choose each non-special position with probability `rate`;
+// of the chosen, 80% become [MASK], 10% a random token, 10% stay. labels hold the original id at chosen
+// positions and -100 elsewhere. `special` marks positions never chosen ([CLS], [SEP], [PAD]).
+struct MlmMasking {
+  double rate = 0.15;
+  int64_t mask_id = 103;
+  int64_t vocab_size = 30522;
+  int64_t first_random_id = 999;  // random replacements are drawn from [first_random_id, vocab_size): real word pieces
+};
+void mask_tokens(at::Tensor& input_ids, at::Tensor& labels, const at::Tensor& special, const MlmMasking& m, std::mt19937_64& rng);
+
+}  // namespace mimic::data

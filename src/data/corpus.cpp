@@ -1,0 +1,116 @@
+#include "data/corpus.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/paths.h"
+#include "io/atomic_file.h"
+
+namespace mimic::data {
+
+namespace fs = std::filesystem;
+
+const char* split_name(Split s) {
+  switch (s) {
+    case Split::Train: return "train";
+    case Split::Validation: return "validation";
+    case Split::Test: return "test";
+  }
+  return "?";
+}
+
+Split split_from_name(const std::string& s) {
+  if (s == "train") return Split::Train;
+  if (s == "validation" || s == "val") return Split::Validation;
+  if (s == "test") return Split::Test;
+  fail("unknown split '", s, "' (expected train, validation or test)");
+}
+
+std::vector<std::string> lm_corpus_names() { return {"sotu", "moby-dick"}; }
+
+bool is_valid_utf8(const std::string& s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t n = s.size(), i = 0;
+  while (i < n) {
+    unsigned c = p[i];
+    if (c < 0x80) { ++i; continue; }
+    size_t len;
+    uint32_t cp;
+    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+    else return false;
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+std::string clean_text(const std::string& raw) {
+  std::string out;
+  out.reserve(raw.size());
+  size_t newlines = 0;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    char c = raw[i];
+    if (c == '\r') {
+      if (i + 1 < raw.size() && raw[i + 1] == '\n') continue;
+      c = '\n';
+    }
+    if (c == '\n') {
+      while (!out.empty() && (out.back() == ' ' || out.back() == '\t')) out.pop_back();
+      if (++newlines > 2) continue;
+    } else {
+      newlines = 0;
+    }
+    out.push_back(c);
+  }
+  // trim leading and trailing white space
+  size_t b = out.find_first_not_of(" \t\n");
+  size_t e = out.find_last_not_of(" \t\n");
+  return b == std::string::npos ? std::string() : out.substr(b, e - b + 1);
+}
+
+Split split_of(const std::string& doc_id) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
+  for (unsigned char c : doc_id) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  uint64_t bucket = h % 100;
+  return bucket < 90 ? Split::Train : bucket < 95 ? Split::Validation : Split::Test;
+}
+
+std::vector<Document> load_corpus(const std::string& name) {
+  auto known = lm_corpus_names();
+  MIMIC_CHECK(std::find(known.begin(), known.end(), name) != known.end(), "unknown corpus '", name,
+              "' (known: sotu, moby-dick)");
+  std::string dir = asset_path("corpora/" + name);
+  std::vector<Document> docs;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".txt") continue;
+    std::string stem = entry.path().stem().string();
+    // moby-dick ships the whole book again as data.txt and a table of contents: not documents.
+    if (name == "moby-dick" && (stem == "data" || stem == "contents")) continue;
+    Document d;
+    d.id = name + "/" + stem;
+    d.corpus = name;
+    if (name == "sotu") d.year = std::atoi(stem.substr(0, 4).c_str());
+    std::string raw = io::read_text_file(entry.path().string());
+    MIMIC_CHECK(is_valid_utf8(raw), entry.path().string(), ": not valid UTF-8");
+    d.text = clean_text(raw);
+    MIMIC_CHECK(!d.text.empty(), entry.path().string(), ": empty document");
+    docs.push_back(std::move(d));
+  }
+  MIMIC_CHECK(!docs.empty(), "corpus '", name, "' has no documents in ", dir, " (run tools/setup.sh)");
+  std::sort(docs.begin(), docs.end(), [](const Document& a, const Document& b) { return a.id < b.id; });
+  return docs;
+}
+
+}  // namespace mimic::data

@@ -1,0 +1,108 @@
+#include "data/token_cache.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/paths.h"
+#include "io/atomic_file.h"
+#include "text/tokenizer.h"
+
+namespace mimic::data {
+
+struct TokenCache::Mapping {
+  void* addr = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (addr && addr != MAP_FAILED && size) munmap(addr, size);
+  }
+};
+
+TokenCacheInfo write_token_cache(const std::string& path, const text::Tokenizer& tok, const std::vector<Document>& docs) {
+  MIMIC_CHECK(tok.vocab_size() <= 65536, "token caches store uint16 ids; vocabulary of ", tok.vocab_size(), " is too large");
+  TokenCacheInfo info;
+  info.tokenizer = tok.kind();
+  info.vocab_size = tok.vocab_size();
+  info.separator = tok.eos_id() >= 0 ? tok.eos_id() : tok.sep_id();
+  MIMIC_CHECK(info.separator >= 0, "tokenizer ", tok.kind(), " has no document separator");
+  std::vector<uint16_t> ids;
+  std::vector<int64_t> offsets;
+  nlohmann::json doc_ids = nlohmann::json::array();
+  for (const auto& d : docs) {
+    offsets.push_back(static_cast<int64_t>(ids.size()));
+    for (auto id : tok.encode(d.text, /*add_special_tokens=*/false)) ids.push_back(static_cast<uint16_t>(id));
+    ids.push_back(static_cast<uint16_t>(info.separator));
+    doc_ids.push_back(d.id);
+  }
+  offsets.push_back(static_cast<int64_t>(ids.size()));
+  info.documents = static_cast<int64_t>(docs.size());
+  info.tokens = static_cast<int64_t>(ids.size());
+  io::write_file_atomically(path, [&](std::ostream& os) {
+    os.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * sizeof(uint16_t)));
+  });
+  nlohmann::json meta = {{"format", "mimic-token-cache-1"}, {"dtype", "uint16"},        {"tokenizer", info.tokenizer},
+                         {"vocab_size", info.vocab_size},   {"separator", info.separator}, {"documents", info.documents},
+                         {"tokens", info.tokens},           {"document_ids", doc_ids},   {"document_offsets", offsets}};
+  io::write_text_atomically(path + ".json", meta.dump(1));
+  return info;
+}
+
+TokenCache TokenCache::open(const std::string& path) {
+  TokenCache c;
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(io::read_text_file(path + ".json"));
+    c.info_.tokenizer = meta.at("tokenizer").get<std::string>();
+    c.info_.vocab_size = meta.at("vocab_size").get<int64_t>();
+    c.info_.separator = meta.at("separator").get<int64_t>();
+    c.info_.documents = meta.at("documents").get<int64_t>();
+    c.info_.tokens = meta.at("tokens").get<int64_t>();
+    c.offsets_ = meta.at("document_offsets").get<std::vector<int64_t>>();
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ".json: malformed token-cache index: ", e.what());
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  MIMIC_CHECK(fd >= 0, "cannot open token cache ", path, ": ", std::strerror(errno));
+  struct stat st {};
+  fstat(fd, &st);
+  size_t bytes = static_cast<size_t>(st.st_size);
+  if (bytes != static_cast<size_t>(c.info_.tokens) * 2) {
+    ::close(fd);
+    fail("token cache ", path, " has ", bytes, " bytes, its index says ", c.info_.tokens, " tokens (delete it to rebuild)");
+  }
+  c.map_ = std::make_shared<Mapping>();
+  if (bytes > 0) {
+    c.map_->addr = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    c.map_->size = bytes;
+  }
+  ::close(fd);
+  MIMIC_CHECK(c.map_->addr != MAP_FAILED, "mmap of ", path, " failed");
+  c.data_ = static_cast<const uint16_t*>(c.map_->addr);
+  MIMIC_CHECK(static_cast<int64_t>(c.offsets_.size()) == c.info_.documents + 1 && c.offsets_.back() == c.info_.tokens,
+              "token cache ", path, ": document offsets inconsistent");
+  return c;
+}
+
+TokenCache corpus_token_cache(const std::string& corpus, Split split, const text::Tokenizer& tok) {
+  std::vector<std::string> names = corpus == "all" ? lm_corpus_names() : std::vector<std::string>{corpus};
+  std::string dir = cache_dir() + "/data/" + tok.kind();
+  std::string path = dir + "/" + corpus + "." + split_name(split) + ".bin";
+  if (std::filesystem::exists(path) && std::filesystem::exists(path + ".json")) return TokenCache::open(path);
+  std::vector<Document> docs;
+  for (const auto& n : names)
+    for (auto& d : load_corpus(n))
+      if (split_of(d.id) == split) docs.push_back(std::move(d));
+  MIMIC_CHECK(!docs.empty(), "corpus '", corpus, "' has no documents in split ", split_name(split));
+  std::filesystem::create_directories(dir);
+  write_token_cache(path, tok, docs);
+  return TokenCache::open(path);
+}
+
+}  // namespace mimic::data

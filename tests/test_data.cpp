@@ -1,0 +1,136 @@
+#include <torch/torch.h>
+
+#include <map>
+#include <set>
+
+#include "data/batches.h"
+#include "data/corpus.h"
+#include "data/token_cache.h"
+#include "test_util.h"
+#include "text/tokenizer.h"
+
+using namespace mimic::data;
+using mimic::test::TempDir;
+
+namespace {
+// A byte-level tokenizer: id = byte value, separator 256. Enough to test caches and batches exactly.
+class ByteTokenizer : public mimic::text::Tokenizer {
+ public:
+  std::string kind() const override { return "bytes"; }
+  int64_t vocab_size() const override { return 257; }
+  std::vector<int64_t> encode(const std::string& t, bool) const override {
+    return std::vector<int64_t>(reinterpret_cast<const unsigned char*>(t.data()),
+                                reinterpret_cast<const unsigned char*>(t.data()) + t.size());
+  }
+  std::string decode(const std::vector<int64_t>& ids) const override { return std::string(ids.begin(), ids.end()); }
+  std::string id_to_token(int64_t id) const override { return std::string(1, static_cast<char>(id)); }
+  int64_t token_to_id(const std::string& s) const override { return s.size() == 1 ? static_cast<unsigned char>(s[0]) : -1; }
+  int64_t eos_id() const override { return 256; }
+};
+}  // namespace
+
+TEST(DataCorpus, SplitsAreDeterministicDisjointAndCoverEveryDocument) {
+  std::map<Split, int> counts;
+  for (const auto& name : lm_corpus_names()) {
+    auto docs = load_corpus(name);
+    std::set<std::string> ids;
+    for (const auto& d : docs) {
+      EXPECT_TRUE(ids.insert(d.id).second) << "duplicate id " << d.id;
+      EXPECT_EQ(split_of(d.id), split_of(std::string(d.id)));  // pure function of the id
+      EXPECT_TRUE(is_valid_utf8(d.text));
+      EXPECT_FALSE(d.text.empty());
+      counts[split_of(d.id)]++;
+    }
+  }
+  EXPECT_EQ(load_corpus("sotu").size(), 233u);
+  EXPECT_EQ(load_corpus("moby-dick").size(), 138u);  // 135 chapters, etymology, extracts, epilogue
+  // roughly 90/5/5 of 371 documents, every split non-empty
+  EXPECT_GT(counts[Split::Train], 300);
+  EXPECT_GE(counts[Split::Validation], 8);
+  EXPECT_GE(counts[Split::Test], 8);
+  EXPECT_EQ(split_of("sotu/1790_george_washington_n"), split_of("sotu/1790_george_washington_n"));
+  EXPECT_MIMIC_ERROR(load_corpus("nope"), "unknown corpus 'nope'");
+  EXPECT_MIMIC_ERROR(split_from_name("dev"), "unknown split 'dev'");
+}
+
+TEST(DataCorpus, CleaningAndUtf8Validation) {
+  EXPECT_EQ(clean_text("  a \r\nb\t\n\n\n\n c  \n"), "a\nb\n\n c");
+  EXPECT_EQ(clean_text(" \n\t "), "");
+  EXPECT_TRUE(is_valid_utf8("plain \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+  EXPECT_FALSE(is_valid_utf8("\xc3"));              // truncated
+  EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));          // overlong
+  EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));      // surrogate
+  EXPECT_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // above U+10FFFF
+  EXPECT_FALSE(is_valid_utf8("\xff"));
+}
+
+TEST(DataTokenCache, RoundTripWithSeparatorsAndOffsets) {
+  TempDir dir;
+  ByteTokenizer tok;
+  std::vector<Document> docs = {{"a", "x", 0, "hello"}, {"b", "x", 0, "wide world"}};
+  auto info = write_token_cache(dir.file("c.bin"), tok, docs);
+  EXPECT_EQ(info.tokens, 5 + 1 + 10 + 1);
+  auto c = TokenCache::open(dir.file("c.bin"));
+  EXPECT_EQ(c.size(), 17);
+  EXPECT_EQ(c[0], 'h');
+  EXPECT_EQ(c[5], 256);
+  EXPECT_EQ(c[6], 'w');
+  EXPECT_EQ(c[16], 256);
+  EXPECT_EQ(c.document_offsets(), (std::vector<int64_t>{0, 6, 17}));
+  // A truncated cache is refused with a message saying how to fix it.
+  mimic::test::write_bytes(dir.file("c.bin"), std::string(10, '\0'));
+  EXPECT_MIMIC_ERROR(TokenCache::open(dir.file("c.bin")), "delete it to rebuild");
+}
+
+TEST(DataBatches, PackedBlocksShuffleDeterministicallyAndResume) {
+  TempDir dir;
+  ByteTokenizer tok;
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += static_cast<char>('a' + i % 26);
+  write_token_cache(dir.file("c.bin"), tok, {{"d", "x", 0, text}});
+  auto cache = TokenCache::open(dir.file("c.bin"));  // 201 tokens
+  PackedBatches a(cache, 10, 3, 7), b(cache, 10, 3, 7), other(cache, 10, 3, 8);
+  EXPECT_EQ(a.blocks_per_epoch(), 20);
+  // Every block appears exactly once per epoch; labels are the inputs shifted by one.
+  std::set<int64_t> starts;
+  for (int64_t i = 0; i < 20; ++i) starts.insert(a.block_start(0, i));
+  EXPECT_EQ(starts.size(), 20u);
+  EXPECT_EQ(*starts.rbegin(), 190);
+  auto x = a.next();
+  EXPECT_TRUE(torch::equal(x.input_ids.slice(1, 1), x.labels.slice(1, 0, 9)));
+  EXPECT_TRUE(torch::equal(x.input_ids, b.next().input_ids));
+  EXPECT_FALSE(torch::equal(x.input_ids, other.next().input_ids));
+  // Resume: a fresh stream seeked to a saved position continues identically (across an epoch boundary).
+  for (int i = 0; i < 7; ++i) a.next();
+  auto saved = a.position();
+  PackedBatches resumed(cache, 10, 3, 7);
+  resumed.seek(saved);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(torch::equal(a.next().input_ids, resumed.next().input_ids)) << i;
+  EXPECT_GE(a.position().epoch, 1);
+  EXPECT_NE(a.block_start(0, 0) + 1000 * a.block_start(0, 1), a.block_start(1, 0) + 1000 * a.block_start(1, 1));
+  EXPECT_MIMIC_ERROR(PackedBatches(cache, 100, 3, 0), "too few");
+}
+
+TEST(DataBatches, MlmMaskingStatistics) {
+  std::mt19937_64 rng(1);
+  const int64_t n = 200000;
+  auto ids = torch::randint(1000, 30000, {n}, torch::kLong);
+  auto special = torch::zeros({n}, torch::kBool);
+  special.slice(0, 0, n, 10).fill_(true);  // every 10th position is special
+  auto original = ids.clone();
+  at::Tensor labels;
+  MlmMasking m;
+  mask_tokens(ids, labels, special, m, rng);
+  auto chosen = labels.ne(-100);
+  EXPECT_FALSE(chosen.masked_select(special).any().item<bool>());
+  double rate = chosen.sum().item<double>() / (n * 0.9);
+  EXPECT_NEAR(rate, 0.15, 0.005);
+  EXPECT_TRUE(torch::equal(labels.masked_select(chosen), original.masked_select(chosen)));
+  double c = chosen.sum().item<double>();
+  double masked = (ids.eq(103) & chosen).sum().item<double>() / c;
+  double kept = (ids.eq(original) & chosen).sum().item<double>() / c;
+  EXPECT_NEAR(masked, 0.8, 0.01);
+  EXPECT_NEAR(kept, 0.1, 0.01);  // (random draws equal to the original are ~1/29522: negligible)
+  EXPECT_NEAR(1 - masked - kept, 0.1, 0.01);
+  EXPECT_TRUE(torch::equal(ids.masked_select(~chosen), original.masked_select(~chosen)));
+}
