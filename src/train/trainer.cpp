@@ -1,0 +1,212 @@
+#include "train/trainer.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/progress.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+
+namespace mimic::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kCheckpoint = "checkpoint.safetensors";
+
+struct Saved {
+  int64_t step = 0;
+  double best_eval = 0;
+  int64_t best_step = 0;
+  nlohmann::json data;
+};
+
+void save_checkpoint(const std::string& dir, const TrainTask& task, const AdamW& opt, const Saved& s,
+                     const TrainOptions& o) {
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const auto& [name, p] : task.params) tensors.emplace_back("param/" + name, p.detach());
+  for (auto& [name, t] : opt.state()) tensors.emplace_back("optim/" + name, t);
+  tensors.emplace_back("rng/torch", at::detail::getDefaultCPUGenerator().get_state());
+  // JSON has no infinity: "no evaluation yet" is stored as null.
+  nlohmann::json best = std::isfinite(s.best_eval) ? nlohmann::json(s.best_eval) : nlohmann::json(nullptr);
+  nlohmann::json meta = {{"step", s.step}, {"best_eval", best}, {"best_step", s.best_step}, {"data", s.data},
+                         {"fingerprint", o.fingerprint}};
+  io::SaveOptions so;
+  so.metadata = {{"format", "mimic-train-checkpoint-1"}, {"state", meta.dump()}};
+  io::save_safetensors(dir + "/" + kCheckpoint, tensors, so);
+}
+
+Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, const TrainOptions& o) {
+  auto f = io::SafeTensorsFile::open(path);
+  auto it = f.metadata().find("state");
+  MIMIC_CHECK(it != f.metadata().end(), path, ": not a mimic training checkpoint");
+  auto meta = nlohmann::json::parse(it->second);
+  if (meta["fingerprint"] != o.fingerprint)
+    fail(path, " was written with other settings (", meta["fingerprint"].dump(), " vs now ", o.fingerprint.dump(),
+         "): use the same command to resume, or --fresh / another --out to start over");
+  torch::NoGradGuard no_grad;
+  for (auto& [name, p] : task.params) {
+    std::string key = "param/" + name;
+    MIMIC_CHECK(f.contains(key), path, ": checkpoint has no parameter '", name, "'");
+    auto t = f.load(key);
+    MIMIC_CHECK(t.sizes() == p.sizes(), path, ": parameter '", name, "' has shape ", t.sizes(), ", model has ", p.sizes());
+    p.copy_(t);
+  }
+  std::vector<std::pair<std::string, at::Tensor>> state;
+  for (const auto& n : f.names())
+    if (n.rfind("optim/", 0) == 0) state.emplace_back(n.substr(6), f.load(n));
+  opt.load_state(state);
+  auto gen = at::detail::getDefaultCPUGenerator();
+  gen.set_state(f.load("rng/torch"));
+  Saved s;
+  s.step = meta["step"].get<int64_t>();
+  s.best_eval = meta["best_eval"].is_null() ? std::numeric_limits<double>::infinity() : meta["best_eval"].get<double>();
+  s.best_step = meta["best_step"].get<int64_t>();
+  s.data = meta["data"];
+  return s;
+}
+
+// Keeps only log lines of steps up to `step` (a killed run may have logged past its last checkpoint).
+void truncate_log(const std::string& path, int64_t step) {
+  if (!fs::exists(path)) return;
+  std::ifstream is(path);
+  std::string line, kept;
+  while (std::getline(is, line)) {
+    try {
+      auto j = nlohmann::json::parse(line);
+      if (j.value("step", int64_t{0}) <= step) kept += line + "\n";
+    } catch (const nlohmann::json::exception&) {
+      // a half-written last line of a killed run: drop it
+    }
+  }
+  io::write_text_atomically(path, kept);
+}
+
+void append_log(const std::string& path, const nlohmann::json& j) {
+  std::ofstream os(path, std::ios::app);
+  os << j.dump() << "\n";
+}
+
+}  // namespace
+
+TrainResult train(TrainTask& task, const TrainOptions& o) {
+  MIMIC_CHECK(!o.out_dir.empty(), "training needs an output directory");
+  MIMIC_CHECK(o.steps > 0 && o.grad_accum > 0, "steps and gradient accumulation must be positive");
+  MIMIC_CHECK(!task.params.empty(), "nothing to train: no trainable parameters");
+  fs::create_directories(o.out_dir);
+  const std::string ckpt = o.out_dir + "/" + kCheckpoint;
+  const std::string log = o.out_dir + "/log.jsonl";
+
+  AdamW opt(task.params, o.adam);
+  Saved s;
+  s.best_eval = std::numeric_limits<double>::infinity();
+  TrainResult r;
+  if (!o.fresh && fs::exists(ckpt)) {
+    s = load_checkpoint(ckpt, task, opt, o);
+    if (task.restore_data_state) task.restore_data_state(s.data);
+    truncate_log(log, s.step);
+    r.resumed_from = s.step;
+  } else if (fs::exists(log)) {
+    fs::remove(log);
+  }
+  if (s.step >= o.steps) {
+    r.steps = s.step;
+    r.best_eval = s.best_eval;
+    r.best_step = s.best_step;
+    return r;
+  }
+
+  auto evaluate_and_export = [&](int64_t step) {
+    if (!task.evaluate) return;
+    if (task.set_training) task.set_training(false);
+    double e;
+    {
+      torch::NoGradGuard ng;
+      e = task.evaluate();
+    }
+    if (task.set_training) task.set_training(true);
+    r.last_eval = e;
+    append_log(log, {{"step", step}, {"eval_loss", e}});
+    if (e < s.best_eval) {
+      s.best_eval = e;
+      s.best_step = step;
+      if (task.export_model) task.export_model(o.out_dir + "/best");
+    }
+  };
+
+  if (task.set_training) task.set_training(true);
+  Progress progress("train", o.steps, "step");
+  if (!o.progress) progress.disable();
+  progress.update(s.step);
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t tokens = 0, skips = 0;
+  double window_loss = 0;
+  int64_t window_n = 0;
+  for (int64_t step = s.step; step < o.steps; ++step) {
+    double lr = warmup_cosine_lr(step, o.warmup, o.steps, o.lr, o.min_lr_ratio);
+    opt.zero_grad();
+    double loss_sum = 0;
+    for (int64_t m = 0; m < o.grad_accum; ++m) {
+      auto loss = task.micro_batch_loss();
+      (loss / static_cast<double>(o.grad_accum)).backward();
+      loss_sum += loss.item<double>();
+      tokens += o.tokens_per_micro_batch;
+    }
+    double loss = loss_sum / static_cast<double>(o.grad_accum);
+    double norm = clip_grad_norm(task.params, o.grad_clip);
+    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+      std::ostringstream what;
+      what << "non-finite " << (!std::isfinite(loss) ? "loss" : "gradient") << " at step " << step + 1 << " (loss " << loss
+           << ", gradient norm " << norm << ")";
+      if (o.on_nonfinite == NonFinite::Stop || ++skips > o.max_skips) {
+        progress.finish();
+        fail(what.str(), o.on_nonfinite == NonFinite::Skip ? " after too many skipped steps" : "",
+             "; the last checkpoint (step ", s.step, ") is in ", o.out_dir);
+      }
+      append_log(log, {{"step", step + 1}, {"skipped", what.str()}});
+      opt.zero_grad();
+      continue;
+    }
+    skips = 0;
+    opt.step(lr);
+    r.last_loss = loss;
+    window_loss += loss;
+    ++window_n;
+    int64_t done = step + 1;
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double tps = secs > 0 ? static_cast<double>(tokens) / secs : 0;
+    char extra[128];
+    std::snprintf(extra, sizeof(extra), "loss %.4f  lr %.2e  %.0f tok/s", loss, lr, tps);
+    progress.update(done, extra);
+    if (done % o.log_every == 0 || done == o.steps) {
+      append_log(log, {{"step", done}, {"loss", window_loss / static_cast<double>(window_n)}, {"lr", lr},
+                       {"grad_norm", norm}, {"tokens_per_second", tps}, {"elapsed", secs}});
+      window_loss = 0;
+      window_n = 0;
+    }
+    if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) evaluate_and_export(done);
+    if (done % o.checkpoint_every == 0 || done == o.steps) {
+      s.step = done;
+      if (task.data_state) s.data = task.data_state();
+      save_checkpoint(o.out_dir, task, opt, s, o);
+    }
+  }
+  progress.finish();
+  if (task.export_model) task.export_model(o.out_dir + "/last");
+  r.steps = o.steps;
+  r.best_eval = s.best_eval;
+  r.best_step = s.best_step;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.tokens_per_second = r.seconds > 0 ? static_cast<double>(tokens) / r.seconds : 0;
+  return r;
+}
+
+}  // namespace mimic::train

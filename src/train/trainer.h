@@ -1,0 +1,69 @@
+// The training engine: AdamW + warm-up/cosine schedule, gradient clipping and accumulation, periodic
+// evaluation with best and last exports, exact resume from atomic checkpoints, non-finite detection,
+// progress on a terminal and a JSON-lines metrics log. Used by pretrain, finetune and distill.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "train/optimizer.h"
+
+namespace mimic::train {
+
+enum class NonFinite { Stop, Skip };
+
+struct TrainOptions {
+  int64_t steps = 1000;           // optimizer steps
+  int64_t warmup = 100;
+  double lr = 3e-4;
+  double min_lr_ratio = 0.1;      // cosine decays to lr·min_lr_ratio
+  AdamWOptions adam;              // adam.lr is ignored (the schedule sets it)
+  double grad_clip = 1.0;         // <= 0: off
+  int64_t grad_accum = 1;         // micro-batches per optimizer step
+  int64_t eval_every = 100;       // steps; <= 0: only at the end
+  int64_t checkpoint_every = 50;  // steps
+  int64_t log_every = 10;
+  int64_t tokens_per_micro_batch = 0;  // for tokens/s
+  std::string out_dir;
+  bool fresh = false;             // ignore an existing checkpoint instead of resuming from it
+  NonFinite on_nonfinite = NonFinite::Stop;
+  int64_t max_skips = 10;         // with Skip: consecutive skipped steps before stopping
+  bool progress = true;
+  // Settings that must match for a checkpoint to be resumed (model, data, seed...): stored in it.
+  nlohmann::json fingerprint = nlohmann::json::object();
+};
+
+// What to train: the trainer owns the loop, the task owns model and data.
+struct TrainTask {
+  std::vector<std::pair<std::string, at::Tensor>> params;  // trainable parameters, named
+  std::function<at::Tensor()> micro_batch_loss;             // forward on the next micro-batch: scalar loss
+  std::function<double()> evaluate;                         // validation loss (lower is better)
+  std::function<void(bool training)> set_training;          // dropout on/off
+  std::function<nlohmann::json()> data_state;               // where the data stream stands
+  std::function<void(const nlohmann::json&)> restore_data_state;
+  std::function<void(const std::string& dir)> export_model; // write a usable model (HF layout) to dir
+};
+
+struct TrainResult {
+  int64_t steps = 0;
+  int64_t resumed_from = 0;  // step the run resumed from (0: fresh)
+  double last_loss = 0;
+  double best_eval = 0;
+  int64_t best_step = 0;
+  double last_eval = 0;
+  double seconds = 0;
+  double tokens_per_second = 0;
+};
+
+// Runs (or resumes) training. Files in out_dir: checkpoint.safetensors (everything needed to resume
+// exactly: parameters, optimizer moments, step, RNG state, data position; written atomically),
+// log.jsonl (one JSON object per logged step or evaluation), best/ and last/ (export_model output).
+TrainResult train(TrainTask& task, const TrainOptions& options);
+
+// Used by tests: the error raised on a non-finite loss names the step.
+}  // namespace mimic::train

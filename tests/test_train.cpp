@@ -1,0 +1,191 @@
+// The training engine on a tiny model: it learns, resumes bit-exactly, stops on non-finite values.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "test_util.h"
+#include "train/optimizer.h"
+#include "train/trainer.h"
+
+using namespace mimic::train;
+using mimic::test::TempDir;
+
+namespace {
+
+// A small MLP with dropout (so the RNG state matters) fitting y = sin(x·w) from a deterministic stream.
+struct Toy {
+  torch::nn::Sequential net{torch::nn::Linear(8, 32), torch::nn::Tanh(), torch::nn::Dropout(0.1), torch::nn::Linear(32, 1)};
+  int64_t position = 0;  // data stream position
+  int64_t calls = 0;
+  int64_t crash_at_call = -1;   // simulate a kill
+  int64_t nan_at_call = -1;     // inject a NaN loss
+  at::Tensor w = torch::linspace(-1, 1, 8);
+
+  std::pair<at::Tensor, at::Tensor> batch(int64_t pos) const {
+    auto g = at::detail::createCPUGenerator(1000 + pos);
+    auto x = at::randn({16, 8}, g);
+    return {x, torch::sin(x.matmul(w)).unsqueeze(1)};
+  }
+  TrainTask task() {
+    TrainTask t;
+    for (auto& p : net->named_parameters()) t.params.emplace_back(p.key(), p.value());
+    t.micro_batch_loss = [this]() {
+      if (calls++ == crash_at_call) throw std::runtime_error("simulated kill");
+      auto [x, y] = batch(position++);
+      auto loss = torch::mse_loss(net->forward(x), y);
+      if (calls - 1 == nan_at_call) loss = loss * std::nan("");
+      return loss;
+    };
+    t.evaluate = [this]() {
+      auto [x, y] = batch(-1);
+      return torch::mse_loss(net->forward(x), y).item<double>();
+    };
+    t.set_training = [this](bool on) { net->train(on); };
+    t.data_state = [this]() { return nlohmann::json{{"position", position}}; };
+    t.restore_data_state = [this](const nlohmann::json& j) { position = j["position"].get<int64_t>(); };
+    t.export_model = [this](const std::string& dir) {
+      std::vector<std::pair<std::string, at::Tensor>> ts;
+      for (auto& p : net->named_parameters()) ts.emplace_back(p.key(), p.value());
+      mimic::io::save_safetensors(dir + "/model.safetensors", ts);
+    };
+    return t;
+  }
+};
+
+TrainOptions options(const std::string& dir, int64_t steps) {
+  TrainOptions o;
+  o.steps = steps;
+  o.warmup = 5;
+  o.lr = 1e-2;
+  o.adam.weight_decay = 0.01;
+  o.eval_every = 10;
+  o.checkpoint_every = 5;
+  o.log_every = 5;
+  o.grad_accum = 2;
+  o.out_dir = dir;
+  o.progress = false;
+  o.fingerprint = {{"toy", 1}};
+  return o;
+}
+
+std::vector<at::Tensor> weights(Toy& t) {
+  std::vector<at::Tensor> out;
+  for (auto& p : t.net->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+}  // namespace
+
+TEST(TrainEngine, TinyModelOverfits) {
+  TempDir dir;
+  torch::manual_seed(0);
+  Toy toy;
+  auto task = toy.task();
+  double before = task.evaluate();
+  auto r = train(task, options(dir.path().string(), 200));
+  EXPECT_LT(r.last_eval, before / 10) << "before " << before << " after " << r.last_eval;
+  EXPECT_TRUE(std::filesystem::exists(dir.file("best/model.safetensors")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("last/model.safetensors")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("log.jsonl")));
+}
+
+TEST(TrainEngine, ResumeAfterKillIsBitIdentical) {
+  TempDir a, b;
+  torch::manual_seed(1);
+  Toy full;
+  auto full_task = full.task();
+  train(full_task, options(a.path().string(), 30));
+
+  torch::manual_seed(1);
+  Toy killed;
+  killed.crash_at_call = 2 * 17 + 1;  // dies inside step 18 (2 micro-batches per step), after the step-15 checkpoint
+  auto killed_task = killed.task();
+  EXPECT_THROW(train(killed_task, options(b.path().string(), 30)), std::runtime_error);
+
+  // "Restart the same command": a new process state (model re-initialised with another seed, stream at 0).
+  torch::manual_seed(999);
+  Toy resumed;
+  auto resumed_task = resumed.task();
+  auto r = train(resumed_task, options(b.path().string(), 30));
+  EXPECT_EQ(r.resumed_from, 15);
+  auto w1 = weights(full), w2 = weights(resumed);
+  ASSERT_EQ(w1.size(), w2.size());
+  for (size_t i = 0; i < w1.size(); ++i) EXPECT_TRUE(torch::equal(w1[i], w2[i])) << "parameter " << i;
+  EXPECT_EQ(full.position, resumed.position);
+  // The resumed log has each step once.
+  auto log = mimic::test::read_bytes(b.file("log.jsonl"));
+  auto full_log = mimic::test::read_bytes(a.file("log.jsonl"));
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), std::count(full_log.begin(), full_log.end(), '\n'));
+  // A checkpoint from other settings is refused.
+  auto o = options(b.path().string(), 40);
+  o.fingerprint = {{"toy", 2}};
+  EXPECT_MIMIC_ERROR(train(resumed_task, o), "other settings");
+}
+
+TEST(TrainEngine, NonFiniteLossStopsNamingTheStep) {
+  TempDir dir;
+  Toy toy;
+  toy.nan_at_call = 2 * 6;  // first micro-batch of step 7
+  auto task = toy.task();
+  EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 20)), "non-finite loss at step 7");
+  // With skipping, the bad step is skipped and training completes.
+  TempDir dir2;
+  Toy toy2;
+  toy2.nan_at_call = 2 * 6;
+  auto task2 = toy2.task();
+  auto o = options(dir2.path().string(), 20);
+  o.on_nonfinite = NonFinite::Skip;
+  auto r = train(task2, o);
+  EXPECT_EQ(r.steps, 20);
+  EXPECT_NE(mimic::test::read_bytes(dir2.file("log.jsonl")).find("skipped"), std::string::npos);
+}
+
+TEST(TrainEngine, CheckpointsAreNeverHalfWritten) {
+  TempDir dir;
+  Toy toy;
+  toy.crash_at_call = 2 * 12;  // killed in step 13, after the step-10 checkpoint
+  auto task = toy.task();
+  EXPECT_THROW(train(task, options(dir.path().string(), 30)), std::runtime_error);
+  for (auto& e : std::filesystem::recursive_directory_iterator(dir.path()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  auto f = mimic::io::SafeTensorsFile::open(dir.file("checkpoint.safetensors"));
+  EXPECT_NE(f.metadata().at("state").find("\"step\":10"), std::string::npos);
+  // A writer that fails midway leaves the previous file untouched.
+  auto before = mimic::test::read_bytes(dir.file("checkpoint.safetensors"));
+  EXPECT_THROW(mimic::io::write_file_atomically(dir.file("checkpoint.safetensors"),
+                                                [](std::ostream& os) {
+                                                  os << "partial";
+                                                  throw std::runtime_error("killed");
+                                                }),
+               std::runtime_error);
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("checkpoint.safetensors")), before);
+}
+
+TEST(TrainOptimizer, AdamWMatchesClosedFormAndSkipsDecayForBiasAndNorms) {
+  // One AdamW step from zero moments moves each weight by lr·sign(g) (bias-corrected m/sqrt(v) = g/|g|),
+  // plus decoupled decay lr·wd·w for matrices only.
+  auto w = torch::full({2, 2}, 2.0, torch::requires_grad());
+  auto b = torch::full({2}, 2.0, torch::requires_grad());
+  AdamWOptions o;
+  o.weight_decay = 0.5;
+  o.eps = 0;
+  AdamW opt({{"layer.weight", w}, {"layer.bias", b}}, o);
+  (w.sum() * 3 - b.sum()).backward();
+  opt.step(0.1);
+  EXPECT_TRUE(torch::allclose(w, torch::full({2, 2}, 2.0 * (1 - 0.1 * 0.5) - 0.1)));
+  EXPECT_TRUE(torch::allclose(b, torch::full({2}, 2.0 + 0.1)));
+  EXPECT_TRUE(exempt_from_weight_decay("h.0.ln_1.weight", torch::ones({4})));
+  EXPECT_TRUE(exempt_from_weight_decay("bert.embeddings.LayerNorm.gamma", torch::ones({4})));
+  EXPECT_FALSE(exempt_from_weight_decay("h.0.attn.c_attn.weight", torch::ones({4, 4})));
+}
+
+TEST(TrainOptimizer, WarmupCosineSchedule) {
+  EXPECT_DOUBLE_EQ(warmup_cosine_lr(0, 10, 110, 1.0, 0.1), 0.1);
+  EXPECT_DOUBLE_EQ(warmup_cosine_lr(9, 10, 110, 1.0, 0.1), 1.0);
+  EXPECT_DOUBLE_EQ(warmup_cosine_lr(10, 10, 110, 1.0, 0.1), 1.0);
+  EXPECT_NEAR(warmup_cosine_lr(60, 10, 110, 1.0, 0.1), 0.55, 1e-12);  // half-way: mean of peak and floor
+  EXPECT_NEAR(warmup_cosine_lr(110, 10, 110, 1.0, 0.1), 0.1, 1e-12);
+}
