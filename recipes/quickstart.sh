@@ -11,7 +11,10 @@ MIMIC=${MIMIC:-$root/build/mimic}
 OUT=${OUT:-$root/out/quickstart}
 mkdir -p "$OUT"
 corpus=${MIMIC_CACHE:-$HOME/.cache/mimic}/assets/corpora
-model=$root/tests/fixtures/models/gpt2-prefixed
+# The test fixture GPT-2 (random weights, real vocabulary) completed with the real tokenizer files.
+model=$OUT/gpt2-fixture
+rm -rf "$model" && cp -r "$root/tests/fixtures/models/gpt2-prefixed" "$model"
+cp "${MIMIC_CACHE:-$HOME/.cache/mimic}"/assets/gpt2/{vocab.json,merges.txt} "$model/"
 
 echo "== system"
 "$MIMIC" info --system | head -4

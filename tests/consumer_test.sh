@@ -12,7 +12,10 @@ command -v ninja >/dev/null 2>&1 && args+=(-G Ninja)
 command -v clang++ >/dev/null 2>&1 && args+=(-DCMAKE_CXX_COMPILER=clang++)
 cmake "${args[@]}" >/dev/null
 cmake --build "$work/build" >/dev/null
-out=$("$work/build/consumer" "$src/tests/fixtures/models/gpt2-prefixed" "Hello world")
+# the fixture GPT-2 (random weights, real vocabulary size) completed with the real tokenizer files
+cp -r "$src/tests/fixtures/models/gpt2-prefixed" "$work/model"
+cp "${MIMIC_CACHE:-$HOME/.cache/mimic}"/assets/gpt2/{vocab.json,merges.txt} "$work/model/"
+out=$("$work/build/consumer" "$work/model" "Hello world")
 echo "$out"
 grep -q "^gpt2 tokens=2 hidden=\[1, 2, " <<<"$out"
 # the installed CLI runs too

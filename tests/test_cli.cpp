@@ -33,8 +33,9 @@ void expect_one_line_error(const RunResult& r, const std::string& needle) {
   EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("terminate called"), std::string::npos);
 }
-const std::string kGpt2 = mimic::test::fixture("models/gpt2-prefixed");
-const std::string kBert = mimic::test::fixture("models/bert-mlm");
+// Real-vocabulary fixtures (random weights) completed with the real tokenizer files.
+std::string gpt2_dir() { return mimic::test::model_with_tokenizer("gpt2-prefixed"); }
+std::string bert_dir() { return mimic::test::model_with_tokenizer("bert-mlm"); }
 }  // namespace
 
 TEST(Cli, HelpAndVersion) {
@@ -74,20 +75,20 @@ TEST(Cli, TokenizeAnchors) {
 
 TEST(Cli, ForwardWritesModelOutputs) {
   TempDir dir;
-  auto r = mimic_cli("forward --model " + kGpt2 + " --text 'Hello world, hello moon.' --out " + dir.file("o.safetensors"));
+  auto r = mimic_cli("forward --model " + gpt2_dir() + " --text 'Hello world, hello moon.' --out " + dir.file("o.safetensors"));
   ASSERT_EQ(r.code, 0) << r.err;
   auto f = mimic::io::SafeTensorsFile::open(dir.file("o.safetensors"));
   auto ids = f.load("input_ids");
   auto logits = f.load("logits");
   // Same numbers as running the library directly.
-  auto model = mimic::models::load_model(kGpt2);
+  auto model = mimic::models::load_model(gpt2_dir());
   torch::NoGradGuard ng;
   auto out = model->forward({ids, {}, {}});
   EXPECT_EQ(ids.scalar_type(), at::kLong);
   EXPECT_EQ(logits.scalar_type(), at::kFloat);
   EXPECT_TRUE(torch::allclose(logits, out.logits, 1e-5, 1e-6));
   EXPECT_TRUE(torch::allclose(f.load("last_hidden_state"), out.last_hidden_state, 1e-5, 1e-6));
-  auto b = mimic_cli("forward --model " + kBert + " --text 'hello world' --out " + dir.file("b.safetensors") + " --json");
+  auto b = mimic_cli("forward --model " + bert_dir() + " --text 'hello world' --out " + dir.file("b.safetensors") + " --json");
   ASSERT_EQ(b.code, 0) << b.err;
   auto bf = mimic::io::SafeTensorsFile::open(dir.file("b.safetensors"));
   EXPECT_EQ(bf.info("last_hidden_state").shape.size(), 3u);
@@ -101,9 +102,9 @@ TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {
       "Call me Ishmael. Some years ago, never mind how long precisely, having little or no money in my purse, "
       "and nothing particular to interest me on shore, I thought I would sail about a little.";
   mimic::test::write_bytes(dir.file("t.txt"), text);
-  auto tok = mimic::text::load_tokenizer(kGpt2);
+  auto tok = mimic::text::load_tokenizer(gpt2_dir());
   auto ids = tok->encode(text, false);
-  auto model = mimic::models::load_model(kGpt2);
+  auto model = mimic::models::load_model(gpt2_dir());
   const int64_t window = 16, stride = 5, n = static_cast<int64_t>(ids.size());
   ASSERT_GT(n, 2 * window);
   torch::NoGradGuard ng;
@@ -116,7 +117,7 @@ TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {
     nll -= torch::log_softmax(logits, -1)[ids[p]].item<double>();
   }
   double expected = std::exp(nll / static_cast<double>(n - 1));
-  auto r = mimic_cli("eval --model " + kGpt2 + " --file " + dir.file("t.txt") + " --window 16 --stride 5 --json");
+  auto r = mimic_cli("eval --model " + gpt2_dir() + " --file " + dir.file("t.txt") + " --window 16 --stride 5 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["tokens"], n);
@@ -134,12 +135,12 @@ TEST(Cli, BadInputGivesOneLineError) {
   expect_one_line_error(mimic_cli("tokenize --model " + dir.path().string() + " --text hi"), dir.path().string());
   expect_one_line_error(mimic_cli("tokenize --model gpt2"), "exactly one of --text and --file");
   expect_one_line_error(mimic_cli("tokenize --model gpt2 --file " + dir.file("missing.txt")), "missing.txt");
-  expect_one_line_error(mimic_cli("eval --model " + kBert + " --text 'hello there world'"), "causal language model");
-  expect_one_line_error(mimic_cli("eval --model " + kGpt2 + " --text ''"), "at least 2 tokens");
-  expect_one_line_error(mimic_cli("forward --model " + kGpt2 + " --text '' --out " + dir.file("x.safetensors")), "no tokens");
+  expect_one_line_error(mimic_cli("eval --model " + bert_dir() + " --text 'hello there world'"), "causal language model");
+  expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --text ''"), "at least 2 tokens");
+  expect_one_line_error(mimic_cli("forward --model " + gpt2_dir() + " --text '' --out " + dir.file("x.safetensors")), "no tokens");
   // A model directory whose config.json is malformed.
   std::filesystem::create_directories(dir.file("m"));
-  std::filesystem::copy(kGpt2, dir.file("m"), std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy(gpt2_dir(), dir.file("m"), std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
   mimic::test::write_bytes(dir.file("m/config.json"), "{\"model_type\": \"gpt2\", ");
   expect_one_line_error(mimic_cli("forward --model " + dir.file("m") + " --text hi --out " + dir.file("y.safetensors")), "config.json");
 }

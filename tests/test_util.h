@@ -42,6 +42,11 @@ inline std::string read_bytes(const std::string& path) {
 
 inline std::string fixture(const std::string& rel) { return std::string(MIMIC_TEST_FIXTURES) + "/" + rel; }
 
+// A fixture model directory completed with the real tokenizer files (which the committed fixtures leave
+// out to stay small): tests/fixtures/models/<name> + the fetched GPT-2 or BERT vocabulary. Made once per
+// test process.
+std::string model_with_tokenizer(const std::string& name);
+
 }  // namespace mimic::test
 
 // Expects `stmt` to throw mimic::Error whose message contains `needle`.

@@ -23,14 +23,13 @@ void start(const Common& common) {
 
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
 
-std::string read_text_input(const std::string& text, const std::string& file) {
-  MIMIC_CHECK(text.empty() != file.empty() || (!text.empty() && file.empty()), "give exactly one of --text and --file");
-  MIMIC_CHECK(!(text.empty() && file.empty()), "give exactly one of --text and --file");
-  if (!file.empty()) {
-    MIMIC_CHECK(std::filesystem::is_regular_file(file), "cannot read ", file, ": not a file");
-    return io::read_text_file(file);
+std::string read_text_input(const std::optional<std::string>& text, const std::optional<std::string>& file) {
+  MIMIC_CHECK(text.has_value() != file.has_value(), "give exactly one of --text and --file");
+  if (file) {
+    MIMIC_CHECK(std::filesystem::is_regular_file(*file), "cannot read ", *file, ": not a file");
+    return io::read_text_file(*file);
   }
-  return text;
+  return *text;
 }
 
 std::string resolve_model_dir(const std::string& arg) {

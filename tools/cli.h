@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace mimic::cli {
@@ -25,8 +26,8 @@ void start(const Common& common);
 // Prints a JSON result on stdout (one document, pretty-printed).
 void print_json(const nlohmann::json& j);
 
-// Reads --text or --file into a string; exactly one must be given. Checks the file is readable.
-std::string read_text_input(const std::string& text, const std::string& file);
+// Reads --text or --file into a string; exactly one must be given (an empty --text counts as given).
+std::string read_text_input(const std::optional<std::string>& text, const std::optional<std::string>& file);
 
 // Resolves a model argument: a directory, or one of the names of fetched tokenizer assets
 // ("gpt2", "bert-base-uncased").

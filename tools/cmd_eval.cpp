@@ -12,7 +12,8 @@ namespace {
 
 struct EvalArgs {
   Common common;
-  std::string model, file, text;
+  std::string model;
+  std::optional<std::string> text, file;
   eval::PerplexityOptions ppl;
 };
 

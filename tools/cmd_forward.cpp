@@ -14,7 +14,8 @@ namespace {
 
 struct ForwardArgs {
   Common common;
-  std::string model, text, file, out;
+  std::string model, out;
+  std::optional<std::string> text, file;
 };
 
 void run(const ForwardArgs& a) {

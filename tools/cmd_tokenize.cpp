@@ -9,7 +9,8 @@ namespace {
 
 struct TokenizeArgs {
   Common common;
-  std::string model, text, file;
+  std::string model;
+  std::optional<std::string> text, file;
   bool no_special = false, tokens = false;
 };
 

@@ -9,6 +9,10 @@
 #include <vector>
 
 namespace torch::nn { class Module; }
+namespace mimic::attention {
+class AttentionKernelImpl;
+struct AttentionCapture;
+}  // namespace mimic::attention
 
 namespace mimic::models {
 
@@ -44,6 +48,12 @@ class Model {
   virtual torch::nn::Module& module() = 0;
   // Writes config.json + model.safetensors (+ the tokenizer files of the source directory) to `dir`.
   virtual void save(const std::string& dir) const = 0;
+
+  // Attention per layer: replace the kernel (softmax by default) or attach a capture that receives the
+  // per-head q, k, v, outputs (and weights on request) of every forward pass; nullptr detaches it.
+  virtual void set_attention_kernel(int64_t layer, std::shared_ptr<attention::AttentionKernelImpl> kernel) = 0;
+  virtual std::shared_ptr<attention::AttentionKernelImpl> attention_kernel(int64_t layer) const = 0;
+  virtual void set_attention_capture(int64_t layer, attention::AttentionCapture* capture) = 0;
 };
 
 // Loads config.json + model.safetensors from a HF-layout directory (or a model.safetensors path with

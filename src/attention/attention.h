@@ -1,0 +1,48 @@
+// The attention interface of mimic's models. Each layer's attention block computes its projections and
+// hands per-head q, k, v to an AttentionKernel; the kernel is the swappable part (softmax by default,
+// linear attention after conversion). A capture, when set, receives exactly what the kernel consumed and
+// produced — the tensors the `record` stage stores.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <memory>
+#include <string>
+
+namespace mimic::attention {
+
+struct AttentionCapture {
+  bool want_weights = false;  // also store the attention weights [B, H, T, T]
+  at::Tensor q, k, v;         // [B, H, T, head_dim], after projection and head split
+  at::Tensor o;               // [B, H, T, head_dim], per-head output before the output projection
+  at::Tensor weights;         // [B, H, T, T] when want_weights
+  at::Tensor q_full, k_full;  // [B, T, d_model]: all heads side by side (what SLA gates read)
+};
+
+struct AttentionContext {
+  bool causal = false;
+  at::Tensor key_padding_mask;  // bool [B, T], true = real token; undefined = no padding
+  double scale = 1.0;           // applied to q·k
+  int64_t layer = 0;
+  AttentionCapture* capture = nullptr;
+};
+
+class AttentionKernelImpl : public torch::nn::Module {
+ public:
+  // q, k, v: [B, H, T, head_dim]. Returns [B, H, T, head_dim].
+  virtual at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) = 0;
+  virtual std::string kind() const = 0;
+};
+using AttentionKernel = std::shared_ptr<AttentionKernelImpl>;
+
+// Softmax attention, the teacher: softmax(q kᵀ·scale + mask) v. Masked scores are set to the lowest
+// float (as HF does), so a row with every key masked gets uniform weights instead of NaN.
+class SoftmaxAttention : public AttentionKernelImpl {
+ public:
+  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
+  std::string kind() const override { return "softmax"; }
+  // The weights alone (used by forward, record and analysis).
+  static at::Tensor weights(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx);
+};
+
+}  // namespace mimic::attention

@@ -1,0 +1,127 @@
+#include "models/checkpoint.h"
+
+#include <torch/torch.h>
+
+#include <regex>
+#include <set>
+
+#include "core/error.h"
+
+namespace mimic::models {
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+bool ends_with(const std::string& s, const std::string& e) {
+  return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
+}
+
+// Buffers some checkpoints carry: not parameters, kept as they are.
+bool is_buffer(Arch arch, const std::string& name) {
+  static const std::regex gpt2_buf(R"(h\.\d+\.attn\.(bias|masked_bias))");
+  if (arch == Arch::Gpt2) return std::regex_match(name, gpt2_buf);
+  return name == "embeddings.position_ids";
+}
+
+// The file prefix a network name takes in a prefixed layout ("" for BERT's heads, never prefixed).
+bool takes_prefix(Arch arch, const std::string& name) {
+  if (arch == Arch::Gpt2) return name != "lm_head.weight";
+  return starts_with(name, "embeddings.") || starts_with(name, "encoder.") || starts_with(name, "pooler.");
+}
+
+std::string strip(const std::string& key, const std::string& prefix) {
+  return !prefix.empty() && starts_with(key, prefix) ? key.substr(prefix.size()) : key;
+}
+
+std::string rename_gamma_beta(const std::string& name) {
+  if (ends_with(name, "LayerNorm.gamma")) return name.substr(0, name.size() - 5) + "weight";
+  if (ends_with(name, "LayerNorm.beta")) return name.substr(0, name.size() - 4) + "bias";
+  return name;
+}
+
+}  // namespace
+
+void load_weights(Arch arch, const io::SafeTensorsFile& f, std::vector<std::pair<std::string, at::Tensor>> params,
+                  const std::map<std::string, std::pair<std::string, std::string>>& ties, KeyLayout& layout,
+                  Passthrough& passthrough) {
+  const std::string where = f.path() + ": ";
+  const std::string prefix = arch == Arch::Gpt2 ? "transformer." : "bert.";
+  layout = KeyLayout();
+  layout.metadata = f.metadata();
+  for (const auto& n : f.names()) {
+    if (starts_with(n, prefix)) layout.prefix = prefix;
+    if (ends_with(n, "LayerNorm.gamma")) layout.gamma_beta = true;
+  }
+  std::map<std::string, at::Tensor> by_name(params.begin(), params.end());
+  std::set<std::string> loaded;
+  std::map<std::string, at::Tensor> tied_copies;
+  torch::NoGradGuard no_grad;
+  for (const auto& key : f.names()) {
+    const auto& info = f.info(key);
+    layout.dtypes[key] = info.dtype;
+    std::string name = rename_gamma_beta(strip(key, layout.prefix));
+    if (ties.count(name)) {
+      layout.tied.push_back(name);
+      tied_copies[name] = f.load(key, at::kFloat);
+      continue;
+    }
+    if (is_buffer(arch, name)) {
+      passthrough.emplace_back(key, f.load(key));
+      continue;
+    }
+    auto it = by_name.find(name);
+    MIMIC_CHECK(it != by_name.end(), where, "unexpected tensor '", key, "' (not part of this ", arch == Arch::Gpt2 ? "GPT-2" : "BERT",
+                " model; check config.json's architectures and sizes)");
+    auto& p = it->second;
+    MIMIC_CHECK(info.shape == p.sizes().vec(), where, "tensor '", key, "' has shape ", c10::IntArrayRef(info.shape),
+                ", expected ", p.sizes());
+    p.copy_(f.load(key, at::kFloat));
+    loaded.insert(name);
+  }
+  for (const auto& [name, p] : params)
+    MIMIC_CHECK(loaded.count(name), where, "missing tensor '",
+                (layout.prefix.empty() || !takes_prefix(arch, name) ? "" : layout.prefix) + name, "'");
+  for (const auto& [name, copy] : tied_copies) {
+    const auto& target = by_name.at(ties.at(name).first);
+    MIMIC_CHECK(copy.sizes() == target.sizes(), where, "tied tensor '", name, "' has shape ", copy.sizes(), ", expected ",
+                target.sizes());
+    MIMIC_CHECK(torch::equal(copy, target), where, "tensor '", name, "' should equal '", ties.at(name).first,
+                "' (tied weights) but differs");
+  }
+}
+
+std::vector<std::pair<std::string, at::Tensor>> weights_to_save(Arch arch, const std::vector<std::pair<std::string, at::Tensor>>& params,
+                                                              const std::map<std::string, std::pair<std::string, std::string>>& ties,
+                                                              const KeyLayout& layout, const Passthrough& passthrough) {
+  std::map<std::string, at::Tensor> by_name(params.begin(), params.end());
+  auto file_key = [&](const std::string& name) {
+    std::string key = name;
+    if (layout.gamma_beta) {
+      if (ends_with(key, "LayerNorm.weight")) key = key.substr(0, key.size() - 6) + "gamma";
+      else if (ends_with(key, "LayerNorm.bias")) key = key.substr(0, key.size() - 4) + "beta";
+    }
+    return (takes_prefix(arch, name) ? layout.prefix : std::string()) + key;
+  };
+  auto stored = [&](const std::string& key, const at::Tensor& t) {
+    auto it = layout.dtypes.find(key);
+    at::Tensor out = t.detach();
+    if (it != layout.dtypes.end() && out.is_floating_point()) out = out.to(io::to_scalar_type(it->second));
+    return out;
+  };
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& [name, t] : params) {
+    std::string key = file_key(name);
+    out.emplace_back(key, stored(key, t));
+  }
+  for (const auto& name : layout.tied) out.emplace_back(file_key(name), stored(file_key(name), by_name.at(ties.at(name).first)));
+  for (const auto& [key, t] : passthrough) out.emplace_back(key, t);
+  return out;
+}
+
+std::string internal_name(Arch arch, const std::string& key, std::string* kind) {
+  std::string name = rename_gamma_beta(strip(key, arch == Arch::Gpt2 ? "transformer." : "bert."));
+  if (kind) *kind = is_buffer(arch, name) ? "buffer" : "param";
+  return name;
+}
+
+}  // namespace mimic::models

@@ -1,0 +1,43 @@
+// Reading and writing HF checkpoint files: the key layouts found in the wild, mapped to the networks'
+// parameter names, with every tensor checked.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "models/config.h"
+
+namespace mimic::models {
+
+// How a file spells its keys, remembered so that saving writes the same layout back.
+struct KeyLayout {
+  std::string prefix;             // "transformer." (GPT-2), "bert." (BERT) or ""
+  bool gamma_beta = false;        // BERT LayerNorm.gamma/beta instead of weight/bias
+  std::vector<std::string> tied;  // tied copies present in the file (lm_head.weight, cls.predictions.decoder.*)
+  std::map<std::string, io::DType> dtypes;  // per file key
+  std::map<std::string, std::string> metadata;
+};
+
+// Tensors of a file that are kept but not parameters (attn.bias / attn.masked_bias buffers,
+// embeddings.position_ids): written back unchanged.
+using Passthrough = std::vector<std::pair<std::string, at::Tensor>>;
+
+// The network parameter name of a file key (prefix removed, gamma/beta renamed), or "" for keys that are
+// buffers or tied copies. Sets *kind to "param", "buffer" or "tied".
+std::string internal_name(Arch arch, const std::string& key, std::string* kind);
+
+// Copies the file's tensors into `params` (network names → tensors, converted to float32). Throws
+// mimic::Error naming the first missing, unexpected or mis-shaped tensor, or a tied copy that differs.
+void load_weights(Arch arch, const io::SafeTensorsFile& f, std::vector<std::pair<std::string, at::Tensor>> params,
+                  const std::map<std::string, std::pair<std::string, std::string>>& ties, KeyLayout& layout, Passthrough& passthrough);
+
+// The file keys and tensors to save (in the remembered layout and dtypes).
+std::vector<std::pair<std::string, at::Tensor>> weights_to_save(Arch arch, const std::vector<std::pair<std::string, at::Tensor>>& params,
+                                                              const std::map<std::string, std::pair<std::string, std::string>>& ties,
+                                                              const KeyLayout& layout, const Passthrough& passthrough);
+
+}  // namespace mimic::models

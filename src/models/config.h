@@ -1,0 +1,36 @@
+// A model's config.json (HF format), parsed and checked.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace mimic::models {
+
+enum class Arch { Gpt2, Bert };
+enum class Activation { GeluTanh, GeluExact, Relu };
+// Which task head a model carries.
+enum class Head { None, Lm, Mlm, Cls, Pretraining /* BERT MLM + next-sentence head */ };
+
+const char* head_name(Head h);
+
+struct ModelConfig {
+  Arch arch = Arch::Gpt2;
+  int64_t n_layer = 0, n_head = 0, d_model = 0, d_ff = 0, vocab_size = 0, max_positions = 0;
+  int64_t type_vocab_size = 0;  // BERT
+  int64_t num_labels = 0;       // BERT classifier
+  double ln_eps = 1e-5;
+  Activation activation = Activation::GeluTanh;
+  bool scale_attn_weights = true;        // GPT-2: divide scores by sqrt(head_dim)
+  bool scale_attn_by_layer_idx = false;  // GPT-2: also divide by layer index + 1
+  Head head = Head::None;                // from "architectures" (Head::None when absent: decided by the weights)
+  bool head_from_config = false;
+  nlohmann::json raw;                    // the file as read (saved back unchanged)
+
+  int64_t head_dim() const { return d_model / n_head; }
+};
+
+// Parses config.json; a missing or ill-typed key, an unsupported model_type/activation, or sizes that do
+// not fit together is a mimic::Error naming the key and the file.
+ModelConfig parse_config(const nlohmann::json& j, const std::string& where = "config.json");
+ModelConfig load_config(const std::string& path);
+
+}  // namespace mimic::models

@@ -1,0 +1,135 @@
+// load_model: config.json + model.safetensors → a GPT-2 or BERT network, checked tensor by tensor.
+#include "models/model.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "models/checkpoint.h"
+#include "models/networks.h"
+
+namespace mimic::models {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kTokenizerFiles[] = {"vocab.json", "merges.txt", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
+                                 "tokenizer.json"};
+
+// BERT's head when config.json does not name it: decided by which tensors the file has.
+Head bert_head(const ModelConfig& c, const io::SafeTensorsFile& f) {
+  bool mlm = false, nsp = false, cls = false;
+  for (const auto& n : f.names()) {
+    mlm |= n.rfind("cls.predictions.", 0) == 0;
+    nsp |= n.rfind("cls.seq_relationship.", 0) == 0;
+    cls |= n.rfind("classifier.", 0) == 0;
+  }
+  Head h = c.head_from_config ? c.head : (cls ? Head::Cls : mlm ? Head::Mlm : Head::None);
+  // HF's bert-base-uncased says BertForMaskedLM but ships the pre-training heads: keep them.
+  if (h == Head::Mlm && nsp) h = Head::Pretraining;
+  return h;
+}
+
+bool has_pooler(const io::SafeTensorsFile& f) {
+  for (const auto& n : f.names())
+    if (n.find("pooler.dense.") != std::string::npos) return true;
+  return false;
+}
+
+class HfModel : public Model {
+ public:
+  HfModel(const std::string& dir) : dir_(dir) {
+    fs::path d(dir);
+    MIMIC_CHECK(fs::is_directory(d), "model directory not found: ", dir);
+    MIMIC_CHECK(fs::exists(d / "config.json"), dir, ": no config.json (a model directory holds config.json + model.safetensors)");
+    config_ = load_config((d / "config.json").string());
+    std::string weights = (d / "model.safetensors").string();
+    MIMIC_CHECK(fs::exists(weights), dir, ": no model.safetensors",
+                fs::exists(d / "pytorch_model.bin") ? " (pytorch_model.bin is a pickle, which mimic does not read: convert it to safetensors)" : "");
+    auto f = io::SafeTensorsFile::open(weights);
+    if (config_.arch == Arch::Gpt2) {
+      net_ = std::make_shared<Gpt2Impl>(config_);
+      ties_ = {{"lm_head.weight", {"wte.weight", "tied LM head"}}};
+      head_ = Head::Lm;
+    } else {
+      head_ = bert_head(config_, f);
+      auto bert = std::make_shared<BertImpl>(config_, head_, has_pooler(f));
+      net_ = bert;
+      if (head_ == Head::Mlm || head_ == Head::Pretraining)
+        ties_ = {{"cls.predictions.decoder.weight", {"embeddings.word_embeddings.weight", "tied MLM decoder"}},
+                 {"cls.predictions.decoder.bias", {"cls.predictions.bias", "MLM decoder bias"}}};
+    }
+    load_weights(config_.arch, f, parameters(), ties_, layout_, passthrough_);
+    net_->eval();
+  }
+
+  ModelSummary summary() const override {
+    ModelSummary s;
+    s.model_type = config_.arch == Arch::Gpt2 ? "gpt2" : "bert";
+    s.head = head_ == Head::Pretraining ? "mlm" : head_name(head_);
+    s.n_layer = config_.n_layer;
+    s.n_head = config_.n_head;
+    s.d_model = config_.d_model;
+    s.d_ff = config_.d_ff;
+    s.vocab_size = config_.vocab_size;
+    s.max_positions = config_.max_positions;
+    if (head_ == Head::Cls) s.num_labels = config_.num_labels;
+    for (const auto& p : net_->parameters()) s.parameters += p.numel();
+    return s;
+  }
+
+  ForwardOutputs forward(const ForwardInputs& in) override { return net_->forward(in); }
+
+  std::vector<std::pair<std::string, at::Tensor>> state_dict() const override {
+    return weights_to_save(config_.arch, parameters(), ties_, layout_, passthrough_);
+  }
+
+  torch::nn::Module& module() override { return *net_; }
+
+  void save(const std::string& dir) const override {
+    fs::create_directories(dir);
+    io::SaveOptions opt;
+    opt.metadata = layout_.metadata;
+    io::save_safetensors((fs::path(dir) / "model.safetensors").string(), state_dict(), opt);
+    io::write_text_atomically((fs::path(dir) / "config.json").string(), config_.raw.dump(2) + "\n");
+    if (fs::equivalent(fs::path(dir), fs::path(dir_))) return;
+    for (const char* name : kTokenizerFiles) {
+      fs::path src = fs::path(dir_) / name;
+      if (fs::exists(src)) fs::copy_file(src, fs::path(dir) / name, fs::copy_options::overwrite_existing);
+    }
+  }
+
+  void set_attention_kernel(int64_t layer, attention::AttentionKernel kernel) override { net_->set_kernel(layer, kernel); }
+  attention::AttentionKernel attention_kernel(int64_t layer) const override { return net_->kernel(layer); }
+  void set_attention_capture(int64_t layer, attention::AttentionCapture* capture) override { net_->set_capture(layer, capture); }
+
+ private:
+  // The network's own parameters (kernels excluded: they are saved by the conversion stage).
+  std::vector<std::pair<std::string, at::Tensor>> parameters() const {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const auto& p : net_->named_parameters())
+      if (p.key().rfind("kernels.", 0) != 0) out.emplace_back(p.key(), p.value());
+    return out;
+  }
+
+  std::string dir_;
+  ModelConfig config_;
+  Head head_ = Head::None;
+  std::shared_ptr<NetworkImpl> net_;
+  std::map<std::string, std::pair<std::string, std::string>> ties_;
+  KeyLayout layout_;
+  Passthrough passthrough_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const std::string& path) {
+  std::string dir = path;
+  if (fs::is_regular_file(path) && fs::path(path).extension() == ".safetensors") dir = fs::path(path).parent_path().string();
+  return std::make_unique<HfModel>(dir.empty() ? "." : dir);
+}
+
+}  // namespace mimic::models

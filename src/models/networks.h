@@ -1,0 +1,92 @@
+// The GPT-2 and BERT networks as LibTorch modules whose named_parameters() are HF's names (without the
+// "transformer." / "bert." prefix; checkpoint.cpp maps the key layouts found in files).
+#pragma once
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include <vector>
+
+#include "attention/attention.h"
+#include "models/config.h"
+#include "models/model.h"
+
+namespace mimic::models {
+
+// GPT-2's Conv1D: weight stored (in, out), y = x·W + b.
+class Conv1DImpl : public torch::nn::Module {
+ public:
+  Conv1DImpl(int64_t in, int64_t out);
+  at::Tensor forward(const at::Tensor& x);
+  at::Tensor weight, bias;
+};
+TORCH_MODULE(Conv1D);
+
+at::Tensor activate(const at::Tensor& x, Activation a);
+
+// What both networks share: a stack of layers with a swappable attention kernel and a capture slot each.
+class NetworkImpl : public torch::nn::Module {
+ public:
+  virtual ForwardOutputs forward(const ForwardInputs& in) = 0;
+  virtual const ModelConfig& config() const = 0;
+  void set_kernel(int64_t layer, attention::AttentionKernel kernel);
+  attention::AttentionKernel kernel(int64_t layer) const;
+  void set_capture(int64_t layer, attention::AttentionCapture* capture);
+
+ protected:
+  // Runs the layer's kernel on per-head q, k, v ([B, T, d] each, all heads side by side) and returns the
+  // merged heads [B, T, d]; fills the capture when set.
+  at::Tensor attend(int64_t layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
+                    const at::Tensor& key_padding_mask, double scale);
+  void init_layers(int64_t n);
+  std::vector<attention::AttentionKernel> kernels_;
+  std::vector<attention::AttentionCapture*> captures_;
+  torch::nn::ModuleList kernel_modules_{nullptr};
+};
+
+class Gpt2Impl : public NetworkImpl {
+ public:
+  explicit Gpt2Impl(const ModelConfig& c);
+  ForwardOutputs forward(const ForwardInputs& in) override;
+  const ModelConfig& config() const override { return c_; }
+  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
+  struct Layer {
+    torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
+    Conv1D c_attn{nullptr}, attn_proj{nullptr}, c_fc{nullptr}, mlp_proj{nullptr};
+  };
+  std::vector<Layer> layers;
+  torch::nn::LayerNorm ln_f{nullptr};
+
+ private:
+  ModelConfig c_;
+};
+
+class BertImpl : public NetworkImpl {
+ public:
+  BertImpl(const ModelConfig& c, Head head, bool pooler);
+  ForwardOutputs forward(const ForwardInputs& in) override;
+  const ModelConfig& config() const override { return c_; }
+  Head head() const { return head_; }
+  struct Layer {
+    torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attn_out{nullptr}, intermediate{nullptr}, out{nullptr};
+    torch::nn::LayerNorm attn_ln{nullptr}, out_ln{nullptr};
+  };
+  torch::nn::Embedding word{nullptr}, position{nullptr}, token_type{nullptr};
+  torch::nn::LayerNorm emb_ln{nullptr};
+  std::vector<Layer> layers;
+  torch::nn::Linear pooler{nullptr};
+  // heads
+  torch::nn::Linear mlm_dense{nullptr};
+  torch::nn::LayerNorm mlm_ln{nullptr};
+  at::Tensor mlm_bias;
+  torch::nn::Linear nsp{nullptr};
+  torch::nn::Linear classifier{nullptr};
+
+ private:
+  ModelConfig c_;
+  Head head_;
+};
+
+}  // namespace mimic::models

@@ -1,0 +1,263 @@
+// GPT-2 and BERT against reference outputs of an independent PyTorch implementation
+// (tests/fixtures/gen_model_fixtures.py), in every key layout the fixtures cover.
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "attention/attention.h"
+#include "io/safetensors.h"
+#include "models/model.h"
+#include "test_util.h"
+
+using mimic::io::SafeTensorsFile;
+using mimic::models::ForwardInputs;
+using mimic::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+const char* kFixtures[] = {"gpt2-prefixed", "gpt2-plain", "bert-mlm", "bert-cls", "bert-base"};
+
+std::string model_dir(const std::string& name) { return mimic::test::fixture("models/" + name); }
+
+ForwardInputs reference_inputs(const SafeTensorsFile& ref) {
+  ForwardInputs in{ref.load("input_ids"), ref.load("attention_mask"), {}};
+  if (ref.contains("token_type_ids")) in.token_type_ids = ref.load("token_type_ids");
+  return in;
+}
+
+// Compares outputs at real (unpadded) positions.
+void expect_close(const at::Tensor& got, const at::Tensor& want, const at::Tensor& mask, const std::string& what) {
+  ASSERT_TRUE(got.defined()) << what;
+  ASSERT_EQ(got.sizes(), want.sizes()) << what;
+  auto g = got, w = want;
+  if (mask.defined() && got.dim() >= 2 && got.size(1) == mask.size(1)) {
+    auto m = mask.to(torch::kBool);
+    g = got.index({m});
+    w = want.index({m});
+  }
+  double err = (g - w).abs().max().item<double>();
+  EXPECT_LT(err, 1e-4) << what << ": max abs error " << err;
+}
+
+// Copies a model directory so a test can break it.
+std::string copy_model(const TempDir& dir, const std::string& name) {
+  auto dst = dir.file(name);
+  fs::copy(model_dir(name), dst, fs::copy_options::recursive);
+  return dst;
+}
+
+// Rewrites model.safetensors of a copied model through `edit` on its tensor list.
+void edit_weights(const std::string& dir, const std::function<void(std::vector<std::pair<std::string, at::Tensor>>&)>& edit) {
+  auto f = SafeTensorsFile::open(dir + "/model.safetensors");
+  std::vector<std::pair<std::string, at::Tensor>> ts;
+  for (const auto& n : f.names()) ts.emplace_back(n, f.load(n));
+  edit(ts);
+  mimic::io::save_safetensors(dir + "/model.safetensors", ts);
+}
+
+void edit_config(const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
+  auto j = nlohmann::json::parse(mimic::test::read_bytes(dir + "/config.json"));
+  edit(j);
+  mimic::test::write_bytes(dir + "/config.json", j.dump());
+}
+}  // namespace
+
+TEST(Checkpoint, EveryFixtureMatchesTheReference) {
+  torch::NoGradGuard ng;
+  for (const char* name : kFixtures) {
+    SCOPED_TRACE(name);
+    auto model = mimic::models::load_model(model_dir(name));
+    auto ref = SafeTensorsFile::open(model_dir(name) + ".reference.safetensors");
+    auto in = reference_inputs(ref);
+    auto out = model->forward(in);
+    expect_close(out.last_hidden_state, ref.load("last_hidden_state"), in.attention_mask, "last_hidden_state");
+    if (ref.contains("pooler_output")) expect_close(out.pooled, ref.load("pooler_output"), {}, "pooler_output");
+    if (ref.contains("logits")) {
+      expect_close(out.logits, ref.load("logits"), out.logits.dim() == 3 ? in.attention_mask : at::Tensor(), "logits");
+    } else if (ref.contains("logits_head")) {
+      expect_close(out.logits.slice(-1, 0, 1000), ref.load("logits_head"), in.attention_mask, "logits[:1000]");
+      expect_close(torch::logsumexp(out.logits, -1), ref.load("logits_logsumexp"), in.attention_mask, "logsumexp(logits)");
+    } else {
+      EXPECT_FALSE(out.logits.defined()) << "a model without head has no logits";
+    }
+  }
+}
+
+TEST(Checkpoint, SummaryDescribesHeadsAndSizes) {
+  auto g = mimic::models::load_model(model_dir("gpt2-prefixed"))->summary();
+  EXPECT_EQ(g.model_type, "gpt2");
+  EXPECT_EQ(g.head, "lm");
+  EXPECT_EQ(g.vocab_size, 50257);
+  EXPECT_EQ(g.max_positions, 64);
+  // wte + wpe + 2 layers × (2·ln + c_attn + c_proj + c_fc + mlp c_proj) + ln_f, tied head counted once
+  const int64_t d = 8, l = 2;
+  EXPECT_EQ(g.parameters, 50257 * d + 64 * d + l * (4 * d + (d * 3 * d + 3 * d) + (d * d + d) + (d * 4 * d + 4 * d) + (4 * d * d + d)) + 2 * d);
+  EXPECT_EQ(mimic::models::load_model(model_dir("bert-mlm"))->summary().head, "mlm");
+  auto c = mimic::models::load_model(model_dir("bert-cls"))->summary();
+  EXPECT_EQ(c.head, "cls");
+  EXPECT_EQ(c.num_labels, 3);
+  EXPECT_EQ(mimic::models::load_model(model_dir("bert-base"))->summary().head, "none");
+}
+
+TEST(Gpt2, FutureTokensNeverChangePastLogits) {
+  torch::NoGradGuard ng;
+  auto model = mimic::models::load_model(model_dir("gpt2-plain"));
+  auto ids = torch::randint(0, 97, {1, 20}, torch::kLong);
+  auto a = model->forward({ids, {}, {}}).logits;
+  auto changed = ids.clone();
+  changed.slice(1, 12).random_(0, 97);
+  auto b = model->forward({changed, {}, {}}).logits;
+  EXPECT_TRUE(torch::allclose(a.slice(1, 0, 12), b.slice(1, 0, 12), 0, 1e-6));
+  EXPECT_FALSE(torch::allclose(a.slice(1, 12), b.slice(1, 12), 0, 1e-3));
+  // a prefix alone gives the same logits as the prefix inside the longer sequence
+  auto p = model->forward({ids.slice(1, 0, 7), {}, {}}).logits;
+  EXPECT_TRUE(torch::allclose(p, a.slice(1, 0, 7), 0, 1e-5));
+}
+
+TEST(Bert, PaddingAndMaskGiveTheSameHiddenStates) {
+  torch::NoGradGuard ng;
+  auto model = mimic::models::load_model(model_dir("bert-base"));
+  auto ids = torch::randint(1, 101, {1, 9}, torch::kLong);
+  auto alone = model->forward({ids, {}, {}});
+  auto padded_ids = torch::cat({ids, torch::zeros({1, 5}, torch::kLong)}, 1);
+  auto mask = torch::cat({torch::ones({1, 9}, torch::kLong), torch::zeros({1, 5}, torch::kLong)}, 1);
+  auto padded = model->forward({padded_ids, mask, {}});
+  EXPECT_TRUE(torch::allclose(padded.last_hidden_state.slice(1, 0, 9), alone.last_hidden_state, 0, 1e-5));
+  EXPECT_TRUE(torch::allclose(padded.pooled, alone.pooled, 0, 1e-5));
+  // without the mask the padding changes the states: the mask is what makes them equal
+  auto unmasked = model->forward({padded_ids, {}, {}});
+  EXPECT_FALSE(torch::allclose(unmasked.last_hidden_state.slice(1, 0, 9), alone.last_hidden_state, 0, 1e-3));
+}
+
+TEST(Checkpoint, SaveLoadRoundTripIsLossless) {
+  for (const char* name : kFixtures) {
+    SCOPED_TRACE(name);
+    TempDir dir;
+    auto model = mimic::models::load_model(model_dir(name));
+    model->save(dir.file("m"));
+    auto a = SafeTensorsFile::open(model_dir(name) + "/model.safetensors");
+    auto b = SafeTensorsFile::open(dir.file("m/model.safetensors"));
+    ASSERT_EQ(a.names().size(), b.names().size());
+    for (const auto& n : a.names()) {
+      ASSERT_TRUE(b.contains(n)) << n;
+      EXPECT_EQ(a.info(n).dtype, b.info(n).dtype) << n;
+      EXPECT_EQ(a.info(n).shape, b.info(n).shape) << n;
+      auto ta = a.load(n), tb = b.load(n);
+      EXPECT_EQ(0, std::memcmp(ta.data_ptr(), tb.data_ptr(), ta.numel() * ta.element_size())) << n;
+    }
+    EXPECT_EQ(nlohmann::json::parse(mimic::test::read_bytes(model_dir(name) + "/config.json")),
+              nlohmann::json::parse(mimic::test::read_bytes(dir.file("m/config.json"))));
+  }
+}
+
+TEST(Checkpoint, BrokenCheckpointsNameTheProblem) {
+  TempDir dir;
+  auto fresh = [&](const std::string& name, const std::string& as) {
+    auto dst = dir.file(as);
+    fs::copy(model_dir(name), dst, fs::copy_options::recursive);
+    return dst;
+  };
+  auto m1 = fresh("gpt2-plain", "missing");
+  edit_weights(m1, [](auto& ts) { ts.erase(std::find_if(ts.begin(), ts.end(), [](auto& p) { return p.first == "h.1.mlp.c_fc.bias"; })); });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(m1), "missing tensor 'h.1.mlp.c_fc.bias'");
+  auto m2 = fresh("gpt2-prefixed", "missing-prefixed");
+  edit_weights(m2, [](auto& ts) { ts.erase(std::find_if(ts.begin(), ts.end(), [](auto& p) { return p.first == "transformer.ln_f.weight"; })); });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(m2), "missing tensor 'transformer.ln_f.weight'");
+  auto m3 = fresh("gpt2-plain", "extra");
+  edit_weights(m3, [](auto& ts) { ts.emplace_back("h.0.attn.rotary.weight", torch::zeros({2})); });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(m3), "unexpected tensor 'h.0.attn.rotary.weight'");
+  auto m4 = fresh("gpt2-plain", "shape");
+  edit_weights(m4, [](auto& ts) {
+    for (auto& [n, t] : ts)
+      if (n == "h.0.attn.c_attn.weight") t = t.t().contiguous();  // (out, in): a Linear-layout file
+  });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(m4), "tensor 'h.0.attn.c_attn.weight' has shape [96, 32], expected [32, 96]");
+  auto m5 = fresh("gpt2-prefixed", "tied");
+  edit_weights(m5, [](auto& ts) {
+    for (auto& [n, t] : ts)
+      if (n == "lm_head.weight") t = t + 1;
+  });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(m5), "'lm_head.weight' should equal 'wte.weight'");
+  auto m6 = fresh("bert-cls", "bert-missing-head");
+  edit_weights(m6, [](auto& ts) { ts.erase(std::find_if(ts.begin(), ts.end(), [](auto& p) { return p.first == "classifier.bias"; })); });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(m6), "missing tensor 'classifier.bias'");
+  // config.json problems
+  auto c1 = fresh("gpt2-plain", "c1");
+  edit_config(c1, [](auto& j) { j.erase("n_head"); });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(c1), "missing key 'n_head'");
+  auto c2 = fresh("gpt2-plain", "c2");
+  edit_config(c2, [](auto& j) { j["model_type"] = "llama"; });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(c2), "unsupported model_type 'llama'");
+  auto c3 = fresh("gpt2-plain", "c3");
+  edit_config(c3, [](auto& j) { j["n_head"] = 5; });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(c3), "not divisible by the number of heads 5");
+  auto c4 = fresh("bert-base", "c4");
+  edit_config(c4, [](auto& j) { j["hidden_size"] = "32"; });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(c4), "key 'hidden_size' must be an integer");
+  auto c5 = fresh("bert-base", "c5");
+  edit_config(c5, [](auto& j) { j["num_hidden_layers"] = 3; });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(c5), "missing tensor 'encoder.layer.2.");
+  auto c6 = fresh("bert-base", "c6");
+  mimic::test::write_bytes(c6 + "/config.json", "{\"model_type\": ");
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(c6), "config.json: malformed JSON");
+  auto c7 = fresh("bert-base", "c7");
+  fs::remove(c7 + "/model.safetensors");
+  mimic::test::write_bytes(c7 + "/pytorch_model.bin", "PK");
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(c7), "pickle");
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(dir.file("nowhere")), "model directory not found");
+  // token ids outside the vocabulary are an error, not a crash
+  auto model = mimic::models::load_model(model_dir("gpt2-plain"));
+  EXPECT_ANY_THROW(model->forward({torch::full({1, 3}, 500, torch::kLong), {}, {}}));
+  EXPECT_MIMIC_ERROR(model->forward({torch::zeros({1, 65}, torch::kLong), {}, {}}), "exceeds the model's context of 64");
+}
+
+namespace {
+// A kernel that outputs zeros: swapping it in must change only what comes after its layer.
+class ZeroKernel : public mimic::attention::AttentionKernelImpl {
+ public:
+  at::Tensor forward(const at::Tensor& q, const at::Tensor&, const at::Tensor& v, const mimic::attention::AttentionContext&) override {
+    return torch::zeros_like(v);
+  }
+  std::string kind() const override { return "zero"; }
+};
+}  // namespace
+
+TEST(SoftmaxAttention, CaptureExposesWhatTheKernelConsumedAndKernelsSwapPerLayer) {
+  torch::NoGradGuard ng;
+  for (const char* name : {"gpt2-plain", "bert-base"}) {
+    SCOPED_TRACE(name);
+    auto model = mimic::models::load_model(model_dir(name));
+    const bool causal = std::string(name).rfind("gpt2", 0) == 0;
+    auto ids = torch::randint(1, 97, {2, 11}, torch::kLong);
+    auto mask = torch::ones({2, 11}, torch::kLong);
+    mask[1].slice(0, 8).fill_(0);
+    mimic::attention::AttentionCapture cap0, cap1;
+    cap1.want_weights = true;
+    model->set_attention_capture(0, &cap0);
+    model->set_attention_capture(1, &cap1);
+    auto base = model->forward({ids, mask, {}});
+    ASSERT_EQ(cap1.q.sizes(), (c10::IntArrayRef{2, 4, 11, 8}));
+    ASSERT_EQ(cap1.weights.sizes(), (c10::IntArrayRef{2, 4, 11, 11}));
+    EXPECT_EQ(cap1.q_full.sizes(), (c10::IntArrayRef{2, 11, 32}));
+    // o = softmax(q kᵀ/√d + mask) v, computed here from the captured tensors
+    auto s = torch::matmul(cap1.q, cap1.k.transpose(-1, -2)) / std::sqrt(8.0);
+    auto allowed = mask.to(torch::kBool).view({2, 1, 1, 11}).expand({2, 4, 11, 11});
+    if (causal) allowed = allowed & torch::ones({11, 11}, torch::kBool).tril();
+    auto w = torch::softmax(s.masked_fill(allowed.logical_not(), -1e30), -1);
+    EXPECT_TRUE(torch::allclose(w, cap1.weights, 0, 1e-6));
+    EXPECT_TRUE(torch::allclose(torch::matmul(w, cap1.v), cap1.o, 0, 1e-5));
+    // Swap layer 1's kernel: layer 0 is untouched, the output changes.
+    auto q0 = cap0.q.clone(), o0 = cap0.o.clone();
+    EXPECT_EQ(model->attention_kernel(1)->kind(), "softmax");
+    model->set_attention_kernel(1, std::make_shared<ZeroKernel>());
+    EXPECT_EQ(model->attention_kernel(1)->kind(), "zero");
+    auto swapped = model->forward({ids, mask, {}});
+    EXPECT_TRUE(torch::equal(q0, cap0.q));
+    EXPECT_TRUE(torch::equal(o0, cap0.o));
+    EXPECT_EQ(cap1.o.abs().sum().item<double>(), 0.0);
+    EXPECT_FALSE(torch::allclose(swapped.last_hidden_state, base.last_hidden_state, 0, 1e-3));
+    model->set_attention_capture(0, nullptr);
+    model->set_attention_capture(1, nullptr);
+  }
+}

@@ -1,0 +1,23 @@
+#include "test_util.h"
+
+#include <map>
+
+#include "core/paths.h"
+
+namespace mimic::test {
+
+std::string model_with_tokenizer(const std::string& name) {
+  static TempDir root;
+  static std::map<std::string, std::string> made;
+  auto it = made.find(name);
+  if (it != made.end()) return it->second;
+  namespace fs = std::filesystem;
+  auto dst = root.file(name);
+  fs::copy(fixture("models/" + name), dst, fs::copy_options::recursive);
+  const bool gpt2 = name.rfind("gpt2", 0) == 0;
+  for (const char* f : gpt2 ? std::vector<const char*>{"vocab.json", "merges.txt"} : std::vector<const char*>{"vocab.txt"})
+    fs::copy_file(asset_path(std::string(gpt2 ? "gpt2/" : "bert-base-uncased/") + f), dst + "/" + f);
+  return made[name] = dst;
+}
+
+}  // namespace mimic::test
