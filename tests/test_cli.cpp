@@ -144,3 +144,38 @@ TEST(Cli, BadInputGivesOneLineError) {
   mimic::test::write_bytes(dir.file("m/config.json"), "{\"model_type\": \"gpt2\", ");
   expect_one_line_error(mimic_cli("forward --model " + dir.file("m") + " --text hi --out " + dir.file("y.safetensors")), "config.json");
 }
+
+// Pretraining end to end through the CLI: the validation loss falls, and a run killed with SIGKILL at an
+// arbitrary moment, restarted with the same command, ends with weights identical to an uninterrupted run.
+TEST(Cli, PretrainLearnsAndResumesExactlyAfterKill) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64})");
+  const std::string args = "pretrain --arch gpt2 --config " + dir.file("c.json") +
+                           " --data moby-dick --steps 60 --warmup 10 --seq-len 32 --batch-size 8 --lr 3e-3"
+                           " --eval-every 30 --eval-batches 4 --checkpoint-every 5 --threads 2 --seed 3 --json --out ";
+  auto full = mimic_cli(args + dir.file("a"));
+  ASSERT_EQ(full.code, 0) << full.err;
+  auto j = nlohmann::json::parse(full.out);
+  EXPECT_LT(j["best_eval_loss"].get<double>(), 9.0);  // from ln(50257) = 10.8 at the start
+  // the log holds the evaluations, the output directory is a model directory
+  auto log = mimic::test::read_bytes(dir.file("a/log.jsonl"));
+  EXPECT_NE(log.find("\"eval_loss\""), std::string::npos);
+  EXPECT_EQ(mimic::models::load_model(dir.file("a"))->summary().model_type, "gpt2");
+
+  // Kill the second run once its first checkpoint exists, then rerun the same command.
+  std::string cmd = std::string(MIMIC_CLI) + " " + args + dir.file("b") + " >/dev/null 2>&1 & pid=$!; " +
+                    "for i in $(seq 600); do [ -f " + dir.file("b/checkpoint.safetensors") + " ] && break; sleep 0.05; done; " +
+                    "sleep 0.7; kill -9 $pid; wait $pid";
+  std::system(("bash -c '" + cmd + "'").c_str());
+  auto ck = mimic::io::SafeTensorsFile::open(dir.file("b/checkpoint.safetensors"));
+  auto state = nlohmann::json::parse(ck.metadata().at("state"));
+  EXPECT_LT(state["step"].get<int>(), 60) << "the run was not interrupted";
+  auto resumed = mimic_cli(args + dir.file("b"));
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_GT(nlohmann::json::parse(resumed.out)["resumed_from"].get<int>(), 0);
+  // float32 parameters, AdamW moments and RNG state of the final checkpoints: bit for bit
+  auto a = mimic::io::SafeTensorsFile::open(dir.file("a/checkpoint.safetensors"));
+  auto b = mimic::io::SafeTensorsFile::open(dir.file("b/checkpoint.safetensors"));
+  ASSERT_EQ(a.names(), b.names());
+  for (const auto& n : a.names()) EXPECT_TRUE(torch::equal(a.load(n), b.load(n))) << n;
+}

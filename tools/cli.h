@@ -40,5 +40,6 @@ void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_forward(CLI::App& app);
 void register_eval(CLI::App& app);
+void register_pretrain(CLI::App& app);
 
 }  // namespace mimic::cli

@@ -59,6 +59,7 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     c.activation = activation(j.value("activation_function", std::string("gelu_new")), where, "activation_function");
     c.scale_attn_weights = j.value("scale_attn_weights", true);
     c.scale_attn_by_layer_idx = j.value("scale_attn_by_inverse_layer_idx", false);
+    c.dropout = get_double_or(j, "resid_pdrop", where, 0.1);
   } else if (type == "bert") {
     c.arch = Arch::Bert;
     c.vocab_size = get_int(j, "vocab_size", where);
@@ -70,6 +71,7 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     c.type_vocab_size = get_int_or(j, "type_vocab_size", where, 2);
     c.ln_eps = get_double_or(j, "layer_norm_eps", where, 1e-12);
     c.activation = activation(j.value("hidden_act", std::string("gelu")), where, "hidden_act");
+    c.dropout = get_double_or(j, "hidden_dropout_prob", where, 0.1);
     std::string pos = j.value("position_embedding_type", std::string("absolute"));
     MIMIC_CHECK(pos == "absolute", where, ": unsupported position_embedding_type '", pos, "' (only absolute)");
     if (j.contains("id2label") && j["id2label"].is_object()) c.num_labels = static_cast<int64_t>(j["id2label"].size());

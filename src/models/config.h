@@ -18,6 +18,8 @@ struct ModelConfig {
   int64_t type_vocab_size = 0;  // BERT
   int64_t num_labels = 0;       // BERT classifier
   double ln_eps = 1e-5;
+  double dropout = 0.1;  // residual/embedding dropout in training mode (resid_pdrop / hidden_dropout_prob);
+                         // attention-probability dropout is not applied (kernels may not form weights)
   Activation activation = Activation::GeluTanh;
   bool scale_attn_weights = true;        // GPT-2: divide scores by sqrt(head_dim)
   bool scale_attn_by_layer_idx = false;  // GPT-2: also divide by layer index + 1

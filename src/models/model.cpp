@@ -41,6 +41,23 @@ bool has_pooler(const io::SafeTensorsFile& f) {
 
 class HfModel : public Model {
  public:
+  // A fresh model from config.json content.
+  HfModel(const std::string& config_json, const std::string& tokenizer_dir, bool fp16) : dir_(tokenizer_dir) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(config_json);
+    } catch (const nlohmann::json::exception& e) {
+      fail("malformed model config JSON: ", e.what());
+    }
+    config_ = parse_config(j, "model config");
+    build(config_.arch == Arch::Gpt2 ? Head::Lm : config_.head, config_.head == Head::Cls || config_.head == Head::Pretraining);
+    layout_.prefix = config_.arch == Arch::Bert ? "bert." : "";
+    layout_.metadata = {{"format", "pt"}};
+    if (fp16)
+      for (const auto& [key, t] : state_dict()) layout_.dtypes[key] = io::DType::F16;
+    net_->eval();
+  }
+
   HfModel(const std::string& dir) : dir_(dir) {
     fs::path d(dir);
     MIMIC_CHECK(fs::is_directory(d), "model directory not found: ", dir);
@@ -50,18 +67,7 @@ class HfModel : public Model {
     MIMIC_CHECK(fs::exists(weights), dir, ": no model.safetensors",
                 fs::exists(d / "pytorch_model.bin") ? " (pytorch_model.bin is a pickle, which mimic does not read: convert it to safetensors)" : "");
     auto f = io::SafeTensorsFile::open(weights);
-    if (config_.arch == Arch::Gpt2) {
-      net_ = std::make_shared<Gpt2Impl>(config_);
-      ties_ = {{"lm_head.weight", {"wte.weight", "tied LM head"}}};
-      head_ = Head::Lm;
-    } else {
-      head_ = bert_head(config_, f);
-      auto bert = std::make_shared<BertImpl>(config_, head_, has_pooler(f));
-      net_ = bert;
-      if (head_ == Head::Mlm || head_ == Head::Pretraining)
-        ties_ = {{"cls.predictions.decoder.weight", {"embeddings.word_embeddings.weight", "tied MLM decoder"}},
-                 {"cls.predictions.decoder.bias", {"cls.predictions.bias", "MLM decoder bias"}}};
-    }
+    build(config_.arch == Arch::Gpt2 ? Head::Lm : bert_head(config_, f), config_.arch == Arch::Bert && has_pooler(f));
     load_weights(config_.arch, f, parameters(), ties_, layout_, passthrough_);
     net_->eval();
   }
@@ -95,7 +101,7 @@ class HfModel : public Model {
     opt.metadata = layout_.metadata;
     io::save_safetensors((fs::path(dir) / "model.safetensors").string(), state_dict(), opt);
     io::write_text_atomically((fs::path(dir) / "config.json").string(), config_.raw.dump(2) + "\n");
-    if (fs::equivalent(fs::path(dir), fs::path(dir_))) return;
+    if (dir_.empty() || !fs::is_directory(dir_) || fs::equivalent(fs::path(dir), fs::path(dir_))) return;
     for (const char* name : kTokenizerFiles) {
       fs::path src = fs::path(dir_) / name;
       if (fs::exists(src)) fs::copy_file(src, fs::path(dir) / name, fs::copy_options::overwrite_existing);
@@ -107,6 +113,19 @@ class HfModel : public Model {
   void set_attention_capture(int64_t layer, attention::AttentionCapture* capture) override { net_->set_capture(layer, capture); }
 
  private:
+  void build(Head head, bool pooler) {
+    head_ = head;
+    if (config_.arch == Arch::Gpt2) {
+      net_ = std::make_shared<Gpt2Impl>(config_);
+      ties_ = {{"lm_head.weight", {"wte.weight", "tied LM head"}}};
+    } else {
+      net_ = std::make_shared<BertImpl>(config_, head_, pooler);
+      if (head_ == Head::Mlm || head_ == Head::Pretraining)
+        ties_ = {{"cls.predictions.decoder.weight", {"embeddings.word_embeddings.weight", "tied MLM decoder"}},
+                 {"cls.predictions.decoder.bias", {"cls.predictions.bias", "MLM decoder bias"}}};
+    }
+  }
+
   // The network's own parameters (kernels excluded: they are saved by the conversion stage).
   std::vector<std::pair<std::string, at::Tensor>> parameters() const {
     std::vector<std::pair<std::string, at::Tensor>> out;
@@ -125,6 +144,10 @@ class HfModel : public Model {
 };
 
 }  // namespace
+
+std::unique_ptr<Model> create_model(const std::string& config_json, const std::string& tokenizer_dir, bool fp16_storage) {
+  return std::make_unique<HfModel>(config_json, tokenizer_dir, fp16_storage);
+}
 
 std::unique_ptr<Model> load_model(const std::string& path) {
   std::string dir = path;

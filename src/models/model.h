@@ -61,4 +61,11 @@ class Model {
 // is a mimic::Error naming it.
 std::unique_ptr<Model> load_model(const std::string& dir);
 
+// A new model with freshly initialised weights (normal(0, 0.02); GPT-2's residual projections scaled by
+// 1/sqrt(2·n_layer)) from the content of a config.json; "architectures" picks the head. When saved, the
+// tokenizer files of `tokenizer_dir` are copied beside the weights. Keys are written in HF's current
+// layout (GPT-2 without prefix, BERT with "bert." and LayerNorm weight/bias), float32 unless
+// `fp16_storage`.
+std::unique_ptr<Model> create_model(const std::string& config_json, const std::string& tokenizer_dir, bool fp16_storage = false);
+
 }  // namespace mimic::models

@@ -127,14 +127,15 @@ ForwardOutputs Gpt2Impl::forward(const ForwardInputs& in) {
   // the keys by the attention mask.
   auto positions = torch::arange(t, torch::kLong).unsqueeze(0).expand({b, t});
   at::Tensor pad = in.attention_mask.defined() ? in.attention_mask.to(torch::kBool) : at::Tensor();
-  auto x = wte->forward(ids) + wpe->forward(positions);
+  const double p = is_training() ? c_.dropout : 0.0;
+  auto x = torch::dropout(wte->forward(ids) + wpe->forward(positions), p, is_training());
   for (int64_t i = 0; i < c_.n_layer; ++i) {
     auto& l = layers[static_cast<size_t>(i)];
     auto qkv = l.c_attn->forward(l.ln_1->forward(x)).split(c_.d_model, -1);
     double scale = c_.scale_attn_weights ? 1.0 / std::sqrt(static_cast<double>(c_.head_dim())) : 1.0;
     if (c_.scale_attn_by_layer_idx) scale /= static_cast<double>(i + 1);
-    x = x + l.attn_proj->forward(attend(i, qkv[0], qkv[1], qkv[2], /*causal=*/true, pad, scale));
-    x = x + l.mlp_proj->forward(activate(l.c_fc->forward(l.ln_2->forward(x)), c_.activation));
+    x = x + torch::dropout(l.attn_proj->forward(attend(i, qkv[0], qkv[1], qkv[2], /*causal=*/true, pad, scale)), p, is_training());
+    x = x + torch::dropout(l.mlp_proj->forward(activate(l.c_fc->forward(l.ln_2->forward(x)), c_.activation)), p, is_training());
   }
   ForwardOutputs out;
   out.last_hidden_state = ln_f->forward(x);
@@ -216,14 +217,15 @@ ForwardOutputs BertImpl::forward(const ForwardInputs& in) {
   MIMIC_CHECK(t <= c_.max_positions, "sequence of ", t, " tokens exceeds the model's context of ", c_.max_positions);
   auto types = in.token_type_ids.defined() ? in.token_type_ids : torch::zeros({b, t}, torch::kLong);
   auto pos = torch::arange(t, torch::kLong).unsqueeze(0).expand({b, t});
-  auto x = emb_ln->forward(word->forward(ids) + position->forward(pos) + token_type->forward(types));
+  const double p = is_training() ? c_.dropout : 0.0;
+  auto x = torch::dropout(emb_ln->forward(word->forward(ids) + position->forward(pos) + token_type->forward(types)), p, is_training());
   at::Tensor pad = in.attention_mask.defined() ? in.attention_mask.to(torch::kBool) : at::Tensor();
   const double scale = 1.0 / std::sqrt(static_cast<double>(c_.head_dim()));
   for (int64_t i = 0; i < c_.n_layer; ++i) {
     auto& l = layers[static_cast<size_t>(i)];
     auto a = attend(i, l.query->forward(x), l.key->forward(x), l.value->forward(x), /*causal=*/false, pad, scale);
-    x = l.attn_ln->forward(x + l.attn_out->forward(a));
-    x = l.out_ln->forward(x + l.out->forward(activate(l.intermediate->forward(x), c_.activation)));
+    x = l.attn_ln->forward(x + torch::dropout(l.attn_out->forward(a), p, is_training()));
+    x = l.out_ln->forward(x + torch::dropout(l.out->forward(activate(l.intermediate->forward(x), c_.activation)), p, is_training()));
   }
   ForwardOutputs out;
   out.last_hidden_state = x;

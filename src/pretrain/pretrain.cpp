@@ -1,0 +1,134 @@
+#include "pretrain/pretrain.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/paths.h"
+#include "data/batches.h"
+#include "data/token_cache.h"
+#include "models/model.h"
+#include "text/tokenizer.h"
+
+namespace mimic::pretrain {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string rng_to_string(const std::mt19937_64& rng) {
+  std::ostringstream os;
+  os << rng;
+  return os.str();
+}
+void rng_from_string(std::mt19937_64& rng, const std::string& s) {
+  std::istringstream is(s);
+  is >> rng;
+}
+
+// Turns a packed block into BERT's [CLS] block [SEP] with MLM corruption.
+struct MlmBatcher {
+  const text::Tokenizer& tok;
+  data::MlmMasking masking;
+  std::mt19937_64 rng;
+
+  data::LmBatch make(const data::LmBatch& packed) {
+    const int64_t b = packed.input_ids.size(0);
+    auto cls = torch::full({b, 1}, tok.cls_id(), torch::kLong);
+    auto sep = torch::full({b, 1}, tok.sep_id(), torch::kLong);
+    auto ids = torch::cat({cls, packed.input_ids, sep}, 1).contiguous();
+    // never mask [CLS], [SEP] (incl. the document separators inside blocks) or [PAD]
+    auto special = ids.eq(tok.cls_id()) | ids.eq(tok.sep_id()) | ids.eq(tok.pad_id());
+    at::Tensor labels;
+    data::mask_tokens(ids, labels, special, masking, rng);
+    return {ids, labels, torch::ones_like(ids)};
+  }
+};
+
+}  // namespace
+
+train::TrainResult pretrain(const PretrainOptions& o) {
+  const bool gpt2 = o.arch == "gpt2";
+  MIMIC_CHECK(gpt2 || o.arch == "bert", "unknown --arch '", o.arch, "' (gpt2 or bert)");
+  const std::string tok_dir = asset_path(gpt2 ? "gpt2" : "bert-base-uncased");
+  auto tok = text::load_tokenizer(tok_dir);
+
+  nlohmann::json config = o.config;
+  config["model_type"] = o.arch;
+  config["vocab_size"] = tok->vocab_size();
+  config["architectures"] = {gpt2 ? "GPT2LMHeadModel" : "BertForMaskedLM"};
+  if (!gpt2) config["pad_token_id"] = tok->pad_id();
+  if (gpt2) config["bos_token_id"] = config["eos_token_id"] = tok->eos_id();
+  torch::manual_seed(o.seed);
+  auto model = models::create_model(config.dump(), tok_dir, /*fp16_storage=*/true);
+  const int64_t ctx = model->summary().max_positions;
+  MIMIC_CHECK(o.seq_len <= ctx, "--seq-len ", o.seq_len, " exceeds the model's context of ", ctx);
+
+  // BERT's blocks leave room for [CLS] and [SEP].
+  const int64_t block = gpt2 ? o.seq_len : o.seq_len - 2;
+  auto train_cache = data::corpus_token_cache(o.corpus, data::Split::Train, *tok);
+  auto val_cache = data::corpus_token_cache(o.corpus, data::Split::Validation, *tok);
+  data::PackedBatches batches(train_cache, block, o.batch_size, o.seed);
+  data::MlmMasking masking;
+  masking.mask_id = tok->mask_id();
+  masking.vocab_size = tok->vocab_size();
+  MlmBatcher mlm{*tok, masking, std::mt19937_64(o.seed + 1)};
+
+  auto loss_of = [&](const data::LmBatch& raw, std::mt19937_64* eval_rng) {
+    data::LmBatch b = raw;
+    if (!gpt2) {
+      if (eval_rng) {
+        MlmBatcher fixed{*tok, masking, *eval_rng};
+        b = fixed.make(raw);
+        *eval_rng = fixed.rng;
+      } else {
+        b = mlm.make(raw);
+      }
+    }
+    auto logits = model->forward({b.input_ids, b.attention_mask, {}}).logits;
+    return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), b.labels.reshape({-1}),
+                                                torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+  };
+
+  train::TrainTask task;
+  for (const auto& p : model->module().named_parameters()) task.params.emplace_back(p.key(), p.value());
+  task.micro_batch_loss = [&]() { return loss_of(batches.next(), nullptr); };
+  task.evaluate = [&]() {
+    // A fixed slice of the validation split (same blocks and masks every time).
+    data::PackedBatches val(val_cache, block, o.batch_size, /*seed=*/12345);
+    std::mt19937_64 rng(777);
+    const int64_t n = std::min<int64_t>(o.eval_batches, val.blocks_per_epoch() / o.batch_size);
+    MIMIC_CHECK(n > 0, "the validation split is too small for one batch");
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += loss_of(val.next(), &rng).item<double>();
+    return sum / static_cast<double>(n);
+  };
+  task.set_training = [&](bool on) { model->module().train(on); };
+  task.data_state = [&]() {
+    auto p = batches.position();
+    return nlohmann::json{{"epoch", p.epoch}, {"index", p.index}, {"mlm_rng", rng_to_string(mlm.rng)}};
+  };
+  task.restore_data_state = [&](const nlohmann::json& j) {
+    batches.seek({j.at("epoch").get<int64_t>(), j.at("index").get<int64_t>()});
+    rng_from_string(mlm.rng, j.at("mlm_rng").get<std::string>());
+  };
+  task.export_model = [&](const std::string& dir) { model->save(dir); };
+
+  train::TrainOptions t = o.train;
+  t.tokens_per_micro_batch = o.batch_size * o.seq_len;
+  t.fingerprint = {{"arch", o.arch},         {"config", o.config},         {"corpus", o.corpus},
+                   {"seq_len", o.seq_len},   {"batch_size", o.batch_size}, {"seed", o.seed},
+                   {"steps", t.steps},       {"lr", t.lr},                 {"warmup", t.warmup},
+                   {"grad_accum", t.grad_accum}};
+  auto result = train::train(task, t);
+  // The output directory itself becomes a model directory (the best checkpoint by validation loss).
+  std::string best = t.out_dir + "/best";
+  if (fs::exists(best))
+    for (const auto& e : fs::directory_iterator(best))
+      fs::copy_file(e.path(), fs::path(t.out_dir) / e.path().filename(), fs::copy_options::overwrite_existing);
+  return result;
+}
+
+}  // namespace mimic::pretrain

@@ -1,0 +1,27 @@
+// Pretraining mimic's own small GPT-2 (causal LM) and BERT (masked LM) on the public-domain corpora,
+// on the training engine. Writes a HF-layout directory that every mimic command reads.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "train/trainer.h"
+
+namespace mimic::pretrain {
+
+struct PretrainOptions {
+  std::string arch;                 // "gpt2" | "bert"
+  nlohmann::json config;            // HF config.json content (sizes); vocab_size is set from the tokenizer
+  std::string corpus = "all";       // "all" | "sotu" | "moby-dick"
+  int64_t seq_len = 256;
+  int64_t batch_size = 16;
+  int64_t eval_batches = 20;        // validation batches per evaluation
+  uint64_t seed = 0;
+  train::TrainOptions train;        // steps, lr, schedule, out_dir, ...
+};
+
+// Runs (or resumes) pretraining; the final model is in out_dir/last, the best (validation loss) in
+// out_dir/best, and out_dir itself receives a copy of best at the end (config.json, model.safetensors,
+// tokenizer files) so that out_dir is a model directory.
+train::TrainResult pretrain(const PretrainOptions& options);
+
+}  // namespace mimic::pretrain

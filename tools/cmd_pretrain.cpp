@@ -1,0 +1,71 @@
+// mimic pretrain --arch gpt2|bert --config C.json --data CORPUS --out DIR — train mimic's own small models.
+#include <iostream>
+
+#include "cli.h"
+#include "core/error.h"
+#include "io/atomic_file.h"
+#include "pretrain/pretrain.h"
+
+namespace mimic::cli {
+namespace {
+
+struct PretrainArgs {
+  Common common;
+  std::string config_path;
+  pretrain::PretrainOptions o;
+  bool resume = false;
+};
+
+void run(PretrainArgs& a) {
+  start(a.common);
+  try {
+    a.o.config = nlohmann::json::parse(io::read_text_file(a.config_path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(a.config_path, ": malformed JSON: ", e.what());
+  }
+  a.o.seed = a.common.seed;
+  if (a.resume)
+    MIMIC_CHECK(std::filesystem::exists(a.o.train.out_dir + "/checkpoint.safetensors"), "--resume: no checkpoint in ",
+                a.o.train.out_dir);
+  auto r = pretrain::pretrain(a.o);
+  nlohmann::json j = {{"out", a.o.train.out_dir}, {"steps", r.steps},        {"resumed_from", r.resumed_from},
+                      {"last_loss", r.last_loss}, {"best_eval_loss", r.best_eval}, {"best_step", r.best_step},
+                      {"seconds", r.seconds},     {"tokens_per_second", r.tokens_per_second}};
+  if (a.common.json) return print_json(j);
+  std::printf("trained %lld steps (resumed from %lld): last loss %.4f, best validation loss %.4f at step %lld, %.0f tok/s, %.0f s\n",
+              static_cast<long long>(r.steps), static_cast<long long>(r.resumed_from), r.last_loss, r.best_eval,
+              static_cast<long long>(r.best_step), r.tokens_per_second, r.seconds);
+  std::cout << "model written to " << a.o.train.out_dir << " (best), " << a.o.train.out_dir << "/last (last)\n";
+}
+
+}  // namespace
+
+void register_pretrain(CLI::App& app) {
+  auto a = std::make_shared<PretrainArgs>();
+  a->o.train.steps = 2000;
+  a->o.train.warmup = 100;
+  a->o.train.lr = 1e-3;
+  a->o.train.adam.weight_decay = 0.1;
+  a->o.train.adam.beta2 = 0.95;
+  auto* sub = app.add_subcommand("pretrain", "Pretrain a small GPT-2 (causal LM) or BERT (masked LM) on the public-domain corpora");
+  sub->add_option("--arch", a->o.arch, "gpt2 or bert")->required()->check(CLI::IsMember({"gpt2", "bert"}));
+  sub->add_option("--config", a->config_path, "config.json with the sizes (HF keys)")->required()->check(CLI::ExistingFile);
+  sub->add_option("--data", a->o.corpus, "Corpus: all, sotu or moby-dick")->capture_default_str()->check(CLI::IsMember({"all", "sotu", "moby-dick"}));
+  sub->add_option("--out", a->o.train.out_dir, "Output directory (model, checkpoint, log)")->required();
+  sub->add_option("--steps", a->o.train.steps, "Optimizer steps")->capture_default_str();
+  sub->add_option("--seq-len", a->o.seq_len, "Tokens per sequence")->capture_default_str();
+  sub->add_option("--batch-size", a->o.batch_size, "Sequences per micro-batch")->capture_default_str();
+  sub->add_option("--grad-accum", a->o.train.grad_accum, "Micro-batches per step")->capture_default_str();
+  sub->add_option("--lr", a->o.train.lr, "Peak learning rate")->capture_default_str();
+  sub->add_option("--warmup", a->o.train.warmup, "Warm-up steps")->capture_default_str();
+  sub->add_option("--weight-decay", a->o.train.adam.weight_decay, "AdamW weight decay (not on biases and norms)")->capture_default_str();
+  sub->add_option("--eval-every", a->o.train.eval_every, "Evaluate every N steps")->capture_default_str();
+  sub->add_option("--eval-batches", a->o.eval_batches, "Validation batches per evaluation")->capture_default_str();
+  sub->add_option("--checkpoint-every", a->o.train.checkpoint_every, "Checkpoint every N steps")->capture_default_str();
+  sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
+  sub->add_flag("--fresh", a->o.train.fresh, "Ignore an existing checkpoint and start over");
+  add_common_options(*sub, a->common);
+  sub->callback([a]() { run(*a); });
+}
+
+}  // namespace mimic::cli
