@@ -208,7 +208,7 @@ TEST(Checkpoint, BrokenCheckpointsNameTheProblem) {
   EXPECT_MIMIC_ERROR(mimic::models::load_model(dir.file("nowhere")), "model directory not found");
   // token ids outside the vocabulary are an error, not a crash
   auto model = mimic::models::load_model(model_dir("gpt2-plain"));
-  EXPECT_ANY_THROW(model->forward({torch::full({1, 3}, 500, torch::kLong), {}, {}}));
+  EXPECT_MIMIC_ERROR(model->forward({torch::full({1, 3}, 500, torch::kLong), {}, {}}), "token id 500 is outside the model's vocabulary of 97");
   EXPECT_MIMIC_ERROR(model->forward({torch::zeros({1, 65}, torch::kLong), {}, {}}), "exceeds the model's context of 64");
 }
 

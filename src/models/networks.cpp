@@ -34,6 +34,16 @@ at::Tensor activate(const at::Tensor& x, Activation a) {
 }
 
 // ------------------------------------------------------------------------------------------ shared
+namespace {
+void check_ids(const at::Tensor& ids, int64_t vocab) {
+  MIMIC_CHECK(ids.dim() == 2, "input_ids must be [batch, time]");
+  if (ids.numel() == 0) return;
+  int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+  MIMIC_CHECK(lo >= 0 && hi < vocab, "token id ", lo < 0 ? lo : hi, " is outside the model's vocabulary of ", vocab,
+              " (does the tokenizer belong to this model?)");
+}
+}  // namespace
+
 void NetworkImpl::init_layers(int64_t n) {
   kernel_modules_ = register_module("kernels", torch::nn::ModuleList());
   for (int64_t i = 0; i < n; ++i) {
@@ -120,7 +130,7 @@ Gpt2Impl::Gpt2Impl(const ModelConfig& c) : c_(c) {
 
 ForwardOutputs Gpt2Impl::forward(const ForwardInputs& in) {
   const auto& ids = in.input_ids;
-  MIMIC_CHECK(ids.dim() == 2, "input_ids must be [batch, time]");
+  check_ids(ids, c_.vocab_size);
   const int64_t b = ids.size(0), t = ids.size(1);
   MIMIC_CHECK(t <= c_.max_positions, "sequence of ", t, " tokens exceeds the model's context of ", c_.max_positions);
   // Positions 0..T-1 as HF's forward does by default; padding (right-padded batches) is masked out of
@@ -212,7 +222,7 @@ BertImpl::BertImpl(const ModelConfig& c, Head head, bool with_pooler) : c_(c), h
 
 ForwardOutputs BertImpl::forward(const ForwardInputs& in) {
   const auto& ids = in.input_ids;
-  MIMIC_CHECK(ids.dim() == 2, "input_ids must be [batch, time]");
+  check_ids(ids, c_.vocab_size);
   const int64_t b = ids.size(0), t = ids.size(1);
   MIMIC_CHECK(t <= c_.max_positions, "sequence of ", t, " tokens exceeds the model's context of ", c_.max_positions);
   auto types = in.token_type_ids.defined() ? in.token_type_ids : torch::zeros({b, t}, torch::kLong);
