@@ -179,3 +179,32 @@ TEST(Cli, PretrainLearnsAndResumesExactlyAfterKill) {
   ASSERT_EQ(a.names(), b.names());
   for (const auto& n : a.names()) EXPECT_TRUE(torch::equal(a.load(n), b.load(n))) << n;
 }
+
+TEST(Cli, FinetuneAndEvalClassifierAndSplitPerplexity) {
+  TempDir dir;
+  std::string lines;
+  for (int i = 0; i < 40; ++i)
+    lines += nlohmann::json{{"text", std::string(i % 2 ? "a wonderful day " : "a terrible day ") + std::to_string(i)},
+                            {"label", i % 2},
+                            {"split", i % 4 == 0 ? "test" : i % 4 == 1 ? "validation" : "train"}}.dump() + "\n";
+  mimic::test::write_bytes(dir.file("t.jsonl"), lines);
+  auto ft = mimic_cli("finetune --task cls --model " + bert_dir() + " --data " + dir.file("t.jsonl") + " --out " +
+                      dir.file("cls") + " --steps 10 --warmup 2 --lr 1e-2 --batch-size 8 --seq-len 16 --eval-every 5 --json");
+  ASSERT_EQ(ft.code, 0) << ft.err;
+  auto fj = nlohmann::json::parse(ft.out);
+  EXPECT_EQ(fj["validation"]["n"], 10);
+  auto ev = mimic_cli("eval --task cls --model " + dir.file("cls") + " --data " + dir.file("t.jsonl") + " --split test --json");
+  ASSERT_EQ(ev.code, 0) << ev.err;
+  auto ej = nlohmann::json::parse(ev.out);
+  EXPECT_EQ(ej["n"], 10);
+  EXPECT_DOUBLE_EQ(ej["accuracy"].get<double>(), fj["test"]["accuracy"].get<double>());
+  expect_one_line_error(mimic_cli("eval --task cls --model " + bert_dir() + " --data " + dir.file("t.jsonl")), "is not a classifier");
+  // LM perplexity over a corpus split (the cached token stream of every test document)
+  auto lm = mimic_cli("eval --model " + gpt2_dir() + " --data moby-dick --split test --window 64 --json");
+  ASSERT_EQ(lm.code, 0) << lm.err;
+  auto lj = nlohmann::json::parse(lm.out);
+  EXPECT_GT(lj["tokens"].get<int64_t>(), 5000);
+  EXPECT_EQ(lj["predicted"].get<int64_t>(), lj["tokens"].get<int64_t>() - 1);
+  EXPECT_GT(lj["perplexity"].get<double>(), 1000.0);  // random weights: near the vocabulary size
+  expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --data moby-dick --split dev"), "unknown split 'dev'");
+}

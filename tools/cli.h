@@ -41,5 +41,6 @@ void register_tokenize(CLI::App& app);
 void register_forward(CLI::App& app);
 void register_eval(CLI::App& app);
 void register_pretrain(CLI::App& app);
+void register_finetune(CLI::App& app);
 
 }  // namespace mimic::cli

@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("mimic ") + mimic::mimic_version());
   for (auto reg : {mimic::cli::register_info, mimic::cli::register_tokenize, mimic::cli::register_forward,
-                   mimic::cli::register_eval, mimic::cli::register_pretrain})
+                   mimic::cli::register_eval, mimic::cli::register_pretrain,
+                   mimic::cli::register_finetune})
     reg(app);
   try {
     app.parse(argc, argv);

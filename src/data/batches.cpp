@@ -17,15 +17,17 @@ PackedBatches::PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t b
   order_.resize(static_cast<size_t>(blocks));
 }
 
+std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch));
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[static_cast<size_t>(rng() % i)]);
+  return order;
+}
+
 void PackedBatches::shuffle_for(int64_t epoch) {
   if (order_epoch_ == epoch) return;
-  std::iota(order_.begin(), order_.end(), 0);
-  // Fisher–Yates with a generator seeded by (seed, epoch): identical on every platform.
-  std::mt19937_64 rng(seed_ * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch));
-  for (size_t i = order_.size(); i > 1; --i) {
-    size_t j = static_cast<size_t>(rng() % i);
-    std::swap(order_[i - 1], order_[j]);
-  }
+  order_ = shuffled_order(static_cast<int64_t>(order_.size()), seed_, epoch);
   order_epoch_ = epoch;
 }
 

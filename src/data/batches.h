@@ -10,6 +10,10 @@
 
 namespace mimic::data {
 
+// A permutation of 0..n-1 for an epoch: Fisher–Yates driven by a generator seeded with (seed, epoch), so
+// it is identical on every platform. Every shuffled stream of mimic uses it.
+std::vector<int64_t> shuffled_order(int64_t n, uint64_t seed, int64_t epoch);
+
 // Where a batch stream stands: enough to resume it exactly.
 struct StreamPosition {
   int64_t epoch = 0;

@@ -43,7 +43,12 @@ std::string rename_gamma_beta(const std::string& name) {
 
 void load_weights(Arch arch, const io::SafeTensorsFile& f, std::vector<std::pair<std::string, at::Tensor>> params,
                   const std::map<std::string, std::pair<std::string, std::string>>& ties, KeyLayout& layout,
-                  Passthrough& passthrough) {
+                  Passthrough& passthrough, const LoadRules& rules) {
+  auto matches = [](const std::vector<std::string>& prefixes, const std::string& name) {
+    for (const auto& p : prefixes)
+      if (starts_with(name, p)) return true;
+    return false;
+  };
   const std::string where = f.path() + ": ";
   const std::string prefix = arch == Arch::Gpt2 ? "transformer." : "bert.";
   layout = KeyLayout();
@@ -60,6 +65,10 @@ void load_weights(Arch arch, const io::SafeTensorsFile& f, std::vector<std::pair
     const auto& info = f.info(key);
     layout.dtypes[key] = info.dtype;
     std::string name = rename_gamma_beta(strip(key, layout.prefix));
+    if (matches(rules.ignored, name)) {
+      layout.dtypes.erase(key);
+      continue;
+    }
     if (ties.count(name)) {
       layout.tied.push_back(name);
       tied_copies[name] = f.load(key, at::kFloat);
@@ -79,7 +88,7 @@ void load_weights(Arch arch, const io::SafeTensorsFile& f, std::vector<std::pair
     loaded.insert(name);
   }
   for (const auto& [name, p] : params)
-    MIMIC_CHECK(loaded.count(name), where, "missing tensor '",
+    MIMIC_CHECK(loaded.count(name) || matches(rules.may_be_missing, name), where, "missing tensor '",
                 (layout.prefix.empty() || !takes_prefix(arch, name) ? "" : layout.prefix) + name, "'");
   for (const auto& [name, copy] : tied_copies) {
     const auto& target = by_name.at(ties.at(name).first);

@@ -32,8 +32,15 @@ std::string internal_name(Arch arch, const std::string& key, std::string* kind);
 
 // Copies the file's tensors into `params` (network names → tensors, converted to float32). Throws
 // mimic::Error naming the first missing, unexpected or mis-shaped tensor, or a tied copy that differs.
+// `may_be_missing`: network-name prefixes whose parameters keep their fresh initialisation when the file
+// lacks them (a new task head); `ignored`: network-name prefixes of file tensors to drop (a head not used).
+struct LoadRules {
+  std::vector<std::string> may_be_missing;
+  std::vector<std::string> ignored;
+};
 void load_weights(Arch arch, const io::SafeTensorsFile& f, std::vector<std::pair<std::string, at::Tensor>> params,
-                  const std::map<std::string, std::pair<std::string, std::string>>& ties, KeyLayout& layout, Passthrough& passthrough);
+                  const std::map<std::string, std::pair<std::string, std::string>>& ties, KeyLayout& layout, Passthrough& passthrough,
+                  const LoadRules& rules = {});
 
 // The file keys and tensors to save (in the remembered layout and dtypes).
 std::vector<std::pair<std::string, at::Tensor>> weights_to_save(Arch arch, const std::vector<std::pair<std::string, at::Tensor>>& params,

@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/error.h"
@@ -58,7 +59,7 @@ class HfModel : public Model {
     net_->eval();
   }
 
-  HfModel(const std::string& dir) : dir_(dir) {
+  HfModel(const std::string& dir, const LoadOptions& opt) : dir_(dir) {
     fs::path d(dir);
     MIMIC_CHECK(fs::is_directory(d), "model directory not found: ", dir);
     MIMIC_CHECK(fs::exists(d / "config.json"), dir, ": no config.json (a model directory holds config.json + model.safetensors)");
@@ -67,8 +68,44 @@ class HfModel : public Model {
     MIMIC_CHECK(fs::exists(weights), dir, ": no model.safetensors",
                 fs::exists(d / "pytorch_model.bin") ? " (pytorch_model.bin is a pickle, which mimic does not read: convert it to safetensors)" : "");
     auto f = io::SafeTensorsFile::open(weights);
-    build(config_.arch == Arch::Gpt2 ? Head::Lm : bert_head(config_, f), config_.arch == Arch::Bert && has_pooler(f));
-    load_weights(config_.arch, f, parameters(), ties_, layout_, passthrough_);
+    LoadRules rules;
+    if (opt.head == "cls") {
+      MIMIC_CHECK(config_.arch == Arch::Bert, dir, ": sequence classification needs a BERT model");
+      MIMIC_CHECK(opt.labels.size() >= 2, "sequence classification needs at least two labels");
+      const int64_t k = static_cast<int64_t>(opt.labels.size());
+      if (f.contains("classifier.weight"))
+        MIMIC_CHECK(f.info("classifier.weight").shape[0] == k, dir, ": its classifier has ", f.info("classifier.weight").shape[0],
+                    " labels, the data has ", k);
+      config_.num_labels = k;
+      config_.head = Head::Cls;
+      auto& raw = config_.raw;
+      raw["architectures"] = {"BertForSequenceClassification"};
+      raw["num_labels"] = k;
+      raw["id2label"] = nlohmann::json::object();
+      raw["label2id"] = nlohmann::json::object();
+      for (int64_t i = 0; i < k; ++i) {
+        raw["id2label"][std::to_string(i)] = opt.labels[i];
+        raw["label2id"][opt.labels[i]] = i;
+      }
+      rules.may_be_missing = {"pooler.", "classifier."};
+      rules.ignored = {"cls."};
+      torch::manual_seed(opt.seed);
+      build(Head::Cls, true);
+    } else {
+      MIMIC_CHECK(opt.head.empty(), "unknown head '", opt.head, "'");
+      build(config_.arch == Arch::Gpt2 ? Head::Lm : bert_head(config_, f), config_.arch == Arch::Bert && has_pooler(f));
+    }
+    load_weights(config_.arch, f, parameters(), ties_, layout_, passthrough_, rules);
+    if (opt.head == "cls") {
+      // the new tensors are saved in the checkpoint's float storage type
+      io::DType storage = layout_.dtypes.count((layout_.prefix) + "embeddings.word_embeddings.weight")
+                              ? layout_.dtypes.at(layout_.prefix + "embeddings.word_embeddings.weight")
+                              : io::DType::F32;
+      for (const auto& [key, t] : state_dict())
+        if (!layout_.dtypes.count(key)) layout_.dtypes[key] = storage;
+      passthrough_.erase(std::remove_if(passthrough_.begin(), passthrough_.end(), [](auto& p) { return p.first.rfind("cls.", 0) == 0; }),
+                         passthrough_.end());
+    }
     net_->eval();
   }
 
@@ -149,10 +186,10 @@ std::unique_ptr<Model> create_model(const std::string& config_json, const std::s
   return std::make_unique<HfModel>(config_json, tokenizer_dir, fp16_storage);
 }
 
-std::unique_ptr<Model> load_model(const std::string& path) {
+std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options) {
   std::string dir = path;
   if (fs::is_regular_file(path) && fs::path(path).extension() == ".safetensors") dir = fs::path(path).parent_path().string();
-  return std::make_unique<HfModel>(dir.empty() ? "." : dir);
+  return std::make_unique<HfModel>(dir.empty() ? "." : dir, options);
 }
 
 }  // namespace mimic::models

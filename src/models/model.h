@@ -59,7 +59,15 @@ class Model {
 // Loads config.json + model.safetensors from a HF-layout directory (or a model.safetensors path with
 // config.json beside it). Every expected tensor is checked: a missing, unexpected or mis-shaped tensor
 // is a mimic::Error naming it.
-std::unique_ptr<Model> load_model(const std::string& dir);
+struct LoadOptions {
+  // "" : the head the checkpoint has. "cls": BERT sequence classification with `labels` — pooler and
+  // classifier come from the checkpoint when it has them (with that many labels), are freshly initialised
+  // otherwise, and other heads (MLM, next-sentence) are dropped; config.json is updated accordingly.
+  std::string head;
+  std::vector<std::string> labels;
+  uint64_t seed = 0;  // for freshly initialised heads
+};
+std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& options = {});
 
 // A new model with freshly initialised weights (normal(0, 0.02); GPT-2's residual projections scaled by
 // 1/sqrt(2·n_layer)) from the content of a config.json; "architectures" picks the head. When saved, the

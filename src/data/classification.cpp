@@ -1,0 +1,183 @@
+#include "data/classification.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/paths.h"
+#include "io/atomic_file.h"
+
+namespace mimic::data {
+
+namespace fs = std::filesystem;
+
+const std::vector<Example>& ClassificationData::split(Split s) const {
+  return s == Split::Train ? train : s == Split::Validation ? validation : test;
+}
+
+const std::vector<Era>& sotu_eras() {
+  static const std::vector<Era> eras = {
+      {1790, 1856, "1790-1856"}, {1857, 1900, "1857-1900"}, {1901, 1951, "1901-1951"}, {1952, 2021, "1952-2021"}};
+  return eras;
+}
+
+namespace {
+
+// Replaces bytes that are not valid UTF-8 by U+FFFD (mail bodies come in many encodings).
+std::string to_valid_utf8(const std::string& s) {
+  if (is_valid_utf8(s)) return s;
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    size_t len = 1;
+    unsigned c = static_cast<unsigned char>(s[i]);
+    if (c >= 0xC0) len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+    if (c >= 0x80 && i + len <= s.size() && is_valid_utf8(s.substr(i, len))) {
+      out += s.substr(i, len);
+      i += len;
+    } else if (c < 0x80) {
+      out.push_back(s[i++]);
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+
+// A mail without its headers: the Subject line, a blank line, then the body.
+std::string mail_text(const std::string& raw) {
+  std::string text = to_valid_utf8(raw);
+  size_t body = text.find("\n\n");
+  std::string headers = body == std::string::npos ? text : text.substr(0, body);
+  std::string subject;
+  std::istringstream hs(headers);
+  std::string line;
+  while (std::getline(hs, line))
+    if (line.rfind("Subject:", 0) == 0) subject = line.substr(8);
+  std::string out = clean_text(subject) + "\n\n" + clean_text(body == std::string::npos ? "" : text.substr(body + 2));
+  return clean_text(out);
+}
+
+void add(ClassificationData& d, Example e) {
+  switch (split_of(e.doc_id)) {
+    case Split::Train: d.train.push_back(std::move(e)); break;
+    case Split::Validation: d.validation.push_back(std::move(e)); break;
+    case Split::Test: d.test.push_back(std::move(e)); break;
+  }
+}
+
+ClassificationData load_spam() {
+  ClassificationData d;
+  d.name = "spam";
+  d.labels = {"ham", "spam"};
+  d.metric = "f1";
+  std::string root = asset_path("corpora/spam-assassin");
+  for (const char* group : {"easy-ham-1", "easy-ham-2", "hard-ham-1", "spam-1", "spam-2"}) {
+    const int64_t label = std::string(group).rfind("spam", 0) == 0 ? 1 : 0;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(root + "/" + group))
+      if (e.path().extension() == ".txt") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      auto text = mail_text(io::read_text_file(f.string()));
+      if (text.empty()) continue;
+      add(d, {text, label, std::string("spam/") + group + "/" + f.stem().string()});
+    }
+  }
+  return d;
+}
+
+// Passages of State of the Union addresses: consecutive sentences gathered until they hold at least 100
+// words; labelled by the era of the address. Splits go by address.
+ClassificationData load_sotu_era() {
+  ClassificationData d;
+  d.name = "sotu-era";
+  for (const auto& e : sotu_eras()) d.labels.push_back(e.name);
+  d.metric = "mcc";
+  for (const auto& doc : load_corpus("sotu")) {
+    int64_t label = -1;
+    for (size_t i = 0; i < sotu_eras().size(); ++i)
+      if (doc.year >= sotu_eras()[i].first && doc.year <= sotu_eras()[i].last) label = static_cast<int64_t>(i);
+    MIMIC_CHECK(label >= 0, "no era for the address of ", doc.year);
+    std::string passage;
+    int words = 0;
+    const std::string& t = doc.text;
+    size_t start = 0;
+    for (size_t i = 0; i <= t.size(); ++i) {
+      bool end_of_sentence = i == t.size() || ((t[i] == '.' || t[i] == '!' || t[i] == '?') && (i + 1 == t.size() || std::isspace(static_cast<unsigned char>(t[i + 1]))));
+      if (!end_of_sentence) continue;
+      std::string sentence = clean_text(t.substr(start, i + 1 - start));
+      start = i + 1;
+      if (sentence.empty()) continue;
+      passage += (passage.empty() ? "" : " ") + sentence;
+      words += static_cast<int>(std::count(sentence.begin(), sentence.end(), ' ')) + 1;
+      if (words >= 100) {
+        add(d, {passage, label, doc.id});
+        passage.clear();
+        words = 0;
+      }
+    }
+  }
+  return d;
+}
+
+ClassificationData load_jsonl(const std::string& path) {
+  ClassificationData d;
+  d.name = fs::path(path).filename().string();
+  std::istringstream is(io::read_text_file(path));
+  std::string line;
+  std::map<std::string, int64_t> label_ids;
+  std::vector<std::pair<Example, std::string>> rows;
+  int lineno = 0;
+  while (std::getline(is, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      fail(path, ":", lineno, ": malformed JSON: ", e.what());
+    }
+    MIMIC_CHECK(j.is_object() && j.contains("text") && j["text"].is_string() && j.contains("label"), path, ":", lineno,
+                ": expected {\"text\": string, \"label\": ...}");
+    std::string label = j["label"].is_string() ? j["label"].get<std::string>() : j["label"].dump();
+    auto text = j["text"].get<std::string>();
+    MIMIC_CHECK(is_valid_utf8(text), path, ":", lineno, ": text is not valid UTF-8");
+    std::string split = j.value("split", std::string());
+    rows.push_back({{text, 0, path + ":" + std::to_string(lineno)}, split + "\t" + label});
+    label_ids.emplace(label, 0);
+  }
+  MIMIC_CHECK(!rows.empty(), path, ": no examples");
+  MIMIC_CHECK(label_ids.size() >= 2, path, ": needs at least two labels");
+  int64_t next = 0;
+  for (auto& [name, id] : label_ids) {
+    id = next++;
+    d.labels.push_back(name);
+  }
+  d.metric = d.labels.size() == 2 ? "f1" : "mcc";
+  for (auto& [ex, tag] : rows) {
+    auto tab = tag.find('\t');
+    std::string split = tag.substr(0, tab);
+    ex.label = label_ids.at(tag.substr(tab + 1));
+    if (split.empty()) add(d, ex);
+    else if (split == "train") d.train.push_back(ex);
+    else if (split == "validation" || split == "val") d.validation.push_back(ex);
+    else if (split == "test") d.test.push_back(ex);
+    else fail(path, ": unknown split '", split, "'");
+  }
+  return d;
+}
+
+}  // namespace
+
+ClassificationData load_classification(const std::string& name) {
+  if (name == "spam") return load_spam();
+  if (name == "sotu-era") return load_sotu_era();
+  MIMIC_CHECK(fs::is_regular_file(name), "unknown data set '", name, "' (spam, sotu-era, or a JSON-lines file)");
+  return load_jsonl(name);
+}
+
+}  // namespace mimic::data

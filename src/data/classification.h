@@ -1,0 +1,38 @@
+// Text-classification data sets with real labels and fixed splits: `spam` (SpamAssassin ham vs spam)
+// and `sotu-era` (State of the Union passages labelled by era), or a user's JSON-lines file.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+
+namespace mimic::data {
+
+struct Example {
+  std::string text;
+  int64_t label = 0;
+  std::string doc_id;  // the document the example comes from (splits never separate a document)
+};
+
+struct ClassificationData {
+  std::string name;
+  std::vector<std::string> labels;  // label names, index = label id
+  std::string metric;               // the headline metric besides accuracy: "f1" (binary) or "mcc"
+  std::vector<Example> train, validation, test;
+  const std::vector<Example>& split(Split s) const;
+};
+
+// "spam", "sotu-era", or a path to a JSON-lines file with {"text": ..., "label": ...} per line (label a
+// string or an integer; optional "split": train|validation|test, otherwise split by line hash).
+ClassificationData load_classification(const std::string& name_or_file);
+
+// The eras of `sotu-era` (first and last year of each class), chosen so the classes hold about a quarter
+// of the passages each.
+struct Era {
+  int first, last;
+  const char* name;
+};
+const std::vector<Era>& sotu_eras();
+
+}  // namespace mimic::data

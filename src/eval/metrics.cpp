@@ -1,0 +1,52 @@
+#include "eval/metrics.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace mimic::eval {
+
+ClassificationMetrics classification_metrics(const std::vector<int64_t>& predicted, const std::vector<int64_t>& truth,
+                                             int64_t k) {
+  MIMIC_CHECK(predicted.size() == truth.size(), "metrics: ", predicted.size(), " predictions for ", truth.size(), " labels");
+  MIMIC_CHECK(k >= 2, "metrics need at least two classes");
+  ClassificationMetrics m;
+  m.n = static_cast<int64_t>(truth.size());
+  m.confusion.assign(k, std::vector<int64_t>(k, 0));
+  for (size_t i = 0; i < truth.size(); ++i) {
+    MIMIC_CHECK(truth[i] >= 0 && truth[i] < k && predicted[i] >= 0 && predicted[i] < k, "label out of range");
+    m.confusion[truth[i]][predicted[i]]++;
+  }
+  if (m.n == 0) return m;
+  std::vector<double> t(k, 0), p(k, 0), f1(k, 0);
+  double correct = 0;
+  for (int64_t a = 0; a < k; ++a)
+    for (int64_t b = 0; b < k; ++b) {
+      t[a] += m.confusion[a][b];
+      p[b] += m.confusion[a][b];
+      if (a == b) correct += m.confusion[a][b];
+    }
+  const double n = static_cast<double>(m.n);
+  m.accuracy = correct / n;
+  for (int64_t c = 0; c < k; ++c) {
+    double tp = m.confusion[c][c];
+    f1[c] = (t[c] + p[c]) > 0 ? 2 * tp / (t[c] + p[c]) : 0.0;
+  }
+  if (k == 2) {
+    m.f1 = f1[1];
+  } else {
+    for (double f : f1) m.f1 += f / static_cast<double>(k);
+  }
+  // MCC = (c·s − Σ p_k t_k) / sqrt((s² − Σ p_k²)(s² − Σ t_k²))
+  double pt = 0, pp = 0, tt = 0;
+  for (int64_t c = 0; c < k; ++c) {
+    pt += p[c] * t[c];
+    pp += p[c] * p[c];
+    tt += t[c] * t[c];
+  }
+  double denom = std::sqrt((n * n - pp) * (n * n - tt));
+  m.mcc = denom > 0 ? (correct * n - pt) / denom : 0.0;
+  return m;
+}
+
+}  // namespace mimic::eval

@@ -1,0 +1,143 @@
+#include "finetune/classify.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+
+#include "data/batches.h"
+
+#include "core/error.h"
+#include "models/model.h"
+#include "text/tokenizer.h"
+
+namespace mimic::finetune {
+
+namespace {
+
+// [CLS] text [SEP], cut to seq_len (the final [SEP] kept).
+std::vector<int64_t> encode(const text::Tokenizer& tok, const std::string& text, int64_t seq_len) {
+  auto ids = tok.encode(text, true);
+  if (static_cast<int64_t>(ids.size()) > seq_len) {
+    ids.resize(static_cast<size_t>(seq_len));
+    ids.back() = tok.sep_id();
+  }
+  return ids;
+}
+
+struct Batch {
+  models::ForwardInputs in;
+  at::Tensor labels;
+};
+
+Batch make_batch(const std::vector<std::vector<int64_t>>& ids, const std::vector<int64_t>& labels, int64_t pad) {
+  size_t t = 0;
+  for (const auto& x : ids) t = std::max(t, x.size());
+  const int64_t b = static_cast<int64_t>(ids.size());
+  auto input = torch::full({b, static_cast<int64_t>(t)}, pad, torch::kLong);
+  auto mask = torch::zeros({b, static_cast<int64_t>(t)}, torch::kLong);
+  for (int64_t i = 0; i < b; ++i) {
+    const auto& x = ids[static_cast<size_t>(i)];
+    input[i].slice(0, 0, static_cast<int64_t>(x.size())).copy_(torch::tensor(x, torch::kLong));
+    mask[i].slice(0, 0, static_cast<int64_t>(x.size())).fill_(1);
+  }
+  return {{input, mask, {}}, torch::tensor(labels, torch::kLong)};
+}
+
+}  // namespace
+
+ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& tok, const std::vector<data::Example>& examples,
+                                 int64_t num_labels, int64_t seq_len, int64_t batch_size) {
+  MIMIC_CHECK(!examples.empty(), "no examples to evaluate");
+  torch::NoGradGuard no_grad;
+  std::vector<int64_t> predicted, truth;
+  double loss = 0;
+  for (size_t i = 0; i < examples.size(); i += static_cast<size_t>(batch_size)) {
+    std::vector<std::vector<int64_t>> ids;
+    std::vector<int64_t> labels;
+    for (size_t j = i; j < std::min(examples.size(), i + static_cast<size_t>(batch_size)); ++j) {
+      ids.push_back(encode(tok, examples[j].text, seq_len));
+      labels.push_back(examples[j].label);
+    }
+    auto b = make_batch(ids, labels, tok.pad_id());
+    auto logits = model.forward(b.in).logits;
+    loss += torch::nn::functional::cross_entropy(logits, b.labels,
+                                                 torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                .item<double>();
+    auto pred = logits.argmax(-1);
+    for (int64_t k = 0; k < pred.size(0); ++k) predicted.push_back(pred[k].item<int64_t>());
+    truth.insert(truth.end(), labels.begin(), labels.end());
+  }
+  return {eval::classification_metrics(predicted, truth, num_labels), loss / static_cast<double>(examples.size())};
+}
+
+ClassifyResult finetune_classifier(const ClassifyOptions& o) {
+  auto data = data::load_classification(o.data);
+  MIMIC_CHECK(!data.train.empty() && !data.validation.empty(), "data set '", o.data, "' needs train and validation examples");
+  auto tok = text::load_tokenizer(o.model_dir);
+  MIMIC_CHECK(tok->cls_id() >= 0 && tok->pad_id() >= 0, o.model_dir, ": sequence classification needs a BERT tokenizer");
+  models::LoadOptions lo;
+  lo.head = "cls";
+  lo.labels = data.labels;
+  lo.seed = o.seed;
+  auto model = models::load_model(o.model_dir, lo);
+  const int64_t k = static_cast<int64_t>(data.labels.size());
+
+  // Tokenize the training set once; the order of examples is shuffled per epoch by (seed, epoch).
+  std::vector<std::vector<int64_t>> train_ids;
+  for (const auto& e : data.train) train_ids.push_back(encode(*tok, e.text, o.seq_len));
+  const int64_t n = static_cast<int64_t>(train_ids.size());
+  int64_t epoch = 0, index = 0;
+  std::vector<int64_t> order;
+  int64_t order_epoch = -1;
+  auto shuffle = [&]() {
+    if (order_epoch == epoch) return;
+    order = data::shuffled_order(n, o.seed, epoch);
+    order_epoch = epoch;
+  };
+
+  train::TrainTask task;
+  for (const auto& p : model->module().named_parameters()) task.params.emplace_back(p.key(), p.value());
+  task.micro_batch_loss = [&]() {
+    std::vector<std::vector<int64_t>> ids;
+    std::vector<int64_t> labels;
+    for (int64_t i = 0; i < o.batch_size; ++i) {
+      if (index >= n) {
+        ++epoch;
+        index = 0;
+      }
+      shuffle();
+      int64_t ex = order[static_cast<size_t>(index++)];
+      ids.push_back(train_ids[static_cast<size_t>(ex)]);
+      labels.push_back(data.train[static_cast<size_t>(ex)].label);
+    }
+    auto b = make_batch(ids, labels, tok->pad_id());
+    return torch::nn::functional::cross_entropy(model->forward(b.in).logits, b.labels);
+  };
+  task.evaluate = [&]() { return evaluate_classifier(*model, *tok, data.validation, k, o.seq_len, o.batch_size).loss; };
+  task.set_training = [&](bool on) { model->module().train(on); };
+  task.data_state = [&]() { return nlohmann::json{{"epoch", epoch}, {"index", index}}; };
+  task.restore_data_state = [&](const nlohmann::json& j) {
+    epoch = j.at("epoch").get<int64_t>();
+    index = j.at("index").get<int64_t>();
+  };
+  task.export_model = [&](const std::string& dir) { model->save(dir); };
+
+  train::TrainOptions t = o.train;
+  t.tokens_per_micro_batch = o.batch_size * o.seq_len;
+  t.fingerprint = {{"task", "cls"},         {"model", o.model_dir}, {"data", o.data},   {"seq_len", o.seq_len},
+                   {"batch_size", o.batch_size}, {"seed", o.seed},     {"steps", t.steps}, {"lr", t.lr},
+                   {"warmup", t.warmup},    {"grad_accum", t.grad_accum}};
+  ClassifyResult r;
+  r.train = train::train(task, t);
+  // Metrics of the best model (by validation loss), which also becomes the output directory itself.
+  std::string best = t.out_dir + "/best";
+  auto best_model = models::load_model(best);
+  for (const auto& e : std::filesystem::directory_iterator(best))
+    std::filesystem::copy_file(e.path(), std::filesystem::path(t.out_dir) / e.path().filename(),
+                               std::filesystem::copy_options::overwrite_existing);
+  r.validation = evaluate_classifier(*best_model, *tok, data.validation, k, o.seq_len, o.batch_size).metrics;
+  if (!data.test.empty()) r.test = evaluate_classifier(*best_model, *tok, data.test, k, o.seq_len, o.batch_size).metrics;
+  return r;
+}
+
+}  // namespace mimic::finetune

@@ -1,0 +1,142 @@
+// Classification data sets, metrics, and BERT finetuning end to end.
+#include <torch/torch.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "data/classification.h"
+#include "eval/metrics.h"
+#include "finetune/classify.h"
+#include "models/model.h"
+#include "test_util.h"
+
+using namespace mimic;
+using mimic::test::TempDir;
+
+TEST(ClassificationMetrics, BinaryAndMultiClassByHand) {
+  // truth 1 1 0 0 1 0 / predicted 1 0 0 1 1 0: TP 2, FN 1, FP 1, TN 2
+  auto m = eval::classification_metrics({1, 0, 0, 1, 1, 0}, {1, 1, 0, 0, 1, 0}, 2);
+  EXPECT_DOUBLE_EQ(m.accuracy, 4.0 / 6.0);
+  EXPECT_DOUBLE_EQ(m.f1, 2.0 * 2 / (2.0 * 2 + 1 + 1));
+  EXPECT_NEAR(m.mcc, (2.0 * 2 - 1.0 * 1) / std::sqrt(3.0 * 3 * 3 * 3), 1e-12);  // (TP·TN − FP·FN)/sqrt(...)
+  EXPECT_EQ(m.confusion, (std::vector<std::vector<int64_t>>{{2, 1}, {1, 2}}));
+  // perfect and constant predictions
+  EXPECT_DOUBLE_EQ(eval::classification_metrics({0, 1, 2, 2}, {0, 1, 2, 2}, 3).mcc, 1.0);
+  auto c = eval::classification_metrics({0, 0, 0, 0}, {0, 1, 2, 2}, 3);
+  EXPECT_DOUBLE_EQ(c.mcc, 0.0);
+  EXPECT_DOUBLE_EQ(c.accuracy, 0.25);
+  // 3 classes, by hand: confusion [[2,1,0],[0,1,1],[1,0,2]]: c=5, s=8, t=(3,2,3), p=(3,2,3)
+  auto k = eval::classification_metrics({0, 0, 1, 1, 2, 0, 2, 2}, {0, 0, 0, 1, 1, 2, 2, 2}, 3);
+  EXPECT_NEAR(k.mcc, (5.0 * 8 - (9 + 4 + 9)) / std::sqrt((64.0 - 22) * (64.0 - 22)), 1e-12);
+  EXPECT_NEAR(k.f1, (2.0 * 2 / 6 + 2.0 * 1 / 4 + 2.0 * 2 / 6) / 3, 1e-12);  // macro-F1
+  EXPECT_MIMIC_ERROR(eval::classification_metrics({0}, {0, 1}, 2), "1 predictions for 2 labels");
+}
+
+namespace {
+void expect_document_disjoint(const data::ClassificationData& d) {
+  std::map<std::string, int> where;
+  int s = 0;
+  for (const auto* split : {&d.train, &d.validation, &d.test}) {
+    for (const auto& e : *split) {
+      auto [it, fresh] = where.emplace(e.doc_id, s);
+      EXPECT_EQ(it->second, s) << e.doc_id << " is in two splits";
+    }
+    ++s;
+  }
+}
+}  // namespace
+
+TEST(ClassificationData, SpamHasRealLabelsAndFixedSplits) {
+  auto d = data::load_classification("spam");
+  EXPECT_EQ(d.labels, (std::vector<std::string>{"ham", "spam"}));
+  std::map<int64_t, int64_t> counts;
+  int64_t with_header_lines = 0;
+  for (const auto* split : {&d.train, &d.validation, &d.test})
+    for (const auto& e : *split) {
+      counts[e.label]++;
+      EXPECT_NE(e.text.rfind("Return-Path", 0), 0u) << "headers are stripped";
+      with_header_lines += e.text.find("Received: from") != std::string::npos;  // only quoted/forwarded mail
+    }
+  EXPECT_LT(with_header_lines, 300);
+  EXPECT_EQ(counts[0], 4150);  // easy-ham-1 2500 + easy-ham-2 1400 + hard-ham-1 250
+  EXPECT_EQ(counts[1], 1896);  // spam-1 500 + spam-2 1396
+  EXPECT_GT(d.validation.size(), 200u);
+  EXPECT_GT(d.test.size(), 200u);
+  expect_document_disjoint(d);
+}
+
+TEST(ClassificationData, SotuErasAreBalancedAndSplitByAddress) {
+  auto d = data::load_classification("sotu-era");
+  ASSERT_EQ(d.labels.size(), 4u);
+  std::map<int64_t, double> counts;
+  double total = 0;
+  for (const auto* split : {&d.train, &d.validation, &d.test})
+    for (const auto& e : *split) {
+      counts[e.label]++;
+      total++;
+      EXPECT_GE(std::count(e.text.begin(), e.text.end(), ' ') + 1, 100) << "passages hold at least 100 words";
+    }
+  EXPECT_GT(total, 14000);
+  for (auto& [label, n] : counts) EXPECT_NEAR(n / total, 0.25, 0.03) << d.labels[label];
+  expect_document_disjoint(d);
+}
+
+TEST(ClassificationData, JsonLinesFilesAndErrors) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("d.jsonl"),
+                           "{\"text\": \"a\", \"label\": \"pos\", \"split\": \"train\"}\n\n"
+                           "{\"text\": \"b\", \"label\": \"neg\", \"split\": \"validation\"}\n"
+                           "{\"text\": \"c\", \"label\": \"pos\", \"split\": \"test\"}\n");
+  auto d = data::load_classification(dir.file("d.jsonl"));
+  EXPECT_EQ(d.labels, (std::vector<std::string>{"neg", "pos"}));
+  EXPECT_EQ(d.train.size(), 1u);
+  EXPECT_EQ(d.train[0].label, 1);
+  mimic::test::write_bytes(dir.file("bad.jsonl"), "{\"text\": \"a\", \"label\": 1}\n{\"text\": 3}\n");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("bad.jsonl")), "bad.jsonl:2: expected");
+  mimic::test::write_bytes(dir.file("one.jsonl"), "{\"text\": \"a\", \"label\": 1}\n");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("one.jsonl")), "at least two labels");
+  mimic::test::write_bytes(dir.file("empty.jsonl"), "");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("empty.jsonl")), "no examples");
+  mimic::test::write_bytes(dir.file("utf.jsonl"), "{\"text\": \"\\udc80\", \"label\": 1}\n");
+  EXPECT_ANY_THROW(data::load_classification(dir.file("utf.jsonl")));
+  EXPECT_MIMIC_ERROR(data::load_classification("no-such-set"), "unknown data set 'no-such-set'");
+}
+
+// A BERT (random weights, real vocabulary) learns a task that a word decides, and the output directory is
+// a classifier that `load_model` reads back with the same predictions.
+TEST(ClassificationFinetune, LearnsAWordDecidedTask) {
+  TempDir dir;
+  std::string lines;
+  const char* good[] = {"excellent", "wonderful", "great"};
+  const char* bad[] = {"terrible", "awful", "horrible"};
+  const char* fill[] = {"the service was", "i found the food", "our stay felt", "the whole trip was", "honestly it was"};
+  int i = 0;
+  for (const char* f : fill)
+    for (int k = 0; k < 3; ++k)
+      for (int label = 0; label < 2; ++label) {
+        std::string split = i % 5 == 0 ? "validation" : "train";
+        lines += nlohmann::json{{"text", std::string(f) + " " + (label ? good[k] : bad[k])}, {"label", label ? "pos" : "neg"}, {"split", split}}.dump() + "\n";
+        ++i;
+      }
+  mimic::test::write_bytes(dir.file("task.jsonl"), lines);
+  finetune::ClassifyOptions o;
+  o.model_dir = mimic::test::model_with_tokenizer("bert-mlm");
+  o.data = dir.file("task.jsonl");
+  o.seq_len = 16;
+  o.batch_size = 8;
+  o.train.steps = 80;
+  o.train.warmup = 5;
+  o.train.lr = 1e-2;
+  o.train.eval_every = 20;
+  o.train.out_dir = dir.file("out");
+  o.train.progress = false;
+  auto r = finetune::finetune_classifier(o);
+  EXPECT_EQ(r.validation.accuracy, 1.0);
+  auto model = models::load_model(dir.file("out"));
+  EXPECT_EQ(model->summary().head, "cls");
+  EXPECT_EQ(model->summary().num_labels, 2);
+  auto cfg = nlohmann::json::parse(mimic::test::read_bytes(dir.file("out/config.json")));
+  EXPECT_EQ(cfg["id2label"]["1"], "pos");
+  EXPECT_EQ(cfg["architectures"][0], "BertForSequenceClassification");
+}
