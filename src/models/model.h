@@ -20,6 +20,9 @@ struct ForwardInputs {
   at::Tensor input_ids;       // int64 [B, T]
   at::Tensor attention_mask;  // optional int64/bool [B, T], 1 = real token; undefined = all real
   at::Tensor token_type_ids;  // optional int64 [B, T] (BERT); undefined = zeros
+  // Optional bool [B, T]: run the LM / MLM head only at these positions; logits are then [N, V] in
+  // row-major order of the true positions (masked-LM training scores ~15% of the tokens).
+  at::Tensor logits_positions;
 };
 
 struct ForwardOutputs {

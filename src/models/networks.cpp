@@ -149,7 +149,8 @@ ForwardOutputs Gpt2Impl::forward(const ForwardInputs& in) {
   }
   ForwardOutputs out;
   out.last_hidden_state = ln_f->forward(x);
-  out.logits = torch::matmul(out.last_hidden_state, wte->weight.t());
+  auto h = in.logits_positions.defined() ? out.last_hidden_state.index({in.logits_positions}) : out.last_hidden_state;
+  out.logits = torch::matmul(h, wte->weight.t());
   return out;
 }
 
@@ -241,7 +242,8 @@ ForwardOutputs BertImpl::forward(const ForwardInputs& in) {
   out.last_hidden_state = x;
   if (!pooler.is_empty()) out.pooled = torch::tanh(pooler->forward(x.select(1, 0)));
   if (head_ == Head::Mlm || head_ == Head::Pretraining) {
-    auto hdn = mlm_ln->forward(activate(mlm_dense->forward(x), c_.activation));
+    auto h = in.logits_positions.defined() ? x.index({in.logits_positions}) : x;
+    auto hdn = mlm_ln->forward(activate(mlm_dense->forward(h), c_.activation));
     out.logits = torch::matmul(hdn, word->weight.t()) + mlm_bias;
   } else if (head_ == Head::Cls) {
     out.logits = classifier->forward(out.pooled);

@@ -1,7 +1,5 @@
 #include "text/gpt2_bpe.h"
 
-#include <climits>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -15,76 +13,96 @@ namespace u = unicode;
 
 namespace {
 
-enum class Cls { Letter, Number, Space, Other };
+constexpr const char* kEndOfText = "<|endoftext|>";
+constexpr size_t kMaxCachedPieces = 100000;  // the cache is emptied when it grows past this
+
+// What the pre-tokenization regex distinguishes: \p{L}, \p{N}, \s, and everything else.
+enum class Cls : uint8_t { Letter, Number, Space, Other };
 
 Cls classify(char32_t cp) {
-  if (cp == u::kInvalid) return Cls::Other;
+  if (cp < 0x80) {  // ASCII fast path
+    if ((cp | 0x20) >= U'a' && (cp | 0x20) <= U'z') return Cls::Letter;
+    if (cp >= U'0' && cp <= U'9') return Cls::Number;
+    if (cp == U' ' || (cp >= 0x09 && cp <= 0x0D)) return Cls::Space;
+    return Cls::Other;
+  }
+  if (cp == u::kInvalid) return Cls::Other;  // a byte outside well-formed UTF-8
   if (u::is_white_space(cp)) return Cls::Space;
   if (u::is_letter(cp)) return Cls::Letter;
   if (u::is_number(cp)) return Cls::Number;
   return Cls::Other;
 }
 
-// Length (in units) of a contraction at units[i], or 0: 's 't 're 've 'm 'll 'd (case-sensitive).
-size_t contraction(const std::vector<u::Unit>& us, size_t i) {
-  if (us[i].cp != U'\'' || i + 1 >= us.size()) return 0;
-  char32_t a = us[i + 1].cp;
+// Length in characters of a contraction 's 't 're 've 'm 'll 'd starting at us[i] (case-sensitive, as
+// in the pattern), or 0.
+size_t contraction_length(const std::vector<u::Unit>& us, size_t i) {
+  auto at = [&](size_t k) { return i + k < us.size() ? us[i + k].cp : char32_t{0}; };
+  if (at(0) != U'\'') return 0;
+  const char32_t a = at(1), b = at(2);
   if (a == U's' || a == U't' || a == U'm' || a == U'd') return 2;
-  if (i + 2 < us.size()) {
-    char32_t b = us[i + 2].cp;
-    if ((a == U'r' && b == U'e') || (a == U'v' && b == U'e') || (a == U'l' && b == U'l')) return 3;
-  }
+  if ((a == U'r' && b == U'e') || (a == U'v' && b == U'e') || (a == U'l' && b == U'l')) return 3;
   return 0;
+}
+
+// OpenAI's bytes_to_unicode(): the printable bytes ! .. ~, ¡ .. ¬ and ® .. ÿ stand for themselves; the
+// other 68 bytes get the code points from U+0100 on, in byte order.
+std::vector<char32_t> bytes_to_unicode() {
+  std::vector<char32_t> map(256);
+  char32_t next = 256;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    map[b] = printable ? static_cast<char32_t>(b) : next++;
+  }
+  return map;
+}
+
+// The byte spans [begin, end) of the pieces the pattern
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// finds, scanning as the `regex` module does: at each position the first alternative that matches wins,
+// each greedy. Every character belongs to exactly one of the classes L, N, \s, other, so the
+// alternatives reduce to the three cases below.
+std::vector<std::pair<uint32_t, uint32_t>> split_pieces(const std::string& text) {
+  const auto us = u::decode_utf8(text);
+  const size_t n = us.size();
+  std::vector<Cls> cls(n);
+  for (size_t i = 0; i < n; ++i) cls[i] = classify(us[i].cp);
+  auto run_end = [&](size_t from) {  // end of the run of characters of cls[from]'s class
+    size_t k = from;
+    while (k < n && cls[k] == cls[from]) ++k;
+    return k;
+  };
+  std::vector<std::pair<uint32_t, uint32_t>> spans;
+  for (size_t i = 0; i < n;) {
+    size_t end;
+    if (size_t c = contraction_length(us, i)) {
+      end = i + c;
+    } else if (cls[i] != Cls::Space) {
+      end = run_end(i);  // \p{L}+ | \p{N}+ | [^\s\p{L}\p{N}]+
+    } else if (us[i].cp == U' ' && i + 1 < n && cls[i + 1] != Cls::Space) {
+      end = run_end(i + 1);  // the optional leading space of the same three alternatives
+    } else {
+      // \s+(?!\S): the whole run if it ends the text; otherwise the look-ahead makes the engine give back
+      // the run's last character (left to lead the next piece), unless that would leave nothing, in which
+      // case \s+ takes the single character.
+      const size_t k = run_end(i);
+      end = (k == n || k - i == 1) ? k : k - 1;
+    }
+    spans.emplace_back(us[i].begin, us[end - 1].end);
+    i = end;
+  }
+  return spans;
 }
 
 }  // namespace
 
-// The pattern  's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+  matched by
-// hand, alternatives tried in order at each position, with the regex engine's backtracking for
-// \s+(?!\S): a whitespace run followed by a non-space gives up its last character, which then leads the
-// next piece (" word").
 std::vector<std::string> Gpt2Bpe::pretokenize(const std::string& text) {
-  auto us = u::decode_utf8(text);
-  std::vector<Cls> cls(us.size());
-  for (size_t i = 0; i < us.size(); ++i) cls[i] = classify(us[i].cp);
   std::vector<std::string> pieces;
-  size_t i = 0;
-  const size_t n = us.size();
-  auto run = [&](size_t from, Cls c) {
-    while (from < n && cls[from] == c) ++from;
-    return from;
-  };
-  while (i < n) {
-    size_t end = 0;
-    if (size_t c = contraction(us, i)) {
-      end = i + c;
-    } else {
-      size_t j = (us[i].cp == U' ' && i + 1 < n && cls[i + 1] != Cls::Space) ? i + 1 : i;  // optional leading space
-      if (cls[j] != Cls::Space) {
-        end = run(j, cls[j]);
-      } else {
-        size_t k = run(i, Cls::Space);
-        // \s+(?!\S): all of the run at the end of text, else all but its last character (if that leaves any)
-        end = (k == n) ? k : (k - i >= 2 ? k - 1 : k);
-      }
-    }
-    pieces.push_back(text.substr(us[i].begin, us[end - 1].end - us[i].begin));
-    i = end;
-  }
+  for (auto [b, e] : split_pieces(text)) pieces.push_back(text.substr(b, e - b));
   return pieces;
 }
 
 Gpt2Bpe::Gpt2Bpe(const std::string& vocab_json_path, const std::string& merges_path) {
-  // bytes_to_unicode: printable bytes stand for themselves, the others map to U+0100 onwards.
-  int next = 0;
-  for (int b = 0; b < 256; ++b) {
-    bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-    char32_t cp = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(256 + next++);
-    std::string s;
-    u::append_utf8(cp, s);
-    byte_to_unicode_[b] = s;
-    unicode_to_byte_[s] = static_cast<uint8_t>(b);
-  }
+  // ---- vocabulary: a JSON object token → id, ids 0..n-1 each used once
   nlohmann::json vocab;
   try {
     vocab = nlohmann::json::parse(io::read_text_file(vocab_json_path));
@@ -92,35 +110,102 @@ Gpt2Bpe::Gpt2Bpe(const std::string& vocab_json_path, const std::string& merges_p
     fail(vocab_json_path, ": malformed vocabulary JSON: ", e.what());
   }
   MIMIC_CHECK(vocab.is_object() && !vocab.empty(), vocab_json_path, ": vocabulary must be a non-empty JSON object");
-  id_to_token_.resize(vocab.size());
+  const auto n = static_cast<int64_t>(vocab.size());
+  id_to_token_.resize(n);
+  std::vector<bool> used(n, false);
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     MIMIC_CHECK(it.value().is_number_integer(), vocab_json_path, ": id of token '", it.key(), "' is not an integer");
-    int64_t id = it.value().get<int64_t>();
-    MIMIC_CHECK(id >= 0 && id < static_cast<int64_t>(vocab.size()), vocab_json_path, ": token '", it.key(), "' has id ", id,
-                " outside 0..", vocab.size() - 1);
-    MIMIC_CHECK(id_to_token_[id].empty(), vocab_json_path, ": id ", id, " is used twice");
+    const auto id = it.value().get<int64_t>();
+    MIMIC_CHECK(id >= 0 && id < n, vocab_json_path, ": token '", it.key(), "' has id ", id, " outside 0..", n - 1);
+    MIMIC_CHECK(!used[id], vocab_json_path, ": id ", id, " is used twice");
+    used[id] = true;
     id_to_token_[id] = it.key();
-    vocab_[it.key()] = id;
+    vocab_.emplace(it.key(), id);
   }
-  for (int b = 0; b < 256; ++b)
-    MIMIC_CHECK(vocab_.count(byte_to_unicode_[b]), vocab_json_path, ": byte ", b, " has no token: not a GPT-2 byte-level vocabulary");
-  auto eos = vocab_.find("<|endoftext|>");
+
+  // ---- the bytes each token stands for, and the token of each single byte
+  const auto b2u = bytes_to_unicode();
+  std::unordered_map<char32_t, uint8_t> u2b;
+  for (int b = 0; b < 256; ++b) u2b[b2u[b]] = static_cast<uint8_t>(b);
+  for (int b = 0; b < 256; ++b) {
+    std::string s;
+    u::append_utf8(b2u[b], s);
+    auto it = vocab_.find(s);
+    MIMIC_CHECK(it != vocab_.end(), vocab_json_path, ": byte ", b, " has no token: not a GPT-2 byte-level vocabulary");
+    byte_id_[b] = static_cast<int32_t>(it->second);
+  }
+  token_bytes_.resize(n);
+  for (int64_t id = 0; id < n; ++id) {
+    std::string bytes;
+    bool byte_level = true;
+    for (char32_t cp : u::to_u32(id_to_token_[id])) {
+      auto it = u2b.find(cp);
+      if (it == u2b.end()) {
+        byte_level = false;
+        break;
+      }
+      bytes.push_back(static_cast<char>(it->second));
+    }
+    // A token spelled outside the byte alphabet (an added token of another vocabulary) stands for its
+    // own UTF-8 text.
+    token_bytes_[id] = byte_level ? bytes : id_to_token_[id];
+  }
+  auto eos = vocab_.find(kEndOfText);
   eos_ = eos == vocab_.end() ? -1 : eos->second;
 
-  std::istringstream merges(io::read_text_file(merges_path));
+  // ---- merges: "left right" per line, rank = order; the merged token must be in the vocabulary
+  std::istringstream lines(io::read_text_file(merges_path));
   std::string line;
-  int rank = 0, lineno = 0;
-  while (std::getline(merges, line)) {
+  int32_t rank = 0;
+  size_t lineno = 0;
+  while (std::getline(lines, line)) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (lineno == 1 && line.rfind("#version", 0) == 0) continue;
-    if (line.empty()) continue;
-    auto sp = line.find(' ');
+    if ((lineno == 1 && line.rfind("#version", 0) == 0) || line.empty()) continue;
+    const size_t sp = line.find(' ');
     MIMIC_CHECK(sp != std::string::npos && sp > 0 && sp + 1 < line.size() && line.find(' ', sp + 1) == std::string::npos,
                 merges_path, ":", lineno, ": expected two symbols separated by one space, got '", line, "'");
-    ranks_.emplace(line, rank++);
+    const std::string left = line.substr(0, sp), right = line.substr(sp + 1);
+    auto id_of = [&](const std::string& token) {
+      auto it = vocab_.find(token);
+      MIMIC_CHECK(it != vocab_.end(), merges_path, ":", lineno, ": '", token, "' is not in the vocabulary ", vocab_json_path);
+      return static_cast<int32_t>(it->second);
+    };
+    const int32_t a = id_of(left), b = id_of(right), merged = id_of(left + right);
+    // A repeated pair keeps its last rank, as the dict in encoder.py does.
+    merges_[pair_key(a, b)] = Merge{rank++, merged};
   }
   MIMIC_CHECK(rank > 0, merges_path, ": no merges");
+}
+
+void Gpt2Bpe::bpe_uncached(const std::string& piece, std::vector<int32_t>& word) const {
+  word.clear();
+  for (unsigned char c : piece) word.push_back(byte_id_[c]);
+  // encoder.py's loop: find the adjacent pair of lowest rank, merge all its occurrences left to right,
+  // repeat until no adjacent pair has a rank.
+  while (word.size() > 1) {
+    const Merge* best = nullptr;
+    size_t at = 0;
+    for (size_t i = 0; i + 1 < word.size(); ++i) {
+      auto it = merges_.find(pair_key(word[i], word[i + 1]));
+      if (it != merges_.end() && (!best || it->second.rank < best->rank)) {
+        best = &it->second;
+        at = i;
+      }
+    }
+    if (!best) break;
+    const int32_t left = word[at], right = word[at + 1];
+    size_t out = 0;
+    for (size_t i = 0; i < word.size(); ++out) {
+      if (i + 1 < word.size() && word[i] == left && word[i + 1] == right) {
+        word[out] = best->merged;
+        i += 2;
+      } else {
+        word[out] = word[i++];
+      }
+    }
+    word.resize(out);
+  }
 }
 
 void Gpt2Bpe::bpe(const std::string& piece, std::vector<int64_t>& out) const {
@@ -132,74 +217,40 @@ void Gpt2Bpe::bpe(const std::string& piece, std::vector<int64_t>& out) const {
       return;
     }
   }
-  std::vector<std::string> word;
-  for (unsigned char b : piece) word.push_back(byte_to_unicode_[b]);
-  while (word.size() > 1) {
-    int best = INT_MAX;
-    size_t at = 0;
-    for (size_t i = 0; i + 1 < word.size(); ++i) {
-      auto it = ranks_.find(word[i] + " " + word[i + 1]);
-      if (it != ranks_.end() && it->second < best) {
-        best = it->second;
-        at = i;
-      }
-    }
-    if (best == INT_MAX) break;
-    // Merge every occurrence of the best pair, left to right.
-    const std::string first = word[at], second = word[at + 1];
-    std::vector<std::string> merged;
-    merged.reserve(word.size());
-    for (size_t i = 0; i < word.size();) {
-      if (i + 1 < word.size() && word[i] == first && word[i + 1] == second) {
-        merged.push_back(first + second);
-        i += 2;
-      } else {
-        merged.push_back(word[i++]);
-      }
-    }
-    word.swap(merged);
-  }
-  std::vector<int64_t> ids;
-  for (const auto& w : word) {
-    auto it = vocab_.find(w);
-    MIMIC_CHECK(it != vocab_.end(), "BPE produced '", w, "', which the vocabulary lacks (merges and vocabulary do not match)");
-    ids.push_back(it->second);
-  }
-  out.insert(out.end(), ids.begin(), ids.end());
+  std::vector<int32_t> word;
+  bpe_uncached(piece, word);
+  out.insert(out.end(), word.begin(), word.end());
   std::lock_guard<std::mutex> lock(cache_mutex_);
-  if (cache_.size() < 200000) cache_.emplace(piece, std::move(ids));
+  if (cache_.size() >= kMaxCachedPieces) cache_.clear();
+  cache_.emplace(piece, std::move(word));
 }
 
-std::vector<int64_t> Gpt2Bpe::encode(const std::string& text, bool) const {
+std::vector<int64_t> Gpt2Bpe::encode(const std::string& text, bool /*add_special_tokens*/) const {
   std::vector<int64_t> ids;
-  for (const auto& piece : pretokenize(text)) bpe(piece, ids);
+  ids.reserve(text.size() / 3);
+  for (auto [b, e] : split_pieces(text)) bpe(text.substr(b, e - b), ids);
   return ids;
 }
 
 std::vector<int64_t> Gpt2Bpe::encode_with_special(const std::string& text) const {
-  static const std::string kEos = "<|endoftext|>";
+  if (eos_ < 0) return encode(text);
+  const std::string marker = kEndOfText;
   std::vector<int64_t> ids;
-  size_t pos = 0;
-  while (true) {
-    size_t hit = eos_ >= 0 ? text.find(kEos, pos) : std::string::npos;
-    auto part = encode(text.substr(pos, hit == std::string::npos ? std::string::npos : hit - pos));
+  for (size_t pos = 0;;) {
+    const size_t hit = text.find(marker, pos);
+    const auto part = encode(text.substr(pos, hit == std::string::npos ? std::string::npos : hit - pos));
     ids.insert(ids.end(), part.begin(), part.end());
-    if (hit == std::string::npos) break;
+    if (hit == std::string::npos) return ids;
     ids.push_back(eos_);
-    pos = hit + kEos.size();
+    pos = hit + marker.size();
   }
-  return ids;
 }
 
 std::string Gpt2Bpe::decode(const std::vector<int64_t>& ids) const {
   std::string out;
   for (auto id : ids) {
-    const std::string& tok = id_to_token(id);
-    for (const auto& unit : u::decode_utf8(tok)) {
-      auto it = unicode_to_byte_.find(tok.substr(unit.begin, unit.end - unit.begin));
-      MIMIC_CHECK(it != unicode_to_byte_.end(), "token ", id, " is not byte-level");
-      out.push_back(static_cast<char>(it->second));
-    }
+    MIMIC_CHECK(id >= 0 && id < vocab_size(), "token id ", id, " outside the vocabulary (0..", vocab_size() - 1, ")");
+    out += token_bytes_[id];
   }
   return out;
 }

@@ -10,24 +10,32 @@
 
 namespace mimic::text {
 
+namespace {
+// do_lower_case from an optional tokenizer_config.json (HF's default for BERT: true).
+bool bert_lower_case(const std::filesystem::path& config_path) {
+  if (!std::filesystem::exists(config_path)) return true;
+  nlohmann::json cfg;
+  try {
+    cfg = nlohmann::json::parse(io::read_text_file(config_path.string()));
+  } catch (const nlohmann::json::exception& e) {
+    fail(config_path.string(), ": malformed JSON: ", e.what());
+  }
+  if (!cfg.is_object() || !cfg.contains("do_lower_case")) return true;
+  MIMIC_CHECK(cfg["do_lower_case"].is_boolean(), config_path.string(), ": do_lower_case must be true or false");
+  return cfg["do_lower_case"].get<bool>();
+}
+}  // namespace
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   namespace fs = std::filesystem;
-  fs::path d(dir);
+  const fs::path d(dir);
   MIMIC_CHECK(fs::is_directory(d), "tokenizer directory not found: ", dir);
-  if (fs::exists(d / "vocab.json") && fs::exists(d / "merges.txt"))
-    return std::make_unique<Gpt2Bpe>((d / "vocab.json").string(), (d / "merges.txt").string());
-  if (fs::exists(d / "vocab.txt")) {
-    bool lower = true;
-    if (fs::exists(d / "tokenizer_config.json")) {
-      try {
-        auto cfg = nlohmann::json::parse(io::read_text_file((d / "tokenizer_config.json").string()));
-        if (cfg.contains("do_lower_case") && cfg["do_lower_case"].is_boolean()) lower = cfg["do_lower_case"].get<bool>();
-      } catch (const nlohmann::json::exception& e) {
-        fail((d / "tokenizer_config.json").string(), ": malformed JSON: ", e.what());
-      }
-    }
-    return std::make_unique<WordPiece>((d / "vocab.txt").string(), lower);
-  }
+  const bool vocab_json = fs::exists(d / "vocab.json"), merges = fs::exists(d / "merges.txt");
+  if (vocab_json && merges) return std::make_unique<Gpt2Bpe>((d / "vocab.json").string(), (d / "merges.txt").string());
+  if (fs::exists(d / "vocab.txt"))
+    return std::make_unique<WordPiece>((d / "vocab.txt").string(), bert_lower_case(d / "tokenizer_config.json"));
+  MIMIC_CHECK(!vocab_json && !merges, "incomplete GPT-2 tokenizer in ", dir, ": ", vocab_json ? "merges.txt" : "vocab.json",
+              " is missing");
   fail("no tokenizer in ", dir, " (expected vocab.json + merges.txt for GPT-2, or vocab.txt for BERT)");
 }
 

@@ -1,86 +1,128 @@
 #include "text/unicode.h"
 
 #include <algorithm>
-#include <cstring>
+#include <iterator>
 
 namespace mimic::text::unicode {
 
 namespace {
-struct CategoryRange {
-  uint32_t first, last;
+// Row types of the generated tables.
+struct CategoryStart {
+  char32_t first;
   uint8_t category;
 };
+struct Range {
+  char32_t first, last;
+};
 struct SeqEntry {
-  uint32_t cp, offset, length;
+  char32_t cp;
+  uint32_t offset, length;
 };
 struct CombiningClass {
-  uint32_t cp;
+  char32_t cp;
   uint8_t ccc;
+};
+struct Composition {
+  char32_t first, second, composite;
 };
 #include "text/unicode_tables.inc"
 
-template <typename T>
-const T* find_entry(const T* begin, const T* end, uint32_t cp) {
-  auto it = std::lower_bound(begin, end, cp, [](const T& e, uint32_t c) { return e.cp < c; });
-  return it != end && it->cp == cp ? it : nullptr;
+static_assert(std::size(kCategoryNames) == static_cast<size_t>(Category::Co) + 1, "Category enum and table disagree");
+
+// The entry of a table sorted by .cp whose cp is `cp`, or nullptr.
+template <typename T, size_t N>
+const T* find_cp(const T (&table)[N], char32_t cp) {
+  auto it = std::lower_bound(std::begin(table), std::end(table), cp, [](const T& e, char32_t c) { return e.cp < c; });
+  return it != std::end(table) && it->cp == cp ? it : nullptr;
 }
 
-int category_index(char32_t cp) {
-  if (cp >= 0x110000) return 0;
-  const auto* b = std::begin(kCategoryRanges);
-  const auto* e = std::end(kCategoryRanges);
-  auto it = std::upper_bound(b, e, static_cast<uint32_t>(cp), [](uint32_t c, const CategoryRange& r) { return c < r.first; });
-  return (it - 1)->category;
+template <size_t N>
+bool in_ranges(const Range (&table)[N], char32_t cp) {
+  auto it = std::upper_bound(std::begin(table), std::end(table), cp, [](char32_t c, const Range& r) { return c < r.first; });
+  return it != std::begin(table) && cp <= std::prev(it)->last;
 }
 
 int ccc(char32_t cp) {
-  const auto* e = find_entry(std::begin(kCombiningClass), std::end(kCombiningClass), cp);
+  if (cp < 0x300) return 0;  // nothing below the combining diacritics block has a class
+  const auto* e = find_cp(kCombiningClass, cp);
   return e ? e->ccc : 0;
 }
 
-// Hangul syllable decomposition (Unicode ch. 3.12).
+// Hangul syllables decompose into and compose from conjoining jamo algorithmically (Unicode ch. 3.12).
 constexpr char32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
-constexpr int kLCount = 19, kVCount = 21, kTCount = 28, kNCount = kVCount * kTCount, kSCount = kLCount * kNCount;
+constexpr char32_t kLCount = 19, kVCount = 21, kTCount = 28, kNCount = kVCount * kTCount, kSCount = kLCount * kNCount;
+
+// The primary composite of (a, b), or 0 when there is none.
+char32_t compose_pair(char32_t a, char32_t b) {
+  if (a >= kLBase && a < kLBase + kLCount && b >= kVBase && b < kVBase + kVCount)  // L + V → LV
+    return kSBase + ((a - kLBase) * kVCount + (b - kVBase)) * kTCount;
+  if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 && b > kTBase && b < kTBase + kTCount)  // LV + T
+    return a + (b - kTBase);
+  auto it = std::lower_bound(std::begin(kCompositions), std::end(kCompositions), std::make_pair(a, b),
+                             [](const Composition& c, const std::pair<char32_t, char32_t>& k) {
+                               return c.first != k.first ? c.first < k.first : c.second < k.second;
+                             });
+  return it != std::end(kCompositions) && it->first == a && it->second == b ? it->composite : 0;
+}
 }  // namespace
 
-const char* category(char32_t cp) { return kCategoryNames[category_index(cp)]; }
-bool is_letter(char32_t cp) { return category(cp)[0] == 'L'; }
-bool is_number(char32_t cp) { return category(cp)[0] == 'N'; }
-bool is_mark_nonspacing(char32_t cp) { return std::strcmp(category(cp), "Mn") == 0; }
-
-bool is_white_space(char32_t cp) {
-  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
-         cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+Category category(char32_t cp) {
+  if (cp >= 0x110000) return Category::Cn;
+  auto it = std::upper_bound(std::begin(kCategoryStarts), std::end(kCategoryStarts), cp,
+                             [](char32_t c, const CategoryStart& s) { return c < s.first; });
+  return static_cast<Category>(std::prev(it)->category);  // the first start is U+0000
 }
 
-bool is_python_space(char32_t cp) { return is_white_space(cp) || (cp >= 0x1C && cp <= 0x1F); }
+const char* category_name(Category c) { return kCategoryNames[static_cast<int>(c)]; }
+
+bool is_letter(char32_t cp) {
+  auto c = category(cp);
+  return c >= Category::Lu && c <= Category::Lo;
+}
+bool is_number(char32_t cp) {
+  auto c = category(cp);
+  return c >= Category::Nd && c <= Category::No;
+}
+bool is_punctuation(char32_t cp) {
+  auto c = category(cp);
+  return c >= Category::Pc && c <= Category::Po;
+}
+bool is_other(char32_t cp) {
+  auto c = category(cp);
+  return c == Category::Cn || c >= Category::Cc;
+}
+bool is_white_space(char32_t cp) { return in_ranges(kWhiteSpace, cp); }
+bool is_python_space(char32_t cp) { return in_ranges(kPythonSpace, cp); }
 
 void append_lower(char32_t cp, std::u32string& out) {
-  const auto* e = find_entry(std::begin(kLowerMap), std::end(kLowerMap), cp);
+  if (cp < 0x80) {  // ASCII fast path
+    out.push_back(cp >= U'A' && cp <= U'Z' ? cp + 32 : cp);
+    return;
+  }
+  const auto* e = find_cp(kLowerMap, cp);
   if (!e) {
     out.push_back(cp);
     return;
   }
-  for (uint32_t i = 0; i < e->length; ++i) out.push_back(kLowerData[e->offset + i]);
+  out.append(kLowerData + e->offset, e->length);
 }
 
 std::u32string nfd(const std::u32string& s) {
   std::u32string out;
   out.reserve(s.size());
   for (char32_t cp : s) {
-    if (cp >= kSBase && cp < kSBase + kSCount) {
-      int si = static_cast<int>(cp - kSBase);
+    if (cp < 0xC0) {  // nothing below U+00C0 decomposes
+      out.push_back(cp);
+    } else if (cp >= kSBase && cp < kSBase + kSCount) {
+      char32_t si = cp - kSBase;
       out.push_back(kLBase + si / kNCount);
       out.push_back(kVBase + (si % kNCount) / kTCount);
       if (si % kTCount) out.push_back(kTBase + si % kTCount);
-      continue;
-    }
-    const auto* e = find_entry(std::begin(kDecompMap), std::end(kDecompMap), cp);
-    if (!e) {
+    } else if (const auto* e = find_cp(kDecompMap, cp)) {
+      out.append(kDecompData + e->offset, e->length);
+    } else {
       out.push_back(cp);
-      continue;
     }
-    for (uint32_t i = 0; i < e->length; ++i) out.push_back(kDecompData[e->offset + i]);
   }
   // Canonical ordering: stable sort of every run of non-starters by combining class.
   for (size_t i = 0; i < out.size();) {
@@ -97,36 +139,63 @@ std::u32string nfd(const std::u32string& s) {
   return out;
 }
 
+std::u32string nfc(const std::u32string& s) {
+  std::u32string d = nfd(s);
+  // Canonical composition (UAX #15): each character combines with the last starter unless a character
+  // between them blocks it (has class 0, or a class >= its own).
+  std::u32string out;
+  out.reserve(d.size());
+  size_t starter = std::u32string::npos;  // position of the last starter in `out`
+  int last_ccc = -1;                      // class of the last character appended after that starter
+  for (char32_t cp : d) {
+    int c = ccc(cp);
+    if (starter != std::u32string::npos && (last_ccc < c || (last_ccc == -1 && c == 0))) {
+      if (char32_t composite = compose_pair(out[starter], cp)) {
+        out[starter] = composite;
+        continue;
+      }
+    }
+    if (c == 0) {
+      starter = out.size();
+      last_ccc = -1;
+    } else {
+      last_ccc = c;
+    }
+    out.push_back(cp);
+  }
+  return out;
+}
+
 std::vector<Unit> decode_utf8(const std::string& s) {
   std::vector<Unit> units;
   units.reserve(s.size());
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const uint32_t n = static_cast<uint32_t>(s.size());
-  uint32_t i = 0;
-  while (i < n) {
-    unsigned c = p[i];
-    uint32_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+  const auto n = static_cast<uint32_t>(s.size());
+  static const char32_t kMinForLength[5] = {0, 0, 0x80, 0x800, 0x10000};  // shorter forms are overlong
+  for (uint32_t i = 0; i < n;) {
+    const unsigned c = p[i];
+    const uint32_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
     char32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
     bool ok = len > 0 && i + len <= n;
     for (uint32_t k = 1; ok && k < len; ++k) {
       ok = (p[i + k] & 0xC0) == 0x80;
       cp = (cp << 6) | (p[i + k] & 0x3F);
     }
-    static const char32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (ok && (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) ok = false;
-    if (!ok) {
+    ok = ok && cp >= kMinForLength[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (ok) {
+      units.push_back({cp, i, i + len});
+      i += len;
+    } else {
       units.push_back({kInvalid, i, i + 1});
       ++i;
-      continue;
     }
-    units.push_back({cp, i, i + len});
-    i += len;
   }
   return units;
 }
 
 std::u32string to_u32(const std::string& utf8) {
   std::u32string out;
+  out.reserve(utf8.size());
   for (const auto& u : decode_utf8(utf8)) out.push_back(u.cp == kInvalid ? 0xFFFD : u.cp);
   return out;
 }
@@ -151,6 +220,7 @@ void append_utf8(char32_t cp, std::string& out) {
 
 std::string to_utf8(const std::u32string& s) {
   std::string out;
+  out.reserve(s.size());
   for (char32_t cp : s) append_utf8(cp, out);
   return out;
 }

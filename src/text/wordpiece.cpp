@@ -1,5 +1,6 @@
 #include "text/wordpiece.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "core/error.h"
@@ -11,47 +12,71 @@ namespace mimic::text {
 namespace u = unicode;
 
 namespace {
-constexpr size_t kMaxWordChars = 100;
+constexpr size_t kMaxWordChars = 100;  // HF's max_input_chars_per_word (the TF original used 200)
 
-bool is_bert_whitespace(char32_t c) { return c == U' ' || c == U'\t' || c == U'\n' || c == U'\r' || std::string(u::category(c)) == "Zs"; }
-bool is_bert_control(char32_t c) {
-  if (c == U'\t' || c == U'\n' || c == U'\r') return false;
-  return u::category(c)[0] == 'C';
+bool is_bert_whitespace(char32_t c) {
+  return c == U' ' || c == U'\t' || c == U'\n' || c == U'\r' || u::category(c) == u::Category::Zs;
 }
+bool is_bert_control(char32_t c) { return c != U'\t' && c != U'\n' && c != U'\r' && u::is_other(c); }
 bool is_bert_punctuation(char32_t c) {
+  // All non-alphanumeric printable ASCII counts, even $ + < = > ^ ` | ~ (symbols in Unicode).
   if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) return true;
-  return u::category(c)[0] == 'P';
+  return u::is_punctuation(c);
 }
-bool is_cjk(char32_t c) {
+// The CJK Unified Ideographs blocks of the original _is_chinese_char (not Hangul, kana, ...).
+bool is_cjk_ideograph(char32_t c) {
   return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
          (c >= 0x2A700 && c <= 0x2B73F) || (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
          (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
 }
-// Python's str.split(): runs of str.isspace() characters separate words.
+
+// Python's str.split(): the non-empty runs between white space.
 std::vector<std::u32string> split_python_space(const std::u32string& s) {
   std::vector<std::u32string> out;
   std::u32string cur;
   for (char32_t c : s) {
-    if (u::is_python_space(c)) {
-      if (!cur.empty()) out.push_back(std::move(cur));
-      cur.clear();
-    } else {
+    if (!u::is_python_space(c)) {
       cur.push_back(c);
+    } else if (!cur.empty()) {
+      out.push_back(std::move(cur));
+      cur.clear();
     }
   }
   if (!cur.empty()) out.push_back(std::move(cur));
   return out;
 }
+
+// The text without the bytes that are not part of well-formed UTF-8, like Python's
+// decode("utf-8", errors="ignore").
+std::string drop_invalid_utf8(const std::string& text) {
+  const auto units = u::decode_utf8(text);
+  if (std::none_of(units.begin(), units.end(), [](const u::Unit& x) { return x.cp == u::kInvalid; })) return text;
+  std::string out;
+  for (const auto& x : units)
+    if (x.cp != u::kInvalid) out.append(text, x.begin, x.end - x.begin);
+  return out;
+}
+
+// lower() character by character, NFD, non-spacing marks dropped.
+std::u32string lower_and_strip_accents(const std::u32string& word) {
+  std::u32string lowered;
+  lowered.reserve(word.size());
+  for (char32_t c : word) u::append_lower(c, lowered);
+  std::u32string out;
+  out.reserve(lowered.size());
+  for (char32_t c : u::nfd(lowered))
+    if (u::category(c) != u::Category::Mn) out.push_back(c);
+  return out;
+}
 }  // namespace
 
 WordPiece::WordPiece(const std::string& vocab_txt_path, bool do_lower_case) : lower_(do_lower_case) {
-  std::istringstream is(io::read_text_file(vocab_txt_path));
-  std::string line;
-  while (std::getline(is, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    // The original keeps the first id of a duplicated token.
-    vocab_.emplace(line, static_cast<int64_t>(id_to_token_.size()));
-    id_to_token_.push_back(line);
+  std::istringstream lines(io::read_text_file(vocab_txt_path));
+  std::string token;
+  while (std::getline(lines, token)) {
+    if (!token.empty() && token.back() == '\r') token.pop_back();  // CRLF files
+    vocab_[token] = static_cast<int64_t>(id_to_token_.size());
+    id_to_token_.push_back(std::move(token));
   }
   MIMIC_CHECK(!id_to_token_.empty(), vocab_txt_path, ": empty vocabulary");
   auto find = [&](const char* t) {
@@ -69,99 +94,94 @@ WordPiece::WordPiece(const std::string& vocab_txt_path, bool do_lower_case) : lo
 }
 
 std::vector<std::string> WordPiece::basic_tokenize(const std::string& text) const {
-  // clean: drop NUL, U+FFFD and control characters, map white space to ' ', pad CJK ideographs.
   std::u32string cleaned;
-  for (char32_t c : u::to_u32(text)) {
+  for (char32_t c : u::to_u32(text)) {  // bytes outside well-formed UTF-8 arrive as U+FFFD and go
     if (c == 0 || c == 0xFFFD || is_bert_control(c)) continue;
     if (is_bert_whitespace(c)) {
       cleaned.push_back(U' ');
-    } else if (is_cjk(c)) {
-      cleaned += U' ';
-      cleaned.push_back(c);
-      cleaned += U' ';
+    } else if (is_cjk_ideograph(c)) {
+      cleaned.append({U' ', c, U' '});
     } else {
       cleaned.push_back(c);
     }
   }
+  // HF normalises to NFC before splitting; with accent stripping NFD follows anyway, which undoes any
+  // composition, so NFC is only needed when the case is kept.
+  if (!lower_) cleaned = u::nfc(cleaned);
+
   std::vector<std::string> out;
   for (const auto& word : split_python_space(cleaned)) {
-    std::u32string w;
-    if (lower_) {
-      std::u32string lowered;
-      for (char32_t c : word) u::append_lower(c, lowered);
-      for (char32_t c : u::nfd(lowered))
-        if (!u::is_mark_nonspacing(c)) w.push_back(c);
-    } else {
-      w = word;
-    }
-    // split on punctuation: each punctuation character is a token of its own
+    const std::u32string w = lower_ ? lower_and_strip_accents(word) : word;
+    // Each punctuation character becomes a word of its own. (Lower-casing and NFD never produce white
+    // space, so no second white-space split is needed.)
     std::u32string cur;
-    std::u32string joined;
     for (char32_t c : w) {
       if (is_bert_punctuation(c)) {
-        if (!cur.empty()) joined += cur + U' ';
+        if (!cur.empty()) out.push_back(u::to_utf8(cur));
         cur.clear();
-        joined.push_back(c);
-        joined += U' ';
+        out.push_back(u::to_utf8(std::u32string(1, c)));
       } else {
         cur.push_back(c);
       }
     }
-    joined += cur;
-    for (const auto& piece : split_python_space(joined)) out.push_back(u::to_utf8(piece));
+    if (!cur.empty()) out.push_back(u::to_utf8(cur));
   }
   return out;
 }
 
-void WordPiece::wordpiece(const std::u32string& word, std::vector<int64_t>& out) const {
-  if (word.size() > kMaxWordChars) {
+void WordPiece::wordpiece(const std::string& word, std::vector<int64_t>& out) const {
+  // Byte offsets of the character boundaries: candidates are cut at characters, not bytes.
+  std::vector<size_t> cuts;
+  for (const auto& unit : u::decode_utf8(word)) cuts.push_back(unit.begin);
+  const size_t chars = cuts.size();
+  cuts.push_back(word.size());
+  if (chars > kMaxWordChars) {
     out.push_back(unk_);
     return;
   }
-  std::vector<int64_t> pieces;
-  size_t start = 0;
-  while (start < word.size()) {
-    size_t end = word.size();
+  const size_t first = out.size();
+  std::string candidate;
+  for (size_t start = 0; start < chars;) {
+    size_t end = chars;
     int64_t found = -1;
-    while (start < end) {
-      std::string sub = (start > 0 ? "##" : "") + u::to_utf8(word.substr(start, end - start));
-      auto it = vocab_.find(sub);
+    for (; end > start; --end) {  // longest match first
+      candidate.assign(start > 0 ? "##" : "");
+      candidate.append(word, cuts[start], cuts[end] - cuts[start]);
+      auto it = vocab_.find(candidate);
       if (it != vocab_.end()) {
         found = it->second;
         break;
       }
-      --end;
     }
-    if (found < 0) {
+    if (found < 0) {  // some rest matches nothing: the whole word is unknown
+      out.resize(first);
       out.push_back(unk_);
       return;
     }
-    pieces.push_back(found);
+    out.push_back(found);
     start = end;
   }
-  out.insert(out.end(), pieces.begin(), pieces.end());
 }
 
-// Special tokens written literally ("[MASK]", "[SEP]", ...) are kept whole, as HF's BertTokenizer does
-// for its special tokens; everything between them goes through the basic tokenizer and WordPiece.
-void WordPiece::encode_segment(const std::string& text, std::vector<int64_t>& out) const {
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t hit = std::string::npos, len = 0;
-    std::string which;
-    for (const auto& s : specials_) {
-      size_t h = text.find(s, pos);
+// Special tokens written literally are kept whole, as HF's BertTokenizer does with its special tokens;
+// the text between them goes through the basic tokenizer and WordPiece.
+void WordPiece::encode_segment(const std::string& raw, std::vector<int64_t>& out) const {
+  const std::string text = drop_invalid_utf8(raw);
+  for (size_t pos = 0;;) {
+    size_t hit = std::string::npos;
+    const std::string* special = nullptr;
+    for (const auto& s : specials_) {  // the earliest occurrence of any special token
+      const size_t h = text.find(s, pos);
       if (h < hit) {
         hit = h;
-        len = s.size();
-        which = s;
+        special = &s;
       }
     }
-    std::string part = text.substr(pos, hit == std::string::npos ? std::string::npos : hit - pos);
-    for (const auto& w : basic_tokenize(part)) wordpiece(u::to_u32(w), out);
-    if (hit == std::string::npos) break;
-    out.push_back(vocab_.at(which));
-    pos = hit + len;
+    const std::string part = text.substr(pos, hit == std::string::npos ? std::string::npos : hit - pos);
+    for (const auto& w : basic_tokenize(part)) wordpiece(w, out);
+    if (!special) return;
+    out.push_back(vocab_.at(*special));
+    pos = hit + special->size();
   }
 }
 
@@ -173,13 +193,14 @@ std::vector<int64_t> WordPiece::encode(const std::string& text, bool add_special
   return ids;
 }
 
-void WordPiece::encode_pair(const std::string& a, const std::string& b, std::vector<int64_t>& ids,
-                            std::vector<int64_t>& token_types) const {
-  ids = encode(a, true);
-  token_types.assign(ids.size(), 0);
-  encode_segment(b, ids);
-  ids.push_back(sep_);
-  token_types.resize(ids.size(), 1);
+WordPiece::Pair WordPiece::encode_pair(const std::string& a, const std::string& b) const {
+  Pair p;
+  p.ids = encode(a, true);
+  p.token_type_ids.assign(p.ids.size(), 0);
+  encode_segment(b, p.ids);
+  p.ids.push_back(sep_);
+  p.token_type_ids.resize(p.ids.size(), 1);
+  return p;
 }
 
 std::vector<std::string> WordPiece::tokenize(const std::string& text) const {
@@ -189,18 +210,22 @@ std::vector<std::string> WordPiece::tokenize(const std::string& text) const {
 }
 
 std::string WordPiece::decode(const std::vector<int64_t>& ids) const {
-  // Like the original convert_tokens_to_string: join with spaces, then glue "##" continuations.
+  // " ".join(tokens).replace(" ##", "").strip()
+  std::string joined;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) joined += ' ';
+    joined += id_to_token(ids[i]);
+  }
   std::string out;
-  for (auto id : ids) {
-    const std::string& t = id_to_token(id);
-    if (t.rfind("##", 0) == 0 && !out.empty()) {
-      out += t.substr(2);
+  for (size_t i = 0; i < joined.size();) {
+    if (joined.compare(i, 3, " ##") == 0) {
+      i += 3;
     } else {
-      if (!out.empty()) out += ' ';
-      out += t;
+      out += joined[i++];
     }
   }
-  return out;
+  const size_t b = out.find_first_not_of(' '), e = out.find_last_not_of(' ');
+  return b == std::string::npos ? std::string() : out.substr(b, e - b + 1);
 }
 
 std::string WordPiece::id_to_token(int64_t id) const {

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Regenerates mimic's embedded models (examples/models/): gpt2-mini (causal LM) and bert-mini (masked LM)
+# pretrained on the public-domain corpora, and bert-mini finetuned on the two classification tasks.
+#   SCALE=full  (default) the shipped models: long runs, best on 2 quiet cores (see docs/data.md)
+#   SCALE=quick a few steps of each stage, to check the recipe end to end in minutes
+#   MIMIC=path/to/mimic  OUT=out/pretrain-mini  INSTALL=1 (copy the results into examples/models/)
+#   THREADS=N  threads per stage (default: all cores)
+# Every stage resumes from its checkpoint when interrupted and is skipped once its output is complete;
+# rerunning the same command continues where it stopped.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+MIMIC=${MIMIC:-$root/build/mimic}
+SCALE=${SCALE:-full}
+OUT=${OUT:-$root/out/pretrain-mini-$SCALE}
+THREADS=${THREADS:-$(nproc)}
+common=(--threads "$THREADS" --seed 1)
+mkdir -p "$OUT"
+
+case $SCALE in
+  full)  gpt_steps=${GPT_STEPS:-900} bert_steps=${BERT_STEPS:-1500} cls_steps=${CLS_STEPS:-300} eval_every=100 ;;
+  quick) gpt_steps=6 bert_steps=6 cls_steps=6 eval_every=3 ;;
+  *) echo "SCALE must be quick or full" >&2; exit 2 ;;
+esac
+
+stage() {  # stage NAME COMMAND...: runs COMMAND unless NAME is done, timing it
+  local name=$1; shift
+  if [[ -f $OUT/$name/.done ]]; then echo "== $name: done (remove $OUT/$name/.done to redo)"; return; fi
+  echo "== $name"
+  local t0=$(date +%s)
+  "$@"
+  echo "$(( $(date +%s) - t0 ))" > "$OUT/$name/.done"
+}
+
+# gpt2-mini: 6 layers, d=256, 4 heads of 64, context 512, GPT-2's byte-level BPE (50,257 tokens).
+stage gpt2-mini "$MIMIC" pretrain --arch gpt2 --config "$root/recipes/configs/gpt2-mini.json" --data all \
+  --seq-len 512 --batch-size 8 --steps "$gpt_steps" --warmup $(( gpt_steps / 20 + 1 )) --lr 1e-3 --weight-decay 0.1 \
+  --eval-every "$eval_every" --checkpoint-every 25 --out "$OUT/gpt2-mini" "${common[@]}"
+
+# bert-mini: 4 layers, d=256, 4 heads of 64, bert-base-uncased WordPiece (30,522 tokens), masked LM.
+stage bert-mini "$MIMIC" pretrain --arch bert --config "$root/recipes/configs/bert-mini.json" --data all \
+  --seq-len 256 --batch-size 16 --steps "$bert_steps" --warmup $(( bert_steps / 20 + 1 )) --lr 1e-3 --weight-decay 0.01 \
+  --eval-every "$eval_every" --checkpoint-every 25 --out "$OUT/bert-mini" "${common[@]}"
+
+# The classifiers start from bert-mini; the labels and splits are fixed by the data sets (docs/data.md).
+for task in spam sotu-era; do
+  stage "bert-mini-$task" "$MIMIC" finetune --task cls --model "$OUT/bert-mini" --data "$task" \
+    --seq-len 256 --batch-size 16 --steps "$cls_steps" --warmup $(( cls_steps / 10 + 1 )) --lr 1e-4 \
+    --eval-every "$eval_every" --checkpoint-every 25 --out "$OUT/bert-mini-$task" "${common[@]}"
+done
+
+# Test-split metrics: the numbers the README reports and tests/test_embedded reproduces.
+echo "== metrics (test splits)"
+"$MIMIC" eval --model "$OUT/gpt2-mini" --data all --split test --json "${common[@]}" > "$OUT/gpt2-mini/metrics.json"
+for task in spam sotu-era; do
+  "$MIMIC" eval --task cls --model "$OUT/bert-mini-$task" --data "$task" --split test --seq-len 256 --json "${common[@]}" \
+    > "$OUT/bert-mini-$task/metrics.json"
+done
+for m in gpt2-mini bert-mini-spam bert-mini-sotu-era; do echo "$m: $(tr -d '\n ' < "$OUT/$m/metrics.json")"; done
+
+if [[ ${INSTALL:-0} == 1 ]]; then
+  for m in gpt2-mini bert-mini bert-mini-spam bert-mini-sotu-era; do
+    dst=$root/examples/models/$m
+    rm -rf "$dst" && mkdir -p "$dst"
+    for f in config.json model.safetensors vocab.json merges.txt vocab.txt tokenizer_config.json metrics.json; do
+      [[ -f $OUT/$m/$f ]] && cp "$OUT/$m/$f" "$dst/"
+    done
+    [[ -f $OUT/$m/log.jsonl ]] && cp "$OUT/$m/log.jsonl" "$dst/train-log.jsonl"
+    echo "installed $dst ($(du -sh "$dst" | cut -f1))"
+  done
+fi
