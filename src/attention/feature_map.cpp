@@ -1,0 +1,94 @@
+#include "attention/feature_map.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace mimic::attention {
+
+#define MIMIC_FEATURE_MAP(id, summary) FeatureMap make_##id##_map(const FeatureMapSpec&);
+#include "attention/maps/maps.def"
+#undef MIMIC_FEATURE_MAP
+
+namespace {
+using Factory = FeatureMap (*)(const FeatureMapSpec&);
+struct Entry {
+  FeatureMapInfo info;
+  Factory make;
+};
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> entries = {
+#define MIMIC_FEATURE_MAP(id, summary) {{#id, summary}, &make_##id##_map},
+#include "attention/maps/maps.def"
+#undef MIMIC_FEATURE_MAP
+  };
+  return entries;
+}
+}  // namespace
+
+const std::vector<FeatureMapInfo>& feature_maps() {
+  static const std::vector<FeatureMapInfo> infos = [] {
+    std::vector<FeatureMapInfo> v;
+    for (const auto& e : registry()) v.push_back(e.info);
+    return v;
+  }();
+  return infos;
+}
+
+FeatureMap make_feature_map(const FeatureMapSpec& spec) {
+  MIMIC_CHECK(spec.n_head >= 1 && spec.head_dim >= 1, "feature map '", spec.name, "': n_head and head_dim must be positive (got ",
+              spec.n_head, ", ", spec.head_dim, ")");
+  MIMIC_CHECK(spec.options.is_object(), "feature map '", spec.name, "': options must be a JSON object, got ", spec.options.dump());
+  for (const auto& e : registry())
+    if (e.info.name == spec.name) return e.make(spec);
+  std::string known;
+  for (const auto& e : registry()) known += (known.empty() ? "" : ", ") + e.info.name;
+  fail("unknown feature map '", spec.name, "' (known: ", known, ")");
+}
+
+MapOptions::MapOptions(const FeatureMapSpec& spec) : spec_(spec) {}
+
+const nlohmann::json* MapOptions::find(const std::string& key) {
+  used_.push_back(key);
+  auto it = spec_.options.find(key);
+  return it == spec_.options.end() ? nullptr : &*it;
+}
+
+double MapOptions::number(const std::string& key, double fallback) {
+  const auto* j = find(key);
+  if (!j) return fallback;
+  MIMIC_CHECK(j->is_number(), "feature map '", spec_.name, "': option '", key, "' must be a number, got ", j->dump());
+  return j->get<double>();
+}
+
+int64_t MapOptions::integer(const std::string& key, int64_t fallback) {
+  const auto* j = find(key);
+  if (!j) return fallback;
+  MIMIC_CHECK(j->is_number_integer(), "feature map '", spec_.name, "': option '", key, "' must be an integer, got ", j->dump());
+  return j->get<int64_t>();
+}
+
+bool MapOptions::flag(const std::string& key, bool fallback) {
+  const auto* j = find(key);
+  if (!j) return fallback;
+  MIMIC_CHECK(j->is_boolean(), "feature map '", spec_.name, "': option '", key, "' must be true or false, got ", j->dump());
+  return j->get<bool>();
+}
+
+std::string MapOptions::text(const std::string& key, const std::string& fallback) {
+  const auto* j = find(key);
+  if (!j) return fallback;
+  MIMIC_CHECK(j->is_string(), "feature map '", spec_.name, "': option '", key, "' must be a string, got ", j->dump());
+  return j->get<std::string>();
+}
+
+void MapOptions::finish() const {
+  for (auto it = spec_.options.begin(); it != spec_.options.end(); ++it) {
+    if (std::find(used_.begin(), used_.end(), it.key()) != used_.end()) continue;
+    std::string known;
+    for (const auto& k : used_) known += (known.empty() ? "" : ", ") + k;
+    fail("feature map '", spec_.name, "': unknown option '", it.key(), "' (options: ", known.empty() ? "none" : known, ")");
+  }
+}
+
+}  // namespace mimic::attention

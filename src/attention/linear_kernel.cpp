@@ -1,0 +1,155 @@
+#include "attention/linear_kernel.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace mimic::attention {
+
+std::vector<double> retnet_decay(int64_t n_head) {
+  std::vector<double> g;
+  for (int64_t h = 0; h < n_head; ++h) g.push_back(1.0 - std::pow(2.0, -5.0 - static_cast<double>(h)));
+  return g;
+}
+
+LinearAttentionConfig LinearAttentionConfig::from_json(const nlohmann::json& j, int64_t n_head) {
+  MIMIC_CHECK(j.is_object(), "linear attention options must be a JSON object, got ", j.dump());
+  LinearAttentionConfig c;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const auto& key = it.key();
+    const auto& val = it.value();
+    auto bad = [&](const char* want) { fail("linear attention option '", key, "' must be ", want, ", got ", val.dump()); };
+    if (key == "feature_map") {
+      if (!val.is_string()) bad("a feature-map name");
+      c.feature_map = val.get<std::string>();
+    } else if (key == "map_options") {
+      if (!val.is_object()) bad("an object");
+      c.map_options = val;
+    } else if (key == "norm") {
+      if (!val.is_string()) bad("one of row, none, l2, rms");
+      c.norm = parse_norm(val.get<std::string>());
+    } else if (key == "eps") {
+      if (!val.is_number() || val.get<double>() < 0) bad("a number >= 0");
+      c.eps = val.get<double>();
+    } else if (key == "chunk") {
+      if (!val.is_number_integer() || val.get<int64_t>() < 1) bad("an integer >= 1");
+      c.chunk = val.get<int64_t>();
+    } else if (key == "gates") {
+      if (!val.is_boolean()) bad("true or false");
+      c.gates = val.get<bool>();
+    } else if (key == "decay") {
+      if (val.is_boolean()) {
+        c.decay = val.get<bool>() ? retnet_decay(n_head) : std::vector<double>{};
+      } else if (val.is_array()) {
+        for (const auto& g : val) {
+          if (!g.is_number() || g.get<double>() <= 0 || g.get<double>() > 1) bad("a list of values in (0, 1]");
+          c.decay.push_back(g.get<double>());
+        }
+        MIMIC_CHECK(static_cast<int64_t>(c.decay.size()) == n_head, "linear attention option 'decay' needs one value per head (",
+                    n_head, "), got ", c.decay.size());
+      } else {
+        bad("true, false or a list of per-head values");
+      }
+    } else {
+      fail("unknown linear attention option '", key, "' (options: feature_map, map_options, norm, eps, chunk, gates, decay)");
+    }
+  }
+  return c;
+}
+
+nlohmann::json LinearAttentionConfig::to_json() const {
+  nlohmann::json j = {{"feature_map", feature_map}, {"map_options", map_options}, {"norm", norm_name(norm)},
+                      {"eps", eps},                 {"chunk", chunk},             {"gates", gates}};
+  j["decay"] = decay.empty() ? nlohmann::json(false) : nlohmann::json(decay);
+  return j;
+}
+
+HeadGatesImpl::HeadGatesImpl(int64_t d_model, int64_t n_head) {
+  w_q = register_parameter("w_q", torch::zeros({d_model, n_head}));
+  w_k = register_parameter("w_k", torch::zeros({d_model, n_head}));
+}
+
+std::pair<at::Tensor, at::Tensor> HeadGatesImpl::forward(const at::Tensor& q, const at::Tensor& k) {
+  auto gate = [](const at::Tensor& x, const at::Tensor& w) {
+    auto full = x.permute({0, 2, 1, 3}).flatten(2);  // [B, T, H·d]: the layer's projection, heads side by side
+    return torch::log_softmax(torch::matmul(full, w.to(x.dtype())), -1).permute({0, 2, 1});  // [B, H, T]
+  };
+  return {gate(q, w_q), gate(k, w_k)};
+}
+
+LinearAttention::LinearAttention(const LinearAttentionConfig& config, int64_t n_head, int64_t head_dim) : config_(config) {
+  map = register_module("feature_map", make_feature_map({config.feature_map, n_head, head_dim, config.map_options}));
+  if (config.gates) gates = register_module("gates", std::make_shared<HeadGatesImpl>(n_head * head_dim, n_head));
+  if (!config.decay.empty()) {
+    MIMIC_CHECK(static_cast<int64_t>(config.decay.size()) == n_head, "linear attention: decay needs one value per head (", n_head,
+                "), got ", config.decay.size());
+    decay_ = torch::tensor(config.decay, torch::kDouble);
+  }
+}
+
+LinearOptions LinearAttention::options(bool causal) const {
+  LinearOptions o;
+  o.causal = causal;
+  o.norm = config_.norm;
+  o.eps = config_.eps;
+  o.chunk = config_.chunk;
+  o.decay = decay_;
+  return o;
+}
+
+Features LinearAttention::features(const at::Tensor& q, const at::Tensor& k, double scale, int64_t offset) {
+  map->begin_pass();
+  const double root = std::sqrt(scale);
+  Features f{map->forward(q * root, Role::Query, offset), map->forward(k * root, Role::Key, offset), map->log_space()};
+  if (gates) {
+    auto [gq, gk] = gates->forward(q, k);
+    if (f.log_space) {
+      f.q = f.q + gq.unsqueeze(-1);
+      f.k = f.k + gk.unsqueeze(-1);
+    } else {
+      f.q = f.q * gq.exp().unsqueeze(-1);
+      f.k = f.k * gk.exp().unsqueeze(-1);
+    }
+  }
+  return f;
+}
+
+at::Tensor LinearAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
+  if (ctx.capture && ctx.capture->want_weights) {
+    at::Tensor w;
+    auto o = forward_quadratic(q, k, v, ctx, &w);
+    ctx.capture->weights = w.detach();
+    return o;
+  }
+  return linear_attention(features(q, k, ctx.scale, 0), v, options(ctx.causal), ctx.key_padding_mask);
+}
+
+at::Tensor LinearAttention::forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                              const AttentionContext& ctx, at::Tensor* weights) {
+  return linear_quadratic(features(q, k, ctx.scale, 0), v, options(ctx.causal), ctx.key_padding_mask, nullptr, weights);
+}
+
+at::Tensor LinearAttention::forward_with_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                                               LinearState& state) {
+  auto f = features(q, k, scale, state.position);
+  auto opts = options(true);
+  if (q.size(2) == 1) return linear_step(f.q.select(2, 0), f.k.select(2, 0), f.log_space, v.select(2, 0), opts, state).unsqueeze(2);
+  return linear_chunked(f, v, opts, at::Tensor(), &state);
+}
+
+AttentionKernel make_attention_kernel(const std::string& kind, const nlohmann::json& options, int64_t n_head, int64_t head_dim) {
+  if (kind == "softmax") {
+    MIMIC_CHECK(options.is_null() || options.empty(), "softmax attention takes no options, got ", options.dump());
+    return std::make_shared<SoftmaxAttention>();
+  }
+  if (kind == "linear")
+    return std::make_shared<LinearAttention>(LinearAttentionConfig::from_json(options.is_null() ? nlohmann::json::object() : options, n_head),
+                                             n_head, head_dim);
+  fail("unknown attention kind '", kind, "' (known: softmax, linear)");
+}
+
+std::vector<std::string> attention_kinds() { return {"softmax", "linear"}; }
+
+}  // namespace mimic::attention

@@ -1,0 +1,79 @@
+// The linear-attention kernel a converted layer runs: a feature map (feature_map.h), optional SLA head gates,
+// optional per-head decay, and the linear-attention op (linear_attention.h) in its fast form.
+//
+// Softmax Linear Attention (SLA, arXiv 2602.01744, Eq. 3–6): G^Q = softmax_h(Q W_GQ), G^K = softmax_h(K W_GK), with Q, K the layer's full
+// query/key projections (all heads side by side) and W ∈ R^{d_model×H}. The gates scale each head's read
+// (query) and write (key) strength: φ̃(q_h) = G^Q_h φ(q_h), φ̃(k_h) = G^K_h φ(k_h) — folded into the features,
+// so every form (quadratic, chunked, bidirectional, recurrent) runs gated attention unchanged. Under row
+// normalisation G^Q cancels (a per-query constant); G^K does not. W = 0 at init: uniform gates 1/H.
+// With decay, γ_h = 1 − 2^(−5−h) (RetNet, used by Softmax-RetNet Eq. 10) or an explicit list.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <torch/nn/module.h>
+
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "attention/attention.h"
+#include "attention/feature_map.h"
+#include "attention/linear_attention.h"
+
+namespace mimic::attention {
+
+struct LinearAttentionConfig {
+  std::string feature_map = "hedgehog";
+  nlohmann::json map_options = nlohmann::json::object();
+  Norm norm = Norm::Row;
+  double eps = 1e-6;
+  int64_t chunk = 64;
+  bool gates = false;
+  std::vector<double> decay;  // empty = none; else one γ per head
+  // Keys: feature_map, map_options, norm, eps, chunk, gates, decay (false | true = RetNet γ_h | [γ_1, ...]).
+  // Unknown keys and bad values are errors.
+  static LinearAttentionConfig from_json(const nlohmann::json& j, int64_t n_head);
+  nlohmann::json to_json() const;
+};
+
+// RetNet's per-head decay: γ_h = 1 − 2^(−5−h), h = 0..H−1.
+std::vector<double> retnet_decay(int64_t n_head);
+
+class HeadGatesImpl : public torch::nn::Module {
+ public:
+  HeadGatesImpl(int64_t d_model, int64_t n_head);
+  // q, k: [B, H, T, d]; their heads side by side are the layer's Q and K. Returns log G^Q, log G^K: [B, H, T].
+  std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor& k);
+  at::Tensor w_q, w_k;  // [d_model, H]
+};
+
+class LinearAttention : public AttentionKernelImpl {
+ public:
+  LinearAttention(const LinearAttentionConfig& config, int64_t n_head, int64_t head_dim);
+  // The fast form: chunked when ctx.causal, bidirectional otherwise. Fills ctx.capture->weights (the quadratic
+  // form's weights) when asked.
+  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
+  std::string kind() const override { return "linear"; }
+
+  // The features the op consumes: the map on √scale·q and √scale·k, gates folded in. offset: absolute position.
+  Features features(const at::Tensor& q, const at::Tensor& k, double scale, int64_t offset);
+  LinearOptions options(bool causal) const;
+  // Causal continuation for generation: q, k, v [B, H, T, d] are the tokens after state.position; updates state.
+  at::Tensor forward_with_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, LinearState& state);
+  // The quadratic reference with its weights [B, H, T, T] (distillation and analysis).
+  at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                               at::Tensor* weights);
+
+  const LinearAttentionConfig& config() const { return config_; }
+  FeatureMap map;
+  std::shared_ptr<HeadGatesImpl> gates;  // null without SLA gates
+
+ private:
+  LinearAttentionConfig config_;
+  at::Tensor decay_;
+};
+
+// The registry of attention kinds: "softmax" (options: none) and "linear" (LinearAttentionConfig's JSON).
+AttentionKernel make_attention_kernel(const std::string& kind, const nlohmann::json& options, int64_t n_head, int64_t head_dim);
+std::vector<std::string> attention_kinds();
+
+}  // namespace mimic::attention
