@@ -17,7 +17,7 @@ common=(--threads "$THREADS" --seed 1)
 mkdir -p "$OUT"
 
 case $SCALE in
-  full)  gpt_steps=${GPT_STEPS:-600} bert_steps=${BERT_STEPS:-500} cls_steps=${CLS_STEPS:-150} eval_every=100 ;;
+  full)  gpt_steps=${GPT_STEPS:-1200} bert_steps=${BERT_STEPS:-500} cls_steps=${CLS_STEPS:-150} eval_every=100 ;;
   quick) gpt_steps=6 bert_steps=6 cls_steps=6 eval_every=3 ;;
   *) echo "SCALE must be quick or full" >&2; exit 2 ;;
 esac
@@ -31,7 +31,7 @@ stage() {  # stage NAME COMMAND...: runs COMMAND unless NAME is done, timing it
   echo "$(( $(date +%s) - t0 ))" > "$OUT/$name/.done"
 }
 
-# gpt2-mini: 6 layers, d=256, 8 heads of 32, context 512, no dropout (less than one epoch), GPT-2's byte-level BPE (50,257 tokens).
+# gpt2-mini: 6 layers, d=192, 8 heads of 24, context 512, no dropout (less than one epoch), GPT-2's byte-level BPE (50,257 tokens).
 stage gpt2-mini "$MIMIC" pretrain --arch gpt2 --config "$root/recipes/configs/gpt2-mini.json" --data all \
   --seq-len 512 --batch-size 4 --steps "$gpt_steps" --warmup $(( gpt_steps / 20 + 1 )) --lr 1e-3 --weight-decay 0.1 \
   --eval-every "$eval_every" --checkpoint-every 25 --out "$OUT/gpt2-mini" "${common[@]}"
@@ -41,30 +41,44 @@ stage bert-mini "$MIMIC" pretrain --arch bert --config "$root/recipes/configs/be
   --seq-len 256 --batch-size 16 --steps "$bert_steps" --warmup $(( bert_steps / 20 + 1 )) --lr 1e-3 --weight-decay 0.01 \
   --eval-every "$eval_every" --checkpoint-every 25 --out "$OUT/bert-mini" "${common[@]}"
 
-# The classifiers start from bert-mini; the labels and splits are fixed by the data sets (docs/data.md).
+# The classifiers start from bert-mini with its embeddings frozen (small labelled sets; and the shipped
+# classifiers then share bert-mini's embedding shard byte for byte); labels and splits: docs/data.md.
 for task in spam sotu-era; do
-  stage "bert-mini-$task" "$MIMIC" finetune --task cls --model "$OUT/bert-mini" --data "$task" \
+  stage "bert-mini-$task" "$MIMIC" finetune --task cls --model "$OUT/bert-mini" --data "$task" --freeze-embeddings \
     --seq-len 256 --batch-size 16 --steps "$cls_steps" --warmup $(( cls_steps / 10 + 1 )) --lr 1e-4 \
     --eval-every "$eval_every" --checkpoint-every 25 --out "$OUT/bert-mini-$task" "${common[@]}"
 done
 
-# Test-split metrics: the numbers the README reports and tests/test_embedded reproduces.
-echo "== metrics (test splits)"
-"$MIMIC" eval --model "$OUT/gpt2-mini" --data all --split test --json "${common[@]}" > "$OUT/gpt2-mini/metrics.json"
-for task in spam sotu-era; do
-  "$MIMIC" eval --task cls --model "$OUT/bert-mini-$task" --data "$task" --split test --seq-len 256 --json "${common[@]}" \
-    > "$OUT/bert-mini-$task/metrics.json"
+# The shipped form: fp16 weights; BERT models as HF sharded checkpoints whose first shard is the embeddings.
+for m in gpt2-mini bert-mini bert-mini-spam bert-mini-sotu-era; do
+  shard=(); [[ $m == bert* ]] && shard=(--shard-embeddings)
+  "$MIMIC" export --model "$OUT/$m" --out "$OUT/ship/$m" --dtype f16 "${shard[@]}" "${common[@]}" > /dev/null
+  cp "$OUT/$m/log.jsonl" "$OUT/ship/$m/train-log.jsonl"
 done
-for m in gpt2-mini bert-mini-spam bert-mini-sotu-era; do echo "$m: $(tr -d '\n ' < "$OUT/$m/metrics.json")"; done
+
+# Test-split metrics of the shipped models: the numbers the README reports and tests/test_embedded.cpp
+# reproduces.
+echo "== metrics (test splits)"
+"$MIMIC" eval --model "$OUT/ship/gpt2-mini" --data all --split test --json "${common[@]}" > "$OUT/ship/gpt2-mini/metrics.json"
+for task in spam sotu-era; do
+  "$MIMIC" eval --task cls --model "$OUT/ship/bert-mini-$task" --data "$task" --split test --seq-len 256 --json "${common[@]}" \
+    > "$OUT/ship/bert-mini-$task/metrics.json"
+done
+for m in gpt2-mini bert-mini-spam bert-mini-sotu-era; do echo "$m: $(tr -d '\n ' < "$OUT/ship/$m/metrics.json")"; done
 
 if [[ ${INSTALL:-0} == 1 ]]; then
   for m in gpt2-mini bert-mini bert-mini-spam bert-mini-sotu-era; do
     dst=$root/examples/models/$m
-    rm -rf "$dst" && mkdir -p "$dst"
-    for f in config.json model.safetensors vocab.json merges.txt vocab.txt tokenizer_config.json metrics.json; do
-      [[ -f $OUT/$m/$f ]] && cp "$OUT/$m/$f" "$dst/"
-    done
-    [[ -f $OUT/$m/log.jsonl ]] && cp "$OUT/$m/log.jsonl" "$dst/train-log.jsonl"
+    rm -rf "$dst" && mkdir -p "$dst" && cp "$OUT/ship/$m"/* "$dst/"
+    # A classifier's files that are byte-identical to bert-mini's (the frozen embeddings' shard, vocab.txt)
+    # become relative symlinks to them: stored once in git and on disk; every reader follows them.
+    if [[ $m == bert-mini-* ]]; then
+      for f in "$dst"/*; do
+        base=$root/examples/models/bert-mini/$(basename "$f")
+        if [[ -f $base ]] && cmp -s "$f" "$base"; then ln -sf "../bert-mini/$(basename "$f")" "$f"; fi
+      done
+    fi
     echo "installed $dst ($(du -sh "$dst" | cut -f1))"
   done
+  echo "examples/models: $(du -sh "$root/examples/models" | cut -f1) (symlinks not followed)"
 fi

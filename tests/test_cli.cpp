@@ -13,17 +13,8 @@
 using mimic::test::TempDir;
 
 namespace {
-struct RunResult {
-  int code;
-  std::string out, err;
-};
-// Runs `mimic ARGS` through the shell, capturing stdout and stderr.
-RunResult mimic_cli(const std::string& args) {
-  TempDir dir;
-  std::string cmd = std::string(MIMIC_CLI) + " " + args + " >" + dir.file("out") + " 2>" + dir.file("err") + " </dev/null";
-  int status = std::system(cmd.c_str());
-  return {WEXITSTATUS(status), mimic::test::read_bytes(dir.file("out")), mimic::test::read_bytes(dir.file("err"))};
-}
+using mimic::test::mimic_cli;
+using mimic::test::RunResult;
 int count_lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
 // A failing command prints exactly one line, "mimic: error: ...", and exits non-zero.
 void expect_one_line_error(const RunResult& r, const std::string& needle) {

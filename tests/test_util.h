@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
 #include <random>
 #include <string>
 
@@ -38,6 +39,18 @@ inline void write_bytes(const std::string& path, const std::string& bytes) {
 inline std::string read_bytes(const std::string& path) {
   std::ifstream is(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(is), std::istreambuf_iterator<char>());
+}
+
+struct RunResult {
+  int code;
+  std::string out, err;
+};
+// Runs `mimic ARGS` through the shell, capturing stdout and stderr.
+inline RunResult mimic_cli(const std::string& args) {
+  TempDir dir;
+  std::string cmd = std::string(MIMIC_CLI) + " " + args + " >" + dir.file("out") + " 2>" + dir.file("err") + " </dev/null";
+  int status = std::system(cmd.c_str());
+  return {WEXITSTATUS(status), read_bytes(dir.file("out")), read_bytes(dir.file("err"))};
 }
 
 inline std::string fixture(const std::string& rel) { return std::string(MIMIC_TEST_FIXTURES) + "/" + rel; }

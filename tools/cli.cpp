@@ -35,7 +35,23 @@ std::string read_text_input(const std::optional<std::string>& text, const std::o
 std::string resolve_model_dir(const std::string& arg) {
   if (std::filesystem::is_directory(arg)) return arg;
   if (arg == "gpt2" || arg == "bert-base-uncased") return asset_path(arg);
-  fail("model directory not found: ", arg);
+  if (is_embedded_model_name(arg)) return embedded_model_dir(arg);
+  fail("model directory not found: ", arg, " (give a HF-layout directory or an embedded model: gpt2-mini, bert-mini, bert-mini-spam, bert-mini-sotu-era)");
+}
+
+CLI::Validator model_dir_arg() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (std::filesystem::is_directory(s)) return {};
+        if (!is_embedded_model_name(s)) return "model directory not found: " + s;
+        try {
+          s = embedded_model_dir(s);
+          return {};
+        } catch (const Error& e) {
+          return e.what();
+        }
+      },
+      "DIR|NAME");
 }
 
 }  // namespace mimic::cli

@@ -29,9 +29,12 @@ void print_json(const nlohmann::json& j);
 // Reads --text or --file into a string; exactly one must be given (an empty --text counts as given).
 std::string read_text_input(const std::optional<std::string>& text, const std::optional<std::string>& file);
 
-// Resolves a model argument: a directory, or one of the names of fetched tokenizer assets
-// ("gpt2", "bert-base-uncased").
+// Resolves a model argument: a directory, one of the names of fetched tokenizer assets ("gpt2",
+// "bert-base-uncased"), or an embedded model's name (gpt2-mini, bert-mini, bert-mini-spam, bert-mini-sotu-era).
 std::string resolve_model_dir(const std::string& arg);
+// For --model options: accepts a directory or an embedded model's name (gpt2-mini, bert-mini, ...), which
+// it replaces by the directory; anything else is a one-line error naming the argument.
+CLI::Validator model_dir_arg();
 
 // One subcommand: `setup` adds it to the app and binds its callback.
 using Register = void (*)(CLI::App& app);
@@ -42,5 +45,8 @@ void register_forward(CLI::App& app);
 void register_eval(CLI::App& app);
 void register_pretrain(CLI::App& app);
 void register_finetune(CLI::App& app);
+void register_export(CLI::App& app);
+void register_bench(CLI::App& app);
+void register_record(CLI::App& app);
 
 }  // namespace mimic::cli

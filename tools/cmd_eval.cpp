@@ -68,7 +68,7 @@ void run_cls(const EvalArgs& a) {
 void register_eval(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   auto* sub = app.add_subcommand("eval", "Evaluate a model: LM perplexity (text, file or corpus split) or classification metrics");
-  sub->add_option("--model", args->model, "Model directory")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
   sub->add_option("--task", args->task, "lm (perplexity) or cls (accuracy, F1, MCC)")->capture_default_str()->check(CLI::IsMember({"lm", "cls"}));
   sub->add_option("--file", args->file, "Text file to score (lm)");
   sub->add_option("--text", args->text, "Text to score (lm)");

@@ -43,7 +43,7 @@ void register_finetune(CLI::App& app) {
   a->o.train.adam.weight_decay = 0.01;
   auto* sub = app.add_subcommand("finetune", "Finetune a model on a task (cls: BERT sequence classification)");
   sub->add_option("--task", a->task, "Task: cls")->capture_default_str()->check(CLI::IsMember({"cls"}));
-  sub->add_option("--model", a->o.model_dir, "Model directory (a BERT, e.g. MLM-pretrained)")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--model", a->o.model_dir, "Model directory (a BERT, e.g. MLM-pretrained)")->required()->transform(model_dir_arg());
   sub->add_option("--data", a->o.data, "spam, sotu-era, or a JSON-lines file of {text, label[, split]}")->required();
   sub->add_option("--out", a->o.train.out_dir, "Output directory")->required();
   sub->add_option("--steps", a->o.train.steps, "Optimizer steps")->capture_default_str();
@@ -54,6 +54,8 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--seq-len", a->o.seq_len, "Tokens per example ([CLS] and [SEP] included)")->capture_default_str();
   sub->add_option("--eval-every", a->o.train.eval_every, "Evaluate on the validation split every N steps")->capture_default_str();
   sub->add_option("--checkpoint-every", a->o.train.checkpoint_every, "Checkpoint every N steps")->capture_default_str();
+  sub->add_flag("--freeze-embeddings", a->o.freeze_embeddings,
+                "Keep the embeddings (word, position, token type, their LayerNorm) as loaded: not trained, bit-identical to the base model's");
   sub->add_flag("--fresh", a->o.train.fresh, "Ignore an existing checkpoint and start over");
   add_common_options(*sub, a->common);
   sub->callback([a]() { run(*a); });

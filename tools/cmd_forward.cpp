@@ -51,7 +51,7 @@ void run(const ForwardArgs& a) {
 void register_forward(CLI::App& app) {
   auto args = std::make_shared<ForwardArgs>();
   auto* sub = app.add_subcommand("forward", "Run a model on one text; write input_ids, logits and hidden states");
-  sub->add_option("--model", args->model, "Model directory")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
   sub->add_option("--text", args->text, "Input text");
   sub->add_option("--file", args->file, "Input file");
   sub->add_option("--out", args->out, "Output .safetensors file")->required();

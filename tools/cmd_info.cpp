@@ -7,6 +7,8 @@
 #include "core/error.h"
 #include "core/runtime.h"
 #include "io/safetensors.h"
+#include "io/tensor_store.h"
+#include "core/paths.h"
 #include "models/model.h"
 
 namespace mimic::cli {
@@ -19,20 +21,22 @@ struct InfoArgs {
   bool tensors = false;
 };
 
-nlohmann::json describe_tensors(const io::SafeTensorsFile& f) {
+nlohmann::json describe_tensors(const io::TensorStore& f) {
   nlohmann::json list = nlohmann::json::array();
   std::map<std::string, int64_t> per_dtype;
   int64_t total = 0;
-  for (const auto& t : f.tensors()) {
+  const auto tensors = f.tensors();
+  for (const auto& t : tensors) {
     list.push_back({{"name", t.name}, {"dtype", io::dtype_name(t.dtype)}, {"shape", t.shape}});
+    if (f.sharded()) list.back()["shard"] = std::filesystem::path(f.file_of(t.name)).filename().string();
     per_dtype[io::dtype_name(t.dtype)] += t.numel();
     total += t.numel();
   }
-  return {{"file", f.path()}, {"count", f.tensors().size()}, {"elements", total}, {"elements_by_dtype", per_dtype},
+  return {{"file", f.path()}, {"count", tensors.size()}, {"elements", total}, {"elements_by_dtype", per_dtype},
           {"metadata", f.metadata()}, {"tensors", list}};
 }
 
-void run(const InfoArgs& a) {
+void run(InfoArgs& a) {
   start(a.common);
   if (a.system) {
     auto s = system_info();
@@ -46,9 +50,10 @@ void run(const InfoArgs& a) {
   }
   MIMIC_CHECK(!a.path.empty(), "give a model directory or a .safetensors file (or --system)");
   namespace fs = std::filesystem;
+  if (!fs::exists(a.path) && is_embedded_model_name(a.path)) a.path = embedded_model_dir(a.path);
   MIMIC_CHECK(fs::exists(a.path), "no such file or directory: ", a.path);
-  if (fs::is_regular_file(a.path)) {
-    auto f = io::SafeTensorsFile::open(a.path);
+  if (fs::is_regular_file(a.path) && fs::path(a.path).filename() != io::kIndexFile) {
+    auto f = io::TensorStore::open_file(a.path);
     auto j = describe_tensors(f);
     if (a.common.json) return print_json(j);
     std::cout << a.path << ": " << j["count"] << " tensors, " << j["elements"] << " elements\n";
@@ -58,8 +63,9 @@ void run(const InfoArgs& a) {
   }
   auto model = models::load_model(a.path);
   auto s = model->summary();
-  std::string weights = (fs::path(a.path) / "model.safetensors").string();
-  auto f = io::SafeTensorsFile::open(weights);
+  const std::string dir = fs::is_directory(a.path) ? a.path : fs::path(a.path).parent_path().string();
+  auto f = io::TensorStore::open_dir(dir.empty() ? "." : dir);
+  const std::string weights = f.path();
   nlohmann::json j = {{"path", a.path},         {"model_type", s.model_type},    {"head", s.head},
                       {"n_layer", s.n_layer},   {"n_head", s.n_head},            {"d_model", s.d_model},
                       {"d_ff", s.d_ff},         {"vocab_size", s.vocab_size},    {"max_positions", s.max_positions},
@@ -67,13 +73,14 @@ void run(const InfoArgs& a) {
   if (s.head == "cls") j["num_labels"] = s.num_labels;
   auto tj = describe_tensors(f);
   j["weights"] = {{"file", weights}, {"tensors", tj["count"]}, {"elements_by_dtype", tj["elements_by_dtype"]}};
+  if (f.sharded()) j["weights"]["shards"] = f.files();
   if (a.tensors) j["tensors"] = tj["tensors"];
   if (a.common.json) return print_json(j);
   std::cout << a.path << "\n  architecture  " << s.model_type << " (head: " << s.head << ")\n  layers        " << s.n_layer
             << "\n  heads         " << s.n_head << " (head dim " << (s.n_head ? s.d_model / s.n_head : 0) << ")\n  width         "
             << s.d_model << " (ffn " << s.d_ff << ")\n  vocabulary    " << s.vocab_size << "\n  context       " << s.max_positions
             << "\n  parameters    " << s.parameters << "\n  weights       " << weights << " (" << tj["count"] << " tensors, "
-            << tj["elements_by_dtype"].dump() << ")\n";
+            << tj["elements_by_dtype"].dump() << (f.sharded() ? ", " + std::to_string(f.files().size()) + " shards" : "") << ")\n";
   if (s.head == "cls") std::cout << "  labels        " << s.num_labels << "\n";
   if (a.tensors)
     for (const auto& t : tj["tensors"]) std::cout << "  " << t["name"].get<std::string>() << "  " << t["dtype"].get<std::string>() << " " << t["shape"].dump() << "\n";
@@ -84,7 +91,7 @@ void run(const InfoArgs& a) {
 void register_info(CLI::App& app) {
   auto args = std::make_shared<InfoArgs>();
   auto* sub = app.add_subcommand("info", "Describe a model directory, a .safetensors file, or the system (--system)");
-  sub->add_option("path", args->path, "Model directory (config.json + model.safetensors) or a .safetensors file");
+  sub->add_option("path", args->path, "Model directory or embedded model name (config.json + model.safetensors or a sharded checkpoint's index and shards) or a .safetensors file");
   sub->add_flag("--system", args->system, "Threads, BLAS actually loaded, LibTorch version");
   sub->add_flag("--tensors", args->tensors, "List every tensor of a model directory");
   add_common_options(*sub, args->common);

@@ -17,6 +17,8 @@ struct AttentionCapture {
   at::Tensor o;               // [B, H, T, head_dim], per-head output before the output projection
   at::Tensor weights;         // [B, H, T, T] when want_weights
   at::Tensor q_full, k_full;  // [B, T, d_model]: all heads side by side (what SLA gates read)
+  double scale = 0.0;         // the softmax scale applied to q·k in this layer
+  bool causal = false;
 };
 
 struct AttentionContext {

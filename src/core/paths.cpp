@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/version.h"
 
 namespace mimic {
 
@@ -17,6 +18,30 @@ std::string asset_path(const std::string& relative) {
   std::string p = cache_dir() + "/assets/" + relative;
   MIMIC_CHECK(std::filesystem::exists(p), "asset not found: ", p, " (run tools/setup.sh to fetch mimic's assets)");
   return p;
+}
+
+const char* const* embedded_model_names() {
+  static const char* const names[] = {"gpt2-mini", "bert-mini", "bert-mini-spam", "bert-mini-sotu-era", nullptr};
+  return names;
+}
+
+bool is_embedded_model_name(const std::string& name) {
+  for (auto n = embedded_model_names(); *n; ++n)
+    if (name == *n) return true;
+  return false;
+}
+
+std::string embedded_model_dir(const std::string& name) {
+  MIMIC_CHECK(is_embedded_model_name(name), "'", name, "' is not an embedded model (gpt2-mini, bert-mini, bert-mini-spam, bert-mini-sotu-era)");
+  std::string tried;
+  auto candidate = [&](const std::string& root) -> bool {
+    tried += (tried.empty() ? "" : ", ") + root + "/" + name;
+    return std::filesystem::exists(root + "/" + name + "/config.json");
+  };
+  if (const char* m = std::getenv("MIMIC_MODELS"); m && *m && candidate(m)) return std::string(m) + "/" + name;
+  if (candidate(MIMIC_INSTALLED_MODELS_DIR)) return std::string(MIMIC_INSTALLED_MODELS_DIR) + "/" + name;
+  if (candidate(MIMIC_SOURCE_MODELS_DIR)) return std::string(MIMIC_SOURCE_MODELS_DIR) + "/" + name;
+  fail("embedded model ", name, " not found (looked in ", tried, "; set MIMIC_MODELS to the folder holding it)");
 }
 
 }  // namespace mimic

@@ -96,7 +96,16 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   };
 
   train::TrainTask task;
-  for (const auto& p : model->module().named_parameters()) task.params.emplace_back(p.key(), p.value());
+  int64_t frozen = 0;
+  for (const auto& p : model->module().named_parameters()) {
+    if (o.freeze_embeddings && models::is_embedding(p.key())) {
+      p.value().set_requires_grad(false);
+      ++frozen;
+      continue;
+    }
+    task.params.emplace_back(p.key(), p.value());
+  }
+  MIMIC_CHECK(!o.freeze_embeddings || frozen > 0, o.model_dir, ": no embedding tensors to freeze");
   task.micro_batch_loss = [&]() {
     std::vector<std::vector<int64_t>> ids;
     std::vector<int64_t> labels;
@@ -127,6 +136,9 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   t.fingerprint = {{"task", "cls"},         {"model", o.model_dir}, {"data", o.data},   {"seq_len", o.seq_len},
                    {"batch_size", o.batch_size}, {"seed", o.seed},     {"steps", t.steps}, {"lr", t.lr},
                    {"warmup", t.warmup},    {"grad_accum", t.grad_accum}};
+  // Only when set, so that checkpoints of runs without it still resume; a frozen run's checkpoint holds
+  // parameters and optimizer moments of the trainable tensors only and never resumes an unfrozen run.
+  if (o.freeze_embeddings) t.fingerprint["freeze_embeddings"] = true;
   ClassifyResult r;
   r.train = train::train(task, t);
   // Metrics of the best model (by validation loss), which also becomes the output directory itself.

@@ -18,6 +18,10 @@ struct ClassifyOptions {
   int64_t seq_len = 128;     // tokens per example, [CLS] and [SEP] included (longer texts are cut)
   int64_t batch_size = 16;
   uint64_t seed = 0;
+  // Keep the embeddings group (models::is_embedding: word, position and token-type embeddings and their
+  // LayerNorm) as loaded: no gradients, not in the optimizer, so the result's embedding tensors are the
+  // base model's bit for bit.
+  bool freeze_embeddings = false;
   train::TrainOptions train;
 };
 

@@ -41,7 +41,7 @@ std::string rename_gamma_beta(const std::string& name) {
 
 }  // namespace
 
-void load_weights(Arch arch, const io::SafeTensorsFile& f, std::vector<std::pair<std::string, at::Tensor>> params,
+void load_weights(Arch arch, const io::TensorStore& f, std::vector<std::pair<std::string, at::Tensor>> params,
                   const std::map<std::string, std::pair<std::string, std::string>>& ties, KeyLayout& layout,
                   Passthrough& passthrough, const LoadRules& rules) {
   auto matches = [](const std::vector<std::string>& prefixes, const std::string& name) {
@@ -79,10 +79,11 @@ void load_weights(Arch arch, const io::SafeTensorsFile& f, std::vector<std::pair
       continue;
     }
     auto it = by_name.find(name);
-    MIMIC_CHECK(it != by_name.end(), where, "unexpected tensor '", key, "' (not part of this ", arch == Arch::Gpt2 ? "GPT-2" : "BERT",
+    const std::string in_file = f.file_of(key) + ": ";
+    MIMIC_CHECK(it != by_name.end(), in_file, "unexpected tensor '", key, "' (not part of this ", arch == Arch::Gpt2 ? "GPT-2" : "BERT",
                 " model; check config.json's architectures and sizes)");
     auto& p = it->second;
-    MIMIC_CHECK(info.shape == p.sizes().vec(), where, "tensor '", key, "' has shape ", c10::IntArrayRef(info.shape),
+    MIMIC_CHECK(info.shape == p.sizes().vec(), in_file, "tensor '", key, "' has shape ", c10::IntArrayRef(info.shape),
                 ", expected ", p.sizes());
     p.copy_(f.load(key, at::kFloat));
     loaded.insert(name);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "io/tensor_store.h"
 #include "models/config.h"
 
 namespace mimic::models {
@@ -30,15 +31,16 @@ using Passthrough = std::vector<std::pair<std::string, at::Tensor>>;
 // buffers or tied copies. Sets *kind to "param", "buffer" or "tied".
 std::string internal_name(Arch arch, const std::string& key, std::string* kind);
 
-// Copies the file's tensors into `params` (network names → tensors, converted to float32). Throws
-// mimic::Error naming the first missing, unexpected or mis-shaped tensor, or a tied copy that differs.
+// Copies the checkpoint's tensors (one file or the shards of a sharded checkpoint) into `params` (network
+// names → tensors, converted to float32). Throws mimic::Error naming the first missing, unexpected or
+// mis-shaped tensor, or a tied copy that differs.
 // `may_be_missing`: network-name prefixes whose parameters keep their fresh initialisation when the file
 // lacks them (a new task head); `ignored`: network-name prefixes of file tensors to drop (a head not used).
 struct LoadRules {
   std::vector<std::string> may_be_missing;
   std::vector<std::string> ignored;
 };
-void load_weights(Arch arch, const io::SafeTensorsFile& f, std::vector<std::pair<std::string, at::Tensor>> params,
+void load_weights(Arch arch, const io::TensorStore& f, std::vector<std::pair<std::string, at::Tensor>> params,
                   const std::map<std::string, std::pair<std::string, std::string>>& ties, KeyLayout& layout, Passthrough& passthrough,
                   const LoadRules& rules = {});
 

@@ -1,4 +1,5 @@
-// load_model: config.json + model.safetensors → a GPT-2 or BERT network, checked tensor by tensor.
+// load_model: config.json + model.safetensors (or a sharded checkpoint) → a GPT-2 or BERT network, checked
+// tensor by tensor.
 #include "models/model.h"
 
 #include <torch/torch.h>
@@ -21,7 +22,7 @@ const char* kTokenizerFiles[] = {"vocab.json", "merges.txt", "vocab.txt", "token
                                  "tokenizer.json"};
 
 // BERT's head when config.json does not name it: decided by which tensors the file has.
-Head bert_head(const ModelConfig& c, const io::SafeTensorsFile& f) {
+Head bert_head(const ModelConfig& c, const io::TensorStore& f) {
   bool mlm = false, nsp = false, cls = false;
   for (const auto& n : f.names()) {
     mlm |= n.rfind("cls.predictions.", 0) == 0;
@@ -34,7 +35,7 @@ Head bert_head(const ModelConfig& c, const io::SafeTensorsFile& f) {
   return h;
 }
 
-bool has_pooler(const io::SafeTensorsFile& f) {
+bool has_pooler(const io::TensorStore& f) {
   for (const auto& n : f.names())
     if (n.find("pooler.dense.") != std::string::npos) return true;
   return false;
@@ -64,10 +65,9 @@ class HfModel : public Model {
     MIMIC_CHECK(fs::is_directory(d), "model directory not found: ", dir);
     MIMIC_CHECK(fs::exists(d / "config.json"), dir, ": no config.json (a model directory holds config.json + model.safetensors)");
     config_ = load_config((d / "config.json").string());
-    std::string weights = (d / "model.safetensors").string();
-    MIMIC_CHECK(fs::exists(weights), dir, ": no model.safetensors",
+    MIMIC_CHECK(io::TensorStore::has_weights(dir), dir, ": no model.safetensors (nor model.safetensors.index.json)",
                 fs::exists(d / "pytorch_model.bin") ? " (pytorch_model.bin is a pickle, which mimic does not read: convert it to safetensors)" : "");
-    auto f = io::SafeTensorsFile::open(weights);
+    auto f = io::TensorStore::open_dir(dir);
     LoadRules rules;
     if (opt.head == "cls") {
       MIMIC_CHECK(config_.arch == Arch::Bert, dir, ": sequence classification needs a BERT model");
@@ -132,12 +132,30 @@ class HfModel : public Model {
 
   torch::nn::Module& module() override { return *net_; }
 
-  void save(const std::string& dir) const override {
+  using Model::save;
+  void save(const std::string& dir, const SaveOptions& options) const override {
     fs::create_directories(dir);
     io::SaveOptions opt;
     opt.metadata = layout_.metadata;
-    io::save_safetensors((fs::path(dir) / "model.safetensors").string(), state_dict(), opt);
-    io::write_text_atomically((fs::path(dir) / "config.json").string(), config_.raw.dump(2) + "\n");
+    auto config = config_.raw;
+    if (options.dtype) {
+      const auto t = *options.dtype;
+      MIMIC_CHECK(t == io::DType::F32 || t == io::DType::F16 || t == io::DType::BF16, "weights can be saved as F32, F16 or BF16, not ",
+                  io::dtype_name(t));
+      opt.convert_floats = true;
+      opt.store_as = t;
+      config["torch_dtype"] = t == io::DType::F32 ? "float32" : t == io::DType::F16 ? "float16" : "bfloat16";
+    }
+    std::vector<std::string> written;
+    if (options.shards.empty()) {
+      io::save_safetensors((fs::path(dir) / io::kWeightsFile).string(), state_dict(), opt);
+      written = {io::kWeightsFile};
+    } else {
+      written = io::save_sharded(dir, state_dict(), options.shards, opt);
+      written.push_back(io::kIndexFile);
+    }
+    io::remove_stale_weights(dir, written);
+    io::write_text_atomically((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
     if (dir_.empty() || !fs::is_directory(dir_) || fs::equivalent(fs::path(dir), fs::path(dir_))) return;
     for (const char* name : kTokenizerFiles) {
       fs::path src = fs::path(dir_) / name;
@@ -182,13 +200,22 @@ class HfModel : public Model {
 
 }  // namespace
 
+bool is_embedding(const std::string& name) {
+  if (name.find("embeddings.") != std::string::npos) return true;
+  const std::string n = name.rfind("transformer.", 0) == 0 ? name.substr(12) : name;
+  return n.rfind("wte.", 0) == 0 || n.rfind("wpe.", 0) == 0;
+}
+
+io::ShardGroup embeddings_group() { return {"embeddings", is_embedding}; }
+
 std::unique_ptr<Model> create_model(const std::string& config_json, const std::string& tokenizer_dir, bool fp16_storage) {
   return std::make_unique<HfModel>(config_json, tokenizer_dir, fp16_storage);
 }
 
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options) {
   std::string dir = path;
-  if (fs::is_regular_file(path) && fs::path(path).extension() == ".safetensors") dir = fs::path(path).parent_path().string();
+  if (fs::is_regular_file(path) && (fs::path(path).extension() == ".safetensors" || fs::path(path).filename() == io::kIndexFile))
+    dir = fs::path(path).parent_path().string();
   return std::make_unique<HfModel>(dir.empty() ? "." : dir, options);
 }
 

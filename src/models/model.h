@@ -4,9 +4,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "io/tensor_store.h"
 
 namespace torch::nn { class Module; }
 namespace mimic::attention {
@@ -40,6 +43,22 @@ struct ModelSummary {
   int64_t parameters = 0;   // unique parameters (tied weights counted once)
 };
 
+// How Model::save writes the weights.
+struct SaveOptions {
+  // Store every floating tensor as this type (F32, F16 or BF16; config.json's torch_dtype follows);
+  // unset: each tensor in the type it was loaded with.
+  std::optional<io::DType> dtype;
+  // Non-empty: a sharded checkpoint (model-0000i-of-0000n.safetensors + model.safetensors.index.json),
+  // one shard per group (by file key) and a last one with the rest; empty: one model.safetensors.
+  std::vector<io::ShardGroup> shards;
+};
+
+// True for the embedding tensors (by network name or file key): BERT's "embeddings." group (word,
+// position and token-type embeddings, their LayerNorm, the position_ids buffer), GPT-2's wte and wpe.
+bool is_embedding(const std::string& name);
+// The shard group of those tensors ("embeddings").
+io::ShardGroup embeddings_group();
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -49,8 +68,10 @@ class Model {
   // `transformer.` prefix, LayerNorm gamma/beta or weight/bias), ready for save_safetensors.
   virtual std::vector<std::pair<std::string, at::Tensor>> state_dict() const = 0;
   virtual torch::nn::Module& module() = 0;
-  // Writes config.json + model.safetensors (+ the tokenizer files of the source directory) to `dir`.
-  virtual void save(const std::string& dir) const = 0;
+  // Writes config.json + the weights (+ the tokenizer files of the source directory) to `dir`, replacing
+  // weights of the other layout (model.safetensors vs. shards and index) left there by an earlier save.
+  virtual void save(const std::string& dir, const SaveOptions& options) const = 0;
+  void save(const std::string& dir) const { save(dir, SaveOptions{}); }
 
   // Attention per layer: replace the kernel (softmax by default) or attach a capture that receives the
   // per-head q, k, v, outputs (and weights on request) of every forward pass; nullptr detaches it.
@@ -60,8 +81,9 @@ class Model {
 };
 
 // Loads config.json + model.safetensors from a HF-layout directory (or a model.safetensors path with
-// config.json beside it). Every expected tensor is checked: a missing, unexpected or mis-shaped tensor
-// is a mimic::Error naming it.
+// config.json beside it); without model.safetensors, a sharded checkpoint (model.safetensors.index.json
+// and the shards it names; see io::TensorStore). Every expected tensor is checked: a missing, unexpected
+// or mis-shaped tensor is a mimic::Error naming it.
 struct LoadOptions {
   // "" : the head the checkpoint has. "cls": BERT sequence classification with `labels` — pooler and
   // classifier come from the checkpoint when it has them (with that many labels), are freshly initialised

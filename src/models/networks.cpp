@@ -92,6 +92,8 @@ at::Tensor NetworkImpl::attend(int64_t layer, const at::Tensor& q, const at::Ten
     cap->o = o.detach();
     cap->q_full = q.detach();
     cap->k_full = k.detach();
+    cap->scale = scale;
+    cap->causal = causal;
   }
   return o.transpose(1, 2).reshape({b, t, h * dh});
 }

@@ -1,0 +1,83 @@
+// `mimic bench attention`: what linear attention buys over softmax attention on this machine.
+//
+// One head (head_dim 64, batch 1, fp32). For each sequence length T: the time and peak memory of the
+// forward pass and of forward + backward, for causal softmax attention (SoftmaxAttention) and for causal
+// chunked linear attention with a feature map (hedgehog by default: features from the map on q·√scale and
+// k·√scale, then linear_chunked). Then recurrent decoding: the time of one new token at a context of N
+// tokens, for softmax (one query against a KV cache of N keys) and for linear attention (linear_step on a
+// state that has consumed N tokens). Finally the targets: linear fwd+bwd ≥ 10× faster than softmax at 16K,
+// crossover ≤ 1K, recurrent per-token time at 32K ≤ 1.2× the one at 1K.
+//
+// Peak memory is counted in LibTorch's CPU allocator (see attention_bench.cpp): the largest number of
+// tensor bytes alive at once during the call, beyond what was alive when it started.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace mimic::bench {
+
+struct AttentionBenchOptions {
+  int64_t max_len = 16384;  // longest T of the forward/backward table (the lengths are 512 ... 32768)
+  int repeats = 3;          // timed runs per measurement (the median is reported), after one warm-up
+  int64_t chunk = 64;       // chunk size of linear_chunked
+  int64_t head_dim = 64;
+  std::string feature_map = "hedgehog";
+  std::vector<int64_t> decode_contexts = {1024, 2048, 4096, 8192, 16384, 32768};
+  int64_t decode_tokens = 64;  // tokens per timed decoding run
+  bool progress = true;        // a progress bar on stderr (only when it is a terminal)
+};
+
+// One attention form at one length. Times in milliseconds, memory in MB (10^6 bytes).
+struct FormResult {
+  bool measured = false;
+  std::string skipped;  // why it was not measured (when !measured)
+  double fwd_ms = 0, fwdbwd_ms = 0;
+  double fwd_peak_mb = 0, fwdbwd_peak_mb = 0;
+};
+
+struct LengthResult {
+  int64_t length = 0;
+  FormResult softmax, linear;
+};
+
+// Per-token decoding time in microseconds at a context of `context` tokens: the median of all single-token
+// times (tokens x runs), and the median over the runs of a run's mean time per token.
+struct DecodeResult {
+  int64_t context = 0;
+  double softmax_us = 0, linear_us = 0;
+  double softmax_mean_us = 0, linear_mean_us = 0;
+};
+
+struct TargetResult {
+  std::string name;    // e.g. "linear fwd+bwd >= 10x faster than softmax at 16K"
+  std::string status;  // "PASS", "MISS" or "n/a" (not measured, e.g. --max-len below 16K)
+  std::string detail;  // the measured numbers
+  double value = 0;    // the measured quantity (ratio, or crossover length); 0 when n/a
+  double limit = 0;    // the bound it is checked against
+};
+
+struct AttentionBenchResult {
+  AttentionBenchOptions options;
+  int threads = 0;
+  int64_t feature_dim = 0;
+  std::string memory_method;
+  std::string timing_method;
+  std::vector<LengthResult> lengths;
+  std::vector<DecodeResult> decode;
+  std::vector<TargetResult> targets;
+};
+
+// The lengths measured for a given max_len: 512, 1024, ..., 32768, those <= max_len.
+std::vector<int64_t> bench_lengths(int64_t max_len);
+
+// Runs the whole benchmark with the current LibTorch thread settings and generator. Throws mimic::Error for
+// invalid options (max_len < 512, repeats < 1, chunk < 1, ...).
+AttentionBenchResult run_attention_bench(const AttentionBenchOptions& options);
+
+// The result as one JSON object (every number), and as the plain-text report (header, tables, targets).
+nlohmann::json to_json(const AttentionBenchResult& result);
+std::string format_report(const AttentionBenchResult& result);
+
+}  // namespace mimic::bench

@@ -1,0 +1,88 @@
+// The `record` stage: run a softmax teacher over samples of text and store, per layer, exactly what its
+// attention kernel consumed and produced (q, k, v, per-head outputs, optionally the softmax weights) in an
+// HDF5 file — the training data of the distillation stage. Layout: docs/formats.md ("Attention records").
+//
+// The file is appendable and resumable: every batch is written, then the root attribute `samples_done`
+// is updated and the file flushed, so a run killed at any moment between two flushes and started again
+// with the same settings continues after the last complete batch (no sample missing or duplicated). A
+// larger --samples appends to a finished file. A file recorded with other settings, from another model or
+// from other data is refused, naming the attribute that differs.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mimic::record {
+
+struct RecordOptions {
+  std::string model_dir;            // HF-layout directory of the softmax teacher
+  std::string data;                 // corpus name (all | sotu | moby-dick) or a UTF-8 text file
+  std::string split = "train";      // split of a corpus (ignored for a file)
+  std::string out;                  // FILE.h5
+  int64_t samples = 128;            // samples to hold in the file (0: every block of the data)
+  int64_t seq_len = 0;              // tokens per sample (0: min(256, the model's context))
+  std::string layers = "all";       // "all" or a list such as "0,2,4-5"
+  int64_t weights_samples = 0;      // store the softmax weights of the first K samples
+  std::string dtype = "f16";        // storage of q, k, v, o, weights: "f16" | "f32"
+  int64_t batch_size = 8;           // samples per forward pass (does not change the content)
+  int compression = 4;              // gzip level 1..9 (0: no compression)
+  bool fresh = false;               // overwrite an existing file instead of resuming it
+  bool measure_forward = true;      // time a plain forward of the first batch for the comparison
+};
+
+struct RecordResult {
+  std::string out;
+  int64_t samples = 0;         // samples in the file now
+  int64_t recorded = 0;        // samples written by this run
+  int64_t resumed_from = 0;    // samples already in the file when this run started
+  int64_t rolled_back = 0;     // samples of an interrupted run found incomplete and recorded again
+  int64_t tokens = 0;          // tokens written by this run (recorded × seq_len, padding included)
+  int64_t seq_len = 0;
+  std::vector<int64_t> layers;
+  double seconds = 0;          // recording loop, wall clock
+  double tokens_per_second = 0;
+  double forward_seconds = 0;  // of which: the model's forward passes (with capture)
+  double write_seconds = 0;    // of which: conversion, compression, writing, flushing
+  // A plain forward (no capture, the full model with its head, as `mimic eval` runs it) on the first
+  // batch, timed after it was recorded; 0 when nothing was recorded or measure_forward is off.
+  double forward_tokens_per_second = 0;
+  int64_t file_bytes = 0;
+};
+
+// Records (or resumes / extends) `options.out`. Throws mimic::Error on bad options, a mismatched or
+// damaged file.
+RecordResult record(const RecordOptions& options);
+
+// "all" → 0..n_layer-1; otherwise a comma-separated list of layers and ranges a-b, sorted, deduplicated;
+// an out-of-range or malformed entry is a mimic::Error.
+std::vector<int64_t> parse_layers(const std::string& spec, int64_t n_layer);
+
+// Reading a record file back (what the distillation stage uses).
+class RecordReader {
+ public:
+  explicit RecordReader(const std::string& path);  // throws mimic::Error for a missing / foreign / damaged file
+  ~RecordReader();
+  RecordReader(RecordReader&&) noexcept;
+  int64_t samples() const;               // complete samples (root attribute samples_done)
+  int64_t seq_len() const;
+  int64_t n_head() const;
+  int64_t head_dim() const;
+  bool causal() const;
+  const std::vector<int64_t>& layers() const;
+  double scale(int64_t layer) const;     // the softmax scale of a recorded layer
+  int64_t weights_samples() const;       // samples with stored weights
+  // input_ids (int64) and attention_mask (bool) rows [begin, begin+count).
+  at::Tensor input_ids(int64_t begin, int64_t count) const;
+  at::Tensor attention_mask(int64_t begin, int64_t count) const;
+  // name: "q" | "k" | "v" | "o" | "weights"; float32 [count, H, T, head_dim or T].
+  at::Tensor read(int64_t layer, const std::string& name, int64_t begin, int64_t count) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mimic::record

@@ -1,0 +1,82 @@
+// The embedded models (examples/models/, made by recipes/pretrain-mini.sh): they load with the documented
+// shapes, and `mimic eval` reproduces the test metrics they shipped with (metrics.json) and the README.
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using mimic::test::mimic_cli;
+
+namespace {
+
+std::string model_dir(const std::string& name) { return std::string(MIMIC_SOURCE_DIR) + "/examples/models/" + name; }
+
+nlohmann::json shipped_metrics(const std::string& name) {
+  return nlohmann::json::parse(mimic::test::read_bytes(model_dir(name) + "/metrics.json"));
+}
+
+nlohmann::json run_json(const std::string& args) {
+  auto r = mimic_cli(args + " --json");
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+  return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+std::string fixed(double x, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+const std::string& readme() {
+  static const std::string text = mimic::test::read_bytes(std::string(MIMIC_SOURCE_DIR) + "/README.md");
+  return text;
+}
+
+}  // namespace
+
+TEST(EmbeddedModels, LoadWithTheirDocumentedShapes) {
+  struct Expect {
+    std::string name, arch;
+    int64_t layers, width, heads;
+  };
+  for (const auto& e : std::vector<Expect>{{"gpt2-mini", "gpt2", 6, 192, 8},
+                                           {"bert-mini", "bert", 4, 256, 8},
+                                           {"bert-mini-spam", "bert", 4, 256, 8},
+                                           {"bert-mini-sotu-era", "bert", 4, 256, 8}}) {
+    SCOPED_TRACE(e.name);
+    auto info = run_json("info " + model_dir(e.name));
+    EXPECT_EQ(info.value("model_type", ""), e.arch) << info.dump();
+    EXPECT_EQ(info.value("n_layer", 0), e.layers) << info.dump();
+    EXPECT_EQ(info.value("d_model", 0), e.width) << info.dump();
+    EXPECT_EQ(info.value("n_head", 0), e.heads) << info.dump();
+    EXPECT_EQ(info.value("max_positions", 0), 512) << info.dump();
+  }
+}
+
+TEST(EmbeddedModels, Gpt2MiniReproducesItsTestPerplexity) {
+  auto shipped = shipped_metrics("gpt2-mini");
+  auto now = run_json("eval --model " + model_dir("gpt2-mini") + " --data all --split test");
+  EXPECT_EQ(now["tokens"], shipped["tokens"]);
+  EXPECT_NEAR(now["perplexity"].get<double>(), shipped["perplexity"].get<double>(), 1e-4 * shipped["perplexity"].get<double>());
+  EXPECT_NE(readme().find(fixed(shipped["perplexity"].get<double>(), 1)), std::string::npos)
+      << "README does not state the test perplexity " << fixed(shipped["perplexity"].get<double>(), 1);
+  EXPECT_LT(shipped["perplexity"].get<double>(), 400.0);  // a trained model, far from the vocabulary size
+}
+
+TEST(EmbeddedModels, ClassifiersReproduceTheirTestMetrics) {
+  for (const std::string task : {"spam", "sotu-era"}) {
+    SCOPED_TRACE(task);
+    const std::string name = "bert-mini-" + task;
+    auto shipped = shipped_metrics(name);
+    auto now = run_json("eval --task cls --model " + model_dir(name) + " --data " + task + " --split test --seq-len 256");
+    ASSERT_EQ(now["n"], shipped["n"]);
+    const double n = shipped["n"].get<double>();
+    for (const char* key : {"accuracy", "f1", "mcc"}) {
+      EXPECT_NEAR(now[key].get<double>(), shipped[key].get<double>(), 1.0 / n) << key;
+      EXPECT_NE(readme().find(fixed(shipped[key].get<double>(), 3)), std::string::npos)
+          << "README does not state " << key << " = " << fixed(shipped[key].get<double>(), 3);
+    }
+    EXPECT_GT(shipped["accuracy"].get<double>(), 0.5);
+  }
+}

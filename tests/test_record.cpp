@@ -1,0 +1,386 @@
+// The `record` stage: the HDF5 file holds exactly what the softmax kernels consumed and produced (checked
+// by recomputing softmax(q kᵀ·scale + mask) v from the stored tensors, read back with the HDF5 C++ API),
+// resumes after a SIGKILL to the same content as an uninterrupted run, refuses other settings, and is
+// readable by h5py.
+#include <H5Cpp.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "attention/attention.h"
+#include "models/model.h"
+#include "record/record.h"
+#include "test_util.h"
+#include "text/tokenizer.h"
+
+using mimic::test::TempDir;
+
+namespace {
+
+std::string gpt2_dir() { return mimic::test::model_with_tokenizer("gpt2-prefixed"); }
+std::string bert_dir() { return mimic::test::model_with_tokenizer("bert-mlm"); }
+
+const char* kText =
+    "Call me Ishmael. Some years ago, never mind how long precisely, having little or no money in my purse, "
+    "and nothing particular to interest me on shore, I thought I would sail about a little and see the watery "
+    "part of the world. It is a way I have of driving off the spleen and regulating the circulation.";
+
+// ---- reading with the HDF5 C++ API directly (independent of mimic's reader)
+at::Tensor read_dataset(const H5::H5File& f, const std::string& path, at::ScalarType st = at::kFloat) {
+  auto ds = f.openDataSet(path);
+  auto space = ds.getSpace();
+  std::vector<hsize_t> dims(static_cast<size_t>(space.getSimpleExtentNdims()));
+  space.getSimpleExtentDims(dims.data());
+  auto out = torch::empty(std::vector<int64_t>(dims.begin(), dims.end()), st);
+  if (out.numel() == 0) return out;
+  // HDF5 converts the stored float16 (or float32) to native float itself.
+  const H5::DataType& mem = st == at::kFloat ? static_cast<const H5::DataType&>(H5::PredType::NATIVE_FLOAT)
+                                             : static_cast<const H5::DataType&>(H5::PredType::NATIVE_INT64);
+  ds.read(out.data_ptr(), mem);
+  return out;
+}
+
+int64_t int_attr(const H5::H5Object& o, const std::string& name) {
+  int64_t v = 0;
+  o.openAttribute(name).read(H5::PredType::NATIVE_INT64, &v);
+  return v;
+}
+double double_attr(const H5::H5Object& o, const std::string& name) {
+  double v = 0;
+  o.openAttribute(name).read(H5::PredType::NATIVE_DOUBLE, &v);
+  return v;
+}
+std::string string_attr(const H5::H5Object& o, const std::string& name) {
+  auto a = o.openAttribute(name);
+  std::string s;
+  a.read(a.getStrType(), s);
+  return s;
+}
+size_t storage_size(const H5::H5File& f, const std::string& path) { return f.openDataSet(path).getDataType().getSize(); }
+
+// softmax(q kᵀ·scale + causal + key padding) v, and the weights, from stored float tensors.
+std::pair<at::Tensor, at::Tensor> softmax_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                    const at::Tensor& mask, double scale, bool causal) {
+  auto scores = torch::matmul(q.to(at::kDouble), k.to(at::kDouble).transpose(-1, -2)) * scale;
+  const int64_t t = q.size(2);
+  auto allowed = mask.to(at::kBool).view({q.size(0), 1, 1, t}).expand({q.size(0), q.size(1), t, t});
+  if (causal) allowed = allowed & torch::ones({t, t}, torch::kBool).tril();
+  scores = scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity());
+  auto w = torch::softmax(scores, -1);
+  return {torch::matmul(w, v.to(at::kDouble)).to(at::kFloat), w.to(at::kFloat)};
+}
+
+mimic::record::RecordOptions options(const std::string& model, const std::string& data, const std::string& out) {
+  mimic::record::RecordOptions o;
+  o.model_dir = model;
+  o.data = data;
+  o.out = out;
+  o.seq_len = 16;
+  o.samples = 0;
+  o.batch_size = 3;
+  o.measure_forward = false;
+  return o;
+}
+
+// Checks a record file against the model: ids are the data's blocks, stored q/k/v are what the kernels
+// consumed (f16 rounding), o and the weights are softmax attention of the stored q, k, v.
+void check_round_trip(const std::string& path, const std::string& model_dir, const std::vector<int64_t>& stream, bool bert) {
+  H5::H5File f(path, H5F_ACC_RDONLY);
+  const int64_t n = int_attr(f, "samples_done"), t = int_attr(f, "seq_len"), h = int_attr(f, "n_head"),
+                dh = int_attr(f, "head_dim"), k_samples = int_attr(f, "weights_samples");
+  const bool causal = int_attr(f, "causal") != 0;
+  EXPECT_EQ(string_attr(f, "format"), "mimic-record-1");
+  EXPECT_EQ(string_attr(f, "model_type"), bert ? "bert" : "gpt2");
+  EXPECT_EQ(causal, !bert);
+  EXPECT_DOUBLE_EQ(double_attr(f, "scale"), 1.0 / std::sqrt(static_cast<double>(dh)));
+  EXPECT_EQ(int_attr(f, "n_layer"), 2);
+  auto ids = read_dataset(f, "input_ids", at::kLong);
+  auto mask = read_dataset(f, "attention_mask", at::kLong);
+  EXPECT_EQ(storage_size(f, "input_ids"), 4u);
+  EXPECT_EQ(storage_size(f, "attention_mask"), 1u);
+  ASSERT_EQ(ids.sizes(), (std::vector<int64_t>{n, t}));
+  // samples = consecutive blocks of the stream; the last one padded and masked
+  const int64_t block = bert ? t - 2 : t;
+  ASSERT_EQ(n, (static_cast<int64_t>(stream.size()) + block - 1) / block);
+  int64_t real = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t len = std::min<int64_t>(block, static_cast<int64_t>(stream.size()) - i * block), p = 0;
+    if (bert) EXPECT_EQ(ids[i][p++].item<int64_t>(), 101);
+    for (int64_t j = 0; j < len; ++j) EXPECT_EQ(ids[i][p++].item<int64_t>(), stream[static_cast<size_t>(i * block + j)]);
+    if (bert) EXPECT_EQ(ids[i][p++].item<int64_t>(), 102);
+    EXPECT_EQ(mask[i].sum().item<int64_t>(), p) << "sample " << i;
+    EXPECT_EQ(mask[i].narrow(0, 0, p).min().item<int64_t>(), 1);
+    real += p;
+  }
+  EXPECT_LT(real, n * t) << "the test data should end with a padded sample";
+
+  // what the kernels consumed, recomputed with the library
+  auto model = mimic::models::load_model(model_dir);
+  model->module().eval();
+  torch::NoGradGuard ng;
+  std::vector<mimic::attention::AttentionCapture> caps(2);
+  for (int l = 0; l < 2; ++l) model->set_attention_capture(l, &caps[l]);
+  model->forward({ids, mask, {}, {}});
+  for (int l = 0; l < 2; ++l) {
+    const std::string g = "layer_0" + std::to_string(l) + "/";
+    SCOPED_TRACE(g);
+    for (const char* name : {"q", "k", "v", "o", "weights"}) EXPECT_EQ(storage_size(f, g + name), 2u) << name;  // f16
+    auto q = read_dataset(f, g + "q"), k = read_dataset(f, g + "k"), v = read_dataset(f, g + "v"), o = read_dataset(f, g + "o");
+    auto w = read_dataset(f, g + "weights");
+    ASSERT_EQ(q.sizes(), (std::vector<int64_t>{n, h, t, dh}));
+    ASSERT_EQ(o.sizes(), (std::vector<int64_t>{n, h, t, dh}));
+    ASSERT_EQ(w.sizes(), (std::vector<int64_t>{std::min(n, k_samples), h, t, t}));
+    const double scale = double_attr(f.openGroup(g), "scale");
+    EXPECT_DOUBLE_EQ(scale, caps[l].scale);
+    // the stored tensors are the kernel's inputs and output to float16 precision
+    EXPECT_TRUE(torch::allclose(q, caps[l].q, 2e-3, 1e-4));
+    EXPECT_TRUE(torch::allclose(k, caps[l].k, 2e-3, 1e-4));
+    EXPECT_TRUE(torch::allclose(v, caps[l].v, 2e-3, 1e-4));
+    EXPECT_TRUE(torch::allclose(o, caps[l].o, 2e-3, 1e-4));
+    // softmax attention of the stored q, k, v reproduces the stored o and weights, at real query positions
+    auto [o_ref, w_ref] = softmax_attention(q, k, v, mask, scale, causal);
+    auto real_q = mask.to(at::kBool).view({n, 1, t, 1});
+    auto od = (o_ref - o).abs().masked_fill(real_q.logical_not(), 0);
+    EXPECT_LT(od.max().item<double>(), 5e-3 * std::max(1.0, o.abs().max().item<double>()));
+    auto wk = w_ref.narrow(0, 0, w.size(0));
+    auto wd = (wk - w).abs().masked_fill(real_q.narrow(0, 0, w.size(0)).logical_not(), 0);
+    EXPECT_LT(wd.max().item<double>(), 2e-3);
+    // masked keys get no weight
+    auto keys = mask.narrow(0, 0, w.size(0)).to(at::kBool).view({w.size(0), 1, 1, t}).expand_as(w);
+    auto masked = w.masked_select(keys.logical_not());
+    if (masked.numel() > 0) EXPECT_EQ(masked.abs().max().item<float>(), 0.0f);
+  }
+}
+
+bool equal_files(const std::string& a, const std::string& b, std::string* why) {
+  H5::H5File fa(a, H5F_ACC_RDONLY), fb(b, H5F_ACC_RDONLY);
+  std::vector<std::string> names = {"input_ids", "attention_mask"};
+  for (int l = 0; l < 2; ++l)
+    for (const char* n : {"q", "k", "v", "o", "weights"}) names.push_back("layer_0" + std::to_string(l) + "/" + n);
+  for (const auto& n : names) {
+    auto x = read_dataset(fa, n), y = read_dataset(fb, n);
+    if (!torch::equal(x, y)) {
+      *why = n + " differs";
+      return false;
+    }
+  }
+  if (int_attr(fa, "samples_done") != int_attr(fb, "samples_done")) {
+    *why = "samples_done differs";
+    return false;
+  }
+  return true;
+}
+
+int64_t samples_done(const std::string& path) {
+  H5::H5File f(path, H5F_ACC_RDONLY);
+  return int_attr(f, "samples_done");
+}
+
+}  // namespace
+
+TEST(Record, Gpt2RoundTripReproducesSoftmax) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("t.txt"), kText);
+  auto o = options(gpt2_dir(), dir.file("t.txt"), dir.file("g.h5"));
+  o.weights_samples = 2;
+  auto r = mimic::record::record(o);
+  auto stream = mimic::text::load_tokenizer(gpt2_dir())->encode(kText, false);
+  EXPECT_EQ(r.samples, (static_cast<int64_t>(stream.size()) + 15) / 16);
+  EXPECT_EQ(r.recorded, r.samples);
+  EXPECT_EQ(r.resumed_from, 0);
+  EXPECT_EQ(r.tokens, r.samples * 16);
+  EXPECT_GT(r.file_bytes, 0);
+  check_round_trip(o.out, gpt2_dir(), stream, /*bert=*/false);
+  {
+    // mimic's reader sees the same
+    mimic::record::RecordReader rd(o.out);
+    EXPECT_EQ(rd.samples(), r.samples);
+    EXPECT_EQ(rd.layers(), (std::vector<int64_t>{0, 1}));
+    EXPECT_TRUE(rd.causal());
+    EXPECT_EQ(rd.weights_samples(), 2);
+    H5::H5File f(o.out, H5F_ACC_RDONLY);
+    EXPECT_TRUE(torch::equal(rd.read(1, "o", 1, 2), read_dataset(f, "layer_01/o").narrow(0, 1, 2)));
+    EXPECT_TRUE(torch::equal(rd.input_ids(0, 2), read_dataset(f, "input_ids", at::kLong).narrow(0, 0, 2)));
+    // the file is in use while open
+    EXPECT_MIMIC_ERROR(mimic::record::record(o), "is in use");
+  }
+  // a rerun of the same command finds nothing left to do
+  auto again = mimic::record::record(o);
+  EXPECT_EQ(again.recorded, 0);
+  EXPECT_EQ(again.resumed_from, r.samples);
+}
+
+TEST(Record, BertRoundTripWithPaddedSample) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("t.txt"), kText);
+  auto o = options(bert_dir(), dir.file("t.txt"), dir.file("b.h5"));
+  o.weights_samples = 100;  // more than there are: all of them
+  auto r = mimic::record::record(o);
+  auto stream = mimic::text::load_tokenizer(bert_dir())->encode(kText, false);
+  check_round_trip(o.out, bert_dir(), stream, /*bert=*/true);
+  H5::H5File f(o.out, H5F_ACC_RDONLY);
+  EXPECT_EQ(read_dataset(f, "layer_00/weights").size(0), r.samples);
+}
+
+TEST(Record, Float32StorageLayersAndExtension) {
+  TempDir dir;
+  auto o = options(gpt2_dir(), "moby-dick", dir.file("a.h5"));
+  o.split = "test";
+  o.samples = 5;
+  o.dtype = "f32";
+  o.layers = "1";
+  mimic::record::record(o);
+  {
+    H5::H5File f(o.out, H5F_ACC_RDONLY);
+    EXPECT_FALSE(f.nameExists("layer_00"));
+    EXPECT_EQ(storage_size(f, "layer_01/q"), 4u);
+    EXPECT_FALSE(f.nameExists("layer_01/weights"));
+    EXPECT_EQ(string_attr(f, "split"), "test");
+    EXPECT_EQ(string_attr(f, "data"), "moby-dick");
+  }
+  // a larger --samples appends: the result equals a file recorded at once
+  o.samples = 11;
+  auto r = mimic::record::record(o);
+  EXPECT_EQ(r.resumed_from, 5);
+  EXPECT_EQ(r.recorded, 6);
+  auto once = o;
+  once.out = dir.file("b.h5");
+  once.batch_size = 4;  // batches do not change the content
+  mimic::record::record(once);
+  H5::H5File a(o.out, H5F_ACC_RDONLY), b(once.out, H5F_ACC_RDONLY);
+  for (const char* n : {"input_ids", "layer_01/q", "layer_01/k", "layer_01/v", "layer_01/o"})
+    EXPECT_TRUE(torch::allclose(read_dataset(a, n), read_dataset(b, n), 1e-5, 1e-6)) << n;
+  // fewer samples than the file holds is refused
+  a.close();
+  b.close();
+  o.samples = 3;
+  EXPECT_MIMIC_ERROR(mimic::record::record(o), "already holds 11 samples");
+}
+
+TEST(Record, MismatchedSettingsAndDamagedFilesAreRefused) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("t.txt"), kText);
+  auto o = options(gpt2_dir(), dir.file("t.txt"), dir.file("r.h5"));
+  o.samples = 2;
+  mimic::record::record(o);
+  auto with = [&](auto change) {
+    auto x = o;
+    x.samples = 4;
+    change(x);
+    return x;
+  };
+  EXPECT_MIMIC_ERROR(mimic::record::record(with([](auto& x) { x.seq_len = 8; })), "seq_len is 16 in the file, 8 for this run");
+  EXPECT_MIMIC_ERROR(mimic::record::record(with([](auto& x) { x.layers = "0"; })), "layers is [0,1] in the file, [0] for this run");
+  EXPECT_MIMIC_ERROR(mimic::record::record(with([](auto& x) { x.dtype = "f32"; })), "dtype");
+  EXPECT_MIMIC_ERROR(mimic::record::record(with([](auto& x) { x.weights_samples = 1; })), "weights_samples");
+  EXPECT_MIMIC_ERROR(mimic::record::record(with([&](auto& x) { x.model_dir = bert_dir(); })), "model_type");
+  EXPECT_MIMIC_ERROR(mimic::record::record(with([&](auto& x) { x.data = "moby-dick"; })), "data is");
+  // the same architecture with other weights
+  {
+    auto m = mimic::models::load_model(gpt2_dir());
+    torch::NoGradGuard ng;
+    m->module().parameters()[0].add_(1.0f);
+    m->save(dir.file("other"));
+  }
+  EXPECT_MIMIC_ERROR(mimic::record::record(with([&](auto& x) { x.model_dir = dir.file("other"); })), "model_digest");
+  // the same settings still resume, --fresh starts over
+  EXPECT_EQ(mimic::record::record(with([](auto&) {})).resumed_from, 2);
+  auto fresh = with([&](auto& x) {
+    x.fresh = true;
+    x.seq_len = 8;
+  });
+  EXPECT_EQ(mimic::record::record(fresh).resumed_from, 0);
+  // not HDF5, not a record, damaged
+  mimic::test::write_bytes(dir.file("junk.h5"), "not hdf5 at all");
+  EXPECT_MIMIC_ERROR(mimic::record::record(with([&](auto& x) { x.out = dir.file("junk.h5"); })), "is not an HDF5 file");
+  { H5::H5File(dir.file("other.h5"), H5F_ACC_TRUNC).createGroup("x"); }
+  EXPECT_MIMIC_ERROR(mimic::record::record(with([&](auto& x) { x.out = dir.file("other.h5"); })), "not a mimic record file");
+  auto bytes = mimic::test::read_bytes(o.out);
+  mimic::test::write_bytes(dir.file("cut.h5"), bytes.substr(0, bytes.size() / 2));
+  EXPECT_MIMIC_ERROR(mimic::record::record(with([&](auto& x) { x.out = dir.file("cut.h5"); })), "is damaged and cannot be resumed");
+  EXPECT_MIMIC_ERROR(mimic::record::RecordReader(dir.file("junk.h5")), "cannot open as HDF5");
+  EXPECT_MIMIC_ERROR(mimic::record::parse_layers("0,7", 2), "layer 7 does not exist");
+  EXPECT_MIMIC_ERROR(mimic::record::parse_layers("a", 2), "not a layer number");
+  EXPECT_EQ(mimic::record::parse_layers("1,0-1", 3), (std::vector<int64_t>{0, 1}));
+}
+
+// Through the CLI: a run killed with SIGKILL at an arbitrary moment, started again with the same command,
+// ends with the same datasets as an uninterrupted run.
+TEST(Record, CliResumesAfterKillToTheSameContent) {
+  TempDir dir;
+  const std::string args = "record --model " + gpt2_dir() +
+                           " --data moby-dick --samples 2000 --seq-len 64 --batch-size 4 --weights-samples 6 --threads 1 --json --out ";
+  auto full = mimic::test::mimic_cli(args + dir.file("a.h5"));
+  ASSERT_EQ(full.code, 0) << full.err;
+  auto j = nlohmann::json::parse(full.out);
+  EXPECT_EQ(j["samples"], 2000);
+  EXPECT_EQ(j["tokens"], 2000 * 64);
+  for (const char* key : {"seconds", "tokens_per_second", "forward_tokens_per_second", "file_bytes"}) EXPECT_GT(j[key].get<double>(), 0) << key;
+
+  // Kill the second run once the file exists and holds a few batches, then rerun the same command.
+  const std::string b = dir.file("b.h5");
+  std::string cmd = std::string(MIMIC_CLI) + " " + args + b + " >/dev/null 2>&1 & pid=$!; " + "for i in $(seq 600); do [ -f " + b +
+                    " ] && break; sleep 0.02; done; sleep 0.3; kill -9 $pid; wait $pid";
+  std::system(("bash -c '" + cmd + "'").c_str());
+  ASSERT_TRUE(std::filesystem::exists(b)) << "the run was killed before its file existed";
+  int64_t done = samples_done(b);
+  EXPECT_LT(done, 2000) << "the run was not interrupted";
+  auto resumed = mimic::test::mimic_cli(args + b);
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  auto rj = nlohmann::json::parse(resumed.out);
+  EXPECT_EQ(rj["resumed_from"], done);
+  EXPECT_EQ(rj["samples"], 2000);
+  std::string why;
+  EXPECT_TRUE(equal_files(dir.file("a.h5"), b, &why)) << why;
+
+  // CLI conventions: help and one-line errors
+  auto help = mimic::test::mimic_cli("record --help");
+  for (const char* opt : {"--model", "--data", "--out", "--samples", "--seq-len", "--layers", "--weights-samples", "--dtype", "--threads",
+                          "--seed", "--json"})
+    EXPECT_NE(help.out.find(opt), std::string::npos) << opt;
+  auto bad = mimic::test::mimic_cli("record --model " + gpt2_dir() + " --data moby-dick --seq-len 32 --out " + b);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+  EXPECT_NE(bad.err.find("seq_len is 64 in the file, 32 for this run"), std::string::npos) << bad.err;
+}
+
+TEST(Record, H5pyReadsTheFile) {
+  if (std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 with h5py not available";
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("t.txt"), kText);
+  auto o = options(gpt2_dir(), dir.file("t.txt"), dir.file("g.h5"));
+  o.weights_samples = 1;
+  auto r = mimic::record::record(o);
+  mimic::test::write_bytes(dir.file("check.py"), R"(
+import sys, h5py, numpy as np
+f = h5py.File(sys.argv[1], "r")
+a = f.attrs
+assert a["format"] == "mimic-record-1" and a["model_type"] == "gpt2", dict(a)
+n, t, h, d = int(a["samples_done"]), int(a["seq_len"]), int(a["n_head"]), int(a["head_dim"])
+assert n == int(sys.argv[2])
+assert f["input_ids"].dtype == np.int32 and f["input_ids"].shape == (n, t)
+assert f["attention_mask"].dtype == np.uint8
+for name in ("q", "k", "v", "o"):
+    ds = f["layer_01"][name]
+    assert ds.dtype == np.float16, ds.dtype
+    assert ds.shape == (n, h, t, d) and ds.chunks == (1, h, t, d) and ds.compression == "gzip" and ds.shuffle
+w = f["layer_00/weights"][:]
+assert w.dtype == np.float16 and w.shape == (1, h, t, t)
+assert abs(w.astype(np.float32).sum(-1) - 1).max() < 1e-2
+q, k, v, o = (f["layer_00"][x][:].astype(np.float32) for x in "qkvo")
+s = q @ k.transpose(0, 1, 3, 2) * f["layer_00"].attrs["scale"]
+s = np.where(np.tril(np.ones((t, t), bool)), s, -np.inf)
+p = np.exp(s - s.max(-1, keepdims=True)); p /= p.sum(-1, keepdims=True)
+m = f["attention_mask"][:].astype(bool)[:, None, :, None]
+assert np.abs(np.where(m, p @ v - o, 0)).max() < 5e-3
+print("ok")
+)");
+  mimic::test::write_bytes(dir.file("run.sh"), "/usr/bin/python3 " + dir.file("check.py") + " " + o.out + " " + std::to_string(r.samples) +
+                                                   " >" + dir.file("py.out") + " 2>&1");
+  int rc = std::system(("bash " + dir.file("run.sh")).c_str());
+  EXPECT_EQ(rc, 0) << mimic::test::read_bytes(dir.file("py.out"));
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("py.out")), "ok\n");
+}

@@ -1,0 +1,73 @@
+// mimic export --model DIR --out DIR2 [--dtype f32|f16|bf16] [--shard-embeddings] — write a model directory
+// again (config, tokenizer files, weights) in another storage type and/or as a sharded checkpoint.
+#include <filesystem>
+#include <iostream>
+#include <map>
+
+#include "cli.h"
+#include "core/error.h"
+#include "io/tensor_store.h"
+#include "models/model.h"
+
+namespace mimic::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ExportArgs {
+  Common common;
+  std::string model, out, dtype;
+  bool shard_embeddings = false;
+};
+
+void run(const ExportArgs& a) {
+  start(a.common);
+  MIMIC_CHECK(!fs::exists(a.out) || !fs::equivalent(a.out, a.model), "--out must be another directory than --model");
+  auto model = models::load_model(a.model);
+  models::SaveOptions so;
+  if (!a.dtype.empty()) so.dtype = a.dtype == "f32" ? io::DType::F32 : a.dtype == "f16" ? io::DType::F16 : io::DType::BF16;
+  if (a.shard_embeddings) so.shards = {models::embeddings_group()};
+  model->save(a.out, so);
+
+  // Read the result back: it is checked like any model directory, and described from what is on disk.
+  auto store = io::TensorStore::open_dir(a.out);
+  models::load_model(a.out);
+  nlohmann::json files = nlohmann::json::array();
+  uintmax_t bytes = 0;
+  std::map<std::string, int64_t> per_dtype;
+  for (const auto& f : store.files()) {
+    int64_t n = 0;
+    for (const auto& t : store.tensors())
+      if (store.file_of(t.name) == f) ++n;
+    files.push_back({{"file", fs::path(f).filename().string()}, {"tensors", n}, {"bytes", fs::file_size(f)}});
+    bytes += fs::file_size(f);
+  }
+  for (const auto& t : store.tensors()) per_dtype[io::dtype_name(t.dtype)] += t.numel();
+  nlohmann::json j = {{"model", a.model},  {"out", a.out},       {"sharded", store.sharded()},
+                      {"files", files},    {"bytes", bytes},     {"elements_by_dtype", per_dtype},
+                      {"tensors", store.names().size()}};
+  if (a.common.json) return print_json(j);
+  std::cout << "exported " << a.model << " to " << a.out << ": " << store.names().size() << " tensors, " << bytes << " bytes "
+            << nlohmann::json(per_dtype).dump() << "\n";
+  for (const auto& f : files)
+    std::cout << "  " << f["file"].get<std::string>() << "  " << f["tensors"] << " tensors, " << f["bytes"] << " bytes\n";
+  if (store.sharded()) std::cout << "  " << io::kIndexFile << "\n";
+}
+
+}  // namespace
+
+void register_export(CLI::App& app) {
+  auto a = std::make_shared<ExportArgs>();
+  auto* sub = app.add_subcommand("export", "Write a model directory again, in another storage type and/or sharded");
+  sub->add_option("--model", a->model, "Model directory")->required()->transform(model_dir_arg());
+  sub->add_option("--out", a->out, "Output directory")->required();
+  sub->add_option("--dtype", a->dtype, "Store floating tensors as f32, f16 or bf16 (default: as loaded)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  sub->add_flag("--shard-embeddings", a->shard_embeddings,
+                "Sharded checkpoint: the embeddings in model-00001-of-00002.safetensors, the rest in the second shard, "
+                "plus model.safetensors.index.json");
+  add_common_options(*sub, a->common);
+  sub->callback([a]() { run(*a); });
+}
+
+}  // namespace mimic::cli

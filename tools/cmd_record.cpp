@@ -1,0 +1,70 @@
+// mimic record --model DIR --data SPLIT|FILE --out FILE.h5 — store a softmax teacher's per-layer attention
+// (q, k, v, per-head outputs, optionally weights) in a resumable HDF5 file (docs/formats.md).
+#include <cstdio>
+
+#include "cli.h"
+#include "core/error.h"
+#include "record/record.h"
+
+namespace mimic::cli {
+namespace {
+
+struct RecordArgs {
+  Common common;
+  record::RecordOptions o;
+};
+
+void run(RecordArgs& a) {
+  start(a.common);
+  a.o.model_dir = resolve_model_dir(a.o.model_dir);
+  auto r = record::record(a.o);
+  const double ratio = r.forward_tokens_per_second > 0 ? r.tokens_per_second / r.forward_tokens_per_second : 0.0;
+  nlohmann::json j = {{"out", r.out},
+                      {"samples", r.samples},
+                      {"recorded", r.recorded},
+                      {"resumed_from", r.resumed_from},
+                      {"rolled_back", r.rolled_back},
+                      {"seq_len", r.seq_len},
+                      {"layers", r.layers},
+                      {"tokens", r.tokens},
+                      {"seconds", r.seconds},
+                      {"tokens_per_second", r.tokens_per_second},
+                      {"forward_seconds", r.forward_seconds},
+                      {"write_seconds", r.write_seconds},
+                      {"forward_tokens_per_second", r.forward_tokens_per_second},
+                      {"record_vs_forward", ratio},
+                      {"file_bytes", r.file_bytes}};
+  if (r.rolled_back > 0)
+    std::fprintf(stderr, "mimic: note: the last %lld samples of the interrupted run were incomplete and were recorded again\n",
+                 static_cast<long long>(r.rolled_back));
+  if (a.common.json) return print_json(j);
+  std::printf("%s: %lld samples of %lld tokens (%lld recorded now, resumed from %lld), %.1f MB\n", r.out.c_str(),
+              static_cast<long long>(r.samples), static_cast<long long>(r.seq_len), static_cast<long long>(r.recorded),
+              static_cast<long long>(r.resumed_from), static_cast<double>(r.file_bytes) / 1e6);
+  if (r.recorded > 0)
+    std::printf("record %.0f tok/s in %.1f s (forward %.1f s, writing %.1f s); plain forward %.0f tok/s (%.0f%%)\n",
+                r.tokens_per_second, r.seconds, r.forward_seconds, r.write_seconds, r.forward_tokens_per_second, 100 * ratio);
+}
+
+}  // namespace
+
+void register_record(CLI::App& app) {
+  auto a = std::make_shared<RecordArgs>();
+  auto* sub = app.add_subcommand("record", "Record a softmax model's per-layer attention (q, k, v, outputs, weights) into an HDF5 file");
+  sub->add_option("--model", a->o.model_dir, "Model directory (the softmax teacher)")->required();
+  sub->add_option("--data", a->o.data, "Corpus all|sotu|moby-dick (with --split) or a UTF-8 text file")->required();
+  sub->add_option("--split", a->o.split, "Split of a corpus: train, validation or test")->capture_default_str();
+  sub->add_option("--out", a->o.out, "Output file (.h5); an existing one with the same settings is resumed / extended")->required();
+  sub->add_option("--samples", a->o.samples, "Samples in the file (0: every block of the data)")->capture_default_str();
+  sub->add_option("--seq-len", a->o.seq_len, "Tokens per sample (default: min(256, the model's context))");
+  sub->add_option("--layers", a->o.layers, "Layers to record: all, or a list like 0,2,4-5")->capture_default_str();
+  sub->add_option("--weights-samples", a->o.weights_samples, "Also store the softmax weights of the first K samples")->capture_default_str();
+  sub->add_option("--dtype", a->o.dtype, "Storage of q, k, v, o, weights")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
+  sub->add_option("--batch-size", a->o.batch_size, "Samples per forward pass")->capture_default_str();
+  sub->add_option("--gzip", a->o.compression, "gzip level 0-9 (0: none)")->capture_default_str()->check(CLI::Range(0, 9));
+  sub->add_flag("--fresh", a->o.fresh, "Overwrite an existing --out instead of resuming it");
+  add_common_options(*sub, a->common);
+  sub->callback([a]() { run(*a); });
+}
+
+}  // namespace mimic::cli
