@@ -48,5 +48,6 @@ void register_finetune(CLI::App& app);
 void register_export(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_record(CLI::App& app);
+void register_distill(CLI::App& app);
 
 }  // namespace mimic::cli

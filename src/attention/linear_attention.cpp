@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <limits>
 
 #include "core/error.h"
@@ -214,8 +215,10 @@ at::Tensor chunk_block(const at::Tensor& q, const at::Tensor& k, const at::Tenso
 
 }  // namespace
 
+double log_weight_floor() { return std::log(static_cast<double>(std::numeric_limits<float>::min())); }
+
 at::Tensor linear_quadratic(const Features& f, const at::Tensor& v, const LinearOptions& opts, const at::Tensor& mask,
-                            const LinearState* initial, at::Tensor* weights) {
+                            const LinearState* initial, at::Tensor* weights, at::Tensor* log_weights) {
   check_inputs(f, v, opts, mask);
   auto p = prepare(f, opts, mask, initial);
   const int64_t t = v.size(2);
@@ -228,7 +231,14 @@ at::Tensor linear_quadratic(const Features& f, const at::Tensor& v, const Linear
     if (lg.defined()) r = r * decay_pow(lg, torch::arange(1, t + 1, p.q.options())).unsqueeze(-1);
     numden = numden + r;
   }
-  if (weights) *weights = a / divisor(numden, opts, p.shift);
+  if (weights || log_weights) {
+    auto div = divisor(numden, opts, p.shift);
+    if (weights) *weights = a / div;
+    if (log_weights) {
+      const double tiny = std::numeric_limits<float>::min();
+      *log_weights = a.clamp_min(tiny).log() - div.clamp_min(tiny).log();
+    }
+  }
   return normalise(numden, opts, p.shift);
 }
 

@@ -127,8 +127,9 @@ at::Tensor LinearAttention::forward(const at::Tensor& q, const at::Tensor& k, co
 }
 
 at::Tensor LinearAttention::forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                              const AttentionContext& ctx, at::Tensor* weights) {
-  return linear_quadratic(features(q, k, ctx.scale, 0), v, options(ctx.causal), ctx.key_padding_mask, nullptr, weights);
+                                              const AttentionContext& ctx, at::Tensor* weights, at::Tensor* log_weights) {
+  return linear_quadratic(features(q, k, ctx.scale, 0), v, options(ctx.causal), ctx.key_padding_mask, nullptr, weights,
+                          log_weights);
 }
 
 at::Tensor LinearAttention::forward_with_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,

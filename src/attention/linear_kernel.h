@@ -61,7 +61,7 @@ class LinearAttention : public AttentionKernelImpl {
   at::Tensor forward_with_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, LinearState& state);
   // The quadratic reference with its weights [B, H, T, T] (distillation and analysis).
   at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
-                               at::Tensor* weights);
+                               at::Tensor* weights, at::Tensor* log_weights = nullptr);
 
   const LinearAttentionConfig& config() const { return config_; }
   FeatureMap map;

@@ -550,7 +550,9 @@ RecordResult record(const RecordOptions& o) {
     };
     auto chunks_of = [](const H5::DataSet& ds) {
       hsize_t n = 0;
-      if (H5Dget_num_chunks(ds.getId(), H5S_ALL, &n) < 0) throw H5::DataSetIException("H5Dget_num_chunks", "cannot count chunks");
+      // the dataset's own dataspace (HDF5 1.10 rejects H5S_ALL here: "invalid dataspace identifier")
+      const H5::DataSpace space = ds.getSpace();
+      if (H5Dget_num_chunks(ds.getId(), space.getId(), &n) < 0) throw H5::DataSetIException("H5Dget_num_chunks", "cannot count chunks");
       return n;
     };
     int64_t good = done;

@@ -1,0 +1,770 @@
+#include "distill/distill.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+
+#include "attention/attention.h"
+#include "attention/linear_kernel.h"
+#include "core/error.h"
+#include "core/progress.h"
+#include "data/batches.h"
+#include "io/safetensors.h"
+#include "record/record.h"
+#include "train/optimizer.h"
+
+namespace fs = std::filesystem;
+
+namespace mimic::distill {
+
+using attention::LinearAttention;
+using attention::LinearAttentionConfig;
+
+// ---------------------------------------------------------------- teacher and loss
+
+static attention::AttentionContext context(const TeacherBatch& b) {
+  attention::AttentionContext ctx;
+  ctx.causal = b.causal;
+  ctx.key_padding_mask = b.mask;
+  ctx.scale = b.scale;
+  return ctx;
+}
+
+at::Tensor teacher_weights(const TeacherBatch& b) {
+  auto a = attention::SoftmaxAttention::weights(b.q, b.k, context(b));
+  return a * visible(b).to(a.dtype());  // exact zeros where the teacher gives no mass (and in padded rows)
+}
+
+at::Tensor valid_rows(const TeacherBatch& b) {
+  const int64_t n = b.q.size(0), t = b.q.size(2);
+  if (!b.mask.defined()) return torch::ones({n, 1, t, 1}, torch::kBool);
+  return b.mask.to(torch::kBool).view({n, 1, t, 1});
+}
+
+at::Tensor visible(const TeacherBatch& b) {
+  const int64_t n = b.q.size(0), t = b.q.size(2);
+  auto vis = torch::ones({n, 1, t, t}, torch::kBool);
+  if (b.mask.defined()) vis = vis & b.mask.to(torch::kBool).view({n, 1, 1, t});
+  if (b.causal) vis = vis & torch::ones({t, t}, torch::kBool).tril();
+  return vis & valid_rows(b);
+}
+
+LossKind parse_loss(const std::string& name) {
+  if (name == "ce") return LossKind::CE;
+  if (name == "mse") return LossKind::MSE;
+  if (name == "ce+mse") return LossKind::CEMSE;
+  fail("unknown distillation loss '", name, "' (known: ce, mse, ce+mse)");
+}
+
+std::string loss_name(LossKind k) {
+  switch (k) {
+    case LossKind::CE: return "ce";
+    case LossKind::MSE: return "mse";
+    case LossKind::CEMSE: return "ce+mse";
+  }
+  return "?";
+}
+
+LossValue distill_loss(LinearAttention& student, const TeacherBatch& b, const LossSpec& spec) {
+  at::Tensor log_w;
+  auto out = student.forward_quadratic(b.q, b.k, b.v, context(b), nullptr, &log_w);
+  auto rows = valid_rows(b).to(out.dtype());                  // [B, 1, T, 1]
+  const double n_rows = rows.sum().item<double>() * static_cast<double>(b.q.size(1));  // real rows × heads
+  MIMIC_CHECK(n_rows > 0, "distillation: a batch without any real token");
+  LossValue r;
+  if (spec.kind != LossKind::MSE) {
+    at::Tensor a;
+    {
+      torch::NoGradGuard no_grad;
+      a = teacher_weights(b);
+    }
+    r.ce = -(a * log_w).sum() / n_rows;  // a is 0 outside the visible keys and in padded rows
+  }
+  if (spec.kind != LossKind::CE) {
+    MIMIC_CHECK(b.o.defined(), "distillation: the mse loss needs the teacher's per-head outputs");
+    r.mse = ((out - b.o).square() * rows).sum() / (n_rows * static_cast<double>(out.size(3)));
+  }
+  switch (spec.kind) {
+    case LossKind::CE: r.total = r.ce; break;
+    case LossKind::MSE: r.total = r.mse; break;
+    case LossKind::CEMSE: r.total = spec.ce_weight * r.ce + spec.mse_weight * r.mse; break;
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------- metrics
+
+at::Tensor spearman_rows(const at::Tensor& x_in, const at::Tensor& y_in, const at::Tensor& valid_in) {
+  auto shape = x_in.sizes().vec();
+  const int64_t t = shape.back();
+  auto x = x_in.to(torch::kDouble).reshape({-1, t});
+  auto y = y_in.to(torch::kDouble).expand(x_in.sizes()).reshape({-1, t});
+  auto valid = valid_in.to(torch::kBool).expand(x_in.sizes()).reshape({-1, t});
+  const int64_t rows = x.size(0);
+  auto out = torch::empty({rows}, torch::kDouble);
+  // average ranks among the valid positions: #less + (#equal + 1) / 2, by pairwise comparison in row chunks
+  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, t * t));
+  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+    const int64_t n = std::min(chunk, rows - r0);
+    auto xv = x.narrow(0, r0, n), yv = y.narrow(0, r0, n), v = valid.narrow(0, r0, n);
+    auto vd = v.to(torch::kDouble);
+    auto rank = [&](const at::Tensor& z) {
+      auto others = vd.unsqueeze(1);  // [n, 1, T] over l
+      auto less = ((z.unsqueeze(1) < z.unsqueeze(2)).to(torch::kDouble) * others).sum(-1);   // [n, T] over j
+      auto equal = ((z.unsqueeze(1) == z.unsqueeze(2)).to(torch::kDouble) * others).sum(-1);
+      return less + (equal + 1) / 2;
+    };
+    auto rx = rank(xv), ry = rank(yv);
+    auto count = vd.sum(-1, true);
+    auto mean = (count + 1) / 2;
+    auto dx = (rx - mean) * vd, dy = (ry - mean) * vd;
+    auto num = (dx * dy).sum(-1);
+    auto den = ((dx * dx).sum(-1) * (dy * dy).sum(-1)).sqrt();
+    auto rho = num / den;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    rho = torch::where((count.squeeze(-1) < 2) | (den == 0), torch::full_like(rho, nan), rho);
+    out.narrow(0, r0, n).copy_(rho);
+  }
+  shape.pop_back();
+  return out.reshape(shape);
+}
+
+MetricsAccumulator::MetricsAccumulator(int64_t layer, int64_t n_head)
+    : layer_(layer), n_head_(n_head), ce_(n_head), ent_s_(n_head), ent_l_(n_head), rho_(n_head), rho_rows_(n_head) {}
+
+void MetricsAccumulator::add(LinearAttention& student, const TeacherBatch& b) {
+  torch::NoGradGuard no_grad;
+  at::Tensor log_w;
+  auto out = student.forward_quadratic(b.q, b.k, b.v, context(b), nullptr, &log_w);
+  auto scores = torch::matmul(b.q, b.k.transpose(-1, -2)) * b.scale;
+  add_weights(teacher_weights(b), log_w, scores, b);
+  if (b.o.defined()) {
+    auto rows = valid_rows(b).to(out.dtype());
+    mse_sum_ += ((out - b.o).square() * rows).sum().item<double>();
+    mse_count_ += rows.sum().item<double>() * static_cast<double>(out.size(1) * out.size(3));
+  }
+}
+
+void MetricsAccumulator::add_weights(const at::Tensor& a_in, const at::Tensor& log_w_in, const at::Tensor& scores,
+                                     const TeacherBatch& b) {
+  torch::NoGradGuard no_grad;
+  auto vis = visible(b);                           // [B, 1, T, T]
+  auto visd = vis.to(torch::kDouble);
+  auto a = a_in.to(torch::kDouble) * visd;
+  auto log_w = log_w_in.to(torch::kDouble);
+  auto w = log_w.exp() * visd;
+  auto ce = -(a * log_w).sum({-1});                // [B, H, T]; 0 in padded rows
+  auto ent_s = -torch::xlogy(a, a).sum({-1});
+  auto ent_l = -(w * log_w).sum({-1});
+  auto rho = spearman_rows(scores, log_w, vis);    // [B, H, T]
+  auto rho_ok = rho.isfinite() & valid_rows(b).squeeze(-1);
+  auto rho0 = torch::where(rho_ok, rho, torch::zeros_like(rho));
+  for (int64_t h = 0; h < n_head_; ++h) {
+    ce_[static_cast<size_t>(h)] += ce.select(1, h).sum().item<double>();
+    ent_s_[static_cast<size_t>(h)] += ent_s.select(1, h).sum().item<double>();
+    ent_l_[static_cast<size_t>(h)] += ent_l.select(1, h).sum().item<double>();
+    rho_[static_cast<size_t>(h)] += rho0.select(1, h).sum().item<double>();
+    rho_rows_[static_cast<size_t>(h)] += rho_ok.select(1, h).sum().item<double>();
+  }
+  rows_ += valid_rows(b).sum().item<double>();
+}
+
+LayerMetrics MetricsAccumulator::result() const {
+  LayerMetrics m;
+  m.layer = layer_;
+  const double rows = std::max(rows_, 1.0);
+  for (int64_t h = 0; h < n_head_; ++h) {
+    const auto i = static_cast<size_t>(h);
+    HeadMetrics x;
+    x.ce = ce_[i] / rows;
+    x.entropy_softmax = ent_s_[i] / rows;
+    x.entropy_linear = ent_l_[i] / rows;
+    x.kl = x.ce - x.entropy_softmax;
+    x.spearman = rho_rows_[i] > 0 ? rho_[i] / rho_rows_[i] : std::numeric_limits<double>::quiet_NaN();
+    m.heads.push_back(x);
+    m.mean.ce += x.ce / static_cast<double>(n_head_);
+    m.mean.kl += x.kl / static_cast<double>(n_head_);
+    m.mean.entropy_softmax += x.entropy_softmax / static_cast<double>(n_head_);
+    m.mean.entropy_linear += x.entropy_linear / static_cast<double>(n_head_);
+    m.mean.spearman += x.spearman / static_cast<double>(n_head_);
+  }
+  m.mse = mse_count_ > 0 ? mse_sum_ / mse_count_ : 0.0;
+  return m;
+}
+
+static nlohmann::json number(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+static nlohmann::json head_json(const HeadMetrics& h) {
+  return {{"ce", number(h.ce)},
+          {"kl", number(h.kl)},
+          {"entropy_softmax", number(h.entropy_softmax)},
+          {"entropy_linear", number(h.entropy_linear)},
+          {"spearman", number(h.spearman)}};
+}
+
+static double get_number(const nlohmann::json& j, const char* key) {
+  return j.at(key).is_null() ? std::numeric_limits<double>::quiet_NaN() : j.at(key).get<double>();
+}
+
+static HeadMetrics head_from_json(const nlohmann::json& j) {
+  HeadMetrics h;
+  h.ce = get_number(j, "ce");
+  h.kl = get_number(j, "kl");
+  h.entropy_softmax = get_number(j, "entropy_softmax");
+  h.entropy_linear = get_number(j, "entropy_linear");
+  h.spearman = get_number(j, "spearman");
+  return h;
+}
+
+nlohmann::json LayerMetrics::to_json() const {
+  nlohmann::json heads_j = nlohmann::json::array();
+  for (const auto& h : heads) heads_j.push_back(head_json(h));
+  return {{"layer", layer}, {"mean", head_json(mean)}, {"heads", heads_j}, {"mse", number(mse)}};
+}
+
+static LayerMetrics metrics_from_json(const nlohmann::json& j) {
+  LayerMetrics m;
+  m.layer = j.at("layer").get<int64_t>();
+  m.mean = head_from_json(j.at("mean"));
+  for (const auto& h : j.at("heads")) m.heads.push_back(head_from_json(h));
+  m.mse = get_number(j, "mse");
+  return m;
+}
+
+static nlohmann::json layer_json(const LayerResult& r) {
+  return {{"layer", r.layer},     {"trained", r.trained},           {"epochs_run", r.epochs_run},
+          {"steps", r.steps},     {"best_epoch", r.best_epoch},     {"best_val_loss", number(r.best_val_loss)},
+          {"before", r.before.to_json()}, {"after", r.after.to_json()}};
+}
+
+static LayerResult layer_from_json(const nlohmann::json& j) {
+  LayerResult r;
+  r.layer = j.at("layer").get<int64_t>();
+  r.trained = j.at("trained").get<bool>();
+  r.epochs_run = j.at("epochs_run").get<int64_t>();
+  r.steps = j.at("steps").get<int64_t>();
+  r.best_epoch = j.at("best_epoch").get<int64_t>();
+  r.best_val_loss = get_number(j, "best_val_loss");
+  r.before = metrics_from_json(j.at("before"));
+  r.after = metrics_from_json(j.at("after"));
+  return r;
+}
+
+nlohmann::json DistillResult::to_json() const {
+  nlohmann::json ls = nlohmann::json::array();
+  for (const auto& l : layers) ls.push_back(layer_json(l));
+  return {{"out", out},         {"layers", ls},           {"resumed", resumed},       {"interrupted", interrupted},
+          {"seconds", seconds}, {"train_samples", train_samples}, {"val_samples", val_samples}};
+}
+
+std::string layer_prefix(int64_t layer) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "layer_%02lld", static_cast<long long>(layer));
+  return buf;
+}
+
+// ---------------------------------------------------------------- teacher sources
+
+namespace {
+
+// The teacher's tensors of one layer for a range of samples. The record source reads a layer once and
+// keeps it in memory while that layer trains.
+class Source {
+ public:
+  virtual ~Source() = default;
+  virtual int64_t samples() const = 0;
+  virtual int64_t n_head() const = 0;
+  virtual int64_t head_dim() const = 0;
+  virtual std::vector<int64_t> layers() const = 0;
+  virtual std::string describe() const = 0;
+  virtual nlohmann::json identity() const = 0;  // what the fingerprint keys on
+  virtual TeacherBatch batch(int64_t layer, int64_t begin, int64_t count) = 0;
+};
+
+class RecordSource : public Source {
+ public:
+  explicit RecordSource(const std::string& path) : path_(path), reader_(path) {
+    MIMIC_CHECK(reader_.samples() > 0, path, ": the record holds no complete sample");
+  }
+  int64_t samples() const override { return reader_.samples(); }
+  int64_t n_head() const override { return reader_.n_head(); }
+  int64_t head_dim() const override { return reader_.head_dim(); }
+  std::vector<int64_t> layers() const override { return reader_.layers(); }
+  std::string describe() const override { return path_; }
+  nlohmann::json identity() const override {
+    return {{"record", fs::absolute(path_).lexically_normal().string()}, {"samples", reader_.samples()},
+            {"seq_len", reader_.seq_len()}};
+  }
+  TeacherBatch batch(int64_t layer, int64_t begin, int64_t count) override {
+    if (layer != cached_) {
+      const int64_t n = reader_.samples();
+      q_ = reader_.read(layer, "q", 0, n);
+      k_ = reader_.read(layer, "k", 0, n);
+      v_ = reader_.read(layer, "v", 0, n);
+      o_ = reader_.read(layer, "o", 0, n);
+      mask_ = reader_.attention_mask(0, n);
+      cached_ = layer;
+    }
+    TeacherBatch b;
+    b.q = q_.narrow(0, begin, count);
+    b.k = k_.narrow(0, begin, count);
+    b.v = v_.narrow(0, begin, count);
+    b.o = o_.narrow(0, begin, count);
+    b.mask = mask_.narrow(0, begin, count);
+    b.scale = reader_.scale(layer);
+    b.causal = reader_.causal();
+    return b;
+  }
+
+ private:
+  std::string path_;
+  record::RecordReader reader_;
+  int64_t cached_ = -1;
+  at::Tensor q_, k_, v_, o_, mask_;
+};
+
+std::unique_ptr<Source> open_source(const DistillOptions& o) {
+  if (!o.record.empty()) {
+    MIMIC_CHECK(o.model_dir.empty(), "distill: give either --record or --model, not both");
+    return std::make_unique<RecordSource>(o.record);
+  }
+  MIMIC_CHECK(!o.model_dir.empty(), "distill: give --record FILE.h5 (or --model DIR --data ... for the online mode)");
+  fail("distill: the online mode (--model/--data) is not implemented yet; record the teacher first with `mimic record` "
+       "and pass --record");
+}
+
+// ---------------------------------------------------------------- students
+
+struct StudentSpec {
+  LinearAttentionConfig config;
+  bool train_maps = true, train_gates = false;
+};
+
+StudentSpec student_spec(const DistillOptions& o, int64_t n_head) {
+  StudentSpec s;
+  s.config.feature_map = o.feature_map;
+  s.config.map_options = o.map_options.is_null() ? nlohmann::json::object() : o.map_options;
+  MIMIC_CHECK(s.config.map_options.is_object(), "--map-options must be a JSON object, got ", s.config.map_options.dump());
+  s.config.gates = o.sla;
+  const std::string train = o.train.empty() ? (o.sla ? "both" : "maps") : o.train;
+  MIMIC_CHECK(train == "maps" || train == "gates" || train == "both", "--train must be maps, gates or both, got '", train, "'");
+  MIMIC_CHECK(o.sla || train == "maps", "--train ", train, " needs SLA gates (--sla)");
+  s.train_maps = train != "gates";
+  s.train_gates = train != "maps";
+  (void)n_head;
+  return s;
+}
+
+std::shared_ptr<LinearAttention> make_student(const StudentSpec& s, int64_t n_head, int64_t head_dim, uint64_t seed, int64_t layer) {
+  torch::manual_seed(seed * 1000003ull + static_cast<uint64_t>(layer));  // the same initial maps for a layer, whatever ran before
+  return std::make_shared<LinearAttention>(s.config, n_head, head_dim);
+}
+
+std::vector<std::pair<std::string, at::Tensor>> trainable(LinearAttention& m, const StudentSpec& s) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (auto& p : m.named_parameters()) {
+    const bool gate = p.key().rfind("gates.", 0) == 0;
+    const bool on = gate ? s.train_gates : s.train_maps;
+    p.value().set_requires_grad(on);
+    if (on) out.emplace_back(p.key(), p.value());
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> snapshot(LinearAttention& m) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& p : m.named_parameters()) out.emplace_back(p.key(), p.value().detach().clone());
+  for (const auto& b : m.named_buffers()) out.emplace_back(b.key(), b.value().detach().clone());
+  return out;
+}
+
+// Copies tensors named `prefix + name` from `get` into the student; names the first missing or misshapen one.
+template <typename Get>
+void restore(LinearAttention& m, const std::string& where, const std::string& prefix, Get get) {
+  torch::NoGradGuard no_grad;
+  auto load = [&](const std::string& name, at::Tensor dst) {
+    at::Tensor t = get(prefix + name);
+    MIMIC_CHECK(t.defined(), where, ": no tensor '", prefix, name, "'");
+    MIMIC_CHECK(t.sizes() == dst.sizes(), where, ": tensor '", prefix, name, "' has shape ", t.sizes(), ", expected ", dst.sizes());
+    dst.copy_(t);
+  };
+  for (auto& p : m.named_parameters()) load(p.key(), p.value());
+  for (auto& b : m.named_buffers()) load(b.key(), b.value());
+}
+
+void set_state(LinearAttention& m, const std::vector<std::pair<std::string, at::Tensor>>& state) {
+  std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
+  restore(m, "distill", "", [&](const std::string& n) {
+    auto it = by_name.find(n);
+    return it == by_name.end() ? at::Tensor() : it->second;
+  });
+}
+
+struct Split {
+  int64_t train_begin = 0, train_count = 0, val_begin = 0, val_count = 0;
+};
+
+Split split_samples(int64_t n, double fraction) {
+  MIMIC_CHECK(fraction >= 0 && fraction < 1, "--val-fraction must be in [0, 1), got ", fraction);
+  Split s;
+  int64_t val = fraction > 0 ? std::max<int64_t>(1, static_cast<int64_t>(std::llround(fraction * static_cast<double>(n)))) : 0;
+  if (val >= n) val = n - 1;
+  s.train_count = n - val;
+  s.val_begin = s.train_count;
+  s.val_count = val;
+  if (val == 0) {  // nothing held out: validate on the training samples
+    s.val_begin = 0;
+    s.val_count = n;
+  }
+  return s;
+}
+
+LayerMetrics evaluate(LinearAttention& student, Source& src, int64_t layer, const Split& sp, int64_t batch) {
+  student.eval();
+  MetricsAccumulator acc(layer, src.n_head());
+  for (int64_t b = 0; b < sp.val_count; b += batch) acc.add(student, src.batch(layer, sp.val_begin + b, std::min(batch, sp.val_count - b)));
+  return acc.result();
+}
+
+double validation_loss(LinearAttention& student, Source& src, int64_t layer, const Split& sp, int64_t batch, const LossSpec& loss) {
+  torch::NoGradGuard no_grad;
+  student.eval();
+  double sum = 0;
+  for (int64_t b = 0; b < sp.val_count; b += batch) {
+    const int64_t n = std::min(batch, sp.val_count - b);
+    sum += distill_loss(student, src.batch(layer, sp.val_begin + b, n), loss).total.item<double>() * static_cast<double>(n);
+  }
+  return sum / static_cast<double>(sp.val_count);
+}
+
+// ---------------------------------------------------------------- checkpoint
+
+// The training state between epochs of the current layer, and the layers already finished.
+struct Checkpoint {
+  std::vector<LayerResult> done;
+  std::vector<std::pair<std::string, at::Tensor>> done_tensors;  // "layer_XX.<param>"
+  bool has_current = false;
+  int64_t layer = 0, epoch = 0, steps = 0, best_epoch = 0, since_best = 0;
+  double best_val = std::numeric_limits<double>::infinity();
+  LayerMetrics before;
+  std::vector<std::pair<std::string, at::Tensor>> params, best, optim;
+  at::Tensor rng;
+};
+
+const char* kCheckpointFormat = "mimic-distill-checkpoint-1";
+
+void save_checkpoint(const std::string& path, const nlohmann::json& fingerprint, const Checkpoint& c) {
+  std::vector<std::pair<std::string, at::Tensor>> t;
+  for (const auto& [n, x] : c.done_tensors) t.emplace_back("done/" + n, x);
+  nlohmann::json done = nlohmann::json::array();
+  for (const auto& r : c.done) done.push_back(layer_json(r));
+  nlohmann::json state = {{"fingerprint", fingerprint}, {"done", done}, {"has_current", c.has_current}};
+  if (c.has_current) {
+    for (const auto& [n, x] : c.params) t.emplace_back("param/" + n, x);
+    for (const auto& [n, x] : c.best) t.emplace_back("best/" + n, x);
+    for (const auto& [n, x] : c.optim) t.emplace_back("optim/" + n, x);
+    t.emplace_back("rng/torch", c.rng);
+    state["current"] = {{"layer", c.layer},           {"epoch", c.epoch},           {"steps", c.steps},
+                        {"best_epoch", c.best_epoch}, {"since_best", c.since_best}, {"best_val", number(c.best_val)},
+                        {"before", c.before.to_json()}};
+  }
+  io::SaveOptions so;
+  so.metadata = {{"format", kCheckpointFormat}, {"state", state.dump()}};
+  io::save_safetensors(path, t, so);
+}
+
+std::string first_difference(const nlohmann::json& saved, const nlohmann::json& now) {
+  for (auto it = now.begin(); it != now.end(); ++it)
+    if (!saved.contains(it.key()) || saved.at(it.key()) != it.value())
+      return it.key() + " (" + (saved.contains(it.key()) ? saved.at(it.key()).dump() : "absent") + " then, " + it.value().dump() + " now)";
+  return "the settings";
+}
+
+Checkpoint load_checkpoint(const std::string& path, const nlohmann::json& fingerprint) {
+  auto f = io::SafeTensorsFile::open(path);
+  auto fmt = f.metadata().find("format");
+  auto st = f.metadata().find("state");
+  MIMIC_CHECK(fmt != f.metadata().end() && fmt->second == kCheckpointFormat && st != f.metadata().end(), path,
+              ": not a mimic distillation checkpoint");
+  auto state = nlohmann::json::parse(st->second);
+  if (state.at("fingerprint") != fingerprint)
+    fail(path, " belongs to a distillation with other settings: ", first_difference(state.at("fingerprint"), fingerprint),
+         "; rerun the same command to resume, or pass --fresh (or another --out) to start over");
+  Checkpoint c;
+  for (const auto& r : state.at("done")) c.done.push_back(layer_from_json(r));
+  auto take = [&](const std::string& prefix) {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const auto& n : f.names())
+      if (n.rfind(prefix, 0) == 0) out.emplace_back(n.substr(prefix.size()), f.load(n));
+    return out;
+  };
+  c.done_tensors = take("done/");
+  c.has_current = state.at("has_current").get<bool>();
+  if (c.has_current) {
+    const auto& cur = state.at("current");
+    c.layer = cur.at("layer").get<int64_t>();
+    c.epoch = cur.at("epoch").get<int64_t>();
+    c.steps = cur.at("steps").get<int64_t>();
+    c.best_epoch = cur.at("best_epoch").get<int64_t>();
+    c.since_best = cur.at("since_best").get<int64_t>();
+    c.best_val = cur.at("best_val").is_null() ? std::numeric_limits<double>::infinity() : cur.at("best_val").get<double>();
+    c.before = metrics_from_json(cur.at("before"));
+    c.params = take("param/");
+    c.best = take("best/");
+    c.optim = take("optim/");
+    c.rng = f.load("rng/torch");
+  }
+  return c;
+}
+
+// ---------------------------------------------------------------- output
+
+void write_output(const std::string& path, const DistillOptions& o, const StudentSpec& spec, const Source& src,
+                  const std::vector<LayerResult>& layers, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+  nlohmann::json metrics = nlohmann::json::array();
+  std::vector<int64_t> ids;
+  for (const auto& r : layers) {
+    metrics.push_back(layer_json(r));
+    ids.push_back(r.layer);
+  }
+  io::SaveOptions so;
+  so.metadata = {{"format", "mimic-distill-1"},
+                 {"attention", spec.config.to_json().dump()},
+                 {"feature_map", spec.config.feature_map},
+                 {"map_options", spec.config.map_options.dump()},
+                 {"sla", o.sla ? "1" : "0"},
+                 {"layers", nlohmann::json(ids).dump()},
+                 {"n_head", std::to_string(src.n_head())},
+                 {"head_dim", std::to_string(src.head_dim())},
+                 {"source", src.describe()},
+                 {"record", o.record},
+                 {"loss", o.loss},
+                 {"settings", nlohmann::json({{"epochs", o.epochs},
+                                              {"lr", o.lr},
+                                              {"weight_decay", o.weight_decay},
+                                              {"batch_size", o.batch_size},
+                                              {"val_fraction", o.val_fraction},
+                                              {"patience", o.patience},
+                                              {"ce_weight", o.ce_weight},
+                                              {"mse_weight", o.mse_weight},
+                                              {"train", o.train.empty() ? (o.sla ? "both" : "maps") : o.train},
+                                              {"seed", o.seed}})
+                                  .dump()},
+                 {"metrics", metrics.dump()}};
+  io::save_safetensors(path, tensors, so);
+}
+
+std::vector<int64_t> chosen_layers(const DistillOptions& o, const Source& src) {
+  auto recorded = src.layers();
+  if (o.layers.empty() || o.layers == "all") return recorded;
+  const int64_t top = *std::max_element(recorded.begin(), recorded.end()) + 1;
+  std::vector<int64_t> want;
+  try {
+    want = record::parse_layers(o.layers, std::max<int64_t>(top, 1 << 20));
+  } catch (const Error& e) {
+    fail("--layers: ", e.what());
+  }
+  std::string recorded_s;
+  for (auto l : recorded) recorded_s += (recorded_s.empty() ? "" : ",") + std::to_string(l);
+  for (auto l : want)
+    MIMIC_CHECK(std::find(recorded.begin(), recorded.end(), l) != recorded.end(), "--layers: layer ", l, " is not in ",
+                src.describe(), " (recorded layers: ", recorded_s, ")");
+  return want;
+}
+
+// ---------------------------------------------------------------- evaluation only
+
+DistillResult eval_only(const DistillOptions& o, Source& src) {
+  DistillResult res;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto sp = split_samples(src.samples(), o.val_fraction);
+  res.train_samples = sp.train_count;
+  res.val_samples = sp.val_count;
+  auto layers = chosen_layers(o, src);
+  StudentSpec spec;
+  std::unique_ptr<io::SafeTensorsFile> maps;
+  if (!o.maps.empty()) {
+    maps = std::make_unique<io::SafeTensorsFile>(io::SafeTensorsFile::open(o.maps));
+    auto it = maps->metadata().find("attention");
+    MIMIC_CHECK(it != maps->metadata().end() && maps->metadata().count("format") && maps->metadata().at("format") == "mimic-distill-1",
+                o.maps, ": not a mimic distill output");
+    spec.config = LinearAttentionConfig::from_json(nlohmann::json::parse(it->second), src.n_head());
+    MIMIC_CHECK(maps->metadata().at("n_head") == std::to_string(src.n_head()) &&
+                    maps->metadata().at("head_dim") == std::to_string(src.head_dim()),
+                o.maps, ": maps for ", maps->metadata().at("n_head"), " heads of ", maps->metadata().at("head_dim"),
+                " dimensions, the record has ", src.n_head(), " of ", src.head_dim());
+  } else {
+    spec = student_spec(o, src.n_head());
+  }
+  for (auto layer : layers) {
+    auto student = make_student(spec, src.n_head(), src.head_dim(), o.seed, layer);
+    if (maps)
+      restore(*student, o.maps, layer_prefix(layer) + ".", [&](const std::string& n) {
+        return maps->contains(n) ? maps->load(n, at::kFloat) : at::Tensor();
+      });
+    LayerResult r;
+    r.layer = layer;
+    r.after = r.before = evaluate(*student, src, layer, sp, o.batch_size);
+    res.layers.push_back(r);
+  }
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- training
+
+DistillResult distill(const DistillOptions& o) {
+  MIMIC_CHECK(o.batch_size >= 1, "--batch-size must be >= 1, got ", o.batch_size);
+  MIMIC_CHECK(o.epochs >= 0, "--epochs must be >= 0, got ", o.epochs);
+  MIMIC_CHECK(o.lr > 0, "--lr must be > 0, got ", o.lr);
+  MIMIC_CHECK(o.patience >= 0, "--patience must be >= 0, got ", o.patience);
+  MIMIC_CHECK(o.ce_weight >= 0 && o.mse_weight >= 0, "--ce-weight and --mse-weight must be >= 0");
+  const LossSpec loss{parse_loss(o.loss), o.ce_weight, o.mse_weight};
+  if (!o.eval_only) MIMIC_CHECK(!o.out.empty(), "distill: --out FILE.safetensors is required");
+  MIMIC_CHECK(o.maps.empty() || o.eval_only, "--maps is for --eval-only");
+  // the map must exist before any file is read (a clear error for a typo)
+  if (o.maps.empty()) attention::make_feature_map({o.feature_map, 1, 2, o.map_options.is_null() ? nlohmann::json::object() : o.map_options});
+  auto src = open_source(o);
+  if (o.eval_only) return eval_only(o, *src);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto spec = student_spec(o, src->n_head());
+  const auto layers = chosen_layers(o, *src);
+  const auto sp = split_samples(src->samples(), o.val_fraction);
+  const int64_t n_batches = (sp.train_count + o.batch_size - 1) / o.batch_size;
+  nlohmann::json fingerprint = {{"source", src->identity()},   {"attention", spec.config.to_json()},
+                                {"train_maps", spec.train_maps}, {"train_gates", spec.train_gates},
+                                {"loss", o.loss},               {"ce_weight", o.ce_weight},
+                                {"mse_weight", o.mse_weight},   {"epochs", o.epochs},
+                                {"lr", o.lr},                   {"weight_decay", o.weight_decay},
+                                {"batch_size", o.batch_size},   {"val_fraction", o.val_fraction},
+                                {"patience", o.patience},       {"layers", layers},
+                                {"seed", o.seed}};
+  const std::string ckpt_path = o.out + ".ckpt";
+  Checkpoint ck;
+  DistillResult res;
+  res.out = o.out;
+  res.train_samples = sp.train_count;
+  res.val_samples = sp.val_count;
+  if (!o.fresh && fs::exists(ckpt_path)) {
+    ck = load_checkpoint(ckpt_path, fingerprint);
+    res.resumed = true;
+  }
+  int64_t epochs_this_run = 0;
+  for (auto layer : layers) {
+    const bool finished = std::any_of(ck.done.begin(), ck.done.end(), [&](const LayerResult& r) { return r.layer == layer; });
+    if (finished) continue;
+    auto student = make_student(spec, src->n_head(), src->head_dim(), o.seed, layer);
+    auto params = trainable(*student, spec);
+    LayerResult r;
+    r.layer = layer;
+    r.trained = !params.empty() && o.epochs > 0;
+    const bool continuing = ck.has_current && ck.layer == layer;
+    if (!continuing) {
+      ck.has_current = false;
+      r.before = evaluate(*student, *src, layer, sp, o.batch_size);
+    }
+    if (r.trained) {
+      train::AdamW opt(params, {o.lr, 0.9, 0.999, 1e-8, o.weight_decay});
+      std::vector<std::pair<std::string, at::Tensor>> best = snapshot(*student);
+      int64_t epoch = 0, steps = 0, best_epoch = 0, since = 0;
+      double best_val = std::numeric_limits<double>::infinity();
+      if (continuing) {
+        set_state(*student, ck.params);
+        opt.load_state(ck.optim);
+        auto gen = at::detail::getDefaultCPUGenerator();
+        gen.set_state(ck.rng);
+        best = ck.best;
+        epoch = ck.epoch;
+        steps = ck.steps;
+        best_epoch = ck.best_epoch;
+        since = ck.since_best;
+        best_val = ck.best_val;
+        r.before = ck.before;
+      }
+      Progress bar(layer_prefix(layer), (o.epochs - epoch) * n_batches, "step");
+      if (!o.progress) bar.disable();
+      bool stop = o.patience > 0 && since >= o.patience;
+      double last = 0;
+      while (epoch < o.epochs && !stop) {
+        student->train();
+        auto order = data::shuffled_order(n_batches, o.seed * 1000003ull + static_cast<uint64_t>(layer), epoch);
+        for (auto bi : order) {
+          const int64_t begin = sp.train_begin + bi * o.batch_size;
+          auto batch = src->batch(layer, begin, std::min(o.batch_size, sp.train_count - bi * o.batch_size));
+          opt.zero_grad();
+          auto l = distill_loss(*student, batch, loss);
+          l.total.backward();
+          opt.step(o.lr);
+          ++steps;
+          last = l.total.item<double>();
+          char extra[96];
+          std::snprintf(extra, sizeof extra, "epoch %lld loss %.4f best val %.4f", static_cast<long long>(epoch + 1), last,
+                        std::isfinite(best_val) ? best_val : last);
+          bar.advance(1, extra);
+        }
+        ++epoch;
+        const double val = validation_loss(*student, *src, layer, sp, o.batch_size, loss);
+        MIMIC_CHECK(std::isfinite(val), "distill: layer ", layer, ": the validation loss is not finite after epoch ", epoch,
+                    " (try a smaller --lr)");
+        if (val < best_val) {
+          best_val = val;
+          best_epoch = epoch;
+          best = snapshot(*student);
+          since = 0;
+        } else {
+          ++since;
+        }
+        stop = o.patience > 0 && since >= o.patience;
+        ck.has_current = true;
+        ck.layer = layer;
+        ck.epoch = epoch;
+        ck.steps = steps;
+        ck.best_epoch = best_epoch;
+        ck.since_best = since;
+        ck.best_val = best_val;
+        ck.before = r.before;
+        ck.params = snapshot(*student);
+        ck.best = best;
+        ck.optim = opt.state();
+        ck.rng = at::detail::getDefaultCPUGenerator().get_state();
+        if (epoch < o.epochs && !stop) save_checkpoint(ckpt_path, fingerprint, ck);
+        ++epochs_this_run;
+        if (o.stop_after_epochs > 0 && epochs_this_run >= o.stop_after_epochs && (epoch < o.epochs && !stop)) {
+          res.interrupted = true;
+          res.layers = ck.done;
+          return res;
+        }
+      }
+      bar.finish();
+      set_state(*student, best);
+      r.epochs_run = epoch;
+      r.steps = steps;
+      r.best_epoch = best_epoch;
+      r.best_val_loss = best_val;
+    }
+    r.after = r.trained ? evaluate(*student, *src, layer, sp, o.batch_size) : r.before;
+    ck.done.push_back(r);
+    for (const auto& [n, x] : snapshot(*student)) ck.done_tensors.emplace_back(layer_prefix(layer) + "." + n, x);
+    ck.has_current = false;
+    save_checkpoint(ckpt_path, fingerprint, ck);
+  }
+  // layers in the order asked
+  std::vector<LayerResult> ordered;
+  for (auto l : layers)
+    for (const auto& r : ck.done)
+      if (r.layer == l) ordered.push_back(r);
+  write_output(o.out, o, spec, *src, ordered, ck.done_tensors);
+  res.layers = ordered;
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+}  // namespace mimic::distill

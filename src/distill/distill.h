@@ -1,0 +1,150 @@
+// The `distill` stage: teach linear attention to mimic a softmax teacher, layer by layer (Hedgehog,
+// Zhang et al. 2024, Eq. 3 and App. C.2; SLA head gates, arXiv 2602.01744 Eq. 3–7).
+//
+// Every layer is trained on its own, teacher-forced: the student (a LinearAttention kernel: a feature map,
+// optionally SLA gates) reads the teacher's own q, k, v — from a record file (docs/formats.md) or captured
+// on the fly from the model — and is scored against the softmax weights recomputed from q, k with the
+// recorded scale, causal mask and key padding. One loss function (distill_loss) serves both sources.
+// Output format and metrics: docs/distill.md.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace mimic::attention {
+class LinearAttention;
+}
+
+namespace mimic::distill {
+
+// What a layer's attention consumed, as the teacher saw it.
+struct TeacherBatch {
+  at::Tensor q, k, v;  // [B, H, T, d]
+  at::Tensor o;        // [B, H, T, d] the softmax per-head output (needed for mse)
+  at::Tensor mask;     // bool [B, T], true = real token (undefined = none)
+  double scale = 1.0;
+  bool causal = true;
+};
+
+// The teacher's weights softmax(q kᵀ·scale + mask), [B, H, T, T] (0 at masked keys), computed by the
+// softmax kernel itself.
+at::Tensor teacher_weights(const TeacherBatch& b);
+// bool [B, 1, T, T]: key j is visible to query i (causal and key padding), and query i is a real token.
+at::Tensor visible(const TeacherBatch& b);
+// bool [B, 1, T, 1]: query rows that count (real tokens).
+at::Tensor valid_rows(const TeacherBatch& b);
+
+enum class LossKind { CE, MSE, CEMSE };
+LossKind parse_loss(const std::string& name);  // "ce", "mse", "ce+mse"
+std::string loss_name(LossKind k);
+
+struct LossSpec {
+  LossKind kind = LossKind::CE;
+  double ce_weight = 1.0;
+  double mse_weight = 1.0;
+};
+
+struct LossValue {
+  at::Tensor total;  // scalar, differentiable
+  at::Tensor ce;     // scalar (undefined unless ce is part of the loss)
+  at::Tensor mse;    // scalar (undefined unless mse is part of the loss)
+};
+
+// THE distillation loss (offline and online). ce: mean over real query rows, heads and samples of
+// −Σ_j a_ij log â_ij (a: teacher weights, â: the student's quadratic-form weights; masked keys carry no
+// target mass). mse: mean over real query rows, heads, samples and dimensions of (ô − o)², ô the student's
+// per-head output. ce+mse: ce_weight·ce + mse_weight·mse.
+LossValue distill_loss(attention::LinearAttention& student, const TeacherBatch& batch, const LossSpec& spec);
+
+// Fidelity of a student on teacher batches, per head.
+struct HeadMetrics {
+  double ce = 0, kl = 0, entropy_softmax = 0, entropy_linear = 0, spearman = 0;
+};
+struct LayerMetrics {
+  int64_t layer = 0;
+  std::vector<HeadMetrics> heads;
+  HeadMetrics mean;  // over heads
+  double mse = 0;    // per-head output vs teacher output, mean over real rows, heads, dims
+  nlohmann::json to_json() const;
+};
+
+// Accumulates the metrics over batches (sums per head, then divides by the real query rows).
+class MetricsAccumulator {
+ public:
+  MetricsAccumulator(int64_t layer, int64_t n_head);
+  void add(attention::LinearAttention& student, const TeacherBatch& batch);
+  // The same from weights directly: a (teacher), log_a_hat (student), scores (q·k·scale), [B, H, T, T].
+  void add_weights(const at::Tensor& a, const at::Tensor& log_a_hat, const at::Tensor& scores, const TeacherBatch& batch);
+  LayerMetrics result() const;
+
+ private:
+  int64_t layer_, n_head_;
+  std::vector<double> ce_, ent_s_, ent_l_, rho_, rho_rows_;
+  double rows_ = 0, mse_sum_ = 0, mse_count_ = 0;
+};
+
+// Spearman rank correlation of x and y along the last dimension over the positions where `valid` holds
+// (ties get their average rank), for every row; rows with fewer than two valid positions or a constant
+// side yield NaN. x, y: [..., T]; valid: bool broadcastable to them. Returns [...] (double).
+at::Tensor spearman_rows(const at::Tensor& x, const at::Tensor& y, const at::Tensor& valid);
+
+struct DistillOptions {
+  // the teacher: a record file, or (online) a model and data
+  std::string record;
+  std::string model_dir, data, split = "train";
+  int64_t samples = 64, seq_len = 0;  // online mode only
+  // the student
+  std::string feature_map = "hedgehog";
+  nlohmann::json map_options = nlohmann::json::object();
+  bool sla = false;
+  std::string train = "";  // maps | gates | both; "" = maps, or both with --sla
+  // training
+  std::string loss = "ce";
+  double ce_weight = 1.0, mse_weight = 1.0;
+  int64_t epochs = 10;
+  double lr = 1e-2, weight_decay = 0.0;
+  int64_t batch_size = 8;
+  double val_fraction = 0.1;
+  int64_t patience = 0;  // epochs without a better validation loss before stopping (0 = never)
+  std::string layers = "all";
+  uint64_t seed = 0;
+  std::string out;  // maps.safetensors; checkpoint: out + ".ckpt"
+  bool fresh = false;  // ignore (and replace) an existing checkpoint
+  // evaluation only
+  bool eval_only = false;
+  std::string maps;  // trained maps to evaluate (else the untrained --feature-map)
+  bool progress = true;
+  // testing: stop (as if killed) after this many epochs in total across layers (0 = never)
+  int64_t stop_after_epochs = 0;
+};
+
+struct LayerResult {
+  int64_t layer = 0;
+  int64_t epochs_run = 0, best_epoch = 0, steps = 0;
+  bool trained = false;  // false: nothing to train (a parameter-free map without gates)
+  double best_val_loss = 0;
+  LayerMetrics before, after;
+};
+
+struct DistillResult {
+  std::string out;
+  std::vector<LayerResult> layers;
+  bool resumed = false;
+  bool interrupted = false;  // stop_after_epochs hit
+  double seconds = 0;
+  int64_t train_samples = 0, val_samples = 0;
+  nlohmann::json to_json() const;
+};
+
+// Trains (or with eval_only, evaluates). Throws mimic::Error for bad options or files.
+DistillResult distill(const DistillOptions& options);
+
+// Name of a layer's tensors in the output: "layer_03".
+std::string layer_prefix(int64_t layer);
+
+}  // namespace mimic::distill

@@ -1,0 +1,388 @@
+// The `distill` stage: the loss is Hedgehog's Eq. 3 (checked against explicit loops), the fidelity metrics
+// (CE, KL, entropies, Spearman) match hand computations, training hedgehog on a record of a tiny model lowers
+// KL, an interrupted distillation resumes to bit-identical maps, and bad inputs are clear errors.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "attention/linear_attention.h"
+#include "attention/linear_kernel.h"
+#include "distill/distill.h"
+#include "io/safetensors.h"
+#include "record/record.h"
+#include "test_util.h"
+
+using mimic::test::TempDir;
+namespace dist = mimic::distill;
+namespace att = mimic::attention;
+
+namespace {
+
+const char* kText =
+    "Call me Ishmael. Some years ago, never mind how long precisely, having little or no money in my purse, "
+    "and nothing particular to interest me on shore, I thought I would sail about a little and see the watery "
+    "part of the world. It is a way I have of driving off the spleen and regulating the circulation. Whenever "
+    "I find myself growing grim about the mouth; whenever it is a damp, drizzly November in my soul; whenever I "
+    "find myself involuntarily pausing before coffin warehouses, and bringing up the rear of every funeral I meet.";
+
+// A small teacher batch: B=2, H=2, T=5, d=3; the second sample has two padded tokens.
+dist::TeacherBatch tiny_batch(bool causal) {
+  torch::manual_seed(7);
+  dist::TeacherBatch b;
+  b.q = torch::randn({2, 2, 5, 3});
+  b.k = torch::randn({2, 2, 5, 3});
+  b.v = torch::randn({2, 2, 5, 3});
+  b.o = torch::randn({2, 2, 5, 3});
+  b.mask = torch::ones({2, 5}, torch::kBool);
+  b.mask[1][3] = false;
+  b.mask[1][4] = false;
+  b.scale = 0.7;
+  b.causal = causal;
+  return b;
+}
+
+std::shared_ptr<att::LinearAttention> student(const std::string& map, int64_t heads, int64_t dim, bool gates = false) {
+  att::LinearAttentionConfig c;
+  c.feature_map = map;
+  c.gates = gates;
+  return std::make_shared<att::LinearAttention>(c, heads, dim);
+}
+
+bool visible(const dist::TeacherBatch& b, int64_t n, int64_t i, int64_t j) {
+  auto m = b.mask.accessor<bool, 2>();
+  return m[n][i] && m[n][j] && (!b.causal || j <= i);
+}
+
+// Hedgehog Eq. 3 by explicit loops for the elu map φ(x) = 1 + elu(x): softmax weights over the visible keys,
+// linear weights φ(√s q)·φ(√s k) / (Σ + ε), CE = mean over real query rows and heads of −Σ a log â.
+double loop_ce(const dist::TeacherBatch& b, double eps, double* entropy = nullptr) {
+  auto q = b.q.to(torch::kDouble), k = b.k.to(torch::kDouble);
+  auto phi = [&](double x) { x *= std::sqrt(b.scale); return x > 0 ? x + 1 : std::exp(x); };
+  const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
+  double ce = 0, ent = 0, rows = 0;
+  for (int64_t n = 0; n < B; ++n)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < T; ++i) {
+        if (!b.mask[n][i].item<bool>()) continue;
+        rows += 1;
+        std::vector<double> s(T), a(T), lin(T);
+        double top = -1e300, z = 0, zl = 0;
+        for (int64_t j = 0; j < T; ++j) {
+          if (!visible(b, n, i, j)) continue;
+          double dot = 0, f = 0;
+          for (int64_t c = 0; c < D; ++c) {
+            dot += q[n][h][i][c].item<double>() * k[n][h][j][c].item<double>();
+            f += phi(q[n][h][i][c].item<double>()) * phi(k[n][h][j][c].item<double>());
+          }
+          s[j] = dot * b.scale;
+          lin[j] = f;
+          top = std::max(top, s[j]);
+        }
+        for (int64_t j = 0; j < T; ++j)
+          if (visible(b, n, i, j)) z += std::exp(s[j] - top), zl += lin[j];
+        for (int64_t j = 0; j < T; ++j) {
+          if (!visible(b, n, i, j)) continue;
+          a[j] = std::exp(s[j] - top) / z;
+          ce -= a[j] * std::log(lin[j] / (zl + eps));
+          ent -= a[j] * std::log(a[j]);
+        }
+      }
+  if (entropy) *entropy = ent / rows;  // rows counts every (sample, head, real query)
+  return ce / rows;
+}
+
+mimic::record::RecordOptions record_options(const std::string& text_file, const std::string& out) {
+  mimic::record::RecordOptions o;
+  o.model_dir = mimic::test::model_with_tokenizer("gpt2-prefixed");
+  o.data = text_file;
+  o.out = out;
+  o.seq_len = 16;
+  o.samples = 0;
+  o.batch_size = 4;
+  o.measure_forward = false;
+  return o;
+}
+
+// A record of the tiny GPT-2 fixture (2 layers, 2 heads of 4 dimensions), made once per test process.
+const std::string& tiny_record() {
+  static TempDir dir;
+  static std::string path = [] {
+    std::string text;
+    for (int i = 0; i < 3; ++i) text += kText;
+    mimic::test::write_bytes(dir.file("t.txt"), text);
+    auto o = record_options(dir.file("t.txt"), dir.file("tiny.h5"));
+    mimic::record::record(o);
+    return o.out;
+  }();
+  return path;
+}
+
+dist::DistillOptions train_options(const std::string& out) {
+  dist::DistillOptions o;
+  o.record = tiny_record();
+  o.feature_map = "hedgehog";
+  o.out = out;
+  o.epochs = 6;
+  o.batch_size = 4;
+  o.val_fraction = 0.25;
+  o.progress = false;
+  return o;
+}
+
+}  // namespace
+
+TEST(DistillLogWeights, MatchLogOfWeightsForwardAndGradient) {
+  // the op's log-weights path against log(weights), values and gradients, for a log-space map (hedgehog) and a
+  // plain one (elu), causal and bidirectional with key padding
+  for (const std::string map : {"hedgehog", "elu"})
+    for (bool causal : {true, false}) {
+      auto b = tiny_batch(causal);
+      auto s = student(map, 2, 3);
+      att::AttentionContext ctx;
+      ctx.causal = causal;
+      ctx.key_padding_mask = b.mask;
+      ctx.scale = b.scale;
+      auto vis = dist::visible(b).expand({2, 2, 5, 5});
+      auto target = torch::rand({2, 2, 5, 5}) * vis;
+      // values and gradients (with respect to q, k and the map's parameters) of Σ target · log â
+      auto run = [&](bool via_log, at::Tensor* value) {
+        s->zero_grad();
+        auto q = b.q.clone().requires_grad_(true), k = b.k.clone().requires_grad_(true);
+        at::Tensor w, lw;
+        s->forward_quadratic(q, k, b.v, ctx, &w, &lw);
+        // the reference: log of the weights, at the visible entries only (log 0 elsewhere would poison the gradient)
+        auto l = via_log ? lw : torch::where(vis, w, torch::ones_like(w)).log();
+        l = torch::where(vis, l, torch::zeros_like(l));
+        *value = l.detach();
+        (l * target).sum().backward();
+        std::vector<at::Tensor> g{q.grad().clone(), k.grad().clone()};
+        for (auto& p : s->parameters())
+          if (p.grad().defined()) g.push_back(p.grad().clone());
+        return g;
+      };
+      at::Tensor v1, v2;
+      auto g1 = run(true, &v1), g2 = run(false, &v2);
+      EXPECT_TRUE(torch::allclose(v1, v2, 1e-5, 1e-5)) << map;
+      ASSERT_EQ(g1.size(), g2.size());
+      EXPECT_EQ(g1.size(), 2 + s->parameters().size());
+      for (size_t i = 0; i < g1.size(); ++i) EXPECT_TRUE(torch::allclose(g1[i], g2[i], 1e-4, 1e-5)) << map << " gradient " << i;
+    }
+  // where the weights underflow the log path stays finite: keys far below the largest one
+  att::Features f;
+  f.log_space = true;
+  f.q = torch::zeros({1, 1, 2, 1});
+  f.k = torch::tensor({0.0f, -200.0f}).view({1, 1, 2, 1});
+  att::LinearOptions lo;
+  lo.causal = false;
+  at::Tensor w, lw;
+  att::linear_quadratic(f, torch::ones({1, 1, 2, 1}), lo, at::Tensor(), nullptr, &w, &lw);
+  EXPECT_EQ(w[0][0][0][1].item<float>(), 0.0f);
+  EXPECT_NEAR(lw[0][0][0][1].item<double>(), att::log_weight_floor(), 1e-3);
+  EXPECT_TRUE(lw.isfinite().all().item<bool>());
+}
+
+TEST(DistillLoss, CrossEntropyEqualsHandComputedValue) {
+  for (bool causal : {true, false}) {
+    auto b = tiny_batch(causal);
+    auto s = student("elu", 2, 3);
+    auto l = dist::distill_loss(*s, b, {dist::LossKind::CE});
+    EXPECT_NEAR(l.total.item<double>(), loop_ce(b, 1e-6), 1e-5) << "causal " << causal;
+    EXPECT_FALSE(l.mse.defined());
+  }
+}
+
+TEST(DistillLoss, MseAndWeightedSum) {
+  auto b = tiny_batch(true);
+  auto s = student("elu", 2, 3);
+  att::AttentionContext ctx;
+  ctx.causal = true;
+  ctx.key_padding_mask = b.mask;
+  ctx.scale = b.scale;
+  auto out = s->forward_quadratic(b.q, b.k, b.v, ctx, nullptr);
+  // mean over real rows (5 + 3 per head), heads and dimensions
+  double sum = 0;
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t i = 0; i < 5; ++i)
+        if (b.mask[n][i].item<bool>())
+          for (int64_t c = 0; c < 3; ++c) sum += std::pow(out[n][h][i][c].item<double>() - b.o[n][h][i][c].item<double>(), 2);
+  const double mse = sum / (8 * 2 * 3);
+  auto l = dist::distill_loss(*s, b, {dist::LossKind::MSE});
+  EXPECT_NEAR(l.total.item<double>(), mse, 1e-5);
+  auto both = dist::distill_loss(*s, b, {dist::LossKind::CEMSE, 0.3, 2.0});
+  EXPECT_NEAR(both.total.item<double>(), 0.3 * loop_ce(b, 1e-6) + 2.0 * mse, 1e-5);
+  EXPECT_EQ(dist::parse_loss("ce+mse"), dist::LossKind::CEMSE);
+  EXPECT_MIMIC_ERROR(dist::parse_loss("kl"), "unknown distillation loss 'kl'");
+}
+
+TEST(DistillMetrics, CrossEntropyIsSoftmaxEntropyWhenStudentIsTeacher) {
+  auto b = tiny_batch(true);
+  auto a = dist::teacher_weights(b);
+  auto scores = torch::matmul(b.q, b.k.transpose(-1, -2)) * b.scale;
+  auto log_a = a.clamp_min(std::numeric_limits<float>::min()).log();
+  dist::MetricsAccumulator acc(0, 2);
+  acc.add_weights(a, log_a, scores, b);
+  auto m = acc.result();
+  double entropy = 0;
+  loop_ce(b, 1e-6, &entropy);
+  EXPECT_NEAR(m.mean.entropy_softmax, entropy, 1e-5);
+  EXPECT_NEAR(m.mean.ce, m.mean.entropy_softmax, 1e-5);
+  EXPECT_NEAR(m.mean.kl, 0.0, 1e-5);
+  EXPECT_NEAR(m.mean.entropy_linear, m.mean.entropy_softmax, 1e-5);
+  EXPECT_NEAR(m.mean.spearman, 1.0, 1e-9);  // softmax is monotone in the scores
+}
+
+TEST(DistillMetrics, KlIsCrossEntropyMinusEntropyForARealStudent) {
+  auto b = tiny_batch(false);
+  auto s = student("elu", 2, 3);
+  dist::MetricsAccumulator acc(0, 2);
+  acc.add(*s, b);
+  auto m = acc.result();
+  double entropy = 0;
+  const double ce = loop_ce(b, 1e-6, &entropy);
+  EXPECT_NEAR(m.mean.ce, ce, 1e-5);
+  EXPECT_NEAR(m.mean.entropy_softmax, entropy, 1e-5);
+  EXPECT_NEAR(m.mean.kl, ce - entropy, 1e-5);
+  EXPECT_GT(m.mean.kl, 0.0);
+  EXPECT_EQ(m.heads.size(), 2u);
+  EXPECT_NEAR((m.heads[0].kl + m.heads[1].kl) / 2, m.mean.kl, 1e-12);
+}
+
+TEST(DistillMetrics, SpearmanWithTiesAndMaskMatchesHandComputation) {
+  // row 0: x = [1, 2, 3, 4], y = [10, 20, 20, 40] → ranks x 1 2 3 4, y 1 2.5 2.5 4
+  // row 1: position 3 invalid; x = [3, 1, 2], y = [1, 2, 3] → ranks 3 1 2 vs 1 2 3: ρ = −0.5
+  // row 2: one valid position → NaN
+  auto x = torch::tensor({1.0, 2.0, 3.0, 4.0, 3.0, 1.0, 2.0, 9.0, 5.0, 5.0, 5.0, 5.0}).view({3, 4});
+  auto y = torch::tensor({10.0, 20.0, 20.0, 40.0, 1.0, 2.0, 3.0, -7.0, 1.0, 2.0, 3.0, 4.0}).view({3, 4});
+  auto valid = torch::tensor({1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0}).view({3, 4}).to(torch::kBool);
+  auto rho = dist::spearman_rows(x, y, valid);
+  // Pearson of (1,2,3,4) and (1,2.5,2.5,4): deviations (−1.5,−.5,.5,1.5) and (−1.5,0,0,1.5)
+  const double r0 = (1.5 * 1.5 * 2) / std::sqrt((2.25 * 2 + 0.25 * 2) * (2.25 * 2));
+  EXPECT_NEAR(rho[0].item<double>(), r0, 1e-12);
+  EXPECT_NEAR(rho[1].item<double>(), -0.5, 1e-12);
+  EXPECT_TRUE(std::isnan(rho[2].item<double>()));
+}
+
+TEST(DistillMetrics, EntropiesOfAHandMadeRow) {
+  // one sample, one head, T = 2, bidirectional, both keys visible: teacher a = softmax(s·q·k), student given
+  dist::TeacherBatch b;
+  b.q = torch::tensor({1.0f, 0.0f}).view({1, 1, 1, 2}).repeat({1, 1, 2, 1});
+  b.k = torch::tensor({1.0f, 0.0f, 0.0f, 0.0f}).view({1, 1, 2, 2});
+  b.v = torch::zeros({1, 1, 2, 2});
+  b.scale = std::log(3.0);  // scores s, 0 → a = (3/4, 1/4)
+  b.causal = false;
+  auto a = dist::teacher_weights(b);
+  EXPECT_NEAR(a[0][0][0][0].item<double>(), 0.75, 1e-6);
+  auto lin = torch::tensor({0.5f, 0.5f}).view({1, 1, 1, 2}).repeat({1, 1, 2, 1});
+  dist::MetricsAccumulator acc(3, 1);
+  acc.add_weights(a, lin.log(), torch::matmul(b.q, b.k.transpose(-1, -2)), b);
+  auto m = acc.result();
+  const double hs = -(0.75 * std::log(0.75) + 0.25 * std::log(0.25));
+  EXPECT_NEAR(m.mean.entropy_softmax, hs, 1e-6);
+  EXPECT_NEAR(m.mean.entropy_linear, std::log(2.0), 1e-6);
+  EXPECT_NEAR(m.mean.ce, std::log(2.0), 1e-6);
+  EXPECT_NEAR(m.mean.kl, std::log(2.0) - hs, 1e-6);
+  EXPECT_TRUE(std::isnan(m.mean.spearman));  // constant student weights: no rank correlation
+  EXPECT_EQ(m.layer, 3);
+}
+
+TEST(DistillTrain, HedgehogLowersKlOnATinyRecord) {
+  TempDir dir;
+  auto o = train_options(dir.file("maps.safetensors"));
+  o.epochs = 30;
+  auto r = dist::distill(o);
+  ASSERT_EQ(r.layers.size(), 2u);
+  for (const auto& l : r.layers) {
+    EXPECT_TRUE(l.trained);
+    EXPECT_LT(l.after.mean.kl, l.before.mean.kl / 3) << "layer " << l.layer << " KL " << l.before.mean.kl << " -> " << l.after.mean.kl;
+    EXPECT_GT(l.after.mean.spearman, l.before.mean.spearman);
+  }
+  auto f = mimic::io::SafeTensorsFile::open(o.out);
+  EXPECT_EQ(f.metadata().at("format"), "mimic-distill-1");
+  EXPECT_EQ(f.metadata().at("feature_map"), "hedgehog");
+  EXPECT_EQ(f.metadata().at("layers"), "[0,1]");
+  EXPECT_EQ(f.metadata().at("n_head"), "2");
+  EXPECT_EQ(f.metadata().at("head_dim"), "4");
+  EXPECT_TRUE(f.contains("layer_01.feature_map.weight") || !f.names().empty());
+  for (const auto& n : f.names()) EXPECT_TRUE(n.rfind("layer_00.feature_map.", 0) == 0 || n.rfind("layer_01.feature_map.", 0) == 0) << n;
+  // --eval-only on the written maps reproduces the metrics after training
+  dist::DistillOptions e = o;
+  e.eval_only = true;
+  e.maps = o.out;
+  auto ev = dist::distill(e);
+  ASSERT_EQ(ev.layers.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(ev.layers[i].after.mean.kl, r.layers[i].after.mean.kl, 1e-6);
+}
+
+TEST(DistillTrain, ResumeIsBitIdentical) {
+  TempDir dir;
+  auto whole = train_options(dir.file("whole.safetensors"));
+  whole.epochs = 3;
+  whole.feature_map = "hedgehog";
+  whole.sla = true;  // maps and gates
+  dist::distill(whole);
+  auto part = whole;
+  part.out = dir.file("part.safetensors");
+  part.stop_after_epochs = 4;  // layer 0 done (3 epochs), one epoch into layer 1
+  auto r1 = dist::distill(part);
+  EXPECT_TRUE(r1.interrupted);
+  EXPECT_FALSE(std::filesystem::exists(part.out));
+  part.stop_after_epochs = 0;
+  auto r2 = dist::distill(part);
+  EXPECT_TRUE(r2.resumed);
+  auto a = mimic::io::SafeTensorsFile::open(whole.out), b = mimic::io::SafeTensorsFile::open(part.out);
+  ASSERT_EQ(a.names(), b.names());
+  EXPECT_TRUE(a.contains("layer_01.gates.w_q"));
+  for (const auto& n : a.names()) EXPECT_TRUE(torch::equal(a.load(n), b.load(n))) << n;
+  EXPECT_EQ(a.metadata().at("metrics"), b.metadata().at("metrics"));
+  // other settings are refused, naming the difference
+  part.lr = 5e-3;
+  part.stop_after_epochs = 1;
+  std::filesystem::copy_file(part.out + ".ckpt", dir.file("other.safetensors.ckpt"));
+  auto other = part;
+  other.out = dir.file("other.safetensors");
+  EXPECT_MIMIC_ERROR(dist::distill(other), "other settings: lr");
+}
+
+TEST(DistillErrors, ClearMessages) {
+  TempDir dir;
+  auto o = train_options(dir.file("m.safetensors"));
+  o.record = dir.file("missing.h5");
+  EXPECT_MIMIC_ERROR(dist::distill(o), "no such file");
+  o = train_options(dir.file("m.safetensors"));
+  o.feature_map = "hedgepig";
+  EXPECT_MIMIC_ERROR(dist::distill(o), "hedgepig");
+  o = train_options(dir.file("m.safetensors"));
+  o.layers = "1,5";
+  EXPECT_MIMIC_ERROR(dist::distill(o), "layer 5 is not in");
+  o = train_options(dir.file("m.safetensors"));
+  o.train = "gates";
+  EXPECT_MIMIC_ERROR(dist::distill(o), "needs SLA gates");
+  o = train_options("");
+  EXPECT_MIMIC_ERROR(dist::distill(o), "--out");
+  o = train_options(dir.file("m.safetensors"));
+  o.record.clear();
+  o.model_dir = "x";
+  EXPECT_MIMIC_ERROR(dist::distill(o), "online mode");
+}
+
+TEST(DistillCli, HelpAndJson) {
+  auto help = mimic::test::mimic_cli("distill --help");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("--feature-map"), std::string::npos);
+  EXPECT_NE(help.out.find("hedgehog_softmax"), std::string::npos);
+  EXPECT_NE(help.out.find("--eval-only"), std::string::npos);
+  // an untrained baseline evaluated on the record
+  auto r = mimic::test::mimic_cli("distill --eval-only --record " + tiny_record() + " --feature-map elu --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["layers"].size(), 2u);
+  EXPECT_GT(j["layers"][0]["after"]["mean"]["kl"].get<double>(), 0.0);
+  EXPECT_EQ(j["layers"][0]["after"]["heads"].size(), 2u);
+  auto bad = mimic::test::mimic_cli("distill --eval-only --record " + tiny_record() + " --feature-map nope");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("nope"), std::string::npos);
+}

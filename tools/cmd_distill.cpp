@@ -1,0 +1,96 @@
+// mimic distill --record FILE.h5 --feature-map NAME --out maps.safetensors — train linear-attention feature
+// maps (and SLA gates) to mimic a recorded softmax teacher, layer by layer; or --eval-only: the fidelity of
+// given maps (or an untrained map) on the record's held-out samples. docs/distill.md.
+#include <cmath>
+#include <cstdio>
+
+#include "attention/feature_map.h"
+#include "cli.h"
+#include "core/error.h"
+#include "distill/distill.h"
+
+namespace mimic::cli {
+namespace {
+
+struct DistillArgs {
+  Common common;
+  distill::DistillOptions o;
+  std::string map_options = "{}";
+};
+
+void print_table(const distill::DistillResult& r, bool eval_only) {
+  std::printf("%-6s %7s %9s %9s %9s %9s %9s %9s\n", "layer", "epochs", "CE", "KL", "KL before", "H(soft)", "H(lin)", "spearman");
+  double kl = 0, kl0 = 0, ce = 0, hs = 0, hl = 0, rho = 0;
+  for (const auto& l : r.layers) {
+    const auto& a = l.after.mean;
+    std::printf("%-6lld %7lld %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f\n", static_cast<long long>(l.layer),
+                static_cast<long long>(l.epochs_run), a.ce, a.kl, l.before.mean.kl, a.entropy_softmax, a.entropy_linear, a.spearman);
+    kl += a.kl;
+    kl0 += l.before.mean.kl;
+    ce += a.ce;
+    hs += a.entropy_softmax;
+    hl += a.entropy_linear;
+    rho += a.spearman;
+  }
+  const double n = static_cast<double>(r.layers.size());
+  if (n > 0)
+    std::printf("%-6s %7s %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f\n", "mean", "", ce / n, kl / n, kl0 / n, hs / n, hl / n, rho / n);
+  std::printf("%s on %lld held-out samples (%lld for training), %.1f s%s\n", eval_only ? "evaluated" : "distilled",
+              static_cast<long long>(r.val_samples), static_cast<long long>(r.train_samples), r.seconds,
+              r.resumed ? ", resumed from a checkpoint" : "");
+}
+
+void run(DistillArgs& a) {
+  start(a.common);
+  a.o.seed = a.common.seed;
+  a.o.progress = !a.common.json;
+  try {
+    a.o.map_options = nlohmann::json::parse(a.map_options);
+  } catch (const nlohmann::json::exception&) {
+    fail("--map-options: not valid JSON: ", a.map_options);
+  }
+  if (!a.o.model_dir.empty()) a.o.model_dir = resolve_model_dir(a.o.model_dir);
+  auto r = distill::distill(a.o);
+  if (a.common.json) return print_json(r.to_json());
+  if (!a.o.eval_only) std::printf("%s: %s, %zu layers\n", r.out.c_str(), a.o.feature_map.c_str(), r.layers.size());
+  print_table(r, a.o.eval_only);
+}
+
+}  // namespace
+
+void register_distill(CLI::App& app) {
+  auto a = std::make_shared<DistillArgs>();
+  std::string maps;
+  for (const auto& m : attention::feature_maps()) maps += (maps.empty() ? "" : ", ") + m.name;
+  auto* sub = app.add_subcommand("distill", "Train linear-attention feature maps / SLA gates to mimic a recorded softmax teacher");
+  sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)");
+  sub->add_option("--model", a->o.model_dir, "Online mode: the softmax teacher (not implemented yet)");
+  sub->add_option("--data", a->o.data, "Online mode: corpus or text file");
+  sub->add_option("--feature-map", a->o.feature_map, "Feature map: " + maps)->capture_default_str();
+  sub->add_option("--map-options", a->map_options, "Feature-map options as a JSON object")->capture_default_str();
+  sub->add_flag("--sla", a->o.sla, "Add SLA head gates (they read the full Q and K)");
+  sub->add_option("--train", a->o.train, "What to train: maps, gates or both (default: maps; both with --sla)")
+      ->check(CLI::IsMember({"maps", "gates", "both"}));
+  sub->add_option("--loss", a->o.loss, "ce (Hedgehog Eq. 3), mse (per-head outputs) or ce+mse")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ce", "mse", "ce+mse"}));
+  sub->add_option("--ce-weight", a->o.ce_weight, "Weight of ce in ce+mse")->capture_default_str();
+  sub->add_option("--mse-weight", a->o.mse_weight, "Weight of mse in ce+mse")->capture_default_str();
+  sub->add_option("--epochs", a->o.epochs, "Epochs per layer")->capture_default_str();
+  sub->add_option("--lr", a->o.lr, "AdamW learning rate")->capture_default_str();
+  sub->add_option("--weight-decay", a->o.weight_decay, "AdamW weight decay")->capture_default_str();
+  sub->add_option("--batch-size", a->o.batch_size, "Samples per step")->capture_default_str();
+  sub->add_option("--val-fraction", a->o.val_fraction, "Recorded samples held out for validation and metrics")->capture_default_str();
+  sub->add_option("--patience", a->o.patience, "Stop a layer after this many epochs without a better validation loss (0: never)")
+      ->capture_default_str();
+  sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str();
+  sub->add_option("--out", a->o.out, "Output maps (.safetensors); a checkpoint OUT.ckpt beside it makes reruns resume");
+  sub->add_flag("--fresh", a->o.fresh, "Start over, ignoring a checkpoint beside --out");
+  sub->add_flag("--eval-only", a->o.eval_only, "Only evaluate --maps (or the untrained --feature-map) on the held-out samples");
+  sub->add_option("--maps", a->o.maps, "With --eval-only: a mimic distill output to evaluate");
+  sub->add_option("--stop-after-epochs", a->o.stop_after_epochs, "Testing: stop as if interrupted after N epochs")->group("");
+  add_common_options(*sub, a->common);
+  sub->callback([a]() { run(*a); });
+}
+
+}  // namespace mimic::cli
