@@ -266,6 +266,43 @@ TEST(DistillMetrics, SpearmanWithTiesAndMaskMatchesHandComputation) {
   EXPECT_TRUE(std::isnan(rho[2].item<double>()));
 }
 
+// Spearman by the definition: average ranks by counting (#less + (#equal + 1) / 2), then Pearson.
+double loop_spearman(const std::vector<double>& x, const std::vector<double>& y) {
+  const size_t n = x.size();
+  if (n < 2) return std::numeric_limits<double>::quiet_NaN();
+  auto ranks = [&](const std::vector<double>& z) {
+    std::vector<double> r(n);
+    for (size_t j = 0; j < n; ++j) {
+      double less = 0, equal = 0;
+      for (size_t l = 0; l < n; ++l) less += z[l] < z[j], equal += z[l] == z[j];
+      r[j] = less + (equal + 1) / 2;
+    }
+    return r;
+  };
+  auto rx = ranks(x), ry = ranks(y);
+  double mx = 0, my = 0;
+  for (size_t j = 0; j < n; ++j) mx += rx[j] / n, my += ry[j] / n;
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t j = 0; j < n; ++j) sxy += (rx[j] - mx) * (ry[j] - my), sxx += (rx[j] - mx) * (rx[j] - mx), syy += (ry[j] - my) * (ry[j] - my);
+  return sxx == 0 || syy == 0 ? std::numeric_limits<double>::quiet_NaN() : sxy / std::sqrt(sxx * syy);
+}
+
+TEST(DistillMetrics, SpearmanMatchesTheDefinitionOnRandomRowsWithTies) {
+  torch::manual_seed(3);
+  // small integers: many ties; random validity masks
+  auto x = torch::randint(0, 5, {40, 9}).to(torch::kDouble), y = torch::randint(0, 4, {40, 9}).to(torch::kDouble);
+  auto valid = torch::rand({40, 9}) < 0.7;
+  auto rho = dist::spearman_rows(x, y, valid);
+  for (int64_t r = 0; r < 40; ++r) {
+    std::vector<double> xs, ys;
+    for (int64_t j = 0; j < 9; ++j)
+      if (valid[r][j].item<bool>()) xs.push_back(x[r][j].item<double>()), ys.push_back(y[r][j].item<double>());
+    const double want = loop_spearman(xs, ys), got = rho[r].item<double>();
+    if (std::isnan(want)) EXPECT_TRUE(std::isnan(got)) << "row " << r;
+    else EXPECT_NEAR(got, want, 1e-12) << "row " << r;
+  }
+}
+
 TEST(DistillMetrics, EntropiesOfAHandMadeRow) {
   // one sample, one head, T = 2, bidirectional, both keys visible: teacher a = softmax(s·q·k), student given
   dist::TeacherBatch b;

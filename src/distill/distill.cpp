@@ -99,39 +99,40 @@ LossValue distill_loss(LinearAttention& student, const TeacherBatch& b, const Lo
 
 // ---------------------------------------------------------------- metrics
 
+// Average ranks (1-based; ties share the mean of their positions) of z along the last dimension among the
+// valid positions; invalid positions are sorted last and get ranks that the caller ignores.
+static at::Tensor average_ranks(const at::Tensor& z_in, const at::Tensor& valid) {
+  const int64_t t = z_in.size(-1);
+  auto z = torch::where(valid, z_in, torch::full_like(z_in, std::numeric_limits<double>::infinity()));
+  auto sorted = z.sort(-1);
+  auto s = std::get<0>(sorted), idx = std::get<1>(sorted);
+  auto pos = torch::arange(t, z.options()).expand_as(s);
+  auto differs = s.narrow(-1, 1, t - 1) != s.narrow(-1, 0, t - 1);  // between p and p+1
+  auto yes = torch::ones_like(s.narrow(-1, 0, 1), torch::kBool);
+  auto starts = torch::cat({yes, differs}, -1);  // p opens a tie group
+  auto ends = torch::cat({differs, yes}, -1);    // p closes one
+  auto first = std::get<0>(torch::where(starts, pos, torch::zeros_like(pos)).cummax(-1));
+  auto last = std::get<0>(torch::where(ends, pos, torch::full_like(pos, static_cast<double>(t - 1))).flip(-1).cummin(-1)).flip(-1);
+  return torch::empty_like(z).scatter_(-1, idx, (first + last) / 2 + 1);
+}
+
 at::Tensor spearman_rows(const at::Tensor& x_in, const at::Tensor& y_in, const at::Tensor& valid_in) {
   auto shape = x_in.sizes().vec();
   const int64_t t = shape.back();
   auto x = x_in.to(torch::kDouble).reshape({-1, t});
   auto y = y_in.to(torch::kDouble).expand(x_in.sizes()).reshape({-1, t});
-  auto valid = valid_in.to(torch::kBool).expand(x_in.sizes()).reshape({-1, t});
-  const int64_t rows = x.size(0);
-  auto out = torch::empty({rows}, torch::kDouble);
-  // average ranks among the valid positions: #less + (#equal + 1) / 2, by pairwise comparison in row chunks
-  const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(1, t * t));
-  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-    const int64_t n = std::min(chunk, rows - r0);
-    auto xv = x.narrow(0, r0, n), yv = y.narrow(0, r0, n), v = valid.narrow(0, r0, n);
-    auto vd = v.to(torch::kDouble);
-    auto rank = [&](const at::Tensor& z) {
-      auto others = vd.unsqueeze(1);  // [n, 1, T] over l
-      auto less = ((z.unsqueeze(1) < z.unsqueeze(2)).to(torch::kDouble) * others).sum(-1);   // [n, T] over j
-      auto equal = ((z.unsqueeze(1) == z.unsqueeze(2)).to(torch::kDouble) * others).sum(-1);
-      return less + (equal + 1) / 2;
-    };
-    auto rx = rank(xv), ry = rank(yv);
-    auto count = vd.sum(-1, true);
-    auto mean = (count + 1) / 2;
-    auto dx = (rx - mean) * vd, dy = (ry - mean) * vd;
-    auto num = (dx * dy).sum(-1);
-    auto den = ((dx * dx).sum(-1) * (dy * dy).sum(-1)).sqrt();
-    auto rho = num / den;
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    rho = torch::where((count.squeeze(-1) < 2) | (den == 0), torch::full_like(rho, nan), rho);
-    out.narrow(0, r0, n).copy_(rho);
-  }
+  auto v = valid_in.to(torch::kBool).expand(x_in.sizes()).reshape({-1, t});
+  auto vd = v.to(torch::kDouble);
+  auto rx = average_ranks(x, v), ry = average_ranks(y, v);
+  auto count = vd.sum(-1, true);
+  auto mean = (count + 1) / 2;  // the mean of the ranks 1..n, ties or not
+  auto dx = (rx - mean) * vd, dy = (ry - mean) * vd;
+  auto num = (dx * dy).sum(-1);
+  auto den = ((dx * dx).sum(-1) * (dy * dy).sum(-1)).sqrt();
+  auto rho = num / den;
+  rho = torch::where((count.squeeze(-1) < 2) | (den == 0), torch::full_like(rho, std::numeric_limits<double>::quiet_NaN()), rho);
   shape.pop_back();
-  return out.reshape(shape);
+  return rho.reshape(shape);
 }
 
 MetricsAccumulator::MetricsAccumulator(int64_t layer, int64_t n_head)
