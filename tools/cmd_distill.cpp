@@ -64,8 +64,11 @@ void register_distill(CLI::App& app) {
   for (const auto& m : attention::feature_maps()) maps += (maps.empty() ? "" : ", ") + m.name;
   auto* sub = app.add_subcommand("distill", "Train linear-attention feature maps / SLA gates to mimic a recorded softmax teacher");
   sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)");
-  sub->add_option("--model", a->o.model_dir, "Online mode: the softmax teacher (not implemented yet)");
-  sub->add_option("--data", a->o.data, "Online mode: corpus or text file");
+  sub->add_option("--model", a->o.model_dir, "Online mode (no record file): the softmax teacher, run here");
+  sub->add_option("--data", a->o.data, "Online mode: corpus all|sotu|moby-dick (with --split) or a UTF-8 text file");
+  sub->add_option("--split", a->o.split, "Online mode: split of a corpus")->capture_default_str();
+  sub->add_option("--samples", a->o.samples, "Online mode: samples to take from --data")->capture_default_str();
+  sub->add_option("--seq-len", a->o.seq_len, "Online mode: tokens per sample (default: min(256, the model's context))");
   sub->add_option("--feature-map", a->o.feature_map, "Feature map: " + maps)->capture_default_str();
   sub->add_option("--map-options", a->map_options, "Feature-map options as a JSON object")->capture_default_str();
   sub->add_flag("--sla", a->o.sla, "Add SLA head gates (they read the full Q and K)");

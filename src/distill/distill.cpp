@@ -15,6 +15,7 @@
 #include "core/progress.h"
 #include "data/batches.h"
 #include "io/safetensors.h"
+#include "models/model.h"
 #include "record/record.h"
 #include "train/optimizer.h"
 
@@ -329,14 +330,98 @@ class RecordSource : public Source {
   at::Tensor q_, k_, v_, o_, mask_;
 };
 
+// The online mode: the teacher runs here, on the samples `record` would take from --data; a layer's q, k,
+// v, o are captured for every sample when that layer starts (what a record file would hold, kept in memory).
+class OnlineSource : public Source {
+ public:
+  explicit OnlineSource(const DistillOptions& o) : model_dir_(o.model_dir) {
+    MIMIC_CHECK(!o.data.empty(), "distill: the online mode needs --data (a corpus or a text file) with --model");
+    MIMIC_CHECK(o.samples >= 1, "--samples must be >= 1, got ", o.samples);
+    record::RecordOptions ro;
+    ro.model_dir = o.model_dir;
+    ro.data = o.data;
+    ro.split = o.split;
+    ro.seq_len = o.seq_len;
+    samples_ = std::make_unique<record::SampleReader>(ro);
+    n_ = std::min(o.samples, samples_->available());
+    model_ = models::load_model(o.model_dir);
+    model_->module().eval();
+    auto sum = model_->summary();
+    n_head_ = sum.n_head;
+    head_dim_ = sum.d_model / sum.n_head;
+    for (int64_t l = 0; l < sum.n_layer; ++l) layers_.push_back(l);
+    batch_ = std::max<int64_t>(1, o.batch_size);
+  }
+  int64_t samples() const override { return n_; }
+  int64_t n_head() const override { return n_head_; }
+  int64_t head_dim() const override { return head_dim_; }
+  std::vector<int64_t> layers() const override { return layers_; }
+  std::string describe() const override { return model_dir_; }
+  nlohmann::json identity() const override {
+    return {{"model", fs::absolute(model_dir_).lexically_normal().string()}, {"data", samples_->data_id()}, {"samples", n_},
+            {"seq_len", samples_->seq_len()}};
+  }
+  TeacherBatch batch(int64_t layer, int64_t begin, int64_t count) override {
+    if (layer != cached_) capture(layer);
+    TeacherBatch b;
+    b.q = q_.narrow(0, begin, count);
+    b.k = k_.narrow(0, begin, count);
+    b.v = v_.narrow(0, begin, count);
+    b.o = o_.narrow(0, begin, count);
+    b.mask = mask_.narrow(0, begin, count);
+    b.scale = scale_;
+    b.causal = causal_;
+    return b;
+  }
+
+ private:
+  void capture(int64_t layer) {
+    torch::NoGradGuard no_grad;
+    attention::AttentionCapture cap;
+    model_->set_attention_capture(layer, &cap);
+    std::vector<at::Tensor> q, k, v, o, m;
+    try {
+      for (int64_t s = 0; s < n_; s += batch_) {
+        auto [ids, mask] = samples_->batch(s, std::min(batch_, n_ - s));
+        model_->forward({ids, mask, {}, {}});
+        q.push_back(cap.q.to(torch::kFloat));
+        k.push_back(cap.k.to(torch::kFloat));
+        v.push_back(cap.v.to(torch::kFloat));
+        o.push_back(cap.o.to(torch::kFloat));
+        m.push_back(mask.to(torch::kBool));
+      }
+    } catch (...) {
+      model_->set_attention_capture(layer, nullptr);
+      throw;
+    }
+    model_->set_attention_capture(layer, nullptr);
+    q_ = torch::cat(q);
+    k_ = torch::cat(k);
+    v_ = torch::cat(v);
+    o_ = torch::cat(o);
+    mask_ = torch::cat(m);
+    scale_ = cap.scale;
+    causal_ = cap.causal;
+    cached_ = layer;
+  }
+
+  std::string model_dir_;
+  std::unique_ptr<record::SampleReader> samples_;
+  std::unique_ptr<models::Model> model_;
+  int64_t n_ = 0, n_head_ = 0, head_dim_ = 0, batch_ = 8, cached_ = -1;
+  std::vector<int64_t> layers_;
+  at::Tensor q_, k_, v_, o_, mask_;
+  double scale_ = 1.0;
+  bool causal_ = true;
+};
+
 std::unique_ptr<Source> open_source(const DistillOptions& o) {
   if (!o.record.empty()) {
     MIMIC_CHECK(o.model_dir.empty(), "distill: give either --record or --model, not both");
     return std::make_unique<RecordSource>(o.record);
   }
   MIMIC_CHECK(!o.model_dir.empty(), "distill: give --record FILE.h5 (or --model DIR --data ... for the online mode)");
-  fail("distill: the online mode (--model/--data) is not implemented yet; record the teacher first with `mimic record` "
-       "and pass --record");
+  return std::make_unique<OnlineSource>(o);
 }
 
 // ---------------------------------------------------------------- students
@@ -544,6 +629,7 @@ void write_output(const std::string& path, const DistillOptions& o, const Studen
                  {"head_dim", std::to_string(src.head_dim())},
                  {"source", src.describe()},
                  {"record", o.record},
+                 {"data", o.record.empty() ? o.data : ""},
                  {"loss", o.loss},
                  {"settings", nlohmann::json({{"epochs", o.epochs},
                                               {"lr", o.lr},

@@ -349,6 +349,18 @@ struct Sampler {
   }
 };
 
+Sampler make_sampler(const Stream& stream, const text::Tokenizer& tok, bool bert, int64_t seq_len) {
+  Sampler sampler{stream, bert, seq_len, bert ? seq_len - 2 : seq_len};
+  if (bert) {
+    sampler.cls = tok.cls_id();
+    sampler.sep = tok.sep_id();
+    sampler.pad = std::max<int64_t>(tok.pad_id(), 0);
+  } else {
+    sampler.pad = tok.eos_id() >= 0 ? tok.eos_id() : 0;
+  }
+  return sampler;
+}
+
 // ------------------------------------------------------------------------------------------ the file
 const char* const kTensors[] = {"q", "k", "v", "o"};
 
@@ -423,14 +435,7 @@ RecordResult record(const RecordOptions& o) {
 
   std::string data_id;
   Stream stream = open_stream(o, *tok, &data_id);
-  Sampler sampler{stream, bert, seq_len, bert ? seq_len - 2 : seq_len};
-  if (bert) {
-    sampler.cls = tok->cls_id();
-    sampler.sep = tok->sep_id();
-    sampler.pad = std::max<int64_t>(tok->pad_id(), 0);
-  } else {
-    sampler.pad = tok->eos_id() >= 0 ? tok->eos_id() : 0;
-  }
+  Sampler sampler = make_sampler(stream, *tok, bert, seq_len);
   const int64_t available = sampler.available();
   const int64_t target = o.samples > 0 ? std::min(o.samples, available) : available;
   const int64_t K = o.weights_samples;
@@ -677,6 +682,34 @@ RecordResult record(const RecordOptions& o) {
 }
 
 // ------------------------------------------------------------------------------------------ reader
+struct SampleReader::Impl {
+  std::string data_id;
+  Stream stream;
+  std::unique_ptr<Sampler> sampler;
+};
+
+SampleReader::SampleReader(const RecordOptions& o) : impl_(std::make_unique<Impl>()) {
+  auto tok = text::load_tokenizer(o.model_dir);
+  const auto cfg = nlohmann::json::parse(io::read_text_file((fs::path(o.model_dir) / "config.json").string()));
+  const bool bert = cfg.value("model_type", std::string()) == "bert";
+  const int64_t context = cfg.value(bert ? "max_position_embeddings" : "n_positions", int64_t{1024});
+  const int64_t seq_len = o.seq_len > 0 ? o.seq_len : std::min<int64_t>(256, context);
+  MIMIC_CHECK(seq_len <= context, "--seq-len ", seq_len, " exceeds the model's context of ", context);
+  MIMIC_CHECK(!bert || seq_len >= 3, "--seq-len must be at least 3 for BERT ([CLS] token [SEP])");
+  impl_->stream = open_stream(o, *tok, &impl_->data_id);
+  impl_->sampler = std::make_unique<Sampler>(make_sampler(impl_->stream, *tok, bert, seq_len));
+}
+SampleReader::~SampleReader() = default;
+SampleReader::SampleReader(SampleReader&&) noexcept = default;
+int64_t SampleReader::available() const { return impl_->sampler->available(); }
+int64_t SampleReader::seq_len() const { return impl_->sampler->seq_len; }
+const std::string& SampleReader::data_id() const { return impl_->data_id; }
+std::pair<at::Tensor, at::Tensor> SampleReader::batch(int64_t begin, int64_t count) const {
+  MIMIC_CHECK(begin >= 0 && count >= 0 && begin + count <= available(), "samples [", begin, ", ", begin + count, ") are outside the ",
+              available(), " of --data ", impl_->data_id);
+  return impl_->sampler->batch(begin, count);
+}
+
 struct RecordReader::Impl {
   std::string path;
   H5::H5File file;

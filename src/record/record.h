@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mimic::record {
@@ -59,6 +60,26 @@ RecordResult record(const RecordOptions& options);
 // "all" → 0..n_layer-1; otherwise a comma-separated list of layers and ranges a-b, sorted, deduplicated;
 // an out-of-range or malformed entry is a mimic::Error.
 std::vector<int64_t> parse_layers(const std::string& spec, int64_t n_layer);
+
+// The samples `record` takes from --data for a model (consecutive blocks of the token stream; GPT-2: T
+// tokens, BERT: [CLS] + T−2 tokens + [SEP]; the last block padded and masked) — for stages that run the
+// teacher themselves (distill's online mode). Uses options.model_dir (tokenizer and model type), data,
+// split and seq_len (0: min(256, the model's context)).
+class SampleReader {
+ public:
+  explicit SampleReader(const RecordOptions& options);
+  ~SampleReader();
+  SampleReader(SampleReader&&) noexcept;
+  int64_t available() const;  // samples the data holds
+  int64_t seq_len() const;
+  const std::string& data_id() const;  // the corpus name or the file's absolute path
+  // input_ids and attention_mask (int64) [count, T] of samples [begin, begin+count).
+  std::pair<at::Tensor, at::Tensor> batch(int64_t begin, int64_t count) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Reading a record file back (what the distillation stage uses).
 class RecordReader {
