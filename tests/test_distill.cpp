@@ -343,6 +343,9 @@ TEST(DistillTrain, HedgehogLowersKlOnATinyRecord) {
   EXPECT_EQ(f.metadata().at("layers"), "[0,1]");
   EXPECT_EQ(f.metadata().at("n_head"), "2");
   EXPECT_EQ(f.metadata().at("head_dim"), "4");
+  EXPECT_EQ(f.metadata().at("source"), mimic::test::model_with_tokenizer("gpt2-prefixed"));
+  EXPECT_EQ(nlohmann::json::parse(f.metadata().at("attention"))["feature_map"], "hedgehog");
+  EXPECT_EQ(nlohmann::json::parse(f.metadata().at("metrics")).size(), 2u);
   EXPECT_TRUE(f.contains("layer_01.feature_map.weight") || !f.names().empty());
   for (const auto& n : f.names()) EXPECT_TRUE(n.rfind("layer_00.feature_map.", 0) == 0 || n.rfind("layer_01.feature_map.", 0) == 0) << n;
   // --eval-only on the written maps reproduces the metrics after training
@@ -352,6 +355,30 @@ TEST(DistillTrain, HedgehogLowersKlOnATinyRecord) {
   auto ev = dist::distill(e);
   ASSERT_EQ(ev.layers.size(), 2u);
   for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(ev.layers[i].after.mean.kl, r.layers[i].after.mean.kl, 1e-6);
+}
+
+TEST(DistillTrain, BidirectionalBertRecordWithPadding) {
+  // BERT: non-causal, padded last sample; hedgehog with SLA gates trained jointly lowers KL
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 3; ++i) text += kText;
+  mimic::test::write_bytes(dir.file("t.txt"), text);
+  auto ro = record_options(dir.file("t.txt"), dir.file("bert.h5"));
+  ro.model_dir = mimic::test::model_with_tokenizer("bert-mlm");
+  mimic::record::record(ro);
+  auto o = train_options(dir.file("bert.safetensors"));
+  o.record = ro.out;
+  o.sla = true;
+  o.epochs = 20;
+  o.layers = "1";
+  auto r = dist::distill(o);
+  ASSERT_EQ(r.layers.size(), 1u);
+  EXPECT_EQ(r.layers[0].layer, 1);
+  EXPECT_LT(r.layers[0].after.mean.kl, r.layers[0].before.mean.kl / 2)
+      << r.layers[0].before.mean.kl << " -> " << r.layers[0].after.mean.kl;
+  auto f = mimic::io::SafeTensorsFile::open(o.out);
+  EXPECT_TRUE(f.contains("layer_01.gates.w_k"));
+  EXPECT_FALSE(f.contains("layer_00.gates.w_k"));
 }
 
 TEST(DistillTrain, ResumeIsBitIdentical) {

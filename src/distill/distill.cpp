@@ -284,6 +284,7 @@ class Source {
   virtual int64_t head_dim() const = 0;
   virtual std::vector<int64_t> layers() const = 0;
   virtual std::string describe() const = 0;
+  virtual std::string model() const = 0;  // the teacher
   virtual nlohmann::json identity() const = 0;  // what the fingerprint keys on
   virtual TeacherBatch batch(int64_t layer, int64_t begin, int64_t count) = 0;
 };
@@ -298,6 +299,7 @@ class RecordSource : public Source {
   int64_t head_dim() const override { return reader_.head_dim(); }
   std::vector<int64_t> layers() const override { return reader_.layers(); }
   std::string describe() const override { return path_; }
+  std::string model() const override { return reader_.source(); }
   nlohmann::json identity() const override {
     return {{"record", fs::absolute(path_).lexically_normal().string()}, {"samples", reader_.samples()},
             {"seq_len", reader_.seq_len()}};
@@ -357,6 +359,7 @@ class OnlineSource : public Source {
   int64_t head_dim() const override { return head_dim_; }
   std::vector<int64_t> layers() const override { return layers_; }
   std::string describe() const override { return model_dir_; }
+  std::string model() const override { return model_dir_; }
   nlohmann::json identity() const override {
     return {{"model", fs::absolute(model_dir_).lexically_normal().string()}, {"data", samples_->data_id()}, {"samples", n_},
             {"seq_len", samples_->seq_len()}};
@@ -627,7 +630,7 @@ void write_output(const std::string& path, const DistillOptions& o, const Studen
                  {"layers", nlohmann::json(ids).dump()},
                  {"n_head", std::to_string(src.n_head())},
                  {"head_dim", std::to_string(src.head_dim())},
-                 {"source", src.describe()},
+                 {"source", src.model()},
                  {"record", o.record},
                  {"data", o.record.empty() ? o.data : ""},
                  {"loss", o.loss},

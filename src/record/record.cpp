@@ -718,6 +718,7 @@ struct RecordReader::Impl {
   std::vector<int64_t> layers;
   std::map<int64_t, double> scales;
   bool f16 = true;
+  std::string source;
 };
 
 RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
@@ -739,6 +740,8 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
     impl_->causal = read_attr(f, "causal").get<int64_t>() != 0;
     impl_->layers = read_attr(f, "layers").get<std::vector<int64_t>>();
     impl_->f16 = read_attr(f, "dtype") == "f16";
+    auto src = read_attr(f, "source");
+    impl_->source = src.is_string() ? src.get<std::string>() : std::string();
     impl_->weights_samples = std::min(impl_->samples, read_attr(f, "weights_samples").get<int64_t>());
     for (auto l : impl_->layers) impl_->scales[l] = read_attr(f.openGroup(layer_group(l)), "scale").get<double>();
   } catch (const H5::Exception& e) {
@@ -756,6 +759,7 @@ int64_t RecordReader::head_dim() const { return impl_->head_dim; }
 bool RecordReader::causal() const { return impl_->causal; }
 const std::vector<int64_t>& RecordReader::layers() const { return impl_->layers; }
 int64_t RecordReader::weights_samples() const { return impl_->weights_samples; }
+std::string RecordReader::source() const { return impl_->source; }
 double RecordReader::scale(int64_t layer) const {
   auto it = impl_->scales.find(layer);
   MIMIC_CHECK(it != impl_->scales.end(), impl_->path, ": layer ", layer, " was not recorded");
