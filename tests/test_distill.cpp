@@ -346,7 +346,8 @@ TEST(DistillTrain, HedgehogLowersKlOnATinyRecord) {
   EXPECT_EQ(f.metadata().at("source"), mimic::test::model_with_tokenizer("gpt2-prefixed"));
   EXPECT_EQ(nlohmann::json::parse(f.metadata().at("attention"))["feature_map"], "hedgehog");
   EXPECT_EQ(nlohmann::json::parse(f.metadata().at("metrics")).size(), 2u);
-  EXPECT_TRUE(f.contains("layer_01.feature_map.weight") || !f.names().empty());
+  EXPECT_TRUE(f.contains("layer_01.feature_map.q_weight"));
+  EXPECT_TRUE(f.contains("layer_00.feature_map.k_bias"));
   for (const auto& n : f.names()) EXPECT_TRUE(n.rfind("layer_00.feature_map.", 0) == 0 || n.rfind("layer_01.feature_map.", 0) == 0) << n;
   // --eval-only on the written maps reproduces the metrics after training
   dist::DistillOptions e = o;
