@@ -382,6 +382,24 @@ TEST(DistillTrain, BidirectionalBertRecordWithPadding) {
   EXPECT_FALSE(f.contains("layer_00.gates.w_k"));
 }
 
+TEST(DistillTrain, GatesOnlyLeaveTheMapFrozen) {
+  TempDir dir;
+  auto o = train_options(dir.file("g.safetensors"));
+  o.sla = true;
+  o.train = "gates";
+  o.epochs = 2;
+  o.layers = "0";
+  auto r = dist::distill(o);
+  ASSERT_EQ(r.layers.size(), 1u);
+  EXPECT_TRUE(r.layers[0].trained);
+  auto f = mimic::io::SafeTensorsFile::open(o.out);
+  // hedgehog's initial map: W = I, b = 0 per head; the gates moved away from their zero init
+  EXPECT_TRUE(torch::equal(f.load("layer_00.feature_map.q_weight"), torch::eye(4, 4).unsqueeze(0).repeat({2, 1, 1})));
+  EXPECT_TRUE(torch::equal(f.load("layer_00.feature_map.k_bias"), torch::zeros({2, 1, 4})));
+  EXPECT_GT(f.load("layer_00.gates.w_k").abs().max().item<float>(), 0.0f);
+  EXPECT_EQ(nlohmann::json::parse(f.metadata().at("settings"))["train"], "gates");
+}
+
 TEST(DistillTrain, ResumeIsBitIdentical) {
   TempDir dir;
   auto whole = train_options(dir.file("whole.safetensors"));
