@@ -474,6 +474,9 @@ TEST(DistillErrors, ClearMessages) {
   o = train_options("");
   EXPECT_MIMIC_ERROR(dist::distill(o), "--out");
   o = train_options(dir.file("m.safetensors"));
+  o.feature_map = "identity";
+  EXPECT_MIMIC_ERROR(dist::distill(o), "ce loss is undefined");
+  o = train_options(dir.file("m.safetensors"));
   o.record.clear();
   o.model_dir = mimic::test::model_with_tokenizer("gpt2-prefixed");
   EXPECT_MIMIC_ERROR(dist::distill(o), "needs --data");
@@ -496,6 +499,13 @@ TEST(DistillCli, HelpAndJson) {
   ASSERT_EQ(j["layers"].size(), 2u);
   EXPECT_GT(j["layers"][0]["after"]["mean"]["kl"].get<double>(), 0.0);
   EXPECT_EQ(j["layers"][0]["after"]["heads"].size(), 2u);
+  // a sign-free map: no distribution, so ce / kl / entropy_linear are null, Spearman stays
+  auto id = mimic::test::mimic_cli("distill --eval-only --record " + tiny_record() + " --feature-map identity --json");
+  ASSERT_EQ(id.code, 0) << id.err;
+  auto ij = nlohmann::json::parse(id.out)["layers"][0]["after"]["mean"];
+  EXPECT_TRUE(ij["kl"].is_null());
+  EXPECT_TRUE(ij["entropy_linear"].is_null());
+  EXPECT_TRUE(ij["spearman"].is_number());
   auto bad = mimic::test::mimic_cli("distill --eval-only --record " + tiny_record() + " --feature-map nope");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("nope"), std::string::npos);

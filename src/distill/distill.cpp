@@ -141,6 +141,7 @@ MetricsAccumulator::MetricsAccumulator(int64_t layer, int64_t n_head)
 
 void MetricsAccumulator::add(LinearAttention& student, const TeacherBatch& b) {
   torch::NoGradGuard no_grad;
+  if (student.map->sign() == attention::Sign::Any) signed_ = true;
   at::Tensor log_w;
   auto out = student.forward_quadratic(b.q, b.k, b.v, context(b), nullptr, &log_w);
   auto scores = torch::matmul(b.q, b.k.transpose(-1, -2)) * b.scale;
@@ -187,6 +188,7 @@ LayerMetrics MetricsAccumulator::result() const {
     x.entropy_softmax = ent_s_[i] / rows;
     x.entropy_linear = ent_l_[i] / rows;
     x.kl = x.ce - x.entropy_softmax;
+    if (signed_) x.ce = x.kl = x.entropy_linear = std::numeric_limits<double>::quiet_NaN();  // not a distribution
     x.spearman = rho_rows_[i] > 0 ? rho_[i] / rho_rows_[i] : std::numeric_limits<double>::quiet_NaN();
     m.heads.push_back(x);
     m.mean.ce += x.ce / static_cast<double>(n_head_);
@@ -721,6 +723,12 @@ DistillResult distill(const DistillOptions& o) {
   MIMIC_CHECK(o.maps.empty() || o.eval_only, "--maps is for --eval-only");
   // the map must exist before any file is read (a clear error for a typo)
   if (o.maps.empty()) attention::make_feature_map({o.feature_map, 1, 2, o.map_options.is_null() ? nlohmann::json::object() : o.map_options});
+  if (o.maps.empty() && loss.kind != LossKind::MSE) {
+    auto map = attention::make_feature_map({o.feature_map, 1, 2, o.map_options.is_null() ? nlohmann::json::object() : o.map_options});
+    MIMIC_CHECK(o.eval_only || map->sign() != attention::Sign::Any, "feature map '", o.feature_map,
+                "' has features of any sign: its linear-attention weights are no distribution and the ce loss is undefined; "
+                "use --loss mse");
+  }
   auto src = open_source(o);
   if (o.eval_only) return eval_only(o, *src);
 

@@ -73,7 +73,9 @@ struct LayerMetrics {
   nlohmann::json to_json() const;
 };
 
-// Accumulates the metrics over batches (sums per head, then divides by the real query rows).
+// Accumulates the metrics over batches (sums per head, then divides by the real query rows). For a map whose
+// features may be negative (Sign::Any, e.g. identity) the linear weights are no distribution: ce, kl and
+// entropy_linear are then NaN (null in JSON); spearman and mse stay defined.
 class MetricsAccumulator {
  public:
   MetricsAccumulator(int64_t layer, int64_t n_head);
@@ -86,6 +88,7 @@ class MetricsAccumulator {
   int64_t layer_, n_head_;
   std::vector<double> ce_, ent_s_, ent_l_, rho_, rho_rows_;
   double rows_ = 0, mse_sum_ = 0, mse_count_ = 0;
+  bool signed_ = false;  // a map with features of any sign: ce, kl, entropy_linear are undefined (NaN)
 };
 
 // Spearman rank correlation of x and y along the last dimension over the positions where `valid` holds
