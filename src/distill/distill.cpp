@@ -436,7 +436,7 @@ struct StudentSpec {
   bool train_maps = true, train_gates = false;
 };
 
-StudentSpec student_spec(const DistillOptions& o, int64_t n_head) {
+StudentSpec student_spec(const DistillOptions& o) {
   StudentSpec s;
   s.config.feature_map = o.feature_map;
   s.config.map_options = o.map_options.is_null() ? nlohmann::json::object() : o.map_options;
@@ -447,7 +447,6 @@ StudentSpec student_spec(const DistillOptions& o, int64_t n_head) {
   MIMIC_CHECK(o.sla || train == "maps", "--train ", train, " needs SLA gates (--sla)");
   s.train_maps = train != "gates";
   s.train_gates = train != "maps";
-  (void)n_head;
   return s;
 }
 
@@ -691,7 +690,7 @@ DistillResult eval_only(const DistillOptions& o, Source& src) {
                 o.maps, ": maps for ", maps->metadata().at("n_head"), " heads of ", maps->metadata().at("head_dim"),
                 " dimensions, the record has ", src.n_head(), " of ", src.head_dim());
   } else {
-    spec = student_spec(o, src.n_head());
+    spec = student_spec(o);
   }
   for (auto layer : layers) {
     auto student = make_student(spec, src.n_head(), src.head_dim(), o.seed, layer);
@@ -733,7 +732,7 @@ DistillResult distill(const DistillOptions& o) {
   if (o.eval_only) return eval_only(o, *src);
 
   const auto t0 = std::chrono::steady_clock::now();
-  const auto spec = student_spec(o, src->n_head());
+  const auto spec = student_spec(o);
   const auto layers = chosen_layers(o, *src);
   const auto sp = split_samples(src->samples(), o.val_fraction);
   const int64_t n_batches = (sp.train_count + o.batch_size - 1) / o.batch_size;
