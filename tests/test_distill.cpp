@@ -475,7 +475,8 @@ TEST(DistillErrors, ClearMessages) {
   EXPECT_MIMIC_ERROR(dist::distill(o), "--out");
   o = train_options(dir.file("m.safetensors"));
   o.feature_map = "identity";
-  EXPECT_MIMIC_ERROR(dist::distill(o), "ce loss is undefined");
+  o.sla = true;  // gates to train, with ce on weights that are no distribution
+  EXPECT_MIMIC_ERROR(dist::distill(o), "gives negative attention weights");
   o = train_options(dir.file("m.safetensors"));
   o.record.clear();
   o.model_dir = mimic::test::model_with_tokenizer("gpt2-prefixed");
@@ -506,6 +507,10 @@ TEST(DistillCli, HelpAndJson) {
   EXPECT_TRUE(ij["kl"].is_null());
   EXPECT_TRUE(ij["entropy_linear"].is_null());
   EXPECT_TRUE(ij["spearman"].is_number());
+  // taylor2's features have any sign but its kernel 1 + q·k + (q·k)²/2 is positive: a distribution
+  auto t2 = mimic::test::mimic_cli("distill --eval-only --record " + tiny_record() + " --feature-map taylor2 --json");
+  ASSERT_EQ(t2.code, 0) << t2.err;
+  EXPECT_TRUE(nlohmann::json::parse(t2.out)["layers"][0]["after"]["mean"]["kl"].is_number());
   auto bad = mimic::test::mimic_cli("distill --eval-only --record " + tiny_record() + " --feature-map nope");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("nope"), std::string::npos);

@@ -71,9 +71,19 @@ std::string loss_name(LossKind k) {
   return "?";
 }
 
+// A map whose features may be negative (Sign::Any) can still have a positive kernel (taylor2: 1 + q·k + (q·k)²/2);
+// true when some visible weight of this batch is negative, i.e. the weights are no distribution.
+static bool negative_weights(LinearAttention& student, const at::Tensor& w, const TeacherBatch& b) {
+  if (student.map->sign() != attention::Sign::Any) return false;
+  return ((w.detach() < 0) & visible(b)).any().item<bool>();
+}
+
 LossValue distill_loss(LinearAttention& student, const TeacherBatch& b, const LossSpec& spec) {
-  at::Tensor log_w;
-  auto out = student.forward_quadratic(b.q, b.k, b.v, context(b), nullptr, &log_w);
+  at::Tensor log_w, w;
+  const bool check = spec.kind != LossKind::MSE && student.map->sign() == attention::Sign::Any;
+  auto out = student.forward_quadratic(b.q, b.k, b.v, context(b), check ? &w : nullptr, &log_w);
+  MIMIC_CHECK(!check || !negative_weights(student, w, b), "feature map '", student.map->spec().name,
+              "' gives negative attention weights: they are no distribution and the ce loss is undefined; use --loss mse");
   auto rows = valid_rows(b).to(out.dtype());                  // [B, 1, T, 1]
   const double n_rows = rows.sum().item<double>() * static_cast<double>(b.q.size(1));  // real rows × heads
   MIMIC_CHECK(n_rows > 0, "distillation: a batch without any real token");
@@ -141,9 +151,9 @@ MetricsAccumulator::MetricsAccumulator(int64_t layer, int64_t n_head)
 
 void MetricsAccumulator::add(LinearAttention& student, const TeacherBatch& b) {
   torch::NoGradGuard no_grad;
-  if (student.map->sign() == attention::Sign::Any) signed_ = true;
-  at::Tensor log_w;
-  auto out = student.forward_quadratic(b.q, b.k, b.v, context(b), nullptr, &log_w);
+  at::Tensor log_w, w;
+  auto out = student.forward_quadratic(b.q, b.k, b.v, context(b), &w, &log_w);
+  if (negative_weights(student, w, b)) signed_ = true;
   auto scores = torch::matmul(b.q, b.k.transpose(-1, -2)) * b.scale;
   add_weights(teacher_weights(b), log_w, scores, b);
   if (b.o.defined()) {
@@ -722,12 +732,6 @@ DistillResult distill(const DistillOptions& o) {
   MIMIC_CHECK(o.maps.empty() || o.eval_only, "--maps is for --eval-only");
   // the map must exist before any file is read (a clear error for a typo)
   if (o.maps.empty()) attention::make_feature_map({o.feature_map, 1, 2, o.map_options.is_null() ? nlohmann::json::object() : o.map_options});
-  if (o.maps.empty() && loss.kind != LossKind::MSE) {
-    auto map = attention::make_feature_map({o.feature_map, 1, 2, o.map_options.is_null() ? nlohmann::json::object() : o.map_options});
-    MIMIC_CHECK(o.eval_only || map->sign() != attention::Sign::Any, "feature map '", o.feature_map,
-                "' has features of any sign: its linear-attention weights are no distribution and the ce loss is undefined; "
-                "use --loss mse");
-  }
   auto src = open_source(o);
   if (o.eval_only) return eval_only(o, *src);
 

@@ -55,7 +55,7 @@ struct LossValue {
   at::Tensor mse;    // scalar (undefined unless mse is part of the loss)
 };
 
-// THE distillation loss (offline and online). ce: mean over real query rows, heads and samples of
+// THE distillation loss (offline and online). A ce loss on negative weights (a sign-free map) is a mimic::Error. ce: mean over real query rows, heads and samples of
 // −Σ_j a_ij log â_ij (a: teacher weights, â: the student's quadratic-form weights; masked keys carry no
 // target mass). mse: mean over real query rows, heads, samples and dimensions of (ô − o)², ô the student's
 // per-head output. ce+mse: ce_weight·ce + mse_weight·mse.
@@ -73,9 +73,10 @@ struct LayerMetrics {
   nlohmann::json to_json() const;
 };
 
-// Accumulates the metrics over batches (sums per head, then divides by the real query rows). For a map whose
-// features may be negative (Sign::Any, e.g. identity) the linear weights are no distribution: ce, kl and
-// entropy_linear are then NaN (null in JSON); spearman and mse stay defined.
+// Accumulates the metrics over batches (sums per head, then divides by the real query rows). When a map with
+// features of any sign (Sign::Any) gives some negative weight (identity does; taylor2's kernel is positive),
+// the linear weights are no distribution: ce, kl and entropy_linear are then NaN (null in JSON); spearman and
+// mse stay defined.
 class MetricsAccumulator {
  public:
   MetricsAccumulator(int64_t layer, int64_t n_head);
