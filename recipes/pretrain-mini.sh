@@ -17,7 +17,7 @@ common=(--threads "$THREADS" --seed 1)
 mkdir -p "$OUT"
 
 case $SCALE in
-  full)  gpt_steps=${GPT_STEPS:-1200} bert_steps=${BERT_STEPS:-500} cls_steps=${CLS_STEPS:-150} eval_every=100 ;;
+  full)  gpt_steps=${GPT_STEPS:-1200} bert_steps=${BERT_STEPS:-500} cls_steps=${CLS_STEPS:-400} eval_every=100 ;;
   quick) gpt_steps=6 bert_steps=6 cls_steps=6 eval_every=3 ;;
   *) echo "SCALE must be quick or full" >&2; exit 2 ;;
 esac
@@ -31,7 +31,7 @@ stage() {  # stage NAME COMMAND...: runs COMMAND unless NAME is done, timing it
   echo "$(( $(date +%s) - t0 ))" > "$OUT/$name/.done"
 }
 
-# gpt2-mini: 6 layers, d=192, 8 heads of 24, context 512, no dropout (less than one epoch), GPT-2's byte-level BPE (50,257 tokens).
+# gpt2-mini: 6 layers, d=192, 8 heads of 24, context 512, no dropout (about 1.1 epochs), GPT-2's byte-level BPE (50,257 tokens).
 stage gpt2-mini "$MIMIC" pretrain --arch gpt2 --config "$root/recipes/configs/gpt2-mini.json" --data all \
   --seq-len 512 --batch-size 4 --steps "$gpt_steps" --warmup $(( gpt_steps / 20 + 1 )) --lr 1e-3 --weight-decay 0.1 \
   --eval-every "$eval_every" --checkpoint-every 25 --out "$OUT/gpt2-mini" "${common[@]}"

@@ -51,6 +51,19 @@ TEST(EmbeddedModels, LoadWithTheirDocumentedShapes) {
     EXPECT_EQ(info.value("d_model", 0), e.width) << info.dump();
     EXPECT_EQ(info.value("n_head", 0), e.heads) << info.dump();
     EXPECT_EQ(info.value("max_positions", 0), 512) << info.dump();
+    // found by name as well (the source tree's examples/models, or $MIMIC_MODELS / the installed copy)
+    EXPECT_EQ(run_json("info " + e.name).value("n_layer", 0), e.layers);
+  }
+  auto r = mimic_cli("info bert-mini-nope");
+  EXPECT_NE(r.code, 0);
+}
+
+TEST(EmbeddedModels, ClassifiersShareBertMinisEmbeddingShard) {
+  // frozen embeddings: the classifiers' first shard is bert-mini's, stored once (a symlink)
+  const std::string shard = "model-00001-of-00002.safetensors";
+  auto base = mimic::test::read_bytes(model_dir("bert-mini") + "/" + shard);
+  for (const std::string name : {"bert-mini-spam", "bert-mini-sotu-era"}) {
+    EXPECT_EQ(mimic::test::read_bytes(model_dir(name) + "/" + shard), base) << name;
   }
 }
 
