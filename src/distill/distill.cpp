@@ -298,7 +298,24 @@ class Source {
   virtual std::string describe() const = 0;
   virtual std::string model() const = 0;  // the teacher
   virtual nlohmann::json identity() const = 0;  // what the fingerprint keys on
-  virtual TeacherBatch batch(int64_t layer, int64_t begin, int64_t count) = 0;
+  // Samples [begin, begin + count) of a layer; the layer's tensors for all samples are loaded once and
+  // kept while that layer trains.
+  TeacherBatch batch(int64_t layer, int64_t begin, int64_t count) {
+    if (layer != cached_) {
+      full_ = load(layer);
+      cached_ = layer;
+    }
+    TeacherBatch b = full_;
+    for (at::Tensor* t : {&b.q, &b.k, &b.v, &b.o, &b.mask}) *t = t->narrow(0, begin, count);
+    return b;
+  }
+
+ protected:
+  virtual TeacherBatch load(int64_t layer) = 0;  // every sample of one layer
+
+ private:
+  int64_t cached_ = -1;
+  TeacherBatch full_;
 };
 
 class RecordSource : public Source {
@@ -316,22 +333,16 @@ class RecordSource : public Source {
     return {{"record", fs::absolute(path_).lexically_normal().string()}, {"samples", reader_.samples()},
             {"seq_len", reader_.seq_len()}};
   }
-  TeacherBatch batch(int64_t layer, int64_t begin, int64_t count) override {
-    if (layer != cached_) {
-      const int64_t n = reader_.samples();
-      q_ = reader_.read(layer, "q", 0, n);
-      k_ = reader_.read(layer, "k", 0, n);
-      v_ = reader_.read(layer, "v", 0, n);
-      o_ = reader_.read(layer, "o", 0, n);
-      mask_ = reader_.attention_mask(0, n);
-      cached_ = layer;
-    }
+
+ protected:
+  TeacherBatch load(int64_t layer) override {
+    const int64_t n = reader_.samples();
     TeacherBatch b;
-    b.q = q_.narrow(0, begin, count);
-    b.k = k_.narrow(0, begin, count);
-    b.v = v_.narrow(0, begin, count);
-    b.o = o_.narrow(0, begin, count);
-    b.mask = mask_.narrow(0, begin, count);
+    b.q = reader_.read(layer, "q", 0, n);
+    b.k = reader_.read(layer, "k", 0, n);
+    b.v = reader_.read(layer, "v", 0, n);
+    b.o = reader_.read(layer, "o", 0, n);
+    b.mask = reader_.attention_mask(0, n);
     b.scale = reader_.scale(layer);
     b.causal = reader_.causal();
     return b;
@@ -340,8 +351,6 @@ class RecordSource : public Source {
  private:
   std::string path_;
   record::RecordReader reader_;
-  int64_t cached_ = -1;
-  at::Tensor q_, k_, v_, o_, mask_;
 };
 
 // The online mode: the teacher runs here, on the samples `record` would take from --data; a layer's q, k,
@@ -376,21 +385,9 @@ class OnlineSource : public Source {
     return {{"model", fs::absolute(model_dir_).lexically_normal().string()}, {"data", samples_->data_id()}, {"samples", n_},
             {"seq_len", samples_->seq_len()}};
   }
-  TeacherBatch batch(int64_t layer, int64_t begin, int64_t count) override {
-    if (layer != cached_) capture(layer);
-    TeacherBatch b;
-    b.q = q_.narrow(0, begin, count);
-    b.k = k_.narrow(0, begin, count);
-    b.v = v_.narrow(0, begin, count);
-    b.o = o_.narrow(0, begin, count);
-    b.mask = mask_.narrow(0, begin, count);
-    b.scale = scale_;
-    b.causal = causal_;
-    return b;
-  }
 
- private:
-  void capture(int64_t layer) {
+ protected:
+  TeacherBatch load(int64_t layer) override {
     torch::NoGradGuard no_grad;
     attention::AttentionCapture cap;
     model_->set_attention_capture(layer, &cap);
@@ -410,24 +407,24 @@ class OnlineSource : public Source {
       throw;
     }
     model_->set_attention_capture(layer, nullptr);
-    q_ = torch::cat(q);
-    k_ = torch::cat(k);
-    v_ = torch::cat(v);
-    o_ = torch::cat(o);
-    mask_ = torch::cat(m);
-    scale_ = cap.scale;
-    causal_ = cap.causal;
-    cached_ = layer;
+    TeacherBatch b;
+    b.q = torch::cat(q);
+    b.k = torch::cat(k);
+    b.v = torch::cat(v);
+    b.o = torch::cat(o);
+    b.mask = torch::cat(m);
+    b.scale = cap.scale;
+    b.causal = cap.causal;
+    return b;
   }
+
+ private:
 
   std::string model_dir_;
   std::unique_ptr<record::SampleReader> samples_;
   std::unique_ptr<models::Model> model_;
-  int64_t n_ = 0, n_head_ = 0, head_dim_ = 0, batch_ = 8, cached_ = -1;
+  int64_t n_ = 0, n_head_ = 0, head_dim_ = 0, batch_ = 8;
   std::vector<int64_t> layers_;
-  at::Tensor q_, k_, v_, o_, mask_;
-  double scale_ = 1.0;
-  bool causal_ = true;
 };
 
 std::unique_ptr<Source> open_source(const DistillOptions& o) {
