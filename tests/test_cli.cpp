@@ -173,12 +173,7 @@ TEST(Cli, PretrainLearnsAndResumesExactlyAfterKill) {
 
 TEST(Cli, FinetuneAndEvalClassifierAndSplitPerplexity) {
   TempDir dir;
-  std::string lines;
-  for (int i = 0; i < 40; ++i)
-    lines += nlohmann::json{{"text", std::string(i % 2 ? "a wonderful day " : "a terrible day ") + std::to_string(i)},
-                            {"label", i % 2},
-                            {"split", i % 4 == 0 ? "test" : i % 4 == 1 ? "validation" : "train"}}.dump() + "\n";
-  mimic::test::write_bytes(dir.file("t.jsonl"), lines);
+  mimic::test::write_word_decided_jsonl(dir.file("t.jsonl"));
   auto ft = mimic_cli("finetune --task cls --model " + bert_dir() + " --data " + dir.file("t.jsonl") + " --out " +
                       dir.file("cls") + " --steps 10 --warmup 2 --lr 1e-2 --batch-size 8 --seq-len 16 --eval-every 5 --json");
   ASSERT_EQ(ft.code, 0) << ft.err;

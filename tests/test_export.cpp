@@ -247,12 +247,7 @@ TEST(Export, SameModelGivesByteIdenticalFilesAndErrorsAreOneLine) {
 // checkpoint holds the trainable tensors only, and a killed run resumes exactly.
 TEST(FinetuneFreezeEmbeddings, EmbeddingsStayBitIdenticalAndRunsResume) {
   TempDir dir;
-  std::string lines;
-  for (int i = 0; i < 40; ++i)
-    lines += nlohmann::json{{"text", std::string(i % 2 ? "a wonderful day " : "a terrible day ") + std::to_string(i)},
-                            {"label", i % 2},
-                            {"split", i % 4 == 0 ? "test" : i % 4 == 1 ? "validation" : "train"}}.dump() + "\n";
-  mimic::test::write_bytes(dir.file("t.jsonl"), lines);
+  mimic::test::write_word_decided_jsonl(dir.file("t.jsonl"));
   const std::string base = mimic::test::model_with_tokenizer("bert-mlm");
   const std::string args = "finetune --task cls --model " + base + " --data " + dir.file("t.jsonl") +
                            " --steps 100 --warmup 2 --lr 1e-2 --batch-size 4 --seq-len 16 --eval-every 50 --checkpoint-every 2"

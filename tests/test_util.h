@@ -8,6 +8,8 @@
 #include <random>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 
 namespace mimic::test {
@@ -59,6 +61,17 @@ inline std::string fixture(const std::string& rel) { return std::string(MIMIC_TE
 // out to stay small): tests/fixtures/models/<name> + the fetched GPT-2 or BERT vocabulary. Made once per
 // test process.
 std::string model_with_tokenizer(const std::string& name);
+
+// A tiny classification set decided by one word ("wonderful" = 1, "terrible" = 0): 40 JSON lines with fixed
+// train / validation / test splits, written to `path`.
+inline void write_word_decided_jsonl(const std::string& path) {
+  std::string lines;
+  for (int i = 0; i < 40; ++i)
+    lines += nlohmann::json{{"text", std::string(i % 2 ? "a wonderful day " : "a terrible day ") + std::to_string(i)},
+                            {"label", i % 2},
+                            {"split", i % 4 == 0 ? "test" : i % 4 == 1 ? "validation" : "train"}}.dump() + "\n";
+  write_bytes(path, lines);
+}
 
 }  // namespace mimic::test
 

@@ -31,7 +31,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // a usage error is one line like every other error (CLI11's own output adds a "Run with --help" line)
+    std::fprintf(stderr, "mimic: error: %s (see --help)\n", first_line(e.what()).c_str());
+    return e.get_exit_code();
   } catch (const mimic::Error& e) {
     std::fprintf(stderr, "mimic: error: %s\n", e.what());
     return 1;
