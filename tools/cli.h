@@ -49,5 +49,6 @@ void register_export(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_record(CLI::App& app);
 void register_distill(CLI::App& app);
+void register_convert(CLI::App& app);
 
 }  // namespace mimic::cli

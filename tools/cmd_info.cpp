@@ -71,6 +71,9 @@ void run(InfoArgs& a) {
                       {"d_ff", s.d_ff},         {"vocab_size", s.vocab_size},    {"max_positions", s.max_positions},
                       {"parameters", s.parameters}};
   if (s.head == "cls") j["num_labels"] = s.num_labels;
+  j["attention"] = models::attention_summary(*model);
+  j["attention_layers"] = models::attention_layers(*model);
+  if (!model->provenance().empty()) j["provenance"] = model->provenance();
   auto tj = describe_tensors(f);
   j["weights"] = {{"file", weights}, {"tensors", tj["count"]}, {"elements_by_dtype", tj["elements_by_dtype"]}};
   if (f.sharded()) j["weights"]["shards"] = f.files();
@@ -82,6 +85,7 @@ void run(InfoArgs& a) {
             << "\n  parameters    " << s.parameters << "\n  weights       " << weights << " (" << tj["count"] << " tensors, "
             << tj["elements_by_dtype"].dump() << (f.sharded() ? ", " + std::to_string(f.files().size()) + " shards" : "") << ")\n";
   if (s.head == "cls") std::cout << "  labels        " << s.num_labels << "\n";
+  std::cout << "  attention     " << models::attention_summary(*model) << "\n";
   if (a.tensors)
     for (const auto& t : tj["tensors"]) std::cout << "  " << t["name"].get<std::string>() << "  " << t["dtype"].get<std::string>() << " " << t["shape"].dump() << "\n";
 }

@@ -7,6 +7,7 @@
 #include <torch/nn/module.h>
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace mimic::attention {
@@ -34,6 +35,8 @@ class AttentionKernelImpl : public torch::nn::Module {
   // q, k, v: [B, H, T, head_dim]. Returns [B, H, T, head_dim].
   virtual at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) = 0;
   virtual std::string kind() const = 0;
+  // The options that rebuild this kernel with make_attention_kernel(kind(), config_json(), ...) (linear_kernel.h).
+  virtual nlohmann::json config_json() const { return nlohmann::json::object(); }
 };
 using AttentionKernel = std::shared_ptr<AttentionKernelImpl>;
 

@@ -53,6 +53,7 @@ class LinearAttention : public AttentionKernelImpl {
   // form's weights) when asked.
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
   std::string kind() const override { return "linear"; }
+  nlohmann::json config_json() const override { return config_.to_json(); }
 
   // The features the op consumes: the map on √scale·q and √scale·k, gates folded in. offset: absolute position.
   Features features(const at::Tensor& q, const at::Tensor& k, double scale, int64_t offset);

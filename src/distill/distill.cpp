@@ -8,11 +8,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <optional>
 
 #include "attention/attention.h"
 #include "attention/linear_kernel.h"
 #include "core/error.h"
 #include "core/progress.h"
+#include "distill/maps_file.h"
 #include "data/batches.h"
 #include "io/safetensors.h"
 #include "models/model.h"
@@ -276,11 +278,6 @@ nlohmann::json DistillResult::to_json() const {
           {"seconds", seconds}, {"train_samples", train_samples}, {"val_samples", val_samples}};
 }
 
-std::string layer_prefix(int64_t layer) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "layer_%02lld", static_cast<long long>(layer));
-  return buf;
-}
 
 // ---------------------------------------------------------------- teacher sources
 
@@ -297,6 +294,7 @@ class Source {
   virtual std::vector<int64_t> layers() const = 0;
   virtual std::string describe() const = 0;
   virtual std::string model() const = 0;  // the teacher
+  virtual std::string model_digest() const = 0;  // its models::model_digest ("" when unknown: an older record)
   virtual nlohmann::json identity() const = 0;  // what the fingerprint keys on
   // Samples [begin, begin + count) of a layer; the layer's tensors for all samples are loaded once and
   // kept while that layer trains.
@@ -329,6 +327,7 @@ class RecordSource : public Source {
   std::vector<int64_t> layers() const override { return reader_.layers(); }
   std::string describe() const override { return path_; }
   std::string model() const override { return reader_.source(); }
+  std::string model_digest() const override { return reader_.model_digest(); }
   nlohmann::json identity() const override {
     return {{"record", fs::absolute(path_).lexically_normal().string()}, {"samples", reader_.samples()},
             {"seq_len", reader_.seq_len()}};
@@ -369,6 +368,7 @@ class OnlineSource : public Source {
     n_ = std::min(o.samples, samples_->available());
     model_ = models::load_model(o.model_dir);
     model_->module().eval();
+    digest_ = models::model_digest(*model_);
     auto sum = model_->summary();
     n_head_ = sum.n_head;
     head_dim_ = sum.d_model / sum.n_head;
@@ -381,6 +381,7 @@ class OnlineSource : public Source {
   std::vector<int64_t> layers() const override { return layers_; }
   std::string describe() const override { return model_dir_; }
   std::string model() const override { return model_dir_; }
+  std::string model_digest() const override { return digest_; }
   nlohmann::json identity() const override {
     return {{"model", fs::absolute(model_dir_).lexically_normal().string()}, {"data", samples_->data_id()}, {"samples", n_},
             {"seq_len", samples_->seq_len()}};
@@ -421,6 +422,7 @@ class OnlineSource : public Source {
  private:
 
   std::string model_dir_;
+  std::string digest_;
   std::unique_ptr<record::SampleReader> samples_;
   std::unique_ptr<models::Model> model_;
   int64_t n_ = 0, n_head_ = 0, head_dim_ = 0, batch_ = 8;
@@ -639,6 +641,7 @@ void write_output(const std::string& path, const DistillOptions& o, const Studen
                  {"n_head", std::to_string(src.n_head())},
                  {"head_dim", std::to_string(src.head_dim())},
                  {"source", src.model()},
+                 {"model_digest", src.model_digest()},
                  {"record", o.record},
                  {"data", o.record.empty() ? o.data : ""},
                  {"loss", o.loss},
@@ -685,26 +688,18 @@ DistillResult eval_only(const DistillOptions& o, Source& src) {
   res.val_samples = sp.val_count;
   auto layers = chosen_layers(o, src);
   StudentSpec spec;
-  std::unique_ptr<io::SafeTensorsFile> maps;
+  std::optional<DistilledMaps> maps;
   if (!o.maps.empty()) {
-    maps = std::make_unique<io::SafeTensorsFile>(io::SafeTensorsFile::open(o.maps));
-    auto it = maps->metadata().find("attention");
-    MIMIC_CHECK(it != maps->metadata().end() && maps->metadata().count("format") && maps->metadata().at("format") == "mimic-distill-1",
-                o.maps, ": not a mimic distill output");
-    spec.config = LinearAttentionConfig::from_json(nlohmann::json::parse(it->second), src.n_head());
-    MIMIC_CHECK(maps->metadata().at("n_head") == std::to_string(src.n_head()) &&
-                    maps->metadata().at("head_dim") == std::to_string(src.head_dim()),
-                o.maps, ": maps for ", maps->metadata().at("n_head"), " heads of ", maps->metadata().at("head_dim"),
-                " dimensions, the record has ", src.n_head(), " of ", src.head_dim());
+    maps = DistilledMaps::open(o.maps);
+    spec.config = LinearAttentionConfig::from_json(maps->attention(), src.n_head());
+    MIMIC_CHECK(maps->n_head() == src.n_head() && maps->head_dim() == src.head_dim(), o.maps, ": maps for ", maps->n_head(),
+                " heads of ", maps->head_dim(), " dimensions, the record has ", src.n_head(), " of ", src.head_dim());
   } else {
     spec = student_spec(o);
   }
   for (auto layer : layers) {
     auto student = make_student(spec, src.n_head(), src.head_dim(), o.seed, layer);
-    if (maps)
-      restore(*student, o.maps, layer_prefix(layer) + ".", [&](const std::string& n) {
-        return maps->contains(n) ? maps->load(n, at::kFloat) : at::Tensor();
-      });
+    if (maps) maps->load_into(*student, layer);
     LayerResult r;
     r.layer = layer;
     r.after = r.before = evaluate(*student, src, layer, sp, o.batch_size);

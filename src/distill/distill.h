@@ -148,7 +148,6 @@ struct DistillResult {
 // Trains (or with eval_only, evaluates). Throws mimic::Error for bad options or files.
 DistillResult distill(const DistillOptions& options);
 
-// Name of a layer's tensors in the output: "layer_03".
-std::string layer_prefix(int64_t layer);
+// layer_prefix (the output's tensor names) and DistilledMaps (reading an output): distill/maps_file.h.
 
 }  // namespace mimic::distill

@@ -6,8 +6,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <set>
 
+#include "attention/attention.h"
+#include "attention/linear_kernel.h"
 #include "core/error.h"
+#include "core/hash.h"
 #include "io/atomic_file.h"
 #include "models/checkpoint.h"
 #include "models/networks.h"
@@ -95,7 +99,17 @@ class HfModel : public Model {
       MIMIC_CHECK(opt.head.empty(), "unknown head '", opt.head, "'");
       build(config_.arch == Arch::Gpt2 ? Head::Lm : bert_head(config_, f), config_.arch == Arch::Bert && has_pooler(f));
     }
+    const bool converted = fs::exists(d / kConvertedFile);
+    if (converted) {
+      build_kernels((d / kConvertedFile).string());
+      rules.ignored.push_back(kKernelPrefix);
+    } else {
+      for (const auto& n : f.names())
+        MIMIC_CHECK(n.rfind(kKernelPrefix, 0) != 0, f.file_of(n), ": tensor '", n, "' belongs to a converted model, but ", dir, " has no ",
+                    kConvertedFile, " describing its attention");
+    }
     load_weights(config_.arch, f, parameters(), ties_, layout_, passthrough_, rules);
+    if (converted) load_kernels(f);
     if (opt.head == "cls") {
       // the new tensors are saved in the checkpoint's float storage type
       io::DType storage = layout_.dtypes.count((layout_.prefix) + "embeddings.word_embeddings.weight")
@@ -127,7 +141,9 @@ class HfModel : public Model {
   ForwardOutputs forward(const ForwardInputs& in) override { return net_->forward(in); }
 
   std::vector<std::pair<std::string, at::Tensor>> state_dict() const override {
-    return weights_to_save(config_.arch, parameters(), ties_, layout_, passthrough_);
+    auto out = weights_to_save(config_.arch, parameters(), ties_, layout_, passthrough_);
+    for (auto& kv : kernel_tensors()) out.push_back(std::move(kv));
+    return out;
   }
 
   torch::nn::Module& module() override { return *net_; }
@@ -156,6 +172,14 @@ class HfModel : public Model {
     }
     io::remove_stale_weights(dir, written);
     io::write_text_atomically((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
+    const fs::path desc = fs::path(dir) / kConvertedFile;
+    if (is_converted()) {
+      nlohmann::json j = {{"format", kConvertedFormat}, {"summary", attention_summary(*this)}, {"attention", attention_layers(*this)}};
+      if (!provenance_.empty()) j["provenance"] = provenance_;
+      io::write_text_atomically(desc.string(), j.dump(2) + "\n");
+    } else if (fs::exists(desc)) {
+      fs::remove(desc);
+    }
     if (dir_.empty() || !fs::is_directory(dir_) || fs::equivalent(fs::path(dir), fs::path(dir_))) return;
     for (const char* name : kTokenizerFiles) {
       fs::path src = fs::path(dir_) / name;
@@ -166,8 +190,81 @@ class HfModel : public Model {
   void set_attention_kernel(int64_t layer, attention::AttentionKernel kernel) override { net_->set_kernel(layer, kernel); }
   attention::AttentionKernel attention_kernel(int64_t layer) const override { return net_->kernel(layer); }
   void set_attention_capture(int64_t layer, attention::AttentionCapture* capture) override { net_->set_capture(layer, capture); }
+  nlohmann::json& provenance() override { return provenance_; }
+  const nlohmann::json& provenance() const override { return provenance_; }
 
  private:
+  bool is_converted() const {
+    for (int64_t l = 0; l < config_.n_layer; ++l)
+      if (net_->kernel(l)->kind() != "softmax") return true;
+    return false;
+  }
+
+  // Reads mimic.json and installs the kernels it describes.
+  void build_kernels(const std::string& path) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(io::read_text_file(path));
+    } catch (const nlohmann::json::exception& e) {
+      fail(path, ": malformed JSON (", e.what(), ")");
+    }
+    MIMIC_CHECK(j.is_object() && j.value("format", "") == kConvertedFormat, path, ": not a mimic converted-model description (format ",
+                kConvertedFormat, " expected)");
+    MIMIC_CHECK(j.contains("attention") && j["attention"].is_array(), path, ": no \"attention\" list");
+    const auto& layers = j["attention"];
+    MIMIC_CHECK(static_cast<int64_t>(layers.size()) == config_.n_layer, path, ": describes ", layers.size(), " layers, the model has ",
+                config_.n_layer);
+    for (int64_t l = 0; l < config_.n_layer; ++l) {
+      const auto& e = layers[static_cast<size_t>(l)];
+      MIMIC_CHECK(e.is_object() && e.contains("kind") && e["kind"].is_string(), path, ": attention entry ", l, " has no \"kind\"");
+      MIMIC_CHECK(e.value("layer", l) == l, path, ": attention entry ", l, " is for layer ", e.value("layer", l));
+      try {
+        net_->set_kernel(l, attention::make_attention_kernel(e["kind"].get<std::string>(), e.value("options", nlohmann::json::object()),
+                                                             config_.n_head, config_.head_dim()));
+      } catch (const Error& err) {
+        fail(path, ": layer ", l, ": ", err.what());
+      }
+    }
+    provenance_ = j.value("provenance", nlohmann::json::object());
+  }
+
+  // Copies mimic.attention.<layer>.<name> into the kernels; every expected tensor must be there with its shape,
+  // and no other mimic.* tensor may be.
+  void load_kernels(const io::TensorStore& f) {
+    torch::NoGradGuard no_grad;
+    std::set<std::string> used;
+    for (auto& [key, dst] : kernel_tensor_refs()) {
+      MIMIC_CHECK(f.contains(key), f.path(), ": missing tensor '", key, "' (mimic.json describes a kernel that has it)");
+      const auto& info = f.info(key);
+      MIMIC_CHECK(info.shape == dst.sizes().vec(), f.file_of(key), ": tensor '", key, "' has shape ", c10::IntArrayRef(info.shape),
+                  ", expected ", dst.sizes());
+      dst.copy_(f.load(key, dst.scalar_type()));
+      used.insert(key);
+    }
+    for (const auto& n : f.names())
+      MIMIC_CHECK(n.rfind(kKernelPrefix, 0) != 0 || used.count(n), f.file_of(n), ": unexpected tensor '", n,
+                  "' (not part of the kernels mimic.json describes)");
+  }
+
+  // The kernels' parameters and buffers under their file keys (live tensors).
+  std::vector<std::pair<std::string, at::Tensor>> kernel_tensor_refs() const {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (int64_t l = 0; l < config_.n_layer; ++l) {
+      auto k = net_->kernel(l);
+      if (k->kind() == "softmax") continue;
+      const std::string prefix = kKernelPrefix + std::to_string(l) + ".";
+      for (const auto& p : k->named_parameters()) out.emplace_back(prefix + p.key(), p.value());
+      for (const auto& b : k->named_buffers()) out.emplace_back(prefix + b.key(), b.value());
+    }
+    return out;
+  }
+
+  std::vector<std::pair<std::string, at::Tensor>> kernel_tensors() const {
+    auto out = kernel_tensor_refs();
+    for (auto& kv : out) kv.second = kv.second.detach().to(at::kFloat);
+    return out;
+  }
+
   void build(Head head, bool pooler) {
     head_ = head;
     if (config_.arch == Arch::Gpt2) {
@@ -196,6 +293,7 @@ class HfModel : public Model {
   std::map<std::string, std::pair<std::string, std::string>> ties_;
   KeyLayout layout_;
   Passthrough passthrough_;
+  nlohmann::json provenance_ = nlohmann::json::object();
 };
 
 }  // namespace
@@ -207,6 +305,65 @@ bool is_embedding(const std::string& name) {
 }
 
 io::ShardGroup embeddings_group() { return {"embeddings", is_embedding}; }
+
+nlohmann::json attention_layers(const Model& model) {
+  nlohmann::json out = nlohmann::json::array();
+  const int64_t n = model.summary().n_layer;
+  for (int64_t l = 0; l < n; ++l) {
+    auto k = model.attention_kernel(l);
+    nlohmann::json e = {{"layer", l}, {"kind", k->kind()}};
+    auto options = k->config_json();
+    if (!options.empty()) e["options"] = options;
+    out.push_back(e);
+  }
+  return out;
+}
+
+namespace {
+std::string ranges(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
+    s += (s.empty() ? "" : ",") + std::to_string(v[i]) + (j > i ? "-" + std::to_string(v[j]) : "");
+    i = j + 1;
+  }
+  return s;
+}
+}  // namespace
+
+std::string attention_summary(const Model& model) {
+  // group layers with identical kernel descriptions, in order of first appearance
+  std::vector<std::pair<std::string, std::vector<int64_t>>> groups;
+  for (const auto& e : attention_layers(model)) {
+    std::string what = e["kind"].get<std::string>();
+    if (e.contains("options")) {
+      const auto& o = e["options"];
+      what += " (" + o.value("feature_map", std::string("?")) + ", " + o.value("norm", std::string("row")) + " norm";
+      if (o.value("gates", false)) what += ", SLA gates";
+      if (o.contains("decay") && !(o["decay"].is_boolean() && !o["decay"].get<bool>()) && !(o["decay"].is_array() && o["decay"].empty()))
+        what += ", decay";
+      what += ")";
+    }
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == what; });
+    if (it == groups.end()) groups.push_back({what, {}}), it = groups.end() - 1;
+    it->second.push_back(e["layer"].get<int64_t>());
+  }
+  std::string s;
+  for (const auto& [what, layers] : groups) s += (s.empty() ? "" : "; ") + what + " in layer" + (layers.size() > 1 ? "s " : " ") + ranges(layers);
+  return s;
+}
+
+std::string model_digest(const Model& model) {
+  Hasher h;
+  for (const auto& [name, t] : model.state_dict()) {
+    if (name.rfind(kKernelPrefix, 0) == 0) continue;
+    h.bytes(name.data(), name.size());
+    auto c = t.contiguous();
+    h.bytes(c.data_ptr(), c.numel() * c.element_size());
+  }
+  return h.hex();
+}
 
 std::unique_ptr<Model> create_model(const std::string& config_json, const std::string& tokenizer_dir, bool fp16_storage) {
   return std::make_unique<HfModel>(config_json, tokenizer_dir, fp16_storage);

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "io/tensor_store.h"
 
 namespace torch::nn { class Module; }
@@ -78,7 +80,30 @@ class Model {
   virtual void set_attention_kernel(int64_t layer, std::shared_ptr<attention::AttentionKernelImpl> kernel) = 0;
   virtual std::shared_ptr<attention::AttentionKernelImpl> attention_kernel(int64_t layer) const = 0;
   virtual void set_attention_capture(int64_t layer, attention::AttentionCapture* capture) = 0;
+
+  // Where a converted model came from (teacher, maps, finetuning runs): free-form JSON saved in mimic.json
+  // under "provenance" (docs/convert.md). Empty for models that were never converted.
+  virtual nlohmann::json& provenance() = 0;
+  virtual const nlohmann::json& provenance() const = 0;
 };
+
+// Converted models. A directory whose layers do not all run softmax attention holds, beside config.json,
+// a `mimic.json` (format mimic-converted-1): per layer the attention kind and the options that rebuild
+// its kernel (attention::make_attention_kernel), and the provenance. The kernels' parameters and buffers
+// are stored with the weights as `mimic.attention.<layer>.<name>` (float32), the original tensors
+// unchanged. load_model reads such directories; Model::save writes them (and removes a stale mimic.json
+// when every layer runs softmax again). Layout: docs/convert.md.
+inline constexpr const char* kConvertedFile = "mimic.json";
+inline constexpr const char* kConvertedFormat = "mimic-converted-1";
+inline constexpr const char* kKernelPrefix = "mimic.attention.";
+
+// Per layer: {"layer", "kind", "options"}.
+nlohmann::json attention_layers(const Model& model);
+// One line for people: "linear (hedgehog, row, SLA gates) in layers 0-5; softmax in 6-11".
+std::string attention_summary(const Model& model);
+// A digest of the model's own weights as stored (names, storage types and bytes; kernel tensors excluded, so a
+// converted model keeps its teacher's digest until it is finetuned). Records and distill outputs carry it.
+std::string model_digest(const Model& model);
 
 // Loads config.json + model.safetensors from a HF-layout directory (or a model.safetensors path with
 // config.json beside it); without model.safetensors, a sharded checkpoint (model.safetensors.index.json

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/hash.h"
 #include "core/progress.h"
 #include "core/runtime.h"
 #include "data/corpus.h"
@@ -280,36 +281,6 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer& tok, std::stri
 }
 
 // Word-wise FNV-style hash of bytes (identity of weights and token streams, not cryptographic).
-struct Hasher {
-  uint64_t h = 0xcbf29ce484222325ull;
-  void bytes(const void* data, size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      h = (h ^ w) * 0x100000001b3ull;
-      h ^= h >> 29;
-    }
-    for (; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  }
-  std::string hex() const {
-    char buf[20];
-    std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
-    return buf;
-  }
-};
-
-std::string model_digest(const models::Model& m) {
-  Hasher h;
-  for (const auto& [name, t] : m.state_dict()) {
-    h.bytes(name.data(), name.size());
-    auto c = t.contiguous();
-    h.bytes(c.data_ptr(), c.numel() * c.element_size());
-  }
-  return h.hex();
-}
-
 std::string stream_digest(const Stream& s) {
   Hasher h;
   std::vector<int64_t> buf;
@@ -448,7 +419,7 @@ RecordResult record(const RecordOptions& o) {
       {"n_head", n_head},
       {"head_dim", head_dim},
       {"d_model", sum.d_model},
-      {"model_digest", model_digest(*model)},
+      {"model_digest", models::model_digest(*model)},
       {"tokenizer", tok->kind()},
       {"causal", captures[0].causal ? 1 : 0},
       {"scale", captures[0].scale},
@@ -719,6 +690,7 @@ struct RecordReader::Impl {
   std::map<int64_t, double> scales;
   bool f16 = true;
   std::string source;
+  std::string model_digest;
 };
 
 RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
@@ -742,6 +714,8 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
     impl_->f16 = read_attr(f, "dtype") == "f16";
     auto src = read_attr(f, "source");
     impl_->source = src.is_string() ? src.get<std::string>() : std::string();
+    auto digest = read_attr(f, "model_digest");
+    impl_->model_digest = digest.is_string() ? digest.get<std::string>() : std::string();
     impl_->weights_samples = std::min(impl_->samples, read_attr(f, "weights_samples").get<int64_t>());
     for (auto l : impl_->layers) impl_->scales[l] = read_attr(f.openGroup(layer_group(l)), "scale").get<double>();
   } catch (const H5::Exception& e) {
@@ -760,6 +734,7 @@ bool RecordReader::causal() const { return impl_->causal; }
 const std::vector<int64_t>& RecordReader::layers() const { return impl_->layers; }
 int64_t RecordReader::weights_samples() const { return impl_->weights_samples; }
 std::string RecordReader::source() const { return impl_->source; }
+std::string RecordReader::model_digest() const { return impl_->model_digest; }
 double RecordReader::scale(int64_t layer) const {
   auto it = impl_->scales.find(layer);
   MIMIC_CHECK(it != impl_->scales.end(), impl_->path, ": layer ", layer, " was not recorded");

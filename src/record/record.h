@@ -96,6 +96,7 @@ class RecordReader {
   double scale(int64_t layer) const;     // the softmax scale of a recorded layer
   int64_t weights_samples() const;       // samples with stored weights
   std::string source() const;            // the teacher model (root attribute `source`)
+  std::string model_digest() const;      // its models::model_digest (root attribute `model_digest`)
   // input_ids (int64) and attention_mask (bool) rows [begin, begin+count).
   at::Tensor input_ids(int64_t begin, int64_t count) const;
   at::Tensor attention_mask(int64_t begin, int64_t count) const;

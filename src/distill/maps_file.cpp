@@ -1,0 +1,78 @@
+#include "distill/maps_file.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "attention/linear_kernel.h"
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace mimic::distill {
+
+std::string layer_prefix(int64_t layer) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "layer_%02lld", static_cast<long long>(layer));
+  return buf;
+}
+
+DistilledMaps DistilledMaps::open(const std::string& path) {
+  DistilledMaps m;
+  m.path_ = path;
+  m.file_ = std::make_shared<io::SafeTensorsFile>(io::SafeTensorsFile::open(path));
+  const auto& md = m.file_->metadata();
+  auto get = [&](const char* key) -> const std::string& {
+    auto it = md.find(key);
+    MIMIC_CHECK(it != md.end(), path, ": no metadata '", key, "' (not a complete mimic distill output)");
+    return it->second;
+  };
+  MIMIC_CHECK(md.count("format") && md.at("format") == "mimic-distill-1", path,
+              ": not a mimic distill output (metadata format mimic-distill-1 expected; make one with `mimic distill`)");
+  try {
+    m.attention_ = nlohmann::json::parse(get("attention"));
+    m.layers_ = nlohmann::json::parse(get("layers")).get<std::vector<int64_t>>();
+    m.n_head_ = std::stoll(get("n_head"));
+    m.head_dim_ = std::stoll(get("head_dim"));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(path, ": malformed distill metadata (", e.what(), ")");
+  }
+  m.source_ = md.count("source") ? md.at("source") : "";
+  m.model_digest_ = md.count("model_digest") ? md.at("model_digest") : "";
+  // the configuration must build
+  attention::LinearAttentionConfig::from_json(m.attention_, m.n_head_);
+  return m;
+}
+
+bool DistilledMaps::has_layer(int64_t layer) const { return std::find(layers_.begin(), layers_.end(), layer) != layers_.end(); }
+
+std::string DistilledMaps::feature_map() const { return attention_.value("feature_map", std::string()); }
+bool DistilledMaps::sla() const { return attention_.value("gates", false); }
+const std::map<std::string, std::string>& DistilledMaps::metadata() const { return file_->metadata(); }
+
+void DistilledMaps::load_into(attention::LinearAttention& kernel, int64_t layer) const {
+  MIMIC_CHECK(has_layer(layer), path_, ": holds no maps for layer ", layer);
+  torch::NoGradGuard no_grad;
+  const std::string prefix = layer_prefix(layer) + ".";
+  auto load = [&](const std::string& name, at::Tensor dst) {
+    const std::string key = prefix + name;
+    MIMIC_CHECK(file_->contains(key), path_, ": no tensor '", key, "'");
+    at::Tensor t = file_->load(key, at::kFloat);
+    MIMIC_CHECK(t.sizes() == dst.sizes(), path_, ": tensor '", key, "' has shape ", t.sizes(), ", expected ", dst.sizes());
+    dst.copy_(t);
+  };
+  for (auto& p : kernel.named_parameters()) load(p.key(), p.value());
+  for (auto& b : kernel.named_buffers()) load(b.key(), b.value());
+}
+
+std::shared_ptr<attention::LinearAttention> DistilledMaps::kernel(int64_t layer) const {
+  auto k = std::make_shared<attention::LinearAttention>(attention::LinearAttentionConfig::from_json(attention_, n_head_), n_head_,
+                                                        head_dim_);
+  load_into(*k, layer);
+  k->eval();
+  return k;
+}
+
+}  // namespace mimic::distill

@@ -1,0 +1,52 @@
+// A distill output (maps.safetensors, format mimic-distill-1; docs/distill.md) opened for use: which layers it
+// holds, the attention they run, the teacher they were distilled from, and the trained kernel of each layer.
+// Used by `convert`, `distill --eval-only --maps` and `report`.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace mimic::io { class SafeTensorsFile; }
+namespace mimic::attention { class LinearAttention; }
+
+namespace mimic::distill {
+
+class DistilledMaps {
+ public:
+  // Opens and checks the file (format, metadata); a file that is no distill output is a mimic::Error naming it.
+  static DistilledMaps open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  const std::vector<int64_t>& layers() const { return layers_; }
+  bool has_layer(int64_t layer) const;
+  int64_t n_head() const { return n_head_; }
+  int64_t head_dim() const { return head_dim_; }
+  // The LinearAttentionConfig JSON (make_attention_kernel("linear", attention(), ...)).
+  const nlohmann::json& attention() const { return attention_; }
+  std::string feature_map() const;
+  bool sla() const;
+  const std::string& source() const { return source_; }              // the teacher as named when distilling
+  const std::string& model_digest() const { return model_digest_; }  // models::model_digest of the teacher ("" if unknown)
+  const std::map<std::string, std::string>& metadata() const;
+
+  // The trained kernel of a distilled layer, in eval mode; a layer the file does not hold, or a missing or
+  // mis-shaped tensor, is a mimic::Error naming it.
+  std::shared_ptr<attention::LinearAttention> kernel(int64_t layer) const;
+  // Copies the layer's tensors into an existing kernel of the same configuration.
+  void load_into(attention::LinearAttention& kernel, int64_t layer) const;
+
+ private:
+  std::string path_, source_, model_digest_;
+  std::vector<int64_t> layers_;
+  int64_t n_head_ = 0, head_dim_ = 0;
+  nlohmann::json attention_;
+  std::shared_ptr<io::SafeTensorsFile> file_;
+};
+
+// Name of a layer's tensors in the output: "layer_03".
+std::string layer_prefix(int64_t layer);
+
+}  // namespace mimic::distill

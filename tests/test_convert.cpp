@@ -1,0 +1,251 @@
+// The `convert` stage: a converted model saved and reloaded gives identical logits, keeps the teacher's tensors
+// byte for byte and its unconverted layers' attention exactly; partial conversion; maps from another model, of
+// another shape or for absent layers are refused; damaged converted directories are clear errors.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "attention/attention.h"
+#include "attention/linear_kernel.h"
+#include "convert/convert.h"
+#include "distill/distill.h"
+#include "distill/maps_file.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "io/tensor_store.h"
+#include "models/model.h"
+#include "test_util.h"
+
+using mimic::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kText =
+    "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness, "
+    "it was the epoch of belief, it was the epoch of incredulity, it was the season of Light, it was the season of "
+    "Darkness, it was the spring of hope, it was the winter of despair, we had everything before us, we had nothing "
+    "before us, we were all going direct to Heaven, we were all going direct the other way.";
+
+// Maps distilled (online, 3 epochs) from the tiny GPT-2 fixture (2 layers, 2 heads of 4), with SLA gates so that
+// every kind of kernel tensor is exercised; made once per test process.
+const std::string& tiny_maps() {
+  static TempDir dir;
+  static std::string path = [] {
+    std::string text;
+    for (int i = 0; i < 4; ++i) text += kText;
+    mimic::test::write_bytes(dir.file("t.txt"), text);
+    mimic::distill::DistillOptions o;
+    o.model_dir = mimic::test::model_with_tokenizer("gpt2-prefixed");
+    o.data = dir.file("t.txt");
+    o.samples = 8;
+    o.seq_len = 16;
+    o.feature_map = "hedgehog";
+    o.sla = true;
+    o.epochs = 3;
+    o.batch_size = 4;
+    o.val_fraction = 0.25;
+    o.progress = false;
+    o.out = dir.file("maps.safetensors");
+    mimic::distill::distill(o);
+    return o.out;
+  }();
+  return path;
+}
+
+std::string teacher() { return mimic::test::model_with_tokenizer("gpt2-prefixed"); }
+
+at::Tensor logits(mimic::models::Model& m, mimic::attention::AttentionCapture* layer0 = nullptr) {
+  torch::NoGradGuard no_grad;
+  mimic::models::ForwardInputs in;
+  in.input_ids = torch::tensor({{464, 3290, 318, 257, 1332, 13, 632, 373, 262, 1266, 286, 1661}}, torch::kLong);
+  if (layer0) m.set_attention_capture(0, layer0);
+  auto out = m.forward(in).logits;
+  if (layer0) m.set_attention_capture(0, nullptr);
+  return out;
+}
+
+mimic::convert::ConvertOptions options(const std::string& out, const std::string& layers = "") {
+  mimic::convert::ConvertOptions o;
+  o.model_dir = teacher();
+  o.maps = tiny_maps();
+  o.out = out;
+  o.layers = layers;
+  return o;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const mimic::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(Convert, SavedAndReloadedGivesIdenticalLogitsAndKeepsTheTeacherTensors) {
+  TempDir dir;
+  auto maps = mimic::distill::DistilledMaps::open(tiny_maps());
+  ASSERT_EQ(maps.layers(), (std::vector<int64_t>{0, 1}));
+  auto in_memory = mimic::models::load_model(teacher());
+  auto r = mimic::convert::convert_model(*in_memory, teacher(), maps, "", false);
+  EXPECT_TRUE(r.teacher_checked);
+  EXPECT_EQ(r.layers, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(r.summary, "linear (hedgehog, row norm, SLA gates) in layers 0-1");
+
+  auto written = mimic::convert::convert(options(dir.file("conv")));
+  auto reloaded = mimic::models::load_model(written.out);
+  EXPECT_EQ(reloaded->attention_kernel(0)->kind(), "linear");
+  EXPECT_TRUE(torch::equal(logits(*in_memory), logits(*reloaded)));
+  // the converted model really differs from the teacher
+  auto t = mimic::models::load_model(teacher());
+  EXPECT_GT((logits(*t) - logits(*reloaded)).abs().max().item<double>(), 1e-4);
+  // the kernels are the distilled ones
+  auto k = std::dynamic_pointer_cast<mimic::attention::LinearAttention>(reloaded->attention_kernel(1));
+  ASSERT_TRUE(k);
+  auto f = mimic::io::SafeTensorsFile::open(tiny_maps());
+  EXPECT_TRUE(torch::equal(k->gates->w_k, f.load("layer_01.gates.w_k", at::kFloat)));
+  // the teacher's tensors are written unchanged (same keys, dtypes, bytes); the new ones are mimic.attention.*
+  auto a = mimic::io::TensorStore::open_dir(teacher()), b = mimic::io::TensorStore::open_dir(written.out);
+  size_t extra = 0;
+  for (const auto& n : b.names()) {
+    if (n.rfind("mimic.attention.", 0) == 0) {
+      ++extra;
+      continue;
+    }
+    ASSERT_TRUE(a.contains(n)) << n;
+    EXPECT_EQ(a.info(n).dtype, b.info(n).dtype) << n;
+    EXPECT_TRUE(torch::equal(a.load(n), b.load(n))) << n;
+  }
+  EXPECT_EQ(b.names().size() - extra, a.names().size());
+  EXPECT_EQ(extra, 2u * 6u);  // per layer: q/k weight and bias of the map, w_q and w_k of the gates
+  // the digest of the teacher's own weights is kept (the maps still fit the converted model)
+  EXPECT_EQ(mimic::models::model_digest(*reloaded), mimic::models::model_digest(*t));
+  // mimic.json describes every layer and the provenance
+  auto j = nlohmann::json::parse(mimic::io::read_text_file(dir.file("conv/mimic.json")));
+  EXPECT_EQ(j["format"], "mimic-converted-1");
+  EXPECT_EQ(j["attention"].size(), 2u);
+  EXPECT_EQ(j["attention"][1]["options"]["feature_map"], "hedgehog");
+  EXPECT_EQ(j["provenance"]["conversions"][0]["layers"], nlohmann::json({0, 1}));
+  // saved again, it is the same model; every layer back on softmax removes mimic.json
+  reloaded->save(dir.file("again"));
+  EXPECT_TRUE(torch::equal(logits(*mimic::models::load_model(dir.file("again"))), logits(*in_memory)));
+  for (int64_t l = 0; l < 2; ++l) reloaded->set_attention_kernel(l, std::make_shared<mimic::attention::SoftmaxAttention>());
+  reloaded->save(dir.file("again"));
+  EXPECT_FALSE(fs::exists(dir.file("again/mimic.json")));
+  EXPECT_TRUE(torch::equal(logits(*mimic::models::load_model(dir.file("again"))), logits(*t)));
+}
+
+TEST(Convert, PartialConversionLeavesOtherLayersExactlySoftmax) {
+  TempDir dir;
+  auto r = mimic::convert::convert(options(dir.file("conv"), "1"));
+  EXPECT_EQ(r.layers, (std::vector<int64_t>{1}));
+  EXPECT_EQ(r.summary, "softmax in layer 0; linear (hedgehog, row norm, SLA gates) in layer 1");
+  auto conv = mimic::models::load_model(r.out);
+  auto t = mimic::models::load_model(teacher());
+  EXPECT_EQ(conv->attention_kernel(0)->kind(), "softmax");
+  EXPECT_EQ(conv->attention_kernel(1)->kind(), "linear");
+  mimic::attention::AttentionCapture ct, cc;
+  auto lt = logits(*t, &ct), lc = logits(*conv, &cc);
+  EXPECT_TRUE(torch::equal(ct.o, cc.o));  // layer 0: bit-identical attention output
+  EXPECT_GT((lt - lc).abs().max().item<double>(), 1e-4);
+  // converting the rest later with the same maps works (the digest ignores kernels) and equals converting all
+  auto rest = mimic::convert::convert([&] {
+    auto o = options(dir.file("all"), "0");
+    o.model_dir = r.out;
+    return o;
+  }());
+  EXPECT_EQ(rest.summary, "linear (hedgehog, row norm, SLA gates) in layers 0-1");
+  auto all = mimic::convert::convert(options(dir.file("direct")));
+  EXPECT_TRUE(torch::equal(logits(*mimic::models::load_model(rest.out)), logits(*mimic::models::load_model(all.out))));
+}
+
+TEST(Convert, RefusesMapsOfAnotherModelShapeOrLayer) {
+  TempDir dir;
+  // another model of the same shape: the teacher with one weight changed
+  auto other = mimic::models::load_model(teacher());
+  {
+    torch::NoGradGuard g;
+    auto p = other->module().named_parameters()["h.0.attn.c_attn.weight"];
+    p.add_(0.01);
+  }
+  other->save(dir.file("other"));
+  auto o = options(dir.file("x"));
+  o.model_dir = dir.file("other");
+  auto msg = error_of([&] { mimic::convert::convert(o); });
+  EXPECT_NE(msg.find("was distilled from"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--force"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(dir.file("x")));
+  o.force = true;
+  auto forced = mimic::convert::convert(o);
+  EXPECT_FALSE(forced.teacher_checked);
+  EXPECT_NE(forced.warning.find("--force"), std::string::npos);
+  // another shape (BERT, 4 heads? the fixture's heads/dims differ from the maps')
+  auto bert = options(dir.file("y"));
+  bert.model_dir = mimic::test::model_with_tokenizer("bert-base");
+  msg = error_of([&] { mimic::convert::convert(bert); });
+  EXPECT_NE(msg.find("maps fit only the model they were distilled from"), std::string::npos) << msg;
+  // layers the maps do not hold / the model does not have
+  msg = error_of([&] { mimic::convert::convert(options(dir.file("z"), "5")); });
+  EXPECT_NE(msg.find("layer 5 does not exist"), std::string::npos) << msg;
+  // not a distill output
+  auto nd = options(dir.file("w"));
+  nd.maps = teacher() + "/model.safetensors";
+  msg = error_of([&] { mimic::convert::convert(nd); });
+  EXPECT_NE(msg.find("not a mimic distill output"), std::string::npos) << msg;
+  // --out is the model itself
+  msg = error_of([&] { mimic::convert::convert(options(teacher())); });
+  EXPECT_NE(msg.find("is the model directory itself"), std::string::npos) << msg;
+}
+
+TEST(Convert, DamagedConvertedDirectoriesAreClearErrors) {
+  TempDir dir;
+  auto r = mimic::convert::convert(options(dir.file("conv")));
+  // kernel tensors without mimic.json
+  fs::copy(r.out, dir.file("nojson"), fs::copy_options::recursive);
+  fs::remove(dir.file("nojson/mimic.json"));
+  auto msg = error_of([&] { mimic::models::load_model(dir.file("nojson")); });
+  EXPECT_NE(msg.find("belongs to a converted model"), std::string::npos) << msg;
+  // mimic.json for the wrong number of layers
+  fs::copy(r.out, dir.file("short"), fs::copy_options::recursive);
+  auto j = nlohmann::json::parse(mimic::io::read_text_file(dir.file("short/mimic.json")));
+  j["attention"].erase(1);
+  mimic::test::write_bytes(dir.file("short/mimic.json"), j.dump());
+  msg = error_of([&] { mimic::models::load_model(dir.file("short")); });
+  EXPECT_NE(msg.find("describes 1 layers, the model has 2"), std::string::npos) << msg;
+  // an unknown map, and a kernel tensor missing from the weights
+  fs::copy(r.out, dir.file("badmap"), fs::copy_options::recursive);
+  j = nlohmann::json::parse(mimic::io::read_text_file(dir.file("badmap/mimic.json")));
+  j["attention"][0]["options"]["feature_map"] = "nope";
+  mimic::test::write_bytes(dir.file("badmap/mimic.json"), j.dump());
+  msg = error_of([&] { mimic::models::load_model(dir.file("badmap")); });
+  EXPECT_NE(msg.find("layer 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nope"), std::string::npos) << msg;
+  fs::copy(r.out, dir.file("nogates"), fs::copy_options::recursive);
+  j = nlohmann::json::parse(mimic::io::read_text_file(dir.file("nogates/mimic.json")));
+  for (auto& e : j["attention"]) e["options"]["feature_map"] = "elu", e["options"]["gates"] = false;
+  mimic::test::write_bytes(dir.file("nogates/mimic.json"), j.dump());
+  msg = error_of([&] { mimic::models::load_model(dir.file("nogates")); });
+  EXPECT_NE(msg.find("unexpected tensor 'mimic.attention.0."), std::string::npos) << msg;
+}
+
+TEST(Convert, CliConvertsAndInfoDescribesTheAttention) {
+  TempDir dir;
+  auto r = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + tiny_maps() + " --out " + dir.file("c") +
+                                  " --layers 0 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["layers"], nlohmann::json::array({0}));
+  EXPECT_EQ(j["teacher_checked"], true);
+  auto info = mimic::test::mimic_cli("info " + dir.file("c") + " --json");
+  ASSERT_EQ(info.code, 0) << info.err;
+  EXPECT_EQ(nlohmann::json::parse(info.out)["attention"], "linear (hedgehog, row norm, SLA gates) in layer 0; softmax in layer 1");
+  auto bad = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + dir.file("none.safetensors") + " --out " + dir.file("d"));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+}
