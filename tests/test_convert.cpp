@@ -245,6 +245,15 @@ TEST(Convert, CliConvertsAndInfoDescribesTheAttention) {
   auto info = mimic::test::mimic_cli("info " + dir.file("c") + " --json");
   ASSERT_EQ(info.code, 0) << info.err;
   EXPECT_EQ(nlohmann::json::parse(info.out)["attention"], "linear (hedgehog, row norm, SLA gates) in layer 0; softmax in layer 1");
+  // eval --teacher: both models on the same text, side by side, with the ratio of perplexities
+  auto ev = mimic::test::mimic_cli("eval --model " + dir.file("c") + " --teacher " + teacher() + " --text \"" + kText + "\" --json");
+  ASSERT_EQ(ev.code, 0) << ev.err;
+  auto e = nlohmann::json::parse(ev.out);
+  const double pm = e["model"]["perplexity"], pt = e["teacher"]["perplexity"];
+  EXPECT_GT(std::abs(pm - pt), 1e-6);
+  EXPECT_NEAR(e["perplexity_ratio"].get<double>(), pm / pt, 1e-12);
+  EXPECT_EQ(e["teacher"]["attention"], "softmax in layers 0-1");
+  EXPECT_EQ(e["model"]["predicted"], e["teacher"]["predicted"]);
   auto bad = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + dir.file("none.safetensors") + " --out " + dir.file("d"));
   EXPECT_NE(bad.code, 0);
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;

@@ -20,11 +20,13 @@ struct EvalArgs {
   std::optional<std::string> text, file;
   eval::PerplexityOptions ppl;
   int64_t seq_len = 128, batch_size = 32;
+  std::string teacher;  // evaluated the same way, printed side by side
 };
 
-void run_lm(const EvalArgs& a) {
-  auto tok = text::load_tokenizer(a.model);
-  auto model = models::load_model(a.model);
+// One model's result as JSON (perplexity, or classification metrics), with its attention description.
+nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
+  auto tok = text::load_tokenizer(dir);
+  auto model = models::load_model(dir);
   std::vector<int64_t> ids;
   if (!a.data.empty()) {
     MIMIC_CHECK(!a.text && !a.file, "give --data (a corpus split) or --text/--file, not both");
@@ -36,31 +38,66 @@ void run_lm(const EvalArgs& a) {
   auto r = eval::perplexity(*model, ids, a.ppl);
   nlohmann::json j = {{"perplexity", r.perplexity}, {"nll", r.nll},         {"tokens", r.tokens},
                       {"predicted", r.predicted},   {"windows", r.windows}, {"seconds", r.seconds},
-                      {"tokens_per_second", r.seconds > 0 ? r.predicted / r.seconds : 0.0}};
+                      {"tokens_per_second", r.seconds > 0 ? r.predicted / r.seconds : 0.0},
+                      {"attention", models::attention_summary(*model)}};
   if (!a.data.empty()) j["data"] = a.data + ":" + a.split;
-  if (a.common.json) return print_json(j);
-  std::printf("tokens %lld (predicted %lld, %lld windows)  perplexity %.4f  (%.1f tok/s)\n", static_cast<long long>(r.tokens),
-              static_cast<long long>(r.predicted), static_cast<long long>(r.windows), r.perplexity,
-              j["tokens_per_second"].get<double>());
+  return j;
 }
 
-void run_cls(const EvalArgs& a) {
+nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   MIMIC_CHECK(!a.data.empty(), "--task cls needs --data (spam, sotu-era or a JSON-lines file)");
   auto data = data::load_classification(a.data);
-  auto tok = text::load_tokenizer(a.model);
-  auto model = models::load_model(a.model);
+  auto tok = text::load_tokenizer(dir);
+  auto model = models::load_model(dir);
   auto s = model->summary();
-  MIMIC_CHECK(s.head == "cls", a.model, " is not a classifier (head '", s.head, "'): finetune it with mimic finetune --task cls");
-  MIMIC_CHECK(s.num_labels == static_cast<int64_t>(data.labels.size()), a.model, " has ", s.num_labels, " labels, ", a.data,
-              " has ", data.labels.size());
+  MIMIC_CHECK(s.head == "cls", dir, " is not a classifier (head '", s.head, "'): finetune it with mimic finetune --task cls");
+  MIMIC_CHECK(s.num_labels == static_cast<int64_t>(data.labels.size()), dir, " has ", s.num_labels, " labels, ", a.data, " has ",
+              data.labels.size());
   const auto& examples = data.split(data::split_from_name(a.split));
   auto r = finetune::evaluate_classifier(*model, *tok, examples, s.num_labels, a.seq_len, a.batch_size);
-  nlohmann::json j = {{"data", a.data + ":" + a.split}, {"n", r.metrics.n},   {"accuracy", r.metrics.accuracy},
-                      {"f1", r.metrics.f1},             {"mcc", r.metrics.mcc}, {"loss", r.loss},
-                      {"confusion", r.metrics.confusion}, {"labels", data.labels}};
-  if (a.common.json) return print_json(j);
-  std::printf("%s:%s  n=%lld  accuracy %.4f  F1 %.4f  MCC %.4f  loss %.4f\n", a.data.c_str(), a.split.c_str(),
-              static_cast<long long>(r.metrics.n), r.metrics.accuracy, r.metrics.f1, r.metrics.mcc, r.loss);
+  return {{"data", a.data + ":" + a.split}, {"n", r.metrics.n},   {"accuracy", r.metrics.accuracy},
+          {"f1", r.metrics.f1},             {"mcc", r.metrics.mcc}, {"loss", r.loss},
+          {"confusion", r.metrics.confusion}, {"labels", data.labels}, {"attention", models::attention_summary(*model)}};
+}
+
+void print_one(const EvalArgs& a, const nlohmann::json& j) {
+  if (a.task == "cls") {
+    std::printf("%s  n=%lld  accuracy %.4f  F1 %.4f  MCC %.4f  loss %.4f\n", j["data"].get<std::string>().c_str(),
+                static_cast<long long>(j["n"].get<int64_t>()), j["accuracy"].get<double>(), j["f1"].get<double>(), j["mcc"].get<double>(),
+                j["loss"].get<double>());
+  } else {
+    std::printf("tokens %lld (predicted %lld, %lld windows)  perplexity %.4f  (%.1f tok/s)\n",
+                static_cast<long long>(j["tokens"].get<int64_t>()), static_cast<long long>(j["predicted"].get<int64_t>()),
+                static_cast<long long>(j["windows"].get<int64_t>()), j["perplexity"].get<double>(), j["tokens_per_second"].get<double>());
+  }
+}
+
+// --teacher: the same evaluation of both models, side by side, with the student's metric relative to the teacher's.
+void print_side_by_side(const EvalArgs& a, const nlohmann::json& student, const nlohmann::json& teacher) {
+  std::vector<const char*> keys = a.task == "cls" ? std::vector<const char*>{"accuracy", "f1", "mcc", "loss"}
+                                                  : std::vector<const char*>{"perplexity", "nll", "tokens_per_second"};
+  std::printf("%-18s %14s %14s %10s\n", "", "model", "teacher", "ratio");
+  for (const char* k : keys) {
+    const double s = student[k].get<double>(), t = teacher[k].get<double>();
+    std::printf("%-18s %14.4f %14.4f %9.3fx\n", k, s, t, t != 0 ? s / t : 0.0);
+  }
+  std::printf("model:   %s\nteacher: %s\n", student["attention"].get<std::string>().c_str(),
+              teacher["attention"].get<std::string>().c_str());
+}
+
+void run(const EvalArgs& a) {
+  auto one = [&](const std::string& dir) { return a.task == "cls" ? eval_cls(a, dir) : eval_lm(a, dir); };
+  auto j = one(a.model);
+  if (a.teacher.empty()) {
+    if (a.common.json) return print_json(j);
+    return print_one(a, j);
+  }
+  auto t = one(a.teacher);
+  const char* key = a.task == "cls" ? "accuracy" : "perplexity";
+  nlohmann::json both = {{"model", j}, {"teacher", t}};
+  both[std::string(key) + "_ratio"] = t[key].get<double>() != 0 ? j[key].get<double>() / t[key].get<double>() : 0.0;
+  if (a.common.json) return print_json(both);
+  print_side_by_side(a, j, t);
 }
 
 }  // namespace
@@ -78,10 +115,12 @@ void register_eval(CLI::App& app) {
   sub->add_option("--stride", args->ppl.stride, "lm: new tokens scored per window (default: window/2)");
   sub->add_option("--seq-len", args->seq_len, "cls: tokens per example")->capture_default_str();
   sub->add_option("--batch-size", args->batch_size, "cls: examples per batch")->capture_default_str();
+  sub->add_option("--teacher", args->teacher, "Also evaluate this model (e.g. the softmax teacher of a converted model) and print both side by side")
+      ->transform(model_dir_arg());
   add_common_options(*sub, args->common);
   sub->callback([args]() {
     start(args->common);
-    args->task == "cls" ? run_cls(*args) : run_lm(*args);
+    run(*args);
   });
 }
 
