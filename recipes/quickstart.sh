@@ -1,56 +1,36 @@
 #!/usr/bin/env bash
-# mimic quickstart, on the embedded models (examples/models/).
-# What runs today: the teacher side of the pipeline. gpt2-mini's perplexity on the test split of the
-# public-domain corpora, the bert-mini classifiers on their test sets, and `record`: gpt2-mini's per-layer
-# attention (q, k, v, outputs, softmax weights) written to HDF5, the input of distillation. The
-# distill → convert → finetune → eval → report stages join this script as they land (see the issues).
-#   MIMIC=path/to/mimic  OUT=out/quickstart  THREADS=N  bash recipes/quickstart.sh
-set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-MIMIC=${MIMIC:-$root/build/mimic}
-OUT=${OUT:-$root/out/quickstart}
-THREADS=${THREADS:-$(nproc)}
-common=(--threads "$THREADS" --seed 1)
+# mimic quickstart: the whole conversion pipeline on the embedded gpt2-mini, in about 10 minutes on 2 cores.
+#   record   gpt2-mini's attention (q, k, v, outputs) on 64 training samples of 256 tokens → HDF5
+#   distill  Hedgehog feature maps, layer by layer, to mimic the softmax weights (10 epochs per layer)
+#   convert  swap them into gpt2-mini: every layer runs linear attention
+#   finetune the converted model as a causal LM (100 steps × 8 × 256 tokens)
+#   eval     test perplexity of the teacher, the converted model before and after finetuning
+#   report   entropy / monotonicity / KL of teacher vs student per layer and head (report.html), when available
+# Ends with a summary table. Stages are skipped when done (rerun to continue); outputs in $OUT.
+#   MIMIC=path/to/mimic  OUT=out/gpt2-mini-quick  THREADS=N  bash recipes/quickstart.sh
+SCALE=quick
+# The GPT-2 recipes share one output folder per model and scale: stages they have in common run once.
+OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "gpt2-mini")-$SCALE}
+source "$(dirname "$0")/lib.sh"
 mkdir -p "$OUT"
+t_start=$SECONDS
 
-declare -a rows
-timed() {  # timed LABEL COMMAND...: runs COMMAND, remembers its wall time
-  local label=$1; shift
-  local t0=$(date +%s)
-  "$@"
-  rows+=("$(printf '%-36s %5d s' "$label" $(( $(date +%s) - t0 )))")
-}
-field() { printf "%.${3:-3}f" "$(sed -n "s/.*\"$1\": *\([0-9.e+-]*\).*/\1/p" "$2" | head -1)"; }
-
-echo "== system"
-"$MIMIC" info --system | head -4
-
-echo "== the embedded models"
-for m in gpt2-mini bert-mini-spam; do "$MIMIC" info "$m" | head -6; done
-
-echo "== gpt2-mini: perplexity on the test split (State of the Union + Moby Dick, held-out documents)"
-timed "eval gpt2-mini (test split)" \
-  sh -c '"$0" eval --model gpt2-mini --data all --split test --json "$@" > "'"$OUT"'/gpt2-mini-test.json"' "$MIMIC" "${common[@]}"
-echo "perplexity $(field perplexity "$OUT/gpt2-mini-test.json" 1)"
-
-echo "== bert-mini classifiers on their test sets"
-for task in spam sotu-era; do
-  timed "eval bert-mini-$task (test set)" \
-    sh -c '"$0" eval --task cls --model "bert-mini-'"$task"'" --data '"$task"' --split test --seq-len 256 --json "$@" > "'"$OUT"'/'"$task"'.json"' \
-    "$MIMIC" "${common[@]}"
-  echo "$task: accuracy $(field accuracy "$OUT/$task.json")  F1 $(field f1 "$OUT/$task.json")  MCC $(field mcc "$OUT/$task.json")"
-done
-
-echo "== record: gpt2-mini's attention on 32 validation samples of 256 tokens (weights of the first 4)"
-timed "record gpt2-mini (32 x 256 tokens)" \
-  "$MIMIC" record --model gpt2-mini --data all --split validation --samples 32 --seq-len 256 --weights-samples 4 \
-  --out "$OUT/gpt2-mini.h5" --fresh "${common[@]}"
+"$MIMIC" info --system | head -3
+record_lm gpt2-mini
+eval_lm teacher gpt2-mini
+convert_lm hedgehog gpt2-mini --feature-map hedgehog
+if "$MIMIC" report --help > /dev/null 2>&1; then
+  stage report "$MIMIC" report --record "$OUT/record.h5" --maps "$OUT/maps-hedgehog.safetensors" --baseline elu \
+    --out "$OUT/report" "${common[@]}"
+fi
 
 echo
-echo "== summary"
-printf '%-36s %s\n' "gpt2-mini test perplexity" "$(field perplexity "$OUT/gpt2-mini-test.json" 1)"
-for task in spam sotu-era; do
-  printf '%-36s %s\n' "bert-mini-$task test accuracy" "$(field accuracy "$OUT/$task.json")"
-done
-printf '%s\n' "${rows[@]}"
-echo "quickstart done: outputs in $OUT"
+echo "== summary (gpt2-mini, test split of the public-domain corpora: $(get "$OUT/eval-teacher.json" .predicted) tokens scored)"
+printf '%-46s %10s\n' "model" "perplexity"
+printf '%-46s %10s\n' "gpt2-mini (softmax teacher)" "$(ppl teacher)"
+printf '%-46s %10s\n' "hedgehog, converted (KL $(kl hedgehog) after distill)" "$(ppl hedgehog-converted)"
+printf '%-46s %10s\n' "hedgehog, converted + finetuned $FT_STEPS steps" "$(ppl hedgehog-finetuned)"
+print_timings
+echo "quickstart done in $(( SECONDS - t_start )) s: outputs in $OUT"
+[[ -f $OUT/report/report.html ]] && echo "open $OUT/report/report.html in a browser"
+exit 0

@@ -1,8 +1,10 @@
-// mimic info PATH | --system — describe a model directory or a safetensors file, or the system.
+// mimic info PATH | --system | --maps — describe a model directory or a safetensors file, or the system.
 #include <filesystem>
 #include <iostream>
 #include <map>
 
+#include "attention/feature_map.h"
+#include "attention/linear_kernel.h"
 #include "cli.h"
 #include "core/error.h"
 #include "core/runtime.h"
@@ -18,6 +20,7 @@ struct InfoArgs {
   Common common;
   std::string path;
   bool system = false;
+  bool maps = false;
   bool tensors = false;
 };
 
@@ -38,6 +41,16 @@ nlohmann::json describe_tensors(const io::TensorStore& f) {
 
 void run(InfoArgs& a) {
   start(a.common);
+  if (a.maps) {  // the registries: feature maps and attention kinds
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& m : attention::feature_maps()) j.push_back({{"name", m.name}, {"summary", m.summary}});
+    if (a.common.json) return print_json(j);
+    for (const auto& m : attention::feature_maps()) std::cout << "  " << m.name << std::string(18 - std::min<size_t>(17, m.name.size()), ' ') << m.summary << "\n";
+    std::cout << "attention kinds:";
+    for (const auto& k : attention::attention_kinds()) std::cout << " " << k;
+    std::cout << "\n";
+    return;
+  }
   if (a.system) {
     auto s = system_info();
     nlohmann::json j = {{"mimic_version", s.mimic_version}, {"torch_version", s.torch_version}, {"threads", s.threads},
@@ -97,6 +110,7 @@ void register_info(CLI::App& app) {
   auto* sub = app.add_subcommand("info", "Describe a model directory, a .safetensors file, or the system (--system)");
   sub->add_option("path", args->path, "Model directory or embedded model name (config.json + model.safetensors or a sharded checkpoint's index and shards) or a .safetensors file");
   sub->add_flag("--system", args->system, "Threads, BLAS actually loaded, LibTorch version");
+  sub->add_flag("--maps", args->maps, "The registered feature maps (names for --feature-map) and attention kinds");
   sub->add_flag("--tensors", args->tensors, "List every tensor of a model directory");
   add_common_options(*sub, args->common);
   sub->callback([args]() { run(*args); });

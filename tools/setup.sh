@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 PACKAGES=(
   build-essential cmake ninja-build clang ccache pkg-config git ca-certificates
   libtorch-dev libopenblas0-openmp libhdf5-dev libeigen3-dev libcli11-dev libgtest-dev nlohmann-json3-dev
-  nodejs npm
+  nodejs npm jq
   python3-torch python3-numpy python3-h5py hdf5-tools
 )
 

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Finetuned conversion of the embedded BERT classifiers (bert-mini-spam, bert-mini-sotu-era) to Hedgehog linear
+# attention (bidirectional), reported as in Hedgehog's GLUE table (Zhang et al. 2024, Table 6): the converted
+# model's test metric as a percentage of the softmax teacher's ("recovered"). Target: >= 99%.
+#   bash recipes/bert-hedgehog.sh [TASKS]   TASKS: "spam sotu-era" (default); each uses the embedded bert-mini-TASK
+#   SCALE=quick (64 × 256 recorded tokens, 10 epochs, 100 finetuning steps) | full (256 × 256, 10 epochs, 400 steps)
+#   MIMIC, OUT, THREADS, SEED as in recipes/lib.sh
+TASKS=${1:-spam sotu-era}
+SCALE=${SCALE:-quick}
+if [[ $SCALE == full ]]; then REC_SAMPLES=256 FT_STEPS=${FT_STEPS:-400}; else FT_STEPS=${FT_STEPS:-100}; fi
+OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/bert-hedgehog-$SCALE}
+source "$(dirname "$0")/lib.sh"
+mkdir -p "$OUT"
+
+for task in $TASKS; do
+  teacher=bert-mini-$task
+  cls=(--task cls --data "$task" --split test --seq-len 256)
+  stage "$task-record" to "$OUT/$task-record.json" "$MIMIC" record --model "$teacher" --data all --split train \
+    --samples "$REC_SAMPLES" --seq-len "$REC_LEN" --out "$OUT/$task-record.h5" --json "${common[@]}"
+  stage "$task-distill" to "$OUT/distill-$task.json" "$MIMIC" distill --record "$OUT/$task-record.h5" --feature-map hedgehog \
+    --epochs "$EPOCHS" --out "$OUT/$task-maps.safetensors" --json "${common[@]}"
+  stage "$task-convert" to "$OUT/$task-convert.json" "$MIMIC" convert --model "$teacher" --maps "$OUT/$task-maps.safetensors" \
+    --out "$OUT/$task-converted" --json "${common[@]}"
+  stage "$task-eval-converted" to "$OUT/$task-eval-converted.json" "$MIMIC" eval --model "$OUT/$task-converted" \
+    --teacher "$teacher" "${cls[@]}" --json "${common[@]}"
+  # the paper's BERT preset (lr 1e-5, cosine); embeddings frozen as when the teachers were trained
+  stage "$task-finetune" to "$OUT/$task-finetune.json" "$MIMIC" finetune --task cls --model "$OUT/$task-converted" \
+    --data "$task" --preset bert --freeze-embeddings --seq-len 256 --batch-size 16 --steps "$FT_STEPS" \
+    --eval-every "$FT_STEPS" --out "$OUT/$task-finetuned" --json "${common[@]}"
+  stage "$task-eval-finetuned" to "$OUT/$task-eval-finetuned.json" "$MIMIC" eval --model "$OUT/$task-finetuned" \
+    --teacher "$teacher" "${cls[@]}" --json "${common[@]}"
+done
+
+echo
+echo "== bert-mini classifiers → hedgehog ($SCALE: distill $EPOCHS epochs/layer on $REC_SAMPLES × $REC_LEN tokens; finetune $FT_STEPS steps)"
+printf '| %-10s | %-10s | %8s | %18s | %18s | %10s |\n' "task" "metric" "teacher" "converted" "finetuned" "recovered"
+printf '|---|---|---|---|---|---|\n'
+for task in $TASKS; do
+  for metric in accuracy f1 mcc; do
+    t=$(get "$OUT/$task-eval-finetuned.json" ".teacher.$metric" 3)
+    c=$(get "$OUT/$task-eval-converted.json" ".model.$metric" 3)
+    f=$(get "$OUT/$task-eval-finetuned.json" ".model.$metric" 3)
+    printf '| %-10s | %-10s | %8s | %18s | %18s | %9s%% |\n' "$task" "$metric" "$t" "$c" "$f" "$(awk -v f="$f" -v t="$t" 'BEGIN { printf "%.1f", 100 * f / t }')"
+  done
+done
+print_timings

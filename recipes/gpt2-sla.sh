@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Hedgehog with and without SLA head gates (softmax over heads of Q·W_GQ and K·W_GK; arXiv 2602.01744), converted
+# and finetuned the same way, compared on perplexity and on passkey retrieval (the retrieval SLA claims to restore).
+#   bash recipes/gpt2-sla.sh [MODEL]   (default gpt2-mini; a HF GPT-2 directory works too)
+#   SCALE=quick|full, MIMIC, OUT, THREADS, SEED as in recipes/lib.sh; PASSKEY_LENGTHS, PASSKEY_TRIALS
+MODEL=${1:-gpt2-mini}
+SCALE=${SCALE:-quick}
+if [[ $SCALE == full ]]; then REC_SAMPLES=256 REC_LEN=512 FT_STEPS=1000 FT_LEN=512; fi
+PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-64,128,256,512}
+PASSKEY_TRIALS=${PASSKEY_TRIALS:-$([[ $SCALE == full ]] && echo 100 || echo 20)}
+# The GPT-2 recipes share one output folder per model and scale: stages they have in common run once.
+OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
+source "$(dirname "$0")/lib.sh"
+mkdir -p "$OUT"
+
+record_lm "$MODEL"
+eval_lm teacher "$MODEL"
+convert_lm hedgehog "$MODEL" --feature-map hedgehog
+convert_lm hedgehog-sla "$MODEL" --feature-map hedgehog --sla
+passkey() {
+  stage "passkey-$1" to "$OUT/passkey-$1.json" "$MIMIC" eval --task passkey --model "$2" --lengths "$PASSKEY_LENGTHS" \
+    --trials "$PASSKEY_TRIALS" --json "${common[@]}"
+}
+passkey teacher "$MODEL"
+passkey hedgehog "$OUT/hedgehog-finetuned"
+passkey hedgehog-sla "$OUT/hedgehog-sla-finetuned"
+
+echo
+echo "== $MODEL: hedgehog vs hedgehog + SLA gates ($SCALE; finetune $FT_STEPS × $FT_BATCH × $FT_LEN tokens)"
+printf '| %-34s | %10s | %10s | %s |\n' "model" "KL" "perplexity" "passkey: ranked first / gain ranked first, by length ($PASSKEY_LENGTHS)"
+printf '|---|---|---|---|\n'
+row() {
+  printf '| %-34s | %10s | %10s | %s |\n' "$1" "$2" "$(ppl "$3")" \
+    "$(jq -r '[.lengths[] | "\(.rank_accuracy*100|round)% / \(.gain_rank_accuracy*100|round)%"] | join(", ")' "$OUT/passkey-$4.json")"
+}
+row "softmax teacher" "-" teacher teacher
+row "hedgehog, finetuned" "$(kl hedgehog)" hedgehog-finetuned hedgehog
+row "hedgehog + SLA gates, finetuned" "$(kl hedgehog-sla)" hedgehog-sla-finetuned hedgehog-sla
+echo "(passkey chance: 1 / (alternatives + 1) = 10% with the default 9 alternatives)"
+print_timings

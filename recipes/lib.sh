@@ -1,0 +1,73 @@
+# Shared by the recipes (source it): settings, skippable timed stages, reading JSON results, the table.
+#   MIMIC=path/to/mimic   SCALE=quick|full   OUT=dir   THREADS=N   SEED=S
+# Every stage writes its outputs under $OUT and is skipped when its `.done` mark exists (rerun a recipe to
+# continue where it stopped; remove a mark or the folder to redo a stage). Commands that resume by themselves
+# (distill, finetune) continue from their checkpoints when a stage was interrupted.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+MIMIC=${MIMIC:-$root/build/mimic}
+SCALE=${SCALE:-quick}
+THREADS=${THREADS:-$(nproc)}
+SEED=${SEED:-1}
+common=(--threads "$THREADS" --seed "$SEED")
+case $SCALE in quick | full) ;; *) echo "SCALE must be quick or full, got '$SCALE'" >&2; exit 2 ;; esac
+[[ -x $MIMIC ]] || { echo "no mimic CLI at $MIMIC (build it: cmake --build build --target mimic_cli, or set MIMIC)" >&2; exit 2; }
+
+declare -a timings=()
+# stage NAME COMMAND...: runs COMMAND unless $OUT/.done/NAME exists; records the wall time.
+stage() {
+  local name=$1; shift
+  local mark=$OUT/.done/$name
+  mkdir -p "$OUT/.done"
+  if [[ -f $mark ]]; then
+    echo "== $name: done earlier ($(cat "$mark") s; remove $mark to redo)"
+  else
+    echo "== $name"
+    local t0=$SECONDS
+    "$@"
+    echo $(( SECONDS - t0 )) > "$mark"
+  fi
+  timings+=("$(printf '%-44s %6s s' "$name" "$(cat "$mark")")")
+}
+# to FILE COMMAND...: runs COMMAND with its stdout (a --json result) written atomically to FILE.
+to() { local f=$1; shift; "$@" > "$f.tmp" && mv "$f.tmp" "$f"; }
+# get FILE JQ-PATH [DECIMALS]: a number from a JSON result.
+get() { jq -r "$2" "$1" | { read -r v; [[ -n ${3:-} ]] && printf "%.${3}f" "$v" || printf '%s' "$v"; }; }
+print_timings() { echo; echo "time per stage"; printf '  %s\n' "${timings[@]}"; }
+
+# ---- the conversion pipeline of a causal LM (used by quickstart, gpt2-hedgehog, gpt2-sla, feature-map-ablation)
+# Settings (set them before calling; defaults are the quick scale):
+#   REC_SAMPLES REC_LEN        samples × tokens recorded from the training split for distillation
+#   EPOCHS                     distillation epochs per layer
+#   FT_STEPS FT_BATCH FT_LEN   finetuning: optimizer steps, sequences per step, tokens per sequence
+#   EVAL=(...)                 what `mimic eval` scores (default: the test split of all corpora)
+REC_SAMPLES=${REC_SAMPLES:-64} REC_LEN=${REC_LEN:-256} EPOCHS=${EPOCHS:-10}
+FT_STEPS=${FT_STEPS:-100} FT_BATCH=${FT_BATCH:-8} FT_LEN=${FT_LEN:-256}
+[[ -v EVAL ]] || EVAL=(--data all --split test)
+
+# record_lm TEACHER: the teacher's attention on REC_SAMPLES training samples → $OUT/record.h5
+record_lm() {
+  stage record to "$OUT/record.json" "$MIMIC" record --model "$1" --data all --split train --samples "$REC_SAMPLES" \
+    --seq-len "$REC_LEN" --out "$OUT/record.h5" --json "${common[@]}"
+}
+# eval_lm NAME MODEL: perplexity → $OUT/eval-NAME.json
+eval_lm() { stage "eval-$1" to "$OUT/eval-$1.json" "$MIMIC" eval --model "$2" "${EVAL[@]}" --json "${common[@]}"; }
+# finetune_lm NAME MODEL: FT_STEPS of causal-LM finetuning on the training split → $OUT/NAME (a model directory)
+finetune_lm() {
+  stage "finetune-$1" to "$OUT/finetune-$1.json" "$MIMIC" finetune --task lm --model "$2" --data all --steps "$FT_STEPS" \
+    --batch-size "$FT_BATCH" --seq-len "$FT_LEN" --eval-every "$FT_STEPS" --out "$OUT/$1" --json "${common[@]}"
+}
+# convert_lm TAG TEACHER [distill options...]: distill (on $OUT/record.h5) → convert → eval → finetune → eval.
+# Results: $OUT/eval-TAG-converted.json, $OUT/eval-TAG-finetuned.json.
+convert_lm() {
+  local tag=$1 teacher=$2; shift 2
+  stage "distill-$tag" to "$OUT/distill-$tag.json" "$MIMIC" distill --record "$OUT/record.h5" --epochs "$EPOCHS" "$@" \
+    --out "$OUT/maps-$tag.safetensors" --json "${common[@]}"
+  stage "convert-$tag" to "$OUT/convert-$tag.json" "$MIMIC" convert --model "$teacher" --maps "$OUT/maps-$tag.safetensors" \
+    --out "$OUT/$tag-converted" --json "${common[@]}"
+  eval_lm "$tag-converted" "$OUT/$tag-converted"
+  finetune_lm "$tag-finetuned" "$OUT/$tag-converted"
+  eval_lm "$tag-finetuned" "$OUT/$tag-finetuned"
+}
+ppl() { get "$OUT/eval-$1.json" .perplexity 1; }
+kl() { get "$OUT/distill-$1.json" '[.layers[].after.mean.kl] | add / length' 3; }
