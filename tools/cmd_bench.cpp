@@ -1,9 +1,11 @@
+// mimic bench generate — decoding tokens/s (src/bench/generate_bench.{h,cpp}).
 // mimic bench attention — softmax vs linear attention: forward, forward+backward and peak memory by sequence
 // length, recurrent decoding per token by context, and the targets they are checked against. The measuring
 // lives in src/bench/attention_bench.{h,cpp}.
 #include <cstdio>
 
 #include "bench/attention_bench.h"
+#include "bench/generate_bench.h"
 #include "cli.h"
 
 namespace mimic::cli {
@@ -14,10 +16,16 @@ struct BenchAttentionArgs {
   bench::AttentionBenchOptions options;
 };
 
+struct BenchGenerateArgs {
+  Common common;
+  bench::GenerateBenchOptions options;
+  bool no_parallel = false;
+};
+
 }  // namespace
 
 void register_bench(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks (attention: softmax vs linear attention speed and memory)");
+  auto* bench = app.add_subcommand("bench", "Benchmarks (attention: softmax vs linear attention speed and memory; generate: decoding tokens/s)");
   bench->require_subcommand(1);
 
   auto args = std::make_shared<BenchAttentionArgs>();
@@ -36,6 +44,24 @@ void register_bench(CLI::App& app) {
       j["config"]["seed"] = args->common.seed;
       return print_json(j);
     }
+    std::fputs(bench::format_report(result).c_str(), stdout);
+  });
+
+  auto gargs = std::make_shared<BenchGenerateArgs>();
+  auto* gen = bench->add_subcommand(
+      "generate", "Greedy decoding tokens/s: recurrent (KV cache / state) vs parallel recompute, as loaded and all-linear (untrained)");
+  gen->add_option("--model", gargs->options.model, "GPT-2 model directory")->required()->transform(model_dir_arg());
+  gen->add_option("--prompt-lengths", gargs->options.prompt_lengths, "Prompt lengths (random tokens)")->delimiter(',')->capture_default_str();
+  gen->add_option("--new-tokens", gargs->options.new_tokens, "Tokens generated per run")->capture_default_str();
+  gen->add_option("--feature-map", gargs->options.feature_map, "Feature map of the all-linear variant")->capture_default_str();
+  gen->add_flag("--no-parallel", gargs->no_parallel, "Skip the parallel recompute (the slow reference)");
+  add_common_options(*gen, gargs->common);
+  gen->callback([gargs]() {
+    start(gargs->common);
+    gargs->options.seed = gargs->common.seed;
+    gargs->options.parallel = !gargs->no_parallel;
+    auto result = bench::run_generate_bench(gargs->options);
+    if (gargs->common.json) return print_json(bench::to_json(result));
     std::fputs(bench::format_report(result).c_str(), stdout);
   });
 }

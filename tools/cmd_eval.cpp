@@ -1,11 +1,12 @@
 // mimic eval — perplexity of a text or a corpus split under a causal LM (strided windows), or
-// classification accuracy / F1 / MCC (--task cls).
+// classification accuracy / F1 / MCC (--task cls), or passkey retrieval by context length (--task passkey).
 #include <cstdio>
 #include <iostream>
 
 #include "cli.h"
 #include "core/error.h"
 #include "data/token_cache.h"
+#include "eval/passkey.h"
 #include "eval/perplexity.h"
 #include "finetune/classify.h"
 #include "models/model.h"
@@ -21,6 +22,7 @@ struct EvalArgs {
   eval::PerplexityOptions ppl;
   int64_t seq_len = 128, batch_size = 32;
   std::string teacher;  // evaluated the same way, printed side by side
+  eval::PasskeyOptions passkey;
 };
 
 // One model's result as JSON (perplexity, or classification metrics), with its attention description.
@@ -100,13 +102,41 @@ void run(const EvalArgs& a) {
   print_side_by_side(a, j, t);
 }
 
+void run_passkey(EvalArgs& a) {
+  MIMIC_CHECK(a.teacher.empty(), "--teacher is not available with --task passkey: run the passkey evaluation on each model");
+  auto tok = text::load_tokenizer(a.model);
+  auto model = models::load_model(a.model);
+  a.passkey.seed = a.common.seed;
+  auto r = eval::passkey_eval(*model, *tok, a.passkey);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : r.rows)
+    rows.push_back({{"length", row.length},
+                    {"trials", row.trials},
+                    {"exact", row.exact},
+                    {"exact_accuracy", row.exact_accuracy()},
+                    {"ranked_first", row.ranked_first},
+                    {"rank_accuracy", row.rank_accuracy()},
+                    {"mean_rank", row.mean_rank},
+                    {"mean_prompt_tokens", row.mean_prompt_tokens}});
+  if (a.common.json)
+    return print_json({{"task", "passkey"}, {"digits", a.passkey.digits}, {"alternatives", a.passkey.alternatives},
+                       {"chance", r.chance}, {"seed", a.passkey.seed}, {"seconds", r.seconds}, {"rows", rows}});
+  std::printf("passkey retrieval: %lld-digit keys, ranked against %lld alternatives (chance %.3f)\n",
+              static_cast<long long>(a.passkey.digits), static_cast<long long>(a.passkey.alternatives), r.chance);
+  std::printf("%8s %7s %12s %13s %10s\n", "length", "trials", "exact", "ranked first", "mean rank");
+  for (const auto& row : r.rows)
+    std::printf("%8lld %7lld %12.3f %13.3f %10.2f\n", static_cast<long long>(row.length), static_cast<long long>(row.trials),
+                row.exact_accuracy(), row.rank_accuracy(), row.mean_rank);
+  std::printf("(%.1f s)\n", r.seconds);
+}
+
 }  // namespace
 
 void register_eval(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   auto* sub = app.add_subcommand("eval", "Evaluate a model: LM perplexity (text, file or corpus split) or classification metrics");
   sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
-  sub->add_option("--task", args->task, "lm (perplexity) or cls (accuracy, F1, MCC)")->capture_default_str()->check(CLI::IsMember({"lm", "cls"}));
+  sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC) or passkey (retrieval by context length)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey"}));
   sub->add_option("--file", args->file, "Text file to score (lm)");
   sub->add_option("--text", args->text, "Text to score (lm)");
   sub->add_option("--data", args->data, "lm: corpus all|sotu|moby-dick; cls: spam|sotu-era|FILE.jsonl");
@@ -117,9 +147,17 @@ void register_eval(CLI::App& app) {
   sub->add_option("--batch-size", args->batch_size, "cls: examples per batch")->capture_default_str();
   sub->add_option("--teacher", args->teacher, "Also evaluate this model (e.g. the softmax teacher of a converted model) and print both side by side")
       ->transform(model_dir_arg());
+  sub->add_option("--lengths", args->passkey.lengths, "passkey: tokens per sequence (prompt + answer), e.g. 128,256,512")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--trials", args->passkey.trials, "passkey: keys per length")->capture_default_str();
+  sub->add_option("--digits", args->passkey.digits, "passkey: digits per key")->capture_default_str();
+  sub->add_option("--alternatives", args->passkey.alternatives, "passkey: random wrong keys the true one is ranked against")
+      ->capture_default_str();
   add_common_options(*sub, args->common);
   sub->callback([args]() {
     start(args->common);
+    if (args->task == "passkey") return run_passkey(*args);
     run(*args);
   });
 }

@@ -4,6 +4,8 @@
 
 #include <limits>
 
+#include "core/error.h"
+
 namespace mimic::attention {
 
 at::Tensor SoftmaxAttention::weights(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx) {
@@ -27,6 +29,41 @@ at::Tensor SoftmaxAttention::forward(const at::Tensor& q, const at::Tensor& k, c
   auto o = torch::matmul(w, v);
   if (ctx.capture && ctx.capture->want_weights) ctx.capture->weights = w.detach();
   return o;
+}
+
+std::unique_ptr<KernelCache> AttentionKernelImpl::new_cache() const {
+  fail("attention kernel '", kind(), "' cannot decode incrementally");
+}
+
+at::Tensor AttentionKernelImpl::forward_cached(const at::Tensor&, const at::Tensor&, const at::Tensor&, const AttentionContext&,
+                                               KernelCache&) {
+  fail("attention kernel '", kind(), "' cannot decode incrementally");
+}
+
+void check_cached_call(const AttentionContext& ctx, const std::string& kind) {
+  MIMIC_CHECK(ctx.causal, "incremental decoding needs causal attention (", kind, " kernel of layer ", ctx.layer, ")");
+  MIMIC_CHECK(!ctx.key_padding_mask.defined(), "incremental decoding takes no padding mask (layer ", ctx.layer, ")");
+}
+
+namespace {
+struct KvCache : KernelCache {
+  at::Tensor k, v;  // [B, H, S, head_dim]; undefined before the first call
+  int64_t bytes() const override { return k.defined() ? static_cast<int64_t>(k.nbytes() + v.nbytes()) : 0; }
+  std::unique_ptr<KernelCache> clone() const override { return std::make_unique<KvCache>(*this); }
+};
+}  // namespace
+
+std::unique_ptr<KernelCache> SoftmaxAttention::new_cache() const { return std::make_unique<KvCache>(); }
+
+at::Tensor SoftmaxAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                            KernelCache& cache) {
+  check_cached_call(ctx, kind());
+  auto* kv = dynamic_cast<KvCache*>(&cache);
+  MIMIC_CHECK(kv, "layer ", ctx.layer, ": the decoding cache was made for another attention kernel than softmax");
+  kv->k = kv->k.defined() ? torch::cat({kv->k, k}, 2) : k;
+  kv->v = kv->v.defined() ? torch::cat({kv->v, v}, 2) : v;
+  kv->position += q.size(2);
+  return forward(q, kv->k, kv->v, ctx);  // the causal mask aligns the T queries with the last T of the S keys
 }
 
 }  // namespace mimic::attention

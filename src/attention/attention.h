@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -30,6 +31,18 @@ struct AttentionContext {
   AttentionCapture* capture = nullptr;
 };
 
+// What a causal kernel keeps between the calls of incremental decoding (one per layer): softmax the keys
+// and values seen so far (growing), linear attention its recurrent state (constant size). Caches replace
+// their tensors on update and never write into them, so a clone() (which shares the tensors) is a cheap,
+// independent copy: decoding from it leaves the original untouched.
+class KernelCache {
+ public:
+  virtual ~KernelCache() = default;
+  virtual int64_t bytes() const = 0;  // bytes of the tensors held
+  virtual std::unique_ptr<KernelCache> clone() const = 0;
+  int64_t position = 0;  // tokens consumed so far
+};
+
 class AttentionKernelImpl : public torch::nn::Module {
  public:
   // q, k, v: [B, H, T, head_dim]. Returns [B, H, T, head_dim].
@@ -37,8 +50,18 @@ class AttentionKernelImpl : public torch::nn::Module {
   virtual std::string kind() const = 0;
   // The options that rebuild this kernel with make_attention_kernel(kind(), config_json(), ...) (linear_kernel.h).
   virtual nlohmann::json config_json() const { return nlohmann::json::object(); }
+  // Incremental causal decoding: an empty cache, and the continuation of the sequence the cache has seen by
+  // the tokens q, k, v [B, H, T, head_dim] (absolute positions cache.position ...), equal to the
+  // corresponding rows of forward() over the whole sequence; updates the cache. ctx.causal must be true and
+  // ctx.key_padding_mask undefined. The defaults refuse: a kernel that cannot decode says so.
+  virtual std::unique_ptr<KernelCache> new_cache() const;
+  virtual at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                    KernelCache& cache);
 };
 using AttentionKernel = std::shared_ptr<AttentionKernelImpl>;
+
+// Checks what forward_cached needs of its context (causal, no padding); a mimic::Error naming the layer otherwise.
+void check_cached_call(const AttentionContext& ctx, const std::string& kind);
 
 // Softmax attention, the teacher: softmax(q kᵀ·scale + mask) v. Masked scores are set to the lowest
 // float (as HF does), so a row with every key masked gets uniform weights instead of NaN.
@@ -46,6 +69,10 @@ class SoftmaxAttention : public AttentionKernelImpl {
  public:
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
   std::string kind() const override { return "softmax"; }
+  // The KV cache: keys and values of every position so far, [B, H, S, head_dim] each.
+  std::unique_ptr<KernelCache> new_cache() const override;
+  at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                            KernelCache& cache) override;
   // The weights alone (used by forward, record and analysis).
   static at::Tensor weights(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx);
 };

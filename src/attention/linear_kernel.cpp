@@ -140,6 +140,31 @@ at::Tensor LinearAttention::forward_with_state(const at::Tensor& q, const at::Te
   return linear_chunked(f, v, opts, at::Tensor(), &state);
 }
 
+namespace {
+struct LinearCache : KernelCache {
+  LinearState state;
+  int64_t bytes() const override {
+    int64_t n = 0;
+    for (const auto* t : {&state.S, &state.z, &state.m})
+      if (t->defined()) n += static_cast<int64_t>(t->nbytes());
+    return n;
+  }
+  std::unique_ptr<KernelCache> clone() const override { return std::make_unique<LinearCache>(*this); }
+};
+}  // namespace
+
+std::unique_ptr<KernelCache> LinearAttention::new_cache() const { return std::make_unique<LinearCache>(); }
+
+at::Tensor LinearAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                           KernelCache& cache) {
+  check_cached_call(ctx, kind());
+  auto* lc = dynamic_cast<LinearCache*>(&cache);
+  MIMIC_CHECK(lc, "layer ", ctx.layer, ": the decoding cache was made for another attention kernel than linear");
+  auto o = forward_with_state(q, k, v, ctx.scale, lc->state);
+  lc->position = lc->state.position;
+  return o;
+}
+
 AttentionKernel make_attention_kernel(const std::string& kind, const nlohmann::json& options, int64_t n_head, int64_t head_dim) {
   if (kind == "softmax") {
     MIMIC_CHECK(options.is_null() || options.empty(), "softmax attention takes no options, got ", options.dump());

@@ -60,6 +60,11 @@ class LinearAttention : public AttentionKernelImpl {
   LinearOptions options(bool causal) const;
   // Causal continuation for generation: q, k, v [B, H, T, d] are the tokens after state.position; updates state.
   at::Tensor forward_with_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, LinearState& state);
+  // Incremental decoding: the cache holds the LinearState (constant size); forward_cached runs
+  // forward_with_state (a recurrent step for one token, the chunked form for a prompt).
+  std::unique_ptr<KernelCache> new_cache() const override;
+  at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                            KernelCache& cache) override;
   // The quadratic reference with its weights [B, H, T, T] (distillation and analysis).
   at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                at::Tensor* weights, at::Tensor* log_weights = nullptr);

@@ -193,6 +193,12 @@ class HfModel : public Model {
   nlohmann::json& provenance() override { return provenance_; }
   const nlohmann::json& provenance() const override { return provenance_; }
 
+ protected:
+  at::Tensor forward_cached(const at::Tensor& ids, DecodeState& state) override {
+    MIMIC_CHECK(config_.arch == Arch::Gpt2, "incremental decoding needs a causal LM (GPT-2); this is a BERT model");
+    return net_->forward_cached(ids, state);
+  }
+
  private:
   bool is_converted() const {
     for (int64_t l = 0; l < config_.n_layer; ++l)
@@ -297,6 +303,43 @@ class HfModel : public Model {
 };
 
 }  // namespace
+
+DecodeState::DecodeState() = default;
+DecodeState::~DecodeState() = default;
+DecodeState::DecodeState(DecodeState&&) noexcept = default;
+DecodeState& DecodeState::operator=(DecodeState&&) noexcept = default;
+
+int64_t DecodeState::bytes() const {
+  int64_t n = 0;
+  for (const auto& c : layers) n += c->bytes();
+  return n;
+}
+
+DecodeState DecodeState::clone() const {
+  DecodeState s;
+  for (const auto& c : layers) s.layers.push_back(c->clone());
+  s.batch = batch;
+  s.position_ = position_;
+  return s;
+}
+
+std::unique_ptr<DecodeState> Model::new_decode_state() {
+  auto s = summary();
+  MIMIC_CHECK(s.model_type == "gpt2", "incremental decoding needs a causal LM (GPT-2); this is a ", s.model_type, " model");
+  auto state = std::make_unique<DecodeState>();
+  for (int64_t i = 0; i < s.n_layer; ++i) state->layers.push_back(attention_kernel(i)->new_cache());
+  return state;
+}
+
+at::Tensor Model::forward_step(const at::Tensor& ids, DecodeState& state) {
+  MIMIC_CHECK(ids.dim() == 2 && ids.size(1) >= 1, "forward_step takes token ids [batch, time] with time >= 1");
+  MIMIC_CHECK(state.batch == 0 || state.batch == ids.size(0), "the decode state holds a batch of ", state.batch, ", got ", ids.size(0));
+  torch::NoGradGuard no_grad;
+  auto logits = forward_cached(ids, state);
+  state.batch = ids.size(0);
+  state.position_ += ids.size(1);
+  return logits;
+}
 
 bool is_embedding(const std::string& name) {
   if (name.find("embeddings.") != std::string::npos) return true;

@@ -16,6 +16,7 @@
 namespace torch::nn { class Module; }
 namespace mimic::attention {
 class AttentionKernelImpl;
+class KernelCache;
 struct AttentionCapture;
 }  // namespace mimic::attention
 
@@ -61,6 +62,27 @@ bool is_embedding(const std::string& name);
 // The shard group of those tensors ("embeddings").
 io::ShardGroup embeddings_group();
 
+// Where incremental decoding of a causal model stands: one kernel cache per layer (softmax: the KV cache,
+// growing; linear: the recurrent state, constant) and the number of tokens consumed. Made by
+// Model::new_decode_state for the kernels the model has at that moment; clone() is cheap (tensors are
+// shared, never written in place) and gives an independent state.
+class DecodeState {
+ public:
+  DecodeState();
+  ~DecodeState();
+  DecodeState(DecodeState&&) noexcept;
+  DecodeState& operator=(DecodeState&&) noexcept;
+  int64_t position() const { return position_; }
+  int64_t bytes() const;  // tensor bytes held by the caches
+  DecodeState clone() const;
+  std::vector<std::unique_ptr<attention::KernelCache>> layers;
+  int64_t batch = 0;  // fixed by the first forward_step
+
+ private:
+  friend class Model;
+  int64_t position_ = 0;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -85,6 +107,17 @@ class Model {
   // under "provenance" (docs/convert.md). Empty for models that were never converted.
   virtual nlohmann::json& provenance() = 0;
   virtual const nlohmann::json& provenance() const = 0;
+  // Incremental decoding (causal LMs; a BERT model is a mimic::Error). forward_step runs the tokens `ids`
+  // [B, T] that follow what `state` has seen (position embeddings at state.position() ...; a prompt in one
+  // call, then one token per call) and returns their LM logits [B, T, V], equal to the rows of forward()
+  // over the whole sequence. Each layer continues from its cache (AttentionKernelImpl::forward_cached), so
+  // mixed softmax / linear models work. The state's position may not pass the model's context.
+  std::unique_ptr<DecodeState> new_decode_state();
+  at::Tensor forward_step(const at::Tensor& ids, DecodeState& state);
+
+ protected:
+  // The network's part of forward_step: the logits of `ids` run from `state` (whose position it may read).
+  virtual at::Tensor forward_cached(const at::Tensor& ids, DecodeState& state) = 0;
 };
 
 // Converted models. A directory whose layers do not all run softmax attention holds, beside config.json,

@@ -72,6 +72,18 @@ void NetworkImpl::set_capture(int64_t layer, attention::AttentionCapture* captur
   captures_[layer] = capture;
 }
 
+at::Tensor NetworkImpl::forward_cached(const at::Tensor& ids, DecodeState& state) {
+  MIMIC_CHECK(!decoding_, "forward_cached is not reentrant");
+  struct Reset {
+    DecodeState*& p;
+    ~Reset() { p = nullptr; }
+  } reset{decoding_};
+  decoding_ = &state;
+  ForwardInputs in;
+  in.input_ids = ids;
+  return forward(in).logits;
+}
+
 at::Tensor NetworkImpl::attend(int64_t layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                                const at::Tensor& key_padding_mask, double scale) {
   const auto& c = config();
@@ -84,7 +96,8 @@ at::Tensor NetworkImpl::attend(int64_t layer, const at::Tensor& q, const at::Ten
   ctx.scale = scale;
   ctx.layer = layer;
   ctx.capture = captures_[layer];
-  auto o = kernels_[layer]->forward(qh, kh, vh, ctx);
+  auto o = decoding_ ? kernels_[layer]->forward_cached(qh, kh, vh, ctx, *decoding_->layers.at(static_cast<size_t>(layer)))
+                    : kernels_[layer]->forward(qh, kh, vh, ctx);
   if (auto* cap = captures_[layer]) {
     cap->q = qh.detach();
     cap->k = kh.detach();
@@ -134,10 +147,11 @@ ForwardOutputs Gpt2Impl::forward(const ForwardInputs& in) {
   const auto& ids = in.input_ids;
   check_ids(ids, c_.vocab_size);
   const int64_t b = ids.size(0), t = ids.size(1);
-  MIMIC_CHECK(t <= c_.max_positions, "sequence of ", t, " tokens exceeds the model's context of ", c_.max_positions);
-  // Positions 0..T-1 as HF's forward does by default; padding (right-padded batches) is masked out of
-  // the keys by the attention mask.
-  auto positions = torch::arange(t, torch::kLong).unsqueeze(0).expand({b, t});
+  // Positions 0..T-1 as HF's forward does by default (offset by what incremental decoding has seen);
+  // padding (right-padded batches) is masked out of the keys by the attention mask.
+  const int64_t offset = decoding_ ? decoding_->position() : 0;
+  MIMIC_CHECK(offset + t <= c_.max_positions, "sequence of ", offset + t, " tokens exceeds the model's context of ", c_.max_positions);
+  auto positions = torch::arange(offset, offset + t, torch::kLong).unsqueeze(0).expand({b, t});
   at::Tensor pad = in.attention_mask.defined() ? in.attention_mask.to(torch::kBool) : at::Tensor();
   const double p = is_training() ? c_.dropout : 0.0;
   auto x = torch::dropout(wte->forward(ids) + wpe->forward(positions), p, is_training());

@@ -34,8 +34,13 @@ class NetworkImpl : public torch::nn::Module {
   void set_kernel(int64_t layer, attention::AttentionKernel kernel);
   attention::AttentionKernel kernel(int64_t layer) const;
   void set_capture(int64_t layer, attention::AttentionCapture* capture);
+  // Incremental decoding (causal networks): forward() run on the tokens after `state`, every layer's
+  // kernel continuing from its cache. Returns the LM logits of those tokens.
+  at::Tensor forward_cached(const at::Tensor& ids, DecodeState& state);
 
  protected:
+  // Set while forward_cached runs: the position offset of the tokens and the caches attend() continues from.
+  DecodeState* decoding_ = nullptr;
   // Runs the layer's kernel on per-head q, k, v ([B, T, d] each, all heads side by side) and returns the
   // merged heads [B, T, d]; fills the capture when set.
   at::Tensor attend(int64_t layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,

@@ -1,0 +1,169 @@
+#include "eval/passkey.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <set>
+
+#include "core/error.h"
+#include "core/progress.h"
+#include "generate/generate.h"
+#include "models/model.h"
+#include "text/tokenizer.h"
+
+namespace mimic::eval {
+
+namespace {
+
+const char* kIntro = "A pass key is hidden somewhere in the long text below. Find it and remember it: you will be asked for it at the end.";
+const char* kQuestion = " What is the pass key? The pass key is";
+// Short, plain, repetitive sentences: nothing in them looks like a number or a key.
+const std::vector<std::string> kFillers = {" The grass is green.", " The sky is blue.",     " The sun is warm.",
+                                           " The river runs on.",  " Here we go again.",    " There and back again.",
+                                           " The hills are quiet.", " The day is long."};
+
+std::string key_sentence(const std::string& key) { return " The pass key is " + key + ". Remember it."; }
+int64_t count(const text::Tokenizer& tok, const std::string& s) { return static_cast<int64_t>(tok.encode(s, false).size()); }
+at::Tensor row(const std::vector<int64_t>& ids) { return torch::tensor(ids, torch::kLong).unsqueeze(0); }
+
+}  // namespace
+
+PasskeyPrompt build_passkey_prompt(const text::Tokenizer& tok, int64_t target_tokens, double depth, const std::string& key) {
+  MIMIC_CHECK(depth >= 0 && depth <= 1, "passkey depth must be in [0, 1], got ", depth);
+  const int64_t frame = count(tok, kIntro) + count(tok, key_sentence(key)) + count(tok, kQuestion);
+  MIMIC_CHECK(target_tokens >= frame, "a passkey prompt of ", target_tokens, " tokens is too short: the question and key alone take ",
+              frame);
+  std::vector<int64_t> sizes;
+  for (const auto& f : kFillers) sizes.push_back(count(tok, f));
+  // fillers in cycle order while they fit; at the end any shorter one that still fits closes the gap
+  std::vector<size_t> chosen;
+  int64_t left = target_tokens - frame;
+  for (size_t c = 0;; ++c) {
+    size_t pick = c % kFillers.size();
+    if (sizes[pick] > left) {
+      auto it = std::find_if(sizes.begin(), sizes.end(), [&](int64_t n) { return n <= left; });
+      if (it == sizes.end()) break;
+      pick = static_cast<size_t>(it - sizes.begin());
+    }
+    chosen.push_back(pick);
+    left -= sizes[pick];
+  }
+  const auto n = static_cast<int64_t>(chosen.size());
+  const auto at = static_cast<int64_t>(std::llround(depth * static_cast<double>(n)));
+  PasskeyPrompt p;
+  p.key = key;
+  p.filler_sentences = n;
+  p.text = kIntro;
+  for (int64_t i = 0; i <= n; ++i) {
+    if (i == at) {
+      p.key_token = count(tok, p.text);
+      p.text += key_sentence(key);
+    }
+    if (i < n) p.text += kFillers[chosen[static_cast<size_t>(i)]];
+  }
+  p.text += kQuestion;
+  p.ids = tok.encode(p.text, false);
+  return p;
+}
+
+std::string random_passkey(std::mt19937_64& rng, int64_t digits) {
+  MIMIC_CHECK(digits >= 1 && digits <= 18, "passkey digits must be 1..18, got ", digits);
+  std::string key;
+  for (int64_t i = 0; i < digits; ++i) key += static_cast<char>('0' + (i == 0 ? 1 + rng() % 9 : rng() % 10));
+  return key;
+}
+
+std::vector<double> score_continuations(models::Model& model, const models::DecodeState& state, const at::Tensor& last_logits,
+                                        const std::vector<std::vector<int64_t>>& candidates) {
+  torch::NoGradGuard no_grad;
+  auto first = torch::log_softmax(last_logits.to(torch::kDouble), -1);
+  std::vector<double> scores;
+  for (const auto& c : candidates) {
+    MIMIC_CHECK(!c.empty(), "a scored continuation needs at least one token");
+    double s = first[c[0]].item<double>();
+    if (c.size() > 1) {
+      auto branch = state.clone();
+      auto lp = torch::log_softmax(model.forward_step(row({c.begin(), c.end() - 1}), branch)[0].to(torch::kDouble), -1);
+      for (size_t i = 1; i < c.size(); ++i) s += lp[static_cast<int64_t>(i - 1)][c[i]].item<double>();
+    }
+    scores.push_back(s);
+  }
+  return scores;
+}
+
+std::vector<double> score_continuations(models::Model& model, const std::vector<int64_t>& prompt,
+                                        const std::vector<std::vector<int64_t>>& candidates) {
+  auto state = model.new_decode_state();
+  auto logits = model.forward_step(row(prompt), *state);
+  return score_continuations(model, *state, logits[0][-1], candidates);
+}
+
+int64_t rank_of(double truth, const std::vector<double>& alternatives) {
+  return 1 + std::count_if(alternatives.begin(), alternatives.end(), [&](double a) { return !(a < truth); });
+}
+
+std::string leading_number(const std::string& text) {
+  size_t i = text.find_first_not_of(' ');
+  if (i == std::string::npos) return "";
+  size_t j = i;
+  while (j < text.size() && text[j] >= '0' && text[j] <= '9') ++j;
+  return text.substr(i, j - i);
+}
+
+PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tok, const PasskeyOptions& opt) {
+  const auto s = model.summary();
+  MIMIC_CHECK(s.model_type == "gpt2", "passkey retrieval needs a causal LM (GPT-2); this is a ", s.model_type, " model");
+  MIMIC_CHECK(opt.trials >= 1, "passkey trials must be >= 1, got ", opt.trials);
+  MIMIC_CHECK(opt.alternatives >= 1, "passkey alternatives must be >= 1, got ", opt.alternatives);
+  MIMIC_CHECK(!opt.lengths.empty(), "passkey needs at least one length");
+  for (auto len : opt.lengths)
+    MIMIC_CHECK(len <= s.max_positions, "passkey length ", len, " exceeds the model's context of ", s.max_positions, " tokens");
+  const double max_keys = std::pow(10.0, static_cast<double>(opt.digits)) * 0.9;
+  MIMIC_CHECK(static_cast<double>(opt.alternatives + 1) <= max_keys / 2, opt.alternatives, " alternatives need longer keys than ",
+              opt.digits, " digits");
+
+  const auto t0 = std::chrono::steady_clock::now();
+  std::mt19937_64 rng(opt.seed);
+  PasskeyResult r;
+  r.chance = 1.0 / static_cast<double>(opt.alternatives + 1);
+  Progress bar("passkey", static_cast<int64_t>(opt.lengths.size()) * opt.trials, "trial");
+  if (!opt.progress) bar.disable();
+  for (auto len : opt.lengths) {
+    PasskeyRow row_result;
+    row_result.length = len;
+    double rank_sum = 0, prompt_sum = 0;
+    for (int64_t t = 0; t < opt.trials; ++t) {
+      const std::string key = random_passkey(rng, opt.digits);
+      const double depth = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+      std::set<std::string> keys{key};
+      std::vector<std::vector<int64_t>> candidates{tok.encode(" " + key, false)};
+      while (static_cast<int64_t>(keys.size()) <= opt.alternatives) {
+        auto alt = random_passkey(rng, opt.digits);
+        if (keys.insert(alt).second) candidates.push_back(tok.encode(" " + alt, false));
+      }
+      auto p = build_passkey_prompt(tok, len - opt.digits - 1, depth, key);
+      prompt_sum += static_cast<double>(p.ids.size());
+
+      auto state = model.new_decode_state();
+      auto last = model.forward_step(row(p.ids), *state)[0][-1];
+      auto scores = score_continuations(model, *state, last, candidates);
+      const int64_t rank = rank_of(scores[0], {scores.begin() + 1, scores.end()});
+      rank_sum += static_cast<double>(rank);
+      row_result.ranked_first += rank == 1;
+      auto answer = generate::greedy_continue(model, *state, last, opt.digits + 1);
+      row_result.exact += leading_number(tok.decode(answer)) == key;
+      ++row_result.trials;
+      bar.advance(1, "length " + std::to_string(len));
+    }
+    row_result.mean_rank = rank_sum / static_cast<double>(opt.trials);
+    row_result.mean_prompt_tokens = prompt_sum / static_cast<double>(opt.trials);
+    r.rows.push_back(row_result);
+  }
+  bar.finish();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace mimic::eval

@@ -1,0 +1,84 @@
+// Passkey retrieval: a random number hidden at a random depth in long filler text, asked for at the end.
+// The simplest test of whether a model can fetch one fact from anywhere in its context — what linear
+// attention tends to lose and SLA gates claim to restore. Protocol: docs/generate.md.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace mimic::models {
+class Model;
+class DecodeState;
+}  // namespace mimic::models
+namespace mimic::text { class Tokenizer; }
+
+namespace mimic::eval {
+
+struct PasskeyPrompt {
+  std::vector<int64_t> ids;  // the prompt's tokens (== tokenizer.encode(text))
+  std::string text;
+  std::string key;
+  int64_t key_token = 0;       // index in ids of the first token of the sentence that holds the key
+  int64_t filler_sentences = 0;
+};
+
+// An introduction, filler sentences (a fixed cycle of short ones) with the key sentence " The pass key is
+// KEY. Remember it." after round(depth · n) of the n fillers, then " What is the pass key? The pass key is".
+// n is chosen so that the prompt has at most target_tokens tokens and as many as the fillers allow (the gap
+// is smaller than the shortest filler sentence). target_tokens too small for the frame is a mimic::Error.
+PasskeyPrompt build_passkey_prompt(const text::Tokenizer& tokenizer, int64_t target_tokens, double depth, const std::string& key);
+
+// A random key of `digits` decimal digits, the first non-zero.
+std::string random_passkey(std::mt19937_64& rng, int64_t digits);
+
+// log p(candidate | prompt) (summed over the candidate's tokens) for each candidate, from a decode state that
+// has consumed the prompt and the logits row [V] of its last token; each candidate runs from a clone, so
+// `state` is left as it was.
+std::vector<double> score_continuations(models::Model& model, const models::DecodeState& state, const at::Tensor& last_logits,
+                                        const std::vector<std::vector<int64_t>>& candidates);
+// The same from the prompt's ids (prefills a fresh decode state).
+std::vector<double> score_continuations(models::Model& model, const std::vector<int64_t>& prompt,
+                                        const std::vector<std::vector<int64_t>>& candidates);
+
+// Rank of the true candidate's score among the alternatives' (1 = best); ties count against it.
+int64_t rank_of(double truth, const std::vector<double>& alternatives);
+
+// The leading run of digits of `text` after leading spaces ("" if none): what a greedy answer says.
+std::string leading_number(const std::string& text);
+
+struct PasskeyOptions {
+  std::vector<int64_t> lengths = {128, 256, 512};  // tokens per sequence: prompt + answer
+  int64_t trials = 20;                             // per length
+  int64_t digits = 5;
+  int64_t alternatives = 9;  // K random wrong keys the true key is ranked against (chance 1/(K+1))
+  uint64_t seed = 0;
+  bool progress = true;
+};
+
+struct PasskeyRow {
+  int64_t length = 0;
+  int64_t trials = 0;
+  int64_t exact = 0;         // greedy answers equal to the key
+  int64_t ranked_first = 0;  // true key more likely than every alternative
+  double mean_rank = 0;      // of the true key, 1 .. K+1
+  double mean_prompt_tokens = 0;
+  double exact_accuracy() const { return trials ? static_cast<double>(exact) / trials : 0.0; }
+  double rank_accuracy() const { return trials ? static_cast<double>(ranked_first) / trials : 0.0; }
+};
+
+struct PasskeyResult {
+  std::vector<PasskeyRow> rows;
+  double chance = 0;  // 1 / (K + 1)
+  double seconds = 0;
+};
+
+// For every length and trial (seeded): a key, a depth uniform in [0, 1], the prompt built to length − digits
+// − 1 tokens; one prefill, then the greedy answer (digits + 1 tokens, exact match of the leading number) and
+// the ranking of the true key's log-likelihood against K distinct random keys. A length beyond the model's
+// context, or a non-causal model, is a mimic::Error.
+PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tokenizer, const PasskeyOptions& options);
+
+}  // namespace mimic::eval

@@ -1,0 +1,353 @@
+// Generation and passkey retrieval: incremental decoding (KV cache for softmax layers, recurrent state for
+// linear ones, mixed models) gives the full forward's logits and the parallel recompute's greedy tokens; the
+// linear state does not grow with length while the KV cache does by exactly its keys and values; sampling is
+// seeded; the passkey prompt hides its key once at the requested depth; the continuation scorer equals summed
+// log-probs of a plain forward.
+#include <torch/torch.h>
+
+#include <nlohmann/json.hpp>
+
+#include "attention/linear_kernel.h"
+#include "eval/passkey.h"
+#include "generate/generate.h"
+#include "models/model.h"
+#include "text/tokenizer.h"
+#include "test_util.h"
+
+namespace gen = mimic::generate;
+namespace ev = mimic::eval;
+using mimic::models::Model;
+
+namespace {
+
+constexpr int64_t kVocab = 97, kDim = 32, kHeads = 4;
+
+// A random GPT-2 whose logits are spread enough that greedy choices are not near-ties.
+std::unique_ptr<Model> tiny_gpt2(int64_t layers = 3, int64_t ctx = 64, int64_t vocab = kVocab, uint64_t seed = 1) {
+  torch::manual_seed(seed);
+  nlohmann::json c = {{"model_type", "gpt2"}, {"n_embd", kDim},       {"n_layer", layers},
+                      {"n_head", kHeads},     {"n_positions", ctx},   {"vocab_size", vocab}};
+  auto m = mimic::models::create_model(c.dump(), "");
+  torch::NoGradGuard ng;
+  // larger than GPT-2's init (0.02), so that the blocks, not the tied embedding of the current token, decide
+  // the next token: greedy paths then wander instead of repeating one token
+  for (auto& p : m->module().named_parameters())
+    if (p.value().dim() == 2) p.value().normal_(0.0, p.key().find("wte") != std::string::npos ? 0.5 : p.key().find("wpe") != std::string::npos ? 1.0 : 0.3);
+  return m;
+}
+
+nlohmann::json hedgehog(int64_t chunk = 8) { return {{"feature_map", "hedgehog"}, {"chunk", chunk}}; }
+
+void set_linear(Model& m, std::vector<int64_t> layers, const nlohmann::json& options = hedgehog()) {
+  for (auto l : layers) {
+    torch::manual_seed(100 + l);
+    m.set_attention_kernel(l, mimic::attention::make_attention_kernel("linear", options, kHeads, kDim / kHeads));
+  }
+}
+
+at::Tensor ids_tensor(const std::vector<int64_t>& ids) { return torch::tensor(ids, torch::kLong).unsqueeze(0); }
+
+// Random ids from torch's global generator (tests seed it).
+std::vector<int64_t> random_ids(int64_t n, int64_t vocab = kVocab) {
+  auto g = torch::randint(vocab, {n}, torch::kLong);
+  return {g.data_ptr<int64_t>(), g.data_ptr<int64_t>() + n};
+}
+
+at::Tensor full_logits(Model& m, const std::vector<int64_t>& ids) {
+  torch::NoGradGuard ng;
+  return m.forward({ids_tensor(ids), {}, {}, {}}).logits[0];
+}
+
+// Logits of `ids` fed as a prompt of `prefill` tokens, then a block of 5, then one token at a time.
+at::Tensor incremental_logits(Model& m, const std::vector<int64_t>& ids, int64_t prefill) {
+  auto state = m.new_decode_state();
+  std::vector<at::Tensor> parts;
+  int64_t at = 0;
+  auto feed = [&](int64_t n) {
+    parts.push_back(m.forward_step(ids_tensor({ids.begin() + at, ids.begin() + at + n}), *state)[0]);
+    at += n;
+  };
+  feed(prefill);
+  feed(5);
+  while (at < static_cast<int64_t>(ids.size())) feed(1);
+  EXPECT_EQ(state->position(), static_cast<int64_t>(ids.size()));
+  return torch::cat(parts, 0);
+}
+
+void expect_close(const at::Tensor& a, const at::Tensor& b, double rel = 1e-4) {
+  ASSERT_EQ(a.sizes(), b.sizes());
+  const double scale = b.abs().max().item<double>();
+  EXPECT_LE((a - b).abs().max().item<double>(), rel * scale) << "max |diff| vs max |ref| " << scale;
+}
+
+struct Variant {
+  const char* name;
+  std::vector<int64_t> linear_layers;
+  nlohmann::json options;
+};
+
+std::vector<Variant> variants() {
+  return {{"softmax", {}, {}},
+          {"all linear (hedgehog)", {0, 1, 2}, hedgehog()},
+          {"mixed (layer 1 linear)", {1}, hedgehog()},
+          {"mixed, gates + decay", {0, 2}, {{"feature_map", "hedgehog"}, {"chunk", 8}, {"gates", true}, {"decay", true}}},
+          {"all linear, position-aware map (cosformer)", {0, 1, 2}, {{"feature_map", "cosformer"}, {"chunk", 8}, {"map_options", {{"max_len", 64}}}}},
+          {"all linear, elu, no normalisation", {0, 1, 2}, {{"feature_map", "elu"}, {"chunk", 8}, {"norm", "none"}}}};
+}
+
+}  // namespace
+
+TEST(Generate, IncrementalLogitsEqualFullForward) {
+  for (const auto& v : variants()) {
+    SCOPED_TRACE(v.name);
+    auto m = tiny_gpt2();
+    set_linear(*m, v.linear_layers, v.options);
+    torch::manual_seed(5);
+    auto ids = random_ids(41);
+    auto full = full_logits(*m, ids);
+    expect_close(incremental_logits(*m, ids, 19), full);  // the prompt crosses two chunk boundaries
+    expect_close(incremental_logits(*m, ids, 1), full);
+  }
+}
+
+TEST(Generate, GreedyRecurrentEqualsParallelRecompute) {
+  for (const auto& v : variants()) {
+    SCOPED_TRACE(v.name);
+    auto m = tiny_gpt2();
+    set_linear(*m, v.linear_layers, v.options);
+    torch::manual_seed(6);
+    auto prompt = random_ids(12);
+    gen::GenerateOptions o;
+    o.max_new_tokens = 40;
+    auto rec = gen::generate(*m, prompt, o);
+    o.mode = gen::Mode::Parallel;
+    auto par = gen::generate(*m, prompt, o);
+    EXPECT_EQ(rec.ids, par.ids);
+    EXPECT_EQ(rec.ids.size(), 40u);
+    EXPECT_EQ(rec.stop, "max_new_tokens");
+    // not a constant sequence: the comparison is meaningful
+    EXPECT_GT(std::set<int64_t>(rec.ids.begin(), rec.ids.end()).size(), 3u);
+  }
+}
+
+TEST(Generate, LinearStateIsConstantKvCacheGrows) {
+  const int64_t layers = 2, ctx = 256, prompt_len = 8;
+  torch::manual_seed(8);
+  auto prompt = random_ids(prompt_len);
+  auto bytes_after = [&](Model& m, int64_t n) {
+    gen::GenerateOptions o;
+    o.max_new_tokens = n;
+    auto r = gen::generate(m, prompt, o);
+    EXPECT_EQ(static_cast<int64_t>(r.ids.size()), n);
+    return r.state_bytes;
+  };
+  auto linear = tiny_gpt2(layers, ctx);
+  set_linear(*linear, {0, 1});
+  const int64_t l10 = bytes_after(*linear, 10), l200 = bytes_after(*linear, 200);
+  EXPECT_GT(l10, 0);
+  EXPECT_EQ(l10, l200);
+  // hedgehog: 2·head_dim features per head; S [1, H, F, D], z [1, H, F], m [1, H] in float32, per layer
+  const int64_t d = kDim / kHeads, f = 2 * d;
+  EXPECT_EQ(l10, layers * kHeads * (f * d + f + 1) * 4);
+
+  auto softmax = tiny_gpt2(layers, ctx);
+  // keys and values of every consumed position (the prompt and all new tokens but the last), float32
+  auto kv = [&](int64_t n) { return 2 * layers * (prompt_len + n - 1) * kDim * 4; };
+  EXPECT_EQ(bytes_after(*softmax, 10), kv(10));
+  EXPECT_EQ(bytes_after(*softmax, 200), kv(200));
+}
+
+TEST(Generate, SamplingIsSeededAndTopOneIsGreedy) {
+  auto m = tiny_gpt2();
+  set_linear(*m, {1});
+  torch::manual_seed(9);
+  auto prompt = random_ids(6);
+  gen::GenerateOptions o;
+  o.max_new_tokens = 30;
+  auto greedy = gen::generate(*m, prompt, o);
+  o.temperature = 1.0;
+  o.seed = 42;
+  auto a = gen::generate(*m, prompt, o), b = gen::generate(*m, prompt, o);
+  EXPECT_EQ(a.ids, b.ids);
+  o.mode = gen::Mode::Parallel;
+  EXPECT_EQ(gen::generate(*m, prompt, o).ids, a.ids);
+  o.mode = gen::Mode::Recurrent;
+  o.seed = 43;
+  EXPECT_NE(gen::generate(*m, prompt, o).ids, a.ids);
+  EXPECT_NE(a.ids, greedy.ids);
+  o.top_k = 1;
+  EXPECT_EQ(gen::generate(*m, prompt, o).ids, greedy.ids);
+}
+
+TEST(Generate, SamplerFollowsTheDistribution) {
+  // p = softmax([0, log 3, -inf-ish]) = [1/4, 3/4, ~0]; at temperature 2: ∝ [1, √3]
+  auto logits = torch::tensor({0.0, std::log(3.0), -50.0});
+  auto freq = [&](double t, int64_t k) {
+    gen::Sampler s(t, k, 7);
+    int n1 = 0;
+    for (int i = 0; i < 8000; ++i) n1 += s.next(logits) == 1;
+    return n1 / 8000.0;
+  };
+  EXPECT_NEAR(freq(1.0, 0), 0.75, 0.02);
+  EXPECT_NEAR(freq(2.0, 0), std::sqrt(3.0) / (1 + std::sqrt(3.0)), 0.02);
+  EXPECT_EQ(freq(1.0, 1), 1.0);
+  EXPECT_EQ(gen::Sampler(0, 0, 0).next(torch::tensor({1.0, 3.0, 3.0})), 1);  // ties: the lowest id
+}
+
+TEST(Generate, StopsAtContextAndEos) {
+  auto m = tiny_gpt2(2, 32);
+  set_linear(*m, {0});
+  torch::manual_seed(10);
+  auto prompt = random_ids(29);
+  gen::GenerateOptions o;
+  o.max_new_tokens = 10;
+  auto r = gen::generate(*m, prompt, o);
+  EXPECT_EQ(r.stop, "context");
+  EXPECT_EQ(r.ids.size(), 4u);  // positions 29, 30, 31 are fed; the 4th token needs none
+  o.mode = gen::Mode::Parallel;
+  EXPECT_EQ(gen::generate(*m, prompt, o).ids, r.ids);
+
+  o.mode = gen::Mode::Recurrent;
+  auto short_prompt = random_ids(5);
+  auto free = gen::generate(*m, short_prompt, o);
+  ASSERT_EQ(free.ids.size(), 10u);
+  o.eos_id = free.ids[2];
+  auto stopped = gen::generate(*m, short_prompt, o);
+  const auto first = std::find(free.ids.begin(), free.ids.end(), o.eos_id) - free.ids.begin();
+  EXPECT_EQ(stopped.stop, "eos");
+  EXPECT_EQ(stopped.ids, std::vector<int64_t>(free.ids.begin(), free.ids.begin() + first + 1));
+}
+
+TEST(Generate, ErrorsAreClear) {
+  auto m = tiny_gpt2(2, 32);
+  std::vector<int64_t> too_long(33, 1);
+  gen::GenerateOptions o;
+  EXPECT_MIMIC_ERROR(gen::generate(*m, too_long, o), "more than the model's context of 32");
+  EXPECT_MIMIC_ERROR(gen::generate(*m, {}, o), "the prompt is empty");
+  auto state = m->new_decode_state();
+  m->forward_step(ids_tensor(std::vector<int64_t>(30, 1)), *state);
+  EXPECT_MIMIC_ERROR(m->forward_step(ids_tensor({1, 2, 3}), *state), "exceeds the model's context of 32");
+  // a state made for softmax layers does not fit a linear kernel swapped in afterwards
+  auto stale = m->new_decode_state();
+  set_linear(*m, {0});
+  EXPECT_MIMIC_ERROR(m->forward_step(ids_tensor({1, 2}), *stale), "another attention kernel");
+
+  nlohmann::json bert = {{"model_type", "bert"}, {"hidden_size", 32},   {"num_hidden_layers", 1}, {"num_attention_heads", 4},
+                         {"intermediate_size", 64}, {"max_position_embeddings", 32}, {"vocab_size", kVocab},
+                         {"architectures", {"BertForMaskedLM"}}};
+  auto b = mimic::models::create_model(bert.dump(), "");
+  EXPECT_MIMIC_ERROR(gen::generate(*b, {1, 2}, o), "needs a causal LM");
+  EXPECT_MIMIC_ERROR(b->new_decode_state(), "needs a causal LM");
+}
+
+TEST(Generate, ClonedStateIsIndependent) {
+  auto m = tiny_gpt2();
+  set_linear(*m, {0, 2});
+  torch::manual_seed(11);
+  auto ids = random_ids(20);
+  auto state = m->new_decode_state();
+  m->forward_step(ids_tensor({ids.begin(), ids.begin() + 15}), *state);
+  auto branch = state->clone();
+  auto on_branch = m->forward_step(ids_tensor({7, 8, 9}), branch);
+  auto on_state = m->forward_step(ids_tensor({ids.begin() + 15, ids.end()}), *state);
+  EXPECT_EQ(branch.position(), 18);
+  EXPECT_EQ(state->position(), 20);
+  expect_close(on_state[0], full_logits(*m, ids).slice(0, 15));
+  std::vector<int64_t> other(ids.begin(), ids.begin() + 15);
+  other.insert(other.end(), {7, 8, 9});
+  expect_close(on_branch[0], full_logits(*m, other).slice(0, 15));
+}
+
+// ------------------------------------------------------------------------------------------ passkey
+namespace {
+std::unique_ptr<mimic::text::Tokenizer> gpt2_tokenizer() {
+  return mimic::text::load_tokenizer(mimic::test::model_with_tokenizer("gpt2-plain"));
+}
+size_t occurrences(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (auto p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+  return n;
+}
+}  // namespace
+
+TEST(Passkey, PromptHidesTheKeyOnceAtTheDepth) {
+  auto tok = gpt2_tokenizer();
+  for (int64_t target : {120, 250, 500}) {
+    for (double depth : {0.0, 0.3, 0.5, 1.0}) {
+      SCOPED_TRACE("target " + std::to_string(target) + " depth " + std::to_string(depth));
+      auto p = ev::build_passkey_prompt(*tok, target, depth, "48213");
+      const auto n = static_cast<int64_t>(p.ids.size());
+      EXPECT_LE(n, target);
+      EXPECT_GE(n, target - 5);
+      EXPECT_EQ(occurrences(p.text, "48213"), 1u);
+      EXPECT_EQ(occurrences(p.text, "pass key is 48213."), 1u);
+      EXPECT_EQ(p.ids, tok->encode(p.text, false));
+      EXPECT_EQ(p.text.substr(p.text.size() - 15), "The pass key is");
+      // the key sentence starts at its depth among the filler (intro ≈ 27 tokens, question ≈ 10)
+      const double filler_begin = 27, filler_end = static_cast<double>(n) - 10 - 12;
+      const double expected = filler_begin + depth * (filler_end - filler_begin);
+      EXPECT_NEAR(static_cast<double>(p.key_token), expected, 8.0);
+      auto key_ids = tok->encode(" The pass key is 48213", false);
+      EXPECT_TRUE(std::equal(key_ids.begin(), key_ids.end(), p.ids.begin() + p.key_token));
+    }
+  }
+  EXPECT_MIMIC_ERROR(ev::build_passkey_prompt(*tok, 20, 0.5, "48213"), "too short");
+}
+
+TEST(Passkey, ScoresEqualSummedLogProbsOfAPlainForward) {
+  auto m = tiny_gpt2();
+  set_linear(*m, {1});
+  torch::manual_seed(12);
+  auto prompt = random_ids(23);
+  std::vector<std::vector<int64_t>> cands = {{5}, {7, 8}, {9, 10, 11, 12}, {96, 0}};
+  auto scores = ev::score_continuations(*m, prompt, cands);
+  ASSERT_EQ(scores.size(), cands.size());
+  for (size_t c = 0; c < cands.size(); ++c) {
+    auto seq = prompt;
+    seq.insert(seq.end(), cands[c].begin(), cands[c].end());
+    auto lp = torch::log_softmax(full_logits(*m, seq).to(torch::kDouble), -1);
+    double want = 0;
+    for (size_t i = 0; i < cands[c].size(); ++i) want += lp[static_cast<int64_t>(prompt.size() + i - 1)][cands[c][i]].item<double>();
+    EXPECT_NEAR(scores[c], want, 1e-4 * std::abs(want)) << "candidate " << c;
+  }
+}
+
+TEST(Passkey, RankAndAnswerParsing) {
+  EXPECT_EQ(ev::rank_of(-1.0, {-2.0, -3.0}), 1);
+  EXPECT_EQ(ev::rank_of(-2.5, {-2.0, -3.0, -1.0}), 3);
+  EXPECT_EQ(ev::rank_of(-1.0, {-1.0, -3.0}), 2);  // a tie counts against the true key
+  EXPECT_EQ(ev::leading_number(" 48213. Remember"), "48213");
+  EXPECT_EQ(ev::leading_number("48213"), "48213");
+  EXPECT_EQ(ev::leading_number(" the 48213"), "");
+  std::mt19937_64 rng(1);
+  for (int i = 0; i < 50; ++i) {
+    auto k = ev::random_passkey(rng, 5);
+    ASSERT_EQ(k.size(), 5u);
+    EXPECT_NE(k[0], '0');
+    EXPECT_EQ(ev::leading_number(k), k);
+  }
+}
+
+TEST(Passkey, EvalIsSeededAndRefusesLongerThanContext) {
+  auto tok = gpt2_tokenizer();
+  auto m = tiny_gpt2(1, 128, tok->vocab_size());
+  ev::PasskeyOptions o;
+  o.lengths = {64, 128};
+  o.trials = 3;
+  o.alternatives = 4;
+  o.progress = false;
+  auto a = ev::passkey_eval(*m, *tok, o), b = ev::passkey_eval(*m, *tok, o);
+  ASSERT_EQ(a.rows.size(), 2u);
+  EXPECT_DOUBLE_EQ(a.chance, 0.2);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(a.rows[i].trials, 3);
+    EXPECT_EQ(a.rows[i].ranked_first, b.rows[i].ranked_first);
+    EXPECT_DOUBLE_EQ(a.rows[i].mean_rank, b.rows[i].mean_rank);
+    EXPECT_GE(a.rows[i].mean_rank, 1.0);
+    EXPECT_LE(a.rows[i].mean_rank, 5.0);
+    EXPECT_LE(a.rows[i].mean_prompt_tokens, static_cast<double>(o.lengths[i] - o.digits - 1));
+    EXPECT_GE(a.rows[i].mean_prompt_tokens, static_cast<double>(o.lengths[i] - o.digits - 6));
+  }
+  o.lengths = {64, 256};
+  EXPECT_MIMIC_ERROR(ev::passkey_eval(*m, *tok, o), "passkey length 256 exceeds the model's context of 128");
+}

@@ -1,0 +1,98 @@
+// mimic generate --model DIR --prompt TEXT — continue a text with a causal LM, greedy or sampled, decoding
+// incrementally (KV cache / recurrent state) or by recomputing the sequence (--mode parallel, the reference).
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "cli.h"
+#include "core/error.h"
+#include "generate/generate.h"
+#include "models/model.h"
+#include "text/tokenizer.h"
+
+namespace mimic::cli {
+namespace {
+
+struct GenerateArgs {
+  Common common;
+  std::string model, prompt, mode = "recurrent";
+  generate::GenerateOptions options;
+};
+
+void run(GenerateArgs& a) {
+  start(a.common);
+  auto tok = text::load_tokenizer(a.model);
+  auto model = models::load_model(a.model);
+  auto& o = a.options;
+  o.seed = a.common.seed;
+  o.mode = generate::parse_mode(a.mode);
+  o.eos_id = tok->eos_id();
+  auto prompt = tok->encode(a.prompt, /*add_special_tokens=*/false);
+  const bool stream = !a.common.json && isatty(STDOUT_FILENO) == 1;
+  std::string shown;  // the generated text printed so far
+  std::vector<int64_t> ids;
+  if (stream) {
+    std::fputs(a.prompt.c_str(), stdout);
+    std::fflush(stdout);
+    o.on_token = [&](int64_t id) {
+      if (id == o.eos_id) return;
+      ids.push_back(id);
+      auto text = tok->decode(ids);  // decoded whole: a character split over tokens appears once complete
+      if (text.size() > shown.size() && text.compare(0, shown.size(), shown) == 0) {
+        std::fputs(text.c_str() + shown.size(), stdout);
+        std::fflush(stdout);
+        shown = text;
+      }
+    };
+  }
+  auto r = generate::generate(*model, prompt, o);
+  auto text_ids = r.ids;
+  if (r.stop == "eos") text_ids.pop_back();
+  const auto text = tok->decode(text_ids);
+  nlohmann::json timing = {{"prefill_seconds", r.prefill_seconds},
+                           {"decode_seconds", r.decode_seconds},
+                           {"prefill_tokens_per_second", r.prefill_tokens_per_second()},
+                           {"decode_tokens_per_second", r.decode_tokens_per_second()}};
+  if (a.common.json)
+    return print_json({{"prompt", a.prompt},
+                       {"prompt_ids", prompt},
+                       {"text", text},
+                       {"ids", r.ids},
+                       {"stop", r.stop},
+                       {"mode", a.mode},
+                       {"temperature", o.temperature},
+                       {"top_k", o.top_k},
+                       {"seed", o.seed},
+                       {"state_bytes", r.state_bytes},
+                       {"timing", timing}});
+  if (stream) {
+    if (text.size() > shown.size()) std::fputs(text.c_str() + shown.size(), stdout);
+    std::fputs("\n", stdout);
+  } else {
+    std::printf("%s%s\n", a.prompt.c_str(), text.c_str());
+  }
+  if (r.stop == "context")
+    std::fprintf(stderr, "stopped: reached the model's context of %lld tokens\n", static_cast<long long>(model->summary().max_positions));
+  std::fprintf(stderr, "%s: prompt %lld tokens %.1f tok/s, %zu new tokens %.1f tok/s (stop: %s)\n", a.mode.c_str(),
+               static_cast<long long>(r.prompt_tokens), r.prefill_tokens_per_second(), r.ids.size(), r.decode_tokens_per_second(),
+               r.stop.c_str());
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app) {
+  auto args = std::make_shared<GenerateArgs>();
+  auto* sub = app.add_subcommand("generate", "Continue a prompt with a causal LM (greedy or sampled; KV cache / recurrent state)");
+  sub->add_option("--model", args->model, "Model directory (GPT-2, softmax, linear or mixed attention)")->required()->transform(model_dir_arg());
+  sub->add_option("--prompt", args->prompt, "The text to continue")->required();
+  sub->add_option("--max-new-tokens", args->options.max_new_tokens, "Tokens to generate at most")->capture_default_str();
+  sub->add_option("--temperature", args->options.temperature, "0 = greedy; > 0 samples from softmax(logits / T)")->capture_default_str();
+  sub->add_option("--top-k", args->options.top_k, "Sample among the K most likely tokens only (0 = all)")->capture_default_str();
+  sub->add_option("--mode", args->mode, "recurrent (KV cache / recurrent state) or parallel (recompute every step, the reference)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"recurrent", "parallel"}));
+  add_common_options(*sub, args->common);
+  sub->callback([args]() { run(*args); });
+}
+
+}  // namespace mimic::cli
