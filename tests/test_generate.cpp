@@ -351,3 +351,29 @@ TEST(Passkey, EvalIsSeededAndRefusesLongerThanContext) {
   o.lengths = {64, 256};
   EXPECT_MIMIC_ERROR(ev::passkey_eval(*m, *tok, o), "passkey length 256 exceeds the model's context of 128");
 }
+
+// ------------------------------------------------------------------------------------------ CLI
+TEST(GenerateCli, JsonModesAgreeAndErrorsAreOneLine) {
+  auto run = [](const std::string& mode) {
+    auto r = mimic::test::mimic_cli("generate --model gpt2-mini --prompt 'The ship' --max-new-tokens 6 --threads 1 --json --mode " + mode);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  auto rec = run("recurrent"), par = run("parallel");
+  EXPECT_EQ(rec["ids"].size(), 6u);
+  EXPECT_EQ(rec["ids"], par["ids"]);
+  EXPECT_EQ(rec["text"], par["text"]);
+  EXPECT_EQ(rec["prompt_ids"].size(), 2u);
+  EXPECT_GT(rec["timing"]["decode_tokens_per_second"].get<double>(), 0.0);
+  EXPECT_GT(rec["state_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(par["state_bytes"].get<int64_t>(), 0);
+
+  auto bert = mimic::test::mimic_cli("generate --model bert-mini --prompt 'hello'");
+  EXPECT_NE(bert.code, 0);
+  EXPECT_NE(bert.err.find("needs a causal LM"), std::string::npos) << bert.err;
+  EXPECT_EQ(std::count(bert.err.begin(), bert.err.end(), '\n'), 1) << bert.err;
+
+  auto too_long = mimic::test::mimic_cli("eval --task passkey --model gpt2-mini --lengths 128,1024 --trials 1");
+  EXPECT_NE(too_long.code, 0);
+  EXPECT_NE(too_long.err.find("passkey length 1024 exceeds the model's context of 512"), std::string::npos) << too_long.err;
+}
