@@ -343,6 +343,9 @@ TEST(Passkey, EvalIsSeededAndRefusesLongerThanContext) {
     EXPECT_EQ(a.rows[i].trials, 3);
     EXPECT_EQ(a.rows[i].ranked_first, b.rows[i].ranked_first);
     EXPECT_DOUBLE_EQ(a.rows[i].mean_rank, b.rows[i].mean_rank);
+    EXPECT_DOUBLE_EQ(a.rows[i].mean_key_gain, b.rows[i].mean_key_gain);
+    EXPECT_NE(a.rows[i].mean_key_gain, 0.0);  // the decoy prompt differs from the keyed one
+    EXPECT_LE(a.rows[i].gain_ranked_first, 3);
     EXPECT_GE(a.rows[i].mean_rank, 1.0);
     EXPECT_LE(a.rows[i].mean_rank, 5.0);
     EXPECT_LE(a.rows[i].mean_prompt_tokens, static_cast<double>(o.lengths[i] - o.digits - 1));

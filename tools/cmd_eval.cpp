@@ -117,16 +117,20 @@ void run_passkey(EvalArgs& a) {
                     {"ranked_first", row.ranked_first},
                     {"rank_accuracy", row.rank_accuracy()},
                     {"mean_rank", row.mean_rank},
+                    {"gain_ranked_first", row.gain_ranked_first},
+                    {"gain_rank_accuracy", row.gain_rank_accuracy()},
+                    {"mean_key_gain", row.mean_key_gain},
                     {"mean_prompt_tokens", row.mean_prompt_tokens}});
   if (a.common.json)
     return print_json({{"task", "passkey"}, {"digits", a.passkey.digits}, {"alternatives", a.passkey.alternatives},
                        {"chance", r.chance}, {"seed", a.passkey.seed}, {"seconds", r.seconds}, {"rows", rows}});
   std::printf("passkey retrieval: %lld-digit keys, ranked against %lld alternatives (chance %.3f)\n",
               static_cast<long long>(a.passkey.digits), static_cast<long long>(a.passkey.alternatives), r.chance);
-  std::printf("%8s %7s %12s %13s %10s\n", "length", "trials", "exact", "ranked first", "mean rank");
+  std::printf("%8s %7s %8s %13s %10s %18s %15s\n", "length", "trials", "exact", "ranked first", "mean rank", "gain ranked first",
+              "key gain nats");
   for (const auto& row : r.rows)
-    std::printf("%8lld %7lld %12.3f %13.3f %10.2f\n", static_cast<long long>(row.length), static_cast<long long>(row.trials),
-                row.exact_accuracy(), row.rank_accuracy(), row.mean_rank);
+    std::printf("%8lld %7lld %8.3f %13.3f %10.2f %18.3f %15.3f\n", static_cast<long long>(row.length), static_cast<long long>(row.trials),
+                row.exact_accuracy(), row.rank_accuracy(), row.mean_rank, row.gain_rank_accuracy(), row.mean_key_gain);
   std::printf("(%.1f s)\n", r.seconds);
 }
 

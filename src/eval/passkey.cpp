@@ -133,7 +133,7 @@ PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tok, con
   for (auto len : opt.lengths) {
     PasskeyRow row_result;
     row_result.length = len;
-    double rank_sum = 0, prompt_sum = 0;
+    double rank_sum = 0, prompt_sum = 0, gain_sum = 0;
     for (int64_t t = 0; t < opt.trials; ++t) {
       const std::string key = random_passkey(rng, opt.digits);
       const double depth = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
@@ -143,6 +143,9 @@ PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tok, con
         auto alt = random_passkey(rng, opt.digits);
         if (keys.insert(alt).second) candidates.push_back(tok.encode(" " + alt, false));
       }
+      std::string decoy;
+      do decoy = random_passkey(rng, opt.digits);
+      while (keys.count(decoy));
       auto p = build_passkey_prompt(tok, len - opt.digits - 1, depth, key);
       prompt_sum += static_cast<double>(p.ids.size());
 
@@ -152,12 +155,18 @@ PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tok, con
       const int64_t rank = rank_of(scores[0], {scores.begin() + 1, scores.end()});
       rank_sum += static_cast<double>(rank);
       row_result.ranked_first += rank == 1;
+      auto gains = scores;
+      auto priors = score_continuations(model, build_passkey_prompt(tok, len - opt.digits - 1, depth, decoy).ids, candidates);
+      for (size_t c = 0; c < gains.size(); ++c) gains[c] -= priors[c];
+      row_result.gain_ranked_first += rank_of(gains[0], {gains.begin() + 1, gains.end()}) == 1;
+      gain_sum += gains[0];
       auto answer = generate::greedy_continue(model, *state, last, opt.digits + 1);
       row_result.exact += leading_number(tok.decode(answer)) == key;
       ++row_result.trials;
       bar.advance(1, "length " + std::to_string(len));
     }
     row_result.mean_rank = rank_sum / static_cast<double>(opt.trials);
+    row_result.mean_key_gain = gain_sum / static_cast<double>(opt.trials);
     row_result.mean_prompt_tokens = prompt_sum / static_cast<double>(opt.trials);
     r.rows.push_back(row_result);
   }

@@ -64,9 +64,15 @@ struct PasskeyRow {
   int64_t exact = 0;         // greedy answers equal to the key
   int64_t ranked_first = 0;  // true key more likely than every alternative
   double mean_rank = 0;      // of the true key, 1 .. K+1
+  // Calibrated for each candidate's prior: its gain log p(c | prompt) − log p(c | the same prompt with a decoy
+  // key in the key sentence). The true key ranked first by gain, and its mean gain in nats (> 0: the model
+  // copies from the context; ≈ 0: it ignores the key).
+  int64_t gain_ranked_first = 0;
+  double mean_key_gain = 0;
   double mean_prompt_tokens = 0;
   double exact_accuracy() const { return trials ? static_cast<double>(exact) / trials : 0.0; }
   double rank_accuracy() const { return trials ? static_cast<double>(ranked_first) / trials : 0.0; }
+  double gain_rank_accuracy() const { return trials ? static_cast<double>(gain_ranked_first) / trials : 0.0; }
 };
 
 struct PasskeyResult {
@@ -77,8 +83,9 @@ struct PasskeyResult {
 
 // For every length and trial (seeded): a key, a depth uniform in [0, 1], the prompt built to length − digits
 // − 1 tokens; one prefill, then the greedy answer (digits + 1 tokens, exact match of the leading number) and
-// the ranking of the true key's log-likelihood against K distinct random keys. A length beyond the model's
-// context, or a non-causal model, is a mimic::Error.
+// the ranking of the true key's log-likelihood against K distinct random keys; a second prefill of the
+// decoy prompt (another key, same depth) for the calibrated gains. A length beyond the model's context, or a
+// non-causal model, is a mimic::Error.
 PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tokenizer, const PasskeyOptions& options);
 
 }  // namespace mimic::eval
