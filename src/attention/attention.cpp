@@ -40,9 +40,11 @@ at::Tensor AttentionKernelImpl::forward_cached(const at::Tensor&, const at::Tens
   fail("attention kernel '", kind(), "' cannot decode incrementally");
 }
 
-void check_cached_call(const AttentionContext& ctx, const std::string& kind) {
+void check_cached_call(const AttentionContext& ctx, const std::string& kind, bool cache_fits) {
   MIMIC_CHECK(ctx.causal, "incremental decoding needs causal attention (", kind, " kernel of layer ", ctx.layer, ")");
   MIMIC_CHECK(!ctx.key_padding_mask.defined(), "incremental decoding takes no padding mask (layer ", ctx.layer, ")");
+  MIMIC_CHECK(cache_fits, "layer ", ctx.layer, ": the decoding cache was made for another attention kernel than ", kind,
+              " (make a new decode state after changing kernels)");
 }
 
 namespace {
@@ -57,13 +59,11 @@ std::unique_ptr<KernelCache> SoftmaxAttention::new_cache() const { return std::m
 
 at::Tensor SoftmaxAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                             KernelCache& cache) {
-  check_cached_call(ctx, kind());
-  auto* kv = dynamic_cast<KvCache*>(&cache);
-  MIMIC_CHECK(kv, "layer ", ctx.layer, ": the decoding cache was made for another attention kernel than softmax");
-  kv->k = kv->k.defined() ? torch::cat({kv->k, k}, 2) : k;
-  kv->v = kv->v.defined() ? torch::cat({kv->v, v}, 2) : v;
-  kv->position += q.size(2);
-  return forward(q, kv->k, kv->v, ctx);  // the causal mask aligns the T queries with the last T of the S keys
+  auto& kv = cached_call<KvCache>(cache, ctx, kind());
+  kv.k = kv.k.defined() ? torch::cat({kv.k, k}, 2) : k;
+  kv.v = kv.v.defined() ? torch::cat({kv.v, v}, 2) : v;
+  kv.position += q.size(2);
+  return forward(q, kv.k, kv.v, ctx);  // the causal mask aligns the T queries with the last T of the S keys
 }
 
 }  // namespace mimic::attention

@@ -60,8 +60,15 @@ class AttentionKernelImpl : public torch::nn::Module {
 };
 using AttentionKernel = std::shared_ptr<AttentionKernelImpl>;
 
-// Checks what forward_cached needs of its context (causal, no padding); a mimic::Error naming the layer otherwise.
-void check_cached_call(const AttentionContext& ctx, const std::string& kind);
+// Checks what forward_cached needs of its context (causal, no padding) and that the cache is the kernel's
+// own type C; a mimic::Error naming the layer otherwise.
+void check_cached_call(const AttentionContext& ctx, const std::string& kind, bool cache_fits);
+template <class C>
+C& cached_call(KernelCache& cache, const AttentionContext& ctx, const std::string& kind) {
+  auto* c = dynamic_cast<C*>(&cache);
+  check_cached_call(ctx, kind, c != nullptr);
+  return *c;
+}
 
 // Softmax attention, the teacher: softmax(q kᵀ·scale + mask) v. Masked scores are set to the lowest
 // float (as HF does), so a row with every key masked gets uniform weights instead of NaN.

@@ -157,11 +157,9 @@ std::unique_ptr<KernelCache> LinearAttention::new_cache() const { return std::ma
 
 at::Tensor LinearAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                            KernelCache& cache) {
-  check_cached_call(ctx, kind());
-  auto* lc = dynamic_cast<LinearCache*>(&cache);
-  MIMIC_CHECK(lc, "layer ", ctx.layer, ": the decoding cache was made for another attention kernel than linear");
-  auto o = forward_with_state(q, k, v, ctx.scale, lc->state);
-  lc->position = lc->state.position;
+  auto& lc = cached_call<LinearCache>(cache, ctx, kind());
+  auto o = forward_with_state(q, k, v, ctx.scale, lc.state);
+  lc.position = lc.state.position;
   return o;
 }
 
