@@ -111,7 +111,8 @@ class Model {
   // [B, T] that follow what `state` has seen (position embeddings at state.position() ...; a prompt in one
   // call, then one token per call) and returns their LM logits [B, T, V], equal to the rows of forward()
   // over the whole sequence. Each layer continues from its cache (AttentionKernelImpl::forward_cached), so
-  // mixed softmax / linear models work. The state's position may not pass the model's context.
+  // mixed softmax / linear models work. The state's position may not pass the model's context. Runs without
+  // gradients (inference only).
   std::unique_ptr<DecodeState> new_decode_state();
   at::Tensor forward_step(const at::Tensor& ids, DecodeState& state);
 
