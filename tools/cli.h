@@ -50,5 +50,6 @@ void register_bench(CLI::App& app);
 void register_record(CLI::App& app);
 void register_distill(CLI::App& app);
 void register_convert(CLI::App& app);
+void register_report(CLI::App& app);
 
 }  // namespace mimic::cli
