@@ -99,17 +99,22 @@ std::vector<Figure> write_heatmaps(const std::string& out, const Metrics& m, con
 }
 
 Figure write_entropy(const std::string& out, const Metrics& m) {
-  const int W = 820, H = 460;
+  const int W = 800, H = 440;
   Axes a;
-  a.x = 80, a.y = 56, a.w = 500, a.h = 330;
+  a.x = 80, a.y = 50, a.w = 500, a.h = 330;
   a.xmin = static_cast<double>(m.layers.front()) - 0.3;
   a.xmax = static_cast<double>(m.layers.back()) + 0.3;
   double top = std::isfinite(m.uniform_entropy) ? m.uniform_entropy : 0;
   for (size_t s = 0; s < m.sources.size(); ++s)
     for (size_t l = 0; l < m.layers.size(); ++l)
       if (std::isfinite(m.mean(s, l).entropy)) top = std::max(top, m.mean(s, l).entropy);
-  a.ymin = 0;
-  a.ymax = top > 0 ? top * 1.08 : 1;
+  double low = top;
+  for (size_t s = 0; s < m.sources.size(); ++s)
+    for (size_t l = 0; l < m.layers.size(); ++l)
+      if (std::isfinite(m.mean(s, l).entropy)) low = std::min(low, m.mean(s, l).entropy);
+  const double span = std::max(top - low, 0.05);  // zoom on the curves: their differences are tenths of a nat
+  a.ymin = std::max(0.0, low - 0.25 * span);
+  a.ymax = top + 0.12 * span;
   auto fig = figure(out, "entropy", W, H, [&](cairo_t* cr) {
     text(cr, a.x, 24, "Mean attention entropy per layer (lower = spikier)", 17, Align::Start, 0, true);
     draw_axes(cr, a, "layer", "entropy (nats)", static_cast<int>(std::min<size_t>(m.layers.size(), 8)), 6, 13, true);
@@ -203,12 +208,15 @@ Figure write_monotonicity(const std::string& out, const Metrics& m, const PlotDa
         cairo_save(cr);
         cairo_rectangle(cr, a.x, a.y, a.w, a.h);
         cairo_clip(cr);
-        const size_t stride = std::max<size_t>(1, pts.x.size() / 4000);
-        set_colour(cr, col, 0.18);
+        // dots: at most 1500, in batches of 100 per path (SVG stays small; overlaps still darken)
+        const size_t stride = std::max<size_t>(1, pts.x.size() / 1500);
+        set_colour(cr, col, 0.22);
+        size_t in_path = 0;
         for (size_t i = 0; i < pts.x.size(); i += stride) {
-          cairo_arc(cr, a.px(pts.x[i]), a.py(pts.y[i]), 1.4, 0, 2 * M_PI);
-          cairo_fill(cr);
+          cairo_rectangle(cr, a.px(pts.x[i]) - 1.2, a.py(pts.y[i]) - 1.2, 2.4, 2.4);
+          if (++in_path == 100) cairo_fill(cr), in_path = 0;
         }
+        cairo_fill(cr);
         // the binned mean
         const int bins = 24;
         std::vector<double> sum(bins), cnt(bins);

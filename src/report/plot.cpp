@@ -50,6 +50,7 @@ std::vector<std::string> save_figure(const std::string& stem, int width, int hei
     cairo_t* cr = cairo_create(s);
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_paint(cr);
+    cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);  // text and lines: near-black unless a drawing says otherwise
     draw(cr);
     const auto st = cairo_status(cr);
     cairo_destroy(cr);
