@@ -11,6 +11,7 @@
 #include <regex>
 #include <set>
 
+#include "convert/convert.h"
 #include "distill/distill.h"
 #include "record/record.h"
 #include "report/report.h"
@@ -226,7 +227,14 @@ TEST(Report, MatchesDistillAndWritesEveryFile) {
   auto o = options(dir.file("out"));
   o.maps = {tiny_maps()};
   o.baselines = {"elu"};
-  o.model = mimic::test::model_with_tokenizer("gpt2-prefixed");  // not converted: every layer is softmax = the teacher
+  // a converted model: layer 1 runs the hedgehog maps, layer 0 keeps softmax (= the teacher)
+  mimic::convert::ConvertOptions co;
+  co.model_dir = mimic::test::model_with_tokenizer("gpt2-prefixed");
+  co.maps = tiny_maps();
+  co.layers = "1";
+  co.out = dir.file("converted");
+  mimic::convert::convert(co);
+  o.model = co.out;
   auto r = mimic::report::report(o);
   // the default samples are distill's held-out ones; the metrics equal distill --eval-only's
   dist::DistillOptions e;
@@ -254,10 +262,16 @@ TEST(Report, MatchesDistillAndWritesEveryFile) {
       EXPECT_NEAR(row(r, "softmax", static_cast<int64_t>(l), h).at("entropy").get<double>(), d.entropy_softmax, 1e-6);
       EXPECT_NEAR(row(r, "elu (untrained)", static_cast<int64_t>(l), h).at("kl").get<double>(),
                   ev_elu.layers[l].after.heads[static_cast<size_t>(h)].kl, 1e-6);
-      // the unconverted model's softmax layers are the teacher: KL 0, the teacher's monotonicity (1: softmax is monotone)
-      const auto& same = row(r, fs::path(o.model).filename().string(), static_cast<int64_t>(l), h);
-      EXPECT_NEAR(same.at("kl").get<double>(), 0.0, 1e-7);  // ce and entropy summed apart from float weights
-      EXPECT_NEAR(same.at("spearman").get<double>(), 1.0, 1e-6);
+      // the converted model: its softmax layer 0 is the teacher (KL 0, the teacher's monotonicity: 1, softmax is
+      // monotone), its linear layer 1 is the maps
+      const auto& conv = row(r, "converted", static_cast<int64_t>(l), h);
+      if (l == 0) {
+        EXPECT_NEAR(conv.at("kl").get<double>(), 0.0, 1e-7);  // ce and entropy summed apart from float weights
+        EXPECT_NEAR(conv.at("spearman").get<double>(), 1.0, 1e-6);
+      } else {
+        EXPECT_NEAR(conv.at("kl").get<double>(), d.kl, 1e-6);
+        EXPECT_NEAR(conv.at("spearman").get<double>(), d.spearman, 1e-6);
+      }
       EXPECT_NEAR(row(r, "softmax", static_cast<int64_t>(l), h).at("spearman").get<double>(), 1.0, 1e-6);
       // trained hedgehog is closer to softmax than untrained elu
       EXPECT_LT(x.at("kl").get<double>(), row(r, "elu (untrained)", static_cast<int64_t>(l), h).at("kl").get<double>());
@@ -302,6 +316,7 @@ TEST(Report, MatchesDistillAndWritesEveryFile) {
   std::set<std::string> linked;
   for (std::sregex_iterator it(html.begin(), html.end(), link), end; it != end; ++it) {
     const std::string target = (*it)[2];
+    if (target[0] == '#') continue;  // a place on the page itself
     EXPECT_EQ(target.find("://"), std::string::npos) << "network link " << target;
     EXPECT_TRUE(fs::exists(out / target)) << "broken link " << target;
     linked.insert(target);

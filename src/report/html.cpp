@@ -64,7 +64,8 @@ std::string render_html(const nlohmann::json& info, const nlohmann::json& result
   h << "<h2>Sources</h2>\n<table><tr><th class=l>name</th><th class=l>kind</th><th class=l>file</th></tr>\n";
   for (const auto& s : result.at("sources"))
     h << "<tr><td class=l>" << esc(s.at("name").get<std::string>()) << "</td><td class=l>" << esc(s.at("kind").get<std::string>())
-      << "</td><td class=l><code>" << esc(s.at("path").get<std::string>()) << "</code></td></tr>\n";
+      << "</td><td class=l>" << (s.at("path").get<std::string>().empty() ? std::string("&ndash;") : "<code>" + esc(s.at("path").get<std::string>()) + "</code>")
+      << "</td></tr>\n";
   h << "</table>\n";
 
   h << "<h2>Metrics</h2>\n<p>Per query row, over the keys it sees, then averaged over rows, samples and heads. <b>entropy</b>: "
@@ -98,17 +99,19 @@ std::string render_html(const nlohmann::json& info, const nlohmann::json& result
     if (n > 0) mean = {e / n, kl / n, ce / n, rho / n, top / n};
     row(n == static_cast<double>(m.layers.size()) ? "all" : "those present", s, mean);
   }
-  h << "</table>\n<h3>Per layer (mean over heads)</h3>\n";
-  header("layer");
-  for (size_t l = 0; l < m.layers.size(); ++l)
-    for (size_t s = 0; s < m.sources.size(); ++s) row(std::to_string(m.layers[l]), s, m.mean(s, l));
-  h << "</table>\n";
+  h << "</table>\n<p>Per layer: <a href=\"#per-layer\">the table below the figures</a>.</p>\n";
 
-  h << "<h2>Figures</h2>\n";
+  h << "<h2>Figures</h2>\n<p>Click a figure for its SVG.</p>\n";
   figure_html(h, figs.entropy);
   figure_html(h, figs.kl_grid);
   for (const auto& f : figs.heatmaps) figure_html(h, f);
   figure_html(h, figs.monotonicity);
+
+  h << "<h2 id=\"per-layer\">Per layer (mean over heads)</h2>\n";
+  header("layer");
+  for (size_t l = 0; l < m.layers.size(); ++l)
+    for (size_t s = 0; s < m.sources.size(); ++s) row(std::to_string(m.layers[l]), s, m.mean(s, l));
+  h << "</table>\n";
   h << "<p>Made by <code>mimic report</code> in " << num(result.at("seconds").get<double>(), 1)
     << " s. See docs/report.md for the definitions.</p>\n</body></html>\n";
   return h.str();
