@@ -5,7 +5,7 @@
 #   convert  swap them into gpt2-mini: every layer runs linear attention
 #   finetune the converted model as a causal LM (100 steps × 8 × 256 tokens)
 #   eval     test perplexity of the teacher, the converted model before and after finetuning
-#   report   entropy / monotonicity / KL of teacher vs student per layer and head (report.html), when available
+#   report   entropy / monotonicity / KL of teacher vs student per layer and head (report.html)
 # Ends with a summary table. Stages are skipped when done (rerun to continue); outputs in $OUT.
 #   MIMIC=path/to/mimic  OUT=out/gpt2-mini-quick  THREADS=N  bash recipes/quickstart.sh
 SCALE=quick
@@ -19,10 +19,8 @@ t_start=$SECONDS
 record_lm gpt2-mini
 eval_lm teacher gpt2-mini
 convert_lm hedgehog gpt2-mini --feature-map hedgehog
-if "$MIMIC" report --help > /dev/null 2>&1; then
-  stage report "$MIMIC" report --record "$OUT/record.h5" --maps "$OUT/maps-hedgehog.safetensors" --baseline elu \
-    --out "$OUT/report" "${common[@]}"
-fi
+stage report "$MIMIC" report --record "$OUT/record.h5" --maps "$OUT/maps-hedgehog.safetensors" --baseline elu \
+  --out "$OUT/report" "${common[@]}"
 
 echo
 echo "== summary (gpt2-mini, test split of the public-domain corpora: $(get "$OUT/eval-teacher.json" .predicted) tokens scored)"

@@ -51,5 +51,6 @@ void register_record(CLI::App& app);
 void register_distill(CLI::App& app);
 void register_convert(CLI::App& app);
 void register_generate(CLI::App& app);
+void register_report(CLI::App& app);
 
 }  // namespace mimic::cli

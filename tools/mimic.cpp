@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
   for (auto reg : {mimic::cli::register_info, mimic::cli::register_tokenize, mimic::cli::register_forward,
                    mimic::cli::register_eval, mimic::cli::register_pretrain,
                    mimic::cli::register_finetune, mimic::cli::register_export, mimic::cli::register_bench, mimic::cli::register_record,
-                   mimic::cli::register_distill, mimic::cli::register_convert, mimic::cli::register_generate})
+                   mimic::cli::register_distill, mimic::cli::register_convert, mimic::cli::register_generate,
+                   mimic::cli::register_report})
     reg(app);
   try {
     app.parse(argc, argv);

@@ -10,9 +10,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 # Build and run-time packages. libopenblas0-openmp is named explicitly: with --no-install-recommends
 # libtorch would otherwise run on the reference BLAS (measured 60x slower), and the pthread OpenBLAS
 # fights LibTorch's OpenMP threads. python3-torch/-numpy/-h5py serve the test-fixture generators only.
+# libcairo2-dev + fonts-dejavu-core draw the figures of `mimic report`; chromium (headless) only checks in a
+# test that its report.html renders (122 MB download, ~35 s to install).
 PACKAGES=(
   build-essential cmake ninja-build clang ccache pkg-config git ca-certificates
   libtorch-dev libopenblas0-openmp libhdf5-dev libeigen3-dev libcli11-dev libgtest-dev nlohmann-json3-dev
+  libcairo2-dev fonts-dejavu-core chromium
   nodejs npm jq
   python3-torch python3-numpy python3-h5py hdf5-tools
 )

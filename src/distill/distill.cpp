@@ -73,11 +73,12 @@ std::string loss_name(LossKind k) {
   return "?";
 }
 
+bool negative_weights(const at::Tensor& w, const TeacherBatch& b) { return ((w.detach() < 0) & visible(b)).any().item<bool>(); }
+
 // A map whose features may be negative (Sign::Any) can still have a positive kernel (taylor2: 1 + q·k + (q·k)²/2);
 // true when some visible weight of this batch is negative, i.e. the weights are no distribution.
 static bool negative_weights(LinearAttention& student, const at::Tensor& w, const TeacherBatch& b) {
-  if (student.map->sign() != attention::Sign::Any) return false;
-  return ((w.detach() < 0) & visible(b)).any().item<bool>();
+  return student.map->sign() == attention::Sign::Any && negative_weights(w, b);
 }
 
 LossValue distill_loss(LinearAttention& student, const TeacherBatch& b, const LossSpec& spec) {
@@ -148,8 +149,22 @@ at::Tensor spearman_rows(const at::Tensor& x_in, const at::Tensor& y_in, const a
   return rho.reshape(shape);
 }
 
-MetricsAccumulator::MetricsAccumulator(int64_t layer, int64_t n_head)
-    : layer_(layer), n_head_(n_head), ce_(n_head), ent_s_(n_head), ent_l_(n_head), rho_(n_head), rho_rows_(n_head) {}
+at::Tensor top_k_mass(const at::Tensor& w, int64_t k) {
+  MIMIC_CHECK(k >= 1, "top-k mass: k must be >= 1, got ", k);
+  return std::get<0>(w.topk(std::min<int64_t>(k, w.size(-1)), -1)).sum(-1);
+}
+
+MetricsAccumulator::MetricsAccumulator(int64_t layer, int64_t n_head, int64_t top_k)
+    : layer_(layer),
+      n_head_(n_head),
+      top_k_(top_k),
+      ce_(n_head),
+      ent_s_(n_head),
+      ent_l_(n_head),
+      rho_(n_head),
+      rho_rows_(n_head),
+      top_s_(n_head),
+      top_l_(n_head) {}
 
 void MetricsAccumulator::add(LinearAttention& student, const TeacherBatch& b) {
   torch::NoGradGuard no_grad;
@@ -179,7 +194,13 @@ void MetricsAccumulator::add_weights(const at::Tensor& a_in, const at::Tensor& l
   auto rho = spearman_rows(scores, log_w, vis);    // [B, H, T]
   auto rho_ok = rho.isfinite() & valid_rows(b).squeeze(-1);
   auto rho0 = torch::where(rho_ok, rho, torch::zeros_like(rho));
+  at::Tensor top_s, top_l;  // masked keys and padded rows hold zeros: they add nothing
+  if (top_k_ > 0) top_s = top_k_mass(a, top_k_), top_l = top_k_mass(w, top_k_);
   for (int64_t h = 0; h < n_head_; ++h) {
+    if (top_k_ > 0) {
+      top_s_[static_cast<size_t>(h)] += top_s.select(1, h).sum().item<double>();
+      top_l_[static_cast<size_t>(h)] += top_l.select(1, h).sum().item<double>();
+    }
     ce_[static_cast<size_t>(h)] += ce.select(1, h).sum().item<double>();
     ent_s_[static_cast<size_t>(h)] += ent_s.select(1, h).sum().item<double>();
     ent_l_[static_cast<size_t>(h)] += ent_l.select(1, h).sum().item<double>();
@@ -192,6 +213,7 @@ void MetricsAccumulator::add_weights(const at::Tensor& a_in, const at::Tensor& l
 LayerMetrics MetricsAccumulator::result() const {
   LayerMetrics m;
   m.layer = layer_;
+  m.top_k = top_k_;
   const double rows = std::max(rows_, 1.0);
   for (int64_t h = 0; h < n_head_; ++h) {
     const auto i = static_cast<size_t>(h);
@@ -200,7 +222,9 @@ LayerMetrics MetricsAccumulator::result() const {
     x.entropy_softmax = ent_s_[i] / rows;
     x.entropy_linear = ent_l_[i] / rows;
     x.kl = x.ce - x.entropy_softmax;
-    if (signed_) x.ce = x.kl = x.entropy_linear = std::numeric_limits<double>::quiet_NaN();  // not a distribution
+    x.top_k_softmax = top_s_[i] / rows;
+    x.top_k_linear = top_l_[i] / rows;
+    if (signed_) x.ce = x.kl = x.entropy_linear = x.top_k_linear = std::numeric_limits<double>::quiet_NaN();  // not a distribution
     x.spearman = rho_rows_[i] > 0 ? rho_[i] / rho_rows_[i] : std::numeric_limits<double>::quiet_NaN();
     m.heads.push_back(x);
     m.mean.ce += x.ce / static_cast<double>(n_head_);
@@ -208,6 +232,8 @@ LayerMetrics MetricsAccumulator::result() const {
     m.mean.entropy_softmax += x.entropy_softmax / static_cast<double>(n_head_);
     m.mean.entropy_linear += x.entropy_linear / static_cast<double>(n_head_);
     m.mean.spearman += x.spearman / static_cast<double>(n_head_);
+    m.mean.top_k_softmax += x.top_k_softmax / static_cast<double>(n_head_);
+    m.mean.top_k_linear += x.top_k_linear / static_cast<double>(n_head_);
   }
   m.mse = mse_count_ > 0 ? mse_sum_ / mse_count_ : 0.0;
   return m;
@@ -215,12 +241,14 @@ LayerMetrics MetricsAccumulator::result() const {
 
 static nlohmann::json number(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
 
-static nlohmann::json head_json(const HeadMetrics& h) {
-  return {{"ce", number(h.ce)},
-          {"kl", number(h.kl)},
-          {"entropy_softmax", number(h.entropy_softmax)},
-          {"entropy_linear", number(h.entropy_linear)},
-          {"spearman", number(h.spearman)}};
+static nlohmann::json head_json(const HeadMetrics& h, bool top_k) {
+  nlohmann::json j = {{"ce", number(h.ce)},
+                      {"kl", number(h.kl)},
+                      {"entropy_softmax", number(h.entropy_softmax)},
+                      {"entropy_linear", number(h.entropy_linear)},
+                      {"spearman", number(h.spearman)}};
+  if (top_k) j["top_k_softmax"] = number(h.top_k_softmax), j["top_k_linear"] = number(h.top_k_linear);
+  return j;
 }
 
 static double get_number(const nlohmann::json& j, const char* key) {
@@ -234,18 +262,22 @@ static HeadMetrics head_from_json(const nlohmann::json& j) {
   h.entropy_softmax = get_number(j, "entropy_softmax");
   h.entropy_linear = get_number(j, "entropy_linear");
   h.spearman = get_number(j, "spearman");
+  if (j.contains("top_k_softmax")) h.top_k_softmax = get_number(j, "top_k_softmax"), h.top_k_linear = get_number(j, "top_k_linear");
   return h;
 }
 
 nlohmann::json LayerMetrics::to_json() const {
   nlohmann::json heads_j = nlohmann::json::array();
-  for (const auto& h : heads) heads_j.push_back(head_json(h));
-  return {{"layer", layer}, {"mean", head_json(mean)}, {"heads", heads_j}, {"mse", number(mse)}};
+  for (const auto& h : heads) heads_j.push_back(head_json(h, top_k > 0));
+  nlohmann::json j = {{"layer", layer}, {"mean", head_json(mean, top_k > 0)}, {"heads", heads_j}, {"mse", number(mse)}};
+  if (top_k > 0) j["top_k"] = top_k;
+  return j;
 }
 
 static LayerMetrics metrics_from_json(const nlohmann::json& j) {
   LayerMetrics m;
   m.layer = j.at("layer").get<int64_t>();
+  m.top_k = j.value("top_k", int64_t{0});
   m.mean = head_from_json(j.at("mean"));
   for (const auto& h : j.at("heads")) m.heads.push_back(head_from_json(h));
   m.mse = get_number(j, "mse");
@@ -460,8 +492,7 @@ StudentSpec student_spec(const DistillOptions& o) {
 }
 
 std::shared_ptr<LinearAttention> make_student(const StudentSpec& s, int64_t n_head, int64_t head_dim, uint64_t seed, int64_t layer) {
-  torch::manual_seed(seed * 1000003ull + static_cast<uint64_t>(layer));  // the same initial maps for a layer, whatever ran before
-  return std::make_shared<LinearAttention>(s.config, n_head, head_dim);
+  return untrained_student(s.config, n_head, head_dim, seed, layer);
 }
 
 std::vector<std::pair<std::string, at::Tensor>> trainable(LinearAttention& m, const StudentSpec& s) {
@@ -710,6 +741,14 @@ DistillResult eval_only(const DistillOptions& o, Source& src) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- students, read back
+
+std::shared_ptr<LinearAttention> untrained_student(const LinearAttentionConfig& config, int64_t n_head, int64_t head_dim,
+                                                   uint64_t seed, int64_t layer) {
+  torch::manual_seed(seed * 1000003ull + static_cast<uint64_t>(layer));  // the same initial maps for a layer, whatever ran before
+  return std::make_shared<LinearAttention>(config, n_head, head_dim);
+}
 
 // ---------------------------------------------------------------- training
 

@@ -18,6 +18,7 @@
 
 namespace mimic::attention {
 class LinearAttention;
+struct LinearAttentionConfig;
 }
 
 namespace mimic::distill {
@@ -64,9 +65,12 @@ LossValue distill_loss(attention::LinearAttention& student, const TeacherBatch& 
 // Fidelity of a student on teacher batches, per head.
 struct HeadMetrics {
   double ce = 0, kl = 0, entropy_softmax = 0, entropy_linear = 0, spearman = 0;
+  // with top_k > 0: the mass of the k largest weights of a row (all of it when the row sees <= k keys)
+  double top_k_softmax = 0, top_k_linear = 0;
 };
 struct LayerMetrics {
   int64_t layer = 0;
+  int64_t top_k = 0;  // 0: top-k masses not computed (and not in the JSON)
   std::vector<HeadMetrics> heads;
   HeadMetrics mean;  // over heads
   double mse = 0;    // per-head output vs teacher output, mean over real rows, heads, dims
@@ -75,22 +79,31 @@ struct LayerMetrics {
 
 // Accumulates the metrics over batches (sums per head, then divides by the real query rows). When a map with
 // features of any sign (Sign::Any) gives some negative weight (identity does; taylor2's kernel is positive),
-// the linear weights are no distribution: ce, kl and entropy_linear are then NaN (null in JSON); spearman and
-// mse stay defined.
+// the linear weights are no distribution: ce, kl, entropy_linear and top_k_linear are then NaN (null in JSON);
+// spearman and mse stay defined. top_k > 0 also accumulates the top-k masses.
 class MetricsAccumulator {
  public:
-  MetricsAccumulator(int64_t layer, int64_t n_head);
+  MetricsAccumulator(int64_t layer, int64_t n_head, int64_t top_k = 0);
   void add(attention::LinearAttention& student, const TeacherBatch& batch);
   // The same from weights directly: a (teacher), log_a_hat (student), scores (q·k·scale), [B, H, T, T].
   void add_weights(const at::Tensor& a, const at::Tensor& log_a_hat, const at::Tensor& scores, const TeacherBatch& batch);
+  // Marks the student's weights as no distribution (negative somewhere), as add() does on its own.
+  void set_signed() { signed_ = true; }
   LayerMetrics result() const;
 
  private:
-  int64_t layer_, n_head_;
-  std::vector<double> ce_, ent_s_, ent_l_, rho_, rho_rows_;
+  int64_t layer_, n_head_, top_k_;
+  std::vector<double> ce_, ent_s_, ent_l_, rho_, rho_rows_, top_s_, top_l_;
   double rows_ = 0, mse_sum_ = 0, mse_count_ = 0;
   bool signed_ = false;  // a map with features of any sign: ce, kl, entropy_linear are undefined (NaN)
 };
+
+// The mass of the k largest entries of every row of w (last dimension), [...]: Σ of the top min(k, T) values.
+at::Tensor top_k_mass(const at::Tensor& w, int64_t k);
+
+// True when some weight of w [B, H, T, T] that the batch's query sees is negative (a sign-free map such as
+// identity): such weights are no distribution.
+bool negative_weights(const at::Tensor& w, const TeacherBatch& batch);
 
 // Spearman rank correlation of x and y along the last dimension over the positions where `valid` holds
 // (ties get their average rank), for every row; rows with fewer than two valid positions or a constant
@@ -149,5 +162,11 @@ struct DistillResult {
 DistillResult distill(const DistillOptions& options);
 
 // layer_prefix (the output's tensor names) and DistilledMaps (reading an output): distill/maps_file.h.
+
+// An untrained student as distill builds it for a layer: the kernel of `config` with the random state a
+// given (seed, layer) gives (performer's projection), so evaluations with the same seed agree.
+std::shared_ptr<attention::LinearAttention> untrained_student(const attention::LinearAttentionConfig& config, int64_t n_head,
+                                                              int64_t head_dim, uint64_t seed, int64_t layer);
+
 
 }  // namespace mimic::distill

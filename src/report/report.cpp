@@ -1,0 +1,365 @@
+#include "report/report.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "attention/feature_map.h"
+#include "attention/linear_kernel.h"
+#include "core/error.h"
+#include "core/progress.h"
+#include "distill/distill.h"
+#include "distill/maps_file.h"
+#include "io/atomic_file.h"
+#include "models/model.h"
+#include "record/record.h"
+#include "report/figures.h"
+
+namespace fs = std::filesystem;
+
+namespace mimic::report {
+
+using attention::LinearAttention;
+
+namespace {
+
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// A student: its kernel per layer. A missing layer: the source has nothing for it (metrics null); a null
+// kernel: the layer kept softmax attention (a converted model's unconverted layer): it equals the teacher.
+struct Student {
+  std::string name, kind, path, feature_map;
+  std::map<int64_t, std::shared_ptr<LinearAttention>> kernels;
+};
+
+std::vector<int64_t> parse_list(const std::string& spec, int64_t n, const char* what) {
+  try {
+    return record::parse_layers(spec, n);
+  } catch (const Error&) {
+    fail("--", what, " '", spec, "': give all, or a list like 0,2,4-5 of ", what, " 0-", n - 1);
+  }
+}
+
+// Keeps the entries of `want` that are in `among`, or errors naming the first that is not.
+std::vector<int64_t> subset(const std::vector<int64_t>& want, const std::vector<int64_t>& among, const char* what) {
+  for (auto w : want)
+    MIMIC_CHECK(std::find(among.begin(), among.end(), w) != among.end(), "--", what, ": ", w, " is not among the reported ones (",
+                nlohmann::json(among).dump(), ")");
+  return want;
+}
+
+std::string unique_name(std::string name, const std::vector<Student>& taken, const std::string& path) {
+  auto used = [&](const std::string& n) {
+    return n == "softmax" || std::any_of(taken.begin(), taken.end(), [&](const Student& s) { return s.name == n; });
+  };
+  if (used(name) && !path.empty()) name += " (" + fs::path(path).stem().string() + ")";
+  for (int i = 2; used(name); ++i) name = name.substr(0, name.rfind(" #")) + " #" + std::to_string(i);
+  return name;
+}
+
+std::vector<Student> open_students(const ReportOptions& o, const record::RecordReader& rec, const std::vector<int64_t>& layers) {
+  std::vector<Student> out;
+  const int64_t nh = rec.n_head(), hd = rec.head_dim();
+  for (const auto& entry : o.maps) {
+    std::string label, path = entry;
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos && !fs::exists(entry)) label = entry.substr(0, eq), path = entry.substr(eq + 1);
+    MIMIC_CHECK(fs::exists(path), "--maps: no file ", path);
+    auto maps = distill::DistilledMaps::open(path);
+    MIMIC_CHECK(maps.n_head() == nh && maps.head_dim() == hd, path, ": maps for ", maps.n_head(), " heads of ", maps.head_dim(),
+                " dimensions, the record has ", nh, " of ", hd);
+    Student s;
+    s.kind = "maps";
+    s.path = path;
+    s.feature_map = maps.feature_map();
+    s.name = unique_name(label.empty() ? maps.feature_map() + (maps.sla() ? "+sla" : "") : label, out, path);
+    for (auto l : layers)
+      if (maps.has_layer(l)) s.kernels[l] = maps.kernel(l);
+    MIMIC_CHECK(!s.kernels.empty(), path, ": no maps for the reported layers ", nlohmann::json(layers).dump(), " (it has ",
+                nlohmann::json(maps.layers()).dump(), ")");
+    out.push_back(std::move(s));
+  }
+  for (const auto& name : o.baselines) {
+    attention::LinearAttentionConfig c;
+    c.feature_map = name;
+    attention::make_feature_map({name, 1, 2, c.map_options});  // an unknown name is an error listing the known ones
+    Student s;
+    s.kind = "baseline";
+    s.feature_map = name;
+    s.name = unique_name(name + " (untrained)", out, "");
+    for (auto l : layers) s.kernels[l] = distill::untrained_student(c, nh, hd, o.seed, l);
+    out.push_back(std::move(s));
+  }
+  if (!o.model.empty()) {
+    auto model = models::load_model(o.model);
+    const auto sum = model->summary();
+    MIMIC_CHECK(sum.n_head == nh && sum.d_model / sum.n_head == hd, o.model, ": ", sum.n_head, " heads of ", sum.d_model / sum.n_head,
+                " dimensions, the record has ", nh, " of ", hd);
+    Student s;
+    s.kind = "model";
+    s.path = o.model;
+    s.name = unique_name(fs::path(o.model).lexically_normal().filename().string(), out, "");
+    if (s.name.empty()) s.name = "model";
+    for (auto l : layers) {
+      MIMIC_CHECK(l < sum.n_layer, o.model, ": no layer ", l, " (", sum.n_layer, " layers)");
+      auto k = std::dynamic_pointer_cast<LinearAttention>(model->attention_kernel(l));
+      if (k) {
+        k->eval();
+        if (s.feature_map.empty()) s.feature_map = k->config().feature_map;
+      }
+      s.kernels[l] = k;  // null: a softmax layer
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// What the figures need of the drawn sample, gathered while streaming.
+void keep_plot_data(PlotData& pd, size_t src, int64_t layer, const at::Tensor& w, const at::Tensor& scores,
+                    const at::Tensor& vis, const std::vector<int64_t>& plot_heads, int64_t tokens) {
+  const int64_t p = std::min<int64_t>(tokens, w.size(-1));
+  for (size_t hi = 0; hi < plot_heads.size(); ++hi) {
+    auto crop = w[0][plot_heads[hi]].narrow(0, 0, p).narrow(1, 0, p).to(torch::kDouble).contiguous();
+    pd.heat[{layer, src, hi}] = std::vector<double>(crop.data_ptr<double>(), crop.data_ptr<double>() + p * p);
+  }
+  pd.heat_tokens = p;
+  // monotonicity: every visible (query, key) of the first drawn head, relative to the row's maximum
+  const int64_t h = plot_heads.front();
+  auto v = vis[0][0];
+  auto s = scores[0][h].to(torch::kDouble);
+  auto ww = w[0][h].to(torch::kDouble);
+  const double inf = std::numeric_limits<double>::infinity();
+  auto smax = std::get<0>(torch::where(v, s, torch::full_like(s, -inf)).max(-1, true));
+  auto wmax = std::get<0>(torch::where(v, ww, torch::full_like(ww, -inf)).max(-1, true));
+  auto keep = v & (v.sum(-1, true) >= 2) & (wmax > 0);  // rows with at least two keys
+  auto x = (s - smax).masked_select(keep).contiguous();
+  auto y = (ww / wmax).masked_select(keep).contiguous();
+  auto& m = pd.mono[{layer, src}];
+  m.x.assign(x.data_ptr<double>(), x.data_ptr<double>() + x.numel());
+  m.y.assign(y.data_ptr<double>(), y.data_ptr<double>() + y.numel());
+}
+
+std::string fmt(double v, int digits = 4) {
+  if (!std::isfinite(v)) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+nlohmann::json ReportResult::to_json() const {
+  return {{"out", out},     {"samples", samples}, {"layers", layers},   {"heads", heads},
+          {"sources", sources}, {"files", files}, {"uniform_entropy", uniform_entropy},
+          {"seconds", seconds}, {"metrics", rows}};
+}
+
+ReportResult report(const ReportOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  MIMIC_CHECK(!o.record.empty(), "report: --record FILE.h5 is required");
+  MIMIC_CHECK(!o.out.empty(), "report: --out DIR is required");
+  MIMIC_CHECK(o.top_k >= 1, "--top-k must be >= 1, got ", o.top_k);
+  MIMIC_CHECK(o.plot_tokens >= 2, "--plot-tokens must be >= 2, got ", o.plot_tokens);
+  MIMIC_CHECK(o.samples >= 0, "--samples must be >= 0, got ", o.samples);
+  for (const auto& b : o.baselines) attention::make_feature_map({b, 1, 2, nlohmann::json::object()});  // typos first
+  record::RecordReader rec(o.record);
+  const int64_t n = rec.samples(), nh = rec.n_head();
+  MIMIC_CHECK(n > 0, o.record, ": the record holds no complete sample");
+
+  // what to report
+  ReportResult res;
+  res.out = o.out;
+  const auto& recorded = rec.layers();
+  if (o.layers.empty() || o.layers == "all") {
+    res.layers = recorded;
+  } else {
+    const int64_t top = *std::max_element(recorded.begin(), recorded.end()) + 1;
+    res.layers = parse_list(o.layers, top, "layers");
+    for (auto l : res.layers)
+      MIMIC_CHECK(std::find(recorded.begin(), recorded.end(), l) != recorded.end(), "--layers: layer ", l, " is not in ", o.record,
+                  " (recorded layers: ", nlohmann::json(recorded).dump(), ")");
+  }
+  res.heads = parse_list(o.heads, nh, "heads");
+  const int64_t count = o.samples > 0 ? std::min(o.samples, n) : std::max<int64_t>(1, std::llround(0.1 * static_cast<double>(n)));
+  for (int64_t s = n - count; s < n; ++s) res.samples.push_back(s);
+  const int64_t plot_sample = o.plot_sample >= 0 ? o.plot_sample : res.samples.front();
+  MIMIC_CHECK(std::find(res.samples.begin(), res.samples.end(), plot_sample) != res.samples.end(), "--plot-sample ", plot_sample,
+              " is not among the reported samples (", res.samples.front(), "-", res.samples.back(), ")");
+  std::vector<int64_t> plot_layers;
+  if (o.plot_layers.empty()) {
+    for (size_t i : {size_t{0}, res.layers.size() / 2, res.layers.size() - 1})
+      if (std::find(plot_layers.begin(), plot_layers.end(), res.layers[i]) == plot_layers.end()) plot_layers.push_back(res.layers[i]);
+  } else {
+    plot_layers = subset(parse_list(o.plot_layers, 1 << 20, "plot-layers"), res.layers, "plot-layers");
+  }
+  std::vector<int64_t> plot_heads;  // indices into res.heads
+  if (o.plot_heads.empty()) {
+    for (size_t i = 0; i < std::min<size_t>(4, res.heads.size()); ++i) plot_heads.push_back(static_cast<int64_t>(i));
+  } else {
+    for (auto h : subset(parse_list(o.plot_heads, nh, "plot-heads"), res.heads, "plot-heads"))
+      plot_heads.push_back(std::find(res.heads.begin(), res.heads.end(), h) - res.heads.begin());
+  }
+
+  auto students = open_students(o, rec, res.layers);
+  const size_t n_src = students.size() + 1;  // 0: the teacher
+  res.sources.push_back({{"name", "softmax"}, {"kind", "teacher"}, {"path", rec.source()}, {"feature_map", nullptr}});
+  for (const auto& s : students)
+    res.sources.push_back({{"name", s.name}, {"kind", s.kind}, {"path", s.path}, {"feature_map", s.feature_map}});
+  fs::create_directories(o.out);
+
+  // stream: one sample × one layer at a time
+  torch::NoGradGuard no_grad;
+  std::vector<std::vector<distill::MetricsAccumulator>> acc(n_src);
+  for (auto& a : acc)
+    for (auto l : res.layers) a.emplace_back(l, static_cast<int64_t>(res.heads.size()), o.top_k);
+  auto head_index = torch::tensor(res.heads, torch::kLong);
+  double uniform_sum = 0, uniform_rows = 0;
+  PlotData pd;
+  Progress bar("report", count * static_cast<int64_t>(res.layers.size()), "layer");
+  if (!o.progress) bar.disable();
+  for (auto s : res.samples) {
+    const auto mask = rec.attention_mask(s, 1);
+    for (size_t li = 0; li < res.layers.size(); ++li) {
+      const int64_t layer = res.layers[li];
+      distill::TeacherBatch b;
+      b.q = rec.read(layer, "q", s, 1);
+      b.k = rec.read(layer, "k", s, 1);
+      b.mask = mask;
+      b.scale = rec.scale(layer);
+      b.causal = rec.causal();
+      attention::AttentionContext ctx;
+      ctx.causal = b.causal;
+      ctx.key_padding_mask = b.mask;
+      ctx.scale = b.scale;
+      const auto vis = distill::visible(b);
+      if (li == 0) {
+        auto cnt = vis.sum(-1).to(torch::kDouble);  // [1, 1, T]; 0 in padded rows
+        uniform_sum += cnt.clamp_min(1).log().sum().item<double>();
+        uniform_rows += (cnt > 0).sum().item<double>();
+      }
+      auto a = distill::teacher_weights(b);
+      auto scores = torch::matmul(b.q, b.k.transpose(-1, -2)) * b.scale;
+      auto sel = [&](const at::Tensor& t) { return t.index_select(1, head_index); };
+      auto a_sel = sel(a), scores_sel = sel(scores);
+      const bool drawn = s == plot_sample && std::count(plot_layers.begin(), plot_layers.end(), layer);
+      acc[0][li].add_weights(a_sel, a_sel.clamp_min(std::numeric_limits<float>::min()).log(), scores_sel, b);
+      if (drawn) keep_plot_data(pd, 0, layer, a_sel, scores_sel, vis, plot_heads, o.plot_tokens);
+      for (size_t si = 0; si < students.size(); ++si) {
+        auto it = students[si].kernels.find(layer);
+        if (it == students[si].kernels.end()) continue;
+        at::Tensor w, log_w;
+        if (it->second) {
+          it->second->forward_quadratic(b.q, b.k, b.q, ctx, &w, &log_w);
+          if (it->second->map->sign() == attention::Sign::Any && distill::negative_weights(w, b)) acc[si + 1][li].set_signed();
+          w = sel(w), log_w = sel(log_w);
+        } else {  // softmax layer of a converted model
+          w = a_sel;
+          log_w = a_sel.clamp_min(std::numeric_limits<float>::min()).log();
+        }
+        acc[si + 1][li].add_weights(a_sel, log_w, scores_sel, b);
+        if (drawn) keep_plot_data(pd, si + 1, layer, w * vis.to(w.dtype()), scores_sel, vis, plot_heads, o.plot_tokens);
+      }
+      bar.advance(1);
+    }
+  }
+  bar.finish();
+  res.uniform_entropy = uniform_rows > 0 ? uniform_sum / uniform_rows : kNaN;
+
+  // the table: one row per source × layer × head, and the mean over heads (head -1)
+  Metrics m;  // for the figures: [source][layer index][head index or mean]
+  m.sources.push_back("softmax");
+  for (const auto& s : students) m.sources.push_back(s.name);
+  m.layers = res.layers;
+  m.heads = res.heads;
+  m.top_k = o.top_k;
+  m.uniform_entropy = res.uniform_entropy;
+  res.rows = nlohmann::json::array();
+  for (size_t si = 0; si < n_src; ++si) {
+    m.values.emplace_back();
+    for (size_t li = 0; li < res.layers.size(); ++li) {
+      const bool present = si == 0 || students[si - 1].kernels.count(res.layers[li]);
+      const auto r = acc[si][li].result();
+      std::vector<HeadValues> per;
+      for (size_t hi = 0; hi <= res.heads.size(); ++hi) {
+        const auto& x = hi < res.heads.size() ? r.heads[hi] : r.mean;
+        HeadValues v;
+        if (present) {
+          v.entropy = si == 0 ? x.entropy_softmax : x.entropy_linear;
+          v.kl = si == 0 ? 0.0 : x.kl;
+          v.ce = si == 0 ? x.entropy_softmax : x.ce;
+          v.spearman = x.spearman;
+          v.top_k = si == 0 ? x.top_k_softmax : x.top_k_linear;
+        }
+        per.push_back(v);
+        res.rows.push_back({{"source", m.sources[si]},
+                            {"layer", res.layers[li]},
+                            {"head", hi < res.heads.size() ? res.heads[hi] : -1},
+                            {"entropy", number(v.entropy)},
+                            {"kl", number(v.kl)},
+                            {"ce", number(v.ce)},
+                            {"spearman", number(v.spearman)},
+                            {"top_k_mass", number(v.top_k)}});
+      }
+      m.values.back().push_back(per);
+    }
+  }
+
+  // files
+  auto add = [&](const std::vector<std::string>& paths) {
+    for (const auto& p : paths) res.files.push_back(fs::path(p).filename().string());
+  };
+  {
+    std::ostringstream csv;
+    csv << "source,kind,layer,head,entropy,kl,ce,spearman,top_" << o.top_k << "_mass\n";
+    size_t i = 0;
+    for (const auto& r : res.rows) {
+      const size_t si = i++ / (res.layers.size() * (res.heads.size() + 1));
+      auto cell = [&](const char* k) { return r.at(k).is_null() ? std::string() : fmt(r.at(k).get<double>(), 6); };
+      const int64_t head = r.at("head").get<int64_t>();
+      csv << '"' << r.at("source").get<std::string>() << "\"," << res.sources[si].at("kind").get<std::string>() << ','
+          << r.at("layer").get<int64_t>() << ',' << (head < 0 ? std::string("mean") : std::to_string(head)) << ',' << cell("entropy")
+          << ',' << cell("kl") << ',' << cell("ce") << ',' << cell("spearman") << ',' << cell("top_k_mass") << '\n';
+    }
+    io::write_text_atomically((fs::path(o.out) / "metrics.csv").string(), csv.str());
+    res.files.push_back("metrics.csv");
+  }
+  Figures figs;
+  figs.heatmaps = write_heatmaps(o.out, m, pd, plot_layers, plot_heads, plot_sample);
+  figs.entropy = write_entropy(o.out, m);
+  figs.monotonicity = write_monotonicity(o.out, m, pd, plot_layers, plot_heads.front(), plot_sample);
+  if (!students.empty()) figs.kl_grid = write_kl_grid(o.out, m);
+  for (const auto& f : figs.heatmaps) add(f.files);
+  add(figs.entropy.files);
+  add(figs.monotonicity.files);
+  add(figs.kl_grid.files);
+  res.files.push_back("metrics.json");
+  res.files.push_back("report.html");
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  nlohmann::json info = {{"record", fs::absolute(o.record).lexically_normal().string()},
+                         {"teacher", rec.source()},
+                         {"causal", rec.causal()},
+                         {"seq_len", rec.seq_len()},
+                         {"n_head", nh},
+                         {"head_dim", rec.head_dim()},
+                         {"top_k", o.top_k},
+                         {"plot_sample", plot_sample}};
+  auto j = res.to_json();
+  j["record"] = info;
+  io::write_text_atomically((fs::path(o.out) / "metrics.json").string(), j.dump(1) + "\n");
+  io::write_text_atomically((fs::path(o.out) / "report.html").string(), render_html(info, res.to_json(), m, figs));
+  return res;
+}
+
+}  // namespace mimic::report

@@ -1,0 +1,394 @@
+// The `report` stage: the metrics equal hand-computed values and distill's own evaluation, a student that is
+// the teacher scores KL 0 and monotonicity 1, the figures decode (PNG, by cairo) and parse (SVG), the page
+// links only files that exist, and headless Chromium renders it.
+#include <cairo.h>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+
+#include "convert/convert.h"
+#include "distill/distill.h"
+#include "record/record.h"
+#include "report/report.h"
+#include "test_util.h"
+
+using mimic::test::TempDir;
+namespace dist = mimic::distill;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kText =
+    "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness, "
+    "it was the epoch of belief, it was the epoch of incredulity, it was the season of Light, it was the season of "
+    "Darkness, it was the spring of hope, it was the winter of despair, we had everything before us, we had nothing "
+    "before us, we were all going direct to Heaven, we were all going direct the other way.";
+
+// A record of a tiny fixture model (2 layers, 2 heads of 4): GPT-2 (causal) or BERT (bidirectional, the last
+// sample padded). Made once per test process.
+std::string tiny_record(const std::string& model) {
+  static TempDir dir;
+  static std::map<std::string, std::string> made;
+  auto it = made.find(model);
+  if (it != made.end()) return it->second;
+  std::string text;
+  for (int i = 0; i < 3; ++i) text += kText;
+  mimic::test::write_bytes(dir.file("t.txt"), text);
+  mimic::record::RecordOptions o;
+  o.model_dir = mimic::test::model_with_tokenizer(model);
+  o.data = dir.file("t.txt");
+  o.out = dir.file(model + ".h5");
+  o.seq_len = 16;
+  o.samples = 0;
+  o.batch_size = 4;
+  o.measure_forward = false;
+  mimic::record::record(o);
+  return made[model] = o.out;
+}
+
+// Hedgehog maps distilled on the tiny GPT-2 record (made once).
+std::string tiny_maps() {
+  static TempDir dir;
+  static std::string path = [] {
+    dist::DistillOptions o;
+    o.record = tiny_record("gpt2-prefixed");
+    o.feature_map = "hedgehog";
+    o.out = dir.file("hh.safetensors");
+    o.epochs = 10;
+    o.batch_size = 4;
+    o.progress = false;
+    dist::distill(o);
+    return o.out;
+  }();
+  return path;
+}
+
+struct Png {
+  int width = 0, height = 0;
+  double variance = 0;      // of the grey levels, over every pixel
+  double non_white = 0;     // fraction of pixels that are not (almost) white
+};
+
+// Decodes a PNG with cairo's reader.
+Png read_png(const std::string& path) {
+  cairo_surface_t* s = cairo_image_surface_create_from_png(path.c_str());
+  EXPECT_EQ(cairo_surface_status(s), CAIRO_STATUS_SUCCESS) << path;
+  Png p;
+  if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) return p;
+  p.width = cairo_image_surface_get_width(s);
+  p.height = cairo_image_surface_get_height(s);
+  const int stride = cairo_image_surface_get_stride(s);
+  const unsigned char* data = cairo_image_surface_get_data(s);
+  double sum = 0, sq = 0, nw = 0;
+  for (int y = 0; y < p.height; ++y)
+    for (int x = 0; x < p.width; ++x) {
+      const uint32_t px = *reinterpret_cast<const uint32_t*>(data + y * stride + 4 * x);
+      const double g = (((px >> 16) & 255) + ((px >> 8) & 255) + (px & 255)) / 3.0;
+      sum += g, sq += g * g, nw += g < 245;
+    }
+  const double n = static_cast<double>(p.width) * p.height;
+  p.variance = sq / n - (sum / n) * (sum / n);
+  p.non_white = nw / n;
+  cairo_surface_destroy(s);
+  return p;
+}
+
+// XML well-formedness, enough for cairo's SVG: every tag closes in order, attributes are quoted, one root.
+bool well_formed_xml(const std::string& s, std::string* why) {
+  std::vector<std::string> open;
+  size_t i = 0, roots = 0;
+  auto bad = [&](const std::string& w) {
+    *why = w + " at byte " + std::to_string(i);
+    return false;
+  };
+  while ((i = s.find('<', i)) != std::string::npos) {
+    if (s.compare(i, 4, "<!--") == 0) {
+      i = s.find("-->", i);
+      if (i == std::string::npos) return bad("unclosed comment");
+      continue;
+    }
+    if (s.compare(i, 2, "<?") == 0 || s.compare(i, 2, "<!") == 0) {
+      i = s.find('>', i);
+      if (i == std::string::npos) return bad("unclosed declaration");
+      continue;
+    }
+    size_t end = i + 1;
+    char quote = 0;
+    for (; end < s.size(); ++end) {
+      if (quote) {
+        if (s[end] == quote) quote = 0;
+      } else if (s[end] == '"' || s[end] == '\'') {
+        quote = s[end];
+      } else if (s[end] == '>') {
+        break;
+      } else if (s[end] == '<') {
+        return bad("'<' inside a tag");
+      }
+    }
+    if (end >= s.size()) return bad("unclosed tag");
+    std::string tag = s.substr(i + 1, end - i - 1);
+    if (tag.empty()) return bad("empty tag");
+    if (tag[0] == '/') {
+      std::string name = tag.substr(1, tag.find_first_of(" \t\n") - 1);
+      if (open.empty() || open.back() != name) return bad("</" + name + "> closes " + (open.empty() ? "nothing" : open.back()));
+      open.pop_back();
+    } else if (tag.back() != '/') {
+      if (open.empty()) ++roots;
+      open.push_back(tag.substr(0, tag.find_first_of(" \t\n")));
+    } else if (open.empty()) {
+      ++roots;
+    }
+    i = end + 1;
+  }
+  if (!open.empty()) return bad("<" + open.back() + "> never closed");
+  if (roots != 1) return bad(std::to_string(roots) + " root elements");
+  return true;
+}
+
+mimic::report::ReportOptions options(const std::string& out) {
+  mimic::report::ReportOptions o;
+  o.record = tiny_record("gpt2-prefixed");
+  o.out = out;
+  o.progress = false;
+  return o;
+}
+
+const nlohmann::json& row(const mimic::report::ReportResult& r, const std::string& source, int64_t layer, int64_t head) {
+  for (const auto& x : r.rows)
+    if (x.at("source") == source && x.at("layer") == layer && x.at("head") == head) return x;
+  static nlohmann::json none;
+  ADD_FAILURE() << "no row " << source << " " << layer << " " << head;
+  return none;
+}
+
+}  // namespace
+
+TEST(ReportMetrics, HandComputedEntropyKlCeSpearmanTopK) {
+  // one head, T = 3, bidirectional, every key visible; every row: teacher a = (1/2, 1/4, 1/4), student
+  // w = (0.2, 0.3, 0.5), scores (3, 1, 2)
+  dist::TeacherBatch b;
+  b.q = torch::zeros({1, 1, 3, 1});
+  b.k = torch::zeros({1, 1, 3, 1});
+  b.causal = false;
+  auto a = torch::tensor({0.5, 0.25, 0.25}, torch::kDouble).view({1, 1, 1, 3}).repeat({1, 1, 3, 1});
+  auto w = torch::tensor({0.2, 0.3, 0.5}, torch::kDouble).view({1, 1, 1, 3}).repeat({1, 1, 3, 1});
+  auto s = torch::tensor({3.0, 1.0, 2.0}, torch::kDouble).view({1, 1, 1, 3}).repeat({1, 1, 3, 1});
+  dist::MetricsAccumulator acc(0, 1, 2);
+  acc.add_weights(a, w.log(), s, b);
+  auto m = acc.result().heads.at(0);
+  const double h = -(0.5 * std::log(0.5) + 2 * 0.25 * std::log(0.25));
+  const double ce = -(0.5 * std::log(0.2) + 0.25 * std::log(0.3) + 0.25 * std::log(0.5));
+  EXPECT_NEAR(m.entropy_softmax, h, 1e-12);
+  EXPECT_NEAR(m.entropy_linear, -(0.2 * std::log(0.2) + 0.3 * std::log(0.3) + 0.5 * std::log(0.5)), 1e-12);
+  EXPECT_NEAR(m.ce, ce, 1e-12);
+  EXPECT_NEAR(m.kl, ce - h, 1e-12);
+  // ranks of the scores (3, 1, 2) against the student's (1, 2, 3): ρ = 1 − 6·Σd²/(n(n²−1)) = 1 − 6·6/24
+  EXPECT_NEAR(m.spearman, -0.5, 1e-12);
+  EXPECT_NEAR(m.top_k_softmax, 0.75, 1e-12);
+  EXPECT_NEAR(m.top_k_linear, 0.8, 1e-12);
+  // the JSON carries the top-k masses only when they were computed
+  EXPECT_TRUE(acc.result().to_json().at("mean").contains("top_k_linear"));
+  EXPECT_FALSE(dist::MetricsAccumulator(0, 1).result().to_json().at("mean").contains("top_k_linear"));
+}
+
+TEST(ReportMetrics, UniformRowsHaveEntropyLogN) {
+  // q = 0: every score is 0, the teacher is uniform over the visible keys; causal row i sees i + 1 keys
+  dist::TeacherBatch b;
+  b.q = torch::zeros({1, 2, 5, 3});
+  b.k = torch::randn({1, 2, 5, 3});
+  b.causal = true;
+  b.scale = 0.5;
+  auto a = dist::teacher_weights(b);
+  dist::MetricsAccumulator acc(0, 2, 1);
+  acc.add_weights(a, a.clamp_min(std::numeric_limits<float>::min()).log(), torch::matmul(b.q, b.k.transpose(-1, -2)), b);
+  auto m = acc.result();
+  double want = 0;
+  for (int i = 1; i <= 5; ++i) want += std::log(i) / 5;
+  EXPECT_NEAR(m.mean.entropy_softmax, want, 1e-6);
+  EXPECT_NEAR(m.mean.entropy_linear, want, 1e-6);
+  double top1 = 0;
+  for (int i = 1; i <= 5; ++i) top1 += 1.0 / i / 5;
+  EXPECT_NEAR(m.mean.top_k_softmax, top1, 1e-6);
+  // a full (bidirectional) row of n keys: log n exactly
+  b.causal = false;
+  dist::MetricsAccumulator full(0, 2);
+  auto u = dist::teacher_weights(b);
+  full.add_weights(u, u.log(), torch::zeros({1, 2, 5, 5}), b);
+  EXPECT_NEAR(full.result().mean.entropy_softmax, std::log(5.0), 1e-6);
+}
+
+TEST(Report, MatchesDistillAndWritesEveryFile) {
+  TempDir dir;
+  auto o = options(dir.file("out"));
+  o.maps = {tiny_maps()};
+  o.baselines = {"elu"};
+  // a converted model: layer 1 runs the hedgehog maps, layer 0 keeps softmax (= the teacher)
+  mimic::convert::ConvertOptions co;
+  co.model_dir = mimic::test::model_with_tokenizer("gpt2-prefixed");
+  co.maps = tiny_maps();
+  co.layers = "1";
+  co.out = dir.file("converted");
+  mimic::convert::convert(co);
+  o.model = co.out;
+  auto r = mimic::report::report(o);
+  // the default samples are distill's held-out ones; the metrics equal distill --eval-only's
+  dist::DistillOptions e;
+  e.record = o.record;
+  e.eval_only = true;
+  e.maps = tiny_maps();
+  e.progress = false;
+  auto ev = dist::distill(e);
+  EXPECT_EQ(static_cast<int64_t>(r.samples.size()), ev.val_samples);
+  e.maps.clear();
+  e.feature_map = "elu";
+  auto ev_elu = dist::distill(e);
+  ASSERT_EQ(r.layers, (std::vector<int64_t>{0, 1}));
+  ASSERT_EQ(r.sources.size(), 4u);
+  EXPECT_EQ(r.sources[1].at("name"), "hedgehog");
+  EXPECT_EQ(r.sources[2].at("name"), "elu (untrained)");
+  for (size_t l = 0; l < 2; ++l)
+    for (int64_t h = 0; h < 2; ++h) {
+      const auto& d = ev.layers[l].after.heads[static_cast<size_t>(h)];
+      const auto& x = row(r, "hedgehog", static_cast<int64_t>(l), h);
+      EXPECT_NEAR(x.at("kl").get<double>(), d.kl, 1e-6);
+      EXPECT_NEAR(x.at("ce").get<double>(), d.ce, 1e-6);
+      EXPECT_NEAR(x.at("entropy").get<double>(), d.entropy_linear, 1e-6);
+      EXPECT_NEAR(x.at("spearman").get<double>(), d.spearman, 1e-6);
+      EXPECT_NEAR(row(r, "softmax", static_cast<int64_t>(l), h).at("entropy").get<double>(), d.entropy_softmax, 1e-6);
+      EXPECT_NEAR(row(r, "elu (untrained)", static_cast<int64_t>(l), h).at("kl").get<double>(),
+                  ev_elu.layers[l].after.heads[static_cast<size_t>(h)].kl, 1e-6);
+      // the converted model: its softmax layer 0 is the teacher (KL 0, the teacher's monotonicity: 1, softmax is
+      // monotone), its linear layer 1 is the maps
+      const auto& conv = row(r, "converted", static_cast<int64_t>(l), h);
+      if (l == 0) {
+        EXPECT_NEAR(conv.at("kl").get<double>(), 0.0, 1e-7);  // ce and entropy summed apart from float weights
+        EXPECT_NEAR(conv.at("spearman").get<double>(), 1.0, 1e-6);
+      } else {
+        EXPECT_NEAR(conv.at("kl").get<double>(), d.kl, 1e-6);
+        EXPECT_NEAR(conv.at("spearman").get<double>(), d.spearman, 1e-6);
+      }
+      EXPECT_NEAR(row(r, "softmax", static_cast<int64_t>(l), h).at("spearman").get<double>(), 1.0, 1e-6);
+      // trained hedgehog is closer to softmax than untrained elu
+      EXPECT_LT(x.at("kl").get<double>(), row(r, "elu (untrained)", static_cast<int64_t>(l), h).at("kl").get<double>());
+    }
+  // the mean row is the mean over heads
+  EXPECT_NEAR(row(r, "hedgehog", 1, -1).at("kl").get<double>(), ev.layers[1].after.mean.kl, 1e-6);
+
+  // files: CSV (one line per source × layer × (heads + mean)), JSON, figures, page
+  const fs::path out = o.out;
+  for (const auto& f : r.files) EXPECT_TRUE(fs::exists(out / f)) << f;
+  auto csv = mimic::test::read_bytes((out / "metrics.csv").string());
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 4 * 2 * 3);
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), "source,kind,layer,head,entropy,kl,ce,spearman,top_8_mass");
+  auto j = nlohmann::json::parse(mimic::test::read_bytes((out / "metrics.json").string()));
+  EXPECT_EQ(j.at("metrics").size(), 4u * 2 * 3);
+  EXPECT_EQ(j.at("record").at("causal"), true);
+  int pngs = 0, svgs = 0;
+  for (const auto& f : r.files) {
+    const auto path = (out / f).string();
+    if (fs::path(f).extension() == ".png") {
+      ++pngs;
+      auto p = read_png(path);
+      EXPECT_GT(p.width, 300) << f;
+      EXPECT_GT(p.height, 200) << f;
+      EXPECT_GT(p.variance, 100.0) << f;  // not blank
+      EXPECT_GT(p.non_white, 0.03) << f;
+    }
+    if (fs::path(f).extension() == ".svg") {
+      ++svgs;
+      std::string why;
+      auto svg = mimic::test::read_bytes(path);
+      EXPECT_TRUE(well_formed_xml(svg, &why)) << f << ": " << why;
+      EXPECT_NE(svg.find("<svg"), std::string::npos) << f;
+    }
+  }
+  // heatmaps of layers 0 and 1 (first, middle = last), entropy, monotonicity, KL grid
+  EXPECT_EQ(pngs, 5);
+  EXPECT_EQ(svgs, 5);
+  // the page links exactly files that exist, and every figure
+  auto html = mimic::test::read_bytes((out / "report.html").string());
+  std::regex link("(src|href)=\"([^\"]+)\"");
+  std::set<std::string> linked;
+  for (std::sregex_iterator it(html.begin(), html.end(), link), end; it != end; ++it) {
+    const std::string target = (*it)[2];
+    if (target[0] == '#') continue;  // a place on the page itself
+    EXPECT_EQ(target.find("://"), std::string::npos) << "network link " << target;
+    EXPECT_TRUE(fs::exists(out / target)) << "broken link " << target;
+    linked.insert(target);
+  }
+  for (const auto& f : r.files)
+    if (f != "report.html") EXPECT_TRUE(linked.count(f)) << f << " is not linked from report.html";
+}
+
+TEST(Report, BidirectionalPaddedRecordAndChosenHeads) {
+  TempDir dir;
+  auto o = options(dir.file("out"));
+  o.record = tiny_record("bert-mlm");
+  o.baselines = {"performer", "relu"};
+  o.heads = "1";
+  o.layers = "1";
+  o.samples = 3;  // the last sample is padded
+  o.plot_sample = mimic::record::RecordReader(o.record).samples() - 1;
+  auto r = mimic::report::report(o);
+  EXPECT_EQ(r.heads, (std::vector<int64_t>{1}));
+  EXPECT_EQ(r.rows.size(), 3u * 1 * 2);
+  for (const auto& x : r.rows) {
+    EXPECT_TRUE(x.at("entropy").is_number()) << x.dump();
+    EXPECT_GT(x.at("top_k_mass").get<double>(), 0.0);
+    EXPECT_LE(x.at("top_k_mass").get<double>(), 1.0 + 1e-6);
+  }
+  EXPECT_FALSE(r.rows[0].at("entropy").get<double>() > r.uniform_entropy + 1e-9);  // nothing beats uniform weights
+  EXPECT_TRUE(fs::exists(fs::path(o.out) / "heatmaps_layer01.png"));
+  EXPECT_TRUE(fs::exists(fs::path(o.out) / "kl_grid.svg"));
+}
+
+TEST(Report, ErrorsAreClear) {
+  TempDir dir;
+  auto o = options(dir.file("out"));
+  o.baselines = {"nope"};
+  EXPECT_MIMIC_ERROR(mimic::report::report(o), "nope");
+  o.baselines = {};
+  o.layers = "5";
+  EXPECT_MIMIC_ERROR(mimic::report::report(o), "--layers");
+  o.layers = "all";
+  o.heads = "0-9";
+  EXPECT_MIMIC_ERROR(mimic::report::report(o), "--heads '0-9'");
+  o.heads = "all";
+  o.plot_sample = 0;  // not among the last 10%
+  EXPECT_MIMIC_ERROR(mimic::report::report(o), "--plot-sample 0");
+  o.plot_sample = -1;
+  o.maps = {dir.file("missing.safetensors")};
+  EXPECT_MIMIC_ERROR(mimic::report::report(o), "no file");
+}
+
+TEST(ReportCli, HelpJsonAndHeadlessChromium) {
+  auto help = mimic::test::mimic_cli("report --help");
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("--baseline"), std::string::npos);
+  TempDir dir;
+  auto run = mimic::test::mimic_cli("report --record " + tiny_record("gpt2-prefixed") + " --maps hh=" + tiny_maps() +
+                                    " --baseline elu --out " + dir.file("out") + " --json --threads 1");
+  ASSERT_EQ(run.code, 0) << run.err;
+  auto j = nlohmann::json::parse(run.out);
+  EXPECT_EQ(j.at("sources")[1].at("name"), "hh");
+  auto bad = mimic::test::mimic_cli("report --record " + tiny_record("gpt2-prefixed") + " --baseline nope --out " + dir.file("x"));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+
+  // the page renders in a real browser: headless Chromium's screenshot is not blank
+  if (std::system("command -v chromium >/dev/null 2>&1") != 0) GTEST_SKIP() << "chromium is not installed (tools/setup.sh installs it)";
+  const std::string shot = dir.file("shot.png");
+  const std::string cmd = "chromium --headless --disable-gpu --no-sandbox --hide-scrollbars --screenshot=" + shot +
+                          " --window-size=1200,1600 file://" + fs::absolute(dir.file("out/report.html")).string() + " >" +
+                          dir.file("chromium.log") + " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << mimic::test::read_bytes(dir.file("chromium.log"));
+  auto p = read_png(shot);
+  EXPECT_EQ(p.width, 1200);
+  EXPECT_GT(p.variance, 50.0);
+  EXPECT_GT(p.non_white, 0.02);  // text, tables and the first figure
+}

@@ -1,0 +1,66 @@
+// mimic report --record FILE.h5 [--maps A.safetensors ... --baseline elu ... --model DIR] --out DIR — entropy, KL,
+// CE, monotonicity and top-k mass of linear attention against its softmax teacher, per layer and head: CSV, JSON,
+// figures (PNG + SVG) and report.html. docs/report.md.
+#include <cmath>
+#include <cstdio>
+
+#include "attention/feature_map.h"
+#include "cli.h"
+#include "report/report.h"
+
+namespace mimic::cli {
+namespace {
+
+struct ReportArgs {
+  Common common;
+  report::ReportOptions o;
+};
+
+void run(ReportArgs& a) {
+  start(a.common);
+  a.o.seed = a.common.seed;
+  a.o.progress = !a.common.json;
+  if (!a.o.model.empty()) a.o.model = resolve_model_dir(a.o.model);
+  auto r = report::report(a.o);
+  if (a.common.json) return print_json(r.to_json());
+  std::printf("%-24s %6s %9s %9s %9s %9s\n", "source (mean of layers)", "", "entropy", "KL", "spearman", "top-k");
+  for (const auto& s : r.sources) {
+    const auto name = s.at("name").get<std::string>();
+    double e = 0, kl = 0, rho = 0, top = 0, n = 0;
+    for (const auto& row : r.rows)
+      if (row.at("source") == name && row.at("head") == -1 && !row.at("spearman").is_null()) {
+        auto get = [&](const char* k) { return row.at(k).is_null() ? NAN : row.at(k).get<double>(); };
+        e += get("entropy"), kl += get("kl"), rho += get("spearman"), top += get("top_k_mass"), n += 1;
+      }
+    std::printf("%-24s %6s %9.4f %9.4f %9.4f %9.4f\n", name.c_str(), "", e / n, kl / n, rho / n, top / n);
+  }
+  std::printf("%zu samples, %zu layers, %zu heads: %zu files in %s (open report.html), %.1f s\n", r.samples.size(), r.layers.size(),
+              r.heads.size(), r.files.size(), r.out.c_str(), r.seconds);
+}
+
+}  // namespace
+
+void register_report(CLI::App& app) {
+  auto a = std::make_shared<ReportArgs>();
+  std::string maps;
+  for (const auto& m : attention::feature_maps()) maps += (maps.empty() ? "" : ", ") + m.name;
+  auto* sub = app.add_subcommand("report", "Entropy, KL and monotonicity of linear attention against softmax: tables, figures, report.html");
+  sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)")->required();
+  sub->add_option("--maps", a->o.maps, "A distill output to compare (repeatable; LABEL=FILE names it)");
+  sub->add_option("--baseline", a->o.baselines, "An untrained feature map to compare (repeatable): " + maps);
+  sub->add_option("--model", a->o.model, "A converted model directory: its linear-attention layers");
+  sub->add_option("--out", a->o.out, "Output directory")->required();
+  sub->add_option("--samples", a->o.samples, "Report the last N samples of the record (0: the last 10%, what distill holds out)")
+      ->capture_default_str();
+  sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str();
+  sub->add_option("--heads", a->o.heads, "Heads: all, or a list like 0-3")->capture_default_str();
+  sub->add_option("--top-k", a->o.top_k, "k of the top-k mass")->capture_default_str();
+  sub->add_option("--plot-sample", a->o.plot_sample, "Record index of the sample drawn (default: the first reported)");
+  sub->add_option("--plot-layers", a->o.plot_layers, "Layers drawn (default: first, middle and last)");
+  sub->add_option("--plot-heads", a->o.plot_heads, "Heads drawn in the heatmaps (default: the first 4; the first one also in the monotonicity plot)");
+  sub->add_option("--plot-tokens", a->o.plot_tokens, "Heatmaps show the first N queries and keys")->capture_default_str();
+  add_common_options(*sub, a->common);
+  sub->callback([a]() { run(*a); });
+}
+
+}  // namespace mimic::cli
