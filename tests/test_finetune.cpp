@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "attention/linear_kernel.h"
 #include "core/paths.h"
@@ -18,6 +19,7 @@
 #include "io/tensor_store.h"
 #include "models/model.h"
 #include "models/networks.h"
+#include "text/tokenizer.h"
 #include "test_util.h"
 
 using namespace mimic;
@@ -67,6 +69,14 @@ void convert_all(models::Model& m) {
     m.set_attention_kernel(l, attention::make_attention_kernel("linear", c.to_json(), s.n_head, s.d_model / s.n_head));
 }
 
+// The tiny GPT-2 converted (every layer) and saved: a converted model directory.
+std::string tiny_converted_gpt2(const TempDir& dir, const std::string& base) {
+  auto m = models::load_model(base);
+  convert_all(*m);
+  m->save(dir.file("converted"));
+  return dir.file("converted");
+}
+
 std::set<std::string> names_of(const std::vector<std::pair<std::string, at::Tensor>>& params) {
   std::set<std::string> out;
   for (const auto& [n, t] : params) out.insert(n);
@@ -92,7 +102,7 @@ models::ForwardInputs some_tokens(int64_t vocab, int64_t t = 12) {
 TEST(FinetuneLm, LowersValidationLossAndScoresTheTeacher) {
   TempDir dir;
   auto base = tiny_gpt2(dir);
-  auto o = lm_options(base, dir.file("out"), 30);
+  auto o = lm_options(base, dir.file("out"), 20);
   o.teacher_dir = base;
   auto r = ft::finetune_lm(o);
   ASSERT_TRUE(r.teacher.has_value());
@@ -105,29 +115,113 @@ TEST(FinetuneLm, LowersValidationLossAndScoresTheTeacher) {
   EXPECT_EQ(models::load_model(dir.file("out"))->summary().model_type, "gpt2");
 }
 
-// Stopped after 7 steps (the step-4 checkpoint survives), then rerun: the final checkpoint and model equal an
-// uninterrupted run's bit for bit — plain, with LoRA, and converted (linear attention, chunked form).
+// Stopped after 3 steps (the step-2 checkpoint survives), then rerun: the final checkpoint and model equal an
+// uninterrupted run's bit for bit — a converted model (linear attention, chunked form, every parameter) and a
+// plain one with LoRA.
 TEST(FinetuneLm, ResumeIsBitIdentical) {
   TempDir dir;
   auto base = tiny_gpt2(dir);
+  auto converted = tiny_converted_gpt2(dir, base);
   for (int variant = 0; variant < 2; ++variant) {
-    SCOPED_TRACE(variant == 0 ? "plain" : "LoRA");
+    SCOPED_TRACE(variant == 0 ? "converted" : "LoRA");
     const std::string tag = std::to_string(variant);
-    auto o = lm_options(base, dir.file("full" + tag), 10);
+    auto o = lm_options(variant == 0 ? converted : base, dir.file("full" + tag), 6);
+    o.train.checkpoint_every = 2;
+    o.train.eval_every = 3;
     if (variant == 1) o.lora.rank = 4;
     ft::finetune_lm(o);
     auto stopped = o;
     stopped.train.out_dir = dir.file("stopped" + tag);
-    stopped.train.stop_after = 7;
+    stopped.train.stop_after = 3;
     auto first = ft::finetune_lm(stopped);
     EXPECT_TRUE(first.train.stopped);
     EXPECT_FALSE(std::filesystem::exists(dir.file("stopped" + tag + "/last")));
     stopped.train.stop_after = 0;
     auto second = ft::finetune_lm(stopped);
-    EXPECT_EQ(second.train.resumed_from, 4);
+    EXPECT_EQ(second.train.resumed_from, 2);
     expect_same_checkpoints(dir.file("full" + tag + "/checkpoint.safetensors"), dir.file("stopped" + tag + "/checkpoint.safetensors"));
     expect_same_checkpoints(dir.file("full" + tag + "/last/model.safetensors"), dir.file("stopped" + tag + "/last/model.safetensors"));
   }
+}
+
+// A converted GPT-2 (hedgehog + SLA gates in every layer, chunk 8 < 32 tokens: the chunked form) finetunes
+// with finite, falling loss; the output is a converted directory that reloads to the scores the run measured.
+// With --train feature-maps only the kernels change: every tensor of the teacher is kept bit for bit.
+TEST(FinetuneLm, ConvertedModelFinetunesSavesAndReloads) {
+  TempDir dir;
+  auto converted = tiny_converted_gpt2(dir, tiny_gpt2(dir));
+  auto o = lm_options(converted, dir.file("all"), 12);
+  o.train.log_every = 2;
+  auto r = ft::finetune_lm(o);
+  std::vector<double> losses;
+  std::istringstream log(mimic::test::read_bytes(dir.file("all/log.jsonl")));
+  for (std::string line; std::getline(log, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) losses.push_back(j["loss"].get<double>());
+  }
+  ASSERT_EQ(losses.size(), 6u);
+  for (double l : losses) EXPECT_TRUE(std::isfinite(l));
+  EXPECT_LT(losses.back(), losses.front() - 0.5);
+  auto reloaded = models::load_model(dir.file("all"));
+  EXPECT_EQ(models::attention_summary(*reloaded), models::attention_summary(*models::load_model(converted)));
+  EXPECT_NEAR(r.student.validation_loss, r.train.best_eval, 1e-5);
+  auto mimic_json = nlohmann::json::parse(mimic::test::read_bytes(dir.file("all/mimic.json")));
+  EXPECT_EQ(mimic_json["provenance"]["finetuning"].size(), 1u);
+
+  auto maps = lm_options(converted, dir.file("maps"), 4);
+  maps.train_set = ft::TrainSet::FeatureMaps;
+  maps.train.eval_every = 0;
+  ft::finetune_lm(maps);
+  auto a = io::TensorStore::open_dir(converted);
+  auto b = io::TensorStore::open_dir(dir.file("maps/last"));
+  ASSERT_EQ(a.names(), b.names());
+  int kernels_changed = 0;
+  for (const auto& n : a.names()) {
+    if (n.rfind(models::kKernelPrefix, 0) == 0)
+      kernels_changed += !torch::equal(a.load(n), b.load(n));
+    else
+      EXPECT_TRUE(torch::equal(a.load(n), b.load(n))) << n;
+  }
+  EXPECT_EQ(kernels_changed, 2 * 6);
+}
+
+// Finetuned conversion of a classifier: a softmax BERT classifier is trained, converted to linear attention and
+// finetuned again with the softmax classifier as teacher; the teacher's scores are its own, the student
+// reloads as a converted classifier.
+TEST(FinetuneCls, ConvertedClassifierWithTeacher) {
+  TempDir dir;
+  mimic::test::write_word_decided_jsonl(dir.file("t.jsonl"));
+  ft::ClassifyOptions o;
+  o.model_dir = mimic::test::model_with_tokenizer("bert-mlm");
+  o.data = dir.file("t.jsonl");
+  o.seq_len = 16;
+  o.batch_size = 8;
+  o.train.steps = 20;
+  o.train.warmup = 2;
+  o.train.lr = 1e-2;
+  o.train.eval_every = 10;
+  o.train.out_dir = dir.file("softmax");
+  o.train.progress = false;
+  ft::finetune_classifier(o);
+  auto teacher = models::load_model(dir.file("softmax"));
+  convert_all(*teacher);
+  teacher->save(dir.file("converted"));
+  auto c = o;
+  c.model_dir = dir.file("converted");
+  c.teacher_dir = dir.file("softmax");
+  c.train.out_dir = dir.file("student");
+  auto r = ft::finetune_classifier(c);
+  ASSERT_TRUE(r.teacher.has_value());
+  auto tok = text::load_tokenizer(dir.file("softmax"));
+  auto data = data::load_classification(dir.file("t.jsonl"));
+  auto direct = ft::evaluate_classifier(*models::load_model(dir.file("softmax")), *tok, data.validation, 2, 16, 8);
+  EXPECT_EQ(r.teacher->validation.accuracy, direct.metrics.accuracy);
+  EXPECT_EQ(r.teacher->validation.confusion, direct.metrics.confusion);
+  auto student = models::load_model(dir.file("student"));
+  EXPECT_EQ(student->summary().head, "cls");
+  EXPECT_EQ(student->attention_kernel(0)->kind(), "linear");
+  auto again = ft::evaluate_classifier(*student, *tok, data.validation, 2, 16, 8);
+  EXPECT_EQ(again.metrics.confusion, r.student.validation.confusion);
 }
 
 // Each --train selection: exactly the named parameters train (and get gradients); the others get none.
@@ -328,4 +422,3 @@ TEST(FinetuneCli, LmWithLoraAndTeacher) {
                                      " --data moby-dick --out " + dir.file("y"));
   EXPECT_NE(bert.err.find("finetunes a causal LM (GPT-2)"), std::string::npos) << bert.err;
 }
-

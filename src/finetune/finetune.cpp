@@ -72,6 +72,9 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
   MIMIC_CHECK(!o.freeze_embeddings || embeddings > 0, o.model_dir, ": no embedding tensors to freeze");
   if (lora)
     for (auto& t : lora->lora_parameters()) p.trainable.push_back(t);
+  // Converted models keep their history in mimic.json: this run joins it.
+  nlohmann::json run = {{"from", o.model_dir}, {"train", describe_trainable(o)}, {"steps", o.train.steps}, {"lr", o.train.lr}};
+  p.model->provenance()["finetuning"].push_back(run);
   MIMIC_CHECK(!p.trainable.empty(), o.model_dir, ": nothing to train with --train ", train_set_name(set),
               set == TrainSet::FeatureMaps ? " (the model has no linear-attention kernels: convert it first, or use --train all|attention)" : "");
   return p;

@@ -59,6 +59,8 @@ class LoraModel : public models::Model {
   void set_attention_capture(int64_t layer, attention::AttentionCapture* capture) override {
     base_->set_attention_capture(layer, capture);
   }
+  nlohmann::json& provenance() override { return base_->provenance(); }
+  const nlohmann::json& provenance() const override { return base_->provenance(); }
 
   struct Adapter;
 
