@@ -45,7 +45,7 @@ stage bert-mini "$MIMIC" pretrain --arch bert --config "$root/recipes/configs/be
 # classifiers then share bert-mini's embedding shard byte for byte); labels and splits: docs/data.md.
 for task in spam sotu-era; do
   stage "bert-mini-$task" "$MIMIC" finetune --task cls --model "$OUT/bert-mini" --data "$task" --freeze-embeddings \
-    --seq-len 256 --batch-size 16 --steps "$cls_steps" --warmup $(( cls_steps / 10 + 1 )) --lr 1e-4 \
+    --seq-len 256 --batch-size 16 --steps "$cls_steps" --warmup $(( cls_steps / 10 + 1 )) --lr 1e-4 --weight-decay 0.01 --min-lr-ratio 0.1 \
     --eval-every "$eval_every" --checkpoint-every 25 --out "$OUT/bert-mini-$task" "${common[@]}"
 done
 

@@ -132,7 +132,7 @@ TEST(ClassificationFinetune, LearnsAWordDecidedTask) {
   o.train.out_dir = dir.file("out");
   o.train.progress = false;
   auto r = finetune::finetune_classifier(o);
-  EXPECT_EQ(r.validation.accuracy, 1.0);
+  EXPECT_EQ(r.student.validation.accuracy, 1.0);
   auto model = models::load_model(dir.file("out"));
   EXPECT_EQ(model->summary().head, "cls");
   EXPECT_EQ(model->summary().num_labels, 2);

@@ -1,62 +1,178 @@
-// mimic finetune --task cls --model DIR --data spam|sotu-era|FILE --out DIR — finetune a BERT classifier.
+// mimic finetune --task lm|cls --model DIR --data ... --out DIR — finetune a GPT-2 (causal LM) or a BERT
+// classifier, plain or converted: every parameter, the attention blocks, the feature maps, or LoRA.
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli.h"
+#include "core/error.h"
 #include "finetune/classify.h"
+#include "finetune/lm.h"
 
 namespace mimic::cli {
 namespace {
 
 struct FinetuneArgs {
   Common common;
-  std::string task = "cls";
-  finetune::ClassifyOptions o;
+  std::string task;
+  std::string preset;  // empty: by task (lm: gpt2, cls: bert)
+  std::string train_set;
+  std::string data;
+  finetune::FinetuneOptions f;
+  std::optional<double> lr, weight_decay, min_lr_ratio;
+  std::optional<int64_t> batch_size, seq_len;
+  int64_t eval_batches = 10;
+  bool test = false;
+  bool resume = false;
 };
 
 nlohmann::json metrics_json(const eval::ClassificationMetrics& m) {
   return {{"n", m.n}, {"accuracy", m.accuracy}, {"f1", m.f1}, {"mcc", m.mcc}, {"confusion", m.confusion}};
 }
 
+nlohmann::json scores_json(const finetune::ClassifyScores& s) {
+  return {{"validation", metrics_json(s.validation)}, {"test", metrics_json(s.test)}};
+}
+
+nlohmann::json scores_json(const finetune::LmScores& s) {
+  nlohmann::json j = {{"validation", {{"loss", s.validation_loss}, {"perplexity", s.validation_perplexity}}}};
+  if (s.test) j["test"] = {{"perplexity", s.test->perplexity}, {"nll", s.test->nll}, {"predicted", s.test->predicted}};
+  return j;
+}
+
+// "student    teacher" columns; the teacher's column only when there is one.
+void print_row(const char* label, double student, const std::optional<double>& teacher, const char* fmt = "%12.4f") {
+  std::printf("  %-22s", label);
+  std::printf(fmt, student);
+  if (teacher) std::printf(fmt, *teacher);
+  std::printf("\n");
+}
+
+void print_header(bool teacher) { std::printf("  %-22s%12s%s\n", "", "student", teacher ? "     teacher" : ""); }
+
 void run(FinetuneArgs& a) {
   start(a.common);
-  a.o.seed = a.common.seed;
-  auto r = finetune::finetune_classifier(a.o);
-  nlohmann::json j = {{"out", a.o.train.out_dir},         {"steps", r.train.steps},
-                      {"resumed_from", r.train.resumed_from}, {"best_step", r.train.best_step},
-                      {"best_validation_loss", r.train.best_eval}, {"seconds", r.train.seconds},
-                      {"validation", metrics_json(r.validation)}, {"test", metrics_json(r.test)}};
+  auto& f = a.f;
+  f.seed = a.common.seed;
+  auto p = finetune::preset(a.preset.empty() ? (a.task == "lm" ? "gpt2" : "bert") : a.preset);
+  f.train.lr = a.lr.value_or(p.lr);
+  f.train.adam.weight_decay = a.weight_decay.value_or(p.weight_decay);
+  f.train.min_lr_ratio = a.min_lr_ratio.value_or(p.min_lr_ratio);
+  if (!a.train_set.empty()) f.train_set = finetune::train_set_from_name(a.train_set);
+  if (a.resume)
+    MIMIC_CHECK(std::filesystem::exists(f.train.out_dir + "/checkpoint.safetensors"), "--resume: no checkpoint in ", f.train.out_dir);
+  MIMIC_CHECK(!(a.resume && f.train.fresh), "give --resume or --fresh, not both");
+
+  train::TrainResult tr;
+  nlohmann::json student, teacher;
+  if (a.task == "lm") {
+    finetune::LmOptions o;
+    static_cast<finetune::FinetuneOptions&>(o) = f;
+    o.corpus = a.data;
+    o.seq_len = a.seq_len.value_or(256);
+    o.batch_size = a.batch_size.value_or(8);
+    o.eval_batches = a.eval_batches;
+    o.test = a.test;
+    auto r = finetune::finetune_lm(o);
+    tr = r.train;
+    student = scores_json(r.student);
+    if (r.teacher) teacher = scores_json(*r.teacher);
+  } else {
+    MIMIC_CHECK(!a.test, "--test is for --task lm (cls always scores the test split when the data has one)");
+    finetune::ClassifyOptions o;
+    static_cast<finetune::FinetuneOptions&>(o) = f;
+    o.data = a.data;
+    o.seq_len = a.seq_len.value_or(128);
+    o.batch_size = a.batch_size.value_or(16);
+    auto r = finetune::finetune_classifier(o);
+    tr = r.train;
+    student = scores_json(r.student);
+    if (r.teacher) teacher = scores_json(*r.teacher);
+  }
+
+  nlohmann::json j = {{"out", f.train.out_dir},
+                      {"task", a.task},
+                      {"trainable", finetune::describe_trainable(f)},
+                      {"lr", f.train.lr},
+                      {"weight_decay", f.train.adam.weight_decay},
+                      {"min_lr_ratio", f.train.min_lr_ratio},
+                      {"steps", tr.steps},
+                      {"resumed_from", tr.resumed_from},
+                      {"best_step", tr.best_step},
+                      {"best_validation_loss", std::isfinite(tr.best_eval) ? nlohmann::json(tr.best_eval) : nlohmann::json()},
+                      {"last_loss", tr.last_loss},
+                      {"seconds", tr.seconds},
+                      {"tokens_per_second", tr.tokens_per_second}};
+  j.update(student);
+  if (!teacher.is_null()) j["teacher"] = teacher;
   if (a.common.json) return print_json(j);
-  std::printf("finetuned %lld steps in %.0f s; best validation loss %.4f at step %lld\n", static_cast<long long>(r.train.steps),
-              r.train.seconds, r.train.best_eval, static_cast<long long>(r.train.best_step));
-  for (auto [name, m] : {std::pair{"validation", r.validation}, std::pair{"test", r.test}})
-    std::printf("%-10s n=%lld  accuracy %.4f  F1 %.4f  MCC %.4f\n", name, static_cast<long long>(m.n), m.accuracy, m.f1, m.mcc);
+
+  std::printf("finetuned %lld steps (resumed from %lld) in %.0f s, %.0f tok/s; trainable: %s; best validation loss %.4f at step %lld\n",
+              static_cast<long long>(tr.steps), static_cast<long long>(tr.resumed_from), tr.seconds, tr.tokens_per_second,
+              finetune::describe_trainable(f).c_str(), tr.best_eval, static_cast<long long>(tr.best_step));
+  const bool t = !teacher.is_null();
+  auto teacher_at = [&](const nlohmann::json::json_pointer& ptr) -> std::optional<double> {
+    if (!t || !teacher.contains(ptr)) return std::nullopt;
+    return teacher.at(ptr).get<double>();
+  };
+  print_header(t);
+  using ptr = nlohmann::json::json_pointer;
+  if (a.task == "lm") {
+    print_row("validation perplexity", student["validation"]["perplexity"], teacher_at(ptr("/validation/perplexity")), "%12.2f");
+    if (student.contains("test"))
+      print_row("test perplexity", student["test"]["perplexity"], teacher_at(ptr("/test/perplexity")), "%12.2f");
+  } else {
+    for (const char* split : {"validation", "test"}) {
+      if (student[split]["n"] == 0) continue;
+      for (const char* m : {"accuracy", "f1", "mcc"}) {
+        std::string label = std::string(split) + " " + (std::string(m) == "f1" ? "F1" : std::string(m) == "mcc" ? "MCC" : m);
+        print_row(label.c_str(), student[split][m], teacher_at(ptr(std::string("/") + split + "/" + m)));
+      }
+    }
+  }
+  std::printf("model written to %s (best by validation loss), %s/last (last step)\n", f.train.out_dir.c_str(), f.train.out_dir.c_str());
 }
 
 }  // namespace
 
 void register_finetune(CLI::App& app) {
   auto a = std::make_shared<FinetuneArgs>();
-  a->o.train.steps = 500;
-  a->o.train.warmup = 50;
-  a->o.train.lr = 1e-4;
-  a->o.train.eval_every = 100;
-  a->o.train.adam.weight_decay = 0.01;
-  auto* sub = app.add_subcommand("finetune", "Finetune a model on a task (cls: BERT sequence classification)");
-  sub->add_option("--task", a->task, "Task: cls")->capture_default_str()->check(CLI::IsMember({"cls"}));
-  sub->add_option("--model", a->o.model_dir, "Model directory (a BERT, e.g. MLM-pretrained)")->required()->transform(model_dir_arg());
-  sub->add_option("--data", a->o.data, "spam, sotu-era, or a JSON-lines file of {text, label[, split]}")->required();
-  sub->add_option("--out", a->o.train.out_dir, "Output directory")->required();
-  sub->add_option("--steps", a->o.train.steps, "Optimizer steps")->capture_default_str();
-  sub->add_option("--lr", a->o.train.lr, "Peak learning rate")->capture_default_str();
-  sub->add_option("--warmup", a->o.train.warmup, "Warm-up steps")->capture_default_str();
-  sub->add_option("--batch-size", a->o.batch_size, "Examples per micro-batch")->capture_default_str();
-  sub->add_option("--grad-accum", a->o.train.grad_accum, "Micro-batches per step")->capture_default_str();
-  sub->add_option("--seq-len", a->o.seq_len, "Tokens per example ([CLS] and [SEP] included)")->capture_default_str();
-  sub->add_option("--eval-every", a->o.train.eval_every, "Evaluate on the validation split every N steps")->capture_default_str();
-  sub->add_option("--checkpoint-every", a->o.train.checkpoint_every, "Checkpoint every N steps")->capture_default_str();
-  sub->add_flag("--freeze-embeddings", a->o.freeze_embeddings,
+  auto& t = a->f.train;
+  t.steps = 500;
+  t.warmup = 50;
+  t.eval_every = 100;
+  auto* sub = app.add_subcommand("finetune", "Finetune a model, plain or converted: GPT-2 causal LM (lm) or BERT sequence classification (cls)");
+  sub->add_option("--task", a->task, "lm (GPT-2, next-token prediction) or cls (BERT sequence classification)")
+      ->required()->check(CLI::IsMember({"lm", "cls"}));
+  sub->add_option("--model", a->f.model_dir, "Model directory or embedded model (plain or converted)")->required()->transform(model_dir_arg());
+  sub->add_option("--data", a->data, "lm: all, sotu or moby-dick; cls: spam, sotu-era, or a JSON-lines file of {text, label[, split]}")->required();
+  sub->add_option("--out", t.out_dir, "Output directory (model = best, last/, checkpoint, log)")->required();
+  sub->add_option("--preset", a->preset, "Hyper-parameters of the Hedgehog paper: gpt2 (lr 6e-4, weight decay 0.01) or bert "
+                                         "(lr 1e-5, weight decay 0, cosine to 0); default: gpt2 for lm, bert for cls; flags override")
+      ->check(CLI::IsMember({"gpt2", "bert"}));
+  sub->add_option("--train", a->train_set, "What trains: all, attention (q, k, v, o projections + kernels) or feature-maps (kernels only); "
+                                           "default all, or feature-maps with --lora")
+      ->check(CLI::IsMember({"all", "attention", "feature-maps"}));
+  sub->add_option("--lora", a->f.lora.rank, "LoRA rank on the q, k, v, o projections (0: off); merged into the weights on export")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--lora-alpha", a->f.lora.alpha, "LoRA alpha (scale alpha/rank; default: the rank, scale 1)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--teacher", a->f.teacher_dir, "Evaluate this model on the same data at the end, side by side")->transform(model_dir_arg());
+  sub->add_option("--steps", t.steps, "Optimizer steps")->capture_default_str();
+  sub->add_option("--lr", a->lr, "Peak learning rate (default: the preset's)");
+  sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay, not on biases and norms (default: the preset's)");
+  sub->add_option("--min-lr-ratio", a->min_lr_ratio, "Cosine decay floor as a fraction of --lr (default: the preset's)");
+  sub->add_option("--warmup", t.warmup, "Warm-up steps")->capture_default_str();
+  sub->add_option("--batch-size", a->batch_size, "Sequences (lm, default 8) or examples (cls, default 16) per micro-batch");
+  sub->add_option("--grad-accum", t.grad_accum, "Micro-batches per step")->capture_default_str();
+  sub->add_option("--seq-len", a->seq_len, "Tokens per sequence (lm, default 256) or example, [CLS] and [SEP] included (cls, default 128)");
+  sub->add_option("--eval-every", t.eval_every, "Evaluate on the validation split every N steps")->capture_default_str();
+  sub->add_option("--eval-batches", a->eval_batches, "lm: validation batches per evaluation")->capture_default_str();
+  sub->add_option("--checkpoint-every", t.checkpoint_every, "Checkpoint every N steps")->capture_default_str();
+  sub->add_flag("--test", a->test, "lm: also score the test split at the end (strided windows, as mimic eval)");
+  sub->add_flag("--freeze-embeddings", a->f.freeze_embeddings,
                 "Keep the embeddings (word, position, token type, their LayerNorm) as loaded: not trained, bit-identical to the base model's");
-  sub->add_flag("--fresh", a->o.train.fresh, "Ignore an existing checkpoint and start over");
+  sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
+  sub->add_flag("--fresh", t.fresh, "Ignore an existing checkpoint and start over");
   add_common_options(*sub, a->common);
   sub->callback([a]() { run(*a); });
 }

@@ -2,11 +2,8 @@
 
 #include <torch/torch.h>
 
-#include <filesystem>
-
-#include "data/batches.h"
-
 #include "core/error.h"
+#include "data/batches.h"
 #include "models/model.h"
 #include "text/tokenizer.h"
 
@@ -71,6 +68,7 @@ ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& to
 }
 
 ClassifyResult finetune_classifier(const ClassifyOptions& o) {
+  torch::manual_seed(o.seed);  // dropout draws from the global generator: a run is a function of its seed
   auto data = data::load_classification(o.data);
   MIMIC_CHECK(!data.train.empty() && !data.validation.empty(), "data set '", o.data, "' needs train and validation examples");
   auto tok = text::load_tokenizer(o.model_dir);
@@ -79,8 +77,15 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   lo.head = "cls";
   lo.labels = data.labels;
   lo.seed = o.seed;
-  auto model = models::load_model(o.model_dir, lo);
+  auto prepared = prepare(models::load_model(o.model_dir, lo), o);
+  auto& model = prepared.model;
   const int64_t k = static_cast<int64_t>(data.labels.size());
+  auto teacher = load_teacher(o, *model);
+  if (teacher) {
+    auto s = teacher->summary();
+    MIMIC_CHECK(s.head == "cls" && s.num_labels == k, "teacher ", o.teacher_dir, " is not a classifier with the data's ", k,
+                " labels (head '", s.head, "', ", s.num_labels, " labels)");
+  }
 
   // Tokenize the training set once; the order of examples is shuffled per epoch by (seed, epoch).
   std::vector<std::vector<int64_t>> train_ids;
@@ -96,16 +101,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   };
 
   train::TrainTask task;
-  int64_t frozen = 0;
-  for (const auto& p : model->module().named_parameters()) {
-    if (o.freeze_embeddings && models::is_embedding(p.key())) {
-      p.value().set_requires_grad(false);
-      ++frozen;
-      continue;
-    }
-    task.params.emplace_back(p.key(), p.value());
-  }
-  MIMIC_CHECK(!o.freeze_embeddings || frozen > 0, o.model_dir, ": no embedding tensors to freeze");
+  bind(task, prepared);
   task.micro_batch_loss = [&]() {
     std::vector<std::vector<int64_t>> ids;
     std::vector<int64_t> labels;
@@ -123,32 +119,29 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
     return torch::nn::functional::cross_entropy(model->forward(b.in).logits, b.labels);
   };
   task.evaluate = [&]() { return evaluate_classifier(*model, *tok, data.validation, k, o.seq_len, o.batch_size).loss; };
-  task.set_training = [&](bool on) { model->module().train(on); };
   task.data_state = [&]() { return nlohmann::json{{"epoch", epoch}, {"index", index}}; };
   task.restore_data_state = [&](const nlohmann::json& j) {
     epoch = j.at("epoch").get<int64_t>();
     index = j.at("index").get<int64_t>();
   };
-  task.export_model = [&](const std::string& dir) { model->save(dir); };
 
   train::TrainOptions t = o.train;
   t.tokens_per_micro_batch = o.batch_size * o.seq_len;
-  t.fingerprint = {{"task", "cls"},         {"model", o.model_dir}, {"data", o.data},   {"seq_len", o.seq_len},
-                   {"batch_size", o.batch_size}, {"seed", o.seed},     {"steps", t.steps}, {"lr", t.lr},
-                   {"warmup", t.warmup},    {"grad_accum", t.grad_accum}};
-  // Only when set, so that checkpoints of runs without it still resume; a frozen run's checkpoint holds
-  // parameters and optimizer moments of the trainable tensors only and never resumes an unfrozen run.
-  if (o.freeze_embeddings) t.fingerprint["freeze_embeddings"] = true;
+  t.fingerprint = fingerprint(o);
+  t.fingerprint.update({{"task", "cls"}, {"data", o.data}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size}});
   ClassifyResult r;
   r.train = train::train(task, t);
-  // Metrics of the best model (by validation loss), which also becomes the output directory itself.
-  std::string best = t.out_dir + "/best";
-  auto best_model = models::load_model(best);
-  for (const auto& e : std::filesystem::directory_iterator(best))
-    std::filesystem::copy_file(e.path(), std::filesystem::path(t.out_dir) / e.path().filename(),
-                               std::filesystem::copy_options::overwrite_existing);
-  r.validation = evaluate_classifier(*best_model, *tok, data.validation, k, o.seq_len, o.batch_size).metrics;
-  if (!data.test.empty()) r.test = evaluate_classifier(*best_model, *tok, data.test, k, o.seq_len, o.batch_size).metrics;
+  if (r.train.stopped) return r;
+  // Metrics of the best model (by validation loss) as saved, which also becomes the output directory itself.
+  train::promote_best(t.out_dir);
+  auto score = [&](models::Model& m) {
+    ClassifyScores s;
+    s.validation = evaluate_classifier(m, *tok, data.validation, k, o.seq_len, o.batch_size).metrics;
+    if (!data.test.empty()) s.test = evaluate_classifier(m, *tok, data.test, k, o.seq_len, o.batch_size).metrics;
+    return s;
+  };
+  r.student = score(*models::load_model(t.out_dir));
+  if (teacher) r.teacher = score(*teacher);
   return r;
 }
 

@@ -5,30 +5,30 @@
 
 #include "data/classification.h"
 #include "eval/metrics.h"
-#include "train/trainer.h"
+#include "finetune/finetune.h"
 
 namespace mimic::models { class Model; }
 namespace mimic::text { class Tokenizer; }
 
 namespace mimic::finetune {
 
-struct ClassifyOptions {
-  std::string model_dir;
+// model_dir: a BERT (MLM-pretrained, a classifier, or either converted); a classifier's head is kept when
+// its labels match, created otherwise. teacher_dir: a classifier with the same labels.
+struct ClassifyOptions : FinetuneOptions {
   std::string data;          // spam | sotu-era | FILE.jsonl
   int64_t seq_len = 128;     // tokens per example, [CLS] and [SEP] included (longer texts are cut)
   int64_t batch_size = 16;
-  uint64_t seed = 0;
-  // Keep the embeddings group (models::is_embedding: word, position and token-type embeddings and their
-  // LayerNorm) as loaded: no gradients, not in the optimizer, so the result's embedding tensors are the
-  // base model's bit for bit.
-  bool freeze_embeddings = false;
-  train::TrainOptions train;
+};
+
+struct ClassifyScores {
+  eval::ClassificationMetrics validation;
+  eval::ClassificationMetrics test;  // n = 0 when the data has no test split
 };
 
 struct ClassifyResult {
   train::TrainResult train;
-  eval::ClassificationMetrics validation;  // of the best model
-  eval::ClassificationMetrics test;
+  ClassifyScores student;                 // of the best model (by validation loss), as saved
+  std::optional<ClassifyScores> teacher;  // with teacher_dir
 };
 
 ClassifyResult finetune_classifier(const ClassifyOptions& options);

@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <filesystem>
 #include <sstream>
 
 #include "core/error.h"
@@ -11,10 +10,9 @@
 #include "data/token_cache.h"
 #include "models/model.h"
 #include "text/tokenizer.h"
+#include "train/lm.h"
 
 namespace mimic::pretrain {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -87,11 +85,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
         b = mlm.make(raw);
       }
     }
-    if (gpt2) {
-      auto logits = model->forward({b.input_ids, b.attention_mask, {}}).logits;
-      return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), b.labels.reshape({-1}),
-                                                  torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
-    }
+    if (gpt2) return train::causal_lm_loss(*model, b);
     // Masked LM: the head runs only where a label exists (the same loss, ~7x less head compute).
     auto scored = b.labels.ne(-100);
     auto logits = model->forward({b.input_ids, b.attention_mask, {}, scored}).logits;
@@ -103,13 +97,9 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   task.micro_batch_loss = [&]() { return loss_of(batches.next(), nullptr); };
   task.evaluate = [&]() {
     // A fixed slice of the validation split (same blocks and masks every time).
-    data::PackedBatches val(val_cache, block, o.batch_size, /*seed=*/12345);
     std::mt19937_64 rng(777);
-    const int64_t n = std::min<int64_t>(o.eval_batches, val.blocks_per_epoch() / o.batch_size);
-    MIMIC_CHECK(n > 0, "the validation split is too small for one batch");
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += loss_of(val.next(), &rng).item<double>();
-    return sum / static_cast<double>(n);
+    return train::fixed_slice_mean(val_cache, block, o.batch_size, o.eval_batches,
+                                   [&](const data::LmBatch& b) { return loss_of(b, &rng).item<double>(); });
   };
   task.set_training = [&](bool on) { model->module().train(on); };
   task.data_state = [&]() {
@@ -130,10 +120,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
                    {"grad_accum", t.grad_accum}};
   auto result = train::train(task, t);
   // The output directory itself becomes a model directory (the best checkpoint by validation loss).
-  std::string best = t.out_dir + "/best";
-  if (fs::exists(best))
-    for (const auto& e : fs::directory_iterator(best))
-      fs::copy_file(e.path(), fs::path(t.out_dir) / e.path().filename(), fs::copy_options::overwrite_existing);
+  train::promote_best(t.out_dir);
   return result;
 }
 

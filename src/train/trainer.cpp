@@ -198,6 +198,12 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
       if (task.data_state) s.data = task.data_state();
       save_checkpoint(o.out_dir, task, opt, s, o);
     }
+    if (o.stop_after > 0 && done >= o.stop_after && done < o.steps) {
+      progress.finish();
+      r.steps = done;
+      r.stopped = true;
+      return r;
+    }
   }
   progress.finish();
   if (task.export_model) task.export_model(o.out_dir + "/last");
@@ -207,6 +213,13 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.tokens_per_second = r.seconds > 0 ? static_cast<double>(tokens) / r.seconds : 0;
   return r;
+}
+
+void promote_best(const std::string& out_dir) {
+  const fs::path best = fs::path(out_dir) / "best";
+  if (!fs::exists(best)) return;
+  for (const auto& e : fs::directory_iterator(best))
+    fs::copy_file(e.path(), fs::path(out_dir) / e.path().filename(), fs::copy_options::overwrite_existing);
 }
 
 }  // namespace mimic::train

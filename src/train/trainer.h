@@ -34,6 +34,9 @@ struct TrainOptions {
   NonFinite on_nonfinite = NonFinite::Stop;
   int64_t max_skips = 10;         // with Skip: consecutive skipped steps before stopping
   bool progress = true;
+  // > 0: return after this many steps as if the process were killed there (no export, no checkpoint
+  // beyond the regular ones), so that tests can resume an interrupted run.
+  int64_t stop_after = 0;
   // Settings that must match for a checkpoint to be resumed (model, data, seed...): stored in it.
   nlohmann::json fingerprint = nlohmann::json::object();
 };
@@ -52,6 +55,7 @@ struct TrainTask {
 struct TrainResult {
   int64_t steps = 0;
   int64_t resumed_from = 0;  // step the run resumed from (0: fresh)
+  bool stopped = false;      // ended by TrainOptions::stop_after
   double last_loss = 0;
   double best_eval = 0;
   int64_t best_step = 0;
@@ -65,5 +69,6 @@ struct TrainResult {
 // log.jsonl (one JSON object per logged step or evaluation), best/ and last/ (export_model output).
 TrainResult train(TrainTask& task, const TrainOptions& options);
 
-// Used by tests: the error raised on a non-finite loss names the step.
+// Makes out_dir itself a model directory: copies the files of out_dir/best (when it exists) into it.
+void promote_best(const std::string& out_dir);
 }  // namespace mimic::train

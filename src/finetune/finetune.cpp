@@ -1,0 +1,121 @@
+#include "finetune/finetune.h"
+
+#include <torch/torch.h>
+
+#include <sstream>
+
+#include "core/error.h"
+#include "models/model.h"
+
+namespace mimic::finetune {
+
+TrainSet train_set_from_name(const std::string& name) {
+  if (name == "all") return TrainSet::All;
+  if (name == "attention") return TrainSet::Attention;
+  if (name == "feature-maps") return TrainSet::FeatureMaps;
+  fail("unknown --train '", name, "' (all, attention or feature-maps)");
+}
+
+const char* train_set_name(TrainSet s) {
+  switch (s) {
+    case TrainSet::All: return "all";
+    case TrainSet::Attention: return "attention";
+    case TrainSet::FeatureMaps: return "feature-maps";
+  }
+  return "?";
+}
+
+Preset preset(const std::string& name) {
+  if (name == "gpt2") return {6e-4, 0.01, 0.1};
+  if (name == "bert") return {1e-5, 0.0, 0.0};
+  fail("unknown preset '", name, "' (gpt2 or bert)");
+}
+
+bool is_attention_projection(const std::string& n) {
+  // GPT-2: h.<i>.attn.c_attn / c_proj; BERT: encoder.layer.<i>.attention.self.{query,key,value}, attention.output.dense
+  return (n.rfind("h.", 0) == 0 && n.find(".attn.") != std::string::npos) || n.find(".attention.self.") != std::string::npos ||
+         n.find(".attention.output.dense.") != std::string::npos;
+}
+
+bool is_kernel_parameter(const std::string& n) { return n.rfind("kernels.", 0) == 0; }
+
+bool is_classifier_head(const std::string& n) { return n.rfind("classifier.", 0) == 0 || n.rfind("pooler.", 0) == 0; }
+
+Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o) {
+  Prepared p;
+  LoraModel* lora = nullptr;
+  if (o.lora.rank > 0) {
+    auto wrapped = std::make_unique<LoraModel>(std::move(model), o.lora, o.seed + 1);
+    lora = wrapped.get();
+    p.model = std::move(wrapped);
+  } else {
+    p.model = std::move(model);
+  }
+  const TrainSet set = o.effective_train_set();
+  int64_t embeddings = 0;
+  for (const auto& param : p.model->module().named_parameters()) {
+    const auto& name = param.key();
+    bool train = is_classifier_head(name) || set == TrainSet::All ||
+                 (set == TrainSet::Attention && (is_attention_projection(name) || is_kernel_parameter(name))) ||
+                 (set == TrainSet::FeatureMaps && is_kernel_parameter(name));
+    if (lora && lora->adapts(name)) train = false;
+    if (o.freeze_embeddings && models::is_embedding(name)) {
+      train = false;
+      ++embeddings;
+    }
+    param.value().set_requires_grad(train);
+    if (train)
+      p.trainable.emplace_back(name, param.value());
+    else
+      ++p.frozen;
+  }
+  MIMIC_CHECK(!o.freeze_embeddings || embeddings > 0, o.model_dir, ": no embedding tensors to freeze");
+  if (lora)
+    for (auto& t : lora->lora_parameters()) p.trainable.push_back(t);
+  // Converted models keep their history in mimic.json: this run joins it.
+  nlohmann::json run = {{"from", o.model_dir}, {"train", describe_trainable(o)}, {"steps", o.train.steps}, {"lr", o.train.lr}};
+  p.model->provenance()["finetuning"].push_back(run);
+  MIMIC_CHECK(!p.trainable.empty(), o.model_dir, ": nothing to train with --train ", train_set_name(set),
+              set == TrainSet::FeatureMaps ? " (the model has no linear-attention kernels: convert it first, or use --train all|attention)" : "");
+  return p;
+}
+
+void bind(train::TrainTask& task, Prepared& p) {
+  task.params = p.trainable;
+  task.set_training = [&p](bool on) { p.model->module().train(on); };
+  task.export_model = [&p](const std::string& dir) { p.model->save(dir); };
+}
+
+std::unique_ptr<models::Model> load_teacher(const FinetuneOptions& o, models::Model& student) {
+  if (o.teacher_dir.empty()) return nullptr;
+  auto teacher = models::load_model(o.teacher_dir);
+  const auto t = teacher->summary(), s = student.summary();
+  MIMIC_CHECK(t.model_type == s.model_type && t.vocab_size == s.vocab_size, "teacher ", o.teacher_dir, " (", t.model_type,
+              ", vocabulary ", t.vocab_size, ") does not match the model (", s.model_type, ", vocabulary ", s.vocab_size, ")");
+  teacher->module().eval();
+  return teacher;
+}
+
+nlohmann::json fingerprint(const FinetuneOptions& o) {
+  const auto& t = o.train;
+  nlohmann::json j = {{"model", o.model_dir},     {"seed", o.seed},
+                      {"steps", t.steps},         {"lr", t.lr},
+                      {"warmup", t.warmup},       {"grad_accum", t.grad_accum},
+                      {"weight_decay", t.adam.weight_decay}, {"min_lr_ratio", t.min_lr_ratio},
+                      {"train", train_set_name(o.effective_train_set())}};
+  // A frozen run's checkpoint holds parameters and optimizer moments of the trainable tensors only and
+  // never resumes an unfrozen run.
+  if (o.freeze_embeddings) j["freeze_embeddings"] = true;
+  if (o.lora.rank > 0) j["lora"] = {{"rank", o.lora.rank}, {"scale", o.lora.scale()}};
+  return j;
+}
+
+std::string describe_trainable(const FinetuneOptions& o) {
+  std::ostringstream os;
+  os << train_set_name(o.effective_train_set());
+  if (o.lora.rank > 0) os << " + LoRA r=" << o.lora.rank << " scale=" << o.lora.scale();
+  if (o.freeze_embeddings) os << ", embeddings frozen";
+  return os.str();
+}
+
+}  // namespace mimic::finetune

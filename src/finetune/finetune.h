@@ -1,0 +1,85 @@
+// What every finetuning task shares: which parameters train (--train, LoRA, frozen embeddings), the
+// paper's presets, the checkpoint fingerprint, and the model hand-off to the training engine.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "finetune/lora.h"
+#include "train/trainer.h"
+
+namespace mimic::models { class Model; }
+
+namespace mimic::finetune {
+
+// Which parameters train.
+//   all          every parameter (kernels' included)
+//   attention    the attention blocks: the q, k, v and output projections (weights and biases) and the
+//                layer's kernel parameters (feature maps, SLA gates)
+//   feature-maps the kernels' parameters only (a softmax model has none: an error)
+// With LoRA the adapted projections' own weights and biases are frozen and the LoRA matrices train, together
+// with whatever else the selection names (default with LoRA: feature-maps, i.e. LoRA + kernels). A
+// classifier's head (pooler, classifier) trains under every selection, and --freeze-embeddings removes the
+// embeddings from any selection.
+enum class TrainSet { All, Attention, FeatureMaps };
+TrainSet train_set_from_name(const std::string& name);  // all | attention | feature-maps
+const char* train_set_name(TrainSet s);
+
+// The Hedgehog paper's finetuning settings (App. C.2): GPT-2 (pretrained conversion, next-token prediction):
+// AdamW, lr 6e-4, weight decay 0.01 (no schedule stated: the engine's warm-up + cosine to 10%); BERT
+// (finetuned conversion): lr 1e-5, weight decay 0, cosine schedule (to zero).
+struct Preset {
+  double lr = 0;
+  double weight_decay = 0;
+  double min_lr_ratio = 0;
+};
+Preset preset(const std::string& name);  // gpt2 | bert
+
+// Network parameter names: the attention projections, the kernels' parameters, a classifier's head.
+bool is_attention_projection(const std::string& name);
+bool is_kernel_parameter(const std::string& name);
+bool is_classifier_head(const std::string& name);
+
+struct FinetuneOptions {
+  std::string model_dir;
+  std::string teacher_dir;              // evaluated side by side at the end when set
+  std::optional<TrainSet> train_set;    // unset: all, or feature-maps with LoRA
+  LoraOptions lora;
+  // Keep the embeddings group (models::is_embedding) as loaded: no gradients, not in the optimizer, so the
+  // result's embedding tensors are the base model's bit for bit.
+  bool freeze_embeddings = false;
+  uint64_t seed = 0;
+  train::TrainOptions train;
+  TrainSet effective_train_set() const { return train_set.value_or(lora.rank > 0 ? TrainSet::FeatureMaps : TrainSet::All); }
+};
+
+// The model as it trains: LoRA-wrapped when asked, every parameter outside the selection frozen
+// (requires_grad off), and the trainable ones named for the engine (network names, LoRA matrices after them).
+struct Prepared {
+  std::unique_ptr<models::Model> model;
+  std::vector<std::pair<std::string, at::Tensor>> trainable;
+  int64_t frozen = 0;  // parameter tensors kept as loaded
+};
+Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& options);
+
+// Fills the task's parameters, training switch and export from `prepared` (the task keeps a reference).
+void bind(train::TrainTask& task, Prepared& prepared);
+
+// The teacher of options.teacher_dir (null when unset), checked before any training: the same architecture
+// and vocabulary as `student`.
+std::unique_ptr<models::Model> load_teacher(const FinetuneOptions& options, models::Model& student);
+
+// The settings a checkpoint must share to be resumed, common to every task: model, seed, schedule,
+// selection, LoRA; the task adds its data settings.
+nlohmann::json fingerprint(const FinetuneOptions& options);
+
+// A one-line description of what trains ("all", "attention + LoRA r=8 alpha=16", ...).
+std::string describe_trainable(const FinetuneOptions& options);
+
+}  // namespace mimic::finetune

@@ -1,0 +1,76 @@
+#include "finetune/lm.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "data/batches.h"
+#include "data/token_cache.h"
+#include "models/model.h"
+#include "text/tokenizer.h"
+#include "train/lm.h"
+
+namespace mimic::finetune {
+
+LmResult finetune_lm(const LmOptions& o) {
+  torch::manual_seed(o.seed);  // dropout draws from the global generator: a run is a function of its seed
+  auto tok = text::load_tokenizer(o.model_dir);
+  auto prepared = prepare(models::load_model(o.model_dir), o);
+  auto& model = prepared.model;
+  const auto summary = model->summary();
+  MIMIC_CHECK(summary.model_type == "gpt2", o.model_dir, ": --task lm finetunes a causal LM (GPT-2), not ", summary.model_type);
+  MIMIC_CHECK(o.seq_len >= 2 && o.seq_len <= summary.max_positions, "--seq-len ", o.seq_len, " must lie in 2..",
+              summary.max_positions, " (the model's context)");
+  auto teacher = load_teacher(o, *model);
+
+  auto train_cache = data::corpus_token_cache(o.corpus, data::Split::Train, *tok);
+  auto val_cache = data::corpus_token_cache(o.corpus, data::Split::Validation, *tok);
+  data::PackedBatches batches(train_cache, o.seq_len, o.batch_size, o.seed);
+  auto validation_loss = [&](models::Model& m) {
+    return train::fixed_slice_mean(val_cache, o.seq_len, o.batch_size, o.eval_batches,
+                                   [&](const data::LmBatch& b) { return train::causal_lm_loss(m, b).item<double>(); });
+  };
+
+  train::TrainTask task;
+  bind(task, prepared);
+  task.micro_batch_loss = [&]() { return train::causal_lm_loss(*model, batches.next()); };
+  task.evaluate = [&]() { return validation_loss(*model); };
+  task.data_state = [&]() {
+    auto p = batches.position();
+    return nlohmann::json{{"epoch", p.epoch}, {"index", p.index}};
+  };
+  task.restore_data_state = [&](const nlohmann::json& j) {
+    batches.seek({j.at("epoch").get<int64_t>(), j.at("index").get<int64_t>()});
+  };
+
+  train::TrainOptions t = o.train;
+  t.tokens_per_micro_batch = o.batch_size * o.seq_len;
+  t.fingerprint = fingerprint(o);
+  t.fingerprint.update({{"task", "lm"}, {"data", o.corpus}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size},
+                        {"eval_batches", o.eval_batches}});
+  LmResult r;
+  r.train = train::train(task, t);
+  if (r.train.stopped) return r;
+
+  train::promote_best(t.out_dir);
+  std::vector<int64_t> test_ids;
+  if (o.test) {
+    auto test_cache = data::corpus_token_cache(o.corpus, data::Split::Test, *tok);
+    test_ids.assign(test_cache.data(), test_cache.data() + test_cache.size());
+  }
+  auto score = [&](models::Model& m) {
+    torch::NoGradGuard no_grad;
+    m.module().eval();
+    LmScores s;
+    s.validation_loss = validation_loss(m);
+    s.validation_perplexity = std::exp(s.validation_loss);
+    if (o.test) s.test = eval::perplexity(m, test_ids, o.test_options);
+    return s;
+  };
+  r.student = score(*models::load_model(t.out_dir));
+  if (teacher) r.teacher = score(*teacher);
+  return r;
+}
+
+}  // namespace mimic::finetune

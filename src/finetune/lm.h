@@ -1,0 +1,38 @@
+// Causal language-model finetuning of GPT-2 (plain or converted) on the public-domain corpora: packed
+// blocks from the token caches as pretrain uses them, validation loss on a fixed slice of the validation
+// split, best/last exports, exact resume; optionally the test split's perplexity and a teacher side by side.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "eval/perplexity.h"
+#include "finetune/finetune.h"
+
+namespace mimic::finetune {
+
+struct LmOptions : FinetuneOptions {
+  std::string corpus = "all";  // all | sotu | moby-dick
+  int64_t seq_len = 256;
+  int64_t batch_size = 8;
+  int64_t eval_batches = 10;   // validation batches per evaluation
+  bool test = false;           // also score the test split (strided windows, as `mimic eval` does)
+  eval::PerplexityOptions test_options;
+};
+
+struct LmScores {
+  double validation_loss = 0;        // mean next-token loss on the fixed validation slice
+  double validation_perplexity = 0;  // exp(validation_loss)
+  std::optional<eval::PerplexityResult> test;
+};
+
+struct LmResult {
+  train::TrainResult train;
+  LmScores student;                 // the best model (by validation loss), as saved in out_dir
+  std::optional<LmScores> teacher;  // with teacher_dir
+};
+
+// Runs (or resumes) the finetuning. out_dir receives best/, last/, checkpoint.safetensors, log.jsonl, and a
+// copy of best/ (so that out_dir is a model directory).
+LmResult finetune_lm(const LmOptions& options);
+
+}  // namespace mimic::finetune

@@ -1,0 +1,154 @@
+#include "finetune/lora.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "models/networks.h"
+
+namespace mimic::finetune {
+
+struct LoraModel::Adapter {
+  std::string name;                 // the projection's module name, e.g. "h.0.attn.c_attn"
+  at::Tensor* weight = nullptr;     // the module's weight member: what its forward multiplies with
+  at::Tensor base;                  // the registered weight parameter
+  bool conv1d = false;              // GPT-2 Conv1D: weight stored [in, out]
+  std::vector<std::string> slots;   // blocks of the output with their own (A, B): {"q", "k", "v"} or {""}
+  std::vector<at::Tensor> a, b;     // per slot: A [r, in], B [out / slots, r]
+
+  // scale·B·A in the weight's own layout.
+  at::Tensor delta(double scale) const {
+    std::vector<at::Tensor> blocks;
+    for (size_t i = 0; i < a.size(); ++i) blocks.push_back(torch::matmul(b[i], a[i]));
+    auto d = blocks.size() == 1 ? blocks[0] : torch::cat(blocks, 0);  // [out, in]
+    return (conv1d ? d.t() : d) * scale;
+  }
+  std::string key(const char* which, size_t slot) const {
+    return name + "." + which + (slots[slot].empty() ? "" : "." + slots[slot]);
+  }
+};
+
+LoraModel::LoraModel(std::unique_ptr<models::Model> base, const LoraOptions& o, uint64_t seed) : base_(std::move(base)) {
+  MIMIC_CHECK(o.rank > 0, "LoRA rank must be positive (got ", o.rank, ")");
+  MIMIC_CHECK(o.alpha >= 0, "LoRA alpha must not be negative (got ", o.alpha, ")");
+  scale_ = o.scale();
+  auto gen = at::detail::createCPUGenerator(seed);
+  auto add = [&](const std::string& name, at::Tensor* weight, bool conv1d, std::vector<std::string> slots) {
+    auto ad = std::make_unique<Adapter>();
+    ad->name = name;
+    ad->weight = weight;
+    ad->base = *weight;
+    ad->conv1d = conv1d;
+    ad->slots = std::move(slots);
+    const int64_t in = conv1d ? weight->size(0) : weight->size(1);
+    const int64_t out = (conv1d ? weight->size(1) : weight->size(0)) / static_cast<int64_t>(ad->slots.size());
+    MIMIC_CHECK(o.rank <= std::min(in, out), "LoRA rank ", o.rank, " exceeds the size of ", name, " (", in, " -> ", out, ")");
+    const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // Kaiming-uniform with a = sqrt(5)
+    for (size_t i = 0; i < ad->slots.size(); ++i) {
+      ad->a.push_back(at::empty({o.rank, in}).uniform_(-bound, bound, gen).set_requires_grad(true));
+      ad->b.push_back(torch::zeros({out, o.rank}).set_requires_grad(true));
+    }
+    adapters_.push_back(std::move(ad));
+  };
+  auto& net = base_->module();
+  if (auto* g = dynamic_cast<models::Gpt2Impl*>(&net)) {
+    for (size_t i = 0; i < g->layers.size(); ++i) {
+      auto& l = g->layers[i];
+      const std::string p = "h." + std::to_string(i) + ".attn.";
+      add(p + "c_attn", &l.c_attn->weight, true, {"q", "k", "v"});
+      add(p + "c_proj", &l.attn_proj->weight, true, {""});
+    }
+  } else if (auto* b = dynamic_cast<models::BertImpl*>(&net)) {
+    for (size_t i = 0; i < b->layers.size(); ++i) {
+      auto& l = b->layers[i];
+      const std::string p = "encoder.layer." + std::to_string(i) + ".attention.";
+      add(p + "self.query", &l.query->weight, false, {""});
+      add(p + "self.key", &l.key->weight, false, {""});
+      add(p + "self.value", &l.value->weight, false, {""});
+      add(p + "output.dense", &l.attn_out->weight, false, {""});
+    }
+  } else {
+    fail("LoRA needs a GPT-2 or BERT network");
+  }
+  // The adapted projections' weights and biases stay as loaded.
+  for (auto& p : net.named_parameters())
+    if (adapts(p.key())) p.value().set_requires_grad(false);
+}
+
+LoraModel::~LoraModel() {
+  // Give the projections their parameters back (the base model may outlive this wrapper via release_merged).
+  for (auto& ad : adapters_) *ad->weight = ad->base;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> LoraModel::lora_parameters() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& ad : adapters_)
+    for (size_t i = 0; i < ad->slots.size(); ++i) {
+      out.emplace_back(ad->key("lora_A", i), ad->a[i]);
+      out.emplace_back(ad->key("lora_B", i), ad->b[i]);
+    }
+  return out;
+}
+
+bool LoraModel::adapts(const std::string& name) const {
+  for (const auto& ad : adapters_)
+    if (name == ad->name + ".weight" || name == ad->name + ".bias") return true;
+  return false;
+}
+
+void LoraModel::apply() {
+  for (auto& ad : adapters_) *ad->weight = ad->base + ad->delta(scale_);
+}
+
+models::ForwardOutputs LoraModel::forward(const models::ForwardInputs& in) {
+  apply();
+  return base_->forward(in);
+}
+
+void LoraModel::with_merged(const std::function<void()>& fn) const {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> saved;
+  for (const auto& ad : adapters_) {
+    saved.push_back(ad->base.clone());
+    ad->base.add_(ad->delta(scale_));
+  }
+  auto restore = [&] {
+    for (size_t i = 0; i < adapters_.size(); ++i) adapters_[i]->base.copy_(saved[i]);
+  };
+  try {
+    fn();
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+}
+
+std::vector<std::pair<std::string, at::Tensor>> LoraModel::state_dict() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  with_merged([&] {
+    for (auto& [name, t] : base_->state_dict()) out.emplace_back(name, t.clone());
+  });
+  return out;
+}
+
+void LoraModel::save(const std::string& dir, const models::SaveOptions& options) const {
+  with_merged([&] { base_->save(dir, options); });
+}
+
+void LoraModel::merge() {
+  torch::NoGradGuard no_grad;
+  for (auto& ad : adapters_) {
+    ad->base.add_(ad->delta(scale_));
+    *ad->weight = ad->base;
+  }
+  adapters_.clear();
+}
+
+std::unique_ptr<models::Model> LoraModel::release_merged() {
+  merge();
+  return std::move(base_);
+}
+
+}  // namespace mimic::finetune

@@ -1,0 +1,422 @@
+// Finetuning (causal LM and classification, plain and converted): the validation loss falls, runs resume
+// bit for bit, --train freezes exactly what it names, and LoRA starts at the base model, matches its
+// activation-path reference, merges into plain weights with the same outputs and changes nothing else.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "attention/linear_kernel.h"
+#include "core/paths.h"
+#include "finetune/classify.h"
+#include "finetune/finetune.h"
+#include "finetune/lm.h"
+#include "finetune/lora.h"
+#include "io/safetensors.h"
+#include "io/tensor_store.h"
+#include "models/model.h"
+#include "models/networks.h"
+#include "text/tokenizer.h"
+#include "test_util.h"
+
+using namespace mimic;
+using mimic::test::TempDir;
+namespace ft = mimic::finetune;
+
+namespace {
+
+// A tiny GPT-2 (2 layers, d 32, 4 heads, context 64) with GPT-2's vocabulary, so that it reads the corpora's
+// token caches; random weights stored in float32 (saved exports then hold exactly the trained values).
+std::string tiny_gpt2(const TempDir& dir, const std::string& name = "base") {
+  nlohmann::json c = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"n_layer", 2}, {"n_embd", 32},
+                      {"n_head", 4},          {"n_positions", 64},                    {"vocab_size", 50257}};
+  torch::manual_seed(11);
+  auto m = models::create_model(c.dump(), asset_path("gpt2"));
+  m->save(dir.file(name));
+  return dir.file(name);
+}
+
+ft::LmOptions lm_options(const std::string& model, const std::string& out, int64_t steps) {
+  ft::LmOptions o;
+  o.model_dir = model;
+  o.corpus = "moby-dick";
+  o.seq_len = 32;
+  o.batch_size = 4;
+  o.eval_batches = 2;
+  o.seed = 3;
+  o.train.steps = steps;
+  o.train.warmup = 2;
+  o.train.lr = 1e-2;
+  o.train.adam.weight_decay = 0.01;
+  o.train.eval_every = 5;
+  o.train.checkpoint_every = 4;
+  o.train.out_dir = out;
+  o.train.progress = false;
+  return o;
+}
+
+// Linear attention (hedgehog + SLA gates) in every layer: a converted model, built in memory.
+void convert_all(models::Model& m) {
+  auto s = m.summary();
+  attention::LinearAttentionConfig c;
+  c.feature_map = "hedgehog";
+  c.gates = true;
+  c.chunk = 8;
+  for (int64_t l = 0; l < s.n_layer; ++l)
+    m.set_attention_kernel(l, attention::make_attention_kernel("linear", c.to_json(), s.n_head, s.d_model / s.n_head));
+}
+
+// The tiny GPT-2 converted (every layer) and saved: a converted model directory.
+std::string tiny_converted_gpt2(const TempDir& dir, const std::string& base) {
+  auto m = models::load_model(base);
+  convert_all(*m);
+  m->save(dir.file("converted"));
+  return dir.file("converted");
+}
+
+std::set<std::string> names_of(const std::vector<std::pair<std::string, at::Tensor>>& params) {
+  std::set<std::string> out;
+  for (const auto& [n, t] : params) out.insert(n);
+  return out;
+}
+
+void expect_same_checkpoints(const std::string& a_path, const std::string& b_path) {
+  auto a = io::SafeTensorsFile::open(a_path);
+  auto b = io::SafeTensorsFile::open(b_path);
+  ASSERT_EQ(a.names(), b.names());
+  for (const auto& n : a.names()) EXPECT_TRUE(torch::equal(a.load(n), b.load(n))) << n;
+}
+
+// Compares every tensor of two model directories: the ones `may_change` names are counted when they differ,
+// every other must be bit-identical. Returns the count.
+int changed_tensors(const std::string& before, const std::string& after, const std::function<bool(const std::string&)>& may_change) {
+  auto a = io::TensorStore::open_dir(before);
+  auto b = io::TensorStore::open_dir(after);
+  EXPECT_EQ(a.names(), b.names());
+  int changed = 0;
+  for (const auto& n : a.names()) {
+    if (may_change(n))
+      changed += !torch::equal(a.load(n), b.load(n));
+    else
+      EXPECT_TRUE(torch::equal(a.load(n), b.load(n))) << n;
+  }
+  return changed;
+}
+
+models::ForwardInputs some_tokens(int64_t vocab, int64_t t = 12) {
+  auto g = at::detail::createCPUGenerator(5);
+  return {at::randint(0, vocab, {2, t}, g, torch::kLong), {}, {}, {}};
+}
+
+}  // namespace
+
+// Causal-LM finetuning of a random tiny GPT-2 learns (the validation loss falls from ≈ ln 50257 by more than
+// 2 nats), the teacher (the base model itself) is scored on the same slice, and the output is a model.
+TEST(FinetuneLm, LowersValidationLossAndScoresTheTeacher) {
+  TempDir dir;
+  auto base = tiny_gpt2(dir);
+  auto o = lm_options(base, dir.file("out"), 20);
+  o.teacher_dir = base;
+  auto r = ft::finetune_lm(o);
+  ASSERT_TRUE(r.teacher.has_value());
+  EXPECT_NEAR(r.teacher->validation_loss, std::log(50257.0), 0.3);  // random weights: near-uniform predictions
+  EXPECT_LT(r.student.validation_loss, r.teacher->validation_loss - 2.0);
+  EXPECT_NEAR(r.student.validation_perplexity, std::exp(r.student.validation_loss), 1e-9 * r.student.validation_perplexity);
+  // the saved best model scores what the run measured at its best step
+  EXPECT_NEAR(r.student.validation_loss, r.train.best_eval, 1e-5);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("out/last/model.safetensors")));
+  EXPECT_EQ(models::load_model(dir.file("out"))->summary().model_type, "gpt2");
+}
+
+// Stopped after 3 steps (the step-2 checkpoint survives), then rerun: the final checkpoint and model equal an
+// uninterrupted run's bit for bit — a converted model (linear attention, chunked form, every parameter) and a
+// plain one with LoRA.
+TEST(FinetuneLm, ResumeIsBitIdentical) {
+  TempDir dir;
+  auto base = tiny_gpt2(dir);
+  auto converted = tiny_converted_gpt2(dir, base);
+  for (int variant = 0; variant < 2; ++variant) {
+    SCOPED_TRACE(variant == 0 ? "converted" : "LoRA");
+    const std::string tag = std::to_string(variant);
+    auto o = lm_options(variant == 0 ? converted : base, dir.file("full" + tag), 6);
+    o.train.checkpoint_every = 2;
+    o.train.eval_every = 3;
+    if (variant == 1) o.lora.rank = 4;
+    ft::finetune_lm(o);
+    auto stopped = o;
+    stopped.train.out_dir = dir.file("stopped" + tag);
+    stopped.train.stop_after = 3;
+    auto first = ft::finetune_lm(stopped);
+    EXPECT_TRUE(first.train.stopped);
+    EXPECT_FALSE(std::filesystem::exists(dir.file("stopped" + tag + "/last")));
+    stopped.train.stop_after = 0;
+    auto second = ft::finetune_lm(stopped);
+    EXPECT_EQ(second.train.resumed_from, 2);
+    expect_same_checkpoints(dir.file("full" + tag + "/checkpoint.safetensors"), dir.file("stopped" + tag + "/checkpoint.safetensors"));
+    expect_same_checkpoints(dir.file("full" + tag + "/last/model.safetensors"), dir.file("stopped" + tag + "/last/model.safetensors"));
+  }
+}
+
+// A converted GPT-2 (hedgehog + SLA gates in every layer, chunk 8 < 32 tokens: the chunked form) finetunes
+// with finite, falling loss; the output is a converted directory that reloads to the scores the run measured.
+// With --train feature-maps only the kernels change: every tensor of the teacher is kept bit for bit.
+TEST(FinetuneLm, ConvertedModelFinetunesSavesAndReloads) {
+  TempDir dir;
+  auto converted = tiny_converted_gpt2(dir, tiny_gpt2(dir));
+  auto o = lm_options(converted, dir.file("all"), 12);
+  o.train.log_every = 2;
+  auto r = ft::finetune_lm(o);
+  std::vector<double> losses;
+  std::istringstream log(mimic::test::read_bytes(dir.file("all/log.jsonl")));
+  for (std::string line; std::getline(log, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) losses.push_back(j["loss"].get<double>());
+  }
+  ASSERT_EQ(losses.size(), 6u);
+  for (double l : losses) EXPECT_TRUE(std::isfinite(l));
+  EXPECT_LT(losses.back(), losses.front() - 0.5);
+  auto reloaded = models::load_model(dir.file("all"));
+  EXPECT_EQ(models::attention_summary(*reloaded), models::attention_summary(*models::load_model(converted)));
+  EXPECT_NEAR(r.student.validation_loss, r.train.best_eval, 1e-5);
+  auto mimic_json = nlohmann::json::parse(mimic::test::read_bytes(dir.file("all/mimic.json")));
+  EXPECT_EQ(mimic_json["provenance"]["finetuning"].size(), 1u);
+
+  auto maps = lm_options(converted, dir.file("maps"), 4);
+  maps.train_set = ft::TrainSet::FeatureMaps;
+  maps.train.eval_every = 0;
+  ft::finetune_lm(maps);
+  auto kernel = [](const std::string& n) { return n.rfind(models::kKernelPrefix, 0) == 0; };
+  EXPECT_EQ(changed_tensors(converted, dir.file("maps/last"), kernel), 2 * 6);
+}
+
+// Finetuned conversion of a classifier: a softmax BERT classifier is trained, converted to linear attention and
+// finetuned again with the softmax classifier as teacher; the teacher's scores are its own, the student
+// reloads as a converted classifier.
+TEST(FinetuneCls, ConvertedClassifierWithTeacher) {
+  TempDir dir;
+  mimic::test::write_word_decided_jsonl(dir.file("t.jsonl"));
+  ft::ClassifyOptions o;
+  o.model_dir = mimic::test::model_with_tokenizer("bert-mlm");
+  o.data = dir.file("t.jsonl");
+  o.seq_len = 16;
+  o.batch_size = 8;
+  o.train.steps = 20;
+  o.train.warmup = 2;
+  o.train.lr = 1e-2;
+  o.train.eval_every = 10;
+  o.train.out_dir = dir.file("softmax");
+  o.train.progress = false;
+  ft::finetune_classifier(o);
+  auto teacher = models::load_model(dir.file("softmax"));
+  convert_all(*teacher);
+  teacher->save(dir.file("converted"));
+  auto c = o;
+  c.model_dir = dir.file("converted");
+  c.teacher_dir = dir.file("softmax");
+  c.train.out_dir = dir.file("student");
+  auto r = ft::finetune_classifier(c);
+  ASSERT_TRUE(r.teacher.has_value());
+  auto tok = text::load_tokenizer(dir.file("softmax"));
+  auto data = data::load_classification(dir.file("t.jsonl"));
+  auto direct = ft::evaluate_classifier(*models::load_model(dir.file("softmax")), *tok, data.validation, 2, 16, 8);
+  EXPECT_EQ(r.teacher->validation.accuracy, direct.metrics.accuracy);
+  EXPECT_EQ(r.teacher->validation.confusion, direct.metrics.confusion);
+  auto student = models::load_model(dir.file("student"));
+  EXPECT_EQ(student->summary().head, "cls");
+  EXPECT_EQ(student->attention_kernel(0)->kind(), "linear");
+  auto again = ft::evaluate_classifier(*student, *tok, data.validation, 2, 16, 8);
+  EXPECT_EQ(again.metrics.confusion, r.student.validation.confusion);
+}
+
+// Each --train selection: exactly the named parameters train (and get gradients); the others get none.
+TEST(FinetuneSelection, TrainsExactlyTheSelectedParameters) {
+  TempDir dir;
+  auto base = tiny_gpt2(dir);
+  auto batch = some_tokens(50257);
+  for (auto set : {ft::TrainSet::All, ft::TrainSet::Attention, ft::TrainSet::FeatureMaps}) {
+    for (int64_t rank : {0, 2}) {
+      SCOPED_TRACE(std::string(ft::train_set_name(set)) + (rank ? " + LoRA" : ""));
+      auto m = models::load_model(base);
+      convert_all(*m);
+      ft::FinetuneOptions o;
+      o.model_dir = base;
+      o.train_set = set;
+      o.lora.rank = rank;
+      auto p = ft::prepare(std::move(m), o);
+      auto trainable = names_of(p.trainable);
+      int64_t kernels = 0, lora = 0;
+      for (const auto& param : p.model->module().named_parameters()) {
+        const auto& n = param.key();
+        const bool kernel = n.rfind("kernels.", 0) == 0;
+        const bool projection = n.find(".attn.c_attn.") != std::string::npos || n.find(".attn.c_proj.") != std::string::npos;
+        kernels += kernel;
+        bool expected = set == ft::TrainSet::All || kernel || (set == ft::TrainSet::Attention && projection);
+        if (rank > 0 && projection) expected = false;  // LoRA freezes the adapted projections
+        EXPECT_EQ(trainable.count(n), expected ? 1u : 0u) << n;
+        EXPECT_EQ(param.value().requires_grad(), expected) << n;
+      }
+      EXPECT_EQ(kernels, 2 * 6);  // per layer: hedgehog's q/k weight and bias, the gates' w_q and w_k
+      for (const auto& n : trainable) lora += n.find(".lora_") != std::string::npos;
+      EXPECT_EQ(lora, rank ? 2 * (3 + 1) * 2 : 0);  // per layer: q, k, v, o, each A and B
+      auto loss = p.model->forward(batch).logits.logsumexp(-1).mean();
+      loss.backward();
+      for (const auto& param : p.model->module().named_parameters())
+        EXPECT_EQ(param.value().grad().defined(), trainable.count(param.key()) == 1) << param.key();
+      for (const auto& [n, t] : p.trainable) EXPECT_TRUE(t.grad().defined()) << n;
+    }
+  }
+  // a softmax model has no kernels: feature-maps alone has nothing to train
+  ft::FinetuneOptions o;
+  o.model_dir = base;
+  o.train_set = ft::TrainSet::FeatureMaps;
+  EXPECT_MIMIC_ERROR(ft::prepare(models::load_model(base), o), "nothing to train with --train feature-maps");
+}
+
+// --train attention on a plain GPT-2: the attention projections change, every other tensor of the output is
+// the base model's bit for bit.
+TEST(FinetuneSelection, FrozenTensorsStayBitIdentical) {
+  TempDir dir;
+  auto base = tiny_gpt2(dir);
+  auto o = lm_options(base, dir.file("out"), 3);
+  o.train_set = ft::TrainSet::Attention;
+  o.train.eval_every = 0;
+  ft::finetune_lm(o);
+  auto attention = [](const std::string& n) { return n.find(".attn.") != std::string::npos; };
+  EXPECT_EQ(changed_tensors(base, dir.file("out/last"), attention), 2 * 4);  // c_attn and c_proj, weight and bias, both layers
+}
+
+// LoRA: B = 0 at init (the model equals the base exactly); the adapted projection equals the activation-path
+// reference x·W + b + s·(x·Aᵀ)·Bᵀ; saved (merged) it is a plain model with no LoRA tensors and the same
+// outputs — GPT-2 (fused c_attn: one pair per q, k, v block) and BERT.
+TEST(FinetuneLora, StartsAtBaseMatchesReferenceAndMerges) {
+  TempDir dir;
+  {
+    // the BERT fixture in float32 storage (its fp16 values exactly), so that saved merged weights stay exact
+    models::SaveOptions f32;
+    f32.dtype = io::DType::F32;
+    models::load_model(mimic::test::model_with_tokenizer("bert-mlm"))->save(dir.file("bert"), f32);
+  }
+  for (const std::string base : {tiny_gpt2(dir), dir.file("bert")}) {
+    SCOPED_TRACE(base);
+    auto plain = models::load_model(base);
+    const auto s = plain->summary();
+    auto in = some_tokens(s.vocab_size);
+    auto expected = plain->forward(in).logits;
+    ft::LoraOptions lo;
+    lo.rank = 2;
+    lo.alpha = 6;  // scale 3
+    ft::LoraModel lora(models::load_model(base), lo, 1);
+    EXPECT_TRUE(torch::equal(lora.forward(in).logits, expected));
+    {
+      torch::NoGradGuard ng;
+      auto g = at::detail::createCPUGenerator(9);
+      for (auto& [n, t] : lora.lora_parameters())
+        if (n.find("lora_B") != std::string::npos) t.normal_(0, 0.5, g);
+    }
+    auto adapted = lora.forward(in).logits.detach();
+    EXPECT_GT((adapted - expected).abs().max().item<double>(), 1e-2);
+
+    // the first adapted projection against the activation-path reference
+    auto params = lora.lora_parameters();
+    std::map<std::string, at::Tensor> by_name(params.begin(), params.end());
+    auto x = torch::randn({3, s.d_model});
+    at::Tensor y, ref;
+    if (auto* g = dynamic_cast<models::Gpt2Impl*>(&lora.module())) {
+      auto& c = g->layers[0].c_attn;
+      y = c->forward(x);
+      auto base_w = c->named_parameters()["weight"];
+      std::vector<at::Tensor> parts;
+      for (const char* slot : {"q", "k", "v"})
+        parts.push_back(torch::matmul(torch::matmul(x, by_name.at(std::string("h.0.attn.c_attn.lora_A.") + slot).t()),
+                                      by_name.at(std::string("h.0.attn.c_attn.lora_B.") + slot).t()));
+      ref = torch::matmul(x, base_w) + c->bias + 3.0 * torch::cat(parts, 1);
+    } else {
+      auto* b = dynamic_cast<models::BertImpl*>(&lora.module());
+      ASSERT_NE(b, nullptr);
+      auto& q = b->layers[0].query;
+      y = q->forward(x);
+      const std::string p = "encoder.layer.0.attention.self.query.";
+      ref = torch::matmul(x, q->named_parameters()["weight"].t()) + q->bias +
+            3.0 * torch::matmul(torch::matmul(x, by_name.at(p + "lora_A").t()), by_name.at(p + "lora_B").t());
+    }
+    EXPECT_TRUE(torch::allclose(y, ref, 1e-5, 1e-6)) << (y - ref).abs().max().item<double>();
+
+    lora.save(dir.file("merged"));
+    for (const auto& n : io::TensorStore::open_dir(dir.file("merged")).names())
+      EXPECT_EQ(n.find("lora"), std::string::npos) << n;
+    auto merged = models::load_model(dir.file("merged"));
+    auto merged_logits = merged->forward(in).logits;
+    EXPECT_TRUE(torch::allclose(merged_logits, adapted, 1e-5, 1e-5))
+        << (merged_logits - adapted).abs().max().item<double>() << " of " << adapted.abs().max().item<double>();
+    // saving left the base weights as they were: the wrapper still computes the same
+    EXPECT_TRUE(torch::equal(lora.forward(in).logits.detach(), adapted));
+    auto released = lora.release_merged();
+    EXPECT_TRUE(torch::allclose(released->forward(in).logits, adapted, 1e-5, 1e-5));
+  }
+}
+
+// LoRA finetuning of a plain GPT-2 (default selection: LoRA matrices only): the checkpoint trains LoRA tensors
+// only; in the merged output, the adapted projection weights change by at most rank r per q/k/v/o block, and
+// every other tensor (their biases included) is the base model's bit for bit.
+TEST(FinetuneLora, OnlyTheAdaptedWeightsChange) {
+  TempDir dir;
+  auto base = tiny_gpt2(dir);
+  auto o = lm_options(base, dir.file("out"), 3);
+  o.lora.rank = 2;
+  o.train.eval_every = 0;
+  ft::finetune_lm(o);
+  auto ck = io::SafeTensorsFile::open(dir.file("out/checkpoint.safetensors"));
+  int params = 0;
+  for (const auto& n : ck.names())
+    if (n.rfind("param/", 0) == 0) {
+      ++params;
+      EXPECT_NE(n.find(".lora_"), std::string::npos) << n;
+    }
+  EXPECT_EQ(params, 2 * 4 * 2);
+  auto a = io::TensorStore::open_dir(base);
+  auto b = io::TensorStore::open_dir(dir.file("out/last"));
+  ASSERT_EQ(a.names(), b.names());
+  for (const auto& n : a.names()) {
+    const bool adapted = n.find(".attn.c_attn.weight") != std::string::npos || n.find(".attn.c_proj.weight") != std::string::npos;
+    auto delta = b.load(n) - a.load(n);
+    if (!adapted) {
+      EXPECT_TRUE(torch::equal(a.load(n), b.load(n))) << n;
+      continue;
+    }
+    EXPECT_GT(delta.abs().max().item<double>(), 0) << n;
+    for (const auto& block : delta.split(32, 1))  // q, k, v blocks of c_attn; c_proj is one block
+      EXPECT_LE(torch::linalg_matrix_rank(block, 1e-6, false).item<int64_t>(), 2) << n;
+  }
+}
+
+// The command: LoRA + teacher side by side in --json; presets by task; one-line errors.
+TEST(FinetuneCli, LmWithLoraAndTeacher) {
+  TempDir dir;
+  auto base = tiny_gpt2(dir);
+  const std::string args = "finetune --task lm --model " + base + " --data moby-dick --steps 4 --warmup 1 --seq-len 32 --batch-size 2"
+                           " --eval-batches 1 --threads 1 --lora 2 --lora-alpha 4 --teacher " + base + " --json --out ";
+  auto r = mimic::test::mimic_cli(args + dir.file("out"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["task"], "lm");
+  EXPECT_EQ(j["trainable"], "feature-maps + LoRA r=2 scale=2");
+  EXPECT_DOUBLE_EQ(j["lr"].get<double>(), 6e-4);  // the gpt2 preset
+  EXPECT_DOUBLE_EQ(j["weight_decay"].get<double>(), 0.01);
+  EXPECT_GT(j["teacher"]["validation"]["perplexity"].get<double>(), 1000.0);
+  EXPECT_GT(j["validation"]["perplexity"].get<double>(), 1000.0);
+  // a rerun resumes (nothing left to do); --fresh and --resume together are refused
+  auto again = mimic::test::mimic_cli(args + dir.file("out") + " --resume");
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["resumed_from"], 4);
+  auto err = mimic::test::mimic_cli("finetune --task lm --model " + base + " --data moby-dick --train feature-maps --out " + dir.file("x"));
+  EXPECT_NE(err.code, 0);
+  EXPECT_NE(err.err.find("nothing to train with --train feature-maps"), std::string::npos) << err.err;
+  EXPECT_EQ(std::count(err.err.begin(), err.err.end(), '\n'), 1) << err.err;
+  auto bert = mimic::test::mimic_cli("finetune --task lm --model " + mimic::test::model_with_tokenizer("bert-mlm") +
+                                     " --data moby-dick --out " + dir.file("y"));
+  EXPECT_NE(bert.err.find("finetunes a causal LM (GPT-2)"), std::string::npos) << bert.err;
+}
