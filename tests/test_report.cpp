@@ -14,6 +14,7 @@
 #include "convert/convert.h"
 #include "distill/distill.h"
 #include "record/record.h"
+#include "report/plot.h"
 #include "report/report.h"
 #include "test_util.h"
 
@@ -391,4 +392,19 @@ TEST(ReportCli, HelpJsonAndHeadlessChromium) {
   EXPECT_EQ(p.width, 1200);
   EXPECT_GT(p.variance, 50.0);
   EXPECT_GT(p.non_white, 0.02);  // text, tables and the first figure
+}
+
+TEST(ReportPlot, NiceTicksAndLabels) {
+  auto t = mimic::report::nice_ticks(3.68, 4.64, 6);
+  ASSERT_EQ(t.size(), 5u);  // 3.8, 4.0, ..., 4.6
+  EXPECT_NEAR(t.front(), 3.8, 1e-12);
+  EXPECT_NEAR(t.back(), 4.6, 1e-12);
+  EXPECT_EQ(mimic::report::tick_label(t.back(), t[1] - t[0]), "4.6");
+  EXPECT_EQ(mimic::report::tick_label(-7.5, 2.5), "-7.5");
+  EXPECT_EQ(mimic::report::tick_label(1000, 500), "1000");
+  EXPECT_EQ(mimic::report::tick_label(0.05, 0.01), "0.05");
+  // colour maps: the ends are viridis' dark violet and yellow; NaN is grey
+  EXPECT_NEAR(mimic::report::viridis(0).b, 84 / 255.0, 1e-9);
+  EXPECT_NEAR(mimic::report::viridis(1).r, 253 / 255.0, 1e-9);
+  EXPECT_NEAR(mimic::report::heat(NAN).g, 0.85, 1e-9);
 }

@@ -38,8 +38,9 @@ Figure figure(const std::string& out, const std::string& name, int w, int h, con
   return fig;
 }
 
-// Weights on a log scale from 10^-3 to 1; exact zeros (masked keys) are NaN: light grey.
-double log_weight(double v) { return v > 0 ? std::log10(std::max(v, 1e-4)) : NAN; }
+// Weights on a log scale from 10^-3 to 1 (0 and below: the darkest colour); NaN (keys the query does not see)
+// stays NaN: light grey.
+double log_weight(double v) { return std::isnan(v) ? v : std::log10(std::max(v, 1e-4)); }
 
 }  // namespace
 

@@ -116,9 +116,11 @@ std::vector<double> nice_ticks(double lo, double hi, int n) {
 }
 
 std::string tick_label(double v, double step) {
-  const int digits = std::max(0, static_cast<int>(std::ceil(-std::log10(std::abs(step)) - 1e-9)));
+  int digits = std::max(0, static_cast<int>(std::ceil(-std::log10(std::abs(step)) - 1e-9)));
+  const double scaled = step * std::pow(10, digits);
+  if (std::abs(scaled - std::round(scaled)) > 1e-6) ++digits;  // 2.5 × 10^k steps need one more digit
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", std::min(digits + (std::fmod(step * std::pow(10, digits), 1.0) > 1e-6 ? 1 : 0), 6), v);
+  std::snprintf(buf, sizeof buf, "%.*f", std::min(digits, 6), v);
   return buf;
 }
 

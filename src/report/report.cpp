@@ -128,8 +128,9 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
 void keep_plot_data(PlotData& pd, size_t src, int64_t layer, const at::Tensor& w, const at::Tensor& scores,
                     const at::Tensor& vis, const std::vector<int64_t>& plot_heads, int64_t tokens) {
   const int64_t p = std::min<int64_t>(tokens, w.size(-1));
+  auto shown = torch::where(vis, w, torch::full_like(w, std::numeric_limits<double>::quiet_NaN()));  // NaN: keys not seen
   for (size_t hi = 0; hi < plot_heads.size(); ++hi) {
-    auto crop = w[0][plot_heads[hi]].narrow(0, 0, p).narrow(1, 0, p).to(torch::kDouble).contiguous();
+    auto crop = shown[0][plot_heads[hi]].narrow(0, 0, p).narrow(1, 0, p).to(torch::kDouble).contiguous();
     pd.heat[{layer, src, hi}] = std::vector<double>(crop.data_ptr<double>(), crop.data_ptr<double>() + p * p);
   }
   pd.heat_tokens = p;
