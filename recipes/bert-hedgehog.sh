@@ -25,7 +25,7 @@ for task in $TASKS; do
     --teacher "$teacher" "${cls[@]}" --json "${common[@]}"
   # the paper's BERT preset (lr 1e-5, cosine); embeddings frozen as when the teachers were trained
   stage "$task-finetune" to "$OUT/$task-finetune.json" "$MIMIC" finetune --task cls --model "$OUT/$task-converted" \
-    --data "$task" --preset bert --freeze-embeddings --seq-len 256 --batch-size 16 --steps "$FT_STEPS" \
+    --data "$task" --preset bert --freeze-embeddings --seq-len 256 --batch-size 16 --steps "$FT_STEPS" --warmup $(( FT_STEPS / 10 + 1 )) \
     --eval-every "$FT_STEPS" --out "$OUT/$task-finetuned" --json "${common[@]}"
   stage "$task-eval-finetuned" to "$OUT/$task-eval-finetuned.json" "$MIMIC" eval --model "$OUT/$task-finetuned" \
     --teacher "$teacher" "${cls[@]}" --json "${common[@]}"

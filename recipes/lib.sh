@@ -55,7 +55,7 @@ eval_lm() { stage "eval-$1" to "$OUT/eval-$1.json" "$MIMIC" eval --model "$2" "$
 # finetune_lm NAME MODEL: FT_STEPS of causal-LM finetuning on the training split → $OUT/NAME (a model directory)
 finetune_lm() {
   stage "finetune-$1" to "$OUT/finetune-$1.json" "$MIMIC" finetune --task lm --model "$2" --data all --steps "$FT_STEPS" \
-    --batch-size "$FT_BATCH" --seq-len "$FT_LEN" --eval-every "$FT_STEPS" --out "$OUT/$1" --json "${common[@]}"
+    --batch-size "$FT_BATCH" --seq-len "$FT_LEN" --warmup $(( FT_STEPS / 10 + 1 )) --eval-every "$FT_STEPS" --out "$OUT/$1" --json "${common[@]}"
 }
 # convert_lm TAG TEACHER [distill options...]: distill (on $OUT/record.h5) → convert → eval → finetune → eval.
 # Results: $OUT/eval-TAG-converted.json, $OUT/eval-TAG-finetuned.json.

@@ -62,6 +62,7 @@ void run(FinetuneArgs& a) {
   if (a.resume)
     MIMIC_CHECK(std::filesystem::exists(f.train.out_dir + "/checkpoint.safetensors"), "--resume: no checkpoint in ", f.train.out_dir);
   MIMIC_CHECK(!(a.resume && f.train.fresh), "give --resume or --fresh, not both");
+  MIMIC_CHECK(f.lora.rank > 0 || f.lora.alpha == 0, "--lora-alpha needs --lora R");
 
   train::TrainResult tr;
   nlohmann::json student, teacher;

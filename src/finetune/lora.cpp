@@ -106,6 +106,10 @@ models::ForwardOutputs LoraModel::forward(const models::ForwardInputs& in) {
   return base_->forward(in);
 }
 
+at::Tensor LoraModel::forward_cached(const at::Tensor&, models::DecodeState&) {
+  fail("incremental decoding of a model with LoRA adapters: merge them first (finetune's exported models are merged)");
+}
+
 void LoraModel::with_merged(const std::function<void()>& fn) const {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> saved;

@@ -62,6 +62,10 @@ class LoraModel : public models::Model {
   nlohmann::json& provenance() override { return base_->provenance(); }
   const nlohmann::json& provenance() const override { return base_->provenance(); }
 
+ protected:
+  // LoRA models exist while finetuning; decoding runs on the exported (merged) model.
+  at::Tensor forward_cached(const at::Tensor& ids, models::DecodeState& state) override;
+
   struct Adapter;
 
  private:
