@@ -4,7 +4,7 @@
 # data. Target: converted + finetuned perplexity ≤ 1.05 × the finetuned teacher's.
 #   bash recipes/gpt2-hedgehog.sh [MODEL]    MODEL: gpt2-mini (default), or a HF GPT-2 directory with config.json,
 #                                            model.safetensors, vocab.json and merges.txt (e.g. a download of `gpt2`)
-#   SCALE=quick (default: 64 × 256 recorded tokens, 10 epochs, 100 finetuning steps × 8 × 256)
+#   SCALE=quick (default: 64 × 256 recorded tokens, 10 epochs, 60 finetuning steps × 8 × 256)
 #   SCALE=full  (256 × 512 recorded, 10 epochs, 1000 steps × 8 × 512; about 3 h for gpt2-mini on 2 cores)
 #   MIMIC=… OUT=… THREADS=… SEED=…; stages are skipped when done.
 MODEL=${1:-gpt2-mini}

@@ -42,7 +42,7 @@ print_timings() { echo; echo "time per stage"; printf '  %s\n' "${timings[@]}"; 
 #   FT_STEPS FT_BATCH FT_LEN   finetuning: optimizer steps, sequences per step, tokens per sequence
 #   EVAL=(...)                 what `mimic eval` scores (default: the test split of all corpora)
 REC_SAMPLES=${REC_SAMPLES:-64} REC_LEN=${REC_LEN:-256} EPOCHS=${EPOCHS:-10}
-FT_STEPS=${FT_STEPS:-100} FT_BATCH=${FT_BATCH:-8} FT_LEN=${FT_LEN:-256}
+FT_STEPS=${FT_STEPS:-60} FT_BATCH=${FT_BATCH:-8} FT_LEN=${FT_LEN:-256}
 [[ -v EVAL ]] || EVAL=(--data all --split test)
 
 # record_lm TEACHER: the teacher's attention on REC_SAMPLES training samples → $OUT/record.h5

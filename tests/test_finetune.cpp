@@ -44,7 +44,7 @@ ft::LmOptions lm_options(const std::string& model, const std::string& out, int64
   ft::LmOptions o;
   o.model_dir = model;
   o.corpus = "moby-dick";
-  o.seq_len = 32;
+  o.seq_len = 16;
   o.batch_size = 4;
   o.eval_batches = 2;
   o.seed = 3;
@@ -161,7 +161,7 @@ TEST(FinetuneLm, ResumeIsBitIdentical) {
   }
 }
 
-// A converted GPT-2 (hedgehog + SLA gates in every layer, chunk 8 < 32 tokens: the chunked form) finetunes
+// A converted GPT-2 (hedgehog + SLA gates in every layer, chunk 8 < 16 tokens: the chunked form) finetunes
 // with finite, falling loss; the output is a converted directory that reloads to the scores the run measured.
 // With --train feature-maps only the kernels change: every tensor of the teacher is kept bit for bit.
 TEST(FinetuneLm, ConvertedModelFinetunesSavesAndReloads) {
