@@ -31,10 +31,10 @@ printf '| %-34s | %10s | %10s | %s |\n' "model" "KL" "perplexity" "passkey: rank
 printf '|---|---|---|---|\n'
 row() {
   printf '| %-34s | %10s | %10s | %s |\n' "$1" "$2" "$(ppl "$3")" \
-    "$(jq -r '[.lengths[] | "\(.rank_accuracy*100|round)% / \(.gain_rank_accuracy*100|round)%"] | join(", ")' "$OUT/passkey-$4.json")"
+    "$(jq -r '[.rows[] | "\(.rank_accuracy*100|round)% / \(.gain_rank_accuracy*100|round)%"] | join(", ")' "$OUT/passkey-$4.json")"
 }
 row "softmax teacher" "-" teacher teacher
 row "hedgehog, finetuned" "$(kl hedgehog)" hedgehog-finetuned hedgehog
 row "hedgehog + SLA gates, finetuned" "$(kl hedgehog-sla)" hedgehog-sla-finetuned hedgehog-sla
-echo "(passkey chance: 1 / (alternatives + 1) = 10% with the default 9 alternatives)"
+echo "(passkey chance of ranking first: $(get "$OUT/passkey-teacher.json" '.chance * 100' 0)%)"
 print_timings

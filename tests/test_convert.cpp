@@ -24,11 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kText =
-    "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness, "
-    "it was the epoch of belief, it was the epoch of incredulity, it was the season of Light, it was the season of "
-    "Darkness, it was the spring of hope, it was the winter of despair, we had everything before us, we had nothing "
-    "before us, we were all going direct to Heaven, we were all going direct the other way.";
+const char* const kText = mimic::test::kDickens;
 
 // Maps distilled (online, 3 epochs) from the tiny GPT-2 fixture (2 layers, 2 heads of 4), with SLA gates so that
 // every kind of kernel tensor is exercised; made once per test process.

@@ -24,11 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kText =
-    "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness, "
-    "it was the epoch of belief, it was the epoch of incredulity, it was the season of Light, it was the season of "
-    "Darkness, it was the spring of hope, it was the winter of despair, we had everything before us, we had nothing "
-    "before us, we were all going direct to Heaven, we were all going direct the other way.";
+const char* const kText = mimic::test::kDickens;
 
 // A record of a tiny fixture model (2 layers, 2 heads of 4): GPT-2 (causal) or BERT (bidirectional, the last
 // sample padded). Made once per test process.

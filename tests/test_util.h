@@ -55,6 +55,13 @@ inline RunResult mimic_cli(const std::string& args) {
   return {WEXITSTATUS(status), read_bytes(dir.file("out")), read_bytes(dir.file("err"))};
 }
 
+// A public-domain paragraph (Dickens) for tests that record or distill a tiny model on real text.
+inline constexpr const char* kDickens =
+    "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness, "
+    "it was the epoch of belief, it was the epoch of incredulity, it was the season of Light, it was the season of "
+    "Darkness, it was the spring of hope, it was the winter of despair, we had everything before us, we had nothing "
+    "before us, we were all going direct to Heaven, we were all going direct the other way.";
+
 inline std::string fixture(const std::string& rel) { return std::string(MIMIC_TEST_FIXTURES) + "/" + rel; }
 
 // A fixture model directory completed with the real tokenizer files (which the committed fixtures leave

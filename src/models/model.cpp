@@ -384,8 +384,7 @@ std::string attention_summary(const Model& model) {
       const auto& o = e["options"];
       what += " (" + o.value("feature_map", std::string("?")) + ", " + o.value("norm", std::string("row")) + " norm";
       if (o.value("gates", false)) what += ", SLA gates";
-      if (o.contains("decay") && !(o["decay"].is_boolean() && !o["decay"].get<bool>()) && !(o["decay"].is_array() && o["decay"].empty()))
-        what += ", decay";
+      if (o.value("decay", nlohmann::json(false)).is_array()) what += ", decay";  // to_json: false or the per-head list
       what += ")";
     }
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == what; });
