@@ -27,14 +27,15 @@ passkey hedgehog-sla "$OUT/hedgehog-sla-finetuned"
 
 echo
 echo "== $MODEL: hedgehog vs hedgehog + SLA gates ($SCALE; finetune $FT_STEPS × $FT_BATCH × $FT_LEN tokens)"
-printf '| %-34s | %10s | %10s | %s |\n' "model" "KL" "perplexity" "passkey: ranked first / gain ranked first, by length ($PASSKEY_LENGTHS)"
-printf '|---|---|---|---|\n'
+printf '| %-32s | %6s | %9s | %9s | %s |\n' "model" "KL" "ppl as is" "finetuned" "passkey: ranked first / gain ranked first, by length ($PASSKEY_LENGTHS)"
+printf '|---|---|---|---|---|\n'
+# row LABEL KL PPL FINETUNED-EVAL PASSKEY: perplexities (test split) and passkey accuracy (of the finetuned students)
 row() {
-  printf '| %-34s | %10s | %10s | %s |\n' "$1" "$2" "$(ppl "$3")" \
-    "$(jq -r '[.rows[] | "\(.rank_accuracy*100|round)% / \(.gain_rank_accuracy*100|round)%"] | join(", ")' "$OUT/passkey-$4.json")"
+  printf '| %-32s | %6s | %9s | %9s | %s |\n' "$1" "$2" "$3" "$([[ -f $OUT/eval-$4.json ]] && ppl "$4" || echo -)" \
+    "$(jq -r '[.rows[] | "\(.rank_accuracy*100|round)% / \(.gain_rank_accuracy*100|round)%"] | join(", ")' "$OUT/passkey-$5.json")"
 }
-row "softmax teacher" "-" teacher teacher
-row "hedgehog, finetuned" "$(kl hedgehog)" hedgehog-finetuned hedgehog
-row "hedgehog + SLA gates, finetuned" "$(kl hedgehog-sla)" hedgehog-sla-finetuned hedgehog-sla
+row "softmax teacher" "-" "$(ppl teacher)" teacher-finetuned teacher
+row "hedgehog" "$(kl hedgehog)" "$(ppl hedgehog-converted)" hedgehog-finetuned hedgehog
+row "hedgehog + SLA gates" "$(kl hedgehog-sla)" "$(ppl hedgehog-sla-converted)" hedgehog-sla-finetuned hedgehog-sla
 echo "(passkey chance of ranking first: $(get "$OUT/passkey-teacher.json" '.chance * 100' 0)%)"
 print_timings

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attention/attention.h"
+#include "data/classification.h"
 #include "models/model.h"
 #include "record/record.h"
 #include "test_util.h"
@@ -223,6 +224,36 @@ TEST(Record, BertRoundTripWithPaddedSample) {
   check_round_trip(o.out, bert_dir(), stream, /*bert=*/true);
   H5::H5File f(o.out, H5F_ACC_RDONLY);
   EXPECT_EQ(read_dataset(f, "layer_00/weights").size(0), r.samples);
+}
+
+TEST(Record, ClassificationSetRecordsTheSplitsTextsWithBothLabels) {
+  TempDir dir;
+  auto o = options(gpt2_dir(), "spam", dir.file("s.h5"));
+  o.split = "validation";
+  o.seq_len = 64;
+  o.samples = 40;
+  mimic::record::record(o);
+  H5::H5File f(o.out, H5F_ACC_RDONLY);
+  EXPECT_EQ(string_attr(f, "data"), "spam");
+  EXPECT_EQ(string_attr(f, "split"), "validation");
+  auto ids = read_dataset(f, "input_ids", at::kLong).reshape(-1);
+  ASSERT_EQ(ids.numel(), 40 * 64);
+  const auto text = mimic::text::load_tokenizer(gpt2_dir())->decode(std::vector<int64_t>(
+      ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + ids.numel()));
+  // whole messages of the split follow each other, and the files' grouping by label is mixed up
+  const auto set = mimic::data::load_classification("spam");
+  int found[2] = {0, 0};
+  for (const auto& ex : set.validation)
+    if (ex.text.size() >= 80 && text.find(ex.text.substr(0, 80)) != std::string::npos) ++found[ex.label];
+  EXPECT_GE(found[0] + found[1], 3);
+  EXPECT_GE(found[0], 1);
+  EXPECT_GE(found[1], 1);
+  // the training split is another stream
+  auto train = options(gpt2_dir(), "spam", dir.file("t.h5"));
+  train.seq_len = 64;
+  train.samples = 1;
+  mimic::record::record(train);
+  EXPECT_NE(string_attr(H5::H5File(train.out, H5F_ACC_RDONLY), "data_digest"), string_attr(f, "data_digest"));
 }
 
 TEST(Record, Float32StorageLayersAndExtension) {

@@ -52,7 +52,7 @@ void register_record(CLI::App& app) {
   auto a = std::make_shared<RecordArgs>();
   auto* sub = app.add_subcommand("record", "Record a softmax model's per-layer attention (q, k, v, outputs, weights) into an HDF5 file");
   sub->add_option("--model", a->o.model_dir, "Model directory (the softmax teacher)")->required();
-  sub->add_option("--data", a->o.data, "Corpus all|sotu|moby-dick (with --split) or a UTF-8 text file")->required();
+  sub->add_option("--data", a->o.data, "Corpus all|sotu|moby-dick, classification data set spam|sotu-era (texts of --split), or a UTF-8 text file")->required();
   sub->add_option("--split", a->o.split, "Split of a corpus: train, validation or test")->capture_default_str();
   sub->add_option("--out", a->o.out, "Output file (.h5); an existing one with the same settings is resumed / extended")->required();
   sub->add_option("--samples", a->o.samples, "Samples in the file (0: every block of the data)")->capture_default_str();

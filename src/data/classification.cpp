@@ -173,6 +173,8 @@ ClassificationData load_jsonl(const std::string& path) {
 
 }  // namespace
 
+std::vector<std::string> classification_names() { return {"spam", "sotu-era"}; }
+
 ClassificationData load_classification(const std::string& name) {
   if (name == "spam") return load_spam();
   if (name == "sotu-era") return load_sotu_era();

@@ -26,6 +26,8 @@ struct ClassificationData {
 // "spam", "sotu-era", or a path to a JSON-lines file with {"text": ..., "label": ...} per line (label a
 // string or an integer; optional "split": train|validation|test, otherwise split by line hash).
 ClassificationData load_classification(const std::string& name_or_file);
+// The built-in data sets: {"spam", "sotu-era"}.
+std::vector<std::string> classification_names();
 
 // The eras of `sotu-era` (first and last year of each class), chosen so the classes hold about a quarter
 // of the passages each.

@@ -37,7 +37,11 @@ Batch make_batch(const std::vector<std::vector<int64_t>>& ids, const std::vector
     input[i].slice(0, 0, static_cast<int64_t>(x.size())).copy_(torch::tensor(x, torch::kLong));
     mask[i].slice(0, 0, static_cast<int64_t>(x.size())).fill_(1);
   }
-  return {{input, mask, {}}, torch::tensor(labels, torch::kLong)};
+  Batch batch;
+  batch.in.input_ids = input;
+  batch.in.attention_mask = mask;
+  batch.labels = torch::tensor(labels, torch::kLong);
+  return batch;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "core/hash.h"
 #include "core/progress.h"
 #include "core/runtime.h"
+#include "data/classification.h"
 #include "data/corpus.h"
 #include "data/token_cache.h"
 #include "io/atomic_file.h"
@@ -256,6 +257,11 @@ bool is_corpus(const std::string& data) {
   return data == "all" || std::find(corpora.begin(), corpora.end(), data) != corpora.end();
 }
 
+bool is_classification(const std::string& data) {
+  auto sets = data::classification_names();
+  return std::find(sets.begin(), sets.end(), data) != sets.end();
+}
+
 Stream open_stream(const RecordOptions& o, const text::Tokenizer& tok, std::string* data_id) {
   Stream s;
   if (is_corpus(o.data)) {
@@ -266,15 +272,33 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer& tok, std::stri
     s.keep = cache;
     *data_id = o.data;
   } else {
-    MIMIC_CHECK(fs::is_regular_file(o.data), "--data ", o.data, ": neither a corpus (all, sotu, moby-dick) nor a text file");
-    std::string text = io::read_text_file(o.data);
-    MIMIC_CHECK(data::is_valid_utf8(text), o.data, ": not valid UTF-8");
+    std::string text;
+    if (is_classification(o.data)) {
+      // A classification data set's texts of the split, in a fixed order that mixes the labels (the files list
+      // them grouped), separated by blank lines: the distribution a classifier is finetuned on.
+      const auto set = data::load_classification(o.data);
+      const auto& examples = set.split(data::split_from_name(o.split));
+      std::vector<std::pair<uint64_t, size_t>> order;
+      for (size_t i = 0; i < examples.size(); ++i) {
+        Hasher h;
+        h.bytes(examples[i].text.data(), examples[i].text.size());
+        order.push_back({h.h, i});
+      }
+      std::sort(order.begin(), order.end());
+      for (const auto& [hash, i] : order) text += examples[i].text + "\n\n";
+      *data_id = o.data;
+    } else {
+      MIMIC_CHECK(fs::is_regular_file(o.data), "--data ", o.data,
+                  ": neither a corpus (all, sotu, moby-dick), a classification data set (spam, sotu-era) nor a text file");
+      text = io::read_text_file(o.data);
+      MIMIC_CHECK(data::is_valid_utf8(text), o.data, ": not valid UTF-8");
+      *data_id = fs::absolute(o.data).lexically_normal().string();
+    }
     auto ids = std::make_shared<std::vector<int64_t>>(tok.encode(text, /*add_special_tokens=*/false));
     s.size = static_cast<int64_t>(ids->size());
     const int64_t* p = ids->data();
     s.at = [p](int64_t i) { return p[i]; };
     s.keep = ids;
-    *data_id = fs::absolute(o.data).lexically_normal().string();
   }
   MIMIC_CHECK(s.size > 0, "--data ", o.data, " holds no tokens");
   return s;
@@ -424,7 +448,7 @@ RecordResult record(const RecordOptions& o) {
       {"causal", captures[0].causal ? 1 : 0},
       {"scale", captures[0].scale},
       {"data", data_id},
-      {"split", is_corpus(o.data) ? data::split_name(data::split_from_name(o.split)) : ""},
+      {"split", is_corpus(o.data) || is_classification(o.data) ? data::split_name(data::split_from_name(o.split)) : ""},
       {"data_tokens", stream.size},
       {"data_digest", stream_digest(stream)},
       {"seq_len", seq_len},

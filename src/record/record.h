@@ -20,7 +20,8 @@ namespace mimic::record {
 
 struct RecordOptions {
   std::string model_dir;            // HF-layout directory of the softmax teacher
-  std::string data;                 // corpus name (all | sotu | moby-dick) or a UTF-8 text file
+  std::string data;                 // corpus (all | sotu | moby-dick), classification set (spam | sotu-era: its
+                                    // texts of the split, packed) or a UTF-8 text file
   std::string split = "train";      // split of a corpus (ignored for a file)
   std::string out;                  // FILE.h5
   int64_t samples = 128;            // samples to hold in the file (0: every block of the data)
