@@ -5,7 +5,9 @@
 # data (the embedded teachers are small and still gain from more training). Target: >= 99%.
 #   bash recipes/bert-hedgehog.sh [TASKS]   TASKS: "spam sotu-era" (default); each uses the embedded bert-mini-TASK
 #   SCALE=quick (64 × 256 recorded tokens, 10 epochs, 100 finetuning steps) | full (256 × 256, 10 epochs, 400 steps)
-#   MIMIC, OUT, THREADS, SEED as in recipes/lib.sh
+#   CLS_LEN (256) tokens per example, CLS_BATCH (16) examples per finetuning step; MIMIC, OUT, THREADS, SEED as in
+#   recipes/lib.sh
+CLS_LEN=${CLS_LEN:-256} CLS_BATCH=${CLS_BATCH:-16}
 TASKS=${1:-spam sotu-era}
 SCALE=${SCALE:-quick}
 if [[ $SCALE == full ]]; then REC_SAMPLES=256 FT_STEPS=${FT_STEPS:-400}; else FT_STEPS=${FT_STEPS:-100}; fi
@@ -17,12 +19,12 @@ mkdir -p "$OUT"
 # trained; the same steps and data for the teacher and the converted model
 finetune_cls() {
   stage "$1" to "$OUT/$1.json" "$MIMIC" finetune --task cls --model "$2" --data "$3" --preset bert --freeze-embeddings \
-    --seq-len 256 --batch-size 16 --steps "$FT_STEPS" --warmup $(( FT_STEPS / 10 + 1 )) --eval-every "$FT_STEPS" \
+    --seq-len "$CLS_LEN" --batch-size "$CLS_BATCH" --steps "$FT_STEPS" --warmup $(( FT_STEPS / 10 + 1 )) --eval-every "$FT_STEPS" \
     --out "$OUT/$1" --json "${common[@]}"
 }
 for task in $TASKS; do
   teacher=bert-mini-$task
-  cls=(--task cls --data "$task" --split test --seq-len 256)
+  cls=(--task cls --data "$task" --split test --seq-len "$CLS_LEN")
   # the teacher's attention on the task's own training texts (packed), as Hedgehog distils on the task data
   stage "$task-record" to "$OUT/$task-record.json" "$MIMIC" record --model "$teacher" --data "$task" --split train \
     --samples "$REC_SAMPLES" --seq-len "$REC_LEN" --out "$OUT/$task-record.h5" --json "${common[@]}"
@@ -40,7 +42,7 @@ done
 
 echo
 echo "== bert-mini classifiers → hedgehog ($SCALE: distill $EPOCHS epochs/layer on $REC_SAMPLES × $REC_LEN tokens of the task's"
-echo "   training texts; finetune $FT_STEPS steps × 16 examples, the teacher finetuned the same way)"
+echo "   training texts; finetune $FT_STEPS steps × $CLS_BATCH examples, the teacher finetuned the same way)"
 echo "recovered = converted finetuned / teacher finetuned (test split)"
 printf '| %-10s | %-8s | %8s | %17s | %9s | %19s | %9s |\n' "task" "metric" "teacher" "teacher finetuned" "converted" \
   "converted finetuned" "recovered"

@@ -40,10 +40,11 @@ print_timings() { echo; echo "time per stage"; printf '  %s\n' "${timings[@]}"; 
 #   REC_SAMPLES REC_LEN        samples × tokens recorded from the training split for distillation
 #   EPOCHS                     distillation epochs per layer
 #   FT_STEPS FT_BATCH FT_LEN   finetuning: optimizer steps, sequences per step, tokens per sequence
-#   EVAL=(...)                 what `mimic eval` scores (default: the test split of all corpora)
+#   EVAL=(...)                 what `mimic eval` scores (default: the test split of all corpora); from the
+#                              environment: EVAL_ARGS="--file my.txt"
 REC_SAMPLES=${REC_SAMPLES:-64} REC_LEN=${REC_LEN:-256} EPOCHS=${EPOCHS:-10}
 FT_STEPS=${FT_STEPS:-60} FT_BATCH=${FT_BATCH:-8} FT_LEN=${FT_LEN:-256}
-[[ -v EVAL ]] || EVAL=(--data all --split test)
+if [[ -n ${EVAL_ARGS:-} ]]; then read -ra EVAL <<<"$EVAL_ARGS"; elif [[ ! -v EVAL ]]; then EVAL=(--data all --split test); fi
 
 # record_lm TEACHER: the teacher's attention on REC_SAMPLES training samples → $OUT/record.h5
 record_lm() {

@@ -23,7 +23,7 @@ stage report "$MIMIC" report --record "$OUT/record.h5" --maps "$OUT/maps-hedgeho
   --out "$OUT/report" "${common[@]}"
 
 echo
-echo "== summary (gpt2-mini, test split of the public-domain corpora: $(get "$OUT/eval-teacher.json" .predicted) tokens scored)"
+echo "== summary (gpt2-mini, perplexity on ${EVAL[*]}: $(get "$OUT/eval-teacher.json" .predicted) tokens scored)"
 printf '%-46s %10s\n' "model" "perplexity"
 printf '%-46s %10s\n' "gpt2-mini (softmax teacher)" "$(ppl teacher)"
 printf '%-46s %10s\n' "hedgehog, converted (KL $(kl hedgehog) after distill)" "$(ppl hedgehog-converted)"

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Every recipe end to end on the embedded models at a toy size (a few samples, one epoch, one finetuning step), so a
+# recipe cannot rot between the measured runs: each one must finish, print its table with a number in every cell,
+# and a second run must skip every stage.   recipes_test.sh SOURCE_DIR MIMIC_CLI
+set -euo pipefail
+src=$1
+export MIMIC=$2
+work=$(mktemp -d)
+[[ -n ${KEEP:-} ]] && echo "recipes_test: keeping $work" || trap 'rm -rf "$work"' EXIT
+command -v jq >/dev/null || { echo "jq is missing (tools/setup.sh installs it)" >&2; exit 1; }
+
+# toy settings: every knob the recipes read from the environment
+export THREADS=2 SEED=3 REC_SAMPLES=4 REC_LEN=32 EPOCHS=1 FT_STEPS=1 FT_BATCH=2 FT_LEN=32
+export PASSKEY_LENGTHS=64 PASSKEY_TRIALS=2 CLS_LEN=32 CLS_BATCH=4 MAPS="hedgehog elu"
+head -c 4000 "$src/README.md" >"$work/eval.txt"  # a few pages of English to score instead of the test split
+export EVAL_ARGS="--file $work/eval.txt"
+
+fail() { echo "recipes_test: $*" >&2; exit 1; }
+# run NAME SCRIPT [ARGS]: runs a recipe twice into its own folder; checks the table and the skipping.
+run() {
+  local name=$1 script=$2; shift 2
+  export OUT=$work/$name
+  local log=$work/$name.log
+  bash "$src/recipes/$script" "$@" >"$log" 2>&1 || { cat "$log" >&2; fail "$script failed"; }
+  # the table: markdown rows (or the quickstart's summary lines) with no empty or failed cell
+  local rows
+  rows=$(grep -E '^\| ' "$log" | grep -v -- '---' || true)
+  [[ $script == quickstart.sh ]] && rows=$(sed -n '/^== summary/,/^time per stage/p' "$log" | sed '1d;$d' | grep .)
+  [[ -n $rows ]] || { cat "$log" >&2; fail "$script printed no result table"; }
+  if grep -Eiq '(^|[| ])(nan|null|inf)([| ]|%|$)|\|\s*\|' <<<"$rows"; then
+    cat "$log" >&2; fail "$script: a table cell is empty or not a number"
+  fi
+  grep -q '^time per stage' "$log" || fail "$script printed no timings"
+  # rerun: everything is done already
+  bash "$src/recipes/$script" "$@" >"$log.again" 2>&1 || { cat "$log.again" >&2; fail "$script failed on the rerun"; }
+  if grep -E '^== ' "$log.again" | grep -v -e 'done earlier' -e '^== summary' -e '^== .*:' | grep -q .; then
+    cat "$log.again" >&2; fail "$script reran a finished stage"
+  fi
+  echo "ok: $script ($(grep -c 'done earlier' "$log.again") stages skipped on the rerun)"
+}
+
+run quickstart quickstart.sh
+[[ -f $work/quickstart/report/report.html ]] || fail "quickstart wrote no report"
+run gpt2-hedgehog gpt2-hedgehog.sh gpt2-mini
+run gpt2-sla gpt2-sla.sh gpt2-mini
+run ablation feature-map-ablation.sh gpt2-mini
+run bert bert-hedgehog.sh spam
+# a bad knob is one clear line and a non-zero exit
+if SCALE=huge bash "$src/recipes/gpt2-hedgehog.sh" >"$work/bad.log" 2>&1; then fail "SCALE=huge was accepted"; fi
+grep -q "SCALE must be quick or full" "$work/bad.log" || { cat "$work/bad.log" >&2; fail "no clear message for SCALE=huge"; }
+echo "recipes_test: all recipes ran"
