@@ -222,6 +222,37 @@ TEST(Export, F16AndBf16LoadAndMatchTheF32ModelToRounding) {
   }
 }
 
+// A model loaded from fp16 and then trained holds float32 values: saving it as f32 keeps them exactly (they are
+// not first rounded to the type the tensors were loaded with); the default save stores the loaded types.
+TEST(Export, F32SaveOfAnF16LoadedModelKeepsItsValues) {
+  TempDir dir;
+  mimic::models::SaveOptions f16;
+  f16.dtype = mimic::io::DType::F16;
+  mimic::models::load_model(fixture_model("gpt2-plain"))->save(dir.file("h"), f16);
+  auto m = mimic::models::load_model(dir.file("h"));
+  {
+    torch::NoGradGuard ng;
+    for (auto& p : m->module().parameters()) p.mul_(1 + 3e-4).add_(3e-6);  // "training": off the fp16 grid
+  }
+  mimic::models::SaveOptions f32;
+  f32.dtype = mimic::io::DType::F32;
+  m->save(dir.file("f32"), f32);
+  m->save(dir.file("keep"));
+  auto exact = mimic::models::load_model(dir.file("f32"));
+  auto rounded = mimic::models::load_model(dir.file("keep"));
+  auto want = m->module().named_parameters(), got = exact->module().named_parameters(), low = rounded->module().named_parameters();
+  ASSERT_EQ(want.size(), got.size());
+  int off_grid = 0;
+  for (const auto& kv : want) {
+    EXPECT_TRUE(torch::equal(got[kv.key()], kv.value())) << kv.key();
+    EXPECT_TRUE(torch::equal(low[kv.key()], kv.value().to(torch::kHalf).to(torch::kFloat))) << kv.key();
+    off_grid += !torch::equal(low[kv.key()], kv.value());
+  }
+  EXPECT_GT(off_grid, 10);
+  for (const auto& t : TensorStore::open_dir(dir.file("keep")).tensors())
+    if (t.dtype != mimic::io::DType::I64) EXPECT_EQ(t.dtype, mimic::io::DType::F16) << t.name;
+}
+
 TEST(Export, SameModelGivesByteIdenticalFilesAndErrorsAreOneLine) {
   TempDir dir;
   const std::string src = mimic::test::model_with_tokenizer("bert-mlm");
@@ -251,7 +282,7 @@ TEST(FinetuneFreezeEmbeddings, EmbeddingsStayBitIdenticalAndRunsResume) {
   const std::string base = mimic::test::model_with_tokenizer("bert-mlm");
   const std::string args = "finetune --task cls --model " + base + " --data " + dir.file("t.jsonl") +
                            " --steps 100 --warmup 2 --lr 1e-2 --batch-size 4 --seq-len 16 --eval-every 50 --checkpoint-every 2"
-                           " --threads 1 --freeze-embeddings --json --out ";
+                           " --threads 1 --freeze-embeddings --dtype keep --json --out ";  // keep: the stored bytes too
   auto ft = mimic_cli(args + dir.file("a"));
   ASSERT_EQ(ft.code, 0) << ft.err;
 

@@ -420,3 +420,31 @@ TEST(FinetuneCli, LmWithLoraAndTeacher) {
                                      " --data moby-dick --out " + dir.file("y"));
   EXPECT_NE(bert.err.find("finetunes a causal LM (GPT-2)"), std::string::npos) << bert.err;
 }
+
+// Exports are float32 by default, whatever the input's storage (an fp16 model's updates are not rounded away);
+// --dtype keep stores each tensor as loaded.
+TEST(FinetuneCli, ExportsFloat32UnlessAskedToKeepTheLoadedTypes) {
+  TempDir dir;
+  models::SaveOptions half;
+  half.dtype = io::DType::F16;
+  models::load_model(tiny_gpt2(dir))->save(dir.file("half"), half);
+  const std::string args = "finetune --task lm --model " + dir.file("half") +
+                           " --data moby-dick --steps 2 --warmup 1 --seq-len 32 --batch-size 2 --eval-batches 1 --threads 1 --out ";
+  for (const auto& [flag, want] : {std::pair<std::string, io::DType>{"", io::DType::F32}, {" --dtype keep", io::DType::F16},
+                                   {" --dtype bf16", io::DType::BF16}}) {
+    SCOPED_TRACE(flag);
+    const std::string out = dir.file("out" + std::to_string(static_cast<int>(want)));
+    auto r = mimic::test::mimic_cli(args + out + flag);
+    ASSERT_EQ(r.code, 0) << r.err;
+    int floating = 0;
+    for (const auto& t : io::TensorStore::open_dir(out).tensors())
+      if (t.dtype == io::DType::F32 || t.dtype == io::DType::F16 || t.dtype == io::DType::BF16) {
+        EXPECT_EQ(t.dtype, want) << t.name;
+        ++floating;
+      }
+    EXPECT_GT(floating, 10);
+  }
+  auto bad = mimic::test::mimic_cli(args + dir.file("x") + " --dtype f8");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+}

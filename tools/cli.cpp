@@ -7,6 +7,7 @@
 #include "core/paths.h"
 #include "core/runtime.h"
 #include "io/atomic_file.h"
+#include "io/safetensors.h"
 
 namespace mimic::cli {
 
@@ -30,6 +31,14 @@ std::string read_text_input(const std::optional<std::string>& text, const std::o
     return io::read_text_file(*file);
   }
   return *text;
+}
+
+std::optional<io::DType> storage_dtype_arg(const std::string& name) {
+  if (name.empty() || name == "keep") return std::nullopt;
+  if (name == "f32") return io::DType::F32;
+  if (name == "f16") return io::DType::F16;
+  if (name == "bf16") return io::DType::BF16;
+  fail("--dtype must be f32, f16, bf16 or keep, not '", name, "'");
 }
 
 std::string resolve_model_dir(const std::string& arg) {

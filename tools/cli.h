@@ -8,6 +8,10 @@
 #include <optional>
 #include <string>
 
+namespace mimic::io {
+enum class DType;
+}
+
 namespace mimic::cli {
 
 // Options every subcommand takes.
@@ -35,6 +39,9 @@ std::string resolve_model_dir(const std::string& arg);
 // For --model options: accepts a directory or an embedded model's name (gpt2-mini, bert-mini, ...), which
 // it replaces by the directory; anything else is a one-line error naming the argument.
 CLI::Validator model_dir_arg();
+
+// A --dtype value for saved weights: "f32", "f16" or "bf16"; "" or "keep" → unset (each tensor as loaded).
+std::optional<io::DType> storage_dtype_arg(const std::string& name);
 
 // One subcommand: `setup` adds it to the app and binds its callback.
 using Register = void (*)(CLI::App& app);

@@ -25,7 +25,7 @@ void run(const ExportArgs& a) {
   MIMIC_CHECK(!fs::exists(a.out) || !fs::equivalent(a.out, a.model), "--out must be another directory than --model");
   auto model = models::load_model(a.model);
   models::SaveOptions so;
-  if (!a.dtype.empty()) so.dtype = a.dtype == "f32" ? io::DType::F32 : a.dtype == "f16" ? io::DType::F16 : io::DType::BF16;
+  so.dtype = storage_dtype_arg(a.dtype);
   if (a.shard_embeddings) so.shards = {models::embeddings_group()};
   model->save(a.out, so);
 

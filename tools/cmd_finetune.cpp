@@ -24,6 +24,7 @@ struct FinetuneArgs {
   int64_t eval_batches = 10;
   bool test = false;
   bool resume = false;
+  std::string dtype = "f32";
 };
 
 nlohmann::json metrics_json(const eval::ClassificationMetrics& m) {
@@ -59,6 +60,7 @@ void run(FinetuneArgs& a) {
   f.train.adam.weight_decay = a.weight_decay.value_or(p.weight_decay);
   f.train.min_lr_ratio = a.min_lr_ratio.value_or(p.min_lr_ratio);
   if (!a.train_set.empty()) f.train_set = finetune::train_set_from_name(a.train_set);
+  f.export_dtype = storage_dtype_arg(a.dtype);
   if (a.resume)
     MIMIC_CHECK(std::filesystem::exists(f.train.out_dir + "/checkpoint.safetensors"), "--resume: no checkpoint in ", f.train.out_dir);
   MIMIC_CHECK(!(a.resume && f.train.fresh), "give --resume or --fresh, not both");
@@ -172,6 +174,8 @@ void register_finetune(CLI::App& app) {
   sub->add_flag("--test", a->test, "lm: also score the test split at the end (strided windows, as mimic eval)");
   sub->add_flag("--freeze-embeddings", a->f.freeze_embeddings,
                 "Keep the embeddings (word, position, token type, their LayerNorm) as loaded: not trained, bit-identical to the base model's");
+  sub->add_option("--dtype", a->dtype, "Storage of the exported weights: f32, f16, bf16, or keep (each tensor as loaded)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "keep"}))->capture_default_str();
   sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
   sub->add_flag("--fresh", t.fresh, "Ignore an existing checkpoint and start over");
   add_common_options(*sub, a->common);

@@ -70,6 +70,7 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
       ++p.frozen;
   }
   MIMIC_CHECK(!o.freeze_embeddings || embeddings > 0, o.model_dir, ": no embedding tensors to freeze");
+  p.save.dtype = o.export_dtype;
   if (lora)
     for (auto& t : lora->lora_parameters()) p.trainable.push_back(t);
   // Converted models keep their history in mimic.json: this run joins it.
@@ -83,7 +84,7 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
 void bind(train::TrainTask& task, Prepared& p) {
   task.params = p.trainable;
   task.set_training = [&p](bool on) { p.model->module().train(on); };
-  task.export_model = [&p](const std::string& dir) { p.model->save(dir); };
+  task.export_model = [&p](const std::string& dir) { p.model->save(dir, p.save); };
 }
 
 std::unique_ptr<models::Model> load_teacher(const FinetuneOptions& o, models::Model& student) {

@@ -54,6 +54,9 @@ struct FinetuneOptions {
   // Keep the embeddings group (models::is_embedding) as loaded: no gradients, not in the optimizer, so the
   // result's embedding tensors are the base model's bit for bit.
   bool freeze_embeddings = false;
+  // Storage of the exported weights: float32 by default, so trained values are kept as trained (a model
+  // loaded from fp16 would otherwise round every update); unset: each tensor in the type it was loaded with.
+  std::optional<io::DType> export_dtype = io::DType::F32;
   uint64_t seed = 0;
   train::TrainOptions train;
   TrainSet effective_train_set() const { return train_set.value_or(lora.rank > 0 ? TrainSet::FeatureMaps : TrainSet::All); }
@@ -65,6 +68,7 @@ struct Prepared {
   std::unique_ptr<models::Model> model;
   std::vector<std::pair<std::string, at::Tensor>> trainable;
   int64_t frozen = 0;  // parameter tensors kept as loaded
+  models::SaveOptions save;  // how the exports are written (options.export_dtype)
 };
 Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& options);
 

@@ -102,7 +102,8 @@ void load_weights(Arch arch, const io::TensorStore& f, std::vector<std::pair<std
 
 std::vector<std::pair<std::string, at::Tensor>> weights_to_save(Arch arch, const std::vector<std::pair<std::string, at::Tensor>>& params,
                                                               const std::map<std::string, std::pair<std::string, std::string>>& ties,
-                                                              const KeyLayout& layout, const Passthrough& passthrough) {
+                                                              const KeyLayout& layout, const Passthrough& passthrough,
+                                                              bool as_loaded) {
   std::map<std::string, at::Tensor> by_name(params.begin(), params.end());
   auto file_key = [&](const std::string& name) {
     std::string key = name;
@@ -115,7 +116,7 @@ std::vector<std::pair<std::string, at::Tensor>> weights_to_save(Arch arch, const
   auto stored = [&](const std::string& key, const at::Tensor& t) {
     auto it = layout.dtypes.find(key);
     at::Tensor out = t.detach();
-    if (it != layout.dtypes.end() && out.is_floating_point()) out = out.to(io::to_scalar_type(it->second));
+    if (as_loaded && it != layout.dtypes.end() && out.is_floating_point()) out = out.to(io::to_scalar_type(it->second));
     return out;
   };
   std::vector<std::pair<std::string, at::Tensor>> out;

@@ -44,9 +44,11 @@ void load_weights(Arch arch, const io::TensorStore& f, std::vector<std::pair<std
                   const std::map<std::string, std::pair<std::string, std::string>>& ties, KeyLayout& layout, Passthrough& passthrough,
                   const LoadRules& rules = {});
 
-// The file keys and tensors to save (in the remembered layout and dtypes).
+// The file keys and tensors to save, in the remembered layout; each parameter in the dtype it was loaded
+// with (`as_loaded`) or as it is in memory (float32: for a save that converts every tensor to one type).
 std::vector<std::pair<std::string, at::Tensor>> weights_to_save(Arch arch, const std::vector<std::pair<std::string, at::Tensor>>& params,
                                                               const std::map<std::string, std::pair<std::string, std::string>>& ties,
-                                                              const KeyLayout& layout, const Passthrough& passthrough);
+                                                              const KeyLayout& layout, const Passthrough& passthrough,
+                                                              bool as_loaded = true);
 
 }  // namespace mimic::models

@@ -140,8 +140,10 @@ class HfModel : public Model {
 
   ForwardOutputs forward(const ForwardInputs& in) override { return net_->forward(in); }
 
-  std::vector<std::pair<std::string, at::Tensor>> state_dict() const override {
-    auto out = weights_to_save(config_.arch, parameters(), ties_, layout_, passthrough_);
+  std::vector<std::pair<std::string, at::Tensor>> state_dict() const override { return tensors(/*as_loaded=*/true); }
+  // as_loaded = false: the values in memory (a save into one dtype converts them once, not twice).
+  std::vector<std::pair<std::string, at::Tensor>> tensors(bool as_loaded) const {
+    auto out = weights_to_save(config_.arch, parameters(), ties_, layout_, passthrough_, as_loaded);
     for (auto& kv : kernel_tensors()) out.push_back(std::move(kv));
     return out;
   }
@@ -164,10 +166,10 @@ class HfModel : public Model {
     }
     std::vector<std::string> written;
     if (options.shards.empty()) {
-      io::save_safetensors((fs::path(dir) / io::kWeightsFile).string(), state_dict(), opt);
+      io::save_safetensors((fs::path(dir) / io::kWeightsFile).string(), tensors(!options.dtype), opt);
       written = {io::kWeightsFile};
     } else {
-      written = io::save_sharded(dir, state_dict(), options.shards, opt);
+      written = io::save_sharded(dir, tensors(!options.dtype), options.shards, opt);
       written.push_back(io::kIndexFile);
     }
     io::remove_stale_weights(dir, written);
