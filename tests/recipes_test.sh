@@ -25,7 +25,7 @@ run() {
   # the table: markdown rows (or the quickstart's summary lines) with no empty or failed cell
   local rows
   rows=$(grep -E '^\| ' "$log" | grep -v -- '---' || true)
-  [[ $script == quickstart.sh ]] && rows=$(sed -n '/^== summary/,/^time per stage/p' "$log" | sed '1d;$d' | grep .)
+  [[ $script == quickstart.sh ]] && rows=$(sed -n '/^== summary/,/^time per stage/p' "$log" | sed '1d;$d' | grep . || true)
   [[ -n $rows ]] || { cat "$log" >&2; fail "$script printed no result table"; }
   if grep -Eiq '(^|[| ])(nan|null|inf)([| ]|%|$)|\|\s*\|' <<<"$rows"; then
     cat "$log" >&2; fail "$script: a table cell is empty or not a number"
