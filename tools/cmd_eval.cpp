@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "core/error.h"
 #include "data/token_cache.h"
+#include "eval/copy.h"
 #include "eval/passkey.h"
 #include "eval/perplexity.h"
 #include "finetune/classify.h"
@@ -23,21 +24,24 @@ struct EvalArgs {
   int64_t seq_len = 128, batch_size = 32;
   std::string teacher;  // evaluated the same way, printed side by side
   eval::PasskeyOptions passkey;
+  eval::CopyOptions copy;
 };
 
-// One model's result as JSON (perplexity, or classification metrics), with its attention description.
-nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
+// The token ids --data (a corpus split) or --text/--file name, tokenized with `dir`'s tokenizer.
+std::vector<int64_t> lm_ids(const EvalArgs& a, const std::string& dir) {
   auto tok = text::load_tokenizer(dir);
-  auto model = models::load_model(dir);
-  std::vector<int64_t> ids;
   if (!a.data.empty()) {
     MIMIC_CHECK(!a.text && !a.file, "give --data (a corpus split) or --text/--file, not both");
     auto cache = data::corpus_token_cache(a.data, data::split_from_name(a.split), *tok);
-    ids.assign(cache.data(), cache.data() + cache.size());
-  } else {
-    ids = tok->encode(read_text_input(a.text, a.file), /*add_special_tokens=*/false);
+    return {cache.data(), cache.data() + cache.size()};
   }
-  auto r = eval::perplexity(*model, ids, a.ppl);
+  return tok->encode(read_text_input(a.text, a.file), /*add_special_tokens=*/false);
+}
+
+// One model's result as JSON (perplexity, or classification metrics), with its attention description.
+nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
+  auto model = models::load_model(dir);
+  auto r = eval::perplexity(*model, lm_ids(a, dir), a.ppl);
   nlohmann::json j = {{"perplexity", r.perplexity}, {"nll", r.nll},         {"tokens", r.tokens},
                       {"predicted", r.predicted},   {"windows", r.windows}, {"seconds", r.seconds},
                       {"tokens_per_second", r.seconds > 0 ? r.predicted / r.seconds : 0.0},
@@ -102,6 +106,52 @@ void run(const EvalArgs& a) {
   print_side_by_side(a, j, t);
 }
 
+// --task copy: every segment scored once and repeated; the copy gain per model, and with --teacher the share
+// of the teacher's gain the model keeps ("recall recovered").
+nlohmann::json eval_copy(const EvalArgs& a, const std::string& dir) {
+  auto model = models::load_model(dir);
+  auto segments = eval::copy_segments(lm_ids(a, dir), a.copy.segments, a.copy.segment_len);
+  auto r = eval::copy_eval(*model, segments, a.copy);
+  return {{"first_nll", r.first_nll}, {"second_nll", r.second_nll}, {"copy_gain", r.gain},
+          {"copy_gain_ci95", r.gain_ci95}, {"copy_gain_sd", r.gain_sd}, {"seconds", r.seconds},
+          {"attention", models::attention_summary(*model)}};
+}
+
+void run_copy(EvalArgs& a) {
+  MIMIC_CHECK(!a.data.empty() || a.text || a.file, "--task copy needs text: --data CORPUS [--split S], --file F or --text T");
+  nlohmann::json j = {{"task", "copy"}, {"segments", a.copy.segments}, {"segment_len", a.copy.segment_len},
+                      {"scored_per_copy", a.copy.segment_len - 1}};
+  if (!a.data.empty()) j["data"] = a.data + ":" + a.split;
+  j["model"] = eval_copy(a, a.model);
+  if (!a.teacher.empty()) {
+    j["teacher"] = eval_copy(a, a.teacher);
+    const double tg = j["teacher"]["copy_gain"].get<double>();
+    j["recall_recovered"] = tg != 0 ? j["model"]["copy_gain"].get<double>() / tg : 0.0;
+  }
+  if (a.common.json) return print_json(j);
+  std::printf("in-context copy: %lld segments of %lld tokens, each run as [A A]; NLL in nats/token over %lld tokens per copy
+",
+              static_cast<long long>(a.copy.segments), static_cast<long long>(a.copy.segment_len),
+              static_cast<long long>(a.copy.segment_len - 1));
+  std::printf("%-8s %11s %11s %10s %12s
+", "", "first copy", "second copy", "copy gain", "95% CI");
+  auto line = [](const char* name, const nlohmann::json& m) {
+    std::printf("%-8s %11.3f %11.3f %10.3f %12s
+", name, m["first_nll"].get<double>(), m["second_nll"].get<double>(),
+                m["copy_gain"].get<double>(), ("± " + std::to_string(m["copy_gain_ci95"].get<double>()).substr(0, 5)).c_str());
+  };
+  line("model", j["model"]);
+  if (j.contains("teacher")) {
+    line("teacher", j["teacher"]);
+    std::printf("recall recovered (model gain / teacher gain): %.3f
+", j["recall_recovered"].get<double>());
+    std::printf("model:   %s
+teacher: %s
+", j["model"]["attention"].get<std::string>().c_str(),
+                j["teacher"]["attention"].get<std::string>().c_str());
+  }
+}
+
 void run_passkey(EvalArgs& a) {
   MIMIC_CHECK(a.teacher.empty(), "--teacher is not available with --task passkey: run the passkey evaluation on each model");
   auto tok = text::load_tokenizer(a.model);
@@ -140,7 +190,7 @@ void register_eval(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   auto* sub = app.add_subcommand("eval", "Evaluate a model: LM perplexity (text, file or corpus split) or classification metrics");
   sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
-  sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC) or passkey (retrieval by context length)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey"}));
+  sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC), passkey (retrieval by context length) or copy (in-context copy gain)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey", "copy"}));
   sub->add_option("--file", args->file, "Text file to score (lm)");
   sub->add_option("--text", args->text, "Text to score (lm)");
   sub->add_option("--data", args->data, "lm: corpus all|sotu|moby-dick; cls: spam|sotu-era|FILE.jsonl");
@@ -158,10 +208,17 @@ void register_eval(CLI::App& app) {
   sub->add_option("--digits", args->passkey.digits, "passkey: digits per key")->capture_default_str();
   sub->add_option("--alternatives", args->passkey.alternatives, "passkey: random wrong keys the true one is ranked against")
       ->capture_default_str();
+  sub->add_option("--segments", args->copy.segments, "copy: segments of the text, evenly spaced")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
+  sub->add_option("--segment-len", args->copy.segment_len, "copy: tokens per segment (run doubled: at most half the context)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
   add_common_options(*sub, args->common);
   sub->callback([args]() {
     start(args->common);
     if (args->task == "passkey") return run_passkey(*args);
+    if (args->task == "copy") return run_copy(*args);
     run(*args);
   });
 }

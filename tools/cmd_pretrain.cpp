@@ -14,14 +14,23 @@ struct PretrainArgs {
   std::string config_path;
   pretrain::PretrainOptions o;
   bool resume = false;
+  std::vector<int64_t> copy_span;
 };
 
 void run(PretrainArgs& a) {
   start(a.common);
-  try {
-    a.o.config = nlohmann::json::parse(io::read_text_file(a.config_path));
-  } catch (const nlohmann::json::exception& e) {
-    fail(a.config_path, ": malformed JSON: ", e.what());
+  MIMIC_CHECK(a.config_path.empty() != a.o.init.empty(), "give --config (a fresh model) or --init (continue a model), one of them");
+  if (!a.config_path.empty()) {
+    try {
+      a.o.config = nlohmann::json::parse(io::read_text_file(a.config_path));
+    } catch (const nlohmann::json::exception& e) {
+      fail(a.config_path, ": malformed JSON: ", e.what());
+    }
+  }
+  if (!a.copy_span.empty()) {
+    MIMIC_CHECK(a.copy_span.size() == 2, "--copy-span takes MIN,MAX (two token counts), got ", a.copy_span.size(), " values");
+    a.o.copy.min_span = a.copy_span[0];
+    a.o.copy.max_span = a.copy_span[1];
   }
   a.o.seed = a.common.seed;
   if (a.resume)
@@ -49,7 +58,13 @@ void register_pretrain(CLI::App& app) {
   a->o.train.adam.beta2 = 0.95;
   auto* sub = app.add_subcommand("pretrain", "Pretrain a small GPT-2 (causal LM) or BERT (masked LM) on the public-domain corpora");
   sub->add_option("--arch", a->o.arch, "gpt2 or bert")->required()->check(CLI::IsMember({"gpt2", "bert"}));
-  sub->add_option("--config", a->config_path, "config.json with the sizes (HF keys)")->required()->check(CLI::ExistingFile);
+  sub->add_option("--config", a->config_path, "config.json with the sizes (HF keys) of a fresh model")->check(CLI::ExistingFile);
+  sub->add_option("--init", a->o.init, "Continue from this model's weights instead of a fresh model (no --config)")
+      ->transform(model_dir_arg());
+  sub->add_option("--copy-fraction", a->o.copy.fraction,
+                  "Copy curriculum: the fraction of training blocks in which an earlier span recurs later (0..1; docs/data.md)")
+      ->capture_default_str();
+  sub->add_option("--copy-span", a->copy_span, "Copy curriculum: MIN,MAX tokens of a copied span (log-uniform)")->delimiter(',');
   sub->add_option("--data", a->o.corpus, "Corpus: all, sotu or moby-dick")->capture_default_str()->check(CLI::IsMember({"all", "sotu", "moby-dick"}));
   sub->add_option("--out", a->o.train.out_dir, "Output directory (model, checkpoint, log)")->required();
   sub->add_option("--steps", a->o.train.steps, "Optimizer steps")->capture_default_str();

@@ -2,15 +2,43 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "core/error.h"
 
 namespace mimic::data {
 
-PackedBatches::PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t batch_size, uint64_t seed)
-    : cache_(cache), seq_len_(seq_len), batch_size_(batch_size), seed_(seed) {
+void CopyCurriculum::validate() const {
+  MIMIC_CHECK(fraction >= 0 && fraction <= 1, "the copy fraction must be in [0, 1], got ", fraction);
+  MIMIC_CHECK(min_span >= 1 && max_span >= min_span, "copy spans must satisfy 1 <= min <= max, got ", min_span, " and ", max_span);
+}
+
+CopiedSpan apply_copy_curriculum(int64_t* block, int64_t n, const CopyCurriculum& c, uint64_t seed, int64_t epoch, int64_t index) {
+  if (c.fraction <= 0) return {};
+  // One generator per block, keyed like shuffled_order's but on a separate stream (the odd constant).
+  std::mt19937_64 rng((seed ^ 0xC0B1C0B1D00Dull) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) * 0x100000001B3ull +
+                      static_cast<uint64_t>(index));
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  if (u(rng) >= c.fraction) return {};
+  const int64_t hi = std::min(c.max_span, n / 2);
+  const int64_t lo = std::min(c.min_span, hi);
+  if (hi < 1) return {};
+  const auto len = std::clamp<int64_t>(
+      static_cast<int64_t>(std::floor(std::exp(std::log(static_cast<double>(lo)) +
+                                               u(rng) * (std::log(static_cast<double>(hi) + 1) - std::log(static_cast<double>(lo)))))),
+      lo, hi);
+  const int64_t source = static_cast<int64_t>(rng() % static_cast<uint64_t>(n - 2 * len + 1));
+  const int64_t dest = source + len + static_cast<int64_t>(rng() % static_cast<uint64_t>(n - source - 2 * len + 1));
+  std::copy(block + source, block + source + len, block + dest);
+  return {source, dest, len};
+}
+
+PackedBatches::PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t batch_size, uint64_t seed, CopyCurriculum copy)
+    : cache_(cache), seq_len_(seq_len), batch_size_(batch_size), seed_(seed), copy_(copy) {
   MIMIC_CHECK(seq_len >= 1 && batch_size >= 1, "sequence length and batch size must be positive");
+  copy.validate();
   int64_t blocks = (cache.size() - 1) / seq_len;
   MIMIC_CHECK(blocks >= batch_size, "the data has ", cache.size(), " tokens: too few for one batch of ", batch_size, " x ",
               seq_len + 1, " tokens");
@@ -47,12 +75,16 @@ LmBatch PackedBatches::next() {
   auto labels = torch::empty({batch_size_, seq_len_}, torch::kLong);
   auto* in = inputs.data_ptr<int64_t>();
   auto* lb = labels.data_ptr<int64_t>();
+  std::vector<int64_t> block(static_cast<size_t>(seq_len_ + 1));
   for (int64_t b = 0; b < batch_size_; ++b) {
     if (pos_.index >= blocks_per_epoch()) pos_ = {pos_.epoch + 1, 0};
+    const StreamPosition at = pos_;
     int64_t start = block_start(pos_.epoch, pos_.index++);
+    for (int64_t t = 0; t <= seq_len_; ++t) block[static_cast<size_t>(t)] = cache_[start + t];
+    apply_copy_curriculum(block.data(), seq_len_ + 1, copy_, seed_, at.epoch, at.index);
     for (int64_t t = 0; t < seq_len_; ++t) {
-      in[b * seq_len_ + t] = cache_[start + t];
-      lb[b * seq_len_ + t] = cache_[start + t + 1];
+      in[b * seq_len_ + t] = block[static_cast<size_t>(t)];
+      lb[b * seq_len_ + t] = block[static_cast<size_t>(t + 1)];
     }
   }
   if (pos_.index >= blocks_per_epoch()) pos_ = {pos_.epoch + 1, 0};

@@ -26,12 +26,33 @@ struct LmBatch {
   at::Tensor attention_mask;  // int64 [B, T], all ones for packed sequences
 };
 
+// A copy curriculum: in a fraction of the packed blocks an earlier span of the block recurs later in it
+// (copied over the tokens that stood there), so that predicting the second occurrence pays for looking back
+// at the first — the in-context recall ("induction") that plain prose rewards too rarely for a small model
+// trained briefly to learn it. Per chosen block: a span length L drawn log-uniformly in [min_span,
+// max_span] (capped at half the block), a source start s and a destination d >= s + L, both uniform; the
+// labels follow the edited block. The draws are a pure function of (seed, epoch, index of the block), so
+// a resumed stream edits the same blocks the same way. fraction 0: plain prose.
+struct CopyCurriculum {
+  double fraction = 0;
+  int64_t min_span = 8;
+  int64_t max_span = 128;
+  void validate() const;  // a mimic::Error naming the bad value
+};
+
+// Applies the curriculum to one block of n tokens (in place) with draws keyed by (seed, epoch, index);
+// returns the span {s, d, L} copied, or L = 0 when the block was left as it was.
+struct CopiedSpan {
+  int64_t source = 0, dest = 0, length = 0;
+};
+CopiedSpan apply_copy_curriculum(int64_t* block, int64_t n, const CopyCurriculum& c, uint64_t seed, int64_t epoch, int64_t index);
+
 // Packs the token stream into blocks of T+1 tokens (block i starts at token i·T; documents separated by
 // the cache's separator) and yields them in an order shuffled per epoch by (seed, epoch), B at a time.
 // inputs = block[0:T], labels = block[1:T+1]. Deterministic for a given (cache, T, B, seed).
 class PackedBatches {
  public:
-  PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t batch_size, uint64_t seed);
+  PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t batch_size, uint64_t seed, CopyCurriculum copy = {});
   LmBatch next();
   int64_t blocks_per_epoch() const { return static_cast<int64_t>(order_.size()); }
   StreamPosition position() const { return pos_; }
@@ -44,6 +65,7 @@ class PackedBatches {
   const TokenCache& cache_;
   int64_t seq_len_, batch_size_;
   uint64_t seed_;
+  CopyCurriculum copy_;
   StreamPosition pos_;
   int64_t order_epoch_ = -1;
   std::vector<int64_t> order_;

@@ -50,17 +50,26 @@ struct MlmBatcher {
 train::TrainResult pretrain(const PretrainOptions& o) {
   const bool gpt2 = o.arch == "gpt2";
   MIMIC_CHECK(gpt2 || o.arch == "bert", "unknown --arch '", o.arch, "' (gpt2 or bert)");
-  const std::string tok_dir = asset_path(gpt2 ? "gpt2" : "bert-base-uncased");
+  const std::string tok_dir = o.init.empty() ? asset_path(gpt2 ? "gpt2" : "bert-base-uncased") : o.init;
   auto tok = text::load_tokenizer(tok_dir);
+  o.copy.validate();
 
-  nlohmann::json config = o.config;
-  config["model_type"] = o.arch;
-  config["vocab_size"] = tok->vocab_size();
-  config["architectures"] = {gpt2 ? "GPT2LMHeadModel" : "BertForMaskedLM"};
-  if (!gpt2) config["pad_token_id"] = tok->pad_id();
-  if (gpt2) config["bos_token_id"] = config["eos_token_id"] = tok->eos_id();
   torch::manual_seed(o.seed);
-  auto model = models::create_model(config.dump(), tok_dir, /*fp16_storage=*/true);
+  std::unique_ptr<models::Model> model;
+  if (o.init.empty()) {
+    nlohmann::json config = o.config;
+    config["model_type"] = o.arch;
+    config["vocab_size"] = tok->vocab_size();
+    config["architectures"] = {gpt2 ? "GPT2LMHeadModel" : "BertForMaskedLM"};
+    if (!gpt2) config["pad_token_id"] = tok->pad_id();
+    if (gpt2) config["bos_token_id"] = config["eos_token_id"] = tok->eos_id();
+    model = models::create_model(config.dump(), tok_dir, /*fp16_storage=*/true);
+  } else {
+    model = models::load_model(o.init);
+    const auto s = model->summary();
+    MIMIC_CHECK(s.model_type == o.arch && s.head == (gpt2 ? "lm" : "mlm"), "--init ", o.init, " is a ", s.model_type, " model with head '",
+                s.head, "'; pretrain --arch ", o.arch, " continues only a ", gpt2 ? "GPT-2 LM" : "BERT masked-LM", " model");
+  }
   const int64_t ctx = model->summary().max_positions;
   MIMIC_CHECK(o.seq_len <= ctx, "--seq-len ", o.seq_len, " exceeds the model's context of ", ctx);
 
@@ -68,7 +77,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   const int64_t block = gpt2 ? o.seq_len : o.seq_len - 2;
   auto train_cache = data::corpus_token_cache(o.corpus, data::Split::Train, *tok);
   auto val_cache = data::corpus_token_cache(o.corpus, data::Split::Validation, *tok);
-  data::PackedBatches batches(train_cache, block, o.batch_size, o.seed);
+  data::PackedBatches batches(train_cache, block, o.batch_size, o.seed, o.copy);
   data::MlmMasking masking;
   masking.mask_id = tok->mask_id();
   masking.vocab_size = tok->vocab_size();
@@ -118,6 +127,9 @@ train::TrainResult pretrain(const PretrainOptions& o) {
                    {"seq_len", o.seq_len},   {"batch_size", o.batch_size}, {"seed", o.seed},
                    {"steps", t.steps},       {"lr", t.lr},                 {"warmup", t.warmup},
                    {"grad_accum", t.grad_accum}};
+  if (!o.init.empty()) t.fingerprint["init"] = models::model_digest(*model);
+  if (o.copy.fraction > 0)
+    t.fingerprint["copy"] = {{"fraction", o.copy.fraction}, {"min_span", o.copy.min_span}, {"max_span", o.copy.max_span}};
   auto result = train::train(task, t);
   // The output directory itself becomes a model directory (the best checkpoint by validation loss).
   train::promote_best(t.out_dir);

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "data/batches.h"
 #include "train/trainer.h"
 
 namespace mimic::pretrain {
@@ -12,6 +13,10 @@ struct PretrainOptions {
   std::string arch;                 // "gpt2" | "bert"
   nlohmann::json config;            // HF config.json content (sizes); vocab_size is set from the tokenizer
   std::string corpus = "all";       // "all" | "sotu" | "moby-dick"
+  // Non-empty: continue from this model directory's weights (same architecture; `config` is then taken from it)
+  // instead of a fresh initialisation.
+  std::string init;
+  data::CopyCurriculum copy;        // training blocks only; validation stays plain prose
   int64_t seq_len = 256;
   int64_t batch_size = 16;
   int64_t eval_batches = 20;        // validation batches per evaluation
