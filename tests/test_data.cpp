@@ -1,6 +1,7 @@
 #include <torch/torch.h>
 
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "data/batches.h"
@@ -109,6 +110,77 @@ TEST(DataBatches, PackedBlocksShuffleDeterministicallyAndResume) {
   EXPECT_GE(a.position().epoch, 1);
   EXPECT_NE(a.block_start(0, 0) + 1000 * a.block_start(0, 1), a.block_start(1, 0) + 1000 * a.block_start(1, 1));
   EXPECT_MIMIC_ERROR(PackedBatches(cache, 100, 3, 0), "too few");
+}
+
+TEST(DataBatches, CopyCurriculumRepeatsAnEarlierSpanInTheChosenFractionOfBlocks) {
+  // Distinct tokens 0..n-1: a copied span is then visible as tokens that appear twice.
+  const int64_t n = 129;
+  CopyCurriculum c;
+  c.fraction = 0.5;
+  c.min_span = 4;
+  c.max_span = 32;
+  int64_t edited = 0;
+  std::set<int64_t> lengths;
+  for (int64_t index = 0; index < 400; ++index) {
+    std::vector<int64_t> block(n);
+    std::iota(block.begin(), block.end(), 0);
+    auto span = apply_copy_curriculum(block.data(), n, c, 3, 0, index);
+    if (span.length == 0) {
+      for (int64_t t = 0; t < n; ++t) ASSERT_EQ(block[t], t);
+      continue;
+    }
+    ++edited;
+    lengths.insert(span.length);
+    ASSERT_GE(span.length, 4);
+    ASSERT_LE(span.length, 32);
+    ASSERT_GE(span.dest, span.source + span.length);  // the copy comes after its source, no overlap
+    ASSERT_LE(span.dest + span.length, n);
+    for (int64_t t = 0; t < n; ++t) {
+      const bool in_copy = t >= span.dest && t < span.dest + span.length;
+      ASSERT_EQ(block[t], in_copy ? span.source + (t - span.dest) : t) << "index " << index << " t " << t;
+    }
+    // The same key gives the same edit (a resumed stream edits the same blocks); another seed another one.
+    std::vector<int64_t> again(n);
+    std::iota(again.begin(), again.end(), 0);
+    auto span2 = apply_copy_curriculum(again.data(), n, c, 3, 0, index);
+    ASSERT_EQ(again, block);
+    ASSERT_EQ(span2.dest, span.dest);
+  }
+  EXPECT_NEAR(edited / 400.0, 0.5, 0.08);
+  EXPECT_GT(lengths.size(), 10u);  // lengths spread over [4, 32]
+  EXPECT_TRUE(lengths.count(4) || lengths.count(5));
+  // fraction 0 leaves every block alone; bad settings are refused.
+  CopyCurriculum none;
+  std::vector<int64_t> block(n, 7);
+  EXPECT_EQ(apply_copy_curriculum(block.data(), n, none, 3, 0, 0).length, 0);
+  CopyCurriculum bad;
+  bad.fraction = 1.5;
+  EXPECT_MIMIC_ERROR(bad.validate(), "copy fraction");
+  bad.fraction = 0.5;
+  bad.min_span = 10;
+  bad.max_span = 5;
+  EXPECT_MIMIC_ERROR(bad.validate(), "copy spans");
+}
+
+TEST(DataBatches, PackedBatchesWithACopyCurriculumKeepLabelsShiftedAndResumeExactly) {
+  TempDir dir;
+  ByteTokenizer tok;
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += static_cast<char>(' ' + (i * 37) % 90);
+  write_token_cache(dir.file("c.bin"), tok, {{"d", "x", 0, text}});
+  auto cache = TokenCache::open(dir.file("c.bin"));
+  CopyCurriculum c;
+  c.fraction = 1;
+  c.min_span = 3;
+  c.max_span = 8;
+  PackedBatches plain(cache, 20, 2, 7), copy(cache, 20, 2, 7, c);
+  auto p = plain.next(), x = copy.next();
+  EXPECT_TRUE(torch::equal(x.input_ids.slice(1, 1), x.labels.slice(1, 0, 19)));
+  EXPECT_FALSE(torch::equal(p.input_ids, x.input_ids));
+  for (int i = 0; i < 9; ++i) copy.next();
+  PackedBatches resumed(cache, 20, 2, 7, c);
+  resumed.seek(copy.position());
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(torch::equal(copy.next().input_ids, resumed.next().input_ids)) << i;
 }
 
 TEST(DataBatches, MlmMaskingStatistics) {

@@ -8,6 +8,7 @@
 #include "data/token_cache.h"
 #include "eval/copy.h"
 #include "eval/passkey.h"
+#include "eval/recall_accuracy.h"
 #include "eval/perplexity.h"
 #include "finetune/classify.h"
 #include "models/model.h"
@@ -25,6 +26,7 @@ struct EvalArgs {
   std::string teacher;  // evaluated the same way, printed side by side
   eval::PasskeyOptions passkey;
   eval::CopyOptions copy;
+  eval::RecallAccuracyOptions recall;
 };
 
 // The token ids --data (a corpus split) or --text/--file name, tokenized with `dir`'s tokenizer.
@@ -129,27 +131,51 @@ void run_copy(EvalArgs& a) {
     j["recall_recovered"] = tg != 0 ? j["model"]["copy_gain"].get<double>() / tg : 0.0;
   }
   if (a.common.json) return print_json(j);
-  std::printf("in-context copy: %lld segments of %lld tokens, each run as [A A]; NLL in nats/token over %lld tokens per copy
-",
+  std::printf("in-context copy: %lld segments of %lld tokens, each run as [A A]; NLL in nats/token over %lld tokens per copy\n",
               static_cast<long long>(a.copy.segments), static_cast<long long>(a.copy.segment_len),
               static_cast<long long>(a.copy.segment_len - 1));
-  std::printf("%-8s %11s %11s %10s %12s
-", "", "first copy", "second copy", "copy gain", "95% CI");
+  std::printf("%-8s %11s %11s %10s %12s\n", "", "first copy", "second copy", "copy gain", "95% CI");
   auto line = [](const char* name, const nlohmann::json& m) {
-    std::printf("%-8s %11.3f %11.3f %10.3f %12s
-", name, m["first_nll"].get<double>(), m["second_nll"].get<double>(),
-                m["copy_gain"].get<double>(), ("± " + std::to_string(m["copy_gain_ci95"].get<double>()).substr(0, 5)).c_str());
+    std::printf("%-8s %11.3f %11.3f %10.3f     ± %.3f\n", name, m["first_nll"].get<double>(), m["second_nll"].get<double>(),
+                m["copy_gain"].get<double>(), m["copy_gain_ci95"].get<double>());
   };
   line("model", j["model"]);
   if (j.contains("teacher")) {
     line("teacher", j["teacher"]);
-    std::printf("recall recovered (model gain / teacher gain): %.3f
-", j["recall_recovered"].get<double>());
-    std::printf("model:   %s
-teacher: %s
-", j["model"]["attention"].get<std::string>().c_str(),
+    std::printf("recall recovered (model gain / teacher gain): %.3f\n", j["recall_recovered"].get<double>());
+    std::printf("model:   %s\nteacher: %s\n", j["model"]["attention"].get<std::string>().c_str(),
                 j["teacher"]["attention"].get<std::string>().c_str());
   }
+}
+
+// --task mqar: accuracy on the queried keys of a recall task's split (--data mqar:... or ar:...).
+nlohmann::json eval_recall(const EvalArgs& a, const data::RecallTaskSpec& spec, const std::string& dir) {
+  auto model = models::load_model(dir);
+  auto r = eval::recall_accuracy(*model, spec, a.recall);
+  return {{"accuracy", r.accuracy}, {"accuracy_ci95", r.ci95}, {"correct", r.correct}, {"queries", r.queries},
+          {"examples", r.examples}, {"seconds", r.seconds}, {"attention", models::attention_summary(*model)}};
+}
+
+void run_recall(EvalArgs& a) {
+  const auto spec = data::RecallTaskSpec::parse(a.data.empty() ? "mqar" : a.data);
+  a.recall.seed = a.common.seed;
+  a.recall.split = data::split_from_name(a.split);
+  nlohmann::json j = {{"task", spec.kind}, {"data", spec.to_string()}, {"split", a.split}, {"seed", a.recall.seed},
+                      {"model", eval_recall(a, spec, a.model)}};
+  if (!a.teacher.empty()) {
+    j["teacher"] = eval_recall(a, spec, a.teacher);
+    const double t = j["teacher"]["accuracy"].get<double>();
+    j["accuracy_ratio"] = t != 0 ? j["model"]["accuracy"].get<double>() / t : 0.0;
+  }
+  if (a.common.json) return print_json(j);
+  std::printf("%s (%s split): %lld examples, %lld queries\n", spec.to_string().c_str(), a.split.c_str(),
+              static_cast<long long>(j["model"]["examples"].get<int64_t>()), static_cast<long long>(j["model"]["queries"].get<int64_t>()));
+  auto line = [](const char* name, const nlohmann::json& m) {
+    std::printf("%-8s accuracy %.4f ± %.4f  (%s)\n", name, m["accuracy"].get<double>(), m["accuracy_ci95"].get<double>(),
+                m["attention"].get<std::string>().c_str());
+  };
+  line("model", j["model"]);
+  if (j.contains("teacher")) line("teacher", j["teacher"]);
 }
 
 void run_passkey(EvalArgs& a) {
@@ -190,10 +216,10 @@ void register_eval(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   auto* sub = app.add_subcommand("eval", "Evaluate a model: LM perplexity (text, file or corpus split) or classification metrics");
   sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
-  sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC), passkey (retrieval by context length) or copy (in-context copy gain)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey", "copy"}));
+  sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC), passkey (retrieval by context length) copy (in-context copy gain) or mqar (associative-recall accuracy; --data mqar:... or ar:...)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey", "copy", "mqar"}));
   sub->add_option("--file", args->file, "Text file to score (lm)");
   sub->add_option("--text", args->text, "Text to score (lm)");
-  sub->add_option("--data", args->data, "lm: corpus all|sotu|moby-dick; cls: spam|sotu-era|FILE.jsonl");
+  sub->add_option("--data", args->data, "lm, copy: corpus all|sotu|moby-dick; cls: spam|sotu-era|FILE.jsonl; mqar: mqar[:...] or ar[:...]");
   sub->add_option("--split", args->split, "Split of --data: train, validation or test")->capture_default_str();
   sub->add_option("--window", args->ppl.window, "lm: tokens per window (default: the model's context)");
   sub->add_option("--stride", args->ppl.stride, "lm: new tokens scored per window (default: window/2)");
@@ -214,11 +240,15 @@ void register_eval(CLI::App& app) {
   sub->add_option("--segment-len", args->copy.segment_len, "copy: tokens per segment (run doubled: at most half the context)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
+  sub->add_option("--examples", args->recall.examples, "mqar: examples of the split to score")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
   add_common_options(*sub, args->common);
   sub->callback([args]() {
     start(args->common);
     if (args->task == "passkey") return run_passkey(*args);
     if (args->task == "copy") return run_copy(*args);
+    if (args->task == "mqar") return run_recall(*args);
     run(*args);
   });
 }

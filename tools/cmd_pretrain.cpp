@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "core/error.h"
 #include "io/atomic_file.h"
+#include "data/recall_tasks.h"
 #include "pretrain/pretrain.h"
 
 namespace mimic::cli {
@@ -65,7 +66,17 @@ void register_pretrain(CLI::App& app) {
                   "Copy curriculum: the fraction of training blocks in which an earlier span recurs later (0..1; docs/data.md)")
       ->capture_default_str();
   sub->add_option("--copy-span", a->copy_span, "Copy curriculum: MIN,MAX tokens of a copied span (log-uniform)")->delimiter(',');
-  sub->add_option("--data", a->o.corpus, "Corpus: all, sotu or moby-dick")->capture_default_str()->check(CLI::IsMember({"all", "sotu", "moby-dick"}));
+  sub->add_option("--data", a->o.corpus,
+                  "Corpus (all, sotu, moby-dick) or a recall task: mqar[:vocab=V,seq_len=T,pairs=P,power_a=A] or ar[:vocab=V,seq_len=T] "
+                  "(docs/recall.md)")
+      ->capture_default_str()
+      ->check([](const std::string& v) -> std::string {
+        if (v == "all" || v == "sotu" || v == "moby-dick" || data::is_recall_task(v)) return "";
+        return "--data must be all, sotu, moby-dick, mqar[:...] or ar[:...], got '" + v + "'";
+      });
+  sub->add_option("--attention", a->o.attention,
+                  "Attention of every layer of a fresh model: softmax, linear:<map> or sla:<map> (a feature map of the registry)")
+      ->capture_default_str();
   sub->add_option("--out", a->o.train.out_dir, "Output directory (model, checkpoint, log)")->required();
   sub->add_option("--steps", a->o.train.steps, "Optimizer steps")->capture_default_str();
   sub->add_option("--seq-len", a->o.seq_len, "Tokens per sequence")->capture_default_str();

@@ -176,4 +176,18 @@ AttentionKernel make_attention_kernel(const std::string& kind, const nlohmann::j
 
 std::vector<std::string> attention_kinds() { return {"softmax", "linear"}; }
 
+AttentionKernel kernel_from_spec(const std::string& spec, int64_t n_head, int64_t head_dim) {
+  if (spec == "softmax") return make_attention_kernel("softmax", nlohmann::json::object(), n_head, head_dim);
+  const auto colon = spec.find(':');
+  const std::string form = spec.substr(0, colon);
+  MIMIC_CHECK(colon != std::string::npos && colon + 1 < spec.size() && (form == "linear" || form == "sla"), "attention '", spec,
+              "': expected softmax, linear:<map> or sla:<map> (maps: ", [] {
+                std::string names;
+                for (const auto& m : feature_maps()) names += (names.empty() ? "" : ", ") + m.name;
+                return names;
+              }(), ")");
+  nlohmann::json options = {{"feature_map", spec.substr(colon + 1)}, {"gates", form == "sla"}};
+  return make_attention_kernel("linear", options, n_head, head_dim);
+}
+
 }  // namespace mimic::attention

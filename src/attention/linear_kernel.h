@@ -82,4 +82,9 @@ class LinearAttention : public AttentionKernelImpl {
 AttentionKernel make_attention_kernel(const std::string& kind, const nlohmann::json& options, int64_t n_head, int64_t head_dim);
 std::vector<std::string> attention_kinds();
 
+// A kernel from a short command-line spec, for models built with an attention other than softmax from the
+// start (pretrain --attention): "softmax", "linear:<map>" (a feature map of the registry, row normalisation)
+// or "sla:<map>" (the same with SLA head gates). Anything else is a mimic::Error listing the forms.
+AttentionKernel kernel_from_spec(const std::string& spec, int64_t n_head, int64_t head_dim);
+
 }  // namespace mimic::attention

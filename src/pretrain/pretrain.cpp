@@ -2,11 +2,14 @@
 
 #include <torch/torch.h>
 
+#include <optional>
 #include <sstream>
 
+#include "attention/linear_kernel.h"
 #include "core/error.h"
 #include "core/paths.h"
 #include "data/batches.h"
+#include "data/recall_tasks.h"
 #include "data/token_cache.h"
 #include "models/model.h"
 #include "text/tokenizer.h"
@@ -50,38 +53,67 @@ struct MlmBatcher {
 train::TrainResult pretrain(const PretrainOptions& o) {
   const bool gpt2 = o.arch == "gpt2";
   MIMIC_CHECK(gpt2 || o.arch == "bert", "unknown --arch '", o.arch, "' (gpt2 or bert)");
-  const std::string tok_dir = o.init.empty() ? asset_path(gpt2 ? "gpt2" : "bert-base-uncased") : o.init;
-  auto tok = text::load_tokenizer(tok_dir);
   o.copy.validate();
+  // A recall task replaces the corpus: its own vocabulary and sequence length, no tokenizer.
+  const bool recall = data::is_recall_task(o.corpus);
+  data::RecallTaskSpec task_spec;
+  std::unique_ptr<text::Tokenizer> tok;
+  std::string tok_dir;
+  if (recall) {
+    task_spec = data::RecallTaskSpec::parse(o.corpus);
+    MIMIC_CHECK(gpt2, "a recall task (", o.corpus, ") trains a causal LM: use --arch gpt2");
+    MIMIC_CHECK(o.init.empty(), "--init continues a prose model; a recall task trains a fresh one (give --config)");
+    MIMIC_CHECK(o.seq_len == task_spec.seq_len, "--seq-len ", o.seq_len, " differs from the task's seq_len ", task_spec.seq_len,
+                " (", o.corpus, ")");
+    MIMIC_CHECK(o.copy.fraction == 0, "the copy curriculum applies to prose corpora, not to ", o.corpus);
+  } else {
+    tok_dir = o.init.empty() ? asset_path(gpt2 ? "gpt2" : "bert-base-uncased") : o.init;
+    tok = text::load_tokenizer(tok_dir);
+  }
 
   torch::manual_seed(o.seed);
   std::unique_ptr<models::Model> model;
   if (o.init.empty()) {
     nlohmann::json config = o.config;
     config["model_type"] = o.arch;
-    config["vocab_size"] = tok->vocab_size();
+    config["vocab_size"] = recall ? task_spec.vocab : tok->vocab_size();
     config["architectures"] = {gpt2 ? "GPT2LMHeadModel" : "BertForMaskedLM"};
     if (!gpt2) config["pad_token_id"] = tok->pad_id();
-    if (gpt2) config["bos_token_id"] = config["eos_token_id"] = tok->eos_id();
-    model = models::create_model(config.dump(), tok_dir, /*fp16_storage=*/true);
+    if (gpt2 && !recall) config["bos_token_id"] = config["eos_token_id"] = tok->eos_id();
+    model = models::create_model(config.dump(), tok_dir, /*fp16_storage=*/!recall);
   } else {
     model = models::load_model(o.init);
     const auto s = model->summary();
     MIMIC_CHECK(s.model_type == o.arch && s.head == (gpt2 ? "lm" : "mlm"), "--init ", o.init, " is a ", s.model_type, " model with head '",
                 s.head, "'; pretrain --arch ", o.arch, " continues only a ", gpt2 ? "GPT-2 LM" : "BERT masked-LM", " model");
   }
-  const int64_t ctx = model->summary().max_positions;
+  const auto summary = model->summary();
+  const int64_t ctx = summary.max_positions;
   MIMIC_CHECK(o.seq_len <= ctx, "--seq-len ", o.seq_len, " exceeds the model's context of ", ctx);
+  if (o.attention != "softmax") {
+    MIMIC_CHECK(o.init.empty(), "--attention trains a fresh model with that attention; to convert a trained one use distill + convert");
+    for (int64_t l = 0; l < summary.n_layer; ++l)
+      model->set_attention_kernel(l, attention::kernel_from_spec(o.attention, summary.n_head, summary.d_model / summary.n_head));
+    model->provenance() = {{"pretrained", {{"attention", o.attention}, {"data", o.corpus}}}};
+  }
 
   // BERT's blocks leave room for [CLS] and [SEP].
   const int64_t block = gpt2 ? o.seq_len : o.seq_len - 2;
-  auto train_cache = data::corpus_token_cache(o.corpus, data::Split::Train, *tok);
-  auto val_cache = data::corpus_token_cache(o.corpus, data::Split::Validation, *tok);
-  data::PackedBatches batches(train_cache, block, o.batch_size, o.seed, o.copy);
+  std::optional<data::TokenCache> train_cache, val_cache;
+  std::optional<data::PackedBatches> batches;
+  if (!recall) {
+    train_cache = data::corpus_token_cache(o.corpus, data::Split::Train, *tok);
+    val_cache = data::corpus_token_cache(o.corpus, data::Split::Validation, *tok);
+    batches.emplace(*train_cache, block, o.batch_size, o.seed, o.copy);
+  }
+  int64_t recall_next = 0;  // recall tasks: index of the next training example
   data::MlmMasking masking;
-  masking.mask_id = tok->mask_id();
-  masking.vocab_size = tok->vocab_size();
-  MlmBatcher mlm{*tok, masking, std::mt19937_64(o.seed + 1)};
+  if (!gpt2) {
+    masking.mask_id = tok->mask_id();
+    masking.vocab_size = tok->vocab_size();
+  }
+  std::optional<MlmBatcher> mlm;
+  if (!gpt2) mlm.emplace(MlmBatcher{*tok, masking, std::mt19937_64(o.seed + 1)});
 
   auto loss_of = [&](const data::LmBatch& raw, std::mt19937_64* eval_rng) {
     data::LmBatch b = raw;
@@ -91,7 +123,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
         b = fixed.make(raw);
         *eval_rng = fixed.rng;
       } else {
-        b = mlm.make(raw);
+        b = mlm->make(raw);
       }
     }
     if (gpt2) return train::causal_lm_loss(*model, b);
@@ -103,21 +135,43 @@ train::TrainResult pretrain(const PretrainOptions& o) {
 
   train::TrainTask task;
   for (const auto& p : model->module().named_parameters()) task.params.emplace_back(p.key(), p.value());
-  task.micro_batch_loss = [&]() { return loss_of(batches.next(), nullptr); };
+  task.micro_batch_loss = [&]() {
+    if (recall) {
+      auto b = data::recall_batch(task_spec, o.seed, data::Split::Train, recall_next, o.batch_size);
+      recall_next += o.batch_size;
+      return loss_of(b, nullptr);
+    }
+    return loss_of(batches->next(), nullptr);
+  };
   task.evaluate = [&]() {
+    if (recall) {  // a fixed set of validation examples
+      torch::NoGradGuard no_grad;
+      double sum = 0;
+      for (int64_t i = 0; i < o.eval_batches; ++i)
+        sum += loss_of(data::recall_batch(task_spec, o.seed, data::Split::Validation, i * o.batch_size, o.batch_size), nullptr)
+                   .item<double>();
+      return sum / static_cast<double>(o.eval_batches);
+    }
     // A fixed slice of the validation split (same blocks and masks every time).
     std::mt19937_64 rng(777);
-    return train::fixed_slice_mean(val_cache, block, o.batch_size, o.eval_batches,
+    return train::fixed_slice_mean(*val_cache, block, o.batch_size, o.eval_batches,
                                    [&](const data::LmBatch& b) { return loss_of(b, &rng).item<double>(); });
   };
   task.set_training = [&](bool on) { model->module().train(on); };
   task.data_state = [&]() {
-    auto p = batches.position();
-    return nlohmann::json{{"epoch", p.epoch}, {"index", p.index}, {"mlm_rng", rng_to_string(mlm.rng)}};
+    if (recall) return nlohmann::json{{"example", recall_next}};
+    auto p = batches->position();
+    nlohmann::json j{{"epoch", p.epoch}, {"index", p.index}};
+    if (mlm) j["mlm_rng"] = rng_to_string(mlm->rng);
+    return j;
   };
   task.restore_data_state = [&](const nlohmann::json& j) {
-    batches.seek({j.at("epoch").get<int64_t>(), j.at("index").get<int64_t>()});
-    rng_from_string(mlm.rng, j.at("mlm_rng").get<std::string>());
+    if (recall) {
+      recall_next = j.at("example").get<int64_t>();
+      return;
+    }
+    batches->seek({j.at("epoch").get<int64_t>(), j.at("index").get<int64_t>()});
+    if (mlm) rng_from_string(mlm->rng, j.at("mlm_rng").get<std::string>());
   };
   task.export_model = [&](const std::string& dir) { model->save(dir); };
 
@@ -130,6 +184,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   if (!o.init.empty()) t.fingerprint["init"] = models::model_digest(*model);
   if (o.copy.fraction > 0)
     t.fingerprint["copy"] = {{"fraction", o.copy.fraction}, {"min_span", o.copy.min_span}, {"max_span", o.copy.max_span}};
+  if (o.attention != "softmax") t.fingerprint["attention"] = o.attention;
   auto result = train::train(task, t);
   // The output directory itself becomes a model directory (the best checkpoint by validation loss).
   train::promote_best(t.out_dir);

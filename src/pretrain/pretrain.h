@@ -12,7 +12,12 @@ namespace mimic::pretrain {
 struct PretrainOptions {
   std::string arch;                 // "gpt2" | "bert"
   nlohmann::json config;            // HF config.json content (sizes); vocab_size is set from the tokenizer
-  std::string corpus = "all";       // "all" | "sotu" | "moby-dick"
+  std::string corpus = "all";       // "all" | "sotu" | "moby-dick", or a recall task ("mqar:...", "ar:...";
+                                    // data/recall_tasks.h): then the model's vocabulary is the task's, it has no
+                                    // tokenizer, and only the answers are scored
+  // The attention of every layer ("softmax", "linear:<map>", "sla:<map>"; attention::kernel_from_spec), in its
+  // chunked form for training; the saved model is a converted directory when it is not softmax.
+  std::string attention = "softmax";
   // Non-empty: continue from this model directory's weights (same architecture; `config` is then taken from it)
   // instead of a fresh initialisation.
   std::string init;

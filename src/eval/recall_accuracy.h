@@ -1,0 +1,30 @@
+// Accuracy on synthetic associative recall (MQAR / AR, data/recall_tasks.h): the share of queried keys whose
+// value is the model's most likely next token. Only the answers count, as in Zoology.
+#pragma once
+#include <cstdint>
+
+#include "data/recall_tasks.h"
+
+namespace mimic::models { class Model; }
+
+namespace mimic::eval {
+
+struct RecallAccuracyOptions {
+  int64_t examples = 1000;  // examples of the split, indices 0 .. examples−1
+  int64_t batch_size = 32;
+  uint64_t seed = 0;        // the task's seed (the split's examples are a function of it)
+  data::Split split = data::Split::Test;
+  bool progress = true;
+};
+
+struct RecallAccuracyResult {
+  int64_t examples = 0, queries = 0, correct = 0;
+  double accuracy = 0;
+  double ci95 = 0;  // half-width of the Wilson 95% interval of the accuracy over queries
+  double seconds = 0;
+};
+
+// A model whose vocabulary is not the task's, or whose context is shorter than its seq_len, is a mimic::Error.
+RecallAccuracyResult recall_accuracy(models::Model& model, const data::RecallTaskSpec& spec, const RecallAccuracyOptions& options);
+
+}  // namespace mimic::eval
