@@ -24,8 +24,10 @@ convert_lm hedgehog "$MODEL" --feature-map hedgehog
 ratio=$(awk -v a="$(get "$OUT/eval-hedgehog-finetuned.json" .perplexity)" -v b="$(get "$OUT/eval-teacher-finetuned.json" .perplexity)" 'BEGIN { printf "%.3f", a / b }')
 echo
 echo "== $MODEL → hedgehog ($SCALE: distill $EPOCHS epochs on $REC_SAMPLES × $REC_LEN tokens; finetune $FT_STEPS × $FT_BATCH × $FT_LEN tokens)"
-printf '| %-40s | %10s |\n' "model" "perplexity" "---" "---"
-printf '| %-40s | %10s |\n' "softmax teacher" "$(ppl teacher)" "softmax teacher, finetuned" "$(ppl teacher-finetuned)" \
-  "hedgehog, converted (KL $(kl hedgehog))" "$(ppl hedgehog-converted)" "hedgehog, converted + finetuned" "$(ppl hedgehog-finetuned)"
+printf '| %-40s | %10s | %14s |\n' "model" "perplexity" "copy gain" "---" "---" "---"
+printf '| %-40s | %10s | %14s |\n' "softmax teacher" "$(ppl teacher)" "$(gain teacher)" \
+  "softmax teacher, finetuned" "$(ppl teacher-finetuned)" "$(gain teacher-finetuned)" \
+  "hedgehog, converted (KL $(kl hedgehog))" "$(ppl hedgehog-converted)" "$(gain hedgehog-converted)" \
+  "hedgehog, converted + finetuned" "$(ppl hedgehog-finetuned)" "$(gain hedgehog-finetuned)"
 echo "converted + finetuned / finetuned teacher = $ratio (target <= 1.05: $(awk -v r="$ratio" 'BEGIN { print (r <= 1.05 ? "PASS" : "FAIL") }'))"
 print_timings

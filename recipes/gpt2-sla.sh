@@ -27,15 +27,17 @@ passkey hedgehog-sla "$OUT/hedgehog-sla-finetuned"
 
 echo
 echo "== $MODEL: hedgehog vs hedgehog + SLA gates ($SCALE; finetune $FT_STEPS × $FT_BATCH × $FT_LEN tokens)"
-printf '| %-32s | %6s | %9s | %9s | %s |\n' "model" "KL" "ppl as is" "finetuned" "passkey: ranked first / gain ranked first, by length ($PASSKEY_LENGTHS)"
-printf '|---|---|---|---|---|\n'
-# row LABEL KL PPL FINETUNED-EVAL PASSKEY: perplexities (test split) and passkey accuracy (of the finetuned students)
+printf '| %-32s | %6s | %9s | %9s | %14s | %s |\n' "model" "KL" "ppl as is" "finetuned" "copy gain" "passkey: ranked first / gain ranked first, by length ($PASSKEY_LENGTHS)"
+printf '|---|---|---|---|---|---|\n'
+# row LABEL KL PPL FINETUNED-EVAL PASSKEY COPY: perplexities (test split), copy gain and passkey accuracy (of the
+# finetuned students; of the teacher as it is)
 row() {
-  printf '| %-32s | %6s | %9s | %9s | %s |\n' "$1" "$2" "$3" "$([[ -f $OUT/eval-$4.json ]] && ppl "$4" || echo -)" \
+  printf '| %-32s | %6s | %9s | %9s | %14s | %s |\n' "$1" "$2" "$3" "$([[ -f $OUT/eval-$4.json ]] && ppl "$4" || echo -)" \
+    "$(gain "$6")" \
     "$(jq -r '[.rows[] | "\(.rank_accuracy*100|round)% / \(.gain_rank_accuracy*100|round)%"] | join(", ")' "$OUT/passkey-$5.json")"
 }
-row "softmax teacher" "-" "$(ppl teacher)" teacher-finetuned teacher
-row "hedgehog" "$(kl hedgehog)" "$(ppl hedgehog-converted)" hedgehog-finetuned hedgehog
-row "hedgehog + SLA gates" "$(kl hedgehog-sla)" "$(ppl hedgehog-sla-converted)" hedgehog-sla-finetuned hedgehog-sla
+row "softmax teacher" "-" "$(ppl teacher)" teacher-finetuned teacher teacher
+row "hedgehog" "$(kl hedgehog)" "$(ppl hedgehog-converted)" hedgehog-finetuned hedgehog hedgehog-finetuned
+row "hedgehog + SLA gates" "$(kl hedgehog-sla)" "$(ppl hedgehog-sla-converted)" hedgehog-sla-finetuned hedgehog-sla hedgehog-sla-finetuned
 echo "(passkey chance of ranking first: $(get "$OUT/passkey-teacher.json" '.chance * 100' 0)%)"
 print_timings

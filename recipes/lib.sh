@@ -45,14 +45,20 @@ print_timings() { echo; echo "time per stage"; printf '  %s\n' "${timings[@]}"; 
 REC_SAMPLES=${REC_SAMPLES:-64} REC_LEN=${REC_LEN:-256} EPOCHS=${EPOCHS:-10}
 FT_STEPS=${FT_STEPS:-60} FT_BATCH=${FT_BATCH:-8} FT_LEN=${FT_LEN:-256}
 if [[ -n ${EVAL_ARGS:-} ]]; then read -ra EVAL <<<"$EVAL_ARGS"; elif [[ ! -v EVAL ]]; then EVAL=(--data all --split test); fi
+#   COPY_SEGMENTS COPY_LEN     in-context copy (docs/recall.md): segments × tokens of the same text, each run doubled
+COPY_SEGMENTS=${COPY_SEGMENTS:-32} COPY_LEN=${COPY_LEN:-128}
 
 # record_lm TEACHER: the teacher's attention on REC_SAMPLES training samples → $OUT/record.h5
 record_lm() {
   stage record to "$OUT/record.json" "$MIMIC" record --model "$1" --data all --split train --samples "$REC_SAMPLES" \
     --seq-len "$REC_LEN" --out "$OUT/record.h5" --json "${common[@]}"
 }
-# eval_lm NAME MODEL: perplexity → $OUT/eval-NAME.json
-eval_lm() { stage "eval-$1" to "$OUT/eval-$1.json" "$MIMIC" eval --model "$2" "${EVAL[@]}" --json "${common[@]}"; }
+# eval_lm NAME MODEL: perplexity → $OUT/eval-NAME.json, and the in-context copy gain → $OUT/copy-NAME.json
+eval_lm() {
+  stage "eval-$1" to "$OUT/eval-$1.json" "$MIMIC" eval --model "$2" "${EVAL[@]}" --json "${common[@]}"
+  stage "copy-$1" to "$OUT/copy-$1.json" "$MIMIC" eval --task copy --model "$2" "${EVAL[@]}" --segments "$COPY_SEGMENTS" \
+    --segment-len "$COPY_LEN" --json "${common[@]}"
+}
 # finetune_lm NAME MODEL: FT_STEPS of causal-LM finetuning on the training split → $OUT/NAME (a model directory)
 finetune_lm() {
   stage "finetune-$1" to "$OUT/finetune-$1.json" "$MIMIC" finetune --task lm --model "$2" --data all --steps "$FT_STEPS" \
@@ -71,4 +77,6 @@ convert_lm() {
   eval_lm "$tag-finetuned" "$OUT/$tag-finetuned"
 }
 ppl() { get "$OUT/eval-$1.json" .perplexity 1; }
+# copy gain in nats/token with its 95% interval, e.g. "4.21 ± 0.12"
+gain() { echo "$(get "$OUT/copy-$1.json" .model.copy_gain 2) ± $(get "$OUT/copy-$1.json" .model.copy_gain_ci95 2)"; }
 kl() { get "$OUT/distill-$1.json" '[.layers[].after.mean.kl] | add / length' 3; }

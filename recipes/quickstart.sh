@@ -24,10 +24,11 @@ stage report "$MIMIC" report --record "$OUT/record.h5" --maps "$OUT/maps-hedgeho
 
 echo
 echo "== summary (gpt2-mini, perplexity on ${EVAL[*]}: $(get "$OUT/eval-teacher.json" .predicted) tokens scored)"
-printf '%-46s %10s\n' "model" "perplexity"
-printf '%-46s %10s\n' "gpt2-mini (softmax teacher)" "$(ppl teacher)"
-printf '%-46s %10s\n' "hedgehog, converted (KL $(kl hedgehog) after distill)" "$(ppl hedgehog-converted)"
-printf '%-46s %10s\n' "hedgehog, converted + finetuned $FT_STEPS steps" "$(ppl hedgehog-finetuned)"
+printf '%-46s %10s %14s\n' "model" "perplexity" "copy gain"
+printf '%-46s %10s %14s\n' "gpt2-mini (softmax teacher)" "$(ppl teacher)" "$(gain teacher)"
+printf '%-46s %10s %14s\n' "hedgehog, converted (KL $(kl hedgehog) after distill)" "$(ppl hedgehog-converted)" "$(gain hedgehog-converted)"
+printf '%-46s %10s %14s\n' "hedgehog, converted + finetuned $FT_STEPS steps" "$(ppl hedgehog-finetuned)" "$(gain hedgehog-finetuned)"
+echo "(copy gain: nats/token better on the second reading of $COPY_SEGMENTS passages of $COPY_LEN tokens, 95% interval; docs/recall.md)"
 print_timings
 echo "quickstart done in $(( SECONDS - t_start )) s: outputs in $OUT"
 [[ -f $OUT/report/report.html ]] && echo "open $OUT/report/report.html in a browser"

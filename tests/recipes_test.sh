@@ -11,7 +11,7 @@ command -v jq >/dev/null || { echo "jq is missing (tools/setup.sh installs it)" 
 
 # toy settings: every knob the recipes read from the environment
 export THREADS=2 SEED=3 REC_SAMPLES=4 REC_LEN=32 EPOCHS=1 FT_STEPS=1 FT_BATCH=2 FT_LEN=32
-export PASSKEY_LENGTHS=64 PASSKEY_TRIALS=2 CLS_LEN=32 CLS_BATCH=4 MAPS="hedgehog elu"
+export PASSKEY_LENGTHS=64 PASSKEY_TRIALS=2 CLS_LEN=32 CLS_BATCH=4 MAPS="hedgehog elu" COPY_SEGMENTS=4 COPY_LEN=32
 head -c 4000 "$src/README.md" >"$work/eval.txt"  # a few pages of English to score instead of the test split
 export EVAL_ARGS="--file $work/eval.txt"
 
