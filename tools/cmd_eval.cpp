@@ -129,25 +129,19 @@ void run_copy(EvalArgs& a) {
     j["recall_recovered"] = tg != 0 ? j["model"]["copy_gain"].get<double>() / tg : 0.0;
   }
   if (a.common.json) return print_json(j);
-  std::printf("in-context copy: %lld segments of %lld tokens, each run as [A A]; NLL in nats/token over %lld tokens per copy
-",
+  std::printf("in-context copy: %lld segments of %lld tokens, each run as [A A]; NLL in nats/token over %lld tokens per copy\n",
               static_cast<long long>(a.copy.segments), static_cast<long long>(a.copy.segment_len),
               static_cast<long long>(a.copy.segment_len - 1));
-  std::printf("%-8s %11s %11s %10s %12s
-", "", "first copy", "second copy", "copy gain", "95% CI");
+  std::printf("%-8s %11s %11s %10s %12s\n", "", "first copy", "second copy", "copy gain", "95% CI");
   auto line = [](const char* name, const nlohmann::json& m) {
-    std::printf("%-8s %11.3f %11.3f %10.3f %12s
-", name, m["first_nll"].get<double>(), m["second_nll"].get<double>(),
-                m["copy_gain"].get<double>(), ("± " + std::to_string(m["copy_gain_ci95"].get<double>()).substr(0, 5)).c_str());
+    std::printf("%-8s %11.3f %11.3f %10.3f     ± %.3f\n", name, m["first_nll"].get<double>(), m["second_nll"].get<double>(),
+                m["copy_gain"].get<double>(), m["copy_gain_ci95"].get<double>());
   };
   line("model", j["model"]);
   if (j.contains("teacher")) {
     line("teacher", j["teacher"]);
-    std::printf("recall recovered (model gain / teacher gain): %.3f
-", j["recall_recovered"].get<double>());
-    std::printf("model:   %s
-teacher: %s
-", j["model"]["attention"].get<std::string>().c_str(),
+    std::printf("recall recovered (model gain / teacher gain): %.3f\n", j["recall_recovered"].get<double>());
+    std::printf("model:   %s\nteacher: %s\n", j["model"]["attention"].get<std::string>().c_str(),
                 j["teacher"]["attention"].get<std::string>().c_str());
   }
 }
