@@ -136,6 +136,19 @@ TEST(Cli, BadInputGivesOneLineError) {
   expect_one_line_error(mimic_cli("forward --model " + dir.file("m") + " --text hi --out " + dir.file("y.safetensors")), "config.json");
 }
 
+// Every command resolves its model arguments through one function (cli::resolve_model_dir): an unknown name is
+// the same one-line error everywhere, and a family's tokenizer asset name works wherever a model is taken.
+TEST(Cli, EveryCommandResolvesModelArgumentsAlike) {
+  TempDir dir;
+  const std::string nowhere = dir.file("nowhere");
+  for (const std::string& cmd : {"eval --model " + nowhere + " --text hi", "record --model " + nowhere + " --data moby-dick --out " + dir.file("r.h5"),
+                                 "tokenize --model " + nowhere + " --text hi", "forward --model " + nowhere + " --text hi --out " + dir.file("o.safetensors"),
+                                 "distill --model " + nowhere + " --data moby-dick --out " + dir.file("d")})
+    expect_one_line_error(mimic_cli(cmd), "model directory not found: " + nowhere + " (give a HF-layout directory or an embedded model");
+  // "gpt2" names the fetched tokenizer files (no weights): eval gets as far as loading the model from them.
+  expect_one_line_error(mimic_cli("eval --model gpt2 --text hi"), "no config.json");
+}
+
 // Pretraining end to end through the CLI: the validation loss falls, and a run killed with SIGKILL at an
 // arbitrary moment, restarted with the same command, ends with weights identical to an uninterrupted run.
 TEST(Cli, PretrainLearnsAndResumesExactlyAfterKill) {

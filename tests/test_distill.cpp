@@ -10,12 +10,14 @@
 
 #include "attention/linear_attention.h"
 #include "attention/linear_kernel.h"
+#include "analysis/metrics.h"
 #include "distill/distill.h"
 #include "io/safetensors.h"
 #include "record/record.h"
 #include "test_util.h"
 
 using mimic::test::TempDir;
+namespace analysis = mimic::analysis;
 namespace dist = mimic::distill;
 namespace att = mimic::attention;
 
@@ -29,9 +31,9 @@ const char* kText =
     "find myself involuntarily pausing before coffin warehouses, and bringing up the rear of every funeral I meet.";
 
 // A small teacher batch: B=2, H=2, T=5, d=3; the second sample has two padded tokens.
-dist::TeacherBatch tiny_batch(bool causal) {
+analysis::TeacherBatch tiny_batch(bool causal) {
   torch::manual_seed(7);
-  dist::TeacherBatch b;
+  analysis::TeacherBatch b;
   b.q = torch::randn({2, 2, 5, 3});
   b.k = torch::randn({2, 2, 5, 3});
   b.v = torch::randn({2, 2, 5, 3});
@@ -51,14 +53,14 @@ std::shared_ptr<att::LinearAttention> student(const std::string& map, int64_t he
   return std::make_shared<att::LinearAttention>(c, heads, dim);
 }
 
-bool visible(const dist::TeacherBatch& b, int64_t n, int64_t i, int64_t j) {
+bool visible(const analysis::TeacherBatch& b, int64_t n, int64_t i, int64_t j) {
   auto m = b.mask.accessor<bool, 2>();
   return m[n][i] && m[n][j] && (!b.causal || j <= i);
 }
 
 // Hedgehog Eq. 3 by explicit loops for the elu map φ(x) = 1 + elu(x): softmax weights over the visible keys,
 // linear weights φ(√s q)·φ(√s k) / (Σ + ε), CE = mean over real query rows and heads of −Σ a log â.
-double loop_ce(const dist::TeacherBatch& b, double eps, double* entropy = nullptr) {
+double loop_ce(const analysis::TeacherBatch& b, double eps, double* entropy = nullptr) {
   auto q = b.q.to(torch::kDouble), k = b.k.to(torch::kDouble);
   auto phi = [&](double x) { x *= std::sqrt(b.scale); return x > 0 ? x + 1 : std::exp(x); };
   const int64_t B = q.size(0), H = q.size(1), T = q.size(2), D = q.size(3);
@@ -145,7 +147,7 @@ TEST(DistillLogWeights, MatchLogOfWeightsForwardAndGradient) {
       ctx.causal = causal;
       ctx.key_padding_mask = b.mask;
       ctx.scale = b.scale;
-      auto vis = dist::visible(b).expand({2, 2, 5, 5});
+      auto vis = analysis::visible(b).expand({2, 2, 5, 5});
       auto target = torch::rand({2, 2, 5, 5}) * vis;
       // values and gradients (with respect to q, k and the map's parameters) of Σ target · log â
       auto run = [&](bool via_log, at::Tensor* value) {
@@ -220,10 +222,10 @@ TEST(DistillLoss, MseAndWeightedSum) {
 
 TEST(DistillMetrics, CrossEntropyIsSoftmaxEntropyWhenStudentIsTeacher) {
   auto b = tiny_batch(true);
-  auto a = dist::teacher_weights(b);
+  auto a = analysis::teacher_weights(b);
   auto scores = torch::matmul(b.q, b.k.transpose(-1, -2)) * b.scale;
   auto log_a = a.clamp_min(std::numeric_limits<float>::min()).log();
-  dist::MetricsAccumulator acc(0, 2);
+  analysis::MetricsAccumulator acc(0, 2);
   acc.add_weights(a, log_a, scores, b);
   auto m = acc.result();
   double entropy = 0;
@@ -238,7 +240,7 @@ TEST(DistillMetrics, CrossEntropyIsSoftmaxEntropyWhenStudentIsTeacher) {
 TEST(DistillMetrics, KlIsCrossEntropyMinusEntropyForARealStudent) {
   auto b = tiny_batch(false);
   auto s = student("elu", 2, 3);
-  dist::MetricsAccumulator acc(0, 2);
+  analysis::MetricsAccumulator acc(0, 2);
   acc.add(*s, b);
   auto m = acc.result();
   double entropy = 0;
@@ -258,7 +260,7 @@ TEST(DistillMetrics, SpearmanWithTiesAndMaskMatchesHandComputation) {
   auto x = torch::tensor({1.0, 2.0, 3.0, 4.0, 3.0, 1.0, 2.0, 9.0, 5.0, 5.0, 5.0, 5.0}).view({3, 4});
   auto y = torch::tensor({10.0, 20.0, 20.0, 40.0, 1.0, 2.0, 3.0, -7.0, 1.0, 2.0, 3.0, 4.0}).view({3, 4});
   auto valid = torch::tensor({1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0, 0}).view({3, 4}).to(torch::kBool);
-  auto rho = dist::spearman_rows(x, y, valid);
+  auto rho = analysis::spearman_rows(x, y, valid);
   // Pearson of (1,2,3,4) and (1,2.5,2.5,4): deviations (−1.5,−.5,.5,1.5) and (−1.5,0,0,1.5)
   const double r0 = (1.5 * 1.5 * 2) / std::sqrt((2.25 * 2 + 0.25 * 2) * (2.25 * 2));
   EXPECT_NEAR(rho[0].item<double>(), r0, 1e-12);
@@ -292,7 +294,7 @@ TEST(DistillMetrics, SpearmanMatchesTheDefinitionOnRandomRowsWithTies) {
   // small integers: many ties; random validity masks
   auto x = torch::randint(0, 5, {40, 9}).to(torch::kDouble), y = torch::randint(0, 4, {40, 9}).to(torch::kDouble);
   auto valid = torch::rand({40, 9}) < 0.7;
-  auto rho = dist::spearman_rows(x, y, valid);
+  auto rho = analysis::spearman_rows(x, y, valid);
   for (int64_t r = 0; r < 40; ++r) {
     std::vector<double> xs, ys;
     for (int64_t j = 0; j < 9; ++j)
@@ -305,16 +307,16 @@ TEST(DistillMetrics, SpearmanMatchesTheDefinitionOnRandomRowsWithTies) {
 
 TEST(DistillMetrics, EntropiesOfAHandMadeRow) {
   // one sample, one head, T = 2, bidirectional, both keys visible: teacher a = softmax(s·q·k), student given
-  dist::TeacherBatch b;
+  analysis::TeacherBatch b;
   b.q = torch::tensor({1.0f, 0.0f}).view({1, 1, 1, 2}).repeat({1, 1, 2, 1});
   b.k = torch::tensor({1.0f, 0.0f, 0.0f, 0.0f}).view({1, 1, 2, 2});
   b.v = torch::zeros({1, 1, 2, 2});
   b.scale = std::log(3.0);  // scores s, 0 → a = (3/4, 1/4)
   b.causal = false;
-  auto a = dist::teacher_weights(b);
+  auto a = analysis::teacher_weights(b);
   EXPECT_NEAR(a[0][0][0][0].item<double>(), 0.75, 1e-6);
   auto lin = torch::tensor({0.5f, 0.5f}).view({1, 1, 1, 2}).repeat({1, 1, 2, 1});
-  dist::MetricsAccumulator acc(3, 1);
+  analysis::MetricsAccumulator acc(3, 1);
   acc.add_weights(a, lin.log(), torch::matmul(b.q, b.k.transpose(-1, -2)), b);
   auto m = acc.result();
   const double hs = -(0.75 * std::log(0.75) + 0.25 * std::log(0.25));

@@ -19,7 +19,8 @@
 #include "io/safetensors.h"
 #include "io/tensor_store.h"
 #include "models/model.h"
-#include "models/networks.h"
+#include "models/bert.h"
+#include "models/gpt2.h"
 #include "text/tokenizer.h"
 #include "test_util.h"
 

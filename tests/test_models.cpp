@@ -7,6 +7,7 @@
 
 #include "attention/attention.h"
 #include "io/safetensors.h"
+#include "models/family.h"
 #include "models/model.h"
 #include "test_util.h"
 
@@ -222,6 +223,59 @@ class ZeroKernel : public mimic::attention::AttentionKernelImpl {
   std::string kind() const override { return "zero"; }
 };
 }  // namespace
+
+// The family registry (models/families.def): every family answers what the stages ask, a loaded model names its
+// family, and an unknown model_type is a clear error.
+TEST(Family, EveryRegisteredFamilyAnswersWhatTheStagesAskAndUnknownTypesAreErrors) {
+  using mimic::models::Family;
+  const auto& all = mimic::models::families();
+  ASSERT_EQ(all.size(), 2u);
+  for (const Family* f : all) {
+    SCOPED_TRACE(f->model_type);
+    EXPECT_EQ(&mimic::models::family(f->model_type), f);
+    EXPECT_FALSE(f->display_name.empty());
+    EXPECT_FALSE(f->finetune_preset.empty());
+    EXPECT_FALSE(f->tokenizer_asset.empty());
+    EXPECT_FALSE(f->checkpoint_prefix.empty());
+  }
+  const Family& gpt2 = mimic::models::family("gpt2");
+  const Family& bert = mimic::models::family("bert");
+  EXPECT_TRUE(gpt2.causal);
+  EXPECT_FALSE(bert.causal);
+  EXPECT_FALSE(gpt2.cls_sep);
+  EXPECT_TRUE(bert.cls_sep);
+  EXPECT_TRUE(gpt2.classifier.architecture.empty());
+  EXPECT_EQ(bert.classifier.architecture, "BertForSequenceClassification");
+  EXPECT_TRUE(gpt2.is_attention_projection("h.3.attn.c_attn.weight"));
+  EXPECT_FALSE(gpt2.is_attention_projection("h.3.mlp.c_fc.weight"));
+  EXPECT_TRUE(bert.is_attention_projection("encoder.layer.1.attention.self.key.bias"));
+  EXPECT_TRUE(bert.is_attention_projection("encoder.layer.1.attention.output.dense.weight"));
+  EXPECT_FALSE(bert.is_attention_projection("encoder.layer.1.attention.output.LayerNorm.weight"));
+  EXPECT_TRUE(gpt2.is_embedding("transformer.wte.weight"));
+  EXPECT_TRUE(bert.is_embedding("bert.embeddings.position_ids"));
+  EXPECT_FALSE(bert.is_embedding("encoder.layer.0.output.dense.weight"));
+  EXPECT_TRUE(gpt2.is_buffer("h.11.attn.masked_bias"));
+  EXPECT_FALSE(gpt2.takes_prefix("lm_head.weight"));
+  EXPECT_FALSE(bert.takes_prefix("classifier.weight"));
+  EXPECT_EQ(mimic::models::family_names(), "gpt2 and bert");
+  EXPECT_EQ(mimic::models::find_family("llama"), nullptr);
+  EXPECT_MIMIC_ERROR(mimic::models::family("llama"), "unsupported model_type 'llama' (mimic reads gpt2 and bert)");
+
+  // A loaded model names its family, and the family's LoRA targets are its attention projections.
+  for (const char* name : {"gpt2-plain", "bert-base"}) {
+    auto m = mimic::models::load_model(model_dir(name));
+    const auto s = m->summary();
+    ASSERT_NE(s.family, nullptr) << name;
+    EXPECT_EQ(s.family->model_type, s.model_type);
+    const auto targets = s.family->lora_targets(m->module());
+    EXPECT_EQ(static_cast<int64_t>(targets.size()), s.n_layer * (s.family->causal ? 2 : 4)) << name;
+    for (const auto& t : targets) {
+      EXPECT_TRUE(s.family->is_attention_projection(t.name + ".weight")) << t.name;
+      ASSERT_NE(t.weight, nullptr);
+      EXPECT_TRUE(t.weight->defined());
+    }
+  }
+}
 
 TEST(SoftmaxAttention, CaptureExposesWhatTheKernelConsumedAndKernelsSwapPerLayer) {
   torch::NoGradGuard ng;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attention/attention.h"
+#include "core/layers.h"
 #include "data/classification.h"
 #include "models/model.h"
 #include "record/record.h"
@@ -333,9 +334,9 @@ TEST(Record, MismatchedSettingsAndDamagedFilesAreRefused) {
   mimic::test::write_bytes(dir.file("cut.h5"), bytes.substr(0, bytes.size() / 2));
   EXPECT_MIMIC_ERROR(mimic::record::record(with([&](auto& x) { x.out = dir.file("cut.h5"); })), "is damaged and cannot be resumed");
   EXPECT_MIMIC_ERROR(mimic::record::RecordReader(dir.file("junk.h5")), "cannot open as HDF5");
-  EXPECT_MIMIC_ERROR(mimic::record::parse_layers("0,7", 2), "layer 7 does not exist");
-  EXPECT_MIMIC_ERROR(mimic::record::parse_layers("a", 2), "not a layer number");
-  EXPECT_EQ(mimic::record::parse_layers("1,0-1", 3), (std::vector<int64_t>{0, 1}));
+  EXPECT_MIMIC_ERROR(mimic::parse_layers("0,7", 2), "layer 7 does not exist");
+  EXPECT_MIMIC_ERROR(mimic::parse_layers("a", 2), "not a layer number");
+  EXPECT_EQ(mimic::parse_layers("1,0-1", 3), (std::vector<int64_t>{0, 1}));
 }
 
 // Through the CLI: a run killed with SIGKILL at an arbitrary moment, started again with the same command,

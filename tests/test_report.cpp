@@ -12,6 +12,7 @@
 #include <set>
 
 #include "convert/convert.h"
+#include "analysis/metrics.h"
 #include "distill/distill.h"
 #include "record/record.h"
 #include "report/plot.h"
@@ -19,6 +20,7 @@
 #include "test_util.h"
 
 using mimic::test::TempDir;
+namespace analysis = mimic::analysis;
 namespace dist = mimic::distill;
 namespace fs = std::filesystem;
 
@@ -168,14 +170,14 @@ const nlohmann::json& row(const mimic::report::ReportResult& r, const std::strin
 TEST(ReportMetrics, HandComputedEntropyKlCeSpearmanTopK) {
   // one head, T = 3, bidirectional, every key visible; every row: teacher a = (1/2, 1/4, 1/4), student
   // w = (0.2, 0.3, 0.5), scores (3, 1, 2)
-  dist::TeacherBatch b;
+  analysis::TeacherBatch b;
   b.q = torch::zeros({1, 1, 3, 1});
   b.k = torch::zeros({1, 1, 3, 1});
   b.causal = false;
   auto a = torch::tensor({0.5, 0.25, 0.25}, torch::kDouble).view({1, 1, 1, 3}).repeat({1, 1, 3, 1});
   auto w = torch::tensor({0.2, 0.3, 0.5}, torch::kDouble).view({1, 1, 1, 3}).repeat({1, 1, 3, 1});
   auto s = torch::tensor({3.0, 1.0, 2.0}, torch::kDouble).view({1, 1, 1, 3}).repeat({1, 1, 3, 1});
-  dist::MetricsAccumulator acc(0, 1, 2);
+  analysis::MetricsAccumulator acc(0, 1, 2);
   acc.add_weights(a, w.log(), s, b);
   auto m = acc.result().heads.at(0);
   const double h = -(0.5 * std::log(0.5) + 2 * 0.25 * std::log(0.25));
@@ -190,18 +192,18 @@ TEST(ReportMetrics, HandComputedEntropyKlCeSpearmanTopK) {
   EXPECT_NEAR(m.top_k_linear, 0.8, 1e-12);
   // the JSON carries the top-k masses only when they were computed
   EXPECT_TRUE(acc.result().to_json().at("mean").contains("top_k_linear"));
-  EXPECT_FALSE(dist::MetricsAccumulator(0, 1).result().to_json().at("mean").contains("top_k_linear"));
+  EXPECT_FALSE(analysis::MetricsAccumulator(0, 1).result().to_json().at("mean").contains("top_k_linear"));
 }
 
 TEST(ReportMetrics, UniformRowsHaveEntropyLogN) {
   // q = 0: every score is 0, the teacher is uniform over the visible keys; causal row i sees i + 1 keys
-  dist::TeacherBatch b;
+  analysis::TeacherBatch b;
   b.q = torch::zeros({1, 2, 5, 3});
   b.k = torch::randn({1, 2, 5, 3});
   b.causal = true;
   b.scale = 0.5;
-  auto a = dist::teacher_weights(b);
-  dist::MetricsAccumulator acc(0, 2, 1);
+  auto a = analysis::teacher_weights(b);
+  analysis::MetricsAccumulator acc(0, 2, 1);
   acc.add_weights(a, a.clamp_min(std::numeric_limits<float>::min()).log(), torch::matmul(b.q, b.k.transpose(-1, -2)), b);
   auto m = acc.result();
   double want = 0;
@@ -213,8 +215,8 @@ TEST(ReportMetrics, UniformRowsHaveEntropyLogN) {
   EXPECT_NEAR(m.mean.top_k_softmax, top1, 1e-6);
   // a full (bidirectional) row of n keys: log n exactly
   b.causal = false;
-  dist::MetricsAccumulator full(0, 2);
-  auto u = dist::teacher_weights(b);
+  analysis::MetricsAccumulator full(0, 2);
+  auto u = analysis::teacher_weights(b);
   full.add_weights(u, u.log(), torch::zeros({1, 2, 5, 5}), b);
   EXPECT_NEAR(full.result().mean.entropy_softmax, std::log(5.0), 1e-6);
 }

@@ -8,6 +8,7 @@
 #include "core/runtime.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "models/family.h"
 
 namespace mimic::cli {
 
@@ -43,7 +44,8 @@ std::optional<io::DType> storage_dtype_arg(const std::string& name) {
 
 std::string resolve_model_dir(const std::string& arg) {
   if (std::filesystem::is_directory(arg)) return arg;
-  if (arg == "gpt2" || arg == "bert-base-uncased") return asset_path(arg);
+  for (const models::Family* f : models::families())
+    if (arg == f->tokenizer_asset) return asset_path(arg);
   if (is_embedded_model_name(arg)) return embedded_model_dir(arg);
   fail("model directory not found: ", arg, " (give a HF-layout directory or an embedded model: gpt2-mini, bert-mini, bert-mini-spam, bert-mini-sotu-era)");
 }
@@ -51,10 +53,8 @@ std::string resolve_model_dir(const std::string& arg) {
 CLI::Validator model_dir_arg() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        if (std::filesystem::is_directory(s)) return {};
-        if (!is_embedded_model_name(s)) return "model directory not found: " + s;
         try {
-          s = embedded_model_dir(s);
+          s = resolve_model_dir(s);
           return {};
         } catch (const Error& e) {
           return e.what();

@@ -33,11 +33,12 @@ void print_json(const nlohmann::json& j);
 // Reads --text or --file into a string; exactly one must be given (an empty --text counts as given).
 std::string read_text_input(const std::optional<std::string>& text, const std::optional<std::string>& file);
 
-// Resolves a model argument: a directory, one of the names of fetched tokenizer assets ("gpt2",
-// "bert-base-uncased"), or an embedded model's name (gpt2-mini, bert-mini, bert-mini-spam, bert-mini-sotu-era).
+// THE resolver of model arguments (--model, --teacher, --init of every command): a directory, a family's
+// fetched tokenizer asset (models::Family::tokenizer_asset: "gpt2", "bert-base-uncased"), or an embedded
+// model's name (gpt2-mini, bert-mini, bert-mini-spam, bert-mini-sotu-era); anything else is a mimic::Error.
 std::string resolve_model_dir(const std::string& arg);
-// For --model options: accepts a directory or an embedded model's name (gpt2-mini, bert-mini, ...), which
-// it replaces by the directory; anything else is a one-line error naming the argument.
+// resolve_model_dir as a CLI11 transform: every model option takes ->transform(model_dir_arg()), which
+// replaces the argument by its directory or fails parsing with resolve_model_dir's message.
 CLI::Validator model_dir_arg();
 
 // A --dtype value for saved weights: "f32", "f16" or "bf16"; "" or "keep" → unset (each tensor as loaded).

@@ -49,7 +49,6 @@ void run(DistillArgs& a) {
   } catch (const nlohmann::json::exception&) {
     fail("--map-options: not valid JSON: ", a.map_options);
   }
-  if (!a.o.model_dir.empty()) a.o.model_dir = resolve_model_dir(a.o.model_dir);
   auto r = distill::distill(a.o);
   if (a.common.json) return print_json(r.to_json());
   if (!a.o.eval_only) std::printf("%s: %s, %zu layers\n", r.out.c_str(), a.o.feature_map.c_str(), r.layers.size());
@@ -64,7 +63,7 @@ void register_distill(CLI::App& app) {
   for (const auto& m : attention::feature_maps()) maps += (maps.empty() ? "" : ", ") + m.name;
   auto* sub = app.add_subcommand("distill", "Train linear-attention feature maps / SLA gates to mimic a recorded softmax teacher");
   sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)");
-  sub->add_option("--model", a->o.model_dir, "Online mode (no record file): the softmax teacher, run here");
+  sub->add_option("--model", a->o.model_dir, "Online mode (no record file): the softmax teacher, run here")->transform(model_dir_arg());
   sub->add_option("--data", a->o.data, "Online mode: corpus all|sotu|moby-dick (with --split) or a UTF-8 text file");
   sub->add_option("--split", a->o.split, "Online mode: split of a corpus")->capture_default_str();
   sub->add_option("--samples", a->o.samples, "Online mode: samples to take from --data")->capture_default_str();

@@ -8,6 +8,8 @@
 #include "core/error.h"
 #include "finetune/classify.h"
 #include "finetune/lm.h"
+#include "models/config.h"
+#include "models/family.h"
 
 namespace mimic::cli {
 namespace {
@@ -15,7 +17,7 @@ namespace {
 struct FinetuneArgs {
   Common common;
   std::string task;
-  std::string preset;  // empty: by task (lm: gpt2, cls: bert)
+  std::string preset;  // empty: the model family's (models::Family::finetune_preset)
   std::string train_set;
   std::string data;
   finetune::FinetuneOptions f;
@@ -51,11 +53,21 @@ void print_row(const char* label, double student, const std::optional<double>& t
 
 void print_header(bool teacher) { std::printf("  %-22s%12s%s\n", "", "student", teacher ? "     teacher" : ""); }
 
+// The preset of the model's family; when config.json cannot be read, any preset: the stage reports the model's
+// problem in its own words.
+std::string family_preset(const std::string& model_dir) {
+  try {
+    return models::load_config(model_dir + "/config.json").family->finetune_preset;
+  } catch (const Error&) {
+    return models::families().front()->finetune_preset;
+  }
+}
+
 void run(FinetuneArgs& a) {
   start(a.common);
   auto& f = a.f;
   f.seed = a.common.seed;
-  auto p = finetune::preset(a.preset.empty() ? (a.task == "lm" ? "gpt2" : "bert") : a.preset);
+  auto p = finetune::preset(a.preset.empty() ? family_preset(f.model_dir) : a.preset);
   f.train.lr = a.lr.value_or(p.lr);
   f.train.adam.weight_decay = a.weight_decay.value_or(p.weight_decay);
   f.train.min_lr_ratio = a.min_lr_ratio.value_or(p.min_lr_ratio);
@@ -151,7 +163,7 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--data", a->data, "lm: all, sotu or moby-dick; cls: spam, sotu-era, or a JSON-lines file of {text, label[, split]}")->required();
   sub->add_option("--out", t.out_dir, "Output directory (model = best, last/, checkpoint, log)")->required();
   sub->add_option("--preset", a->preset, "Hyper-parameters of the Hedgehog paper: gpt2 (lr 6e-4, weight decay 0.01) or bert "
-                                         "(lr 1e-5, weight decay 0, cosine to 0); default: gpt2 for lm, bert for cls; flags override")
+                                         "(lr 1e-5, weight decay 0, cosine to 0); default: the model family's (gpt2 for GPT-2, bert for BERT); flags override")
       ->check(CLI::IsMember({"gpt2", "bert"}));
   sub->add_option("--train", a->train_set, "What trains: all, attention (q, k, v, o projections + kernels) or feature-maps (kernels only); "
                                            "default all, or feature-maps with --lora")

@@ -16,7 +16,6 @@ struct RecordArgs {
 
 void run(RecordArgs& a) {
   start(a.common);
-  a.o.model_dir = resolve_model_dir(a.o.model_dir);
   auto r = record::record(a.o);
   const double ratio = r.forward_tokens_per_second > 0 ? r.tokens_per_second / r.forward_tokens_per_second : 0.0;
   nlohmann::json j = {{"out", r.out},
@@ -51,7 +50,7 @@ void run(RecordArgs& a) {
 void register_record(CLI::App& app) {
   auto a = std::make_shared<RecordArgs>();
   auto* sub = app.add_subcommand("record", "Record a softmax model's per-layer attention (q, k, v, outputs, weights) into an HDF5 file");
-  sub->add_option("--model", a->o.model_dir, "Model directory (the softmax teacher)")->required();
+  sub->add_option("--model", a->o.model_dir, "Model directory (the softmax teacher)")->required()->transform(model_dir_arg());
   sub->add_option("--data", a->o.data, "Corpus all|sotu|moby-dick, classification data set spam|sotu-era (texts of --split), or a UTF-8 text file")->required();
   sub->add_option("--split", a->o.split, "Split of a corpus: train, validation or test")->capture_default_str();
   sub->add_option("--out", a->o.out, "Output file (.h5); an existing one with the same settings is resumed / extended")->required();

@@ -20,7 +20,6 @@ void run(ReportArgs& a) {
   start(a.common);
   a.o.seed = a.common.seed;
   a.o.progress = !a.common.json;
-  if (!a.o.model.empty()) a.o.model = resolve_model_dir(a.o.model);
   auto r = report::report(a.o);
   if (a.common.json) return print_json(r.to_json());
   std::printf("%-24s %6s %9s %9s %9s %9s\n", "source (mean of layers)", "", "entropy", "KL", "spearman", "top-k");
@@ -48,7 +47,7 @@ void register_report(CLI::App& app) {
   sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)")->required();
   sub->add_option("--maps", a->o.maps, "A distill output to compare (repeatable; LABEL=FILE names it)");
   sub->add_option("--baseline", a->o.baselines, "An untrained feature map to compare (repeatable): " + maps);
-  sub->add_option("--model", a->o.model, "A converted model directory: its linear-attention layers");
+  sub->add_option("--model", a->o.model, "A converted model directory: its linear-attention layers")->transform(model_dir_arg());
   sub->add_option("--out", a->o.out, "Output directory")->required();
   sub->add_option("--samples", a->o.samples, "Report the last N samples of the record (0: the last 10%, what distill holds out)")
       ->capture_default_str();

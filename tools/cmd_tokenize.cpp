@@ -17,7 +17,7 @@ struct TokenizeArgs {
 void run(const TokenizeArgs& a) {
   start(a.common);
   auto input = read_text_input(a.text, a.file);
-  auto tok = text::load_tokenizer(resolve_model_dir(a.model));
+  auto tok = text::load_tokenizer(a.model);
   auto ids = tok->encode(input, !a.no_special);
   if (a.common.json) {
     nlohmann::json j = {{"ids", ids}};
@@ -40,7 +40,7 @@ void run(const TokenizeArgs& a) {
 void register_tokenize(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
   auto* sub = app.add_subcommand("tokenize", "Token ids of a text with a model's tokenizer");
-  sub->add_option("--model", args->model, "Model directory, or 'gpt2' / 'bert-base-uncased' (fetched tokenizer files)")->required();
+  sub->add_option("--model", args->model, "Model directory, or 'gpt2' / 'bert-base-uncased' (fetched tokenizer files)")->required()->transform(model_dir_arg());
   sub->add_option("--text", args->text, "Text to tokenize");
   sub->add_option("--file", args->file, "File to tokenize");
   sub->add_flag("--no-special", args->no_special, "BERT: do not add [CLS] ... [SEP]");

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/progress.h"
 #include "generate/generate.h"
+#include "models/family.h"
 #include "models/model.h"
 
 namespace mimic::bench {
@@ -27,7 +28,7 @@ GenerateBenchResult run_generate_bench(const GenerateBenchOptions& o) {
   MIMIC_CHECK(o.new_tokens >= 2, "bench generate: --new-tokens must be >= 2");
   auto model = models::load_model(o.model);
   const auto s = model->summary();
-  MIMIC_CHECK(s.model_type == "gpt2", "bench generate needs a causal LM (GPT-2); ", o.model, " is a ", s.model_type, " model");
+  MIMIC_CHECK(s.family->causal, "bench generate needs a causal LM (GPT-2); ", o.model, " is a ", s.model_type, " model");
   for (auto len : o.prompt_lengths)
     MIMIC_CHECK(len >= 1 && len < s.max_positions, "bench generate: prompt length ", len, " must be in 1 .. ", s.max_positions - 1);
   GenerateBenchResult r;

@@ -7,6 +7,7 @@
 
 #include "attention/linear_kernel.h"
 #include "core/error.h"
+#include "core/layers.h"
 #include "distill/maps_file.h"
 #include "models/model.h"
 #include "record/record.h"
@@ -39,7 +40,7 @@ ConvertResult convert_model(models::Model& model, const std::string& model_name,
   if (layers.empty() || layers == "all") {
     r.layers = maps.layers();
   } else {
-    r.layers = record::parse_layers(layers, s.n_layer);  // its errors name --layers
+    r.layers = parse_layers(layers, s.n_layer);  // its errors name --layers
   }
   MIMIC_CHECK(!r.layers.empty(), maps.path(), " holds no layers");
   std::string held;

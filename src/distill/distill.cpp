@@ -13,6 +13,7 @@
 #include "attention/attention.h"
 #include "attention/linear_kernel.h"
 #include "core/error.h"
+#include "core/layers.h"
 #include "core/progress.h"
 #include "distill/maps_file.h"
 #include "data/batches.h"
@@ -25,37 +26,15 @@ namespace fs = std::filesystem;
 
 namespace mimic::distill {
 
+using analysis::LayerMetrics;
+using analysis::MetricsAccumulator;
+using analysis::TeacherBatch;
+using analysis::teacher_weights;
+using analysis::valid_rows;
 using attention::LinearAttention;
 using attention::LinearAttentionConfig;
 
-// ---------------------------------------------------------------- teacher and loss
-
-static attention::AttentionContext context(const TeacherBatch& b) {
-  attention::AttentionContext ctx;
-  ctx.causal = b.causal;
-  ctx.key_padding_mask = b.mask;
-  ctx.scale = b.scale;
-  return ctx;
-}
-
-at::Tensor teacher_weights(const TeacherBatch& b) {
-  auto a = attention::SoftmaxAttention::weights(b.q, b.k, context(b));
-  return a * visible(b).to(a.dtype());  // exact zeros where the teacher gives no mass (and in padded rows)
-}
-
-at::Tensor valid_rows(const TeacherBatch& b) {
-  const int64_t n = b.q.size(0), t = b.q.size(2);
-  if (!b.mask.defined()) return torch::ones({n, 1, t, 1}, torch::kBool);
-  return b.mask.to(torch::kBool).view({n, 1, t, 1});
-}
-
-at::Tensor visible(const TeacherBatch& b) {
-  const int64_t n = b.q.size(0), t = b.q.size(2);
-  auto vis = torch::ones({n, 1, t, t}, torch::kBool);
-  if (b.mask.defined()) vis = vis & b.mask.to(torch::kBool).view({n, 1, 1, t});
-  if (b.causal) vis = vis & torch::ones({t, t}, torch::kBool).tril();
-  return vis & valid_rows(b);
-}
+// ---------------------------------------------------------------- loss (the teacher side: analysis/teacher.h)
 
 LossKind parse_loss(const std::string& name) {
   if (name == "ce") return LossKind::CE;
@@ -73,19 +52,11 @@ std::string loss_name(LossKind k) {
   return "?";
 }
 
-bool negative_weights(const at::Tensor& w, const TeacherBatch& b) { return ((w.detach() < 0) & visible(b)).any().item<bool>(); }
-
-// A map whose features may be negative (Sign::Any) can still have a positive kernel (taylor2: 1 + q·k + (q·k)²/2);
-// true when some visible weight of this batch is negative, i.e. the weights are no distribution.
-static bool negative_weights(LinearAttention& student, const at::Tensor& w, const TeacherBatch& b) {
-  return student.map->sign() == attention::Sign::Any && negative_weights(w, b);
-}
-
 LossValue distill_loss(LinearAttention& student, const TeacherBatch& b, const LossSpec& spec) {
   at::Tensor log_w, w;
   const bool check = spec.kind != LossKind::MSE && student.map->sign() == attention::Sign::Any;
-  auto out = student.forward_quadratic(b.q, b.k, b.v, context(b), check ? &w : nullptr, &log_w);
-  MIMIC_CHECK(!check || !negative_weights(student, w, b), "feature map '", student.map->spec().name,
+  auto out = student.forward_quadratic(b.q, b.k, b.v, analysis::teacher_context(b), check ? &w : nullptr, &log_w);
+  MIMIC_CHECK(!check || !analysis::negative_weights(student, w, b), "feature map '", student.map->spec().name,
               "' gives negative attention weights: they are no distribution and the ce loss is undefined; use --loss mse");
   auto rows = valid_rows(b).to(out.dtype());                  // [B, 1, T, 1]
   const double n_rows = rows.sum().item<double>() * static_cast<double>(b.q.size(1));  // real rows × heads
@@ -111,182 +82,9 @@ LossValue distill_loss(LinearAttention& student, const TeacherBatch& b, const Lo
   return r;
 }
 
-// ---------------------------------------------------------------- metrics
-
-// Average ranks (1-based; ties share the mean of their positions) of z along the last dimension among the
-// valid positions; invalid positions are sorted last and get ranks that the caller ignores.
-static at::Tensor average_ranks(const at::Tensor& z_in, const at::Tensor& valid) {
-  const int64_t t = z_in.size(-1);
-  auto z = torch::where(valid, z_in, torch::full_like(z_in, std::numeric_limits<double>::infinity()));
-  auto sorted = z.sort(-1);
-  auto s = std::get<0>(sorted), idx = std::get<1>(sorted);
-  auto pos = torch::arange(t, z.options()).expand_as(s);
-  auto differs = s.narrow(-1, 1, t - 1) != s.narrow(-1, 0, t - 1);  // between p and p+1
-  auto yes = torch::ones_like(s.narrow(-1, 0, 1), torch::kBool);
-  auto starts = torch::cat({yes, differs}, -1);  // p opens a tie group
-  auto ends = torch::cat({differs, yes}, -1);    // p closes one
-  auto first = std::get<0>(torch::where(starts, pos, torch::zeros_like(pos)).cummax(-1));
-  auto last = std::get<0>(torch::where(ends, pos, torch::full_like(pos, static_cast<double>(t - 1))).flip(-1).cummin(-1)).flip(-1);
-  return torch::empty_like(z).scatter_(-1, idx, (first + last) / 2 + 1);
-}
-
-at::Tensor spearman_rows(const at::Tensor& x_in, const at::Tensor& y_in, const at::Tensor& valid_in) {
-  auto shape = x_in.sizes().vec();
-  const int64_t t = shape.back();
-  auto x = x_in.to(torch::kDouble).reshape({-1, t});
-  auto y = y_in.to(torch::kDouble).expand(x_in.sizes()).reshape({-1, t});
-  auto v = valid_in.to(torch::kBool).expand(x_in.sizes()).reshape({-1, t});
-  auto vd = v.to(torch::kDouble);
-  auto rx = average_ranks(x, v), ry = average_ranks(y, v);
-  auto count = vd.sum(-1, true);
-  auto mean = (count + 1) / 2;  // the mean of the ranks 1..n, ties or not
-  auto dx = (rx - mean) * vd, dy = (ry - mean) * vd;
-  auto num = (dx * dy).sum(-1);
-  auto den = ((dx * dx).sum(-1) * (dy * dy).sum(-1)).sqrt();
-  auto rho = num / den;
-  rho = torch::where((count.squeeze(-1) < 2) | (den == 0), torch::full_like(rho, std::numeric_limits<double>::quiet_NaN()), rho);
-  shape.pop_back();
-  return rho.reshape(shape);
-}
-
-at::Tensor top_k_mass(const at::Tensor& w, int64_t k) {
-  MIMIC_CHECK(k >= 1, "top-k mass: k must be >= 1, got ", k);
-  return std::get<0>(w.topk(std::min<int64_t>(k, w.size(-1)), -1)).sum(-1);
-}
-
-MetricsAccumulator::MetricsAccumulator(int64_t layer, int64_t n_head, int64_t top_k)
-    : layer_(layer),
-      n_head_(n_head),
-      top_k_(top_k),
-      ce_(n_head),
-      ent_s_(n_head),
-      ent_l_(n_head),
-      rho_(n_head),
-      rho_rows_(n_head),
-      top_s_(n_head),
-      top_l_(n_head) {}
-
-void MetricsAccumulator::add(LinearAttention& student, const TeacherBatch& b) {
-  torch::NoGradGuard no_grad;
-  at::Tensor log_w, w;
-  auto out = student.forward_quadratic(b.q, b.k, b.v, context(b), &w, &log_w);
-  if (negative_weights(student, w, b)) signed_ = true;
-  auto scores = torch::matmul(b.q, b.k.transpose(-1, -2)) * b.scale;
-  add_weights(teacher_weights(b), log_w, scores, b);
-  if (b.o.defined()) {
-    auto rows = valid_rows(b).to(out.dtype());
-    mse_sum_ += ((out - b.o).square() * rows).sum().item<double>();
-    mse_count_ += rows.sum().item<double>() * static_cast<double>(out.size(1) * out.size(3));
-  }
-}
-
-void MetricsAccumulator::add_weights(const at::Tensor& a_in, const at::Tensor& log_w_in, const at::Tensor& scores,
-                                     const TeacherBatch& b) {
-  torch::NoGradGuard no_grad;
-  auto vis = visible(b);                           // [B, 1, T, T]
-  auto visd = vis.to(torch::kDouble);
-  auto a = a_in.to(torch::kDouble) * visd;
-  auto log_w = log_w_in.to(torch::kDouble);
-  auto w = log_w.exp() * visd;
-  auto ce = -(a * log_w).sum({-1});                // [B, H, T]; 0 in padded rows
-  auto ent_s = -torch::xlogy(a, a).sum({-1});
-  auto ent_l = -(w * log_w).sum({-1});
-  auto rho = spearman_rows(scores, log_w, vis);    // [B, H, T]
-  auto rho_ok = rho.isfinite() & valid_rows(b).squeeze(-1);
-  auto rho0 = torch::where(rho_ok, rho, torch::zeros_like(rho));
-  at::Tensor top_s, top_l;  // masked keys and padded rows hold zeros: they add nothing
-  if (top_k_ > 0) top_s = top_k_mass(a, top_k_), top_l = top_k_mass(w, top_k_);
-  for (int64_t h = 0; h < n_head_; ++h) {
-    if (top_k_ > 0) {
-      top_s_[static_cast<size_t>(h)] += top_s.select(1, h).sum().item<double>();
-      top_l_[static_cast<size_t>(h)] += top_l.select(1, h).sum().item<double>();
-    }
-    ce_[static_cast<size_t>(h)] += ce.select(1, h).sum().item<double>();
-    ent_s_[static_cast<size_t>(h)] += ent_s.select(1, h).sum().item<double>();
-    ent_l_[static_cast<size_t>(h)] += ent_l.select(1, h).sum().item<double>();
-    rho_[static_cast<size_t>(h)] += rho0.select(1, h).sum().item<double>();
-    rho_rows_[static_cast<size_t>(h)] += rho_ok.select(1, h).sum().item<double>();
-  }
-  rows_ += valid_rows(b).sum().item<double>();
-}
-
-LayerMetrics MetricsAccumulator::result() const {
-  LayerMetrics m;
-  m.layer = layer_;
-  m.top_k = top_k_;
-  const double rows = std::max(rows_, 1.0);
-  for (int64_t h = 0; h < n_head_; ++h) {
-    const auto i = static_cast<size_t>(h);
-    HeadMetrics x;
-    x.ce = ce_[i] / rows;
-    x.entropy_softmax = ent_s_[i] / rows;
-    x.entropy_linear = ent_l_[i] / rows;
-    x.kl = x.ce - x.entropy_softmax;
-    x.top_k_softmax = top_s_[i] / rows;
-    x.top_k_linear = top_l_[i] / rows;
-    if (signed_) x.ce = x.kl = x.entropy_linear = x.top_k_linear = std::numeric_limits<double>::quiet_NaN();  // not a distribution
-    x.spearman = rho_rows_[i] > 0 ? rho_[i] / rho_rows_[i] : std::numeric_limits<double>::quiet_NaN();
-    m.heads.push_back(x);
-    m.mean.ce += x.ce / static_cast<double>(n_head_);
-    m.mean.kl += x.kl / static_cast<double>(n_head_);
-    m.mean.entropy_softmax += x.entropy_softmax / static_cast<double>(n_head_);
-    m.mean.entropy_linear += x.entropy_linear / static_cast<double>(n_head_);
-    m.mean.spearman += x.spearman / static_cast<double>(n_head_);
-    m.mean.top_k_softmax += x.top_k_softmax / static_cast<double>(n_head_);
-    m.mean.top_k_linear += x.top_k_linear / static_cast<double>(n_head_);
-  }
-  m.mse = mse_count_ > 0 ? mse_sum_ / mse_count_ : 0.0;
-  return m;
-}
-
-static nlohmann::json number(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
-
-static nlohmann::json head_json(const HeadMetrics& h, bool top_k) {
-  nlohmann::json j = {{"ce", number(h.ce)},
-                      {"kl", number(h.kl)},
-                      {"entropy_softmax", number(h.entropy_softmax)},
-                      {"entropy_linear", number(h.entropy_linear)},
-                      {"spearman", number(h.spearman)}};
-  if (top_k) j["top_k_softmax"] = number(h.top_k_softmax), j["top_k_linear"] = number(h.top_k_linear);
-  return j;
-}
-
-static double get_number(const nlohmann::json& j, const char* key) {
-  return j.at(key).is_null() ? std::numeric_limits<double>::quiet_NaN() : j.at(key).get<double>();
-}
-
-static HeadMetrics head_from_json(const nlohmann::json& j) {
-  HeadMetrics h;
-  h.ce = get_number(j, "ce");
-  h.kl = get_number(j, "kl");
-  h.entropy_softmax = get_number(j, "entropy_softmax");
-  h.entropy_linear = get_number(j, "entropy_linear");
-  h.spearman = get_number(j, "spearman");
-  if (j.contains("top_k_softmax")) h.top_k_softmax = get_number(j, "top_k_softmax"), h.top_k_linear = get_number(j, "top_k_linear");
-  return h;
-}
-
-nlohmann::json LayerMetrics::to_json() const {
-  nlohmann::json heads_j = nlohmann::json::array();
-  for (const auto& h : heads) heads_j.push_back(head_json(h, top_k > 0));
-  nlohmann::json j = {{"layer", layer}, {"mean", head_json(mean, top_k > 0)}, {"heads", heads_j}, {"mse", number(mse)}};
-  if (top_k > 0) j["top_k"] = top_k;
-  return j;
-}
-
-static LayerMetrics metrics_from_json(const nlohmann::json& j) {
-  LayerMetrics m;
-  m.layer = j.at("layer").get<int64_t>();
-  m.top_k = j.value("top_k", int64_t{0});
-  m.mean = head_from_json(j.at("mean"));
-  for (const auto& h : j.at("heads")) m.heads.push_back(head_from_json(h));
-  m.mse = get_number(j, "mse");
-  return m;
-}
-
 static nlohmann::json layer_json(const LayerResult& r) {
   return {{"layer", r.layer},     {"trained", r.trained},           {"epochs_run", r.epochs_run},
-          {"steps", r.steps},     {"best_epoch", r.best_epoch},     {"best_val_loss", number(r.best_val_loss)},
+          {"steps", r.steps},     {"best_epoch", r.best_epoch},     {"best_val_loss", analysis::json_number(r.best_val_loss)},
           {"before", r.before.to_json()}, {"after", r.after.to_json()}};
 }
 
@@ -297,9 +95,9 @@ static LayerResult layer_from_json(const nlohmann::json& j) {
   r.epochs_run = j.at("epochs_run").get<int64_t>();
   r.steps = j.at("steps").get<int64_t>();
   r.best_epoch = j.at("best_epoch").get<int64_t>();
-  r.best_val_loss = get_number(j, "best_val_loss");
-  r.before = metrics_from_json(j.at("before"));
-  r.after = metrics_from_json(j.at("after"));
+  r.best_val_loss = analysis::number_from_json(j, "best_val_loss");
+  r.before = LayerMetrics::from_json(j.at("before"));
+  r.after = LayerMetrics::from_json(j.at("after"));
   return r;
 }
 
@@ -600,7 +398,7 @@ void save_checkpoint(const std::string& path, const nlohmann::json& fingerprint,
     for (const auto& [n, x] : c.optim) t.emplace_back("optim/" + n, x);
     t.emplace_back("rng/torch", c.rng);
     state["current"] = {{"layer", c.layer},           {"epoch", c.epoch},           {"steps", c.steps},
-                        {"best_epoch", c.best_epoch}, {"since_best", c.since_best}, {"best_val", number(c.best_val)},
+                        {"best_epoch", c.best_epoch}, {"since_best", c.since_best}, {"best_val", analysis::json_number(c.best_val)},
                         {"before", c.before.to_json()}};
   }
   io::SaveOptions so;
@@ -643,7 +441,7 @@ Checkpoint load_checkpoint(const std::string& path, const nlohmann::json& finger
     c.best_epoch = cur.at("best_epoch").get<int64_t>();
     c.since_best = cur.at("since_best").get<int64_t>();
     c.best_val = cur.at("best_val").is_null() ? std::numeric_limits<double>::infinity() : cur.at("best_val").get<double>();
-    c.before = metrics_from_json(cur.at("before"));
+    c.before = LayerMetrics::from_json(cur.at("before"));
     c.params = take("param/");
     c.best = take("best/");
     c.optim = take("optim/");
@@ -697,7 +495,7 @@ std::vector<int64_t> chosen_layers(const DistillOptions& o, const Source& src) {
   const int64_t top = *std::max_element(recorded.begin(), recorded.end()) + 1;
   std::vector<int64_t> want;
   try {
-    want = record::parse_layers(o.layers, std::max<int64_t>(top, 1 << 20));
+    want = parse_layers(o.layers, std::max<int64_t>(top, 1 << 20));
   } catch (const Error& e) {
     fail("--layers: ", e.what());
   }

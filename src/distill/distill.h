@@ -16,29 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "analysis/metrics.h"
+
 namespace mimic::attention {
 class LinearAttention;
 struct LinearAttentionConfig;
 }
 
 namespace mimic::distill {
-
-// What a layer's attention consumed, as the teacher saw it.
-struct TeacherBatch {
-  at::Tensor q, k, v;  // [B, H, T, d]
-  at::Tensor o;        // [B, H, T, d] the softmax per-head output (needed for mse)
-  at::Tensor mask;     // bool [B, T], true = real token (undefined = none)
-  double scale = 1.0;
-  bool causal = true;
-};
-
-// The teacher's weights softmax(q kᵀ·scale + mask), [B, H, T, T] (0 at masked keys), computed by the
-// softmax kernel itself.
-at::Tensor teacher_weights(const TeacherBatch& b);
-// bool [B, 1, T, T]: key j is visible to query i (causal and key padding), and query i is a real token.
-at::Tensor visible(const TeacherBatch& b);
-// bool [B, 1, T, 1]: query rows that count (real tokens).
-at::Tensor valid_rows(const TeacherBatch& b);
 
 enum class LossKind { CE, MSE, CEMSE };
 LossKind parse_loss(const std::string& name);  // "ce", "mse", "ce+mse"
@@ -60,55 +45,7 @@ struct LossValue {
 // −Σ_j a_ij log â_ij (a: teacher weights, â: the student's quadratic-form weights; masked keys carry no
 // target mass). mse: mean over real query rows, heads, samples and dimensions of (ô − o)², ô the student's
 // per-head output. ce+mse: ce_weight·ce + mse_weight·mse.
-LossValue distill_loss(attention::LinearAttention& student, const TeacherBatch& batch, const LossSpec& spec);
-
-// Fidelity of a student on teacher batches, per head.
-struct HeadMetrics {
-  double ce = 0, kl = 0, entropy_softmax = 0, entropy_linear = 0, spearman = 0;
-  // with top_k > 0: the mass of the k largest weights of a row (all of it when the row sees <= k keys)
-  double top_k_softmax = 0, top_k_linear = 0;
-};
-struct LayerMetrics {
-  int64_t layer = 0;
-  int64_t top_k = 0;  // 0: top-k masses not computed (and not in the JSON)
-  std::vector<HeadMetrics> heads;
-  HeadMetrics mean;  // over heads
-  double mse = 0;    // per-head output vs teacher output, mean over real rows, heads, dims
-  nlohmann::json to_json() const;
-};
-
-// Accumulates the metrics over batches (sums per head, then divides by the real query rows). When a map with
-// features of any sign (Sign::Any) gives some negative weight (identity does; taylor2's kernel is positive),
-// the linear weights are no distribution: ce, kl, entropy_linear and top_k_linear are then NaN (null in JSON);
-// spearman and mse stay defined. top_k > 0 also accumulates the top-k masses.
-class MetricsAccumulator {
- public:
-  MetricsAccumulator(int64_t layer, int64_t n_head, int64_t top_k = 0);
-  void add(attention::LinearAttention& student, const TeacherBatch& batch);
-  // The same from weights directly: a (teacher), log_a_hat (student), scores (q·k·scale), [B, H, T, T].
-  void add_weights(const at::Tensor& a, const at::Tensor& log_a_hat, const at::Tensor& scores, const TeacherBatch& batch);
-  // Marks the student's weights as no distribution (negative somewhere), as add() does on its own.
-  void set_signed() { signed_ = true; }
-  LayerMetrics result() const;
-
- private:
-  int64_t layer_, n_head_, top_k_;
-  std::vector<double> ce_, ent_s_, ent_l_, rho_, rho_rows_, top_s_, top_l_;
-  double rows_ = 0, mse_sum_ = 0, mse_count_ = 0;
-  bool signed_ = false;  // a map with features of any sign: ce, kl, entropy_linear are undefined (NaN)
-};
-
-// The mass of the k largest entries of every row of w (last dimension), [...]: Σ of the top min(k, T) values.
-at::Tensor top_k_mass(const at::Tensor& w, int64_t k);
-
-// True when some weight of w [B, H, T, T] that the batch's query sees is negative (a sign-free map such as
-// identity): such weights are no distribution.
-bool negative_weights(const at::Tensor& w, const TeacherBatch& batch);
-
-// Spearman rank correlation of x and y along the last dimension over the positions where `valid` holds
-// (ties get their average rank), for every row; rows with fewer than two valid positions or a constant
-// side yield NaN. x, y: [..., T]; valid: bool broadcastable to them. Returns [...] (double).
-at::Tensor spearman_rows(const at::Tensor& x, const at::Tensor& y, const at::Tensor& valid);
+LossValue distill_loss(attention::LinearAttention& student, const analysis::TeacherBatch& batch, const LossSpec& spec);
 
 struct DistillOptions {
   // the teacher: a record file, or (online) a model and data
@@ -145,7 +82,7 @@ struct LayerResult {
   int64_t epochs_run = 0, best_epoch = 0, steps = 0;
   bool trained = false;  // false: nothing to train (a parameter-free map without gates)
   double best_val_loss = 0;
-  LayerMetrics before, after;
+  analysis::LayerMetrics before, after;
 };
 
 struct DistillResult {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "models/family.h"
 #include "models/model.h"
 
 namespace mimic::finetune {
@@ -31,12 +32,6 @@ Preset preset(const std::string& name) {
   fail("unknown preset '", name, "' (gpt2 or bert)");
 }
 
-bool is_attention_projection(const std::string& n) {
-  // GPT-2: h.<i>.attn.c_attn / c_proj; BERT: encoder.layer.<i>.attention.self.{query,key,value}, attention.output.dense
-  return (n.rfind("h.", 0) == 0 && n.find(".attn.") != std::string::npos) || n.find(".attention.self.") != std::string::npos ||
-         n.find(".attention.output.dense.") != std::string::npos;
-}
-
 bool is_kernel_parameter(const std::string& n) { return n.rfind("kernels.", 0) == 0; }
 
 bool is_classifier_head(const std::string& n) { return n.rfind("classifier.", 0) == 0 || n.rfind("pooler.", 0) == 0; }
@@ -52,14 +47,15 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
     p.model = std::move(model);
   }
   const TrainSet set = o.effective_train_set();
+  const models::Family& family = *p.model->summary().family;
   int64_t embeddings = 0;
   for (const auto& param : p.model->module().named_parameters()) {
     const auto& name = param.key();
     bool train = is_classifier_head(name) || set == TrainSet::All ||
-                 (set == TrainSet::Attention && (is_attention_projection(name) || is_kernel_parameter(name))) ||
+                 (set == TrainSet::Attention && (family.is_attention_projection(name) || is_kernel_parameter(name))) ||
                  (set == TrainSet::FeatureMaps && is_kernel_parameter(name));
     if (lora && lora->adapts(name)) train = false;
-    if (o.freeze_embeddings && models::is_embedding(name)) {
+    if (o.freeze_embeddings && family.is_embedding(name)) {
       train = false;
       ++embeddings;
     }
@@ -91,7 +87,7 @@ std::unique_ptr<models::Model> load_teacher(const FinetuneOptions& o, models::Mo
   if (o.teacher_dir.empty()) return nullptr;
   auto teacher = models::load_model(o.teacher_dir);
   const auto t = teacher->summary(), s = student.summary();
-  MIMIC_CHECK(t.model_type == s.model_type && t.vocab_size == s.vocab_size, "teacher ", o.teacher_dir, " (", t.model_type,
+  MIMIC_CHECK(t.family == s.family && t.vocab_size == s.vocab_size, "teacher ", o.teacher_dir, " (", t.model_type,
               ", vocabulary ", t.vocab_size, ") does not match the model (", s.model_type, ", vocabulary ", s.vocab_size, ")");
   teacher->module().eval();
   return teacher;

@@ -39,10 +39,10 @@ struct Preset {
   double weight_decay = 0;
   double min_lr_ratio = 0;
 };
-Preset preset(const std::string& name);  // gpt2 | bert
+Preset preset(const std::string& name);  // gpt2 | bert (a family's finetune_preset names its default)
 
-// Network parameter names: the attention projections, the kernels' parameters, a classifier's head.
-bool is_attention_projection(const std::string& name);
+// Network parameter names: the kernels' parameters, a classifier's head (the attention projections are the
+// model family's: models::Family::is_attention_projection).
 bool is_kernel_parameter(const std::string& name);
 bool is_classifier_head(const std::string& name);
 
@@ -51,7 +51,7 @@ struct FinetuneOptions {
   std::string teacher_dir;              // evaluated side by side at the end when set
   std::optional<TrainSet> train_set;    // unset: all, or feature-maps with LoRA
   LoraOptions lora;
-  // Keep the embeddings group (models::is_embedding) as loaded: no gradients, not in the optimizer, so the
+  // Keep the embeddings group (models::Family::is_embedding) as loaded: no gradients, not in the optimizer, so the
   // result's embedding tensors are the base model's bit for bit.
   bool freeze_embeddings = false;
   // Storage of the exported weights: float32 by default, so trained values are kept as trained (a model

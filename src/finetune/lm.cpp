@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "data/batches.h"
 #include "data/token_cache.h"
+#include "models/family.h"
 #include "models/model.h"
 #include "text/tokenizer.h"
 #include "train/lm.h"
@@ -19,7 +20,7 @@ LmResult finetune_lm(const LmOptions& o) {
   auto prepared = prepare(models::load_model(o.model_dir), o);
   auto& model = prepared.model;
   const auto summary = model->summary();
-  MIMIC_CHECK(summary.model_type == "gpt2", o.model_dir, ": --task lm finetunes a causal LM (GPT-2), not ", summary.model_type);
+  MIMIC_CHECK(summary.family->causal, o.model_dir, ": --task lm finetunes a causal LM (GPT-2), not ", summary.model_type);
   MIMIC_CHECK(o.seq_len >= 2 && o.seq_len <= summary.max_positions, "--seq-len ", o.seq_len, " must lie in 2..",
               summary.max_positions, " (the model's context)");
   auto teacher = load_teacher(o, *model);

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "models/networks.h"
+#include "models/family.h"
 
 namespace mimic::finetune {
 
@@ -34,13 +34,18 @@ LoraModel::LoraModel(std::unique_ptr<models::Model> base, const LoraOptions& o, 
   MIMIC_CHECK(o.alpha >= 0, "LoRA alpha must not be negative (got ", o.alpha, ")");
   scale_ = o.scale();
   auto gen = at::detail::createCPUGenerator(seed);
-  auto add = [&](const std::string& name, at::Tensor* weight, bool conv1d, std::vector<std::string> slots) {
+  // The projections to adapt come from the model's family (Family::lora_targets).
+  auto& net = base_->module();
+  for (auto& target : base_->summary().family->lora_targets(net)) {
+    const std::string& name = target.name;
+    at::Tensor* weight = target.weight;
+    const bool conv1d = target.transposed;
     auto ad = std::make_unique<Adapter>();
     ad->name = name;
     ad->weight = weight;
     ad->base = *weight;
     ad->conv1d = conv1d;
-    ad->slots = std::move(slots);
+    ad->slots = std::move(target.slots);
     const int64_t in = conv1d ? weight->size(0) : weight->size(1);
     const int64_t out = (conv1d ? weight->size(1) : weight->size(0)) / static_cast<int64_t>(ad->slots.size());
     MIMIC_CHECK(o.rank <= std::min(in, out), "LoRA rank ", o.rank, " exceeds the size of ", name, " (", in, " -> ", out, ")");
@@ -50,26 +55,6 @@ LoraModel::LoraModel(std::unique_ptr<models::Model> base, const LoraOptions& o, 
       ad->b.push_back(torch::zeros({out, o.rank}).set_requires_grad(true));
     }
     adapters_.push_back(std::move(ad));
-  };
-  auto& net = base_->module();
-  if (auto* g = dynamic_cast<models::Gpt2Impl*>(&net)) {
-    for (size_t i = 0; i < g->layers.size(); ++i) {
-      auto& l = g->layers[i];
-      const std::string p = "h." + std::to_string(i) + ".attn.";
-      add(p + "c_attn", &l.c_attn->weight, true, {"q", "k", "v"});
-      add(p + "c_proj", &l.attn_proj->weight, true, {""});
-    }
-  } else if (auto* b = dynamic_cast<models::BertImpl*>(&net)) {
-    for (size_t i = 0; i < b->layers.size(); ++i) {
-      auto& l = b->layers[i];
-      const std::string p = "encoder.layer." + std::to_string(i) + ".attention.";
-      add(p + "self.query", &l.query->weight, false, {""});
-      add(p + "self.key", &l.key->weight, false, {""});
-      add(p + "self.value", &l.value->weight, false, {""});
-      add(p + "output.dense", &l.attn_out->weight, false, {""});
-    }
-  } else {
-    fail("LoRA needs a GPT-2 or BERT network");
   }
   // The adapted projections' weights and biases stay as loaded.
   for (auto& p : net.named_parameters())

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "models/family.h"
 #include "models/model.h"
 
 namespace mimic::generate {
@@ -68,7 +69,7 @@ double GenerateResult::decode_tokens_per_second() const {
 
 GenerateResult generate(models::Model& model, const std::vector<int64_t>& prompt, const GenerateOptions& opt) {
   const auto s = model.summary();
-  MIMIC_CHECK(s.model_type == "gpt2" && s.head == "lm", "generation needs a causal LM (GPT-2); this is a ", s.model_type, " model");
+  MIMIC_CHECK(s.family->causal && s.head == "lm", "generation needs a causal LM (GPT-2); this is a ", s.model_type, " model");
   MIMIC_CHECK(!prompt.empty(), "the prompt is empty: generation needs at least one token");
   const int64_t ctx = s.max_positions;
   MIMIC_CHECK(static_cast<int64_t>(prompt.size()) <= ctx, "the prompt has ", prompt.size(), " tokens, more than the model's context of ",

@@ -2,7 +2,6 @@
 
 #include <torch/torch.h>
 
-#include <regex>
 #include <set>
 
 #include "core/error.h"
@@ -14,19 +13,6 @@ namespace {
 bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
 bool ends_with(const std::string& s, const std::string& e) {
   return s.size() >= e.size() && s.compare(s.size() - e.size(), e.size(), e) == 0;
-}
-
-// Buffers some checkpoints carry: not parameters, kept as they are.
-bool is_buffer(Arch arch, const std::string& name) {
-  static const std::regex gpt2_buf(R"(h\.\d+\.attn\.(bias|masked_bias))");
-  if (arch == Arch::Gpt2) return std::regex_match(name, gpt2_buf);
-  return name == "embeddings.position_ids";
-}
-
-// The file prefix a network name takes in a prefixed layout ("" for BERT's heads, never prefixed).
-bool takes_prefix(Arch arch, const std::string& name) {
-  if (arch == Arch::Gpt2) return name != "lm_head.weight";
-  return starts_with(name, "embeddings.") || starts_with(name, "encoder.") || starts_with(name, "pooler.");
 }
 
 std::string strip(const std::string& key, const std::string& prefix) {
@@ -41,7 +27,7 @@ std::string rename_gamma_beta(const std::string& name) {
 
 }  // namespace
 
-void load_weights(Arch arch, const io::TensorStore& f, std::vector<std::pair<std::string, at::Tensor>> params,
+void load_weights(const Family& family, const io::TensorStore& f, std::vector<std::pair<std::string, at::Tensor>> params,
                   const std::map<std::string, std::pair<std::string, std::string>>& ties, KeyLayout& layout,
                   Passthrough& passthrough, const LoadRules& rules) {
   auto matches = [](const std::vector<std::string>& prefixes, const std::string& name) {
@@ -50,7 +36,7 @@ void load_weights(Arch arch, const io::TensorStore& f, std::vector<std::pair<std
     return false;
   };
   const std::string where = f.path() + ": ";
-  const std::string prefix = arch == Arch::Gpt2 ? "transformer." : "bert.";
+  const std::string& prefix = family.checkpoint_prefix;
   layout = KeyLayout();
   layout.metadata = f.metadata();
   for (const auto& n : f.names()) {
@@ -74,13 +60,13 @@ void load_weights(Arch arch, const io::TensorStore& f, std::vector<std::pair<std
       tied_copies[name] = f.load(key, at::kFloat);
       continue;
     }
-    if (is_buffer(arch, name)) {
+    if (family.is_buffer(name)) {
       passthrough.emplace_back(key, f.load(key));
       continue;
     }
     auto it = by_name.find(name);
     const std::string in_file = f.file_of(key) + ": ";
-    MIMIC_CHECK(it != by_name.end(), in_file, "unexpected tensor '", key, "' (not part of this ", arch == Arch::Gpt2 ? "GPT-2" : "BERT",
+    MIMIC_CHECK(it != by_name.end(), in_file, "unexpected tensor '", key, "' (not part of this ", family.display_name,
                 " model; check config.json's architectures and sizes)");
     auto& p = it->second;
     MIMIC_CHECK(info.shape == p.sizes().vec(), in_file, "tensor '", key, "' has shape ", c10::IntArrayRef(info.shape),
@@ -90,7 +76,7 @@ void load_weights(Arch arch, const io::TensorStore& f, std::vector<std::pair<std
   }
   for (const auto& [name, p] : params)
     MIMIC_CHECK(loaded.count(name) || matches(rules.may_be_missing, name), where, "missing tensor '",
-                (layout.prefix.empty() || !takes_prefix(arch, name) ? "" : layout.prefix) + name, "'");
+                (layout.prefix.empty() || !family.takes_prefix(name) ? "" : layout.prefix) + name, "'");
   for (const auto& [name, copy] : tied_copies) {
     const auto& target = by_name.at(ties.at(name).first);
     MIMIC_CHECK(copy.sizes() == target.sizes(), where, "tied tensor '", name, "' has shape ", copy.sizes(), ", expected ",
@@ -100,7 +86,7 @@ void load_weights(Arch arch, const io::TensorStore& f, std::vector<std::pair<std
   }
 }
 
-std::vector<std::pair<std::string, at::Tensor>> weights_to_save(Arch arch, const std::vector<std::pair<std::string, at::Tensor>>& params,
+std::vector<std::pair<std::string, at::Tensor>> weights_to_save(const Family& family, const std::vector<std::pair<std::string, at::Tensor>>& params,
                                                               const std::map<std::string, std::pair<std::string, std::string>>& ties,
                                                               const KeyLayout& layout, const Passthrough& passthrough,
                                                               bool as_loaded) {
@@ -111,7 +97,7 @@ std::vector<std::pair<std::string, at::Tensor>> weights_to_save(Arch arch, const
       if (ends_with(key, "LayerNorm.weight")) key = key.substr(0, key.size() - 6) + "gamma";
       else if (ends_with(key, "LayerNorm.bias")) key = key.substr(0, key.size() - 4) + "beta";
     }
-    return (takes_prefix(arch, name) ? layout.prefix : std::string()) + key;
+    return (family.takes_prefix(name) ? layout.prefix : std::string()) + key;
   };
   auto stored = [&](const std::string& key, const at::Tensor& t) {
     auto it = layout.dtypes.find(key);
@@ -129,9 +115,9 @@ std::vector<std::pair<std::string, at::Tensor>> weights_to_save(Arch arch, const
   return out;
 }
 
-std::string internal_name(Arch arch, const std::string& key, std::string* kind) {
-  std::string name = rename_gamma_beta(strip(key, arch == Arch::Gpt2 ? "transformer." : "bert."));
-  if (kind) *kind = is_buffer(arch, name) ? "buffer" : "param";
+std::string internal_name(const Family& family, const std::string& key, std::string* kind) {
+  std::string name = rename_gamma_beta(strip(key, family.checkpoint_prefix));
+  if (kind) *kind = family.is_buffer(name) ? "buffer" : "param";
   return name;
 }
 

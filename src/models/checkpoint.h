@@ -10,13 +10,14 @@
 
 #include "io/safetensors.h"
 #include "io/tensor_store.h"
-#include "models/config.h"
+#include "models/family.h"
 
 namespace mimic::models {
 
-// How a file spells its keys, remembered so that saving writes the same layout back.
+// How a file spells its keys, remembered so that saving writes the same layout back. The family supplies
+// the rest of the key map (its checkpoint prefix, buffers and which names take the prefix).
 struct KeyLayout {
-  std::string prefix;             // "transformer." (GPT-2), "bert." (BERT) or ""
+  std::string prefix;             // the family's checkpoint_prefix ("transformer.", "bert.") or ""
   bool gamma_beta = false;        // BERT LayerNorm.gamma/beta instead of weight/bias
   std::vector<std::string> tied;  // tied copies present in the file (lm_head.weight, cls.predictions.decoder.*)
   std::map<std::string, io::DType> dtypes;  // per file key
@@ -29,7 +30,7 @@ using Passthrough = std::vector<std::pair<std::string, at::Tensor>>;
 
 // The network parameter name of a file key (prefix removed, gamma/beta renamed), or "" for keys that are
 // buffers or tied copies. Sets *kind to "param", "buffer" or "tied".
-std::string internal_name(Arch arch, const std::string& key, std::string* kind);
+std::string internal_name(const Family& family, const std::string& key, std::string* kind);
 
 // Copies the checkpoint's tensors (one file or the shards of a sharded checkpoint) into `params` (network
 // names → tensors, converted to float32). Throws mimic::Error naming the first missing, unexpected or
@@ -40,13 +41,13 @@ struct LoadRules {
   std::vector<std::string> may_be_missing;
   std::vector<std::string> ignored;
 };
-void load_weights(Arch arch, const io::TensorStore& f, std::vector<std::pair<std::string, at::Tensor>> params,
+void load_weights(const Family& family, const io::TensorStore& f, std::vector<std::pair<std::string, at::Tensor>> params,
                   const std::map<std::string, std::pair<std::string, std::string>>& ties, KeyLayout& layout, Passthrough& passthrough,
                   const LoadRules& rules = {});
 
 // The file keys and tensors to save, in the remembered layout; each parameter in the dtype it was loaded
 // with (`as_loaded`) or as it is in memory (float32: for a save that converts every tensor to one type).
-std::vector<std::pair<std::string, at::Tensor>> weights_to_save(Arch arch, const std::vector<std::pair<std::string, at::Tensor>>& params,
+std::vector<std::pair<std::string, at::Tensor>> weights_to_save(const Family& family, const std::vector<std::pair<std::string, at::Tensor>>& params,
                                                               const std::map<std::string, std::pair<std::string, std::string>>& ties,
                                                               const KeyLayout& layout, const Passthrough& passthrough,
                                                               bool as_loaded = true);

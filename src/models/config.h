@@ -5,7 +5,7 @@
 
 namespace mimic::models {
 
-enum class Arch { Gpt2, Bert };
+class Family;  // models/family.h
 enum class Activation { GeluTanh, GeluExact, Relu };
 // Which task head a model carries.
 enum class Head { None, Lm, Mlm, Cls, Pretraining /* BERT MLM + next-sentence head */ };
@@ -13,7 +13,7 @@ enum class Head { None, Lm, Mlm, Cls, Pretraining /* BERT MLM + next-sentence he
 const char* head_name(Head h);
 
 struct ModelConfig {
-  Arch arch = Arch::Gpt2;
+  const Family* family = nullptr;        // from model_type (the registry in families.def)
   int64_t n_layer = 0, n_head = 0, d_model = 0, d_ff = 0, vocab_size = 0, max_positions = 0;
   int64_t type_vocab_size = 0;  // BERT
   int64_t num_labels = 0;       // BERT classifier
@@ -34,5 +34,13 @@ struct ModelConfig {
 // not fit together is a mimic::Error naming the key and the file.
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where = "config.json");
 ModelConfig load_config(const std::string& path);
+
+// For the families' read_config: a key of `j` read and checked, a mimic::Error naming the key and `where`
+// otherwise. config_int: an integer >= min; the _or forms: `fallback` when the key is absent (or null).
+int64_t config_int(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t min = 1);
+int64_t config_int_or(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t fallback);
+double config_double_or(const nlohmann::json& j, const std::string& key, const std::string& where, double fallback);
+// An activation name (gelu_new, gelu, relu, ...) read from `key`.
+Activation config_activation(const std::string& name, const std::string& where, const std::string& key);
 
 }  // namespace mimic::models

@@ -1,5 +1,5 @@
-// load_model: config.json + model.safetensors (or a sharded checkpoint) → a GPT-2 or BERT network, checked
-// tensor by tensor.
+// load_model: config.json + model.safetensors (or a sharded checkpoint) → the network of the config's family
+// (models/family.h), checked tensor by tensor.
 #include "models/model.h"
 
 #include <torch/torch.h>
@@ -14,6 +14,7 @@
 #include "core/hash.h"
 #include "io/atomic_file.h"
 #include "models/checkpoint.h"
+#include "models/family.h"
 #include "models/networks.h"
 
 namespace mimic::models {
@@ -24,26 +25,6 @@ namespace {
 
 const char* kTokenizerFiles[] = {"vocab.json", "merges.txt", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
                                  "tokenizer.json"};
-
-// BERT's head when config.json does not name it: decided by which tensors the file has.
-Head bert_head(const ModelConfig& c, const io::TensorStore& f) {
-  bool mlm = false, nsp = false, cls = false;
-  for (const auto& n : f.names()) {
-    mlm |= n.rfind("cls.predictions.", 0) == 0;
-    nsp |= n.rfind("cls.seq_relationship.", 0) == 0;
-    cls |= n.rfind("classifier.", 0) == 0;
-  }
-  Head h = c.head_from_config ? c.head : (cls ? Head::Cls : mlm ? Head::Mlm : Head::None);
-  // HF's bert-base-uncased says BertForMaskedLM but ships the pre-training heads: keep them.
-  if (h == Head::Mlm && nsp) h = Head::Pretraining;
-  return h;
-}
-
-bool has_pooler(const io::TensorStore& f) {
-  for (const auto& n : f.names())
-    if (n.find("pooler.dense.") != std::string::npos) return true;
-  return false;
-}
 
 class HfModel : public Model {
  public:
@@ -56,8 +37,8 @@ class HfModel : public Model {
       fail("malformed model config JSON: ", e.what());
     }
     config_ = parse_config(j, "model config");
-    build(config_.arch == Arch::Gpt2 ? Head::Lm : config_.head, config_.head == Head::Cls || config_.head == Head::Pretraining);
-    layout_.prefix = config_.arch == Arch::Bert ? "bert." : "";
+    build(config_.family->new_head(config_), config_.head == Head::Cls || config_.head == Head::Pretraining);
+    layout_.prefix = config_.family->new_prefix;
     layout_.metadata = {{"format", "pt"}};
     if (fp16)
       for (const auto& [key, t] : state_dict()) layout_.dtypes[key] = io::DType::F16;
@@ -73,17 +54,19 @@ class HfModel : public Model {
                 fs::exists(d / "pytorch_model.bin") ? " (pytorch_model.bin is a pickle, which mimic does not read: convert it to safetensors)" : "");
     auto f = io::TensorStore::open_dir(dir);
     LoadRules rules;
+    const Family& family = *config_.family;
+    const ClassifierHead& classifier = family.classifier;
     if (opt.head == "cls") {
-      MIMIC_CHECK(config_.arch == Arch::Bert, dir, ": sequence classification needs a BERT model");
+      MIMIC_CHECK(!classifier.architecture.empty(), dir, ": sequence classification needs a BERT model");
       MIMIC_CHECK(opt.labels.size() >= 2, "sequence classification needs at least two labels");
       const int64_t k = static_cast<int64_t>(opt.labels.size());
-      if (f.contains("classifier.weight"))
-        MIMIC_CHECK(f.info("classifier.weight").shape[0] == k, dir, ": its classifier has ", f.info("classifier.weight").shape[0],
+      if (f.contains(classifier.weight))
+        MIMIC_CHECK(f.info(classifier.weight).shape[0] == k, dir, ": its classifier has ", f.info(classifier.weight).shape[0],
                     " labels, the data has ", k);
       config_.num_labels = k;
       config_.head = Head::Cls;
       auto& raw = config_.raw;
-      raw["architectures"] = {"BertForSequenceClassification"};
+      raw["architectures"] = {classifier.architecture};
       raw["num_labels"] = k;
       raw["id2label"] = nlohmann::json::object();
       raw["label2id"] = nlohmann::json::object();
@@ -91,13 +74,13 @@ class HfModel : public Model {
         raw["id2label"][std::to_string(i)] = opt.labels[i];
         raw["label2id"][opt.labels[i]] = i;
       }
-      rules.may_be_missing = {"pooler.", "classifier."};
-      rules.ignored = {"cls."};
+      rules.may_be_missing = classifier.new_tensors;
+      rules.ignored = classifier.dropped;
       torch::manual_seed(opt.seed);
       build(Head::Cls, true);
     } else {
       MIMIC_CHECK(opt.head.empty(), "unknown head '", opt.head, "'");
-      build(config_.arch == Arch::Gpt2 ? Head::Lm : bert_head(config_, f), config_.arch == Arch::Bert && has_pooler(f));
+      build(family.checkpoint_head(config_, f), family.checkpoint_pooler(f));
     }
     const bool converted = fs::exists(d / kConvertedFile);
     if (converted) {
@@ -108,24 +91,28 @@ class HfModel : public Model {
         MIMIC_CHECK(n.rfind(kKernelPrefix, 0) != 0, f.file_of(n), ": tensor '", n, "' belongs to a converted model, but ", dir, " has no ",
                     kConvertedFile, " describing its attention");
     }
-    load_weights(config_.arch, f, parameters(), ties_, layout_, passthrough_, rules);
+    load_weights(family, f, parameters(), ties_, layout_, passthrough_, rules);
     if (converted) load_kernels(f);
     if (opt.head == "cls") {
       // the new tensors are saved in the checkpoint's float storage type
-      io::DType storage = layout_.dtypes.count((layout_.prefix) + "embeddings.word_embeddings.weight")
-                              ? layout_.dtypes.at(layout_.prefix + "embeddings.word_embeddings.weight")
-                              : io::DType::F32;
+      const std::string reference = layout_.prefix + classifier.storage_reference;
+      io::DType storage = layout_.dtypes.count(reference) ? layout_.dtypes.at(reference) : io::DType::F32;
       for (const auto& [key, t] : state_dict())
         if (!layout_.dtypes.count(key)) layout_.dtypes[key] = storage;
-      passthrough_.erase(std::remove_if(passthrough_.begin(), passthrough_.end(), [](auto& p) { return p.first.rfind("cls.", 0) == 0; }),
-                         passthrough_.end());
+      auto dropped = [&](auto& p) {
+        for (const auto& d : classifier.dropped)
+          if (p.first.rfind(d, 0) == 0) return true;
+        return false;
+      };
+      passthrough_.erase(std::remove_if(passthrough_.begin(), passthrough_.end(), dropped), passthrough_.end());
     }
     net_->eval();
   }
 
   ModelSummary summary() const override {
     ModelSummary s;
-    s.model_type = config_.arch == Arch::Gpt2 ? "gpt2" : "bert";
+    s.family = config_.family;
+    s.model_type = config_.family->model_type;
     s.head = head_ == Head::Pretraining ? "mlm" : head_name(head_);
     s.n_layer = config_.n_layer;
     s.n_head = config_.n_head;
@@ -143,7 +130,7 @@ class HfModel : public Model {
   std::vector<std::pair<std::string, at::Tensor>> state_dict() const override { return tensors(/*as_loaded=*/true); }
   // as_loaded = false: the values in memory (a save into one dtype converts them once, not twice).
   std::vector<std::pair<std::string, at::Tensor>> tensors(bool as_loaded) const {
-    auto out = weights_to_save(config_.arch, parameters(), ties_, layout_, passthrough_, as_loaded);
+    auto out = weights_to_save(*config_.family, parameters(), ties_, layout_, passthrough_, as_loaded);
     for (auto& kv : kernel_tensors()) out.push_back(std::move(kv));
     return out;
   }
@@ -197,7 +184,7 @@ class HfModel : public Model {
 
  protected:
   at::Tensor forward_cached(const at::Tensor& ids, DecodeState& state) override {
-    MIMIC_CHECK(config_.arch == Arch::Gpt2, "incremental decoding needs a causal LM (GPT-2); this is a BERT model");
+    MIMIC_CHECK(config_.family->causal, "incremental decoding needs a causal LM (GPT-2); this is a ", config_.family->display_name, " model");
     return net_->forward_cached(ids, state);
   }
 
@@ -275,15 +262,8 @@ class HfModel : public Model {
 
   void build(Head head, bool pooler) {
     head_ = head;
-    if (config_.arch == Arch::Gpt2) {
-      net_ = std::make_shared<Gpt2Impl>(config_);
-      ties_ = {{"lm_head.weight", {"wte.weight", "tied LM head"}}};
-    } else {
-      net_ = std::make_shared<BertImpl>(config_, head_, pooler);
-      if (head_ == Head::Mlm || head_ == Head::Pretraining)
-        ties_ = {{"cls.predictions.decoder.weight", {"embeddings.word_embeddings.weight", "tied MLM decoder"}},
-                 {"cls.predictions.decoder.bias", {"cls.predictions.bias", "MLM decoder bias"}}};
-    }
+    net_ = config_.family->make_network(config_, head_, pooler);
+    ties_ = config_.family->ties(head_);
   }
 
   // The network's own parameters (kernels excluded: they are saved by the conversion stage).
@@ -298,7 +278,7 @@ class HfModel : public Model {
   ModelConfig config_;
   Head head_ = Head::None;
   std::shared_ptr<NetworkImpl> net_;
-  std::map<std::string, std::pair<std::string, std::string>> ties_;
+  Ties ties_;
   KeyLayout layout_;
   Passthrough passthrough_;
   nlohmann::json provenance_ = nlohmann::json::object();
@@ -327,7 +307,7 @@ DecodeState DecodeState::clone() const {
 
 std::unique_ptr<DecodeState> Model::new_decode_state() {
   auto s = summary();
-  MIMIC_CHECK(s.model_type == "gpt2", "incremental decoding needs a causal LM (GPT-2); this is a ", s.model_type, " model");
+  MIMIC_CHECK(s.family->causal, "incremental decoding needs a causal LM (GPT-2); this is a ", s.model_type, " model");
   auto state = std::make_unique<DecodeState>();
   for (int64_t i = 0; i < s.n_layer; ++i) state->layers.push_back(attention_kernel(i)->new_cache());
   return state;
@@ -344,9 +324,9 @@ at::Tensor Model::forward_step(const at::Tensor& ids, DecodeState& state) {
 }
 
 bool is_embedding(const std::string& name) {
-  if (name.find("embeddings.") != std::string::npos) return true;
-  const std::string n = name.rfind("transformer.", 0) == 0 ? name.substr(12) : name;
-  return n.rfind("wte.", 0) == 0 || n.rfind("wpe.", 0) == 0;
+  for (const Family* f : families())
+    if (f->is_embedding(name)) return true;
+  return false;
 }
 
 io::ShardGroup embeddings_group() { return {"embeddings", is_embedding}; }

@@ -38,8 +38,11 @@ struct ForwardOutputs {
   at::Tensor pooled;             // BERT pooler output [B, d] when the pooler exists
 };
 
+class Family;  // models/family.h
+
 struct ModelSummary {
-  std::string model_type;   // "gpt2" | "bert"
+  const Family* family = nullptr;  // what the stages ask (causal, LoRA targets, ...) instead of model_type
+  std::string model_type;   // the family's model_type: "gpt2" | "bert"
   std::string head;         // "lm" | "mlm" | "cls" | "none"
   int64_t n_layer = 0, n_head = 0, d_model = 0, d_ff = 0, vocab_size = 0, max_positions = 0;
   int64_t num_labels = 0;   // classifier only
@@ -56,8 +59,9 @@ struct SaveOptions {
   std::vector<io::ShardGroup> shards;
 };
 
-// True for the embedding tensors (by network name or file key): BERT's "embeddings." group (word,
-// position and token-type embeddings, their LayerNorm, the position_ids buffer), GPT-2's wte and wpe.
+// True for the embedding tensors (by network name or file key) of any registered family (Family::is_embedding):
+// BERT's "embeddings." group (word, position and token-type embeddings, their LayerNorm, the position_ids
+// buffer), GPT-2's wte and wpe.
 bool is_embedding(const std::string& name);
 // The shard group of those tensors ("embeddings").
 io::ShardGroup embeddings_group();

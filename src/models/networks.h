@@ -1,5 +1,6 @@
-// The GPT-2 and BERT networks as LibTorch modules whose named_parameters() are HF's names (without the
-// "transformer." / "bert." prefix; checkpoint.cpp maps the key layouts found in files).
+// What every network shares: GPT-2's Conv1D, the activations, and NetworkImpl (a stack of layers with a swappable
+// attention kernel each). The networks themselves (gpt2.h, bert.h, ...) are LibTorch modules whose
+// named_parameters() are HF's names without the checkpoint prefix (checkpoint.cpp maps the key layouts of files).
 #pragma once
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/modulelist.h>
@@ -25,6 +26,8 @@ class Conv1DImpl : public torch::nn::Module {
 TORCH_MODULE(Conv1D);
 
 at::Tensor activate(const at::Tensor& x, Activation a);
+// Token ids must be [batch, time] and inside the vocabulary.
+void check_ids(const at::Tensor& ids, int64_t vocab);
 
 // What both networks share: a stack of layers with a swappable attention kernel and a capture slot each.
 class NetworkImpl : public torch::nn::Module {
@@ -49,49 +52,6 @@ class NetworkImpl : public torch::nn::Module {
   std::vector<attention::AttentionKernel> kernels_;
   std::vector<attention::AttentionCapture*> captures_;
   torch::nn::ModuleList kernel_modules_{nullptr};
-};
-
-class Gpt2Impl : public NetworkImpl {
- public:
-  explicit Gpt2Impl(const ModelConfig& c);
-  ForwardOutputs forward(const ForwardInputs& in) override;
-  const ModelConfig& config() const override { return c_; }
-  torch::nn::Embedding wte{nullptr}, wpe{nullptr};
-  struct Layer {
-    torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};
-    Conv1D c_attn{nullptr}, attn_proj{nullptr}, c_fc{nullptr}, mlp_proj{nullptr};
-  };
-  std::vector<Layer> layers;
-  torch::nn::LayerNorm ln_f{nullptr};
-
- private:
-  ModelConfig c_;
-};
-
-class BertImpl : public NetworkImpl {
- public:
-  BertImpl(const ModelConfig& c, Head head, bool pooler);
-  ForwardOutputs forward(const ForwardInputs& in) override;
-  const ModelConfig& config() const override { return c_; }
-  Head head() const { return head_; }
-  struct Layer {
-    torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr}, attn_out{nullptr}, intermediate{nullptr}, out{nullptr};
-    torch::nn::LayerNorm attn_ln{nullptr}, out_ln{nullptr};
-  };
-  torch::nn::Embedding word{nullptr}, position{nullptr}, token_type{nullptr};
-  torch::nn::LayerNorm emb_ln{nullptr};
-  std::vector<Layer> layers;
-  torch::nn::Linear pooler{nullptr};
-  // heads
-  torch::nn::Linear mlm_dense{nullptr};
-  torch::nn::LayerNorm mlm_ln{nullptr};
-  at::Tensor mlm_bias;
-  torch::nn::Linear nsp{nullptr};
-  torch::nn::Linear classifier{nullptr};
-
- private:
-  ModelConfig c_;
-  Head head_;
 };
 
 }  // namespace mimic::models

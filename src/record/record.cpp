@@ -16,12 +16,15 @@
 
 #include "core/error.h"
 #include "core/hash.h"
+#include "core/layers.h"
 #include "core/progress.h"
 #include "core/runtime.h"
 #include "data/classification.h"
 #include "data/corpus.h"
 #include "data/token_cache.h"
 #include "io/atomic_file.h"
+#include "models/config.h"
+#include "models/family.h"
 #include "models/model.h"
 #include "attention/attention.h"
 #include "text/tokenizer.h"
@@ -317,11 +320,11 @@ std::string stream_digest(const Stream& s) {
   return h.hex();
 }
 
-// Samples: consecutive blocks of the stream (GPT-2: T tokens; BERT: [CLS] + T-2 tokens + [SEP]); the last
-// block may be shorter: it is padded and masked.
+// Samples: consecutive blocks of the stream (T tokens; a family with cls_sep framing, e.g. BERT: [CLS] + T-2
+// tokens + [SEP]); the last block may be shorter: it is padded and masked.
 struct Sampler {
   const Stream& stream;
-  bool bert;
+  bool cls_sep;
   int64_t seq_len, block;
   int64_t cls = -1, sep = -1, pad = 0;
   int64_t available() const { return (stream.size + block - 1) / block; }
@@ -335,18 +338,18 @@ struct Sampler {
       int64_t* row = id + b * seq_len;
       int64_t* mrow = m + b * seq_len;
       int64_t t = 0;
-      if (bert) row[t++] = cls;
+      if (cls_sep) row[t++] = cls;
       for (int64_t i = 0; i < n; ++i) row[t++] = stream.at(start + i);
-      if (bert) row[t++] = sep;
+      if (cls_sep) row[t++] = sep;
       for (int64_t i = 0; i < t; ++i) mrow[i] = 1;
     }
     return {ids, mask};
   }
 };
 
-Sampler make_sampler(const Stream& stream, const text::Tokenizer& tok, bool bert, int64_t seq_len) {
-  Sampler sampler{stream, bert, seq_len, bert ? seq_len - 2 : seq_len};
-  if (bert) {
+Sampler make_sampler(const Stream& stream, const text::Tokenizer& tok, bool cls_sep, int64_t seq_len) {
+  Sampler sampler{stream, cls_sep, seq_len, cls_sep ? seq_len - 2 : seq_len};
+  if (cls_sep) {
     sampler.cls = tok.cls_id();
     sampler.sep = tok.sep_id();
     sampler.pad = std::max<int64_t>(tok.pad_id(), 0);
@@ -366,38 +369,6 @@ const char* const kTensors[] = {"q", "k", "v", "o"};
 
 }  // namespace
 
-std::vector<int64_t> parse_layers(const std::string& spec, int64_t n_layer) {
-  std::vector<int64_t> out;
-  if (spec.empty() || spec == "all") {
-    for (int64_t i = 0; i < n_layer; ++i) out.push_back(i);
-    return out;
-  }
-  std::stringstream ss(spec);
-  std::string item;
-  auto number = [&](const std::string& s) -> int64_t {
-    MIMIC_CHECK(!s.empty() && s.size() < 10 && s.find_first_not_of("0123456789") == std::string::npos, "--layers '", spec,
-                "': '", s, "' is not a layer number (give all, or a list like 0,2,4-5)");
-    int64_t v = std::stoll(s);
-    MIMIC_CHECK(v < n_layer, "--layers '", spec, "': layer ", v, " does not exist (the model has ", n_layer, " layers: 0-",
-                n_layer - 1, ")");
-    return v;
-  };
-  while (std::getline(ss, item, ',')) {
-    auto dash = item.find('-');
-    if (dash == std::string::npos) {
-      out.push_back(number(item));
-    } else {
-      int64_t a = number(item.substr(0, dash)), b = number(item.substr(dash + 1));
-      MIMIC_CHECK(a <= b, "--layers '", spec, "': empty range ", item);
-      for (int64_t i = a; i <= b; ++i) out.push_back(i);
-    }
-  }
-  MIMIC_CHECK(!out.empty(), "--layers '", spec, "' names no layer");
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
 RecordResult record(const RecordOptions& o) {
   H5::Exception::dontPrint();
   MIMIC_CHECK(!o.out.empty(), "--out is required");
@@ -411,10 +382,10 @@ RecordResult record(const RecordOptions& o) {
   auto tok = text::load_tokenizer(o.model_dir);
   auto model = models::load_model(o.model_dir);
   const auto sum = model->summary();
-  const bool bert = sum.model_type == "bert";
+  const bool cls_sep = sum.family->cls_sep;
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : std::min<int64_t>(256, sum.max_positions);
   MIMIC_CHECK(seq_len <= sum.max_positions, "--seq-len ", seq_len, " exceeds the model's context of ", sum.max_positions);
-  MIMIC_CHECK(!bert || seq_len >= 3, "--seq-len must be at least 3 for BERT ([CLS] token [SEP])");
+  MIMIC_CHECK(!cls_sep || seq_len >= 3, "--seq-len must be at least 3 for ", sum.family->display_name, " ([CLS] token [SEP])");
   const auto layers = parse_layers(o.layers, sum.n_layer);
   const int64_t n_head = sum.n_head, head_dim = sum.d_model / sum.n_head;
   model->module().eval();
@@ -424,13 +395,13 @@ RecordResult record(const RecordOptions& o) {
   std::vector<attention::AttentionCapture> captures(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) model->set_attention_capture(layers[i], &captures[i]);
   {
-    int64_t probe = bert ? tok->cls_id() : 0;
+    int64_t probe = cls_sep ? tok->cls_id() : 0;
     model->forward({torch::full({1, 1}, probe, torch::kLong), {}, {}, {}});
   }
 
   std::string data_id;
   Stream stream = open_stream(o, *tok, &data_id);
-  Sampler sampler = make_sampler(stream, *tok, bert, seq_len);
+  Sampler sampler = make_sampler(stream, *tok, cls_sep, seq_len);
   const int64_t available = sampler.available();
   const int64_t target = o.samples > 0 ? std::min(o.samples, available) : available;
   const int64_t K = o.weights_samples;
@@ -685,14 +656,14 @@ struct SampleReader::Impl {
 
 SampleReader::SampleReader(const RecordOptions& o) : impl_(std::make_unique<Impl>()) {
   auto tok = text::load_tokenizer(o.model_dir);
-  const auto cfg = nlohmann::json::parse(io::read_text_file((fs::path(o.model_dir) / "config.json").string()));
-  const bool bert = cfg.value("model_type", std::string()) == "bert";
-  const int64_t context = cfg.value(bert ? "max_position_embeddings" : "n_positions", int64_t{1024});
+  const auto cfg = models::load_config((fs::path(o.model_dir) / "config.json").string());
+  const bool cls_sep = cfg.family->cls_sep;
+  const int64_t context = cfg.max_positions;
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : std::min<int64_t>(256, context);
   MIMIC_CHECK(seq_len <= context, "--seq-len ", seq_len, " exceeds the model's context of ", context);
-  MIMIC_CHECK(!bert || seq_len >= 3, "--seq-len must be at least 3 for BERT ([CLS] token [SEP])");
+  MIMIC_CHECK(!cls_sep || seq_len >= 3, "--seq-len must be at least 3 for ", cfg.family->display_name, " ([CLS] token [SEP])");
   impl_->stream = open_stream(o, *tok, &impl_->data_id);
-  impl_->sampler = std::make_unique<Sampler>(make_sampler(impl_->stream, *tok, bert, seq_len));
+  impl_->sampler = std::make_unique<Sampler>(make_sampler(impl_->stream, *tok, cls_sep, seq_len));
 }
 SampleReader::~SampleReader() = default;
 SampleReader::SampleReader(SampleReader&&) noexcept = default;

@@ -58,10 +58,6 @@ struct RecordResult {
 // damaged file.
 RecordResult record(const RecordOptions& options);
 
-// "all" → 0..n_layer-1; otherwise a comma-separated list of layers and ranges a-b, sorted, deduplicated;
-// an out-of-range or malformed entry is a mimic::Error.
-std::vector<int64_t> parse_layers(const std::string& spec, int64_t n_layer);
-
 // The samples `record` takes from --data for a model (consecutive blocks of the token stream; GPT-2: T
 // tokens, BERT: [CLS] + T−2 tokens + [SEP]; the last block padded and masked) — for stages that run the
 // teacher themselves (distill's online mode). Uses options.model_dir (tokenizer and model type), data,

@@ -14,9 +14,11 @@
 #include <set>
 #include <sstream>
 
+#include "analysis/metrics.h"
 #include "attention/feature_map.h"
 #include "attention/linear_kernel.h"
 #include "core/error.h"
+#include "core/layers.h"
 #include "core/progress.h"
 #include "distill/distill.h"
 #include "distill/maps_file.h"
@@ -44,7 +46,7 @@ struct Student {
 
 std::vector<int64_t> parse_list(const std::string& spec, int64_t n, const char* what) {
   try {
-    return record::parse_layers(spec, n);
+    return parse_layers(spec, n);
   } catch (const Error&) {
     fail("--", what, " '", spec, "': give all, or a list like 0,2,4-5 of ", what, " 0-", n - 1);
   }
@@ -222,7 +224,7 @@ ReportResult report(const ReportOptions& o) {
 
   // stream: one sample × one layer at a time
   torch::NoGradGuard no_grad;
-  std::vector<std::vector<distill::MetricsAccumulator>> acc(n_src);
+  std::vector<std::vector<analysis::MetricsAccumulator>> acc(n_src);
   for (auto& a : acc)
     for (auto l : res.layers) a.emplace_back(l, static_cast<int64_t>(res.heads.size()), o.top_k);
   auto head_index = torch::tensor(res.heads, torch::kLong);
@@ -234,7 +236,7 @@ ReportResult report(const ReportOptions& o) {
     const auto mask = rec.attention_mask(s, 1);
     for (size_t li = 0; li < res.layers.size(); ++li) {
       const int64_t layer = res.layers[li];
-      distill::TeacherBatch b;
+      analysis::TeacherBatch b;
       b.q = rec.read(layer, "q", s, 1);
       b.k = rec.read(layer, "k", s, 1);
       b.mask = mask;
@@ -244,13 +246,13 @@ ReportResult report(const ReportOptions& o) {
       ctx.causal = b.causal;
       ctx.key_padding_mask = b.mask;
       ctx.scale = b.scale;
-      const auto vis = distill::visible(b);
+      const auto vis = analysis::visible(b);
       if (li == 0) {
         auto cnt = vis.sum(-1).to(torch::kDouble);  // [1, 1, T]; 0 in padded rows
         uniform_sum += cnt.clamp_min(1).log().sum().item<double>();
         uniform_rows += (cnt > 0).sum().item<double>();
       }
-      auto a = distill::teacher_weights(b);
+      auto a = analysis::teacher_weights(b);
       auto scores = torch::matmul(b.q, b.k.transpose(-1, -2)) * b.scale;
       auto sel = [&](const at::Tensor& t) { return t.index_select(1, head_index); };
       auto a_sel = sel(a), scores_sel = sel(scores);
@@ -263,7 +265,7 @@ ReportResult report(const ReportOptions& o) {
         at::Tensor w, log_w;
         if (it->second) {
           it->second->forward_quadratic(b.q, b.k, b.q, ctx, &w, &log_w);
-          if (it->second->map->sign() == attention::Sign::Any && distill::negative_weights(w, b)) acc[si + 1][li].set_signed();
+          if (it->second->map->sign() == attention::Sign::Any && analysis::negative_weights(w, b)) acc[si + 1][li].set_signed();
           w = sel(w), log_w = sel(log_w);
         } else {  // softmax layer of a converted model
           w = a_sel;

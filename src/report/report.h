@@ -5,7 +5,7 @@
 // Sources: the softmax teacher (weights recomputed from a record's q, k, as distill does), and students —
 // distill outputs (maps.safetensors), untrained registered maps by name, or a converted model directory.
 // The record is streamed one sample × one layer at a time; every student's weights are computed on the
-// teacher's own q, k (teacher-forced, as in distillation). The metrics are distill's (MetricsAccumulator):
+// teacher's own q, k (teacher-forced, as in distillation). The metrics are distill's too (analysis/metrics.h):
 // mean row entropy, KL(teacher ‖ student), CE, Spearman monotonicity, top-k mass. Files: docs/report.md.
 #pragma once
 #include <cstdint>

@@ -1,0 +1,97 @@
+// Model families (GPT-2, BERT, ...): everything the loader and the pipeline stages need to know about an
+// architecture, in one description per family. The registry is families.def; adding a family is one line
+// there plus its own files in models/ (its network and its description). Stages ask the family
+// (`summary.family->causal`, `lora_targets`, `is_attention_projection`) instead of comparing model_type
+// strings or casting to a network class.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/config.h"
+
+namespace torch::nn { class Module; }
+namespace mimic::io { class TensorStore; }
+
+namespace mimic::models {
+
+class NetworkImpl;
+
+// A projection LoRA adapts (finetune/lora.cpp): the adapter replaces the weight member the module's forward
+// multiplies with, so the network code needs no change.
+struct LoraTarget {
+  std::string name;                // the projection's module name, e.g. "h.0.attn.c_attn"
+  at::Tensor* weight = nullptr;    // the module's weight member
+  bool transposed = false;         // stored [in, out] (GPT-2's Conv1D) instead of Linear's [out, in]
+  std::vector<std::string> slots;  // blocks of the output with their own (A, B): {"q", "k", "v"} or {""}
+};
+
+// Tensors a head ties: network name of the copy → (network name of the tensor it equals, what it is).
+using Ties = std::map<std::string, std::pair<std::string, std::string>>;
+
+// What loading with a sequence-classification head (LoadOptions::head = "cls") changes; an empty
+// `architecture` means the family has no such head.
+struct ClassifierHead {
+  std::string architecture;                 // config.json's "architectures" entry written for it
+  std::vector<std::string> new_tensors;     // network-name prefixes freshly initialised when the file lacks them
+  std::vector<std::string> dropped;         // network-name prefixes of the other heads, not loaded
+  std::string storage_reference;            // network name of the tensor whose stored dtype the new tensors take
+  std::string weight;                       // the classifier's weight (file key): one row per label
+};
+
+class Family {
+ public:
+  virtual ~Family() = default;
+
+  std::string model_type;         // config.json's model_type, e.g. "gpt2"
+  std::string display_name;       // in messages, e.g. "GPT-2"
+  // Causal LM (incremental decoding, generation, passkey, LM finetuning) or bidirectional encoder.
+  bool causal = false;
+  // Inputs are framed as [CLS] tokens [SEP]: a sample of seq_len positions holds seq_len - 2 text tokens.
+  bool cls_sep = false;
+  ClassifierHead classifier;
+  std::string checkpoint_prefix;  // the prefix some checkpoints put before the backbone's keys
+  std::string new_prefix;         // the prefix create_model writes (HF's current layout)
+  std::string finetune_preset;    // finetune's default hyper-parameters for it (finetune::preset)
+  std::string tokenizer_asset;    // the fetched asset (asset_path) holding its tokenizer files
+
+  // config.json's family-specific keys → the sizes of `c` (its `family` is set already).
+  virtual void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const = 0;
+  // The head an "architectures" name stands for; false when the name is not one of this family's.
+  virtual bool head_of_architecture(const std::string& name, Head* head) const = 0;
+  // The head and pooler a checkpoint carries (config.json's architectures first, then which tensors it has).
+  virtual Head checkpoint_head(const ModelConfig& c, const io::TensorStore& f) const = 0;
+  virtual bool checkpoint_pooler(const io::TensorStore& f) const = 0;
+  // The head of a freshly initialised model (create_model).
+  virtual Head new_head(const ModelConfig& c) const = 0;
+  virtual std::shared_ptr<NetworkImpl> make_network(const ModelConfig& c, Head head, bool pooler) const = 0;
+  virtual Ties ties(Head head) const = 0;
+
+  // Parameter-name groups (network names; is_embedding also file keys).
+  virtual bool is_embedding(const std::string& name) const = 0;
+  virtual bool is_attention_projection(const std::string& name) const = 0;
+  // Checkpoint key map: buffers kept as they are (not parameters), and the network names that take
+  // checkpoint_prefix in a prefixed layout (task heads never do).
+  virtual bool is_buffer(const std::string& name) const = 0;
+  virtual bool takes_prefix(const std::string& name) const = 0;
+
+  // The attention projections LoRA adapts in `net` (a network this family made), in layer order.
+  virtual std::vector<LoraTarget> lora_targets(torch::nn::Module& net) const = 0;
+};
+
+// Every registered family, in registry order.
+const std::vector<const Family*>& families();
+// The family of a config.json model_type, or nullptr.
+const Family* find_family(const std::string& model_type);
+// The family of a model_type; an unknown one is a mimic::Error naming the registered ones.
+const Family& family(const std::string& model_type);
+// "gpt2 and bert": the registered model types, for messages.
+std::string family_names();
+
+}  // namespace mimic::models

@@ -1,0 +1,157 @@
+// GPT-2: the network and its family description.
+#include "models/gpt2.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <regex>
+
+#include "core/error.h"
+#include "models/family.h"
+
+namespace mimic::models {
+
+// ------------------------------------------------------------------------------------------ network
+Gpt2Impl::Gpt2Impl(const ModelConfig& c) : c_(c) {
+  wte = register_module("wte", torch::nn::Embedding(c.vocab_size, c.d_model));
+  wpe = register_module("wpe", torch::nn::Embedding(c.max_positions, c.d_model));
+  torch::nn::init::normal_(wte->weight, 0.0, 0.02);
+  torch::nn::init::normal_(wpe->weight, 0.0, 0.01);
+  auto h = register_module("h", torch::nn::ModuleList());
+  auto ln = [&](int64_t d) { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(c.ln_eps)); };
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    auto block = std::make_shared<torch::nn::Module>();
+    auto attn = std::make_shared<torch::nn::Module>();
+    auto mlp = std::make_shared<torch::nn::Module>();
+    Layer l;
+    l.ln_1 = block->register_module("ln_1", ln(c.d_model));
+    l.c_attn = attn->register_module("c_attn", Conv1D(c.d_model, 3 * c.d_model));
+    l.attn_proj = attn->register_module("c_proj", Conv1D(c.d_model, c.d_model));
+    l.ln_2 = block->register_module("ln_2", ln(c.d_model));
+    l.c_fc = mlp->register_module("c_fc", Conv1D(c.d_model, c.d_ff));
+    l.mlp_proj = mlp->register_module("c_proj", Conv1D(c.d_ff, c.d_model));
+    // GPT-2's scaled init of the residual projections
+    torch::NoGradGuard ng;
+    l.attn_proj->weight.normal_(0.0, 0.02 / std::sqrt(2.0 * c.n_layer));
+    l.mlp_proj->weight.normal_(0.0, 0.02 / std::sqrt(2.0 * c.n_layer));
+    block->register_module("attn", attn);
+    block->register_module("mlp", mlp);
+    h->push_back(block);
+    layers.push_back(l);
+  }
+  ln_f = register_module("ln_f", ln(c.d_model));
+  init_layers(c.n_layer);
+}
+
+ForwardOutputs Gpt2Impl::forward(const ForwardInputs& in) {
+  const auto& ids = in.input_ids;
+  check_ids(ids, c_.vocab_size);
+  const int64_t b = ids.size(0), t = ids.size(1);
+  // Positions 0..T-1 as HF's forward does by default (offset by what incremental decoding has seen);
+  // padding (right-padded batches) is masked out of the keys by the attention mask.
+  const int64_t offset = decoding_ ? decoding_->position() : 0;
+  MIMIC_CHECK(offset + t <= c_.max_positions, "sequence of ", offset + t, " tokens exceeds the model's context of ", c_.max_positions);
+  auto positions = torch::arange(offset, offset + t, torch::kLong).unsqueeze(0).expand({b, t});
+  at::Tensor pad = in.attention_mask.defined() ? in.attention_mask.to(torch::kBool) : at::Tensor();
+  const double p = is_training() ? c_.dropout : 0.0;
+  auto x = torch::dropout(wte->forward(ids) + wpe->forward(positions), p, is_training());
+  for (int64_t i = 0; i < c_.n_layer; ++i) {
+    auto& l = layers[static_cast<size_t>(i)];
+    auto qkv = l.c_attn->forward(l.ln_1->forward(x)).split(c_.d_model, -1);
+    double scale = c_.scale_attn_weights ? 1.0 / std::sqrt(static_cast<double>(c_.head_dim())) : 1.0;
+    if (c_.scale_attn_by_layer_idx) scale /= static_cast<double>(i + 1);
+    x = x + torch::dropout(l.attn_proj->forward(attend(i, qkv[0], qkv[1], qkv[2], /*causal=*/true, pad, scale)), p, is_training());
+    x = x + torch::dropout(l.mlp_proj->forward(activate(l.c_fc->forward(l.ln_2->forward(x)), c_.activation)), p, is_training());
+  }
+  ForwardOutputs out;
+  out.last_hidden_state = ln_f->forward(x);
+  auto h = in.logits_positions.defined() ? out.last_hidden_state.index({in.logits_positions}) : out.last_hidden_state;
+  out.logits = torch::matmul(h, wte->weight.t());
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------ family
+namespace {
+
+class Gpt2Family : public Family {
+ public:
+  Gpt2Family() {
+    model_type = "gpt2";
+    display_name = "GPT-2";
+    causal = true;
+    checkpoint_prefix = "transformer.";
+    new_prefix = "";
+    finetune_preset = "gpt2";
+    tokenizer_asset = "gpt2";
+  }
+
+  void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const override {
+    c.vocab_size = config_int(j, "vocab_size", where);
+    c.max_positions = j.contains("n_positions") ? config_int(j, "n_positions", where) : config_int(j, "n_ctx", where);
+    c.d_model = config_int(j, "n_embd", where);
+    c.n_layer = config_int(j, "n_layer", where);
+    c.n_head = config_int(j, "n_head", where);
+    c.d_ff = config_int_or(j, "n_inner", where, 4 * c.d_model);
+    c.ln_eps = config_double_or(j, "layer_norm_epsilon", where, 1e-5);
+    c.activation = config_activation(j.value("activation_function", std::string("gelu_new")), where, "activation_function");
+    c.scale_attn_weights = j.value("scale_attn_weights", true);
+    c.scale_attn_by_layer_idx = j.value("scale_attn_by_inverse_layer_idx", false);
+    c.dropout = config_double_or(j, "resid_pdrop", where, 0.1);
+  }
+
+  bool head_of_architecture(const std::string& name, Head* head) const override {
+    if (name == "GPT2LMHeadModel") *head = Head::Lm;
+    else if (name == "GPT2Model") *head = Head::None;
+    else return false;
+    return true;
+  }
+
+  // Always the LM head: it is the tied token embedding, present in every checkpoint.
+  Head checkpoint_head(const ModelConfig&, const io::TensorStore&) const override { return Head::Lm; }
+  bool checkpoint_pooler(const io::TensorStore&) const override { return false; }
+  Head new_head(const ModelConfig&) const override { return Head::Lm; }
+
+  std::shared_ptr<NetworkImpl> make_network(const ModelConfig& c, Head, bool) const override { return std::make_shared<Gpt2Impl>(c); }
+
+  Ties ties(Head) const override { return {{"lm_head.weight", {"wte.weight", "tied LM head"}}}; }
+
+  bool is_embedding(const std::string& name) const override {
+    const std::string n = name.rfind(checkpoint_prefix, 0) == 0 ? name.substr(checkpoint_prefix.size()) : name;
+    return n.rfind("wte.", 0) == 0 || n.rfind("wpe.", 0) == 0;
+  }
+
+  // h.<i>.attn.c_attn / c_proj
+  bool is_attention_projection(const std::string& n) const override {
+    return n.rfind("h.", 0) == 0 && n.find(".attn.") != std::string::npos;
+  }
+
+  // The causal-mask buffers older checkpoints carry.
+  bool is_buffer(const std::string& name) const override {
+    static const std::regex buffer(R"(h\.\d+\.attn\.(bias|masked_bias))");
+    return std::regex_match(name, buffer);
+  }
+
+  bool takes_prefix(const std::string& name) const override { return name != "lm_head.weight"; }
+
+  std::vector<LoraTarget> lora_targets(torch::nn::Module& net) const override {
+    auto* g = dynamic_cast<Gpt2Impl*>(&net);
+    MIMIC_CHECK(g, "LoRA: the network is not the GPT-2 network its family makes");
+    std::vector<LoraTarget> out;
+    for (size_t i = 0; i < g->layers.size(); ++i) {
+      auto& l = g->layers[i];
+      const std::string p = "h." + std::to_string(i) + ".attn.";
+      out.push_back({p + "c_attn", &l.c_attn->weight, true, {"q", "k", "v"}});
+      out.push_back({p + "c_proj", &l.attn_proj->weight, true, {""}});
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+const Family& gpt2_family() {
+  static const Gpt2Family f;
+  return f;
+}
+
+}  // namespace mimic::models
