@@ -284,3 +284,40 @@ TEST(RecallTasks, PretrainLearnsMqarAndEvalScoresOnlyTheAnswers) {
   EXPECT_NE(att.code, 0);
   EXPECT_NE(att.err.find("nope"), std::string::npos) << att.err;
 }
+
+// ------------------------------------------------------------------------------------------ induction scores
+#include "analysis/induction.h"
+
+TEST(InductionScores, HandBuiltHeadsScoreAsComputedByHand) {
+  // ids 1 2 3 1 2 3: queries 3, 4, 5 have earlier occurrences (at 0, 1, 2); their targets are keys 1, 2, 3.
+  auto ids = torch::tensor({1, 2, 3, 1, 2, 3}, torch::kLong).unsqueeze(0);
+  auto targets = mimic::analysis::induction_targets(ids, {});
+  EXPECT_EQ(targets.sum().item<int64_t>(), 3);
+  EXPECT_TRUE(targets[0][3][1].item<bool>() && targets[0][4][2].item<bool>() && targets[0][5][3].item<bool>());
+  const int64_t t = 6;
+  // head 0: a perfect induction head (row t ≥ 3 on key t − 2; earlier rows on themselves)
+  // head 1: uniform causal weights; head 2: previous-token head (row t on t − 1, row 0 on itself)
+  auto w = torch::zeros({1, 3, t, t}, torch::kDouble);
+  for (int64_t i = 0; i < t; ++i) {
+    w[0][0][i][i >= 3 ? i - 2 : i] = 1.0;
+    for (int64_t j = 0; j <= i; ++j) w[0][1][i][j] = 1.0 / static_cast<double>(i + 1);
+    w[0][2][i][i >= 1 ? i - 1 : 0] = 1.0;
+  }
+  mimic::analysis::InductionAccumulator acc(3);
+  acc.add(w, ids, {});
+  auto r = acc.result();
+  EXPECT_NEAR(r.induction[0], 1.0, 1e-12);
+  EXPECT_NEAR(r.induction[1], (1.0 / 4 + 1.0 / 5 + 1.0 / 6) / 3, 1e-12);
+  EXPECT_NEAR(r.induction[2], 0.0, 1e-12);
+  EXPECT_NEAR(r.previous_token[2], 1.0, 1e-12);
+  EXPECT_NEAR(r.previous_token[1], (1.0 / 2 + 1.0 / 3 + 1.0 / 4 + 1.0 / 5 + 1.0 / 6) / 5, 1e-12);
+  EXPECT_NEAR(r.previous_token[0], 0.0, 1e-12);  // it looks at itself or two back, never one back
+  EXPECT_EQ(r.induction_rows, 3);
+  EXPECT_EQ(r.previous_rows, 5);
+  // a padded last token: its row and its key no longer count
+  auto mask = torch::tensor({1, 1, 1, 1, 1, 0}, torch::kLong).unsqueeze(0);
+  mimic::analysis::InductionAccumulator padded(3);
+  padded.add(w, ids, mask);
+  EXPECT_EQ(padded.result().induction_rows, 2);
+  EXPECT_EQ(padded.result().previous_rows, 4);
+}

@@ -252,36 +252,49 @@ Figure write_monotonicity(const std::string& out, const Metrics& m, const PlotDa
   return fig;
 }
 
-Figure write_kl_grid(const std::string& out, const Metrics& m) {
-  const int students = static_cast<int>(m.sources.size()) - 1;
+namespace {
+
+// A layer × head grid of one metric per source, side by side, one colour scale for all.
+struct GridSpec {
+  std::string file, heading, colour_label, summary_label;
+  double HeadValues::*value;
+  size_t first_source;  // 0: the teacher too, 1: the students only
+  double vmax;          // > 0: a fixed top of the scale (scores in [0, 1]); 0: the largest value
+};
+
+Figure write_grid(const std::string& out, const Metrics& m, const GridSpec& g) {
+  const int panels = static_cast<int>(m.sources.size() - g.first_source);
   const int nh = static_cast<int>(m.heads.size()), nl = static_cast<int>(m.layers.size());
   const double cell = std::clamp(320.0 / nh, 26.0, 46.0), cellh = std::clamp(260.0 / nl, 24.0, 40.0);
   const double pw = cell * nh, ph = cellh * nl, gap = 40, left = 76, top = 82, right = 120;
-  const int W = static_cast<int>(left + students * (pw + gap) + right), H = static_cast<int>(top + ph + 62);
-  double vmax = 0;
-  for (size_t s = 1; s < m.sources.size(); ++s)
-    for (const auto& l : m.values[s])
-      for (size_t h = 0; h < m.heads.size(); ++h)
-        if (std::isfinite(l[h].kl)) vmax = std::max(vmax, l[h].kl);
-  if (vmax <= 0) vmax = 1;
-  auto fig = figure(out, "kl_grid", W, H, [&](cairo_t* cr) {
-    text(cr, 20, 24, "KL(softmax || student) per layer and head (lower = closer to softmax)", 17, Align::Start, 0, true);
-    for (int s = 1; s <= students; ++s) {
-      const double x0 = left + (s - 1) * (pw + gap);
+  const int W = static_cast<int>(left + panels * (pw + gap) + right), H = static_cast<int>(top + ph + 62);
+  double vmax = g.vmax;
+  if (vmax <= 0) {
+    for (size_t s = g.first_source; s < m.sources.size(); ++s)
+      for (const auto& l : m.values[s])
+        for (size_t h = 0; h < m.heads.size(); ++h)
+          if (std::isfinite(l[h].*g.value)) vmax = std::max(vmax, l[h].*g.value);
+    if (vmax <= 0) vmax = 1;
+  }
+  return figure(out, g.file, W, H, [&](cairo_t* cr) {
+    text(cr, 20, 24, g.heading, 17, Align::Start, 0, true);
+    for (int p = 0; p < panels; ++p) {
+      const size_t s = g.first_source + static_cast<size_t>(p);
+      const double x0 = left + p * (pw + gap);
       double mean = 0, n = 0;
       for (size_t l = 0; l < m.layers.size(); ++l)
-        if (std::isfinite(m.mean(static_cast<size_t>(s), l).kl)) mean += m.mean(static_cast<size_t>(s), l).kl, n += 1;
-      text(cr, x0 + pw / 2, top - 30, m.sources[static_cast<size_t>(s)], 14, Align::Middle, 0, true);
-      text(cr, x0 + pw / 2, top - 12, "mean KL " + f(n > 0 ? mean / n : NAN, 3), 12, Align::Middle);
+        if (std::isfinite(m.mean(s, l).*g.value)) mean += m.mean(s, l).*g.value, n += 1;
+      text(cr, x0 + pw / 2, top - 30, m.sources[s], 14, Align::Middle, 0, true);
+      text(cr, x0 + pw / 2, top - 12, g.summary_label + " " + f(n > 0 ? mean / n : NAN, 3), 12, Align::Middle);
       std::vector<double> v;
       for (int l = 0; l < nl; ++l)
-        for (int h = 0; h < nh; ++h) v.push_back(m.values[static_cast<size_t>(s)][static_cast<size_t>(l)][static_cast<size_t>(h)].kl);
+        for (int h = 0; h < nh; ++h) v.push_back(m.values[s][static_cast<size_t>(l)][static_cast<size_t>(h)].*g.value);
       draw_matrix(cr, x0, top, pw, ph, v, nl, nh, heat, 0, vmax);
       for (int l = 0; l < nl; ++l)
         for (int h = 0; h < nh; ++h) {
-          const double kl = v[static_cast<size_t>(l * nh + h)];
-          set_colour(cr, std::isfinite(kl) && kl / vmax > 0.55 ? Rgb{1, 1, 1} : Rgb{0.1, 0.1, 0.1});
-          if (cell >= 34) text(cr, x0 + (h + 0.5) * cell, top + (l + 0.5) * cellh, f(kl, kl < 0.995 ? 2 : 1), 10, Align::Middle);
+          const double x = v[static_cast<size_t>(l * nh + h)];
+          set_colour(cr, std::isfinite(x) && x / vmax > 0.55 ? Rgb{1, 1, 1} : Rgb{0.1, 0.1, 0.1});
+          if (cell >= 34) text(cr, x0 + (h + 0.5) * cell, top + (l + 0.5) * cellh, f(x, x < 0.995 ? 2 : 1), 10, Align::Middle);
         }
       set_colour(cr, {0.3, 0.3, 0.3});
       cairo_set_line_width(cr, 1);
@@ -291,18 +304,37 @@ Figure write_kl_grid(const std::string& out, const Metrics& m) {
       for (int h = 0; h < nh; ++h)
         if (nh <= 16 || h % 2 == 0) text(cr, x0 + (h + 0.5) * cell, top + ph + 12, std::to_string(m.heads[static_cast<size_t>(h)]), 11, Align::Middle);
       text(cr, x0 + pw / 2, top + ph + 34, "head", 13, Align::Middle);
-      if (s == 1) {
+      if (p == 0) {
         for (int l = 0; l < nl; ++l) text(cr, x0 - 8, top + (l + 0.5) * cellh, std::to_string(m.layers[static_cast<size_t>(l)]), 11, Align::End);
         text(cr, x0 - 40, top + ph / 2, "layer", 13, Align::Middle, -90);
       }
     }
-    draw_colour_bar(cr, left + students * (pw + gap) - gap + 24, top, 18, std::max(ph, 120.0), heat, 0, vmax, "KL (nats)", 12);
+    draw_colour_bar(cr, left + panels * (pw + gap) - gap + 24, top, 18, std::max(ph, 120.0), heat, 0, vmax, g.colour_label, 12);
   });
+}
+
+}  // namespace
+
+Figure write_kl_grid(const std::string& out, const Metrics& m) {
+  auto fig = write_grid(out, m, {"kl_grid", "KL(softmax || student) per layer and head (lower = closer to softmax)", "KL (nats)", "mean KL",
+                                 &HeadValues::kl, 1, 0});
   fig.title = "KL per layer and head";
   fig.caption =
       "KL(softmax || student) of every layer (rows) and head (columns), averaged over the reported samples and queries; one grid "
       "per student, one colour scale for all (pale = close to softmax, dark red = far). It shows where a conversion loses the "
       "teacher's attention: a dark row is a hard layer, a dark cell a head the map cannot follow.";
+  return fig;
+}
+
+Figure write_induction_grid(const std::string& out, const Metrics& m) {
+  auto fig = write_grid(out, m, {"induction_grid", "Induction score per layer and head (weight on the token after an earlier occurrence)",
+                                 "induction score", "mean", &HeadValues::induction, 0, 1.0});
+  fig.title = "Induction heads";
+  fig.caption =
+      "Induction score of every layer (rows) and head (columns): the weight a query puts on the position right after an earlier "
+      "occurrence of its own token, averaged over the queries that have one (docs/report.md). Dark cells in the teacher's grid "
+      "are its induction heads, what in-context copying runs on; a student that keeps them shows the same cells dark. Meaningful "
+      "on a record of repeated segments (record --repeat); on plain text only the tokens that happen to recur count.";
   return fig;
 }
 

@@ -15,6 +15,7 @@ namespace mimic::report {
 // One source's metrics at one layer and head (NaN: undefined or absent).
 struct HeadValues {
   double entropy = NAN, kl = NAN, ce = NAN, spearman = NAN, top_k = NAN;
+  double induction = NAN, previous_token = NAN;  // analysis/induction.h
 };
 
 struct Metrics {
@@ -48,6 +49,7 @@ struct Figure {
 struct Figures {
   std::vector<Figure> heatmaps;
   Figure entropy, monotonicity, kl_grid;  // kl_grid: no files without a student
+  Figure induction_grid;                   // every source, the teacher first
 };
 
 // draw_heads: indices into m.heads. Each writes OUT/<name>.png and .svg.
@@ -57,6 +59,9 @@ Figure write_entropy(const std::string& out, const Metrics& m);
 Figure write_monotonicity(const std::string& out, const Metrics& m, const PlotData& pd, const std::vector<int64_t>& layers,
                           int64_t draw_head, int64_t sample);
 Figure write_kl_grid(const std::string& out, const Metrics& m);  // needs at least one student
+// The induction score of every layer × head, one grid per source (the teacher first): which heads are
+// induction heads in the teacher, and whether each student keeps them.
+Figure write_induction_grid(const std::string& out, const Metrics& m);
 
 // report.html: the record, the sources, the metrics table (means over heads per layer and overall), the
 // figures with captions; images referenced by relative names.

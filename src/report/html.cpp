@@ -74,29 +74,32 @@ std::string render_html(const nlohmann::json& info, const nlohmann::json& result
     << " here); <b>KL</b>(softmax&nbsp;&Vert;&nbsp;source) = CE &minus; the teacher's entropy (0 = identical weights); <b>CE</b>: "
        "&minus;&Sigma;<sub>j</sub> a<sub>ij</sub> log w<sub>ij</sub>, the distillation loss; <b>Spearman</b>: rank correlation of "
        "q&middot;k and the weights along the row (1 = monotone); <b>top-"
-    << k << " mass</b>: the weight of the row's " << k << " largest entries. Files: <a href=\"metrics.csv\">metrics.csv</a> (every head), "
+    << k << " mass</b>: the weight of the row's " << k << " largest entries; <b>induction</b>: the weight on the positions right after "
+       "earlier occurrences of the query's token (rows that have one; 1 = a perfect induction head); <b>prev</b>: the weight on the "
+       "previous token. Files: <a href=\"metrics.csv\">metrics.csv</a> (every head), "
     << "<a href=\"metrics.json\">metrics.json</a>.</p>\n";
   auto header = [&](const char* first) {
     h << "<table><tr><th class=l>" << first << "</th><th class=l>source</th><th>entropy</th><th>KL</th><th>CE</th><th>Spearman</th><th>top-"
-      << k << " mass</th></tr>\n";
+      << k << " mass</th><th>induction</th><th>prev</th></tr>\n";
   };
   auto row = [&](const std::string& label, size_t s, const HeadValues& v) {
     h << "<tr" << (s == 0 ? " class=teacher" : "") << "><td class=l>" << label << "</td><td class=l>" << esc(m.sources[s]) << "</td><td>"
       << num(v.entropy, 3) << "</td><td>" << num(v.kl, 4) << "</td><td>" << num(v.ce, 3) << "</td><td>" << num(v.spearman, 3)
-      << "</td><td>" << num(v.top_k, 3) << "</td></tr>\n";
+      << "</td><td>" << num(v.top_k, 3) << "</td><td>" << num(v.induction, 3) << "</td><td>" << num(v.previous_token, 3)
+      << "</td></tr>\n";
   };
   h << "<h3>Mean over layers</h3>\n";
   header("layers");
   for (size_t s = 0; s < m.sources.size(); ++s) {
     HeadValues mean;
     double n = 0;
-    double e = 0, kl = 0, ce = 0, rho = 0, top = 0;
+    double e = 0, kl = 0, ce = 0, rho = 0, top = 0, ind = 0, prev = 0;
     for (size_t l = 0; l < m.layers.size(); ++l) {
       const auto& v = m.mean(s, l);
       if (!std::isfinite(v.entropy) && !std::isfinite(v.spearman)) continue;  // absent
-      e += v.entropy, kl += v.kl, ce += v.ce, rho += v.spearman, top += v.top_k, n += 1;
+      e += v.entropy, kl += v.kl, ce += v.ce, rho += v.spearman, top += v.top_k, ind += v.induction, prev += v.previous_token, n += 1;
     }
-    if (n > 0) mean = {e / n, kl / n, ce / n, rho / n, top / n};
+    if (n > 0) mean = {e / n, kl / n, ce / n, rho / n, top / n, ind / n, prev / n};
     row(n == static_cast<double>(m.layers.size()) ? "all" : "those present", s, mean);
   }
   h << "</table>\n<p>Per layer: <a href=\"#per-layer\">the table below the figures</a>.</p>\n";
@@ -104,6 +107,7 @@ std::string render_html(const nlohmann::json& info, const nlohmann::json& result
   h << "<h2>Figures</h2>\n<p>Click a figure for its SVG.</p>\n";
   figure_html(h, figs.entropy);
   figure_html(h, figs.kl_grid);
+  figure_html(h, figs.induction_grid);
   for (const auto& f : figs.heatmaps) figure_html(h, f);
   figure_html(h, figs.monotonicity);
 

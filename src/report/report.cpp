@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "analysis/induction.h"
 #include "analysis/metrics.h"
 #include "attention/feature_map.h"
 #include "attention/linear_kernel.h"
@@ -225,8 +226,12 @@ ReportResult report(const ReportOptions& o) {
   // stream: one sample × one layer at a time
   torch::NoGradGuard no_grad;
   std::vector<std::vector<analysis::MetricsAccumulator>> acc(n_src);
-  for (auto& a : acc)
-    for (auto l : res.layers) a.emplace_back(l, static_cast<int64_t>(res.heads.size()), o.top_k);
+  std::vector<std::vector<analysis::InductionAccumulator>> ind(n_src);
+  for (size_t si = 0; si < n_src; ++si)
+    for (auto l : res.layers) {
+      acc[si].emplace_back(l, static_cast<int64_t>(res.heads.size()), o.top_k);
+      ind[si].emplace_back(static_cast<int64_t>(res.heads.size()));
+    }
   auto head_index = torch::tensor(res.heads, torch::kLong);
   double uniform_sum = 0, uniform_rows = 0;
   PlotData pd;
@@ -234,6 +239,7 @@ ReportResult report(const ReportOptions& o) {
   if (!o.progress) bar.disable();
   for (auto s : res.samples) {
     const auto mask = rec.attention_mask(s, 1);
+    const auto ids = rec.input_ids(s, 1);
     for (size_t li = 0; li < res.layers.size(); ++li) {
       const int64_t layer = res.layers[li];
       analysis::TeacherBatch b;
@@ -258,6 +264,7 @@ ReportResult report(const ReportOptions& o) {
       auto a_sel = sel(a), scores_sel = sel(scores);
       const bool drawn = s == plot_sample && std::count(plot_layers.begin(), plot_layers.end(), layer);
       acc[0][li].add_weights(a_sel, a_sel.clamp_min(std::numeric_limits<float>::min()).log(), scores_sel, b);
+      ind[0][li].add(a_sel, ids, mask);
       if (drawn) keep_plot_data(pd, 0, layer, a_sel, scores_sel, vis, plot_heads, o.plot_tokens);
       for (size_t si = 0; si < students.size(); ++si) {
         auto it = students[si].kernels.find(layer);
@@ -272,6 +279,7 @@ ReportResult report(const ReportOptions& o) {
           log_w = a_sel.clamp_min(std::numeric_limits<float>::min()).log();
         }
         acc[si + 1][li].add_weights(a_sel, log_w, scores_sel, b);
+        ind[si + 1][li].add(w, ids, mask);
         if (drawn) keep_plot_data(pd, si + 1, layer, w * vis.to(w.dtype()), scores_sel, vis, plot_heads, o.plot_tokens);
       }
       bar.advance(1);
@@ -294,6 +302,7 @@ ReportResult report(const ReportOptions& o) {
     for (size_t li = 0; li < res.layers.size(); ++li) {
       const bool present = si == 0 || students[si - 1].kernels.count(res.layers[li]);
       const auto r = acc[si][li].result();
+      const auto sc = ind[si][li].result();
       std::vector<HeadValues> per;
       for (size_t hi = 0; hi <= res.heads.size(); ++hi) {
         const auto& x = hi < res.heads.size() ? r.heads[hi] : r.mean;
@@ -304,6 +313,8 @@ ReportResult report(const ReportOptions& o) {
           v.ce = si == 0 ? x.entropy_softmax : x.ce;
           v.spearman = x.spearman;
           v.top_k = si == 0 ? x.top_k_softmax : x.top_k_linear;
+          v.induction = hi < res.heads.size() ? sc.induction[hi] : sc.induction_mean;
+          v.previous_token = hi < res.heads.size() ? sc.previous_token[hi] : sc.previous_token_mean;
         }
         per.push_back(v);
         res.rows.push_back({{"source", m.sources[si]},
@@ -313,7 +324,9 @@ ReportResult report(const ReportOptions& o) {
                             {"kl", number(v.kl)},
                             {"ce", number(v.ce)},
                             {"spearman", number(v.spearman)},
-                            {"top_k_mass", number(v.top_k)}});
+                            {"top_k_mass", number(v.top_k)},
+                            {"induction", number(v.induction)},
+                            {"previous_token", number(v.previous_token)}});
       }
       m.values.back().push_back(per);
     }
@@ -325,7 +338,7 @@ ReportResult report(const ReportOptions& o) {
   };
   {
     std::ostringstream csv;
-    csv << "source,kind,layer,head,entropy,kl,ce,spearman,top_" << o.top_k << "_mass\n";
+    csv << "source,kind,layer,head,entropy,kl,ce,spearman,top_" << o.top_k << "_mass,induction,previous_token\n";
     size_t i = 0;
     for (const auto& r : res.rows) {
       const size_t si = i++ / (res.layers.size() * (res.heads.size() + 1));
@@ -333,7 +346,8 @@ ReportResult report(const ReportOptions& o) {
       const int64_t head = r.at("head").get<int64_t>();
       csv << '"' << r.at("source").get<std::string>() << "\"," << res.sources[si].at("kind").get<std::string>() << ','
           << r.at("layer").get<int64_t>() << ',' << (head < 0 ? std::string("mean") : std::to_string(head)) << ',' << cell("entropy")
-          << ',' << cell("kl") << ',' << cell("ce") << ',' << cell("spearman") << ',' << cell("top_k_mass") << '\n';
+          << ',' << cell("kl") << ',' << cell("ce") << ',' << cell("spearman") << ',' << cell("top_k_mass") << ',' << cell("induction")
+          << ',' << cell("previous_token") << '\n';
     }
     io::write_text_atomically((fs::path(o.out) / "metrics.csv").string(), csv.str());
     res.files.push_back("metrics.csv");
@@ -343,10 +357,12 @@ ReportResult report(const ReportOptions& o) {
   figs.entropy = write_entropy(o.out, m);
   figs.monotonicity = write_monotonicity(o.out, m, pd, plot_layers, plot_heads.front(), plot_sample);
   if (!students.empty()) figs.kl_grid = write_kl_grid(o.out, m);
+  figs.induction_grid = write_induction_grid(o.out, m);
   for (const auto& f : figs.heatmaps) add(f.files);
   add(figs.entropy.files);
   add(figs.monotonicity.files);
   add(figs.kl_grid.files);
+  add(figs.induction_grid.files);
   res.files.push_back("metrics.json");
   res.files.push_back("report.html");
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
