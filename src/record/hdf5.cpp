@@ -1,0 +1,209 @@
+#include "record/hdf5.h"
+
+#include <torch/torch.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace mimic::record {
+
+namespace {
+H5::StrType string_type() {
+  H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
+  t.setCset(H5T_CSET_UTF8);
+  return t;
+}
+}  // namespace
+
+std::string h5_error_text(const H5::Exception& e) {
+  std::string inner;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_UPWARD,
+      [](unsigned, const H5E_error2_t* err, void* data) -> herr_t {
+        auto* s = static_cast<std::string*>(data);
+        if (s->empty() && err->desc && *err->desc) *s = err->desc;
+        return 0;
+      },
+      &inner);
+  H5Eclear2(H5E_DEFAULT);
+  std::string outer = e.getDetailMsg();
+  if (inner.empty()) return outer;
+  return outer.empty() ? inner : inner + " (" + outer + ")";
+}
+
+// A copy of float32 with 1 sign, 5 exponent (bias 15), 10 mantissa bits in
+// 2 bytes. h5py (numpy) reads it as float16.
+H5::FloatType half_type() {
+  H5::FloatType t(H5::PredType::IEEE_F32LE);
+  t.setFields(15, 10, 5, 0, 10);
+  t.setSize(2);
+  t.setEbias(15);
+  return t;
+}
+
+void write_attr(H5::H5Object& obj, const std::string& name, const nlohmann::json& v) {
+  if (v.is_string()) {
+    if (obj.attrExists(name)) obj.removeAttr(name);
+    auto t = string_type();
+    obj.createAttribute(name, t, H5::DataSpace(H5S_SCALAR)).write(t, v.get<std::string>());
+  } else if (v.is_number_integer()) {
+    int64_t x = v.get<int64_t>();
+    // integers are rewritten in place (samples_done after every batch)
+    auto a = obj.attrExists(name) ? obj.openAttribute(name) : obj.createAttribute(name, H5::PredType::STD_I64LE, H5::DataSpace(H5S_SCALAR));
+    a.write(H5::PredType::NATIVE_INT64, &x);
+  } else if (v.is_number_float()) {
+    double x = v.get<double>();
+    auto a = obj.attrExists(name) ? obj.openAttribute(name) : obj.createAttribute(name, H5::PredType::IEEE_F64LE, H5::DataSpace(H5S_SCALAR));
+    a.write(H5::PredType::NATIVE_DOUBLE, &x);
+  } else if (v.is_array()) {
+    if (obj.attrExists(name)) obj.removeAttr(name);
+    std::vector<int64_t> xs = v.get<std::vector<int64_t>>();
+    hsize_t n = xs.size();
+    auto a = obj.createAttribute(name, H5::PredType::STD_I64LE, H5::DataSpace(1, &n));
+    if (n) a.write(H5::PredType::NATIVE_INT64, xs.data());
+  } else {
+    fail("internal: unsupported attribute value for ", name);
+  }
+}
+
+nlohmann::json read_attr(const H5::H5Object& obj, const std::string& name) {
+  if (!obj.attrExists(name)) return nullptr;
+  auto a = obj.openAttribute(name);
+  auto cls = a.getTypeClass();
+  hssize_t n = a.getSpace().getSimpleExtentNpoints();
+  bool scalar = a.getSpace().getSimpleExtentNdims() == 0;
+  if (cls == H5T_STRING) {
+    std::string s;
+    a.read(a.getStrType(), s);
+    return s;
+  }
+  if (cls == H5T_INTEGER) {
+    std::vector<int64_t> xs(static_cast<size_t>(std::max<hssize_t>(n, 1)));
+    if (n) a.read(H5::PredType::NATIVE_INT64, xs.data());
+    if (scalar) return xs[0];
+    xs.resize(static_cast<size_t>(n));
+    return xs;
+  }
+  if (cls == H5T_FLOAT && scalar) {
+    double x = 0;
+    a.read(H5::PredType::NATIVE_DOUBLE, &x);
+    return x;
+  }
+  return "<unreadable>";
+}
+
+std::string show(const nlohmann::json& v) { return v.is_null() ? "absent" : v.dump(); }
+
+std::string layer_group(int64_t layer) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "layer_%02lld", static_cast<long long>(layer));
+  return buf;
+}
+
+std::vector<hsize_t> dims_of(const H5::DataSet& ds) {
+  auto space = ds.getSpace();
+  std::vector<hsize_t> d(static_cast<size_t>(space.getSimpleExtentNdims()));
+  space.getSimpleExtentDims(d.data());
+  return d;
+}
+
+void set_rows(H5::DataSet& ds, hsize_t rows) {
+  auto d = dims_of(ds);
+  if (d[0] == rows) return;
+  d[0] = rows;
+  if (H5Dset_extent(ds.getId(), d.data()) < 0) throw H5::DataSetIException("H5Dset_extent", "cannot resize a dataset");
+}
+
+void write_pieces(std::vector<Piece>& pieces, int level) {
+  struct Job {
+    size_t piece;
+    int64_t row;
+    std::vector<unsigned char> out;
+    uint32_t mask = 0;
+  };
+  std::vector<Job> jobs;
+  for (size_t p = 0; p < pieces.size(); ++p) {
+    TORCH_INTERNAL_ASSERT(pieces[p].data.is_contiguous());
+    set_rows(*pieces[p].ds, pieces[p].begin + static_cast<hsize_t>(pieces[p].data.size(0)));
+    for (int64_t r = 0; r < pieces[p].data.size(0); ++r) jobs.push_back({p, r, {}, 0});
+  }
+  at::parallel_for(0, static_cast<int64_t>(jobs.size()), 1, [&](int64_t lo, int64_t hi) {
+    std::vector<unsigned char> shuffled;
+    for (int64_t j = lo; j < hi; ++j) {
+      auto& job = jobs[static_cast<size_t>(j)];
+      const auto& t = pieces[job.piece].data;
+      const size_t elem = static_cast<size_t>(t.element_size());
+      const size_t bytes = static_cast<size_t>(t[0].numel()) * elem;
+      const auto* src = static_cast<const unsigned char*>(t.data_ptr()) + static_cast<size_t>(job.row) * bytes;
+      if (level <= 0) {
+        job.out.assign(src, src + bytes);
+        continue;
+      }
+      // shuffle: byte b of element i goes to b * n + i
+      const size_t n = bytes / elem;
+      shuffled.resize(bytes);
+      if (elem == 1) {
+        std::memcpy(shuffled.data(), src, bytes);
+      } else {
+        for (size_t i = 0; i < n; ++i)
+          for (size_t b = 0; b < elem; ++b) shuffled[b * n + i] = src[i * elem + b];
+      }
+      uLongf len = compressBound(static_cast<uLong>(bytes));
+      job.out.resize(len);
+      int rc = compress2(job.out.data(), &len, shuffled.data(), static_cast<uLong>(bytes), level);
+      if (rc == Z_OK && len < bytes) {
+        job.out.resize(len);
+      } else {
+        job.out = shuffled;
+        job.mask = 1u << 1;  // the deflate filter (second in the pipeline) was skipped
+      }
+    }
+  });
+  for (const auto& job : jobs) {
+    const auto& p = pieces[job.piece];
+    std::vector<hsize_t> offset(static_cast<size_t>(p.data.dim()), 0);
+    offset[0] = p.begin + static_cast<hsize_t>(job.row);
+    if (H5Dwrite_chunk(p.ds->getId(), H5P_DEFAULT, job.mask, offset.data(), job.out.size(), job.out.data()) < 0)
+      throw H5::DataSetIException("H5Dwrite_chunk", "cannot write a chunk");
+  }
+}
+
+at::Tensor read_rows(const H5::DataSet& ds, hsize_t begin, hsize_t rows, at::ScalarType st, const H5::DataType& memtype) {
+  auto d = dims_of(ds);
+  MIMIC_CHECK(begin + rows <= d[0], "rows [", begin, ", ", begin + rows, ") are outside the ", d[0], " rows of ", ds.getObjName());
+  std::vector<hsize_t> count = d, start(d.size(), 0);
+  count[0] = rows;
+  start[0] = begin;
+  std::vector<int64_t> shape(count.begin(), count.end());
+  auto out = torch::empty(shape, st);
+  if (rows == 0) return out;
+  auto filespace = ds.getSpace();
+  filespace.selectHyperslab(H5S_SELECT_SET, count.data(), start.data());
+  H5::DataSpace memspace(static_cast<int>(count.size()), count.data());
+  ds.read(out.data_ptr(), memtype, memspace, filespace);
+  return out;
+}
+
+H5::DataSet create_rows(H5::Group& parent, const std::string& name, const H5::DataType& type, std::vector<hsize_t> row_shape,
+                        int compression) {
+  std::vector<hsize_t> dims{0}, maxdims{H5S_UNLIMITED}, chunk{1};
+  for (auto x : row_shape) {
+    dims.push_back(x);
+    maxdims.push_back(x);
+    chunk.push_back(x);
+  }
+  H5::DSetCreatPropList plist;
+  plist.setChunk(static_cast<int>(chunk.size()), chunk.data());
+  if (compression > 0) {
+    plist.setShuffle();
+    plist.setDeflate(compression);
+  }
+  H5::DataSpace space(static_cast<int>(dims.size()), dims.data(), maxdims.data());
+  return parent.createDataSet(name, type, space, plist);
+}
+
+}  // namespace mimic::record

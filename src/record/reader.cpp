@@ -1,0 +1,112 @@
+// RecordReader: an attention record file read back (distill, report, convert).
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "core/error.h"
+#include "record/hdf5.h"
+#include "record/record.h"
+
+namespace mimic::record {
+
+namespace fs = std::filesystem;
+
+struct RecordReader::Impl {
+  std::string path;
+  H5::H5File file;
+  int64_t samples = 0, seq_len = 0, n_head = 0, head_dim = 0, weights_samples = 0;
+  bool causal = false;
+  std::vector<int64_t> layers;
+  std::map<int64_t, double> scales;
+  bool f16 = true;
+  std::string source;
+  std::string model_digest;
+};
+
+RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  H5::Exception::dontPrint();
+  impl_->path = path;
+  MIMIC_CHECK(fs::exists(path), path, ": no such file");
+  try {
+    impl_->file = H5::H5File(path, H5F_ACC_RDONLY);
+  } catch (const H5::Exception& e) {
+    fail(path, ": cannot open as HDF5 (", h5_error_text(e), ")");
+  }
+  try {
+    auto& f = impl_->file;
+    MIMIC_CHECK(read_attr(f, "format") == kFormat, path, " is not a mimic record file");
+    impl_->samples = read_attr(f, "samples_done").get<int64_t>();
+    impl_->seq_len = read_attr(f, "seq_len").get<int64_t>();
+    impl_->n_head = read_attr(f, "n_head").get<int64_t>();
+    impl_->head_dim = read_attr(f, "head_dim").get<int64_t>();
+    impl_->causal = read_attr(f, "causal").get<int64_t>() != 0;
+    impl_->layers = read_attr(f, "layers").get<std::vector<int64_t>>();
+    impl_->f16 = read_attr(f, "dtype") == "f16";
+    auto src = read_attr(f, "source");
+    impl_->source = src.is_string() ? src.get<std::string>() : std::string();
+    auto digest = read_attr(f, "model_digest");
+    impl_->model_digest = digest.is_string() ? digest.get<std::string>() : std::string();
+    impl_->weights_samples = std::min(impl_->samples, read_attr(f, "weights_samples").get<int64_t>());
+    for (auto l : impl_->layers) impl_->scales[l] = read_attr(f.openGroup(layer_group(l)), "scale").get<double>();
+  } catch (const H5::Exception& e) {
+    fail(path, ": unreadable record (", h5_error_text(e), ")");
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, ": a root attribute is missing or has the wrong type (", e.what(), ")");
+  }
+}
+RecordReader::~RecordReader() = default;
+RecordReader::RecordReader(RecordReader&&) noexcept = default;
+int64_t RecordReader::samples() const { return impl_->samples; }
+int64_t RecordReader::seq_len() const { return impl_->seq_len; }
+int64_t RecordReader::n_head() const { return impl_->n_head; }
+int64_t RecordReader::head_dim() const { return impl_->head_dim; }
+bool RecordReader::causal() const { return impl_->causal; }
+const std::vector<int64_t>& RecordReader::layers() const { return impl_->layers; }
+int64_t RecordReader::weights_samples() const { return impl_->weights_samples; }
+std::string RecordReader::source() const { return impl_->source; }
+std::string RecordReader::model_digest() const { return impl_->model_digest; }
+double RecordReader::scale(int64_t layer) const {
+  auto it = impl_->scales.find(layer);
+  MIMIC_CHECK(it != impl_->scales.end(), impl_->path, ": layer ", layer, " was not recorded");
+  return it->second;
+}
+
+at::Tensor RecordReader::input_ids(int64_t begin, int64_t count) const {
+  MIMIC_CHECK(begin >= 0 && count >= 0 && begin + count <= impl_->samples, "samples [", begin, ", ", begin + count,
+              ") are outside the ", impl_->samples, " of ", impl_->path);
+  try {
+    return read_rows(impl_->file.openDataSet("input_ids"), begin, count, at::kLong, H5::PredType::NATIVE_INT64);
+  } catch (const H5::Exception& e) {
+    fail(impl_->path, ": cannot read input_ids (", h5_error_text(e), ")");
+  }
+}
+
+at::Tensor RecordReader::attention_mask(int64_t begin, int64_t count) const {
+  MIMIC_CHECK(begin >= 0 && count >= 0 && begin + count <= impl_->samples, "samples [", begin, ", ", begin + count,
+              ") are outside the ", impl_->samples, " of ", impl_->path);
+  try {
+    return read_rows(impl_->file.openDataSet("attention_mask"), begin, count, at::kByte, H5::PredType::NATIVE_UINT8).to(at::kBool);
+  } catch (const H5::Exception& e) {
+    fail(impl_->path, ": cannot read attention_mask (", h5_error_text(e), ")");
+  }
+}
+
+at::Tensor RecordReader::read(int64_t layer, const std::string& name, int64_t begin, int64_t count) const {
+  scale(layer);  // checks the layer
+  const bool w = name == "weights";
+  MIMIC_CHECK(w || name == "q" || name == "k" || name == "v" || name == "o", "unknown record tensor '", name, "'");
+  const int64_t limit = w ? impl_->weights_samples : impl_->samples;
+  MIMIC_CHECK(begin >= 0 && count >= 0 && begin + count <= limit, impl_->path, ": samples [", begin, ", ", begin + count,
+              ") of ", name, " are outside the ", limit, " stored");
+  try {
+    auto ds = impl_->file.openDataSet(layer_group(layer) + "/" + name);
+    if (impl_->f16) return read_rows(ds, begin, count, at::kHalf, half_type()).to(at::kFloat);
+    return read_rows(ds, begin, count, at::kFloat, H5::PredType::NATIVE_FLOAT);
+  } catch (const H5::Exception& e) {
+    fail(impl_->path, ": cannot read ", layer_group(layer), "/", name, " (", h5_error_text(e), ")");
+  }
+}
+
+}  // namespace mimic::record

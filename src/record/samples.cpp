@@ -1,0 +1,145 @@
+#include "record/samples.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/hash.h"
+#include "data/classification.h"
+#include "data/corpus.h"
+#include "data/token_cache.h"
+#include "io/atomic_file.h"
+#include "models/config.h"
+#include "models/family.h"
+#include "text/tokenizer.h"
+
+namespace mimic::record {
+
+namespace fs = std::filesystem;
+
+bool is_corpus(const std::string& data) {
+  auto corpora = data::lm_corpus_names();
+  return data == "all" || std::find(corpora.begin(), corpora.end(), data) != corpora.end();
+}
+
+bool is_classification(const std::string& data) {
+  auto sets = data::classification_names();
+  return std::find(sets.begin(), sets.end(), data) != sets.end();
+}
+
+Stream open_stream(const RecordOptions& o, const text::Tokenizer& tok, std::string* data_id) {
+  Stream s;
+  if (is_corpus(o.data)) {
+    auto cache = std::make_shared<data::TokenCache>(data::corpus_token_cache(o.data, data::split_from_name(o.split), tok));
+    s.size = cache->size();
+    const uint16_t* p = cache->data();
+    s.at = [p](int64_t i) { return static_cast<int64_t>(p[i]); };
+    s.keep = cache;
+    *data_id = o.data;
+  } else {
+    std::string text;
+    if (is_classification(o.data)) {
+      // A classification data set's texts of the split, in a fixed order that mixes the labels (the files list
+      // them grouped), separated by blank lines: the distribution a classifier is finetuned on.
+      const auto set = data::load_classification(o.data);
+      const auto& examples = set.split(data::split_from_name(o.split));
+      std::vector<std::pair<uint64_t, size_t>> order;
+      for (size_t i = 0; i < examples.size(); ++i) {
+        Hasher h;
+        h.bytes(examples[i].text.data(), examples[i].text.size());
+        order.push_back({h.h, i});
+      }
+      std::sort(order.begin(), order.end());
+      for (const auto& [hash, i] : order) text += examples[i].text + "\n\n";
+      *data_id = o.data;
+    } else {
+      MIMIC_CHECK(fs::is_regular_file(o.data), "--data ", o.data,
+                  ": neither a corpus (all, sotu, moby-dick), a classification data set (spam, sotu-era) nor a text file");
+      text = io::read_text_file(o.data);
+      MIMIC_CHECK(data::is_valid_utf8(text), o.data, ": not valid UTF-8");
+      *data_id = fs::absolute(o.data).lexically_normal().string();
+    }
+    auto ids = std::make_shared<std::vector<int64_t>>(tok.encode(text, /*add_special_tokens=*/false));
+    s.size = static_cast<int64_t>(ids->size());
+    const int64_t* p = ids->data();
+    s.at = [p](int64_t i) { return p[i]; };
+    s.keep = ids;
+  }
+  MIMIC_CHECK(s.size > 0, "--data ", o.data, " holds no tokens");
+  return s;
+}
+
+std::string stream_digest(const Stream& s) {
+  Hasher h;
+  std::vector<int64_t> buf;
+  const int64_t step = 1 << 16;
+  for (int64_t i = 0; i < s.size; i += step) {
+    buf.clear();
+    for (int64_t j = i; j < std::min(s.size, i + step); ++j) buf.push_back(s.at(j));
+    h.bytes(buf.data(), buf.size() * sizeof(int64_t));
+  }
+  return h.hex();
+}
+
+Sampler make_sampler(const Stream& stream, const text::Tokenizer& tok, bool cls_sep, int64_t seq_len) {
+  Sampler sampler{stream, cls_sep, seq_len, cls_sep ? seq_len - 2 : seq_len};
+  if (cls_sep) {
+    sampler.cls = tok.cls_id();
+    sampler.sep = tok.sep_id();
+    sampler.pad = std::max<int64_t>(tok.pad_id(), 0);
+  } else {
+    sampler.pad = tok.eos_id() >= 0 ? tok.eos_id() : 0;
+  }
+  return sampler;
+}
+
+std::pair<at::Tensor, at::Tensor> Sampler::batch(int64_t begin, int64_t count) const {
+  auto ids = torch::full({count, seq_len}, pad, torch::kLong);
+  auto mask = torch::zeros({count, seq_len}, torch::kLong);
+  auto* id = ids.data_ptr<int64_t>();
+  auto* m = mask.data_ptr<int64_t>();
+  for (int64_t b = 0; b < count; ++b) {
+    int64_t start = (begin + b) * block, n = std::min(block, stream.size - start);
+    int64_t* row = id + b * seq_len;
+    int64_t* mrow = m + b * seq_len;
+    int64_t t = 0;
+    if (cls_sep) row[t++] = cls;
+    for (int64_t i = 0; i < n; ++i) row[t++] = stream.at(start + i);
+    if (cls_sep) row[t++] = sep;
+    for (int64_t i = 0; i < t; ++i) mrow[i] = 1;
+  }
+  return {ids, mask};
+}
+
+// ------------------------------------------------------------------------------------------ SampleReader
+struct SampleReader::Impl {
+  std::string data_id;
+  Stream stream;
+  std::unique_ptr<Sampler> sampler;
+};
+
+SampleReader::SampleReader(const RecordOptions& o) : impl_(std::make_unique<Impl>()) {
+  auto tok = text::load_tokenizer(o.model_dir);
+  const auto cfg = models::load_config((fs::path(o.model_dir) / "config.json").string());
+  const bool cls_sep = cfg.family->cls_sep;
+  const int64_t context = cfg.max_positions;
+  const int64_t seq_len = o.seq_len > 0 ? o.seq_len : std::min<int64_t>(256, context);
+  MIMIC_CHECK(seq_len <= context, "--seq-len ", seq_len, " exceeds the model's context of ", context);
+  MIMIC_CHECK(!cls_sep || seq_len >= 3, "--seq-len must be at least 3 for ", cfg.family->display_name, " ([CLS] token [SEP])");
+  impl_->stream = open_stream(o, *tok, &impl_->data_id);
+  impl_->sampler = std::make_unique<Sampler>(make_sampler(impl_->stream, *tok, cls_sep, seq_len));
+}
+SampleReader::~SampleReader() = default;
+SampleReader::SampleReader(SampleReader&&) noexcept = default;
+int64_t SampleReader::available() const { return impl_->sampler->available(); }
+int64_t SampleReader::seq_len() const { return impl_->sampler->seq_len; }
+const std::string& SampleReader::data_id() const { return impl_->data_id; }
+std::pair<at::Tensor, at::Tensor> SampleReader::batch(int64_t begin, int64_t count) const {
+  MIMIC_CHECK(begin >= 0 && count >= 0 && begin + count <= available(), "samples [", begin, ", ", begin + count, ") are outside the ",
+              available(), " of --data ", impl_->data_id);
+  return impl_->sampler->batch(begin, count);
+}
+
+}  // namespace mimic::record

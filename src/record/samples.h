@@ -1,0 +1,48 @@
+// The samples `record` takes from --data (internal to record/; SampleReader in record.h is the public face):
+// the token stream of a corpus, classification set or text file, cut into consecutive blocks of seq_len.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "record/record.h"
+
+namespace mimic::text { class Tokenizer; }
+
+namespace mimic::record {
+
+// The token stream samples are cut from.
+struct Stream {
+  std::function<int64_t(int64_t)> at;
+  int64_t size = 0;
+  std::shared_ptr<void> keep;  // the memory-mapped cache or the token vector
+};
+
+bool is_corpus(const std::string& data);
+bool is_classification(const std::string& data);
+// The stream of --data (o.data, o.split) tokenized with `tok`; *data_id: the corpus or set name, or the
+// file's absolute path.
+Stream open_stream(const RecordOptions& o, const text::Tokenizer& tok, std::string* data_id);
+// Word-wise FNV-style hash of the stream (identity of token streams, not cryptographic).
+std::string stream_digest(const Stream& s);
+
+// Samples: consecutive blocks of the stream (T tokens; a family with cls_sep framing, e.g. BERT: [CLS] + T-2
+// tokens + [SEP]); the last block may be shorter: it is padded and masked.
+struct Sampler {
+  const Stream& stream;
+  bool cls_sep;
+  int64_t seq_len, block;
+  int64_t cls = -1, sep = -1, pad = 0;
+  int64_t available() const { return (stream.size + block - 1) / block; }
+  // input_ids and attention_mask (int64) [count, seq_len] of samples [begin, begin+count).
+  std::pair<at::Tensor, at::Tensor> batch(int64_t begin, int64_t count) const;
+};
+
+// The sampler of a stream: framing ([CLS]/[SEP] when cls_sep) and padding from the tokenizer.
+Sampler make_sampler(const Stream& stream, const text::Tokenizer& tok, bool cls_sep, int64_t seq_len);
+
+}  // namespace mimic::record

@@ -1,0 +1,240 @@
+#include "record/writer.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "attention/attention.h"
+#include "core/error.h"
+#include "core/runtime.h"
+#include "record/hdf5.h"
+
+namespace mimic::record {
+
+namespace fs = std::filesystem;
+
+namespace {
+[[noreturn]] void damaged(const std::string& path, const std::string& why) {
+  fail(path, " is damaged and cannot be resumed (", why,
+       "): the run that wrote it probably died while writing; delete it or pass --fresh to record again");
+}
+}  // namespace
+
+struct RecordWriter::Impl {
+  std::string out;
+  int compression = 0;
+  RecordLayout layout;
+  H5::FloatType f16 = half_type();
+  H5::DataType store_type, mem_type;
+  at::ScalarType mem_scalar = at::kHalf;
+  std::unique_ptr<H5::H5File> file;
+  std::map<std::string, H5::DataSet> sets;  // "input_ids", "layer_03/q", ...
+  int64_t done = 0;
+  int64_t rolled_back = 0;
+
+  // Builds the file when it does not exist (or `fresh`).
+  void create(bool fresh) {
+    const auto& layers = layout.layers;
+    const int64_t K = layout.weights_samples, target = layout.target, seq_len = layout.seq_len, n_head = layout.n_head,
+                  head_dim = layout.head_dim;
+    try {
+      // A new file is built under a temporary name and renamed once complete and flushed: a file named
+      // `out` is always a valid record, possibly with fewer samples than asked.
+      if (fresh && fs::exists(out)) fs::remove(out);
+      if (!fs::exists(out)) {
+        auto parent = fs::path(out).parent_path();
+        if (!parent.empty()) fs::create_directories(parent);
+        std::string tmp = out + ".tmp";
+        {
+          H5::H5File f(tmp, H5F_ACC_TRUNC);
+          for (const auto& [k, v] : layout.settings) write_attr(f, k, v);
+          write_attr(f, "source", layout.source);
+          write_attr(f, "mimic_version", mimic_version());
+          write_attr(f, "samples_done", int64_t{0});
+          write_attr(f, "samples_target", target);
+          const hsize_t T = static_cast<hsize_t>(seq_len), H = static_cast<hsize_t>(n_head), D = static_cast<hsize_t>(head_dim);
+          create_rows(f, "input_ids", H5::PredType::STD_I32LE, {T}, compression);
+          create_rows(f, "attention_mask", H5::PredType::STD_U8LE, {T}, compression);
+          for (size_t i = 0; i < layers.size(); ++i) {
+            auto g = f.createGroup(layer_group(layers[i]));
+            write_attr(g, "layer", layers[i]);
+            write_attr(g, "scale", layout.scales[i]);
+            for (const char* name : kTensors) create_rows(g, name, store_type, {H, T, D}, compression);
+            if (K > 0) create_rows(g, "weights", store_type, {H, T, T}, compression);
+          }
+          f.flush(H5F_SCOPE_GLOBAL);
+        }
+        fs::rename(tmp, out);
+      }
+    } catch (const H5::Exception& e) {
+      fail("cannot create ", out, ": ", h5_error_text(e));
+    }
+  }
+
+  // Opens (or reopens) the file, checks it belongs to this run, and brings every dataset to samples_done rows.
+  void reopen(int64_t samples_asked, const std::string& data, const std::function<at::Tensor(int64_t)>& expected_ids) {
+    const auto& layers = layout.layers;
+    const int64_t K = layout.weights_samples, target = layout.target;
+    try {
+      file = std::make_unique<H5::H5File>(out, H5F_ACC_RDWR);
+    } catch (const H5::Exception& e) {
+      std::string why = h5_error_text(e);
+      bool hdf5 = false;
+      try {
+        hdf5 = H5::H5File::isHdf5(out);
+      } catch (const H5::Exception&) {
+      }
+      if (!hdf5) fail(out, " exists and is not an HDF5 file (not a mimic record); use another --out");
+      if (why.find("already open") != std::string::npos || why.find("unable to lock") != std::string::npos)
+        fail(out, " is in use (open in another process or handle: ", why, ")");
+      damaged(out, "HDF5 cannot open it: " + why);
+    }
+    try {
+      auto fmt = read_attr(*file, "format");
+      MIMIC_CHECK(fmt == kFormat, out, " is not a mimic record file (attribute format is ", show(fmt), ", expected \"", kFormat,
+                  "\"); use another --out");
+      for (const auto& [k, v] : layout.settings) {
+        auto have = read_attr(*file, k);
+        MIMIC_CHECK(have == v, out, " was recorded with other settings: ", k, " is ", show(have), " in the file, ", show(v),
+                    " for this run (use the same settings to resume, another --out, or --fresh to overwrite)");
+      }
+      auto d = read_attr(*file, "samples_done");
+      MIMIC_CHECK(d.is_number_integer(), out, ": attribute samples_done is missing");
+      done = d.get<int64_t>();
+      MIMIC_CHECK(done <= target, out, " already holds ", done, " samples, more than the ", target, " asked for (",
+                  samples_asked > 0 ? "raise --samples" : "the data has no more", ", or use another --out)");
+      sets["input_ids"] = file->openDataSet("input_ids");
+      sets["attention_mask"] = file->openDataSet("attention_mask");
+      for (auto l : layers) {
+        for (const char* name : kTensors) sets[layer_group(l) + "/" + name] = file->openDataSet(layer_group(l) + "/" + name);
+        if (K > 0) sets[layer_group(l) + "/weights"] = file->openDataSet(layer_group(l) + "/weights");
+      }
+      // Every sample is one chunk of every dataset. A run killed mid-batch may have grown datasets past
+      // samples_done: they are cut back. A run killed while HDF5 was writing its metadata may have lost
+      // index entries of recent chunks: samples_done then rolls back to the first sample missing anywhere,
+      // and recording continues from there.
+      auto rows_of = [&](const std::string& name, int64_t n) {
+        const bool w = name.size() > 8 && name.compare(name.size() - 8, 8, "/weights") == 0;
+        return static_cast<hsize_t>(w ? std::min(n, K) : n);
+      };
+      auto chunks_of = [](const H5::DataSet& ds) {
+        hsize_t n = 0;
+        // the dataset's own dataspace (HDF5 1.10 rejects H5S_ALL here: "invalid dataspace identifier")
+        const H5::DataSpace space = ds.getSpace();
+        if (H5Dget_num_chunks(ds.getId(), space.getId(), &n) < 0) throw H5::DataSetIException("H5Dget_num_chunks", "cannot count chunks");
+        return n;
+      };
+      int64_t good = done;
+      for (auto& [name, ds] : sets) {
+        const hsize_t rows = rows_of(name, done), have = dims_of(ds)[0];
+        if (have > rows) set_rows(ds, rows);
+        if (have >= rows && chunks_of(ds) == rows) continue;
+        hsize_t first = std::min(have, rows);
+        std::vector<hsize_t> offset(dims_of(ds).size(), 0);
+        for (hsize_t r = 0; r < std::min(have, rows); ++r) {
+          offset[0] = r;
+          unsigned mask = 0;
+          haddr_t addr = HADDR_UNDEF;
+          hsize_t size = 0;
+          if (H5Dget_chunk_info_by_coord(ds.getId(), offset.data(), &mask, &addr, &size) < 0)
+            throw H5::DataSetIException("H5Dget_chunk_info_by_coord", "cannot look up a chunk");
+          if (addr == HADDR_UNDEF) {
+            first = r;
+            break;
+          }
+        }
+        good = std::min(good, static_cast<int64_t>(first));
+      }
+      if (good < done) {
+        rolled_back = done - good;
+        done = good;
+        for (auto& [name, ds] : sets) {
+          set_rows(ds, rows_of(name, done));
+          if (chunks_of(ds) != rows_of(name, done)) damaged(out, name + " has fewer chunks than rows");
+        }
+        write_attr(*file, "samples_done", done);
+        file->flush(H5F_SCOPE_GLOBAL);
+      }
+      // The last complete sample of every dataset must decode.
+      for (auto& [name, ds] : sets) {
+        const hsize_t rows = rows_of(name, done);
+        if (rows == 0) continue;
+        const bool ints = name == "input_ids" || name == "attention_mask";
+        read_rows(ds, rows - 1, 1, ints ? at::kLong : mem_scalar, ints ? H5::DataType(H5::PredType::NATIVE_INT64) : mem_type);
+      }
+      if (done > 0) {
+        // The samples already recorded must be the ones this run would record.
+        auto have = read_rows(sets["input_ids"], 0, static_cast<hsize_t>(done), at::kLong, H5::PredType::NATIVE_INT64);
+        auto want = expected_ids(done);
+        MIMIC_CHECK(torch::equal(have, want), out, ": the input_ids already recorded differ from the samples of --data ", data,
+                    " (other data or tokenization); use another --out or --fresh");
+      }
+      write_attr(*file, "samples_target", target);
+      file->flush(H5F_SCOPE_GLOBAL);
+    } catch (const H5::Exception& e) {
+      damaged(out, "HDF5: " + h5_error_text(e));
+    }
+  }
+};
+
+RecordWriter::RecordWriter(const RecordOptions& o, const RecordLayout& layout, const std::function<at::Tensor(int64_t)>& expected_ids)
+    : impl_(std::make_unique<Impl>()) {
+  H5::Exception::dontPrint();
+  auto& m = *impl_;
+  m.out = o.out;
+  m.compression = o.compression;
+  m.layout = layout;
+  m.store_type = o.dtype == "f16" ? H5::DataType(m.f16) : H5::DataType(H5::PredType::IEEE_F32LE);
+  m.mem_type = o.dtype == "f16" ? H5::DataType(m.f16) : H5::DataType(H5::PredType::NATIVE_FLOAT);
+  m.mem_scalar = o.dtype == "f16" ? at::kHalf : at::kFloat;
+  m.create(o.fresh);
+  m.reopen(o.samples, o.data, expected_ids);
+}
+
+RecordWriter::~RecordWriter() = default;
+int64_t RecordWriter::samples_done() const { return impl_->done; }
+int64_t RecordWriter::rolled_back() const { return impl_->rolled_back; }
+
+void RecordWriter::write_batch(int64_t s, const at::Tensor& ids, const at::Tensor& mask, const std::vector<attention::AttentionCapture>& captures) {
+  auto& m = *impl_;
+  const auto& layers = m.layout.layers;
+  const int64_t K = m.layout.weights_samples, b = ids.size(0);
+  auto& sets = m.sets;
+  const auto mem_scalar = m.mem_scalar;
+  try {
+    const hsize_t at = static_cast<hsize_t>(s);
+    std::vector<Piece> pieces;
+    pieces.push_back({&sets["input_ids"], at, ids.to(at::kInt).contiguous()});
+    pieces.push_back({&sets["attention_mask"], at, mask.to(at::kByte).contiguous()});
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const auto& c = captures[i];
+      const std::string g = layer_group(layers[i]) + "/";
+      const at::Tensor* ts[] = {&c.q, &c.k, &c.v, &c.o};
+      for (int j = 0; j < 4; ++j) pieces.push_back({&sets[g + kTensors[j]], at, ts[j]->to(mem_scalar).contiguous()});
+      if (s < K) {
+        int64_t rows = std::min(b, K - s);
+        pieces.push_back({&sets[g + "weights"], at, c.weights.narrow(0, 0, rows).to(mem_scalar).contiguous()});
+      }
+    }
+    write_pieces(pieces, m.compression);
+    // Two-phase commit: the batch's chunks and indexes reach the file first, then samples_done (one
+    // small in-place write). A kill before the second flush loses only this batch.
+    m.file->flush(H5F_SCOPE_GLOBAL);
+    write_attr(*m.file, "samples_done", s + b);
+    m.file->flush(H5F_SCOPE_GLOBAL);
+  } catch (const H5::Exception& e) {
+    fail("writing ", m.out, " failed: ", h5_error_text(e));
+  }
+}
+
+void RecordWriter::close() {
+  try {
+    impl_->file->close();
+  } catch (const H5::Exception& e) {
+    fail("closing ", impl_->out, " failed: ", h5_error_text(e));
+  }
+}
+
+}  // namespace mimic::record
