@@ -321,3 +321,62 @@ TEST(InductionScores, HandBuiltHeadsScoreAsComputedByHand) {
   EXPECT_EQ(padded.result().induction_rows, 2);
   EXPECT_EQ(padded.result().previous_rows, 4);
 }
+
+// ------------------------------------------------------------------------------------------ record --repeat, recall records
+#include "record/record.h"
+
+TEST(RecordRepeat, EverySampleIsASegmentFollowedByItselfAndReportScoresIt) {
+  TempDir dir;
+  const auto model = mimic::test::model_with_tokenizer("gpt2-plain");
+  mimic::test::write_bytes(dir.file("t.txt"), std::string(mimic::test::kDickens) + " " + mimic::test::kDickens);
+  auto r = mimic::test::mimic_cli("record --model " + model + " --data " + dir.file("t.txt") +
+                                  " --repeat --seq-len 16 --samples 3 --out " + dir.file("r.h5") + " --threads 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  mimic::record::RecordReader rec(dir.file("r.h5"));
+  auto ids = rec.input_ids(0, 3);
+  EXPECT_TRUE(torch::equal(ids.slice(1, 0, 8), ids.slice(1, 8, 16)));
+  EXPECT_FALSE(torch::equal(ids[0], ids[1]));  // consecutive segments of the text
+  // resuming without --repeat is refused: the samples would differ
+  auto plain = mimic::test::mimic_cli("record --model " + model + " --data " + dir.file("t.txt") + " --seq-len 16 --samples 4 --out " +
+                                      dir.file("r.h5") + " --threads 1");
+  EXPECT_NE(plain.code, 0);
+  EXPECT_NE(plain.err.find("repeat"), std::string::npos) << plain.err;
+  auto odd = mimic::test::mimic_cli("record --model " + model + " --data " + dir.file("t.txt") + " --repeat --seq-len 15 --out " +
+                                    dir.file("o.h5") + " --threads 1");
+  EXPECT_NE(odd.code, 0);
+  EXPECT_NE(odd.err.find("even number"), std::string::npos) << odd.err;
+  // report's induction scores on it: every second-copy token has a target, so every score is defined
+  auto rep = mimic::test::mimic_cli("report --record " + dir.file("r.h5") + " --baseline elu --samples 3 --out " + dir.file("rep") +
+                                    " --json --threads 1");
+  ASSERT_EQ(rep.code, 0) << rep.err;
+  auto j = nlohmann::json::parse(rep.out);
+  int defined = 0;
+  for (const auto& m : j.at("metrics"))
+    if (m.at("induction").is_number()) {
+      ++defined;
+      EXPECT_GE(m.at("induction").get<double>(), 0.0);
+      EXPECT_LE(m.at("induction").get<double>(), 1.0 + 1e-9);
+    }
+  EXPECT_EQ(defined, static_cast<int>(j.at("metrics").size()));
+}
+
+TEST(RecordRepeat, ARecallTaskIsRecordedWithoutATokenizer) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 16, "n_layer": 1, "n_head": 2, "n_positions": 16, "n_inner": 32})");
+  const std::string task = "mqar:vocab=12,seq_len=16,pairs=2";
+  auto p = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data " + task +
+                                  " --seq-len 16 --batch-size 4 --steps 1 --warmup 1 --eval-every 1 --eval-batches 1 --out " +
+                                  dir.file("m") + " --threads 1");
+  ASSERT_EQ(p.code, 0) << p.err;
+  auto r = mimic::test::mimic_cli("record --model " + dir.file("m") + " --data " + task + " --samples 5 --out " + dir.file("r.h5") +
+                                  " --threads 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  mimic::record::RecordReader rec(dir.file("r.h5"));
+  EXPECT_EQ(rec.samples(), 5);
+  EXPECT_EQ(rec.seq_len(), 16);
+  auto ex = mimic::data::make_recall_example(RecallTaskSpec::parse(task), 0, Split::Train, 2);
+  EXPECT_TRUE(torch::equal(rec.input_ids(2, 1)[0], torch::tensor(std::vector<int64_t>(ex.tokens.begin(), ex.tokens.begin() + 16))));
+  auto bad = mimic::test::mimic_cli("record --model " + dir.file("m") + " --data " + task + " --seq-len 8 --out " + dir.file("b.h5"));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("differs from the task's seq_len 16"), std::string::npos) << bad.err;
+}

@@ -283,7 +283,13 @@ TEST(Report, MatchesDistillAndWritesEveryFile) {
   for (const auto& f : r.files) EXPECT_TRUE(fs::exists(out / f)) << f;
   auto csv = mimic::test::read_bytes((out / "metrics.csv").string());
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 4 * 2 * 3);
-  EXPECT_EQ(csv.substr(0, csv.find('\n')), "source,kind,layer,head,entropy,kl,ce,spearman,top_8_mass");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), "source,kind,layer,head,entropy,kl,ce,spearman,top_8_mass,induction,previous_token");
+  // induction and previous-token scores are weights: in [0, 1] for the teacher and every student
+  for (const auto& m : nlohmann::json::parse(mimic::test::read_bytes((out / "metrics.json").string())).at("metrics")) {
+    if (m.at("previous_token").is_null()) continue;
+    EXPECT_GE(m.at("previous_token").get<double>(), 0.0);
+    EXPECT_LE(m.at("previous_token").get<double>(), 1.0 + 1e-9);
+  }
   auto j = nlohmann::json::parse(mimic::test::read_bytes((out / "metrics.json").string()));
   EXPECT_EQ(j.at("metrics").size(), 4u * 2 * 3);
   EXPECT_EQ(j.at("record").at("causal"), true);
@@ -306,9 +312,9 @@ TEST(Report, MatchesDistillAndWritesEveryFile) {
       EXPECT_NE(svg.find("<svg"), std::string::npos) << f;
     }
   }
-  // heatmaps of layers 0 and 1 (first, middle = last), entropy, monotonicity, KL grid
-  EXPECT_EQ(pngs, 5);
-  EXPECT_EQ(svgs, 5);
+  // heatmaps of layers 0 and 1 (first, middle = last), entropy, monotonicity, KL grid, induction grid
+  EXPECT_EQ(pngs, 6);
+  EXPECT_EQ(svgs, 6);
   // the page links exactly files that exist, and every figure
   auto html = mimic::test::read_bytes((out / "report.html").string());
   std::regex link("(src|href)=\"([^\"]+)\"");

@@ -51,7 +51,11 @@ void register_record(CLI::App& app) {
   auto a = std::make_shared<RecordArgs>();
   auto* sub = app.add_subcommand("record", "Record a softmax model's per-layer attention (q, k, v, outputs, weights) into an HDF5 file");
   sub->add_option("--model", a->o.model_dir, "Model directory (the softmax teacher)")->required()->transform(model_dir_arg());
-  sub->add_option("--data", a->o.data, "Corpus all|sotu|moby-dick, classification data set spam|sotu-era (texts of --split), or a UTF-8 text file")->required();
+  sub->add_option("--data", a->o.data,
+                  "Corpus all|sotu|moby-dick, classification data set spam|sotu-era (texts of --split), a UTF-8 text file, or a recall "
+                  "task mqar[:...] / ar[:...] (docs/recall.md)")
+      ->required();
+  sub->add_flag("--repeat", a->o.repeat, "Each sample is a segment followed by itself ([A A]): for the induction scores of report");
   sub->add_option("--split", a->o.split, "Split of a corpus: train, validation or test")->capture_default_str();
   sub->add_option("--out", a->o.out, "Output file (.h5); an existing one with the same settings is resumed / extended")->required();
   sub->add_option("--samples", a->o.samples, "Samples in the file (0: every block of the data)")->capture_default_str();

@@ -35,14 +35,14 @@ void InductionAccumulator::add(const at::Tensor& w, const at::Tensor& ids, const
   auto targets = induction_targets(ids, mask);                  // [B, T, T]
   auto rows = targets.any(-1);                                  // [B, T]: rows with a target
   auto per_row = (wd * targets.unsqueeze(1).to(torch::kDouble)).sum(-1);  // [B, H, T]
-  auto ind = (per_row * rows.unsqueeze(1).to(torch::kDouble)).sum({0, 2});  // [H]
+  auto ind = (per_row * rows.unsqueeze(1).to(torch::kDouble)).sum(at::IntArrayRef{0, 2});  // [H]
   ind_rows_ += rows.sum().item<double>();
   auto real = mask.defined() ? mask.to(torch::kBool) : torch::ones_like(ids, torch::kBool);
   at::Tensor prev = torch::zeros({n_head_}, torch::kDouble);
   if (t > 1) {
     auto diag = wd.diagonal(-1, 2, 3);  // [B, H, T-1]: w[t, t-1] for t = 1..T-1
     auto ok = (real.slice(1, 1, t) & real.slice(1, 0, t - 1)).unsqueeze(1).to(torch::kDouble);
-    prev = (diag * ok).sum({0, 2});
+    prev = (diag * ok).sum(at::IntArrayRef{0, 2});
     prev_rows_ += ok.sum().item<double>();
   }
   for (int64_t h = 0; h < n_head_; ++h) {

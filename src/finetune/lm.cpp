@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "data/batches.h"
+#include "data/lm_source.h"
 #include "data/token_cache.h"
 #include "models/family.h"
 #include "models/model.h"
@@ -16,7 +17,9 @@ namespace mimic::finetune {
 
 LmResult finetune_lm(const LmOptions& o) {
   torch::manual_seed(o.seed);  // dropout draws from the global generator: a run is a function of its seed
-  auto tok = text::load_tokenizer(o.model_dir);
+  const bool recall = data::is_recall_task(o.corpus);
+  MIMIC_CHECK(!recall || !o.test, "--test scores a corpus' test split; evaluate a recall task with mimic eval --task mqar");
+  auto tok = recall ? nullptr : text::load_tokenizer(o.model_dir);
   auto prepared = prepare(models::load_model(o.model_dir), o);
   auto& model = prepared.model;
   const auto summary = model->summary();
@@ -25,25 +28,17 @@ LmResult finetune_lm(const LmOptions& o) {
               summary.max_positions, " (the model's context)");
   auto teacher = load_teacher(o, *model);
 
-  auto train_cache = data::corpus_token_cache(o.corpus, data::Split::Train, *tok);
-  auto val_cache = data::corpus_token_cache(o.corpus, data::Split::Validation, *tok);
-  data::PackedBatches batches(train_cache, o.seq_len, o.batch_size, o.seed);
+  auto source = data::open_lm_source(o.corpus, tok.get(), o.seq_len, o.batch_size, o.seed);
   auto validation_loss = [&](models::Model& m) {
-    return train::fixed_slice_mean(val_cache, o.seq_len, o.batch_size, o.eval_batches,
-                                   [&](const data::LmBatch& b) { return train::causal_lm_loss(m, b).item<double>(); });
+    return source->validation_mean(o.eval_batches, [&](const data::LmBatch& b) { return train::causal_lm_loss(m, b).item<double>(); });
   };
 
   train::TrainTask task;
   bind(task, prepared);
-  task.micro_batch_loss = [&]() { return train::causal_lm_loss(*model, batches.next()); };
+  task.micro_batch_loss = [&]() { return train::causal_lm_loss(*model, source->next()); };
   task.evaluate = [&]() { return validation_loss(*model); };
-  task.data_state = [&]() {
-    auto p = batches.position();
-    return nlohmann::json{{"epoch", p.epoch}, {"index", p.index}};
-  };
-  task.restore_data_state = [&](const nlohmann::json& j) {
-    batches.seek({j.at("epoch").get<int64_t>(), j.at("index").get<int64_t>()});
-  };
+  task.data_state = [&]() { return source->position(); };
+  task.restore_data_state = [&](const nlohmann::json& j) { source->seek(j); };
 
   train::TrainOptions t = o.train;
   t.tokens_per_micro_batch = o.batch_size * o.seq_len;

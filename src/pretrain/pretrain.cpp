@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/paths.h"
 #include "data/batches.h"
+#include "data/lm_source.h"
 #include "data/recall_tasks.h"
 #include "data/token_cache.h"
 #include "models/model.h"
@@ -53,7 +54,6 @@ struct MlmBatcher {
 train::TrainResult pretrain(const PretrainOptions& o) {
   const bool gpt2 = o.arch == "gpt2";
   MIMIC_CHECK(gpt2 || o.arch == "bert", "unknown --arch '", o.arch, "' (gpt2 or bert)");
-  o.copy.validate();
   // A recall task replaces the corpus: its own vocabulary and sequence length, no tokenizer.
   const bool recall = data::is_recall_task(o.corpus);
   data::RecallTaskSpec task_spec;
@@ -63,9 +63,6 @@ train::TrainResult pretrain(const PretrainOptions& o) {
     task_spec = data::RecallTaskSpec::parse(o.corpus);
     MIMIC_CHECK(gpt2, "a recall task (", o.corpus, ") trains a causal LM: use --arch gpt2");
     MIMIC_CHECK(o.init.empty(), "--init continues a prose model; a recall task trains a fresh one (give --config)");
-    MIMIC_CHECK(o.seq_len == task_spec.seq_len, "--seq-len ", o.seq_len, " differs from the task's seq_len ", task_spec.seq_len,
-                " (", o.corpus, ")");
-    MIMIC_CHECK(o.copy.fraction == 0, "the copy curriculum applies to prose corpora, not to ", o.corpus);
   } else {
     tok_dir = o.init.empty() ? asset_path(gpt2 ? "gpt2" : "bert-base-uncased") : o.init;
     tok = text::load_tokenizer(tok_dir);
@@ -99,14 +96,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
 
   // BERT's blocks leave room for [CLS] and [SEP].
   const int64_t block = gpt2 ? o.seq_len : o.seq_len - 2;
-  std::optional<data::TokenCache> train_cache, val_cache;
-  std::optional<data::PackedBatches> batches;
-  if (!recall) {
-    train_cache = data::corpus_token_cache(o.corpus, data::Split::Train, *tok);
-    val_cache = data::corpus_token_cache(o.corpus, data::Split::Validation, *tok);
-    batches.emplace(*train_cache, block, o.batch_size, o.seed, o.copy);
-  }
-  int64_t recall_next = 0;  // recall tasks: index of the next training example
+  auto source = data::open_lm_source(o.corpus, tok.get(), block, o.batch_size, o.seed, o.copy);
   data::MlmMasking masking;
   if (!gpt2) {
     masking.mask_id = tok->mask_id();
@@ -135,42 +125,20 @@ train::TrainResult pretrain(const PretrainOptions& o) {
 
   train::TrainTask task;
   for (const auto& p : model->module().named_parameters()) task.params.emplace_back(p.key(), p.value());
-  task.micro_batch_loss = [&]() {
-    if (recall) {
-      auto b = data::recall_batch(task_spec, o.seed, data::Split::Train, recall_next, o.batch_size);
-      recall_next += o.batch_size;
-      return loss_of(b, nullptr);
-    }
-    return loss_of(batches->next(), nullptr);
-  };
+  task.micro_batch_loss = [&]() { return loss_of(source->next(), nullptr); };
   task.evaluate = [&]() {
-    if (recall) {  // a fixed set of validation examples
-      torch::NoGradGuard no_grad;
-      double sum = 0;
-      for (int64_t i = 0; i < o.eval_batches; ++i)
-        sum += loss_of(data::recall_batch(task_spec, o.seed, data::Split::Validation, i * o.batch_size, o.batch_size), nullptr)
-                   .item<double>();
-      return sum / static_cast<double>(o.eval_batches);
-    }
-    // A fixed slice of the validation split (same blocks and masks every time).
+    // The same validation batches every time (BERT: the same masks too).
     std::mt19937_64 rng(777);
-    return train::fixed_slice_mean(*val_cache, block, o.batch_size, o.eval_batches,
-                                   [&](const data::LmBatch& b) { return loss_of(b, &rng).item<double>(); });
+    return source->validation_mean(o.eval_batches, [&](const data::LmBatch& b) { return loss_of(b, &rng).item<double>(); });
   };
   task.set_training = [&](bool on) { model->module().train(on); };
   task.data_state = [&]() {
-    if (recall) return nlohmann::json{{"example", recall_next}};
-    auto p = batches->position();
-    nlohmann::json j{{"epoch", p.epoch}, {"index", p.index}};
+    auto j = source->position();
     if (mlm) j["mlm_rng"] = rng_to_string(mlm->rng);
     return j;
   };
   task.restore_data_state = [&](const nlohmann::json& j) {
-    if (recall) {
-      recall_next = j.at("example").get<int64_t>();
-      return;
-    }
-    batches->seek({j.at("epoch").get<int64_t>(), j.at("index").get<int64_t>()});
+    source->seek(j);
     if (mlm) rng_from_string(mlm->rng, j.at("mlm_rng").get<std::string>());
   };
   task.export_model = [&](const std::string& dir) { model->save(dir); };

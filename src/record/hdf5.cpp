@@ -46,7 +46,9 @@ H5::FloatType half_type() {
 }
 
 void write_attr(H5::H5Object& obj, const std::string& name, const nlohmann::json& v) {
-  if (v.is_string()) {
+  if (v.is_null()) {  // an absent setting: no attribute (read_attr gives null back)
+    if (obj.attrExists(name)) obj.removeAttr(name);
+  } else if (v.is_string()) {
     if (obj.attrExists(name)) obj.removeAttr(name);
     auto t = string_type();
     obj.createAttribute(name, t, H5::DataSpace(H5S_SCALAR)).write(t, v.get<std::string>());

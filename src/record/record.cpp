@@ -13,6 +13,7 @@
 #include "core/layers.h"
 #include "core/progress.h"
 #include "data/corpus.h"
+#include "data/recall_tasks.h"
 #include "models/family.h"
 #include "models/model.h"
 #include "record/hdf5.h"
@@ -38,11 +39,15 @@ RecordResult record(const RecordOptions& o) {
   MIMIC_CHECK(o.weights_samples >= 0, "--weights-samples must be >= 0");
   MIMIC_CHECK(o.compression >= 0 && o.compression <= 9, "the gzip level must be 0..9");
 
-  auto tok = text::load_tokenizer(o.model_dir);
+  auto tok = record_tokenizer(o);  // null for a recall task
   auto model = models::load_model(o.model_dir);
   const auto sum = model->summary();
   const bool cls_sep = sum.family->cls_sep;
-  const int64_t seq_len = o.seq_len > 0 ? o.seq_len : std::min<int64_t>(256, sum.max_positions);
+  const bool recall = data::is_recall_task(o.data);
+  MIMIC_CHECK(!recall || !o.repeat, "--repeat doubles text segments; a recall task (", o.data, ") brings its own structure");
+  const int64_t seq_len = o.seq_len > 0                                        ? o.seq_len
+                          : recall                                             ? data::RecallTaskSpec::parse(o.data).seq_len
+                                                                               : std::min<int64_t>(256, sum.max_positions);
   MIMIC_CHECK(seq_len <= sum.max_positions, "--seq-len ", seq_len, " exceeds the model's context of ", sum.max_positions);
   MIMIC_CHECK(!cls_sep || seq_len >= 3, "--seq-len must be at least 3 for ", sum.family->display_name, " ([CLS] token [SEP])");
   const auto layers = parse_layers(o.layers, sum.n_layer);
@@ -54,13 +59,13 @@ RecordResult record(const RecordOptions& o) {
   std::vector<attention::AttentionCapture> captures(layers.size());
   for (size_t i = 0; i < layers.size(); ++i) model->set_attention_capture(layers[i], &captures[i]);
   {
-    int64_t probe = cls_sep ? tok->cls_id() : 0;
+    int64_t probe = cls_sep && tok ? tok->cls_id() : 0;
     model->forward({torch::full({1, 1}, probe, torch::kLong), {}, {}, {}});
   }
 
   std::string data_id;
-  Stream stream = open_stream(o, *tok, &data_id);
-  Sampler sampler = make_sampler(stream, *tok, cls_sep, seq_len);
+  Stream stream = open_stream(o, tok.get(), seq_len, &data_id);
+  Sampler sampler = make_sampler(stream, tok.get(), cls_sep, seq_len, o.repeat);
   const int64_t available = sampler.available();
   const int64_t target = o.samples > 0 ? std::min(o.samples, available) : available;
   const int64_t K = o.weights_samples;
@@ -74,11 +79,11 @@ RecordResult record(const RecordOptions& o) {
       {"head_dim", head_dim},
       {"d_model", sum.d_model},
       {"model_digest", models::model_digest(*model)},
-      {"tokenizer", tok->kind()},
+      {"tokenizer", tok ? tok->kind() : std::string("none")},
       {"causal", captures[0].causal ? 1 : 0},
       {"scale", captures[0].scale},
       {"data", data_id},
-      {"split", is_corpus(o.data) || is_classification(o.data) ? data::split_name(data::split_from_name(o.split)) : ""},
+      {"split", is_corpus(o.data) || is_classification(o.data) || recall ? data::split_name(data::split_from_name(o.split)) : ""},
       {"data_tokens", stream.size},
       {"data_digest", stream_digest(stream)},
       {"seq_len", seq_len},
@@ -86,6 +91,8 @@ RecordResult record(const RecordOptions& o) {
       {"dtype", o.dtype},
       {"weights_samples", K},
   };
+  // Absent (null: no attribute) unless set, so that files recorded before the option still resume.
+  settings.emplace_back("repeat", o.repeat ? nlohmann::json(1) : nlohmann::json(nullptr));
   std::string source = fs::absolute(o.model_dir).lexically_normal().string();
   while (source.size() > 1 && source.back() == '/') source.pop_back();
 

@@ -21,11 +21,16 @@ namespace mimic::record {
 struct RecordOptions {
   std::string model_dir;            // HF-layout directory of the softmax teacher
   std::string data;                 // corpus (all | sotu | moby-dick), classification set (spam | sotu-era: its
-                                    // texts of the split, packed) or a UTF-8 text file
+                                    // texts of the split, packed), a UTF-8 text file, or a recall task (mqar:...,
+                                    // ar:...; data/recall_tasks.h: examples 0.. of the split, task seed 0; the
+                                    // model needs no tokenizer then)
   std::string split = "train";      // split of a corpus (ignored for a file)
   std::string out;                  // FILE.h5
   int64_t samples = 128;            // samples to hold in the file (0: every block of the data)
-  int64_t seq_len = 0;              // tokens per sample (0: min(256, the model's context))
+  int64_t seq_len = 0;              // tokens per sample (0: min(256, the model's context); a recall task's own)
+  // Each sample is a segment of the data followed by the same segment again ([A A], seq_len/2 tokens each;
+  // BERT: [CLS] A A [SEP]): the record on which report's induction scores measure in-context copying.
+  bool repeat = false;
   std::string layers = "all";       // "all" or a list such as "0,2,4-5"
   int64_t weights_samples = 0;      // store the softmax weights of the first K samples
   std::string dtype = "f16";        // storage of q, k, v, o, weights: "f16" | "f32"

@@ -9,6 +9,7 @@
 #include "core/hash.h"
 #include "data/classification.h"
 #include "data/corpus.h"
+#include "data/recall_tasks.h"
 #include "data/token_cache.h"
 #include "io/atomic_file.h"
 #include "models/config.h"
@@ -29,10 +30,35 @@ bool is_classification(const std::string& data) {
   return std::find(sets.begin(), sets.end(), data) != sets.end();
 }
 
-Stream open_stream(const RecordOptions& o, const text::Tokenizer& tok, std::string* data_id) {
+std::unique_ptr<text::Tokenizer> record_tokenizer(const RecordOptions& o) {
+  if (data::is_recall_task(o.data)) return nullptr;
+  return text::load_tokenizer(o.model_dir);
+}
+
+Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t seq_len, std::string* data_id) {
   Stream s;
+  if (data::is_recall_task(o.data)) {
+    const auto spec = data::RecallTaskSpec::parse(o.data);
+    MIMIC_CHECK(seq_len == spec.seq_len, "--seq-len ", seq_len, " differs from the task's seq_len ", spec.seq_len, " (", o.data,
+                "): give --seq-len ", spec.seq_len);
+    const int64_t n = o.samples > 0 ? o.samples : 1000;
+    auto ids = std::make_shared<std::vector<int64_t>>();
+    ids->reserve(static_cast<size_t>(n * seq_len));
+    const auto split = data::split_from_name(o.split);
+    for (int64_t i = 0; i < n; ++i) {
+      auto ex = data::make_recall_example(spec, 0, split, i);
+      ids->insert(ids->end(), ex.tokens.begin(), ex.tokens.begin() + seq_len);
+    }
+    s.size = static_cast<int64_t>(ids->size());
+    const int64_t* p = ids->data();
+    s.at = [p](int64_t i) { return p[i]; };
+    s.keep = ids;
+    *data_id = spec.to_string();
+    return s;
+  }
+  MIMIC_CHECK(tok != nullptr, "--data ", o.data, " needs the model's tokenizer");
   if (is_corpus(o.data)) {
-    auto cache = std::make_shared<data::TokenCache>(data::corpus_token_cache(o.data, data::split_from_name(o.split), tok));
+    auto cache = std::make_shared<data::TokenCache>(data::corpus_token_cache(o.data, data::split_from_name(o.split), *tok));
     s.size = cache->size();
     const uint16_t* p = cache->data();
     s.at = [p](int64_t i) { return static_cast<int64_t>(p[i]); };
@@ -61,7 +87,7 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer& tok, std::stri
       MIMIC_CHECK(data::is_valid_utf8(text), o.data, ": not valid UTF-8");
       *data_id = fs::absolute(o.data).lexically_normal().string();
     }
-    auto ids = std::make_shared<std::vector<int64_t>>(tok.encode(text, /*add_special_tokens=*/false));
+    auto ids = std::make_shared<std::vector<int64_t>>(tok->encode(text, /*add_special_tokens=*/false));
     s.size = static_cast<int64_t>(ids->size());
     const int64_t* p = ids->data();
     s.at = [p](int64_t i) { return p[i]; };
@@ -83,14 +109,19 @@ std::string stream_digest(const Stream& s) {
   return h.hex();
 }
 
-Sampler make_sampler(const Stream& stream, const text::Tokenizer& tok, bool cls_sep, int64_t seq_len) {
-  Sampler sampler{stream, cls_sep, seq_len, cls_sep ? seq_len - 2 : seq_len};
+Sampler make_sampler(const Stream& stream, const text::Tokenizer* tok, bool cls_sep, int64_t seq_len, bool repeat) {
+  const int64_t room = cls_sep ? seq_len - 2 : seq_len;
+  MIMIC_CHECK(!repeat || (room >= 2 && room % 2 == 0), "--repeat needs an even number of tokens between the framing: --seq-len ", seq_len,
+              " leaves ", room, cls_sep ? " (seq_len − 2 for [CLS] and [SEP])" : "");
+  Sampler sampler{stream, cls_sep, seq_len, repeat ? room / 2 : room};
+  sampler.repeat = repeat;
   if (cls_sep) {
-    sampler.cls = tok.cls_id();
-    sampler.sep = tok.sep_id();
-    sampler.pad = std::max<int64_t>(tok.pad_id(), 0);
+    MIMIC_CHECK(tok != nullptr, "[CLS]/[SEP] framing needs a tokenizer");
+    sampler.cls = tok->cls_id();
+    sampler.sep = tok->sep_id();
+    sampler.pad = std::max<int64_t>(tok->pad_id(), 0);
   } else {
-    sampler.pad = tok.eos_id() >= 0 ? tok.eos_id() : 0;
+    sampler.pad = tok && tok->eos_id() >= 0 ? tok->eos_id() : 0;
   }
   return sampler;
 }
@@ -107,6 +138,8 @@ std::pair<at::Tensor, at::Tensor> Sampler::batch(int64_t begin, int64_t count) c
     int64_t t = 0;
     if (cls_sep) row[t++] = cls;
     for (int64_t i = 0; i < n; ++i) row[t++] = stream.at(start + i);
+    if (repeat)
+      for (int64_t i = 0; i < n; ++i) row[t++] = stream.at(start + i);
     if (cls_sep) row[t++] = sep;
     for (int64_t i = 0; i < t; ++i) mrow[i] = 1;
   }
@@ -121,15 +154,15 @@ struct SampleReader::Impl {
 };
 
 SampleReader::SampleReader(const RecordOptions& o) : impl_(std::make_unique<Impl>()) {
-  auto tok = text::load_tokenizer(o.model_dir);
+  auto tok = record_tokenizer(o);
   const auto cfg = models::load_config((fs::path(o.model_dir) / "config.json").string());
   const bool cls_sep = cfg.family->cls_sep;
   const int64_t context = cfg.max_positions;
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : std::min<int64_t>(256, context);
   MIMIC_CHECK(seq_len <= context, "--seq-len ", seq_len, " exceeds the model's context of ", context);
   MIMIC_CHECK(!cls_sep || seq_len >= 3, "--seq-len must be at least 3 for ", cfg.family->display_name, " ([CLS] token [SEP])");
-  impl_->stream = open_stream(o, *tok, &impl_->data_id);
-  impl_->sampler = std::make_unique<Sampler>(make_sampler(impl_->stream, *tok, cls_sep, seq_len));
+  impl_->stream = open_stream(o, tok.get(), seq_len, &impl_->data_id);
+  impl_->sampler = std::make_unique<Sampler>(make_sampler(impl_->stream, tok.get(), cls_sep, seq_len, o.repeat));
 }
 SampleReader::~SampleReader() = default;
 SampleReader::SampleReader(SampleReader&&) noexcept = default;

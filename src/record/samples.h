@@ -25,8 +25,12 @@ struct Stream {
 bool is_corpus(const std::string& data);
 bool is_classification(const std::string& data);
 // The stream of --data (o.data, o.split) tokenized with `tok`; *data_id: the corpus or set name, or the
-// file's absolute path.
-Stream open_stream(const RecordOptions& o, const text::Tokenizer& tok, std::string* data_id);
+// file's absolute path. A recall task (mqar:..., ar:...) needs no tokenizer (tok may be null): its stream is
+// the inputs of examples 0 .. o.samples−1 (1,000 when 0) of the split, task seed 0, seq_len tokens each
+// (seq_len must be the task's).
+Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t seq_len, std::string* data_id);
+// The tokenizer of o.model_dir, or null for a recall task (which has none).
+std::unique_ptr<text::Tokenizer> record_tokenizer(const RecordOptions& o);
 // Word-wise FNV-style hash of the stream (identity of token streams, not cryptographic).
 std::string stream_digest(const Stream& s);
 
@@ -37,12 +41,14 @@ struct Sampler {
   bool cls_sep;
   int64_t seq_len, block;
   int64_t cls = -1, sep = -1, pad = 0;
+  bool repeat = false;  // each block appears twice in its sample (block = half the room)
   int64_t available() const { return (stream.size + block - 1) / block; }
   // input_ids and attention_mask (int64) [count, seq_len] of samples [begin, begin+count).
   std::pair<at::Tensor, at::Tensor> batch(int64_t begin, int64_t count) const;
 };
 
-// The sampler of a stream: framing ([CLS]/[SEP] when cls_sep) and padding from the tokenizer.
-Sampler make_sampler(const Stream& stream, const text::Tokenizer& tok, bool cls_sep, int64_t seq_len);
+// The sampler of a stream: framing ([CLS]/[SEP] when cls_sep) and padding from the tokenizer (token 0
+// without one); `repeat`: samples [A A] (the room left by the framing must be even).
+Sampler make_sampler(const Stream& stream, const text::Tokenizer* tok, bool cls_sep, int64_t seq_len, bool repeat);
 
 }  // namespace mimic::record

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# What linear attention loses, on synthetic associative recall (docs/recall.md), on CPU.
+#  A. Hedgehog App. B.1 / Fig. 5: small GPT-2s (recipes/configs/recall-mini.json: 2 layers, 4 heads, d 64) trained
+#     from scratch on MQAR with softmax attention, with each registered feature map, and with hedgehog + SLA gates:
+#     recall accuracy on the task's test split, side by side.
+#  B. The conversion experiment the paper does not have: the softmax MQAR model recorded, distilled with maps
+#     (± SLA gates), converted, then finetuned briefly on the task: accuracy before and after, and the share of the
+#     teacher's accuracy recovered.
+#   SCALE=quick (default) | full;  MIMIC, OUT, THREADS, SEED as in recipes/lib.sh
+#   knobs: VOCAB LEN PAIRS (the task), STEPS BATCH LR (training from scratch), MAPS (part A), CONVERT_MAPS (part B),
+#          EXAMPLES (scored per model), REC_SAMPLES EPOCHS FT_STEPS (part B)
+SCALE=${SCALE:-quick}
+OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/recall-$SCALE}
+source "$(dirname "$0")/lib.sh"
+mkdir -p "$OUT"
+if [[ $SCALE == full ]]; then d_steps=3000 d_examples=2000; else d_steps=400 d_examples=500; fi
+VOCAB=${VOCAB:-64} LEN=${LEN:-64} PAIRS=${PAIRS:-8}
+STEPS=${STEPS:-$d_steps} BATCH=${BATCH:-64} LR=${LR:-3e-3} EXAMPLES=${EXAMPLES:-$d_examples}
+REC_SAMPLES=${REC_SAMPLES:-256} EPOCHS=${EPOCHS:-10} FT_STEPS=${FT_STEPS:-$(( STEPS / 4 ))}
+TASK="mqar:vocab=$VOCAB,seq_len=$LEN,pairs=$PAIRS"
+MAPS=${MAPS:-$("$MIMIC" info --maps --json | jq -r '.[].name | select(. != "identity")')}
+CONVERT_MAPS=${CONVERT_MAPS:-hedgehog elu}
+config=$root/recipes/configs/recall-mini.json
+
+# scratch NAME ATTENTION: a model trained from scratch on the task → $OUT/scratch-NAME, accuracy → $OUT/acc-scratch-NAME.json
+scratch() {
+  stage "scratch-$1" to "$OUT/train-scratch-$1.json" "$MIMIC" pretrain --arch gpt2 --config "$config" --data "$TASK" --seq-len "$LEN" \
+    --attention "$2" --batch-size "$BATCH" --steps "$STEPS" --warmup $(( STEPS / 20 + 1 )) --lr "$LR" --eval-every "$STEPS" \
+    --eval-batches 4 --out "$OUT/scratch-$1" --json "${common[@]}"
+  accuracy "scratch-$1" "$OUT/scratch-$1"
+}
+# accuracy NAME MODEL: MQAR accuracy on the test split → $OUT/acc-NAME.json
+accuracy() {
+  stage "acc-$1" to "$OUT/acc-$1.json" "$MIMIC" eval --task mqar --model "$2" --data "$TASK" --examples "$EXAMPLES" --json "${common[@]}"
+}
+acc() { get "$OUT/acc-$1.json" .model.accuracy 3; }
+
+# ---- A: trained from scratch
+scratch softmax softmax
+for m in $MAPS; do scratch "$m" "linear:$m"; done
+scratch hedgehog-sla sla:hedgehog
+
+# ---- B: the softmax model converted
+stage record to "$OUT/record.json" "$MIMIC" record --model "$OUT/scratch-softmax" --data "$TASK" --split train \
+  --samples "$REC_SAMPLES" --out "$OUT/record.h5" --json "${common[@]}"
+convert_recall() {  # convert_recall TAG [distill options...]
+  local tag=$1; shift
+  stage "distill-$tag" to "$OUT/distill-$tag.json" "$MIMIC" distill --record "$OUT/record.h5" --epochs "$EPOCHS" "$@" \
+    --out "$OUT/maps-$tag.safetensors" --json "${common[@]}"
+  stage "convert-$tag" to "$OUT/convert-$tag.json" "$MIMIC" convert --model "$OUT/scratch-softmax" --maps "$OUT/maps-$tag.safetensors" \
+    --out "$OUT/$tag-converted" --json "${common[@]}"
+  accuracy "$tag-converted" "$OUT/$tag-converted"
+  stage "finetune-$tag" to "$OUT/finetune-$tag.json" "$MIMIC" finetune --task lm --model "$OUT/$tag-converted" --data "$TASK" \
+    --seq-len "$LEN" --batch-size "$BATCH" --steps "$FT_STEPS" --warmup $(( FT_STEPS / 10 + 1 )) --lr "$LR" --eval-every "$FT_STEPS" \
+    --out "$OUT/$tag-finetuned" --json "${common[@]}"
+  accuracy "$tag-finetuned" "$OUT/$tag-finetuned"
+}
+for m in $CONVERT_MAPS; do convert_recall "$m" --feature-map "$m"; done
+convert_recall hedgehog-sla --feature-map hedgehog --sla
+
+teacher=$(get "$OUT/acc-scratch-softmax.json" .model.accuracy)
+share() { awk -v a="$(get "$OUT/acc-$1.json" .model.accuracy)" -v t="$teacher" 'BEGIN { printf "%.0f%%", t > 0 ? 100 * a / t : 0 }'; }
+echo
+echo "== $TASK ($SCALE): $STEPS steps × $BATCH examples from scratch; accuracy over $EXAMPLES test examples ($(( EXAMPLES * PAIRS )) queries)"
+printf '| %-22s | %9s |\n' "trained from scratch" "accuracy"
+printf '|---|---|\n'
+for m in softmax $MAPS hedgehog-sla; do printf '| %-22s | %9s |\n' "$m" "$(acc "scratch-$m")"; done
+echo
+echo "== the softmax model converted (distill $EPOCHS epochs on $REC_SAMPLES examples; finetune $FT_STEPS steps)"
+printf '| %-22s | %8s | %10s | %10s | %10s |\n' "map" "KL" "converted" "finetuned" "recovered"
+printf '|---|---|---|---|---|\n'
+for m in $CONVERT_MAPS hedgehog-sla; do
+  printf '| %-22s | %8s | %10s | %10s | %10s |\n' "$m" "$(kl "$m")" "$(acc "$m-converted")" "$(acc "$m-finetuned")" "$(share "$m-finetuned")"
+done
+echo "(teacher: softmax from scratch, accuracy $(acc scratch-softmax); chance 1/$(( VOCAB - VOCAB / 2 )) values)"
+print_timings

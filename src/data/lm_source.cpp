@@ -1,0 +1,90 @@
+#include "data/lm_source.h"
+
+#include <torch/torch.h>
+
+#include <optional>
+
+#include "core/error.h"
+#include "data/token_cache.h"
+
+namespace mimic::data {
+
+namespace {
+
+class CorpusSource : public LmSource {
+ public:
+  CorpusSource(const std::string& corpus, const text::Tokenizer& tok, int64_t seq_len, int64_t batch_size, uint64_t seed,
+               const CopyCurriculum& copy)
+      : train_(corpus_token_cache(corpus, Split::Train, tok)),
+        val_(corpus_token_cache(corpus, Split::Validation, tok)),
+        batches_(train_, seq_len, batch_size, seed, copy),
+        seq_len_(seq_len),
+        batch_size_(batch_size) {}
+  LmBatch next() override { return batches_.next(); }
+  nlohmann::json position() const override {
+    auto p = batches_.position();
+    return {{"epoch", p.epoch}, {"index", p.index}};
+  }
+  void seek(const nlohmann::json& j) override { batches_.seek({j.at("epoch").get<int64_t>(), j.at("index").get<int64_t>()}); }
+  double validation_mean(int64_t max_batches, const std::function<double(const LmBatch&)>& loss) const override {
+    // The first batches of a fixed shuffle (seed 12345) of the validation split's blocks.
+    PackedBatches slice(val_, seq_len_, batch_size_, /*seed=*/12345);
+    const int64_t n = std::min<int64_t>(max_batches, slice.blocks_per_epoch() / batch_size_);
+    MIMIC_CHECK(n > 0, "the validation split is too small for one batch of ", batch_size_, " x ", seq_len_, " tokens");
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += loss(slice.next());
+    return sum / static_cast<double>(n);
+  }
+  bool is_recall_task() const override { return false; }
+
+ private:
+  TokenCache train_, val_;
+  PackedBatches batches_;
+  int64_t seq_len_, batch_size_;
+};
+
+class RecallSource : public LmSource {
+ public:
+  RecallSource(RecallTaskSpec spec, int64_t batch_size, uint64_t seed) : spec_(std::move(spec)), batch_size_(batch_size), seed_(seed) {}
+  LmBatch next() override {
+    auto b = recall_batch(spec_, seed_, Split::Train, next_, batch_size_);
+    next_ += batch_size_;
+    return b;
+  }
+  nlohmann::json position() const override { return {{"example", next_}}; }
+  void seek(const nlohmann::json& j) override {
+    next_ = j.at("example").get<int64_t>();
+    MIMIC_CHECK(next_ >= 0, "invalid recall-task position ", next_);
+  }
+  double validation_mean(int64_t max_batches, const std::function<double(const LmBatch&)>& loss) const override {
+    MIMIC_CHECK(max_batches >= 1, "validation needs at least one batch");
+    double sum = 0;
+    for (int64_t i = 0; i < max_batches; ++i) sum += loss(recall_batch(spec_, seed_, Split::Validation, i * batch_size_, batch_size_));
+    return sum / static_cast<double>(max_batches);
+  }
+  bool is_recall_task() const override { return true; }
+
+ private:
+  RecallTaskSpec spec_;
+  int64_t batch_size_;
+  uint64_t seed_;
+  int64_t next_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<LmSource> open_lm_source(const std::string& data, const text::Tokenizer* tok, int64_t seq_len, int64_t batch_size,
+                                         uint64_t seed, const CopyCurriculum& copy) {
+  MIMIC_CHECK(seq_len >= 1 && batch_size >= 1, "sequence length and batch size must be positive");
+  copy.validate();
+  if (is_recall_task(data)) {
+    auto spec = RecallTaskSpec::parse(data);
+    MIMIC_CHECK(seq_len == spec.seq_len, "--seq-len ", seq_len, " differs from the task's seq_len ", spec.seq_len, " (", data, ")");
+    MIMIC_CHECK(copy.fraction == 0, "the copy curriculum applies to prose corpora, not to ", data);
+    return std::make_unique<RecallSource>(std::move(spec), batch_size, seed);
+  }
+  MIMIC_CHECK(tok != nullptr, "--data ", data, ": a corpus needs the model's tokenizer");
+  return std::make_unique<CorpusSource>(data, *tok, seq_len, batch_size, seed, copy);
+}
+
+}  // namespace mimic::data

@@ -1,0 +1,34 @@
+// Where a language-model training run takes its batches: a prose corpus (packed blocks of the train split,
+// optionally with the copy curriculum) or a recall task (examples of its train split). One interface for
+// pretrain and finetune: the next batch, the position to checkpoint, and the fixed validation batches.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "data/batches.h"
+#include "data/recall_tasks.h"
+
+namespace mimic::text { class Tokenizer; }
+
+namespace mimic::data {
+
+class LmSource {
+ public:
+  virtual ~LmSource() = default;
+  virtual LmBatch next() = 0;
+  virtual nlohmann::json position() const = 0;            // enough to resume exactly
+  virtual void seek(const nlohmann::json& position) = 0;  // a position() read back
+  // The mean of `loss` over the same validation batches at every call (at most max_batches of them).
+  virtual double validation_mean(int64_t max_batches, const std::function<double(const LmBatch&)>& loss) const = 0;
+  virtual bool is_recall_task() const = 0;
+};
+
+// `data`: a corpus (all, sotu, moby-dick; needs `tok`) or a recall task spec (mqar:..., ar:...; its seq_len
+// must equal seq_len, its examples come from `seed`). A copy curriculum applies to corpora only.
+std::unique_ptr<LmSource> open_lm_source(const std::string& data, const text::Tokenizer* tok, int64_t seq_len, int64_t batch_size,
+                                         uint64_t seed, const CopyCurriculum& copy = {});
+
+}  // namespace mimic::data
