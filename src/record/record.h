@@ -7,6 +7,9 @@
 // with the same settings continues after the last complete batch (no sample missing or duplicated). A
 // larger --samples appends to a finished file. A file recorded with other settings, from another model or
 // from other data is refused, naming the attribute that differs.
+//
+// Files: record.cpp (the stage), writer.h (RecordWriter: creating, resuming, appending), reader.cpp
+// (RecordReader), samples.h (the samples of --data, SampleReader), hdf5.h (HDF5 helpers).
 #pragma once
 #include <ATen/core/Tensor.h>
 
