@@ -327,15 +327,17 @@ TEST(InductionScores, HandBuiltHeadsScoreAsComputedByHand) {
 
 TEST(RecordRepeat, EverySampleIsASegmentFollowedByItselfAndReportScoresIt) {
   TempDir dir;
-  const auto model = mimic::test::model_with_tokenizer("gpt2-plain");
+  const auto model = mimic::test::model_with_tokenizer("gpt2-prefixed");  // the full GPT-2 vocabulary, tiny sizes
   mimic::test::write_bytes(dir.file("t.txt"), std::string(mimic::test::kDickens) + " " + mimic::test::kDickens);
   auto r = mimic::test::mimic_cli("record --model " + model + " --data " + dir.file("t.txt") +
                                   " --repeat --seq-len 16 --samples 3 --out " + dir.file("r.h5") + " --threads 1");
   ASSERT_EQ(r.code, 0) << r.err;
-  mimic::record::RecordReader rec(dir.file("r.h5"));
-  auto ids = rec.input_ids(0, 3);
-  EXPECT_TRUE(torch::equal(ids.slice(1, 0, 8), ids.slice(1, 8, 16)));
-  EXPECT_FALSE(torch::equal(ids[0], ids[1]));  // consecutive segments of the text
+  {
+    mimic::record::RecordReader rec(dir.file("r.h5"));  // closed before the CLI opens the file again
+    auto ids = rec.input_ids(0, 3);
+    EXPECT_TRUE(torch::equal(ids.slice(1, 0, 8), ids.slice(1, 8, 16)));
+    EXPECT_FALSE(torch::equal(ids[0], ids[1]));  // consecutive segments of the text
+  }
   // resuming without --repeat is refused: the samples would differ
   auto plain = mimic::test::mimic_cli("record --model " + model + " --data " + dir.file("t.txt") + " --seq-len 16 --samples 4 --out " +
                                       dir.file("r.h5") + " --threads 1");

@@ -12,6 +12,7 @@
 #include "data/lm_source.h"
 #include "data/recall_tasks.h"
 #include "data/token_cache.h"
+#include "models/family.h"
 #include "models/model.h"
 #include "text/tokenizer.h"
 #include "train/lm.h"
@@ -52,8 +53,10 @@ struct MlmBatcher {
 }  // namespace
 
 train::TrainResult pretrain(const PretrainOptions& o) {
-  const bool gpt2 = o.arch == "gpt2";
-  MIMIC_CHECK(gpt2 || o.arch == "bert", "unknown --arch '", o.arch, "' (gpt2 or bert)");
+  // The family decides the objective: a causal family pretrains as a causal LM, a bidirectional one as a masked LM
+  // ([CLS] block [SEP]).
+  const auto& family = models::family(o.arch);
+  const bool gpt2 = family.causal;
   // A recall task replaces the corpus: its own vocabulary and sequence length, no tokenizer.
   const bool recall = data::is_recall_task(o.corpus);
   data::RecallTaskSpec task_spec;
@@ -61,10 +64,10 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   std::string tok_dir;
   if (recall) {
     task_spec = data::RecallTaskSpec::parse(o.corpus);
-    MIMIC_CHECK(gpt2, "a recall task (", o.corpus, ") trains a causal LM: use --arch gpt2");
+    MIMIC_CHECK(gpt2, "a recall task (", o.corpus, ") trains a causal LM: use a causal --arch (gpt2)");
     MIMIC_CHECK(o.init.empty(), "--init continues a prose model; a recall task trains a fresh one (give --config)");
   } else {
-    tok_dir = o.init.empty() ? asset_path(gpt2 ? "gpt2" : "bert-base-uncased") : o.init;
+    tok_dir = o.init.empty() ? asset_path(family.tokenizer_asset) : o.init;
     tok = text::load_tokenizer(tok_dir);
   }
 
@@ -81,8 +84,8 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   } else {
     model = models::load_model(o.init);
     const auto s = model->summary();
-    MIMIC_CHECK(s.model_type == o.arch && s.head == (gpt2 ? "lm" : "mlm"), "--init ", o.init, " is a ", s.model_type, " model with head '",
-                s.head, "'; pretrain --arch ", o.arch, " continues only a ", gpt2 ? "GPT-2 LM" : "BERT masked-LM", " model");
+    MIMIC_CHECK(s.family == &family && s.head == (gpt2 ? "lm" : "mlm"), "--init ", o.init, " is a ", s.model_type, " model with head '",
+                s.head, "'; pretrain --arch ", o.arch, " continues only a ", family.display_name, gpt2 ? " LM" : " masked-LM", " model");
   }
   const auto summary = model->summary();
   const int64_t ctx = summary.max_positions;
