@@ -59,7 +59,7 @@ for m in $CONVERT_MAPS; do convert_recall "$m" --feature-map "$m"; done
 convert_recall hedgehog-sla --feature-map hedgehog --sla
 
 teacher=$(get "$OUT/acc-scratch-softmax.json" .model.accuracy)
-share() { awk -v a="$(get "$OUT/acc-$1.json" .model.accuracy)" -v t="$teacher" 'BEGIN { printf "%.0f%%", t > 0 ? 100 * a / t : 0 }'; }
+share() { awk -v a="$(get "$OUT/acc-$1.json" .model.accuracy)" -v t="$teacher" 'BEGIN { printf "%.0f%%", (t > 0 ? 100 * a / t : 0) }'; }
 echo
 echo "== $TASK ($SCALE): $STEPS steps × $BATCH examples from scratch; accuracy over $EXAMPLES test examples ($(( EXAMPLES * PAIRS )) queries)"
 printf '| %-22s | %9s |\n' "trained from scratch" "accuracy"
