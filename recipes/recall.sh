@@ -13,8 +13,8 @@ SCALE=${SCALE:-quick}
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/recall-$SCALE}
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$OUT"
-if [[ $SCALE == full ]]; then d_steps=3000 d_examples=2000; else d_steps=400 d_examples=500; fi
-VOCAB=${VOCAB:-64} LEN=${LEN:-64} PAIRS=${PAIRS:-8}
+if [[ $SCALE == full ]]; then d_steps=6000 d_examples=2000; else d_steps=1500 d_examples=500; fi
+VOCAB=${VOCAB:-32} LEN=${LEN:-32} PAIRS=${PAIRS:-4}
 STEPS=${STEPS:-$d_steps} BATCH=${BATCH:-64} LR=${LR:-3e-3} EXAMPLES=${EXAMPLES:-$d_examples}
 REC_SAMPLES=${REC_SAMPLES:-256} EPOCHS=${EPOCHS:-10} FT_STEPS=${FT_STEPS:-$(( STEPS / 4 ))}
 TASK="mqar:vocab=$VOCAB,seq_len=$LEN,pairs=$PAIRS"
