@@ -2,13 +2,13 @@
 # What linear attention loses, on synthetic associative recall (docs/recall.md), on CPU.
 #  A. Hedgehog App. B.1 / Fig. 5: small GPT-2s (recipes/configs/recall-mini.json: 2 layers, 4 heads, d 64) trained
 #     from scratch on MQAR with softmax attention, with each registered feature map, and with hedgehog + SLA gates:
-#     recall accuracy on the task's test split, side by side.
+#     recall accuracy on the task's test split and the attention entropy of each model, side by side.
 #  B. The conversion experiment the paper does not have: the softmax MQAR model recorded, distilled with maps
 #     (± SLA gates), converted, then finetuned briefly on the task: accuracy before and after, and the share of the
 #     teacher's accuracy recovered.
 #   SCALE=quick (default) | full;  MIMIC, OUT, THREADS, SEED as in recipes/lib.sh
 #   knobs: VOCAB LEN PAIRS (the task), STEPS BATCH LR (training from scratch), MAPS (part A), CONVERT_MAPS (part B),
-#          EXAMPLES (scored per model), REC_SAMPLES EPOCHS FT_STEPS (part B)
+#          EXAMPLES (scored per model), ENT_SAMPLES (test examples for the entropy), REC_SAMPLES EPOCHS FT_STEPS (part B)
 SCALE=${SCALE:-quick}
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/recall-$SCALE}
 source "$(dirname "$0")/lib.sh"
@@ -16,7 +16,7 @@ mkdir -p "$OUT"
 if [[ $SCALE == full ]]; then d_steps=6000 d_examples=2000; else d_steps=1500 d_examples=500; fi
 VOCAB=${VOCAB:-32} LEN=${LEN:-32} PAIRS=${PAIRS:-4}
 STEPS=${STEPS:-$d_steps} BATCH=${BATCH:-64} LR=${LR:-3e-3} EXAMPLES=${EXAMPLES:-$d_examples}
-REC_SAMPLES=${REC_SAMPLES:-256} EPOCHS=${EPOCHS:-10} FT_STEPS=${FT_STEPS:-$(( STEPS / 4 ))}
+REC_SAMPLES=${REC_SAMPLES:-256} EPOCHS=${EPOCHS:-10} ENT_SAMPLES=${ENT_SAMPLES:-16} FT_STEPS=${FT_STEPS:-$(( STEPS / 4 ))}
 TASK="mqar:vocab=$VOCAB,seq_len=$LEN,pairs=$PAIRS"
 MAPS=${MAPS:-$("$MIMIC" info --maps --json | jq -r '.[].name | select(. != "identity")')}
 CONVERT_MAPS=${CONVERT_MAPS:-hedgehog elu}
@@ -28,7 +28,14 @@ scratch() {
     --attention "$2" --batch-size "$BATCH" --steps "$STEPS" --warmup $(( STEPS / 20 + 1 )) --lr "$LR" --eval-every "$STEPS" \
     --eval-batches 4 --out "$OUT/scratch-$1" --json "${common[@]}"
   accuracy "scratch-$1" "$OUT/scratch-$1"
+  # its attention entropy on test examples: the model recorded on itself, its own weights reported
+  stage "record-scratch-$1" to "$OUT/record-scratch-$1.json" "$MIMIC" record --model "$OUT/scratch-$1" --data "$TASK" --split test \
+    --samples "$ENT_SAMPLES" --out "$OUT/record-scratch-$1.h5" --json "${common[@]}"
+  stage "report-scratch-$1" to "$OUT/report-scratch-$1.json" "$MIMIC" report --record "$OUT/record-scratch-$1.h5" \
+    --model "$OUT/scratch-$1" --samples "$ENT_SAMPLES" --out "$OUT/report-scratch-$1" --json "${common[@]}"
 }
+# entropy NAME: the model's mean attention entropy (nats; over layers, heads and query rows)
+entropy() { get "$OUT/report-scratch-$1.json" '[.metrics[] | select(.head == -1 and .source != "softmax") | .entropy] | add / length' 2; }
 # accuracy NAME MODEL: MQAR accuracy on the test split → $OUT/acc-NAME.json
 accuracy() {
   stage "acc-$1" to "$OUT/acc-$1.json" "$MIMIC" eval --task mqar --model "$2" --data "$TASK" --examples "$EXAMPLES" --json "${common[@]}"
@@ -62,9 +69,10 @@ teacher=$(get "$OUT/acc-scratch-softmax.json" .model.accuracy)
 share() { awk -v a="$(get "$OUT/acc-$1.json" .model.accuracy)" -v t="$teacher" 'BEGIN { printf "%.0f%%", (t > 0 ? 100 * a / t : 0) }'; }
 echo
 echo "== $TASK ($SCALE): $STEPS steps × $BATCH examples from scratch; accuracy over $EXAMPLES test examples ($(( EXAMPLES * PAIRS )) queries)"
-printf '| %-22s | %9s |\n' "trained from scratch" "accuracy"
-printf '|---|---|\n'
-for m in softmax $MAPS hedgehog-sla; do printf '| %-22s | %9s |\n' "$m" "$(acc "scratch-$m")"; done
+printf '| %-22s | %9s | %16s |\n' "trained from scratch" "accuracy" "entropy (nats)"
+printf '|---|---|---|\n'
+for m in softmax $MAPS hedgehog-sla; do printf '| %-22s | %9s | %16s |\n' "$m" "$(acc "scratch-$m")" "$(entropy "$m")"; done
+echo "(entropy of uniform weights over the visible keys: $(get "$OUT/report-scratch-softmax.json" .uniform_entropy 2) nats)"
 echo
 echo "== the softmax model converted (distill $EPOCHS epochs on $REC_SAMPLES examples; finetune $FT_STEPS steps)"
 printf '| %-22s | %8s | %10s | %10s | %10s |\n' "map" "KL" "converted" "finetuned" "recovered"
