@@ -16,7 +16,7 @@ mkdir -p "$OUT"
 if [[ $SCALE == full ]]; then d_steps=6000 d_examples=2000; else d_steps=1500 d_examples=500; fi
 VOCAB=${VOCAB:-32} LEN=${LEN:-32} PAIRS=${PAIRS:-4}
 STEPS=${STEPS:-$d_steps} BATCH=${BATCH:-64} LR=${LR:-3e-3} EXAMPLES=${EXAMPLES:-$d_examples}
-REC_SAMPLES=${REC_SAMPLES:-256} EPOCHS=${EPOCHS:-10} ENT_SAMPLES=${ENT_SAMPLES:-16} FT_STEPS=${FT_STEPS:-$(( STEPS / 4 ))}
+ENT_SAMPLES=${ENT_SAMPLES:-16}  # REC_SAMPLES (64), EPOCHS (10) and FT_STEPS (60) as in recipes/lib.sh
 TASK="mqar:vocab=$VOCAB,seq_len=$LEN,pairs=$PAIRS"
 MAPS=${MAPS:-$("$MIMIC" info --maps --json | jq -r '.[].name | select(. != "identity")')}
 CONVERT_MAPS=${CONVERT_MAPS:-hedgehog elu}
