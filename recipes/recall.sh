@@ -74,7 +74,7 @@ printf '|---|---|---|\n'
 for m in softmax $MAPS hedgehog-sla; do printf '| %-22s | %9s | %16s |\n' "$m" "$(acc "scratch-$m")" "$(entropy "$m")"; done
 echo "(entropy of uniform weights over the visible keys: $(get "$OUT/report-scratch-softmax.json" .uniform_entropy 2) nats)"
 echo
-echo "== the softmax model converted (distill $EPOCHS epochs on $REC_SAMPLES examples; finetune $FT_STEPS steps)"
+echo "== the softmax model converted: distill $EPOCHS epochs on $REC_SAMPLES examples, finetune $FT_STEPS steps"
 printf '| %-22s | %8s | %10s | %10s | %10s |\n' "map" "KL" "converted" "finetuned" "recovered"
 printf '|---|---|---|---|---|\n'
 for m in $CONVERT_MAPS hedgehog-sla; do
