@@ -48,7 +48,6 @@ RecallTaskSpec RecallTaskSpec::parse(const std::string& spec) {
     s.vocab = 40;
     s.seq_len = 128;
   }
-  bool pairs_given = false;
   if (colon != std::string::npos) {
     std::stringstream items(spec.substr(colon + 1));
     std::string item;
@@ -58,7 +57,7 @@ RecallTaskSpec RecallTaskSpec::parse(const std::string& spec) {
       const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
       if (key == "vocab") s.vocab = parse_int(key, value, spec);
       else if (key == "seq_len") s.seq_len = parse_int(key, value, spec);
-      else if (key == "pairs" && s.kind == "mqar") s.pairs = parse_int(key, value, spec), pairs_given = true;
+      else if (key == "pairs" && s.kind == "mqar") s.pairs = parse_int(key, value, spec);
       else if (key == "power_a" && s.kind == "mqar") {
         try {
           s.power_a = std::stod(value);
@@ -71,7 +70,6 @@ RecallTaskSpec RecallTaskSpec::parse(const std::string& spec) {
       }
     }
   }
-  (void)pairs_given;
   if (s.kind == "ar") s.pairs = (s.seq_len - 1) / 2;
   s.validate();
   return s;

@@ -2,14 +2,8 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
-#include <cstdint>
-#include <functional>
-
 namespace mimic::models { class Model; }
-namespace mimic::data {
-class TokenCache;
-struct LmBatch;
-}  // namespace mimic::data
+namespace mimic::data { struct LmBatch; }
 
 namespace mimic::train {
 
