@@ -133,18 +133,20 @@ TEST(DataBatches, CopyCurriculumRepeatsAnEarlierSpanInTheChosenFractionOfBlocks)
     lengths.insert(span.length);
     ASSERT_GE(span.length, 4);
     ASSERT_LE(span.length, 32);
-    ASSERT_GE(span.dest, span.source + span.length);  // the copy comes after its source, no overlap
-    ASSERT_LE(span.dest + span.length, n);
+    ASSERT_EQ(span.dests.size(), 1u);
+    const int64_t dest = span.dests[0];
+    ASSERT_GE(dest, span.source + span.length);  // the copy comes after its source, no overlap
+    ASSERT_LE(dest + span.length, n);
     for (int64_t t = 0; t < n; ++t) {
-      const bool in_copy = t >= span.dest && t < span.dest + span.length;
-      ASSERT_EQ(block[t], in_copy ? span.source + (t - span.dest) : t) << "index " << index << " t " << t;
+      const bool in_copy = t >= dest && t < dest + span.length;
+      ASSERT_EQ(block[t], in_copy ? span.source + (t - dest) : t) << "index " << index << " t " << t;
     }
     // The same key gives the same edit (a resumed stream edits the same blocks); another seed another one.
     std::vector<int64_t> again(n);
     std::iota(again.begin(), again.end(), 0);
     auto span2 = apply_copy_curriculum(again.data(), n, c, 3, 0, index);
     ASSERT_EQ(again, block);
-    ASSERT_EQ(span2.dest, span.dest);
+    ASSERT_EQ(span2.dests, span.dests);
   }
   EXPECT_NEAR(edited / 400.0, 0.5, 0.08);
   EXPECT_GT(lengths.size(), 10u);  // lengths spread over [4, 32]
@@ -160,6 +162,52 @@ TEST(DataBatches, CopyCurriculumRepeatsAnEarlierSpanInTheChosenFractionOfBlocks)
   bad.min_span = 10;
   bad.max_span = 5;
   EXPECT_MIMIC_ERROR(bad.validate(), "copy spans");
+  bad.max_span = 10;
+  bad.copies = 0;
+  EXPECT_MIMIC_ERROR(bad.validate(), "copies of a span");
+}
+
+TEST(DataBatches, ACopyCurriculumWithKCopiesPlacesThemInOrderWithoutOverlapAndFitsTheBlock) {
+  const int64_t n = 129;
+  CopyCurriculum c;
+  c.fraction = 1;
+  c.min_span = 8;
+  c.max_span = 64;
+  c.copies = 3;
+  std::set<int64_t> first_dests;
+  for (int64_t index = 0; index < 300; ++index) {
+    std::vector<int64_t> block(n);
+    std::iota(block.begin(), block.end(), 0);
+    auto span = apply_copy_curriculum(block.data(), n, c, 5, 2, index);
+    ASSERT_EQ(span.dests.size(), 3u);
+    ASSERT_GE(span.length, 8);
+    ASSERT_LE(span.length, n / 4);  // the cap: four occurrences must fit
+    int64_t end = span.source + span.length;
+    for (int64_t d : span.dests) {
+      ASSERT_GE(d, end);  // each copy after the source or the previous copy
+      end = d + span.length;
+    }
+    ASSERT_LE(end, n);
+    first_dests.insert(span.dests[0]);
+    for (int64_t t = 0; t < n; ++t) {
+      int64_t expect = t;
+      for (int64_t d : span.dests)
+        if (t >= d && t < d + span.length) expect = span.source + (t - d);
+      ASSERT_EQ(block[t], expect) << "index " << index << " t " << t;
+    }
+  }
+  EXPECT_GT(first_dests.size(), 20u);  // the gaps vary
+  // K = 1 is the one-copy curriculum, draw for draw.
+  CopyCurriculum one = c;
+  one.copies = 1;
+  CopyCurriculum plain;
+  plain.fraction = 1;
+  plain.min_span = 8;
+  plain.max_span = 64;
+  std::vector<int64_t> a(n), b(n);
+  std::iota(a.begin(), a.end(), 0);
+  std::iota(b.begin(), b.end(), 0);
+  EXPECT_EQ(apply_copy_curriculum(a.data(), n, one, 5, 2, 7).dests, apply_copy_curriculum(b.data(), n, plain, 5, 2, 7).dests);
 }
 
 TEST(DataBatches, PackedBatchesWithACopyCurriculumKeepLabelsShiftedAndResumeExactly) {

@@ -66,6 +66,8 @@ void register_pretrain(CLI::App& app) {
                   "Copy curriculum: the fraction of training blocks in which an earlier span recurs later (0..1; docs/data.md)")
       ->capture_default_str();
   sub->add_option("--copy-span", a->copy_span, "Copy curriculum: MIN,MAX tokens of a copied span (log-uniform)")->delimiter(',');
+  sub->add_option("--copy-repeats", a->o.copy.copies, "Copy curriculum: how many times the span recurs after its source (1..64)")
+      ->capture_default_str();
   sub->add_option("--data", a->o.corpus,
                   "Corpus (all, sotu, moby-dick) or a recall task: mqar[:vocab=V,seq_len=T,pairs=P,power_a=A] or ar[:vocab=V,seq_len=T] "
                   "(docs/recall.md)")
@@ -88,6 +90,9 @@ void register_pretrain(CLI::App& app) {
   sub->add_option("--eval-every", a->o.train.eval_every, "Evaluate every N steps")->capture_default_str();
   sub->add_option("--eval-batches", a->o.eval_batches, "Validation batches per evaluation")->capture_default_str();
   sub->add_option("--checkpoint-every", a->o.train.checkpoint_every, "Checkpoint every N steps")->capture_default_str();
+  sub->add_option("--snapshot-every", a->o.train.snapshot_every, "Also export the model every N steps to OUT/step-N (0: never)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
   sub->add_flag("--fresh", a->o.train.fresh, "Ignore an existing checkpoint and start over");
   add_common_options(*sub, a->common);

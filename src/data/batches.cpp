@@ -13,6 +13,7 @@ namespace mimic::data {
 void CopyCurriculum::validate() const {
   MIMIC_CHECK(fraction >= 0 && fraction <= 1, "the copy fraction must be in [0, 1], got ", fraction);
   MIMIC_CHECK(min_span >= 1 && max_span >= min_span, "copy spans must satisfy 1 <= min <= max, got ", min_span, " and ", max_span);
+  MIMIC_CHECK(copies >= 1 && copies <= 64, "the copies of a span must be in [1, 64], got ", copies);
 }
 
 CopiedSpan apply_copy_curriculum(int64_t* block, int64_t n, const CopyCurriculum& c, uint64_t seed, int64_t epoch, int64_t index) {
@@ -22,17 +23,25 @@ CopiedSpan apply_copy_curriculum(int64_t* block, int64_t n, const CopyCurriculum
                       static_cast<uint64_t>(index));
   std::uniform_real_distribution<double> u(0.0, 1.0);
   if (u(rng) >= c.fraction) return {};
-  const int64_t hi = std::min(c.max_span, n / 2);
+  const int64_t hi = std::min(c.max_span, n / (c.copies + 1));
   const int64_t lo = std::min(c.min_span, hi);
   if (hi < 1) return {};
   const auto len = std::clamp<int64_t>(
       static_cast<int64_t>(std::floor(std::exp(std::log(static_cast<double>(lo)) +
                                                u(rng) * (std::log(static_cast<double>(hi) + 1) - std::log(static_cast<double>(lo)))))),
       lo, hi);
-  const int64_t source = static_cast<int64_t>(rng() % static_cast<uint64_t>(n - 2 * len + 1));
-  const int64_t dest = source + len + static_cast<int64_t>(rng() % static_cast<uint64_t>(n - source - 2 * len + 1));
-  std::copy(block + source, block + source + len, block + dest);
-  return {source, dest, len};
+  CopiedSpan span;
+  span.length = len;
+  span.source = static_cast<int64_t>(rng() % static_cast<uint64_t>(n - (c.copies + 1) * len + 1));
+  int64_t cursor = span.source + len;  // the first free position after the source or the last copy
+  for (int64_t k = 0; k < c.copies; ++k) {
+    const int64_t room = n - cursor - (c.copies - k) * len;  // slack left for this copy's gap and the later ones'
+    const int64_t dest = cursor + static_cast<int64_t>(rng() % static_cast<uint64_t>(room + 1));
+    std::copy(block + span.source, block + span.source + len, block + dest);
+    span.dests.push_back(dest);
+    cursor = dest + len;
+  }
+  return span;
 }
 
 PackedBatches::PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t batch_size, uint64_t seed, CopyCurriculum copy)

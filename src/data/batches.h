@@ -33,17 +33,23 @@ struct LmBatch {
 // max_span] (capped at half the block), a source start s and a destination d >= s + L, both uniform; the
 // labels follow the edited block. The draws are a pure function of (seed, epoch, index of the block), so
 // a resumed stream edits the same blocks the same way. fraction 0: plain prose.
+// `copies` K > 1 makes the span recur K times (each copy after the previous one, gaps uniform in what room
+// is left; L is then capped at n/(K+1)): more of each block rewards looking back, and a span seen several
+// times teaches that a match keeps paying. K = 1 draws exactly what the one-copy curriculum drew.
 struct CopyCurriculum {
   double fraction = 0;
   int64_t min_span = 8;
   int64_t max_span = 128;
+  int64_t copies = 1;
   void validate() const;  // a mimic::Error naming the bad value
 };
 
 // Applies the curriculum to one block of n tokens (in place) with draws keyed by (seed, epoch, index);
-// returns the span {s, d, L} copied, or L = 0 when the block was left as it was.
+// returns the span copied (source s, length L, the start of every copy in order), or L = 0 when the block
+// was left as it was.
 struct CopiedSpan {
-  int64_t source = 0, dest = 0, length = 0;
+  int64_t source = 0, length = 0;
+  std::vector<int64_t> dests;
 };
 CopiedSpan apply_copy_curriculum(int64_t* block, int64_t n, const CopyCurriculum& c, uint64_t seed, int64_t epoch, int64_t index);
 

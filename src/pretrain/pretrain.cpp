@@ -153,8 +153,10 @@ train::TrainResult pretrain(const PretrainOptions& o) {
                    {"steps", t.steps},       {"lr", t.lr},                 {"warmup", t.warmup},
                    {"grad_accum", t.grad_accum}};
   if (!o.init.empty()) t.fingerprint["init"] = models::model_digest(*model);
-  if (o.copy.fraction > 0)
+  if (o.copy.fraction > 0) {
     t.fingerprint["copy"] = {{"fraction", o.copy.fraction}, {"min_span", o.copy.min_span}, {"max_span", o.copy.max_span}};
+    if (o.copy.copies != 1) t.fingerprint["copy"]["copies"] = o.copy.copies;  // absent for K = 1: older runs still resume
+  }
   if (o.attention != "softmax") t.fingerprint["attention"] = o.attention;
   auto result = train::train(task, t);
   // The output directory itself becomes a model directory (the best checkpoint by validation loss).

@@ -193,6 +193,8 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
       window_n = 0;
     }
     if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) evaluate_and_export(done);
+    if (o.snapshot_every > 0 && done % o.snapshot_every == 0 && task.export_model)
+      task.export_model(o.out_dir + "/step-" + std::to_string(done));
     if (done % o.checkpoint_every == 0 || done == o.steps) {
       s.step = done;
       if (task.data_state) s.data = task.data_state();

@@ -28,6 +28,9 @@ struct TrainOptions {
   int64_t eval_every = 100;       // steps; <= 0: only at the end
   int64_t checkpoint_every = 50;  // steps
   int64_t log_every = 10;
+  // > 0: also export the model every N steps to out_dir/step-N (a model directory), so that a long run's
+  // progress can be measured on any metric afterwards, not only the validation loss that picks best/.
+  int64_t snapshot_every = 0;
   int64_t tokens_per_micro_batch = 0;  // for tokens/s
   std::string out_dir;
   bool fresh = false;             // ignore an existing checkpoint instead of resuming from it
