@@ -1,5 +1,6 @@
 // The attention engine: every fast form of linear attention against the quadratic reference (forward and
-// gradients), the recurrence against the chunked form, the feature-map zoo and the SLA head gates.
+// gradients), the recurrence against the chunked form, the feature-map zoo, the SLA head gates and the
+// registry of attention kinds.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -7,8 +8,10 @@
 
 #include "attention/feature_map.h"
 #include "attention/linear_attention.h"
+#include "attention/kinds.h"
 #include "attention/linear_kernel.h"
 #include "core/error.h"
+#include "test_util.h"
 
 using namespace mimic::attention;
 
@@ -556,4 +559,61 @@ TEST(LinearKernel, ConfigRoundTripsAndRejectsUnknownKeys) {
   EXPECT_THROW(LinearAttentionConfig::from_json({{"decay", {0.5}}}, 4), mimic::Error);
   EXPECT_THROW(make_attention_kernel("cosine", nlohmann::json::object(), 4, 8), mimic::Error);
   EXPECT_EQ(make_attention_kernel("softmax", nlohmann::json::object(), 4, 8)->kind(), "softmax");
+}
+
+TEST(AttentionKinds, EveryRegisteredKindBuildsFromItsSavedOptionsAndAnswersWhatStagesAsk) {
+  const int64_t heads = 3, dim = 4;
+  std::vector<std::string> names;
+  for (const auto& info : attention_kinds()) {
+    names.push_back(info.name);
+    EXPECT_FALSE(info.summary.empty()) << info.name;
+    auto k = make_attention_kernel(info.name, nlohmann::json::object(), heads, dim);
+    EXPECT_EQ(k->kind(), info.name);
+    EXPECT_EQ(&attention_kind(info.name), &attention_kind(k->kind()));
+    // rebuilt from what it saves, it saves the same and computes the same
+    auto again = make_attention_kernel(k->kind(), k->config_json(), heads, dim);
+    EXPECT_EQ(again->config_json(), k->config_json()) << info.name;
+    EXPECT_EQ(canonical_options(info.name, nlohmann::json::object(), heads, dim), k->config_json());
+    torch::manual_seed(3);
+    auto q = torch::randn({2, heads, 7, dim}), kk = torch::randn({2, heads, 7, dim}), v = torch::randn({2, heads, 7, dim});
+    AttentionContext ctx;
+    ctx.causal = true;
+    ctx.scale = 0.5;
+    {
+      torch::NoGradGuard ng;
+      for (const auto& p : k->named_parameters()) again->named_parameters()[p.key()].copy_(p.value());
+      for (const auto& b : k->named_buffers()) again->named_buffers()[b.key()].copy_(b.value());
+    }
+    EXPECT_TRUE(torch::allclose(k->forward(q, kk, v, ctx), again->forward(q, kk, v, ctx))) << info.name;
+    EXPECT_EQ(is_reference(*k), info.role == KindRole::Reference) << info.name;
+    if (info.role == KindRole::Reference) {
+      EXPECT_MIMIC_ERROR(as_distillable(k, "layer 2"), "layer 2 runs attention kind '" + info.name + "', which has no distillable form");
+      continue;
+    }
+    // A distillable kind: its quadratic form is its forward, its causal weights are a distribution over the
+    // visible keys, and every parameter belongs to a group distill can select.
+    auto d = as_distillable(k, "layer 2");
+    at::Tensor w, log_w;
+    auto out = d->forward_quadratic(q, kk, v, ctx, &w, &log_w);
+    EXPECT_LT((out - k->forward(q, kk, v, ctx)).abs().max().item<double>(), 1e-5) << info.name;
+    EXPECT_LT((w.sum(-1) - 1).abs().max().item<double>(), 1e-5) << info.name;
+    EXPECT_EQ(w.triu(1).abs().max().item<double>(), 0.0) << info.name;  // no weight on future keys
+    EXPECT_LT((log_w.exp() - w).abs().max().item<double>(), 1e-6) << info.name;
+    for (const auto& p : d->named_parameters()) {
+      const auto g = d->parameter_group(p.key());
+      EXPECT_TRUE(g == "maps" || g == "gates") << info.name << " " << p.key() << " -> " << g;
+    }
+    EXPECT_FALSE(d->feature_map().empty());
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"softmax", "linear"}));
+  EXPECT_MIMIC_ERROR(make_attention_kernel("cosine", nlohmann::json::object(), heads, dim), "unknown attention kind 'cosine' (known: softmax, linear)");
+  EXPECT_MIMIC_ERROR(attention_kind("Softmax"), "unknown attention kind");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("softmax", {{"window", 4}}, heads, dim), "softmax attention takes no options");
+  // Groups and sign as the linear kind defines them: SLA gates apart from the map; taylor2 may go negative.
+  auto sla = as_distillable(kernel_from_spec("sla:hedgehog", heads, dim), "x");
+  int gates = 0;
+  for (const auto& p : sla->named_parameters()) gates += sla->parameter_group(p.key()) == "gates";
+  EXPECT_EQ(gates, 2);
+  EXPECT_FALSE(sla->weights_may_be_negative());
+  EXPECT_TRUE(as_distillable(kernel_from_spec("linear:taylor2", heads, dim), "x")->weights_may_be_negative());
 }

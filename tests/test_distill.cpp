@@ -12,6 +12,7 @@
 #include "attention/linear_kernel.h"
 #include "analysis/metrics.h"
 #include "distill/distill.h"
+#include "distill/maps_file.h"
 #include "io/safetensors.h"
 #include "record/record.h"
 #include "test_util.h"
@@ -341,6 +342,7 @@ TEST(DistillTrain, HedgehogLowersKlOnATinyRecord) {
   }
   auto f = mimic::io::SafeTensorsFile::open(o.out);
   EXPECT_EQ(f.metadata().at("format"), "mimic-distill-1");
+  EXPECT_EQ(f.metadata().at("kind"), "linear");
   EXPECT_EQ(f.metadata().at("feature_map"), "hedgehog");
   EXPECT_EQ(f.metadata().at("layers"), "[0,1]");
   EXPECT_EQ(f.metadata().at("n_head"), "2");
@@ -358,6 +360,39 @@ TEST(DistillTrain, HedgehogLowersKlOnATinyRecord) {
   auto ev = dist::distill(e);
   ASSERT_EQ(ev.layers.size(), 2u);
   for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(ev.layers[i].after.mean.kl, r.layers[i].after.mean.kl, 1e-6);
+}
+
+TEST(DistillMapsFile, AFileWithoutAKindReadsAsLinearAndAReferenceKindIsRefused) {
+  TempDir dir;
+  auto o = train_options(dir.file("maps.safetensors"));
+  o.epochs = 2;
+  dist::distill(o);
+  auto f = mimic::io::SafeTensorsFile::open(o.out);
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const auto& n : f.names()) tensors.emplace_back(n, f.load(n));
+  // As written before the kinds registry: no "kind" metadata.
+  mimic::io::SaveOptions old;
+  old.metadata = f.metadata();
+  old.metadata.erase("kind");
+  mimic::io::save_safetensors(dir.file("old.safetensors"), tensors, old);
+  auto now = dist::DistilledMaps::open(o.out), before = dist::DistilledMaps::open(dir.file("old.safetensors"));
+  EXPECT_EQ(before.kind(), "linear");
+  EXPECT_EQ(before.feature_map(), "hedgehog");
+  auto a = now.kernel(1), b = before.kernel(1);
+  auto q = torch::randn({1, 2, 6, 4}), k = torch::randn({1, 2, 6, 4}), v = torch::randn({1, 2, 6, 4});
+  att::AttentionContext ctx;
+  ctx.causal = true;
+  ctx.scale = 0.5;
+  EXPECT_TRUE(torch::equal(a->forward(q, k, v, ctx), b->forward(q, k, v, ctx)));
+  // A kind that is no student (the softmax reference) or not registered at all: refused on open, naming it.
+  mimic::io::SaveOptions ref = old;
+  ref.metadata["kind"] = "softmax";
+  ref.metadata["attention"] = "{}";
+  mimic::io::save_safetensors(dir.file("softmax.safetensors"), tensors, ref);
+  EXPECT_MIMIC_ERROR(dist::DistilledMaps::open(dir.file("softmax.safetensors")), "no distillable form");
+  ref.metadata["kind"] = "window";
+  mimic::io::save_safetensors(dir.file("window.safetensors"), tensors, ref);
+  EXPECT_MIMIC_ERROR(dist::DistilledMaps::open(dir.file("window.safetensors")), "unknown attention kind 'window' (known: softmax, linear");
 }
 
 TEST(DistillTrain, BidirectionalBertRecordWithPadding) {

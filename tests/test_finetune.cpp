@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "attention/kinds.h"
 #include "attention/linear_kernel.h"
 #include "core/paths.h"
 #include "finetune/classify.h"

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attention/kinds.h"
 #include "attention/linear_kernel.h"
 #include "eval/passkey.h"
 #include "generate/generate.h"

@@ -4,7 +4,7 @@
 #include <map>
 
 #include "attention/feature_map.h"
-#include "attention/linear_kernel.h"
+#include "attention/kinds.h"
 #include "cli.h"
 #include "core/error.h"
 #include "core/runtime.h"
@@ -46,9 +46,10 @@ void run(InfoArgs& a) {
     for (const auto& m : attention::feature_maps()) j.push_back({{"name", m.name}, {"summary", m.summary}});
     if (a.common.json) return print_json(j);
     for (const auto& m : attention::feature_maps()) std::cout << "  " << m.name << std::string(18 - std::min<size_t>(17, m.name.size()), ' ') << m.summary << "\n";
-    std::cout << "attention kinds:";
-    for (const auto& k : attention::attention_kinds()) std::cout << " " << k;
-    std::cout << "\n";
+    std::cout << "attention kinds:\n";
+    for (const auto& k : attention::attention_kinds())
+      std::cout << "  " << k.name << std::string(18 - std::min<size_t>(17, k.name.size()), ' ')
+                << (k.role == attention::KindRole::Reference ? "[reference] " : "[distillable] ") << k.summary << "\n";
     return;
   }
   if (a.system) {

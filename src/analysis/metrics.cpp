@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "attention/attention.h"
-#include "attention/linear_kernel.h"
+#include "attention/distillable.h"
 #include "core/error.h"
 
 namespace mimic::analysis {
@@ -64,7 +64,7 @@ MetricsAccumulator::MetricsAccumulator(int64_t layer, int64_t n_head, int64_t to
       top_s_(n_head),
       top_l_(n_head) {}
 
-void MetricsAccumulator::add(attention::LinearAttention& student, const TeacherBatch& b) {
+void MetricsAccumulator::add(attention::DistillableKernel& student, const TeacherBatch& b) {
   torch::NoGradGuard no_grad;
   at::Tensor log_w, w;
   auto out = student.forward_quadratic(b.q, b.k, b.v, teacher_context(b), &w, &log_w);

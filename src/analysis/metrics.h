@@ -35,7 +35,7 @@ struct LayerMetrics {
 class MetricsAccumulator {
  public:
   MetricsAccumulator(int64_t layer, int64_t n_head, int64_t top_k = 0);
-  void add(attention::LinearAttention& student, const TeacherBatch& batch);
+  void add(attention::DistillableKernel& student, const TeacherBatch& batch);
   // The same from weights directly: a (teacher), log_a_hat (student), scores (q·k·scale), [B, H, T, T].
   void add_weights(const at::Tensor& a, const at::Tensor& log_a_hat, const at::Tensor& scores, const TeacherBatch& batch);
   // Marks the student's weights as no distribution (negative somewhere), as add() does on its own.

@@ -3,7 +3,7 @@
 #include <torch/torch.h>
 
 #include "attention/attention.h"
-#include "attention/linear_kernel.h"
+#include "attention/distillable.h"
 
 namespace mimic::analysis {
 
@@ -16,7 +16,7 @@ attention::AttentionContext teacher_context(const TeacherBatch& b) {
 }
 
 at::Tensor teacher_weights(const TeacherBatch& b) {
-  auto a = attention::SoftmaxAttention::weights(b.q, b.k, teacher_context(b));
+  auto a = attention::softmax_weights(b.q, b.k, teacher_context(b));
   return a * visible(b).to(a.dtype());  // exact zeros where the teacher gives no mass (and in padded rows)
 }
 
@@ -38,8 +38,8 @@ bool negative_weights(const at::Tensor& w, const TeacherBatch& b) { return ((w.d
 
 // A map whose features may be negative (Sign::Any) can still have a positive kernel (taylor2: 1 + q·k + (q·k)²/2);
 // true when some visible weight of this batch is negative, i.e. the weights are no distribution.
-bool negative_weights(const attention::LinearAttention& student, const at::Tensor& w, const TeacherBatch& b) {
-  return student.map->sign() == attention::Sign::Any && negative_weights(w, b);
+bool negative_weights(const attention::DistillableKernel& student, const at::Tensor& w, const TeacherBatch& b) {
+  return student.weights_may_be_negative() && negative_weights(w, b);
 }
 
 }  // namespace mimic::analysis

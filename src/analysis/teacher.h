@@ -4,7 +4,7 @@
 #include <ATen/core/Tensor.h>
 
 namespace mimic::attention {
-class LinearAttention;
+class DistillableKernel;
 struct AttentionContext;
 }  // namespace mimic::attention
 
@@ -34,7 +34,7 @@ attention::AttentionContext teacher_context(const TeacherBatch& b);
 // identity): such weights are no distribution.
 bool negative_weights(const at::Tensor& w, const TeacherBatch& batch);
 
-// The same for a student's weights: only a map whose features may be negative (Sign::Any) can give them.
-bool negative_weights(const attention::LinearAttention& student, const at::Tensor& w, const TeacherBatch& batch);
+// The same for a student's weights: only a kernel whose weights may be negative can give them.
+bool negative_weights(const attention::DistillableKernel& student, const at::Tensor& w, const TeacherBatch& batch);
 
 }  // namespace mimic::analysis

@@ -8,7 +8,7 @@
 
 namespace mimic::attention {
 
-at::Tensor SoftmaxAttention::weights(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx) {
+at::Tensor softmax_weights(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx) {
   auto scores = torch::matmul(q, k.transpose(-1, -2)) * ctx.scale;  // [B, H, T, S]
   const double lowest = std::numeric_limits<float>::lowest();
   const int64_t t = q.size(-2), s = k.size(-2);
@@ -25,7 +25,7 @@ at::Tensor SoftmaxAttention::weights(const at::Tensor& q, const at::Tensor& k, c
 }
 
 at::Tensor SoftmaxAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
-  auto w = weights(q, k, ctx);
+  auto w = softmax_weights(q, k, ctx);
   auto o = torch::matmul(w, v);
   if (ctx.capture && ctx.capture->want_weights) ctx.capture->weights = w.detach();
   return o;
@@ -64,6 +64,12 @@ at::Tensor SoftmaxAttention::forward_cached(const at::Tensor& q, const at::Tenso
   kv.v = kv.v.defined() ? torch::cat({kv.v, v}, 2) : v;
   kv.position += q.size(2);
   return forward(q, kv.k, kv.v, ctx);  // the causal mask aligns the T queries with the last T of the S keys
+}
+
+// The "softmax" entry of kinds.def.
+AttentionKernel make_softmax_kernel(const nlohmann::json& options, int64_t n_head, int64_t head_dim) {
+  MIMIC_CHECK(options.is_null() || options.empty(), "softmax attention takes no options, got ", options.dump());
+  return std::make_shared<SoftmaxAttention>();
 }
 
 }  // namespace mimic::attention

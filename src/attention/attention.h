@@ -80,8 +80,10 @@ class SoftmaxAttention : public AttentionKernelImpl {
   std::unique_ptr<KernelCache> new_cache() const override;
   at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                             KernelCache& cache) override;
-  // The weights alone (used by forward, record and analysis).
-  static at::Tensor weights(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx);
 };
+
+// Softmax attention's weights [B, H, T, T] alone (what forward uses; record and the analysis recompute the
+// teacher's weights with it).
+at::Tensor softmax_weights(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx);
 
 }  // namespace mimic::attention

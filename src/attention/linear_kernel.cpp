@@ -163,31 +163,15 @@ at::Tensor LinearAttention::forward_cached(const at::Tensor& q, const at::Tensor
   return o;
 }
 
-AttentionKernel make_attention_kernel(const std::string& kind, const nlohmann::json& options, int64_t n_head, int64_t head_dim) {
-  if (kind == "softmax") {
-    MIMIC_CHECK(options.is_null() || options.empty(), "softmax attention takes no options, got ", options.dump());
-    return std::make_shared<SoftmaxAttention>();
-  }
-  if (kind == "linear")
-    return std::make_shared<LinearAttention>(LinearAttentionConfig::from_json(options.is_null() ? nlohmann::json::object() : options, n_head),
-                                             n_head, head_dim);
-  fail("unknown attention kind '", kind, "' (known: softmax, linear)");
+bool LinearAttention::weights_may_be_negative() const { return map->sign() == Sign::Any; }
+
+std::string LinearAttention::parameter_group(const std::string& name) const {
+  return name.rfind("gates.", 0) == 0 ? "gates" : "maps";
 }
 
-std::vector<std::string> attention_kinds() { return {"softmax", "linear"}; }
-
-AttentionKernel kernel_from_spec(const std::string& spec, int64_t n_head, int64_t head_dim) {
-  if (spec == "softmax") return make_attention_kernel("softmax", nlohmann::json::object(), n_head, head_dim);
-  const auto colon = spec.find(':');
-  const std::string form = spec.substr(0, colon);
-  MIMIC_CHECK(colon != std::string::npos && colon + 1 < spec.size() && (form == "linear" || form == "sla"), "attention '", spec,
-              "': expected softmax, linear:<map> or sla:<map> (maps: ", [] {
-                std::string names;
-                for (const auto& m : feature_maps()) names += (names.empty() ? "" : ", ") + m.name;
-                return names;
-              }(), ")");
-  nlohmann::json options = {{"feature_map", spec.substr(colon + 1)}, {"gates", form == "sla"}};
-  return make_attention_kernel("linear", options, n_head, head_dim);
+// The "linear" entry of kinds.def: options are LinearAttentionConfig's JSON.
+AttentionKernel make_linear_kernel(const nlohmann::json& options, int64_t n_head, int64_t head_dim) {
+  return std::make_shared<LinearAttention>(LinearAttentionConfig::from_json(options, n_head), n_head, head_dim);
 }
 
 }  // namespace mimic::attention

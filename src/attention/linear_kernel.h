@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "attention/distillable.h"
 #include "attention/feature_map.h"
 #include "attention/linear_attention.h"
 
@@ -46,7 +47,7 @@ class HeadGatesImpl : public torch::nn::Module {
   at::Tensor w_q, w_k;  // [d_model, H]
 };
 
-class LinearAttention : public AttentionKernelImpl {
+class LinearAttention : public DistillableKernel {
  public:
   LinearAttention(const LinearAttentionConfig& config, int64_t n_head, int64_t head_dim);
   // The fast form: chunked when ctx.causal, bidirectional otherwise. Fills ctx.capture->weights (the quadratic
@@ -67,7 +68,10 @@ class LinearAttention : public AttentionKernelImpl {
                             KernelCache& cache) override;
   // The quadratic reference with its weights [B, H, T, T] (distillation and analysis).
   at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
-                               at::Tensor* weights, at::Tensor* log_weights = nullptr);
+                               at::Tensor* weights, at::Tensor* log_weights = nullptr) override;
+  bool weights_may_be_negative() const override;  // the map's features may be negative (Sign::Any)
+  std::string parameter_group(const std::string& name) const override;  // "gates" for gates.*, else "maps"
+  std::string feature_map() const override { return config_.feature_map; }
 
   const LinearAttentionConfig& config() const { return config_; }
   FeatureMap map;
@@ -78,13 +82,6 @@ class LinearAttention : public AttentionKernelImpl {
   at::Tensor decay_;
 };
 
-// The registry of attention kinds: "softmax" (options: none) and "linear" (LinearAttentionConfig's JSON).
-AttentionKernel make_attention_kernel(const std::string& kind, const nlohmann::json& options, int64_t n_head, int64_t head_dim);
-std::vector<std::string> attention_kinds();
-
-// A kernel from a short command-line spec, for models built with an attention other than softmax from the
-// start (pretrain --attention): "softmax", "linear:<map>" (a feature map of the registry, row normalisation)
-// or "sla:<map>" (the same with SLA head gates). Anything else is a mimic::Error listing the forms.
-AttentionKernel kernel_from_spec(const std::string& spec, int64_t n_head, int64_t head_dim);
+// Built by name through the registry of attention kinds (kinds.h: make_attention_kernel("linear", options, ...)).
 
 }  // namespace mimic::attention

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "attention/attention.h"
+#include "attention/kinds.h"
 #include "attention/feature_map.h"
 #include "attention/linear_attention.h"
 #include "core/error.h"
@@ -31,7 +32,6 @@ using attention::Features;
 using attention::LinearOptions;
 using attention::LinearState;
 using attention::Role;
-using attention::SoftmaxAttention;
 using Clock = std::chrono::steady_clock;
 
 constexpr double kMB = 1e6;
@@ -203,7 +203,7 @@ struct SoftmaxDecoder {
     }
   }
   // New token i of a run (a run is tokens 0, 1, ... in order; token 0 starts again at context n).
-  void step(size_t i, SoftmaxAttention& sm, const AttentionContext& ctx) {
+  void step(size_t i, attention::AttentionKernelImpl& sm, const AttentionContext& ctx) {
     const int64_t pos = n + static_cast<int64_t>(i);
     kc.narrow(2, pos, 1).copy_(k[i]);
     vc.narrow(2, pos, 1).copy_(v[i]);
@@ -287,7 +287,8 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   res.feature_dim = map->feature_dim();
   std::vector<torch::Tensor> params = map->parameters();
   for (auto& p : params) p.requires_grad_(true);
-  SoftmaxAttention softmax;
+  auto softmax_kernel = attention::make_attention_kernel("softmax", nlohmann::json::object(), 1, d);
+  auto& softmax = *softmax_kernel;
   AttentionContext ctx;
   ctx.causal = true;
   ctx.scale = scale;

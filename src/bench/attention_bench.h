@@ -1,7 +1,7 @@
 // `mimic bench attention`: what linear attention buys over softmax attention on this machine.
 //
 // One head (head_dim 64, batch 1, fp32). For each sequence length T: the time and peak memory of the
-// forward pass and of forward + backward, for causal softmax attention (SoftmaxAttention) and for causal
+// forward pass and of forward + backward, for causal softmax attention (the reference kind) and for causal
 // chunked linear attention with a feature map (hedgehog by default: features from the map on q·√scale and
 // k·√scale, then linear_chunked). Then recurrent decoding: the time of one new token at a context of N
 // tokens, for softmax (one query against a KV cache of N keys) and for linear attention (linear_step on a

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "attention/linear_kernel.h"
+#include "attention/kinds.h"
 #include "core/error.h"
 #include "core/progress.h"
 #include "generate/generate.h"

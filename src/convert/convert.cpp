@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "attention/linear_kernel.h"
+#include "attention/distillable.h"
 #include "core/error.h"
 #include "core/layers.h"
 #include "distill/maps_file.h"

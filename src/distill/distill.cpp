@@ -11,7 +11,9 @@
 #include <optional>
 
 #include "attention/attention.h"
-#include "attention/linear_kernel.h"
+#include "attention/distillable.h"
+#include "attention/feature_map.h"
+#include "attention/kinds.h"
 #include "core/error.h"
 #include "core/layers.h"
 #include "core/progress.h"
@@ -31,8 +33,7 @@ using analysis::MetricsAccumulator;
 using analysis::TeacherBatch;
 using analysis::teacher_weights;
 using analysis::valid_rows;
-using attention::LinearAttention;
-using attention::LinearAttentionConfig;
+using attention::DistillableKernel;
 
 // ---------------------------------------------------------------- loss (the teacher side: analysis/teacher.h)
 
@@ -52,11 +53,11 @@ std::string loss_name(LossKind k) {
   return "?";
 }
 
-LossValue distill_loss(LinearAttention& student, const TeacherBatch& b, const LossSpec& spec) {
+LossValue distill_loss(DistillableKernel& student, const TeacherBatch& b, const LossSpec& spec) {
   at::Tensor log_w, w;
-  const bool check = spec.kind != LossKind::MSE && student.map->sign() == attention::Sign::Any;
+  const bool check = spec.kind != LossKind::MSE && student.weights_may_be_negative();
   auto out = student.forward_quadratic(b.q, b.k, b.v, analysis::teacher_context(b), check ? &w : nullptr, &log_w);
-  MIMIC_CHECK(!check || !analysis::negative_weights(student, w, b), "feature map '", student.map->spec().name,
+  MIMIC_CHECK(!check || !analysis::negative_weights(student, w, b), "feature map '", student.feature_map(),
               "' gives negative attention weights: they are no distribution and the ce loss is undefined; use --loss mse");
   auto rows = valid_rows(b).to(out.dtype());                  // [B, 1, T, 1]
   const double n_rows = rows.sum().item<double>() * static_cast<double>(b.q.size(1));  // real rows × heads
@@ -270,17 +271,20 @@ std::unique_ptr<Source> open_source(const DistillOptions& o) {
 
 // ---------------------------------------------------------------- students
 
+// The student: an attention kind of the registry (distill trains linear attention) and its options as the
+// kind saves them (canonical: defaults filled in, so fingerprints and outputs do not depend on spelling).
 struct StudentSpec {
-  LinearAttentionConfig config;
+  std::string kind = "linear";
+  nlohmann::json options;
   bool train_maps = true, train_gates = false;
 };
 
-StudentSpec student_spec(const DistillOptions& o) {
+StudentSpec student_spec(const DistillOptions& o, int64_t n_head, int64_t head_dim) {
   StudentSpec s;
-  s.config.feature_map = o.feature_map;
-  s.config.map_options = o.map_options.is_null() ? nlohmann::json::object() : o.map_options;
-  MIMIC_CHECK(s.config.map_options.is_object(), "--map-options must be a JSON object, got ", s.config.map_options.dump());
-  s.config.gates = o.sla;
+  const nlohmann::json map_options = o.map_options.is_null() ? nlohmann::json::object() : o.map_options;
+  MIMIC_CHECK(map_options.is_object(), "--map-options must be a JSON object, got ", map_options.dump());
+  s.options = attention::canonical_options(
+      s.kind, {{"feature_map", o.feature_map}, {"map_options", map_options}, {"gates", o.sla}}, n_head, head_dim);
   const std::string train = o.train.empty() ? (o.sla ? "both" : "maps") : o.train;
   MIMIC_CHECK(train == "maps" || train == "gates" || train == "both", "--train must be maps, gates or both, got '", train, "'");
   MIMIC_CHECK(o.sla || train == "maps", "--train ", train, " needs SLA gates (--sla)");
@@ -289,14 +293,14 @@ StudentSpec student_spec(const DistillOptions& o) {
   return s;
 }
 
-std::shared_ptr<LinearAttention> make_student(const StudentSpec& s, int64_t n_head, int64_t head_dim, uint64_t seed, int64_t layer) {
-  return untrained_student(s.config, n_head, head_dim, seed, layer);
+std::shared_ptr<DistillableKernel> make_student(const StudentSpec& s, int64_t n_head, int64_t head_dim, uint64_t seed, int64_t layer) {
+  return untrained_student(s.kind, s.options, n_head, head_dim, seed, layer);
 }
 
-std::vector<std::pair<std::string, at::Tensor>> trainable(LinearAttention& m, const StudentSpec& s) {
+std::vector<std::pair<std::string, at::Tensor>> trainable(DistillableKernel& m, const StudentSpec& s) {
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (auto& p : m.named_parameters()) {
-    const bool gate = p.key().rfind("gates.", 0) == 0;
+    const bool gate = m.parameter_group(p.key()) == "gates";
     const bool on = gate ? s.train_gates : s.train_maps;
     p.value().set_requires_grad(on);
     if (on) out.emplace_back(p.key(), p.value());
@@ -304,7 +308,7 @@ std::vector<std::pair<std::string, at::Tensor>> trainable(LinearAttention& m, co
   return out;
 }
 
-std::vector<std::pair<std::string, at::Tensor>> snapshot(LinearAttention& m) {
+std::vector<std::pair<std::string, at::Tensor>> snapshot(DistillableKernel& m) {
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const auto& p : m.named_parameters()) out.emplace_back(p.key(), p.value().detach().clone());
   for (const auto& b : m.named_buffers()) out.emplace_back(b.key(), b.value().detach().clone());
@@ -313,7 +317,7 @@ std::vector<std::pair<std::string, at::Tensor>> snapshot(LinearAttention& m) {
 
 // Copies tensors named `prefix + name` from `get` into the student; names the first missing or misshapen one.
 template <typename Get>
-void restore(LinearAttention& m, const std::string& where, const std::string& prefix, Get get) {
+void restore(DistillableKernel& m, const std::string& where, const std::string& prefix, Get get) {
   torch::NoGradGuard no_grad;
   auto load = [&](const std::string& name, at::Tensor dst) {
     at::Tensor t = get(prefix + name);
@@ -325,7 +329,7 @@ void restore(LinearAttention& m, const std::string& where, const std::string& pr
   for (auto& b : m.named_buffers()) load(b.key(), b.value());
 }
 
-void set_state(LinearAttention& m, const std::vector<std::pair<std::string, at::Tensor>>& state) {
+void set_state(DistillableKernel& m, const std::vector<std::pair<std::string, at::Tensor>>& state) {
   std::map<std::string, at::Tensor> by_name(state.begin(), state.end());
   restore(m, "distill", "", [&](const std::string& n) {
     auto it = by_name.find(n);
@@ -352,14 +356,14 @@ Split split_samples(int64_t n, double fraction) {
   return s;
 }
 
-LayerMetrics evaluate(LinearAttention& student, Source& src, int64_t layer, const Split& sp, int64_t batch) {
+LayerMetrics evaluate(DistillableKernel& student, Source& src, int64_t layer, const Split& sp, int64_t batch) {
   student.eval();
   MetricsAccumulator acc(layer, src.n_head());
   for (int64_t b = 0; b < sp.val_count; b += batch) acc.add(student, src.batch(layer, sp.val_begin + b, std::min(batch, sp.val_count - b)));
   return acc.result();
 }
 
-double validation_loss(LinearAttention& student, Source& src, int64_t layer, const Split& sp, int64_t batch, const LossSpec& loss) {
+double validation_loss(DistillableKernel& student, Source& src, int64_t layer, const Split& sp, int64_t batch, const LossSpec& loss) {
   torch::NoGradGuard no_grad;
   student.eval();
   double sum = 0;
@@ -462,9 +466,10 @@ void write_output(const std::string& path, const DistillOptions& o, const Studen
   }
   io::SaveOptions so;
   so.metadata = {{"format", "mimic-distill-1"},
-                 {"attention", spec.config.to_json().dump()},
-                 {"feature_map", spec.config.feature_map},
-                 {"map_options", spec.config.map_options.dump()},
+                 {"kind", spec.kind},
+                 {"attention", spec.options.dump()},
+                 {"feature_map", o.feature_map},
+                 {"map_options", (o.map_options.is_null() ? nlohmann::json::object() : o.map_options).dump()},
                  {"sla", o.sla ? "1" : "0"},
                  {"layers", nlohmann::json(ids).dump()},
                  {"n_head", std::to_string(src.n_head())},
@@ -520,11 +525,12 @@ DistillResult eval_only(const DistillOptions& o, Source& src) {
   std::optional<DistilledMaps> maps;
   if (!o.maps.empty()) {
     maps = DistilledMaps::open(o.maps);
-    spec.config = LinearAttentionConfig::from_json(maps->attention(), src.n_head());
+    spec.kind = maps->kind();
+    spec.options = maps->attention();
     MIMIC_CHECK(maps->n_head() == src.n_head() && maps->head_dim() == src.head_dim(), o.maps, ": maps for ", maps->n_head(),
                 " heads of ", maps->head_dim(), " dimensions, the record has ", src.n_head(), " of ", src.head_dim());
   } else {
-    spec = student_spec(o);
+    spec = student_spec(o, src.n_head(), src.head_dim());
   }
   for (auto layer : layers) {
     auto student = make_student(spec, src.n_head(), src.head_dim(), o.seed, layer);
@@ -542,10 +548,10 @@ DistillResult eval_only(const DistillOptions& o, Source& src) {
 
 // ---------------------------------------------------------------- students, read back
 
-std::shared_ptr<LinearAttention> untrained_student(const LinearAttentionConfig& config, int64_t n_head, int64_t head_dim,
-                                                   uint64_t seed, int64_t layer) {
+std::shared_ptr<DistillableKernel> untrained_student(const std::string& kind, const nlohmann::json& options, int64_t n_head,
+                                                     int64_t head_dim, uint64_t seed, int64_t layer) {
   torch::manual_seed(seed * 1000003ull + static_cast<uint64_t>(layer));  // the same initial maps for a layer, whatever ran before
-  return std::make_shared<LinearAttention>(config, n_head, head_dim);
+  return attention::as_distillable(attention::make_attention_kernel(kind, options, n_head, head_dim), "a distillation student");
 }
 
 // ---------------------------------------------------------------- training
@@ -565,11 +571,11 @@ DistillResult distill(const DistillOptions& o) {
   if (o.eval_only) return eval_only(o, *src);
 
   const auto t0 = std::chrono::steady_clock::now();
-  const auto spec = student_spec(o);
+  const auto spec = student_spec(o, src->n_head(), src->head_dim());
   const auto layers = chosen_layers(o, *src);
   const auto sp = split_samples(src->samples(), o.val_fraction);
   const int64_t n_batches = (sp.train_count + o.batch_size - 1) / o.batch_size;
-  nlohmann::json fingerprint = {{"source", src->identity()},   {"attention", spec.config.to_json()},
+  nlohmann::json fingerprint = {{"source", src->identity()},   {"attention", spec.options},
                                 {"train_maps", spec.train_maps}, {"train_gates", spec.train_gates},
                                 {"loss", o.loss},               {"ce_weight", o.ce_weight},
                                 {"mse_weight", o.mse_weight},   {"epochs", o.epochs},

@@ -1,7 +1,7 @@
 // The `distill` stage: teach linear attention to mimic a softmax teacher, layer by layer (Hedgehog,
 // Zhang et al. 2024, Eq. 3 and App. C.2; SLA head gates, arXiv 2602.01744 Eq. 3–7).
 //
-// Every layer is trained on its own, teacher-forced: the student (a LinearAttention kernel: a feature map,
+// Every layer is trained on its own, teacher-forced: the student (a distillable kernel, attention/distillable.h: a feature map,
 // optionally SLA gates) reads the teacher's own q, k, v — from a record file (docs/formats.md) or captured
 // on the fly from the model — and is scored against the softmax weights recomputed from q, k with the
 // recorded scale, causal mask and key padding. One loss function (distill_loss) serves both sources.
@@ -18,10 +18,7 @@
 
 #include "analysis/metrics.h"
 
-namespace mimic::attention {
-class LinearAttention;
-struct LinearAttentionConfig;
-}
+namespace mimic::attention { class DistillableKernel; }
 
 namespace mimic::distill {
 
@@ -45,7 +42,7 @@ struct LossValue {
 // −Σ_j a_ij log â_ij (a: teacher weights, â: the student's quadratic-form weights; masked keys carry no
 // target mass). mse: mean over real query rows, heads, samples and dimensions of (ô − o)², ô the student's
 // per-head output. ce+mse: ce_weight·ce + mse_weight·mse.
-LossValue distill_loss(attention::LinearAttention& student, const analysis::TeacherBatch& batch, const LossSpec& spec);
+LossValue distill_loss(attention::DistillableKernel& student, const analysis::TeacherBatch& batch, const LossSpec& spec);
 
 struct DistillOptions {
   // the teacher: a record file, or (online) a model and data
@@ -100,10 +97,11 @@ DistillResult distill(const DistillOptions& options);
 
 // layer_prefix (the output's tensor names) and DistilledMaps (reading an output): distill/maps_file.h.
 
-// An untrained student as distill builds it for a layer: the kernel of `config` with the random state a
-// given (seed, layer) gives (performer's projection), so evaluations with the same seed agree.
-std::shared_ptr<attention::LinearAttention> untrained_student(const attention::LinearAttentionConfig& config, int64_t n_head,
-                                                              int64_t head_dim, uint64_t seed, int64_t layer);
+// An untrained student as distill builds it for a layer: the kernel of a distillable attention kind
+// (kinds.def) with these options, with the random state a given (seed, layer) gives (performer's
+// projection), so evaluations with the same seed agree. A kind that is not distillable is a mimic::Error.
+std::shared_ptr<attention::DistillableKernel> untrained_student(const std::string& kind, const nlohmann::json& options,
+                                                                int64_t n_head, int64_t head_dim, uint64_t seed, int64_t layer);
 
 
 }  // namespace mimic::distill

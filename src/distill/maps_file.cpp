@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "attention/linear_kernel.h"
+#include "attention/distillable.h"
+#include "attention/kinds.h"
 #include "core/error.h"
 #include "io/safetensors.h"
 
@@ -41,18 +42,21 @@ DistilledMaps DistilledMaps::open(const std::string& path) {
   }
   m.source_ = md.count("source") ? md.at("source") : "";
   m.model_digest_ = md.count("model_digest") ? md.at("model_digest") : "";
-  // the configuration must build
-  attention::LinearAttentionConfig::from_json(m.attention_, m.n_head_);
+  m.kind_ = md.count("kind") ? md.at("kind") : "linear";  // files written before the kinds registry hold linear attention
+  // the kernel must build, and be one distill can have written
+  attention::as_distillable(attention::make_attention_kernel(m.kind_, m.attention_, m.n_head_, m.head_dim_), path + "'s kernel");
   return m;
 }
 
 bool DistilledMaps::has_layer(int64_t layer) const { return std::find(layers_.begin(), layers_.end(), layer) != layers_.end(); }
 
-std::string DistilledMaps::feature_map() const { return attention_.value("feature_map", std::string()); }
+std::string DistilledMaps::feature_map() const {
+  return attention::as_distillable(attention::make_attention_kernel(kind_, attention_, n_head_, head_dim_), path_)->feature_map();
+}
 bool DistilledMaps::sla() const { return attention_.value("gates", false); }
 const std::map<std::string, std::string>& DistilledMaps::metadata() const { return file_->metadata(); }
 
-void DistilledMaps::load_into(attention::LinearAttention& kernel, int64_t layer) const {
+void DistilledMaps::load_into(attention::AttentionKernelImpl& kernel, int64_t layer) const {
   MIMIC_CHECK(has_layer(layer), path_, ": holds no maps for layer ", layer);
   torch::NoGradGuard no_grad;
   const std::string prefix = layer_prefix(layer) + ".";
@@ -67,9 +71,9 @@ void DistilledMaps::load_into(attention::LinearAttention& kernel, int64_t layer)
   for (auto& b : kernel.named_buffers()) load(b.key(), b.value());
 }
 
-std::shared_ptr<attention::LinearAttention> DistilledMaps::kernel(int64_t layer) const {
-  auto k = std::make_shared<attention::LinearAttention>(attention::LinearAttentionConfig::from_json(attention_, n_head_), n_head_,
-                                                        head_dim_);
+std::shared_ptr<attention::DistillableKernel> DistilledMaps::kernel(int64_t layer) const {
+  MIMIC_CHECK(has_layer(layer), path_, ": holds no maps for layer ", layer);
+  auto k = attention::as_distillable(attention::make_attention_kernel(kind_, attention_, n_head_, head_dim_), path_);
   load_into(*k, layer);
   k->eval();
   return k;

@@ -10,7 +10,10 @@
 #include <vector>
 
 namespace mimic::io { class SafeTensorsFile; }
-namespace mimic::attention { class LinearAttention; }
+namespace mimic::attention {
+class AttentionKernelImpl;
+class DistillableKernel;
+}
 
 namespace mimic::distill {
 
@@ -24,7 +27,8 @@ class DistilledMaps {
   bool has_layer(int64_t layer) const;
   int64_t n_head() const { return n_head_; }
   int64_t head_dim() const { return head_dim_; }
-  // The LinearAttentionConfig JSON (make_attention_kernel("linear", attention(), ...)).
+  // The attention kind (kinds.def) and its options: make_attention_kernel(kind(), attention(), ...) builds it.
+  const std::string& kind() const { return kind_; }
   const nlohmann::json& attention() const { return attention_; }
   std::string feature_map() const;
   bool sla() const;
@@ -34,12 +38,12 @@ class DistilledMaps {
 
   // The trained kernel of a distilled layer, in eval mode; a layer the file does not hold, or a missing or
   // mis-shaped tensor, is a mimic::Error naming it.
-  std::shared_ptr<attention::LinearAttention> kernel(int64_t layer) const;
+  std::shared_ptr<attention::DistillableKernel> kernel(int64_t layer) const;
   // Copies the layer's tensors into an existing kernel of the same configuration.
-  void load_into(attention::LinearAttention& kernel, int64_t layer) const;
+  void load_into(attention::AttentionKernelImpl& kernel, int64_t layer) const;
 
  private:
-  std::string path_, source_, model_digest_;
+  std::string path_, source_, model_digest_, kind_;
   std::vector<int64_t> layers_;
   int64_t n_head_ = 0, head_dim_ = 0;
   nlohmann::json attention_;

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "attention/attention.h"
-#include "attention/linear_kernel.h"
+#include "attention/kinds.h"
 #include "core/error.h"
 #include "core/hash.h"
 #include "io/atomic_file.h"

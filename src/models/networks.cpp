@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "attention/kinds.h"
 #include "core/error.h"
 
 namespace mimic::models {
@@ -45,7 +46,8 @@ void check_ids(const at::Tensor& ids, int64_t vocab) {
 void NetworkImpl::init_layers(int64_t n) {
   kernel_modules_ = register_module("kernels", torch::nn::ModuleList());
   for (int64_t i = 0; i < n; ++i) {
-    auto k = std::make_shared<attention::SoftmaxAttention>();
+    // every layer starts on the reference kind (softmax); convert swaps kernels in later
+    auto k = attention::make_attention_kernel("softmax", nlohmann::json::object(), 1, 1);
     kernels_.push_back(k);
     kernel_modules_->push_back(k);
   }

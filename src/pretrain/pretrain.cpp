@@ -5,7 +5,7 @@
 #include <optional>
 #include <sstream>
 
-#include "attention/linear_kernel.h"
+#include "attention/kinds.h"
 #include "core/error.h"
 #include "core/paths.h"
 #include "data/batches.h"

@@ -17,7 +17,8 @@
 #include "analysis/induction.h"
 #include "analysis/metrics.h"
 #include "attention/feature_map.h"
-#include "attention/linear_kernel.h"
+#include "attention/distillable.h"
+#include "attention/kinds.h"
 #include "core/error.h"
 #include "core/layers.h"
 #include "core/progress.h"
@@ -32,17 +33,17 @@ namespace fs = std::filesystem;
 
 namespace mimic::report {
 
-using attention::LinearAttention;
+using attention::DistillableKernel;
 
 namespace {
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // A student: its kernel per layer. A missing layer: the source has nothing for it (metrics null); a null
-// kernel: the layer kept softmax attention (a converted model's unconverted layer): it equals the teacher.
+// kernel: the layer runs the reference kind (softmax; a converted model's unconverted layer): it equals the teacher.
 struct Student {
   std::string name, kind, path, feature_map;
-  std::map<int64_t, std::shared_ptr<LinearAttention>> kernels;
+  std::map<int64_t, std::shared_ptr<DistillableKernel>> kernels;
 };
 
 std::vector<int64_t> parse_list(const std::string& spec, int64_t n, const char* what) {
@@ -93,14 +94,12 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
     out.push_back(std::move(s));
   }
   for (const auto& name : o.baselines) {
-    attention::LinearAttentionConfig c;
-    c.feature_map = name;
-    attention::make_feature_map({name, 1, 2, c.map_options});  // an unknown name is an error listing the known ones
+    attention::make_feature_map({name, 1, 2, nlohmann::json::object()});  // an unknown name is an error listing the known ones
     Student s;
     s.kind = "baseline";
     s.feature_map = name;
     s.name = unique_name(name + " (untrained)", out, "");
-    for (auto l : layers) s.kernels[l] = distill::untrained_student(c, nh, hd, o.seed, l);
+    for (auto l : layers) s.kernels[l] = distill::untrained_student("linear", {{"feature_map", name}}, nh, hd, o.seed, l);
     out.push_back(std::move(s));
   }
   if (!o.model.empty()) {
@@ -115,12 +114,15 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
     if (s.name.empty()) s.name = "model";
     for (auto l : layers) {
       MIMIC_CHECK(l < sum.n_layer, o.model, ": no layer ", l, " (", sum.n_layer, " layers)");
-      auto k = std::dynamic_pointer_cast<LinearAttention>(model->attention_kernel(l));
-      if (k) {
-        k->eval();
-        if (s.feature_map.empty()) s.feature_map = k->config().feature_map;
+      auto kernel = model->attention_kernel(l);
+      if (attention::is_reference(*kernel)) {
+        s.kernels[l] = nullptr;  // the layer equals the teacher
+        continue;
       }
-      s.kernels[l] = k;  // null: a softmax layer
+      auto k = attention::as_distillable(kernel, o.model + ": layer " + std::to_string(l));
+      k->eval();
+      if (s.feature_map.empty()) s.feature_map = k->feature_map();
+      s.kernels[l] = k;
     }
     out.push_back(std::move(s));
   }
@@ -272,7 +274,7 @@ ReportResult report(const ReportOptions& o) {
         at::Tensor w, log_w;
         if (it->second) {
           it->second->forward_quadratic(b.q, b.k, b.q, ctx, &w, &log_w);
-          if (it->second->map->sign() == attention::Sign::Any && analysis::negative_weights(w, b)) acc[si + 1][li].set_signed();
+          if (analysis::negative_weights(*it->second, w, b)) acc[si + 1][li].set_signed();
           w = sel(w), log_w = sel(log_w);
         } else {  // softmax layer of a converted model
           w = a_sel;

@@ -1,0 +1,31 @@
+// The interface distill, convert, report and the analysis metrics use for every attention kind that can be
+// trained to mimic softmax: its weights in closed form (the quadratic reference form), whether they may be
+// negative, and which trainable group each parameter belongs to. A new distillable kind (e.g. a sliding
+// window + linear hybrid) implements this and registers in kinds.def; no stage needs its concrete class.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+#include "attention/attention.h"
+
+namespace mimic::attention {
+
+class DistillableKernel : public AttentionKernelImpl {
+ public:
+  // The quadratic reference form: the output [B, H, T, head_dim] and, when asked, the attention weights and
+  // their logarithms [B, H, T, T] (log-weights computed stably, not as log(weights); -inf where a key is not
+  // visible). Equal to forward() up to rounding.
+  virtual at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                       at::Tensor* weights, at::Tensor* log_weights = nullptr) = 0;
+  // True when some weights may be negative (a sign-free feature map such as taylor2 or identity): the
+  // weights are then no distribution, and a cross-entropy against softmax's is undefined for such a batch.
+  virtual bool weights_may_be_negative() const = 0;
+  // The group a parameter (a name of named_parameters()) belongs to, as `distill --train` selects them:
+  // "maps" (the feature map's) or "gates" (SLA head gates).
+  virtual std::string parameter_group(const std::string& name) const = 0;
+  // The feature map the kernel runs (a name of the maps registry), for reports and messages.
+  virtual std::string feature_map() const = 0;
+};
+
+}  // namespace mimic::attention

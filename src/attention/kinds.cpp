@@ -1,0 +1,87 @@
+#include "attention/kinds.h"
+
+#include <torch/torch.h>
+
+#include "attention/distillable.h"
+#include "attention/feature_map.h"
+#include "core/error.h"
+
+namespace mimic::attention {
+
+#define MIMIC_ATTENTION_KIND(id, role, summary) AttentionKernel make_##id##_kernel(const nlohmann::json&, int64_t, int64_t);
+#include "attention/kinds.def"
+#undef MIMIC_ATTENTION_KIND
+
+namespace {
+using Factory = AttentionKernel (*)(const nlohmann::json&, int64_t, int64_t);
+struct Entry {
+  AttentionKindInfo info;
+  Factory make;
+};
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> entries = {
+#define MIMIC_ATTENTION_KIND(id, role, summary) {{#id, KindRole::role, summary}, &make_##id##_kernel},
+#include "attention/kinds.def"
+#undef MIMIC_ATTENTION_KIND
+  };
+  return entries;
+}
+
+const Entry& entry(const std::string& name) {
+  for (const auto& e : registry())
+    if (e.info.name == name) return e;
+  std::string known;
+  for (const auto& e : registry()) known += (known.empty() ? "" : ", ") + e.info.name;
+  fail("unknown attention kind '", name, "' (known: ", known, ")");
+}
+}  // namespace
+
+const std::vector<AttentionKindInfo>& attention_kinds() {
+  static const std::vector<AttentionKindInfo> infos = [] {
+    std::vector<AttentionKindInfo> v;
+    for (const auto& e : registry()) v.push_back(e.info);
+    return v;
+  }();
+  return infos;
+}
+
+const AttentionKindInfo& attention_kind(const std::string& name) { return entry(name).info; }
+
+AttentionKernel make_attention_kernel(const std::string& kind, const nlohmann::json& options, int64_t n_head, int64_t head_dim) {
+  const auto& e = entry(kind);
+  auto k = e.make(options.is_null() ? nlohmann::json::object() : options, n_head, head_dim);
+  // The registry's promise, checked where kernels are born: a distillable kind implements the interface.
+  MIMIC_CHECK(e.info.role != KindRole::Distillable || std::dynamic_pointer_cast<DistillableKernel>(k),
+              "attention kind '", kind, "' is registered as distillable but does not implement DistillableKernel");
+  return k;
+}
+
+nlohmann::json canonical_options(const std::string& kind, const nlohmann::json& options, int64_t n_head, int64_t head_dim) {
+  return make_attention_kernel(kind, options, n_head, head_dim)->config_json();
+}
+
+bool is_reference(const AttentionKernelImpl& kernel) { return attention_kind(kernel.kind()).role == KindRole::Reference; }
+
+std::shared_ptr<DistillableKernel> as_distillable(const AttentionKernel& kernel, const std::string& what) {
+  MIMIC_CHECK(kernel != nullptr, what, ": no attention kernel");
+  auto d = std::dynamic_pointer_cast<DistillableKernel>(kernel);
+  MIMIC_CHECK(d != nullptr, what, " runs attention kind '", kernel->kind(), "', which has no distillable form (",
+              attention_kind(kernel->kind()).summary, ")");
+  return d;
+}
+
+AttentionKernel kernel_from_spec(const std::string& spec, int64_t n_head, int64_t head_dim) {
+  if (spec == "softmax") return make_attention_kernel("softmax", nlohmann::json::object(), n_head, head_dim);
+  const auto colon = spec.find(':');
+  const std::string form = spec.substr(0, colon);
+  MIMIC_CHECK(colon != std::string::npos && colon + 1 < spec.size() && (form == "linear" || form == "sla"), "attention '", spec,
+              "': expected softmax, linear:<map> or sla:<map> (maps: ", [] {
+                std::string names;
+                for (const auto& m : feature_maps()) names += (names.empty() ? "" : ", ") + m.name;
+                return names;
+              }(), ")");
+  nlohmann::json options = {{"feature_map", spec.substr(colon + 1)}, {"gates", form == "sla"}};
+  return make_attention_kernel("linear", options, n_head, head_dim);
+}
+
+}  // namespace mimic::attention
