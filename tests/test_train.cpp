@@ -125,6 +125,28 @@ TEST(TrainEngine, ResumeAfterKillIsBitIdentical) {
   EXPECT_MIMIC_ERROR(train(resumed_task, o), "other settings");
 }
 
+TEST(TrainEngine, SnapshotsHoldTheModelAsItWasAtTheirStep) {
+  TempDir a, b;
+  torch::manual_seed(2);
+  Toy snap;
+  auto snap_task = snap.task();
+  auto o = options(a.path().string(), 20);
+  o.snapshot_every = 7;
+  train(snap_task, o);
+  EXPECT_TRUE(std::filesystem::exists(a.file("step-7/model.safetensors")));
+  EXPECT_FALSE(std::filesystem::exists(a.file("step-20")));  // 20 is no multiple of 7; last/ holds the end
+  // The same run stopped after step 14: its weights are the step-14 snapshot's, bit for bit.
+  torch::manual_seed(2);
+  Toy stopped;
+  auto stopped_task = stopped.task();
+  auto s = options(b.path().string(), 20);
+  s.stop_after = 14;
+  train(stopped_task, s);
+  auto f = mimic::io::SafeTensorsFile::open(a.file("step-14/model.safetensors"));
+  for (auto& p : stopped.net->named_parameters()) EXPECT_TRUE(torch::equal(f.load(p.key()), p.value())) << p.key();
+  EXPECT_FALSE(torch::equal(f.load("0.weight"), snap.net->named_parameters()["0.weight"]));  // training went on after it
+}
+
 TEST(TrainEngine, NonFiniteLossStopsNamingTheStep) {
   TempDir dir;
   Toy toy;
