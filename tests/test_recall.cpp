@@ -163,6 +163,18 @@ TEST(CopyEval, CliReportsTheGainOfEachModelAndTheRecallRecovered) {
   auto bad = mimic::test::mimic_cli("eval --task copy --model " + dir + " --text 'a b c' --segments 2 --segment-len 100");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("too few"), std::string::npos) << bad.err;
+  // Another task's options are refused in one line, not ignored.
+  for (const auto& [extra, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"--window 64", "--window is for --task lm, not copy"},
+           {"--trials 3", "--trials is for --task passkey, not copy"},
+           {"--examples 5", "--examples is for --task mqar, not copy"}}) {
+    auto other = mimic::test::mimic_cli("eval --task copy --model " + dir + " --text 'a b c d' " + extra);
+    EXPECT_EQ(other.code, 1) << extra;
+    EXPECT_NE(other.err.find(needle), std::string::npos) << other.err;
+    EXPECT_EQ(std::count(other.err.begin(), other.err.end(), '\n'), 1) << other.err;
+  }
+  auto lm = mimic::test::mimic_cli("eval --model " + dir + " --text 'a b c d' --segments 4");
+  EXPECT_NE(lm.err.find("--segments is for --task copy, not lm"), std::string::npos) << lm.err;
 }
 
 // ------------------------------------------------------------------------------------------ MQAR / AR

@@ -1,6 +1,7 @@
 // mimic eval — perplexity of a text or a corpus split under a causal LM (strided windows), or
 // classification accuracy / F1 / MCC (--task cls), or passkey retrieval by context length (--task passkey).
 #include <cstdio>
+#include <algorithm>
 #include <iostream>
 
 #include "cli.h"
@@ -217,34 +218,46 @@ void register_eval(CLI::App& app) {
   auto* sub = app.add_subcommand("eval", "Evaluate a model: LM perplexity (text, file or corpus split) or classification metrics");
   sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
   sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC), passkey (retrieval by context length) copy (in-context copy gain) or mqar (associative-recall accuracy; --data mqar:... or ar:...)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey", "copy", "mqar"}));
-  sub->add_option("--file", args->file, "Text file to score (lm)");
-  sub->add_option("--text", args->text, "Text to score (lm)");
+  auto* file = sub->add_option("--file", args->file, "Text file to score (lm)");
+  auto* text = sub->add_option("--text", args->text, "Text to score (lm)");
   sub->add_option("--data", args->data, "lm, copy: corpus all|sotu|moby-dick; cls: spam|sotu-era|FILE.jsonl; mqar: mqar[:...] or ar[:...]");
   sub->add_option("--split", args->split, "Split of --data: train, validation or test")->capture_default_str();
-  sub->add_option("--window", args->ppl.window, "lm: tokens per window (default: the model's context)");
-  sub->add_option("--stride", args->ppl.stride, "lm: new tokens scored per window (default: window/2)");
-  sub->add_option("--seq-len", args->seq_len, "cls: tokens per example")->capture_default_str();
-  sub->add_option("--batch-size", args->batch_size, "cls: examples per batch")->capture_default_str();
+  auto* window = sub->add_option("--window", args->ppl.window, "lm: tokens per window (default: the model's context)");
+  auto* stride = sub->add_option("--stride", args->ppl.stride, "lm: new tokens scored per window (default: window/2)");
+  auto* seq_len = sub->add_option("--seq-len", args->seq_len, "cls: tokens per example")->capture_default_str();
+  auto* batch_size = sub->add_option("--batch-size", args->batch_size, "cls: examples per batch")->capture_default_str();
   sub->add_option("--teacher", args->teacher, "Also evaluate this model (e.g. the softmax teacher of a converted model) and print both side by side")
       ->transform(model_dir_arg());
-  sub->add_option("--lengths", args->passkey.lengths, "passkey: tokens per sequence (prompt + answer), e.g. 128,256,512")
+  auto* lengths = sub->add_option("--lengths", args->passkey.lengths, "passkey: tokens per sequence (prompt + answer), e.g. 128,256,512")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--trials", args->passkey.trials, "passkey: keys per length")->capture_default_str();
-  sub->add_option("--digits", args->passkey.digits, "passkey: digits per key")->capture_default_str();
-  sub->add_option("--alternatives", args->passkey.alternatives, "passkey: random wrong keys the true one is ranked against")
+  auto* trials = sub->add_option("--trials", args->passkey.trials, "passkey: keys per length")->capture_default_str();
+  auto* digits = sub->add_option("--digits", args->passkey.digits, "passkey: digits per key")->capture_default_str();
+  auto* alternatives = sub->add_option("--alternatives", args->passkey.alternatives, "passkey: random wrong keys the true one is ranked against")
       ->capture_default_str();
-  sub->add_option("--segments", args->copy.segments, "copy: segments of the text, evenly spaced")
+  auto* segments = sub->add_option("--segments", args->copy.segments, "copy: segments of the text, evenly spaced")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{100000}));
-  sub->add_option("--segment-len", args->copy.segment_len, "copy: tokens per segment (run doubled: at most half the context)")
+  auto* segment_len = sub->add_option("--segment-len", args->copy.segment_len, "copy: tokens per segment (run doubled: at most half the context)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
-  sub->add_option("--examples", args->recall.examples, "mqar: examples of the split to score")
+  auto* examples = sub->add_option("--examples", args->recall.examples, "mqar: examples of the split to score")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
   add_common_options(*sub, args->common);
-  sub->callback([args]() {
+  // The tasks each task-specific option serves: given to another task it is refused, never ignored.
+  const std::vector<std::pair<CLI::Option*, std::vector<std::string>>> serves = {
+      {file, {"lm", "copy"}},        {text, {"lm", "copy"}},      {window, {"lm"}},           {stride, {"lm"}},
+      {seq_len, {"cls"}},            {batch_size, {"cls"}},       {lengths, {"passkey"}},     {trials, {"passkey"}},
+      {digits, {"passkey"}},         {alternatives, {"passkey"}}, {segments, {"copy"}},       {segment_len, {"copy"}},
+      {examples, {"mqar"}}};
+  sub->callback([args, serves]() {
+    for (const auto& [opt, tasks] : serves)
+      if (opt->count() > 0 && std::find(tasks.begin(), tasks.end(), args->task) == tasks.end()) {
+        std::string list;
+        for (const auto& t : tasks) list += (list.empty() ? "" : " or ") + t;
+        fail(opt->get_name(), " is for --task ", list, ", not ", args->task);
+      }
     start(args->common);
     if (args->task == "passkey") return run_passkey(*args);
     if (args->task == "copy") return run_copy(*args);
