@@ -461,7 +461,7 @@ TEST(DistillTrain, ResumeIsBitIdentical) {
   // other settings are refused, naming the difference
   part.lr = 5e-3;
   part.stop_after_epochs = 1;
-  std::filesystem::copy_file(part.out + ".ckpt", dir.file("other.safetensors.ckpt"));
+  std::filesystem::copy(part.out + ".ckpt", dir.file("other.safetensors.ckpt"), std::filesystem::copy_options::recursive);
   auto other = part;
   other.out = dir.file("other.safetensors");
   EXPECT_MIMIC_ERROR(dist::distill(other), "other settings: lr");

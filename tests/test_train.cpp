@@ -147,6 +147,50 @@ TEST(TrainEngine, SnapshotsHoldTheModelAsItWasAtTheirStep) {
   EXPECT_FALSE(torch::equal(f.load("0.weight"), snap.net->named_parameters()["0.weight"]));  // training went on after it
 }
 
+TEST(TrainEngine, EarlyStoppingEndsAfterPatienceEvaluationsWithoutImprovementAlsoWhenResumed) {
+  // Scripted validation losses at steps 5, 10, 15, 20, ...: the best is at step 10; with patience 2 the
+  // run ends at step 20, keeps best/ from step 10, and a rerun or a run killed at step 17 ends there too.
+  const std::vector<double> script = {5.0, 4.0, 4.5, 4.6, 1.0, 1.0};
+  auto run = [&](const std::string& dir, int64_t crash_at_call, Toy& toy) {
+    auto task = toy.task();
+    task.evaluate = [&toy, &script]() { return script[static_cast<size_t>(toy.position / 10 - 1)]; };  // 2 micro-batches a step
+    toy.crash_at_call = crash_at_call;
+    auto o = options(dir, 30);
+    o.eval_every = 5;
+    o.patience = 2;
+    return train(task, o);
+  };
+  TempDir a, b;
+  torch::manual_seed(4);
+  Toy whole;
+  auto r = run(a.path().string(), -1, whole);
+  EXPECT_TRUE(r.stopped_early);
+  EXPECT_EQ(r.steps, 20);
+  EXPECT_EQ(r.best_step, 10);
+  EXPECT_DOUBLE_EQ(r.best_eval, 4.0);
+  EXPECT_TRUE(std::filesystem::exists(a.file("last/model.safetensors")));
+  auto again = run(a.path().string(), -1, whole);  // the same command once more: nothing left to do
+  EXPECT_TRUE(again.stopped_early);
+  EXPECT_EQ(again.steps, 20);
+  EXPECT_EQ(again.resumed_from, 20);
+  torch::manual_seed(4);
+  Toy killed;
+  EXPECT_THROW(run(b.path().string(), 2 * 16 + 1, killed), std::runtime_error);  // dies in step 17, after the step-15 checkpoint
+  torch::manual_seed(99);
+  Toy resumed;
+  auto rr = run(b.path().string(), -1, resumed);
+  EXPECT_EQ(rr.resumed_from, 15);
+  EXPECT_TRUE(rr.stopped_early);
+  EXPECT_EQ(rr.steps, 20);
+  auto w1 = weights(whole), w2 = weights(resumed);
+  for (size_t i = 0; i < w1.size(); ++i) EXPECT_TRUE(torch::equal(w1[i], w2[i])) << "parameter " << i;
+  auto o = options(b.path().string(), 30);
+  o.eval_every = 0;
+  o.patience = 1;
+  auto t = resumed.task();
+  EXPECT_MIMIC_ERROR(train(t, o), "needs evaluations");
+}
+
 TEST(TrainEngine, NonFiniteLossStopsNamingTheStep) {
   TempDir dir;
   Toy toy;

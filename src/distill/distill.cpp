@@ -16,13 +16,14 @@
 #include "attention/kinds.h"
 #include "core/error.h"
 #include "core/layers.h"
-#include "core/progress.h"
 #include "distill/maps_file.h"
 #include "data/batches.h"
+#include "io/atomic_file.h"
 #include "io/safetensors.h"
 #include "models/model.h"
 #include "record/record.h"
 #include "train/optimizer.h"
+#include "train/trainer.h"
 
 namespace fs = std::filesystem;
 
@@ -376,37 +377,23 @@ double validation_loss(DistillableKernel& student, Source& src, int64_t layer, c
 
 // ---------------------------------------------------------------- checkpoint
 
-// The training state between epochs of the current layer, and the layers already finished.
-struct Checkpoint {
-  std::vector<LayerResult> done;
-  std::vector<std::pair<std::string, at::Tensor>> done_tensors;  // "layer_XX.<param>"
-  bool has_current = false;
-  int64_t layer = 0, epoch = 0, steps = 0, best_epoch = 0, since_best = 0;
-  double best_val = std::numeric_limits<double>::infinity();
-  LayerMetrics before;
-  std::vector<std::pair<std::string, at::Tensor>> params, best, optim;
-  at::Tensor rng;
+// OUT.ckpt/ is a folder: done.safetensors holds the fingerprint and the finished layers (their results and
+// trained tensors); a layer in training has its own train::train folder layer_XX/ (checkpoint, log, best/)
+// with before.json, its metrics before training.
+struct Done {
+  std::vector<LayerResult> layers;
+  std::vector<std::pair<std::string, at::Tensor>> tensors;  // "layer_XX.<param>"
 };
 
-const char* kCheckpointFormat = "mimic-distill-checkpoint-1";
+const char* kDoneFormat = "mimic-distill-checkpoint-2";
 
-void save_checkpoint(const std::string& path, const nlohmann::json& fingerprint, const Checkpoint& c) {
+void save_done(const std::string& path, const nlohmann::json& fingerprint, const Done& d) {
   std::vector<std::pair<std::string, at::Tensor>> t;
-  for (const auto& [n, x] : c.done_tensors) t.emplace_back("done/" + n, x);
-  nlohmann::json done = nlohmann::json::array();
-  for (const auto& r : c.done) done.push_back(layer_json(r));
-  nlohmann::json state = {{"fingerprint", fingerprint}, {"done", done}, {"has_current", c.has_current}};
-  if (c.has_current) {
-    for (const auto& [n, x] : c.params) t.emplace_back("param/" + n, x);
-    for (const auto& [n, x] : c.best) t.emplace_back("best/" + n, x);
-    for (const auto& [n, x] : c.optim) t.emplace_back("optim/" + n, x);
-    t.emplace_back("rng/torch", c.rng);
-    state["current"] = {{"layer", c.layer},           {"epoch", c.epoch},           {"steps", c.steps},
-                        {"best_epoch", c.best_epoch}, {"since_best", c.since_best}, {"best_val", analysis::json_number(c.best_val)},
-                        {"before", c.before.to_json()}};
-  }
+  for (const auto& [n, x] : d.tensors) t.emplace_back("done/" + n, x);
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& r : d.layers) layers.push_back(layer_json(r));
   io::SaveOptions so;
-  so.metadata = {{"format", kCheckpointFormat}, {"state", state.dump()}};
+  so.metadata = {{"format", kDoneFormat}, {"state", nlohmann::json{{"fingerprint", fingerprint}, {"done", layers}}.dump()}};
   io::save_safetensors(path, t, so);
 }
 
@@ -417,41 +404,21 @@ std::string first_difference(const nlohmann::json& saved, const nlohmann::json& 
   return "the settings";
 }
 
-Checkpoint load_checkpoint(const std::string& path, const nlohmann::json& fingerprint) {
+Done load_done(const std::string& path, const nlohmann::json& fingerprint) {
   auto f = io::SafeTensorsFile::open(path);
   auto fmt = f.metadata().find("format");
   auto st = f.metadata().find("state");
-  MIMIC_CHECK(fmt != f.metadata().end() && fmt->second == kCheckpointFormat && st != f.metadata().end(), path,
+  MIMIC_CHECK(fmt != f.metadata().end() && fmt->second == kDoneFormat && st != f.metadata().end(), path,
               ": not a mimic distillation checkpoint");
   auto state = nlohmann::json::parse(st->second);
   if (state.at("fingerprint") != fingerprint)
     fail(path, " belongs to a distillation with other settings: ", first_difference(state.at("fingerprint"), fingerprint),
          "; rerun the same command to resume, or pass --fresh (or another --out) to start over");
-  Checkpoint c;
-  for (const auto& r : state.at("done")) c.done.push_back(layer_from_json(r));
-  auto take = [&](const std::string& prefix) {
-    std::vector<std::pair<std::string, at::Tensor>> out;
-    for (const auto& n : f.names())
-      if (n.rfind(prefix, 0) == 0) out.emplace_back(n.substr(prefix.size()), f.load(n));
-    return out;
-  };
-  c.done_tensors = take("done/");
-  c.has_current = state.at("has_current").get<bool>();
-  if (c.has_current) {
-    const auto& cur = state.at("current");
-    c.layer = cur.at("layer").get<int64_t>();
-    c.epoch = cur.at("epoch").get<int64_t>();
-    c.steps = cur.at("steps").get<int64_t>();
-    c.best_epoch = cur.at("best_epoch").get<int64_t>();
-    c.since_best = cur.at("since_best").get<int64_t>();
-    c.best_val = cur.at("best_val").is_null() ? std::numeric_limits<double>::infinity() : cur.at("best_val").get<double>();
-    c.before = LayerMetrics::from_json(cur.at("before"));
-    c.params = take("param/");
-    c.best = take("best/");
-    c.optim = take("optim/");
-    c.rng = f.load("rng/torch");
-  }
-  return c;
+  Done d;
+  for (const auto& r : state.at("done")) d.layers.push_back(layer_from_json(r));
+  for (const auto& n : f.names())
+    if (n.rfind("done/", 0) == 0) d.tensors.emplace_back(n.substr(5), f.load(n));
+  return d;
 }
 
 // ---------------------------------------------------------------- output
@@ -583,121 +550,114 @@ DistillResult distill(const DistillOptions& o) {
                                 {"batch_size", o.batch_size},   {"val_fraction", o.val_fraction},
                                 {"patience", o.patience},       {"layers", layers},
                                 {"seed", o.seed}};
-  const std::string ckpt_path = o.out + ".ckpt";
-  Checkpoint ck;
+  const std::string ckpt_dir = o.out + ".ckpt", done_path = ckpt_dir + "/done.safetensors";
+  if (o.fresh) fs::remove_all(ckpt_dir);
+  MIMIC_CHECK(!fs::exists(ckpt_dir) || fs::is_directory(ckpt_dir), ckpt_dir,
+              " is a checkpoint of an older mimic (one file); pass --fresh to start over");
+  Done done;
   DistillResult res;
   res.out = o.out;
   res.train_samples = sp.train_count;
   res.val_samples = sp.val_count;
-  if (!o.fresh && fs::exists(ckpt_path)) {
-    ck = load_checkpoint(ckpt_path, fingerprint);
+  if (fs::exists(done_path)) {
+    done = load_done(done_path, fingerprint);
     res.resumed = true;
+  } else {
+    fs::create_directories(ckpt_dir);
+    save_done(done_path, fingerprint, done);  // the settings are checked first on any resume
   }
   int64_t epochs_this_run = 0;
   for (auto layer : layers) {
-    const bool finished = std::any_of(ck.done.begin(), ck.done.end(), [&](const LayerResult& r) { return r.layer == layer; });
+    const bool finished = std::any_of(done.layers.begin(), done.layers.end(), [&](const LayerResult& r) { return r.layer == layer; });
     if (finished) continue;
     auto student = make_student(spec, src->n_head(), src->head_dim(), o.seed, layer);
     auto params = trainable(*student, spec);
     LayerResult r;
     r.layer = layer;
     r.trained = !params.empty() && o.epochs > 0;
-    const bool continuing = ck.has_current && ck.layer == layer;
-    if (!continuing) {
-      ck.has_current = false;
+    const std::string dir = ckpt_dir + "/" + layer_prefix(layer), before_path = dir + "/before.json";
+    if (fs::exists(before_path)) {
+      res.resumed = true;
+      r.before = LayerMetrics::from_json(nlohmann::json::parse(io::read_text_file(before_path)));
+    } else {
       r.before = evaluate(*student, *src, layer, sp, o.batch_size);
+      fs::create_directories(dir);
+      io::write_text_atomically(before_path, r.before.to_json().dump());
     }
     if (r.trained) {
-      train::AdamW opt(params, {o.lr, 0.9, 0.999, 1e-8, o.weight_decay});
-      std::vector<std::pair<std::string, at::Tensor>> best = snapshot(*student);
-      int64_t epoch = 0, steps = 0, best_epoch = 0, since = 0;
-      double best_val = std::numeric_limits<double>::infinity();
-      if (continuing) {
-        set_state(*student, ck.params);
-        opt.load_state(ck.optim);
-        auto gen = at::detail::getDefaultCPUGenerator();
-        gen.set_state(ck.rng);
-        best = ck.best;
-        epoch = ck.epoch;
-        steps = ck.steps;
-        best_epoch = ck.best_epoch;
-        since = ck.since_best;
-        best_val = ck.best_val;
-        r.before = ck.before;
-      }
-      Progress bar(layer_prefix(layer), (o.epochs - epoch) * n_batches, "step");
-      if (!o.progress) bar.disable();
-      bool stop = o.patience > 0 && since >= o.patience;
-      double last = 0;
-      while (epoch < o.epochs && !stop) {
-        student->train();
-        auto order = data::shuffled_order(n_batches, o.seed * 1000003ull + static_cast<uint64_t>(layer), epoch);
-        for (auto bi : order) {
-          const int64_t begin = sp.train_begin + bi * o.batch_size;
-          auto batch = src->batch(layer, begin, std::min(o.batch_size, sp.train_count - bi * o.batch_size));
-          opt.zero_grad();
-          auto l = distill_loss(*student, batch, loss);
-          l.total.backward();
-          opt.step(o.lr);
-          ++steps;
-          last = l.total.item<double>();
-          char extra[96];
-          std::snprintf(extra, sizeof extra, "epoch %lld loss %.4f best val %.4f", static_cast<long long>(epoch + 1), last,
-                        std::isfinite(best_val) ? best_val : last);
-          bar.advance(1, extra);
+      // One epoch = every training batch once, in an order shuffled per (seed, layer, epoch).
+      int64_t position = 0, order_epoch = -1;
+      std::vector<int64_t> order;
+      train::TrainTask task;
+      task.params = params;
+      task.micro_batch_loss = [&]() {
+        const int64_t epoch = position / n_batches;
+        if (epoch != order_epoch) {
+          order = data::shuffled_order(n_batches, o.seed * 1000003ull + static_cast<uint64_t>(layer), epoch);
+          order_epoch = epoch;
         }
-        ++epoch;
+        const int64_t bi = order[static_cast<size_t>(position % n_batches)];
+        ++position;
+        auto batch = src->batch(layer, sp.train_begin + bi * o.batch_size, std::min(o.batch_size, sp.train_count - bi * o.batch_size));
+        return distill_loss(*student, batch, loss).total;
+      };
+      task.evaluate = [&]() {
         const double val = validation_loss(*student, *src, layer, sp, o.batch_size, loss);
-        MIMIC_CHECK(std::isfinite(val), "distill: layer ", layer, ": the validation loss is not finite after epoch ", epoch,
-                    " (try a smaller --lr)");
-        if (val < best_val) {
-          best_val = val;
-          best_epoch = epoch;
-          best = snapshot(*student);
-          since = 0;
-        } else {
-          ++since;
-        }
-        stop = o.patience > 0 && since >= o.patience;
-        ck.has_current = true;
-        ck.layer = layer;
-        ck.epoch = epoch;
-        ck.steps = steps;
-        ck.best_epoch = best_epoch;
-        ck.since_best = since;
-        ck.best_val = best_val;
-        ck.before = r.before;
-        ck.params = snapshot(*student);
-        ck.best = best;
-        ck.optim = opt.state();
-        ck.rng = at::detail::getDefaultCPUGenerator().get_state();
-        if (epoch < o.epochs && !stop) save_checkpoint(ckpt_path, fingerprint, ck);
-        ++epochs_this_run;
-        if (o.stop_after_epochs > 0 && epochs_this_run >= o.stop_after_epochs && (epoch < o.epochs && !stop)) {
-          res.interrupted = true;
-          res.layers = ck.done;
-          return res;
-        }
+        MIMIC_CHECK(std::isfinite(val), "distill: layer ", layer, ": the validation loss is not finite after epoch ",
+                    position / n_batches, " (try a smaller --lr)");
+        return val;
+      };
+      task.set_training = [&](bool on) { student->train(on); };
+      task.data_state = [&]() { return nlohmann::json{{"position", position}}; };
+      task.restore_data_state = [&](const nlohmann::json& j) { position = j.at("position").get<int64_t>(); };
+      task.export_model = [&](const std::string& d) {
+        fs::create_directories(d);
+        io::save_safetensors(d + "/kernel.safetensors", snapshot(*student));
+      };
+      // Hedgehog's distillation: AdamW at a constant rate, no clipping, validation after every epoch, the
+      // best epoch kept.
+      train::TrainOptions t;
+      t.steps = o.epochs * n_batches;
+      t.warmup = 0;
+      t.min_lr_ratio = 1.0;
+      t.lr = o.lr;
+      t.adam = {o.lr, 0.9, 0.999, 1e-8, o.weight_decay};
+      t.grad_clip = 0;
+      t.eval_every = t.checkpoint_every = t.log_every = n_batches;
+      t.patience = o.patience;
+      t.out_dir = dir;
+      t.progress = o.progress;
+      t.label = layer_prefix(layer);
+      t.fingerprint = fingerprint;
+      t.fingerprint["layer"] = layer;
+      if (o.stop_after_epochs > 0) t.stop_after = (o.stop_after_epochs - epochs_this_run) * n_batches;
+      const auto tr = train::train(task, t);
+      epochs_this_run += (tr.steps - tr.resumed_from) / n_batches;
+      if (tr.stopped) {
+        res.interrupted = true;
+        res.layers = done.layers;
+        return res;
       }
-      bar.finish();
-      set_state(*student, best);
-      r.epochs_run = epoch;
-      r.steps = steps;
-      r.best_epoch = best_epoch;
-      r.best_val_loss = best_val;
+      auto best = io::SafeTensorsFile::open(dir + "/best/kernel.safetensors");
+      std::vector<std::pair<std::string, at::Tensor>> state;
+      for (const auto& n : best.names()) state.emplace_back(n, best.load(n));
+      set_state(*student, state);
+      r.epochs_run = tr.steps / n_batches;
+      r.steps = tr.steps;
+      r.best_epoch = tr.best_step / n_batches;
+      r.best_val_loss = tr.best_eval;
     }
     r.after = r.trained ? evaluate(*student, *src, layer, sp, o.batch_size) : r.before;
-    ck.done.push_back(r);
-    for (const auto& [n, x] : snapshot(*student)) ck.done_tensors.emplace_back(layer_prefix(layer) + "." + n, x);
-    ck.has_current = false;
-    save_checkpoint(ckpt_path, fingerprint, ck);
+    done.layers.push_back(r);
+    for (const auto& [n, x] : snapshot(*student)) done.tensors.emplace_back(layer_prefix(layer) + "." + n, x);
+    save_done(done_path, fingerprint, done);
   }
   // layers in the order asked
   std::vector<LayerResult> ordered;
   for (auto l : layers)
-    for (const auto& r : ck.done)
+    for (const auto& r : done.layers)
       if (r.layer == l) ordered.push_back(r);
-  write_output(o.out, o, spec, *src, ordered, ck.done_tensors);
+  write_output(o.out, o, spec, *src, ordered, done.tensors);
   res.layers = ordered;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

@@ -117,7 +117,13 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   } else if (fs::exists(log)) {
     fs::remove(log);
   }
-  if (s.step >= o.steps) {
+  MIMIC_CHECK(o.patience == 0 || o.eval_every > 0, "early stopping (patience ", o.patience, ") needs evaluations (eval_every > 0)");
+  // Early stopping, from what the checkpoint holds: `patience` evaluations since the best one.
+  auto patience_spent = [&](int64_t step) {
+    return o.patience > 0 && step % o.eval_every == 0 && step - s.best_step >= o.patience * o.eval_every;
+  };
+  if (s.step >= o.steps || (s.step > 0 && patience_spent(s.step))) {
+    r.stopped_early = s.step < o.steps;
     r.steps = s.step;
     r.best_eval = s.best_eval;
     r.best_step = s.best_step;
@@ -143,7 +149,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   };
 
   if (task.set_training) task.set_training(true);
-  Progress progress("train", o.steps, "step");
+  Progress progress(o.label, o.steps, "step");
   if (!o.progress) progress.disable();
   progress.update(s.step);
   auto t0 = std::chrono::steady_clock::now();
@@ -184,7 +190,10 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double tps = secs > 0 ? static_cast<double>(tokens) / secs : 0;
     char extra[128];
-    std::snprintf(extra, sizeof(extra), "loss %.4f  lr %.2e  %.0f tok/s", loss, lr, tps);
+    if (o.tokens_per_micro_batch > 0)
+      std::snprintf(extra, sizeof(extra), "loss %.4f  lr %.2e  %.0f tok/s", loss, lr, tps);
+    else
+      std::snprintf(extra, sizeof(extra), "loss %.4f  best eval %.4f", loss, std::isfinite(s.best_eval) ? s.best_eval : loss);
     progress.update(done, extra);
     if (done % o.log_every == 0 || done == o.steps) {
       append_log(log, {{"step", done}, {"loss", window_loss / static_cast<double>(window_n)}, {"lr", lr},
@@ -195,12 +204,24 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) evaluate_and_export(done);
     if (o.snapshot_every > 0 && done % o.snapshot_every == 0 && task.export_model)
       task.export_model(o.out_dir + "/step-" + std::to_string(done));
-    if (done % o.checkpoint_every == 0 || done == o.steps) {
+    const bool early = patience_spent(done) && done < o.steps;
+    if (done % o.checkpoint_every == 0 || done == o.steps || early) {
       s.step = done;
       if (task.data_state) s.data = task.data_state();
       save_checkpoint(o.out_dir, task, opt, s, o);
     }
-    if (o.stop_after > 0 && done >= o.stop_after && done < o.steps) {
+    if (early) {
+      r.stopped_early = true;
+      progress.finish();
+      if (task.export_model) task.export_model(o.out_dir + "/last");
+      r.steps = done;
+      r.best_eval = s.best_eval;
+      r.best_step = s.best_step;
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      r.tokens_per_second = r.seconds > 0 ? static_cast<double>(tokens) / r.seconds : 0;
+      return r;
+    }
+    if (o.stop_after > 0 && done - r.resumed_from >= o.stop_after && done < o.steps) {
       progress.finish();
       r.steps = done;
       r.stopped = true;

@@ -31,14 +31,19 @@ struct TrainOptions {
   // > 0: also export the model every N steps to out_dir/step-N (a model directory), so that a long run's
   // progress can be measured on any metric afterwards, not only the validation loss that picks best/.
   int64_t snapshot_every = 0;
+  // > 0: early stopping. Training ends once this many evaluations in a row have not improved on the best
+  // validation loss (needs eval_every > 0). Decided from the step and the best step alone, both in the
+  // checkpoint, so a resumed run stops where the uninterrupted one did.
+  int64_t patience = 0;
+  std::string label = "train";  // the progress bar's name
   int64_t tokens_per_micro_batch = 0;  // for tokens/s
   std::string out_dir;
   bool fresh = false;             // ignore an existing checkpoint instead of resuming from it
   NonFinite on_nonfinite = NonFinite::Stop;
   int64_t max_skips = 10;         // with Skip: consecutive skipped steps before stopping
   bool progress = true;
-  // > 0: return after this many steps as if the process were killed there (no export, no checkpoint
-  // beyond the regular ones), so that tests can resume an interrupted run.
+  // > 0: return after this many steps of this call (counted from where it resumed) as if the process were
+  // killed there (no export, no checkpoint beyond the regular ones), so that tests can resume an interrupted run.
   int64_t stop_after = 0;
   // Settings that must match for a checkpoint to be resumed (model, data, seed...): stored in it.
   nlohmann::json fingerprint = nlohmann::json::object();
@@ -59,6 +64,7 @@ struct TrainResult {
   int64_t steps = 0;
   int64_t resumed_from = 0;  // step the run resumed from (0: fresh)
   bool stopped = false;      // ended by TrainOptions::stop_after
+  bool stopped_early = false;  // ended by TrainOptions::patience
   double last_loss = 0;
   double best_eval = 0;
   int64_t best_step = 0;
