@@ -74,7 +74,7 @@ TEST(Cli, ForwardWritesModelOutputs) {
   // Same numbers as running the library directly.
   auto model = mimic::models::load_model(gpt2_dir());
   torch::NoGradGuard ng;
-  auto out = model->forward({ids, {}, {}});
+  auto out = model->forward({ids, {}, {}, {}});
   EXPECT_EQ(ids.scalar_type(), at::kLong);
   EXPECT_EQ(logits.scalar_type(), at::kFloat);
   EXPECT_TRUE(torch::allclose(logits, out.logits, 1e-5, 1e-6));
@@ -104,7 +104,7 @@ TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {
   for (int64_t p = 1; p < n; ++p) {
     int64_t k = std::max<int64_t>(0, (p + 1 - window + stride - 1) / stride);
     auto ctx = all.slice(0, k * stride, p).unsqueeze(0);
-    auto logits = model->forward({ctx, {}, {}}).logits[0][-1];
+    auto logits = model->forward({ctx, {}, {}, {}}).logits[0][-1];
     nll -= torch::log_softmax(logits, -1)[ids[p]].item<double>();
   }
   double expected = std::exp(nll / static_cast<double>(n - 1));

@@ -46,7 +46,7 @@ void expect_same_tensors(const TensorStore& a, const TensorStore& b, const std::
 
 mimic::models::ForwardOutputs run(mimic::models::Model& m, const at::Tensor& ids) {
   torch::NoGradGuard ng;
-  return m.forward({ids, {}, {}});
+  return m.forward({ids, {}, {}, {}});
 }
 
 // A failing command prints exactly one line, "mimic: error: ...", and exits non-zero.

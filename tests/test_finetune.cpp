@@ -302,7 +302,7 @@ TEST(FinetuneLora, StartsAtBaseMatchesReferenceAndMerges) {
     f32.dtype = io::DType::F32;
     models::load_model(mimic::test::model_with_tokenizer("bert-mlm"))->save(dir.file("bert"), f32);
   }
-  for (const std::string base : {tiny_gpt2(dir), dir.file("bert")}) {
+  for (const std::string& base : {tiny_gpt2(dir), dir.file("bert")}) {
     SCOPED_TRACE(base);
     auto plain = models::load_model(base);
     const auto s = plain->summary();

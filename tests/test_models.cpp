@@ -22,7 +22,7 @@ const char* kFixtures[] = {"gpt2-prefixed", "gpt2-plain", "bert-mlm", "bert-cls"
 std::string model_dir(const std::string& name) { return mimic::test::fixture("models/" + name); }
 
 ForwardInputs reference_inputs(const SafeTensorsFile& ref) {
-  ForwardInputs in{ref.load("input_ids"), ref.load("attention_mask"), {}};
+  ForwardInputs in{ref.load("input_ids"), ref.load("attention_mask"), {}, {}};
   if (ref.contains("token_type_ids")) in.token_type_ids = ref.load("token_type_ids");
   return in;
 }
@@ -39,13 +39,6 @@ void expect_close(const at::Tensor& got, const at::Tensor& want, const at::Tenso
   }
   double err = (g - w).abs().max().item<double>();
   EXPECT_LT(err, 1e-4) << what << ": max abs error " << err;
-}
-
-// Copies a model directory so a test can break it.
-std::string copy_model(const TempDir& dir, const std::string& name) {
-  auto dst = dir.file(name);
-  fs::copy(model_dir(name), dst, fs::copy_options::recursive);
-  return dst;
 }
 
 // Rewrites model.safetensors of a copied model through `edit` on its tensor list.
@@ -105,14 +98,14 @@ TEST(Gpt2, FutureTokensNeverChangePastLogits) {
   torch::NoGradGuard ng;
   auto model = mimic::models::load_model(model_dir("gpt2-plain"));
   auto ids = torch::randint(0, 97, {1, 20}, torch::kLong);
-  auto a = model->forward({ids, {}, {}}).logits;
+  auto a = model->forward({ids, {}, {}, {}}).logits;
   auto changed = ids.clone();
   changed.slice(1, 12).random_(0, 97);
-  auto b = model->forward({changed, {}, {}}).logits;
+  auto b = model->forward({changed, {}, {}, {}}).logits;
   EXPECT_TRUE(torch::allclose(a.slice(1, 0, 12), b.slice(1, 0, 12), 0, 1e-6));
   EXPECT_FALSE(torch::allclose(a.slice(1, 12), b.slice(1, 12), 0, 1e-3));
   // a prefix alone gives the same logits as the prefix inside the longer sequence
-  auto p = model->forward({ids.slice(1, 0, 7), {}, {}}).logits;
+  auto p = model->forward({ids.slice(1, 0, 7), {}, {}, {}}).logits;
   EXPECT_TRUE(torch::allclose(p, a.slice(1, 0, 7), 0, 1e-5));
 }
 
@@ -120,14 +113,14 @@ TEST(Bert, PaddingAndMaskGiveTheSameHiddenStates) {
   torch::NoGradGuard ng;
   auto model = mimic::models::load_model(model_dir("bert-base"));
   auto ids = torch::randint(1, 101, {1, 9}, torch::kLong);
-  auto alone = model->forward({ids, {}, {}});
+  auto alone = model->forward({ids, {}, {}, {}});
   auto padded_ids = torch::cat({ids, torch::zeros({1, 5}, torch::kLong)}, 1);
   auto mask = torch::cat({torch::ones({1, 9}, torch::kLong), torch::zeros({1, 5}, torch::kLong)}, 1);
-  auto padded = model->forward({padded_ids, mask, {}});
+  auto padded = model->forward({padded_ids, mask, {}, {}});
   EXPECT_TRUE(torch::allclose(padded.last_hidden_state.slice(1, 0, 9), alone.last_hidden_state, 0, 1e-5));
   EXPECT_TRUE(torch::allclose(padded.pooled, alone.pooled, 0, 1e-5));
   // without the mask the padding changes the states: the mask is what makes them equal
-  auto unmasked = model->forward({padded_ids, {}, {}});
+  auto unmasked = model->forward({padded_ids, {}, {}, {}});
   EXPECT_FALSE(torch::allclose(unmasked.last_hidden_state.slice(1, 0, 9), alone.last_hidden_state, 0, 1e-3));
 }
 
@@ -209,8 +202,8 @@ TEST(Checkpoint, BrokenCheckpointsNameTheProblem) {
   EXPECT_MIMIC_ERROR(mimic::models::load_model(dir.file("nowhere")), "model directory not found");
   // token ids outside the vocabulary are an error, not a crash
   auto model = mimic::models::load_model(model_dir("gpt2-plain"));
-  EXPECT_MIMIC_ERROR(model->forward({torch::full({1, 3}, 500, torch::kLong), {}, {}}), "token id 500 is outside the model's vocabulary of 97");
-  EXPECT_MIMIC_ERROR(model->forward({torch::zeros({1, 65}, torch::kLong), {}, {}}), "exceeds the model's context of 64");
+  EXPECT_MIMIC_ERROR(model->forward({torch::full({1, 3}, 500, torch::kLong), {}, {}, {}}), "token id 500 is outside the model's vocabulary of 97");
+  EXPECT_MIMIC_ERROR(model->forward({torch::zeros({1, 65}, torch::kLong), {}, {}, {}}), "exceeds the model's context of 64");
 }
 
 namespace {
@@ -290,7 +283,7 @@ TEST(SoftmaxAttention, CaptureExposesWhatTheKernelConsumedAndKernelsSwapPerLayer
     cap1.want_weights = true;
     model->set_attention_capture(0, &cap0);
     model->set_attention_capture(1, &cap1);
-    auto base = model->forward({ids, mask, {}});
+    auto base = model->forward({ids, mask, {}, {}});
     ASSERT_EQ(cap1.q.sizes(), (c10::IntArrayRef{2, 4, 11, 8}));
     ASSERT_EQ(cap1.weights.sizes(), (c10::IntArrayRef{2, 4, 11, 11}));
     EXPECT_EQ(cap1.q_full.sizes(), (c10::IntArrayRef{2, 11, 32}));
@@ -306,7 +299,7 @@ TEST(SoftmaxAttention, CaptureExposesWhatTheKernelConsumedAndKernelsSwapPerLayer
     EXPECT_EQ(model->attention_kernel(1)->kind(), "softmax");
     model->set_attention_kernel(1, std::make_shared<ZeroKernel>());
     EXPECT_EQ(model->attention_kernel(1)->kind(), "zero");
-    auto swapped = model->forward({ids, mask, {}});
+    auto swapped = model->forward({ids, mask, {}, {}});
     EXPECT_TRUE(torch::equal(q0, cap0.q));
     EXPECT_TRUE(torch::equal(o0, cap0.o));
     EXPECT_EQ(cap1.o.abs().sum().item<double>(), 0.0);

@@ -30,7 +30,7 @@ void run(const ForwardArgs& a) {
               " tokens, more than the model's context of ", s.max_positions, " (shorten it)");
   torch::NoGradGuard no_grad;
   auto input_ids = torch::tensor(ids, torch::kLong).unsqueeze(0);
-  auto out = model->forward({input_ids, {}, {}});
+  auto out = model->forward({input_ids, {}, {}, {}});
   std::vector<std::pair<std::string, at::Tensor>> tensors = {{"input_ids", input_ids},
                                                              {"last_hidden_state", out.last_hidden_state.contiguous()}};
   if (out.logits.defined()) tensors.emplace_back("logits", out.logits.contiguous());
