@@ -63,7 +63,7 @@ CopyResult copy_eval(models::Model& model, const std::vector<std::vector<int64_t
       ids[i].slice(0, 0, len).copy_(seg);
       ids[i].slice(0, len, 2 * len).copy_(seg);
     }
-    auto logp = torch::log_softmax(model.forward({ids, {}, {}}).logits.to(torch::kDouble), -1);  // [b, 2L, V]
+    auto logp = torch::log_softmax(model.forward({ids, {}, {}, {}}).logits.to(torch::kDouble), -1);  // [b, 2L, V]
     // Row t predicts token t+1. First copy: tokens 1..L-1 (rows 0..L-2); second copy: tokens L+1..2L-1
     // (rows L..2L-2) — the same tokens of A. Token L (the second copy's first) is not scored: nothing
     // announces that the passage starts again.

@@ -32,7 +32,7 @@ PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& id
     int64_t end = std::min(begin + window, n);
     if (end <= scored_until) continue;
     auto input = all.slice(0, begin, end).unsqueeze(0);
-    auto out = model.forward({input, {}, {}});
+    auto out = model.forward({input, {}, {}, {}});
     auto logp = torch::log_softmax(out.logits[0], -1);  // [L, V]; row i predicts token begin + i + 1
     int64_t first = std::max(scored_until, begin + 1);
     auto targets = all.slice(0, first, end);

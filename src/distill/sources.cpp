@@ -1,0 +1,143 @@
+#include "distill/sources.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "attention/attention.h"
+#include "core/error.h"
+#include "models/model.h"
+#include "record/record.h"
+
+namespace fs = std::filesystem;
+
+namespace mimic::distill {
+
+namespace {
+
+class RecordSource : public Source {
+ public:
+  explicit RecordSource(const std::string& path) : path_(path), reader_(path) {
+    MIMIC_CHECK(reader_.samples() > 0, path, ": the record holds no complete sample");
+  }
+  int64_t samples() const override { return reader_.samples(); }
+  int64_t n_head() const override { return reader_.n_head(); }
+  int64_t head_dim() const override { return reader_.head_dim(); }
+  std::vector<int64_t> layers() const override { return reader_.layers(); }
+  std::string describe() const override { return path_; }
+  std::string model() const override { return reader_.source(); }
+  std::string model_digest() const override { return reader_.model_digest(); }
+  nlohmann::json identity() const override {
+    return {{"record", fs::absolute(path_).lexically_normal().string()}, {"samples", reader_.samples()},
+            {"seq_len", reader_.seq_len()}};
+  }
+
+ protected:
+  TeacherBatch load(int64_t layer) override {
+    const int64_t n = reader_.samples();
+    TeacherBatch b;
+    b.q = reader_.read(layer, "q", 0, n);
+    b.k = reader_.read(layer, "k", 0, n);
+    b.v = reader_.read(layer, "v", 0, n);
+    b.o = reader_.read(layer, "o", 0, n);
+    b.mask = reader_.attention_mask(0, n);
+    b.scale = reader_.scale(layer);
+    b.causal = reader_.causal();
+    return b;
+  }
+
+ private:
+  std::string path_;
+  record::RecordReader reader_;
+};
+
+// The online mode: the teacher runs here, on the samples `record` would take from --data; a layer's q, k,
+// v, o are captured for every sample when that layer starts (what a record file would hold, kept in memory).
+class OnlineSource : public Source {
+ public:
+  explicit OnlineSource(const DistillOptions& o) : model_dir_(o.model_dir) {
+    MIMIC_CHECK(!o.data.empty(), "distill: the online mode needs --data (a corpus or a text file) with --model");
+    MIMIC_CHECK(o.samples >= 1, "--samples must be >= 1, got ", o.samples);
+    record::RecordOptions ro;
+    ro.model_dir = o.model_dir;
+    ro.data = o.data;
+    ro.split = o.split;
+    ro.seq_len = o.seq_len;
+    samples_ = std::make_unique<record::SampleReader>(ro);
+    n_ = std::min(o.samples, samples_->available());
+    model_ = models::load_model(o.model_dir);
+    model_->module().eval();
+    digest_ = models::model_digest(*model_);
+    auto sum = model_->summary();
+    n_head_ = sum.n_head;
+    head_dim_ = sum.d_model / sum.n_head;
+    for (int64_t l = 0; l < sum.n_layer; ++l) layers_.push_back(l);
+    batch_ = std::max<int64_t>(1, o.batch_size);
+  }
+  int64_t samples() const override { return n_; }
+  int64_t n_head() const override { return n_head_; }
+  int64_t head_dim() const override { return head_dim_; }
+  std::vector<int64_t> layers() const override { return layers_; }
+  std::string describe() const override { return model_dir_; }
+  std::string model() const override { return model_dir_; }
+  std::string model_digest() const override { return digest_; }
+  nlohmann::json identity() const override {
+    return {{"model", fs::absolute(model_dir_).lexically_normal().string()}, {"data", samples_->data_id()}, {"samples", n_},
+            {"seq_len", samples_->seq_len()}};
+  }
+
+ protected:
+  TeacherBatch load(int64_t layer) override {
+    torch::NoGradGuard no_grad;
+    attention::AttentionCapture cap;
+    model_->set_attention_capture(layer, &cap);
+    std::vector<at::Tensor> q, k, v, o, m;
+    try {
+      for (int64_t s = 0; s < n_; s += batch_) {
+        auto [ids, mask] = samples_->batch(s, std::min(batch_, n_ - s));
+        model_->forward({ids, mask, {}, {}});
+        q.push_back(cap.q.to(torch::kFloat));
+        k.push_back(cap.k.to(torch::kFloat));
+        v.push_back(cap.v.to(torch::kFloat));
+        o.push_back(cap.o.to(torch::kFloat));
+        m.push_back(mask.to(torch::kBool));
+      }
+    } catch (...) {
+      model_->set_attention_capture(layer, nullptr);
+      throw;
+    }
+    model_->set_attention_capture(layer, nullptr);
+    TeacherBatch b;
+    b.q = torch::cat(q);
+    b.k = torch::cat(k);
+    b.v = torch::cat(v);
+    b.o = torch::cat(o);
+    b.mask = torch::cat(m);
+    b.scale = cap.scale;
+    b.causal = cap.causal;
+    return b;
+  }
+
+ private:
+
+  std::string model_dir_;
+  std::string digest_;
+  std::unique_ptr<record::SampleReader> samples_;
+  std::unique_ptr<models::Model> model_;
+  int64_t n_ = 0, n_head_ = 0, head_dim_ = 0, batch_ = 8;
+  std::vector<int64_t> layers_;
+};
+
+}  // namespace
+
+std::unique_ptr<Source> open_source(const DistillOptions& o) {
+  if (!o.record.empty()) {
+    MIMIC_CHECK(o.model_dir.empty(), "distill: give either --record or --model, not both");
+    return std::make_unique<RecordSource>(o.record);
+  }
+  MIMIC_CHECK(!o.model_dir.empty(), "distill: give --record FILE.h5 (or --model DIR --data ... for the online mode)");
+  return std::make_unique<OnlineSource>(o);
+}
+
+}  // namespace mimic::distill
