@@ -6,11 +6,11 @@
 
 #include <cmath>
 
-#include "attention/feature_map.h"
-#include "attention/linear_attention.h"
-#include "attention/kinds.h"
-#include "attention/linear_kernel.h"
-#include "core/error.h"
+#include "mimic/attention/feature_map.h"
+#include "mimic/attention/linear_attention.h"
+#include "mimic/attention/kinds.h"
+#include "mimic/attention/linear_kernel.h"
+#include "mimic/core/error.h"
 #include "test_util.h"
 
 using namespace mimic::attention;

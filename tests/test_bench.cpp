@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "bench/attention_bench.h"
+#include "mimic/bench/attention_bench.h"
 #include "test_util.h"
 
 using mimic::test::TempDir;

@@ -5,10 +5,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "data/classification.h"
-#include "eval/metrics.h"
-#include "finetune/classify.h"
-#include "models/model.h"
+#include "mimic/data/classification.h"
+#include "mimic/eval/metrics.h"
+#include "mimic/finetune/classify.h"
+#include "mimic/models/model.h"
 #include "test_util.h"
 
 using namespace mimic;

@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "io/safetensors.h"
-#include "models/model.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/models/model.h"
 #include "test_util.h"
-#include "text/tokenizer.h"
+#include "mimic/text/tokenizer.h"
 
 using mimic::test::TempDir;
 

@@ -8,15 +8,15 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "attention/attention.h"
-#include "attention/linear_kernel.h"
-#include "convert/convert.h"
-#include "distill/distill.h"
-#include "distill/maps_file.h"
-#include "io/atomic_file.h"
-#include "io/safetensors.h"
-#include "io/tensor_store.h"
-#include "models/model.h"
+#include "mimic/attention/attention.h"
+#include "mimic/attention/linear_kernel.h"
+#include "mimic/convert/convert.h"
+#include "mimic/distill/distill.h"
+#include "mimic/distill/maps_file.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/io/tensor_store.h"
+#include "mimic/models/model.h"
 #include "test_util.h"
 
 using mimic::test::TempDir;

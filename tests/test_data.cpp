@@ -4,11 +4,11 @@
 #include <numeric>
 #include <set>
 
-#include "data/batches.h"
-#include "data/corpus.h"
-#include "data/token_cache.h"
+#include "mimic/data/batches.h"
+#include "mimic/data/corpus.h"
+#include "mimic/data/token_cache.h"
 #include "test_util.h"
-#include "text/tokenizer.h"
+#include "mimic/text/tokenizer.h"
 
 using namespace mimic::data;
 using mimic::test::TempDir;

@@ -8,13 +8,13 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "attention/linear_attention.h"
-#include "attention/linear_kernel.h"
-#include "analysis/metrics.h"
-#include "distill/distill.h"
-#include "distill/maps_file.h"
-#include "io/safetensors.h"
-#include "record/record.h"
+#include "mimic/attention/linear_attention.h"
+#include "mimic/attention/linear_kernel.h"
+#include "mimic/analysis/metrics.h"
+#include "mimic/distill/distill.h"
+#include "mimic/distill/maps_file.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/record/record.h"
 #include "test_util.h"
 
 using mimic::test::TempDir;

@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "io/safetensors.h"
-#include "io/tensor_store.h"
-#include "models/model.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/io/tensor_store.h"
+#include "mimic/models/model.h"
 #include "test_util.h"
 
 using mimic::io::TensorStore;

@@ -10,19 +10,19 @@
 #include <set>
 #include <sstream>
 
-#include "attention/kinds.h"
-#include "attention/linear_kernel.h"
-#include "core/paths.h"
-#include "finetune/classify.h"
-#include "finetune/finetune.h"
-#include "finetune/lm.h"
-#include "finetune/lora.h"
-#include "io/safetensors.h"
-#include "io/tensor_store.h"
-#include "models/model.h"
-#include "models/bert.h"
-#include "models/gpt2.h"
-#include "text/tokenizer.h"
+#include "mimic/attention/kinds.h"
+#include "mimic/attention/linear_kernel.h"
+#include "mimic/core/paths.h"
+#include "mimic/finetune/classify.h"
+#include "mimic/finetune/finetune.h"
+#include "mimic/finetune/lm.h"
+#include "mimic/finetune/lora.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/io/tensor_store.h"
+#include "mimic/models/model.h"
+#include "mimic/models/bert.h"
+#include "mimic/models/gpt2.h"
+#include "mimic/text/tokenizer.h"
 #include "test_util.h"
 
 using namespace mimic;

@@ -7,12 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attention/kinds.h"
-#include "attention/linear_kernel.h"
-#include "eval/passkey.h"
-#include "generate/generate.h"
-#include "models/model.h"
-#include "text/tokenizer.h"
+#include "mimic/attention/kinds.h"
+#include "mimic/attention/linear_kernel.h"
+#include "mimic/eval/passkey.h"
+#include "mimic/generate/generate.h"
+#include "mimic/models/model.h"
+#include "mimic/text/tokenizer.h"
 #include "test_util.h"
 
 namespace gen = mimic::generate;

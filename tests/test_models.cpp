@@ -5,10 +5,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "attention/attention.h"
-#include "io/safetensors.h"
-#include "models/family.h"
-#include "models/model.h"
+#include "mimic/attention/attention.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/models/family.h"
+#include "mimic/models/model.h"
 #include "test_util.h"
 
 using mimic::io::SafeTensorsFile;

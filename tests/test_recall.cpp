@@ -6,9 +6,9 @@
 #include <numeric>
 #include <set>
 
-#include "eval/copy.h"
-#include "eval/perplexity.h"
-#include "models/model.h"
+#include "mimic/eval/copy.h"
+#include "mimic/eval/perplexity.h"
+#include "mimic/models/model.h"
 #include "test_util.h"
 
 using mimic::test::TempDir;
@@ -178,8 +178,8 @@ TEST(CopyEval, CliReportsTheGainOfEachModelAndTheRecallRecovered) {
 }
 
 // ------------------------------------------------------------------------------------------ MQAR / AR
-#include "data/recall_tasks.h"
-#include "eval/recall_accuracy.h"
+#include "mimic/data/recall_tasks.h"
+#include "mimic/eval/recall_accuracy.h"
 
 using mimic::data::RecallTaskSpec;
 using mimic::data::Split;
@@ -298,7 +298,7 @@ TEST(RecallTasks, PretrainLearnsMqarAndEvalScoresOnlyTheAnswers) {
 }
 
 // ------------------------------------------------------------------------------------------ induction scores
-#include "analysis/induction.h"
+#include "mimic/analysis/induction.h"
 
 TEST(InductionScores, HandBuiltHeadsScoreAsComputedByHand) {
   // ids 1 2 3 1 2 3: queries 3, 4, 5 have earlier occurrences (at 0, 1, 2); their targets are keys 1, 2, 3.
@@ -335,7 +335,7 @@ TEST(InductionScores, HandBuiltHeadsScoreAsComputedByHand) {
 }
 
 // ------------------------------------------------------------------------------------------ record --repeat, recall records
-#include "record/record.h"
+#include "mimic/record/record.h"
 
 TEST(RecordRepeat, EverySampleIsASegmentFollowedByItselfAndReportScoresIt) {
   TempDir dir;

@@ -10,13 +10,13 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "attention/attention.h"
-#include "core/layers.h"
-#include "data/classification.h"
-#include "models/model.h"
-#include "record/record.h"
+#include "mimic/attention/attention.h"
+#include "mimic/core/layers.h"
+#include "mimic/data/classification.h"
+#include "mimic/models/model.h"
+#include "mimic/record/record.h"
 #include "test_util.h"
-#include "text/tokenizer.h"
+#include "mimic/text/tokenizer.h"
 
 using mimic::test::TempDir;
 

@@ -11,12 +11,12 @@
 #include <regex>
 #include <set>
 
-#include "convert/convert.h"
-#include "analysis/metrics.h"
-#include "distill/distill.h"
-#include "record/record.h"
-#include "report/plot.h"
-#include "report/report.h"
+#include "mimic/convert/convert.h"
+#include "mimic/analysis/metrics.h"
+#include "mimic/distill/distill.h"
+#include "mimic/record/record.h"
+#include "mimic/report/plot.h"
+#include "mimic/report/report.h"
 #include "test_util.h"
 
 using mimic::test::TempDir;

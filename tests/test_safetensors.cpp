@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "io/safetensors.h"
+#include "mimic/io/safetensors.h"
 #include "test_util.h"
 
 using mimic::io::DType;

@@ -6,12 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "core/paths.h"
+#include "mimic/core/paths.h"
 #include "test_util.h"
-#include "text/gpt2_bpe.h"
-#include "text/tokenizer.h"
-#include "text/unicode.h"
-#include "text/wordpiece.h"
+#include "mimic/text/gpt2_bpe.h"
+#include "mimic/text/tokenizer.h"
+#include "mimic/text/unicode.h"
+#include "mimic/text/wordpiece.h"
 
 using mimic::test::TempDir;
 using mimic::test::write_bytes;

@@ -4,11 +4,11 @@
 #include <cmath>
 #include <filesystem>
 
-#include "io/atomic_file.h"
-#include "io/safetensors.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/io/safetensors.h"
 #include "test_util.h"
-#include "train/optimizer.h"
-#include "train/trainer.h"
+#include "mimic/train/optimizer.h"
+#include "mimic/train/trainer.h"
 
 using namespace mimic::train;
 using mimic::test::TempDir;

@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "core/paths.h"
+#include "mimic/core/paths.h"
 
 namespace mimic::test {
 

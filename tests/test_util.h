@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::test {
 

@@ -3,12 +3,12 @@
 #include <filesystem>
 #include <iostream>
 
-#include "core/error.h"
-#include "core/paths.h"
-#include "core/runtime.h"
-#include "io/atomic_file.h"
-#include "io/safetensors.h"
-#include "models/family.h"
+#include "mimic/core/error.h"
+#include "mimic/core/paths.h"
+#include "mimic/core/runtime.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/models/family.h"
 
 namespace mimic::cli {
 

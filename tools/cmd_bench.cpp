@@ -4,8 +4,8 @@
 // lives in src/bench/attention_bench.{h,cpp}.
 #include <cstdio>
 
-#include "bench/attention_bench.h"
-#include "bench/generate_bench.h"
+#include "mimic/bench/attention_bench.h"
+#include "mimic/bench/generate_bench.h"
 #include "cli.h"
 
 namespace mimic::cli {

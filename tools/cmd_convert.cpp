@@ -6,9 +6,9 @@
 #include <cstdio>
 
 #include "cli.h"
-#include "convert/convert.h"
-#include "core/error.h"
-#include "models/model.h"
+#include "mimic/convert/convert.h"
+#include "mimic/core/error.h"
+#include "mimic/models/model.h"
 
 namespace mimic::cli {
 namespace {

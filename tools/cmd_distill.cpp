@@ -4,10 +4,10 @@
 #include <cmath>
 #include <cstdio>
 
-#include "attention/feature_map.h"
+#include "mimic/attention/feature_map.h"
 #include "cli.h"
-#include "core/error.h"
-#include "distill/distill.h"
+#include "mimic/core/error.h"
+#include "mimic/distill/distill.h"
 
 namespace mimic::cli {
 namespace {

@@ -5,15 +5,15 @@
 #include <iostream>
 
 #include "cli.h"
-#include "core/error.h"
-#include "data/token_cache.h"
-#include "eval/copy.h"
-#include "eval/passkey.h"
-#include "eval/recall_accuracy.h"
-#include "eval/perplexity.h"
-#include "finetune/classify.h"
-#include "models/model.h"
-#include "text/tokenizer.h"
+#include "mimic/core/error.h"
+#include "mimic/data/token_cache.h"
+#include "mimic/eval/copy.h"
+#include "mimic/eval/passkey.h"
+#include "mimic/eval/recall_accuracy.h"
+#include "mimic/eval/perplexity.h"
+#include "mimic/finetune/classify.h"
+#include "mimic/models/model.h"
+#include "mimic/text/tokenizer.h"
 
 namespace mimic::cli {
 namespace {

@@ -5,9 +5,9 @@
 #include <map>
 
 #include "cli.h"
-#include "core/error.h"
-#include "io/tensor_store.h"
-#include "models/model.h"
+#include "mimic/core/error.h"
+#include "mimic/io/tensor_store.h"
+#include "mimic/models/model.h"
 
 namespace mimic::cli {
 namespace {

@@ -5,11 +5,11 @@
 #include <filesystem>
 
 #include "cli.h"
-#include "core/error.h"
-#include "finetune/classify.h"
-#include "finetune/lm.h"
-#include "models/config.h"
-#include "models/family.h"
+#include "mimic/core/error.h"
+#include "mimic/finetune/classify.h"
+#include "mimic/finetune/lm.h"
+#include "mimic/models/config.h"
+#include "mimic/models/family.h"
 
 namespace mimic::cli {
 namespace {

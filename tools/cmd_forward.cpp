@@ -4,10 +4,10 @@
 #include <iostream>
 
 #include "cli.h"
-#include "core/error.h"
-#include "io/safetensors.h"
-#include "models/model.h"
-#include "text/tokenizer.h"
+#include "mimic/core/error.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/models/model.h"
+#include "mimic/text/tokenizer.h"
 
 namespace mimic::cli {
 namespace {

@@ -5,10 +5,10 @@
 #include <cstdio>
 
 #include "cli.h"
-#include "core/error.h"
-#include "generate/generate.h"
-#include "models/model.h"
-#include "text/tokenizer.h"
+#include "mimic/core/error.h"
+#include "mimic/generate/generate.h"
+#include "mimic/models/model.h"
+#include "mimic/text/tokenizer.h"
 
 namespace mimic::cli {
 namespace {

@@ -3,15 +3,15 @@
 #include <iostream>
 #include <map>
 
-#include "attention/feature_map.h"
-#include "attention/kinds.h"
+#include "mimic/attention/feature_map.h"
+#include "mimic/attention/kinds.h"
 #include "cli.h"
-#include "core/error.h"
-#include "core/runtime.h"
-#include "io/safetensors.h"
-#include "io/tensor_store.h"
-#include "core/paths.h"
-#include "models/model.h"
+#include "mimic/core/error.h"
+#include "mimic/core/runtime.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/io/tensor_store.h"
+#include "mimic/core/paths.h"
+#include "mimic/models/model.h"
 
 namespace mimic::cli {
 namespace {

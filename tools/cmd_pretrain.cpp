@@ -2,10 +2,10 @@
 #include <iostream>
 
 #include "cli.h"
-#include "core/error.h"
-#include "io/atomic_file.h"
-#include "data/recall_tasks.h"
-#include "pretrain/pretrain.h"
+#include "mimic/core/error.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/data/recall_tasks.h"
+#include "mimic/pretrain/pretrain.h"
 
 namespace mimic::cli {
 namespace {

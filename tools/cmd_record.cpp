@@ -3,8 +3,8 @@
 #include <cstdio>
 
 #include "cli.h"
-#include "core/error.h"
-#include "record/record.h"
+#include "mimic/core/error.h"
+#include "mimic/record/record.h"
 
 namespace mimic::cli {
 namespace {

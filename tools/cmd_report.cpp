@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "attention/feature_map.h"
+#include "mimic/attention/feature_map.h"
 #include "cli.h"
-#include "report/report.h"
+#include "mimic/report/report.h"
 
 namespace mimic::cli {
 namespace {

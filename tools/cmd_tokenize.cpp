@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "cli.h"
-#include "text/tokenizer.h"
+#include "mimic/text/tokenizer.h"
 
 namespace mimic::cli {
 namespace {

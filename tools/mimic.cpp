@@ -7,8 +7,8 @@
 #include <string>
 
 #include "cli.h"
-#include "core/error.h"
-#include "core/runtime.h"
+#include "mimic/core/error.h"
+#include "mimic/core/runtime.h"
 
 namespace {
 // LibTorch's c10::Error messages carry a multi-line backtrace: keep the first line.

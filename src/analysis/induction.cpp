@@ -1,11 +1,11 @@
-#include "analysis/induction.h"
+#include "mimic/analysis/induction.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
 #include <limits>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::analysis {
 

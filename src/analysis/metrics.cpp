@@ -1,13 +1,13 @@
-#include "analysis/metrics.h"
+#include "mimic/analysis/metrics.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
 #include <limits>
 
-#include "attention/attention.h"
-#include "attention/distillable.h"
-#include "core/error.h"
+#include "mimic/attention/attention.h"
+#include "mimic/attention/distillable.h"
+#include "mimic/core/error.h"
 
 namespace mimic::analysis {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "analysis/teacher.h"
+#include "mimic/analysis/teacher.h"
 
 namespace mimic::analysis {
 

@@ -1,9 +1,9 @@
-#include "analysis/teacher.h"
+#include "mimic/analysis/teacher.h"
 
 #include <torch/torch.h>
 
-#include "attention/attention.h"
-#include "attention/distillable.h"
+#include "mimic/attention/attention.h"
+#include "mimic/attention/distillable.h"
 
 namespace mimic::analysis {
 

@@ -1,10 +1,10 @@
-#include "attention/attention.h"
+#include "mimic/attention/attention.h"
 
 #include <torch/torch.h>
 
 #include <limits>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::attention {
 

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "attention/attention.h"
+#include "mimic/attention/attention.h"
 
 namespace mimic::attention {
 

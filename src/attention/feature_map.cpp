@@ -1,13 +1,13 @@
-#include "attention/feature_map.h"
+#include "mimic/attention/feature_map.h"
 
 #include <algorithm>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::attention {
 
 #define MIMIC_FEATURE_MAP(id, summary) FeatureMap make_##id##_map(const FeatureMapSpec&);
-#include "attention/maps/maps.def"
+#include "mimic/attention/maps/maps.def"
 #undef MIMIC_FEATURE_MAP
 
 namespace {
@@ -19,7 +19,7 @@ struct Entry {
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
 #define MIMIC_FEATURE_MAP(id, summary) {{#id, summary}, &make_##id##_map},
-#include "attention/maps/maps.def"
+#include "mimic/attention/maps/maps.def"
 #undef MIMIC_FEATURE_MAP
   };
   return entries;

@@ -1,15 +1,15 @@
-#include "attention/kinds.h"
+#include "mimic/attention/kinds.h"
 
 #include <torch/torch.h>
 
-#include "attention/distillable.h"
-#include "attention/feature_map.h"
-#include "core/error.h"
+#include "mimic/attention/distillable.h"
+#include "mimic/attention/feature_map.h"
+#include "mimic/core/error.h"
 
 namespace mimic::attention {
 
 #define MIMIC_ATTENTION_KIND(id, role, summary) AttentionKernel make_##id##_kernel(const nlohmann::json&, int64_t, int64_t);
-#include "attention/kinds.def"
+#include "mimic/attention/kinds.def"
 #undef MIMIC_ATTENTION_KIND
 
 namespace {
@@ -21,7 +21,7 @@ struct Entry {
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
 #define MIMIC_ATTENTION_KIND(id, role, summary) {{#id, KindRole::role, summary}, &make_##id##_kernel},
-#include "attention/kinds.def"
+#include "mimic/attention/kinds.def"
 #undef MIMIC_ATTENTION_KIND
   };
   return entries;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/attention.h"
+#include "mimic/attention/attention.h"
 
 namespace mimic::attention {
 

@@ -1,11 +1,11 @@
-#include "attention/linear_attention.h"
+#include "mimic/attention/linear_attention.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
 #include <limits>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::attention {
 

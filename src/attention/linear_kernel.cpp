@@ -1,10 +1,10 @@
-#include "attention/linear_kernel.h"
+#include "mimic/attention/linear_kernel.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::attention {
 

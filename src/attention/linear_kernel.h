@@ -15,10 +15,10 @@
 #include <utility>
 #include <vector>
 
-#include "attention/attention.h"
-#include "attention/distillable.h"
-#include "attention/feature_map.h"
-#include "attention/linear_attention.h"
+#include "mimic/attention/attention.h"
+#include "mimic/attention/distillable.h"
+#include "mimic/attention/feature_map.h"
+#include "mimic/attention/linear_attention.h"
 
 namespace mimic::attention {
 

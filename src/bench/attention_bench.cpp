@@ -1,4 +1,4 @@
-#include "bench/attention_bench.h"
+#include "mimic/bench/attention_bench.h"
 
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
@@ -15,12 +15,12 @@
 #include <memory>
 #include <sstream>
 
-#include "attention/attention.h"
-#include "attention/kinds.h"
-#include "attention/feature_map.h"
-#include "attention/linear_attention.h"
-#include "core/error.h"
-#include "core/progress.h"
+#include "mimic/attention/attention.h"
+#include "mimic/attention/kinds.h"
+#include "mimic/attention/feature_map.h"
+#include "mimic/attention/linear_attention.h"
+#include "mimic/core/error.h"
+#include "mimic/core/progress.h"
 
 namespace mimic::bench {
 

@@ -1,4 +1,4 @@
-#include "bench/generate_bench.h"
+#include "mimic/bench/generate_bench.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <sstream>
 
-#include "attention/kinds.h"
-#include "core/error.h"
-#include "core/progress.h"
-#include "generate/generate.h"
-#include "models/family.h"
-#include "models/model.h"
+#include "mimic/attention/kinds.h"
+#include "mimic/core/error.h"
+#include "mimic/core/progress.h"
+#include "mimic/generate/generate.h"
+#include "mimic/models/family.h"
+#include "mimic/models/model.h"
 
 namespace mimic::bench {
 

@@ -1,16 +1,16 @@
-#include "convert/convert.h"
+#include "mimic/convert/convert.h"
 
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <filesystem>
 
-#include "attention/distillable.h"
-#include "core/error.h"
-#include "core/layers.h"
-#include "distill/maps_file.h"
-#include "models/model.h"
-#include "record/record.h"
+#include "mimic/attention/distillable.h"
+#include "mimic/core/error.h"
+#include "mimic/core/layers.h"
+#include "mimic/distill/maps_file.h"
+#include "mimic/models/model.h"
+#include "mimic/record/record.h"
 
 namespace mimic::convert {
 

@@ -1,9 +1,9 @@
-#include "core/layers.h"
+#include "mimic/core/layers.h"
 
 #include <algorithm>
 #include <sstream>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic {
 

@@ -1,10 +1,10 @@
-#include "core/paths.h"
+#include "mimic/core/paths.h"
 
 #include <cstdlib>
 #include <filesystem>
 
-#include "core/error.h"
-#include "core/version.h"
+#include "mimic/core/error.h"
+#include "mimic/core/version.h"
 
 namespace mimic {
 

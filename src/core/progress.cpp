@@ -1,4 +1,4 @@
-#include "core/progress.h"
+#include "mimic/core/progress.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "core/runtime.h"
+#include "mimic/core/runtime.h"
 
 #include <malloc.h>
 #include <sched.h>
@@ -11,7 +11,7 @@
 #include <torch/torch.h>
 #include <torch/version.h>
 
-#include "core/version.h"
+#include "mimic/core/version.h"
 
 namespace mimic {
 

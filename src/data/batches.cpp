@@ -1,4 +1,4 @@
-#include "data/batches.h"
+#include "mimic/data/batches.h"
 
 #include <torch/torch.h>
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::data {
 

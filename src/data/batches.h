@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "data/token_cache.h"
+#include "mimic/data/token_cache.h"
 
 namespace mimic::data {
 

@@ -1,4 +1,4 @@
-#include "data/classification.h"
+#include "mimic/data/classification.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/error.h"
-#include "core/paths.h"
-#include "io/atomic_file.h"
+#include "mimic/core/error.h"
+#include "mimic/core/paths.h"
+#include "mimic/io/atomic_file.h"
 
 namespace mimic::data {
 

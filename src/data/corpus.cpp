@@ -1,11 +1,11 @@
-#include "data/corpus.h"
+#include "mimic/data/corpus.h"
 
 #include <algorithm>
 #include <filesystem>
 
-#include "core/error.h"
-#include "core/paths.h"
-#include "io/atomic_file.h"
+#include "mimic/core/error.h"
+#include "mimic/core/paths.h"
+#include "mimic/io/atomic_file.h"
 
 namespace mimic::data {
 

@@ -1,11 +1,11 @@
-#include "data/lm_source.h"
+#include "mimic/data/lm_source.h"
 
 #include <torch/torch.h>
 
 #include <optional>
 
-#include "core/error.h"
-#include "data/token_cache.h"
+#include "mimic/core/error.h"
+#include "mimic/data/token_cache.h"
 
 namespace mimic::data {
 

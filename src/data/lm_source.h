@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "data/batches.h"
-#include "data/recall_tasks.h"
+#include "mimic/data/batches.h"
+#include "mimic/data/recall_tasks.h"
 
 namespace mimic::text { class Tokenizer; }
 

@@ -1,4 +1,4 @@
-#include "data/recall_tasks.h"
+#include "mimic/data/recall_tasks.h"
 
 #include <torch/torch.h>
 
@@ -8,7 +8,7 @@
 #include <random>
 #include <sstream>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::data {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "data/batches.h"
-#include "data/corpus.h"
+#include "mimic/data/batches.h"
+#include "mimic/data/corpus.h"
 
 namespace mimic::data {
 

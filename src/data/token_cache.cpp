@@ -1,4 +1,4 @@
-#include "data/token_cache.h"
+#include "mimic/data/token_cache.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,10 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
-#include "core/paths.h"
-#include "io/atomic_file.h"
-#include "text/tokenizer.h"
+#include "mimic/core/error.h"
+#include "mimic/core/paths.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/text/tokenizer.h"
 
 namespace mimic::data {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "data/corpus.h"
+#include "mimic/data/corpus.h"
 
 namespace mimic::text { class Tokenizer; }
 

@@ -1,4 +1,4 @@
-#include "distill/distill.h"
+#include "mimic/distill/distill.h"
 
 #include <torch/torch.h>
 
@@ -10,21 +10,21 @@
 #include <limits>
 #include <optional>
 
-#include "attention/attention.h"
-#include "attention/distillable.h"
-#include "attention/feature_map.h"
-#include "attention/kinds.h"
-#include "core/error.h"
-#include "core/layers.h"
-#include "distill/maps_file.h"
-#include "distill/sources.h"
-#include "data/batches.h"
-#include "io/atomic_file.h"
-#include "io/safetensors.h"
-#include "models/model.h"
-#include "record/record.h"
-#include "train/optimizer.h"
-#include "train/trainer.h"
+#include "mimic/attention/attention.h"
+#include "mimic/attention/distillable.h"
+#include "mimic/attention/feature_map.h"
+#include "mimic/attention/kinds.h"
+#include "mimic/core/error.h"
+#include "mimic/core/layers.h"
+#include "mimic/distill/maps_file.h"
+#include "mimic/distill/sources.h"
+#include "mimic/data/batches.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/models/model.h"
+#include "mimic/record/record.h"
+#include "mimic/train/optimizer.h"
+#include "mimic/train/trainer.h"
 
 namespace fs = std::filesystem;
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/metrics.h"
+#include "mimic/analysis/metrics.h"
 
 namespace mimic::attention { class DistillableKernel; }
 

@@ -1,14 +1,14 @@
-#include "distill/maps_file.h"
+#include "mimic/distill/maps_file.h"
 
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cstdio>
 
-#include "attention/distillable.h"
-#include "attention/kinds.h"
-#include "core/error.h"
-#include "io/safetensors.h"
+#include "mimic/attention/distillable.h"
+#include "mimic/attention/kinds.h"
+#include "mimic/core/error.h"
+#include "mimic/io/safetensors.h"
 
 namespace mimic::distill {
 

@@ -1,14 +1,14 @@
-#include "distill/sources.h"
+#include "mimic/distill/sources.h"
 
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <filesystem>
 
-#include "attention/attention.h"
-#include "core/error.h"
-#include "models/model.h"
-#include "record/record.h"
+#include "mimic/attention/attention.h"
+#include "mimic/core/error.h"
+#include "mimic/models/model.h"
+#include "mimic/record/record.h"
 
 namespace fs = std::filesystem;
 

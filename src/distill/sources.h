@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "analysis/teacher.h"
-#include "distill/distill.h"
+#include "mimic/analysis/teacher.h"
+#include "mimic/distill/distill.h"
 
 namespace mimic::distill {
 

@@ -1,8 +1,8 @@
-#include "eval/metrics.h"
+#include "mimic/eval/metrics.h"
 
 #include <cmath>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::eval {
 

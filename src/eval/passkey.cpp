@@ -1,4 +1,4 @@
-#include "eval/passkey.h"
+#include "mimic/eval/passkey.h"
 
 #include <torch/torch.h>
 
@@ -7,12 +7,12 @@
 #include <cmath>
 #include <set>
 
-#include "core/error.h"
-#include "core/progress.h"
-#include "generate/generate.h"
-#include "models/family.h"
-#include "models/model.h"
-#include "text/tokenizer.h"
+#include "mimic/core/error.h"
+#include "mimic/core/progress.h"
+#include "mimic/generate/generate.h"
+#include "mimic/models/family.h"
+#include "mimic/models/model.h"
+#include "mimic/text/tokenizer.h"
 
 namespace mimic::eval {
 

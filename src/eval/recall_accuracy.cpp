@@ -1,12 +1,12 @@
-#include "eval/recall_accuracy.h"
+#include "mimic/eval/recall_accuracy.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
 
-#include "core/error.h"
-#include "core/progress.h"
-#include "models/model.h"
+#include "mimic/core/error.h"
+#include "mimic/core/progress.h"
+#include "mimic/models/model.h"
 
 namespace mimic::eval {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "data/recall_tasks.h"
+#include "mimic/data/recall_tasks.h"
 
 namespace mimic::models { class Model; }
 

@@ -1,11 +1,11 @@
-#include "finetune/classify.h"
+#include "mimic/finetune/classify.h"
 
 #include <torch/torch.h>
 
-#include "core/error.h"
-#include "data/batches.h"
-#include "models/model.h"
-#include "text/tokenizer.h"
+#include "mimic/core/error.h"
+#include "mimic/data/batches.h"
+#include "mimic/models/model.h"
+#include "mimic/text/tokenizer.h"
 
 namespace mimic::finetune {
 

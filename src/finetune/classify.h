@@ -3,9 +3,9 @@
 #pragma once
 #include <string>
 
-#include "data/classification.h"
-#include "eval/metrics.h"
-#include "finetune/finetune.h"
+#include "mimic/data/classification.h"
+#include "mimic/eval/metrics.h"
+#include "mimic/finetune/finetune.h"
 
 namespace mimic::models { class Model; }
 namespace mimic::text { class Tokenizer; }

@@ -1,12 +1,12 @@
-#include "finetune/finetune.h"
+#include "mimic/finetune/finetune.h"
 
 #include <torch/torch.h>
 
 #include <sstream>
 
-#include "core/error.h"
-#include "models/family.h"
-#include "models/model.h"
+#include "mimic/core/error.h"
+#include "mimic/models/family.h"
+#include "mimic/models/model.h"
 
 namespace mimic::finetune {
 

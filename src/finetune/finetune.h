@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "finetune/lora.h"
-#include "train/trainer.h"
+#include "mimic/finetune/lora.h"
+#include "mimic/train/trainer.h"
 
 namespace mimic::models { class Model; }
 

@@ -1,17 +1,17 @@
-#include "finetune/lm.h"
+#include "mimic/finetune/lm.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
 
-#include "core/error.h"
-#include "data/batches.h"
-#include "data/lm_source.h"
-#include "data/token_cache.h"
-#include "models/family.h"
-#include "models/model.h"
-#include "text/tokenizer.h"
-#include "train/lm.h"
+#include "mimic/core/error.h"
+#include "mimic/data/batches.h"
+#include "mimic/data/lm_source.h"
+#include "mimic/data/token_cache.h"
+#include "mimic/models/family.h"
+#include "mimic/models/model.h"
+#include "mimic/text/tokenizer.h"
+#include "mimic/train/lm.h"
 
 namespace mimic::finetune {
 

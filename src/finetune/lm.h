@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "eval/perplexity.h"
-#include "finetune/finetune.h"
+#include "mimic/eval/perplexity.h"
+#include "mimic/finetune/finetune.h"
 
 namespace mimic::finetune {
 

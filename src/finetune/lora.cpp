@@ -1,11 +1,11 @@
-#include "finetune/lora.h"
+#include "mimic/finetune/lora.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
 
-#include "core/error.h"
-#include "models/family.h"
+#include "mimic/core/error.h"
+#include "mimic/models/family.h"
 
 namespace mimic::finetune {
 

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "models/model.h"
+#include "mimic/models/model.h"
 
 namespace mimic::finetune {
 

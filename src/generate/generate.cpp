@@ -1,4 +1,4 @@
-#include "generate/generate.h"
+#include "mimic/generate/generate.h"
 
 #include <torch/torch.h>
 
@@ -7,9 +7,9 @@
 #include <cmath>
 #include <numeric>
 
-#include "core/error.h"
-#include "models/family.h"
-#include "models/model.h"
+#include "mimic/core/error.h"
+#include "mimic/models/family.h"
+#include "mimic/models/model.h"
 
 namespace mimic::generate {
 

@@ -1,4 +1,4 @@
-#include "io/atomic_file.h"
+#include "mimic/io/atomic_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::io {
 

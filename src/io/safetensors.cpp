@@ -1,4 +1,4 @@
-#include "io/safetensors.h"
+#include "mimic/io/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "core/error.h"
-#include "io/atomic_file.h"
+#include "mimic/core/error.h"
+#include "mimic/io/atomic_file.h"
 
 namespace mimic::io {
 

@@ -1,4 +1,4 @@
-#include "io/tensor_store.h"
+#include "mimic/io/tensor_store.h"
 
 #include <torch/torch.h>
 
@@ -8,8 +8,8 @@
 #include <regex>
 #include <set>
 
-#include "core/error.h"
-#include "io/atomic_file.h"
+#include "mimic/core/error.h"
+#include "mimic/io/atomic_file.h"
 
 namespace mimic::io {
 

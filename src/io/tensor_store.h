@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/safetensors.h"
+#include "mimic/io/safetensors.h"
 
 namespace mimic::io {
 

@@ -1,13 +1,13 @@
 // BERT: the network with its heads, and its family description.
-#include "models/bert.h"
+#include "mimic/models/bert.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
 
-#include "core/error.h"
-#include "io/tensor_store.h"
-#include "models/family.h"
+#include "mimic/core/error.h"
+#include "mimic/io/tensor_store.h"
+#include "mimic/models/family.h"
 
 namespace mimic::models {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <vector>
 
-#include "models/networks.h"
+#include "mimic/models/networks.h"
 
 namespace mimic::models {
 

@@ -1,10 +1,10 @@
-#include "models/checkpoint.h"
+#include "mimic/models/checkpoint.h"
 
 #include <torch/torch.h>
 
 #include <set>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::models {
 

@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "io/safetensors.h"
-#include "io/tensor_store.h"
-#include "models/family.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/io/tensor_store.h"
+#include "mimic/models/family.h"
 
 namespace mimic::models {
 

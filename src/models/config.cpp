@@ -1,8 +1,8 @@
-#include "models/config.h"
+#include "mimic/models/config.h"
 
-#include "core/error.h"
-#include "io/atomic_file.h"
-#include "models/family.h"
+#include "mimic/core/error.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/models/family.h"
 
 namespace mimic::models {
 

@@ -1,17 +1,17 @@
-#include "models/family.h"
+#include "mimic/models/family.h"
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::models {
 
 #define MIMIC_MODEL_FAMILY(id) const Family& id##_family();
-#include "models/families.def"
+#include "mimic/models/families.def"
 #undef MIMIC_MODEL_FAMILY
 
 const std::vector<const Family*>& families() {
   static const std::vector<const Family*> all = {
 #define MIMIC_MODEL_FAMILY(id) &id##_family(),
-#include "models/families.def"
+#include "mimic/models/families.def"
 #undef MIMIC_MODEL_FAMILY
   };
   return all;

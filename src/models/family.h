@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/config.h"
+#include "mimic/models/config.h"
 
 namespace torch::nn { class Module; }
 namespace mimic::io { class TensorStore; }

@@ -1,13 +1,13 @@
 // GPT-2: the network and its family description.
-#include "models/gpt2.h"
+#include "mimic/models/gpt2.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
 #include <regex>
 
-#include "core/error.h"
-#include "models/family.h"
+#include "mimic/core/error.h"
+#include "mimic/models/family.h"
 
 namespace mimic::models {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <vector>
 
-#include "models/networks.h"
+#include "mimic/models/networks.h"
 
 namespace mimic::models {
 

@@ -1,6 +1,6 @@
 // load_model: config.json + model.safetensors (or a sharded checkpoint) → the network of the config's family
 // (models/family.h), checked tensor by tensor.
-#include "models/model.h"
+#include "mimic/models/model.h"
 
 #include <torch/torch.h>
 
@@ -8,14 +8,14 @@
 #include <filesystem>
 #include <set>
 
-#include "attention/attention.h"
-#include "attention/kinds.h"
-#include "core/error.h"
-#include "core/hash.h"
-#include "io/atomic_file.h"
-#include "models/checkpoint.h"
-#include "models/family.h"
-#include "models/networks.h"
+#include "mimic/attention/attention.h"
+#include "mimic/attention/kinds.h"
+#include "mimic/core/error.h"
+#include "mimic/core/hash.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/models/checkpoint.h"
+#include "mimic/models/family.h"
+#include "mimic/models/networks.h"
 
 namespace mimic::models {
 

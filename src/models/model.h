@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/tensor_store.h"
+#include "mimic/io/tensor_store.h"
 
 namespace torch::nn { class Module; }
 namespace mimic::attention {

@@ -1,11 +1,11 @@
-#include "models/networks.h"
+#include "mimic/models/networks.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
 
-#include "attention/kinds.h"
-#include "core/error.h"
+#include "mimic/attention/kinds.h"
+#include "mimic/core/error.h"
 
 namespace mimic::models {
 

@@ -10,9 +10,9 @@
 
 #include <vector>
 
-#include "attention/attention.h"
-#include "models/config.h"
-#include "models/model.h"
+#include "mimic/attention/attention.h"
+#include "mimic/models/config.h"
+#include "mimic/models/model.h"
 
 namespace mimic::models {
 

@@ -1,21 +1,21 @@
-#include "pretrain/pretrain.h"
+#include "mimic/pretrain/pretrain.h"
 
 #include <torch/torch.h>
 
 #include <optional>
 #include <sstream>
 
-#include "attention/kinds.h"
-#include "core/error.h"
-#include "core/paths.h"
-#include "data/batches.h"
-#include "data/lm_source.h"
-#include "data/recall_tasks.h"
-#include "data/token_cache.h"
-#include "models/family.h"
-#include "models/model.h"
-#include "text/tokenizer.h"
-#include "train/lm.h"
+#include "mimic/attention/kinds.h"
+#include "mimic/core/error.h"
+#include "mimic/core/paths.h"
+#include "mimic/data/batches.h"
+#include "mimic/data/lm_source.h"
+#include "mimic/data/recall_tasks.h"
+#include "mimic/data/token_cache.h"
+#include "mimic/models/family.h"
+#include "mimic/models/model.h"
+#include "mimic/text/tokenizer.h"
+#include "mimic/train/lm.h"
 
 namespace mimic::pretrain {
 

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "data/batches.h"
-#include "train/trainer.h"
+#include "mimic/data/batches.h"
+#include "mimic/train/trainer.h"
 
 namespace mimic::pretrain {
 

@@ -1,4 +1,4 @@
-#include "record/hdf5.h"
+#include "mimic/record/hdf5.h"
 
 #include <torch/torch.h>
 #include <zlib.h>
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::record {
 

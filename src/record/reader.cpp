@@ -5,9 +5,9 @@
 #include <filesystem>
 #include <map>
 
-#include "core/error.h"
-#include "record/hdf5.h"
-#include "record/record.h"
+#include "mimic/core/error.h"
+#include "mimic/record/hdf5.h"
+#include "mimic/record/record.h"
 
 namespace mimic::record {
 

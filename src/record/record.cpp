@@ -1,5 +1,5 @@
 // The `record` stage: run the teacher over the samples and hand what its kernels consumed to RecordWriter.
-#include "record/record.h"
+#include "mimic/record/record.h"
 
 #include <torch/torch.h>
 
@@ -8,18 +8,18 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "attention/attention.h"
-#include "core/error.h"
-#include "core/layers.h"
-#include "core/progress.h"
-#include "data/corpus.h"
-#include "data/recall_tasks.h"
-#include "models/family.h"
-#include "models/model.h"
-#include "record/hdf5.h"
-#include "record/samples.h"
-#include "record/writer.h"
-#include "text/tokenizer.h"
+#include "mimic/attention/attention.h"
+#include "mimic/core/error.h"
+#include "mimic/core/layers.h"
+#include "mimic/core/progress.h"
+#include "mimic/data/corpus.h"
+#include "mimic/data/recall_tasks.h"
+#include "mimic/models/family.h"
+#include "mimic/models/model.h"
+#include "mimic/record/hdf5.h"
+#include "mimic/record/samples.h"
+#include "mimic/record/writer.h"
+#include "mimic/text/tokenizer.h"
 
 namespace mimic::record {
 

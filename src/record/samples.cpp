@@ -1,20 +1,20 @@
-#include "record/samples.h"
+#include "mimic/record/samples.h"
 
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <filesystem>
 
-#include "core/error.h"
-#include "core/hash.h"
-#include "data/classification.h"
-#include "data/corpus.h"
-#include "data/recall_tasks.h"
-#include "data/token_cache.h"
-#include "io/atomic_file.h"
-#include "models/config.h"
-#include "models/family.h"
-#include "text/tokenizer.h"
+#include "mimic/core/error.h"
+#include "mimic/core/hash.h"
+#include "mimic/data/classification.h"
+#include "mimic/data/corpus.h"
+#include "mimic/data/recall_tasks.h"
+#include "mimic/data/token_cache.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/models/config.h"
+#include "mimic/models/family.h"
+#include "mimic/text/tokenizer.h"
 
 namespace mimic::record {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "record/record.h"
+#include "mimic/record/record.h"
 
 namespace mimic::text { class Tokenizer; }
 

@@ -1,4 +1,4 @@
-#include "record/writer.h"
+#include "mimic/record/writer.h"
 
 #include <torch/torch.h>
 
@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <map>
 
-#include "attention/attention.h"
-#include "core/error.h"
-#include "core/runtime.h"
-#include "record/hdf5.h"
+#include "mimic/attention/attention.h"
+#include "mimic/core/error.h"
+#include "mimic/core/runtime.h"
+#include "mimic/record/hdf5.h"
 
 namespace mimic::record {
 

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "record/record.h"
+#include "mimic/record/record.h"
 
 namespace mimic::attention { struct AttentionCapture; }
 

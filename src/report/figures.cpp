@@ -1,4 +1,4 @@
-#include "report/figures.h"
+#include "mimic/report/figures.h"
 
 #include <cairo.h>
 
@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "report/plot.h"
+#include "mimic/report/plot.h"
 
 namespace fs = std::filesystem;
 

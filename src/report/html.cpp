@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "report/figures.h"
+#include "mimic/report/figures.h"
 
 namespace fs = std::filesystem;
 

@@ -1,4 +1,4 @@
-#include "report/plot.h"
+#include "mimic/report/plot.h"
 
 #include <cairo-svg.h>
 #include <cairo.h>
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::report {
 

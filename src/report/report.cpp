@@ -1,4 +1,4 @@
-#include "report/report.h"
+#include "mimic/report/report.h"
 
 #include <torch/torch.h>
 
@@ -14,20 +14,20 @@
 #include <set>
 #include <sstream>
 
-#include "analysis/induction.h"
-#include "analysis/metrics.h"
-#include "attention/feature_map.h"
-#include "attention/distillable.h"
-#include "attention/kinds.h"
-#include "core/error.h"
-#include "core/layers.h"
-#include "core/progress.h"
-#include "distill/distill.h"
-#include "distill/maps_file.h"
-#include "io/atomic_file.h"
-#include "models/model.h"
-#include "record/record.h"
-#include "report/figures.h"
+#include "mimic/analysis/induction.h"
+#include "mimic/analysis/metrics.h"
+#include "mimic/attention/feature_map.h"
+#include "mimic/attention/distillable.h"
+#include "mimic/attention/kinds.h"
+#include "mimic/core/error.h"
+#include "mimic/core/layers.h"
+#include "mimic/core/progress.h"
+#include "mimic/distill/distill.h"
+#include "mimic/distill/maps_file.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/models/model.h"
+#include "mimic/record/record.h"
+#include "mimic/report/figures.h"
 
 namespace fs = std::filesystem;
 

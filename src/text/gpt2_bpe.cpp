@@ -1,11 +1,11 @@
-#include "text/gpt2_bpe.h"
+#include "mimic/text/gpt2_bpe.h"
 
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/error.h"
-#include "io/atomic_file.h"
-#include "text/unicode.h"
+#include "mimic/core/error.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/text/unicode.h"
 
 namespace mimic::text {
 

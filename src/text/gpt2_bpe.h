@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "text/tokenizer.h"
+#include "mimic/text/tokenizer.h"
 
 namespace mimic::text {
 

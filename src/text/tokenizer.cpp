@@ -1,12 +1,12 @@
-#include "text/tokenizer.h"
+#include "mimic/text/tokenizer.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
-#include "io/atomic_file.h"
-#include "text/gpt2_bpe.h"
-#include "text/wordpiece.h"
+#include "mimic/core/error.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/text/gpt2_bpe.h"
+#include "mimic/text/wordpiece.h"
 
 namespace mimic::text {
 

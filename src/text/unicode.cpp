@@ -1,4 +1,4 @@
-#include "text/unicode.h"
+#include "mimic/text/unicode.h"
 
 #include <algorithm>
 #include <iterator>
@@ -25,7 +25,7 @@ struct CombiningClass {
 struct Composition {
   char32_t first, second, composite;
 };
-#include "text/unicode_tables.inc"
+#include "mimic/text/unicode_tables.inc"
 
 static_assert(std::size(kCategoryNames) == static_cast<size_t>(Category::Co) + 1, "Category enum and table disagree");
 

@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "text/tokenizer.h"
+#include "mimic/text/tokenizer.h"
 
 namespace mimic::text {
 

@@ -1,10 +1,10 @@
-#include "train/lm.h"
+#include "mimic/train/lm.h"
 
 #include <torch/torch.h>
 
-#include "core/error.h"
-#include "data/batches.h"
-#include "models/model.h"
+#include "mimic/core/error.h"
+#include "mimic/data/batches.h"
+#include "mimic/models/model.h"
 
 namespace mimic::train {
 

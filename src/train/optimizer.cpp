@@ -1,11 +1,11 @@
-#include "train/optimizer.h"
+#include "mimic/train/optimizer.h"
 
 #include <torch/torch.h>
 
 #include <cmath>
 #include <map>
 
-#include "core/error.h"
+#include "mimic/core/error.h"
 
 namespace mimic::train {
 

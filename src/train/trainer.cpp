@@ -1,4 +1,4 @@
-#include "train/trainer.h"
+#include "mimic/train/trainer.h"
 
 #include <torch/torch.h>
 
@@ -9,10 +9,10 @@
 #include <map>
 #include <sstream>
 
-#include "core/error.h"
-#include "core/progress.h"
-#include "io/atomic_file.h"
-#include "io/safetensors.h"
+#include "mimic/core/error.h"
+#include "mimic/core/progress.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/io/safetensors.h"
 
 namespace mimic::train {
 

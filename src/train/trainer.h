@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "train/optimizer.h"
+#include "mimic/train/optimizer.h"
 
 namespace mimic::train {
 

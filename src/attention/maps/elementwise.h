@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "attention/feature_map.h"
+#include "mimic/attention/feature_map.h"
 
 namespace mimic::attention::maps {
 

@@ -1,5 +1,5 @@
 // φ(x) = 1 + ELU(x) (Katharopoulos et al. 2020): positive, linear for x > 0.
-#include "attention/maps/elementwise.h"
+#include "mimic/attention/maps/elementwise.h"
 
 namespace mimic::attention {
 FeatureMap make_elu_map(const FeatureMapSpec& spec) {

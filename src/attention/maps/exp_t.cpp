@@ -1,5 +1,5 @@
 // φ(x) = exp(t·x) with temperature t, returned in log space (t·x).
-#include "attention/maps/elementwise.h"
+#include "mimic/attention/maps/elementwise.h"
 
 namespace mimic::attention {
 FeatureMap make_exp_t_map(const FeatureMapSpec& spec) {

@@ -4,8 +4,8 @@
 #pragma once
 #include <torch/torch.h>
 
-#include "attention/feature_map.h"
-#include "core/error.h"
+#include "mimic/attention/feature_map.h"
+#include "mimic/core/error.h"
 
 namespace mimic::attention::maps {
 

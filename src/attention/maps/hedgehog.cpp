@@ -1,7 +1,7 @@
 // Hedgehog (Zhang et al. 2024, Eq. 3 and App. A.1): a learned per-head affine map followed by exp of it and
 // of its negation, φ(x) = [exp(Wx+b), exp(-(Wx+b))]; or, for hedgehog_softmax, a softmax over each half.
 // Returned in log space.
-#include "attention/maps/head_linear.h"
+#include "mimic/attention/maps/head_linear.h"
 
 namespace mimic::attention {
 namespace {

@@ -1,5 +1,5 @@
 // φ(x) = x: plain (unnormalisable in general) linear attention, as in RetNet/GLA's "no feature map".
-#include "attention/maps/elementwise.h"
+#include "mimic/attention/maps/elementwise.h"
 
 namespace mimic::attention {
 FeatureMap make_identity_map(const FeatureMapSpec& spec) {

@@ -7,8 +7,8 @@
 
 #include <cmath>
 
-#include "attention/feature_map.h"
-#include "core/error.h"
+#include "mimic/attention/feature_map.h"
+#include "mimic/core/error.h"
 
 namespace mimic::attention {
 namespace {

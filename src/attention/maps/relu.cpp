@@ -1,5 +1,5 @@
 // φ(x) = ReLU(x).
-#include "attention/maps/elementwise.h"
+#include "mimic/attention/maps/elementwise.h"
 
 namespace mimic::attention {
 FeatureMap make_relu_map(const FeatureMapSpec& spec) {

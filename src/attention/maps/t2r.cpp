@@ -1,5 +1,5 @@
 // T2R (Kasai et al. 2021): a learned per-head affine map followed by ReLU, φ(x) = relu(Wx+b).
-#include "attention/maps/head_linear.h"
+#include "mimic/attention/maps/head_linear.h"
 
 namespace mimic::attention {
 namespace {

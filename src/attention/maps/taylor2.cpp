@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "attention/feature_map.h"
+#include "mimic/attention/feature_map.h"
 
 namespace mimic::attention {
 namespace {
