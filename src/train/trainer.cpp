@@ -156,6 +156,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   int64_t tokens = 0, skips = 0;
   double window_loss = 0;
   int64_t window_n = 0;
+  int64_t final_step = o.steps;  // or where early stopping ended the run
   for (int64_t step = s.step; step < o.steps; ++step) {
     double lr = warmup_cosine_lr(step, o.warmup, o.steps, o.lr, o.min_lr_ratio);
     opt.zero_grad();
@@ -212,14 +213,8 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     }
     if (early) {
       r.stopped_early = true;
-      progress.finish();
-      if (task.export_model) task.export_model(o.out_dir + "/last");
-      r.steps = done;
-      r.best_eval = s.best_eval;
-      r.best_step = s.best_step;
-      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      r.tokens_per_second = r.seconds > 0 ? static_cast<double>(tokens) / r.seconds : 0;
-      return r;
+      final_step = done;
+      break;
     }
     if (o.stop_after > 0 && done - r.resumed_from >= o.stop_after && done < o.steps) {
       progress.finish();
@@ -230,7 +225,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   }
   progress.finish();
   if (task.export_model) task.export_model(o.out_dir + "/last");
-  r.steps = o.steps;
+  r.steps = final_step;
   r.best_eval = s.best_eval;
   r.best_step = s.best_step;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
