@@ -6,6 +6,7 @@
 #include <set>
 
 #include "mimic/bench/attention_bench.h"
+#include "mimic/bench/measure.h"
 #include "test_util.h"
 
 using mimic::test::TempDir;
@@ -117,4 +118,21 @@ TEST(Bench, AttentionHelpAndErrors) {
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
   EXPECT_NE(bad.err.find("--max-len"), std::string::npos) << bad.err;
   EXPECT_NE(run_cli("bench").code, 0);  // `bench` needs a benchmark name
+}
+
+TEST(BenchMeasure, PeakBytesCountWhatTheRunAllocatedAndTheMedianIsTheMiddleValue) {
+  // 4 MB of floats allocated, kept while a second 1 MB tensor lives, then both dropped inside the run.
+  auto s = mimic::bench::measure(3, {}, [] {
+    auto a = torch::empty({1000000}, torch::kFloat);
+    auto b = torch::empty({250000}, torch::kFloat);
+    a.fill_(1);
+    b.fill_(2);
+  });
+  EXPECT_GE(s.peak_bytes, 5000000);
+  EXPECT_LT(s.peak_bytes, 5200000);  // nothing else of that size
+  EXPECT_GE(s.ms, 0.0);
+  auto quiet = mimic::bench::measure_once({}, [] {});
+  EXPECT_EQ(quiet.peak_bytes, 0);
+  EXPECT_DOUBLE_EQ(mimic::bench::median({5, 1, 3}), 3.0);
+  EXPECT_DOUBLE_EQ(mimic::bench::median({4, 1, 3, 2}), 2.5);
 }

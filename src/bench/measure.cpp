@@ -1,0 +1,90 @@
+#include "mimic/bench/measure.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <string>
+
+namespace mimic::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// LibTorch's default CPU allocator reports every allocation and free (with its size) to the
+// MemoryReportingInfoBase installed as the thread's PROFILER_STATE debug info, when that object says memory
+// profiling is on: the hook the PyTorch profiler's profile_memory uses. The debug info travels with the
+// thread-local state into autograd's backward, which runs on the calling thread for CPU tensors. The tracker
+// keeps the running sum of live bytes allocated since it was installed, and its maximum.
+class PeakTracker : public c10::MemoryReportingInfoBase {
+ public:
+  void reportMemoryUsage(void*, int64_t alloc_size, int64_t, int64_t, c10::Device device) override {
+    if (device.type() != c10::DeviceType::CPU) return;
+    const int64_t now = current_.fetch_add(alloc_size) + alloc_size;
+    int64_t peak = peak_.load();
+    while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+    }
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+  int64_t peak() const { return peak_.load(); }
+  int64_t current() const { return current_.load(); }
+
+ private:
+  std::atomic<int64_t> current_{0}, peak_{0};
+};
+
+}  // namespace
+
+Sample measure_once(const std::function<void()>& prepare, const std::function<void()>& run) {
+  if (prepare) prepare();
+  auto tracker = std::make_shared<PeakTracker>();
+  Sample s;
+  {
+    c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, tracker);
+    auto t0 = Clock::now();
+    run();
+    s.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  }
+  s.peak_bytes = tracker->peak();
+  return s;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Sample measure(int repeats, const std::function<void()>& prepare, const std::function<void()>& run) {
+  measure_once(prepare, run);
+  std::vector<double> times;
+  int64_t peak = 0;
+  for (int r = 0; r < repeats; ++r) {
+    auto s = measure_once(prepare, run);
+    times.push_back(s.ms);
+    peak = std::max(peak, s.peak_bytes);
+  }
+  return {median(times), peak};
+}
+
+double available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024.0;
+  return 0;
+}
+
+bool is_out_of_memory(const std::exception& e) {
+  std::string w = e.what();
+  return w.find("can't allocate memory") != std::string::npos || w.find("out of memory") != std::string::npos;
+}
+
+}  // namespace mimic::bench
