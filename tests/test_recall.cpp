@@ -179,6 +179,7 @@ TEST(CopyEval, CliReportsTheGainOfEachModelAndTheRecallRecovered) {
 
 // ------------------------------------------------------------------------------------------ MQAR / AR
 #include "mimic/data/recall_tasks.h"
+#include "mimic/io/safetensors.h"
 #include "mimic/eval/recall_accuracy.h"
 
 using mimic::data::RecallTaskSpec;
@@ -295,6 +296,36 @@ TEST(RecallTasks, PretrainLearnsMqarAndEvalScoresOnlyTheAnswers) {
                                     " --seq-len 24 --attention linear:nope --out " + dir.file("y"));
   EXPECT_NE(att.code, 0);
   EXPECT_NE(att.err.find("nope"), std::string::npos) << att.err;
+}
+
+TEST(RecallPretrain, ASinusoidalPositionTableStartsAsTheSinCosTableAndOnlyForFreshModels) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 6, "n_layer": 1, "n_head": 2, "n_positions": 24, "n_inner": 8})");
+  const std::string task = "mqar:vocab=10,seq_len=24,pairs=3";
+  // one step at a negligible rate: the saved table is the initial one
+  auto r = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data " + task +
+                                  " --position-init sinusoidal --seq-len 24 --batch-size 2 --steps 1 --warmup 0 --lr 1e-12 --eval-every 1"
+                                  " --eval-batches 1 --out " + dir.file("sin") + " --threads 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto f = mimic::io::SafeTensorsFile::open(dir.file("sin/model.safetensors"));
+  const std::string key = f.contains("wpe.weight") ? "wpe.weight" : "transformer.wpe.weight";
+  auto w = f.load(key, at::kDouble);
+  ASSERT_EQ(w.sizes(), (std::vector<int64_t>{24, 6}));
+  const double a = 0.02 * std::sqrt(2.0);
+  for (int64_t p = 0; p < 24; ++p)
+    for (int64_t i = 0; i < 3; ++i) {
+      const double angle = static_cast<double>(p) / std::pow(10000.0, 2.0 * static_cast<double>(i) / 6.0);
+      EXPECT_NEAR(w[p][2 * i].item<double>(), a * std::sin(angle), 1e-7) << p << " " << i;
+      EXPECT_NEAR(w[p][2 * i + 1].item<double>(), a * std::cos(angle), 1e-7) << p << " " << i;
+    }
+  auto cont = mimic::test::mimic_cli("pretrain --arch gpt2 --init " + dir.file("sin") + " --data all --position-init sinusoidal --out " +
+                                     dir.file("x") + " --threads 1");
+  EXPECT_EQ(cont.code, 1);
+  EXPECT_NE(cont.err.find("fresh model's position table"), std::string::npos) << cont.err;
+  auto bad = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data " + task + " --position-init rope --out " +
+                                    dir.file("y"));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("--position-init"), std::string::npos) << bad.err;
 }
 
 // ------------------------------------------------------------------------------------------ induction scores

@@ -66,6 +66,10 @@ void register_pretrain(CLI::App& app) {
                   "Copy curriculum: the fraction of training blocks in which an earlier span recurs later (0..1; docs/data.md)")
       ->capture_default_str();
   sub->add_option("--copy-span", a->copy_span, "Copy curriculum: MIN,MAX tokens of a copied span (log-uniform)")->delimiter(',');
+  sub->add_option("--position-init", a->o.position_init,
+                  "A fresh model's position table: normal (random) or sinusoidal (sin/cos, still learned; docs/data.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"normal", "sinusoidal"}));
   sub->add_option("--copy-repeats", a->o.copy.copies, "Copy curriculum: how many times the span recurs after its source (1..64)")
       ->capture_default_str();
   sub->add_option("--data", a->o.corpus,

@@ -188,6 +188,7 @@ class BertFamily : public Family {
 
   // The "embeddings." group: word, position and token-type embeddings, their LayerNorm, position_ids.
   bool is_embedding(const std::string& name) const override { return name.find("embeddings.") != std::string::npos; }
+  std::string position_table() const override { return "embeddings.position_embeddings.weight"; }
 
   // encoder.layer.<i>.attention.self.{query,key,value} and attention.output.dense
   bool is_attention_projection(const std::string& n) const override {

@@ -75,6 +75,8 @@ class Family {
 
   // Parameter-name groups (network names; is_embedding also file keys).
   virtual bool is_embedding(const std::string& name) const = 0;
+  // The network name of the learned absolute position table [max_positions, d_model].
+  virtual std::string position_table() const = 0;
   virtual bool is_attention_projection(const std::string& name) const = 0;
   // Checkpoint key map: buffers kept as they are (not parameters), and the network names that take
   // checkpoint_prefix in a prefixed layout (task heads never do).

@@ -115,6 +115,8 @@ class Gpt2Family : public Family {
 
   Ties ties(Head) const override { return {{"lm_head.weight", {"wte.weight", "tied LM head"}}}; }
 
+  std::string position_table() const override { return "wpe.weight"; }
+
   bool is_embedding(const std::string& name) const override {
     const std::string n = name.rfind(checkpoint_prefix, 0) == 0 ? name.substr(checkpoint_prefix.size()) : name;
     return n.rfind("wte.", 0) == 0 || n.rfind("wpe.", 0) == 0;

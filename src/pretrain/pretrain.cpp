@@ -19,6 +19,17 @@
 
 namespace mimic::pretrain {
 
+// sin/cos of position / 10000^(2i/d) in the even/odd columns (Vaswani et al. 2017), scaled to the given RMS.
+static at::Tensor sinusoidal_table(int64_t positions, int64_t d, double rms) {
+  auto pos = torch::arange(positions, torch::kDouble).unsqueeze(1);
+  auto i = torch::arange(0, d, 2, torch::kDouble);
+  auto angle = pos / torch::pow(10000.0, i / static_cast<double>(d));
+  auto t = torch::zeros({positions, d}, torch::kDouble);
+  t.slice(1, 0, d, 2).copy_(torch::sin(angle));
+  t.slice(1, 1, d, 2).copy_(torch::cos(angle).slice(1, 0, d / 2));
+  return (t * (rms * std::sqrt(2.0))).to(torch::kFloat);  // sin and cos have an RMS of 1/sqrt(2)
+}
+
 namespace {
 
 std::string rng_to_string(const std::mt19937_64& rng) {
@@ -56,6 +67,10 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   // The family decides the objective: a causal family pretrains as a causal LM, a bidirectional one as a masked LM
   // ([CLS] block [SEP]).
   const auto& family = models::family(o.arch);
+  MIMIC_CHECK(o.position_init == "normal" || o.position_init == "sinusoidal", "--position-init must be normal or sinusoidal, got '",
+              o.position_init, "'");
+  MIMIC_CHECK(o.position_init == "normal" || o.init.empty(),
+              "--position-init sets up a fresh model's position table; --init continues a trained one");
   const bool gpt2 = family.causal;
   // A recall task replaces the corpus: its own vocabulary and sequence length, no tokenizer.
   const bool recall = data::is_recall_task(o.corpus);
@@ -86,6 +101,11 @@ train::TrainResult pretrain(const PretrainOptions& o) {
     const auto s = model->summary();
     MIMIC_CHECK(s.family == &family && s.head == (gpt2 ? "lm" : "mlm"), "--init ", o.init, " is a ", s.model_type, " model with head '",
                 s.head, "'; pretrain --arch ", o.arch, " continues only a ", family.display_name, gpt2 ? " LM" : " masked-LM", " model");
+  }
+  if (o.position_init == "sinusoidal") {
+    torch::NoGradGuard no_grad;
+    auto table = model->module().named_parameters()[family.position_table()];
+    table.copy_(sinusoidal_table(table.size(0), table.size(1), 0.02).to(table.dtype()));
   }
   const auto summary = model->summary();
   const int64_t ctx = summary.max_positions;
@@ -153,6 +173,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
                    {"steps", t.steps},       {"lr", t.lr},                 {"warmup", t.warmup},
                    {"grad_accum", t.grad_accum}};
   if (!o.init.empty()) t.fingerprint["init"] = models::model_digest(*model);
+  if (o.position_init != "normal") t.fingerprint["position_init"] = o.position_init;  // absent: older runs still resume
   if (o.copy.fraction > 0) {
     t.fingerprint["copy"] = {{"fraction", o.copy.fraction}, {"min_span", o.copy.min_span}, {"max_span", o.copy.max_span}};
     if (o.copy.copies != 1) t.fingerprint["copy"]["copies"] = o.copy.copies;  // absent for K = 1: older runs still resume

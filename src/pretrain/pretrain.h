@@ -22,6 +22,12 @@ struct PretrainOptions {
   // instead of a fresh initialisation.
   std::string init;
   data::CopyCurriculum copy;        // training blocks only; validation stays plain prose
+  // How a fresh model's learned position table starts: "normal" (the family's random initialisation) or
+  // "sinusoidal" (Vaswani et al.'s sin/cos table, scaled to an RMS of 0.02 like the token embeddings). The
+  // table stays a learned parameter (the checkpoint layout is unchanged); sinusoids make "the key k positions
+  // back" a linear function of the embeddings, so previous-token heads, the first half of an induction
+  // circuit, need not first be learned from a random table.
+  std::string position_init = "normal";
   int64_t seq_len = 256;
   int64_t batch_size = 16;
   int64_t eval_batches = 20;        // validation batches per evaluation
