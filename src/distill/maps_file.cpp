@@ -43,16 +43,16 @@ DistilledMaps DistilledMaps::open(const std::string& path) {
   m.source_ = md.count("source") ? md.at("source") : "";
   m.model_digest_ = md.count("model_digest") ? md.at("model_digest") : "";
   m.kind_ = md.count("kind") ? md.at("kind") : "linear";  // files written before the kinds registry hold linear attention
-  // the kernel must build, and be one distill can have written
-  attention::as_distillable(attention::make_attention_kernel(m.kind_, m.attention_, m.n_head_, m.head_dim_), path + "'s kernel");
+  // the kernel must build, and be one distill can have written; its feature map is kept for feature_map()
+  m.feature_map_ =
+      attention::as_distillable(attention::make_attention_kernel(m.kind_, m.attention_, m.n_head_, m.head_dim_), path + "'s kernel")
+          ->feature_map();
   return m;
 }
 
 bool DistilledMaps::has_layer(int64_t layer) const { return std::find(layers_.begin(), layers_.end(), layer) != layers_.end(); }
 
-std::string DistilledMaps::feature_map() const {
-  return attention::as_distillable(attention::make_attention_kernel(kind_, attention_, n_head_, head_dim_), path_)->feature_map();
-}
+std::string DistilledMaps::feature_map() const { return feature_map_; }
 bool DistilledMaps::sla() const { return attention_.value("gates", false); }
 const std::map<std::string, std::string>& DistilledMaps::metadata() const { return file_->metadata(); }
 

@@ -43,7 +43,7 @@ class DistilledMaps {
   void load_into(attention::AttentionKernelImpl& kernel, int64_t layer) const;
 
  private:
-  std::string path_, source_, model_digest_, kind_;
+  std::string path_, source_, model_digest_, kind_, feature_map_;
   std::vector<int64_t> layers_;
   int64_t n_head_ = 0, head_dim_ = 0;
   nlohmann::json attention_;
