@@ -231,6 +231,104 @@ TEST(DataBatches, PackedBatchesWithACopyCurriculumKeepLabelsShiftedAndResumeExac
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(torch::equal(copy.next().input_ids, resumed.next().input_ids)) << i;
 }
 
+TEST(DataBatches, RandomSpansAreDrawnFromThePoolAndCopiedFaithfully) {
+  // Identity tokens 1000.. in the block, pool ids 0..9: a random span is visible as small ids.
+  const int64_t n = 97;
+  const std::vector<int64_t> pool = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+  CopyCurriculum c;
+  c.fraction = 1;
+  c.min_span = 6;
+  c.max_span = 24;
+  c.copies = 2;
+  c.random_fraction = 0.5;
+  int64_t random = 0;
+  std::set<int64_t> seen;
+  for (int64_t index = 0; index < 300; ++index) {
+    std::vector<int64_t> block(n);
+    std::iota(block.begin(), block.end(), 1000);
+    auto span = apply_copy_curriculum(block.data(), n, c, 11, 1, index, pool);
+    ASSERT_GT(span.length, 0);
+    for (int64_t t = 0; t < n; ++t) {
+      const bool in_source = t >= span.source && t < span.source + span.length;
+      if (span.random && in_source) {
+        ASSERT_LT(block[t], 10) << t;  // from the pool
+        seen.insert(block[t]);
+      } else if (!in_source) {
+        bool in_copy = false;
+        for (int64_t d : span.dests) in_copy = in_copy || (t >= d && t < d + span.length);
+        if (!in_copy) ASSERT_EQ(block[t], 1000 + t);
+      } else {
+        ASSERT_EQ(block[t], 1000 + t);  // a prose span stays as it was
+      }
+    }
+    for (int64_t d : span.dests)  // every copy equals the (possibly random) source
+      for (int64_t i = 0; i < span.length; ++i) ASSERT_EQ(block[d + i], block[span.source + i]);
+    random += span.random;
+  }
+  EXPECT_NEAR(random / 300.0, 0.5, 0.09);
+  EXPECT_EQ(seen.size(), 10u);  // the whole pool is used
+  // Without random spans the draws are those of the plain curriculum.
+  CopyCurriculum plain = c;
+  plain.random_fraction = 0;
+  std::vector<int64_t> a(n), b(n);
+  std::iota(a.begin(), a.end(), 0);
+  std::iota(b.begin(), b.end(), 0);
+  CopyCurriculum zero = plain;
+  zero.random_vocab = 50;  // irrelevant when no span is random
+  EXPECT_EQ(apply_copy_curriculum(a.data(), n, plain, 5, 2, 7).dests, apply_copy_curriculum(b.data(), n, zero, 5, 2, 7).dests);
+  std::vector<int64_t> empty_pool;
+  CopyCurriculum all = c;
+  all.random_fraction = 1;
+  EXPECT_MIMIC_ERROR(apply_copy_curriculum(a.data(), n, all, 5, 2, 7, empty_pool), "token pool");
+  CopyCurriculum bad;
+  bad.random_fraction = -0.1;
+  EXPECT_MIMIC_ERROR(bad.validate(), "random-span fraction");
+  bad.random_fraction = 0.5;
+  bad.random_vocab = 1;
+  EXPECT_MIMIC_ERROR(bad.validate(), "random-span vocabulary");
+}
+
+TEST(DataBatches, PackedBatchesDrawRandomSpansFromTheMostFrequentTokensAndMaskTheirFirstReading) {
+  TempDir dir;
+  ByteTokenizer tok;
+  // 'a' most frequent, then 'b', then 'c'; 'z' rare.
+  std::string text;
+  for (int i = 0; i < 600; ++i) text += (i % 10 < 5) ? 'a' : (i % 10 < 8) ? 'b' : (i % 10 < 9) ? 'c' : 'z';
+  write_token_cache(dir.file("c.bin"), tok, {{"d", "x", 0, text}, {"e", "x", 0, text}});
+  auto cache = TokenCache::open(dir.file("c.bin"));
+  EXPECT_EQ(most_frequent_tokens(cache, 3), (std::vector<int64_t>{'a', 'b', 'c'}));
+  EXPECT_EQ(most_frequent_tokens(cache, 10), (std::vector<int64_t>{'a', 'b', 'c', 'z'}));  // no separator (256)
+  CopyCurriculum c;
+  c.fraction = 1;
+  c.min_span = 4;
+  c.max_span = 8;
+  c.random_fraction = 1;
+  c.random_vocab = 2;
+  PackedBatches batches(cache, 40, 4, 3, c);
+  int64_t masked = 0;
+  for (int step = 0; step < 5; ++step) {
+    auto x = batches.next();
+    auto lb = x.labels;
+    auto in = x.input_ids;
+    for (int64_t b = 0; b < 4; ++b) {
+      int64_t row_masked = 0;
+      for (int64_t t = 0; t < 40; ++t) {
+        if (lb[b][t].item<int64_t>() == -100) {
+          ++row_masked;
+          continue;
+        }
+        if (t + 1 < 40) ASSERT_EQ(lb[b][t].item<int64_t>(), in[b][t + 1].item<int64_t>());  // still shifted inputs
+      }
+      // One random span of 4..8 tokens per block: its first reading (all of it, or all but a block-initial token)
+      // is unscored, and nothing else is.
+      ASSERT_GE(row_masked, 3);
+      ASSERT_LE(row_masked, 8);
+      masked += row_masked;
+    }
+  }
+  EXPECT_GT(masked, 0);
+}
+
 TEST(DataBatches, MlmMaskingStatistics) {
   std::mt19937_64 rng(1);
   const int64_t n = 200000;

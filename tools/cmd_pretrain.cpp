@@ -72,6 +72,12 @@ void register_pretrain(CLI::App& app) {
       ->check(CLI::IsMember({"normal", "sinusoidal"}));
   sub->add_option("--copy-repeats", a->o.copy.copies, "Copy curriculum: how many times the span recurs after its source (1..64)")
       ->capture_default_str();
+  sub->add_option("--copy-random", a->o.copy.random_fraction,
+                  "Copy curriculum: the share of copied spans that are random tokens instead of prose (0..1; docs/data.md)")
+      ->capture_default_str();
+  sub->add_option("--copy-random-vocab", a->o.copy.random_vocab,
+                  "Copy curriculum: random spans draw from the train split's N most frequent tokens (2..65536)")
+      ->capture_default_str();
   sub->add_option("--data", a->o.corpus,
                   "Corpus (all, sotu, moby-dick) or a recall task: mqar[:vocab=V,seq_len=T,pairs=P,power_a=A] or ar[:vocab=V,seq_len=T] "
                   "(docs/recall.md)")

@@ -14,9 +14,25 @@ void CopyCurriculum::validate() const {
   MIMIC_CHECK(fraction >= 0 && fraction <= 1, "the copy fraction must be in [0, 1], got ", fraction);
   MIMIC_CHECK(min_span >= 1 && max_span >= min_span, "copy spans must satisfy 1 <= min <= max, got ", min_span, " and ", max_span);
   MIMIC_CHECK(copies >= 1 && copies <= 64, "the copies of a span must be in [1, 64], got ", copies);
+  MIMIC_CHECK(random_fraction >= 0 && random_fraction <= 1, "the random-span fraction must be in [0, 1], got ", random_fraction);
+  MIMIC_CHECK(random_vocab >= 2 && random_vocab <= 65536, "the random-span vocabulary must be in [2, 65536] tokens, got ", random_vocab);
 }
 
-CopiedSpan apply_copy_curriculum(int64_t* block, int64_t n, const CopyCurriculum& c, uint64_t seed, int64_t epoch, int64_t index) {
+std::vector<int64_t> most_frequent_tokens(const TokenCache& cache, int64_t n) {
+  std::vector<int64_t> count(65536, 0);  // ids are uint16
+  const uint16_t* d = cache.data();
+  for (int64_t i = 0; i < cache.size(); ++i) ++count[d[i]];
+  if (cache.info().separator >= 0 && cache.info().separator < 65536) count[static_cast<size_t>(cache.info().separator)] = 0;
+  std::vector<int64_t> ids;
+  for (int64_t id = 0; id < 65536; ++id)
+    if (count[static_cast<size_t>(id)] > 0) ids.push_back(id);
+  std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) { return count[static_cast<size_t>(a)] > count[static_cast<size_t>(b)]; });
+  if (static_cast<int64_t>(ids.size()) > n) ids.resize(static_cast<size_t>(n));
+  return ids;
+}
+
+CopiedSpan apply_copy_curriculum(int64_t* block, int64_t n, const CopyCurriculum& c, uint64_t seed, int64_t epoch, int64_t index,
+                                 const std::vector<int64_t>& pool) {
   if (c.fraction <= 0) return {};
   // One generator per block, keyed like shuffled_order's but on a separate stream (the odd constant).
   std::mt19937_64 rng((seed ^ 0xC0B1C0B1D00Dull) * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) * 0x100000001B3ull +
@@ -33,6 +49,12 @@ CopiedSpan apply_copy_curriculum(int64_t* block, int64_t n, const CopyCurriculum
   CopiedSpan span;
   span.length = len;
   span.source = static_cast<int64_t>(rng() % static_cast<uint64_t>(n - (c.copies + 1) * len + 1));
+  // Drawn only when asked for, so that a curriculum without random spans draws what it always drew.
+  if (c.random_fraction > 0 && u(rng) < c.random_fraction) {
+    MIMIC_CHECK(!pool.empty(), "a random-span curriculum needs a non-empty token pool");
+    for (int64_t t = span.source; t < span.source + len; ++t) block[t] = pool[rng() % pool.size()];
+    span.random = true;
+  }
   int64_t cursor = span.source + len;  // the first free position after the source or the last copy
   for (int64_t k = 0; k < c.copies; ++k) {
     const int64_t room = n - cursor - (c.copies - k) * len;  // slack left for this copy's gap and the later ones'
@@ -48,6 +70,7 @@ PackedBatches::PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t b
     : cache_(cache), seq_len_(seq_len), batch_size_(batch_size), seed_(seed), copy_(copy) {
   MIMIC_CHECK(seq_len >= 1 && batch_size >= 1, "sequence length and batch size must be positive");
   copy.validate();
+  if (copy.random_fraction > 0) pool_ = most_frequent_tokens(cache, copy.random_vocab);
   int64_t blocks = (cache.size() - 1) / seq_len;
   MIMIC_CHECK(blocks >= batch_size, "the data has ", cache.size(), " tokens: too few for one batch of ", batch_size, " x ",
               seq_len + 1, " tokens");
@@ -90,11 +113,15 @@ LmBatch PackedBatches::next() {
     const StreamPosition at = pos_;
     int64_t start = block_start(pos_.epoch, pos_.index++);
     for (int64_t t = 0; t <= seq_len_; ++t) block[static_cast<size_t>(t)] = cache_[start + t];
-    apply_copy_curriculum(block.data(), seq_len_ + 1, copy_, seed_, at.epoch, at.index);
+    const auto span = apply_copy_curriculum(block.data(), seq_len_ + 1, copy_, seed_, at.epoch, at.index, pool_);
     for (int64_t t = 0; t < seq_len_; ++t) {
       in[b * seq_len_ + t] = block[static_cast<size_t>(t)];
       lb[b * seq_len_ + t] = block[static_cast<size_t>(t + 1)];
     }
+    // A random span's first reading is noise to be remembered, not predicted: its tokens are not targets.
+    if (span.random)
+      for (int64_t t = span.source; t < span.source + span.length; ++t)
+        if (t >= 1) lb[b * seq_len_ + t - 1] = -100;
   }
   if (pos_.index >= blocks_per_epoch()) pos_ = {pos_.epoch + 1, 0};
   return {inputs, labels, torch::ones({batch_size_, seq_len_}, torch::kLong)};

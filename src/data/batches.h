@@ -36,22 +36,37 @@ struct LmBatch {
 // `copies` K > 1 makes the span recur K times (each copy after the previous one, gaps uniform in what room
 // is left; L is then capped at n/(K+1)): more of each block rewards looking back, and a span seen several
 // times teaches that a match keeps paying. K = 1 draws exactly what the one-copy curriculum drew.
+// `random_fraction` R > 0: of the edited blocks, a share R first has its source span overwritten with tokens
+// drawn uniformly from a pool (PackedBatches uses the train split's `random_vocab` most frequent tokens).
+// Prose spans can be half-predicted from grammar alone; a random span's copies can only be predicted by
+// looking back (previous-token head + induction head), so every gradient on them pushes toward that
+// circuit. The first reading of a random span is left unscored (labels -100): it is unpredictable, and
+// scoring it would only teach the pool's unigram distribution. R = 0 draws exactly what it drew before.
 struct CopyCurriculum {
   double fraction = 0;
   int64_t min_span = 8;
   int64_t max_span = 128;
   int64_t copies = 1;
+  double random_fraction = 0;
+  int64_t random_vocab = 2000;
   void validate() const;  // a mimic::Error naming the bad value
 };
 
 // Applies the curriculum to one block of n tokens (in place) with draws keyed by (seed, epoch, index);
-// returns the span copied (source s, length L, the start of every copy in order), or L = 0 when the block
-// was left as it was.
+// returns the span copied (source s, length L, the start of every copy in order, whether the source was
+// filled from `pool`), or L = 0 when the block was left as it was. `pool` must be non-empty when
+// c.random_fraction > 0.
 struct CopiedSpan {
   int64_t source = 0, length = 0;
   std::vector<int64_t> dests;
+  bool random = false;
 };
-CopiedSpan apply_copy_curriculum(int64_t* block, int64_t n, const CopyCurriculum& c, uint64_t seed, int64_t epoch, int64_t index);
+CopiedSpan apply_copy_curriculum(int64_t* block, int64_t n, const CopyCurriculum& c, uint64_t seed, int64_t epoch, int64_t index,
+                                 const std::vector<int64_t>& pool = {});
+
+// The `n` most frequent token ids of a cache, most frequent first (ties by smaller id), without the
+// document separator; fewer if the cache holds fewer distinct tokens.
+std::vector<int64_t> most_frequent_tokens(const TokenCache& cache, int64_t n);
 
 // Packs the token stream into blocks of T+1 tokens (block i starts at token i·T; documents separated by
 // the cache's separator) and yields them in an order shuffled per epoch by (seed, epoch), B at a time.
@@ -72,6 +87,7 @@ class PackedBatches {
   int64_t seq_len_, batch_size_;
   uint64_t seed_;
   CopyCurriculum copy_;
+  std::vector<int64_t> pool_;  // random-span tokens (copy_.random_fraction > 0)
   StreamPosition pos_;
   int64_t order_epoch_ = -1;
   std::vector<int64_t> order_;

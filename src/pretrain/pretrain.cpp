@@ -177,6 +177,8 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   if (o.copy.fraction > 0) {
     t.fingerprint["copy"] = {{"fraction", o.copy.fraction}, {"min_span", o.copy.min_span}, {"max_span", o.copy.max_span}};
     if (o.copy.copies != 1) t.fingerprint["copy"]["copies"] = o.copy.copies;  // absent for K = 1: older runs still resume
+    if (o.copy.random_fraction > 0)  // likewise absent without random spans
+      t.fingerprint["copy"]["random"] = {{"fraction", o.copy.random_fraction}, {"vocab", o.copy.random_vocab}};
   }
   if (o.attention != "softmax") t.fingerprint["attention"] = o.attention;
   auto result = train::train(task, t);
