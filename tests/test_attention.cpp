@@ -605,8 +605,8 @@ TEST(AttentionKinds, EveryRegisteredKindBuildsFromItsSavedOptionsAndAnswersWhatS
     }
     EXPECT_FALSE(d->feature_map().empty());
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"softmax", "linear"}));
-  EXPECT_MIMIC_ERROR(make_attention_kernel("cosine", nlohmann::json::object(), heads, dim), "unknown attention kind 'cosine' (known: softmax, linear)");
+  EXPECT_EQ(names, (std::vector<std::string>{"softmax", "linear", "hybrid"}));
+  EXPECT_MIMIC_ERROR(make_attention_kernel("cosine", nlohmann::json::object(), heads, dim), "unknown attention kind 'cosine' (known: softmax, linear, hybrid)");
   EXPECT_MIMIC_ERROR(attention_kind("Softmax"), "unknown attention kind");
   EXPECT_MIMIC_ERROR(make_attention_kernel("softmax", {{"window", 4}}, heads, dim), "softmax attention takes no options");
   // Groups and sign as the linear kind defines them: SLA gates apart from the map; taylor2 may go negative.

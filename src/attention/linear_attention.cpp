@@ -242,8 +242,9 @@ at::Tensor linear_quadratic(const Features& f, const at::Tensor& v, const Linear
   return normalise(numden, opts, p.shift);
 }
 
-at::Tensor linear_chunked(const Features& f, const at::Tensor& v, const LinearOptions& opts, const at::Tensor& mask,
-                          LinearState* state) {
+namespace {
+// The chunked form up to (not including) the normalisation.
+LinearSums chunked_sums(const Features& f, const at::Tensor& v, const LinearOptions& opts, const at::Tensor& mask, LinearState* state) {
   check_inputs(f, v, opts, mask);
   MIMIC_CHECK(opts.causal, "linear attention: the chunked form is causal; use the bidirectional form");
   auto p = prepare(f, opts, mask, state);
@@ -261,8 +262,22 @@ at::Tensor linear_chunked(const Features& f, const at::Tensor& v, const LinearOp
     if (!S.defined()) S = torch::zeros({v.size(0), v.size(1), p.q.size(3), v.size(3) + 1}, p.q.options());
     store_state(state, S, p.m, t);
   }
-  if (parts.empty()) return torch::zeros_like(v);
-  return normalise(parts.size() == 1 ? parts[0] : torch::cat(parts, 2), opts, p.shift);
+  if (parts.empty()) return {torch::zeros({v.size(0), v.size(1), 0, v.size(3) + 1}, v.options()), p.shift};
+  return {parts.size() == 1 ? parts[0] : torch::cat(parts, 2), p.shift};
+}
+}  // namespace
+
+LinearSums linear_chunked_sums(const Features& f, const at::Tensor& v, const LinearOptions& opts, const at::Tensor& mask,
+                               LinearState* state) {
+  MIMIC_CHECK(opts.norm != Norm::None, "linear attention: stabilised sums need a normalisation (not none)");
+  return chunked_sums(f, v, opts, mask, state);
+}
+
+at::Tensor linear_chunked(const Features& f, const at::Tensor& v, const LinearOptions& opts, const at::Tensor& mask,
+                          LinearState* state) {
+  auto sums = chunked_sums(f, v, opts, mask, state);
+  if (v.size(2) == 0) return torch::zeros_like(v);
+  return normalise(sums.numden, opts, sums.shift);
 }
 
 at::Tensor linear_bidirectional(const Features& f, const at::Tensor& v, const LinearOptions& opts, const at::Tensor& mask) {

@@ -78,6 +78,15 @@ at::Tensor linear_chunked(const Features& f, const at::Tensor& v, const LinearOp
                           LinearState* state = nullptr);
 at::Tensor linear_bidirectional(const Features& f, const at::Tensor& v, const LinearOptions& opts,
                                 const at::Tensor& key_padding_mask);
+// The chunked form's unnormalised sums, for kernels that put linear attention under one denominator with
+// other terms (hybrid_attention.h): numden [B, H, T, D+1] = [Σ a v, Σ a] over the visible keys, as computed,
+// and shift [B, H, T, 1] (detached): the true sums are exp(shift) · numden (shift is what the stabilisation
+// subtracted; 0 when nothing was). opts.norm must not be None (the stabilisation needs a normaliser).
+struct LinearSums {
+  at::Tensor numden, shift;
+};
+LinearSums linear_chunked_sums(const Features& f, const at::Tensor& v, const LinearOptions& opts, const at::Tensor& key_padding_mask,
+                               LinearState* state = nullptr);
 // The fast form for opts.causal: chunked or bidirectional.
 at::Tensor linear_attention(const Features& f, const at::Tensor& v, const LinearOptions& opts, const at::Tensor& key_padding_mask,
                             LinearState* state = nullptr);

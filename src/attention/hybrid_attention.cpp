@@ -1,0 +1,228 @@
+#include "mimic/attention/hybrid_attention.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "mimic/core/error.h"
+
+namespace mimic::attention {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, const HybridOptions& o,
+                  const at::Tensor& mask) {
+  MIMIC_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4 && v.size(0) == q.size(0) && v.size(1) == q.size(1) &&
+                  v.size(2) == q.size(2),
+              "hybrid attention: q, k, v must be [B, H, T, ·] alike, got ", q.sizes(), ", ", k.sizes(), ", ", v.sizes());
+  MIMIC_CHECK(f.q.dim() == 4 && f.k.sizes() == f.q.sizes() && f.q.size(0) == q.size(0) && f.q.size(1) == q.size(1) &&
+                  f.q.size(2) == q.size(2),
+              "hybrid attention: features ", f.q.sizes(), " / ", f.k.sizes(), " do not match q ", q.sizes());
+  MIMIC_CHECK(!mask.defined() || (mask.dim() == 2 && mask.size(0) == q.size(0) && mask.size(1) == q.size(2)),
+              "hybrid attention: key padding mask must be [B, T] = [", q.size(0), ", ", q.size(2), "], got ",
+              mask.defined() ? mask.sizes() : at::IntArrayRef{});
+  MIMIC_CHECK(o.window >= 1, "hybrid attention: the window must be >= 1 key, got ", o.window);
+  MIMIC_CHECK(o.chunk >= 1 && o.block >= 0, "hybrid attention: chunk must be >= 1 and block >= 0, got ", o.chunk, " and ", o.block);
+  MIMIC_CHECK(o.window_weight.defined() && o.window_weight.dim() == 1 && o.window_weight.size(0) == q.size(1),
+              "hybrid attention: the window weight must hold one value per head (", q.size(1), ")");
+  MIMIC_CHECK(!o.linear_weight.defined() || (o.linear_weight.dim() == 1 && o.linear_weight.size(0) == q.size(1)),
+              "hybrid attention: the linear weight must hold one value per head (", q.size(1), ")");
+}
+
+at::Tensor per_head(const at::Tensor& w, const at::Tensor& like, int64_t dims) {
+  std::vector<int64_t> shape(static_cast<size_t>(dims), 1);
+  shape[1] = w.size(0);
+  return w.to(like.dtype()).view(shape);
+}
+
+at::Tensor key_valid(const at::Tensor& mask, int64_t b, int64_t t, const at::TensorOptions& like) {
+  return mask.defined() ? mask.to(torch::kBool) : torch::ones({b, t}, like.dtype(torch::kBool));
+}
+
+// Pads dimension `dim` of x with n zeros in front (n > 0) or behind (n < 0).
+at::Tensor pad(const at::Tensor& x, int64_t dim, int64_t n) {
+  if (n == 0) return x;
+  auto shape = x.sizes().vec();
+  shape[static_cast<size_t>(dim)] = n > 0 ? n : -n;
+  auto z = torch::zeros(shape, x.options());
+  return n > 0 ? torch::cat({z, x}, dim) : torch::cat({x, z}, dim);
+}
+
+// The window part: query i reads keys K[i … i+span−1] (K holds T+span−1 positions, `valid` [B, T+span−1]).
+// Blocks of c queries against their band of c+span−1 keys. Returns Σ σ exp(s − M) v [B, H, T, D] and Σ σ exp(s − M) [B, H, T, 1].
+std::pair<at::Tensor, at::Tensor> window_sums(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V, const at::Tensor& valid,
+                                              int64_t span, double scale, const at::Tensor& sigma, int64_t block) {
+  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3), dv = V.size(3);
+  const int64_t c = std::max<int64_t>(1, std::min(block, t));
+  const int64_t n = (t + c - 1) / c, tp = n * c, len = c + span - 1;
+  auto qp = pad(q, 2, -(tp - t)).view({b, h, n, c, d});
+  auto Kb = pad(K, 2, -(tp - t)).unfold(2, len, c);                   // [B, H, n, D, len]
+  auto Vb = pad(V, 2, -(tp - t)).unfold(2, len, c).transpose(-1, -2);  // [B, H, n, len, Dv]
+  auto vb = pad(valid, 1, -(tp - t)).unfold(1, len, c);                // [B, n, len]
+  auto s = torch::matmul(qp, Kb) * scale;                              // [B, H, n, c, len]
+  auto r = torch::arange(c, q.options().dtype(torch::kLong)).view({c, 1});
+  auto j = torch::arange(len, q.options().dtype(torch::kLong)).view({1, len});
+  auto allowed = (j >= r).logical_and(j < r + span).view({1, 1, 1, c, len}).logical_and(vb.view({b, 1, n, 1, len}));
+  s = s.masked_fill(allowed.logical_not(), -kInf);
+  auto M = std::get<0>(s.max(-1, true));
+  M = torch::where(torch::isinf(M), torch::zeros_like(M), M);  // a row with no key: every term is 0
+  auto e = (s - M).exp() * per_head(sigma, s, 5);
+  auto num = torch::matmul(e, Vb).reshape({b, h, tp, dv}).narrow(2, 0, t);
+  auto den = e.sum(-1, true).reshape({b, h, tp, 1}).narrow(2, 0, t);
+  return {num, den};
+}
+
+// Window sums and linear sums (true value exp(shift)·numden, each scaled by λ) brought to one scale and divided.
+at::Tensor combine(const at::Tensor& wnum, const at::Tensor& wden, const std::vector<LinearSums>& parts, const at::Tensor& lambda) {
+  const int64_t dv = wnum.size(-1);
+  auto c = torch::zeros_like(wden);
+  for (const auto& p : parts) c = torch::maximum(c, p.shift.to(wden.dtype()));
+  auto wscale = (-c).exp();
+  auto num = wnum * wscale, den = wden * wscale;
+  for (const auto& p : parts) {
+    auto lin = p.numden.to(wnum.dtype()) * (p.shift.to(wden.dtype()) - c).exp();
+    if (lambda.defined()) lin = lin * per_head(lambda, lin, 4);
+    num = num + lin.narrow(-1, 0, dv);
+    den = den + lin.narrow(-1, dv, 1);
+  }
+  return num / torch::where(den == 0, torch::ones_like(den), den);
+}
+
+LinearOptions linear_part(const HybridOptions& o) {
+  LinearOptions lo;
+  lo.causal = true;
+  lo.norm = Norm::Row;
+  lo.chunk = o.chunk;
+  return lo;
+}
+
+int64_t window_block(const HybridOptions& o) { return o.block > 0 ? o.block : std::max<int64_t>(o.window, 64); }
+
+// Delays a [B, H, T, ·] stream (or a [B, T] mask) by w positions: slot i holds position i − w (zeros / false before 0).
+at::Tensor delayed(const at::Tensor& x, int64_t dim, int64_t w) { return pad(x, dim, w).narrow(dim, 0, x.size(dim)); }
+
+}  // namespace
+
+at::Tensor hybrid_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                            const HybridOptions& o, const at::Tensor& mask, at::Tensor* weights, at::Tensor* log_weights) {
+  check_inputs(q, k, v, f, o, mask);
+  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), w = o.window;
+  auto idx = torch::arange(t, q.options().dtype(torch::kLong));
+  auto diff = idx.unsqueeze(1) - idx.unsqueeze(0);  // i − j
+  auto in_window = o.causal ? diff.ge(0).logical_and(diff.lt(w)) : diff.abs().lt(w);
+  auto in_linear = o.causal ? diff.ge(w) : diff.abs().ge(w);
+  auto valid = key_valid(mask, b, t, q.options()).view({b, 1, 1, t});
+  in_window = in_window.view({1, 1, t, t}).logical_and(valid);
+  in_linear = in_linear.view({1, 1, t, t}).logical_and(valid);
+
+  auto s = (torch::matmul(q, k.transpose(-1, -2)) * scale).masked_fill(in_window.logical_not(), -kInf);
+  auto M = std::get<0>(s.max(-1, true));
+  M = torch::where(torch::isinf(M), torch::zeros_like(M), M);
+  auto sigma = per_head(o.window_weight, s, 4);
+  auto win = (s - M).exp() * sigma;
+
+  at::Tensor qf = f.q, kf = f.k, lshift = torch::zeros({b, h, t, 1}, q.options());
+  if (f.log_space) {  // exp(log φ − constants); the constants (detached) are added back through lshift
+    auto qtop = std::get<0>(f.q.detach().max(-1, true));
+    auto ktop = f.k.detach().masked_fill(valid.view({b, 1, t, 1}).logical_not(), -kInf).amax({2, 3}, true);
+    ktop = torch::where(torch::isinf(ktop), torch::zeros_like(ktop), ktop);
+    qf = (f.q - qtop).exp();
+    kf = (f.k - ktop).exp();
+    lshift = qtop + ktop;
+  }
+  auto lin = torch::matmul(qf, kf.transpose(-1, -2)).masked_fill(in_linear.logical_not(), 0.0);
+  if (o.linear_weight.defined()) lin = lin * per_head(o.linear_weight, lin, 4);
+
+  auto c = lshift.clamp_min(0.0);
+  auto a = win * (-c).exp() + lin * (lshift - c).exp();
+  auto den = a.sum(-1, true);
+  den = torch::where(den == 0, torch::ones_like(den), den);
+  if (weights) *weights = a / den;
+  if (log_weights) {
+    const double tiny = std::numeric_limits<float>::min(), floor = log_weight_floor();
+    auto log_lin = lin.clamp_min(tiny).log() + lshift - c;
+    auto log_win = sigma.log() + s.masked_fill(in_window.logical_not(), 0.0) - M - c;
+    auto la = torch::where(in_window, log_win, log_lin) - den.clamp_min(tiny).log();
+    auto positive = in_window.logical_or(in_linear.logical_and(lin > 0));
+    *log_weights = torch::where(positive, la, torch::full_like(la, floor)).clamp_min(floor);
+  }
+  return torch::matmul(a, v.to(a.dtype())) / den;
+}
+
+at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                          const HybridOptions& o, const at::Tensor& mask, HybridState* state) {
+  check_inputs(q, k, v, f, o, mask);
+  MIMIC_CHECK(o.causal, "hybrid attention: the chunked form is causal; use the bidirectional form");
+  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), w = o.window;
+  // The ring before this call: the last w positions (zeros and invalid where nothing was seen yet).
+  at::Tensor rk, rv, rfk;
+  int64_t filled = 0;
+  if (state && state->defined()) {
+    MIMIC_CHECK(state->k.dim() == 4 && state->k.size(0) == b && state->k.size(1) == h && state->k.size(2) == w &&
+                    state->k.size(3) == k.size(3) && state->v.size(3) == v.size(3) && state->fk.size(3) == f.k.size(3),
+                "hybrid attention: state ", state->k.sizes(), " does not match keys ", k.sizes(), " with a window of ", w);
+    rk = state->k, rv = state->v, rfk = state->fk, filled = state->filled;
+  } else {
+    rk = torch::zeros({b, h, w, k.size(3)}, k.options());
+    rv = torch::zeros({b, h, w, v.size(3)}, v.options());
+    rfk = torch::zeros({b, h, w, f.k.size(3)}, f.k.options());
+  }
+  auto Ak = torch::cat({rk.to(k.dtype()), k}, 2), Av = torch::cat({rv.to(v.dtype()), v}, 2);
+  auto Afk = torch::cat({rfk.to(f.k.dtype()), f.k}, 2);
+  auto ring_valid = torch::arange(w, q.options().dtype(torch::kLong)).ge(w - filled).view({1, w}).expand({b, w});
+  auto valid = torch::cat({ring_valid, key_valid(mask, b, t, q.options())}, 1);  // [B, w+T]: A[i] is position i − w
+
+  // The linear part: slot i admits A[i], the key leaving query i's window.
+  LinearState* ls = state ? &state->linear : nullptr;
+  auto lin = linear_chunked_sums({f.q, Afk.narrow(2, 0, t), f.log_space}, Av.narrow(2, 0, t), linear_part(o), valid.narrow(1, 0, t), ls);
+  // The window part: query i reads A[i+1 … i+w].
+  auto [wnum, wden] = window_sums(q, Ak.narrow(2, 1, t + w - 1), Av.narrow(2, 1, t + w - 1), valid.narrow(1, 1, t + w - 1), w,
+                                  scale, o.window_weight, window_block(o));
+  if (state) {
+    state->k = Ak.narrow(2, t, w);
+    state->v = Av.narrow(2, t, w);
+    state->fk = Afk.narrow(2, t, w);
+    state->filled = std::min(w, filled + t);
+    state->position += t;
+  }
+  return combine(wnum, wden, {lin}, o.linear_weight);
+}
+
+at::Tensor hybrid_bidirectional(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                                const HybridOptions& o, const at::Tensor& mask) {
+  check_inputs(q, k, v, f, o, mask);
+  MIMIC_CHECK(!o.causal, "hybrid attention: the bidirectional form is not causal; use the chunked form");
+  const int64_t b = q.size(0), t = q.size(2), w = o.window;
+  auto valid = key_valid(mask, b, t, q.options());
+  // Window: query i reads keys i−w+1 … i+w−1, i.e. positions i … i+2w−2 of the keys padded by w−1 on both sides.
+  auto both = [&](const at::Tensor& x, int64_t dim) { return pad(pad(x, dim, w - 1), dim, -(w - 1)); };
+  auto [wnum, wden] = window_sums(q, both(k, 2), both(v, 2), both(valid, 1), 2 * w - 1, scale, o.window_weight, window_block(o));
+  // Linear: keys j <= i−w (a causal pass over keys delayed by w) and j >= i+w (the same pass on the reversed sequence).
+  const auto lo = linear_part(o);
+  auto before = linear_chunked_sums({f.q, delayed(f.k, 2, w), f.log_space}, delayed(v, 2, w), lo, delayed(valid, 1, w));
+  auto rq = f.q.flip(2), rk = f.k.flip(2), rvv = v.flip(2), rvalid = valid.flip(1);
+  auto after = linear_chunked_sums({rq, delayed(rk, 2, w), f.log_space}, delayed(rvv, 2, w), lo, delayed(rvalid, 1, w));
+  after.numden = after.numden.flip(2);
+  after.shift = after.shift.flip(2);
+  return combine(wnum, wden, {before, after}, o.linear_weight);
+}
+
+at::Tensor hybrid_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                            const HybridOptions& o, const at::Tensor& mask, HybridState* state) {
+  if (o.causal) return hybrid_chunked(q, k, v, f, scale, o, mask, state);
+  MIMIC_CHECK(!state, "hybrid attention: a recurrent state needs causal attention");
+  return hybrid_bidirectional(q, k, v, f, scale, o, mask);
+}
+
+int64_t hybrid_state_bytes(const HybridState& s) {
+  int64_t n = 0;
+  for (const auto* t : {&s.k, &s.v, &s.fk, &s.linear.S, &s.linear.z, &s.linear.m})
+    if (t->defined()) n += static_cast<int64_t>(t->nbytes());
+  return n;
+}
+
+}  // namespace mimic::attention

@@ -1,0 +1,75 @@
+// Hybrid attention (LoLCATs, Zhang et al. 2024, "sliding window + linear"): inside each head, exact softmax
+// terms for the keys of a window around the query and linear-attention terms for every other key, under one
+// shared denominator:
+//
+//   out_i = Σ_j a_ij v_j / Σ_j a_ij,
+//   a_ij = σ_h · exp(s_ij − M_i)     for j in the window W(i),   s_ij = q_i·k_j·scale,  M_i = max_{j∈W(i)} s_ij
+//   a_ij = λ_h · φ(q_i)·φ(k_j)       for every other visible key (older than the window when causal)
+//
+// W(i) = {i−w+1 … i} when causal (the query and the w−1 keys before it), {i−w+1 … i+w−1} otherwise; padded
+// keys are in neither part. σ_h (the window weight, learned or fixed) and λ_h = 1, or 1 − σ_h ("affine"), are
+// per head. M_i is part of the function, as in LoLCATs' code: it puts the window's largest term at σ_h whatever
+// the scores' magnitude, so the window and the linear part meet on a fixed scale that φ can learn to match. It
+// does not cancel (the linear terms do not carry it), so gradients flow through it. There is no ε: a row always
+// holds its own key in the window (only a padded query row can have no mass; its output is 0).
+//
+// Forms, all computing the same function (tests compare them forward and backward):
+//   hybrid_quadratic     materialises [T, T] (the reference; also returns the weights and log-weights)
+//   hybrid_chunked       causal: the window in blocks of queries against their band of keys (O(T·(C+w)) scores)
+//                        + chunked linear attention over the key stream delayed by w (a key enters the linear
+//                        state exactly when it leaves the window); no [T, T] buffer. With a state it continues a
+//                        sequence: the state holds the last w keys, values and key features (a ring) and the
+//                        linear state of every older key — its size does not depend on the context.
+//   hybrid_bidirectional non-causal (BERT): the window on both sides, the linear part as a causal pass over keys
+//                        delayed by w plus the same pass on the reversed sequence.
+// Decoding one token at a time is hybrid_chunked with a state and T = 1 (the recurrent form).
+//
+// Stability: the linear sums come stabilised (linear_attention.h: true = exp(shift)·computed); both parts
+// are brought to one scale by a per-query constant c_i = max(0, shift_i) that cancels in the ratio.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+#include "mimic/attention/linear_attention.h"
+
+namespace mimic::attention {
+
+struct HybridOptions {
+  bool causal = true;
+  int64_t window = 64;      // w >= 1
+  int64_t chunk = 64;       // the linear part's chunk
+  int64_t block = 0;        // queries per window block (0: max(w, 64), at most T)
+  at::Tensor window_weight;  // σ: [H], > 0 (may carry gradients)
+  at::Tensor linear_weight;  // λ: [H], or undefined for 1
+};
+
+// What a causal hybrid head keeps between calls: the last w keys, values and key features (oldest first; the
+// newest `filled` slots hold keys, the others are zeros) and the linear state of every key older than them.
+struct HybridState {
+  at::Tensor k, v, fk;  // [B, H, w, D], [B, H, w, D], [B, H, w, F]
+  int64_t filled = 0;
+  LinearState linear;
+  int64_t position = 0;
+  bool defined() const { return k.defined(); }
+};
+
+// q, k, v: [B, H, T, D] (q, k as the softmax part reads them, before `scale`); f: φ(q), φ(k) (log φ when
+// f.log_space), gates folded in; key_padding_mask: bool [B, T] (true = real token) or undefined.
+// weights / log_weights: if given, receive [B, H, T, T] (out = weights · v; log-weights computed from the
+// stabilised terms, floored at log_weight_floor() where a weight is 0 or negative).
+at::Tensor hybrid_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                            const HybridOptions& opts, const at::Tensor& key_padding_mask, at::Tensor* weights = nullptr,
+                            at::Tensor* log_weights = nullptr);
+// Causal. state: nullptr, or the state to continue from (undefined = empty), replaced by the state after the call.
+at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                          const HybridOptions& opts, const at::Tensor& key_padding_mask, HybridState* state = nullptr);
+at::Tensor hybrid_bidirectional(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                                const HybridOptions& opts, const at::Tensor& key_padding_mask);
+// The fast form for opts.causal.
+at::Tensor hybrid_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                            const HybridOptions& opts, const at::Tensor& key_padding_mask, HybridState* state = nullptr);
+// Bytes the state holds (ring and linear state).
+int64_t hybrid_state_bytes(const HybridState& state);
+
+}  // namespace mimic::attention

@@ -1,0 +1,121 @@
+#include "mimic/attention/hybrid_kernel.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "mimic/core/error.h"
+
+namespace mimic::attention {
+
+HybridConfig HybridConfig::from_json(const nlohmann::json& j, int64_t n_head) {
+  MIMIC_CHECK(j.is_object(), "hybrid attention options must be a JSON object, got ", j.dump());
+  HybridConfig c;
+  nlohmann::json linear = nlohmann::json::object();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const auto& key = it.key();
+    const auto& val = it.value();
+    auto bad = [&](const char* want) { fail("hybrid attention option '", key, "' must be ", want, ", got ", val.dump()); };
+    if (key == "window") {
+      if (!val.is_number_integer() || val.get<int64_t>() < 1 || val.get<int64_t>() > 65536) bad("an integer in [1, 65536]");
+      c.window = val.get<int64_t>();
+    } else if (key == "mix") {
+      if (!val.is_string() || (val != "learned" && val != "fixed")) bad("learned or fixed");
+      c.learned = val == "learned";
+    } else if (key == "window_weight") {
+      if (!val.is_number() || !(val.get<double>() > 0 && val.get<double>() < 1)) bad("a number in (0, 1)");
+      c.window_weight = val.get<double>();
+    } else if (key == "affine") {
+      if (!val.is_boolean()) bad("true or false");
+      c.affine = val.get<bool>();
+    } else if (key == "norm") {
+      if (val != "row") bad("row (the window and the linear part share the row normaliser)");
+    } else if (key == "decay") {
+      if (val != false) bad("false (a decay is not defined across the window's edge)");
+    } else if (key == "feature_map" || key == "map_options" || key == "eps" || key == "chunk" || key == "gates") {
+      linear[key] = val;
+    } else {
+      fail("unknown hybrid attention option '", key,
+           "' (options: window, mix, window_weight, affine, feature_map, map_options, eps, chunk, gates)");
+    }
+  }
+  c.linear = LinearAttentionConfig::from_json(linear, n_head);
+  return c;
+}
+
+nlohmann::json HybridConfig::to_json() const {
+  auto j = linear.to_json();
+  j["window"] = window;
+  j["mix"] = learned ? "learned" : "fixed";
+  j["window_weight"] = window_weight;
+  j["affine"] = affine;
+  return j;
+}
+
+HybridAttention::HybridAttention(const HybridConfig& config, int64_t n_head, int64_t head_dim)
+    : LinearAttention(config.linear, n_head, head_dim), hybrid_(config), n_head_(n_head) {
+  if (config.learned) {
+    const double logit = std::log(config.window_weight / (1 - config.window_weight));
+    window_logit = register_parameter("window_logit", torch::full({n_head}, logit));
+  }
+}
+
+at::Tensor HybridAttention::window_weight() const {
+  return hybrid_.learned ? torch::sigmoid(window_logit) : torch::full({n_head_}, hybrid_.window_weight);
+}
+
+HybridOptions HybridAttention::hybrid_options(bool causal) const {
+  HybridOptions o;
+  o.causal = causal;
+  o.window = hybrid_.window;
+  o.chunk = hybrid_.linear.chunk;
+  o.window_weight = window_weight();
+  if (hybrid_.affine) o.linear_weight = 1 - o.window_weight;
+  return o;
+}
+
+at::Tensor HybridAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
+  if (ctx.capture && ctx.capture->want_weights) {
+    at::Tensor w;
+    auto o = forward_quadratic(q, k, v, ctx, &w);
+    ctx.capture->weights = w.detach();
+    return o;
+  }
+  return hybrid_attention(q, k, v, features(q, k, ctx.scale, 0), ctx.scale, hybrid_options(ctx.causal), ctx.key_padding_mask);
+}
+
+at::Tensor HybridAttention::forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                              at::Tensor* weights, at::Tensor* log_weights) {
+  return hybrid_quadratic(q, k, v, features(q, k, ctx.scale, 0), ctx.scale, hybrid_options(ctx.causal), ctx.key_padding_mask,
+                          weights, log_weights);
+}
+
+namespace {
+struct HybridCache : KernelCache {
+  HybridState state;
+  int64_t bytes() const override { return hybrid_state_bytes(state); }
+  std::unique_ptr<KernelCache> clone() const override { return std::make_unique<HybridCache>(*this); }
+};
+}  // namespace
+
+std::unique_ptr<KernelCache> HybridAttention::new_cache() const { return std::make_unique<HybridCache>(); }
+
+at::Tensor HybridAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                           KernelCache& cache) {
+  auto& hc = cached_call<HybridCache>(cache, ctx, kind());
+  auto o = hybrid_chunked(q, k, v, features(q, k, ctx.scale, hc.state.position), ctx.scale, hybrid_options(true), at::Tensor(),
+                          &hc.state);
+  hc.position = hc.state.position;
+  return o;
+}
+
+std::string HybridAttention::parameter_group(const std::string& name) const {
+  return name == "window_logit" ? "maps" : LinearAttention::parameter_group(name);
+}
+
+// The "hybrid" entry of kinds.def: options are HybridConfig's JSON.
+AttentionKernel make_hybrid_kernel(const nlohmann::json& options, int64_t n_head, int64_t head_dim) {
+  return std::make_shared<HybridAttention>(HybridConfig::from_json(options, n_head), n_head, head_dim);
+}
+
+}  // namespace mimic::attention

@@ -1,0 +1,53 @@
+// The hybrid kernel a converted layer runs (LoLCATs' form, hybrid_attention.h): softmax over a sliding window
+// of w keys plus linear attention over every other key, under one denominator. It is linear attention with a
+// window — the feature map, SLA gates and chunk of LinearAttention, under the same parameter names (maps
+// distilled for the linear kind load into it) — plus a per-head window weight σ_h = sigmoid(window_logit_h)
+// when learned. Decoding keeps the last w keys and values and the linear state: constant memory in the context.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <nlohmann/json.hpp>
+
+#include "mimic/attention/hybrid_attention.h"
+#include "mimic/attention/linear_kernel.h"
+
+namespace mimic::attention {
+
+struct HybridConfig {
+  int64_t window = 64;
+  bool learned = true;         // σ_h trained (mix "learned") or fixed at window_weight (mix "fixed")
+  double window_weight = 0.5;  // σ at initialisation (learned) or always (fixed), in (0, 1)
+  bool affine = false;         // λ_h = 1 − σ_h (LoLCATs' affine_attention_factors); else λ_h = 1
+  LinearAttentionConfig linear;
+  // Keys: window, mix (learned | fixed), window_weight, affine, and the linear kind's feature_map, map_options,
+  // eps, chunk, gates (norm only "row", decay only false: the shared denominator is the row normaliser, and a
+  // decay would need a definition across the window's edge). Unknown keys and bad values are errors.
+  static HybridConfig from_json(const nlohmann::json& j, int64_t n_head);
+  nlohmann::json to_json() const;
+};
+
+class HybridAttention : public LinearAttention {
+ public:
+  HybridAttention(const HybridConfig& config, int64_t n_head, int64_t head_dim);
+  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
+  std::string kind() const override { return "hybrid"; }
+  nlohmann::json config_json() const override { return hybrid_.to_json(); }
+  // Decoding: the cache is a HybridState (ring of w keys + linear state); a prompt runs the chunked form.
+  std::unique_ptr<KernelCache> new_cache() const override;
+  at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                            KernelCache& cache) override;
+  at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                               at::Tensor* weights, at::Tensor* log_weights = nullptr) override;
+  std::string parameter_group(const std::string& name) const override;  // window_logit trains with the maps
+
+  HybridOptions hybrid_options(bool causal) const;
+  at::Tensor window_weight() const;  // σ_h, [H]
+  const HybridConfig& hybrid_config() const { return hybrid_; }
+  at::Tensor window_logit;  // [H], learned mix only
+
+ private:
+  HybridConfig hybrid_;
+  int64_t n_head_;
+};
+
+}  // namespace mimic::attention

@@ -1,0 +1,331 @@
+// Hybrid attention (sliding-window softmax + linear, LoLCATs): the quadratic form against the definition
+// written out element by element, every fast form against the quadratic one (forward and gradients), decoding
+// against the whole-sequence form with a state whose size does not grow, and the kernel through the registry.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "mimic/attention/hybrid_attention.h"
+#include "mimic/attention/hybrid_kernel.h"
+#include "mimic/attention/kinds.h"
+#include "mimic/core/error.h"
+#include "test_util.h"
+
+using namespace mimic::attention;
+
+namespace {
+
+constexpr int64_t B = 2, H = 3, D = 4, F = 6;
+
+double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+struct Inputs {
+  at::Tensor q, k, v, fq, fk, sigma, lambda, mask, probe;
+};
+
+Inputs make_inputs(int64_t t, bool log_space, uint64_t seed, bool padded, torch::Dtype dtype = torch::kDouble, double spread = 1.0) {
+  torch::manual_seed(seed);
+  auto o = torch::dtype(dtype);
+  Inputs in;
+  in.q = (torch::randn({B, H, t, D}, o) * spread).requires_grad_();
+  in.k = (torch::randn({B, H, t, D}, o) * spread).requires_grad_();
+  in.v = torch::randn({B, H, t, D}, o).requires_grad_();
+  in.fq = log_space ? (torch::randn({B, H, t, F}, o) * spread).requires_grad_() : (torch::rand({B, H, t, F}, o) + 0.1).requires_grad_();
+  in.fk = log_space ? (torch::randn({B, H, t, F}, o) * spread).requires_grad_() : (torch::rand({B, H, t, F}, o) + 0.1).requires_grad_();
+  in.sigma = (torch::rand({H}, o) * 0.8 + 0.1).requires_grad_();
+  in.lambda = (torch::rand({H}, o) * 0.8 + 0.1).requires_grad_();
+  in.mask = torch::ones({B, t}, torch::kBool);
+  if (padded && t > 2) in.mask[1].narrow(0, t - 2, 2).fill_(false);  // the second sequence's last two keys are padding
+  in.probe = torch::randn({B, H, t, D}, o);
+  return in;
+}
+
+HybridOptions opts(const Inputs& in, bool causal, int64_t w, bool with_lambda, int64_t block = 0, int64_t chunk = 3) {
+  HybridOptions o;
+  o.causal = causal;
+  o.window = w;
+  o.chunk = chunk;
+  o.block = block;
+  o.window_weight = in.sigma;
+  if (with_lambda) o.linear_weight = in.lambda;
+  return o;
+}
+
+std::vector<at::Tensor> grads(const at::Tensor& out, const at::Tensor& probe, const std::vector<at::Tensor>& wrt) {
+  return torch::autograd::grad({(out * probe).sum()}, wrt, {}, /*retain_graph=*/true, false, /*allow_unused=*/true);
+}
+
+void expect_close(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].defined(), b[i].defined()) << what << " input " << i;
+    if (!a[i].defined()) continue;
+    const double scale = 1 + a[i].abs().max().item<double>();
+    EXPECT_LT(max_diff(a[i], b[i]), tol * scale) << what << " gradient of input " << i;
+  }
+}
+
+// The definition, one element at a time, in double: no stabilisation, no masking tricks.
+at::Tensor by_definition(const Inputs& in, bool causal, int64_t w, bool log_space, bool with_lambda, double scale) {
+  const int64_t t = in.q.size(2);
+  auto q = in.q.detach(), k = in.k.detach(), v = in.v.detach();
+  auto fq = log_space ? in.fq.detach().exp() : in.fq.detach(), fk = log_space ? in.fk.detach().exp() : in.fk.detach();
+  auto out = torch::zeros({B, H, t, D}, torch::kDouble);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < t; ++i) {
+        std::vector<double> s(t, 0.0), a(t, 0.0);
+        std::vector<int> kind(t, 0);  // 1 window, 2 linear
+        double m = -INFINITY;
+        for (int64_t j = 0; j < t; ++j) {
+          if (!in.mask[b][j].item<bool>() || (causal && j > i)) continue;
+          const int64_t dist = std::abs(i - j);
+          kind[j] = dist < w ? 1 : 2;
+          if (kind[j] == 1) {
+            s[j] = (q[b][h][i] * k[b][h][j]).sum().item<double>() * scale;
+            m = std::max(m, s[j]);
+          }
+        }
+        double den = 0;
+        for (int64_t j = 0; j < t; ++j) {
+          if (kind[j] == 1) a[j] = in.sigma[h].item<double>() * std::exp(s[j] - m);
+          if (kind[j] == 2) a[j] = (with_lambda ? in.lambda[h].item<double>() : 1.0) * (fq[b][h][i] * fk[b][h][j]).sum().item<double>();
+          den += a[j];
+        }
+        if (den == 0) continue;
+        for (int64_t j = 0; j < t; ++j) out[b][h][i] += a[j] / den * v[b][h][j];
+      }
+  return out;
+}
+
+}  // namespace
+
+TEST(HybridAttention, QuadraticFormIsTheDefinitionWrittenOut) {
+  for (bool causal : {true, false})
+    for (bool log_space : {false, true})
+      for (int64_t w : {1, 2, 4}) {
+        SCOPED_TRACE(std::string(causal ? "causal" : "bidirectional") + (log_space ? " log" : "") + " w=" + std::to_string(w));
+        auto in = make_inputs(7, log_space, 3 + w, /*padded=*/true);
+        auto o = opts(in, causal, w, /*with_lambda=*/w == 2);
+        at::Tensor weights;
+        auto out = hybrid_quadratic(in.q, in.k, in.v, {in.fq, in.fk, log_space}, 0.7, o, in.mask, &weights);
+        auto want = by_definition(in, causal, w, log_space, w == 2, 0.7);
+        EXPECT_LT(max_diff(out, want), 1e-12);
+        EXPECT_LT(max_diff(torch::matmul(weights, in.v), out), 1e-12);  // the weights reproduce the output
+        // Rows of real queries are distributions over the visible keys; padded keys get nothing.
+        EXPECT_LT(max_diff(weights[0].sum(-1), torch::ones({H, 7}, torch::kDouble)), 1e-12);
+        EXPECT_EQ(weights[1].narrow(-1, 5, 2).abs().max().item<double>(), 0.0);
+      }
+}
+
+TEST(HybridAttention, LogWeightsAreTheLogarithmOfTheWeights) {
+  auto in = make_inputs(9, true, 5, true);
+  at::Tensor w, lw;
+  hybrid_quadratic(in.q, in.k, in.v, {in.fq, in.fk, true}, 0.5, opts(in, true, 3, false), in.mask, &w, &lw);
+  auto visible = w > 0;
+  EXPECT_LT(max_diff(lw.exp().masked_select(visible), w.masked_select(visible)), 1e-12);
+  EXPECT_NEAR(lw.masked_select(visible.logical_not()).max().item<double>(), log_weight_floor(), 1e-9);
+}
+
+TEST(HybridAttention, AWindowCoveringTheSequenceIsSoftmaxAttention) {
+  // With w >= T every visible key is in the window: σ cancels and no linear term is left.
+  auto in = make_inputs(6, true, 9, false);
+  for (bool causal : {true, false}) {
+    auto o = opts(in, causal, 6, true);
+    auto out = causal ? hybrid_chunked(in.q, in.k, in.v, {in.fq, in.fk, true}, 0.5, o, at::Tensor())
+                      : hybrid_bidirectional(in.q, in.k, in.v, {in.fq, in.fk, true}, 0.5, o, at::Tensor());
+    auto s = torch::matmul(in.q, in.k.transpose(-1, -2)) * 0.5;
+    if (causal) s = s.masked_fill(torch::ones({6, 6}, torch::kBool).triu(1), -INFINITY);
+    EXPECT_LT(max_diff(out, torch::matmul(torch::softmax(s, -1), in.v)), 1e-12) << causal;
+  }
+}
+
+TEST(HybridAttention, ChunkedMatchesQuadraticForwardAndGradients) {
+  int cases = 0;
+  for (int64_t t : {1, 5, 13, 40})
+    for (int64_t w : {1, 3, 8})
+      for (bool log_space : {false, true})
+        for (int64_t block : {0, 4}) {
+          SCOPED_TRACE("T=" + std::to_string(t) + " w=" + std::to_string(w) + " log=" + std::to_string(log_space) +
+                       " block=" + std::to_string(block));
+          auto in = make_inputs(t, log_space, 20 + t + w, /*padded=*/true);
+          auto o = opts(in, true, w, /*with_lambda=*/block == 4, block);
+          Features f{in.fq, in.fk, log_space};
+          auto ref = hybrid_quadratic(in.q, in.k, in.v, f, 0.6, o, in.mask);
+          auto fast = hybrid_chunked(in.q, in.k, in.v, f, 0.6, o, in.mask);
+          ASSERT_EQ(fast.sizes(), in.v.sizes());
+          EXPECT_LT(max_diff(ref, fast), 1e-11 * (1 + ref.abs().max().item<double>()));
+          std::vector<at::Tensor> wrt = {in.q, in.k, in.v, in.fq, in.fk, in.sigma, in.lambda};
+          expect_close(grads(ref, in.probe, wrt), grads(fast, in.probe, wrt), 1e-9, "chunked");
+          ++cases;
+        }
+  EXPECT_EQ(cases, 4 * 3 * 2 * 2);
+}
+
+TEST(HybridAttention, BidirectionalMatchesQuadraticForwardAndGradients) {
+  for (int64_t t : {1, 6, 17})
+    for (int64_t w : {1, 2, 5})
+      for (bool log_space : {false, true}) {
+        SCOPED_TRACE("T=" + std::to_string(t) + " w=" + std::to_string(w) + " log=" + std::to_string(log_space));
+        auto in = make_inputs(t, log_space, 60 + t + w, true);
+        auto o = opts(in, false, w, w == 2);
+        Features f{in.fq, in.fk, log_space};
+        auto ref = hybrid_quadratic(in.q, in.k, in.v, f, 0.6, o, in.mask);
+        auto fast = hybrid_bidirectional(in.q, in.k, in.v, f, 0.6, o, in.mask);
+        EXPECT_LT(max_diff(ref, fast), 1e-11 * (1 + ref.abs().max().item<double>()));
+        std::vector<at::Tensor> wrt = {in.q, in.k, in.v, in.fq, in.fk, in.sigma, in.lambda};
+        expect_close(grads(ref, in.probe, wrt), grads(fast, in.probe, wrt), 1e-9, "bidirectional");
+      }
+}
+
+TEST(HybridAttention, DecodingTokenByTokenContinuesTheSequenceWithAStateOfConstantSize) {
+  const int64_t t = 23, w = 5;
+  auto in = make_inputs(t, true, 7, false);
+  auto o = opts(in, true, w, true);
+  Features f{in.fq, in.fk, true};
+  auto whole = hybrid_quadratic(in.q, in.k, in.v, f, 0.6, o, at::Tensor());
+  // A prompt of 7 tokens, then one token at a time, then a piece of 4.
+  HybridState state;
+  std::vector<at::Tensor> outs;
+  std::vector<int64_t> bytes;
+  auto run = [&](int64_t from, int64_t n) {
+    auto sl = [&](const at::Tensor& x) { return x.narrow(2, from, n); };
+    outs.push_back(hybrid_chunked(sl(in.q), sl(in.k), sl(in.v), {sl(in.fq), sl(in.fk), true}, 0.6, o, at::Tensor(), &state));
+    bytes.push_back(hybrid_state_bytes(state));
+  };
+  run(0, 7);
+  for (int64_t i = 7; i < 19; ++i) run(i, 1);
+  run(19, 4);
+  EXPECT_EQ(state.position, t);
+  EXPECT_EQ(state.filled, w);
+  auto stepped = torch::cat(outs, 2);
+  EXPECT_LT(max_diff(stepped, whole), 1e-11);
+  for (int64_t b : bytes) EXPECT_EQ(b, bytes.front());  // the ring and the linear state: nothing grows
+  // Gradients flow through the state as well.
+  std::vector<at::Tensor> wrt = {in.q, in.k, in.v, in.fq, in.fk, in.sigma};
+  expect_close(grads(whole, in.probe, wrt), grads(stepped, in.probe, wrt), 1e-9, "decoding");
+}
+
+TEST(HybridAttention, StaysFiniteInFloat32ForLargeScoresAndFeatures) {
+  auto in = make_inputs(64, true, 3, true, torch::kFloat, /*spread=*/12.0);
+  auto o = opts(in, true, 8, false, 0, 16);
+  Features f{in.fq, in.fk, true};
+  auto fast = hybrid_chunked(in.q, in.k, in.v, f, 1.0, o, in.mask);
+  auto ref = hybrid_quadratic(in.q, in.k, in.v, f, 1.0, o, in.mask);
+  EXPECT_TRUE(torch::isfinite(fast).all().item<bool>());
+  EXPECT_LT(max_diff(fast, ref), 1e-4);
+  auto g = grads(fast, in.probe, {in.q, in.k, in.fq, in.fk});
+  for (const auto& x : g) EXPECT_TRUE(torch::isfinite(x).all().item<bool>());
+}
+
+TEST(HybridAttention, BadInputsGiveClearErrors) {
+  auto in = make_inputs(5, false, 1, false);
+  Features f{in.fq, in.fk, false};
+  auto o = opts(in, true, 0, false);
+  EXPECT_MIMIC_ERROR(hybrid_chunked(in.q, in.k, in.v, f, 1.0, o, at::Tensor()), "window must be >= 1");
+  o = opts(in, false, 2, false);
+  EXPECT_MIMIC_ERROR(hybrid_chunked(in.q, in.k, in.v, f, 1.0, o, at::Tensor()), "chunked form is causal");
+  o.causal = true;
+  o.window_weight = torch::ones({H + 1}, torch::kDouble);
+  EXPECT_MIMIC_ERROR(hybrid_quadratic(in.q, in.k, in.v, f, 1.0, o, at::Tensor()), "one value per head");
+  o = opts(in, true, 2, false);
+  EXPECT_MIMIC_ERROR(hybrid_chunked(in.q, in.k, in.v.narrow(2, 0, 4), f, 1.0, o, at::Tensor()), "must be [B, H, T");
+  HybridState wrong;
+  hybrid_chunked(in.q, in.k, in.v, f, 1.0, opts(in, true, 3, false), at::Tensor(), &wrong);
+  EXPECT_MIMIC_ERROR(hybrid_chunked(in.q, in.k, in.v, f, 1.0, o, at::Tensor(), &wrong), "does not match");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The kernel, built through the registry.
+
+namespace {
+std::shared_ptr<HybridAttention> hybrid_kernel(const nlohmann::json& options, uint64_t seed = 1) {
+  torch::manual_seed(seed);
+  auto k = std::dynamic_pointer_cast<HybridAttention>(make_attention_kernel("hybrid", options, H, D));
+  EXPECT_TRUE(k != nullptr);
+  k->to(torch::kDouble);
+  for (auto& p : k->parameters()) {  // away from the init so that every parameter matters
+    torch::NoGradGuard g;
+    p.add_(torch::randn_like(p) * 0.3);
+  }
+  return k;
+}
+}  // namespace
+
+TEST(HybridKernel, FastFormsMatchQuadraticIncludingMapGateAndWindowWeightGradients) {
+  for (const char* map : {"hedgehog", "t2r", "elu"})
+    for (bool causal : {true, false}) {
+      SCOPED_TRACE(std::string(map) + (causal ? " causal" : " bidirectional"));
+      auto att = hybrid_kernel({{"feature_map", map}, {"gates", true}, {"chunk", 3}, {"window", 3}, {"affine", causal}});
+      auto in = make_inputs(11, false, 5, true);
+      AttentionContext ctx;
+      ctx.causal = causal;
+      ctx.scale = 0.5;
+      ctx.key_padding_mask = in.mask;
+      auto fast = att->forward(in.q, in.k, in.v, ctx);
+      auto ref = att->forward_quadratic(in.q, in.k, in.v, ctx, nullptr);
+      EXPECT_LT(max_diff(fast, ref), 1e-11);
+      std::vector<at::Tensor> wrt = {in.q, in.k, in.v};
+      for (auto& p : att->parameters()) wrt.push_back(p);
+      auto gf = grads(fast, in.probe, wrt), gr = grads(ref, in.probe, wrt);
+      expect_close(gr, gf, 1e-9, "kernel");
+      // Every parameter is reached: map, gates and the window weight.
+      for (size_t i = 3; i < gf.size(); ++i) EXPECT_GT(gf[i].abs().max().item<double>(), 0) << "parameter " << i;
+      EXPECT_EQ(att->parameter_group("window_logit"), "maps");
+      EXPECT_EQ(att->parameter_group("gates.w_q"), "gates");
+    }
+}
+
+TEST(HybridKernel, DecodingThroughTheCacheMatchesTheWholeSequenceAndItsBytesStayFlat) {
+  auto att = hybrid_kernel({{"feature_map", "hedgehog"}, {"window", 4}});
+  auto in = make_inputs(15, false, 8, false);
+  AttentionContext ctx;
+  ctx.causal = true;
+  ctx.scale = 0.5;
+  auto whole = att->forward(in.q, in.k, in.v, ctx);
+  auto cache = att->new_cache();
+  std::vector<at::Tensor> outs;
+  auto sl = [](const at::Tensor& x, int64_t a, int64_t n) { return x.narrow(2, a, n); };
+  outs.push_back(att->forward_cached(sl(in.q, 0, 6), sl(in.k, 0, 6), sl(in.v, 0, 6), ctx, *cache));
+  const int64_t bytes = cache->bytes();
+  for (int64_t i = 6; i < 15; ++i) {
+    outs.push_back(att->forward_cached(sl(in.q, i, 1), sl(in.k, i, 1), sl(in.v, i, 1), ctx, *cache));
+    EXPECT_EQ(cache->bytes(), bytes);
+  }
+  EXPECT_EQ(cache->position, 15);
+  EXPECT_LT(max_diff(torch::cat(outs, 2), whole), 1e-11);
+  // The bytes are the ring (k, v, key features) plus the linear state, in the kernel's dtype.
+  const int64_t feat = att->map->feature_dim();
+  EXPECT_EQ(bytes, B * H * (4 * (D + D + feat) + feat * D + feat + 1) * 8);
+}
+
+TEST(HybridKernel, OptionsRoundTripAndBadOptionsAreRefused) {
+  auto j = canonical_options("hybrid", {{"window", 16}, {"feature_map", "hedgehog"}}, H, D);
+  EXPECT_EQ(j.at("window"), 16);
+  EXPECT_EQ(j.at("mix"), "learned");
+  EXPECT_EQ(j.at("norm"), "row");
+  EXPECT_EQ(canonical_options("hybrid", j, H, D), j);
+  EXPECT_EQ(attention_kind("hybrid").role, KindRole::Distillable);
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"window", 0}}, H, D), "option 'window'");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"norm", "l2"}}, H, D), "share the row normaliser");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"decay", true}}, H, D), "window's edge");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"window_weight", 1.5}}, H, D), "(0, 1)");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"mix", "sometimes"}}, H, D), "learned or fixed");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"windw", 4}}, H, D), "unknown hybrid attention option 'windw'");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"feature_map", "nope"}}, H, D), "nope");
+  // A fixed mix has no window parameter and σ as given.
+  auto fixed = std::dynamic_pointer_cast<HybridAttention>(make_attention_kernel("hybrid", {{"mix", "fixed"}, {"window_weight", 0.25}}, H, D));
+  EXPECT_FALSE(fixed->window_logit.defined());
+  EXPECT_NEAR(fixed->window_weight()[1].item<double>(), 0.25, 1e-12);
+  auto learned = std::dynamic_pointer_cast<HybridAttention>(make_attention_kernel("hybrid", {{"window_weight", 0.25}}, H, D));
+  EXPECT_NEAR(learned->window_weight()[2].item<double>(), 0.25, 1e-6);
+}
+
+TEST(HybridKernel, MapsTrainedForTheLinearKindLoadUnderTheSameNames) {
+  auto linear = make_attention_kernel("linear", {{"feature_map", "hedgehog"}, {"gates", true}}, H, D);
+  auto hybrid = make_attention_kernel("hybrid", {{"feature_map", "hedgehog"}, {"gates", true}}, H, D);
+  auto lp = linear->named_parameters(), hp = hybrid->named_parameters();
+  for (const auto& p : lp) EXPECT_TRUE(hp.contains(p.key())) << p.key();
+  EXPECT_EQ(hp.size(), lp.size() + 1);  // + window_logit
+}
