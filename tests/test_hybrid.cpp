@@ -41,8 +41,10 @@ Inputs make_inputs(int64_t t, bool log_space, uint64_t seed, bool padded, torch:
   return in;
 }
 
-HybridOptions opts(const Inputs& in, bool causal, int64_t w, bool with_lambda, int64_t block = 0, int64_t chunk = 3) {
+HybridOptions opts(const Inputs& in, bool causal, int64_t w, bool with_lambda, int64_t block = 0, int64_t chunk = 3,
+                   bool exact = false) {
   HybridOptions o;
+  o.exact = exact;
   o.causal = causal;
   o.window = w;
   o.chunk = chunk;
@@ -67,7 +69,7 @@ void expect_close(const std::vector<at::Tensor>& a, const std::vector<at::Tensor
 }
 
 // The definition, one element at a time, in double: no stabilisation, no masking tricks.
-at::Tensor by_definition(const Inputs& in, bool causal, int64_t w, bool log_space, bool with_lambda, double scale) {
+at::Tensor by_definition(const Inputs& in, bool causal, int64_t w, bool log_space, bool with_lambda, double scale, bool exact) {
   const int64_t t = in.q.size(2);
   auto q = in.q.detach(), k = in.k.detach(), v = in.v.detach();
   auto fq = log_space ? in.fq.detach().exp() : in.fq.detach(), fk = log_space ? in.fk.detach().exp() : in.fk.detach();
@@ -89,7 +91,7 @@ at::Tensor by_definition(const Inputs& in, bool causal, int64_t w, bool log_spac
         }
         double den = 0;
         for (int64_t j = 0; j < t; ++j) {
-          if (kind[j] == 1) a[j] = in.sigma[h].item<double>() * std::exp(s[j] - m);
+          if (kind[j] == 1) a[j] = in.sigma[h].item<double>() * std::exp(exact ? s[j] : s[j] - m);
           if (kind[j] == 2) a[j] = (with_lambda ? in.lambda[h].item<double>() : 1.0) * (fq[b][h][i] * fk[b][h][j]).sum().item<double>();
           den += a[j];
         }
@@ -102,15 +104,17 @@ at::Tensor by_definition(const Inputs& in, bool causal, int64_t w, bool log_spac
 }  // namespace
 
 TEST(HybridAttention, QuadraticFormIsTheDefinitionWrittenOut) {
+  for (bool exact : {false, true})
   for (bool causal : {true, false})
     for (bool log_space : {false, true})
       for (int64_t w : {1, 2, 4}) {
-        SCOPED_TRACE(std::string(causal ? "causal" : "bidirectional") + (log_space ? " log" : "") + " w=" + std::to_string(w));
+        SCOPED_TRACE(std::string(causal ? "causal" : "bidirectional") + (log_space ? " log" : "") + " w=" + std::to_string(w) +
+                     (exact ? " exact" : ""));
         auto in = make_inputs(7, log_space, 3 + w, /*padded=*/true);
-        auto o = opts(in, causal, w, /*with_lambda=*/w == 2);
+        auto o = opts(in, causal, w, /*with_lambda=*/w == 2, 0, 3, exact);
         at::Tensor weights;
         auto out = hybrid_quadratic(in.q, in.k, in.v, {in.fq, in.fk, log_space}, 0.7, o, in.mask, &weights);
-        auto want = by_definition(in, causal, w, log_space, w == 2, 0.7);
+        auto want = by_definition(in, causal, w, log_space, w == 2, 0.7, exact);
         EXPECT_LT(max_diff(out, want), 1e-12);
         EXPECT_LT(max_diff(torch::matmul(weights, in.v), out), 1e-12);  // the weights reproduce the output
         // Rows of real queries are distributions over the visible keys; padded keys get nothing.
@@ -150,7 +154,7 @@ TEST(HybridAttention, ChunkedMatchesQuadraticForwardAndGradients) {
           SCOPED_TRACE("T=" + std::to_string(t) + " w=" + std::to_string(w) + " log=" + std::to_string(log_space) +
                        " block=" + std::to_string(block));
           auto in = make_inputs(t, log_space, 20 + t + w, /*padded=*/true);
-          auto o = opts(in, true, w, /*with_lambda=*/block == 4, block);
+          auto o = opts(in, true, w, /*with_lambda=*/block == 4, block, 3, /*exact=*/(t + w) % 2 == 1);
           Features f{in.fq, in.fk, log_space};
           auto ref = hybrid_quadratic(in.q, in.k, in.v, f, 0.6, o, in.mask);
           auto fast = hybrid_chunked(in.q, in.k, in.v, f, 0.6, o, in.mask);
@@ -169,7 +173,7 @@ TEST(HybridAttention, BidirectionalMatchesQuadraticForwardAndGradients) {
       for (bool log_space : {false, true}) {
         SCOPED_TRACE("T=" + std::to_string(t) + " w=" + std::to_string(w) + " log=" + std::to_string(log_space));
         auto in = make_inputs(t, log_space, 60 + t + w, true);
-        auto o = opts(in, false, w, w == 2);
+        auto o = opts(in, false, w, w == 2, 0, 3, /*exact=*/log_space == (w == 1));
         Features f{in.fq, in.fk, log_space};
         auto ref = hybrid_quadratic(in.q, in.k, in.v, f, 0.6, o, in.mask);
         auto fast = hybrid_bidirectional(in.q, in.k, in.v, f, 0.6, o, in.mask);
@@ -180,9 +184,11 @@ TEST(HybridAttention, BidirectionalMatchesQuadraticForwardAndGradients) {
 }
 
 TEST(HybridAttention, DecodingTokenByTokenContinuesTheSequenceWithAStateOfConstantSize) {
+  for (bool exact : {false, true}) {
+  SCOPED_TRACE(exact ? "exact" : "max");
   const int64_t t = 23, w = 5;
   auto in = make_inputs(t, true, 7, false);
-  auto o = opts(in, true, w, true);
+  auto o = opts(in, true, w, true, 0, 3, exact);
   Features f{in.fq, in.fk, true};
   auto whole = hybrid_quadratic(in.q, in.k, in.v, f, 0.6, o, at::Tensor());
   // A prompt of 7 tokens, then one token at a time, then a piece of 4.
@@ -205,6 +211,7 @@ TEST(HybridAttention, DecodingTokenByTokenContinuesTheSequenceWithAStateOfConsta
   // Gradients flow through the state as well.
   std::vector<at::Tensor> wrt = {in.q, in.k, in.v, in.fq, in.fk, in.sigma};
   expect_close(grads(whole, in.probe, wrt), grads(stepped, in.probe, wrt), 1e-9, "decoding");
+  }
 }
 
 TEST(HybridAttention, StaysFiniteInFloat32ForLargeScoresAndFeatures) {
@@ -257,7 +264,8 @@ TEST(HybridKernel, FastFormsMatchQuadraticIncludingMapGateAndWindowWeightGradien
   for (const char* map : {"hedgehog", "t2r", "elu"})
     for (bool causal : {true, false}) {
       SCOPED_TRACE(std::string(map) + (causal ? " causal" : " bidirectional"));
-      auto att = hybrid_kernel({{"feature_map", map}, {"gates", true}, {"chunk", 3}, {"window", 3}, {"affine", causal}});
+      auto att = hybrid_kernel({{"feature_map", map}, {"gates", true}, {"chunk", 3}, {"window", 3}, {"affine", causal},
+                                {"window_scale", causal ? "max" : "exact"}});
       auto in = make_inputs(11, false, 5, true);
       AttentionContext ctx;
       ctx.causal = causal;
@@ -304,6 +312,7 @@ TEST(HybridKernel, OptionsRoundTripAndBadOptionsAreRefused) {
   auto j = canonical_options("hybrid", {{"window", 16}, {"feature_map", "hedgehog"}}, H, D);
   EXPECT_EQ(j.at("window"), 16);
   EXPECT_EQ(j.at("mix"), "learned");
+  EXPECT_EQ(j.at("window_scale"), "max");
   EXPECT_EQ(j.at("norm"), "row");
   EXPECT_EQ(canonical_options("hybrid", j, H, D), j);
   EXPECT_EQ(attention_kind("hybrid").role, KindRole::Distillable);
@@ -312,6 +321,7 @@ TEST(HybridKernel, OptionsRoundTripAndBadOptionsAreRefused) {
   EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"decay", true}}, H, D), "window's edge");
   EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"window_weight", 1.5}}, H, D), "(0, 1)");
   EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"mix", "sometimes"}}, H, D), "learned or fixed");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"window_scale", "min"}}, H, D), "max or exact");
   EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"windw", 4}}, H, D), "unknown hybrid attention option 'windw'");
   EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"feature_map", "nope"}}, H, D), "nope");
   // A fixed mix has no window parameter and σ as given.

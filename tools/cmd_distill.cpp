@@ -68,6 +68,10 @@ void register_distill(CLI::App& app) {
   sub->add_option("--split", a->o.split, "Online mode: split of a corpus")->capture_default_str();
   sub->add_option("--samples", a->o.samples, "Online mode: samples to take from --data")->capture_default_str();
   sub->add_option("--seq-len", a->o.seq_len, "Online mode: tokens per sample (default: min(256, the model's context))");
+  sub->add_option("--attention", a->o.attention,
+                  "The student's attention kind and options: linear, or hybrid[:window=W,mix=learned|fixed,window_weight=S,affine=true] "
+                  "(sliding-window softmax + linear, docs/attention.md)")
+      ->capture_default_str();
   sub->add_option("--feature-map", a->o.feature_map, "Feature map: " + maps)->capture_default_str();
   sub->add_option("--map-options", a->map_options, "Feature-map options as a JSON object")->capture_default_str();
   sub->add_flag("--sla", a->o.sla, "Add SLA head gates (they read the full Q and K)");

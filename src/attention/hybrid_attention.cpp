@@ -54,8 +54,11 @@ at::Tensor pad(const at::Tensor& x, int64_t dim, int64_t n) {
 
 // The window part: query i reads keys K[i … i+span−1] (K holds T+span−1 positions, `valid` [B, T+span−1]).
 // Blocks of c queries against their band of c+span−1 keys. Returns Σ σ exp(s − M) v [B, H, T, D] and Σ σ exp(s − M) [B, H, T, 1].
+// With `exact` the window's terms are σ exp(s) and M is only a stabilising constant (detached, returned in *shift);
+// otherwise M belongs to the function (LoLCATs) and *shift is 0.
 std::pair<at::Tensor, at::Tensor> window_sums(const at::Tensor& q, const at::Tensor& K, const at::Tensor& V, const at::Tensor& valid,
-                                              int64_t span, double scale, const at::Tensor& sigma, int64_t block) {
+                                              int64_t span, double scale, const at::Tensor& sigma, int64_t block, bool exact,
+                                              at::Tensor* shift) {
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3), dv = V.size(3);
   const int64_t c = std::max<int64_t>(1, std::min(block, t));
   const int64_t n = (t + c - 1) / c, tp = n * c, len = c + span - 1;
@@ -68,20 +71,23 @@ std::pair<at::Tensor, at::Tensor> window_sums(const at::Tensor& q, const at::Ten
   auto j = torch::arange(len, q.options().dtype(torch::kLong)).view({1, len});
   auto allowed = (j >= r).logical_and(j < r + span).view({1, 1, 1, c, len}).logical_and(vb.view({b, 1, n, 1, len}));
   s = s.masked_fill(allowed.logical_not(), -kInf);
-  auto M = std::get<0>(s.max(-1, true));
+  auto M = std::get<0>((exact ? s.detach() : s).max(-1, true));
   M = torch::where(torch::isinf(M), torch::zeros_like(M), M);  // a row with no key: every term is 0
   auto e = (s - M).exp() * per_head(sigma, s, 5);
   auto num = torch::matmul(e, Vb).reshape({b, h, tp, dv}).narrow(2, 0, t);
   auto den = e.sum(-1, true).reshape({b, h, tp, 1}).narrow(2, 0, t);
+  *shift = exact ? M.reshape({b, h, tp, 1}).narrow(2, 0, t) : torch::zeros_like(den);
   return {num, den};
 }
 
-// Window sums and linear sums (true value exp(shift)·numden, each scaled by λ) brought to one scale and divided.
-at::Tensor combine(const at::Tensor& wnum, const at::Tensor& wden, const std::vector<LinearSums>& parts, const at::Tensor& lambda) {
+// Window sums (true value exp(wshift)·sums) and linear sums (true value exp(shift)·numden, scaled by λ) brought to
+// one scale and divided.
+at::Tensor combine(const at::Tensor& wnum, const at::Tensor& wden, const at::Tensor& wshift, const std::vector<LinearSums>& parts,
+                   const at::Tensor& lambda) {
   const int64_t dv = wnum.size(-1);
-  auto c = torch::zeros_like(wden);
+  auto c = wshift;
   for (const auto& p : parts) c = torch::maximum(c, p.shift.to(wden.dtype()));
-  auto wscale = (-c).exp();
+  auto wscale = (wshift - c).exp();
   auto num = wnum * wscale, den = wden * wscale;
   for (const auto& p : parts) {
     auto lin = p.numden.to(wnum.dtype()) * (p.shift.to(wden.dtype()) - c).exp();
@@ -120,8 +126,9 @@ at::Tensor hybrid_quadratic(const at::Tensor& q, const at::Tensor& k, const at::
   in_linear = in_linear.view({1, 1, t, t}).logical_and(valid);
 
   auto s = (torch::matmul(q, k.transpose(-1, -2)) * scale).masked_fill(in_window.logical_not(), -kInf);
-  auto M = std::get<0>(s.max(-1, true));
+  auto M = std::get<0>((o.exact ? s.detach() : s).max(-1, true));
   M = torch::where(torch::isinf(M), torch::zeros_like(M), M);
+  auto wshift = o.exact ? M : torch::zeros_like(M);  // exact: M only stabilises (the true terms are σ exp(s))
   auto sigma = per_head(o.window_weight, s, 4);
   auto win = (s - M).exp() * sigma;
 
@@ -137,15 +144,15 @@ at::Tensor hybrid_quadratic(const at::Tensor& q, const at::Tensor& k, const at::
   auto lin = torch::matmul(qf, kf.transpose(-1, -2)).masked_fill(in_linear.logical_not(), 0.0);
   if (o.linear_weight.defined()) lin = lin * per_head(o.linear_weight, lin, 4);
 
-  auto c = lshift.clamp_min(0.0);
-  auto a = win * (-c).exp() + lin * (lshift - c).exp();
+  auto c = torch::maximum(lshift, wshift);
+  auto a = win * (wshift - c).exp() + lin * (lshift - c).exp();
   auto den = a.sum(-1, true);
   den = torch::where(den == 0, torch::ones_like(den), den);
   if (weights) *weights = a / den;
   if (log_weights) {
     const double tiny = std::numeric_limits<float>::min(), floor = log_weight_floor();
     auto log_lin = lin.clamp_min(tiny).log() + lshift - c;
-    auto log_win = sigma.log() + s.masked_fill(in_window.logical_not(), 0.0) - M - c;
+    auto log_win = sigma.log() + s.masked_fill(in_window.logical_not(), 0.0) - M + wshift - c;
     auto la = torch::where(in_window, log_win, log_lin) - den.clamp_min(tiny).log();
     auto positive = in_window.logical_or(in_linear.logical_and(lin > 0));
     *log_weights = torch::where(positive, la, torch::full_like(la, floor)).clamp_min(floor);
@@ -180,8 +187,9 @@ at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Te
   LinearState* ls = state ? &state->linear : nullptr;
   auto lin = linear_chunked_sums({f.q, Afk.narrow(2, 0, t), f.log_space}, Av.narrow(2, 0, t), linear_part(o), valid.narrow(1, 0, t), ls);
   // The window part: query i reads A[i+1 … i+w].
+  at::Tensor wshift;
   auto [wnum, wden] = window_sums(q, Ak.narrow(2, 1, t + w - 1), Av.narrow(2, 1, t + w - 1), valid.narrow(1, 1, t + w - 1), w,
-                                  scale, o.window_weight, window_block(o));
+                                  scale, o.window_weight, window_block(o), o.exact, &wshift);
   if (state) {
     state->k = Ak.narrow(2, t, w);
     state->v = Av.narrow(2, t, w);
@@ -189,7 +197,7 @@ at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Te
     state->filled = std::min(w, filled + t);
     state->position += t;
   }
-  return combine(wnum, wden, {lin}, o.linear_weight);
+  return combine(wnum, wden, wshift, {lin}, o.linear_weight);
 }
 
 at::Tensor hybrid_bidirectional(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
@@ -200,7 +208,9 @@ at::Tensor hybrid_bidirectional(const at::Tensor& q, const at::Tensor& k, const 
   auto valid = key_valid(mask, b, t, q.options());
   // Window: query i reads keys i−w+1 … i+w−1, i.e. positions i … i+2w−2 of the keys padded by w−1 on both sides.
   auto both = [&](const at::Tensor& x, int64_t dim) { return pad(pad(x, dim, w - 1), dim, -(w - 1)); };
-  auto [wnum, wden] = window_sums(q, both(k, 2), both(v, 2), both(valid, 1), 2 * w - 1, scale, o.window_weight, window_block(o));
+  at::Tensor wshift;
+  auto [wnum, wden] =
+      window_sums(q, both(k, 2), both(v, 2), both(valid, 1), 2 * w - 1, scale, o.window_weight, window_block(o), o.exact, &wshift);
   // Linear: keys j <= i−w (a causal pass over keys delayed by w) and j >= i+w (the same pass on the reversed sequence).
   const auto lo = linear_part(o);
   auto before = linear_chunked_sums({f.q, delayed(f.k, 2, w), f.log_space}, delayed(v, 2, w), lo, delayed(valid, 1, w));
@@ -208,7 +218,7 @@ at::Tensor hybrid_bidirectional(const at::Tensor& q, const at::Tensor& k, const 
   auto after = linear_chunked_sums({rq, delayed(rk, 2, w), f.log_space}, delayed(rvv, 2, w), lo, delayed(rvalid, 1, w));
   after.numden = after.numden.flip(2);
   after.shift = after.shift.flip(2);
-  return combine(wnum, wden, {before, after}, o.linear_weight);
+  return combine(wnum, wden, wshift, {before, after}, o.linear_weight);
 }
 
 at::Tensor hybrid_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,

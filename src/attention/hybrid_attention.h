@@ -42,6 +42,7 @@ struct HybridOptions {
   int64_t block = 0;        // queries per window block (0: max(w, 64), at most T)
   at::Tensor window_weight;  // σ: [H], > 0 (may carry gradients)
   at::Tensor linear_weight;  // λ: [H], or undefined for 1
+  bool exact = false;        // window terms σ exp(s) (M_i only stabilises) instead of LoLCATs' σ exp(s − M_i)
 };
 
 // What a causal hybrid head keeps between calls: the last w keys, values and key features (oldest first; the

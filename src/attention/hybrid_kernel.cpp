@@ -16,7 +16,7 @@ HybridConfig HybridConfig::from_json(const nlohmann::json& j, int64_t n_head) {
     const auto& key = it.key();
     const auto& val = it.value();
     auto bad = [&](const char* want) { fail("hybrid attention option '", key, "' must be ", want, ", got ", val.dump()); };
-    if (key == "window") {
+    if (key == "window" || key == "w") {  // w: the short name LoLCATs' papers use
       if (!val.is_number_integer() || val.get<int64_t>() < 1 || val.get<int64_t>() > 65536) bad("an integer in [1, 65536]");
       c.window = val.get<int64_t>();
     } else if (key == "mix") {
@@ -28,6 +28,9 @@ HybridConfig HybridConfig::from_json(const nlohmann::json& j, int64_t n_head) {
     } else if (key == "affine") {
       if (!val.is_boolean()) bad("true or false");
       c.affine = val.get<bool>();
+    } else if (key == "window_scale") {
+      if (!val.is_string() || (val != "max" && val != "exact")) bad("max or exact");
+      c.exact = val == "exact";
     } else if (key == "norm") {
       if (val != "row") bad("row (the window and the linear part share the row normaliser)");
     } else if (key == "decay") {
@@ -36,7 +39,7 @@ HybridConfig HybridConfig::from_json(const nlohmann::json& j, int64_t n_head) {
       linear[key] = val;
     } else {
       fail("unknown hybrid attention option '", key,
-           "' (options: window, mix, window_weight, affine, feature_map, map_options, eps, chunk, gates)");
+           "' (options: window, mix, window_weight, affine, window_scale, feature_map, map_options, eps, chunk, gates)");
     }
   }
   c.linear = LinearAttentionConfig::from_json(linear, n_head);
@@ -49,6 +52,7 @@ nlohmann::json HybridConfig::to_json() const {
   j["mix"] = learned ? "learned" : "fixed";
   j["window_weight"] = window_weight;
   j["affine"] = affine;
+  j["window_scale"] = exact ? "exact" : "max";
   return j;
 }
 
@@ -71,6 +75,7 @@ HybridOptions HybridAttention::hybrid_options(bool causal) const {
   o.chunk = hybrid_.linear.chunk;
   o.window_weight = window_weight();
   if (hybrid_.affine) o.linear_weight = 1 - o.window_weight;
+  o.exact = hybrid_.exact;
   return o;
 }
 

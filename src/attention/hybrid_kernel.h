@@ -18,8 +18,9 @@ struct HybridConfig {
   bool learned = true;         // σ_h trained (mix "learned") or fixed at window_weight (mix "fixed")
   double window_weight = 0.5;  // σ at initialisation (learned) or always (fixed), in (0, 1)
   bool affine = false;         // λ_h = 1 − σ_h (LoLCATs' affine_attention_factors); else λ_h = 1
+  bool exact = false;          // window terms σ exp(s) ("window_scale": "exact") or LoLCATs' σ exp(s − M_i) ("max")
   LinearAttentionConfig linear;
-  // Keys: window, mix (learned | fixed), window_weight, affine, and the linear kind's feature_map, map_options,
+  // Keys: window (or w), mix (learned | fixed), window_weight, affine, window_scale (max | exact), and the linear kind's feature_map, map_options,
   // eps, chunk, gates (norm only "row", decay only false: the shared denominator is the row normaliser, and a
   // decay would need a definition across the window's edge). Unknown keys and bad values are errors.
   static HybridConfig from_json(const nlohmann::json& j, int64_t n_head);

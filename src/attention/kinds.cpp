@@ -70,6 +70,29 @@ std::shared_ptr<DistillableKernel> as_distillable(const AttentionKernel& kernel,
   return d;
 }
 
+KindSpec parse_kind_spec(const std::string& spec) {
+  KindSpec ks;
+  const auto colon = spec.find(':');
+  ks.kind = attention_kind(spec.substr(0, colon)).name;  // an unknown kind: the error lists the known ones
+  if (colon == std::string::npos) return ks;
+  std::string rest = spec.substr(colon + 1);
+  MIMIC_CHECK(!rest.empty(), "attention '", spec, "': expected KIND:key=value[,key=value...] after the colon");
+  size_t at = 0;
+  while (at <= rest.size()) {
+    const size_t comma = std::min(rest.find(',', at), rest.size());
+    const std::string item = rest.substr(at, comma - at);
+    const auto eq = item.find('=');
+    MIMIC_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), "attention '", spec, "': '", item,
+                "' is not key=value");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    MIMIC_CHECK(!ks.options.contains(key), "attention '", spec, "': option '", key, "' given twice");
+    auto parsed = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+    ks.options[key] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
+    at = comma + 1;
+  }
+  return ks;
+}
+
 AttentionKernel kernel_from_spec(const std::string& spec, int64_t n_head, int64_t head_dim) {
   if (spec == "softmax") return make_attention_kernel("softmax", nlohmann::json::object(), n_head, head_dim);
   const auto colon = spec.find(':');

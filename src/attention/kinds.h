@@ -41,6 +41,15 @@ bool is_reference(const AttentionKernelImpl& kernel);
 // `what` (e.g. "layer 3") and the kind.
 std::shared_ptr<DistillableKernel> as_distillable(const AttentionKernel& kernel, const std::string& what);
 
+// A kind with options from a command-line spec "KIND[:key=value,...]" (e.g. "hybrid:window=64,mix=fixed"):
+// the kind must be registered; each value is read as JSON when it parses (numbers, true, false) and as a string
+// otherwise. The options are checked when the kernel is built, not here.
+struct KindSpec {
+  std::string kind;
+  nlohmann::json options = nlohmann::json::object();
+};
+KindSpec parse_kind_spec(const std::string& spec);
+
 // A kernel from a short command-line spec, for models built with an attention other than softmax from the
 // start (pretrain --attention): "softmax", "linear:<map>" (a feature map of the registry, row normalisation)
 // or "sla:<map>" (the same with SLA head gates). Anything else is a mimic::Error listing the forms.

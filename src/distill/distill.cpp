@@ -128,8 +128,16 @@ StudentSpec student_spec(const DistillOptions& o, int64_t n_head, int64_t head_d
   StudentSpec s;
   const nlohmann::json map_options = o.map_options.is_null() ? nlohmann::json::object() : o.map_options;
   MIMIC_CHECK(map_options.is_object(), "--map-options must be a JSON object, got ", map_options.dump());
-  s.options = attention::canonical_options(
-      s.kind, {{"feature_map", o.feature_map}, {"map_options", map_options}, {"gates", o.sla}}, n_head, head_dim);
+  auto ks = attention::parse_kind_spec(o.attention);
+  MIMIC_CHECK(attention::attention_kind(ks.kind).role == attention::KindRole::Distillable, "--attention ", o.attention,
+              ": the kind '", ks.kind, "' is the teacher's, not a student's");
+  for (const char* key : {"feature_map", "map_options", "gates"})
+    MIMIC_CHECK(!ks.options.contains(key), "--attention ", o.attention, ": give '", key,
+                "' with --feature-map, --map-options or --sla, not in the attention spec");
+  s.kind = ks.kind;
+  auto options = ks.options;
+  options.update({{"feature_map", o.feature_map}, {"map_options", map_options}, {"gates", o.sla}});
+  s.options = attention::canonical_options(s.kind, options, n_head, head_dim);
   const std::string train = o.train.empty() ? (o.sla ? "both" : "maps") : o.train;
   MIMIC_CHECK(train == "maps" || train == "gates" || train == "both", "--train must be maps, gates or both, got '", train, "'");
   MIMIC_CHECK(o.sla || train == "maps", "--train ", train, " needs SLA gates (--sla)");
@@ -394,6 +402,7 @@ DistillResult distill(const DistillOptions& o) {
                                 {"batch_size", o.batch_size},   {"val_fraction", o.val_fraction},
                                 {"patience", o.patience},       {"layers", layers},
                                 {"seed", o.seed}};
+  if (spec.kind != "linear") fingerprint["kind"] = spec.kind;  // absent for linear: older checkpoints still resume
   const std::string ckpt_dir = o.out + ".ckpt", done_path = ckpt_dir + "/done.safetensors";
   if (o.fresh) fs::remove_all(ckpt_dir);
   MIMIC_CHECK(!fs::exists(ckpt_dir) || fs::is_directory(ckpt_dir), ckpt_dir,

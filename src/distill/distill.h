@@ -49,7 +49,9 @@ struct DistillOptions {
   std::string record;
   std::string model_dir, data, split = "train";
   int64_t samples = 64, seq_len = 0;  // online mode only
-  // the student
+  // the student: a distillable attention kind with its own options ("linear", "hybrid:window=64"; kinds.h
+  // parse_kind_spec), the feature map and gates every such kind takes
+  std::string attention = "linear";
   std::string feature_map = "hedgehog";
   nlohmann::json map_options = nlohmann::json::object();
   bool sla = false;
