@@ -357,6 +357,17 @@ TEST(InductionScores, HandBuiltHeadsScoreAsComputedByHand) {
   EXPECT_NEAR(r.previous_token[0], 0.0, 1e-12);  // it looks at itself or two back, never one back
   EXPECT_EQ(r.induction_rows, 3);
   EXPECT_EQ(r.previous_rows, 5);
+  // local mass with the default window (64 > T): every row's whole mass
+  for (int64_t h = 0; h < 3; ++h) EXPECT_NEAR(r.local_mass[h], 1.0, 1e-12);
+  // with W = 2 (keys t−1 and t): head 0 keeps rows 0-2 only (3 of 6), uniform row t keeps min(2, t+1)/(t+1),
+  // the previous-token head everything
+  mimic::analysis::InductionAccumulator narrow(3, 2);
+  narrow.add(w, ids, {});
+  EXPECT_NEAR(narrow.result().local_mass[0], 3.0 / 6, 1e-12);
+  EXPECT_NEAR(narrow.result().local_mass[1], (1 + 1 + 2.0 / 3 + 2.0 / 4 + 2.0 / 5 + 2.0 / 6) / 6, 1e-12);
+  EXPECT_NEAR(narrow.result().local_mass[2], 1.0, 1e-12);
+  EXPECT_EQ(narrow.result().local_rows, 6);
+  EXPECT_MIMIC_ERROR(mimic::analysis::InductionAccumulator(3, 0), "local-mass window");
   // a padded last token: its row and its key no longer count
   auto mask = torch::tensor({1, 1, 1, 1, 1, 0}, torch::kLong).unsqueeze(0);
   mimic::analysis::InductionAccumulator padded(3);

@@ -283,7 +283,7 @@ TEST(Report, MatchesDistillAndWritesEveryFile) {
   for (const auto& f : r.files) EXPECT_TRUE(fs::exists(out / f)) << f;
   auto csv = mimic::test::read_bytes((out / "metrics.csv").string());
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 4 * 2 * 3);
-  EXPECT_EQ(csv.substr(0, csv.find('\n')), "source,kind,layer,head,entropy,kl,ce,spearman,top_8_mass,induction,previous_token");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), "source,kind,layer,head,entropy,kl,ce,spearman,top_8_mass,induction,previous_token,local_mass_64");
   // induction and previous-token scores are weights: in [0, 1] for the teacher and every student
   for (const auto& m : nlohmann::json::parse(mimic::test::read_bytes((out / "metrics.json").string())).at("metrics")) {
     if (m.at("previous_token").is_null()) continue;

@@ -54,6 +54,10 @@ void register_report(CLI::App& app) {
   sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str();
   sub->add_option("--heads", a->o.heads, "Heads: all, or a list like 0-3")->capture_default_str();
   sub->add_option("--top-k", a->o.top_k, "k of the top-k mass")->capture_default_str();
+  sub->add_option("--local-window", a->o.local_window,
+                  "W of the local mass: the weight on keys within W positions (a hybrid kernel's window share; 1..65536)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{65536}));
   sub->add_option("--plot-sample", a->o.plot_sample, "Record index of the sample drawn (default: the first reported)");
   sub->add_option("--plot-layers", a->o.plot_layers, "Layers drawn (default: first, middle and last)");
   sub->add_option("--plot-heads", a->o.plot_heads, "Heads drawn in the heatmaps (default: the first 4; the first one also in the monotonicity plot)");

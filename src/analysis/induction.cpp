@@ -22,8 +22,14 @@ at::Tensor induction_targets(const at::Tensor& ids, const at::Tensor& mask) {
   return targets & real.unsqueeze(1);
 }
 
-InductionAccumulator::InductionAccumulator(int64_t n_head)
-    : n_head_(n_head), ind_(static_cast<size_t>(n_head), 0.0), prev_(static_cast<size_t>(n_head), 0.0) {}
+InductionAccumulator::InductionAccumulator(int64_t n_head, int64_t local_window)
+    : n_head_(n_head),
+      window_(local_window),
+      ind_(static_cast<size_t>(n_head), 0.0),
+      prev_(static_cast<size_t>(n_head), 0.0),
+      local_(static_cast<size_t>(n_head), 0.0) {
+  MIMIC_CHECK(local_window >= 1, "the local-mass window must be >= 1 key, got ", local_window);
+}
 
 void InductionAccumulator::add(const at::Tensor& w, const at::Tensor& ids, const at::Tensor& mask) {
   MIMIC_CHECK(w.dim() == 4 && w.size(1) == n_head_ && w.size(2) == w.size(3) && ids.dim() == 2 && ids.size(0) == w.size(0) &&
@@ -45,9 +51,16 @@ void InductionAccumulator::add(const at::Tensor& w, const at::Tensor& ids, const
     prev = (diag * ok).sum(at::IntArrayRef{0, 2});
     prev_rows_ += ok.sum().item<double>();
   }
+  // local mass: keys with |t − j| < W (a causal row has no weight after t, so this is the last W keys there)
+  auto idx = torch::arange(t, torch::kLong);
+  auto band = (idx.unsqueeze(1) - idx.unsqueeze(0)).abs().lt(window_).to(torch::kDouble);  // [T, T]
+  auto real_rows = real.unsqueeze(1).to(torch::kDouble);                                    // [B, 1, T]
+  auto local = ((wd * band).sum(-1) * real_rows).sum(at::IntArrayRef{0, 2});                 // [H]
+  local_rows_ += real.sum().item<double>();
   for (int64_t h = 0; h < n_head_; ++h) {
     ind_[static_cast<size_t>(h)] += ind[h].item<double>();
     prev_[static_cast<size_t>(h)] += prev[h].item<double>();
+    local_[static_cast<size_t>(h)] += local[h].item<double>();
   }
 }
 
@@ -56,15 +69,19 @@ InductionScores InductionAccumulator::result() const {
   InductionScores r;
   r.induction_rows = ind_rows_;
   r.previous_rows = prev_rows_;
-  double si = 0, sp = 0;
+  r.local_rows = local_rows_;
+  double si = 0, sp = 0, sl = 0;
   for (int64_t h = 0; h < n_head_; ++h) {
     r.induction.push_back(ind_rows_ > 0 ? ind_[static_cast<size_t>(h)] / ind_rows_ : nan);
     r.previous_token.push_back(prev_rows_ > 0 ? prev_[static_cast<size_t>(h)] / prev_rows_ : nan);
+    r.local_mass.push_back(local_rows_ > 0 ? local_[static_cast<size_t>(h)] / local_rows_ : nan);
     si += r.induction.back();
     sp += r.previous_token.back();
+    sl += r.local_mass.back();
   }
   r.induction_mean = si / static_cast<double>(n_head_);
   r.previous_token_mean = sp / static_cast<double>(n_head_);
+  r.local_mass_mean = sl / static_cast<double>(n_head_);
   return r;
 }
 

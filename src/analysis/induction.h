@@ -8,6 +8,9 @@
 //    weights.
 //  - previous-token score: the weight of row t on key t − 1, averaged over rows t >= 1: the first half of the
 //    two-head induction circuit.
+//  - local mass (window W): the weight of row t on keys with |t − j| < W, averaged over real rows: the share a
+//    sliding window of W keys would hold — for a hybrid kernel with window W, the window's share of the head's
+//    mass; for the teacher, how much of a head a window can serve at all.
 // Padded queries and keys do not count. Definitions and their use: docs/report.md.
 #pragma once
 #include <ATen/core/Tensor.h>
@@ -22,22 +25,22 @@ namespace mimic::analysis {
 at::Tensor induction_targets(const at::Tensor& ids, const at::Tensor& mask);
 
 struct InductionScores {
-  std::vector<double> induction, previous_token;  // per head (NaN when no row counted)
-  double induction_mean = 0, previous_token_mean = 0;  // over heads
-  double induction_rows = 0, previous_rows = 0;        // rows averaged (per head)
+  std::vector<double> induction, previous_token, local_mass;  // per head (NaN when no row counted)
+  double induction_mean = 0, previous_token_mean = 0, local_mass_mean = 0;  // over heads
+  double induction_rows = 0, previous_rows = 0, local_rows = 0;             // rows averaged (per head)
 };
 
 // Sums the scores over batches of weights w [B, H, T, T] (rows = queries) with their token ids [B, T].
 class InductionAccumulator {
  public:
-  explicit InductionAccumulator(int64_t n_head);
+  explicit InductionAccumulator(int64_t n_head, int64_t local_window = 64);
   void add(const at::Tensor& w, const at::Tensor& ids, const at::Tensor& mask);
   InductionScores result() const;
 
  private:
-  int64_t n_head_;
-  std::vector<double> ind_, prev_;
-  double ind_rows_ = 0, prev_rows_ = 0;
+  int64_t n_head_, window_;
+  std::vector<double> ind_, prev_, local_;
+  double ind_rows_ = 0, prev_rows_ = 0, local_rows_ = 0;
 };
 
 }  // namespace mimic::analysis

@@ -15,7 +15,7 @@ namespace mimic::report {
 // One source's metrics at one layer and head (NaN: undefined or absent).
 struct HeadValues {
   double entropy = NAN, kl = NAN, ce = NAN, spearman = NAN, top_k = NAN;
-  double induction = NAN, previous_token = NAN;  // analysis/induction.h
+  double induction = NAN, previous_token = NAN, local_mass = NAN;  // analysis/induction.h
 };
 
 struct Metrics {

@@ -232,7 +232,7 @@ ReportResult report(const ReportOptions& o) {
   for (size_t si = 0; si < n_src; ++si)
     for (auto l : res.layers) {
       acc[si].emplace_back(l, static_cast<int64_t>(res.heads.size()), o.top_k);
-      ind[si].emplace_back(static_cast<int64_t>(res.heads.size()));
+      ind[si].emplace_back(static_cast<int64_t>(res.heads.size()), o.local_window);
     }
   auto head_index = torch::tensor(res.heads, torch::kLong);
   double uniform_sum = 0, uniform_rows = 0;
@@ -317,6 +317,7 @@ ReportResult report(const ReportOptions& o) {
           v.top_k = si == 0 ? x.top_k_softmax : x.top_k_linear;
           v.induction = hi < res.heads.size() ? sc.induction[hi] : sc.induction_mean;
           v.previous_token = hi < res.heads.size() ? sc.previous_token[hi] : sc.previous_token_mean;
+          v.local_mass = hi < res.heads.size() ? sc.local_mass[hi] : sc.local_mass_mean;
         }
         per.push_back(v);
         res.rows.push_back({{"source", m.sources[si]},
@@ -328,7 +329,8 @@ ReportResult report(const ReportOptions& o) {
                             {"spearman", number(v.spearman)},
                             {"top_k_mass", number(v.top_k)},
                             {"induction", number(v.induction)},
-                            {"previous_token", number(v.previous_token)}});
+                            {"previous_token", number(v.previous_token)},
+                            {"local_mass", number(v.local_mass)}});
       }
       m.values.back().push_back(per);
     }
@@ -340,7 +342,7 @@ ReportResult report(const ReportOptions& o) {
   };
   {
     std::ostringstream csv;
-    csv << "source,kind,layer,head,entropy,kl,ce,spearman,top_" << o.top_k << "_mass,induction,previous_token\n";
+    csv << "source,kind,layer,head,entropy,kl,ce,spearman,top_" << o.top_k << "_mass,induction,previous_token,local_mass_" << o.local_window << "\n";
     size_t i = 0;
     for (const auto& r : res.rows) {
       const size_t si = i++ / (res.layers.size() * (res.heads.size() + 1));
@@ -349,7 +351,7 @@ ReportResult report(const ReportOptions& o) {
       csv << '"' << r.at("source").get<std::string>() << "\"," << res.sources[si].at("kind").get<std::string>() << ','
           << r.at("layer").get<int64_t>() << ',' << (head < 0 ? std::string("mean") : std::to_string(head)) << ',' << cell("entropy")
           << ',' << cell("kl") << ',' << cell("ce") << ',' << cell("spearman") << ',' << cell("top_k_mass") << ',' << cell("induction")
-          << ',' << cell("previous_token") << '\n';
+          << ',' << cell("previous_token") << ',' << cell("local_mass") << '\n';
     }
     io::write_text_atomically((fs::path(o.out) / "metrics.csv").string(), csv.str());
     res.files.push_back("metrics.csv");

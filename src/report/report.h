@@ -25,6 +25,7 @@ struct ReportOptions {
   std::string layers = "all";          // recorded layers to report
   std::string heads = "all";           // heads to report
   int64_t top_k = 8;                   // k of the top-k mass
+  int64_t local_window = 64;           // W of the local mass (weight on keys within W positions; a hybrid's window share)
   int64_t plot_sample = -1;            // record index of the sample drawn (-1: the first reported one)
   std::string plot_layers;             // layers drawn ("": first, middle and last reported)
   std::string plot_heads;              // heads drawn in the heatmaps ("": the first 4 reported); the first one in the monotonicity plot
@@ -40,7 +41,8 @@ struct ReportResult {
   nlohmann::json sources;               // [{name, kind (teacher | maps | baseline | model), path, feature_map}]
   std::vector<std::string> files;       // every file written (names inside out)
   // one row per source × layer × head (head -1: the mean over the reported heads):
-  // {source, layer, head, entropy, kl, ce, spearman, top_k_mass}; null where undefined or absent
+  // {source, layer, head, entropy, kl, ce, spearman, top_k_mass, induction, previous_token, local_mass}; null where
+  // undefined or absent
   nlohmann::json rows;
   double uniform_entropy = 0;           // mean over real query rows of log(visible keys): uniform weights' entropy
   double seconds = 0;
