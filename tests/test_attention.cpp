@@ -567,13 +567,15 @@ TEST(AttentionKinds, EveryRegisteredKindBuildsFromItsSavedOptionsAndAnswersWhatS
   for (const auto& info : attention_kinds()) {
     names.push_back(info.name);
     EXPECT_FALSE(info.summary.empty()) << info.name;
-    auto k = make_attention_kernel(info.name, nlohmann::json::object(), heads, dim);
+    // every kind builds from its defaults, except mixed, which needs to be told which heads keep softmax
+    const nlohmann::json example = info.name == "mixed" ? nlohmann::json{{"softmax_heads", {1}}} : nlohmann::json::object();
+    auto k = make_attention_kernel(info.name, example, heads, dim);
     EXPECT_EQ(k->kind(), info.name);
     EXPECT_EQ(&attention_kind(info.name), &attention_kind(k->kind()));
     // rebuilt from what it saves, it saves the same and computes the same
     auto again = make_attention_kernel(k->kind(), k->config_json(), heads, dim);
     EXPECT_EQ(again->config_json(), k->config_json()) << info.name;
-    EXPECT_EQ(canonical_options(info.name, nlohmann::json::object(), heads, dim), k->config_json());
+    EXPECT_EQ(canonical_options(info.name, example, heads, dim), k->config_json());
     torch::manual_seed(3);
     auto q = torch::randn({2, heads, 7, dim}), kk = torch::randn({2, heads, 7, dim}), v = torch::randn({2, heads, 7, dim});
     AttentionContext ctx;
@@ -605,8 +607,8 @@ TEST(AttentionKinds, EveryRegisteredKindBuildsFromItsSavedOptionsAndAnswersWhatS
     }
     EXPECT_FALSE(d->feature_map().empty());
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"softmax", "linear", "hybrid"}));
-  EXPECT_MIMIC_ERROR(make_attention_kernel("cosine", nlohmann::json::object(), heads, dim), "unknown attention kind 'cosine' (known: softmax, linear, hybrid)");
+  EXPECT_EQ(names, (std::vector<std::string>{"softmax", "linear", "hybrid", "mixed"}));
+  EXPECT_MIMIC_ERROR(make_attention_kernel("cosine", nlohmann::json::object(), heads, dim), "unknown attention kind 'cosine' (known: softmax, linear, hybrid, mixed)");
   EXPECT_MIMIC_ERROR(attention_kind("Softmax"), "unknown attention kind");
   EXPECT_MIMIC_ERROR(make_attention_kernel("softmax", {{"window", 4}}, heads, dim), "softmax attention takes no options");
   // Groups and sign as the linear kind defines them: SLA gates apart from the map; taylor2 may go negative.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <tuple>
 #include <nlohmann/json.hpp>
 
 #include "mimic/attention/attention.h"
@@ -159,6 +160,51 @@ TEST(Convert, PartialConversionLeavesOtherLayersExactlySoftmax) {
   EXPECT_EQ(rest.summary, "linear (hedgehog, row norm, SLA gates) in layers 0-1");
   auto all = mimic::convert::convert(options(dir.file("direct")));
   EXPECT_TRUE(torch::equal(logits(*mimic::models::load_model(rest.out)), logits(*mimic::models::load_model(all.out))));
+}
+
+TEST(Convert, KeepSoftmaxAutoKeepsTheHeadsWithTheHighestDistilledKlAndSaysWhy) {
+  TempDir dir;
+  auto maps = mimic::distill::DistilledMaps::open(tiny_maps());
+  // the two worst-fitting heads by the held-out KL distill measured
+  std::vector<std::tuple<double, int64_t, int64_t>> all;
+  for (int64_t l : {0, 1})
+    for (int64_t h = 0; h < 2; ++h) all.emplace_back(maps.head_kl(l)[static_cast<size_t>(h)], l, h);
+  std::sort(all.rbegin(), all.rend());
+  auto o = options(dir.file("conv"));
+  o.keep_softmax = "auto:2";
+  auto r = mimic::convert::convert(o);
+  ASSERT_EQ(r.placement.at("kept").size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(r.placement["kept"][i]["layer"], std::get<1>(all[i]));
+    EXPECT_EQ(r.placement["kept"][i]["head"], std::get<2>(all[i]));
+    EXPECT_DOUBLE_EQ(r.placement["kept"][i]["kl"].get<double>(), std::get<0>(all[i]));
+  }
+  EXPECT_DOUBLE_EQ(r.placement["next_kl"].get<double>(), std::get<0>(all[2]));
+  auto j = nlohmann::json::parse(mimic::io::read_text_file(dir.file("conv/mimic.json")));
+  EXPECT_EQ(j["provenance"]["conversions"][0]["placement"], r.placement);
+  // the kept heads compute the teacher's attention exactly; the model reloads with them
+  auto conv = mimic::models::load_model(r.out);
+  auto t = mimic::models::load_model(teacher());
+  const int64_t l = std::get<1>(all[0]), h = std::get<2>(all[0]);
+  mimic::attention::AttentionCapture ct, cc;
+  auto lt = logits(*t, l == 0 ? &ct : nullptr), lc = logits(*conv, l == 0 ? &cc : nullptr);
+  if (l == 0) EXPECT_TRUE(torch::equal(ct.o.select(1, h), cc.o.select(1, h)));
+  // a layer whose every head is kept stays softmax; hand-picked lists and bad specs
+  auto o2 = options(dir.file("list"));
+  o2.keep_softmax = "0.0,0.1,1.1";
+  auto r2 = mimic::convert::convert(o2);
+  EXPECT_EQ(r2.layers, (std::vector<int64_t>{1}));
+  EXPECT_EQ(mimic::models::load_model(r2.out)->attention_kernel(0)->kind(), "softmax");
+  EXPECT_EQ(mimic::models::load_model(r2.out)->attention_kernel(1)->kind(), "mixed");
+  for (const auto& [spec, msg] : std::vector<std::pair<std::string, std::string>>{{"auto:0", "K must be in [1, 4]"},
+                                                                                  {"auto:x", "expected auto:K"},
+                                                                                  {"1.5", "not a head of a converted layer"},
+                                                                                  {"1.1,1.1", "given twice"},
+                                                                                  {"1-1", "not LAYER.HEAD"}}) {
+    auto bad = options(dir.file("bad"));
+    bad.keep_softmax = spec;
+    EXPECT_MIMIC_ERROR(mimic::convert::convert(bad), msg);
+  }
 }
 
 TEST(Convert, RefusesMapsOfAnotherModelShapeOrLayer) {

@@ -339,3 +339,93 @@ TEST(HybridKernel, MapsTrainedForTheLinearKindLoadUnderTheSameNames) {
   for (const auto& p : lp) EXPECT_TRUE(hp.contains(p.key())) << p.key();
   EXPECT_EQ(hp.size(), lp.size() + 1);  // + window_logit
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Mixed layers (head-level placement): softmax in some heads, a student in the others.
+#include "mimic/attention/mixed_kernel.h"
+
+namespace {
+std::shared_ptr<MixedAttention> mixed_kernel(const std::vector<int64_t>& heads, const char* student_kind, uint64_t seed = 4) {
+  torch::manual_seed(seed);
+  nlohmann::json student = {{"feature_map", "hedgehog"}, {"gates", true}, {"chunk", 3}};
+  if (std::string(student_kind) == "hybrid") student["window"] = 2;
+  auto k = std::dynamic_pointer_cast<MixedAttention>(
+      make_attention_kernel("mixed", {{"softmax_heads", heads}, {"kind", student_kind}, {"options", student}}, H, D));
+  EXPECT_TRUE(k != nullptr);
+  k->to(torch::kDouble);
+  for (auto& p : k->parameters()) {
+    torch::NoGradGuard g;
+    p.add_(torch::randn_like(p) * 0.3);
+  }
+  return k;
+}
+}  // namespace
+
+TEST(MixedKernel, KeptHeadsAreExactlySoftmaxAndTheOthersExactlyTheStudent) {
+  for (const char* student : {"linear", "hybrid"})
+    for (bool causal : {true, false}) {
+      SCOPED_TRACE(std::string(student) + (causal ? " causal" : " bidirectional"));
+      auto mixed = mixed_kernel({0, 2}, student);
+      auto in = make_inputs(9, false, 12, true);
+      AttentionContext ctx;
+      ctx.causal = causal;
+      ctx.scale = 0.5;
+      ctx.key_padding_mask = in.mask;
+      auto out = mixed->forward(in.q, in.k, in.v, ctx);
+      auto soft = make_attention_kernel("softmax", nlohmann::json::object(), H, D)->forward(in.q, in.k, in.v, ctx);
+      auto stud = mixed->student()->forward(in.q, in.k, in.v, ctx);
+      for (int64_t h : {0, 2}) EXPECT_EQ(max_diff(out.select(1, h), soft.select(1, h)), 0.0) << h;
+      EXPECT_EQ(max_diff(out.select(1, 1), stud.select(1, 1)), 0.0);
+      // the quadratic form is the same function, with the teacher's weights in the kept heads
+      at::Tensor w, lw;
+      auto ref = mixed->forward_quadratic(in.q, in.k, in.v, ctx, &w, &lw);
+      EXPECT_LT(max_diff(ref, out), 1e-11);
+      EXPECT_LT(max_diff(w.select(1, 2), softmax_weights(in.q, in.k, ctx).select(1, 2)), 1e-14);
+      auto visible = w > 0;
+      EXPECT_LT(max_diff(lw.exp().masked_select(visible), w.masked_select(visible)), 1e-12);
+      std::vector<at::Tensor> wrt = {in.q, in.k, in.v};
+      for (auto& p : mixed->parameters()) wrt.push_back(p);
+      expect_close(grads(ref, in.probe, wrt), grads(out, in.probe, wrt), 1e-9, "mixed");
+      EXPECT_EQ(mixed->parameter_group("student.gates.w_q"), "gates");
+      EXPECT_EQ(mixed->parameter_group("student.feature_map.q.weight"), "maps");
+    }
+}
+
+TEST(MixedKernel, DecodingKeepsAKvCacheForTheSoftmaxHeadsOnly) {
+  auto mixed = mixed_kernel({1}, "hybrid");
+  auto in = make_inputs(12, false, 13, false);
+  AttentionContext ctx;
+  ctx.causal = true;
+  ctx.scale = 0.5;
+  auto whole = mixed->forward(in.q, in.k, in.v, ctx);
+  auto cache = mixed->new_cache();
+  std::vector<at::Tensor> outs;
+  std::vector<int64_t> bytes;
+  for (int64_t i = 0; i < 12; ++i) {
+    outs.push_back(mixed->forward_cached(in.q.narrow(2, i, 1), in.k.narrow(2, i, 1), in.v.narrow(2, i, 1), ctx, *cache));
+    bytes.push_back(cache->bytes());
+  }
+  EXPECT_LT(max_diff(torch::cat(outs, 2), whole), 1e-11);
+  // after the student's state exists, each token adds one key and one value of one head per sequence, in double
+  for (size_t i = 2; i < bytes.size(); ++i) EXPECT_EQ(bytes[i] - bytes[i - 1], B * 1 * 2 * D * 8) << i;
+  auto copy = cache->clone();
+  EXPECT_EQ(copy->bytes(), cache->bytes());
+  EXPECT_EQ(copy->position, 12);
+}
+
+TEST(MixedKernel, RebuildsFromItsOptionsAndRefusesBadHeadLists) {
+  auto mixed = mixed_kernel({0, 1}, "linear");
+  auto again = make_attention_kernel("mixed", mixed->config_json(), H, D);
+  EXPECT_EQ(again->config_json(), mixed->config_json());
+  auto names = again->named_parameters();
+  for (const auto& p : mixed->named_parameters()) EXPECT_TRUE(names.contains(p.key())) << p.key();
+  auto bad = [&](const nlohmann::json& heads) {
+    return make_attention_kernel("mixed", {{"softmax_heads", heads}, {"kind", "linear"}}, H, D);
+  };
+  EXPECT_MIMIC_ERROR(bad({0, 1, 2}), "1 to 2 of its 3 heads");
+  EXPECT_MIMIC_ERROR(bad(nlohmann::json::array()), "1 to 2 of its 3 heads");
+  EXPECT_MIMIC_ERROR(bad({2, 0}), "sorted and distinct");
+  EXPECT_MIMIC_ERROR(bad({5}), "not in [0, 3)");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("mixed", {{"softmax_heads", {1}}, {"kind", "softmax"}}, H, D), "student kind");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("mixed", {{"heads", {1}}}, H, D), "unknown mixed attention option 'heads'");
+}

@@ -37,13 +37,20 @@ void run(ConvertArgs& a) {
   auto r = convert::convert(a.o);
   MIMIC_CHECK(reloads_finite(r.out), r.out, ": the converted model gives non-finite outputs");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  nlohmann::json j = {{"out", r.out},         {"layers", r.layers},   {"attention", r.summary},
+  nlohmann::json j = {{"out", r.out},         {"layers", r.layers},   {"attention", r.summary}, {"placement", r.placement},
                       {"teacher_checked", r.teacher_checked}, {"seconds", seconds}};
   if (!r.warning.empty()) j["warning"] = r.warning;
   if (a.common.json) return print_json(j);
   if (!r.warning.empty()) std::fprintf(stderr, "mimic: warning: %s\n", r.warning.c_str());
   std::printf("converted %zu layer%s in %.1f s -> %s\n  attention: %s\n", r.layers.size(), r.layers.size() == 1 ? "" : "s", seconds,
               r.out.c_str(), r.summary.c_str());
+  if (!r.placement.is_null()) {
+    std::printf("  kept softmax (%s):", r.placement.at("rule").get<std::string>().c_str());
+    for (const auto& h : r.placement.at("kept"))
+      std::printf(" %lld.%lld (KL %.3f)", static_cast<long long>(h.at("layer").get<int64_t>()),
+                  static_cast<long long>(h.at("head").get<int64_t>()), h.at("kl").get<double>());
+    std::printf("\n");
+  }
 }
 
 }  // namespace
@@ -56,6 +63,9 @@ void register_convert(CLI::App& app) {
   sub->add_option("--out", a->o.out, "The converted model directory to write")->required();
   sub->add_option("--layers", a->o.layers, "Layers to convert, e.g. 0,2-3 (default: every layer the maps hold; the rest keep softmax)");
   sub->add_flag("--force", a->o.force, "Accept maps distilled from another model than --model");
+  sub->add_option("--keep-softmax", a->o.keep_softmax,
+                  "Heads that keep softmax: auto:K (the K heads with the highest held-out KL of distill) or LAYER.HEAD,... "
+                  "(docs/attention.md, placement)");
   add_common_options(*sub, a->common);
   sub->callback([a]() { run(*a); });
 }

@@ -56,6 +56,28 @@ std::string DistilledMaps::feature_map() const { return feature_map_; }
 bool DistilledMaps::sla() const { return attention_.value("gates", false); }
 const std::map<std::string, std::string>& DistilledMaps::metadata() const { return file_->metadata(); }
 
+std::vector<double> DistilledMaps::head_kl(int64_t layer) const {
+  const auto& md = metadata();
+  MIMIC_CHECK(md.count("metrics"), path_, ": no distill metrics (an --eval-only output?): per-head fidelity is unknown");
+  nlohmann::json metrics;
+  try {
+    metrics = nlohmann::json::parse(md.at("metrics"));
+    for (const auto& m : metrics) {
+      if (m.at("layer").get<int64_t>() != layer) continue;
+      std::vector<double> kl;
+      for (const auto& h : m.at("after").at("heads")) kl.push_back(h.at("kl").get<double>());
+      MIMIC_CHECK(static_cast<int64_t>(kl.size()) == n_head_, path_, ": layer ", layer, "'s metrics hold ", kl.size(), " heads, not ",
+                  n_head_);
+      return kl;
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(path_, ": malformed distill metrics (", e.what(), ")");
+  }
+  fail(path_, ": no distill metrics for layer ", layer);
+}
+
 void DistilledMaps::load_into(attention::AttentionKernelImpl& kernel, int64_t layer) const {
   MIMIC_CHECK(has_layer(layer), path_, ": holds no maps for layer ", layer);
   torch::NoGradGuard no_grad;

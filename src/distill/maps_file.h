@@ -35,6 +35,9 @@ class DistilledMaps {
   const std::string& source() const { return source_; }              // the teacher as named when distilling
   const std::string& model_digest() const { return model_digest_; }  // models::model_digest of the teacher ("" if unknown)
   const std::map<std::string, std::string>& metadata() const;
+  // The held-out KL(softmax ‖ student) of each head of a distilled layer after training, as distill measured it
+  // (metadata "metrics"); a layer without it is a mimic::Error.
+  std::vector<double> head_kl(int64_t layer) const;
 
   // The trained kernel of a distilled layer, in eval mode; a layer the file does not hold, or a missing or
   // mis-shaped tensor, is a mimic::Error naming it.

@@ -357,18 +357,30 @@ std::string ranges(const std::vector<int64_t>& v) {
 }
 }  // namespace
 
+namespace {
+// A kernel's description from its saved options: the map and normalisation, gates, decay, a window; a kernel
+// that wraps another (options "kind" + "options", e.g. mixed) describes the wrapped one inside its own.
+std::string describe_kernel(const std::string& kind, const nlohmann::json& o) {
+  std::string what = kind;
+  if (!o.is_object() || o.empty()) return what;
+  if (o.contains("kind") && o.contains("options")) {
+    what += " (softmax heads " + o.value("softmax_heads", nlohmann::json::array()).dump() + "; " +
+            describe_kernel(o["kind"].get<std::string>(), o["options"]) + ")";
+    return what;
+  }
+  what += " (" + o.value("feature_map", std::string("?")) + ", " + o.value("norm", std::string("row")) + " norm";
+  if (o.value("gates", false)) what += ", SLA gates";
+  if (o.value("decay", nlohmann::json(false)).is_array()) what += ", decay";  // to_json: false or the per-head list
+  if (o.contains("window")) what += ", window " + o["window"].dump();
+  return what + ")";
+}
+}  // namespace
+
 std::string attention_summary(const Model& model) {
   // group layers with identical kernel descriptions, in order of first appearance
   std::vector<std::pair<std::string, std::vector<int64_t>>> groups;
   for (const auto& e : attention_layers(model)) {
-    std::string what = e["kind"].get<std::string>();
-    if (e.contains("options")) {
-      const auto& o = e["options"];
-      what += " (" + o.value("feature_map", std::string("?")) + ", " + o.value("norm", std::string("row")) + " norm";
-      if (o.value("gates", false)) what += ", SLA gates";
-      if (o.value("decay", nlohmann::json(false)).is_array()) what += ", decay";  // to_json: false or the per-head list
-      what += ")";
-    }
+    const std::string what = describe_kernel(e["kind"].get<std::string>(), e.value("options", nlohmann::json::object()));
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == what; });
     if (it == groups.end()) groups.push_back({what, {}}), it = groups.end() - 1;
     it->second.push_back(e["layer"].get<int64_t>());

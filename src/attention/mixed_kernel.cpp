@@ -1,0 +1,133 @@
+#include "mimic/attention/mixed_kernel.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "mimic/attention/kinds.h"
+#include "mimic/attention/linear_attention.h"
+#include "mimic/core/error.h"
+
+namespace mimic::attention {
+
+MixedAttention::MixedAttention(std::vector<int64_t> softmax_heads, std::shared_ptr<DistillableKernel> student, int64_t n_head)
+    : softmax_heads_(std::move(softmax_heads)), student_(std::move(student)) {
+  MIMIC_CHECK(student_ != nullptr, "a mixed layer needs a student kernel");
+  MIMIC_CHECK(!softmax_heads_.empty() && static_cast<int64_t>(softmax_heads_.size()) < n_head,
+              "a mixed layer keeps softmax in 1 to ", n_head - 1, " of its ", n_head, " heads, got ", softmax_heads_.size(),
+              " (all heads: leave the layer softmax; none: convert it whole)");
+  for (size_t i = 0; i < softmax_heads_.size(); ++i) {
+    MIMIC_CHECK(softmax_heads_[i] >= 0 && softmax_heads_[i] < n_head, "softmax head ", softmax_heads_[i], " is not in [0, ", n_head, ")");
+    MIMIC_CHECK(i == 0 || softmax_heads_[i] > softmax_heads_[i - 1], "softmax heads must be sorted and distinct, got ",
+                nlohmann::json(softmax_heads_).dump());
+  }
+  register_module("student", student_);
+  softmax_ = make_attention_kernel("softmax", nlohmann::json::object(), n_head, 1);
+}
+
+nlohmann::json MixedAttention::config_json() const {
+  return {{"softmax_heads", softmax_heads_}, {"kind", student_->kind()}, {"options", student_->config_json()}};
+}
+
+namespace {
+at::Tensor heads_of(const at::Tensor& x, const std::vector<int64_t>& heads) {
+  return x.index_select(1, torch::tensor(heads, torch::dtype(torch::kLong).device(x.device())));
+}
+at::Tensor put_heads(const at::Tensor& all, const std::vector<int64_t>& heads, const at::Tensor& part) {
+  return all.index_copy(1, torch::tensor(heads, torch::dtype(torch::kLong).device(all.device())), part.to(all.dtype()));
+}
+AttentionContext without_capture(const AttentionContext& ctx) {
+  auto c = ctx;
+  c.capture = nullptr;
+  return c;
+}
+}  // namespace
+
+at::Tensor MixedAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
+  if (ctx.capture && ctx.capture->want_weights) {
+    at::Tensor w;
+    auto o = forward_quadratic(q, k, v, ctx, &w);
+    ctx.capture->weights = w.detach();
+    return o;
+  }
+  const auto c = without_capture(ctx);
+  auto out = student_->forward(q, k, v, c);
+  auto kept = softmax_->forward(heads_of(q, softmax_heads_), heads_of(k, softmax_heads_), heads_of(v, softmax_heads_), c);
+  return put_heads(out, softmax_heads_, kept);
+}
+
+at::Tensor MixedAttention::forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                             at::Tensor* weights, at::Tensor* log_weights) {
+  const auto c = without_capture(ctx);
+  auto out = student_->forward_quadratic(q, k, v, c, weights, log_weights);
+  auto qs = heads_of(q, softmax_heads_), ks = heads_of(k, softmax_heads_), vs = heads_of(v, softmax_heads_);
+  auto w = softmax_weights(qs, ks, c);
+  if (weights) *weights = put_heads(*weights, softmax_heads_, w);
+  if (log_weights) {
+    const double tiny = std::numeric_limits<float>::min();
+    *log_weights = put_heads(*log_weights, softmax_heads_, w.clamp_min(tiny).log().clamp_min(log_weight_floor()));
+  }
+  return put_heads(out, softmax_heads_, torch::matmul(w, vs.to(w.dtype())));
+}
+
+namespace {
+struct MixedCache : KernelCache {
+  std::unique_ptr<KernelCache> student, softmax;
+  int64_t bytes() const override { return student->bytes() + softmax->bytes(); }
+  std::unique_ptr<KernelCache> clone() const override {
+    auto c = std::make_unique<MixedCache>();
+    c->student = student->clone();
+    c->softmax = softmax->clone();
+    c->position = position;
+    return c;
+  }
+};
+}  // namespace
+
+std::unique_ptr<KernelCache> MixedAttention::new_cache() const {
+  auto c = std::make_unique<MixedCache>();
+  c->student = student_->new_cache();
+  c->softmax = softmax_->new_cache();
+  return c;
+}
+
+at::Tensor MixedAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                          KernelCache& cache) {
+  auto& mc = cached_call<MixedCache>(cache, ctx, kind());
+  const auto c = without_capture(ctx);
+  auto out = student_->forward_cached(q, k, v, c, *mc.student);
+  auto kept = softmax_->forward_cached(heads_of(q, softmax_heads_), heads_of(k, softmax_heads_), heads_of(v, softmax_heads_), c,
+                                       *mc.softmax);
+  mc.position = mc.student->position;
+  return put_heads(out, softmax_heads_, kept);
+}
+
+std::string MixedAttention::parameter_group(const std::string& name) const {
+  const std::string prefix = "student.";
+  return student_->parameter_group(name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name);
+}
+
+// The "mixed" entry of kinds.def: {"softmax_heads": [...], "kind": a distillable kind, "options": its options}.
+AttentionKernel make_mixed_kernel(const nlohmann::json& options, int64_t n_head, int64_t head_dim) {
+  MIMIC_CHECK(options.is_object(), "mixed attention options must be a JSON object, got ", options.dump());
+  for (auto it = options.begin(); it != options.end(); ++it)
+    MIMIC_CHECK(it.key() == "softmax_heads" || it.key() == "kind" || it.key() == "options", "unknown mixed attention option '",
+                it.key(), "' (options: softmax_heads, kind, options)");
+  MIMIC_CHECK(options.contains("softmax_heads") && options.at("softmax_heads").is_array(),
+              "mixed attention needs 'softmax_heads': a list of head indices");
+  std::vector<int64_t> heads;
+  for (const auto& h : options.at("softmax_heads")) {
+    MIMIC_CHECK(h.is_number_integer(), "mixed attention: 'softmax_heads' must hold integers, got ", h.dump());
+    heads.push_back(h.get<int64_t>());
+  }
+  const std::string kind = options.value("kind", std::string("linear"));
+  MIMIC_CHECK(attention_kind(kind).role == KindRole::Distillable && kind != "mixed", "mixed attention: the student kind must be ",
+              "a distillable kind other than mixed, got '", kind, "'");
+  auto student = as_distillable(make_attention_kernel(kind, options.value("options", nlohmann::json::object()), n_head, head_dim),
+                                "a mixed layer's student");
+  return std::make_shared<MixedAttention>(std::move(heads), std::move(student), n_head);
+}
+
+}  // namespace mimic::attention

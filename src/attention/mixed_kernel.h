@@ -1,0 +1,50 @@
+// A layer whose heads run different attention: the heads listed in `softmax_heads` keep the teacher's exact
+// softmax attention, every other head runs a distillable student (linear or hybrid). This is what head-level
+// placement writes (`convert --keep-softmax`): keep softmax where a linear map loses what the head does
+// (recall, sharp retrieval) and convert the rest.
+//
+//   out[:, h] = softmax(q_h k_hᵀ·scale) v_h   for h in softmax_heads
+//   out[:, h] = student(q, k, v)[:, h]          otherwise
+//
+// The student runs on all heads (SLA gates read the layer's full Q and K, so a student's head may depend on the
+// others) and its rows for the softmax heads are replaced; softmax runs on its heads only. Decoding keeps a KV
+// cache for the softmax heads only, beside the student's constant-size state: the memory that grows with the
+// context is that of the heads that stay softmax.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "mimic/attention/distillable.h"
+
+namespace mimic::attention {
+
+class MixedAttention : public DistillableKernel {
+ public:
+  // student: a distillable kernel over all n_head heads; softmax_heads: sorted, distinct, in [0, n_head), not all.
+  MixedAttention(std::vector<int64_t> softmax_heads, std::shared_ptr<DistillableKernel> student, int64_t n_head);
+  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
+  std::string kind() const override { return "mixed"; }
+  // {"softmax_heads": [...], "kind": the student's kind, "options": its options}
+  nlohmann::json config_json() const override;
+  std::unique_ptr<KernelCache> new_cache() const override;
+  at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                            KernelCache& cache) override;
+  // Softmax heads get the teacher's weights (and their logarithms); the others the student's.
+  at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                               at::Tensor* weights, at::Tensor* log_weights = nullptr) override;
+  bool weights_may_be_negative() const override { return student_->weights_may_be_negative(); }
+  std::string parameter_group(const std::string& name) const override;  // the student's, "student." stripped
+  std::string feature_map() const override { return student_->feature_map(); }
+
+  const std::vector<int64_t>& softmax_heads() const { return softmax_heads_; }
+  const std::shared_ptr<DistillableKernel>& student() const { return student_; }
+
+ private:
+  std::vector<int64_t> softmax_heads_;
+  std::shared_ptr<DistillableKernel> student_;
+  AttentionKernel softmax_;
+};
+
+}  // namespace mimic::attention
