@@ -1,12 +1,21 @@
-// `mimic bench attention` end to end on a tiny configuration: the JSON report has every field and the
-// measured numbers are positive; the text report has its tables; bad options are one-line errors.
+// `mimic bench attention` end to end on a tiny configuration: the JSON report has every field for every
+// form (softmax, linear, hybrid) and the measured numbers are positive; the decoding state of linear and
+// hybrid attention is flat in the context while softmax's KV cache grows with it, by exact byte counts; the
+// text report has its tables; bad options are one-line errors. `mimic bench generate` on a converted model
+// whose layers are hybrid: the state bytes it reports are the kernels' caches and do not grow with the prompt.
+#include <torch/torch.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "mimic/attention/attention.h"
+#include "mimic/attention/kinds.h"
 #include "mimic/bench/attention_bench.h"
+#include "mimic/bench/generate_bench.h"
 #include "mimic/bench/measure.h"
+#include "mimic/models/model.h"
 #include "test_util.h"
 
 using mimic::test::TempDir;
@@ -40,6 +49,8 @@ TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
   EXPECT_EQ(c["repeats"], 1);
   EXPECT_EQ(c["max_len"], 1024);
   EXPECT_EQ(c["chunk"], 64);
+  EXPECT_EQ(c["window"], 64);
+  EXPECT_EQ(c["forms"], nlohmann::json({"softmax", "linear", "hybrid"}));
   EXPECT_TRUE(j["timing"].is_string());
   EXPECT_TRUE(j["memory"].is_string());
 
@@ -47,7 +58,7 @@ TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
   EXPECT_EQ(j["lengths"][0]["T"], 512);
   EXPECT_EQ(j["lengths"][1]["T"], 1024);
   for (const auto& l : j["lengths"]) {
-    for (const char* form : {"softmax", "linear"}) {
+    for (const char* form : {"softmax", "linear", "hybrid"}) {
       const auto& f = l[form];
       ASSERT_TRUE(f["measured"].get<bool>()) << l.dump();
       for (const char* key : {"fwd_ms", "fwdbwd_ms", "fwd_peak_mb", "fwdbwd_peak_mb"})
@@ -55,25 +66,42 @@ TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
       // backward keeps the gradients and the saved activations: it never needs less than the forward alone
       EXPECT_GE(f["fwdbwd_peak_mb"].get<double>(), f["fwd_peak_mb"].get<double>()) << form;
     }
-    EXPECT_GT(l["ratio_fwd"].get<double>(), 0);
-    EXPECT_GT(l["ratio_fwdbwd"].get<double>(), 0);
+    // each form's speed-up over softmax is softmax's time over its own; the top-level ratios are linear's
+    for (const char* form : {"linear", "hybrid"})
+      for (const char* key : {"fwd", "fwdbwd"}) {
+        const std::string ms = std::string(key) + "_ms";
+        EXPECT_DOUBLE_EQ(l[form]["ratio_" + std::string(key)].get<double>(),
+                         l["softmax"][ms].get<double>() / l[form][ms].get<double>()) << form << " " << key;
+      }
+    EXPECT_EQ(l["ratio_fwd"], l["linear"]["ratio_fwd"]);
+    EXPECT_EQ(l["ratio_fwdbwd"], l["linear"]["ratio_fwdbwd"]);
   }
   // softmax materialises [T, T] scores: 4 MB of fp32 at 1K, so its forward peak is at least that
   EXPECT_GE(j["lengths"][1]["softmax"]["fwd_peak_mb"].get<double>(), 1024.0 * 1024 * 4 / 1e6);
 
+  // Decoding state, head_dim d = 64, F = 128 hedgehog features, w = 64, fp32: softmax keeps N keys and N
+  // values; linear S [F, d], z [F], m [1]; hybrid the same linear state + a ring of w keys, values and key features.
+  const int64_t d = 64, F = 128, w = 64;
+  const int64_t linear_bytes = (F * d + F + 1) * 4, hybrid_bytes = linear_bytes + w * (d + d + F) * 4;
   ASSERT_EQ(j["decode"].size(), 6u);
   int64_t expect = 1024;
-  for (const auto& d : j["decode"]) {
-    EXPECT_EQ(d["context"], expect);
+  for (const auto& dec : j["decode"]) {
+    EXPECT_EQ(dec["context"], expect);
+    EXPECT_EQ(dec["softmax_state_bytes"].get<int64_t>(), 2 * expect * d * 4);
+    EXPECT_EQ(dec["linear_state_bytes"].get<int64_t>(), linear_bytes);
+    EXPECT_EQ(dec["hybrid_state_bytes"].get<int64_t>(), hybrid_bytes);
     expect *= 2;
-    EXPECT_GT(d["softmax_us"].get<double>(), 0);
-    EXPECT_GT(d["linear_us"].get<double>(), 0);
-    EXPECT_GT(d["softmax_mean_us"].get<double>(), 0);
-    EXPECT_GT(d["linear_mean_us"].get<double>(), 0);
-    EXPECT_GT(d["ratio"].get<double>(), 0);
+    for (const char* form : {"softmax", "linear", "hybrid"}) {
+      EXPECT_GT(dec[std::string(form) + "_us"].get<double>(), 0) << form;
+      EXPECT_GT(dec[std::string(form) + "_mean_us"].get<double>(), 0) << form;
+    }
+    for (const char* form : {"linear", "hybrid"})
+      EXPECT_DOUBLE_EQ(dec[std::string(form) + "_ratio"].get<double>(),
+                       dec["softmax_us"].get<double>() / dec[std::string(form) + "_us"].get<double>()) << form;
+    EXPECT_EQ(dec["ratio"], dec["linear_ratio"]);
   }
 
-  ASSERT_EQ(j["targets"].size(), 3u);
+  ASSERT_EQ(j["targets"].size(), 4u);
   const std::set<std::string> statuses = {"PASS", "MISS", "n/a"};
   for (const auto& t : j["targets"]) {
     EXPECT_TRUE(t["name"].is_string());
@@ -81,35 +109,86 @@ TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
     EXPECT_FALSE(t["detail"].get<std::string>().empty());
     EXPECT_GT(t["limit"].get<double>(), 0);
   }
+  EXPECT_EQ(j["targets"][0]["name"], "linear fwd+bwd >= 10x faster than softmax at 16K");
+  EXPECT_EQ(j["targets"][1]["name"], "hybrid fwd+bwd >= 8x faster than softmax at 16K");
+  EXPECT_EQ(j["targets"][1]["limit"], 8);
+  EXPECT_EQ(j["targets"][2]["name"], "crossover <= 1K");
+  EXPECT_EQ(j["targets"][3]["name"], "recurrent per-token time at 32K <= 1.2x of 1K");
   EXPECT_EQ(j["targets"][0]["status"], "n/a");  // 16K is beyond --max-len 1024
-  EXPECT_NE(j["targets"][1]["status"], "n/a");  // 512 and 1K measured
-  EXPECT_NE(j["targets"][2]["status"], "n/a");  // decoding at 1K and 32K always measured
-  EXPECT_GT(j["targets"][2]["value"].get<double>(), 0);
+  EXPECT_EQ(j["targets"][1]["status"], "n/a");
+  EXPECT_NE(j["targets"][1]["detail"].get<std::string>().find("--max-len 1024"), std::string::npos);
+  EXPECT_NE(j["targets"][2]["status"], "n/a");  // 512 and 1K measured
+  EXPECT_NE(j["targets"][3]["status"], "n/a");  // decoding at 1K and 32K always measured
+  EXPECT_GT(j["targets"][3]["value"].get<double>(), 0);
+}
+
+TEST(Bench, HybridDecodingStateIsFlatInTheContextAndSetByTheWindow) {
+  // Through the library at a size that takes well under a second: two decoding contexts, a window of 16.
+  mimic::bench::AttentionBenchOptions o;
+  o.max_len = 512;
+  o.repeats = 1;
+  o.window = 16;
+  o.decode_contexts = {300, 1500};
+  o.decode_tokens = 4;
+  o.progress = false;
+  torch::manual_seed(0);
+  auto r = mimic::bench::run_attention_bench(o);
+  ASSERT_EQ(r.forms, (std::vector<std::string>{"softmax", "linear", "hybrid"}));
+  const size_t sm = mimic::bench::form_index(r, "softmax"), lin = mimic::bench::form_index(r, "linear"),
+               hyb = mimic::bench::form_index(r, "hybrid");
+  ASSERT_EQ(r.lengths.size(), 1u);
+  ASSERT_EQ(r.lengths[0].forms.size(), 3u);
+  const auto& h = r.lengths[0].forms[hyb];
+  ASSERT_TRUE(h.measured) << h.skipped;
+  EXPECT_GT(h.fwd_ms, 0);
+  EXPECT_GE(h.fwdbwd_peak_mb, h.fwd_peak_mb);
+  ASSERT_EQ(r.decode.size(), 2u);
+  const auto &a = r.decode[0].forms, &b = r.decode[1].forms;
+  // flat: the same bytes after 300 and after 1500 tokens, the ring of w = 16 slots above the linear state
+  EXPECT_EQ(a[hyb].state_bytes, b[hyb].state_bytes);
+  EXPECT_EQ(a[lin].state_bytes, b[lin].state_bytes);
+  EXPECT_EQ(a[hyb].state_bytes - a[lin].state_bytes, 16 * (64 + 64 + r.feature_dim) * 4);
+  // the KV cache grows linearly: 5x the context, 5x the bytes, 2·N·d floats
+  EXPECT_EQ(a[sm].state_bytes, 2 * 300 * 64 * 4);
+  EXPECT_EQ(b[sm].state_bytes, 5 * a[sm].state_bytes);
+  for (const auto* dec : {&a, &b})
+    for (const auto& f : *dec) EXPECT_GT(f.us, 0);
+  // no 16K: both speed-up targets are n/a, named after their forms
+  EXPECT_EQ(r.targets[1].name, "hybrid fwd+bwd >= 8x faster than softmax at 16K");
+  EXPECT_EQ(r.targets[1].status, "n/a");
 }
 
 TEST(Bench, AttentionTextReport) {
   // The formatting alone, on made-up numbers (the CLI run above covers the measuring).
   mimic::bench::AttentionBenchResult r;
+  r.forms = {"softmax", "linear", "hybrid"};
   r.threads = 2;
   r.feature_dim = 128;
   r.timing_method = "median";
   r.memory_method = "allocator";
-  mimic::bench::FormResult sm{true, "", 40.0, 120.0, 4.2, 14.2}, lin{true, "", 2.0, 6.0, 2.4, 2.8}, skipped;
+  mimic::bench::FormResult sm{true, "", 40.0, 120.0, 4.2, 14.2}, lin{true, "", 2.0, 6.0, 2.4, 2.8}, hyb{true, "", 4.0, 12.0, 3.0, 3.5},
+      skipped;
   skipped.skipped = "needs about 30.0 GB";
-  r.lengths = {{512, sm, lin}, {32768, skipped, lin}};
-  r.decode = {{1024, 60.0, 70.0, 61.0, 72.0}, {32768, 2000.0, 71.0, 2100.0, 73.0}};
+  r.lengths = {{512, {sm, lin, hyb}}, {32768, {skipped, lin, hyb}}};
+  r.decode = {{1024, {{60.0, 61.0, 524288}, {70.0, 72.0, 33284}, {200.0, 210.0, 98820}}},
+              {32768, {{2000.0, 2100.0, 16777216}, {71.0, 73.0, 33284}, {200.0, 205.0, 98820}}}};
   r.targets = {{"crossover <= 1K", "PASS", "linear fwd+bwd faster from T = 512 on", 512, 1024}};
   auto text = mimic::bench::format_report(r);
-  for (const char* s : {"forward and forward+backward", "recurrent decoding", "targets", "PASS  crossover <= 1K: linear",
-                        "   512 |      40.00       2.00   20.0x |     120.00       6.00   20.0x |       4.2       2.4 |      14.2       2.8",
-                        "softmax 32K skipped: needs about 30.0 GB", "     32K |     2000.0       71.0   28.2x |     2100.0       73.0"})
+  for (const char* s : {"forward and forward+backward", "peak memory (MB)", "recurrent decoding", "targets", "PASS  crossover <= 1K: linear",
+                        "     T |    softmax     linear   ratio     hybrid   ratio |    softmax     linear   ratio     hybrid   ratio",
+                        "   512 |      40.00       2.00   20.0x       4.00   10.0x |     120.00       6.00   20.0x      12.00   10.0x",
+                        "   32K |          -       2.00       -       4.00       - |          -       6.00       -      12.00       -",
+                        "   512 |       4.2       2.4       3.0 |      14.2       2.8       3.5",
+                        "softmax 32K skipped: needs about 30.0 GB",
+                        "      1K |       60.0       70.0    0.9x      200.0    0.3x |       61.0       72.0      210.0 |       524288        33284        98820",
+                        "     32K |     2000.0       71.0   28.2x      200.0   10.0x |     2100.0       73.0      205.0 |     16777216        33284        98820"})
     EXPECT_NE(text.find(s), std::string::npos) << s << "\n" << text;
 }
 
 TEST(Bench, AttentionHelpAndErrors) {
   auto h = run_cli("bench attention --help");
   EXPECT_EQ(h.code, 0);
-  for (const char* opt : {"--threads", "--seed", "--json", "--max-len", "--repeats", "--chunk"})
+  for (const char* opt : {"--threads", "--seed", "--json", "--max-len", "--repeats", "--chunk", "--window"})
     EXPECT_NE(h.out.find(opt), std::string::npos) << opt;
 
   auto bad = run_cli("bench attention --max-len 100");
@@ -117,6 +196,15 @@ TEST(Bench, AttentionHelpAndErrors) {
   EXPECT_EQ(bad.err.rfind("mimic: error: ", 0), 0u) << bad.err;
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
   EXPECT_NE(bad.err.find("--max-len"), std::string::npos) << bad.err;
+
+  // the hybrid kind's range of w, refused before anything is measured
+  for (const char* w : {"0", "65537"}) {
+    auto bad_window = run_cli(std::string("bench attention --window ") + w);
+    EXPECT_NE(bad_window.code, 0) << w;
+    EXPECT_EQ(bad_window.err.rfind("mimic: error: ", 0), 0u) << bad_window.err;
+    EXPECT_EQ(std::count(bad_window.err.begin(), bad_window.err.end(), '\n'), 1) << bad_window.err;
+    EXPECT_NE(bad_window.err.find("--window must be in 1 ... 65536, got " + std::string(w)), std::string::npos) << bad_window.err;
+  }
   EXPECT_NE(run_cli("bench").code, 0);  // `bench` needs a benchmark name
 }
 
@@ -135,4 +223,65 @@ TEST(BenchMeasure, PeakBytesCountWhatTheRunAllocatedAndTheMedianIsTheMiddleValue
   EXPECT_EQ(quiet.peak_bytes, 0);
   EXPECT_DOUBLE_EQ(mimic::bench::median({5, 1, 3}), 3.0);
   EXPECT_DOUBLE_EQ(mimic::bench::median({4, 1, 3, 2}), 2.5);
+}
+
+TEST(BenchGenerate, HybridModelDirectoryReportsItsKernelCachesFlatInThePrompt) {
+  // A tiny GPT-2 (2 layers, 4 heads of 8) converted to hybrid attention in every layer and saved: a converted
+  // model directory. Its weights are spread wider than GPT-2's init so that greedy choices are not near-ties
+  // (the recurrent/parallel comparison is then meaningful).
+  const int64_t layers = 2, heads = 4, dim = 32, head_dim = dim / heads, w = 8;
+  const nlohmann::json options = {{"feature_map", "hedgehog"}, {"window", w}, {"chunk", 8}};
+  TempDir dir;
+  {
+    torch::manual_seed(3);
+    auto m = mimic::models::create_model(nlohmann::json{{"model_type", "gpt2"}, {"n_embd", dim}, {"n_layer", layers}, {"n_head", heads},
+                                                        {"n_positions", 64}, {"vocab_size", 97}}
+                                             .dump(),
+                                         "");
+    torch::NoGradGuard ng;
+    for (auto& p : m->module().named_parameters())
+      if (p.value().dim() == 2) p.value().normal_(0.0, p.key().find("wte") != std::string::npos ? 0.5 : 0.3);
+    for (int64_t l = 0; l < layers; ++l)
+      m->set_attention_kernel(l, mimic::attention::make_attention_kernel("hybrid", options, heads, head_dim));
+    m->save(dir.file("hybrid"));
+  }
+  mimic::bench::GenerateBenchOptions o;
+  o.model = dir.file("hybrid");
+  o.prompt_lengths = {4, 30};  // shorter than the window (ring partly empty) and longer
+  o.new_tokens = 6;
+  o.progress = false;
+  auto r = mimic::bench::run_generate_bench(o);
+  ASSERT_EQ(r.rows.size(), 4u);  // as loaded, then the untrained all-linear variant, per prompt length
+
+  // What one layer's kernel cache holds once it has decoded (KernelCache::bytes()), from a kernel built alike.
+  auto kernel = mimic::attention::make_attention_kernel("hybrid", options, heads, head_dim);
+  auto cache = kernel->new_cache();
+  mimic::attention::AttentionContext ctx;
+  ctx.causal = true;
+  ctx.scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  {
+    torch::NoGradGuard ng;
+    auto x = torch::randn({1, heads, 3, head_dim});
+    kernel->forward_cached(x, x, x, ctx, *cache);
+  }
+  const int64_t F = 2 * head_dim;  // hedgehog
+  EXPECT_EQ(cache->bytes(), heads * (w * (head_dim + head_dim + F) + F * head_dim + F + 1) * 4);
+
+  for (int i = 0; i < 2; ++i) {
+    const auto& row = r.rows[i];
+    EXPECT_EQ(row.attention, "hybrid (as loaded)");
+    EXPECT_EQ(row.prompt, o.prompt_lengths[i]);
+    EXPECT_EQ(row.generated, o.new_tokens);
+    EXPECT_EQ(row.state_bytes, layers * cache->bytes()) << "prompt " << row.prompt;  // flat in the prompt
+    EXPECT_TRUE(row.same_tokens) << "prompt " << row.prompt;                       // recurrent = parallel recompute
+    EXPECT_GT(row.recurrent_tps, 0);
+  }
+  // the all-linear variant keeps the same linear state without the ring of w keys, values and key features
+  for (int i = 2; i < 4; ++i) {
+    EXPECT_EQ(r.rows[i].attention, "linear hedgehog (untrained)");
+    EXPECT_EQ(r.rows[i - 2].state_bytes - r.rows[i].state_bytes, layers * heads * w * (head_dim + head_dim + F) * 4);
+  }
+  auto j = mimic::bench::to_json(r);
+  EXPECT_EQ(j["rows"][0]["attention"], "hybrid (as loaded)");
+  EXPECT_EQ(j["rows"][0]["state_bytes"], r.rows[0].state_bytes);
 }

@@ -1,7 +1,7 @@
 // mimic bench generate — decoding tokens/s (src/bench/generate_bench.{h,cpp}).
-// mimic bench attention — softmax vs linear attention: forward, forward+backward and peak memory by sequence
-// length, recurrent decoding per token by context, and the targets they are checked against. The measuring
-// lives in src/bench/attention_bench.{h,cpp}.
+// mimic bench attention — softmax vs linear vs hybrid (sliding window + linear) attention: forward,
+// forward+backward and peak memory by sequence length, recurrent decoding per token and state bytes by
+// context, and the targets they are checked against. The measuring lives in src/bench/attention_bench.{h,cpp}.
 #include <cstdio>
 
 #include "mimic/bench/attention_bench.h"
@@ -25,16 +25,19 @@ struct BenchGenerateArgs {
 }  // namespace
 
 void register_bench(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks (attention: softmax vs linear attention speed and memory; generate: decoding tokens/s)");
+  auto* bench = app.add_subcommand("bench", "Benchmarks (attention: softmax vs linear vs hybrid attention speed and memory; generate: decoding tokens/s)");
   bench->require_subcommand(1);
 
   auto args = std::make_shared<BenchAttentionArgs>();
   auto* sub = bench->add_subcommand(
-      "attention", "Softmax vs linear attention (one head, d=64, hedgehog features): fwd, fwd+bwd, peak memory, decoding");
+      "attention", "Softmax vs linear vs hybrid attention (one head, d=64, hedgehog features): fwd, fwd+bwd, peak memory, decoding");
   sub->add_option("--max-len", args->options.max_len, "Longest sequence length of the fwd/bwd table (512 ... 32768)")
       ->capture_default_str();
   sub->add_option("--repeats", args->options.repeats, "Timed runs per measurement (median), after one warm-up")->capture_default_str();
   sub->add_option("--chunk", args->options.chunk, "Chunk size of the chunked linear attention")->capture_default_str();
+  // range checked by run_attention_bench, so that a bad value is mimic's one-line error like --max-len's
+  sub->add_option("--window", args->options.window, "Window w of the hybrid form (keys under exact softmax), 1 ... 65536")
+      ->capture_default_str();
   add_common_options(*sub, args->common);
   sub->callback([args]() {
     start(args->common);

@@ -1,23 +1,20 @@
 #include "mimic/bench/attention_bench.h"
 
-#include <c10/core/Allocator.h>
-#include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <sstream>
 
 #include "mimic/attention/attention.h"
-#include "mimic/attention/kinds.h"
 #include "mimic/attention/feature_map.h"
+#include "mimic/attention/hybrid_attention.h"
+#include "mimic/attention/kinds.h"
 #include "mimic/attention/linear_attention.h"
 #include "mimic/bench/measure.h"
 #include "mimic/core/error.h"
@@ -30,6 +27,8 @@ namespace {
 using attention::AttentionContext;
 using attention::FeatureMap;
 using attention::Features;
+using attention::HybridOptions;
+using attention::HybridState;
 using attention::LinearOptions;
 using attention::LinearState;
 using attention::Role;
@@ -49,7 +48,7 @@ std::string strf(const char* fmt, ...) {
 // "512", "1K", "16K"
 std::string length_name(int64_t t) { return t % 1024 == 0 ? std::to_string(t / 1024) + "K" : std::to_string(t); }
 
-// ---------------------------------------------------------------- the two attention forms
+// ---------------------------------------------------------------- the attention forms
 
 struct Inputs {
   torch::Tensor q, k, v;  // [1, 1, T, d], no grad
@@ -72,29 +71,194 @@ void clear_grads(std::vector<torch::Tensor> tensors) {
     if (t.grad().defined()) t.mutable_grad() = torch::Tensor();
 }
 
-// Causal chunked linear attention: features from the map on q·√scale and k·√scale, then linear_chunked.
-torch::Tensor linear_forward(attention::FeatureMapImpl& map, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                             double scale, const LinearOptions& opts) {
+// The features the linear and hybrid forms consume, as their kernels compute them: the map on q·√scale and
+// k·√scale (so that φ(q)·φ(k) sees q·k·scale). offset: the absolute position of the first token.
+Features map_features(attention::FeatureMapImpl& map, const torch::Tensor& q, const torch::Tensor& k, double scale, int64_t offset) {
   const double s = std::sqrt(scale);
   map.begin_pass();
-  Features f{map.forward(q * s, Role::Query, 0), map.forward(k * s, Role::Key, 0), map.log_space()};
-  return attention::linear_chunked(f, v, opts, torch::Tensor());
+  return {map.forward(q * s, Role::Query, offset), map.forward(k * s, Role::Key, offset), map.log_space()};
+}
+
+// Everything the forms share, built once per run from the options.
+struct Setup {
+  int64_t d = 0;
+  double scale = 0;
+  FeatureMap map;
+  attention::AttentionKernel softmax;
+  AttentionContext ctx;          // causal, scale: the softmax kernel's call
+  LinearOptions lopts;           // causal, chunk
+  HybridOptions hopts;           // causal, window, chunk; window_weight filled per call from window_logit
+  torch::Tensor window_logit;    // [1]: σ = sigmoid(logit) = 0.5, a leaf like the hybrid kernel's learned mix
+  HybridOptions hybrid_options() const {
+    auto o = hopts;
+    o.window_weight = torch::sigmoid(window_logit);  // inside the call, so fwd+bwd reaches the logit
+    return o;
+  }
+};
+
+using Attend = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>;
+
+// One form decoding at one context N: the state after N random tokens, and one step per new token.
+class Decoder {
+ public:
+  virtual ~Decoder() = default;
+  // New token i of a run (a run is tokens 0, 1, ... in order; token 0 starts again from the state after N tokens).
+  virtual void step(size_t i) = 0;
+  // Bytes of the state after the N tokens (what decoding at context N has to keep).
+  virtual int64_t state_bytes() const = 0;
+};
+
+// Softmax at context n: a preallocated KV cache holding n random keys/values; each new token writes its k, v
+// into the next slot and attends with one query over the n + i + 1 cached keys.
+class SoftmaxDecoder : public Decoder {
+ public:
+  SoftmaxDecoder(const Setup& s, int64_t context, int64_t tokens) : s_(s), n_(context) {
+    kc_ = torch::randn({1, 1, context + tokens, s.d});
+    vc_ = torch::randn({1, 1, context + tokens, s.d});
+    for (int64_t i = 0; i < tokens; ++i) {
+      q_.push_back(torch::randn({1, 1, 1, s.d}));
+      k_.push_back(torch::randn({1, 1, 1, s.d}));
+      v_.push_back(torch::randn({1, 1, 1, s.d}));
+    }
+  }
+  void step(size_t i) override {
+    const int64_t pos = n_ + static_cast<int64_t>(i);
+    kc_.narrow(2, pos, 1).copy_(k_[i]);
+    vc_.narrow(2, pos, 1).copy_(v_[i]);
+    auto out = s_.softmax->forward(q_[i], kc_.narrow(2, 0, pos + 1), vc_.narrow(2, 0, pos + 1), s_.ctx);
+  }
+  // The n cached keys and values (the slots preallocated for the timed tokens are not part of context n).
+  int64_t state_bytes() const override {
+    return static_cast<int64_t>(kc_.narrow(2, 0, n_).nbytes() + vc_.narrow(2, 0, n_).nbytes());
+  }
+
+ private:
+  const Setup& s_;
+  int64_t n_;
+  torch::Tensor kc_, vc_;  // [1, 1, n + tokens, d]
+  std::vector<torch::Tensor> q_, k_, v_;  // per new token: [1, 1, 1, d]
+};
+
+// Linear at context n: the state after linear_chunked over n random tokens; each new token is mapped and fed
+// to linear_step.
+class LinearDecoder : public Decoder {
+ public:
+  LinearDecoder(const Setup& s, int64_t context, int64_t tokens) : s_(s), n_(context) {
+    {
+      auto in = make_inputs(context, s.d);
+      attention::linear_chunked(map_features(*s.map, in.q, in.k, s.scale, 0), in.v, s.lopts, torch::Tensor(), &prefilled_);
+    }
+    MIMIC_CHECK(prefilled_.defined() && prefilled_.position == context, "bench: linear prefill left the state at position ",
+                prefilled_.position, ", expected ", context);
+    for (int64_t i = 0; i < tokens; ++i) {
+      q_.push_back(torch::randn({1, 1, 1, s.d}));
+      k_.push_back(torch::randn({1, 1, 1, s.d}));
+      v_.push_back(torch::randn({1, 1, s.d}));
+    }
+  }
+  void step(size_t i) override {
+    if (i == 0) state_ = prefilled_;  // linear_step replaces the state's tensors, it does not write into them
+    auto f = map_features(*s_.map, q_[i], k_[i], s_.scale, n_ + static_cast<int64_t>(i));
+    auto out = attention::linear_step(f.q.squeeze(2), f.k.squeeze(2), f.log_space, v_[i], s_.lopts, state_);
+  }
+  int64_t state_bytes() const override {
+    int64_t n = 0;
+    for (const auto* t : {&prefilled_.S, &prefilled_.z, &prefilled_.m}) n += static_cast<int64_t>(t->nbytes());
+    return n;
+  }
+
+ private:
+  const Setup& s_;
+  int64_t n_;
+  LinearState prefilled_, state_;
+  std::vector<torch::Tensor> q_, k_, v_;  // per new token: q, k [1, 1, 1, d], v [1, 1, d]
+};
+
+// Hybrid at context n: the state after hybrid_chunked over n random tokens (the last w keys, values and key
+// features, and the linear state of every older key); each new token is a hybrid_chunked call with T = 1 on
+// it, as the hybrid kernel decodes.
+class HybridDecoder : public Decoder {
+ public:
+  HybridDecoder(const Setup& s, int64_t context, int64_t tokens) : s_(s), n_(context), opts_(s.hybrid_options()) {
+    {
+      auto in = make_inputs(context, s.d);
+      attention::hybrid_chunked(in.q, in.k, in.v, map_features(*s.map, in.q, in.k, s.scale, 0), s.scale, opts_, torch::Tensor(),
+                                &prefilled_);
+    }
+    MIMIC_CHECK(prefilled_.defined() && prefilled_.position == context, "bench: hybrid prefill left the state at position ",
+                prefilled_.position, ", expected ", context);
+    for (int64_t i = 0; i < tokens; ++i) {
+      q_.push_back(torch::randn({1, 1, 1, s.d}));
+      k_.push_back(torch::randn({1, 1, 1, s.d}));
+      v_.push_back(torch::randn({1, 1, 1, s.d}));
+    }
+  }
+  void step(size_t i) override {
+    if (i == 0) state_ = prefilled_;  // hybrid_chunked replaces the state's tensors, it does not write into them
+    auto f = map_features(*s_.map, q_[i], k_[i], s_.scale, n_ + static_cast<int64_t>(i));
+    auto out = attention::hybrid_chunked(q_[i], k_[i], v_[i], f, s_.scale, opts_, torch::Tensor(), &state_);
+  }
+  int64_t state_bytes() const override { return attention::hybrid_state_bytes(prefilled_); }
+
+ private:
+  const Setup& s_;
+  int64_t n_;
+  HybridOptions opts_;  // σ computed once: decoding runs without autograd
+  HybridState prefilled_, state_;
+  std::vector<torch::Tensor> q_, k_, v_;  // per new token: [1, 1, 1, d]
+};
+
+// One form of the benchmark: how it attends a whole sequence, and how it decodes.
+struct Form {
+  std::string name;
+  Attend attend;                      // causal attention over q, k, v [1, 1, T, d]
+  std::vector<torch::Tensor> params;  // leaves its backward reaches besides q, k, v
+  bool quadratic_memory = false;      // peak memory grows as T² (else as T): to predict a length that will not fit
+  double speedup_target = 0;          // "fwd+bwd >= X times faster than the reference at 16K"; 0: no such target
+  std::function<std::unique_ptr<Decoder>(int64_t context, int64_t tokens)> decoder;
+};
+
+template <typename D>
+std::function<std::unique_ptr<Decoder>(int64_t, int64_t)> decoder_of(const Setup& s) {
+  return [&s](int64_t context, int64_t tokens) -> std::unique_ptr<Decoder> { return std::make_unique<D>(s, context, tokens); };
+}
+
+// The forms, the reference (softmax) first. The targets' bounds: issue 18's performance targets.
+std::vector<Form> make_forms(Setup& s) {
+  std::vector<Form> forms;
+  forms.push_back({"softmax",
+                   [&s](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) { return s.softmax->forward(q, k, v, s.ctx); },
+                   {}, true, 0, decoder_of<SoftmaxDecoder>(s)});
+  std::vector<torch::Tensor> map_params = s.map->parameters();
+  forms.push_back({"linear",
+                   [&s](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+                     return attention::linear_chunked(map_features(*s.map, q, k, s.scale, 0), v, s.lopts, torch::Tensor());
+                   },
+                   map_params, false, 10, decoder_of<LinearDecoder>(s)});
+  auto hybrid_params = map_params;
+  hybrid_params.push_back(s.window_logit);
+  forms.push_back({"hybrid",
+                   [&s](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+                     return attention::hybrid_chunked(q, k, v, map_features(*s.map, q, k, s.scale, 0), s.scale, s.hybrid_options(),
+                                                      torch::Tensor());
+                   },
+                   hybrid_params, false, 8, decoder_of<HybridDecoder>(s)});
+  return forms;
 }
 
 // Measures one form at one length: forward (no autograd) and forward + backward of out.sum().
-FormResult measure_form(int repeats, const Inputs& in, const std::vector<torch::Tensor>& params,
-                        const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>& attend) {
+FormResult measure_form(int repeats, const Inputs& in, const Form& form) {
   FormResult r;
   auto fwd = measure(repeats, nullptr, [&] {
     torch::NoGradGuard no_grad;
-    auto out = attend(in.q, in.k, in.v);
+    auto out = form.attend(in.q, in.k, in.v);
   });
   std::vector<torch::Tensor> leaves = {in.qg, in.kg, in.vg};
-  leaves.insert(leaves.end(), params.begin(), params.end());
+  leaves.insert(leaves.end(), form.params.begin(), form.params.end());
   auto fb = measure(
       repeats, [&] { clear_grads(leaves); },
       [&] {
-        auto out = attend(in.qg, in.kg, in.vg);
+        auto out = form.attend(in.qg, in.kg, in.vg);
         out.sum().backward();
       });
   clear_grads(leaves);
@@ -106,69 +270,6 @@ FormResult measure_form(int repeats, const Inputs& in, const std::vector<torch::
   return r;
 }
 
-// ---------------------------------------------------------------- decoding
-
-// Softmax decoding at context n: a preallocated KV cache holding n random keys/values; each new token
-// writes its k, v into the next slot and attends with one query over the n + i + 1 cached keys.
-struct SoftmaxDecoder {
-  torch::Tensor kc, vc;  // [1, 1, n + tokens, d]
-  std::vector<torch::Tensor> q, k, v;  // per new token: [1, 1, 1, d]
-  int64_t n = 0;
-  SoftmaxDecoder(int64_t context, int64_t tokens, int64_t d) : n(context) {
-    kc = torch::randn({1, 1, context + tokens, d});
-    vc = torch::randn({1, 1, context + tokens, d});
-    for (int64_t i = 0; i < tokens; ++i) {
-      q.push_back(torch::randn({1, 1, 1, d}));
-      k.push_back(torch::randn({1, 1, 1, d}));
-      v.push_back(torch::randn({1, 1, 1, d}));
-    }
-  }
-  // New token i of a run (a run is tokens 0, 1, ... in order; token 0 starts again at context n).
-  void step(size_t i, attention::AttentionKernelImpl& sm, const AttentionContext& ctx) {
-    const int64_t pos = n + static_cast<int64_t>(i);
-    kc.narrow(2, pos, 1).copy_(k[i]);
-    vc.narrow(2, pos, 1).copy_(v[i]);
-    auto out = sm.forward(q[i], kc.narrow(2, 0, pos + 1), vc.narrow(2, 0, pos + 1), ctx);
-  }
-};
-
-// Linear decoding at context n: the state after linear_chunked over n random tokens; each new token is
-// mapped (q·√scale, k·√scale through the feature map) and fed to linear_step. Every run starts from the
-// same prefilled state.
-struct LinearDecoder {
-  LinearState prefilled;
-  std::vector<torch::Tensor> q, k, v;  // per new token: q, k [1, 1, 1, d], v [1, 1, d]
-  int64_t n = 0;
-  LinearDecoder(attention::FeatureMapImpl& map, int64_t context, int64_t tokens, int64_t d, double scale, const LinearOptions& opts)
-      : n(context) {
-    {
-      auto in = make_inputs(context, d);
-      const double s = std::sqrt(scale);
-      map.begin_pass();
-      Features f{map.forward(in.q * s, Role::Query, 0), map.forward(in.k * s, Role::Key, 0), map.log_space()};
-      attention::linear_chunked(f, in.v, opts, torch::Tensor(), &prefilled);
-    }
-    MIMIC_CHECK(prefilled.defined() && prefilled.position == context, "bench: linear prefill left the state at position ",
-                prefilled.position, ", expected ", context);
-    for (int64_t i = 0; i < tokens; ++i) {
-      q.push_back(torch::randn({1, 1, 1, d}));
-      k.push_back(torch::randn({1, 1, 1, d}));
-      v.push_back(torch::randn({1, 1, d}));
-    }
-  }
-  LinearState state;
-  // New token i of a run (a run is tokens 0, 1, ... in order; token 0 starts again from the prefilled state).
-  void step(size_t i, attention::FeatureMapImpl& map, double scale, const LinearOptions& opts) {
-    if (i == 0) state = prefilled;  // linear_step replaces the state's tensors, it does not write into them
-    const double s = std::sqrt(scale);
-    const int64_t pos = n + static_cast<int64_t>(i);
-    map.begin_pass();
-    auto fq = map.forward(q[i] * s, Role::Query, pos).squeeze(2);
-    auto fk = map.forward(k[i] * s, Role::Key, pos).squeeze(2);
-    auto out = attention::linear_step(fq, fk, map.log_space(), v[i], opts, state);
-  }
-};
-
 double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
 }  // namespace
@@ -179,67 +280,82 @@ std::vector<int64_t> bench_lengths(int64_t max_len) {
   return out;
 }
 
+size_t form_index(const AttentionBenchResult& r, const std::string& name) {
+  for (size_t i = 0; i < r.forms.size(); ++i)
+    if (r.forms[i] == name) return i;
+  fail("bench attention: no form '", name, "' in the result");
+}
+
 AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   MIMIC_CHECK(o.max_len >= 512, "bench attention: --max-len must be at least 512 (the shortest length measured), got ", o.max_len);
   MIMIC_CHECK(o.repeats >= 1, "bench attention: --repeats must be at least 1, got ", o.repeats);
   MIMIC_CHECK(o.chunk >= 1, "bench attention: --chunk must be at least 1, got ", o.chunk);
+  // the hybrid kind's own bound on w (HybridConfig), so that the bench measures only windows a model can have
+  MIMIC_CHECK(o.window >= 1 && o.window <= 65536, "bench attention: --window must be in 1 ... 65536, got ", o.window);
   MIMIC_CHECK(o.head_dim >= 1, "bench attention: head_dim must be positive, got ", o.head_dim);
   MIMIC_CHECK(o.decode_tokens >= 1, "bench attention: decode_tokens must be at least 1, got ", o.decode_tokens);
   for (auto c : o.decode_contexts) MIMIC_CHECK(c >= 1, "bench attention: decoding contexts must be positive, got ", c);
 
-  torch::NoGradGuard no_grad;  // set-up and decoding; measure_form turns autograd on for fwd+bwd
+  torch::NoGradGuard no_grad;  // set-up and decoding; the measuring turns autograd on for fwd+bwd
   AttentionBenchResult res;
   res.options = o;
   res.threads = at::get_num_threads();
   res.timing_method = strf("median of %d run%s after 1 warm-up; fwd = forward without autograd (inference), fwd+bwd = forward "
-                           "with autograd + backward of out.sum() wrt q, k, v (and the feature map's parameters)",
+                           "with autograd + backward of out.sum() wrt q, k, v (and the feature map's parameters, and the "
+                           "hybrid's window weight)",
                            o.repeats, o.repeats == 1 ? "" : "s");
   res.memory_method =
       "peak of live LibTorch CPU tensor bytes allocated during the call, beyond those alive at its start (c10 allocator "
       "reports via a MemoryReportingInfoBase hook); inputs, BLAS workspaces and malloc overhead are not counted";
 
-  const int64_t d = o.head_dim;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  Setup setup;
+  setup.d = o.head_dim;
+  setup.scale = 1.0 / std::sqrt(static_cast<double>(setup.d));
   attention::FeatureMapSpec spec;  // (brace-initialising the options with {} would make them JSON null, which is rejected)
   spec.name = o.feature_map;
   spec.n_head = 1;
-  spec.head_dim = d;
-  FeatureMap map = attention::make_feature_map(spec);
-  res.feature_dim = map->feature_dim();
-  std::vector<torch::Tensor> params = map->parameters();
-  for (auto& p : params) p.requires_grad_(true);
-  auto softmax_kernel = attention::make_attention_kernel("softmax", nlohmann::json::object(), 1, d);
-  auto& softmax = *softmax_kernel;
-  AttentionContext ctx;
-  ctx.causal = true;
-  ctx.scale = scale;
-  LinearOptions lopts;
-  lopts.causal = true;
-  lopts.chunk = o.chunk;
+  spec.head_dim = setup.d;
+  setup.map = attention::make_feature_map(spec);
+  res.feature_dim = setup.map->feature_dim();
+  for (auto& p : setup.map->parameters()) p.requires_grad_(true);
+  setup.softmax = attention::make_attention_kernel("softmax", nlohmann::json::object(), 1, setup.d);
+  setup.ctx.causal = true;
+  setup.ctx.scale = setup.scale;
+  setup.lopts.causal = true;
+  setup.lopts.chunk = o.chunk;
+  setup.hopts.causal = true;
+  setup.hopts.window = o.window;
+  setup.hopts.chunk = o.chunk;
+  setup.window_logit = torch::zeros({1}).requires_grad_(true);
+  std::vector<Form> forms = make_forms(setup);
+  for (const auto& f : forms) res.forms.push_back(f.name);
+  const size_t nf = forms.size();
 
   const auto lengths = bench_lengths(o.max_len);
-  Progress progress("bench attention", static_cast<int64_t>(2 * lengths.size() + o.repeats + 1));
+  Progress progress("bench attention", static_cast<int64_t>(nf * lengths.size() + o.repeats + 1));
+  if (!o.progress) progress.disable();
 
   // ---- forward and forward + backward
-  double last_softmax_peak = 0, last_linear_peak = 0;
+  std::vector<double> last_peak(nf, 0.0);  // per form, fwd+bwd MB at the previous length
   int64_t last_t = 0;
   for (int64_t t : lengths) {
     LengthResult lr;
     lr.length = t;
-    auto in = make_inputs(t, d);
+    lr.forms.resize(nf);
+    auto in = make_inputs(t, setup.d);
     const double avail = available_memory_bytes();
-    auto run_form = [&](FormResult& slot, double& last_peak, double growth, const char* name,
-                        const std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>& f,
-                        const std::vector<torch::Tensor>& form_params) {
-      const double predicted = last_t > 0 ? last_peak * kMB * growth : 0;
+    const double r = last_t > 0 ? static_cast<double>(t) / static_cast<double>(last_t) : 1.0;
+    for (size_t f = 0; f < nf; ++f) {
+      FormResult& slot = lr.forms[f];
+      const double predicted = last_t > 0 ? last_peak[f] * kMB * (forms[f].quadratic_memory ? r * r : r) : 0;
       if (avail > 0 && predicted > 0.8 * avail) {
         slot.skipped = strf("needs about %.1f GB (extrapolated from %s), %.1f GB available", predicted / 1e9,
                             length_name(last_t).c_str(), avail / 1e9);
       } else {
         try {
           torch::AutoGradMode grad_on(true);
-          slot = measure_form(o.repeats, in, form_params, f);
-          last_peak = slot.fwdbwd_peak_mb;
+          slot = measure_form(o.repeats, in, forms[f]);
+          last_peak[f] = slot.fwdbwd_peak_mb;
         } catch (const c10::Error& e) {
           if (!is_out_of_memory(e)) throw;
           slot = FormResult{};
@@ -249,16 +365,8 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
           slot.skipped = "out of memory";
         }
       }
-      progress.advance(1, std::string(name) + " " + length_name(t));
-    };
-    const double r = last_t > 0 ? static_cast<double>(t) / static_cast<double>(last_t) : 1.0;
-    run_form(lr.softmax, last_softmax_peak, r * r, "softmax",
-             [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) { return softmax.forward(q, k, v, ctx); }, {});
-    run_form(lr.linear, last_linear_peak, r, "linear",
-             [&](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
-               return linear_forward(*map, q, k, v, scale, lopts);
-             },
-             params);
+      progress.advance(1, forms[f].name + " " + length_name(t));
+    }
     last_t = t;
     res.lengths.push_back(lr);
   }
@@ -268,46 +376,40 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   // per context: the median of all single-token times (which a preempted token does not move; the target uses
   // it), and the median over the runs of a run's mean time per token.
   {
-    std::vector<SoftmaxDecoder> sdec;
-    std::vector<LinearDecoder> ldec;
-    for (auto c : o.decode_contexts) {
-      sdec.emplace_back(c, o.decode_tokens, d);
-      ldec.emplace_back(*map, c, o.decode_tokens, d, scale, lopts);
-    }
     const size_t nc = o.decode_contexts.size();
     const size_t nt = static_cast<size_t>(o.decode_tokens);
-    std::vector<std::vector<double>> s_run(nc), l_run(nc), s_tok(nc), l_tok(nc);
-    std::vector<double> s_sum(nc), l_sum(nc);
+    std::vector<std::vector<std::unique_ptr<Decoder>>> dec(nf);
+    for (size_t f = 0; f < nf; ++f)
+      for (auto c : o.decode_contexts) dec[f].push_back(forms[f].decoder(c, o.decode_tokens));
+    // the reference last: a softmax step over a long KV cache would evict the caches the next form's step uses
+    std::vector<size_t> order;
+    for (size_t f = 1; f < nf; ++f) order.push_back(f);
+    order.push_back(0);
+    std::vector<std::vector<std::vector<double>>> run(nf, std::vector<std::vector<double>>(nc)), tok = run;
+    std::vector<std::vector<double>> sum(nf, std::vector<double>(nc));
     auto us = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
     for (int r = 0; r <= o.repeats; ++r) {  // r = 0: warm-up
-      std::fill(s_sum.begin(), s_sum.end(), 0.0);
-      std::fill(l_sum.begin(), l_sum.end(), 0.0);
-      // linear first, then softmax: a softmax step over a long KV cache would evict the caches the next step uses
-      for (size_t i = 0; i < nt; ++i)
-        for (size_t c = 0; c < nc; ++c) {
-          auto t0 = Clock::now();
-          ldec[c].step(i, *map, scale, lopts);
-          const double t = us(t0, Clock::now());
-          l_sum[c] += t;
-          if (r > 0) l_tok[c].push_back(t);
-        }
-      for (size_t i = 0; i < nt; ++i)
-        for (size_t c = 0; c < nc; ++c) {
-          auto t0 = Clock::now();
-          sdec[c].step(i, softmax, ctx);
-          const double t = us(t0, Clock::now());
-          s_sum[c] += t;
-          if (r > 0) s_tok[c].push_back(t);
-        }
-      if (r > 0)
-        for (size_t c = 0; c < nc; ++c) {
-          s_run[c].push_back(s_sum[c] / nt);
-          l_run[c].push_back(l_sum[c] / nt);
-        }
+      for (size_t f : order) {
+        std::fill(sum[f].begin(), sum[f].end(), 0.0);
+        for (size_t i = 0; i < nt; ++i)
+          for (size_t c = 0; c < nc; ++c) {
+            auto t0 = Clock::now();
+            dec[f][c]->step(i);
+            const double t = us(t0, Clock::now());
+            sum[f][c] += t;
+            if (r > 0) tok[f][c].push_back(t);
+          }
+        if (r > 0)
+          for (size_t c = 0; c < nc; ++c) run[f][c].push_back(sum[f][c] / nt);
+      }
       progress.advance(1, "decode run " + std::to_string(r));
     }
-    for (size_t c = 0; c < nc; ++c)
-      res.decode.push_back({o.decode_contexts[c], median(s_tok[c]), median(l_tok[c]), median(s_run[c]), median(l_run[c])});
+    for (size_t c = 0; c < nc; ++c) {
+      DecodeResult dr;
+      dr.context = o.decode_contexts[c];
+      for (size_t f = 0; f < nf; ++f) dr.forms.push_back({median(tok[f][c]), median(run[f][c]), dec[f][c]->state_bytes()});
+      res.decode.push_back(dr);
+    }
   }
   progress.finish();
 
@@ -317,39 +419,47 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
       if (l.length == t) return &l;
     return nullptr;
   };
-  {
-    TargetResult tr{"linear fwd+bwd >= 10x faster than softmax at 16K", "n/a", "", 0, 10};
+  const std::string& ref = forms[0].name;
+  for (size_t f = 1; f < nf; ++f) {  // each form's fwd+bwd speed-up over the reference at 16K
+    if (forms[f].speedup_target <= 0) continue;
+    const std::string& name = forms[f].name;
+    TargetResult tr{strf("%s fwd+bwd >= %gx faster than %s at 16K", name.c_str(), forms[f].speedup_target, ref.c_str()), "n/a", "", 0,
+                    forms[f].speedup_target};
     const auto* l = find_length(16384);
     if (!l) {
       tr.detail = "16K not measured (--max-len " + std::to_string(o.max_len) + ")";
-    } else if (!l->softmax.measured || !l->linear.measured) {
-      tr.detail = "16K: " + (l->softmax.measured ? "linear " + l->linear.skipped : "softmax " + l->softmax.skipped);
+    } else if (!l->forms[0].measured || !l->forms[f].measured) {
+      tr.detail = "16K: " + (l->forms[0].measured ? name + " " + l->forms[f].skipped : ref + " " + l->forms[0].skipped);
     } else {
-      tr.value = ratio(l->softmax.fwdbwd_ms, l->linear.fwdbwd_ms);
+      tr.value = ratio(l->forms[0].fwdbwd_ms, l->forms[f].fwdbwd_ms);
       tr.status = tr.value >= tr.limit ? "PASS" : "MISS";
-      tr.detail = strf("%.1fx (softmax %.1f ms, linear %.1f ms)", tr.value, l->softmax.fwdbwd_ms, l->linear.fwdbwd_ms);
+      tr.detail = strf("%.1fx (%s %.1f ms, %s %.1f ms)", tr.value, ref.c_str(), l->forms[0].fwdbwd_ms, name.c_str(), l->forms[f].fwdbwd_ms);
     }
     res.targets.push_back(tr);
   }
+  const size_t lin = form_index(res, "linear");  // the crossover and the flat decoding are linear attention's targets
   {
     TargetResult tr{"crossover <= 1K", "n/a", "", 0, 1024};
     // the smallest measured T from which on (at T and every longer measured T) linear fwd+bwd is faster
     int64_t crossover = 0;
     int64_t longest = 0;
     for (auto it = res.lengths.rbegin(); it != res.lengths.rend(); ++it) {
-      if (!it->softmax.measured || !it->linear.measured) continue;
+      const auto &s = it->forms[0], &n = it->forms[lin];
+      if (!s.measured || !n.measured) continue;
       longest = std::max(longest, it->length);
-      if (it->linear.fwdbwd_ms < it->softmax.fwdbwd_ms) {
+      if (n.fwdbwd_ms < s.fwdbwd_ms) {
         crossover = it->length;
       } else {
         break;
       }
     }
     std::string timings;
-    for (const auto& l : res.lengths)
-      if (l.softmax.measured && l.linear.measured && l.length <= std::max<int64_t>(crossover, 1024))
+    for (const auto& l : res.lengths) {
+      const auto &s = l.forms[0], &n = l.forms[lin];
+      if (s.measured && n.measured && l.length <= std::max<int64_t>(crossover, 1024))
         timings += strf("%s%s: softmax %.2f ms, linear %.2f ms", timings.empty() ? "" : "; ", length_name(l.length).c_str(),
-                        l.softmax.fwdbwd_ms, l.linear.fwdbwd_ms);
+                        s.fwdbwd_ms, n.fwdbwd_ms);
+    }
     if (longest == 0) {
       tr.detail = "no length with both forms measured";
     } else if (crossover > 0) {
@@ -375,11 +485,12 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
     if (!a || !b) {
       tr.detail = "decoding at 1K and 32K not both measured";
     } else {
-      tr.value = ratio(b->linear_us, a->linear_us);
+      const auto &la = a->forms[lin], &lb = b->forms[lin];
+      tr.value = ratio(lb.us, la.us);
       tr.status = tr.value <= tr.limit ? "PASS" : "MISS";
       tr.detail = strf("%.2fx (median per token: linear 32K %.1f us, 1K %.1f us; mean per token: linear 32K %.1f us, 1K %.1f us; "
                        "softmax 32K %.1f us, 1K %.1f us)",
-                       tr.value, b->linear_us, a->linear_us, b->linear_mean_us, a->linear_mean_us, b->softmax_us, a->softmax_us);
+                       tr.value, lb.us, la.us, lb.mean_us, la.mean_us, b->forms[0].us, a->forms[0].us);
     }
     res.targets.push_back(tr);
   }
@@ -388,6 +499,7 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
 
 nlohmann::json to_json(const AttentionBenchResult& r) {
   const auto& o = r.options;
+  const size_t nf = r.forms.size();
   nlohmann::json j;
   j["benchmark"] = "attention";
   j["config"] = {{"heads", 1},
@@ -395,6 +507,8 @@ nlohmann::json to_json(const AttentionBenchResult& r) {
                  {"head_dim", o.head_dim},
                  {"feature_map", o.feature_map},
                  {"feature_dim", r.feature_dim},
+                 {"window", o.window},
+                 {"forms", r.forms},
                  {"dtype", "float32"},
                  {"threads", r.threads},
                  {"repeats", o.repeats},
@@ -410,22 +524,39 @@ nlohmann::json to_json(const AttentionBenchResult& r) {
                           {"fwdbwd_ms", f.fwdbwd_ms},   {"fwd_peak_mb", f.fwd_peak_mb},
                           {"fwdbwd_peak_mb", f.fwdbwd_peak_mb}};
   };
+  // reference time / the form's, null unless both were measured
+  auto speedup = [](const FormResult& ref, const FormResult& f, double FormResult::*ms) {
+    return ref.measured && f.measured ? nlohmann::json(ratio(ref.*ms, f.*ms)) : nlohmann::json(nullptr);
+  };
   j["lengths"] = nlohmann::json::array();
   for (const auto& l : r.lengths) {
-    nlohmann::json e = {{"T", l.length}, {"softmax", form(l.softmax)}, {"linear", form(l.linear)}};
-    const bool both = l.softmax.measured && l.linear.measured;
-    e["ratio_fwd"] = both ? nlohmann::json(ratio(l.softmax.fwd_ms, l.linear.fwd_ms)) : nlohmann::json(nullptr);
-    e["ratio_fwdbwd"] = both ? nlohmann::json(ratio(l.softmax.fwdbwd_ms, l.linear.fwdbwd_ms)) : nlohmann::json(nullptr);
+    nlohmann::json e = {{"T", l.length}};
+    for (size_t f = 0; f < nf; ++f) {
+      e[r.forms[f]] = form(l.forms[f]);
+      if (f == 0) continue;
+      e[r.forms[f]]["ratio_fwd"] = speedup(l.forms[0], l.forms[f], &FormResult::fwd_ms);
+      e[r.forms[f]]["ratio_fwdbwd"] = speedup(l.forms[0], l.forms[f], &FormResult::fwdbwd_ms);
+      if (r.forms[f] == "linear") {  // the top-level ratios predate the hybrid form: they stay linear's
+        e["ratio_fwd"] = e["linear"]["ratio_fwd"];
+        e["ratio_fwdbwd"] = e["linear"]["ratio_fwdbwd"];
+      }
+    }
     j["lengths"].push_back(e);
   }
   j["decode"] = nlohmann::json::array();
-  for (const auto& dr : r.decode)
-    j["decode"].push_back({{"context", dr.context},
-                           {"softmax_us", dr.softmax_us},
-                           {"linear_us", dr.linear_us},
-                           {"softmax_mean_us", dr.softmax_mean_us},
-                           {"linear_mean_us", dr.linear_mean_us},
-                           {"ratio", ratio(dr.softmax_us, dr.linear_us)}});
+  for (const auto& dr : r.decode) {
+    nlohmann::json e = {{"context", dr.context}};
+    for (size_t f = 0; f < nf; ++f) {
+      const auto& name = r.forms[f];
+      e[name + "_us"] = dr.forms[f].us;
+      e[name + "_mean_us"] = dr.forms[f].mean_us;
+      e[name + "_state_bytes"] = dr.forms[f].state_bytes;
+      if (f == 0) continue;
+      e[name + "_ratio"] = ratio(dr.forms[0].us, dr.forms[f].us);
+      if (name == "linear") e["ratio"] = e["linear_ratio"];  // predates the hybrid form: stays linear's
+    }
+    j["decode"].push_back(e);
+  }
   j["targets"] = nlohmann::json::array();
   for (const auto& t : r.targets)
     j["targets"].push_back({{"name", t.name}, {"status", t.status}, {"value", t.value}, {"limit", t.limit}, {"detail", t.detail}});
@@ -434,45 +565,90 @@ nlohmann::json to_json(const AttentionBenchResult& r) {
 
 std::string format_report(const AttentionBenchResult& r) {
   const auto& o = r.options;
+  const size_t nf = r.forms.size();
   std::ostringstream os;
-  os << strf("attention benchmark: 1 head, head_dim %lld, batch 1, fp32, %d thread%s; linear = causal chunked (chunk %lld) with "
-             "%s features (F = %lld); softmax = causal\n",
+  os << strf("attention benchmark: 1 head, head_dim %lld, batch 1, fp32, %d thread%s; softmax = causal; linear = causal chunked "
+             "(chunk %lld) with %s features (F = %lld); hybrid = causal softmax over a window of %lld keys + that linear "
+             "attention over older keys\n",
              static_cast<long long>(o.head_dim), r.threads, r.threads == 1 ? "" : "s", static_cast<long long>(o.chunk),
-             o.feature_map.c_str(), static_cast<long long>(r.feature_dim));
+             o.feature_map.c_str(), static_cast<long long>(r.feature_dim), static_cast<long long>(o.window));
   os << "time:   " << r.timing_method << "\n";
   os << "memory: " << r.memory_method << "; MB = 10^6 bytes\n\n";
 
-  auto ms = [](double v) { return strf("%10.2f", v); };
-  auto mb = [](double v) { return strf("%9.1f", v); };
-  auto rt = [](double a, double b) { return strf("%6.1fx", ratio(a, b)); };
-  os << "forward and forward+backward (ms), peak memory (MB)\n";
-  os << strf("%6s | %10s %10s %7s | %10s %10s %7s | %9s %9s | %9s %9s\n", "T", "softmax", "linear", "ratio", "softmax", "linear",
-             "ratio", "softmax", "linear", "softmax", "linear");
-  os << strf("%6s | %29s | %29s | %19s | %19s\n", "", "fwd ms", "fwd+bwd ms", "fwd MB", "fwd+bwd MB");
+  // Column groups, one column per form: a value (width 10, or 9 for MB and 12 for bytes) and, with ratios,
+  // after every form but the reference its speed-up over the reference (width 7).
+  const std::string na7 = strf("%7s", "-");
+  auto group_width = [&](int w, bool ratios) { return static_cast<int>(nf) * (w + 1) - 1 + (ratios ? static_cast<int>(nf - 1) * 8 : 0); };
+  auto names = [&](int w, bool ratios) {
+    std::string out;
+    for (size_t f = 0; f < nf; ++f) {
+      out += strf(f ? " %*s" : "%*s", w, r.forms[f].c_str());
+      if (ratios && f > 0) out += strf(" %7s", "ratio");
+    }
+    return out;
+  };
+  // vals[f] formatted at width w, "-" where !have[f]; with ratios, ref / vals[f].
+  auto cells = [&](const std::vector<double>& vals, const std::vector<bool>& have, int w, const char* fmt, bool ratios) {
+    std::string out;
+    for (size_t f = 0; f < nf; ++f) {
+      if (f) out += " ";
+      out += have[f] ? strf(fmt, w, vals[f]) : strf("%*s", w, "-");
+      if (ratios && f > 0) out += " " + (have[0] && have[f] ? strf("%6.1fx", ratio(vals[0], vals[f])) : na7);
+    }
+    return out;
+  };
+  auto of = [&](const LengthResult& l, double FormResult::*field) {
+    std::vector<double> v;
+    for (const auto& f : l.forms) v.push_back(f.*field);
+    return v;
+  };
+  auto measured = [&](const LengthResult& l) {
+    std::vector<bool> v;
+    for (const auto& f : l.forms) v.push_back(f.measured);
+    return v;
+  };
+
+  const int tw = group_width(10, true), mw = group_width(9, false);
+  os << "forward and forward+backward time (ms); ratio = softmax's time / the form's\n";
+  os << strf("%6s | ", "T") << names(10, true) << " | " << names(10, true) << "\n";
+  os << strf("%6s | %*s | %*s\n", "", tw, "fwd ms", tw, "fwd+bwd ms");
   for (const auto& l : r.lengths) {
-    const auto &s = l.softmax, &n = l.linear;
-    const std::string na10 = strf("%10s", "-"), na9 = strf("%9s", "-"), na7 = strf("%7s", "-");
-    const bool both = s.measured && n.measured;
-    os << strf("%6s | ", length_name(l.length).c_str()) << (s.measured ? ms(s.fwd_ms) : na10) << " "
-       << (n.measured ? ms(n.fwd_ms) : na10) << " " << (both ? rt(s.fwd_ms, n.fwd_ms) : na7) << " | "
-       << (s.measured ? ms(s.fwdbwd_ms) : na10) << " " << (n.measured ? ms(n.fwdbwd_ms) : na10) << " "
-       << (both ? rt(s.fwdbwd_ms, n.fwdbwd_ms) : na7) << " | " << (s.measured ? mb(s.fwd_peak_mb) : na9) << " "
-       << (n.measured ? mb(n.fwd_peak_mb) : na9) << " | " << (s.measured ? mb(s.fwdbwd_peak_mb) : na9) << " "
-       << (n.measured ? mb(n.fwdbwd_peak_mb) : na9) << "\n";
-    if (!s.measured) os << "         softmax " << length_name(l.length) << " skipped: " << s.skipped << "\n";
-    if (!n.measured) os << "         linear " << length_name(l.length) << " skipped: " << n.skipped << "\n";
+    const auto have = measured(l);
+    os << strf("%6s | ", length_name(l.length).c_str()) << cells(of(l, &FormResult::fwd_ms), have, 10, "%*.2f", true) << " | "
+       << cells(of(l, &FormResult::fwdbwd_ms), have, 10, "%*.2f", true) << "\n";
+    for (size_t f = 0; f < nf; ++f)
+      if (!l.forms[f].measured) os << "         " << r.forms[f] << " " << length_name(l.length) << " skipped: " << l.forms[f].skipped << "\n";
+  }
+  os << "\npeak memory (MB)\n";
+  os << strf("%6s | ", "T") << names(9, false) << " | " << names(9, false) << "\n";
+  os << strf("%6s | %*s | %*s\n", "", mw, "fwd MB", mw, "fwd+bwd MB");
+  for (const auto& l : r.lengths) {
+    const auto have = measured(l);
+    os << strf("%6s | ", length_name(l.length).c_str()) << cells(of(l, &FormResult::fwd_peak_mb), have, 9, "%*.1f", false) << " | "
+       << cells(of(l, &FormResult::fwdbwd_peak_mb), have, 9, "%*.1f", false) << "\n";
   }
 
   os << strf("\nrecurrent decoding, time per token (µs): median of the %lld tokens x %d run%s (after 1 warm-up run), and "
-             "median over the runs of a run's mean\n",
+             "median over the runs of a run's mean; state = what decoding at that context keeps (bytes)\n",
              static_cast<long long>(o.decode_tokens), o.repeats, o.repeats == 1 ? "" : "s");
   os << "softmax: one query against a preallocated KV cache of N keys; linear: feature map + linear_step on the state "
-        "after N tokens; contexts interleaved token by token\n";
-  os << strf("%8s | %10s %10s %7s | %10s %10s\n", "context", "softmax", "linear", "ratio", "softmax", "linear");
-  os << strf("%8s | %29s | %21s\n", "", "median per token", "mean per token");
-  for (const auto& dr : r.decode)
-    os << strf("%8s | %10.1f %10.1f %6.1fx | %10.1f %10.1f\n", length_name(dr.context).c_str(), dr.softmax_us, dr.linear_us,
-               ratio(dr.softmax_us, dr.linear_us), dr.softmax_mean_us, dr.linear_mean_us);
+        "after N tokens; hybrid: a T = 1 hybrid_chunked call on the state after N tokens (the window's last keys + the "
+        "linear state); contexts interleaved token by token\n";
+  const std::vector<bool> all(nf, true);
+  auto dec = [&](const DecodeResult& dr, double DecodeForm::*field) {
+    std::vector<double> v;
+    for (const auto& f : dr.forms) v.push_back(f.*field);
+    return v;
+  };
+  os << strf("%8s | ", "context") << names(10, true) << " | " << names(10, false) << " | " << names(12, false) << "\n";
+  os << strf("%8s | %*s | %*s | %*s\n", "", tw, "median per token", group_width(10, false), "mean per token", group_width(12, false),
+             "state bytes");
+  for (const auto& dr : r.decode) {
+    std::string bytes;
+    for (size_t f = 0; f < nf; ++f) bytes += strf(f ? " %12lld" : "%12lld", static_cast<long long>(dr.forms[f].state_bytes));
+    os << strf("%8s | ", length_name(dr.context).c_str()) << cells(dec(dr, &DecodeForm::us), all, 10, "%*.1f", true) << " | "
+       << cells(dec(dr, &DecodeForm::mean_us), all, 10, "%*.1f", false) << " | " << bytes << "\n";
+  }
 
   os << "\ntargets\n";
   for (const auto& t : r.targets) os << strf("  %-4s  ", t.status.c_str()) << t.name << ": " << t.detail << "\n";

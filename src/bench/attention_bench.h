@@ -1,15 +1,21 @@
-// `mimic bench attention`: what linear attention buys over softmax attention on this machine.
+// `mimic bench attention`: what linear and hybrid attention buy over softmax attention on this machine.
 //
-// One head (head_dim 64, batch 1, fp32). For each sequence length T: the time and peak memory of the
-// forward pass and of forward + backward, for causal softmax attention (the reference kind) and for causal
-// chunked linear attention with a feature map (hedgehog by default: features from the map on q·√scale and
-// k·√scale, then linear_chunked). Then recurrent decoding: the time of one new token at a context of N
-// tokens, for softmax (one query against a KV cache of N keys) and for linear attention (linear_step on a
-// state that has consumed N tokens). Finally the targets: linear fwd+bwd ≥ 10× faster than softmax at 16K,
-// crossover ≤ 1K, recurrent per-token time at 32K ≤ 1.2× the one at 1K.
+// One head (head_dim 64, batch 1, fp32), three causal forms: softmax (the reference kind), chunked linear
+// attention with a feature map (hedgehog by default: features from the map on q·√scale and k·√scale, then
+// linear_chunked) and hybrid attention (LoLCATs: softmax over a sliding window of w keys + the same map's
+// linear attention over older keys, hybrid_chunked). For each sequence length T: the time and peak memory of
+// the forward pass and of forward + backward, per form. Then recurrent decoding: the time of one new token at
+// a context of N tokens (softmax: one query against a KV cache of N keys; linear: linear_step on a state that
+// has consumed N tokens; hybrid: a T = 1 hybrid_chunked call on such a state), and the bytes each form keeps
+// at that context (the KV cache grows with N, the linear and hybrid states do not). Finally the targets:
+// linear fwd+bwd ≥ 10× and hybrid fwd+bwd ≥ 8× faster than softmax at 16K, crossover ≤ 1K, recurrent
+// per-token time at 32K ≤ 1.2× the one at 1K.
 //
-// Peak memory is counted in LibTorch's CPU allocator (see attention_bench.cpp): the largest number of
-// tensor bytes alive at once during the call, beyond what was alive when it started.
+// The forms are a list (attention_bench.cpp): results hold one entry per form, in the order of
+// AttentionBenchResult::forms, and the tables, JSON and speed-up targets loop over it.
+//
+// Peak memory is counted in LibTorch's CPU allocator (see measure.h): the largest number of tensor bytes
+// alive at once during the call, beyond what was alive when it started.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -24,6 +30,7 @@ struct AttentionBenchOptions {
   int64_t chunk = 64;       // chunk size of linear_chunked
   int64_t head_dim = 64;
   std::string feature_map = "hedgehog";
+  int64_t window = 64;      // w of the hybrid form (keys under exact softmax), 1 ... 65536
   std::vector<int64_t> decode_contexts = {1024, 2048, 4096, 8192, 16384, 32768};
   int64_t decode_tokens = 64;  // tokens per timed decoding run
   bool progress = true;        // a progress bar on stderr (only when it is a terminal)
@@ -37,17 +44,24 @@ struct FormResult {
   double fwd_peak_mb = 0, fwdbwd_peak_mb = 0;
 };
 
+// Every form at one length, in the order of AttentionBenchResult::forms.
 struct LengthResult {
   int64_t length = 0;
-  FormResult softmax, linear;
+  std::vector<FormResult> forms;
 };
 
-// Per-token decoding time in microseconds at a context of `context` tokens: the median of all single-token
-// times (tokens x runs), and the median over the runs of a run's mean time per token.
+// One form decoding at one context: per-token time in microseconds — the median of all single-token times
+// (tokens x runs), and the median over the runs of a run's mean time per token — and the bytes of the state
+// it decodes from after `context` tokens (softmax: the KV cache, 2·N·head_dim floats; linear: S, z, m;
+// hybrid: hybrid_state_bytes, the window's ring and the linear state).
+struct DecodeForm {
+  double us = 0, mean_us = 0;
+  int64_t state_bytes = 0;
+};
+
 struct DecodeResult {
   int64_t context = 0;
-  double softmax_us = 0, linear_us = 0;
-  double softmax_mean_us = 0, linear_mean_us = 0;
+  std::vector<DecodeForm> forms;  // in the order of AttentionBenchResult::forms
 };
 
 struct TargetResult {
@@ -60,6 +74,9 @@ struct TargetResult {
 
 struct AttentionBenchResult {
   AttentionBenchOptions options;
+  // The forms measured ("softmax", "linear", "hybrid"); the first is the reference the others' speed-ups are
+  // taken against.
+  std::vector<std::string> forms;
   int threads = 0;
   int64_t feature_dim = 0;
   std::string memory_method;
@@ -73,8 +90,11 @@ struct AttentionBenchResult {
 std::vector<int64_t> bench_lengths(int64_t max_len);
 
 // Runs the whole benchmark with the current LibTorch thread settings and generator. Throws mimic::Error for
-// invalid options (max_len < 512, repeats < 1, chunk < 1, ...).
+// invalid options (max_len < 512, repeats < 1, chunk < 1, window outside 1 ... 65536, ...).
 AttentionBenchResult run_attention_bench(const AttentionBenchOptions& options);
+
+// Index of a form in result.forms; mimic::Error if it was not measured.
+size_t form_index(const AttentionBenchResult& result, const std::string& name);
 
 // The result as one JSON object (every number), and as the plain-text report (header, tables, targets).
 nlohmann::json to_json(const AttentionBenchResult& result);
