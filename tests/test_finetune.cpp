@@ -23,6 +23,7 @@
 #include "mimic/models/bert.h"
 #include "mimic/models/gpt2.h"
 #include "mimic/text/tokenizer.h"
+#include "mimic/train/lm.h"
 #include "test_util.h"
 
 using namespace mimic;
@@ -193,6 +194,69 @@ TEST(FinetuneLm, ConvertedModelFinetunesSavesAndReloads) {
   ft::finetune_lm(maps);
   auto kernel = [](const std::string& n) { return n.rfind(models::kKernelPrefix, 0) == 0; };
   EXPECT_EQ(changed_tensors(converted, dir.file("maps/last"), kernel), 2 * 6);
+}
+
+// Logit distillation: the loss against the definition in double, its gradient's closed form T·(q_T − p_T),
+// masked positions ignored; then finetune --kd pulls a converted model's logits toward its teacher's.
+TEST(FinetuneKd, LogitDistillationLossIsTemperatureScaledKlWithAClosedFormGradient) {
+  torch::manual_seed(2);
+  auto s = torch::randn({2, 3, 7}, torch::kDouble).requires_grad_();
+  auto t = torch::randn({2, 3, 7}, torch::kDouble) * 2;
+  auto labels = torch::tensor({{1, 2, -100}, {4, -100, 6}}, torch::kLong);
+  for (double T : {1.0, 2.5}) {
+    auto loss = mimic::train::logit_distillation_loss(s, t, labels, T);
+    double want = 0;
+    int n = 0;
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t i = 0; i < 3; ++i) {
+        if (labels[b][i].item<int64_t>() == -100) continue;
+        auto p = torch::softmax(t[b][i] / T, 0), q = torch::softmax(s[b][i].detach() / T, 0);
+        for (int64_t v = 0; v < 7; ++v)
+          want += p[v].item<double>() * std::log(p[v].item<double>() / q[v].item<double>());
+        ++n;
+      }
+    EXPECT_NEAR(loss.item<double>(), want / n * T * T, 1e-12) << T;
+    auto g = torch::autograd::grad({loss}, {s})[0];
+    auto closed = (torch::softmax(s.detach() / T, -1) - torch::softmax(t / T, -1)) * T / n * labels.ne(-100).unsqueeze(-1);
+    EXPECT_LT((g - closed).abs().max().item<double>(), 1e-12) << T;
+  }
+  EXPECT_NEAR(mimic::train::logit_distillation_loss(t, t, labels, 2.0).item<double>(), 0.0, 1e-12);
+  EXPECT_MIMIC_ERROR(mimic::train::logit_distillation_loss(s, t, labels, 0.0), "temperature must be > 0");
+}
+
+TEST(FinetuneKd, DistillingTheTeachersLogitsBringsTheConvertedModelCloser) {
+  TempDir dir;
+  const auto base = tiny_gpt2(dir);
+  const auto converted = tiny_converted_gpt2(dir, base);
+  // the teacher: the base trained a little on the corpus, so that its logits are far from the random student's
+  auto pre = lm_options(base, dir.file("teacher"), 8);
+  pre.train.eval_every = 0;
+  ft::finetune_lm(pre);
+  const auto teacher = dir.file("teacher");
+  auto kl_to_teacher = [&](const std::string& student) {
+    torch::NoGradGuard g;
+    auto in = some_tokens(50257);
+    auto ls = models::load_model(student)->forward(in).logits, lt = models::load_model(teacher)->forward(in).logits;
+    return mimic::train::logit_distillation_loss(ls, lt, torch::zeros({2, 12}, torch::kLong), 1.0).item<double>();
+  };
+  auto o = lm_options(converted, dir.file("kd"), 12);
+  o.teacher_dir = teacher;
+  o.kd_temperature = 2.0;
+  o.kd_lm_weight = 0.25;
+  o.train.lr = 3e-3;
+  ft::finetune_lm(o);
+  const double before = kl_to_teacher(converted), after = kl_to_teacher(dir.file("kd"));
+  EXPECT_LT(after, 0.5 * before) << before << " -> " << after;
+  // without a teacher, or with a weight outside [0, 1], it refuses before training
+  auto bad = lm_options(converted, dir.file("bad"), 2);
+  bad.kd_temperature = 2.0;
+  EXPECT_MIMIC_ERROR(ft::finetune_lm(bad), "give the teacher with --teacher");
+  bad.teacher_dir = base;
+  bad.kd_lm_weight = 1.5;
+  EXPECT_MIMIC_ERROR(ft::finetune_lm(bad), "--kd-lm-weight must lie in [0, 1]");
+  bad.kd_temperature = 0;
+  bad.kd_lm_weight = 0.5;
+  EXPECT_MIMIC_ERROR(ft::finetune_lm(bad), "it needs --kd T");
 }
 
 // Finetuned conversion of a classifier: a softmax BERT classifier is trained, converted to linear attention and

@@ -26,6 +26,7 @@ struct FinetuneArgs {
   int64_t eval_batches = 10;
   bool test = false;
   bool resume = false;
+  double kd = 0, kd_lm_weight = 0;
   std::string dtype = "f32";
 };
 
@@ -88,12 +89,15 @@ void run(FinetuneArgs& a) {
     o.batch_size = a.batch_size.value_or(8);
     o.eval_batches = a.eval_batches;
     o.test = a.test;
+    o.kd_temperature = a.kd;
+    o.kd_lm_weight = a.kd_lm_weight;
     auto r = finetune::finetune_lm(o);
     tr = r.train;
     student = scores_json(r.student);
     if (r.teacher) teacher = scores_json(*r.teacher);
   } else {
     MIMIC_CHECK(!a.test, "--test is for --task lm (cls always scores the test split when the data has one)");
+    MIMIC_CHECK(a.kd == 0 && a.kd_lm_weight == 0, "--kd and --kd-lm-weight are for --task lm, not cls");
     finetune::ClassifyOptions o;
     static_cast<finetune::FinetuneOptions&>(o) = f;
     o.data = a.data;
@@ -171,7 +175,13 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--lora", a->f.lora.rank, "LoRA rank on the q, k, v, o projections (0: off); merged into the weights on export")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--lora-alpha", a->f.lora.alpha, "LoRA alpha (scale alpha/rank; default: the rank, scale 1)")->check(CLI::NonNegativeNumber);
-  sub->add_option("--teacher", a->f.teacher_dir, "Evaluate this model on the same data at the end, side by side")->transform(model_dir_arg());
+  sub->add_option("--teacher", a->f.teacher_dir, "Evaluate this model on the same data at the end, side by side (and distil it with --kd)")
+      ->transform(model_dir_arg());
+  sub->add_option("--kd", a->kd,
+                  "lm: train on the teacher's logits, T²·KL(teacher ‖ student) at temperature T (> 0; 0: off; needs --teacher)")
+      ->capture_default_str();
+  sub->add_option("--kd-lm-weight", a->kd_lm_weight, "lm, with --kd: weight w in [0, 1] of the LM loss, mixed as w·LM + (1 − w)·KD")
+      ->capture_default_str();
   sub->add_option("--steps", t.steps, "Optimizer steps")->capture_default_str();
   sub->add_option("--lr", a->lr, "Peak learning rate (default: the preset's)");
   sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay, not on biases and norms (default: the preset's)");

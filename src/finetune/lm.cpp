@@ -35,7 +35,25 @@ LmResult finetune_lm(const LmOptions& o) {
 
   train::TrainTask task;
   bind(task, prepared);
-  task.micro_batch_loss = [&]() { return train::causal_lm_loss(*model, source->next()); };
+  const bool kd = o.kd_temperature > 0;
+  MIMIC_CHECK(o.kd_temperature >= 0 && std::isfinite(o.kd_temperature), "--kd must be a temperature > 0 (or 0: off), got ",
+              o.kd_temperature);
+  MIMIC_CHECK(!kd || teacher, "--kd distils the teacher's logits: give the teacher with --teacher");
+  MIMIC_CHECK(o.kd_lm_weight >= 0 && o.kd_lm_weight <= 1, "--kd-lm-weight must lie in [0, 1], got ", o.kd_lm_weight);
+  MIMIC_CHECK(kd || o.kd_lm_weight == 0, "--kd-lm-weight mixes the LM loss into logit distillation: it needs --kd T");
+  task.micro_batch_loss = [&]() {
+    auto b = source->next();
+    if (!kd) return train::causal_lm_loss(*model, b);
+    at::Tensor teacher_logits;
+    {
+      torch::NoGradGuard no_grad;
+      teacher_logits = teacher->forward({b.input_ids, b.attention_mask, {}, {}}).logits;
+    }
+    auto logits = model->forward({b.input_ids, b.attention_mask, {}, {}}).logits;
+    auto loss = (1 - o.kd_lm_weight) * train::logit_distillation_loss(logits, teacher_logits, b.labels, o.kd_temperature);
+    if (o.kd_lm_weight > 0) loss = loss + o.kd_lm_weight * train::next_token_loss(logits, b.labels);
+    return loss;
+  };
   task.evaluate = [&]() { return validation_loss(*model); };
   task.data_state = [&]() { return source->position(); };
   task.restore_data_state = [&](const nlohmann::json& j) { source->seek(j); };
@@ -45,6 +63,7 @@ LmResult finetune_lm(const LmOptions& o) {
   t.fingerprint = fingerprint(o);
   t.fingerprint.update({{"task", "lm"}, {"data", o.corpus}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size},
                         {"eval_batches", o.eval_batches}});
+  if (kd) t.fingerprint["kd"] = {{"temperature", o.kd_temperature}, {"lm_weight", o.kd_lm_weight}, {"teacher", o.teacher_dir}};
   LmResult r;
   r.train = train::train(task, t);
   if (r.train.stopped) return r;

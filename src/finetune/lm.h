@@ -16,6 +16,10 @@ struct LmOptions : FinetuneOptions {
   int64_t batch_size = 8;
   int64_t eval_batches = 10;   // validation batches per evaluation
   bool test = false;           // also score the test split (strided windows, as `mimic eval` does)
+  // Logit distillation from the teacher (teacher_dir, run in-process): 0 = off, else its temperature T; the loss is
+  // kd_lm_weight · LM loss + (1 − kd_lm_weight) · T²·KL(teacher ‖ student) (train/lm.h).
+  double kd_temperature = 0;
+  double kd_lm_weight = 0;
   eval::PerplexityOptions test_options;
 };
 

@@ -2,16 +2,34 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "mimic/core/error.h"
 #include "mimic/data/batches.h"
 #include "mimic/models/model.h"
 
 namespace mimic::train {
 
-at::Tensor causal_lm_loss(models::Model& model, const data::LmBatch& b) {
-  auto logits = model.forward({b.input_ids, b.attention_mask, {}, {}}).logits;
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), b.labels.reshape({-1}),
+at::Tensor next_token_loss(const at::Tensor& logits, const at::Tensor& labels) {
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}),
                                               torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+}
+
+at::Tensor causal_lm_loss(models::Model& model, const data::LmBatch& b) {
+  return next_token_loss(model.forward({b.input_ids, b.attention_mask, {}, {}}).logits, b.labels);
+}
+
+at::Tensor logit_distillation_loss(const at::Tensor& student, const at::Tensor& teacher, const at::Tensor& labels, double temperature) {
+  MIMIC_CHECK(temperature > 0 && std::isfinite(temperature), "the distillation temperature must be > 0, got ", temperature);
+  MIMIC_CHECK(student.dim() == 3 && teacher.sizes() == student.sizes() && labels.dim() == 2 && labels.size(0) == student.size(0) &&
+                  labels.size(1) == student.size(1),
+              "logit distillation needs student and teacher logits [B, T, V] alike and labels [B, T], got ", student.sizes(), ", ",
+              teacher.sizes(), ", ", labels.sizes());
+  auto log_q = torch::log_softmax(student / temperature, -1);
+  auto log_p = torch::log_softmax(teacher.detach().to(student.dtype()) / temperature, -1);
+  auto kl = (log_p.exp() * (log_p - log_q)).sum(-1);  // [B, T]
+  auto scored = labels.ne(-100).to(kl.dtype());
+  return (kl * scored).sum() / scored.sum().clamp_min(1) * (temperature * temperature);
 }
 
 }  // namespace mimic::train

@@ -9,5 +9,13 @@ namespace mimic::train {
 
 // Mean next-token cross-entropy of a packed batch (labels of -100 are ignored).
 at::Tensor causal_lm_loss(models::Model& model, const data::LmBatch& batch);
+// The same from logits [B, T, V] and labels [B, T].
+at::Tensor next_token_loss(const at::Tensor& logits, const at::Tensor& labels);
+
+// Logit distillation (Hinton et al.; the second stage of RADLADS / Mamba-in-the-Llama conversions):
+// T² · KL(softmax(teacher/T) ‖ softmax(student/T)), averaged over the positions whose label is not -100.
+// logits: [B, T, V]; the teacher's carry no gradient. T² keeps the gradient's size independent of T.
+at::Tensor logit_distillation_loss(const at::Tensor& student_logits, const at::Tensor& teacher_logits, const at::Tensor& labels,
+                                   double temperature);
 
 }  // namespace mimic::train
