@@ -6,8 +6,6 @@
 MODEL=${1:-gpt2-mini}
 SCALE=${SCALE:-quick}
 if [[ $SCALE == full ]]; then REC_SAMPLES=256 REC_LEN=512 FT_STEPS=1000 FT_LEN=512; fi
-PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-64,128,256,512}
-PASSKEY_TRIALS=${PASSKEY_TRIALS:-$([[ $SCALE == full ]] && echo 100 || echo 20)}
 # The GPT-2 recipes share one output folder per model and scale: stages they have in common run once.
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
 source "$(dirname "$0")/lib.sh"
@@ -17,10 +15,6 @@ record_lm "$MODEL"
 eval_lm teacher "$MODEL"
 convert_lm hedgehog "$MODEL" --feature-map hedgehog
 convert_lm hedgehog-sla "$MODEL" --feature-map hedgehog --sla
-passkey() {
-  stage "passkey-$1" to "$OUT/passkey-$1.json" "$MIMIC" eval --task passkey --model "$2" --lengths "$PASSKEY_LENGTHS" \
-    --trials "$PASSKEY_TRIALS" --json "${common[@]}"
-}
 passkey teacher "$MODEL"
 passkey hedgehog "$OUT/hedgehog-finetuned"
 passkey hedgehog-sla "$OUT/hedgehog-sla-finetuned"

@@ -70,12 +70,32 @@ convert_lm() {
   local tag=$1 teacher=$2; shift 2
   stage "distill-$tag" to "$OUT/distill-$tag.json" "$MIMIC" distill --record "$OUT/record.h5" --epochs "$EPOCHS" "$@" \
     --out "$OUT/maps-$tag.safetensors" --json "${common[@]}"
-  stage "convert-$tag" to "$OUT/convert-$tag.json" "$MIMIC" convert --model "$teacher" --maps "$OUT/maps-$tag.safetensors" \
-    --out "$OUT/$tag-converted" --json "${common[@]}"
+  convert_with "$tag" "$teacher" "$tag"
+}
+# convert_with TAG TEACHER MAPS_TAG [convert options...]: convert with the maps of an earlier distill stage (e.g. with
+# --keep-softmax auto:K) → eval → finetune → eval, as convert_lm does.
+convert_with() {
+  local tag=$1 teacher=$2 maps=$3; shift 3
+  stage "convert-$tag" to "$OUT/convert-$tag.json" "$MIMIC" convert --model "$teacher" --maps "$OUT/maps-$maps.safetensors" \
+    --out "$OUT/$tag-converted" "$@" --json "${common[@]}"
   eval_lm "$tag-converted" "$OUT/$tag-converted"
   finetune_lm "$tag-finetuned" "$OUT/$tag-converted"
   eval_lm "$tag-finetuned" "$OUT/$tag-finetuned"
 }
+# passkey NAME MODEL: passkey retrieval at PASSKEY_LENGTHS with PASSKEY_TRIALS keys each → $OUT/passkey-NAME.json
+PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-64,128,256,512}
+PASSKEY_TRIALS=${PASSKEY_TRIALS:-$([[ $SCALE == full ]] && echo 100 || echo 20)}
+passkey() {
+  stage "passkey-$1" to "$OUT/passkey-$1.json" "$MIMIC" eval --task passkey --model "$2" --lengths "$PASSKEY_LENGTHS" \
+    --trials "$PASSKEY_TRIALS" --json "${common[@]}"
+}
+# state NAME MODEL: bytes of the decoding state (KV cache and/or recurrent states) after STATE_AT tokens → $OUT/state-NAME.json
+STATE_AT=${STATE_AT:-512}
+state() {
+  stage "state-$1" to "$OUT/state-$1.json" "$MIMIC" bench generate --model "$2" --prompt-lengths $(( STATE_AT - 8 )) \
+    --new-tokens 8 --no-parallel --json "${common[@]}"
+}
+state_kb() { get "$OUT/state-$1.json" '.rows[0].state_bytes / 1000' 0; }
 ppl() { get "$OUT/eval-$1.json" .perplexity 1; }
 # copy gain in nats/token with its 95% interval, e.g. "4.21 ± 0.12"
 gain() { echo "$(get "$OUT/copy-$1.json" .model.copy_gain 2) ± $(get "$OUT/copy-$1.json" .model.copy_gain_ci95 2)"; }

@@ -45,6 +45,7 @@ run gpt2-hedgehog gpt2-hedgehog.sh gpt2-mini
 run gpt2-sla gpt2-sla.sh gpt2-mini
 run ablation feature-map-ablation.sh gpt2-mini
 run bert bert-hedgehog.sh spam
+WINDOWS=4 KEEP_HEADS=2 STATE_AT=64 run hybrid gpt2-hybrid.sh gpt2-mini
 VOCAB=16 LEN=16 PAIRS=2 STEPS=2 BATCH=4 EXAMPLES=4 ENT_SAMPLES=2 CONVERT_MAPS=elu run recall recall.sh
 # a bad knob is one clear line and a non-zero exit
 if SCALE=huge bash "$src/recipes/gpt2-hedgehog.sh" >"$work/bad.log" 2>&1; then fail "SCALE=huge was accepted"; fi
