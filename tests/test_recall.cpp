@@ -318,6 +318,17 @@ TEST(RecallPretrain, ASinusoidalPositionTableStartsAsTheSinCosTableAndOnlyForFre
       EXPECT_NEAR(w[p][2 * i].item<double>(), a * std::sin(angle), 1e-7) << p << " " << i;
       EXPECT_NEAR(w[p][2 * i + 1].item<double>(), a * std::cos(angle), 1e-7) << p << " " << i;
     }
+  // --position-scale sets the entries' RMS: the same table, 5 times larger
+  auto big = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data " + task +
+                                    " --position-init sinusoidal --position-scale 0.1 --seq-len 24 --batch-size 2 --steps 1 --warmup 0"
+                                    " --lr 1e-12 --eval-every 1 --eval-batches 1 --out " + dir.file("big") + " --threads 1");
+  ASSERT_EQ(big.code, 0) << big.err;
+  auto wb = mimic::io::SafeTensorsFile::open(dir.file("big/model.safetensors")).load(key, at::kDouble);
+  EXPECT_LT((wb - 5 * w).abs().max().item<double>(), 1e-6);
+  auto lone = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data " + task +
+                                     " --position-scale 0.1 --seq-len 24 --out " + dir.file("z"));
+  EXPECT_EQ(lone.code, 1);
+  EXPECT_NE(lone.err.find("needs --position-init sinusoidal"), std::string::npos) << lone.err;
   auto cont = mimic::test::mimic_cli("pretrain --arch gpt2 --init " + dir.file("sin") + " --data all --position-init sinusoidal --out " +
                                      dir.file("x") + " --threads 1");
   EXPECT_EQ(cont.code, 1);

@@ -70,6 +70,9 @@ void register_pretrain(CLI::App& app) {
                   "A fresh model's position table: normal (random) or sinusoidal (sin/cos, still learned; docs/data.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"normal", "sinusoidal"}));
+  sub->add_option("--position-scale", a->o.position_scale,
+                  "With --position-init sinusoidal: the RMS of the table's entries (0.02 = the token embeddings' init; (0, 10])")
+      ->capture_default_str();
   sub->add_option("--copy-repeats", a->o.copy.copies, "Copy curriculum: how many times the span recurs after its source (1..64)")
       ->capture_default_str();
   sub->add_option("--copy-random", a->o.copy.random_fraction,

@@ -69,6 +69,8 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   const auto& family = models::family(o.arch);
   MIMIC_CHECK(o.position_init == "normal" || o.position_init == "sinusoidal", "--position-init must be normal or sinusoidal, got '",
               o.position_init, "'");
+  MIMIC_CHECK(o.position_scale > 0 && o.position_scale <= 10, "--position-scale must lie in (0, 10], got ", o.position_scale);
+  MIMIC_CHECK(o.position_scale == 0.02 || o.position_init == "sinusoidal", "--position-scale sets the sinusoidal table's size: it needs --position-init sinusoidal");
   MIMIC_CHECK(o.position_init == "normal" || o.init.empty(),
               "--position-init sets up a fresh model's position table; --init continues a trained one");
   const bool gpt2 = family.causal;
@@ -105,7 +107,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   if (o.position_init == "sinusoidal") {
     torch::NoGradGuard no_grad;
     auto table = model->module().named_parameters()[family.position_table()];
-    table.copy_(sinusoidal_table(table.size(0), table.size(1), 0.02).to(table.dtype()));
+    table.copy_(sinusoidal_table(table.size(0), table.size(1), o.position_scale).to(table.dtype()));
   }
   const auto summary = model->summary();
   const int64_t ctx = summary.max_positions;
@@ -174,6 +176,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
                    {"grad_accum", t.grad_accum}};
   if (!o.init.empty()) t.fingerprint["init"] = models::model_digest(*model);
   if (o.position_init != "normal") t.fingerprint["position_init"] = o.position_init;  // absent: older runs still resume
+  if (o.position_scale != 0.02) t.fingerprint["position_scale"] = o.position_scale;
   if (o.copy.fraction > 0) {
     t.fingerprint["copy"] = {{"fraction", o.copy.fraction}, {"min_span", o.copy.min_span}, {"max_span", o.copy.max_span}};
     if (o.copy.copies != 1) t.fingerprint["copy"]["copies"] = o.copy.copies;  // absent for K = 1: older runs still resume

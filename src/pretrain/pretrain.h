@@ -28,6 +28,10 @@ struct PretrainOptions {
   // back" a linear function of the embeddings, so previous-token heads, the first half of an induction
   // circuit, need not first be learned from a random table.
   std::string position_init = "normal";
+  // RMS of the sinusoidal table's entries. 0.02 matches the token embeddings' initialisation; then the position
+  // signal is a tenth of the token signal once those have grown (measured on the first gpt2-mini: row norms 0.15
+  // vs 1.34), too weak for a previous-token head to form quickly. Larger values make position a strong signal.
+  double position_scale = 0.02;
   int64_t seq_len = 256;
   int64_t batch_size = 16;
   int64_t eval_batches = 20;        // validation batches per evaluation
