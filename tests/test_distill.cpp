@@ -362,6 +362,35 @@ TEST(DistillTrain, HedgehogLowersKlOnATinyRecord) {
   for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(ev.layers[i].after.mean.kl, r.layers[i].after.mean.kl, 1e-6);
 }
 
+TEST(DistillTrain, AHybridStudentTrainsItsMapAndWindowWeightAndSavesItsKind) {
+  TempDir dir;
+  auto o = train_options(dir.file("hybrid.safetensors"));
+  o.attention = "hybrid:window=4";
+  o.feature_map = "hedgehog_softmax";
+  o.epochs = 10;
+  auto r = dist::distill(o);
+  ASSERT_EQ(r.layers.size(), 2u);
+  for (const auto& l : r.layers) EXPECT_LT(l.after.mean.kl, l.before.mean.kl) << "layer " << l.layer;
+  auto maps = dist::DistilledMaps::open(o.out);
+  EXPECT_EQ(maps.kind(), "hybrid");
+  EXPECT_EQ(maps.attention().at("window"), 4);
+  EXPECT_EQ(maps.feature_map(), "hedgehog_softmax");
+  auto f = mimic::io::SafeTensorsFile::open(o.out);
+  ASSERT_TRUE(f.contains("layer_00.window_logit"));
+  EXPECT_GT(f.load("layer_00.window_logit", at::kDouble).abs().max().item<double>(), 0.0);  // moved from logit(0.5) = 0
+  // the student kind is checked: the teacher's kind, map options in the spec, unknown kinds
+  for (const auto& [spec, msg] : std::vector<std::pair<std::string, std::string>>{
+           {"softmax", "the teacher's, not a student's"},
+           {"hybrid:feature_map=elu", "give 'feature_map' with --feature-map"},
+           {"cosine", "unknown attention kind 'cosine'"},
+           {"hybrid:window", "'window' is not key=value"},
+           {"hybrid:window=0", "option 'window' must be an integer in [1, 65536]"}}) {
+    auto bad = train_options(dir.file("bad.safetensors"));
+    bad.attention = spec;
+    EXPECT_MIMIC_ERROR(dist::distill(bad), msg);
+  }
+}
+
 TEST(DistillMapsFile, AFileWithoutAKindReadsAsLinearAndAReferenceKindIsRefused) {
   TempDir dir;
   auto o = train_options(dir.file("maps.safetensors"));

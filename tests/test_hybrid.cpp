@@ -429,3 +429,15 @@ TEST(MixedKernel, RebuildsFromItsOptionsAndRefusesBadHeadLists) {
   EXPECT_MIMIC_ERROR(make_attention_kernel("mixed", {{"softmax_heads", {1}}, {"kind", "softmax"}}, H, D), "student kind");
   EXPECT_MIMIC_ERROR(make_attention_kernel("mixed", {{"heads", {1}}}, H, D), "unknown mixed attention option 'heads'");
 }
+
+TEST(KindSpec, ParsesKindAndTypedOptionsAndRefusesMalformedSpecs) {
+  auto k = parse_kind_spec("hybrid:window=64,mix=fixed,window_weight=0.25,affine=true");
+  EXPECT_EQ(k.kind, "hybrid");
+  EXPECT_EQ(k.options, (nlohmann::json{{"window", 64}, {"mix", "fixed"}, {"window_weight", 0.25}, {"affine", true}}));
+  EXPECT_EQ(parse_kind_spec("linear").options, nlohmann::json::object());
+  EXPECT_MIMIC_ERROR(parse_kind_spec("cosine:w=1"), "unknown attention kind 'cosine'");
+  EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:"), "expected KIND:key=value");
+  EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:window"), "'window' is not key=value");
+  EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:w=1,w=2"), "option 'w' given twice");
+  EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:w=4,"), "'' is not key=value");
+}
