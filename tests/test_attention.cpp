@@ -407,6 +407,20 @@ TEST(FeatureMaps, UnknownNamesAndOptionsAreClearErrors) {
   EXPECT_THROW(make_feature_map(spec("elu", {{"t", 1}})), mimic::Error);
 }
 
+// Map options that size parameters and features are bounded (kMaxFeatureDim): --map-options '{"feature_dim":
+// 1000000000}' allocated gigabytes before it was refused by anything. The bound is checked before any allocation.
+TEST(FeatureMaps, FeatureCountsAboveTheBoundAreClearErrors) {
+  EXPECT_MIMIC_ERROR(make_feature_map(spec("hedgehog", {{"feature_dim", 1000000000}})),
+                     "feature map 'hedgehog': option 'feature_dim' must be in [2, 65536], got 1000000000");
+  EXPECT_MIMIC_ERROR(make_feature_map(spec("hedgehog_softmax", {{"feature_dim", 65538}})), "must be in [2, 65536]");
+  EXPECT_MIMIC_ERROR(make_feature_map(spec("t2r", {{"feature_dim", int64_t{1} << 40}})), "option 'feature_dim' must be in [1, 65536]");
+  EXPECT_MIMIC_ERROR(make_feature_map(spec("t2r", {{"feature_dim", -3}})), "must be in [1, 65536], got -3");
+  EXPECT_MIMIC_ERROR(make_feature_map(spec("performer", {{"features", 70000}})), "option 'features' must be in [1, 65536]");
+  // the bound itself and ordinary sizes are accepted
+  EXPECT_EQ(make_feature_map(spec("t2r", {{"feature_dim", kMaxFeatureDim}}))->feature_dim(), kMaxFeatureDim);
+  EXPECT_EQ(make_feature_map(spec("hedgehog", {{"feature_dim", 16}}))->feature_dim(), 16);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // The kernel: maps + gates + decay through every form, gradients reaching map and gate parameters.
 

@@ -203,7 +203,7 @@ TEST(Bench, AttentionHelpAndErrors) {
     EXPECT_NE(bad_window.code, 0) << w;
     EXPECT_EQ(bad_window.err.rfind("mimic: error: ", 0), 0u) << bad_window.err;
     EXPECT_EQ(std::count(bad_window.err.begin(), bad_window.err.end(), '\n'), 1) << bad_window.err;
-    EXPECT_NE(bad_window.err.find("--window must be in 1 ... 65536, got " + std::string(w)), std::string::npos) << bad_window.err;
+    EXPECT_NE(bad_window.err.find("--window: must be an integer in [1, 65536], got " + std::string(w)), std::string::npos) << bad_window.err;
   }
   EXPECT_NE(run_cli("bench").code, 0);  // `bench` needs a benchmark name
 }

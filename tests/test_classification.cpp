@@ -9,6 +9,7 @@
 #include "mimic/eval/metrics.h"
 #include "mimic/finetune/classify.h"
 #include "mimic/models/model.h"
+#include "mimic/text/tokenizer.h"
 #include "test_util.h"
 
 using namespace mimic;
@@ -139,4 +140,32 @@ TEST(ClassificationFinetune, LearnsAWordDecidedTask) {
   auto cfg = nlohmann::json::parse(mimic::test::read_bytes(dir.file("out/config.json")));
   EXPECT_EQ(cfg["id2label"]["1"], "pos");
   EXPECT_EQ(cfg["architectures"][0], "BertForSequenceClassification");
+}
+
+// The sizes of a classification run are checked before anything is read: --seq-len 0 made encode() resize the
+// ids to nothing and write [SEP] through ids.back() (heap corruption), a batch of 0 never advanced the
+// evaluation loop. The CLI refuses both first (tools/ranges.h); these are the library's own guards.
+TEST(ClassificationFinetune, SequenceLengthsBelowThreeAndEmptyBatchesAreErrors) {
+  finetune::ClassifyOptions o;
+  o.model_dir = "no-such-model";
+  o.data = "no-such-set";  // not read: the sizes are refused first
+  o.seq_len = 0;
+  EXPECT_MIMIC_ERROR(finetune::finetune_classifier(o), "--seq-len must be at least 3 for classification");
+  o.seq_len = 2;
+  EXPECT_MIMIC_ERROR(finetune::finetune_classifier(o), "got 2");
+  o.seq_len = 16;
+  o.batch_size = 0;
+  EXPECT_MIMIC_ERROR(finetune::finetune_classifier(o), "--batch-size must be at least 1");
+
+  const auto dir = mimic::test::model_with_tokenizer("bert-mlm");  // the real vocabulary, a fresh 2-label head
+  models::LoadOptions lo;
+  lo.head = "cls";
+  lo.labels = {"neg", "pos"};
+  auto model = models::load_model(dir, lo);
+  auto tok = text::load_tokenizer(dir);
+  const std::vector<data::Example> examples = {{"a wonderful day", 1, "d1"}, {"a terrible day", 0, "d2"}};
+  const int64_t k = 2;
+  for (int64_t len : {0, 1, 2}) EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, examples, k, len, 8), "at least 3");
+  EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, examples, k, 16, 0), "--batch-size must be at least 1");
+  EXPECT_EQ(finetune::evaluate_classifier(*model, *tok, examples, k, 3, 8).metrics.n, 2);  // [CLS] one token [SEP]
 }

@@ -207,3 +207,90 @@ TEST(Cli, FinetuneAndEvalClassifierAndSplitPerplexity) {
   EXPECT_GT(lj["perplexity"].get<double>(), 1000.0);  // random weights: near the vocabulary size
   expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --data moby-dick --split dev"), "unknown split 'dev'");
 }
+
+// Every numeric option has a range (tools/ranges.h) that the command line is checked against while it is parsed:
+// an out-of-range value is one line naming the option and its range and a non-zero exit, before any model or data
+// is loaded (no other option is given: nothing could be loaded). The first rows are the values a hostile probe
+// found crashing, hanging or silently accepted (issue 20); the rest cover every command and kind of range.
+TEST(Cli, OutOfRangeNumericOptionsAreRefusedByNameBeforeAnyWork) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // {arguments, the option the error must name}
+      {"finetune --task lm --checkpoint-every 0", "--checkpoint-every"},  // was SIGFPE in train::train
+      {"finetune --task cls --seq-len 0", "--seq-len"},                   // was heap corruption
+      {"eval --task cls --seq-len 0", "--seq-len"},
+      {"info --system --threads 100000", "--threads"},  // spawned hundreds of threads
+      {"finetune --lr -1", "--lr"},                      // these three exited 0
+      {"finetune --warmup -1", "--warmup"},
+      {"finetune --min-lr-ratio 2", "--min-lr-ratio"},
+      {"eval --stride 0", "--stride"},  // 0 silently meant the default
+      {"record --seq-len 0", "--seq-len"},
+      {"distill --seq-len 0", "--seq-len"},
+      // common options
+      {"tokenize --threads -1", "--threads"},
+      {"forward --seed -1", "--seed"},  // wrapped around to 2^64 - 1
+      {"export --seed 1.5", "--seed"},
+      // training
+      {"finetune --lr nan", "--lr"},
+      {"finetune --lr inf", "--lr"},
+      {"finetune --steps 0", "--steps"},
+      {"finetune --batch-size 0", "--batch-size"},
+      {"finetune --grad-accum 0", "--grad-accum"},
+      {"finetune --weight-decay -0.1", "--weight-decay"},
+      {"finetune --eval-every -1", "--eval-every"},
+      {"finetune --eval-batches 0", "--eval-batches"},
+      {"finetune --kd -1", "--kd"},
+      {"finetune --kd-lm-weight 1.5", "--kd-lm-weight"},
+      {"finetune --lora -1", "--lora"},
+      {"pretrain --checkpoint-every 0", "--checkpoint-every"},
+      {"pretrain --snapshot-every -1", "--snapshot-every"},
+      {"pretrain --seq-len 1", "--seq-len"},
+      {"pretrain --lr 0", "--lr"},
+      {"pretrain --steps 1e3", "--steps"},  // not an integer
+      {"pretrain --copy-fraction 1.5", "--copy-fraction"},
+      {"pretrain --copy-span 0,8", "--copy-span"},
+      {"pretrain --copy-repeats 65", "--copy-repeats"},
+      {"pretrain --position-scale 0", "--position-scale"},
+      {"distill --epochs -1", "--epochs"},
+      {"distill --val-fraction 1", "--val-fraction"},
+      {"distill --batch-size 0", "--batch-size"},
+      {"distill --samples 0", "--samples"},
+      {"distill --patience -1", "--patience"},
+      {"distill --ce-weight -1", "--ce-weight"},
+      // evaluation, generation, recording, reports, benchmarks
+      {"eval --window 1", "--window"},
+      {"eval --batch-size 0", "--batch-size"},
+      {"eval --lengths 128,0", "--lengths"},
+      {"eval --trials 0", "--trials"},
+      {"eval --digits 19", "--digits"},
+      {"eval --alternatives 0", "--alternatives"},
+      {"eval --segments 0", "--segments"},
+      {"generate --max-new-tokens 0", "--max-new-tokens"},
+      {"generate --temperature -0.5", "--temperature"},
+      {"generate --top-k -1", "--top-k"},
+      {"record --samples -1", "--samples"},
+      {"record --batch-size 0", "--batch-size"},
+      {"record --gzip 10", "--gzip"},
+      {"report --top-k 0", "--top-k"},
+      {"report --plot-tokens 1", "--plot-tokens"},
+      {"report --plot-sample -1", "--plot-sample"},
+      {"bench attention --repeats 0", "--repeats"},
+      {"bench attention --chunk 0", "--chunk"},
+      {"bench generate --new-tokens 1", "--new-tokens"},
+      {"bench generate --prompt-lengths 0", "--prompt-lengths"},
+  };
+  for (const auto& [args, option] : cases) {
+    SCOPED_TRACE(args);
+    auto r = mimic_cli(args);
+    expect_one_line_error(r, option + ": must be ");
+    // the valid range, e.g. "in [1, 10^9]" or "in (0, 10]"
+    EXPECT_TRUE(r.err.find(" in [") != std::string::npos || r.err.find(" in (") != std::string::npos) << r.err;
+  }
+  // --help shows each option's range
+  auto h = mimic_cli("finetune --help");
+  for (const char* s : {"--checkpoint-every INT:[1, 10^9]", "--lr FLOAT:(0, 10]", "--min-lr-ratio FLOAT:[0, 1]", "--threads INT:[0, "})
+    EXPECT_NE(h.out.find(s), std::string::npos) << s;
+  // an accepted integer is read as the decimal number written (CLI11 alone reads "02" as octal, "0x2" as hex)
+  auto t = mimic_cli("info --system --json --threads 02");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_EQ(nlohmann::json::parse(t.out)["threads"], 2);
+}

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
@@ -207,6 +208,33 @@ TEST(TrainEngine, NonFiniteLossStopsNamingTheStep) {
   auto r = train(task2, o);
   EXPECT_EQ(r.steps, 20);
   EXPECT_NE(mimic::test::read_bytes(dir2.file("log.jsonl")).find("skipped"), std::string::npos);
+}
+
+// A library user bypasses the CLI's ranges (tools/ranges.h): train() checks the options itself, before it creates
+// the output directory. checkpoint_every = 0 was a SIGFPE (done % 0); the others trained on silently.
+TEST(TrainEngine, OutOfRangeOptionsAreErrorsBeforeAnythingIsWritten) {
+  TempDir dir;
+  Toy toy;
+  auto task = toy.task();
+  const std::string out = dir.file("out");
+  const std::vector<std::pair<std::function<void(TrainOptions&)>, std::string>> cases = {
+      {[](TrainOptions& o) { o.checkpoint_every = 0; }, "checkpoint_every must be >= 1"},
+      {[](TrainOptions& o) { o.log_every = 0; }, "log_every must be >= 1"},
+      {[](TrainOptions& o) { o.snapshot_every = -1; }, "snapshot_every must be >= 0"},
+      {[](TrainOptions& o) { o.patience = -1; }, "patience must be >= 0"},
+      {[](TrainOptions& o) { o.warmup = -1; }, "warmup must be >= 0"},
+      {[](TrainOptions& o) { o.lr = -1; }, "learning rate must be a number > 0"},
+      {[](TrainOptions& o) { o.lr = std::nan(""); }, "learning rate must be a number > 0"},
+      {[](TrainOptions& o) { o.min_lr_ratio = 2; }, "min_lr_ratio must lie in [0, 1]"},
+      {[](TrainOptions& o) { o.adam.weight_decay = -0.1; }, "weight decay must be a number >= 0"},
+      {[](TrainOptions& o) { o.grad_accum = 0; }, "gradient accumulation must be positive"},
+  };
+  for (const auto& [set, message] : cases) {
+    auto o = options(out, 10);
+    set(o);
+    EXPECT_MIMIC_ERROR(train(task, o), message);
+    EXPECT_FALSE(std::filesystem::exists(out)) << message;
+  }
 }
 
 TEST(TrainEngine, CheckpointsAreNeverHalfWritten) {

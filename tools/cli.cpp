@@ -9,12 +9,13 @@
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/models/family.h"
+#include "ranges.h"
 
 namespace mimic::cli {
 
 void add_common_options(CLI::App& sub, Common& common) {
-  sub.add_option("--threads", common.threads, "Threads for LibTorch (default: all cores)")->check(CLI::NonNegativeNumber);
-  sub.add_option("--seed", common.seed, "Random seed")->capture_default_str();
+  sub.add_option("--threads", common.threads, "Threads for LibTorch (0, the default: all cores)")->check(range::threads());
+  sub.add_option("--seed", common.seed, "Random seed")->capture_default_str()->check(range::seed());
   sub.add_flag("--json", common.json, "Print the result as JSON on stdout");
 }
 

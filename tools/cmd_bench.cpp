@@ -7,6 +7,7 @@
 #include "mimic/bench/attention_bench.h"
 #include "mimic/bench/generate_bench.h"
 #include "cli.h"
+#include "ranges.h"
 
 namespace mimic::cli {
 namespace {
@@ -31,13 +32,18 @@ void register_bench(CLI::App& app) {
   auto args = std::make_shared<BenchAttentionArgs>();
   auto* sub = bench->add_subcommand(
       "attention", "Softmax vs linear vs hybrid attention (one head, d=64, hedgehog features): fwd, fwd+bwd, peak memory, decoding");
-  sub->add_option("--max-len", args->options.max_len, "Longest sequence length of the fwd/bwd table (512 ... 32768)")
-      ->capture_default_str();
-  sub->add_option("--repeats", args->options.repeats, "Timed runs per measurement (median), after one warm-up")->capture_default_str();
-  sub->add_option("--chunk", args->options.chunk, "Chunk size of the chunked linear attention")->capture_default_str();
-  // range checked by run_attention_bench, so that a bad value is mimic's one-line error like --max-len's
-  sub->add_option("--window", args->options.window, "Window w of the hybrid form (keys under exact softmax), 1 ... 65536")
-      ->capture_default_str();
+  sub->add_option("--max-len", args->options.max_len, "Longest sequence length of the fwd/bwd table (the lengths are 512, 1024, ... 32768)")
+      ->capture_default_str()
+      ->check(range::integer(512, 32768));
+  sub->add_option("--repeats", args->options.repeats, "Timed runs per measurement (median), after one warm-up")
+      ->capture_default_str()
+      ->check(range::integer(1, 1000));
+  sub->add_option("--chunk", args->options.chunk, "Chunk size of the chunked linear attention")
+      ->capture_default_str()
+      ->check(range::integer(1, 65536));
+  sub->add_option("--window", args->options.window, "Window w of the hybrid form (keys under exact softmax)")
+      ->capture_default_str()
+      ->check(range::integer(1, 65536));
   add_common_options(*sub, args->common);
   sub->callback([args]() {
     start(args->common);
@@ -54,8 +60,11 @@ void register_bench(CLI::App& app) {
   auto* gen = bench->add_subcommand(
       "generate", "Greedy decoding tokens/s: recurrent (KV cache / state) vs parallel recompute, as loaded and all-linear (untrained)");
   gen->add_option("--model", gargs->options.model, "GPT-2 model directory")->required()->transform(model_dir_arg());
-  gen->add_option("--prompt-lengths", gargs->options.prompt_lengths, "Prompt lengths (random tokens)")->delimiter(',')->capture_default_str();
-  gen->add_option("--new-tokens", gargs->options.new_tokens, "Tokens generated per run")->capture_default_str();
+  gen->add_option("--prompt-lengths", gargs->options.prompt_lengths, "Prompt lengths (random tokens; each below the model's context)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(range::tokens(1));
+  gen->add_option("--new-tokens", gargs->options.new_tokens, "Tokens generated per run")->capture_default_str()->check(range::tokens(2));
   gen->add_option("--feature-map", gargs->options.feature_map, "Feature map of the all-linear variant")->capture_default_str();
   gen->add_flag("--no-parallel", gargs->no_parallel, "Skip the parallel recompute (the slow reference)");
   add_common_options(*gen, gargs->common);

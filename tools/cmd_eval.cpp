@@ -14,6 +14,7 @@
 #include "mimic/finetune/classify.h"
 #include "mimic/models/model.h"
 #include "mimic/text/tokenizer.h"
+#include "ranges.h"
 
 namespace mimic::cli {
 namespace {
@@ -222,28 +223,39 @@ void register_eval(CLI::App& app) {
   auto* text = sub->add_option("--text", args->text, "Text to score (lm, copy)");
   sub->add_option("--data", args->data, "lm, copy: corpus all|sotu|moby-dick; cls: spam|sotu-era|FILE.jsonl; mqar: mqar[:...] or ar[:...]");
   sub->add_option("--split", args->split, "Split of --data: train, validation or test")->capture_default_str();
-  auto* window = sub->add_option("--window", args->ppl.window, "lm: tokens per window (default: the model's context)");
-  auto* stride = sub->add_option("--stride", args->ppl.stride, "lm: new tokens scored per window (default: window/2)");
-  auto* seq_len = sub->add_option("--seq-len", args->seq_len, "cls: tokens per example")->capture_default_str();
-  auto* batch_size = sub->add_option("--batch-size", args->batch_size, "cls: examples per batch")->capture_default_str();
+  auto* window = sub->add_option("--window", args->ppl.window, "lm: tokens per window (default: the model's context; a longer one is cut to it)")
+                     ->check(range::tokens(2));
+  auto* stride = sub->add_option("--stride", args->ppl.stride, "lm: new tokens scored per window (default: window/2; a longer one is cut to the window)")
+                     ->check(range::tokens(1));
+  auto* seq_len = sub->add_option("--seq-len", args->seq_len, "cls: tokens per example, [CLS] and [SEP] included")
+                      ->capture_default_str()
+                      ->check(range::tokens(3));
+  auto* batch_size = sub->add_option("--batch-size", args->batch_size, "cls: examples per batch")->capture_default_str()->check(range::batch());
   sub->add_option("--teacher", args->teacher, "Also evaluate this model (e.g. the softmax teacher of a converted model) and print both side by side")
       ->transform(model_dir_arg());
   auto* lengths = sub->add_option("--lengths", args->passkey.lengths, "passkey: tokens per sequence (prompt + answer), e.g. 128,256,512")
       ->delimiter(',')
-      ->capture_default_str();
-  auto* trials = sub->add_option("--trials", args->passkey.trials, "passkey: keys per length")->capture_default_str();
-  auto* digits = sub->add_option("--digits", args->passkey.digits, "passkey: digits per key")->capture_default_str();
+      ->capture_default_str()
+      ->check(range::tokens(1));
+  auto* trials = sub->add_option("--trials", args->passkey.trials, "passkey: keys per length")
+      ->capture_default_str()
+      ->check(range::integer(1, 100000));
+  // a key of more than 18 digits does not fit the 64-bit integer it is drawn as
+  auto* digits = sub->add_option("--digits", args->passkey.digits, "passkey: digits per key")
+      ->capture_default_str()
+      ->check(range::integer(1, 18));
   auto* alternatives = sub->add_option("--alternatives", args->passkey.alternatives, "passkey: random wrong keys the true one is ranked against")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(range::integer(1, 10000));
   auto* segments = sub->add_option("--segments", args->copy.segments, "copy: segments of the text, evenly spaced")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{100000}));
+      ->check(range::integer(1, 100000));
   auto* segment_len = sub->add_option("--segment-len", args->copy.segment_len, "copy: tokens per segment (run doubled: at most half the context)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{2}, int64_t{1} << 20));
+      ->check(range::tokens(2));
   auto* examples = sub->add_option("--examples", args->recall.examples, "mqar: examples of the split to score")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
+      ->check(range::count(1));
   add_common_options(*sub, args->common);
   // The tasks each task-specific option serves: given to another task it is refused, never ignored.
   const std::vector<std::pair<CLI::Option*, std::vector<std::string>>> serves = {

@@ -9,6 +9,7 @@
 #include "mimic/generate/generate.h"
 #include "mimic/models/model.h"
 #include "mimic/text/tokenizer.h"
+#include "ranges.h"
 
 namespace mimic::cli {
 namespace {
@@ -85,9 +86,15 @@ void register_generate(CLI::App& app) {
   auto* sub = app.add_subcommand("generate", "Continue a prompt with a causal LM (greedy or sampled; KV cache / recurrent state)");
   sub->add_option("--model", args->model, "Model directory (GPT-2, softmax, linear or mixed attention)")->required()->transform(model_dir_arg());
   sub->add_option("--prompt", args->prompt, "The text to continue")->required();
-  sub->add_option("--max-new-tokens", args->options.max_new_tokens, "Tokens to generate at most")->capture_default_str();
-  sub->add_option("--temperature", args->options.temperature, "0 = greedy; > 0 samples from softmax(logits / T)")->capture_default_str();
-  sub->add_option("--top-k", args->options.top_k, "Sample among the K most likely tokens only (0 = all)")->capture_default_str();
+  sub->add_option("--max-new-tokens", args->options.max_new_tokens, "Tokens to generate at most (fewer when the context ends)")
+      ->capture_default_str()
+      ->check(range::tokens(1));
+  sub->add_option("--temperature", args->options.temperature, "0 = greedy; > 0 samples from softmax(logits / T)")
+      ->capture_default_str()
+      ->check(range::real(0, 100));
+  sub->add_option("--top-k", args->options.top_k, "Sample among the K most likely tokens only (0 = all)")
+      ->capture_default_str()
+      ->check(range::integer(0, range::kMaxTokens));
   sub->add_option("--mode", args->mode, "recurrent (KV cache / recurrent state) or parallel (recompute every step, the reference)")
       ->capture_default_str()
       ->check(CLI::IsMember({"recurrent", "parallel"}));

@@ -6,6 +6,7 @@
 #include "mimic/io/atomic_file.h"
 #include "mimic/data/recall_tasks.h"
 #include "mimic/pretrain/pretrain.h"
+#include "ranges.h"
 
 namespace mimic::cli {
 namespace {
@@ -63,24 +64,31 @@ void register_pretrain(CLI::App& app) {
   sub->add_option("--init", a->o.init, "Continue from this model's weights instead of a fresh model (no --config)")
       ->transform(model_dir_arg());
   sub->add_option("--copy-fraction", a->o.copy.fraction,
-                  "Copy curriculum: the fraction of training blocks in which an earlier span recurs later (0..1; docs/data.md)")
-      ->capture_default_str();
-  sub->add_option("--copy-span", a->copy_span, "Copy curriculum: MIN,MAX tokens of a copied span (log-uniform)")->delimiter(',');
+                  "Copy curriculum: the fraction of training blocks in which an earlier span recurs later (docs/data.md)")
+      ->capture_default_str()
+      ->check(range::fraction());
+  sub->add_option("--copy-span", a->copy_span, "Copy curriculum: MIN,MAX tokens of a copied span (log-uniform)")
+      ->delimiter(',')
+      ->check(range::tokens(1));
   sub->add_option("--position-init", a->o.position_init,
                   "A fresh model's position table: normal (random) or sinusoidal (sin/cos, still learned; docs/data.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"normal", "sinusoidal"}));
   sub->add_option("--position-scale", a->o.position_scale,
-                  "With --position-init sinusoidal: the RMS of the table's entries (0.02 = the token embeddings' init; (0, 10])")
-      ->capture_default_str();
-  sub->add_option("--copy-repeats", a->o.copy.copies, "Copy curriculum: how many times the span recurs after its source (1..64)")
-      ->capture_default_str();
+                  "With --position-init sinusoidal: the RMS of the table's entries (0.02 = the token embeddings' init)")
+      ->capture_default_str()
+      ->check(range::real(0, 10, /*open_low=*/true));
+  sub->add_option("--copy-repeats", a->o.copy.copies, "Copy curriculum: how many times the span recurs after its source")
+      ->capture_default_str()
+      ->check(range::integer(1, 64));
   sub->add_option("--copy-random", a->o.copy.random_fraction,
-                  "Copy curriculum: the share of copied spans that are random tokens instead of prose (0..1; docs/data.md)")
-      ->capture_default_str();
+                  "Copy curriculum: the share of copied spans that are random tokens instead of prose (docs/data.md)")
+      ->capture_default_str()
+      ->check(range::fraction());
   sub->add_option("--copy-random-vocab", a->o.copy.random_vocab,
-                  "Copy curriculum: random spans draw from the train split's N most frequent tokens (2..65536)")
-      ->capture_default_str();
+                  "Copy curriculum: random spans draw from the train split's N most frequent tokens")
+      ->capture_default_str()
+      ->check(range::integer(2, 65536));
   sub->add_option("--data", a->o.corpus,
                   "Corpus (all, sotu, moby-dick) or a recall task: mqar[:vocab=V,seq_len=T,pairs=P,power_a=A] or ar[:vocab=V,seq_len=T] "
                   "(docs/recall.md)")
@@ -93,19 +101,25 @@ void register_pretrain(CLI::App& app) {
                   "Attention of every layer of a fresh model: softmax, linear:<map> or sla:<map> (a feature map of the registry)")
       ->capture_default_str();
   sub->add_option("--out", a->o.train.out_dir, "Output directory (model, checkpoint, log)")->required();
-  sub->add_option("--steps", a->o.train.steps, "Optimizer steps")->capture_default_str();
-  sub->add_option("--seq-len", a->o.seq_len, "Tokens per sequence")->capture_default_str();
-  sub->add_option("--batch-size", a->o.batch_size, "Sequences per micro-batch")->capture_default_str();
-  sub->add_option("--grad-accum", a->o.train.grad_accum, "Micro-batches per step")->capture_default_str();
-  sub->add_option("--lr", a->o.train.lr, "Peak learning rate")->capture_default_str();
-  sub->add_option("--warmup", a->o.train.warmup, "Warm-up steps")->capture_default_str();
-  sub->add_option("--weight-decay", a->o.train.adam.weight_decay, "AdamW weight decay (not on biases and norms)")->capture_default_str();
-  sub->add_option("--eval-every", a->o.train.eval_every, "Evaluate every N steps")->capture_default_str();
-  sub->add_option("--eval-batches", a->o.eval_batches, "Validation batches per evaluation")->capture_default_str();
-  sub->add_option("--checkpoint-every", a->o.train.checkpoint_every, "Checkpoint every N steps")->capture_default_str();
+  sub->add_option("--steps", a->o.train.steps, "Optimizer steps")->capture_default_str()->check(range::steps());
+  sub->add_option("--seq-len", a->o.seq_len, "Tokens per sequence (at most the model's context)")
+      ->capture_default_str()
+      ->check(range::tokens(2));
+  sub->add_option("--batch-size", a->o.batch_size, "Sequences per micro-batch")->capture_default_str()->check(range::batch());
+  sub->add_option("--grad-accum", a->o.train.grad_accum, "Micro-batches per step")->capture_default_str()->check(range::batch());
+  sub->add_option("--lr", a->o.train.lr, "Peak learning rate")->capture_default_str()->check(range::learning_rate());
+  sub->add_option("--warmup", a->o.train.warmup, "Warm-up steps")->capture_default_str()->check(range::steps_or_zero());
+  sub->add_option("--weight-decay", a->o.train.adam.weight_decay, "AdamW weight decay (not on biases and norms)")
+      ->capture_default_str()
+      ->check(range::weight_decay());
+  sub->add_option("--eval-every", a->o.train.eval_every, "Evaluate every N steps (0: only at the end)")
+      ->capture_default_str()
+      ->check(range::steps_or_zero());
+  sub->add_option("--eval-batches", a->o.eval_batches, "Validation batches per evaluation")->capture_default_str()->check(range::count(1));
+  sub->add_option("--checkpoint-every", a->o.train.checkpoint_every, "Checkpoint every N steps")->capture_default_str()->check(range::steps());
   sub->add_option("--snapshot-every", a->o.train.snapshot_every, "Also export the model every N steps to OUT/step-N (0: never)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(range::steps_or_zero());
   sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
   sub->add_flag("--fresh", a->o.train.fresh, "Ignore an existing checkpoint and start over");
   add_common_options(*sub, a->common);

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "mimic/core/error.h"
 #include "mimic/record/record.h"
+#include "ranges.h"
 
 namespace mimic::cli {
 namespace {
@@ -58,13 +59,13 @@ void register_record(CLI::App& app) {
   sub->add_flag("--repeat", a->o.repeat, "Each sample is a segment followed by itself ([A A]): for the induction scores of report");
   sub->add_option("--split", a->o.split, "Split of a corpus: train, validation or test")->capture_default_str();
   sub->add_option("--out", a->o.out, "Output file (.h5); an existing one with the same settings is resumed / extended")->required();
-  sub->add_option("--samples", a->o.samples, "Samples in the file (0: every block of the data)")->capture_default_str();
-  sub->add_option("--seq-len", a->o.seq_len, "Tokens per sample (default: min(256, the model's context))");
+  sub->add_option("--samples", a->o.samples, "Samples in the file (0: every block of the data)")->capture_default_str()->check(range::count(0));
+  sub->add_option("--seq-len", a->o.seq_len, "Tokens per sample (default: min(256, the model's context); BERT: at least 3)")->check(range::tokens(2));
   sub->add_option("--layers", a->o.layers, "Layers to record: all, or a list like 0,2,4-5")->capture_default_str();
-  sub->add_option("--weights-samples", a->o.weights_samples, "Also store the softmax weights of the first K samples")->capture_default_str();
+  sub->add_option("--weights-samples", a->o.weights_samples, "Also store the softmax weights of the first K samples")->capture_default_str()->check(range::count(0));
   sub->add_option("--dtype", a->o.dtype, "Storage of q, k, v, o, weights")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
-  sub->add_option("--batch-size", a->o.batch_size, "Samples per forward pass")->capture_default_str();
-  sub->add_option("--gzip", a->o.compression, "gzip level 0-9 (0: none)")->capture_default_str()->check(CLI::Range(0, 9));
+  sub->add_option("--batch-size", a->o.batch_size, "Samples per forward pass")->capture_default_str()->check(range::batch());
+  sub->add_option("--gzip", a->o.compression, "gzip level (0: none)")->capture_default_str()->check(range::integer(0, 9));
   sub->add_flag("--fresh", a->o.fresh, "Overwrite an existing --out instead of resuming it");
   add_common_options(*sub, a->common);
   sub->callback([a]() { run(*a); });

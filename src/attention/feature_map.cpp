@@ -1,6 +1,7 @@
 #include "mimic/attention/feature_map.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "mimic/core/error.h"
 
@@ -58,7 +59,9 @@ double MapOptions::number(const std::string& key, double fallback) {
   const auto* j = find(key);
   if (!j) return fallback;
   MIMIC_CHECK(j->is_number(), "feature map '", spec_.name, "': option '", key, "' must be a number, got ", j->dump());
-  return j->get<double>();
+  const double v = j->get<double>();
+  MIMIC_CHECK(std::isfinite(v), "feature map '", spec_.name, "': option '", key, "' must be a finite number, got ", j->dump());
+  return v;
 }
 
 int64_t MapOptions::integer(const std::string& key, int64_t fallback) {
@@ -66,6 +69,14 @@ int64_t MapOptions::integer(const std::string& key, int64_t fallback) {
   if (!j) return fallback;
   MIMIC_CHECK(j->is_number_integer(), "feature map '", spec_.name, "': option '", key, "' must be an integer, got ", j->dump());
   return j->get<int64_t>();
+}
+
+int64_t MapOptions::integer(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) {
+  const bool given = spec_.options.contains(key);
+  const int64_t v = integer(key, fallback);
+  MIMIC_CHECK(!given || (v >= lo && v <= hi), "feature map '", spec_.name, "': option '", key, "' must be in [", lo, ", ", hi,
+              "], got ", spec_.options.at(key).dump());
+  return v;
 }
 
 bool MapOptions::flag(const std::string& key, bool fallback) {

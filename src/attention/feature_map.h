@@ -57,12 +57,19 @@ struct FeatureMapInfo {
 };
 const std::vector<FeatureMapInfo>& feature_maps();
 
+// The most features a map option may ask for (hedgehog and t2r feature_dim, performer features). Maps allocate
+// parameters of n_head × head_dim × F and features of [B, H, T, F] from it, so an unbounded value ("feature_dim":
+// 1000000000) was gigabytes before the first step; 65536 is 512 times the Hedgehog paper's 2 × head_dim.
+inline constexpr int64_t kMaxFeatureDim = 65536;
+
 // Reads a map's options and rejects the ones it did not ask for (finish()).
 class MapOptions {
  public:
   MapOptions(const FeatureMapSpec& spec);
-  double number(const std::string& key, double fallback);
+  double number(const std::string& key, double fallback);  // finite
   int64_t integer(const std::string& key, int64_t fallback);
+  // An integer in [lo, hi] when given (the fallback is not checked): a mimic::Error naming the map, option and range.
+  int64_t integer(const std::string& key, int64_t fallback, int64_t lo, int64_t hi);
   bool flag(const std::string& key, bool fallback);
   std::string text(const std::string& key, const std::string& fallback);
   void finish() const;  // throws for options that no read asked for

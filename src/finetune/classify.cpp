@@ -11,7 +11,15 @@ namespace mimic::finetune {
 
 namespace {
 
-// [CLS] text [SEP], cut to seq_len (the final [SEP] kept).
+// The sequence length and batch size of a classification run or evaluation. [CLS] and [SEP] take two
+// tokens, so a length below 3 leaves no text (and 0 made encode() write through ids.back() of an empty vector:
+// heap corruption); a batch of 0 never advanced evaluate_classifier's loop.
+void check_sizes(int64_t seq_len, int64_t batch_size) {
+  MIMIC_CHECK(seq_len >= 3, "--seq-len must be at least 3 for classification ([CLS] token [SEP]), got ", seq_len);
+  MIMIC_CHECK(batch_size >= 1, "--batch-size must be at least 1, got ", batch_size);
+}
+
+// [CLS] text [SEP], cut to seq_len (the final [SEP] kept); seq_len >= 3 (check_sizes).
 std::vector<int64_t> encode(const text::Tokenizer& tok, const std::string& text, int64_t seq_len) {
   auto ids = tok.encode(text, true);
   if (static_cast<int64_t>(ids.size()) > seq_len) {
@@ -49,6 +57,7 @@ Batch make_batch(const std::vector<std::vector<int64_t>>& ids, const std::vector
 ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& tok, const std::vector<data::Example>& examples,
                                  int64_t num_labels, int64_t seq_len, int64_t batch_size) {
   MIMIC_CHECK(!examples.empty(), "no examples to evaluate");
+  check_sizes(seq_len, batch_size);
   torch::NoGradGuard no_grad;
   std::vector<int64_t> predicted, truth;
   double loss = 0;
@@ -72,6 +81,7 @@ ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& to
 }
 
 ClassifyResult finetune_classifier(const ClassifyOptions& o) {
+  check_sizes(o.seq_len, o.batch_size);  // before any file is read
   torch::manual_seed(o.seed);  // dropout draws from the global generator: a run is a function of its seed
   auto data = data::load_classification(o.data);
   MIMIC_CHECK(!data.train.empty() && !data.validation.empty(), "data set '", o.data, "' needs train and validation examples");

@@ -100,6 +100,19 @@ void append_log(const std::string& path, const nlohmann::json& j) {
 TrainResult train(TrainTask& task, const TrainOptions& o) {
   MIMIC_CHECK(!o.out_dir.empty(), "training needs an output directory");
   MIMIC_CHECK(o.steps > 0 && o.grad_accum > 0, "steps and gradient accumulation must be positive");
+  // The CLI checks these ranges already (tools/ranges.h); a library user reaches this directly, and
+  // `done % checkpoint_every` with 0 was a SIGFPE, a negative or NaN lr a run that silently diverges.
+  MIMIC_CHECK(o.checkpoint_every >= 1, "checkpoint_every must be >= 1 (a checkpoint every N steps), got ", o.checkpoint_every);
+  MIMIC_CHECK(o.log_every >= 1, "log_every must be >= 1 (a log line every N steps), got ", o.log_every);
+  MIMIC_CHECK(o.snapshot_every >= 0, "snapshot_every must be >= 0 (0: no snapshots), got ", o.snapshot_every);
+  MIMIC_CHECK(o.patience >= 0, "patience must be >= 0 (0: no early stopping), got ", o.patience);
+  MIMIC_CHECK(o.warmup >= 0, "warmup must be >= 0 steps, got ", o.warmup);
+  MIMIC_CHECK(std::isfinite(o.lr) && o.lr > 0, "the learning rate must be a number > 0, got ", o.lr);
+  MIMIC_CHECK(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "min_lr_ratio must lie in [0, 1], got ", o.min_lr_ratio);
+  MIMIC_CHECK(std::isfinite(o.adam.weight_decay) && o.adam.weight_decay >= 0, "weight decay must be a number >= 0, got ",
+              o.adam.weight_decay);
+  MIMIC_CHECK(!std::isnan(o.grad_clip), "grad_clip must be a number (<= 0: off), got ", o.grad_clip);
+  MIMIC_CHECK(o.max_skips >= 0, "max_skips must be >= 0, got ", o.max_skips);
   MIMIC_CHECK(!task.params.empty(), "nothing to train: no trainable parameters");
   fs::create_directories(o.out_dir);
   const std::string ckpt = o.out_dir + "/" + kCheckpoint;

@@ -10,7 +10,7 @@ class Hedgehog : public FeatureMapImpl {
  public:
   Hedgehog(const FeatureMapSpec& spec, bool softmax) : FeatureMapImpl(spec), softmax_(softmax) {
     MapOptions o(spec);
-    features_ = o.integer("feature_dim", 2 * spec.head_dim);
+    features_ = o.integer("feature_dim", 2 * spec.head_dim, 2, kMaxFeatureDim);
     const bool tied = o.flag("tied", false), bias = o.flag("bias", true);
     o.finish();
     MIMIC_CHECK(features_ >= 2 && features_ % 2 == 0, "feature map '", spec.name, "': feature_dim must be even and >= 2, got ",

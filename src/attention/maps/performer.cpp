@@ -17,7 +17,7 @@ class Performer : public FeatureMapImpl {
  public:
   explicit Performer(const FeatureMapSpec& spec) : FeatureMapImpl(spec) {
     MapOptions o(spec);
-    features_ = o.integer("features", 2 * spec.head_dim);
+    features_ = o.integer("features", 2 * spec.head_dim, 1, kMaxFeatureDim);
     orthogonal_ = o.flag("orthogonal", true);
     redraw_ = o.flag("redraw", false);
     seed_ = o.integer("seed", 0);

@@ -8,7 +8,7 @@ class T2R : public FeatureMapImpl {
  public:
   explicit T2R(const FeatureMapSpec& spec) : FeatureMapImpl(spec) {
     MapOptions o(spec);
-    features_ = o.integer("feature_dim", spec.head_dim);
+    features_ = o.integer("feature_dim", spec.head_dim, 1, kMaxFeatureDim);
     const bool tied = o.flag("tied", false), bias = o.flag("bias", true);
     o.finish();
     MIMIC_CHECK(features_ >= 1, "feature map 't2r': feature_dim must be >= 1, got ", features_);

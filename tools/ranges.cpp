@@ -1,0 +1,107 @@
+#include "ranges.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "mimic/core/runtime.h"
+
+namespace mimic::cli::range {
+namespace {
+
+// Bounds as a reader would write them: 10^9 rather than 1000000000, 2^20 rather than 1048576.
+std::string show(int64_t v) {
+  if (v >= 10000) {
+    int64_t p = 1;
+    int k = 0;
+    while (p < v && p <= std::numeric_limits<int64_t>::max() / 10) p *= 10, ++k;
+    if (p == v) return "10^" + std::to_string(k);
+  }
+  if (v >= (int64_t{1} << 20) && (v & (v - 1)) == 0) {
+    int k = 0;
+    while ((int64_t{1} << k) < v) ++k;
+    return "2^" + std::to_string(k);
+  }
+  return std::to_string(v);
+}
+
+std::string show(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// Decimal digits with an optional sign, nothing else. CLI11 itself reads integers with strtoll(…, 0), where
+// "010" is 8 and "0x10" is 16; the validator rewrites the accepted text to its decimal value so that what the
+// option receives is what the user typed.
+template <typename T>
+bool parse_decimal(std::string s, T& out) {
+  if (!s.empty() && s[0] == '+') s.erase(0, 1);
+  if (s.empty()) return false;
+  const char* end = s.data() + s.size();
+  auto [ptr, ec] = std::from_chars(s.data(), end, out);
+  return ec == std::errc() && ptr == end;
+}
+
+}  // namespace
+
+CLI::Validator integer(int64_t lo, int64_t hi, const std::string& note) {
+  const std::string range = "[" + show(lo) + ", " + show(hi) + "]";
+  return CLI::Validator(
+      [lo, hi, range, note](std::string& input) -> std::string {
+        int64_t v = 0;
+        if (parse_decimal(input, v) && v >= lo && v <= hi) {
+          input = std::to_string(v);
+          return {};
+        }
+        return "must be an integer in " + range + (note.empty() ? "" : " (" + note + ")") + ", got " + input;
+      },
+      range);
+}
+
+CLI::Validator real(double lo, double hi, bool open_low, bool open_high) {
+  const std::string range = (open_low ? "(" : "[") + show(lo) + ", " + show(hi) + (open_high ? ")" : "]");
+  return CLI::Validator(
+      [=](std::string& input) -> std::string {
+        double v = 0;
+        const bool number = CLI::detail::lexical_cast(input, v) && std::isfinite(v);  // as CLI11 will read it
+        if (number && (open_low ? v > lo : v >= lo) && (open_high ? v < hi : v <= hi)) return {};
+        return "must be a number in " + range + ", got " + input;
+      },
+      range);
+}
+
+CLI::Validator steps() { return integer(1, kMaxSteps); }
+CLI::Validator steps_or_zero() { return integer(0, kMaxSteps); }
+CLI::Validator batch() { return integer(1, kMaxBatch); }
+CLI::Validator tokens(int64_t lo) { return integer(lo, kMaxTokens); }
+CLI::Validator count(int64_t lo) { return integer(lo, kMaxCount); }
+// Learning rates far above 1 only diverge; the cap catches a misplaced exponent (1e3 for 1e-3).
+CLI::Validator learning_rate() { return real(0, 10, /*open_low=*/true); }
+CLI::Validator weight_decay() { return real(0, 10); }
+CLI::Validator fraction() { return real(0, 1); }
+
+// More threads than cores only slows LibTorch down; 4 per core leaves room for experiments, and a typo
+// (--threads 100000) no longer spawns hundreds of OpenMP threads.
+CLI::Validator threads() {
+  const int64_t cap = 4 * static_cast<int64_t>(std::max(1, available_cores()));
+  return integer(0, cap, "0: all cores; at most 4 per core");
+}
+
+CLI::Validator seed() {
+  const std::string range = "[0, 2^64 - 1]";
+  return CLI::Validator(
+      [range](std::string& input) -> std::string {
+        uint64_t v = 0;
+        if (parse_decimal(input, v)) {
+          input = std::to_string(v);
+          return {};
+        }
+        return "must be an integer in " + range + ", got " + input;
+      },
+      range);
+}
+
+}  // namespace mimic::cli::range

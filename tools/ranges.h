@@ -1,0 +1,41 @@
+// The valid ranges of mimic's numeric options, in one place (docs/reliability.md, "Options and their ranges").
+//
+// Every numeric option of every command takes one of these validators with ->check(...). CLI11 runs it while
+// parsing, before any command has started work (no model loaded, no file read or written), so an out-of-range
+// value is one line — "mimic: error: --OPTION: must be an integer in [LO, HI], got X" — and a non-zero exit; and
+// the validator's description is the range that --help prints next to the option ("INT:[1, 10^9]"). The library
+// checks the same limits again where a library user could bypass the CLI (train::train, the feature maps, ...);
+// what only the data can decide (a length against the model's context) stays there.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace mimic::cli::range {
+
+// Caps shared by every option of one kind, so that commands agree. They are far above any real use and only
+// keep a typo from asking for unbounded time or memory.
+inline constexpr int64_t kMaxSteps = 1'000'000'000;  // optimizer steps, warm-up, "every N steps"
+inline constexpr int64_t kMaxTokens = 1 << 20;       // sequence lengths, windows, strides, tokens to generate
+inline constexpr int64_t kMaxBatch = 65536;          // batch sizes, gradient accumulation
+inline constexpr int64_t kMaxCount = 10'000'000;     // samples, examples, evaluation batches
+
+// A whole number in [lo, hi]; `note` (e.g. "0: all cores") is added to the error message.
+CLI::Validator integer(int64_t lo, int64_t hi, const std::string& note = "");
+// A finite number in [lo, hi]; open_low / open_high exclude the bound: (lo, hi], [lo, hi).
+CLI::Validator real(double lo, double hi, bool open_low = false, bool open_high = false);
+
+// The ranges by kind of option.
+CLI::Validator steps();                               // optimizer steps, "every N" with no 0 meaning: [1, 10^9]
+CLI::Validator steps_or_zero();                       // warm-up, "every N" where 0 means never / only at the end: [0, 10^9]
+CLI::Validator batch();                               // batch sizes, micro-batches per step: [1, 65536]
+CLI::Validator tokens(int64_t lo);                    // lengths in tokens: [lo, 2^20]
+CLI::Validator count(int64_t lo);                     // samples, examples, batches: [lo, 10^7]
+CLI::Validator learning_rate();                       // (0, 10]
+CLI::Validator weight_decay();                        // [0, 10]
+CLI::Validator fraction();                            // [0, 1]
+CLI::Validator threads();                             // [0, 4 × cores]; 0: all cores
+CLI::Validator seed();                                // [0, 2^64 − 1] (a negative seed would wrap around silently)
+
+}  // namespace mimic::cli::range
