@@ -13,6 +13,15 @@ namespace mimic::attention {
 
 class DistillableKernel : public AttentionKernelImpl {
  public:
+  // The fast form (forward_fast). When the capture asks for the weights (record, report), the quadratic form
+  // instead, its weights stored in the capture: the same function, with the weights the fast form never builds.
+  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) final {
+    if (!ctx.capture || !ctx.capture->want_weights) return forward_fast(q, k, v, ctx);
+    at::Tensor w;
+    auto o = forward_quadratic(q, k, v, ctx, &w);
+    ctx.capture->weights = w.detach();
+    return o;
+  }
   // The quadratic reference form: the output [B, H, T, head_dim] and, when asked, the attention weights and
   // their logarithms [B, H, T, T] (log-weights computed stably, not as log(weights); -inf where a key is not
   // visible). Equal to forward() up to rounding.
@@ -26,6 +35,10 @@ class DistillableKernel : public AttentionKernelImpl {
   virtual std::string parameter_group(const std::string& name) const = 0;
   // The feature map the kernel runs (a name of the maps registry), for reports and messages.
   virtual std::string feature_map() const = 0;
+
+ protected:
+  // The kernel's own fast form (chunked or bidirectional, ...), equal to forward_quadratic up to rounding.
+  virtual at::Tensor forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) = 0;
 };
 
 }  // namespace mimic::attention

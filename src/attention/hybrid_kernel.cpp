@@ -79,13 +79,7 @@ HybridOptions HybridAttention::hybrid_options(bool causal) const {
   return o;
 }
 
-at::Tensor HybridAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
-  if (ctx.capture && ctx.capture->want_weights) {
-    at::Tensor w;
-    auto o = forward_quadratic(q, k, v, ctx, &w);
-    ctx.capture->weights = w.detach();
-    return o;
-  }
+at::Tensor HybridAttention::forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
   return hybrid_attention(q, k, v, features(q, k, ctx.scale, 0), ctx.scale, hybrid_options(ctx.causal), ctx.key_padding_mask);
 }
 

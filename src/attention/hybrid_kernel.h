@@ -30,7 +30,6 @@ struct HybridConfig {
 class HybridAttention : public LinearAttention {
  public:
   HybridAttention(const HybridConfig& config, int64_t n_head, int64_t head_dim);
-  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
   std::string kind() const override { return "hybrid"; }
   nlohmann::json config_json() const override { return hybrid_.to_json(); }
   // Decoding: the cache is a HybridState (ring of w keys + linear state); a prompt runs the chunked form.
@@ -45,6 +44,9 @@ class HybridAttention : public LinearAttention {
   at::Tensor window_weight() const;  // σ_h, [H]
   const HybridConfig& hybrid_config() const { return hybrid_; }
   at::Tensor window_logit;  // [H], learned mix only
+
+ protected:
+  at::Tensor forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
 
  private:
   HybridConfig hybrid_;

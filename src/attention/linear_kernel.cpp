@@ -116,13 +116,7 @@ Features LinearAttention::features(const at::Tensor& q, const at::Tensor& k, dou
   return f;
 }
 
-at::Tensor LinearAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
-  if (ctx.capture && ctx.capture->want_weights) {
-    at::Tensor w;
-    auto o = forward_quadratic(q, k, v, ctx, &w);
-    ctx.capture->weights = w.detach();
-    return o;
-  }
+at::Tensor LinearAttention::forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
   return linear_attention(features(q, k, ctx.scale, 0), v, options(ctx.causal), ctx.key_padding_mask);
 }
 

@@ -50,9 +50,7 @@ class HeadGatesImpl : public torch::nn::Module {
 class LinearAttention : public DistillableKernel {
  public:
   LinearAttention(const LinearAttentionConfig& config, int64_t n_head, int64_t head_dim);
-  // The fast form: chunked when ctx.causal, bidirectional otherwise. Fills ctx.capture->weights (the quadratic
-  // form's weights) when asked.
-  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
+
   std::string kind() const override { return "linear"; }
   nlohmann::json config_json() const override { return config_.to_json(); }
 
@@ -76,6 +74,10 @@ class LinearAttention : public DistillableKernel {
   const LinearAttentionConfig& config() const { return config_; }
   FeatureMap map;
   std::shared_ptr<HeadGatesImpl> gates;  // null without SLA gates
+
+ protected:
+  // The fast form: chunked when ctx.causal, bidirectional otherwise.
+  at::Tensor forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
 
  private:
   LinearAttentionConfig config_;

@@ -45,13 +45,7 @@ AttentionContext without_capture(const AttentionContext& ctx) {
 }
 }  // namespace
 
-at::Tensor MixedAttention::forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
-  if (ctx.capture && ctx.capture->want_weights) {
-    at::Tensor w;
-    auto o = forward_quadratic(q, k, v, ctx, &w);
-    ctx.capture->weights = w.detach();
-    return o;
-  }
+at::Tensor MixedAttention::forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
   const auto c = without_capture(ctx);
   auto out = student_->forward(q, k, v, c);
   auto kept = softmax_->forward(heads_of(q, softmax_heads_), heads_of(k, softmax_heads_), heads_of(v, softmax_heads_), c);

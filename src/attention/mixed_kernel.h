@@ -24,7 +24,6 @@ class MixedAttention : public DistillableKernel {
  public:
   // student: a distillable kernel over all n_head heads; softmax_heads: sorted, distinct, in [0, n_head), not all.
   MixedAttention(std::vector<int64_t> softmax_heads, std::shared_ptr<DistillableKernel> student, int64_t n_head);
-  at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
   std::string kind() const override { return "mixed"; }
   // {"softmax_heads": [...], "kind": the student's kind, "options": its options}
   nlohmann::json config_json() const override;
@@ -40,6 +39,9 @@ class MixedAttention : public DistillableKernel {
 
   const std::vector<int64_t>& softmax_heads() const { return softmax_heads_; }
   const std::shared_ptr<DistillableKernel>& student() const { return student_; }
+
+ protected:
+  at::Tensor forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
 
  private:
   std::vector<int64_t> softmax_heads_;
