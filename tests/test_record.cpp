@@ -5,6 +5,8 @@
 #include <H5Cpp.h>
 #include <torch/torch.h>
 
+#include <functional>
+
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -14,6 +16,7 @@
 #include "mimic/core/layers.h"
 #include "mimic/data/classification.h"
 #include "mimic/models/model.h"
+#include "mimic/record/hdf5.h"
 #include "mimic/record/record.h"
 #include "test_util.h"
 #include "mimic/text/tokenizer.h"
@@ -337,6 +340,46 @@ TEST(Record, MismatchedSettingsAndDamagedFilesAreRefused) {
   EXPECT_MIMIC_ERROR(mimic::parse_layers("0,7", 2), "layer 7 does not exist");
   EXPECT_MIMIC_ERROR(mimic::parse_layers("a", 2), "not a layer number");
   EXPECT_EQ(mimic::parse_layers("1,0-1", 3), (std::vector<int64_t>{0, 1}));
+}
+
+// A record whose attributes disagree with its datasets (or with sanity) is refused when it is opened, naming the
+// attribute or dataset: never a crash or an unbounded allocation in distill or report later (issue 20's probe
+// found a SIGSEGV for a rank-0 q and for layers = [], and gigabytes for n_head 1e9).
+TEST(Record, AttributesThatDisagreeWithTheDatasetsAreRefusedWhenTheRecordIsOpened) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("t.txt"), kText);
+  auto o = options(gpt2_dir(), dir.file("t.txt"), dir.file("r.h5"));
+  o.samples = 2;
+  mimic::record::record(o);
+  EXPECT_NO_THROW(mimic::record::RecordReader{o.out});
+  const auto good = mimic::test::read_bytes(o.out);
+  // damage(F): a copy of the good record changed by F, opened
+  auto damaged = [&](const std::function<void(H5::H5File&)>& change) {
+    mimic::test::write_bytes(dir.file("d.h5"), good);
+    {
+      H5::H5File f(dir.file("d.h5"), H5F_ACC_RDWR);
+      change(f);
+    }
+    return mimic::record::RecordReader(dir.file("d.h5"));
+  };
+  auto set = [](const char* name, const nlohmann::json& v) {
+    return [=](H5::H5File& f) {
+      f.removeAttr(name);
+      mimic::record::write_attr(f, name, v);
+    };
+  };
+  EXPECT_MIMIC_ERROR(damaged(set("layers", nlohmann::json::array())), "lists no layers");
+  EXPECT_MIMIC_ERROR(damaged(set("layers", {1, 1})), "layer 1 is listed twice");
+  EXPECT_MIMIC_ERROR(damaged(set("n_head", 1000000000)), "n_head 1000000000 is out of range");
+  EXPECT_MIMIC_ERROR(damaged(set("n_head", 4)), "dataset layer_00/q has shape");
+  EXPECT_MIMIC_ERROR(damaged(set("samples_done", 10000000)), "dataset input_ids has shape");
+  EXPECT_MIMIC_ERROR(damaged(set("seq_len", 0)), "seq_len 0 is out of range");
+  EXPECT_MIMIC_ERROR(damaged([](H5::H5File& f) {
+                       f.unlink("layer_00/q");
+                       f.openGroup("layer_00").createDataSet("q", H5::PredType::NATIVE_FLOAT, H5::DataSpace(H5S_SCALAR));
+                     }),
+                     "dataset layer_00/q has shape []");
+  EXPECT_MIMIC_ERROR(damaged([](H5::H5File& f) { f.unlink("layer_01/v"); }), "dataset layer_01/v is missing");
 }
 
 // Through the CLI: a run killed with SIGKILL at an arbitrary moment, started again with the same command,

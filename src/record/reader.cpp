@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <numeric>
 
 #include "mimic/core/error.h"
 #include "mimic/record/hdf5.h"
@@ -50,12 +51,52 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
     impl_->model_digest = digest.is_string() ? digest.get<std::string>() : std::string();
     impl_->weights_samples = std::min(impl_->samples, read_attr(f, "weights_samples").get<int64_t>());
     for (auto l : impl_->layers) impl_->scales[l] = read_attr(f.openGroup(layer_group(l)), "scale").get<double>();
+    check_shapes();
+  } catch (const Error&) {
+    throw;
   } catch (const H5::Exception& e) {
     fail(path, ": unreadable record (", h5_error_text(e), ")");
   } catch (const nlohmann::json::exception& e) {
     fail(path, ": a root attribute is missing or has the wrong type (", e.what(), ")");
   }
 }
+// The root attributes bound every later read and allocation, so they are checked against sane limits and against
+// what the datasets really hold, here, once: a damaged or hostile file is an error naming what disagrees, never a
+// crash or gigabytes of allocation later.
+void RecordReader::check_shapes() const {
+  const auto& r = *impl_;
+  const auto& path = r.path;
+  MIMIC_CHECK(r.samples >= 0 && r.samples <= (int64_t{1} << 31), path, ": samples_done ", r.samples, " is out of range");
+  MIMIC_CHECK(r.seq_len >= 1 && r.seq_len <= (int64_t{1} << 20), path, ": seq_len ", r.seq_len, " is out of range [1, 2^20]");
+  MIMIC_CHECK(r.n_head >= 1 && r.n_head <= 4096, path, ": n_head ", r.n_head, " is out of range [1, 4096]");
+  MIMIC_CHECK(r.head_dim >= 1 && r.head_dim <= 65536, path, ": head_dim ", r.head_dim, " is out of range [1, 65536]");
+  MIMIC_CHECK(r.weights_samples >= 0, path, ": weights_samples ", r.weights_samples, " is negative");
+  MIMIC_CHECK(!r.layers.empty(), path, ": the record lists no layers (root attribute 'layers' is empty)");
+  for (size_t i = 0; i < r.layers.size(); ++i) {
+    MIMIC_CHECK(r.layers[i] >= 0 && r.layers[i] < 100000, path, ": layer index ", r.layers[i], " is out of range");
+    MIMIC_CHECK(std::count(r.layers.begin(), r.layers.end(), r.layers[i]) == 1, path, ": layer ", r.layers[i], " is listed twice");
+  }
+  // every dataset: its rank and row shape as the attributes say, and at least as many rows as they claim
+  auto expect = [&](const std::string& name, std::vector<hsize_t> row, int64_t rows) {
+    MIMIC_CHECK(r.file.nameExists(name), path, ": dataset ", name, " is missing");
+    const auto d = dims_of(r.file.openDataSet(name));
+    std::vector<hsize_t> want{static_cast<hsize_t>(rows)};
+    want.insert(want.end(), row.begin(), row.end());
+    bool ok = d.size() == want.size() && d[0] >= want[0];
+    for (size_t i = 1; ok && i < d.size(); ++i) ok = d[i] == want[i];
+    MIMIC_CHECK(ok, path, ": dataset ", name, " has shape ", nlohmann::json(d).dump(), ", but the record's attributes say [>=", rows,
+                std::accumulate(row.begin(), row.end(), std::string(), [](std::string a, hsize_t x) { return a + ", " + std::to_string(x); }),
+                "]");
+  };
+  const auto T = static_cast<hsize_t>(r.seq_len), H = static_cast<hsize_t>(r.n_head), D = static_cast<hsize_t>(r.head_dim);
+  expect("input_ids", {T}, r.samples);
+  expect("attention_mask", {T}, r.samples);
+  for (auto l : r.layers) {
+    for (const char* name : {"q", "k", "v", "o"}) expect(layer_group(l) + "/" + name, {H, T, D}, r.samples);
+    if (r.weights_samples > 0) expect(layer_group(l) + "/weights", {H, T, T}, r.weights_samples);
+  }
+}
+
 RecordReader::~RecordReader() = default;
 RecordReader::RecordReader(RecordReader&&) noexcept = default;
 int64_t RecordReader::samples() const { return impl_->samples; }

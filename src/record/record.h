@@ -109,6 +109,7 @@ class RecordReader {
   at::Tensor read(int64_t layer, const std::string& name, int64_t begin, int64_t count) const;
 
  private:
+  void check_shapes() const;  // attributes against limits and against the datasets' shapes
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
