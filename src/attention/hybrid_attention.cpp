@@ -191,9 +191,11 @@ at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Te
   auto [wnum, wden] = window_sums(q, Ak.narrow(2, 1, t + w - 1), Av.narrow(2, 1, t + w - 1), valid.narrow(1, 1, t + w - 1), w,
                                   scale, o.window_weight, window_block(o), o.exact, &wshift);
   if (state) {
-    state->k = Ak.narrow(2, t, w);
-    state->v = Av.narrow(2, t, w);
-    state->fk = Afk.narrow(2, t, w);
+    // Copies, not views: a view would keep the whole [w + T] buffer of a long prompt alive inside a state that
+    // claims (and is reported as) w slots.
+    state->k = Ak.narrow(2, t, w).clone();
+    state->v = Av.narrow(2, t, w).clone();
+    state->fk = Afk.narrow(2, t, w).clone();
     state->filled = std::min(w, filled + t);
     state->position += t;
   }

@@ -23,6 +23,7 @@ MixedAttention::MixedAttention(std::vector<int64_t> softmax_heads, std::shared_p
     MIMIC_CHECK(i == 0 || softmax_heads_[i] > softmax_heads_[i - 1], "softmax heads must be sorted and distinct, got ",
                 nlohmann::json(softmax_heads_).dump());
   }
+  index_ = torch::tensor(softmax_heads_, torch::kLong);
   register_module("student", student_);
   softmax_ = make_attention_kernel("softmax", nlohmann::json::object(), n_head, 1);
 }
@@ -32,11 +33,9 @@ nlohmann::json MixedAttention::config_json() const {
 }
 
 namespace {
-at::Tensor heads_of(const at::Tensor& x, const std::vector<int64_t>& heads) {
-  return x.index_select(1, torch::tensor(heads, torch::dtype(torch::kLong).device(x.device())));
-}
-at::Tensor put_heads(const at::Tensor& all, const std::vector<int64_t>& heads, const at::Tensor& part) {
-  return all.index_copy(1, torch::tensor(heads, torch::dtype(torch::kLong).device(all.device())), part.to(all.dtype()));
+at::Tensor heads_of(const at::Tensor& x, const at::Tensor& index) { return x.index_select(1, index.to(x.device())); }
+at::Tensor put_heads(const at::Tensor& all, const at::Tensor& index, const at::Tensor& part) {
+  return all.index_copy(1, index.to(all.device()), part.to(all.dtype()));
 }
 AttentionContext without_capture(const AttentionContext& ctx) {
   auto c = ctx;
@@ -48,22 +47,22 @@ AttentionContext without_capture(const AttentionContext& ctx) {
 at::Tensor MixedAttention::forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
   const auto c = without_capture(ctx);
   auto out = student_->forward(q, k, v, c);
-  auto kept = softmax_->forward(heads_of(q, softmax_heads_), heads_of(k, softmax_heads_), heads_of(v, softmax_heads_), c);
-  return put_heads(out, softmax_heads_, kept);
+  auto kept = softmax_->forward(heads_of(q, index_), heads_of(k, index_), heads_of(v, index_), c);
+  return put_heads(out, index_, kept);
 }
 
 at::Tensor MixedAttention::forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                              at::Tensor* weights, at::Tensor* log_weights) {
   const auto c = without_capture(ctx);
   auto out = student_->forward_quadratic(q, k, v, c, weights, log_weights);
-  auto qs = heads_of(q, softmax_heads_), ks = heads_of(k, softmax_heads_), vs = heads_of(v, softmax_heads_);
+  auto qs = heads_of(q, index_), ks = heads_of(k, index_), vs = heads_of(v, index_);
   auto w = softmax_weights(qs, ks, c);
-  if (weights) *weights = put_heads(*weights, softmax_heads_, w);
+  if (weights) *weights = put_heads(*weights, index_, w);
   if (log_weights) {
     const double tiny = std::numeric_limits<float>::min();
-    *log_weights = put_heads(*log_weights, softmax_heads_, w.clamp_min(tiny).log().clamp_min(log_weight_floor()));
+    *log_weights = put_heads(*log_weights, index_, w.clamp_min(tiny).log().clamp_min(log_weight_floor()));
   }
-  return put_heads(out, softmax_heads_, torch::matmul(w, vs.to(w.dtype())));
+  return put_heads(out, index_, torch::matmul(w, vs.to(w.dtype())));
 }
 
 namespace {
@@ -92,10 +91,10 @@ at::Tensor MixedAttention::forward_cached(const at::Tensor& q, const at::Tensor&
   auto& mc = cached_call<MixedCache>(cache, ctx, kind());
   const auto c = without_capture(ctx);
   auto out = student_->forward_cached(q, k, v, c, *mc.student);
-  auto kept = softmax_->forward_cached(heads_of(q, softmax_heads_), heads_of(k, softmax_heads_), heads_of(v, softmax_heads_), c,
+  auto kept = softmax_->forward_cached(heads_of(q, index_), heads_of(k, index_), heads_of(v, index_), c,
                                        *mc.softmax);
   mc.position = mc.student->position;
-  return put_heads(out, softmax_heads_, kept);
+  return put_heads(out, index_, kept);
 }
 
 std::string MixedAttention::parameter_group(const std::string& name) const {

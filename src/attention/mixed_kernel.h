@@ -45,6 +45,7 @@ class MixedAttention : public DistillableKernel {
 
  private:
   std::vector<int64_t> softmax_heads_;
+  at::Tensor index_;  // softmax_heads_ as an int64 tensor, built once
   std::shared_ptr<DistillableKernel> student_;
   AttentionKernel softmax_;
 };
