@@ -285,3 +285,57 @@ TEST(BenchGenerate, HybridModelDirectoryReportsItsKernelCachesFlatInThePrompt) {
   EXPECT_EQ(j["rows"][0]["attention"], "hybrid (as loaded)");
   EXPECT_EQ(j["rows"][0]["state_bytes"], r.rows[0].state_bytes);
 }
+
+// `mimic bench train` at gpt2-mini's widths on two short lengths: one row per length, softmax first and the
+// kinds in the order given, each a real training step (a random model's first losses are near ln V), the
+// ratios and dense GFLOP/s computed from the measured times, and the targets reported as not
+// measured when their length was not run.
+TEST(BenchTrain, EveryKindReallyTrainsAndTheRatiosComeFromTheMeasuredTimes) {
+  auto r = run_cli("bench train --lengths 16,32 --tokens-per-step 64 --repeats 1 --threads 1 --json "
+                   "--kinds 'linear:feature_map=hedgehog;hybrid:window=8,feature_map=hedgehog_softmax'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["benchmark"], "train");
+  EXPECT_EQ(j["config"]["threads"], 1);
+  EXPECT_EQ(j["config"]["widths"][0]["name"], "mini");
+  const double gemm = j["gemm_gflops"].get<double>();
+  EXPECT_GT(gemm, 0);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  const double dense = 6 * (6 * (4 * 192 * 192 + 2 * 192 * 768) + 50257.0 * 192);  // FLOPs per token
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& row = j["rows"][i];
+    const int64_t T = i == 0 ? 16 : 32;
+    EXPECT_EQ(row["T"], T);
+    EXPECT_EQ(row["batch"], 64 / T);
+    ASSERT_EQ(row["kinds"].size(), 3u);
+    EXPECT_EQ(row["kinds"][0]["kind"], "softmax");
+    EXPECT_EQ(row["kinds"][1]["kind"], "linear:feature_map=hedgehog");
+    EXPECT_EQ(row["kinds"][2]["kind"], "hybrid:window=8,feature_map=hedgehog_softmax");
+    const double softmax_tps = row["kinds"][0]["tokens_per_second"].get<double>();
+    for (const auto& c : row["kinds"]) {
+      const double ms = c["step_ms"].get<double>(), tps = c["tokens_per_second"].get<double>();
+      EXPECT_NEAR(tps, 64 / (ms * 1e-3), 1e-6 * tps) << c.dump();
+      EXPECT_NEAR(c["ratio"].get<double>(), tps / softmax_tps, 1e-9) << c.dump();
+      EXPECT_NEAR(c["dense_gflops"].get<double>(), dense * tps / 1e9, 1e-6 * dense * tps / 1e9) << c.dump();
+      EXPECT_NEAR(c["gemm_share"].get<double>(), c["dense_gflops"].get<double>() / gemm, 1e-9);
+      EXPECT_GT(c["peak_mb"].get<double>(), 0) << c.dump();
+      // Random tokens under near-uniform logits: the loss of a freshly initialised GPT-2 is about ln(50257);
+      // two AdamW steps on the same batch lower it.
+      EXPECT_NEAR(c["first_loss"].get<double>(), std::log(50257.0), 0.5) << c.dump();
+      EXPECT_LT(c["last_loss"].get<double>(), c["first_loss"].get<double>() - 0.1) << c.dump();
+    }
+  }
+  ASSERT_EQ(j["targets"].size(), 6u);
+  for (const auto& t : j["targets"]) EXPECT_EQ(t["status"], "n/a") << t.dump();
+  EXPECT_EQ(j["targets"][0]["name"], "linear:feature_map=hedgehog training step >= 1x softmax's tokens/s at 256 (mini)");
+}
+
+TEST(BenchTrain, AnUnknownWidthOrKindIsAOneLineError) {
+  auto r = run_cli("bench train --widths medium --threads 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("--widths"), std::string::npos) << r.err;
+  r = run_cli("bench train --kinds nosuch --lengths 16 --tokens-per-step 16 --threads 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("nosuch"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}

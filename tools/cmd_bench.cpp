@@ -1,4 +1,5 @@
 // mimic bench generate — decoding tokens/s (src/bench/generate_bench.{h,cpp}).
+// mimic bench train — whole-model training steps, softmax vs converted kinds (src/bench/train_bench.{h,cpp}).
 // mimic bench attention — softmax vs linear vs hybrid (sliding window + linear) attention: forward,
 // forward+backward and peak memory by sequence length, recurrent decoding per token and state bytes by
 // context, and the targets they are checked against. The measuring lives in src/bench/attention_bench.{h,cpp}.
@@ -6,6 +7,7 @@
 
 #include "mimic/bench/attention_bench.h"
 #include "mimic/bench/generate_bench.h"
+#include "mimic/bench/train_bench.h"
 #include "cli.h"
 #include "ranges.h"
 
@@ -17,6 +19,12 @@ struct BenchAttentionArgs {
   bench::AttentionBenchOptions options;
 };
 
+struct BenchTrainArgs {
+  Common common;
+  bench::TrainBenchOptions options;
+  std::vector<std::string> widths = {"mini"};
+};
+
 struct BenchGenerateArgs {
   Common common;
   bench::GenerateBenchOptions options;
@@ -26,7 +34,7 @@ struct BenchGenerateArgs {
 }  // namespace
 
 void register_bench(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks (attention: softmax vs linear vs hybrid attention speed and memory; generate: decoding tokens/s)");
+  auto* bench = app.add_subcommand("bench", "Benchmarks (attention: softmax vs linear vs hybrid attention speed and memory; generate: decoding tokens/s; train: whole-model training steps)");
   bench->require_subcommand(1);
 
   auto args = std::make_shared<BenchAttentionArgs>();
@@ -53,6 +61,34 @@ void register_bench(CLI::App& app) {
       j["config"]["seed"] = args->common.seed;
       return print_json(j);
     }
+    std::fputs(bench::format_report(result).c_str(), stdout);
+  });
+
+  auto targs = std::make_shared<BenchTrainArgs>();
+  auto* tr = bench->add_subcommand(
+      "train", "Whole-model training steps (forward, backward, AdamW) of a random GPT-2: softmax vs converted attention kinds, by length");
+  tr->add_option("--widths", targs->widths, "Model widths: mini (gpt2-mini, 6x192) and/or small (GPT-2 small, 12x768)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mini", "small"}));
+  tr->add_option("--lengths", targs->options.lengths, "Sequence lengths")->delimiter(',')->capture_default_str()->check(range::tokens(2));
+  tr->add_option("--kinds", targs->options.kinds,
+                 "Attention kinds besides softmax, as KIND[:key=value,...] (kinds.def), separated by ';'")
+      ->delimiter(';')
+      ->capture_default_str();
+  tr->add_option("--tokens-per-step", targs->options.tokens_per_step, "Tokens per training step (batch = tokens / length, at least 1)")
+      ->capture_default_str()
+      ->check(range::tokens(2));
+  tr->add_option("--repeats", targs->options.repeats, "Timed steps per measurement (median), after one warm-up step")
+      ->capture_default_str()
+      ->check(range::integer(1, 1000));
+  add_common_options(*tr, targs->common);
+  tr->callback([targs]() {
+    start(targs->common);
+    targs->options.seed = targs->common.seed;
+    for (const auto& w : targs->widths) targs->options.widths.push_back(bench::train_bench_width(w));
+    auto result = bench::run_train_bench(targs->options);
+    if (targs->common.json) return print_json(bench::to_json(result));
     std::fputs(bench::format_report(result).c_str(), stdout);
   });
 

@@ -1,0 +1,74 @@
+// `mimic bench train`: whole-model training steps (forward, loss, backward, AdamW update) of a GPT-2 with
+// softmax attention against the same model with its attention replaced by other kinds (linear, hybrid, any
+// registered kind with options), by sequence length. What users feel when they finetune a converted model,
+// as opposed to `bench attention`, which times one head alone.
+//
+// The models are random (create_model) at named widths — gpt2-mini's (6 × 192, 8 heads) and GPT-2 small's
+// (12 × 768, 12 heads) — with a position table as long as the longest length measured, so a length beyond a
+// shipped model's context can be timed. Each step sees `tokens_per_step` tokens (batch = tokens / T, at least
+// 1), so every length does about the same dense work and the ratios show what attention costs.
+//
+// Work is counted as dense FLOPs: 6 × (the parameters that multiply activations: every linear layer and the
+// LM head) × tokens. Attention's own FLOPs are left out on purpose: every kind is credited with the same
+// work, so achieved GFLOP/s compare like with like and sit against a GEMM rate measured in the same run.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace mimic::bench {
+
+struct TrainBenchWidth {
+  std::string name;     // "mini", "small", or a test's own name
+  nlohmann::json config;  // a GPT-2 config.json (n_positions is raised to the longest length)
+};
+// The named widths: "mini" (gpt2-mini) and "small" (GPT-2 small); an unknown name is a mimic::Error.
+TrainBenchWidth train_bench_width(const std::string& name);
+
+struct TrainBenchOptions {
+  std::vector<TrainBenchWidth> widths;                   // default: {mini}
+  std::vector<int64_t> lengths = {256, 512, 1024, 2048, 4096};
+  // Attention kinds as "KIND[:key=value,...]" specs (kinds.h); softmax, the reference, is always measured first.
+  std::vector<std::string> kinds = {"linear:feature_map=hedgehog", "hybrid:window=64,feature_map=hedgehog_softmax"};
+  int64_t tokens_per_step = 4096;
+  int repeats = 3;     // timed steps per measurement (median), after one warm-up step
+  uint64_t seed = 0;   // weights and token ids
+  bool progress = true;
+};
+
+struct TrainBenchCell {
+  std::string kind;  // the spec as given ("softmax" for the reference)
+  double step_ms = 0, tokens_per_second = 0;
+  double peak_mb = 0;        // LibTorch CPU allocator bytes alive at once during a step, beyond what lived before
+  double gflops = 0;         // dense FLOPs per second
+  double ratio = 0;          // tokens/s ÷ softmax's at the same width and length
+  // The loss of the warm-up step and of the last timed one: every step trains on the same batch, so the
+  // second is lower when the steps really train.
+  double first_loss = 0, last_loss = 0;
+};
+
+struct TrainBenchRow {
+  std::string width;
+  int64_t length = 0, batch = 0;
+  std::vector<TrainBenchCell> cells;  // softmax first, then options.kinds in order
+};
+
+struct TrainBenchTarget {
+  std::string name, status, detail;  // status "PASS" | "MISS" | "n/a"
+  double value = 0, limit = 0;
+};
+
+struct TrainBenchResult {
+  TrainBenchOptions options;
+  int threads = 0;
+  double gemm_gflops = 0;  // a 2048³ float GEMM on this machine, median of 5
+  std::vector<TrainBenchRow> rows;
+  std::vector<TrainBenchTarget> targets;  // issue 21's: each converted kind vs softmax at mini widths
+};
+
+TrainBenchResult run_train_bench(const TrainBenchOptions& options);
+nlohmann::json to_json(const TrainBenchResult& result);
+std::string format_report(const TrainBenchResult& result);
+
+}  // namespace mimic::bench
