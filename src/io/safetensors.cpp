@@ -78,12 +78,11 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   SafeTensorsFile f;
   f.path_ = path;
   auto where = [&]() { return path + ": "; };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  MIMIC_CHECK(fd >= 0, "cannot open safetensors file ", path, ": ", std::strerror(errno));
+  int fd = open_regular_file(path);
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
     ::close(fd);
-    fail(where(), "not a regular file");
+    fail("cannot read ", path, ": ", std::strerror(errno));
   }
   uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < 8) {
