@@ -185,6 +185,13 @@ at::Tensor SafeTensorsFile::load(const std::string& name) const {
   const auto& t = info(name);
   auto out = torch::empty(t.shape, torch::TensorOptions().dtype(to_scalar_type(t.dtype)));
   if (t.end > t.begin) std::memcpy(out.data_ptr(), data_ + t.begin, t.end - t.begin);
+  // Model weights, distilled maps and checkpoints are all read here, so a NaN or infinity is refused once,
+  // when it is read: before any command computes from it (generate decoded garbage) or writes an output.
+  if (out.is_floating_point() && out.numel() > 0 && !out.isfinite().all().item<bool>()) {
+    const int64_t bad = out.numel() - out.isfinite().sum().item<int64_t>();
+    fail(path_, ": tensor '", name, "' holds ", bad, " NaN or infinite value", bad == 1 ? "" : "s", " (of ", out.numel(),
+         "); weights must be finite numbers (the run that wrote the file probably diverged: use an earlier checkpoint)");
+  }
   return out;
 }
 
