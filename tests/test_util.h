@@ -47,10 +47,12 @@ struct RunResult {
   int code;
   std::string out, err;
 };
-// Runs `mimic ARGS` through the shell, capturing stdout and stderr.
-inline RunResult mimic_cli(const std::string& args) {
+// Runs `mimic ARGS` through the shell, capturing stdout and stderr. With a time limit, a run that has not
+// ended by then is killed and exits with 124 (timeout(1)): a blocking reader fails a test instead of hanging it.
+inline RunResult mimic_cli(const std::string& args, int timeout_seconds = 0) {
   TempDir dir;
-  std::string cmd = std::string(MIMIC_CLI) + " " + args + " >" + dir.file("out") + " 2>" + dir.file("err") + " </dev/null";
+  std::string cmd = (timeout_seconds > 0 ? "timeout " + std::to_string(timeout_seconds) + " " : std::string()) + std::string(MIMIC_CLI) +
+                    " " + args + " >" + dir.file("out") + " 2>" + dir.file("err") + " </dev/null";
   int status = std::system(cmd.c_str());
   return {WEXITSTATUS(status), read_bytes(dir.file("out")), read_bytes(dir.file("err"))};
 }

@@ -68,8 +68,7 @@ TokenCache TokenCache::open(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail(path, ".json: malformed token-cache index: ", e.what());
   }
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  MIMIC_CHECK(fd >= 0, "cannot open token cache ", path, ": ", std::strerror(errno));
+  int fd = io::open_regular_file(path);
   struct stat st {};
   fstat(fd, &st);
   size_t bytes = static_cast<size_t>(st.st_size);

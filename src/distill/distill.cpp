@@ -20,6 +20,7 @@
 #include "mimic/distill/sources.h"
 #include "mimic/data/batches.h"
 #include "mimic/io/atomic_file.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/models/model.h"
 #include "mimic/record/record.h"
@@ -404,9 +405,14 @@ DistillResult distill(const DistillOptions& o) {
                                 {"seed", o.seed}};
   if (spec.kind != "linear") fingerprint["kind"] = spec.kind;  // absent for linear: older checkpoints still resume
   const std::string ckpt_dir = o.out + ".ckpt", done_path = ckpt_dir + "/done.safetensors";
-  if (o.fresh) fs::remove_all(ckpt_dir);
+  if (o.fresh && fs::exists(ckpt_dir) && !fs::is_directory(ckpt_dir)) fs::remove(ckpt_dir);
   MIMIC_CHECK(!fs::exists(ckpt_dir) || fs::is_directory(ckpt_dir), ckpt_dir,
               " is a checkpoint of an older mimic (one file); pass --fresh to start over");
+  // The checkpoint folder stands for the whole run (it and --out): locked before anything is written, and
+  // emptied rather than removed by --fresh, so that the lock stays on the folder the run goes on to use.
+  const auto lock = io::lock_output_dir(ckpt_dir);
+  if (o.fresh)
+    for (const auto& e : fs::directory_iterator(ckpt_dir)) fs::remove_all(e.path());
   Done done;
   DistillResult res;
   res.out = o.out;
@@ -416,7 +422,6 @@ DistillResult distill(const DistillOptions& o) {
     done = load_done(done_path, fingerprint);
     res.resumed = true;
   } else {
-    fs::create_directories(ckpt_dir);
     save_done(done_path, fingerprint, done);  // the settings are checked first on any resume
   }
   int64_t epochs_this_run = 0;

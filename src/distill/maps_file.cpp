@@ -47,6 +47,9 @@ DistilledMaps DistilledMaps::open(const std::string& path) {
   m.feature_map_ =
       attention::as_distillable(attention::make_attention_kernel(m.kind_, m.attention_, m.n_head_, m.head_dim_), path + "'s kernel")
           ->feature_map();
+  // Every tensor is read once here (maps are small), so that a NaN in any layer is refused when the file is
+  // opened, before convert, report or distill --eval-only compute or write anything (load refuses it).
+  for (const auto& name : m.file_->names()) m.file_->load(name);
   return m;
 }
 

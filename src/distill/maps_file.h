@@ -19,7 +19,8 @@ namespace mimic::distill {
 
 class DistilledMaps {
  public:
-  // Opens and checks the file (format, metadata); a file that is no distill output is a mimic::Error naming it.
+  // Opens and checks the file (format, metadata, every tensor finite); a file that is no distill output, or
+  // holds a NaN or an infinity, is a mimic::Error naming it.
   static DistilledMaps open(const std::string& path);
 
   const std::string& path() const { return path_; }

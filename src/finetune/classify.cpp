@@ -4,6 +4,7 @@
 
 #include "mimic/core/error.h"
 #include "mimic/data/batches.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/models/model.h"
 #include "mimic/text/tokenizer.h"
 
@@ -143,6 +144,8 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   t.tokens_per_micro_batch = o.batch_size * o.seq_len;
   t.fingerprint = fingerprint(o);
   t.fingerprint.update({{"task", "cls"}, {"data", o.data}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size}});
+  // Held until the model is promoted and scored: no other run may write this directory meanwhile.
+  const auto lock = io::lock_output_dir(t.out_dir);
   ClassifyResult r;
   r.train = train::train(task, t);
   if (r.train.stopped) return r;

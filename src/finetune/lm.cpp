@@ -8,6 +8,7 @@
 #include "mimic/data/batches.h"
 #include "mimic/data/lm_source.h"
 #include "mimic/data/token_cache.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
 #include "mimic/text/tokenizer.h"
@@ -64,6 +65,8 @@ LmResult finetune_lm(const LmOptions& o) {
   t.fingerprint.update({{"task", "lm"}, {"data", o.corpus}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size},
                         {"eval_batches", o.eval_batches}});
   if (kd) t.fingerprint["kd"] = {{"temperature", o.kd_temperature}, {"lm_weight", o.kd_lm_weight}, {"teacher", o.teacher_dir}};
+  // Held until the model is promoted and scored: no other run may write this directory meanwhile.
+  const auto lock = io::lock_output_dir(t.out_dir);
   LmResult r;
   r.train = train::train(task, t);
   if (r.train.stopped) return r;

@@ -1,23 +1,115 @@
 #include "mimic/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <vector>
 
 #include "mimic/core/error.h"
 
 namespace mimic::io {
 
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kTmpInfix = ".tmp.";
+
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// The pid a temporary's name carries (NAME.tmp.PID), or 0 when the name is no temporary of ours.
+pid_t temporary_pid(const std::string& name) {
+  const auto at = name.rfind(kTmpInfix);
+  if (at == std::string::npos || at == 0) return 0;
+  const std::string digits = name.substr(at + std::strlen(kTmpInfix));
+  if (digits.empty() || digits.size() > 9) return 0;
+  for (char c : digits)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return 0;
+  return static_cast<pid_t>(std::stol(digits));
+}
+
+// EPERM: the process exists but belongs to someone else, so it still runs.
+bool process_runs(pid_t pid) { return pid == ::getpid() || ::kill(pid, 0) == 0 || errno == EPERM; }
+
+const char* file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a named pipe (FIFO)";
+  if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+  if (S_ISSOCK(m)) return "a socket";
+  return "not a regular file";
+}
+
+void fsync_folder(const fs::path& file) {
+  const std::string dir = file.has_parent_path() ? file.parent_path().string() : ".";
+  Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  // Some file systems refuse fsync on a folder (EINVAL); the rename has happened either way.
+  if (d.fd >= 0) ::fsync(d.fd);
+}
+
+}  // namespace
+
+std::string temporary_path(const std::string& path) {
+  const fs::path target(path);
+  const std::string stem = target.filename().string() + kTmpInfix;
+  std::error_code ec;
+  for (fs::directory_iterator it(target.has_parent_path() ? target.parent_path() : fs::path("."), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, stem.size(), stem) != 0 || name.rfind(kTmpInfix) + std::strlen(kTmpInfix) != stem.size()) continue;
+    const pid_t pid = temporary_pid(name);
+    std::error_code rm;
+    if (pid > 0 && !process_runs(pid)) fs::remove(it->path(), rm);
+  }
+  return path + kTmpInfix + std::to_string(::getpid());
+}
+
+int remove_stale_temporaries(const std::string& dir) {
+  std::vector<fs::path> stale;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (it->is_directory(ec)) continue;
+    const pid_t pid = temporary_pid(it->path().filename().string());
+    if (pid > 0 && !process_runs(pid)) stale.push_back(it->path());
+  }
+  int removed = 0;
+  for (const auto& p : stale) removed += fs::remove(p, ec) ? 1 : 0;
+  return removed;
+}
+
+void commit_temporary(const std::string& tmp, const std::string& path) {
+  {
+    Fd f{::open(tmp.c_str(), O_RDONLY | O_CLOEXEC)};
+    if (f.fd < 0 || ::fsync(f.fd) != 0) {
+      const int err = errno;
+      std::remove(tmp.c_str());
+      fail("error while writing ", path, ": ", std::strerror(err), " (disk full?)");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    fail("cannot rename ", tmp, " to ", path, ": ", std::strerror(err));
+  }
+  fsync_folder(fs::path(path));
+}
+
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
-  namespace fs = std::filesystem;
   fs::path target(path);
   if (target.has_parent_path() && !fs::exists(target.parent_path())) fs::create_directories(target.parent_path());
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = temporary_path(path);
   {
     std::ofstream os(tmp, std::ios::binary | std::ios::trunc);
     MIMIC_CHECK(os.good(), "cannot write ", tmp, ": ", std::strerror(errno));
@@ -36,28 +128,55 @@ void write_file_atomically(const std::string& path, const std::function<void(std
       fail("error while writing ", path, " (disk full?)");
     }
   }
-  int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    fail("cannot rename ", tmp, " to ", path, ": ", std::strerror(err));
-  }
+  commit_temporary(tmp, path);
 }
 
 void write_text_atomically(const std::string& path, const std::string& text) {
   write_file_atomically(path, [&](std::ostream& os) { os << text; });
 }
 
+void copy_file_atomically(const std::string& from, const std::string& to) {
+  Fd in{open_regular_file(from)};
+  write_file_atomically(to, [&](std::ostream& os) {
+    std::vector<char> buf(1 << 20);
+    for (;;) {
+      const ssize_t n = ::read(in.fd, buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      MIMIC_CHECK(n >= 0, "cannot read ", from, ": ", std::strerror(errno));
+      if (n == 0) break;
+      os.write(buf.data(), n);
+    }
+  });
+}
+
+int open_regular_file(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading waits for a writer; with it the open returns and fstat refuses it.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  MIMIC_CHECK(fd >= 0, "cannot open ", path, ": ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const mode_t mode = st.st_mode;
+    ::close(fd);
+    fail(path, " is ", file_kind(mode), ", not a regular file; give a regular file");
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+void require_regular_file(const std::string& path) { Fd f{open_regular_file(path)}; }
+
 std::string read_text_file(const std::string& path) {
-  std::ifstream is(path, std::ios::binary);
-  MIMIC_CHECK(is.good(), "cannot read ", path, ": ", std::strerror(errno));
-  std::ostringstream ss;
-  ss << is.rdbuf();
-  return ss.str();
+  Fd in{open_regular_file(path)};
+  std::string out;
+  std::vector<char> buf(1 << 16);
+  for (;;) {
+    const ssize_t n = ::read(in.fd, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    MIMIC_CHECK(n >= 0, "cannot read ", path, ": ", std::strerror(errno));
+    if (n == 0) break;
+    out.append(buf.data(), static_cast<size_t>(n));
+  }
+  return out;
 }
 
 }  // namespace mimic::io

@@ -78,12 +78,11 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   SafeTensorsFile f;
   f.path_ = path;
   auto where = [&]() { return path + ": "; };
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  MIMIC_CHECK(fd >= 0, "cannot open safetensors file ", path, ": ", std::strerror(errno));
+  int fd = open_regular_file(path);
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
     ::close(fd);
-    fail(where(), "not a regular file");
+    fail("cannot read ", path, ": ", std::strerror(errno));
   }
   uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < 8) {
@@ -186,6 +185,13 @@ at::Tensor SafeTensorsFile::load(const std::string& name) const {
   const auto& t = info(name);
   auto out = torch::empty(t.shape, torch::TensorOptions().dtype(to_scalar_type(t.dtype)));
   if (t.end > t.begin) std::memcpy(out.data_ptr(), data_ + t.begin, t.end - t.begin);
+  // Model weights, distilled maps and checkpoints are all read here, so a NaN or infinity is refused once,
+  // when it is read: before any command computes from it (generate decoded garbage) or writes an output.
+  if (out.is_floating_point() && out.numel() > 0 && !out.isfinite().all().item<bool>()) {
+    const int64_t bad = out.numel() - out.isfinite().sum().item<int64_t>();
+    fail(path_, ": tensor '", name, "' holds ", bad, " NaN or infinite value", bad == 1 ? "" : "s", " (of ", out.numel(),
+         "); weights must be finite numbers (the run that wrote the file probably diverged: use an earlier checkpoint)");
+  }
   return out;
 }
 

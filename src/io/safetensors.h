@@ -49,7 +49,8 @@ class SafeTensorsFile {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
 
   // Copies a tensor out of the mapping (the result owns its memory). With `as` set, converts to that
-  // dtype (e.g. F16 storage loaded as float32).
+  // dtype (e.g. F16 storage loaded as float32). A floating tensor holding a NaN or an infinity is a
+  // mimic::Error naming the file and the tensor.
   at::Tensor load(const std::string& name) const;
   at::Tensor load(const std::string& name, at::ScalarType as) const;
 

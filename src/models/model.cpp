@@ -13,6 +13,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/hash.h"
 #include "mimic/io/atomic_file.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/models/checkpoint.h"
 #include "mimic/models/family.h"
 #include "mimic/models/networks.h"
@@ -139,7 +140,7 @@ class HfModel : public Model {
 
   using Model::save;
   void save(const std::string& dir, const SaveOptions& options) const override {
-    fs::create_directories(dir);
+    const auto lock = io::lock_output_dir(dir);
     io::SaveOptions opt;
     opt.metadata = layout_.metadata;
     auto config = config_.raw;
@@ -172,7 +173,7 @@ class HfModel : public Model {
     if (dir_.empty() || !fs::is_directory(dir_) || fs::equivalent(fs::path(dir), fs::path(dir_))) return;
     for (const char* name : kTokenizerFiles) {
       fs::path src = fs::path(dir_) / name;
-      if (fs::exists(src)) fs::copy_file(src, fs::path(dir) / name, fs::copy_options::overwrite_existing);
+      if (fs::exists(src)) io::copy_file_atomically(src.string(), (fs::path(dir) / name).string());
     }
   }
 

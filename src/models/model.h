@@ -98,6 +98,7 @@ class Model {
   virtual torch::nn::Module& module() = 0;
   // Writes config.json + the weights (+ the tokenizer files of the source directory) to `dir`, replacing
   // weights of the other layout (model.safetensors vs. shards and index) left there by an earlier save.
+  // Every file is written atomically, while this process holds `dir` (io::lock_output_dir).
   virtual void save(const std::string& dir, const SaveOptions& options) const = 0;
   void save(const std::string& dir) const { save(dir, SaveOptions{}); }
 

@@ -12,6 +12,7 @@
 #include "mimic/data/lm_source.h"
 #include "mimic/data/recall_tasks.h"
 #include "mimic/data/token_cache.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
 #include "mimic/text/tokenizer.h"
@@ -184,6 +185,8 @@ train::TrainResult pretrain(const PretrainOptions& o) {
       t.fingerprint["copy"]["random"] = {{"fraction", o.copy.random_fraction}, {"vocab", o.copy.random_vocab}};
   }
   if (o.attention != "softmax") t.fingerprint["attention"] = o.attention;
+  // Held until the model is promoted and scored: no other run may write this directory meanwhile.
+  const auto lock = io::lock_output_dir(t.out_dir);
   auto result = train::train(task, t);
   // The output directory itself becomes a model directory (the best checkpoint by validation loss).
   train::promote_best(t.out_dir);

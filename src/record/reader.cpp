@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "mimic/core/error.h"
+#include "mimic/io/atomic_file.h"
 #include "mimic/record/hdf5.h"
 #include "mimic/record/record.h"
 
@@ -30,6 +31,7 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
   H5::Exception::dontPrint();
   impl_->path = path;
   MIMIC_CHECK(fs::exists(path), path, ": no such file");
+  io::require_regular_file(path);  // a FIFO would block HDF5's open forever
   try {
     impl_->file = H5::H5File(path, H5F_ACC_RDONLY);
   } catch (const H5::Exception& e) {

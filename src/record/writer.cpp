@@ -9,6 +9,7 @@
 #include "mimic/attention/attention.h"
 #include "mimic/core/error.h"
 #include "mimic/core/runtime.h"
+#include "mimic/io/atomic_file.h"
 #include "mimic/record/hdf5.h"
 
 namespace mimic::record {
@@ -46,7 +47,7 @@ struct RecordWriter::Impl {
       if (!fs::exists(out)) {
         auto parent = fs::path(out).parent_path();
         if (!parent.empty()) fs::create_directories(parent);
-        std::string tmp = out + ".tmp";
+        const std::string tmp = io::temporary_path(out);
         {
           H5::H5File f(tmp, H5F_ACC_TRUNC);
           for (const auto& [k, v] : layout.settings) write_attr(f, k, v);
@@ -66,7 +67,9 @@ struct RecordWriter::Impl {
           }
           f.flush(H5F_SCOPE_GLOBAL);
         }
-        fs::rename(tmp, out);
+        io::commit_temporary(tmp, out);
+      } else if (!fs::is_regular_file(out)) {
+        io::require_regular_file(out);  // a FIFO would block HDF5's open
       }
     } catch (const H5::Exception& e) {
       fail("cannot create ", out, ": ", h5_error_text(e));

@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
+#include <ostream>
 
 #include "mimic/core/error.h"
+#include "mimic/io/atomic_file.h"
 
 namespace mimic::report {
 
@@ -44,6 +47,16 @@ static void check(cairo_status_t st, const std::string& what) {
   MIMIC_CHECK(st == CAIRO_STATUS_SUCCESS, what, ": ", cairo_status_to_string(st));
 }
 
+namespace {
+// cairo writes its PNG and SVG bytes through this callback into the temporary of io::write_file_atomically.
+cairo_status_t to_stream(void* closure, const unsigned char* data, unsigned int length) {
+  auto& os = *static_cast<std::ostream*>(closure);
+  os.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(length));
+  return os.good() ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
+}
+using Surface = std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)>;
+}  // namespace
+
 std::vector<std::string> save_figure(const std::string& stem, int width, int height, const std::function<void(cairo_t*)>& draw) {
   auto paint = [&](cairo_surface_t* s, const std::string& file) {
     check(cairo_surface_status(s), file);
@@ -57,17 +70,17 @@ std::vector<std::string> save_figure(const std::string& stem, int width, int hei
     check(st, "drawing " + file);
   };
   const std::string png = stem + ".png", svg = stem + ".svg";
-  cairo_surface_t* img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
-  paint(img, png);
-  const auto st = cairo_surface_write_to_png(img, png.c_str());
-  cairo_surface_destroy(img);
-  check(st, "writing " + png);
-  cairo_surface_t* vec = cairo_svg_surface_create(svg.c_str(), width, height);
-  paint(vec, svg);
-  cairo_surface_finish(vec);
-  const auto st2 = cairo_surface_status(vec);
-  cairo_surface_destroy(vec);
-  check(st2, "writing " + svg);
+  io::write_file_atomically(png, [&](std::ostream& os) {
+    Surface img(cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height), cairo_surface_destroy);
+    paint(img.get(), png);
+    check(cairo_surface_write_to_png_stream(img.get(), to_stream, &os), "writing " + png);
+  });
+  io::write_file_atomically(svg, [&](std::ostream& os) {
+    Surface vec(cairo_svg_surface_create_for_stream(to_stream, &os, width, height), cairo_surface_destroy);
+    paint(vec.get(), svg);
+    cairo_surface_finish(vec.get());
+    check(cairo_surface_status(vec.get()), "writing " + svg);
+  });
   return {png, svg};
 }
 

@@ -21,7 +21,7 @@ Rgb heat(double t);     // pale yellow → orange → dark red
 Rgb series_colour(size_t i);
 
 // Runs `draw` on a width × height canvas (white background) and writes STEM.png and STEM.svg. Returns the
-// two file names. A cairo failure is a mimic::Error naming the file.
+// two file names, each written atomically. A cairo failure is a mimic::Error naming the file.
 std::vector<std::string> save_figure(const std::string& stem, int width, int height, const std::function<void(cairo_t*)>& draw);
 
 void set_colour(cairo_t* cr, const Rgb& c, double alpha = 1.0);

@@ -25,6 +25,7 @@
 #include "mimic/distill/distill.h"
 #include "mimic/distill/maps_file.h"
 #include "mimic/io/atomic_file.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/models/model.h"
 #include "mimic/record/record.h"
 #include "mimic/report/figures.h"
@@ -223,7 +224,7 @@ ReportResult report(const ReportOptions& o) {
   res.sources.push_back({{"name", "softmax"}, {"kind", "teacher"}, {"path", rec.source()}, {"feature_map", nullptr}});
   for (const auto& s : students)
     res.sources.push_back({{"name", s.name}, {"kind", s.kind}, {"path", s.path}, {"feature_map", s.feature_map}});
-  fs::create_directories(o.out);
+  const auto lock = io::lock_output_dir(o.out);
 
   // stream: one sample × one layer at a time
   torch::NoGradGuard no_grad;

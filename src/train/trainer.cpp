@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/progress.h"
 #include "mimic/io/atomic_file.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/io/safetensors.h"
 
 namespace mimic::train {
@@ -77,7 +79,7 @@ Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, cons
 // Keeps only log lines of steps up to `step` (a killed run may have logged past its last checkpoint).
 void truncate_log(const std::string& path, int64_t step) {
   if (!fs::exists(path)) return;
-  std::ifstream is(path);
+  std::istringstream is(io::read_text_file(path));
   std::string line, kept;
   while (std::getline(is, line)) {
     try {
@@ -90,6 +92,8 @@ void truncate_log(const std::string& path, int64_t step) {
   io::write_text_atomically(path, kept);
 }
 
+// The log is a journal, appended to a line at a time rather than replaced: a run killed mid-line leaves at
+// most a partial last line, which truncate_log drops when the run resumes.
 void append_log(const std::string& path, const nlohmann::json& j) {
   std::ofstream os(path, std::ios::app);
   os << j.dump() << "\n";
@@ -114,7 +118,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   MIMIC_CHECK(!std::isnan(o.grad_clip), "grad_clip must be a number (<= 0: off), got ", o.grad_clip);
   MIMIC_CHECK(o.max_skips >= 0, "max_skips must be >= 0, got ", o.max_skips);
   MIMIC_CHECK(!task.params.empty(), "nothing to train: no trainable parameters");
-  fs::create_directories(o.out_dir);
+  const auto lock = io::lock_output_dir(o.out_dir);
   const std::string ckpt = o.out_dir + "/" + kCheckpoint;
   const std::string log = o.out_dir + "/log.jsonl";
 
@@ -249,8 +253,14 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
 void promote_best(const std::string& out_dir) {
   const fs::path best = fs::path(out_dir) / "best";
   if (!fs::exists(best)) return;
+  const auto lock = io::lock_output_dir(out_dir);
+  // config.json last: until it is there, a first promotion cut short leaves no directory that looks like a
+  // model; a rerun promotes again.
+  std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(best))
-    fs::copy_file(e.path(), fs::path(out_dir) / e.path().filename(), fs::copy_options::overwrite_existing);
+    if (e.is_regular_file()) files.push_back(e.path());
+  std::stable_partition(files.begin(), files.end(), [](const fs::path& f) { return f.filename() != "config.json"; });
+  for (const auto& f : files) io::copy_file_atomically(f.string(), (fs::path(out_dir) / f.filename()).string());
 }
 
 }  // namespace mimic::train

@@ -78,6 +78,7 @@ struct TrainResult {
 // log.jsonl (one JSON object per logged step or evaluation), best/ and last/ (export_model output).
 TrainResult train(TrainTask& task, const TrainOptions& options);
 
-// Makes out_dir itself a model directory: copies the files of out_dir/best (when it exists) into it.
+// Makes out_dir itself a model directory: copies the files of out_dir/best (when it exists) into it, each
+// atomically, config.json last.
 void promote_best(const std::string& out_dir);
 }  // namespace mimic::train

@@ -1,0 +1,29 @@
+// A run's hold on the output directory it writes: an exclusive flock(2) on the directory itself, taken
+// before the run writes anything there and kept until the last OutputLock of the process lets go. A second
+// process asking for a locked directory gets a mimic::Error naming it at once; the kernel drops the lock when
+// its holder dies, so a killed run leaves no lock behind (the same mechanism HDF5 uses on a record file,
+// which is why `record` needs none of this). Taking a directory also removes the temporaries that dead
+// writers left in it (io::remove_stale_temporaries). Within one process the lock is shared: a stage that
+// holds its --out can call the training engine or Model::save, which ask for the same directory again.
+#pragma once
+#include <memory>
+#include <string>
+
+namespace mimic::io {
+
+class OutputLock {
+ public:
+  OutputLock() = default;
+  bool held() const { return held_ != nullptr; }
+  void release() { held_.reset(); }
+  struct Held;
+
+ private:
+  friend OutputLock lock_output_dir(const std::string& dir);
+  std::shared_ptr<Held> held_;
+};
+
+// Creates `dir` if needed, locks it for this process, then sweeps its stale temporaries.
+OutputLock lock_output_dir(const std::string& dir);
+
+}  // namespace mimic::io

@@ -1,0 +1,284 @@
+// What mimic promises about interrupted runs, concurrent runs and hostile inputs (docs/reliability.md): a file
+// appears under its final name only complete, a dead writer's temporaries are removed by the next run and a
+// live one's kept, an output directory is held by one run at a time, a FIFO given as input is refused at
+// once, and NaN weights or maps are refused before any command writes anything.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "mimic/distill/distill.h"
+#include "mimic/distill/maps_file.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/io/output_lock.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/record/record.h"
+#include "mimic/report/plot.h"
+#include "test_util.h"
+
+using mimic::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The names in `dir` (not recursive), sorted.
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Runs `child` in a forked process and waits for it; returns the child's pid (dead once this returns).
+pid_t run_in_child(const std::function<void()>& child) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    child();
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return pid;
+}
+
+std::string teacher() { return mimic::test::model_with_tokenizer("gpt2-prefixed"); }
+
+// Maps of the tiny GPT-2 fixture written as initialised (0 epochs): a valid distill output, made once.
+const std::string& good_maps() {
+  static TempDir dir;
+  static std::string path = [] {
+    mimic::test::write_bytes(dir.file("t.txt"), std::string(mimic::test::kDickens) + " " + mimic::test::kDickens);
+    mimic::distill::DistillOptions o;
+    o.model_dir = teacher();
+    o.data = dir.file("t.txt");
+    o.samples = 4;
+    o.seq_len = 16;
+    o.feature_map = "hedgehog";
+    o.epochs = 0;
+    o.batch_size = 2;
+    o.val_fraction = 0.5;
+    o.progress = false;
+    o.out = dir.file("maps.safetensors");
+    mimic::distill::distill(o);
+    return o.out;
+  }();
+  return path;
+}
+
+// A copy of safetensors file `from` at `to` with one value set to NaN, in the first floating tensor whose name
+// contains `which` (metadata kept). Returns that tensor's name.
+std::string copy_with_a_nan(const std::string& from, const std::string& to, const std::string& which = "") {
+  auto f = mimic::io::SafeTensorsFile::open(from);
+  std::vector<std::pair<std::string, at::Tensor>> ts;
+  std::string poisoned;
+  for (const auto& n : f.names()) {
+    auto t = f.load(n);
+    if (poisoned.empty() && t.is_floating_point() && t.numel() > 0 && n.find(which) != std::string::npos) {
+      t.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+      poisoned = n;
+    }
+    ts.emplace_back(n, t);
+  }
+  EXPECT_FALSE(poisoned.empty()) << "no floating tensor named *" << which << "* in " << from;
+  mimic::io::SaveOptions so;
+  so.metadata = f.metadata();
+  mimic::io::save_safetensors(to, ts, so);
+  return poisoned;
+}
+
+}  // namespace
+
+TEST(Atomic, AWriteCutShortLeavesNothingUnderTheFinalName) {
+  TempDir dir;
+  const std::string target = dir.file("out.json");
+  // A writer that fails halfway: the old content stays, no temporary is left.
+  mimic::io::write_text_atomically(target, "old");
+  EXPECT_THROW(mimic::io::write_file_atomically(target,
+                                                [](std::ostream& os) {
+                                                  os << "half of the new";
+                                                  throw mimic::Error("cut short");
+                                                }),
+               mimic::Error);
+  EXPECT_EQ(mimic::test::read_bytes(target), "old");
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"out.json"});
+  // A writer killed halfway (SIGKILL, no cleanup): no file under the final name, only its temporary.
+  const std::string fresh = dir.file("fresh.bin");
+  const pid_t writer = run_in_child([&] {
+    mimic::io::write_file_atomically(fresh, [](std::ostream& os) {
+      os << std::string(1 << 16, 'x') << std::flush;
+      ::raise(SIGKILL);
+    });
+  });
+  EXPECT_FALSE(fs::exists(fresh));
+  EXPECT_TRUE(fs::exists(fresh + ".tmp." + std::to_string(writer)));
+  // The same for a report figure (cairo draws into the temporary).
+  const std::string stem = dir.file("figure");
+  const pid_t drawer = run_in_child([&] { mimic::report::save_figure(stem, 40, 30, [](cairo_t*) { ::raise(SIGKILL); }); });
+  EXPECT_FALSE(fs::exists(stem + ".png"));
+  EXPECT_TRUE(fs::exists(stem + ".png.tmp." + std::to_string(drawer)));
+  // A complete figure still appears, under both names.
+  mimic::report::save_figure(stem, 40, 30, [](cairo_t*) {});
+  EXPECT_GT(fs::file_size(stem + ".png"), 0u);
+  EXPECT_GT(fs::file_size(stem + ".svg"), 0u);
+}
+
+TEST(Atomic, StaleTemporariesOfADeadRunAreRemovedAndThoseOfALiveOneKept) {
+  TempDir dir;
+  const pid_t dead = run_in_child([] {});
+  const pid_t live = ::fork();
+  if (live == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  const std::string d = std::to_string(dead), l = std::to_string(live);
+  fs::create_directories(dir.path() / "out" / "best");
+  for (const std::string& name : {"model.safetensors.tmp." + d, "best/config.json.tmp." + d, "log.jsonl.tmp." + l, std::string("notes.tmp.txt")})
+    mimic::test::write_bytes((dir.path() / "out" / name).string(), "partial");
+  // the next run that takes the directory sweeps it (best/ included)
+  { auto lock = mimic::io::lock_output_dir((dir.path() / "out").string()); }
+  EXPECT_EQ(names_in(dir.path() / "out"), (std::vector<std::string>{"best", "log.jsonl.tmp." + l, std::string("notes.tmp.txt")}));
+  EXPECT_TRUE(names_in(dir.path() / "out" / "best").empty());
+  // a single file outside any locked directory: its writer sweeps its own dead temporaries
+  mimic::test::write_bytes(dir.file("maps.safetensors.tmp." + d), "partial");
+  mimic::test::write_bytes(dir.file("maps.safetensors.tmp." + l), "partial");
+  mimic::io::write_text_atomically(dir.file("maps.safetensors"), "complete");
+  EXPECT_FALSE(fs::exists(dir.file("maps.safetensors.tmp." + d)));
+  EXPECT_TRUE(fs::exists(dir.file("maps.safetensors.tmp." + l)));
+  ::kill(live, SIGKILL);
+  ::waitpid(live, nullptr, 0);
+}
+
+TEST(OutputLock, ASecondRunOnALockedOutputDirectoryIsRefusedWithOneLine) {
+  TempDir dir;
+  const std::string out = dir.file("out");
+  // a run (another process) holds the directory until told to stop
+  int go[2], ready[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t holder = ::fork();
+  if (holder == 0) {
+    auto lock = mimic::io::lock_output_dir(out);
+    char c = 1;
+    (void)!::write(ready[1], &c, 1);
+    (void)!::read(go[0], &c, 1);
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  EXPECT_MIMIC_ERROR(mimic::io::lock_output_dir(out), "is locked by another running mimic command");
+  // the CLI refuses with one line and writes nothing there
+  auto r = mimic::test::mimic_cli("export --model " + teacher() + " --out " + out);
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(out + " is locked by another running mimic command"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_empty(out));
+  // within one process the hold is shared (a stage, then its training engine, then Model::save)
+  // and the kernel drops it when the holder dies: no stale lock after a kill
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  auto a = mimic::io::lock_output_dir(out);
+  auto b = mimic::io::lock_output_dir(dir.file("out/../out"));
+  EXPECT_TRUE(a.held() && b.held());
+  a.release();
+  b.release();
+  auto ok = mimic::test::mimic_cli("export --model " + teacher() + " --out " + out);
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  ::close(go[0]), ::close(go[1]), ::close(ready[0]), ::close(ready[1]);
+}
+
+TEST(Inputs, AFifoGivenAsAnInputIsRefusedAtOnce) {
+  TempDir dir;
+  const std::string fifo = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // a model directory whose weights are a FIFO
+  fs::create_directories(dir.file("m"));
+  for (const auto& e : fs::directory_iterator(teacher()))
+    if (e.path().filename() != "model.safetensors") fs::copy_file(e.path(), fs::path(dir.file("m")) / e.path().filename());
+  ASSERT_EQ(::mkfifo(dir.file("m/model.safetensors").c_str(), 0600), 0);
+  // Each through the CLI under `timeout`, so that a reader that blocks fails the test instead of hanging it.
+  for (const std::string& args : {"report --record " + fifo + " --out " + dir.file("r"),
+                                  "distill --eval-only --record " + fifo + " --feature-map elu",
+                                  "eval --model " + teacher() + " --file " + fifo,
+                                  "generate --model " + dir.file("m") + " --prompt hello",
+                                  "convert --model " + teacher() + " --maps " + fifo + " --out " + dir.file("c")}) {
+    auto r = mimic::test::mimic_cli(args, /*timeout_seconds=*/20);
+    EXPECT_NE(r.code, 124) << "blocked on the FIFO: mimic " << args;
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.err.find("named pipe (FIFO), not a regular file"), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  // And in the library. Meanwhile a thread keeps opening the FIFO's write end, so that a reader that waits
+  // for a writer is released and reads an empty file: it fails the expectations instead of hanging the test.
+  struct Nudger {
+    std::atomic<bool> done{false};
+    std::thread thread;
+    ~Nudger() {
+      done = true;
+      thread.join();
+    }
+  } nudger;
+  nudger.thread = std::thread([&] {
+    while (!nudger.done) {
+      const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd >= 0) ::close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  EXPECT_MIMIC_ERROR(mimic::io::read_text_file(fifo), "named pipe");
+  EXPECT_MIMIC_ERROR(mimic::io::SafeTensorsFile::open(fifo), "named pipe");
+  EXPECT_MIMIC_ERROR(mimic::record::RecordReader r(fifo), "named pipe");
+  EXPECT_MIMIC_ERROR(mimic::io::read_text_file(dir.path().string()), "is a directory, not a regular file");
+}
+
+TEST(NanInputs, NanWeightsAreRefusedByEveryCommandBeforeAnythingIsWritten) {
+  TempDir dir;
+  const std::string bad = dir.file("nan-model");
+  fs::copy(teacher(), bad, fs::copy_options::recursive);
+  // in the token embeddings, which every forward pass reads
+  const std::string poisoned = copy_with_a_nan(teacher() + "/model.safetensors", bad + "/model.safetensors", "wte");
+  const std::string why = bad + "/model.safetensors: tensor '" + poisoned + "' holds 1 NaN or infinite value";
+  for (const std::string& args : {"generate --model " + bad + " --prompt hello --max-new-tokens 2",
+                                  "eval --model " + bad + " --text \"" + mimic::test::kDickens + "\"",
+                                  "convert --model " + bad + " --maps " + good_maps() + " --out " + dir.file("converted"),
+                                  "export --model " + bad + " --out " + dir.file("exported"),
+                                  "forward --model " + bad + " --text hello --out " + dir.file("forward.safetensors")}) {
+    auto r = mimic::test::mimic_cli(args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"nan-model"});  // no output of any command
+}
+
+TEST(NanInputs, NanMapsAreRefusedWhenOpenedBeforeAnythingIsWritten) {
+  TempDir dir;
+  const std::string bad = dir.file("nan-maps.safetensors");
+  const std::string poisoned = copy_with_a_nan(good_maps(), bad);
+  EXPECT_NO_THROW(mimic::distill::DistilledMaps::open(good_maps()));
+  const std::string why = bad + ": tensor '" + poisoned + "' holds 1 NaN or infinite value";
+  EXPECT_MIMIC_ERROR(mimic::distill::DistilledMaps::open(bad), why);
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::kDickens);
+  for (const std::string& args :
+       {"convert --model " + teacher() + " --maps " + bad + " --out " + dir.file("converted"),
+        "distill --eval-only --model " + teacher() + " --data " + dir.file("t.txt") + " --samples 4 --val-fraction 0.5 --seq-len 16 --maps " + bad + " --json"}) {
+    auto r = mimic::test::mimic_cli(args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+  }
+  EXPECT_FALSE(fs::exists(dir.file("converted")));
+}
