@@ -271,6 +271,72 @@ size_t occurrences(const std::string& text, const std::string& needle) {
 }
 }  // namespace
 
+// Batched decoding runs every row through one [B, 1] step per token: each row must be exactly what batch 1
+// gives for its prompt and its seed (seed + row), in every attention variant (KV caches and recurrent states
+// with B > 1) and in both modes; an EOS in one row stops that row only.
+TEST(GenerateBatch, EveryRowEqualsItsOwnBatchOneRunInEveryVariantAndMode) {
+  for (const auto& v : variants()) {
+    SCOPED_TRACE(v.name);
+    auto m = tiny_gpt2();
+    set_linear(*m, v.linear_layers, v.options);
+    torch::manual_seed(20);
+    std::vector<std::vector<int64_t>> prompts = {random_ids(7), random_ids(7), random_ids(7)};
+    for (auto mode : {gen::Mode::Recurrent, gen::Mode::Parallel}) {
+      gen::GenerateOptions o;
+      o.max_new_tokens = 8;
+      o.temperature = 1.0;
+      o.top_k = 20;
+      o.seed = 5;
+      o.mode = mode;
+      auto batch = gen::generate_batch(*m, prompts, o);
+      ASSERT_EQ(batch.rows.size(), 3u);
+      for (size_t b = 0; b < 3; ++b) {
+        auto single = o;
+        single.seed = o.seed + b;
+        auto one = gen::generate(*m, prompts[b], single);
+        EXPECT_EQ(batch.rows[b].ids, one.ids) << "row " << b << " in " << gen::mode_name(mode);
+        EXPECT_EQ(batch.rows[b].stop, "max_new_tokens");
+      }
+      if (mode == gen::Mode::Recurrent) {
+        auto one_state = gen::generate(*m, prompts[0], o).state_bytes;
+        EXPECT_EQ(batch.state_bytes, 3 * one_state);  // every cache holds B rows
+      }
+    }
+  }
+}
+
+TEST(GenerateBatch, AnEosStopsItsRowOnlyAndUnequalPromptsAreRefused) {
+  auto m = tiny_gpt2(2, 64);
+  set_linear(*m, {0});
+  torch::manual_seed(21);
+  std::vector<std::vector<int64_t>> prompts = {random_ids(5), random_ids(5)};
+  gen::GenerateOptions o;
+  o.max_new_tokens = 10;
+  auto free = gen::generate_batch(*m, prompts, o);
+  // an EOS id that row 0 produces at its third step and row 1 never does
+  int64_t eos = -1;
+  for (size_t i = 2; i < free.rows[0].ids.size() && eos < 0; ++i) {
+    const auto& other = free.rows[1].ids;
+    if (std::find(other.begin(), other.end(), free.rows[0].ids[i]) == other.end()) eos = free.rows[0].ids[i];
+  }
+  ASSERT_GE(eos, 0) << "the two greedy rows share every token; pick another seed";
+  o.eos_id = eos;
+  auto r = gen::generate_batch(*m, prompts, o);
+  const auto first = std::find(free.rows[0].ids.begin(), free.rows[0].ids.end(), eos) - free.rows[0].ids.begin();
+  EXPECT_EQ(r.rows[0].stop, "eos");
+  EXPECT_EQ(r.rows[0].ids, std::vector<int64_t>(free.rows[0].ids.begin(), free.rows[0].ids.begin() + first + 1));
+  EXPECT_EQ(r.rows[1].stop, "max_new_tokens");
+  EXPECT_EQ(r.rows[1].ids, free.rows[1].ids);
+
+  prompts[1].push_back(3);
+  try {
+    gen::generate_batch(*m, prompts, o);
+    FAIL() << "prompts of 5 and 6 tokens were accepted";
+  } catch (const mimic::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("one length"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Passkey, PromptHidesTheKeyOnceAtTheDepth) {
   auto tok = gpt2_tokenizer();
   for (int64_t target : {120, 250, 500}) {
@@ -376,6 +442,17 @@ TEST(GenerateCli, JsonModesAgreeAndErrorsAreOneLine) {
   EXPECT_NE(bert.code, 0);
   EXPECT_NE(bert.err.find("needs a causal LM"), std::string::npos) << bert.err;
   EXPECT_EQ(std::count(bert.err.begin(), bert.err.end(), '\n'), 1) << bert.err;
+
+  auto sampled = mimic::test::mimic_cli(
+      "generate --model gpt2-mini --prompt 'The ship' --max-new-tokens 5 --threads 1 --json --batch 3 --temperature 1 --seed 7");
+  ASSERT_EQ(sampled.code, 0) << sampled.err;
+  auto sj = nlohmann::json::parse(sampled.out);
+  ASSERT_EQ(sj["rows"].size(), 3u);
+  EXPECT_EQ(sj["batch"], 3);
+  EXPECT_EQ(sj["ids"], sj["rows"][0]["ids"]);
+  auto row2 = mimic::test::mimic_cli("generate --model gpt2-mini --prompt 'The ship' --max-new-tokens 5 --threads 1 --json --temperature 1 --seed 9");
+  ASSERT_EQ(row2.code, 0) << row2.err;
+  EXPECT_EQ(nlohmann::json::parse(row2.out)["ids"], sj["rows"][2]["ids"]);  // row 2 samples with seed 7 + 2
 
   auto too_long = mimic::test::mimic_cli("eval --task passkey --model gpt2-mini --lengths 128,1024 --trials 1");
   EXPECT_NE(too_long.code, 0);

@@ -17,6 +17,7 @@ namespace {
 struct GenerateArgs {
   Common common;
   std::string model, prompt, mode = "recurrent";
+  int64_t batch = 1;
   generate::GenerateOptions options;
 };
 
@@ -29,7 +30,7 @@ void run(GenerateArgs& a) {
   o.mode = generate::parse_mode(a.mode);
   o.eos_id = tok->eos_id();
   auto prompt = tok->encode(a.prompt, /*add_special_tokens=*/false);
-  const bool stream = !a.common.json && isatty(STDOUT_FILENO) == 1;
+  const bool stream = a.batch == 1 && !a.common.json && isatty(STDOUT_FILENO) == 1;
   std::string shown;  // the generated text printed so far
   std::vector<int64_t> ids;
   if (stream) {
@@ -46,37 +47,50 @@ void run(GenerateArgs& a) {
       }
     };
   }
-  auto r = generate::generate(*model, prompt, o);
-  auto text_ids = r.ids;
-  if (r.stop == "eos") text_ids.pop_back();
-  const auto text = tok->decode(text_ids);
-  nlohmann::json timing = {{"prefill_seconds", r.prefill_seconds},
-                           {"decode_seconds", r.decode_seconds},
-                           {"prefill_tokens_per_second", r.prefill_tokens_per_second()},
-                           {"decode_tokens_per_second", r.decode_tokens_per_second()}};
-  if (a.common.json)
+  auto batch = generate::generate_batch(*model, std::vector<std::vector<int64_t>>(static_cast<size_t>(a.batch), prompt), o);
+  auto text_of = [&](const generate::GenerateResult& r) {
+    auto ids = r.ids;
+    if (r.stop == "eos") ids.pop_back();
+    return tok->decode(ids);
+  };
+  const auto& r = batch.rows[0];
+  const auto text = text_of(r);
+  nlohmann::json timing = {{"prefill_seconds", batch.prefill_seconds},
+                           {"decode_seconds", batch.decode_seconds},
+                           {"prefill_tokens_per_second", batch.prefill_seconds > 0 ? a.batch * batch.prompt_tokens / batch.prefill_seconds : 0.0},
+                           {"decode_tokens_per_second", batch.decode_tokens_per_second()}};
+  if (a.common.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& x : batch.rows) rows.push_back({{"text", text_of(x)}, {"ids", x.ids}, {"stop", x.stop}});
+    // The first row's fields at the top, as for batch 1; every row under "rows".
     return print_json({{"prompt", a.prompt},
                        {"prompt_ids", prompt},
                        {"text", text},
                        {"ids", r.ids},
                        {"stop", r.stop},
+                       {"batch", a.batch},
+                       {"rows", rows},
                        {"mode", a.mode},
                        {"temperature", o.temperature},
                        {"top_k", o.top_k},
                        {"seed", o.seed},
-                       {"state_bytes", r.state_bytes},
+                       {"state_bytes", batch.state_bytes},
                        {"timing", timing}});
+  }
   if (stream) {
     if (text.size() > shown.size()) std::fputs(text.c_str() + shown.size(), stdout);
     std::fputs("\n", stdout);
   } else {
-    std::printf("%s%s\n", a.prompt.c_str(), text.c_str());
+    for (size_t b = 0; b < batch.rows.size(); ++b) {
+      if (a.batch > 1) std::printf("--- %zu (seed %llu)\n", b, static_cast<unsigned long long>(o.seed + b));
+      std::printf("%s%s\n", a.prompt.c_str(), text_of(batch.rows[b]).c_str());
+    }
   }
   if (r.stop == "context")
     std::fprintf(stderr, "stopped: reached the model's context of %lld tokens\n", static_cast<long long>(model->summary().max_positions));
-  std::fprintf(stderr, "%s: prompt %lld tokens %.1f tok/s, %zu new tokens %.1f tok/s (stop: %s)\n", a.mode.c_str(),
-               static_cast<long long>(r.prompt_tokens), r.prefill_tokens_per_second(), r.ids.size(), r.decode_tokens_per_second(),
-               r.stop.c_str());
+  std::fprintf(stderr, "%s: batch %lld, prompt %lld tokens %.1f tok/s, %zu new tokens per row %.1f tok/s (stop: %s)\n", a.mode.c_str(),
+               static_cast<long long>(a.batch), static_cast<long long>(batch.prompt_tokens), timing["prefill_tokens_per_second"].get<double>(),
+               r.ids.size(), batch.decode_tokens_per_second(), r.stop.c_str());
 }
 
 }  // namespace
@@ -95,6 +109,10 @@ void register_generate(CLI::App& app) {
   sub->add_option("--top-k", args->options.top_k, "Sample among the K most likely tokens only (0 = all)")
       ->capture_default_str()
       ->check(range::integer(0, range::kMaxTokens));
+  sub->add_option("--batch", args->batch,
+                  "Continuations of the prompt decoded together (row i samples with seed + i; greedy rows are identical)")
+      ->capture_default_str()
+      ->check(range::integer(1, 4096));
   sub->add_option("--mode", args->mode, "recurrent (KV cache / recurrent state) or parallel (recompute every step, the reference)")
       ->capture_default_str()
       ->check(CLI::IsMember({"recurrent", "parallel"}));

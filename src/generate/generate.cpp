@@ -33,11 +33,15 @@ Sampler::Sampler(double temperature, int64_t top_k, uint64_t seed) : temperature
 }
 
 int64_t Sampler::next(const at::Tensor& logits) {
+  MIMIC_CHECK(logits.dim() == 1 && logits.numel() > 0, "the sampler takes one row of logits");
+  if (temperature_ == 0.0) {  // the first of equal maxima; read as float: a batch's rows cost no conversion
+    auto f = logits.detach().to(torch::kFloat).contiguous();
+    const float* x = f.data_ptr<float>();
+    return std::max_element(x, x + f.numel()) - x;
+  }
   auto l = logits.detach().to(torch::kDouble).contiguous();
-  MIMIC_CHECK(l.dim() == 1 && l.numel() > 0, "the sampler takes one row of logits");
   const double* x = l.data_ptr<double>();
   const int64_t v = l.numel();
-  if (temperature_ == 0.0) return std::max_element(x, x + v) - x;  // the first of equal maxima
   // the candidates: every id, or the top_k largest logits (ties broken by the lower id)
   std::vector<int64_t> ids(static_cast<size_t>(v));
   std::iota(ids.begin(), ids.end(), 0);
@@ -67,52 +71,89 @@ double GenerateResult::decode_tokens_per_second() const {
   return decode_seconds > 0 ? steps / decode_seconds : 0.0;
 }
 
-GenerateResult generate(models::Model& model, const std::vector<int64_t>& prompt, const GenerateOptions& opt) {
+double BatchGenerateResult::decode_tokens_per_second() const {
+  double steps = 0;
+  for (const auto& r : rows) steps += r.ids.size() > 1 ? static_cast<double>(r.ids.size() - 1) : 0.0;
+  return decode_seconds > 0 ? steps / decode_seconds : 0.0;
+}
+
+BatchGenerateResult generate_batch(models::Model& model, const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& opt) {
   const auto s = model.summary();
   MIMIC_CHECK(s.family->causal && s.head == "lm", "generation needs a causal LM (GPT-2); this is a ", s.model_type, " model");
-  MIMIC_CHECK(!prompt.empty(), "the prompt is empty: generation needs at least one token");
+  MIMIC_CHECK(!prompts.empty(), "generation needs at least one prompt");
+  const auto len = static_cast<int64_t>(prompts[0].size());
+  MIMIC_CHECK(len > 0, "the prompt is empty: generation needs at least one token");
+  for (const auto& p : prompts)
+    MIMIC_CHECK(static_cast<int64_t>(p.size()) == len, "batched prompts must have one length (no padding), got ", len, " and ", p.size(),
+                " tokens");
   const int64_t ctx = s.max_positions;
-  MIMIC_CHECK(static_cast<int64_t>(prompt.size()) <= ctx, "the prompt has ", prompt.size(), " tokens, more than the model's context of ",
-              ctx);
+  MIMIC_CHECK(len <= ctx, "the prompt has ", len, " tokens, more than the model's context of ", ctx);
   MIMIC_CHECK(opt.max_new_tokens >= 0, "max-new-tokens must be >= 0, got ", opt.max_new_tokens);
-  Sampler sampler(opt.temperature, opt.top_k, opt.seed);
-  GenerateResult r;
-  r.prompt_tokens = static_cast<int64_t>(prompt.size());
-  r.stop = "max_new_tokens";
+  const auto B = static_cast<int64_t>(prompts.size());
+  std::vector<Sampler> samplers;
+  for (int64_t b = 0; b < B; ++b) samplers.emplace_back(opt.temperature, opt.top_k, opt.seed + static_cast<uint64_t>(b));
+  BatchGenerateResult r;
+  r.prompt_tokens = len;
+  r.rows.resize(static_cast<size_t>(B));
+  for (auto& row : r.rows) {
+    row.prompt_tokens = len;
+    row.stop = "max_new_tokens";
+  }
   if (opt.max_new_tokens == 0) return r;
 
   torch::NoGradGuard no_grad;
-  std::vector<int64_t> seq = prompt;
+  std::vector<int64_t> flat;
+  for (const auto& p : prompts) flat.insert(flat.end(), p.begin(), p.end());
+  auto seq = torch::tensor(flat, torch::kLong).view({B, len});  // parallel mode: the whole sequences so far
   std::unique_ptr<models::DecodeState> state;
-  auto last_logits = [&](const at::Tensor& ids) {
+  auto last_logits = [&](const at::Tensor& ids) {  // [B, V]
     auto logits = opt.mode == Mode::Recurrent ? model.forward_step(ids, *state) : model.forward(models::ForwardInputs{ids, {}, {}, {}}).logits;
-    return logits[0][-1];
+    return logits.select(1, -1);
   };
   auto t0 = Clock::now();
   if (opt.mode == Mode::Recurrent) state = model.new_decode_state();
-  auto logits = last_logits(row(prompt));
+  auto logits = last_logits(seq);
   r.prefill_seconds = since(t0);
 
   auto t1 = Clock::now();
+  std::vector<bool> done(static_cast<size_t>(B), false);
+  std::vector<int64_t> next(static_cast<size_t>(B));
+  int64_t generated = 0;
   while (true) {
-    const int64_t next = sampler.next(logits);
-    r.ids.push_back(next);
-    seq.push_back(next);
-    if (opt.on_token) opt.on_token(next);
-    if (next == opt.eos_id) {
-      r.stop = "eos";
+    for (int64_t b = 0; b < B; ++b) {
+      auto& row = r.rows[static_cast<size_t>(b)];
+      if (done[b]) continue;  // fed its last token again
+      next[b] = samplers[b].next(logits[b]);
+      row.ids.push_back(next[b]);
+      if (B == 1 && opt.on_token) opt.on_token(next[b]);
+      if (next[b] == opt.eos_id) {
+        row.stop = "eos";
+        done[b] = true;
+      }
+    }
+    ++generated;
+    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; }) || generated == opt.max_new_tokens) break;
+    if (len + generated > ctx) {  // the next token to feed would sit at position ctx
+      for (int64_t b = 0; b < B; ++b)
+        if (!done[b]) r.rows[b].stop = "context";
       break;
     }
-    if (static_cast<int64_t>(r.ids.size()) == opt.max_new_tokens) break;
-    if (static_cast<int64_t>(seq.size()) > ctx) {  // the next token to feed would sit at position ctx
-      r.stop = "context";
-      break;
-    }
-    logits = last_logits(opt.mode == Mode::Recurrent ? row({next}) : row(seq));
+    auto step = torch::tensor(next, torch::kLong).view({B, 1});
+    if (opt.mode == Mode::Parallel) seq = torch::cat({seq, step}, 1);
+    logits = last_logits(opt.mode == Mode::Recurrent ? step : seq);
   }
   r.decode_seconds = since(t1);
   if (state) r.state_bytes = state->bytes();
+  for (auto& row : r.rows) {
+    row.prefill_seconds = r.prefill_seconds;
+    row.decode_seconds = r.decode_seconds;
+    row.state_bytes = r.state_bytes;
+  }
   return r;
+}
+
+GenerateResult generate(models::Model& model, const std::vector<int64_t>& prompt, const GenerateOptions& opt) {
+  return generate_batch(model, {prompt}, opt).rows[0];
 }
 
 std::vector<int64_t> greedy_continue(models::Model& model, models::DecodeState& state, const at::Tensor& last_logits, int64_t n) {

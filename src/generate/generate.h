@@ -45,7 +45,7 @@ struct GenerateOptions {
   uint64_t seed = 0;
   Mode mode = Mode::Recurrent;
   int64_t eos_id = -1;  // stop after generating it (-1 = none)
-  // Called with each new token as soon as it is chosen (streaming output).
+  // Called with each new token as soon as it is chosen (streaming output); batch 1 only.
   std::function<void(int64_t id)> on_token;
 };
 
@@ -60,6 +60,21 @@ struct GenerateResult {
   // New tokens after the first (each costs one decoding step) per second of decoding.
   double decode_tokens_per_second() const;
 };
+
+// Several continuations decoded together: one forward_step per new token for every row (a [B, 1] batch),
+// so the weights are read once per step for all rows. Row b samples with seed + b (row 0 as generate() with
+// the same options). A row that has stopped (EOS) is fed its last token until every row has stopped; its
+// extra tokens are not part of its result.
+struct BatchGenerateResult {
+  std::vector<GenerateResult> rows;  // ids and stop per row; the timing fields below are the batch's
+  int64_t prompt_tokens = 0;         // per row
+  double prefill_seconds = 0, decode_seconds = 0;
+  int64_t state_bytes = 0;           // the whole batch's decode state at the end (recurrent mode)
+  // New tokens after each row's first, summed over the rows, per second of decoding.
+  double decode_tokens_per_second() const;
+};
+// The prompts must be non-empty and of one length (no padding: every row sits at the same position).
+BatchGenerateResult generate_batch(models::Model& model, const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& options);
 
 // Generates up to max_new_tokens after `prompt` (batch 1). A token is only fed back while its position is
 // inside the model's context, so at most context − prompt + 1 tokens come out; reaching that ends generation
