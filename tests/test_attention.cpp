@@ -421,6 +421,18 @@ TEST(FeatureMaps, FeatureCountsAboveTheBoundAreClearErrors) {
   EXPECT_EQ(make_feature_map(spec("hedgehog", {{"feature_dim", 16}}))->feature_dim(), 16);
 }
 
+// Found by review of the maps-file reader after fuzzing it: feature_dim <= 65536 still let a wide layer ask for 2^32
+// weights (n_head 64 x head_dim 1024 x 65536). A map's parameters are bounded as a whole, before anything is allocated.
+TEST(FeatureMaps, MapsBeyondTheParameterBoundAreRefusedBeforeAllocating) {
+  auto wide = [](const std::string& name, nlohmann::json options) { return FeatureMapSpec{name, 64, 1024, std::move(options)}; };
+  EXPECT_MIMIC_ERROR(make_feature_map(wide("hedgehog", {{"feature_dim", 65536}})),
+                     "feature map 'hedgehog': 64 heads x 1024 x 32768 is more than the 67108864 parameters a map may hold");
+  EXPECT_MIMIC_ERROR(make_feature_map(wide("t2r", {{"feature_dim", 4096}})), "feature map 't2r': 64 heads x 1024 x 4096 is more than");
+  EXPECT_MIMIC_ERROR(make_feature_map(wide("performer", {{"features", 2048}})), "feature map 'performer': 64 heads x 1024 x 2048");
+  // a wide layer of ordinary size is fine: 64 x 1024 x 1024 = 2^26
+  EXPECT_EQ(make_feature_map(wide("t2r", {{"feature_dim", 1024}}))->feature_dim(), 1024);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // The kernel: maps + gates + decay through every form, gradients reaching map and gate parameters.
 

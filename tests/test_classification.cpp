@@ -104,6 +104,15 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
   EXPECT_MIMIC_ERROR(data::load_classification("no-such-set"), "unknown data set 'no-such-set'");
 }
 
+// Found by fuzzing JSON-lines files (bench/fuzz): a "split" that is not a string escaped as nlohmann's exception.
+TEST(ClassificationData, ASplitThatIsNoStringIsRefusedNamingTheLine) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("s.jsonl"), "{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\", \"label\": 1, \"split\": 5}\n");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("s.jsonl")), "s.jsonl:2: \"split\" must be train, validation or test, got 5");
+  mimic::test::write_bytes(dir.file("n.jsonl"), "{\"text\": \"a\", \"label\": 0, \"split\": null}\n{\"text\": \"b\", \"label\": 1}\n");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("n.jsonl")), "n.jsonl:1: \"split\" must be train, validation or test, got null");
+}
+
 // A BERT (random weights, real vocabulary) learns a task that a word decides, and the output directory is
 // a classifier that `load_model` reads back with the same predictions.
 TEST(ClassificationFinetune, LearnsAWordDecidedTask) {

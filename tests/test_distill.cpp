@@ -581,3 +581,29 @@ TEST(DistillCli, HelpAndJson) {
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("nope"), std::string::npos);
 }
+
+// Found by fuzzing maps files (bench/fuzz): n_head and head_dim were taken as written ("2x" read as 2, 10^9 heads
+// allocated), and layer indices that are floats were converted to int64 (undefined for 1e300). Now they are whole
+// numbers within what a real layer has, checked when the file is opened.
+TEST(DistillMapsFile, HeadCountsAndLayerListsOutsideTheirRangeAreRefusedOnOpen) {
+  TempDir dir;
+  auto with = [&](const std::map<std::string, std::string>& changes) {
+    mimic::io::SaveOptions so;
+    so.metadata = {{"format", "mimic-distill-1"}, {"kind", "linear"}, {"attention", R"({"feature_map": "elu"})"},
+                   {"layers", "[0, 1]"}, {"n_head", "2"}, {"head_dim", "4"}};
+    for (const auto& [k, v] : changes) so.metadata[k] = v;
+    mimic::io::save_safetensors(dir.file("maps.safetensors"), {{"unused", torch::zeros({1})}}, so);
+    return dist::DistilledMaps::open(dir.file("maps.safetensors"));
+  };
+  EXPECT_NO_THROW(with({}));
+  EXPECT_MIMIC_ERROR(with({{"n_head", "2x"}}), "metadata 'n_head' must be an integer in [1, 4096], got '2x'");
+  EXPECT_MIMIC_ERROR(with({{"n_head", "1000000000"}}), "metadata 'n_head' must be an integer in [1, 4096]");
+  EXPECT_MIMIC_ERROR(with({{"head_dim", "0"}}), "metadata 'head_dim' must be an integer in [1, 1024], got '0'");
+  EXPECT_MIMIC_ERROR(with({{"head_dim", "99999999999999999999"}}), "metadata 'head_dim' must be an integer in [1, 1024]");
+  EXPECT_MIMIC_ERROR(with({{"n_head", "4096"}, {"head_dim", "1024"}}), "n_head x head_dim = 4194304 is wider than any layer");
+  EXPECT_MIMIC_ERROR(with({{"layers", "[1e300]"}}), "metadata 'layers' must hold layer indices in [0, 100000), got 1e+300");
+  EXPECT_MIMIC_ERROR(with({{"layers", "{}"}}), "metadata 'layers' must be a list of layer indices");
+  // a float layer in the metrics is never that layer
+  auto m = with({{"metrics", R"([{"layer": 1e300, "after": {"heads": []}}])"}});
+  EXPECT_MIMIC_ERROR(m.head_kl(0), "no distill metrics for layer 0");
+}

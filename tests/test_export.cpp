@@ -117,6 +117,15 @@ TEST(ShardedCheckpoint, RoundTripIsLosslessAndTheIndexDescribesTheShards) {
   }
 }
 
+// Found by fuzzing the index (bench/fuzz): a shard name the file system refuses (longer than NAME_MAX) made the existence
+// check throw std::filesystem's exception; such a shard is now missing like any other.
+TEST(ShardedCheckpoint, AShardNameTheFileSystemRefusesIsAMissingShard) {
+  TempDir dir;
+  const std::string name(300, 'x');
+  mimic::test::write_bytes(dir.file("model.safetensors.index.json"), nlohmann::json{{"weight_map", {{"a", name}}}}.dump());
+  EXPECT_MIMIC_ERROR(TensorStore::open_index(dir.file("model.safetensors.index.json")), "missing shard file '" + name + "'");
+}
+
 TEST(ShardedCheckpoint, BrokenShardsNameTheProblem) {
   TempDir dir;
   mimic::models::SaveOptions so;

@@ -308,3 +308,38 @@ TEST(SoftmaxAttention, CaptureExposesWhatTheKernelConsumedAndKernelsSwapPerLayer
     model->set_attention_capture(1, nullptr);
   }
 }
+
+// Found by fuzzing config.json (bench/fuzz): a key of the wrong JSON type escaped as nlohmann's exception instead of a
+// one-line mimic::Error; now every key the families read is checked, and names the file, the key and what it takes.
+TEST(Checkpoint, ConfigKeysOfTheWrongTypeAreRefusedByName) {
+  TempDir dir;
+  auto with = [&](const std::string& name, const char* key, const nlohmann::json& v) {
+    auto j = nlohmann::json::parse(mimic::test::read_bytes(model_dir(name) + "/config.json"));
+    j[key] = v;
+    mimic::test::write_bytes(dir.file("config.json"), j.dump());
+    return mimic::models::load_config(dir.file("config.json"));
+  };
+  EXPECT_MIMIC_ERROR(with("gpt2-plain", "activation_function", 3), "key 'activation_function' must be a string, got 3");
+  EXPECT_MIMIC_ERROR(with("gpt2-plain", "scale_attn_weights", "yes"), "key 'scale_attn_weights' must be true or false");
+  EXPECT_MIMIC_ERROR(with("gpt2-plain", "scale_attn_by_inverse_layer_idx", 1), "must be true or false");
+  EXPECT_MIMIC_ERROR(with("bert-base", "hidden_act", nlohmann::json::array({1})), "key 'hidden_act' must be a string");
+  EXPECT_MIMIC_ERROR(with("bert-base", "position_embedding_type", 0), "key 'position_embedding_type' must be a string");
+  EXPECT_NO_THROW(with("gpt2-plain", "activation_function", nullptr));  // null: the default, as HF does
+}
+
+// Found by fuzzing mimic.json (bench/fuzz): a "format" or "layer" of the wrong JSON type escaped as nlohmann's exception.
+TEST(Checkpoint, AMimicJsonOfTheWrongShapeIsRefusedNamingIt) {
+  TempDir dir;
+  const auto d = dir.file("m");
+  fs::copy(model_dir("gpt2-plain"), d, fs::copy_options::recursive);
+  auto with = [&](const std::string& text) {
+    mimic::test::write_bytes(d + "/mimic.json", text);
+    return mimic::models::load_model(d);
+  };
+  EXPECT_MIMIC_ERROR(with(R"({"format": 1})"), "mimic.json: not a mimic converted-model description (format mimic-converted-1 expected)");
+  EXPECT_MIMIC_ERROR(with(R"({"format": "mimic-converted-1", "attention": [{"kind": "softmax", "layer": "0"}, {"kind": "softmax"}]})"),
+                     "attention entry 0 is for layer \"0\", not 0");
+  EXPECT_MIMIC_ERROR(with(R"({"format": "mimic-converted-1", "attention": [{"kind": "softmax", "layer": 1e300}, {"kind": "softmax"}]})"),
+                     "attention entry 0 is for layer");
+  EXPECT_NO_THROW(with(R"({"format": "mimic-converted-1", "attention": [{"kind": "softmax", "layer": 0}, {"kind": "softmax"}], "provenance": 3})"));
+}

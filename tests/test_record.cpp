@@ -382,6 +382,50 @@ TEST(Record, AttributesThatDisagreeWithTheDatasetsAreRefusedWhenTheRecordIsOpene
   EXPECT_MIMIC_ERROR(damaged([](H5::H5File& f) { f.unlink("layer_01/v"); }), "dataset layer_01/v is missing");
 }
 
+// Found by fuzzing records (bench/fuzz): a root attribute holding an array of strings, or a string without a value, made
+// HDF5 write several pointers into one (a crash in free), and a float where an integer belongs was converted to int64
+// (undefined for 1e300). Both are refused when the record is opened, naming the attribute.
+TEST(Record, StringArraysAndFloatCountsInTheRootAttributesAreRefused) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("t.txt"), kText);
+  auto o = options(gpt2_dir(), dir.file("t.txt"), dir.file("r.h5"));
+  o.samples = 1;
+  mimic::record::record(o);
+  const auto good = mimic::test::read_bytes(o.out);
+  auto damaged = [&](const std::function<void(H5::H5File&)>& change) {
+    mimic::test::write_bytes(dir.file("d.h5"), good);
+    {
+      H5::H5File f(dir.file("d.h5"), H5F_ACC_RDWR);
+      change(f);
+    }
+    return mimic::record::RecordReader(dir.file("d.h5"));
+  };
+  const H5::StrType vstr(H5::PredType::C_S1, H5T_VARIABLE);
+  auto strings = [&](const char* name) {
+    return [=](H5::H5File& f) {
+      f.removeAttr(name);
+      const char* values[3] = {"a", "bb", "ccc"};
+      hsize_t n = 3;
+      f.createAttribute(name, vstr, H5::DataSpace(1, &n)).write(vstr, values);
+    };
+  };
+  EXPECT_MIMIC_ERROR(damaged(strings("format")), "is not a mimic record file");
+  EXPECT_NO_THROW(damaged(strings("source")));  // an optional string: unreadable means unknown
+  EXPECT_MIMIC_ERROR(damaged([&](H5::H5File& f) {
+                       f.removeAttr("format");
+                       f.createAttribute("format", vstr, H5::DataSpace(H5S_NULL));
+                     }),
+                     "is not a mimic record file");
+  auto set = [](const char* name, const nlohmann::json& v) {
+    return [=](H5::H5File& f) {
+      f.removeAttr(name);
+      mimic::record::write_attr(f, name, v);
+    };
+  };
+  EXPECT_MIMIC_ERROR(damaged(set("samples_done", 1e300)), "root attribute 'samples_done' must be an integer, got 1e+300");
+  EXPECT_MIMIC_ERROR(damaged(set("weights_samples", "all")), "root attribute 'weights_samples' must be an integer, got \"all\"");
+}
+
 // Through the CLI: a run killed with SIGKILL at an arbitrary moment, started again with the same command,
 // ends with the same datasets as an uninterrupted run.
 TEST(Record, CliResumesAfterKillToTheSameContent) {

@@ -55,6 +55,13 @@ const nlohmann::json* MapOptions::find(const std::string& key) {
   return it == spec_.options.end() ? nullptr : &*it;
 }
 
+void check_map_size(const std::string& map, int64_t n_head, int64_t in, int64_t out) {
+  // in double: the product of three checked-elsewhere int64 values may overflow int64
+  const double n = static_cast<double>(n_head) * static_cast<double>(in) * static_cast<double>(out);
+  MIMIC_CHECK(n <= static_cast<double>(kMaxMapParameters), "feature map '", map, "': ", n_head, " heads x ", in, " x ", out,
+              " is more than the ", kMaxMapParameters, " parameters a map may hold (use fewer features)");
+}
+
 double MapOptions::number(const std::string& key, double fallback) {
   const auto* j = find(key);
   if (!j) return fallback;

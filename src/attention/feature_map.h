@@ -61,6 +61,12 @@ const std::vector<FeatureMapInfo>& feature_maps();
 // parameters of n_head × head_dim × F and features of [B, H, T, F] from it, so an unbounded value ("feature_dim":
 // 1000000000) was gigabytes before the first step; 65536 is 512 times the Hedgehog paper's 2 × head_dim.
 inline constexpr int64_t kMaxFeatureDim = 65536;
+// The most parameters (or random directions) one map may hold: n_head × head_dim × F. kMaxFeatureDim alone still let
+// a wide layer ask for 2^32 weights (a maps file's n_head 64, head_dim 1024, feature_dim 65536); 2^26 (256 MiB of
+// float32) is thousands of times a real Hedgehog layer (12 heads × 64 × 128). Checked before allocating.
+inline constexpr int64_t kMaxMapParameters = int64_t{1} << 26;
+// Throws mimic::Error naming the map unless n_head × in × out <= kMaxMapParameters.
+void check_map_size(const std::string& map, int64_t n_head, int64_t in, int64_t out);
 
 // Reads a map's options and rejects the ones it did not ask for (finish()).
 class MapOptions {

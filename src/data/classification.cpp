@@ -146,6 +146,9 @@ ClassificationData load_jsonl(const std::string& path) {
     std::string label = j["label"].is_string() ? j["label"].get<std::string>() : j["label"].dump();
     auto text = j["text"].get<std::string>();
     MIMIC_CHECK(is_valid_utf8(text), path, ":", lineno, ": text is not valid UTF-8");
+    // checked before reading: j.value() of a number would throw nlohmann's exception, not a one-line error
+    MIMIC_CHECK(!j.contains("split") || j["split"].is_string(), path, ":", lineno,
+                ": \"split\" must be train, validation or test, got ", j["split"].dump());
     std::string split = j.value("split", std::string());
     rows.push_back({{text, 0, path + ":" + std::to_string(lineno)}, split + "\t" + label});
     label_ids.emplace(label, 0);

@@ -30,11 +30,34 @@ DistilledMaps DistilledMaps::open(const std::string& path) {
   };
   MIMIC_CHECK(md.count("format") && md.at("format") == "mimic-distill-1", path,
               ": not a mimic distill output (metadata format mimic-distill-1 expected; make one with `mimic distill`)");
+  // A whole decimal number in [1, hi]: the kernel built below allocates by n_head and head_dim, so a file cannot
+  // make it ask for more than a real layer has (record files bound their heads the same way).
+  auto count = [&](const char* key, int64_t hi) {
+    const std::string& v = get(key);
+    size_t used = 0;
+    int64_t x = 0;
+    try {
+      x = std::stoll(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    MIMIC_CHECK(used == v.size() && x >= 1 && x <= hi, path, ": metadata '", key, "' must be an integer in [1, ", hi, "], got '", v, "'");
+    return x;
+  };
   try {
     m.attention_ = nlohmann::json::parse(get("attention"));
-    m.layers_ = nlohmann::json::parse(get("layers")).get<std::vector<int64_t>>();
-    m.n_head_ = std::stoll(get("n_head"));
-    m.head_dim_ = std::stoll(get("head_dim"));
+    const auto layers = nlohmann::json::parse(get("layers"));
+    MIMIC_CHECK(layers.is_array(), path, ": metadata 'layers' must be a list of layer indices, got ", layers.dump());
+    for (const auto& l : layers) {
+      // an integer in range: get<int64_t> of a float like 1e300 would be undefined
+      MIMIC_CHECK(l.is_number_integer() && l.get<int64_t>() >= 0 && l.get<int64_t>() < 100000, path,
+                  ": metadata 'layers' must hold layer indices in [0, 100000), got ", l.dump());
+      m.layers_.push_back(l.get<int64_t>());
+    }
+    m.n_head_ = count("n_head", 4096);
+    m.head_dim_ = count("head_dim", 1024);
+    MIMIC_CHECK(m.n_head_ * m.head_dim_ <= 65536, path, ": n_head x head_dim = ", m.n_head_ * m.head_dim_,
+                " is wider than any layer mimic converts (at most 65536)");
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -66,7 +89,7 @@ std::vector<double> DistilledMaps::head_kl(int64_t layer) const {
   try {
     metrics = nlohmann::json::parse(md.at("metrics"));
     for (const auto& m : metrics) {
-      if (m.at("layer").get<int64_t>() != layer) continue;
+      if (m.at("layer") != layer) continue;  // compared as JSON: a float layer is never converted to int64
       std::vector<double> kl;
       for (const auto& h : m.at("after").at("heads")) kl.push_back(h.at("kl").get<double>());
       MIMIC_CHECK(static_cast<int64_t>(kl.size()) == n_head_, path_, ": layer ", layer, "'s metrics hold ", kl.size(), " heads, not ",

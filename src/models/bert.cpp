@@ -137,9 +137,9 @@ class BertFamily : public Family {
     c.max_positions = config_int(j, "max_position_embeddings", where);
     c.type_vocab_size = config_int_or(j, "type_vocab_size", where, 2);
     c.ln_eps = config_double_or(j, "layer_norm_eps", where, 1e-12);
-    c.activation = config_activation(j.value("hidden_act", std::string("gelu")), where, "hidden_act");
+    c.activation = config_activation(config_string_or(j, "hidden_act", where, "gelu"), where, "hidden_act");
     c.dropout = config_double_or(j, "hidden_dropout_prob", where, 0.1);
-    std::string pos = j.value("position_embedding_type", std::string("absolute"));
+    std::string pos = config_string_or(j, "position_embedding_type", where, "absolute");
     MIMIC_CHECK(pos == "absolute", where, ": unsupported position_embedding_type '", pos, "' (only absolute)");
     if (j.contains("id2label") && j["id2label"].is_object()) c.num_labels = static_cast<int64_t>(j["id2label"].size());
     c.num_labels = config_int_or(j, "num_labels", where, c.num_labels > 0 ? c.num_labels : 2);

@@ -33,6 +33,16 @@ double config_double_or(const nlohmann::json& j, const std::string& key, const s
   MIMIC_CHECK(j[key].is_number(), where, ": key '", key, "' must be a number");
   return j[key].get<double>();
 }
+std::string config_string_or(const nlohmann::json& j, const std::string& key, const std::string& where, const std::string& fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  MIMIC_CHECK(j[key].is_string(), where, ": key '", key, "' must be a string, got ", j[key].dump());
+  return j[key].get<std::string>();
+}
+bool config_bool_or(const nlohmann::json& j, const std::string& key, const std::string& where, bool fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  MIMIC_CHECK(j[key].is_boolean(), where, ": key '", key, "' must be true or false, got ", j[key].dump());
+  return j[key].get<bool>();
+}
 Activation config_activation(const std::string& name, const std::string& where, const std::string& key) {
   if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast") return Activation::GeluTanh;
   if (name == "gelu") return Activation::GeluExact;
@@ -48,7 +58,13 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   const std::string type = j["model_type"].get<std::string>();
   c.family = find_family(type);
   MIMIC_CHECK(c.family, where, ": unsupported model_type '", type, "' (mimic reads ", family_names(), ")");
-  c.family->read_config(j, where, c);
+  // The families read their keys with the config_* readers, which name a key of the wrong type; this catch is
+  // the backstop for any other JSON access, so a config of the wrong shape is never more than a refused file.
+  try {
+    c.family->read_config(j, where, c);
+  } catch (const nlohmann::json::exception& e) {
+    fail(where, ": a key of the ", type, " config has the wrong type (", e.what(), ")");
+  }
   MIMIC_CHECK(c.d_model % c.n_head == 0, where, ": hidden size ", c.d_model, " is not divisible by the number of heads ", c.n_head);
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
     std::string a = j["architectures"][0].is_string() ? j["architectures"][0].get<std::string>() : "";

@@ -40,6 +40,8 @@ ModelConfig load_config(const std::string& path);
 int64_t config_int(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t min = 1);
 int64_t config_int_or(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t fallback);
 double config_double_or(const nlohmann::json& j, const std::string& key, const std::string& where, double fallback);
+std::string config_string_or(const nlohmann::json& j, const std::string& key, const std::string& where, const std::string& fallback);
+bool config_bool_or(const nlohmann::json& j, const std::string& key, const std::string& where, bool fallback);
 // An activation name (gelu_new, gelu, relu, ...) read from `key`.
 Activation config_activation(const std::string& name, const std::string& where, const std::string& key);
 

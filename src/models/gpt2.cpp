@@ -93,9 +93,9 @@ class Gpt2Family : public Family {
     c.n_head = config_int(j, "n_head", where);
     c.d_ff = config_int_or(j, "n_inner", where, 4 * c.d_model);
     c.ln_eps = config_double_or(j, "layer_norm_epsilon", where, 1e-5);
-    c.activation = config_activation(j.value("activation_function", std::string("gelu_new")), where, "activation_function");
-    c.scale_attn_weights = j.value("scale_attn_weights", true);
-    c.scale_attn_by_layer_idx = j.value("scale_attn_by_inverse_layer_idx", false);
+    c.activation = config_activation(config_string_or(j, "activation_function", where, "gelu_new"), where, "activation_function");
+    c.scale_attn_weights = config_bool_or(j, "scale_attn_weights", where, true);
+    c.scale_attn_by_layer_idx = config_bool_or(j, "scale_attn_by_inverse_layer_idx", where, false);
     c.dropout = config_double_or(j, "resid_pdrop", where, 0.1);
   }
 

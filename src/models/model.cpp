@@ -204,8 +204,8 @@ class HfModel : public Model {
     } catch (const nlohmann::json::exception& e) {
       fail(path, ": malformed JSON (", e.what(), ")");
     }
-    MIMIC_CHECK(j.is_object() && j.value("format", "") == kConvertedFormat, path, ": not a mimic converted-model description (format ",
-                kConvertedFormat, " expected)");
+    MIMIC_CHECK(j.is_object() && j.contains("format") && j["format"] == kConvertedFormat, path,
+                ": not a mimic converted-model description (format ", kConvertedFormat, " expected)");
     MIMIC_CHECK(j.contains("attention") && j["attention"].is_array(), path, ": no \"attention\" list");
     const auto& layers = j["attention"];
     MIMIC_CHECK(static_cast<int64_t>(layers.size()) == config_.n_layer, path, ": describes ", layers.size(), " layers, the model has ",
@@ -213,15 +213,15 @@ class HfModel : public Model {
     for (int64_t l = 0; l < config_.n_layer; ++l) {
       const auto& e = layers[static_cast<size_t>(l)];
       MIMIC_CHECK(e.is_object() && e.contains("kind") && e["kind"].is_string(), path, ": attention entry ", l, " has no \"kind\"");
-      MIMIC_CHECK(e.value("layer", l) == l, path, ": attention entry ", l, " is for layer ", e.value("layer", l));
+      MIMIC_CHECK(!e.contains("layer") || e["layer"] == l, path, ": attention entry ", l, " is for layer ", e["layer"].dump(), ", not ", l);
       try {
-        net_->set_kernel(l, attention::make_attention_kernel(e["kind"].get<std::string>(), e.value("options", nlohmann::json::object()),
-                                                             config_.n_head, config_.head_dim()));
+        const auto& options = e.contains("options") ? e["options"] : nlohmann::json::object();
+        net_->set_kernel(l, attention::make_attention_kernel(e["kind"].get<std::string>(), options, config_.n_head, config_.head_dim()));
       } catch (const Error& err) {
         fail(path, ": layer ", l, ": ", err.what());
       }
     }
-    provenance_ = j.value("provenance", nlohmann::json::object());
+    provenance_ = j.contains("provenance") ? j["provenance"] : nlohmann::json::object();
   }
 
   // Copies mimic.attention.<layer>.<name> into the kernels; every expected tensor must be there with its shape,

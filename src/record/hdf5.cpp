@@ -79,6 +79,10 @@ nlohmann::json read_attr(const H5::H5Object& obj, const std::string& name) {
   hssize_t n = a.getSpace().getSimpleExtentNpoints();
   bool scalar = a.getSpace().getSimpleExtentNdims() == 0;
   if (cls == H5T_STRING) {
+    // HDF5's C++ read into a std::string takes exactly one value: a variable-length string array would have it
+    // write one pointer per element into a single one, and a string without a value (a null dataspace) leaves
+    // the pointer it frees unset. Only a scalar holding one string is read; anything else is not mimic's.
+    if (!scalar || n != 1) return "<unreadable>";
     std::string s;
     a.read(a.getStrType(), s);
     return s;

@@ -40,18 +40,24 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
   try {
     auto& f = impl_->file;
     MIMIC_CHECK(read_attr(f, "format") == kFormat, path, " is not a mimic record file");
-    impl_->samples = read_attr(f, "samples_done").get<int64_t>();
-    impl_->seq_len = read_attr(f, "seq_len").get<int64_t>();
-    impl_->n_head = read_attr(f, "n_head").get<int64_t>();
-    impl_->head_dim = read_attr(f, "head_dim").get<int64_t>();
-    impl_->causal = read_attr(f, "causal").get<int64_t>() != 0;
+    // An integer attribute must be stored as one: converting a float (1e300) to int64 would be undefined.
+    auto integer = [&](const char* name) {
+      const auto v = read_attr(f, name);
+      MIMIC_CHECK(v.is_number_integer(), path, ": root attribute '", name, "' must be an integer, got ", show(v));
+      return v.get<int64_t>();
+    };
+    impl_->samples = integer("samples_done");
+    impl_->seq_len = integer("seq_len");
+    impl_->n_head = integer("n_head");
+    impl_->head_dim = integer("head_dim");
+    impl_->causal = integer("causal") != 0;
     impl_->layers = read_attr(f, "layers").get<std::vector<int64_t>>();
     impl_->f16 = read_attr(f, "dtype") == "f16";
     auto src = read_attr(f, "source");
     impl_->source = src.is_string() ? src.get<std::string>() : std::string();
     auto digest = read_attr(f, "model_digest");
     impl_->model_digest = digest.is_string() ? digest.get<std::string>() : std::string();
-    impl_->weights_samples = std::min(impl_->samples, read_attr(f, "weights_samples").get<int64_t>());
+    impl_->weights_samples = std::min(impl_->samples, integer("weights_samples"));
     for (auto l : impl_->layers) impl_->scales[l] = read_attr(f.openGroup(layer_group(l)), "scale").get<double>();
     check_shapes();
   } catch (const Error&) {

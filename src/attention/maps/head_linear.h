@@ -11,8 +11,9 @@ namespace mimic::attention::maps {
 
 class HeadLinear {
  public:
-  // Registers q_weight/q_bias and k_weight/k_bias (or weight/bias when tied) on `owner`.
-  HeadLinear(torch::nn::Module& owner, int64_t n_head, int64_t in, int64_t out, bool tied, bool bias) {
+  // Registers q_weight/q_bias and k_weight/k_bias (or weight/bias when tied) on `owner`, the map named `map`.
+  HeadLinear(torch::nn::Module& owner, const std::string& map, int64_t n_head, int64_t in, int64_t out, bool tied, bool bias) {
+    check_map_size(map, n_head, in, out);
     auto make = [&](const std::string& prefix) {
       Pair p;
       p.weight = owner.register_parameter(prefix + "weight", torch::eye(in, out).unsqueeze(0).repeat({n_head, 1, 1}));

@@ -15,7 +15,7 @@ class Hedgehog : public FeatureMapImpl {
     o.finish();
     MIMIC_CHECK(features_ >= 2 && features_ % 2 == 0, "feature map '", spec.name, "': feature_dim must be even and >= 2, got ",
                 features_);
-    linear_ = std::make_unique<maps::HeadLinear>(*this, spec.n_head, spec.head_dim, features_ / 2, tied, bias);
+    linear_ = std::make_unique<maps::HeadLinear>(*this, spec.name, spec.n_head, spec.head_dim, features_ / 2, tied, bias);
   }
   at::Tensor forward(const at::Tensor& x, Role role, int64_t) override {
     auto u = (*linear_)(x, role);

@@ -23,6 +23,7 @@ class Performer : public FeatureMapImpl {
     seed_ = o.integer("seed", 0);
     o.finish();
     MIMIC_CHECK(features_ >= 1, "feature map 'performer': features must be >= 1, got ", features_);
+    check_map_size("performer", spec.n_head, spec.head_dim, features_);
     omega_ = register_buffer("omega", draw(seed_));
   }
   void begin_pass() override {

@@ -12,7 +12,7 @@ class T2R : public FeatureMapImpl {
     const bool tied = o.flag("tied", false), bias = o.flag("bias", true);
     o.finish();
     MIMIC_CHECK(features_ >= 1, "feature map 't2r': feature_dim must be >= 1, got ", features_);
-    linear_ = std::make_unique<maps::HeadLinear>(*this, spec.n_head, spec.head_dim, features_, tied, bias);
+    linear_ = std::make_unique<maps::HeadLinear>(*this, spec.name, spec.n_head, spec.head_dim, features_, tied, bias);
   }
   at::Tensor forward(const at::Tensor& x, Role role, int64_t) override { return torch::relu((*linear_)(x, role)); }
   int64_t feature_dim() const override { return features_; }

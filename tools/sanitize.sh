@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The sanitizer build: the library, the CLI and the tests with AddressSanitizer + UndefinedBehaviorSanitizer
+# (-DMIMIC_SANITIZE=ON, in a build folder of its own), then the fast tests. The heavy ones are left out
+# (EmbeddedModels.*: minutes of evaluation on the embedded models; Recipes.*: every recipe end to end;
+# Install.*: a consumer built against the installed, uninstrumented package).
+#   MIMIC_SANITIZE_DIR   build folder (default: build-sanitize)
+#   MIMIC_JOBS           build jobs (default: all cores)
+# Any sanitizer report fails the run, even one from a CLI run inside a test that expected a failing exit:
+# reports are written to files (log_path) besides aborting, and a non-empty report folder is a failure.
+# LibTorch/OpenMP/HDF5's one-time allocations are not leaks of mimic's: bench/fuzz/lsan.supp suppresses them.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${MIMIC_SANITIZE_DIR:-$root/build-sanitize}
+reports="$build/sanitizer-reports"
+rm -rf "$reports"
+mkdir -p "$reports"
+export ASAN_OPTIONS="log_path=$reports/asan:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$root/bench/fuzz/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+
+bash "$root/tools/configure.sh" "$build" -DMIMIC_SANITIZE=ON
+start=$(date +%s)
+# the build runs the test binary too (gtest_discover_tests), hence the options above already
+cmake --build "$build" -j"${MIMIC_JOBS:-$(nproc)}"
+echo "sanitize.sh: build took $(( $(date +%s) - start )) s" >&2
+start=$(date +%s)
+status=0
+ctest --test-dir "$build" --output-on-failure --timeout 900 -E '^(EmbeddedModels\.|Recipes\.|Install\.)' || status=1
+echo "sanitize.sh: tests took $(( $(date +%s) - start )) s" >&2
+if [ -n "$(ls -A "$reports")" ]; then
+  echo "sanitize.sh: sanitizer reports:" >&2
+  for f in "$reports"/*; do echo "== $f" >&2; head -60 "$f" >&2; done
+  status=1
+fi
+exit $status
