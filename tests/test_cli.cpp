@@ -250,6 +250,8 @@ TEST(Cli, OutOfRangeNumericOptionsAreRefusedByNameBeforeAnyWork) {
       {"pretrain --copy-span 0,8", "--copy-span"},
       {"pretrain --copy-repeats 65", "--copy-repeats"},
       {"pretrain --position-scale 0", "--position-scale"},
+      {"pretrain --end-at -1", "--end-at"},
+      {"pretrain --arch gpt2 --out /nonexistent/mimic-test --steps 10 --end-at 11", "--end-at"},  // beyond the schedule
       {"distill --epochs -1", "--epochs"},
       {"distill --val-fraction 1", "--val-fraction"},
       {"distill --batch-size 0", "--batch-size"},

@@ -148,6 +148,44 @@ TEST(TrainEngine, SnapshotsHoldTheModelAsItWasAtTheirStep) {
   EXPECT_FALSE(torch::equal(f.load("0.weight"), snap.net->named_parameters()["0.weight"]));  // training went on after it
 }
 
+TEST(TrainEngine, EndAtEndsPartWayThroughTheScheduleAndARerunWithALaterEndContinuesIt) {
+  TempDir a, b;
+  torch::manual_seed(3);
+  Toy full;
+  auto full_task = full.task();
+  auto o = options(a.path().string(), 20);
+  o.snapshot_every = 7;
+  train(full_task, o);
+
+  // Ending at 7 of the same 20-step schedule: last/ holds the full run's step-7 model, bit for bit, and the run
+  // counts as complete (a rerun with the same end trains nothing).
+  torch::manual_seed(3);
+  Toy staged;
+  auto staged_task = staged.task();
+  auto e = options(b.path().string(), 20);
+  e.end_at = 7;
+  auto r = train(staged_task, e);
+  EXPECT_EQ(r.steps, 7);
+  EXPECT_FALSE(r.stopped);
+  auto snap = mimic::io::SafeTensorsFile::open(a.file("step-7/model.safetensors"));
+  auto last = mimic::io::SafeTensorsFile::open(b.file("last/model.safetensors"));
+  for (auto& p : staged.net->named_parameters()) EXPECT_TRUE(torch::equal(snap.load(p.key()), last.load(p.key()))) << p.key();
+  EXPECT_EQ(train(staged_task, e).resumed_from, 7);
+
+  // Moving the end to 20 continues the same schedule to the full run's weights (the step-7 checkpoint resumes
+  // a fresh process state).
+  torch::manual_seed(999);
+  Toy resumed;
+  auto resumed_task = resumed.task();
+  e.end_at = 20;
+  EXPECT_EQ(train(resumed_task, e).resumed_from, 7);
+  auto w1 = weights(full), w2 = weights(resumed);
+  for (size_t i = 0; i < w1.size(); ++i) EXPECT_TRUE(torch::equal(w1[i], w2[i])) << "parameter " << i;
+
+  e.end_at = 21;
+  EXPECT_MIMIC_ERROR(train(resumed_task, e), "end_at must lie in [0, steps = 20]");
+}
+
 TEST(TrainEngine, EarlyStoppingEndsAfterPatienceEvaluationsWithoutImprovementAlsoWhenResumed) {
   // Scripted validation losses at steps 5, 10, 15, 20, ...: the best is at step 10; with patience 2 the
   // run ends at step 20, keeps best/ from step 10, and a rerun or a run killed at step 17 ends there too.

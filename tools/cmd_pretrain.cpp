@@ -21,6 +21,8 @@ struct PretrainArgs {
 
 void run(PretrainArgs& a) {
   start(a.common);
+  MIMIC_CHECK(a.o.train.end_at <= a.o.train.steps, "--end-at: must be in [0, --steps = ", a.o.train.steps,
+              "] (a step of the --steps schedule; 0: its end), got ", a.o.train.end_at);
   MIMIC_CHECK(a.config_path.empty() != a.o.init.empty(), "give --config (a fresh model) or --init (continue a model), one of them");
   if (!a.config_path.empty()) {
     try {
@@ -101,7 +103,11 @@ void register_pretrain(CLI::App& app) {
                   "Attention of every layer of a fresh model: softmax, linear:<map> or sla:<map> (a feature map of the registry)")
       ->capture_default_str();
   sub->add_option("--out", a->o.train.out_dir, "Output directory (model, checkpoint, log)")->required();
-  sub->add_option("--steps", a->o.train.steps, "Optimizer steps")->capture_default_str()->check(range::steps());
+  sub->add_option("--steps", a->o.train.steps, "Optimizer steps (the learning-rate schedule's length)")->capture_default_str()->check(range::steps());
+  sub->add_option("--end-at", a->o.train.end_at,
+                  "End the run at this step of the --steps schedule, as if it were the last (curriculum stages; 0: at --steps)")
+      ->capture_default_str()
+      ->check(range::steps_or_zero());
   sub->add_option("--seq-len", a->o.seq_len, "Tokens per sequence (at most the model's context)")
       ->capture_default_str()
       ->check(range::tokens(2));

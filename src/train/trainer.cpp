@@ -117,7 +117,9 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
               o.adam.weight_decay);
   MIMIC_CHECK(!std::isnan(o.grad_clip), "grad_clip must be a number (<= 0: off), got ", o.grad_clip);
   MIMIC_CHECK(o.max_skips >= 0, "max_skips must be >= 0, got ", o.max_skips);
+  MIMIC_CHECK(o.end_at >= 0 && o.end_at <= o.steps, "end_at must lie in [0, steps = ", o.steps, "] (0: at the end), got ", o.end_at);
   MIMIC_CHECK(!task.params.empty(), "nothing to train: no trainable parameters");
+  const int64_t last = o.end_at > 0 ? o.end_at : o.steps;  // the step this run ends at
   const auto lock = io::lock_output_dir(o.out_dir);
   const std::string ckpt = o.out_dir + "/" + kCheckpoint;
   const std::string log = o.out_dir + "/log.jsonl";
@@ -139,8 +141,8 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   auto patience_spent = [&](int64_t step) {
     return o.patience > 0 && step % o.eval_every == 0 && step - s.best_step >= o.patience * o.eval_every;
   };
-  if (s.step >= o.steps || (s.step > 0 && patience_spent(s.step))) {
-    r.stopped_early = s.step < o.steps;
+  if (s.step >= last || (s.step > 0 && patience_spent(s.step))) {
+    r.stopped_early = s.step < last;
     r.steps = s.step;
     r.best_eval = s.best_eval;
     r.best_step = s.best_step;
@@ -166,15 +168,15 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   };
 
   if (task.set_training) task.set_training(true);
-  Progress progress(o.label, o.steps, "step");
+  Progress progress(o.label, last, "step");
   if (!o.progress) progress.disable();
   progress.update(s.step);
   auto t0 = std::chrono::steady_clock::now();
   int64_t tokens = 0, skips = 0;
   double window_loss = 0;
   int64_t window_n = 0;
-  int64_t final_step = o.steps;  // or where early stopping ended the run
-  for (int64_t step = s.step; step < o.steps; ++step) {
+  int64_t final_step = last;  // or where early stopping ended the run
+  for (int64_t step = s.step; step < last; ++step) {
     double lr = warmup_cosine_lr(step, o.warmup, o.steps, o.lr, o.min_lr_ratio);
     opt.zero_grad();
     double loss_sum = 0;
@@ -213,17 +215,17 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     else
       std::snprintf(extra, sizeof(extra), "loss %.4f  best eval %.4f", loss, std::isfinite(s.best_eval) ? s.best_eval : loss);
     progress.update(done, extra);
-    if (done % o.log_every == 0 || done == o.steps) {
+    if (done % o.log_every == 0 || done == last) {
       append_log(log, {{"step", done}, {"loss", window_loss / static_cast<double>(window_n)}, {"lr", lr},
                        {"grad_norm", norm}, {"tokens_per_second", tps}, {"elapsed", secs}});
       window_loss = 0;
       window_n = 0;
     }
-    if ((o.eval_every > 0 && done % o.eval_every == 0) || done == o.steps) evaluate_and_export(done);
+    if ((o.eval_every > 0 && done % o.eval_every == 0) || done == last) evaluate_and_export(done);
     if (o.snapshot_every > 0 && done % o.snapshot_every == 0 && task.export_model)
       task.export_model(o.out_dir + "/step-" + std::to_string(done));
-    const bool early = patience_spent(done) && done < o.steps;
-    if (done % o.checkpoint_every == 0 || done == o.steps || early) {
+    const bool early = patience_spent(done) && done < last;
+    if (done % o.checkpoint_every == 0 || done == last || early) {
       s.step = done;
       if (task.data_state) s.data = task.data_state();
       save_checkpoint(o.out_dir, task, opt, s, o);
@@ -233,7 +235,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
       final_step = done;
       break;
     }
-    if (o.stop_after > 0 && done - r.resumed_from >= o.stop_after && done < o.steps) {
+    if (o.stop_after > 0 && done - r.resumed_from >= o.stop_after && done < last) {
       progress.finish();
       r.steps = done;
       r.stopped = true;

@@ -18,7 +18,12 @@ namespace mimic::train {
 enum class NonFinite { Stop, Skip };
 
 struct TrainOptions {
-  int64_t steps = 1000;           // optimizer steps
+  int64_t steps = 1000;           // optimizer steps: the length of the learning-rate schedule
+  // > 0: the run ends at this step of the `steps`-long schedule, as if it were its last (final evaluation,
+  // checkpoint, export of last/). A curriculum stage that hands over to the next one part-way through its
+  // schedule is then a reproducible recipe line, not a run someone stopped by hand. A rerun with a larger
+  // value (<= steps) continues the same schedule.
+  int64_t end_at = 0;
   int64_t warmup = 100;
   double lr = 3e-4;
   double min_lr_ratio = 0.1;      // cosine decays to lr·min_lr_ratio
