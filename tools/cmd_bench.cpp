@@ -40,6 +40,11 @@ struct BenchPeerArgs {
   bench::PeerBenchOptions options;
 };
 
+// --repeats, as every benchmark that takes a median reads it.
+void add_repeats(CLI::App& sub, int& repeats, const std::string& what) {
+  sub.add_option("--repeats", repeats, "Timed " + what + " (median), after one warm-up")->capture_default_str()->check(range::integer(1, 1000));
+}
+
 }  // namespace
 
 void register_bench(CLI::App& app) {
@@ -52,9 +57,7 @@ void register_bench(CLI::App& app) {
   sub->add_option("--max-len", args->options.max_len, "Longest sequence length of the fwd/bwd table (the lengths are 512, 1024, ... 32768)")
       ->capture_default_str()
       ->check(range::integer(512, 32768));
-  sub->add_option("--repeats", args->options.repeats, "Timed runs per measurement (median), after one warm-up")
-      ->capture_default_str()
-      ->check(range::integer(1, 1000));
+  add_repeats(*sub, args->options.repeats, "runs per measurement");
   sub->add_option("--chunk", args->options.chunk, "Chunk size of the chunked linear attention")
       ->capture_default_str()
       ->check(range::integer(1, 65536));
@@ -88,9 +91,7 @@ void register_bench(CLI::App& app) {
   tr->add_option("--tokens-per-step", targs->options.tokens_per_step, "Tokens per training step (batch = tokens / length, at least 1)")
       ->capture_default_str()
       ->check(range::tokens(2));
-  tr->add_option("--repeats", targs->options.repeats, "Timed steps per measurement (median), after one warm-up step")
-      ->capture_default_str()
-      ->check(range::integer(1, 1000));
+  add_repeats(*tr, targs->options.repeats, "steps per measurement");
   add_common_options(*tr, targs->common);
   tr->callback([targs]() {
     start(targs->common);
@@ -148,9 +149,7 @@ void register_bench(CLI::App& app) {
   peer->add_option("--distill-length", pargs->options.distill_length, "Tokens per distillation sequence")->capture_default_str()->check(range::tokens(2));
   peer->add_option("--train-batch", pargs->options.train_batch, "Sequences per training step")->capture_default_str()->check(range::batch());
   peer->add_option("--train-length", pargs->options.train_length, "Tokens per training sequence")->capture_default_str()->check(range::tokens(2));
-  peer->add_option("--repeats", pargs->options.repeats, "Timed steps (median), after one warm-up step")
-      ->capture_default_str()
-      ->check(range::integer(1, 1000));
+  add_repeats(*peer, pargs->options.repeats, "steps");
   add_common_options(*peer, pargs->common);
   peer->callback([pargs]() {
     start(pargs->common);
