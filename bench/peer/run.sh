@@ -32,7 +32,7 @@ if [[ -z $out ]]; then
   trap 'rm -rf "$out"' EXIT
 fi
 mkdir -p "$out"
-echo "load: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min); $(nproc) cores; $threads threads per side"
+echo "load: $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min); $(nproc) cores; threads per side: $threads"
 "$mimic" bench peer --inputs "$out/inputs.safetensors" --threads "$threads" --repeats "$repeats" --json "$@" >"$out/mimic.json"
 OMP_NUM_THREADS=$threads "$python" "$here/peer.py" --inputs "$out/inputs.safetensors" --threads "$threads" --repeats "$repeats" \
   --mimic "$out/mimic.json" --json-out "$out/pytorch.json"
