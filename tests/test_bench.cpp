@@ -2,7 +2,8 @@
 // form (softmax, linear, hybrid) and the measured numbers are positive; the decoding state of linear and
 // hybrid attention is flat in the context while softmax's KV cache grows with it, by exact byte counts; the
 // text report has its tables; bad options are one-line errors. `mimic bench generate` on a converted model
-// whose layers are hybrid: the state bytes it reports are the kernels' caches and do not grow with the prompt.
+// whose layers are hybrid: the state bytes it reports are the kernels' caches and do not grow with the prompt;
+// its bandwidth accounting by hand, its memory budget and options; `mimic bench peer`'s inputs and losses.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "mimic/bench/attention_bench.h"
 #include "mimic/bench/generate_bench.h"
 #include "mimic/bench/measure.h"
+#include "mimic/io/safetensors.h"
 #include "mimic/models/model.h"
 #include "test_util.h"
 
@@ -225,65 +227,276 @@ TEST(BenchMeasure, PeakBytesCountWhatTheRunAllocatedAndTheMedianIsTheMiddleValue
   EXPECT_DOUBLE_EQ(mimic::bench::median({4, 1, 3, 2}), 2.5);
 }
 
+namespace {
+constexpr int64_t kLayers = 2, kHeads = 4, kDim = 32, kHeadDim = kDim / kHeads, kVocab = 97;
+// A tiny GPT-2 (2 layers, 4 heads of 8, feed-forward 128, 97 tokens, 64 positions) saved to `dir`, every
+// layer's attention of `kind` (softmax: none set). Its weights are spread wider than GPT-2's init so that
+// greedy choices are not near-ties (the recurrent/parallel comparison is then meaningful).
+void save_tiny_gpt2(const std::string& dir, const std::string& kind = "softmax", const nlohmann::json& options = nlohmann::json::object()) {
+  torch::manual_seed(3);
+  auto m = mimic::models::create_model(nlohmann::json{{"model_type", "gpt2"}, {"n_embd", kDim}, {"n_layer", kLayers}, {"n_head", kHeads},
+                                                      {"n_positions", 64}, {"vocab_size", kVocab}}
+                                           .dump(),
+                                       "");
+  torch::NoGradGuard ng;
+  for (auto& p : m->module().named_parameters())
+    if (p.value().dim() == 2) p.value().normal_(0.0, p.key().find("wte") != std::string::npos ? 0.5 : 0.3);
+  if (kind != "softmax")
+    for (int64_t l = 0; l < kLayers; ++l) m->set_attention_kernel(l, mimic::attention::make_attention_kernel(kind, options, kHeads, kHeadDim));
+  m->save(dir);
+}
+}  // namespace
+
 TEST(BenchGenerate, HybridModelDirectoryReportsItsKernelCachesFlatInThePrompt) {
-  // A tiny GPT-2 (2 layers, 4 heads of 8) converted to hybrid attention in every layer and saved: a converted
-  // model directory. Its weights are spread wider than GPT-2's init so that greedy choices are not near-ties
-  // (the recurrent/parallel comparison is then meaningful).
-  const int64_t layers = 2, heads = 4, dim = 32, head_dim = dim / heads, w = 8;
+  const int64_t w = 8;
   const nlohmann::json options = {{"feature_map", "hedgehog"}, {"window", w}, {"chunk", 8}};
   TempDir dir;
-  {
-    torch::manual_seed(3);
-    auto m = mimic::models::create_model(nlohmann::json{{"model_type", "gpt2"}, {"n_embd", dim}, {"n_layer", layers}, {"n_head", heads},
-                                                        {"n_positions", 64}, {"vocab_size", 97}}
-                                             .dump(),
-                                         "");
-    torch::NoGradGuard ng;
-    for (auto& p : m->module().named_parameters())
-      if (p.value().dim() == 2) p.value().normal_(0.0, p.key().find("wte") != std::string::npos ? 0.5 : 0.3);
-    for (int64_t l = 0; l < layers; ++l)
-      m->set_attention_kernel(l, mimic::attention::make_attention_kernel("hybrid", options, heads, head_dim));
-    m->save(dir.file("hybrid"));
-  }
+  save_tiny_gpt2(dir.file("hybrid"), "hybrid", options);
   mimic::bench::GenerateBenchOptions o;
   o.model = dir.file("hybrid");
   o.prompt_lengths = {4, 30};  // shorter than the window (ring partly empty) and longer
   o.new_tokens = 6;
+  o.copy_bytes = 1 << 20;
   o.progress = false;
   auto r = mimic::bench::run_generate_bench(o);
   ASSERT_EQ(r.rows.size(), 4u);  // as loaded, then the untrained all-linear variant, per prompt length
 
   // What one layer's kernel cache holds once it has decoded (KernelCache::bytes()), from a kernel built alike.
-  auto kernel = mimic::attention::make_attention_kernel("hybrid", options, heads, head_dim);
+  auto kernel = mimic::attention::make_attention_kernel("hybrid", options, kHeads, kHeadDim);
   auto cache = kernel->new_cache();
   mimic::attention::AttentionContext ctx;
   ctx.causal = true;
-  ctx.scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  ctx.scale = 1.0 / std::sqrt(static_cast<double>(kHeadDim));
   {
     torch::NoGradGuard ng;
-    auto x = torch::randn({1, heads, 3, head_dim});
+    auto x = torch::randn({1, kHeads, 3, kHeadDim});
     kernel->forward_cached(x, x, x, ctx, *cache);
   }
-  const int64_t F = 2 * head_dim;  // hedgehog
-  EXPECT_EQ(cache->bytes(), heads * (w * (head_dim + head_dim + F) + F * head_dim + F + 1) * 4);
+  const int64_t F = 2 * kHeadDim;  // hedgehog
+  EXPECT_EQ(cache->bytes(), kHeads * (w * (kHeadDim + kHeadDim + F) + F * kHeadDim + F + 1) * 4);
 
   for (int i = 0; i < 2; ++i) {
     const auto& row = r.rows[i];
     EXPECT_EQ(row.attention, "hybrid (as loaded)");
     EXPECT_EQ(row.prompt, o.prompt_lengths[i]);
     EXPECT_EQ(row.generated, o.new_tokens);
-    EXPECT_EQ(row.state_bytes, layers * cache->bytes()) << "prompt " << row.prompt;  // flat in the prompt
-    EXPECT_TRUE(row.same_tokens) << "prompt " << row.prompt;                       // recurrent = parallel recompute
+    EXPECT_EQ(row.state_bytes, kLayers * cache->bytes()) << "prompt " << row.prompt;  // flat in the prompt
+    EXPECT_TRUE(row.same_tokens) << "prompt " << row.prompt;                        // recurrent = parallel recompute
     EXPECT_GT(row.recurrent_tps, 0);
   }
   // the all-linear variant keeps the same linear state without the ring of w keys, values and key features
   for (int i = 2; i < 4; ++i) {
     EXPECT_EQ(r.rows[i].attention, "linear hedgehog (untrained)");
-    EXPECT_EQ(r.rows[i - 2].state_bytes - r.rows[i].state_bytes, layers * heads * w * (head_dim + head_dim + F) * 4);
+    EXPECT_EQ(r.rows[i - 2].state_bytes - r.rows[i].state_bytes, kLayers * kHeads * w * (kHeadDim + kHeadDim + F) * 4);
   }
   auto j = mimic::bench::to_json(r);
   EXPECT_EQ(j["rows"][0]["attention"], "hybrid (as loaded)");
   EXPECT_EQ(j["rows"][0]["state_bytes"], r.rows[0].state_bytes);
+  // not softmax as loaded: the batch-64 comparison has no reference
+  ASSERT_EQ(r.targets.size(), 4u);
+  EXPECT_EQ(r.targets[2].status, "n/a");
+  EXPECT_NE(r.targets[2].detail.find("not softmax"), std::string::npos) << r.targets[2].detail;
+}
+
+// The bandwidth limit's accounting on the tiny softmax model and its all-linear variant, at two batch sizes
+// and two prompt lengths: a step reads every weight once (the token embedding as the LM head, not the position
+// table) and the mean of the state's bytes after the prefill and at the end; the limit is those bytes over the
+// bandwidth measured in the run, and the share, tokens/s and ratios follow from the measured step time.
+TEST(BenchGenerate, BytesPerStepAreEveryWeightOnceAndTheMeanStateCountedByHand) {
+  TempDir dir;
+  save_tiny_gpt2(dir.file("softmax"));
+  mimic::bench::GenerateBenchOptions o;
+  o.model = dir.file("softmax");
+  o.prompt_lengths = {5, 20};
+  o.batches = {1, 3};
+  o.new_tokens = 4;  // the first from the prefill, then 3 steps
+  o.copy_bytes = 1 << 20;
+  o.progress = false;
+  auto r = mimic::bench::run_generate_bench(o);
+  ASSERT_EQ(r.variants, (std::vector<std::string>{"softmax (as loaded)", "linear hedgehog (untrained)"}));
+  ASSERT_EQ(r.rows.size(), 8u);
+  EXPECT_GT(r.bandwidth, 0);
+  const int64_t d = kDim, ff = 4 * kDim, F = 2 * kHeadDim, steps = 3;
+  const double block = 2 * d + (d * 3 * d + 3 * d) + (d * d + d) + 2 * d + (d * ff + ff) + (ff * d + d);
+  const double dense = (kLayers * block + 2 * d + kVocab * d) * 4;                        // + ln_f, + the LM head (wte)
+  const double maps = kLayers * 2 * (kHeads * kHeadDim * (F / 2) + kHeads * (F / 2)) * 4;  // hedgehog W and b, q and k
+  EXPECT_DOUBLE_EQ(dense, 114304.0);
+  EXPECT_DOUBLE_EQ(maps, 4608.0);
+  size_t i = 0;
+  for (int variant = 0; variant < 2; ++variant)
+    for (int64_t B : {1, 3})
+      for (int64_t len : {5, 20}) {
+        const auto& row = r.rows[i++];
+        SCOPED_TRACE(row.attention + " batch " + std::to_string(B) + " prompt " + std::to_string(len));
+        ASSERT_TRUE(row.skipped.empty()) << row.skipped;
+        EXPECT_EQ(row.attention, r.variants[variant]);
+        EXPECT_EQ(row.batch, B);
+        EXPECT_EQ(row.prompt, len);
+        EXPECT_EQ(row.generated, steps + 1);
+        const int64_t start = variant == 0 ? kLayers * 2 * B * len * d * 4 : kLayers * B * kHeads * (F * kHeadDim + F + 1) * 4;
+        const int64_t end = variant == 0 ? kLayers * 2 * B * (len + steps) * d * 4 : start;
+        EXPECT_EQ(row.state_bytes_start, start);
+        EXPECT_EQ(row.state_bytes, end);
+        EXPECT_DOUBLE_EQ(row.weight_bytes, variant == 0 ? dense : dense + maps);
+        EXPECT_DOUBLE_EQ(row.bytes_per_step, row.weight_bytes + 0.5 * static_cast<double>(start + end));
+        EXPECT_NEAR(row.limit_ms, 1e3 * row.bytes_per_step / r.bandwidth, 1e-12 * row.limit_ms);
+        EXPECT_NEAR(row.limit_share, row.limit_ms / row.step_ms, 1e-12 * row.limit_share);
+        EXPECT_NEAR(row.recurrent_tps * row.step_ms / 1e3, B, 1e-9 * B);  // B tokens per step
+        const auto& softmax = r.rows[i - 1 - (variant == 1 ? 4 : 0)];
+        EXPECT_NEAR(row.ratio, row.recurrent_tps / softmax.recurrent_tps, 1e-12);
+        if (B == 1) {
+          EXPECT_GT(row.parallel_tps, 0);
+          EXPECT_TRUE(row.same_tokens);
+        } else {
+          EXPECT_EQ(row.parallel_tps, 0);  // the parallel recompute is batch 1 only
+        }
+      }
+  auto j = mimic::bench::to_json(r);
+  EXPECT_EQ(j["bandwidth_bytes_per_second"].get<double>(), r.bandwidth);
+  EXPECT_EQ(j["batches"], nlohmann::json({1, 3}));
+  for (const char* key : {"generated", "prefill_tokens_per_second", "step_ms", "recurrent_tokens_per_second", "state_bytes_start", "state_bytes",
+                          "weight_bytes", "bytes_per_step", "limit_ms", "limit_share", "ratio"})
+    EXPECT_TRUE(j["rows"][5].contains(key)) << key;
+  EXPECT_EQ(j["rows"][5]["bytes_per_step"].get<double>(), r.rows[5].bytes_per_step);
+  // one batch-1 target per variant (measured), and the batch-64 comparison at 2K, not measured here
+  ASSERT_EQ(r.targets.size(), 4u);
+  EXPECT_EQ(r.targets[0].name, "softmax (as loaded): batch-1 decoding >= 50% of the bandwidth limit");
+  EXPECT_NE(r.targets[0].status, "n/a");
+  EXPECT_DOUBLE_EQ(r.targets[1].value, std::min(r.rows[4].limit_share, r.rows[5].limit_share));
+  EXPECT_EQ(r.targets[2].name, "all-linear >= 3x the softmax model's tokens/s at batch 64, 2K context");
+  EXPECT_EQ(r.targets[2].status, "n/a");
+  EXPECT_EQ(r.targets[3].name, "all-linear state <= 1/10 of the softmax model's at batch 64, 2K context");
+  auto text = mimic::bench::format_report(r);
+  for (const char* s : {"copy bandwidth", "% limit", "softmax (as loaded)", "linear hedgehog (untrained)", "targets"})
+    EXPECT_NE(text.find(s), std::string::npos) << s << "\n" << text;
+}
+
+// Without a model directory: a random GPT-2 at gpt2-mini's widths whose position table reaches past its 512
+// tokens. The all-linear and hybrid states hold the same bytes at 16 and at 600 tokens of context; the KV cache
+// grows with the context, by exact byte counts.
+TEST(BenchGenerate, LinearAndHybridStatesAreFlatInTheContextWhileTheKvCacheGrows) {
+  mimic::bench::GenerateBenchOptions o;
+  o.prompt_lengths = {16, 600};
+  o.batches = {2};
+  o.new_tokens = 2;
+  o.window = 8;
+  o.parallel = false;
+  o.copy_bytes = 1 << 20;
+  o.progress = false;
+  auto r = mimic::bench::run_generate_bench(o);
+  EXPECT_EQ(r.model_name, "random mini (n_positions 601)");
+  ASSERT_EQ(r.variants, (std::vector<std::string>{"softmax (as loaded)", "linear hedgehog (untrained)", "hybrid w=8 hedgehog (untrained)"}));
+  ASSERT_EQ(r.rows.size(), 6u);
+  const int64_t layers = 6, heads = 8, hd = 24, F = 48, B = 2, w = 8;
+  for (int k = 0; k < 2; ++k) {
+    const int64_t context = r.rows[k].prompt + 1;  // the prompt and one fed token
+    EXPECT_EQ(r.rows[k].state_bytes, layers * 2 * B * context * heads * hd * 4);
+    EXPECT_EQ(r.rows[2 + k].state_bytes, layers * B * heads * (F * hd + F + 1) * 4);
+    EXPECT_EQ(r.rows[4 + k].state_bytes, layers * B * heads * (w * (hd + hd + F) + F * hd + F + 1) * 4);
+  }
+  EXPECT_EQ(r.rows[1].state_bytes, r.rows[0].state_bytes * 601 / 17);
+}
+
+// The memory budget: a softmax run whose KV cache would not fit is skipped, with the numbers, and the rows that
+// fit still run; nothing is compared with a skipped row.
+TEST(BenchGenerate, ASoftmaxRunOverTheMemoryBudgetIsSkippedWithItsReason) {
+  TempDir dir;
+  save_tiny_gpt2(dir.file("softmax"));
+  mimic::bench::GenerateBenchOptions o;
+  o.model = dir.file("softmax");
+  o.prompt_lengths = {10};
+  o.new_tokens = 3;
+  o.memory_budget = 1000;  // bytes
+  o.copy_bytes = 1 << 20;
+  o.progress = false;
+  auto r = mimic::bench::run_generate_bench(o);
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_NE(r.rows[0].skipped.find("over the memory budget of 0.0 GB"), std::string::npos) << r.rows[0].skipped;
+  EXPECT_EQ(r.rows[0].recurrent_tps, 0);
+  EXPECT_TRUE(r.rows[1].skipped.empty()) << r.rows[1].skipped;  // the linear state needs no budget
+  EXPECT_GT(r.rows[1].recurrent_tps, 0);
+  EXPECT_EQ(r.rows[1].ratio, 0);  // no softmax row to divide by
+  EXPECT_EQ(r.targets[0].status, "n/a");
+  auto j = mimic::bench::to_json(r);
+  EXPECT_EQ(j["rows"][0]["measured"], false);
+  EXPECT_EQ(j["rows"][0]["skipped"], r.rows[0].skipped);
+  EXPECT_FALSE(j["rows"][0].contains("step_ms"));
+  EXPECT_NE(mimic::bench::format_report(r).find("skipped: needs about"), std::string::npos);
+}
+
+TEST(BenchGenerate, OptionsOutOfTheirRangesAreOneLineErrorsBeforeAnythingRuns) {
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"bench generate --batch 1,0", "--batch: must be an integer in [1, 65536], got 0"},
+           {"bench generate --window -1", "--window: must be an integer in [0, 2^20], got -1"},
+           {"bench generate --memory-budget -2", "--memory-budget: must be a number in [0, 1e+06], got -2"},
+           {"bench generate --width medium", "--width"},
+           {"bench generate --model gpt2-mini --width mini", "excludes"}}) {
+    auto r = run_cli(args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_EQ(r.err.rfind("mimic: error: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+  }
+}
+
+// `mimic bench peer` (the PyTorch comparison's mimic side) at a tiny size: the inputs file holds every tensor the
+// steps read and their settings; the first distillation loss is the Hedgehog CE loss recomputed here from the
+// file in double precision, straight from the definitions (φ(x) = [exp(xW + b), exp(−(xW + b))] on x·√scale,
+// weights φ(q)·φ(k) / (Σ + ε), against softmax's causal weights); the first training loss is the model's own
+// from the stored weights; the later losses are lower (the steps train).
+TEST(BenchPeer, TheInputsFileHoldsWhatTheStepsReadAndTheFirstLossesFollowFromIt) {
+  TempDir dir;
+  const std::string inputs = dir.file("peer.safetensors");
+  auto r = run_cli("bench peer --inputs " + inputs +
+                   " --distill-batch 2 --distill-length 16 --train-batch 1 --train-length 64 --repeats 2 --threads 1 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["benchmark"], "peer");
+  EXPECT_EQ(j["threads"], 1);
+  for (const char* step : {"distill", "train"}) {
+    const auto& s = j["steps"][step];
+    EXPECT_GT(s["step_ms"].get<double>(), 0) << step;
+    ASSERT_EQ(s["losses"].size(), 3u) << step;  // the warm-up, then 2 timed steps
+    EXPECT_LT(s["losses"][2].get<double>(), s["losses"][0].get<double>()) << step;
+  }
+  auto file = mimic::io::SafeTensorsFile::open(inputs);
+  auto config = nlohmann::json::parse(file.metadata().at("mimic_peer"));
+  EXPECT_EQ(config, j["config"]);
+  EXPECT_EQ(config["distill"]["n_head"], 8);
+  EXPECT_EQ(config["distill"]["head_dim"], 24);
+  EXPECT_EQ(config["train"]["model"]["n_embd"], 192);
+
+  torch::NoGradGuard ng;
+  auto q = file.load("distill.q").to(torch::kDouble), k = file.load("distill.k").to(torch::kDouble), v = file.load("distill.v");
+  EXPECT_EQ(q.sizes(), (std::vector<int64_t>{2, 8, 16, 24}));
+  const double scale = config["distill"]["scale"].get<double>();
+  EXPECT_DOUBLE_EQ(scale, 1.0 / std::sqrt(24.0));
+  auto phi = [&](const at::Tensor& x, const std::string& role) {
+    auto u = torch::matmul(x * std::sqrt(scale), file.load("distill.student.feature_map." + role + "_weight").to(torch::kDouble)) +
+             file.load("distill.student.feature_map." + role + "_bias").to(torch::kDouble);
+    return torch::cat({u.exp(), (-u).exp()}, -1);
+  };
+  auto causal = torch::ones({16, 16}, torch::kBool).tril();
+  auto a = torch::matmul(phi(q, "q"), phi(k, "k").transpose(-1, -2)) * causal;
+  auto w = a / (a.sum(-1, true) + 1e-6);
+  auto teacher = torch::softmax((torch::matmul(q, k.transpose(-1, -2)) * scale).masked_fill(causal.logical_not(), -INFINITY), -1);
+  const double ce = -(teacher * w.clamp_min(1e-300).log()).sum().item<double>() / (2 * 8 * 16);
+  EXPECT_NEAR(j["steps"]["distill"]["losses"][0].get<double>(), ce, 1e-5 * ce);
+
+  auto ids = file.load("train.ids"), labels = file.load("train.labels");
+  EXPECT_TRUE(labels.equal(torch::roll(ids, -1, 1)));
+  auto model = mimic::models::create_model(config["train"]["model"].dump(), "");
+  for (int64_t l = 0; l < 6; ++l)
+    model->set_attention_kernel(l, mimic::attention::make_attention_kernel("linear", config["train"]["attention"], 8, 24));
+  for (auto& p : model->module().named_parameters()) p.value().copy_(file.load("train.model." + p.key()));
+  auto logits = model->forward({ids, {}, {}, {}}).logits;
+  const double lm = torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1})).item<double>();
+  EXPECT_NEAR(j["steps"]["train"]["losses"][0].get<double>(), lm, 1e-6 * lm);
+  EXPECT_NEAR(lm, std::log(50257.0), 0.5);
+
+  auto missing = run_cli("bench peer --threads 1");
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.err.find("--inputs"), std::string::npos) << missing.err;
 }
 
 // `mimic bench train` at gpt2-mini's widths on two short lengths: one row per length, softmax first and the

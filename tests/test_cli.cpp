@@ -279,6 +279,9 @@ TEST(Cli, OutOfRangeNumericOptionsAreRefusedByNameBeforeAnyWork) {
       {"bench attention --chunk 0", "--chunk"},
       {"bench generate --new-tokens 1", "--new-tokens"},
       {"bench generate --prompt-lengths 0", "--prompt-lengths"},
+      {"bench generate --batch 0", "--batch"},
+      {"bench generate --memory-budget -1", "--memory-budget"},
+      {"bench peer --inputs x.safetensors --repeats 0", "--repeats"},
   };
   for (const auto& [args, option] : cases) {
     SCOPED_TRACE(args);

@@ -1,4 +1,5 @@
-// mimic bench generate — decoding tokens/s (src/bench/generate_bench.{h,cpp}).
+// mimic bench generate — decoding speed by batch and context against the bandwidth limit (src/bench/generate_bench.{h,cpp}).
+// mimic bench peer — the distillation and training steps that bench/peer/run.sh compares with PyTorch's (src/bench/peer_bench.{h,cpp}).
 // mimic bench train — whole-model training steps, softmax vs converted kinds (src/bench/train_bench.{h,cpp}).
 // mimic bench attention — softmax vs linear vs hybrid (sliding window + linear) attention: forward,
 // forward+backward and peak memory by sequence length, recurrent decoding per token and state bytes by
@@ -7,7 +8,9 @@
 
 #include "mimic/bench/attention_bench.h"
 #include "mimic/bench/generate_bench.h"
+#include "mimic/bench/peer_bench.h"
 #include "mimic/bench/train_bench.h"
+#include "mimic/distill/distill.h"
 #include "cli.h"
 #include "ranges.h"
 
@@ -29,12 +32,23 @@ struct BenchGenerateArgs {
   Common common;
   bench::GenerateBenchOptions options;
   bool no_parallel = false;
+  double memory_budget_gb = 0;
 };
+
+struct BenchPeerArgs {
+  Common common;
+  bench::PeerBenchOptions options;
+};
+
+// --repeats, as every benchmark that takes a median reads it.
+void add_repeats(CLI::App& sub, int& repeats, const std::string& what) {
+  sub.add_option("--repeats", repeats, "Timed " + what + " (median), after one warm-up")->capture_default_str()->check(range::integer(1, 1000));
+}
 
 }  // namespace
 
 void register_bench(CLI::App& app) {
-  auto* bench = app.add_subcommand("bench", "Benchmarks (attention: softmax vs linear vs hybrid attention speed and memory; generate: decoding tokens/s; train: whole-model training steps)");
+  auto* bench = app.add_subcommand("bench", "Benchmarks (attention: softmax vs linear vs hybrid attention speed and memory; generate: decoding speed against the bandwidth limit; peer: steps to compare with PyTorch; train: whole-model training steps)");
   bench->require_subcommand(1);
 
   auto args = std::make_shared<BenchAttentionArgs>();
@@ -43,9 +57,7 @@ void register_bench(CLI::App& app) {
   sub->add_option("--max-len", args->options.max_len, "Longest sequence length of the fwd/bwd table (the lengths are 512, 1024, ... 32768)")
       ->capture_default_str()
       ->check(range::integer(512, 32768));
-  sub->add_option("--repeats", args->options.repeats, "Timed runs per measurement (median), after one warm-up")
-      ->capture_default_str()
-      ->check(range::integer(1, 1000));
+  add_repeats(*sub, args->options.repeats, "runs per measurement");
   sub->add_option("--chunk", args->options.chunk, "Chunk size of the chunked linear attention")
       ->capture_default_str()
       ->check(range::integer(1, 65536));
@@ -79,9 +91,7 @@ void register_bench(CLI::App& app) {
   tr->add_option("--tokens-per-step", targs->options.tokens_per_step, "Tokens per training step (batch = tokens / length, at least 1)")
       ->capture_default_str()
       ->check(range::tokens(2));
-  tr->add_option("--repeats", targs->options.repeats, "Timed steps per measurement (median), after one warm-up step")
-      ->capture_default_str()
-      ->check(range::integer(1, 1000));
+  add_repeats(*tr, targs->options.repeats, "steps per measurement");
   add_common_options(*tr, targs->common);
   tr->callback([targs]() {
     start(targs->common);
@@ -94,22 +104,62 @@ void register_bench(CLI::App& app) {
 
   auto gargs = std::make_shared<BenchGenerateArgs>();
   auto* gen = bench->add_subcommand(
-      "generate", "Greedy decoding tokens/s: recurrent (KV cache / state) vs parallel recompute, as loaded and all-linear (untrained)");
-  gen->add_option("--model", gargs->options.model, "GPT-2 model directory")->required()->transform(model_dir_arg());
+      "generate",
+      "Greedy decoding by attention, batch and context: per-token time, tokens/s, state bytes and the share of the memory-bandwidth limit reached");
+  auto* model_opt = gen->add_option("--model", gargs->options.model, "GPT-2 model directory (default: a random GPT-2 at --width)")
+                        ->transform(model_dir_arg());
+  gen->add_option("--width", gargs->options.width,
+                  "Without --model: random weights at gpt2-mini's (mini) or GPT-2 small's (small) widths, position table as long as the longest run")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mini", "small"}))
+      ->excludes(model_opt);
   gen->add_option("--prompt-lengths", gargs->options.prompt_lengths, "Prompt lengths (random tokens; each below the model's context)")
       ->delimiter(',')
       ->capture_default_str()
       ->check(range::tokens(1));
-  gen->add_option("--new-tokens", gargs->options.new_tokens, "Tokens generated per run")->capture_default_str()->check(range::tokens(2));
-  gen->add_option("--feature-map", gargs->options.feature_map, "Feature map of the all-linear variant")->capture_default_str();
-  gen->add_flag("--no-parallel", gargs->no_parallel, "Skip the parallel recompute (the slow reference)");
+  gen->add_option("--batch", gargs->options.batches, "Batch sizes (rows decoded together)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(range::batch());
+  gen->add_option("--new-tokens", gargs->options.new_tokens, "Tokens generated per row")->capture_default_str()->check(range::tokens(2));
+  gen->add_option("--feature-map", gargs->options.feature_map, "Feature map of the all-linear and hybrid variants")->capture_default_str();
+  gen->add_option("--window", gargs->options.window, "Also a hybrid variant with this sliding window (0: none)")
+      ->capture_default_str()
+      ->check(range::tokens(0));
+  gen->add_option("--memory-budget", gargs->memory_budget_gb, "GB a run's KV caches may take; a run that needs more is skipped (0: half of the available memory)")
+      ->capture_default_str()
+      ->check(range::gigabytes());
+  gen->add_flag("--no-parallel", gargs->no_parallel, "Skip the parallel recompute at batch 1 (the slow reference)");
   add_common_options(*gen, gargs->common);
   gen->callback([gargs]() {
     start(gargs->common);
     gargs->options.seed = gargs->common.seed;
     gargs->options.parallel = !gargs->no_parallel;
+    gargs->options.memory_budget = gargs->memory_budget_gb * 1e9;
     auto result = bench::run_generate_bench(gargs->options);
     if (gargs->common.json) return print_json(bench::to_json(result));
+    std::fputs(bench::format_report(result).c_str(), stdout);
+  });
+
+  auto pargs = std::make_shared<BenchPeerArgs>();
+  auto* peer = bench->add_subcommand(
+      "peer", "mimic's side of the PyTorch comparison (bench/peer/run.sh): writes the inputs of a Hedgehog distillation step and a converted-model training step, then times both");
+  peer->add_option("--inputs", pargs->options.inputs, "The safetensors file to write the steps' inputs to (for bench/peer/peer.py)")->required();
+  peer->add_option("--distill-batch", pargs->options.distill_batch, "Sequences per distillation step")->capture_default_str()->check(range::batch());
+  peer->add_option("--distill-length", pargs->options.distill_length, "Tokens per distillation sequence")->capture_default_str()->check(range::tokens(2));
+  peer->add_option("--train-batch", pargs->options.train_batch, "Sequences per training step")->capture_default_str()->check(range::batch());
+  peer->add_option("--train-length", pargs->options.train_length, "Tokens per training sequence")->capture_default_str()->check(range::tokens(2));
+  add_repeats(*peer, pargs->options.repeats, "steps");
+  add_common_options(*peer, pargs->common);
+  peer->callback([pargs]() {
+    start(pargs->common);
+    pargs->options.seed = pargs->common.seed;
+    const distill::LossSpec ce{distill::LossKind::CE, 1.0, 1.0};
+    pargs->options.distill_loss = [ce](attention::DistillableKernel& student, const analysis::TeacherBatch& batch) {
+      return distill::distill_loss(student, batch, ce).total;
+    };
+    auto result = bench::run_peer_bench(pargs->options);
+    if (pargs->common.json) return print_json(bench::to_json(result));
     std::fputs(bench::format_report(result).c_str(), stdout);
   });
 }

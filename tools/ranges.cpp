@@ -82,6 +82,8 @@ CLI::Validator count(int64_t lo) { return integer(lo, kMaxCount); }
 CLI::Validator learning_rate() { return real(0, 10, /*open_low=*/true); }
 CLI::Validator weight_decay() { return real(0, 10); }
 CLI::Validator fraction() { return real(0, 1); }
+// A petabyte is far above any machine this runs on; the cap catches a value given in bytes instead of GB.
+CLI::Validator gigabytes() { return real(0, 1e6); }
 
 // More threads than cores only slows LibTorch down; 4 per core leaves room for experiments, and a typo
 // (--threads 100000) no longer spawns hundreds of OpenMP threads.

@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "mimic/bench/target.h"
+
 namespace mimic::bench {
 
 struct AttentionBenchOptions {
@@ -62,14 +64,6 @@ struct DecodeForm {
 struct DecodeResult {
   int64_t context = 0;
   std::vector<DecodeForm> forms;  // in the order of AttentionBenchResult::forms
-};
-
-struct TargetResult {
-  std::string name;    // e.g. "linear fwd+bwd >= 10x faster than softmax at 16K"
-  std::string status;  // "PASS", "MISS" or "n/a" (not measured, e.g. --max-len below 16K)
-  std::string detail;  // the measured numbers
-  double value = 0;    // the measured quantity (ratio, or crossover length); 0 when n/a
-  double limit = 0;    // the bound it is checked against
 };
 
 struct AttentionBenchResult {

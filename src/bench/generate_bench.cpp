@@ -3,10 +3,14 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include <cstdio>
+#include <algorithm>
+#include <chrono>
 #include <sstream>
 
 #include "mimic/attention/kinds.h"
+#include "mimic/bench/measure.h"
+#include "mimic/bench/text.h"
+#include "mimic/bench/train_bench.h"
 #include "mimic/core/error.h"
 #include "mimic/core/progress.h"
 #include "mimic/generate/generate.h"
@@ -16,94 +20,303 @@
 namespace mimic::bench {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// The targets of issue 21 for decoding.
+constexpr double kBatch1Share = 0.5;   // batch-1 decoding reaches >= 50% of the bandwidth limit
+constexpr int64_t kBigBatch = 64, kBigContext = 2048;
+constexpr double kLinearSpeedup = 3.0;  // all-linear tokens/s >= 3x softmax's at batch 64, 2K
+constexpr double kLinearState = 0.1;    // with <= 1/10 of its state bytes
+
+// The prefill runs the prompt through the decode state in blocks whose softmax scores ([B, H, block, context]
+// floats) stay under this many bytes: in one piece, 64 rows of 2K tokens would need 8.6 GB of scores per
+// layer at gpt2-mini's 8 heads, far more than the KV cache being measured.
+constexpr double kPrefillScoreBytes = 256e6;
+
 std::string kinds(const models::Model& m, int64_t layers) {
   std::string first = m.attention_kernel(0)->kind();
   for (int64_t i = 1; i < layers; ++i)
     if (m.attention_kernel(i)->kind() != first) return "mixed";
   return first;
 }
+
+// What one run measured: times, the state's bytes after the prefill and at the end, row 0's tokens.
+struct Decoded {
+  double prefill_seconds = 0, decode_seconds = 0;
+  int64_t steps = 0, state_start = 0, state_end = 0;
+  std::vector<int64_t> row0;
+};
+
+// Greedy decoding of the prompts `ids` [B, P]: the prefill in blocks, then `steps` [B, 1] steps, each row's
+// next token picked by generate's own greedy sampler.
+Decoded decode(models::Model& model, const at::Tensor& ids, int64_t steps) {
+  torch::NoGradGuard no_grad;
+  const auto s = model.summary();
+  const int64_t B = ids.size(0), P = ids.size(1);
+  const double per_query = static_cast<double>(B) * s.n_head * (P + steps) * sizeof(float);
+  const int64_t block = std::clamp<int64_t>(static_cast<int64_t>(kPrefillScoreBytes / per_query), 1, P);
+  generate::Sampler greedy(0.0, 0, 0);
+  std::vector<int64_t> next(static_cast<size_t>(B));
+  auto pick = [&](const at::Tensor& logits, Decoded& d) {  // logits [B, V]
+    for (int64_t b = 0; b < B; ++b) next[b] = greedy.next(logits[b]);
+    d.row0.push_back(next[0]);
+  };
+  Decoded d;
+  auto t0 = Clock::now();
+  auto state = model.new_decode_state();
+  at::Tensor logits;
+  for (int64_t p = 0; p < P; p += block) logits = model.forward_step(ids.narrow(1, p, std::min(block, P - p)), *state);
+  pick(logits.select(1, -1), d);
+  d.prefill_seconds = since(t0);
+  d.state_start = state->bytes();
+  auto t1 = Clock::now();
+  for (int64_t i = 0; i < steps; ++i)
+    pick(model.forward_step(torch::tensor(next, torch::kLong).view({B, 1}), *state).select(1, -1), d);
+  d.decode_seconds = since(t1);
+  d.steps = steps;
+  d.state_end = state->bytes();
+  return d;
+}
+
+// Bytes of KV cache a run ends with: its softmax layers' 2 · B · context · d floats each. The run needs about
+// that, plus one layer's copy (the cache grows by concatenation) and the prefill's scores.
+double kv_cache_bytes(const models::Model& m, const models::ModelSummary& s, int64_t batch, int64_t context) {
+  double layers = 0;
+  for (int64_t l = 0; l < s.n_layer; ++l) layers += attention::is_reference(*m.attention_kernel(l)) ? 1 : 0;
+  return layers * 2.0 * batch * context * s.d_model * sizeof(float);
+}
+
+TargetResult not_measured(const std::string& name, double limit, const std::string& why) { return {name, "n/a", why, 0, limit}; }
+
+std::vector<TargetResult> decoding_targets(const GenerateBenchResult& r) {
+  std::vector<TargetResult> out;
+  for (const auto& v : r.variants) {
+    const std::string name = strf("%s: batch-1 decoding >= %.0f%% of the bandwidth limit", v.c_str(), 100 * kBatch1Share);
+    const GenerateBenchRow* worst = nullptr;
+    for (const auto& row : r.rows)
+      if (row.attention == v && row.batch == 1 && row.skipped.empty() && (!worst || row.limit_share < worst->limit_share)) worst = &row;
+    if (!worst) {
+      out.push_back(not_measured(name, kBatch1Share, "batch 1 not measured"));
+      continue;
+    }
+    out.push_back({name, worst->limit_share >= kBatch1Share ? "PASS" : "MISS",
+                   strf("lowest at prompt %lld: %.0f%% (step %.2f ms, limit %.2f ms)", static_cast<long long>(worst->prompt),
+                        100 * worst->limit_share, worst->step_ms, worst->limit_ms),
+                   worst->limit_share, kBatch1Share});
+  }
+  const std::string speed = strf("all-linear >= %gx the softmax model's tokens/s at batch %lld, %s context", kLinearSpeedup,
+                                 static_cast<long long>(kBigBatch), length_name(kBigContext).c_str());
+  const std::string state = strf("all-linear state <= 1/%g of the softmax model's at batch %lld, %s context", 1 / kLinearState,
+                                 static_cast<long long>(kBigBatch), length_name(kBigContext).c_str());
+  auto find = [&](size_t variant) -> const GenerateBenchRow* {
+    for (const auto& row : r.rows)
+      if (row.attention == r.variants[variant] && row.batch == kBigBatch && row.prompt == kBigContext) return &row;
+    return nullptr;
+  };
+  const auto *sm = find(0), *lin = find(1);
+  std::string why;
+  if (r.variants[0].rfind("softmax", 0) != 0)
+    why = "the model as loaded is " + r.variants[0] + ", not softmax";
+  else if (!sm || !lin)
+    why = strf("batch %lld at a %s prompt not measured", static_cast<long long>(kBigBatch), length_name(kBigContext).c_str());
+  else if (!sm->skipped.empty() || !lin->skipped.empty())
+    why = "skipped: " + (sm->skipped.empty() ? lin->skipped : sm->skipped);
+  if (!why.empty()) {
+    out.push_back(not_measured(speed, kLinearSpeedup, why));
+    out.push_back(not_measured(state, kLinearState, why));
+    return out;
+  }
+  const double speedup = ratio(lin->recurrent_tps, sm->recurrent_tps);
+  out.push_back({speed, speedup >= kLinearSpeedup ? "PASS" : "MISS",
+                 strf("%.0f vs %.0f tok/s: %.2fx", lin->recurrent_tps, sm->recurrent_tps, speedup), speedup, kLinearSpeedup});
+  const double share = ratio(static_cast<double>(lin->state_bytes), static_cast<double>(sm->state_bytes));
+  out.push_back({state, share <= kLinearState ? "PASS" : "MISS",
+                 strf("%.1f vs %.1f MB: 1/%.1f", lin->state_bytes / 1e6, sm->state_bytes / 1e6, share > 0 ? 1 / share : 0.0), share,
+                 kLinearState});
+  return out;
+}
+
 }  // namespace
+
+double decode_weight_bytes(models::Model& model) {
+  const auto s = model.summary();
+  double bytes = 0;
+  for (const auto& p : model.module().named_parameters())
+    if (!models::is_embedding(p.key())) bytes += static_cast<double>(p.value().nbytes());
+  return bytes + static_cast<double>(s.vocab_size) * s.d_model * sizeof(float);  // the LM head's matrix
+}
 
 GenerateBenchResult run_generate_bench(const GenerateBenchOptions& o) {
   MIMIC_CHECK(o.new_tokens >= 2, "bench generate: --new-tokens must be >= 2");
-  auto model = models::load_model(o.model);
+  MIMIC_CHECK(!o.prompt_lengths.empty() && !o.batches.empty(), "bench generate: at least one prompt length and one batch size");
+  for (auto b : o.batches) MIMIC_CHECK(b >= 1, "bench generate: every batch size must be >= 1, got ", b);
+  MIMIC_CHECK(o.window >= 0, "bench generate: --window must be >= 0 (0: no hybrid variant), got ", o.window);
+  MIMIC_CHECK(o.memory_budget >= 0, "bench generate: the memory budget must be >= 0 (0: half of the available memory)");
+  const int64_t longest = *std::max_element(o.prompt_lengths.begin(), o.prompt_lengths.end());
+  GenerateBenchResult r;
+  std::unique_ptr<models::Model> model;
+  if (!o.model.empty()) {
+    model = models::load_model(o.model);
+    r.model_name = o.model;
+  } else {
+    auto config = train_bench_width(o.width).config;
+    config["n_positions"] = std::max<int64_t>(config.value("n_positions", 0), longest + o.new_tokens - 1);
+    torch::manual_seed(o.seed);
+    model = models::create_model(config.dump(), "");
+    r.model_name = strf("random %s (n_positions %lld)", o.width.c_str(), static_cast<long long>(config["n_positions"].get<int64_t>()));
+  }
   const auto s = model->summary();
   MIMIC_CHECK(s.family->causal, "bench generate needs a causal LM (GPT-2); ", o.model, " is a ", s.model_type, " model");
   for (auto len : o.prompt_lengths)
     MIMIC_CHECK(len >= 1 && len < s.max_positions, "bench generate: prompt length ", len, " must be in 1 .. ", s.max_positions - 1);
-  GenerateBenchResult r;
   r.options = o;
   r.threads = torch::get_num_threads();
+  r.memory_budget = o.memory_budget > 0 ? o.memory_budget : 0.5 * available_memory_bytes();
+  r.bandwidth = copy_bandwidth(o.copy_bytes);
+
+  struct Variant {
+    std::string name, kind;
+    nlohmann::json options;
+  };
+  std::vector<Variant> variants = {{kinds(*model, s.n_layer) + " (as loaded)", "", {}},
+                                   {"linear " + o.feature_map + " (untrained)", "linear", {{"feature_map", o.feature_map}}}};
+  if (o.window > 0)
+    variants.push_back({strf("hybrid w=%lld %s (untrained)", static_cast<long long>(o.window), o.feature_map.c_str()), "hybrid",
+                        {{"window", o.window}, {"feature_map", o.feature_map}}});
+  for (const auto& v : variants) r.variants.push_back(v.name);
+
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
-  Progress bar("bench generate", 2 * static_cast<int64_t>(o.prompt_lengths.size()), "run");
+  Progress bar("bench generate", static_cast<int64_t>(variants.size() * o.batches.size() * o.prompt_lengths.size()), "run");
   if (!o.progress) bar.disable();
-  for (int variant = 0; variant < 2; ++variant) {
-    std::string name = kinds(*model, s.n_layer) + " (as loaded)";
-    if (variant == 1) {
+  for (const auto& v : variants) {
+    if (!v.kind.empty())
       for (int64_t l = 0; l < s.n_layer; ++l)
-        model->set_attention_kernel(l, attention::make_attention_kernel("linear", {{"feature_map", o.feature_map}}, s.n_head,
-                                                                        s.d_model / s.n_head));
-      name = "linear " + o.feature_map + " (untrained)";
-    }
-    for (auto len : o.prompt_lengths) {
-      auto t = at::randint(s.vocab_size, {len}, gen, torch::kLong);
-      std::vector<int64_t> prompt(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + len);
-      generate::GenerateOptions g;
-      g.max_new_tokens = o.new_tokens;
-      generate::generate(*model, std::vector<int64_t>(prompt.begin(), prompt.begin() + std::min<int64_t>(len, 8)), g);  // warm-up
-      auto rec = generate::generate(*model, prompt, g);
-      GenerateBenchRow row;
-      row.attention = name;
-      row.prompt = len;
-      row.generated = static_cast<int64_t>(rec.ids.size());
-      row.prefill_tps = rec.prefill_tokens_per_second();
-      row.recurrent_tps = rec.decode_tokens_per_second();
-      row.state_bytes = rec.state_bytes;
-      if (o.parallel) {
-        g.mode = generate::Mode::Parallel;
-        auto par = generate::generate(*model, prompt, g);
-        row.parallel_tps = par.decode_tokens_per_second();
-        row.same_tokens = par.ids == rec.ids;
+        model->set_attention_kernel(l, attention::make_attention_kernel(v.kind, v.options, s.n_head, s.d_model / s.n_head));
+    const double weights = decode_weight_bytes(*model);
+    for (auto B : o.batches) {
+      decode(*model, at::randint(s.vocab_size, {B, std::min<int64_t>(8, longest)}, gen, torch::kLong), 2);  // warm-up
+      for (auto len : o.prompt_lengths) {
+        GenerateBenchRow row;
+        row.attention = v.name;
+        row.batch = B;
+        row.prompt = len;
+        row.weight_bytes = weights;
+        const int64_t steps = std::min(o.new_tokens - 1, s.max_positions - len);
+        const double kv = kv_cache_bytes(*model, s, B, len + steps);
+        const double need = kv > 0 ? kv * (1.0 + 1.0 / s.n_layer) + kPrefillScoreBytes : 0.0;
+        auto ids = at::randint(s.vocab_size, {B, len}, gen, torch::kLong);
+        if (need > r.memory_budget) {
+          row.skipped = strf("needs about %.1f GB (KV cache), over the memory budget of %.1f GB", need / 1e9, r.memory_budget / 1e9);
+        } else {
+          try {
+            auto d = decode(*model, ids, steps);
+            row.generated = d.steps + 1;
+            row.prefill_tps = static_cast<double>(B * len) / d.prefill_seconds;
+            row.step_ms = 1e3 * d.decode_seconds / static_cast<double>(d.steps);
+            row.recurrent_tps = static_cast<double>(B * d.steps) / d.decode_seconds;
+            row.state_bytes_start = d.state_start;
+            row.state_bytes = d.state_end;
+            row.bytes_per_step = weights + 0.5 * static_cast<double>(d.state_start + d.state_end);
+            row.limit_ms = 1e3 * row.bytes_per_step / r.bandwidth;
+            row.limit_share = row.limit_ms / row.step_ms;
+            if (o.parallel && B == 1) {
+              generate::GenerateOptions g;
+              g.max_new_tokens = row.generated;
+              g.mode = generate::Mode::Parallel;
+              std::vector<int64_t> prompt(ids.data_ptr<int64_t>(), ids.data_ptr<int64_t>() + len);
+              auto par = generate::generate(*model, prompt, g);
+              row.parallel_tps = par.decode_tokens_per_second();
+              row.same_tokens = par.ids == d.row0;
+            }
+          } catch (const std::exception& e) {
+            if (!is_out_of_memory(e)) throw;
+            row.skipped = std::string("out of memory: ") + e.what();
+            row.skipped = row.skipped.substr(0, row.skipped.find('\n'));
+          }
+        }
+        r.rows.push_back(row);
+        bar.advance();
       }
-      r.rows.push_back(row);
-      bar.advance();
     }
   }
   bar.finish();
+  for (auto& row : r.rows)
+    for (const auto& ref : r.rows)
+      if (ref.attention == r.variants[0] && ref.batch == row.batch && ref.prompt == row.prompt && row.skipped.empty())
+        row.ratio = ratio(row.recurrent_tps, ref.recurrent_tps);
+  r.targets = decoding_targets(r);
   return r;
 }
 
 nlohmann::json to_json(const GenerateBenchResult& r) {
   nlohmann::json rows = nlohmann::json::array();
-  for (const auto& x : r.rows)
-    rows.push_back({{"attention", x.attention},         {"prompt", x.prompt},
-                    {"generated", x.generated},         {"prefill_tokens_per_second", x.prefill_tps},
-                    {"recurrent_tokens_per_second", x.recurrent_tps}, {"parallel_tokens_per_second", x.parallel_tps},
-                    {"state_bytes", x.state_bytes},     {"same_tokens", x.same_tokens}});
-  return {{"model", r.options.model}, {"threads", r.threads}, {"new_tokens", r.options.new_tokens},
-          {"feature_map", r.options.feature_map}, {"seed", r.options.seed}, {"rows", rows}};
+  for (const auto& x : r.rows) {
+    nlohmann::json j = {{"attention", x.attention}, {"batch", x.batch}, {"prompt", x.prompt}, {"measured", x.skipped.empty()}};
+    if (!x.skipped.empty()) {
+      j["skipped"] = x.skipped;
+    } else {
+      j.update({{"generated", x.generated},
+                {"prefill_tokens_per_second", x.prefill_tps},
+                {"step_ms", x.step_ms},
+                {"recurrent_tokens_per_second", x.recurrent_tps},
+                {"parallel_tokens_per_second", x.parallel_tps},
+                {"same_tokens", x.same_tokens},
+                {"state_bytes_start", x.state_bytes_start},
+                {"state_bytes", x.state_bytes},
+                {"weight_bytes", x.weight_bytes},
+                {"bytes_per_step", x.bytes_per_step},
+                {"limit_ms", x.limit_ms},
+                {"limit_share", x.limit_share},
+                {"ratio", x.ratio}});
+    }
+    rows.push_back(j);
+  }
+  nlohmann::json targets = nlohmann::json::array();
+  for (const auto& t : r.targets)
+    targets.push_back({{"name", t.name}, {"status", t.status}, {"detail", t.detail}, {"value", t.value}, {"limit", t.limit}});
+  return {{"benchmark", "generate"},
+          {"model", r.model_name},
+          {"threads", r.threads},
+          {"new_tokens", r.options.new_tokens},
+          {"feature_map", r.options.feature_map},
+          {"window", r.options.window},
+          {"seed", r.options.seed},
+          {"batches", r.options.batches},
+          {"prompt_lengths", r.options.prompt_lengths},
+          {"variants", r.variants},
+          {"bandwidth_bytes_per_second", r.bandwidth},
+          {"bandwidth", "a copy of copy_bytes between two tensors, median of 5, counted as bytes read + written"},
+          {"copy_bytes", r.options.copy_bytes},
+          {"memory_budget_bytes", r.memory_budget},
+          {"limit", "bytes_per_step = weight_bytes + mean of state_bytes_start and state_bytes; limit_ms = bytes_per_step / bandwidth"},
+          {"rows", rows},
+          {"targets", targets}};
 }
 
 std::string format_report(const GenerateBenchResult& r) {
   std::ostringstream os;
-  char line[256];
-  std::snprintf(line, sizeof line, "generation benchmark: %s, greedy, batch 1, %d thread%s, %lld new tokens per run\n",
-                r.options.model.c_str(), r.threads, r.threads == 1 ? "" : "s", static_cast<long long>(r.options.new_tokens));
-  os << line;
-  std::snprintf(line, sizeof line, "%-28s %7s %12s %14s %14s %9s %12s %6s\n", "attention", "prompt", "prefill t/s", "recurrent t/s",
-                "parallel t/s", "speed-up", "state bytes", "same");
-  os << line;
+  os << strf("decoding benchmark: %s, greedy, %d thread%s, %lld tokens per row\n", r.model_name.c_str(), r.threads,
+             r.threads == 1 ? "" : "s", static_cast<long long>(r.options.new_tokens));
+  os << strf("copy bandwidth %.2f GB/s (read + written); limit = (weights + state) bytes per step / bandwidth\n\n", r.bandwidth / 1e9);
+  os << strf("%-34s %5s %6s %11s %9s %10s %6s %13s %8s %8s %7s %11s %5s\n", "attention", "batch", "prompt", "prefill t/s", "step ms",
+             "tok/s", "ratio", "state bytes", "MB/step", "limit ms", "% limit", "parallel t/s", "same");
   for (const auto& x : r.rows) {
-    char par[32] = "-", speedup[32] = "-";
-    if (x.parallel_tps > 0) {
-      std::snprintf(par, sizeof par, "%.1f", x.parallel_tps);
-      std::snprintf(speedup, sizeof speedup, "%.1fx", x.recurrent_tps / x.parallel_tps);
+    if (!x.skipped.empty()) {
+      os << strf("%-34s %5lld %6lld  skipped: %s\n", x.attention.c_str(), static_cast<long long>(x.batch), static_cast<long long>(x.prompt),
+                 x.skipped.c_str());
+      continue;
     }
-    std::snprintf(line, sizeof line, "%-28s %7lld %12.0f %14.1f %14s %9s %12lld %6s\n", x.attention.c_str(),
-                  static_cast<long long>(x.prompt), x.prefill_tps, x.recurrent_tps, par, speedup, static_cast<long long>(x.state_bytes),
-                  r.options.parallel ? (x.same_tokens ? "yes" : "NO") : "-");
-    os << line;
+    const std::string par = x.parallel_tps > 0 ? strf("%.1f", x.parallel_tps) : "-";
+    const std::string ratio_text = x.ratio > 0 ? strf("%.2fx", x.ratio) : "-";
+    os << strf("%-34s %5lld %6lld %11.0f %9.2f %10.1f %6s %13lld %8.1f %8.2f %6.0f%% %11s %5s\n", x.attention.c_str(),
+               static_cast<long long>(x.batch), static_cast<long long>(x.prompt), x.prefill_tps, x.step_ms, x.recurrent_tps,
+               ratio_text.c_str(), static_cast<long long>(x.state_bytes), x.bytes_per_step / 1e6, x.limit_ms, 100 * x.limit_share,
+               par.c_str(), x.parallel_tps > 0 ? (x.same_tokens ? "yes" : "NO") : "-");
   }
+  os << "\ntargets\n";
+  for (const auto& t : r.targets) os << strf("  [%-4s] %s: %s\n", t.status.c_str(), t.name.c_str(), t.detail.c_str());
   return os.str();
 }
 

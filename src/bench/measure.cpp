@@ -2,6 +2,7 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <atomic>
@@ -70,6 +71,21 @@ Sample measure(int repeats, const std::function<void()>& prepare, const std::fun
     peak = std::max(peak, s.peak_bytes);
   }
   return {median(times), peak};
+}
+
+double gemm_gflops() {
+  auto a = at::randn({2048, 2048}), b = at::randn({2048, 2048});
+  auto s = measure(5, nullptr, [&] { at::mm(a, b); });
+  return 2.0 * 2048 * 2048 * 2048 / (s.ms * 1e-3) / 1e9;
+}
+
+double copy_bandwidth(int64_t bytes, int repeats) {
+  const int64_t n = std::max<int64_t>(1, bytes / static_cast<int64_t>(sizeof(float)));
+  // Both buffers written once before timing, so that every page is mapped: the first touch of a fresh
+  // allocation costs page faults, not bandwidth.
+  auto src = at::ones({n}), dst = at::zeros({n});
+  auto s = measure(repeats, nullptr, [&] { dst.copy_(src); });
+  return 2.0 * static_cast<double>(n * sizeof(float)) / (s.ms * 1e-3);
 }
 
 double available_memory_bytes() {

@@ -1,5 +1,6 @@
 // Measuring a piece of work for the benchmarks: wall time (median of repeats after a warm-up) and the peak of
-// tensor bytes LibTorch's CPU allocator held while it ran, beyond what was alive before.
+// tensor bytes LibTorch's CPU allocator held while it ran, beyond what was alive before; and the machine's
+// rates the benchmarks set their numbers against (a GEMM's FLOP/s, a large copy's bytes/s).
 #pragma once
 #include <cstdint>
 #include <exception>
@@ -19,6 +20,13 @@ Sample measure_once(const std::function<void()>& prepare, const std::function<vo
 // One warm-up, then `repeats` timed runs: the median time and the largest peak.
 Sample measure(int repeats, const std::function<void()>& prepare, const std::function<void()>& run);
 double median(std::vector<double> v);
+// The machine's dense fp32 rate: a 2048³ GEMM (at::mm), median of 5, in GFLOP/s.
+double gemm_gflops();
+// The machine's memory bandwidth as the decoding benchmark sets it against: a copy of `bytes` between two
+// tensors (LibTorch's parallel copy, the threads set now), median of `repeats`, counted as STREAM's Copy counts
+// it — bytes read + bytes written, 2 × bytes per copy — in bytes per second. `bytes` should be far above the
+// last-level cache (the default, 256 MiB, is) so that the copy streams from DRAM.
+double copy_bandwidth(int64_t bytes = int64_t{256} << 20, int repeats = 5);
 // MemAvailable from /proc/meminfo in bytes (0 if unknown).
 double available_memory_bytes();
 // True for LibTorch's allocation failures (so a benchmark can skip a size instead of failing).

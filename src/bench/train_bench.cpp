@@ -44,12 +44,6 @@ struct Targets {
 // Issue 21's targets for a converted model's training step against softmax's, at gpt2-mini's widths.
 constexpr Targets kTargets[] = {{256, 1.0}, {2048, 2.0}, {4096, 4.0}};
 
-double gemm_gflops() {
-  auto a = at::randn({2048, 2048}), b = at::randn({2048, 2048});
-  auto s = measure(5, nullptr, [&] { at::mm(a, b); });
-  return 2.0 * 2048 * 2048 * 2048 / (s.ms * 1e-3) / 1e9;
-}
-
 // Parameters that multiply activations, per token: every linear layer of every block and the LM head.
 int64_t dense_parameters(const models::ModelSummary& s) {
   return s.n_layer * (4 * s.d_model * s.d_model + 2 * s.d_model * s.d_ff) + s.vocab_size * s.d_model;

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "mimic/bench/target.h"
+
 namespace mimic::bench {
 
 struct TrainBenchWidth {
@@ -54,10 +56,7 @@ struct TrainBenchRow {
   std::vector<TrainBenchCell> cells;  // softmax first, then options.kinds in order
 };
 
-struct TrainBenchTarget {
-  std::string name, status, detail;  // status "PASS" | "MISS" | "n/a"
-  double value = 0, limit = 0;
-};
+using TrainBenchTarget = TargetResult;
 
 struct TrainBenchResult {
   TrainBenchOptions options;
