@@ -17,8 +17,8 @@ common=(--threads "$THREADS" --seed 1)
 mkdir -p "$OUT"
 
 case $SCALE in
-  full)  gpt_steps=${GPT_STEPS:-1200} bert_steps=${BERT_STEPS:-500} cls_steps=${CLS_STEPS:-400} eval_every=100 ;;
-  quick) gpt_steps=6 bert_steps=6 cls_steps=6 eval_every=3 ;;
+  full)  bert_steps=${BERT_STEPS:-500} cls_steps=${CLS_STEPS:-400} eval_every=100 ;;
+  quick) bert_steps=6 cls_steps=6 eval_every=3 ;;
   *) echo "SCALE must be quick or full" >&2; exit 2 ;;
 esac
 
@@ -31,11 +31,34 @@ stage() {  # stage NAME COMMAND...: runs COMMAND unless NAME is done, timing it
   echo "$(( $(date +%s) - t0 ))" > "$OUT/$name/.done"
 }
 
-# gpt2-mini: 6 layers, d=192, 8 heads of 24, context 512, no dropout (about 1.1 epochs), GPT-2's byte-level BPE (50,257 tokens).
-stage gpt2-mini "$MIMIC" pretrain --arch gpt2 --config "$root/recipes/configs/gpt2-mini.json" --data all \
-  --seq-len 512 --batch-size 4 --steps "$gpt_steps" --warmup $(( gpt_steps / 20 + 1 )) --lr 1e-3 --weight-decay 0.1 \
-  --eval-every "$eval_every" --checkpoint-every 25 --out "$OUT/gpt2-mini" "${common[@]}"
-
+# gpt2-mini: 6 layers, d=192, 8 heads of 24, context 512, no dropout, GPT-2's byte-level BPE (50,257 tokens),
+# trained in three curriculum stages so that it copies from its context (issue 17; docs/data.md, "The copy
+# curriculum"). Each stage starts from the previous one's last/ model and may end part-way through its own
+# learning-rate schedule (--end-at): the hand-over points were chosen from the snapshots' induction scores.
+#  1. pos: a fresh model with a sin/cos position table at RMS 0.1 (a previous-token head needs positions the
+#     model can tell apart) on 128-token blocks, each carrying a span of 8-32 tokens that recurs twice, half of the
+#     spans random tokens of the 2,000 most frequent ids.
+#  2. syn: the same blocks with every span random, 16-40 tokens from the 500 most frequent ids: only an induction
+#     head predicts them. The copies' loss sits at ln 500 for ~1,000 steps, then falls (the induction phase change).
+#  3. prose: back to prose at the full 512-token context, 30% of the blocks with one span of 16-128 tokens recurring,
+#     half of them random tokens of the 20,000 most frequent ids, so that copying reaches every token id.
+if [[ $SCALE == full ]]; then
+  pos=(--steps 3000 --end-at 500) syn=(--steps 4000 --end-at 1500) prose=(--steps 2400 --end-at ${GPT_END:-2400})
+else
+  pos=(--steps 8 --end-at 4) syn=(--steps 8 --end-at 4) prose=(--steps 6)
+fi
+stage gpt2-mini-pos "$MIMIC" pretrain --arch gpt2 --config "$root/recipes/configs/gpt2-mini.json" --position-init sinusoidal \
+  --position-scale 0.1 --data all --seq-len 128 --batch-size 16 "${pos[@]}" --warmup 50 --lr 1e-3 --weight-decay 0.1 \
+  --copy-fraction 1.0 --copy-span 8,32 --copy-repeats 2 --copy-random 0.5 --eval-every "$eval_every" --checkpoint-every 25 \
+  --out "$OUT/gpt2-mini-pos" --threads "$THREADS" --seed 1
+stage gpt2-mini-syn "$MIMIC" pretrain --arch gpt2 --init "$OUT/gpt2-mini-pos/last" --data all --seq-len 128 --batch-size 16 \
+  "${syn[@]}" --warmup 20 --lr 1e-3 --weight-decay 0.1 --copy-fraction 1.0 --copy-span 16,40 --copy-repeats 2 \
+  --copy-random 1.0 --copy-random-vocab 500 --eval-every "$eval_every" --checkpoint-every 25 \
+  --out "$OUT/gpt2-mini-syn" --threads "$THREADS" --seed 3
+stage gpt2-mini "$MIMIC" pretrain --arch gpt2 --init "$OUT/gpt2-mini-syn/last" --data all --seq-len 512 --batch-size 4 \
+  "${prose[@]}" --warmup 50 --lr 1e-3 --weight-decay 0.1 --copy-fraction 0.3 --copy-span 16,128 --copy-repeats 1 \
+  --copy-random 0.5 --copy-random-vocab 20000 --eval-every "$eval_every" --checkpoint-every 25 \
+  --out "$OUT/gpt2-mini" --threads "$THREADS" --seed 4
 # bert-mini: 4 layers, d=256, 8 heads of 32, bert-base-uncased WordPiece (30,522 tokens), masked LM.
 stage bert-mini "$MIMIC" pretrain --arch bert --config "$root/recipes/configs/bert-mini.json" --data all \
   --seq-len 256 --batch-size 16 --steps "$bert_steps" --warmup $(( bert_steps / 20 + 1 )) --lr 1e-3 --weight-decay 0.01 \
