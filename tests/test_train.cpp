@@ -126,6 +126,69 @@ TEST(TrainEngine, ResumeAfterKillIsBitIdentical) {
   EXPECT_MIMIC_ERROR(train(resumed_task, o), "other settings");
 }
 
+// Found by the crash-safety soak (bench/soak.sh): a run killed after its final checkpoint but before it exported
+// last/ left no last/, and the rerun, finding the checkpoint at the final step, returned without exporting it.
+TEST(TrainEngine, ARunKilledBetweenItsLastCheckpointAndTheExportOfLastExportsItOnRerun) {
+  TempDir a, b;
+  torch::manual_seed(3);
+  Toy full;
+  auto full_task = full.task();
+  train(full_task, options(a.path().string(), 20));
+
+  torch::manual_seed(3);
+  Toy killed;
+  auto killed_task = killed.task();
+  auto export_model = killed_task.export_model;
+  killed_task.export_model = [&](const std::string& dir) {
+    if (dir.size() >= 5 && dir.compare(dir.size() - 5, 5, "/last") == 0) throw std::runtime_error("killed before exporting last/");
+    export_model(dir);
+  };
+  EXPECT_THROW(train(killed_task, options(b.path().string(), 20)), std::runtime_error);
+  ASSERT_FALSE(std::filesystem::exists(b.file("last/model.safetensors")));
+
+  torch::manual_seed(999);  // the rerun: a new process, another initialisation
+  Toy rerun;
+  auto rerun_task = rerun.task();
+  auto r = train(rerun_task, options(b.path().string(), 20));
+  EXPECT_EQ(r.resumed_from, 20);
+  ASSERT_TRUE(std::filesystem::exists(b.file("last/model.safetensors")));
+  EXPECT_EQ(mimic::test::read_bytes(b.file("last/model.safetensors")), mimic::test::read_bytes(a.file("last/model.safetensors")));
+}
+
+// The checkpoint's state is mimic's own JSON, read through the checked accessors (core/json_keys.h): a key of the
+// wrong type or a missing one is one line naming the checkpoint and the key, not nlohmann's text.
+TEST(TrainEngine, ACheckpointStateWithAKeyOfTheWrongTypeOrMissingIsRefusedNamingFileAndKey) {
+  TempDir dir;
+  torch::manual_seed(4);
+  Toy toy;
+  auto task = toy.task();
+  train(task, options(dir.path().string(), 10));
+  const auto ckpt = dir.file("checkpoint.safetensors");
+  const auto saved = mimic::test::read_bytes(ckpt);
+  auto with_state = [&](const std::function<void(nlohmann::json&)>& edit) {
+    mimic::test::write_bytes(ckpt, saved);
+    auto f = mimic::io::SafeTensorsFile::open(ckpt);
+    std::vector<std::pair<std::string, at::Tensor>> ts;
+    for (const auto& n : f.names()) ts.emplace_back(n, f.load(n));
+    auto state = nlohmann::json::parse(f.metadata().at("state"));
+    edit(state);
+    mimic::io::SaveOptions so;
+    so.metadata = f.metadata();
+    so.metadata["state"] = state.dump();
+    mimic::io::save_safetensors(ckpt, ts, so);
+    Toy again;
+    auto t = again.task();
+    return train(t, options(dir.path().string(), 20));
+  };
+  EXPECT_MIMIC_ERROR(with_state([](auto& j) { j["step"] = "ten"; }),
+                     "checkpoint.safetensors (its training state): key 'step' must be an integer, got \"ten\"");
+  EXPECT_MIMIC_ERROR(with_state([](auto& j) { j.erase("best_step"); }), "checkpoint.safetensors (its training state): missing key 'best_step'");
+  EXPECT_MIMIC_ERROR(with_state([](auto& j) { j["best_eval"] = "low"; }), "key 'best_eval' must be a number, got \"low\"");
+  EXPECT_MIMIC_ERROR(with_state([](auto& j) { j["step"] = -3; }), "key 'step' must be at least 0, got -3");
+  EXPECT_MIMIC_ERROR(with_state([](auto& j) { j.erase("data"); }), "missing key 'data'");
+  EXPECT_MIMIC_ERROR(with_state([](auto& j) { j = nlohmann::json::array(); }), "(its training state): expected a JSON object");
+}
+
 TEST(TrainEngine, SnapshotsHoldTheModelAsItWasAtTheirStep) {
   TempDir a, b;
   torch::manual_seed(2);

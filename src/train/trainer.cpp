@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/core/progress.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/output_lock.h"
@@ -50,8 +51,9 @@ Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, cons
   auto f = io::SafeTensorsFile::open(path);
   auto it = f.metadata().find("state");
   MIMIC_CHECK(it != f.metadata().end(), path, ": not a mimic training checkpoint");
-  auto meta = nlohmann::json::parse(it->second);
-  if (meta["fingerprint"] != o.fingerprint)
+  const std::string where = path + " (its training state)";
+  const auto meta = json_parse(it->second, where);
+  if (json_key(meta, "fingerprint", where) != o.fingerprint)
     fail(path, " was written with other settings (", meta["fingerprint"].dump(), " vs now ", o.fingerprint.dump(),
          "): use the same command to resume, or --fresh / another --out to start over");
   torch::NoGradGuard no_grad;
@@ -69,10 +71,11 @@ Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, cons
   auto gen = at::detail::getDefaultCPUGenerator();
   gen.set_state(f.load("rng/torch"));
   Saved s;
-  s.step = meta["step"].get<int64_t>();
-  s.best_eval = meta["best_eval"].is_null() ? std::numeric_limits<double>::infinity() : meta["best_eval"].get<double>();
-  s.best_step = meta["best_step"].get<int64_t>();
-  s.data = meta["data"];
+  s.step = json_int(meta, "step", where, 0);
+  // null: no evaluation yet (JSON has no infinity); required, so a state cut short is not read as "no evaluation"
+  s.best_eval = json_key(meta, "best_eval", where).is_null() ? std::numeric_limits<double>::infinity() : json_double(meta, "best_eval", where);
+  s.best_step = json_int(meta, "best_step", where, 0);
+  s.data = json_key(meta, "data", where);
   return s;
 }
 
@@ -128,7 +131,10 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   TrainResult r;
   if (!o.fresh && fs::exists(ckpt)) {
     s = load_checkpoint(ckpt, task, opt, o);
-    if (task.restore_data_state) task.restore_data_state(s.data);
+    if (task.restore_data_state) {
+      // The task reads its own position (json_int & co. name the key); the file is named here.
+      in_file(ckpt, [&] { task.restore_data_state(s.data); });
+    }
     truncate_log(log, s.step);
     r.resumed_from = s.step;
   } else if (fs::exists(log)) {
@@ -140,6 +146,10 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     return o.patience > 0 && step % o.eval_every == 0 && step - s.best_step >= o.patience * o.eval_every;
   };
   if (s.step >= o.steps || (s.step > 0 && patience_spent(s.step))) {
+    // The run ended before this one, but may have been killed between its last checkpoint and the export of
+    // last/ (found by bench/soak.sh: the rerun said "written to last/" and left none). The parameters are the
+    // checkpoint's, so exporting again writes what the uninterrupted run wrote.
+    if (task.export_model) task.export_model(o.out_dir + "/last");
     r.stopped_early = s.step < o.steps;
     r.steps = s.step;
     r.best_eval = s.best_eval;
