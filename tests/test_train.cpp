@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
@@ -153,6 +154,45 @@ TEST(TrainEngine, ARunKilledBetweenItsLastCheckpointAndTheExportOfLastExportsItO
   EXPECT_EQ(r.resumed_from, 20);
   ASSERT_TRUE(std::filesystem::exists(b.file("last/model.safetensors")));
   EXPECT_EQ(mimic::test::read_bytes(b.file("last/model.safetensors")), mimic::test::read_bytes(a.file("last/model.safetensors")));
+}
+
+// Found by the crash-safety soak (bench/soak.sh): the log's loss is a mean over the steps since the previous log
+// line; a run resumed from a checkpoint between two log lines averaged only the steps since the resume, so its
+// log differed from the uninterrupted run's. The log now matches line for line (timings aside).
+TEST(TrainEngine, AResumedRunLogsTheSameLossesAsAnUninterruptedOne) {
+  auto without_timings = [](const std::string& log) {
+    std::vector<nlohmann::json> lines;
+    std::istringstream is(log);
+    for (std::string line; std::getline(is, line);) {
+      auto j = nlohmann::json::parse(line);
+      j.erase("elapsed");
+      j.erase("tokens_per_second");
+      lines.push_back(j);
+    }
+    return lines;
+  };
+  TempDir a, b;
+  auto opts = [](const std::string& dir) {
+    auto o = options(dir, 20);
+    o.log_every = 10;  // checkpoints every 5 steps fall between log lines
+    return o;
+  };
+  torch::manual_seed(5);
+  Toy full;
+  auto full_task = full.task();
+  train(full_task, opts(a.path().string()));
+  torch::manual_seed(5);
+  Toy killed;
+  killed.crash_at_call = 2 * 7;  // dies in step 8, after the step-5 checkpoint
+  auto killed_task = killed.task();
+  EXPECT_THROW(train(killed_task, opts(b.path().string())), std::runtime_error);
+  torch::manual_seed(999);
+  Toy resumed;
+  auto resumed_task = resumed.task();
+  EXPECT_EQ(train(resumed_task, opts(b.path().string())).resumed_from, 5);
+  const auto want = without_timings(mimic::test::read_bytes(a.file("log.jsonl")));
+  EXPECT_EQ(want.size(), 4u);  // steps 10 and 20, and two evaluations
+  EXPECT_EQ(without_timings(mimic::test::read_bytes(b.file("log.jsonl"))), want);
 }
 
 // The checkpoint's state is mimic's own JSON, read through the checked accessors (core/json_keys.h): a key of the

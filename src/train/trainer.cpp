@@ -30,6 +30,11 @@ struct Saved {
   double best_eval = 0;
   int64_t best_step = 0;
   nlohmann::json data;
+  // The log's loss is a mean over the steps since the last log line. A checkpoint between two log lines keeps
+  // the steps summed so far, so that a resumed run logs the mean the uninterrupted one logs (found by
+  // bench/soak.sh: the line after a resume averaged only the steps since the resume).
+  double window_loss = 0;
+  int64_t window_n = 0;
 };
 
 void save_checkpoint(const std::string& dir, const TrainTask& task, const AdamW& opt, const Saved& s,
@@ -41,7 +46,7 @@ void save_checkpoint(const std::string& dir, const TrainTask& task, const AdamW&
   // JSON has no infinity: "no evaluation yet" is stored as null.
   nlohmann::json best = std::isfinite(s.best_eval) ? nlohmann::json(s.best_eval) : nlohmann::json(nullptr);
   nlohmann::json meta = {{"step", s.step}, {"best_eval", best}, {"best_step", s.best_step}, {"data", s.data},
-                         {"fingerprint", o.fingerprint}};
+                         {"window_loss", s.window_loss}, {"window_n", s.window_n}, {"fingerprint", o.fingerprint}};
   io::SaveOptions so;
   so.metadata = {{"format", "mimic-train-checkpoint-1"}, {"state", meta.dump()}};
   io::save_safetensors(dir + "/" + kCheckpoint, tensors, so);
@@ -76,6 +81,9 @@ Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, cons
   s.best_eval = json_key(meta, "best_eval", where).is_null() ? std::numeric_limits<double>::infinity() : json_double(meta, "best_eval", where);
   s.best_step = json_int(meta, "best_step", where, 0);
   s.data = json_key(meta, "data", where);
+  // absent in checkpoints written before they were kept: the window then starts at the resume
+  s.window_loss = json_double_or(meta, "window_loss", where, 0);
+  s.window_n = json_int_or(meta, "window_n", where, 0, 0);
   return s;
 }
 
@@ -181,8 +189,8 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   progress.update(s.step);
   auto t0 = std::chrono::steady_clock::now();
   int64_t tokens = 0, skips = 0;
-  double window_loss = 0;
-  int64_t window_n = 0;
+  double window_loss = s.window_loss;
+  int64_t window_n = s.window_n;
   int64_t final_step = o.steps;  // or where early stopping ended the run
   for (int64_t step = s.step; step < o.steps; ++step) {
     double lr = warmup_cosine_lr(step, o.warmup, o.steps, o.lr, o.min_lr_ratio);
@@ -236,6 +244,8 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     if (done % o.checkpoint_every == 0 || done == o.steps || early) {
       s.step = done;
       if (task.data_state) s.data = task.data_state();
+      s.window_loss = window_loss;
+      s.window_n = window_n;
       save_checkpoint(o.out_dir, task, opt, s, o);
     }
     if (early) {
