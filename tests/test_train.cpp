@@ -127,7 +127,7 @@ TEST(TrainEngine, ResumeAfterKillIsBitIdentical) {
   EXPECT_MIMIC_ERROR(train(resumed_task, o), "other settings");
 }
 
-// Found by the crash-safety soak (bench/soak.sh): a run killed after its final checkpoint but before it exported
+// Found while writing the crash-safety soak (bench/soak.sh): a run killed after its final checkpoint but before it exported
 // last/ left no last/, and the rerun, finding the checkpoint at the final step, returned without exporting it.
 TEST(TrainEngine, ARunKilledBetweenItsLastCheckpointAndTheExportOfLastExportsItOnRerun) {
   TempDir a, b;

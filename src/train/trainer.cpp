@@ -155,7 +155,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   };
   if (s.step >= o.steps || (s.step > 0 && patience_spent(s.step))) {
     // The run ended before this one, but may have been killed between its last checkpoint and the export of
-    // last/ (found by bench/soak.sh: the rerun said "written to last/" and left none). The parameters are the
+    // last/ (found while writing bench/soak.sh: the rerun said "written to last/" and left none). The parameters are the
     // checkpoint's, so exporting again writes what the uninterrupted run wrote.
     if (task.export_model) task.export_model(o.out_dir + "/last");
     r.stopped_early = s.step < o.steps;
