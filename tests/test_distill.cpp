@@ -511,15 +511,7 @@ TEST(DistillTrain, ACheckpointStateWithAKeyOfTheWrongTypeOrMissingIsRefusedNamin
   const auto done_bytes = mimic::test::read_bytes(done), before_bytes = mimic::test::read_bytes(before);
   auto with_done = [&](const std::function<void(nlohmann::json&)>& edit) {
     mimic::test::write_bytes(done, done_bytes);
-    auto f = mimic::io::SafeTensorsFile::open(done);
-    std::vector<std::pair<std::string, at::Tensor>> ts;
-    for (const auto& n : f.names()) ts.emplace_back(n, f.load(n));
-    auto state = nlohmann::json::parse(f.metadata().at("state"));
-    edit(state);
-    mimic::io::SaveOptions so;
-    so.metadata = f.metadata();
-    so.metadata["state"] = state.dump();
-    mimic::io::save_safetensors(done, ts, so);
+    mimic::test::edit_safetensors_json(done, "state", edit);
     return dist::distill(o);
   };
   EXPECT_MIMIC_ERROR(with_done([](auto& j) { j["done"][0]["steps"] = "many"; }),

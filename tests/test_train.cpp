@@ -207,15 +207,7 @@ TEST(TrainEngine, ACheckpointStateWithAKeyOfTheWrongTypeOrMissingIsRefusedNaming
   const auto saved = mimic::test::read_bytes(ckpt);
   auto with_state = [&](const std::function<void(nlohmann::json&)>& edit) {
     mimic::test::write_bytes(ckpt, saved);
-    auto f = mimic::io::SafeTensorsFile::open(ckpt);
-    std::vector<std::pair<std::string, at::Tensor>> ts;
-    for (const auto& n : f.names()) ts.emplace_back(n, f.load(n));
-    auto state = nlohmann::json::parse(f.metadata().at("state"));
-    edit(state);
-    mimic::io::SaveOptions so;
-    so.metadata = f.metadata();
-    so.metadata["state"] = state.dump();
-    mimic::io::save_safetensors(ckpt, ts, so);
+    mimic::test::edit_safetensors_json(ckpt, "state", edit);
     Toy again;
     auto t = again.task();
     return train(t, options(dir.path().string(), 20));
