@@ -8,7 +8,9 @@
 #
 # Per stage: one uninterrupted run on the embedded gpt2-mini (small sizes: a few seconds to tens of seconds) is
 # the reference, and its wall time D is noted (after a first, untimed run that warms caches). Then N times: start the same command in a fresh folder, kill -9 it after t seconds, t uniform in
-# [0, D] (three draws in ten are uniform in [0.9 D, D] instead, so that kills land during the final writes),
+# [0, D] (three draws in ten are uniform in [0.9 D, D] instead, so that kills land during the final writes; a
+# run that finishes before its kill sets D to its own duration, so that a reference timed on a busier machine
+# does not leave later runs unkilled),
 # check that no file under a final name is partial, rerun the command to completion (record, distill and
 # finetune resume from what the killed run left; report starts over) and check that the outputs equal the
 # reference (bench/soak_compare.py says how each kind of file is compared). A failed trial's folder is kept in
@@ -87,7 +89,7 @@ reference() {
 failures=0
 for s in "${stages[@]}"; do
   reference "$s" || { failures=$((failures + 1)); echo "$s: FAILED (no reference run)"; continue; }
-  D=$(cat "$WORK/$s/seconds")
+  D=$(cat "$WORK/$s/seconds") D0=$(cat "$WORK/$s/seconds")
   killed=0 late=0 finished=0 partial=0 rerun_failed=0 differ=0
   notes=""
   for ((i = 1; i <= RUNS; i++)); do
@@ -97,6 +99,7 @@ for s in "${stages[@]}"; do
       srand(seed + length(stage) * 7919); late = rand() < 0.3; u = rand()
       printf "%.2f %d\n", late ? d * (0.9 + 0.1 * u) : d * u, late }')
     cmd "$s" "$dir"
+    t0=$(now)
     "${c[@]}" >"$WORK/$s/kill.log" 2>&1 &
     pid=$!
     sleep "$t"
@@ -108,6 +111,8 @@ for s in "${stages[@]}"; do
     else
       finished=$((finished + 1))
       what="finished before ${t} s"
+      # The machine got faster than when D was measured: draw the next moments from this run's duration.
+      D=$(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.2f\n", b - a }')
     fi
     bad=""
     if ! out=$(python3 "$compare" partial "$WORK/$s/ref" "$dir"); then
@@ -131,7 +136,7 @@ for s in "${stages[@]}"; do
   done
   result=ok
   ((partial + rerun_failed + differ > 0)) && result=FAILED
-  echo "$s: $result: $RUNS runs (reference ${D} s): $killed killed ($late in the last 10%), $finished finished before the kill;" \
+  echo "$s: $result: $RUNS runs (reference ${D0} s): $killed killed ($late in the last 10%), $finished finished before the kill;" \
     "$partial left a partial file, $rerun_failed reruns failed, $differ differ from the reference${notes:+ ($notes)}"
 done
 if ((failures == 0 && KEEP == 0)); then rm -rf "$WORK"; else echo "work folder: $WORK"; fi
