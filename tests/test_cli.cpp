@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "mimic/io/safetensors.h"
@@ -11,6 +12,7 @@
 #include "mimic/text/tokenizer.h"
 
 using mimic::test::TempDir;
+namespace fs = std::filesystem;
 
 namespace {
 using mimic::test::mimic_cli;
@@ -298,4 +300,43 @@ TEST(Cli, OutOfRangeNumericOptionsAreRefusedByNameBeforeAnyWork) {
   auto t = mimic_cli("info --system --json --threads 02");
   ASSERT_EQ(t.code, 0) << t.err;
   EXPECT_EQ(nlohmann::json::parse(t.out)["threads"], 2);
+}
+
+// A path the file system cannot hold (a name longer than NAME_MAX, a path longer than PATH_MAX) made
+// std::filesystem throw its raw "filesystem error: ... File name too long [...]". It is refused while parsing, in
+// one line naming the option, before any model is loaded or output written.
+TEST(Cli, PathsTooLongForTheFileSystemAreRefusedNamingTheOption) {
+  TempDir dir;
+  const std::string name(300, 'n');                      // one component above NAME_MAX (255)
+  std::string deep = dir.path().string();
+  while (deep.size() <= 5000) deep += "/" + std::string(200, 'd');  // each name fits, the whole does not (PATH_MAX 4096)
+  const std::string long_out = dir.file(name);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"finetune --task lm --model gpt2-mini --data all --out " + long_out, "--out"},
+      {"record --model gpt2-mini --data all --out " + long_out + ".h5", "--out"},
+      {"distill --record r.h5 --out " + long_out, "--out"},
+      {"report --record r.h5 --out " + long_out, "--out"},
+      {"convert --model gpt2-mini --maps m.safetensors --out " + long_out, "--out"},
+      {"export --model gpt2-mini --out " + deep, "--out"},
+      {"eval --model " + long_out + " --data all", "--model"},
+      {"generate --model " + dir.file(name + "/x") + " --prompt a", "--model"},
+      {"finetune --task lm --model " + deep + " --data all --out " + dir.file("ft"), "--model"},
+      {"report --record " + long_out + " --out " + dir.file("r"), "--record"},
+  };
+  for (const auto& [args, option] : cases) {
+    SCOPED_TRACE(args.substr(0, 120));
+    auto r = mimic_cli(args);
+    expect_one_line_error(r, option + ": the ");
+    EXPECT_TRUE(r.err.find("at most") != std::string::npos && (r.err.find("NAME_MAX") != std::string::npos || r.err.find("PATH_MAX") != std::string::npos))
+        << r.err;
+    EXPECT_EQ(r.err.find("filesystem error"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir.file("ft")));
+  // An output name leaves room for what mimic appends (OUT.ckpt, NAME.tmp.PID): 240 characters are refused for
+  // --out, accepted for an input (which is then simply missing).
+  const std::string name240(240, 'm');
+  expect_one_line_error(mimic_cli("distill --record r.h5 --out " + dir.file(name240)), "--out: the name");
+  auto in = mimic_cli("report --record " + dir.file(name240) + " --out " + dir.file("r"));
+  EXPECT_NE(in.code, 0);
+  EXPECT_EQ(in.err.find("NAME_MAX"), std::string::npos) << in.err;
 }

@@ -1,5 +1,6 @@
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
 #include <numeric>
 #include <set>
@@ -81,6 +82,27 @@ TEST(DataTokenCache, RoundTripWithSeparatorsAndOffsets) {
   // A truncated cache is refused with a message saying how to fix it.
   mimic::test::write_bytes(dir.file("c.bin"), std::string(10, '\0'));
   EXPECT_MIMIC_ERROR(TokenCache::open(dir.file("c.bin")), "delete it to rebuild");
+}
+
+// The index PATH.json is mimic's own state, read through the checked accessors: a wrong type or a missing key
+// names the index and the key.
+TEST(DataTokenCache, AnIndexWithAKeyOfTheWrongTypeOrMissingIsRefusedNamingFileAndKey) {
+  TempDir dir;
+  ByteTokenizer tok;
+  write_token_cache(dir.file("c.bin"), tok, {{"a", "x", 0, "hello"}});
+  const auto index = nlohmann::json::parse(mimic::test::read_bytes(dir.file("c.bin.json")));
+  auto open_with = [&](const std::function<void(nlohmann::json&)>& edit) {
+    auto j = index;
+    edit(j);
+    mimic::test::write_bytes(dir.file("c.bin.json"), j.dump());
+    return TokenCache::open(dir.file("c.bin"));
+  };
+  EXPECT_MIMIC_ERROR(open_with([](auto& j) { j["tokens"] = "6"; }), "c.bin.json: key 'tokens' must be an integer, got \"6\"");
+  EXPECT_MIMIC_ERROR(open_with([](auto& j) { j.erase("separator"); }), "c.bin.json: missing key 'separator'");
+  EXPECT_MIMIC_ERROR(open_with([](auto& j) { j["tokenizer"] = 1; }), "c.bin.json: key 'tokenizer' must be a string, got 1");
+  EXPECT_MIMIC_ERROR(open_with([](auto& j) { j["document_offsets"] = {0, "6"}; }), "c.bin.json: key 'document_offsets' must be a list of integers");
+  EXPECT_MIMIC_ERROR(open_with([](auto& j) { j = 3; }), "c.bin.json: expected a JSON object");
+  EXPECT_NO_THROW(open_with([](auto&) {}));
 }
 
 TEST(DataBatches, PackedBlocksShuffleDeterministicallyAndResume) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -494,6 +495,37 @@ TEST(DistillTrain, ResumeIsBitIdentical) {
   auto other = part;
   other.out = dir.file("other.safetensors");
   EXPECT_MIMIC_ERROR(dist::distill(other), "other settings: lr");
+}
+
+// A distillation checkpoint's state (done.safetensors: the finished layers; layer_NN/before.json: a layer's
+// metrics before training) is mimic's own JSON, read through the checked accessors: a key of the wrong type or a
+// missing one is one line naming the file and the key.
+TEST(DistillTrain, ACheckpointStateWithAKeyOfTheWrongTypeOrMissingIsRefusedNamingFileAndKey) {
+  TempDir dir;
+  auto o = train_options(dir.file("m.safetensors"));
+  o.epochs = 2;
+  o.stop_after_epochs = 3;  // layer 0 done, one epoch into layer 1
+  ASSERT_TRUE(dist::distill(o).interrupted);
+  o.stop_after_epochs = 0;
+  const std::string done = o.out + ".ckpt/done.safetensors", before = o.out + ".ckpt/layer_01/before.json";
+  const auto done_bytes = mimic::test::read_bytes(done), before_bytes = mimic::test::read_bytes(before);
+  auto with_done = [&](const std::function<void(nlohmann::json&)>& edit) {
+    mimic::test::write_bytes(done, done_bytes);
+    mimic::test::edit_safetensors_json(done, "state", edit);
+    return dist::distill(o);
+  };
+  EXPECT_MIMIC_ERROR(with_done([](auto& j) { j["done"][0]["steps"] = "many"; }),
+                     "done.safetensors: a finished layer's state: key 'steps' must be an integer, got \"many\"");
+  EXPECT_MIMIC_ERROR(with_done([](auto& j) { j["done"][0].erase("trained"); }), "done.safetensors: a finished layer's state: missing key 'trained'");
+  EXPECT_MIMIC_ERROR(with_done([](auto& j) { j["done"][0]["after"]["heads"] = 3; }), "done.safetensors: metrics: key 'heads' must be a list");
+  EXPECT_MIMIC_ERROR(with_done([](auto& j) { j.erase("done"); }), "done.safetensors (its state): missing key 'done'");
+  mimic::test::write_bytes(done, done_bytes);
+  auto metrics = nlohmann::json::parse(before_bytes);
+  metrics["mean"]["kl"] = "low";
+  mimic::test::write_bytes(before, metrics.dump());
+  EXPECT_MIMIC_ERROR(dist::distill(o), "before.json: metrics: key 'kl' must be a number, got \"low\"");
+  mimic::test::write_bytes(before, before_bytes);
+  EXPECT_FALSE(dist::distill(o).interrupted);  // the untouched state resumes
 }
 
 TEST(DistillTrain, OnlineModeEqualsTheRecordedOne) {

@@ -191,7 +191,7 @@ TEST(Checkpoint, BrokenCheckpointsNameTheProblem) {
   EXPECT_MIMIC_ERROR(mimic::models::load_model(c4), "key 'hidden_size' must be an integer");
   auto c5 = fresh("bert-base", "c5");
   edit_config(c5, [](auto& j) { j["num_hidden_layers"] = 3; });
-  EXPECT_MIMIC_ERROR(mimic::models::load_model(c5), "missing tensor 'encoder.layer.2.");
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(c5), "num_hidden_layers is 3, but model.safetensors has no tensor 'encoder.layer.2.");
   auto c6 = fresh("bert-base", "c6");
   mimic::test::write_bytes(c6 + "/config.json", "{\"model_type\": ");
   EXPECT_MIMIC_ERROR(mimic::models::load_model(c6), "config.json: malformed JSON");
@@ -325,6 +325,35 @@ TEST(Checkpoint, ConfigKeysOfTheWrongTypeAreRefusedByName) {
   EXPECT_MIMIC_ERROR(with("bert-base", "hidden_act", nlohmann::json::array({1})), "key 'hidden_act' must be a string");
   EXPECT_MIMIC_ERROR(with("bert-base", "position_embedding_type", 0), "key 'position_embedding_type' must be a string");
   EXPECT_NO_THROW(with("gpt2-plain", "activation_function", nullptr));  // null: the default, as HF does
+}
+
+// A config.json may ask for any size; the weights beside it bound what is built. Every size key of both families,
+// set far above what the fixture's model.safetensors holds, is refused by name before the network is allocated
+// (n_embd 2^20 beside a 97-token vocabulary was 400 MB of embeddings, n_layer 1000 a thousand layers built
+// only for the loader to find their tensors missing).
+TEST(Checkpoint, ConfigSizesTheWeightsDoNotHoldAreRefusedByKeyBeforeAllocating) {
+  TempDir dir;
+  int n = 0;
+  auto load_with = [&](const std::string& name, const char* key, int64_t value) {
+    auto d = dir.file(name + std::to_string(n++));
+    fs::copy(model_dir(name), d, fs::copy_options::recursive);
+    edit_config(d, [&](auto& j) { j[key] = value; });
+    return mimic::models::load_model(d);
+  };
+  const int64_t huge = int64_t{1} << 20;  // divisible by every head count of the fixtures
+  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_layer", 1000), "config.json: n_layer is 1000, but model.safetensors has no tensor 'h.999.attn.c_attn.weight'");
+  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_embd", huge), "config.json: n_embd asks for 'wte.weight' of shape [97, 1048576], but model.safetensors holds [97, 32]");
+  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "vocab_size", 1000000000), "config.json: vocab_size asks for 'wte.weight' of shape [1000000000, 32]");
+  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_positions", huge), "config.json: n_positions asks for 'wpe.weight' of shape [1048576, 32], but model.safetensors holds [64, 32]");
+  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_inner", huge), "config.json: n_inner asks for 'h.1.mlp.c_fc.weight' of shape [32, 1048576], but model.safetensors holds [32, 128]");
+  EXPECT_MIMIC_ERROR(load_with("gpt2-prefixed", "n_layer", 1000), "config.json: n_layer is 1000, but model.safetensors has no tensor 'h.999.");
+  EXPECT_MIMIC_ERROR(load_with("bert-base", "num_hidden_layers", 1000), "config.json: num_hidden_layers is 1000, but model.safetensors has no tensor 'encoder.layer.999.");
+  EXPECT_MIMIC_ERROR(load_with("bert-base", "hidden_size", huge), "config.json: hidden_size asks for 'embeddings.word_embeddings.weight' of shape [101, 1048576]");
+  EXPECT_MIMIC_ERROR(load_with("bert-base", "max_position_embeddings", huge), "config.json: max_position_embeddings asks for 'embeddings.position_embeddings.weight'");
+  EXPECT_MIMIC_ERROR(load_with("bert-base", "type_vocab_size", huge), "config.json: type_vocab_size asks for 'embeddings.token_type_embeddings.weight'");
+  EXPECT_MIMIC_ERROR(load_with("bert-base", "intermediate_size", huge), "config.json: intermediate_size asks for 'encoder.layer.1.intermediate.dense.weight' of shape [1048576, 32], but model.safetensors holds [64, 32]");
+  // fewer layers than the file holds allocate less, and stay the loader's error
+  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_layer", 1), "unexpected tensor 'h.1.");
 }
 
 // Found by fuzzing mimic.json (bench/fuzz): a "format" or "layer" of the wrong JSON type escaped as nlohmann's exception.

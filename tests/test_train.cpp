@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
@@ -124,6 +125,100 @@ TEST(TrainEngine, ResumeAfterKillIsBitIdentical) {
   auto o = options(b.path().string(), 40);
   o.fingerprint = {{"toy", 2}};
   EXPECT_MIMIC_ERROR(train(resumed_task, o), "other settings");
+}
+
+// Found while writing the crash-safety soak (bench/soak.sh): a run killed after its final checkpoint but before it exported
+// last/ left no last/, and the rerun, finding the checkpoint at the final step, returned without exporting it.
+TEST(TrainEngine, ARunKilledBetweenItsLastCheckpointAndTheExportOfLastExportsItOnRerun) {
+  TempDir a, b;
+  torch::manual_seed(3);
+  Toy full;
+  auto full_task = full.task();
+  train(full_task, options(a.path().string(), 20));
+
+  torch::manual_seed(3);
+  Toy killed;
+  auto killed_task = killed.task();
+  auto export_model = killed_task.export_model;
+  killed_task.export_model = [&](const std::string& dir) {
+    if (dir.size() >= 5 && dir.compare(dir.size() - 5, 5, "/last") == 0) throw std::runtime_error("killed before exporting last/");
+    export_model(dir);
+  };
+  EXPECT_THROW(train(killed_task, options(b.path().string(), 20)), std::runtime_error);
+  ASSERT_FALSE(std::filesystem::exists(b.file("last/model.safetensors")));
+
+  torch::manual_seed(999);  // the rerun: a new process, another initialisation
+  Toy rerun;
+  auto rerun_task = rerun.task();
+  auto r = train(rerun_task, options(b.path().string(), 20));
+  EXPECT_EQ(r.resumed_from, 20);
+  ASSERT_TRUE(std::filesystem::exists(b.file("last/model.safetensors")));
+  EXPECT_EQ(mimic::test::read_bytes(b.file("last/model.safetensors")), mimic::test::read_bytes(a.file("last/model.safetensors")));
+}
+
+// Found by the crash-safety soak (bench/soak.sh): the log's loss is a mean over the steps since the previous log
+// line; a run resumed from a checkpoint between two log lines averaged only the steps since the resume, so its
+// log differed from the uninterrupted run's. The log now matches line for line (timings aside).
+TEST(TrainEngine, AResumedRunLogsTheSameLossesAsAnUninterruptedOne) {
+  auto without_timings = [](const std::string& log) {
+    std::vector<nlohmann::json> lines;
+    std::istringstream is(log);
+    for (std::string line; std::getline(is, line);) {
+      auto j = nlohmann::json::parse(line);
+      j.erase("elapsed");
+      j.erase("tokens_per_second");
+      lines.push_back(j);
+    }
+    return lines;
+  };
+  TempDir a, b;
+  auto opts = [](const std::string& dir) {
+    auto o = options(dir, 20);
+    o.log_every = 10;  // checkpoints every 5 steps fall between log lines
+    return o;
+  };
+  torch::manual_seed(5);
+  Toy full;
+  auto full_task = full.task();
+  train(full_task, opts(a.path().string()));
+  torch::manual_seed(5);
+  Toy killed;
+  killed.crash_at_call = 2 * 7;  // dies in step 8, after the step-5 checkpoint
+  auto killed_task = killed.task();
+  EXPECT_THROW(train(killed_task, opts(b.path().string())), std::runtime_error);
+  torch::manual_seed(999);
+  Toy resumed;
+  auto resumed_task = resumed.task();
+  EXPECT_EQ(train(resumed_task, opts(b.path().string())).resumed_from, 5);
+  const auto want = without_timings(mimic::test::read_bytes(a.file("log.jsonl")));
+  EXPECT_EQ(want.size(), 4u);  // steps 10 and 20, and two evaluations
+  EXPECT_EQ(without_timings(mimic::test::read_bytes(b.file("log.jsonl"))), want);
+}
+
+// The checkpoint's state is mimic's own JSON, read through the checked accessors (core/json_keys.h): a key of the
+// wrong type or a missing one is one line naming the checkpoint and the key, not nlohmann's text.
+TEST(TrainEngine, ACheckpointStateWithAKeyOfTheWrongTypeOrMissingIsRefusedNamingFileAndKey) {
+  TempDir dir;
+  torch::manual_seed(4);
+  Toy toy;
+  auto task = toy.task();
+  train(task, options(dir.path().string(), 10));
+  const auto ckpt = dir.file("checkpoint.safetensors");
+  const auto saved = mimic::test::read_bytes(ckpt);
+  auto with_state = [&](const std::function<void(nlohmann::json&)>& edit) {
+    mimic::test::write_bytes(ckpt, saved);
+    mimic::test::edit_safetensors_json(ckpt, "state", edit);
+    Toy again;
+    auto t = again.task();
+    return train(t, options(dir.path().string(), 20));
+  };
+  EXPECT_MIMIC_ERROR(with_state([](auto& j) { j["step"] = "ten"; }),
+                     "checkpoint.safetensors (its training state): key 'step' must be an integer, got \"ten\"");
+  EXPECT_MIMIC_ERROR(with_state([](auto& j) { j.erase("best_step"); }), "checkpoint.safetensors (its training state): missing key 'best_step'");
+  EXPECT_MIMIC_ERROR(with_state([](auto& j) { j["best_eval"] = "low"; }), "key 'best_eval' must be a number, got \"low\"");
+  EXPECT_MIMIC_ERROR(with_state([](auto& j) { j["step"] = -3; }), "key 'step' must be at least 0, got -3");
+  EXPECT_MIMIC_ERROR(with_state([](auto& j) { j.erase("data"); }), "missing key 'data'");
+  EXPECT_MIMIC_ERROR(with_state([](auto& j) { j = nlohmann::json::array(); }), "(its training state): expected a JSON object");
 }
 
 TEST(TrainEngine, SnapshotsHoldTheModelAsItWasAtTheirStep) {

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "mimic/core/paths.h"
+#include "mimic/io/safetensors.h"
 
 namespace mimic::test {
 
@@ -18,6 +19,18 @@ std::string model_with_tokenizer(const std::string& name) {
   for (const char* f : gpt2 ? std::vector<const char*>{"vocab.json", "merges.txt"} : std::vector<const char*>{"vocab.txt"})
     fs::copy_file(asset_path(std::string(gpt2 ? "gpt2/" : "bert-base-uncased/") + f), dst + "/" + f);
   return made[name] = dst;
+}
+
+void edit_safetensors_json(const std::string& path, const std::string& key, const std::function<void(nlohmann::json&)>& edit) {
+  auto f = io::SafeTensorsFile::open(path);
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const auto& n : f.names()) tensors.emplace_back(n, f.load(n));
+  auto j = nlohmann::json::parse(f.metadata().at(key));
+  edit(j);
+  io::SaveOptions so;
+  so.metadata = f.metadata();
+  so.metadata[key] = j.dump();
+  io::save_safetensors(path, tensors, so);
 }
 
 }  // namespace mimic::test

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -70,6 +71,10 @@ inline std::string fixture(const std::string& rel) { return std::string(MIMIC_TE
 // out to stay small): tests/fixtures/models/<name> + the fetched GPT-2 or BERT vocabulary. Made once per
 // test process.
 std::string model_with_tokenizer(const std::string& name);
+
+// Rewrites, through `edit`, the JSON document a safetensors file holds in its metadata key `key` (a training or
+// distillation checkpoint's "state"): for tests of mimic's own state files.
+void edit_safetensors_json(const std::string& path, const std::string& key, const std::function<void(nlohmann::json&)>& edit);
 
 // A tiny classification set decided by one word ("wonderful" = 1, "terrible" = 0): 40 JSON lines with fixed
 // train / validation / test splits, written to `path`.

@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <climits>
 #include <filesystem>
 #include <iostream>
 
@@ -40,6 +41,35 @@ std::optional<io::DType> storage_dtype_arg(const std::string& name) {
   fail("--dtype must be f32, f16, bf16 or keep, not '", name, "'");
 }
 
+// What an output name may need beyond the name given: ".ckpt" (distill's OUT.ckpt/), ".tmp." and a pid (atomic
+// writes); and inside an output directory, paths like best/model.safetensors.index.json.tmp.PID.
+constexpr size_t kOutputNameRoom = 32, kOutputPathRoom = 256;
+
+std::string path_problem(const std::string& path, size_t reserve_name, size_t reserve_path) {
+  const size_t max_path = PATH_MAX - 1 - reserve_path, max_name = NAME_MAX - reserve_name;
+  if (path.size() > max_path)
+    return "the path has " + std::to_string(path.size()) + " characters; at most " + std::to_string(max_path) + " fit (PATH_MAX " +
+           std::to_string(PATH_MAX) + (reserve_path ? ", less room for the files mimic writes inside it)" : ")");
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    if (end - start > max_name)
+      return "the name '" + path.substr(start, 16) + "...' in the path has " + std::to_string(end - start) + " characters; at most " +
+             std::to_string(max_name) + " fit (NAME_MAX " + std::to_string(NAME_MAX) +
+             (reserve_name ? ", less room for the .ckpt and .tmp.PID mimic adds to an output name)" : ")");
+    start = end + 1;
+  }
+  return {};
+}
+
+CLI::Validator path_arg() {
+  return CLI::Validator([](std::string& s) { return path_problem(s); }, "PATH");
+}
+CLI::Validator out_path_arg() {
+  return CLI::Validator([](std::string& s) { return path_problem(s, kOutputNameRoom, kOutputPathRoom); }, "PATH");
+}
+
 std::string resolve_model_dir(const std::string& arg) {
   if (std::filesystem::is_directory(arg)) return arg;
   for (const models::Family* f : models::families())
@@ -51,6 +81,7 @@ std::string resolve_model_dir(const std::string& arg) {
 CLI::Validator model_dir_arg() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
+        if (auto why = path_problem(s); !why.empty()) return why;
         try {
           s = resolve_model_dir(s);
           return {};

@@ -41,6 +41,15 @@ std::string resolve_model_dir(const std::string& arg);
 // replaces the argument by its directory or fails parsing with resolve_model_dir's message.
 CLI::Validator model_dir_arg();
 
+// Paths the file system can hold. std::filesystem throws a raw "File name too long [...]" on a path longer than
+// PATH_MAX or a name (file or folder) longer than NAME_MAX; every path option takes one of these validators, so
+// such a path is refused while parsing, in one line naming the option. out_path_arg leaves room for what mimic
+// adds to an output name (OUT.ckpt, NAME.tmp.PID) and for the files it writes inside an output directory.
+// path_problem: "" for a path that fits, else why not (`reserve_name`, `reserve_path`: characters kept free).
+std::string path_problem(const std::string& path, size_t reserve_name = 0, size_t reserve_path = 0);
+CLI::Validator path_arg();
+CLI::Validator out_path_arg();
+
 // A --dtype value for saved weights: "f32", "f16" or "bf16"; "" or "keep" → unset (each tensor as loaded).
 std::optional<io::DType> storage_dtype_arg(const std::string& name);
 

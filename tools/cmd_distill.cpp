@@ -63,7 +63,7 @@ void register_distill(CLI::App& app) {
   std::string maps;
   for (const auto& m : attention::feature_maps()) maps += (maps.empty() ? "" : ", ") + m.name;
   auto* sub = app.add_subcommand("distill", "Train linear-attention feature maps / SLA gates to mimic a recorded softmax teacher");
-  sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)");
+  sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)")->check(path_arg());
   sub->add_option("--model", a->o.model_dir, "Online mode (no record file): the softmax teacher, run here")->transform(model_dir_arg());
   sub->add_option("--data", a->o.data, "Online mode: corpus all|sotu|moby-dick (with --split) or a UTF-8 text file");
   sub->add_option("--split", a->o.split, "Online mode: split of a corpus")->capture_default_str();
@@ -96,10 +96,10 @@ void register_distill(CLI::App& app) {
       ->capture_default_str()
       ->check(range::integer(0, 1000000));
   sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str();
-  sub->add_option("--out", a->o.out, "Output maps (.safetensors); a checkpoint OUT.ckpt beside it makes reruns resume");
+  sub->add_option("--out", a->o.out, "Output maps (.safetensors); a checkpoint OUT.ckpt beside it makes reruns resume")->check(out_path_arg());
   sub->add_flag("--fresh", a->o.fresh, "Start over, ignoring a checkpoint beside --out");
   sub->add_flag("--eval-only", a->o.eval_only, "Only evaluate --maps (or the untrained --feature-map) on the held-out samples");
-  sub->add_option("--maps", a->o.maps, "With --eval-only: a mimic distill output to evaluate");
+  sub->add_option("--maps", a->o.maps, "With --eval-only: a mimic distill output to evaluate")->check(path_arg());
   sub->add_option("--stop-after-epochs", a->o.stop_after_epochs, "Testing: stop as if interrupted after N epochs")->group("")->check(range::integer(0, 1000000));
   add_common_options(*sub, a->common);
   sub->callback([a]() { run(*a); });

@@ -219,7 +219,7 @@ void register_eval(CLI::App& app) {
   auto* sub = app.add_subcommand("eval", "Evaluate a model: LM perplexity (text, file or corpus split) or classification metrics");
   sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
   sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC), passkey (retrieval by context length) copy (in-context copy gain) or mqar (associative-recall accuracy; --data mqar:... or ar:...)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey", "copy", "mqar"}));
-  auto* file = sub->add_option("--file", args->file, "Text file to score (lm, copy)");
+  auto* file = sub->add_option("--file", args->file, "Text file to score (lm, copy)")->check(path_arg());
   auto* text = sub->add_option("--text", args->text, "Text to score (lm, copy)");
   sub->add_option("--data", args->data, "lm, copy: corpus all|sotu|moby-dick; cls: spam|sotu-era|FILE.jsonl; mqar: mqar[:...] or ar[:...]");
   sub->add_option("--split", args->split, "Split of --data: train, validation or test")->capture_default_str();

@@ -166,7 +166,7 @@ void register_finetune(CLI::App& app) {
       ->required()->check(CLI::IsMember({"lm", "cls"}));
   sub->add_option("--model", a->f.model_dir, "Model directory or embedded model (plain or converted)")->required()->transform(model_dir_arg());
   sub->add_option("--data", a->data, "lm: all, sotu, moby-dick or a recall task mqar[:...] / ar[:...]; cls: spam, sotu-era, or a JSON-lines file of {text, label[, split]}")->required();
-  sub->add_option("--out", t.out_dir, "Output directory (model = best, last/, checkpoint, log)")->required();
+  sub->add_option("--out", t.out_dir, "Output directory (model = best, last/, checkpoint, log)")->required()->check(out_path_arg());
   sub->add_option("--preset", a->preset, "Hyper-parameters of the Hedgehog paper: gpt2 (lr 6e-4, weight decay 0.01) or bert "
                                          "(lr 1e-5, weight decay 0, cosine to 0); default: the model family's (gpt2 for GPT-2, bert for BERT); flags override")
       ->check(CLI::IsMember({"gpt2", "bert"}));

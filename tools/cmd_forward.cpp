@@ -53,8 +53,8 @@ void register_forward(CLI::App& app) {
   auto* sub = app.add_subcommand("forward", "Run a model on one text; write input_ids, logits and hidden states");
   sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
   sub->add_option("--text", args->text, "Input text");
-  sub->add_option("--file", args->file, "Input file");
-  sub->add_option("--out", args->out, "Output .safetensors file")->required();
+  sub->add_option("--file", args->file, "Input file")->check(path_arg());
+  sub->add_option("--out", args->out, "Output .safetensors file")->required()->check(out_path_arg());
   add_common_options(*sub, args->common);
   sub->callback([args]() { run(*args); });
 }

@@ -109,7 +109,7 @@ void run(InfoArgs& a) {
 void register_info(CLI::App& app) {
   auto args = std::make_shared<InfoArgs>();
   auto* sub = app.add_subcommand("info", "Describe a model directory, a .safetensors file, or the system (--system)");
-  sub->add_option("path", args->path, "Model directory or embedded model name (config.json + model.safetensors or a sharded checkpoint's index and shards) or a .safetensors file");
+  sub->add_option("path", args->path, "Model directory or embedded model name (config.json + model.safetensors or a sharded checkpoint's index and shards) or a .safetensors file")->check(path_arg());
   sub->add_flag("--system", args->system, "Threads, BLAS actually loaded, LibTorch version");
   sub->add_flag("--maps", args->maps, "The registered feature maps (names for --feature-map) and attention kinds");
   sub->add_flag("--tensors", args->tensors, "List every tensor of a model directory");

@@ -62,7 +62,7 @@ void register_pretrain(CLI::App& app) {
   a->o.train.adam.beta2 = 0.95;
   auto* sub = app.add_subcommand("pretrain", "Pretrain a small GPT-2 (causal LM) or BERT (masked LM) on the public-domain corpora");
   sub->add_option("--arch", a->o.arch, "gpt2 or bert")->required()->check(CLI::IsMember({"gpt2", "bert"}));
-  sub->add_option("--config", a->config_path, "config.json with the sizes (HF keys) of a fresh model")->check(CLI::ExistingFile);
+  sub->add_option("--config", a->config_path, "config.json with the sizes (HF keys) of a fresh model")->check(path_arg())->check(CLI::ExistingFile);
   sub->add_option("--init", a->o.init, "Continue from this model's weights instead of a fresh model (no --config)")
       ->transform(model_dir_arg());
   sub->add_option("--copy-fraction", a->o.copy.fraction,
@@ -102,7 +102,7 @@ void register_pretrain(CLI::App& app) {
   sub->add_option("--attention", a->o.attention,
                   "Attention of every layer of a fresh model: softmax, linear:<map> or sla:<map> (a feature map of the registry)")
       ->capture_default_str();
-  sub->add_option("--out", a->o.train.out_dir, "Output directory (model, checkpoint, log)")->required();
+  sub->add_option("--out", a->o.train.out_dir, "Output directory (model, checkpoint, log)")->required()->check(out_path_arg());
   sub->add_option("--steps", a->o.train.steps, "Optimizer steps (the learning-rate schedule's length)")->capture_default_str()->check(range::steps());
   sub->add_option("--end-at", a->o.train.end_at,
                   "End the run at this step of the --steps schedule, as if it were the last (curriculum stages; 0: at --steps)")

@@ -45,11 +45,11 @@ void register_report(CLI::App& app) {
   std::string maps;
   for (const auto& m : attention::feature_maps()) maps += (maps.empty() ? "" : ", ") + m.name;
   auto* sub = app.add_subcommand("report", "Entropy, KL and monotonicity of linear attention against softmax: tables, figures, report.html");
-  sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)")->required();
-  sub->add_option("--maps", a->o.maps, "A distill output to compare (repeatable; LABEL=FILE names it)");
+  sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)")->required()->check(path_arg());
+  sub->add_option("--maps", a->o.maps, "A distill output to compare (repeatable; LABEL=FILE names it)")->check(path_arg());
   sub->add_option("--baseline", a->o.baselines, "An untrained feature map to compare (repeatable): " + maps);
   sub->add_option("--model", a->o.model, "A converted model directory: its linear-attention layers")->transform(model_dir_arg());
-  sub->add_option("--out", a->o.out, "Output directory")->required();
+  sub->add_option("--out", a->o.out, "Output directory")->required()->check(out_path_arg());
   sub->add_option("--samples", a->o.samples, "Report the last N samples of the record (0: the last 10%, what distill holds out)")
       ->capture_default_str()
       ->check(range::count(0));

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <string>
 
 #include "cli.h"
@@ -38,6 +39,14 @@ int main(int argc, char** argv) {
     return e.get_exit_code();
   } catch (const mimic::Error& e) {
     std::fprintf(stderr, "mimic: error: %s\n", e.what());
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // The options' paths are checked while parsing (cli::path_arg); this is the backstop for a path the library
+    // made: its own words, one line, instead of "filesystem error: ...".
+    if (e.path1().empty())
+      std::fprintf(stderr, "mimic: error: %s\n", first_line(e.what()).c_str());
+    else
+      std::fprintf(stderr, "mimic: error: %s: %s\n", e.path1().c_str(), e.code().message().c_str());
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "mimic: error: out of memory\n");

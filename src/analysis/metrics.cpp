@@ -8,6 +8,7 @@
 #include "mimic/attention/attention.h"
 #include "mimic/attention/distillable.h"
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 
 namespace mimic::analysis {
 
@@ -150,7 +151,7 @@ static nlohmann::json head_json(const HeadMetrics& h, bool top_k) {
 }
 
 double number_from_json(const nlohmann::json& j, const char* key) {
-  return j.at(key).is_null() ? std::numeric_limits<double>::quiet_NaN() : j.at(key).get<double>();
+  return json_key(j, key, "metrics").is_null() ? std::numeric_limits<double>::quiet_NaN() : json_double(j, key, "metrics");
 }
 
 static HeadMetrics head_from_json(const nlohmann::json& j) {
@@ -174,10 +175,12 @@ nlohmann::json LayerMetrics::to_json() const {
 
 LayerMetrics LayerMetrics::from_json(const nlohmann::json& j) {
   LayerMetrics m;
-  m.layer = j.at("layer").get<int64_t>();
-  m.top_k = j.value("top_k", int64_t{0});
-  m.mean = head_from_json(j.at("mean"));
-  for (const auto& h : j.at("heads")) m.heads.push_back(head_from_json(h));
+  m.layer = json_int(j, "layer", "metrics", 0);
+  m.top_k = json_int_or(j, "top_k", "metrics", 0, 0);
+  m.mean = head_from_json(json_key(j, "mean", "metrics"));
+  const auto& heads = json_key(j, "heads", "metrics");
+  MIMIC_CHECK(heads.is_array(), "metrics: key 'heads' must be a list, got ", heads.dump().substr(0, 80));
+  for (const auto& h : heads) m.heads.push_back(head_from_json(h));
   m.mse = number_from_json(j, "mse");
   return m;
 }

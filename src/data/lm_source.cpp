@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/data/token_cache.h"
 
 namespace mimic::data {
@@ -25,7 +26,9 @@ class CorpusSource : public LmSource {
     auto p = batches_.position();
     return {{"epoch", p.epoch}, {"index", p.index}};
   }
-  void seek(const nlohmann::json& j) override { batches_.seek({j.at("epoch").get<int64_t>(), j.at("index").get<int64_t>()}); }
+  void seek(const nlohmann::json& j) override {
+    batches_.seek({json_int(j, "epoch", "the data position", 0), json_int(j, "index", "the data position", 0)});
+  }
   double validation_mean(int64_t max_batches, const std::function<double(const LmBatch&)>& loss) const override {
     // The first batches of a fixed shuffle (seed 12345) of the validation split's blocks.
     PackedBatches slice(val_, seq_len_, batch_size_, /*seed=*/12345);
@@ -53,8 +56,7 @@ class RecallSource : public LmSource {
   }
   nlohmann::json position() const override { return {{"example", next_}}; }
   void seek(const nlohmann::json& j) override {
-    next_ = j.at("example").get<int64_t>();
-    MIMIC_CHECK(next_ >= 0, "invalid recall-task position ", next_);
+    next_ = json_int(j, "example", "the recall-task position", 0);
   }
   double validation_mean(int64_t max_batches, const std::function<double(const LmBatch&)>& loss) const override {
     MIMIC_CHECK(max_batches >= 1, "validation needs at least one batch");

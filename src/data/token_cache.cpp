@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/core/paths.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/text/tokenizer.h"
@@ -56,17 +57,18 @@ TokenCacheInfo write_token_cache(const std::string& path, const text::Tokenizer&
 
 TokenCache TokenCache::open(const std::string& path) {
   TokenCache c;
-  nlohmann::json meta;
-  try {
-    meta = nlohmann::json::parse(io::read_text_file(path + ".json"));
-    c.info_.tokenizer = meta.at("tokenizer").get<std::string>();
-    c.info_.vocab_size = meta.at("vocab_size").get<int64_t>();
-    c.info_.separator = meta.at("separator").get<int64_t>();
-    c.info_.documents = meta.at("documents").get<int64_t>();
-    c.info_.tokens = meta.at("tokens").get<int64_t>();
-    c.offsets_ = meta.at("document_offsets").get<std::vector<int64_t>>();
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, ".json: malformed token-cache index: ", e.what());
+  const std::string index = path + ".json";
+  const auto meta = json_parse(io::read_text_file(index), index);
+  c.info_.tokenizer = json_string(meta, "tokenizer", index);
+  c.info_.vocab_size = json_int(meta, "vocab_size", index);
+  c.info_.separator = json_int(meta, "separator", index, 0);
+  c.info_.documents = json_int(meta, "documents", index, 0);
+  c.info_.tokens = json_int(meta, "tokens", index, 0);
+  const auto& offsets = json_key(meta, "document_offsets", index);
+  MIMIC_CHECK(offsets.is_array(), index, ": key 'document_offsets' must be a list of integers");
+  for (const auto& x : offsets) {
+    MIMIC_CHECK(x.is_number_integer(), index, ": key 'document_offsets' must be a list of integers, holds ", x.dump());
+    c.offsets_.push_back(x.get<int64_t>());
   }
   int fd = io::open_regular_file(path);
   struct stat st {};

@@ -15,6 +15,7 @@
 #include "mimic/attention/feature_map.h"
 #include "mimic/attention/kinds.h"
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/core/layers.h"
 #include "mimic/distill/maps_file.h"
 #include "mimic/distill/sources.h"
@@ -94,14 +95,15 @@ static nlohmann::json layer_json(const LayerResult& r) {
 
 static LayerResult layer_from_json(const nlohmann::json& j) {
   LayerResult r;
-  r.layer = j.at("layer").get<int64_t>();
-  r.trained = j.at("trained").get<bool>();
-  r.epochs_run = j.at("epochs_run").get<int64_t>();
-  r.steps = j.at("steps").get<int64_t>();
-  r.best_epoch = j.at("best_epoch").get<int64_t>();
+  const std::string where = "a finished layer's state";
+  r.layer = json_int(j, "layer", where, 0);
+  r.trained = json_bool(j, "trained", where);
+  r.epochs_run = json_int(j, "epochs_run", where, 0);
+  r.steps = json_int(j, "steps", where, 0);
+  r.best_epoch = json_int(j, "best_epoch", where, 0);
   r.best_val_loss = analysis::number_from_json(j, "best_val_loss");
-  r.before = LayerMetrics::from_json(j.at("before"));
-  r.after = LayerMetrics::from_json(j.at("after"));
+  r.before = LayerMetrics::from_json(json_key(j, "before", where));
+  r.after = LayerMetrics::from_json(json_key(j, "after", where));
   return r;
 }
 
@@ -263,12 +265,15 @@ Done load_done(const std::string& path, const nlohmann::json& fingerprint) {
   auto st = f.metadata().find("state");
   MIMIC_CHECK(fmt != f.metadata().end() && fmt->second == kDoneFormat && st != f.metadata().end(), path,
               ": not a mimic distillation checkpoint");
-  auto state = nlohmann::json::parse(st->second);
-  if (state.at("fingerprint") != fingerprint)
-    fail(path, " belongs to a distillation with other settings: ", first_difference(state.at("fingerprint"), fingerprint),
+  const auto state = json_parse(st->second, path + " (its state)");
+  const auto& saved = json_key(state, "fingerprint", path + " (its state)");
+  if (saved != fingerprint)
+    fail(path, " belongs to a distillation with other settings: ", saved.is_object() ? first_difference(saved, fingerprint) : saved.dump(),
          "; rerun the same command to resume, or pass --fresh (or another --out) to start over");
   Done d;
-  for (const auto& r : state.at("done")) d.layers.push_back(layer_from_json(r));
+  const auto& done = json_key(state, "done", path + " (its state)");
+  MIMIC_CHECK(done.is_array(), path, " (its state): key 'done' must be a list of finished layers, got ", done.dump().substr(0, 80));
+  for (const auto& r : done) d.layers.push_back(in_file(path, [&] { return layer_from_json(r); }));
   for (const auto& n : f.names())
     if (n.rfind("done/", 0) == 0) d.tensors.emplace_back(n.substr(5), f.load(n));
   return d;
@@ -436,7 +441,7 @@ DistillResult distill(const DistillOptions& o) {
     const std::string dir = ckpt_dir + "/" + layer_prefix(layer), before_path = dir + "/before.json";
     if (fs::exists(before_path)) {
       res.resumed = true;
-      r.before = LayerMetrics::from_json(nlohmann::json::parse(io::read_text_file(before_path)));
+      r.before = in_file(before_path, [&] { return LayerMetrics::from_json(json_parse(io::read_text_file(before_path), "the file")); });
     } else {
       r.before = evaluate(*student, *src, layer, sp, o.batch_size);
       fs::create_directories(dir);
@@ -467,7 +472,7 @@ DistillResult distill(const DistillOptions& o) {
       };
       task.set_training = [&](bool on) { student->train(on); };
       task.data_state = [&]() { return nlohmann::json{{"position", position}}; };
-      task.restore_data_state = [&](const nlohmann::json& j) { position = j.at("position").get<int64_t>(); };
+      task.restore_data_state = [&](const nlohmann::json& j) { position = json_int(j, "position", "the data position", 0); };
       task.export_model = [&](const std::string& d) {
         fs::create_directories(d);
         io::save_safetensors(d + "/kernel.safetensors", snapshot(*student));

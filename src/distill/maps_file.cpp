@@ -8,6 +8,7 @@
 #include "mimic/attention/distillable.h"
 #include "mimic/attention/kinds.h"
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/io/safetensors.h"
 
 namespace mimic::distill {
@@ -88,10 +89,11 @@ std::vector<double> DistilledMaps::head_kl(int64_t layer) const {
   nlohmann::json metrics;
   try {
     metrics = nlohmann::json::parse(md.at("metrics"));
+    const std::string where = path_ + " (its metrics)";
     for (const auto& m : metrics) {
-      if (m.at("layer") != layer) continue;  // compared as JSON: a float layer is never converted to int64
+      if (json_key(m, "layer", where) != layer) continue;  // compared as JSON: a float layer is never converted to int64
       std::vector<double> kl;
-      for (const auto& h : m.at("after").at("heads")) kl.push_back(h.at("kl").get<double>());
+      for (const auto& h : json_key(json_key(m, "after", where), "heads", where)) kl.push_back(json_double(h, "kl", where));
       MIMIC_CHECK(static_cast<int64_t>(kl.size()) == n_head_, path_, ": layer ", layer, "'s metrics hold ", kl.size(), " heads, not ",
                   n_head_);
       return kl;

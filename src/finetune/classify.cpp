@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/data/batches.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/models/model.h"
@@ -136,8 +137,8 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   task.evaluate = [&]() { return evaluate_classifier(*model, *tok, data.validation, k, o.seq_len, o.batch_size).loss; };
   task.data_state = [&]() { return nlohmann::json{{"epoch", epoch}, {"index", index}}; };
   task.restore_data_state = [&](const nlohmann::json& j) {
-    epoch = j.at("epoch").get<int64_t>();
-    index = j.at("index").get<int64_t>();
+    epoch = json_int(j, "epoch", "the data position", 0);
+    index = json_int(j, "index", "the data position", 0);
   };
 
   train::TrainOptions t = o.train;

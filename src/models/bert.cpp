@@ -129,20 +129,20 @@ class BertFamily : public Family {
   }
 
   void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const override {
-    c.vocab_size = config_int(j, "vocab_size", where);
-    c.d_model = config_int(j, "hidden_size", where);
-    c.n_layer = config_int(j, "num_hidden_layers", where);
-    c.n_head = config_int(j, "num_attention_heads", where);
-    c.d_ff = config_int(j, "intermediate_size", where);
-    c.max_positions = config_int(j, "max_position_embeddings", where);
-    c.type_vocab_size = config_int_or(j, "type_vocab_size", where, 2);
-    c.ln_eps = config_double_or(j, "layer_norm_eps", where, 1e-12);
-    c.activation = config_activation(config_string_or(j, "hidden_act", where, "gelu"), where, "hidden_act");
-    c.dropout = config_double_or(j, "hidden_dropout_prob", where, 0.1);
-    std::string pos = config_string_or(j, "position_embedding_type", where, "absolute");
+    c.vocab_size = json_int(j, "vocab_size", where);
+    c.d_model = json_int(j, "hidden_size", where);
+    c.n_layer = json_int(j, "num_hidden_layers", where);
+    c.n_head = json_int(j, "num_attention_heads", where);
+    c.d_ff = json_int(j, "intermediate_size", where);
+    c.max_positions = json_int(j, "max_position_embeddings", where);
+    c.type_vocab_size = json_int_or(j, "type_vocab_size", where, 2);
+    c.ln_eps = json_double_or(j, "layer_norm_eps", where, 1e-12);
+    c.activation = config_activation(json_string_or(j, "hidden_act", where, "gelu"), where, "hidden_act");
+    c.dropout = json_double_or(j, "hidden_dropout_prob", where, 0.1);
+    std::string pos = json_string_or(j, "position_embedding_type", where, "absolute");
     MIMIC_CHECK(pos == "absolute", where, ": unsupported position_embedding_type '", pos, "' (only absolute)");
     if (j.contains("id2label") && j["id2label"].is_object()) c.num_labels = static_cast<int64_t>(j["id2label"].size());
-    c.num_labels = config_int_or(j, "num_labels", where, c.num_labels > 0 ? c.num_labels : 2);
+    c.num_labels = json_int_or(j, "num_labels", where, c.num_labels > 0 ? c.num_labels : 2);
   }
 
   bool head_of_architecture(const std::string& name, Head* head) const override {
@@ -189,6 +189,16 @@ class BertFamily : public Family {
   // The "embeddings." group: word, position and token-type embeddings, their LayerNorm, position_ids.
   bool is_embedding(const std::string& name) const override { return name.find("embeddings.") != std::string::npos; }
   std::string position_table() const override { return "embeddings.position_embeddings.weight"; }
+
+  std::vector<SizedTensor> sized_tensors(const ModelConfig& c) const override {
+    const SizedDim d{c.d_model, "hidden_size"};
+    const std::string last = "encoder.layer." + std::to_string(c.n_layer - 1) + ".";
+    return {{"embeddings.word_embeddings.weight", "", {{c.vocab_size, "vocab_size"}, d}},
+            {"embeddings.position_embeddings.weight", "", {{c.max_positions, "max_position_embeddings"}, d}},
+            {"embeddings.token_type_embeddings.weight", "", {{c.type_vocab_size, "type_vocab_size"}, d}},
+            {last + "attention.self.query.weight", "num_hidden_layers", {d, d}},
+            {last + "intermediate.dense.weight", "num_hidden_layers", {{c.d_ff, "intermediate_size"}, d}}};
+  }
 
   // encoder.layer.<i>.attention.self.{query,key,value} and attention.output.dense
   bool is_attention_projection(const std::string& n) const override {

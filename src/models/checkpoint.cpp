@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <set>
 
 #include "mimic/core/error.h"
@@ -23,6 +24,12 @@ std::string rename_gamma_beta(const std::string& name) {
   if (ends_with(name, "LayerNorm.gamma")) return name.substr(0, name.size() - 5) + "weight";
   if (ends_with(name, "LayerNorm.beta")) return name.substr(0, name.size() - 4) + "bias";
   return name;
+}
+
+std::string show_shape(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
 }
 
 }  // namespace
@@ -119,6 +126,31 @@ std::string internal_name(const Family& family, const std::string& key, std::str
   std::string name = rename_gamma_beta(strip(key, family.checkpoint_prefix));
   if (kind) *kind = family.is_buffer(name) ? "buffer" : "param";
   return name;
+}
+
+void check_config_against_weights(const Family& family, const ModelConfig& c, const io::TensorStore& f, const std::string& config_path) {
+  std::map<std::string, std::string> key_of;  // network name → file key
+  for (const auto& key : f.names()) key_of.emplace(internal_name(family, key, nullptr), key);
+  const std::string weights = std::filesystem::path(f.path()).filename().string();
+  for (const SizedTensor& t : family.sized_tensors(c)) {
+    auto it = key_of.find(t.name);
+    if (it == key_of.end()) {
+      if (!t.name_key.empty())
+        fail(config_path, ": ", t.name_key, " is ", c.raw.value(t.name_key, nlohmann::json()).dump(), ", but ", weights, " has no tensor '", t.name,
+             "' (", weights, " holds fewer layers)");
+      fail(config_path, ": ", weights, " has no tensor '", t.name, "', which every ", family.display_name, " checkpoint holds");
+    }
+    const auto& shape = f.info(it->second).shape;
+    std::vector<int64_t> want;
+    for (const auto& d : t.shape) want.push_back(d.size);
+    if (shape.size() == want.size() && std::equal(shape.begin(), shape.end(), want.begin())) continue;
+    // Name the first key whose size the file disagrees with.
+    for (size_t i = 0; i < t.shape.size(); ++i)
+      if (i >= shape.size() || shape[i] != t.shape[i].size)
+        fail(config_path, ": ", t.shape[i].key, " asks for '", t.name, "' of shape ", show_shape(want), ", but ", weights, " holds ",
+             show_shape(shape), " (", t.shape[i].key, " ", t.shape[i].size, " disagrees with the weights)");
+    fail(config_path, ": '", t.name, "' is ", show_shape(shape), " in ", weights, ", the config asks for ", show_shape(want));
+  }
 }
 
 }  // namespace mimic::models

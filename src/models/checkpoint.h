@@ -32,6 +32,11 @@ using Passthrough = std::vector<std::pair<std::string, at::Tensor>>;
 // buffers or tied copies. Sets *kind to "param", "buffer" or "tied".
 std::string internal_name(const Family& family, const std::string& key, std::string* kind);
 
+// Compares the shapes config.json asks for (family.sized_tensors) with the shapes in the weights' header, before
+// the network is built: a config whose sizes the file does not hold is a mimic::Error naming `config_path` and the
+// key, instead of an allocation sized by the config alone (n_layer 1000 or n_embd 10^6 beside small weights).
+void check_config_against_weights(const Family& family, const ModelConfig& c, const io::TensorStore& f, const std::string& config_path);
+
 // Copies the checkpoint's tensors (one file or the shards of a sharded checkpoint) into `params` (network
 // names → tensors, converted to float32). Throws mimic::Error naming the first missing, unexpected or
 // mis-shaped tensor, or a tied copy that differs.

@@ -1,6 +1,7 @@
 #include "mimic/models/config.h"
 
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/models/family.h"
 
@@ -17,32 +18,6 @@ const char* head_name(Head h) {
   return "?";
 }
 
-int64_t config_int(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t min) {
-  MIMIC_CHECK(j.contains(key), where, ": missing key '", key, "'");
-  MIMIC_CHECK(j[key].is_number_integer(), where, ": key '", key, "' must be an integer, got ", j[key].dump());
-  int64_t v = j[key].get<int64_t>();
-  MIMIC_CHECK(v >= min, where, ": key '", key, "' must be at least ", min, ", got ", v);
-  return v;
-}
-int64_t config_int_or(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t fallback) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  return config_int(j, key, where);
-}
-double config_double_or(const nlohmann::json& j, const std::string& key, const std::string& where, double fallback) {
-  if (!j.contains(key)) return fallback;
-  MIMIC_CHECK(j[key].is_number(), where, ": key '", key, "' must be a number");
-  return j[key].get<double>();
-}
-std::string config_string_or(const nlohmann::json& j, const std::string& key, const std::string& where, const std::string& fallback) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  MIMIC_CHECK(j[key].is_string(), where, ": key '", key, "' must be a string, got ", j[key].dump());
-  return j[key].get<std::string>();
-}
-bool config_bool_or(const nlohmann::json& j, const std::string& key, const std::string& where, bool fallback) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  MIMIC_CHECK(j[key].is_boolean(), where, ": key '", key, "' must be true or false, got ", j[key].dump());
-  return j[key].get<bool>();
-}
 Activation config_activation(const std::string& name, const std::string& where, const std::string& key) {
   if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast") return Activation::GeluTanh;
   if (name == "gelu") return Activation::GeluExact;

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "mimic/core/json_keys.h"
+
 namespace mimic::models {
 
 class Family;  // models/family.h
@@ -35,13 +37,7 @@ struct ModelConfig {
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where = "config.json");
 ModelConfig load_config(const std::string& path);
 
-// For the families' read_config: a key of `j` read and checked, a mimic::Error naming the key and `where`
-// otherwise. config_int: an integer >= min; the _or forms: `fallback` when the key is absent (or null).
-int64_t config_int(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t min = 1);
-int64_t config_int_or(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t fallback);
-double config_double_or(const nlohmann::json& j, const std::string& key, const std::string& where, double fallback);
-std::string config_string_or(const nlohmann::json& j, const std::string& key, const std::string& where, const std::string& fallback);
-bool config_bool_or(const nlohmann::json& j, const std::string& key, const std::string& where, bool fallback);
+// The families' read_config read every key through the checked readers of core/json_keys.h (json_int, ...).
 // An activation name (gelu_new, gelu, relu, ...) read from `key`.
 Activation config_activation(const std::string& name, const std::string& where, const std::string& key);
 

@@ -35,6 +35,20 @@ struct LoraTarget {
 // Tensors a head ties: network name of the copy → (network name of the tensor it equals, what it is).
 using Ties = std::map<std::string, std::pair<std::string, std::string>>;
 
+// A tensor whose shape follows from config.json alone, each dimension with the key that gives it. A loader
+// compares these with the weights' header before it builds the network (check_config_against_weights), so that
+// a config asking for sizes the file does not hold (n_layer 1000, n_embd 10^6 beside small weights) is refused
+// before anything is allocated.
+struct SizedDim {
+  int64_t size;
+  std::string key;  // config.json's key, e.g. "n_embd"
+};
+struct SizedTensor {
+  std::string name;      // network name, e.g. "h.5.mlp.c_fc.weight"
+  std::string name_key;  // the key that chose the name ("n_layer" for the last layer's tensors), or ""
+  std::vector<SizedDim> shape;
+};
+
 // What loading with a sequence-classification head (LoadOptions::head = "cls") changes; an empty
 // `architecture` means the family has no such head.
 struct ClassifierHead {
@@ -72,6 +86,9 @@ class Family {
   virtual Head new_head(const ModelConfig& c) const = 0;
   virtual std::shared_ptr<NetworkImpl> make_network(const ModelConfig& c, Head head, bool pooler) const = 0;
   virtual Ties ties(Head head) const = 0;
+  // Tensors that together carry every size of the config: the token, position (and type) tables and the
+  // last layer's projections, whose shapes follow from the width, the feed-forward width and the layer count.
+  virtual std::vector<SizedTensor> sized_tensors(const ModelConfig& c) const = 0;
 
   // Parameter-name groups (network names; is_embedding also file keys).
   virtual bool is_embedding(const std::string& name) const = 0;

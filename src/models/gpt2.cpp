@@ -86,17 +86,17 @@ class Gpt2Family : public Family {
   }
 
   void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const override {
-    c.vocab_size = config_int(j, "vocab_size", where);
-    c.max_positions = j.contains("n_positions") ? config_int(j, "n_positions", where) : config_int(j, "n_ctx", where);
-    c.d_model = config_int(j, "n_embd", where);
-    c.n_layer = config_int(j, "n_layer", where);
-    c.n_head = config_int(j, "n_head", where);
-    c.d_ff = config_int_or(j, "n_inner", where, 4 * c.d_model);
-    c.ln_eps = config_double_or(j, "layer_norm_epsilon", where, 1e-5);
-    c.activation = config_activation(config_string_or(j, "activation_function", where, "gelu_new"), where, "activation_function");
-    c.scale_attn_weights = config_bool_or(j, "scale_attn_weights", where, true);
-    c.scale_attn_by_layer_idx = config_bool_or(j, "scale_attn_by_inverse_layer_idx", where, false);
-    c.dropout = config_double_or(j, "resid_pdrop", where, 0.1);
+    c.vocab_size = json_int(j, "vocab_size", where);
+    c.max_positions = j.contains("n_positions") ? json_int(j, "n_positions", where) : json_int(j, "n_ctx", where);
+    c.d_model = json_int(j, "n_embd", where);
+    c.n_layer = json_int(j, "n_layer", where);
+    c.n_head = json_int(j, "n_head", where);
+    c.d_ff = json_int_or(j, "n_inner", where, 4 * c.d_model);
+    c.ln_eps = json_double_or(j, "layer_norm_epsilon", where, 1e-5);
+    c.activation = config_activation(json_string_or(j, "activation_function", where, "gelu_new"), where, "activation_function");
+    c.scale_attn_weights = json_bool_or(j, "scale_attn_weights", where, true);
+    c.scale_attn_by_layer_idx = json_bool_or(j, "scale_attn_by_inverse_layer_idx", where, false);
+    c.dropout = json_double_or(j, "resid_pdrop", where, 0.1);
   }
 
   bool head_of_architecture(const std::string& name, Head* head) const override {
@@ -116,6 +116,16 @@ class Gpt2Family : public Family {
   Ties ties(Head) const override { return {{"lm_head.weight", {"wte.weight", "tied LM head"}}}; }
 
   std::string position_table() const override { return "wpe.weight"; }
+
+  std::vector<SizedTensor> sized_tensors(const ModelConfig& c) const override {
+    auto given = [&](const char* key) { return c.raw.contains(key) && !c.raw[key].is_null(); };
+    const SizedDim d{c.d_model, "n_embd"};
+    const std::string last = "h." + std::to_string(c.n_layer - 1) + ".";
+    return {{"wte.weight", "", {{c.vocab_size, "vocab_size"}, d}},
+            {"wpe.weight", "", {{c.max_positions, given("n_positions") ? "n_positions" : "n_ctx"}, d}},
+            {last + "attn.c_attn.weight", "n_layer", {d, {3 * c.d_model, "n_embd"}}},
+            {last + "mlp.c_fc.weight", "n_layer", {d, {c.d_ff, given("n_inner") ? "n_inner" : "n_embd"}}}};
+  }
 
   bool is_embedding(const std::string& name) const override {
     const std::string n = name.rfind(checkpoint_prefix, 0) == 0 ? name.substr(checkpoint_prefix.size()) : name;

@@ -56,6 +56,7 @@ class HfModel : public Model {
     auto f = io::TensorStore::open_dir(dir);
     LoadRules rules;
     const Family& family = *config_.family;
+    check_config_against_weights(family, config_, f, (d / "config.json").string());
     const ClassifierHead& classifier = family.classifier;
     if (opt.head == "cls") {
       MIMIC_CHECK(!classifier.architecture.empty(), dir, ": sequence classification needs a BERT model");

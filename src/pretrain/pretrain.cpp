@@ -7,6 +7,7 @@
 
 #include "mimic/attention/kinds.h"
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/core/paths.h"
 #include "mimic/data/batches.h"
 #include "mimic/data/lm_source.h"
@@ -165,7 +166,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   };
   task.restore_data_state = [&](const nlohmann::json& j) {
     source->seek(j);
-    if (mlm) rng_from_string(mlm->rng, j.at("mlm_rng").get<std::string>());
+    if (mlm) rng_from_string(mlm->rng, json_string(j, "mlm_rng", "the data position"));
   };
   task.export_model = [&](const std::string& dir) { model->save(dir); };
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/core/progress.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/output_lock.h"
@@ -29,6 +30,11 @@ struct Saved {
   double best_eval = 0;
   int64_t best_step = 0;
   nlohmann::json data;
+  // The log's loss is a mean over the steps since the last log line. A checkpoint between two log lines keeps
+  // the steps summed so far, so that a resumed run logs the mean the uninterrupted one logs (found by
+  // bench/soak.sh: the line after a resume averaged only the steps since the resume).
+  double window_loss = 0;
+  int64_t window_n = 0;
 };
 
 void save_checkpoint(const std::string& dir, const TrainTask& task, const AdamW& opt, const Saved& s,
@@ -40,7 +46,7 @@ void save_checkpoint(const std::string& dir, const TrainTask& task, const AdamW&
   // JSON has no infinity: "no evaluation yet" is stored as null.
   nlohmann::json best = std::isfinite(s.best_eval) ? nlohmann::json(s.best_eval) : nlohmann::json(nullptr);
   nlohmann::json meta = {{"step", s.step}, {"best_eval", best}, {"best_step", s.best_step}, {"data", s.data},
-                         {"fingerprint", o.fingerprint}};
+                         {"window_loss", s.window_loss}, {"window_n", s.window_n}, {"fingerprint", o.fingerprint}};
   io::SaveOptions so;
   so.metadata = {{"format", "mimic-train-checkpoint-1"}, {"state", meta.dump()}};
   io::save_safetensors(dir + "/" + kCheckpoint, tensors, so);
@@ -50,8 +56,9 @@ Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, cons
   auto f = io::SafeTensorsFile::open(path);
   auto it = f.metadata().find("state");
   MIMIC_CHECK(it != f.metadata().end(), path, ": not a mimic training checkpoint");
-  auto meta = nlohmann::json::parse(it->second);
-  if (meta["fingerprint"] != o.fingerprint)
+  const std::string where = path + " (its training state)";
+  const auto meta = json_parse(it->second, where);
+  if (json_key(meta, "fingerprint", where) != o.fingerprint)
     fail(path, " was written with other settings (", meta["fingerprint"].dump(), " vs now ", o.fingerprint.dump(),
          "): use the same command to resume, or --fresh / another --out to start over");
   torch::NoGradGuard no_grad;
@@ -69,10 +76,14 @@ Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, cons
   auto gen = at::detail::getDefaultCPUGenerator();
   gen.set_state(f.load("rng/torch"));
   Saved s;
-  s.step = meta["step"].get<int64_t>();
-  s.best_eval = meta["best_eval"].is_null() ? std::numeric_limits<double>::infinity() : meta["best_eval"].get<double>();
-  s.best_step = meta["best_step"].get<int64_t>();
-  s.data = meta["data"];
+  s.step = json_int(meta, "step", where, 0);
+  // null: no evaluation yet (JSON has no infinity); required, so a state cut short is not read as "no evaluation"
+  s.best_eval = json_key(meta, "best_eval", where).is_null() ? std::numeric_limits<double>::infinity() : json_double(meta, "best_eval", where);
+  s.best_step = json_int(meta, "best_step", where, 0);
+  s.data = json_key(meta, "data", where);
+  // absent in checkpoints written before they were kept: the window then starts at the resume
+  s.window_loss = json_double_or(meta, "window_loss", where, 0);
+  s.window_n = json_int_or(meta, "window_n", where, 0, 0);
   return s;
 }
 
@@ -130,7 +141,10 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   TrainResult r;
   if (!o.fresh && fs::exists(ckpt)) {
     s = load_checkpoint(ckpt, task, opt, o);
-    if (task.restore_data_state) task.restore_data_state(s.data);
+    if (task.restore_data_state) {
+      // The task reads its own position (json_int & co. name the key); the file is named here.
+      in_file(ckpt, [&] { task.restore_data_state(s.data); });
+    }
     truncate_log(log, s.step);
     r.resumed_from = s.step;
   } else if (fs::exists(log)) {
@@ -142,6 +156,10 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     return o.patience > 0 && step % o.eval_every == 0 && step - s.best_step >= o.patience * o.eval_every;
   };
   if (s.step >= last || (s.step > 0 && patience_spent(s.step))) {
+    // The run ended before this one, but may have been killed between its last checkpoint and the export of
+    // last/ (found while writing bench/soak.sh: the rerun said "written to last/" and left none). The parameters are the
+    // checkpoint's, so exporting again writes what the uninterrupted run wrote.
+    if (task.export_model) task.export_model(o.out_dir + "/last");
     r.stopped_early = s.step < last;
     r.steps = s.step;
     r.best_eval = s.best_eval;
@@ -173,8 +191,8 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   progress.update(s.step);
   auto t0 = std::chrono::steady_clock::now();
   int64_t tokens = 0, skips = 0;
-  double window_loss = 0;
-  int64_t window_n = 0;
+  double window_loss = s.window_loss;
+  int64_t window_n = s.window_n;
   int64_t final_step = last;  // or where early stopping ended the run
   for (int64_t step = s.step; step < last; ++step) {
     double lr = warmup_cosine_lr(step, o.warmup, o.steps, o.lr, o.min_lr_ratio);
@@ -228,6 +246,8 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     if (done % o.checkpoint_every == 0 || done == last || early) {
       s.step = done;
       if (task.data_state) s.data = task.data_state();
+      s.window_loss = window_loss;
+      s.window_n = window_n;
       save_checkpoint(o.out_dir, task, opt, s, o);
     }
     if (early) {

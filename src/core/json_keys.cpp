@@ -1,0 +1,68 @@
+#include "mimic/core/json_keys.h"
+
+#include "mimic/core/error.h"
+
+namespace mimic {
+
+nlohmann::json json_parse(const std::string& text, const std::string& where) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail(where, ": malformed JSON: ", e.what());
+  }
+}
+
+const nlohmann::json& json_key(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  MIMIC_CHECK(j.is_object(), where, ": expected a JSON object with key '", key, "', got ", j.dump().substr(0, 80));
+  MIMIC_CHECK(j.contains(key), where, ": missing key '", key, "'");
+  return j[key];
+}
+
+int64_t json_int(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t min, int64_t max) {
+  const auto& v = json_key(j, key, where);
+  MIMIC_CHECK(v.is_number_integer(), where, ": key '", key, "' must be an integer, got ", v.dump());
+  // An unsigned value above INT64_MAX would wrap: compare before converting.
+  MIMIC_CHECK(!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(max), where, ": key '", key, "' must be at most ",
+              max, ", got ", v.dump());
+  const int64_t x = v.get<int64_t>();
+  MIMIC_CHECK(x >= min, where, ": key '", key, "' must be at least ", min, ", got ", x);
+  MIMIC_CHECK(x <= max, where, ": key '", key, "' must be at most ", max, ", got ", x);
+  return x;
+}
+
+double json_double(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  const auto& v = json_key(j, key, where);
+  MIMIC_CHECK(v.is_number(), where, ": key '", key, "' must be a number, got ", v.dump());
+  return v.get<double>();
+}
+
+std::string json_string(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  const auto& v = json_key(j, key, where);
+  MIMIC_CHECK(v.is_string(), where, ": key '", key, "' must be a string, got ", v.dump());
+  return v.get<std::string>();
+}
+
+bool json_bool(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  const auto& v = json_key(j, key, where);
+  MIMIC_CHECK(v.is_boolean(), where, ": key '", key, "' must be true or false, got ", v.dump());
+  return v.get<bool>();
+}
+
+namespace {
+bool absent(const nlohmann::json& j, const std::string& key) { return !j.is_object() || !j.contains(key) || j[key].is_null(); }
+}  // namespace
+
+int64_t json_int_or(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t fallback, int64_t min) {
+  return absent(j, key) ? fallback : json_int(j, key, where, min);
+}
+double json_double_or(const nlohmann::json& j, const std::string& key, const std::string& where, double fallback) {
+  return absent(j, key) ? fallback : json_double(j, key, where);
+}
+std::string json_string_or(const nlohmann::json& j, const std::string& key, const std::string& where, const std::string& fallback) {
+  return absent(j, key) ? fallback : json_string(j, key, where);
+}
+bool json_bool_or(const nlohmann::json& j, const std::string& key, const std::string& where, bool fallback) {
+  return absent(j, key) ? fallback : json_bool(j, key, where);
+}
+
+}  // namespace mimic

@@ -1,0 +1,45 @@
+// Checked reads of JSON keys, for every JSON document mimic reads: config.json and mimic.json, and its own state
+// files (training and distillation checkpoints' state, data positions, maps metadata, token-cache indexes). A
+// missing key, or a value of the wrong type or outside its range, is a mimic::Error naming `where` (the file, and
+// the part of it) and the key, never nlohmann's raw exception text. Every reader goes through these: a fuzzed
+// config.json showed what one unchecked `get<>` costs.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "mimic/core/error.h"
+
+namespace mimic {
+
+// `text` parsed; malformed JSON is "WHERE: malformed JSON: ...".
+nlohmann::json json_parse(const std::string& text, const std::string& where);
+
+// The value of `key`, which must be present (any type).
+const nlohmann::json& json_key(const nlohmann::json& j, const std::string& key, const std::string& where);
+// An integer in [min, max].
+int64_t json_int(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t min = 1,
+                 int64_t max = std::numeric_limits<int64_t>::max());
+double json_double(const nlohmann::json& j, const std::string& key, const std::string& where);  // any number
+std::string json_string(const nlohmann::json& j, const std::string& key, const std::string& where);
+bool json_bool(const nlohmann::json& j, const std::string& key, const std::string& where);
+// The _or forms: `fallback` when the key is absent or null (HF configs write null for "the default").
+int64_t json_int_or(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t fallback, int64_t min = 1);
+double json_double_or(const nlohmann::json& j, const std::string& key, const std::string& where, double fallback);
+std::string json_string_or(const nlohmann::json& j, const std::string& key, const std::string& where, const std::string& fallback);
+bool json_bool_or(const nlohmann::json& j, const std::string& key, const std::string& where, bool fallback);
+
+// Runs `read`, which reads part of a document through the functions above and names only that part, and
+// prefixes a mimic::Error it throws with `path`: the message names the file too.
+template <typename F>
+decltype(auto) in_file(const std::string& path, F&& read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    fail(path, ": ", e.what());
+  }
+}
+
+}  // namespace mimic
