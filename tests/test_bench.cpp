@@ -552,3 +552,25 @@ TEST(BenchTrain, AnUnknownWidthOrKindIsAOneLineError) {
   EXPECT_NE(r.err.find("nosuch"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
+
+// The operator profile of a known piece of work: per-unit call counts are exact, the large GEMMs take the
+// largest share, and shares (operators' self times + the time outside them) add up to at most the wall time.
+TEST(BenchProfile, OperatorSharesCountEveryCallAndAddUpToTheWallTime) {
+  auto a = torch::randn({256, 256}), b = torch::randn({256, 256});
+  auto p = mimic::bench::profile_ops(
+      [&] {
+        for (int i = 0; i < 4; ++i) {
+          auto c = at::mm(a, b);
+          c.add_(1.0);
+        }
+      },
+      4);
+  ASSERT_FALSE(p.ops.empty());
+  EXPECT_EQ(p.ops[0].name, "aten::mm");
+  EXPECT_DOUBLE_EQ(p.ops[0].calls, 1.0);
+  double total = p.outside_share;
+  for (const auto& op : p.ops) total += op.share;
+  EXPECT_LE(total, 1.0 + 1e-9);
+  EXPECT_GT(total, 0.5);
+  EXPECT_DOUBLE_EQ(p.top_level, 2.0);  // mm and add_ per unit
+}

@@ -7,11 +7,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "mimic/attention/attention.h"
 #include "mimic/attention/kinds.h"
 #include "mimic/attention/linear_kernel.h"
 #include "mimic/eval/passkey.h"
 #include "mimic/generate/generate.h"
 #include "mimic/models/model.h"
+#include "mimic/models/networks.h"
 #include "mimic/text/tokenizer.h"
 #include "test_util.h"
 
@@ -257,6 +259,53 @@ TEST(Generate, ClonedStateIsIndependent) {
   std::vector<int64_t> other(ids.begin(), ids.begin() + 15);
   other.insert(other.end(), {7, 8, 9});
   expect_close(on_branch[0], full_logits(*m, other).slice(0, 15));
+}
+
+// The KV cache appends into preallocated buffers (growing by half when full) instead of concatenating: every
+// step must give bit for bit the output of the concatenating reference, across several growths, for a
+// prompt, a block and single tokens, and a clone taken midway must not see the original's later writes.
+TEST(Generate, KvCacheWrittenInPlaceGivesBitForBitTheConcatenatingReferencesOutputs) {
+  torch::NoGradGuard ng;
+  mimic::attention::SoftmaxAttention kernel;
+  mimic::attention::AttentionContext ctx;
+  ctx.causal = true;
+  ctx.scale = 0.25;
+  auto cache = kernel.new_cache();
+  std::unique_ptr<mimic::attention::KernelCache> branch;
+  at::Tensor ref_k, ref_v, branch_k, branch_v;
+  torch::manual_seed(30);
+  int64_t steps = 0;
+  for (int64_t t : {7, 5, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 1}) {
+    auto q = torch::randn({2, 3, t, 4}), k = torch::randn({2, 3, t, 4}), v = torch::randn({2, 3, t, 4});
+    auto got = kernel.forward_cached(q, k, v, ctx, *cache);
+    auto want = mimic::attention::softmax_step_by_concatenation(q, k, v, ctx, ref_k, ref_v);
+    ASSERT_TRUE(torch::equal(got, want)) << "step " << steps << " (" << t << " tokens)";
+    if (++steps == 4) {
+      branch = cache->clone();
+      branch_k = ref_k;
+      branch_v = ref_v;
+    }
+  }
+  EXPECT_EQ(cache->position, 7 + 5 + 18 + 3 + 2);
+  EXPECT_EQ(cache->bytes(), 2 * 2 * 3 * cache->position * 4 * 4);  // the used rows, not the spare capacity
+  auto q = torch::randn({2, 3, 1, 4}), k = torch::randn({2, 3, 1, 4}), v = torch::randn({2, 3, 1, 4});
+  EXPECT_TRUE(torch::equal(kernel.forward_cached(q, k, v, ctx, *branch),
+                           mimic::attention::softmax_step_by_concatenation(q, k, v, ctx, branch_k, branch_v)));
+}
+
+// Batch-1 decoding runs the LM head as a matrix-vector product; the matmul reference sums in another order,
+// so the two agree to float rounding (not bit for bit) and pick the same greedy token; several rows take the
+// reference path itself.
+TEST(Generate, TheLmHeadsMatrixVectorPathMatchesTheMatmulReferenceToRounding) {
+  torch::NoGradGuard ng;
+  torch::manual_seed(31);
+  auto w = torch::randn({5003, 192}) * 0.02, h = torch::randn({1, 1, 192});
+  auto got = mimic::models::lm_logits(h, w), want = mimic::models::lm_logits_reference(h, w);
+  ASSERT_EQ(got.sizes(), want.sizes());
+  EXPECT_LE((got - want).abs().max().item<double>(), 1e-5 * want.abs().max().item<double>());
+  EXPECT_EQ(got.argmax().item<int64_t>(), want.argmax().item<int64_t>());
+  auto rows = torch::randn({3, 1, 192});
+  EXPECT_TRUE(torch::equal(mimic::models::lm_logits(rows, w), mimic::models::lm_logits_reference(rows, w)));
 }
 
 // ------------------------------------------------------------------------------------------ passkey

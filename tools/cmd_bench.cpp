@@ -130,6 +130,8 @@ void register_bench(CLI::App& app) {
       ->capture_default_str()
       ->check(range::gigabytes());
   gen->add_flag("--no-parallel", gargs->no_parallel, "Skip the parallel recompute at batch 1 (the slow reference)");
+  gen->add_flag("--profile", gargs->options.profile,
+                "Batch-1 runs: decode once more under LibTorch's operator profiler and report each operator's share of a step");
   add_common_options(*gen, gargs->common);
   gen->callback([gargs]() {
     start(gargs->common);

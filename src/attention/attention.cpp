@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "mimic/core/error.h"
@@ -12,7 +13,7 @@ at::Tensor softmax_weights(const at::Tensor& q, const at::Tensor& k, const Atten
   auto scores = torch::matmul(q, k.transpose(-1, -2)) * ctx.scale;  // [B, H, T, S]
   const double lowest = std::numeric_limits<float>::lowest();
   const int64_t t = q.size(-2), s = k.size(-2);
-  if (ctx.causal) {
+  if (ctx.causal && t > 1) {  // a single query is the last position: it sees every key, nothing to mask
     // query i (the last t of s positions) sees keys j <= i + (s - t)
     auto allowed = torch::ones({t, s}, torch::dtype(torch::kBool)).tril(s - t);
     scores = scores.masked_fill(allowed.logical_not(), lowest);
@@ -48,20 +49,55 @@ void check_cached_call(const AttentionContext& ctx, const std::string& kind, boo
 }
 
 namespace {
+// The keys and values live in buffers [B, H, capacity, head_dim] written in place, with k and v the views of
+// their first `position` rows: appending a token copies that token only, where concatenating would copy the
+// whole cache every step (at a 2K context that copy moved more bytes than the weights). Capacity grows by
+// half when full (amortised: a prefill of P tokens, then steps, copies the cache about twice in all). Since
+// the buffers are written in place, clone() copies the used rows instead of sharing them.
 struct KvCache : KernelCache {
-  at::Tensor k, v;  // [B, H, S, head_dim]; undefined before the first call
+  at::Tensor k_buf, v_buf;  // [B, H, capacity, head_dim]; undefined before the first call
+  at::Tensor k, v;          // the filled rows [B, H, S, head_dim]: views into the buffers
+  // The used rows only: what a step reads (the spare capacity is at most half of it again).
   int64_t bytes() const override { return k.defined() ? static_cast<int64_t>(k.nbytes() + v.nbytes()) : 0; }
-  std::unique_ptr<KernelCache> clone() const override { return std::make_unique<KvCache>(*this); }
+  std::unique_ptr<KernelCache> clone() const override {
+    auto c = std::make_unique<KvCache>();
+    c->position = position;
+    if (k.defined()) c->append(k, v);
+    return c;
+  }
+  void append(const at::Tensor& nk, const at::Tensor& nv) {
+    const int64_t used = k.defined() ? k.size(2) : 0, need = used + nk.size(2);
+    if (!k_buf.defined() || need > k_buf.size(2) || k_buf.size(0) != nk.size(0)) {
+      const int64_t capacity = std::max(need, used + used / 2);
+      auto grow = [&](const at::Tensor& old, const at::Tensor& like) {
+        auto buf = at::empty({like.size(0), like.size(1), capacity, like.size(3)}, like.options().memory_format(at::MemoryFormat::Contiguous));
+        if (used > 0) buf.narrow(2, 0, used).copy_(old);
+        return buf;
+      };
+      k_buf = grow(k, nk);
+      v_buf = grow(v, nv);
+    }
+    k_buf.narrow(2, used, nk.size(2)).copy_(nk);
+    v_buf.narrow(2, used, nv.size(2)).copy_(nv);
+    k = k_buf.narrow(2, 0, need);
+    v = v_buf.narrow(2, 0, need);
+  }
 };
 }  // namespace
+
+at::Tensor softmax_step_by_concatenation(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                         at::Tensor& k_cache, at::Tensor& v_cache) {
+  k_cache = k_cache.defined() ? torch::cat({k_cache, k}, 2) : k;
+  v_cache = v_cache.defined() ? torch::cat({v_cache, v}, 2) : v;
+  return SoftmaxAttention().forward(q, k_cache, v_cache, ctx);
+}
 
 std::unique_ptr<KernelCache> SoftmaxAttention::new_cache() const { return std::make_unique<KvCache>(); }
 
 at::Tensor SoftmaxAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                             KernelCache& cache) {
   auto& kv = cached_call<KvCache>(cache, ctx, kind());
-  kv.k = kv.k.defined() ? torch::cat({kv.k, k}, 2) : k;
-  kv.v = kv.v.defined() ? torch::cat({kv.v, v}, 2) : v;
+  kv.append(k, v);
   kv.position += q.size(2);
   return forward(q, kv.k, kv.v, ctx);  // the causal mask aligns the T queries with the last T of the S keys
 }

@@ -32,9 +32,9 @@ struct AttentionContext {
 };
 
 // What a causal kernel keeps between the calls of incremental decoding (one per layer): softmax the keys
-// and values seen so far (growing), linear attention its recurrent state (constant size). Caches replace
-// their tensors on update and never write into them, so a clone() (which shares the tensors) is a cheap,
-// independent copy: decoding from it leaves the original untouched.
+// and values seen so far (growing), linear attention its recurrent state (constant size). clone() gives an
+// independent copy: decoding from it leaves the original untouched (linear states replace their tensors on
+// update, so their clones share them; the KV cache writes into its buffers, so its clone copies the rows).
 class KernelCache {
  public:
   virtual ~KernelCache() = default;
@@ -81,6 +81,12 @@ class SoftmaxAttention : public AttentionKernelImpl {
   at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                             KernelCache& cache) override;
 };
+
+// The reference for SoftmaxAttention::forward_cached (which appends into preallocated buffers): the same
+// step with the KV cache grown by concatenation, k_cache and v_cache ([B, H, S, head_dim], undefined at
+// first) replaced by the longer tensors. The tests compare the two bit for bit.
+at::Tensor softmax_step_by_concatenation(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                         at::Tensor& k_cache, at::Tensor& v_cache);
 
 // Softmax attention's weights [B, H, T, T] alone (what forward uses; record and the analysis recompute the
 // teacher's weights with it).

@@ -50,8 +50,9 @@ struct Decoded {
 };
 
 // Greedy decoding of the prompts `ids` [B, P]: the prefill in blocks, then `steps` [B, 1] steps, each row's
-// next token picked by generate's own greedy sampler.
-Decoded decode(models::Model& model, const at::Tensor& ids, int64_t steps) {
+// next token picked by generate's own greedy sampler. With `profile`, the steps run under the operator
+// profiler (profile_ops), which slows them: such a run's times are not reported.
+Decoded decode(models::Model& model, const at::Tensor& ids, int64_t steps, OpProfile* profile = nullptr) {
   torch::NoGradGuard no_grad;
   const auto s = model.summary();
   const int64_t B = ids.size(0), P = ids.size(1);
@@ -72,16 +73,23 @@ Decoded decode(models::Model& model, const at::Tensor& ids, int64_t steps) {
   d.prefill_seconds = since(t0);
   d.state_start = state->bytes();
   auto t1 = Clock::now();
-  for (int64_t i = 0; i < steps; ++i)
-    pick(model.forward_step(torch::tensor(next, torch::kLong).view({B, 1}), *state).select(1, -1), d);
+  auto run_steps = [&] {
+    for (int64_t i = 0; i < steps; ++i)
+      pick(model.forward_step(torch::tensor(next, torch::kLong).view({B, 1}), *state).select(1, -1), d);
+  };
+  if (profile)
+    *profile = profile_ops(run_steps, steps);
+  else
+    run_steps();
   d.decode_seconds = since(t1);
   d.steps = steps;
   d.state_end = state->bytes();
   return d;
 }
 
-// Bytes of KV cache a run ends with: its softmax layers' 2 · B · context · d floats each. The run needs about
-// that, plus one layer's copy (the cache grows by concatenation) and the prefill's scores.
+// Bytes of KV cache a run ends with: its softmax layers' 2 · B · context · d floats each. The run needs up to
+// 1.5 times that (the buffers grow by half when full), plus one layer's old buffer while it grows and the
+// prefill's scores.
 double kv_cache_bytes(const models::Model& m, const models::ModelSummary& s, int64_t batch, int64_t context) {
   double layers = 0;
   for (int64_t l = 0; l < s.n_layer; ++l) layers += attention::is_reference(*m.attention_kernel(l)) ? 1 : 0;
@@ -205,7 +213,7 @@ GenerateBenchResult run_generate_bench(const GenerateBenchOptions& o) {
         row.weight_bytes = weights;
         const int64_t steps = std::min(o.new_tokens - 1, s.max_positions - len);
         const double kv = kv_cache_bytes(*model, s, B, len + steps);
-        const double need = kv > 0 ? kv * (1.0 + 1.0 / s.n_layer) + kPrefillScoreBytes : 0.0;
+        const double need = kv > 0 ? kv * (1.5 + 1.0 / s.n_layer) + kPrefillScoreBytes : 0.0;
         auto ids = at::randint(s.vocab_size, {B, len}, gen, torch::kLong);
         if (need > r.memory_budget) {
           row.skipped = strf("needs about %.1f GB (KV cache), over the memory budget of %.1f GB", need / 1e9, r.memory_budget / 1e9);
@@ -229,6 +237,10 @@ GenerateBenchResult run_generate_bench(const GenerateBenchOptions& o) {
               auto par = generate::generate(*model, prompt, g);
               row.parallel_tps = par.decode_tokens_per_second();
               row.same_tokens = par.ids == d.row0;
+            }
+            if (o.profile && B == 1) {
+              decode(*model, ids, steps, &row.profile);
+              row.profiled = true;
             }
           } catch (const std::exception& e) {
             if (!is_out_of_memory(e)) throw;
@@ -270,6 +282,14 @@ nlohmann::json to_json(const GenerateBenchResult& r) {
                 {"limit_ms", x.limit_ms},
                 {"limit_share", x.limit_share},
                 {"ratio", x.ratio}});
+      if (x.profiled) {
+        nlohmann::json ops = nlohmann::json::array();
+        for (const auto& op : x.profile.ops) ops.push_back({{"name", op.name}, {"self_share", op.share}, {"calls_per_step", op.calls}});
+        j["profile"] = {{"outside_operators_share", x.profile.outside_share},
+                        {"operators_per_step", x.profile.operators},
+                        {"top_level_operators_per_step", x.profile.top_level},
+                        {"operators", ops}};
+      }
     }
     rows.push_back(j);
   }
@@ -314,6 +334,16 @@ std::string format_report(const GenerateBenchResult& r) {
                static_cast<long long>(x.batch), static_cast<long long>(x.prompt), x.prefill_tps, x.step_ms, x.recurrent_tps,
                ratio_text.c_str(), static_cast<long long>(x.state_bytes), x.bytes_per_step / 1e6, x.limit_ms, 100 * x.limit_share,
                par.c_str(), x.parallel_tps > 0 ? (x.same_tokens ? "yes" : "NO") : "-");
+  }
+  for (const auto& x : r.rows) {
+    if (!x.profiled) continue;
+    os << strf("\nprofile (shares of a decoding step's wall time, under the profiler): %s, batch %lld, prompt %lld\n", x.attention.c_str(),
+               static_cast<long long>(x.batch), static_cast<long long>(x.prompt));
+    os << strf("  %.1f operator calls per step (%.1f from our code); outside any operator: %.1f%%\n", x.profile.operators,
+               x.profile.top_level, 100 * x.profile.outside_share);
+    const size_t shown = std::min<size_t>(x.profile.ops.size(), 12);
+    for (size_t i = 0; i < shown; ++i)
+      os << strf("  %-36s %6.1f%%  %6.1f calls/step\n", x.profile.ops[i].name.c_str(), 100 * x.profile.ops[i].share, x.profile.ops[i].calls);
   }
   os << "\ntargets\n";
   for (const auto& t : r.targets) os << strf("  [%-4s] %s: %s\n", t.status.c_str(), t.name.c_str(), t.detail.c_str());

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "mimic/bench/measure.h"
 #include "mimic/bench/target.h"
 
 namespace mimic::models { class Model; }
@@ -44,6 +45,9 @@ struct GenerateBenchOptions {
   int64_t copy_bytes = int64_t{256} << 20;  // the bandwidth measurement's buffer (tests make it small)
   uint64_t seed = 0;            // random weights (no model) and prompt tokens
   bool progress = true;
+  // Batch-1 runs: decode once more under the operator profiler (profile_ops) and report where a step's time
+  // goes, by operator, as shares (the profiled run's times are not used).
+  bool profile = false;
 };
 
 struct GenerateBenchRow {
@@ -63,6 +67,8 @@ struct GenerateBenchRow {
   double limit_ms = 0;                    // bytes_per_step / bandwidth: the fastest step the memory allows
   double limit_share = 0;                 // limit_ms / step_ms (1 = at the limit)
   double ratio = 0;                       // tokens/s ÷ the first variant's at the same batch and prompt (0: not measured)
+  bool profiled = false;                  // options.profile at batch 1
+  OpProfile profile;                      // where a step's time goes (shares), when profiled
 };
 
 struct GenerateBenchResult {

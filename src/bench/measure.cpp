@@ -2,12 +2,14 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -101,6 +103,64 @@ double available_memory_bytes() {
 bool is_out_of_memory(const std::exception& e) {
   std::string w = e.what();
   return w.find("can't allocate memory") != std::string::npos || w.find("out of memory") != std::string::npos;
+}
+
+OpProfile profile_ops(const std::function<void()>& run, int64_t units) {
+  namespace prof = torch::autograd::profiler;
+  const auto me = at::RecordFunction::currentThreadId();
+  prof::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
+  auto t0 = Clock::now();
+  try {
+    run();
+  } catch (...) {
+    prof::disableProfilerLegacy();
+    throw;
+  }
+  const double wall_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  auto lists = prof::disableProfilerLegacy();
+  // Pair each push with its pop on a stack; an operator's self time is its span minus its children's spans.
+  struct Open {
+    const prof::LegacyEvent* push;
+    double children_us;
+  };
+  std::map<std::string, OpShare> by_name;
+  double top_us = 0, calls = 0, top_calls = 0;
+  for (const auto& list : lists) {
+    std::vector<Open> stack;
+    for (const auto& e : list) {
+      if (e.threadId() != me) continue;
+      if (e.kind() == prof::EventKind::PushRange) {
+        stack.push_back({&e, 0.0});
+      } else if (e.kind() == prof::EventKind::PopRange && !stack.empty()) {
+        const Open open = stack.back();
+        stack.pop_back();
+        const double span = open.push->cpuElapsedUs(e);
+        auto& op = by_name[open.push->name()];
+        op.name = open.push->name();
+        op.share += span - open.children_us;
+        op.calls += 1;
+        calls += 1;
+        if (stack.empty()) {
+          top_us += span;
+          top_calls += 1;
+        } else {
+          stack.back().children_us += span;
+        }
+      }
+    }
+  }
+  OpProfile out;
+  const double per = static_cast<double>(std::max<int64_t>(units, 1));
+  for (auto& [name, op] : by_name) {
+    op.share /= wall_us;
+    op.calls /= per;
+    out.ops.push_back(op);
+  }
+  std::sort(out.ops.begin(), out.ops.end(), [](const OpShare& a, const OpShare& b) { return a.share > b.share; });
+  out.outside_share = std::max(0.0, 1.0 - top_us / wall_us);
+  out.operators = calls / per;
+  out.top_level = top_calls / per;
+  return out;
 }
 
 }  // namespace mimic::bench

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace mimic::bench {
@@ -31,5 +32,27 @@ double copy_bandwidth(int64_t bytes = int64_t{256} << 20, int repeats = 5);
 double available_memory_bytes();
 // True for LibTorch's allocation failures (so a benchmark can skip a size instead of failing).
 bool is_out_of_memory(const std::exception& e);
+
+}  // namespace mimic::bench
+
+namespace mimic::bench {
+
+// Where the time of a piece of work goes, by LibTorch operator (its legacy profiler's RecordFunction events
+// on the calling thread): per operator name its self time (without the operators it calls) as a share of
+// the wall time of `run`, and what no operator covers (our own code between operators). The profiler adds
+// about a microsecond per operator, so small-operator shares come out somewhat high: read them as shares.
+struct OpShare {
+  std::string name;
+  double share = 0;      // self time / wall time
+  double calls = 0;      // per unit (see profile_ops)
+};
+struct OpProfile {
+  std::vector<OpShare> ops;     // largest share first
+  double outside_share = 0;     // wall time not inside any operator / wall time
+  double operators = 0;         // operator calls (all depths) per unit
+  double top_level = 0;         // operator calls from our code (depth 0) per unit
+};
+// `units` divides the call counts (e.g. the decoding steps run).
+OpProfile profile_ops(const std::function<void()>& run, int64_t units);
 
 }  // namespace mimic::bench

@@ -51,22 +51,34 @@ ForwardOutputs Gpt2Impl::forward(const ForwardInputs& in) {
   // padding (right-padded batches) is masked out of the keys by the attention mask.
   const int64_t offset = decoding_ ? decoding_->position() : 0;
   MIMIC_CHECK(offset + t <= c_.max_positions, "sequence of ", offset + t, " tokens exceeds the model's context of ", c_.max_positions);
-  auto positions = torch::arange(offset, offset + t, torch::kLong).unsqueeze(0).expand({b, t});
   at::Tensor pad = in.attention_mask.defined() ? in.attention_mask.to(torch::kBool) : at::Tensor();
   const double p = is_training() ? c_.dropout : 0.0;
-  auto x = torch::dropout(wte->forward(ids) + wpe->forward(positions), p, is_training());
+  // Dropout off (evaluation, decoding) is the identity: not called, so that a decoding step dispatches no
+  // no-op operators.
+  auto drop = [&](const at::Tensor& t) { return p > 0 ? torch::dropout(t, p, true) : t; };
+  at::Tensor x;
+  if (decoding_) {
+    // Positions offset..offset+T-1 of the table, broadcast over the batch: the rows wpe->forward would gather,
+    // without building the index tensor every step (decoding has no backward, where the two would differ).
+    x = drop(wte->forward(ids) + wpe->weight.narrow(0, offset, t));
+  } else {
+    auto positions = torch::arange(offset, offset + t, torch::kLong).unsqueeze(0).expand({b, t});
+    x = drop(wte->forward(ids) + wpe->forward(positions));
+  }
   for (int64_t i = 0; i < c_.n_layer; ++i) {
     auto& l = layers[static_cast<size_t>(i)];
     auto qkv = l.c_attn->forward(l.ln_1->forward(x)).split(c_.d_model, -1);
     double scale = c_.scale_attn_weights ? 1.0 / std::sqrt(static_cast<double>(c_.head_dim())) : 1.0;
     if (c_.scale_attn_by_layer_idx) scale /= static_cast<double>(i + 1);
-    x = x + torch::dropout(l.attn_proj->forward(attend(i, qkv[0], qkv[1], qkv[2], /*causal=*/true, pad, scale)), p, is_training());
-    x = x + torch::dropout(l.mlp_proj->forward(activate(l.c_fc->forward(l.ln_2->forward(x)), c_.activation)), p, is_training());
+    x = x + drop(l.attn_proj->forward(attend(i, qkv[0], qkv[1], qkv[2], /*causal=*/true, pad, scale)));
+    x = x + drop(l.mlp_proj->forward(activate(l.c_fc->forward(l.ln_2->forward(x)), c_.activation)));
   }
   ForwardOutputs out;
   out.last_hidden_state = ln_f->forward(x);
   auto h = in.logits_positions.defined() ? out.last_hidden_state.index({in.logits_positions}) : out.last_hidden_state;
-  out.logits = torch::matmul(h, wte->weight.t());
+  // decoding: one row per sequence (lm_logits' matrix-vector product at batch 1); elsewhere the reference, so
+  // that training and evaluation are bit for bit what they were
+  out.logits = decoding_ ? lm_logits(h, wte->weight) : lm_logits_reference(h, wte->weight);
   return out;
 }
 

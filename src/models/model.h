@@ -68,8 +68,8 @@ io::ShardGroup embeddings_group();
 
 // Where incremental decoding of a causal model stands: one kernel cache per layer (softmax: the KV cache,
 // growing; linear: the recurrent state, constant) and the number of tokens consumed. Made by
-// Model::new_decode_state for the kernels the model has at that moment; clone() is cheap (tensors are
-// shared, never written in place) and gives an independent state.
+// Model::new_decode_state for the kernels the model has at that moment; clone() gives an independent state
+// (linear states are shared until replaced; KV caches, written in place, are copied).
 class DecodeState {
  public:
   DecodeState();

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "mimic/attention/kinds.h"
@@ -34,11 +35,35 @@ at::Tensor activate(const at::Tensor& x, Activation a) {
   return x;
 }
 
+at::Tensor lm_logits(const at::Tensor& h, const at::Tensor& weight) {
+  // One row (batch-1 decoding): a matrix-vector product. As a [1, d] × [d, V] GEMM, OpenBLAS packs the whole
+  // [V, d] matrix into its panel layout before multiplying, i.e. reads and writes the LM head (38.6 MB at
+  // gpt2-mini) on top of the product's own read; GEMV streams it once.
+  if (h.numel() == h.size(-1)) {
+    auto shape = h.sizes().vec();
+    shape.back() = weight.size(0);
+    return at::mv(weight, h.reshape({h.size(-1)})).view(shape);
+  }
+  return lm_logits_reference(h, weight);
+}
+
+at::Tensor lm_logits_reference(const at::Tensor& h, const at::Tensor& weight) { return torch::matmul(h, weight.t()); }
+
 // ------------------------------------------------------------------------------------------ shared
 void check_ids(const at::Tensor& ids, int64_t vocab) {
   MIMIC_CHECK(ids.dim() == 2, "input_ids must be [batch, time]");
   if (ids.numel() == 0) return;
-  int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+  int64_t lo = 0, hi = 0;
+  if (ids.device().is_cpu() && ids.scalar_type() == at::kLong && ids.is_contiguous()) {
+    // read in place: two reductions and their item() calls were a noticeable part of a batch-1 decoding step
+    const int64_t* p = ids.data_ptr<int64_t>();
+    const auto [mn, mx] = std::minmax_element(p, p + ids.numel());
+    lo = *mn;
+    hi = *mx;
+  } else {
+    lo = ids.min().item<int64_t>();
+    hi = ids.max().item<int64_t>();
+  }
   MIMIC_CHECK(lo >= 0 && hi < vocab, "token id ", lo < 0 ? lo : hi, " is outside the model's vocabulary of ", vocab,
               " (does the tokenizer belong to this model?)");
 }

@@ -26,6 +26,11 @@ class Conv1DImpl : public torch::nn::Module {
 TORCH_MODULE(Conv1D);
 
 at::Tensor activate(const at::Tensor& x, Activation a);
+// The LM head: h [..., d] times weight [V, d] transposed, [..., V]. A single row runs as a matrix-vector
+// product (at::mv), more rows as lm_logits_reference (matmul); the two differ by float rounding only (the
+// sums run in another order), so one token's logits may differ in their last bits from the same row in a batch.
+at::Tensor lm_logits(const at::Tensor& h, const at::Tensor& weight);
+at::Tensor lm_logits_reference(const at::Tensor& h, const at::Tensor& weight);
 // Token ids must be [batch, time] and inside the vocabulary.
 void check_ids(const at::Tensor& ids, int64_t vocab);
 
