@@ -481,6 +481,41 @@ TEST(LinearKernel, FastFormsMatchQuadraticIncludingMapAndGateGradients) {
   }
 }
 
+TEST(LinearKernel, WeightsAloneEqualTheQuadraticFormsWeightsAndTheirGradients) {
+  // weights_quadratic skips the output under row normalisation (one column of v stands in); under L2 the weights
+  // depend on v, and it must use all of it.
+  for (const char* norm : {"row", "l2"}) {
+    for (bool causal : {true, false}) {
+      SCOPED_TRACE(std::string(norm) + (causal ? " causal" : " bidirectional"));
+      auto att = kernel({{"feature_map", "hedgehog"}, {"gates", true}, {"norm", norm}, {"eps", 1e-9}});
+      torch::manual_seed(4);
+      auto q = torch::randn({2, 3, 7, 4}, dbl()), k = torch::randn({2, 3, 7, 4}, dbl()), v = torch::randn({2, 3, 7, 4}, dbl());
+      AttentionContext ctx;
+      ctx.causal = causal;
+      ctx.scale = 0.5;
+      ctx.key_padding_mask = torch::ones({2, 7}, torch::kBool);
+      ctx.key_padding_mask.index_put_({1, 2}, false);
+      at::Tensor w_ref, lw_ref, w, lw;
+      att->forward_quadratic(q, k, v, ctx, &w_ref, &lw_ref);
+      att->weights_quadratic(q, k, v, ctx, &w, &lw);
+      EXPECT_LT(max_diff(w_ref, w), 1e-12);
+      auto finite = torch::isfinite(lw_ref);
+      ASSERT_TRUE(torch::equal(finite, torch::isfinite(lw)));
+      EXPECT_LT(max_diff(lw_ref.masked_fill(~finite, 0), lw.masked_fill(~finite, 0)), 1e-12);
+      // gradients of a CE-like loss through the log-weights
+      auto probe = torch::rand_like(lw_ref).masked_fill(~finite, 0);
+      auto params = att->parameters();
+      expect_close(grads(lw_ref.masked_fill(~finite, 0), probe, params), grads(lw.masked_fill(~finite, 0), probe, params), 1e-10,
+                   "parameters");
+      if (std::string(norm) == "l2") {  // a different v gives different weights: v really is read
+        at::Tensor w2;
+        att->weights_quadratic(q, k, v * 3 + 1, ctx, &w2, nullptr);
+        EXPECT_GT(max_diff(w, w2), 1e-3);
+      }
+    }
+  }
+}
+
 TEST(LinearKernel, GenerationWithStateMatchesTheFullForward) {
   auto att = kernel({{"feature_map", "hedgehog"}, {"gates", true}, {"decay", true}});
   torch::manual_seed(3);

@@ -27,6 +27,13 @@ class DistillableKernel : public AttentionKernelImpl {
   // visible). Equal to forward() up to rounding.
   virtual at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                        at::Tensor* weights, at::Tensor* log_weights = nullptr) = 0;
+  // The weights and/or their logarithms alone, equal to forward_quadratic's, for callers that do not read the output
+  // (the CE distillation loss, the report). A kind may skip the output's work: [T, T] × [T, d] per head, a third of
+  // a hedgehog CE step's matmul FLOPs. v matters only where the weights depend on it (L2 / RMS normalisation).
+  virtual void weights_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                 at::Tensor* weights, at::Tensor* log_weights) {
+    forward_quadratic(q, k, v, ctx, weights, log_weights);
+  }
   // True when some weights may be negative (a sign-free feature map such as taylor2 or identity): the
   // weights are then no distribution, and a cross-entropy against softmax's is undefined for such a batch.
   virtual bool weights_may_be_negative() const = 0;

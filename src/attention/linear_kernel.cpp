@@ -126,6 +126,12 @@ at::Tensor LinearAttention::forward_quadratic(const at::Tensor& q, const at::Ten
                           log_weights);
 }
 
+void LinearAttention::weights_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                        at::Tensor* weights, at::Tensor* log_weights) {
+  const bool needs_v = config_.norm == Norm::L2 || config_.norm == Norm::RMS;
+  forward_quadratic(q, k, needs_v ? v : v.narrow(-1, 0, 1), ctx, weights, log_weights);
+}
+
 at::Tensor LinearAttention::forward_with_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                                                LinearState& state) {
   auto f = features(q, k, scale, state.position);

@@ -67,6 +67,10 @@ class LinearAttention : public DistillableKernel {
   // The quadratic reference with its weights [B, H, T, T] (distillation and analysis).
   at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                at::Tensor* weights, at::Tensor* log_weights = nullptr) override;
+  // Row / no normalisation: the weights do not depend on v, so one column of it stands in (the output is then a
+  // [T, T] × [T, 2] product instead of [T, T] × [T, d + 1]); L2 / RMS: forward_quadratic itself.
+  void weights_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                         at::Tensor* weights, at::Tensor* log_weights) override;
   bool weights_may_be_negative() const override;  // the map's features may be negative (Sign::Any)
   std::string parameter_group(const std::string& name) const override;  // "gates" for gates.*, else "maps"
   std::string feature_map() const override { return config_.feature_map; }

@@ -60,10 +60,15 @@ std::string loss_name(LossKind k) {
 LossValue distill_loss(DistillableKernel& student, const TeacherBatch& b, const LossSpec& spec) {
   at::Tensor log_w, w;
   const bool check = spec.kind != LossKind::MSE && student.weights_may_be_negative();
-  auto out = student.forward_quadratic(b.q, b.k, b.v, analysis::teacher_context(b), check ? &w : nullptr, &log_w);
+  // The CE loss reads the weights only: the output's work is skipped where the kind can (weights_quadratic).
+  at::Tensor out;
+  if (spec.kind == LossKind::CE)
+    student.weights_quadratic(b.q, b.k, b.v, analysis::teacher_context(b), check ? &w : nullptr, &log_w);
+  else
+    out = student.forward_quadratic(b.q, b.k, b.v, analysis::teacher_context(b), check ? &w : nullptr, &log_w);
   MIMIC_CHECK(!check || !analysis::negative_weights(student, w, b), "feature map '", student.feature_map(),
               "' gives negative attention weights: they are no distribution and the ce loss is undefined; use --loss mse");
-  auto rows = valid_rows(b).to(out.dtype());                  // [B, 1, T, 1]
+  auto rows = valid_rows(b).to(log_w.dtype());                // [B, 1, T, 1]
   const double n_rows = rows.sum().item<double>() * static_cast<double>(b.q.size(1));  // real rows × heads
   MIMIC_CHECK(n_rows > 0, "distillation: a batch without any real token");
   LossValue r;

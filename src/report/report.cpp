@@ -248,6 +248,7 @@ ReportResult report(const ReportOptions& o) {
       analysis::TeacherBatch b;
       b.q = rec.read(layer, "q", s, 1);
       b.k = rec.read(layer, "k", s, 1);
+      b.v = rec.read(layer, "v", s, 1);  // an L2- or RMS-normalised student's weights depend on the values
       b.mask = mask;
       b.scale = rec.scale(layer);
       b.causal = rec.causal();
@@ -274,7 +275,7 @@ ReportResult report(const ReportOptions& o) {
         if (it == students[si].kernels.end()) continue;
         at::Tensor w, log_w;
         if (it->second) {
-          it->second->forward_quadratic(b.q, b.k, b.q, ctx, &w, &log_w);
+          it->second->weights_quadratic(b.q, b.k, b.v, ctx, &w, &log_w);
           if (analysis::negative_weights(*it->second, w, b)) acc[si + 1][li].set_signed();
           w = sel(w), log_w = sel(log_w);
         } else {  // softmax layer of a converted model
