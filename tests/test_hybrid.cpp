@@ -428,6 +428,9 @@ TEST(MixedKernel, RebuildsFromItsOptionsAndRefusesBadHeadLists) {
   EXPECT_MIMIC_ERROR(bad({5}), "not in [0, 3)");
   EXPECT_MIMIC_ERROR(make_attention_kernel("mixed", {{"softmax_heads", {1}}, {"kind", "softmax"}}, H, D), "student kind");
   EXPECT_MIMIC_ERROR(make_attention_kernel("mixed", {{"heads", {1}}}, H, D), "unknown mixed attention option 'heads'");
+  // a kind that is no string: one line naming the key, not nlohmann's type_error (mimic.json holds these options)
+  EXPECT_MIMIC_ERROR(make_attention_kernel("mixed", {{"softmax_heads", {1}}, {"kind", 3}}, H, D),
+                     "mixed attention options: key 'kind' must be a string, got 3");
 }
 
 TEST(KindSpec, ParsesKindAndTypedOptionsAndRefusesMalformedSpecs) {

@@ -424,6 +424,17 @@ TEST(Record, StringArraysAndFloatCountsInTheRootAttributesAreRefused) {
   };
   EXPECT_MIMIC_ERROR(damaged(set("samples_done", 1e300)), "root attribute 'samples_done' must be an integer, got 1e+300");
   EXPECT_MIMIC_ERROR(damaged(set("weights_samples", "all")), "root attribute 'weights_samples' must be an integer, got \"all\"");
+  // every attribute is read checked, by name, not through nlohmann's conversions (whose text named no attribute)
+  EXPECT_MIMIC_ERROR(damaged(set("layers", "0,1")), "root attribute 'layers' must be a list of layer indices (integers), got \"0,1\"");
+  EXPECT_MIMIC_ERROR(damaged(set("layers", 1.5)), "root attribute 'layers' must be a list of layer indices (integers), got 1.5");
+  EXPECT_MIMIC_ERROR(damaged([](H5::H5File& f) { f.removeAttr("layers"); }), "root attribute 'layers' must be a list of layer indices (integers), got absent");
+  EXPECT_MIMIC_ERROR(damaged(set("layers", std::vector<int64_t>{0, 7})), "root attribute 'layers' names layer 7 but group layer_07 is missing");
+  EXPECT_MIMIC_ERROR(damaged([](H5::H5File& f) {
+                       auto g = f.openGroup("layer_00");
+                       g.removeAttr("scale");
+                       mimic::record::write_attr(g, "scale", "big");
+                     }),
+                     "attribute 'scale' of layer_00 must be a number, got \"big\"");
 }
 
 // Through the CLI: a run killed with SIGKILL at an arbitrary moment, started again with the same command,

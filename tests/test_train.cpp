@@ -195,6 +195,64 @@ TEST(TrainEngine, AResumedRunLogsTheSameLossesAsAnUninterruptedOne) {
   EXPECT_EQ(without_timings(mimic::test::read_bytes(b.file("log.jsonl"))), want);
 }
 
+// On resume the log is cut back to the checkpoint's step. A kill mid-append leaves a last line without its
+// newline, which is dropped; any other line that is not an object with an integer step is damage, refused naming
+// the line (it used to be dropped silently, losing that line of the run's history).
+TEST(TrainEngine, OnResumeACutShortLastLogLineIsDroppedButADamagedLineIsRefusedNamingIt) {
+  TempDir a, b;
+  auto opts = [](const std::string& dir) {
+    auto o = options(dir, 20);
+    o.log_every = 5;
+    return o;
+  };
+  torch::manual_seed(6);
+  Toy full;
+  auto full_task = full.task();
+  train(full_task, opts(a.path().string()));
+  const auto want = mimic::test::read_bytes(a.file("log.jsonl"));
+
+  auto killed_at_step_8 = [&] {
+    torch::manual_seed(6);
+    Toy killed;
+    killed.crash_at_call = 2 * 7;
+    auto task = killed.task();
+    EXPECT_THROW(train(task, opts(b.path().string())), std::runtime_error);
+  };
+  auto resume = [&] {
+    torch::manual_seed(999);
+    Toy again;
+    auto task = again.task();
+    return train(task, opts(b.path().string()));
+  };
+  killed_at_step_8();
+  const auto log = b.file("log.jsonl");
+  const auto at_kill = mimic::test::read_bytes(log);
+  mimic::test::write_bytes(log, at_kill + R"({"step":8,"lo)");
+  EXPECT_EQ(resume().resumed_from, 5);
+  auto strip = [](const std::string& text) {  // timings differ between runs
+    std::string out;
+    std::istringstream is(text);
+    for (std::string line; std::getline(is, line);) {
+      auto j = nlohmann::json::parse(line);
+      j.erase("elapsed");
+      j.erase("tokens_per_second");
+      out += j.dump() + "\n";
+    }
+    return out;
+  };
+  EXPECT_EQ(strip(mimic::test::read_bytes(log)), strip(want));
+
+  std::filesystem::remove_all(b.path());
+  std::filesystem::create_directories(b.path());
+  killed_at_step_8();
+  mimic::test::write_bytes(log, R"({"step":"5","loss":1.0})" "\n" + mimic::test::read_bytes(log));
+  EXPECT_MIMIC_ERROR(resume(), "log.jsonl line 1: key 'step' must be an integer, got \"5\"");
+  mimic::test::write_bytes(log, "not json\n");
+  EXPECT_MIMIC_ERROR(resume(), "log.jsonl line 1: malformed JSON");
+  mimic::test::write_bytes(log, "[1,2]\n");
+  EXPECT_MIMIC_ERROR(resume(), "log.jsonl line 1: a log line is a JSON object, got array");
+}
+
 // The checkpoint's state is mimic's own JSON, read through the checked accessors (core/json_keys.h): a key of the
 // wrong type or a missing one is one line naming the checkpoint and the key, not nlohmann's text.
 TEST(TrainEngine, ACheckpointStateWithAKeyOfTheWrongTypeOrMissingIsRefusedNamingFileAndKey) {

@@ -9,6 +9,7 @@
 #include "mimic/attention/kinds.h"
 #include "mimic/attention/linear_attention.h"
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 
 namespace mimic::attention {
 
@@ -115,7 +116,7 @@ AttentionKernel make_mixed_kernel(const nlohmann::json& options, int64_t n_head,
     MIMIC_CHECK(h.is_number_integer(), "mixed attention: 'softmax_heads' must hold integers, got ", h.dump());
     heads.push_back(h.get<int64_t>());
   }
-  const std::string kind = options.value("kind", std::string("linear"));
+  const std::string kind = json_string_or(options, "kind", "mixed attention options", "linear");
   MIMIC_CHECK(attention_kind(kind).role == KindRole::Distillable && kind != "mixed", "mixed attention: the student kind must be ",
               "a distillable kind other than mixed, got '", kind, "'");
   auto student = as_distillable(make_attention_kernel(kind, options.value("options", nlohmann::json::object()), n_head, head_dim),

@@ -51,21 +51,27 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
     impl_->n_head = integer("n_head");
     impl_->head_dim = integer("head_dim");
     impl_->causal = integer("causal") != 0;
-    impl_->layers = read_attr(f, "layers").get<std::vector<int64_t>>();
+    const auto layers = read_attr(f, "layers");
+    MIMIC_CHECK(layers.is_array() && std::all_of(layers.begin(), layers.end(), [](const auto& l) { return l.is_number_integer(); }),
+                path, ": root attribute 'layers' must be a list of layer indices (integers), got ", show(layers));
+    for (const auto& l : layers) impl_->layers.push_back(l.get<int64_t>());
     impl_->f16 = read_attr(f, "dtype") == "f16";
     auto src = read_attr(f, "source");
     impl_->source = src.is_string() ? src.get<std::string>() : std::string();
     auto digest = read_attr(f, "model_digest");
     impl_->model_digest = digest.is_string() ? digest.get<std::string>() : std::string();
     impl_->weights_samples = std::min(impl_->samples, integer("weights_samples"));
-    for (auto l : impl_->layers) impl_->scales[l] = read_attr(f.openGroup(layer_group(l)), "scale").get<double>();
+    for (auto l : impl_->layers) {
+      MIMIC_CHECK(f.nameExists(layer_group(l)), path, ": root attribute 'layers' names layer ", l, " but group ", layer_group(l), " is missing");
+      const auto scale = read_attr(f.openGroup(layer_group(l)), "scale");
+      MIMIC_CHECK(scale.is_number(), path, ": attribute 'scale' of ", layer_group(l), " must be a number, got ", show(scale));
+      impl_->scales[l] = scale.get<double>();
+    }
     check_shapes();
   } catch (const Error&) {
     throw;
   } catch (const H5::Exception& e) {
     fail(path, ": unreadable record (", h5_error_text(e), ")");
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, ": a root attribute is missing or has the wrong type (", e.what(), ")");
   }
 }
 // The root attributes bound every later read and allocation, so they are checked against sane limits and against

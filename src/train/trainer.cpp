@@ -87,18 +87,22 @@ Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, cons
   return s;
 }
 
-// Keeps only log lines of steps up to `step` (a killed run may have logged past its last checkpoint).
+// Keeps only log lines of steps up to `step` (a killed run may have logged past its last checkpoint). Only the
+// last line may be cut short — a kill mid-append leaves it without its newline — and only it is dropped unread;
+// any other line that is not a JSON object with an integer `step` means the log was damaged or edited, and is an
+// error naming the line rather than a line silently lost from the run's history.
 void truncate_log(const std::string& path, int64_t step) {
   if (!fs::exists(path)) return;
-  std::istringstream is(io::read_text_file(path));
+  const std::string text = io::read_text_file(path);
+  std::istringstream is(text);
   std::string line, kept;
-  while (std::getline(is, line)) {
-    try {
-      auto j = nlohmann::json::parse(line);
-      if (j.value("step", int64_t{0}) <= step) kept += line + "\n";
-    } catch (const nlohmann::json::exception&) {
-      // a half-written last line of a killed run: drop it
-    }
+  for (int64_t n = 1; std::getline(is, line); ++n) {
+    const bool cut_short = is.eof() && !text.empty() && text.back() != '\n';
+    if (cut_short) break;
+    const std::string where = path + " line " + std::to_string(n);
+    const auto j = json_parse(line, where);
+    MIMIC_CHECK(j.is_object(), where, ": a log line is a JSON object, got ", j.type_name());
+    if (json_int(j, "step", where, 0) <= step) kept += line + "\n";
   }
   io::write_text_atomically(path, kept);
 }
