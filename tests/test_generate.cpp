@@ -41,10 +41,10 @@ std::unique_ptr<Model> tiny_gpt2(int64_t layers = 3, int64_t ctx = 64, int64_t v
 
 nlohmann::json hedgehog(int64_t chunk = 8) { return {{"feature_map", "hedgehog"}, {"chunk", chunk}}; }
 
-void set_linear(Model& m, std::vector<int64_t> layers, const nlohmann::json& options = hedgehog()) {
+void set_linear(Model& m, std::vector<int64_t> layers, const nlohmann::json& options = hedgehog(), const std::string& kind = "linear") {
   for (auto l : layers) {
     torch::manual_seed(100 + l);
-    m.set_attention_kernel(l, mimic::attention::make_attention_kernel("linear", options, kHeads, kDim / kHeads));
+    m.set_attention_kernel(l, mimic::attention::make_attention_kernel(kind, options, kHeads, kDim / kHeads));
   }
 }
 
@@ -87,6 +87,7 @@ struct Variant {
   const char* name;
   std::vector<int64_t> linear_layers;
   nlohmann::json options;
+  std::string kind = "linear";  // the kind of the converted layers
 };
 
 std::vector<Variant> variants() {
@@ -95,7 +96,13 @@ std::vector<Variant> variants() {
           {"mixed (layer 1 linear)", {1}, hedgehog()},
           {"mixed, gates + decay", {0, 2}, {{"feature_map", "hedgehog"}, {"chunk", 8}, {"gates", true}, {"decay", true}}},
           {"all linear, position-aware map (cosformer)", {0, 1, 2}, {{"feature_map", "cosformer"}, {"chunk", 8}, {"map_options", {{"max_len", 64}}}}},
-          {"all linear, elu, no normalisation", {0, 1, 2}, {{"feature_map", "elu"}, {"chunk", 8}, {"norm", "none"}}}};
+          {"all linear, elu, no normalisation", {0, 1, 2}, {{"feature_map", "elu"}, {"chunk", 8}, {"norm", "none"}}},
+          // hybrid layers decode with hybrid_step: a window shorter than every prompt, and one longer than the
+          // tests' prompts (7, 12, 19 tokens) but shorter than the sequences they decode (41, 52)
+          {"hybrid w=4 + linear (gates, affine, exact)", {0, 2},
+           {{"feature_map", "hedgehog"}, {"chunk", 8}, {"window", 4}, {"gates", true}, {"affine", true}, {"window_scale", "exact"}},
+           "hybrid"},
+          {"all hybrid w=24 (hedgehog_softmax)", {0, 1, 2}, {{"feature_map", "hedgehog_softmax"}, {"chunk", 8}, {"window", 24}}, "hybrid"}};
 }
 
 }  // namespace
@@ -104,7 +111,7 @@ TEST(Generate, IncrementalLogitsEqualFullForward) {
   for (const auto& v : variants()) {
     SCOPED_TRACE(v.name);
     auto m = tiny_gpt2();
-    set_linear(*m, v.linear_layers, v.options);
+    set_linear(*m, v.linear_layers, v.options, v.kind);
     torch::manual_seed(5);
     auto ids = random_ids(41);
     auto full = full_logits(*m, ids);
@@ -117,7 +124,7 @@ TEST(Generate, GreedyRecurrentEqualsParallelRecompute) {
   for (const auto& v : variants()) {
     SCOPED_TRACE(v.name);
     auto m = tiny_gpt2();
-    set_linear(*m, v.linear_layers, v.options);
+    set_linear(*m, v.linear_layers, v.options, v.kind);
     torch::manual_seed(6);
     auto prompt = random_ids(12);
     gen::GenerateOptions o;
@@ -327,7 +334,7 @@ TEST(GenerateBatch, EveryRowEqualsItsOwnBatchOneRunInEveryVariantAndMode) {
   for (const auto& v : variants()) {
     SCOPED_TRACE(v.name);
     auto m = tiny_gpt2();
-    set_linear(*m, v.linear_layers, v.options);
+    set_linear(*m, v.linear_layers, v.options, v.kind);
     torch::manual_seed(20);
     std::vector<std::vector<int64_t>> prompts = {random_ids(7), random_ids(7), random_ids(7)};
     for (auto mode : {gen::Mode::Recurrent, gen::Mode::Parallel}) {

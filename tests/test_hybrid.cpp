@@ -214,6 +214,107 @@ TEST(HybridAttention, DecodingTokenByTokenContinuesTheSequenceWithAStateOfConsta
   }
 }
 
+namespace {
+// The first `batch` rows of x [B, H, T, ·], positions from … from + n − 1.
+at::Tensor rows(const at::Tensor& x, int64_t batch, int64_t from, int64_t n) { return x.narrow(0, 0, batch).narrow(2, from, n); }
+
+// Decodes the first `batch` rows of `in` in float32: a prompt of `prompt` tokens through hybrid_chunked (none: the
+// step starts from an empty state), then every later token but the last 4 through hybrid_step and, beside it, the
+// reference (hybrid_chunked with its own state at T = 1), then those 4 as one chunked block on the stepped state
+// (its ring rotated by the steps). Every step's output must match the reference's and the quadratic form's row,
+// the state must hold what the reference's holds, and its bytes must stay those of a window of w keys.
+void expect_steps_match_the_chunked_reference(const Inputs& in, int64_t batch, int64_t prompt, const HybridOptions& o, bool log_space) {
+  torch::NoGradGuard no_grad;  // the step is inference only
+  const int64_t t = in.q.size(2), w = o.window, nf = in.fk.size(3);
+  auto sl = [&](const at::Tensor& x, int64_t from, int64_t n) { return rows(x, batch, from, n); };
+  auto features = [&](int64_t from, int64_t n) { return Features{sl(in.fq, from, n), sl(in.fk, from, n), log_space}; };
+  auto call = [&](int64_t from, int64_t n, HybridState& st) {
+    return hybrid_chunked(sl(in.q, from, n), sl(in.k, from, n), sl(in.v, from, n), features(from, n), 0.6, o, at::Tensor(), &st);
+  };
+  auto whole = hybrid_quadratic(sl(in.q, 0, t), sl(in.k, 0, t), sl(in.v, 0, t), features(0, t), 0.6, o, at::Tensor());
+  const double tol = 2e-5 * (1 + whole.abs().max().item<double>());
+  const int64_t bytes = batch * H * (w * (D + D + nf) + nf * D + nf + 1) * 4;
+  HybridState state, ref;
+  if (prompt > 0) {
+    call(0, prompt, state);
+    ref = hybrid_state_copy(state);
+  }
+  for (int64_t i = prompt; i < t - 4; ++i) {
+    SCOPED_TRACE("step at position " + std::to_string(i));
+    auto out = hybrid_step(sl(in.q, i, 1), sl(in.k, i, 1), sl(in.v, i, 1), features(i, 1), 0.6, o, state);
+    auto expected = call(i, 1, ref);
+    ASSERT_EQ(out.sizes(), expected.sizes());
+    EXPECT_LT(max_diff(out, expected), tol);
+    EXPECT_LT(max_diff(out, whole.narrow(2, i, 1)), tol);
+    EXPECT_EQ(hybrid_state_bytes(state), bytes);  // a ring of w and the linear state, whatever the context
+    EXPECT_EQ(state.position, i + 1);
+    EXPECT_EQ(state.filled, std::min(w, i + 1));
+  }
+  // The ring, read oldest first, holds the reference's last w keys; the linear states agree in their true value.
+  auto unrolled = [&](const at::Tensor& r) { return torch::cat({r.narrow(2, state.head, w - state.head), r.narrow(2, 0, state.head)}, 2); };
+  EXPECT_EQ(max_diff(unrolled(state.k), ref.k), 0);
+  EXPECT_EQ(max_diff(unrolled(state.fk), ref.fk), 0);
+  auto true_S = [](const LinearState& l) { return l.S * l.m.exp().view({l.m.size(0), l.m.size(1), 1, 1}); };
+  EXPECT_LT(max_diff(true_S(state.linear), true_S(ref.linear)), 1e-4 * (1 + true_S(ref.linear).abs().max().item<double>()));
+  EXPECT_EQ(state.linear.position, ref.linear.position);
+  // A block after the steps continues from the rotated ring.
+  EXPECT_LT(max_diff(call(t - 4, 4, state), whole.narrow(2, t - 4, 4)), tol);
+  EXPECT_EQ(state.head, 0);
+  EXPECT_EQ(hybrid_state_bytes(state), bytes);
+}
+}  // namespace
+
+TEST(HybridAttention, TheRecurrentStepMatchesTheChunkedFormAtEveryStepOverManyWindows) {
+  // 31 tokens: over 10 windows of 3 and almost 4 of 8; prompts shorter and longer than the window, and none.
+  const int64_t t = 31;
+  int variant = 0;
+  for (int64_t batch : {int64_t{1}, B})
+    for (int64_t w : {3, 8})
+      for (int64_t prompt : {0, 5, 11})
+        for (bool exact : {false, true}) {
+          const bool log_space = variant % 2 == 0, with_lambda = variant % 3 != 0;
+          SCOPED_TRACE("batch " + std::to_string(batch) + ", w " + std::to_string(w) + ", prompt " + std::to_string(prompt) +
+                       (exact ? ", exact" : ", max") + (log_space ? ", log features" : ", features") + (with_lambda ? ", λ" : ""));
+          auto in = make_inputs(t, log_space, 40 + variant++, false, torch::kFloat, /*spread=*/1.5);
+          expect_steps_match_the_chunked_reference(in, batch, prompt, opts(in, true, w, with_lambda, 0, 4, exact), log_space);
+        }
+}
+
+TEST(HybridAttention, TheRecurrentStepStaysFiniteAndExactForLargeScoresInFloat32) {
+  // Scores and log-features ~ ±12: the window's max-subtraction and the linear state's running constant must keep
+  // every term finite (an unstabilised exp would overflow float32).
+  auto in = make_inputs(40, true, 9, false, torch::kFloat, /*spread=*/12.0);
+  torch::NoGradGuard no_grad;
+  auto o = opts(in, true, 6, true, 0, 8);
+  HybridState state;
+  std::vector<at::Tensor> outs;
+  for (int64_t i = 0; i < 40; ++i)
+    outs.push_back(hybrid_step(in.q.narrow(2, i, 1), in.k.narrow(2, i, 1), in.v.narrow(2, i, 1),
+                               {in.fq.narrow(2, i, 1), in.fk.narrow(2, i, 1), true}, 1.0, o, state));
+  auto stepped = torch::cat(outs, 2);
+  auto ref = hybrid_chunked(in.q, in.k, in.v, {in.fq, in.fk, true}, 1.0, o, at::Tensor());
+  EXPECT_TRUE(torch::isfinite(stepped).all().item<bool>());
+  EXPECT_LT(max_diff(stepped, ref), 1e-4);
+}
+
+TEST(HybridAttention, TheRecurrentStepIsInferenceOnlyAndRefusesMisfitStates) {
+  auto in = make_inputs(4, false, 2, false);
+  Features f{in.fq.narrow(2, 0, 1), in.fk.narrow(2, 0, 1), false};
+  auto q = in.q.narrow(2, 0, 1), k = in.k.narrow(2, 0, 1), v = in.v.narrow(2, 0, 1);
+  HybridState state;
+  EXPECT_MIMIC_ERROR(hybrid_step(q, k, v, f, 1.0, opts(in, true, 3, false), state), "inference only");
+  torch::NoGradGuard no_grad;
+  EXPECT_MIMIC_ERROR(hybrid_step(in.q, in.k, in.v, {in.fq, in.fk, false}, 1.0, opts(in, true, 3, false), state), "one token");
+  hybrid_step(q, k, v, f, 1.0, opts(in, true, 3, false), state);
+  EXPECT_MIMIC_ERROR(hybrid_step(q, k, v, f, 1.0, opts(in, true, 2, false), state), "does not match");
+  // A copy does not see the original's later writes into the ring.
+  auto copy = hybrid_state_copy(state);
+  auto before = copy.k.clone();
+  hybrid_step(q, k, v, f, 1.0, opts(in, true, 3, false), state);
+  EXPECT_EQ(max_diff(copy.k, before), 0);
+  EXPECT_GT(max_diff(state.k, before), 0);
+}
+
 TEST(HybridAttention, StaysFiniteInFloat32ForLargeScoresAndFeatures) {
   auto in = make_inputs(64, true, 3, true, torch::kFloat, /*spread=*/12.0);
   auto o = opts(in, true, 8, false, 0, 16);
@@ -308,6 +409,46 @@ TEST(HybridKernel, DecodingThroughTheCacheMatchesTheWholeSequenceAndItsBytesStay
   EXPECT_EQ(bytes, B * H * (4 * (D + D + feat) + feat * D + feat + 1) * 8);
 }
 
+TEST(HybridKernel, DecodingStepsWithoutGradientsMatchTheWholeSequenceWithGatesLearnedMixAndBatches) {
+  // What generation runs: a prompt through the cache (chunked), then T = 1 calls under NoGradGuard (hybrid_step),
+  // in float32, with SLA gates, a learned window weight and λ = 1 − σ; 3 windows of 8 after the prompt.
+  for (int64_t batch : {int64_t{1}, B})
+    for (int64_t prompt : {3, 13}) {
+      SCOPED_TRACE("batch " + std::to_string(batch) + ", prompt " + std::to_string(prompt));
+      auto att = hybrid_kernel({{"feature_map", "hedgehog"}, {"gates", true}, {"window", 8}, {"affine", true}, {"chunk", 4}});
+      att->to(torch::kFloat);
+      auto in = make_inputs(prompt + 24, false, 21, false, torch::kFloat);
+      torch::NoGradGuard no_grad;
+      AttentionContext ctx;
+      ctx.causal = true;
+      ctx.scale = 0.5;
+      const int64_t t = in.q.size(2);
+      auto sl = [&](const at::Tensor& x, int64_t from, int64_t n) { return rows(x, batch, from, n); };
+      auto whole = att->forward(sl(in.q, 0, t), sl(in.k, 0, t), sl(in.v, 0, t), ctx);
+      const double tol = 2e-5 * (1 + whole.abs().max().item<double>());
+      auto cache = att->new_cache();
+      auto out = att->forward_cached(sl(in.q, 0, prompt), sl(in.k, 0, prompt), sl(in.v, 0, prompt), ctx, *cache);
+      EXPECT_LT(max_diff(out, whole.narrow(2, 0, prompt)), tol);
+      const int64_t bytes = cache->bytes();
+      std::unique_ptr<KernelCache> branch;
+      std::vector<at::Tensor> after_branch;
+      for (int64_t i = prompt; i < t; ++i) {
+        if (i == prompt + 10) branch = cache->clone();
+        out = att->forward_cached(sl(in.q, i, 1), sl(in.k, i, 1), sl(in.v, i, 1), ctx, *cache);
+        if (branch) after_branch.push_back(out);
+        EXPECT_LT(max_diff(out, whole.narrow(2, i, 1)), tol) << "position " << i;
+        EXPECT_EQ(cache->bytes(), bytes) << "position " << i;
+      }
+      EXPECT_EQ(cache->position, t);
+      // The clone taken midway did not see the later in-place writes: it decodes the same tokens again alike.
+      for (int64_t i = prompt + 10; i < t; ++i)
+        EXPECT_EQ(max_diff(att->forward_cached(sl(in.q, i, 1), sl(in.k, i, 1), sl(in.v, i, 1), ctx, *branch),
+                           after_branch[static_cast<size_t>(i - prompt - 10)]),
+                  0)
+            << "position " << i;
+    }
+}
+
 TEST(HybridKernel, OptionsRoundTripAndBadOptionsAreRefused) {
   auto j = canonical_options("hybrid", {{"window", 16}, {"feature_map", "hedgehog"}}, H, D);
   EXPECT_EQ(j.at("window"), 16);
@@ -392,6 +533,10 @@ TEST(MixedKernel, KeptHeadsAreExactlySoftmaxAndTheOthersExactlyTheStudent) {
 }
 
 TEST(MixedKernel, DecodingKeepsAKvCacheForTheSoftmaxHeadsOnly) {
+  // with gradients the hybrid student decodes through its chunked form, without them through hybrid_step
+  for (bool grad : {true, false}) {
+  SCOPED_TRACE(grad ? "grad mode" : "no grad");
+  torch::AutoGradMode mode(grad);
   auto mixed = mixed_kernel({1}, "hybrid");
   auto in = make_inputs(12, false, 13, false);
   AttentionContext ctx;
@@ -411,6 +556,7 @@ TEST(MixedKernel, DecodingKeepsAKvCacheForTheSoftmaxHeadsOnly) {
   auto copy = cache->clone();
   EXPECT_EQ(copy->bytes(), cache->bytes());
   EXPECT_EQ(copy->position, 12);
+  }
 }
 
 TEST(MixedKernel, RebuildsFromItsOptionsAndRefusesBadHeadLists) {

@@ -34,7 +34,8 @@ struct AttentionContext {
 // What a causal kernel keeps between the calls of incremental decoding (one per layer): softmax the keys
 // and values seen so far (growing), linear attention its recurrent state (constant size). clone() gives an
 // independent copy: decoding from it leaves the original untouched (linear states replace their tensors on
-// update, so their clones share them; the KV cache writes into its buffers, so its clone copies the rows).
+// update, so their clones share them; the KV cache and the hybrid state's ring of recent keys are written in
+// place, so their clones copy them).
 class KernelCache {
  public:
   virtual ~KernelCache() = default;

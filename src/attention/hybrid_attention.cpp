@@ -111,6 +111,20 @@ int64_t window_block(const HybridOptions& o) { return o.block > 0 ? o.block : st
 // Delays a [B, H, T, ·] stream (or a [B, T] mask) by w positions: slot i holds position i − w (zeros / false before 0).
 at::Tensor delayed(const at::Tensor& x, int64_t dim, int64_t w) { return pad(x, dim, w).narrow(dim, 0, x.size(dim)); }
 
+void check_state(const HybridState& s, const at::Tensor& k, const at::Tensor& v, const Features& f, int64_t w) {
+  MIMIC_CHECK(s.k.dim() == 4 && s.k.size(0) == k.size(0) && s.k.size(1) == k.size(1) && s.k.size(2) == w && s.k.size(3) == k.size(3) &&
+                  s.v.size(3) == v.size(3) && s.fk.size(3) == f.k.size(3) && s.head >= 0 && s.head < w && s.filled >= 0 &&
+                  s.filled <= w,
+              "hybrid attention: state ", s.k.sizes(), " does not match keys ", k.sizes(), " with a window of ", w);
+}
+
+// The ring [B, H, w, ·] in oldest-first order, given the slot of its oldest entry.
+at::Tensor in_order(const at::Tensor& ring, int64_t head) {
+  if (head == 0) return ring;
+  const int64_t w = ring.size(2);
+  return torch::cat({ring.narrow(2, head, w - head), ring.narrow(2, 0, head)}, 2);
+}
+
 }  // namespace
 
 at::Tensor hybrid_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
@@ -169,10 +183,10 @@ at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Te
   at::Tensor rk, rv, rfk;
   int64_t filled = 0;
   if (state && state->defined()) {
-    MIMIC_CHECK(state->k.dim() == 4 && state->k.size(0) == b && state->k.size(1) == h && state->k.size(2) == w &&
-                    state->k.size(3) == k.size(3) && state->v.size(3) == v.size(3) && state->fk.size(3) == f.k.size(3),
-                "hybrid attention: state ", state->k.sizes(), " does not match keys ", k.sizes(), " with a window of ", w);
-    rk = state->k, rv = state->v, rfk = state->fk, filled = state->filled;
+    check_state(*state, k, v, f, w);
+    // After hybrid_step the ring's oldest slot is `head`: unroll it into the oldest-first order this form reads.
+    rk = in_order(state->k, state->head), rv = in_order(state->v, state->head), rfk = in_order(state->fk, state->head);
+    filled = state->filled;
   } else {
     rk = torch::zeros({b, h, w, k.size(3)}, k.options());
     rv = torch::zeros({b, h, w, v.size(3)}, v.options());
@@ -197,9 +211,88 @@ at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Te
     state->v = Av.narrow(2, t, w).clone();
     state->fk = Afk.narrow(2, t, w).clone();
     state->filled = std::min(w, filled + t);
+    state->head = 0;
     state->position += t;
   }
   return combine(wnum, wden, wshift, {lin}, o.linear_weight);
+}
+
+// Why a separate step and not hybrid_chunked at T = 1: the chunked form rebuilds the ring by concatenation, pads,
+// unfolds and masks a band of keys and runs the chunked linear machinery for one query — about a hundred small
+// operators per head and layer, which at batch 1 cost more than the arithmetic (decoding reached 39% of the
+// memory-bandwidth limit against 52–58% for softmax and linear). The step writes the new key into the ring in place
+// (the oldest slot), moves the key that leaves the window into the linear state with linear_step_sums, and puts
+// both parts under the shared denominator with the same combine() as the chunked form.
+// Inference only: the ring is written in place, which autograd could not differentiate through across steps, and
+// decoding runs without gradients (Model::forward_step holds a NoGradGuard). The kernel differentiates through
+// hybrid_chunked instead; this refuses inputs that require gradients while grad mode is on.
+at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                       const HybridOptions& o, HybridState& state) {
+  check_inputs(q, k, v, f, o, at::Tensor());
+  MIMIC_CHECK(o.causal, "hybrid attention: the recurrent step is causal");
+  MIMIC_CHECK(q.size(2) == 1, "hybrid attention: the recurrent step takes one token, got ", q.size(2), " (use hybrid_chunked)");
+  if (at::GradMode::is_enabled())
+    for (const auto* x : {&q, &k, &v, &f.q, &f.k, &o.window_weight, &o.linear_weight})
+      MIMIC_CHECK(!x->defined() || !x->requires_grad(),
+                  "hybrid attention: the recurrent step is inference only (it writes its state in place); run it under "
+                  "torch::NoGradGuard, or hybrid_chunked to differentiate");
+  const int64_t b = q.size(0), h = q.size(1), w = o.window;
+  if (!state.defined()) {
+    state.k = torch::zeros({b, h, w, k.size(3)}, k.options());
+    state.v = torch::zeros({b, h, w, v.size(3)}, v.options());
+    state.fk = torch::zeros({b, h, w, f.k.size(3)}, f.k.options());
+    state.filled = 0;
+    state.head = 0;
+  } else {
+    check_state(state, k, v, f, w);
+  }
+  if (!state.linear.defined()) {  // allocated up front, so that the state's bytes stay the same from the first token
+    const int64_t position = state.linear.position;
+    state.linear = zero_state(b, h, f.q.size(3), v.size(3), f.q.options());
+    state.linear.position = position;
+  }
+  const int64_t slot = state.head;  // the oldest entry: position p − w when the ring is full
+  std::vector<LinearSums> parts;
+  if (state.filled == w) {
+    // Key p − w leaves query p's window and enters the linear part, which this query reads (as in the chunked
+    // form's slot p). The ring's slot is read here, before the new key overwrites it below.
+    auto lin = linear_step_sums(f.q.select(2, 0), state.fk.select(2, slot), f.log_space, state.v.select(2, slot), linear_part(o),
+                                state.linear);
+    parts.push_back({lin.numden.unsqueeze(2), lin.shift.unsqueeze(2)});
+  } else {
+    state.linear.position += 1;  // the chunked form's slot p admits nothing (a zero key) yet still counts
+  }
+  state.k.select(2, slot).copy_(k.select(2, 0));
+  state.v.select(2, slot).copy_(v.select(2, 0));
+  state.fk.select(2, slot).copy_(f.k.select(2, 0));
+  state.head = (slot + 1) % w;
+  state.filled = std::min(w, state.filled + 1);
+  state.position += 1;
+
+  // The window: the new query against the ring's keys, in slot order (the sums do not depend on the order). As
+  // products and sums over d rather than matmul: for one query a batched matmul runs one tiny GEMM per (row, head),
+  // and the two products cost twice the time of these at batch 1, 8 and 64 (1 thread, w = 64, d = 24).
+  auto s = (state.k.to(q.dtype()) * q).sum(-1).unsqueeze(2) * scale;  // [B, H, 1, w]
+  if (state.filled < w) {  // slots not written yet: their logical index (slot − head) mod w is below w − filled
+    auto logical = (torch::arange(w, q.options().dtype(torch::kLong)) - state.head).remainder(w);
+    s = s.masked_fill(logical.lt(w - state.filled).view({1, 1, 1, w}), -kInf);
+  }
+  auto M = std::get<0>(s.max(-1, true));  // finite: the new key is always in the window
+  auto e = (s - M).exp() * per_head(o.window_weight, s, 4);
+  auto wnum = (e.transpose(-1, -2) * state.v.to(e.dtype())).sum(2, true);  // [B, H, 1, D]
+  auto wden = e.sum(-1, true);
+  auto wshift = o.exact ? M : torch::zeros_like(wden);  // as window_sums: exact keeps σ exp(s), M only stabilises
+  return combine(wnum, wden, wshift, parts, o.linear_weight);
+}
+
+HybridState hybrid_state_copy(const HybridState& state) {
+  HybridState c = state;
+  if (state.defined()) {
+    c.k = state.k.clone();
+    c.v = state.v.clone();
+    c.fk = state.fk.clone();
+  }
+  return c;
 }
 
 at::Tensor hybrid_bidirectional(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,

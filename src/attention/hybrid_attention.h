@@ -22,7 +22,10 @@
 //                        linear state of every older key — its size does not depend on the context.
 //   hybrid_bidirectional non-causal (BERT): the window on both sides, the linear part as a causal pass over keys
 //                        delayed by w plus the same pass on the reversed sequence.
-// Decoding one token at a time is hybrid_chunked with a state and T = 1 (the recurrent form).
+//   hybrid_step          causal decoding, one token (the recurrent form): the state's ring of the last w keys is
+//                        written in place and the key that leaves the window goes into the linear state, so a step
+//                        costs O(w·D + F·D) whatever the context. Inference only. Its reference is hybrid_chunked
+//                        with a state at T = 1 (what decoding ran before), which tests compare it with step by step.
 //
 // Stability: the linear sums come stabilised (linear_attention.h: true = exp(shift)·computed); both parts
 // are brought to one scale by a per-query constant c_i = max(0, shift_i) that cancels in the ratio.
@@ -45,11 +48,14 @@ struct HybridOptions {
   bool exact = false;        // window terms σ exp(s) (M_i only stabilises) instead of LoLCATs' σ exp(s − M_i)
 };
 
-// What a causal hybrid head keeps between calls: the last w keys, values and key features (oldest first; the
-// newest `filled` slots hold keys, the others are zeros) and the linear state of every key older than them.
+// What a causal hybrid head keeps between calls: the last w keys, values and key features and the linear state of
+// every key older than them. The w slots are a ring: read from slot `head` on (wrapping around) they run oldest
+// first, and the newest `filled` of them hold keys (the others are zeros). hybrid_chunked leaves head at 0;
+// hybrid_step overwrites slot `head` (the oldest) in place and advances it.
 struct HybridState {
   at::Tensor k, v, fk;  // [B, H, w, D], [B, H, w, D], [B, H, w, F]
   int64_t filled = 0;
+  int64_t head = 0;
   LinearState linear;
   int64_t position = 0;
   bool defined() const { return k.defined(); }
@@ -65,6 +71,14 @@ at::Tensor hybrid_quadratic(const at::Tensor& q, const at::Tensor& k, const at::
 // Causal. state: nullptr, or the state to continue from (undefined = empty), replaced by the state after the call.
 at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
                           const HybridOptions& opts, const at::Tensor& key_padding_mask, HybridState* state = nullptr);
+// One token of causal decoding: q, k, v [B, H, 1, D], f's features [B, H, 1, F]; state (undefined = empty) is
+// updated in place — its ring tensors are written, so a copy that must not change needs hybrid_state_copy. The
+// same function as hybrid_chunked(…, &state) at T = 1. Refuses inputs that require gradients under grad mode.
+at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                       const HybridOptions& opts, HybridState& state);
+// A copy whose ring does not share storage with the original (the linear state is shared: every form replaces
+// its tensors rather than writing into them).
+HybridState hybrid_state_copy(const HybridState& state);
 at::Tensor hybrid_bidirectional(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
                                 const HybridOptions& opts, const at::Tensor& key_padding_mask);
 // The fast form for opts.causal.

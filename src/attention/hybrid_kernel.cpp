@@ -93,7 +93,13 @@ namespace {
 struct HybridCache : KernelCache {
   HybridState state;
   int64_t bytes() const override { return hybrid_state_bytes(state); }
-  std::unique_ptr<KernelCache> clone() const override { return std::make_unique<HybridCache>(*this); }
+  // hybrid_step writes the ring in place, so a clone copies it (as the KV cache's clone copies its rows).
+  std::unique_ptr<KernelCache> clone() const override {
+    auto c = std::make_unique<HybridCache>();
+    c->state = hybrid_state_copy(state);
+    c->position = position;
+    return c;
+  }
 };
 }  // namespace
 
@@ -102,8 +108,12 @@ std::unique_ptr<KernelCache> HybridAttention::new_cache() const { return std::ma
 at::Tensor HybridAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                            KernelCache& cache) {
   auto& hc = cached_call<HybridCache>(cache, ctx, kind());
-  auto o = hybrid_chunked(q, k, v, features(q, k, ctx.scale, hc.state.position), ctx.scale, hybrid_options(true), at::Tensor(),
-                          &hc.state);
+  auto f = features(q, k, ctx.scale, hc.state.position);
+  // One token without gradients (decoding): the recurrent step. A prompt, or a call that autograd must see
+  // through, runs the chunked form (the step's reference), which continues from the same state.
+  auto o = q.size(2) == 1 && !at::GradMode::is_enabled()
+               ? hybrid_step(q, k, v, f, ctx.scale, hybrid_options(true), hc.state)
+               : hybrid_chunked(q, k, v, f, ctx.scale, hybrid_options(true), at::Tensor(), &hc.state);
   hc.position = hc.state.position;
   return o;
 }

@@ -32,7 +32,8 @@ class HybridAttention : public LinearAttention {
   HybridAttention(const HybridConfig& config, int64_t n_head, int64_t head_dim);
   std::string kind() const override { return "hybrid"; }
   nlohmann::json config_json() const override { return hybrid_.to_json(); }
-  // Decoding: the cache is a HybridState (ring of w keys + linear state); a prompt runs the chunked form.
+  // Decoding: the cache is a HybridState (ring of w keys + linear state); a prompt runs the chunked form, a token
+  // without gradients the recurrent step (hybrid_step).
   std::unique_ptr<KernelCache> new_cache() const override;
   at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                             KernelCache& cache) override;

@@ -295,8 +295,8 @@ at::Tensor linear_attention(const Features& f, const at::Tensor& v, const Linear
   return linear_bidirectional(f, v, opts, mask);
 }
 
-at::Tensor linear_step(const at::Tensor& q, const at::Tensor& k, bool log_space, const at::Tensor& v, const LinearOptions& opts,
-                       LinearState& state) {
+LinearSums linear_step_sums(const at::Tensor& q, const at::Tensor& k, bool log_space, const at::Tensor& v, const LinearOptions& opts,
+                            LinearState& state) {
   MIMIC_CHECK(q.dim() == 3 && k.sizes() == q.sizes() && v.dim() == 3 && v.size(0) == q.size(0) && v.size(1) == q.size(1),
               "linear attention step: q, k must be [B, H, F] and v [B, H, D], got ", q.sizes(), ", ", k.sizes(), ", ", v.sizes());
   MIMIC_CHECK(opts.causal, "linear attention step: the recurrence is causal");
@@ -317,9 +317,15 @@ at::Tensor linear_step(const at::Tensor& q, const at::Tensor& k, bool log_space,
            kf.unsqueeze(-1) * with_ones(v).to(q.dtype()).unsqueeze(-2);
   at::Tensor qshift;
   auto qf = read_features(q, log_space, stab, &qshift);
-  auto out = normalise(torch::matmul(qf.unsqueeze(-2), S).squeeze(-2), opts, qshift + m.unsqueeze(-1));
+  LinearSums sums{torch::matmul(qf.unsqueeze(-2), S).squeeze(-2), qshift + m.unsqueeze(-1)};
   store_state(&state, S, m, 1);
-  return out;
+  return sums;
+}
+
+at::Tensor linear_step(const at::Tensor& q, const at::Tensor& k, bool log_space, const at::Tensor& v, const LinearOptions& opts,
+                       LinearState& state) {
+  auto sums = linear_step_sums(q, k, log_space, v, opts, state);
+  return normalise(sums.numden, opts, sums.shift);
 }
 
 at::Tensor linear_recurrent(const Features& f, const at::Tensor& v, const LinearOptions& opts, LinearState& state) {

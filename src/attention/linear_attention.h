@@ -93,6 +93,11 @@ at::Tensor linear_attention(const Features& f, const at::Tensor& v, const Linear
 // One token: q, k [B, H, F] (log φ when log_space), v [B, H, D]; updates state (undefined = zero). Returns [B, H, D].
 at::Tensor linear_step(const at::Tensor& q, const at::Tensor& k, bool log_space, const at::Tensor& v, const LinearOptions& opts,
                        LinearState& state);
+// linear_step before its normalisation, for kernels that put the recurrence under one denominator with other terms
+// (hybrid_step): absorbs k, v into the state and reads it with q. numden [B, H, D+1] = [Σ a v, Σ a], shift [B, H, 1]
+// (detached; the true sums are exp(shift) · numden).
+LinearSums linear_step_sums(const at::Tensor& q, const at::Tensor& k, bool log_space, const at::Tensor& v, const LinearOptions& opts,
+                            LinearState& state);
 // linear_step over every position of a [B, H, T, ·] sequence (no padding). Returns [B, H, T, D].
 at::Tensor linear_recurrent(const Features& f, const at::Tensor& v, const LinearOptions& opts, LinearState& state);
 

@@ -163,8 +163,8 @@ class LinearDecoder : public Decoder {
 };
 
 // Hybrid at context n: the state after hybrid_chunked over n random tokens (the last w keys, values and key
-// features, and the linear state of every older key); each new token is a hybrid_chunked call with T = 1 on
-// it, as the hybrid kernel decodes.
+// features, and the linear state of every older key); each new token is a hybrid_step on it, as the hybrid
+// kernel decodes.
 class HybridDecoder : public Decoder {
  public:
   HybridDecoder(const Setup& s, int64_t context, int64_t tokens) : s_(s), n_(context), opts_(s.hybrid_options()) {
@@ -182,9 +182,9 @@ class HybridDecoder : public Decoder {
     }
   }
   void step(size_t i) override {
-    if (i == 0) state_ = prefilled_;  // hybrid_chunked replaces the state's tensors, it does not write into them
+    if (i == 0) state_ = attention::hybrid_state_copy(prefilled_);  // hybrid_step writes the ring in place
     auto f = map_features(*s_.map, q_[i], k_[i], s_.scale, n_ + static_cast<int64_t>(i));
-    auto out = attention::hybrid_chunked(q_[i], k_[i], v_[i], f, s_.scale, opts_, torch::Tensor(), &state_);
+    auto out = attention::hybrid_step(q_[i], k_[i], v_[i], f, s_.scale, opts_, state_);
   }
   int64_t state_bytes() const override { return attention::hybrid_state_bytes(prefilled_); }
 

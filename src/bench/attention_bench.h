@@ -6,7 +6,7 @@
 // linear attention over older keys, hybrid_chunked). For each sequence length T: the time and peak memory of
 // the forward pass and of forward + backward, per form. Then recurrent decoding: the time of one new token at
 // a context of N tokens (softmax: one query against a KV cache of N keys; linear: linear_step on a state that
-// has consumed N tokens; hybrid: a T = 1 hybrid_chunked call on such a state), and the bytes each form keeps
+// has consumed N tokens; hybrid: a hybrid_step on such a state), and the bytes each form keeps
 // at that context (the KV cache grows with N, the linear and hybrid states do not). Finally the targets:
 // linear fwd+bwd ≥ 10× and hybrid fwd+bwd ≥ 8× faster than softmax at 16K, crossover ≤ 1K, recurrent
 // per-token time at 32K ≤ 1.2× the one at 1K.

@@ -142,7 +142,7 @@ std::string format_report(const AttentionBenchResult& r) {
              "median over the runs of a run's mean; state = what decoding at that context keeps (bytes)\n",
              static_cast<long long>(o.decode_tokens), o.repeats, o.repeats == 1 ? "" : "s");
   os << "softmax: one query against a preallocated KV cache of N keys; linear: feature map + linear_step on the state "
-        "after N tokens; hybrid: a T = 1 hybrid_chunked call on the state after N tokens (the window's last keys + the "
+        "after N tokens; hybrid: a hybrid_step (the recurrent form) on the state after N tokens (the window's last keys + the "
         "linear state); contexts interleaved token by token\n";
   const std::vector<bool> all(nf, true);
   auto dec = [&](const DecodeResult& dr, double DecodeForm::*field) {
