@@ -10,6 +10,7 @@
 #include "mimic/finetune/lm.h"
 #include "mimic/models/config.h"
 #include "mimic/models/family.h"
+#include "mimic/train/trainer.h"
 #include "ranges.h"
 
 namespace mimic::cli {
@@ -110,6 +111,7 @@ void run(FinetuneArgs& a) {
     if (r.teacher) teacher = scores_json(*r.teacher);
   }
 
+  if (!train::writes_outputs()) return;  // rank 0 prints the run's result
   nlohmann::json j = {{"out", f.train.out_dir},
                       {"task", a.task},
                       {"trainable", finetune::describe_trainable(f)},
