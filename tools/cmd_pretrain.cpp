@@ -38,7 +38,7 @@ void run(PretrainArgs& a) {
     a.o.copy.max_span = a.copy_span[1];
   }
   a.o.seed = a.common.seed;
-  if (a.resume)
+  if (a.resume && train::writes_outputs())  // rank 0 reads the checkpoint (other machines may have none)
     MIMIC_CHECK(std::filesystem::exists(a.o.train.out_dir + "/checkpoint.safetensors"), "--resume: no checkpoint in ",
                 a.o.train.out_dir);
   auto r = pretrain::pretrain(a.o);

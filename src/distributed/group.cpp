@@ -93,7 +93,7 @@ struct Group::Impl {
       store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
     } catch (const std::exception& e) {
       if (env.rank == 0)
-        fail("rank 0 could not open the rendezvous store on MASTER_PORT ", env.master_port, " (", first_line(e.what()),
+        fail("could not open the rendezvous store on MASTER_PORT ", env.master_port, " (", first_line(e.what()),
              "): is the port in use by another run?");
       fail("could not reach rank 0's rendezvous store at MASTER_ADDR:MASTER_PORT = ", where(), " within ", env.timeout_seconds,
            " s (", first_line(e.what()), "): is rank 0 running, with the same MASTER_ADDR and MASTER_PORT?");
@@ -103,6 +103,17 @@ struct Group::Impl {
   // Every rank checks in with its rank and WORLD_SIZE; rank 0 waits for all of them, checks that they agree, and
   // writes its verdict, which the others wait for. Errors are decided in one place and every rank reports the same.
   void check_in() {
+    if (env.rank == 0) return check_in_with_store();
+    try {
+      check_in_with_store();
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      fail("rank 0 (it hosts the rendezvous store at ", where(), ") ended before the group was complete (", first_line(e.what()), ")");
+    }
+  }
+
+  void check_in_with_store() {
     const auto deadline = Clock::now() + timeout();
     const int64_t k = store->add("mimic/arrived", 1);
     store->set("mimic/arrival/" + std::to_string(k), bytes(std::to_string(env.rank) + " " + std::to_string(env.world_size)));
@@ -127,8 +138,13 @@ struct Group::Impl {
         if (verdict.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
       store->set(verdict_key, bytes(verdict));
-      if (verdict != "ok") fail(verdict);
-      return;
+      if (verdict == "ok") return;
+      // The store lives in this process: give the others a moment to read the verdict before it goes away.
+      const int64_t others = static_cast<int64_t>(arrivals().size()) - 1;
+      const auto until = Clock::now() + std::chrono::seconds(3);
+      while (store->add("mimic/verdict_read", 0) < others && Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      fail(verdict);
     }
     // Rank 0 decides at its deadline; a little slack lets its verdict arrive before this rank gives up on its own.
     const auto own_deadline = deadline + std::chrono::seconds(5);
@@ -139,6 +155,7 @@ struct Group::Impl {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     const auto verdict = text(store->get(verdict_key));
+    store->add("mimic/verdict_read", 1);
     if (verdict != "ok") fail(verdict);
   }
 
