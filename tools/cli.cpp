@@ -7,6 +7,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/paths.h"
 #include "mimic/core/runtime.h"
+#include "mimic/distributed/environment.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/models/family.h"
@@ -21,7 +22,9 @@ void add_common_options(CLI::App& sub, Common& common) {
 }
 
 void start(const Common& common) {
-  init_runtime(common.threads);
+  // Reads (and checks) the distributed environment before any work: a malformed RANK is refused at once, and the
+  // default thread count divides the cores among this machine's ranks.
+  init_runtime(common.threads > 0 ? common.threads : distributed::default_threads(available_cores()));
   seed_everything(common.seed);
 }
 

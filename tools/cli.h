@@ -69,5 +69,6 @@ void register_distill(CLI::App& app);
 void register_convert(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_report(CLI::App& app);
+void register_launch(CLI::App& app);
 
 }  // namespace mimic::cli

@@ -10,6 +10,7 @@
 #include "mimic/finetune/lm.h"
 #include "mimic/models/config.h"
 #include "mimic/models/family.h"
+#include "mimic/train/trainer.h"
 #include "ranges.h"
 
 namespace mimic::cli {
@@ -75,7 +76,7 @@ void run(FinetuneArgs& a) {
   f.train.min_lr_ratio = a.min_lr_ratio.value_or(p.min_lr_ratio);
   if (!a.train_set.empty()) f.train_set = finetune::train_set_from_name(a.train_set);
   f.export_dtype = storage_dtype_arg(a.dtype);
-  if (a.resume)
+  if (a.resume && train::writes_outputs())  // rank 0 reads the checkpoint (other machines may have none)
     MIMIC_CHECK(std::filesystem::exists(f.train.out_dir + "/checkpoint.safetensors"), "--resume: no checkpoint in ", f.train.out_dir);
   MIMIC_CHECK(!(a.resume && f.train.fresh), "give --resume or --fresh, not both");
   MIMIC_CHECK(f.lora.rank > 0 || f.lora.alpha == 0, "--lora-alpha needs --lora R");
@@ -110,6 +111,7 @@ void run(FinetuneArgs& a) {
     if (r.teacher) teacher = scores_json(*r.teacher);
   }
 
+  if (!train::writes_outputs()) return;  // rank 0 prints the run's result
   nlohmann::json j = {{"out", f.train.out_dir},
                       {"task", a.task},
                       {"trainable", finetune::describe_trainable(f)},

@@ -6,6 +6,7 @@
 #include "mimic/io/atomic_file.h"
 #include "mimic/data/recall_tasks.h"
 #include "mimic/pretrain/pretrain.h"
+#include "mimic/train/trainer.h"
 #include "ranges.h"
 
 namespace mimic::cli {
@@ -37,10 +38,11 @@ void run(PretrainArgs& a) {
     a.o.copy.max_span = a.copy_span[1];
   }
   a.o.seed = a.common.seed;
-  if (a.resume)
+  if (a.resume && train::writes_outputs())  // rank 0 reads the checkpoint (other machines may have none)
     MIMIC_CHECK(std::filesystem::exists(a.o.train.out_dir + "/checkpoint.safetensors"), "--resume: no checkpoint in ",
                 a.o.train.out_dir);
   auto r = pretrain::pretrain(a.o);
+  if (!train::writes_outputs()) return;  // rank 0 prints the run's result
   nlohmann::json j = {{"out", a.o.train.out_dir}, {"steps", r.steps},        {"resumed_from", r.resumed_from},
                       {"last_loss", r.last_loss}, {"best_eval_loss", r.best_eval}, {"best_step", r.best_step},
                       {"seconds", r.seconds},     {"tokens_per_second", r.tokens_per_second}};

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "mimic/core/error.h"
 #include "mimic/core/runtime.h"
+#include "mimic/distributed/environment.h"
 
 namespace {
 // LibTorch's c10::Error messages carry a multi-line backtrace: keep the first line.
@@ -28,7 +29,7 @@ int main(int argc, char** argv) {
                    mimic::cli::register_eval, mimic::cli::register_pretrain,
                    mimic::cli::register_finetune, mimic::cli::register_export, mimic::cli::register_bench, mimic::cli::register_record,
                    mimic::cli::register_distill, mimic::cli::register_convert, mimic::cli::register_generate,
-                   mimic::cli::register_report})
+                   mimic::cli::register_report, mimic::cli::register_launch})
     reg(app);
   try {
     app.parse(argc, argv);
@@ -38,7 +39,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mimic: error: %s (see --help)\n", first_line(e.what()).c_str());
     return e.get_exit_code();
   } catch (const mimic::Error& e) {
-    std::fprintf(stderr, "mimic: error: %s\n", e.what());
+    // in a distributed run the rank leads the line: several ranks may print to one terminal
+    std::fprintf(stderr, "mimic: error: %s%s\n", mimic::distributed::rank_prefix().c_str(), e.what());
     return 1;
   } catch (const std::filesystem::filesystem_error& e) {
     // The options' paths are checked while parsing (cli::path_arg); this is the backstop for a path the library

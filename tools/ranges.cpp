@@ -92,6 +92,14 @@ CLI::Validator threads() {
   return integer(0, cap, "0: all cores; at most 4 per core");
 }
 
+// As for threads: more processes than cores only share them; 4 per core leaves room for tests of many ranks.
+CLI::Validator processes() {
+  const int64_t cap = 4 * static_cast<int64_t>(std::max(1, available_cores()));
+  return integer(1, cap, "at most 4 per core");
+}
+CLI::Validator port() { return integer(1, 65535); }
+CLI::Validator seconds() { return integer(1, 86400, "at most a day"); }
+
 CLI::Validator seed() {
   const std::string range = "[0, 2^64 - 1]";
   return CLI::Validator(

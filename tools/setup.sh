@@ -11,10 +11,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 # libtorch would otherwise run on the reference BLAS (measured 60x slower), and the pthread OpenBLAS
 # fights LibTorch's OpenMP threads. python3-torch/-numpy/-h5py serve the test-fixture generators only.
 # libcairo2-dev + fonts-dejavu-core draw the figures of `mimic report`; chromium (headless) only checks in a
-# test that its report.html renders (122 MB download, ~35 s to install).
+# test that its report.html renders (122 MB download, ~35 s to install). libgloo-dev: the Gloo headers LibTorch's
+# ProcessGroupGloo.hpp includes (distributed training, src/distributed/).
 PACKAGES=(
   build-essential cmake ninja-build clang ccache pkg-config git ca-certificates
-  libtorch-dev libopenblas0-openmp libhdf5-dev libeigen3-dev libcli11-dev libgtest-dev nlohmann-json3-dev
+  libtorch-dev libgloo-dev libopenblas0-openmp libhdf5-dev libeigen3-dev libcli11-dev libgtest-dev nlohmann-json3-dev
   libcairo2-dev fonts-dejavu-core chromium
   nodejs npm jq
   python3-torch python3-numpy python3-h5py hdf5-tools

@@ -145,4 +145,14 @@ void mask_tokens(at::Tensor& input_ids, at::Tensor& labels, const at::Tensor& sp
   }
 }
 
+LmBatch rows_of(const LmBatch& b, int64_t part, int64_t parts) {
+  const int64_t n = b.input_ids.size(0);
+  MIMIC_CHECK(parts >= 1 && part >= 0 && part < parts && n % parts == 0, "a batch of ", n, " rows does not split into ", parts,
+              " equal shares (share ", part, ")");
+  if (parts == 1) return b;
+  const int64_t k = n / parts;
+  auto rows = [&](const at::Tensor& t) { return t.defined() ? t.slice(0, part * k, (part + 1) * k) : t; };
+  return {rows(b.input_ids), rows(b.labels), rows(b.attention_mask)};
+}
+
 }  // namespace mimic::data

@@ -26,6 +26,11 @@ struct LmBatch {
   at::Tensor attention_mask;  // int64 [B, T], all ones for packed sequences
 };
 
+// Rows [part·B/parts, (part+1)·B/parts) of a batch of B rows: the share of data-parallel rank `part` of `parts`
+// in a global batch that every rank draws alike, so that N ranks × B/N rows see exactly the batches one process
+// with B rows sees. B must be a multiple of parts.
+LmBatch rows_of(const LmBatch& batch, int64_t part, int64_t parts);
+
 // A copy curriculum: in a fraction of the packed blocks an earlier span of the block recurs later in it
 // (copied over the tokens that stood there), so that predicting the second occurrence pays for looking back
 // at the first — the in-context recall ("induction") that plain prose rewards too rarely for a small model

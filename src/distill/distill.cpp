@@ -15,6 +15,7 @@
 #include "mimic/attention/feature_map.h"
 #include "mimic/attention/kinds.h"
 #include "mimic/core/error.h"
+#include "mimic/distributed/environment.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/core/layers.h"
 #include "mimic/distill/maps_file.h"
@@ -387,6 +388,9 @@ std::shared_ptr<DistillableKernel> untrained_student(const std::string& kind, co
 // ---------------------------------------------------------------- training
 
 DistillResult distill(const DistillOptions& o) {
+  // Its layers are independent and would split across ranks rather than batches; not done yet (docs/distributed.md).
+  MIMIC_CHECK(!distributed::environment().distributed(), "distill does not run on several processes yet (WORLD_SIZE=",
+              distributed::environment().world_size, "): run it as one process");
   MIMIC_CHECK(o.batch_size >= 1, "--batch-size must be >= 1, got ", o.batch_size);
   MIMIC_CHECK(o.epochs >= 0, "--epochs must be >= 0, got ", o.epochs);
   MIMIC_CHECK(o.lr > 0, "--lr must be > 0, got ", o.lr);

@@ -5,6 +5,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/data/batches.h"
+#include "mimic/distributed/environment.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/models/model.h"
 #include "mimic/text/tokenizer.h"
@@ -116,25 +117,31 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
     order_epoch = epoch;
   };
 
+  const auto& env = distributed::environment();
   train::TrainTask task;
   bind(task, prepared);
   task.micro_batch_loss = [&]() {
     std::vector<std::vector<int64_t>> ids;
     std::vector<int64_t> labels;
-    for (int64_t i = 0; i < o.batch_size; ++i) {
+    // Data parallelism: the global batch has --batch-size × ranks examples; this rank keeps its share.
+    const int64_t first = o.batch_size * env.rank;
+    for (int64_t i = 0; i < o.batch_size * env.world_size; ++i) {
       if (index >= n) {
         ++epoch;
         index = 0;
       }
       shuffle();
       int64_t ex = order[static_cast<size_t>(index++)];
+      if (i < first || i >= first + o.batch_size) continue;
       ids.push_back(train_ids[static_cast<size_t>(ex)]);
       labels.push_back(data.train[static_cast<size_t>(ex)].label);
     }
     auto b = make_batch(ids, labels, tok->pad_id());
     return torch::nn::functional::cross_entropy(model->forward(b.in).logits, b.labels);
   };
+  // Every rank scores the whole validation set (the same number on each): the engine's average is that number.
   task.evaluate = [&]() { return evaluate_classifier(*model, *tok, data.validation, k, o.seq_len, o.batch_size).loss; };
+  task.data_parallel = true;
   task.data_state = [&]() { return nlohmann::json{{"epoch", epoch}, {"index", index}}; };
   task.restore_data_state = [&](const nlohmann::json& j) {
     epoch = json_int(j, "epoch", "the data position", 0);
@@ -146,10 +153,10 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   t.fingerprint = fingerprint(o);
   t.fingerprint.update({{"task", "cls"}, {"data", o.data}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size}});
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
-  const auto lock = io::lock_output_dir(t.out_dir);
+  const auto lock = train::lock_run_output(t.out_dir);
   ClassifyResult r;
   r.train = train::train(task, t);
-  if (r.train.stopped) return r;
+  if (r.train.stopped || !train::writes_outputs()) return r;
   // Metrics of the best model (by validation loss) as saved, which also becomes the output directory itself.
   train::promote_best(t.out_dir);
   auto score = [&](models::Model& m) {

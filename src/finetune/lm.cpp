@@ -8,6 +8,7 @@
 #include "mimic/data/batches.h"
 #include "mimic/data/lm_source.h"
 #include "mimic/data/token_cache.h"
+#include "mimic/distributed/environment.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
@@ -29,9 +30,15 @@ LmResult finetune_lm(const LmOptions& o) {
               summary.max_positions, " (the model's context)");
   auto teacher = load_teacher(o, *model);
 
-  auto source = data::open_lm_source(o.corpus, tok.get(), o.seq_len, o.batch_size, o.seed);
-  auto validation_loss = [&](models::Model& m) {
-    return source->validation_mean(o.eval_batches, [&](const data::LmBatch& b) { return train::causal_lm_loss(m, b).item<double>(); });
+  // Data parallelism: every rank draws the global batches of --batch-size × ranks rows and trains on its share.
+  const auto& env = distributed::environment();
+  auto source = data::open_lm_source(o.corpus, tok.get(), o.seq_len, o.batch_size * env.world_size, o.seed);
+  // The mean over the fixed validation batches of the loss on share `part` of `parts` of each (the engine averages
+  // the ranks' shares; the final scores take whole batches).
+  auto validation_loss = [&](models::Model& m, int64_t part, int64_t parts) {
+    return source->validation_mean(o.eval_batches, [&](const data::LmBatch& b) {
+      return train::causal_lm_loss(m, data::rows_of(b, part, parts)).item<double>();
+    });
   };
 
   train::TrainTask task;
@@ -43,7 +50,7 @@ LmResult finetune_lm(const LmOptions& o) {
   MIMIC_CHECK(o.kd_lm_weight >= 0 && o.kd_lm_weight <= 1, "--kd-lm-weight must lie in [0, 1], got ", o.kd_lm_weight);
   MIMIC_CHECK(kd || o.kd_lm_weight == 0, "--kd-lm-weight mixes the LM loss into logit distillation: it needs --kd T");
   task.micro_batch_loss = [&]() {
-    auto b = source->next();
+    auto b = data::rows_of(source->next(), env.rank, env.world_size);
     if (!kd) return train::causal_lm_loss(*model, b);
     at::Tensor teacher_logits;
     {
@@ -55,7 +62,8 @@ LmResult finetune_lm(const LmOptions& o) {
     if (o.kd_lm_weight > 0) loss = loss + o.kd_lm_weight * train::next_token_loss(logits, b.labels);
     return loss;
   };
-  task.evaluate = [&]() { return validation_loss(*model); };
+  task.evaluate = [&]() { return validation_loss(*model, env.rank, env.world_size); };
+  task.data_parallel = true;
   task.data_state = [&]() { return source->position(); };
   task.restore_data_state = [&](const nlohmann::json& j) { source->seek(j); };
 
@@ -66,10 +74,10 @@ LmResult finetune_lm(const LmOptions& o) {
                         {"eval_batches", o.eval_batches}});
   if (kd) t.fingerprint["kd"] = {{"temperature", o.kd_temperature}, {"lm_weight", o.kd_lm_weight}, {"teacher", o.teacher_dir}};
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
-  const auto lock = io::lock_output_dir(t.out_dir);
+  const auto lock = train::lock_run_output(t.out_dir);
   LmResult r;
   r.train = train::train(task, t);
-  if (r.train.stopped) return r;
+  if (r.train.stopped || !train::writes_outputs()) return r;
 
   train::promote_best(t.out_dir);
   std::vector<int64_t> test_ids;
@@ -81,7 +89,7 @@ LmResult finetune_lm(const LmOptions& o) {
     torch::NoGradGuard no_grad;
     m.module().eval();
     LmScores s;
-    s.validation_loss = validation_loss(m);
+    s.validation_loss = validation_loss(m, 0, 1);
     s.validation_perplexity = std::exp(s.validation_loss);
     if (o.test) s.test = eval::perplexity(m, test_ids, o.test_options);
     return s;

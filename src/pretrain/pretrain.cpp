@@ -13,6 +13,7 @@
 #include "mimic/data/lm_source.h"
 #include "mimic/data/recall_tasks.h"
 #include "mimic/data/token_cache.h"
+#include "mimic/distributed/environment.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
@@ -123,7 +124,10 @@ train::TrainResult pretrain(const PretrainOptions& o) {
 
   // BERT's blocks leave room for [CLS] and [SEP].
   const int64_t block = gpt2 ? o.seq_len : o.seq_len - 2;
-  auto source = data::open_lm_source(o.corpus, tok.get(), block, o.batch_size, o.seed, o.copy);
+  // Data parallelism: every rank draws the global batches of --batch-size × ranks rows (and their masks) and
+  // trains on its share.
+  const auto& env = distributed::environment();
+  auto source = data::open_lm_source(o.corpus, tok.get(), block, o.batch_size * env.world_size, o.seed, o.copy);
   data::MlmMasking masking;
   if (!gpt2) {
     masking.mask_id = tok->mask_id();
@@ -143,6 +147,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
         b = mlm->make(raw);
       }
     }
+    b = data::rows_of(b, env.rank, env.world_size);
     if (gpt2) return train::causal_lm_loss(*model, b);
     // Masked LM: the head runs only where a label exists (the same loss, ~7x less head compute).
     auto scored = b.labels.ne(-100);
@@ -169,6 +174,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
     if (mlm) rng_from_string(mlm->rng, json_string(j, "mlm_rng", "the data position"));
   };
   task.export_model = [&](const std::string& dir) { model->save(dir); };
+  task.data_parallel = true;
 
   train::TrainOptions t = o.train;
   t.tokens_per_micro_batch = o.batch_size * o.seq_len;
@@ -187,10 +193,10 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   }
   if (o.attention != "softmax") t.fingerprint["attention"] = o.attention;
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
-  const auto lock = io::lock_output_dir(t.out_dir);
+  const auto lock = train::lock_run_output(t.out_dir);
   auto result = train::train(task, t);
   // The output directory itself becomes a model directory (the best checkpoint by validation loss).
-  train::promote_best(t.out_dir);
+  if (train::writes_outputs()) train::promote_best(t.out_dir);
   return result;
 }
 

@@ -13,6 +13,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/core/progress.h"
+#include "mimic/distributed/group.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/io/safetensors.h"
@@ -37,22 +38,42 @@ struct Saved {
   int64_t window_n = 0;
 };
 
+// The training state as the checkpoint stores it, and as rank 0 hands it to the other ranks at the start.
+nlohmann::json state_json(const Saved& s) {
+  // JSON has no infinity: "no evaluation yet" is stored as null.
+  nlohmann::json best = std::isfinite(s.best_eval) ? nlohmann::json(s.best_eval) : nlohmann::json(nullptr);
+  return {{"step", s.step}, {"best_eval", best}, {"best_step", s.best_step}, {"data", s.data},
+          {"window_loss", s.window_loss}, {"window_n", s.window_n}};
+}
+
+Saved saved_from_json(const nlohmann::json& meta, const std::string& where) {
+  Saved s;
+  s.step = json_int(meta, "step", where, 0);
+  // null: no evaluation yet (JSON has no infinity); required, so a state cut short is not read as "no evaluation"
+  s.best_eval = json_key(meta, "best_eval", where).is_null() ? std::numeric_limits<double>::infinity() : json_double(meta, "best_eval", where);
+  s.best_step = json_int(meta, "best_step", where, 0);
+  s.data = json_key(meta, "data", where);
+  // absent in checkpoints written before they were kept: the window then starts at the resume
+  s.window_loss = json_double_or(meta, "window_loss", where, 0);
+  s.window_n = json_int_or(meta, "window_n", where, 0, 0);
+  return s;
+}
+
 void save_checkpoint(const std::string& dir, const TrainTask& task, const AdamW& opt, const Saved& s,
-                     const TrainOptions& o) {
+                     const TrainOptions& o, int world_size) {
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   for (const auto& [name, p] : task.params) tensors.emplace_back("param/" + name, p.detach());
   for (auto& [name, t] : opt.state()) tensors.emplace_back("optim/" + name, t);
   tensors.emplace_back("rng/torch", at::detail::getDefaultCPUGenerator().get_state());
-  // JSON has no infinity: "no evaluation yet" is stored as null.
-  nlohmann::json best = std::isfinite(s.best_eval) ? nlohmann::json(s.best_eval) : nlohmann::json(nullptr);
-  nlohmann::json meta = {{"step", s.step}, {"best_eval", best}, {"best_step", s.best_step}, {"data", s.data},
-                         {"window_loss", s.window_loss}, {"window_n", s.window_n}, {"fingerprint", o.fingerprint}};
+  nlohmann::json meta = state_json(s);
+  meta["fingerprint"] = o.fingerprint;
+  meta["world_size"] = world_size;
   io::SaveOptions so;
   so.metadata = {{"format", "mimic-train-checkpoint-1"}, {"state", meta.dump()}};
   io::save_safetensors(dir + "/" + kCheckpoint, tensors, so);
 }
 
-Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, const TrainOptions& o) {
+Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, const TrainOptions& o, int world_size) {
   auto f = io::SafeTensorsFile::open(path);
   auto it = f.metadata().find("state");
   MIMIC_CHECK(it != f.metadata().end(), path, ": not a mimic training checkpoint");
@@ -61,6 +82,12 @@ Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, cons
   if (json_key(meta, "fingerprint", where) != o.fingerprint)
     fail(path, " was written with other settings (", meta["fingerprint"].dump(), " vs now ", o.fingerprint.dump(),
          "): use the same command to resume, or --fresh / another --out to start over");
+  // Each rank's share of a batch depends on the number of ranks: another world size would not continue the same
+  // run. (Absent in checkpoints written before distributed training: one process.)
+  const int64_t written_by = json_int_or(meta, "world_size", where, 1, 1);
+  if (written_by != world_size)
+    fail(path, " was written by a run of ", written_by, written_by == 1 ? " process" : " processes", ", this one has ", world_size,
+         " (WORLD_SIZE): resume with ", written_by, ", or --fresh / another --out to start over");
   torch::NoGradGuard no_grad;
   for (auto& [name, p] : task.params) {
     std::string key = "param/" + name;
@@ -75,16 +102,7 @@ Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, cons
   opt.load_state(state);
   auto gen = at::detail::getDefaultCPUGenerator();
   gen.set_state(f.load("rng/torch"));
-  Saved s;
-  s.step = json_int(meta, "step", where, 0);
-  // null: no evaluation yet (JSON has no infinity); required, so a state cut short is not read as "no evaluation"
-  s.best_eval = json_key(meta, "best_eval", where).is_null() ? std::numeric_limits<double>::infinity() : json_double(meta, "best_eval", where);
-  s.best_step = json_int(meta, "best_step", where, 0);
-  s.data = json_key(meta, "data", where);
-  // absent in checkpoints written before they were kept: the window then starts at the resume
-  s.window_loss = json_double_or(meta, "window_loss", where, 0);
-  s.window_n = json_int_or(meta, "window_n", where, 0, 0);
-  return s;
+  return saved_from_json(meta, where);
 }
 
 // Keeps only log lines of steps up to `step` (a killed run may have logged past its last checkpoint). Only the
@@ -135,25 +153,74 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   MIMIC_CHECK(o.end_at >= 0 && o.end_at <= o.steps, "end_at must lie in [0, steps = ", o.steps, "] (0: at the end), got ", o.end_at);
   MIMIC_CHECK(!task.params.empty(), "nothing to train: no trainable parameters");
   const int64_t last = o.end_at > 0 ? o.end_at : o.steps;  // the step this run ends at
-  const auto lock = io::lock_output_dir(o.out_dir);
+  // Data parallelism: every rank runs this loop on its share of each batch, the gradients are averaged before
+  // clipping and the step, so every rank holds the same parameters after every step. Rank 0 (the lead) alone
+  // reads and writes out_dir: checkpoint, log, exports, progress.
+  auto& group = distributed::world();
+  const bool lead = group.lead();
+  MIMIC_CHECK(group.size() == 1 || task.data_parallel, o.label, ": this training job does not run data-parallel (WORLD_SIZE=",
+              group.size(), "); run it as one process");
+  const auto lock = lock_run_output(o.out_dir);
   const std::string ckpt = o.out_dir + "/" + kCheckpoint;
   const std::string log = o.out_dir + "/log.jsonl";
+  auto log_line = [&](const nlohmann::json& j) {
+    if (lead) append_log(log, j);
+  };
 
   AdamW opt(task.params, o.adam);
   Saved s;
   s.best_eval = std::numeric_limits<double>::infinity();
   TrainResult r;
-  if (!o.fresh && fs::exists(ckpt)) {
-    s = load_checkpoint(ckpt, task, opt, o);
-    if (task.restore_data_state) {
-      // The task reads its own position (json_int & co. name the key); the file is named here.
-      in_file(ckpt, [&] { task.restore_data_state(s.data); });
+  bool resumed = false;
+  std::string failure;  // the lead's error while reading the checkpoint, passed on before it is thrown
+  if (lead) {
+    try {
+      if (!o.fresh && fs::exists(ckpt)) {
+        s = load_checkpoint(ckpt, task, opt, o, group.size());
+        if (task.restore_data_state) {
+          // The task reads its own position (json_int & co. name the key); the file is named here.
+          in_file(ckpt, [&] { task.restore_data_state(s.data); });
+        }
+        truncate_log(log, s.step);
+        resumed = true;
+      } else if (fs::exists(log)) {
+        fs::remove(log);
+      }
+    } catch (const Error& e) {
+      if (group.size() == 1) throw;
+      failure = e.what();
     }
-    truncate_log(log, s.step);
-    r.resumed_from = s.step;
-  } else if (fs::exists(log)) {
-    fs::remove(log);
   }
+  if (group.size() > 1) {
+    // Rank 0's start — fresh or the checkpoint's state — becomes every rank's: the state, the parameters (rank
+    // 0's initialisation or the checkpoint's), the optimizer moments and the random generator.
+    nlohmann::json start = failure.empty() ? nlohmann::json{{"resumed", resumed}, {"state", state_json(s)}} : nlohmann::json{{"error", failure}};
+    start = json_parse(group.broadcast(lead ? start.dump() : std::string(), "receiving rank 0's training state"), "rank 0's training state");
+    if (start.contains("error")) {
+      if (lead) fail(failure);
+      fail("rank 0 could not start: ", json_string(start, "error", "rank 0's training state"));
+    }
+    if (!lead) {
+      resumed = json_bool(start, "resumed", "rank 0's training state");
+      s = saved_from_json(json_key(start, "state", "rank 0's training state"), "rank 0's training state");
+      if (resumed && task.restore_data_state) task.restore_data_state(s.data);
+    }
+    std::vector<at::Tensor> params;
+    for (const auto& [name, p] : task.params) params.push_back(p);
+    group.broadcast(params, "receiving rank 0's parameters");
+    if (resumed) {
+      auto state = opt.state();
+      std::vector<at::Tensor> moments;
+      for (const auto& [name, t] : state) moments.push_back(t);
+      group.broadcast(moments, "receiving rank 0's optimizer state");
+      if (!lead) opt.load_state(state);
+    }
+    auto gen = at::detail::getDefaultCPUGenerator();
+    auto rng = gen.get_state();
+    group.broadcast({rng}, "receiving rank 0's random state");
+    if (!lead) gen.set_state(rng);
+  }
+  if (resumed) r.resumed_from = s.step;
   MIMIC_CHECK(o.patience == 0 || o.eval_every > 0, "early stopping (patience ", o.patience, ") needs evaluations (eval_every > 0)");
   // Early stopping, from what the checkpoint holds: `patience` evaluations since the best one.
   auto patience_spent = [&](int64_t step) {
@@ -163,7 +230,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     // The run ended before this one, but may have been killed between its last checkpoint and the export of
     // last/ (found while writing bench/soak.sh: the rerun said "written to last/" and left none). The parameters are the
     // checkpoint's, so exporting again writes what the uninterrupted run wrote.
-    if (task.export_model) task.export_model(o.out_dir + "/last");
+    if (task.export_model && lead) task.export_model(o.out_dir + "/last");
     r.stopped_early = s.step < last;
     r.steps = s.step;
     r.best_eval = s.best_eval;
@@ -179,19 +246,21 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
       torch::NoGradGuard ng;
       e = task.evaluate();
     }
+    // each rank scored its share of the validation batches
+    e = group.average(e, "averaging the validation loss");
     if (task.set_training) task.set_training(true);
     r.last_eval = e;
-    append_log(log, {{"step", step}, {"eval_loss", e}});
+    log_line({{"step", step}, {"eval_loss", e}});
     if (e < s.best_eval) {
       s.best_eval = e;
       s.best_step = step;
-      if (task.export_model) task.export_model(o.out_dir + "/best");
+      if (task.export_model && lead) task.export_model(o.out_dir + "/best");
     }
   };
 
   if (task.set_training) task.set_training(true);
   Progress progress(o.label, last, "step");
-  if (!o.progress) progress.disable();
+  if (!o.progress || !lead) progress.disable();
   progress.update(s.step);
   auto t0 = std::chrono::steady_clock::now();
   int64_t tokens = 0, skips = 0;
@@ -206,7 +275,16 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
       auto loss = task.micro_batch_loss();
       (loss / static_cast<double>(o.grad_accum)).backward();
       loss_sum += loss.item<double>();
-      tokens += o.tokens_per_micro_batch;
+      tokens += o.tokens_per_micro_batch * group.size();
+    }
+    if (group.size() > 1) {
+      // Parameters without a gradient (unused in this graph) are left out on every rank alike: the graph is the same.
+      auto summed = torch::tensor({loss_sum}, torch::kDouble);
+      std::vector<at::Tensor> grads{summed};
+      for (const auto& [name, p] : task.params)
+        if (p.grad().defined()) grads.push_back(p.grad());
+      group.average(grads, "averaging the gradients of step " + std::to_string(step + 1));
+      loss_sum = summed.item<double>();
     }
     double loss = loss_sum / static_cast<double>(o.grad_accum);
     double norm = clip_grad_norm(task.params, o.grad_clip);
@@ -219,7 +297,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
         fail(what.str(), o.on_nonfinite == NonFinite::Skip ? " after too many skipped steps" : "",
              "; the last checkpoint (step ", s.step, ") is in ", o.out_dir);
       }
-      append_log(log, {{"step", step + 1}, {"skipped", what.str()}});
+      log_line({{"step", step + 1}, {"skipped", what.str()}});
       opt.zero_grad();
       continue;
     }
@@ -238,13 +316,13 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
       std::snprintf(extra, sizeof(extra), "loss %.4f  best eval %.4f", loss, std::isfinite(s.best_eval) ? s.best_eval : loss);
     progress.update(done, extra);
     if (done % o.log_every == 0 || done == last) {
-      append_log(log, {{"step", done}, {"loss", window_loss / static_cast<double>(window_n)}, {"lr", lr},
+      log_line({{"step", done}, {"loss", window_loss / static_cast<double>(window_n)}, {"lr", lr},
                        {"grad_norm", norm}, {"tokens_per_second", tps}, {"elapsed", secs}});
       window_loss = 0;
       window_n = 0;
     }
     if ((o.eval_every > 0 && done % o.eval_every == 0) || done == last) evaluate_and_export(done);
-    if (o.snapshot_every > 0 && done % o.snapshot_every == 0 && task.export_model)
+    if (o.snapshot_every > 0 && done % o.snapshot_every == 0 && task.export_model && lead)
       task.export_model(o.out_dir + "/step-" + std::to_string(done));
     const bool early = patience_spent(done) && done < last;
     if (done % o.checkpoint_every == 0 || done == last || early) {
@@ -252,7 +330,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
       if (task.data_state) s.data = task.data_state();
       s.window_loss = window_loss;
       s.window_n = window_n;
-      save_checkpoint(o.out_dir, task, opt, s, o);
+      if (lead) save_checkpoint(o.out_dir, task, opt, s, o, group.size());
     }
     if (early) {
       r.stopped_early = true;
@@ -267,7 +345,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     }
   }
   progress.finish();
-  if (task.export_model) task.export_model(o.out_dir + "/last");
+  if (task.export_model && lead) task.export_model(o.out_dir + "/last");
   r.steps = final_step;
   r.best_eval = s.best_eval;
   r.best_step = s.best_step;
@@ -275,6 +353,10 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   r.tokens_per_second = r.seconds > 0 ? static_cast<double>(tokens) / r.seconds : 0;
   return r;
 }
+
+bool writes_outputs() { return distributed::environment().lead(); }
+
+io::OutputLock lock_run_output(const std::string& out_dir) { return writes_outputs() ? io::lock_output_dir(out_dir) : io::OutputLock(); }
 
 void promote_best(const std::string& out_dir) {
   const fs::path best = fs::path(out_dir) / "best";

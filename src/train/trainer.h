@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "mimic/io/output_lock.h"
 #include "mimic/train/optimizer.h"
 
 namespace mimic::train {
@@ -63,6 +64,10 @@ struct TrainTask {
   std::function<nlohmann::json()> data_state;               // where the data stream stands
   std::function<void(const nlohmann::json&)> restore_data_state;
   std::function<void(const std::string& dir)> export_model; // write a usable model (HF layout) to dir
+  // In a distributed run (distributed::environment(), several processes): the task trains on its rank's share of
+  // every global batch (data::rows_of) and `evaluate` returns the mean over its share of the validation batches;
+  // the engine averages gradients and validation losses over the ranks. A task without it refuses such a run.
+  bool data_parallel = false;
 };
 
 struct TrainResult {
@@ -82,6 +87,13 @@ struct TrainResult {
 // exactly: parameters, optimizer moments, step, RNG state, data position; written atomically),
 // log.jsonl (one JSON object per logged step or evaluation), best/ and last/ (export_model output).
 TrainResult train(TrainTask& task, const TrainOptions& options);
+
+// The lock a stage takes on its output directory around train() and what follows it: taken by the rank that
+// writes there (rank 0, or the only process); the other ranks of a distributed run write nothing and get none.
+io::OutputLock lock_run_output(const std::string& out_dir);
+
+// Whether this process writes the run's files and prints its results: rank 0, or the only process.
+bool writes_outputs();
 
 // Makes out_dir itself a model directory: copies the files of out_dir/best (when it exists) into it, each
 // atomically, config.json last.

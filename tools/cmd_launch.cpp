@@ -1,0 +1,49 @@
+// mimic launch --nproc N [--master-port P] [--timeout S] -- COMMAND ... — run N ranks of a distributed run on this
+// machine (torchrun's variables set for each), forward their result, and stop them all when one fails.
+#include <unistd.h>
+
+#include <climits>
+
+#include "cli.h"
+#include "mimic/core/error.h"
+#include "mimic/distributed/launch.h"
+#include "ranges.h"
+
+namespace mimic::cli {
+namespace {
+
+struct LaunchArgs {
+  distributed::LaunchOptions o;
+};
+
+// This executable, so that `-- mimic ...` runs the same build.
+std::string self_path() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+void run(LaunchArgs& a) {
+  a.o.self = self_path();
+  const auto r = distributed::launch(a.o);
+  if (r.failed_rank >= 0)
+    fail("rank ", r.failed_rank, " of ", a.o.nproc, " ", r.failure, r.stopped > 0 ? "; stopped the other " + std::to_string(r.stopped) +
+         (r.stopped == 1 ? " rank" : " ranks") : std::string());
+}
+
+}  // namespace
+
+void register_launch(CLI::App& app) {
+  auto a = std::make_shared<LaunchArgs>();
+  auto* sub = app.add_subcommand("launch", "Run a training command as N processes of one data-parallel run on this machine "
+                                           "(sets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; docs/distributed.md)");
+  sub->add_option("--nproc", a->o.nproc, "Processes (ranks) to start; each takes cores/N threads by default")->required()->check(range::processes());
+  sub->add_option("--master-port", a->o.master_port, "TCP port of rank 0's rendezvous store (default: a free port)")->check(range::port());
+  sub->add_option("--master-addr", a->o.master_addr, "Address rank 0 listens on")->capture_default_str();
+  sub->add_option("--timeout", a->o.timeout_seconds, "Seconds a rendezvous or a collective waits for a peer (MIMIC_DIST_TIMEOUT; default 60)")
+      ->check(range::seconds());
+  sub->add_option("command", a->o.command, "The command each rank runs, after --; a first word 'mimic' is this mimic")->required();
+  sub->callback([a]() { run(*a); });
+}
+
+}  // namespace mimic::cli
