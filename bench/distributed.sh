@@ -13,7 +13,7 @@
 # machine's load is printed before and after (`cat /proc/loadavg`): numbers from a busy machine say little.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-STEPS=40 BATCH=8 SEQ=128 REPEATS=3 MIMIC=$root/build/mimic WORK=""
+STEPS=24 BATCH=8 SEQ=64 REPEATS=3 MIMIC=$root/build/mimic WORK=""
 usage() { sed -n '9p' "$0" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case $1 in

@@ -419,3 +419,10 @@ TEST(Distributed, ClassificationValidationIsSplitAcrossRanksAndWeighedByTheirSha
   // the difference: summation order and the eval batches' padding (batch 6 vs 2), measured 1.8e-8
   EXPECT_NEAR(a, b, 1e-5);
 }
+
+TEST(Distributed, DistillEvalOnlyUnderAGroupIsRefusedInOneLine) {
+  TempDir dir;
+  auto r = mimic::test::mimic_cli("launch --nproc 2 -- mimic " + tiny_distill(dir, dir.file("e.safetensors"), 1, "--eval-only"), 60);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("distill --eval-only runs as one process (WORLD_SIZE=2): run it without mimic launch"), std::string::npos) << r.err;
+}
