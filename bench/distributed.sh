@@ -7,6 +7,7 @@
 # against the rest of a step, the numbers a multi-machine projection starts from.
 #
 #   bash bench/distributed.sh [--steps N] [--batch B] [--seq-len T] [--repeats R] [--mimic PATH] [--work DIR]
+#   (--work DIR keeps the runs there; without it they go to a temporary folder removed at the end)
 #
 # Every figure is the median of R repeats (default 3), each repeat running both forms one after the other.
 # tokens/s is the training loop's own (the log line of the last step: evaluation and export left out). The
@@ -14,7 +15,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 STEPS=24 BATCH=8 SEQ=64 REPEATS=3 MIMIC=$root/build/mimic WORK=""
-usage() { sed -n '9p' "$0" >&2; exit 2; }
+usage() { sed -n '9,10p' "$0" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case $1 in
     --steps) STEPS=$2; shift 2 ;;
@@ -31,6 +32,9 @@ done
 if [[ -z $WORK ]]; then
   WORK=$(mktemp -d)
   trap 'rm -rf "$WORK"' EXIT
+else
+  mkdir -p "$WORK"  # kept: the runs' logs stay for a look
+  rm -rf "$WORK"/one-* "$WORK"/two-*
 fi
 
 # the run, as both forms share it: no evaluation before the end, no checkpoint before the end

@@ -265,7 +265,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     overlapped.emplace(group, params);
   }
   // Distributed runs log where a step's time goes: waiting for the gradients' all-reduce (what backward did not
-  // hide) and the rest (forward, backward, clipping, the optimizer), summed over the log window's steps.
+  // hide) and the rest (forward, backward, clipping, the optimizer), summed over the log window, logged per step.
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   double window_allreduce = 0, window_compute = 0, window_early = 0;
