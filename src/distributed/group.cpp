@@ -25,9 +25,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Largest bucket in elements (16 MB of float32): few messages per step, without doubling the memory of a large
-// model's gradients in one copy.
-constexpr int64_t kBucketElements = int64_t{4} << 20;
+int64_t bucket_bytes(double mb) {
+  MIMIC_CHECK(mb > 0 && mb <= 4096, "the all-reduce bucket size must be in (0, 4096] MB, got ", mb);
+  return static_cast<int64_t>(mb * 1048576.0);
+}
 
 std::string first_line(const std::string& s) {
   auto nl = s.find('\n');
@@ -218,14 +219,15 @@ struct Group::Impl {
 
   // Packs `tensors` into flat buckets of one dtype each, hands every bucket to `op`, and copies the results back.
   template <typename F>
-  void by_bucket(const std::vector<at::Tensor>& tensors, F&& op) {
+  void by_bucket(const std::vector<at::Tensor>& tensors, F&& op, double bucket_mb = kDefaultBucketMb) {
+    const int64_t cap = bucket_bytes(bucket_mb);
     torch::NoGradGuard no_grad;
     std::vector<c10::ScalarType> dtypes;
     for (const auto& t : tensors)
       if (std::find(dtypes.begin(), dtypes.end(), t.scalar_type()) == dtypes.end()) dtypes.push_back(t.scalar_type());
     for (auto dtype : dtypes) {
       std::vector<at::Tensor> bucket;
-      int64_t elements = 0;
+      int64_t bytes = 0;
       auto flush = [&] {
         if (bucket.empty()) return;
         std::vector<at::Tensor> flat_parts;
@@ -238,13 +240,13 @@ struct Group::Impl {
           offset += t.numel();
         }
         bucket.clear();
-        elements = 0;
+        bytes = 0;
       };
       for (const auto& t : tensors) {
         if (t.scalar_type() != dtype) continue;
-        if (elements > 0 && elements + t.numel() > kBucketElements) flush();
+        if (bytes > 0 && bytes + static_cast<int64_t>(t.nbytes()) > cap) flush();
         bucket.push_back(t);
-        elements += t.numel();
+        bytes += static_cast<int64_t>(t.nbytes());
       }
       flush();
     }
@@ -265,13 +267,16 @@ Group::Group(const Environment& env) : impl_(std::make_unique<Impl>()) {
 
 Group::~Group() = default;
 
-void Group::average(const std::vector<at::Tensor>& tensors, const std::string& what) {
+void Group::average(const std::vector<at::Tensor>& tensors, const std::string& what, double bucket_mb) {
   if (size_ == 1) return;
-  impl_->by_bucket(tensors, [&](at::Tensor& flat) {
-    std::vector<at::Tensor> v{flat};
-    impl_->run(what, [&] { return impl_->pg->allreduce(v); });
-    flat.div_(size_);
-  });
+  impl_->by_bucket(
+      tensors,
+      [&](at::Tensor& flat) {
+        std::vector<at::Tensor> v{flat};
+        impl_->run(what, [&] { return impl_->pg->allreduce(v); });
+        flat.div_(size_);
+      },
+      bucket_mb);
 }
 
 double Group::average(double value, const std::string& what) {
@@ -452,28 +457,29 @@ struct Group::OverlappedAverage::State {
   }
 };
 
-Group::OverlappedAverage::OverlappedAverage(Group& group, const std::vector<at::Tensor>& params)
+Group::OverlappedAverage::OverlappedAverage(Group& group, const std::vector<at::Tensor>& params, double bucket_mb)
     : state_(std::make_unique<State>(group)) {
   auto& s = *state_;
+  const int64_t cap = bucket_bytes(bucket_mb);
   if (group.size() == 1) return;
   // Backward reaches the last parameters first: buckets are filled from the end, so the first bucket is
   // complete (and on the wire) while the earlier layers' gradients are still being computed.
   s.params.assign(params.rbegin(), params.rend());
   s.bucket_of.resize(s.params.size());
   s.ready.assign(s.params.size(), false);
-  int64_t elements = 0;
+  int64_t bytes = 0;
   for (size_t i = 0; i < s.params.size(); ++i) {
     const auto& p = s.params[i];
     MIMIC_CHECK(p.is_leaf() && p.requires_grad(), "overlapped gradient averaging: parameter ", i,
                 " is not a leaf that requires a gradient");
-    if (s.buckets.empty() || elements + p.numel() > kBucketElements ||
+    if (s.buckets.empty() || bytes + static_cast<int64_t>(p.nbytes()) > cap ||
         s.params[s.buckets.back().members.front()].scalar_type() != p.scalar_type()) {
       s.buckets.emplace_back();
-      elements = 0;
+      bytes = 0;
     }
     s.buckets.back().members.push_back(i);
     s.bucket_of[i] = s.buckets.size() - 1;
-    elements += p.numel();
+    bytes += static_cast<int64_t>(p.nbytes());
   }
   for (auto& b : s.buckets) b.pending = b.members.size();
   for (size_t i = 0; i < s.params.size(); ++i) {

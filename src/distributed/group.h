@@ -19,6 +19,11 @@ namespace at { class Tensor; }
 
 namespace mimic::distributed {
 
+// The default largest gradient bucket (one all-reduce each; PyTorch's DDP takes 25 MB): few messages per step,
+// without doubling the memory of a large model's gradients in one copy, and several buckets for a large model,
+// so that the first ones travel while backward still computes the rest.
+inline constexpr double kDefaultBucketMb = 16;
+
 class Group {
  public:
   // Joins the group `env` describes (a group of one when !env.distributed(): no store, no sockets).
@@ -34,7 +39,7 @@ class Group {
   // Replaces each tensor by its mean over the ranks. Tensors are packed into flat buckets per dtype (few large
   // messages instead of one per tensor) and written back in place; every rank must pass the same shapes in the
   // same order. `what` names the operation in an error.
-  void average(const std::vector<at::Tensor>& tensors, const std::string& what);
+  void average(const std::vector<at::Tensor>& tensors, const std::string& what, double bucket_mb = kDefaultBucketMb);
   double average(double value, const std::string& what);
   // Copies rank `root`'s values into every rank's tensors, in place (same packing as average).
   void broadcast(const std::vector<at::Tensor>& tensors, const std::string& what, int root = 0);
@@ -60,7 +65,7 @@ class Group {
   // it is tested against.
   class OverlappedAverage {
    public:
-    OverlappedAverage(Group& group, const std::vector<at::Tensor>& params);
+    OverlappedAverage(Group& group, const std::vector<at::Tensor>& params, double bucket_mb = kDefaultBucketMb);
     ~OverlappedAverage();
     OverlappedAverage(const OverlappedAverage&) = delete;
     OverlappedAverage& operator=(const OverlappedAverage&) = delete;

@@ -262,7 +262,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   if (group.size() > 1 && o.overlap_allreduce) {
     std::vector<at::Tensor> params;
     for (const auto& [name, p] : task.params) params.push_back(p);
-    overlapped.emplace(group, params);
+    overlapped.emplace(group, params, o.bucket_mb);
   }
   // Distributed runs log where a step's time goes: waiting for the gradients' all-reduce (what backward did not
   // hide) and the rest (forward, backward, clipping, the optimizer), summed over the log window, logged per step.
@@ -298,7 +298,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
         std::vector<at::Tensor> grads{summed};
         for (const auto& [name, p] : task.params)
           if (p.grad().defined()) grads.push_back(p.grad());
-        group.average(grads, what);
+        group.average(grads, what, o.bucket_mb);
         loss_sum = summed.item<double>();
       }
       allreduce_seconds = since(t);

@@ -49,6 +49,7 @@ struct TrainOptions {
   // default), or after it (Group::average: the simple synchronous reference, `--allreduce sync`). The two give
   // the same parameters (tests/test_distributed.cpp).
   bool overlap_allreduce = true;
+  double bucket_mb = 16;  // the largest gradient bucket (distributed::kDefaultBucketMb), one all-reduce each
   NonFinite on_nonfinite = NonFinite::Stop;
   int64_t max_skips = 10;         // with Skip: consecutive skipped steps before stopping
   bool progress = true;
