@@ -430,3 +430,21 @@ TEST(Distributed, DistillEvalOnlyUnderAGroupIsRefusedInOneLine) {
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("distill --eval-only runs as one process (WORLD_SIZE=2): run it without mimic launch"), std::string::npos) << r.err;
 }
+
+TEST(Distributed, ADistillRankWhoseLayerFailsEndsTheWaitingRankWithItsError) {
+  TempDir dir;
+  const int port = dist::free_port("127.0.0.1");
+  // rank 1's layer folder cannot be made: a file stands in its place
+  const std::string out = dir.file("m.safetensors");
+  std::filesystem::create_directories(out + ".ckpt");
+  mimic::test::write_bytes(out + ".ckpt/layer_01", "in the way");
+  auto r0 = start(ranks_env(0, 2, port), tiny_distill(dir, out, 2), dir, "r0");
+  auto r1 = start(ranks_env(1, 2, port), tiny_distill(dir, out, 2), dir, "r1");
+  EXPECT_EQ(wait_for(r1, 60), 1);
+  EXPECT_EQ(wait_for(r0, 60), 1);
+  const std::string err = mimic::test::read_bytes(r0.err);
+  EXPECT_EQ(count_lines(err), 1) << err;
+  EXPECT_NE(err.find("rank 0: distilling the layers failed: rank 1 ended with an error ("), std::string::npos) << err;
+  EXPECT_NE(err.find("layer_01"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
