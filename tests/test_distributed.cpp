@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "mimic/distributed/environment.h"
@@ -288,4 +289,162 @@ TEST(Distributed, APeerThatNeverArrivesOrDisagreesIsAOneLineErrorWithinTheTimeou
     EXPECT_EQ(count_lines(e), 1) << e;
     EXPECT_NE(e.find("has WORLD_SIZE=3, rank 0 has WORLD_SIZE=2"), std::string::npos) << e;
   }
+}
+
+namespace {
+
+// `distill` of the tiny GPT-2 fixture (2 layers of 2 heads) online, on kDickens: a few seconds per run.
+std::string tiny_distill(const TempDir& dir, const std::string& out, int64_t epochs = 3, const std::string& extra = "") {
+  std::string text;
+  for (int i = 0; i < 4; ++i) text += mimic::test::kDickens;
+  if (!std::filesystem::exists(dir.file("d.txt"))) mimic::test::write_bytes(dir.file("d.txt"), text);
+  return "distill --model " + mimic::test::model_with_tokenizer("gpt2-prefixed") + " --data " + dir.file("d.txt") +
+         " --seq-len 16 --samples 1000 --feature-map hedgehog --sla --epochs " + std::to_string(epochs) +
+         " --batch-size 4 --val-fraction 0.25 --threads 1 --seed 5 --json --out " + out + " " + extra;
+}
+
+}  // namespace
+
+TEST(Distributed, TwoRanksSplitDistillsLayersAndWriteTheFileOneProcessWritesByteForByteAndAnyMixResumes) {
+  TempDir dir;
+  auto one = mimic::test::mimic_cli(tiny_distill(dir, dir.file("one.safetensors")), 120);
+  ASSERT_EQ(one.code, 0) << one.err;
+  auto two = mimic::test::mimic_cli("launch --nproc 2 -- mimic " + tiny_distill(dir, dir.file("two.safetensors")), 120);
+  ASSERT_EQ(two.code, 0) << two.err;
+  const std::string expected = mimic::test::read_bytes(dir.file("one.safetensors"));
+  ASSERT_GT(expected.size(), 100u);
+  // Exact: each layer's training is a function of (seed, layer) alone, whichever process runs it, and rank 0
+  // receives the other ranks' tensors as bytes and their metrics as shortest round-trip JSON numbers.
+  EXPECT_TRUE(mimic::test::read_bytes(dir.file("two.safetensors")) == expected);
+  // rank 0 alone prints the result, with both layers
+  EXPECT_EQ(nlohmann::json::parse(two.out)["layers"].size(), 2u) << two.out;
+  // Interrupted with 2 ranks (each one epoch into its layer), resumed by one process: the same bytes.
+  auto part = mimic::test::mimic_cli("launch --nproc 2 -- mimic " + tiny_distill(dir, dir.file("a.safetensors"), 3, "--stop-after-epochs 1"), 120);
+  ASSERT_EQ(part.code, 0) << part.err;
+  EXPECT_TRUE(nlohmann::json::parse(part.out)["interrupted"].get<bool>());
+  EXPECT_FALSE(std::filesystem::exists(dir.file("a.safetensors")));
+  auto rest = mimic::test::mimic_cli(tiny_distill(dir, dir.file("a.safetensors")), 120);
+  ASSERT_EQ(rest.code, 0) << rest.err;
+  EXPECT_TRUE(nlohmann::json::parse(rest.out)["resumed"].get<bool>());
+  EXPECT_TRUE(mimic::test::read_bytes(dir.file("a.safetensors")) == expected);
+  // Interrupted in one process after layer 0 and one epoch of layer 1, resumed by 2 ranks: rank 0's layer is
+  // already in done.safetensors, rank 1 continues layer 1, rank 0 gathers it.
+  auto first = mimic::test::mimic_cli(tiny_distill(dir, dir.file("b.safetensors"), 3, "--stop-after-epochs 4"), 120);
+  ASSERT_EQ(first.code, 0) << first.err;
+  auto second = mimic::test::mimic_cli("launch --nproc 2 -- mimic " + tiny_distill(dir, dir.file("b.safetensors")), 120);
+  ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_TRUE(mimic::test::read_bytes(dir.file("b.safetensors")) == expected);
+  // a run with other settings differs (the comparison can fail)
+  auto other = mimic::test::mimic_cli(tiny_distill(dir, dir.file("c.safetensors"), 2), 120);
+  ASSERT_EQ(other.code, 0) << other.err;
+  EXPECT_FALSE(mimic::test::read_bytes(dir.file("c.safetensors")) == expected);
+}
+
+TEST(Distributed, ADistillRankThatDiesWhileTheOtherWaitsIsNamedWithinTheTimeout) {
+  TempDir dir;
+  const int port = dist::free_port("127.0.0.1");
+  auto env0 = ranks_env(0, 2, port), env1 = ranks_env(1, 2, port);
+  env0["MIMIC_DIST_TIMEOUT"] = env1["MIMIC_DIST_TIMEOUT"] = "3";
+  // rank 0 stops after one epoch of its layer and waits; rank 1 has many to go
+  const std::string out = dir.file("m.safetensors");
+  auto r0 = start(env0, tiny_distill(dir, out, 100000, "--stop-after-epochs 1"), dir, "r0");
+  auto r1 = start(env1, tiny_distill(dir, out, 100000), dir, "r1");
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!std::filesystem::exists(out + ".ckpt/layer_01/checkpoint.safetensors") && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(std::filesystem::exists(out + ".ckpt/layer_01/checkpoint.safetensors")) << mimic::test::read_bytes(r1.err);
+  ::kill(r1.pid, SIGKILL);
+  wait_for(r1, 5);
+  double took = 0;
+  EXPECT_EQ(wait_for(r0, 30, &took), 1);
+  const std::string err = mimic::test::read_bytes(r0.err);
+  EXPECT_EQ(count_lines(err), 1) << err;
+  EXPECT_NE(err.find("rank 0: distilling the layers failed: rank 1 stopped answering (no sign of life for 3 s"), std::string::npos) << err;
+  EXPECT_LT(took, 20) << err;
+}
+
+TEST(Distributed, TheAllReduceOverlappedWithBackwardGivesTheWeightsOfTheSynchronousReferenceAndLogsItsTime) {
+  TempDir dir;
+  // Two micro-batches per step: the overlapped path must reduce the last one's sums only. Buckets of 10 KB: the
+  // model's ~30k parameters travel in many, launched by backward's hooks in order (the synchronous path packs them
+  // the other way round).
+  auto overlapped = mimic::test::mimic_cli(
+      "launch --nproc 2 -- mimic " + tiny_pretrain(dir, dir.file("overlap"), 2, 8, "--grad-accum 2 --bucket-mb 0.01"), 120);
+  ASSERT_EQ(overlapped.code, 0) << overlapped.err;
+  auto sync = mimic::test::mimic_cli(
+      "launch --nproc 2 -- mimic " + tiny_pretrain(dir, dir.file("sync"), 2, 8, "--grad-accum 2 --bucket-mb 0.01 --allreduce sync"), 120);
+  ASSERT_EQ(sync.code, 0) << sync.err;
+  // Exact with 2 ranks: each element's sum is a + b in either bucket layout (with more ranks Gloo's ring may add in
+  // another order for another layout, a rounding difference).
+  EXPECT_EQ(max_abs_difference(dir.file("overlap/last/model.safetensors"), dir.file("sync/last/model.safetensors")), 0.0);
+  // the comparison can fail: one micro-batch per step is another run
+  auto single = mimic::test::mimic_cli("launch --nproc 2 -- mimic " + tiny_pretrain(dir, dir.file("single"), 4, 8), 120);
+  ASSERT_EQ(single.code, 0) << single.err;
+  EXPECT_GT(max_abs_difference(dir.file("overlap/last/model.safetensors"), dir.file("single/last/model.safetensors")), 0.0);
+  // distributed runs log the all-reduce wait and the rest of a step
+  std::istringstream log(mimic::test::read_bytes(dir.file("overlap/log.jsonl")));
+  int timed = 0;
+  for (std::string line; std::getline(log, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (!j.contains("loss")) continue;
+    EXPECT_GE(j["allreduce_seconds"].get<double>(), 0.0) << line;
+    EXPECT_GT(j["compute_seconds"].get<double>(), 0.0) << line;
+    // every bucket was launched by a gradient's hook, inside backward
+    EXPECT_EQ(j["allreduce_overlapped"].get<double>(), 1.0) << line;
+    ++timed;
+  }
+  EXPECT_GT(timed, 0);
+  std::istringstream sync_log(mimic::test::read_bytes(dir.file("sync/log.jsonl")));
+  for (std::string line; std::getline(sync_log, line);)
+    if (line.find("\"loss\"") != std::string::npos) EXPECT_EQ(nlohmann::json::parse(line)["allreduce_overlapped"].get<double>(), 0.0) << line;
+}
+
+TEST(Distributed, ClassificationValidationIsSplitAcrossRanksAndWeighedByTheirShares) {
+  TempDir dir;
+  mimic::test::write_word_decided_jsonl(dir.file("t.jsonl"));
+  auto finetune = [&](const std::string& model, const std::string& out, int batch, const std::string& rest) {
+    return "finetune --task cls --model " + model + " --data " + dir.file("t.jsonl") + " --out " + out + " --batch-size " +
+           std::to_string(batch) + " --seq-len 16 --threads 1 --seed 2 --json " + rest;
+  };
+  // a classifier that has learnt something: its examples' losses differ (an untrained one scores them all ~ln 2)
+  auto trained = mimic::test::mimic_cli(
+      finetune(mimic::test::model_with_tokenizer("bert-mlm"), dir.file("trained"), 8, "--steps 12 --warmup 2 --lr 1e-2 --eval-every 12"), 120);
+  ASSERT_EQ(trained.code, 0) << trained.err;
+  // one step from it at a negligible rate: both runs score (nearly) its weights, whatever the ranks' dropout draws
+  const std::string still = "--steps 1 --warmup 0 --lr 1e-9 --eval-every 1";
+  auto one = mimic::test::mimic_cli(finetune(dir.file("trained"), dir.file("one"), 6, still), 120);
+  ASSERT_EQ(one.code, 0) << one.err;
+  // 3 ranks share the 10 validation examples 3, 3 and 4: an unweighted mean of the ranks' means would differ
+  auto three = mimic::test::mimic_cli("launch --nproc 3 -- mimic " + finetune(dir.file("trained"), dir.file("three"), 2, still), 120);
+  ASSERT_EQ(three.code, 0) << three.err;
+  const double a = nlohmann::json::parse(one.out)["best_validation_loss"].get<double>();
+  const double b = nlohmann::json::parse(three.out)["best_validation_loss"].get<double>();
+  std::printf("validation loss, 1 process %.9g, 3 ranks %.9g\n", a, b);
+  // the difference: summation order and the eval batches' padding (batch 6 vs 2), measured 1.8e-8
+  EXPECT_NEAR(a, b, 1e-5);
+}
+
+TEST(Distributed, DistillEvalOnlyUnderAGroupIsRefusedInOneLine) {
+  TempDir dir;
+  auto r = mimic::test::mimic_cli("launch --nproc 2 -- mimic " + tiny_distill(dir, dir.file("e.safetensors"), 1, "--eval-only"), 60);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("distill --eval-only runs as one process (WORLD_SIZE=2): run it without mimic launch"), std::string::npos) << r.err;
+}
+
+TEST(Distributed, ADistillRankWhoseLayerFailsEndsTheWaitingRankWithItsError) {
+  TempDir dir;
+  const int port = dist::free_port("127.0.0.1");
+  // rank 1's layer folder cannot be made: a file stands in its place
+  const std::string out = dir.file("m.safetensors");
+  std::filesystem::create_directories(out + ".ckpt");
+  mimic::test::write_bytes(out + ".ckpt/layer_01", "in the way");
+  auto r0 = start(ranks_env(0, 2, port), tiny_distill(dir, out, 2), dir, "r0");
+  auto r1 = start(ranks_env(1, 2, port), tiny_distill(dir, out, 2), dir, "r1");
+  EXPECT_EQ(wait_for(r1, 60), 1);
+  EXPECT_EQ(wait_for(r0, 60), 1);
+  const std::string err = mimic::test::read_bytes(r0.err);
+  EXPECT_EQ(count_lines(err), 1) << err;
+  EXPECT_NE(err.find("rank 0: distilling the layers failed: rank 1 ended with an error ("), std::string::npos) << err;
+  EXPECT_NE(err.find("layer_01"), std::string::npos) << err;
+  EXPECT_FALSE(std::filesystem::exists(out));
 }

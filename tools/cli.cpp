@@ -21,6 +21,16 @@ void add_common_options(CLI::App& sub, Common& common) {
   sub.add_flag("--json", common.json, "Print the result as JSON on stdout");
 }
 
+void add_allreduce_options(CLI::App& sub, bool& overlap, double& bucket_mb) {
+  sub.add_option_function<std::string>(
+         "--allreduce", [&overlap](const std::string& v) { overlap = v == "overlap"; },
+         "Distributed runs: average the gradients while backward runs (overlap, the default) or after it (sync, the reference)")
+      ->check(CLI::IsMember({"overlap", "sync"}));
+  sub.add_option("--bucket-mb", bucket_mb, "Distributed runs: the largest gradient bucket, one all-reduce each (MB)")
+      ->capture_default_str()
+      ->check(range::real(0, 4096, /*open_low=*/true));
+}
+
 void start(const Common& common) {
   // Reads (and checks) the distributed environment before any work: a malformed RANK is refused at once, and the
   // default thread count divides the cores among this machine's ranks.

@@ -24,6 +24,10 @@ struct Common {
 // Adds --threads, --seed, --json to a subcommand.
 void add_common_options(CLI::App& sub, Common& common);
 
+// Adds --allreduce overlap|sync and --bucket-mb to a training subcommand: how a distributed run averages the
+// gradients (train::TrainOptions::overlap_allreduce, bucket_mb; docs/distributed.md).
+void add_allreduce_options(CLI::App& sub, bool& overlap, double& bucket_mb);
+
 // Applies the common options (threads, malloc tuning, seed). Every subcommand calls it first.
 void start(const Common& common);
 

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "mimic/core/error.h"
 #include "mimic/distill/distill.h"
+#include "mimic/train/trainer.h"
 #include "ranges.h"
 
 namespace mimic::cli {
@@ -51,6 +52,7 @@ void run(DistillArgs& a) {
     fail("--map-options: not valid JSON: ", a.map_options);
   }
   auto r = distill::distill(a.o);
+  if (!train::writes_outputs()) return;  // rank 0 prints the run's result
   if (a.common.json) return print_json(r.to_json());
   if (!a.o.eval_only) std::printf("%s: %s, %zu layers\n", r.out.c_str(), a.o.feature_map.c_str(), r.layers.size());
   print_table(r, a.o.eval_only);
@@ -100,7 +102,7 @@ void register_distill(CLI::App& app) {
   sub->add_flag("--fresh", a->o.fresh, "Start over, ignoring a checkpoint beside --out");
   sub->add_flag("--eval-only", a->o.eval_only, "Only evaluate --maps (or the untrained --feature-map) on the held-out samples");
   sub->add_option("--maps", a->o.maps, "With --eval-only: a mimic distill output to evaluate")->check(path_arg());
-  sub->add_option("--stop-after-epochs", a->o.stop_after_epochs, "Testing: stop as if interrupted after N epochs")->group("")->check(range::integer(0, 1000000));
+  sub->add_option("--stop-after-epochs", a->o.stop_after_epochs, "Testing: stop as if interrupted after N epochs (of each rank)")->group("")->check(range::integer(0, 1000000));
   add_common_options(*sub, a->common);
   sub->callback([a]() { run(*a); });
 }

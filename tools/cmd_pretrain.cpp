@@ -115,6 +115,7 @@ void register_pretrain(CLI::App& app) {
       ->check(range::tokens(2));
   sub->add_option("--batch-size", a->o.batch_size, "Sequences per micro-batch")->capture_default_str()->check(range::batch());
   sub->add_option("--grad-accum", a->o.train.grad_accum, "Micro-batches per step")->capture_default_str()->check(range::batch());
+  add_allreduce_options(*sub, a->o.train.overlap_allreduce, a->o.train.bucket_mb);
   sub->add_option("--lr", a->o.train.lr, "Peak learning rate")->capture_default_str()->check(range::learning_rate());
   sub->add_option("--warmup", a->o.train.warmup, "Warm-up steps")->capture_default_str()->check(range::steps_or_zero());
   sub->add_option("--weight-decay", a->o.train.adam.weight_decay, "AdamW weight decay (not on biases and norms)")

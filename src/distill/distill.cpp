@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "mimic/attention/attention.h"
@@ -16,6 +17,7 @@
 #include "mimic/attention/kinds.h"
 #include "mimic/core/error.h"
 #include "mimic/distributed/environment.h"
+#include "mimic/distributed/group.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/core/layers.h"
 #include "mimic/distill/maps_file.h"
@@ -343,6 +345,126 @@ std::vector<int64_t> chosen_layers(const DistillOptions& o, const Source& src) {
   return want;
 }
 
+// ---------------------------------------------------------------- one layer
+
+// What every layer's distillation shares.
+struct Job {
+  const DistillOptions& o;
+  const StudentSpec& spec;
+  Source& src;
+  const Split& sp;
+  const LossSpec& loss;
+  const nlohmann::json& fingerprint;
+  std::string ckpt_dir;
+  int64_t n_batches = 0;
+  bool progress = true;
+};
+
+struct LayerRun {
+  LayerResult result;
+  std::vector<std::pair<std::string, at::Tensor>> tensors;  // the student's parameters and buffers, unprefixed
+  bool resumed = false;  // found its folder from an earlier run
+  bool stopped = false;  // interrupted by stop_after_epochs
+};
+
+// Distills one layer in its own folder OUT.ckpt/layer_XX (before.json, the training engine's checkpoint, best/),
+// resuming from what is there: a layer whose training had ended gives the same result again at the cost of one
+// evaluation. `epochs_this_run` counts the epochs this process trained (for stop_after_epochs).
+LayerRun distill_layer(const Job& j, int64_t layer, int64_t& epochs_this_run) {
+  const auto& o = j.o;
+  Source* src = &j.src;
+  const auto& sp = j.sp;
+  const int64_t n_batches = j.n_batches;
+  LayerRun run;
+  auto student = make_student(j.spec, src->n_head(), src->head_dim(), o.seed, layer);
+  auto params = trainable(*student, j.spec);
+  LayerResult& r = run.result;
+  r.layer = layer;
+  r.trained = !params.empty() && o.epochs > 0;
+  const std::string dir = j.ckpt_dir + "/" + layer_prefix(layer), before_path = dir + "/before.json";
+  if (fs::exists(before_path)) {
+    run.resumed = true;
+    r.before = in_file(before_path, [&] { return LayerMetrics::from_json(json_parse(io::read_text_file(before_path), "the file")); });
+  } else {
+    r.before = evaluate(*student, *src, layer, sp, o.batch_size);
+    fs::create_directories(dir);
+    io::write_text_atomically(before_path, r.before.to_json().dump());
+  }
+  if (r.trained) {
+    // One epoch = every training batch once, in an order shuffled per (seed, layer, epoch).
+    int64_t position = 0, order_epoch = -1;
+    std::vector<int64_t> order;
+    train::TrainTask task;
+    task.params = params;
+    // A layer is this process's own, also in a distributed run: the ranks split the layers, not the batches.
+    task.rank_local = true;
+    task.micro_batch_loss = [&]() {
+      const int64_t epoch = position / n_batches;
+      if (epoch != order_epoch) {
+        order = data::shuffled_order(n_batches, o.seed * 1000003ull + static_cast<uint64_t>(layer), epoch);
+        order_epoch = epoch;
+      }
+      const int64_t bi = order[static_cast<size_t>(position % n_batches)];
+      ++position;
+      auto batch = src->batch(layer, sp.train_begin + bi * o.batch_size, std::min(o.batch_size, sp.train_count - bi * o.batch_size));
+      return distill_loss(*student, batch, j.loss).total;
+    };
+    task.evaluate = [&]() {
+      const double val = validation_loss(*student, *src, layer, sp, o.batch_size, j.loss);
+      MIMIC_CHECK(std::isfinite(val), "distill: layer ", layer, ": the validation loss is not finite after epoch ",
+                  position / n_batches, " (try a smaller --lr)");
+      return val;
+    };
+    task.set_training = [&](bool on) { student->train(on); };
+    task.data_state = [&]() { return nlohmann::json{{"position", position}}; };
+    task.restore_data_state = [&](const nlohmann::json& js) { position = json_int(js, "position", "the data position", 0); };
+    task.export_model = [&](const std::string& d) {
+      fs::create_directories(d);
+      io::save_safetensors(d + "/kernel.safetensors", snapshot(*student));
+    };
+    // Hedgehog's distillation: AdamW at a constant rate, no clipping, validation after every epoch, the
+    // best epoch kept.
+    train::TrainOptions t;
+    t.steps = o.epochs * n_batches;
+    t.warmup = 0;
+    t.min_lr_ratio = 1.0;
+    t.lr = o.lr;
+    t.adam = {o.lr, 0.9, 0.999, 1e-8, o.weight_decay};
+    t.grad_clip = 0;
+    t.eval_every = t.checkpoint_every = t.log_every = n_batches;
+    t.patience = o.patience;
+    t.out_dir = dir;
+    t.progress = j.progress;
+    t.label = layer_prefix(layer);
+    t.fingerprint = j.fingerprint;
+    t.fingerprint["layer"] = layer;
+    if (o.stop_after_epochs > 0) t.stop_after = (o.stop_after_epochs - epochs_this_run) * n_batches;
+    const auto tr = train::train(task, t);
+    epochs_this_run += (tr.steps - tr.resumed_from) / n_batches;
+    if (tr.resumed_from > 0) run.resumed = true;
+    if (tr.stopped) {
+      run.stopped = true;
+      return run;
+    }
+    auto best = io::SafeTensorsFile::open(dir + "/best/kernel.safetensors");
+    std::vector<std::pair<std::string, at::Tensor>> state;
+    for (const auto& n : best.names()) state.emplace_back(n, best.load(n));
+    set_state(*student, state);
+    r.epochs_run = tr.steps / n_batches;
+    r.steps = tr.steps;
+    r.best_epoch = tr.best_step / n_batches;
+    r.best_val_loss = tr.best_eval;
+  }
+  r.after = r.trained ? evaluate(*student, *src, layer, sp, o.batch_size) : r.before;
+  run.tensors = snapshot(*student);
+  return run;
+}
+
+void add_layer(Done& done, const LayerResult& r, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+  done.layers.push_back(r);
+  for (const auto& [n, x] : tensors) done.tensors.emplace_back(layer_prefix(r.layer) + "." + n, x);
+}
+
 // ---------------------------------------------------------------- evaluation only
 
 DistillResult eval_only(const DistillOptions& o, Source& src) {
@@ -388,9 +510,6 @@ std::shared_ptr<DistillableKernel> untrained_student(const std::string& kind, co
 // ---------------------------------------------------------------- training
 
 DistillResult distill(const DistillOptions& o) {
-  // Its layers are independent and would split across ranks rather than batches; not done yet (docs/distributed.md).
-  MIMIC_CHECK(!distributed::environment().distributed(), "distill does not run on several processes yet (WORLD_SIZE=",
-              distributed::environment().world_size, "): run it as one process");
   MIMIC_CHECK(o.batch_size >= 1, "--batch-size must be >= 1, got ", o.batch_size);
   MIMIC_CHECK(o.epochs >= 0, "--epochs must be >= 0, got ", o.epochs);
   MIMIC_CHECK(o.lr > 0, "--lr must be > 0, got ", o.lr);
@@ -402,7 +521,11 @@ DistillResult distill(const DistillOptions& o) {
   // the map must exist before any file is read (a clear error for a typo)
   if (o.maps.empty()) attention::make_feature_map({o.feature_map, 1, 2, o.map_options.is_null() ? nlohmann::json::object() : o.map_options});
   auto src = open_source(o);
-  if (o.eval_only) return eval_only(o, *src);
+  if (o.eval_only) {
+    MIMIC_CHECK(!distributed::environment().distributed(), "distill --eval-only runs as one process (WORLD_SIZE=",
+                distributed::environment().world_size, "): run it without mimic launch");
+    return eval_only(o, *src);
+  }
 
   const auto t0 = std::chrono::steady_clock::now();
   const auto spec = student_spec(o, src->n_head(), src->head_dim());
@@ -419,117 +542,92 @@ DistillResult distill(const DistillOptions& o) {
                                 {"seed", o.seed}};
   if (spec.kind != "linear") fingerprint["kind"] = spec.kind;  // absent for linear: older checkpoints still resume
   const std::string ckpt_dir = o.out + ".ckpt", done_path = ckpt_dir + "/done.safetensors";
-  if (o.fresh && fs::exists(ckpt_dir) && !fs::is_directory(ckpt_dir)) fs::remove(ckpt_dir);
-  MIMIC_CHECK(!fs::exists(ckpt_dir) || fs::is_directory(ckpt_dir), ckpt_dir,
-              " is a checkpoint of an older mimic (one file); pass --fresh to start over");
-  // The checkpoint folder stands for the whole run (it and --out): locked before anything is written, and
-  // emptied rather than removed by --fresh, so that the lock stays on the folder the run goes on to use.
-  const auto lock = io::lock_output_dir(ckpt_dir);
-  if (o.fresh)
-    for (const auto& e : fs::directory_iterator(ckpt_dir)) fs::remove_all(e.path());
+  // Distributed: the ranks split the layers (each layer trains on its own, on the whole data), rank 0 alone
+  // holds OUT.ckpt's lock and done.safetensors, gathers the other ranks' layers and writes OUT.
+  auto& group = distributed::world();
+  const bool lead = group.lead();
+  io::OutputLock lock;
   Done done;
   DistillResult res;
   res.out = o.out;
   res.train_samples = sp.train_count;
   res.val_samples = sp.val_count;
-  if (fs::exists(done_path)) {
-    done = load_done(done_path, fingerprint);
-    res.resumed = true;
-  } else {
-    save_done(done_path, fingerprint, done);  // the settings are checked first on any resume
-  }
-  int64_t epochs_this_run = 0;
-  for (auto layer : layers) {
-    const bool finished = std::any_of(done.layers.begin(), done.layers.end(), [&](const LayerResult& r) { return r.layer == layer; });
-    if (finished) continue;
-    auto student = make_student(spec, src->n_head(), src->head_dim(), o.seed, layer);
-    auto params = trainable(*student, spec);
-    LayerResult r;
-    r.layer = layer;
-    r.trained = !params.empty() && o.epochs > 0;
-    const std::string dir = ckpt_dir + "/" + layer_prefix(layer), before_path = dir + "/before.json";
-    if (fs::exists(before_path)) {
+  const auto start = json_parse(group.from_lead("receiving rank 0's distillation state", [&] {
+    if (o.fresh && fs::exists(ckpt_dir) && !fs::is_directory(ckpt_dir)) fs::remove(ckpt_dir);
+    MIMIC_CHECK(!fs::exists(ckpt_dir) || fs::is_directory(ckpt_dir), ckpt_dir,
+                " is a checkpoint of an older mimic (one file); pass --fresh to start over");
+    // The checkpoint folder stands for the whole run (it and --out): locked before anything is written, and
+    // emptied rather than removed by --fresh, so that the lock stays on the folder the run goes on to use.
+    lock = io::lock_output_dir(ckpt_dir);
+    if (o.fresh)
+      for (const auto& e : fs::directory_iterator(ckpt_dir)) fs::remove_all(e.path());
+    if (fs::exists(done_path)) {
+      done = load_done(done_path, fingerprint);
       res.resumed = true;
-      r.before = in_file(before_path, [&] { return LayerMetrics::from_json(json_parse(io::read_text_file(before_path), "the file")); });
     } else {
-      r.before = evaluate(*student, *src, layer, sp, o.batch_size);
-      fs::create_directories(dir);
-      io::write_text_atomically(before_path, r.before.to_json().dump());
+      save_done(done_path, fingerprint, done);  // the settings are checked first on any resume
     }
-    if (r.trained) {
-      // One epoch = every training batch once, in an order shuffled per (seed, layer, epoch).
-      int64_t position = 0, order_epoch = -1;
-      std::vector<int64_t> order;
-      train::TrainTask task;
-      task.params = params;
-      task.micro_batch_loss = [&]() {
-        const int64_t epoch = position / n_batches;
-        if (epoch != order_epoch) {
-          order = data::shuffled_order(n_batches, o.seed * 1000003ull + static_cast<uint64_t>(layer), epoch);
-          order_epoch = epoch;
-        }
-        const int64_t bi = order[static_cast<size_t>(position % n_batches)];
-        ++position;
-        auto batch = src->batch(layer, sp.train_begin + bi * o.batch_size, std::min(o.batch_size, sp.train_count - bi * o.batch_size));
-        return distill_loss(*student, batch, loss).total;
-      };
-      task.evaluate = [&]() {
-        const double val = validation_loss(*student, *src, layer, sp, o.batch_size, loss);
-        MIMIC_CHECK(std::isfinite(val), "distill: layer ", layer, ": the validation loss is not finite after epoch ",
-                    position / n_batches, " (try a smaller --lr)");
-        return val;
-      };
-      task.set_training = [&](bool on) { student->train(on); };
-      task.data_state = [&]() { return nlohmann::json{{"position", position}}; };
-      task.restore_data_state = [&](const nlohmann::json& j) { position = json_int(j, "position", "the data position", 0); };
-      task.export_model = [&](const std::string& d) {
-        fs::create_directories(d);
-        io::save_safetensors(d + "/kernel.safetensors", snapshot(*student));
-      };
-      // Hedgehog's distillation: AdamW at a constant rate, no clipping, validation after every epoch, the
-      // best epoch kept.
-      train::TrainOptions t;
-      t.steps = o.epochs * n_batches;
-      t.warmup = 0;
-      t.min_lr_ratio = 1.0;
-      t.lr = o.lr;
-      t.adam = {o.lr, 0.9, 0.999, 1e-8, o.weight_decay};
-      t.grad_clip = 0;
-      t.eval_every = t.checkpoint_every = t.log_every = n_batches;
-      t.patience = o.patience;
-      t.out_dir = dir;
-      t.progress = o.progress;
-      t.label = layer_prefix(layer);
-      t.fingerprint = fingerprint;
-      t.fingerprint["layer"] = layer;
-      if (o.stop_after_epochs > 0) t.stop_after = (o.stop_after_epochs - epochs_this_run) * n_batches;
-      const auto tr = train::train(task, t);
-      epochs_this_run += (tr.steps - tr.resumed_from) / n_batches;
-      if (tr.stopped) {
-        res.interrupted = true;
-        res.layers = done.layers;
-        return res;
+    std::vector<int64_t> finished;
+    for (const auto& r : done.layers) finished.push_back(r.layer);
+    return nlohmann::json{{"finished", finished}, {"resumed", res.resumed}}.dump();
+  }), "rank 0's distillation state");
+  const auto finished = json_key(start, "finished", "rank 0's distillation state").get<std::vector<int64_t>>();
+  res.resumed = json_bool(start, "resumed", "rank 0's distillation state");
+  // The i-th chosen layer is rank (i mod WORLD_SIZE)'s: the layers of one model cost the same, so this is balanced
+  // to within one layer, and fixed, so that a rerun gives each rank the layers whose folders it wrote.
+  auto owner = [&](size_t i) { return static_cast<int>(i % static_cast<size_t>(group.size())); };
+  auto is_finished = [&](int64_t l) { return std::find(finished.begin(), finished.end(), l) != finished.end(); };
+  const Job job{o, spec, *src, sp, loss, fingerprint, ckpt_dir, n_batches, o.progress && lead};
+  std::map<int64_t, LayerRun> runs;  // this rank's layers, until rank 0 has them
+  bool interrupted = false;
+  int64_t epochs_this_run = 0;
+  group.each_alone("distilling the layers", [&] {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      if (owner(i) != group.rank() || is_finished(layers[i])) continue;
+      auto run = distill_layer(job, layers[i], epochs_this_run);
+      res.resumed = res.resumed || run.resumed;
+      if (run.stopped) {
+        interrupted = true;
+        return;
       }
-      auto best = io::SafeTensorsFile::open(dir + "/best/kernel.safetensors");
-      std::vector<std::pair<std::string, at::Tensor>> state;
-      for (const auto& n : best.names()) state.emplace_back(n, best.load(n));
-      set_state(*student, state);
-      r.epochs_run = tr.steps / n_batches;
-      r.steps = tr.steps;
-      r.best_epoch = tr.best_step / n_batches;
-      r.best_val_loss = tr.best_eval;
+      if (group.size() > 1) {
+        runs[layers[i]] = std::move(run);
+      } else {
+        // one process: recorded at once, so that a rerun skips the layer without a look into its folder
+        add_layer(done, run.result, run.tensors);
+        save_done(done_path, fingerprint, done);
+      }
     }
-    r.after = r.trained ? evaluate(*student, *src, layer, sp, o.batch_size) : r.before;
-    done.layers.push_back(r);
-    for (const auto& [n, x] : snapshot(*student)) done.tensors.emplace_back(layer_prefix(layer) + "." + n, x);
-    save_done(done_path, fingerprint, done);
+  });
+  if (group.size() > 1) {
+    // a rank interrupted for a test stops them all before the gathering (its layers would be missing)
+    interrupted = group.average(interrupted ? 1.0 : 0.0, "asking whether a rank was interrupted") > 0;
+    for (size_t i = 0; i < layers.size() && !interrupted; ++i) {
+      if (is_finished(layers[i])) continue;
+      const int64_t layer = layers[i];
+      const std::string what = "gathering layer " + std::to_string(layer) + " from rank " + std::to_string(owner(i));
+      const bool mine = owner(i) == group.rank();
+      const auto result = json_parse(group.broadcast(mine ? layer_json(runs.at(layer).result).dump() : std::string(), what, owner(i)), what);
+      // the other ranks receive into an untrained student's tensors: the same names and shapes
+      auto tensors = mine ? runs.at(layer).tensors : snapshot(*make_student(spec, src->n_head(), src->head_dim(), o.seed, layer));
+      std::vector<at::Tensor> values;
+      for (const auto& [n, x] : tensors) values.push_back(x);
+      group.broadcast(values, what, owner(i));
+      add_layer(done, layer_from_json(result), tensors);
+    }
+    if (lead && !interrupted) save_done(done_path, fingerprint, done);
+  }
+  if (interrupted) {
+    res.interrupted = true;
+    res.layers = done.layers;
+    return res;
   }
   // layers in the order asked
   std::vector<LayerResult> ordered;
   for (auto l : layers)
     for (const auto& r : done.layers)
       if (r.layer == l) ordered.push_back(r);
-  write_output(o.out, o, spec, *src, ordered, done.tensors);
+  if (lead) write_output(o.out, o, spec, *src, ordered, done.tensors);
   res.layers = ordered;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

@@ -5,8 +5,11 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <map>
@@ -22,9 +25,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Largest bucket in elements (16 MB of float32): few messages per step, without doubling the memory of a large
-// model's gradients in one copy.
-constexpr int64_t kBucketElements = int64_t{4} << 20;
+int64_t bucket_bytes(double mb) {
+  MIMIC_CHECK(mb > 0 && mb <= 4096, "the all-reduce bucket size must be in (0, 4096] MB, got ", mb);
+  return static_cast<int64_t>(mb * 1048576.0);
+}
 
 std::string first_line(const std::string& s) {
   auto nl = s.find('\n');
@@ -48,6 +52,7 @@ struct Group::Impl {
   Environment env;
   c10::intrusive_ptr<c10d::TCPStore> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  int64_t alone_round = 0;  // each_alone's calls, the same count on every rank: each gets keys of its own
 
   std::string where() const { return env.master_addr + ":" + std::to_string(env.master_port); }
   std::chrono::milliseconds timeout() const { return std::chrono::milliseconds(int64_t{1000} * env.timeout_seconds); }
@@ -214,14 +219,15 @@ struct Group::Impl {
 
   // Packs `tensors` into flat buckets of one dtype each, hands every bucket to `op`, and copies the results back.
   template <typename F>
-  void by_bucket(const std::vector<at::Tensor>& tensors, F&& op) {
+  void by_bucket(const std::vector<at::Tensor>& tensors, F&& op, double bucket_mb = kDefaultBucketMb) {
+    const int64_t cap = bucket_bytes(bucket_mb);
     torch::NoGradGuard no_grad;
     std::vector<c10::ScalarType> dtypes;
     for (const auto& t : tensors)
       if (std::find(dtypes.begin(), dtypes.end(), t.scalar_type()) == dtypes.end()) dtypes.push_back(t.scalar_type());
     for (auto dtype : dtypes) {
       std::vector<at::Tensor> bucket;
-      int64_t elements = 0;
+      int64_t bytes = 0;
       auto flush = [&] {
         if (bucket.empty()) return;
         std::vector<at::Tensor> flat_parts;
@@ -234,13 +240,13 @@ struct Group::Impl {
           offset += t.numel();
         }
         bucket.clear();
-        elements = 0;
+        bytes = 0;
       };
       for (const auto& t : tensors) {
         if (t.scalar_type() != dtype) continue;
-        if (elements > 0 && elements + t.numel() > kBucketElements) flush();
+        if (bytes > 0 && bytes + static_cast<int64_t>(t.nbytes()) > cap) flush();
         bucket.push_back(t);
-        elements += t.numel();
+        bytes += static_cast<int64_t>(t.nbytes());
       }
       flush();
     }
@@ -261,13 +267,16 @@ Group::Group(const Environment& env) : impl_(std::make_unique<Impl>()) {
 
 Group::~Group() = default;
 
-void Group::average(const std::vector<at::Tensor>& tensors, const std::string& what) {
+void Group::average(const std::vector<at::Tensor>& tensors, const std::string& what, double bucket_mb) {
   if (size_ == 1) return;
-  impl_->by_bucket(tensors, [&](at::Tensor& flat) {
-    std::vector<at::Tensor> v{flat};
-    impl_->run(what, [&] { return impl_->pg->allreduce(v); });
-    flat.div_(size_);
-  });
+  impl_->by_bucket(
+      tensors,
+      [&](at::Tensor& flat) {
+        std::vector<at::Tensor> v{flat};
+        impl_->run(what, [&] { return impl_->pg->allreduce(v); });
+        flat.div_(size_);
+      },
+      bucket_mb);
 }
 
 double Group::average(double value, const std::string& what) {
@@ -277,27 +286,266 @@ double Group::average(double value, const std::string& what) {
   return t.item<double>();
 }
 
-void Group::broadcast(const std::vector<at::Tensor>& tensors, const std::string& what) {
+void Group::broadcast(const std::vector<at::Tensor>& tensors, const std::string& what, int root) {
   if (size_ == 1) return;
+  MIMIC_CHECK(root >= 0 && root < size_, what, ": the root rank must be in [0, ", size_ - 1, "], got ", root);
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
   impl_->by_bucket(tensors, [&](at::Tensor& flat) {
     std::vector<at::Tensor> v{flat};
-    impl_->run(what, [&] { return impl_->pg->broadcast(v); });
+    impl_->run(what, [&] { return impl_->pg->broadcast(v, options); });
   });
 }
 
-std::string Group::broadcast(const std::string& value, const std::string& what) {
+std::string Group::broadcast(const std::string& value, const std::string& what, int root) {
   if (size_ == 1) return value;
   auto n = torch::tensor({static_cast<int64_t>(value.size())}, torch::kLong);
-  broadcast({n}, what);
+  broadcast({n}, what, root);
   auto b = torch::zeros({n.item<int64_t>()}, torch::kUInt8);
-  if (lead()) std::memcpy(b.data_ptr<uint8_t>(), value.data(), value.size());
-  if (b.numel() > 0) broadcast({b}, what);
+  if (rank_ == root) std::memcpy(b.data_ptr<uint8_t>(), value.data(), value.size());
+  if (b.numel() > 0) broadcast({b}, what, root);
   return std::string(reinterpret_cast<const char*>(b.data_ptr<uint8_t>()), static_cast<size_t>(b.numel()));
+}
+
+std::string Group::from_lead(const std::string& what, const std::function<std::string()>& lead_work) {
+  if (size_ == 1) return lead_work();
+  // the first byte says which it is: '+' the result, '!' rank 0's error
+  std::string message;
+  if (lead()) {
+    try {
+      message = "+" + lead_work();
+    } catch (const Error& e) {
+      message = std::string("!") + e.what();
+    }
+  }
+  message = broadcast(message, what);
+  MIMIC_CHECK(!message.empty(), what, ": rank 0 sent nothing");
+  if (message[0] == '!') {
+    if (lead()) throw Error(message.substr(1));
+    fail("rank 0 could not start: ", message.substr(1));
+  }
+  return message.substr(1);
 }
 
 void Group::barrier(const std::string& what) {
   if (size_ == 1) return;
   impl_->run(what, [&] { return impl_->pg->barrier(); });
+}
+
+void Group::each_alone(const std::string& what, const std::function<void()>& work) {
+  if (size_ == 1) return work();
+  auto& store = *impl_->store;
+  const std::string key = "mimic/alone/" + std::to_string(impl_->alone_round++) + "/";
+  auto of = [&](const char* kind, int r) { return key + kind + "/" + std::to_string(r); };
+  // The heartbeat: a counter in the store that this rank raises every second while its work runs. (TCPStore
+  // serialises its operations, so this thread and the main one may share it.)
+  std::atomic<bool> stop{false};
+  std::thread beat([&] {
+    while (!stop) {
+      try {
+        store.add(of("beat", rank_), 1);
+      } catch (const std::exception&) {
+        return;  // the store is gone: the main thread finds out when it next asks
+      }
+      for (int i = 0; i < 10 && !stop; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  struct Join {
+    std::atomic<bool>& stop;
+    std::thread& beat;
+    ~Join() {
+      stop = true;
+      beat.join();
+    }
+  } join{stop, beat};
+  try {
+    work();
+  } catch (const std::exception& e) {
+    try {
+      store.set(of("failed", rank_), bytes(first_line(e.what())));
+    } catch (const std::exception&) {
+    }
+    throw;
+  }
+  try {
+    store.set(of("done", rank_), bytes("1"));
+    std::vector<int64_t> beats(size_, -1);
+    std::vector<Clock::time_point> changed(size_, Clock::now());
+    for (;;) {
+      bool all = true;
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_ || store.check({of("done", r)})) continue;
+        all = false;
+        if (store.check({of("failed", r)}))
+          fail(what, " failed: rank ", r, " ended with an error (", text(store.get(of("failed", r))), ")");
+        const int64_t b = store.add(of("beat", r), 0);
+        if (b != beats[r]) {
+          beats[r] = b;
+          changed[r] = Clock::now();
+        } else if (Clock::now() - changed[r] > impl_->timeout()) {
+          fail(what, " failed: rank ", r, " stopped answering (no sign of life for ", impl_->env.timeout_seconds,
+               " s, MIMIC_DIST_TIMEOUT)");
+        }
+      }
+      if (all) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(what, " failed: rank 0 (it hosts the rendezvous store at ", impl_->where(), ") is gone (", first_line(e.what()), ")");
+  }
+}
+
+// ---------------------------------------------------------------- the all-reduce overlapped with backward
+
+struct Group::OverlappedAverage::State {
+  Group& group;
+  struct Bucket {
+    std::vector<size_t> members;  // indices into params
+    size_t pending = 0;           // members whose gradient is not final yet in this backward
+    bool launched = false;
+    std::vector<at::Tensor> grads;  // the gradients packed into `flat`, written back by finish
+    at::Tensor flat;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  std::vector<at::Tensor> params;
+  std::vector<Bucket> buckets;
+  std::vector<size_t> bucket_of;
+  std::vector<bool> ready;
+  // A variable holds its gradient accumulator weakly: without these references a new accumulator, without the
+  // hook, would be made for every backward.
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
+  std::vector<uintptr_t> hooks;  // ours among each accumulator's post hooks
+  bool armed = false;
+  size_t next = 0;          // the next bucket to launch: every rank launches them in this order
+  std::string launch_error;  // an all-reduce that could not start (a peer gone), reported by finish
+
+  explicit State(Group& g) : group(g) {}
+
+  void launch(Bucket& b) {
+    torch::NoGradGuard no_grad;
+    b.grads.clear();
+    std::vector<at::Tensor> parts;
+    for (size_t i : b.members)
+      if (params[i].grad().defined()) {
+        b.grads.push_back(params[i].grad());
+        parts.push_back(params[i].grad().reshape({-1}));
+      }
+    b.launched = true;
+    if (parts.empty()) return;
+    b.flat = torch::cat(parts);
+    std::vector<at::Tensor> v{b.flat};
+    try {
+      b.work = group.impl_->pg->allreduce(v);
+    } catch (const std::exception& e) {
+      if (launch_error.empty()) launch_error = first_line(e.what());
+    }
+  }
+
+  // Launches the buckets that are complete, in bucket order: a later bucket that completes first waits for the
+  // earlier ones, so that every rank issues the same collectives in the same order (Gloo pairs them by order).
+  void launch_ready() {
+    while (next < buckets.size() && buckets[next].pending == 0) launch(buckets[next++]);
+  }
+
+  void on_gradient(size_t i) {
+    if (!armed || ready[i]) return;
+    ready[i] = true;
+    --buckets[bucket_of[i]].pending;
+    launch_ready();
+  }
+};
+
+Group::OverlappedAverage::OverlappedAverage(Group& group, const std::vector<at::Tensor>& params, double bucket_mb)
+    : state_(std::make_unique<State>(group)) {
+  auto& s = *state_;
+  const int64_t cap = bucket_bytes(bucket_mb);
+  if (group.size() == 1) return;
+  // Backward reaches the last parameters first: buckets are filled from the end, so the first bucket is
+  // complete (and on the wire) while the earlier layers' gradients are still being computed.
+  s.params.assign(params.rbegin(), params.rend());
+  s.bucket_of.resize(s.params.size());
+  s.ready.assign(s.params.size(), false);
+  int64_t bytes = 0;
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    const auto& p = s.params[i];
+    MIMIC_CHECK(p.is_leaf() && p.requires_grad(), "overlapped gradient averaging: parameter ", i,
+                " is not a leaf that requires a gradient");
+    if (s.buckets.empty() || bytes + static_cast<int64_t>(p.nbytes()) > cap ||
+        s.params[s.buckets.back().members.front()].scalar_type() != p.scalar_type()) {
+      s.buckets.emplace_back();
+      bytes = 0;
+    }
+    s.buckets.back().members.push_back(i);
+    s.bucket_of[i] = s.buckets.size() - 1;
+    bytes += static_cast<int64_t>(p.nbytes());
+  }
+  for (auto& b : s.buckets) b.pending = b.members.size();
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(s.params[i]);
+    State* state = &s;
+    s.hooks.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [state, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          state->on_gradient(i);
+          return outputs;
+        })));
+    s.accumulators.push_back(std::move(acc));
+  }
+}
+
+Group::OverlappedAverage::~OverlappedAverage() {
+  // The accumulators outlive this object when the parameters do: their hooks must not call into freed state.
+  for (size_t i = 0; i < state_->accumulators.size(); ++i) state_->accumulators[i]->del_post_hook(state_->hooks[i]);
+}
+
+void Group::OverlappedAverage::arm() { state_->armed = state_->group.size() > 1; }
+
+Group::OverlappedAverage::Launched Group::OverlappedAverage::finish(const std::string& what) {
+  auto& s = *state_;
+  Launched launched;
+  if (s.group.size() == 1) return launched;
+  torch::NoGradGuard no_grad;
+  launched.in_backward = static_cast<int>(s.next);
+  launched.buckets = static_cast<int>(s.buckets.size());
+  // parameters that got no gradient in this backward never completed their bucket
+  while (s.next < s.buckets.size()) s.launch(s.buckets[s.next++]);
+  auto reset = [&] {
+    for (auto& b : s.buckets) {
+      b.pending = b.members.size();
+      b.launched = false;
+      b.grads.clear();
+      b.flat = at::Tensor();
+      b.work.reset();
+    }
+    std::fill(s.ready.begin(), s.ready.end(), false);
+    s.next = 0;
+    s.armed = false;
+  };
+  try {
+    if (!s.launch_error.empty()) throw std::runtime_error(s.launch_error);
+    for (auto& b : s.buckets) {
+      if (!b.work) continue;
+      b.work->wait();
+      b.flat.div_(s.group.size());
+      int64_t offset = 0;
+      for (auto& g : b.grads) {
+        g.copy_(b.flat.slice(0, offset, offset + g.numel()).view(g.sizes()));
+        offset += g.numel();
+      }
+    }
+  } catch (const std::exception& e) {
+    s.launch_error.clear();
+    reset();
+    s.group.impl_->failed(what, e);
+  }
+  reset();
+  return launched;
+}
+
+Group& single() {
+  static Group group{Environment{}};
+  return group;
 }
 
 Group& world() {

@@ -8,6 +8,7 @@
 // survivors check in, whoever does not is named; a store that no longer answers means rank 0 is gone).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,11 @@
 namespace at { class Tensor; }
 
 namespace mimic::distributed {
+
+// The default largest gradient bucket (one all-reduce each; PyTorch's DDP takes 25 MB): few messages per step,
+// without doubling the memory of a large model's gradients in one copy, and several buckets for a large model,
+// so that the first ones travel while backward still computes the rest.
+inline constexpr double kDefaultBucketMb = 16;
 
 class Group {
  public:
@@ -33,19 +39,61 @@ class Group {
   // Replaces each tensor by its mean over the ranks. Tensors are packed into flat buckets per dtype (few large
   // messages instead of one per tensor) and written back in place; every rank must pass the same shapes in the
   // same order. `what` names the operation in an error.
-  void average(const std::vector<at::Tensor>& tensors, const std::string& what);
+  void average(const std::vector<at::Tensor>& tensors, const std::string& what, double bucket_mb = kDefaultBucketMb);
   double average(double value, const std::string& what);
-  // Copies rank 0's values into every rank's tensors, in place (same packing as average).
-  void broadcast(const std::vector<at::Tensor>& tensors, const std::string& what);
-  // Rank 0's string on every rank.
-  std::string broadcast(const std::string& value, const std::string& what);
+  // Copies rank `root`'s values into every rank's tensors, in place (same packing as average).
+  void broadcast(const std::vector<at::Tensor>& tensors, const std::string& what, int root = 0);
+  // Rank `root`'s string on every rank.
+  std::string broadcast(const std::string& value, const std::string& what, int root = 0);
   void barrier(const std::string& what);
+  // Runs `lead_work` on rank 0 alone (it reads the files only rank 0 may have: checkpoints) and returns its
+  // string on every rank. A mimic::Error of `lead_work` is rethrown on rank 0 and ends the others with "rank 0
+  // could not start: <its message>", so that no rank waits for a peer that is gone.
+  std::string from_lead(const std::string& what, const std::function<std::string()>& lead_work);
+
+  // Runs `work` on this rank alone, then waits until every rank's `work` has ended. No collective runs meanwhile,
+  // so the ranks may take different times, far longer than MIMIC_DIST_TIMEOUT (distill trains different layers on
+  // each). Instead of a collective's timeout, a working rank beats through the store every second: a peer silent
+  // for MIMIC_DIST_TIMEOUT, or whose `work` threw, ends the waiting ranks with an error naming it. An error of this
+  // rank's `work` is told to the others, then rethrown here.
+  void each_alone(const std::string& what, const std::function<void()>& work);
+
+  // Averages gradients while backward still runs: a post hook on each parameter's gradient accumulator marks it
+  // ready, and a bucket (packed as `average` packs, in reverse parameter order: backward produces the last layers'
+  // gradients first) starts its asynchronous all-reduce as soon as all its parameters are ready, in bucket order
+  // on every rank. `finish` waits for them and writes the means back. The synchronous `average` is the reference
+  // it is tested against.
+  class OverlappedAverage {
+   public:
+    OverlappedAverage(Group& group, const std::vector<at::Tensor>& params, double bucket_mb = kDefaultBucketMb);
+    ~OverlappedAverage();
+    OverlappedAverage(const OverlappedAverage&) = delete;
+    OverlappedAverage& operator=(const OverlappedAverage&) = delete;
+    // The next backward is the step's last micro-batch: its hooks launch the all-reduces. Earlier micro-batches
+    // only accumulate (an all-reduce of a partial sum would be wasted).
+    void arm();
+    // Launches the buckets no hook completed (parameters without a gradient this step, left out as `average`
+    // leaves them out), waits for all, divides by the ranks and copies the means into the gradients; disarms.
+    // Returns how many buckets backward's hooks launched (the overlapped ones) and how many there were.
+    struct Launched {
+      int in_backward = 0, buckets = 0;
+    };
+    Launched finish(const std::string& what);
+
+   private:
+    struct State;
+    std::unique_ptr<State> state_;
+  };
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1;
 };
+
+// A group of this process alone, whatever the environment says: work that one rank does by itself in a
+// distributed run (distill's layers) trains through it.
+Group& single();
 
 // The process's group, joined on first use from environment() (training calls it; a single process gets the
 // group of one). Throws what the rendezvous throws; a later call tries again.

@@ -139,8 +139,18 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
     auto b = make_batch(ids, labels, tok->pad_id());
     return torch::nn::functional::cross_entropy(model->forward(b.in).logits, b.labels);
   };
-  // Every rank scores the whole validation set (the same number on each): the engine's average is that number.
-  task.evaluate = [&]() { return evaluate_classifier(*model, *tok, data.validation, k, o.seq_len, o.batch_size).loss; };
+  // Each rank scores its contiguous share of the validation set, [n·r/N, n·(r+1)/N). The engine averages the ranks'
+  // numbers with equal weights while the shares may differ by one example, so a rank returns its share's summed loss
+  // scaled by N/n: the average is then the mean over all n examples (as one process computes it, up to the
+  // summation order). The reference, one process scoring all of it, is the same function with N = 1.
+  task.evaluate = [&]() {
+    const auto n_val = static_cast<int64_t>(data.validation.size());
+    const int64_t begin = n_val * env.rank / env.world_size, end = n_val * (env.rank + 1) / env.world_size;
+    if (begin == end) return 0.0;  // more ranks than examples: this one has none
+    const std::vector<data::Example> share(data.validation.begin() + begin, data.validation.begin() + end);
+    const double mean = evaluate_classifier(*model, *tok, share, k, o.seq_len, o.batch_size).loss;
+    return mean * static_cast<double>(end - begin) * static_cast<double>(env.world_size) / static_cast<double>(n_val);
+  };
   task.data_parallel = true;
   task.data_state = [&]() { return nlohmann::json{{"epoch", epoch}, {"index", index}}; };
   task.restore_data_state = [&](const nlohmann::json& j) {

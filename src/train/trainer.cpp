@@ -8,6 +8,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "mimic/core/error.h"
@@ -156,11 +157,11 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   // Data parallelism: every rank runs this loop on its share of each batch, the gradients are averaged before
   // clipping and the step, so every rank holds the same parameters after every step. Rank 0 (the lead) alone
   // reads and writes out_dir: checkpoint, log, exports, progress.
-  auto& group = distributed::world();
+  auto& group = task.rank_local ? distributed::single() : distributed::world();
   const bool lead = group.lead();
   MIMIC_CHECK(group.size() == 1 || task.data_parallel, o.label, ": this training job does not run data-parallel (WORLD_SIZE=",
               group.size(), "); run it as one process");
-  const auto lock = lock_run_output(o.out_dir);
+  const auto lock = lead ? io::lock_output_dir(o.out_dir) : io::OutputLock();
   const std::string ckpt = o.out_dir + "/" + kCheckpoint;
   const std::string log = o.out_dir + "/log.jsonl";
   auto log_line = [&](const nlohmann::json& j) {
@@ -172,37 +173,27 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   s.best_eval = std::numeric_limits<double>::infinity();
   TrainResult r;
   bool resumed = false;
-  std::string failure;  // the lead's error while reading the checkpoint, passed on before it is thrown
-  if (lead) {
-    try {
-      if (!o.fresh && fs::exists(ckpt)) {
-        s = load_checkpoint(ckpt, task, opt, o, group.size());
-        if (task.restore_data_state) {
-          // The task reads its own position (json_int & co. name the key); the file is named here.
-          in_file(ckpt, [&] { task.restore_data_state(s.data); });
-        }
-        truncate_log(log, s.step);
-        resumed = true;
-      } else if (fs::exists(log)) {
-        fs::remove(log);
+  // Rank 0's start — fresh or the checkpoint's state — becomes every rank's: the state, the parameters (rank 0's
+  // initialisation or the checkpoint's), the optimizer moments and the random generator.
+  const std::string start = group.from_lead("receiving rank 0's training state", [&] {
+    if (!o.fresh && fs::exists(ckpt)) {
+      s = load_checkpoint(ckpt, task, opt, o, group.size());
+      if (task.restore_data_state) {
+        // The task reads its own position (json_int & co. name the key); the file is named here.
+        in_file(ckpt, [&] { task.restore_data_state(s.data); });
       }
-    } catch (const Error& e) {
-      if (group.size() == 1) throw;
-      failure = e.what();
+      truncate_log(log, s.step);
+      resumed = true;
+    } else if (fs::exists(log)) {
+      fs::remove(log);
     }
-  }
+    return nlohmann::json{{"resumed", resumed}, {"state", state_json(s)}}.dump();
+  });
   if (group.size() > 1) {
-    // Rank 0's start — fresh or the checkpoint's state — becomes every rank's: the state, the parameters (rank
-    // 0's initialisation or the checkpoint's), the optimizer moments and the random generator.
-    nlohmann::json start = failure.empty() ? nlohmann::json{{"resumed", resumed}, {"state", state_json(s)}} : nlohmann::json{{"error", failure}};
-    start = json_parse(group.broadcast(lead ? start.dump() : std::string(), "receiving rank 0's training state"), "rank 0's training state");
-    if (start.contains("error")) {
-      if (lead) fail(failure);
-      fail("rank 0 could not start: ", json_string(start, "error", "rank 0's training state"));
-    }
     if (!lead) {
-      resumed = json_bool(start, "resumed", "rank 0's training state");
-      s = saved_from_json(json_key(start, "state", "rank 0's training state"), "rank 0's training state");
+      const auto j = json_parse(start, "rank 0's training state");
+      resumed = json_bool(j, "resumed", "rank 0's training state");
+      s = saved_from_json(json_key(j, "state", "rank 0's training state"), "rank 0's training state");
       if (resumed && task.restore_data_state) task.restore_data_state(s.data);
     }
     std::vector<at::Tensor> params;
@@ -267,24 +258,50 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   double window_loss = s.window_loss;
   int64_t window_n = s.window_n;
   int64_t final_step = last;  // or where early stopping ended the run
+  std::optional<distributed::Group::OverlappedAverage> overlapped;
+  if (group.size() > 1 && o.overlap_allreduce) {
+    std::vector<at::Tensor> params;
+    for (const auto& [name, p] : task.params) params.push_back(p);
+    overlapped.emplace(group, params, o.bucket_mb);
+  }
+  // Distributed runs log where a step's time goes: waiting for the gradients' all-reduce (what backward did not
+  // hide) and the rest (forward, backward, clipping, the optimizer), summed over the log window, logged per step.
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  double window_allreduce = 0, window_compute = 0, window_early = 0;
+  int64_t window_timed = 0;
   for (int64_t step = s.step; step < last; ++step) {
+    const auto step_t0 = Clock::now();
     double lr = warmup_cosine_lr(step, o.warmup, o.steps, o.lr, o.min_lr_ratio);
     opt.zero_grad();
     double loss_sum = 0;
     for (int64_t m = 0; m < o.grad_accum; ++m) {
       auto loss = task.micro_batch_loss();
+      // only the last micro-batch's gradients are the step's: the earlier ones are partial sums
+      if (overlapped && m == o.grad_accum - 1) overlapped->arm();
       (loss / static_cast<double>(o.grad_accum)).backward();
       loss_sum += loss.item<double>();
       tokens += o.tokens_per_micro_batch * group.size();
     }
+    double allreduce_seconds = 0, early_fraction = 0;
     if (group.size() > 1) {
-      // Parameters without a gradient (unused in this graph) are left out on every rank alike: the graph is the same.
-      auto summed = torch::tensor({loss_sum}, torch::kDouble);
-      std::vector<at::Tensor> grads{summed};
-      for (const auto& [name, p] : task.params)
-        if (p.grad().defined()) grads.push_back(p.grad());
-      group.average(grads, "averaging the gradients of step " + std::to_string(step + 1));
-      loss_sum = summed.item<double>();
+      const auto t = Clock::now();
+      const std::string what = "averaging the gradients of step " + std::to_string(step + 1);
+      if (overlapped) {
+        const auto launched = overlapped->finish(what);
+        early_fraction = launched.buckets > 0 ? static_cast<double>(launched.in_backward) / launched.buckets : 0;
+        loss_sum = group.average(loss_sum, what);
+      } else {
+        // The reference: everything after backward. Parameters without a gradient (unused in this graph) are left
+        // out on every rank alike: the graph is the same.
+        auto summed = torch::tensor({loss_sum}, torch::kDouble);
+        std::vector<at::Tensor> grads{summed};
+        for (const auto& [name, p] : task.params)
+          if (p.grad().defined()) grads.push_back(p.grad());
+        group.average(grads, what, o.bucket_mb);
+        loss_sum = summed.item<double>();
+      }
+      allreduce_seconds = since(t);
     }
     double loss = loss_sum / static_cast<double>(o.grad_accum);
     double norm = clip_grad_norm(task.params, o.grad_clip);
@@ -306,6 +323,10 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     r.last_loss = loss;
     window_loss += loss;
     ++window_n;
+    window_allreduce += allreduce_seconds;
+    window_compute += since(step_t0) - allreduce_seconds;
+    window_early += early_fraction;
+    ++window_timed;
     int64_t done = step + 1;
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double tps = secs > 0 ? static_cast<double>(tokens) / secs : 0;
@@ -316,10 +337,20 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
       std::snprintf(extra, sizeof(extra), "loss %.4f  best eval %.4f", loss, std::isfinite(s.best_eval) ? s.best_eval : loss);
     progress.update(done, extra);
     if (done % o.log_every == 0 || done == last) {
-      log_line({{"step", done}, {"loss", window_loss / static_cast<double>(window_n)}, {"lr", lr},
-                       {"grad_norm", norm}, {"tokens_per_second", tps}, {"elapsed", secs}});
+      nlohmann::json line = {{"step", done}, {"loss", window_loss / static_cast<double>(window_n)}, {"lr", lr},
+                             {"grad_norm", norm}, {"tokens_per_second", tps}, {"elapsed", secs}};
+      if (group.size() > 1) {
+        // per step, averaged over the steps of this window that this process ran (a resume starts a new window)
+        line["allreduce_seconds"] = window_allreduce / static_cast<double>(window_timed);
+        line["compute_seconds"] = window_compute / static_cast<double>(window_timed);
+        // the share of the gradient buckets whose all-reduce started during backward (0 with --allreduce sync)
+        line["allreduce_overlapped"] = window_early / static_cast<double>(window_timed);
+      }
+      log_line(line);
       window_loss = 0;
       window_n = 0;
+      window_allreduce = window_compute = window_early = 0;
+      window_timed = 0;
     }
     if ((o.eval_every > 0 && done % o.eval_every == 0) || done == last) evaluate_and_export(done);
     if (o.snapshot_every > 0 && done % o.snapshot_every == 0 && task.export_model && lead)

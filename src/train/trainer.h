@@ -45,6 +45,11 @@ struct TrainOptions {
   int64_t tokens_per_micro_batch = 0;  // for tokens/s
   std::string out_dir;
   bool fresh = false;             // ignore an existing checkpoint instead of resuming from it
+  // In a distributed run: average the gradients while backward runs (distributed::Group::OverlappedAverage, the
+  // default), or after it (Group::average: the simple synchronous reference, `--allreduce sync`). The two give
+  // the same parameters (tests/test_distributed.cpp).
+  bool overlap_allreduce = true;
+  double bucket_mb = 16;  // the largest gradient bucket (distributed::kDefaultBucketMb), one all-reduce each
   NonFinite on_nonfinite = NonFinite::Stop;
   int64_t max_skips = 10;         // with Skip: consecutive skipped steps before stopping
   bool progress = true;
@@ -68,6 +73,9 @@ struct TrainTask {
   // every global batch (data::rows_of) and `evaluate` returns the mean over its share of the validation batches;
   // the engine averages gradients and validation losses over the ranks. A task without it refuses such a run.
   bool data_parallel = false;
+  // Trained by this process alone even in a distributed run (distill gives each rank layers of its own): no
+  // collective, and this process reads and writes out_dir whatever its rank.
+  bool rank_local = false;
 };
 
 struct TrainResult {
