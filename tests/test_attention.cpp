@@ -447,6 +447,25 @@ std::shared_ptr<LinearAttention> kernel(const nlohmann::json& options, int64_t h
   }
   return k;
 }
+// q, k, v [2, 3, 7, 4] drawn after manual_seed(seed), and a context at scale 0.5 in which key `pos` of batch row
+// `row` is padding.
+struct PaddedInputs {
+  at::Tensor q, k, v;
+  AttentionContext ctx;
+};
+PaddedInputs padded_inputs(uint64_t seed, bool causal, int64_t row, int64_t pos) {
+  torch::manual_seed(seed);
+  PaddedInputs in;
+  in.q = torch::randn({2, 3, 7, 4}, dbl());
+  in.k = torch::randn({2, 3, 7, 4}, dbl());
+  in.v = torch::randn({2, 3, 7, 4}, dbl());
+  in.ctx.causal = causal;
+  in.ctx.scale = 0.5;
+  in.ctx.key_padding_mask = torch::ones({2, 7}, torch::kBool);
+  in.ctx.key_padding_mask.index_put_({row, pos}, false);
+  return in;
+}
+
 }  // namespace
 
 TEST(LinearKernel, FastFormsMatchQuadraticIncludingMapAndGateGradients) {
@@ -454,13 +473,7 @@ TEST(LinearKernel, FastFormsMatchQuadraticIncludingMapAndGateGradients) {
     for (bool causal : {true, false}) {
       SCOPED_TRACE(std::string(map) + (causal ? " causal" : " bidirectional"));
       auto att = kernel({{"feature_map", map}, {"gates", true}, {"chunk", 3}, {"eps", 1e-9}, {"decay", causal}});
-      torch::manual_seed(2);
-      auto q = torch::randn({2, 3, 7, 4}, dbl()), k = torch::randn({2, 3, 7, 4}, dbl()), v = torch::randn({2, 3, 7, 4}, dbl());
-      AttentionContext ctx;
-      ctx.causal = causal;
-      ctx.scale = 0.5;
-      ctx.key_padding_mask = torch::ones({2, 7}, torch::kBool);
-      ctx.key_padding_mask.index_put_({0, 5}, false);
+      auto [q, k, v, ctx] = padded_inputs(2, causal, 0, 5);
       auto probe = torch::randn({2, 3, 7, 4}, dbl());
       auto params = att->parameters();
       ASSERT_GE(params.size(), 2u);
@@ -488,13 +501,7 @@ TEST(LinearKernel, WeightsAloneEqualTheQuadraticFormsWeightsAndTheirGradients) {
     for (bool causal : {true, false}) {
       SCOPED_TRACE(std::string(norm) + (causal ? " causal" : " bidirectional"));
       auto att = kernel({{"feature_map", "hedgehog"}, {"gates", true}, {"norm", norm}, {"eps", 1e-9}});
-      torch::manual_seed(4);
-      auto q = torch::randn({2, 3, 7, 4}, dbl()), k = torch::randn({2, 3, 7, 4}, dbl()), v = torch::randn({2, 3, 7, 4}, dbl());
-      AttentionContext ctx;
-      ctx.causal = causal;
-      ctx.scale = 0.5;
-      ctx.key_padding_mask = torch::ones({2, 7}, torch::kBool);
-      ctx.key_padding_mask.index_put_({1, 2}, false);
+      auto [q, k, v, ctx] = padded_inputs(4, causal, 1, 2);
       at::Tensor w_ref, lw_ref, w, lw;
       att->forward_quadratic(q, k, v, ctx, &w_ref, &lw_ref);
       att->weights_quadratic(q, k, v, ctx, &w, &lw);

@@ -37,9 +37,9 @@ CLI::Validator weight_decay();                        // [0, 10]
 CLI::Validator fraction();                            // [0, 1]
 CLI::Validator threads();                             // [0, 4 × cores]; 0: all cores
 CLI::Validator seed();                                // [0, 2^64 − 1] (a negative seed would wrap around silently)
-CLI::Validator gigabytes();
+CLI::Validator gigabytes();                           // memory budgets in GB: [0, 10^6]; what 0 means, the option says
 CLI::Validator processes();                           // processes of a distributed run on one machine: [1, 4 × cores]
 CLI::Validator port();                                // TCP ports: [1, 65535]
-CLI::Validator seconds();                             // time limits in whole seconds: [1, 86400]                           // memory budgets in GB: [0, 10^6]; what 0 means, the option says
+CLI::Validator seconds();                             // time limits in whole seconds: [1, 86400]
 
 }  // namespace mimic::cli::range

@@ -44,6 +44,22 @@ std::string rank_list(const std::vector<int>& ranks) {
   return s;
 }
 
+// One flat tensor of the tensors' elements, in order (one message instead of one per tensor), and its values
+// written back into them: the packing of every bucket, synchronous or overlapped.
+at::Tensor pack(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> parts;
+  for (const auto& t : tensors) parts.push_back(t.reshape({-1}));
+  return torch::cat(parts);
+}
+
+void unpack(const at::Tensor& flat, std::vector<at::Tensor>& tensors) {
+  int64_t offset = 0;
+  for (auto& t : tensors) {
+    t.copy_(flat.slice(0, offset, offset + t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
 bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
 
 }  // namespace
@@ -230,15 +246,9 @@ struct Group::Impl {
       int64_t bytes = 0;
       auto flush = [&] {
         if (bucket.empty()) return;
-        std::vector<at::Tensor> flat_parts;
-        for (const auto& t : bucket) flat_parts.push_back(t.reshape({-1}));
-        auto flat = torch::cat(flat_parts);
+        auto flat = pack(bucket);
         op(flat);
-        int64_t offset = 0;
-        for (auto& t : bucket) {
-          t.copy_(flat.slice(0, offset, offset + t.numel()).view(t.sizes()));
-          offset += t.numel();
-        }
+        unpack(flat, bucket);
         bucket.clear();
         bytes = 0;
       };
@@ -426,15 +436,11 @@ struct Group::OverlappedAverage::State {
   void launch(Bucket& b) {
     torch::NoGradGuard no_grad;
     b.grads.clear();
-    std::vector<at::Tensor> parts;
     for (size_t i : b.members)
-      if (params[i].grad().defined()) {
-        b.grads.push_back(params[i].grad());
-        parts.push_back(params[i].grad().reshape({-1}));
-      }
+      if (params[i].grad().defined()) b.grads.push_back(params[i].grad());
     b.launched = true;
-    if (parts.empty()) return;
-    b.flat = torch::cat(parts);
+    if (b.grads.empty()) return;
+    b.flat = pack(b.grads);
     std::vector<at::Tensor> v{b.flat};
     try {
       b.work = group.impl_->pg->allreduce(v);
@@ -528,11 +534,7 @@ Group::OverlappedAverage::Launched Group::OverlappedAverage::finish(const std::s
       if (!b.work) continue;
       b.work->wait();
       b.flat.div_(s.group.size());
-      int64_t offset = 0;
-      for (auto& g : b.grads) {
-        g.copy_(b.flat.slice(0, offset, offset + g.numel()).view(g.sizes()));
-        offset += g.numel();
-      }
+      unpack(b.flat, b.grads);
     }
   } catch (const std::exception& e) {
     s.launch_error.clear();

@@ -173,6 +173,8 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   s.best_eval = std::numeric_limits<double>::infinity();
   TrainResult r;
   bool resumed = false;
+  std::vector<at::Tensor> params;  // what the collectives send: the parameters in the task's order
+  for (const auto& [name, p] : task.params) params.push_back(p);
   // Rank 0's start — fresh or the checkpoint's state — becomes every rank's: the state, the parameters (rank 0's
   // initialisation or the checkpoint's), the optimizer moments and the random generator.
   const std::string start = group.from_lead("receiving rank 0's training state", [&] {
@@ -196,8 +198,6 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
       s = saved_from_json(json_key(j, "state", "rank 0's training state"), "rank 0's training state");
       if (resumed && task.restore_data_state) task.restore_data_state(s.data);
     }
-    std::vector<at::Tensor> params;
-    for (const auto& [name, p] : task.params) params.push_back(p);
     group.broadcast(params, "receiving rank 0's parameters");
     if (resumed) {
       auto state = opt.state();
@@ -259,11 +259,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   int64_t window_n = s.window_n;
   int64_t final_step = last;  // or where early stopping ended the run
   std::optional<distributed::Group::OverlappedAverage> overlapped;
-  if (group.size() > 1 && o.overlap_allreduce) {
-    std::vector<at::Tensor> params;
-    for (const auto& [name, p] : task.params) params.push_back(p);
-    overlapped.emplace(group, params, o.bucket_mb);
-  }
+  if (group.size() > 1 && o.overlap_allreduce) overlapped.emplace(group, params, o.bucket_mb);
   // Distributed runs log where a step's time goes: waiting for the gradients' all-reduce (what backward did not
   // hide) and the rest (forward, backward, clipping, the optimizer), summed over the log window, logged per step.
   using Clock = std::chrono::steady_clock;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "mimic/distributed/group.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/train/optimizer.h"
 
@@ -49,7 +50,7 @@ struct TrainOptions {
   // default), or after it (Group::average: the simple synchronous reference, `--allreduce sync`). The two give
   // the same parameters (tests/test_distributed.cpp).
   bool overlap_allreduce = true;
-  double bucket_mb = 16;  // the largest gradient bucket (distributed::kDefaultBucketMb), one all-reduce each
+  double bucket_mb = distributed::kDefaultBucketMb;  // the largest gradient bucket, one all-reduce each
   NonFinite on_nonfinite = NonFinite::Stop;
   int64_t max_skips = 10;         // with Skip: consecutive skipped steps before stopping
   bool progress = true;
