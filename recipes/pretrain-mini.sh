@@ -32,46 +32,49 @@ stage() {  # stage NAME COMMAND...: runs COMMAND unless NAME is done, timing it
 }
 
 # gpt2-mini: 6 layers, d=192, 8 heads of 24, context 512, no dropout, GPT-2's byte-level BPE (50,257 tokens),
-# trained in five curriculum stages so that it copies from its context (issue 17; docs/data.md, "The copy
+# trained in six curriculum stages so that it copies from its context (issue 17; docs/data.md, "The copy
 # curriculum"). Each stage starts from the previous one's last/ model and may end part-way through its own
-# learning-rate schedule (--end-at): the hand-over points were chosen from the snapshots' induction scores.
+# learning-rate schedule (--end-at): the hand-over points were chosen from the snapshots' probes (induction
+# scores, then copy gain on held-out prose and passkey retrieval). Every block of every stage carries a span that
+# recurs; the model still learns prose from the rest of each block (validation blocks are plain prose).
 #  1. pos: a fresh model with a sin/cos position table at RMS 0.1 (a previous-token head needs positions the
 #     model can tell apart) on 128-token blocks, each carrying a span of 8-32 tokens that recurs twice, half of the
 #     spans random tokens of the 2,000 most frequent ids.
 #  2. syn: the same blocks with every span random, 16-40 tokens from the 500 most frequent ids: only an induction
 #     head predicts them. The copies' loss sits at ln 500 for ~1,000 steps, then falls (the induction phase change).
 #  3. syn2: the same all-random blocks drawn from the 20,000 most frequent ids, so that the circuit works for (nearly)
-#     every token: the copies' loss starts at ln 20000 ≈ 9.9 and falls after ~450 steps.
-#  4. mixp: the full 512-token context (positions 128-511 are untrained until here), every block with a span of
-#     16-128 tokens recurring twice, 70% of the spans prose: copying prose, not only random-looking text.
-#  5. prose: 30% of the blocks with one recurring span, half random (ids 20,000), towards the prose perplexity.
-# Stages 4 and 5 are still being tuned (issue 17's notes): their lengths and settings may change.
+#     every token: the copies' loss starts at ln 20000 ~ 9.9 and falls after ~450 steps.
+#  4. prs: syn2's blocks with half the spans prose: the circuit learns to copy prose (held-out copy gain at
+#     60-token segments 0.15 -> 2.97 in 500 steps).
+#  5. len256, 6. gpt2-mini: the context doubled per stage (256-token blocks with spans of 16-80 tokens, then 512 with
+#     16-128), half the spans random. Going from 128 straight to 512 tokens destroyed the circuit (its positions
+#     128-511 untrained and a fresh learning-rate warm-up at once); one doubling at a time keeps it.
 if [[ $SCALE == full ]]; then
-  pos=(--steps 3000 --end-at 500) syn=(--steps 4000 --end-at 1500) syn2=(--steps 1500) mixp=(--steps 2000 --end-at ${MIXP_END:-2000})
-  prose=(--steps 2400 --end-at ${GPT_END:-2400})
+  pos=(--steps 3000 --end-at 500) syn=(--steps 4000 --end-at 1500) syn2=(--steps 1500) prs=(--steps 1500 --end-at 500)
+  len256=(--steps 1500 --end-at 1300) len512=(--steps 1500 --end-at ${GPT_END:-1500})
 else
-  pos=(--steps 8 --end-at 4) syn=(--steps 8 --end-at 4) syn2=(--steps 4) mixp=(--steps 4) prose=(--steps 6)
+  pos=(--steps 8 --end-at 4) syn=(--steps 8 --end-at 4) syn2=(--steps 4) prs=(--steps 6 --end-at 3) len256=(--steps 4)
+  len512=(--steps 4)
 fi
+copy=(--lr 1e-3 --weight-decay 0.1 --copy-fraction 1.0 --copy-repeats 2 --eval-every "$eval_every" --checkpoint-every 25)
 stage gpt2-mini-pos "$MIMIC" pretrain --arch gpt2 --config "$root/recipes/configs/gpt2-mini.json" --position-init sinusoidal \
-  --position-scale 0.1 --data all --seq-len 128 --batch-size 16 "${pos[@]}" --warmup 50 --lr 1e-3 --weight-decay 0.1 \
-  --copy-fraction 1.0 --copy-span 8,32 --copy-repeats 2 --copy-random 0.5 --eval-every "$eval_every" --checkpoint-every 25 \
-  --out "$OUT/gpt2-mini-pos" --threads "$THREADS" --seed 1
+  --position-scale 0.1 --data all --seq-len 128 --batch-size 16 "${pos[@]}" --warmup 50 "${copy[@]}" --copy-span 8,32 \
+  --copy-random 0.5 --out "$OUT/gpt2-mini-pos" --threads "$THREADS" --seed 1
 stage gpt2-mini-syn "$MIMIC" pretrain --arch gpt2 --init "$OUT/gpt2-mini-pos/last" --data all --seq-len 128 --batch-size 16 \
-  "${syn[@]}" --warmup 20 --lr 1e-3 --weight-decay 0.1 --copy-fraction 1.0 --copy-span 16,40 --copy-repeats 2 \
-  --copy-random 1.0 --copy-random-vocab 500 --eval-every "$eval_every" --checkpoint-every 25 \
+  "${syn[@]}" --warmup 20 "${copy[@]}" --copy-span 16,40 --copy-random 1.0 --copy-random-vocab 500 \
   --out "$OUT/gpt2-mini-syn" --threads "$THREADS" --seed 3
 stage gpt2-mini-syn2 "$MIMIC" pretrain --arch gpt2 --init "$OUT/gpt2-mini-syn/last" --data all --seq-len 128 --batch-size 16 \
-  "${syn2[@]}" --warmup 20 --lr 1e-3 --weight-decay 0.1 --copy-fraction 1.0 --copy-span 16,40 --copy-repeats 2 \
-  --copy-random 1.0 --copy-random-vocab 20000 --eval-every "$eval_every" --checkpoint-every 25 \
+  "${syn2[@]}" --warmup 20 "${copy[@]}" --copy-span 16,40 --copy-random 1.0 --copy-random-vocab 20000 \
   --out "$OUT/gpt2-mini-syn2" --threads "$THREADS" --seed 5
-stage gpt2-mini-mixp "$MIMIC" pretrain --arch gpt2 --init "$OUT/gpt2-mini-syn2/last" --data all --seq-len 512 --batch-size 4 \
-  "${mixp[@]}" --warmup 50 --lr 1e-3 --weight-decay 0.1 --copy-fraction 1.0 --copy-span 16,128 --copy-repeats 2 \
-  --copy-random 0.3 --copy-random-vocab 20000 --eval-every "$eval_every" --checkpoint-every 25 \
-  --out "$OUT/gpt2-mini-mixp" --threads "$THREADS" --seed 6
-stage gpt2-mini "$MIMIC" pretrain --arch gpt2 --init "$OUT/gpt2-mini-mixp/last" --data all --seq-len 512 --batch-size 4 \
-  "${prose[@]}" --warmup 50 --lr 1e-3 --weight-decay 0.1 --copy-fraction 0.3 --copy-span 16,128 --copy-repeats 1 \
-  --copy-random 0.5 --copy-random-vocab 20000 --eval-every "$eval_every" --checkpoint-every 25 \
-  --out "$OUT/gpt2-mini" --threads "$THREADS" --seed 4
+stage gpt2-mini-prs "$MIMIC" pretrain --arch gpt2 --init "$OUT/gpt2-mini-syn2/last" --data all --seq-len 128 --batch-size 16 \
+  "${prs[@]}" --warmup 50 "${copy[@]}" --copy-span 16,40 --copy-random 0.5 --copy-random-vocab 20000 \
+  --out "$OUT/gpt2-mini-prs" --threads "$THREADS" --seed 8
+stage gpt2-mini-len256 "$MIMIC" pretrain --arch gpt2 --init "$OUT/gpt2-mini-prs/last" --data all --seq-len 256 --batch-size 8 \
+  "${len256[@]}" --warmup 50 "${copy[@]}" --copy-span 16,80 --copy-random 0.5 --copy-random-vocab 20000 \
+  --out "$OUT/gpt2-mini-len256" --threads "$THREADS" --seed 9
+stage gpt2-mini "$MIMIC" pretrain --arch gpt2 --init "$OUT/gpt2-mini-len256/last" --data all --seq-len 512 --batch-size 4 \
+  "${len512[@]}" --warmup 50 "${copy[@]}" --copy-span 16,128 --copy-random 0.5 --copy-random-vocab 20000 \
+  --out "$OUT/gpt2-mini" --threads "$THREADS" --seed 10
 # bert-mini: 4 layers, d=256, 8 heads of 32, bert-base-uncased WordPiece (30,522 tokens), masked LM.
 stage bert-mini "$MIMIC" pretrain --arch bert --config "$root/recipes/configs/bert-mini.json" --data all \
   --seq-len 256 --batch-size 16 --steps "$bert_steps" --warmup $(( bert_steps / 20 + 1 )) --lr 1e-3 --weight-decay 0.01 \
@@ -96,11 +99,19 @@ done
 # reproduces.
 echo "== metrics (test splits)"
 "$MIMIC" eval --model "$OUT/ship/gpt2-mini" --data all --split test --json "${common[@]}" > "$OUT/ship/gpt2-mini/metrics.json"
+# recall from the context (issue 17's targets): copy gain on repeated held-out passages of 127 tokens, and passkey
+# retrieval against 9 wrong keys (100 keys per length)
+"$MIMIC" eval --task copy --model "$OUT/ship/gpt2-mini" --data all --split test --segments 32 --segment-len 128 --json \
+  "${common[@]}" > "$OUT/ship/gpt2-mini/copy.json"
+"$MIMIC" eval --task passkey --model "$OUT/ship/gpt2-mini" --lengths 128,256,512 --trials 100 --json "${common[@]}" \
+  > "$OUT/ship/gpt2-mini/passkey.json"
 for task in spam sotu-era; do
   "$MIMIC" eval --task cls --model "$OUT/ship/bert-mini-$task" --data "$task" --split test --seq-len 256 --json "${common[@]}" \
     > "$OUT/ship/bert-mini-$task/metrics.json"
 done
-for m in gpt2-mini bert-mini-spam bert-mini-sotu-era; do echo "$m: $(tr -d '\n ' < "$OUT/ship/$m/metrics.json")"; done
+for f in gpt2-mini/metrics gpt2-mini/copy gpt2-mini/passkey bert-mini-spam/metrics bert-mini-sotu-era/metrics; do
+  echo "$f: $(tr -d '\n ' < "$OUT/ship/$f.json")"
+done
 
 if [[ ${INSTALL:-0} == 1 ]]; then
   for m in gpt2-mini bert-mini bert-mini-spam bert-mini-sotu-era; do
