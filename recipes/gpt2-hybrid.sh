@@ -42,7 +42,7 @@ printf '| %-34s | %10s | %14s | %-26s | %14s |\n' "model (finetuned)" "perplexit
 printf '|---|---|---|---|---|\n'
 row() {
   printf '| %-34s | %10s | %14s | %-26s | %14s |\n' "$1" "$(ppl "$2")" "$(gain "$2")" \
-    "$(jq -r '[.rows[] | "\(.rank_accuracy*100|round)%"] | join(", ")' "$OUT/passkey-$2.json")" "$(state_kb "$2")"
+    "$(ranked "$2")" "$(state_kb "$2")"
 }
 row "softmax teacher" teacher-finetuned
 row "hedgehog, all linear" hedgehog-finetuned

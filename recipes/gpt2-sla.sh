@@ -28,7 +28,7 @@ printf '|---|---|---|---|---|---|\n'
 row() {
   printf '| %-32s | %6s | %9s | %9s | %14s | %s |\n' "$1" "$2" "$3" "$([[ -f $OUT/eval-$4.json ]] && ppl "$4" || echo -)" \
     "$(gain "$6")" \
-    "$(jq -r '[.rows[] | "\(.rank_accuracy*100|round)% / \(.gain_rank_accuracy*100|round)%"] | join(", ")' "$OUT/passkey-$5.json")"
+    "$(ranked "$5" gain)"
 }
 row "softmax teacher" "-" "$(ppl teacher)" teacher-finetuned teacher teacher
 row "hedgehog" "$(kl hedgehog)" "$(ppl hedgehog-converted)" hedgehog-finetuned hedgehog hedgehog-finetuned

@@ -99,4 +99,11 @@ state_kb() { get "$OUT/state-$1.json" '.rows[0].state_bytes / 1000' 0; }
 ppl() { get "$OUT/eval-$1.json" .perplexity 1; }
 # copy gain in nats/token with its 95% interval, e.g. "4.21 ± 0.12"
 gain() { echo "$(get "$OUT/copy-$1.json" .model.copy_gain 2) ± $(get "$OUT/copy-$1.json" .model.copy_gain_ci95 2)"; }
+# passkey retrieval by length: the share of keys ranked first, e.g. "95%, 60%"; with "gain" also ranked by the
+# gain over a prompt without the key, e.g. "95% / 98%, 60% / 85%"
+ranked() {
+  local f='"\(.rank_accuracy*100|round)%"'
+  [[ ${2:-} == gain ]] && f='"\(.rank_accuracy*100|round)% / \(.gain_rank_accuracy*100|round)%"'
+  jq -r "[.rows[] | $f] | join(\", \")" "$OUT/passkey-$1.json"
+}
 kl() { get "$OUT/distill-$1.json" '[.layers[].after.mean.kl] | add / length' 3; }
