@@ -285,12 +285,13 @@ TEST(Report, MatchesDistillAndWritesEveryFile) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 4 * 2 * 3);
   EXPECT_EQ(csv.substr(0, csv.find('\n')), "source,kind,layer,head,entropy,kl,ce,spearman,top_8_mass,induction,previous_token,local_mass_64");
   // induction and previous-token scores are weights: in [0, 1] for the teacher and every student
-  for (const auto& m : nlohmann::json::parse(mimic::test::read_bytes((out / "metrics.json").string())).at("metrics")) {
+  // (the parsed document is a named variable: a range-for over a temporary's member would read freed memory)
+  auto j = nlohmann::json::parse(mimic::test::read_bytes((out / "metrics.json").string()));
+  for (const auto& m : j.at("metrics")) {
     if (m.at("previous_token").is_null()) continue;
     EXPECT_GE(m.at("previous_token").get<double>(), 0.0);
     EXPECT_LE(m.at("previous_token").get<double>(), 1.0 + 1e-9);
   }
-  auto j = nlohmann::json::parse(mimic::test::read_bytes((out / "metrics.json").string()));
   EXPECT_EQ(j.at("metrics").size(), 4u * 2 * 3);
   EXPECT_EQ(j.at("record").at("causal"), true);
   int pngs = 0, svgs = 0;
