@@ -9,7 +9,7 @@
 #   MIMIC=… OUT=… THREADS=… SEED=…; stages are skipped when done.
 MODEL=${1:-gpt2-mini}
 SCALE=${SCALE:-quick}
-if [[ $SCALE == full ]]; then REC_SAMPLES=256 REC_LEN=512 FT_STEPS=1000 FT_LEN=512; fi
+if [[ $SCALE == full ]]; then REC_SAMPLES=256 REC_LEN=512 FT_STEPS=1000 FT_BATCH=8 FT_LEN=512; fi
 # The GPT-2 recipes share one output folder per model and scale: stages they have in common run once.
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
 source "$(dirname "$0")/lib.sh"

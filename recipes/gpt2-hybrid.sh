@@ -9,7 +9,7 @@
 #   PASSKEY_LENGTHS, PASSKEY_TRIALS, STATE_AT (default 512)
 MODEL=${1:-gpt2-mini}
 SCALE=${SCALE:-quick}
-if [[ $SCALE == full ]]; then REC_SAMPLES=256 REC_LEN=512 FT_STEPS=1000 FT_LEN=512; fi
+if [[ $SCALE == full ]]; then REC_SAMPLES=256 REC_LEN=512 FT_STEPS=1000 FT_BATCH=8 FT_LEN=512; fi
 WINDOWS=${WINDOWS:-16 64}
 KEEP_HEADS=${KEEP_HEADS:-2 4 8}
 # The GPT-2 recipes share one output folder per model and scale: stages they have in common run once.

@@ -3,7 +3,7 @@
 #   record   gpt2-mini's attention (q, k, v, outputs) on 64 training samples of 256 tokens → HDF5
 #   distill  Hedgehog feature maps, layer by layer, to mimic the softmax weights (10 epochs per layer)
 #   convert  swap them into gpt2-mini: every layer runs linear attention
-#   finetune the converted model as a causal LM (60 steps × 8 × 256 tokens)
+#   finetune the converted model as a causal LM (60 steps × 4 × 512 tokens: the whole context)
 #   eval     test perplexity of the teacher, the converted model before and after finetuning
 #   report   entropy / monotonicity / KL of teacher vs student per layer and head (report.html)
 # Ends with a summary table. Stages are skipped when done (rerun to continue); outputs in $OUT.
