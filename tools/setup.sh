@@ -12,9 +12,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 # fights LibTorch's OpenMP threads. python3-torch/-numpy/-h5py serve the test-fixture generators only.
 # libcairo2-dev + fonts-dejavu-core draw the figures of `mimic report`; chromium (headless) only checks in a
 # test that its report.html renders (122 MB download, ~35 s to install). libgloo-dev: the Gloo headers LibTorch's
-# ProcessGroupGloo.hpp includes (distributed training, src/distributed/).
+# ProcessGroupGloo.hpp includes (distributed training, src/distributed/). libclang-rt-dev: clang's sanitizer and
+# libFuzzer runtimes (only recommended by clang, so --no-install-recommends leaves them out; tools/sanitize.sh, run by
+# .ci/run, and bench/fuzz.sh link them).
 PACKAGES=(
-  build-essential cmake ninja-build clang ccache pkg-config git ca-certificates
+  build-essential cmake ninja-build clang libclang-rt-dev ccache pkg-config git ca-certificates
   libtorch-dev libgloo-dev libopenblas0-openmp libhdf5-dev libeigen3-dev libcli11-dev libgtest-dev nlohmann-json3-dev
   libcairo2-dev fonts-dejavu-core chromium
   nodejs npm jq
