@@ -56,25 +56,24 @@ else
   pos=(--steps 8 --end-at 4) syn=(--steps 8 --end-at 4) syn2=(--steps 4) prs=(--steps 6 --end-at 3) len256=(--steps 4)
   len512=(--steps 4)
 fi
-copy=(--lr 1e-3 --weight-decay 0.1 --copy-fraction 1.0 --copy-repeats 2 --eval-every "$eval_every" --checkpoint-every 25)
-stage gpt2-mini-pos "$MIMIC" pretrain --arch gpt2 --config "$root/recipes/configs/gpt2-mini.json" --position-init sinusoidal \
-  --position-scale 0.1 --data all --seq-len 128 --batch-size 16 "${pos[@]}" --warmup 50 "${copy[@]}" --copy-span 8,32 \
-  --copy-random 0.5 --out "$OUT/gpt2-mini-pos" --threads "$THREADS" --seed 1
-stage gpt2-mini-syn "$MIMIC" pretrain --arch gpt2 --init "$OUT/gpt2-mini-pos/last" --data all --seq-len 128 --batch-size 16 \
-  "${syn[@]}" --warmup 20 "${copy[@]}" --copy-span 16,40 --copy-random 1.0 --copy-random-vocab 500 \
-  --out "$OUT/gpt2-mini-syn" --threads "$THREADS" --seed 3
-stage gpt2-mini-syn2 "$MIMIC" pretrain --arch gpt2 --init "$OUT/gpt2-mini-syn/last" --data all --seq-len 128 --batch-size 16 \
-  "${syn2[@]}" --warmup 20 "${copy[@]}" --copy-span 16,40 --copy-random 1.0 --copy-random-vocab 20000 \
-  --out "$OUT/gpt2-mini-syn2" --threads "$THREADS" --seed 5
-stage gpt2-mini-prs "$MIMIC" pretrain --arch gpt2 --init "$OUT/gpt2-mini-syn2/last" --data all --seq-len 128 --batch-size 16 \
-  "${prs[@]}" --warmup 50 "${copy[@]}" --copy-span 16,40 --copy-random 0.5 --copy-random-vocab 20000 \
-  --out "$OUT/gpt2-mini-prs" --threads "$THREADS" --seed 8
-stage gpt2-mini-len256 "$MIMIC" pretrain --arch gpt2 --init "$OUT/gpt2-mini-prs/last" --data all --seq-len 256 --batch-size 8 \
-  "${len256[@]}" --warmup 50 "${copy[@]}" --copy-span 16,80 --copy-random 0.5 --copy-random-vocab 20000 \
-  --out "$OUT/gpt2-mini-len256" --threads "$THREADS" --seed 9
-stage gpt2-mini "$MIMIC" pretrain --arch gpt2 --init "$OUT/gpt2-mini-len256/last" --data all --seq-len 512 --batch-size 4 \
-  "${len512[@]}" --warmup 50 "${copy[@]}" --copy-span 16,128 --copy-random 0.5 --copy-random-vocab 20000 \
-  --out "$OUT/gpt2-mini" --threads "$THREADS" --seed 10
+# gpt2_stage NAME SEED ARGS...: one stage of the curriculum; what every stage shares is here, what differs is ARGS
+gpt2_stage() {
+  local name=$1 seed=$2; shift 2
+  stage "$name" "$MIMIC" pretrain --arch gpt2 --data all --lr 1e-3 --weight-decay 0.1 --copy-fraction 1.0 --copy-repeats 2 \
+    --eval-every "$eval_every" --checkpoint-every 25 "$@" --out "$OUT/$name" --threads "$THREADS" --seed "$seed"
+}
+gpt2_stage gpt2-mini-pos 1 --config "$root/recipes/configs/gpt2-mini.json" --position-init sinusoidal --position-scale 0.1 \
+  --seq-len 128 --batch-size 16 "${pos[@]}" --warmup 50 --copy-span 8,32 --copy-random 0.5
+gpt2_stage gpt2-mini-syn 3 --init "$OUT/gpt2-mini-pos/last" --seq-len 128 --batch-size 16 "${syn[@]}" --warmup 20 \
+  --copy-span 16,40 --copy-random 1.0 --copy-random-vocab 500
+gpt2_stage gpt2-mini-syn2 5 --init "$OUT/gpt2-mini-syn/last" --seq-len 128 --batch-size 16 "${syn2[@]}" --warmup 20 \
+  --copy-span 16,40 --copy-random 1.0 --copy-random-vocab 20000
+gpt2_stage gpt2-mini-prs 8 --init "$OUT/gpt2-mini-syn2/last" --seq-len 128 --batch-size 16 "${prs[@]}" --warmup 50 \
+  --copy-span 16,40 --copy-random 0.5 --copy-random-vocab 20000
+gpt2_stage gpt2-mini-len256 9 --init "$OUT/gpt2-mini-prs/last" --seq-len 256 --batch-size 8 "${len256[@]}" --warmup 50 \
+  --copy-span 16,80 --copy-random 0.5 --copy-random-vocab 20000
+gpt2_stage gpt2-mini 10 --init "$OUT/gpt2-mini-len256/last" --seq-len 512 --batch-size 4 "${len512[@]}" --warmup 50 \
+  --copy-span 16,128 --copy-random 0.5 --copy-random-vocab 20000
 # bert-mini: 4 layers, d=256, 8 heads of 32, bert-base-uncased WordPiece (30,522 tokens), masked LM.
 stage bert-mini "$MIMIC" pretrain --arch bert --config "$root/recipes/configs/bert-mini.json" --data all \
   --seq-len 256 --batch-size 16 --steps "$bert_steps" --warmup $(( bert_steps / 20 + 1 )) --lr 1e-3 --weight-decay 0.01 \
