@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mimic quickstart: the whole conversion pipeline on the embedded gpt2-mini, in about 5 minutes on 2 cores (301 s measured).
+# mimic quickstart: the whole conversion pipeline on the embedded gpt2-mini, in about 5 minutes on 2 cores (270 s measured, quiet).
 #   record   gpt2-mini's attention (q, k, v, outputs) on 64 training samples of 256 tokens → HDF5
 #   distill  Hedgehog feature maps, layer by layer, to mimic the softmax weights (10 epochs per layer)
 #   convert  swap them into gpt2-mini: every layer runs linear attention
