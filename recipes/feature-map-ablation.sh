@@ -10,7 +10,9 @@
 MODEL=${1:-gpt2-mini}
 SCALE=${SCALE:-quick}
 if [[ $SCALE == full ]]; then FT_STEPS=${FT_STEPS:-300} EPOCHS=${EPOCHS:-10}; else FT_STEPS=${FT_STEPS:-30} EPOCHS=${EPOCHS:-5}; fi
-EVAL=(--data all --split test --stride 512)  # non-overlapping windows: half the cost of the default stride
+# Non-overlapping perplexity windows: half the cost of the default stride. Not part of EVAL: the copy eval
+# takes the same text but no stride (it refuses one).
+PPL_STRIDE=${PPL_STRIDE:-512}
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$OUT"

@@ -40,8 +40,9 @@ print_timings() { echo; echo "time per stage"; printf '  %s\n' "${timings[@]}"; 
 #   REC_SAMPLES REC_LEN        samples × tokens recorded from the training split for distillation
 #   EPOCHS                     distillation epochs per layer
 #   FT_STEPS FT_BATCH FT_LEN   finetuning: optimizer steps, sequences per step, tokens per sequence
-#   EVAL=(...)                 what `mimic eval` scores (default: the test split of all corpora); from the
-#                              environment: EVAL_ARGS="--file my.txt"
+#   EVAL=(...)                 the text `mimic eval` scores, for perplexity and copy gain alike (default: the test
+#                              split of all corpora); from the environment: EVAL_ARGS="--file my.txt"
+#   PPL_STRIDE                 the perplexity windows' stride (default: eval's own); only the LM eval takes it
 REC_SAMPLES=${REC_SAMPLES:-64} REC_LEN=${REC_LEN:-256} EPOCHS=${EPOCHS:-10}
 # Finetuning runs at the evaluation's length (gpt2-mini's whole context): a converted model finetuned on 256-token
 # sequences scored 189 perplexity in 256-token windows but 972 in 512-token ones (positions it was never trained at
@@ -58,7 +59,8 @@ record_lm() {
 }
 # eval_lm NAME MODEL: perplexity → $OUT/eval-NAME.json, and the in-context copy gain → $OUT/copy-NAME.json
 eval_lm() {
-  stage "eval-$1" to "$OUT/eval-$1.json" "$MIMIC" eval --model "$2" "${EVAL[@]}" --json "${common[@]}"
+  stage "eval-$1" to "$OUT/eval-$1.json" "$MIMIC" eval --model "$2" "${EVAL[@]}" ${PPL_STRIDE:+--stride "$PPL_STRIDE"} \
+    --json "${common[@]}"
   stage "copy-$1" to "$OUT/copy-$1.json" "$MIMIC" eval --task copy --model "$2" "${EVAL[@]}" --segments "$COPY_SEGMENTS" \
     --segment-len "$COPY_LEN" --json "${common[@]}"
 }
