@@ -538,9 +538,59 @@ TEST(BenchTrain, EveryKindReallyTrainsAndTheRatiosComeFromTheMeasuredTimes) {
       EXPECT_LT(c["last_loss"].get<double>(), c["first_loss"].get<double>() - 0.1) << c.dump();
     }
   }
+  for (const auto& row : j["rows"])
+    for (const auto& c : row["kinds"]) EXPECT_FALSE(c.contains("profile")) << "profiled without --profile: " << c.dump();
   ASSERT_EQ(j["targets"].size(), 6u);
   for (const auto& t : j["targets"]) EXPECT_EQ(t["status"], "n/a") << t.dump();
   EXPECT_EQ(j["targets"][0]["name"], "linear:feature_map=hedgehog training step >= 1x softmax's tokens/s at 256 (mini)");
+}
+
+// `bench train --profile`: every kind's cell carries where one extra step's time went, by operator. The
+// shares (operators' self times and the time outside them) cannot add up to more than the step; a training
+// step is mostly its matrix products, so the mm family (forward mm/addmm and their backward nodes) is among
+// the largest shares; per-step call counts are exact (13 LayerNorms: two per block and ln_f); the text
+// report has a profile table per cell.
+TEST(BenchTrain, ProfileGivesEachKindsOperatorSharesOfOneStepLedByTheMatrixProducts) {
+  const std::string args = "bench train --lengths 32 --tokens-per-step 64 --repeats 1 --threads 1 --profile --kinds 'linear:feature_map=hedgehog'";
+  auto r = run_cli(args + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["config"]["profile"], true);
+  ASSERT_EQ(j["rows"].size(), 1u);
+  ASSERT_EQ(j["rows"][0]["kinds"].size(), 2u);
+  for (const auto& c : j["rows"][0]["kinds"]) {
+    ASSERT_TRUE(c.contains("profile")) << c.dump();
+    const auto& p = c["profile"];
+    double total = p["outside_operators_share"].get<double>();
+    ASSERT_FALSE(p["operators"].empty());
+    double previous = 1.0, mm_family = 0;
+    bool mm_in_top = false;
+    for (size_t i = 0; i < p["operators"].size(); ++i) {
+      const auto& op = p["operators"][i];
+      const double share = op["self_share"].get<double>();
+      const std::string name = op["name"];
+      EXPECT_GE(share, 0) << name;
+      EXPECT_LE(share, previous) << "operators not sorted by share at " << name;
+      previous = share;
+      total += share;
+      const bool mm = name == "aten::mm" || name == "aten::addmm" || name == "aten::bmm" || name == "MmBackward0" ||
+                      name == "AddmmBackward0" || name == "BmmBackward0";
+      if (mm) mm_family += share;
+      if (mm && i < 5) mm_in_top = true;
+      if (name == "aten::layer_norm") EXPECT_DOUBLE_EQ(op["calls_per_step"].get<double>(), 13.0);
+    }
+    EXPECT_LE(total, 1.0 + 1e-9) << c["kind"];
+    EXPECT_GT(total, 0.5) << c["kind"];
+    EXPECT_TRUE(mm_in_top) << c["kind"] << ": no mm-family operator among the five largest shares";
+    EXPECT_GT(mm_family, 0.1) << c["kind"];
+    EXPECT_GT(p["operators_per_step"].get<double>(), p["top_level_operators_per_step"].get<double>());
+  }
+  r = run_cli(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("profile (shares of a training step's wall time, under the profiler; its time not reported): softmax, mini, T 32"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("profile (shares of a training step's wall time, under the profiler; its time not reported): linear:feature_map=hedgehog"),
+            std::string::npos) << r.out;
 }
 
 TEST(BenchTrain, AnUnknownWidthOrKindIsAOneLineError) {

@@ -92,6 +92,8 @@ void register_bench(CLI::App& app) {
       ->capture_default_str()
       ->check(range::tokens(2));
   add_repeats(*tr, targs->options.repeats, "steps per measurement");
+  tr->add_flag("--profile", targs->options.profile,
+               "Run one more step per width, length and kind under LibTorch's operator profiler and report each operator's share of a step");
   add_common_options(*tr, targs->common);
   tr->callback([targs]() {
     start(targs->common);

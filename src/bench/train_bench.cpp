@@ -98,14 +98,15 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
         std::vector<std::pair<std::string, at::Tensor>> params;
         for (const auto& p : model->module().named_parameters()) params.emplace_back(p.key(), p.value());
         train::AdamW opt(params, {});
-        std::vector<double> losses;
-        auto sample = measure(o.repeats, nullptr, [&] {
+        auto step = [&] {
           auto l = train::next_token_loss(model->forward({ids, {}, {}, {}}).logits, labels);
           l.backward();
           opt.step(1e-3);
           opt.zero_grad();
-          losses.push_back(l.item<double>());
-        });
+          return l.item<double>();
+        };
+        std::vector<double> losses;
+        auto sample = measure(o.repeats, nullptr, [&] { losses.push_back(step()); });
         for (double x : losses) MIMIC_CHECK(std::isfinite(x), "bench train: ", specs[k].kind, " at T=", T, " gave a non-finite loss");
         TrainBenchCell c;
         c.kind = k == 0 ? "softmax" : o.kinds[k - 1];
@@ -115,6 +116,10 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
         c.gflops = 6.0 * dense * row.batch * T / (sample.ms * 1e-3) / 1e9;
         c.first_loss = losses.front();
         c.last_loss = losses.back();
+        if (o.profile) {
+          c.profile = profile_ops([&] { step(); }, 1);
+          c.profiled = true;
+        }
         row.cells.push_back(c);
         bar.advance();
       }
@@ -148,7 +153,7 @@ nlohmann::json to_json(const TrainBenchResult& r) {
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& row : r.rows) {
     nlohmann::json cells = nlohmann::json::array();
-    for (const auto& c : row.cells)
+    for (const auto& c : row.cells) {
       cells.push_back({{"kind", c.kind},
                        {"step_ms", c.step_ms},
                        {"tokens_per_second", c.tokens_per_second},
@@ -158,6 +163,15 @@ nlohmann::json to_json(const TrainBenchResult& r) {
                        {"ratio", c.ratio},
                        {"first_loss", c.first_loss},
                        {"last_loss", c.last_loss}});
+      if (c.profiled) {
+        nlohmann::json ops = nlohmann::json::array();
+        for (const auto& op : c.profile.ops) ops.push_back({{"name", op.name}, {"self_share", op.share}, {"calls_per_step", op.calls}});
+        cells.back()["profile"] = {{"outside_operators_share", c.profile.outside_share},
+                                   {"operators_per_step", c.profile.operators},
+                                   {"top_level_operators_per_step", c.profile.top_level},
+                                   {"operators", ops}};
+      }
+    }
     rows.push_back({{"width", row.width}, {"T", row.length}, {"batch", row.batch}, {"kinds", cells}});
   }
   nlohmann::json targets = nlohmann::json::array();
@@ -172,7 +186,8 @@ nlohmann::json to_json(const TrainBenchResult& r) {
             {"tokens_per_step", r.options.tokens_per_step},
             {"seed", r.options.seed},
             {"widths", widths},
-            {"kinds", r.options.kinds}}},
+            {"kinds", r.options.kinds},
+            {"profile", r.options.profile}}},
           {"gemm_gflops", r.gemm_gflops},
           {"work", "dense FLOPs = 6 x (linear-layer and LM-head parameters) x tokens; attention's own FLOPs not counted"},
           {"rows", rows},
@@ -191,6 +206,17 @@ std::string format_report(const TrainBenchResult& r) {
     for (const auto& c : row.cells)
       os << strf("%-6s %6s %5lld  %-50s %9.0f %9.0f %7.2fx %9.0f %7.1f\n", row.width.c_str(), length_name(row.length).c_str(),
                  static_cast<long long>(row.batch), c.kind.c_str(), c.step_ms, c.tokens_per_second, c.ratio, c.peak_mb, c.gflops);
+  for (const auto& row : r.rows)
+    for (const auto& c : row.cells) {
+      if (!c.profiled) continue;
+      os << strf("\nprofile (shares of a training step's wall time, under the profiler; its time not reported): %s, %s, T %s, batch %lld\n",
+                 c.kind.c_str(), row.width.c_str(), length_name(row.length).c_str(), static_cast<long long>(row.batch));
+      os << strf("  %.0f operator calls per step (%.0f from our code); outside any operator: %.1f%%\n", c.profile.operators,
+                 c.profile.top_level, 100 * c.profile.outside_share);
+      const size_t shown = std::min<size_t>(c.profile.ops.size(), 15);
+      for (size_t i = 0; i < shown; ++i)
+        os << strf("  %-40s %6.1f%%  %6.0f calls/step\n", c.profile.ops[i].name.c_str(), 100 * c.profile.ops[i].share, c.profile.ops[i].calls);
+    }
   if (!r.targets.empty()) os << "\ntargets\n";
   for (const auto& t : r.targets) os << strf("  [%-4s] %s: %s\n", t.status.c_str(), t.name.c_str(), t.detail.c_str());
   return os.str();

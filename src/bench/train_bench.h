@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "mimic/bench/measure.h"
 #include "mimic/bench/target.h"
 
 namespace mimic::bench {
@@ -37,6 +38,10 @@ struct TrainBenchOptions {
   int repeats = 3;     // timed steps per measurement (median), after one warm-up step
   uint64_t seed = 0;   // weights and token ids
   bool progress = true;
+  // After the timed steps of every (width, length, kind), one more step under the operator profiler
+  // (profile_ops): where a step's time goes, by operator, as shares. The profiler slows the step, so its time
+  // is not reported, and the step is not among those whose losses are kept.
+  bool profile = false;
 };
 
 struct TrainBenchCell {
@@ -48,6 +53,8 @@ struct TrainBenchCell {
   // The loss of the warm-up step and of the last timed one: every step trains on the same batch, so the
   // second is lower when the steps really train.
   double first_loss = 0, last_loss = 0;
+  bool profiled = false;  // options.profile
+  OpProfile profile;      // shares of one step's wall time (calls per step), when profiled
 };
 
 struct TrainBenchRow {
