@@ -1,0 +1,139 @@
+// The chunked LM-head cross-entropy (train/lm_head_loss.h) against its naive reference, forward and
+// gradients: over chunk sizes (one row, uneven remainders, one chunk for all, the default), with ignored
+// (-100) targets, with no scored target at all, with logits so spread that a target's probability
+// underflows, and with only one of the inputs requiring a gradient.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "mimic/train/lm_head_loss.h"
+#include "test_util.h"
+
+namespace {
+
+using mimic::train::lm_head_loss;
+using mimic::train::lm_head_loss_reference;
+
+// flash-linear-attention's criterion: RMS(error) / RMS(reference), which scales with the values.
+double rms_ratio(const at::Tensor& got, const at::Tensor& ref) {
+  auto g = got.to(torch::kDouble), r = ref.to(torch::kDouble);
+  return (g - r).pow(2).mean().sqrt().item<double>() / std::max(r.pow(2).mean().sqrt().item<double>(), 1e-30);
+}
+
+struct LossAndGrads {
+  double loss;
+  at::Tensor grad_hidden, grad_weight;
+};
+
+template <class F>
+LossAndGrads run(F loss_fn, const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels, double upstream = 1.0) {
+  auto h = hidden.detach().clone().requires_grad_();
+  auto w = weight.detach().clone().requires_grad_();
+  at::Tensor l = loss_fn(h, w, labels);
+  (l * upstream).backward();
+  return {l.item<double>(), h.grad(), w.grad()};
+}
+
+// Random hidden states, weight and labels whose logits spread over a few units (a trained model's range).
+struct Case {
+  at::Tensor hidden, weight, labels;
+};
+Case make_case(int64_t b, int64_t t, int64_t d, int64_t vocab, double ignored_share, uint64_t seed) {
+  torch::manual_seed(seed);
+  Case c;
+  c.hidden = torch::randn({b, t, d});
+  c.weight = torch::randn({vocab, d}) / std::sqrt(static_cast<double>(d)) * 3.0;
+  c.labels = torch::randint(vocab, {b, t}, torch::kLong);
+  if (ignored_share > 0) c.labels.masked_fill_(torch::rand({b, t}) < ignored_share, -100);
+  return c;
+}
+
+}  // namespace
+
+TEST(LmHeadLoss, ChunkedMatchesTheReferenceInLossAndBothGradientsOverChunkSizesAndIgnoredTargets) {
+  struct Shape {
+    int64_t b, t, d, vocab;
+  };
+  for (auto s : {Shape{2, 13, 16, 97}, Shape{1, 40, 24, 311}, Shape{3, 7, 8, 1000}})
+    for (double ignored : {0.0, 0.3})
+      for (int64_t chunk : {int64_t{1}, int64_t{3}, int64_t{7}, s.b * s.t, s.b * s.t + 5, int64_t{0}}) {
+        auto c = make_case(s.b, s.t, s.d, s.vocab, ignored, 7 + static_cast<uint64_t>(s.vocab));
+        const std::string where = "b " + std::to_string(s.b) + " t " + std::to_string(s.t) + " V " + std::to_string(s.vocab) +
+                                  " chunk " + std::to_string(chunk) + " ignored " + std::to_string(ignored);
+        auto ref = run(lm_head_loss_reference, c.hidden, c.weight, c.labels);
+        auto got = run([&](auto& h, auto& w, auto& y) { return lm_head_loss(h, w, y, chunk); }, c.hidden, c.weight, c.labels);
+        ASSERT_TRUE(std::isfinite(ref.loss)) << where;
+        EXPECT_NEAR(got.loss, ref.loss, 1e-5 * std::abs(ref.loss)) << where;
+        EXPECT_LT(rms_ratio(got.grad_hidden, ref.grad_hidden), 1e-5) << where;
+        EXPECT_LT(rms_ratio(got.grad_weight, ref.grad_weight), 1e-5) << where;
+        EXPECT_EQ(got.grad_hidden.sizes(), c.hidden.sizes()) << where;
+        if (ignored > 0) {
+          // an ignored token's hidden state gets exactly no gradient
+          auto ignored_rows = c.labels.eq(-100);
+          ASSERT_GT(ignored_rows.sum().item<int64_t>(), 0) << where;
+          EXPECT_EQ(got.grad_hidden.index({ignored_rows}).abs().max().item<float>(), 0.0f) << where;
+        }
+      }
+}
+
+TEST(LmHeadLoss, TheGradientsScaleWithTheIncomingGradientAndOnlyInputsThatAskForOneGetIt) {
+  auto c = make_case(2, 9, 16, 61, 0.2, 3);
+  auto ref = run(lm_head_loss_reference, c.hidden, c.weight, c.labels, 2.5);
+  auto got = run([](auto& h, auto& w, auto& y) { return lm_head_loss(h, w, y, 4); }, c.hidden, c.weight, c.labels, 2.5);
+  EXPECT_LT(rms_ratio(got.grad_hidden, ref.grad_hidden), 1e-5);
+  EXPECT_LT(rms_ratio(got.grad_weight, ref.grad_weight), 1e-5);
+
+  // a frozen head (weight without gradient): the hidden states still get theirs
+  auto h = c.hidden.clone().requires_grad_();
+  lm_head_loss(h, c.weight, c.labels, 4).backward();
+  EXPECT_LT(rms_ratio(h.grad(), run(lm_head_loss_reference, c.hidden, c.weight, c.labels).grad_hidden), 1e-5);
+  // and the other way round
+  auto w = c.weight.clone().requires_grad_();
+  lm_head_loss(c.hidden, w, c.labels, 4).backward();
+  EXPECT_LT(rms_ratio(w.grad(), run(lm_head_loss_reference, c.hidden, c.weight, c.labels).grad_weight), 1e-5);
+
+  // without gradients (evaluation): the same loss, no graph
+  torch::NoGradGuard no_grad;
+  auto h2 = c.hidden.clone().requires_grad_();
+  auto l = lm_head_loss(h2, c.weight, c.labels, 4);
+  EXPECT_FALSE(l.requires_grad());
+  EXPECT_NEAR(l.item<double>(), lm_head_loss_reference(c.hidden, c.weight, c.labels).item<double>(), 1e-5 * l.item<double>());
+}
+
+TEST(LmHeadLoss, NoScoredTargetGivesANaNLossAndZeroGradientsAsTheReferenceDoes) {
+  auto c = make_case(2, 5, 8, 31, 0.0, 5);
+  c.labels.fill_(-100);
+  auto ref = run(lm_head_loss_reference, c.hidden, c.weight, c.labels);
+  auto got = run([](auto& h, auto& w, auto& y) { return lm_head_loss(h, w, y, 3); }, c.hidden, c.weight, c.labels);
+  EXPECT_TRUE(std::isnan(ref.loss));
+  EXPECT_TRUE(std::isnan(got.loss));
+  EXPECT_EQ(got.grad_hidden.abs().max().item<float>(), 0.0f);
+  EXPECT_EQ(got.grad_weight.abs().max().item<float>(), 0.0f);
+  EXPECT_EQ(ref.grad_hidden.abs().max().item<float>(), 0.0f);
+}
+
+// Logits spread over thousands of units: a target's softmax probability underflows to 0 in float, so a loss
+// taken as −log p would be infinite; the log-sum-exp from the maximum's probability keeps it exact.
+TEST(LmHeadLoss, TargetsWhoseProbabilityUnderflowsKeepAFiniteExactLoss) {
+  auto c = make_case(1, 12, 8, 50, 0.0, 9);
+  c.weight = c.weight * 400.0;
+  auto ref = run(lm_head_loss_reference, c.hidden, c.weight, c.labels);
+  auto got = run([](auto& h, auto& w, auto& y) { return lm_head_loss(h, w, y, 5); }, c.hidden, c.weight, c.labels);
+  ASSERT_GT(ref.loss, 100.0) << "the case should put targets far below the maximum";
+  EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss);
+  EXPECT_LT(rms_ratio(got.grad_hidden, ref.grad_hidden), 1e-5);
+  EXPECT_LT(rms_ratio(got.grad_weight, ref.grad_weight), 1e-5);
+}
+
+TEST(LmHeadLoss, ALabelOutsideTheVocabularyOrMismatchedShapesAreErrors) {
+  auto c = make_case(1, 4, 8, 20, 0.0, 1);
+  auto bad = c.labels.clone();
+  bad[0][2] = 20;
+  EXPECT_THROW(lm_head_loss(c.hidden, c.weight, bad), mimic::Error);
+  bad[0][2] = -3;
+  EXPECT_THROW(lm_head_loss(c.hidden, c.weight, bad), mimic::Error);
+  EXPECT_THROW(lm_head_loss(c.hidden, c.weight.narrow(1, 0, 4), c.labels), mimic::Error);
+  EXPECT_THROW(lm_head_loss(c.hidden, c.weight, c.labels.narrow(1, 0, 3)), mimic::Error);
+}
