@@ -1,13 +1,19 @@
 // The chunked LM-head cross-entropy (train/lm_head_loss.h) against its naive reference, forward and
 // gradients: over chunk sizes (one row, uneven remainders, one chunk for all, the default), with ignored
 // (-100) targets, with no scored target at all, with logits so spread that a target's probability
-// underflows, and with only one of the inputs requiring a gradient.
+// underflows, and with only one of the inputs requiring a gradient; then the training loss of a GPT-2
+// (causal_lm_loss, which takes the chunked path) against the logits path, on the loss and on every
+// parameter's gradient, the tied embedding included.
 #include <torch/torch.h>
 
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "mimic/attention/kinds.h"
+#include "mimic/data/batches.h"
+#include "mimic/models/model.h"
+#include "mimic/train/lm.h"
 #include "mimic/train/lm_head_loss.h"
 #include "test_util.h"
 
@@ -136,4 +142,49 @@ TEST(LmHeadLoss, ALabelOutsideTheVocabularyOrMismatchedShapesAreErrors) {
   EXPECT_THROW(lm_head_loss(c.hidden, c.weight, bad), mimic::Error);
   EXPECT_THROW(lm_head_loss(c.hidden, c.weight.narrow(1, 0, 4), c.labels), mimic::Error);
   EXPECT_THROW(lm_head_loss(c.hidden, c.weight, c.labels.narrow(1, 0, 3)), mimic::Error);
+}
+
+// The training loss of a GPT-2 (softmax and converted to linear attention) with padding and ignored labels:
+// causal_lm_loss runs the chunked head, causal_lm_loss_reference the full logits; the losses and every
+// parameter's gradient agree, the token embedding's (which the head is tied to) included.
+TEST(LmHeadLoss, Gpt2TrainingLossMatchesTheLogitsPathInLossAndEveryParametersGradient) {
+  for (const std::string kind : {"softmax", "linear"}) {
+    torch::manual_seed(11);
+    nlohmann::json config = {{"model_type", "gpt2"}, {"n_embd", 32},      {"n_layer", 2},       {"n_head", 4},
+                             {"n_positions", 32},    {"vocab_size", 211}, {"resid_pdrop", 0.0}, {"embd_pdrop", 0.0},
+                             {"attn_pdrop", 0.0}};
+    auto model = mimic::models::create_model(config.dump(), "");
+    if (kind == "linear")
+      for (int64_t l = 0; l < 2; ++l)
+        model->set_attention_kernel(l, mimic::attention::make_attention_kernel("linear", {{"feature_map", "hedgehog"}}, 4, 8));
+    ASSERT_TRUE(model->lm_head_weight().defined());
+    mimic::data::LmBatch b;
+    b.input_ids = torch::randint(211, {3, 16}, torch::kLong);
+    b.labels = torch::roll(b.input_ids, -1, 1);
+    b.attention_mask = torch::ones({3, 16}, torch::kLong);
+    b.attention_mask[2].narrow(0, 10, 6).fill_(0);  // a right-padded row: its padding is not scored
+    b.labels.masked_fill_(b.attention_mask.eq(0), -100);
+    b.labels.select(1, 15).fill_(-100);
+
+    auto grads = [&](bool reference) {
+      model->module().zero_grad();
+      auto l = reference ? mimic::train::causal_lm_loss_reference(*model, b) : mimic::train::causal_lm_loss(*model, b);
+      l.backward();
+      std::vector<std::pair<std::string, at::Tensor>> out = {{"loss", l.detach()}};
+      for (const auto& p : model->module().named_parameters())
+        if (p.value().grad().defined()) out.emplace_back(p.key(), p.value().grad().clone());
+      return out;
+    };
+    auto ref = grads(true);
+    auto got = grads(false);
+    ASSERT_EQ(got.size(), ref.size()) << kind;
+    EXPECT_NEAR(got[0].second.item<double>(), ref[0].second.item<double>(), 1e-5 * ref[0].second.item<double>()) << kind;
+    bool saw_wte = false;
+    for (size_t i = 1; i < ref.size(); ++i) {
+      ASSERT_EQ(got[i].first, ref[i].first);
+      saw_wte |= ref[i].first == "wte.weight";
+      EXPECT_LT(rms_ratio(got[i].second, ref[i].second), 1e-4) << kind << " " << ref[i].first;
+    }
+    EXPECT_TRUE(saw_wte) << kind;
+  }
 }

@@ -48,6 +48,8 @@ class LoraModel : public models::Model {
   // Merged tensors (as Model::save writes them).
   std::vector<std::pair<std::string, at::Tensor>> state_dict() const override;
   torch::nn::Module& module() override { return base_->module(); }
+  // The base's: LoRA adapts attention projections only, never the head.
+  at::Tensor lm_head_weight() override { return base_->lm_head_weight(); }
   using Model::save;
   void save(const std::string& dir, const models::SaveOptions& options) const override;
   void set_attention_kernel(int64_t layer, std::shared_ptr<attention::AttentionKernelImpl> kernel) override {

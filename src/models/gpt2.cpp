@@ -75,6 +75,7 @@ ForwardOutputs Gpt2Impl::forward(const ForwardInputs& in) {
   }
   ForwardOutputs out;
   out.last_hidden_state = ln_f->forward(x);
+  if (!in.lm_head && !decoding_) return out;
   auto h = in.logits_positions.defined() ? out.last_hidden_state.index({in.logits_positions}) : out.last_hidden_state;
   // decoding: one row per sequence (lm_logits' matrix-vector product at batch 1); elsewhere the reference, so
   // that training and evaluation are bit for bit what they were

@@ -12,6 +12,7 @@ class Gpt2Impl : public NetworkImpl {
   explicit Gpt2Impl(const ModelConfig& c);
   ForwardOutputs forward(const ForwardInputs& in) override;
   const ModelConfig& config() const override { return c_; }
+  at::Tensor lm_head_weight() override { return wte->weight; }
   torch::nn::Embedding wte{nullptr}, wpe{nullptr};
   struct Layer {
     torch::nn::LayerNorm ln_1{nullptr}, ln_2{nullptr};

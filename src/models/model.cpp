@@ -138,6 +138,7 @@ class HfModel : public Model {
   }
 
   torch::nn::Module& module() override { return *net_; }
+  at::Tensor lm_head_weight() override { return net_->lm_head_weight(); }
 
   using Model::save;
   void save(const std::string& dir, const SaveOptions& options) const override {

@@ -29,6 +29,9 @@ struct ForwardInputs {
   // Optional bool [B, T]: run the LM / MLM head only at these positions; logits are then [N, V] in
   // row-major order of the true positions (masked-LM training scores ~15% of the tokens).
   at::Tensor logits_positions;
+  // false: skip the LM head (logits stay undefined), for a loss that applies the head itself to
+  // last_hidden_state with Model::lm_head_weight() (train/lm_head_loss.h). Networks without such a head ignore it.
+  bool lm_head = true;
 };
 
 struct ForwardOutputs {
@@ -96,6 +99,10 @@ class Model {
   // `transformer.` prefix, LayerNorm gamma/beta or weight/bias), ready for save_safetensors.
   virtual std::vector<std::pair<std::string, at::Tensor>> state_dict() const = 0;
   virtual torch::nn::Module& module() = 0;
+  // The LM head's weight [V, d] when the head is exactly logits = last_hidden_state · weightᵀ (GPT-2: the token
+  // embedding it is tied to, the parameter itself, so gradients through it train the embedding); undefined when
+  // the model has no such head (BERT's MLM head adds a transform and a bias, a classifier is no LM head).
+  virtual at::Tensor lm_head_weight() { return {}; }
   // Writes config.json + the weights (+ the tokenizer files of the source directory) to `dir`, replacing
   // weights of the other layout (model.safetensors vs. shards and index) left there by an earlier save.
   // Every file is written atomically, while this process holds `dir` (io::lock_output_dir).

@@ -39,6 +39,8 @@ class NetworkImpl : public torch::nn::Module {
  public:
   virtual ForwardOutputs forward(const ForwardInputs& in) = 0;
   virtual const ModelConfig& config() const = 0;
+  // Model::lm_head_weight: undefined unless the network's LM logits are last_hidden_state · weightᵀ.
+  virtual at::Tensor lm_head_weight() { return {}; }
   void set_kernel(int64_t layer, attention::AttentionKernel kernel);
   attention::AttentionKernel kernel(int64_t layer) const;
   void set_capture(int64_t layer, attention::AttentionCapture* capture);

@@ -7,6 +7,7 @@
 #include "mimic/core/error.h"
 #include "mimic/data/batches.h"
 #include "mimic/models/model.h"
+#include "mimic/train/lm_head_loss.h"
 
 namespace mimic::train {
 
@@ -16,6 +17,14 @@ at::Tensor next_token_loss(const at::Tensor& logits, const at::Tensor& labels) {
 }
 
 at::Tensor causal_lm_loss(models::Model& model, const data::LmBatch& b) {
+  auto weight = model.lm_head_weight();
+  if (!weight.defined()) return causal_lm_loss_reference(model, b);
+  models::ForwardInputs in{b.input_ids, b.attention_mask, {}, {}};
+  in.lm_head = false;
+  return lm_head_loss(model.forward(in).last_hidden_state, weight, b.labels);
+}
+
+at::Tensor causal_lm_loss_reference(models::Model& model, const data::LmBatch& b) {
   return next_token_loss(model.forward({b.input_ids, b.attention_mask, {}, {}}).logits, b.labels);
 }
 

@@ -7,8 +7,12 @@ namespace mimic::data { struct LmBatch; }
 
 namespace mimic::train {
 
-// Mean next-token cross-entropy of a packed batch (labels of -100 are ignored).
+// Mean next-token cross-entropy of a packed batch (labels of -100 are ignored). When the model's LM head is a
+// plain product with a weight (Model::lm_head_weight: GPT-2's tied embedding), the head and the loss run
+// together chunk by chunk (lm_head_loss, train/lm_head_loss.h) and the [B, T, V] logits are never formed;
+// otherwise, and in causal_lm_loss_reference, the logits first and then next_token_loss.
 at::Tensor causal_lm_loss(models::Model& model, const data::LmBatch& batch);
+at::Tensor causal_lm_loss_reference(models::Model& model, const data::LmBatch& batch);
 // The same from logits [B, T, V] and labels [B, T].
 at::Tensor next_token_loss(const at::Tensor& logits, const at::Tensor& labels);
 
