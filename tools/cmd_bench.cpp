@@ -94,6 +94,8 @@ void register_bench(CLI::App& app) {
   add_repeats(*tr, targs->options.repeats, "steps per measurement");
   tr->add_flag("--profile", targs->options.profile,
                "Run one more step per width, length and kind under LibTorch's operator profiler and report each operator's share of a step");
+  tr->add_flag("--reference-loss", targs->options.reference_loss,
+               "Compute the loss the naive way (all logits, then cross-entropy) instead of training's chunked LM-head loss");
   add_common_options(*tr, targs->common);
   tr->callback([targs]() {
     start(targs->common);

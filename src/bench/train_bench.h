@@ -42,6 +42,9 @@ struct TrainBenchOptions {
   // (profile_ops): where a step's time goes, by operator, as shares. The profiler slows the step, so its time
   // is not reported, and the step is not among those whose losses are kept.
   bool profile = false;
+  // The step's loss as training computes it (train::causal_lm_loss: the LM head and cross-entropy chunk by
+  // chunk) or, with reference_loss, the naive form (all [B, T, V] logits, then cross-entropy), to compare.
+  bool reference_loss = false;
 };
 
 struct TrainBenchCell {
