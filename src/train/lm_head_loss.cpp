@@ -12,13 +12,15 @@ namespace mimic::train {
 namespace {
 
 constexpr int64_t kIgnore = -100;
+// Below this a target's softmax probability is not trusted for its log (float's normal range ends at 1.2e-38).
+constexpr double kTinyProbability = 1e-30;
 
 struct HeadPass {
   at::Tensor loss;                        // mean over the scored rows (float scalar)
   at::Tensor grad_hidden, grad_weight;    // d(loss)/d(hidden) [N, d], d(loss)/d(weight) [V, d]; undefined if not wanted
 };
 
-// The chunked pass over hidden [N, d] and labels [N] (see the header).
+// The chunked pass over hidden [N, d] and labels [N] (see the header). want_*: form that gradient.
 HeadPass head_pass(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels, int64_t chunk_rows,
                    bool want_hidden, bool want_weight) {
   const int64_t n = hidden.size(0), d = hidden.size(1), vocab = weight.size(0);
@@ -46,15 +48,20 @@ HeadPass head_pass(const at::Tensor& hidden, const at::Tensor& weight, const at:
     auto hc = h.narrow(0, s, c);
     auto yc = y.narrow(0, s, c).unsqueeze(1);
     auto logits = at::mm(hc, wt);  // [c, V]
-    auto [top, top_at] = logits.max(1, /*keepdim=*/true);
-    auto target = logits.gather(1, yc);
     auto p = at::softmax(logits, 1);
+    // The loss from p itself, −log p_target, without a log-softmax pass of its own. Exact to float rounding
+    // while p_target is a normal float; a target so far below the row's maximum that p_target nears the
+    // underflow (a loss above ~69 nats) takes the row's log-sum-exp from its logits instead.
+    auto p_target = p.gather(1, yc);
+    auto losses = -p_target.log();
+    auto tiny = p_target.lt(kTinyProbability).squeeze(1);
+    if (tiny.any().item<bool>()) {
+      auto far = tiny.nonzero().squeeze(1);
+      auto z = logits.index_select(0, far);
+      losses.index_put_({far}, z.logsumexp(1, /*keepdim=*/true) - z.gather(1, yc.index_select(0, far)));
+    }
     logits.reset();  // the chunk's logits are not needed again: the next chunk may reuse their memory
-    // log Σ_j exp(z_j) = max + log Σ_j exp(z_j − max), and softmax at the maximum is exp(0) / Σ_j exp(z_j − max):
-    // the log-sum-exp from p itself, without a second pass of exponentials. p at the maximum is at least 1/V,
-    // so its log is exact to float rounding (the target's own p may underflow to 0; its loss would be inf).
-    auto lse = top - p.gather(1, top_at).log();
-    loss_sum += (lse - target).sum().item<double>();
+    loss_sum += losses.sum().item<double>();
     if (!want_hidden && !want_weight) continue;
     // d(loss_i)/d(z_i) = softmax(z_i) − onehot(y_i), times 1/N (alpha below).
     p.scatter_add_(1, yc, at::full({c, 1}, -1.0, p.options()));

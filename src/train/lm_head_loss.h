@@ -6,8 +6,8 @@
 // gradient NLL's backward scatters into and log-softmax's backward output —, i.e. 4 × 820 MB at 4,096 tokens
 // of gpt2-mini, with two exponentials per logit.
 //
-// lm_head_loss instead takes, per chunk of rows: the logits (a GEMM), their row maxima, the target logits,
-// softmax over the chunk (one exponential per logit), and — when a gradient is wanted — softmax − one-hot,
+// lm_head_loss instead takes, per chunk of rows: the logits (a GEMM), their softmax (one exponential per
+// logit), the loss −log p_target from it, and — when a gradient is wanted — softmax − one-hot,
 // which is d(loss)/d(logits) up to the 1/N of the mean, multiplied straight into the gradients of the hidden
 // states and the weight (two GEMMs, accumulated over the chunks). The gradients are thus computed in the
 // forward pass and handed out by backward (scaled by the incoming gradient), as Liger-Kernel's fused linear
