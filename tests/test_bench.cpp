@@ -3,7 +3,9 @@
 // hybrid attention is flat in the context while softmax's KV cache grows with it, by exact byte counts; the
 // text report has its tables; bad options are one-line errors. `mimic bench generate` on a converted model
 // whose layers are hybrid: the state bytes it reports are the kernels' caches and do not grow with the prompt;
-// its bandwidth accounting by hand, its memory budget and options; `mimic bench peer`'s inputs and losses.
+// its bandwidth accounting by hand, its memory budget and options; `mimic bench peer`'s inputs and losses;
+// `mimic bench train`: ratios from the measured times, real training, --profile's operator shares, the
+// reference loss training like the chunked one.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -511,6 +513,7 @@ TEST(BenchTrain, EveryKindReallyTrainsAndTheRatiosComeFromTheMeasuredTimes) {
   EXPECT_EQ(j["benchmark"], "train");
   EXPECT_EQ(j["config"]["threads"], 1);
   EXPECT_EQ(j["config"]["widths"][0]["name"], "mini");
+  EXPECT_EQ(j["config"]["lm_loss"], "chunked");
   const double gemm = j["gemm_gflops"].get<double>();
   EXPECT_GT(gemm, 0);
   ASSERT_EQ(j["rows"].size(), 2u);
@@ -547,7 +550,8 @@ TEST(BenchTrain, EveryKindReallyTrainsAndTheRatiosComeFromTheMeasuredTimes) {
 
 // `bench train --profile`: every kind's cell carries where one extra step's time went, by operator. The
 // shares (operators' self times and the time outside them) cannot add up to more than the step; a training
-// step is mostly its matrix products, so the mm family (forward mm/addmm and their backward nodes) is among
+// step is mostly its matrix products, so the mm family (mm/addmm, the chunked LM-head loss's addmm_, their
+// backward nodes) is among
 // the largest shares; per-step call counts are exact (13 LayerNorms: two per block and ln_f); the text
 // report has a profile table per cell.
 TEST(BenchTrain, ProfileGivesEachKindsOperatorSharesOfOneStepLedByTheMatrixProducts) {
@@ -573,7 +577,7 @@ TEST(BenchTrain, ProfileGivesEachKindsOperatorSharesOfOneStepLedByTheMatrixProdu
       EXPECT_LE(share, previous) << "operators not sorted by share at " << name;
       previous = share;
       total += share;
-      const bool mm = name == "aten::mm" || name == "aten::addmm" || name == "aten::bmm" || name == "MmBackward0" ||
+      const bool mm = name == "aten::mm" || name == "aten::addmm" || name == "aten::addmm_" || name == "aten::bmm" || name == "MmBackward0" ||
                       name == "AddmmBackward0" || name == "BmmBackward0";
       if (mm) mm_family += share;
       if (mm && i < 5) mm_in_top = true;
@@ -591,6 +595,24 @@ TEST(BenchTrain, ProfileGivesEachKindsOperatorSharesOfOneStepLedByTheMatrixProdu
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("profile (shares of a training step's wall time, under the profiler; its time not reported): linear:feature_map=hedgehog"),
             std::string::npos) << r.out;
+}
+
+// --reference-loss times the naive logits path; from the same weights and batch both forms train alike: the
+// same first loss (to float rounding) and, after the timed AdamW steps, the same last loss.
+TEST(BenchTrain, TheReferenceLossTrainsLikeTheChunkedOne) {
+  const std::string args = "bench train --lengths 32 --tokens-per-step 64 --repeats 2 --threads 1 --json --kinds 'linear:feature_map=hedgehog'";
+  auto chunked = run_cli(args), reference = run_cli(args + " --reference-loss");
+  ASSERT_EQ(chunked.code, 0) << chunked.err;
+  ASSERT_EQ(reference.code, 0) << reference.err;
+  auto c = nlohmann::json::parse(chunked.out), r = nlohmann::json::parse(reference.out);
+  EXPECT_EQ(r["config"]["lm_loss"], "reference");
+  for (size_t k = 0; k < 2; ++k) {
+    const auto &a = c["rows"][0]["kinds"][k], &b = r["rows"][0]["kinds"][k];
+    const double first = b["first_loss"].get<double>(), last = b["last_loss"].get<double>();
+    EXPECT_NEAR(a["first_loss"].get<double>(), first, 1e-5 * first) << a.dump();
+    EXPECT_NEAR(a["last_loss"].get<double>(), last, 1e-3 * last) << a.dump();
+    EXPECT_LT(last, first - 0.1) << b.dump();
+  }
 }
 
 TEST(BenchTrain, AnUnknownWidthOrKindIsAOneLineError) {
