@@ -178,6 +178,37 @@ TEST(LinearAttention, WeightsReproduceTheOutput) {
   }
 }
 
+// softmax_weights (scale and causal mask inside one baddbmm) against the plain form, forward and gradients: causal
+// and bidirectional, queries that are the last t of s positions (a decoding step's and a prefill's shapes), with
+// and without key padding (one that leaves a causal row with no visible key: its weights uniform, its gradient
+// zero), in float and double.
+TEST(SoftmaxAttention, TheOneGemmWeightsEqualThePlainFormForwardAndGradients) {
+  for (auto dtype : {torch::kFloat, torch::kDouble})
+    for (bool causal : {true, false})
+      for (auto [t, s] : std::vector<std::pair<int64_t, int64_t>>{{7, 7}, {1, 7}, {3, 7}, {33, 33}})
+        for (bool pad : {false, true}) {
+          if (!causal && t != s) continue;
+          torch::manual_seed(t * 31 + s + pad);
+          auto opt = torch::dtype(dtype).requires_grad(true);
+          auto q = torch::randn({2, 3, t, 5}, opt), k = torch::randn({2, 3, s, 5}, opt);
+          AttentionContext ctx;
+          ctx.causal = causal;
+          ctx.scale = 1 / std::sqrt(5.0);
+          if (pad) {
+            ctx.key_padding_mask = torch::ones({2, s}, torch::kLong);
+            ctx.key_padding_mask[1][s - 1] = 0;  // the second row's last key
+            if (s > 2) ctx.key_padding_mask[1][0] = 0;
+          }
+          auto fast = softmax_weights(q, k, ctx), ref = softmax_weights_reference(q, k, ctx);
+          const std::string what = std::string(dtype == torch::kFloat ? "float" : "double") + (causal ? " causal" : " bidirectional") +
+                                   " t=" + std::to_string(t) + " s=" + std::to_string(s) + (pad ? " padded" : "");
+          ASSERT_EQ(fast.sizes(), ref.sizes()) << what;
+          EXPECT_LT(max_diff(fast, ref), dtype == torch::kFloat ? 1e-6 : 1e-14) << what;
+          auto probe = torch::randn(ref.sizes(), torch::dtype(dtype));
+          expect_close(grads(fast, probe, {q, k}), grads(ref, probe, {q, k}), dtype == torch::kFloat ? 1e-5 : 1e-12, what);
+        }
+}
+
 // With φ = exp of the logits (exp_t, t = 1) the quadratic form is exactly softmax attention.
 TEST(LinearAttention, ExpOfLogitsIsSoftmax) {
   torch::manual_seed(11);

@@ -363,6 +363,39 @@ TEST(DistillTrain, HedgehogLowersKlOnATinyRecord) {
   for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(ev.layers[i].after.mean.kl, r.layers[i].after.mean.kl, 1e-6);
 }
 
+TEST(DistillTrain, AMapThatTrainingOnlyMakesWorseIsReturnedUntrained) {
+  // At far too high a rate t2r's ReLU features overshoot at every step (as t2r at lr 1e-2 did on gpt2-mini:
+  // KL 1.63 → 5.07): the untrained map competes as epoch 0 and is what such a layer returns.
+  TempDir dir;
+  auto o = train_options(dir.file("maps.safetensors"));
+  o.feature_map = "t2r";
+  o.lr = 1.0;
+  o.epochs = 3;
+  auto r = dist::distill(o);
+  auto u = o;
+  u.out = dir.file("untrained.safetensors");
+  u.epochs = 0;
+  dist::distill(u);
+  auto trained = mimic::io::SafeTensorsFile::open(o.out), untrained = mimic::io::SafeTensorsFile::open(u.out);
+  int kept = 0;
+  for (const auto& l : r.layers) {
+    ASSERT_TRUE(l.trained);
+    EXPECT_EQ(l.epochs_run, 3);
+    const std::string prefix = "layer_0" + std::to_string(l.layer) + ".";
+    bool same = true;
+    for (const auto& n : trained.names())
+      if (n.rfind(prefix, 0) == 0) same = same && torch::equal(trained.load(n), untrained.load(n));
+    if (l.best_epoch == 0) {
+      ++kept;
+      EXPECT_TRUE(same) << "layer " << l.layer << " kept its start but wrote other tensors";
+      EXPECT_DOUBLE_EQ(l.after.mean.kl, l.before.mean.kl);
+    } else {
+      EXPECT_FALSE(same) << "layer " << l.layer;
+    }
+  }
+  EXPECT_GE(kept, 1) << "no layer got worse at this rate: the test no longer exercises the untrained start";
+}
+
 TEST(DistillTrain, AHybridStudentTrainsItsMapAndWindowWeightAndSavesItsKind) {
   TempDir dir;
   auto o = train_options(dir.file("hybrid.safetensors"));

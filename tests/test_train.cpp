@@ -383,6 +383,43 @@ TEST(TrainEngine, EarlyStoppingEndsAfterPatienceEvaluationsWithoutImprovementAls
   EXPECT_MIMIC_ERROR(train(t, o), "needs evaluations");
 }
 
+TEST(TrainEngine, WithEvalAtStartARunThatOnlyGetsWorseKeepsAndExportsItsStart) {
+  // Scripted validation losses: at the start (position 0), then after steps 10 and 20 (2 micro-batches a step).
+  const std::vector<double> script = {1.0, 2.0, 1.5};
+  auto run = [&](const std::string& dir, bool at_start, Toy& toy) {
+    auto task = toy.task();
+    task.evaluate = [&toy, &script]() { return script[static_cast<size_t>(toy.position / 20)]; };
+    auto o = options(dir, 20);
+    o.eval_at_start = at_start;
+    return train(task, o);
+  };
+  TempDir a, b;
+  torch::manual_seed(4);
+  Toy toy;
+  const auto start = weights(toy);
+  auto r = run(a.path().string(), true, toy);
+  EXPECT_EQ(r.best_step, 0);
+  EXPECT_DOUBLE_EQ(r.best_eval, 1.0);
+  EXPECT_DOUBLE_EQ(r.last_eval, 1.5);
+  // best/ holds the untrained weights, last/ the trained ones
+  auto best = mimic::io::SafeTensorsFile::open(a.file("best/model.safetensors"));
+  auto names = best.names();
+  ASSERT_EQ(names.size(), start.size());
+  size_t i = 0;
+  for (auto& p : toy.net->named_parameters()) {
+    EXPECT_TRUE(torch::equal(best.load(p.key()), start[i])) << p.key();
+    EXPECT_FALSE(torch::equal(p.value(), start[i])) << p.key() << " was not trained";
+    ++i;
+  }
+  EXPECT_NE(mimic::test::read_bytes(a.file("log.jsonl")).find(R"({"eval_loss":1.0,"step":0})"), std::string::npos);
+  // without it, the start never competes: the best is step 20's 1.5
+  torch::manual_seed(4);
+  Toy other;
+  auto r2 = run(b.path().string(), false, other);
+  EXPECT_EQ(r2.best_step, 20);
+  EXPECT_DOUBLE_EQ(r2.best_eval, 1.5);
+}
+
 TEST(TrainEngine, NonFiniteLossStopsNamingTheStep) {
   TempDir dir;
   Toy toy;

@@ -9,7 +9,7 @@
 
 namespace mimic::attention {
 
-at::Tensor softmax_weights(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx) {
+at::Tensor softmax_weights_reference(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx) {
   auto scores = torch::matmul(q, k.transpose(-1, -2)) * ctx.scale;  // [B, H, T, S]
   const double lowest = std::numeric_limits<float>::lowest();
   const int64_t t = q.size(-2), s = k.size(-2);
@@ -21,6 +21,40 @@ at::Tensor softmax_weights(const at::Tensor& q, const at::Tensor& k, const Atten
   if (ctx.key_padding_mask.defined()) {
     auto keep = ctx.key_padding_mask.to(torch::kBool).view({q.size(0), 1, 1, s});
     scores = scores.masked_fill(keep.logical_not(), lowest);
+  }
+  return torch::softmax(scores, -1);
+}
+
+// The reference's scores take three passes over [B, H, T, S] forward (the product, × scale, the causal
+// masked_fill) and two more backward (the masked_fill's and the multiplication's gradients); at 4K tokens
+// those passes were a third of a softmax model's training step. Here the scale is the GEMM's alpha and the
+// causal mask an additive bias the GEMM accumulates onto (baddbmm, beta = 1): the product is written once,
+// and its gradient flows through the GEMM alone. Masked scores are lowest + alpha·(q·k), which rounds to
+// lowest for any score below ~1e31, so the forward is the reference's. The backward is too, except in a row
+// whose every key is masked (weights uniform, so the product's gradient would leak through the bias): that
+// takes key padding, and with padding the causal mask is a masked_fill as in the reference. A padding mask
+// of all ones (packed training batches) masks nothing and is skipped.
+at::Tensor softmax_weights(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx) {
+  if (q.dim() != 4 || k.dim() != 4) return softmax_weights_reference(q, k, ctx);
+  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), s = k.size(2), d = q.size(3);
+  const double lowest = std::numeric_limits<float>::lowest();
+  at::Tensor keep;
+  if (ctx.key_padding_mask.defined()) {
+    keep = ctx.key_padding_mask.to(torch::kBool);
+    if (keep.all().item<bool>()) keep = at::Tensor();
+  }
+  const bool causal = ctx.causal && t > 1;  // a single query is the last position: it sees every key
+  at::Tensor hidden;                        // [T, S]: true where query i (the last t of s positions) may not see key j
+  if (causal) hidden = torch::ones({t, s}, torch::dtype(torch::kBool)).triu(s - t + 1);
+  auto bias = causal && !keep.defined() ? torch::zeros({t, s}, q.options().requires_grad(false)).masked_fill_(hidden, lowest)
+                                        : torch::zeros({1, 1, 1}, q.options().requires_grad(false));
+  // beta = 1 also without a mask: LibTorch 1.13's small-matrix baddbmm reads its output uninitialised at beta = 0
+  auto scores = torch::baddbmm(bias, q.reshape({b * h, t, d}), k.reshape({b * h, s, d}).transpose(1, 2), /*beta=*/1.0,
+                               /*alpha=*/ctx.scale)
+                    .view({b, h, t, s});
+  if (keep.defined()) {
+    if (causal) scores.masked_fill_(hidden, lowest);
+    scores.masked_fill_(keep.view({b, 1, 1, s}).logical_not(), lowest);
   }
   return torch::softmax(scores, -1);
 }

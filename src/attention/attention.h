@@ -91,6 +91,9 @@ at::Tensor softmax_step_by_concatenation(const at::Tensor& q, const at::Tensor& 
 
 // Softmax attention's weights [B, H, T, T] alone (what forward uses; record and the analysis recompute the
 // teacher's weights with it).
+// Scale and causal mask inside one GEMM (baddbmm); softmax_weights_reference is the plain form (matmul, × scale,
+// masked_fill), which the tests hold it to, forward and gradients.
 at::Tensor softmax_weights(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx);
+at::Tensor softmax_weights_reference(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx);
 
 }  // namespace mimic::attention

@@ -78,6 +78,8 @@ struct DistillOptions {
 
 struct LayerResult {
   int64_t layer = 0;
+  // best_epoch: the epoch whose map is kept (lowest validation loss); 0 = no epoch beat the untrained map,
+  // which is then the layer's result (its `after` equals its `before`).
   int64_t epochs_run = 0, best_epoch = 0, steps = 0;
   bool trained = false;  // false: nothing to train (a parameter-free map without gates)
   double best_val_loss = 0;

@@ -249,6 +249,8 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     }
   };
 
+  // A resumed run did this when it started (its checkpoint holds the best so far).
+  if (o.eval_at_start && s.step == 0) evaluate_and_export(0);
   if (task.set_training) task.set_training(true);
   Progress progress(o.label, last, "step");
   if (!o.progress || !lead) progress.disable();

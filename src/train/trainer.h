@@ -42,6 +42,10 @@ struct TrainOptions {
   // validation loss (needs eval_every > 0). Decided from the step and the best step alone, both in the
   // checkpoint, so a resumed run stops where the uninterrupted one did.
   int64_t patience = 0;
+  // Also evaluate before the first step (logged as step 0), so that the starting weights compete for best/:
+  // a run that only makes the model worse keeps (and exports) its start, with best_step 0. Patience then counts
+  // from that evaluation. Distill uses it (a map must not come out worse than it went in).
+  bool eval_at_start = false;
   std::string label = "train";  // the progress bar's name
   int64_t tokens_per_micro_batch = 0;  // for tokens/s
   std::string out_dir;
