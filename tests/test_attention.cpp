@@ -181,12 +181,13 @@ TEST(LinearAttention, WeightsReproduceTheOutput) {
 // softmax_weights (scale and causal mask inside one baddbmm) against the plain form, forward and gradients: causal
 // and bidirectional, queries that are the last t of s positions (a decoding step's and a prefill's shapes), with
 // and without key padding (one that leaves a causal row with no visible key: its weights uniform, its gradient
-// zero), in float and double.
+// zero; and a mask of all ones, which is skipped), more queries than keys (rows with no visible key again), in
+// float and double.
 TEST(SoftmaxAttention, TheOneGemmWeightsEqualThePlainFormForwardAndGradients) {
   for (auto dtype : {torch::kFloat, torch::kDouble})
     for (bool causal : {true, false})
-      for (auto [t, s] : std::vector<std::pair<int64_t, int64_t>>{{7, 7}, {1, 7}, {3, 7}, {33, 33}})
-        for (bool pad : {false, true}) {
+      for (auto [t, s] : std::vector<std::pair<int64_t, int64_t>>{{7, 7}, {1, 7}, {3, 7}, {33, 33}, {5, 3}})
+        for (int pad : {0, 1, 2}) {  // none, two keys padded, a mask of all ones
           if (!causal && t != s) continue;
           torch::manual_seed(t * 31 + s + pad);
           auto opt = torch::dtype(dtype).requires_grad(true);
@@ -194,14 +195,14 @@ TEST(SoftmaxAttention, TheOneGemmWeightsEqualThePlainFormForwardAndGradients) {
           AttentionContext ctx;
           ctx.causal = causal;
           ctx.scale = 1 / std::sqrt(5.0);
-          if (pad) {
-            ctx.key_padding_mask = torch::ones({2, s}, torch::kLong);
+          if (pad) ctx.key_padding_mask = torch::ones({2, s}, torch::kLong);
+          if (pad == 1) {
             ctx.key_padding_mask[1][s - 1] = 0;  // the second row's last key
             if (s > 2) ctx.key_padding_mask[1][0] = 0;
           }
           auto fast = softmax_weights(q, k, ctx), ref = softmax_weights_reference(q, k, ctx);
           const std::string what = std::string(dtype == torch::kFloat ? "float" : "double") + (causal ? " causal" : " bidirectional") +
-                                   " t=" + std::to_string(t) + " s=" + std::to_string(s) + (pad ? " padded" : "");
+                                   " t=" + std::to_string(t) + " s=" + std::to_string(s) + (pad == 1 ? " padded" : pad == 2 ? " all-ones mask" : "");
           ASSERT_EQ(fast.sizes(), ref.sizes()) << what;
           EXPECT_LT(max_diff(fast, ref), dtype == torch::kFloat ? 1e-6 : 1e-14) << what;
           auto probe = torch::randn(ref.sizes(), torch::dtype(dtype));

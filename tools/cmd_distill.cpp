@@ -39,7 +39,7 @@ void print_table(const distill::DistillResult& r, bool eval_only) {
     std::printf("%-6s %7s %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f\n", "mean", "", ce / n, kl / n, kl0 / n, hs / n, hl / n, rho / n);
   for (const auto& l : r.layers)
     if (l.trained && l.best_epoch == 0)
-      std::printf("layer %lld: no epoch improved on the untrained map (validation loss %.4g at the start), so it is kept; try a smaller --lr\n",
+      std::printf("layer %lld: no epoch improved on the untrained map (validation loss %.4g at the start), so it is kept (a smaller --lr may help)\n",
                   static_cast<long long>(l.layer), l.best_val_loss);
   std::printf("%s on %lld held-out samples (%lld for training), %.1f s%s\n", eval_only ? "evaluated" : "distilled",
               static_cast<long long>(r.val_samples), static_cast<long long>(r.train_samples), r.seconds,

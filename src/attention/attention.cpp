@@ -32,8 +32,8 @@ at::Tensor softmax_weights_reference(const at::Tensor& q, const at::Tensor& k, c
 // and its gradient flows through the GEMM alone. Masked scores are lowest + alpha·(q·k), which rounds to
 // lowest for any score below ~1e31, so the forward is the reference's. The backward is too, except in a row
 // whose every key is masked (weights uniform, so the product's gradient would leak through the bias): that
-// takes key padding, and with padding the causal mask is a masked_fill as in the reference. A padding mask
-// of all ones (packed training batches) masks nothing and is skipped.
+// takes key padding or more queries than keys, and then the causal mask is a masked_fill as in the reference.
+// A padding mask of all ones (packed training batches) masks nothing and is skipped.
 at::Tensor softmax_weights(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx) {
   if (q.dim() != 4 || k.dim() != 4) return softmax_weights_reference(q, k, ctx);
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), s = k.size(2), d = q.size(3);
@@ -46,16 +46,16 @@ at::Tensor softmax_weights(const at::Tensor& q, const at::Tensor& k, const Atten
   const bool causal = ctx.causal && t > 1;  // a single query is the last position: it sees every key
   at::Tensor hidden;                        // [T, S]: true where query i (the last t of s positions) may not see key j
   if (causal) hidden = torch::ones({t, s}, torch::dtype(torch::kBool)).triu(s - t + 1);
-  auto bias = causal && !keep.defined() ? torch::zeros({t, s}, q.options().requires_grad(false)).masked_fill_(hidden, lowest)
-                                        : torch::zeros({1, 1, 1}, q.options().requires_grad(false));
+  // More queries than keys (t > s) also leaves rows with no visible key: the masked_fill path too.
+  const bool bias_mask = causal && !keep.defined() && t <= s;
+  auto bias = bias_mask ? torch::zeros({t, s}, q.options().requires_grad(false)).masked_fill_(hidden, lowest)
+                        : torch::zeros({1, 1, 1}, q.options().requires_grad(false));
   // beta = 1 also without a mask: LibTorch 1.13's small-matrix baddbmm reads its output uninitialised at beta = 0
   auto scores = torch::baddbmm(bias, q.reshape({b * h, t, d}), k.reshape({b * h, s, d}).transpose(1, 2), /*beta=*/1.0,
                                /*alpha=*/ctx.scale)
                     .view({b, h, t, s});
-  if (keep.defined()) {
-    if (causal) scores.masked_fill_(hidden, lowest);
-    scores.masked_fill_(keep.view({b, 1, 1, s}).logical_not(), lowest);
-  }
+  if (causal && !bias_mask) scores.masked_fill_(hidden, lowest);
+  if (keep.defined()) scores.masked_fill_(keep.view({b, 1, 1, s}).logical_not(), lowest);
   return torch::softmax(scores, -1);
 }
 

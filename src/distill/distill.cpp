@@ -355,8 +355,9 @@ LayerRun distill_layer(const Job& j, int64_t layer, int64_t& epochs_this_run) {
     };
     task.evaluate = [&]() {
       const double val = validation_loss(*student, *src, layer, sp, o.batch_size, j.loss);
-      MIMIC_CHECK(std::isfinite(val), "distill: layer ", layer, ": the validation loss is not finite after epoch ",
-                  position / n_batches, " (try a smaller --lr)");
+      MIMIC_CHECK(std::isfinite(val), "distill: layer ", layer, ": the validation loss is not finite ",
+                  position == 0 ? std::string("for the untrained map (its features overflow on this record)")
+                                : "after epoch " + std::to_string(position / n_batches) + " (try a smaller --lr)");
       return val;
     };
     task.set_training = [&](bool on) { student->train(on); };
@@ -487,6 +488,9 @@ DistillResult distill(const DistillOptions& o) {
                                 {"patience", o.patience},       {"layers", layers},
                                 {"seed", o.seed}};
   if (spec.kind != "linear") fingerprint["kind"] = spec.kind;  // absent for linear: older checkpoints still resume
+  // The untrained map competes as epoch 0 (eval_at_start below): a checkpoint written before it did is not
+  // resumed into a run that would treat its layers differently (rerun with --fresh).
+  fingerprint["start_competes"] = true;
   const std::string ckpt_dir = o.out + ".ckpt", done_path = ckpt_dir + "/done.safetensors";
   // Distributed: the ranks split the layers (each layer trains on its own, on the whole data), rank 0 alone
   // holds OUT.ckpt's lock and done.safetensors, gathers the other ranks' layers and writes OUT.
