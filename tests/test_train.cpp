@@ -418,6 +418,35 @@ TEST(TrainEngine, WithEvalAtStartARunThatOnlyGetsWorseKeepsAndExportsItsStart) {
   auto r2 = run(b.path().string(), false, other);
   EXPECT_EQ(r2.best_step, 20);
   EXPECT_DOUBLE_EQ(r2.best_eval, 1.5);
+  // killed in step 13 (after the step-10 checkpoint) and resumed: the start stays the best, evaluated once
+  TempDir c;
+  torch::manual_seed(4);
+  Toy killed;
+  killed.crash_at_call = 2 * 12 + 1;
+  EXPECT_THROW(run(c.path().string(), true, killed), std::runtime_error);
+  torch::manual_seed(99);
+  Toy resumed;
+  auto r3 = run(c.path().string(), true, resumed);
+  EXPECT_EQ(r3.resumed_from, 10);
+  EXPECT_EQ(r3.best_step, 0);
+  EXPECT_DOUBLE_EQ(r3.best_eval, 1.0);
+  const auto log = mimic::test::read_bytes(c.file("log.jsonl"));
+  size_t starts = 0;
+  for (size_t at = log.find(R"("step":0})"); at != std::string::npos; at = log.find(R"("step":0})", at + 1)) ++starts;
+  EXPECT_EQ(starts, 1u) << log;
+  // patience counts from the start: with patience 1, the step-10 evaluation (worse) ends the run there
+  TempDir e;
+  torch::manual_seed(4);
+  Toy patient;
+  auto task = patient.task();
+  task.evaluate = [&patient, &script]() { return script[static_cast<size_t>(patient.position / 20)]; };
+  auto o = options(e.path().string(), 20);
+  o.eval_at_start = true;
+  o.patience = 1;
+  auto r4 = train(task, o);
+  EXPECT_TRUE(r4.stopped_early);
+  EXPECT_EQ(r4.steps, 10);
+  EXPECT_EQ(r4.best_step, 0);
 }
 
 TEST(TrainEngine, NonFiniteLossStopsNamingTheStep) {
