@@ -315,6 +315,30 @@ TEST(Generate, TheLmHeadsMatrixVectorPathMatchesTheMatmulReferenceToRounding) {
   EXPECT_TRUE(torch::equal(mimic::models::lm_logits(rows, w), mimic::models::lm_logits_reference(rows, w)));
 }
 
+// GPT-2's projections take one row outside autograd as a matrix-vector product (batch-1 decoding): equal to the
+// addmm reference to float rounding; several rows, or a row that needs gradients, take the reference itself.
+TEST(Generate, TheProjectionsMatrixVectorPathMatchesTheAddmmReferenceToRounding) {
+  torch::manual_seed(32);
+  mimic::models::Conv1D proj(192, 768);
+  {
+    torch::NoGradGuard init;
+    proj->weight.normal_(0.0, 0.02);
+    proj->bias.normal_(0.0, 0.02);
+  }
+  {
+    torch::NoGradGuard ng;
+    auto x = torch::randn({1, 1, 192});
+    auto got = proj->forward(x), want = proj->forward_reference(x);
+    ASSERT_EQ(got.sizes(), want.sizes());
+    EXPECT_LE((got - want).abs().max().item<double>(), 1e-5 * want.abs().max().item<double>());
+    EXPECT_FALSE(torch::equal(got, want)) << "the one-row path should be the matrix-vector product, which sums in another order";
+    auto rows = torch::randn({3, 1, 192});
+    EXPECT_TRUE(torch::equal(proj->forward(rows), proj->forward_reference(rows)));
+  }
+  auto x = torch::randn({1, 1, 192});  // with autograd: the reference, bit for bit, and its gradient
+  EXPECT_TRUE(torch::equal(proj->forward(x), proj->forward_reference(x)));
+}
+
 // ------------------------------------------------------------------------------------------ passkey
 namespace {
 std::unique_ptr<mimic::text::Tokenizer> gpt2_tokenizer() {

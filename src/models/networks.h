@@ -16,11 +16,13 @@
 
 namespace mimic::models {
 
-// GPT-2's Conv1D: weight stored (in, out), y = x·W + b.
+// GPT-2's Conv1D: weight stored (in, out), y = x·W + b. forward takes a single row outside autograd (batch-1
+// decoding) as a matrix-vector product, otherwise forward_reference (addmm); the two differ by float rounding only.
 class Conv1DImpl : public torch::nn::Module {
  public:
   Conv1DImpl(int64_t in, int64_t out);
   at::Tensor forward(const at::Tensor& x);
+  at::Tensor forward_reference(const at::Tensor& x);
   at::Tensor weight, bias;
 };
 TORCH_MODULE(Conv1D);
