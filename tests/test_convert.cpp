@@ -18,6 +18,7 @@
 #include "mimic/io/safetensors.h"
 #include "mimic/io/tensor_store.h"
 #include "mimic/models/model.h"
+#include "mimic/text/tokenizer.h"
 #include "test_util.h"
 
 using mimic::test::TempDir;
@@ -171,7 +172,8 @@ TEST(Convert, KeepSoftmaxAutoKeepsTheHeadsWithTheHighestDistilledKlAndSaysWhy) {
     for (int64_t h = 0; h < 2; ++h) all.emplace_back(maps.head_kl(l)[static_cast<size_t>(h)], l, h);
   std::sort(all.rbegin(), all.rend());
   auto o = options(dir.file("conv"));
-  o.keep_softmax = "auto:2";
+  o.placement.keep_softmax = "auto:2";
+  o.placement.rule = "kl";
   auto r = mimic::convert::convert(o);
   ASSERT_EQ(r.placement.at("kept").size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
@@ -191,20 +193,90 @@ TEST(Convert, KeepSoftmaxAutoKeepsTheHeadsWithTheHighestDistilledKlAndSaysWhy) {
   if (l == 0) EXPECT_TRUE(torch::equal(ct.o.select(1, h), cc.o.select(1, h)));
   // a layer whose every head is kept stays softmax; hand-picked lists and bad specs
   auto o2 = options(dir.file("list"));
-  o2.keep_softmax = "0.0,0.1,1.1";
+  o2.placement.keep_softmax = "0.0,0.1,1.1";
   auto r2 = mimic::convert::convert(o2);
   EXPECT_EQ(r2.layers, (std::vector<int64_t>{1}));
   EXPECT_EQ(mimic::models::load_model(r2.out)->attention_kernel(0)->kind(), "softmax");
   EXPECT_EQ(mimic::models::load_model(r2.out)->attention_kernel(1)->kind(), "mixed");
-  for (const auto& [spec, msg] : std::vector<std::pair<std::string, std::string>>{{"auto:0", "K must be in [1, 4]"},
+  for (const auto& [spec, msg] : std::vector<std::pair<std::string, std::string>>{{"auto:0", "a number of heads (>= 1)"},
+                                                                                  {"auto:5", "K must be in [1, 4]"},
+                                                                                  {"auto:0%", "P in (0, 100]"},
+                                                                                  {"auto:50%", "only --placement probe measures"},
                                                                                   {"auto:x", "expected auto:K"},
                                                                                   {"1.5", "not a head of a converted layer"},
                                                                                   {"1.1,1.1", "given twice"},
                                                                                   {"1-1", "not LAYER.HEAD"}}) {
     auto bad = options(dir.file("bad"));
-    bad.keep_softmax = spec;
+    bad.placement.keep_softmax = spec;
+    bad.placement.rule = "kl";
     EXPECT_MIMIC_ERROR(mimic::convert::convert(bad), msg);
   }
+}
+
+TEST(Convert, ProbePlacementWritesTheModelItMeasuredAndRecordsEveryStep) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 6; ++i) text += kText;
+  mimic::test::write_bytes(dir.file("own.txt"), text);
+  auto o = options(dir.file("probe"));
+  o.placement.keep_softmax = "auto:2";  // the default rule for a causal LM: the probe
+  o.placement.calibration.data = dir.file("own.txt");
+  o.placement.calibration.segments = 4;
+  o.placement.calibration.segment_len = 16;
+  o.placement.calibration.passkeys = 2;
+  o.placement.progress = false;
+  auto r = mimic::convert::convert(o);
+  const auto& p = r.placement;
+  EXPECT_EQ(p.at("placement"), "probe");
+  EXPECT_EQ(p.at("rule"), "auto:2");
+  ASSERT_EQ(p.at("steps").size(), 2u);
+  ASSERT_EQ(p.at("kept").size(), 2u);
+  EXPECT_EQ(p.at("screen").size(), 4u);
+  EXPECT_EQ(p.at("calibration").at("source"), dir.file("own.txt"));
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& s = p["steps"][i];
+    EXPECT_EQ(s["layer"], p["kept"][i]["layer"]);
+    EXPECT_EQ(s["head"], p["kept"][i]["head"]);
+    EXPECT_GE(s["seconds"].get<double>(), 0.0);
+    EXPECT_GE(s["measured"].get<int64_t>(), 0);
+    EXPECT_LE(s["passkey_ranked_first"].get<int64_t>(), 2);
+    EXPECT_DOUBLE_EQ(s["score_before"].get<double>(), i == 0 ? p["student"]["score"].get<double>() : p["steps"][i - 1]["score"].get<double>());
+  }
+  // 2 + 2 × 4 screened sets, then at most 3 new ones in the second step (the first step's sets were screened)
+  EXPECT_GE(p["measured"].get<int64_t>(), 10);
+  EXPECT_LE(p["measured"].get<int64_t>(), 13);
+  auto j = nlohmann::json::parse(mimic::io::read_text_file(dir.file("probe/mimic.json")));
+  EXPECT_EQ(j["provenance"]["conversions"][0]["placement"], p);
+  // the written model is the one the last step measured; the teacher and the all-linear model are its ends
+  auto tok = mimic::text::load_tokenizer(teacher());
+  auto cal_options = o.placement.calibration;
+  auto cal = mimic::convert::probe_calibration(*tok, 64, cal_options);
+  auto measured = mimic::convert::probe_measure(*mimic::models::load_model(r.out), cal);
+  EXPECT_NEAR(measured.copy_gain, p["steps"][1]["copy_gain"].get<double>(), 1e-5);
+  EXPECT_NEAR(measured.key_gain, p["steps"][1]["key_gain"].get<double>(), 1e-5);
+  EXPECT_NEAR(mimic::convert::probe_measure(*mimic::models::load_model(teacher()), cal).lm_loss, p["teacher"]["lm_loss"].get<double>(),
+              1e-5);
+  auto linear = mimic::convert::convert(options(dir.file("linear")));
+  EXPECT_NEAR(mimic::convert::probe_measure(*mimic::models::load_model(linear.out), cal).copy_gain,
+              p["student"]["copy_gain"].get<double>(), 1e-5);
+  // the same run again chooses the same heads (the calibration is a function of the seed)
+  auto again = mimic::convert::convert([&] {
+    auto o2 = o;
+    o2.out = dir.file("again");
+    return o2;
+  }());
+  EXPECT_EQ(again.placement["kept"], p["kept"]);
+  // the tiny random teacher copies nothing (gain below 0.05 nats/token), so a share of it is refused, naming the gain
+  auto share = o;
+  share.out = dir.file("share");
+  share.placement.keep_softmax = "auto:100%";
+  ASSERT_LT(p["teacher"]["copy_gain"].get<double>(), 0.05);
+  EXPECT_MIMIC_ERROR(mimic::convert::convert(share), "no in-context copying to keep a share of");
+  auto bad = o;
+  bad.out = dir.file("bad");
+  bad.placement.calibration.segment_len = 33;
+  EXPECT_MIMIC_ERROR(mimic::convert::convert(bad), "--probe-segment-len 33 must lie in 2..32");
+  EXPECT_FALSE(fs::exists(dir.file("bad")));
 }
 
 TEST(Convert, RefusesMapsOfAnotherModelShapeOrLayer) {

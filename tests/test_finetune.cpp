@@ -12,6 +12,7 @@
 
 #include "mimic/attention/kinds.h"
 #include "mimic/attention/linear_kernel.h"
+#include "mimic/attention/mixed_kernel.h"
 #include "mimic/core/paths.h"
 #include "mimic/finetune/classify.h"
 #include "mimic/finetune/finetune.h"
@@ -513,4 +514,68 @@ TEST(FinetuneCli, ExportsFloat32UnlessAskedToKeepTheLoadedTypes) {
   auto bad = mimic::test::mimic_cli(args + dir.file("x") + " --dtype f8");
   EXPECT_NE(bad.code, 0);
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+}
+
+// --freeze-kept-heads: in a model whose layer 0 keeps heads 1 and 3 softmax (the mixed kind), those heads' blocks of
+// c_attn (q, k and v columns, weight and bias) and of c_proj (their input rows) stay bit-identical through training
+// while the rest of the same tensors moves; a plain model or LoRA is refused.
+TEST(FinetuneSelection, KeptHeadsStayAsLoadedWhileTheRestOfTheirProjectionsTrain) {
+  TempDir dir;
+  const auto base = tiny_gpt2(dir);
+  auto m = models::load_model(base);
+  convert_all(*m);
+  auto student = attention::as_distillable(m->attention_kernel(0), "layer 0");
+  m->set_attention_kernel(0, std::make_shared<attention::MixedAttention>(std::vector<int64_t>{1, 3}, student, 4));
+  m->save(dir.file("mixed"));
+  auto o = lm_options(dir.file("mixed"), dir.file("out"), 3);
+  o.freeze_kept_heads = true;
+  o.train.eval_every = 0;
+  auto r = ft::finetune_lm(o);
+  EXPECT_EQ(r.train.steps, 3);
+  auto before = io::TensorStore::open_dir(dir.file("mixed")), after = io::TensorStore::open_dir(dir.file("out/last"));
+  const int64_t hd = 8;
+  for (int64_t layer : {0, 1}) {
+    const std::string p = "h." + std::to_string(layer) + ".attn.";
+    auto w0 = before.load(p + "c_attn.weight"), w1 = after.load(p + "c_attn.weight");
+    auto b0 = before.load(p + "c_attn.bias"), b1 = after.load(p + "c_attn.bias");
+    auto o0 = before.load(p + "c_proj.weight"), o1 = after.load(p + "c_proj.weight");
+    for (int64_t head = 0; head < 4; ++head) {
+      const bool kept = layer == 0 && (head == 1 || head == 3);
+      SCOPED_TRACE("layer " + std::to_string(layer) + " head " + std::to_string(head));
+      for (int64_t part = 0; part < 3; ++part) {
+        const int64_t at = part * 32 + head * hd;
+        EXPECT_EQ(torch::equal(w0.narrow(1, at, hd), w1.narrow(1, at, hd)), kept);
+        EXPECT_EQ(torch::equal(b0.narrow(0, at, hd), b1.narrow(0, at, hd)), kept);
+      }
+      EXPECT_EQ(torch::equal(o0.narrow(0, head * hd, hd), o1.narrow(0, head * hd, hd)), kept);
+    }
+    EXPECT_FALSE(torch::equal(before.load(p + "c_proj.bias"), after.load(p + "c_proj.bias")));  // the layer's, not a head's
+  }
+  auto plain = lm_options(base, dir.file("plain"), 1);
+  plain.freeze_kept_heads = true;
+  EXPECT_MIMIC_ERROR(ft::finetune_lm(plain), "every head runs softmax");
+  auto lora = lm_options(dir.file("mixed"), dir.file("lora"), 1);
+  lora.freeze_kept_heads = true;
+  lora.lora.rank = 2;
+  EXPECT_MIMIC_ERROR(ft::finetune_lm(lora), "use one of the two");
+}
+
+// The copy curriculum reaches LM finetuning's training batches: the same run with every block copying a span takes
+// other steps (a lower loss: the copies are predictable), and a checkpoint of one does not resume the other.
+TEST(FinetuneLm, CopyCurriculumChangesTheTrainingBatchesAndTheFingerprint) {
+  TempDir dir;
+  const auto base = tiny_gpt2(dir);
+  auto plain = lm_options(base, dir.file("plain"), 4);
+  plain.train.eval_every = 0;
+  auto copy = plain;
+  copy.train.out_dir = dir.file("copy");
+  copy.copy.fraction = 1.0;
+  copy.copy.min_span = 4;
+  copy.copy.max_span = 8;
+  auto a = ft::finetune_lm(plain), b = ft::finetune_lm(copy);
+  EXPECT_NE(a.train.last_loss, b.train.last_loss);
+  // validation stays plain prose: the two runs score their (different) models on the same slice
+  auto resumed = copy;
+  resumed.train.out_dir = dir.file("plain");
+  EXPECT_MIMIC_ERROR(ft::finetune_lm(resumed), "was written with other settings");
 }

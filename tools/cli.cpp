@@ -7,6 +7,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/paths.h"
 #include "mimic/core/runtime.h"
+#include "mimic/data/batches.h"
 #include "mimic/distributed/environment.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
@@ -29,6 +30,34 @@ void add_allreduce_options(CLI::App& sub, bool& overlap, double& bucket_mb) {
   sub.add_option("--bucket-mb", bucket_mb, "Distributed runs: the largest gradient bucket, one all-reduce each (MB)")
       ->capture_default_str()
       ->check(range::real(0, 4096, /*open_low=*/true));
+}
+
+void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy) {
+  sub.add_option("--copy-fraction", copy.fraction,
+                 "Copy curriculum: the fraction of training blocks in which an earlier span recurs later (docs/data.md)")
+      ->capture_default_str()
+      ->check(range::fraction());
+  sub.add_option_function<std::vector<int64_t>>(
+         "--copy-span",
+         [&copy](const std::vector<int64_t>& v) {
+           MIMIC_CHECK(v.size() == 2, "--copy-span takes MIN,MAX (two token counts), got ", v.size(), " values");
+           copy.min_span = v[0];
+           copy.max_span = v[1];
+         },
+         "Copy curriculum: MIN,MAX tokens of a copied span (log-uniform; default " + std::to_string(copy.min_span) + "," +
+             std::to_string(copy.max_span) + ")")
+      ->delimiter(',')
+      ->check(range::tokens(1));
+  sub.add_option("--copy-repeats", copy.copies, "Copy curriculum: how many times the span recurs after its source")
+      ->capture_default_str()
+      ->check(range::integer(1, 64));
+  sub.add_option("--copy-random", copy.random_fraction,
+                 "Copy curriculum: the share of copied spans that are random tokens instead of prose (docs/data.md)")
+      ->capture_default_str()
+      ->check(range::fraction());
+  sub.add_option("--copy-random-vocab", copy.random_vocab, "Copy curriculum: random spans draw from the train split's N most frequent tokens")
+      ->capture_default_str()
+      ->check(range::integer(2, 65536));
 }
 
 void start(const Common& common) {

@@ -11,6 +11,7 @@
 namespace mimic::io {
 enum class DType;
 }
+namespace mimic::data { struct CopyCurriculum; }
 
 namespace mimic::cli {
 
@@ -27,6 +28,10 @@ void add_common_options(CLI::App& sub, Common& common);
 // Adds --allreduce overlap|sync and --bucket-mb to a training subcommand: how a distributed run averages the
 // gradients (train::TrainOptions::overlap_allreduce, bucket_mb; docs/distributed.md).
 void add_allreduce_options(CLI::App& sub, bool& overlap, double& bucket_mb);
+
+// Adds the copy curriculum's options (data::CopyCurriculum; docs/data.md) to an LM training subcommand: --copy-fraction,
+// --copy-span MIN,MAX, --copy-repeats, --copy-random, --copy-random-vocab. pretrain and finetune take the same.
+void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy);
 
 // Applies the common options (threads, malloc tuning, seed). Every subcommand calls it first.
 void start(const Common& common);

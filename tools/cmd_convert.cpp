@@ -1,5 +1,6 @@
-// mimic convert --model DIR --maps maps.safetensors --out DIR2 [--layers LIST] [--force] — swap distilled linear
-// attention into a softmax model and write a converted model directory.
+// mimic convert --model DIR --maps maps.safetensors --out DIR2 [--layers LIST] [--force] [--keep-softmax SPEC
+// --placement probe|kl ...] — swap distilled linear attention into a softmax model and write a converted model
+// directory; heads that keep softmax are chosen by measured effect (the probe) or by distill's KL.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include "mimic/convert/convert.h"
 #include "mimic/core/error.h"
 #include "mimic/models/model.h"
+#include "ranges.h"
 
 namespace mimic::cli {
 namespace {
@@ -16,7 +18,32 @@ namespace {
 struct ConvertArgs {
   Common common;
   convert::ConvertOptions o;
+  std::string probe_weights;
 };
+
+// The probe's curve: heads kept → copy gain (and its share of the teacher's), passkey trials ranked first, LM loss.
+void print_probe_curve(const nlohmann::json& p) {
+  const auto& cal = p.at("calibration");
+  const double teacher_gain = p["teacher"]["copy_gain"].get<double>();
+  const auto passkeys = cal["passkeys"].get<int64_t>();
+  std::printf("  placement by probe: %lld sets measured in %.0f s (%lld copy segments of %lld tokens from %s; %lld passkey trials)\n",
+              static_cast<long long>(p["measured"].get<int64_t>()), p["seconds"].get<double>(),
+              static_cast<long long>(cal["copy_segments"].get<int64_t>()), static_cast<long long>(cal["segment_len"].get<int64_t>()),
+              cal["source"].get<std::string>().c_str(), static_cast<long long>(passkeys));
+  std::printf("  %5s  %-6s %10s %7s %9s %9s %8s\n", "kept", "head", "copy gain", "share", "passkey", "LM loss", "score");
+  auto row = [&](const std::string& kept, const std::string& head, const nlohmann::json& m) {
+    const double g = m["copy_gain"].get<double>();
+    std::string pk = m.contains("passkey_ranked_first") ? std::to_string(m["passkey_ranked_first"].get<int64_t>()) + "/" + std::to_string(passkeys) : "-";
+    std::printf("  %5s  %-6s %10.3f %6.0f%% %9s %9.3f %8.3f\n", kept.c_str(), head.c_str(), g,
+                teacher_gain > 0 ? 100 * g / teacher_gain : 0.0, pk.c_str(), m["lm_loss"].get<double>(), m["score"].get<double>());
+  };
+  row("0", "-", p["student"]);
+  int64_t i = 0;
+  for (const auto& s : p["steps"])
+    row(std::to_string(++i), std::to_string(s["layer"].get<int64_t>()) + "." + std::to_string(s["head"].get<int64_t>()), s);
+  row("all", "-", p["teacher"]);
+  if (!p["reached"].get<bool>()) std::printf("  (every candidate kept: the copy-gain target was not reached)\n");
+}
 
 // The written directory is read back (every tensor checked) and run on a fixed probe: its outputs must be finite.
 bool reloads_finite(const std::string& out) {
@@ -33,6 +60,10 @@ bool reloads_finite(const std::string& out) {
 
 void run(ConvertArgs& a) {
   start(a.common);
+  auto& pl = a.o.placement;
+  pl.calibration.seed = a.common.seed;
+  pl.progress = !a.common.json;
+  if (!a.probe_weights.empty()) pl.weights = convert::parse_probe_weights(a.probe_weights);
   const auto t0 = std::chrono::steady_clock::now();
   auto r = convert::convert(a.o);
   MIMIC_CHECK(reloads_finite(r.out), r.out, ": the converted model gives non-finite outputs");
@@ -45,7 +76,9 @@ void run(ConvertArgs& a) {
   std::printf("converted %zu layer%s in %.1f s -> %s\n  attention: %s\n", r.layers.size(), r.layers.size() == 1 ? "" : "s", seconds,
               r.out.c_str(), r.summary.c_str());
   if (!r.placement.is_null()) {
-    std::printf("  kept softmax (%s):", r.placement.at("rule").get<std::string>().c_str());
+    if (r.placement.value("placement", "") == "probe") print_probe_curve(r.placement);
+    std::printf("  kept softmax (%s%s):", r.placement.at("rule").get<std::string>().c_str(),
+                r.placement.contains("placement") ? (", placement " + r.placement["placement"].get<std::string>()).c_str() : "");
     for (const auto& h : r.placement.at("kept"))
       std::printf(" %lld.%lld (KL %.3f)", static_cast<long long>(h.at("layer").get<int64_t>()),
                   static_cast<long long>(h.at("head").get<int64_t>()), h.at("kl").get<double>());
@@ -63,9 +96,28 @@ void register_convert(CLI::App& app) {
   sub->add_option("--out", a->o.out, "The converted model directory to write")->required()->check(out_path_arg());
   sub->add_option("--layers", a->o.layers, "Layers to convert, e.g. 0,2-3 (default: every layer the maps hold; the rest keep softmax)");
   sub->add_flag("--force", a->o.force, "Accept maps distilled from another model than --model");
-  sub->add_option("--keep-softmax", a->o.keep_softmax,
-                  "Heads that keep softmax: auto:K (the K heads with the highest held-out KL of distill) or LAYER.HEAD,... "
-                  "(docs/attention.md, placement)");
+  auto& pl = a->o.placement;
+  sub->add_option("--keep-softmax", pl.keep_softmax,
+                  "Heads that keep softmax: auto:K (K heads ranked by --placement), auto:P% (heads until the probe's copy gain reaches P% "
+                  "of the teacher's) or LAYER.HEAD,... (docs/convert.md, placement)");
+  sub->add_option("--placement", pl.rule,
+                  "How auto:K ranks heads: probe (measured effect on a calibration set of the training split, greedy; default for "
+                  "causal LMs) or kl (highest held-out KL of distill; default otherwise)")
+      ->check(CLI::IsMember({"probe", "kl"}));
+  sub->add_option("--probe-data", pl.calibration.data, "Probe: calibration text, a corpus (its train split: all, sotu, moby-dick) or a text file")
+      ->capture_default_str();
+  sub->add_option("--probe-segments", pl.calibration.segments, "Probe: copy segments (each run doubled)")
+      ->capture_default_str()->check(range::count(1));
+  sub->add_option("--probe-segment-len", pl.calibration.segment_len, "Probe: tokens per copy segment (at most half the context)")
+      ->capture_default_str()->check(range::tokens(2));
+  sub->add_option("--probe-passkeys", pl.calibration.passkeys, "Probe: passkey trials (0: the score leaves passkey out)")
+      ->capture_default_str()->check(range::count(0));
+  sub->add_option("--probe-passkey-len", pl.calibration.passkey_len, "Probe: tokens per passkey prompt")
+      ->capture_default_str()->check(range::tokens(32));
+  sub->add_option("--probe-leaders", pl.leaders, "Probe: heads of the screen each greedy step measures again")
+      ->capture_default_str()->check(range::count(1));
+  sub->add_option("--probe-weights", a->probe_weights,
+                  "Probe: the score's weights, copy=1,passkey=1,lm=0.1 (copy and passkey as shares of the teacher's, lm in nats)");
   add_common_options(*sub, a->common);
   sub->callback([a]() { run(*a); });
 }

@@ -29,6 +29,7 @@ struct FinetuneArgs {
   bool test = false;
   bool resume = false;
   double kd = 0, kd_lm_weight = 0;
+  data::CopyCurriculum copy;
   std::string dtype = "f32";
 };
 
@@ -93,6 +94,7 @@ void run(FinetuneArgs& a) {
     o.test = a.test;
     o.kd_temperature = a.kd;
     o.kd_lm_weight = a.kd_lm_weight;
+    o.copy = a.copy;
     auto r = finetune::finetune_lm(o);
     tr = r.train;
     student = scores_json(r.student);
@@ -100,6 +102,7 @@ void run(FinetuneArgs& a) {
   } else {
     MIMIC_CHECK(!a.test, "--test is for --task lm (cls always scores the test split when the data has one)");
     MIMIC_CHECK(a.kd == 0 && a.kd_lm_weight == 0, "--kd and --kd-lm-weight are for --task lm, not cls");
+    MIMIC_CHECK(a.copy.fraction == 0, "--copy-fraction is for --task lm, not cls");
     finetune::ClassifyOptions o;
     static_cast<finetune::FinetuneOptions&>(o) = f;
     o.data = a.data;
@@ -187,6 +190,7 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--kd-lm-weight", a->kd_lm_weight, "lm, with --kd: weight w in [0, 1] of the LM loss, mixed as w·LM + (1 − w)·KD")
       ->capture_default_str()
       ->check(range::fraction());
+  add_copy_options(*sub, a->copy);
   sub->add_option("--steps", t.steps, "Optimizer steps")->capture_default_str()->check(range::steps());
   sub->add_option("--lr", a->lr, "Peak learning rate (default: the preset's)")->check(range::learning_rate());
   sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay, not on biases and norms (default: the preset's)")->check(range::weight_decay());
@@ -205,6 +209,8 @@ void register_finetune(CLI::App& app) {
   sub->add_flag("--test", a->test, "lm: also score the test split at the end (strided windows, as mimic eval)");
   sub->add_flag("--freeze-embeddings", a->f.freeze_embeddings,
                 "Keep the embeddings (word, position, token type, their LayerNorm) as loaded: not trained, bit-identical to the base model's");
+  sub->add_flag("--freeze-kept-heads", a->f.freeze_kept_heads,
+                "A converted model's heads that kept softmax stay as loaded: their q, k, v and output-projection blocks do not train");
   sub->add_option("--dtype", a->dtype, "Storage of the exported weights: f32, f16, bf16, or keep (each tensor as loaded)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "keep"}))->capture_default_str();
   sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");

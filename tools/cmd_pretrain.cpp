@@ -17,7 +17,6 @@ struct PretrainArgs {
   std::string config_path;
   pretrain::PretrainOptions o;
   bool resume = false;
-  std::vector<int64_t> copy_span;
 };
 
 void run(PretrainArgs& a) {
@@ -31,11 +30,6 @@ void run(PretrainArgs& a) {
     } catch (const nlohmann::json::exception& e) {
       fail(a.config_path, ": malformed JSON: ", e.what());
     }
-  }
-  if (!a.copy_span.empty()) {
-    MIMIC_CHECK(a.copy_span.size() == 2, "--copy-span takes MIN,MAX (two token counts), got ", a.copy_span.size(), " values");
-    a.o.copy.min_span = a.copy_span[0];
-    a.o.copy.max_span = a.copy_span[1];
   }
   a.o.seed = a.common.seed;
   if (a.resume && train::writes_outputs())  // rank 0 reads the checkpoint (other machines may have none)
@@ -67,13 +61,7 @@ void register_pretrain(CLI::App& app) {
   sub->add_option("--config", a->config_path, "config.json with the sizes (HF keys) of a fresh model")->check(path_arg())->check(CLI::ExistingFile);
   sub->add_option("--init", a->o.init, "Continue from this model's weights instead of a fresh model (no --config)")
       ->transform(model_dir_arg());
-  sub->add_option("--copy-fraction", a->o.copy.fraction,
-                  "Copy curriculum: the fraction of training blocks in which an earlier span recurs later (docs/data.md)")
-      ->capture_default_str()
-      ->check(range::fraction());
-  sub->add_option("--copy-span", a->copy_span, "Copy curriculum: MIN,MAX tokens of a copied span (log-uniform)")
-      ->delimiter(',')
-      ->check(range::tokens(1));
+  add_copy_options(*sub, a->o.copy);
   sub->add_option("--position-init", a->o.position_init,
                   "A fresh model's position table: normal (random) or sinusoidal (sin/cos, still learned; docs/data.md)")
       ->capture_default_str()
@@ -82,17 +70,6 @@ void register_pretrain(CLI::App& app) {
                   "With --position-init sinusoidal: the RMS of the table's entries (0.02 = the token embeddings' init)")
       ->capture_default_str()
       ->check(range::real(0, 10, /*open_low=*/true));
-  sub->add_option("--copy-repeats", a->o.copy.copies, "Copy curriculum: how many times the span recurs after its source")
-      ->capture_default_str()
-      ->check(range::integer(1, 64));
-  sub->add_option("--copy-random", a->o.copy.random_fraction,
-                  "Copy curriculum: the share of copied spans that are random tokens instead of prose (docs/data.md)")
-      ->capture_default_str()
-      ->check(range::fraction());
-  sub->add_option("--copy-random-vocab", a->o.copy.random_vocab,
-                  "Copy curriculum: random spans draw from the train split's N most frequent tokens")
-      ->capture_default_str()
-      ->check(range::integer(2, 65536));
   sub->add_option("--data", a->o.corpus,
                   "Corpus (all, sotu, moby-dick) or a recall task: mqar[:vocab=V,seq_len=T,pairs=P,power_a=A] or ar[:vocab=V,seq_len=T] "
                   "(docs/recall.md)")

@@ -9,6 +9,12 @@
 
 namespace mimic::attention {
 
+std::vector<int64_t> SoftmaxAttention::softmax_heads(int64_t n_head) const {
+  std::vector<int64_t> all(static_cast<size_t>(n_head));
+  for (int64_t h = 0; h < n_head; ++h) all[static_cast<size_t>(h)] = h;
+  return all;
+}
+
 at::Tensor softmax_weights_reference(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx) {
   auto scores = torch::matmul(q, k.transpose(-1, -2)) * ctx.scale;  // [B, H, T, S]
   const double lowest = std::numeric_limits<float>::lowest();

@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace mimic::attention {
 
@@ -49,6 +50,10 @@ class AttentionKernelImpl : public torch::nn::Module {
   // q, k, v: [B, H, T, head_dim]. Returns [B, H, T, head_dim].
   virtual at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) = 0;
   virtual std::string kind() const = 0;
+  // The heads (of n_head) whose output is exactly softmax attention's: every head of the softmax kernel, the kept
+  // heads of a mixed one, none otherwise. What "the heads a conversion kept" means to a stage (finetune's
+  // --freeze-kept-heads) without asking for a kind by name.
+  virtual std::vector<int64_t> softmax_heads(int64_t n_head) const { return {}; }
   // The options that rebuild this kernel with make_attention_kernel(kind(), config_json(), ...) (linear_kernel.h).
   virtual nlohmann::json config_json() const { return nlohmann::json::object(); }
   // Incremental causal decoding: an empty cache, and the continuation of the sequence the cache has seen by
@@ -77,6 +82,7 @@ class SoftmaxAttention : public AttentionKernelImpl {
  public:
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
   std::string kind() const override { return "softmax"; }
+  std::vector<int64_t> softmax_heads(int64_t n_head) const override;
   // The KV cache: keys and values of every position so far, [B, H, S, head_dim] each.
   std::unique_ptr<KernelCache> new_cache() const override;
   at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,

@@ -37,7 +37,7 @@ class MixedAttention : public DistillableKernel {
   std::string parameter_group(const std::string& name) const override;  // the student's, "student." stripped
   std::string feature_map() const override { return student_->feature_map(); }
 
-  const std::vector<int64_t>& softmax_heads() const { return softmax_heads_; }
+  std::vector<int64_t> softmax_heads(int64_t n_head) const override { return softmax_heads_; }
   const std::shared_ptr<DistillableKernel>& student() const { return student_; }
 
  protected:

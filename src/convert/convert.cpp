@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "mimic/attention/distillable.h"
 #include "mimic/attention/mixed_kernel.h"
@@ -11,7 +12,9 @@
 #include "mimic/core/layers.h"
 #include "mimic/distill/maps_file.h"
 #include "mimic/models/model.h"
+#include "mimic/models/family.h"
 #include "mimic/record/record.h"
+#include "mimic/text/tokenizer.h"
 
 namespace mimic::convert {
 
@@ -19,75 +22,161 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct KeptHead {
-  int64_t layer, head;
-  double kl;
+// The kernels of the converted layers for a set of heads kept softmax: the layer's student alone, the mixed kind
+// (some heads kept), or the layer's own kernel as loaded (every head kept). Students are built once, so the probe
+// can place hundreds of sets without reading the maps again.
+class Placer {
+ public:
+  Placer(models::Model& model, const distill::DistilledMaps& maps, const std::vector<int64_t>& layers, int64_t n_head)
+      : model_(model), n_head_(n_head) {
+    for (auto l : layers) {
+      students_[l] = maps.kernel(l);
+      originals_[l] = model.attention_kernel(l);
+    }
+  }
+  // Sets every converted layer's kernel; returns the layers that run a student (alone or mixed).
+  std::vector<int64_t> place(const std::vector<HeadRef>& kept) {
+    std::vector<int64_t> converted;
+    for (const auto& [l, student] : students_) {
+      std::vector<int64_t> heads;
+      for (const auto& x : kept)
+        if (x.layer == l) heads.push_back(x.head);
+      std::sort(heads.begin(), heads.end());
+      if (static_cast<int64_t>(heads.size()) == n_head_) {
+        model_.set_attention_kernel(l, originals_.at(l));
+        continue;
+      }
+      converted.push_back(l);
+      if (heads.empty()) {
+        model_.set_attention_kernel(l, student);
+      } else {
+        model_.set_attention_kernel(l, std::make_shared<attention::MixedAttention>(heads, student, n_head_));
+      }
+    }
+    return converted;
+  }
+  std::vector<HeadRef> candidates() const {
+    std::vector<HeadRef> all;
+    for (const auto& [l, student] : students_)
+      for (int64_t h = 0; h < n_head_; ++h) all.push_back({l, h});
+    return all;
+  }
+
+ private:
+  models::Model& model_;
+  int64_t n_head_;
+  std::map<int64_t, std::shared_ptr<attention::DistillableKernel>> students_;
+  std::map<int64_t, attention::AttentionKernel> originals_;
 };
 
-// The heads that keep softmax (see ConvertOptions::keep_softmax), with their held-out KL; and the placement
-// record written into mimic.json.
-std::vector<KeptHead> choose_heads(const std::string& spec, const distill::DistilledMaps& maps, const std::vector<int64_t>& layers,
-                                   int64_t n_head, nlohmann::json& placement) {
-  std::vector<KeptHead> all;
-  for (auto l : layers) {
-    const auto kl = maps.head_kl(l);
-    for (int64_t h = 0; h < n_head; ++h) all.push_back({l, h, kl[static_cast<size_t>(h)]});
-  }
-  std::vector<KeptHead> kept;
-  if (spec.rfind("auto:", 0) == 0) {
-    int64_t k = 0;
-    try {
-      size_t used = 0;
-      k = std::stoll(spec.substr(5), &used);
-      MIMIC_CHECK(used == spec.size() - 5, "");
-    } catch (const std::exception&) {
-      fail("--keep-softmax ", spec, ": expected auto:K with K a number of heads");
-    }
-    MIMIC_CHECK(k >= 1 && k <= static_cast<int64_t>(all.size()), "--keep-softmax ", spec, ": K must be in [1, ", all.size(),
-                "] (the heads of the converted layers)");
-    std::stable_sort(all.begin(), all.end(), [](const KeptHead& a, const KeptHead& b) { return a.kl > b.kl; });
-    kept.assign(all.begin(), all.begin() + k);
-    placement = {{"rule", "auto:" + std::to_string(k)},
-                 {"reason", "the K heads whose distilled student fits the teacher worst: highest held-out KL(softmax || student) "
-                            "measured by distill"},
-                 {"next_kl", k < static_cast<int64_t>(all.size()) ? nlohmann::json(all[static_cast<size_t>(k)].kl) : nlohmann::json()}};
-  } else {
-    size_t at = 0;
-    while (at <= spec.size()) {
-      const size_t comma = std::min(spec.find(',', at), spec.size());
-      const std::string item = spec.substr(at, comma - at);
-      const auto dot = item.find('.');
-      int64_t l = -1, h = -1;
-      try {
-        MIMIC_CHECK(dot != std::string::npos, "");
-        size_t u1 = 0, u2 = 0;
-        l = std::stoll(item.substr(0, dot), &u1);
-        h = std::stoll(item.substr(dot + 1), &u2);
-        MIMIC_CHECK(u1 == dot && u2 == item.size() - dot - 1, "");
-      } catch (const std::exception&) {
-        fail("--keep-softmax: '", item, "' is not LAYER.HEAD (or use auto:K)");
-      }
-      auto it = std::find_if(all.begin(), all.end(), [&](const KeptHead& x) { return x.layer == l && x.head == h; });
-      MIMIC_CHECK(it != all.end(), "--keep-softmax: head ", item, " is not a head of a converted layer (", n_head, " heads; layers ",
-                  nlohmann::json(layers).dump(), ")");
-      MIMIC_CHECK(std::none_of(kept.begin(), kept.end(), [&](const KeptHead& x) { return x.layer == l && x.head == h; }),
-                  "--keep-softmax: head ", item, " given twice");
-      kept.push_back(*it);
-      at = comma + 1;
-    }
-    placement = {{"rule", "list"}, {"reason", "chosen by hand (--keep-softmax " + spec + ")"}};
-  }
+nlohmann::json kept_json(const std::vector<HeadRef>& kept, const distill::DistilledMaps& maps) {
   nlohmann::json heads = nlohmann::json::array();
-  for (const auto& x : kept) heads.push_back({{"layer", x.layer}, {"head", x.head}, {"kl", x.kl}});
-  placement["kept"] = heads;
-  placement["candidates"] = all.size();
+  for (const auto& x : kept) heads.push_back({{"layer", x.layer}, {"head", x.head}, {"kl", maps.head_kl(x.layer)[static_cast<size_t>(x.head)]}});
+  return heads;
+}
+
+// The heads kept by the highest held-out KL of distill (--placement kl).
+std::vector<HeadRef> kl_placement(int64_t k, const std::vector<HeadRef>& candidates, const distill::DistilledMaps& maps,
+                                  nlohmann::json& placement) {
+  MIMIC_CHECK(k <= static_cast<int64_t>(candidates.size()), "--keep-softmax auto:", k, ": K must be in [1, ", candidates.size(),
+              "] (the heads of the converted layers)");
+  std::vector<std::pair<double, HeadRef>> all;
+  for (const auto& c : candidates) all.push_back({maps.head_kl(c.layer)[static_cast<size_t>(c.head)], c});
+  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<HeadRef> kept;
+  for (int64_t i = 0; i < k; ++i) kept.push_back(all[static_cast<size_t>(i)].second);
+  placement = {{"placement", "kl"},
+               {"reason", "the K heads whose distilled student fits the teacher worst: highest held-out KL(softmax || student) "
+                          "measured by distill"},
+               {"next_kl", k < static_cast<int64_t>(all.size()) ? nlohmann::json(all[static_cast<size_t>(k)].first) : nlohmann::json()}};
+  return kept;
+}
+
+// The heads kept by measured effect (--placement probe), with the curve's passkey column measured at every step.
+std::vector<HeadRef> probe_placement(const KeepSpec& spec, const PlacementOptions& p, models::Model& model, Placer& placer,
+                                     nlohmann::json& placement) {
+  MIMIC_CHECK(model.summary().family->causal, "--placement probe measures in-context copying and passkey retrieval of a causal LM; ",
+              "this is a ", model.summary().model_type, " model: use --placement kl");
+  ProbeCalibration cal;
+  if (p.calibration_set) {
+    cal = *p.calibration_set;
+  } else {
+    MIMIC_CHECK(p.tokenizer != nullptr, "--placement probe needs the model's tokenizer to build its calibration set");
+    cal = probe_calibration(*p.tokenizer, model.summary().max_positions, p.calibration);
+  }
+  GreedyOptions g;
+  g.count = spec.kind == KeepSpec::Kind::Count ? spec.count : 0;
+  g.share = spec.kind == KeepSpec::Kind::Share ? spec.share : 0;
+  g.leaders = p.leaders;
+  g.weights = p.weights;
+  g.progress = p.progress;
+  auto result = greedy_placement(
+      [&](const std::vector<HeadRef>& kept) {
+        placer.place(kept);
+        return probe_measure(model, cal, p.batch_size);
+      },
+      placer.candidates(), g);
+  placement = placement_json(result, g, cal);
+  if (!cal.passkeys.empty()) {
+    // The curve's passkey column: the trials ranked first with the first i heads kept (i = 0 .. kept), and the teacher's.
+    auto ranked = [&](const std::vector<HeadRef>& kept) {
+      placer.place(kept);
+      return probe_passkeys_ranked_first(model, cal, p.batch_size);
+    };
+    std::vector<HeadRef> prefix;
+    placement["student"]["passkey_ranked_first"] = ranked(prefix);
+    for (size_t i = 0; i < result.kept.size(); ++i) {
+      prefix.push_back(result.kept[i]);
+      placement["steps"][i]["passkey_ranked_first"] = ranked(prefix);
+    }
+    placement["teacher"]["passkey_ranked_first"] = ranked(placer.candidates());
+  }
+  return result.kept;
+}
+
+// The rule that ranks the heads for auto:K / auto:P% ("" for no placement or a hand-made list).
+std::string ranking_rule(const PlacementOptions& p, const KeepSpec& spec, bool causal) {
+  if (spec.kind != KeepSpec::Kind::Count && spec.kind != KeepSpec::Kind::Share) return "";
+  const std::string rule = p.rule.empty() ? (causal ? "probe" : "kl") : p.rule;
+  MIMIC_CHECK(rule == "probe" || rule == "kl", "--placement must be probe or kl, got '", rule, "'");
+  return rule;
+}
+
+// The heads that keep softmax (PlacementOptions::keep_softmax) and the placement record written into mimic.json.
+std::vector<HeadRef> choose_heads(const PlacementOptions& p, models::Model& model, const distill::DistilledMaps& maps,
+                                  const std::vector<int64_t>& layers, Placer& placer, nlohmann::json& placement) {
+  const auto spec = parse_keep_spec(p.keep_softmax);
+  if (spec.kind == KeepSpec::Kind::None) return {};
+  const auto candidates = placer.candidates();
+  const int64_t n_head = model.summary().n_head;
+  std::vector<HeadRef> kept;
+  if (spec.kind == KeepSpec::Kind::List) {
+    for (const auto& h : spec.heads)
+      MIMIC_CHECK(std::find(candidates.begin(), candidates.end(), h) != candidates.end(), "--keep-softmax: head ", head_name(h),
+                  " is not a head of a converted layer (", n_head, " heads; layers ", nlohmann::json(layers).dump(), ")");
+    kept = spec.heads;
+    placement = {{"rule", "list"}, {"reason", "chosen by hand (--keep-softmax " + p.keep_softmax + ")"}};
+  } else {
+    MIMIC_CHECK(spec.kind != KeepSpec::Kind::Count || spec.count <= static_cast<int64_t>(candidates.size()), "--keep-softmax auto:",
+                spec.count, ": K must be in [1, ", candidates.size(), "] (the heads of the converted layers)");
+    if (ranking_rule(p, spec, model.summary().family->causal) == "kl") {
+      MIMIC_CHECK(spec.kind == KeepSpec::Kind::Count, "--keep-softmax ", p.keep_softmax,
+                  ": auto:P% is a share of the teacher's copy gain, which only --placement probe measures");
+      kept = kl_placement(spec.count, candidates, maps, placement);
+    } else {
+      kept = probe_placement(spec, p, model, placer, placement);
+    }
+    placement["rule"] = p.keep_softmax;
+  }
+  placement["kept"] = kept_json(kept, maps);
+  placement["candidates"] = candidates.size();
   return kept;
 }
 
 }  // namespace
 
 ConvertResult convert_model(models::Model& model, const std::string& model_name, const distill::DistilledMaps& maps,
-                            const std::string& layers, bool force, const std::string& keep_softmax) {
+                            const std::string& layers, bool force, const PlacementOptions& placement) {
   const auto s = model.summary();
   const int64_t head_dim = s.d_model / s.n_head;
   MIMIC_CHECK(maps.n_head() == s.n_head && maps.head_dim() == head_dim, maps.path(), " holds maps for ", maps.n_head(), " heads of ",
@@ -119,22 +208,9 @@ ConvertResult convert_model(models::Model& model, const std::string& model_name,
     MIMIC_CHECK(l >= 0 && l < s.n_layer, maps.path(), " holds maps for layer ", l, ", but ", model_name, " has ", s.n_layer, " layers");
     MIMIC_CHECK(maps.has_layer(l), "--layers: ", maps.path(), " holds no maps for layer ", l, " (it holds layers ", held, ")");
   }
-  std::vector<KeptHead> kept;
-  if (!keep_softmax.empty()) kept = choose_heads(keep_softmax, maps, r.layers, s.n_head, r.placement);
-  std::vector<int64_t> converted;
-  for (auto l : r.layers) {
-    std::vector<int64_t> heads;
-    for (const auto& x : kept)
-      if (x.layer == l) heads.push_back(x.head);
-    std::sort(heads.begin(), heads.end());
-    if (static_cast<int64_t>(heads.size()) == s.n_head) continue;  // every head kept: the layer stays softmax
-    converted.push_back(l);
-    if (heads.empty()) {
-      model.set_attention_kernel(l, maps.kernel(l));
-    } else {
-      model.set_attention_kernel(l, std::make_shared<attention::MixedAttention>(heads, maps.kernel(l), s.n_head));
-    }
-  }
+  Placer placer(model, maps, r.layers, s.n_head);
+  const auto kept = choose_heads(placement, model, maps, r.layers, placer, r.placement);
+  const auto converted = placer.place(kept);
   r.layers = converted;
   model.module().eval();
   auto& prov = model.provenance();
@@ -158,7 +234,14 @@ ConvertResult convert(const ConvertOptions& o) {
     MIMIC_CHECK(!fs::equivalent(o.out, o.model_dir), "--out ", o.out, " is the model directory itself: write the converted model elsewhere");
   auto maps = distill::DistilledMaps::open(o.maps);
   auto model = models::load_model(o.model_dir);
-  auto r = convert_model(*model, o.model_dir, maps, o.layers, o.force, o.keep_softmax);
+  auto placement = o.placement;
+  std::unique_ptr<text::Tokenizer> tok;
+  const bool probe = ranking_rule(placement, parse_keep_spec(placement.keep_softmax), model->summary().family->causal) == "probe";
+  if (probe && !placement.tokenizer && !placement.calibration_set) {
+    tok = text::load_tokenizer(o.model_dir);  // the probe's calibration set is text of the training split
+    placement.tokenizer = tok.get();
+  }
+  auto r = convert_model(*model, o.model_dir, maps, o.layers, o.force, placement);
   model->save(o.out);
   r.out = o.out;
   return r;

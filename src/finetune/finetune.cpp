@@ -2,8 +2,11 @@
 
 #include <torch/torch.h>
 
+#include <map>
 #include <sstream>
+#include <tuple>
 
+#include "mimic/attention/attention.h"
 #include "mimic/core/error.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
@@ -36,6 +39,51 @@ bool is_kernel_parameter(const std::string& n) { return n.rfind("kernels.", 0) =
 
 bool is_classifier_head(const std::string& n) { return n.rfind("classifier.", 0) == 0 || n.rfind("pooler.", 0) == 0; }
 
+namespace {
+
+// --freeze-kept-heads: masks the gradient of every block of a kept head (models::Family::head_slices) and puts the
+// blocks back after each step (weight decay moves them otherwise).
+void freeze_kept_heads(Prepared& p, const FinetuneOptions& o) {
+  MIMIC_CHECK(o.lora.rank == 0, "--freeze-kept-heads keeps the kept heads' projections as loaded; LoRA's adapters would move them: "
+                                "use one of the two");
+  auto& model = *p.model;
+  const auto s = model.summary();
+  std::vector<std::pair<int64_t, int64_t>> kept;
+  bool converted = false;
+  for (int64_t l = 0; l < s.n_layer; ++l) {
+    const auto heads = model.attention_kernel(l)->softmax_heads(s.n_head);
+    converted = converted || static_cast<int64_t>(heads.size()) < s.n_head;
+    for (auto h : heads) kept.emplace_back(l, h);
+  }
+  MIMIC_CHECK(converted, o.model_dir, ": every head runs softmax; --freeze-kept-heads keeps the heads a conversion kept (convert a model first)");
+  auto params = model.module().named_parameters();
+  std::map<std::string, at::Tensor> masks;  // 1 where the parameter trains, 0 in a kept head's block
+  for (const auto& [l, h] : kept) {
+    for (const auto& slice : s.family->head_slices(s.d_model, s.n_head, l, h)) {
+      auto* param = params.find(slice.name);
+      MIMIC_CHECK(param != nullptr, "--freeze-kept-heads: the model has no parameter ", slice.name);
+      auto& mask = masks[slice.name];
+      if (!mask.defined()) mask = torch::ones_like(*param);
+      mask.narrow(slice.dim, slice.start, slice.length).zero_();
+    }
+  }
+  std::vector<std::tuple<at::Tensor, at::Tensor, at::Tensor>> frozen;  // parameter, mask, value as loaded
+  for (const auto& entry : masks) {
+    auto param = params[entry.first];
+    const at::Tensor mask = entry.second;
+    if (!param.requires_grad()) continue;  // not trained in this run: nothing to freeze
+    param.register_hook([mask](const at::Tensor& grad) { return grad * mask; });
+    frozen.emplace_back(param, mask.to(torch::kBool), param.detach().clone());
+  }
+  p.frozen_heads = static_cast<int64_t>(kept.size());
+  p.after_step = [frozen]() {
+    torch::NoGradGuard no_grad;
+    for (const auto& [param, trains, loaded] : frozen) param.copy_(torch::where(trains, param, loaded));
+  };
+}
+
+}  // namespace
+
 Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o) {
   Prepared p;
   LoraModel* lora = nullptr;
@@ -66,6 +114,7 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
       ++p.frozen;
   }
   MIMIC_CHECK(!o.freeze_embeddings || embeddings > 0, o.model_dir, ": no embedding tensors to freeze");
+  if (o.freeze_kept_heads) freeze_kept_heads(p, o);
   p.save.dtype = o.export_dtype;
   if (lora)
     for (auto& t : lora->lora_parameters()) p.trainable.push_back(t);
@@ -79,6 +128,7 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
 
 void bind(train::TrainTask& task, Prepared& p) {
   task.params = p.trainable;
+  task.after_step = p.after_step;
   task.set_training = [&p](bool on) { p.model->module().train(on); };
   task.export_model = [&p](const std::string& dir) { p.model->save(dir, p.save); };
 }
@@ -103,6 +153,7 @@ nlohmann::json fingerprint(const FinetuneOptions& o) {
   // A frozen run's checkpoint holds parameters and optimizer moments of the trainable tensors only and
   // never resumes an unfrozen run.
   if (o.freeze_embeddings) j["freeze_embeddings"] = true;
+  if (o.freeze_kept_heads) j["freeze_kept_heads"] = true;
   if (o.lora.rank > 0) j["lora"] = {{"rank", o.lora.rank}, {"scale", o.lora.scale()}};
   return j;
 }
@@ -112,6 +163,7 @@ std::string describe_trainable(const FinetuneOptions& o) {
   os << train_set_name(o.effective_train_set());
   if (o.lora.rank > 0) os << " + LoRA r=" << o.lora.rank << " scale=" << o.lora.scale();
   if (o.freeze_embeddings) os << ", embeddings frozen";
+  if (o.freeze_kept_heads) os << ", kept heads frozen";
   return os.str();
 }
 

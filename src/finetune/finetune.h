@@ -54,6 +54,11 @@ struct FinetuneOptions {
   // Keep the embeddings group (models::Family::is_embedding) as loaded: no gradients, not in the optimizer, so the
   // result's embedding tensors are the base model's bit for bit.
   bool freeze_embeddings = false;
+  // Keep the heads a conversion kept softmax as loaded: their query, key, value and output-projection blocks
+  // (models::Family::head_slices) get no gradient and are put back after every step. What a second stage may not
+  // move when it must not erase the recall those heads carry (QK-Restore's observation). A converted model only;
+  // not with LoRA (whose adapters would move those blocks anyway).
+  bool freeze_kept_heads = false;
   // Storage of the exported weights: float32 by default, so trained values are kept as trained (a model
   // loaded from fp16 would otherwise round every update); unset: each tensor in the type it was loaded with.
   std::optional<io::DType> export_dtype = io::DType::F32;
@@ -69,6 +74,8 @@ struct Prepared {
   std::vector<std::pair<std::string, at::Tensor>> trainable;
   int64_t frozen = 0;  // parameter tensors kept as loaded
   models::SaveOptions save;  // how the exports are written (options.export_dtype)
+  int64_t frozen_heads = 0;  // heads kept as loaded (freeze_kept_heads)
+  std::function<void()> after_step;  // puts the frozen heads' blocks back (TrainTask::after_step)
 };
 Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& options);
 

@@ -32,7 +32,7 @@ LmResult finetune_lm(const LmOptions& o) {
 
   // Data parallelism: every rank draws the global batches of --batch-size × ranks rows and trains on its share.
   const auto& env = distributed::environment();
-  auto source = data::open_lm_source(o.corpus, tok.get(), o.seq_len, o.batch_size * env.world_size, o.seed);
+  auto source = data::open_lm_source(o.corpus, tok.get(), o.seq_len, o.batch_size * env.world_size, o.seed, o.copy);
   // The mean over the fixed validation batches of the loss on share `part` of `parts` of each (the engine averages
   // the ranks' shares; the final scores take whole batches).
   auto validation_loss = [&](models::Model& m, int64_t part, int64_t parts) {
@@ -72,6 +72,9 @@ LmResult finetune_lm(const LmOptions& o) {
   t.fingerprint = fingerprint(o);
   t.fingerprint.update({{"task", "lm"}, {"data", o.corpus}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size},
                         {"eval_batches", o.eval_batches}});
+  if (o.copy.fraction > 0)
+    t.fingerprint["copy"] = {{"fraction", o.copy.fraction}, {"min_span", o.copy.min_span}, {"max_span", o.copy.max_span},
+                             {"copies", o.copy.copies}, {"random_fraction", o.copy.random_fraction}, {"random_vocab", o.copy.random_vocab}};
   if (kd) t.fingerprint["kd"] = {{"temperature", o.kd_temperature}, {"lm_weight", o.kd_lm_weight}, {"teacher", o.teacher_dir}};
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);

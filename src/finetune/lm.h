@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "mimic/data/batches.h"
 #include "mimic/eval/perplexity.h"
 #include "mimic/finetune/finetune.h"
 
@@ -15,6 +16,9 @@ struct LmOptions : FinetuneOptions {
   int64_t seq_len = 256;
   int64_t batch_size = 8;
   int64_t eval_batches = 10;   // validation batches per evaluation
+  // Blocks in which an earlier span recurs (data/batches.h), as pretrain takes them: a second stage shown text to copy
+  // keeps the in-context recall that prose alone lets it forget (docs/finetune.md). Validation stays plain prose.
+  data::CopyCurriculum copy;
   bool test = false;           // also score the test split (strided windows, as `mimic eval` does)
   // Logit distillation from the teacher (teacher_dir, run in-process): 0 = off, else its temperature T; the loss is
   // kd_lm_weight · LM loss + (1 − kd_lm_weight) · T²·KL(teacher ‖ student) (train/lm.h).

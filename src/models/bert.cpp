@@ -205,6 +205,20 @@ class BertFamily : public Family {
     return n.find(".attention.self.") != std::string::npos || n.find(".attention.output.dense.") != std::string::npos;
   }
 
+  // Linear stores (out, in): the query, key and value rows of a head, and the output projection's columns that read
+  // it. The output projection's bias is the layer's, not a head's.
+  std::vector<HeadSlice> head_slices(int64_t d_model, int64_t n_head, int64_t layer, int64_t head) const override {
+    const int64_t hd = d_model / n_head;
+    const std::string p = "encoder.layer." + std::to_string(layer) + ".attention.";
+    std::vector<HeadSlice> out;
+    for (const char* m : {"query", "key", "value"}) {
+      out.push_back({p + "self." + m + ".weight", 0, head * hd, hd});
+      out.push_back({p + "self." + m + ".bias", 0, head * hd, hd});
+    }
+    out.push_back({p + "output.dense.weight", 1, head * hd, hd});
+    return out;
+  }
+
   bool is_buffer(const std::string& name) const override { return name == "embeddings.position_ids"; }
 
   // The task heads (cls., classifier.) are never prefixed.

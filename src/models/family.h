@@ -32,6 +32,13 @@ struct LoraTarget {
   std::vector<std::string> slots;  // blocks of the output with their own (A, B): {"q", "k", "v"} or {""}
 };
 
+// A block of a parameter that belongs to one attention head: `length` rows (dim 0) or columns (dim 1) from `start`
+// of the network parameter `name` (a 1-D bias: dim 0).
+struct HeadSlice {
+  std::string name;
+  int64_t dim = 0, start = 0, length = 0;
+};
+
 // Tensors a head ties: network name of the copy → (network name of the tensor it equals, what it is).
 using Ties = std::map<std::string, std::pair<std::string, std::string>>;
 
@@ -100,6 +107,9 @@ class Family {
   virtual bool is_buffer(const std::string& name) const = 0;
   virtual bool takes_prefix(const std::string& name) const = 0;
 
+  // The parts of the query, key, value and output projections (weights and biases) that belong to head `head` of
+  // layer `layer`: what that head reads and writes. finetune --freeze-kept-heads keeps them as loaded.
+  virtual std::vector<HeadSlice> head_slices(int64_t d_model, int64_t n_head, int64_t layer, int64_t head) const = 0;
   // The attention projections LoRA adapts in `net` (a network this family made), in layer order.
   virtual std::vector<LoraTarget> lora_targets(torch::nn::Module& net) const = 0;
 };

@@ -150,6 +150,20 @@ class Gpt2Family : public Family {
     return n.rfind("h.", 0) == 0 && n.find(".attn.") != std::string::npos;
   }
 
+  // Conv1D stores (in, out): c_attn's output columns are [q | k | v], each heads side by side; c_proj's input rows
+  // are the heads' outputs side by side. c_proj's bias is the layer's, not a head's.
+  std::vector<HeadSlice> head_slices(int64_t d_model, int64_t n_head, int64_t layer, int64_t head) const override {
+    const int64_t d = d_model, hd = d_model / n_head;
+    const std::string p = "h." + std::to_string(layer) + ".attn.";
+    std::vector<HeadSlice> out;
+    for (int64_t part = 0; part < 3; ++part) {
+      out.push_back({p + "c_attn.weight", 1, part * d + head * hd, hd});
+      out.push_back({p + "c_attn.bias", 0, part * d + head * hd, hd});
+    }
+    out.push_back({p + "c_proj.weight", 0, head * hd, hd});
+    return out;
+  }
+
   // The causal-mask buffers older checkpoints carry.
   bool is_buffer(const std::string& name) const override {
     static const std::regex buffer(R"(h\.\d+\.attn\.(bias|masked_bias))");

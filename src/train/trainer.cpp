@@ -318,6 +318,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     }
     skips = 0;
     opt.step(lr);
+    if (task.after_step) task.after_step();
     r.last_loss = loss;
     window_loss += loss;
     ++window_n;

@@ -74,6 +74,9 @@ struct TrainTask {
   std::function<nlohmann::json()> data_state;               // where the data stream stands
   std::function<void(const nlohmann::json&)> restore_data_state;
   std::function<void(const std::string& dir)> export_model; // write a usable model (HF layout) to dir
+  // Called after every optimizer step: finetune puts the blocks it freezes inside trained tensors back as loaded
+  // (their gradients are masked, but AdamW's decoupled weight decay would still shrink them).
+  std::function<void()> after_step;
   // In a distributed run (distributed::environment(), several processes): the task trains on its rank's share of
   // every global batch (data::rows_of) and `evaluate` returns the mean over its share of the validation batches;
   // the engine averages gradients and validation losses over the ranks. A task without it refuses such a run.

@@ -1,0 +1,402 @@
+#include "mimic/convert/placement.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <optional>
+#include <random>
+#include <set>
+
+#include "mimic/core/error.h"
+#include "mimic/core/progress.h"
+#include "mimic/data/corpus.h"
+#include "mimic/data/token_cache.h"
+#include "mimic/eval/copy.h"
+#include "mimic/eval/passkey.h"
+#include "mimic/io/atomic_file.h"
+#include "mimic/models/model.h"
+#include "mimic/text/tokenizer.h"
+
+namespace mimic::convert {
+
+std::string head_name(const HeadRef& h) { return std::to_string(h.layer) + "." + std::to_string(h.head); }
+
+namespace {
+
+// A whole non-negative decimal number (no sign, no spaces, no octal: "010" is ten), or nullopt.
+std::optional<double> parse_number(const std::string& s) {
+  if (s.empty() || s.find_first_not_of("0123456789.") != std::string::npos || std::count(s.begin(), s.end(), '.') > 1 || s == ".")
+    return std::nullopt;
+  return std::stod(s);
+}
+
+}  // namespace
+
+KeepSpec parse_keep_spec(const std::string& spec) {
+  KeepSpec k;
+  if (spec.empty()) return k;
+  if (spec.rfind("auto:", 0) == 0) {
+    std::string v = spec.substr(5);
+    const bool percent = !v.empty() && v.back() == '%';
+    if (percent) v.pop_back();
+    auto n = parse_number(v);
+    if (percent) {
+      MIMIC_CHECK(n && *n > 0 && *n <= 100, "--keep-softmax ", spec, ": expected auto:P% with P in (0, 100]");
+      k.kind = KeepSpec::Kind::Share;
+      k.share = *n / 100.0;
+    } else {
+      MIMIC_CHECK(n && v.find('.') == std::string::npos && *n >= 1, "--keep-softmax ", spec,
+                  ": expected auto:K with K a number of heads (>= 1), or auto:P% a share of the teacher's copy gain");
+      k.kind = KeepSpec::Kind::Count;
+      k.count = static_cast<int64_t>(*n);
+    }
+    return k;
+  }
+  k.kind = KeepSpec::Kind::List;
+  size_t at = 0;
+  while (at <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', at), spec.size());
+    const std::string item = spec.substr(at, comma - at);
+    const auto dot = item.find('.');
+    std::optional<double> l, h;
+    if (dot != std::string::npos) l = parse_number(item.substr(0, dot)), h = parse_number(item.substr(dot + 1));
+    MIMIC_CHECK(l && h && item.find('.', dot + 1) == std::string::npos, "--keep-softmax: '", item,
+                "' is not LAYER.HEAD (or use auto:K, auto:P%)");
+    HeadRef r{static_cast<int64_t>(*l), static_cast<int64_t>(*h)};
+    MIMIC_CHECK(std::find(k.heads.begin(), k.heads.end(), r) == k.heads.end(), "--keep-softmax: head ", item, " given twice");
+    k.heads.push_back(r);
+    at = comma + 1;
+  }
+  return k;
+}
+
+// ---------------------------------------------------------------------------------------------- calibration
+
+ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, const CalibrationOptions& options) {
+  auto o = options;
+  if (o.segment_len == 0) o.segment_len = std::min<int64_t>(128, context / 2);
+  if (o.passkey_len == 0) o.passkey_len = std::min<int64_t>(256, context);
+  MIMIC_CHECK(o.segments >= 1, "--probe-segments must be >= 1, got ", o.segments);
+  MIMIC_CHECK(o.segment_len >= 2 && 2 * o.segment_len <= context, "--probe-segment-len ", o.segment_len, " must lie in 2..", context / 2,
+              " (each segment runs doubled in the model's context of ", context, ")");
+  MIMIC_CHECK(o.passkeys >= 0, "--probe-passkeys must be >= 0, got ", o.passkeys);
+  MIMIC_CHECK(o.passkeys == 0 || o.passkey_len <= context, "--probe-passkey-len ", o.passkey_len, " exceeds the model's context of ",
+              context);
+  MIMIC_CHECK(o.alternatives >= 1, "passkey alternatives must be >= 1, got ", o.alternatives);
+  ProbeCalibration cal;
+  std::vector<int64_t> ids;
+  const auto corpora = data::lm_corpus_names();
+  if (o.data == "all" || std::find(corpora.begin(), corpora.end(), o.data) != corpora.end()) {
+    // The training split only: placement is part of building the model, and the model is judged on the other two.
+    auto cache = data::corpus_token_cache(o.data, data::Split::Train, tok);
+    ids.assign(cache.data(), cache.data() + cache.size());
+    cal.source = "the train split of " + o.data;
+  } else {
+    MIMIC_CHECK(std::filesystem::is_regular_file(o.data), "--probe-data ", o.data, ": neither a corpus (all, sotu, moby-dick) nor a text file");
+    ids = tok.encode(io::read_text_file(o.data), false);
+    cal.source = o.data;
+  }
+  MIMIC_CHECK(static_cast<int64_t>(ids.size()) >= o.segments * o.segment_len, "--probe-data ", o.data, " has ", ids.size(),
+              " tokens: too few for --probe-segments ", o.segments, " of --probe-segment-len ", o.segment_len);
+  cal.copy_segments = eval::copy_segments(ids, o.segments, o.segment_len);
+
+  // Keys from a stream of the probe's own (the seed mixed with a constant), so that the probe's trials are not the
+  // ones `eval --task passkey --seed S` later scores.
+  std::mt19937_64 rng(o.seed ^ 0x70726f6265ULL);
+  constexpr int64_t kDigits = 5;
+  for (int64_t t = 0; t < o.passkeys; ++t) {
+    const std::string key = eval::random_passkey(rng, kDigits);
+    const double depth = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+    std::set<std::string> keys{key};
+    ProbePasskey p;
+    while (static_cast<int64_t>(keys.size()) <= o.alternatives) {
+      auto alt = eval::random_passkey(rng, kDigits);
+      if (keys.insert(alt).second) p.alternatives.push_back(tok.encode(" " + alt, false));
+    }
+    std::string decoy;
+    do decoy = eval::random_passkey(rng, kDigits);
+    while (keys.count(decoy));
+    p.key = tok.encode(" " + key, false);
+    p.prompt = eval::build_passkey_prompt(tok, o.passkey_len - kDigits - 1, depth, key).ids;
+    p.decoy_prompt = eval::build_passkey_prompt(tok, o.passkey_len - kDigits - 1, depth, decoy).ids;
+    cal.passkeys.push_back(std::move(p));
+  }
+  return cal;
+}
+
+namespace {
+
+// Σ log p(continuation | prefix) for each (prefix, continuation) pair, batched: rows prefix + continuation (but its
+// last token), right-padded — a causal model's rows never see what follows them, so the padding changes nothing —,
+// with the LM head applied only at the rows that predict a continuation token.
+std::vector<double> continuation_logprobs(models::Model& model, const std::vector<const std::vector<int64_t>*>& prefixes,
+                                          const std::vector<const std::vector<int64_t>*>& continuations, int64_t batch_size) {
+  torch::NoGradGuard no_grad;
+  std::vector<double> out;
+  const auto n = static_cast<int64_t>(prefixes.size());
+  for (int64_t first = 0; first < n; first += batch_size) {
+    const int64_t b = std::min(batch_size, n - first);
+    int64_t t = 0;
+    for (int64_t i = 0; i < b; ++i) t = std::max<int64_t>(t, prefixes[first + i]->size() + continuations[first + i]->size() - 1);
+    auto ids = torch::zeros({b, t}, torch::kLong);
+    auto at = torch::zeros({b, t}, torch::kBool);
+    std::vector<int64_t> targets;
+    auto ia = ids.accessor<int64_t, 2>();
+    auto aa = at.accessor<bool, 2>();
+    for (int64_t i = 0; i < b; ++i) {
+      const auto& p = *prefixes[first + i];
+      const auto& c = *continuations[first + i];
+      const auto np = static_cast<int64_t>(p.size()), nc = static_cast<int64_t>(c.size());
+      for (int64_t j = 0; j < np; ++j) ia[i][j] = p[j];
+      for (int64_t j = 0; j + 1 < nc; ++j) ia[i][np + j] = c[j];
+      for (int64_t j = 0; j < nc; ++j) {
+        aa[i][np - 1 + j] = true;  // row np-1+j predicts c[j]
+        targets.push_back(c[j]);
+      }
+    }
+    models::ForwardInputs in;
+    in.input_ids = ids;
+    in.logits_positions = at;
+    auto logp = torch::log_softmax(model.forward(in).logits.to(torch::kFloat), -1);  // [N, V], row-major order of `at`
+    auto picked = logp.gather(1, torch::tensor(targets, torch::kLong).unsqueeze(1)).squeeze(1).to(torch::kDouble);
+    auto pa = picked.accessor<double, 1>();
+    int64_t row = 0;
+    for (int64_t i = 0; i < b; ++i) {
+      double s = 0;
+      for (size_t j = 0; j < continuations[first + i]->size(); ++j) s += pa[row++];
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+ProbeMeasure probe_measure(models::Model& model, const ProbeCalibration& cal, int64_t batch_size) {
+  MIMIC_CHECK(!cal.copy_segments.empty(), "the probe's calibration set holds no copy segment");
+  MIMIC_CHECK(batch_size >= 1, "probe batch size must be >= 1");
+  torch::NoGradGuard no_grad;
+  model.module().eval();
+  ProbeMeasure m;
+  const auto n = static_cast<int64_t>(cal.copy_segments.size());
+  const auto len = static_cast<int64_t>(cal.copy_segments[0].size());
+  double first_sum = 0, second_sum = 0;
+  for (int64_t first = 0; first < n; first += batch_size) {
+    const int64_t b = std::min(batch_size, n - first);
+    auto ids = torch::empty({b, 2 * len}, torch::kLong);
+    for (int64_t i = 0; i < b; ++i) {
+      const auto& s = cal.copy_segments[static_cast<size_t>(first + i)];
+      MIMIC_CHECK(static_cast<int64_t>(s.size()) == len, "the probe's copy segments must all have ", len, " tokens");
+      auto seg = torch::tensor(s, torch::kLong);
+      ids[i].slice(0, 0, len).copy_(seg);
+      ids[i].slice(0, len, 2 * len).copy_(seg);
+    }
+    models::ForwardInputs in;
+    in.input_ids = ids;
+    auto logits = model.forward(in).logits.to(torch::kFloat);  // [b, 2L, V]
+    // NLL of token t+1 at row t: logsumexp(row) − row[target]. Rows 0..L-2 score the first copy's tokens 1..L-1,
+    // rows L..2L-2 the same tokens in the second copy (eval/copy.h).
+    auto nll = logits.slice(1, 0, 2 * len - 1).logsumexp(-1) -
+               logits.slice(1, 0, 2 * len - 1).gather(2, ids.slice(1, 1, 2 * len).unsqueeze(2)).squeeze(2);  // [b, 2L-1]
+    first_sum += nll.slice(1, 0, len - 1).mean(1).sum().item<double>();
+    second_sum += nll.slice(1, len, 2 * len - 1).mean(1).sum().item<double>();
+  }
+  m.lm_loss = first_sum / static_cast<double>(n);
+  m.copy_gain = m.lm_loss - second_sum / static_cast<double>(n);
+  if (!cal.passkeys.empty()) {
+    std::vector<const std::vector<int64_t>*> prefixes, continuations;
+    for (const auto& p : cal.passkeys) {
+      prefixes.push_back(&p.prompt), continuations.push_back(&p.key);
+      prefixes.push_back(&p.decoy_prompt), continuations.push_back(&p.key);
+    }
+    auto lp = continuation_logprobs(model, prefixes, continuations, batch_size);
+    double sum = 0;
+    for (size_t i = 0; i < lp.size(); i += 2) sum += lp[i] - lp[i + 1];
+    m.key_gain = sum / static_cast<double>(cal.passkeys.size());
+  }
+  MIMIC_CHECK(std::isfinite(m.copy_gain) && std::isfinite(m.lm_loss) && std::isfinite(m.key_gain),
+              "the probe's measurement is not finite (copy gain ", m.copy_gain, ", LM loss ", m.lm_loss, ", key gain ", m.key_gain,
+              "): the model's weights or logits are not finite");
+  return m;
+}
+
+int64_t probe_passkeys_ranked_first(models::Model& model, const ProbeCalibration& cal, int64_t batch_size) {
+  int64_t first = 0;
+  for (const auto& p : cal.passkeys) {
+    std::vector<const std::vector<int64_t>*> prefixes{&p.prompt}, continuations{&p.key};
+    for (const auto& a : p.alternatives) prefixes.push_back(&p.prompt), continuations.push_back(&a);
+    auto lp = continuation_logprobs(model, prefixes, continuations, batch_size);
+    first += eval::rank_of(lp[0], {lp.begin() + 1, lp.end()}) == 1;
+  }
+  return first;
+}
+
+// ---------------------------------------------------------------------------------------------- the score
+
+double probe_score(const ProbeMeasure& m, const ProbeMeasure& teacher, const ProbeWeights& w) {
+  double s = 0;
+  if (w.copy > 0 && teacher.copy_gain >= kProbeFloor) s += w.copy * m.copy_gain / teacher.copy_gain;
+  if (w.passkey > 0 && teacher.key_gain >= kProbeFloor) s += w.passkey * m.key_gain / teacher.key_gain;
+  s -= w.lm * (m.lm_loss - teacher.lm_loss);
+  return s;
+}
+
+ProbeWeights parse_probe_weights(const std::string& spec) {
+  ProbeWeights w;
+  std::set<std::string> seen;
+  size_t at = 0;
+  while (at < spec.size()) {
+    const size_t comma = std::min(spec.find(',', at), spec.size());
+    const std::string item = spec.substr(at, comma - at);
+    const auto eq = item.find('=');
+    const std::string key = eq == std::string::npos ? item : item.substr(0, eq);
+    auto v = eq == std::string::npos ? std::nullopt : parse_number(item.substr(eq + 1));
+    MIMIC_CHECK(v && std::isfinite(*v), "--probe-weights: '", item, "' is not NAME=VALUE with a number >= 0 (names: copy, passkey, lm)");
+    MIMIC_CHECK(seen.insert(key).second, "--probe-weights: ", key, " given twice");
+    if (key == "copy") w.copy = *v;
+    else if (key == "passkey") w.passkey = *v;
+    else if (key == "lm") w.lm = *v;
+    else fail("--probe-weights: unknown term '", key, "' (known: copy, passkey, lm)");
+    at = comma + 1;
+  }
+  MIMIC_CHECK(w.copy > 0 || w.passkey > 0, "--probe-weights: copy and passkey are both 0: the probe would rank heads by LM loss alone");
+  return w;
+}
+
+// ---------------------------------------------------------------------------------------------- greedy selection
+
+GreedyPlacement greedy_placement(const HeadSetMeasure& measure, const std::vector<HeadRef>& candidates, const GreedyOptions& o) {
+  MIMIC_CHECK(!candidates.empty(), "placement: no candidate heads");
+  MIMIC_CHECK((o.count > 0) != (o.share > 0), "placement: give a number of heads or a share of the teacher's copy gain, one of them");
+  MIMIC_CHECK(o.count <= static_cast<int64_t>(candidates.size()), "--keep-softmax auto:", o.count, ": K must be in [1, ", candidates.size(),
+              "] (the heads of the converted layers)");
+  MIMIC_CHECK(o.share <= 1, "placement: the share must be at most 1");
+  MIMIC_CHECK(o.leaders >= 1, "--probe-leaders must be >= 1, got ", o.leaders);
+  MIMIC_CHECK(std::set<HeadRef>(candidates.begin(), candidates.end()).size() == candidates.size(), "placement: candidate heads repeat");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto since = [](std::chrono::steady_clock::time_point t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); };
+  GreedyPlacement g;
+  std::map<std::vector<HeadRef>, ProbeMeasure> seen;
+  auto measured = [&](std::vector<HeadRef> set) {
+    std::sort(set.begin(), set.end());
+    auto it = seen.find(set);
+    if (it != seen.end()) return it->second;
+    ++g.measured;
+    return seen.emplace(set, measure(set)).first->second;
+  };
+  const auto n = static_cast<int64_t>(candidates.size());
+  Progress screen_bar("probe screen", 2 + 2 * n, "set");
+  if (!o.progress) screen_bar.disable();
+  g.student = measured({});
+  g.teacher = measured(candidates);
+  screen_bar.advance(2);
+  MIMIC_CHECK(o.share == 0 || g.teacher.copy_gain >= kProbeFloor, "--keep-softmax auto:", o.share * 100,
+              "%: the teacher gains ", g.teacher.copy_gain, " nats/token on the probe's copy segments — no in-context copying to keep a "
+              "share of; give a number of heads (auto:K)");
+  auto score = [&](const ProbeMeasure& m) { return probe_score(m, g.teacher, o.weights); };
+  g.student_score = score(g.student);
+  g.teacher_score = score(g.teacher);
+  for (const auto& c : candidates) {
+    ScreenRow row{c};
+    row.restore = score(measured({c})) - g.student_score;
+    std::vector<HeadRef> others;
+    for (const auto& x : candidates)
+      if (!(x == c)) others.push_back(x);
+    row.ablate = g.teacher_score - score(measured(others));
+    g.screen.push_back(row);
+    screen_bar.advance(2, head_name(c));
+  }
+  screen_bar.finish();
+  std::stable_sort(g.screen.begin(), g.screen.end(), [](const ScreenRow& a, const ScreenRow& b) { return a.value() > b.value(); });
+
+  std::vector<HeadRef> pool;
+  size_t next = 0;  // the next screen row to join the pool
+  auto refill = [&]() {
+    for (int64_t added = 0; added < o.leaders && next < g.screen.size(); ++next, ++added) pool.push_back(g.screen[next].head);
+  };
+  refill();
+  ProbeMeasure current = g.student;
+  double current_score = g.student_score;
+  Progress bar("probe greedy", o.count > 0 ? o.count : 0, "head");
+  if (!o.progress) bar.disable();
+  while (true) {
+    if (o.count > 0 && static_cast<int64_t>(g.kept.size()) == o.count) break;
+    if (o.share > 0 && current.copy_gain >= o.share * g.teacher.copy_gain) break;
+    if (pool.empty()) refill();
+    if (pool.empty()) {
+      g.reached = false;  // every candidate kept and the share still not reached
+      break;
+    }
+    const auto ts = std::chrono::steady_clock::now();
+    const int64_t before = g.measured;
+    size_t best = 0;
+    double best_score = -std::numeric_limits<double>::infinity();
+    ProbeMeasure best_measure;
+    for (size_t i = 0; i < pool.size(); ++i) {
+      auto set = g.kept;
+      set.push_back(pool[i]);
+      auto m = measured(set);
+      const double s = score(m);
+      if (s > best_score) best = i, best_score = s, best_measure = m;
+    }
+    PlacementStep step;
+    step.head = pool[best];
+    step.score_before = current_score;
+    step.score_after = best_score;
+    step.measure = best_measure;
+    step.measured = g.measured - before;
+    step.seconds = since(ts);
+    g.steps.push_back(step);
+    g.kept.push_back(pool[best]);
+    pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(best));
+    current = best_measure;
+    current_score = best_score;
+    bar.advance(1, head_name(step.head));
+  }
+  bar.finish();
+  g.seconds = since(t0);
+  return g;
+}
+
+namespace {
+nlohmann::json measure_json(const ProbeMeasure& m, double score) {
+  return {{"copy_gain", m.copy_gain}, {"key_gain", m.key_gain}, {"lm_loss", m.lm_loss}, {"score", score}};
+}
+}  // namespace
+
+nlohmann::json placement_json(const GreedyPlacement& g, const GreedyOptions& o, const ProbeCalibration& cal) {
+  nlohmann::json screen = nlohmann::json::array(), steps = nlohmann::json::array(), kept = nlohmann::json::array();
+  for (const auto& r : g.screen)
+    screen.push_back({{"layer", r.head.layer}, {"head", r.head.head}, {"restore", r.restore}, {"ablate", r.ablate}});
+  for (const auto& s : g.steps) {
+    auto j = measure_json(s.measure, s.score_after);
+    j.update({{"layer", s.head.layer}, {"head", s.head.head}, {"score_before", s.score_before}, {"score_after", s.score_after},
+              {"measured", s.measured}, {"seconds", s.seconds}});
+    steps.push_back(j);
+  }
+  for (const auto& h : g.kept) kept.push_back({{"layer", h.layer}, {"head", h.head}});
+  const int64_t segment_len = cal.copy_segments.empty() ? 0 : static_cast<int64_t>(cal.copy_segments[0].size());
+  return {{"placement", "probe"},
+          {"reason", "greedy forward selection by measured effect: the head whose restoring to softmax raises the probe's score most, "
+                     "measured again with the heads chosen before it kept"},
+          {"weights", {{"copy", o.weights.copy}, {"passkey", o.weights.passkey}, {"lm", o.weights.lm}}},
+          {"score", "copy * g/g_teacher + passkey * k/k_teacher - lm * (L - L_teacher); a term whose teacher value is below 0.05 is left out"},
+          {"calibration", {{"source", cal.source}, {"copy_segments", cal.copy_segments.size()}, {"segment_len", segment_len},
+                           {"passkeys", cal.passkeys.size()}}},
+          {"leaders", o.leaders},
+          {"teacher", measure_json(g.teacher, g.teacher_score)},
+          {"student", measure_json(g.student, g.student_score)},
+          {"screen", screen},
+          {"steps", steps},
+          {"kept", kept},
+          {"reached", g.reached},
+          {"measured", g.measured},
+          {"seconds", g.seconds}};
+}
+
+}  // namespace mimic::convert

@@ -1,0 +1,136 @@
+// Head-level placement: which heads of the converted layers keep softmax attention (`convert --keep-softmax`).
+// Two rules rank the heads for `auto:K` and `auto:P%`:
+//   kl     the heads whose distilled student fits the teacher worst (the highest held-out KL distill measured).
+//          Per head and blind to circuits: an induction head copies from where a previous-token head of an earlier
+//          layer points, and that partner may be easy to fit (low KL) yet break the copy when it turns linear.
+//   probe  by measured effect: the converted model runs a calibration set drawn from the training split with
+//          candidate heads restored to softmax, and a score of what it keeps of the teacher (in-context copy gain,
+//          passkey retrieval, LM loss; probe_score below) decides. Greedy forward selection: restore the head that
+//          raises the score most, measure again with it kept, repeat — so that the second half of a circuit is
+//          found once the first is kept. To keep the cost down every head is screened once (restored alone into the
+//          all-student model, and turned linear alone in the teacher: both halves of a circuit show in the second),
+//          and each greedy step re-measures only the leaders of that screen. docs/convert.md, "Placement".
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace mimic::models { class Model; }
+namespace mimic::text { class Tokenizer; }
+
+namespace mimic::convert {
+
+struct HeadRef {
+  int64_t layer = 0, head = 0;
+  bool operator==(const HeadRef& o) const { return layer == o.layer && head == o.head; }
+  bool operator<(const HeadRef& o) const { return layer != o.layer ? layer < o.layer : head < o.head; }
+};
+std::string head_name(const HeadRef& h);  // "3.1"
+
+// What --keep-softmax asks for: nothing, auto:K (a number of heads), auto:P% (heads until the probe's copy gain
+// reaches P% of the teacher's) or a list LAYER.HEAD,... Malformed specs are mimic::Errors naming --keep-softmax.
+struct KeepSpec {
+  enum class Kind { None, Count, Share, List };
+  Kind kind = Kind::None;
+  int64_t count = 0;            // Count
+  double share = 0;             // Share, as a fraction in (0, 1]
+  std::vector<HeadRef> heads;   // List, in the order given
+};
+KeepSpec parse_keep_spec(const std::string& spec);
+
+// ---------------------------------------------------------------------------------------------- calibration
+// The probe's calibration set. Copy segments are token runs of the *training* split (or of a text file the user
+// names), each run doubled as [A A] (eval/copy.h); the passkey trials are eval/passkey.h's synthetic prompts with
+// keys of the probe's own seed stream: per trial the prompt holding the key, the same prompt holding a decoy key,
+// the key's tokens and alternatives' tokens.
+struct ProbePasskey {
+  std::vector<int64_t> prompt, decoy_prompt, key;
+  std::vector<std::vector<int64_t>> alternatives;
+};
+struct ProbeCalibration {
+  std::vector<std::vector<int64_t>> copy_segments;  // all of one length
+  std::vector<ProbePasskey> passkeys;
+  std::string source;  // "the train split of all", "FILE"
+};
+struct CalibrationOptions {
+  std::string data = "all";  // a corpus (all, sotu, moby-dick: its train split, never validation or test) or a text file
+  int64_t segments = 16;     // copy segments
+  int64_t segment_len = 0;   // tokens per segment (the model runs twice as many); 0: min(128, context / 2)
+  int64_t passkeys = 8;      // passkey trials (0: none; the score's passkey term is then left out)
+  int64_t passkey_len = 0;   // tokens per passkey prompt and key; 0: min(256, context)
+  int64_t alternatives = 9;  // wrong keys the true one is ranked against in the curve's passkey column
+  uint64_t seed = 0;
+};
+// Builds the set for a causal LM of `context` positions; sizes that do not fit the context or the text are
+// mimic::Errors naming the option.
+ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, const CalibrationOptions& o);
+
+// What the probe measures of a model (its kernels as set) on the calibration set.
+struct ProbeMeasure {
+  double copy_gain = 0;  // nats/token: first-copy minus second-copy NLL of the segments (eval/copy.h's definition)
+  double lm_loss = 0;    // nats/token: the first copies' NLL, i.e. the LM loss on the training text
+  double key_gain = 0;   // nats: log p(key | prompt) − log p(key | decoy prompt), mean over the trials (0 without)
+};
+ProbeMeasure probe_measure(models::Model& model, const ProbeCalibration& cal, int64_t batch_size = 8);
+// The passkey trials whose true key is more likely than every alternative (the eval's "ranked first").
+int64_t probe_passkeys_ranked_first(models::Model& model, const ProbeCalibration& cal, int64_t batch_size = 8);
+
+// ---------------------------------------------------------------------------------------------- the score
+// score = copy · g/g_T + passkey · k/k_T − lm · (L − L_T), with g the copy gain, k the key gain, L the LM loss and
+// _T the teacher's (every head softmax). The recall terms count in shares of the teacher's, so that copy and
+// passkey weigh alike whatever their units; a term whose teacher value is below kProbeFloor is left out (the teacher
+// has nothing there to keep, and a share of noise would steer the choice). The LM term is a tie-breaker in nats: a
+// model with some heads kept and the rest linear predicts prose worse than the all-linear one until finetuning
+// reconciles them (measured on gpt2-mini: 487.6 vs 270.8 perplexity with the circuit kept), which must not count
+// against the circuit.
+struct ProbeWeights {
+  double copy = 1.0, passkey = 1.0, lm = 0.1;
+};
+inline constexpr double kProbeFloor = 0.05;
+double probe_score(const ProbeMeasure& m, const ProbeMeasure& teacher, const ProbeWeights& w);
+// "copy=1,passkey=1,lm=0.1" (any subset; non-negative numbers); anything else is a mimic::Error.
+ProbeWeights parse_probe_weights(const std::string& spec);
+
+// ---------------------------------------------------------------------------------------------- greedy selection
+// Measures the model with exactly `kept` restored to softmax (every other candidate head runs its student).
+using HeadSetMeasure = std::function<ProbeMeasure(const std::vector<HeadRef>& kept)>;
+
+struct GreedyOptions {
+  int64_t count = 0;    // stop at this many heads (auto:K) ...
+  double share = 0;     // ... or once the copy gain reaches this share of the teacher's (auto:P%)
+  int64_t leaders = 16; // heads of the screen each step re-measures (the pool refills from the screen when spent)
+  ProbeWeights weights;
+  bool progress = true;
+};
+struct ScreenRow {
+  HeadRef head;
+  double restore = 0;  // score(this head alone kept) − score(none kept)
+  double ablate = 0;   // score(every head kept) − score(every head but this one kept)
+  double value() const { return restore > ablate ? restore : ablate; }
+};
+struct PlacementStep {
+  HeadRef head;
+  double score_before = 0, score_after = 0;
+  ProbeMeasure measure;      // with the head kept
+  int64_t measured = 0;      // candidate sets measured in this step
+  double seconds = 0;        // the step's wall time
+};
+struct GreedyPlacement {
+  std::vector<HeadRef> kept;  // in the order chosen
+  ProbeMeasure student, teacher;
+  double student_score = 0, teacher_score = 0;
+  std::vector<ScreenRow> screen;  // by screen value, highest first
+  std::vector<PlacementStep> steps;
+  int64_t measured = 0;  // sets measured in all (the screen included)
+  double seconds = 0;
+  bool reached = true;   // the target was met (auto:P% may run out of candidates)
+};
+// count > 0 or share > 0 (not both); candidates non-empty and distinct. Sets measured once are not measured again.
+GreedyPlacement greedy_placement(const HeadSetMeasure& measure, const std::vector<HeadRef>& candidates, const GreedyOptions& o);
+
+// The placement's record for mimic.json and --json: rule, weights, calibration, screen, every step.
+nlohmann::json placement_json(const GreedyPlacement& g, const GreedyOptions& o, const ProbeCalibration& cal);
+
+}  // namespace mimic::convert
