@@ -15,6 +15,7 @@
 #include "mimic/analysis/teacher.h"
 #include "mimic/attention/distillable.h"
 #include "mimic/attention/kinds.h"
+#include "mimic/convert/placement.h"
 #include "mimic/eval/copy.h"
 #include "mimic/models/family.h"
 #include "planted_circuit.h"
@@ -301,4 +302,59 @@ TEST(PlantedCircuit, RandomSegmentsAreSeededAndInsideTheVocabulary) {
   EXPECT_GT(seen.size(), 50u);  // 128 draws from 64 ids cover ≈ 55 of them
   // the ids are fixed across platforms (splitmix64): the measured numbers above are those of these segments
   EXPECT_EQ(mimic::test::random_segments(64, 1, 4, 1)[0], (std::vector<int64_t>{1, 39, 30, 11}));
+}
+
+// The acceptance test of placement by measured effect (convert/placement.h): the probe, run on the planted model with
+// an untrained elu student in every head, keeps the circuit — with K = 2, with a share of 90% of the teacher's copy
+// gain, and with only 2 leaders re-measured per step — where keeping the 2 heads of highest per-head KL keeps decoys
+// and 6% of the gain. Neither circuit head gains much restored alone (6–10%): the screen's other half, each head
+// turned linear alone in the teacher, is what ranks both first.
+TEST(PlantedCircuit, ProbePlacementKeepsTheCircuitWherePerHeadKlKeepsDecoys) {
+  auto pc = mimic::test::planted_circuit_model();
+  const auto segs = segments(pc);
+  const auto s = pc.model->summary();
+  auto kl = head_kl(pc, segs);
+  std::vector<std::pair<double, HeadId>> ranked;
+  for (const auto& [h, v] : kl) ranked.push_back({v, h});
+  std::sort(ranked.rbegin(), ranked.rend());
+  const std::set<HeadId> circuit{pc.previous_token_head, pc.induction_head};
+  EXPECT_EQ(circuit.count(ranked[0].second) + circuit.count(ranked[1].second), 0u);  // KL keeps two decoys
+
+  std::map<int64_t, std::shared_ptr<mimic::attention::DistillableKernel>> students;
+  for (int64_t l = 0; l < s.n_layer; ++l)
+    students[l] = mimic::attention::as_distillable(mimic::attention::make_attention_kernel("linear", kElu, s.n_head, s.d_model / s.n_head),
+                                                   "the elu student");
+  mimic::convert::ProbeCalibration cal;
+  cal.copy_segments = segs;
+  cal.source = "random tokens";
+  auto kept_set = [](const std::vector<mimic::convert::HeadRef>& kept) {
+    std::set<HeadId> out;
+    for (const auto& h : kept) out.insert({h.layer, h.head});
+    return out;
+  };
+  for (int64_t leaders : {16, 2}) {
+    SCOPED_TRACE("leaders " + std::to_string(leaders));
+    mimic::convert::HeadPlacer placer(*pc.model, students);
+    mimic::convert::GreedyOptions o;
+    o.count = 2;
+    o.leaders = leaders;
+    o.progress = false;
+    auto r = mimic::convert::run_probe(*pc.model, placer, cal, o);
+    EXPECT_EQ(kept_set(r.kept), circuit);
+    const double teacher = r.record["teacher"]["copy_gain"].get<double>();
+    EXPECT_NEAR(teacher, 3.51, 0.05);
+    EXPECT_GT(r.record["steps"][1]["copy_gain"].get<double>(), 0.99 * teacher);
+    EXPECT_LT(r.record["student"]["copy_gain"].get<double>(), 0.1 * teacher);
+    // the model is left as placed: the circuit softmax, every other head the student
+    EXPECT_NEAR(copy_gain(pc, segs), r.record["steps"][1]["copy_gain"].get<double>(), 1e-4);
+    // both circuit heads lead the screen by turning linear in the teacher, not by being restored alone
+    const auto& screen = r.record["screen"];
+    EXPECT_EQ(kept_set({{screen[0]["layer"], screen[0]["head"]}, {screen[1]["layer"], screen[1]["head"]}}), circuit);
+    for (int i = 0; i < 2; ++i) EXPECT_GT(screen[i]["ablate"].get<double>(), 5 * screen[i]["restore"].get<double>());
+  }
+  mimic::convert::HeadPlacer placer(*pc.model, students);
+  mimic::convert::GreedyOptions share;
+  share.share = 0.9;
+  share.progress = false;
+  EXPECT_EQ(kept_set(mimic::convert::run_probe(*pc.model, placer, cal, share).kept), circuit);
 }

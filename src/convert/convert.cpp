@@ -7,7 +7,6 @@
 #include <map>
 
 #include "mimic/attention/distillable.h"
-#include "mimic/attention/mixed_kernel.h"
 #include "mimic/core/error.h"
 #include "mimic/core/layers.h"
 #include "mimic/distill/maps_file.h"
@@ -21,53 +20,6 @@ namespace mimic::convert {
 namespace fs = std::filesystem;
 
 namespace {
-
-// The kernels of the converted layers for a set of heads kept softmax: the layer's student alone, the mixed kind
-// (some heads kept), or the layer's own kernel as loaded (every head kept). Students are built once, so the probe
-// can place hundreds of sets without reading the maps again.
-class Placer {
- public:
-  Placer(models::Model& model, const distill::DistilledMaps& maps, const std::vector<int64_t>& layers, int64_t n_head)
-      : model_(model), n_head_(n_head) {
-    for (auto l : layers) {
-      students_[l] = maps.kernel(l);
-      originals_[l] = model.attention_kernel(l);
-    }
-  }
-  // Sets every converted layer's kernel; returns the layers that run a student (alone or mixed).
-  std::vector<int64_t> place(const std::vector<HeadRef>& kept) {
-    std::vector<int64_t> converted;
-    for (const auto& [l, student] : students_) {
-      std::vector<int64_t> heads;
-      for (const auto& x : kept)
-        if (x.layer == l) heads.push_back(x.head);
-      std::sort(heads.begin(), heads.end());
-      if (static_cast<int64_t>(heads.size()) == n_head_) {
-        model_.set_attention_kernel(l, originals_.at(l));
-        continue;
-      }
-      converted.push_back(l);
-      if (heads.empty()) {
-        model_.set_attention_kernel(l, student);
-      } else {
-        model_.set_attention_kernel(l, std::make_shared<attention::MixedAttention>(heads, student, n_head_));
-      }
-    }
-    return converted;
-  }
-  std::vector<HeadRef> candidates() const {
-    std::vector<HeadRef> all;
-    for (const auto& [l, student] : students_)
-      for (int64_t h = 0; h < n_head_; ++h) all.push_back({l, h});
-    return all;
-  }
-
- private:
-  models::Model& model_;
-  int64_t n_head_;
-  std::map<int64_t, std::shared_ptr<attention::DistillableKernel>> students_;
-  std::map<int64_t, attention::AttentionKernel> originals_;
-};
 
 nlohmann::json kept_json(const std::vector<HeadRef>& kept, const distill::DistilledMaps& maps) {
   nlohmann::json heads = nlohmann::json::array();
@@ -93,7 +45,7 @@ std::vector<HeadRef> kl_placement(int64_t k, const std::vector<HeadRef>& candida
 }
 
 // The heads kept by measured effect (--placement probe), with the curve's passkey column measured at every step.
-std::vector<HeadRef> probe_placement(const KeepSpec& spec, const PlacementOptions& p, models::Model& model, Placer& placer,
+std::vector<HeadRef> probe_placement(const KeepSpec& spec, const PlacementOptions& p, models::Model& model, HeadPlacer& placer,
                                      nlohmann::json& placement) {
   MIMIC_CHECK(model.summary().family->causal, "--placement probe measures in-context copying and passkey retrieval of a causal LM; ",
               "this is a ", model.summary().model_type, " model: use --placement kl");
@@ -110,28 +62,9 @@ std::vector<HeadRef> probe_placement(const KeepSpec& spec, const PlacementOption
   g.leaders = p.leaders;
   g.weights = p.weights;
   g.progress = p.progress;
-  auto result = greedy_placement(
-      [&](const std::vector<HeadRef>& kept) {
-        placer.place(kept);
-        return probe_measure(model, cal, p.batch_size);
-      },
-      placer.candidates(), g);
-  placement = placement_json(result, g, cal);
-  if (!cal.passkeys.empty()) {
-    // The curve's passkey column: the trials ranked first with the first i heads kept (i = 0 .. kept), and the teacher's.
-    auto ranked = [&](const std::vector<HeadRef>& kept) {
-      placer.place(kept);
-      return probe_passkeys_ranked_first(model, cal, p.batch_size);
-    };
-    std::vector<HeadRef> prefix;
-    placement["student"]["passkey_ranked_first"] = ranked(prefix);
-    for (size_t i = 0; i < result.kept.size(); ++i) {
-      prefix.push_back(result.kept[i]);
-      placement["steps"][i]["passkey_ranked_first"] = ranked(prefix);
-    }
-    placement["teacher"]["passkey_ranked_first"] = ranked(placer.candidates());
-  }
-  return result.kept;
+  auto r = run_probe(model, placer, cal, g, p.batch_size);
+  placement = r.record;
+  return r.kept;
 }
 
 // The rule that ranks the heads for auto:K / auto:P% ("" for no placement or a hand-made list).
@@ -144,7 +77,7 @@ std::string ranking_rule(const PlacementOptions& p, const KeepSpec& spec, bool c
 
 // The heads that keep softmax (PlacementOptions::keep_softmax) and the placement record written into mimic.json.
 std::vector<HeadRef> choose_heads(const PlacementOptions& p, models::Model& model, const distill::DistilledMaps& maps,
-                                  const std::vector<int64_t>& layers, Placer& placer, nlohmann::json& placement) {
+                                  const std::vector<int64_t>& layers, HeadPlacer& placer, nlohmann::json& placement) {
   const auto spec = parse_keep_spec(p.keep_softmax);
   if (spec.kind == KeepSpec::Kind::None) return {};
   const auto candidates = placer.candidates();
@@ -208,7 +141,9 @@ ConvertResult convert_model(models::Model& model, const std::string& model_name,
     MIMIC_CHECK(l >= 0 && l < s.n_layer, maps.path(), " holds maps for layer ", l, ", but ", model_name, " has ", s.n_layer, " layers");
     MIMIC_CHECK(maps.has_layer(l), "--layers: ", maps.path(), " holds no maps for layer ", l, " (it holds layers ", held, ")");
   }
-  Placer placer(model, maps, r.layers, s.n_head);
+  std::map<int64_t, std::shared_ptr<attention::DistillableKernel>> students;
+  for (auto l : r.layers) students[l] = maps.kernel(l);
+  HeadPlacer placer(model, students);
   const auto kept = choose_heads(placement, model, maps, r.layers, placer, r.placement);
   const auto converted = placer.place(kept);
   r.layers = converted;

@@ -12,6 +12,8 @@
 #include <random>
 #include <set>
 
+#include "mimic/attention/distillable.h"
+#include "mimic/attention/mixed_kernel.h"
 #include "mimic/core/error.h"
 #include "mimic/core/progress.h"
 #include "mimic/data/corpus.h"
@@ -397,6 +399,69 @@ nlohmann::json placement_json(const GreedyPlacement& g, const GreedyOptions& o, 
           {"reached", g.reached},
           {"measured", g.measured},
           {"seconds", g.seconds}};
+}
+
+// ---------------------------------------------------------------------------------------------- on a model
+
+HeadPlacer::HeadPlacer(models::Model& model, std::map<int64_t, std::shared_ptr<attention::DistillableKernel>> students)
+    : model_(model), n_head_(model.summary().n_head), students_(std::move(students)) {
+  for (const auto& [l, student] : students_) {
+    MIMIC_CHECK(l >= 0 && l < model.summary().n_layer && student, "placement: no student for layer ", l);
+    originals_[l] = model.attention_kernel(l);
+  }
+}
+
+std::vector<int64_t> HeadPlacer::place(const std::vector<HeadRef>& kept) {
+  std::vector<int64_t> converted;
+  for (const auto& [l, student] : students_) {
+    std::vector<int64_t> heads;
+    for (const auto& x : kept)
+      if (x.layer == l) heads.push_back(x.head);
+    std::sort(heads.begin(), heads.end());
+    if (static_cast<int64_t>(heads.size()) == n_head_) {
+      model_.set_attention_kernel(l, originals_.at(l));
+      continue;
+    }
+    converted.push_back(l);
+    if (heads.empty()) {
+      model_.set_attention_kernel(l, student);
+    } else {
+      model_.set_attention_kernel(l, std::make_shared<attention::MixedAttention>(heads, student, n_head_));
+    }
+  }
+  return converted;
+}
+
+std::vector<HeadRef> HeadPlacer::candidates() const {
+  std::vector<HeadRef> all;
+  for (const auto& [l, student] : students_)
+    for (int64_t h = 0; h < n_head_; ++h) all.push_back({l, h});
+  return all;
+}
+
+ProbeResult run_probe(models::Model& model, HeadPlacer& placer, const ProbeCalibration& cal, const GreedyOptions& o, int64_t batch_size) {
+  auto g = greedy_placement(
+      [&](const std::vector<HeadRef>& kept) {
+        placer.place(kept);
+        return probe_measure(model, cal, batch_size);
+      },
+      placer.candidates(), o);
+  ProbeResult r{g.kept, placement_json(g, o, cal)};
+  if (!cal.passkeys.empty()) {
+    auto ranked = [&](const std::vector<HeadRef>& kept) {
+      placer.place(kept);
+      return probe_passkeys_ranked_first(model, cal, batch_size);
+    };
+    r.record["teacher"]["passkey_ranked_first"] = ranked(placer.candidates());
+    std::vector<HeadRef> prefix;
+    r.record["student"]["passkey_ranked_first"] = ranked(prefix);
+    for (size_t i = 0; i < g.kept.size(); ++i) {
+      prefix.push_back(g.kept[i]);
+      r.record["steps"][i]["passkey_ranked_first"] = ranked(prefix);
+    }
+  }
+  placer.place(g.kept);
+  return r;
 }
 
 }  // namespace mimic::convert

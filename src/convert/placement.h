@@ -13,12 +13,18 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 namespace mimic::models { class Model; }
 namespace mimic::text { class Tokenizer; }
+namespace mimic::attention {
+class AttentionKernelImpl;
+class DistillableKernel;
+}  // namespace mimic::attention
 
 namespace mimic::convert {
 
@@ -132,5 +138,35 @@ GreedyPlacement greedy_placement(const HeadSetMeasure& measure, const std::vecto
 
 // The placement's record for mimic.json and --json: rule, weights, calibration, screen, every step.
 nlohmann::json placement_json(const GreedyPlacement& g, const GreedyOptions& o, const ProbeCalibration& cal);
+
+// ---------------------------------------------------------------------------------------------- on a model
+// The kernels of a model's converted layers for a set of heads kept softmax: the layer's student alone, the mixed
+// kind (some heads kept; mixed_kernel.h), or the layer's kernel as it was when the placer was made (every head kept).
+// Students are built once, so the probe can place hundreds of sets.
+class HeadPlacer {
+ public:
+  // students: one distillable kernel per converted layer (all n_head heads).
+  HeadPlacer(models::Model& model, std::map<int64_t, std::shared_ptr<attention::DistillableKernel>> students);
+  // Sets every converted layer's kernel; returns the layers that run a student (alone or mixed).
+  std::vector<int64_t> place(const std::vector<HeadRef>& kept);
+  std::vector<HeadRef> candidates() const;  // every head of the converted layers
+
+ private:
+  models::Model& model_;
+  int64_t n_head_;
+  std::map<int64_t, std::shared_ptr<attention::DistillableKernel>> students_;
+  std::map<int64_t, std::shared_ptr<attention::AttentionKernelImpl>> originals_;
+};
+
+// The probe on a model: greedy_placement with each set measured by probe_measure after `placer` placed it; then the
+// curve's passkey column (the trials ranked first with the first i heads kept, i = 0 .. K, and with every head
+// kept). Returns the heads kept and the record (placement_json + that column). The model is left with the kept
+// heads placed.
+struct ProbeResult {
+  std::vector<HeadRef> kept;
+  nlohmann::json record;
+};
+ProbeResult run_probe(models::Model& model, HeadPlacer& placer, const ProbeCalibration& cal, const GreedyOptions& o,
+                      int64_t batch_size = 8);
 
 }  // namespace mimic::convert
