@@ -15,6 +15,7 @@
 #include "mimic/analysis/metrics.h"
 #include "mimic/distill/distill.h"
 #include "mimic/record/record.h"
+#include "mimic/report/pareto.h"
 #include "mimic/report/plot.h"
 #include "mimic/report/report.h"
 #include "test_util.h"
@@ -412,4 +413,38 @@ TEST(ReportPlot, NiceTicksAndLabels) {
   EXPECT_NEAR(mimic::report::viridis(0).b, 84 / 255.0, 1e-9);
   EXPECT_NEAR(mimic::report::viridis(1).r, 253 / 255.0, 1e-9);
   EXPECT_NEAR(mimic::report::heat(NAN).g, 0.85, 1e-9);
+}
+
+// report --pareto: a table of results becomes one figure (PNG + SVG) with a curve per method on a log x axis; a
+// malformed table names the key at fault.
+TEST(ReportPareto, DrawsOneCurvePerMethodAndRefusesMalformedTables) {
+  TempDir dir;
+  nlohmann::json t = {{"title", "state against copy gain kept"},
+                      {"x_label", "decoding state at 512 tokens (kB)"},
+                      {"y_label", "copy gain kept (share of the teacher's)"},
+                      {"x_log", true},
+                      {"series", {{{"name", "probe"}, {"points", {{{"x", 300}, {"y", 0.1}, {"label", "K=0"}}, {{"x", 700}, {"y", 0.9}, {"label", "K=8"}}}}},
+                                  {{"name", "kl"}, {"points", {{{"x", 300}, {"y", 0.1}}, {{"x", 700}, {"y", 0.2}}}}}}},
+                      {"reference", {{"y", 1.0}, {"label", "teacher"}}}};
+  mimic::test::write_bytes(dir.file("t.json"), t.dump());
+  auto files = mimic::report::write_pareto(dir.file("t.json"), dir.file("fig"));
+  ASSERT_EQ(files.size(), 2u);
+  auto png = read_png(files[0]);
+  EXPECT_EQ(png.width, 940);
+  EXPECT_EQ(png.height, 500);
+  EXPECT_GT(png.non_white, 0.01);
+  const auto svg = mimic::test::read_bytes(files[1]);
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+  auto bad = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& msg) {
+    auto b = t;
+    edit(b);
+    mimic::test::write_bytes(dir.file("b.json"), b.dump());
+    EXPECT_MIMIC_ERROR(mimic::report::write_pareto(dir.file("b.json"), dir.file("bad")), msg);
+  };
+  bad([](nlohmann::json& b) { b["series"] = nlohmann::json::array(); }, "non-empty array");
+  bad([](nlohmann::json& b) { b["series"][0]["points"][0]["x"] = 0; }, "x must be > 0 on a log axis");
+  bad([](nlohmann::json& b) { b["series"][1].erase("name"); }, "series[1]");
+  auto cli = mimic::test::mimic_cli("report --pareto " + dir.file("t.json") + " --record " + dir.file("t.json") + " --out " + dir.file("x"));
+  EXPECT_NE(cli.code, 0);
+  EXPECT_NE(cli.err.find("one of them"), std::string::npos) << cli.err;
 }

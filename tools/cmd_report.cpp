@@ -6,6 +6,8 @@
 
 #include "mimic/attention/feature_map.h"
 #include "cli.h"
+#include "mimic/core/error.h"
+#include "mimic/report/pareto.h"
 #include "mimic/report/report.h"
 #include "ranges.h"
 
@@ -15,10 +17,18 @@ namespace {
 struct ReportArgs {
   Common common;
   report::ReportOptions o;
+  std::string pareto;
 };
 
 void run(ReportArgs& a) {
   start(a.common);
+  MIMIC_CHECK(a.o.record.empty() != a.pareto.empty(), "give --record (the attention report) or --pareto (a trade-off figure from a table), one of them");
+  if (!a.pareto.empty()) {
+    const auto files = report::write_pareto(a.pareto, a.o.out);
+    if (a.common.json) return print_json({{"files", files}});
+    std::printf("wrote %s and %s\n", files.at(0).c_str(), files.at(1).c_str());
+    return;
+  }
   a.o.seed = a.common.seed;
   a.o.progress = !a.common.json;
   auto r = report::report(a.o);
@@ -45,7 +55,10 @@ void register_report(CLI::App& app) {
   std::string maps;
   for (const auto& m : attention::feature_maps()) maps += (maps.empty() ? "" : ", ") + m.name;
   auto* sub = app.add_subcommand("report", "Entropy, KL and monotonicity of linear attention against softmax: tables, figures, report.html");
-  sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)")->required()->check(path_arg());
+  sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record); required unless --pareto")->check(path_arg());
+  sub->add_option("--pareto", a->pareto, "Instead: draw OUT/pareto.{png,svg} from a table of results (one curve per method; "
+                                         "format in src/report/pareto.h, recipes/gpt2-recall.sh writes one)")
+      ->check(path_arg());
   sub->add_option("--maps", a->o.maps, "A distill output to compare (repeatable; LABEL=FILE names it)")->check(path_arg());
   sub->add_option("--baseline", a->o.baselines, "An untrained feature map to compare (repeatable): " + maps);
   sub->add_option("--model", a->o.model, "A converted model directory: its linear-attention layers")->transform(model_dir_arg());
