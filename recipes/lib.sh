@@ -69,23 +69,41 @@ finetune_lm() {
   stage "finetune-$1" to "$OUT/finetune-$1.json" "$MIMIC" finetune --task lm --model "$2" --data all --steps "$FT_STEPS" \
     --batch-size "$FT_BATCH" --seq-len "$FT_LEN" --warmup $(( FT_STEPS / 10 + 1 )) --eval-every "$FT_STEPS" --out "$OUT/$1" --json "${common[@]}"
 }
+# finetune_kd NAME MODEL TEACHER: the second stage that keeps recall (docs/finetune.md): logit distillation from the
+# original TEACHER (--kd 1) on blocks of which KD_COPY repeat a span (the copy curriculum), FT_STEPS × FT_BATCH ×
+# FT_LEN tokens; every other setting is finetune's default under --kd → $OUT/NAME
+KD_COPY=${KD_COPY:-0.5}
+finetune_kd() {
+  stage "finetune-$1" to "$OUT/finetune-$1.json" "$MIMIC" finetune --task lm --model "$2" --teacher "$3" --kd 1 --copy-fraction "$KD_COPY" \
+    --data all --steps "$FT_STEPS" --batch-size "$FT_BATCH" --seq-len "$FT_LEN" --warmup $(( FT_STEPS / 10 + 1 )) --eval-every "$FT_STEPS" \
+    --out "$OUT/$1" --json "${common[@]}"
+}
+# distill_lm TAG [distill options...]: distill (on $OUT/record.h5) → $OUT/maps-TAG.safetensors
+distill_lm() {
+  local tag=$1; shift
+  stage "distill-$tag" to "$OUT/distill-$tag.json" "$MIMIC" distill --record "$OUT/record.h5" --epochs "$EPOCHS" "$@" \
+    --out "$OUT/maps-$tag.safetensors" --json "${common[@]}"
+}
 # convert_lm TAG TEACHER [distill options...]: distill (on $OUT/record.h5) → convert → eval → finetune → eval.
 # Results: $OUT/eval-TAG-converted.json, $OUT/eval-TAG-finetuned.json.
 convert_lm() {
   local tag=$1 teacher=$2; shift 2
-  stage "distill-$tag" to "$OUT/distill-$tag.json" "$MIMIC" distill --record "$OUT/record.h5" --epochs "$EPOCHS" "$@" \
-    --out "$OUT/maps-$tag.safetensors" --json "${common[@]}"
+  distill_lm "$tag" "$@"
   convert_with "$tag" "$teacher" "$tag"
 }
-# convert_with TAG TEACHER MAPS_TAG [convert options...]: convert with the maps of an earlier distill stage (e.g. with
-# --keep-softmax auto:K) → eval → finetune → eval, as convert_lm does.
-convert_with() {
+# convert_only TAG TEACHER MAPS_TAG [convert options...]: convert with the maps of an earlier distill stage (e.g. with
+# --keep-softmax auto:K) → $OUT/TAG-converted, and eval it.
+convert_only() {
   local tag=$1 teacher=$2 maps=$3; shift 3
   stage "convert-$tag" to "$OUT/convert-$tag.json" "$MIMIC" convert --model "$teacher" --maps "$OUT/maps-$maps.safetensors" \
     --out "$OUT/$tag-converted" "$@" --json "${common[@]}"
   eval_lm "$tag-converted" "$OUT/$tag-converted"
-  finetune_lm "$tag-finetuned" "$OUT/$tag-converted"
-  eval_lm "$tag-finetuned" "$OUT/$tag-finetuned"
+}
+# convert_with TAG TEACHER MAPS_TAG [convert options...]: convert_only → finetune → eval, as convert_lm does.
+convert_with() {
+  convert_only "$@"
+  finetune_lm "$1-finetuned" "$OUT/$1-converted"
+  eval_lm "$1-finetuned" "$OUT/$1-finetuned"
 }
 # passkey NAME MODEL: passkey retrieval at PASSKEY_LENGTHS with PASSKEY_TRIALS keys each → $OUT/passkey-NAME.json
 PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-64,128,256,512}

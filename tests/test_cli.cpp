@@ -251,6 +251,12 @@ TEST(Cli, OutOfRangeNumericOptionsAreRefusedByNameBeforeAnyWork) {
       {"pretrain --copy-fraction 1.5", "--copy-fraction"},
       {"pretrain --copy-span 0,8", "--copy-span"},
       {"pretrain --copy-repeats 65", "--copy-repeats"},
+      {"finetune --copy-fraction 1.5", "--copy-fraction"},
+      {"finetune --copy-span 8,0", "--copy-span"},
+      {"convert --probe-segments 0", "--probe-segments"},
+      {"convert --probe-leaders 0", "--probe-leaders"},
+      {"convert --probe-passkeys -1", "--probe-passkeys"},
+      {"convert --probe-segment-len 1", "--probe-segment-len"},
       {"pretrain --position-scale 0", "--position-scale"},
       {"pretrain --end-at -1", "--end-at"},
       {"pretrain --arch gpt2 --out /nonexistent/mimic-test --steps 10 --end-at 11", "--end-at"},  // beyond the schedule

@@ -108,12 +108,13 @@ void register_convert(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--probe-segments", pl.calibration.segments, "Probe: copy segments (each run doubled)")
       ->capture_default_str()->check(range::count(1));
-  sub->add_option("--probe-segment-len", pl.calibration.segment_len, "Probe: tokens per copy segment (at most half the context)")
-      ->capture_default_str()->check(range::tokens(2));
+  sub->add_option("--probe-segment-len", pl.calibration.segment_len,
+                  "Probe: tokens per copy segment, at most half the context (default: min(128, context / 2))")
+      ->check(range::tokens(2));
   sub->add_option("--probe-passkeys", pl.calibration.passkeys, "Probe: passkey trials (0: the score leaves passkey out)")
       ->capture_default_str()->check(range::count(0));
-  sub->add_option("--probe-passkey-len", pl.calibration.passkey_len, "Probe: tokens per passkey prompt")
-      ->capture_default_str()->check(range::tokens(32));
+  sub->add_option("--probe-passkey-len", pl.calibration.passkey_len, "Probe: tokens per passkey prompt (default: min(256, context))")
+      ->check(range::tokens(32));
   sub->add_option("--probe-leaders", pl.leaders, "Probe: heads of the screen each greedy step measures again")
       ->capture_default_str()->check(range::count(1));
   sub->add_option("--probe-weights", a->probe_weights,

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Conversions that keep the teacher's recall (issue 33): which heads keep softmax — chosen by distill's per-head KL or
+# by the probe (measured effect, greedy; docs/convert.md, "Placement") — for K heads, with a linear student (hedgehog)
+# or the LoLCATs hybrid (a softmax window of WINDOW keys + linear), and the second stage as the other recipes run it
+# (LM loss on prose) or the one that keeps recall (logit distillation from the original teacher on blocks that repeat
+# a span: `finetune --kd 1 --teacher MODEL --copy-fraction KD_COPY`; docs/finetune.md). Per model: test perplexity,
+# in-context copy gain (and its share of the teacher's), passkey retrieval ranked first, the decoding state after
+# STATE_AT tokens; the table, and OUT/pareto/pareto.{png,svg}: decoding state against the copy gain kept, one curve per
+# placement and student after the new second stage.
+#   bash recipes/gpt2-recall.sh [MODEL]   (default gpt2-mini; a HF GPT-2 directory works too)
+#   SCALE=quick|full, MIMIC, OUT, THREADS, SEED as in recipes/lib.sh; KS="2 4 8 12" (0 always runs), WINDOW=64,
+#   KD_COPY=0.5, PASSKEY_LENGTHS=128,256,512, PASSKEY_TRIALS=100, STATE_AT=512;
+#   the probe's calibration: PROBE_SEGMENTS=16 PROBE_LEN=128 PROBE_PASSKEYS=8 PROBE_PASSKEY_LEN=256 PROBE_LEADERS=16
+MODEL=${1:-gpt2-mini}
+SCALE=${SCALE:-quick}
+if [[ $SCALE == full ]]; then REC_SAMPLES=256 REC_LEN=512 FT_STEPS=1000 FT_BATCH=8 FT_LEN=512; fi
+KS=${KS:-2 4 8 12}
+WINDOW=${WINDOW:-64}
+PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-128,256,512}
+PASSKEY_TRIALS=${PASSKEY_TRIALS:-100}
+PROBE_SEGMENTS=${PROBE_SEGMENTS:-16} PROBE_LEN=${PROBE_LEN:-128} PROBE_PASSKEYS=${PROBE_PASSKEYS:-8}
+PROBE_PASSKEY_LEN=${PROBE_PASSKEY_LEN:-256} PROBE_LEADERS=${PROBE_LEADERS:-16}
+# The GPT-2 recipes share one output folder per model and scale: stages they have in common run once.
+OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
+source "$(dirname "$0")/lib.sh"
+mkdir -p "$OUT"
+kmax=0
+for k in $KS; do (( k > kmax )) && kmax=$k; done
+(( kmax > 0 )) || { echo "KS must name at least one K > 0, got '$KS'" >&2; exit 2; }
+
+record_lm "$MODEL"
+eval_lm teacher "$MODEL"
+passkey teacher "$MODEL"
+state teacher "$MODEL"
+finetune_lm teacher-finetuned "$MODEL"
+eval_lm teacher-finetuned "$OUT/teacher-finetuned"
+passkey teacher-finetuned "$OUT/teacher-finetuned"
+# The students: hedgehog (shared with the other recipes) and the hybrid (hedgehog_softmax, LoLCATs' normalised map:
+# docs/attention.md, "The normalisation we chose").
+distill_lm hedgehog --feature-map hedgehog
+distill_lm "hybrid-w$WINDOW" --attention "hybrid:window=$WINDOW" --feature-map hedgehog_softmax
+students=(hedgehog "hybrid-w$WINDOW")
+
+# stage2 TAG: both second stages of $OUT/TAG-converted, each evaluated, passkey and state measured.
+stage2() {
+  finetune_lm "$1-lm" "$OUT/$1-converted"
+  finetune_kd "$1-kd" "$OUT/$1-converted" "$MODEL"
+  for s in lm kd; do
+    eval_lm "$1-$s" "$OUT/$1-$s"
+    passkey "$1-$s" "$OUT/$1-$s"
+    state "$1-$s" "$OUT/$1-$s"
+  done
+}
+probe=(--placement probe --probe-segments "$PROBE_SEGMENTS" --probe-segment-len "$PROBE_LEN" --probe-passkeys "$PROBE_PASSKEYS"
+       --probe-passkey-len "$PROBE_PASSKEY_LEN" --probe-leaders "$PROBE_LEADERS")
+for st in "${students[@]}"; do
+  convert_only "$st-k0" "$MODEL" "$st"
+  stage2 "$st-k0"
+  # The probe once, for the largest K: its greedy steps are the same for every smaller K (each step measures with the
+  # heads chosen before kept), so K < max keeps the first K heads it chose.
+  convert_only "$st-probe$kmax" "$MODEL" "$st" --keep-softmax "auto:$kmax" "${probe[@]}"
+  for k in $KS; do
+    if (( k != kmax )); then
+      heads=$(jq -r --argjson k "$k" '[.placement.kept[:$k][] | "\(.layer).\(.head)"] | join(",")' "$OUT/convert-$st-probe$kmax.json")
+      convert_only "$st-probe$k" "$MODEL" "$st" --keep-softmax "$heads"
+    fi
+    convert_only "$st-kl$k" "$MODEL" "$st" --keep-softmax "auto:$k" --placement kl
+    stage2 "$st-probe$k"
+    stage2 "$st-kl$k"
+  done
+done
+
+teacher_gain=$(get "$OUT/copy-teacher.json" .model.copy_gain)
+share() { awk -v g="$(get "$OUT/copy-$1.json" .model.copy_gain)" -v t="$teacher_gain" 'BEGIN { printf "%.0f%%", 100 * g / t }'; }
+echo
+echo "== $MODEL: keeping recall ($SCALE; distill $EPOCHS epochs on $REC_SAMPLES × $REC_LEN tokens; second stage $FT_STEPS × $FT_BATCH × $FT_LEN tokens)"
+printf '| %-22s | %-6s | %3s | %-8s | %10s | %14s | %5s | %-18s | %10s |\n' "student" "placed" "K" "stage 2" "perplexity" "copy gain" "share" \
+  "passkey ($PASSKEY_LENGTHS)" "state (kB)"
+printf '|---|---|---|---|---|---|---|---|---|\n'
+row() {  # row STUDENT PLACED K STAGE2 TAG
+  printf '| %-22s | %-6s | %3s | %-8s | %10s | %14s | %5s | %-18s | %10s |\n' "$1" "$2" "$3" "$4" "$(ppl "$5")" "$(gain "$5")" "$(share "$5")" \
+    "$(ranked "$5")" "$(state_kb "$5")"
+}
+row "softmax teacher" - - - teacher
+row "softmax teacher" - - "LM" teacher-finetuned
+for st in "${students[@]}"; do
+  for s in lm kd; do
+    label=$([[ $s == lm ]] && echo "LM" || echo "KD+copy")
+    row "$st" - 0 "$label" "$st-k0-$s"
+    for k in $KS; do
+      for p in probe kl; do row "$st" "$p" "$k" "$label" "$st-$p$k-$s"; done
+    done
+  done
+done
+echo
+echo "before any finetuning (copy gain of the converted models):"
+for st in "${students[@]}"; do
+  line="  $st: K=0 $(gain "$st-k0-converted")"
+  for k in $KS; do line+="; K=$k probe $(gain "$st-probe$k-converted"), kl $(gain "$st-kl$k-converted")"; done
+  echo "$line"
+done
+echo "(passkey chance of ranking first: $(get "$OUT/passkey-teacher.json" '.chance * 100' 0)%; probe placement $(get "$OUT/convert-hedgehog-probe$kmax.json" .placement.seconds 0) s" \
+  "for K=$kmax on hedgehog, heads kept in order: $(jq -r '[.placement.kept[] | "\(.layer).\(.head)"] | join(" ")' "$OUT/convert-hedgehog-probe$kmax.json"))"
+
+# The Pareto figure: decoding state against the copy gain kept, one curve per placement and student (new second stage).
+series='[]'
+for st in "${students[@]}"; do
+  for p in probe kl; do
+    pts=$(for k in 0 $KS; do
+      tag=$([[ $k == 0 ]] && echo "$st-k0-kd" || echo "$st-$p$k-kd")
+      jq -n --arg k "K=$k" --argjson x "$(get "$OUT/state-$tag.json" '.rows[0].state_bytes / 1000')" \
+        --argjson y "$(get "$OUT/copy-$tag.json" .model.copy_gain)" --argjson t "$teacher_gain" '{x: $x, y: ($y / $t), label: $k}'
+    done | jq -s .)
+    series=$(jq --arg n "$p, $st" --argjson pts "$pts" '. + [{name: $n, points: $pts}]' <<<"$series")
+  done
+done
+jq -n --argjson s "$series" --arg at "$STATE_AT" '{title: "Decoding state against the copy gain kept (second stage: KD + copy)",
+  x_label: ("decoding state after " + $at + " tokens (kB)"), y_label: "copy gain, share of the teacher'"'"'s", x_log: true,
+  series: $s, reference: {y: 1, label: "teacher"}}' > "$OUT/pareto.json"
+"$MIMIC" report --pareto "$OUT/pareto.json" --out "$OUT/pareto" "${common[@]}"
+print_timings

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Which second stage keeps what placement kept (issue 33): one converted model with K heads kept softmax by the probe,
+# finetuned in several ways with the same steps and tokens; per variant the validation perplexity, the copy gain on the
+# validation split and passkey retrieval. The default chosen from this comparison is measured on the *validation*
+# split, so that the test split stays for the tables that report it (gpt2-recall.sh). Table in docs/finetune.md.
+#   bash recipes/gpt2-stage2.sh [MODEL]   (default gpt2-mini)
+#   SCALE, MIMIC, OUT, THREADS, SEED as in recipes/lib.sh; K=8 (heads kept, by the probe), VARIANTS (default: all below),
+#   PASSKEY_LENGTHS=256, PASSKEY_TRIALS=20
+MODEL=${1:-gpt2-mini}
+SCALE=${SCALE:-quick}
+if [[ $SCALE == full ]]; then REC_SAMPLES=256 REC_LEN=512 FT_STEPS=1000 FT_BATCH=8 FT_LEN=512; fi
+K=${K:-8}
+PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-256}
+PASSKEY_TRIALS=${PASSKEY_TRIALS:-20}
+OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
+source "$(dirname "$0")/lib.sh"
+mkdir -p "$OUT"
+# Validation-split scores for choosing (the test split is kept for reporting).
+EVAL=(--data all --split validation)
+
+# name | finetune options (beside --task lm --data all, the steps and lengths of lib.sh)
+declare -A variant=(
+  [lm]="--lr 6e-4"
+  [lm-copy]="--lr 1e-4 --copy-fraction 0.5"
+  [kd]="--teacher $MODEL --kd 1 --lr 6e-4"
+  [kd-copy]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --lr 6e-4"
+  [kd-copy-lr1e-4]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --lr 1e-4"
+  [kd-copy-random]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --copy-random 0.5 --lr 6e-4"
+  [kd-copy-frozen]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --freeze-kept-heads --lr 6e-4"
+  [kd-copy-attention]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --train attention --lr 6e-4"
+  [kd-copy-lora]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --lora 8 --lr 1e-4"
+)
+order=(lm lm-copy kd kd-copy kd-copy-lr1e-4 kd-copy-random kd-copy-frozen kd-copy-attention kd-copy-lora)
+read -ra VARIANTS <<<"${VARIANTS:-${order[*]}}"
+for v in "${VARIANTS[@]}"; do [[ -v variant[$v] ]] || { echo "unknown variant '$v' (known: ${order[*]})" >&2; exit 2; }; done
+
+record_lm "$MODEL"
+distill_lm hedgehog --feature-map hedgehog
+convert_only "s2-probe$K" "$MODEL" hedgehog --keep-softmax "auto:$K" --placement probe
+eval_lm teacher-val "$MODEL"
+for v in "${VARIANTS[@]}"; do
+  read -ra opts <<<"${variant[$v]}"
+  stage "finetune-s2-$v" to "$OUT/finetune-s2-$v.json" "$MIMIC" finetune --task lm --model "$OUT/s2-probe$K-converted" --data all \
+    --steps "$FT_STEPS" --batch-size "$FT_BATCH" --seq-len "$FT_LEN" --warmup $(( FT_STEPS / 10 + 1 )) --eval-every "$FT_STEPS" \
+    "${opts[@]}" --out "$OUT/s2-$v" --json "${common[@]}"
+  eval_lm "s2-$v" "$OUT/s2-$v"
+  passkey "s2-$v" "$OUT/s2-$v"
+done
+
+echo
+echo "== $MODEL, $K heads kept by the probe: second stages ($SCALE; $FT_STEPS steps × $FT_BATCH × $FT_LEN tokens; validation split)"
+printf '| %-20s | %-72s | %10s | %14s | %10s | %8s |\n' "variant" "finetune options" "perplexity" "copy gain" "passkey" "seconds"
+printf '|---|---|---|---|---|---|\n'
+printf '| %-20s | %-72s | %10s | %14s | %10s | %8s |\n' "teacher" "-" "$(ppl teacher-val)" "$(gain teacher-val)" "-" "-"
+printf '| %-20s | %-72s | %10s | %14s | %10s | %8s |\n' "converted" "-" "$(ppl "s2-probe$K-converted")" "$(gain "s2-probe$K-converted")" "-" "-"
+for v in "${VARIANTS[@]}"; do
+  printf '| %-20s | %-72s | %10s | %14s | %10s | %8s |\n' "$v" "${variant[$v]//$MODEL/TEACHER}" "$(ppl "s2-$v")" "$(gain "s2-$v")" \
+    "$(ranked "s2-$v")" "$(get "$OUT/finetune-s2-$v.json" .seconds 0)"
+done
+print_timings
