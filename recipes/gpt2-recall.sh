@@ -10,7 +10,7 @@
 #   bash recipes/gpt2-recall.sh [MODEL]   (default gpt2-mini; a HF GPT-2 directory works too)
 #   SCALE=quick|full, MIMIC, OUT, THREADS, SEED as in recipes/lib.sh; KS="2 4 8 12" (0 always runs), WINDOW=64,
 #   KD_COPY=0.5, PASSKEY_LENGTHS=128,256,512, PASSKEY_TRIALS=100, STATE_AT=512;
-#   the probe's calibration: PROBE_SEGMENTS=16 PROBE_LEN=128 PROBE_PASSKEYS=8 PROBE_PASSKEY_LEN=256 PROBE_LEADERS=16
+#   the probe's calibration (lib.sh): PROBE_SEGMENTS=16 PROBE_LEN=128 PROBE_PASSKEYS=8 PROBE_PASSKEY_LEN=256 PROBE_LEADERS=16
 MODEL=${1:-gpt2-mini}
 SCALE=${SCALE:-quick}
 if [[ $SCALE == full ]]; then REC_SAMPLES=256 REC_LEN=512 FT_STEPS=1000 FT_BATCH=8 FT_LEN=512; fi
@@ -18,8 +18,6 @@ KS=${KS:-2 4 8 12}
 WINDOW=${WINDOW:-64}
 PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-128,256,512}
 PASSKEY_TRIALS=${PASSKEY_TRIALS:-100}
-PROBE_SEGMENTS=${PROBE_SEGMENTS:-16} PROBE_LEN=${PROBE_LEN:-128} PROBE_PASSKEYS=${PROBE_PASSKEYS:-8}
-PROBE_PASSKEY_LEN=${PROBE_PASSKEY_LEN:-256} PROBE_LEADERS=${PROBE_LEADERS:-16}
 # The GPT-2 recipes share one output folder per model and scale: stages they have in common run once.
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
 source "$(dirname "$0")/lib.sh"
@@ -35,6 +33,7 @@ state teacher "$MODEL"
 finetune_lm teacher-finetuned "$MODEL"
 eval_lm teacher-finetuned "$OUT/teacher-finetuned"
 passkey teacher-finetuned "$OUT/teacher-finetuned"
+state teacher-finetuned "$OUT/teacher-finetuned"
 # The students: hedgehog (shared with the other recipes) and the hybrid (hedgehog_softmax, LoLCATs' normalised map:
 # docs/attention.md, "The normalisation we chose").
 distill_lm hedgehog --feature-map hedgehog
@@ -51,8 +50,6 @@ stage2() {
     state "$1-$s" "$OUT/$1-$s"
   done
 }
-probe=(--placement probe --probe-segments "$PROBE_SEGMENTS" --probe-segment-len "$PROBE_LEN" --probe-passkeys "$PROBE_PASSKEYS"
-       --probe-passkey-len "$PROBE_PASSKEY_LEN" --probe-leaders "$PROBE_LEADERS")
 for st in "${students[@]}"; do
   convert_only "$st-k0" "$MODEL" "$st"
   stage2 "$st-k0"

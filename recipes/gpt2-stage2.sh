@@ -5,7 +5,7 @@
 # split, so that the test split stays for the tables that report it (gpt2-recall.sh). Table in docs/finetune.md.
 #   bash recipes/gpt2-stage2.sh [MODEL]   (default gpt2-mini)
 #   SCALE, MIMIC, OUT, THREADS, SEED as in recipes/lib.sh; K=8 (heads kept, by the probe), VARIANTS (default: all below),
-#   PASSKEY_LENGTHS=256, PASSKEY_TRIALS=20
+#   PASSKEY_LENGTHS=256, PASSKEY_TRIALS=20, the probe's PROBE_* (lib.sh)
 MODEL=${1:-gpt2-mini}
 SCALE=${SCALE:-quick}
 if [[ $SCALE == full ]]; then REC_SAMPLES=256 REC_LEN=512 FT_STEPS=1000 FT_BATCH=8 FT_LEN=512; fi
@@ -15,8 +15,8 @@ PASSKEY_TRIALS=${PASSKEY_TRIALS:-20}
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$OUT"
-# Validation-split scores for choosing (the test split is kept for reporting).
-EVAL=(--data all --split validation)
+# Validation-split scores for choosing (the test split is kept for reporting); EVAL_ARGS overrides, as in lib.sh.
+[[ -n ${EVAL_ARGS:-} ]] || EVAL=(--data all --split validation)
 
 # name | finetune options (beside --task lm --data all, the steps and lengths of lib.sh)
 declare -A variant=(
@@ -36,7 +36,7 @@ for v in "${VARIANTS[@]}"; do [[ -v variant[$v] ]] || { echo "unknown variant '$
 
 record_lm "$MODEL"
 distill_lm hedgehog --feature-map hedgehog
-convert_only "s2-probe$K" "$MODEL" hedgehog --keep-softmax "auto:$K" --placement probe
+convert_only "s2-probe$K" "$MODEL" hedgehog --keep-softmax "auto:$K" "${probe[@]}"
 eval_lm teacher-val "$MODEL"
 for v in "${VARIANTS[@]}"; do
   read -ra opts <<<"${variant[$v]}"

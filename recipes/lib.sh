@@ -69,6 +69,12 @@ finetune_lm() {
   stage "finetune-$1" to "$OUT/finetune-$1.json" "$MIMIC" finetune --task lm --model "$2" --data all --steps "$FT_STEPS" \
     --batch-size "$FT_BATCH" --seq-len "$FT_LEN" --warmup $(( FT_STEPS / 10 + 1 )) --eval-every "$FT_STEPS" --out "$OUT/$1" --json "${common[@]}"
 }
+# The probe's calibration (convert --placement probe; docs/convert.md, "Placement"): PROBE_SEGMENTS copy segments of
+# PROBE_LEN tokens, PROBE_PASSKEYS passkey trials of PROBE_PASSKEY_LEN tokens, PROBE_LEADERS heads re-measured per step.
+PROBE_SEGMENTS=${PROBE_SEGMENTS:-16} PROBE_LEN=${PROBE_LEN:-128} PROBE_PASSKEYS=${PROBE_PASSKEYS:-8}
+PROBE_PASSKEY_LEN=${PROBE_PASSKEY_LEN:-256} PROBE_LEADERS=${PROBE_LEADERS:-16}
+probe=(--placement probe --probe-segments "$PROBE_SEGMENTS" --probe-segment-len "$PROBE_LEN" --probe-passkeys "$PROBE_PASSKEYS"
+       --probe-passkey-len "$PROBE_PASSKEY_LEN" --probe-leaders "$PROBE_LEADERS")
 # finetune_kd NAME MODEL TEACHER: the second stage that keeps recall (docs/finetune.md): logit distillation from the
 # original TEACHER (--kd 1) on blocks of which KD_COPY repeat a span (the copy curriculum), FT_STEPS × FT_BATCH ×
 # FT_LEN tokens; every other setting is finetune's default under --kd → $OUT/NAME
