@@ -230,5 +230,5 @@ TEST(Placement, ProbeMeasuresEqualTheEvalStagesCopyGainAndPasskeyScores) {
     first += mimic::eval::rank_of(s[0], {s.begin() + 1, s.end()}) == 1;
   }
   EXPECT_NEAR(m.key_gain, gain / 3, 1e-4);
-  EXPECT_EQ(mimic::convert::probe_passkeys_ranked_first(*model, cal, 4), first);
+  EXPECT_EQ(mimic::convert::probe_passkeys_ranked_first(*model, cal), first);
 }

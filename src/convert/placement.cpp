@@ -227,12 +227,16 @@ ProbeMeasure probe_measure(models::Model& model, const ProbeCalibration& cal, in
   return m;
 }
 
-int64_t probe_passkeys_ranked_first(models::Model& model, const ProbeCalibration& cal, int64_t batch_size) {
+int64_t probe_passkeys_ranked_first(models::Model& model, const ProbeCalibration& cal) {
+  // One prefill per trial and the candidates decoded from it (eval::score_continuations, what the eval ranks by):
+  // a tenth of the work of running every candidate with its prompt.
+  torch::NoGradGuard no_grad;
+  model.module().eval();
   int64_t first = 0;
   for (const auto& p : cal.passkeys) {
-    std::vector<const std::vector<int64_t>*> prefixes{&p.prompt}, continuations{&p.key};
-    for (const auto& a : p.alternatives) prefixes.push_back(&p.prompt), continuations.push_back(&a);
-    auto lp = continuation_logprobs(model, prefixes, continuations, batch_size);
+    std::vector<std::vector<int64_t>> candidates{p.key};
+    candidates.insert(candidates.end(), p.alternatives.begin(), p.alternatives.end());
+    auto lp = eval::score_continuations(model, p.prompt, candidates);
     first += eval::rank_of(lp[0], {lp.begin() + 1, lp.end()}) == 1;
   }
   return first;
@@ -450,7 +454,7 @@ ProbeResult run_probe(models::Model& model, HeadPlacer& placer, const ProbeCalib
   if (!cal.passkeys.empty()) {
     auto ranked = [&](const std::vector<HeadRef>& kept) {
       placer.place(kept);
-      return probe_passkeys_ranked_first(model, cal, batch_size);
+      return probe_passkeys_ranked_first(model, cal);
     };
     r.record["teacher"]["passkey_ranked_first"] = ranked(placer.candidates());
     std::vector<HeadRef> prefix;

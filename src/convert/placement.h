@@ -81,7 +81,7 @@ struct ProbeMeasure {
 };
 ProbeMeasure probe_measure(models::Model& model, const ProbeCalibration& cal, int64_t batch_size = 8);
 // The passkey trials whose true key is more likely than every alternative (the eval's "ranked first").
-int64_t probe_passkeys_ranked_first(models::Model& model, const ProbeCalibration& cal, int64_t batch_size = 8);
+int64_t probe_passkeys_ranked_first(models::Model& model, const ProbeCalibration& cal);
 
 // ---------------------------------------------------------------------------------------------- the score
 // score = copy · g/g_T + passkey · k/k_T − lm · (L − L_T), with g the copy gain, k the key gain, L the LM loss and
