@@ -3,9 +3,12 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <limits>
 
 #include "mimic/core/error.h"
+#include "mimic/train/lm.h"
 
 namespace mimic::train {
 
@@ -16,72 +19,160 @@ constexpr int64_t kIgnore = -100;
 constexpr double kTinyProbability = 1e-30;
 
 struct HeadPass {
-  at::Tensor loss;                        // mean over the scored rows (float scalar)
+  at::Tensor loss;                        // mean over the scored rows (scalar of hidden's type)
   at::Tensor grad_hidden, grad_weight;    // d(loss)/d(hidden) [N, d], d(loss)/d(weight) [V, d]; undefined if not wanted
 };
 
-// The chunked pass over hidden [N, d] and labels [N] (see the header). want_*: form that gradient.
-HeadPass head_pass(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels, int64_t chunk_rows,
-                   bool want_hidden, bool want_weight) {
+// One chunk's rows: the student's hidden states [c, d], their labels [c, 1] and, for a loss that needs them,
+// the same rows of the teacher's hidden states [c, d_t] (undefined otherwise).
+struct ChunkRows {
+  at::Tensor hidden, labels, teacher_hidden;
+};
+// What a chunk contributes: its rows' losses summed and, when a gradient is wanted, d(that sum)/d(logits)
+// [c, V] divided by grad_scale — a constant a loss may leave out of its [c, V] passes, since the GEMMs that
+// take the gradient on multiply by it at no cost.
+struct ChunkLoss {
+  double loss_sum = 0;
+  at::Tensor grad_logits;
+  double grad_scale = 1;
+};
+using ChunkFn = std::function<ChunkLoss(const ChunkRows& rows, bool want_grad)>;
+
+// Rows per chunk: chunk_rows when given, else as many as keep one [c, V] tensor within per_tensor_bytes.
+int64_t chunk_size(int64_t chunk_rows, int64_t per_tensor_bytes, const at::Tensor& weight) {
+  return std::max<int64_t>(1, chunk_rows > 0 ? chunk_rows : per_tensor_bytes / (weight.size(0) * static_cast<int64_t>(weight.element_size())));
+}
+
+// The chunked pass shared by the head's losses, over hidden [N, d], labels [N] and (for distillation)
+// teacher_hidden [N, d_t]: the scored rows are picked, cut into chunks of `chunk` rows, each chunk's loss
+// computes its logits and their gradient (chunk_loss), and that gradient goes straight into the gradients of
+// the hidden states and the weight. no_row_loss: the loss when no row is scored. want_*: form that gradient.
+HeadPass head_pass(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels, const at::Tensor& teacher_hidden,
+                   int64_t chunk, double no_row_loss, bool want_hidden, bool want_weight, const ChunkFn& chunk_loss) {
   const int64_t n = hidden.size(0), d = hidden.size(1), vocab = weight.size(0);
   auto scored = labels.ne(kIgnore);
   const int64_t n_scored = scored.sum().item<int64_t>();
   // Only the scored rows enter the GEMMs: padding and prompt tokens cost nothing.
   const bool all = n_scored == n;
   at::Tensor rows = all ? at::Tensor() : scored.nonzero().squeeze(1);
-  at::Tensor h = all ? hidden : hidden.index_select(0, rows);
-  at::Tensor y = all ? labels : labels.index_select(0, rows);
+  auto take = [&](const at::Tensor& x) { return all || !x.defined() ? x : x.index_select(0, rows); };
+  at::Tensor h = take(hidden), y = take(labels), th = take(teacher_hidden);
   if (n_scored > 0) {
     const int64_t lo = y.min().item<int64_t>(), hi = y.max().item<int64_t>();
     MIMIC_CHECK(lo >= 0 && hi < vocab, "LM loss: label ", lo < 0 ? lo : hi, " is outside the vocabulary of ", vocab, " (and not -100)");
   }
-  const int64_t chunk = std::max<int64_t>(1, chunk_rows > 0 ? chunk_rows : kLmHeadChunkBytes / (vocab * static_cast<int64_t>(hidden.element_size())));
-  // The mean's 1/N folded into the GEMMs' alpha. No scored row: no chunk runs, the gradients stay zero and the
-  // loss is 0/0 = NaN, as cross_entropy's.
+  // The mean's 1/N folded into the GEMMs' alpha. No scored row: no chunk runs and the gradients stay zero.
   const double scale = n_scored > 0 ? 1.0 / static_cast<double>(n_scored) : 0.0;
   at::Tensor grad_h = want_hidden ? at::zeros({n_scored, d}, hidden.options()) : at::Tensor();
   at::Tensor grad_w = want_weight ? at::zeros(weight.sizes(), weight.options()) : at::Tensor();
-  const auto wt = weight.t();
   double loss_sum = 0;
   for (int64_t s = 0; s < n_scored; s += chunk) {
     const int64_t c = std::min(chunk, n_scored - s);
-    auto hc = h.narrow(0, s, c);
-    auto yc = y.narrow(0, s, c).unsqueeze(1);
-    auto logits = at::mm(hc, wt);  // [c, V]
-    auto p = at::softmax(logits, 1);
-    // The loss from p itself, −log p_target, without a log-softmax pass of its own. Exact to float rounding
-    // while p_target is a normal float; a target so far below the row's maximum that p_target nears the
-    // underflow (a loss above ~69 nats) takes the row's log-sum-exp from its logits instead.
-    auto p_target = p.gather(1, yc);
-    auto losses = -p_target.log();
-    auto tiny = p_target.lt(kTinyProbability).squeeze(1);
-    if (tiny.any().item<bool>()) {
-      auto far = tiny.nonzero().squeeze(1);
-      auto z = logits.index_select(0, far);
-      losses.index_put_({far}, z.logsumexp(1, /*keepdim=*/true) - z.gather(1, yc.index_select(0, far)));
-    }
-    logits.reset();  // the chunk's logits are not needed again: the next chunk may reuse their memory
-    loss_sum += losses.sum().item<double>();
-    if (!want_hidden && !want_weight) continue;
-    // d(loss_i)/d(z_i) = softmax(z_i) − onehot(y_i), times 1/N (alpha below).
-    p.scatter_add_(1, yc, at::full({c, 1}, -1.0, p.options()));
-    if (want_hidden) grad_h.narrow(0, s, c).addmm_(p, weight, 1.0, scale);
-    if (want_weight) grad_w.addmm_(p.t(), hc, 1.0, scale);
+    ChunkRows r{h.narrow(0, s, c), y.narrow(0, s, c).unsqueeze(1), th.defined() ? th.narrow(0, s, c) : at::Tensor()};
+    auto part = chunk_loss(r, want_hidden || want_weight);
+    loss_sum += part.loss_sum;
+    if (want_hidden) grad_h.narrow(0, s, c).addmm_(part.grad_logits, weight, 1.0, scale * part.grad_scale);
+    if (want_weight) grad_w.addmm_(part.grad_logits.t(), r.hidden, 1.0, scale * part.grad_scale);
   }
   HeadPass out;
-  out.loss = at::scalar_tensor(n_scored > 0 ? loss_sum * scale : std::numeric_limits<double>::quiet_NaN(), hidden.options());
+  out.loss = at::scalar_tensor(n_scored > 0 ? loss_sum * scale : no_row_loss, hidden.options());
   if (want_hidden) out.grad_hidden = all ? grad_h : at::zeros({n, d}, hidden.options()).index_copy_(0, rows, grad_h);
   out.grad_weight = grad_w;
   return out;
 }
 
-// Autograd's view of the pass: forward computes the loss and the gradients the inputs need, backward hands
-// them out times the incoming gradient (a scalar). Not twice differentiable.
-struct LmHeadLoss : public torch::autograd::Function<LmHeadLoss> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& weight,
-                            const at::Tensor& labels, int64_t chunk_rows) {
-    const int64_t d = hidden.size(-1);
-    auto r = head_pass(hidden.reshape({-1, d}), weight, labels.reshape({-1}), chunk_rows, hidden.requires_grad(), weight.requires_grad());
+// lm_head_loss's chunk: the logits (a GEMM), their softmax (one exponential per logit), the loss −log p_target
+// from it, and softmax − one-hot, d(loss)/d(logits).
+ChunkLoss cross_entropy_chunk(const ChunkRows& r, bool want_grad, const at::Tensor& weight) {
+  auto logits = at::mm(r.hidden, weight.t());  // [c, V]
+  auto p = at::softmax(logits, 1);
+  // The loss from p itself, −log p_target, without a log-softmax pass of its own. Exact to float rounding
+  // while p_target is a normal float; a target so far below the row's maximum that p_target nears the
+  // underflow (a loss above ~69 nats) takes the row's log-sum-exp from its logits instead.
+  auto p_target = p.gather(1, r.labels);
+  auto losses = -p_target.log();
+  auto tiny = p_target.lt(kTinyProbability).squeeze(1);
+  if (tiny.any().item<bool>()) {
+    auto far = tiny.nonzero().squeeze(1);
+    auto z = logits.index_select(0, far);
+    losses.index_put_({far}, z.logsumexp(1, /*keepdim=*/true) - z.gather(1, r.labels.index_select(0, far)));
+  }
+  logits.reset();  // the chunk's logits are not needed again: the next tensors may reuse their memory
+  ChunkLoss out;
+  out.loss_sum = losses.sum().item<double>();
+  if (!want_grad) return out;
+  // d(loss_i)/d(z_i) = softmax(z_i) − onehot(y_i)
+  out.grad_logits = p.scatter_add_(1, r.labels, at::full({r.labels.size(0), 1}, -1.0, p.options()));
+  return out;
+}
+
+// lm_head_kd_loss's chunk, with a = 1 − lm_weight the distillation's share and b = lm_weight the LM loss's. Per
+// row, with q = softmax(z/T) the student's and p = softmax(t/T) the teacher's tempered distributions:
+//
+//   T²·KL(p ‖ q) = T² Σ_v p_v (log p_v − log q_v),   log q_v = z_v/T − logsumexp(z/T),
+//   d/dz_j = −T² Σ_v p_v d(log q_v)/dz_j = −T² Σ_v p_v (δ_vj − q_j)/T = T·(q_j − p_j)   (Σ_v p_v = 1),
+//
+// and the LM loss's d/dz_j = softmax(z)_j − onehot(y)_j, so d(loss_i)/d(z_i) = a·T·(q − p) + b·(softmax(z) − onehot).
+// The KL's value comes from the two log-softmaxes, never from log p or log q of underflowed probabilities: where
+// the teacher gives a token probability 0 (exp of a log-probability below float's range), p_v = 0 multiplies a
+// finite difference of log-probabilities and the term is exactly 0, as its limit p log p → 0 is; where the
+// student does (q_v = 0, log q_v very negative but finite), the term is large and finite, as it should be.
+// The same log-softmax gives the LM loss −log softmax(z)_y, finite however far the target lies. The [c, V]
+// tensors alive at once: three (four when both parts are weighted and T ≠ 1).
+ChunkLoss distillation_chunk(const ChunkRows& r, bool want_grad, const at::Tensor& weight, const at::Tensor& teacher_weight,
+                             double temperature, double lm_weight) {
+  const double a = 1 - lm_weight, b = lm_weight, inv_t = 1 / temperature;
+  const bool lm = b > 0, kd = a > 0, tempered = temperature != 1;
+  ChunkLoss out;
+  // The student's log-softmax at 1 (lz, for the LM loss) and at T (lq, for the KL); one tensor when T = 1. With
+  // the KL alone, 1/T is folded into the GEMM's input ([c, d] multiplications instead of [c, V]).
+  at::Tensor lz, lq;
+  {
+    auto z = at::mm(kd && !lm && tempered ? r.hidden * inv_t : r.hidden, weight.t());  // [c, V]
+    if (lm) {
+      lz = at::log_softmax(z, 1);
+      out.loss_sum += -b * lz.gather(1, r.labels).sum().item<double>();
+    }
+    if (kd) lq = !lm ? at::log_softmax(z, 1) : tempered ? at::log_softmax(z.mul_(inv_t), 1) : lz;
+  }
+  at::Tensor p;
+  if (kd) {
+    at::Tensor lp;
+    {
+      auto th = r.teacher_hidden.detach();
+      lp = at::log_softmax(at::mm(tempered ? th * inv_t : th, teacher_weight.detach().t()).to(lq.scalar_type()), 1);
+    }
+    p = lp.exp();
+    // Σ p (log p − log q) over the chunk, summed in the logits' type by LibTorch's cascade sum.
+    out.loss_sum += a * temperature * temperature * lp.sub_(lq).mul_(p).sum().item<double>();
+  }
+  if (!want_grad) return out;
+  auto one_hot_minus = [&](at::Tensor& g, double w) { g.scatter_add_(1, r.labels, at::full({r.labels.size(0), 1}, -w, g.options())); };
+  if (!kd) {  // the LM loss alone: softmax(z) − onehot
+    out.grad_logits = lz.exp_();
+    one_hot_minus(out.grad_logits, 1.0);
+  } else if (!lm) {  // the KL alone: T·(q − p), its T in the GEMMs' alpha
+    out.grad_logits = lq.exp_().sub_(p);
+    out.grad_scale = temperature;
+  } else if (!tempered) {  // T = 1, q = softmax(z): a(q − p) + b(q − onehot) = q − a·p − b·onehot
+    out.grad_logits = lq.exp_().sub_(p, a);
+    one_hot_minus(out.grad_logits, b);
+  } else {  // a·T·[(q − p) + b/(aT)·(softmax(z) − onehot)], its a·T in the GEMMs' alpha
+    const double c = b / (a * temperature);
+    out.grad_logits = lq.exp_().sub_(p).add_(lz.exp_(), c);
+    one_hot_minus(out.grad_logits, c);
+    out.grad_scale = a * temperature;
+  }
+  return out;
+}
+
+// Autograd's view of a head pass: forward runs it and keeps the gradients the inputs need, backward hands them
+// out times the incoming gradient (a scalar). Not twice differentiable. `pass` (the loss's own, taking want_hidden
+// and want_weight) holds any input that gets no gradient, such as the teacher's.
+using PassFn = std::function<HeadPass(bool want_hidden, bool want_weight)>;
+struct HeadLoss : public torch::autograd::Function<HeadLoss> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& hidden, const at::Tensor& weight, const PassFn& pass) {
+    auto r = pass(hidden.requires_grad(), weight.requires_grad());
     ctx->saved_data["has_hidden"] = r.grad_hidden.defined();
     ctx->saved_data["has_weight"] = r.grad_weight.defined();
     if (r.grad_hidden.defined()) ctx->saved_data["grad_hidden"] = r.grad_hidden.view(hidden.sizes());
@@ -93,9 +184,15 @@ struct LmHeadLoss : public torch::autograd::Function<LmHeadLoss> {
     at::Tensor gh, gw;
     if (ctx->saved_data["has_hidden"].toBool()) gh = ctx->saved_data["grad_hidden"].toTensor() * g;
     if (ctx->saved_data["has_weight"].toBool()) gw = ctx->saved_data["grad_weight"].toTensor() * g;
-    return {gh, gw, at::Tensor(), at::Tensor()};
+    return {gh, gw, at::Tensor()};
   }
 };
+
+// The loss of `pass` with a gradient for hidden and weight when one is wanted, a plain value otherwise.
+at::Tensor head_loss(const at::Tensor& hidden, const at::Tensor& weight, const PassFn& pass) {
+  if (!at::GradMode::is_enabled() || (!hidden.requires_grad() && !weight.requires_grad())) return pass(false, false).loss;
+  return HeadLoss::apply(hidden, weight, pass);
+}
 
 void check_shapes(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels) {
   MIMIC_CHECK(hidden.dim() >= 1 && weight.dim() == 2 && hidden.size(-1) == weight.size(1) && labels.numel() * hidden.size(-1) == hidden.numel(),
@@ -106,20 +203,62 @@ void check_shapes(const at::Tensor& hidden, const at::Tensor& weight, const at::
               "LM loss: hidden and weight must share one floating type, got ", hidden.scalar_type(), " and ", weight.scalar_type());
 }
 
+void check_distillation(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& teacher_hidden, const at::Tensor& teacher_weight,
+                        const at::Tensor& labels, double temperature, double lm_weight) {
+  check_shapes(hidden, weight, labels);
+  MIMIC_CHECK(teacher_hidden.dim() >= 1 && teacher_weight.dim() == 2 && teacher_hidden.size(-1) == teacher_weight.size(1) &&
+                  teacher_hidden.numel() == labels.numel() * teacher_hidden.size(-1) && teacher_weight.size(0) == weight.size(0),
+              "logit distillation: needs the teacher's hidden states [..., d_t], one per label, and its head's weight [V, d_t] with the "
+              "student's V = ", weight.size(0), ", got ", teacher_hidden.sizes(), " and ", teacher_weight.sizes());
+  MIMIC_CHECK(teacher_hidden.is_floating_point() && teacher_hidden.scalar_type() == teacher_weight.scalar_type(),
+              "logit distillation: the teacher's hidden states and weight must share one floating type, got ", teacher_hidden.scalar_type(),
+              " and ", teacher_weight.scalar_type());
+  MIMIC_CHECK(temperature > 0 && std::isfinite(temperature), "the distillation temperature must be > 0, got ", temperature);
+  MIMIC_CHECK(lm_weight >= 0 && lm_weight <= 1, "the LM loss's weight beside distillation must lie in [0, 1], got ", lm_weight);
+}
+
 }  // namespace
 
 at::Tensor lm_head_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels, int64_t chunk_rows) {
   check_shapes(hidden, weight, labels);
-  if (!at::GradMode::is_enabled() || (!hidden.requires_grad() && !weight.requires_grad()))
-    return head_pass(hidden.reshape({-1, hidden.size(-1)}), weight, labels.reshape({-1}), chunk_rows, false, false).loss;
-  return LmHeadLoss::apply(hidden, weight, labels, chunk_rows);
+  const auto h = hidden.reshape({-1, hidden.size(-1)}), y = labels.reshape({-1});
+  const int64_t chunk = chunk_size(chunk_rows, kLmHeadChunkBytes, weight);
+  auto chunk_loss = [&](const ChunkRows& r, bool want_grad) { return cross_entropy_chunk(r, want_grad, weight); };
+  // no scored row: the loss is 0/0 = NaN, as cross_entropy's
+  return head_loss(hidden, weight, [&](bool want_hidden, bool want_weight) {
+    return head_pass(h, weight, y, {}, chunk, std::numeric_limits<double>::quiet_NaN(), want_hidden, want_weight, chunk_loss);
+  });
 }
 
 at::Tensor lm_head_loss_reference(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels) {
   check_shapes(hidden, weight, labels);
   auto logits = torch::matmul(hidden, weight.t());
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}),
-                                              torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kIgnore));
+  return next_token_loss(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}));
+}
+
+at::Tensor lm_head_kd_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& teacher_hidden, const at::Tensor& teacher_weight,
+                           const at::Tensor& labels, double temperature, double lm_weight, int64_t chunk_rows) {
+  check_distillation(hidden, weight, teacher_hidden, teacher_weight, labels, temperature, lm_weight);
+  const auto h = hidden.reshape({-1, hidden.size(-1)}), th = teacher_hidden.reshape({-1, teacher_hidden.size(-1)}), y = labels.reshape({-1});
+  const int64_t chunk = chunk_size(chunk_rows, kLmHeadKdChunkBytes, weight);
+  auto chunk_loss = [&](const ChunkRows& r, bool want_grad) {
+    return distillation_chunk(r, want_grad, weight, teacher_weight, temperature, lm_weight);
+  };
+  // No scored row: the KL's mean is 0 (logit_distillation_loss divides by at least 1), the LM loss's NaN; the
+  // reference adds the LM loss only when it is weighted.
+  const double no_row_loss = lm_weight > 0 ? std::numeric_limits<double>::quiet_NaN() : 0.0;
+  return head_loss(hidden, weight, [&](bool want_hidden, bool want_weight) {
+    return head_pass(h, weight, y, th, chunk, no_row_loss, want_hidden, want_weight, chunk_loss);
+  });
+}
+
+at::Tensor lm_head_kd_loss_reference(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& teacher_hidden,
+                                     const at::Tensor& teacher_weight, const at::Tensor& labels, double temperature, double lm_weight) {
+  check_distillation(hidden, weight, teacher_hidden, teacher_weight, labels, temperature, lm_weight);
+  const int64_t vocab = weight.size(0);
+  auto student = torch::matmul(hidden, weight.t()).reshape({1, -1, vocab});
+  auto teacher = torch::matmul(teacher_hidden.detach(), teacher_weight.detach().t()).reshape({1, -1, vocab});
+  return kd_loss_from_logits(student, teacher, labels.reshape({1, -1}), temperature, lm_weight);
 }
 
 }  // namespace mimic::train
