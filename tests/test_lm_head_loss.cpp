@@ -233,16 +233,17 @@ std::string kd_where(const KdCase& c, int64_t chunk, double temperature, double 
 
 // In double, where the comparison sees the algorithm and not float rounding: every mix of the KL and the LM
 // loss (lm_weight 0, 0.5, 1), temperatures 1 and 2, chunks of one row, uneven remainders, one chunk for all
-// and the default, with and without ignored targets, a teacher of another width than the student.
+// and the default, with and without ignored targets, a teacher of another width than the student; and GPT-2's
+// vocabulary, where a chunk's rows go through the KL's cache-sized blocks in several blocks, the last short.
 TEST(LmHeadKdLoss, ChunkedMatchesTheReferenceInLossAndBothGradientsOverChunksTemperaturesWeightsAndIgnoredTargets) {
   struct Shape {
     int64_t b, t, d, d_t, vocab;
   };
-  for (auto s : {Shape{2, 13, 16, 24, 97}, Shape{3, 7, 8, 8, 1000}})
+  for (auto s : {Shape{2, 13, 16, 24, 97}, Shape{3, 7, 8, 8, 1000}, Shape{1, 11, 8, 12, 50257}})
     for (double ignored : {0.0, 0.3})
       for (double temperature : {1.0, 2.0})
         for (double lm_weight : {0.0, 0.5, 1.0})
-          for (int64_t chunk : {int64_t{1}, int64_t{3}, s.b * s.t, int64_t{0}}) {
+          for (int64_t chunk : {int64_t{1}, int64_t{3}, int64_t{7}, s.b * s.t, int64_t{0}}) {
             auto c = make_kd_case(s.b, s.t, s.d, s.d_t, s.vocab, ignored, 17 + static_cast<uint64_t>(s.vocab));
             const auto where = kd_where(c, chunk, temperature, lm_weight, ignored);
             auto ref = run_kd([&](auto&... x) { return lm_head_kd_loss_reference(x..., temperature, lm_weight); }, c);

@@ -17,6 +17,9 @@ namespace {
 constexpr int64_t kIgnore = -100;
 // Below this a target's softmax probability is not trusted for its log (float's normal range ends at 1.2e-38).
 constexpr double kTinyProbability = 1e-30;
+// Rows of [rows, V] values distillation_chunk takes per block: 2 MiB (10 rows of GPT-2's vocabulary in float), so
+// that the block's five such tensors stay within the last-level cache beside the threads' other work.
+constexpr int64_t kDistillationBlockBytes = int64_t{2} << 20;
 
 struct HeadPass {
   at::Tensor loss;                        // mean over the scored rows (scalar of hidden's type)
@@ -38,9 +41,9 @@ struct ChunkLoss {
 };
 using ChunkFn = std::function<ChunkLoss(const ChunkRows& rows, bool want_grad)>;
 
-// Rows per chunk: chunk_rows when given, else as many as keep one [c, V] tensor within per_tensor_bytes.
-int64_t chunk_size(int64_t chunk_rows, int64_t per_tensor_bytes, const at::Tensor& weight) {
-  return std::max<int64_t>(1, chunk_rows > 0 ? chunk_rows : per_tensor_bytes / (weight.size(0) * static_cast<int64_t>(weight.element_size())));
+// Rows per chunk: chunk_rows when given, else as many as keep one [c, V] tensor within kLmHeadChunkBytes.
+int64_t chunk_size(int64_t chunk_rows, const at::Tensor& weight) {
+  return std::max<int64_t>(1, chunk_rows > 0 ? chunk_rows : kLmHeadChunkBytes / (weight.size(0) * static_cast<int64_t>(weight.element_size())));
 }
 
 // The chunked pass shared by the head's losses, over hidden [N, d], labels [N] and (for distillation)
@@ -113,56 +116,74 @@ ChunkLoss cross_entropy_chunk(const ChunkRows& r, bool want_grad, const at::Tens
 //   d/dz_j = −T² Σ_v p_v d(log q_v)/dz_j = −T² Σ_v p_v (δ_vj − q_j)/T = T·(q_j − p_j)   (Σ_v p_v = 1),
 //
 // and the LM loss's d/dz_j = softmax(z)_j − onehot(y)_j, so d(loss_i)/d(z_i) = a·T·(q − p) + b·(softmax(z) − onehot).
-// The KL's value comes from the two log-softmaxes, never from log p or log q of underflowed probabilities: where
-// the teacher gives a token probability 0 (exp of a log-probability below float's range), p_v = 0 multiplies a
+// The KL's value comes from the two log-softmaxes, never from the log of an underflowed probability: where the
+// teacher gives a token probability 0 (exp of a log-probability below the type's range), p_v = 0 multiplies a
 // finite difference of log-probabilities and the term is exactly 0, as its limit p log p → 0 is; where the
 // student does (q_v = 0, log q_v very negative but finite), the term is large and finite, as it should be.
-// The same log-softmax gives the LM loss −log softmax(z)_y, finite however far the target lies. The [c, V]
-// tensors alive at once: three (four when both parts are weighted and T ≠ 1).
+// The same log-softmax gives the LM loss −log softmax(z)_y, finite however far the target lies.
+//
+// The chunk's two GEMMs write the student's and the teacher's logits [c, V]; the rest — log-softmaxes,
+// exponentials, the KL's terms and the gradient, a dozen passes over [c, V] values — runs block by block of
+// kDistillationBlockBytes of rows, so that those passes read and write the cache rather than memory, and the
+// gradient overwrites the student's logits in place. Two [c, V] tensors are alive at once, as in lm_head_loss.
 ChunkLoss distillation_chunk(const ChunkRows& r, bool want_grad, const at::Tensor& weight, const at::Tensor& teacher_weight,
                              double temperature, double lm_weight) {
   const double a = 1 - lm_weight, b = lm_weight, inv_t = 1 / temperature;
   const bool lm = b > 0, kd = a > 0, tempered = temperature != 1;
-  ChunkLoss out;
-  // The student's log-softmax at 1 (lz, for the LM loss) and at T (lq, for the KL); one tensor when T = 1. With
-  // the KL alone, 1/T is folded into the GEMM's input ([c, d] multiplications instead of [c, V]).
-  at::Tensor lz, lq;
-  {
-    auto z = at::mm(kd && !lm && tempered ? r.hidden * inv_t : r.hidden, weight.t());  // [c, V]
-    if (lm) {
-      lz = at::log_softmax(z, 1);
-      out.loss_sum += -b * lz.gather(1, r.labels).sum().item<double>();
-    }
-    if (kd) lq = !lm ? at::log_softmax(z, 1) : tempered ? at::log_softmax(z.mul_(inv_t), 1) : lz;
-  }
-  at::Tensor p;
+  const int64_t c = r.hidden.size(0), vocab = weight.size(0);
+  // The student's logits; with the KL alone at 1/T, 1/T folded into the GEMM's input ([c, d] multiplications
+  // instead of [c, V]).
+  auto z = at::mm(kd && !lm && tempered ? r.hidden * inv_t : r.hidden, weight.t());
+  at::Tensor t;  // the teacher's logits at 1/T, in the student's type
   if (kd) {
-    at::Tensor lp;
-    {
-      auto th = r.teacher_hidden.detach();
-      lp = at::log_softmax(at::mm(tempered ? th * inv_t : th, teacher_weight.detach().t()).to(lq.scalar_type()), 1);
+    auto th = r.teacher_hidden.detach();
+    t = at::mm(tempered ? th * inv_t : th, teacher_weight.detach().t()).to(z.scalar_type());
+  }
+  const int64_t block = std::max<int64_t>(1, kDistillationBlockBytes / (vocab * static_cast<int64_t>(z.element_size())));
+  const int64_t rows = std::min(block, c);
+  // Per-block buffers: log softmax(z) (LM loss), log softmax(z/T) (KL; the same when T = 1), log p and p.
+  auto buffer = [&](bool needed) { return needed ? at::empty({rows, vocab}, z.options()) : at::Tensor(); };
+  at::Tensor lz_buf = buffer(lm), lq_buf = buffer(kd && !(lm && !tempered)), lp_buf = buffer(kd), p_buf = buffer(kd);
+  at::Tensor lm_sum = at::zeros({}, z.options().dtype(at::kDouble)), kl_sum = at::zeros({}, z.options().dtype(at::kDouble));
+  for (int64_t s = 0; s < c; s += block) {
+    const int64_t n = std::min(block, c - s);
+    auto zb = z.narrow(0, s, n), yb = r.labels.narrow(0, s, n);
+    auto rows_of = [&](const at::Tensor& buf) { return buf.defined() ? buf.narrow(0, 0, n) : at::Tensor(); };
+    at::Tensor lz = rows_of(lz_buf), lq = rows_of(lq_buf), lp = rows_of(lp_buf), p = rows_of(p_buf);
+    if (lm) {
+      at::_log_softmax_out(lz, zb, 1, false);
+      lm_sum -= lz.gather(1, yb).sum().to(at::kDouble);
     }
-    p = lp.exp();
-    // Σ p (log p − log q) over the chunk, summed in the logits' type by LibTorch's cascade sum.
-    out.loss_sum += a * temperature * temperature * lp.sub_(lq).mul_(p).sum().item<double>();
+    if (kd) {
+      if (lm && !tempered)
+        lq = lz;
+      else
+        at::_log_softmax_out(lq, lm ? zb.mul_(inv_t) : zb, 1, false);
+      at::_log_softmax_out(lp, t.narrow(0, s, n), 1, false);
+      at::exp_out(p, lp);
+      kl_sum += lp.sub_(lq).mul_(p).sum().to(at::kDouble);  // Σ p (log p − log q)
+    }
+    if (!want_grad) continue;
+    // The gradient, into the student's logits (no longer needed), with the factor out.grad_scale left out.
+    auto one_hot_minus = [&](double w) { zb.scatter_add_(1, yb, at::full({n, 1}, -w, zb.options())); };
+    if (!kd) {  // the LM loss alone: softmax(z) − onehot
+      at::exp_out(zb, lz);
+      one_hot_minus(1.0);
+    } else if (!lm) {  // the KL alone: T·(q − p), its T left out
+      at::exp_out(zb, lq).sub_(p);
+    } else if (!tempered) {  // T = 1, q = softmax(z): a(q − p) + b(q − onehot) = q − a·p − b·onehot
+      at::exp_out(zb, lq).sub_(p, a);
+      one_hot_minus(b);
+    } else {  // a·T·[(q − p) + b/(aT)·(softmax(z) − onehot)], its a·T left out
+      at::exp_out(zb, lq).sub_(p).add_(lz.exp_(), b / (a * temperature));
+      one_hot_minus(b / (a * temperature));
+    }
   }
+  ChunkLoss out;
+  out.loss_sum = b * lm_sum.item<double>() + a * temperature * temperature * kl_sum.item<double>();
   if (!want_grad) return out;
-  auto one_hot_minus = [&](at::Tensor& g, double w) { g.scatter_add_(1, r.labels, at::full({r.labels.size(0), 1}, -w, g.options())); };
-  if (!kd) {  // the LM loss alone: softmax(z) − onehot
-    out.grad_logits = lz.exp_();
-    one_hot_minus(out.grad_logits, 1.0);
-  } else if (!lm) {  // the KL alone: T·(q − p), its T in the GEMMs' alpha
-    out.grad_logits = lq.exp_().sub_(p);
-    out.grad_scale = temperature;
-  } else if (!tempered) {  // T = 1, q = softmax(z): a(q − p) + b(q − onehot) = q − a·p − b·onehot
-    out.grad_logits = lq.exp_().sub_(p, a);
-    one_hot_minus(out.grad_logits, b);
-  } else {  // a·T·[(q − p) + b/(aT)·(softmax(z) − onehot)], its a·T in the GEMMs' alpha
-    const double c = b / (a * temperature);
-    out.grad_logits = lq.exp_().sub_(p).add_(lz.exp_(), c);
-    one_hot_minus(out.grad_logits, c);
-    out.grad_scale = a * temperature;
-  }
+  out.grad_logits = z;
+  out.grad_scale = !kd ? 1.0 : !lm ? temperature : !tempered ? 1.0 : a * temperature;
   return out;
 }
 
@@ -222,7 +243,7 @@ void check_distillation(const at::Tensor& hidden, const at::Tensor& weight, cons
 at::Tensor lm_head_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels, int64_t chunk_rows) {
   check_shapes(hidden, weight, labels);
   const auto h = hidden.reshape({-1, hidden.size(-1)}), y = labels.reshape({-1});
-  const int64_t chunk = chunk_size(chunk_rows, kLmHeadChunkBytes, weight);
+  const int64_t chunk = chunk_size(chunk_rows, weight);
   auto chunk_loss = [&](const ChunkRows& r, bool want_grad) { return cross_entropy_chunk(r, want_grad, weight); };
   // no scored row: the loss is 0/0 = NaN, as cross_entropy's
   return head_loss(hidden, weight, [&](bool want_hidden, bool want_weight) {
@@ -240,7 +261,7 @@ at::Tensor lm_head_kd_loss(const at::Tensor& hidden, const at::Tensor& weight, c
                            const at::Tensor& labels, double temperature, double lm_weight, int64_t chunk_rows) {
   check_distillation(hidden, weight, teacher_hidden, teacher_weight, labels, temperature, lm_weight);
   const auto h = hidden.reshape({-1, hidden.size(-1)}), th = teacher_hidden.reshape({-1, teacher_hidden.size(-1)}), y = labels.reshape({-1});
-  const int64_t chunk = chunk_size(chunk_rows, kLmHeadKdChunkBytes, weight);
+  const int64_t chunk = chunk_size(chunk_rows, weight);
   auto chunk_loss = [&](const ChunkRows& r, bool want_grad) {
     return distillation_chunk(r, want_grad, weight, teacher_weight, temperature, lm_weight);
   };

@@ -14,11 +14,13 @@
 // cross-entropy does. Tokens labelled -100 are left out before the first GEMM (their hidden states get a zero
 // gradient); with no scored token the loss is NaN and the gradients zero, as the reference's are.
 //
-// lm_head_kd_loss does the same for logit distillation (finetune --kd): per chunk the student's and the teacher's
-// logits, their log-softmaxes at temperature T, the KL between them and T·(q − p), its gradient, plus the LM
-// loss's part when it is mixed in — so a distillation step never holds either model's [tokens, V] logits
-// (at 2,048 tokens of GPT-2's vocabulary the naive form streams about ten full 412 MB tensors: two models'
-// logits, two log-softmaxes, their exponentials and difference, and their backward counterparts).
+// lm_head_kd_loss does the same for logit distillation (finetune --kd): per chunk the student's and the
+// teacher's logits (two GEMMs), then, block by block of a few rows that stay in the cache, their log-softmaxes
+// at temperature T, the KL between them and its gradient T·(q − p) (plus the LM loss's part when it is mixed
+// in), written over the student's logits and multiplied into the gradients as above. The naive form
+// (lm_head_kd_loss_reference) forms nine full [tokens, V] tensors in its forward pass alone (two models'
+// logits, both divided by T, two log-softmaxes, p, log p − log q and its product with p), 412 MB each at 2,048
+// tokens of GPT-2; the chunked form holds two [chunk, V] tensors (and its blocks), as lm_head_loss does.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -44,7 +46,7 @@ at::Tensor lm_head_loss_reference(const at::Tensor& hidden, const at::Tensor& we
 // teacher_weight [V, d_t] (the teacher gets no gradient; its logits are cast to hidden's type, as the reference
 // does). temperature > 0, lm_weight in [0, 1]. With no scored row the loss is 0 when lm_weight is 0, else NaN
 // (the KL's mean counts at least one row, the LM loss's is 0/0), and the gradients zero.
-// chunk_rows: tokens per chunk (0: as many as keep one [tokens, V] tensor within kLmHeadKdChunkBytes).
+// chunk_rows: tokens per chunk (0: as many as keep one [tokens, V] tensor within kLmHeadChunkBytes, as lm_head_loss).
 at::Tensor lm_head_kd_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& teacher_hidden, const at::Tensor& teacher_weight,
                            const at::Tensor& labels, double temperature, double lm_weight, int64_t chunk_rows = 0);
 
@@ -58,10 +60,5 @@ at::Tensor lm_head_kd_loss_reference(const at::Tensor& hidden, const at::Tensor&
 // writes it no more often than one big GEMM does), small enough to keep a 4K-token step's peak memory a
 // fraction of the naive form's.
 inline constexpr int64_t kLmHeadChunkBytes = int64_t{128} << 20;
-
-// The same bound for lm_head_kd_loss, per [c, V] tensor: it keeps three alive at once where lm_head_loss keeps
-// two, so a chunk of half the rows (333 tokens of GPT-2's vocabulary, still above the GEMMs' K blocking)
-// holds less than lm_head_loss's.
-inline constexpr int64_t kLmHeadKdChunkBytes = kLmHeadChunkBytes / 2;
 
 }  // namespace mimic::train
