@@ -105,58 +105,91 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
         for (int64_t l = 0; l < s.n_layer; ++l)
           model->set_attention_kernel(l, attention::make_attention_kernel(specs[k].kind, specs[k].options, s.n_head, s.d_model / s.n_head));
         const std::string kind = k == 0 ? "softmax" : o.kinds[k - 1];
-        // AdamW steps of `loss` from the starting weights: one warm-up, the timed ones, then the profiled one.
-        struct Timed {
-          Sample sample;
-          std::vector<double> losses;
+        // Runs of AdamW steps from the starting weights, one per loss: the plain LM loss and, with kd_temperature,
+        // distillation. Each run has its own optimizer and its own copy of the weights, which it loads into the
+        // model before each of its steps (untimed); with two runs the steps alternate, so that both see the
+        // same load on a shared machine and their ratio does not drift with it.
+        struct Run {
+          std::string what;
+          std::function<at::Tensor()> loss;
+          std::vector<at::Tensor> weights;
+          std::unique_ptr<train::AdamW> opt;
+          std::vector<double> losses, ms;
+          int64_t peak_bytes = 0;
           OpProfile profile;
         };
-        auto train_steps = [&](const std::function<at::Tensor()>& loss, const std::string& what) {
-          {
-            torch::NoGradGuard ng;
-            auto params = model->module().named_parameters();
-            for (const auto& [name, t] : initial)
-              if (auto* p = params.find(name)) p->copy_(t);
+        std::vector<at::Tensor> model_weights;
+        std::vector<std::pair<std::string, at::Tensor>> params;
+        for (const auto& p : model->module().named_parameters()) {
+          model_weights.push_back(p.value());
+          params.emplace_back(p.key(), p.value());
+        }
+        std::vector<Run> runs;
+        auto add_run = [&](const std::string& what, std::function<at::Tensor()> loss) {
+          Run r;
+          r.what = what;
+          r.loss = std::move(loss);
+          // the starting weights; a kernel's own parameters (absent from softmax's model) as the kernel made them
+          for (const auto& p : model->module().named_parameters()) {
+            const auto start = std::find_if(initial.begin(), initial.end(), [&](const auto& e) { return e.first == p.key(); });
+            r.weights.push_back(start != initial.end() ? start->second.clone() : p.value().detach().clone());
           }
-          std::vector<std::pair<std::string, at::Tensor>> params;
-          for (const auto& p : model->module().named_parameters()) params.emplace_back(p.key(), p.value());
-          train::AdamW opt(params, {});
-          auto step = [&] {
-            auto l = loss();
-            l.backward();
-            opt.step(1e-3);
-            opt.zero_grad();
-            return l.item<double>();
-          };
-          Timed t;
-          t.sample = measure(o.repeats, nullptr, [&] { t.losses.push_back(step()); });
-          for (double x : t.losses) MIMIC_CHECK(std::isfinite(x), "bench train: ", what, " at T=", T, " gave a non-finite loss");
-          if (o.profile) t.profile = profile_ops([&] { step(); }, 1);
-          return t;
+          r.opt = std::make_unique<train::AdamW>(params, train::AdamWOptions{});
+          runs.push_back(std::move(r));
         };
-        auto plain = train_steps(
-            [&] { return o.reference_loss ? train::causal_lm_loss_reference(*model, batch) : train::causal_lm_loss(*model, batch); }, kind);
+        add_run(kind, [&] { return o.reference_loss ? train::causal_lm_loss_reference(*model, batch) : train::causal_lm_loss(*model, batch); });
+        if (teacher)
+          add_run(kind + " (distillation)", [&] {
+            return o.reference_loss ? train::causal_lm_kd_loss_reference(*model, *teacher, batch, o.kd_temperature, 0.0)
+                                    : train::causal_lm_kd_loss(*model, *teacher, batch, o.kd_temperature, 0.0);
+          });
+        auto load = [&](Run& r) {
+          torch::NoGradGuard ng;
+          for (size_t i = 0; i < model_weights.size(); ++i) model_weights[i].copy_(r.weights[i]);
+        };
+        auto keep = [&](Run& r) {
+          torch::NoGradGuard ng;
+          for (size_t i = 0; i < model_weights.size(); ++i) r.weights[i].copy_(model_weights[i]);
+        };
+        auto step = [&](Run& r) {
+          auto l = r.loss();
+          l.backward();
+          r.opt->step(1e-3);
+          r.opt->zero_grad();
+          r.losses.push_back(l.item<double>());
+        };
+        for (int i = 0; i <= o.repeats; ++i)  // a warm-up step each, then the timed ones
+          for (auto& r : runs) {
+            auto sample = measure_once([&] { load(r); }, [&] { step(r); });
+            keep(r);
+            if (i == 0) continue;
+            r.ms.push_back(sample.ms);
+            r.peak_bytes = std::max(r.peak_bytes, sample.peak_bytes);
+          }
+        for (auto& r : runs) {
+          for (double x : r.losses) MIMIC_CHECK(std::isfinite(x), "bench train: ", r.what, " at T=", T, " gave a non-finite loss");
+          if (!o.profile) continue;
+          load(r);
+          const size_t kept = r.losses.size();
+          r.profile = profile_ops([&] { step(r); }, 1);
+          r.losses.resize(kept);  // the profiled step's loss is not among those reported
+        }
+        const Run& plain = runs[0];
         TrainBenchCell c;
         c.kind = kind;
-        c.step_ms = plain.sample.ms;
-        c.tokens_per_second = row.batch * T / (plain.sample.ms * 1e-3);
-        c.peak_mb = plain.sample.peak_bytes / 1e6;
-        c.gflops = 6.0 * dense * row.batch * T / (plain.sample.ms * 1e-3) / 1e9;
+        c.step_ms = median(plain.ms);
+        c.tokens_per_second = row.batch * T / (c.step_ms * 1e-3);
+        c.peak_mb = plain.peak_bytes / 1e6;
+        c.gflops = 6.0 * dense * row.batch * T / (c.step_ms * 1e-3) / 1e9;
         c.first_loss = plain.losses.front();
         c.last_loss = plain.losses.back();
         c.profiled = o.profile;
         c.profile = plain.profile;
         if (teacher) {
-          const double temperature = o.kd_temperature;
-          auto kd = train_steps(
-              [&] {
-                return o.reference_loss ? train::causal_lm_kd_loss_reference(*model, *teacher, batch, temperature, 0.0)
-                                        : train::causal_lm_kd_loss(*model, *teacher, batch, temperature, 0.0);
-              },
-              kind + " (distillation)");
+          const Run& kd = runs[1];
           c.distilled = true;
-          c.kd.step_ms = kd.sample.ms;
-          c.kd.peak_mb = kd.sample.peak_bytes / 1e6;
+          c.kd.step_ms = median(kd.ms);
+          c.kd.peak_mb = kd.peak_bytes / 1e6;
           c.kd.time_ratio = c.kd.step_ms / c.step_ms;
           c.kd.peak_ratio = c.kd.peak_mb / c.peak_mb;
           c.kd.first_loss = kd.losses.front();
@@ -198,7 +231,6 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
         g.limit = kKdLimit;
         g.status = "n/a";
         g.detail = "not measured";
-        std::string worst;
         for (const auto& row : r.rows) {
           if (row.width != "mini") continue;
           const auto& c = row.cells[k];

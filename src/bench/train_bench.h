@@ -14,7 +14,8 @@
 //
 // With --kd T each cell also times the step finetune --kd T takes — the same model distilling a softmax teacher
 // of its width (the teacher's forward without gradient, then the chunked KL over the vocabulary) — and sets its
-// time and peak memory against the plain step's.
+// time and peak memory against the plain step's. The two steps alternate (each from its own copy of the
+// weights, with its own optimizer), so that the load of a shared machine weighs on both alike.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
