@@ -109,23 +109,31 @@ ChunkLoss cross_entropy_chunk(const ChunkRows& r, bool want_grad, const at::Tens
   return out;
 }
 
+// Softmax of the rows of x into `out`, and their log-sum-exp without a pass of exponentials of its own: a row's
+// largest probability is exp(0)/Σ = 1/Σ exactly, so logsumexp = max(x) − log(max p).
+at::Tensor softmax_and_logsumexp(at::Tensor& out, const at::Tensor& x) {
+  at::_softmax_out(out, x, 1, false);
+  return x.amax(1) - out.amax(1).log();
+}
+
 // lm_head_kd_loss's chunk, with a = 1 − lm_weight the distillation's share and b = lm_weight the LM loss's. Per
-// row, with q = softmax(z/T) the student's and p = softmax(t/T) the teacher's tempered distributions:
+// row, with z' = z/T and t' = t/T, q = softmax(z') the student's and p = softmax(t') the teacher's tempered
+// distributions, log q_v = z'_v − lse(z'), log p_v = t'_v − lse(t'):
 //
-//   T²·KL(p ‖ q) = T² Σ_v p_v (log p_v − log q_v),   log q_v = z_v/T − logsumexp(z/T),
-//   d/dz_j = −T² Σ_v p_v d(log q_v)/dz_j = −T² Σ_v p_v (δ_vj − q_j)/T = T·(q_j − p_j)   (Σ_v p_v = 1),
+//   T²·KL(p ‖ q) = T² Σ_v p_v (log p_v − log q_v) = T² [Σ_v p_v (t'_v − z'_v) − lse(t') + lse(z')]   (Σ_v p_v = 1),
+//   d/dz_j = −T² Σ_v p_v d(log q_v)/dz_j = −T² Σ_v p_v (δ_vj − q_j)/T = T·(q_j − p_j),
 //
 // and the LM loss's d/dz_j = softmax(z)_j − onehot(y)_j, so d(loss_i)/d(z_i) = a·T·(q − p) + b·(softmax(z) − onehot).
-// The KL's value comes from the two log-softmaxes, never from the log of an underflowed probability: where the
-// teacher gives a token probability 0 (exp of a log-probability below the type's range), p_v = 0 multiplies a
-// finite difference of log-probabilities and the term is exactly 0, as its limit p log p → 0 is; where the
-// student does (q_v = 0, log q_v very negative but finite), the term is large and finite, as it should be.
-// The same log-softmax gives the LM loss −log softmax(z)_y, finite however far the target lies.
+// The KL's value takes no log of a probability: where the teacher gives a token probability 0 (below the
+// type's range), p_v = 0 multiplies the finite t'_v − z'_v and the term is exactly 0, as its limit p log p → 0
+// is; where the student does (q_v = 0), the term p_v (t'_v − z'_v) stays large and finite, as it should. The
+// LM loss −log softmax(z)_y = lse(z) − z_y is finite however far the target lies.
 //
-// The chunk's two GEMMs write the student's and the teacher's logits [c, V]; the rest — log-softmaxes,
-// exponentials, the KL's terms and the gradient, a dozen passes over [c, V] values — runs block by block of
-// kDistillationBlockBytes of rows, so that those passes read and write the cache rather than memory, and the
-// gradient overwrites the student's logits in place. Two [c, V] tensors are alive at once, as in lm_head_loss.
+// The chunk's two GEMMs write the student's and the teacher's logits [c, V]; the rest — two softmaxes (the
+// only exponentials: one per logit and model), row maxima, the KL's terms and the gradient, about ten passes
+// over [c, V] values — runs block by block of kDistillationBlockBytes of rows, so that those passes read and
+// write the cache rather than memory, and the gradient overwrites the student's logits in place. Two [c, V]
+// tensors are alive at once, as in lm_head_loss.
 ChunkLoss distillation_chunk(const ChunkRows& r, bool want_grad, const at::Tensor& weight, const at::Tensor& teacher_weight,
                              double temperature, double lm_weight) {
   const double a = 1 - lm_weight, b = lm_weight, inv_t = 1 / temperature;
@@ -141,41 +149,46 @@ ChunkLoss distillation_chunk(const ChunkRows& r, bool want_grad, const at::Tenso
   }
   const int64_t block = std::max<int64_t>(1, kDistillationBlockBytes / (vocab * static_cast<int64_t>(z.element_size())));
   const int64_t rows = std::min(block, c);
-  // Per-block buffers: log softmax(z) (LM loss), log softmax(z/T) (KL; the same when T = 1), log p and p.
+  // Per-block buffers: softmax(z) (the LM loss's), q = softmax(z/T) (the same when T = 1) and p = softmax(t/T).
   auto buffer = [&](bool needed) { return needed ? at::empty({rows, vocab}, z.options()) : at::Tensor(); };
-  at::Tensor lz_buf = buffer(lm), lq_buf = buffer(kd && !(lm && !tempered)), lp_buf = buffer(kd), p_buf = buffer(kd);
+  at::Tensor s_buf = buffer(lm), q_buf = buffer(kd && !(lm && !tempered)), p_buf = buffer(kd);
   at::Tensor lm_sum = at::zeros({}, z.options().dtype(at::kDouble)), kl_sum = at::zeros({}, z.options().dtype(at::kDouble));
   for (int64_t s = 0; s < c; s += block) {
     const int64_t n = std::min(block, c - s);
     auto zb = z.narrow(0, s, n), yb = r.labels.narrow(0, s, n);
     auto rows_of = [&](const at::Tensor& buf) { return buf.defined() ? buf.narrow(0, 0, n) : at::Tensor(); };
-    at::Tensor lz = rows_of(lz_buf), lq = rows_of(lq_buf), lp = rows_of(lp_buf), p = rows_of(p_buf);
-    if (lm) {
-      at::_log_softmax_out(lz, zb, 1, false);
-      lm_sum -= lz.gather(1, yb).sum().to(at::kDouble);
+    at::Tensor sm = rows_of(s_buf), q = rows_of(q_buf), p = rows_of(p_buf);
+    if (lm) {  // −log softmax(z)_y = logsumexp(z) − z_y
+      auto lse = softmax_and_logsumexp(sm, zb);
+      lm_sum += (lse - zb.gather(1, yb).squeeze(1)).sum().to(at::kDouble);
     }
     if (kd) {
-      if (lm && !tempered)
-        lq = lz;
-      else
-        at::_log_softmax_out(lq, lm ? zb.mul_(inv_t) : zb, 1, false);
-      at::_log_softmax_out(lp, t.narrow(0, s, n), 1, false);
-      at::exp_out(p, lp);
-      kl_sum += lp.sub_(lq).mul_(p).sum().to(at::kDouble);  // Σ p (log p − log q)
+      // zb becomes z/T (it already is with the KL alone); t is at 1/T.
+      at::Tensor lse_q;
+      if (lm && !tempered) {
+        q = sm;
+        lse_q = zb.amax(1) - sm.amax(1).log();
+      } else {
+        lse_q = softmax_and_logsumexp(q, lm ? zb.mul_(inv_t) : zb);
+      }
+      auto tb = t.narrow(0, s, n);
+      auto lse_p = softmax_and_logsumexp(p, tb);
+      // Σ_v p_v (log p_v − log q_v) with log p_v = t_v − lse_p, log q_v = z_v − lse_q and Σ_v p_v = 1
+      kl_sum += (tb.sub_(zb).mul_(p).sum(1) - lse_p + lse_q).sum().to(at::kDouble);
     }
     if (!want_grad) continue;
     // The gradient, into the student's logits (no longer needed), with the factor out.grad_scale left out.
     auto one_hot_minus = [&](double w) { zb.scatter_add_(1, yb, at::full({n, 1}, -w, zb.options())); };
     if (!kd) {  // the LM loss alone: softmax(z) − onehot
-      at::exp_out(zb, lz);
+      zb.copy_(sm);
       one_hot_minus(1.0);
     } else if (!lm) {  // the KL alone: T·(q − p), its T left out
-      at::exp_out(zb, lq).sub_(p);
+      at::sub_out(zb, q, p);
     } else if (!tempered) {  // T = 1, q = softmax(z): a(q − p) + b(q − onehot) = q − a·p − b·onehot
-      at::exp_out(zb, lq).sub_(p, a);
+      at::sub_out(zb, q, p, a);
       one_hot_minus(b);
     } else {  // a·T·[(q − p) + b/(aT)·(softmax(z) − onehot)], its a·T left out
-      at::exp_out(zb, lq).sub_(p).add_(lz.exp_(), b / (a * temperature));
+      at::sub_out(zb, q, p).add_(sm, b / (a * temperature));
       one_hot_minus(b / (a * temperature));
     }
   }

@@ -15,7 +15,7 @@
 // gradient); with no scored token the loss is NaN and the gradients zero, as the reference's are.
 //
 // lm_head_kd_loss does the same for logit distillation (finetune --kd): per chunk the student's and the
-// teacher's logits (two GEMMs), then, block by block of a few rows that stay in the cache, their log-softmaxes
+// teacher's logits (two GEMMs), then, block by block of a few rows that stay in the cache, their softmaxes
 // at temperature T, the KL between them and its gradient T·(q − p) (plus the LM loss's part when it is mixed
 // in), written over the student's logits and multiplied into the gradients as above. The naive form
 // (lm_head_kd_loss_reference) forms nine full [tokens, V] tensors in its forward pass alone (two models'
