@@ -1,11 +1,13 @@
 #include "mimic/train/lm_head_loss.h"
 
+#include <ATen/Parallel.h>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <vector>
 
 #include "mimic/core/error.h"
 #include "mimic/train/lm.h"
@@ -18,7 +20,8 @@ constexpr int64_t kIgnore = -100;
 // Below this a target's softmax probability is not trusted for its log (float's normal range ends at 1.2e-38).
 constexpr double kTinyProbability = 1e-30;
 // Rows of [rows, V] values distillation_chunk takes per block: 2 MiB (10 rows of GPT-2's vocabulary in float), so
-// that the block's five such tensors stay within the last-level cache beside the threads' other work.
+// that the five such tensors a block touches, times the threads that each work on a block, stay within the
+// last-level cache (32 MiB on the machine the numbers in docs come from) beside other work.
 constexpr int64_t kDistillationBlockBytes = int64_t{2} << 20;
 
 struct HeadPass {
@@ -148,52 +151,64 @@ ChunkLoss distillation_chunk(const ChunkRows& r, bool want_grad, const at::Tenso
     t = at::mm(tempered ? th * inv_t : th, teacher_weight.detach().t()).to(z.scalar_type());
   }
   const int64_t block = std::max<int64_t>(1, kDistillationBlockBytes / (vocab * static_cast<int64_t>(z.element_size())));
-  const int64_t rows = std::min(block, c);
-  // Per-block buffers: softmax(z) (the LM loss's), q = softmax(z/T) (the same when T = 1) and p = softmax(t/T).
-  auto buffer = [&](bool needed) { return needed ? at::empty({rows, vocab}, z.options()) : at::Tensor(); };
-  at::Tensor s_buf = buffer(lm), q_buf = buffer(kd && !(lm && !tempered)), p_buf = buffer(kd);
-  at::Tensor lm_sum = at::zeros({}, z.options().dtype(at::kDouble)), kl_sum = at::zeros({}, z.options().dtype(at::kDouble));
-  for (int64_t s = 0; s < c; s += block) {
-    const int64_t n = std::min(block, c - s);
-    auto zb = z.narrow(0, s, n), yb = r.labels.narrow(0, s, n);
-    auto rows_of = [&](const at::Tensor& buf) { return buf.defined() ? buf.narrow(0, 0, n) : at::Tensor(); };
-    at::Tensor sm = rows_of(s_buf), q = rows_of(q_buf), p = rows_of(p_buf);
-    if (lm) {  // −log softmax(z)_y = logsumexp(z) − z_y
-      auto lse = softmax_and_logsumexp(sm, zb);
-      lm_sum += (lse - zb.gather(1, yb).squeeze(1)).sum().to(at::kDouble);
-    }
-    if (kd) {
-      // zb becomes z/T (it already is with the KL alone); t is at 1/T.
-      at::Tensor lse_q;
-      if (lm && !tempered) {
-        q = sm;
-        lse_q = zb.amax(1) - sm.amax(1).log();
-      } else {
-        lse_q = softmax_and_logsumexp(q, lm ? zb.mul_(inv_t) : zb);
+  const int64_t n_blocks = (c + block - 1) / block;
+  // Each block's LM-loss and KL sums, added up in block order afterwards (the same result whatever the threads).
+  std::vector<double> lm_part(static_cast<size_t>(n_blocks)), kl_part(static_cast<size_t>(n_blocks));
+  // The blocks are shared out among the threads, each running its blocks' operators on its own: one parallel
+  // region per chunk rather than one per operator and block (some 2,000 per step at 2,048 tokens), each a
+  // wait for the slowest thread — which, on a machine shared with other work, is a descheduled one.
+  at::parallel_for(0, n_blocks, 1, [&](int64_t first, int64_t last) {
+    const int64_t rows = std::min(block, c);
+    // This thread's buffers: softmax(z) (the LM loss's), q = softmax(z/T) (the same when T = 1), p = softmax(t/T).
+    auto buffer = [&](bool needed) { return needed ? at::empty({rows, vocab}, z.options()) : at::Tensor(); };
+    at::Tensor s_buf = buffer(lm), q_buf = buffer(kd && !(lm && !tempered)), p_buf = buffer(kd);
+    for (int64_t i = first; i < last; ++i) {
+      const int64_t s = i * block, n = std::min(block, c - s);
+      auto zb = z.narrow(0, s, n), yb = r.labels.narrow(0, s, n);
+      auto rows_of = [&](const at::Tensor& buf) { return buf.defined() ? buf.narrow(0, 0, n) : at::Tensor(); };
+      at::Tensor sm = rows_of(s_buf), q = rows_of(q_buf), p = rows_of(p_buf);
+      if (lm) {  // −log softmax(z)_y = logsumexp(z) − z_y
+        auto lse = softmax_and_logsumexp(sm, zb);
+        lm_part[static_cast<size_t>(i)] = (lse - zb.gather(1, yb).squeeze(1)).sum().item<double>();
       }
-      auto tb = t.narrow(0, s, n);
-      auto lse_p = softmax_and_logsumexp(p, tb);
-      // Σ_v p_v (log p_v − log q_v) with log p_v = t_v − lse_p, log q_v = z_v − lse_q and Σ_v p_v = 1
-      kl_sum += (tb.sub_(zb).mul_(p).sum(1) - lse_p + lse_q).sum().to(at::kDouble);
+      if (kd) {
+        // zb becomes z/T (it already is with the KL alone); t is at 1/T.
+        at::Tensor lse_q;
+        if (lm && !tempered) {
+          q = sm;
+          lse_q = zb.amax(1) - sm.amax(1).log();
+        } else {
+          lse_q = softmax_and_logsumexp(q, lm ? zb.mul_(inv_t) : zb);
+        }
+        auto tb = t.narrow(0, s, n);
+        auto lse_p = softmax_and_logsumexp(p, tb);
+        // Σ_v p_v (log p_v − log q_v) with log p_v = t_v − lse_p, log q_v = z_v − lse_q and Σ_v p_v = 1
+        kl_part[static_cast<size_t>(i)] = (tb.sub_(zb).mul_(p).sum(1) - lse_p + lse_q).sum().item<double>();
+      }
+      if (!want_grad) continue;
+      // The gradient, into the student's logits (no longer needed), with the factor out.grad_scale left out.
+      auto one_hot_minus = [&](double w) { zb.scatter_add_(1, yb, at::full({n, 1}, -w, zb.options())); };
+      if (!kd) {  // the LM loss alone: softmax(z) − onehot
+        zb.copy_(sm);
+        one_hot_minus(1.0);
+      } else if (!lm) {  // the KL alone: T·(q − p), its T left out
+        at::sub_out(zb, q, p);
+      } else if (!tempered) {  // T = 1, q = softmax(z): a(q − p) + b(q − onehot) = q − a·p − b·onehot
+        at::sub_out(zb, q, p, a);
+        one_hot_minus(b);
+      } else {  // a·T·[(q − p) + b/(aT)·(softmax(z) − onehot)], its a·T left out
+        at::sub_out(zb, q, p).add_(sm, b / (a * temperature));
+        one_hot_minus(b / (a * temperature));
+      }
     }
-    if (!want_grad) continue;
-    // The gradient, into the student's logits (no longer needed), with the factor out.grad_scale left out.
-    auto one_hot_minus = [&](double w) { zb.scatter_add_(1, yb, at::full({n, 1}, -w, zb.options())); };
-    if (!kd) {  // the LM loss alone: softmax(z) − onehot
-      zb.copy_(sm);
-      one_hot_minus(1.0);
-    } else if (!lm) {  // the KL alone: T·(q − p), its T left out
-      at::sub_out(zb, q, p);
-    } else if (!tempered) {  // T = 1, q = softmax(z): a(q − p) + b(q − onehot) = q − a·p − b·onehot
-      at::sub_out(zb, q, p, a);
-      one_hot_minus(b);
-    } else {  // a·T·[(q − p) + b/(aT)·(softmax(z) − onehot)], its a·T left out
-      at::sub_out(zb, q, p).add_(sm, b / (a * temperature));
-      one_hot_minus(b / (a * temperature));
-    }
+  });
+  double lm_sum = 0, kl_sum = 0;
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    lm_sum += lm_part[static_cast<size_t>(i)];
+    kl_sum += kl_part[static_cast<size_t>(i)];
   }
   ChunkLoss out;
-  out.loss_sum = b * lm_sum.item<double>() + a * temperature * temperature * kl_sum.item<double>();
+  out.loss_sum = b * lm_sum + a * temperature * temperature * kl_sum;
   if (!want_grad) return out;
   out.grad_logits = z;
   out.grad_scale = !kd ? 1.0 : !lm ? temperature : !tempered ? 1.0 : a * temperature;
