@@ -615,6 +615,43 @@ TEST(BenchTrain, TheReferenceLossTrainsLikeTheChunkedOne) {
   }
 }
 
+// `bench train --kd T`: every cell also times a distillation step toward a softmax teacher of its width; the
+// step trains (its KL falls), its ratios come from the cell's own times and peaks, the chunked and the reference
+// KD losses start from the same value, and two targets per kind (time, peak memory) take the worst length.
+TEST(BenchTrain, TheDistillationStepIsTimedBesideThePlainOneAndTrains) {
+  const std::string args = "bench train --lengths 16,32 --tokens-per-step 64 --repeats 1 --threads 1 --kd 2 --kinds 'linear:feature_map=hedgehog'";
+  auto chunked = run_cli(args + " --json"), reference = run_cli(args + " --json --reference-loss");
+  ASSERT_EQ(chunked.code, 0) << chunked.err;
+  ASSERT_EQ(reference.code, 0) << reference.err;
+  auto j = nlohmann::json::parse(chunked.out), ref = nlohmann::json::parse(reference.out);
+  EXPECT_EQ(j["config"]["kd_temperature"], 2.0);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i)
+    for (size_t k = 0; k < 2; ++k) {
+      const auto& c = j["rows"][i]["kinds"][k];
+      ASSERT_TRUE(c.contains("kd")) << c.dump();
+      const auto& kd = c["kd"];
+      EXPECT_NEAR(kd["time_ratio"].get<double>(), kd["step_ms"].get<double>() / c["step_ms"].get<double>(), 1e-9) << c.dump();
+      EXPECT_NEAR(kd["peak_ratio"].get<double>(), kd["peak_mb"].get<double>() / c["peak_mb"].get<double>(), 1e-9) << c.dump();
+      EXPECT_GT(kd["peak_mb"].get<double>(), 0) << c.dump();
+      const double first = kd["first_loss"].get<double>();
+      EXPECT_GT(first, 0) << c.dump();
+      EXPECT_LT(kd["last_loss"].get<double>(), first) << c.dump();
+      EXPECT_NEAR(first, ref["rows"][i]["kinds"][k]["kd"]["first_loss"].get<double>(), 1e-4 * first) << c.dump();
+    }
+  ASSERT_EQ(j["targets"].size(), 3u + 4u);
+  const auto& time = j["targets"][3];
+  EXPECT_EQ(time["name"], "softmax distillation step <= 1.5x the plain step's time at every length (mini)");
+  EXPECT_EQ(time["value"].get<double>(), std::max(j["rows"][0]["kinds"][0]["kd"]["time_ratio"].get<double>(),
+                                                  j["rows"][1]["kinds"][0]["kd"]["time_ratio"].get<double>()));
+  EXPECT_EQ(time["status"], time["value"].get<double>() <= 1.5 ? "PASS" : "MISS");
+  EXPECT_EQ(j["targets"][6]["name"], "linear:feature_map=hedgehog distillation step <= 1.5x the plain step's peak memory at every length (mini)");
+  auto text = run_cli(args);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("KD ms"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("KD: a logit-distillation step at temperature 2"), std::string::npos) << text.out;
+}
+
 TEST(BenchTrain, AnUnknownWidthOrKindIsAOneLineError) {
   auto r = run_cli("bench train --widths medium --threads 1");
   EXPECT_NE(r.code, 0);

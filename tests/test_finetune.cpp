@@ -14,6 +14,7 @@
 #include "mimic/attention/linear_kernel.h"
 #include "mimic/attention/mixed_kernel.h"
 #include "mimic/core/paths.h"
+#include "mimic/data/batches.h"
 #include "mimic/finetune/classify.h"
 #include "mimic/finetune/finetune.h"
 #include "mimic/finetune/lm.h"
@@ -223,6 +224,67 @@ TEST(FinetuneKd, LogitDistillationLossIsTemperatureScaledKlWithAClosedFormGradie
   }
   EXPECT_NEAR(mimic::train::logit_distillation_loss(t, t, labels, 2.0).item<double>(), 0.0, 1e-12);
   EXPECT_MIMIC_ERROR(mimic::train::logit_distillation_loss(s, t, labels, 0.0), "temperature must be > 0");
+}
+
+// What finetune --kd trains on: a converted tiny GPT-2 (the gpt2-plain fixture, linear attention) distilling a
+// softmax teacher of another width, on a batch with a right-padded row and ignored labels. causal_lm_kd_loss
+// runs both models without their heads and the chunked loss (lm_head_kd_loss); the reference forms both
+// models' logits. Over temperatures 1 and 2 and the KL alone or mixed with the LM loss, the losses and every
+// parameter's gradient (the tied embedding's included) agree, and the teacher gets no gradient.
+TEST(FinetuneKd, TheChunkedDistillationLossMatchesTheLogitsPathInLossAndEveryParametersGradient) {
+  auto student = models::load_model(mimic::test::fixture("models/gpt2-plain"));
+  convert_all(*student);
+  student->module().eval();  // the fixture's dropout off: both paths see the same network
+  nlohmann::json tc = {{"model_type", "gpt2"}, {"n_embd", 48},      {"n_layer", 1},       {"n_head", 4},
+                       {"n_positions", 64},    {"vocab_size", 97},  {"resid_pdrop", 0.0}, {"embd_pdrop", 0.0},
+                       {"attn_pdrop", 0.0}};
+  torch::manual_seed(4);
+  auto teacher = models::create_model(tc.dump(), "");
+  teacher->module().eval();
+  ASSERT_TRUE(student->lm_head_weight().defined() && teacher->lm_head_weight().defined());
+  data::LmBatch b;
+  b.input_ids = at::randint(0, 97, {3, 16}, at::detail::createCPUGenerator(8), torch::kLong);
+  b.labels = torch::roll(b.input_ids, -1, 1);
+  b.attention_mask = torch::ones({3, 16}, torch::kLong);
+  b.attention_mask[2].narrow(0, 10, 6).fill_(0);  // a right-padded row: its padding is not scored
+  b.labels.masked_fill_(b.attention_mask.eq(0), -100);
+  b.labels.select(1, 15).fill_(-100);
+  for (double temperature : {1.0, 2.0})
+    for (double lm_weight : {0.0, 0.5}) {
+      const std::string where = "T " + std::to_string(temperature) + " lm_weight " + std::to_string(lm_weight);
+      auto grads = [&](bool reference) {
+        student->module().zero_grad();
+        teacher->module().zero_grad();
+        auto l = reference ? train::causal_lm_kd_loss_reference(*student, *teacher, b, temperature, lm_weight)
+                           : train::causal_lm_kd_loss(*student, *teacher, b, temperature, lm_weight);
+        l.backward();
+        std::vector<std::pair<std::string, at::Tensor>> out = {{"loss", l.detach()}};
+        for (const auto& p : student->module().named_parameters())
+          if (p.value().grad().defined()) out.emplace_back(p.key(), p.value().grad().clone());
+        for (const auto& p : teacher->module().named_parameters())
+          EXPECT_FALSE(p.value().grad().defined() && p.value().grad().abs().max().item<float>() > 0) << where << " teacher " << p.key();
+        return out;
+      };
+      auto ref = grads(true);
+      auto got = grads(false);
+      ASSERT_EQ(got.size(), ref.size()) << where;
+      const double loss = ref[0].second.item<double>();
+      ASSERT_GT(loss, 0.01) << where;
+      EXPECT_NEAR(got[0].second.item<double>(), loss, 1e-5 * loss) << where;
+      // A gradient that vanishes analytically holds rounding noise only (the query gates': a factor per query
+      // and head cancels between normalised linear attention's numerator and denominator), so each error is
+      // measured against the larger of its parameter's RMS and 1e-3 of the largest parameter's.
+      auto rms = [](const at::Tensor& x) { return x.to(torch::kDouble).pow(2).mean().sqrt().item<double>(); };
+      double largest = 0;
+      for (size_t i = 1; i < ref.size(); ++i) largest = std::max(largest, rms(ref[i].second));
+      bool saw_wte = false;
+      for (size_t i = 1; i < ref.size(); ++i) {
+        ASSERT_EQ(got[i].first, ref[i].first);
+        saw_wte |= ref[i].first == "wte.weight";
+        EXPECT_LT(rms(got[i].second - ref[i].second) / std::max(rms(ref[i].second), 1e-3 * largest), 1e-4) << where << " " << ref[i].first;
+      }
+      EXPECT_TRUE(saw_wte) << where;
+    }
 }
 
 TEST(FinetuneKd, DistillingTheTeachersLogitsBringsTheConvertedModelCloser) {

@@ -3,7 +3,9 @@
 // (-100) targets, with no scored target at all, with logits so spread that a target's probability
 // underflows, and with only one of the inputs requiring a gradient; then the training loss of a GPT-2
 // (causal_lm_loss, which takes the chunked path) against the logits path, on the loss and on every
-// parameter's gradient, the tied embedding included.
+// parameter's gradient, the tied embedding included. Then the same for the chunked logit distillation
+// (lm_head_kd_loss) over temperatures and mixes with the LM loss, with probabilities that underflow; its
+// GPT-2 training loss against the logits path is in test_finetune.cpp, beside finetune --kd.
 #include <torch/torch.h>
 
 #include <cmath>
@@ -194,4 +196,167 @@ TEST(LmHeadLoss, Gpt2TrainingLossMatchesTheLogitsPathInLossAndEveryParametersGra
     }
     EXPECT_TRUE(saw_wte) << kind;
   }
+}
+
+// ------------------------------------------------------------------------------------- logit distillation
+namespace {
+
+using mimic::train::lm_head_kd_loss;
+using mimic::train::lm_head_kd_loss_reference;
+
+// A distillation case: the student's (hidden, weight, labels) and a teacher of another width d_t whose logits
+// lie near the student's scale but differ from them.
+struct KdCase {
+  at::Tensor hidden, weight, teacher_hidden, teacher_weight, labels;
+};
+KdCase make_kd_case(int64_t b, int64_t t, int64_t d, int64_t d_t, int64_t vocab, double ignored_share, uint64_t seed,
+                    at::ScalarType dtype = torch::kDouble) {
+  auto c = make_case(b, t, d, vocab, ignored_share, seed);
+  KdCase k{c.hidden.to(dtype), c.weight.to(dtype), torch::randn({b, t, d_t}).to(dtype),
+           (torch::randn({vocab, d_t}) / std::sqrt(static_cast<double>(d_t)) * 3.0).to(dtype), c.labels};
+  return k;
+}
+
+template <class F>
+LossAndGrads run_kd(F loss_fn, const KdCase& c, double upstream = 1.0) {
+  return run([&](auto& h, auto& w, auto& y) { return loss_fn(h, w, c.teacher_hidden, c.teacher_weight, y); }, c.hidden, c.weight, c.labels,
+             upstream);
+}
+
+std::string kd_where(const KdCase& c, int64_t chunk, double temperature, double lm_weight, double ignored) {
+  return "shape " + std::to_string(c.hidden.size(0)) + "x" + std::to_string(c.hidden.size(1)) + " V " + std::to_string(c.weight.size(0)) +
+         " chunk " + std::to_string(chunk) + " T " + std::to_string(temperature) + " lm_weight " + std::to_string(lm_weight) + " ignored " +
+         std::to_string(ignored);
+}
+
+}  // namespace
+
+// In double, where the comparison sees the algorithm and not float rounding: every mix of the KL and the LM
+// loss (lm_weight 0, 0.5, 1), temperatures 1 and 2, chunks of one row, uneven remainders, one chunk for all
+// and the default, with and without ignored targets, a teacher of another width than the student; and GPT-2's
+// vocabulary, where a chunk's rows go through the KL's cache-sized blocks in several blocks, the last short.
+TEST(LmHeadKdLoss, ChunkedMatchesTheReferenceInLossAndBothGradientsOverChunksTemperaturesWeightsAndIgnoredTargets) {
+  struct Shape {
+    int64_t b, t, d, d_t, vocab;
+  };
+  for (auto s : {Shape{2, 13, 16, 24, 97}, Shape{3, 7, 8, 8, 1000}, Shape{1, 11, 8, 12, 50257}})
+    for (double ignored : {0.0, 0.3})
+      for (double temperature : {1.0, 2.0})
+        for (double lm_weight : {0.0, 0.5, 1.0})
+          for (int64_t chunk : {int64_t{1}, int64_t{3}, int64_t{7}, s.b * s.t, int64_t{0}}) {
+            auto c = make_kd_case(s.b, s.t, s.d, s.d_t, s.vocab, ignored, 17 + static_cast<uint64_t>(s.vocab));
+            const auto where = kd_where(c, chunk, temperature, lm_weight, ignored);
+            auto ref = run_kd([&](auto&... x) { return lm_head_kd_loss_reference(x..., temperature, lm_weight); }, c);
+            auto got = run_kd([&](auto&... x) { return lm_head_kd_loss(x..., temperature, lm_weight, chunk); }, c);
+            ASSERT_TRUE(std::isfinite(ref.loss) && ref.loss > 0) << where;
+            EXPECT_NEAR(got.loss, ref.loss, 1e-10 * ref.loss) << where;
+            EXPECT_LT(rms_ratio(got.grad_hidden, ref.grad_hidden), 1e-10) << where;
+            EXPECT_LT(rms_ratio(got.grad_weight, ref.grad_weight), 1e-10) << where;
+            EXPECT_EQ(got.grad_hidden.sizes(), c.hidden.sizes()) << where;
+            if (ignored > 0) {
+              auto ignored_rows = c.labels.eq(-100);
+              ASSERT_GT(ignored_rows.sum().item<int64_t>(), 0) << where;
+              EXPECT_EQ(got.grad_hidden.index({ignored_rows}).abs().max().item<double>(), 0.0) << where;
+            }
+          }
+}
+
+// In float, as training runs: the same agreement to float rounding at both temperatures, the mixed loss included.
+TEST(LmHeadKdLoss, InFloatTheChunkedLossAgreesWithTheDoubleReferenceToRounding) {
+  for (double temperature : {1.0, 2.0})
+    for (double lm_weight : {0.0, 0.5}) {
+      auto c = make_kd_case(2, 24, 16, 16, 500, 0.2, 5);
+      auto f = make_kd_case(2, 24, 16, 16, 500, 0.2, 5, torch::kFloat);
+      const auto where = kd_where(c, 7, temperature, lm_weight, 0.2);
+      auto ref = run_kd([&](auto&... x) { return lm_head_kd_loss_reference(x..., temperature, lm_weight); }, c);
+      auto got = run_kd([&](auto&... x) { return lm_head_kd_loss(x..., temperature, lm_weight, 7); }, f);
+      EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss) << where;
+      EXPECT_LT(rms_ratio(got.grad_hidden, ref.grad_hidden), 1e-5) << where;
+      EXPECT_LT(rms_ratio(got.grad_weight, ref.grad_weight), 1e-5) << where;
+    }
+}
+
+// No scored row: the reference's KL mean is 0 (it divides by at least one row) and its LM loss 0/0, so the loss
+// is 0 without the LM loss and NaN with it; every gradient is zero either way, as the reference's.
+TEST(LmHeadKdLoss, NoScoredRowGivesTheReferencesZeroOrNaNAndZeroGradients) {
+  auto c = make_kd_case(2, 5, 8, 8, 31, 0.0, 5);
+  c.labels.fill_(-100);
+  for (double lm_weight : {0.0, 0.5, 1.0}) {
+    auto ref = run_kd([&](auto&... x) { return lm_head_kd_loss_reference(x..., 2.0, lm_weight); }, c);
+    auto got = run_kd([&](auto&... x) { return lm_head_kd_loss(x..., 2.0, lm_weight, 3); }, c);
+    if (lm_weight == 0) {
+      EXPECT_EQ(ref.loss, 0.0);
+      EXPECT_EQ(got.loss, 0.0);
+    } else {
+      EXPECT_TRUE(std::isnan(ref.loss)) << lm_weight;
+      EXPECT_TRUE(std::isnan(got.loss)) << lm_weight;
+    }
+    for (const auto& g : {got.grad_hidden, got.grad_weight, ref.grad_hidden, ref.grad_weight})
+      EXPECT_EQ(g.abs().max().item<double>(), 0.0) << lm_weight;
+  }
+}
+
+// A teacher so sure that most of its probabilities underflow to exactly 0 (logits spread over thousands of
+// units), a student spread alike so that some of its own probabilities do too, and LM targets far below their
+// row's maximum: in float the loss and gradients stay finite and agree with the reference taken in double.
+TEST(LmHeadKdLoss, UnderflowingProbabilitiesOfTeacherStudentAndTargetKeepTheLossFiniteAndExact) {
+  auto d = make_kd_case(1, 12, 8, 8, 50, 0.0, 9);
+  d.teacher_weight = d.teacher_weight * 400.0;
+  d.weight = d.weight * 50.0;
+  KdCase f{d.hidden.to(torch::kFloat), d.weight.to(torch::kFloat), d.teacher_hidden.to(torch::kFloat), d.teacher_weight.to(torch::kFloat),
+           d.labels};
+  {
+    torch::NoGradGuard g;
+    auto p = torch::softmax(torch::matmul(f.teacher_hidden, f.teacher_weight.t()), -1);
+    ASSERT_GT(p.eq(0).sum().item<int64_t>(), 12 * 25) << "the case should have most teacher probabilities underflow";
+    auto q = torch::softmax(torch::matmul(f.hidden, f.weight.t()), -1);
+    ASSERT_GT(q.eq(0).sum().item<int64_t>(), 0) << "the case should have some student probabilities underflow";
+    ASSERT_GT(q.gather(-1, f.labels.unsqueeze(-1)).eq(0).sum().item<int64_t>(), 0) << "the case should have underflowing targets";
+  }
+  for (double lm_weight : {0.0, 0.5}) {
+    auto ref = run_kd([&](auto&... x) { return lm_head_kd_loss_reference(x..., 1.0, lm_weight); }, d);
+    auto got = run_kd([&](auto&... x) { return lm_head_kd_loss(x..., 1.0, lm_weight, 5); }, f);
+    ASSERT_TRUE(std::isfinite(got.loss)) << lm_weight;
+    EXPECT_NEAR(got.loss, ref.loss, 1e-5 * ref.loss) << lm_weight;
+    EXPECT_LT(rms_ratio(got.grad_hidden, ref.grad_hidden), 1e-5) << lm_weight;
+    EXPECT_LT(rms_ratio(got.grad_weight, ref.grad_weight), 1e-5) << lm_weight;
+  }
+}
+
+TEST(LmHeadKdLoss, TheGradientsScaleWithTheIncomingGradientAndTheTeacherGetsNone) {
+  auto c = make_kd_case(2, 9, 16, 12, 61, 0.2, 3);
+  auto ref = run_kd([](auto&... x) { return lm_head_kd_loss_reference(x..., 2.0, 0.5); }, c, 2.5);
+  auto got = run_kd([](auto&... x) { return lm_head_kd_loss(x..., 2.0, 0.5, 4); }, c, 2.5);
+  EXPECT_LT(rms_ratio(got.grad_hidden, ref.grad_hidden), 1e-10);
+  EXPECT_LT(rms_ratio(got.grad_weight, ref.grad_weight), 1e-10);
+
+  // a teacher whose tensors ask for a gradient gets none; a frozen student head still trains the hidden states
+  auto th = c.teacher_hidden.clone().requires_grad_(), tw = c.teacher_weight.clone().requires_grad_();
+  auto h = c.hidden.clone().requires_grad_();
+  lm_head_kd_loss(h, c.weight, th, tw, c.labels, 2.0, 0.5, 4).backward();
+  EXPECT_FALSE(th.grad().defined());
+  EXPECT_FALSE(tw.grad().defined());
+  EXPECT_LT(rms_ratio(h.grad(), run_kd([](auto&... x) { return lm_head_kd_loss_reference(x..., 2.0, 0.5); }, c).grad_hidden), 1e-10);
+
+  // without gradients (evaluation): the same loss, no graph
+  torch::NoGradGuard no_grad;
+  auto h2 = c.hidden.clone().requires_grad_();
+  auto l = lm_head_kd_loss(h2, c.weight, c.teacher_hidden, c.teacher_weight, c.labels, 2.0, 0.5, 4);
+  EXPECT_FALSE(l.requires_grad());
+  EXPECT_NEAR(l.item<double>(), ref.loss, 1e-10 * ref.loss);
+}
+
+TEST(LmHeadKdLoss, ATemperatureOrWeightOutOfRangeAndATeacherThatDoesNotFitAreErrors) {
+  auto c = make_kd_case(1, 4, 8, 8, 20, 0.0, 1);
+  auto kd = [&](const at::Tensor& th, const at::Tensor& tw, double temperature, double lm_weight) {
+    return lm_head_kd_loss(c.hidden, c.weight, th, tw, c.labels, temperature, lm_weight);
+  };
+  EXPECT_MIMIC_ERROR(kd(c.teacher_hidden, c.teacher_weight, 0.0, 0.0), "temperature must be > 0");
+  EXPECT_MIMIC_ERROR(kd(c.teacher_hidden, c.teacher_weight, 1.0, 1.5), "must lie in [0, 1]");
+  EXPECT_MIMIC_ERROR(kd(c.teacher_hidden, c.teacher_weight.narrow(0, 0, 19), 1.0, 0.0), "student's V = 20");
+  EXPECT_MIMIC_ERROR(kd(c.teacher_hidden.narrow(1, 0, 3), c.teacher_weight, 1.0, 0.0), "one per label");
+  EXPECT_MIMIC_ERROR(kd(c.teacher_hidden, c.teacher_weight.to(torch::kFloat), 1.0, 0.0), "share one floating type");
+  auto bad = c.labels.clone();
+  bad[0][2] = 20;
+  EXPECT_MIMIC_ERROR(lm_head_kd_loss(c.hidden, c.weight, c.teacher_hidden, c.teacher_weight, bad, 1.0, 0.0), "outside the vocabulary");
 }

@@ -95,7 +95,11 @@ void register_bench(CLI::App& app) {
   tr->add_flag("--profile", targs->options.profile,
                "Run one more step per width, length and kind under LibTorch's operator profiler and report each operator's share of a step");
   tr->add_flag("--reference-loss", targs->options.reference_loss,
-               "Compute the loss the naive way (all logits, then cross-entropy) instead of training's chunked LM-head loss");
+               "Compute the loss the naive way (all logits, then cross-entropy; with --kd both models' logits, then the KL) instead of training's chunked LM-head loss");
+  tr->add_option("--kd", targs->options.kd_temperature,
+                 "Also time a logit-distillation step at temperature T (finetune --kd T's step, toward a softmax teacher of the same width) "
+                 "and report its time and peak memory as multiples of the plain step's")
+      ->check(CLI::PositiveNumber);
   add_common_options(*tr, targs->common);
   tr->callback([targs]() {
     start(targs->common);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <sstream>
 
 #include "mimic/attention/kinds.h"
@@ -44,6 +46,8 @@ struct Targets {
 };
 // Issue 21's targets for a converted model's training step against softmax's, at gpt2-mini's widths.
 constexpr Targets kTargets[] = {{256, 1.0}, {2048, 2.0}, {4096, 4.0}};
+// The distillation step's: within 1.5x the plain step's time and peak memory.
+constexpr double kKdLimit = 1.5;
 
 // Parameters that multiply activations, per token: every linear layer of every block and the LM head.
 int64_t dense_parameters(const models::ModelSummary& s) {
@@ -58,6 +62,8 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
   MIMIC_CHECK(!o.lengths.empty(), "bench train: --lengths must name at least one length");
   MIMIC_CHECK(o.repeats >= 1, "bench train: --repeats must be >= 1, got ", o.repeats);
   MIMIC_CHECK(o.tokens_per_step >= 2, "bench train: --tokens-per-step must be >= 2, got ", o.tokens_per_step);
+  MIMIC_CHECK(o.kd_temperature >= 0 && std::isfinite(o.kd_temperature), "bench train: --kd must be a temperature > 0 (or 0: off), got ",
+              o.kd_temperature);
   for (auto t : o.lengths) MIMIC_CHECK(t >= 2, "bench train: every length must be >= 2, got ", t);
   std::vector<attention::KindSpec> specs = {{"softmax", nlohmann::json::object()}};
   for (const auto& k : o.kinds) specs.push_back(attention::parse_kind_spec(k));
@@ -80,6 +86,13 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
     // differ only by the attention.
     std::vector<std::pair<std::string, at::Tensor>> initial;
     for (const auto& p : model->module().named_parameters()) initial.emplace_back(p.key(), p.value().detach().clone());
+    // The distillation teacher: softmax attention, its own random weights (so that the KL is far from 0).
+    std::unique_ptr<models::Model> teacher;
+    if (o.kd_temperature > 0) {
+      torch::manual_seed(o.seed + 1);
+      teacher = models::create_model(config.dump(), "");
+      teacher->module().eval();
+    }
     for (auto T : o.lengths) {
       TrainBenchRow row;
       row.width = w.name;
@@ -91,36 +104,97 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
       for (size_t k = 0; k < specs.size(); ++k) {
         for (int64_t l = 0; l < s.n_layer; ++l)
           model->set_attention_kernel(l, attention::make_attention_kernel(specs[k].kind, specs[k].options, s.n_head, s.d_model / s.n_head));
-        {
-          torch::NoGradGuard ng;
-          auto params = model->module().named_parameters();
-          for (const auto& [name, t] : initial)
-            if (auto* p = params.find(name)) p->copy_(t);
-        }
-        std::vector<std::pair<std::string, at::Tensor>> params;
-        for (const auto& p : model->module().named_parameters()) params.emplace_back(p.key(), p.value());
-        train::AdamW opt(params, {});
-        auto step = [&] {
-          auto l = o.reference_loss ? train::causal_lm_loss_reference(*model, batch) : train::causal_lm_loss(*model, batch);
-          l.backward();
-          opt.step(1e-3);
-          opt.zero_grad();
-          return l.item<double>();
+        const std::string kind = k == 0 ? "softmax" : o.kinds[k - 1];
+        // Runs of AdamW steps from the starting weights, one per loss: the plain LM loss and, with kd_temperature,
+        // distillation. Each run has its own optimizer and its own copy of the weights, which it loads into the
+        // model before each of its steps (untimed); with two runs the steps alternate, so that both see the
+        // same load on a shared machine and their ratio does not drift with it.
+        struct Run {
+          std::string what;
+          std::function<at::Tensor()> loss;
+          std::vector<at::Tensor> weights;
+          std::unique_ptr<train::AdamW> opt;
+          std::vector<double> losses, ms;
+          int64_t peak_bytes = 0;
+          OpProfile profile;
         };
-        std::vector<double> losses;
-        auto sample = measure(o.repeats, nullptr, [&] { losses.push_back(step()); });
-        for (double x : losses) MIMIC_CHECK(std::isfinite(x), "bench train: ", specs[k].kind, " at T=", T, " gave a non-finite loss");
+        std::vector<at::Tensor> model_weights;
+        std::vector<std::pair<std::string, at::Tensor>> params;
+        for (const auto& p : model->module().named_parameters()) {
+          model_weights.push_back(p.value());
+          params.emplace_back(p.key(), p.value());
+        }
+        std::vector<Run> runs;
+        auto add_run = [&](const std::string& what, std::function<at::Tensor()> loss) {
+          Run r;
+          r.what = what;
+          r.loss = std::move(loss);
+          // the starting weights; a kernel's own parameters (absent from softmax's model) as the kernel made them
+          for (const auto& p : model->module().named_parameters()) {
+            const auto start = std::find_if(initial.begin(), initial.end(), [&](const auto& e) { return e.first == p.key(); });
+            r.weights.push_back(start != initial.end() ? start->second.clone() : p.value().detach().clone());
+          }
+          r.opt = std::make_unique<train::AdamW>(params, train::AdamWOptions{});
+          runs.push_back(std::move(r));
+        };
+        add_run(kind, [&] { return o.reference_loss ? train::causal_lm_loss_reference(*model, batch) : train::causal_lm_loss(*model, batch); });
+        if (teacher)
+          add_run(kind + " (distillation)", [&] {
+            return o.reference_loss ? train::causal_lm_kd_loss_reference(*model, *teacher, batch, o.kd_temperature, 0.0)
+                                    : train::causal_lm_kd_loss(*model, *teacher, batch, o.kd_temperature, 0.0);
+          });
+        auto load = [&](Run& r) {
+          torch::NoGradGuard ng;
+          for (size_t i = 0; i < model_weights.size(); ++i) model_weights[i].copy_(r.weights[i]);
+        };
+        auto keep = [&](Run& r) {
+          torch::NoGradGuard ng;
+          for (size_t i = 0; i < model_weights.size(); ++i) r.weights[i].copy_(model_weights[i]);
+        };
+        auto step = [&](Run& r) {
+          auto l = r.loss();
+          l.backward();
+          r.opt->step(1e-3);
+          r.opt->zero_grad();
+          r.losses.push_back(l.item<double>());
+        };
+        for (int i = 0; i <= o.repeats; ++i)  // a warm-up step each, then the timed ones
+          for (auto& r : runs) {
+            auto sample = measure_once([&] { load(r); }, [&] { step(r); });
+            keep(r);
+            if (i == 0) continue;
+            r.ms.push_back(sample.ms);
+            r.peak_bytes = std::max(r.peak_bytes, sample.peak_bytes);
+          }
+        for (auto& r : runs) {
+          for (double x : r.losses) MIMIC_CHECK(std::isfinite(x), "bench train: ", r.what, " at T=", T, " gave a non-finite loss");
+          if (!o.profile) continue;
+          load(r);
+          const size_t kept = r.losses.size();
+          r.profile = profile_ops([&] { step(r); }, 1);
+          r.losses.resize(kept);  // the profiled step's loss is not among those reported
+        }
+        const Run& plain = runs[0];
         TrainBenchCell c;
-        c.kind = k == 0 ? "softmax" : o.kinds[k - 1];
-        c.step_ms = sample.ms;
-        c.tokens_per_second = row.batch * T / (sample.ms * 1e-3);
-        c.peak_mb = sample.peak_bytes / 1e6;
-        c.gflops = 6.0 * dense * row.batch * T / (sample.ms * 1e-3) / 1e9;
-        c.first_loss = losses.front();
-        c.last_loss = losses.back();
-        if (o.profile) {
-          c.profile = profile_ops([&] { step(); }, 1);
-          c.profiled = true;
+        c.kind = kind;
+        c.step_ms = median(plain.ms);
+        c.tokens_per_second = row.batch * T / (c.step_ms * 1e-3);
+        c.peak_mb = plain.peak_bytes / 1e6;
+        c.gflops = 6.0 * dense * row.batch * T / (c.step_ms * 1e-3) / 1e9;
+        c.first_loss = plain.losses.front();
+        c.last_loss = plain.losses.back();
+        c.profiled = o.profile;
+        c.profile = plain.profile;
+        if (teacher) {
+          const Run& kd = runs[1];
+          c.distilled = true;
+          c.kd.step_ms = median(kd.ms);
+          c.kd.peak_mb = kd.peak_bytes / 1e6;
+          c.kd.time_ratio = c.kd.step_ms / c.step_ms;
+          c.kd.peak_ratio = c.kd.peak_mb / c.peak_mb;
+          c.kd.first_loss = kd.losses.front();
+          c.kd.last_loss = kd.losses.back();
+          c.kd.profile = kd.profile;
         }
         row.cells.push_back(c);
         bar.advance();
@@ -147,9 +221,54 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
         }
       r.targets.push_back(g);
     }
+  if (o.kd_temperature > 0)
+    for (size_t k = 0; k < specs.size(); ++k)
+      for (bool memory : {false, true}) {
+        const std::string kind = k == 0 ? "softmax" : o.kinds[k - 1];
+        TrainBenchTarget g;
+        g.name = strf("%s distillation step <= %gx the plain step's %s at every length (mini)", kind.c_str(), kKdLimit,
+                      memory ? "peak memory" : "time");
+        g.limit = kKdLimit;
+        g.status = "n/a";
+        g.detail = "not measured";
+        for (const auto& row : r.rows) {
+          if (row.width != "mini") continue;
+          const auto& c = row.cells[k];
+          const double ratio = memory ? c.kd.peak_ratio : c.kd.time_ratio;
+          if (g.status != "n/a" && ratio <= g.value) continue;
+          g.value = ratio;
+          g.status = ratio <= kKdLimit ? "PASS" : "MISS";
+          g.detail = memory ? strf("worst at %s: %.0f vs %.0f MB: %.2fx", length_name(row.length).c_str(), c.kd.peak_mb, c.peak_mb, ratio)
+                            : strf("worst at %s: %.0f vs %.0f ms: %.2fx", length_name(row.length).c_str(), c.kd.step_ms, c.step_ms, ratio);
+        }
+        r.targets.push_back(g);
+      }
   r.options = o;
   return r;
 }
+
+namespace {
+
+nlohmann::json profile_json(const OpProfile& p) {
+  nlohmann::json ops = nlohmann::json::array();
+  for (const auto& op : p.ops) ops.push_back({{"name", op.name}, {"self_share", op.share}, {"calls_per_step", op.calls}});
+  return {{"outside_operators_share", p.outside_share},
+          {"operators_per_step", p.operators},
+          {"top_level_operators_per_step", p.top_level},
+          {"operators", ops}};
+}
+
+void format_profile(std::ostringstream& os, const OpProfile& p, const std::string& what, const TrainBenchRow& row) {
+  os << strf("\nprofile (shares of a training step's wall time, under the profiler; its time not reported): %s, %s, T %s, batch %lld\n",
+             what.c_str(), row.width.c_str(), length_name(row.length).c_str(), static_cast<long long>(row.batch));
+  os << strf("  %.0f operator calls per step (%.0f from our code); outside any operator: %.1f%%\n", p.operators, p.top_level,
+             100 * p.outside_share);
+  const size_t shown = std::min<size_t>(p.ops.size(), 15);
+  for (size_t i = 0; i < shown; ++i)
+    os << strf("  %-40s %6.1f%%  %6.0f calls/step\n", p.ops[i].name.c_str(), 100 * p.ops[i].share, p.ops[i].calls);
+}
+
+}  // namespace
 
 nlohmann::json to_json(const TrainBenchResult& r) {
   nlohmann::json rows = nlohmann::json::array();
@@ -165,13 +284,11 @@ nlohmann::json to_json(const TrainBenchResult& r) {
                        {"ratio", c.ratio},
                        {"first_loss", c.first_loss},
                        {"last_loss", c.last_loss}});
-      if (c.profiled) {
-        nlohmann::json ops = nlohmann::json::array();
-        for (const auto& op : c.profile.ops) ops.push_back({{"name", op.name}, {"self_share", op.share}, {"calls_per_step", op.calls}});
-        cells.back()["profile"] = {{"outside_operators_share", c.profile.outside_share},
-                                   {"operators_per_step", c.profile.operators},
-                                   {"top_level_operators_per_step", c.profile.top_level},
-                                   {"operators", ops}};
+      if (c.profiled) cells.back()["profile"] = profile_json(c.profile);
+      if (c.distilled) {
+        cells.back()["kd"] = {{"step_ms", c.kd.step_ms},       {"peak_mb", c.kd.peak_mb},       {"time_ratio", c.kd.time_ratio},
+                              {"peak_ratio", c.kd.peak_ratio}, {"first_loss", c.kd.first_loss}, {"last_loss", c.kd.last_loss}};
+        if (c.profiled) cells.back()["kd"]["profile"] = profile_json(c.kd.profile);
       }
     }
     rows.push_back({{"width", row.width}, {"T", row.length}, {"batch", row.batch}, {"kinds", cells}});
@@ -190,6 +307,7 @@ nlohmann::json to_json(const TrainBenchResult& r) {
             {"widths", widths},
             {"kinds", r.options.kinds},
             {"profile", r.options.profile},
+            {"kd_temperature", r.options.kd_temperature},
             {"lm_loss", r.options.reference_loss ? "reference" : "chunked"}}},
           {"gemm_gflops", r.gemm_gflops},
           {"work", "dense FLOPs = 6 x (linear-layer and LM-head parameters) x tokens; attention's own FLOPs not counted"},
@@ -204,22 +322,27 @@ std::string format_report(const TrainBenchResult& r) {
              r.options.reference_loss ? "reference (all logits)" : "chunked");
   os << strf("measured GEMM rate (2048^3 fp32): %.1f GFLOP/s; dense GFLOP/s below count 6 x matmul parameters x tokens\n\n",
              r.gemm_gflops);
-  os << strf("%-6s %6s %5s  %-50s %9s %9s %8s %9s %7s\n", "width", "T", "batch", "attention", "step ms", "tok/s", "ratio", "peak MB",
+  const bool kd = r.options.kd_temperature > 0;
+  os << strf("%-6s %6s %5s  %-50s %9s %9s %8s %9s %7s", "width", "T", "batch", "attention", "step ms", "tok/s", "ratio", "peak MB",
              "GFLOP/s");
+  if (kd) os << strf(" %9s %7s %9s %7s", "KD ms", "KD x", "KD MB", "KD x");
+  os << "\n";
   for (const auto& row : r.rows)
-    for (const auto& c : row.cells)
-      os << strf("%-6s %6s %5lld  %-50s %9.0f %9.0f %7.2fx %9.0f %7.1f\n", row.width.c_str(), length_name(row.length).c_str(),
+    for (const auto& c : row.cells) {
+      os << strf("%-6s %6s %5lld  %-50s %9.0f %9.0f %7.2fx %9.0f %7.1f", row.width.c_str(), length_name(row.length).c_str(),
                  static_cast<long long>(row.batch), c.kind.c_str(), c.step_ms, c.tokens_per_second, c.ratio, c.peak_mb, c.gflops);
+      if (c.distilled) os << strf(" %9.0f %6.2fx %9.0f %6.2fx", c.kd.step_ms, c.kd.time_ratio, c.kd.peak_mb, c.kd.peak_ratio);
+      os << "\n";
+    }
+  if (kd)
+    os << strf("KD: a logit-distillation step at temperature %g (the KL alone) toward a softmax teacher of the same width, "
+               "x = multiple of the plain step's time / peak memory\n",
+               r.options.kd_temperature);
   for (const auto& row : r.rows)
     for (const auto& c : row.cells) {
       if (!c.profiled) continue;
-      os << strf("\nprofile (shares of a training step's wall time, under the profiler; its time not reported): %s, %s, T %s, batch %lld\n",
-                 c.kind.c_str(), row.width.c_str(), length_name(row.length).c_str(), static_cast<long long>(row.batch));
-      os << strf("  %.0f operator calls per step (%.0f from our code); outside any operator: %.1f%%\n", c.profile.operators,
-                 c.profile.top_level, 100 * c.profile.outside_share);
-      const size_t shown = std::min<size_t>(c.profile.ops.size(), 15);
-      for (size_t i = 0; i < shown; ++i)
-        os << strf("  %-40s %6.1f%%  %6.0f calls/step\n", c.profile.ops[i].name.c_str(), 100 * c.profile.ops[i].share, c.profile.ops[i].calls);
+      format_profile(os, c.profile, c.kind, row);
+      if (c.distilled) format_profile(os, c.kd.profile, c.kind + " (distillation step)", row);
     }
   if (!r.targets.empty()) os << "\ntargets\n";
   for (const auto& t : r.targets) os << strf("  [%-4s] %s: %s\n", t.status.c_str(), t.name.c_str(), t.detail.c_str());

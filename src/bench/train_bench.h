@@ -11,6 +11,11 @@
 // Work is counted as dense FLOPs: 6 × (the parameters that multiply activations: every linear layer and the
 // LM head) × tokens. Attention's own FLOPs are left out on purpose: every kind is credited with the same
 // work, so achieved GFLOP/s compare like with like and sit against a GEMM rate measured in the same run.
+//
+// With --kd T each cell also times the step finetune --kd T takes — the same model distilling a softmax teacher
+// of its width (the teacher's forward without gradient, then the chunked KL over the vocabulary) — and sets its
+// time and peak memory against the plain step's. The two steps alternate (each from its own copy of the
+// weights, with its own optimizer), so that the load of a shared machine weighs on both alike.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -45,6 +50,19 @@ struct TrainBenchOptions {
   // The step's loss as training computes it (train::causal_lm_loss: the LM head and cross-entropy chunk by
   // chunk) or, with reference_loss, the naive form (all [B, T, V] logits, then cross-entropy), to compare.
   bool reference_loss = false;
+  // > 0: each cell also times a logit-distillation step at this temperature (train::causal_lm_kd_loss, the KL
+  // alone, as finetune --kd T takes it; with reference_loss its logits path) toward a teacher, a softmax GPT-2
+  // of the same width with other random weights, on the same batch, from the same starting weights — and
+  // reports its time and peak memory as multiples of the plain step's.
+  double kd_temperature = 0;
+};
+
+// The distillation step of a cell (TrainBenchOptions::kd_temperature).
+struct TrainBenchKd {
+  double step_ms = 0, peak_mb = 0;
+  double time_ratio = 0, peak_ratio = 0;  // ÷ the plain step's step_ms and peak_mb
+  double first_loss = 0, last_loss = 0;
+  OpProfile profile;  // when options.profile
 };
 
 struct TrainBenchCell {
@@ -58,6 +76,8 @@ struct TrainBenchCell {
   double first_loss = 0, last_loss = 0;
   bool profiled = false;  // options.profile
   OpProfile profile;      // shares of one step's wall time (calls per step), when profiled
+  bool distilled = false;  // options.kd_temperature > 0
+  TrainBenchKd kd;
 };
 
 struct TrainBenchRow {
@@ -73,7 +93,9 @@ struct TrainBenchResult {
   int threads = 0;
   double gemm_gflops = 0;  // a 2048³ float GEMM on this machine, median of 5
   std::vector<TrainBenchRow> rows;
-  std::vector<TrainBenchTarget> targets;  // issue 21's: each converted kind vs softmax at mini widths
+  // issue 21's: each converted kind vs softmax at mini widths; with kd_temperature, each kind's distillation
+  // step within 1.5x the plain step's time and peak memory at every length measured (mini)
+  std::vector<TrainBenchTarget> targets;
 };
 
 TrainBenchResult run_train_bench(const TrainBenchOptions& options);

@@ -52,15 +52,7 @@ LmResult finetune_lm(const LmOptions& o) {
   task.micro_batch_loss = [&]() {
     auto b = data::rows_of(source->next(), env.rank, env.world_size);
     if (!kd) return train::causal_lm_loss(*model, b);
-    at::Tensor teacher_logits;
-    {
-      torch::NoGradGuard no_grad;
-      teacher_logits = teacher->forward({b.input_ids, b.attention_mask, {}, {}}).logits;
-    }
-    auto logits = model->forward({b.input_ids, b.attention_mask, {}, {}}).logits;
-    auto loss = (1 - o.kd_lm_weight) * train::logit_distillation_loss(logits, teacher_logits, b.labels, o.kd_temperature);
-    if (o.kd_lm_weight > 0) loss = loss + o.kd_lm_weight * train::next_token_loss(logits, b.labels);
-    return loss;
+    return train::causal_lm_kd_loss(*model, *teacher, b, o.kd_temperature, o.kd_lm_weight);
   };
   task.evaluate = [&]() { return validation_loss(*model, env.rank, env.world_size); };
   task.data_parallel = true;

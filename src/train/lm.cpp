@@ -41,4 +41,36 @@ at::Tensor logit_distillation_loss(const at::Tensor& student, const at::Tensor& 
   return (kl * scored).sum() / scored.sum().clamp_min(1) * (temperature * temperature);
 }
 
+at::Tensor kd_loss_from_logits(const at::Tensor& student, const at::Tensor& teacher, const at::Tensor& labels, double temperature,
+                               double lm_weight) {
+  auto loss = (1 - lm_weight) * logit_distillation_loss(student, teacher, labels, temperature);
+  if (lm_weight > 0) loss = loss + lm_weight * next_token_loss(student, labels);
+  return loss;
+}
+
+at::Tensor causal_lm_kd_loss(models::Model& model, models::Model& teacher, const data::LmBatch& b, double temperature, double lm_weight) {
+  auto weight = model.lm_head_weight(), teacher_weight = teacher.lm_head_weight();
+  if (!weight.defined() || !teacher_weight.defined()) return causal_lm_kd_loss_reference(model, teacher, b, temperature, lm_weight);
+  models::ForwardInputs in{b.input_ids, b.attention_mask, {}, {}};
+  in.lm_head = false;
+  at::Tensor teacher_hidden;
+  {
+    torch::NoGradGuard no_grad;
+    teacher_hidden = teacher.forward(in).last_hidden_state;
+  }
+  return lm_head_kd_loss(model.forward(in).last_hidden_state, weight, teacher_hidden, teacher_weight.detach(), b.labels, temperature,
+                         lm_weight);
+}
+
+at::Tensor causal_lm_kd_loss_reference(models::Model& model, models::Model& teacher, const data::LmBatch& b, double temperature,
+                                       double lm_weight) {
+  const models::ForwardInputs in{b.input_ids, b.attention_mask, {}, {}};
+  at::Tensor teacher_logits;
+  {
+    torch::NoGradGuard no_grad;
+    teacher_logits = teacher.forward(in).logits;
+  }
+  return kd_loss_from_logits(model.forward(in).logits, teacher_logits, b.labels, temperature, lm_weight);
+}
+
 }  // namespace mimic::train

@@ -21,5 +21,19 @@ at::Tensor next_token_loss(const at::Tensor& logits, const at::Tensor& labels);
 // logits: [B, T, V]; the teacher's carry no gradient. T² keeps the gradient's size independent of T.
 at::Tensor logit_distillation_loss(const at::Tensor& student_logits, const at::Tensor& teacher_logits, const at::Tensor& labels,
                                    double temperature);
+// The loss finetune --kd trains on: (1 − lm_weight) · logit_distillation_loss + lm_weight · next_token_loss, the
+// latter only added when lm_weight > 0 (so that a batch with no scored position gives 0, not NaN, without it).
+at::Tensor kd_loss_from_logits(const at::Tensor& student_logits, const at::Tensor& teacher_logits, const at::Tensor& labels,
+                               double temperature, double lm_weight);
+
+// That loss for `model` distilling `teacher` (no gradient, run under NoGradGuard) on a batch. When both models'
+// LM heads are a plain product with a weight (GPT-2), both run without their head and the heads, the KL and
+// the LM loss go chunk by chunk (lm_head_kd_loss, train/lm_head_loss.h): neither model's [B, T, V] logits
+// are formed. Otherwise, and in causal_lm_kd_loss_reference, both models' logits first, then
+// kd_loss_from_logits.
+at::Tensor causal_lm_kd_loss(models::Model& model, models::Model& teacher, const data::LmBatch& batch, double temperature,
+                             double lm_weight);
+at::Tensor causal_lm_kd_loss_reference(models::Model& model, models::Model& teacher, const data::LmBatch& batch, double temperature,
+                                       double lm_weight);
 
 }  // namespace mimic::train
