@@ -29,8 +29,14 @@ declare -A variant=(
   [kd-copy-frozen]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --freeze-kept-heads --lr 6e-4"
   [kd-copy-attention]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --train attention --lr 6e-4"
   [kd-copy-lora]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --lora 8 --lr 1e-4"
+  [kd-copy-lr3e-5]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --lr 3e-5"
+  [kd-copy-more]="--teacher $MODEL --kd 1 --copy-fraction 1 --copy-random 0.5 --copy-repeats 2 --lr 1e-4"
+  [kd-copy-maps]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --train feature-maps --lr 1e-3"
+  [kd-copy-attention-frozen]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --train attention --freeze-kept-heads --lr 3e-4"
+  [kd-copy-lora-lr6e-4]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --lora 8 --lr 6e-4"
 )
-order=(lm lm-copy kd kd-copy kd-copy-lr1e-4 kd-copy-random kd-copy-frozen kd-copy-attention kd-copy-lora)
+order=(lm lm-copy kd kd-copy kd-copy-lr1e-4 kd-copy-random kd-copy-frozen kd-copy-attention kd-copy-lora kd-copy-lr3e-5 kd-copy-more
+       kd-copy-maps kd-copy-attention-frozen kd-copy-lora-lr6e-4)
 read -ra VARIANTS <<<"${VARIANTS:-${order[*]}}"
 for v in "${VARIANTS[@]}"; do [[ -v variant[$v] ]] || { echo "unknown variant '$v' (known: ${order[*]})" >&2; exit 2; }; done
 
