@@ -10,7 +10,7 @@
 #   bash recipes/gpt2-recall.sh [MODEL]   (default gpt2-mini; a HF GPT-2 directory works too)
 #   SCALE=quick|full, MIMIC, OUT, THREADS, SEED as in recipes/lib.sh; KS="2 4 8 12" (0 always runs), WINDOW=64,
 #   KD_COPY=0.5, PASSKEY_LENGTHS=128,256,512, PASSKEY_TRIALS=100, STATE_AT=512;
-#   the probe's calibration (lib.sh): PROBE_SEGMENTS=16 PROBE_LEN=128 PROBE_PASSKEYS=8 PROBE_PASSKEY_LEN=256 PROBE_LEADERS=16
+#   the probe's calibration (lib.sh): PROBE_SEGMENTS=16 PROBE_LEN=128 PROBE_PASSKEYS=8 PROBE_PASSKEY_LEN=256 PROBE_LEADERS=16 PROBE_LM_WINDOWS=4
 MODEL=${1:-gpt2-mini}
 SCALE=${SCALE:-quick}
 if [[ $SCALE == full ]]; then REC_SAMPLES=256 REC_LEN=512 FT_STEPS=1000 FT_BATCH=8 FT_LEN=512; fi

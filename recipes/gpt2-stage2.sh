@@ -34,9 +34,11 @@ declare -A variant=(
   [kd-copy-maps]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --train feature-maps --lr 1e-3"
   [kd-copy-attention-frozen]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --train attention --freeze-kept-heads --lr 3e-4"
   [kd-copy-lora-lr6e-4]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --lora 8 --lr 6e-4"
+  [kd-copy-long]="--teacher $MODEL --kd 1 --copy-fraction 1 --copy-span 64,256 --lr 1e-4"
+  [kd-copy-long-lora]="--teacher $MODEL --kd 1 --copy-fraction 1 --copy-span 64,256 --lora 8 --lr 6e-4"
 )
 order=(lm lm-copy kd kd-copy kd-copy-lr1e-4 kd-copy-random kd-copy-frozen kd-copy-attention kd-copy-lora kd-copy-lr3e-5 kd-copy-more
-       kd-copy-maps kd-copy-attention-frozen kd-copy-lora-lr6e-4)
+       kd-copy-maps kd-copy-attention-frozen kd-copy-lora-lr6e-4 kd-copy-long kd-copy-long-lora)
 read -ra VARIANTS <<<"${VARIANTS:-${order[*]}}"
 for v in "${VARIANTS[@]}"; do [[ -v variant[$v] ]] || { echo "unknown variant '$v' (known: ${order[*]})" >&2; exit 2; }; done
 

@@ -70,11 +70,12 @@ finetune_lm() {
     --batch-size "$FT_BATCH" --seq-len "$FT_LEN" --warmup $(( FT_STEPS / 10 + 1 )) --eval-every "$FT_STEPS" --out "$OUT/$1" --json "${common[@]}"
 }
 # The probe's calibration (convert --placement probe; docs/convert.md, "Placement"): PROBE_SEGMENTS copy segments of
-# PROBE_LEN tokens, PROBE_PASSKEYS passkey trials of PROBE_PASSKEY_LEN tokens, PROBE_LEADERS heads re-measured per step.
+# PROBE_LEN tokens, PROBE_LM_WINDOWS prose windows (the model's context, at most 512 tokens) for the LM loss,
+# PROBE_PASSKEYS passkey trials of PROBE_PASSKEY_LEN tokens, PROBE_LEADERS heads re-measured per step.
 PROBE_SEGMENTS=${PROBE_SEGMENTS:-16} PROBE_LEN=${PROBE_LEN:-128} PROBE_PASSKEYS=${PROBE_PASSKEYS:-8}
-PROBE_PASSKEY_LEN=${PROBE_PASSKEY_LEN:-256} PROBE_LEADERS=${PROBE_LEADERS:-16}
+PROBE_PASSKEY_LEN=${PROBE_PASSKEY_LEN:-256} PROBE_LEADERS=${PROBE_LEADERS:-16} PROBE_LM_WINDOWS=${PROBE_LM_WINDOWS:-4}
 probe=(--placement probe --probe-segments "$PROBE_SEGMENTS" --probe-segment-len "$PROBE_LEN" --probe-passkeys "$PROBE_PASSKEYS"
-       --probe-passkey-len "$PROBE_PASSKEY_LEN" --probe-leaders "$PROBE_LEADERS")
+       --probe-passkey-len "$PROBE_PASSKEY_LEN" --probe-leaders "$PROBE_LEADERS" --probe-lm-windows "$PROBE_LM_WINDOWS")
 # finetune_kd NAME MODEL TEACHER: the second stage that keeps recall (docs/finetune.md): logit distillation from the
 # original TEACHER (--kd 1) on blocks of which KD_COPY repeat a span (the copy curriculum), FT_STEPS × FT_BATCH ×
 # FT_LEN tokens; every other setting is finetune's default under --kd → $OUT/NAME

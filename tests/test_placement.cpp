@@ -113,9 +113,11 @@ TEST(Placement, AutoShareKeepsHeadsUntilTheCopyGainReachesTheShareOfTheTeachers)
 
 TEST(Placement, ScoreCountsRecallAsSharesOfTheTeachersAndLeavesOutWhatTheTeacherLacks) {
   ProbeMeasure teacher{2.0, 4.0, 3.0}, m{1.0, 4.5, 1.5};
-  mimic::convert::ProbeWeights w;  // copy 1, passkey 1, lm 0.1
-  EXPECT_NEAR(mimic::convert::probe_score(m, teacher, w), 0.5 + 0.5 - 0.05, 1e-12);
+  mimic::convert::ProbeWeights w;  // copy 1, passkey 1, lm 1
+  EXPECT_NEAR(mimic::convert::probe_score(m, teacher, w), 0.5 + 0.5 - 0.5, 1e-12);
   teacher.key_gain = 0.01;  // a teacher that does not retrieve the key: the passkey term is left out
+  EXPECT_NEAR(mimic::convert::probe_score(m, teacher, w), 0.5 - 0.5, 1e-12);
+  w.lm = 0.1;
   EXPECT_NEAR(mimic::convert::probe_score(m, teacher, w), 0.5 - 0.05, 1e-12);
   w = mimic::convert::parse_probe_weights("passkey=0,lm=0");
   EXPECT_NEAR(mimic::convert::probe_score(m, teacher, w), 0.5, 1e-12);
@@ -158,8 +160,11 @@ TEST(Placement, CalibrationSegmentsComeFromTheTrainingSplitOnly) {
   o.segment_len = 24;
   o.passkeys = 3;
   o.passkey_len = 64;
+  o.lm_windows = 3;
   auto cal = mimic::convert::probe_calibration(*tok, 64, o);
   ASSERT_EQ(cal.copy_segments.size(), 6u);
+  ASSERT_EQ(cal.lm_windows.size(), 3u);
+  EXPECT_EQ(cal.lm_windows[0].size(), 64u);  // min(512, context)
   EXPECT_EQ(cal.source, "the train split of sotu");
   auto occurs = [](const mimic::data::TokenCache& c, const std::vector<int64_t>& seg) {
     const auto* d = c.data();
@@ -175,7 +180,9 @@ TEST(Placement, CalibrationSegmentsComeFromTheTrainingSplitOnly) {
   auto test = mimic::data::corpus_token_cache("sotu", mimic::data::Split::Test, *tok);
   // the first segment opens the train split; none of them occurs in the validation or test split
   EXPECT_EQ(cal.copy_segments[0], std::vector<int64_t>(train.data(), train.data() + 24));
-  for (const auto& seg : cal.copy_segments) {
+  auto windows = cal.copy_segments;
+  windows.insert(windows.end(), cal.lm_windows.begin(), cal.lm_windows.end());
+  for (const auto& seg : windows) {
     EXPECT_TRUE(occurs(train, seg));
     EXPECT_FALSE(occurs(val, seg));
     EXPECT_FALSE(occurs(test, seg));
@@ -195,6 +202,9 @@ TEST(Placement, CalibrationSegmentsComeFromTheTrainingSplitOnly) {
   o.segment_len = 40;
   EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, o), "--probe-segment-len 40 must lie in 2..32");
   o.segment_len = 24;
+  o.lm_len = 65;
+  EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, o), "--probe-lm-len 65 must lie in 4..64");
+  o.lm_len = 0;
   o.segments = 100;
   EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, o), "too few for --probe-segments 100");
   o.data = "sotu-validation";
@@ -210,6 +220,7 @@ TEST(Placement, ProbeMeasuresEqualTheEvalStagesCopyGainAndPasskeyScores) {
   o.data = "sotu";
   o.segments = 5;  // not a multiple of the batch
   o.passkeys = 3;
+  o.lm_windows = 3;  // neither
   auto cal = mimic::convert::probe_calibration(*tok, 64, o);
   EXPECT_EQ(cal.copy_segments[0].size(), 32u);  // min(128, context / 2)
   auto m = mimic::convert::probe_measure(*model, cal, /*batch_size=*/2);
@@ -217,7 +228,24 @@ TEST(Placement, ProbeMeasuresEqualTheEvalStagesCopyGainAndPasskeyScores) {
   co.progress = false;
   auto copy = mimic::eval::copy_eval(*model, cal.copy_segments, co);
   EXPECT_NEAR(m.copy_gain, copy.gain, 1e-4);
-  EXPECT_NEAR(m.lm_loss, copy.first_nll, 1e-4);
+  // the LM loss: the windows' second halves (tokens 32..63), from the full logits of each window alone
+  double lm = 0;
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& w : cal.lm_windows) {
+      mimic::models::ForwardInputs in;
+      in.input_ids = torch::tensor(w, torch::kLong).unsqueeze(0);
+      auto logp = torch::log_softmax(model->forward(in).logits[0].to(torch::kDouble), -1);
+      double sum = 0;
+      for (int64_t t = 32; t < 64; ++t) sum -= logp[t - 1][w[static_cast<size_t>(t)]].item<double>();
+      lm += sum / 32 / 3;
+    }
+  }
+  EXPECT_NEAR(m.lm_loss, lm, 1e-4);
+  // without LM windows, the first copies' NLL
+  auto no_windows = cal;
+  no_windows.lm_windows.clear();
+  EXPECT_NEAR(mimic::convert::probe_measure(*model, no_windows, 2).lm_loss, copy.first_nll, 1e-4);
   double gain = 0;
   int64_t first = 0;
   for (const auto& p : cal.passkeys) {

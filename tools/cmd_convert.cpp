@@ -26,9 +26,11 @@ void print_probe_curve(const nlohmann::json& p) {
   const auto& cal = p.at("calibration");
   const double teacher_gain = p["teacher"]["copy_gain"].get<double>();
   const auto passkeys = cal["passkeys"].get<int64_t>();
-  std::printf("  placement by probe: %lld sets measured in %.0f s (%lld copy segments of %lld tokens from %s; %lld passkey trials)\n",
+  std::printf("  placement by probe: %lld sets measured in %.0f s (%lld copy segments of %lld tokens, %lld LM windows of %lld, from %s; "
+              "%lld passkey trials)\n",
               static_cast<long long>(p["measured"].get<int64_t>()), p["seconds"].get<double>(),
               static_cast<long long>(cal["copy_segments"].get<int64_t>()), static_cast<long long>(cal["segment_len"].get<int64_t>()),
+              static_cast<long long>(cal.value("lm_windows", int64_t{0})), static_cast<long long>(cal.value("lm_len", int64_t{0})),
               cal["source"].get<std::string>().c_str(), static_cast<long long>(passkeys));
   std::printf("  %5s  %-6s %10s %7s %9s %9s %8s\n", "kept", "head", "copy gain", "share", "passkey", "LM loss", "score");
   auto row = [&](const std::string& kept, const std::string& head, const nlohmann::json& m) {
@@ -111,6 +113,11 @@ void register_convert(CLI::App& app) {
   sub->add_option("--probe-segment-len", pl.calibration.segment_len,
                   "Probe: tokens per copy segment, at most half the context (default: min(128, context / 2))")
       ->check(range::tokens(2));
+  sub->add_option("--probe-lm-windows", pl.calibration.lm_windows,
+                  "Probe: prose windows whose second halves give the LM loss (0: the copy segments' first copies instead)")
+      ->capture_default_str()->check(range::count(0));
+  sub->add_option("--probe-lm-len", pl.calibration.lm_len, "Probe: tokens per LM window (default: min(512, context))")
+      ->check(range::tokens(4));
   sub->add_option("--probe-passkeys", pl.calibration.passkeys, "Probe: passkey trials (0: the score leaves passkey out)")
       ->capture_default_str()->check(range::count(0));
   sub->add_option("--probe-passkey-len", pl.calibration.passkey_len, "Probe: tokens per passkey prompt (default: min(256, context))")
@@ -118,7 +125,7 @@ void register_convert(CLI::App& app) {
   sub->add_option("--probe-leaders", pl.leaders, "Probe: heads of the screen each greedy step measures again")
       ->capture_default_str()->check(range::count(1));
   sub->add_option("--probe-weights", a->probe_weights,
-                  "Probe: the score's weights, copy=1,passkey=1,lm=0.1 (copy and passkey as shares of the teacher's, lm in nats)");
+                  "Probe: the score's weights, copy=1,passkey=1,lm=1 (copy and passkey as shares of the teacher's, lm in nats at long positions)");
   add_common_options(*sub, a->common);
   sub->callback([a]() { run(*a); });
 }

@@ -83,9 +83,13 @@ ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, 
   auto o = options;
   if (o.segment_len == 0) o.segment_len = std::min<int64_t>(128, context / 2);
   if (o.passkey_len == 0) o.passkey_len = std::min<int64_t>(256, context);
+  if (o.lm_len == 0) o.lm_len = std::min<int64_t>(512, context);
   MIMIC_CHECK(o.segments >= 1, "--probe-segments must be >= 1, got ", o.segments);
   MIMIC_CHECK(o.segment_len >= 2 && 2 * o.segment_len <= context, "--probe-segment-len ", o.segment_len, " must lie in 2..", context / 2,
               " (each segment runs doubled in the model's context of ", context, ")");
+  MIMIC_CHECK(o.lm_windows >= 0, "--probe-lm-windows must be >= 0, got ", o.lm_windows);
+  MIMIC_CHECK(o.lm_windows == 0 || (o.lm_len >= 4 && o.lm_len <= context), "--probe-lm-len ", o.lm_len, " must lie in 4..", context,
+              " (the model's context)");
   MIMIC_CHECK(o.passkeys >= 0, "--probe-passkeys must be >= 0, got ", o.passkeys);
   MIMIC_CHECK(o.passkeys == 0 || o.passkey_len <= context, "--probe-passkey-len ", o.passkey_len, " exceeds the model's context of ",
               context);
@@ -106,6 +110,11 @@ ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, 
   MIMIC_CHECK(static_cast<int64_t>(ids.size()) >= o.segments * o.segment_len, "--probe-data ", o.data, " has ", ids.size(),
               " tokens: too few for --probe-segments ", o.segments, " of --probe-segment-len ", o.segment_len);
   cal.copy_segments = eval::copy_segments(ids, o.segments, o.segment_len);
+  if (o.lm_windows > 0) {
+    MIMIC_CHECK(static_cast<int64_t>(ids.size()) >= o.lm_windows * o.lm_len, "--probe-data ", o.data, " has ", ids.size(),
+                " tokens: too few for --probe-lm-windows ", o.lm_windows, " of --probe-lm-len ", o.lm_len);
+    cal.lm_windows = eval::copy_segments(ids, o.lm_windows, o.lm_len);  // evenly spread runs of the text, as the segments
+  }
 
   // Keys from a stream of the probe's own (the seed mixed with a constant), so that the probe's trials are not the
   // ones `eval --task passkey --seed S` later scores.
@@ -210,6 +219,29 @@ ProbeMeasure probe_measure(models::Model& model, const ProbeCalibration& cal, in
   }
   m.lm_loss = first_sum / static_cast<double>(n);
   m.copy_gain = m.lm_loss - second_sum / static_cast<double>(n);
+  if (!cal.lm_windows.empty()) {
+    const auto w = static_cast<int64_t>(cal.lm_windows.size()), wl = static_cast<int64_t>(cal.lm_windows[0].size());
+    double sum = 0;
+    for (int64_t first = 0; first < w; first += batch_size) {
+      const int64_t b = std::min(batch_size, w - first);
+      auto ids = torch::empty({b, wl}, torch::kLong);
+      for (int64_t i = 0; i < b; ++i) {
+        const auto& s = cal.lm_windows[static_cast<size_t>(first + i)];
+        MIMIC_CHECK(static_cast<int64_t>(s.size()) == wl, "the probe's LM windows must all have ", wl, " tokens");
+        ids[i].copy_(torch::tensor(s, torch::kLong));
+      }
+      // Rows wl/2-1 .. wl-2 predict tokens wl/2 .. wl-1: the second half, the positions `eval`'s default stride scores.
+      const int64_t from = wl / 2 - 1;
+      models::ForwardInputs in;
+      in.input_ids = ids;
+      in.logits_positions = torch::zeros({b, wl}, torch::kBool);
+      in.logits_positions.slice(1, from, wl - 1).fill_(true);
+      auto logits = model.forward(in).logits.to(torch::kFloat).view({b, wl - 1 - from, -1});
+      auto targets = ids.slice(1, from + 1, wl).unsqueeze(2);
+      sum += (logits.logsumexp(-1) - logits.gather(2, targets).squeeze(2)).mean(1).sum().item<double>();
+    }
+    m.lm_loss = sum / static_cast<double>(w);
+  }
   if (!cal.passkeys.empty()) {
     std::vector<const std::vector<int64_t>*> prefixes, continuations;
     for (const auto& p : cal.passkeys) {
@@ -393,6 +425,7 @@ nlohmann::json placement_json(const GreedyPlacement& g, const GreedyOptions& o, 
           {"weights", {{"copy", o.weights.copy}, {"passkey", o.weights.passkey}, {"lm", o.weights.lm}}},
           {"score", "copy * g/g_teacher + passkey * k/k_teacher - lm * (L - L_teacher); a term whose teacher value is below 0.05 is left out"},
           {"calibration", {{"source", cal.source}, {"copy_segments", cal.copy_segments.size()}, {"segment_len", segment_len},
+                           {"lm_windows", cal.lm_windows.size()}, {"lm_len", cal.lm_windows.empty() ? 0 : cal.lm_windows[0].size()},
                            {"passkeys", cal.passkeys.size()}}},
           {"leaders", o.leaders},
           {"teacher", measure_json(g.teacher, g.teacher_score)},

@@ -57,6 +57,7 @@ struct ProbePasskey {
 };
 struct ProbeCalibration {
   std::vector<std::vector<int64_t>> copy_segments;  // all of one length
+  std::vector<std::vector<int64_t>> lm_windows;     // all of one length; the LM loss scores their second halves
   std::vector<ProbePasskey> passkeys;
   std::string source;  // "the train split of all", "FILE"
 };
@@ -64,6 +65,8 @@ struct CalibrationOptions {
   std::string data = "all";  // a corpus (all, sotu, moby-dick: its train split, never validation or test) or a text file
   int64_t segments = 16;     // copy segments
   int64_t segment_len = 0;   // tokens per segment (the model runs twice as many); 0: min(128, context / 2)
+  int64_t lm_windows = 4;    // prose windows for the LM loss (0: the first copies' NLL instead)
+  int64_t lm_len = 0;        // tokens per LM window; 0: min(512, context)
   int64_t passkeys = 8;      // passkey trials (0: none; the score's passkey term is then left out)
   int64_t passkey_len = 0;   // tokens per passkey prompt and key; 0: min(256, context)
   int64_t alternatives = 9;  // wrong keys the true one is ranked against in the curve's passkey column
@@ -76,7 +79,8 @@ ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, 
 // What the probe measures of a model (its kernels as set) on the calibration set.
 struct ProbeMeasure {
   double copy_gain = 0;  // nats/token: first-copy minus second-copy NLL of the segments (eval/copy.h's definition)
-  double lm_loss = 0;    // nats/token: the first copies' NLL, i.e. the LM loss on the training text
+  double lm_loss = 0;    // nats/token: the NLL of the LM windows' second halves (positions len/2..len-1, where `eval`'s
+                         // default stride scores them); without LM windows, the first copies' NLL
   double key_gain = 0;   // nats: log p(key | prompt) − log p(key | decoy prompt), mean over the trials (0 without)
 };
 ProbeMeasure probe_measure(models::Model& model, const ProbeCalibration& cal, int64_t batch_size = 8);
@@ -87,16 +91,17 @@ int64_t probe_passkeys_ranked_first(models::Model& model, const ProbeCalibration
 // score = copy · g/g_T + passkey · k/k_T − lm · (L − L_T), with g the copy gain, k the key gain, L the LM loss and
 // _T the teacher's (every head softmax). The recall terms count in shares of the teacher's, so that copy and
 // passkey weigh alike whatever their units; a term whose teacher value is below kProbeFloor is left out (the teacher
-// has nothing there to keep, and a share of noise would steer the choice). The LM term is a tie-breaker in nats: a
-// model with some heads kept and the rest linear predicts prose worse than the all-linear one until finetuning
-// reconciles them (measured on gpt2-mini: 487.6 vs 270.8 perplexity with the circuit kept), which must not count
-// against the circuit.
+// has nothing there to keep, and a share of noise would steer the choice). The LM term is in nats, measured at long
+// positions: kept induction heads fed by linear heads can copy confidently from false matches deep in a context
+// (measured on gpt2-mini, validation perplexity at positions 256-511: the 8 recall heads kept 815, all-linear 270,
+// teacher 188), and one more kept head that shapes their input (1.6) brings it to 234 while the copy gain rises.
+// The first copies' positions (< 128) do not show this, so the LM term reads its own long windows.
 struct ProbeWeights {
-  double copy = 1.0, passkey = 1.0, lm = 0.1;
+  double copy = 1.0, passkey = 1.0, lm = 1.0;
 };
 inline constexpr double kProbeFloor = 0.05;
 double probe_score(const ProbeMeasure& m, const ProbeMeasure& teacher, const ProbeWeights& w);
-// "copy=1,passkey=1,lm=0.1" (any subset; non-negative numbers); anything else is a mimic::Error.
+// "copy=1,passkey=1,lm=1" (any subset; non-negative numbers); anything else is a mimic::Error.
 ProbeWeights parse_probe_weights(const std::string& spec);
 
 // ---------------------------------------------------------------------------------------------- greedy selection
