@@ -22,9 +22,10 @@ mkdir -p "$OUT"
 declare -A variant=(
   [lm]="--lr 6e-4"
   [lm-copy]="--lr 1e-4 --copy-fraction 0.5"
-  [kd]="--teacher $MODEL --kd 1 --lr 6e-4"
+  [kd]="--teacher $MODEL --kd 1 --copy-fraction 0 --lr 6e-4"
   [kd-copy]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --lr 6e-4"
-  [kd-copy-lr1e-4]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --lr 1e-4"
+  [kd-copy-lr1e-4]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --lr 1e-4"  # finetune's default under --kd (the kd preset)
+  [kd-lr1e-4]="--teacher $MODEL --kd 1 --copy-fraction 0 --lr 1e-4"
   [kd-copy-random]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --copy-random 0.5 --lr 6e-4"
   [kd-copy-frozen]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --freeze-kept-heads --lr 6e-4"
   [kd-copy-attention]="--teacher $MODEL --kd 1 --copy-fraction 0.5 --train attention --lr 6e-4"
@@ -37,7 +38,7 @@ declare -A variant=(
   [kd-copy-long]="--teacher $MODEL --kd 1 --copy-fraction 1 --copy-span 64,256 --lr 1e-4"
   [kd-copy-long-lora]="--teacher $MODEL --kd 1 --copy-fraction 1 --copy-span 64,256 --lora 8 --lr 6e-4"
 )
-order=(lm lm-copy kd kd-copy kd-copy-lr1e-4 kd-copy-random kd-copy-frozen kd-copy-attention kd-copy-lora kd-copy-lr3e-5 kd-copy-more
+order=(lm lm-copy kd kd-lr1e-4 kd-copy kd-copy-lr1e-4 kd-copy-random kd-copy-frozen kd-copy-attention kd-copy-lora kd-copy-lr3e-5 kd-copy-more
        kd-copy-maps kd-copy-attention-frozen kd-copy-lora-lr6e-4 kd-copy-long kd-copy-long-lora)
 read -ra VARIANTS <<<"${VARIANTS:-${order[*]}}"
 for v in "${VARIANTS[@]}"; do [[ -v variant[$v] ]] || { echo "unknown variant '$v' (known: ${order[*]})" >&2; exit 2; }; done

@@ -210,6 +210,34 @@ TEST(Cli, FinetuneAndEvalClassifierAndSplitPerplexity) {
   expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --data moby-dick --split dev"), "unknown split 'dev'");
 }
 
+// --kd makes finetune a conversion's second stage: the kd preset (lr 1e-4, half the blocks with a copied span) unless
+// flags say otherwise; without --kd the family's preset (gpt2: lr 6e-4, no copy blocks). What each run used is in --json.
+TEST(Cli, FinetuneWithKdDefaultsToTheSecondStagePresetAndFlagsOverrideIt) {
+  TempDir dir;
+  const std::string base = "finetune --task lm --model " + gpt2_dir() + " --data sotu --steps 1 --warmup 0 --batch-size 2 --seq-len 32 "
+                           "--eval-batches 1 --json --out ";
+  auto run = [&](const std::string& name, const std::string& extra) {
+    auto r = mimic_cli(base + dir.file(name) + " " + extra);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  auto kd = run("kd", "--teacher " + gpt2_dir() + " --kd 1");
+  EXPECT_EQ(kd["preset"], "kd");
+  EXPECT_DOUBLE_EQ(kd["lr"].get<double>(), 1e-4);
+  EXPECT_DOUBLE_EQ(kd["copy_fraction"].get<double>(), 0.5);
+  auto off = run("kd-no-copy", "--teacher " + gpt2_dir() + " --kd 1 --copy-fraction 0 --lr 3e-4");
+  EXPECT_EQ(off["preset"], "kd");
+  EXPECT_DOUBLE_EQ(off["lr"].get<double>(), 3e-4);
+  EXPECT_DOUBLE_EQ(off["copy_fraction"].get<double>(), 0.0);
+  auto named = run("kd-gpt2", "--teacher " + gpt2_dir() + " --kd 1 --preset gpt2");
+  EXPECT_DOUBLE_EQ(named["lr"].get<double>(), 6e-4);
+  EXPECT_DOUBLE_EQ(named["copy_fraction"].get<double>(), 0.0);
+  auto plain = run("plain", "");
+  EXPECT_EQ(plain["preset"], "gpt2");
+  EXPECT_DOUBLE_EQ(plain["lr"].get<double>(), 6e-4);
+  EXPECT_DOUBLE_EQ(plain["copy_fraction"].get<double>(), 0.0);
+}
+
 // Every numeric option has a range (tools/ranges.h) that the command line is checked against while it is parsed:
 // an out-of-range value is one line naming the option and its range and a non-zero exit, before any model or data
 // is loaded (no other option is given: nothing could be loaded). The first rows are the values a hostile probe

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "mimic/core/error.h"
+#include "mimic/data/recall_tasks.h"
 #include "mimic/finetune/classify.h"
 #include "mimic/finetune/lm.h"
 #include "mimic/models/config.h"
@@ -31,6 +32,7 @@ struct FinetuneArgs {
   double kd = 0, kd_lm_weight = 0;
   data::CopyCurriculum copy;
   std::string dtype = "f32";
+  bool copy_given = false;  // --copy-fraction on the command line (the kd preset's copy share applies otherwise)
 };
 
 nlohmann::json metrics_json(const eval::ClassificationMetrics& m) {
@@ -71,7 +73,10 @@ void run(FinetuneArgs& a) {
   start(a.common);
   auto& f = a.f;
   f.seed = a.common.seed;
-  auto p = finetune::preset(a.preset.empty() ? family_preset(f.model_dir) : a.preset);
+  // --kd is a conversion's second stage: its preset (lr 1e-4, copy blocks) unless another is named.
+  const std::string preset_name = !a.preset.empty() ? a.preset : a.kd > 0 ? "kd" : family_preset(f.model_dir);
+  auto p = finetune::preset(preset_name);
+  double copy_fraction = 0;
   f.train.lr = a.lr.value_or(p.lr);
   f.train.adam.weight_decay = a.weight_decay.value_or(p.weight_decay);
   f.train.min_lr_ratio = a.min_lr_ratio.value_or(p.min_lr_ratio);
@@ -95,6 +100,9 @@ void run(FinetuneArgs& a) {
     o.kd_temperature = a.kd;
     o.kd_lm_weight = a.kd_lm_weight;
     o.copy = a.copy;
+    // The preset's copy blocks need a prose corpus; a recall task (mqar:, ar:) has its own sequences.
+    if (!a.copy_given && p.copy_fraction > 0 && !data::is_recall_task(a.data)) o.copy.fraction = p.copy_fraction;
+    copy_fraction = o.copy.fraction;
     auto r = finetune::finetune_lm(o);
     tr = r.train;
     student = scores_json(r.student);
@@ -118,6 +126,8 @@ void run(FinetuneArgs& a) {
   nlohmann::json j = {{"out", f.train.out_dir},
                       {"task", a.task},
                       {"trainable", finetune::describe_trainable(f)},
+                      {"preset", preset_name},
+                      {"copy_fraction", copy_fraction},
                       {"lr", f.train.lr},
                       {"weight_decay", f.train.adam.weight_decay},
                       {"min_lr_ratio", f.train.min_lr_ratio},
@@ -132,9 +142,12 @@ void run(FinetuneArgs& a) {
   if (!teacher.is_null()) j["teacher"] = teacher;
   if (a.common.json) return print_json(j);
 
-  std::printf("finetuned %lld steps (resumed from %lld) in %.0f s, %.0f tok/s; trainable: %s; best validation loss %.4f at step %lld\n",
+  std::printf("finetuned %lld steps (resumed from %lld) in %.0f s, %.0f tok/s; trainable: %s; preset %s (lr %g%s); best validation loss %.4f at "
+              "step %lld\n",
               static_cast<long long>(tr.steps), static_cast<long long>(tr.resumed_from), tr.seconds, tr.tokens_per_second,
-              finetune::describe_trainable(f).c_str(), tr.best_eval, static_cast<long long>(tr.best_step));
+              finetune::describe_trainable(f).c_str(), preset_name.c_str(), f.train.lr,
+              copy_fraction > 0 ? (", copy blocks " + std::to_string(static_cast<int>(std::lround(copy_fraction * 100))) + "%").c_str() : "",
+              tr.best_eval, static_cast<long long>(tr.best_step));
   const bool t = !teacher.is_null();
   auto teacher_at = [&](const nlohmann::json::json_pointer& ptr) -> std::optional<double> {
     if (!t || !teacher.contains(ptr)) return std::nullopt;
@@ -172,9 +185,10 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--model", a->f.model_dir, "Model directory or embedded model (plain or converted)")->required()->transform(model_dir_arg());
   sub->add_option("--data", a->data, "lm: all, sotu, moby-dick or a recall task mqar[:...] / ar[:...]; cls: spam, sotu-era, or a JSON-lines file of {text, label[, split]}")->required();
   sub->add_option("--out", t.out_dir, "Output directory (model = best, last/, checkpoint, log)")->required()->check(out_path_arg());
-  sub->add_option("--preset", a->preset, "Hyper-parameters of the Hedgehog paper: gpt2 (lr 6e-4, weight decay 0.01) or bert "
-                                         "(lr 1e-5, weight decay 0, cosine to 0); default: the model family's (gpt2 for GPT-2, bert for BERT); flags override")
-      ->check(CLI::IsMember({"gpt2", "bert"}));
+  sub->add_option("--preset", a->preset, "Hyper-parameters: gpt2 (Hedgehog: lr 6e-4, weight decay 0.01), bert (Hedgehog: lr 1e-5, "
+                                         "weight decay 0, cosine to 0) or kd (a conversion's second stage: lr 1e-4, weight decay 0.01, "
+                                         "--copy-fraction 0.5); default: kd with --kd, else the model family's (gpt2 for GPT-2, bert for BERT); flags override")
+      ->check(CLI::IsMember({"gpt2", "bert", "kd"}));
   sub->add_option("--train", a->train_set, "What trains: all, attention (q, k, v, o projections + kernels) or feature-maps (kernels only); "
                                            "default all, or feature-maps with --lora")
       ->check(CLI::IsMember({"all", "attention", "feature-maps"}));
@@ -216,7 +230,10 @@ void register_finetune(CLI::App& app) {
   sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
   sub->add_flag("--fresh", t.fresh, "Ignore an existing checkpoint and start over");
   add_common_options(*sub, a->common);
-  sub->callback([a]() { run(*a); });
+  sub->callback([a, sub]() {
+    a->copy_given = sub->get_option("--copy-fraction")->count() > 0;
+    run(*a);
+  });
 }
 
 }  // namespace mimic::cli
