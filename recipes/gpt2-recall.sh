@@ -9,6 +9,7 @@
 # placement and student after the new second stage.
 #   bash recipes/gpt2-recall.sh [MODEL]   (default gpt2-mini; a HF GPT-2 directory works too)
 #   SCALE=quick|full, MIMIC, OUT, THREADS, SEED as in recipes/lib.sh; KS="2 4 8 12" (0 always runs), WINDOW=64,
+#   STUDENTS="hedgehog hybrid" (either or both), STAGE2S="lm kd" (the second stages to run: either or both),
 #   KD_COPY=0.5, PASSKEY_LENGTHS=128,256,512, PASSKEY_TRIALS=100, STATE_AT=512;
 #   the probe's calibration (lib.sh): PROBE_SEGMENTS=16 PROBE_LEN=128 PROBE_PASSKEYS=8 PROBE_PASSKEY_LEN=256 PROBE_LEADERS=16 PROBE_LM_WINDOWS=4
 MODEL=${1:-gpt2-mini}
@@ -30,21 +31,31 @@ record_lm "$MODEL"
 eval_lm teacher "$MODEL"
 passkey teacher "$MODEL"
 state teacher "$MODEL"
-finetune_lm teacher-finetuned "$MODEL"
-eval_lm teacher-finetuned "$OUT/teacher-finetuned"
-passkey teacher-finetuned "$OUT/teacher-finetuned"
-state teacher-finetuned "$OUT/teacher-finetuned"
 # The students: hedgehog (shared with the other recipes) and the hybrid (hedgehog_softmax, LoLCATs' normalised map:
 # docs/attention.md, "The normalisation we chose").
-distill_lm hedgehog --feature-map hedgehog
-distill_lm "hybrid-w$WINDOW" --attention "hybrid:window=$WINDOW" --feature-map hedgehog_softmax
-students=(hedgehog "hybrid-w$WINDOW")
+students=()
+for st in ${STUDENTS:-hedgehog hybrid}; do
+  case $st in
+    hedgehog) distill_lm hedgehog --feature-map hedgehog; students+=(hedgehog) ;;
+    hybrid) distill_lm "hybrid-w$WINDOW" --attention "hybrid:window=$WINDOW" --feature-map hedgehog_softmax; students+=("hybrid-w$WINDOW") ;;
+    *) echo "STUDENTS: unknown student '$st' (hedgehog, hybrid)" >&2; exit 2 ;;
+  esac
+done
+read -ra stages <<<"${STAGE2S:-lm kd}"
+for s in "${stages[@]}"; do [[ $s == lm || $s == kd ]] || { echo "STAGE2S: unknown second stage '$s' (lm, kd)" >&2; exit 2; }; done
+if [[ " ${stages[*]} " == *" lm "* ]]; then  # the teacher through the old second stage: what it erases
+  finetune_lm teacher-finetuned "$MODEL"
+  eval_lm teacher-finetuned "$OUT/teacher-finetuned"
+  passkey teacher-finetuned "$OUT/teacher-finetuned"
+  state teacher-finetuned "$OUT/teacher-finetuned"
+fi
 
-# stage2 TAG: both second stages of $OUT/TAG-converted, each evaluated, passkey and state measured.
+# stage2 TAG: the second stages of $OUT/TAG-converted, each evaluated, passkey and state measured.
 stage2() {
-  finetune_lm "$1-lm" "$OUT/$1-converted"
-  finetune_kd "$1-kd" "$OUT/$1-converted" "$MODEL"
-  for s in lm kd; do
+  for s in "${stages[@]}"; do
+    if [[ $s == lm ]]; then finetune_lm "$1-lm" "$OUT/$1-converted"; else finetune_kd "$1-kd" "$OUT/$1-converted" "$MODEL"; fi
+  done
+  for s in "${stages[@]}"; do
     eval_lm "$1-$s" "$OUT/$1-$s"
     passkey "$1-$s" "$OUT/$1-$s"
     state "$1-$s" "$OUT/$1-$s"
@@ -79,9 +90,9 @@ row() {  # row STUDENT PLACED K STAGE2 TAG
     "$(ranked "$5")" "$(state_kb "$5")"
 }
 row "softmax teacher" - - - teacher
-row "softmax teacher" - - "LM" teacher-finetuned
+[[ " ${stages[*]} " == *" lm "* ]] && row "softmax teacher" - - "LM" teacher-finetuned
 for st in "${students[@]}"; do
-  for s in lm kd; do
+  for s in "${stages[@]}"; do
     label=$([[ $s == lm ]] && echo "LM" || echo "KD+copy")
     row "$st" - 0 "$label" "$st-k0-$s"
     for k in $KS; do
@@ -96,10 +107,11 @@ for st in "${students[@]}"; do
   for k in $KS; do line+="; K=$k probe $(gain "$st-probe$k-converted"), kl $(gain "$st-kl$k-converted")"; done
   echo "$line"
 done
-echo "(passkey chance of ranking first: $(get "$OUT/passkey-teacher.json" '.chance * 100' 0)%; probe placement $(get "$OUT/convert-hedgehog-probe$kmax.json" .placement.seconds 0) s" \
-  "for K=$kmax on hedgehog, heads kept in order: $(jq -r '[.placement.kept[] | "\(.layer).\(.head)"] | join(" ")' "$OUT/convert-hedgehog-probe$kmax.json"))"
+echo "(passkey chance of ranking first: $(get "$OUT/passkey-teacher.json" '.chance * 100' 0)%; probe placement $(get "$OUT/convert-${students[0]}-probe$kmax.json" .placement.seconds 0) s" \
+  "for K=$kmax on ${students[0]}, heads kept in order: $(jq -r '[.placement.kept[] | "\(.layer).\(.head)"] | join(" ")' "$OUT/convert-${students[0]}-probe$kmax.json"))"
 
 # The Pareto figure: decoding state against the copy gain kept, one curve per placement and student (new second stage).
+[[ " ${stages[*]} " == *" kd "* ]] || { print_timings; exit 0; }
 series='[]'
 for st in "${students[@]}"; do
   for p in probe kl; do
