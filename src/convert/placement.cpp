@@ -217,8 +217,9 @@ ProbeMeasure probe_measure(models::Model& model, const ProbeCalibration& cal, in
     first_sum += nll.slice(1, 0, len - 1).mean(1).sum().item<double>();
     second_sum += nll.slice(1, len, 2 * len - 1).mean(1).sum().item<double>();
   }
-  m.lm_loss = first_sum / static_cast<double>(n);
-  m.copy_gain = m.lm_loss - second_sum / static_cast<double>(n);
+  const double first_nll = first_sum / static_cast<double>(n);
+  m.copy_gain = first_nll - second_sum / static_cast<double>(n);
+  m.lm_loss = first_nll;  // without LM windows; with them, their second halves below
   if (!cal.lm_windows.empty()) {
     const auto w = static_cast<int64_t>(cal.lm_windows.size()), wl = static_cast<int64_t>(cal.lm_windows[0].size());
     double sum = 0;

@@ -93,7 +93,7 @@ int64_t probe_passkeys_ranked_first(models::Model& model, const ProbeCalibration
 // passkey weigh alike whatever their units; a term whose teacher value is below kProbeFloor is left out (the teacher
 // has nothing there to keep, and a share of noise would steer the choice). The LM term is in nats, measured at long
 // positions: kept induction heads fed by linear heads can copy confidently from false matches deep in a context
-// (measured on gpt2-mini, validation perplexity at positions 256-511: the 8 recall heads kept 815, all-linear 270,
+// (measured on gpt2-mini, validation perplexity at positions 256-511: the 8 recall heads kept 815, all-linear 284,
 // teacher 188), and one more kept head that shapes their input (1.6) brings it to 234 while the copy gain rises.
 // The first copies' positions (< 128) do not show this, so the LM term reads its own long windows.
 struct ProbeWeights {
