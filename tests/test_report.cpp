@@ -409,6 +409,9 @@ TEST(ReportPlot, NiceTicksAndLabels) {
   EXPECT_EQ(mimic::report::tick_label(-7.5, 2.5), "-7.5");
   EXPECT_EQ(mimic::report::tick_label(1000, 500), "1000");
   EXPECT_EQ(mimic::report::tick_label(0.05, 0.01), "0.05");
+  // no ticks asked, none given (a log axis draws its own; one linear tick would label 1000 kB "3")
+  EXPECT_TRUE(mimic::report::nice_ticks(2.3, 3.1, 0).empty());
+  EXPECT_EQ(mimic::report::nice_ticks(2.3, 3.1, 1).size(), 1u);
   // colour maps: the ends are viridis' dark violet and yellow; NaN is grey
   EXPECT_NEAR(mimic::report::viridis(0).b, 84 / 255.0, 1e-9);
   EXPECT_NEAR(mimic::report::viridis(1).r, 253 / 255.0, 1e-9);

@@ -114,6 +114,9 @@ void text(cairo_t* cr, double x, double y, const std::string& s, double size, Al
 }
 
 std::vector<double> nice_ticks(double lo, double hi, int n) {
+  // n <= 0 asks for none: a log axis draws its own ticks (pareto.cpp), and one "nice" tick over the whole span
+  // would put a stray linear label (the exponent, e.g. "3") beside them
+  if (n <= 0) return {};
   if (!(hi > lo)) return {lo};
   const double raw = (hi - lo) / std::max(1, n);
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));

@@ -33,7 +33,7 @@ void text(cairo_t* cr, double x, double y, const std::string& s, double size, Al
           bool bold = false);
 double text_width(cairo_t* cr, const std::string& s, double size, bool bold = false);
 
-// About n "nice" tick values (1, 2, 5 × 10^k steps) covering [lo, hi].
+// About n "nice" tick values (1, 2, 5 × 10^k steps) covering [lo, hi]; none when n <= 0.
 std::vector<double> nice_ticks(double lo, double hi, int n = 5);
 std::string tick_label(double v, double step);
 
