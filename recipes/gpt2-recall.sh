@@ -8,7 +8,8 @@
 # STATE_AT tokens; the table, and OUT/pareto/pareto.{png,svg}: decoding state against the copy gain kept, one curve per
 # placement and student after the new second stage.
 #   bash recipes/gpt2-recall.sh [MODEL]   (default gpt2-mini; a HF GPT-2 directory works too)
-#   SCALE=quick|full, MIMIC, OUT, THREADS, SEED as in recipes/lib.sh; KS="2 4 8 12" (0 always runs), WINDOW=64,
+#   SCALE=quick|full, MIMIC, OUT, THREADS, SEED as in recipes/lib.sh; KS="2 4 8 12" (0 always runs), KL_KS (the K's
+#   that the per-head KL placement runs at, beside the probe; default KS, "" for none), WINDOW=64,
 #   STUDENTS="hedgehog hybrid" (either or both), STAGE2S="lm kd" (the second stages to run: either or both),
 #   KD_COPY=0.5, PASSKEY_LENGTHS=128,256,512, PASSKEY_TRIALS=100, STATE_AT=512;
 #   the probe's calibration (lib.sh): PROBE_SEGMENTS=16 PROBE_LEN=128 PROBE_PASSKEYS=8 PROBE_PASSKEY_LEN=256 PROBE_LEADERS=16 PROBE_LM_WINDOWS=4
@@ -16,6 +17,8 @@ MODEL=${1:-gpt2-mini}
 SCALE=${SCALE:-quick}
 if [[ $SCALE == full ]]; then REC_SAMPLES=256 REC_LEN=512 FT_STEPS=1000 FT_BATCH=8 FT_LEN=512; fi
 KS=${KS:-2 4 8 12}
+KL_KS=${KL_KS-$KS}
+has_kl() { [[ " $KL_KS " == *" $1 "* ]]; }
 WINDOW=${WINDOW:-64}
 PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-128,256,512}
 PASSKEY_TRIALS=${PASSKEY_TRIALS:-100}
@@ -72,9 +75,9 @@ for st in "${students[@]}"; do
       heads=$(jq -r --argjson k "$k" '[.placement.kept[:$k][] | "\(.layer).\(.head)"] | join(",")' "$OUT/convert-$st-probe$kmax.json")
       convert_only "$st-probe$k" "$MODEL" "$st" --keep-softmax "$heads"
     fi
-    convert_only "$st-kl$k" "$MODEL" "$st" --keep-softmax "auto:$k" --placement kl
+    if has_kl "$k"; then convert_only "$st-kl$k" "$MODEL" "$st" --keep-softmax "auto:$k" --placement kl; fi
     stage2 "$st-probe$k"
-    stage2 "$st-kl$k"
+    if has_kl "$k"; then stage2 "$st-kl$k"; fi
   done
 done
 
@@ -96,7 +99,8 @@ for st in "${students[@]}"; do
     label=$([[ $s == lm ]] && echo "LM" || echo "KD+copy")
     row "$st" - 0 "$label" "$st-k0-$s"
     for k in $KS; do
-      for p in probe kl; do row "$st" "$p" "$k" "$label" "$st-$p$k-$s"; done
+      row "$st" probe "$k" "$label" "$st-probe$k-$s"
+      if has_kl "$k"; then row "$st" kl "$k" "$label" "$st-kl$k-$s"; fi
     done
   done
 done
@@ -104,7 +108,10 @@ echo
 echo "before any finetuning (copy gain of the converted models):"
 for st in "${students[@]}"; do
   line="  $st: K=0 $(gain "$st-k0-converted")"
-  for k in $KS; do line+="; K=$k probe $(gain "$st-probe$k-converted"), kl $(gain "$st-kl$k-converted")"; done
+  for k in $KS; do
+    line+="; K=$k probe $(gain "$st-probe$k-converted")"
+    if has_kl "$k"; then line+=", kl $(gain "$st-kl$k-converted")"; fi
+  done
   echo "$line"
 done
 echo "(passkey chance of ranking first: $(get "$OUT/passkey-teacher.json" '.chance * 100' 0)%; probe placement $(get "$OUT/convert-${students[0]}-probe$kmax.json" .placement.seconds 0) s" \
@@ -115,7 +122,8 @@ echo "(passkey chance of ranking first: $(get "$OUT/passkey-teacher.json" '.chan
 series='[]'
 for st in "${students[@]}"; do
   for p in probe kl; do
-    pts=$(for k in 0 $KS; do
+    ks=$([[ $p == probe ]] && echo "$KS" || echo "$KL_KS")
+    pts=$(for k in 0 $ks; do
       tag=$([[ $k == 0 ]] && echo "$st-k0-kd" || echo "$st-$p$k-kd")
       jq -n --arg k "K=$k" --argjson x "$(get "$OUT/state-$tag.json" '.rows[0].state_bytes / 1000')" \
         --argjson y "$(get "$OUT/copy-$tag.json" .model.copy_gain)" --argjson t "$teacher_gain" '{x: $x, y: ($y / $t), label: $k}'

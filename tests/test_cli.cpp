@@ -210,7 +210,7 @@ TEST(Cli, FinetuneAndEvalClassifierAndSplitPerplexity) {
   expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --data moby-dick --split dev"), "unknown split 'dev'");
 }
 
-// --kd makes finetune a conversion's second stage: the kd preset (lr 1e-4, half the blocks with a copied span) unless
+// --kd makes finetune a conversion's second stage: the kd preset (lr 3e-4, half the blocks with a copied span) unless
 // flags say otherwise; without --kd the family's preset (gpt2: lr 6e-4, no copy blocks). What each run used is in --json.
 TEST(Cli, FinetuneWithKdDefaultsToTheSecondStagePresetAndFlagsOverrideIt) {
   TempDir dir;
@@ -223,11 +223,11 @@ TEST(Cli, FinetuneWithKdDefaultsToTheSecondStagePresetAndFlagsOverrideIt) {
   };
   auto kd = run("kd", "--teacher " + gpt2_dir() + " --kd 1");
   EXPECT_EQ(kd["preset"], "kd");
-  EXPECT_DOUBLE_EQ(kd["lr"].get<double>(), 1e-4);
+  EXPECT_DOUBLE_EQ(kd["lr"].get<double>(), 3e-4);
   EXPECT_DOUBLE_EQ(kd["copy_fraction"].get<double>(), 0.5);
-  auto off = run("kd-no-copy", "--teacher " + gpt2_dir() + " --kd 1 --copy-fraction 0 --lr 3e-4");
+  auto off = run("kd-no-copy", "--teacher " + gpt2_dir() + " --kd 1 --copy-fraction 0 --lr 1e-4");
   EXPECT_EQ(off["preset"], "kd");
-  EXPECT_DOUBLE_EQ(off["lr"].get<double>(), 3e-4);
+  EXPECT_DOUBLE_EQ(off["lr"].get<double>(), 1e-4);
   EXPECT_DOUBLE_EQ(off["copy_fraction"].get<double>(), 0.0);
   auto named = run("kd-gpt2", "--teacher " + gpt2_dir() + " --kd 1 --preset gpt2");
   EXPECT_DOUBLE_EQ(named["lr"].get<double>(), 6e-4);

@@ -73,7 +73,7 @@ void run(FinetuneArgs& a) {
   start(a.common);
   auto& f = a.f;
   f.seed = a.common.seed;
-  // --kd is a conversion's second stage: its preset (lr 1e-4, copy blocks) unless another is named.
+  // --kd is a conversion's second stage: its preset (lr 3e-4, copy blocks) unless another is named.
   const std::string preset_name = !a.preset.empty() ? a.preset : a.kd > 0 ? "kd" : family_preset(f.model_dir);
   auto p = finetune::preset(preset_name);
   double copy_fraction = 0;
@@ -186,7 +186,7 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--data", a->data, "lm: all, sotu, moby-dick or a recall task mqar[:...] / ar[:...]; cls: spam, sotu-era, or a JSON-lines file of {text, label[, split]}")->required();
   sub->add_option("--out", t.out_dir, "Output directory (model = best, last/, checkpoint, log)")->required()->check(out_path_arg());
   sub->add_option("--preset", a->preset, "Hyper-parameters: gpt2 (Hedgehog: lr 6e-4, weight decay 0.01), bert (Hedgehog: lr 1e-5, "
-                                         "weight decay 0, cosine to 0) or kd (a conversion's second stage: lr 1e-4, weight decay 0.01, "
+                                         "weight decay 0, cosine to 0) or kd (a conversion's second stage: lr 3e-4, weight decay 0.01, "
                                          "--copy-fraction 0.5); default: kd with --kd, else the model family's (gpt2 for GPT-2, bert for BERT); flags override")
       ->check(CLI::IsMember({"gpt2", "bert", "kd"}));
   sub->add_option("--train", a->train_set, "What trains: all, attention (q, k, v, o projections + kernels) or feature-maps (kernels only); "

@@ -32,7 +32,7 @@ const char* train_set_name(TrainSet s) {
 Preset preset(const std::string& name) {
   if (name == "gpt2") return {6e-4, 0.01, 0.1, 0.0};
   if (name == "bert") return {1e-5, 0.0, 0.0, 0.0};
-  if (name == "kd") return {1e-4, 0.01, 0.1, 0.5};
+  if (name == "kd") return {3e-4, 0.01, 0.1, 0.5};
   fail("unknown preset '", name, "' (gpt2, bert or kd)");
 }
 
