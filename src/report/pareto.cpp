@@ -76,21 +76,31 @@ std::vector<std::string> write_pareto(const std::string& table_path, const std::
       // a log axis: the frame and y ticks from draw_axes with no x ticks, then decades (and 2, 5 between) by hand
       draw_axes(cr, a, xl, yl, 0, 6, 13);
       set_colour(cr, {0.3, 0.3, 0.3});
-      // a range under two decades gets every multiple (1 … 9 × 10^e) ticked, a wider one 1, 2 and 5
+      // a range under two decades gets every multiple (1 … 9 × 10^e) ticked, a wider one 1, 2 and 5; labels go to the
+      // decades first, then 2 and 5, then the rest, each only where it does not touch one placed before (900 and
+      // 1000 kB sit 7 px apart on a two-decade axis)
       const std::vector<double> steps = a.xmax - a.xmin < 2 ? std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9} : std::vector<double>{1, 2, 5};
-      for (int e = static_cast<int>(std::floor(a.xmin)); e <= static_cast<int>(std::ceil(a.xmax)); ++e)
-        for (double m : steps) {
-          const double v = e + std::log10(m);
-          if (v < a.xmin || v > a.xmax) continue;
-          const double px = a.px(v);
-          cairo_move_to(cr, px, a.y + a.h);
-          cairo_line_to(cr, px, a.y + a.h + 5);
-          cairo_stroke(cr);
-          const double value = m * std::pow(10.0, e);
-          char buf[32];
-          std::snprintf(buf, sizeof buf, value >= 1 ? "%.0f" : "%g", value);
-          text(cr, px, a.y + a.h + 16, buf, 12, Align::Middle);
-        }
+      auto rank = [](double m) { return m == 1 ? 0 : m == 2 || m == 5 ? 1 : 2; };
+      std::vector<std::pair<double, double>> placed;  // labels' [left, right] in pixels
+      for (int pass = 0; pass < 3; ++pass)
+        for (int e = static_cast<int>(std::floor(a.xmin)); e <= static_cast<int>(std::ceil(a.xmax)); ++e)
+          for (double m : steps) {
+            const double v = e + std::log10(m);
+            if (v < a.xmin || v > a.xmax || rank(m) != pass) continue;
+            const double px = a.px(v);
+            cairo_move_to(cr, px, a.y + a.h);
+            cairo_line_to(cr, px, a.y + a.h + 5);
+            cairo_stroke(cr);
+            const double value = m * std::pow(10.0, e);
+            char buf[32];
+            std::snprintf(buf, sizeof buf, value >= 1 ? "%.0f" : "%g", value);
+            const double half = text_width(cr, buf, 12) / 2 + 3;
+            bool clear = true;
+            for (const auto& [l, r] : placed) clear = clear && (px + half < l || px - half > r);
+            if (!clear) continue;
+            placed.emplace_back(px - half, px + half);
+            text(cr, px, a.y + a.h + 16, buf, 12, Align::Middle);
+          }
     } else {
       draw_axes(cr, a, xl, yl, 6, 6, 13);
     }
@@ -121,7 +131,10 @@ std::vector<std::string> write_pareto(const std::string& table_path, const std::
       for (const auto& p : series[i].points) {
         cairo_arc(cr, a.px(p.x), a.py(p.y), 4, 0, 2 * M_PI);
         cairo_fill(cr);
-        if (!p.label.empty()) text(cr, a.px(p.x) + 6, a.py(p.y) - 9, p.label, 10);
+        if (p.label.empty()) continue;
+        // a label that would run past the frame's right edge goes to the point's left
+        const bool left = a.px(p.x) + 6 + text_width(cr, p.label, 10) > a.x + a.w;
+        text(cr, a.px(p.x) + (left ? -6 : 6), a.py(p.y) - 9, p.label, 10, left ? Align::End : Align::Start);
       }
     }
     cairo_restore(cr);
