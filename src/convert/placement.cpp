@@ -190,8 +190,9 @@ std::vector<double> continuation_logprobs(models::Model& model, const std::vecto
 // Σ over the sequences of ids [b, t] of each one's mean next-token NLL over the rows [from, to) of `ranges` (row r
 // predicts token r + 1), one sum per range, from one forward pass. The LM head is applied by train::lm_head_loss,
 // chunk by chunk of the scored rows, so that the [b, t, V] logits (410 MB for a batch of 8 copy segments of 2 × 128
-// tokens) are never written whole and streamed again by log-sum-exp and gather: the probe's K = 8 at the quick scale
-// took 288 s instead of 303 (quiet machine). The head's GEMM itself stays about two thirds of a measurement's FLOPs.
+// tokens) are never written whole and streamed again by log-sum-exp and gather. What that saves is within the
+// run-to-run spread of the probe's time (K = 8 at the quick scale: 288 and 299 s in two quiet runs, ~303 s before);
+// the head's GEMM itself is about two thirds of a measurement's FLOPs.
 // Every sequence scores the same number of rows, so the mean over all scored rows is the mean of the sequences' means.
 std::vector<double> range_nll_sums(models::Model& model, const at::Tensor& ids, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
   const auto weight = model.lm_head_weight();
@@ -200,12 +201,13 @@ std::vector<double> range_nll_sums(models::Model& model, const at::Tensor& ids, 
   in.input_ids = ids;
   in.lm_head = false;
   const auto hidden = model.forward(in).last_hidden_state;
+  const auto head = weight.to(hidden.scalar_type());
   const auto b = ids.size(0), t = ids.size(1);
   std::vector<double> sums;
   for (const auto& [from, to] : ranges) {
     auto labels = torch::full({b, t}, -100, torch::kLong);
     labels.slice(1, from, to).copy_(ids.slice(1, from + 1, to + 1));
-    sums.push_back(train::lm_head_loss(hidden, weight.to(hidden.scalar_type()), labels).item<double>() * static_cast<double>(b));
+    sums.push_back(train::lm_head_loss(hidden, head, labels).item<double>() * static_cast<double>(b));
   }
   return sums;
 }
