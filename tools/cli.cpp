@@ -22,6 +22,23 @@ void add_common_options(CLI::App& sub, Common& common) {
   sub.add_flag("--json", common.json, "Print the result as JSON on stdout");
 }
 
+void add_device_option(CLI::App& sub, std::string& device) {
+  sub.add_option("--device", device, "Where to compute: auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              resolve_device(v);
+            } catch (const Error& e) {
+              std::string why = e.what();  // "--device X: ...": CLI11 names the option itself
+              if (why.rfind("--device", 0) == 0) why = why.substr(why.find(": ") == std::string::npos ? 0 : why.find(": ") + 2);
+              return why;
+            }
+            return "";
+          },
+          "DEVICE"));
+}
+
 void add_allreduce_options(CLI::App& sub, bool& overlap, double& bucket_mb) {
   sub.add_option_function<std::string>(
          "--allreduce", [&overlap](const std::string& v) { overlap = v == "overlap"; },

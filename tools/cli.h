@@ -25,6 +25,12 @@ struct Common {
 // Adds --threads, --seed, --json to a subcommand.
 void add_common_options(CLI::App& sub, Common& common);
 
+// Adds --device to a subcommand that can compute on an accelerator (bench attention, bench train so far; the
+// other commands compute on the CPU): auto (the default: cuda:LOCAL_RANK when LibTorch sees a CUDA device, else
+// the CPU), cpu, cuda, cuda:N. Checked while parsing (mimic::resolve_device): a device that is not there is a
+// one-line error.
+void add_device_option(CLI::App& sub, std::string& device);
+
 // Adds --allreduce overlap|sync and --bucket-mb to a training subcommand: how a distributed run averages the
 // gradients (train::TrainOptions::overlap_allreduce, bucket_mb; docs/distributed.md).
 void add_allreduce_options(CLI::App& sub, bool& overlap, double& bucket_mb);

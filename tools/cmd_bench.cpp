@@ -8,9 +8,14 @@
 
 #include "mimic/bench/attention_bench.h"
 #include "mimic/bench/generate_bench.h"
+#include "mimic/bench/measure.h"
 #include "mimic/bench/peer_bench.h"
 #include "mimic/bench/train_bench.h"
-#include "mimic/distill/distill.h"
+#if MIMIC_HAVE_FULL
+#include "mimic/distill/distill.h"  // bench peer's distillation loss
+#endif
+#include "mimic/core/error.h"
+#include "mimic/core/runtime.h"
 #include "cli.h"
 #include "ranges.h"
 
@@ -19,11 +24,13 @@ namespace {
 
 struct BenchAttentionArgs {
   Common common;
+  std::string device = "auto";
   bench::AttentionBenchOptions options;
 };
 
 struct BenchTrainArgs {
   Common common;
+  std::string device = "auto";
   bench::TrainBenchOptions options;
   std::vector<std::string> widths = {"mini"};
 };
@@ -65,8 +72,10 @@ void register_bench(CLI::App& app) {
       ->capture_default_str()
       ->check(range::integer(1, 65536));
   add_common_options(*sub, args->common);
+  add_device_option(*sub, args->device);
   sub->callback([args]() {
     start(args->common);
+    bench::set_bench_device(resolve_device(args->device));
     auto result = bench::run_attention_bench(args->options);
     if (args->common.json) {
       auto j = bench::to_json(result);
@@ -101,8 +110,10 @@ void register_bench(CLI::App& app) {
                  "and report its time and peak memory as multiples of the plain step's")
       ->check(CLI::PositiveNumber);
   add_common_options(*tr, targs->common);
+  add_device_option(*tr, targs->device);
   tr->callback([targs]() {
     start(targs->common);
+    bench::set_bench_device(resolve_device(targs->device));
     targs->options.seed = targs->common.seed;
     for (const auto& w : targs->widths) targs->options.widths.push_back(bench::train_bench_width(w));
     auto result = bench::run_train_bench(targs->options);
@@ -164,10 +175,14 @@ void register_bench(CLI::App& app) {
   peer->callback([pargs]() {
     start(pargs->common);
     pargs->options.seed = pargs->common.seed;
+#if MIMIC_HAVE_FULL
     const distill::LossSpec ce{distill::LossKind::CE, 1.0, 1.0};
     pargs->options.distill_loss = [ce](attention::DistillableKernel& student, const analysis::TeacherBatch& batch) {
       return distill::distill_loss(student, batch, ce).total;
     };
+#else
+    fail("bench peer needs the distillation loss of the full library, which this build lacks (", MIMIC_FULL_MISSING, ")");
+#endif
     auto result = bench::run_peer_bench(pargs->options);
     if (pargs->common.json) return print_json(bench::to_json(result));
     std::fputs(bench::format_report(result).c_str(), stdout);

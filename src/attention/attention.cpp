@@ -21,7 +21,7 @@ at::Tensor softmax_weights_reference(const at::Tensor& q, const at::Tensor& k, c
   const int64_t t = q.size(-2), s = k.size(-2);
   if (ctx.causal && t > 1) {  // a single query is the last position: it sees every key, nothing to mask
     // query i (the last t of s positions) sees keys j <= i + (s - t)
-    auto allowed = torch::ones({t, s}, torch::dtype(torch::kBool)).tril(s - t);
+    auto allowed = torch::ones({t, s}, torch::dtype(torch::kBool).device(q.device())).tril(s - t);
     scores = scores.masked_fill(allowed.logical_not(), lowest);
   }
   if (ctx.key_padding_mask.defined()) {
@@ -51,7 +51,7 @@ at::Tensor softmax_weights(const at::Tensor& q, const at::Tensor& k, const Atten
   }
   const bool causal = ctx.causal && t > 1;  // a single query is the last position: it sees every key
   at::Tensor hidden;                        // [T, S]: true where query i (the last t of s positions) may not see key j
-  if (causal) hidden = torch::ones({t, s}, torch::dtype(torch::kBool)).triu(s - t + 1);
+  if (causal) hidden = torch::ones({t, s}, torch::dtype(torch::kBool).device(q.device())).triu(s - t + 1);
   // More queries than keys (t > s) also leaves rows with no visible key: the masked_fill path too.
   const bool bias_mask = causal && !keep.defined() && t <= s;
   auto bias = bias_mask ? torch::zeros({t, s}, q.options().requires_grad(false)).masked_fill_(hidden, lowest)

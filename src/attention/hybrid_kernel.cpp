@@ -61,11 +61,23 @@ HybridAttention::HybridAttention(const HybridConfig& config, int64_t n_head, int
   if (config.learned) {
     const double logit = std::log(config.window_weight / (1 - config.window_weight));
     window_logit = register_parameter("window_logit", torch::full({n_head}, logit));
+  } else {
+    fixed_weight_ = torch::full({n_head}, config.window_weight);
   }
 }
 
+void HybridAttention::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
+  LinearAttention::to(device, dtype, non_blocking);
+  if (fixed_weight_.defined()) fixed_weight_ = fixed_weight_.to(device);  // float32, as before a move
+}
+
+void HybridAttention::to(torch::Device device, bool non_blocking) {
+  LinearAttention::to(device, non_blocking);
+  if (fixed_weight_.defined()) fixed_weight_ = fixed_weight_.to(device);
+}
+
 at::Tensor HybridAttention::window_weight() const {
-  return hybrid_.learned ? torch::sigmoid(window_logit) : torch::full({n_head_}, hybrid_.window_weight);
+  return hybrid_.learned ? torch::sigmoid(window_logit) : fixed_weight_;
 }
 
 HybridOptions HybridAttention::hybrid_options(bool causal) const {

@@ -46,12 +46,18 @@ class HybridAttention : public LinearAttention {
   const HybridConfig& hybrid_config() const { return hybrid_; }
   at::Tensor window_logit;  // [H], learned mix only
 
+  // A fixed window weight is a constant (no parameter): moving the module moves it too.
+  using LinearAttention::to;
+  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Device device, bool non_blocking = false) override;
+
  protected:
   at::Tensor forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
 
  private:
   HybridConfig hybrid_;
   int64_t n_head_;
+  at::Tensor fixed_weight_;  // [n_head]: the window weight when it is not learned
 };
 
 }  // namespace mimic::attention

@@ -89,6 +89,16 @@ LinearAttention::LinearAttention(const LinearAttentionConfig& config, int64_t n_
   }
 }
 
+void LinearAttention::to(torch::Device device, torch::Dtype dtype, bool non_blocking) {
+  torch::nn::Module::to(device, dtype, non_blocking);
+  if (decay_.defined()) decay_ = decay_.to(device);
+}
+
+void LinearAttention::to(torch::Device device, bool non_blocking) {
+  torch::nn::Module::to(device, non_blocking);
+  if (decay_.defined()) decay_ = decay_.to(device);
+}
+
 LinearOptions LinearAttention::options(bool causal) const {
   LinearOptions o;
   o.causal = causal;

@@ -79,6 +79,12 @@ class LinearAttention : public DistillableKernel {
   FeatureMap map;
   std::shared_ptr<HeadGatesImpl> gates;  // null without SLA gates
 
+  // The per-head decay is a constant, not a buffer (converted models saved before it existed load unchanged):
+  // moving the module moves it too, in float64.
+  using torch::nn::Module::to;
+  void to(torch::Device device, torch::Dtype dtype, bool non_blocking = false) override;
+  void to(torch::Device device, bool non_blocking = false) override;
+
  protected:
   // The fast form: chunked when ctx.causal, bidirectional otherwise.
   at::Tensor forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;

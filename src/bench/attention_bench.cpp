@@ -18,6 +18,7 @@
 #include "mimic/bench/text.h"
 #include "mimic/core/error.h"
 #include "mimic/core/progress.h"
+#include "mimic/core/runtime.h"
 
 namespace mimic::bench {
 
@@ -35,6 +36,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr double kMB = 1e6;
 
+// Every tensor of the benchmark is made on the bench device (measure.h).
+at::TensorOptions on_device() { return at::TensorOptions().device(bench_device()); }
+
 
 // ---------------------------------------------------------------- the attention forms
 
@@ -45,9 +49,9 @@ struct Inputs {
 
 Inputs make_inputs(int64_t t, int64_t d) {
   Inputs in;
-  in.q = torch::randn({1, 1, t, d});
-  in.k = torch::randn({1, 1, t, d});
-  in.v = torch::randn({1, 1, t, d});
+  in.q = torch::randn({1, 1, t, d}, on_device());
+  in.k = torch::randn({1, 1, t, d}, on_device());
+  in.v = torch::randn({1, 1, t, d}, on_device());
   in.qg = in.q.clone().requires_grad_(true);
   in.kg = in.k.clone().requires_grad_(true);
   in.vg = in.v.clone().requires_grad_(true);
@@ -101,12 +105,12 @@ class Decoder {
 class SoftmaxDecoder : public Decoder {
  public:
   SoftmaxDecoder(const Setup& s, int64_t context, int64_t tokens) : s_(s), n_(context) {
-    kc_ = torch::randn({1, 1, context + tokens, s.d});
-    vc_ = torch::randn({1, 1, context + tokens, s.d});
+    kc_ = torch::randn({1, 1, context + tokens, s.d}, on_device());
+    vc_ = torch::randn({1, 1, context + tokens, s.d}, on_device());
     for (int64_t i = 0; i < tokens; ++i) {
-      q_.push_back(torch::randn({1, 1, 1, s.d}));
-      k_.push_back(torch::randn({1, 1, 1, s.d}));
-      v_.push_back(torch::randn({1, 1, 1, s.d}));
+      q_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
+      k_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
+      v_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
     }
   }
   void step(size_t i) override {
@@ -139,9 +143,9 @@ class LinearDecoder : public Decoder {
     MIMIC_CHECK(prefilled_.defined() && prefilled_.position == context, "bench: linear prefill left the state at position ",
                 prefilled_.position, ", expected ", context);
     for (int64_t i = 0; i < tokens; ++i) {
-      q_.push_back(torch::randn({1, 1, 1, s.d}));
-      k_.push_back(torch::randn({1, 1, 1, s.d}));
-      v_.push_back(torch::randn({1, 1, s.d}));
+      q_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
+      k_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
+      v_.push_back(torch::randn({1, 1, s.d}, on_device()));
     }
   }
   void step(size_t i) override {
@@ -176,9 +180,9 @@ class HybridDecoder : public Decoder {
     MIMIC_CHECK(prefilled_.defined() && prefilled_.position == context, "bench: hybrid prefill left the state at position ",
                 prefilled_.position, ", expected ", context);
     for (int64_t i = 0; i < tokens; ++i) {
-      q_.push_back(torch::randn({1, 1, 1, s.d}));
-      k_.push_back(torch::randn({1, 1, 1, s.d}));
-      v_.push_back(torch::randn({1, 1, 1, s.d}));
+      q_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
+      k_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
+      v_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
     }
   }
   void step(size_t i) override {
@@ -287,13 +291,17 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   AttentionBenchResult res;
   res.options = o;
   res.threads = at::get_num_threads();
+  res.device = bench_device().str();
   res.timing_method = strf("median of %d run%s after 1 warm-up; fwd = forward without autograd (inference), fwd+bwd = forward "
                            "with autograd + backward of out.sum() wrt q, k, v (and the feature map's parameters, and the "
                            "hybrid's window weight)",
                            o.repeats, o.repeats == 1 ? "" : "s");
   res.memory_method =
-      "peak of live LibTorch CPU tensor bytes allocated during the call, beyond those alive at its start (c10 allocator "
-      "reports via a MemoryReportingInfoBase hook); inputs, BLAS workspaces and malloc overhead are not counted";
+      bench_device().is_cpu()
+          ? "peak of live LibTorch CPU tensor bytes allocated during the call, beyond those alive at its start (c10 allocator "
+            "reports via a MemoryReportingInfoBase hook); inputs, BLAS workspaces and malloc overhead are not counted"
+          : "peak of live bytes in LibTorch's CUDA caching allocator (blocks, rounded up) allocated during the call, beyond those "
+            "alive at its start (MemoryReportingInfoBase hook); inputs and cuBLAS workspaces are not counted";
 
   Setup setup;
   setup.d = o.head_dim;
@@ -305,7 +313,9 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   setup.map = attention::make_feature_map(spec);
   res.feature_dim = setup.map->feature_dim();
   for (auto& p : setup.map->parameters()) p.requires_grad_(true);
+  setup.map->to(bench_device());
   setup.softmax = attention::make_attention_kernel("softmax", nlohmann::json::object(), 1, setup.d);
+  setup.softmax->to(bench_device());
   setup.ctx.causal = true;
   setup.ctx.scale = setup.scale;
   setup.lopts.causal = true;
@@ -313,7 +323,7 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   setup.hopts.causal = true;
   setup.hopts.window = o.window;
   setup.hopts.chunk = o.chunk;
-  setup.window_logit = torch::zeros({1}).requires_grad_(true);
+  setup.window_logit = torch::zeros({1}, on_device()).requires_grad_(true);
   std::vector<Form> forms = make_forms(setup);
   for (const auto& f : forms) res.forms.push_back(f.name);
   const size_t nf = forms.size();
@@ -387,6 +397,7 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
           for (size_t c = 0; c < nc; ++c) {
             auto t0 = Clock::now();
             dec[f][c]->step(i);
+            synchronize(bench_device());
             const double t = us(t0, Clock::now());
             sum[f][c] += t;
             if (r > 0) tok[f][c].push_back(t);

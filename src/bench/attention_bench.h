@@ -72,6 +72,7 @@ struct AttentionBenchResult {
   // taken against.
   std::vector<std::string> forms;
   int threads = 0;
+  std::string device;  // where it ran: "cpu", "cuda:0" (measure.h, set_bench_device)
   int64_t feature_dim = 0;
   std::string memory_method;
   std::string timing_method;

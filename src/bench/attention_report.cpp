@@ -21,6 +21,7 @@ nlohmann::json to_json(const AttentionBenchResult& r) {
                  {"forms", r.forms},
                  {"dtype", "float32"},
                  {"threads", r.threads},
+                 {"device", r.device},
                  {"repeats", o.repeats},
                  {"chunk", o.chunk},
                  {"max_len", o.max_len},
@@ -77,10 +78,10 @@ std::string format_report(const AttentionBenchResult& r) {
   const auto& o = r.options;
   const size_t nf = r.forms.size();
   std::ostringstream os;
-  os << strf("attention benchmark: 1 head, head_dim %lld, batch 1, fp32, %d thread%s; softmax = causal; linear = causal chunked "
+  os << strf("attention benchmark on %s: 1 head, head_dim %lld, batch 1, fp32, %d CPU thread%s; softmax = causal; linear = causal chunked "
              "(chunk %lld) with %s features (F = %lld); hybrid = causal softmax over a window of %lld keys + that linear "
              "attention over older keys\n",
-             static_cast<long long>(o.head_dim), r.threads, r.threads == 1 ? "" : "s", static_cast<long long>(o.chunk),
+             r.device.c_str(), static_cast<long long>(o.head_dim), r.threads, r.threads == 1 ? "" : "s", static_cast<long long>(o.chunk),
              o.feature_map.c_str(), static_cast<long long>(r.feature_dim), static_cast<long long>(o.window));
   os << "time:   " << r.timing_method << "\n";
   os << "memory: " << r.memory_method << "; MB = 10^6 bytes\n\n";

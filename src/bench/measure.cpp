@@ -1,9 +1,12 @@
 #include "mimic/bench/measure.h"
 
+#include "mimic/core/runtime.h"
+
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,6 +22,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+c10::Device& device_slot() {
+  static c10::Device d(c10::kCPU);
+  return d;
+}
+
 // LibTorch's default CPU allocator reports every allocation and free (with its size) to the
 // MemoryReportingInfoBase installed as the thread's PROFILER_STATE debug info, when that object says memory
 // profiling is on: the hook the PyTorch profiler's profile_memory uses. The debug info travels with the
@@ -26,8 +34,14 @@ using Clock = std::chrono::steady_clock;
 // keeps the running sum of live bytes allocated since it was installed, and its maximum.
 class PeakTracker : public c10::MemoryReportingInfoBase {
  public:
+  explicit PeakTracker(c10::DeviceType type) : type_(type) {}
+  // LibTorch 2 reports the allocator's totals as size_t (1.13: int64_t)
+#if TORCH_VERSION_MAJOR >= 2
+  void reportMemoryUsage(void*, int64_t alloc_size, size_t, size_t, c10::Device device) override {
+#else
   void reportMemoryUsage(void*, int64_t alloc_size, int64_t, int64_t, c10::Device device) override {
-    if (device.type() != c10::DeviceType::CPU) return;
+#endif
+    if (device.type() != type_) return;
     const int64_t now = current_.fetch_add(alloc_size) + alloc_size;
     int64_t peak = peak_.load();
     while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
@@ -38,19 +52,26 @@ class PeakTracker : public c10::MemoryReportingInfoBase {
   int64_t current() const { return current_.load(); }
 
  private:
+  c10::DeviceType type_;
   std::atomic<int64_t> current_{0}, peak_{0};
 };
 
 }  // namespace
 
+void set_bench_device(const c10::Device& device) { device_slot() = device; }
+c10::Device bench_device() { return device_slot(); }
+
 Sample measure_once(const std::function<void()>& prepare, const std::function<void()>& run) {
+  const c10::Device device = bench_device();
   if (prepare) prepare();
-  auto tracker = std::make_shared<PeakTracker>();
+  auto tracker = std::make_shared<PeakTracker>(device.type());
   Sample s;
   {
     c10::DebugInfoGuard guard(c10::DebugInfoKind::PROFILER_STATE, tracker);
+    synchronize(device);
     auto t0 = Clock::now();
     run();
+    synchronize(device);
     s.ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
   }
   s.peak_bytes = tracker->peak();
@@ -76,7 +97,8 @@ Sample measure(int repeats, const std::function<void()>& prepare, const std::fun
 }
 
 double gemm_gflops() {
-  auto a = at::randn({2048, 2048}), b = at::randn({2048, 2048});
+  const auto on = at::TensorOptions().device(bench_device());
+  auto a = at::randn({2048, 2048}, on), b = at::randn({2048, 2048}, on);
   auto s = measure(5, nullptr, [&] { at::mm(a, b); });
   return 2.0 * 2048 * 2048 * 2048 / (s.ms * 1e-3) / 1e9;
 }

@@ -2,6 +2,8 @@
 // tensor bytes LibTorch's CPU allocator held while it ran, beyond what was alive before; and the machine's
 // rates the benchmarks set their numbers against (a GEMM's FLOP/s, a large copy's bytes/s).
 #pragma once
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -9,6 +11,12 @@
 #include <vector>
 
 namespace mimic::bench {
+
+// The device the benchmarks compute on (bench attention/train --device; default the CPU). measure_once waits for
+// it before starting and before stopping the clock (CUDA queues work asynchronously), and counts the peak of the
+// tensor bytes its allocator holds (on CUDA: the caching allocator's blocks, which round sizes up).
+void set_bench_device(const c10::Device& device);
+c10::Device bench_device();
 
 struct Sample {
   double ms = 0;
@@ -21,7 +29,7 @@ Sample measure_once(const std::function<void()>& prepare, const std::function<vo
 // One warm-up, then `repeats` timed runs: the median time and the largest peak.
 Sample measure(int repeats, const std::function<void()>& prepare, const std::function<void()>& run);
 double median(std::vector<double> v);
-// The machine's dense fp32 rate: a 2048³ GEMM (at::mm), median of 5, in GFLOP/s.
+// The machine's dense fp32 rate: a 2048³ GEMM (at::mm) on the bench device, median of 5, in GFLOP/s.
 double gemm_gflops();
 // The machine's memory bandwidth as the decoding benchmark sets it against: a copy of `bytes` between two
 // tensors (LibTorch's parallel copy, the threads set now), median of `repeats`, counted as STREAM's Copy counts

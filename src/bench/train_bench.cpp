@@ -70,6 +70,8 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
   const int64_t longest = *std::max_element(o.lengths.begin(), o.lengths.end());
 
   TrainBenchResult r;
+  const c10::Device device = bench_device();
+  r.device = device.str();
   r.threads = torch::get_num_threads();
   r.gemm_gflops = gemm_gflops();
   Progress bar("bench train", static_cast<int64_t>(o.widths.size() * o.lengths.size() * specs.size()), "run");
@@ -80,6 +82,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
     config["n_positions"] = std::max<int64_t>(config.value("n_positions", 0), longest);
     torch::manual_seed(o.seed);
     auto model = models::create_model(config.dump(), "");
+    model->module().to(device);  // weights drawn on the CPU generator, then moved: the same start on any device
     const auto s = model->summary();
     const int64_t dense = dense_parameters(s);
     // Every kind starts from the same weights: the step times do not depend on them, but the losses then
@@ -91,6 +94,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
     if (o.kd_temperature > 0) {
       torch::manual_seed(o.seed + 1);
       teacher = models::create_model(config.dump(), "");
+      teacher->module().to(device);
       teacher->module().eval();
     }
     for (auto T : o.lengths) {
@@ -98,12 +102,13 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
       row.width = w.name;
       row.length = T;
       row.batch = std::max<int64_t>(1, o.tokens_per_step / T);
-      auto ids = at::randint(s.vocab_size, {row.batch, T}, gen, torch::kLong);
+      auto ids = at::randint(s.vocab_size, {row.batch, T}, gen, torch::kLong).to(device);
       auto labels = at::roll(ids, -1, 1);
       const data::LmBatch batch{ids, labels, {}};
       for (size_t k = 0; k < specs.size(); ++k) {
         for (int64_t l = 0; l < s.n_layer; ++l)
           model->set_attention_kernel(l, attention::make_attention_kernel(specs[k].kind, specs[k].options, s.n_head, s.d_model / s.n_head));
+        model->module().to(device);  // the new kernels' parameters
         const std::string kind = k == 0 ? "softmax" : o.kinds[k - 1];
         // Runs of AdamW steps from the starting weights, one per loss: the plain LM loss and, with kd_temperature,
         // distillation. Each run has its own optimizer and its own copy of the weights, which it loads into the
@@ -301,6 +306,7 @@ nlohmann::json to_json(const TrainBenchResult& r) {
   return {{"benchmark", "train"},
           {"config",
            {{"threads", r.threads},
+            {"device", r.device},
             {"repeats", r.options.repeats},
             {"tokens_per_step", r.options.tokens_per_step},
             {"seed", r.options.seed},
@@ -317,8 +323,8 @@ nlohmann::json to_json(const TrainBenchResult& r) {
 
 std::string format_report(const TrainBenchResult& r) {
   std::ostringstream os;
-  os << strf("training-step benchmark: GPT-2, random weights, AdamW, %d thread%s, ~%lld tokens per step, median of %d, %s LM loss\n",
-             r.threads, r.threads == 1 ? "" : "s", static_cast<long long>(r.options.tokens_per_step), r.options.repeats,
+  os << strf("training-step benchmark on %s: GPT-2, random weights, AdamW, %d CPU thread%s, ~%lld tokens per step, median of %d, %s LM loss\n",
+             r.device.c_str(), r.threads, r.threads == 1 ? "" : "s", static_cast<long long>(r.options.tokens_per_step), r.options.repeats,
              r.options.reference_loss ? "reference (all logits)" : "chunked");
   os << strf("measured GEMM rate (2048^3 fp32): %.1f GFLOP/s; dense GFLOP/s below count 6 x matmul parameters x tokens\n\n",
              r.gemm_gflops);

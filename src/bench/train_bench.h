@@ -90,6 +90,7 @@ using TrainBenchTarget = TargetResult;
 
 struct TrainBenchResult {
   TrainBenchOptions options;
+  std::string device;  // where it ran: "cpu", "cuda:0" (measure.h, set_bench_device)
   int threads = 0;
   double gemm_gflops = 0;  // a 2048³ float GEMM on this machine, median of 5
   std::vector<TrainBenchRow> rows;

@@ -4,13 +4,16 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <thread>
 
+#include <torch/cuda.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
+#include "mimic/core/error.h"
 #include "mimic/core/version.h"
 
 namespace mimic {
@@ -83,6 +86,40 @@ SystemInfo system_info() {
   info.parallel_info = at::get_parallel_info();
   info.mimic_version = mimic_version();
   return info;
+}
+
+
+c10::Device resolve_device(const std::string& spec) {
+  const bool cuda = torch::cuda::is_available();
+  if (spec == "auto") {
+    if (!cuda) return c10::Device(c10::kCPU);
+    int local_rank = 0;
+    if (const char* lr = std::getenv("LOCAL_RANK")) {
+      try {
+        local_rank = std::stoi(lr);
+      } catch (const std::exception&) {
+        fail("--device auto: LOCAL_RANK is not a number: '", lr, "'");
+      }
+    }
+    const auto n = static_cast<int64_t>(torch::cuda::device_count());
+    MIMIC_CHECK(local_rank >= 0 && local_rank < n, "--device auto: LOCAL_RANK ", local_rank, " but ", n, " CUDA device", n == 1 ? "" : "s",
+                " visible");
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
+  }
+  const bool known = spec == "cpu" || spec == "cuda" || (spec.rfind("cuda:", 0) == 0 && spec.size() > 5 && spec.size() <= 8 &&
+                                                        spec.find_first_not_of("0123456789", 5) == std::string::npos);
+  MIMIC_CHECK(known, "--device: unknown device '", spec, "' (known: auto, cpu, cuda, cuda:N)");
+  if (spec == "cpu") return c10::Device(c10::kCPU);
+  MIMIC_CHECK(cuda, "--device ", spec, ": no CUDA device is available (",
+              torch::cuda::device_count() == 0 ? "this LibTorch sees none; a CPU-only LibTorch never does" : "CUDA is not usable", ")");
+  const int64_t index = spec == "cuda" ? 0 : std::stoll(spec.substr(5));
+  const auto n = static_cast<int64_t>(torch::cuda::device_count());
+  MIMIC_CHECK(index < n, "--device ", spec, ": only ", n, " CUDA device", n == 1 ? "" : "s", " visible (cuda:0 ... cuda:", n - 1, ")");
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+void synchronize(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
 }
 
 }  // namespace mimic

@@ -1,5 +1,7 @@
 // Process-wide runtime set-up: threads, allocator tuning, seeding, and a description of the system.
 #pragma once
+#include <c10/core/Device.h>
+
 #include <cstdint>
 #include <string>
 
@@ -15,6 +17,14 @@ void seed_everything(uint64_t seed);
 
 // Number of cores available to this process.
 int available_cores();
+
+// The device a command computes on, from its --device argument: "cpu", "cuda" (the first GPU), "cuda:N", or
+// "auto" — cuda:LOCAL_RANK (the environment variable a launcher sets; 0 without one) when LibTorch sees a CUDA
+// device, the CPU otherwise. A name LibTorch does not know, "cuda" without a CUDA device (a CPU-only LibTorch, or
+// no GPU visible) and N beyond the devices present are a mimic::Error saying which.
+c10::Device resolve_device(const std::string& spec);
+// Waits until the work queued on `device` is done (CUDA runs asynchronously; timings must wait). No-op on the CPU.
+void synchronize(const c10::Device& device);
 
 struct SystemInfo {
   int threads = 0;             // LibTorch intra-op threads in use

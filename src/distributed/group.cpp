@@ -1,10 +1,23 @@
 #include "mimic/distributed/group.h"
 
 // ProcessGroupGloo.hpp declares its class only under USE_C10D_GLOO, which Torch's CMake package defines for its
-// consumers; the gloo headers it includes come with libgloo-dev (tools/setup.sh).
+// consumers; the gloo headers it includes come with libgloo-dev (tools/setup.sh) on Debian. A pip torch ships no
+// gloo headers: CMake then builds this file with MIMIC_HAVE_GLOO=0, and a distributed run says why it cannot start
+// (the collectives go through the process group's base class, which needs no gloo header).
+#ifndef MIMIC_HAVE_GLOO
+#define MIMIC_HAVE_GLOO 1
+#endif
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/version.h>
+#if MIMIC_HAVE_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
@@ -67,7 +80,11 @@ bool is_loopback(const std::string& host) { return host == "localhost" || host.r
 struct Group::Impl {
   Environment env;
   c10::intrusive_ptr<c10d::TCPStore> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+#if TORCH_VERSION_MAJOR >= 2
+  c10::intrusive_ptr<c10d::Backend> pg;  // a ProcessGroupGloo (2.x: a Backend)
+#else
+  c10::intrusive_ptr<c10d::ProcessGroup> pg;  // a ProcessGroupGloo
+#endif
   int64_t alone_round = 0;  // each_alone's calls, the same count on every rank: each gets keys of its own
 
   std::string where() const { return env.master_addr + ":" + std::to_string(env.master_port); }
@@ -104,12 +121,23 @@ struct Group::Impl {
     o.waitWorkers = false;  // the check-in below waits, and can name who is missing
     o.timeout = timeout();
     // c10d logs every failed connection attempt through glog on stderr; the one error below says what happened.
+    // (Debian's LibTorch logs through glog; official builds, 2.x among them, through c10's own logger, whose
+    // threshold is caffe2_log_level: both gate c10d's messages.)
+#ifdef C10_USE_GLOG
     const int log_level = FLAGS_minloglevel;
     FLAGS_minloglevel = google::GLOG_FATAL;
     struct Restore {
       int level;
       ~Restore() { FLAGS_minloglevel = level; }
     } restore{log_level};
+#else
+    const int log_level = FLAGS_caffe2_log_level;
+    FLAGS_caffe2_log_level = c10::GLOG_FATAL;
+    struct Restore {
+      int level;
+      ~Restore() { FLAGS_caffe2_log_level = level; }
+    } restore{log_level};
+#endif
     try {
       store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
     } catch (const std::exception& e) {
@@ -181,6 +209,10 @@ struct Group::Impl {
   }
 
   void create_group() {
+#if !MIMIC_HAVE_GLOO
+    fail("this mimic was built without Gloo's headers (the LibTorch it was built against ships none), so it cannot run "
+         "distributed; build against a LibTorch with them (Debian's libtorch-dev with libgloo-dev)");
+#else
     auto options = c10d::ProcessGroupGloo::Options::create(timeout());
     // On one machine the loopback device always works; across machines Gloo picks the interface of this host's
     // name, or the one GLOO_SOCKET_IFNAME names (as PyTorch does).
@@ -197,6 +229,7 @@ struct Group::Impl {
     } catch (const std::exception& e) {
       failed("connecting the process group", e);
     }
+#endif
   }
 
   // A collective failed: a peer died (Gloo saw its connection close) or did not answer within the timeout. The

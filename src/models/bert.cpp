@@ -83,8 +83,8 @@ ForwardOutputs BertImpl::forward(const ForwardInputs& in) {
   check_ids(ids, c_.vocab_size);
   const int64_t b = ids.size(0), t = ids.size(1);
   MIMIC_CHECK(t <= c_.max_positions, "sequence of ", t, " tokens exceeds the model's context of ", c_.max_positions);
-  auto types = in.token_type_ids.defined() ? in.token_type_ids : torch::zeros({b, t}, torch::kLong);
-  auto pos = torch::arange(t, torch::kLong).unsqueeze(0).expand({b, t});
+  auto types = in.token_type_ids.defined() ? in.token_type_ids : torch::zeros({b, t}, torch::dtype(torch::kLong).device(in.input_ids.device()));
+  auto pos = torch::arange(t, torch::dtype(torch::kLong).device(in.input_ids.device())).unsqueeze(0).expand({b, t});
   const double p = is_training() ? c_.dropout : 0.0;
   auto x = torch::dropout(emb_ln->forward(word->forward(ids) + position->forward(pos) + token_type->forward(types)), p, is_training());
   at::Tensor pad = in.attention_mask.defined() ? in.attention_mask.to(torch::kBool) : at::Tensor();

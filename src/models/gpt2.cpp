@@ -62,7 +62,7 @@ ForwardOutputs Gpt2Impl::forward(const ForwardInputs& in) {
     // without building the index tensor every step (decoding has no backward, where the two would differ).
     x = drop(wte->forward(ids) + wpe->weight.narrow(0, offset, t));
   } else {
-    auto positions = torch::arange(offset, offset + t, torch::kLong).unsqueeze(0).expand({b, t});
+    auto positions = torch::arange(offset, offset + t, torch::dtype(torch::kLong).device(ids.device())).unsqueeze(0).expand({b, t});
     x = drop(wte->forward(ids) + wpe->forward(positions));
   }
   for (int64_t i = 0; i < c_.n_layer; ++i) {

@@ -1,0 +1,269 @@
+// The device tests: every attention kind and form, a whole model's training step and incremental decoding, run
+// on an accelerator and held to the same computation on the CPU — forward outputs and every gradient.
+//
+// The device is CUDA's first GPU when LibTorch sees one (tools/gpu-check.sh runs this binary on a GPU machine);
+// without one every test is skipped, and says so. (LibTorch's `meta` device, which computes shapes without values,
+// would catch a tensor made on the CPU inside a computation on any machine, but LibTorch 1.13 cannot move a
+// module there: Module::to(kMeta) fails in set_data with "incompatible tensor type".)
+//
+// Tolerances (fp32 on both sides; TF32 stays off, LibTorch's default for matrix products): outputs and gradients
+// agree to kRelTol of the largest magnitude of the CPU result (the GPU sums in other orders), that magnitude taken
+// as at least kFloor: a gradient that is zero in exact arithmetic (SLA's query gates, whose factor the row
+// normalisation cancels) is rounding noise on both sides, and noise has no relative error to hold to.
+#include <gtest/gtest.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "mimic/attention/attention.h"
+#include "mimic/attention/distillable.h"
+#include "mimic/attention/kinds.h"
+#include "mimic/core/error.h"
+#include "mimic/core/runtime.h"
+#include "mimic/data/batches.h"
+#include "mimic/models/model.h"
+#include "mimic/train/lm.h"
+
+namespace {
+
+using mimic::attention::AttentionContext;
+using mimic::attention::make_attention_kernel;
+
+constexpr double kRelTol = 2e-4;
+constexpr double kFloor = 1e-2;
+
+// MIMIC_DEVICE_TESTS_ON_CPU=1 runs the harness with the CPU as the "device" (every comparison exact), to check
+// the tests themselves on a machine without a GPU.
+bool cpu_as_device() { return std::getenv("MIMIC_DEVICE_TESTS_ON_CPU") != nullptr; }
+bool on_gpu() { return cpu_as_device() || torch::cuda::is_available(); }
+c10::Device target() { return cpu_as_device() ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, 0); }
+#define SKIP_WITHOUT_GPU() \
+  if (!on_gpu()) GTEST_SKIP() << "no CUDA device"
+
+// max |a − b| / max(max |b|, kFloor) (b: the CPU result).
+double rel_err(const at::Tensor& device_result, const at::Tensor& cpu_result) {
+  auto a = device_result.detach().to(at::kCPU, at::kDouble), b = cpu_result.detach().to(at::kDouble);
+  const double scale = std::max(b.abs().max().item<double>(), kFloor);
+  return (a - b).abs().max().item<double>() / scale;
+}
+
+// Device result against CPU result: same shape and dtype everywhere; the values where the device computes them.
+void expect_close(const at::Tensor& dev, const at::Tensor& cpu, const std::string& what, double tol = kRelTol) {
+  ASSERT_TRUE(dev.defined()) << what << ": undefined on the device";
+  ASSERT_TRUE(cpu.defined()) << what << ": undefined on the CPU";
+  EXPECT_EQ(dev.device(), target()) << what << " left the device";
+  EXPECT_EQ(dev.sizes(), cpu.sizes()) << what;
+  EXPECT_EQ(dev.scalar_type(), cpu.scalar_type()) << what;
+  const double e = rel_err(dev, cpu);
+  std::printf("  %-64s rel err %.2e\n", what.c_str(), e);
+  EXPECT_LE(e, tol) << what;
+}
+
+// Every kind with the options that change its code path (kinds.def, maps.def).
+std::vector<std::pair<std::string, nlohmann::json>> kernel_cases() {
+  std::vector<std::pair<std::string, nlohmann::json>> c;
+  c.push_back({"softmax", nlohmann::json::object()});
+  for (const char* map : {"hedgehog", "hedgehog_softmax", "t2r", "elu", "relu", "performer", "cosformer", "exp_t", "taylor2", "identity"})
+    c.push_back({"linear", {{"feature_map", map}, {"chunk", 4}}});
+  c.push_back({"linear", {{"feature_map", "hedgehog"}, {"norm", "none"}}});
+  c.push_back({"linear", {{"feature_map", "elu"}, {"norm", "l2"}}});
+  c.push_back({"linear", {{"feature_map", "elu"}, {"norm", "rms"}}});
+  c.push_back({"linear", {{"feature_map", "hedgehog"}, {"gates", true}}});
+  c.push_back({"linear", {{"feature_map", "hedgehog"}, {"decay", true}, {"chunk", 8}}});
+  c.push_back({"hybrid", {{"window", 4}, {"chunk", 4}}});
+  c.push_back({"hybrid", {{"window", 16}, {"feature_map", "hedgehog"}}});
+  c.push_back({"mixed", {{"softmax_heads", {1}}}});
+  c.push_back({"mixed", {{"softmax_heads", {0, 2}}, {"kind", "hybrid"}, {"options", {{"window", 4}}}}});
+  return c;
+}
+
+std::string label(const std::pair<std::string, nlohmann::json>& c) { return c.first + " " + c.second.dump(); }
+
+// A kernel and its twin with the same parameters and buffers, the twin moved to the device.
+std::pair<mimic::attention::AttentionKernel, mimic::attention::AttentionKernel> kernel_pair(const std::string& kind,
+                                                                                          const nlohmann::json& options,
+                                                                                          int64_t heads, int64_t dim) {
+  torch::manual_seed(11);
+  auto cpu = make_attention_kernel(kind, options, heads, dim);
+  auto dev = make_attention_kernel(kind, cpu->config_json(), heads, dim);
+  {
+    torch::NoGradGuard ng;
+    for (const auto& p : cpu->named_parameters()) dev->named_parameters()[p.key()].copy_(p.value());
+    for (const auto& b : cpu->named_buffers()) dev->named_buffers()[b.key()].copy_(b.value());
+  }
+  dev->to(target());
+  return {cpu, dev};
+}
+
+// One kernel call on both sides, then backward of the same random projection of the output; compares the output,
+// the inputs' gradients and every parameter's gradient.
+void compare_forward_backward(const std::string& kind, const nlohmann::json& options, bool causal, bool padded,
+                              const std::string& what) {
+  const int64_t B = 2, H = 3, T = 37, D = 8;
+  auto [cpu, dev] = kernel_pair(kind, options, H, D);
+  torch::manual_seed(5);
+  auto q = torch::randn({B, H, T, D}), k = torch::randn({B, H, T, D}), v = torch::randn({B, H, T, D});
+  auto proj = torch::randn({B, H, T, D});
+  AttentionContext ctx;
+  ctx.causal = causal;
+  ctx.scale = 1.0 / std::sqrt(static_cast<double>(D));
+  ctx.layer = 1;
+  AttentionContext dctx = ctx;
+  if (padded) {
+    auto mask = torch::ones({B, T}, torch::kBool);
+    mask.index_put_({1, torch::indexing::Slice(T - 9)}, false);
+    ctx.key_padding_mask = mask;
+    dctx.key_padding_mask = mask.to(target());
+  }
+  auto run = [&](mimic::attention::AttentionKernelImpl& kernel, const AttentionContext& c, c10::Device d) {
+    // leaves of their own on each side (q.to(kCPU) would be q itself)
+    auto qq = q.to(d).detach().requires_grad_(), kk = k.to(d).detach().requires_grad_(), vv = v.to(d).detach().requires_grad_();
+    kernel.zero_grad();
+    auto out = kernel.forward(qq, kk, vv, c);
+    (out * proj.to(d)).sum().backward();
+    std::vector<at::Tensor> r = {out, qq.grad(), kk.grad(), vv.grad()};
+    for (const auto& p : kernel.named_parameters())
+      if (p.value().requires_grad()) r.push_back(p.value().grad().defined() ? p.value().grad() : torch::zeros_like(p.value()));
+    return r;
+  };
+  auto a = run(*cpu, ctx, at::kCPU);
+  auto b = run(*dev, dctx, target());
+  ASSERT_EQ(a.size(), b.size());
+  const char* names[] = {"out", "dq", "dk", "dv"};
+  for (size_t i = 0; i < a.size(); ++i)
+    expect_close(b[i], a[i], what + " " + (i < 4 ? names[i] : "dparam" + std::to_string(i - 4)));
+}
+
+TEST(Device, EveryAttentionKindMatchesTheCpuCausalForwardAndGradients) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& c : kernel_cases()) compare_forward_backward(c.first, c.second, true, false, "causal " + label(c));
+}
+
+TEST(Device, EveryAttentionKindMatchesTheCpuBidirectionalWithPaddingForwardAndGradients) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& c : kernel_cases()) {
+    if (c.first == "linear" && c.second.contains("decay")) continue;  // decay is causal-only
+    compare_forward_backward(c.first, c.second, false, true, "padded " + label(c));
+  }
+}
+
+TEST(Device, EveryAttentionKindDecodesTokenByTokenAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const int64_t B = 2, H = 3, T = 21, D = 8;
+  for (const auto& c : kernel_cases()) {
+    auto [cpu, dev] = kernel_pair(c.first, c.second, H, D);
+    torch::manual_seed(6);
+    auto q = torch::randn({B, H, T, D}), k = torch::randn({B, H, T, D}), v = torch::randn({B, H, T, D});
+    AttentionContext ctx;
+    ctx.causal = true;
+    ctx.scale = 0.3;
+    torch::NoGradGuard ng;
+    auto cache_cpu = cpu->new_cache();
+    auto cache_dev = dev->new_cache();
+    // a prompt of 9 tokens, then one token at a time
+    std::vector<std::pair<int64_t, int64_t>> steps = {{0, 9}};
+    for (int64_t t = 9; t < T; ++t) steps.push_back({t, 1});
+    for (const auto& [s, n] : steps) {
+      auto o_cpu = cpu->forward_cached(q.narrow(2, s, n), k.narrow(2, s, n), v.narrow(2, s, n), ctx, *cache_cpu);
+      auto o_dev = dev->forward_cached(q.narrow(2, s, n).to(target()), k.narrow(2, s, n).to(target()),
+                                       v.narrow(2, s, n).to(target()), ctx, *cache_dev);
+      expect_close(o_dev, o_cpu, "decode " + label(c) + " at " + std::to_string(s));
+    }
+  }
+}
+
+// A small random GPT-2 (2 layers, 4 heads), first with softmax attention, then with each student kind in every
+// layer: the LM loss, the gradient of every weight, and greedy incremental decoding (forward_step) on the device
+// against the CPU.
+TEST(Device, AModelTrainsAndDecodesOnTheDeviceAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const nlohmann::json config = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", 97},
+                                 {"n_positions", 64}, {"n_embd", 32}, {"n_layer", 2}, {"n_head", 4}};
+  for (const auto& c : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"softmax", nlohmann::json::object()},
+           {"linear", {{"feature_map", "hedgehog"}}},
+           {"hybrid", {{"window", 8}}},
+           {"mixed", {{"softmax_heads", {1, 3}}}}}) {
+    torch::manual_seed(3);
+    auto cpu = mimic::models::create_model(config.dump(), "");
+    torch::manual_seed(3);
+    auto dev = mimic::models::create_model(config.dump(), "");
+    const auto s = cpu->summary();
+    for (int64_t l = 0; l < s.n_layer; ++l) {
+      auto [kc, kd] = kernel_pair(c.first, c.second, s.n_head, s.d_model / s.n_head);
+      cpu->set_attention_kernel(l, kc);
+      dev->set_attention_kernel(l, kd);
+    }
+    dev->module().to(target());
+    torch::manual_seed(4);
+    auto ids = torch::randint(s.vocab_size, {2, 40}, torch::kLong);
+    const mimic::data::LmBatch bc{ids, torch::roll(ids, -1, 1), {}};
+    const mimic::data::LmBatch bd{bc.input_ids.to(target()), bc.labels.to(target()), {}};
+    auto lc = mimic::train::causal_lm_loss(*cpu, bc);
+    auto ld = mimic::train::causal_lm_loss(*dev, bd);
+    lc.backward();
+    ld.backward();
+    expect_close(ld, lc, "model " + label(c) + " loss");
+    auto pc = cpu->module().named_parameters(), pd = dev->module().named_parameters();
+    for (const auto& p : pc) {
+      if (!p.value().grad().defined()) continue;
+      expect_close(pd[p.key()].grad(), p.value().grad(), "model " + label(c) + " d" + p.key());
+    }
+    // incremental decoding: a prompt of 12 tokens, then 6 greedy tokens fed back
+    auto sc = cpu->new_decode_state();
+    auto sd = dev->new_decode_state();
+    auto prompt = ids.narrow(0, 0, 1).narrow(1, 0, 12);
+    auto xc = cpu->forward_step(prompt, *sc);
+    auto xd = dev->forward_step(prompt.to(target()), *sd);
+    expect_close(xd, xc, "model " + label(c) + " prompt logits");
+    for (int i = 0; i < 6; ++i) {
+      auto next = xc.select(1, xc.size(1) - 1).argmax(-1, true);  // the CPU's choice drives both
+      xc = cpu->forward_step(next, *sc);
+      xd = dev->forward_step(next.to(target()), *sd);
+      expect_close(xd, xc, "model " + label(c) + " step " + std::to_string(i));
+    }
+  }
+}
+
+TEST(Device, LibTorchSeesTheGpu) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  std::printf("device tests run on cuda:0 of %zu CUDA device(s)\n", static_cast<size_t>(torch::cuda::device_count()));
+  EXPECT_GE(static_cast<size_t>(torch::cuda::device_count()), 1u);
+}
+
+}  // namespace
+
+namespace {
+
+std::string error_of(const std::string& spec) {
+  try {
+    mimic::resolve_device(spec);
+  } catch (const mimic::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DeviceOption, NamesResolveToTheDeviceOrAOneLineErrorSayingWhy) {
+  EXPECT_EQ(mimic::resolve_device("cpu"), c10::Device(c10::kCPU));
+  for (const char* bad : {"gpu", "CUDA", "cuda:", "cuda:x", "cuda:-1", "cuda:99999", "cpu:0", ""})
+    EXPECT_EQ(error_of(bad), std::string("--device: unknown device '") + bad + "' (known: auto, cpu, cuda, cuda:N)") << bad;
+  if (torch::cuda::is_available()) {
+    EXPECT_EQ(mimic::resolve_device("auto"), c10::Device(c10::kCUDA, 0));
+    EXPECT_EQ(mimic::resolve_device("cuda"), c10::Device(c10::kCUDA, 0));
+    const auto n = static_cast<int64_t>(torch::cuda::device_count());
+    EXPECT_NE(error_of("cuda:" + std::to_string(n)).find("CUDA device"), std::string::npos);
+  } else {
+    EXPECT_EQ(mimic::resolve_device("auto"), c10::Device(c10::kCPU));
+    EXPECT_EQ(error_of("cuda"), "--device cuda: no CUDA device is available (this LibTorch sees none; a CPU-only LibTorch never does)");
+    EXPECT_EQ(error_of("cuda:1"), "--device cuda:1: no CUDA device is available (this LibTorch sees none; a CPU-only LibTorch never does)");
+  }
+}
+
+}  // namespace

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# The device check of docs/gpu.md: builds mimic against the LibTorch it finds (a pip torch's, e.g. PyTorch 2.x with
+# CUDA), runs the device tests (tests/device/: every attention kind and form, a training step and decoding on the
+# GPU against the CPU) and a few CPU tests of the same build, then `bench attention` and `bench train` on the GPU
+# with PyTorch's own SDPA timed in the same run (bench/gpu/sdpa.py). Sized for under 8 minutes on a 16-core GPU
+# machine without network.
+#
+#   tools/gpu-check.sh --prepare [DIR]   on a Debian machine with mimic's packages: copies the header-only
+#                                        libraries (nlohmann/json, CLI11) and GoogleTest's sources into DIR
+#                                        (default .gpu-carry, ignored by git) for a machine that lacks them
+#   tools/gpu-check.sh [OUT]             on the GPU machine, from the repository root: writes build.log,
+#                                        tests.log, cpu-tests.log, bench-attention.txt/.json, bench-train.json,
+#                                        sdpa.json and summary.txt (with bench train's table) into OUT (default
+#                                        gpu-check-out); prints the summary
+# Environment: MIMIC_GPU_CARRY (default .gpu-carry), MIMIC_GPU_BUILD (default build-gpu), TORCH_PREFIX (a
+# LibTorch's CMake prefix; default: python3's torch.utils.cmake_prefix_path), JOBS (default: all cores),
+# MIMIC_GPU_QUICK=1 (shorter benches).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+carry=${MIMIC_GPU_CARRY:-.gpu-carry}
+
+if [ "${1:-}" = "--prepare" ]; then
+  dest=${2:-$carry}
+  set -e
+  for p in /usr/include/nlohmann/json.hpp /usr/include/CLI/CLI.hpp /usr/src/googletest/CMakeLists.txt; do
+    [ -e "$p" ] || { echo "gpu-check: $p is missing (install nlohmann-json3-dev, libcli11-dev, libgtest-dev)" >&2; exit 1; }
+  done
+  rm -rf "$dest"
+  mkdir -p "$dest/include"
+  cp -r /usr/include/nlohmann /usr/include/CLI "$dest/include/"
+  cp -r /usr/src/googletest "$dest/googletest"
+  grep -qxF "/$dest/" .git/info/exclude 2>/dev/null || echo "/$dest/" >>.git/info/exclude
+  echo "gpu-check: $dest holds nlohmann/json, CLI11 and GoogleTest's sources ($(du -sh "$dest" | cut -f1)); carry it to the GPU machine"
+  exit 0
+fi
+
+out=${1:-gpu-check-out}
+build=${MIMIC_GPU_BUILD:-build-gpu}
+jobs=${JOBS:-$(nproc)}
+mkdir -p "$out"
+summary="$out/summary.txt"
+: >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+stamp() { date +%s; }
+t_all=$(stamp)
+
+say "gpu-check: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  say "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+else
+  say "gpu: nvidia-smi not found"
+fi
+say "cpu: $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+prefix=${TORCH_PREFIX:-$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)}
+say "torch: $(python3 -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())' 2>/dev/null || echo 'python3 torch not found'); cmake prefix ${prefix:-none}"
+[ -n "$prefix" ] || { say "gpu-check: no LibTorch found (set TORCH_PREFIX)"; exit 1; }
+
+# ---- configure + build (keep going past errors, so one run shows them all)
+t0=$(stamp)
+cfg=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix")
+command -v ninja >/dev/null 2>&1 && cfg+=(-G Ninja)
+[ -d "$carry/include" ] && cfg+=(-DCMAKE_INCLUDE_PATH="$root/$carry/include")
+[ -d "$carry/googletest" ] && cfg+=(-DMIMIC_GTEST_SOURCE_DIR="$root/$carry/googletest")
+# A CUDA LibTorch's CMake package needs the CUDA toolkit (one: nvcc's) and the GPU's architecture; mimic compiles
+# no CUDA code itself.
+if command -v nvcc >/dev/null 2>&1; then
+  nvcc_path=$(command -v nvcc)
+  cfg+=(-DCMAKE_CUDA_COMPILER="$nvcc_path" -DCUDAToolkit_ROOT="$(dirname "$(dirname "$(readlink -f "$nvcc_path")")")")
+  arch=$(python3 -c 'import torch; c=torch.cuda.get_device_capability(); print(f"{c[0]}.{c[1]}")' 2>/dev/null || echo 9.0)
+  cfg+=(-DTORCH_CUDA_ARCH_LIST="$arch")
+fi
+if ! cmake "${cfg[@]}" >"$out/build.log" 2>&1; then
+  say "configure: FAILED ($(( $(stamp) - t0 )) s); the end of build.log:"
+  tail -40 "$out/build.log" | tee -a "$summary"
+  exit 1
+fi
+say "configure: ok ($(( $(stamp) - t0 )) s); $(grep -m1 'without the full library' "$out/build.log" | sed 's/^-- //' || true)"
+t0=$(stamp)
+if cmake --build "$build" -j"$jobs" --target mimic_cli mimic_tests mimic_device_tests -- -k 0 >>"$out/build.log" 2>&1; then
+  say "build: ok ($(( $(stamp) - t0 )) s, $jobs jobs)"
+else
+  say "build: FAILED ($(( $(stamp) - t0 )) s); errors (what did build still runs below):"
+  grep -E "error:|undefined reference|FAILED:" "$out/build.log" | head -40 | tee -a "$summary"
+fi
+mimic="$build/mimic"
+say "links libtorch_cuda: $(readelf -d "$mimic" 2>/dev/null | grep -c 'NEEDED.*torch_cuda') (1 = CUDA backend loaded at start)"
+
+# ---- tests: the device tests, then CPU tests of this build (LibTorch 2.x behaving as 1.13 does)
+t0=$(stamp)
+"$build/tests/mimic_device_tests" >"$out/tests.log" 2>&1
+rc=$?
+say "device tests: $( [ $rc -eq 0 ] && echo passed || echo FAILED) ($(( $(stamp) - t0 )) s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests.log" | tr '\n' ' ')"
+grep -E "rel err" "$out/tests.log" | sort -g -k4 -r | head -3 | sed 's/^/  largest: /' | tee -a "$summary"
+t0=$(stamp)
+filter='AttentionKinds*:SoftmaxAttention*:LinearAttention*:LinearKernel*:HybridAttention*:HybridKernel*:MixedKernel*:SlaGates*:FeatureMaps*:LmHead*:SafeTensors*:TrainOptimizer*:Gpt2*:Bert*'
+timeout 240 "$build/tests/mimic_tests" --gtest_filter="$filter" >"$out/cpu-tests.log" 2>&1
+rc=$?
+say "cpu tests ($filter): $( [ $rc -eq 0 ] && echo passed || echo "FAILED (rc $rc)") ($(( $(stamp) - t0 )) s): $(grep -E '^\[  (PASSED|FAILED) ' "$out/cpu-tests.log" | tail -2 | tr '\n' ' ')"
+grep -E '^\[  FAILED  \] [A-Za-z]' "$out/cpu-tests.log" | head -20 | tee -a "$summary"
+[ $rc -eq 0 ] || { echo "  the last test started:"; grep -E '^\[ RUN' "$out/cpu-tests.log" | tail -1; } | tee -a "$summary"
+
+# ---- benchmarks on the GPU
+if [ "${MIMIC_GPU_SKIP_BENCH:-0}" = 1 ]; then say "benchmarks skipped (MIMIC_GPU_SKIP_BENCH=1)"; say "total: $(( $(stamp) - t_all )) s"; exit 0; fi
+quick=${MIMIC_GPU_QUICK:-0}
+max_len=32768; reps=5; lengths=512,2048
+[ "$quick" = 1 ] && { max_len=16384; reps=3; lengths=2048; }
+t0=$(stamp)
+"$mimic" bench attention --device cuda --max-len $max_len --repeats $reps --json >"$out/bench-attention.json" 2>>"$out/build.log" &&
+  "$mimic" bench attention --device cuda --max-len $max_len --repeats $reps >"$out/bench-attention.txt" 2>>"$out/build.log"
+say "bench attention: rc $? ($(( $(stamp) - t0 )) s)"
+t0=$(stamp)
+python3 bench/gpu/sdpa.py $max_len $reps >"$out/sdpa.json" 2>>"$out/build.log"
+say "sdpa reference: rc $? ($(( $(stamp) - t0 )) s)"
+t0=$(stamp)
+"$mimic" bench train --device cuda --widths small --lengths $lengths --tokens-per-step 16384 --repeats $reps --json \
+  >"$out/bench-train.json" 2>>"$out/build.log" &&
+  python3 - "$out/bench-train.json" >>"$summary" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"bench train on {r['config']['device']}, GEMM {r['gemm_gflops']:.0f} GFLOP/s (fp32)")
+for row in r["rows"]:
+    for c in row["kinds"]:
+        print(f"{row['width']:6} T={row['T']:6} {c['kind']:48} {c['tokens_per_second']:10.0f} tok/s  {c['step_ms']:8.1f} ms  x{c['ratio']:.2f}")
+PY
+say "bench train: rc $? ($(( $(stamp) - t0 )) s)"
+say "total: $(( $(stamp) - t_all )) s"
+echo
+cat "$out/bench-attention.txt" 2>/dev/null | head -40
+python3 - "$out/sdpa.json" <<'PY' 2>/dev/null
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"PyTorch {r['torch']} on {r['device']}: fwd+bwd ms (fwd ms)")
+for row in r["rows"]:
+    cells = []
+    for k in ("sdpa_fp32", "plain_fp32", "sdpa_bf16"):
+        v = row[k]
+        cells.append(f"{k} {v['fwdbwd_ms']:.3f} ({v['fwd_ms']:.3f})" if isinstance(v, dict) else f"{k} {v}")
+    print(f"T={row['length']:6}  " + "  ".join(cells))
+PY
