@@ -46,6 +46,28 @@ TEST(Cli, HelpAndVersion) {
   EXPECT_NE(mimic_cli("no-such-command").code, 0);
 }
 
+// `mimic` alone lists the commands, the pipeline's first and in the order a conversion runs them, with the whole
+// conversion as an example; it ran nothing, so it exits non-zero.
+TEST(Cli, NoCommandListsTheCommandsInPipelineOrder) {
+  auto r = mimic_cli("");
+  EXPECT_EQ(r.code, 1);
+  size_t last = 0;
+  for (const char* sub : {"\n  record ", "\n  distill ", "\n  convert ", "\n  finetune ", "\n  eval ", "\n  generate ", "\n  report ",
+                          "\n  pretrain ", "\n  bench "}) {
+    const size_t at = r.out.find(sub);
+    ASSERT_NE(at, std::string::npos) << sub << " missing from:\n" << r.out;
+    EXPECT_GT(at, last) << sub << " out of order";
+    last = at;
+  }
+  EXPECT_NE(r.out.find("A conversion, end to end"), std::string::npos);
+  EXPECT_EQ(mimic_cli("--help").out, r.out);
+  // eval without text names every way to give it
+  auto e = mimic_cli("eval --model " + gpt2_dir());
+  EXPECT_NE(e.code, 0);
+  EXPECT_NE(e.err.find("give the text to score: --data (a corpus split, or your own text file or folder), --file or --text"),
+            std::string::npos) << e.err;
+}
+
 TEST(Cli, SystemInfoUsesAllCores) {
   auto r = mimic_cli("info --system --json");
   ASSERT_EQ(r.code, 0) << r.err;

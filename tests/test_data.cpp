@@ -1,5 +1,9 @@
 #include <torch/torch.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -64,6 +68,105 @@ TEST(DataCorpus, CleaningAndUtf8Validation) {
   EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));      // surrogate
   EXPECT_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // above U+10FFFF
   EXPECT_FALSE(is_valid_utf8("\xff"));
+}
+
+// Sets an environment variable for the scope of the object, then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// 100 lines of 20 characters ("line 000 .........\n"): the cuts at 90% and 95% of the characters fall after
+// lines 90 and 95.
+std::string hundred_lines() {
+  std::string t;
+  for (int i = 0; i < 100; ++i) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "line %03d ..........\n", i);
+    t += buf;
+  }
+  return t;
+}
+
+TEST(DataText, AFileSplitsByPositionAtLineBreaksNinetyFiveFive) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("notes.txt"), hundred_lines());
+  ASSERT_TRUE(is_text_data(dir.file("notes.txt")));
+  auto docs = load_text_data(dir.file("notes.txt"));
+  ASSERT_EQ(docs.size(), 3u);
+  const Split want[] = {Split::Train, Split::Validation, Split::Test};
+  const int lines[] = {90, 5, 5};
+  int first = 0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(docs[i].id, std::string("notes.txt#") + split_name(want[i]));
+    EXPECT_EQ(split_of(docs[i]), want[i]);
+    // the lines in order, none lost or repeated (cleaning trims the part's last newline)
+    std::string expect;
+    for (int l = first; l < first + lines[i]; ++l) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "line %03d ..........", l);
+      expect += std::string(buf) + (l + 1 < first + lines[i] ? "\n" : "");
+    }
+    EXPECT_EQ(docs[i].text, expect) << i;
+    first += lines[i];
+  }
+}
+
+TEST(DataText, AFolderMakesEachTxtFileADocumentAndBadInputIsAOneLineError) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("texts"));
+  mimic::test::write_bytes(dir.file("texts/b.txt"), hundred_lines());
+  mimic::test::write_bytes(dir.file("texts/a.txt"), hundred_lines());
+  mimic::test::write_bytes(dir.file("texts/readme.md"), "not a document");
+  auto docs = load_text_data(dir.file("texts"));
+  ASSERT_EQ(docs.size(), 6u);
+  EXPECT_EQ(docs[0].id, "a.txt#train");
+  EXPECT_EQ(docs[5].id, "b.txt#test");
+  // corpus names win over files; "all" is never a file
+  EXPECT_FALSE(is_text_data("all"));
+  EXPECT_FALSE(is_text_data("sotu"));
+  EXPECT_FALSE(is_text_data(dir.file("missing.txt")));
+  mimic::test::write_bytes(dir.file("short.txt"), "one line\ntwo lines\n");
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("short.txt")), "short.txt: too short to split into train, validation and test");
+  mimic::test::write_bytes(dir.file("bad.txt"), "caf\xe9\n");
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("bad.txt")), "bad.txt: not valid UTF-8");
+  std::filesystem::create_directories(dir.file("empty"));
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("empty")), "no .txt files in this folder");
+  EXPECT_MIMIC_ERROR(load_corpus("my.txt"), "unknown corpus 'my.txt' (known: all, sotu, moby-dick, or a text file or folder");
+}
+
+TEST(DataText, TokenCachesOfOwnTextHoldEachSplitAndFollowTheFilesContent) {
+  TempDir dir;
+  ScopedEnv cache("MIMIC_CACHE", dir.file("cache"));
+  ByteTokenizer tok;
+  const std::string file = dir.file("notes.txt");
+  mimic::test::write_bytes(file, hundred_lines());
+  auto train = corpus_token_cache(file, Split::Train, tok);
+  auto val = corpus_token_cache(file, Split::Validation, tok);
+  auto test = corpus_token_cache(file, Split::Test, tok);
+  EXPECT_EQ(train.size(), 90 * 20 - 1 + 1);  // the text without its last newline, then the separator
+  EXPECT_EQ(val.size(), 5 * 20 - 1 + 1);
+  EXPECT_EQ(test.size(), 5 * 20 - 1 + 1);
+  EXPECT_EQ(val[5], '0');  // "line 090"
+  EXPECT_EQ(val[7], '0' + 0);
+  EXPECT_EQ(val[6], '9');
+  // an edited file is tokenized again, not read from the old cache
+  std::string edited = hundred_lines();
+  edited[0] = 'L';
+  mimic::test::write_bytes(file, edited);
+  EXPECT_EQ(corpus_token_cache(file, Split::Train, tok)[0], 'L');
+  EXPECT_EQ(train[0], 'l');
 }
 
 TEST(DataTokenCache, RoundTripWithSeparatorsAndOffsets) {

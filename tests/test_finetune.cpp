@@ -522,6 +522,29 @@ TEST(FinetuneLora, OnlyTheAdaptedWeightsChange) {
   }
 }
 
+// Own data: --data names a text file, split 90/5/5 by position (data/corpus.h); training reads its train part,
+// the reported validation loss its validation part. The same file under another name gives the same run.
+TEST(FinetuneCli, LmTrainsOnTheUsersOwnTextFile) {
+  TempDir dir;
+  auto base = tiny_gpt2(dir);
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "The whale swam past the ship number " + std::to_string(i) + " and the crew watched it go.\n";
+  mimic::test::write_bytes(dir.file("mine.txt"), text);
+  mimic::test::write_bytes(dir.file("copy.txt"), text);
+  const std::string args = " --steps 3 --warmup 1 --seq-len 32 --batch-size 2 --eval-batches 1 --threads 1 --json --model " + base;
+  auto r = mimic::test::mimic_cli("finetune --task lm --data " + dir.file("mine.txt") + args + " --out " + dir.file("a"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["validation"]["perplexity"].get<double>(), 1.0);
+  auto again = mimic::test::mimic_cli("finetune --task lm --data " + dir.file("copy.txt") + args + " --out " + dir.file("b"));
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["validation"]["perplexity"], j["validation"]["perplexity"]);
+  // a name that is neither a corpus nor a file says what --data takes
+  auto bad = mimic::test::mimic_cli("finetune --task lm --data " + dir.file("nope.txt") + args + " --out " + dir.file("c"));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find("known: all, sotu, moby-dick, or a text file or folder"), std::string::npos) << bad.err;
+}
+
 // The command: LoRA + teacher side by side in --json; presets by task; one-line errors.
 TEST(FinetuneCli, LmWithLoraAndTeacher) {
   TempDir dir;

@@ -154,12 +154,21 @@ TEST(CopyEval, SegmentsAreEvenlySpacedAndBadSpecsAreRefused) {
 TEST(CopyEval, CliReportsTheGainOfEachModelAndTheRecallRecovered) {
   const std::string dir = "gpt2-mini";  // the embedded model: its tokenizer covers any text
   auto r = mimic::test::mimic_cli("eval --task copy --model " + dir + " --teacher " + dir + " --text '" +
-                                  std::string(mimic::test::kDickens) + "' --segments 3 --segment-len 12 --json");
+                                  std::string(mimic::test::kDickens) + "' --segments 6 --segment-len 12 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["segments"], 3);
+  EXPECT_EQ(j["segments"], 6);
   EXPECT_NEAR(j["recall_recovered"].get<double>(), 1.0, 1e-9);
   EXPECT_NEAR(j["model"]["copy_gain"].get<double>(), j["model"]["first_nll"].get<double>() - j["model"]["second_nll"].get<double>(), 1e-9);
+  // Three segments of this paragraph give the same teacher a gain within its 95% interval of zero (0.45 ± 0.59):
+  // no ratio then, and the output says why.
+  auto few = mimic::test::mimic_cli("eval --task copy --model " + dir + " --teacher " + dir + " --text '" +
+                                    std::string(mimic::test::kDickens) + "' --segments 3 --segment-len 12 --json");
+  ASSERT_EQ(few.code, 0) << few.err;
+  auto n = nlohmann::json::parse(few.out);
+  EXPECT_LT(n["teacher"]["copy_gain"].get<double>(), n["teacher"]["copy_gain_ci95"].get<double>());
+  EXPECT_TRUE(n["recall_recovered"].is_null()) << n.dump();
+  EXPECT_NE(n["recall_recovered_note"].get<std::string>().find("is not significantly above zero"), std::string::npos);
   auto bad = mimic::test::mimic_cli("eval --task copy --model " + dir + " --text 'a b c' --segments 2 --segment-len 100");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("too few"), std::string::npos) << bad.err;

@@ -39,6 +39,7 @@ std::vector<int64_t> lm_ids(const EvalArgs& a, const std::string& dir) {
     auto cache = data::corpus_token_cache(a.data, data::split_from_name(a.split), *tok);
     return {cache.data(), cache.data() + cache.size()};
   }
+  MIMIC_CHECK(a.text || a.file, "eval: give the text to score: --data (a corpus split, or your own text file or folder), --file or --text");
   return tok->encode(read_text_input(a.text, a.file), /*add_special_tokens=*/false);
 }
 
@@ -129,8 +130,16 @@ void run_copy(EvalArgs& a) {
   j["model"] = eval_copy(a, a.model);
   if (!a.teacher.empty()) {
     j["teacher"] = eval_copy(a, a.teacher);
-    const double tg = j["teacher"]["copy_gain"].get<double>();
-    j["recall_recovered"] = tg != 0 ? j["model"]["copy_gain"].get<double>() / tg : 0.0;
+    // A ratio to a gain that may be zero is noise: only a teacher gain above its own 95% interval divides.
+    const double tg = j["teacher"]["copy_gain"].get<double>(), tci = j["teacher"]["copy_gain_ci95"].get<double>();
+    if (tg > tci) {
+      j["recall_recovered"] = j["model"]["copy_gain"].get<double>() / tg;
+    } else {
+      j["recall_recovered"] = nullptr;
+      char why[160];
+      std::snprintf(why, sizeof why, "n/a: the teacher's gain %.3f ± %.3f is not significantly above zero", tg, tci);
+      j["recall_recovered_note"] = why;
+    }
   }
   if (a.common.json) return print_json(j);
   std::printf("in-context copy: %lld segments of %lld tokens, each run as [A A]; NLL in nats/token over %lld tokens per copy\n",
@@ -144,7 +153,10 @@ void run_copy(EvalArgs& a) {
   line("model", j["model"]);
   if (j.contains("teacher")) {
     line("teacher", j["teacher"]);
-    std::printf("recall recovered (model gain / teacher gain): %.3f\n", j["recall_recovered"].get<double>());
+    if (j["recall_recovered"].is_null())
+      std::printf("recall recovered (model gain / teacher gain): %s\n", j["recall_recovered_note"].get<std::string>().c_str());
+    else
+      std::printf("recall recovered (model gain / teacher gain): %.3f\n", j["recall_recovered"].get<double>());
     std::printf("model:   %s\nteacher: %s\n", j["model"]["attention"].get<std::string>().c_str(),
                 j["teacher"]["attention"].get<std::string>().c_str());
   }
@@ -221,7 +233,7 @@ void register_eval(CLI::App& app) {
   sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC), passkey (retrieval by context length) copy (in-context copy gain) or mqar (associative-recall accuracy; --data mqar:... or ar:...)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey", "copy", "mqar"}));
   auto* file = sub->add_option("--file", args->file, "Text file to score (lm, copy)")->check(path_arg());
   auto* text = sub->add_option("--text", args->text, "Text to score (lm, copy)");
-  sub->add_option("--data", args->data, "lm, copy: corpus all|sotu|moby-dick; cls: spam|sotu-era|FILE.jsonl; mqar: mqar[:...] or ar[:...]");
+  sub->add_option("--data", args->data, "lm, copy: corpus all|sotu|moby-dick or your own text (a UTF-8 file or a folder of .txt files; --split picks its 90/5/5 part by position); cls: spam|sotu-era|FILE.jsonl; mqar: mqar[:...] or ar[:...]");
   sub->add_option("--split", args->split, "Split of --data: train, validation or test")->capture_default_str();
   auto* window = sub->add_option("--window", args->ppl.window, "lm: tokens per window (default: the model's context; a longer one is cut to it)")
                      ->check(range::tokens(2));

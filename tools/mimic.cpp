@@ -23,14 +23,30 @@ std::string first_line(const char* what) {
 
 int main(int argc, char** argv) {
   CLI::App app{"mimic: convert pretrained softmax-attention transformers (GPT-2, BERT) into linear-attention models"};
+  app.name("mimic");  // the usage line says "mimic", however the binary was called
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("mimic ") + mimic::mimic_version());
-  for (auto reg : {mimic::cli::register_info, mimic::cli::register_tokenize, mimic::cli::register_forward,
-                   mimic::cli::register_eval, mimic::cli::register_pretrain,
-                   mimic::cli::register_finetune, mimic::cli::register_export, mimic::cli::register_bench, mimic::cli::register_record,
-                   mimic::cli::register_distill, mimic::cli::register_convert, mimic::cli::register_generate,
-                   mimic::cli::register_report, mimic::cli::register_launch})
+  // The pipeline's commands first, in the order a conversion runs them; then the tools around them.
+  for (auto reg : {mimic::cli::register_record, mimic::cli::register_distill, mimic::cli::register_convert,
+                   mimic::cli::register_finetune, mimic::cli::register_eval, mimic::cli::register_generate,
+                   mimic::cli::register_report, mimic::cli::register_pretrain, mimic::cli::register_export,
+                   mimic::cli::register_info, mimic::cli::register_tokenize, mimic::cli::register_forward,
+                   mimic::cli::register_bench, mimic::cli::register_launch})
     reg(app);
+  app.footer(
+      "A conversion, end to end (the embedded gpt2-mini; any GPT-2 directory works the same; README, 'Quickstart'):\n"
+      "  mimic record   --model gpt2-mini --data all --out rec.h5\n"
+      "  mimic distill  --record rec.h5 --feature-map hedgehog --out maps.safetensors\n"
+      "  mimic convert  --model gpt2-mini --maps maps.safetensors --out converted\n"
+      "  mimic finetune --task lm --model converted --teacher gpt2-mini --kd 1 --data all --out finetuned\n"
+      "  mimic eval     --model finetuned --data all --split test\n"
+      "  mimic generate --model finetuned --prompt \"The whale\"\n"
+      "  mimic report   --record rec.h5 --maps maps.safetensors --out report\n"
+      "Each command's options: mimic COMMAND --help");
+  if (argc == 1) {  // no command: what there is to run, instead of a one-line complaint
+    std::fputs(app.help().c_str(), stdout);
+    return 1;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -90,7 +90,7 @@ Split split_of(const std::string& doc_id) {
 std::vector<Document> load_corpus(const std::string& name) {
   auto known = lm_corpus_names();
   MIMIC_CHECK(std::find(known.begin(), known.end(), name) != known.end(), "unknown corpus '", name,
-              "' (known: sotu, moby-dick)");
+              "' (known: all, sotu, moby-dick, or a text file or folder of .txt files; no such file or folder)");
   std::string dir = asset_path("corpora/" + name);
   std::vector<Document> docs;
   for (const auto& entry : fs::directory_iterator(dir)) {
@@ -110,6 +110,78 @@ std::vector<Document> load_corpus(const std::string& name) {
   }
   MIMIC_CHECK(!docs.empty(), "corpus '", name, "' has no documents in ", dir, " (run tools/setup.sh)");
   std::sort(docs.begin(), docs.end(), [](const Document& a, const Document& b) { return a.id < b.id; });
+  return docs;
+}
+
+Split split_of(const Document& doc) { return doc.split ? *doc.split : split_of(doc.id); }
+
+bool is_text_data(const std::string& data) {
+  if (data == "all") return false;
+  const auto known = lm_corpus_names();
+  if (std::find(known.begin(), known.end(), data) != known.end()) return false;
+  std::error_code ec;
+  return !data.empty() && fs::exists(data, ec);
+}
+
+namespace {
+
+// The cut nearest to `at` (a character offset) at a line break: the offset just after the newline closest to it;
+// npos when the text has no line break strictly inside (lo, hi).
+size_t cut_near(const std::string& t, size_t at, size_t lo, size_t hi) {
+  size_t best = std::string::npos, best_d = std::string::npos;
+  for (size_t p = t.find('\n', lo); p != std::string::npos && p + 1 < hi; p = t.find('\n', p + 1)) {
+    const size_t cut = p + 1, d = cut > at ? cut - at : at - cut;
+    if (cut <= lo) continue;
+    if (d < best_d) {
+      best = cut;
+      best_d = d;
+    }
+    if (cut > at) break;  // the cuts only move away from here on
+  }
+  return best;
+}
+
+void add_split_parts(const std::string& name, const std::string& text, std::vector<Document>& out) {
+  const size_t n = text.size();
+  const size_t a = cut_near(text, n * 90 / 100, 0, n);
+  const size_t b = a == std::string::npos ? std::string::npos : cut_near(text, n * 95 / 100, a, n);
+  MIMIC_CHECK(a != std::string::npos && b != std::string::npos, name, ": too short to split into train, validation and test (",
+              n, " characters; each split needs at least one line of its own: 90% / 5% / 5% of the text, cut at line breaks)");
+  const std::pair<Split, std::string> parts[] = {
+      {Split::Train, text.substr(0, a)}, {Split::Validation, text.substr(a, b - a)}, {Split::Test, text.substr(b)}};
+  for (const auto& [split, part] : parts) {
+    Document d;
+    d.id = name + "#" + split_name(split);
+    d.corpus = "text";
+    d.text = clean_text(part);
+    d.split = split;
+    MIMIC_CHECK(!d.text.empty(), name, ": its ", split_name(split), " part (90% / 5% / 5%, cut at line breaks) is blank");
+    out.push_back(std::move(d));
+  }
+}
+
+}  // namespace
+
+std::vector<Document> load_text_data(const std::string& path) {
+  std::error_code ec;
+  MIMIC_CHECK(fs::exists(path, ec), "text data not found: ", path);
+  std::vector<fs::path> files;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path))
+      if (e.is_regular_file() && e.path().extension() == ".txt") files.push_back(e.path());
+    MIMIC_CHECK(!files.empty(), path, ": no .txt files in this folder (each .txt file is one document)");
+    std::sort(files.begin(), files.end());
+  } else {
+    files.push_back(path);
+  }
+  std::vector<Document> docs;
+  for (const auto& f : files) {
+    const std::string raw = io::read_text_file(f.string());
+    MIMIC_CHECK(is_valid_utf8(raw), f.string(), ": not valid UTF-8 (--data takes UTF-8 text)");
+    const std::string text = clean_text(raw);
+    MIMIC_CHECK(!text.empty(), f.string(), ": empty document");
+    add_split_parts(f.filename().string(), text, docs);
+  }
   return docs;
 }
 

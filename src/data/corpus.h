@@ -1,6 +1,7 @@
 // Public-domain English corpora (fetched by tools/setup.sh) as documents with deterministic splits.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,9 +16,13 @@ struct Document {
   std::string corpus;  // "sotu" | "moby-dick"
   int year = 0;        // sotu: year of the address
   std::string text;    // cleaned UTF-8 text
+  // Set for a user's text (load_text_data), whose split is its position; unset for the corpora, whose documents
+  // are split by id (split_of).
+  std::optional<Split> split = std::nullopt;
 };
 
-// Names of the language-modelling corpora mimic knows ("sotu", "moby-dick"); "all" means every one.
+// Names of the language-modelling corpora mimic knows ("sotu", "moby-dick"); "all" means every one. A --data that
+// names none of them and is an existing file or folder is the user's own text (load_text_data).
 std::vector<std::string> lm_corpus_names();
 
 // Loads a corpus from the asset folder, cleaned: line endings normalised to \n, trailing spaces removed,
@@ -28,6 +33,19 @@ std::vector<Document> load_corpus(const std::string& name);
 // The split a document belongs to: a pure function of its id (FNV-1a hash, 90/5/5), so a document is
 // never in two splits and splits do not change when documents are added.
 Split split_of(const std::string& doc_id);
+
+// The split of a document: its own (user text) or the one its id hashes to.
+Split split_of(const Document& doc);
+
+// A user's text as --data takes it: a UTF-8 text file, or a folder whose *.txt files (top level, sorted) are the
+// documents. Each document is split by position, at line breaks: its first 90% of characters train, the next 5%
+// validation, the last 5% test (so a single file trains, validates and tests on text it did not train on). Each
+// part is a Document with id "<file>#<split>". A file that is not UTF-8, an empty folder, or a document too short
+// to give every split a line of its own is a mimic::Error saying which.
+std::vector<Document> load_text_data(const std::string& path);
+// True when `data` names a user's text (an existing file or folder) rather than a corpus ("all", "sotu", ...).
+// A corpus name wins over a file of the same name in the working folder.
+bool is_text_data(const std::string& data);
 
 // True when `s` is valid UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
 bool is_valid_utf8(const std::string& s);

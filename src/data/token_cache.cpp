@@ -1,5 +1,7 @@
 #include "mimic/data/token_cache.h"
 
+#include <cstdio>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -92,14 +94,36 @@ TokenCache TokenCache::open(const std::string& path) {
 }
 
 TokenCache corpus_token_cache(const std::string& corpus, Split split, const text::Tokenizer& tok) {
-  std::vector<std::string> names = corpus == "all" ? lm_corpus_names() : std::vector<std::string>{corpus};
   std::string dir = cache_dir() + "/data/" + tok.kind();
-  std::string path = dir + "/" + corpus + "." + split_name(split) + ".bin";
-  if (std::filesystem::exists(path) && std::filesystem::exists(path + ".json")) return TokenCache::open(path);
   std::vector<Document> docs;
-  for (const auto& n : names)
-    for (auto& d : load_corpus(n))
-      if (split_of(d.id) == split) docs.push_back(std::move(d));
+  std::string path;
+  if (is_text_data(corpus)) {
+    // A user's text: read every time (it may have changed), cached under a digest of its content, so that an edited
+    // file is tokenized again and two files with the same text share one cache.
+    uint64_t h = 1469598103934665603ull;  // FNV-1a 64 over the ids and texts of all parts
+    for (auto& d : load_text_data(corpus)) {
+      for (const std::string* piece : {&d.id, &d.text}) {
+        for (unsigned char c : *piece) {
+          h ^= c;
+          h *= 1099511628211ull;
+        }
+        h ^= 0xff;
+        h *= 1099511628211ull;
+      }
+      if (split_of(d) == split) docs.push_back(std::move(d));
+    }
+    char digest[17];
+    std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(h));
+    path = dir + "/text-" + digest + "." + split_name(split) + ".bin";
+  } else {
+    std::vector<std::string> names = corpus == "all" ? lm_corpus_names() : std::vector<std::string>{corpus};
+    path = dir + "/" + corpus + "." + split_name(split) + ".bin";
+    if (std::filesystem::exists(path) && std::filesystem::exists(path + ".json")) return TokenCache::open(path);
+    for (const auto& n : names)
+      for (auto& d : load_corpus(n))
+        if (split_of(d) == split) docs.push_back(std::move(d));
+  }
+  if (std::filesystem::exists(path) && std::filesystem::exists(path + ".json")) return TokenCache::open(path);
   MIMIC_CHECK(!docs.empty(), "corpus '", corpus, "' has no documents in split ", split_name(split));
   std::filesystem::create_directories(dir);
   write_token_cache(path, tok, docs);

@@ -36,7 +36,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
     return std::make_unique<WordPiece>((d / "vocab.txt").string(), bert_lower_case(d / "tokenizer_config.json"));
   MIMIC_CHECK(!vocab_json && !merges, "incomplete GPT-2 tokenizer in ", dir, ": ", vocab_json ? "merges.txt" : "vocab.json",
               " is missing");
-  fail("no tokenizer in ", dir, " (expected vocab.json + merges.txt for GPT-2, or vocab.txt for BERT)");
+  fail("no tokenizer in ", dir, " (expected vocab.json + merges.txt for GPT-2, or vocab.txt for BERT; the embedded models "
+       "get theirs from tools/setup.sh)");
 }
 
 }  // namespace mimic::text
