@@ -15,8 +15,9 @@ if [[ $SCALE == full ]]; then FT_STEPS=${FT_STEPS:-300} EPOCHS=${EPOCHS:-10}; el
 PPL_STRIDE=${PPL_STRIDE:-512}
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
 source "$(dirname "$0")/lib.sh"
+fit_to_context "$MODEL"
 mkdir -p "$OUT"
-MAPS=${MAPS:-$("$MIMIC" info --maps --json | jq -r '.[].name | select(. != "identity")')}
+MAPS=${MAPS:-$("$MIMIC" info --feature-maps --json | jq -r '.[].name | select(. != "identity")')}
 
 record_lm "$MODEL"
 eval_lm ablation-teacher "$MODEL"

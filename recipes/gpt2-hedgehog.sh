@@ -4,7 +4,7 @@
 # data. Target: converted + finetuned perplexity ≤ 1.05 × the finetuned teacher's.
 #   bash recipes/gpt2-hedgehog.sh [MODEL]    MODEL: gpt2-mini (default), or a HF GPT-2 directory with config.json,
 #                                            model.safetensors, vocab.json and merges.txt (e.g. a download of `gpt2`)
-#   SCALE=quick (default: 64 × 256 recorded tokens, 10 epochs, 60 finetuning steps × 8 × 256)
+#   SCALE=quick (default: 64 × 256 recorded tokens, 10 epochs, 60 finetuning steps × 4 × 512)
 #   SCALE=full  (256 × 512 recorded, 10 epochs, 1000 steps × 8 × 512; about 3 h for gpt2-mini on 2 cores)
 #   MIMIC=… OUT=… THREADS=… SEED=…; stages are skipped when done.
 MODEL=${1:-gpt2-mini}
@@ -13,6 +13,7 @@ if [[ $SCALE == full ]]; then REC_SAMPLES=256 REC_LEN=512 FT_STEPS=1000 FT_BATCH
 # The GPT-2 recipes share one output folder per model and scale: stages they have in common run once.
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
 source "$(dirname "$0")/lib.sh"
+fit_to_context "$MODEL"
 mkdir -p "$OUT"
 
 record_lm "$MODEL"

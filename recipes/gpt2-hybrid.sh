@@ -15,6 +15,7 @@ KEEP_HEADS=${KEEP_HEADS:-2 4 8}
 # The GPT-2 recipes share one output folder per model and scale: stages they have in common run once.
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
 source "$(dirname "$0")/lib.sh"
+fit_to_context "$MODEL"
 mkdir -p "$OUT"
 
 record_lm "$MODEL"

@@ -115,8 +115,16 @@ convert_with() {
 # passkey NAME MODEL: passkey retrieval at PASSKEY_LENGTHS with PASSKEY_TRIALS keys each → $OUT/passkey-NAME.json
 PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-64,128,256,512}
 PASSKEY_TRIALS=${PASSKEY_TRIALS:-$([[ $SCALE == full ]] && echo 100 || echo 20)}
+# Recipes share one folder and some ask other lengths or trials of the same model (gpt2-sla: 64..512 × 20;
+# gpt2-recall: 128..512 × 100): a result made with other settings is measured again, so a table never shows another
+# recipe's trials.
 passkey() {
-  stage "passkey-$1" to "$OUT/passkey-$1.json" "$MIMIC" eval --task passkey --model "$2" --lengths "$PASSKEY_LENGTHS" \
+  local f=$OUT/passkey-$1.json
+  if [[ -f $OUT/.done/passkey-$1 && -f $f ]] &&
+     [[ $(jq -r '[([.rows[].length] | map(tostring) | join(",")), (.rows[0].trials | tostring)] | join(" ")' "$f") != "$PASSKEY_LENGTHS $PASSKEY_TRIALS" ]]; then
+    rm "$OUT/.done/passkey-$1"
+  fi
+  stage "passkey-$1" to "$f" "$MIMIC" eval --task passkey --model "$2" --lengths "$PASSKEY_LENGTHS" \
     --trials "$PASSKEY_TRIALS" --json "${common[@]}"
 }
 # state NAME MODEL: bytes of the decoding state (KV cache and/or recurrent states) after STATE_AT tokens → $OUT/state-NAME.json
@@ -137,3 +145,35 @@ ranked() {
   jq -r "[.rows[] | $f] | join(\", \")" "$OUT/passkey-$1.json"
 }
 kl() { get "$OUT/distill-$1.json" '[.layers[].after.mean.kl] | add / length' 3; }
+
+# fit_to_context MODEL: the lengths above, cut to what MODEL can read (its config's max_positions), so that a model
+# with a shorter context than gpt2-mini's 512 runs every recipe unchanged: recorded and finetuning sequences at most
+# the context (finetuning keeps its tokens per step: FT_BATCH grows as FT_LEN shrinks), copy passages at most half of
+# it (they are read twice in one window), passkey lengths beyond it dropped, the state measured at most at it.
+# Says what it changed in one line; changes nothing for a model whose context holds every length.
+fit_to_context() {
+  local ctx
+  ctx=$("$MIMIC" info "$1" --json | jq -r .max_positions) || { echo "fit_to_context: cannot read $1 (mimic info failed)" >&2; exit 2; }
+  [[ $ctx =~ ^[0-9]+$ ]] && (( ctx >= 16 )) || { echo "fit_to_context: $1 has a context of '$ctx' tokens (need >= 16)" >&2; exit 2; }
+  local said=()
+  if (( REC_LEN > ctx )); then REC_LEN=$ctx; said+=("record $REC_LEN"); fi
+  if (( FT_LEN > ctx )); then
+    FT_BATCH=$(( (FT_BATCH * FT_LEN + ctx - 1) / ctx )) FT_LEN=$ctx; said+=("finetune $FT_BATCH × $FT_LEN")
+  fi
+  if (( 2 * COPY_LEN > ctx )); then COPY_LEN=$(( ctx / 2 )); said+=("copy passages $COPY_LEN"); fi
+  if (( PROBE_LEN > 0 && 2 * PROBE_LEN > ctx )); then PROBE_LEN=$(( ctx / 2 )); said+=("probe passages $PROBE_LEN"); fi
+  if (( PROBE_PASSKEY_LEN > ctx )); then PROBE_PASSKEY_LEN=$ctx; said+=("probe passkeys $PROBE_PASSKEY_LEN"); fi
+  probe=(--placement probe --probe-segments "$PROBE_SEGMENTS" --probe-segment-len "$PROBE_LEN" --probe-passkeys "$PROBE_PASSKEYS"
+         --probe-passkey-len "$PROBE_PASSKEY_LEN" --probe-leaders "$PROBE_LEADERS" --probe-lm-windows "$PROBE_LM_WINDOWS")
+  local kept=() l
+  IFS=, read -ra ls <<<"$PASSKEY_LENGTHS"
+  for l in "${ls[@]}"; do (( l <= ctx )) && kept+=("$l"); done
+  (( ${#kept[@]} > 0 )) || kept=("$ctx")
+  local fitted; fitted=$(IFS=,; echo "${kept[*]}")
+  if [[ $fitted != "$PASSKEY_LENGTHS" ]]; then PASSKEY_LENGTHS=$fitted; said+=("passkey $PASSKEY_LENGTHS"); fi
+  if (( STATE_AT > ctx )); then STATE_AT=$ctx; said+=("state at $STATE_AT"); fi
+  if (( ${#said[@]} > 0 )); then
+    local msg; msg=$(printf '; %s' "${said[@]}")
+    echo "== $1 reads $ctx tokens: lengths cut to fit (${msg:2})"
+  fi
+}

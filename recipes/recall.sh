@@ -18,7 +18,7 @@ VOCAB=${VOCAB:-32} LEN=${LEN:-32} PAIRS=${PAIRS:-4}
 STEPS=${STEPS:-$d_steps} BATCH=${BATCH:-64} LR=${LR:-3e-3} EXAMPLES=${EXAMPLES:-$d_examples}
 ENT_SAMPLES=${ENT_SAMPLES:-16}  # REC_SAMPLES (64), EPOCHS (10) and FT_STEPS (60) as in recipes/lib.sh
 TASK="mqar:vocab=$VOCAB,seq_len=$LEN,pairs=$PAIRS"
-MAPS=${MAPS:-$("$MIMIC" info --maps --json | jq -r '.[].name | select(. != "identity")')}
+MAPS=${MAPS:-$("$MIMIC" info --feature-maps --json | jq -r '.[].name | select(. != "identity")')}
 CONVERT_MAPS=${CONVERT_MAPS:-hedgehog elu}
 config=$root/recipes/configs/recall-mini.json
 

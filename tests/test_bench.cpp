@@ -428,7 +428,7 @@ TEST(BenchGenerate, ASoftmaxRunOverTheMemoryBudgetIsSkippedWithItsReason) {
 
 TEST(BenchGenerate, OptionsOutOfTheirRangesAreOneLineErrorsBeforeAnythingRuns) {
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
-           {"bench generate --batch 1,0", "--batch: must be an integer in [1, 65536], got 0"},
+           {"bench generate --batch-sizes 1,0", "--batch-sizes: must be an integer in [1, 65536], got 0"},
            {"bench generate --window -1", "--window: must be an integer in [0, 2^20], got -1"},
            {"bench generate --memory-budget -2", "--memory-budget: must be a number in [0, 1e+06], got -2"},
            {"bench generate --width medium", "--width"},

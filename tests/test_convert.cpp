@@ -33,9 +33,7 @@ const char* const kText = mimic::test::kDickens;
 const std::string& tiny_maps() {
   static TempDir dir;
   static std::string path = [] {
-    std::string text;
-    for (int i = 0; i < 4; ++i) text += kText;
-    mimic::test::write_bytes(dir.file("t.txt"), text);
+    mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
     mimic::distill::DistillOptions o;
     o.model_dir = mimic::test::model_with_tokenizer("gpt2-prefixed");
     o.data = dir.file("t.txt");
@@ -216,7 +214,7 @@ TEST(Convert, KeepSoftmaxAutoKeepsTheHeadsWithTheHighestDistilledKlAndSaysWhy) {
 TEST(Convert, ProbePlacementWritesTheModelItMeasuredAndRecordsEveryStep) {
   TempDir dir;
   std::string text;
-  for (int i = 0; i < 6; ++i) text += kText;
+  for (int i = 0; i < 40; ++i) text += std::string(kText) + "\n";  // lines: the probe reads the file's train split
   mimic::test::write_bytes(dir.file("own.txt"), text);
   auto o = options(dir.file("probe"));
   o.placement.keep_softmax = "auto:2";  // the default rule for a causal LM: the probe
@@ -232,7 +230,7 @@ TEST(Convert, ProbePlacementWritesTheModelItMeasuredAndRecordsEveryStep) {
   ASSERT_EQ(p.at("steps").size(), 2u);
   ASSERT_EQ(p.at("kept").size(), 2u);
   EXPECT_EQ(p.at("screen").size(), 4u);
-  EXPECT_EQ(p.at("calibration").at("source"), dir.file("own.txt"));
+  EXPECT_EQ(p.at("calibration").at("source"), "the train split of " + dir.file("own.txt"));
   for (size_t i = 0; i < 2; ++i) {
     const auto& s = p["steps"][i];
     EXPECT_EQ(s["layer"], p["kept"][i]["layer"]);

@@ -114,9 +114,7 @@ mimic::record::RecordOptions record_options(const std::string& text_file, const 
 const std::string& tiny_record() {
   static TempDir dir;
   static std::string path = [] {
-    std::string text;
-    for (int i = 0; i < 3; ++i) text += kText;
-    mimic::test::write_bytes(dir.file("t.txt"), text);
+    mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
     auto o = record_options(dir.file("t.txt"), dir.file("tiny.h5"));
     mimic::record::record(o);
     return o.out;
@@ -461,9 +459,7 @@ TEST(DistillMapsFile, AFileWithoutAKindReadsAsLinearAndAReferenceKindIsRefused) 
 TEST(DistillTrain, BidirectionalBertRecordWithPadding) {
   // BERT: non-causal, padded last sample; hedgehog with SLA gates trained jointly lowers KL
   TempDir dir;
-  std::string text;
-  for (int i = 0; i < 3; ++i) text += kText;
-  mimic::test::write_bytes(dir.file("t.txt"), text);
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
   auto ro = record_options(dir.file("t.txt"), dir.file("bert.h5"));
   ro.model_dir = mimic::test::model_with_tokenizer("bert-mlm");
   mimic::record::record(ro);
@@ -565,9 +561,7 @@ TEST(DistillTrain, OnlineModeEqualsTheRecordedOne) {
   // the teacher run on the fly gives the same batches as the record, up to the record's f16 storage: the
   // untrained metrics agree closely and training from both lowers KL alike
   TempDir dir;
-  std::string text;
-  for (int i = 0; i < 3; ++i) text += kText;
-  mimic::test::write_bytes(dir.file("t.txt"), text);
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
   auto rec = train_options(dir.file("rec.safetensors"));
   rec.record = tiny_record();
   rec.epochs = 3;
@@ -613,7 +607,7 @@ TEST(DistillErrors, ClearMessages) {
   o.model_dir = mimic::test::model_with_tokenizer("gpt2-prefixed");
   EXPECT_MIMIC_ERROR(dist::distill(o), "needs --data");
   o.data = dir.file("missing.txt");
-  EXPECT_MIMIC_ERROR(dist::distill(o), "neither a corpus");
+  EXPECT_MIMIC_ERROR(dist::distill(o), "missing.txt: neither a corpus (all, sotu, moby-dick), a classification data set (spam, sotu-era) nor a text file or folder");
   o.record = tiny_record();
   EXPECT_MIMIC_ERROR(dist::distill(o), "either --record or --model");
 }

@@ -293,11 +293,11 @@ TEST(Distributed, APeerThatNeverArrivesOrDisagreesIsAOneLineErrorWithinTheTimeou
 
 namespace {
 
-// `distill` of the tiny GPT-2 fixture (2 layers of 2 heads) online, on kDickens: a few seconds per run.
+// `distill` of the tiny GPT-2 fixture (2 layers of 2 heads) online, on the train split of 20 lines of kDickens: a few
+// seconds per run.
 std::string tiny_distill(const TempDir& dir, const std::string& out, int64_t epochs = 3, const std::string& extra = "") {
-  std::string text;
-  for (int i = 0; i < 4; ++i) text += mimic::test::kDickens;
-  if (!std::filesystem::exists(dir.file("d.txt"))) mimic::test::write_bytes(dir.file("d.txt"), text);
+  if (!std::filesystem::exists(dir.file("d.txt")))
+    mimic::test::write_bytes(dir.file("d.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));
   return "distill --model " + mimic::test::model_with_tokenizer("gpt2-prefixed") + " --data " + dir.file("d.txt") +
          " --seq-len 16 --samples 1000 --feature-map hedgehog --sla --epochs " + std::to_string(epochs) +
          " --batch-size 4 --val-fraction 0.25 --threads 1 --seed 5 --json --out " + out + " " + extra;

@@ -502,6 +502,14 @@ TEST(Passkey, EvalIsSeededAndRefusesLongerThanContext) {
     EXPECT_LE(a.rows[i].mean_prompt_tokens, static_cast<double>(o.lengths[i] - o.digits - 1));
     EXPECT_GE(a.rows[i].mean_prompt_tokens, static_cast<double>(o.lengths[i] - o.digits - 6));
   }
+  // a length's trials do not depend on the lengths asked for before it
+  o.lengths = {128};
+  auto alone = ev::passkey_eval(*m, *tok, o);
+  EXPECT_EQ(alone.rows[0].ranked_first, a.rows[1].ranked_first);
+  EXPECT_DOUBLE_EQ(alone.rows[0].mean_key_gain, a.rows[1].mean_key_gain);
+  EXPECT_DOUBLE_EQ(alone.rows[0].mean_prompt_tokens, a.rows[1].mean_prompt_tokens);
+  o.seed = 1;  // and another seed draws other trials
+  EXPECT_NE(ev::passkey_eval(*m, *tok, o).rows[0].mean_key_gain, alone.rows[0].mean_key_gain);
   o.lengths = {64, 256};
   EXPECT_MIMIC_ERROR(ev::passkey_eval(*m, *tok, o), "passkey length 256 exceeds the model's context of 128");
 }
@@ -509,7 +517,7 @@ TEST(Passkey, EvalIsSeededAndRefusesLongerThanContext) {
 // ------------------------------------------------------------------------------------------ CLI
 TEST(GenerateCli, JsonModesAgreeAndErrorsAreOneLine) {
   auto run = [](const std::string& mode) {
-    auto r = mimic::test::mimic_cli("generate --model gpt2-mini --prompt 'The ship' --max-new-tokens 6 --threads 1 --json --mode " + mode);
+    auto r = mimic::test::mimic_cli("generate --model gpt2-mini --prompt 'The ship' --new-tokens 6 --threads 1 --json --mode " + mode);
     EXPECT_EQ(r.code, 0) << r.err;
     return nlohmann::json::parse(r.out);
   };
@@ -528,13 +536,13 @@ TEST(GenerateCli, JsonModesAgreeAndErrorsAreOneLine) {
   EXPECT_EQ(std::count(bert.err.begin(), bert.err.end(), '\n'), 1) << bert.err;
 
   auto sampled = mimic::test::mimic_cli(
-      "generate --model gpt2-mini --prompt 'The ship' --max-new-tokens 5 --threads 1 --json --batch 3 --temperature 1 --seed 7");
+      "generate --model gpt2-mini --prompt 'The ship' --new-tokens 5 --threads 1 --json --batch-size 3 --temperature 1 --seed 7");
   ASSERT_EQ(sampled.code, 0) << sampled.err;
   auto sj = nlohmann::json::parse(sampled.out);
   ASSERT_EQ(sj["rows"].size(), 3u);
   EXPECT_EQ(sj["batch"], 3);
   EXPECT_EQ(sj["ids"], sj["rows"][0]["ids"]);
-  auto row2 = mimic::test::mimic_cli("generate --model gpt2-mini --prompt 'The ship' --max-new-tokens 5 --threads 1 --json --temperature 1 --seed 9");
+  auto row2 = mimic::test::mimic_cli("generate --model gpt2-mini --prompt 'The ship' --new-tokens 5 --threads 1 --json --temperature 1 --seed 9");
   ASSERT_EQ(row2.code, 0) << row2.err;
   EXPECT_EQ(nlohmann::json::parse(row2.out)["ids"], sj["rows"][2]["ids"]);  // row 2 samples with seed 7 + 2
 

@@ -194,19 +194,32 @@ TEST(Placement, CalibrationSegmentsComeFromTheTrainingSplitOnly) {
     EXPECT_NE(p.prompt, p.decoy_prompt);
     EXPECT_EQ(p.alternatives.size(), 9u);
   }
-  // a text file is taken as given; sizes that do not fit are refused by option name
+  // a user's text file: its train split only (the first 90% of its characters, cut at a line break), never the
+  // lines `eval --data FILE --split validation|test` scores; sizes that do not fit are refused by option name
   mimic::test::TempDir t;
-  mimic::test::write_bytes(t.file("own.txt"), std::string(mimic::test::kDickens) + mimic::test::kDickens);
+  std::string own;
+  for (int i = 0; i < 40; ++i) own += "Line " + std::to_string(i) + " says: " + mimic::test::kDickens + "\n";
+  mimic::test::write_bytes(t.file("own.txt"), own);
   o.data = t.file("own.txt");
-  EXPECT_EQ(mimic::convert::probe_calibration(*tok, 64, o).source, t.file("own.txt"));
+  auto from_file = mimic::convert::probe_calibration(*tok, 64, o);
+  EXPECT_EQ(from_file.source, "the train split of " + t.file("own.txt"));
+  std::string read;
+  for (const auto* part : {&from_file.copy_segments, &from_file.lm_windows})
+    for (const auto& seg : *part) read += tok->decode(seg) + "|";
+  // the segments are spread over the train split (lines 0..35) and never reach the last 10% (lines 36..39)
+  int64_t last_line = -1;
+  for (size_t at = read.find("Line "); at != std::string::npos; at = read.find("Line ", at + 1))
+    last_line = std::max<int64_t>(last_line, std::atoll(read.c_str() + at + 5));
+  EXPECT_GE(last_line, 18) << read;
+  EXPECT_LE(last_line, 35) << read;
   o.segment_len = 40;
   EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, o), "--probe-segment-len 40 must lie in 2..32");
   o.segment_len = 24;
   o.lm_len = 65;
   EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, o), "--probe-lm-len 65 must lie in 4..64");
   o.lm_len = 0;
-  o.segments = 100;
-  EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, o), "too few for --probe-segments 100");
+  o.segments = 1000;
+  EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, o), "too few for --probe-segments 1000");
   o.data = "sotu-validation";
   EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, o), "neither a corpus");
 }

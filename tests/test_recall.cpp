@@ -402,7 +402,7 @@ TEST(InductionScores, HandBuiltHeadsScoreAsComputedByHand) {
 TEST(RecordRepeat, EverySampleIsASegmentFollowedByItselfAndReportScoresIt) {
   TempDir dir;
   const auto model = mimic::test::model_with_tokenizer("gpt2-prefixed");  // the full GPT-2 vocabulary, tiny sizes
-  mimic::test::write_bytes(dir.file("t.txt"), std::string(mimic::test::kDickens) + " " + mimic::test::kDickens);
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));
   auto r = mimic::test::mimic_cli("record --model " + model + " --data " + dir.file("t.txt") +
                                   " --repeat --seq-len 16 --samples 3 --out " + dir.file("r.h5") + " --threads 1");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -15,6 +15,7 @@
 #include "mimic/attention/attention.h"
 #include "mimic/core/layers.h"
 #include "mimic/data/classification.h"
+#include "mimic/data/corpus.h"
 #include "mimic/models/model.h"
 #include "mimic/record/hdf5.h"
 #include "mimic/record/record.h"
@@ -32,6 +33,21 @@ const char* kText =
     "Call me Ishmael. Some years ago, never mind how long precisely, having little or no money in my purse, "
     "and nothing particular to interest me on shore, I thought I would sail about a little and see the watery "
     "part of the world. It is a way I have of driving off the spleen and regulating the circulation.";
+
+// The token stream `record --data FILE --split S` reads, as data::corpus_token_cache writes a user's text: each
+// document's part of split S (data::load_text_data's cleaned text) encoded without special tokens and followed by
+// the tokenizer's document separator (EOS; [SEP] for BERT, which has none).
+std::vector<int64_t> split_stream(const std::string& model_dir, const std::string& file, mimic::data::Split split) {
+  auto tok = mimic::text::load_tokenizer(model_dir);
+  std::vector<int64_t> ids;
+  for (const auto& d : mimic::data::load_text_data(file)) {
+    if (d.split != split) continue;
+    auto part = tok->encode(d.text, /*add_special_tokens=*/false);
+    ids.insert(ids.end(), part.begin(), part.end());
+    ids.push_back(tok->eos_id() >= 0 ? tok->eos_id() : tok->sep_id());
+  }
+  return ids;
+}
 
 // ---- reading with the HDF5 C++ API directly (independent of mimic's reader)
 at::Tensor read_dataset(const H5::H5File& f, const std::string& path, at::ScalarType st = at::kFloat) {
@@ -188,11 +204,12 @@ int64_t samples_done(const std::string& path) {
 
 TEST(Record, Gpt2RoundTripReproducesSoftmax) {
   TempDir dir;
-  mimic::test::write_bytes(dir.file("t.txt"), kText);
+  // 21 lines: the train part (lines 1-19) and its separator end in a padded sample of 16 (20 lines fill 81 exactly)
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 21));
   auto o = options(gpt2_dir(), dir.file("t.txt"), dir.file("g.h5"));
   o.weights_samples = 2;
   auto r = mimic::record::record(o);
-  auto stream = mimic::text::load_tokenizer(gpt2_dir())->encode(kText, false);
+  auto stream = split_stream(gpt2_dir(), dir.file("t.txt"), mimic::data::Split::Train);  // --split train, the default
   EXPECT_EQ(r.samples, (static_cast<int64_t>(stream.size()) + 15) / 16);
   EXPECT_EQ(r.recorded, r.samples);
   EXPECT_EQ(r.resumed_from, 0);
@@ -220,14 +237,55 @@ TEST(Record, Gpt2RoundTripReproducesSoftmax) {
 
 TEST(Record, BertRoundTripWithPaddedSample) {
   TempDir dir;
-  mimic::test::write_bytes(dir.file("t.txt"), kText);
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
   auto o = options(bert_dir(), dir.file("t.txt"), dir.file("b.h5"));
   o.weights_samples = 100;  // more than there are: all of them
   auto r = mimic::record::record(o);
-  auto stream = mimic::text::load_tokenizer(bert_dir())->encode(kText, false);
+  auto stream = split_stream(bert_dir(), dir.file("t.txt"), mimic::data::Split::Train);
   check_round_trip(o.out, bert_dir(), stream, /*bert=*/true);
   H5::H5File f(o.out, H5F_ACC_RDONLY);
   EXPECT_EQ(read_dataset(f, "layer_00/weights").size(0), r.samples);
+}
+
+// A user's text file is split as every command splits it (data::load_text_data: the first 90% of its characters
+// train, the next 5% validate, the last 5% test, cut at line breaks), and record reads the part --split names alone:
+// maps distilled on a file's train part are never scored (eval --data FILE --split test) on lines they were fitted to.
+TEST(Record, AUsersTextFileRecordsOnlyTheSplitItNames) {
+  TempDir dir;
+  const std::string file = dir.file("t.txt");
+  mimic::test::write_bytes(file, mimic::test::text_lines(kText, 20));
+  auto tok = mimic::text::load_tokenizer(gpt2_dir());
+  // the real tokens of a record of `split`, in order
+  auto recorded = [&](const std::string& split) {
+    auto o = options(gpt2_dir(), file, dir.file(split + ".h5"));
+    o.split = split;
+    mimic::record::record(o);
+    H5::H5File f(o.out, H5F_ACC_RDONLY);
+    auto real = read_dataset(f, "input_ids", at::kLong).masked_select(read_dataset(f, "attention_mask", at::kLong).to(at::kBool));
+    return std::vector<int64_t>(real.data_ptr<int64_t>(), real.data_ptr<int64_t>() + real.numel());
+  };
+  const auto train = recorded("train"), test = recorded("test");
+  EXPECT_EQ(train, split_stream(gpt2_dir(), file, mimic::data::Split::Train));
+  EXPECT_EQ(test, split_stream(gpt2_dir(), file, mimic::data::Split::Test));
+  // the parts, written out: lines 1-18 train, line 20 tests (line 19 validates), each followed by the separator
+  std::string lines_1_to_18 = mimic::test::text_lines(kText, 18);
+  lines_1_to_18.pop_back();  // the cleaned part ends without its line break
+  auto expected_train = tok->encode(lines_1_to_18, false), expected_test = tok->encode("20. " + std::string(kText), false);
+  expected_train.push_back(tok->eos_id());
+  expected_test.push_back(tok->eos_id());
+  EXPECT_EQ(train, expected_train);
+  EXPECT_EQ(test, expected_test);
+  // disjoint: no line of one split is read by the other
+  const std::string train_text = tok->decode(train), test_text = tok->decode(test);
+  EXPECT_EQ(train_text.find("19. "), std::string::npos);
+  EXPECT_EQ(train_text.find("20. "), std::string::npos);
+  EXPECT_EQ(test_text.find("18. "), std::string::npos);
+  EXPECT_EQ(test_text.find("19. "), std::string::npos);
+  // a text too short to give every split a line of its own is refused, naming the file
+  mimic::test::write_bytes(dir.file("one.txt"), std::string(kText) + "\n");
+  EXPECT_MIMIC_ERROR(mimic::record::record(options(gpt2_dir(), dir.file("one.txt"), dir.file("one.h5"))),
+                     "one.txt: too short to split into train, validation and test");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("one.h5")));
 }
 
 TEST(Record, ClassificationSetRecordsTheSplitsTextsWithBothLabels) {
@@ -297,7 +355,7 @@ TEST(Record, Float32StorageLayersAndExtension) {
 
 TEST(Record, MismatchedSettingsAndDamagedFilesAreRefused) {
   TempDir dir;
-  mimic::test::write_bytes(dir.file("t.txt"), kText);
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
   auto o = options(gpt2_dir(), dir.file("t.txt"), dir.file("r.h5"));
   o.samples = 2;
   mimic::record::record(o);
@@ -347,7 +405,7 @@ TEST(Record, MismatchedSettingsAndDamagedFilesAreRefused) {
 // found a SIGSEGV for a rank-0 q and for layers = [], and gigabytes for n_head 1e9).
 TEST(Record, AttributesThatDisagreeWithTheDatasetsAreRefusedWhenTheRecordIsOpened) {
   TempDir dir;
-  mimic::test::write_bytes(dir.file("t.txt"), kText);
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
   auto o = options(gpt2_dir(), dir.file("t.txt"), dir.file("r.h5"));
   o.samples = 2;
   mimic::record::record(o);
@@ -387,7 +445,7 @@ TEST(Record, AttributesThatDisagreeWithTheDatasetsAreRefusedWhenTheRecordIsOpene
 // (undefined for 1e300). Both are refused when the record is opened, naming the attribute.
 TEST(Record, StringArraysAndFloatCountsInTheRootAttributesAreRefused) {
   TempDir dir;
-  mimic::test::write_bytes(dir.file("t.txt"), kText);
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
   auto o = options(gpt2_dir(), dir.file("t.txt"), dir.file("r.h5"));
   o.samples = 1;
   mimic::record::record(o);
@@ -480,7 +538,7 @@ TEST(Record, CliResumesAfterKillToTheSameContent) {
 TEST(Record, H5pyReadsTheFile) {
   if (std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 with h5py not available";
   TempDir dir;
-  mimic::test::write_bytes(dir.file("t.txt"), kText);
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
   auto o = options(gpt2_dir(), dir.file("t.txt"), dir.file("g.h5"));
   o.weights_samples = 1;
   auto r = mimic::record::record(o);

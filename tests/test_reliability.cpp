@@ -59,7 +59,7 @@ std::string teacher() { return mimic::test::model_with_tokenizer("gpt2-prefixed"
 const std::string& good_maps() {
   static TempDir dir;
   static std::string path = [] {
-    mimic::test::write_bytes(dir.file("t.txt"), std::string(mimic::test::kDickens) + " " + mimic::test::kDickens);
+    mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));
     mimic::distill::DistillOptions o;
     o.model_dir = teacher();
     o.data = dir.file("t.txt");
@@ -249,7 +249,7 @@ TEST(NanInputs, NanWeightsAreRefusedByEveryCommandBeforeAnythingIsWritten) {
   // in the token embeddings, which every forward pass reads
   const std::string poisoned = copy_with_a_nan(teacher() + "/model.safetensors", bad + "/model.safetensors", "wte");
   const std::string why = bad + "/model.safetensors: tensor '" + poisoned + "' holds 1 NaN or infinite value";
-  for (const std::string& args : {"generate --model " + bad + " --prompt hello --max-new-tokens 2",
+  for (const std::string& args : {"generate --model " + bad + " --prompt hello --new-tokens 2",
                                   "eval --model " + bad + " --text \"" + mimic::test::kDickens + "\"",
                                   "convert --model " + bad + " --maps " + good_maps() + " --out " + dir.file("converted"),
                                   "export --model " + bad + " --out " + dir.file("exported"),
@@ -270,7 +270,7 @@ TEST(NanInputs, NanMapsAreRefusedWhenOpenedBeforeAnythingIsWritten) {
   EXPECT_NO_THROW(mimic::distill::DistilledMaps::open(good_maps()));
   const std::string why = bad + ": tensor '" + poisoned + "' holds 1 NaN or infinite value";
   EXPECT_MIMIC_ERROR(mimic::distill::DistilledMaps::open(bad), why);
-  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::kDickens);
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));
   for (const std::string& args :
        {"convert --model " + teacher() + " --maps " + bad + " --out " + dir.file("converted"),
         "distill --eval-only --model " + teacher() + " --data " + dir.file("t.txt") + " --samples 4 --val-fraction 0.5 --seq-len 16 --maps " + bad + " --json"}) {

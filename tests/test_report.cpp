@@ -36,9 +36,7 @@ std::string tiny_record(const std::string& model) {
   static std::map<std::string, std::string> made;
   auto it = made.find(model);
   if (it != made.end()) return it->second;
-  std::string text;
-  for (int i = 0; i < 3; ++i) text += kText;
-  mimic::test::write_bytes(dir.file("t.txt"), text);
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
   mimic::record::RecordOptions o;
   o.model_dir = mimic::test::model_with_tokenizer(model);
   o.data = dir.file("t.txt");

@@ -65,6 +65,16 @@ inline constexpr const char* kDickens =
     "Darkness, it was the spring of hope, it was the winter of despair, we had everything before us, we had nothing "
     "before us, we were all going direct to Heaven, we were all going direct the other way.";
 
+// `copies` numbered lines of `paragraph` ("1. <paragraph>\n", "2. <paragraph>\n", ...): a user's text as --data splits
+// it (data::load_text_data: by position, at line breaks, the first 90% of the characters train, the next 5% validate,
+// the last 5% test), which needs each 5% to hold a line of its own. Of 20 copies lines 1-18 train, line 19 validates
+// and line 20 tests. The numbers make every line differ, so that a split's text is found in no other split.
+inline std::string text_lines(const std::string& paragraph, int copies) {
+  std::string text;
+  for (int i = 1; i <= copies; ++i) text += std::to_string(i) + ". " + paragraph + "\n";
+  return text;
+}
+
 inline std::string fixture(const std::string& rel) { return std::string(MIMIC_TEST_FIXTURES) + "/" + rel; }
 
 // A fixture model directory completed with the real tokenizer files (which the committed fixtures leave

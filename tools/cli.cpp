@@ -28,7 +28,7 @@ void add_device_option(CLI::App& sub, std::string& device) {
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
             try {
-              resolve_device(v);
+              resolve_device(v, distributed::environment().local_rank);
             } catch (const Error& e) {
               std::string why = e.what();  // "--device X: ...": CLI11 names the option itself
               if (why.rfind("--device", 0) == 0) why = why.substr(why.find(": ") == std::string::npos ? 0 : why.find(": ") + 2);
@@ -77,7 +77,29 @@ void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy) {
       ->check(range::integer(2, 65536));
 }
 
+namespace {
+struct Retired {
+  const CLI::App* sub;
+  std::string old_name, new_name;
+};
+std::vector<Retired>& retired() {
+  static std::vector<Retired> all;
+  return all;
+}
+}  // namespace
+
+void retire_spelling(CLI::App& sub, CLI::Option* old, CLI::Option* current) {
+  // Listed last in --help under a heading of its own rather than hidden: CLI11 gives a hidden option no name, so
+  // its errors would not say which option a bad value was given to.
+  old->group(kRetiredGroup)->excludes(current);
+  old->description("the old spelling of " + current->get_name());
+  retired().push_back({&sub, old->get_name(), current->get_name()});
+}
+
 void start(const Common& common) {
+  for (const auto& r : retired())
+    if (r.sub->parsed() && r.sub->count(r.old_name) > 0)
+      std::fprintf(stderr, "mimic: note: %s is now %s (the old spelling still works)\n", r.old_name.c_str(), r.new_name.c_str());
   // Reads (and checks) the distributed environment before any work: a malformed RANK is refused at once, and the
   // default thread count divides the cores among this machine's ranks.
   init_runtime(common.threads > 0 ? common.threads : distributed::default_threads(available_cores()));

@@ -39,6 +39,12 @@ void add_allreduce_options(CLI::App& sub, bool& overlap, double& bucket_mb);
 // --copy-span MIN,MAX, --copy-repeats, --copy-random, --copy-random-vocab. pretrain and finetune take the same.
 void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy);
 
+// Retires an option's old spelling (docs/cli.md, "Option vocabulary"): `old` is the old name's option, bound to the
+// same variable with the same checks as `current`; --help lists it last, under kRetiredGroup; it excludes the current spelling, and
+// start() prints one line on stderr naming the new spelling when the old one was used.
+void retire_spelling(CLI::App& sub, CLI::Option* old, CLI::Option* current);
+inline constexpr const char* kRetiredGroup = "Retired spellings (still accepted)";
+
 // Applies the common options (threads, malloc tuning, seed). Every subcommand calls it first.
 void start(const Common& common);
 

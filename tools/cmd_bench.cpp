@@ -16,6 +16,7 @@
 #endif
 #include "mimic/core/error.h"
 #include "mimic/core/runtime.h"
+#include "mimic/distributed/environment.h"
 #include "cli.h"
 #include "ranges.h"
 
@@ -75,7 +76,7 @@ void register_bench(CLI::App& app) {
   add_device_option(*sub, args->device);
   sub->callback([args]() {
     start(args->common);
-    bench::set_bench_device(resolve_device(args->device));
+    bench::set_bench_device(resolve_device(args->device, distributed::environment().local_rank));
     auto result = bench::run_attention_bench(args->options);
     if (args->common.json) {
       auto j = bench::to_json(result);
@@ -113,7 +114,7 @@ void register_bench(CLI::App& app) {
   add_device_option(*tr, targs->device);
   tr->callback([targs]() {
     start(targs->common);
-    bench::set_bench_device(resolve_device(targs->device));
+    bench::set_bench_device(resolve_device(targs->device, distributed::environment().local_rank));
     targs->options.seed = targs->common.seed;
     for (const auto& w : targs->widths) targs->options.widths.push_back(bench::train_bench_width(w));
     auto result = bench::run_train_bench(targs->options);
@@ -136,10 +137,11 @@ void register_bench(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(range::tokens(1));
-  gen->add_option("--batch", gargs->options.batches, "Batch sizes (rows decoded together)")
-      ->delimiter(',')
-      ->capture_default_str()
-      ->check(range::batch());
+  auto* batches = gen->add_option("--batch-sizes", gargs->options.batches, "Batch sizes (rows decoded together)")
+                      ->delimiter(',')
+                      ->capture_default_str()
+                      ->check(range::batch());
+  retire_spelling(*gen, gen->add_option("--batch", gargs->options.batches)->delimiter(',')->check(range::batch()), batches);
   gen->add_option("--new-tokens", gargs->options.new_tokens, "Tokens generated per row")->capture_default_str()->check(range::tokens(2));
   gen->add_option("--feature-map", gargs->options.feature_map, "Feature map of the all-linear and hybrid variants")->capture_default_str();
   gen->add_option("--window", gargs->options.window, "Also a hybrid variant with this sliding window (0: none)")

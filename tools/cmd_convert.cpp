@@ -106,7 +106,7 @@ void register_convert(CLI::App& app) {
                   "How auto:K ranks heads: probe (measured effect on a calibration set of the training split, greedy; default for "
                   "causal LMs) or kl (highest held-out KL of distill; default otherwise)")
       ->check(CLI::IsMember({"probe", "kl"}));
-  sub->add_option("--probe-data", pl.calibration.data, "Probe: calibration text, a corpus (its train split: all, sotu, moby-dick) or a text file")
+  sub->add_option("--probe-data", pl.calibration.data, "Probe: calibration text, its train split only: a corpus (all, sotu, moby-dick) or a UTF-8 text file or folder (its first 90%: docs/data.md)")
       ->capture_default_str();
   sub->add_option("--probe-segments", pl.calibration.segments, "Probe: copy segments (each run doubled)")
       ->capture_default_str()->check(range::count(1));

@@ -100,19 +100,21 @@ void register_generate(CLI::App& app) {
   auto* sub = app.add_subcommand("generate", "Continue a prompt with a causal LM (greedy or sampled; KV cache / recurrent state)");
   sub->add_option("--model", args->model, "Model directory (GPT-2, softmax, linear or mixed attention)")->required()->transform(model_dir_arg());
   sub->add_option("--prompt", args->prompt, "The text to continue")->required();
-  sub->add_option("--max-new-tokens", args->options.max_new_tokens, "Tokens to generate at most (fewer when the context ends)")
-      ->capture_default_str()
-      ->check(range::tokens(1));
+  auto* new_tokens = sub->add_option("--new-tokens", args->options.max_new_tokens, "Tokens to generate at most (fewer at EOS or when the context ends)")
+                         ->capture_default_str()
+                         ->check(range::tokens(1));
+  retire_spelling(*sub, sub->add_option("--max-new-tokens", args->options.max_new_tokens)->check(range::tokens(1)), new_tokens);
   sub->add_option("--temperature", args->options.temperature, "0 = greedy; > 0 samples from softmax(logits / T)")
       ->capture_default_str()
       ->check(range::real(0, 100));
   sub->add_option("--top-k", args->options.top_k, "Sample among the K most likely tokens only (0 = all)")
       ->capture_default_str()
       ->check(range::integer(0, range::kMaxTokens));
-  sub->add_option("--batch", args->batch,
-                  "Continuations of the prompt decoded together (row i samples with seed + i; greedy rows are identical)")
-      ->capture_default_str()
-      ->check(range::integer(1, 4096));
+  auto* batch = sub->add_option("--batch-size", args->batch,
+                                "Continuations of the prompt decoded together (row i samples with seed + i; greedy rows are identical)")
+                    ->capture_default_str()
+                    ->check(range::integer(1, 4096));
+  retire_spelling(*sub, sub->add_option("--batch", args->batch)->check(range::integer(1, 4096)), batch);
   sub->add_option("--mode", args->mode, "recurrent (KV cache / recurrent state) or parallel (recompute every step, the reference)")
       ->capture_default_str()
       ->check(CLI::IsMember({"recurrent", "parallel"}));

@@ -1,4 +1,4 @@
-// mimic info PATH | --system | --maps — describe a model directory or a safetensors file, or the system.
+// mimic info PATH | --system | --feature-maps — describe a model directory or a safetensors file, or the system.
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -111,7 +111,8 @@ void register_info(CLI::App& app) {
   auto* sub = app.add_subcommand("info", "Describe a model directory, a .safetensors file, or the system (--system)");
   sub->add_option("path", args->path, "Model directory or embedded model name (config.json + model.safetensors or a sharded checkpoint's index and shards) or a .safetensors file")->check(path_arg());
   sub->add_flag("--system", args->system, "Threads, BLAS actually loaded, LibTorch version");
-  sub->add_flag("--maps", args->maps, "The registered feature maps (names for --feature-map) and attention kinds");
+  auto* registry = sub->add_flag("--feature-maps", args->maps, "The registered feature maps (names for --feature-map) and attention kinds");
+  retire_spelling(*sub, sub->add_flag("--maps", args->maps), registry);
   sub->add_flag("--tensors", args->tensors, "List every tensor of a model directory");
   add_common_options(*sub, args->common);
   sub->callback([args]() { run(*args); });

@@ -53,7 +53,7 @@ void register_record(CLI::App& app) {
   auto* sub = app.add_subcommand("record", "Record a softmax model's per-layer attention (q, k, v, outputs, weights) into an HDF5 file");
   sub->add_option("--model", a->o.model_dir, "Model directory (the softmax teacher)")->required()->transform(model_dir_arg());
   sub->add_option("--data", a->o.data,
-                  "Corpus all|sotu|moby-dick, classification data set spam|sotu-era (texts of --split), a UTF-8 text file, or a recall "
+                  "Corpus all|sotu|moby-dick, classification data set spam|sotu-era (texts of --split), a UTF-8 text file or folder (split 90/5/5 by position, docs/data.md), or a recall "
                   "task mqar[:...] / ar[:...] (docs/recall.md)")
       ->required();
   sub->add_flag("--repeat", a->o.repeat, "Each sample is a segment followed by itself ([A A]): for the induction scores of report");

@@ -68,7 +68,10 @@ void register_report(CLI::App& app) {
       ->check(range::count(0));
   sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str();
   sub->add_option("--heads", a->o.heads, "Heads: all, or a list like 0-3")->capture_default_str();
-  sub->add_option("--top-k", a->o.top_k, "k of the top-k mass")->capture_default_str()->check(range::tokens(1));
+  auto* mass_k = sub->add_option("--mass-k", a->o.top_k, "k of the top-k mass (the weight on each query's k largest)")
+                     ->capture_default_str()
+                     ->check(range::tokens(1));
+  retire_spelling(*sub, sub->add_option("--top-k", a->o.top_k)->check(range::tokens(1)), mass_k);
   sub->add_option("--local-window", a->o.local_window,
                   "W of the local mass: the weight on keys within W positions (a hybrid kernel's window share)")
       ->capture_default_str()

@@ -36,8 +36,10 @@ using Clock = std::chrono::steady_clock;
 
 constexpr double kMB = 1e6;
 
-// Every tensor of the benchmark is made on the bench device (measure.h).
+// Every tensor of the benchmark lives on the bench device (measure.h); random inputs are drawn on the CPU generator and
+// moved, so that a seed times the same values on every device.
 at::TensorOptions on_device() { return at::TensorOptions().device(bench_device()); }
+torch::Tensor drawn(at::IntArrayRef shape) { return torch::randn(shape).to(bench_device()); }
 
 
 // ---------------------------------------------------------------- the attention forms
@@ -49,9 +51,9 @@ struct Inputs {
 
 Inputs make_inputs(int64_t t, int64_t d) {
   Inputs in;
-  in.q = torch::randn({1, 1, t, d}, on_device());
-  in.k = torch::randn({1, 1, t, d}, on_device());
-  in.v = torch::randn({1, 1, t, d}, on_device());
+  in.q = drawn({1, 1, t, d});
+  in.k = drawn({1, 1, t, d});
+  in.v = drawn({1, 1, t, d});
   in.qg = in.q.clone().requires_grad_(true);
   in.kg = in.k.clone().requires_grad_(true);
   in.vg = in.v.clone().requires_grad_(true);
@@ -105,12 +107,12 @@ class Decoder {
 class SoftmaxDecoder : public Decoder {
  public:
   SoftmaxDecoder(const Setup& s, int64_t context, int64_t tokens) : s_(s), n_(context) {
-    kc_ = torch::randn({1, 1, context + tokens, s.d}, on_device());
-    vc_ = torch::randn({1, 1, context + tokens, s.d}, on_device());
+    kc_ = drawn({1, 1, context + tokens, s.d});
+    vc_ = drawn({1, 1, context + tokens, s.d});
     for (int64_t i = 0; i < tokens; ++i) {
-      q_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
-      k_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
-      v_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
+      q_.push_back(drawn({1, 1, 1, s.d}));
+      k_.push_back(drawn({1, 1, 1, s.d}));
+      v_.push_back(drawn({1, 1, 1, s.d}));
     }
   }
   void step(size_t i) override {
@@ -143,9 +145,9 @@ class LinearDecoder : public Decoder {
     MIMIC_CHECK(prefilled_.defined() && prefilled_.position == context, "bench: linear prefill left the state at position ",
                 prefilled_.position, ", expected ", context);
     for (int64_t i = 0; i < tokens; ++i) {
-      q_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
-      k_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
-      v_.push_back(torch::randn({1, 1, s.d}, on_device()));
+      q_.push_back(drawn({1, 1, 1, s.d}));
+      k_.push_back(drawn({1, 1, 1, s.d}));
+      v_.push_back(drawn({1, 1, s.d}));
     }
   }
   void step(size_t i) override {
@@ -180,9 +182,9 @@ class HybridDecoder : public Decoder {
     MIMIC_CHECK(prefilled_.defined() && prefilled_.position == context, "bench: hybrid prefill left the state at position ",
                 prefilled_.position, ", expected ", context);
     for (int64_t i = 0; i < tokens; ++i) {
-      q_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
-      k_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
-      v_.push_back(torch::randn({1, 1, 1, s.d}, on_device()));
+      q_.push_back(drawn({1, 1, 1, s.d}));
+      k_.push_back(drawn({1, 1, 1, s.d}));
+      v_.push_back(drawn({1, 1, 1, s.d}));
     }
   }
   void step(size_t i) override {

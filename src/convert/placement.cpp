@@ -98,16 +98,14 @@ ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, 
   ProbeCalibration cal;
   std::vector<int64_t> ids;
   const auto corpora = data::lm_corpus_names();
-  if (o.data == "all" || std::find(corpora.begin(), corpora.end(), o.data) != corpora.end()) {
-    // The training split only: placement is part of building the model, and the model is judged on the other two.
-    auto cache = data::corpus_token_cache(o.data, data::Split::Train, tok);
-    ids.assign(cache.data(), cache.data() + cache.size());
-    cal.source = "the train split of " + o.data;
-  } else {
-    MIMIC_CHECK(std::filesystem::is_regular_file(o.data), "--probe-data ", o.data, ": neither a corpus (all, sotu, moby-dick) nor a text file");
-    ids = tok.encode(io::read_text_file(o.data), false);
-    cal.source = o.data;
-  }
+  // The training split only: placement is part of building the model, and the model is judged on the other two. A
+  // user's text file or folder is split as every command splits it (data::load_text_data: the first 90% of each
+  // document trains), so that `eval --data FILE --split test` scores text the probe never read.
+  MIMIC_CHECK(o.data == "all" || std::find(corpora.begin(), corpora.end(), o.data) != corpora.end() || data::is_text_data(o.data),
+              "--probe-data ", o.data, ": neither a corpus (all, sotu, moby-dick) nor a text file or folder");
+  auto cache = data::corpus_token_cache(o.data, data::Split::Train, tok);
+  ids.assign(cache.data(), cache.data() + cache.size());
+  cal.source = "the train split of " + o.data;
   MIMIC_CHECK(static_cast<int64_t>(ids.size()) >= o.segments * o.segment_len, "--probe-data ", o.data, " has ", ids.size(),
               " tokens: too few for --probe-segments ", o.segments, " of --probe-segment-len ", o.segment_len);
   cal.copy_segments = eval::copy_segments(ids, o.segments, o.segment_len);

@@ -89,18 +89,10 @@ SystemInfo system_info() {
 }
 
 
-c10::Device resolve_device(const std::string& spec) {
+c10::Device resolve_device(const std::string& spec, int local_rank) {
   const bool cuda = torch::cuda::is_available();
   if (spec == "auto") {
     if (!cuda) return c10::Device(c10::kCPU);
-    int local_rank = 0;
-    if (const char* lr = std::getenv("LOCAL_RANK")) {
-      try {
-        local_rank = std::stoi(lr);
-      } catch (const std::exception&) {
-        fail("--device auto: LOCAL_RANK is not a number: '", lr, "'");
-      }
-    }
     const auto n = static_cast<int64_t>(torch::cuda::device_count());
     MIMIC_CHECK(local_rank >= 0 && local_rank < n, "--device auto: LOCAL_RANK ", local_rank, " but ", n, " CUDA device", n == 1 ? "" : "s",
                 " visible");

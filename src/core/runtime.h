@@ -19,10 +19,11 @@ void seed_everything(uint64_t seed);
 int available_cores();
 
 // The device a command computes on, from its --device argument: "cpu", "cuda" (the first GPU), "cuda:N", or
-// "auto" — cuda:LOCAL_RANK (the environment variable a launcher sets; 0 without one) when LibTorch sees a CUDA
-// device, the CPU otherwise. A name LibTorch does not know, "cuda" without a CUDA device (a CPU-only LibTorch, or
-// no GPU visible) and N beyond the devices present are a mimic::Error saying which.
-c10::Device resolve_device(const std::string& spec);
+// "auto" — cuda:local_rank when LibTorch sees a CUDA device, the CPU otherwise. local_rank is the launcher's
+// LOCAL_RANK as the caller read and checked it (distributed::environment(); core does not read the environment
+// twice). A name LibTorch does not know, "cuda" without a CUDA device (a CPU-only LibTorch, or no GPU visible) and N
+// beyond the devices present are a mimic::Error saying which.
+c10::Device resolve_device(const std::string& spec, int local_rank = 0);
 // Waits until the work queued on `device` is done (CUDA runs asynchronously; timings must wait). No-op on the CPU.
 void synchronize(const c10::Device& device);
 

@@ -124,20 +124,18 @@ struct Group::Impl {
     // (Debian's LibTorch logs through glog; official builds, 2.x among them, through c10's own logger, whose
     // threshold is caffe2_log_level: both gate c10d's messages.)
 #ifdef C10_USE_GLOG
-    const int log_level = FLAGS_minloglevel;
-    FLAGS_minloglevel = google::GLOG_FATAL;
-    struct Restore {
-      int level;
-      ~Restore() { FLAGS_minloglevel = level; }
-    } restore{log_level};
+    auto& log_level = FLAGS_minloglevel;  // glog's own threshold (Debian's LibTorch is built with glog)
+    const int kFatal = google::GLOG_FATAL;
 #else
-    const int log_level = FLAGS_caffe2_log_level;
-    FLAGS_caffe2_log_level = c10::GLOG_FATAL;
-    struct Restore {
-      int level;
-      ~Restore() { FLAGS_caffe2_log_level = level; }
-    } restore{log_level};
+    auto& log_level = FLAGS_caffe2_log_level;  // c10's logger (the official builds)
+    const int kFatal = c10::GLOG_FATAL;
 #endif
+    struct Restore {
+      decltype(log_level)& flag;
+      const int level;
+      ~Restore() { flag = level; }
+    } restore{log_level, static_cast<int>(log_level)};
+    log_level = kFatal;
     try {
       store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
     } catch (const std::exception& e) {

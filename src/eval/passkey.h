@@ -81,7 +81,9 @@ struct PasskeyResult {
   double seconds = 0;
 };
 
-// For every length and trial (seeded): a key, a depth uniform in [0, 1], the prompt built to length − digits
+// For every length and trial (seeded per length: the trials at a length are the same whichever other lengths are
+// asked for, so `--lengths 256` and `--lengths 128,256,512` score the same 256-token prompts): a key, a depth
+// uniform in [0, 1], the prompt built to length − digits
 // − 1 tokens; one prefill, then the greedy answer (digits + 1 tokens, exact match of the leading number) and
 // the ranking of the true key's log-likelihood against K distinct random keys; a second prefill of the
 // decoy prompt (another key, same depth) for the calibrated gains. A length beyond the model's context, or a

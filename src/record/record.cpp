@@ -83,7 +83,7 @@ RecordResult record(const RecordOptions& o) {
       {"causal", captures[0].causal ? 1 : 0},
       {"scale", captures[0].scale},
       {"data", data_id},
-      {"split", is_corpus(o.data) || is_classification(o.data) || recall ? data::split_name(data::split_from_name(o.split)) : ""},
+      {"split", data::split_name(data::split_from_name(o.split))},  // every kind of --data is split now (a user's text too)
       {"data_tokens", stream.size},
       {"data_digest", stream_digest(stream)},
       {"seq_len", seq_len},

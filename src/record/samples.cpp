@@ -57,13 +57,16 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t s
     return s;
   }
   MIMIC_CHECK(tok != nullptr, "--data ", o.data, " needs the model's tokenizer");
-  if (is_corpus(o.data)) {
+  if (is_corpus(o.data) || (!is_classification(o.data) && data::is_text_data(o.data))) {
+    // A corpus, or a user's text file or folder: the tokens of --split, a user's text split as every command splits
+    // it (data::load_text_data: the first 90% of each document trains), so that distillation never reads the text
+    // `eval --data FILE --split test` scores.
     auto cache = std::make_shared<data::TokenCache>(data::corpus_token_cache(o.data, data::split_from_name(o.split), *tok));
     s.size = cache->size();
     const uint16_t* p = cache->data();
     s.at = [p](int64_t i) { return static_cast<int64_t>(p[i]); };
     s.keep = cache;
-    *data_id = o.data;
+    *data_id = is_corpus(o.data) ? o.data : fs::absolute(o.data).lexically_normal().string();
   } else {
     std::string text;
     if (is_classification(o.data)) {
@@ -81,11 +84,8 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t s
       for (const auto& [hash, i] : order) text += examples[i].text + "\n\n";
       *data_id = o.data;
     } else {
-      MIMIC_CHECK(fs::is_regular_file(o.data), "--data ", o.data,
-                  ": neither a corpus (all, sotu, moby-dick), a classification data set (spam, sotu-era) nor a text file");
-      text = io::read_text_file(o.data);
-      MIMIC_CHECK(data::is_valid_utf8(text), o.data, ": not valid UTF-8");
-      *data_id = fs::absolute(o.data).lexically_normal().string();
+      fail("--data ", o.data,
+           ": neither a corpus (all, sotu, moby-dick), a classification data set (spam, sotu-era) nor a text file or folder");
     }
     auto ids = std::make_shared<std::vector<int64_t>>(tok->encode(text, /*add_special_tokens=*/false));
     s.size = static_cast<int64_t>(ids->size());

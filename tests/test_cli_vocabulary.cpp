@@ -1,0 +1,140 @@
+// The option vocabulary (docs/cli.md, "Option vocabulary"): one name means one thing in every command. These tests
+// walk every command's options as its --help lists them, so a new option that two commands share, or a retired
+// spelling offered again, fails here until docs/cli.md's table says what it means.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace {
+
+const std::vector<std::string>& commands() {
+  static const std::vector<std::string> all = {"record",   "distill",         "convert",     "finetune",       "eval",
+                                               "generate", "report",          "pretrain",    "export",         "info",
+                                               "tokenize", "forward",         "launch",      "bench attention", "bench train",
+                                               "bench generate", "bench peer"};
+  return all;
+}
+
+// The options a command's --help offers (CLI11 prints "  -h,--help", "  --model TEXT ..."), up to the heading of the
+// retired spellings it lists last.
+std::set<std::string> options_of(const std::string& command) {
+  auto r = mimic::test::mimic_cli(command + " --help");
+  EXPECT_EQ(r.code, 0) << command << ": " << r.err;
+  std::set<std::string> names;
+  static const std::regex line(R"(^\s+(?:-\w,)?(--[a-z0-9-]+))");
+  std::smatch m;
+  size_t start = 0;
+  while (start < r.out.size()) {
+    size_t end = r.out.find('\n', start);
+    if (end == std::string::npos) end = r.out.size();
+    std::string l = r.out.substr(start, end - start);
+    if (l.rfind("Retired spellings", 0) == 0) break;
+    if (std::regex_search(l, m, line) && m[1] != "--help") names.insert(m[1]);
+    start = end + 1;
+  }
+  return names;
+}
+
+const std::string& cli_md() {
+  static const std::string text = mimic::test::read_bytes(std::string(MIMIC_SOURCE_DIR) + "/docs/cli.md");
+  return text;
+}
+
+// The section of docs/cli.md from `heading` to the next "## ".
+std::string section(const std::string& heading) {
+  const auto& t = cli_md();
+  size_t a = t.find(heading);
+  if (a == std::string::npos) return "";
+  size_t b = t.find("\n## ", a + heading.size());
+  return t.substr(a, b == std::string::npos ? std::string::npos : b - a);
+}
+
+// Every `--name` written in the vocabulary section (the table's first column and the sentences under it).
+std::set<std::string> vocabulary() {
+  std::set<std::string> names;
+  const std::string s = section("## Option vocabulary");
+  static const std::regex opt(R"(`(--[a-z0-9-]+))");
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), opt); it != std::sregex_iterator(); ++it) names.insert((*it)[1]);
+  return names;
+}
+
+}  // namespace
+
+TEST(CliVocabulary, EveryOptionTwoCommandsShareIsInDocsCliMd) {
+  const auto words = vocabulary();
+  ASSERT_GT(words.size(), 20u) << "docs/cli.md has no option vocabulary";
+  std::map<std::string, std::vector<std::string>> used_by;
+  for (const auto& c : commands())
+    for (const auto& o : options_of(c)) used_by[o].push_back(c);
+  for (const auto& [option, cmds] : used_by) {
+    if (cmds.size() < 2) continue;
+    std::string list;
+    for (const auto& c : cmds) list += " '" + c + "'";
+    EXPECT_TRUE(words.count(option)) << option << " is shared by" << list << " but docs/cli.md's vocabulary does not say what it means";
+  }
+}
+
+TEST(CliVocabulary, EveryCommandTakesThreadsSeedAndJson) {
+  for (const auto& c : commands()) {
+    if (c == "launch") continue;  // launch passes its command's own options through
+    const auto o = options_of(c);
+    for (const char* common : {"--threads", "--seed", "--json"}) EXPECT_TRUE(o.count(common)) << c << " lacks " << common;
+  }
+}
+
+TEST(CliVocabulary, RetiredSpellingsAreHiddenStillWorkAndSaySo) {
+  // docs/cli.md: "`generate --max-new-tokens` (now `--new-tokens`)" ...
+  const std::string s = section("## Option vocabulary");
+  static const std::regex retired(R"(`((?:bench )?[a-z]+) (--[a-z0-9-]+)`\s+\(now\s+`(--[a-z0-9-]+)`\))");
+  mimic::test::TempDir dir;
+  int n = 0;
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), retired); it != std::sregex_iterator(); ++it, ++n) {
+    const std::string command = (*it)[1], old_name = (*it)[2], new_name = (*it)[3];
+    SCOPED_TRACE(command + " " + old_name);
+    const auto o = options_of(command);
+    EXPECT_FALSE(o.count(old_name)) << "--help offers the retired spelling among the current ones";
+    EXPECT_NE(mimic::test::mimic_cli(command + " --help").out.find("Retired spellings"), std::string::npos);
+    EXPECT_TRUE(o.count(new_name)) << "--help lacks the new spelling";
+    // both at once are refused; a bad value under the old name is refused like one under the new
+    if (command == "info") {  // a flag: both at once are refused, the old one alone lists the registry
+      auto both = mimic::test::mimic_cli(command + " " + old_name + " " + new_name);
+      EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
+      auto listed = mimic::test::mimic_cli(command + " " + old_name + " --json");
+      EXPECT_EQ(listed.out, mimic::test::mimic_cli(command + " " + new_name + " --json").out);
+      EXPECT_NE(listed.err.find("mimic: note: " + old_name + " is now " + new_name), std::string::npos) << listed.err;
+      continue;
+    }
+    // the command's required options, so that the refusal is the spellings' (CLI11 checks what is required first)
+    const std::string required = command == "generate" ? " --model gpt2-mini --prompt x"
+                                 : command == "report" ? " --out " + dir.file("r") + " --pareto " + std::string(MIMIC_SOURCE_DIR) + "/README.md"
+                                                       : "";
+    auto both = mimic::test::mimic_cli(command + required + " " + old_name + " 1 " + new_name + " 1");
+    EXPECT_NE(both.code, 0);
+    EXPECT_NE(both.err.find("excludes"), std::string::npos) << both.err;
+    auto zero = mimic::test::mimic_cli(command + " " + old_name + " 0");
+    EXPECT_NE(zero.code, 0);
+    EXPECT_NE(zero.err.find(old_name + ": must be"), std::string::npos) << zero.err;
+  }
+  EXPECT_EQ(n, 5) << "docs/cli.md should list the five retired spellings";
+  // the old spelling does what the new one does, with one line naming the new spelling
+  const std::string base = "generate --model gpt2-mini --prompt 'The ship' --threads 1 --json ";
+  auto old_run = mimic::test::mimic_cli(base + "--max-new-tokens 3 --batch 2");
+  auto new_run = mimic::test::mimic_cli(base + "--new-tokens 3 --batch-size 2");
+  ASSERT_EQ(old_run.code, 0) << old_run.err;
+  ASSERT_EQ(new_run.code, 0) << new_run.err;
+  const auto old_json = nlohmann::json::parse(old_run.out), new_json = nlohmann::json::parse(new_run.out);
+  ASSERT_EQ(new_json["rows"].size(), 2u) << new_run.out;
+  EXPECT_EQ(old_json["rows"], new_json["rows"]);  // the same tokens and text (timings differ between runs)
+  EXPECT_EQ(old_json["batch"], 2);
+  EXPECT_NE(old_run.err.find("mimic: note: --max-new-tokens is now --new-tokens"), std::string::npos) << old_run.err;
+  EXPECT_NE(old_run.err.find("mimic: note: --batch is now --batch-size"), std::string::npos) << old_run.err;
+  EXPECT_EQ(new_run.err.find("mimic: note:"), std::string::npos) << new_run.err;
+}
