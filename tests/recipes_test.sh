@@ -51,6 +51,15 @@ export PROBE_SEGMENTS=2 PROBE_LEN=16 PROBE_PASSKEYS=1 PROBE_PASSKEY_LEN=64 PROBE
 KS=2 STATE_AT=64 run recall-placement gpt2-recall.sh gpt2-mini
 K=2 VARIANTS="lm kd-copy kd-copy-frozen" run stage2 gpt2-stage2.sh gpt2-mini
 VOCAB=16 LEN=16 PAIRS=2 STEPS=2 BATCH=4 EXAMPLES=4 ENT_SAMPLES=2 CONVERT_MAPS=elu run recall recall.sh
+# a model with a shorter context than the recipes' lengths (64 tokens: a random GPT-2 pretrained one step): the
+# recipe cuts them to fit, says so, and runs (issue 37: "recipes take their lengths from the model's context")
+jq '.n_embd = 32 | .n_head = 4 | .n_layer = 2 | .n_inner = 64 | .n_positions = 64' "$src/recipes/configs/recall-mini.json" \
+  >"$work/ctx64.json"
+"$MIMIC" pretrain --arch gpt2 --config "$work/ctx64.json" --data all --steps 1 --batch-size 2 --seq-len 32 --warmup 1 --out "$work/ctx64" \
+  --threads 1 >/dev/null 2>&1 || fail "could not make the 64-token GPT-2"
+REC_LEN=256 FT_LEN=512 COPY_LEN=128 run short-context gpt2-hedgehog.sh "$work/ctx64"
+grep -q "ctx64 reads 64 tokens: lengths cut to fit (record 64; finetune 16 × 64; copy passages 32" "$work/short-context.log" ||
+  { cat "$work/short-context.log" >&2; fail "gpt2-hedgehog.sh did not cut its lengths to a 64-token context"; }
 # a bad knob is one clear line and a non-zero exit
 if SCALE=huge bash "$src/recipes/gpt2-hedgehog.sh" >"$work/bad.log" 2>&1; then fail "SCALE=huge was accepted"; fi
 grep -q "SCALE must be quick or full" "$work/bad.log" || { cat "$work/bad.log" >&2; fail "no clear message for SCALE=huge"; }

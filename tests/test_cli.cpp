@@ -111,6 +111,21 @@ TEST(Cli, ForwardWritesModelOutputs) {
   EXPECT_EQ(bf.info("last_hidden_state").shape.size(), 3u);
 }
 
+// eval says what its numbers rest on: the tokens it scored (alone and side by side), and a warning when they are few.
+TEST(Cli, EvalSaysHowManyTokensItScoredAndFlagsAShortText) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("short.txt"), mimic::test::kDickens);
+  const auto n = mimic::text::load_tokenizer(gpt2_dir())->encode(mimic::test::kDickens, false).size();
+  auto one = mimic_cli("eval --model " + gpt2_dir() + " --file " + dir.file("short.txt") + " --threads 1");
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_NE(one.out.find("predicted " + std::to_string(n - 1)), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("few tokens"), std::string::npos) << one.out;
+  auto both = mimic_cli("eval --model " + gpt2_dir() + " --teacher " + gpt2_dir() + " --file " + dir.file("short.txt") + " --threads 1");
+  ASSERT_EQ(both.code, 0) << both.err;
+  EXPECT_NE(both.out.find("scored " + std::to_string(n - 1) + " tokens in "), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("(few:"), std::string::npos) << both.out;
+}
+
 // Strided perplexity equals an independent token-by-token formulation: token p (p >= 1) is predicted from
 // the context [k*stride, p) of the first window that reaches it, k = max(0, ceil((p + 1 - window) / stride)).
 TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {

@@ -275,7 +275,7 @@ TEST(Export, SameModelGivesByteIdenticalFilesAndErrorsAreOneLine) {
   auto h = mimic_cli("export --help");
   EXPECT_EQ(h.code, 0);
   for (const char* opt : {"--threads", "--seed", "--json", "--dtype", "--shard-embeddings"}) EXPECT_NE(h.out.find(opt), std::string::npos) << opt;
-  expect_one_line_error(mimic_cli("export --model " + src + " --out " + src), "--out must be another directory");
+  expect_one_line_error(mimic_cli("export --model " + src + " --out " + src), "is the input --model");
   fs::create_directories(dir.file("empty"));
   fs::copy_file(src + "/config.json", dir.file("empty/config.json"));
   expect_one_line_error(mimic_cli("export --model " + dir.file("empty") + " --out " + dir.file("c") + " --json"),

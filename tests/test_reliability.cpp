@@ -242,6 +242,49 @@ TEST(Inputs, AFifoGivenAsAnInputIsRefusedAtOnce) {
   EXPECT_MIMIC_ERROR(mimic::io::read_text_file(dir.path().string()), "is a directory, not a regular file");
 }
 
+// No command writes over, around or into what it reads (docs/reliability.md, "An output is never an input"): an --out
+// equal to an input, holding one, lying inside one, or reaching one through a symlink is refused in one line before
+// any work, and the input is left as it was.
+TEST(Inputs, NoCommandWritesOverOrIntoItsInputs) {
+  TempDir dir;
+  const std::string m = dir.file("work/m");
+  fs::create_directories(dir.file("work"));
+  fs::copy(teacher(), m, fs::copy_options::recursive);
+  fs::copy_file(good_maps(), dir.file("maps.safetensors"));
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));
+  mimic::test::write_bytes(dir.file("rec.h5"), "not read: the refusal comes first");
+  fs::create_directory_symlink(m, dir.file("link"));
+  auto listing = [&] {
+    std::string all;
+    for (const auto& e : fs::recursive_directory_iterator(dir.path()))
+      all += e.path().string() + (e.is_regular_file() ? ":" + std::to_string(fs::file_size(e.path())) : "") + "\n";
+    return all;
+  };
+  const std::string before = listing();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"distill --record " + dir.file("rec.h5") + " --out " + dir.file("rec.h5"), "is the input --record"},
+      {"finetune --task lm --model " + m + " --data all --out " + m, "is the input --model"},
+      {"finetune --task lm --model " + m + " --data all --out " + m + "/ft", "lies inside the input --model"},
+      {"finetune --task lm --model " + teacher() + " --teacher " + m + " --kd 1 --data all --out " + dir.file("work"),
+       "holds the input --teacher"},
+      {"convert --model " + m + " --maps " + dir.file("maps.safetensors") + " --out " + dir.file("link"), "is the input --model"},
+      {"export --model " + dir.file("link") + " --out " + m, "is the input --model"},
+      {"record --model " + m + " --data " + dir.file("t.txt") + " --out " + dir.file("t.txt"), "is the input --data"},
+      {"report --record " + dir.file("rec.h5") + " --out " + dir.file("rec.h5"), "is the input --record"},
+      {"pretrain --arch gpt2 --init " + m + " --data all --out " + dir.path().string(), "holds the input --init"},
+      {"forward --model " + m + " --file " + dir.file("t.txt") + " --out " + dir.file("t.txt"), "is the input --file"}};
+  for (const auto& [args, why] : cases) {
+    auto r = mimic::test::mimic_cli(args + " --threads 1");
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.err.find(why), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_EQ(listing(), before) << "an input changed";
+  // a corpus name is no path, and an --out beside the inputs is fine
+  auto ok = mimic::test::mimic_cli("export --model " + m + " --out " + dir.file("work/m2") + " --threads 1");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
 TEST(NanInputs, NanWeightsAreRefusedByEveryCommandBeforeAnythingIsWritten) {
   TempDir dir;
   const std::string bad = dir.file("nan-model");

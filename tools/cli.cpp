@@ -96,6 +96,29 @@ void retire_spelling(CLI::App& sub, CLI::Option* old, CLI::Option* current) {
   retired().push_back({&sub, old->get_name(), current->get_name()});
 }
 
+void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs) {
+  namespace fs = std::filesystem;
+  if (out.empty()) return;
+  std::error_code ec;
+  const fs::path o = fs::weakly_canonical(fs::absolute(out), ec);
+  if (ec) return;  // an unresolvable --out is refused by the command's own checks
+  // `inner` equals `outer` or lies below it
+  auto within = [](const fs::path& inner, const fs::path& outer) {
+    auto i = inner.begin(), e = inner.end();
+    for (auto p = outer.begin(); p != outer.end(); ++p, ++i)
+      if (i == e || *i != *p) return false;
+    return true;
+  };
+  for (const auto& [option, value] : inputs) {
+    if (value.empty() || !fs::exists(value, ec)) continue;
+    const fs::path in = fs::canonical(value, ec);
+    if (ec) continue;
+    if (in == o) fail("--out ", out, " is the input ", option, " ", value, " itself: write the result elsewhere");
+    if (within(in, o)) fail("--out ", out, " holds the input ", option, " ", value, ": write the result elsewhere");
+    if (within(o, in)) fail("--out ", out, " lies inside the input ", option, " ", value, ": write the result elsewhere");
+  }
+}
+
 void start(const Common& common) {
   for (const auto& r : retired())
     if (r.sub->parsed() && r.sub->count(r.old_name) > 0)

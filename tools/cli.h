@@ -7,6 +7,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mimic::io {
 enum class DType;
@@ -44,6 +46,11 @@ void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy);
 // start() prints one line on stderr naming the new spelling when the old one was used.
 void retire_spelling(CLI::App& sub, CLI::Option* old, CLI::Option* current);
 inline constexpr const char* kRetiredGroup = "Retired spellings (still accepted)";
+
+// Refuses an --out that is one of the command's inputs, holds one, or lies inside one (paths resolved through
+// symlinks; inputs that name no file, such as a corpus, are skipped): no command ever overwrites, deletes or writes
+// into what it reads. `inputs` pairs an option's name with its value. Called before any work.
+void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs);
 
 // Applies the common options (threads, malloc tuning, seed). Every subcommand calls it first.
 void start(const Common& common);

@@ -62,6 +62,7 @@ bool reloads_finite(const std::string& out) {
 
 void run(ConvertArgs& a) {
   start(a.common);
+  refuse_out_over_inputs(a.o.out, {{"--model", a.o.model_dir}, {"--maps", a.o.maps}, {"--probe-data", a.o.placement.calibration.data}});
   auto& pl = a.o.placement;
   pl.calibration.seed = a.common.seed;
   pl.progress = !a.common.json;

@@ -48,6 +48,7 @@ void print_table(const distill::DistillResult& r, bool eval_only) {
 
 void run(DistillArgs& a) {
   start(a.common);
+  refuse_out_over_inputs(a.o.out, {{"--record", a.o.record}, {"--model", a.o.model_dir}, {"--data", a.o.data}, {"--maps", a.o.maps}});
   a.o.seed = a.common.seed;
   a.o.progress = !a.common.json;
   try {

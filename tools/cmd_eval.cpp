@@ -77,9 +77,23 @@ void print_one(const EvalArgs& a, const nlohmann::json& j) {
                 static_cast<long long>(j["n"].get<int64_t>()), j["accuracy"].get<double>(), j["f1"].get<double>(), j["mcc"].get<double>(),
                 j["loss"].get<double>());
   } else {
-    std::printf("tokens %lld (predicted %lld, %lld windows)  perplexity %.4f  (%.1f tok/s)\n",
+    std::printf("tokens %lld (predicted %lld, %lld windows)  perplexity %.4f  (evaluated at %.1f tok/s)\n",
                 static_cast<long long>(j["tokens"].get<int64_t>()), static_cast<long long>(j["predicted"].get<int64_t>()),
                 static_cast<long long>(j["windows"].get<int64_t>()), j["perplexity"].get<double>(), j["tokens_per_second"].get<double>());
+    if (j["predicted"].get<int64_t>() < 2000) std::printf("(few tokens: perplexity over so short a text varies much from one text to another)\n");
+  }
+}
+
+// What the numbers rest on: the tokens (lm) or examples (cls) scored, and a warning when they are few.
+void print_scored(const EvalArgs& a, const nlohmann::json& j) {
+  if (a.task == "cls") {
+    const auto n = j["n"].get<int64_t>();
+    std::printf("scored %lld examples of %s%s\n", static_cast<long long>(n), j["data"].get<std::string>().c_str(),
+                n < 200 ? " (few: one example moves accuracy by more than half a point)" : "");
+  } else {
+    const auto n = j["predicted"].get<int64_t>();
+    std::printf("scored %lld tokens in %lld windows%s\n", static_cast<long long>(n), static_cast<long long>(j["windows"].get<int64_t>()),
+                n < 2000 ? " (few: perplexity over so short a text varies much from one text to another)" : "");
   }
 }
 
@@ -94,6 +108,7 @@ void print_side_by_side(const EvalArgs& a, const nlohmann::json& student, const 
   }
   std::printf("model:   %s\nteacher: %s\n", student["attention"].get<std::string>().c_str(),
               teacher["attention"].get<std::string>().c_str());
+  print_scored(a, student);
 }
 
 void run(const EvalArgs& a) {

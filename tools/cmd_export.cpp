@@ -22,7 +22,7 @@ struct ExportArgs {
 
 void run(const ExportArgs& a) {
   start(a.common);
-  MIMIC_CHECK(!fs::exists(a.out) || !fs::equivalent(a.out, a.model), "--out must be another directory than --model");
+  refuse_out_over_inputs(a.out, {{"--model", a.model}});
   auto model = models::load_model(a.model);
   models::SaveOptions so;
   so.dtype = storage_dtype_arg(a.dtype);

@@ -71,6 +71,7 @@ std::string family_preset(const std::string& model_dir) {
 
 void run(FinetuneArgs& a) {
   start(a.common);
+  refuse_out_over_inputs(a.f.train.out_dir, {{"--model", a.f.model_dir}, {"--teacher", a.f.teacher_dir}, {"--data", a.data}});
   auto& f = a.f;
   f.seed = a.common.seed;
   // --kd is a conversion's second stage: its preset (lr 3e-4, copy blocks) unless another is named.

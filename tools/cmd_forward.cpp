@@ -20,6 +20,7 @@ struct ForwardArgs {
 
 void run(const ForwardArgs& a) {
   start(a.common);
+  refuse_out_over_inputs(a.out, {{"--model", a.model}, {"--file", a.file.value_or("")}});
   auto input = read_text_input(a.text, a.file);
   auto tok = text::load_tokenizer(a.model);
   auto model = models::load_model(a.model);

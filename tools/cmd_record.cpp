@@ -17,6 +17,7 @@ struct RecordArgs {
 
 void run(RecordArgs& a) {
   start(a.common);
+  refuse_out_over_inputs(a.o.out, {{"--model", a.o.model_dir}, {"--data", a.o.data}});
   auto r = record::record(a.o);
   const double ratio = r.forward_tokens_per_second > 0 ? r.tokens_per_second / r.forward_tokens_per_second : 0.0;
   nlohmann::json j = {{"out", r.out},

@@ -22,6 +22,11 @@ struct ReportArgs {
 
 void run(ReportArgs& a) {
   start(a.common);
+  {
+    std::vector<std::pair<std::string, std::string>> inputs = {{"--record", a.o.record}, {"--pareto", a.pareto}, {"--model", a.o.model}};
+    for (const auto& m : a.o.maps) inputs.push_back({"--maps", m.find('=') == std::string::npos ? m : m.substr(m.find('=') + 1)});
+    refuse_out_over_inputs(a.o.out, inputs);
+  }
   MIMIC_CHECK(a.o.record.empty() != a.pareto.empty(), "give --record (the attention report) or --pareto (a trade-off figure from a table), one of them");
   if (!a.pareto.empty()) {
     const auto files = report::write_pareto(a.pareto, a.o.out);
