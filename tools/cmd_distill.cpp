@@ -44,6 +44,10 @@ void print_table(const distill::DistillResult& r, bool eval_only) {
   std::printf("%s on %lld held-out samples (%lld for training), %.1f s%s\n", eval_only ? "evaluated" : "distilled",
               static_cast<long long>(r.val_samples), static_cast<long long>(r.train_samples), r.seconds,
               r.resumed ? ", resumed from a checkpoint" : "");
+  if (r.val_samples < 8)
+    std::printf("(the metrics above rest on %lld held-out sample%s: record more samples, or raise --val-fraction, before reading "
+                "differences between layers or maps into them)\n",
+                static_cast<long long>(r.val_samples), r.val_samples == 1 ? "" : "s");
 }
 
 void run(DistillArgs& a) {
@@ -103,7 +107,7 @@ void register_distill(CLI::App& app) {
       ->capture_default_str()
       ->check(range::integer(0, 1000000));
   sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str();
-  sub->add_option("--out", a->o.out, "Output maps (.safetensors); a checkpoint OUT.ckpt beside it makes reruns resume")->check(out_path_arg());
+  sub->add_option("--out", a->o.out, "Output maps (.safetensors); a checkpoint OUT.ckpt beside it makes reruns resume. REQUIRED unless --eval-only")->check(out_path_arg());
   sub->add_flag("--fresh", a->o.fresh, "Start over, ignoring a checkpoint beside --out");
   sub->add_flag("--eval-only", a->o.eval_only, "Only evaluate --maps (or the untrained --feature-map) on the held-out samples");
   sub->add_option("--maps", a->o.maps, "With --eval-only: a mimic distill output to evaluate")->check(path_arg());
