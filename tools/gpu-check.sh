@@ -24,6 +24,8 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+# include/mimic is a tracked link to src/; a copy of the checkout that carried no links lacks it
+[[ -e include/mimic ]] || { mkdir -p include && ln -s ../src include/mimic; }
 carry=${MIMIC_GPU_CARRY:-.gpu-carry}
 
 if [ "${1:-}" = "--prepare" ]; then
