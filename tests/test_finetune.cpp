@@ -545,6 +545,26 @@ TEST(FinetuneCli, LmTrainsOnTheUsersOwnTextFile) {
   EXPECT_NE(bad.err.find("known: all, sotu, moby-dick, or a text file or folder"), std::string::npos) << bad.err;
 }
 
+// A warm-up longer than the run never reaches the peak learning rate (issue 37): a --warmup the user gave above
+// --steps is refused before any work; the default warm-up (50) is cut to a tenth of the steps with one note, and the
+// run is then the one with that warm-up given explicitly.
+TEST(FinetuneCli, AWarmUpLongerThanTheRunIsRefusedOrCutWithANote) {
+  TempDir dir;
+  auto base = tiny_gpt2(dir);
+  const std::string args = " --task lm --data sotu --steps 20 --seq-len 32 --batch-size 1 --eval-batches 1 --eval-every 20 --threads 1 --json --model " + base;
+  auto refused = mimic::test::mimic_cli("finetune" + args + " --warmup 21 --out " + dir.file("a"));
+  EXPECT_NE(refused.code, 0);
+  EXPECT_NE(refused.err.find("--warmup 21 must be at most --steps 20"), std::string::npos) << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("a")));
+  auto cut = mimic::test::mimic_cli("finetune" + args + " --out " + dir.file("b"));
+  ASSERT_EQ(cut.code, 0) << cut.err;
+  EXPECT_NE(cut.err.find("mimic: note: warm-up cut to 2 steps: the default 50 is longer than --steps 20"), std::string::npos) << cut.err;
+  auto given = mimic::test::mimic_cli("finetune" + args + " --warmup 2 --out " + dir.file("c"));
+  ASSERT_EQ(given.code, 0) << given.err;
+  EXPECT_EQ(given.err.find("warm-up cut"), std::string::npos) << given.err;
+  EXPECT_EQ(nlohmann::json::parse(cut.out)["validation"], nlohmann::json::parse(given.out)["validation"]);
+}
+
 // The command: LoRA + teacher side by side in --json; presets by task; one-line errors.
 TEST(FinetuneCli, LmWithLoraAndTeacher) {
   TempDir dir;

@@ -119,6 +119,16 @@ void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<
   }
 }
 
+void fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_t steps) {
+  if (warmup <= steps) return;  // the peak is reached at step `warmup` (optimizer.h), at the last step at the latest
+  MIMIC_CHECK(warmup_option == nullptr || warmup_option->count() == 0, "--warmup ", warmup, " must be at most --steps ", steps,
+              " (a longer warm-up never reaches the peak learning rate)");
+  const int64_t was = warmup;
+  warmup = steps / 10;
+  std::fprintf(stderr, "mimic: note: warm-up cut to %lld steps: the default %lld is longer than --steps %lld\n",
+               static_cast<long long>(warmup), static_cast<long long>(was), static_cast<long long>(steps));
+}
+
 void start(const Common& common) {
   for (const auto& r : retired())
     if (r.sub->parsed() && r.sub->count(r.old_name) > 0)

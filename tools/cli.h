@@ -52,6 +52,10 @@ inline constexpr const char* kRetiredGroup = "Retired spellings (still accepted)
 // into what it reads. `inputs` pairs an option's name with its value. Called before any work.
 void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs);
 
+// A warm-up longer than the run never reaches the peak learning rate: a --warmup the user gave above --steps is
+// refused; the command's default warm-up is cut to a tenth of the steps, with one note on stderr.
+void fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_t steps);
+
 // Applies the common options (threads, malloc tuning, seed). Every subcommand calls it first.
 void start(const Common& common);
 

@@ -19,6 +19,7 @@ namespace {
 
 struct FinetuneArgs {
   Common common;
+  const CLI::Option* warmup_option = nullptr;
   std::string task;
   std::string preset;  // empty: the model family's (models::Family::finetune_preset)
   std::string train_set;
@@ -72,6 +73,7 @@ std::string family_preset(const std::string& model_dir) {
 void run(FinetuneArgs& a) {
   start(a.common);
   refuse_out_over_inputs(a.f.train.out_dir, {{"--model", a.f.model_dir}, {"--teacher", a.f.teacher_dir}, {"--data", a.data}});
+  fit_warmup(a.warmup_option, a.f.train.warmup, a.f.train.steps);
   auto& f = a.f;
   f.seed = a.common.seed;
   // --kd is a conversion's second stage: its preset (lr 3e-4, copy blocks) unless another is named.
@@ -210,7 +212,9 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--lr", a->lr, "Peak learning rate (default: the preset's)")->check(range::learning_rate());
   sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay, not on biases and norms (default: the preset's)")->check(range::weight_decay());
   sub->add_option("--min-lr-ratio", a->min_lr_ratio, "Cosine decay floor as a fraction of --lr (default: the preset's)")->check(range::fraction());
-  sub->add_option("--warmup", t.warmup, "Warm-up steps")->capture_default_str()->check(range::steps_or_zero());
+  a->warmup_option = sub->add_option("--warmup", t.warmup, "Warm-up steps (at most --steps; the default is cut to a tenth of a shorter run)")
+                         ->capture_default_str()
+                         ->check(range::steps_or_zero());
   sub->add_option("--batch-size", a->batch_size, "Sequences (lm, default 8) or examples (cls, default 16) per micro-batch")->check(range::batch());
   sub->add_option("--grad-accum", t.grad_accum, "Micro-batches per step")->capture_default_str()->check(range::batch());
   add_allreduce_options(*sub, t.overlap_allreduce, t.bucket_mb);

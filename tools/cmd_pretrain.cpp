@@ -15,6 +15,7 @@ namespace {
 
 struct PretrainArgs {
   Common common;
+  const CLI::Option* warmup_option = nullptr;
   std::string config_path;
   pretrain::PretrainOptions o;
   bool resume = false;
@@ -26,6 +27,7 @@ void run(PretrainArgs& a) {
   MIMIC_CHECK(a.o.train.end_at <= a.o.train.steps, "--end-at: must be in [0, --steps = ", a.o.train.steps,
               "] (a step of the --steps schedule; 0: its end), got ", a.o.train.end_at);
   MIMIC_CHECK(a.config_path.empty() != a.o.init.empty(), "give --config (a fresh model) or --init (continue a model), one of them");
+  fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);  // after the refusals: a note never precedes an error
   if (!a.config_path.empty()) {
     try {
       a.o.config = nlohmann::json::parse(io::read_text_file(a.config_path));
@@ -96,7 +98,9 @@ void register_pretrain(CLI::App& app) {
   sub->add_option("--grad-accum", a->o.train.grad_accum, "Micro-batches per step")->capture_default_str()->check(range::batch());
   add_allreduce_options(*sub, a->o.train.overlap_allreduce, a->o.train.bucket_mb);
   sub->add_option("--lr", a->o.train.lr, "Peak learning rate")->capture_default_str()->check(range::learning_rate());
-  sub->add_option("--warmup", a->o.train.warmup, "Warm-up steps")->capture_default_str()->check(range::steps_or_zero());
+  a->warmup_option = sub->add_option("--warmup", a->o.train.warmup, "Warm-up steps (at most --steps; the default is cut to a tenth of a shorter run)")
+                         ->capture_default_str()
+                         ->check(range::steps_or_zero());
   sub->add_option("--weight-decay", a->o.train.adam.weight_decay, "AdamW weight decay (not on biases and norms)")
       ->capture_default_str()
       ->check(range::weight_decay());
