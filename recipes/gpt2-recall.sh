@@ -25,6 +25,7 @@ PASSKEY_TRIALS=${PASSKEY_TRIALS:-100}
 # The GPT-2 recipes share one output folder per model and scale: stages they have in common run once.
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
 source "$(dirname "$0")/lib.sh"
+fit_to_context "$MODEL"
 mkdir -p "$OUT"
 kmax=0
 for k in $KS; do (( k > kmax )) && kmax=$k; done
