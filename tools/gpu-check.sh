@@ -20,7 +20,8 @@
 #                                        gpu-check-out); prints the summary
 # Environment: MIMIC_GPU_CARRY (default .gpu-carry), MIMIC_GPU_BUILD (default build-gpu), TORCH_PREFIX (a
 # LibTorch's CMake prefix; default: python3's torch.utils.cmake_prefix_path), JOBS (default: all cores),
-# MIMIC_GPU_QUICK=1 (shorter benches).
+# MIMIC_GPU_QUICK=1 (shorter benches), MIMIC_GPU_SKIP_BENCH=1 (none), MIMIC_GPU_CPU_TESTS=all (every core test of the
+# build, sharded over the cores, instead of the attention/model subset).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -109,11 +110,32 @@ say "device tests: $( [ $rc -eq 0 ] && echo passed || echo FAILED) ($(( $(stamp)
 grep -E "rel err" "$out/tests.log" | sort -g -k4 -r | head -3 | sed 's/^/  largest: /' | tee -a "$summary"
 t0=$(stamp)
 filter='AttentionKinds*:SoftmaxAttention*:LinearAttention*:LinearKernel*:HybridAttention*:HybridKernel*:MixedKernel*:SlaGates*:FeatureMaps*:LmHead*:SafeTensors*:TrainOptimizer*:Gpt2*:Bert*'
-timeout 240 "$build/tests/mimic_tests" --gtest_filter="$filter" >"$out/cpu-tests.log" 2>&1
-rc=$?
-say "cpu tests ($filter): $( [ $rc -eq 0 ] && echo passed || echo "FAILED (rc $rc)") ($(( $(stamp) - t0 )) s): $(grep -E '^\[  (PASSED|FAILED) ' "$out/cpu-tests.log" | tail -2 | tr '\n' ' ')"
-grep -E '^\[  FAILED  \] [A-Za-z]' "$out/cpu-tests.log" | head -20 | tee -a "$summary"
-[ $rc -eq 0 ] || { echo "  the last test started:"; grep -E '^\[ RUN' "$out/cpu-tests.log" | tail -1; } | tee -a "$summary"
+if [ "${MIMIC_GPU_CPU_TESTS:-some}" = all ]; then
+  # every core test of this build, in shards of two threads each (one process per two cores); one log comes back
+  filter='*'
+  shards=$(( jobs / 2 > 1 ? jobs / 2 : 1 ))
+  pids=()
+  for i in $(seq 0 $((shards - 1))); do
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i OMP_NUM_THREADS=2 timeout 300 "$build/tests/mimic_tests" \
+      >"$out/cpu-tests-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  for i in $(seq 0 $((shards - 1))); do echo "=== shard $i"; cat "$out/cpu-tests-$i.log"; done >"$out/cpu-tests.log"
+  rm -f "$out"/cpu-tests-[0-9]*.log
+else
+  timeout 240 "$build/tests/mimic_tests" --gtest_filter="$filter" >"$out/cpu-tests.log" 2>&1
+  rc=$?
+fi
+n_ok=$(grep -cE '^\[       OK \]' "$out/cpu-tests.log"); n_skip=$(grep -cE '^\[  SKIPPED \] [A-Za-z]' "$out/cpu-tests.log")
+say "cpu tests ($filter): $( [ $rc -eq 0 ] && echo passed || echo "FAILED (rc $rc)") ($(( $(stamp) - t0 )) s): $n_ok ok ($n_skip of them skipped)"
+grep -E '^\[  FAILED  \] [A-Za-z]' "$out/cpu-tests.log" | sort -u | head -20 | tee -a "$summary"
+# a test that started and never ended (a crash or the timeout)
+grep -oE '^\[ RUN      \] .*' "$out/cpu-tests.log" | cut -c14- | sort >"$out/.run"
+grep -oE '^\[ +(OK|FAILED) +\] [A-Za-z][^ ]*' "$out/cpu-tests.log" | sed -E 's/^\[ +(OK|FAILED) +\] //' | sort >"$out/.end"
+comm -23 "$out/.run" "$out/.end" | sed 's/^/  started, never ended: /' | head -10 | tee -a "$summary"
+rm -f "$out/.run" "$out/.end"
 
 # ---- benchmarks on the GPU
 if [ "${MIMIC_GPU_SKIP_BENCH:-0}" = 1 ]; then say "benchmarks skipped (MIMIC_GPU_SKIP_BENCH=1)"; say "total: $(( $(stamp) - t_all )) s"; exit 0; fi
