@@ -116,7 +116,7 @@ if [ "${MIMIC_GPU_CPU_TESTS:-some}" = all ]; then
   shards=$(( jobs / 2 > 1 ? jobs / 2 : 1 ))
   pids=()
   for i in $(seq 0 $((shards - 1))); do
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i OMP_NUM_THREADS=2 timeout 300 "$build/tests/mimic_tests" \
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i OMP_NUM_THREADS=2 timeout "${MIMIC_GPU_TEST_TIMEOUT:-300}" "$build/tests/mimic_tests" \
       >"$out/cpu-tests-$i.log" 2>&1 &
     pids+=($!)
   done
