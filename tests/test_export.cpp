@@ -291,7 +291,8 @@ TEST(FinetuneFreezeEmbeddings, EmbeddingsStayBitIdenticalAndRunsResume) {
   const std::string base = mimic::test::model_with_tokenizer("bert-mlm");
   const std::string args = "finetune --task cls --model " + base + " --data " + dir.file("t.jsonl") +
                            " --steps 100 --warmup 2 --lr 1e-2 --batch-size 4 --seq-len 16 --eval-every 50 --checkpoint-every 2"
-                           " --threads 1 --freeze-embeddings --dtype keep --json --out ";  // keep: the stored bytes too
+                           " --threads 1 --freeze-embeddings --dtype keep --keep-last --json --out ";  // keep: the stored bytes too;
+                           // --keep-last: the whole final checkpoint, compared below
   auto ft = mimic_cli(args + dir.file("a"));
   ASSERT_EQ(ft.code, 0) << ft.err;
 

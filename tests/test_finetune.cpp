@@ -133,13 +133,53 @@ TEST(FinetuneLm, LowersValidationLossAndScoresTheTeacher) {
   EXPECT_NEAR(r.student.validation_perplexity, std::exp(r.student.validation_loss), 1e-9 * r.student.validation_perplexity);
   // the saved best model scores what the run measured at its best step
   EXPECT_NEAR(r.student.validation_loss, r.train.best_eval, 1e-5);
-  EXPECT_TRUE(std::filesystem::exists(dir.file("out/last/model.safetensors")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out/last")));  // one export on disk: the best (FinetuneDisk)
   EXPECT_EQ(models::load_model(dir.file("out"))->summary().model_type, "gpt2");
 }
 
 // Stopped after 3 steps (the step-2 checkpoint survives), then rerun: the final checkpoint and model equal an
 // uninterrupted run's bit for bit — a converted model (linear attention, chunked form, every parameter) and a
 // plain one with LoRA.
+// Issue 37's disk: a finished run keeps one export (the best, in out/ itself: no best/, no last/) and a checkpoint
+// of its state alone — no parameters or optimizer moments, a small fraction of the model's size — that still lets a
+// rerun see the run is done. --keep-last brings last/ back (a link to out/ when the last step was the best) with
+// the whole checkpoint, and asking for it after a run finished without it is a clear error.
+TEST(FinetuneDisk, ARunKeepsOneModelAndAStateOnlyCheckpointUnlessAskedForTheLastStep) {
+  TempDir dir;
+  auto base = tiny_gpt2(dir);
+  auto o = lm_options(base, dir.file("out"), 6);
+  o.train.eval_every = 3;
+  auto first = ft::finetune_lm(o);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out/best")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("out/last")));
+  const auto model_bytes = std::filesystem::file_size(dir.file("out/model.safetensors"));
+  const auto ckpt_bytes = std::filesystem::file_size(dir.file("out/checkpoint.safetensors"));
+  EXPECT_LT(ckpt_bytes * 20, model_bytes) << ckpt_bytes << " vs " << model_bytes;
+  for (const auto& n : io::SafeTensorsFile::open(dir.file("out/checkpoint.safetensors")).names())
+    EXPECT_TRUE(n.rfind("param/", 0) != 0 && n.rfind("optim/", 0) != 0) << n;
+  const auto weights = mimic::test::read_bytes(dir.file("out/model.safetensors"));
+  auto again = ft::finetune_lm(o);  // the same command: done, nothing trains, the model stays
+  EXPECT_EQ(again.train.resumed_from, 6);
+  EXPECT_EQ(again.train.best_step, first.train.best_step);
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("out/model.safetensors")), weights);
+  EXPECT_NEAR(again.student.validation_loss, first.student.validation_loss, 1e-9);
+  auto late = o;
+  late.train.keep_last = true;
+  EXPECT_MIMIC_ERROR(ft::finetune_lm(late), "finished without keeping its last step");
+
+  // --keep-last, evaluated at the end alone: the last step is the best, last/ a link to out/
+  auto k = lm_options(base, dir.file("kept"), 4);
+  k.train.eval_every = 0;
+  k.train.keep_last = true;
+  ft::finetune_lm(k);
+  ASSERT_TRUE(std::filesystem::is_symlink(dir.file("kept/last")));
+  EXPECT_EQ(std::filesystem::canonical(dir.file("kept/last")), std::filesystem::canonical(dir.file("kept")));
+  EXPECT_EQ(models::load_model(dir.file("kept/last"))->summary().model_type, "gpt2");
+  int params = 0;
+  for (const auto& n : io::SafeTensorsFile::open(dir.file("kept/checkpoint.safetensors")).names()) params += n.rfind("param/", 0) == 0;
+  EXPECT_GT(params, 0);
+}
+
 TEST(FinetuneLm, ResumeIsBitIdentical) {
   TempDir dir;
   auto base = tiny_gpt2(dir);
@@ -150,6 +190,7 @@ TEST(FinetuneLm, ResumeIsBitIdentical) {
     auto o = lm_options(variant == 0 ? converted : base, dir.file("full" + tag), 6);
     o.train.checkpoint_every = 2;
     o.train.eval_every = 3;
+    o.train.keep_last = true;  // the last step's model and whole checkpoint, compared below
     if (variant == 1) o.lora.rank = 4;
     ft::finetune_lm(o);
     auto stopped = o;
@@ -195,7 +236,7 @@ TEST(FinetuneLm, ConvertedModelFinetunesSavesAndReloads) {
   maps.train.eval_every = 0;
   ft::finetune_lm(maps);
   auto kernel = [](const std::string& n) { return n.rfind(models::kKernelPrefix, 0) == 0; };
-  EXPECT_EQ(changed_tensors(converted, dir.file("maps/last"), kernel), 2 * 6);
+  EXPECT_EQ(changed_tensors(converted, dir.file("maps"), kernel), 2 * 6);  // evaluated at the end alone: the best is the last
 }
 
 // Logit distillation: the loss against the definition in double, its gradient's closed form T·(q_T − p_T),
@@ -415,7 +456,7 @@ TEST(FinetuneSelection, FrozenTensorsStayBitIdentical) {
   o.train.eval_every = 0;
   ft::finetune_lm(o);
   auto attention = [](const std::string& n) { return n.find(".attn.") != std::string::npos; };
-  EXPECT_EQ(changed_tensors(base, dir.file("out/last"), attention), 2 * 4);  // c_attn and c_proj, weight and bias, both layers
+  EXPECT_EQ(changed_tensors(base, dir.file("out"), attention), 2 * 4);  // c_attn and c_proj, weight and bias, both layers
 }
 
 // LoRA: B = 0 at init (the model equals the base exactly); the adapted projection equals the activation-path
@@ -497,7 +538,9 @@ TEST(FinetuneLora, OnlyTheAdaptedWeightsChange) {
   auto o = lm_options(base, dir.file("out"), 3);
   o.lora.rank = 2;
   o.train.eval_every = 0;
+  o.train.keep_last = true;  // the whole final checkpoint, and last/ as a link to out/ (the only evaluation is the last step's)
   ft::finetune_lm(o);
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.file("out/last")));
   auto ck = io::SafeTensorsFile::open(dir.file("out/checkpoint.safetensors"));
   int params = 0;
   for (const auto& n : ck.names())
@@ -637,7 +680,7 @@ TEST(FinetuneSelection, KeptHeadsStayAsLoadedWhileTheRestOfTheirProjectionsTrain
   o.train.eval_every = 0;
   auto r = ft::finetune_lm(o);
   EXPECT_EQ(r.train.steps, 3);
-  auto before = io::TensorStore::open_dir(dir.file("mixed")), after = io::TensorStore::open_dir(dir.file("out/last"));
+  auto before = io::TensorStore::open_dir(dir.file("mixed")), after = io::TensorStore::open_dir(dir.file("out"));
   const int64_t hd = 8;
   for (int64_t layer : {0, 1}) {
     const std::string p = "h." + std::to_string(layer) + ".attn.";

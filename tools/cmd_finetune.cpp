@@ -137,6 +137,7 @@ void run(FinetuneArgs& a) {
                       {"steps", tr.steps},
                       {"resumed_from", tr.resumed_from},
                       {"best_step", tr.best_step},
+                      {"last", f.train.keep_last ? nlohmann::json(f.train.out_dir + "/last") : nlohmann::json()},
                       {"best_validation_loss", std::isfinite(tr.best_eval) ? nlohmann::json(tr.best_eval) : nlohmann::json()},
                       {"last_loss", tr.last_loss},
                       {"seconds", tr.seconds},
@@ -171,7 +172,9 @@ void run(FinetuneArgs& a) {
       }
     }
   }
-  std::printf("model written to %s (best by validation loss), %s/last (last step)\n", f.train.out_dir.c_str(), f.train.out_dir.c_str());
+  const std::string last = !f.train.keep_last ? "" : tr.best_step == tr.steps ? ", also as " + f.train.out_dir + "/last (a link: the last step was the best)"
+                                                                           : ", the last step's in " + f.train.out_dir + "/last";
+  std::printf("model written to %s (best by validation loss, step %lld)%s\n", f.train.out_dir.c_str(), static_cast<long long>(tr.best_step), last.c_str());
 }
 
 }  // namespace
@@ -187,7 +190,7 @@ void register_finetune(CLI::App& app) {
       ->required()->check(CLI::IsMember({"lm", "cls"}));
   sub->add_option("--model", a->f.model_dir, "Model directory or embedded model (plain or converted)")->required()->transform(model_dir_arg());
   sub->add_option("--data", a->data, "lm: all, sotu, moby-dick, your own text (a UTF-8 file or a folder of .txt files, split 90/5/5 by position: docs/data.md) or a recall task mqar[:...] / ar[:...]; cls: spam, sotu-era, or a JSON-lines file of {text, label[, split]}")->required();
-  sub->add_option("--out", t.out_dir, "Output directory (model = best, last/, checkpoint, log)")->required()->check(out_path_arg());
+  sub->add_option("--out", t.out_dir, "Output directory: the best model, the checkpoint (its state alone once the run is done) and the log")->required()->check(out_path_arg());
   sub->add_option("--preset", a->preset, "Hyper-parameters: gpt2 (Hedgehog: lr 6e-4, weight decay 0.01), bert (Hedgehog: lr 1e-5, "
                                          "weight decay 0, cosine to 0) or kd (a conversion's second stage: lr 3e-4, weight decay 0.01, "
                                          "--copy-fraction 0.5); default: kd with --kd, else the model family's (gpt2 for GPT-2, bert for BERT); flags override")
@@ -234,6 +237,8 @@ void register_finetune(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "f16", "bf16", "keep"}))->capture_default_str();
   sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
   sub->add_flag("--fresh", t.fresh, "Ignore an existing checkpoint and start over");
+  sub->add_flag("--keep-last", t.keep_last,
+                "Also keep the last step's model in OUT/last (a link to OUT when the last step was the best) and the whole final checkpoint");
   add_common_options(*sub, a->common);
   sub->callback([a, sub]() {
     a->copy_given = sub->get_option("--copy-fraction")->count() > 0;

@@ -72,7 +72,14 @@ struct FinetuneOptions {
   // loaded from fp16 would otherwise round every update); unset: each tensor in the type it was loaded with.
   std::optional<io::DType> export_dtype = io::DType::F32;
   uint64_t seed = 0;
-  train::TrainOptions train;
+  // One export on disk by default: the best model, promoted into out_dir; no last/ and a state-only final checkpoint
+  // (train::TrainOptions::keep_last). keep_last brings last/ back, as a link to out_dir when the last step was the best.
+  train::TrainOptions train = [] {
+    train::TrainOptions t;
+    t.keep_last = false;
+    t.link_last_to_best = true;
+    return t;
+  }();
   TrainSet effective_train_set() const { return train_set.value_or(lora.rank > 0 ? TrainSet::FeatureMaps : TrainSet::All); }
 };
 

@@ -39,8 +39,8 @@ struct LmResult {
   std::optional<LmScores> teacher;  // with teacher_dir
 };
 
-// Runs (or resumes) the finetuning. out_dir receives best/, last/, checkpoint.safetensors, log.jsonl, and a
-// copy of best/ (so that out_dir is a model directory).
+// Runs (or resumes) the finetuning. out_dir becomes the best model's directory, beside checkpoint.safetensors and
+// log.jsonl (and last/ with train.keep_last; train::TrainOptions).
 LmResult finetune_lm(const LmOptions& options);
 
 }  // namespace mimic::finetune

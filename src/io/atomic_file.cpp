@@ -106,6 +106,11 @@ void commit_temporary(const std::string& tmp, const std::string& path) {
   fsync_folder(fs::path(path));
 }
 
+void move_file_durably(const std::string& from, const std::string& to) {
+  if (std::rename(from.c_str(), to.c_str()) != 0) fail("cannot move ", from, " to ", to, ": ", std::strerror(errno));
+  fsync_folder(fs::path(to));
+}
+
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
   fs::path target(path);
   if (target.has_parent_path() && !fs::exists(target.parent_path())) fs::create_directories(target.parent_path());

@@ -15,6 +15,9 @@ void write_file_atomically(const std::string& path, const std::function<void(std
 void write_text_atomically(const std::string& path, const std::string& text);
 // The bytes of `from` (a regular file) under the name `to`, atomically.
 void copy_file_atomically(const std::string& from, const std::string& to);
+// A complete file moved under another name in the same file system (one rename, so `to` is the old file or the
+// new one), the target's folder fsync'ed so that the move survives a crash. `from` is left in place on failure.
+void move_file_durably(const std::string& from, const std::string& to);
 
 // For writers that must create the file themselves (HDF5): write to temporary_path(path), then
 // commit_temporary. temporary_path first removes the dead writers' temporaries of the same file.

@@ -39,9 +39,9 @@ struct PretrainOptions {
   train::TrainOptions train;        // steps, lr, schedule, out_dir, ...
 };
 
-// Runs (or resumes) pretraining; the final model is in out_dir/last, the best (validation loss) in
-// out_dir/best, and out_dir itself receives a copy of best at the end (config.json, model.safetensors,
-// tokenizer files) so that out_dir is a model directory.
+// Runs (or resumes) pretraining; the final model is in out_dir/last, and the best (validation loss) is moved from
+// out_dir/best into out_dir itself at the end (config.json, model.safetensors, tokenizer files) so that out_dir is
+// a model directory.
 train::TrainResult pretrain(const PretrainOptions& options);
 
 }  // namespace mimic::pretrain

@@ -37,6 +37,8 @@ struct Saved {
   // bench/soak.sh: the line after a resume averaged only the steps since the resume).
   double window_loss = 0;
   int64_t window_n = 0;
+  // A finished run's checkpoint without keep_last: the state alone, no parameters or moments (TrainOptions::keep_last)
+  bool state_only = false;
 };
 
 // The training state as the checkpoint stores it, and as rank 0 hands it to the other ranks at the start.
@@ -74,6 +76,18 @@ void save_checkpoint(const std::string& dir, const TrainTask& task, const AdamW&
   io::save_safetensors(dir + "/" + kCheckpoint, tensors, so);
 }
 
+// What a finished run without keep_last keeps: its state, so that a rerun ends at once (the random state only
+// because a checkpoint file holds at least one tensor).
+void save_state_only_checkpoint(const std::string& dir, const Saved& s, const TrainOptions& o, int world_size) {
+  nlohmann::json meta = state_json(s);
+  meta["fingerprint"] = o.fingerprint;
+  meta["world_size"] = world_size;
+  meta["state_only"] = true;
+  io::SaveOptions so;
+  so.metadata = {{"format", "mimic-train-checkpoint-1"}, {"state", meta.dump()}};
+  io::save_safetensors(dir + "/" + kCheckpoint, {{"rng/torch", at::detail::getDefaultCPUGenerator().get_state()}}, so);
+}
+
 Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, const TrainOptions& o, int world_size) {
   auto f = io::SafeTensorsFile::open(path);
   auto it = f.metadata().find("state");
@@ -89,6 +103,11 @@ Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, cons
   if (written_by != world_size)
     fail(path, " was written by a run of ", written_by, written_by == 1 ? " process" : " processes", ", this one has ", world_size,
          " (WORLD_SIZE): resume with ", written_by, ", or --fresh / another --out to start over");
+  if (meta.contains("state_only") && meta["state_only"] == true) {
+    Saved s = saved_from_json(meta, where);
+    s.state_only = true;
+    return s;
+  }
   torch::NoGradGuard no_grad;
   for (auto& [name, p] : task.params) {
     std::string key = "param/" + name;
@@ -168,6 +187,19 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     if (lead) append_log(log, j);
   };
 
+  // last/: the last step's export, or a link to out_dir when the last step was the best (TrainOptions::keep_last)
+  auto export_last = [&](bool last_is_best) {
+    const fs::path dir = fs::path(o.out_dir) / "last";
+    std::error_code ec;
+    if (o.link_last_to_best && last_is_best && task.evaluate) {
+      fs::remove_all(dir, ec);  // a last/ of an earlier stage of this run, or an old link (remove_all does not follow it)
+      fs::create_directory_symlink(".", dir);
+    } else {
+      if (fs::is_symlink(dir)) fs::remove(dir);
+      task.export_model(dir.string());
+    }
+  };
+
   AdamW opt(task.params, o.adam);
   Saved s;
   s.best_eval = std::numeric_limits<double>::infinity();
@@ -221,7 +253,11 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     // The run ended before this one, but may have been killed between its last checkpoint and the export of
     // last/ (found while writing bench/soak.sh: the rerun said "written to last/" and left none). The parameters are the
     // checkpoint's, so exporting again writes what the uninterrupted run wrote.
-    if (task.export_model && lead) task.export_model(o.out_dir + "/last");
+    if (task.export_model && lead && o.keep_last) {
+      MIMIC_CHECK(!s.state_only, o.out_dir, ": this run finished without keeping its last step (no --keep-last), so last/ "
+                  "cannot be written now: its best model is ", o.out_dir, " itself; --fresh trains again");
+      export_last(s.best_step == s.step);
+    }
     r.stopped_early = s.step < last;
     r.steps = s.step;
     r.best_eval = s.best_eval;
@@ -375,7 +411,10 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     }
   }
   progress.finish();
-  if (task.export_model && lead) task.export_model(o.out_dir + "/last");
+  if (task.export_model && lead && o.keep_last) export_last(s.best_step == final_step);
+  // A run that reached its schedule's end (or stopped early) never continues: without keep_last its checkpoint
+  // sheds the parameters and moments (three times the model) and keeps the state.
+  if (lead && !o.keep_last && (last == o.steps || r.stopped_early)) save_state_only_checkpoint(o.out_dir, s, o, group.size());
   r.steps = final_step;
   r.best_eval = s.best_eval;
   r.best_step = s.best_step;
@@ -398,7 +437,10 @@ void promote_best(const std::string& out_dir) {
   for (const auto& e : fs::directory_iterator(best))
     if (e.is_regular_file()) files.push_back(e.path());
   std::stable_partition(files.begin(), files.end(), [](const fs::path& f) { return f.filename() != "config.json"; });
-  for (const auto& f : files) io::copy_file_atomically(f.string(), (fs::path(out_dir) / f.filename()).string());
+  // a rename within one directory tree is atomic: a promotion cut short leaves the rest in best/, and a rerun
+  // moves it
+  for (const auto& f : files) io::move_file_durably(f.string(), (fs::path(out_dir) / f.filename()).string());
+  fs::remove_all(best);
 }
 
 }  // namespace mimic::train

@@ -61,6 +61,16 @@ struct TrainOptions {
   // > 0: return after this many steps of this call (counted from where it resumed) as if the process were
   // killed there (no export, no checkpoint beyond the regular ones), so that tests can resume an interrupted run.
   int64_t stop_after = 0;
+  // What a run keeps at its end beside best/ (which the caller promotes into out_dir): last/, the last step's
+  // export, and the whole final checkpoint. Off (finetune's default): neither — a finished run's checkpoint keeps
+  // its state alone (step, best step, data position), enough for a rerun to see that the run is done: its
+  // parameters are the last step's, not the best's, and its optimizer moments can never be used again (the
+  // schedule's steps are part of the fingerprint). A run ended by end_at or stop_after keeps its whole checkpoint
+  // either way: it can continue.
+  bool keep_last = true;
+  // With keep_last: when the last step was also the best, last/ is a link to out_dir (where the caller promotes
+  // best/) instead of a second copy of the same weights.
+  bool link_last_to_best = false;
   // Settings that must match for a checkpoint to be resumed (model, data, seed...): stored in it.
   nlohmann::json fingerprint = nlohmann::json::object();
 };
@@ -111,7 +121,8 @@ io::OutputLock lock_run_output(const std::string& out_dir);
 // Whether this process writes the run's files and prints its results: rank 0, or the only process.
 bool writes_outputs();
 
-// Makes out_dir itself a model directory: copies the files of out_dir/best (when it exists) into it, each
-// atomically, config.json last.
+// Makes out_dir itself a model directory: moves the files of out_dir/best (when it exists) into it, each by an
+// atomic rename, config.json last, and removes best/ (one copy of the weights on disk, not two; a run resumed
+// later writes best/ again when it finds a better model).
 void promote_best(const std::string& out_dir);
 }  // namespace mimic::train
