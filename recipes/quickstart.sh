@@ -5,7 +5,8 @@
 #   convert  swap them into gpt2-mini: every layer runs linear attention
 #   finetune the converted model as a causal LM (60 steps × 4 × 512 tokens: the whole context)
 #   eval     test perplexity of the teacher, the converted model before and after finetuning
-#   report   entropy / monotonicity / KL of teacher vs student per layer and head (report.html)
+#   report   entropy / monotonicity / KL of teacher vs maps, converted and finetuned model per layer and head, and
+#            their perplexity and copy gain (report.html)
 # Ends with a summary table. Stages are skipped when done (rerun to continue); outputs in $OUT.
 #   MIMIC=path/to/mimic  OUT=out/gpt2-mini-quick  THREADS=N  bash recipes/quickstart.sh
 SCALE=quick
@@ -20,7 +21,14 @@ t_start=$SECONDS
 record_lm gpt2-mini
 eval_lm teacher gpt2-mini
 convert_lm hedgehog gpt2-mini --feature-map hedgehog
+# the report: attention metrics of the maps, the converted and the finetuned model beside the teacher's, and what
+# eval measured of each (perplexity, copy gain) in its Quality section
+quality=()
+for m in teacher:gpt2-mini hedgehog-converted:converted hedgehog-finetuned:finetuned; do
+  quality+=(--eval "${m#*:}=$OUT/eval-${m%%:*}.json" --eval "${m#*:}=$OUT/copy-${m%%:*}.json")
+done
 stage report "$MIMIC" report --record "$OUT/record.h5" --maps "$OUT/maps-hedgehog.safetensors" --baseline elu \
+  --model "converted=$OUT/hedgehog-converted" --model "finetuned=$OUT/hedgehog-finetuned" "${quality[@]}" \
   --out "$OUT/report" "${common[@]}"
 
 echo

@@ -3,11 +3,13 @@
 #include <torch/version.h>
 
 #include <cmath>
+#include <map>
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "mimic/io/safetensors.h"
+#include "mimic/eval/perplexity.h"
 #include "mimic/models/model.h"
 #include "test_util.h"
 #include "mimic/text/tokenizer.h"
@@ -142,19 +144,35 @@ TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {
   torch::NoGradGuard ng;
   auto all = torch::tensor(ids, torch::kLong);
   double nll = 0;
+  std::map<int64_t, std::pair<double, double>> by_window;  // window k: (NLL sum, tokens) of the tokens it scores
   for (int64_t p = 1; p < n; ++p) {
     int64_t k = std::max<int64_t>(0, (p + 1 - window + stride - 1) / stride);
     auto ctx = all.slice(0, k * stride, p).unsqueeze(0);
     auto logits = model->forward({ctx, {}, {}, {}}).logits[0][-1];
-    nll -= torch::log_softmax(logits, -1)[ids[p]].item<double>();
+    const double token_nll = -torch::log_softmax(logits, -1)[ids[p]].item<double>();
+    nll += token_nll;
+    by_window[k].first += token_nll;
+    by_window[k].second += 1;
   }
   double expected = std::exp(nll / static_cast<double>(n - 1));
+  // the NLL's 95% interval with the windows as clusters, written out: 1.96 · sqrt(Σ (S_k − m·n_k)² / (W (W − 1))) / n̄
+  const double W = static_cast<double>(by_window.size()), m = nll / static_cast<double>(n - 1);
+  double ss = 0;
+  for (const auto& [k, sn] : by_window) ss += (sn.first - m * sn.second) * (sn.first - m * sn.second);
+  const double expected_ci = 1.96 * std::sqrt(ss / (W * (W - 1))) / (static_cast<double>(n - 1) / W);
   auto r = mimic_cli("eval --model " + gpt2_dir() + " --file " + dir.file("t.txt") + " --window 16 --stride 5 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["tokens"], n);
   EXPECT_EQ(j["predicted"], n - 1);
   EXPECT_NEAR(j["perplexity"].get<double>(), expected, 1e-4 * expected);
+  EXPECT_EQ(j["windows"].get<double>(), W);
+  EXPECT_NEAR(j["nll_ci95"].get<double>(), expected_ci, 1e-4 * expected_ci);
+  EXPECT_NEAR(j["perplexity_ci95"][0].get<double>(), std::exp(m - expected_ci), 1e-3 * expected);
+  EXPECT_NEAR(j["perplexity_ci95"][1].get<double>(), std::exp(m + expected_ci), 1e-3 * expected);
+  // by hand: clusters (10, 5), (6, 5), (14, 5): mean 2, residuals 0, −4, 4, 1.96 · sqrt(32 / 6) / 5
+  EXPECT_NEAR(mimic::eval::ratio_mean_ci95({{10, 5}, {6, 5}, {14, 5}}), 1.96 * std::sqrt(32.0 / 6.0) / 5.0, 1e-12);
+  EXPECT_TRUE(std::isnan(mimic::eval::ratio_mean_ci95({{10, 5}})));
 }
 
 TEST(Cli, BadInputGivesOneLineError) {

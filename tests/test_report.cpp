@@ -17,6 +17,7 @@
 #include "mimic/record/record.h"
 #include "mimic/report/pareto.h"
 #include "mimic/report/plot.h"
+#include "mimic/report/quality.h"
 #include "mimic/report/report.h"
 #include "test_util.h"
 
@@ -232,8 +233,26 @@ TEST(Report, MatchesDistillAndWritesEveryFile) {
   co.layers = "1";
   co.out = dir.file("converted");
   mimic::convert::convert(co);
-  o.model = co.out;
+  o.models = {co.out};
+  // quality: one model's eval results by hand (perplexity with its interval, copy gain); the converted model has none
+  mimic::test::write_bytes(dir.file("ppl.json"), R"({"perplexity": 177.2, "nll": 5.177, "predicted": 96417, "data": "all:test",
+                                                      "perplexity_ci95": [172.0, 182.6], "attention": "softmax in layers 0-1"})");
+  mimic::test::write_bytes(dir.file("copy.json"), R"({"task": "copy", "segments": 32, "segment_len": 128,
+                                                       "model": {"copy_gain": 3.65, "copy_gain_ci95": 0.11}})");
+  o.evals = {"teacher=" + dir.file("ppl.json"), "teacher=" + dir.file("copy.json")};
   auto r = mimic::report::report(o);
+  ASSERT_EQ(r.quality.size(), 2u);  // the teacher's row, then the converted model's, without numbers
+  EXPECT_EQ(r.quality[0]["label"], "teacher");
+  EXPECT_EQ(r.quality[0]["perplexity"]["value"], 177.2);
+  EXPECT_EQ(r.quality[0]["copy_gain"]["share"], 1.0);
+  EXPECT_EQ(r.quality[1]["label"], "converted");
+  EXPECT_FALSE(r.quality[1].contains("perplexity"));
+  {
+    const auto page = mimic::test::read_bytes(dir.file("out/report.html"));
+    EXPECT_NE(page.find("<h2>Quality</h2>"), std::string::npos);
+    EXPECT_NE(page.find("<td>177.2</td><td>172.0&ndash;182.6</td><td>3.65 &plusmn; 0.11</td><td>100%</td>"), std::string::npos);
+    EXPECT_LT(page.find("<h2>Quality</h2>"), page.find("<h2>Sources</h2>"));
+  }
   // the default samples are distill's held-out ones; the metrics equal distill --eval-only's
   dist::DistillOptions e;
   e.record = o.record;
@@ -330,6 +349,60 @@ TEST(Report, MatchesDistillAndWritesEveryFile) {
     if (f != "report.html") EXPECT_TRUE(linked.count(f)) << f << " is not linked from report.html";
 }
 
+// The Quality section's inputs: what `mimic eval --json` prints for --task lm, copy and passkey (also inside
+// {"model": ...} of a run with --teacher), one row per label in first-seen order; passkey shares get the Wilson
+// interval (0/10: 0–27.8%, the textbook value; 59/100: 49.2–68.1%); a share of the reference's copy gain only when
+// that gain's interval stays above zero; malformed or foreign files are one-line errors naming the file.
+TEST(ReportQuality, EvalResultsBecomeOneRowPerLabelWithIntervals) {
+  namespace rep = mimic::report;
+  auto [lo0, hi0] = rep::wilson95(0, 10);
+  EXPECT_EQ(lo0, 0.0);
+  EXPECT_NEAR(hi0, 0.27753, 1e-5);
+  auto [lo59, hi59] = rep::wilson95(59, 100);
+  EXPECT_NEAR(lo59, 0.49201, 1e-5);
+  EXPECT_NEAR(hi59, 0.68133, 1e-5);
+  TempDir dir;
+  auto put = [&](const std::string& name, const std::string& text) {
+    mimic::test::write_bytes(dir.file(name), text);
+    return dir.file(name);
+  };
+  const auto ppl = put("ppl.json", R"({"perplexity": 200.0, "nll": 5.3, "predicted": 1000})");
+  const auto copy_t = put("copy_t.json", R"({"task": "copy", "segments": 8, "segment_len": 64, "model": {"copy_gain": 2.0, "copy_gain_ci95": 0.5}})");
+  const auto copy_s = put("copy_s.json", R"({"task": "copy", "segments": 8, "segment_len": 64, "model": {"copy_gain": 0.5, "copy_gain_ci95": 0.2},
+                                             "teacher": {"copy_gain": 2.0, "copy_gain_ci95": 0.5}})");
+  const auto pk = put("pk.json", R"({"task": "passkey", "chance": 0.1, "rows": [{"length": 128, "trials": 100, "ranked_first": 59},
+                                                                          {"length": 256, "trials": 10, "ranked_first": 0}]})");
+  auto rows = rep::read_quality({"teacher=" + copy_t, "student=" + ppl, "student=" + copy_s, "student=" + pk});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].label, "teacher");
+  EXPECT_EQ(rows[1].copy_gain, 0.5);  // the model's side, not the teacher's
+  EXPECT_EQ(rows[1].perplexity, 200.0);
+  EXPECT_TRUE(std::isnan(rows[1].perplexity_lo));  // eval gave no interval
+  ASSERT_EQ(rows[1].passkey.size(), 2u);
+  EXPECT_NEAR(rows[1].passkey[0].lo, 0.49201, 1e-5);
+  auto j = rep::quality_json(rows);
+  EXPECT_EQ(j[1]["copy_gain"]["share_of"], "teacher");
+  EXPECT_DOUBLE_EQ(j[1]["copy_gain"]["share"].get<double>(), 0.25);
+  EXPECT_EQ(j[1]["passkey"][1]["ranked_first"], 0);
+  const auto html = rep::quality_html(rows);
+  EXPECT_NE(html.find("<td>0.50 &plusmn; 0.20</td><td>25%</td>"), std::string::npos) << html;
+  EXPECT_NE(html.find("59/100 (49&ndash;68%)"), std::string::npos) << html;
+  // a label from the file's name; a reference gain whose interval reaches zero gives no share
+  const auto noisy = put("noisy.json", R"({"task": "copy", "segments": 8, "segment_len": 64, "model": {"copy_gain": 0.015, "copy_gain_ci95": 0.03}})");
+  auto n = rep::quality_json(rep::read_quality({noisy, "student=" + copy_s}));
+  EXPECT_EQ(n[0]["label"], "noisy");
+  EXPECT_TRUE(n[1]["copy_gain"]["share"].is_null());
+  EXPECT_NE(rep::quality_html(rep::read_quality({noisy, "student=" + copy_s})).find("n/a"), std::string::npos);
+  // errors
+  EXPECT_MIMIC_ERROR(rep::read_quality({"a=" + ppl, "a=" + ppl}), "a second perplexity result for 'a'");
+  EXPECT_MIMIC_ERROR(rep::read_quality({put("x.json", R"({"accuracy": 0.9})")}), "not an eval result");
+  EXPECT_MIMIC_ERROR(rep::read_quality({put("bad.json", "{")}), "malformed JSON");
+  EXPECT_MIMIC_ERROR(rep::read_quality({dir.file("missing.json")}), "no file");
+  EXPECT_MIMIC_ERROR(rep::read_quality({put("over.json", R"({"task": "passkey", "rows": [{"length": 8, "trials": 5, "ranked_first": 6}]})")}),
+                     "ranked_first");
+  EXPECT_MIMIC_ERROR(rep::read_quality({put("ci.json", R"({"perplexity": 9, "predicted": 5, "perplexity_ci95": 3})")}), "perplexity_ci95");
+}
+
 TEST(Report, BidirectionalPaddedRecordAndChosenHeads) {
   TempDir dir;
   auto o = options(dir.file("out"));
@@ -418,6 +491,44 @@ TEST(ReportPlot, NiceTicksAndLabels) {
 
 // report --pareto: a table of results becomes one figure (PNG + SVG) with a curve per method on a log x axis; a
 // malformed table names the key at fault.
+// Titles and panel labels fit their room (issue 37: heatmap titles were clipped): a string that fits is drawn as
+// given; a longer one shrinks, to 60% of its size at most; beyond that its middle gives way to "…", keeping whole
+// UTF-8 characters and both ends.
+TEST(ReportPlot, LongTitlesShrinkThenLoseTheirMiddleToFit) {
+  using mimic::report::fitted;
+  using mimic::report::text_width;
+  auto* surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 8, 8);
+  auto* cr = cairo_create(surface);
+  auto [a, size_a] = fitted(cr, "layer 3", 14, 500);
+  EXPECT_EQ(a, "layer 3");
+  EXPECT_EQ(size_a, 14);
+  const std::string t = "Attention weights, layer 3, sample 57: first 64 queries (rows) x keys (columns)";
+  const double w = text_width(cr, t, 17, true);
+  auto [b, size_b] = fitted(cr, t, 17, 0.8 * w, true);
+  EXPECT_EQ(b, t);
+  EXPECT_LT(size_b, 17);
+  EXPECT_LE(text_width(cr, b, size_b, true), 0.8 * w);
+  auto [c, size_c] = fitted(cr, t, 17, 0.3 * w, true);
+  EXPECT_NEAR(size_c, 0.6 * 17, 1e-12);
+  EXPECT_NE(c.find("\u2026"), std::string::npos);
+  EXPECT_EQ(c.substr(0, 9), "Attention");
+  EXPECT_EQ(c.back(), ')');
+  EXPECT_LE(text_width(cr, c, size_c, true), 0.3 * w);
+  // multi-byte characters are dropped whole: what remains is valid UTF-8
+  const std::string dots = "q·k − max · q·k − max · q·k − max · q·k − max · q·k − max";
+  auto [d, size_d] = fitted(cr, dots, 13, 0.4 * text_width(cr, dots, 13));
+  EXPECT_LE(text_width(cr, d, size_d), 0.4 * text_width(cr, dots, 13));
+  for (size_t i = 0; i < d.size();) {
+    const auto lead = static_cast<unsigned char>(d[i]);
+    const size_t len = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 0;
+    ASSERT_GT(len, 0u) << "a continuation byte starts a character at " << i << " in " << d;
+    for (size_t k = 1; k < len; ++k) ASSERT_EQ(static_cast<unsigned char>(d[i + k]) & 0xC0, 0x80) << d;
+    i += len;
+  }
+  cairo_destroy(cr);
+  cairo_surface_destroy(surface);
+}
+
 TEST(ReportPareto, DrawsOneCurvePerMethodAndRefusesMalformedTables) {
   TempDir dir;
   nlohmann::json t = {{"title", "state against copy gain kept"},

@@ -1,5 +1,6 @@
 // mimic eval — perplexity of a text or a corpus split under a causal LM (strided windows), or
 // classification accuracy / F1 / MCC (--task cls), or passkey retrieval by context length (--task passkey).
+#include <cmath>
 #include <cstdio>
 #include <algorithm>
 #include <iostream>
@@ -51,6 +52,11 @@ nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
                       {"predicted", r.predicted},   {"windows", r.windows}, {"seconds", r.seconds},
                       {"tokens_per_second", r.seconds > 0 ? r.predicted / r.seconds : 0.0},
                       {"attention", models::attention_summary(*model)}};
+  // the NLL's 95% interval by windows (eval::PerplexityResult::nll_ci95), and the perplexity's from it
+  if (std::isfinite(r.nll_ci95)) {
+    j["nll_ci95"] = r.nll_ci95;
+    j["perplexity_ci95"] = {std::exp(r.nll - r.nll_ci95), std::exp(r.nll + r.nll_ci95)};
+  }
   if (!a.data.empty()) j["data"] = a.data + ":" + a.split;
   return j;
 }
@@ -80,6 +86,9 @@ void print_one(const EvalArgs& a, const nlohmann::json& j) {
     std::printf("tokens %lld (predicted %lld, %lld windows)  perplexity %.4f  (evaluated at %.1f tok/s)\n",
                 static_cast<long long>(j["tokens"].get<int64_t>()), static_cast<long long>(j["predicted"].get<int64_t>()),
                 static_cast<long long>(j["windows"].get<int64_t>()), j["perplexity"].get<double>(), j["tokens_per_second"].get<double>());
+    if (j.contains("perplexity_ci95"))
+      std::printf("perplexity 95%% interval %.2f to %.2f (the windows as independent samples of the text; neighbours share some)\n",
+                  j["perplexity_ci95"][0].get<double>(), j["perplexity_ci95"][1].get<double>());
     if (j["predicted"].get<int64_t>() < 2000) std::printf("(few tokens: perplexity over so short a text varies much from one text to another)\n");
   }
 }

@@ -3,6 +3,7 @@
 // figures (PNG + SVG) and report.html. docs/report.md.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "mimic/attention/feature_map.h"
 #include "cli.h"
@@ -20,11 +21,33 @@ struct ReportArgs {
   std::string pareto;
 };
 
+// model_dir_arg for "[LABEL=]DIR|NAME": the directory resolved, the label kept
+CLI::Validator labelled_model_dir_arg() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        std::string label, dir = s;
+        const auto eq = s.find('=');
+        if (eq != std::string::npos && !std::filesystem::exists(s)) label = s.substr(0, eq), dir = s.substr(eq + 1);
+        if (auto why = path_problem(dir); !why.empty()) return why;
+        try {
+          dir = resolve_model_dir(dir);
+        } catch (const Error& e) {
+          return e.what();
+        }
+        s = label.empty() ? dir : label + "=" + dir;
+        return {};
+      },
+      "[LABEL=]DIR|NAME");
+}
+
 void run(ReportArgs& a) {
   start(a.common);
   {
-    std::vector<std::pair<std::string, std::string>> inputs = {{"--record", a.o.record}, {"--pareto", a.pareto}, {"--model", a.o.model}};
-    for (const auto& m : a.o.maps) inputs.push_back({"--maps", m.find('=') == std::string::npos ? m : m.substr(m.find('=') + 1)});
+    std::vector<std::pair<std::string, std::string>> inputs = {{"--record", a.o.record}, {"--pareto", a.pareto}};
+    auto path_of = [](const std::string& e) { return e.find('=') == std::string::npos || std::filesystem::exists(e) ? e : e.substr(e.find('=') + 1); };
+    for (const auto& m : a.o.maps) inputs.push_back({"--maps", path_of(m)});
+    for (const auto& m : a.o.models) inputs.push_back({"--model", path_of(m)});
+    for (const auto& e : a.o.evals) inputs.push_back({"--eval", path_of(e)});
     refuse_out_over_inputs(a.o.out, inputs);
   }
   MIMIC_CHECK(a.o.record.empty() != a.pareto.empty(), "give --record (the attention report) or --pareto (a trade-off figure from a table), one of them");
@@ -38,6 +61,22 @@ void run(ReportArgs& a) {
   a.o.progress = !a.common.json;
   auto r = report::report(a.o);
   if (a.common.json) return print_json(r.to_json());
+  if (!r.quality.empty()) {
+    std::printf("%-24s %12s %18s %s\n", "quality", "perplexity", "copy gain", "passkey ranked first");
+    for (const auto& q : r.quality) {
+      const auto has = [&](const char* k) { return q.contains(k) && !q[k].is_null(); };
+      char ppl[32] = "-", gain[48] = "-";
+      if (has("perplexity")) std::snprintf(ppl, sizeof ppl, "%.1f", q["perplexity"]["value"].get<double>());
+      if (has("copy_gain"))
+        std::snprintf(gain, sizeof gain, "%.2f ± %.2f", q["copy_gain"]["value"].get<double>(), q["copy_gain"]["ci95"].get<double>());
+      std::string pk;
+      if (has("passkey"))
+        for (const auto& c : q["passkey"])
+          pk += (pk.empty() ? "" : " · ") + std::to_string(c["ranked_first"].get<int64_t>()) + "/" + std::to_string(c["trials"].get<int64_t>()) +
+                " at " + std::to_string(c["length"].get<int64_t>());
+      std::printf("%-24s %12s %18s %s\n", q["label"].get<std::string>().c_str(), ppl, gain, pk.empty() ? "-" : pk.c_str());
+    }
+  }
   std::printf("%-24s %6s %9s %9s %9s %9s\n", "source (mean of layers)", "", "entropy", "KL", "spearman", "top-k");
   for (const auto& s : r.sources) {
     const auto name = s.at("name").get<std::string>();
@@ -66,7 +105,12 @@ void register_report(CLI::App& app) {
       ->check(path_arg());
   sub->add_option("--maps", a->o.maps, "A distill output to compare (repeatable; LABEL=FILE names it)")->check(path_arg());
   sub->add_option("--baseline", a->o.baselines, "An untrained feature map to compare (repeatable): " + maps);
-  sub->add_option("--model", a->o.model, "A converted model directory: its linear-attention layers")->transform(model_dir_arg());
+  sub->add_option("--model", a->o.models, "A converted model directory (or embedded name): its linear-attention layers (repeatable; LABEL=DIR names it)")
+      ->transform(labelled_model_dir_arg());
+  sub->add_option("--eval", a->o.evals,
+                  "What `mimic eval --json` printed of a model (--task lm, copy or passkey), shown in the report's Quality section "
+                  "(repeatable; LABEL=FILE: one row per label, so a model's --model label joins its numbers)")
+      ->check(path_arg());
   sub->add_option("--out", a->o.out, "Output directory")->required()->check(out_path_arg());
   sub->add_option("--samples", a->o.samples, "Report the last N samples of the record (0: the last 10%, what distill holds out)")
       ->capture_default_str()

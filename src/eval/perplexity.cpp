@@ -10,6 +10,16 @@
 
 namespace mimic::eval {
 
+double ratio_mean_ci95(const std::vector<std::pair<double, double>>& clusters) {
+  if (clusters.size() < 2) return std::numeric_limits<double>::quiet_NaN();
+  double sums = 0, counts = 0;
+  for (const auto& [sum, count] : clusters) sums += sum, counts += count;
+  const double w = static_cast<double>(clusters.size()), mean = sums / counts;
+  double ss = 0;
+  for (const auto& [sum, count] : clusters) ss += (sum - mean * count) * (sum - mean * count);
+  return 1.96 * std::sqrt(ss / (w * (w - 1))) / (counts / w);
+}
+
 PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& ids, const PerplexityOptions& options) {
   auto info = model.summary();
   MIMIC_CHECK(info.head == "lm", "perplexity needs a causal language model (gpt2 with its LM head); this model is ",
@@ -25,6 +35,7 @@ PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& id
   PerplexityResult r;
   r.tokens = n;
   double nll_sum = 0;
+  std::vector<std::pair<double, double>> per_window;  // (NLL sum, tokens scored) of each window
   int64_t scored_until = 1;  // tokens [1, scored_until) are scored; token 0 has no prediction
   Progress progress("perplexity", n - 1, "tok");
   if (!options.progress) progress.disable();
@@ -37,7 +48,9 @@ PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& id
     int64_t first = std::max(scored_until, begin + 1);
     auto targets = all.slice(0, first, end);
     auto rows = logp.slice(0, first - 1 - begin, end - 1 - begin);
-    nll_sum -= rows.gather(1, targets.unsqueeze(1)).sum().item<double>();
+    const double window_nll = -rows.gather(1, targets.unsqueeze(1)).sum().item<double>();
+    nll_sum += window_nll;
+    per_window.emplace_back(window_nll, static_cast<double>(end - first));
     r.predicted += end - first;
     scored_until = end;
     ++r.windows;
@@ -47,6 +60,7 @@ PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& id
   r.seconds = progress.elapsed_seconds();
   r.nll = nll_sum / static_cast<double>(r.predicted);
   r.perplexity = std::exp(r.nll);
+  r.nll_ci95 = ratio_mean_ci95(per_window);
   MIMIC_CHECK(std::isfinite(r.perplexity), "perplexity is not finite (nll ", r.nll, ")");
   return r;
 }

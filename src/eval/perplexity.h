@@ -1,6 +1,8 @@
 // Language-model perplexity of a token sequence with strided windows over the model's context.
 #pragma once
 #include <cstdint>
+#include <limits>
+#include <utility>
 #include <vector>
 
 namespace mimic::models { class Model; }
@@ -19,8 +21,16 @@ struct PerplexityResult {
   int64_t tokens = 0;       // tokens in the text
   int64_t predicted = 0;    // tokens scored (all but the first: it has no prediction)
   int64_t windows = 0;
+  // Half-width of the mean NLL's 95% interval, the windows taken as independent clusters of tokens (each window's
+  // NLL sum against its token count: the ratio estimator's standard error). Neighbouring windows share text, so
+  // it is a rough measure of how much the text sample moves the result. NaN with fewer than 2 windows.
+  double nll_ci95 = std::numeric_limits<double>::quiet_NaN();
   double seconds = 0;
 };
+
+// The 95% half-width of a ratio mean Σ sums / Σ counts over clusters (sum, count) — the ratio estimator's standard
+// error: 1.96 · sqrt(Σ (sum − mean·count)² / (W (W − 1))) / mean count. NaN for fewer than 2 clusters.
+double ratio_mean_ci95(const std::vector<std::pair<double, double>>& clusters);
 
 // Scores every token but the first exactly once. Window w covers [begin, end) with end - begin ≤ window;
 // it scores the tokens not scored by the previous window, each predicted from the context inside w

@@ -54,11 +54,11 @@ std::vector<Figure> write_heatmaps(const std::string& out, const Metrics& m, con
   for (auto layer : layers) {
     const size_t li = layer_index(m, layer);
     auto fig = figure(out, "heatmaps_layer" + two(layer), W, H, [&](cairo_t* cr) {
-      text(cr, left, 24, "Attention weights, layer " + std::to_string(layer) + ", sample " + std::to_string(sample) + ": first " +
-                             std::to_string(p) + " queries (rows) x keys (columns)", 17, Align::Start, 0, true);
+      fit_text(cr, left, 24, "Attention weights, layer " + std::to_string(layer) + ", sample " + std::to_string(sample) + ": first " +
+                                 std::to_string(p) + " queries (rows) x keys (columns)", 17, W - left - 8, Align::Start, 0, true);
       for (int c = 0; c < cols; ++c) {
         const double x = left + c * (panel + gap_x);
-        text(cr, x + panel / 2, top - 18, m.sources[static_cast<size_t>(c)], 14, Align::Middle, 0, true);
+        fit_text(cr, x + panel / 2, top - 18, m.sources[static_cast<size_t>(c)], 14, panel + gap_x - 6, Align::Middle, 0, true);
         for (int r = 0; r < rows; ++r) {
           const double y = top + r * (panel + gap_y);
           const auto hi = static_cast<size_t>(draw_heads[static_cast<size_t>(r)]);
@@ -117,7 +117,7 @@ Figure write_entropy(const std::string& out, const Metrics& m) {
   a.ymin = std::max(0.0, low - 0.25 * span);
   a.ymax = top + 0.12 * span;
   auto fig = figure(out, "entropy", W, H, [&](cairo_t* cr) {
-    text(cr, a.x, 24, "Mean attention entropy per layer (lower = spikier)", 17, Align::Start, 0, true);
+    fit_text(cr, a.x, 24, "Mean attention entropy per layer (lower = spikier)", 17, W - a.x - 8, Align::Start, 0, true);
     draw_axes(cr, a, "layer", "entropy (nats)", static_cast<int>(std::min<size_t>(m.layers.size(), 8)), 6, 13, true);
     std::vector<std::pair<std::string, Rgb>> legend;
     std::vector<bool> dashed;
@@ -178,8 +178,8 @@ Figure write_monotonicity(const std::string& out, const Metrics& m, const PlotDa
   const int W = static_cast<int>(left + cols * (pw + gap_x) + 10), H = static_cast<int>(top + rows * (ph + gap_y) + 4);
   const auto hi = static_cast<size_t>(draw_head);
   auto fig = figure(out, "monotonicity", W, H, [&](cairo_t* cr) {
-    text(cr, 20, 24, "Monotonicity: attention weight against q·k, head " + std::to_string(m.heads[hi]) + ", sample " +
-                         std::to_string(sample), 17, Align::Start, 0, true);
+    fit_text(cr, 20, 24, "Monotonicity: attention weight against q·k, head " + std::to_string(m.heads[hi]) + ", sample " +
+                             std::to_string(sample), 17, W - 28, Align::Start, 0, true);
     for (int r = 0; r < rows; ++r) {
       const int64_t layer = layers[static_cast<size_t>(r)];
       const size_t li = layer_index(m, layer);
@@ -200,7 +200,7 @@ Figure write_monotonicity(const std::string& out, const Metrics& m, const PlotDa
         a.x = left + c * (pw + gap_x), a.y = y0, a.w = pw, a.h = ph;
         a.xmin = xlo, a.xmax = 0, a.ymin = 0, a.ymax = 1.05;
         const auto& hv = m.values[s][li][hi];
-        text(cr, a.x + pw / 2, y0 - 14, m.sources[s] + "   Spearman " + f(hv.spearman, 2), 13, Align::Middle, 0, true);
+        fit_text(cr, a.x + pw / 2, y0 - 14, m.sources[s] + "   Spearman " + f(hv.spearman, 2), 13, pw + gap_x - 6, Align::Middle, 0, true);
         draw_axes(cr, a, "q·k·scale − row max", c == 0 ? "weight / row max" : "", 4, 4, 11);
         auto it = pd.mono.find({layer, s});
         if (it == pd.mono.end()) continue;
@@ -277,14 +277,14 @@ Figure write_grid(const std::string& out, const Metrics& m, const GridSpec& g) {
     if (vmax <= 0) vmax = 1;
   }
   return figure(out, g.file, W, H, [&](cairo_t* cr) {
-    text(cr, 20, 24, g.heading, 17, Align::Start, 0, true);
+    fit_text(cr, 20, 24, g.heading, 17, W - 28, Align::Start, 0, true);
     for (int p = 0; p < panels; ++p) {
       const size_t s = g.first_source + static_cast<size_t>(p);
       const double x0 = left + p * (pw + gap);
       double mean = 0, n = 0;
       for (size_t l = 0; l < m.layers.size(); ++l)
         if (std::isfinite(m.mean(s, l).*g.value)) mean += m.mean(s, l).*g.value, n += 1;
-      text(cr, x0 + pw / 2, top - 30, m.sources[s], 14, Align::Middle, 0, true);
+      fit_text(cr, x0 + pw / 2, top - 30, m.sources[s], 14, pw + gap - 6, Align::Middle, 0, true);
       text(cr, x0 + pw / 2, top - 12, g.summary_label + " " + f(n > 0 ? mean / n : NAN, 3), 12, Align::Middle);
       std::vector<double> v;
       for (int l = 0; l < nl; ++l)

@@ -44,7 +44,8 @@ void figure_html(std::ostringstream& h, const Figure& f) {
 
 }  // namespace
 
-std::string render_html(const nlohmann::json& info, const nlohmann::json& result, const Metrics& m, const Figures& figs) {
+std::string render_html(const nlohmann::json& info, const nlohmann::json& result, const Metrics& m, const Figures& figs,
+                        const std::string& quality) {
   std::ostringstream h;
   const auto k = std::to_string(m.top_k);
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>mimic report</title>\n<style>\n"
@@ -61,6 +62,12 @@ std::string render_html(const nlohmann::json& info, const nlohmann::json& result
     << esc(result.at("layers").dump()) << ", heads " << esc(result.at("heads").dump())
     << ". Every student computes its weights from the teacher's own q and k (teacher-forced), so the differences below are the "
        "attention maps' alone.</p>\n";
+  if (!quality.empty())
+    h << quality;
+  else
+    h << "<h2>Quality</h2>\n<p>No quality results given: <code>mimic report --eval LABEL=FILE</code> (repeatable) shows beside "
+         "these metrics what <code>mimic eval --json</code> measured of each model &mdash; perplexity, copy gain, passkey "
+         "(docs/report.md).</p>\n";
   h << "<h2>Sources</h2>\n<table><tr><th class=l>name</th><th class=l>kind</th><th class=l>file</th></tr>\n";
   for (const auto& s : result.at("sources"))
     h << "<tr><td class=l>" << esc(s.at("name").get<std::string>()) << "</td><td class=l>" << esc(s.at("kind").get<std::string>())

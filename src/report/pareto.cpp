@@ -71,7 +71,7 @@ std::vector<std::string> write_pareto(const std::string& table_path, const std::
                     yl = json_string_or(j, "y_label", where, "y");
   std::filesystem::create_directories(out_dir);
   return save_figure((std::filesystem::path(out_dir) / "pareto").string(), 940, 500, [&](cairo_t* cr) {
-    text(cr, a.x, 26, title, 16, Align::Start, 0, true);
+    fit_text(cr, a.x, 26, title, 16, 940 - a.x - 8, Align::Start, 0, true);
     if (log_x) {
       // a log axis: the frame and y ticks from draw_axes with no x ticks, then decades (and 2, 5 between) by hand
       draw_axes(cr, a, xl, yl, 0, 6, 13);

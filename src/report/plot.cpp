@@ -113,6 +113,31 @@ void text(cairo_t* cr, double x, double y, const std::string& s, double size, Al
   cairo_restore(cr);
 }
 
+std::pair<std::string, double> fitted(cairo_t* cr, const std::string& s, double size, double max_width, bool bold) {
+  const double w = text_width(cr, s, size, bold);
+  if (w <= max_width) return {s, size};
+  const double smallest = 0.6 * size;
+  const double shrunk = std::max(smallest, size * max_width / w * 0.98);
+  if (text_width(cr, s, shrunk, bold) <= max_width) return {s, shrunk};
+  // drop characters from the middle: byte offsets at UTF-8 character starts
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < s.size(); ++i)
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) starts.push_back(i);
+  const std::string dots = "\u2026";
+  for (size_t keep = starts.size(); keep-- > 1;) {
+    const size_t head = (keep + 1) / 2, tail = keep - head;
+    const std::string t = s.substr(0, head < starts.size() ? starts[head] : s.size()) + dots +
+                          (tail > 0 ? s.substr(starts[starts.size() - tail]) : std::string());
+    if (text_width(cr, t, smallest, bold) <= max_width) return {t, smallest};
+  }
+  return {dots, smallest};
+}
+
+void fit_text(cairo_t* cr, double x, double y, const std::string& s, double size, double max_width, Align align, double angle, bool bold) {
+  const auto [t, sz] = fitted(cr, s, size, max_width, bold);
+  text(cr, x, y, t, sz, align, angle, bold);
+}
+
 std::vector<double> nice_ticks(double lo, double hi, int n) {
   // n <= 0 asks for none: a log axis draws its own ticks (pareto.cpp), and one "nice" tick over the whole span
   // would put a stray linear label (the exponent, e.g. "3") beside them

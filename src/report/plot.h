@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 typedef struct _cairo cairo_t;  // as cairo.h declares it: keeps cairo out of this header
@@ -32,6 +33,13 @@ enum class Align { Start, Middle, End };
 void text(cairo_t* cr, double x, double y, const std::string& s, double size, Align align = Align::Start, double angle = 0,
           bool bold = false);
 double text_width(cairo_t* cr, const std::string& s, double size, bool bold = false);
+// `text` that fits within max_width: the size shrinks (to 60% of `size` at least), then the middle of the string
+// gives way to "…" (whole UTF-8 characters) until it fits. Titles and panel labels go through it: a long source
+// name or title must not run past its panel or the figure's edge.
+void fit_text(cairo_t* cr, double x, double y, const std::string& s, double size, double max_width, Align align = Align::Start,
+              double angle = 0, bool bold = false);
+// The string and size fit_text draws (for tests).
+std::pair<std::string, double> fitted(cairo_t* cr, const std::string& s, double size, double max_width, bool bold = false);
 
 // About n "nice" tick values (1, 2, 5 × 10^k steps) covering [lo, hi]; none when n <= 0.
 std::vector<double> nice_ticks(double lo, double hi, int n = 5);

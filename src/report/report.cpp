@@ -29,6 +29,7 @@
 #include "mimic/models/model.h"
 #include "mimic/record/record.h"
 #include "mimic/report/figures.h"
+#include "mimic/report/quality.h"
 
 namespace fs = std::filesystem;
 
@@ -103,24 +104,27 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
     for (auto l : layers) s.kernels[l] = distill::untrained_student("linear", {{"feature_map", name}}, nh, hd, o.seed, l);
     out.push_back(std::move(s));
   }
-  if (!o.model.empty()) {
-    auto model = models::load_model(o.model);
+  for (const auto& entry : o.models) {
+    std::string label, dir = entry;
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos && !fs::exists(entry)) label = entry.substr(0, eq), dir = entry.substr(eq + 1);
+    auto model = models::load_model(dir);
     const auto sum = model->summary();
-    MIMIC_CHECK(sum.n_head == nh && sum.d_model / sum.n_head == hd, o.model, ": ", sum.n_head, " heads of ", sum.d_model / sum.n_head,
+    MIMIC_CHECK(sum.n_head == nh && sum.d_model / sum.n_head == hd, dir, ": ", sum.n_head, " heads of ", sum.d_model / sum.n_head,
                 " dimensions, the record has ", nh, " of ", hd);
     Student s;
     s.kind = "model";
-    s.path = o.model;
-    s.name = unique_name(fs::path(o.model).lexically_normal().filename().string(), out, "");
+    s.path = dir;
+    s.name = unique_name(label.empty() ? fs::path(dir).lexically_normal().filename().string() : label, out, dir);
     if (s.name.empty()) s.name = "model";
     for (auto l : layers) {
-      MIMIC_CHECK(l < sum.n_layer, o.model, ": no layer ", l, " (", sum.n_layer, " layers)");
+      MIMIC_CHECK(l < sum.n_layer, dir, ": no layer ", l, " (", sum.n_layer, " layers)");
       auto kernel = model->attention_kernel(l);
       if (attention::is_reference(*kernel)) {
         s.kernels[l] = nullptr;  // the layer equals the teacher
         continue;
       }
-      auto k = attention::as_distillable(kernel, o.model + ": layer " + std::to_string(l));
+      auto k = attention::as_distillable(kernel, dir + ": layer " + std::to_string(l));
       k->eval();
       if (s.feature_map.empty()) s.feature_map = k->feature_map();
       s.kernels[l] = k;
@@ -170,7 +174,7 @@ nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : 
 nlohmann::json ReportResult::to_json() const {
   return {{"out", out},     {"samples", samples}, {"layers", layers},   {"heads", heads},
           {"sources", sources}, {"files", files}, {"uniform_entropy", uniform_entropy},
-          {"seconds", seconds}, {"metrics", rows}};
+          {"seconds", seconds}, {"metrics", rows}, {"quality", quality}};
 }
 
 ReportResult report(const ReportOptions& o) {
@@ -181,6 +185,7 @@ ReportResult report(const ReportOptions& o) {
   MIMIC_CHECK(o.plot_tokens >= 2, "--plot-tokens must be >= 2, got ", o.plot_tokens);
   MIMIC_CHECK(o.samples >= 0, "--samples must be >= 0, got ", o.samples);
   for (const auto& b : o.baselines) attention::make_feature_map({b, 1, 2, nlohmann::json::object()});  // typos first
+  auto quality = read_quality(o.evals);  // the --eval files, read before any heavy work
   record::RecordReader rec(o.record);
   const int64_t n = rec.samples(), nh = rec.n_head();
   MIMIC_CHECK(n > 0, o.record, ": the record holds no complete sample");
@@ -380,10 +385,19 @@ ReportResult report(const ReportOptions& o) {
                          {"head_dim", rec.head_dim()},
                          {"top_k", o.top_k},
                          {"plot_sample", plot_sample}};
+  // Quality: the --eval results, and a row (no numbers) for each model given without one, so that the page shows
+  // what was not measured.
+  for (const auto& st : students)
+    if (st.kind == "model" && std::none_of(quality.begin(), quality.end(), [&](const QualityRow& q) { return q.label == st.name; })) {
+      QualityRow q;
+      q.label = st.name;
+      quality.push_back(q);
+    }
+  res.quality = quality_json(quality);
   auto j = res.to_json();
   j["record"] = info;
   io::write_text_atomically((fs::path(o.out) / "metrics.json").string(), j.dump(1) + "\n");
-  io::write_text_atomically((fs::path(o.out) / "report.html").string(), render_html(info, res.to_json(), m, figs));
+  io::write_text_atomically((fs::path(o.out) / "report.html").string(), render_html(info, res.to_json(), m, figs, quality_html(quality)));
   return res;
 }
 

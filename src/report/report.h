@@ -19,7 +19,10 @@ struct ReportOptions {
   std::string record;                  // FILE.h5 (mimic record)
   std::vector<std::string> maps;       // distill outputs; "LABEL=FILE" names the source LABEL
   std::vector<std::string> baselines;  // untrained registered maps by name (elu, performer, ...)
-  std::string model;                   // a converted model directory (its linear layers)
+  std::vector<std::string> models;     // converted model directories (their linear layers); "LABEL=DIR" names one
+  // what `mimic eval --json` printed for a model (--task lm, copy or passkey): "LABEL=FILE", one row per label in
+  // the report's Quality section (quality.h)
+  std::vector<std::string> evals;
   std::string out;                     // output directory
   int64_t samples = 0;                 // the last N samples of the record (0: the last 10%, at least 1 — what distill holds out)
   std::string layers = "all";          // recorded layers to report
@@ -44,6 +47,7 @@ struct ReportResult {
   // {source, layer, head, entropy, kl, ce, spearman, top_k_mass, induction, previous_token, local_mass}; null where
   // undefined or absent
   nlohmann::json rows;
+  nlohmann::json quality = nlohmann::json::array();  // quality_json of the --eval files (quality.h)
   double uniform_entropy = 0;           // mean over real query rows of log(visible keys): uniform weights' entropy
   double seconds = 0;
   nlohmann::json to_json() const;

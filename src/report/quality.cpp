@@ -1,0 +1,233 @@
+#include "mimic/report/quality.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <tuple>
+
+#include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
+#include "mimic/io/atomic_file.h"
+
+namespace fs = std::filesystem;
+
+namespace mimic::report {
+
+namespace {
+
+// An eval result is a few kB; anything far larger is not one (checked before reading it).
+constexpr uintmax_t kMaxResultBytes = 16u << 20;
+
+QualityRow& row_for(std::vector<QualityRow>& rows, const std::string& label) {
+  for (auto& r : rows)
+    if (r.label == label) return r;
+  rows.push_back(QualityRow{});
+  rows.back().label = label;
+  return rows.back();
+}
+
+void read_lm(QualityRow& r, const nlohmann::json& j, const std::string& where) {
+  MIMIC_CHECK(std::isnan(r.perplexity), where, ": a second perplexity result for '", r.label, "' (one file per task and label)");
+  r.perplexity = json_double(j, "perplexity", where);
+  MIMIC_CHECK(std::isfinite(r.perplexity) && r.perplexity >= 1, where, ": perplexity must be a number >= 1, got ", r.perplexity);
+  r.predicted = json_int(j, "predicted", where, 1);
+  r.data = json_string_or(j, "data", where, "");
+  if (j.contains("perplexity_ci95")) {
+    const auto& ci = j["perplexity_ci95"];
+    MIMIC_CHECK(ci.is_array() && ci.size() == 2 && ci[0].is_number() && ci[1].is_number(), where,
+                ": perplexity_ci95 must be [low, high]");
+    r.perplexity_lo = ci[0].get<double>(), r.perplexity_hi = ci[1].get<double>();
+  }
+}
+
+void read_copy(QualityRow& r, const nlohmann::json& top, const nlohmann::json& j, const std::string& where) {
+  MIMIC_CHECK(std::isnan(r.copy_gain), where, ": a second copy result for '", r.label, "' (one file per task and label)");
+  r.copy_gain = json_double(j, "copy_gain", where);
+  r.copy_ci95 = json_double(j, "copy_gain_ci95", where);
+  MIMIC_CHECK(std::isfinite(r.copy_gain) && std::isfinite(r.copy_ci95) && r.copy_ci95 >= 0, where,
+              ": copy_gain and copy_gain_ci95 must be finite numbers (the interval >= 0)");
+  r.segments = json_int(top, "segments", where, 1);
+  r.segment_len = json_int(top, "segment_len", where, 1);
+}
+
+void read_passkey(QualityRow& r, const nlohmann::json& j, const std::string& where) {
+  MIMIC_CHECK(r.passkey.empty(), where, ": a second passkey result for '", r.label, "' (one file per task and label)");
+  const auto& rows = json_key(j, "rows", where);
+  MIMIC_CHECK(rows.is_array() && !rows.empty(), where, ": rows must be a non-empty list");
+  for (const auto& row : rows) {
+    PasskeyCell c;
+    c.length = json_int(row, "length", where + " (rows)", 1);
+    c.trials = json_int(row, "trials", where + " (rows)", 1);
+    c.ranked_first = json_int(row, "ranked_first", where + " (rows)", 0, c.trials);
+    std::tie(c.lo, c.hi) = wilson95(c.ranked_first, c.trials);
+    r.passkey.push_back(c);
+  }
+  r.chance = json_double_or(j, "chance", where, QualityRow::kNaN);
+}
+
+std::string fixed(double v, int digits) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+// The reference's copy gain counts only when its interval stays above zero.
+const QualityRow* copy_reference(const std::vector<QualityRow>& rows) {
+  for (const auto& r : rows)
+    if (std::isfinite(r.copy_gain)) return r.copy_gain - r.copy_ci95 > 0 ? &r : nullptr;
+  return nullptr;
+}
+
+}  // namespace
+
+std::pair<double, double> wilson95(int64_t k, int64_t n) {
+  MIMIC_CHECK(n > 0 && k >= 0 && k <= n, "wilson95: need 0 <= k <= n, n > 0 (got ", k, " of ", n, ")");
+  const double z = 1.959963984540054, p = static_cast<double>(k) / static_cast<double>(n), nn = static_cast<double>(n);
+  const double denom = 1 + z * z / nn;
+  const double centre = (p + z * z / (2 * nn)) / denom;
+  const double half = z * std::sqrt(p * (1 - p) / nn + z * z / (4 * nn * nn)) / denom;
+  return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+}
+
+std::vector<QualityRow> read_quality(const std::vector<std::string>& entries) {
+  std::vector<QualityRow> rows;
+  for (const auto& entry : entries) {
+    std::string label, path = entry;
+    const auto eq = entry.find('=');
+    if (eq != std::string::npos && !fs::exists(entry)) label = entry.substr(0, eq), path = entry.substr(eq + 1);
+    if (label.empty()) label = fs::path(path).stem().string();
+    MIMIC_CHECK(fs::is_regular_file(path), "--eval: no file ", path);
+    MIMIC_CHECK(fs::file_size(path) <= kMaxResultBytes, path, ": ", fs::file_size(path), " bytes is not an eval result (a few kB)");
+    const auto top = json_parse(io::read_text_file(path), path);
+    MIMIC_CHECK(top.is_object(), path, ": not an eval result (mimic eval --json of --task lm, copy or passkey)");
+    // a run with --teacher holds {"model": ..., "teacher": ...}: the row is the model's
+    const auto& j = top.contains("model") && top["model"].is_object() ? top["model"] : top;
+    auto& r = row_for(rows, label);
+    r.files.push_back(path);
+    if (r.attention.empty()) r.attention = j.contains("attention") && j["attention"].is_string() ? j["attention"].get<std::string>() : "";
+    const std::string task = top.contains("task") && top["task"].is_string() ? top["task"].get<std::string>() : "";
+    if (task == "copy") read_copy(r, top, j, path);
+    else if (task == "passkey" || (j.contains("rows") && !j.contains("perplexity"))) read_passkey(r, j, path);
+    else if (j.contains("perplexity")) read_lm(r, j, path);
+    else fail(path, ": not an eval result of --task lm, copy or passkey (no perplexity, copy_gain or passkey rows)");
+  }
+  return rows;
+}
+
+nlohmann::json quality_json(const std::vector<QualityRow>& rows) {
+  const QualityRow* ref = copy_reference(rows);
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); };
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json j = {{"label", r.label}, {"files", r.files}, {"attention", r.attention}};
+    if (std::isfinite(r.perplexity))
+      j["perplexity"] = {{"value", r.perplexity}, {"ci95", {num(r.perplexity_lo), num(r.perplexity_hi)}}, {"tokens", r.predicted}, {"data", r.data}};
+    if (std::isfinite(r.copy_gain)) {
+      j["copy_gain"] = {{"value", r.copy_gain}, {"ci95", r.copy_ci95}, {"segments", r.segments}, {"segment_len", r.segment_len}};
+      j["copy_gain"]["share_of"] = ref ? nlohmann::json(ref->label) : nlohmann::json();
+      j["copy_gain"]["share"] = ref ? nlohmann::json(r.copy_gain / ref->copy_gain) : nlohmann::json();
+    }
+    for (const auto& c : r.passkey)
+      j["passkey"].push_back({{"length", c.length}, {"trials", c.trials}, {"ranked_first", c.ranked_first},
+                              {"share", static_cast<double>(c.ranked_first) / static_cast<double>(c.trials)}, {"ci95", {c.lo, c.hi}}});
+    if (!r.passkey.empty()) j["passkey_chance"] = num(r.chance);
+    out.push_back(j);
+  }
+  return out;
+}
+
+std::string quality_html(const std::vector<QualityRow>& rows) {
+  if (rows.empty()) return "";
+  const QualityRow* ref = copy_reference(rows);
+  std::vector<int64_t> lengths;  // every passkey length any row has, ascending
+  for (const auto& r : rows)
+    for (const auto& c : r.passkey)
+      if (std::find(lengths.begin(), lengths.end(), c.length) == lengths.end()) lengths.push_back(c.length);
+  std::sort(lengths.begin(), lengths.end());
+  bool any_ppl = false, any_copy = false;
+  for (const auto& r : rows) any_ppl |= std::isfinite(r.perplexity), any_copy |= std::isfinite(r.copy_gain);
+
+  std::ostringstream h;
+  h << "<h2>Quality</h2>\n<p>What <code>mimic eval</code> measured of each model (the files below). ";
+  if (any_ppl) h << "<b>perplexity</b> on held-out text, with its 95% interval taking the scoring windows as independent samples; ";
+  if (any_copy)
+    h << "<b>copy gain</b>: nats per token better on the second reading of a passage than on the first (in-context recall), "
+         "&plusmn; its 95% interval, and its share of "
+      << (ref ? "<i>" + esc(ref->label) + "</i>'s" : "the first row's (n/a: that gain's interval reaches zero)") << "; ";
+  if (!lengths.empty())
+    h << "<b>passkey</b>: trials in which the model ranked the hidden key first among the candidates, with the 95% Wilson "
+         "interval of the share";
+  h << ". docs/recall.md defines each.</p>\n<table><tr><th class=l>model</th>";
+  if (any_ppl) h << "<th>perplexity</th><th>95% interval</th>";
+  if (any_copy) h << "<th>copy gain</th><th>share</th>";
+  for (auto l : lengths) h << "<th>passkey at " << l << "</th>";
+  h << "<th class=l>attention</th></tr>\n";
+  for (const auto& r : rows) {
+    h << "<tr><td class=l>" << esc(r.label) << "</td>";
+    if (any_ppl) {
+      if (std::isfinite(r.perplexity)) {
+        h << "<td>" << fixed(r.perplexity, 1) << "</td><td>"
+          << (std::isfinite(r.perplexity_lo) ? fixed(r.perplexity_lo, 1) + "&ndash;" + fixed(r.perplexity_hi, 1) : std::string("&ndash;"))
+          << "</td>";
+      } else {
+        h << "<td>&ndash;</td><td>&ndash;</td>";
+      }
+    }
+    if (any_copy) {
+      if (std::isfinite(r.copy_gain))
+        h << "<td>" << fixed(r.copy_gain, 2) << " &plusmn; " << fixed(r.copy_ci95, 2) << "</td><td>"
+          << (ref ? fixed(100 * r.copy_gain / ref->copy_gain, 0) + "%" : std::string("n/a")) << "</td>";
+      else
+        h << "<td>&ndash;</td><td>&ndash;</td>";
+    }
+    for (auto l : lengths) {
+      auto it = std::find_if(r.passkey.begin(), r.passkey.end(), [&](const PasskeyCell& c) { return c.length == l; });
+      if (it == r.passkey.end()) {
+        h << "<td>&ndash;</td>";
+        continue;
+      }
+      h << "<td>" << it->ranked_first << "/" << it->trials << " (" << fixed(100 * it->lo, 0) << "&ndash;" << fixed(100 * it->hi, 0)
+        << "%)</td>";
+    }
+    h << "<td class=l>" << esc(r.attention) << "</td></tr>\n";
+  }
+  h << "</table>\n";
+  double chance = QualityRow::kNaN;
+  for (const auto& r : rows)
+    if (std::isfinite(r.chance)) chance = r.chance;
+  if (std::isfinite(chance)) h << "<p>Passkey chance level: " << fixed(100 * chance, 0) << "%.</p>\n";
+  std::vector<std::string> sizes, parts;
+  for (const auto& r : rows) {
+    std::string part;
+    if (std::isfinite(r.perplexity)) part += "perplexity on " + std::to_string(r.predicted) + " tokens" + (r.data.empty() ? "" : " of " + esc(r.data));
+    if (std::isfinite(r.copy_gain))
+      part += std::string(part.empty() ? "" : ", ") + "copy gain over " + std::to_string(r.segments) + " passages of " + std::to_string(r.segment_len) + " tokens";
+    if (!part.empty()) sizes.push_back(esc(r.label) + ": " + part), parts.push_back(part);
+  }
+  if (parts.size() > 1 && std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return p == parts.front(); }))
+    sizes = {"each model: " + parts.front()};  // one sentence when every model was measured alike
+  if (!sizes.empty()) {
+    h << "<p>Sample sizes &mdash; ";
+    for (size_t i = 0; i < sizes.size(); ++i) h << (i ? "; " : "") << sizes[i];
+    h << ".</p>\n";
+  }
+  return h.str();
+}
+
+}  // namespace mimic::report

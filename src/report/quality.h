@@ -1,0 +1,54 @@
+// The quality side of a report: what `mimic eval --json` measured of each model — perplexity, in-context copy gain,
+// passkey retrieval — read from its result files and shown beside the attention metrics, each with its 95% interval,
+// so that a report says what a conversion keeps and loses, not only how its weights look. docs/report.md.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace mimic::report {
+
+struct PasskeyCell {
+  int64_t length = 0;        // prompt length (tokens)
+  int64_t trials = 0;
+  int64_t ranked_first = 0;  // trials whose true key the model ranked first among the candidates
+  double lo = 0, hi = 0;     // 95% interval of the share (Wilson)
+};
+
+struct QualityRow {
+  static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  std::string label;
+  std::vector<std::string> files;
+  std::string attention;  // the model's attention, as eval described it (the first file that says)
+  // --task lm
+  double perplexity = kNaN, perplexity_lo = kNaN, perplexity_hi = kNaN;  // the interval only where eval gave one
+  int64_t predicted = 0;
+  std::string data;
+  // --task copy: nats/token better on the second reading of a passage
+  double copy_gain = kNaN, copy_ci95 = kNaN;
+  int64_t segments = 0, segment_len = 0;
+  // --task passkey, one cell per length
+  std::vector<PasskeyCell> passkey;
+  double chance = kNaN;
+};
+
+// Reads "LABEL=FILE" entries (FILE alone: its name without extension labels it). Each FILE is what `mimic eval
+// --json` printed for --task lm, copy or passkey (of a run with --teacher, the model's side); entries with the same
+// label make one row, in the order the labels first appear, with one file of each task at most. Anything else is a
+// mimic::Error naming the file.
+std::vector<QualityRow> read_quality(const std::vector<std::string>& entries);
+
+// The 95% Wilson score interval of k successes in n trials (n > 0).
+std::pair<double, double> wilson95(int64_t k, int64_t n);
+
+// The first row with a copy gain is the reference for the others' share of it; the share is null when that gain is
+// not significant (its interval reaches zero): a ratio of noise.
+nlohmann::json quality_json(const std::vector<QualityRow>& rows);
+// An HTML section (heading, explanation, table); "" for no rows.
+std::string quality_html(const std::vector<QualityRow>& rows);
+
+}  // namespace mimic::report
