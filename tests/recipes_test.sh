@@ -41,6 +41,8 @@ run() {
 
 run quickstart quickstart.sh
 [[ -f $work/quickstart/report/report.html ]] || fail "quickstart wrote no report"
+# its Quality section: the finetuned model's perplexity and copy gain beside the teacher's
+grep -q '<tr><td class=l>finetuned</td><td>[0-9.]*</td><td>[^<]*</td><td>-\?[0-9.]* &plusmn;' "$work/quickstart/report/report.html" || fail "quickstart's report shows no quality numbers for the finetuned model"
 run gpt2-hedgehog gpt2-hedgehog.sh gpt2-mini
 run gpt2-sla gpt2-sla.sh gpt2-mini
 run ablation feature-map-ablation.sh gpt2-mini
