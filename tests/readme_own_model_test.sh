@@ -37,15 +37,23 @@ mimic() {
     generate) toy=(--new-tokens 4) ;;
   esac
   echo "+ mimic $cmd $* ${toy[*]}" >>commands.log
-  "$MIMIC_BIN" "$cmd" "$@" "${toy[@]}" --threads 1 >>out.log 2>&1 || { cat out.log >&2; fail "'mimic $cmd $*' failed"; }
+  if [[ " $* " == *" --json "* ]]; then  # its result goes where the README sends it, and into the log
+    "$MIMIC_BIN" "$cmd" "$@" "${toy[@]}" --threads 1 2>>out.log | tee -a out.log || { cat out.log >&2; fail "'mimic $cmd $*' failed"; }
+  else
+    "$MIMIC_BIN" "$cmd" "$@" "${toy[@]}" --threads 1 >>out.log 2>&1 || { cat out.log >&2; fail "'mimic $cmd $*' failed"; }
+  fi
 }
 eval "$block"
 
 # what the reader is promised: a converted, finetuned model with 8 softmax heads chosen by the probe, and the scores
-[[ $(wc -l <commands.log) -ge 7 ]] || { cat commands.log >&2; fail "fewer than 7 commands ran"; }
+[[ $(wc -l <commands.log) -ge 8 ]] || { cat commands.log >&2; fail "fewer than 8 commands ran"; }
 [[ -f final/mimic.json && -f final/model.safetensors ]] || fail "no converted model in final/"
 kept=$(jq '[.. | objects | select(has("kept")) | .kept | length] | max' converted/mimic.json)
 [[ $kept == 8 ]] || fail "converted/mimic.json keeps $kept heads, not 8"
 grep -q "perplexity" out.log || { cat out.log >&2; fail "eval printed no perplexity"; }
-grep -qi "copy gain" out.log || { cat out.log >&2; fail "eval --task copy printed no copy gain"; }
+jq -e '.model.copy_gain | numbers' copy.json >/dev/null || { cat out.log >&2; fail "eval --task copy wrote no copy gain"; }
+# the report: the finetuned model's and its teacher's perplexity and copy gain on the page and in its metrics
+jq -e '[.quality[] | select(.label == "final" or .label == "teacher") | .perplexity.value, .copy_gain.value | numbers] | length == 4' \
+  report/metrics.json >/dev/null || { cat out.log >&2; fail "report/metrics.json lacks the quality of final and its teacher"; }
+grep -q '<h2>Quality</h2>' report/report.html || fail "report/report.html has no Quality section"
 echo "readme_own_model_test: the README's own-model block ran ($(wc -l <commands.log) commands)"

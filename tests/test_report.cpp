@@ -389,10 +389,16 @@ TEST(ReportQuality, EvalResultsBecomeOneRowPerLabelWithIntervals) {
   EXPECT_NE(html.find("59/100 (49&ndash;68%)"), std::string::npos) << html;
   // a label from the file's name; a reference gain whose interval reaches zero gives no share
   const auto noisy = put("noisy.json", R"({"task": "copy", "segments": 8, "segment_len": 64, "model": {"copy_gain": 0.015, "copy_gain_ci95": 0.03}})");
-  auto n = rep::quality_json(rep::read_quality({noisy, "student=" + copy_s}));
+  auto n = rep::quality_json(rep::read_quality({noisy, "student=" + copy_t}));
   EXPECT_EQ(n[0]["label"], "noisy");
   EXPECT_TRUE(n[1]["copy_gain"]["share"].is_null());
-  EXPECT_NE(rep::quality_html(rep::read_quality({noisy, "student=" + copy_s})).find("n/a"), std::string::npos);
+  EXPECT_NE(rep::quality_html(rep::read_quality({noisy, "student=" + copy_t})).find("n/a"), std::string::npos);
+  // a --teacher run alone: its teacher's side becomes the first row, "teacher", and the reference of the shares
+  auto t = rep::quality_json(rep::read_quality({"final=" + copy_s}));
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0]["label"], "teacher");
+  EXPECT_EQ(t[0]["copy_gain"]["value"], 2.0);
+  EXPECT_DOUBLE_EQ(t[1]["copy_gain"]["share"].get<double>(), 0.25);
   // errors
   EXPECT_MIMIC_ERROR(rep::read_quality({"a=" + ppl, "a=" + ppl}), "a second perplexity result for 'a'");
   EXPECT_MIMIC_ERROR(rep::read_quality({put("x.json", R"({"accuracy": 0.9})")}), "not an eval result");

@@ -118,14 +118,29 @@ std::vector<QualityRow> read_quality(const std::vector<std::string>& entries) {
     MIMIC_CHECK(top.is_object(), path, ": not an eval result (mimic eval --json of --task lm, copy or passkey)");
     // a run with --teacher holds {"model": ..., "teacher": ...}: the row is the model's
     const auto& j = top.contains("model") && top["model"].is_object() ? top["model"] : top;
-    auto& r = row_for(rows, label);
-    r.files.push_back(path);
-    if (r.attention.empty()) r.attention = j.contains("attention") && j["attention"].is_string() ? j["attention"].get<std::string>() : "";
     const std::string task = top.contains("task") && top["task"].is_string() ? top["task"].get<std::string>() : "";
-    if (task == "copy") read_copy(r, top, j, path);
-    else if (task == "passkey" || (j.contains("rows") && !j.contains("perplexity"))) read_passkey(r, j, path);
-    else if (j.contains("perplexity")) read_lm(r, j, path);
-    else fail(path, ": not an eval result of --task lm, copy or passkey (no perplexity, copy_gain or passkey rows)");
+    // one side of a result into a row; `again_ok`: a second result of the same task is skipped, not refused
+    auto read_side = [&](QualityRow& r, const nlohmann::json& side, bool again_ok) {
+      const bool is_copy = task == "copy", is_passkey = !is_copy && (task == "passkey" || (side.contains("rows") && !side.contains("perplexity")));
+      if (!is_copy && !is_passkey && !side.contains("perplexity"))
+        fail(path, ": not an eval result of --task lm, copy or passkey (no perplexity, copy_gain or passkey rows)");
+      if (again_ok && (is_copy ? std::isfinite(r.copy_gain) : is_passkey ? !r.passkey.empty() : std::isfinite(r.perplexity))) return;
+      r.files.push_back(path);
+      if (r.attention.empty()) r.attention = side.contains("attention") && side["attention"].is_string() ? side["attention"].get<std::string>() : "";
+      if (is_copy) read_copy(r, top, side, path);
+      else if (is_passkey) read_passkey(r, side, path);
+      else read_lm(r, side, path);
+    };
+    read_side(row_for(rows, label), j, false);
+    // the teacher's side of a --teacher run: a row "teacher", first, so that shares are of its copy gain (the same
+    // teacher in several files is read once per task)
+    if (&j != &top && top.contains("teacher") && top["teacher"].is_object()) {
+      if (std::none_of(rows.begin(), rows.end(), [](const QualityRow& q) { return q.label == "teacher"; })) {
+        rows.insert(rows.begin(), QualityRow{});
+        rows.front().label = "teacher";
+      }
+      read_side(row_for(rows, "teacher"), top["teacher"], true);
+    }
   }
   return rows;
 }

@@ -37,8 +37,9 @@ struct QualityRow {
 };
 
 // Reads "LABEL=FILE" entries (FILE alone: its name without extension labels it). Each FILE is what `mimic eval
-// --json` printed for --task lm, copy or passkey (of a run with --teacher, the model's side); entries with the same
-// label make one row, in the order the labels first appear, with one file of each task at most. Anything else is a
+// --json` printed for --task lm, copy or passkey; entries with the same label make one row, in the order the labels
+// first appear, with one file of each task at most. A run with --teacher gives its model's side to LABEL and its
+// teacher's to a row "teacher", placed first (read once per task however many files repeat it). Anything else is a
 // mimic::Error naming the file.
 std::vector<QualityRow> read_quality(const std::vector<std::string>& entries);
 
