@@ -477,3 +477,16 @@ TEST(DataBatches, MlmMaskingStatistics) {
   EXPECT_NEAR(1 - masked - kept, 0.1, 0.01);
   EXPECT_TRUE(torch::equal(ids.masked_select(~chosen), original.masked_select(~chosen)));
 }
+
+// One answer to "does --data name a corpus?" (record, convert's probe, pretrain, the token cache ask it): "all" and
+// every registered corpus, nothing else — not a classification set, not a file that happens to exist.
+TEST(DataCorpus, IsLmCorpusIsTheOneAnswerAndNamesTheChoices) {
+  EXPECT_TRUE(mimic::data::is_lm_corpus("all"));
+  for (const auto& n : mimic::data::lm_corpus_names()) EXPECT_TRUE(mimic::data::is_lm_corpus(n)) << n;
+  EXPECT_FALSE(mimic::data::is_lm_corpus("spam"));
+  EXPECT_FALSE(mimic::data::is_lm_corpus(""));
+  EXPECT_FALSE(mimic::data::is_lm_corpus(MIMIC_SOURCE_DIR "/README.md"));
+  EXPECT_TRUE(mimic::data::is_text_data(MIMIC_SOURCE_DIR "/README.md"));
+  EXPECT_FALSE(mimic::data::is_text_data("all"));
+  EXPECT_EQ(mimic::data::lm_corpus_choices(), "all, sotu, moby-dick");
+}

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "cli.h"
+#include "mimic/data/corpus.h"
 #include "mimic/convert/convert.h"
 #include "mimic/core/error.h"
 #include "mimic/models/model.h"
@@ -107,7 +108,7 @@ void register_convert(CLI::App& app) {
                   "How auto:K ranks heads: probe (measured effect on a calibration set of the training split, greedy; default for "
                   "causal LMs) or kl (highest held-out KL of distill; default otherwise)")
       ->check(CLI::IsMember({"probe", "kl"}));
-  sub->add_option("--probe-data", pl.calibration.data, "Probe: calibration text, its train split only: a corpus (all, sotu, moby-dick) or a UTF-8 text file or folder (its first 90%: docs/data.md)")
+  sub->add_option("--probe-data", pl.calibration.data, "Probe: calibration text, its train split only: a corpus (" + data::lm_corpus_choices() + ") or a UTF-8 text file or folder (its first 90%: docs/data.md)")
       ->capture_default_str();
   sub->add_option("--probe-segments", pl.calibration.segments, "Probe: copy segments (each run doubled)")
       ->capture_default_str()->check(range::count(1));

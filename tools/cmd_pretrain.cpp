@@ -75,12 +75,13 @@ void register_pretrain(CLI::App& app) {
       ->capture_default_str()
       ->check(range::real(0, 10, /*open_low=*/true));
   sub->add_option("--data", a->o.corpus,
-                  "Corpus (all, sotu, moby-dick), your own text (a UTF-8 file or a folder of .txt files, split 90/5/5 by position: docs/data.md) or a recall task: mqar[:vocab=V,seq_len=T,pairs=P,power_a=A] or ar[:vocab=V,seq_len=T] "
+                  "Corpus (" + data::lm_corpus_choices() + "), your own text (a UTF-8 file or a folder of .txt files, split 90/5/5 by position: docs/data.md) or a recall task: mqar[:vocab=V,seq_len=T,pairs=P,power_a=A] or ar[:vocab=V,seq_len=T] "
                   "(docs/recall.md)")
       ->capture_default_str()
       ->check([](const std::string& v) -> std::string {
-        if (v == "all" || v == "sotu" || v == "moby-dick" || data::is_recall_task(v) || data::is_text_data(v)) return "";
-        return "--data must be all, sotu, moby-dick, a text file or folder, mqar[:...] or ar[:...], got '" + v + "' (no such file or folder)";
+        if (data::is_lm_corpus(v) || data::is_recall_task(v) || data::is_text_data(v)) return "";
+        return "--data must be " + data::lm_corpus_choices() + ", a text file or folder, mqar[:...] or ar[:...], got '" + v +
+               "' (no such file or folder)";
       });
   sub->add_option("--attention", a->o.attention,
                   "Attention of every layer of a fresh model: softmax, linear:<map> or sla:<map> (a feature map of the registry)")

@@ -97,12 +97,11 @@ ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, 
   MIMIC_CHECK(o.alternatives >= 1, "passkey alternatives must be >= 1, got ", o.alternatives);
   ProbeCalibration cal;
   std::vector<int64_t> ids;
-  const auto corpora = data::lm_corpus_names();
   // The training split only: placement is part of building the model, and the model is judged on the other two. A
   // user's text file or folder is split as every command splits it (data::load_text_data: the first 90% of each
   // document trains), so that `eval --data FILE --split test` scores text the probe never read.
-  MIMIC_CHECK(o.data == "all" || std::find(corpora.begin(), corpora.end(), o.data) != corpora.end() || data::is_text_data(o.data),
-              "--probe-data ", o.data, ": neither a corpus (all, sotu, moby-dick) nor a text file or folder");
+  MIMIC_CHECK(data::is_lm_corpus(o.data) || data::is_text_data(o.data), "--probe-data ", o.data, ": neither a corpus (",
+              data::lm_corpus_choices(), ") nor a text file or folder");
   auto cache = data::corpus_token_cache(o.data, data::Split::Train, tok);
   ids.assign(cache.data(), cache.data() + cache.size());
   cal.source = "the train split of " + o.data;

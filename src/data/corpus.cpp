@@ -90,7 +90,7 @@ Split split_of(const std::string& doc_id) {
 std::vector<Document> load_corpus(const std::string& name) {
   auto known = lm_corpus_names();
   MIMIC_CHECK(std::find(known.begin(), known.end(), name) != known.end(), "unknown corpus '", name,
-              "' (known: all, sotu, moby-dick, or a text file or folder of .txt files; no such file or folder)");
+              "' (known: ", lm_corpus_choices(), ", or a text file or folder of .txt files; no such file or folder)");
   std::string dir = asset_path("corpora/" + name);
   std::vector<Document> docs;
   for (const auto& entry : fs::directory_iterator(dir)) {
@@ -115,10 +115,19 @@ std::vector<Document> load_corpus(const std::string& name) {
 
 Split split_of(const Document& doc) { return doc.split ? *doc.split : split_of(doc.id); }
 
-bool is_text_data(const std::string& data) {
-  if (data == "all") return false;
+bool is_lm_corpus(const std::string& data) {
   const auto known = lm_corpus_names();
-  if (std::find(known.begin(), known.end(), data) != known.end()) return false;
+  return data == "all" || std::find(known.begin(), known.end(), data) != known.end();
+}
+
+std::string lm_corpus_choices() {
+  std::string s = "all";
+  for (const auto& n : lm_corpus_names()) s += ", " + n;
+  return s;
+}
+
+bool is_text_data(const std::string& data) {
+  if (is_lm_corpus(data)) return false;
   std::error_code ec;
   return !data.empty() && fs::exists(data, ec);
 }

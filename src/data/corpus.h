@@ -24,6 +24,11 @@ struct Document {
 // Names of the language-modelling corpora mimic knows ("sotu", "moby-dick"); "all" means every one. A --data that
 // names none of them and is an existing file or folder is the user's own text (load_text_data).
 std::vector<std::string> lm_corpus_names();
+// THE answer to "does --data name a corpus?": "all" or one of lm_corpus_names(). Every stage asks this, never a
+// list of names of its own.
+bool is_lm_corpus(const std::string& data);
+// "all, sotu, moby-dick": the names --data takes for a corpus, for messages.
+std::string lm_corpus_choices();
 
 // Loads a corpus from the asset folder, cleaned: line endings normalised to \n, trailing spaces removed,
 // runs of more than two newlines folded, and the text checked to be valid, non-empty UTF-8 (a bad file is

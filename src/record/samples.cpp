@@ -20,11 +20,6 @@ namespace mimic::record {
 
 namespace fs = std::filesystem;
 
-bool is_corpus(const std::string& data) {
-  auto corpora = data::lm_corpus_names();
-  return data == "all" || std::find(corpora.begin(), corpora.end(), data) != corpora.end();
-}
-
 bool is_classification(const std::string& data) {
   auto sets = data::classification_names();
   return std::find(sets.begin(), sets.end(), data) != sets.end();
@@ -57,7 +52,7 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t s
     return s;
   }
   MIMIC_CHECK(tok != nullptr, "--data ", o.data, " needs the model's tokenizer");
-  if (is_corpus(o.data) || (!is_classification(o.data) && data::is_text_data(o.data))) {
+  if (data::is_lm_corpus(o.data) || (!is_classification(o.data) && data::is_text_data(o.data))) {
     // A corpus, or a user's text file or folder: the tokens of --split, a user's text split as every command splits
     // it (data::load_text_data: the first 90% of each document trains), so that distillation never reads the text
     // `eval --data FILE --split test` scores.
@@ -66,7 +61,7 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t s
     const uint16_t* p = cache->data();
     s.at = [p](int64_t i) { return static_cast<int64_t>(p[i]); };
     s.keep = cache;
-    *data_id = is_corpus(o.data) ? o.data : fs::absolute(o.data).lexically_normal().string();
+    *data_id = data::is_lm_corpus(o.data) ? o.data : fs::absolute(o.data).lexically_normal().string();
   } else {
     std::string text;
     if (is_classification(o.data)) {
@@ -85,7 +80,7 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t s
       *data_id = o.data;
     } else {
       fail("--data ", o.data,
-           ": neither a corpus (all, sotu, moby-dick), a classification data set (spam, sotu-era) nor a text file or folder");
+           ": neither a corpus (" + data::lm_corpus_choices() + "), a classification data set (spam, sotu-era) nor a text file or folder");
     }
     auto ids = std::make_shared<std::vector<int64_t>>(tok->encode(text, /*add_special_tokens=*/false));
     s.size = static_cast<int64_t>(ids->size());
