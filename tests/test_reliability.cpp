@@ -24,6 +24,9 @@
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/io/safetensors.h"
+#include "mimic/io/tensor_store.h"
+#include "mimic/models/config.h"
+#include "mimic/models/model.h"
 #include "mimic/record/record.h"
 #include "mimic/report/plot.h"
 #include "test_util.h"
@@ -324,4 +327,124 @@ TEST(NanInputs, NanMapsAreRefusedWhenOpenedBeforeAnythingIsWritten) {
     EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
   }
   EXPECT_FALSE(fs::exists(dir.file("converted")));
+}
+
+// Issue 38: a classifier's outputs are its own labels, by its id2label/label2id — not the data set's sort order. The
+// same classifier with its label ids swapped (the classifier's rows and id2label/label2id alike) must score the same
+// data identically; a data label the classifier does not know is a one-line error listing the ones it knows; a
+// library caller handing the labels in another order is refused.
+TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused) {
+  TempDir dir;
+  mimic::test::write_word_decided_jsonl(dir.file("t.jsonl"));
+  const std::string base = mimic::test::model_with_tokenizer("bert-mlm");
+  auto ft = mimic::test::mimic_cli("finetune --task cls --model " + base + " --data " + dir.file("t.jsonl") +
+                                   " --steps 30 --warmup 2 --lr 1e-2 --batch-size 4 --seq-len 16 --eval-every 30 --threads 1 --json --out " +
+                                   dir.file("a"));
+  ASSERT_EQ(ft.code, 0) << ft.err;
+  fs::copy(dir.file("a"), dir.file("b"), fs::copy_options::recursive);
+  {
+    auto store = mimic::io::TensorStore::open_dir(dir.file("a"));
+    std::vector<std::pair<std::string, at::Tensor>> tensors;
+    int swapped = 0;
+    for (const auto& n : store.names()) {
+      auto t = store.load(n);
+      if (n.rfind("classifier.", 0) == 0) t = t.flip({0}).contiguous(), ++swapped;  // 2 labels: rows 0 and 1 trade places
+      tensors.emplace_back(n, t);
+    }
+    ASSERT_EQ(swapped, 2);  // weight and bias
+    mimic::io::save_safetensors(dir.file("b/model.safetensors"), tensors);
+    auto cfg = nlohmann::json::parse(mimic::test::read_bytes(dir.file("b/config.json")));
+    ASSERT_EQ(cfg["id2label"], (nlohmann::json{{"0", "0"}, {"1", "1"}}));
+    cfg["id2label"] = {{"0", "1"}, {"1", "0"}};
+    cfg["label2id"] = {{"1", 0}, {"0", 1}};
+    mimic::test::write_bytes(dir.file("b/config.json"), cfg.dump());
+  }
+  auto score = [&](const std::string& model, const std::string& data) {
+    return mimic::test::mimic_cli("eval --task cls --model " + dir.file(model) + " --data " + dir.file(data) + " --split test --seq-len 16 --json");
+  };
+  // 7 test examples of both labels (an odd count: a model read with its labels swapped cannot score the same)
+  std::string mixed;
+  for (int i = 0; i < 7; ++i)
+    mixed += nlohmann::json{{"text", std::string(i % 3 ? "a wonderful day " : "a terrible day ") + std::to_string(i)}, {"label", i % 3 ? 1 : 0},
+                            {"split", "test"}}.dump() + "\n";
+  mixed += R"({"text": "a day", "label": 0, "split": "train"})" "\n" R"({"text": "a day", "label": 1, "split": "validation"})" "\n";
+  mimic::test::write_bytes(dir.file("m.jsonl"), mixed);
+  auto a = score("a", "m.jsonl"), b = score("b", "m.jsonl");
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  EXPECT_EQ(ja["accuracy"], jb["accuracy"]);
+  EXPECT_EQ(jb["labels"], (nlohmann::json{"1", "0"}));  // reported in the model's order
+  // the same confusion, its rows and columns in b's order
+  EXPECT_EQ(jb["confusion"][0][0], ja["confusion"][1][1]);
+  EXPECT_EQ(jb["confusion"][0][1], ja["confusion"][1][0]);
+  // finetuning the swapped model matches the data's labels by name and keeps the model's own order
+  auto again = mimic::test::mimic_cli("finetune --task cls --model " + dir.file("b") + " --data " + dir.file("t.jsonl") +
+                                      " --steps 2 --warmup 1 --lr 1e-4 --batch-size 4 --seq-len 16 --threads 1 --json --out " + dir.file("b2"));
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(mimic::test::read_bytes(dir.file("b2/config.json")))["id2label"], (nlohmann::json{{"0", "1"}, {"1", "0"}}));
+  // a label the classifier does not know
+  mimic::test::write_bytes(dir.file("u.jsonl"), std::string(R"({"text": "a wonderful day", "label": 1})") + "\n" +
+                                                    R"({"text": "a terrible day", "label": 0})" + "\n" + R"({"text": "a day", "label": 2})" + "\n");
+  auto u = score("a", "u.jsonl");
+  EXPECT_NE(u.code, 0);
+  EXPECT_NE(u.err.find("label '2' is not one of"), std::string::npos) << u.err;
+  EXPECT_NE(u.err.find(R"(["0","1"])"), std::string::npos) << u.err;
+  // the library's guard: labels in another order than the classifier's
+  mimic::models::LoadOptions lo;
+  lo.head = "cls";
+  lo.labels = {"0", "1"};
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(dir.file("b"), lo), "its classifier's labels are");
+}
+
+// Issue 38: the numbers of a config.json every family reads lie in their range — a negative layer-norm epsilon ran and
+// wrote all-NaN logits, a negative dropout was accepted — and id2label is a map of the ids 0..k-1.
+TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
+  const auto gpt2 = nlohmann::json::parse(mimic::test::read_bytes(mimic::test::model_with_tokenizer("gpt2-prefixed") + "/config.json"));
+  const auto bert = nlohmann::json::parse(mimic::test::read_bytes(mimic::test::model_with_tokenizer("bert-mlm") + "/config.json"));
+  auto with = [](nlohmann::json j, const std::string& key, const nlohmann::json& v) {
+    j[key] = v;
+    return j;
+  };
+  using mimic::models::parse_config;
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "layer_norm_epsilon", -1)), "layer-norm epsilon must lie in (0, 1)");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "layer_norm_eps", 0)), "layer-norm epsilon must lie in (0, 1)");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "resid_pdrop", -0.1)), "dropout probability must lie in [0, 1)");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "hidden_dropout_prob", 1.0)), "dropout probability must lie in [0, 1)");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "id2label", {{"0", "a"}, {"5", "b"}})), "id2label's keys must be the ids 0 to 1");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "id2label", {{"0", "a"}, {"1", 3}})), "id2label[1] must be a name");
+  EXPECT_EQ(parse_config(with(bert, "id2label", {{"1", "spam"}, {"0", "ham"}})).labels, (std::vector<std::string>{"ham", "spam"}));
+  EXPECT_TRUE(parse_config(with(bert, "id2label", {{"0", "LABEL_0"}, {"1", "LABEL_1"}})).labels.empty());  // HF's placeholders
+  EXPECT_NO_THROW(parse_config(gpt2));
+  EXPECT_NO_THROW(parse_config(bert));
+}
+
+// Issue 38: numbers mean what they say. An empty layer or head list selected everything; it is refused at the
+// boundary, before any work, in one line (so is a list that is not one). A request larger than the data — more
+// samples than a text or a record holds — is clamped, and a note says so.
+TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
+  TempDir dir;
+  for (const std::string& args : {"record --model gpt2-mini --data all --out " + dir.file("r.h5") + " --layers ''",
+                                  "distill --record " + dir.file("none.h5") + " --out " + dir.file("m") + " --layers ' '",
+                                  "report --record " + dir.file("none.h5") + " --out " + dir.file("d") + " --heads ''",
+                                  "report --record " + dir.file("none.h5") + " --out " + dir.file("d") + " --plot-layers ''",
+                                  "convert --model gpt2-mini --maps " + dir.file("none") + " --out " + dir.file("c") + " --layers ''"}) {
+    auto r = mimic::test::mimic_cli(args);
+    EXPECT_NE(r.code, 0) << args;
+    EXPECT_NE(r.err.find("an empty list selects nothing"), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(dir.file("r.h5")));
+  }
+  auto bad = mimic::test::mimic_cli("report --record " + dir.file("none.h5") + " --out " + dir.file("d") + " --layers 1,x");
+  EXPECT_NE(bad.err.find("must be all or a list like 0,2,4-5, got '1,x'"), std::string::npos) << bad.err;
+  // more samples than the text gives, then than the record holds
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 40));
+  const std::string model = mimic::test::model_with_tokenizer("gpt2-prefixed");
+  auto rec = mimic::test::mimic_cli("record --model " + model + " --data " + dir.file("t.txt") + " --seq-len 16 --samples 100000 --out " +
+                                    dir.file("r.h5") + " --threads 1");
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  EXPECT_NE(rec.err.find("note: --samples 100000: the data gives "), std::string::npos) << rec.err;
+  auto rep = mimic::test::mimic_cli("report --record " + dir.file("r.h5") + " --samples 99999 --out " + dir.file("rep") + " --threads 1");
+  ASSERT_EQ(rep.code, 0) << rep.err;
+  EXPECT_NE(rep.err.find("note: --samples 99999: the record holds "), std::string::npos) << rep.err;
 }

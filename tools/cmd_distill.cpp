@@ -106,7 +106,7 @@ void register_distill(CLI::App& app) {
   sub->add_option("--patience", a->o.patience, "Stop a layer after this many epochs without a better validation loss (0: never)")
       ->capture_default_str()
       ->check(range::integer(0, 1000000));
-  sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str();
+  sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str()->check(range::index_list());
   sub->add_option("--out", a->o.out, "Output maps (.safetensors); a checkpoint OUT.ckpt beside it makes reruns resume. REQUIRED unless --eval-only")->check(out_path_arg());
   sub->add_flag("--fresh", a->o.fresh, "Start over, ignoring a checkpoint beside --out");
   sub->add_flag("--eval-only", a->o.eval_only, "Only evaluate --maps (or the untrained --feature-map) on the held-out samples");

@@ -35,6 +35,11 @@ void run(RecordArgs& a) {
                       {"forward_tokens_per_second", r.forward_tokens_per_second},
                       {"record_vs_forward", ratio},
                       {"file_bytes", r.file_bytes}};
+  // a request larger than the data is clamped, and said so (issue 38: numbers that mean what they say)
+  if (a.o.samples > r.samples)
+    std::fprintf(stderr, "mimic: note: --samples %lld: the data gives %lld samples of %lld tokens; the file holds all %lld\n",
+                 static_cast<long long>(a.o.samples), static_cast<long long>(r.samples), static_cast<long long>(r.seq_len),
+                 static_cast<long long>(r.samples));
   if (r.rolled_back > 0)
     std::fprintf(stderr, "mimic: note: the last %lld samples of the interrupted run were incomplete and were recorded again\n",
                  static_cast<long long>(r.rolled_back));
@@ -63,7 +68,7 @@ void register_record(CLI::App& app) {
   sub->add_option("--out", a->o.out, "Output file (.h5); an existing one with the same settings is resumed / extended")->required()->check(out_path_arg());
   sub->add_option("--samples", a->o.samples, "Samples in the file (0: every block of the data)")->capture_default_str()->check(range::count(0));
   sub->add_option("--seq-len", a->o.seq_len, "Tokens per sample (default: min(256, the model's context); BERT: at least 3)")->check(range::tokens(2));
-  sub->add_option("--layers", a->o.layers, "Layers to record: all, or a list like 0,2,4-5")->capture_default_str();
+  sub->add_option("--layers", a->o.layers, "Layers to record: all, or a list like 0,2,4-5")->capture_default_str()->check(range::index_list());
   sub->add_option("--weights-samples", a->o.weights_samples, "Also store the softmax weights of the first K samples")->capture_default_str()->check(range::count(0));
   sub->add_option("--dtype", a->o.dtype, "Storage of q, k, v, o, weights")->capture_default_str()->check(CLI::IsMember({"f16", "f32"}));
   sub->add_option("--batch-size", a->o.batch_size, "Samples per forward pass")->capture_default_str()->check(range::batch());

@@ -60,6 +60,9 @@ void run(ReportArgs& a) {
   a.o.seed = a.common.seed;
   a.o.progress = !a.common.json;
   auto r = report::report(a.o);
+  if (a.o.samples > static_cast<int64_t>(r.samples.size()))  // clamped to the record, and said so
+    std::fprintf(stderr, "mimic: note: --samples %lld: the record holds %zu samples; reporting all of them\n",
+                 static_cast<long long>(a.o.samples), r.samples.size());
   if (a.common.json) return print_json(r.to_json());
   if (!r.quality.empty()) {
     std::printf("%-24s %12s %18s %s\n", "quality", "perplexity", "copy gain", "passkey ranked first");
@@ -115,8 +118,8 @@ void register_report(CLI::App& app) {
   sub->add_option("--samples", a->o.samples, "Report the last N samples of the record (0: the last 10%, what distill holds out)")
       ->capture_default_str()
       ->check(range::count(0));
-  sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str();
-  sub->add_option("--heads", a->o.heads, "Heads: all, or a list like 0-3")->capture_default_str();
+  sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str()->check(range::index_list());
+  sub->add_option("--heads", a->o.heads, "Heads: all, or a list like 0-3")->capture_default_str()->check(range::index_list());
   auto* mass_k = sub->add_option("--mass-k", a->o.top_k, "k of the top-k mass (the weight on each query's k largest)")
                      ->capture_default_str()
                      ->check(range::tokens(1));
@@ -126,8 +129,8 @@ void register_report(CLI::App& app) {
       ->capture_default_str()
       ->check(range::integer(1, 65536));
   sub->add_option("--plot-sample", a->o.plot_sample, "Record index of the sample drawn (default: the first reported)")->check(range::integer(0, range::kMaxCount));
-  sub->add_option("--plot-layers", a->o.plot_layers, "Layers drawn (default: first, middle and last)");
-  sub->add_option("--plot-heads", a->o.plot_heads, "Heads drawn in the heatmaps (default: the first 4; the first one also in the monotonicity plot)");
+  sub->add_option("--plot-layers", a->o.plot_layers, "Layers drawn (default: first, middle and last)")->check(range::index_list());
+  sub->add_option("--plot-heads", a->o.plot_heads, "Heads drawn in the heatmaps (default: the first 4; the first one also in the monotonicity plot)")->check(range::index_list());
   sub->add_option("--plot-tokens", a->o.plot_tokens, "Heatmaps show the first N queries and keys")->capture_default_str()->check(range::tokens(2));
   add_common_options(*sub, a->common);
   sub->callback([a]() { run(*a); });

@@ -1,5 +1,7 @@
 #include "ranges.h"
 
+#include <regex>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -77,6 +79,17 @@ CLI::Validator steps() { return integer(1, kMaxSteps); }
 CLI::Validator steps_or_zero() { return integer(0, kMaxSteps); }
 CLI::Validator batch() { return integer(1, kMaxBatch); }
 CLI::Validator tokens(int64_t lo) { return integer(lo, kMaxTokens); }
+CLI::Validator index_list() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s == "all") return {};
+        if (s.find_first_not_of(" \t") == std::string::npos) return "an empty list selects nothing: give all or a list like 0,2,4-5";
+        static const std::regex list(R"(^\s*\d+\s*(-\s*\d+\s*)?(,\s*\d+\s*(-\s*\d+\s*)?)*$)");
+        if (!std::regex_match(s, list)) return "must be all or a list like 0,2,4-5, got '" + s + "'";
+        return {};
+      },
+      "all|LIST");
+}
 CLI::Validator count(int64_t lo) { return integer(lo, kMaxCount); }
 // Learning rates far above 1 only diverge; the cap catches a misplaced exponent (1e3 for 1e-3).
 CLI::Validator learning_rate() { return real(0, 10, /*open_low=*/true); }

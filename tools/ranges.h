@@ -37,6 +37,9 @@ CLI::Validator weight_decay();                        // [0, 10]
 CLI::Validator fraction();                            // [0, 1]
 CLI::Validator threads();                             // [0, 4 × cores]; 0: all cores
 CLI::Validator seed();                                // [0, 2^64 − 1] (a negative seed would wrap around silently)
+// Layer and head selections: "all" or a non-empty list of indices and ranges like 0,2,4-5 (whether they exist is
+// the data's to decide); an empty string selected everything before and is refused now.
+CLI::Validator index_list();
 CLI::Validator gigabytes();                           // memory budgets in GB: [0, 10^6]; what 0 means, the option says
 CLI::Validator processes();                           // processes of a distributed run on one machine: [1, 4 × cores]
 CLI::Validator port();                                // TCP ports: [1, 65535]

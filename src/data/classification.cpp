@@ -178,6 +178,21 @@ ClassificationData load_jsonl(const std::string& path) {
 
 std::vector<std::string> classification_names() { return {"spam", "sotu-era"}; }
 
+void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, const std::string& model) {
+  if (model_labels.empty() || model_labels == d.labels) return;
+  std::vector<int64_t> to(d.labels.size());
+  for (size_t i = 0; i < d.labels.size(); ++i) {
+    const auto it = std::find(model_labels.begin(), model_labels.end(), d.labels[i]);
+    MIMIC_CHECK(it != model_labels.end(), d.name, ": label '", d.labels[i], "' is not one of ", model, "'s labels (",
+                nlohmann::json(model_labels).dump(), ", its id2label); to train a new task, start from a model without a classifier");
+    to[i] = it - model_labels.begin();
+  }
+  for (auto* part : {&d.train, &d.validation, &d.test})
+    for (auto& e : *part) e.label = to[static_cast<size_t>(e.label)];
+  d.labels = model_labels;
+  d.metric = d.labels.size() == 2 ? "f1" : "mcc";
+}
+
 ClassificationData load_classification(const std::string& name) {
   if (name == "spam") return load_spam();
   if (name == "sotu-era") return load_sotu_era();

@@ -26,6 +26,12 @@ struct ClassificationData {
 // "spam", "sotu-era", or a path to a JSON-lines file with {"text": ..., "label": ...} per line (label a
 // string or an integer; optional "split": train|validation|test, otherwise split by line hash).
 ClassificationData load_classification(const std::string& name_or_file);
+// Puts `d`'s label ids in a classifier's order: `model_labels` are its names by id (models::ModelConfig::labels,
+// from id2label/label2id). Every label of the data must be one of them (else a mimic::Error naming the unknown
+// label and listing the model's); d.labels becomes model_labels and each example's id follows its name. Empty
+// model_labels (an unnamed classifier) leave `d` as it is. `model` names the model in messages.
+void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, const std::string& model);
+
 // The built-in data sets: {"spam", "sotu-era"}.
 std::vector<std::string> classification_names();
 

@@ -2,11 +2,15 @@
 
 #include <torch/torch.h>
 
+#include <filesystem>
+
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/data/batches.h"
+#include "mimic/data/classification.h"
 #include "mimic/distributed/environment.h"
 #include "mimic/io/output_lock.h"
+#include "mimic/models/config.h"
 #include "mimic/models/model.h"
 #include "mimic/text/tokenizer.h"
 
@@ -90,6 +94,9 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   MIMIC_CHECK(!data.train.empty() && !data.validation.empty(), "data set '", o.data, "' needs train and validation examples");
   auto tok = text::load_tokenizer(o.model_dir);
   MIMIC_CHECK(tok->cls_id() >= 0 && tok->pad_id() >= 0, o.model_dir, ": sequence classification needs a BERT tokenizer");
+  // a classifier keeps its own labels: the data's ids follow its id2label, not the data's order
+  if (const auto cfg = models::load_config((std::filesystem::path(o.model_dir) / "config.json").string()); cfg.head == models::Head::Cls)
+    data::align_labels(data, cfg.labels, o.model_dir);
   models::LoadOptions lo;
   lo.head = "cls";
   lo.labels = data.labels;
@@ -102,6 +109,8 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
     auto s = teacher->summary();
     MIMIC_CHECK(s.head == "cls" && s.num_labels == k, "teacher ", o.teacher_dir, " is not a classifier with the data's ", k,
                 " labels (head '", s.head, "', ", s.num_labels, " labels)");
+    MIMIC_CHECK(s.labels.empty() || s.labels == data.labels, "teacher ", o.teacher_dir, "'s labels are ", nlohmann::json(s.labels).dump(),
+                " by id, the student's ", nlohmann::json(data.labels).dump(), ": their outputs would not compare");
   }
 
   // Tokenize the training set once; the order of examples is shuffled per epoch by (seed, epoch).

@@ -1,5 +1,7 @@
 #include "mimic/models/config.h"
 
+#include <cmath>
+
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
@@ -41,6 +43,34 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     fail(where, ": a key of the ", type, " config has the wrong type (", e.what(), ")");
   }
   MIMIC_CHECK(c.d_model % c.n_head == 0, where, ": hidden size ", c.d_model, " is not divisible by the number of heads ", c.n_head);
+  // Ranges every family's numbers must lie in, whatever their key is called (layer_norm_epsilon, layer_norm_eps, …):
+  // a negative epsilon ran and wrote all-NaN logits, a negative dropout was accepted.
+  MIMIC_CHECK(std::isfinite(c.ln_eps) && c.ln_eps > 0 && c.ln_eps < 1, where, ": the layer-norm epsilon must lie in (0, 1), got ", c.ln_eps);
+  MIMIC_CHECK(std::isfinite(c.dropout) && c.dropout >= 0 && c.dropout < 1, where, ": the dropout probability must lie in [0, 1), got ",
+              c.dropout);
+  MIMIC_CHECK(c.num_labels >= 0 && c.num_labels <= 1'000'000, where, ": num_labels must lie in [0, 10^6], got ", c.num_labels);
+  if (j.contains("id2label") && !j["id2label"].is_null()) {
+    const auto& m = j["id2label"];
+    MIMIC_CHECK(m.is_object(), where, ": id2label must be an object {\"0\": name, ...}");
+    std::vector<std::string> names(m.size());
+    std::vector<bool> seen(m.size(), false);
+    for (const auto& [key, value] : m.items()) {
+      size_t used = 0;
+      int64_t id = -1;
+      try {
+        id = std::stoll(key, &used);
+      } catch (const std::exception&) {
+      }
+      MIMIC_CHECK(used == key.size() && id >= 0 && id < static_cast<int64_t>(m.size()) && !seen[static_cast<size_t>(id)], where,
+                  ": id2label's keys must be the ids 0 to ", m.size() - 1, " once each, got '", key, "'");
+      MIMIC_CHECK(value.is_string() && !value.get<std::string>().empty(), where, ": id2label[", key, "] must be a name");
+      seen[static_cast<size_t>(id)] = true;
+      names[static_cast<size_t>(id)] = value.get<std::string>();
+    }
+    bool placeholders = true;
+    for (size_t i = 0; i < names.size(); ++i) placeholders = placeholders && names[i] == "LABEL_" + std::to_string(i);
+    if (!placeholders) c.labels = names;
+  }
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
     std::string a = j["architectures"][0].is_string() ? j["architectures"][0].get<std::string>() : "";
     // Any family's architecture names are recognised (a mismatched one is decided as before the registry);

@@ -2,6 +2,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "mimic/core/json_keys.h"
 
@@ -19,6 +20,9 @@ struct ModelConfig {
   int64_t n_layer = 0, n_head = 0, d_model = 0, d_ff = 0, vocab_size = 0, max_positions = 0;
   int64_t type_vocab_size = 0;  // BERT
   int64_t num_labels = 0;       // BERT classifier
+  // id2label's names by id (HF's label2id is its inverse); empty when absent or HF's placeholders LABEL_0, LABEL_1, …
+  // A classifier's labels are matched by these names, never by the order of a data set's labels.
+  std::vector<std::string> labels;
   double ln_eps = 1e-5;
   double dropout = 0.1;  // residual/embedding dropout in training mode (resid_pdrop / hidden_dropout_prob);
                          // attention-probability dropout is not applied (kernels may not form weights)

@@ -62,9 +62,15 @@ class HfModel : public Model {
       MIMIC_CHECK(!classifier.architecture.empty(), dir, ": sequence classification needs a BERT model");
       MIMIC_CHECK(opt.labels.size() >= 2, "sequence classification needs at least two labels");
       const int64_t k = static_cast<int64_t>(opt.labels.size());
-      if (f.contains(classifier.weight))
+      if (f.contains(classifier.weight)) {
         MIMIC_CHECK(f.info(classifier.weight).shape[0] == k, dir, ": its classifier has ", f.info(classifier.weight).shape[0],
                     " labels, the data has ", k);
+        // its rows are its own labels, by id: the data's must come in that order (data::align_labels)
+        MIMIC_CHECK(config_.labels.empty() || config_.labels == opt.labels, dir, ": its classifier's labels are ",
+                    nlohmann::json(config_.labels).dump(), " by id, the data's ", nlohmann::json(opt.labels).dump(),
+                    ": map the data through the model's label2id (data::align_labels)");
+      }
+      config_.labels = opt.labels;
       config_.num_labels = k;
       config_.head = Head::Cls;
       auto& raw = config_.raw;
@@ -122,7 +128,7 @@ class HfModel : public Model {
     s.d_ff = config_.d_ff;
     s.vocab_size = config_.vocab_size;
     s.max_positions = config_.max_positions;
-    if (head_ == Head::Cls) s.num_labels = config_.num_labels;
+    if (head_ == Head::Cls) s.num_labels = config_.num_labels, s.labels = config_.labels;
     for (const auto& p : net_->parameters()) s.parameters += p.numel();
     return s;
   }

@@ -49,6 +49,7 @@ struct ModelSummary {
   std::string head;         // "lm" | "mlm" | "cls" | "none"
   int64_t n_layer = 0, n_head = 0, d_model = 0, d_ff = 0, vocab_size = 0, max_positions = 0;
   int64_t num_labels = 0;   // classifier only
+  std::vector<std::string> labels;  // classifier only: its label names by id (ModelConfig::labels; empty: unnamed)
   int64_t parameters = 0;   // unique parameters (tied weights counted once)
 };
 
