@@ -201,6 +201,47 @@ TEST(OutputLock, ASecondRunOnALockedOutputDirectoryIsRefusedWithOneLine) {
   ::close(go[0]), ::close(go[1]), ::close(ready[0]), ::close(ready[1]);
 }
 
+// Issue 38: one writer per record file. Another process holds R (as a running record does, --fresh or not): a
+// record on R — with --fresh too, which before removed the file under the first writer, both then reporting
+// success — is refused in one line and leaves R as it was; files beside it lock apart; the lock file goes with
+// its holder, and after a kill the next record runs.
+TEST(OutputLock, ASecondRecordOnTheSameFileIsRefusedEvenWithFresh) {
+  TempDir dir;
+  const std::string out = dir.file("r.h5");
+  mimic::test::write_bytes(out, "a record being written");
+  int go[2], ready[2];
+  ASSERT_EQ(::pipe(go), 0);
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t holder = ::fork();
+  if (holder == 0) {
+    auto lock = mimic::io::lock_output_file(out);
+    char c = 1;
+    (void)!::write(ready[1], &c, 1);
+    (void)!::read(go[0], &c, 1);
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 40));
+  const std::string args = "record --model " + mimic::test::model_with_tokenizer("gpt2-prefixed") + " --data " + dir.file("t.txt") +
+                           " --seq-len 16 --samples 4 --threads 1 --out ";
+  for (const std::string& extra : {"", " --fresh"}) {
+    auto r = mimic::test::mimic_cli(args + out + extra);
+    EXPECT_NE(r.code, 0) << extra;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(out + " is being written by another running mimic command"), std::string::npos) << r.err;
+    EXPECT_EQ(mimic::test::read_bytes(out), "a record being written");
+  }
+  auto beside = mimic::test::mimic_cli(args + dir.file("other.h5"));  // another file in the same folder
+  EXPECT_EQ(beside.code, 0) << beside.err;
+  EXPECT_FALSE(fs::exists(dir.file(".other.h5.lock")));  // removed with its holder
+  ::kill(holder, SIGKILL);
+  ::waitpid(holder, nullptr, 0);
+  auto after = mimic::test::mimic_cli(args + out + " --fresh");
+  EXPECT_EQ(after.code, 0) << after.err;
+  ::close(go[0]), ::close(go[1]), ::close(ready[0]), ::close(ready[1]);
+}
+
 TEST(Inputs, AFifoGivenAsAnInputIsRefusedAtOnce) {
   TempDir dir;
   const std::string fifo = dir.file("pipe");

@@ -29,13 +29,48 @@ std::map<Key, std::weak_ptr<OutputLock::Held>>& registry() {
 struct OutputLock::Held {
   Key key;
   int fd = -1;
+  std::string lock_file;  // lock_output_file's: removed while still held, so no one locks a file about to vanish
   ~Held() {
     std::lock_guard<std::mutex> g(registry_mutex);
     auto it = registry().find(key);
     if (it != registry().end() && it->second.expired()) registry().erase(it);
+    if (!lock_file.empty()) ::unlink(lock_file.c_str());
     ::close(fd);  // drops the flock
   }
 };
+
+OutputLock lock_output_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string lock_file = (dir / ("." + p.filename().string() + ".lock")).string();
+  // A holder removes the lock file before it lets go: whoever opened the old file then holds a lock on a name that
+  // no longer exists, sees it (the inode under the name differs, or there is none) and tries again.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int fd = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    MIMIC_CHECK(fd >= 0, "cannot create the lock file ", lock_file, " for ", path, ": ", std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      ::close(fd);
+      if (err == EWOULDBLOCK)
+        fail(path, " is being written by another running mimic command (", lock_file, " is locked); wait for it to finish or choose another --out");
+      fail("cannot lock ", lock_file, ": ", std::strerror(err));
+    }
+    struct stat held {}, named {};
+    ::fstat(fd, &held);
+    if (::stat(lock_file.c_str(), &named) == 0 && named.st_dev == held.st_dev && named.st_ino == held.st_ino) {
+      OutputLock lock;
+      lock.held_ = std::make_shared<OutputLock::Held>();
+      lock.held_->fd = fd;
+      lock.held_->lock_file = lock_file;
+      return lock;
+    }
+    ::close(fd);
+  }
+  fail("cannot lock ", path, ": its lock file ", lock_file, " keeps changing");
+}
 
 OutputLock lock_output_dir(const std::string& dir) {
   namespace fs = std::filesystem;

@@ -20,10 +20,17 @@ class OutputLock {
 
  private:
   friend OutputLock lock_output_dir(const std::string& dir);
+  friend OutputLock lock_output_file(const std::string& path);
   std::shared_ptr<Held> held_;
 };
 
 // Creates `dir` if needed, locks it for this process, then sweeps its stale temporaries.
 OutputLock lock_output_dir(const std::string& dir);
+
+// The same hold on one output file (a record), for the writer's whole run, --fresh included: an exclusive flock on
+// a lock file beside it, `.NAME.lock`, removed when the lock is let go. A second writer of the same file gets a
+// mimic::Error naming it at once (two records writing one file both reported success, and the file held the
+// second's samples). Files in one folder lock apart.
+OutputLock lock_output_file(const std::string& path);
 
 }  // namespace mimic::io

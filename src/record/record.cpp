@@ -1,6 +1,8 @@
 // The `record` stage: run the teacher over the samples and hand what its kernels consumed to RecordWriter.
 #include "mimic/record/record.h"
 
+#include "mimic/io/output_lock.h"
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -38,6 +40,8 @@ RecordResult record(const RecordOptions& o) {
   MIMIC_CHECK(o.batch_size >= 1, "--batch-size must be >= 1");
   MIMIC_CHECK(o.weights_samples >= 0, "--weights-samples must be >= 0");
   MIMIC_CHECK(o.compression >= 0 && o.compression <= 9, "the gzip level must be 0..9");
+  // one writer per record file for the whole run, --fresh included (docs/reliability.md, "Concurrent runs")
+  const auto lock = io::lock_output_file(o.out);
 
   auto tok = record_tokenizer(o);  // null for a recall task
   auto model = models::load_model(o.model_dir);
