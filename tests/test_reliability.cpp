@@ -489,3 +489,44 @@ TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
   ASSERT_EQ(rep.code, 0) << rep.err;
   EXPECT_NE(rep.err.find("note: --samples 99999: the record holds "), std::string::npos) << rep.err;
 }
+
+// Issue 38: a folder holds one run's result among the files mimic writes there. A BERT exported into a folder
+// where a GPT-2 was saved loses the GPT-2's vocab.json and merges.txt (before, the saved BERT then tokenized
+// with GPT-2's BPE and exit 0); a converted model's mimic.json goes when plain weights replace it; a report's
+// figures of layers the next report does not draw go; files mimic never writes (a user's notes) stay.
+TEST(OutputFolders, AFolderHoldsOneRunsFilesAndLeavesOthersAlone) {
+  TempDir dir;
+  const std::string out = dir.file("m");
+  auto gpt2 = mimic::test::mimic_cli("export --model " + teacher() + " --out " + out);
+  ASSERT_EQ(gpt2.code, 0) << gpt2.err;
+  ASSERT_TRUE(fs::exists(out + "/vocab.json") && fs::exists(out + "/merges.txt"));
+  mimic::test::write_bytes(out + "/notes.txt", "mine");
+  auto bert = mimic::test::mimic_cli("export --model " + mimic::test::model_with_tokenizer("bert-mlm") + " --out " + out);
+  ASSERT_EQ(bert.code, 0) << bert.err;
+  EXPECT_FALSE(fs::exists(out + "/vocab.json"));
+  EXPECT_FALSE(fs::exists(out + "/merges.txt"));
+  EXPECT_TRUE(fs::exists(out + "/vocab.txt"));
+  EXPECT_EQ(mimic::test::read_bytes(out + "/notes.txt"), "mine");
+  // it tokenizes as the BERT it holds (WordPiece with [CLS] ... [SEP]), not with the GPT-2's BPE left before
+  const std::string text = " --text 'hello there' --tokens";
+  auto tok = mimic::test::mimic_cli("tokenize --model " + out + text);
+  ASSERT_EQ(tok.code, 0) << tok.err;
+  EXPECT_EQ(tok.out, mimic::test::mimic_cli("tokenize --model " + mimic::test::model_with_tokenizer("bert-mlm") + text).out);
+  EXPECT_NE(tok.out.find("[CLS]"), std::string::npos) << tok.out;
+
+  // a report drawing fewer layers into the folder of one that drew more
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 40));
+  auto rec = mimic::test::mimic_cli("record --model " + teacher() + " --data " + dir.file("t.txt") + " --seq-len 16 --samples 4 --threads 1 --out " +
+                                    dir.file("r.h5"));
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  const std::string report = "report --record " + dir.file("r.h5") + " --threads 1 --out " + dir.file("rep") + " --plot-layers ";
+  ASSERT_EQ(mimic::test::mimic_cli(report + "0,1").code, 0);
+  ASSERT_TRUE(fs::exists(dir.file("rep/heatmaps_layer00.png")));
+  mimic::test::write_bytes(dir.file("rep/notes.txt"), "mine");
+  auto again = mimic::test::mimic_cli(report + "1");
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_FALSE(fs::exists(dir.file("rep/heatmaps_layer00.png")));
+  EXPECT_FALSE(fs::exists(dir.file("rep/heatmaps_layer00.svg")));
+  EXPECT_TRUE(fs::exists(dir.file("rep/heatmaps_layer01.png")));
+  EXPECT_TRUE(fs::exists(dir.file("rep/notes.txt")));
+}

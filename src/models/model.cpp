@@ -179,9 +179,12 @@ class HfModel : public Model {
       fs::remove(desc);
     }
     if (dir_.empty() || !fs::is_directory(dir_) || fs::equivalent(fs::path(dir), fs::path(dir_))) return;
+    // The tokenizer is the source's, and only the source's: a tokenizer file another model left in `dir` (a GPT-2's
+    // vocab.json beside a BERT) would be read as this model's (docs/reliability.md, "One run's result per folder").
     for (const char* name : kTokenizerFiles) {
-      fs::path src = fs::path(dir_) / name;
-      if (fs::exists(src)) io::copy_file_atomically(src.string(), (fs::path(dir) / name).string());
+      const fs::path src = fs::path(dir_) / name, dst = fs::path(dir) / name;
+      if (fs::exists(src)) io::copy_file_atomically(src.string(), dst.string());
+      else if (fs::is_regular_file(dst)) fs::remove(dst);
     }
   }
 

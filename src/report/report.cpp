@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <regex>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -398,6 +399,16 @@ ReportResult report(const ReportOptions& o) {
   j["record"] = info;
   io::write_text_atomically((fs::path(o.out) / "metrics.json").string(), j.dump(1) + "\n");
   io::write_text_atomically((fs::path(o.out) / "report.html").string(), render_html(info, res.to_json(), m, figs, quality_html(quality)));
+  // One report per folder: the files of an earlier report here that this one did not write (figures of other
+  // layers) go; files a report never writes stay (docs/reliability.md, "One run's result per folder").
+  static const std::regex ours(R"((heatmaps_layer\d+|entropy|monotonicity|kl_grid|induction_grid)\.(png|svg)|metrics\.(csv|json)|report\.html)");
+  const std::set<std::string> written(res.files.begin(), res.files.end());
+  std::vector<fs::path> stale;
+  for (const auto& e : fs::directory_iterator(o.out)) {
+    const auto name = e.path().filename().string();
+    if (e.is_regular_file() && std::regex_match(name, ours) && !written.count(name)) stale.push_back(e.path());
+  }
+  for (const auto& p : stale) fs::remove(p);
   return res;
 }
 
