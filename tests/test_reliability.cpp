@@ -530,3 +530,23 @@ TEST(OutputFolders, AFolderHoldsOneRunsFilesAndLeavesOthersAlone) {
   EXPECT_TRUE(fs::exists(dir.file("rep/heatmaps_layer01.png")));
   EXPECT_TRUE(fs::exists(dir.file("rep/notes.txt")));
 }
+
+// Issue 38: every error one line in mimic's words. An argument that is not UTF-8 (a Latin-1 prompt, a path with a
+// byte that is no character) surfaced as nlohmann's "[json.exception.type_error.316]" after the work — and convert
+// left a folder without its mimic.json; it is refused before any work, naming the argument.
+TEST(Messages, NonUtf8ArgumentsAreRefusedInOneLineBeforeAnyWork) {
+  TempDir dir;
+  auto gen = mimic::test::mimic_cli("generate --model gpt2-mini --prompt 'caf\xE9' --new-tokens 2 --json");
+  EXPECT_NE(gen.code, 0);
+  EXPECT_EQ(std::count(gen.err.begin(), gen.err.end(), '\n'), 1) << gen.err;
+  EXPECT_NE(gen.err.find("argument 5 ('caf\\xE9') is not valid UTF-8"), std::string::npos) << gen.err;
+  EXPECT_EQ(gen.err.find("json.exception"), std::string::npos) << gen.err;
+  const std::string out = dir.file("conv\xFF");
+  auto conv = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + good_maps() + " --out '" + out + "'");
+  EXPECT_NE(conv.code, 0);
+  EXPECT_NE(conv.err.find("is not valid UTF-8"), std::string::npos) << conv.err;
+  EXPECT_FALSE(fs::exists(out));
+  // UTF-8 beyond ASCII is text like any other
+  auto ok = mimic::test::mimic_cli("generate --model gpt2-mini --prompt 'café' --new-tokens 1 --threads 1");
+  EXPECT_EQ(ok.code, 0) << ok.err;
+}

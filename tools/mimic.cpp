@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "mimic/core/error.h"
 #include "mimic/core/runtime.h"
+#include "mimic/data/corpus.h"
 #include "mimic/distributed/environment.h"
 
 namespace {
@@ -47,6 +48,21 @@ int main(int argc, char** argv) {
     std::fputs(app.help().c_str(), stdout);
     return 1;
   }
+  // Every path, prompt and option mimic keeps ends up in JSON (results, mimic.json, checkpoints' state), which holds
+  // UTF-8 only: an argument that is not UTF-8 is refused here, in one line, before any work (it surfaced as
+  // nlohmann's "type_error.316" after the work, and convert left a model folder without its mimic.json).
+  for (int i = 1; i < argc; ++i)
+    if (!mimic::data::is_valid_utf8(argv[i])) {
+      std::string shown;
+      for (const unsigned char c : std::string(argv[i])) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "\\x%02X", c);
+        shown += c < 0x80 && c >= 0x20 ? std::string(1, static_cast<char>(c)) : std::string(hex);
+      }
+      std::fprintf(stderr, "mimic: error: argument %d ('%s') is not valid UTF-8: mimic's results and files are JSON, which holds UTF-8 only; give paths and text in UTF-8\n",
+                   i, shown.c_str());
+      return 2;
+    }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
