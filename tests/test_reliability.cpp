@@ -550,3 +550,46 @@ TEST(Messages, NonUtf8ArgumentsAreRefusedInOneLineBeforeAnyWork) {
   auto ok = mimic::test::mimic_cli("generate --model gpt2-mini --prompt 'café' --new-tokens 1 --threads 1");
   EXPECT_EQ(ok.code, 0) << ok.err;
 }
+
+// Issue 38: a resume compares what shaped the run. distill resumed onto another teacher's record at the same path
+// (its check compared the path, the sample count and the length) and labelled the mixed maps with the new teacher;
+// record resumed a file of the same weights under another config (activation). Both are refused, naming it.
+TEST(Resumes, AnotherTeachersRecordOrAnotherConfigIsNotResumed) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 40));
+  auto record = [&](const std::string& model, const std::string& out, const std::string& extra) {
+    return mimic::test::mimic_cli("record --model " + model + " --data " + dir.file("t.txt") + " --seq-len 16 --samples 8 --threads 1 --out " +
+                                  out + extra);
+  };
+  // teacher B: teacher A with one weight changed
+  {
+    auto b = mimic::models::load_model(teacher());
+    torch::NoGradGuard ng;
+    b->module().parameters()[0].mul_(1.5);
+    b->save(dir.file("b"));
+  }
+  ASSERT_EQ(record(teacher(), dir.file("r.h5"), "").code, 0);
+  mimic::distill::DistillOptions o;
+  o.record = dir.file("r.h5");
+  o.feature_map = "hedgehog";
+  o.epochs = 2;
+  o.batch_size = 4;
+  o.out = dir.file("maps.safetensors");
+  o.progress = false;
+  o.stop_after_epochs = 1;
+  ASSERT_TRUE(mimic::distill::distill(o).interrupted);
+  auto again = record(dir.file("b"), dir.file("r.h5"), " --fresh");  // the same path, another teacher
+  ASSERT_EQ(again.code, 0) << again.err;
+  o.stop_after_epochs = 0;
+  EXPECT_MIMIC_ERROR(mimic::distill::distill(o), "other settings: source");
+  // the same weights, another activation: the record is not resumed
+  fs::create_directories(dir.file("relu"));
+  for (const auto& e : fs::directory_iterator(teacher())) fs::copy_file(e.path(), fs::path(dir.file("relu")) / e.path().filename());
+  auto cfg = nlohmann::json::parse(mimic::test::read_bytes(dir.file("relu/config.json")));
+  cfg["activation_function"] = "relu";
+  mimic::test::write_bytes(dir.file("relu/config.json"), cfg.dump());
+  ASSERT_EQ(record(teacher(), dir.file("r2.h5"), "").code, 0);
+  auto relu = record(dir.file("relu"), dir.file("r2.h5"), "");
+  EXPECT_NE(relu.code, 0);
+  EXPECT_NE(relu.err.find("was recorded with other settings: network"), std::string::npos) << relu.err;
+}

@@ -29,8 +29,10 @@ class RecordSource : public Source {
   std::string model() const override { return reader_.source(); }
   std::string model_digest() const override { return reader_.model_digest(); }
   nlohmann::json identity() const override {
+    // the teacher too: another teacher's record at the same path is another run (its maps would be labelled with
+    // the new teacher while half trained on the old one)
     return {{"record", fs::absolute(path_).lexically_normal().string()}, {"samples", reader_.samples()},
-            {"seq_len", reader_.seq_len()}};
+            {"seq_len", reader_.seq_len()}, {"model_digest", reader_.model_digest()}};
   }
 
  protected:
@@ -84,7 +86,7 @@ class OnlineSource : public Source {
   std::string model_digest() const override { return digest_; }
   nlohmann::json identity() const override {
     return {{"model", fs::absolute(model_dir_).lexically_normal().string()}, {"data", samples_->data_id()}, {"samples", n_},
-            {"seq_len", samples_->seq_len()}};
+            {"seq_len", samples_->seq_len()}, {"model_digest", digest_}};
   }
 
  protected:

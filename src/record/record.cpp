@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "mimic/attention/attention.h"
 #include "mimic/core/error.h"
@@ -16,6 +17,7 @@
 #include "mimic/core/progress.h"
 #include "mimic/data/corpus.h"
 #include "mimic/data/recall_tasks.h"
+#include "mimic/models/config.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
 #include "mimic/record/hdf5.h"
@@ -31,6 +33,19 @@ using Clock = std::chrono::steady_clock;
 namespace {
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
+
+// What of a config.json shapes the forward pass beyond the weights' shapes (model_digest covers the weights): the
+// same weights with another activation or epsilon record other attention, so a file is not resumed across them.
+static std::string network_description(const std::string& model_path) {
+  const fs::path p(model_path);
+  const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
+  const auto c = models::load_config((dir / "config.json").string());
+  std::ostringstream s;
+  s << "activation " << static_cast<int>(c.activation) << ", ln_eps " << c.ln_eps << ", scale " << c.scale_attn_weights << "/"
+    << c.scale_attn_by_layer_idx << ", d_ff " << c.d_ff << ", positions " << c.max_positions << ", vocab " << c.vocab_size << ", heads "
+    << c.n_head;
+  return s.str();
+}
 
 RecordResult record(const RecordOptions& o) {
   MIMIC_CHECK(!o.out.empty(), "--out is required");
@@ -83,6 +98,7 @@ RecordResult record(const RecordOptions& o) {
       {"head_dim", head_dim},
       {"d_model", sum.d_model},
       {"model_digest", models::model_digest(*model)},
+      {"network", network_description(o.model_dir)},
       {"tokenizer", tok ? tok->kind() : std::string("none")},
       {"causal", captures[0].causal ? 1 : 0},
       {"scale", captures[0].scale},

@@ -100,6 +100,7 @@ struct RecordWriter::Impl {
                   "\"); use another --out");
       for (const auto& [k, v] : layout.settings) {
         auto have = read_attr(*file, k);
+        if (k == "network" && have.is_null()) continue;  // files recorded before it was kept resume as before
         MIMIC_CHECK(have == v, out, " was recorded with other settings: ", k, " is ", show(have), " in the file, ", show(v),
                     " for this run (use the same settings to resume, another --out, or --fresh to overwrite)");
       }
