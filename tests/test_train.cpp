@@ -533,6 +533,35 @@ TEST(TrainOptimizer, AdamWMatchesClosedFormAndSkipsDecayForBiasAndNorms) {
   EXPECT_FALSE(exempt_from_weight_decay("h.0.attn.c_attn.weight", torch::ones({4, 4})));
 }
 
+// Five AdamW steps — bias correction as the moments warm up, decoupled weight decay on the matrix only, a learning
+// rate that changes every step — equal PyTorch's torch.optim.AdamW, an independent implementation, in float64
+// (golden values from tests/fixtures/gen_adamw_golden.py; the gradients are the script's formula).
+TEST(TrainOptimizer, AdamWMatchesPyTorchOverSeveralStepsWithDecayAndBiasCorrection) {
+  auto opts = torch::TensorOptions().dtype(torch::kDouble);
+  auto w = torch::tensor({0.5, -0.3, 0.2, 0.1, 0.4, -0.6}, opts).reshape({2, 3}).requires_grad_();
+  auto b = torch::tensor({0.05, -0.02}, opts).requires_grad_();
+  AdamWOptions o;
+  o.weight_decay = 0.1;
+  AdamW opt({{"layer.weight", w}, {"layer.bias", b}}, o);
+  const double lrs[] = {1e-2, 5e-3, 2e-2, 1e-2, 3e-3};
+  for (int t = 1; t <= 5; ++t) {
+    auto gw = torch::empty({2, 3}, opts), gb = torch::empty({2}, opts);
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < 3; ++j) gw[i][j] = std::sin(t + 3 * i + j);
+      gb[i] = std::cos(2 * t + i);
+    }
+    w.mutable_grad() = gw;
+    b.mutable_grad() = gb;
+    opt.step(lrs[t - 1]);
+  }
+  const double want_w[] = {0.46326779134770957, -0.30914441614398863, 0.21652269567341206,
+                           0.13599098487304118, 0.41277661735583149,  -0.61188120199112028};
+  const double want_b[] = {0.066140474032601246, -0.0065174417030121022};
+  auto fw = w.detach().flatten();
+  for (int k = 0; k < 6; ++k) EXPECT_NEAR(fw[k].item<double>(), want_w[k], 1e-14) << k;
+  for (int k = 0; k < 2; ++k) EXPECT_NEAR(b[k].item<double>(), want_b[k], 1e-14) << k;
+}
+
 TEST(TrainOptimizer, WarmupCosineSchedule) {
   EXPECT_DOUBLE_EQ(warmup_cosine_lr(0, 10, 110, 1.0, 0.1), 0.1);
   EXPECT_DOUBLE_EQ(warmup_cosine_lr(9, 10, 110, 1.0, 0.1), 1.0);
