@@ -121,6 +121,91 @@ TEST(LinearAttention, ChunkedMatchesQuadraticForwardAndGradients) {
   EXPECT_EQ(cases, 4 * 2 * 4 * 2 * 2);
 }
 
+namespace {
+// The definition, one query at a time, in double, written apart from the forms — none of their helpers (no
+// stabilisation, no causal or decay matrices, no shared divisor or ε scaling): for query i, the weight of key j is
+// a_ij = γ^(i−j) φ(q_i)·φ(k_j) over the keys it sees (j ≤ i when causal; padded keys none), the incoming state adds
+// γ^(i+1) e^(m0) φ(q_i)·(S0, z0); out_i = Σ a_ij v_j divided by Σ a_ij + ε (row), ‖num‖ + ε (L2), rms(num) + ε
+// (RMS), or by nothing (none).
+at::Tensor by_definition(const Inputs& in, bool log_space, bool causal, Norm norm, double eps, const at::Tensor& decay, bool with_state) {
+  const int64_t t = in.q.size(2);
+  const auto phi_q = log_space ? in.q.exp() : in.q, phi_k = log_space ? in.k.exp() : in.k;
+  std::vector<at::Tensor> rows;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < t; ++i) {
+        const double gamma = decay.defined() ? decay[h].item<double>() : 1.0;
+        at::Tensor num = torch::zeros({D}, dbl()), den = torch::zeros({}, dbl());
+        for (int64_t j = 0; j < t; ++j) {
+          if ((causal && j > i) || !in.mask[b][j].item<bool>()) continue;
+          const auto a = (phi_q[b][h][i] * phi_k[b][h][j]).sum() * std::pow(gamma, static_cast<double>(i - j));
+          num = num + a * in.v[b][h][j];
+          den = den + a;
+        }
+        if (with_state) {
+          const auto g = std::pow(gamma, static_cast<double>(i + 1)) * std::exp(in.m0[b][h].item<double>());
+          for (int64_t f = 0; f < F; ++f) {
+            num = num + g * phi_q[b][h][i][f] * in.S0[b][h][f];
+            den = den + g * phi_q[b][h][i][f] * in.z0[b][h][f];
+          }
+        }
+        switch (norm) {
+          case Norm::Row: rows.push_back(num / (den + eps)); break;
+          case Norm::L2: rows.push_back(num / (num.square().sum().sqrt() + eps)); break;
+          case Norm::RMS: rows.push_back(num / ((num.square().sum() / static_cast<double>(D)).sqrt() + eps)); break;
+          case Norm::None: rows.push_back(num); break;
+        }
+      }
+  return torch::stack(rows).view({B, H, t, D});
+}
+}  // namespace
+
+// Issue 38: the quadratic "reference" shares its helpers with the fast forms, so a shared bug would pass their
+// comparisons. Every form — quadratic, chunked, bidirectional — equals the definition written out query by query
+// (by_definition), forward and gradients (features, values, the incoming state), for every normalisation, decay,
+// padding, causal and not, linear and log-space features, T from 1 to past a chunk.
+TEST(LinearAttention, EveryFormEqualsTheDefinitionWrittenOneQueryAtATime) {
+  int cases = 0;
+  for (int64_t t : {1, 5, 9}) {
+    for (bool log_space : {false, true}) {
+      for (Norm norm : kNorms) {
+        for (bool causal : {true, false}) {
+          for (bool decay : {false, true}) {
+            for (bool with_state : {false, true}) {
+              if (!causal && (decay || with_state)) continue;  // decay and state are causal-only
+              SCOPED_TRACE("T=" + std::to_string(t) + " log=" + std::to_string(log_space) + " norm=" + norm_name(norm) + " causal=" +
+                           std::to_string(causal) + " decay=" + std::to_string(decay) + " state=" + std::to_string(with_state));
+              auto in = make_inputs(t, log_space, 1.5, 300 + t, /*padded=*/true);
+              auto o = options(causal, norm, 4, decay);
+              Features f{in.q, in.k, log_space};
+              const auto want = by_definition(in, log_space, causal, norm, o.eps, o.decay, with_state);
+              std::vector<at::Tensor> wrt = {in.q, in.k, in.v};
+              if (with_state) wrt.insert(wrt.end(), {in.S0, in.z0});
+              // a gradient that does not flow (z0 under norm none) is zero, whichever side leaves it undefined
+              auto dense = [&](std::vector<at::Tensor> g) {
+                for (size_t i = 0; i < g.size(); ++i)
+                  if (!g[i].defined()) g[i] = torch::zeros_like(wrt[i]);
+                return g;
+              };
+              const auto want_grads = dense(grads(want, in.probe, wrt));
+              auto check = [&](const at::Tensor& got, const char* form) {
+                EXPECT_LT(max_diff(want, got), 1e-10 * (1 + want.abs().max().item<double>())) << form;
+                expect_close(want_grads, dense(grads(got, in.probe, wrt)), 1e-9, form);
+              };
+              auto s_quad = initial_state(in), s_chunk = initial_state(in);
+              check(linear_quadratic(f, in.v, o, in.mask, with_state ? &s_quad : nullptr), "quadratic");
+              if (causal) check(linear_chunked(f, in.v, o, in.mask, with_state ? &s_chunk : nullptr), "chunked");
+              else check(linear_bidirectional(f, in.v, o, in.mask), "bidirectional");
+              ++cases;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 3 * 2 * 4 * 5);
+}
+
 TEST(LinearAttention, ChunkSizeDoesNotChangeTheResult) {
   auto in = make_inputs(37, true, 3.0, 7, false);
   Features f{in.q, in.k, true};

@@ -97,7 +97,11 @@ at::Tensor divisor(const at::Tensor& numden, const LinearOptions& o, const at::T
 
 at::Tensor normalise(const at::Tensor& numden, const LinearOptions& o, const at::Tensor& shift) {
   auto num = numden.narrow(-1, 0, numden.size(-1) - 1);
-  return o.norm == Norm::None ? num : num / divisor(numden, o, shift);
+  // No divisor cancels the scale the sums were computed at (exp(−shift): a carried state's m), so it is undone.
+  // Found by the definition written query by query (tests/test_attention.cpp): a state with m ≠ 0 read under norm
+  // none gave exp(−m) times the sums. shift is 0 for every state mimic makes under none: the result is unchanged.
+  if (o.norm == Norm::None) return shift.defined() ? num * shift.exp() : num;
+  return num / divisor(numden, o, shift);
 }
 
 at::Tensor with_ones(const at::Tensor& v) { return torch::cat({v, torch::ones_like(v.narrow(-1, 0, 1))}, -1); }
