@@ -512,6 +512,24 @@ TEST(Passkey, EvalIsSeededAndRefusesLongerThanContext) {
   EXPECT_NE(ev::passkey_eval(*m, *tok, o).rows[0].mean_key_gain, alone.rows[0].mean_key_gain);
   o.lengths = {64, 256};
   EXPECT_MIMIC_ERROR(ev::passkey_eval(*m, *tok, o), "passkey length 256 exceeds the model's context of 128");
+  // too short for the instructions, key and question: refused before any trial, with the length that fits, and that
+  // length fits every trial (issue 38: it said "a passkey prompt of -1 tokens is too short")
+  o.lengths = {5};
+  try {
+    ev::passkey_eval(*m, *tok, o);
+    ADD_FAILURE() << "length 5 was accepted";
+  } catch (const mimic::Error& e) {
+    const std::string what = e.what();
+    ASSERT_NE(what.find("passkey length 5 is too short"), std::string::npos) << what;
+    const auto at = what.find("at least ");
+    ASSERT_NE(at, std::string::npos) << what;
+    o.lengths = {std::stoll(what.substr(at + 9))};
+    o.trials = 40;
+    for (uint64_t seed : {2, 3}) {
+      o.seed = seed;
+      EXPECT_NO_THROW(ev::passkey_eval(*m, *tok, o)) << "length " << o.lengths[0] << ", seed " << seed;
+    }
+  }
 }
 
 // ------------------------------------------------------------------------------------------ CLI

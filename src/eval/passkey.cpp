@@ -119,8 +119,20 @@ PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tok, con
   MIMIC_CHECK(opt.trials >= 1, "passkey trials must be >= 1, got ", opt.trials);
   MIMIC_CHECK(opt.alternatives >= 1, "passkey alternatives must be >= 1, got ", opt.alternatives);
   MIMIC_CHECK(!opt.lengths.empty(), "passkey needs at least one length");
-  for (auto len : opt.lengths)
+  // The shortest prompt: the instructions, the key sentence and the question with no filler, then the key's digits
+  // and the space before them. Keys tokenize to different lengths: the longest key sentence of 256 drawn keys (a
+  // fixed stream, apart from the trials'), plus one token of margin, so that a length passed here fits every trial.
+  int64_t key_part = 0;
+  {
+    std::mt19937_64 keys(12345);
+    for (int i = 0; i < 256; ++i) key_part = std::max(key_part, count(tok, key_sentence(random_passkey(keys, opt.digits))));
+  }
+  const int64_t shortest = count(tok, kIntro) + key_part + count(tok, kQuestion) + opt.digits + 2;
+  for (auto len : opt.lengths) {
     MIMIC_CHECK(len <= s.max_positions, "passkey length ", len, " exceeds the model's context of ", s.max_positions, " tokens");
+    MIMIC_CHECK(len >= shortest, "passkey length ", len, " is too short: the instructions, the key and the question alone take about ",
+                shortest, " tokens (give lengths of at least ", shortest, ")");
+  }
   const double max_keys = std::pow(10.0, static_cast<double>(opt.digits)) * 0.9;
   MIMIC_CHECK(static_cast<double>(opt.alternatives + 1) <= max_keys / 2, opt.alternatives, " alternatives need longer keys than ",
               opt.digits, " digits");
