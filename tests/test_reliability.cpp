@@ -163,23 +163,41 @@ TEST(Atomic, StaleTemporariesOfADeadRunAreRemovedAndThoseOfALiveOneKept) {
   ::waitpid(live, nullptr, 0);
 }
 
+// Another process that takes a lock (`take`) and holds it until it is killed: a running command, seen from outside.
+struct HeldElsewhere {
+  pid_t pid = -1;
+  int go[2] = {-1, -1}, ready[2] = {-1, -1};
+  explicit HeldElsewhere(const std::function<mimic::io::OutputLock()>& take) {
+    if (::pipe(go) != 0 || ::pipe(ready) != 0) return;
+    pid = ::fork();
+    if (pid == 0) {
+      auto lock = take();
+      char c = 1;
+      (void)!::write(ready[1], &c, 1);
+      (void)!::read(go[0], &c, 1);
+      ::_exit(0);
+    }
+    char c = 0;
+    if (::read(ready[0], &c, 1) != 1) pid = -1;
+  }
+  bool holding() const { return pid > 0; }
+  void kill() {
+    if (pid > 0) ::kill(pid, SIGKILL), ::waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+  ~HeldElsewhere() {
+    kill();
+    for (int fd : {go[0], go[1], ready[0], ready[1]})
+      if (fd >= 0) ::close(fd);
+  }
+};
+
 TEST(OutputLock, ASecondRunOnALockedOutputDirectoryIsRefusedWithOneLine) {
   TempDir dir;
   const std::string out = dir.file("out");
-  // a run (another process) holds the directory until told to stop
-  int go[2], ready[2];
-  ASSERT_EQ(::pipe(go), 0);
-  ASSERT_EQ(::pipe(ready), 0);
-  const pid_t holder = ::fork();
-  if (holder == 0) {
-    auto lock = mimic::io::lock_output_dir(out);
-    char c = 1;
-    (void)!::write(ready[1], &c, 1);
-    (void)!::read(go[0], &c, 1);
-    ::_exit(0);
-  }
-  char c = 0;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  // a run (another process) holds the directory until it is killed
+  HeldElsewhere holder([&] { return mimic::io::lock_output_dir(out); });
+  ASSERT_TRUE(holder.holding());
   EXPECT_MIMIC_ERROR(mimic::io::lock_output_dir(out), "is locked by another running mimic command");
   // the CLI refuses with one line and writes nothing there
   auto r = mimic::test::mimic_cli("export --model " + teacher() + " --out " + out);
@@ -189,8 +207,7 @@ TEST(OutputLock, ASecondRunOnALockedOutputDirectoryIsRefusedWithOneLine) {
   EXPECT_TRUE(fs::is_empty(out));
   // within one process the hold is shared (a stage, then its training engine, then Model::save)
   // and the kernel drops it when the holder dies: no stale lock after a kill
-  ::kill(holder, SIGKILL);
-  ::waitpid(holder, nullptr, 0);
+  holder.kill();
   auto a = mimic::io::lock_output_dir(out);
   auto b = mimic::io::lock_output_dir(dir.file("out/../out"));
   EXPECT_TRUE(a.held() && b.held());
@@ -198,7 +215,6 @@ TEST(OutputLock, ASecondRunOnALockedOutputDirectoryIsRefusedWithOneLine) {
   b.release();
   auto ok = mimic::test::mimic_cli("export --model " + teacher() + " --out " + out);
   EXPECT_EQ(ok.code, 0) << ok.err;
-  ::close(go[0]), ::close(go[1]), ::close(ready[0]), ::close(ready[1]);
 }
 
 // Issue 38: one writer per record file. Another process holds R (as a running record does, --fresh or not): a
@@ -209,19 +225,8 @@ TEST(OutputLock, ASecondRecordOnTheSameFileIsRefusedEvenWithFresh) {
   TempDir dir;
   const std::string out = dir.file("r.h5");
   mimic::test::write_bytes(out, "a record being written");
-  int go[2], ready[2];
-  ASSERT_EQ(::pipe(go), 0);
-  ASSERT_EQ(::pipe(ready), 0);
-  const pid_t holder = ::fork();
-  if (holder == 0) {
-    auto lock = mimic::io::lock_output_file(out);
-    char c = 1;
-    (void)!::write(ready[1], &c, 1);
-    (void)!::read(go[0], &c, 1);
-    ::_exit(0);
-  }
-  char c = 0;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  HeldElsewhere holder([&] { return mimic::io::lock_output_file(out); });
+  ASSERT_TRUE(holder.holding());
   mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 40));
   const std::string args = "record --model " + mimic::test::model_with_tokenizer("gpt2-prefixed") + " --data " + dir.file("t.txt") +
                            " --seq-len 16 --samples 4 --threads 1 --out ";
@@ -235,11 +240,9 @@ TEST(OutputLock, ASecondRecordOnTheSameFileIsRefusedEvenWithFresh) {
   auto beside = mimic::test::mimic_cli(args + dir.file("other.h5"));  // another file in the same folder
   EXPECT_EQ(beside.code, 0) << beside.err;
   EXPECT_FALSE(fs::exists(dir.file(".other.h5.lock")));  // removed with its holder
-  ::kill(holder, SIGKILL);
-  ::waitpid(holder, nullptr, 0);
+  holder.kill();
   auto after = mimic::test::mimic_cli(args + out + " --fresh");
   EXPECT_EQ(after.code, 0) << after.err;
-  ::close(go[0]), ::close(go[1]), ::close(ready[0]), ::close(ready[1]);
 }
 
 TEST(Inputs, AFifoGivenAsAnInputIsRefusedAtOnce) {

@@ -65,6 +65,8 @@ Figure write_induction_grid(const std::string& out, const Metrics& m);
 
 // report.html: the record, the sources, the metrics table (means over heads per layer and overall), the
 // figures with captions; images referenced by relative names.
+// Text made safe inside HTML (&, <, >, ").
+std::string html_escape(const std::string& s);
 // quality: the Quality section (quality_html), placed before the attention metrics; "" leaves a line on how to add one
 std::string render_html(const nlohmann::json& record_info, const nlohmann::json& result, const Metrics& m, const Figures& figs,
                         const std::string& quality = "");

@@ -10,9 +10,7 @@ namespace fs = std::filesystem;
 
 namespace mimic::report {
 
-namespace {
-
-std::string esc(const std::string& s) {
+std::string html_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
@@ -25,6 +23,10 @@ std::string esc(const std::string& s) {
   }
   return o;
 }
+
+namespace {
+
+std::string esc(const std::string& s) { return html_escape(s); }
 
 std::string num(double v, int digits) {
   if (!std::isfinite(v)) return "&ndash;";

@@ -10,6 +10,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
+#include "mimic/report/figures.h"
 
 namespace fs = std::filesystem;
 
@@ -73,19 +74,7 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
+std::string esc(const std::string& s) { return html_escape(s); }
 
 // The reference's copy gain counts only when its interval stays above zero.
 const QualityRow* copy_reference(const std::vector<QualityRow>& rows) {
