@@ -3,7 +3,6 @@
 // figures (PNG + SVG) and report.html. docs/report.md.
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 
 #include "mimic/attention/feature_map.h"
 #include "cli.h"
@@ -25,9 +24,7 @@ struct ReportArgs {
 CLI::Validator labelled_model_dir_arg() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        std::string label, dir = s;
-        const auto eq = s.find('=');
-        if (eq != std::string::npos && !std::filesystem::exists(s)) label = s.substr(0, eq), dir = s.substr(eq + 1);
+        auto [label, dir] = report::split_labelled(s);
         if (auto why = path_problem(dir); !why.empty()) return why;
         try {
           dir = resolve_model_dir(dir);
@@ -44,7 +41,7 @@ void run(ReportArgs& a) {
   start(a.common);
   {
     std::vector<std::pair<std::string, std::string>> inputs = {{"--record", a.o.record}, {"--pareto", a.pareto}};
-    auto path_of = [](const std::string& e) { return e.find('=') == std::string::npos || std::filesystem::exists(e) ? e : e.substr(e.find('=') + 1); };
+    auto path_of = [](const std::string& e) { return report::split_labelled(e).second; };
     for (const auto& m : a.o.maps) inputs.push_back({"--maps", path_of(m)});
     for (const auto& m : a.o.models) inputs.push_back({"--model", path_of(m)});
     for (const auto& e : a.o.evals) inputs.push_back({"--eval", path_of(e)});

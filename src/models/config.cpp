@@ -67,9 +67,10 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
       seen[static_cast<size_t>(id)] = true;
       names[static_cast<size_t>(id)] = value.get<std::string>();
     }
-    bool placeholders = true;
-    for (size_t i = 0; i < names.size(); ++i) placeholders = placeholders && names[i] == "LABEL_" + std::to_string(i);
-    if (!placeholders) c.labels = names;
+    // HF writes LABEL_0, LABEL_1, … when a model's labels have no names: those name nothing to match a data set by
+    bool hf_default_names = true;
+    for (size_t i = 0; i < names.size(); ++i) hf_default_names = hf_default_names && names[i] == "LABEL_" + std::to_string(i);
+    if (!hf_default_names) c.labels = names;
   }
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
     std::string a = j["architectures"][0].is_string() ? j["architectures"][0].get<std::string>() : "";

@@ -1,8 +1,6 @@
 // The `record` stage: run the teacher over the samples and hand what its kernels consumed to RecordWriter.
 #include "mimic/record/record.h"
 
-#include "mimic/io/output_lock.h"
-
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -17,6 +15,7 @@
 #include "mimic/core/progress.h"
 #include "mimic/data/corpus.h"
 #include "mimic/data/recall_tasks.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/models/config.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"

@@ -11,6 +11,7 @@
 #include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/report/figures.h"
+#include "mimic/report/report.h"
 
 namespace fs = std::filesystem;
 
@@ -97,9 +98,9 @@ std::pair<double, double> wilson95(int64_t k, int64_t n) {
 std::vector<QualityRow> read_quality(const std::vector<std::string>& entries) {
   std::vector<QualityRow> rows;
   for (const auto& entry : entries) {
-    std::string label, path = entry;
-    const auto eq = entry.find('=');
-    if (eq != std::string::npos && !fs::exists(entry)) label = entry.substr(0, eq), path = entry.substr(eq + 1);
+    const auto labelled = split_labelled(entry);
+    std::string label = labelled.first;
+    const std::string path = labelled.second;  // named, not bound: the lambdas below capture it
     if (label.empty()) label = fs::path(path).stem().string();
     MIMIC_CHECK(fs::is_regular_file(path), "--eval: no file ", path);
     MIMIC_CHECK(fs::file_size(path) <= kMaxResultBytes, path, ": ", fs::file_size(path), " bytes is not an eval result (a few kB)");

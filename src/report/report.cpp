@@ -74,13 +74,21 @@ std::string unique_name(std::string name, const std::vector<Student>& taken, con
   return name;
 }
 
+}  // namespace
+
+std::pair<std::string, std::string> split_labelled(const std::string& entry) {
+  const auto eq = entry.find('=');
+  if (eq == std::string::npos || fs::exists(entry)) return {"", entry};
+  return {entry.substr(0, eq), entry.substr(eq + 1)};
+}
+
+namespace {
+
 std::vector<Student> open_students(const ReportOptions& o, const record::RecordReader& rec, const std::vector<int64_t>& layers) {
   std::vector<Student> out;
   const int64_t nh = rec.n_head(), hd = rec.head_dim();
   for (const auto& entry : o.maps) {
-    std::string label, path = entry;
-    const auto eq = entry.find('=');
-    if (eq != std::string::npos && !fs::exists(entry)) label = entry.substr(0, eq), path = entry.substr(eq + 1);
+    const auto [label, path] = split_labelled(entry);
     MIMIC_CHECK(fs::exists(path), "--maps: no file ", path);
     auto maps = distill::DistilledMaps::open(path);
     MIMIC_CHECK(maps.n_head() == nh && maps.head_dim() == hd, path, ": maps for ", maps.n_head(), " heads of ", maps.head_dim(),
@@ -106,9 +114,7 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
     out.push_back(std::move(s));
   }
   for (const auto& entry : o.models) {
-    std::string label, dir = entry;
-    const auto eq = entry.find('=');
-    if (eq != std::string::npos && !fs::exists(entry)) label = entry.substr(0, eq), dir = entry.substr(eq + 1);
+    const auto [label, dir] = split_labelled(entry);
     auto model = models::load_model(dir);
     const auto sum = model->summary();
     MIMIC_CHECK(sum.n_head == nh && sum.d_model / sum.n_head == hd, dir, ": ", sum.n_head, " heads of ", sum.d_model / sum.n_head,

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mimic::report {
@@ -52,6 +53,10 @@ struct ReportResult {
   double seconds = 0;
   nlohmann::json to_json() const;
 };
+
+// A "LABEL=PATH" input (--maps, --model, --eval) as {label, path}; a path alone (or one that exists with its '=')
+// gives an empty label. The one reading of such inputs, for the library and the CLI alike.
+std::pair<std::string, std::string> split_labelled(const std::string& entry);
 
 // Computes the metrics, writes metrics.csv, metrics.json, the figures (PNG + SVG) and report.html into
 // options.out (created). Throws mimic::Error for bad options or files.
