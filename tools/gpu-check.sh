@@ -20,7 +20,8 @@
 #                                        gpu-check-out); prints the summary
 # Environment: MIMIC_GPU_CARRY (default .gpu-carry), MIMIC_GPU_BUILD (default build-gpu), TORCH_PREFIX (a
 # LibTorch's CMake prefix; default: python3's torch.utils.cmake_prefix_path), JOBS (default: all cores),
-# MIMIC_GPU_QUICK=1 (shorter benches), MIMIC_GPU_SKIP_BENCH=1 (none), MIMIC_GPU_CPU_TESTS=all (every core test of the
+# MIMIC_GPU_QUICK=1 (shorter benches), MIMIC_GPU_SKIP_BENCH=1 (none), MIMIC_GPU_BENCH_BEFORE=S (benches only if the
+# check so far took under S seconds), MIMIC_GPU_TEST_TIMEOUT (seconds per shard of the core tests, default 300), MIMIC_GPU_CPU_TESTS=all (every core test of the
 # build, sharded over the cores, instead of the attention/model subset).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -73,8 +74,7 @@ say "torch: $(python3 -c 'import torch; print(torch.__version__, "cuda", torch.v
 [ -n "$prefix" ] || { say "gpu-check: no LibTorch found (set TORCH_PREFIX)"; exit 1; }
 
 # ---- configure + build (keep going past errors, so one run shows them all)
-t0=$(stamp)
-cfg=(-S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix")
+cfg=(-S . -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix")
 command -v ninja >/dev/null 2>&1 && cfg+=(-G Ninja)
 [ -d "$carry/include" ] && cfg+=(-DCMAKE_INCLUDE_PATH="$root/$carry/include")
 [ -d "$carry/googletest" ] && cfg+=(-DMIMIC_GTEST_SOURCE_DIR="$root/$carry/googletest")
@@ -86,33 +86,60 @@ if command -v nvcc >/dev/null 2>&1; then
   arch=$(python3 -c 'import torch; c=torch.cuda.get_device_capability(); print(f"{c[0]}.{c[1]}")' 2>/dev/null || echo 9.0)
   cfg+=(-DTORCH_CUDA_ARCH_LIST="$arch")
 fi
-if ! cmake "${cfg[@]}" >"$out/build.log" 2>&1; then
-  say "configure: FAILED ($(( $(stamp) - t0 )) s); the end of build.log:"
-  tail -40 "$out/build.log" | tee -a "$summary"
-  exit 1
-fi
-say "configure: ok ($(( $(stamp) - t0 )) s); $(grep -m1 'without the full library' "$out/build.log" | sed 's/^-- //' || true)"
-t0=$(stamp)
-if cmake --build "$build" -j"$jobs" --target mimic_cli mimic_tests mimic_device_tests -- -k 0 >>"$out/build.log" 2>&1; then
-  say "build: ok ($(( $(stamp) - t0 )) s, $jobs jobs)"
-else
-  say "build: FAILED ($(( $(stamp) - t0 )) s); errors (what did build still runs below):"
-  grep -E "error:|undefined reference|FAILED:" "$out/build.log" | head -40 | tee -a "$summary"
+# configure_and_build BUILD_DIR [CMAKE ARGS...]: 0 when the three executables built, link libstdc++ first and run
+configure_and_build() {
+  local dir=$1; shift
+  local t0; t0=$(stamp)
+  if ! cmake "${cfg[@]}" -B "$dir" "$@" >>"$out/build.log" 2>&1; then
+    say "configure: FAILED ($(( $(stamp) - t0 )) s); the end of build.log:"
+    tail -40 "$out/build.log" | tee -a "$summary"
+    return 2
+  fi
+  say "configure ($dir): ok ($(( $(stamp) - t0 )) s); $(grep -m1 'without the full library' "$out/build.log" | sed 's/^-- //' || true)"
+  t0=$(stamp)
+  if cmake --build "$dir" -j"$jobs" --target mimic_cli mimic_tests mimic_device_tests -- -k 0 >>"$out/build.log" 2>&1; then
+    say "build: ok ($(( $(stamp) - t0 )) s, $jobs jobs)"
+  else
+    say "build: FAILED ($(( $(stamp) - t0 )) s); errors (what did build still runs below):"
+    grep -E "error:|undefined reference|FAILED:" "$out/build.log" | head -40 | tee -a "$summary"
+  fi
+  # pip torch's libtorch exports its own copies of std::filesystem (pytorch/pytorch#133437): an executable whose
+  # first needed library is not the shared libstdc++, or that holds a static copy of it, crashes in them
+  # (CMakeLists.txt, mimic_link_torch). The test the suite runs too says which; on failure the link command and
+  # the compiler follow.
+  local ok=0
+  if bash tests/first_needed_test.sh "$dir/mimic" "$dir/tests/mimic_tests" "$dir/tests/mimic_device_tests" >"$out/first-needed.txt" 2>&1; then
+    say "first needed library: libstdc++ in all three executables, no static copy of std::filesystem"
+  else
+    ok=1
+    say "first needed library: WRONG (std::filesystem calls will crash):"
+    tee -a "$summary" <"$out/first-needed.txt"
+    local cxx; cxx=$(grep -m1 '^CMAKE_CXX_COMPILER:' "$dir/CMakeCache.txt" | cut -d= -f2)
+    say "  compiler $cxx ($(file -b "$cxx" 2>/dev/null | cut -c1-60)); its libstdc++.so.6: $("$cxx" -print-file-name=libstdc++.so.6)"
+    (cd "$dir" && { ninja -t commands tests/mimic_tests 2>/dev/null || true; } | tail -1 | cut -c1-600) | tee -a "$summary"
+  fi
+  rm -f "$out/first-needed.txt"
+  # a libstdc++ older than the compiler's, found at run time, fails here rather than in every test
+  if ! "$dir/mimic" --help >/dev/null 2>"$out/help.err"; then
+    ok=1
+    say "mimic --help: FAILED: $(head -c 400 "$out/help.err")"
+  fi
+  rm -f "$out/help.err"
+  return $ok
+}
+: >"$out/build.log"
+configure_and_build "$build"
+rc_build=$?
+[ $rc_build -eq 2 ] && exit 1
+# The compiler CMake picks may link libstdc++ statically (the 2026-11-26 machine's /opt/gcc/bin/g++ did); the
+# distribution's compiler links it shared. One more build with it, in the same run, rather than a second lease.
+if [ $rc_build -ne 0 ] && [ -x /usr/bin/g++ ] && [ "$(readlink -f "$(grep -m1 '^CMAKE_CXX_COMPILER:' "$build/CMakeCache.txt" | cut -d= -f2)")" != "$(readlink -f /usr/bin/g++)" ]; then
+  say "retrying with /usr/bin/g++ ($(/usr/bin/g++ -dumpfullversion 2>/dev/null)) in $build-sysgcc"
+  # its tests run below whatever it showed: they say more than the first build's would
+  configure_and_build "$build-sysgcc" -DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_C_COMPILER=/usr/bin/gcc
+  build="$build-sysgcc"
 fi
 mimic="$build/mimic"
-# pip torch's libtorch exports its own copies of std::filesystem (pytorch/pytorch#133437): an executable whose first
-# needed library is not the shared libstdc++, or that holds a static copy of it, crashes in them (CMakeLists.txt,
-# mimic_link_torch). The test the suite runs too says which; on failure the link command and the compiler follow.
-if bash tests/first_needed_test.sh "$mimic" "$build/tests/mimic_tests" "$build/tests/mimic_device_tests" >"$out/first-needed.txt" 2>&1; then
-  say "first needed library: libstdc++ in all three executables, no static copy of std::filesystem"
-else
-  say "first needed library: WRONG (std::filesystem calls will crash):"
-  tee -a "$summary" <"$out/first-needed.txt"
-  cxx=$(grep -m1 '^CMAKE_CXX_COMPILER:' "$build/CMakeCache.txt" | cut -d= -f2)
-  say "  compiler $cxx ($(file -b "$cxx" 2>/dev/null | cut -c1-60)); its libstdc++.so.6: $("$cxx" -print-file-name=libstdc++.so.6)"
-  (cd "$build" && { ninja -t commands tests/mimic_tests 2>/dev/null || true; } | tail -1 | cut -c1-600) | tee -a "$summary"
-fi
-rm -f "$out/first-needed.txt"
 say "links libtorch_cuda: $(readelf -d "$mimic" 2>/dev/null | grep -c 'NEEDED.*torch_cuda') (1 = CUDA backend loaded at start)"
 
 # ---- tests: the device tests, then CPU tests of this build (LibTorch 2.x behaving as 1.13 does)
@@ -152,6 +179,10 @@ rm -f "$out/.run" "$out/.end"
 
 # ---- benchmarks on the GPU
 if [ "${MIMIC_GPU_SKIP_BENCH:-0}" = 1 ]; then say "benchmarks skipped (MIMIC_GPU_SKIP_BENCH=1)"; say "total: $(( $(stamp) - t_all )) s"; exit 0; fi
+# MIMIC_GPU_BENCH_BEFORE=S: the benchmarks run only when the check so far took under S seconds (a lease is short)
+if [ -n "${MIMIC_GPU_BENCH_BEFORE:-}" ] && [ $(( $(stamp) - t_all )) -ge "$MIMIC_GPU_BENCH_BEFORE" ]; then
+  say "benchmarks skipped: $(( $(stamp) - t_all )) s spent, MIMIC_GPU_BENCH_BEFORE=$MIMIC_GPU_BENCH_BEFORE"; say "total: $(( $(stamp) - t_all )) s"; exit 0
+fi
 quick=${MIMIC_GPU_QUICK:-0}
 max_len=32768; reps=5; lengths=512,2048
 [ "$quick" = 1 ] && { max_len=16384; reps=3; lengths=2048; }
