@@ -6,6 +6,8 @@
 #include <map>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "mimic/io/safetensors.h"
@@ -225,13 +227,12 @@ TEST(Cli, PretrainLearnsAndResumesExactlyAfterKill) {
   EXPECT_NE(log.find("\"eval_loss\""), std::string::npos);
   EXPECT_EQ(mimic::models::load_model(dir.file("a"))->summary().model_type, "gpt2");
 
-  // Kill the second run once its first checkpoint exists, then rerun the same command.
-  std::string cmd = std::string(MIMIC_CLI) + " " + args + dir.file("b") + " >/dev/null 2>&1 & pid=$!; " +
-                    "for i in $(seq 600); do [ -f " + dir.file("b/checkpoint.safetensors") + " ] && break; sleep 0.05; done; " +
-                    "sleep 0.7; kill -9 $pid; wait $pid";
-  std::system(("bash -c '" + cmd + "'").c_str());
+  // Kill the second run once it announces step 20, then rerun. A step is logged before its checkpoint is written, and
+  // checkpoints come every 5 steps: the one on disk is step 15 or later.
+  mimic::test::kill_once_logged(args + dir.file("b"), dir.file("b/log.jsonl"), 20);
   auto ck = mimic::io::SafeTensorsFile::open(dir.file("b/checkpoint.safetensors"));
   auto state = nlohmann::json::parse(ck.metadata().at("state"));
+  EXPECT_GE(state["step"].get<int>(), 15) << "killed before the step it announced";
   EXPECT_LT(state["step"].get<int>(), 60) << "the run was not interrupted";
   auto resumed = mimic_cli(args + dir.file("b"));
   ASSERT_EQ(resumed.code, 0) << resumed.err;
@@ -293,6 +294,43 @@ TEST(Cli, FinetuneWithKdDefaultsToTheSecondStagePresetAndFlagsOverrideIt) {
   EXPECT_EQ(plain["preset"], "gpt2");
   EXPECT_DOUBLE_EQ(plain["lr"].get<double>(), 6e-4);
   EXPECT_DOUBLE_EQ(plain["copy_fraction"].get<double>(), 0.0);
+}
+
+// --device cpu and --device auto (the default; the CPU on a machine without a GPU) compute what a run without the
+// option computes, bit for bit: a finetune's exported weights and scores, a perplexity, a generated text.
+TEST(Cli, DeviceCpuAndAutoComputeWhatTheDefaultComputes) {
+  TempDir dir;
+  auto bytes = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  auto finetune = [&](const std::string& name, const std::string& device) {
+    auto r = mimic_cli("finetune --task lm --model " + gpt2_dir() + " --data sotu --steps 2 --warmup 0 --batch-size 2 --seq-len 32 "
+                       "--eval-batches 1 --json --out " + dir.file(name) + device);
+    EXPECT_EQ(r.code, 0) << r.err;
+    auto j = r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+    return std::make_pair(bytes(dir.file(name) + "/model.safetensors"), j["validation"].dump());
+  };
+  const auto plain = finetune("plain", "");
+  ASSERT_FALSE(plain.first.empty());
+  ASSERT_NE(plain.second, "null") << "finetune --json names the validation scores 'validation'";
+  EXPECT_EQ(finetune("cpu", " --device cpu"), plain);
+  EXPECT_EQ(finetune("auto", " --device auto"), plain);
+  // a model that trained differs from the one it started from (the comparison above can fail)
+  EXPECT_NE(bytes(gpt2_dir() + "/model.safetensors"), plain.first);
+
+  auto perplexity = [&](const std::string& device) {
+    auto r = mimic_cli("eval --model " + gpt2_dir() + " --text 'The ship sailed on and on.' --json" + device);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? nlohmann::json::parse(r.out)["nll"].get<double>() : -1.0;
+  };
+  EXPECT_EQ(perplexity(" --device cpu"), perplexity(""));
+  auto generated = [&](const std::string& device) {
+    auto r = mimic_cli("generate --model " + gpt2_dir() + " --prompt 'The ship' --new-tokens 6 --temperature 0.8 --json" + device);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? nlohmann::json::parse(r.out)["text"].get<std::string>() : std::string();
+  };
+  EXPECT_EQ(generated(" --device cpu"), generated(""));
 }
 
 // Every numeric option has a range (tools/ranges.h) that the command line is checked against while it is parsed:

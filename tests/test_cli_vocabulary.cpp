@@ -3,6 +3,7 @@
 // spelling offered again, fails here until docs/cli.md's table says what it means.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <regex>
 #include <set>
@@ -82,11 +83,29 @@ TEST(CliVocabulary, EveryOptionTwoCommandsShareIsInDocsCliMd) {
   }
 }
 
-TEST(CliVocabulary, EveryCommandTakesThreadsSeedAndJson) {
+TEST(CliVocabulary, EveryCommandTakesThreadsSeedJsonAndDevice) {
   for (const auto& c : commands()) {
     if (c == "launch") continue;  // launch passes its command's own options through
     const auto o = options_of(c);
-    for (const char* common : {"--threads", "--seed", "--json"}) EXPECT_TRUE(o.count(common)) << c << " lacks " << common;
+    for (const char* common : {"--threads", "--seed", "--json", "--device"}) EXPECT_TRUE(o.count(common)) << c << " lacks " << common;
+  }
+}
+
+// --device cuda where LibTorch sees no GPU (every machine of this suite without one) is one line saying so from every
+// command, before anything is read; a name that is no device is one line listing the known ones. With a GPU, the
+// commands that compute on the CPU alone refuse it naming those that take one.
+TEST(CliVocabulary, EveryCommandRefusesADeviceItCannotUseInOneLine) {
+  for (const auto& c : commands()) {
+    if (c == "launch") continue;
+    SCOPED_TRACE(c);
+    auto cuda = mimic::test::mimic_cli(c + " --device cuda");
+    EXPECT_NE(cuda.code, 0);
+    EXPECT_TRUE(cuda.err.find("no CUDA device is available") != std::string::npos || cuda.err.find("computes on the CPU so far") != std::string::npos)
+        << cuda.err;
+    EXPECT_EQ(std::count(cuda.err.begin(), cuda.err.end(), '\n'), 1) << cuda.err;
+    auto bad = mimic::test::mimic_cli(c + " --device gpu0");
+    EXPECT_NE(bad.code, 0);
+    EXPECT_NE(bad.err.find("unknown device 'gpu0' (known: auto, cpu, cuda, cuda:N)"), std::string::npos) << bad.err;
   }
 }
 

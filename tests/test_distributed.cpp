@@ -291,6 +291,25 @@ TEST(Distributed, APeerThatNeverArrivesOrDisagreesIsAOneLineErrorWithinTheTimeou
   }
 }
 
+// Ranks started with other settings (here one more option on rank 1) stop before training, each in one line: the rank
+// that differs names the first setting that does, rank 0 says how many differ; nothing is written.
+TEST(Distributed, RanksStartedWithOtherSettingsEndInOneLineNamingTheFirstDifference) {
+  TempDir dir;
+  const int port = dist::free_port("127.0.0.1");
+  auto a = start(ranks_env(0, 2, port), tiny_pretrain(dir, dir.file("o"), 4, 5), dir, "s0");
+  auto b = start(ranks_env(1, 2, port), tiny_pretrain(dir, dir.file("o"), 4, 5, "--weight-decay 0.05"), dir, "s1");
+  EXPECT_EQ(wait_for(a, 120), 1);
+  EXPECT_EQ(wait_for(b, 120), 1);
+  const auto e0 = mimic::test::read_bytes(a.err), e1 = mimic::test::read_bytes(b.err);
+  EXPECT_EQ(count_lines(e0), 1) << e0;
+  EXPECT_EQ(count_lines(e1), 1) << e1;
+  EXPECT_NE(e1.find("rank 1 was started with other settings than rank 0 (weight_decay: rank 0 has nothing, this rank 0.05)"),
+            std::string::npos)
+      << e1;
+  EXPECT_NE(e0.find("1 rank was started with other settings than rank 0"), std::string::npos) << e0;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o/checkpoint.safetensors")));
+}
+
 namespace {
 
 // `distill` of the tiny GPT-2 fixture (2 layers of 2 heads) online, on the train split of 20 lines of kDickens: a few

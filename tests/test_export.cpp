@@ -320,14 +320,13 @@ TEST(FinetuneFreezeEmbeddings, EmbeddingsStayBitIdenticalAndRunsResume) {
   unfrozen.replace(unfrozen.find(" --freeze-embeddings"), 20, "");
   expect_one_line_error(mimic_cli(unfrozen + dir.file("a")), "other settings");
 
-  // Killed once its first checkpoint exists, then restarted: the final checkpoint equals the uninterrupted one.
-  std::string cmd = std::string(MIMIC_CLI) + " " + args + dir.file("b") + " >/dev/null 2>&1 & pid=$!; " +
-                    "for i in $(seq 1000); do [ -f " + dir.file("b/checkpoint.safetensors") + " ] && break; sleep 0.01; done; " +
-                    "kill -9 $pid; wait $pid";
-  std::system(("bash -c '" + cmd + "' 2>/dev/null").c_str());
+  // Killed once it announces step 10 (logged before its checkpoint; checkpoints every 2 steps: step 8 or later is on
+  // disk), then restarted: the final checkpoint equals the uninterrupted one.
+  mimic::test::kill_once_logged(args + dir.file("b"), dir.file("b/log.jsonl"), 10);
   auto first = mimic::io::SafeTensorsFile::open(dir.file("b/checkpoint.safetensors"));
   const int stopped_at = nlohmann::json::parse(first.metadata().at("state"))["step"].get<int>();
-  if (stopped_at >= 100) std::cerr << "note: the run finished before it was killed; the resume path was not exercised\n";
+  EXPECT_GE(stopped_at, 8) << "killed before the step it announced";
+  EXPECT_LT(stopped_at, 100) << "the run was not interrupted: the resume path was not exercised";
   auto resumed = mimic_cli(args + dir.file("b"));
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   EXPECT_EQ(nlohmann::json::parse(resumed.out)["resumed_from"], stopped_at);

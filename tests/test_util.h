@@ -58,6 +58,17 @@ inline RunResult mimic_cli(const std::string& args, int timeout_seconds = 0) {
   return {WEXITSTATUS(status), read_bytes(dir.file("out")), read_bytes(dir.file("err"))};
 }
 
+// Runs `mimic ARGS` in the background and kills it (SIGKILL) as soon as the training log `log` (OUT/log.jsonl)
+// announces step `step`: a point the run has surely passed, on a fast machine or a slow one, and — with many steps
+// after it — one it has surely not finished past. (A fixed sleep after some file appears did neither reliably.)
+// Returns once the process is gone; a run that ends before it announces the step is left to end by itself.
+inline void kill_once_logged(const std::string& args, const std::string& log, int step) {
+  const std::string seen = "grep -q \"step.:" + std::to_string(step) + "[,}]\" " + log + " 2>/dev/null";
+  const std::string cmd = std::string(MIMIC_CLI) + " " + args + " >/dev/null 2>&1 </dev/null & pid=$!; " +
+                          "while kill -0 $pid 2>/dev/null && ! " + seen + "; do sleep 0.005; done; kill -9 $pid 2>/dev/null; wait $pid";
+  std::system(("bash -c '" + cmd + "' 2>/dev/null").c_str());
+}
+
 // A public-domain paragraph (Dickens) for tests that record or distill a tiny model on real text.
 inline constexpr const char* kDickens =
     "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness, "

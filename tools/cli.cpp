@@ -16,19 +16,28 @@
 
 namespace mimic::cli {
 
-void add_common_options(CLI::App& sub, Common& common) {
+namespace {
+// The commands that take a GPU, for the refusal of the others.
+constexpr const char* kDeviceCommands = "finetune, eval, generate, pretrain, bench attention and bench train";
+}  // namespace
+
+void add_common_options(CLI::App& sub, Common& common, Devices devices) {
   sub.add_option("--threads", common.threads, "Threads for LibTorch (0, the default: all cores)")->check(range::threads());
   sub.add_option("--seed", common.seed, "Random seed")->capture_default_str()->check(range::seed());
   sub.add_flag("--json", common.json, "Print the result as JSON on stdout");
-}
-
-void add_device_option(CLI::App& sub, std::string& device) {
-  sub.add_option("--device", device, "Where to compute: auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N")
+  common.devices = devices;
+  const std::string name = sub.get_name();
+  sub.add_option("--device", common.device,
+                 devices == Devices::Any ? "Where to compute: auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N"
+                                         : "Where to compute: this command computes on the CPU (auto and cpu); " + std::string(kDeviceCommands) +
+                                               " take a GPU")
       ->capture_default_str()
       ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
+          [devices, name](std::string& v) -> std::string {
             try {
-              resolve_device(v, distributed::environment().local_rank);
+              const auto d = resolve_device(v, distributed::environment().local_rank);
+              if (devices == Devices::CpuOnly && v != "auto" && !d.is_cpu())
+                return name + " computes on the CPU so far (auto or cpu); " + kDeviceCommands + " take a GPU";
             } catch (const Error& e) {
               std::string why = e.what();  // "--device X: ...": CLI11 names the option itself
               if (why.rfind("--device", 0) == 0) why = why.substr(why.find(": ") == std::string::npos ? 0 : why.find(": ") + 2);
@@ -129,7 +138,7 @@ void fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_t steps
                static_cast<long long>(warmup), static_cast<long long>(was), static_cast<long long>(steps));
 }
 
-void start(const Common& common) {
+void start(Common& common) {
   for (const auto& r : retired())
     if (r.sub->parsed() && r.sub->count(r.old_name) > 0)
       std::fprintf(stderr, "mimic: note: %s is now %s (the old spelling still works)\n", r.old_name.c_str(), r.new_name.c_str());
@@ -137,6 +146,7 @@ void start(const Common& common) {
   // default thread count divides the cores among this machine's ranks.
   init_runtime(common.threads > 0 ? common.threads : distributed::default_threads(available_cores()));
   seed_everything(common.seed);
+  common.on = common.devices == Devices::Any ? resolve_device(common.device, distributed::environment().local_rank) : c10::Device(c10::kCPU);
 }
 
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }

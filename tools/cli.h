@@ -1,6 +1,7 @@
 // Shared pieces of the `mimic` command line: common options and the subcommand registry.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -17,21 +18,25 @@ namespace mimic::data { struct CopyCurriculum; }
 
 namespace mimic::cli {
 
+// Where a command can compute: the stages moved to a device so far (finetune, eval, generate, pretrain, bench
+// attention, bench train), or the CPU alone (the rest: record, distill, convert and report read and write on the CPU).
+enum class Devices { CpuOnly, Any };
+
 // Options every subcommand takes.
 struct Common {
   int threads = 0;      // 0 = all cores
   uint64_t seed = 0;
   bool json = false;    // machine-readable result on stdout
+  std::string device = "auto";  // --device as given
+  Devices devices = Devices::CpuOnly;
+  c10::Device on = c10::Device(c10::kCPU);  // the device resolved by start()
 };
 
-// Adds --threads, --seed, --json to a subcommand.
-void add_common_options(CLI::App& sub, Common& common);
-
-// Adds --device to a subcommand that can compute on an accelerator (bench attention, bench train so far; the
-// other commands compute on the CPU): auto (the default: cuda:LOCAL_RANK when LibTorch sees a CUDA device, else
-// the CPU), cpu, cuda, cuda:N. Checked while parsing (mimic::resolve_device): a device that is not there is a
+// Adds --threads, --seed, --json and --device to a subcommand. --device is auto (the default: cuda:LOCAL_RANK when
+// LibTorch sees a CUDA device and the command can use it, else the CPU), cpu, cuda or cuda:N; checked while parsing
+// (mimic::resolve_device): a device that is not there, or a GPU for a command that computes on the CPU alone, is a
 // one-line error.
-void add_device_option(CLI::App& sub, std::string& device);
+void add_common_options(CLI::App& sub, Common& common, Devices devices = Devices::CpuOnly);
 
 // Adds --allreduce overlap|sync and --bucket-mb to a training subcommand: how a distributed run averages the
 // gradients (train::TrainOptions::overlap_allreduce, bucket_mb; docs/distributed.md).
@@ -57,7 +62,7 @@ void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<
 void fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_t steps);
 
 // Applies the common options (threads, malloc tuning, seed). Every subcommand calls it first.
-void start(const Common& common);
+void start(Common& common);
 
 // Prints a JSON result on stdout (one document, pretty-printed).
 void print_json(const nlohmann::json& j);

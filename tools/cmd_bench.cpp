@@ -25,13 +25,11 @@ namespace {
 
 struct BenchAttentionArgs {
   Common common;
-  std::string device = "auto";
   bench::AttentionBenchOptions options;
 };
 
 struct BenchTrainArgs {
   Common common;
-  std::string device = "auto";
   bench::TrainBenchOptions options;
   std::vector<std::string> widths = {"mini"};
 };
@@ -72,11 +70,10 @@ void register_bench(CLI::App& app) {
   sub->add_option("--window", args->options.window, "Window w of the hybrid form (keys under exact softmax)")
       ->capture_default_str()
       ->check(range::integer(1, 65536));
-  add_common_options(*sub, args->common);
-  add_device_option(*sub, args->device);
+  add_common_options(*sub, args->common, Devices::Any);
   sub->callback([args]() {
     start(args->common);
-    bench::set_bench_device(resolve_device(args->device, distributed::environment().local_rank));
+    bench::set_bench_device(args->common.on);
     auto result = bench::run_attention_bench(args->options);
     if (args->common.json) {
       auto j = bench::to_json(result);
@@ -110,11 +107,10 @@ void register_bench(CLI::App& app) {
                  "Also time a logit-distillation step at temperature T (finetune --kd T's step, toward a softmax teacher of the same width) "
                  "and report its time and peak memory as multiples of the plain step's")
       ->check(CLI::PositiveNumber);
-  add_common_options(*tr, targs->common);
-  add_device_option(*tr, targs->device);
+  add_common_options(*tr, targs->common, Devices::Any);
   tr->callback([targs]() {
     start(targs->common);
-    bench::set_bench_device(resolve_device(targs->device, distributed::environment().local_rank));
+    bench::set_bench_device(targs->common.on);
     targs->options.seed = targs->common.seed;
     for (const auto& w : targs->widths) targs->options.widths.push_back(bench::train_bench_width(w));
     auto result = bench::run_train_bench(targs->options);

@@ -46,7 +46,7 @@ std::vector<int64_t> lm_ids(const EvalArgs& a, const std::string& dir) {
 
 // One model's result as JSON (perplexity, or classification metrics), with its attention description.
 nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
-  auto model = models::load_model(dir);
+  auto model = models::load_model(dir, a.common.on);
   auto r = eval::perplexity(*model, lm_ids(a, dir), a.ppl);
   nlohmann::json j = {{"perplexity", r.perplexity}, {"nll", r.nll},         {"tokens", r.tokens},
                       {"predicted", r.predicted},   {"windows", r.windows}, {"seconds", r.seconds},
@@ -65,7 +65,7 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   MIMIC_CHECK(!a.data.empty(), "--task cls needs --data (spam, sotu-era or a JSON-lines file)");
   auto data = data::load_classification(a.data);
   auto tok = text::load_tokenizer(dir);
-  auto model = models::load_model(dir);
+  auto model = models::load_model(dir, a.common.on);
   auto s = model->summary();
   MIMIC_CHECK(s.head == "cls", dir, " is not a classifier (head '", s.head, "'): finetune it with mimic finetune --task cls");
   data::align_labels(data, s.labels, dir);  // the model's label2id decides which output is which label
@@ -139,7 +139,7 @@ void run(const EvalArgs& a) {
 // --task copy: every segment scored once and repeated; the copy gain per model, and with --teacher the share
 // of the teacher's gain the model keeps ("recall recovered").
 nlohmann::json eval_copy(const EvalArgs& a, const std::string& dir) {
-  auto model = models::load_model(dir);
+  auto model = models::load_model(dir, a.common.on);
   auto segments = eval::copy_segments(lm_ids(a, dir), a.copy.segments, a.copy.segment_len);
   auto r = eval::copy_eval(*model, segments, a.copy);
   return {{"first_nll", r.first_nll}, {"second_nll", r.second_nll}, {"copy_gain", r.gain},
@@ -189,7 +189,7 @@ void run_copy(EvalArgs& a) {
 
 // --task mqar: accuracy on the queried keys of a recall task's split (--data mqar:... or ar:...).
 nlohmann::json eval_recall(const EvalArgs& a, const data::RecallTaskSpec& spec, const std::string& dir) {
-  auto model = models::load_model(dir);
+  auto model = models::load_model(dir, a.common.on);
   auto r = eval::recall_accuracy(*model, spec, a.recall);
   return {{"accuracy", r.accuracy}, {"accuracy_ci95", r.ci95}, {"correct", r.correct}, {"queries", r.queries},
           {"examples", r.examples}, {"seconds", r.seconds}, {"attention", models::attention_summary(*model)}};
@@ -220,7 +220,7 @@ void run_recall(EvalArgs& a) {
 void run_passkey(EvalArgs& a) {
   MIMIC_CHECK(a.teacher.empty(), "--teacher is not available with --task passkey: run the passkey evaluation on each model");
   auto tok = text::load_tokenizer(a.model);
-  auto model = models::load_model(a.model);
+  auto model = models::load_model(a.model, a.common.on);
   a.passkey.seed = a.common.seed;
   auto r = eval::passkey_eval(*model, *tok, a.passkey);
   nlohmann::json rows = nlohmann::json::array();
@@ -293,7 +293,7 @@ void register_eval(CLI::App& app) {
   auto* examples = sub->add_option("--examples", args->recall.examples, "mqar: examples of the split to score")
       ->capture_default_str()
       ->check(range::count(1));
-  add_common_options(*sub, args->common);
+  add_common_options(*sub, args->common, Devices::Any);
   // The tasks each task-specific option serves: given to another task it is refused, never ignored.
   const std::vector<std::pair<CLI::Option*, std::vector<std::string>>> serves = {
       {file, {"lm", "copy"}},        {text, {"lm", "copy"}},      {window, {"lm"}},           {stride, {"lm"}},

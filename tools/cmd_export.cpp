@@ -20,7 +20,7 @@ struct ExportArgs {
   bool shard_embeddings = false;
 };
 
-void run(const ExportArgs& a) {
+void run(ExportArgs& a) {
   start(a.common);
   refuse_out_over_inputs(a.out, {{"--model", a.model}});
   auto model = models::load_model(a.model);

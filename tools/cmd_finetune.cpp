@@ -77,6 +77,7 @@ void run(FinetuneArgs& a) {
   fit_warmup(a.warmup_option, a.f.train.warmup, a.f.train.steps);
   auto& f = a.f;
   f.seed = a.common.seed;
+  f.device = a.common.on;
   // --kd is a conversion's second stage: its preset (lr 3e-4, copy blocks) unless another is named.
   const std::string preset_name = !a.preset.empty() ? a.preset : a.kd > 0 ? "kd" : family_preset(f.model_dir);
   auto p = finetune::preset(preset_name);
@@ -240,7 +241,7 @@ void register_finetune(CLI::App& app) {
   sub->add_flag("--fresh", t.fresh, "Ignore an existing checkpoint and start over");
   sub->add_flag("--keep-last", t.keep_last,
                 "Also keep the last step's model in OUT/last (a link to OUT when the last step was the best) and the whole final checkpoint");
-  add_common_options(*sub, a->common);
+  add_common_options(*sub, a->common, Devices::Any);
   sub->callback([a, sub]() {
     a->copy_given = sub->get_option("--copy-fraction")->count() > 0;
     run(*a);

@@ -18,7 +18,7 @@ struct ForwardArgs {
   std::optional<std::string> text, file;
 };
 
-void run(const ForwardArgs& a) {
+void run(ForwardArgs& a) {
   start(a.common);
   refuse_out_over_inputs(a.out, {{"--model", a.model}, {"--file", a.file.value_or("")}});
   auto input = read_text_input(a.text, a.file);

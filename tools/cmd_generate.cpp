@@ -24,7 +24,7 @@ struct GenerateArgs {
 void run(GenerateArgs& a) {
   start(a.common);
   auto tok = text::load_tokenizer(a.model);
-  auto model = models::load_model(a.model);
+  auto model = models::load_model(a.model, a.common.on);
   auto& o = a.options;
   o.seed = a.common.seed;
   o.mode = generate::parse_mode(a.mode);
@@ -118,7 +118,7 @@ void register_generate(CLI::App& app) {
   sub->add_option("--mode", args->mode, "recurrent (KV cache / recurrent state) or parallel (recompute every step, the reference)")
       ->capture_default_str()
       ->check(CLI::IsMember({"recurrent", "parallel"}));
-  add_common_options(*sub, args->common);
+  add_common_options(*sub, args->common, Devices::Any);
   sub->callback([args]() { run(*args); });
 }
 

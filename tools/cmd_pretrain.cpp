@@ -36,6 +36,7 @@ void run(PretrainArgs& a) {
     }
   }
   a.o.seed = a.common.seed;
+  a.o.device = a.common.on;
   if (a.resume && train::writes_outputs())  // rank 0 reads the checkpoint (other machines may have none)
     MIMIC_CHECK(std::filesystem::exists(a.o.train.out_dir + "/checkpoint.safetensors"), "--resume: no checkpoint in ",
                 a.o.train.out_dir);
@@ -58,7 +59,7 @@ void register_pretrain(CLI::App& app) {
   a->o.train.steps = 2000;
   a->o.train.warmup = 100;
   a->o.train.lr = 1e-3;
-  a->o.train.adam.weight_decay = 0.1;
+  a->o.train.adam.weight_decay = pretrain::kPretrainWeightDecay;
   a->o.train.adam.beta2 = 0.95;
   auto* sub = app.add_subcommand("pretrain", "Pretrain a small GPT-2 (causal LM) or BERT (masked LM) on the public-domain corpora");
   sub->add_option("--arch", a->o.arch, "gpt2 or bert")->required()->check(CLI::IsMember({"gpt2", "bert"}));
@@ -115,7 +116,7 @@ void register_pretrain(CLI::App& app) {
       ->check(range::steps_or_zero());
   sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
   sub->add_flag("--fresh", a->o.train.fresh, "Ignore an existing checkpoint and start over");
-  add_common_options(*sub, a->common);
+  add_common_options(*sub, a->common, Devices::Any);
   sub->callback([a]() { run(*a); });
 }
 

@@ -14,7 +14,7 @@ struct TokenizeArgs {
   bool no_special = false, tokens = false;
 };
 
-void run(const TokenizeArgs& a) {
+void run(TokenizeArgs& a) {
   start(a.common);
   auto input = read_text_input(a.text, a.file);
   auto tok = text::load_tokenizer(a.model);

@@ -177,6 +177,38 @@ grep -oE '^\[ +(OK|FAILED) +\] [A-Za-z][^ ]*' "$out/cpu-tests.log" | sed -E 's/^
 comm -23 "$out/.run" "$out/.end" | sed 's/^/  started, never ended: /' | head -10 | tee -a "$summary"
 rm -f "$out/.run" "$out/.end"
 
+# ---- the commands with --device: pretrain, finetune and eval of a small GPT-2 on an MQAR task (no tokenizer, no
+# assets), on the GPU and on this machine's CPU cores, from the same seed: the scores and the tokens/s side by side
+t0=$(stamp)
+cli=$(mktemp -d)
+echo '{"n_embd": 128, "n_layer": 4, "n_head": 4, "n_positions": 128, "n_inner": 512}' >"$cli/c.json"
+task="mqar:vocab=256,seq_len=128,pairs=16"
+: >"$out/cli.log"
+for dev in cuda cpu; do
+  common=(--device "$dev" --seed 1 --json)
+  "$mimic" pretrain --arch gpt2 --config "$cli/c.json" --data "$task" --seq-len 128 --batch-size 32 --steps 60 --warmup 6 \
+    --lr 1e-3 --eval-every 30 --eval-batches 4 --out "$cli/pre-$dev" "${common[@]}" >"$cli/pre-$dev.json" 2>>"$out/cli.log" &&
+  "$mimic" finetune --task lm --model "$cli/pre-$dev" --data "$task" --seq-len 128 --batch-size 32 --steps 30 --warmup 3 \
+    --eval-every 15 --eval-batches 4 --out "$cli/ft-$dev" "${common[@]}" >"$cli/ft-$dev.json" 2>>"$out/cli.log" &&
+  "$mimic" eval --task mqar --data "$task" --model "$cli/ft-$dev" --examples 256 "${common[@]}" >"$cli/eval-$dev.json" 2>>"$out/cli.log"
+  rc=$?
+  say "cli on $dev: rc $rc; $(python3 - "$cli" "$dev" <<'PY' 2>&1
+import json, sys
+d, dev = sys.argv[1], sys.argv[2]
+def get(name):
+    try: return json.load(open(f"{d}/{name}-{dev}.json"))
+    except Exception as e: return {"error": str(e)[:80]}
+p, f, e = get("pre"), get("ft"), get("eval")
+m = e.get("model", {})
+print(f"pretrain {p.get('tokens_per_second', 0):.0f} tok/s, finetune {f.get('tokens_per_second', 0):.0f} tok/s, "
+      f"finetune validation loss {f.get('validation', {}).get('loss', float('nan')):.4f}, mqar accuracy {m.get('accuracy', float('nan')):.4f}")
+PY
+)"
+done
+tail -5 "$out/cli.log" | sed 's/^/  cli.log: /' | tee -a "$summary"
+rm -rf "$cli"
+say "cli: $(( $(stamp) - t0 )) s"
+
 # ---- benchmarks on the GPU
 if [ "${MIMIC_GPU_SKIP_BENCH:-0}" = 1 ]; then say "benchmarks skipped (MIMIC_GPU_SKIP_BENCH=1)"; say "total: $(( $(stamp) - t_all )) s"; exit 0; fi
 # MIMIC_GPU_BENCH_BEFORE=S: the benchmarks run only when the check so far took under S seconds (a lease is short)

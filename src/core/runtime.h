@@ -1,5 +1,6 @@
 // Process-wide runtime set-up: threads, allocator tuning, seeding, and a description of the system.
 #pragma once
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
@@ -24,6 +25,9 @@ int available_cores();
 // twice). A name LibTorch does not know, "cuda" without a CUDA device (a CPU-only LibTorch, or no GPU visible) and N
 // beyond the devices present are a mimic::Error saying which.
 c10::Device resolve_device(const std::string& spec, int local_rank = 0);
+// `t` in host memory and contiguous: what every raw read of a tensor's bytes (data_ptr) starts from, since a GPU
+// tensor's data pointer is device memory. No copy when `t` already is.
+at::Tensor host(const at::Tensor& t);
 // Waits until the work queued on `device` is done (CUDA runs asynchronously; timings must wait). No-op on the CPU.
 void synchronize(const c10::Device& device);
 

@@ -145,6 +145,11 @@ void mask_tokens(at::Tensor& input_ids, at::Tensor& labels, const at::Tensor& sp
   }
 }
 
+LmBatch to_device(const LmBatch& b, c10::Device device) {
+  auto on = [&](const at::Tensor& t) { return t.defined() ? t.to(device) : t; };
+  return {on(b.input_ids), on(b.labels), on(b.attention_mask)};
+}
+
 LmBatch rows_of(const LmBatch& b, int64_t part, int64_t parts) {
   const int64_t n = b.input_ids.size(0);
   MIMIC_CHECK(parts >= 1 && part >= 0 && part < parts && n % parts == 0, "a batch of ", n, " rows does not split into ", parts,

@@ -31,6 +31,9 @@ struct LmBatch {
 // with B rows sees. B must be a multiple of parts.
 LmBatch rows_of(const LmBatch& batch, int64_t part, int64_t parts);
 
+// The batch on `device` (batches are drawn on the CPU: the same tokens on any device). No copy when it is there.
+LmBatch to_device(const LmBatch& batch, c10::Device device);
+
 // A copy curriculum: in a fraction of the packed blocks an earlier span of the block recurs later in it
 // (copied over the tokens that stood there), so that predicting the second occurrence pays for looking back
 // at the first — the in-context recall ("induction") that plain prose rewards too rarely for a small model

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "mimic/core/error.h"
+#include "mimic/core/runtime.h"
 #include "mimic/core/progress.h"
 #include "mimic/models/model.h"
 
@@ -49,6 +50,7 @@ CopyResult copy_eval(models::Model& model, const std::vector<std::vector<int64_t
   for (const auto& s : segments) MIMIC_CHECK(static_cast<int64_t>(s.size()) == len, "copy segments must all have ", len, " tokens");
 
   torch::NoGradGuard no_grad;
+  const auto device = models::device_of(model);
   CopyResult r;
   r.segments = static_cast<int64_t>(segments.size());
   r.segment_len = len;
@@ -63,6 +65,7 @@ CopyResult copy_eval(models::Model& model, const std::vector<std::vector<int64_t
       ids[i].slice(0, 0, len).copy_(seg);
       ids[i].slice(0, len, 2 * len).copy_(seg);
     }
+    ids = ids.to(device);
     auto logp = torch::log_softmax(model.forward({ids, {}, {}, {}}).logits.to(torch::kDouble), -1);  // [b, 2L, V]
     // Row t predicts token t+1. First copy: tokens 1..L-1 (rows 0..L-2); second copy: tokens L+1..2L-1
     // (rows L..2L-2) — the same tokens of A. Token L (the second copy's first) is not scored: nothing
@@ -72,11 +75,9 @@ CopyResult copy_eval(models::Model& model, const std::vector<std::vector<int64_t
       auto targets = ids.slice(1, row0 + 1, row0 + len).unsqueeze(2);
       return -rows.gather(2, targets).squeeze(2).mean(1);  // [b]
     };
-    auto n1 = nll_of(0), n2 = nll_of(len);
-    for (int64_t i = 0; i < b; ++i) {
-      r.segment_first.push_back(n1[i].item<double>());
-      r.segment_second.push_back(n2[i].item<double>());
-    }
+    const auto n1 = host(nll_of(0)), n2 = host(nll_of(len));  // one copy per batch, not one read per segment
+    r.segment_first.insert(r.segment_first.end(), n1.data_ptr<double>(), n1.data_ptr<double>() + b);
+    r.segment_second.insert(r.segment_second.end(), n2.data_ptr<double>(), n2.data_ptr<double>() + b);
     bar.advance(b);
   }
   bar.finish();

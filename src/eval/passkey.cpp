@@ -8,6 +8,7 @@
 #include <set>
 
 #include "mimic/core/error.h"
+#include "mimic/core/runtime.h"
 #include "mimic/core/progress.h"
 #include "mimic/generate/generate.h"
 #include "mimic/models/family.h"
@@ -27,7 +28,6 @@ const std::vector<std::string> kFillers = {" The grass is green.", " The sky is 
 
 std::string key_sentence(const std::string& key) { return " The pass key is " + key + ". Remember it."; }
 int64_t count(const text::Tokenizer& tok, const std::string& s) { return static_cast<int64_t>(tok.encode(s, false).size()); }
-at::Tensor row(const std::vector<int64_t>& ids) { return torch::tensor(ids, torch::kLong).unsqueeze(0); }
 
 }  // namespace
 
@@ -79,15 +79,19 @@ std::string random_passkey(std::mt19937_64& rng, int64_t digits) {
 std::vector<double> score_continuations(models::Model& model, const models::DecodeState& state, const at::Tensor& last_logits,
                                         const std::vector<std::vector<int64_t>>& candidates) {
   torch::NoGradGuard no_grad;
-  auto first = torch::log_softmax(last_logits.to(torch::kDouble), -1);
+  // read from host copies: one per scored row, not one wait per token on a GPU
+  const auto first = host(torch::log_softmax(last_logits.to(torch::kDouble), -1));
+  const int64_t vocab = first.numel();
+  const auto device = models::device_of(model);
   std::vector<double> scores;
   for (const auto& c : candidates) {
     MIMIC_CHECK(!c.empty(), "a scored continuation needs at least one token");
-    double s = first[c[0]].item<double>();
+    for (auto id : c) MIMIC_CHECK(id >= 0 && id < vocab, "a scored continuation's token ", id, " is outside the vocabulary of ", vocab);
+    double s = first.data_ptr<double>()[c[0]];
     if (c.size() > 1) {
       auto branch = state.clone();
-      auto lp = torch::log_softmax(model.forward_step(row({c.begin(), c.end() - 1}), branch)[0].to(torch::kDouble), -1);
-      for (size_t i = 1; i < c.size(); ++i) s += lp[static_cast<int64_t>(i - 1)][c[i]].item<double>();
+      const auto lp = host(torch::log_softmax(model.forward_step(models::token_row({c.begin(), c.end() - 1}, device), branch)[0].to(torch::kDouble), -1));
+      for (size_t i = 1; i < c.size(); ++i) s += lp.data_ptr<double>()[static_cast<int64_t>(i - 1) * vocab + c[i]];
     }
     scores.push_back(s);
   }
@@ -97,7 +101,7 @@ std::vector<double> score_continuations(models::Model& model, const models::Deco
 std::vector<double> score_continuations(models::Model& model, const std::vector<int64_t>& prompt,
                                         const std::vector<std::vector<int64_t>>& candidates) {
   auto state = model.new_decode_state();
-  auto logits = model.forward_step(row(prompt), *state);
+  auto logits = model.forward_step(models::token_row(prompt, models::device_of(model)), *state);
   return score_continuations(model, *state, logits[0][-1], candidates);
 }
 
@@ -166,7 +170,7 @@ PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tok, con
       prompt_sum += static_cast<double>(p.ids.size());
 
       auto state = model.new_decode_state();
-      auto last = model.forward_step(row(p.ids), *state)[0][-1];
+      auto last = model.forward_step(models::token_row(p.ids, models::device_of(model)), *state)[0][-1];
       auto scores = score_continuations(model, *state, last, candidates);
       const int64_t rank = rank_of(scores[0], {scores.begin() + 1, scores.end()});
       rank_sum += static_cast<double>(rank);

@@ -31,7 +31,7 @@ PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& id
   MIMIC_CHECK(window >= 2, "perplexity window must be at least 2 tokens");
 
   torch::NoGradGuard no_grad;
-  auto all = torch::tensor(ids, torch::kLong);
+  auto all = torch::tensor(ids, torch::kLong).to(models::device_of(model));
   PerplexityResult r;
   r.tokens = n;
   double nll_sum = 0;

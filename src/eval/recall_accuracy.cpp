@@ -6,6 +6,7 @@
 
 #include "mimic/core/error.h"
 #include "mimic/core/progress.h"
+#include "mimic/data/batches.h"
 #include "mimic/models/model.h"
 
 namespace mimic::eval {
@@ -23,7 +24,7 @@ RecallAccuracyResult recall_accuracy(models::Model& model, const data::RecallTas
   if (!o.progress) bar.disable();
   for (int64_t first = 0; first < o.examples; first += o.batch_size) {
     const int64_t n = std::min(o.batch_size, o.examples - first);
-    auto b = data::recall_batch(spec, o.seed, o.split, first, n);
+    const auto b = data::to_device(data::recall_batch(spec, o.seed, o.split, first, n), models::device_of(model));
     auto scored = b.labels.ne(-100);
     auto logits = model.forward({b.input_ids, {}, {}, scored}).logits;  // [N, V]: the scored positions in row-major order
     auto predicted = logits.argmax(-1);

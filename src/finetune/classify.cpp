@@ -6,6 +6,7 @@
 
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
+#include "mimic/core/runtime.h"
 #include "mimic/data/batches.h"
 #include "mimic/data/classification.h"
 #include "mimic/distributed/environment.h"
@@ -41,7 +42,8 @@ struct Batch {
   at::Tensor labels;
 };
 
-Batch make_batch(const std::vector<std::vector<int64_t>>& ids, const std::vector<int64_t>& labels, int64_t pad) {
+// Built on the CPU, then moved to `device` once.
+Batch make_batch(const std::vector<std::vector<int64_t>>& ids, const std::vector<int64_t>& labels, int64_t pad, c10::Device device) {
   size_t t = 0;
   for (const auto& x : ids) t = std::max(t, x.size());
   const int64_t b = static_cast<int64_t>(ids.size());
@@ -53,9 +55,9 @@ Batch make_batch(const std::vector<std::vector<int64_t>>& ids, const std::vector
     mask[i].slice(0, 0, static_cast<int64_t>(x.size())).fill_(1);
   }
   Batch batch;
-  batch.in.input_ids = input;
-  batch.in.attention_mask = mask;
-  batch.labels = torch::tensor(labels, torch::kLong);
+  batch.in.input_ids = input.to(device);
+  batch.in.attention_mask = mask.to(device);
+  batch.labels = torch::tensor(labels, torch::kLong).to(device);
   return batch;
 }
 
@@ -68,6 +70,7 @@ ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& to
   torch::NoGradGuard no_grad;
   std::vector<int64_t> predicted, truth;
   double loss = 0;
+  const auto device = models::device_of(model);
   for (size_t i = 0; i < examples.size(); i += static_cast<size_t>(batch_size)) {
     std::vector<std::vector<int64_t>> ids;
     std::vector<int64_t> labels;
@@ -75,13 +78,13 @@ ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& to
       ids.push_back(encode(tok, examples[j].text, seq_len));
       labels.push_back(examples[j].label);
     }
-    auto b = make_batch(ids, labels, tok.pad_id());
+    auto b = make_batch(ids, labels, tok.pad_id(), device);
     auto logits = model.forward(b.in).logits;
     loss += torch::nn::functional::cross_entropy(logits, b.labels,
                                                  torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
                 .item<double>();
-    auto pred = logits.argmax(-1);
-    for (int64_t k = 0; k < pred.size(0); ++k) predicted.push_back(pred[k].item<int64_t>());
+    const auto pred = host(logits.argmax(-1).to(torch::kLong));  // one copy per batch, not one read per example
+    predicted.insert(predicted.end(), pred.data_ptr<int64_t>(), pred.data_ptr<int64_t>() + pred.numel());
     truth.insert(truth.end(), labels.begin(), labels.end());
   }
   return {eval::classification_metrics(predicted, truth, num_labels), loss / static_cast<double>(examples.size())};
@@ -101,6 +104,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   lo.head = "cls";
   lo.labels = data.labels;
   lo.seed = o.seed;
+  lo.device = o.device;
   auto prepared = prepare(models::load_model(o.model_dir, lo), o);
   auto& model = prepared.model;
   const int64_t k = static_cast<int64_t>(data.labels.size());
@@ -145,7 +149,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
       ids.push_back(train_ids[static_cast<size_t>(ex)]);
       labels.push_back(data.train[static_cast<size_t>(ex)].label);
     }
-    auto b = make_batch(ids, labels, tok->pad_id());
+    auto b = make_batch(ids, labels, tok->pad_id(), o.device);
     return torch::nn::functional::cross_entropy(model->forward(b.in).logits, b.labels);
   };
   // Each rank scores its contiguous share of the validation set, [n·r/N, n·(r+1)/N). The engine averages the ranks'
@@ -184,7 +188,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
     if (!data.test.empty()) s.test = evaluate_classifier(m, *tok, data.test, k, o.seq_len, o.batch_size).metrics;
     return s;
   };
-  r.student = score(*models::load_model(t.out_dir));
+  r.student = score(*models::load_model(t.out_dir, o.device));
   if (teacher) r.teacher = score(*teacher);
   return r;
 }

@@ -136,7 +136,7 @@ void bind(train::TrainTask& task, Prepared& p) {
 
 std::unique_ptr<models::Model> load_teacher(const FinetuneOptions& o, models::Model& student) {
   if (o.teacher_dir.empty()) return nullptr;
-  auto teacher = models::load_model(o.teacher_dir);
+  auto teacher = models::load_model(o.teacher_dir, o.device);
   const auto t = teacher->summary(), s = student.summary();
   MIMIC_CHECK(t.family == s.family && t.vocab_size == s.vocab_size, "teacher ", o.teacher_dir, " (", t.model_type,
               ", vocabulary ", t.vocab_size, ") does not match the model (", s.model_type, ", vocabulary ", s.vocab_size, ")");
@@ -154,6 +154,8 @@ nlohmann::json fingerprint(const FinetuneOptions& o) {
   // A frozen run's checkpoint holds parameters and optimizer moments of the trainable tensors only and
   // never resumes an unfrozen run.
   if (o.freeze_embeddings) j["freeze_embeddings"] = true;
+  // a run resumes where its random generators are: a GPU run's dropout draws from the GPU's generator
+  if (!o.device.is_cpu()) j["device"] = c10::DeviceTypeName(o.device.type(), /*lower_case=*/true);
   if (o.freeze_kept_heads) j["freeze_kept_heads"] = true;
   if (o.lora.rank > 0) j["lora"] = {{"rank", o.lora.rank}, {"scale", o.lora.scale()}};
   return j;

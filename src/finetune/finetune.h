@@ -72,6 +72,8 @@ struct FinetuneOptions {
   // loaded from fp16 would otherwise round every update); unset: each tensor in the type it was loaded with.
   std::optional<io::DType> export_dtype = io::DType::F32;
   uint64_t seed = 0;
+  // Where the model, its teacher and LoRA adapters compute and the batches go (--device); the CPU by default.
+  c10::Device device = c10::Device(c10::kCPU);
   // One export on disk by default: the best model, promoted into out_dir; no last/ and a state-only final checkpoint
   // (train::TrainOptions::keep_last). keep_last brings last/ back, as a link to out_dir when the last step was the best.
   train::TrainOptions train = [] {

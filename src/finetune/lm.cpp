@@ -22,7 +22,7 @@ LmResult finetune_lm(const LmOptions& o) {
   const bool recall = data::is_recall_task(o.corpus);
   MIMIC_CHECK(!recall || !o.test, "--test scores a corpus' test split; evaluate a recall task with mimic eval --task mqar");
   auto tok = recall ? nullptr : text::load_tokenizer(o.model_dir);
-  auto prepared = prepare(models::load_model(o.model_dir), o);
+  auto prepared = prepare(models::load_model(o.model_dir, o.device), o);
   auto& model = prepared.model;
   const auto summary = model->summary();
   MIMIC_CHECK(summary.family->causal, o.model_dir, ": --task lm finetunes a causal LM (GPT-2), not ", summary.model_type);
@@ -89,7 +89,7 @@ LmResult finetune_lm(const LmOptions& o) {
     if (o.test) s.test = eval::perplexity(m, test_ids, o.test_options);
     return s;
   };
-  r.student = score(*models::load_model(t.out_dir));
+  r.student = score(*models::load_model(t.out_dir, o.device));
   if (teacher) r.teacher = score(*teacher);
   return r;
 }

@@ -51,8 +51,9 @@ LoraModel::LoraModel(std::unique_ptr<models::Model> base, const LoraOptions& o, 
     MIMIC_CHECK(o.rank <= std::min(in, out), "LoRA rank ", o.rank, " exceeds the size of ", name, " (", in, " -> ", out, ")");
     const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // Kaiming-uniform with a = sqrt(5)
     for (size_t i = 0; i < ad->slots.size(); ++i) {
-      ad->a.push_back(at::empty({o.rank, in}).uniform_(-bound, bound, gen).set_requires_grad(true));
-      ad->b.push_back(torch::zeros({out, o.rank}).set_requires_grad(true));
+      // drawn on the CPU generator whatever the device, so that a seed gives the same start everywhere
+      ad->a.push_back(at::empty({o.rank, in}).uniform_(-bound, bound, gen).to(weight->device()).set_requires_grad(true));
+      ad->b.push_back(torch::zeros({out, o.rank}, torch::dtype(torch::kFloat).device(weight->device())).set_requires_grad(true));
     }
     adapters_.push_back(std::move(ad));
   }

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "mimic/core/error.h"
+#include "mimic/core/runtime.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
 
@@ -16,7 +17,6 @@ namespace mimic::generate {
 namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-at::Tensor row(const std::vector<int64_t>& ids) { return torch::tensor(ids, torch::kLong).unsqueeze(0); }
 }  // namespace
 
 Mode parse_mode(const std::string& name) {
@@ -35,11 +35,11 @@ Sampler::Sampler(double temperature, int64_t top_k, uint64_t seed) : temperature
 int64_t Sampler::next(const at::Tensor& logits) {
   MIMIC_CHECK(logits.dim() == 1 && logits.numel() > 0, "the sampler takes one row of logits");
   if (temperature_ == 0.0) {  // the first of equal maxima; read as float: a batch's rows cost no conversion
-    auto f = logits.detach().to(torch::kFloat).contiguous();
+    auto f = host(logits.detach().to(torch::kFloat));
     const float* x = f.data_ptr<float>();
     return std::max_element(x, x + f.numel()) - x;
   }
-  auto l = logits.detach().to(torch::kDouble).contiguous();
+  auto l = host(logits.detach().to(torch::kDouble));
   const double* x = l.data_ptr<double>();
   const int64_t v = l.numel();
   // the candidates: every id, or the top_k largest logits (ties broken by the lower id)
@@ -104,7 +104,8 @@ BatchGenerateResult generate_batch(models::Model& model, const std::vector<std::
   torch::NoGradGuard no_grad;
   std::vector<int64_t> flat;
   for (const auto& p : prompts) flat.insert(flat.end(), p.begin(), p.end());
-  auto seq = torch::tensor(flat, torch::kLong).view({B, len});  // parallel mode: the whole sequences so far
+  const auto device = models::device_of(model);
+  auto seq = torch::tensor(flat, torch::kLong).view({B, len}).to(device);  // parallel mode: the whole sequences so far
   std::unique_ptr<models::DecodeState> state;
   auto last_logits = [&](const at::Tensor& ids) {  // [B, V]
     auto logits = opt.mode == Mode::Recurrent ? model.forward_step(ids, *state) : model.forward(models::ForwardInputs{ids, {}, {}, {}}).logits;
@@ -138,7 +139,7 @@ BatchGenerateResult generate_batch(models::Model& model, const std::vector<std::
         if (!done[b]) r.rows[b].stop = "context";
       break;
     }
-    auto step = torch::tensor(next, torch::kLong).view({B, 1});
+    auto step = torch::tensor(next, torch::kLong).view({B, 1}).to(device);
     if (opt.mode == Mode::Parallel) seq = torch::cat({seq, step}, 1);
     logits = last_logits(opt.mode == Mode::Recurrent ? step : seq);
   }
@@ -164,7 +165,7 @@ std::vector<int64_t> greedy_continue(models::Model& model, models::DecodeState& 
   while (static_cast<int64_t>(out.size()) < n) {
     out.push_back(greedy.next(logits));
     if (static_cast<int64_t>(out.size()) == n || state.position() >= ctx) break;
-    logits = model.forward_step(row({out.back()}), state)[0][-1];
+    logits = model.forward_step(models::token_row({out.back()}, models::device_of(model)), state)[0][-1];
   }
   return out;
 }

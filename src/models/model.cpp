@@ -12,6 +12,7 @@
 #include "mimic/attention/kinds.h"
 #include "mimic/core/error.h"
 #include "mimic/core/hash.h"
+#include "mimic/core/runtime.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/models/checkpoint.h"
@@ -114,6 +115,7 @@ class HfModel : public Model {
       };
       passthrough_.erase(std::remove_if(passthrough_.begin(), passthrough_.end(), dropped), passthrough_.end());
     }
+    if (!opt.device.is_cpu()) net_->to(opt.device);
     net_->eval();
   }
 
@@ -407,7 +409,7 @@ std::string model_digest(const Model& model) {
   for (const auto& [name, t] : model.state_dict()) {
     if (name.rfind(kKernelPrefix, 0) == 0) continue;
     h.bytes(name.data(), name.size());
-    auto c = t.contiguous();
+    auto c = host(t);
     h.bytes(c.data_ptr(), c.numel() * c.element_size());
   }
   return h.hex();
@@ -422,6 +424,21 @@ std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& op
   if (fs::is_regular_file(path) && (fs::path(path).extension() == ".safetensors" || fs::path(path).filename() == io::kIndexFile))
     dir = fs::path(path).parent_path().string();
   return std::make_unique<HfModel>(dir.empty() ? "." : dir, options);
+}
+
+std::unique_ptr<Model> load_model(const std::string& dir, c10::Device device) {
+  LoadOptions options;
+  options.device = device;
+  return load_model(dir, options);
+}
+
+at::Tensor token_row(const std::vector<int64_t>& ids, c10::Device device) {
+  return torch::tensor(ids, torch::kLong).unsqueeze(0).to(device);
+}
+
+c10::Device device_of(Model& model) {
+  for (const auto& p : model.module().parameters()) return p.device();
+  return c10::Device(c10::kCPU);
 }
 
 }  // namespace mimic::models

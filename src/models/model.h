@@ -163,8 +163,19 @@ struct LoadOptions {
   std::string head;
   std::vector<std::string> labels;
   uint64_t seed = 0;  // for freshly initialised heads
+  // Where the model computes: its parameters, buffers and kernels are moved there once loaded (read and
+  // initialised on the CPU, so a seed gives the same start on any device).
+  c10::Device device = c10::Device(c10::kCPU);
 };
 std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& options = {});
+// Loads with everything default but the device.
+std::unique_ptr<Model> load_model(const std::string& dir, c10::Device device);
+
+// The device a model computes on: where its parameters are (the CPU for a model without any). Inputs are moved
+// there by the stage that feeds them (data::to_device); outputs come back on it.
+c10::Device device_of(Model& model);
+// One row of token ids, int64 [1, T], on `device`: a prompt or a continuation to feed.
+at::Tensor token_row(const std::vector<int64_t>& ids, c10::Device device);
 
 // A new model with freshly initialised weights (normal(0, 0.02); GPT-2's residual projections scaled by
 // 1/sqrt(2·n_layer)) from the content of a config.json; "architectures" picks the head. When saved, the

@@ -122,6 +122,9 @@ train::TrainResult pretrain(const PretrainOptions& o) {
     model->provenance() = {{"pretrained", {{"attention", o.attention}, {"data", o.corpus}}}};
   }
 
+  // initialised on the CPU (a seed gives the same start on any device), then moved once
+  if (!o.device.is_cpu()) model->module().to(o.device);
+
   // BERT's blocks leave room for [CLS] and [SEP].
   const int64_t block = gpt2 ? o.seq_len : o.seq_len - 2;
   // Data parallelism: every rank draws the global batches of --batch-size × ranks rows (and their masks) and
@@ -147,7 +150,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
         b = mlm->make(raw);
       }
     }
-    b = data::rows_of(b, env.rank, env.world_size);
+    b = data::to_device(data::rows_of(b, env.rank, env.world_size), o.device);
     if (gpt2) return train::causal_lm_loss(*model, b);
     // Masked LM: the head runs only where a label exists (the same loss, ~7x less head compute).
     auto scored = b.labels.ne(-100);
@@ -192,6 +195,9 @@ train::TrainResult pretrain(const PretrainOptions& o) {
       t.fingerprint["copy"]["random"] = {{"fraction", o.copy.random_fraction}, {"vocab", o.copy.random_vocab}};
   }
   if (o.attention != "softmax") t.fingerprint["attention"] = o.attention;
+  // the optimizer's settings, each absent at the command's default so that older runs still resume
+  if (t.adam.weight_decay != kPretrainWeightDecay) t.fingerprint["weight_decay"] = t.adam.weight_decay;
+  if (t.min_lr_ratio != train::TrainOptions{}.min_lr_ratio) t.fingerprint["min_lr_ratio"] = t.min_lr_ratio;
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
   auto result = train::train(task, t);

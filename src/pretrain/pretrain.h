@@ -1,6 +1,7 @@
 // Pretraining mimic's own small GPT-2 (causal LM) and BERT (masked LM) on the public-domain corpora,
 // on the training engine. Writes a HF-layout directory that every mimic command reads.
 #pragma once
+#include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -36,8 +37,11 @@ struct PretrainOptions {
   int64_t batch_size = 16;
   int64_t eval_batches = 20;        // validation batches per evaluation
   uint64_t seed = 0;
+  c10::Device device = c10::Device(c10::kCPU);  // where the model trains (--device); initialised on the CPU, then moved
   train::TrainOptions train;        // steps, lr, schedule, out_dir, ...
 };
+// `mimic pretrain`'s weight decay unless --weight-decay says otherwise (a checkpoint's fingerprint omits it then)
+inline constexpr double kPretrainWeightDecay = 0.1;
 
 // Runs (or resumes) pretraining; the final model is in out_dir/last, and the best (validation loss) is moved from
 // out_dir/best into out_dir itself at the end (config.json, model.safetensors, tokenizer files) so that out_dir is

@@ -16,7 +16,8 @@ at::Tensor next_token_loss(const at::Tensor& logits, const at::Tensor& labels) {
                                               torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
 }
 
-at::Tensor causal_lm_loss(models::Model& model, const data::LmBatch& b) {
+at::Tensor causal_lm_loss(models::Model& model, const data::LmBatch& batch) {
+  const auto b = data::to_device(batch, models::device_of(model));
   auto weight = model.lm_head_weight();
   if (!weight.defined()) return causal_lm_loss_reference(model, b);
   models::ForwardInputs in{b.input_ids, b.attention_mask, {}, {}};
@@ -24,7 +25,8 @@ at::Tensor causal_lm_loss(models::Model& model, const data::LmBatch& b) {
   return lm_head_loss(model.forward(in).last_hidden_state, weight, b.labels);
 }
 
-at::Tensor causal_lm_loss_reference(models::Model& model, const data::LmBatch& b) {
+at::Tensor causal_lm_loss_reference(models::Model& model, const data::LmBatch& batch) {
+  const auto b = data::to_device(batch, models::device_of(model));
   return next_token_loss(model.forward({b.input_ids, b.attention_mask, {}, {}}).logits, b.labels);
 }
 
@@ -48,7 +50,8 @@ at::Tensor kd_loss_from_logits(const at::Tensor& student, const at::Tensor& teac
   return loss;
 }
 
-at::Tensor causal_lm_kd_loss(models::Model& model, models::Model& teacher, const data::LmBatch& b, double temperature, double lm_weight) {
+at::Tensor causal_lm_kd_loss(models::Model& model, models::Model& teacher, const data::LmBatch& batch, double temperature, double lm_weight) {
+  const auto b = data::to_device(batch, models::device_of(model));
   auto weight = model.lm_head_weight(), teacher_weight = teacher.lm_head_weight();
   if (!weight.defined() || !teacher_weight.defined()) return causal_lm_kd_loss_reference(model, teacher, b, temperature, lm_weight);
   models::ForwardInputs in{b.input_ids, b.attention_mask, {}, {}};
@@ -62,8 +65,9 @@ at::Tensor causal_lm_kd_loss(models::Model& model, models::Model& teacher, const
                          lm_weight);
 }
 
-at::Tensor causal_lm_kd_loss_reference(models::Model& model, models::Model& teacher, const data::LmBatch& b, double temperature,
+at::Tensor causal_lm_kd_loss_reference(models::Model& model, models::Model& teacher, const data::LmBatch& batch, double temperature,
                                        double lm_weight) {
+  const auto b = data::to_device(batch, models::device_of(model));
   const models::ForwardInputs in{b.input_ids, b.attention_mask, {}, {}};
   at::Tensor teacher_logits;
   {

@@ -65,7 +65,7 @@ void AdamW::load_state(const std::vector<std::pair<std::string, at::Tensor>>& st
     MIMIC_CHECK(it != s.end(), "optimizer state has no '", key, "'");
     MIMIC_CHECK(it->second.sizes() == like.sizes(), "optimizer state '", key, "' has shape ", it->second.sizes(),
                 ", expected ", like.sizes());
-    return it->second.to(like.scalar_type()).clone();
+    return it->second.to(like.device(), like.scalar_type()).clone();  // read on the CPU, kept where the parameter is
   };
   for (size_t i = 0; i < params_.size(); ++i) {
     m_[i] = get(params_[i].first + ".exp_avg", params_[i].second);
@@ -86,9 +86,15 @@ double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double peak
 
 double clip_grad_norm(const std::vector<std::pair<std::string, at::Tensor>>& params, double max_norm) {
   torch::NoGradGuard no_grad;
-  double sq = 0;
-  for (const auto& [name, p] : params)
-    if (p.grad().defined()) sq += p.grad().pow(2).sum().item<double>();
+  // Summed where the gradients are and read once (one read per parameter would wait on the GPU once each); each
+  // parameter's square sum is taken in its own type and added in double, in order, as it always was.
+  at::Tensor total;
+  for (const auto& [name, p] : params) {
+    if (!p.grad().defined()) continue;
+    auto sq = p.grad().pow(2).sum().to(torch::kDouble);
+    total = total.defined() ? total + sq : sq;
+  }
+  const double sq = total.defined() ? total.item<double>() : 0.0;
   double norm = std::sqrt(sq);
   if (std::isfinite(norm) && max_norm > 0 && norm > max_norm) {
     double scale = max_norm / (norm + 1e-6);

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "mimic/core/error.h"
@@ -62,12 +63,47 @@ Saved saved_from_json(const nlohmann::json& meta, const std::string& where) {
   return s;
 }
 
+// The generator of the GPU the parameters are on (dropout there draws from it, not from the CPU's), or none: a
+// checkpoint keeps its state beside the CPU generator's, so that a run resumed on the same device continues.
+std::optional<at::Generator> device_generator(const TrainTask& task) {
+  if (task.params.empty() || task.params.front().second.device().is_cpu()) return std::nullopt;
+  return at::globalContext().defaultGenerator(task.params.front().second.device());
+}
+
+// The first setting in which `mine` differs from `lead`'s ("lr: rank 0 has 0.001, this rank 0.002"), or "".
+std::string first_difference(const nlohmann::json& lead, const nlohmann::json& mine) {
+  std::set<std::string> keys;
+  for (auto it = lead.begin(); it != lead.end(); ++it) keys.insert(it.key());
+  for (auto it = mine.begin(); it != mine.end(); ++it) keys.insert(it.key());
+  for (const auto& k : keys) {
+    const auto a = lead.contains(k) ? lead[k].dump() : "nothing", b = mine.contains(k) ? mine[k].dump() : "nothing";
+    if (a != b) return k + ": rank 0 has " + a + ", this rank " + b;
+  }
+  return "";
+}
+
+// The ranks of a data-parallel run train one run: every rank compares its settings (the fingerprint a checkpoint
+// keeps: model, data, seed, schedule, what trains...) with rank 0's before anything is read or written. A rank
+// started otherwise ends with one line naming the first difference, and every other rank with one line saying how
+// many differ — no rank trains on and no collective is left waiting.
+void check_same_settings(distributed::Group& group, const nlohmann::json& mine) {
+  const std::string what = "comparing the ranks' settings";
+  const auto lead = json_parse(group.broadcast(mine.dump(), what), "rank 0's settings");
+  const std::string diff = first_difference(lead, mine);
+  const auto differing = std::llround(group.average(diff.empty() ? 0.0 : 1.0, what) * group.size());
+  if (differing == 0) return;
+  if (!diff.empty())
+    fail("rank ", group.rank(), " was started with other settings than rank 0 (", diff, "): start every rank with the same command");
+  fail(differing, differing == 1 ? " rank was" : " ranks were", " started with other settings than rank 0: start every rank with the same command");
+}
+
 void save_checkpoint(const std::string& dir, const TrainTask& task, const AdamW& opt, const Saved& s,
                      const TrainOptions& o, int world_size) {
   std::vector<std::pair<std::string, at::Tensor>> tensors;
   for (const auto& [name, p] : task.params) tensors.emplace_back("param/" + name, p.detach());
   for (auto& [name, t] : opt.state()) tensors.emplace_back("optim/" + name, t);
   tensors.emplace_back("rng/torch", at::detail::getDefaultCPUGenerator().get_state());
+  if (auto g = device_generator(task)) tensors.emplace_back("rng/device", g->get_state());
   nlohmann::json meta = state_json(s);
   meta["fingerprint"] = o.fingerprint;
   meta["world_size"] = world_size;
@@ -122,6 +158,7 @@ Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, cons
   opt.load_state(state);
   auto gen = at::detail::getDefaultCPUGenerator();
   gen.set_state(f.load("rng/torch"));
+  if (auto g = device_generator(task); g && f.contains("rng/device")) g->set_state(f.load("rng/device"));
   return saved_from_json(meta, where);
 }
 
@@ -180,6 +217,7 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
   const bool lead = group.lead();
   MIMIC_CHECK(group.size() == 1 || task.data_parallel, o.label, ": this training job does not run data-parallel (WORLD_SIZE=",
               group.size(), "); run it as one process");
+  if (group.size() > 1) check_same_settings(group, o.fingerprint);
   const auto lock = lead ? io::lock_output_dir(o.out_dir) : io::OutputLock();
   const std::string ckpt = o.out_dir + "/" + kCheckpoint;
   const std::string log = o.out_dir + "/log.jsonl";

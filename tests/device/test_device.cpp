@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,12 @@
 #include "mimic/core/error.h"
 #include "mimic/core/runtime.h"
 #include "mimic/data/batches.h"
+#include "mimic/data/recall_tasks.h"
+#include "mimic/eval/perplexity.h"
+#include "mimic/eval/recall_accuracy.h"
+#include "mimic/finetune/lm.h"
+#include "mimic/generate/generate.h"
+#include "mimic/io/safetensors.h"
 #include "mimic/models/model.h"
 #include "mimic/train/lm.h"
 
@@ -228,6 +235,106 @@ TEST(Device, AModelTrainsAndDecodesOnTheDeviceAsOnTheCpu) {
       xd = dev->forward_step(next.to(target()), *sd);
       expect_close(xd, xc, "model " + label(c) + " step " + std::to_string(i));
     }
+  }
+}
+
+// A folder removed at the end of the test (this binary has none of tests/test_util.h's CLI helpers).
+struct ScratchDir {
+  std::filesystem::path path;
+  ScratchDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "mimic-device-XXXXXX").string();
+    path = ::mkdtemp(t.data()) ? std::filesystem::path(t) : std::filesystem::path();
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+// The stages with --device, as the commands run them: a finetune (the library entry point finetune::finetune_lm, with
+// its checkpoint, export and final scoring) of a small GPT-2 on a recall task, on the device and on the CPU from the
+// same start, then recall accuracy, perplexity and greedy generation of the result on each. fp32 on both sides: the
+// losses and scores agree to 1e-4 of their size; the weights' updates to 1e-2 of their norm, over all weights (AdamW
+// divides by the root of the squared gradients: where a gradient is near zero, rounding can move one element's step
+// by up to the learning rate, so no per-element bound holds); the greedy tokens are the same.
+TEST(Device, FinetuneEvalAndGenerateOnTheDeviceAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const std::string task = "mqar:vocab=64,seq_len=32,pairs=4";
+  const nlohmann::json config = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", 64},
+                                 {"n_positions", 64}, {"n_embd", 32}, {"n_layer", 2}, {"n_head", 4}};
+  for (const auto& c : std::vector<std::pair<std::string, nlohmann::json>>{{"softmax", nlohmann::json::object()},
+                                                                          {"linear", {{"feature_map", "hedgehog"}}}}) {
+    SCOPED_TRACE(c.first);
+    ScratchDir dir;
+    ASSERT_FALSE(dir.path.empty());
+    torch::manual_seed(3);
+    auto base = mimic::models::create_model(config.dump(), "");
+    const auto s = base->summary();
+    if (c.first != "softmax")
+      for (int64_t l = 0; l < s.n_layer; ++l) base->set_attention_kernel(l, kernel_pair(c.first, c.second, s.n_head, s.d_model / s.n_head).first);
+    base->save(dir.file("base"));
+    auto run = [&](c10::Device device, const std::string& out) {
+      mimic::finetune::LmOptions o;
+      o.model_dir = dir.file("base");
+      o.corpus = task;
+      o.seq_len = 32;
+      o.batch_size = 8;
+      o.eval_batches = 2;
+      o.seed = 5;
+      o.device = device;
+      o.train.steps = 6;
+      o.train.warmup = 1;
+      o.train.lr = 1e-3;
+      o.train.eval_every = 3;
+      o.train.checkpoint_every = 3;
+      o.train.keep_last = true;  // the whole final checkpoint stays, with the device's random state
+      o.train.progress = false;
+      o.train.out_dir = dir.file(out);
+      return mimic::finetune::finetune_lm(o);
+    };
+    const auto on_cpu = run(c10::Device(c10::kCPU), "cpu");
+    const auto on_dev = run(target(), "dev");
+    const auto rel = [](double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); };
+    std::printf("  %-64s rel err %.2e\n", ("finetune " + c.first + " last loss").c_str(), rel(on_dev.train.last_loss, on_cpu.train.last_loss));
+    EXPECT_LE(rel(on_dev.train.last_loss, on_cpu.train.last_loss), 1e-4);
+    EXPECT_LE(rel(on_dev.student.validation_loss, on_cpu.student.validation_loss), 1e-4);
+    EXPECT_EQ(on_dev.train.best_step, on_cpu.train.best_step);
+    if (!cpu_as_device()) {
+      auto ckpt = mimic::io::SafeTensorsFile::open(dir.file("dev") + "/checkpoint.safetensors");
+      EXPECT_TRUE(ckpt.contains("rng/device")) << "a GPU run's checkpoint keeps the GPU's random state";
+    }
+    // the exports, read back on the CPU: what training moved, on the device against on the CPU, over every weight
+    auto a = mimic::models::load_model(dir.file("dev")), b = mimic::models::load_model(dir.file("cpu"));
+    auto start = mimic::models::load_model(dir.file("base"));
+    auto pa = a->module().named_parameters(), pb = b->module().named_parameters(), p0 = start->module().named_parameters();
+    double moved = 0, apart = 0;
+    for (const auto& p : pb) {
+      const auto db = (p.value() - p0[p.key()]).to(at::kDouble), da = (pa[p.key()] - p0[p.key()]).to(at::kDouble);
+      moved += db.pow(2).sum().item<double>();
+      apart += (da - db).pow(2).sum().item<double>();
+    }
+    ASSERT_GT(moved, 0) << "the finetune moved no weight";
+    std::printf("  %-64s rel err %.2e\n", ("finetune " + c.first + " weight updates").c_str(), std::sqrt(apart / moved));
+    EXPECT_LE(std::sqrt(apart / moved), 1e-2);
+    // recall accuracy, perplexity and greedy decoding of the result, on the device and on the CPU
+    auto dev_model = mimic::models::load_model(dir.file("dev"), target());
+    EXPECT_EQ(mimic::models::device_of(*dev_model), target());
+    mimic::eval::RecallAccuracyOptions ro;
+    ro.examples = 16;
+    ro.batch_size = 8;
+    ro.progress = false;
+    const auto spec = mimic::data::RecallTaskSpec::parse(task);
+    EXPECT_NEAR(mimic::eval::recall_accuracy(*dev_model, spec, ro).correct, mimic::eval::recall_accuracy(*a, spec, ro).correct, 1)
+        << "an answer may flip where two logits tie to rounding, not more";
+    std::vector<int64_t> ids;
+    for (int64_t i = 0; i < 60; ++i) ids.push_back((i * 7 + 3) % 64);
+    mimic::eval::PerplexityOptions po;
+    po.progress = false;
+    EXPECT_LE(rel(mimic::eval::perplexity(*dev_model, ids, po).nll, mimic::eval::perplexity(*a, ids, po).nll), 1e-4);
+    mimic::generate::GenerateOptions go;
+    go.max_new_tokens = 8;
+    EXPECT_EQ(mimic::generate::generate(*dev_model, {1, 2, 3, 4}, go).ids, mimic::generate::generate(*a, {1, 2, 3, 4}, go).ids);
   }
 }
 
