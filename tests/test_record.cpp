@@ -497,6 +497,21 @@ TEST(Record, StringArraysAndFloatCountsInTheRootAttributesAreRefused) {
 
 // Through the CLI: a run killed with SIGKILL at an arbitrary moment, started again with the same command,
 // ends with the same datasets as an uninterrupted run.
+// HDF5's message when a write finds the disk full, as record got it on a 512 kB tmpfs (2026-11-27): several lines,
+// a pointer, the bytes "actually written" as 2^64 − 1. mimic says it in one line, naming the full disk; another
+// system error is named as the system names it; HDF5's own messages pass through on one line.
+TEST(Record, HdfErrorsBecomeOneLineAndAFullDiskIsNamed) {
+  const std::string enospc =
+      "file write failed: time = Fri Nov 27 01:18:48 2026\n, filename = '/tmp/tiny/r.h5', file descriptor = 4, errno = 28, error "
+      "message = 'No space left on device', buf = 0x560ffc678c80, total write size = 1489, bytes this sub-write = 1489, bytes "
+      "actually written = 18446744073709551615, offset = 0";
+  EXPECT_EQ(mimic::record::h5_error_words(enospc, "cannot write a chunk"), "the disk is full (No space left on device) (cannot write a chunk)");
+  const std::string eio = "file write failed: time = x\n, filename = 'f', file descriptor = 4, errno = 5, error message = 'Input/output error', buf = 0x1";
+  EXPECT_EQ(mimic::record::h5_error_words(eio, ""), "Input/output error");
+  EXPECT_EQ(mimic::record::h5_error_words("unable to open file\n  (truncated)", "H5File open"), "unable to open file (truncated) (H5File open)");
+  EXPECT_EQ(mimic::record::h5_error_words("", "H5Dwrite failed"), "H5Dwrite failed");
+}
+
 TEST(Record, CliResumesAfterKillToTheSameContent) {
   TempDir dir;
   const std::string args = "record --model " + gpt2_dir() +

@@ -4,7 +4,9 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "mimic/core/error.h"
@@ -30,7 +32,29 @@ std::string h5_error_text(const H5::Exception& e) {
       },
       &inner);
   H5Eclear2(H5E_DEFAULT);
-  std::string outer = e.getDetailMsg();
+  return h5_error_words(inner, e.getDetailMsg());
+}
+
+std::string h5_error_words(const std::string& inner_text, const std::string& outer_text) {
+  auto one_line = [](const std::string& s) {
+    std::string out;
+    for (char c : s) {
+      const bool space = c == '\n' || c == '\r' || c == '\t' || c == ' ';
+      if (space && (out.empty() || out.back() == ' ')) continue;
+      out += space ? ' ' : c;
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    return out;
+  };
+  std::string inner = one_line(inner_text), outer = one_line(outer_text);
+  const std::string quoted = "error message = '";
+  if (const auto at = inner.find(quoted); at != std::string::npos) {
+    const auto from = at + quoted.size(), to = inner.find('\'', from);
+    const std::string system = inner.substr(from, to == std::string::npos ? std::string::npos : to - from);
+    int code = 0;
+    if (const auto e = inner.find("errno = "); e != std::string::npos) code = std::atoi(inner.c_str() + e + 8);
+    inner = code == ENOSPC || code == EDQUOT ? "the disk is full (" + system + ")" : system;
+  }
   if (inner.empty()) return outer;
   return outer.empty() ? inner : inner + " (" + outer + ")";
 }

@@ -18,6 +18,10 @@ inline constexpr const char* kTensors[] = {"q", "k", "v", "o"};
 
 // The innermost message of HDF5's error stack (the most specific one), then the stack is cleared.
 std::string h5_error_text(const H5::Exception& e);
+// The words h5_error_text makes of HDF5's innermost and outermost messages: one line, and where the innermost quotes
+// the system's error ("... errno = 28, error message = 'No space left on device', buf = 0x..., offset = 0") that error
+// alone, named — a full disk as such.
+std::string h5_error_words(const std::string& inner, const std::string& outer);
 
 // IEEE binary16 as an HDF5 type (h5py reads it as float16).
 H5::FloatType half_type();
