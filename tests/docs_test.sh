@@ -60,4 +60,15 @@ sources=$(cat "$src/docs/results.md" "$src/docs/recall.md" "$src/docs/models.md"
 while read -r num; do
   grep -qF -- "$num" <<<"$sources" || fail "README.md's table number $num is in none of docs/results.md, recall.md, models.md"
 done < <(grep -E '^\|' "$readme" | grep -oE '[0-9][0-9,]*\.[0-9]+' | sort -u)
-echo "docs_test: README ($lines lines) and docs agree"
+# every test the README and docs/ name as what checks a claim (`Suite.NameAsASentence`, `Suite.Prefix*`) exists: a
+# GoogleTest TEST(Suite, Name) under tests/ or a ctest add_test(NAME Suite.Name)
+have=$( (grep -rhoE 'TEST(_F)?\([A-Za-z0-9_]+, *[A-Za-z0-9_]+\)' "$src/tests" | sed -E 's/TEST(_F)?\(([A-Za-z0-9_]+), *([A-Za-z0-9_]+)\)/\2.\3/'
+         grep -hoE 'add_test\(NAME [A-Za-z0-9_.]+' "$src/tests/CMakeLists.txt" | sed 's/add_test(NAME //') | sort -u)
+named=0
+while read -r t; do
+  named=$((named + 1))
+  if [[ $t == *'*' ]]; then grep -q "^${t%\*}" <<<"$have" || fail "a doc names the tests $t, which match none"
+  else grep -qxF "$t" <<<"$have" || fail "a doc names the test $t, which does not exist"; fi
+done < <(cat "$readme" "$src"/docs/*.md | grep -ohE '`[A-Z][A-Za-z0-9]*\.[A-Z][A-Za-z0-9_]{14,}\*?`' | tr -d '`' | sort -u)
+(( named > 20 )) || fail "only $named tests named in the docs: the pattern that finds them no longer matches"
+echo "docs_test: README ($lines lines) and docs agree; the $named tests they name exist"

@@ -7,7 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 bash tools/setup.sh
 build=${MIMIC_BUILD_DIR:-$root/build}
-bash tools/configure.sh "$build"
+bash tools/configure.sh --suite "$build"  # also resets a reused folder's settings that would drop tests
 start=$(date +%s)
 cmake --build "$build" -j"$(nproc)"
 echo "test.sh: build took $(( $(date +%s) - start )) s" >&2
