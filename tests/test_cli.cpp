@@ -333,6 +333,25 @@ TEST(Cli, DeviceCpuAndAutoComputeWhatTheDefaultComputes) {
   EXPECT_EQ(generated(" --device cpu"), generated(""));
 }
 
+// A rerun resumes only the run it belongs to: the checkpoint keeps the digest of the weights the run started from, so
+// a model folder that now holds other weights under the same path is refused, naming the digest.
+TEST(Cli, AFinetuneDoesNotResumeFromWeightsThatChangedUnderTheSamePath) {
+  TempDir dir;
+  std::filesystem::copy(gpt2_dir(), dir.file("m"), std::filesystem::copy_options::recursive);
+  const std::string cmd = "finetune --task lm --model " + dir.file("m") +
+                          " --data sotu --steps 1 --warmup 0 --batch-size 2 --seq-len 32 --eval-batches 1 --json --out " + dir.file("o");
+  auto first = mimic_cli(cmd);
+  ASSERT_EQ(first.code, 0) << first.err;
+  auto again = mimic_cli(cmd);  // the same weights: the finished run is recognised
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["resumed_from"], 1);
+  std::filesystem::copy_file(dir.file("o/model.safetensors"), dir.file("m/model.safetensors"),
+                             std::filesystem::copy_options::overwrite_existing);  // the trained weights, same architecture
+  auto changed = mimic_cli(cmd);
+  expect_one_line_error(changed, "was written with other settings");
+  EXPECT_NE(changed.err.find("model_digest"), std::string::npos) << changed.err;
+}
+
 // Every numeric option has a range (tools/ranges.h) that the command line is checked against while it is parsed:
 // an out-of-range value is one line naming the option and its range and a non-zero exit, before any model or data
 // is loaded (no other option is given: nothing could be loaded). The first rows are the values a hostile probe

@@ -161,6 +161,11 @@ nlohmann::json fingerprint(const FinetuneOptions& o) {
   return j;
 }
 
+void add_weight_digests(nlohmann::json& fp, models::Model& model, models::Model* teacher) {
+  fp["model_digest"] = models::model_digest(model);
+  if (teacher) fp["teacher_digest"] = models::model_digest(*teacher);
+}
+
 std::string describe_trainable(const FinetuneOptions& o) {
   std::ostringstream os;
   os << train_set_name(o.effective_train_set());
