@@ -6,6 +6,7 @@
 #include <functional>
 #include <sstream>
 
+#include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
 #include "test_util.h"
@@ -568,4 +569,29 @@ TEST(TrainOptimizer, WarmupCosineSchedule) {
   EXPECT_DOUBLE_EQ(warmup_cosine_lr(10, 10, 110, 1.0, 0.1), 1.0);
   EXPECT_NEAR(warmup_cosine_lr(60, 10, 110, 1.0, 0.1), 0.55, 1e-12);  // half-way: mean of peak and floor
   EXPECT_NEAR(warmup_cosine_lr(110, 10, 110, 1.0, 0.1), 0.1, 1e-12);
+}
+
+// The first differing setting, as resumes (distill) and the ranks of a distributed run name it: keys in sorted order,
+// a key one side lacks as "absent", nested values compared whole; equal documents have none.
+TEST(JsonKeys, TheFirstDifferenceIsTheFirstKeyInOrderWithItsTwoValues) {
+  const auto a = nlohmann::json::parse(R"({"lr": 0.001, "seed": 1, "copy": {"fraction": 0.5}})");
+  EXPECT_FALSE(mimic::json_first_difference(a, a).has_value());
+  auto b = a;
+  b["seed"] = 2;
+  b["copy"]["fraction"] = 0.25;
+  auto d = mimic::json_first_difference(a, b);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->key, "copy");  // before "seed"
+  EXPECT_EQ(d->first, R"({"fraction":0.5})");
+  EXPECT_EQ(d->second, R"({"fraction":0.25})");
+  auto c = a;
+  c.erase("lr");
+  c["zeta"] = true;
+  d = mimic::json_first_difference(a, c);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->key, "lr");
+  EXPECT_EQ(d->second, "absent");
+  d = mimic::json_first_difference(a, nlohmann::json::array());
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->key, "");
 }

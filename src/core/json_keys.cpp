@@ -1,5 +1,7 @@
 #include "mimic/core/json_keys.h"
 
+#include <set>
+
 #include "mimic/core/error.h"
 
 namespace mimic {
@@ -63,6 +65,19 @@ std::string json_string_or(const nlohmann::json& j, const std::string& key, cons
 }
 bool json_bool_or(const nlohmann::json& j, const std::string& key, const std::string& where, bool fallback) {
   return absent(j, key) ? fallback : json_bool(j, key, where);
+}
+
+std::optional<JsonDifference> json_first_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a == b) return std::nullopt;
+  if (!a.is_object() || !b.is_object()) return JsonDifference{"", a.dump(), b.dump()};
+  std::set<std::string> keys;
+  for (auto it = a.begin(); it != a.end(); ++it) keys.insert(it.key());
+  for (auto it = b.begin(); it != b.end(); ++it) keys.insert(it.key());
+  for (const auto& k : keys) {
+    std::string x = a.contains(k) ? a.at(k).dump() : "absent", y = b.contains(k) ? b.at(k).dump() : "absent";
+    if (x != y) return JsonDifference{k, std::move(x), std::move(y)};
+  }
+  return std::nullopt;  // equal as text though not as values (e.g. 1 and 1.0)
 }
 
 }  // namespace mimic

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +31,14 @@ int64_t json_int_or(const nlohmann::json& j, const std::string& key, const std::
 double json_double_or(const nlohmann::json& j, const std::string& key, const std::string& where, double fallback);
 std::string json_string_or(const nlohmann::json& j, const std::string& key, const std::string& where, const std::string& fallback);
 bool json_bool_or(const nlohmann::json& j, const std::string& key, const std::string& where, bool fallback);
+
+// The first key (in sorted order) whose value differs between two objects — settings compared at a resume or
+// between ranks — with both values as JSON ("absent" where an object lacks the key); none when they are equal. Two
+// documents that are not both objects differ at key "".
+struct JsonDifference {
+  std::string key, first, second;
+};
+std::optional<JsonDifference> json_first_difference(const nlohmann::json& first, const nlohmann::json& second);
 
 // Runs `read`, which reads part of a document through the functions above and names only that part, and
 // prefixes a mimic::Error it throws with `path`: the message names the file too.

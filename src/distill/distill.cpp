@@ -205,10 +205,8 @@ void save_done(const std::string& path, const nlohmann::json& fingerprint, const
 }
 
 std::string first_difference(const nlohmann::json& saved, const nlohmann::json& now) {
-  for (auto it = now.begin(); it != now.end(); ++it)
-    if (!saved.contains(it.key()) || saved.at(it.key()) != it.value())
-      return it.key() + " (" + (saved.contains(it.key()) ? saved.at(it.key()).dump() : "absent") + " then, " + it.value().dump() + " now)";
-  return "the settings";
+  const auto d = json_first_difference(saved, now);
+  return d ? d->key + " (" + d->first + " then, " + d->second + " now)" : "the settings";
 }
 
 Done load_done(const std::string& path, const nlohmann::json& fingerprint) {

@@ -9,7 +9,6 @@
 #include <limits>
 #include <map>
 #include <optional>
-#include <set>
 #include <sstream>
 
 #include "mimic/core/error.h"
@@ -70,18 +69,6 @@ std::optional<at::Generator> device_generator(const TrainTask& task) {
   return at::globalContext().defaultGenerator(task.params.front().second.device());
 }
 
-// The first setting in which `mine` differs from `lead`'s ("lr: rank 0 has 0.001, this rank 0.002"), or "".
-std::string first_difference(const nlohmann::json& lead, const nlohmann::json& mine) {
-  std::set<std::string> keys;
-  for (auto it = lead.begin(); it != lead.end(); ++it) keys.insert(it.key());
-  for (auto it = mine.begin(); it != mine.end(); ++it) keys.insert(it.key());
-  for (const auto& k : keys) {
-    const auto a = lead.contains(k) ? lead[k].dump() : "nothing", b = mine.contains(k) ? mine[k].dump() : "nothing";
-    if (a != b) return k + ": rank 0 has " + a + ", this rank " + b;
-  }
-  return "";
-}
-
 // The ranks of a data-parallel run train one run: every rank compares its settings (the fingerprint a checkpoint
 // keeps: model, data, seed, schedule, what trains...) with rank 0's before anything is read or written. A rank
 // started otherwise ends with one line naming the first difference, and every other rank with one line saying how
@@ -89,7 +76,8 @@ std::string first_difference(const nlohmann::json& lead, const nlohmann::json& m
 void check_same_settings(distributed::Group& group, const nlohmann::json& mine) {
   const std::string what = "comparing the ranks' settings";
   const auto lead = json_parse(group.broadcast(mine.dump(), what), "rank 0's settings");
-  const std::string diff = first_difference(lead, mine);
+  const auto d = json_first_difference(lead, mine);
+  const std::string diff = d ? d->key + ": " + d->first + " on rank 0, " + d->second + " here" : "";
   const auto differing = std::llround(group.average(diff.empty() ? 0.0 : 1.0, what) * group.size());
   if (differing == 0) return;
   if (!diff.empty())
