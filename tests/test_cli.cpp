@@ -331,6 +331,17 @@ TEST(Cli, DeviceCpuAndAutoComputeWhatTheDefaultComputes) {
     return r.code == 0 ? nlohmann::json::parse(r.out)["text"].get<std::string>() : std::string();
   };
   EXPECT_EQ(generated(" --device cpu"), generated(""));
+  // distill (online: the teacher runs too) writes the same maps
+  mimic::test::write_bytes(dir.file("d.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));
+  auto maps = [&](const std::string& name, const std::string& device) {
+    auto r = mimic_cli("distill --model " + gpt2_dir() + " --data " + dir.file("d.txt") + " --seq-len 16 --samples 40 --epochs 2 "
+                       "--batch-size 4 --json --out " + dir.file(name) + device);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return bytes(dir.file(name));
+  };
+  const auto plain_maps = maps("m.safetensors", "");
+  ASSERT_FALSE(plain_maps.empty());
+  EXPECT_EQ(maps("m-cpu.safetensors", " --device cpu"), plain_maps);
 }
 
 // A rerun resumes only the run it belongs to: the checkpoint keeps the digest of the weights the run started from, so

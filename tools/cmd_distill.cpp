@@ -54,6 +54,7 @@ void run(DistillArgs& a) {
   start(a.common);
   refuse_out_over_inputs(a.o.out, {{"--record", a.o.record}, {"--model", a.o.model_dir}, {"--data", a.o.data}, {"--maps", a.o.maps}});
   a.o.seed = a.common.seed;
+  a.o.device = a.common.on;
   a.o.progress = !a.common.json;
   try {
     a.o.map_options = nlohmann::json::parse(a.map_options);
@@ -112,7 +113,7 @@ void register_distill(CLI::App& app) {
   sub->add_flag("--eval-only", a->o.eval_only, "Only evaluate --maps (or the untrained --feature-map) on the held-out samples");
   sub->add_option("--maps", a->o.maps, "With --eval-only: a mimic distill output to evaluate")->check(path_arg());
   sub->add_option("--stop-after-epochs", a->o.stop_after_epochs, "Testing: stop as if interrupted after N epochs (of each rank)")->group("")->check(range::integer(0, 1000000));
-  add_common_options(*sub, a->common);
+  add_common_options(*sub, a->common, Devices::Any);
   sub->callback([a]() { run(*a); });
 }
 

@@ -205,6 +205,24 @@ print(f"pretrain {p.get('tokens_per_second', 0):.0f} tok/s, finetune {f.get('tok
 PY
 )"
 done
+# distill from one record (written on the CPU from the CPU run's model) on the GPU and on the CPU: the same record,
+# the same initial maps, so the two runs' best validation losses agree to rounding
+if "$mimic" record --model "$cli/pre-cpu" --data "$task" --samples 64 --seq-len 128 --out "$cli/r.h5" --seed 1 >/dev/null 2>>"$out/cli.log"; then
+  for dev in cuda cpu; do
+    "$mimic" distill --record "$cli/r.h5" --epochs 3 --batch-size 8 --out "$cli/maps-$dev.safetensors" --device "$dev" --seed 1 --json \
+      >"$cli/distill-$dev.json" 2>>"$out/cli.log"
+    say "distill on $dev: rc $?; $(python3 - "$cli/distill-$dev.json" <<'PY' 2>&1
+import json, sys
+j = json.load(open(sys.argv[1]))
+losses = [l["best_val_loss"] for l in j["layers"]]
+kl = sum(l["after"]["mean"]["kl"] for l in j["layers"]) / len(j["layers"])
+print(f"{len(losses)} layers in {j['seconds']:.1f} s, best validation losses {' '.join(f'{x:.6f}' for x in losses)}, mean KL {kl:.5f}")
+PY
+)"
+  done
+else
+  say "record: FAILED (cli.log)"
+fi
 tail -5 "$out/cli.log" | sed 's/^/  cli.log: /' | tee -a "$summary"
 rm -rf "$cli"
 say "cli: $(( $(stamp) - t0 )) s"

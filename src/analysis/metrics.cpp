@@ -4,11 +4,13 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "mimic/attention/attention.h"
 #include "mimic/attention/distillable.h"
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
+#include "mimic/core/runtime.h"
 
 namespace mimic::analysis {
 
@@ -95,18 +97,27 @@ void MetricsAccumulator::add_weights(const at::Tensor& a_in, const at::Tensor& l
   auto rho0 = torch::where(rho_ok, rho, torch::zeros_like(rho));
   at::Tensor top_s, top_l;  // masked keys and padded rows hold zeros: they add nothing
   if (top_k_ > 0) top_s = top_k_mass(a, top_k_), top_l = top_k_mass(w, top_k_);
+  // Each head's sums as before (one reduction per head and quantity), read back in one host copy: a read per head
+  // and quantity would wait on a GPU seven times a head.
+  std::vector<at::Tensor> sums;
   for (int64_t h = 0; h < n_head_; ++h) {
-    if (top_k_ > 0) {
-      top_s_[static_cast<size_t>(h)] += top_s.select(1, h).sum().item<double>();
-      top_l_[static_cast<size_t>(h)] += top_l.select(1, h).sum().item<double>();
-    }
-    ce_[static_cast<size_t>(h)] += ce.select(1, h).sum().item<double>();
-    ent_s_[static_cast<size_t>(h)] += ent_s.select(1, h).sum().item<double>();
-    ent_l_[static_cast<size_t>(h)] += ent_l.select(1, h).sum().item<double>();
-    rho_[static_cast<size_t>(h)] += rho0.select(1, h).sum().item<double>();
-    rho_rows_[static_cast<size_t>(h)] += rho_ok.select(1, h).sum().item<double>();
+    for (const at::Tensor* x : {&ce, &ent_s, &ent_l, &rho0}) sums.push_back(x->select(1, h).sum());
+    sums.push_back(rho_ok.select(1, h).sum().to(torch::kDouble));
+    if (top_k_ > 0) sums.push_back(top_s.select(1, h).sum()), sums.push_back(top_l.select(1, h).sum());
   }
-  rows_ += valid_rows(b).sum().item<double>();
+  sums.push_back(valid_rows(b).sum().to(torch::kDouble));
+  const auto all = host(torch::stack(sums).to(torch::kDouble));
+  const double* x = all.data_ptr<double>();
+  for (int64_t h = 0; h < n_head_; ++h) {
+    const auto i = static_cast<size_t>(h);
+    ce_[i] += *x++;
+    ent_s_[i] += *x++;
+    ent_l_[i] += *x++;
+    rho_[i] += *x++;
+    rho_rows_[i] += *x++;
+    if (top_k_ > 0) top_s_[i] += *x++, top_l_[i] += *x++;
+  }
+  rows_ += *x;
 }
 
 LayerMetrics MetricsAccumulator::result() const {

@@ -22,15 +22,16 @@ at::Tensor teacher_weights(const TeacherBatch& b) {
 
 at::Tensor valid_rows(const TeacherBatch& b) {
   const int64_t n = b.q.size(0), t = b.q.size(2);
-  if (!b.mask.defined()) return torch::ones({n, 1, t, 1}, torch::kBool);
+  if (!b.mask.defined()) return torch::ones({n, 1, t, 1}, torch::dtype(torch::kBool).device(b.q.device()));
   return b.mask.to(torch::kBool).view({n, 1, t, 1});
 }
 
 at::Tensor visible(const TeacherBatch& b) {
   const int64_t n = b.q.size(0), t = b.q.size(2);
-  auto vis = torch::ones({n, 1, t, t}, torch::kBool);
+  const auto on = torch::dtype(torch::kBool).device(b.q.device());
+  auto vis = torch::ones({n, 1, t, t}, on);
   if (b.mask.defined()) vis = vis & b.mask.to(torch::kBool).view({n, 1, 1, t});
-  if (b.causal) vis = vis & torch::ones({t, t}, torch::kBool).tril();
+  if (b.causal) vis = vis & torch::ones({t, t}, on).tril();
   return vis & valid_rows(b);
 }
 

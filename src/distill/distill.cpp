@@ -101,8 +101,12 @@ StudentSpec student_spec(const DistillOptions& o, int64_t n_head, int64_t head_d
   return s;
 }
 
-std::shared_ptr<DistillableKernel> make_student(const StudentSpec& s, int64_t n_head, int64_t head_dim, uint64_t seed, int64_t layer) {
-  return untrained_student(s.kind, s.options, n_head, head_dim, seed, layer);
+// Initialised on the CPU (a seed gives the same maps on any device), then moved where the layer trains.
+std::shared_ptr<DistillableKernel> make_student(const StudentSpec& s, int64_t n_head, int64_t head_dim, uint64_t seed, int64_t layer,
+                                                c10::Device device) {
+  auto student = untrained_student(s.kind, s.options, n_head, head_dim, seed, layer);
+  if (!device.is_cpu()) student->to(device);
+  return student;
 }
 
 std::vector<std::pair<std::string, at::Tensor>> trainable(DistillableKernel& m, const StudentSpec& s) {
@@ -318,7 +322,7 @@ LayerRun distill_layer(const Job& j, int64_t layer, int64_t& epochs_this_run) {
   const auto& sp = j.sp;
   const int64_t n_batches = j.n_batches;
   LayerRun run;
-  auto student = make_student(j.spec, src->n_head(), src->head_dim(), o.seed, layer);
+  auto student = make_student(j.spec, src->n_head(), src->head_dim(), o.seed, layer, o.device);
   auto params = trainable(*student, j.spec);
   LayerResult& r = run.result;
   r.layer = layer;
@@ -431,7 +435,7 @@ DistillResult eval_only(const DistillOptions& o, Source& src) {
     spec = student_spec(o, src.n_head(), src.head_dim());
   }
   for (auto layer : layers) {
-    auto student = make_student(spec, src.n_head(), src.head_dim(), o.seed, layer);
+    auto student = make_student(spec, src.n_head(), src.head_dim(), o.seed, layer, o.device);
     if (maps) maps->load_into(*student, layer);
     LayerResult r;
     r.layer = layer;
@@ -485,7 +489,8 @@ DistillResult distill(const DistillOptions& o) {
                                 {"batch_size", o.batch_size},   {"val_fraction", o.val_fraction},
                                 {"patience", o.patience},       {"layers", layers},
                                 {"seed", o.seed}};
-  if (spec.kind != "linear") fingerprint["kind"] = spec.kind;  // absent for linear: older checkpoints still resume
+  if (spec.kind != "linear") fingerprint["kind"] = spec.kind;
+  if (!o.device.is_cpu()) fingerprint["device"] = c10::DeviceTypeName(o.device.type(), /*lower_case=*/true);  // absent for linear: older checkpoints still resume
   // The untrained map competes as epoch 0 (eval_at_start below): a checkpoint written before it did is not
   // resumed into a run that would treat its layers differently (rerun with --fresh).
   fingerprint["start_competes"] = true;
@@ -557,7 +562,7 @@ DistillResult distill(const DistillOptions& o) {
       const bool mine = owner(i) == group.rank();
       const auto result = json_parse(group.broadcast(mine ? layer_json(runs.at(layer).result).dump() : std::string(), what, owner(i)), what);
       // the other ranks receive into an untrained student's tensors: the same names and shapes
-      auto tensors = mine ? runs.at(layer).tensors : snapshot(*make_student(spec, src->n_head(), src->head_dim(), o.seed, layer));
+      auto tensors = mine ? runs.at(layer).tensors : snapshot(*make_student(spec, src->n_head(), src->head_dim(), o.seed, layer, o.device));
       std::vector<at::Tensor> values;
       for (const auto& [n, x] : tensors) values.push_back(x);
       group.broadcast(values, what, owner(i));

@@ -66,6 +66,7 @@ struct DistillOptions {
   int64_t patience = 0;  // epochs without a better validation loss before stopping (0 = never)
   std::string layers = "all";
   uint64_t seed = 0;
+  c10::Device device = c10::Device(c10::kCPU);  // where the students train and the online teacher runs (--device)
   std::string out;  // maps.safetensors; checkpoint: out + ".ckpt"
   bool fresh = false;  // ignore (and replace) an existing checkpoint
   // evaluation only

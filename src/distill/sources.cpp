@@ -68,7 +68,7 @@ class OnlineSource : public Source {
     ro.seq_len = o.seq_len;
     samples_ = std::make_unique<record::SampleReader>(ro);
     n_ = std::min(o.samples, samples_->available());
-    model_ = models::load_model(o.model_dir);
+    model_ = models::load_model(o.model_dir, o.device);  // the teacher runs where the students train
     model_->module().eval();
     digest_ = models::model_digest(*model_);
     auto sum = model_->summary();
@@ -76,6 +76,7 @@ class OnlineSource : public Source {
     head_dim_ = sum.d_model / sum.n_head;
     for (int64_t l = 0; l < sum.n_layer; ++l) layers_.push_back(l);
     batch_ = std::max<int64_t>(1, o.batch_size);
+    o_device_ = o.device;
   }
   int64_t samples() const override { return n_; }
   int64_t n_head() const override { return n_head_; }
@@ -98,7 +99,7 @@ class OnlineSource : public Source {
     try {
       for (int64_t s = 0; s < n_; s += batch_) {
         auto [ids, mask] = samples_->batch(s, std::min(batch_, n_ - s));
-        model_->forward({ids, mask, {}, {}});
+        model_->forward({ids.to(o_device_), mask.to(o_device_), {}, {}});
         q.push_back(cap.q.to(torch::kFloat));
         k.push_back(cap.k.to(torch::kFloat));
         v.push_back(cap.v.to(torch::kFloat));
@@ -128,18 +129,23 @@ class OnlineSource : public Source {
   std::unique_ptr<record::SampleReader> samples_;
   std::unique_ptr<models::Model> model_;
   int64_t n_ = 0, n_head_ = 0, head_dim_ = 0, batch_ = 8;
+  c10::Device o_device_ = c10::Device(c10::kCPU);
   std::vector<int64_t> layers_;
 };
 
 }  // namespace
 
 std::unique_ptr<Source> open_source(const DistillOptions& o) {
+  std::unique_ptr<Source> src;
   if (!o.record.empty()) {
     MIMIC_CHECK(o.model_dir.empty(), "distill: give either --record or --model, not both");
-    return std::make_unique<RecordSource>(o.record);
+    src = std::make_unique<RecordSource>(o.record);
+  } else {
+    MIMIC_CHECK(!o.model_dir.empty(), "distill: give --record FILE.h5 (or --model DIR --data ... for the online mode)");
+    src = std::make_unique<OnlineSource>(o);
   }
-  MIMIC_CHECK(!o.model_dir.empty(), "distill: give --record FILE.h5 (or --model DIR --data ... for the online mode)");
-  return std::make_unique<OnlineSource>(o);
+  src->place_on(o.device);
+  return src;
 }
 
 }  // namespace mimic::distill

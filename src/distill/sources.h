@@ -32,6 +32,9 @@ class Source {
   TeacherBatch batch(int64_t layer, int64_t begin, int64_t count) {
     if (layer != cached_) {
       full_ = load(layer);
+      // read on the CPU, placed once per layer where the student trains
+      for (at::Tensor* t : {&full_.q, &full_.k, &full_.v, &full_.o, &full_.mask})
+        if (t->defined()) *t = t->to(device_);
       cached_ = layer;
     }
     TeacherBatch b = full_;
@@ -42,7 +45,12 @@ class Source {
  protected:
   virtual TeacherBatch load(int64_t layer) = 0;  // every sample of one layer
 
+ public:
+  // Where batch() hands the tensors out (DistillOptions::device); the CPU unless told.
+  void place_on(c10::Device device) { device_ = device; }
+
  private:
+  c10::Device device_ = c10::Device(c10::kCPU);
   int64_t cached_ = -1;
   TeacherBatch full_;
 };
