@@ -20,7 +20,7 @@
 #                                        gpu-check-out); prints the summary
 # Environment: MIMIC_GPU_CARRY (default .gpu-carry), MIMIC_GPU_BUILD (default build-gpu), TORCH_PREFIX (a
 # LibTorch's CMake prefix; default: python3's torch.utils.cmake_prefix_path), JOBS (default: all cores),
-# MIMIC_GPU_QUICK=1 (shorter benches), MIMIC_GPU_SKIP_BENCH=1 (none), MIMIC_GPU_BENCH_BEFORE=S (benches only if the
+# MIMIC_GPU_CLI_ONLY=1 (the CLI alone, and the commands on the GPU: no tests), MIMIC_GPU_QUICK=1 (shorter benches), MIMIC_GPU_SKIP_BENCH=1 (none), MIMIC_GPU_BENCH_BEFORE=S (benches only if the
 # check so far took under S seconds), MIMIC_GPU_TEST_TIMEOUT (seconds per shard of the core tests, default 300), MIMIC_GPU_CPU_TESTS=all (every core test of the
 # build, sharded over the cores, instead of the attention/model subset).
 set -uo pipefail
@@ -54,6 +54,9 @@ fi
 
 out=${1:-gpu-check-out}
 build=${MIMIC_GPU_BUILD:-build-gpu}
+# MIMIC_GPU_CLI_ONLY=1: build the CLI alone and run only the commands on the GPU (a short lease)
+targets="mimic_cli mimic_tests mimic_device_tests"
+[ "${MIMIC_GPU_CLI_ONLY:-0}" = 1 ] && targets="mimic_cli"
 jobs=${JOBS:-$(nproc)}
 mkdir -p "$out"
 summary="$out/summary.txt"
@@ -97,7 +100,8 @@ configure_and_build() {
   fi
   say "configure ($dir): ok ($(( $(stamp) - t0 )) s); $(grep -m1 'without the full library' "$out/build.log" | sed 's/^-- //' || true)"
   t0=$(stamp)
-  if cmake --build "$dir" -j"$jobs" --target mimic_cli mimic_tests mimic_device_tests -- -k 0 >>"$out/build.log" 2>&1; then
+  # shellcheck disable=SC2086
+  if cmake --build "$dir" -j"$jobs" --target $targets -- -k 0 >>"$out/build.log" 2>&1; then
     say "build: ok ($(( $(stamp) - t0 )) s, $jobs jobs)"
   else
     say "build: FAILED ($(( $(stamp) - t0 )) s); errors (what did build still runs below):"
@@ -108,8 +112,11 @@ configure_and_build() {
   # (CMakeLists.txt, mimic_link_torch). The test the suite runs too says which; on failure the link command and
   # the compiler follow.
   local ok=0
-  if bash tests/first_needed_test.sh "$dir/mimic" "$dir/tests/mimic_tests" "$dir/tests/mimic_device_tests" >"$out/first-needed.txt" 2>&1; then
-    say "first needed library: libstdc++ in all three executables, no static copy of std::filesystem"
+  local exes=("$dir/mimic")
+  [[ " $targets " == *" mimic_tests "* ]] && exes+=("$dir/tests/mimic_tests")
+  [[ " $targets " == *" mimic_device_tests "* ]] && exes+=("$dir/tests/mimic_device_tests")
+  if bash tests/first_needed_test.sh "${exes[@]}" >"$out/first-needed.txt" 2>&1; then
+    say "first needed library: libstdc++ in all ${#exes[@]} executables, no static copy of std::filesystem"
   else
     ok=1
     say "first needed library: WRONG (std::filesystem calls will crash):"
@@ -143,6 +150,9 @@ mimic="$build/mimic"
 say "links libtorch_cuda: $(readelf -d "$mimic" 2>/dev/null | grep -c 'NEEDED.*torch_cuda') (1 = CUDA backend loaded at start)"
 
 # ---- tests: the device tests, then CPU tests of this build (LibTorch 2.x behaving as 1.13 does)
+if [ "$targets" = mimic_cli ]; then
+  say "tests skipped (MIMIC_GPU_CLI_ONLY=1)"
+else
 t0=$(stamp)
 "$build/tests/mimic_device_tests" >"$out/tests.log" 2>&1
 rc=$?
@@ -176,6 +186,7 @@ grep -oE '^\[ RUN      \] .*' "$out/cpu-tests.log" | cut -c14- | sort >"$out/.ru
 grep -oE '^\[ +(OK|FAILED) +\] [A-Za-z][^ ]*' "$out/cpu-tests.log" | sed -E 's/^\[ +(OK|FAILED) +\] //' | sort >"$out/.end"
 comm -23 "$out/.run" "$out/.end" | sed 's/^/  started, never ended: /' | head -10 | tee -a "$summary"
 rm -f "$out/.run" "$out/.end"
+fi
 
 # ---- the commands with --device: pretrain, finetune and eval of a small GPT-2 on an MQAR task (no tokenizer, no
 # assets), on the GPU and on this machine's CPU cores, from the same seed: the scores and the tokens/s side by side
