@@ -512,6 +512,19 @@ TEST(Record, HdfErrorsBecomeOneLineAndAFullDiskIsNamed) {
   EXPECT_EQ(mimic::record::h5_error_words("", "H5Dwrite failed"), "H5Dwrite failed");
 }
 
+// --device cpu (and auto, the default, on a machine without a GPU) records what a run without the option records.
+TEST(Record, DeviceCpuRecordsWhatTheDefaultRecords) {
+  TempDir dir;
+  const std::string args = "record --model " + gpt2_dir() + " --data moby-dick --samples 24 --seq-len 32 --batch-size 8 --weights-samples 4 "
+                           "--threads 1 --json --out ";
+  auto plain = mimic::test::mimic_cli(args + dir.file("a.h5"));
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  auto cpu = mimic::test::mimic_cli(args + dir.file("b.h5") + " --device cpu");
+  ASSERT_EQ(cpu.code, 0) << cpu.err;
+  std::string why;
+  EXPECT_TRUE(equal_files(dir.file("a.h5"), dir.file("b.h5"), &why)) << why;
+}
+
 TEST(Record, CliResumesAfterKillToTheSameContent) {
   TempDir dir;
   const std::string args = "record --model " + gpt2_dir() +

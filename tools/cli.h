@@ -18,8 +18,8 @@ namespace mimic::data { struct CopyCurriculum; }
 
 namespace mimic::cli {
 
-// Where a command can compute: the stages moved to a device so far (distill, finetune, eval, generate, pretrain,
-// bench attention, bench train), or the CPU alone (the rest: record, convert and report compute on the CPU).
+// Where a command can compute: the stages moved to a device so far (record, distill, finetune, eval, generate,
+// pretrain, bench attention, bench train), or the CPU alone (the rest: convert and report compute on the CPU).
 enum class Devices { CpuOnly, Any };
 
 // Options every subcommand takes.

@@ -17,6 +17,7 @@ struct RecordArgs {
 
 void run(RecordArgs& a) {
   start(a.common);
+  a.o.device = a.common.on;
   refuse_out_over_inputs(a.o.out, {{"--model", a.o.model_dir}, {"--data", a.o.data}});
   auto r = record::record(a.o);
   const double ratio = r.forward_tokens_per_second > 0 ? r.tokens_per_second / r.forward_tokens_per_second : 0.0;
@@ -74,7 +75,7 @@ void register_record(CLI::App& app) {
   sub->add_option("--batch-size", a->o.batch_size, "Samples per forward pass")->capture_default_str()->check(range::batch());
   sub->add_option("--gzip", a->o.compression, "gzip level (0: none)")->capture_default_str()->check(range::integer(0, 9));
   sub->add_flag("--fresh", a->o.fresh, "Overwrite an existing --out instead of resuming it");
-  add_common_options(*sub, a->common);
+  add_common_options(*sub, a->common, Devices::Any);
   sub->callback([a]() { run(*a); });
 }
 

@@ -13,6 +13,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/layers.h"
 #include "mimic/core/progress.h"
+#include "mimic/core/runtime.h"
 #include "mimic/data/corpus.h"
 #include "mimic/data/recall_tasks.h"
 #include "mimic/io/output_lock.h"
@@ -58,7 +59,7 @@ RecordResult record(const RecordOptions& o) {
   const auto lock = io::lock_output_file(o.out);
 
   auto tok = record_tokenizer(o);  // null for a recall task
-  auto model = models::load_model(o.model_dir);
+  auto model = models::load_model(o.model_dir, o.device);
   const auto sum = model->summary();
   const bool cls_sep = sum.family->cls_sep;
   const bool recall = data::is_recall_task(o.data);
@@ -78,7 +79,7 @@ RecordResult record(const RecordOptions& o) {
   for (size_t i = 0; i < layers.size(); ++i) model->set_attention_capture(layers[i], &captures[i]);
   {
     int64_t probe = cls_sep && tok ? tok->cls_id() : 0;
-    model->forward({torch::full({1, 1}, probe, torch::kLong), {}, {}, {}});
+    model->forward({torch::full({1, 1}, probe, torch::dtype(torch::kLong).device(o.device)), {}, {}, {}});
   }
 
   std::string data_id;
@@ -139,7 +140,9 @@ RecordResult record(const RecordOptions& o) {
     for (auto& c : captures) c.want_weights = s < K;
     auto t0 = Clock::now();
     // The LM / MLM head is not needed: score no position.
-    model->forward({ids, mask, {}, torch::zeros({b, seq_len}, torch::kBool)});
+    const auto on = ids.to(o.device), on_mask = mask.to(o.device);
+    model->forward({on, on_mask, {}, torch::zeros({b, seq_len}, torch::dtype(torch::kBool).device(o.device))});
+    synchronize(o.device);  // a GPU runs asynchronously: the time is the forward's, not its launch's
     result.forward_seconds += since(t0);
 
     auto t1 = Clock::now();
@@ -152,7 +155,8 @@ RecordResult record(const RecordOptions& o) {
       // The comparison: a plain forward of the same batch, no capture, the full model with its head.
       for (auto l : layers) model->set_attention_capture(l, nullptr);
       auto tf = Clock::now();
-      model->forward({ids, mask, {}, {}});
+      model->forward({on, on_mask, {}, {}});
+      synchronize(o.device);
       double sec = since(tf);
       result.forward_tokens_per_second = sec > 0 ? static_cast<double>(b * seq_len) / sec : 0.0;
       for (size_t i = 0; i < layers.size(); ++i) model->set_attention_capture(layers[i], &captures[i]);

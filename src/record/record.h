@@ -40,6 +40,9 @@ struct RecordOptions {
   int64_t batch_size = 8;           // samples per forward pass (does not change the content)
   int compression = 4;              // gzip level 1..9 (0: no compression)
   bool fresh = false;               // overwrite an existing file instead of resuming it
+  // Where the teacher runs (--device): its captures come back to the host in the writer, one copy per tensor
+  // after the conversion to the stored type.
+  c10::Device device = c10::Device(c10::kCPU);
   bool measure_forward = true;      // time a plain forward of the first batch for the comparison
 };
 

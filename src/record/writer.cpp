@@ -210,16 +210,17 @@ void RecordWriter::write_batch(int64_t s, const at::Tensor& ids, const at::Tenso
   try {
     const hsize_t at = static_cast<hsize_t>(s);
     std::vector<Piece> pieces;
-    pieces.push_back({&sets["input_ids"], at, ids.to(at::kInt).contiguous()});
-    pieces.push_back({&sets["attention_mask"], at, mask.to(at::kByte).contiguous()});
+    pieces.push_back({&sets["input_ids"], at, host(ids.to(at::kInt))});
+    pieces.push_back({&sets["attention_mask"], at, host(mask.to(at::kByte))});
     for (size_t i = 0; i < layers.size(); ++i) {
       const auto& c = captures[i];
       const std::string g = layer_group(layers[i]) + "/";
       const at::Tensor* ts[] = {&c.q, &c.k, &c.v, &c.o};
-      for (int j = 0; j < 4; ++j) pieces.push_back({&sets[g + kTensors[j]], at, ts[j]->to(mem_scalar).contiguous()});
+      // converted where they were computed, then one host copy each (the chunks are compressed on the CPU)
+      for (int j = 0; j < 4; ++j) pieces.push_back({&sets[g + kTensors[j]], at, host(ts[j]->to(mem_scalar))});
       if (s < K) {
         int64_t rows = std::min(b, K - s);
-        pieces.push_back({&sets[g + "weights"], at, c.weights.narrow(0, 0, rows).to(mem_scalar).contiguous()});
+        pieces.push_back({&sets[g + "weights"], at, host(c.weights.narrow(0, 0, rows).to(mem_scalar))});
       }
     }
     write_pieces(pieces, m.compression);
