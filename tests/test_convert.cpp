@@ -354,6 +354,11 @@ TEST(Convert, CliConvertsAndInfoDescribesTheAttention) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["layers"], nlohmann::json::array({0}));
   EXPECT_EQ(j["teacher_checked"], true);
+  // --device cpu converts what the default converts, byte for byte
+  auto on_cpu = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + tiny_maps() + " --out " + dir.file("c-cpu") +
+                                       " --layers 0 --json --device cpu");
+  ASSERT_EQ(on_cpu.code, 0) << on_cpu.err;
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("c-cpu/model.safetensors")), mimic::test::read_bytes(dir.file("c/model.safetensors")));
   auto info = mimic::test::mimic_cli("info " + dir.file("c") + " --json");
   ASSERT_EQ(info.code, 0) << info.err;
   EXPECT_EQ(nlohmann::json::parse(info.out)["attention"], "linear (hedgehog, row norm, SLA gates) in layer 0; softmax in layer 1");

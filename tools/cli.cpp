@@ -18,7 +18,7 @@ namespace mimic::cli {
 
 namespace {
 // The commands that take a GPU, for the refusal of the others.
-constexpr const char* kDeviceCommands = "record, distill, finetune, eval, generate, pretrain, bench attention and bench train";
+constexpr const char* kDeviceCommands = "record, distill, convert, finetune, eval, generate, pretrain, bench attention and bench train";
 }  // namespace
 
 void add_common_options(CLI::App& sub, Common& common, Devices devices) {

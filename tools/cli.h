@@ -18,8 +18,9 @@ namespace mimic::data { struct CopyCurriculum; }
 
 namespace mimic::cli {
 
-// Where a command can compute: the stages moved to a device so far (record, distill, finetune, eval, generate,
-// pretrain, bench attention, bench train), or the CPU alone (the rest: convert and report compute on the CPU).
+// Where a command can compute: the stages moved to a device (record, distill, convert, finetune, eval, generate,
+// pretrain, bench attention, bench train), or the CPU alone (report, and the commands that compute nothing to speak
+// of: export, info, tokenize, forward, bench generate, bench peer).
 enum class Devices { CpuOnly, Any };
 
 // Options every subcommand takes.

@@ -63,6 +63,7 @@ bool reloads_finite(const std::string& out) {
 
 void run(ConvertArgs& a) {
   start(a.common);
+  a.o.device = a.common.on;
   refuse_out_over_inputs(a.o.out, {{"--model", a.o.model_dir}, {"--maps", a.o.maps}, {"--probe-data", a.o.placement.calibration.data}});
   auto& pl = a.o.placement;
   pl.calibration.seed = a.common.seed;
@@ -128,7 +129,7 @@ void register_convert(CLI::App& app) {
       ->capture_default_str()->check(range::count(1));
   sub->add_option("--probe-weights", a->probe_weights,
                   "Probe: the score's weights, copy=1,passkey=1,lm=1 (copy and passkey as shares of the teacher's, lm in nats at long positions)");
-  add_common_options(*sub, a->common);
+  add_common_options(*sub, a->common, Devices::Any);
   sub->callback([a]() { run(*a); });
 }
 

@@ -168,7 +168,7 @@ ConvertResult convert(const ConvertOptions& o) {
   if (fs::exists(o.out) && fs::exists(o.model_dir))
     MIMIC_CHECK(!fs::equivalent(o.out, o.model_dir), "--out ", o.out, " is the model directory itself: write the converted model elsewhere");
   auto maps = distill::DistilledMaps::open(o.maps);
-  auto model = models::load_model(o.model_dir);
+  auto model = models::load_model(o.model_dir, o.device);
   auto placement = o.placement;
   std::unique_ptr<text::Tokenizer> tok;
   const bool probe = ranking_rule(placement, parse_keep_spec(placement.keep_softmax), model->summary().family->causal) == "probe";

@@ -46,6 +46,9 @@ struct ConvertOptions {
   // maps fit the teacher they were distilled from, not another model of the same shape.
   bool force = false;
   PlacementOptions placement;
+  // Where the model and its kernels compute while the probe measures candidate placements (--device); the
+  // converted model is written from the host either way.
+  c10::Device device = c10::Device(c10::kCPU);
 };
 
 struct ConvertResult {

@@ -16,6 +16,7 @@
 #include "mimic/attention/mixed_kernel.h"
 #include "mimic/core/error.h"
 #include "mimic/core/progress.h"
+#include "mimic/core/runtime.h"
 #include "mimic/data/corpus.h"
 #include "mimic/data/token_cache.h"
 #include "mimic/eval/copy.h"
@@ -168,11 +169,12 @@ std::vector<double> continuation_logprobs(models::Model& model, const std::vecto
         targets.push_back(c[j]);
       }
     }
+    const auto device = models::device_of(model);
     models::ForwardInputs in;
-    in.input_ids = ids;
-    in.logits_positions = at;
+    in.input_ids = ids.to(device);
+    in.logits_positions = at.to(device);
     auto logp = torch::log_softmax(model.forward(in).logits.to(torch::kFloat), -1);  // [N, V], row-major order of `at`
-    auto picked = logp.gather(1, torch::tensor(targets, torch::kLong).unsqueeze(1)).squeeze(1).to(torch::kDouble);
+    const auto picked = host(logp.gather(1, torch::tensor(targets, torch::kLong).to(device).unsqueeze(1)).squeeze(1).to(torch::kDouble));
     auto pa = picked.accessor<double, 1>();
     int64_t row = 0;
     for (int64_t i = 0; i < b; ++i) {
@@ -191,9 +193,10 @@ std::vector<double> continuation_logprobs(models::Model& model, const std::vecto
 // run-to-run spread of the probe's time (K = 8 at the quick scale: 288 and 299 s in two quiet runs, ~303 s before);
 // the head's GEMM itself is about two thirds of a measurement's FLOPs.
 // Every sequence scores the same number of rows, so the mean over all scored rows is the mean of the sequences' means.
-std::vector<double> range_nll_sums(models::Model& model, const at::Tensor& ids, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+std::vector<double> range_nll_sums(models::Model& model, const at::Tensor& cpu_ids, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
   const auto weight = model.lm_head_weight();
   MIMIC_CHECK(weight.defined(), "the probe measures a causal LM with an LM head; this model has none");
+  const auto ids = cpu_ids.to(models::device_of(model));
   models::ForwardInputs in;
   in.input_ids = ids;
   in.lm_head = false;
@@ -202,7 +205,7 @@ std::vector<double> range_nll_sums(models::Model& model, const at::Tensor& ids, 
   const auto b = ids.size(0), t = ids.size(1);
   std::vector<double> sums;
   for (const auto& [from, to] : ranges) {
-    auto labels = torch::full({b, t}, -100, torch::kLong);
+    auto labels = torch::full({b, t}, -100, ids.options());
     labels.slice(1, from, to).copy_(ids.slice(1, from + 1, to + 1));
     sums.push_back(train::lm_head_loss(hidden, head, labels).item<double>() * static_cast<double>(b));
   }

@@ -190,7 +190,14 @@ class HfModel : public Model {
     }
   }
 
-  void set_attention_kernel(int64_t layer, attention::AttentionKernel kernel) override { net_->set_kernel(layer, kernel); }
+  // A kernel is made on the CPU (a seed gives the same maps anywhere) and computes where the model does.
+  void set_attention_kernel(int64_t layer, attention::AttentionKernel kernel) override {
+    if (kernel) {
+      const auto device = device_of(*this);
+      if (!device.is_cpu()) kernel->to(device);
+    }
+    net_->set_kernel(layer, kernel);
+  }
   attention::AttentionKernel attention_kernel(int64_t layer) const override { return net_->kernel(layer); }
   void set_attention_capture(int64_t layer, attention::AttentionCapture* capture) override { net_->set_capture(layer, capture); }
   nlohmann::json& provenance() override { return provenance_; }
