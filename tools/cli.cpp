@@ -26,7 +26,9 @@ void add_common_options(CLI::App& sub, Common& common, Devices devices) {
   sub.add_option("--seed", common.seed, "Random seed")->capture_default_str()->check(range::seed());
   sub.add_flag("--json", common.json, "Print the result as JSON on stdout");
   common.devices = devices;
-  const std::string name = sub.get_name();
+  // the command as typed: "bench generate", not "generate" (which takes a GPU)
+  const CLI::App* parent = sub.get_parent();
+  const std::string name = parent != nullptr && parent->get_parent() != nullptr ? parent->get_name() + " " + sub.get_name() : sub.get_name();
   sub.add_option("--device", common.device,
                  devices == Devices::Any ? "Where to compute: auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N"
                                          : "Where to compute: this command computes on the CPU (auto and cpu); " + std::string(kDeviceCommands) +
