@@ -489,8 +489,8 @@ DistillResult distill(const DistillOptions& o) {
                                 {"batch_size", o.batch_size},   {"val_fraction", o.val_fraction},
                                 {"patience", o.patience},       {"layers", layers},
                                 {"seed", o.seed}};
-  if (spec.kind != "linear") fingerprint["kind"] = spec.kind;
-  if (!o.device.is_cpu()) fingerprint["device"] = c10::DeviceTypeName(o.device.type(), /*lower_case=*/true);  // absent for linear: older checkpoints still resume
+  if (spec.kind != "linear") fingerprint["kind"] = spec.kind;  // absent for linear: older checkpoints still resume
+  if (!o.device.is_cpu()) fingerprint["device"] = c10::DeviceTypeName(o.device.type(), /*lower_case=*/true);
   // The untrained map competes as epoch 0 (eval_at_start below): a checkpoint written before it did is not
   // resumed into a run that would treat its layers differently (rerun with --fresh).
   fingerprint["start_competes"] = true;

@@ -76,7 +76,6 @@ class OnlineSource : public Source {
     head_dim_ = sum.d_model / sum.n_head;
     for (int64_t l = 0; l < sum.n_layer; ++l) layers_.push_back(l);
     batch_ = std::max<int64_t>(1, o.batch_size);
-    o_device_ = o.device;
   }
   int64_t samples() const override { return n_; }
   int64_t n_head() const override { return n_head_; }
@@ -96,10 +95,11 @@ class OnlineSource : public Source {
     attention::AttentionCapture cap;
     model_->set_attention_capture(layer, &cap);
     std::vector<at::Tensor> q, k, v, o, m;
+    const auto device = models::device_of(*model_);
     try {
       for (int64_t s = 0; s < n_; s += batch_) {
         auto [ids, mask] = samples_->batch(s, std::min(batch_, n_ - s));
-        model_->forward({ids.to(o_device_), mask.to(o_device_), {}, {}});
+        model_->forward({ids.to(device), mask.to(device), {}, {}});
         q.push_back(cap.q.to(torch::kFloat));
         k.push_back(cap.k.to(torch::kFloat));
         v.push_back(cap.v.to(torch::kFloat));
@@ -129,7 +129,6 @@ class OnlineSource : public Source {
   std::unique_ptr<record::SampleReader> samples_;
   std::unique_ptr<models::Model> model_;
   int64_t n_ = 0, n_head_ = 0, head_dim_ = 0, batch_ = 8;
-  c10::Device o_device_ = c10::Device(c10::kCPU);
   std::vector<int64_t> layers_;
 };
 

@@ -162,10 +162,11 @@ std::vector<int64_t> greedy_continue(models::Model& model, models::DecodeState& 
   const int64_t ctx = model.summary().max_positions;
   std::vector<int64_t> out;
   auto logits = last_logits;
+  const auto device = models::device_of(model);
   while (static_cast<int64_t>(out.size()) < n) {
     out.push_back(greedy.next(logits));
     if (static_cast<int64_t>(out.size()) == n || state.position() >= ctx) break;
-    logits = model.forward_step(models::token_row({out.back()}, models::device_of(model)), state)[0][-1];
+    logits = model.forward_step(models::token_row({out.back()}, device), state)[0][-1];
   }
   return out;
 }
