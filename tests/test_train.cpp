@@ -128,6 +128,32 @@ TEST(TrainEngine, ResumeAfterKillIsBitIdentical) {
   EXPECT_MIMIC_ERROR(train(resumed_task, o), "other settings");
 }
 
+// --precision bf16 (CPU autocast here): the toy still learns, on other numbers than fp32's; its weights stay float;
+// the checkpoint of a bf16 run resumes as bf16 only — precision is part of its settings.
+TEST(TrainEngine, ABf16RunLearnsKeepsFloatWeightsAndResumesOnlyAsBf16) {
+  TempDir dir, fp32_dir;
+  torch::manual_seed(0);
+  Toy toy;
+  auto task = toy.task();
+  const double before = task.evaluate();
+  auto o = options(dir.path().string(), 200);
+  o.precision = mimic::Precision::Bf16;
+  auto r = train(task, o);
+  EXPECT_LT(r.last_eval, before / 10) << "before " << before << " after " << r.last_eval;
+  for (const auto& p : toy.net->parameters()) EXPECT_EQ(p.scalar_type(), at::kFloat);
+  torch::manual_seed(0);
+  Toy full;
+  auto full_task = full.task();
+  const auto fr = train(full_task, options(fp32_dir.path().string(), 200));
+  std::printf("toy validation loss: %.4f before, %.4f after 200 steps in fp32, %.4f in bf16\n", before, fr.last_eval, r.last_eval);
+  EXPECT_FALSE(torch::equal(weights(toy)[0], weights(full)[0])) << "bf16 trained exactly as fp32 did: autocast did not act";
+
+  auto longer = options(dir.path().string(), 220);  // fp32: another run
+  EXPECT_MIMIC_ERROR(train(task, longer), "\"precision\":\"bf16\"");
+  longer.precision = mimic::Precision::Bf16;
+  EXPECT_EQ(train(task, longer).resumed_from, 200);
+}
+
 // Found while writing the crash-safety soak (bench/soak.sh): a run killed after its final checkpoint but before it exported
 // last/ left no last/, and the rerun, finding the checkpoint at the final step, returned without exporting it.
 TEST(TrainEngine, ARunKilledBetweenItsLastCheckpointAndTheExportOfLastExportsItOnRerun) {

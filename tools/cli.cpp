@@ -6,6 +6,7 @@
 
 #include "mimic/core/error.h"
 #include "mimic/core/paths.h"
+#include "mimic/core/precision.h"
 #include "mimic/core/runtime.h"
 #include "mimic/data/batches.h"
 #include "mimic/distributed/environment.h"
@@ -20,6 +21,15 @@ namespace {
 // The commands that take a GPU, for the refusal of the others.
 constexpr const char* kDeviceCommands = "record, distill, convert, finetune, eval, generate, pretrain, bench attention and bench train";
 }  // namespace
+
+void add_precision_option(CLI::App& sub, Precision& precision) {
+  sub.add_option_function<std::string>(
+         "--precision", [&precision](const std::string& v) { precision = parse_precision(v); },
+         "Arithmetic of the training steps: fp32, or bf16 mixed precision (autocast; the weights, the optimizer and the LM-head loss stay "
+         "fp32). For a GPU; on a CPU bf16 is faster only where it has bf16 instructions (AVX512-BF16, AMX)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->default_str("fp32");
+}
 
 void add_common_options(CLI::App& sub, Common& common, Devices devices) {
   sub.add_option("--threads", common.threads, "Threads for LibTorch (0, the default: all cores)")->check(range::threads());

@@ -14,6 +14,9 @@
 namespace mimic::io {
 enum class DType;
 }
+namespace mimic {
+enum class Precision;
+}
 namespace mimic::data { struct CopyCurriculum; }
 
 namespace mimic::cli {
@@ -38,6 +41,10 @@ struct Common {
 // (mimic::resolve_device): a device that is not there, or a GPU for a command that computes on the CPU alone, is a
 // one-line error.
 void add_common_options(CLI::App& sub, Common& common, Devices devices = Devices::CpuOnly);
+
+// Adds --precision fp32|bf16 to a training subcommand (mimic/core/precision.h): bf16 is autocast on the device the
+// command computes on (a GPU; on the CPU LibTorch's CPU autocast, faster than fp32 only with bf16 instructions).
+void add_precision_option(CLI::App& sub, Precision& precision);
 
 // Adds --allreduce overlap|sync and --bucket-mb to a training subcommand: how a distributed run averages the
 // gradients (train::TrainOptions::overlap_allreduce, bucket_mb; docs/distributed.md).

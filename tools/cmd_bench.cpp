@@ -107,6 +107,7 @@ void register_bench(CLI::App& app) {
                  "Also time a logit-distillation step at temperature T (finetune --kd T's step, toward a softmax teacher of the same width) "
                  "and report its time and peak memory as multiples of the plain step's")
       ->check(CLI::PositiveNumber);
+  add_precision_option(*tr, targs->options.precision);
   add_common_options(*tr, targs->common, Devices::Any);
   tr->callback([targs]() {
     start(targs->common);

@@ -223,6 +223,7 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--batch-size", a->batch_size, "Sequences (lm, default 8) or examples (cls, default 16) per micro-batch")->check(range::batch());
   sub->add_option("--grad-accum", t.grad_accum, "Micro-batches per step")->capture_default_str()->check(range::batch());
   add_allreduce_options(*sub, t.overlap_allreduce, t.bucket_mb);
+  add_precision_option(*sub, t.precision);
   sub->add_option("--seq-len", a->seq_len, "Tokens per sequence (lm, default 256) or example, [CLS] and [SEP] included (cls, default 128; at least 3)")
       ->check(range::tokens(2));
   sub->add_option("--eval-every", t.eval_every, "Evaluate on the validation split every N steps (0: only at the end)")

@@ -6,21 +6,23 @@
 # machine without network.
 #
 #   tools/gpu-check.sh --prepare         on a Debian machine with mimic's packages: packs the header-only
-#                                        libraries (nlohmann/json, CLI11) and GoogleTest's sources into
-#                                        .gpu-carry.tar.xz (ignored by git) for a machine that lacks them; the
-#                                        check unpacks it. With the device tool: carry [".gpu-carry.tar.xz"].
-#                                        The tree the tool sends must stay under 64 MiB (tracked files ~63 MiB
-#                                        today); if it does not, untrack examples/models/bert-mini-spam and
-#                                        bert-mini-sotu-era in the index for the run (git rm -r --cached, listed
-#                                        in .git/info/exclude; git reset afterwards): the check needs no
-#                                        embedded model.
+#                                        libraries (nlohmann/json, CLI11), GoogleTest's sources and gpt2-mini's
+#                                        tokenizer (0.8 MB in all) into .gpu-carry.tar.xz (ignored by git) for a
+#                                        machine that lacks them; the check unpacks it. With the device tool:
+#                                        carry [".gpu-carry.tar.xz"]. The tree the tool sends must stay under
+#                                        64 MiB (tracked files ~63.2 MiB today): untrack
+#                                        examples/models/bert-mini-sotu-era in the index for the run (git rm -r
+#                                        --cached, listed in .git/info/exclude; git reset afterwards): the check
+#                                        needs no BERT model.
 #   tools/gpu-check.sh [OUT]             on the GPU machine, from the repository root: writes build.log,
 #                                        tests.log, cpu-tests.log, bench-attention.txt/.json, bench-train.json,
 #                                        sdpa.json and summary.txt (with bench train's table) into OUT (default
 #                                        gpu-check-out); prints the summary
 # Environment: MIMIC_GPU_CARRY (default .gpu-carry), MIMIC_GPU_BUILD (default build-gpu), TORCH_PREFIX (a
 # LibTorch's CMake prefix; default: python3's torch.utils.cmake_prefix_path), JOBS (default: all cores),
-# MIMIC_GPU_CLI_ONLY=1 (the CLI alone, and the commands on the GPU: no tests), MIMIC_GPU_QUICK=1 (shorter benches), MIMIC_GPU_SKIP_BENCH=1 (none), MIMIC_GPU_BENCH_BEFORE=S (benches only if the
+# MIMIC_GPU_CLI_ONLY=1 (the CLI alone, and the commands on the GPU: no tests), MIMIC_GPU_DEVICE (default cuda; cpu: a
+# dry run of the commands on a machine without a GPU), MIMIC_GPU_PREBUILT=DIR (use the build in DIR: no configure or
+# build), MIMIC_GPU_BENCHES (default attention,train), MIMIC_GPU_QUICK=1 (shorter benches), MIMIC_GPU_SKIP_BENCH=1 (none), MIMIC_GPU_BENCH_BEFORE=S (benches only if the
 # check so far took under S seconds), MIMIC_GPU_TEST_TIMEOUT (seconds per shard of the core tests, default 300), MIMIC_GPU_CPU_TESTS=all (every core test of the
 # build, sharded over the cores, instead of the attention/model subset).
 set -uo pipefail
@@ -41,16 +43,26 @@ if [ "${1:-}" = "--prepare" ]; then
   cp -r /usr/include/nlohmann /usr/include/CLI "$stage/include/"
   cp /usr/src/googletest/CMakeLists.txt "$stage/googletest/"
   cp -r /usr/src/googletest/googletest/{CMakeLists.txt,cmake,include,src} "$stage/googletest/googletest/"
-  tar -C "$stage" -cJf "$carry.tar.xz" include googletest
+  # gpt2-mini's tokenizer (the assets' GPT-2 BPE files, untracked: tools/setup.sh places them) for the conversion below
+  parts=(include googletest)
+  if [ -f examples/models/gpt2-mini/vocab.json ] && [ -f examples/models/gpt2-mini/merges.txt ]; then
+    mkdir -p "$stage/gpt2-mini" && cp examples/models/gpt2-mini/{vocab.json,merges.txt} "$stage/gpt2-mini/" && parts+=(gpt2-mini)
+  fi
+  tar -C "$stage" -cJf "$carry.tar.xz" "${parts[@]}"
   rm -rf "$stage"
   grep -qxF "/$carry.tar.xz" .git/info/exclude 2>/dev/null || echo "/$carry.tar.xz" >>.git/info/exclude
   grep -qxF "/$carry/" .git/info/exclude 2>/dev/null || echo "/$carry/" >>.git/info/exclude
-  echo "gpu-check: $carry.tar.xz holds nlohmann/json, CLI11 and GoogleTest's sources ($(du -h "$carry.tar.xz" | cut -f1)); carry it to the GPU machine"
+  what="nlohmann/json, CLI11, GoogleTest's sources"
+  [ ${#parts[@]} -gt 2 ] && what="$what and gpt2-mini's tokenizer"
+  echo "gpu-check: $carry.tar.xz holds $what ($(du -h "$carry.tar.xz" | cut -f1)); carry it to the GPU machine"
   exit 0
 fi
 if [ -f "$carry.tar.xz" ] && [ ! -d "$carry" ]; then
   mkdir -p "$carry" && tar -C "$carry" -xJf "$carry.tar.xz"
 fi
+for f in vocab.json merges.txt; do
+  [ -f "examples/models/gpt2-mini/$f" ] || [ ! -f "$carry/gpt2-mini/$f" ] || cp "$carry/gpt2-mini/$f" examples/models/gpt2-mini/
+done
 
 out=${1:-gpu-check-out}
 build=${MIMIC_GPU_BUILD:-build-gpu}
@@ -64,6 +76,8 @@ summary="$out/summary.txt"
 say() { echo "$*" | tee -a "$summary"; }
 stamp() { date +%s; }
 t_all=$(stamp)
+# MIMIC_GPU_DEVICE=cpu runs the commands' "GPU" side on the CPU: a dry run of this script on a machine without one
+gpu=${MIMIC_GPU_DEVICE:-cuda}
 
 say "gpu-check: $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 if command -v nvidia-smi >/dev/null 2>&1; then
@@ -135,8 +149,14 @@ configure_and_build() {
   return $ok
 }
 : >"$out/build.log"
+if [ -n "${MIMIC_GPU_PREBUILT:-}" ]; then
+  # a dry run of the rest on a machine that built mimic already (no configure, no build)
+  build=$MIMIC_GPU_PREBUILT; rc_build=0
+  say "build: skipped (MIMIC_GPU_PREBUILT=$build)"
+else
 configure_and_build "$build"
 rc_build=$?
+fi
 [ $rc_build -eq 2 ] && exit 1
 # The compiler CMake picks may link libstdc++ statically (the 2026-11-26 machine's /opt/gcc/bin/g++ did); the
 # distribution's compiler links it shared. One more build with it, in the same run, rather than a second lease.
@@ -159,7 +179,7 @@ rc=$?
 say "device tests: $( [ $rc -eq 0 ] && echo passed || echo FAILED) ($(( $(stamp) - t0 )) s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests.log" | tr '\n' ' ')"
 grep -E "rel err" "$out/tests.log" | sort -g -k4 -r | head -3 | sed 's/^/  largest: /' | tee -a "$summary"
 t0=$(stamp)
-filter='AttentionKinds*:SoftmaxAttention*:LinearAttention*:LinearKernel*:HybridAttention*:HybridKernel*:MixedKernel*:SlaGates*:FeatureMaps*:LmHead*:SafeTensors*:TrainOptimizer*:Gpt2*:Bert*'
+filter='AttentionKinds*:SoftmaxAttention*:LinearAttention*:LinearKernel*:HybridAttention*:HybridKernel*:MixedKernel*:SlaGates*:FeatureMaps*:LmHead*:SafeTensors*:TrainOptimizer*:TrainEngine*:Precision*:Gpt2*:Bert*'
 if [ "${MIMIC_GPU_CPU_TESTS:-some}" = all ]; then
   # every core test of this build, in shards of two threads each (one process per two cores); one log comes back
   filter='*'
@@ -195,15 +215,18 @@ cli=$(mktemp -d)
 echo '{"n_embd": 128, "n_layer": 4, "n_head": 4, "n_positions": 128, "n_inner": 512}' >"$cli/c.json"
 task="mqar:vocab=256,seq_len=128,pairs=16"
 : >"$out/cli.log"
-for dev in cuda cpu; do
+# gpu-bf16: the same commands with --precision bf16 (pretrain and finetune)
+for run in gpu gpu-bf16 cpu; do
+  dev=${run%-bf16}; [ "$dev" = gpu ] && dev=$gpu
   common=(--device "$dev" --seed 1 --json)
+  prec=(); [ "$run" = gpu-bf16 ] && prec=(--precision bf16)
   "$mimic" pretrain --arch gpt2 --config "$cli/c.json" --data "$task" --seq-len 128 --batch-size 32 --steps 60 --warmup 6 \
-    --lr 1e-3 --eval-every 30 --eval-batches 4 --out "$cli/pre-$dev" "${common[@]}" >"$cli/pre-$dev.json" 2>>"$out/cli.log" &&
-  "$mimic" finetune --task lm --model "$cli/pre-$dev" --data "$task" --seq-len 128 --batch-size 32 --steps 30 --warmup 3 \
-    --eval-every 15 --eval-batches 4 --out "$cli/ft-$dev" "${common[@]}" >"$cli/ft-$dev.json" 2>>"$out/cli.log" &&
-  "$mimic" eval --task mqar --data "$task" --model "$cli/ft-$dev" --examples 256 "${common[@]}" >"$cli/eval-$dev.json" 2>>"$out/cli.log"
+    --lr 1e-3 --eval-every 30 --eval-batches 4 --out "$cli/pre-$run" "${common[@]}" "${prec[@]}" >"$cli/pre-$run.json" 2>>"$out/cli.log" &&
+  "$mimic" finetune --task lm --model "$cli/pre-$run" --data "$task" --seq-len 128 --batch-size 32 --steps 30 --warmup 3 \
+    --eval-every 15 --eval-batches 4 --out "$cli/ft-$run" "${common[@]}" "${prec[@]}" >"$cli/ft-$run.json" 2>>"$out/cli.log" &&
+  "$mimic" eval --task mqar --data "$task" --model "$cli/ft-$run" --examples 256 "${common[@]}" >"$cli/eval-$run.json" 2>>"$out/cli.log"
   rc=$?
-  say "cli on $dev: rc $rc; $(python3 - "$cli" "$dev" <<'PY' 2>&1
+  say "cli on $run: rc $rc; $(python3 - "$cli" "$run" <<'PY' 2>&1
 import json, sys
 d, dev = sys.argv[1], sys.argv[2]
 def get(name):
@@ -217,10 +240,15 @@ PY
 )"
 done
 # distill from one record (written on the CPU from the CPU run's model) on the GPU and on the CPU: the same record,
-# the same initial maps, so the two runs' best validation losses agree to rounding
-if "$mimic" record --model "$cli/pre-cpu" --data "$task" --samples 64 --seq-len 128 --out "$cli/r.h5" --seed 1 >/dev/null 2>>"$out/cli.log"; then
-  for dev in cuda cpu; do
-    "$mimic" distill --record "$cli/r.h5" --epochs 3 --batch-size 8 --out "$cli/maps-$dev.safetensors" --device "$dev" --seed 1 --json \
+# the same initial maps, so the two runs' best validation losses agree to rounding. Then the record written on the GPU
+# (record --device cuda), distilled on the CPU: it agrees with the CPU's record to rounding, and so do its losses.
+if "$mimic" record --model "$cli/pre-cpu" --data "$task" --samples 64 --seq-len 128 --out "$cli/r.h5" --seed 1 --device cpu >/dev/null 2>>"$out/cli.log" &&
+  "$mimic" record --model "$cli/pre-cpu" --data "$task" --samples 64 --seq-len 128 --out "$cli/r-gpu.h5" --seed 1 --device "$gpu" >/dev/null 2>>"$out/cli.log"; then
+  say "record on $gpu: rc 0"
+  for dev in gpu cpu gpu-record; do
+    rec="$cli/r.h5"; on=$dev; [ "$dev" = gpu ] && on=$gpu
+    [ "$dev" = gpu-record ] && { rec="$cli/r-gpu.h5"; on=cpu; }
+    "$mimic" distill --record "$rec" --epochs 3 --batch-size 8 --out "$cli/maps-$dev.safetensors" --device "$on" --seed 1 --json \
       >"$cli/distill-$dev.json" 2>>"$out/cli.log"
     say "distill on $dev: rc $?; $(python3 - "$cli/distill-$dev.json" <<'PY' 2>&1
 import json, sys
@@ -231,8 +259,47 @@ print(f"{len(losses)} layers in {j['seconds']:.1f} s, best validation losses {' 
 PY
 )"
   done
+  # convert on the GPU and on the CPU from the CPU's maps (2 heads kept by the maps' KL: this model has no tokenizer
+  # for the probe's text; the gpt2-mini run below probes): the same heads kept, the same MQAR accuracy after
+  for dev in gpu cpu; do
+    on=$dev; [ "$dev" = gpu ] && on=$gpu
+    "$mimic" convert --model "$cli/pre-cpu" --maps "$cli/maps-cpu.safetensors" --keep-softmax auto:2 --placement kl --out "$cli/conv-$dev" \
+      --device "$on" --seed 1 --json >"$cli/convert-$dev.json" 2>>"$out/cli.log" &&
+      "$mimic" eval --task mqar --data "$task" --model "$cli/conv-$dev" --examples 256 --device "$on" --seed 1 --json >"$cli/conv-eval-$dev.json" 2>>"$out/cli.log"
+    say "convert on $dev: rc $?; $(python3 - "$cli" "$dev" <<'PY' 2>&1
+import json, sys
+d, dev = sys.argv[1], sys.argv[2]
+c = json.load(open(f"{d}/convert-{dev}.json")); e = json.load(open(f"{d}/conv-eval-{dev}.json"))
+pl = c.get("placement", {})
+kept = pl.get("kept", pl) if isinstance(pl, dict) else pl
+print(f"kept {json.dumps(kept)[:160]}; mqar accuracy {e.get('model', {}).get('accuracy', float('nan')):.4f}")
+PY
+)"
+  done
 else
   say "record: FAILED (cli.log)"
+fi
+# issue 33's conversion on the device: gpt2-mini (when its tokenizer is here: --prepare packs it) recorded on text
+# (docs/*.md as one file), distilled, converted with 8 heads kept by the probe (MIMIC_GPU_KEEP, default auto:8)
+if [ -f examples/models/gpt2-mini/vocab.json ] && [ -f examples/models/gpt2-mini/merges.txt ]; then
+  t0=$(stamp)
+  cat docs/*.md >"$cli/text.txt"
+  "$mimic" record --model gpt2-mini --data "$cli/text.txt" --split train --samples 32 --seq-len 256 --out "$cli/g.h5" --device "$gpu" --seed 0 \
+    >/dev/null 2>>"$out/cli.log" &&
+    "$mimic" distill --record "$cli/g.h5" --feature-map hedgehog --epochs 2 --out "$cli/g-maps.safetensors" --device "$gpu" --seed 0 \
+      >/dev/null 2>>"$out/cli.log" &&
+    "$mimic" convert --model gpt2-mini --maps "$cli/g-maps.safetensors" --keep-softmax "${MIMIC_GPU_KEEP:-auto:8}" --probe-data "$cli/text.txt" \
+      --out "$cli/g-conv" --device "$gpu" --seed 0 --json >"$cli/g-conv.json" 2>>"$out/cli.log"
+  rc=$?
+  say "gpt2-mini record, distill, convert (probe) on $gpu: rc $rc ($(( $(stamp) - t0 )) s); $(python3 - "$cli/g-conv.json" <<'PY' 2>&1
+import json, sys
+p = json.load(open(sys.argv[1]))["placement"]
+kept = " ".join(f"{k['layer']}.{k['head']}" for k in p.get("kept", []))
+print(f"kept {kept}; probe {p.get('seconds', 0):.1f} s; reached {json.dumps(p.get('reached'))[:120]}")
+PY
+)"
+else
+  say "gpt2-mini: no tokenizer here (tools/gpu-check.sh --prepare packs it): its conversion skipped"
 fi
 tail -5 "$out/cli.log" | sed 's/^/  cli.log: /' | tee -a "$summary"
 rm -rf "$cli"
@@ -247,25 +314,35 @@ fi
 quick=${MIMIC_GPU_QUICK:-0}
 max_len=32768; reps=5; lengths=512,2048
 [ "$quick" = 1 ] && { max_len=16384; reps=3; lengths=2048; }
-t0=$(stamp)
-"$mimic" bench attention --device cuda --max-len $max_len --repeats $reps --json >"$out/bench-attention.json" 2>>"$out/build.log" &&
-  "$mimic" bench attention --device cuda --max-len $max_len --repeats $reps >"$out/bench-attention.txt" 2>>"$out/build.log"
-say "bench attention: rc $? ($(( $(stamp) - t0 )) s)"
-t0=$(stamp)
-python3 bench/gpu/sdpa.py $max_len $reps >"$out/sdpa.json" 2>>"$out/build.log"
-say "sdpa reference: rc $? ($(( $(stamp) - t0 )) s)"
-t0=$(stamp)
-"$mimic" bench train --device cuda --widths small --lengths $lengths --tokens-per-step 16384 --repeats $reps --json \
-  >"$out/bench-train.json" 2>>"$out/build.log" &&
-  python3 - "$out/bench-train.json" >>"$summary" <<'PY'
+# MIMIC_GPU_BENCHES: which benchmarks run (default both; the device tool returns at most 8 files)
+benches=${MIMIC_GPU_BENCHES:-attention,train}
+if [[ ",$benches," == *",attention,"* ]]; then
+  t0=$(stamp)
+  "$mimic" bench attention --device "$gpu" --max-len $max_len --repeats $reps --json >"$out/bench-attention.json" 2>>"$out/build.log" &&
+    "$mimic" bench attention --device "$gpu" --max-len $max_len --repeats $reps >"$out/bench-attention.txt" 2>>"$out/build.log"
+  say "bench attention: rc $? ($(( $(stamp) - t0 )) s)"
+  t0=$(stamp)
+  python3 bench/gpu/sdpa.py $max_len $reps >"$out/sdpa.json" 2>>"$out/build.log"
+  say "sdpa reference: rc $? ($(( $(stamp) - t0 )) s)"
+fi
+if [[ ",$benches," == *",train,"* ]]; then
+  # fp32, then bf16 mixed precision (--precision bf16) in the same run: the ratio of the two is the result
+  for prec in fp32 bf16; do
+    t0=$(stamp)
+    json="$out/bench-train.json"; [ "$prec" = bf16 ] && json="$out/bench-train-bf16.json"
+    "$mimic" bench train --device "$gpu" --precision $prec --widths small --lengths $lengths --tokens-per-step 16384 --repeats $reps --json \
+      >"$json" 2>>"$out/build.log" &&
+      python3 - "$json" >>"$summary" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-print(f"bench train on {r['config']['device']}, GEMM {r['gemm_gflops']:.0f} GFLOP/s (fp32)")
+print(f"bench train on {r['config']['device']} in {r['config'].get('precision', 'fp32')}, GEMM {r['gemm_gflops']:.0f} GFLOP/s (fp32)")
 for row in r["rows"]:
     for c in row["kinds"]:
-        print(f"{row['width']:6} T={row['T']:6} {c['kind']:48} {c['tokens_per_second']:10.0f} tok/s  {c['step_ms']:8.1f} ms  x{c['ratio']:.2f}")
+        print(f"{row['width']:6} T={row['T']:6} {c['kind']:48} {c['tokens_per_second']:10.0f} tok/s  {c['step_ms']:8.1f} ms  x{c['ratio']:.2f}  loss {c.get('first_loss', 0):.3f} -> {c.get('last_loss', 0):.3f}")
 PY
-say "bench train: rc $? ($(( $(stamp) - t0 )) s)"
+    say "bench train ($prec): rc $? ($(( $(stamp) - t0 )) s)"
+  done
+fi
 say "total: $(( $(stamp) - t_all )) s"
 echo
 cat "$out/bench-attention.txt" 2>/dev/null | head -40

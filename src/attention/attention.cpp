@@ -15,9 +15,20 @@ std::vector<int64_t> SoftmaxAttention::softmax_heads(int64_t n_head) const {
   return all;
 }
 
+// The score a masked position gets: the most negative finite value of the scores' type, so that a row with no
+// visible key stays finite (uniform weights, no NaN). In a bf16 step (autocast) the scores are bf16, which cannot
+// hold float's lowest (masked_fill refuses it as an overflow): bf16's own. fp32 and fp64 keep float's, as before.
+namespace {
+double lowest_score(at::ScalarType t) {
+  if (t == at::kBFloat16) return static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
+  if (t == at::kHalf) return static_cast<double>(std::numeric_limits<c10::Half>::lowest());
+  return std::numeric_limits<float>::lowest();
+}
+}  // namespace
+
 at::Tensor softmax_weights_reference(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx) {
   auto scores = torch::matmul(q, k.transpose(-1, -2)) * ctx.scale;  // [B, H, T, S]
-  const double lowest = std::numeric_limits<float>::lowest();
+  const double lowest = lowest_score(scores.scalar_type());
   const int64_t t = q.size(-2), s = k.size(-2);
   if (ctx.causal && t > 1) {  // a single query is the last position: it sees every key, nothing to mask
     // query i (the last t of s positions) sees keys j <= i + (s - t)
@@ -43,7 +54,7 @@ at::Tensor softmax_weights_reference(const at::Tensor& q, const at::Tensor& k, c
 at::Tensor softmax_weights(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx) {
   if (q.dim() != 4 || k.dim() != 4) return softmax_weights_reference(q, k, ctx);
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), s = k.size(2), d = q.size(3);
-  const double lowest = std::numeric_limits<float>::lowest();
+  const double lowest = lowest_score(q.scalar_type());
   at::Tensor keep;
   if (ctx.key_padding_mask.defined()) {
     keep = ctx.key_padding_mask.to(torch::kBool);
@@ -60,8 +71,10 @@ at::Tensor softmax_weights(const at::Tensor& q, const at::Tensor& k, const Atten
   auto scores = torch::baddbmm(bias, q.reshape({b * h, t, d}), k.reshape({b * h, s, d}).transpose(1, 2), /*beta=*/1.0,
                                /*alpha=*/ctx.scale)
                     .view({b, h, t, s});
-  if (causal && !bias_mask) scores.masked_fill_(hidden, lowest);
-  if (keep.defined()) scores.masked_fill_(keep.view({b, 1, 1, s}).logical_not(), lowest);
+  // under autocast the product is bf16 whatever q is
+  const double lowest_here = lowest_score(scores.scalar_type());
+  if (causal && !bias_mask) scores.masked_fill_(hidden, lowest_here);
+  if (keep.defined()) scores.masked_fill_(keep.view({b, 1, 1, s}).logical_not(), lowest_here);
   return torch::softmax(scores, -1);
 }
 

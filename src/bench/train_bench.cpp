@@ -157,7 +157,11 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
           for (size_t i = 0; i < model_weights.size(); ++i) r.weights[i].copy_(model_weights[i]);
         };
         auto step = [&](Run& r) {
-          auto l = r.loss();
+          at::Tensor l;
+          {
+            AutocastGuard mixed(o.precision, bench_device());  // the forward only, as the trainer does
+            l = r.loss().to(at::kFloat);
+          }
           l.backward();
           r.opt->step(1e-3);
           r.opt->zero_grad();
@@ -314,7 +318,8 @@ nlohmann::json to_json(const TrainBenchResult& r) {
             {"kinds", r.options.kinds},
             {"profile", r.options.profile},
             {"kd_temperature", r.options.kd_temperature},
-            {"lm_loss", r.options.reference_loss ? "reference" : "chunked"}}},
+            {"lm_loss", r.options.reference_loss ? "reference" : "chunked"},
+            {"precision", precision_name(r.options.precision)}}},
           {"gemm_gflops", r.gemm_gflops},
           {"work", "dense FLOPs = 6 x (linear-layer and LM-head parameters) x tokens; attention's own FLOPs not counted"},
           {"rows", rows},
@@ -323,8 +328,8 @@ nlohmann::json to_json(const TrainBenchResult& r) {
 
 std::string format_report(const TrainBenchResult& r) {
   std::ostringstream os;
-  os << strf("training-step benchmark on %s: GPT-2, random weights, AdamW, %d CPU thread%s, ~%lld tokens per step, median of %d, %s LM loss\n",
-             r.device.c_str(), r.threads, r.threads == 1 ? "" : "s", static_cast<long long>(r.options.tokens_per_step), r.options.repeats,
+  os << strf("training-step benchmark on %s (%s): GPT-2, random weights, AdamW, %d CPU thread%s, ~%lld tokens per step, median of %d, %s LM loss\n",
+             r.device.c_str(), precision_name(r.options.precision), r.threads, r.threads == 1 ? "" : "s", static_cast<long long>(r.options.tokens_per_step), r.options.repeats,
              r.options.reference_loss ? "reference (all logits)" : "chunked");
   os << strf("measured GEMM rate (2048^3 fp32): %.1f GFLOP/s; dense GFLOP/s below count 6 x matmul parameters x tokens\n\n",
              r.gemm_gflops);

@@ -24,6 +24,7 @@
 
 #include "mimic/bench/measure.h"
 #include "mimic/bench/target.h"
+#include "mimic/core/precision.h"
 
 namespace mimic::bench {
 
@@ -55,6 +56,9 @@ struct TrainBenchOptions {
   // of the same width with other random weights, on the same batch, from the same starting weights — and
   // reports its time and peak memory as multiples of the plain step's.
   double kd_temperature = 0;
+  // fp32, or bf16 mixed precision (autocast around each step's forward, as train::TrainOptions::precision):
+  // the weights, the optimizer and the LM-head loss stay float.
+  Precision precision = Precision::Fp32;
 };
 
 // The distillation step of a cell (TrainBenchOptions::kd_temperature).

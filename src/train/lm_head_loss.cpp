@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mimic/core/error.h"
+#include "mimic/core/precision.h"
 #include "mimic/train/lm.h"
 
 namespace mimic::train {
@@ -268,7 +269,20 @@ void check_distillation(const at::Tensor& hidden, const at::Tensor& weight, cons
 
 }  // namespace
 
-at::Tensor lm_head_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels, int64_t chunk_rows) {
+namespace {
+// A bf16 step's hidden states (autocast's output) in the head weight's type; the cast is differentiable, so the
+// gradient goes back in the hidden states' own type. No copy when the types agree.
+at::Tensor in_type_of(const at::Tensor& hidden, const at::Tensor& weight) {
+  return hidden.scalar_type() == weight.scalar_type() || !hidden.is_floating_point() ? hidden : hidden.to(weight.scalar_type());
+}
+
+}  // namespace
+
+at::Tensor lm_head_loss(const at::Tensor& hidden_in, const at::Tensor& weight, const at::Tensor& labels, int64_t chunk_rows) {
+  // In a bf16 step the head stays float (mimic/core/precision.h): its logits' softmax over a 50k vocabulary is
+  // where bf16's 8-bit mantissa would cost most, and the chunked gradients accumulate in the weight's type.
+  AutocastOff fp32;
+  const auto hidden = in_type_of(hidden_in, weight);
   check_shapes(hidden, weight, labels);
   const auto h = hidden.reshape({-1, hidden.size(-1)}), y = labels.reshape({-1});
   const int64_t chunk = chunk_size(chunk_rows, weight);
@@ -285,8 +299,10 @@ at::Tensor lm_head_loss_reference(const at::Tensor& hidden, const at::Tensor& we
   return next_token_loss(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}));
 }
 
-at::Tensor lm_head_kd_loss(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& teacher_hidden, const at::Tensor& teacher_weight,
+at::Tensor lm_head_kd_loss(const at::Tensor& hidden_in, const at::Tensor& weight, const at::Tensor& teacher_hidden_in, const at::Tensor& teacher_weight,
                            const at::Tensor& labels, double temperature, double lm_weight, int64_t chunk_rows) {
+  AutocastOff fp32;  // as lm_head_loss: float in a bf16 step
+  const auto hidden = in_type_of(hidden_in, weight), teacher_hidden = in_type_of(teacher_hidden_in, teacher_weight);
   check_distillation(hidden, weight, teacher_hidden, teacher_weight, labels, temperature, lm_weight);
   const auto h = hidden.reshape({-1, hidden.size(-1)}), th = teacher_hidden.reshape({-1, teacher_hidden.size(-1)}), y = labels.reshape({-1});
   const int64_t chunk = chunk_size(chunk_rows, weight);

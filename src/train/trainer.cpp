@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "mimic/core/error.h"
+#include "mimic/core/precision.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/core/progress.h"
 #include "mimic/distributed/group.h"
@@ -179,7 +180,11 @@ void append_log(const std::string& path, const nlohmann::json& j) {
 
 }  // namespace
 
-TrainResult train(TrainTask& task, const TrainOptions& o) {
+TrainResult train(TrainTask& task, const TrainOptions& options) {
+  // A bf16 run is another run: its precision is part of the settings a checkpoint must match (an fp32 run's
+  // fingerprint stays what it was, so checkpoints written before --precision existed resume).
+  TrainOptions o = options;
+  if (o.precision != Precision::Fp32) o.fingerprint["precision"] = precision_name(o.precision);
   MIMIC_CHECK(!o.out_dir.empty(), "training needs an output directory");
   MIMIC_CHECK(o.steps > 0 && o.grad_accum > 0, "steps and gradient accumulation must be positive");
   // The CLI checks these ranges already (tools/ranges.h); a library user reaches this directly, and
@@ -291,12 +296,15 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     return r;
   }
 
+  // where autocast acts when the run is bf16: the device of the parameters
+  const c10::Device device = task.params.front().second.device();
   auto evaluate_and_export = [&](int64_t step) {
     if (!task.evaluate) return;
     if (task.set_training) task.set_training(false);
     double e;
     {
       torch::NoGradGuard ng;
+      AutocastGuard mixed(o.precision, device);
       e = task.evaluate();
     }
     // each rank scored its share of the validation batches
@@ -336,7 +344,11 @@ TrainResult train(TrainTask& task, const TrainOptions& o) {
     opt.zero_grad();
     double loss_sum = 0;
     for (int64_t m = 0; m < o.grad_accum; ++m) {
-      auto loss = task.micro_batch_loss();
+      at::Tensor loss;
+      {
+        AutocastGuard mixed(o.precision, device);  // the forward only: backward runs in the types it recorded
+        loss = task.micro_batch_loss().to(at::kFloat);
+      }
       // only the last micro-batch's gradients are the step's: the earlier ones are partial sums
       if (overlapped && m == o.grad_accum - 1) overlapped->arm();
       (loss / static_cast<double>(o.grad_accum)).backward();

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "mimic/core/precision.h"
 #include "mimic/distributed/group.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/train/optimizer.h"
@@ -55,6 +56,9 @@ struct TrainOptions {
   // the same parameters (tests/test_distributed.cpp).
   bool overlap_allreduce = true;
   double bucket_mb = distributed::kDefaultBucketMb;  // the largest gradient bucket, one all-reduce each
+  // fp32, or bf16 mixed precision: autocast on the parameters' device around every micro-batch's forward and every
+  // evaluation (mimic/core/precision.h says what stays float). Part of the fingerprint when not fp32.
+  Precision precision = Precision::Fp32;
   NonFinite on_nonfinite = NonFinite::Stop;
   int64_t max_skips = 10;         // with Skip: consecutive skipped steps before stopping
   bool progress = true;

@@ -1,0 +1,54 @@
+// The arithmetic a training or evaluation step runs in: fp32 (every tensor float, the default) or bf16 mixed
+// precision — LibTorch's autocast on the model's device, which runs the matrix products (linear layers, attention's
+// q·kᵀ and state products, einsum's bmm) in bfloat16 and keeps the operations autocast lists as precision-sensitive
+// (exponentials, logarithms, softmax, cumulative sums, norms, layer norm) in float. What stays fp32 whatever the
+// autocast lists say: the parameters and AdamW's moments (the optimizer never sees bf16; autocast casts a weight for
+// each use and its gradient comes back as float), the LM-head loss (train::lm_head_loss turns autocast off inside:
+// its logits and their softmax are float), and every metric computed outside a training step. bf16 needs no loss
+// scaling: it has float's exponent range.
+#pragma once
+#include <c10/core/Device.h>
+
+#include <string>
+
+namespace mimic {
+
+enum class Precision { Fp32, Bf16 };
+
+// "fp32" / "bf16" → Precision; anything else is a mimic::Error naming the choices.
+Precision parse_precision(const std::string& name);
+const char* precision_name(Precision p);
+
+// Autocast to bf16 on `device`'s type for the guard's lifetime when p is Bf16 (nothing for Fp32); restores the
+// previous state on destruction and, leaving the outermost guard, clears autocast's cache of cast weights — a cast
+// kept past the step would feed the next forward the weights before the optimizer's update. A CUDA or CPU device
+// (LibTorch's CPU autocast serves the tests of a machine without a GPU); any other is a mimic::Error.
+class AutocastGuard {
+ public:
+  AutocastGuard(Precision p, const c10::Device& device);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool active_ = false;
+  c10::DeviceType type_ = c10::DeviceType::CPU;
+  bool was_enabled_ = false;
+  int dtype_before_ = 0;  // the ScalarType autocast used before, as an int (no ATen header here)
+};
+
+// Autocast off on every device for its lifetime (restored after): for operations that must run in float inside a
+// bf16 step — the LM-head loss — whatever autocast would do with their matrix products.
+class AutocastOff {
+ public:
+  AutocastOff();
+  ~AutocastOff();
+  AutocastOff(const AutocastOff&) = delete;
+  AutocastOff& operator=(const AutocastOff&) = delete;
+
+ private:
+  bool cpu_ = false;
+  bool cuda_ = false;
+};
+
+}  // namespace mimic

@@ -1,0 +1,188 @@
+// bf16 mixed precision (mimic/core/precision.h) on the CPU, where LibTorch's CPU autocast stands in for CUDA's: every
+// attention kind and a whole model's training step run under it with every tensor type consistent, close to fp32
+// and not equal to it (autocast really acted); the guard drops its cast weights when it ends; the LM-head loss stays
+// float. On a GPU the device tests hold bf16 on CUDA to fp32 on the CPU.
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "mimic/attention/attention.h"
+#include "mimic/attention/kinds.h"
+#include "mimic/core/precision.h"
+#include "mimic/data/batches.h"
+#include "mimic/models/model.h"
+#include "mimic/train/lm.h"
+#include "mimic/train/lm_head_loss.h"
+#include "test_util.h"
+
+using mimic::AutocastGuard;
+using mimic::Precision;
+
+namespace {
+
+// ‖a − b‖ / ‖b‖ in double, ‖b‖ taken as at least 10⁻² per element's root: a gradient that is zero in exact
+// arithmetic (SLA's query gates, whose factor the row normalisation cancels) is rounding noise in both precisions,
+// and noise has no relative error to hold to.
+double norm_err(const at::Tensor& a, const at::Tensor& b) {
+  auto x = a.detach().to(at::kDouble), y = b.detach().to(at::kDouble);
+  const double floor = 1e-2 * std::sqrt(static_cast<double>(std::max<int64_t>(y.numel(), 1)));
+  return (x - y).norm().item<double>() / std::max(y.norm().item<double>(), floor);
+}
+
+const std::vector<std::pair<std::string, nlohmann::json>>& kinds() {
+  static const std::vector<std::pair<std::string, nlohmann::json>> k = {
+      {"softmax", nlohmann::json::object()},
+      {"linear", {{"feature_map", "hedgehog"}, {"chunk", 8}}},
+      {"linear", {{"feature_map", "elu"}, {"norm", "rms"}}},
+      {"linear", {{"feature_map", "taylor2"}}},
+      {"linear", {{"feature_map", "hedgehog"}, {"gates", true}}},
+      {"linear", {{"feature_map", "hedgehog"}, {"decay", true}, {"chunk", 8}}},
+      {"hybrid", {{"window", 8}, {"chunk", 8}}},
+      {"mixed", {{"softmax_heads", {1}}}},
+  };
+  return k;
+}
+
+}  // namespace
+
+TEST(Precision, NamesParseAndAnUnknownOneIsAnErrorNamingTheChoices) {
+  EXPECT_EQ(mimic::parse_precision("fp32"), Precision::Fp32);
+  EXPECT_EQ(mimic::parse_precision("bf16"), Precision::Bf16);
+  EXPECT_STREQ(mimic::precision_name(Precision::Bf16), "bf16");
+  EXPECT_MIMIC_ERROR(mimic::parse_precision("fp16"), "fp32 or bf16");
+}
+
+// Every kind's forward and backward under bf16 autocast: the output and the gradients of q, k and v within a few
+// bf16 roundings of fp32's (bf16 keeps 8 bits of mantissa: one rounding is 2⁻⁹ ≈ 0.2%; measured up to 1.7%), and
+// not equal to them. A kernel parameter's gradient is a sum over every position and head, where the terms' roundings
+// add up: within 15% (the hybrid's per-head mixing weights: 10%). A gradient that is zero in exact arithmetic (SLA's
+// query gates: their factor cancels in the row normalisation; fp32 gives 10⁻⁶ of the largest gradient) is rounding
+// noise in both precisions: bf16's is held to 1% of the largest gradient.
+TEST(Precision, EveryAttentionKindRunsUnderBf16AutocastCloseToFp32) {
+  const int64_t B = 2, H = 3, T = 29, D = 8;
+  for (const auto& [kind, options] : kinds()) {
+    torch::manual_seed(11);
+    auto kernel = mimic::attention::make_attention_kernel(kind, options, H, D);
+    torch::manual_seed(5);
+    auto q = torch::randn({B, H, T, D}), k = torch::randn({B, H, T, D}), v = torch::randn({B, H, T, D}), proj = torch::randn({B, H, T, D});
+    mimic::attention::AttentionContext ctx;
+    ctx.causal = true;
+    ctx.scale = 1.0 / std::sqrt(static_cast<double>(D));
+    auto run = [&](Precision p) {
+      auto qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(), vv = v.clone().requires_grad_();
+      kernel->zero_grad();
+      at::Tensor out;
+      {
+        AutocastGuard mixed(p, c10::Device(c10::kCPU));
+        out = kernel->forward(qq, kk, vv, ctx);
+      }
+      (out.to(at::kFloat) * proj).sum().backward();
+      std::vector<at::Tensor> r = {out.detach().clone(), qq.grad(), kk.grad(), vv.grad()};
+      for (const auto& prm : kernel->parameters())
+        if (prm.requires_grad()) r.push_back(prm.grad().defined() ? prm.grad().clone() : torch::zeros_like(prm));
+      return r;
+    };
+    const auto full = run(Precision::Fp32), mixed = run(Precision::Bf16);
+    const std::string what = kind + " " + options.dump();
+    ASSERT_EQ(full.size(), mixed.size()) << what;
+    double largest_grad = 0, largest_err = 0;
+    for (size_t i = 1; i < full.size(); ++i) largest_grad = std::max(largest_grad, full[i].norm().item<double>());
+    for (size_t i = 0; i < full.size(); ++i) {
+      // the gradients of float leaves come back float: the optimizer never sees bf16
+      if (i > 0) EXPECT_EQ(mixed[i].scalar_type(), at::kFloat) << what << " tensor " << i;
+      if (i >= 4 && full[i].norm().item<double>() < 1e-4 * largest_grad) {
+        EXPECT_LE(mixed[i].norm().item<double>(), 1e-2 * largest_grad) << what << " parameter gradient " << i - 4 << " (zero in exact arithmetic)";
+        continue;
+      }
+      const double e = norm_err(mixed[i], full[i]);
+      largest_err = std::max(largest_err, e);
+      EXPECT_LE(e, i < 4 ? 3e-2 : 0.15) << what << (i == 0 ? " output" : i < 4 ? " input gradient" : " parameter gradient") << " " << i;
+    }
+    EXPECT_GT(largest_err, 1e-4) << what << ": bf16 computed what fp32 did (autocast did not act)";
+  }
+}
+
+// A 2-layer GPT-2's LM loss and every weight's gradient under bf16, for softmax and the students: close to fp32.
+TEST(Precision, AModelStepUnderBf16IsCloseToFp32ForEveryKind) {
+  const nlohmann::json config = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", 97},
+                                 {"n_positions", 64}, {"n_embd", 32}, {"n_layer", 2}, {"n_head", 4}};
+  for (const auto& [kind, options] : kinds()) {
+    torch::manual_seed(3);
+    auto model = mimic::models::create_model(config.dump(), "");
+    model->module().eval();  // no dropout: the two runs see the same network
+    const auto s = model->summary();
+    for (int64_t l = 0; l < s.n_layer; ++l)
+      model->set_attention_kernel(l, mimic::attention::make_attention_kernel(kind, options, s.n_head, s.d_model / s.n_head));
+    torch::manual_seed(4);
+    auto ids = torch::randint(s.vocab_size, {2, 40}, torch::kLong);
+    const mimic::data::LmBatch batch{ids, torch::roll(ids, -1, 1), {}};
+    auto step = [&](Precision p) {
+      model->module().zero_grad();
+      at::Tensor loss;
+      {
+        AutocastGuard mixed(p, c10::Device(c10::kCPU));
+        loss = mimic::train::causal_lm_loss(*model, batch);
+      }
+      loss.backward();
+      std::vector<std::pair<std::string, at::Tensor>> r = {{"loss", loss.detach().clone()}};
+      for (const auto& prm : model->module().named_parameters())
+        if (prm.value().grad().defined()) r.emplace_back(prm.key(), prm.value().grad().clone());
+      return r;
+    };
+    const auto full = step(Precision::Fp32), mixed = step(Precision::Bf16);
+    const std::string what = kind + " " + options.dump();
+    ASSERT_EQ(full.size(), mixed.size()) << what;
+    EXPECT_EQ(mixed[0].second.scalar_type(), at::kFloat) << what << ": the LM-head loss is float";
+    EXPECT_LE(norm_err(mixed[0].second, full[0].second), 5e-3) << what << " loss";
+    bool differs = false;
+    for (size_t i = 1; i < full.size(); ++i) {
+      differs = differs || !torch::equal(mixed[i].second, full[i].second);
+      EXPECT_EQ(mixed[i].second.scalar_type(), at::kFloat) << what << " d" << full[i].first;
+      EXPECT_LE(norm_err(mixed[i].second, full[i].second), 2e-2) << what << " d" << full[i].first;
+    }
+    EXPECT_TRUE(differs) << what << ": bf16 computed what fp32 did (autocast did not act)";
+  }
+}
+
+// Autocast caches the bf16 copy of a weight for as long as autocast is on: a guard that kept it past a training step
+// would feed the next forward the weights before the optimizer's update.
+TEST(Precision, AGuardDropsItsCastWeightsWhenItEnds) {
+  torch::manual_seed(1);
+  auto w = torch::randn({8, 8}).requires_grad_(), x = torch::randn({4, 8});
+  auto forward = [&] {
+    AutocastGuard mixed(Precision::Bf16, c10::Device(c10::kCPU));
+    return at::linear(x, w).detach();
+  };
+  const auto before = forward();
+  EXPECT_EQ(before.scalar_type(), at::kBFloat16);  // autocast acted
+  {
+    torch::NoGradGuard ng;
+    w.mul_(-1);
+  }
+  const auto after = forward();
+  EXPECT_TRUE(torch::equal(after, -before)) << "the second forward used the weights before the change";
+  // and the state before the guard is back: no autocast outside it
+  EXPECT_EQ(at::linear(x, w).scalar_type(), at::kFloat);
+}
+
+// Inside a bf16 step the LM-head loss turns autocast off: its logits and their softmax are float, the loss is what
+// the float hidden states give, and a bf16 hidden state gets its gradient back in bf16.
+TEST(Precision, TheLmHeadLossStaysFloatInsideABf16Step) {
+  torch::manual_seed(2);
+  auto hidden = torch::randn({3, 5, 16}), weight = torch::randn({50, 16}) * 0.3;
+  auto labels = torch::randint(50, {3, 5}, torch::kLong);
+  const auto reference = mimic::train::lm_head_loss(hidden, weight, labels);
+  auto h16 = hidden.to(at::kBFloat16).requires_grad_();
+  at::Tensor loss;
+  {
+    AutocastGuard mixed(Precision::Bf16, c10::Device(c10::kCPU));
+    loss = mimic::train::lm_head_loss(hidden, weight, labels);
+    EXPECT_EQ(loss.item<double>(), reference.item<double>());
+    loss = mimic::train::lm_head_loss(h16, weight, labels);
+  }
+  EXPECT_EQ(loss.scalar_type(), at::kFloat);
+  EXPECT_EQ(loss.item<double>(), mimic::train::lm_head_loss(h16.detach().to(at::kFloat), weight, labels).item<double>());
+  loss.backward();
+  ASSERT_TRUE(h16.grad().defined());
+  EXPECT_EQ(h16.grad().scalar_type(), at::kBFloat16);
+}
