@@ -270,10 +270,12 @@ void check_distillation(const at::Tensor& hidden, const at::Tensor& weight, cons
 }  // namespace
 
 namespace {
-// A bf16 step's hidden states (autocast's output) in the head weight's type; the cast is differentiable, so the
-// gradient goes back in the hidden states' own type. No copy when the types agree.
+// A bf16 step's hidden states (autocast's output) in the head weight's wider type; the cast is differentiable, so the
+// gradient goes back in the hidden states' own type. Only a 16-bit float is widened: any other mismatch (double
+// hidden states against a float weight) stays the error check_shapes names.
 at::Tensor in_type_of(const at::Tensor& hidden, const at::Tensor& weight) {
-  return hidden.scalar_type() == weight.scalar_type() || !hidden.is_floating_point() ? hidden : hidden.to(weight.scalar_type());
+  const bool half_width = hidden.scalar_type() == at::kBFloat16 || hidden.scalar_type() == at::kHalf;
+  return half_width && weight.scalar_type() != hidden.scalar_type() ? hidden.to(weight.scalar_type()) : hidden;
 }
 
 }  // namespace
