@@ -1,0 +1,98 @@
+#include "mimic/attention/delta_rule.h"
+
+#include <torch/torch.h>
+
+#include <limits>
+#include <vector>
+
+#include "mimic/core/error.h"
+
+namespace mimic::attention {
+
+namespace {
+
+void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, const at::Tensor& log_alpha,
+                  const at::Tensor& state) {
+  MIMIC_CHECK(q.dim() == 4 && k.sizes() == q.sizes(), "delta rule: q and k must be [B, H, T, Dk] alike, got ", q.sizes(), " and ", k.sizes());
+  MIMIC_CHECK(v.dim() == 4 && v.size(0) == q.size(0) && v.size(1) == q.size(1) && v.size(2) == q.size(2),
+              "delta rule: v must be [B, H, T, Dv] with q's B, H, T = ", q.sizes(), ", got ", v.sizes());
+  MIMIC_CHECK(beta.sizes() == q.sizes().slice(0, 3), "delta rule: beta must be [B, H, T] = ", q.sizes().slice(0, 3), ", got ", beta.sizes());
+  MIMIC_CHECK(!log_alpha.defined() || log_alpha.sizes() == beta.sizes(), "delta rule: log_alpha must be [B, H, T] as beta, got ",
+              log_alpha.sizes());
+  MIMIC_CHECK(!state.defined() || state.sizes() == at::IntArrayRef({q.size(0), q.size(1), q.size(3), v.size(3)}),
+              "delta rule: the state must be [B, H, Dk, Dv] = [", q.size(0), ", ", q.size(1), ", ", q.size(3), ", ", v.size(3), "], got ",
+              state.sizes());
+}
+
+at::Tensor initial_state(const at::Tensor& q, const at::Tensor& v, const at::Tensor& state) {
+  return state.defined() ? state : torch::zeros({q.size(0), q.size(1), q.size(3), v.size(3)}, v.options());
+}
+
+}  // namespace
+
+at::Tensor delta_rule_step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                           const at::Tensor& log_alpha, at::Tensor& state) {
+  MIMIC_CHECK(q.dim() == 3 && k.sizes() == q.sizes() && v.dim() == 3 && beta.dim() == 2, "delta rule step: q, k [B, H, Dk], v [B, H, Dv], beta [B, H]");
+  const auto b = beta.unsqueeze(-1).unsqueeze(-1);
+  const auto kk = k.unsqueeze(-1);                              // [B, H, Dk, 1]
+  const auto stored = at::matmul(k.unsqueeze(-2), state);       // kᵀS: what the state returns for k, [B, H, 1, Dv]
+  auto next = state - b * kk * stored;                          // (I − β k kᵀ) S
+  if (log_alpha.defined()) next = log_alpha.exp().unsqueeze(-1).unsqueeze(-1) * next;
+  state = next + b * kk * v.unsqueeze(-2);                      // + β k vᵀ
+  return at::matmul(q.unsqueeze(-2), state).squeeze(-2);        // Sᵀq
+}
+
+DeltaRuleResult delta_rule_naive(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                                 const at::Tensor& log_alpha, const at::Tensor& state) {
+  check_inputs(q, k, v, beta, log_alpha, state);
+  auto S = initial_state(q, v, state);
+  std::vector<at::Tensor> outs;
+  outs.reserve(static_cast<size_t>(q.size(2)));
+  for (int64_t t = 0; t < q.size(2); ++t)
+    outs.push_back(delta_rule_step(q.select(2, t), k.select(2, t), v.select(2, t), beta.select(2, t),
+                                   log_alpha.defined() ? log_alpha.select(2, t) : at::Tensor(), S));
+  auto out = outs.empty() ? torch::zeros_like(v) : torch::stack(outs, 2);
+  return {out, S};
+}
+
+DeltaRuleResult delta_rule_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
+                                   const at::Tensor& log_alpha, const at::Tensor& state, int64_t chunk) {
+  check_inputs(q, k, v, beta, log_alpha, state);
+  MIMIC_CHECK(chunk >= 1, "delta rule: chunk must be >= 1 token, got ", chunk);
+  auto S = initial_state(q, v, state);
+  const int64_t T = q.size(2);
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<at::Tensor> outs;
+  for (int64_t start = 0; start < T; start += chunk) {
+    const int64_t c = std::min(chunk, T - start);
+    const auto Q = q.narrow(2, start, c), K = k.narrow(2, start, c), V = v.narrow(2, start, c), B = beta.narrow(2, start, c);
+    const auto lower = torch::ones({c, c}, torch::dtype(torch::kBool).device(q.device())).tril();  // i ≤ t
+    const auto strict = lower.tril(-1);
+    at::Tensor gamma, decay_in, decay_out, last;  // Γ [.., c, c]; e^g [.., c, 1]; e^{g_C − g} [.., c, 1]; e^{g_C}
+    if (log_alpha.defined()) {
+      const auto g = log_alpha.narrow(2, start, c).cumsum(-1);  // [B, H, c], non-increasing
+      gamma = (g.unsqueeze(-1) - g.unsqueeze(-2)).masked_fill(lower.logical_not(), -inf).exp();
+      decay_in = g.exp().unsqueeze(-1);
+      const auto gl = g.select(-1, c - 1);
+      decay_out = (gl.unsqueeze(-1) - g).exp().unsqueeze(-1);
+      last = gl.exp().unsqueeze(-1).unsqueeze(-1);
+    }
+    const auto KK = at::matmul(K, K.transpose(-1, -2));  // [B, H, c, c]
+    auto a = B.unsqueeze(-1) * (gamma.defined() ? KK * gamma : KK);
+    a = a.masked_fill(strict.logical_not(), 0.0) + torch::eye(c, q.options());
+    // T = A⁻¹ diag(β): A is unit lower triangular
+    const auto Tm = at::linalg_solve_triangular(a, torch::diag_embed(B), /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
+    const auto W = at::matmul(Tm, decay_in.defined() ? decay_in * K : K);
+    const auto U = at::matmul(Tm, V) - at::matmul(W, S);
+    auto scores = at::matmul(Q, K.transpose(-1, -2));
+    scores = (gamma.defined() ? scores * gamma : scores).masked_fill(lower.logical_not(), 0.0);
+    const auto QS = at::matmul(Q, S);
+    outs.push_back((decay_in.defined() ? decay_in * QS : QS) + at::matmul(scores, U));
+    const auto Kout = decay_out.defined() ? decay_out * K : K;
+    S = (last.defined() ? last * S : S) + at::matmul(Kout.transpose(-1, -2), U);
+  }
+  auto out = outs.empty() ? torch::zeros_like(v) : torch::cat(outs, 2);
+  return {out, S};
+}
+
+}  // namespace mimic::attention

@@ -1,0 +1,140 @@
+// The delta rule's forms (mimic/attention/delta_rule.h): what the rule means on hand-worked cases, then the chunked WY
+// form and decoding steps against the token-by-token recurrence, forward and gradients, with and without the gate.
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "mimic/attention/delta_rule.h"
+#include "test_util.h"
+
+using namespace mimic::attention;
+
+namespace {
+
+// fla's criterion: RMS(a − b) / RMS(b).
+double rms_err(const at::Tensor& a, const at::Tensor& b) {
+  auto x = a.detach().to(at::kDouble), y = b.detach().to(at::kDouble);
+  return (x - y).pow(2).mean().sqrt().item<double>() / std::max(y.pow(2).mean().sqrt().item<double>(), 1e-300);
+}
+
+// One head, keys and queries of dimension 2 (the unit vectors e1, e2), values of dimension 1: a sequence of writes
+// (key, value, β, log α), then the read of e1 and e2 after each.
+struct Writes {
+  std::vector<int> key;
+  std::vector<double> value, beta, log_alpha;
+  at::Tensor k() const {
+    auto t = torch::zeros({1, 1, static_cast<int64_t>(key.size()), 2}, torch::kDouble);
+    for (size_t i = 0; i < key.size(); ++i) t[0][0][static_cast<int64_t>(i)][key[i]] = 1.0;
+    return t;
+  }
+  at::Tensor v() const { return torch::tensor(value, torch::kDouble).view({1, 1, -1, 1}); }
+  at::Tensor b() const { return torch::tensor(beta, torch::kDouble).view({1, 1, -1}); }
+  at::Tensor g() const { return torch::tensor(log_alpha, torch::kDouble).view({1, 1, -1}); }
+};
+
+// What the state returns for e1 and e2 after all the writes, by each form.
+std::vector<std::pair<double, double>> reads(const Writes& w) {
+  std::vector<std::pair<double, double>> r;
+  const auto k = w.k(), v = w.v(), b = w.b(), g = w.g();
+  std::vector<DeltaRuleResult> results = {delta_rule_naive(k, k, v, b, g, {}), delta_rule_chunked(k, k, v, b, g, {}, 1),
+                                          delta_rule_chunked(k, k, v, b, g, {}, 2), delta_rule_chunked(k, k, v, b, g, {}, 8)};
+  for (const auto& res : results) r.emplace_back(res.state[0][0][0][0].item<double>(), res.state[0][0][1][0].item<double>());
+  return r;
+}
+
+}  // namespace
+
+TEST(DeltaRule, AWriteReplacesTheValueStoredUnderItsKeyWhereLinearAttentionWouldAdd) {
+  // e1 ← 3, then e1 ← 5 with β = 1: the state holds 5 under e1 (linear attention's sum would hold 8)
+  for (const auto& [e1, e2] : reads({{0, 0}, {3, 5}, {1, 1}, {0, 0}})) {
+    EXPECT_DOUBLE_EQ(e1, 5.0);
+    EXPECT_DOUBLE_EQ(e2, 0.0);
+  }
+  // β = 0.5 moves half way: 3 + 0.5·(5 − 3) = 4
+  for (const auto& [e1, e2] : reads({{0, 0}, {3, 5}, {1, 0.5}, {0, 0}})) EXPECT_DOUBLE_EQ(e1, 4.0);
+  // a write under the orthogonal key e2 leaves e1 alone, and the gate α = 0.5 of that step halves everything before it
+  for (const auto& [e1, e2] : reads({{0, 1}, {3, 7}, {1, 1}, {0, std::log(0.5)}})) {
+    EXPECT_DOUBLE_EQ(e1, 1.5);
+    EXPECT_DOUBLE_EQ(e2, 7.0);
+  }
+}
+
+// The WY form against the recurrence: out, the final state and the gradients of every input (a random projection of
+// out and of the state), in double, over chunk sizes that divide T, do not, are 1 and exceed T; gated and not; from
+// zeros and from a given state.
+TEST(DeltaRule, TheChunkedFormComputesTheRecurrenceForwardAndGradients) {
+  const int64_t B = 2, H = 3, T = 37, Dk = 8, Dv = 5;
+  torch::manual_seed(7);
+  auto opts = torch::dtype(torch::kDouble);
+  const auto q = torch::randn({B, H, T, Dk}, opts), v = torch::randn({B, H, T, Dv}, opts);
+  const auto k = torch::nn::functional::normalize(torch::randn({B, H, T, Dk}, opts), torch::nn::functional::NormalizeFuncOptions().dim(-1));
+  const auto beta = torch::sigmoid(torch::randn({B, H, T}, opts)), log_alpha = torch::log_sigmoid(torch::randn({B, H, T}, opts) + 2);
+  const auto s0 = torch::randn({B, H, Dk, Dv}, opts) * 0.3;
+  const auto proj_out = torch::randn({B, H, T, Dv}, opts), proj_state = torch::randn({B, H, Dk, Dv}, opts);
+  for (bool gated : {false, true})
+    for (bool from_state : {false, true}) {
+      auto run = [&](int64_t chunk) {
+        std::vector<at::Tensor> leaves = {q.clone().requires_grad_(), k.clone().requires_grad_(), v.clone().requires_grad_(),
+                                          beta.clone().requires_grad_(), log_alpha.clone().requires_grad_(), s0.clone().requires_grad_()};
+        const auto g = gated ? leaves[4] : at::Tensor();
+        const auto s = from_state ? leaves[5] : at::Tensor();
+        auto r = chunk == 0 ? delta_rule_naive(leaves[0], leaves[1], leaves[2], leaves[3], g, s)
+                            : delta_rule_chunked(leaves[0], leaves[1], leaves[2], leaves[3], g, s, chunk);
+        ((r.out * proj_out).sum() + (r.state * proj_state).sum()).backward();
+        std::vector<at::Tensor> all = {r.out.detach(), r.state.detach()};
+        for (size_t i = 0; i < 4; ++i) all.push_back(leaves[i].grad());
+        if (gated) all.push_back(leaves[4].grad());
+        if (from_state) all.push_back(leaves[5].grad());
+        return all;
+      };
+      const auto reference = run(0);
+      for (int64_t chunk : {1, 4, 16, 64}) {
+        const auto chunked = run(chunk);
+        ASSERT_EQ(chunked.size(), reference.size());
+        for (size_t i = 0; i < reference.size(); ++i) {
+          ASSERT_TRUE(chunked[i].defined()) << i;
+          EXPECT_LE(rms_err(chunked[i], reference[i]), 1e-12)
+              << "gated " << gated << ", from a state " << from_state << ", chunk " << chunk << ", tensor " << i;
+        }
+      }
+    }
+}
+
+// In float, as training runs it: the same agreement to float's rounding.
+TEST(DeltaRule, TheChunkedFormAgreesInFloatToRounding) {
+  torch::manual_seed(8);
+  const auto q = torch::randn({1, 2, 300, 16}), v = torch::randn({1, 2, 300, 16});
+  const auto k = torch::nn::functional::normalize(torch::randn({1, 2, 300, 16}), torch::nn::functional::NormalizeFuncOptions().dim(-1));
+  const auto beta = torch::sigmoid(torch::randn({1, 2, 300})), log_alpha = torch::log_sigmoid(torch::randn({1, 2, 300}) + 3);
+  const auto a = delta_rule_naive(q, k, v, beta, log_alpha, {}), b = delta_rule_chunked(q, k, v, beta, log_alpha, {}, 64);
+  EXPECT_LE(rms_err(b.out, a.out), 1e-5);
+  EXPECT_LE(rms_err(b.state, a.state), 1e-5);
+}
+
+// Decoding continues a chunked prefill: 20 tokens chunked, then 17 steps, equal the recurrence over all 37.
+TEST(DeltaRule, DecodingStepsContinueAChunkedPrefill) {
+  torch::manual_seed(9);
+  auto opts = torch::dtype(torch::kDouble);
+  const auto q = torch::randn({2, 3, 37, 8}, opts), v = torch::randn({2, 3, 37, 4}, opts);
+  const auto k = torch::nn::functional::normalize(torch::randn({2, 3, 37, 8}, opts), torch::nn::functional::NormalizeFuncOptions().dim(-1));
+  const auto beta = torch::sigmoid(torch::randn({2, 3, 37}, opts)), log_alpha = torch::log_sigmoid(torch::randn({2, 3, 37}, opts) + 2);
+  const auto whole = delta_rule_naive(q, k, v, beta, log_alpha, {});
+  auto prefill = delta_rule_chunked(q.narrow(2, 0, 20), k.narrow(2, 0, 20), v.narrow(2, 0, 20), beta.narrow(2, 0, 20), log_alpha.narrow(2, 0, 20), {}, 8);
+  EXPECT_LE(rms_err(prefill.out, whole.out.narrow(2, 0, 20)), 1e-12);
+  auto state = prefill.state;
+  for (int64_t t = 20; t < 37; ++t) {
+    const auto o = delta_rule_step(q.select(2, t), k.select(2, t), v.select(2, t), beta.select(2, t), log_alpha.select(2, t), state);
+    EXPECT_LE(rms_err(o, whole.out.select(2, t)), 1e-12) << "token " << t;
+  }
+  EXPECT_LE(rms_err(state, whole.state), 1e-12);
+}
+
+TEST(DeltaRule, ShapesThatDoNotFitAreErrorsNamingTheTensor) {
+  const auto q = torch::randn({1, 2, 5, 4}), v = torch::randn({1, 2, 5, 3}), beta = torch::rand({1, 2, 5});
+  EXPECT_MIMIC_ERROR(delta_rule_naive(q, q.narrow(3, 0, 3), v, beta, {}, {}), "q and k must be");
+  EXPECT_MIMIC_ERROR(delta_rule_chunked(q, q, v.narrow(2, 0, 4), beta, {}, {}, 2), "v must be");
+  EXPECT_MIMIC_ERROR(delta_rule_chunked(q, q, v, beta.narrow(2, 0, 4), {}, {}, 2), "beta must be");
+  EXPECT_MIMIC_ERROR(delta_rule_chunked(q, q, v, beta, beta.narrow(1, 0, 1), {}, 2), "log_alpha must be");
+  EXPECT_MIMIC_ERROR(delta_rule_chunked(q, q, v, beta, {}, torch::zeros({1, 2, 3, 4}), 2), "the state must be [B, H, Dk, Dv] = [1, 2, 4, 3]");
+  EXPECT_MIMIC_ERROR(delta_rule_chunked(q, q, v, beta, {}, {}, 0), "chunk must be >= 1");
+}
