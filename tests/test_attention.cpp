@@ -445,6 +445,33 @@ TEST(FeatureMaps, Taylor2DotProductIsSecondOrderExp) {
   EXPECT_LT(max_diff(dot, 1 + s + s * s / 2), 1e-12);
 }
 
+// taylor of order N: φ(q)·φ(k) is exp's series to the N-th power of q·k, orders 1 to 4 (with the order's 1/n!);
+// taylor2 is order 2, feature for feature; an order beyond the range or features beyond the cap are errors.
+TEST(FeatureMaps, TaylorOfOrderNDotProductIsExpsSeriesToN) {
+  torch::manual_seed(6);
+  auto q = torch::randn({2, 2, 5, 3}, dbl()), k = torch::randn({2, 2, 5, 3}, dbl());
+  const auto s = (q * k).sum(-1);
+  for (int64_t order = 1; order <= 4; ++order) {
+    auto m = make_feature_map(FeatureMapSpec{"taylor", 2, 3, {{"order", order}}});
+    auto series = torch::zeros_like(s);
+    double factorial = 1;
+    int64_t features = 0;
+    for (int64_t n = 0; n <= order; ++n) {
+      if (n > 0) factorial *= static_cast<double>(n);
+      series = series + s.pow(static_cast<double>(n)) / factorial;
+      features += static_cast<int64_t>(std::pow(3.0, static_cast<double>(n)));
+    }
+    EXPECT_EQ(m->feature_dim(), features) << "order " << order;
+    const auto dot = (features_of(*m, q) * features_of(*m, k, Role::Key)).sum(-1);
+    EXPECT_LT(max_diff(dot, series), 1e-12) << "order " << order;
+  }
+  EXPECT_TRUE(torch::equal(features_of(*make_feature_map(FeatureMapSpec{"taylor2", 2, 3, nlohmann::json::object()}), q),
+                           features_of(*make_feature_map(FeatureMapSpec{"taylor", 2, 3, nlohmann::json::object()}), q)));
+  EXPECT_MIMIC_ERROR(make_feature_map(FeatureMapSpec{"taylor", 2, 3, {{"order", 7}}}), "order");
+  EXPECT_MIMIC_ERROR(make_feature_map(FeatureMapSpec{"taylor", 2, 64, {{"order", 3}}}), "order 3 at head dimension 64 needs more than 65536 features");
+  EXPECT_MIMIC_ERROR(make_feature_map(FeatureMapSpec{"taylor2", 2, 3, {{"order", 3}}}), "order");
+}
+
 TEST(FeatureMaps, ElementwiseMapsAreWhatTheySay) {
   auto x = torch::linspace(-3, 3, 40, dbl()).view({1, 2, 5, 4});
   EXPECT_LT(max_diff(features_of(*make_feature_map(spec("elu")), x), torch::elu(x) + 1), 1e-12);
