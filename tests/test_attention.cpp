@@ -810,17 +810,24 @@ TEST(AttentionKinds, EveryRegisteredKindBuildsFromItsSavedOptionsAndAnswersWhatS
     at::Tensor w, log_w;
     auto out = d->forward_quadratic(q, kk, v, ctx, &w, &log_w);
     EXPECT_LT((out - k->forward(q, kk, v, ctx)).abs().max().item<double>(), 1e-5) << info.name;
-    EXPECT_LT((w.sum(-1) - 1).abs().max().item<double>(), 1e-5) << info.name;
+    EXPECT_LT((out - at::matmul(w, v)).abs().max().item<double>(), 1e-5) << info.name;  // the output is weights · v
     EXPECT_EQ(w.triu(1).abs().max().item<double>(), 0.0) << info.name;  // no weight on future keys
-    EXPECT_LT((log_w.exp() - w).abs().max().item<double>(), 1e-6) << info.name;
+    if (d->weights_are_distribution()) {
+      EXPECT_LT((w.sum(-1) - 1).abs().max().item<double>(), 1e-5) << info.name;
+      EXPECT_LT((log_w.exp() - w).abs().max().item<double>(), 1e-6) << info.name;
+    } else {  // an effective operator (delta): some weight negative, and no promise of sign
+      EXPECT_TRUE(d->weights_may_be_negative()) << info.name;
+      EXPECT_LT((log_w.exp() - w.clamp_min(0)).abs().max().item<double>(), 1e-6) << info.name;
+    }
     for (const auto& p : d->named_parameters()) {
       const auto g = d->parameter_group(p.key());
       EXPECT_TRUE(g == "maps" || g == "gates") << info.name << " " << p.key() << " -> " << g;
     }
     EXPECT_FALSE(d->feature_map().empty());
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"softmax", "linear", "hybrid", "mixed"}));
-  EXPECT_MIMIC_ERROR(make_attention_kernel("cosine", nlohmann::json::object(), heads, dim), "unknown attention kind 'cosine' (known: softmax, linear, hybrid, mixed)");
+  EXPECT_EQ(names, (std::vector<std::string>{"softmax", "linear", "hybrid", "delta", "mixed"}));
+  EXPECT_MIMIC_ERROR(make_attention_kernel("cosine", nlohmann::json::object(), heads, dim),
+                     "unknown attention kind 'cosine' (known: softmax, linear, hybrid, delta, mixed)");
   EXPECT_MIMIC_ERROR(attention_kind("Softmax"), "unknown attention kind");
   EXPECT_MIMIC_ERROR(make_attention_kernel("softmax", {{"window", 4}}, heads, dim), "softmax attention takes no options");
   // Groups and sign as the linear kind defines them: SLA gates apart from the map; taylor2 may go negative.

@@ -4,7 +4,9 @@
 
 #include <cmath>
 
+#include "mimic/attention/attention.h"
 #include "mimic/attention/delta_rule.h"
+#include "mimic/attention/kinds.h"
 #include "test_util.h"
 
 using namespace mimic::attention;
@@ -100,6 +102,21 @@ TEST(DeltaRule, TheChunkedFormComputesTheRecurrenceForwardAndGradients) {
     }
 }
 
+// The effective weights times v are the recurrence's output, gated or not; they do not depend on v.
+TEST(DeltaRule, TheEffectiveWeightsTimesTheValuesAreTheOutput) {
+  torch::manual_seed(10);
+  auto opts = torch::dtype(torch::kDouble);
+  const auto q = torch::randn({2, 2, 23, 6}, opts), v = torch::randn({2, 2, 23, 3}, opts);
+  const auto k = torch::nn::functional::normalize(torch::randn({2, 2, 23, 6}, opts), torch::nn::functional::NormalizeFuncOptions().dim(-1));
+  const auto beta = torch::sigmoid(torch::randn({2, 2, 23}, opts)), log_alpha = torch::log_sigmoid(torch::randn({2, 2, 23}, opts) + 2);
+  for (bool gated : {false, true}) {
+    const auto g = gated ? log_alpha : at::Tensor();
+    const auto w = delta_rule_weights(q, k, beta, g);
+    EXPECT_LE(rms_err(at::matmul(w, v), delta_rule_naive(q, k, v, beta, g, {}).out), 1e-12) << "gated " << gated;
+    EXPECT_EQ(w.triu(1).abs().max().item<double>(), 0.0) << "a query sees no later key";
+  }
+}
+
 // In float, as training runs it: the same agreement to float's rounding.
 TEST(DeltaRule, TheChunkedFormAgreesInFloatToRounding) {
   torch::manual_seed(8);
@@ -137,4 +154,47 @@ TEST(DeltaRule, ShapesThatDoNotFitAreErrorsNamingTheTensor) {
   EXPECT_MIMIC_ERROR(delta_rule_chunked(q, q, v, beta, beta.narrow(1, 0, 1), {}, 2), "log_alpha must be");
   EXPECT_MIMIC_ERROR(delta_rule_chunked(q, q, v, beta, {}, torch::zeros({1, 2, 3, 4}), 2), "the state must be [B, H, Dk, Dv] = [1, 2, 4, 3]");
   EXPECT_MIMIC_ERROR(delta_rule_chunked(q, q, v, beta, {}, {}, 0), "chunk must be >= 1");
+}
+
+// The `delta` kind (delta_kernel.h) as a layer runs it: decoding through its cache (a prompt, then one token at a
+// time) gives the rows of its forward over the whole sequence, with a state whose bytes do not grow; left padding
+// writes nothing; a bidirectional layer and unknown options are refused.
+TEST(DeltaKind, DecodesThroughItsCacheAsItsForwardWithAStateOfConstantSize) {
+  const int64_t B = 2, H = 3, T = 30, D = 8;
+  for (bool gate : {true, false}) {
+    auto kernel = make_attention_kernel("delta", {{"chunk", 4}, {"gate", gate}}, H, D);
+    torch::manual_seed(12);
+    {
+      torch::NoGradGuard ng;
+      for (auto& p : kernel->parameters()) p.copy_(torch::randn_like(p));  // β and α that vary with the key
+    }
+    const auto q = torch::randn({B, H, T, D}), k = torch::randn({B, H, T, D}), v = torch::randn({B, H, T, D});
+    AttentionContext ctx;
+    ctx.causal = true;
+    ctx.scale = 0.3;
+    const auto whole = kernel->forward(q, k, v, ctx);
+    auto cache = kernel->new_cache();
+    const auto prompt = kernel->forward_cached(q.narrow(2, 0, 11), k.narrow(2, 0, 11), v.narrow(2, 0, 11), ctx, *cache);
+    EXPECT_LE(rms_err(prompt, whole.narrow(2, 0, 11)), 1e-5);
+    const int64_t bytes = cache->bytes();
+    EXPECT_EQ(bytes, B * H * D * D * 4);
+    for (int64_t t = 11; t < T; ++t) {
+      const auto o = kernel->forward_cached(q.narrow(2, t, 1), k.narrow(2, t, 1), v.narrow(2, t, 1), ctx, *cache);
+      EXPECT_LE(rms_err(o, whole.narrow(2, t, 1)), 1e-5) << "token " << t << ", gate " << gate;
+      EXPECT_EQ(cache->bytes(), bytes);
+    }
+    EXPECT_EQ(cache->position, T);
+    // three padded keys in front: the real tokens' outputs are those of the sequence without them
+    AttentionContext padded = ctx;
+    padded.key_padding_mask = torch::ones({B, T + 3}, torch::kBool);
+    padded.key_padding_mask.narrow(1, 0, 3).fill_(false);
+    const auto junk = torch::randn({B, H, 3, D});
+    const auto out = kernel->forward(torch::cat({junk, q}, 2), torch::cat({junk, k}, 2), torch::cat({junk, v}, 2), padded);
+    EXPECT_LE(rms_err(out.narrow(2, 3, T), whole), 1e-5) << "gate " << gate;
+  }
+  AttentionContext bidirectional;
+  const auto x = torch::randn({1, 3, 5, 8});
+  EXPECT_MIMIC_ERROR(make_attention_kernel("delta", nlohmann::json::object(), 3, 8)->forward(x, x, x, bidirectional), "causal");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("delta", {{"feature_map", "hedgehog"}}, 3, 8), "unknown delta attention option 'feature_map'");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("delta", {{"chunk", 0}}, 3, 8), "an integer >= 1");
 }

@@ -20,13 +20,25 @@ struct DistillArgs {
   std::string map_options = "{}";
 };
 
+// A metric as a table cell: "-" where it is undefined (NaN: the entropy and KL of a student whose weights are no
+// distribution, the delta kind's).
+std::string cell(double x) {
+  if (!std::isfinite(x)) return "        -";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%9.4f", x);
+  return buf;
+}
+
 void print_table(const distill::DistillResult& r, bool eval_only) {
   std::printf("%-6s %7s %9s %9s %9s %9s %9s %9s\n", "layer", "epochs", "CE", "KL", "KL before", "H(soft)", "H(lin)", "spearman");
   double kl = 0, kl0 = 0, ce = 0, hs = 0, hl = 0, rho = 0;
+  bool undefined = false;
   for (const auto& l : r.layers) {
     const auto& a = l.after.mean;
-    std::printf("%-6lld %7lld %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f\n", static_cast<long long>(l.layer),
-                static_cast<long long>(l.epochs_run), a.ce, a.kl, l.before.mean.kl, a.entropy_softmax, a.entropy_linear, a.spearman);
+    std::printf("%-6lld %7lld %s %s %s %s %s %s\n", static_cast<long long>(l.layer), static_cast<long long>(l.epochs_run), cell(a.ce).c_str(),
+                cell(a.kl).c_str(), cell(l.before.mean.kl).c_str(), cell(a.entropy_softmax).c_str(), cell(a.entropy_linear).c_str(),
+                cell(a.spearman).c_str());
+    undefined = undefined || !std::isfinite(a.kl);
     kl += a.kl;
     kl0 += l.before.mean.kl;
     ce += a.ce;
@@ -36,7 +48,10 @@ void print_table(const distill::DistillResult& r, bool eval_only) {
   }
   const double n = static_cast<double>(r.layers.size());
   if (n > 0)
-    std::printf("%-6s %7s %9.4f %9.4f %9.4f %9.4f %9.4f %9.4f\n", "mean", "", ce / n, kl / n, kl0 / n, hs / n, hl / n, rho / n);
+    std::printf("%-6s %7s %s %s %s %s %s %s\n", "mean", "", cell(ce / n).c_str(), cell(kl / n).c_str(), cell(kl0 / n).c_str(), cell(hs / n).c_str(),
+                cell(hl / n).c_str(), cell(rho / n).c_str());
+  if (undefined)
+    std::printf("(-: undefined for a student whose weights are no distribution, such as delta's; its validation loss per layer is in --json)\n");
   for (const auto& l : r.layers)
     if (l.trained && l.best_epoch == 0)
       std::printf("layer %lld: no epoch improved on the untrained map (validation loss %.4g at the start), so it is kept (a smaller --lr may help)\n",
@@ -64,7 +79,7 @@ void run(DistillArgs& a) {
   auto r = distill::distill(a.o);
   if (!train::writes_outputs()) return;  // rank 0 prints the run's result
   if (a.common.json) return print_json(r.to_json());
-  if (!a.o.eval_only) std::printf("%s: %s, %zu layers\n", r.out.c_str(), a.o.feature_map.c_str(), r.layers.size());
+  if (!a.o.eval_only) std::printf("%s: %s, %zu layers\n", r.out.c_str(), r.student.c_str(), r.layers.size());
   print_table(r, a.o.eval_only);
 }
 

@@ -55,44 +55,70 @@ DeltaRuleResult delta_rule_naive(const at::Tensor& q, const at::Tensor& k, const
   return {out, S};
 }
 
+namespace {
+
+// What one chunk's WY form needs of its keys, β and log α (delta_rule.h): the causal mask (i ≤ t), Γ, e^g, e^{g_C − g},
+// e^{g_C} (undefined without a gate: all ones) and T = (I + tril(diag(β)(Γ ⊙ KKᵀ), −1))⁻¹ diag(β).
+struct ChunkTerms {
+  at::Tensor lower, gamma, decay_in, decay_out, last, t;
+};
+
+ChunkTerms chunk_terms(const at::Tensor& K, const at::Tensor& B, const at::Tensor& log_alpha) {
+  const int64_t c = K.size(2);
+  const double inf = std::numeric_limits<double>::infinity();
+  ChunkTerms r;
+  r.lower = torch::ones({c, c}, torch::dtype(torch::kBool).device(K.device())).tril();
+  if (log_alpha.defined()) {
+    const auto g = log_alpha.cumsum(-1);  // [B, H, c], non-increasing
+    r.gamma = (g.unsqueeze(-1) - g.unsqueeze(-2)).masked_fill(r.lower.logical_not(), -inf).exp();
+    r.decay_in = g.exp().unsqueeze(-1);
+    const auto gl = g.select(-1, c - 1);
+    r.decay_out = (gl.unsqueeze(-1) - g).exp().unsqueeze(-1);
+    r.last = gl.exp().unsqueeze(-1).unsqueeze(-1);
+  }
+  const auto KK = at::matmul(K, K.transpose(-1, -2));  // [B, H, c, c]
+  auto a = B.unsqueeze(-1) * (r.gamma.defined() ? KK * r.gamma : KK);
+  a = a.masked_fill(r.lower.tril(-1).logical_not(), 0.0) + torch::eye(c, K.options());
+  // A is unit lower triangular: one triangular solve
+  r.t = at::linalg_solve_triangular(a, torch::diag_embed(B), /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
+  return r;
+}
+
+// (Q Kᵀ) ⊙ Γ on and below the diagonal, 0 above.
+at::Tensor causal_scores(const at::Tensor& Q, const at::Tensor& K, const ChunkTerms& c) {
+  auto scores = at::matmul(Q, K.transpose(-1, -2));
+  return (c.gamma.defined() ? scores * c.gamma : scores).masked_fill(c.lower.logical_not(), 0.0);
+}
+
+}  // namespace
+
 DeltaRuleResult delta_rule_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                    const at::Tensor& log_alpha, const at::Tensor& state, int64_t chunk) {
   check_inputs(q, k, v, beta, log_alpha, state);
   MIMIC_CHECK(chunk >= 1, "delta rule: chunk must be >= 1 token, got ", chunk);
   auto S = initial_state(q, v, state);
   const int64_t T = q.size(2);
-  const double inf = std::numeric_limits<double>::infinity();
   std::vector<at::Tensor> outs;
   for (int64_t start = 0; start < T; start += chunk) {
     const int64_t c = std::min(chunk, T - start);
-    const auto Q = q.narrow(2, start, c), K = k.narrow(2, start, c), V = v.narrow(2, start, c), B = beta.narrow(2, start, c);
-    const auto lower = torch::ones({c, c}, torch::dtype(torch::kBool).device(q.device())).tril();  // i ≤ t
-    const auto strict = lower.tril(-1);
-    at::Tensor gamma, decay_in, decay_out, last;  // Γ [.., c, c]; e^g [.., c, 1]; e^{g_C − g} [.., c, 1]; e^{g_C}
-    if (log_alpha.defined()) {
-      const auto g = log_alpha.narrow(2, start, c).cumsum(-1);  // [B, H, c], non-increasing
-      gamma = (g.unsqueeze(-1) - g.unsqueeze(-2)).masked_fill(lower.logical_not(), -inf).exp();
-      decay_in = g.exp().unsqueeze(-1);
-      const auto gl = g.select(-1, c - 1);
-      decay_out = (gl.unsqueeze(-1) - g).exp().unsqueeze(-1);
-      last = gl.exp().unsqueeze(-1).unsqueeze(-1);
-    }
-    const auto KK = at::matmul(K, K.transpose(-1, -2));  // [B, H, c, c]
-    auto a = B.unsqueeze(-1) * (gamma.defined() ? KK * gamma : KK);
-    a = a.masked_fill(strict.logical_not(), 0.0) + torch::eye(c, q.options());
-    // T = A⁻¹ diag(β): A is unit lower triangular
-    const auto Tm = at::linalg_solve_triangular(a, torch::diag_embed(B), /*upper=*/false, /*left=*/true, /*unitriangular=*/true);
-    const auto W = at::matmul(Tm, decay_in.defined() ? decay_in * K : K);
-    const auto U = at::matmul(Tm, V) - at::matmul(W, S);
-    auto scores = at::matmul(Q, K.transpose(-1, -2));
-    scores = (gamma.defined() ? scores * gamma : scores).masked_fill(lower.logical_not(), 0.0);
+    const auto Q = q.narrow(2, start, c), K = k.narrow(2, start, c), V = v.narrow(2, start, c);
+    const auto terms = chunk_terms(K, beta.narrow(2, start, c), log_alpha.defined() ? log_alpha.narrow(2, start, c) : at::Tensor());
+    const auto W = at::matmul(terms.t, terms.decay_in.defined() ? terms.decay_in * K : K);
+    const auto U = at::matmul(terms.t, V) - at::matmul(W, S);
     const auto QS = at::matmul(Q, S);
-    outs.push_back((decay_in.defined() ? decay_in * QS : QS) + at::matmul(scores, U));
-    const auto Kout = decay_out.defined() ? decay_out * K : K;
-    S = (last.defined() ? last * S : S) + at::matmul(Kout.transpose(-1, -2), U);
+    outs.push_back((terms.decay_in.defined() ? terms.decay_in * QS : QS) + at::matmul(causal_scores(Q, K, terms), U));
+    const auto Kout = terms.decay_out.defined() ? terms.decay_out * K : K;
+    S = (terms.last.defined() ? terms.last * S : S) + at::matmul(Kout.transpose(-1, -2), U);
   }
   auto out = outs.empty() ? torch::zeros_like(v) : torch::cat(outs, 2);
   return {out, S};
+}
+
+at::Tensor delta_rule_weights(const at::Tensor& q, const at::Tensor& k, const at::Tensor& beta, const at::Tensor& log_alpha) {
+  check_inputs(q, k, q, beta, log_alpha, at::Tensor());
+  // from a zero state, the whole sequence as one chunk: O = ((Q Kᵀ) ⊙ Γ ⊙ causal) T V
+  const auto terms = chunk_terms(k, beta, log_alpha);
+  return at::matmul(causal_scores(q, k, terms), terms.t);
 }
 
 }  // namespace mimic::attention

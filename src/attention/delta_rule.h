@@ -12,6 +12,7 @@
 // The forms:
 //   delta_rule_step     one token of the recurrence (decoding)
 //   delta_rule_naive    the recurrence token by token over a sequence: the reference
+//   delta_rule_weights  the effective [T, T] weights (the whole sequence as one chunk): the quadratic form
 //   delta_rule_chunked  chunks of C tokens in the WY form (fla's delta_rule README; the gated form derived below),
 //                       O(T·C·(Dk + Dv) + T·Dk·Dv) with matrix products instead of T sequential steps
 //
@@ -41,6 +42,10 @@ DeltaRuleResult delta_rule_naive(const at::Tensor& q, const at::Tensor& k, const
 // chunk >= 1 tokens per chunk (the last may be shorter).
 DeltaRuleResult delta_rule_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,
                                    const at::Tensor& log_alpha, const at::Tensor& state, int64_t chunk);
+// The effective attention weights of the sequence from a zero state, [B, H, T, T]: out = weights · v, with weights
+// that depend on q, k, β and α only (not on v). Lower triangular; entries may be negative (a later write under a
+// similar key subtracts what an earlier one stored). What distill and report read; O(T²) memory.
+at::Tensor delta_rule_weights(const at::Tensor& q, const at::Tensor& k, const at::Tensor& beta, const at::Tensor& log_alpha);
 // One token: q, k [B, H, Dk], v [B, H, Dv], beta [B, H], log_alpha [B, H] or undefined; state [B, H, Dk, Dv] is
 // replaced by the new state. Returns o [B, H, Dv].
 at::Tensor delta_rule_step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta,

@@ -37,6 +37,10 @@ class DistillableKernel : public AttentionKernelImpl {
   // True when some weights may be negative (a sign-free feature map such as taylor2 or identity): the
   // weights are then no distribution, and a cross-entropy against softmax's is undefined for such a batch.
   virtual bool weights_may_be_negative() const = 0;
+  // True when each query's weights sum to one over its visible keys (every normalised kind); false for a kind whose
+  // weights are an effective linear operator and no distribution (the delta rule's): entropy, KL and the CE loss
+  // mean nothing for them, distill's MSE on the outputs does.
+  virtual bool weights_are_distribution() const { return true; }
   // The group a parameter (a name of named_parameters()) belongs to, as `distill --train` selects them:
   // "maps" (the feature map's) or "gates" (SLA head gates).
   virtual std::string parameter_group(const std::string& name) const = 0;

@@ -91,7 +91,14 @@ StudentSpec student_spec(const DistillOptions& o, int64_t n_head, int64_t head_d
                 "' with --feature-map, --map-options or --sla, not in the attention spec");
   s.kind = ks.kind;
   auto options = ks.options;
-  options.update({{"feature_map", o.feature_map}, {"map_options", map_options}, {"gates", o.sla}});
+  // A kind that runs a feature map saves one among its options (linear, hybrid); one that does not (delta: q and k
+  // enter L2-normalised) takes neither --feature-map's map nor SLA gates.
+  const bool takes_map = attention::canonical_options(s.kind, ks.options, n_head, head_dim).contains("feature_map");
+  if (takes_map)
+    options.update({{"feature_map", o.feature_map}, {"map_options", map_options}, {"gates", o.sla}});
+  else
+    MIMIC_CHECK(!o.sla && map_options.empty(), "--attention ", o.attention, ": the kind '", s.kind,
+                "' runs no feature map: it takes neither --sla nor --map-options");
   s.options = attention::canonical_options(s.kind, options, n_head, head_dim);
   const std::string train = o.train.empty() ? (o.sla ? "both" : "maps") : o.train;
   MIMIC_CHECK(train == "maps" || train == "gates" || train == "both", "--train must be maps, gates or both, got '", train, "'");
@@ -503,6 +510,8 @@ DistillResult distill(const DistillOptions& o) {
   Done done;
   DistillResult res;
   res.out = o.out;
+  // what the student runs, for the summary line: its feature map, or the kind when it runs none (delta)
+  res.student = spec.options.contains("feature_map") ? spec.options["feature_map"].get<std::string>() : spec.kind;
   res.train_samples = sp.train_count;
   res.val_samples = sp.val_count;
   const auto start = json_parse(group.from_lead("receiving rank 0's distillation state", [&] {

@@ -89,6 +89,7 @@ struct LayerResult {
 
 struct DistillResult {
   std::string out;
+  std::string student;  // the student's feature map, or its kind when it runs none (delta)
   std::vector<LayerResult> layers;
   bool resumed = false;
   bool interrupted = false;  // stop_after_epochs hit

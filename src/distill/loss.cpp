@@ -32,6 +32,8 @@ std::string loss_name(LossKind k) {
 }
 
 LossValue distill_loss(DistillableKernel& student, const TeacherBatch& b, const LossSpec& spec) {
+  MIMIC_CHECK(student.weights_are_distribution() || spec.kind == LossKind::MSE, "attention kind '", student.kind(),
+              "' has weights that are no distribution: the ce loss is undefined for it; use --loss mse");
   at::Tensor log_w, w;
   const bool check = spec.kind != LossKind::MSE && student.weights_may_be_negative();
   // The CE loss reads the weights only: the output's work is skipped where the kind can (weights_quadratic).

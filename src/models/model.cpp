@@ -389,6 +389,11 @@ std::string describe_kernel(const std::string& kind, const nlohmann::json& o) {
             describe_kernel(o["kind"].get<std::string>(), o["options"]) + ")";
     return what;
   }
+  if (!o.contains("feature_map")) {  // a kind without a map (delta): its options as saved
+    std::string list;
+    for (auto it = o.begin(); it != o.end(); ++it) list += (list.empty() ? "" : ", ") + it.key() + " " + it.value().dump();
+    return what + " (" + list + ")";
+  }
   what += " (" + o.value("feature_map", std::string("?")) + ", " + o.value("norm", std::string("row")) + " norm";
   if (o.value("gates", false)) what += ", SLA gates";
   if (o.value("decay", nlohmann::json(false)).is_array()) what += ", decay";  // to_json: false or the per-head list
