@@ -186,6 +186,38 @@ TEST(Device, EveryAttentionKindDecodesTokenByTokenAsOnTheCpu) {
   }
 }
 
+// The same small GPT-2 twice, `kind` in every layer with the same weights, the second moved to the device.
+std::pair<std::shared_ptr<mimic::models::Model>, std::shared_ptr<mimic::models::Model>> model_pair(const nlohmann::json& config,
+                                                                                                   const std::string& kind,
+                                                                                                   const nlohmann::json& options) {
+  torch::manual_seed(3);
+  std::shared_ptr<mimic::models::Model> cpu = mimic::models::create_model(config.dump(), "");
+  torch::manual_seed(3);
+  std::shared_ptr<mimic::models::Model> dev = mimic::models::create_model(config.dump(), "");
+  const auto s = cpu->summary();
+  for (int64_t l = 0; l < s.n_layer; ++l) {
+    auto [kc, kd] = kernel_pair(kind, options, s.n_head, s.d_model / s.n_head);
+    cpu->set_attention_kernel(l, kc);
+    dev->set_attention_kernel(l, kd);
+  }
+  dev->module().to(target());
+  return {cpu, dev};
+}
+
+// The kinds a whole model runs in these tests: softmax and one of each student.
+std::vector<std::pair<std::string, nlohmann::json>> model_kinds() {
+  return {{"softmax", nlohmann::json::object()}, {"linear", {{"feature_map", "hedgehog"}}}, {"hybrid", {{"window", 8}}}, {"mixed", {{"softmax_heads", {1, 3}}}}};
+}
+
+// One LM batch of random tokens (2 × 40), on the CPU and on the device.
+std::pair<mimic::data::LmBatch, mimic::data::LmBatch> batch_pair(int64_t vocab_size) {
+  torch::manual_seed(4);
+  auto ids = torch::randint(vocab_size, {2, 40}, torch::kLong);
+  mimic::data::LmBatch bc{ids, torch::roll(ids, -1, 1), {}};
+  mimic::data::LmBatch bd{bc.input_ids.to(target()), bc.labels.to(target()), {}};
+  return {bc, bd};
+}
+
 // A small random GPT-2 (2 layers, 4 heads), first with softmax attention, then with each student kind in every
 // layer: the LM loss, the gradient of every weight, and greedy incremental decoding (forward_step) on the device
 // against the CPU.
@@ -193,26 +225,10 @@ TEST(Device, AModelTrainsAndDecodesOnTheDeviceAsOnTheCpu) {
   SKIP_WITHOUT_GPU();
   const nlohmann::json config = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", 97},
                                  {"n_positions", 64}, {"n_embd", 32}, {"n_layer", 2}, {"n_head", 4}};
-  for (const auto& c : std::vector<std::pair<std::string, nlohmann::json>>{
-           {"softmax", nlohmann::json::object()},
-           {"linear", {{"feature_map", "hedgehog"}}},
-           {"hybrid", {{"window", 8}}},
-           {"mixed", {{"softmax_heads", {1, 3}}}}}) {
-    torch::manual_seed(3);
-    auto cpu = mimic::models::create_model(config.dump(), "");
-    torch::manual_seed(3);
-    auto dev = mimic::models::create_model(config.dump(), "");
+  for (const auto& c : model_kinds()) {
+    auto [cpu, dev] = model_pair(config, c.first, c.second);
     const auto s = cpu->summary();
-    for (int64_t l = 0; l < s.n_layer; ++l) {
-      auto [kc, kd] = kernel_pair(c.first, c.second, s.n_head, s.d_model / s.n_head);
-      cpu->set_attention_kernel(l, kc);
-      dev->set_attention_kernel(l, kd);
-    }
-    dev->module().to(target());
-    torch::manual_seed(4);
-    auto ids = torch::randint(s.vocab_size, {2, 40}, torch::kLong);
-    const mimic::data::LmBatch bc{ids, torch::roll(ids, -1, 1), {}};
-    const mimic::data::LmBatch bd{bc.input_ids.to(target()), bc.labels.to(target()), {}};
+    const auto [bc, bd] = batch_pair(s.vocab_size);
     auto lc = mimic::train::causal_lm_loss(*cpu, bc);
     auto ld = mimic::train::causal_lm_loss(*dev, bd);
     lc.backward();
@@ -226,7 +242,7 @@ TEST(Device, AModelTrainsAndDecodesOnTheDeviceAsOnTheCpu) {
     // incremental decoding: a prompt of 12 tokens, then 6 greedy tokens fed back
     auto sc = cpu->new_decode_state();
     auto sd = dev->new_decode_state();
-    auto prompt = ids.narrow(0, 0, 1).narrow(1, 0, 12);
+    auto prompt = bc.input_ids.narrow(0, 0, 1).narrow(1, 0, 12);
     auto xc = cpu->forward_step(prompt, *sc);
     auto xd = dev->forward_step(prompt.to(target()), *sd);
     expect_close(xd, xc, "model " + label(c) + " prompt logits");
@@ -355,26 +371,10 @@ TEST(Device, Bf16OnTheDeviceStaysCloseToFp32OnTheCpu) {
   const nlohmann::json config = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", 64},
                                  {"n_positions", 64}, {"n_embd", 32}, {"n_layer", 2}, {"n_head", 4},
                                  {"resid_pdrop", 0.0}, {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}};
-  for (const auto& c : std::vector<std::pair<std::string, nlohmann::json>>{
-           {"softmax", nlohmann::json::object()},
-           {"linear", {{"feature_map", "hedgehog"}}},
-           {"hybrid", {{"window", 8}}},
-           {"mixed", {{"softmax_heads", {1, 3}}}}}) {
-    torch::manual_seed(3);
-    auto cpu = mimic::models::create_model(config.dump(), "");
-    torch::manual_seed(3);
-    auto dev = mimic::models::create_model(config.dump(), "");
+  for (const auto& c : model_kinds()) {
+    auto [cpu, dev] = model_pair(config, c.first, c.second);
     const auto s = cpu->summary();
-    for (int64_t l = 0; l < s.n_layer; ++l) {
-      auto [kc, kd] = kernel_pair(c.first, c.second, s.n_head, s.d_model / s.n_head);
-      cpu->set_attention_kernel(l, kc);
-      dev->set_attention_kernel(l, kd);
-    }
-    dev->module().to(target());
-    torch::manual_seed(4);
-    auto ids = torch::randint(s.vocab_size, {2, 40}, torch::kLong);
-    const mimic::data::LmBatch bc{ids, torch::roll(ids, -1, 1), {}};
-    const mimic::data::LmBatch bd{bc.input_ids.to(target()), bc.labels.to(target()), {}};
+    const auto [bc, bd] = batch_pair(s.vocab_size);
     auto lc = mimic::train::causal_lm_loss(*cpu, bc);
     at::Tensor ld;
     {
