@@ -184,3 +184,15 @@ TEST(CliVocabulary, RetiredSpellingsAreHiddenStillWorkAndSaySo) {
   EXPECT_NE(old_run.err.find("mimic: note: --batch is now --batch-size"), std::string::npos) << old_run.err;
   EXPECT_EQ(new_run.err.find("mimic: note:"), std::string::npos) << new_run.err;
 }
+
+// Integer options are decimal whatever their leading zeros: CLI11 reads "010" as octal 8 (and refuses "09"), so the
+// range validators (tools/ranges.h) rewrite the value in decimal and are transforms, not checks — a check's rewrite
+// is thrown away (a probe of 2026-11-27 found `--steps 010` training 8 steps although docs/reliability.md said 10).
+TEST(CliVocabulary, IntegerOptionsWithLeadingZerosAreDecimal) {
+  auto r = mimic::test::mimic_cli("generate --model gpt2-mini --prompt x --new-tokens 010 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["ids"].size(), 10u);
+  auto nine = mimic::test::mimic_cli("generate --model gpt2-mini --prompt x --new-tokens 09 --json");
+  ASSERT_EQ(nine.code, 0) << nine.err;
+  EXPECT_EQ(nlohmann::json::parse(nine.out)["ids"].size(), 9u);
+}

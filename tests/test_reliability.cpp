@@ -245,6 +245,26 @@ TEST(OutputLock, ASecondRecordOnTheSameFileIsRefusedEvenWithFresh) {
   EXPECT_EQ(after.code, 0) << after.err;
 }
 
+// A single-file output never replaces what is not a regular file: `forward --out /dev/null` once turned the
+// machine's /dev/null into a regular file (a probe of 2026-11-27). A FIFO and a directory here stand in for a device.
+TEST(Outputs, AnOutputThatIsAFifoOrADirectoryIsRefusedAndLeftAsItWas) {
+  TempDir dir;
+  const std::string fifo = dir.file("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  fs::create_directories(dir.file("folder"));
+  for (const auto& [out, kind] : std::vector<std::pair<std::string, std::string>>{{fifo, "a named pipe (FIFO)"}, {dir.file("folder"), "a directory"}}) {
+    auto r = mimic::test::mimic_cli("forward --model " + teacher() + " --text hello --out " + out, /*timeout_seconds=*/20);
+    EXPECT_NE(r.code, 0) << r.out;
+    EXPECT_NE(r.err.find(out + " is " + kind + ", not a regular file"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
+  EXPECT_TRUE(fs::is_directory(dir.file("folder")));
+  EXPECT_MIMIC_ERROR(mimic::io::write_text_atomically(fifo, "x"), "not a regular file");
+}
+
 TEST(Inputs, AFifoGivenAsAnInputIsRefusedAtOnce) {
   TempDir dir;
   const std::string fifo = dir.file("pipe");

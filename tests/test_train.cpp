@@ -125,7 +125,7 @@ TEST(TrainEngine, ResumeAfterKillIsBitIdentical) {
   // A checkpoint from other settings is refused.
   auto o = options(b.path().string(), 40);
   o.fingerprint = {{"toy", 2}};
-  EXPECT_MIMIC_ERROR(train(resumed_task, o), "other settings");
+  EXPECT_MIMIC_ERROR(train(resumed_task, o), "other settings: toy (1 then, 2 now)");
 }
 
 // --precision bf16 (CPU autocast here): the toy still learns, on other numbers than fp32's; its weights stay float;
@@ -149,7 +149,7 @@ TEST(TrainEngine, ABf16RunLearnsKeepsFloatWeightsAndResumesOnlyAsBf16) {
   EXPECT_FALSE(torch::equal(weights(toy)[0], weights(full)[0])) << "bf16 trained exactly as fp32 did: autocast did not act";
 
   auto longer = options(dir.path().string(), 220);  // fp32: another run
-  EXPECT_MIMIC_ERROR(train(task, longer), "\"precision\":\"bf16\"");
+  EXPECT_MIMIC_ERROR(train(task, longer), "other settings: precision (\"bf16\" then, absent now)");
   longer.precision = mimic::Precision::Bf16;
   EXPECT_EQ(train(task, longer).resumed_from, 200);
 }

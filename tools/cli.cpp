@@ -32,8 +32,8 @@ void add_precision_option(CLI::App& sub, Precision& precision) {
 }
 
 void add_common_options(CLI::App& sub, Common& common, Devices devices) {
-  sub.add_option("--threads", common.threads, "Threads for LibTorch (0, the default: all cores)")->check(range::threads());
-  sub.add_option("--seed", common.seed, "Random seed")->capture_default_str()->check(range::seed());
+  sub.add_option("--threads", common.threads, "Threads for LibTorch (0, the default: all cores)")->transform(range::threads());
+  sub.add_option("--seed", common.seed, "Random seed")->capture_default_str()->transform(range::seed());
   sub.add_flag("--json", common.json, "Print the result as JSON on stdout");
   common.devices = devices;
   // the command as typed: "bench generate", not "generate" (which takes a GPU)
@@ -67,14 +67,14 @@ void add_allreduce_options(CLI::App& sub, bool& overlap, double& bucket_mb) {
       ->check(CLI::IsMember({"overlap", "sync"}));
   sub.add_option("--bucket-mb", bucket_mb, "Distributed runs: the largest gradient bucket, one all-reduce each (MB)")
       ->capture_default_str()
-      ->check(range::real(0, 4096, /*open_low=*/true));
+      ->transform(range::real(0, 4096, /*open_low=*/true));
 }
 
 void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy) {
   sub.add_option("--copy-fraction", copy.fraction,
                  "Copy curriculum: the fraction of training blocks in which an earlier span recurs later (docs/data.md)")
       ->capture_default_str()
-      ->check(range::fraction());
+      ->transform(range::fraction());
   sub.add_option_function<std::vector<int64_t>>(
          "--copy-span",
          [&copy](const std::vector<int64_t>& v) {
@@ -85,17 +85,17 @@ void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy) {
          "Copy curriculum: MIN,MAX tokens of a copied span (log-uniform; default " + std::to_string(copy.min_span) + "," +
              std::to_string(copy.max_span) + ")")
       ->delimiter(',')
-      ->check(range::tokens(1));
+      ->transform(range::tokens(1));
   sub.add_option("--copy-repeats", copy.copies, "Copy curriculum: how many times the span recurs after its source")
       ->capture_default_str()
-      ->check(range::integer(1, 64));
+      ->transform(range::integer(1, 64));
   sub.add_option("--copy-random", copy.random_fraction,
                  "Copy curriculum: the share of copied spans that are random tokens instead of prose (docs/data.md)")
       ->capture_default_str()
-      ->check(range::fraction());
+      ->transform(range::fraction());
   sub.add_option("--copy-random-vocab", copy.random_vocab, "Copy curriculum: random spans draw from the train split's N most frequent tokens")
       ->capture_default_str()
-      ->check(range::integer(2, 65536));
+      ->transform(range::integer(2, 65536));
 }
 
 namespace {

@@ -48,7 +48,7 @@ struct BenchPeerArgs {
 
 // --repeats, as every benchmark that takes a median reads it.
 void add_repeats(CLI::App& sub, int& repeats, const std::string& what) {
-  sub.add_option("--repeats", repeats, "Timed " + what + " (median), after one warm-up")->capture_default_str()->check(range::integer(1, 1000));
+  sub.add_option("--repeats", repeats, "Timed " + what + " (median), after one warm-up")->capture_default_str()->transform(range::integer(1, 1000));
 }
 
 }  // namespace
@@ -62,14 +62,14 @@ void register_bench(CLI::App& app) {
       "attention", "Softmax vs linear vs hybrid attention (one head, d=64, hedgehog features): fwd, fwd+bwd, peak memory, decoding");
   sub->add_option("--max-len", args->options.max_len, "Longest sequence length of the fwd/bwd table (the lengths are 512, 1024, ... 32768)")
       ->capture_default_str()
-      ->check(range::integer(512, 32768));
+      ->transform(range::integer(512, 32768));
   add_repeats(*sub, args->options.repeats, "runs per measurement");
   sub->add_option("--chunk", args->options.chunk, "Chunk size of the chunked linear attention")
       ->capture_default_str()
-      ->check(range::integer(1, 65536));
+      ->transform(range::integer(1, 65536));
   sub->add_option("--window", args->options.window, "Window w of the hybrid form (keys under exact softmax)")
       ->capture_default_str()
-      ->check(range::integer(1, 65536));
+      ->transform(range::integer(1, 65536));
   add_common_options(*sub, args->common, Devices::Any);
   sub->callback([args]() {
     start(args->common);
@@ -90,14 +90,14 @@ void register_bench(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::IsMember({"mini", "small"}));
-  tr->add_option("--lengths", targs->options.lengths, "Sequence lengths")->delimiter(',')->capture_default_str()->check(range::tokens(2));
+  tr->add_option("--lengths", targs->options.lengths, "Sequence lengths")->delimiter(',')->capture_default_str()->transform(range::tokens(2));
   tr->add_option("--kinds", targs->options.kinds,
                  "Attention kinds besides softmax, as KIND[:key=value,...] (kinds.def), separated by ';'")
       ->delimiter(';')
       ->capture_default_str();
   tr->add_option("--tokens-per-step", targs->options.tokens_per_step, "Tokens per training step (batch = tokens / length, at least 1)")
       ->capture_default_str()
-      ->check(range::tokens(2));
+      ->transform(range::tokens(2));
   add_repeats(*tr, targs->options.repeats, "steps per measurement");
   tr->add_flag("--profile", targs->options.profile,
                "Run one more step per width, length and kind under LibTorch's operator profiler and report each operator's share of a step");
@@ -133,20 +133,20 @@ void register_bench(CLI::App& app) {
   gen->add_option("--prompt-lengths", gargs->options.prompt_lengths, "Prompt lengths (random tokens; each below the model's context)")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(range::tokens(1));
+      ->transform(range::tokens(1));
   auto* batches = gen->add_option("--batch-sizes", gargs->options.batches, "Batch sizes (rows decoded together)")
                       ->delimiter(',')
                       ->capture_default_str()
-                      ->check(range::batch());
-  retire_spelling(*gen, gen->add_option("--batch", gargs->options.batches)->delimiter(',')->check(range::batch()), batches);
-  gen->add_option("--new-tokens", gargs->options.new_tokens, "Tokens generated per row")->capture_default_str()->check(range::tokens(2));
+                      ->transform(range::batch());
+  retire_spelling(*gen, gen->add_option("--batch", gargs->options.batches)->delimiter(',')->transform(range::batch()), batches);
+  gen->add_option("--new-tokens", gargs->options.new_tokens, "Tokens generated per row")->capture_default_str()->transform(range::tokens(2));
   gen->add_option("--feature-map", gargs->options.feature_map, "Feature map of the all-linear and hybrid variants")->capture_default_str();
   gen->add_option("--window", gargs->options.window, "Also a hybrid variant with this sliding window (0: none)")
       ->capture_default_str()
-      ->check(range::tokens(0));
+      ->transform(range::tokens(0));
   gen->add_option("--memory-budget", gargs->memory_budget_gb, "GB a run's KV caches may take; a run that needs more is skipped (0: half of the available memory)")
       ->capture_default_str()
-      ->check(range::gigabytes());
+      ->transform(range::gigabytes());
   gen->add_flag("--no-parallel", gargs->no_parallel, "Skip the parallel recompute at batch 1 (the slow reference)");
   gen->add_flag("--profile", gargs->options.profile,
                 "Batch-1 runs: decode once more under LibTorch's operator profiler and report each operator's share of a step");
@@ -165,10 +165,10 @@ void register_bench(CLI::App& app) {
   auto* peer = bench->add_subcommand(
       "peer", "mimic's side of the PyTorch comparison (bench/peer/run.sh): writes the inputs of a Hedgehog distillation step and a converted-model training step, then times both");
   peer->add_option("--inputs", pargs->options.inputs, "The safetensors file to write the steps' inputs to (for bench/peer/peer.py)")->required();
-  peer->add_option("--distill-batch", pargs->options.distill_batch, "Sequences per distillation step")->capture_default_str()->check(range::batch());
-  peer->add_option("--distill-length", pargs->options.distill_length, "Tokens per distillation sequence")->capture_default_str()->check(range::tokens(2));
-  peer->add_option("--train-batch", pargs->options.train_batch, "Sequences per training step")->capture_default_str()->check(range::batch());
-  peer->add_option("--train-length", pargs->options.train_length, "Tokens per training sequence")->capture_default_str()->check(range::tokens(2));
+  peer->add_option("--distill-batch", pargs->options.distill_batch, "Sequences per distillation step")->capture_default_str()->transform(range::batch());
+  peer->add_option("--distill-length", pargs->options.distill_length, "Tokens per distillation sequence")->capture_default_str()->transform(range::tokens(2));
+  peer->add_option("--train-batch", pargs->options.train_batch, "Sequences per training step")->capture_default_str()->transform(range::batch());
+  peer->add_option("--train-length", pargs->options.train_length, "Tokens per training sequence")->capture_default_str()->transform(range::tokens(2));
   add_repeats(*peer, pargs->options.repeats, "steps");
   add_common_options(*peer, pargs->common);
   peer->callback([pargs]() {

@@ -99,7 +99,7 @@ void register_convert(CLI::App& app) {
   sub->add_option("--model", a->o.model_dir, "The teacher: a model directory or embedded model name")->required()->transform(model_dir_arg());
   sub->add_option("--maps", a->o.maps, "Feature maps (and SLA gates) from `mimic distill` (maps.safetensors)")->required()->check(path_arg());
   sub->add_option("--out", a->o.out, "The converted model directory to write")->required()->check(out_path_arg());
-  sub->add_option("--layers", a->o.layers, "Layers to convert, e.g. 0,2-3 (default: every layer the maps hold; the rest keep softmax)")->check(range::index_list());
+  sub->add_option("--layers", a->o.layers, "Layers to convert, e.g. 0,2-3 (default: every layer the maps hold; the rest keep softmax)")->transform(range::index_list());
   sub->add_flag("--force", a->o.force, "Accept maps distilled from another model than --model");
   auto& pl = a->o.placement;
   sub->add_option("--keep-softmax", pl.keep_softmax,
@@ -112,21 +112,21 @@ void register_convert(CLI::App& app) {
   sub->add_option("--probe-data", pl.calibration.data, "Probe: calibration text, its train split only: a corpus (" + data::lm_corpus_choices() + ") or a UTF-8 text file or folder (its first 90%: docs/data.md)")
       ->capture_default_str();
   sub->add_option("--probe-segments", pl.calibration.segments, "Probe: copy segments (each run doubled)")
-      ->capture_default_str()->check(range::count(1));
+      ->capture_default_str()->transform(range::count(1));
   sub->add_option("--probe-segment-len", pl.calibration.segment_len,
                   "Probe: tokens per copy segment, at most half the context (default: min(128, context / 2))")
-      ->check(range::tokens(2));
+      ->transform(range::tokens(2));
   sub->add_option("--probe-lm-windows", pl.calibration.lm_windows,
                   "Probe: prose windows whose second halves give the LM loss (0: the copy segments' first copies instead)")
-      ->capture_default_str()->check(range::count(0));
+      ->capture_default_str()->transform(range::count(0));
   sub->add_option("--probe-lm-len", pl.calibration.lm_len, "Probe: tokens per LM window (default: min(512, context))")
-      ->check(range::tokens(4));
+      ->transform(range::tokens(4));
   sub->add_option("--probe-passkeys", pl.calibration.passkeys, "Probe: passkey trials (0: the score leaves passkey out)")
-      ->capture_default_str()->check(range::count(0));
+      ->capture_default_str()->transform(range::count(0));
   sub->add_option("--probe-passkey-len", pl.calibration.passkey_len, "Probe: tokens per passkey prompt (default: min(256, context))")
-      ->check(range::tokens(32));
+      ->transform(range::tokens(32));
   sub->add_option("--probe-leaders", pl.leaders, "Probe: heads of the screen each greedy step measures again")
-      ->capture_default_str()->check(range::count(1));
+      ->capture_default_str()->transform(range::count(1));
   sub->add_option("--probe-weights", a->probe_weights,
                   "Probe: the score's weights, copy=1,passkey=1,lm=1 (copy and passkey as shares of the teacher's, lm in nats at long positions)");
   add_common_options(*sub, a->common, Devices::Any);

@@ -94,8 +94,8 @@ void register_distill(CLI::App& app) {
   sub->add_option("--model", a->o.model_dir, "Online mode (no record file): the softmax teacher, run here")->transform(model_dir_arg());
   sub->add_option("--data", a->o.data, "Online mode: corpus all|sotu|moby-dick (with --split) or a UTF-8 text file");
   sub->add_option("--split", a->o.split, "Online mode: split of a corpus")->capture_default_str();
-  sub->add_option("--samples", a->o.samples, "Online mode: samples to take from --data")->capture_default_str()->check(range::count(1));
-  sub->add_option("--seq-len", a->o.seq_len, "Online mode: tokens per sample (default: min(256, the model's context))")->check(range::tokens(2));
+  sub->add_option("--samples", a->o.samples, "Online mode: samples to take from --data")->capture_default_str()->transform(range::count(1));
+  sub->add_option("--seq-len", a->o.seq_len, "Online mode: tokens per sample (default: min(256, the model's context))")->transform(range::tokens(2));
   sub->add_option("--attention", a->o.attention,
                   "The student's attention kind and options: linear, or hybrid[:window=W,mix=learned|fixed,window_weight=S,affine=true] "
                   "(sliding-window softmax + linear, docs/attention.md)")
@@ -108,26 +108,27 @@ void register_distill(CLI::App& app) {
   sub->add_option("--loss", a->o.loss, "ce (Hedgehog Eq. 3), mse (per-head outputs) or ce+mse")
       ->capture_default_str()
       ->check(CLI::IsMember({"ce", "mse", "ce+mse"}));
-  sub->add_option("--ce-weight", a->o.ce_weight, "Weight of ce in ce+mse")->capture_default_str()->check(range::real(0, 1000));
-  sub->add_option("--mse-weight", a->o.mse_weight, "Weight of mse in ce+mse")->capture_default_str()->check(range::real(0, 1000));
+  sub->add_option("--ce-weight", a->o.ce_weight, "Weight of ce in ce+mse")->capture_default_str()->transform(range::real(0, 1000));
+  sub->add_option("--mse-weight", a->o.mse_weight, "Weight of mse in ce+mse")->capture_default_str()->transform(range::real(0, 1000));
   sub->add_option("--epochs", a->o.epochs, "Epochs per layer (0: none, the maps are written as initialised)")
       ->capture_default_str()
-      ->check(range::integer(0, 1000000));
-  sub->add_option("--lr", a->o.lr, "AdamW learning rate")->capture_default_str()->check(range::learning_rate());
-  sub->add_option("--weight-decay", a->o.weight_decay, "AdamW weight decay")->capture_default_str()->check(range::weight_decay());
-  sub->add_option("--batch-size", a->o.batch_size, "Samples per step")->capture_default_str()->check(range::batch());
+      ->transform(range::integer(0, 1000000));
+  sub->add_option("--lr", a->o.lr, "AdamW learning rate")->capture_default_str()->transform(range::learning_rate());
+  sub->add_option("--weight-decay", a->o.weight_decay, "AdamW weight decay")->capture_default_str()->transform(range::weight_decay());
+  sub->add_option("--batch-size", a->o.batch_size, "Samples per step")->capture_default_str()->transform(range::batch());
   sub->add_option("--val-fraction", a->o.val_fraction, "Fraction of the recorded samples held out for validation and metrics (0: none, validate on the training samples)")
       ->capture_default_str()
-      ->check(range::real(0, 1, false, /*open_high=*/true));
+      ->transform(range::real(0, 1, false, /*open_high=*/true));
   sub->add_option("--patience", a->o.patience, "Stop a layer after this many epochs without a better validation loss (0: never)")
       ->capture_default_str()
-      ->check(range::integer(0, 1000000));
-  sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str()->check(range::index_list());
+      ->transform(range::integer(0, 1000000));
+  sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str()->transform(range::index_list());
   sub->add_option("--out", a->o.out, "Output maps (.safetensors); a checkpoint OUT.ckpt beside it makes reruns resume. REQUIRED unless --eval-only")->check(out_path_arg());
   sub->add_flag("--fresh", a->o.fresh, "Start over, ignoring a checkpoint beside --out");
   sub->add_flag("--eval-only", a->o.eval_only, "Only evaluate --maps (or the untrained --feature-map) on the held-out samples");
   sub->add_option("--maps", a->o.maps, "With --eval-only: a mimic distill output to evaluate")->check(path_arg());
-  sub->add_option("--stop-after-epochs", a->o.stop_after_epochs, "Testing: stop as if interrupted after N epochs (of each rank)")->group("")->check(range::integer(0, 1000000));
+  sub->add_option("--stop-after-epochs", a->o.stop_after_epochs, "Testing: stop as if interrupted after N epochs (of each rank)")->group("")->transform(range::integer(0, 1000000));
+  add_precision_option(*sub, a->o.precision);
   add_common_options(*sub, a->common, Devices::Any);
   sub->callback([a]() { run(*a); });
 }

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "mimic/core/error.h"
+#include "mimic/core/precision.h"
 #include "mimic/data/token_cache.h"
 #include "mimic/eval/copy.h"
 #include "mimic/eval/passkey.h"
@@ -22,6 +23,7 @@ namespace {
 
 struct EvalArgs {
   Common common;
+  Precision precision = Precision::Fp32;  // --precision: autocast around the whole evaluation
   std::string task = "lm", model, data, split = "test";
   std::optional<std::string> text, file;
   eval::PerplexityOptions ppl;
@@ -261,38 +263,39 @@ void register_eval(CLI::App& app) {
   sub->add_option("--data", args->data, "lm, copy: corpus all|sotu|moby-dick or your own text (a UTF-8 file or a folder of .txt files; --split picks its 90/5/5 part by position); cls: spam|sotu-era|FILE.jsonl; mqar: mqar[:...] or ar[:...]");
   sub->add_option("--split", args->split, "Split of --data: train, validation or test")->capture_default_str();
   auto* window = sub->add_option("--window", args->ppl.window, "lm: tokens per window (default: the model's context; a longer one is cut to it)")
-                     ->check(range::tokens(2));
+                     ->transform(range::tokens(2));
   auto* stride = sub->add_option("--stride", args->ppl.stride, "lm: new tokens scored per window (default: window/2; a longer one is cut to the window)")
-                     ->check(range::tokens(1));
+                     ->transform(range::tokens(1));
   auto* seq_len = sub->add_option("--seq-len", args->seq_len, "cls: tokens per example, [CLS] and [SEP] included")
                       ->capture_default_str()
-                      ->check(range::tokens(3));
-  auto* batch_size = sub->add_option("--batch-size", args->batch_size, "cls: examples per batch")->capture_default_str()->check(range::batch());
+                      ->transform(range::tokens(3));
+  auto* batch_size = sub->add_option("--batch-size", args->batch_size, "cls: examples per batch")->capture_default_str()->transform(range::batch());
   sub->add_option("--teacher", args->teacher, "Also evaluate this model (e.g. the softmax teacher of a converted model) and print both side by side")
       ->transform(model_dir_arg());
   auto* lengths = sub->add_option("--lengths", args->passkey.lengths, "passkey: tokens per sequence (prompt + answer), e.g. 128,256,512")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(range::tokens(1));
+      ->transform(range::tokens(1));
   auto* trials = sub->add_option("--trials", args->passkey.trials, "passkey: keys per length")
       ->capture_default_str()
-      ->check(range::integer(1, 100000));
+      ->transform(range::integer(1, 100000));
   // a key of more than 18 digits does not fit the 64-bit integer it is drawn as
   auto* digits = sub->add_option("--digits", args->passkey.digits, "passkey: digits per key")
       ->capture_default_str()
-      ->check(range::integer(1, 18));
+      ->transform(range::integer(1, 18));
   auto* alternatives = sub->add_option("--alternatives", args->passkey.alternatives, "passkey: random wrong keys the true one is ranked against")
       ->capture_default_str()
-      ->check(range::integer(1, 10000));
+      ->transform(range::integer(1, 10000));
   auto* segments = sub->add_option("--segments", args->copy.segments, "copy: segments of the text, evenly spaced")
       ->capture_default_str()
-      ->check(range::integer(1, 100000));
+      ->transform(range::integer(1, 100000));
   auto* segment_len = sub->add_option("--segment-len", args->copy.segment_len, "copy: tokens per segment (run doubled: at most half the context)")
       ->capture_default_str()
-      ->check(range::tokens(2));
+      ->transform(range::tokens(2));
   auto* examples = sub->add_option("--examples", args->recall.examples, "mqar: examples of the split to score")
       ->capture_default_str()
-      ->check(range::count(1));
+      ->transform(range::count(1));
+  add_precision_option(*sub, args->precision);
   add_common_options(*sub, args->common, Devices::Any);
   // The tasks each task-specific option serves: given to another task it is refused, never ignored.
   const std::vector<std::pair<CLI::Option*, std::vector<std::string>>> serves = {
@@ -308,6 +311,8 @@ void register_eval(CLI::App& app) {
         fail(opt->get_name(), " is for --task ", list, ", not ", args->task);
       }
     start(args->common);
+    // bf16: the model's forward passes under autocast; what the metrics sum stays float (mimic/core/precision.h)
+    AutocastGuard mixed(args->precision, args->common.on);
     if (args->task == "passkey") return run_passkey(*args);
     if (args->task == "copy") return run_copy(*args);
     if (args->task == "mqar") return run_recall(*args);

@@ -201,36 +201,36 @@ void register_finetune(CLI::App& app) {
                                            "default all, or feature-maps with --lora")
       ->check(CLI::IsMember({"all", "attention", "feature-maps"}));
   sub->add_option("--lora", a->f.lora.rank, "LoRA rank on the q, k, v, o projections (0: off); merged into the weights on export")
-      ->check(range::integer(0, 4096));
-  sub->add_option("--lora-alpha", a->f.lora.alpha, "LoRA alpha (scale alpha/rank; 0, the default: the rank, scale 1)")->check(range::real(0, 65536));
+      ->transform(range::integer(0, 4096));
+  sub->add_option("--lora-alpha", a->f.lora.alpha, "LoRA alpha (scale alpha/rank; 0, the default: the rank, scale 1)")->transform(range::real(0, 65536));
   sub->add_option("--teacher", a->f.teacher_dir, "Evaluate this model on the same data at the end, side by side (and distil it with --kd)")
       ->transform(model_dir_arg());
   sub->add_option("--kd", a->kd,
                   "lm: train on the teacher's logits, T²·KL(teacher ‖ student) at temperature T (> 0; 0: off; needs --teacher)")
       ->capture_default_str()
-      ->check(range::real(0, 100));
+      ->transform(range::real(0, 100));
   sub->add_option("--kd-lm-weight", a->kd_lm_weight, "lm, with --kd: weight w in [0, 1] of the LM loss, mixed as w·LM + (1 − w)·KD")
       ->capture_default_str()
-      ->check(range::fraction());
+      ->transform(range::fraction());
   add_copy_options(*sub, a->copy);
-  sub->add_option("--steps", t.steps, "Optimizer steps")->capture_default_str()->check(range::steps());
-  sub->add_option("--lr", a->lr, "Peak learning rate (default: the preset's)")->check(range::learning_rate());
-  sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay, not on biases and norms (default: the preset's)")->check(range::weight_decay());
-  sub->add_option("--min-lr-ratio", a->min_lr_ratio, "Cosine decay floor as a fraction of --lr (default: the preset's)")->check(range::fraction());
+  sub->add_option("--steps", t.steps, "Optimizer steps")->capture_default_str()->transform(range::steps());
+  sub->add_option("--lr", a->lr, "Peak learning rate (default: the preset's)")->transform(range::learning_rate());
+  sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay, not on biases and norms (default: the preset's)")->transform(range::weight_decay());
+  sub->add_option("--min-lr-ratio", a->min_lr_ratio, "Cosine decay floor as a fraction of --lr (default: the preset's)")->transform(range::fraction());
   a->warmup_option = sub->add_option("--warmup", t.warmup, "Warm-up steps (at most --steps; the default is cut to a tenth of a shorter run)")
                          ->capture_default_str()
-                         ->check(range::steps_or_zero());
-  sub->add_option("--batch-size", a->batch_size, "Sequences (lm, default 8) or examples (cls, default 16) per micro-batch")->check(range::batch());
-  sub->add_option("--grad-accum", t.grad_accum, "Micro-batches per step")->capture_default_str()->check(range::batch());
+                         ->transform(range::steps_or_zero());
+  sub->add_option("--batch-size", a->batch_size, "Sequences (lm, default 8) or examples (cls, default 16) per micro-batch")->transform(range::batch());
+  sub->add_option("--grad-accum", t.grad_accum, "Micro-batches per step")->capture_default_str()->transform(range::batch());
   add_allreduce_options(*sub, t.overlap_allreduce, t.bucket_mb);
   add_precision_option(*sub, t.precision);
   sub->add_option("--seq-len", a->seq_len, "Tokens per sequence (lm, default 256) or example, [CLS] and [SEP] included (cls, default 128; at least 3)")
-      ->check(range::tokens(2));
+      ->transform(range::tokens(2));
   sub->add_option("--eval-every", t.eval_every, "Evaluate on the validation split every N steps (0: only at the end)")
       ->capture_default_str()
-      ->check(range::steps_or_zero());
-  sub->add_option("--eval-batches", a->eval_batches, "lm: validation batches per evaluation")->capture_default_str()->check(range::count(1));
-  sub->add_option("--checkpoint-every", t.checkpoint_every, "Checkpoint every N steps")->capture_default_str()->check(range::steps());
+      ->transform(range::steps_or_zero());
+  sub->add_option("--eval-batches", a->eval_batches, "lm: validation batches per evaluation")->capture_default_str()->transform(range::count(1));
+  sub->add_option("--checkpoint-every", t.checkpoint_every, "Checkpoint every N steps")->capture_default_str()->transform(range::steps());
   sub->add_flag("--test", a->test, "lm: also score the test split at the end (strided windows, as mimic eval)");
   sub->add_flag("--freeze-embeddings", a->f.freeze_embeddings,
                 "Keep the embeddings (word, position, token type, their LayerNorm) as loaded: not trained, bit-identical to the base model's");

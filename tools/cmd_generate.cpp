@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "mimic/core/error.h"
+#include "mimic/core/precision.h"
 #include "mimic/generate/generate.h"
 #include "mimic/models/model.h"
 #include "mimic/text/tokenizer.h"
@@ -16,6 +17,7 @@ namespace {
 
 struct GenerateArgs {
   Common common;
+  Precision precision = Precision::Fp32;  // --precision: autocast around decoding
   std::string model, prompt, mode = "recurrent";
   int64_t batch = 1;
   generate::GenerateOptions options;
@@ -23,6 +25,7 @@ struct GenerateArgs {
 
 void run(GenerateArgs& a) {
   start(a.common);
+  AutocastGuard mixed(a.precision, a.common.on);
   auto tok = text::load_tokenizer(a.model);
   auto model = models::load_model(a.model, a.common.on);
   auto& o = a.options;
@@ -102,22 +105,23 @@ void register_generate(CLI::App& app) {
   sub->add_option("--prompt", args->prompt, "The text to continue")->required();
   auto* new_tokens = sub->add_option("--new-tokens", args->options.max_new_tokens, "Tokens to generate at most (fewer at EOS or when the context ends)")
                          ->capture_default_str()
-                         ->check(range::tokens(1));
-  retire_spelling(*sub, sub->add_option("--max-new-tokens", args->options.max_new_tokens)->check(range::tokens(1)), new_tokens);
+                         ->transform(range::tokens(1));
+  retire_spelling(*sub, sub->add_option("--max-new-tokens", args->options.max_new_tokens)->transform(range::tokens(1)), new_tokens);
   sub->add_option("--temperature", args->options.temperature, "0 = greedy; > 0 samples from softmax(logits / T)")
       ->capture_default_str()
-      ->check(range::real(0, 100));
+      ->transform(range::real(0, 100));
   sub->add_option("--top-k", args->options.top_k, "Sample among the K most likely tokens only (0 = all)")
       ->capture_default_str()
-      ->check(range::integer(0, range::kMaxTokens));
+      ->transform(range::integer(0, range::kMaxTokens));
   auto* batch = sub->add_option("--batch-size", args->batch,
                                 "Continuations of the prompt decoded together (row i samples with seed + i; greedy rows are identical)")
                     ->capture_default_str()
-                    ->check(range::integer(1, 4096));
-  retire_spelling(*sub, sub->add_option("--batch", args->batch)->check(range::integer(1, 4096)), batch);
+                    ->transform(range::integer(1, 4096));
+  retire_spelling(*sub, sub->add_option("--batch", args->batch)->transform(range::integer(1, 4096)), batch);
   sub->add_option("--mode", args->mode, "recurrent (KV cache / recurrent state) or parallel (recompute every step, the reference)")
       ->capture_default_str()
       ->check(CLI::IsMember({"recurrent", "parallel"}));
+  add_precision_option(*sub, args->precision);
   add_common_options(*sub, args->common, Devices::Any);
   sub->callback([args]() { run(*args); });
 }

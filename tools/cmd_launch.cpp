@@ -37,11 +37,11 @@ void register_launch(CLI::App& app) {
   auto a = std::make_shared<LaunchArgs>();
   auto* sub = app.add_subcommand("launch", "Run a training command as N processes of one data-parallel run on this machine "
                                            "(sets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; docs/distributed.md)");
-  sub->add_option("--nproc", a->o.nproc, "Processes (ranks) to start; each takes cores/N threads by default")->required()->check(range::processes());
-  sub->add_option("--master-port", a->o.master_port, "TCP port of rank 0's rendezvous store (default: a free port)")->check(range::port());
+  sub->add_option("--nproc", a->o.nproc, "Processes (ranks) to start; each takes cores/N threads by default")->required()->transform(range::processes());
+  sub->add_option("--master-port", a->o.master_port, "TCP port of rank 0's rendezvous store (default: a free port)")->transform(range::port());
   sub->add_option("--master-addr", a->o.master_addr, "Address rank 0 listens on")->capture_default_str();
   sub->add_option("--timeout", a->o.timeout_seconds, "Seconds a rendezvous or a collective waits for a peer (MIMIC_DIST_TIMEOUT; default 60)")
-      ->check(range::seconds());
+      ->transform(range::seconds());
   sub->add_option("command", a->o.command, "The command each rank runs, after --; a first word 'mimic' is this mimic")->required();
   sub->callback([a]() { run(*a); });
 }

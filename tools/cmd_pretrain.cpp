@@ -74,7 +74,7 @@ void register_pretrain(CLI::App& app) {
   sub->add_option("--position-scale", a->o.position_scale,
                   "With --position-init sinusoidal: the RMS of the table's entries (0.02 = the token embeddings' init)")
       ->capture_default_str()
-      ->check(range::real(0, 10, /*open_low=*/true));
+      ->transform(range::real(0, 10, /*open_low=*/true));
   sub->add_option("--data", a->o.corpus,
                   "Corpus (" + data::lm_corpus_choices() + "), your own text (a UTF-8 file or a folder of .txt files, split 90/5/5 by position: docs/data.md) or a recall task: mqar[:vocab=V,seq_len=T,pairs=P,power_a=A] or ar[:vocab=V,seq_len=T] "
                   "(docs/recall.md)")
@@ -88,33 +88,33 @@ void register_pretrain(CLI::App& app) {
                   "Attention of every layer of a fresh model: softmax, linear:<map> or sla:<map> (a feature map of the registry)")
       ->capture_default_str();
   sub->add_option("--out", a->o.train.out_dir, "Output directory (model, checkpoint, log)")->required()->check(out_path_arg());
-  sub->add_option("--steps", a->o.train.steps, "Optimizer steps (the learning-rate schedule's length)")->capture_default_str()->check(range::steps());
+  sub->add_option("--steps", a->o.train.steps, "Optimizer steps (the learning-rate schedule's length)")->capture_default_str()->transform(range::steps());
   sub->add_option("--end-at", a->o.train.end_at,
                   "End the run at this step of the --steps schedule, as if it were the last (curriculum stages; 0: at --steps)")
       ->capture_default_str()
-      ->check(range::steps_or_zero());
+      ->transform(range::steps_or_zero());
   sub->add_option("--seq-len", a->o.seq_len, "Tokens per sequence (at most the model's context)")
       ->capture_default_str()
-      ->check(range::tokens(2));
-  sub->add_option("--batch-size", a->o.batch_size, "Sequences per micro-batch")->capture_default_str()->check(range::batch());
-  sub->add_option("--grad-accum", a->o.train.grad_accum, "Micro-batches per step")->capture_default_str()->check(range::batch());
+      ->transform(range::tokens(2));
+  sub->add_option("--batch-size", a->o.batch_size, "Sequences per micro-batch")->capture_default_str()->transform(range::batch());
+  sub->add_option("--grad-accum", a->o.train.grad_accum, "Micro-batches per step")->capture_default_str()->transform(range::batch());
   add_allreduce_options(*sub, a->o.train.overlap_allreduce, a->o.train.bucket_mb);
   add_precision_option(*sub, a->o.train.precision);
-  sub->add_option("--lr", a->o.train.lr, "Peak learning rate")->capture_default_str()->check(range::learning_rate());
+  sub->add_option("--lr", a->o.train.lr, "Peak learning rate")->capture_default_str()->transform(range::learning_rate());
   a->warmup_option = sub->add_option("--warmup", a->o.train.warmup, "Warm-up steps (at most --steps; the default is cut to a tenth of a shorter run)")
                          ->capture_default_str()
-                         ->check(range::steps_or_zero());
+                         ->transform(range::steps_or_zero());
   sub->add_option("--weight-decay", a->o.train.adam.weight_decay, "AdamW weight decay (not on biases and norms)")
       ->capture_default_str()
-      ->check(range::weight_decay());
+      ->transform(range::weight_decay());
   sub->add_option("--eval-every", a->o.train.eval_every, "Evaluate every N steps (0: only at the end)")
       ->capture_default_str()
-      ->check(range::steps_or_zero());
-  sub->add_option("--eval-batches", a->o.eval_batches, "Validation batches per evaluation")->capture_default_str()->check(range::count(1));
-  sub->add_option("--checkpoint-every", a->o.train.checkpoint_every, "Checkpoint every N steps")->capture_default_str()->check(range::steps());
+      ->transform(range::steps_or_zero());
+  sub->add_option("--eval-batches", a->o.eval_batches, "Validation batches per evaluation")->capture_default_str()->transform(range::count(1));
+  sub->add_option("--checkpoint-every", a->o.train.checkpoint_every, "Checkpoint every N steps")->capture_default_str()->transform(range::steps());
   sub->add_option("--snapshot-every", a->o.train.snapshot_every, "Also export the model every N steps to OUT/step-N (0: never)")
       ->capture_default_str()
-      ->check(range::steps_or_zero());
+      ->transform(range::steps_or_zero());
   sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
   sub->add_flag("--fresh", a->o.train.fresh, "Ignore an existing checkpoint and start over");
   add_common_options(*sub, a->common, Devices::Any);

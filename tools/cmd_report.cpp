@@ -114,21 +114,21 @@ void register_report(CLI::App& app) {
   sub->add_option("--out", a->o.out, "Output directory")->required()->check(out_path_arg());
   sub->add_option("--samples", a->o.samples, "Report the last N samples of the record (0: the last 10%, what distill holds out)")
       ->capture_default_str()
-      ->check(range::count(0));
-  sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str()->check(range::index_list());
-  sub->add_option("--heads", a->o.heads, "Heads: all, or a list like 0-3")->capture_default_str()->check(range::index_list());
+      ->transform(range::count(0));
+  sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str()->transform(range::index_list());
+  sub->add_option("--heads", a->o.heads, "Heads: all, or a list like 0-3")->capture_default_str()->transform(range::index_list());
   auto* mass_k = sub->add_option("--mass-k", a->o.top_k, "k of the top-k mass (the weight on each query's k largest)")
                      ->capture_default_str()
-                     ->check(range::tokens(1));
-  retire_spelling(*sub, sub->add_option("--top-k", a->o.top_k)->check(range::tokens(1)), mass_k);
+                     ->transform(range::tokens(1));
+  retire_spelling(*sub, sub->add_option("--top-k", a->o.top_k)->transform(range::tokens(1)), mass_k);
   sub->add_option("--local-window", a->o.local_window,
                   "W of the local mass: the weight on keys within W positions (a hybrid kernel's window share)")
       ->capture_default_str()
-      ->check(range::integer(1, 65536));
-  sub->add_option("--plot-sample", a->o.plot_sample, "Record index of the sample drawn (default: the first reported)")->check(range::integer(0, range::kMaxCount));
-  sub->add_option("--plot-layers", a->o.plot_layers, "Layers drawn (default: first, middle and last)")->check(range::index_list());
-  sub->add_option("--plot-heads", a->o.plot_heads, "Heads drawn in the heatmaps (default: the first 4; the first one also in the monotonicity plot)")->check(range::index_list());
-  sub->add_option("--plot-tokens", a->o.plot_tokens, "Heatmaps show the first N queries and keys")->capture_default_str()->check(range::tokens(2));
+      ->transform(range::integer(1, 65536));
+  sub->add_option("--plot-sample", a->o.plot_sample, "Record index of the sample drawn (default: the first reported)")->transform(range::integer(0, range::kMaxCount));
+  sub->add_option("--plot-layers", a->o.plot_layers, "Layers drawn (default: first, middle and last)")->transform(range::index_list());
+  sub->add_option("--plot-heads", a->o.plot_heads, "Heads drawn in the heatmaps (default: the first 4; the first one also in the monotonicity plot)")->transform(range::index_list());
+  sub->add_option("--plot-tokens", a->o.plot_tokens, "Heatmaps show the first N queries and keys")->capture_default_str()->transform(range::tokens(2));
   add_common_options(*sub, a->common);
   sub->callback([a]() { run(*a); });
 }

@@ -4,6 +4,7 @@
 
 #include "mimic/attention/delta_rule.h"
 #include "mimic/core/error.h"
+#include "mimic/core/precision.h"
 
 namespace mimic::attention {
 
@@ -50,8 +51,8 @@ DeltaAttention::Inputs DeltaAttention::inputs(const at::Tensor& q, const at::Ten
               " heads of dimension ", w_beta.size(1), " got q of shape ", q.sizes());
   namespace F = torch::nn::functional;
   Inputs in;
-  in.q = F::normalize(q, F::NormalizeFuncOptions().dim(-1).eps(1e-6));
-  in.k = F::normalize(k, F::NormalizeFuncOptions().dim(-1).eps(1e-6));
+  in.q = F::normalize(q.to(w_beta.scalar_type()), F::NormalizeFuncOptions().dim(-1).eps(1e-6));
+  in.k = F::normalize(k.to(w_beta.scalar_type()), F::NormalizeFuncOptions().dim(-1).eps(1e-6));
   // per-head projections of the normalised key: [B, H, T]
   auto project = [&](const at::Tensor& w, const at::Tensor& b) { return (in.k * w.view({1, w.size(0), 1, w.size(1)})).sum(-1) + b.view({1, -1, 1}); };
   in.beta = torch::sigmoid(project(w_beta, b_beta));
@@ -61,18 +62,23 @@ DeltaAttention::Inputs DeltaAttention::inputs(const at::Tensor& q, const at::Ten
   return in;
 }
 
+// In a bf16 step (autocast) the rule still runs in the parameters' type (AutocastOff, inputs widened): its triangular
+// solve and the products a state accumulates over thousands of tokens are where bf16's 8-bit mantissa would cost most,
+// and LibTorch has no bf16 triangular solve on the CPU.
 at::Tensor DeltaAttention::forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
+  AutocastOff fp32;
   const auto in = inputs(q, k, ctx);
-  return delta_rule_chunked(in.q, in.k, v, in.beta, in.log_alpha, at::Tensor(), config_.chunk).out;
+  return delta_rule_chunked(in.q, in.k, v.to(w_beta.scalar_type()), in.beta, in.log_alpha, at::Tensor(), config_.chunk).out;
 }
 
 at::Tensor DeltaAttention::forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                              at::Tensor* weights, at::Tensor* log_weights) {
+  AutocastOff fp32;  // as forward_fast
   const auto in = inputs(q, k, ctx);
   const auto w = delta_rule_weights(in.q, in.k, in.beta, in.log_alpha);
   if (weights) *weights = w;
   if (log_weights) *log_weights = torch::where(w > 0, w.clamp_min(1e-30).log(), torch::full_like(w, -std::numeric_limits<double>::infinity()));
-  return at::matmul(w, v);
+  return at::matmul(w, v.to(w.scalar_type()));
 }
 
 namespace {
@@ -89,15 +95,17 @@ std::unique_ptr<KernelCache> DeltaAttention::new_cache() const { return std::mak
 at::Tensor DeltaAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                           KernelCache& cache) {
   auto& c = cached_call<DeltaCache>(cache, ctx, kind());
+  AutocastOff fp32;  // as forward_fast
   const auto in = inputs(q, k, ctx);
+  const auto vf = v.to(w_beta.scalar_type());
   at::Tensor out;
   if (q.size(2) == 1) {  // one token: the recurrent step
-    if (!c.state.defined()) c.state = torch::zeros({q.size(0), q.size(1), q.size(3), v.size(3)}, v.options());
-    out = delta_rule_step(in.q.select(2, 0), in.k.select(2, 0), v.select(2, 0), in.beta.select(2, 0),
+    if (!c.state.defined()) c.state = torch::zeros({q.size(0), q.size(1), q.size(3), v.size(3)}, vf.options());
+    out = delta_rule_step(in.q.select(2, 0), in.k.select(2, 0), vf.select(2, 0), in.beta.select(2, 0),
                           in.log_alpha.defined() ? in.log_alpha.select(2, 0) : at::Tensor(), c.state)
               .unsqueeze(2);
   } else {  // a prompt: the chunked form from the state so far
-    auto r = delta_rule_chunked(in.q, in.k, v, in.beta, in.log_alpha, c.state, config_.chunk);
+    auto r = delta_rule_chunked(in.q, in.k, vf, in.beta, in.log_alpha, c.state, config_.chunk);
     out = r.out;
     c.state = r.state;
   }

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 
@@ -33,7 +34,12 @@ std::vector<HeadRef> kl_placement(int64_t k, const std::vector<HeadRef>& candida
   MIMIC_CHECK(k <= static_cast<int64_t>(candidates.size()), "--keep-softmax auto:", k, ": K must be in [1, ", candidates.size(),
               "] (the heads of the converted layers)");
   std::vector<std::pair<double, HeadRef>> all;
-  for (const auto& c : candidates) all.push_back({maps.head_kl(c.layer)[static_cast<size_t>(c.head)], c});
+  for (const auto& c : candidates) {
+    const double kl = maps.head_kl(c.layer)[static_cast<size_t>(c.head)];
+    MIMIC_CHECK(std::isfinite(kl), "--placement kl: the maps hold no KL for layer ", c.layer, " head ", c.head,
+                " (a student whose weights are no distribution, such as delta's): use --placement probe or list the heads");
+    all.push_back({kl, c});
+  }
   std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<HeadRef> kept;
   for (int64_t i = 0; i < k; ++i) kept.push_back(all[static_cast<size_t>(i)].second);

@@ -389,6 +389,7 @@ LayerRun distill_layer(const Job& j, int64_t layer, int64_t& epochs_this_run) {
     t.eval_every = t.checkpoint_every = t.log_every = n_batches;
     t.patience = o.patience;
     t.eval_at_start = true;
+    t.precision = o.precision;
     t.out_dir = dir;
     t.progress = j.progress;
     t.label = layer_prefix(layer);

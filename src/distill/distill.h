@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "mimic/core/precision.h"
 #include "mimic/analysis/metrics.h"
 
 namespace mimic::attention { class DistillableKernel; }
@@ -67,6 +68,7 @@ struct DistillOptions {
   std::string layers = "all";
   uint64_t seed = 0;
   c10::Device device = c10::Device(c10::kCPU);  // where the students train and the online teacher runs (--device)
+  Precision precision = Precision::Fp32;         // the students' training steps (--precision; metrics stay fp32)
   std::string out;  // maps.safetensors; checkpoint: out + ".ckpt"
   bool fresh = false;  // ignore (and replace) an existing checkpoint
   // evaluation only

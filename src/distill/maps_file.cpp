@@ -1,5 +1,7 @@
 #include "mimic/distill/maps_file.h"
 
+#include <limits>
+
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -93,7 +95,9 @@ std::vector<double> DistilledMaps::head_kl(int64_t layer) const {
     for (const auto& m : metrics) {
       if (json_key(m, "layer", where) != layer) continue;  // compared as JSON: a float layer is never converted to int64
       std::vector<double> kl;
-      for (const auto& h : json_key(json_key(m, "after", where), "heads", where)) kl.push_back(json_double(h, "kl", where));
+      // null: undefined (a student whose weights are no distribution, the delta kind's): NaN
+      for (const auto& h : json_key(json_key(m, "after", where), "heads", where))
+        kl.push_back(h.is_object() && h.contains("kl") && h["kl"].is_null() ? std::numeric_limits<double>::quiet_NaN() : json_double(h, "kl", where));
       MIMIC_CHECK(static_cast<int64_t>(kl.size()) == n_head_, path_, ": layer ", layer, "'s metrics hold ", kl.size(), " heads, not ",
                   n_head_);
       return kl;

@@ -61,6 +61,11 @@ void fsync_folder(const fs::path& file) {
 }  // namespace
 
 std::string temporary_path(const std::string& path) {
+  // Every output replaces its file by a rename: over a device, a FIFO or a socket that would put a regular file in
+  // its place (`--out /dev/null` replaced the machine's /dev/null) — refused, as a directory is. A symbolic link to
+  // a regular file is replaced by the new file; the file it pointed to is left as it was.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) fail(path, " is ", file_kind(st.st_mode), ", not a regular file; give a regular file");
   const fs::path target(path);
   const std::string stem = target.filename().string() + kTmpInfix;
   std::error_code ec;

@@ -100,7 +100,9 @@ ForwardOutputs BertImpl::forward(const ForwardInputs& in) {
   if (!pooler.is_empty()) out.pooled = torch::tanh(pooler->forward(x.select(1, 0)));
   if (head_ == Head::Mlm || head_ == Head::Pretraining) {
     auto h = in.logits_positions.defined() ? x.index({in.logits_positions}) : x;
-    auto hdn = mlm_ln->forward(activate(mlm_dense->forward(h), c_.activation));
+    // the layer norm in its weights' type: under bf16 autocast the dense layer's output is bf16, which CUDA's
+    // autocast widens for layer_norm and LibTorch 1.13's CPU autocast does not (it refuses the mix)
+    auto hdn = mlm_ln->forward(activate(mlm_dense->forward(h), c_.activation).to(mlm_ln->weight.scalar_type()));
     out.logits = torch::matmul(hdn, word->weight.t()) + mlm_bias;
   } else if (head_ == Head::Cls) {
     out.logits = classifier->forward(out.pooled);

@@ -21,7 +21,9 @@ at::Tensor Conv1DImpl::forward(const at::Tensor& x) {
   // OpenBLAS packs the weight into its panel layout on every call; that made the six layers' 24 projections
   // ~21% of a gpt2-mini decoding step (profiled, one thread), 3–5× the time of GEMV on the same weight.
   const bool grad = at::GradMode::is_enabled() && (x.requires_grad() || weight.requires_grad() || bias.requires_grad());
-  if (!grad && x.numel() == x.size(-1)) {
+  // (Only when x has the weight's type: under bf16 autocast x may be bf16, and addmv, which CPU autocast does not
+  // cover, would refuse the mix; addmm below is autocast's.)
+  if (!grad && x.numel() == x.size(-1) && x.scalar_type() == weight.scalar_type()) {
     auto shape = x.sizes().vec();
     shape.back() = weight.size(1);
     return at::addmv(bias, weight.t(), x.reshape({x.size(-1)})).view(shape);

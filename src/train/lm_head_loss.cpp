@@ -295,7 +295,9 @@ at::Tensor lm_head_loss(const at::Tensor& hidden_in, const at::Tensor& weight, c
   });
 }
 
-at::Tensor lm_head_loss_reference(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& labels) {
+at::Tensor lm_head_loss_reference(const at::Tensor& hidden_in, const at::Tensor& weight, const at::Tensor& labels) {
+  AutocastOff fp32;  // float in a bf16 step, as lm_head_loss
+  const auto hidden = in_type_of(hidden_in, weight);
   check_shapes(hidden, weight, labels);
   auto logits = torch::matmul(hidden, weight.t());
   return next_token_loss(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}));
@@ -319,8 +321,10 @@ at::Tensor lm_head_kd_loss(const at::Tensor& hidden_in, const at::Tensor& weight
   });
 }
 
-at::Tensor lm_head_kd_loss_reference(const at::Tensor& hidden, const at::Tensor& weight, const at::Tensor& teacher_hidden,
+at::Tensor lm_head_kd_loss_reference(const at::Tensor& hidden_in, const at::Tensor& weight, const at::Tensor& teacher_hidden_in,
                                      const at::Tensor& teacher_weight, const at::Tensor& labels, double temperature, double lm_weight) {
+  AutocastOff fp32;  // float in a bf16 step, as lm_head_kd_loss
+  const auto hidden = in_type_of(hidden_in, weight), teacher_hidden = in_type_of(teacher_hidden_in, teacher_weight);
   check_distillation(hidden, weight, teacher_hidden, teacher_weight, labels, temperature, lm_weight);
   const int64_t vocab = weight.size(0);
   auto student = torch::matmul(hidden, weight.t()).reshape({1, -1, vocab});

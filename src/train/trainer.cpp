@@ -119,9 +119,12 @@ Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, cons
   MIMIC_CHECK(it != f.metadata().end(), path, ": not a mimic training checkpoint");
   const std::string where = path + " (its training state)";
   const auto meta = json_parse(it->second, where);
-  if (json_key(meta, "fingerprint", where) != o.fingerprint)
-    fail(path, " was written with other settings (", meta["fingerprint"].dump(), " vs now ", o.fingerprint.dump(),
-         "): use the same command to resume, or --fresh / another --out to start over");
+  if (json_key(meta, "fingerprint", where) != o.fingerprint) {
+    // name the first setting that differs, not both whole fingerprints (a line of hundreds of characters)
+    const auto d = json_first_difference(meta["fingerprint"], o.fingerprint);
+    fail(path, " was written with other settings: ", d ? d->key + " (" + d->first + " then, " + d->second + " now)" : "?",
+         "; use the same command to resume, or --fresh / another --out to start over");
+  }
   // Each rank's share of a batch depends on the number of ranks: another world size would not continue the same
   // run. (Absent in checkpoints written before distributed training: one process.)
   const int64_t written_by = json_int_or(meta, "world_size", where, 1, 1);
