@@ -265,6 +265,30 @@ TEST(Outputs, AnOutputThatIsAFifoOrADirectoryIsRefusedAndLeftAsItWas) {
   EXPECT_MIMIC_ERROR(mimic::io::write_text_atomically(fifo, "x"), "not a regular file");
 }
 
+// A training run that starts fresh in a folder holding another run's model removes that model's files first: a
+// converted model's mimic.json left beside a softmax pretrain's weights made the new model load as linear attention
+// (a probe of 2026-11-27); a BERT's vocab.txt would be read as the new model's tokenizer. The user's other files stay.
+TEST(Outputs, AFreshTrainingRunRemovesTheModelFilesAnEarlierRunLeft) {
+  TempDir dir;
+  const std::string config = dir.file("c.json"), out = dir.file("out");
+  mimic::test::write_bytes(config, R"({"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64})");
+  const std::string common = "pretrain --arch gpt2 --config " + config +
+                             " --data mqar:vocab=64,seq_len=32,pairs=4 --seq-len 32 --batch-size 4 --steps 4 --warmup 1 --eval-every 0 --threads 1 --out ";
+  auto linear = mimic::test::mimic_cli(common + dir.file("linear") + " --attention linear:elu");
+  ASSERT_EQ(linear.code, 0) << linear.err;
+  fs::create_directories(out);
+  for (const char* f : {"config.json", "model.safetensors", "mimic.json"}) fs::copy_file(fs::path(dir.file("linear")) / f, fs::path(out) / f);
+  mimic::test::write_bytes(out + "/vocab.txt", "[PAD]\n");
+  mimic::test::write_bytes(out + "/model-00002-of-00002.safetensors", "stale shard");
+  mimic::test::write_bytes(out + "/notes.txt", "mine");
+  auto fresh = mimic::test::mimic_cli(common + out);
+  ASSERT_EQ(fresh.code, 0) << fresh.err;
+  for (const char* gone : {"mimic.json", "vocab.txt", "model-00002-of-00002.safetensors"}) EXPECT_FALSE(fs::exists(fs::path(out) / gone)) << gone;
+  EXPECT_TRUE(fs::exists(fs::path(out) / "notes.txt"));
+  auto info = mimic::test::mimic_cli("info " + out);
+  EXPECT_NE(info.out.find("softmax in layers 0-1"), std::string::npos) << info.out << info.err;
+}
+
 TEST(Inputs, AFifoGivenAsAnInputIsRefusedAtOnce) {
   TempDir dir;
   const std::string fifo = dir.file("pipe");

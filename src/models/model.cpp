@@ -402,6 +402,17 @@ std::string describe_kernel(const std::string& kind, const nlohmann::json& o) {
 }
 }  // namespace
 
+void remove_model_files(const std::string& dir) {
+  if (!fs::is_directory(dir)) return;
+  io::remove_stale_weights(dir, {});
+  std::vector<std::string> describing = {"config.json", kConvertedFile};
+  for (const char* name : kTokenizerFiles) describing.push_back(name);
+  for (const auto& name : describing) {
+    const fs::path p = fs::path(dir) / name;
+    if (fs::is_regular_file(fs::symlink_status(p))) fs::remove(p);
+  }
+}
+
 std::string attention_summary(const Model& model) {
   // group layers with identical kernel descriptions, in order of first appearance
   std::vector<std::pair<std::string, std::vector<int64_t>>> groups;

@@ -144,6 +144,12 @@ inline constexpr const char* kConvertedFile = "mimic.json";
 inline constexpr const char* kConvertedFormat = "mimic-converted-1";
 inline constexpr const char* kKernelPrefix = "mimic.attention.";
 
+// Removes from `dir` the files a model folder is made of — config.json, weights (whole or sharded), mimic.json,
+// tokenizer files — before a training run that starts fresh there writes its own: what an earlier run left would be
+// read as part of the new model (a stale mimic.json made a softmax model load as linear attention). Other files (the
+// user's) stay. A resumed run keeps them: they are its own promotions.
+void remove_model_files(const std::string& dir);
+
 // Per layer: {"layer", "kind", "options"}.
 nlohmann::json attention_layers(const Model& model);
 // One line for people: "linear (hedgehog, row, SLA gates) in layers 0-5; softmax in 6-11".

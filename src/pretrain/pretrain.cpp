@@ -200,6 +200,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   if (t.min_lr_ratio != train::TrainOptions{}.min_lr_ratio) t.fingerprint["min_lr_ratio"] = t.min_lr_ratio;
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
+  if (train::writes_outputs() && train::starts_fresh(t)) models::remove_model_files(t.out_dir);  // one run's result per folder
   auto result = train::train(task, t);
   // The output directory itself becomes a model directory (the best checkpoint by validation loss).
   if (train::writes_outputs()) train::promote_best(t.out_dir);

@@ -468,6 +468,10 @@ bool writes_outputs() { return distributed::environment().lead(); }
 
 io::OutputLock lock_run_output(const std::string& out_dir) { return writes_outputs() ? io::lock_output_dir(out_dir) : io::OutputLock(); }
 
+bool starts_fresh(const TrainOptions& options) {
+  return options.fresh || !fs::exists(fs::path(options.out_dir) / kCheckpoint);
+}
+
 void promote_best(const std::string& out_dir) {
   const fs::path best = fs::path(out_dir) / "best";
   if (!fs::exists(best)) return;

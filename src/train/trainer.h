@@ -122,6 +122,9 @@ TrainResult train(TrainTask& task, const TrainOptions& options);
 // writes there (rank 0, or the only process); the other ranks of a distributed run write nothing and get none.
 io::OutputLock lock_run_output(const std::string& out_dir);
 
+// Whether train() with these options starts from step 0: --fresh, or no checkpoint in out_dir yet.
+bool starts_fresh(const TrainOptions& options);
+
 // Whether this process writes the run's files and prints its results: rank 0, or the only process.
 bool writes_outputs();
 
