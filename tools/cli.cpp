@@ -25,8 +25,8 @@ constexpr const char* kDeviceCommands = "record, distill, convert, finetune, eva
 void add_precision_option(CLI::App& sub, Precision& precision) {
   sub.add_option_function<std::string>(
          "--precision", [&precision](const std::string& v) { precision = parse_precision(v); },
-         "Arithmetic of the training steps: fp32, or bf16 mixed precision (autocast; the weights, the optimizer and the LM-head loss stay "
-         "fp32). For a GPU; on a CPU bf16 is faster only where it has bf16 instructions (AVX512-BF16, AMX)")
+         "Arithmetic of the forward passes (and of the training steps): fp32, or bf16 mixed precision (autocast; the weights, the optimizer "
+         "and the training LM-head loss stay fp32). For a GPU; on a CPU bf16 is faster only where it has bf16 instructions (AVX512-BF16, AMX)")
       ->check(CLI::IsMember({"fp32", "bf16"}))
       ->default_str("fp32");
 }

@@ -42,7 +42,7 @@ struct Common {
 // one-line error.
 void add_common_options(CLI::App& sub, Common& common, Devices devices = Devices::CpuOnly);
 
-// Adds --precision fp32|bf16 to a training subcommand (mimic/core/precision.h): bf16 is autocast on the device the
+// Adds --precision fp32|bf16 to a command that trains or runs a model forward (mimic/core/precision.h): bf16 is autocast on the device the
 // command computes on (a GPU; on the CPU LibTorch's CPU autocast, faster than fp32 only with bf16 instructions).
 void add_precision_option(CLI::App& sub, Precision& precision);
 

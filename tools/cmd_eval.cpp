@@ -311,7 +311,7 @@ void register_eval(CLI::App& app) {
         fail(opt->get_name(), " is for --task ", list, ", not ", args->task);
       }
     start(args->common);
-    // bf16: the model's forward passes under autocast; what the metrics sum stays float (mimic/core/precision.h)
+    // bf16: the model's forward passes, its LM head included, under autocast (mimic/core/precision.h)
     AutocastGuard mixed(args->precision, args->common.on);
     if (args->task == "passkey") return run_passkey(*args);
     if (args->task == "copy") return run_copy(*args);

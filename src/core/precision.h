@@ -4,8 +4,9 @@
 // (exponentials, logarithms, softmax, cumulative sums, norms, layer norm) in float. What stays fp32 whatever the
 // autocast lists say: the parameters and AdamW's moments (the optimizer never sees bf16; autocast casts a weight for
 // each use and its gradient comes back as float), the LM-head loss (train::lm_head_loss turns autocast off inside:
-// its logits and their softmax are float), and every metric computed outside a training step. bf16 needs no loss
-// scaling: it has float's exponent range.
+// its logits and their softmax are float), and every metric a training stage computes outside its steps. eval and
+// generate with bf16 run their whole forward passes, LM head included, under autocast. bf16 needs no loss scaling: it
+// has float's exponent range.
 #pragma once
 #include <c10/core/Device.h>
 

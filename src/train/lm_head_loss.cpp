@@ -267,9 +267,6 @@ void check_distillation(const at::Tensor& hidden, const at::Tensor& weight, cons
   MIMIC_CHECK(lm_weight >= 0 && lm_weight <= 1, "the LM loss's weight beside distillation must lie in [0, 1], got ", lm_weight);
 }
 
-}  // namespace
-
-namespace {
 // A bf16 step's hidden states (autocast's output) in the head weight's wider type; the cast is differentiable, so the
 // gradient goes back in the hidden states' own type. Only a 16-bit float is widened: any other mismatch (double
 // hidden states against a float weight) stays the error check_shapes names.
