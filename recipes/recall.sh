@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What linear attention loses, on synthetic associative recall (docs/recall.md), on CPU.
 #  A. Hedgehog App. B.1 / Fig. 5: small GPT-2s (recipes/configs/recall-mini.json: 2 layers, 4 heads, d 64) trained
-#     from scratch on MQAR with softmax attention, with each registered feature map, and with hedgehog + SLA gates:
+#     from scratch on MQAR with softmax attention, with each registered feature map, with hedgehog + SLA gates and
+#     with the gated delta rule (--attention delta):
 #     recall accuracy on the task's test split and the attention entropy of each model, side by side.
 #  B. The conversion experiment the paper does not have: the softmax MQAR model recorded, distilled with maps
 #     (± SLA gates), converted, then finetuned briefly on the task: accuracy before and after, and the share of the
@@ -34,8 +35,13 @@ scratch() {
   stage "report-scratch-$1" to "$OUT/report-scratch-$1.json" "$MIMIC" report --record "$OUT/record-scratch-$1.h5" \
     --model "$OUT/scratch-$1" --samples "$ENT_SAMPLES" --out "$OUT/report-scratch-$1" --json "${common[@]}"
 }
-# entropy NAME: the model's mean attention entropy (nats; over layers, heads and query rows)
-entropy() { get "$OUT/report-scratch-$1.json" '[.metrics[] | select(.head == -1 and .source != "softmax") | .entropy] | add / length' 2; }
+# entropy NAME: the model's mean attention entropy (nats; over layers, heads and query rows); "-" for a kind whose
+# weights are not a distribution (delta: report gives no entropy)
+entropy() {
+  local v
+  v=$(jq -r '[.metrics[] | select(.head == -1 and .source != "softmax") | .entropy] | if any(. == null) then "-" else add / length end'     "$OUT/report-scratch-$1.json")
+  [[ $v == - ]] && printf -- - || printf '%.2f' "$v"
+}
 # accuracy NAME MODEL: MQAR accuracy on the test split → $OUT/acc-NAME.json
 accuracy() {
   stage "acc-$1" to "$OUT/acc-$1.json" "$MIMIC" eval --task mqar --model "$2" --data "$TASK" --examples "$EXAMPLES" --json "${common[@]}"
@@ -46,6 +52,7 @@ acc() { get "$OUT/acc-$1.json" .model.accuracy 3; }
 scratch softmax softmax
 for m in $MAPS; do scratch "$m" "linear:$m"; done
 scratch hedgehog-sla sla:hedgehog
+scratch delta delta  # the gated delta rule (issue 34): a state that overwrites what it stored under a key
 
 # ---- B: the softmax model converted
 stage record to "$OUT/record.json" "$MIMIC" record --model "$OUT/scratch-softmax" --data "$TASK" --split train \
@@ -71,8 +78,8 @@ echo
 echo "== $TASK ($SCALE): $STEPS steps × $BATCH examples from scratch; accuracy over $EXAMPLES test examples ($(( EXAMPLES * PAIRS )) queries)"
 printf '| %-22s | %9s | %16s |\n' "trained from scratch" "accuracy" "entropy (nats)"
 printf '|---|---|---|\n'
-for m in softmax $MAPS hedgehog-sla; do printf '| %-22s | %9s | %16s |\n' "$m" "$(acc "scratch-$m")" "$(entropy "$m")"; done
-echo "(entropy of uniform weights over the visible keys: $(get "$OUT/report-scratch-softmax.json" .uniform_entropy 2) nats)"
+for m in softmax $MAPS hedgehog-sla delta; do printf '| %-22s | %9s | %16s |\n' "$m" "$(acc "scratch-$m")" "$(entropy "$m")"; done
+echo "(entropy of uniform weights over the visible keys: $(get "$OUT/report-scratch-softmax.json" .uniform_entropy 2) nats; delta: -, its weights are not a distribution)"
 echo
 echo "== the softmax model converted: distill $EPOCHS epochs on $REC_SAMPLES examples, finetune $FT_STEPS steps"
 printf '| %-22s | %8s | %10s | %10s | %10s |\n' "map" "KL" "converted" "finetuned" "recovered"

@@ -18,7 +18,7 @@ bash "$src/tools/configure.sh" "$work/b" -DMIMIC_BUILD_TESTS=OFF -DMIMIC_WITH_CA
 bash "$src/tools/configure.sh" --suite "$work/b"
 [ "$(cache MIMIC_BUILD_TESTS)" = ON ] && [ "$(cache MIMIC_WITH_CAIRO)" = ON ] ||
   { echo "reused_build_test: --suite kept MIMIC_BUILD_TESTS=$(cache MIMIC_BUILD_TESTS) MIMIC_WITH_CAIRO=$(cache MIMIC_WITH_CAIRO)"; exit 1; }
-for t in Fuzz.ReplaysTheCorpusOf_config Recipes.EndToEndAtToySize Install.ConsumerExampleBuilds; do
+for t in Fuzz.ReplaysTheCorpusOf_config Recipes.QuickstartEndToEndAtToySize Recipes.EveryOtherRecipeEndToEndAtToySize Install.ConsumerExampleBuilds; do
   grep -q "$t" "$work/b/tests/CTestTestfile.cmake" || { echo "reused_build_test: $t is not among the configured tests"; exit 1; }
 done
 # without cairo the suite's configuration refuses, naming it

@@ -837,4 +837,17 @@ TEST(AttentionKinds, EveryRegisteredKindBuildsFromItsSavedOptionsAndAnswersWhatS
   EXPECT_EQ(gates, 2);
   EXPECT_FALSE(sla->weights_may_be_negative());
   EXPECT_TRUE(as_distillable(kernel_from_spec("linear:taylor2", heads, dim), "x")->weights_may_be_negative());
+  // pretrain's spec takes every kind of the registry with its options, beside the short forms (it refused
+  // hybrid and delta, though docs/cli.md listed them: the probe of 2026-11-27)
+  EXPECT_EQ(kernel_from_spec("softmax", heads, dim)->kind(), "softmax");
+  EXPECT_EQ(kernel_from_spec("delta", heads, dim)->kind(), "delta");
+  auto hybrid = kernel_from_spec("hybrid:window=4", heads, dim);
+  EXPECT_EQ(hybrid->kind(), "hybrid");
+  EXPECT_EQ(hybrid->config_json()["window"], 4);
+  EXPECT_EQ(kernel_from_spec("linear:feature_map=elu,norm=l2", heads, dim)->config_json()["norm"], "l2");
+  EXPECT_EQ(kernel_from_spec("linear:elu", heads, dim)->config_json()["feature_map"], "elu");
+  EXPECT_MIMIC_ERROR(kernel_from_spec("cosine", heads, dim),
+                     "attention 'cosine': expected softmax, linear:<map>, sla:<map> or KIND[:key=value,...] (kinds: softmax, linear, hybrid, delta, mixed; maps: hedgehog,");
+  EXPECT_MIMIC_ERROR(kernel_from_spec("sla", heads, dim), "attention 'sla': expected softmax, linear:<map>, sla:<map>");
+  EXPECT_MIMIC_ERROR(kernel_from_spec("hybrid:window=4,nope=1", heads, dim), "nope");
 }

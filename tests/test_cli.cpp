@@ -237,6 +237,15 @@ TEST(Cli, PretrainLearnsAndResumesExactlyAfterKill) {
   auto resumed = mimic_cli(args + dir.file("b"));
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   EXPECT_GT(nlohmann::json::parse(resumed.out)["resumed_from"].get<int>(), 0);
+  EXPECT_FALSE(nlohmann::json::parse(resumed.out)["finished_earlier"].get<bool>());
+  // once more: the run is finished; nothing trains, and there is no last loss or speed to show (they read 0)
+  auto again = mimic_cli(args + dir.file("b"));
+  ASSERT_EQ(again.code, 0) << again.err;
+  const auto aj = nlohmann::json::parse(again.out);
+  EXPECT_TRUE(aj["finished_earlier"].get<bool>()) << again.out;
+  EXPECT_EQ(aj["resumed_from"], 60);
+  EXPECT_TRUE(aj["last_loss"].is_null()) << again.out;
+  EXPECT_TRUE(aj["tokens_per_second"].is_null()) << again.out;
   // float32 parameters, AdamW moments and RNG state of the final checkpoints: bit for bit
   auto a = mimic::io::SafeTensorsFile::open(dir.file("a/checkpoint.safetensors"));
   auto b = mimic::io::SafeTensorsFile::open(dir.file("b/checkpoint.safetensors"));

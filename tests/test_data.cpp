@@ -143,6 +143,11 @@ TEST(DataText, AFolderMakesEachTxtFileADocumentAndBadInputIsAOneLineError) {
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("bad.txt")), "bad.txt: not valid UTF-8");
   std::filesystem::create_directories(dir.file("empty"));
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("empty")), "no .txt files in this folder");
+  // a file name that is not UTF-8 becomes a document id, and ids go into JSON: refused by name (it surfaced as
+  // nlohmann's type_error.316 when the record was written: the probe of 2026-11-27)
+  std::filesystem::create_directories(dir.file("latin1"));
+  mimic::test::write_bytes(dir.file("latin1/caf\xe9.txt"), hundred_lines());
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("latin1")), "the file name 'caf\\xE9.txt' is not valid UTF-8");
   EXPECT_MIMIC_ERROR(load_corpus("my.txt"), "unknown corpus 'my.txt' (known: all, sotu, moby-dick, or a text file or folder");
 }
 

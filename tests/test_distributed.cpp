@@ -195,6 +195,16 @@ TEST(DistributedLaunch, ARankThatFailsStopsTheOthersAndIsNamedInOneLine) {
   auto n = mimic::test::mimic_cli("launch --nproc 0 -- true");
   EXPECT_NE(n.err.find("--nproc"), std::string::npos) << n.err;
   EXPECT_NE(mimic::test::mimic_cli("launch --nproc 2 --master-port 70000 -- true").code, 0);
+  // an unknown option of launch's own is named, not the command's words (they were listed in reverse: the probe of
+  // 2026-11-27); a command that starts with a mimic command asks for the word mimic, once, before any rank starts
+  auto u = mimic::test::mimic_cli("launch --nproc 2 --bogus 3 -- mimic pretrain --steps 1");
+  EXPECT_EQ(u.code, 2);
+  EXPECT_EQ(u.err, "mimic: error: launch: unknown option '--bogus' (launch takes --nproc, --master-port, --master-addr and --timeout; "
+                   "the command each rank runs follows --)\n");
+  auto m = mimic::test::mimic_cli("launch --nproc 2 -- pretrain --steps 1");
+  EXPECT_EQ(m.code, 1);
+  EXPECT_EQ(m.err, "mimic: error: launch: the command starts with 'pretrain', a mimic command: write -- mimic pretrain ... (the "
+                   "first word after -- is the program each rank runs; 'mimic' is this mimic)\n");
 }
 
 TEST(Distributed, TwoRanksOfBatch4TrainTheWeightsOfOneProcessOfBatch8AndResumeOnlyWithTwo) {

@@ -294,6 +294,14 @@ TEST(RecallTasks, PretrainLearnsMqarAndEvalScoresOnlyTheAnswers) {
   auto le = mimic::test::mimic_cli("eval --task mqar --model " + dir.file("lin") + " --data " + task + " --examples 10 --json --threads 1");
   ASSERT_EQ(le.code, 0) << le.err;
   EXPECT_NE(nlohmann::json::parse(le.out)["model"]["attention"].get<std::string>().find("linear (elu"), std::string::npos) << le.out;
+  // any kind of the registry trains from scratch: the gated delta rule, three steps, and eval reads it back
+  auto delta = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data " + task +
+                                      " --attention delta --seq-len 24 --batch-size 8 --steps 3 --warmup 1 --eval-every 3 --eval-batches 1 --out " +
+                                      dir.file("delta") + " --threads 1 --seed 3");
+  ASSERT_EQ(delta.code, 0) << delta.err;
+  auto de = mimic::test::mimic_cli("eval --task mqar --model " + dir.file("delta") + " --data " + task + " --examples 10 --json --threads 1");
+  ASSERT_EQ(de.code, 0) << de.err;
+  EXPECT_NE(nlohmann::json::parse(de.out)["model"]["attention"].get<std::string>().find("delta"), std::string::npos) << de.out;
   // a model of another vocabulary, and bad specs, are one-line errors
   auto wrong = mimic::test::mimic_cli("eval --task mqar --model " + dir.file("soft") + " --data mqar:vocab=20,seq_len=24,pairs=3");
   EXPECT_NE(wrong.code, 0);
@@ -342,6 +350,18 @@ TEST(RecallPretrain, ASinusoidalPositionTableStartsAsTheSinCosTableAndOnlyForFre
                                      dir.file("x") + " --threads 1");
   EXPECT_EQ(cont.code, 1);
   EXPECT_NE(cont.err.find("fresh model's position table"), std::string::npos) << cont.err;
+  // a run continued from half-precision weights (the embedded models ship F16) trained in float32 and is saved so
+  // (it was written back in F16: the probe of 2026-11-27)
+  auto prose = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data sotu --seq-len 24 --batch-size 2 "
+                                      "--steps 1 --warmup 0 --eval-every 1 --eval-batches 1 --out " + dir.file("prose") + " --threads 1");
+  ASSERT_EQ(prose.code, 0) << prose.err;
+  auto half = mimic::test::mimic_cli("export --model " + dir.file("prose") + " --dtype f16 --out " + dir.file("prose16"));
+  ASSERT_EQ(half.code, 0) << half.err;
+  ASSERT_EQ(mimic::io::SafeTensorsFile::open(dir.file("prose16/model.safetensors")).info(key).dtype, mimic::io::DType::F16);
+  auto more = mimic::test::mimic_cli("pretrain --arch gpt2 --init " + dir.file("prose16") + " --data sotu --seq-len 24 --batch-size 2 "
+                                     "--steps 1 --warmup 0 --eval-every 1 --eval-batches 1 --out " + dir.file("more") + " --threads 1");
+  ASSERT_EQ(more.code, 0) << more.err;
+  EXPECT_EQ(mimic::io::SafeTensorsFile::open(dir.file("more/model.safetensors")).info(key).dtype, mimic::io::DType::F32);
   auto bad = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data " + task + " --position-init rope --out " +
                                     dir.file("y"));
   EXPECT_NE(bad.code, 0);

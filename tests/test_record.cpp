@@ -536,13 +536,18 @@ TEST(Record, CliResumesAfterKillToTheSameContent) {
   EXPECT_EQ(j["tokens"], 2000 * 64);
   for (const char* key : {"seconds", "tokens_per_second", "forward_tokens_per_second", "file_bytes"}) EXPECT_GT(j[key].get<double>(), 0) << key;
 
-  // Kill the second run once the file exists and holds a few batches, then rerun the same command.
-  const std::string b = dir.file("b.h5");
-  std::string cmd = std::string(MIMIC_CLI) + " " + args + b + " >/dev/null 2>&1 & pid=$!; " + "for i in $(seq 600); do [ -f " + b +
-                    " ] && break; sleep 0.02; done; sleep 0.3; kill -9 $pid; wait $pid";
-  std::system(("bash -c '" + cmd + "'").c_str());
+  // Kill the second run once its progress line announces 200 samples or more, then rerun the same command. A batch
+  // is committed to the file (samples_done flushed) before the progress counts it, so the file holds at least 200
+  // samples, on a fast machine or a slow one. (A fixed sleep after the file appeared did neither reliably.)
+  const std::string b = dir.file("b.h5"), progress = dir.file("b.progress");
+  const std::string seen = "grep -aqE \"[ ]([2-9][0-9]{2}|1[0-9]{3})/2000 sample\" " + progress;
+  const std::string cmd = "MIMIC_PROGRESS=1 " + std::string(MIMIC_CLI) + " " + args + b + " >/dev/null 2>" + progress +
+                          " </dev/null & pid=$!; while kill -0 $pid 2>/dev/null && ! " + seen +
+                          "; do sleep 0.005; done; kill -9 $pid 2>/dev/null; wait $pid";
+  std::system(("bash -c '" + cmd + "' 2>/dev/null").c_str());
   ASSERT_TRUE(std::filesystem::exists(b)) << "the run was killed before its file existed";
   int64_t done = samples_done(b);
+  EXPECT_GE(done, 200) << "killed before the samples it announced";
   EXPECT_LT(done, 2000) << "the run was not interrupted";
   auto resumed = mimic::test::mimic_cli(args + b);
   ASSERT_EQ(resumed.code, 0) << resumed.err;

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "mimic/core/json_keys.h"
 #include "mimic/distill/distill.h"
 #include "mimic/distill/maps_file.h"
 #include "mimic/io/atomic_file.h"
@@ -505,6 +506,43 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_TRUE(parse_config(with(bert, "id2label", {{"0", "LABEL_0"}, {"1", "LABEL_1"}})).labels.empty());  // HF's placeholders
   EXPECT_NO_THROW(parse_config(gpt2));
   EXPECT_NO_THROW(parse_config(bert));
+}
+
+// Issue 38, the probe of 2026-11-27: a key given twice in a config.json was read as its last value (a hand edit that
+// added n_head instead of changing it); pretrain --config replaced a vocab_size or model_type it sets itself without
+// a word. Both are refused by name; the same key in two different objects is not a repetition.
+TEST(Configs, AKeyGivenTwiceAndKeysPretrainSetsAreRefusedByName) {
+  EXPECT_MIMIC_ERROR(mimic::json_parse(R"({"n_head": 4, "n_layer": 2, "n_head": 8})", "config.json"),
+                     "config.json: key 'n_head' is given twice in one object (give each key once)");
+  EXPECT_MIMIC_ERROR(mimic::json_parse(R"({"a": {"x": 1, "x": 2}})", "f.json"), "f.json: key 'x' is given twice");
+  const auto nested = mimic::json_parse(R"({"x": 1, "a": {"x": 2, "b": [{"x": 3}, {"x": 4}]}, "c": {"x": 5}})", "f.json");
+  EXPECT_EQ(nested["c"]["x"], 5);
+  TempDir dir;
+  const std::string model = mimic::test::model_with_tokenizer("gpt2-prefixed");
+  fs::copy(model, dir.file("m"), fs::copy_options::recursive);
+  const std::string text = mimic::test::read_bytes(dir.file("m/config.json"));
+  const auto brace = text.find('{');
+  ASSERT_NE(brace, std::string::npos);
+  mimic::test::write_bytes(dir.file("m/config.json"), text.substr(0, brace + 1) + R"("n_head": 3, )" + text.substr(brace + 1));
+  auto info = mimic::test::mimic_cli("info " + dir.file("m"));
+  EXPECT_EQ(info.code, 1);
+  EXPECT_NE(info.err.find("config.json: key 'n_head' is given twice in one object"), std::string::npos) << info.err;
+  const std::string base = "pretrain --arch gpt2 --data sotu --steps 1 --seq-len 16 --batch-size 2 --out " + dir.file("p") + " --config ";
+  mimic::test::write_bytes(dir.file("v.json"), R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 16, "vocab_size": 1000})");
+  auto vocab = mimic::test::mimic_cli(base + dir.file("v.json"));
+  EXPECT_EQ(vocab.code, 1);
+  EXPECT_NE(vocab.err.find("--config: vocab_size 1000 differs from the tokenizer's 50257, which pretrain sets: leave vocab_size out"),
+            std::string::npos)
+      << vocab.err;
+  mimic::test::write_bytes(dir.file("t.json"), R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 16, "model_type": "bert"})");
+  auto type = mimic::test::mimic_cli(base + dir.file("t.json"));
+  EXPECT_EQ(type.code, 1);
+  EXPECT_NE(type.err.find("--config: model_type \"bert\" differs from --arch gpt2"), std::string::npos) << type.err;
+  mimic::test::write_bytes(dir.file("d.json"), R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_head": 4, "n_positions": 16})");
+  auto twice = mimic::test::mimic_cli(base + dir.file("d.json"));
+  EXPECT_EQ(twice.code, 1);
+  EXPECT_NE(twice.err.find("d.json: key 'n_head' is given twice"), std::string::npos) << twice.err;
+  EXPECT_FALSE(fs::exists(dir.file("p")));
 }
 
 // Issue 38: numbers mean what they say. An empty layer or head list selected everything; it is refused at the

@@ -101,6 +101,10 @@ std::optional<io::DType> storage_dtype_arg(const std::string& name);
 // One subcommand: `setup` adds it to the app and binds its callback.
 using Register = void (*)(CLI::App& app);
 
+// An option `mimic launch` does not know among argv's words before --, as a one-line message ("" when none or
+// when the command is not launch). Checked before CLI11 parses: CLI11 reports it by listing the words after -- (the
+// command's own), in reverse order.
+std::string launch_unknown_option(const CLI::App& app, int argc, char** argv);
 void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_forward(CLI::App& app);

@@ -141,19 +141,25 @@ void run(FinetuneArgs& a) {
                       {"best_step", tr.best_step},
                       {"last", f.train.keep_last ? nlohmann::json(f.train.out_dir + "/last") : nlohmann::json()},
                       {"best_validation_loss", std::isfinite(tr.best_eval) ? nlohmann::json(tr.best_eval) : nlohmann::json()},
-                      {"last_loss", tr.last_loss},
+                      {"finished_earlier", tr.finished_earlier},
+                      {"last_loss", tr.finished_earlier ? nlohmann::json() : nlohmann::json(tr.last_loss)},
                       {"seconds", tr.seconds},
-                      {"tokens_per_second", tr.tokens_per_second}};
+                      {"tokens_per_second", tr.finished_earlier ? nlohmann::json() : nlohmann::json(tr.tokens_per_second)}};
   j.update(student);
   if (!teacher.is_null()) j["teacher"] = teacher;
   if (a.common.json) return print_json(j);
 
-  std::printf("finetuned %lld steps (resumed from %lld) in %.0f s, %.0f tok/s; trainable: %s; preset %s (lr %g%s); best validation loss %.4f at "
-              "step %lld\n",
-              static_cast<long long>(tr.steps), static_cast<long long>(tr.resumed_from), tr.seconds, tr.tokens_per_second,
-              finetune::describe_trainable(f).c_str(), preset_name.c_str(), f.train.lr,
-              copy_fraction > 0 ? (", copy blocks " + std::to_string(static_cast<int>(std::lround(copy_fraction * 100))) + "%").c_str() : "",
-              tr.best_eval, static_cast<long long>(tr.best_step));
+  // a rerun of a finished run trains nothing: it says so instead of a speed of 0
+  if (tr.finished_earlier)
+    std::printf("the run in %s finished earlier (%lld steps): nothing to train (--fresh trains again)\n", f.train.out_dir.c_str(),
+                static_cast<long long>(tr.steps));
+  else
+    std::printf("finetuned %lld steps (resumed from %lld) in %.0f s, %.0f tok/s; trainable: %s; preset %s (lr %g%s); best validation loss %.4f "
+                "at step %lld\n",
+                static_cast<long long>(tr.steps), static_cast<long long>(tr.resumed_from), tr.seconds, tr.tokens_per_second,
+                finetune::describe_trainable(f).c_str(), preset_name.c_str(), f.train.lr,
+                copy_fraction > 0 ? (", copy blocks " + std::to_string(static_cast<int>(std::lround(copy_fraction * 100))) + "%").c_str() : "",
+                tr.best_eval, static_cast<long long>(tr.best_step));
   const bool t = !teacher.is_null();
   auto teacher_at = [&](const nlohmann::json::json_pointer& ptr) -> std::optional<double> {
     if (!t || !teacher.contains(ptr)) return std::nullopt;

@@ -2,6 +2,7 @@
 // machine (torchrun's variables set for each), forward their result, and stop them all when one fails.
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "cli.h"
@@ -23,7 +24,14 @@ std::string self_path() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
 }
 
-void run(LaunchArgs& a) {
+void run(LaunchArgs& a, const CLI::App& sub) {
+  // `-- pretrain ...` ran a program called pretrain (not found, once per rank): the first word is a program, and a mimic
+  // command needs the word mimic before it. A program of that name may exist (info), so this asks rather than guesses.
+  if (const auto* parent = sub.get_parent(); parent != nullptr && !a.o.command.empty() && a.o.command.front() != "mimic")
+    for (const auto* c : parent->get_subcommands([](const CLI::App*) { return true; }))
+      if (c->get_name() == a.o.command.front())
+        fail("launch: the command starts with '", c->get_name(), "', a mimic command: write -- mimic ", c->get_name(),
+             " ... (the first word after -- is the program each rank runs; 'mimic' is this mimic)");
   a.o.self = self_path();
   const auto r = distributed::launch(a.o);
   if (r.failed_rank >= 0)
@@ -32,6 +40,22 @@ void run(LaunchArgs& a) {
 }
 
 }  // namespace
+
+std::string launch_unknown_option(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) != "launch") return "";
+  const CLI::App* launch = app.get_subcommand("launch");
+  for (int i = 2; i < argc && std::string(argv[i]) != "--"; ++i) {
+    const std::string word = argv[i];
+    if (word.size() < 2 || word[0] != '-') continue;
+    const std::string name = word.substr(0, word.find('='));
+    bool known = false;
+    for (const CLI::Option* o : launch->get_options()) known = known || o->check_name(name);
+    if (!known)
+      return "launch: unknown option '" + name + "' (launch takes --nproc, --master-port, --master-addr and --timeout; the command "
+             "each rank runs follows --)";
+  }
+  return "";
+}
 
 void register_launch(CLI::App& app) {
   auto a = std::make_shared<LaunchArgs>();
@@ -43,7 +67,7 @@ void register_launch(CLI::App& app) {
   sub->add_option("--timeout", a->o.timeout_seconds, "Seconds a rendezvous or a collective waits for a peer (MIMIC_DIST_TIMEOUT; default 60)")
       ->transform(range::seconds());
   sub->add_option("command", a->o.command, "The command each rank runs, after --; a first word 'mimic' is this mimic")->required();
-  sub->callback([a]() { run(*a); });
+  sub->callback([a, sub]() { run(*a, *sub); });
 }
 
 }  // namespace mimic::cli

@@ -3,6 +3,7 @@
 
 #include "cli.h"
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/data/corpus.h"
 #include "mimic/data/recall_tasks.h"
@@ -29,11 +30,7 @@ void run(PretrainArgs& a) {
   MIMIC_CHECK(a.config_path.empty() != a.o.init.empty(), "give --config (a fresh model) or --init (continue a model), one of them");
   fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);  // after the refusals: a note never precedes an error
   if (!a.config_path.empty()) {
-    try {
-      a.o.config = nlohmann::json::parse(io::read_text_file(a.config_path));
-    } catch (const nlohmann::json::exception& e) {
-      fail(a.config_path, ": malformed JSON: ", e.what());
-    }
+    a.o.config = json_parse(io::read_text_file(a.config_path), a.config_path);
   }
   a.o.seed = a.common.seed;
   a.o.device = a.common.on;
@@ -42,13 +39,21 @@ void run(PretrainArgs& a) {
                 a.o.train.out_dir);
   auto r = pretrain::pretrain(a.o);
   if (!train::writes_outputs()) return;  // rank 0 prints the run's result
-  nlohmann::json j = {{"out", a.o.train.out_dir}, {"steps", r.steps},        {"resumed_from", r.resumed_from},
-                      {"last_loss", r.last_loss}, {"best_eval_loss", r.best_eval}, {"best_step", r.best_step},
-                      {"seconds", r.seconds},     {"tokens_per_second", r.tokens_per_second}};
+  const auto number = [&](double v) { return r.finished_earlier ? nlohmann::json() : nlohmann::json(v); };
+  nlohmann::json j = {{"out", a.o.train.out_dir},        {"steps", r.steps},
+                      {"resumed_from", r.resumed_from},  {"finished_earlier", r.finished_earlier},
+                      {"last_loss", number(r.last_loss)}, {"best_eval_loss", r.best_eval},
+                      {"best_step", r.best_step},        {"seconds", r.seconds},
+                      {"tokens_per_second", number(r.tokens_per_second)}};
   if (a.common.json) return print_json(j);
-  std::printf("trained %lld steps (resumed from %lld): last loss %.4f, best validation loss %.4f at step %lld, %.0f tok/s, %.0f s\n",
-              static_cast<long long>(r.steps), static_cast<long long>(r.resumed_from), r.last_loss, r.best_eval,
-              static_cast<long long>(r.best_step), r.tokens_per_second, r.seconds);
+  // a rerun of a finished run trains nothing: it says so instead of a last loss and speed of 0
+  if (r.finished_earlier)
+    std::printf("the run in %s finished earlier (%lld steps): nothing to train (--fresh trains again); best validation loss %.4f at step %lld\n",
+                a.o.train.out_dir.c_str(), static_cast<long long>(r.steps), r.best_eval, static_cast<long long>(r.best_step));
+  else
+    std::printf("trained %lld steps (resumed from %lld): last loss %.4f, best validation loss %.4f at step %lld, %.0f tok/s, %.0f s\n",
+                static_cast<long long>(r.steps), static_cast<long long>(r.resumed_from), r.last_loss, r.best_eval,
+                static_cast<long long>(r.best_step), r.tokens_per_second, r.seconds);
   std::cout << "model written to " << a.o.train.out_dir << " (best), " << a.o.train.out_dir << "/last (last)\n";
 }
 
@@ -85,7 +90,7 @@ void register_pretrain(CLI::App& app) {
                "' (no such file or folder)";
       });
   sub->add_option("--attention", a->o.attention,
-                  "Attention of every layer of a fresh model: softmax, linear:<map> or sla:<map> (a feature map of the registry)")
+                  "Attention of every layer of a fresh model: softmax, linear:<map>, sla:<map> (a feature map of the registry), or an attention kind with its options (delta, hybrid:window=64, linear:feature_map=elu,norm=l2; docs/attention.md)")
       ->capture_default_str();
   sub->add_option("--out", a->o.train.out_dir, "Output directory (model, checkpoint, log)")->required()->check(out_path_arg());
   sub->add_option("--steps", a->o.train.steps, "Optimizer steps (the learning-rate schedule's length)")->capture_default_str()->transform(range::steps());

@@ -53,16 +53,14 @@ int main(int argc, char** argv) {
   // nlohmann's "type_error.316" after the work, and convert left a model folder without its mimic.json).
   for (int i = 1; i < argc; ++i)
     if (!mimic::data::is_valid_utf8(argv[i])) {
-      std::string shown;
-      for (const unsigned char c : std::string(argv[i])) {
-        char hex[8];
-        std::snprintf(hex, sizeof hex, "\\x%02X", c);
-        shown += c < 0x80 && c >= 0x20 ? std::string(1, static_cast<char>(c)) : std::string(hex);
-      }
       std::fprintf(stderr, "mimic: error: argument %d ('%s') is not valid UTF-8: mimic's results and files are JSON, which holds UTF-8 only; give paths and text in UTF-8\n",
-                   i, shown.c_str());
+                   i, mimic::data::shown_bytes(argv[i]).c_str());
       return 2;
     }
+  if (const std::string unknown = mimic::cli::launch_unknown_option(app, argc, argv); !unknown.empty()) {
+    std::fprintf(stderr, "mimic: error: %s\n", unknown.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,5 +1,7 @@
 #include "mimic/attention/kinds.h"
 
+#include <algorithm>
+
 #include <torch/torch.h>
 
 #include "mimic/attention/distillable.h"
@@ -94,17 +96,27 @@ KindSpec parse_kind_spec(const std::string& spec) {
 }
 
 AttentionKernel kernel_from_spec(const std::string& spec, int64_t n_head, int64_t head_dim) {
-  if (spec == "softmax") return make_attention_kernel("softmax", nlohmann::json::object(), n_head, head_dim);
   const auto colon = spec.find(':');
   const std::string form = spec.substr(0, colon);
-  MIMIC_CHECK(colon != std::string::npos && colon + 1 < spec.size() && (form == "linear" || form == "sla"), "attention '", spec,
-              "': expected softmax, linear:<map> or sla:<map> (maps: ", [] {
-                std::string names;
-                for (const auto& m : feature_maps()) names += (names.empty() ? "" : ", ") + m.name;
-                return names;
-              }(), ")");
-  nlohmann::json options = {{"feature_map", spec.substr(colon + 1)}, {"gates", form == "sla"}};
-  return make_attention_kernel("linear", options, n_head, head_dim);
+  const std::string rest = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  // the short forms: linear:<map>, sla:<map> (a map's name, no key=value)
+  if ((form == "linear" || form == "sla") && !rest.empty() && rest.find('=') == std::string::npos) {
+    nlohmann::json options = {{"feature_map", rest}, {"gates", form == "sla"}};
+    return make_attention_kernel("linear", options, n_head, head_dim);
+  }
+  const bool known = std::any_of(attention_kinds().begin(), attention_kinds().end(),
+                                 [&](const AttentionKindInfo& k) { return k.name == form; });
+  MIMIC_CHECK(known, "attention '", spec, "': expected softmax, linear:<map>, sla:<map> or KIND[:key=value,...] (kinds: ", [] {
+    std::string names;
+    for (const auto& k : attention_kinds()) names += (names.empty() ? "" : ", ") + k.name;
+    return names;
+  }(), "; maps: ", [] {
+    std::string names;
+    for (const auto& m : feature_maps()) names += (names.empty() ? "" : ", ") + m.name;
+    return names;
+  }(), ")");
+  const auto ks = parse_kind_spec(spec);
+  return make_attention_kernel(ks.kind, ks.options, n_head, head_dim);
 }
 
 }  // namespace mimic::attention

@@ -50,9 +50,10 @@ struct KindSpec {
 };
 KindSpec parse_kind_spec(const std::string& spec);
 
-// A kernel from a short command-line spec, for models built with an attention other than softmax from the
-// start (pretrain --attention): "softmax", "linear:<map>" (a feature map of the registry, row normalisation)
-// or "sla:<map>" (the same with SLA head gates). Anything else is a mimic::Error listing the forms.
+// A kernel from a command-line spec, for models built with an attention other than softmax from the start
+// (pretrain --attention): the short forms "linear:<map>" (a feature map of the registry, row normalisation) and
+// "sla:<map>" (the same with SLA head gates), or any kind of the registry as parse_kind_spec reads it ("softmax",
+// "delta", "hybrid:window=64", "linear:feature_map=elu,norm=l2"). Anything else is a mimic::Error listing the forms.
 AttentionKernel kernel_from_spec(const std::string& spec, int64_t n_head, int64_t head_dim);
 
 }  // namespace mimic::attention

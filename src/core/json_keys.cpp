@@ -1,17 +1,38 @@
 #include "mimic/core/json_keys.h"
 
 #include <set>
+#include <string>
+#include <vector>
 
 #include "mimic/core/error.h"
 
 namespace mimic {
 
 nlohmann::json json_parse(const std::string& text, const std::string& where) {
+  // A key given twice in one object: nlohmann keeps the last, other readers (Python's json) do too, some the first,
+  // and a hand edit that added a key instead of changing it runs with a value the user did not mean (the probe of
+  // 2026-11-27: config.json's n_head twice). Refused by name.
+  std::vector<std::set<std::string>> open;  // the keys of each object being read
+  std::string twice;
+  const auto watch = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) {
+      open.emplace_back();
+    } else if (event == Event::object_end) {
+      if (!open.empty()) open.pop_back();
+    } else if (event == Event::key && !open.empty() && parsed.is_string()) {
+      if (!open.back().insert(parsed.get<std::string>()).second && twice.empty()) twice = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json j;
   try {
-    return nlohmann::json::parse(text);
+    j = nlohmann::json::parse(text, watch);
   } catch (const nlohmann::json::exception& e) {
     fail(where, ": malformed JSON: ", e.what());
   }
+  MIMIC_CHECK(twice.empty(), where, ": key '", twice, "' is given twice in one object (give each key once)");
+  return j;
 }
 
 const nlohmann::json& json_key(const nlohmann::json& j, const std::string& key, const std::string& where) {

@@ -1,6 +1,7 @@
 #include "mimic/data/corpus.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "mimic/core/error.h"
@@ -28,6 +29,16 @@ Split split_from_name(const std::string& s) {
 }
 
 std::vector<std::string> lm_corpus_names() { return {"sotu", "moby-dick"}; }
+
+std::string shown_bytes(const std::string& s) {
+  std::string shown;
+  for (const unsigned char c : s) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "\\x%02X", c);
+    shown += c < 0x80 && c >= 0x20 ? std::string(1, static_cast<char>(c)) : std::string(hex);
+  }
+  return shown;
+}
 
 bool is_valid_utf8(const std::string& s) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
@@ -185,6 +196,10 @@ std::vector<Document> load_text_data(const std::string& path) {
   }
   std::vector<Document> docs;
   for (const auto& f : files) {
+    // a document's id is its file name, and ids go into JSON (records, run state), which holds UTF-8 only
+    MIMIC_CHECK(is_valid_utf8(f.filename().string()), path, ": the file name '", shown_bytes(f.filename().string()),
+                "' is not valid UTF-8 (document ids are file names, and mimic's files are JSON, which holds UTF-8 "
+                "only): rename it");
     const std::string raw = io::read_text_file(f.string());
     MIMIC_CHECK(is_valid_utf8(raw), f.string(), ": not valid UTF-8 (--data takes UTF-8 text)");
     const std::string text = clean_text(raw);

@@ -54,6 +54,8 @@ bool is_text_data(const std::string& data);
 
 // True when `s` is valid UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
 bool is_valid_utf8(const std::string& s);
+// `s` printable in a one-line message: ASCII as is, every other byte and control character as \xHH.
+std::string shown_bytes(const std::string& s);
 
 // Normalises text the way load_corpus does (exposed for user files).
 std::string clean_text(const std::string& raw);

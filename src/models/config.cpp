@@ -87,13 +87,7 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
 }
 
 ModelConfig load_config(const std::string& path) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(io::read_text_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, ": malformed JSON: ", e.what());
-  }
-  return parse_config(j, path);
+  return parse_config(json_parse(io::read_text_file(path), path), path);
 }
 
 }  // namespace mimic::models

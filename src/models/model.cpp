@@ -10,6 +10,7 @@
 
 #include "mimic/attention/attention.h"
 #include "mimic/attention/kinds.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/core/error.h"
 #include "mimic/core/hash.h"
 #include "mimic/core/runtime.h"
@@ -32,13 +33,7 @@ class HfModel : public Model {
  public:
   // A fresh model from config.json content.
   HfModel(const std::string& config_json, const std::string& tokenizer_dir, bool fp16) : dir_(tokenizer_dir) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(config_json);
-    } catch (const nlohmann::json::exception& e) {
-      fail("malformed model config JSON: ", e.what());
-    }
-    config_ = parse_config(j, "model config");
+    config_ = parse_config(json_parse(config_json, "model config"), "model config");
     build(config_.family->new_head(config_), config_.head == Head::Cls || config_.head == Head::Pretraining);
     layout_.prefix = config_.family->new_prefix;
     layout_.metadata = {{"format", "pt"}};
@@ -218,12 +213,7 @@ class HfModel : public Model {
 
   // Reads mimic.json and installs the kernels it describes.
   void build_kernels(const std::string& path) {
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(io::read_text_file(path));
-    } catch (const nlohmann::json::exception& e) {
-      fail(path, ": malformed JSON (", e.what(), ")");
-    }
+    const nlohmann::json j = json_parse(io::read_text_file(path), path);
     MIMIC_CHECK(j.is_object() && j.contains("format") && j["format"] == kConvertedFormat, path,
                 ": not a mimic converted-model description (format ", kConvertedFormat, " expected)");
     MIMIC_CHECK(j.contains("attention") && j["attention"].is_array(), path, ": no \"attention\" list");

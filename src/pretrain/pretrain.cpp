@@ -95,8 +95,15 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   std::unique_ptr<models::Model> model;
   if (o.init.empty()) {
     nlohmann::json config = o.config;
+    MIMIC_CHECK(config.is_object(), "--config must hold a JSON object (HF config.json keys), got ", config.dump().substr(0, 60));
+    // what pretrain sets itself: a different value in --config was replaced without a word (the probe of 2026-11-27)
+    const int64_t vocab = recall ? task_spec.vocab : tok->vocab_size();
+    MIMIC_CHECK(!config.contains("vocab_size") || config["vocab_size"] == vocab, "--config: vocab_size ", config.value("vocab_size", nlohmann::json()).dump(),
+                " differs from the ", recall ? "task's" : "tokenizer's", " ", vocab, ", which pretrain sets: leave vocab_size out");
+    MIMIC_CHECK(!config.contains("model_type") || config["model_type"] == o.arch, "--config: model_type ",
+                config.value("model_type", nlohmann::json()).dump(), " differs from --arch ", o.arch, ", which pretrain sets: leave model_type out");
     config["model_type"] = o.arch;
-    config["vocab_size"] = recall ? task_spec.vocab : tok->vocab_size();
+    config["vocab_size"] = vocab;
     config["architectures"] = {gpt2 ? "GPT2LMHeadModel" : "BertForMaskedLM"};
     if (!gpt2) config["pad_token_id"] = tok->pad_id();
     if (gpt2 && !recall) config["bos_token_id"] = config["eos_token_id"] = tok->eos_id();
@@ -176,7 +183,9 @@ train::TrainResult pretrain(const PretrainOptions& o) {
     source->seek(j);
     if (mlm) rng_from_string(mlm->rng, json_string(j, "mlm_rng", "the data position"));
   };
-  task.export_model = [&](const std::string& dir) { model->save(dir); };
+  // float32, as trained: a model continued from half-precision weights (--init of an embedded model, stored F16)
+  // kept their storage type on save
+  task.export_model = [&](const std::string& dir) { model->save(dir, models::SaveOptions{io::DType::F32, {}}); };
   task.data_parallel = true;
 
   train::TrainOptions t = o.train;

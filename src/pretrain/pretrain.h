@@ -16,7 +16,8 @@ struct PretrainOptions {
   std::string corpus = "all";       // "all" | "sotu" | "moby-dick", or a recall task ("mqar:...", "ar:...";
                                     // data/recall_tasks.h): then the model's vocabulary is the task's, it has no
                                     // tokenizer, and only the answers are scored
-  // The attention of every layer ("softmax", "linear:<map>", "sla:<map>"; attention::kernel_from_spec), in its
+  // The attention of every layer ("softmax", "linear:<map>", "sla:<map>", or any kind of the registry with its
+  // options, "delta", "hybrid:window=64"; attention::kernel_from_spec), in its
   // chunked form for training; the saved model is a converted directory when it is not softmax.
   std::string attention = "softmax";
   // Non-empty: continue from this model directory's weights (same architecture; `config` is then taken from it)

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/text/gpt2_bpe.h"
 #include "mimic/text/wordpiece.h"
@@ -14,12 +15,7 @@ namespace {
 // do_lower_case from an optional tokenizer_config.json (HF's default for BERT: true).
 bool bert_lower_case(const std::filesystem::path& config_path) {
   if (!std::filesystem::exists(config_path)) return true;
-  nlohmann::json cfg;
-  try {
-    cfg = nlohmann::json::parse(io::read_text_file(config_path.string()));
-  } catch (const nlohmann::json::exception& e) {
-    fail(config_path.string(), ": malformed JSON: ", e.what());
-  }
+  const nlohmann::json cfg = json_parse(io::read_text_file(config_path.string()), config_path.string());
   if (!cfg.is_object() || !cfg.contains("do_lower_case")) return true;
   MIMIC_CHECK(cfg["do_lower_case"].is_boolean(), config_path.string(), ": do_lower_case must be true or false");
   return cfg["do_lower_case"].get<bool>();

@@ -293,6 +293,8 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       export_last(s.best_step == s.step);
     }
     r.stopped_early = s.step < last;
+    r.finished_earlier = true;
+    r.last_loss = std::numeric_limits<double>::quiet_NaN();
     r.steps = s.step;
     r.best_eval = s.best_eval;
     r.best_step = s.best_step;
@@ -386,8 +388,14 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
            << ", gradient norm " << norm << ")";
       if (o.on_nonfinite == NonFinite::Stop || ++skips > o.max_skips) {
         progress.finish();
-        fail(what.str(), o.on_nonfinite == NonFinite::Skip ? " after too many skipped steps" : "",
-             "; the last checkpoint (step ", s.step, ") is in ", o.out_dir);
+        // a run that saved no checkpoint yet has none to name (it named "step 0", which does not exist)
+        std::ostringstream where;
+        if (s.step > 0)
+          where << "; the last checkpoint (step " << s.step << ") is in " << o.out_dir;
+        else
+          where << "; no checkpoint was saved yet (the first comes at step "
+                << std::min<int64_t>(o.checkpoint_every, last) << "): a rerun starts from the beginning";
+        fail(what.str(), o.on_nonfinite == NonFinite::Skip ? " after too many skipped steps" : "", where.str());
       }
       log_line({{"step", step + 1}, {"skipped", what.str()}});
       opt.zero_grad();

@@ -105,6 +105,9 @@ struct TrainResult {
   int64_t resumed_from = 0;  // step the run resumed from (0: fresh)
   bool stopped = false;      // ended by TrainOptions::stop_after
   bool stopped_early = false;  // ended by TrainOptions::patience
+  // the run had ended before this call, which trained nothing (last_loss is then NaN: no step ran; seconds and
+  // tokens_per_second are 0)
+  bool finished_earlier = false;
   double last_loss = 0;
   double best_eval = 0;
   int64_t best_step = 0;
