@@ -88,6 +88,8 @@ std::vector<std::pair<std::string, nlohmann::json>> kernel_cases() {
   c.push_back({"hybrid", {{"window", 16}, {"feature_map", "hedgehog"}}});
   c.push_back({"mixed", {{"softmax_heads", {1}}}});
   c.push_back({"mixed", {{"softmax_heads", {0, 2}}, {"kind", "hybrid"}, {"options", {{"window", 4}}}}});
+  c.push_back({"delta", {{"chunk", 4}}});  // causal only: the bidirectional test expects its refusal
+  c.push_back({"delta", {{"gate", true}, {"chunk", 8}}});
   return c;
 }
 
@@ -151,12 +153,28 @@ void compare_forward_backward(const std::string& kind, const nlohmann::json& opt
 TEST(Device, EveryAttentionKindMatchesTheCpuCausalForwardAndGradients) {
   SKIP_WITHOUT_GPU();
   for (const auto& c : kernel_cases()) compare_forward_backward(c.first, c.second, true, false, "causal " + label(c));
+  // padded keys write nothing into the delta rule's state, on the device as on the CPU
+  compare_forward_backward("delta", {{"chunk", 4}}, true, true, "causal padded delta");
 }
 
 TEST(Device, EveryAttentionKindMatchesTheCpuBidirectionalWithPaddingForwardAndGradients) {
   SKIP_WITHOUT_GPU();
   for (const auto& c : kernel_cases()) {
     if (c.first == "linear" && c.second.contains("decay")) continue;  // decay is causal-only
+    if (c.first == "delta") {  // a recurrence over positions: refused in one line on the device as on the CPU
+      auto dev = kernel_pair(c.first, c.second, 3, 8).second;
+      AttentionContext ctx;
+      ctx.causal = false;
+      ctx.scale = 0.3;
+      const auto x = torch::randn({2, 3, 5, 8}, torch::TensorOptions().device(target()));
+      try {
+        dev->forward(x, x, x, ctx);
+        ADD_FAILURE() << "a bidirectional delta layer ran on the device";
+      } catch (const mimic::Error& e) {
+        EXPECT_NE(std::string(e.what()).find("attention kind 'delta' is causal"), std::string::npos) << e.what();
+      }
+      continue;
+    }
     compare_forward_backward(c.first, c.second, false, true, "padded " + label(c));
   }
 }
@@ -206,7 +224,8 @@ std::pair<std::shared_ptr<mimic::models::Model>, std::shared_ptr<mimic::models::
 
 // The kinds a whole model runs in these tests: softmax and one of each student.
 std::vector<std::pair<std::string, nlohmann::json>> model_kinds() {
-  return {{"softmax", nlohmann::json::object()}, {"linear", {{"feature_map", "hedgehog"}}}, {"hybrid", {{"window", 8}}}, {"mixed", {{"softmax_heads", {1, 3}}}}};
+  return {{"softmax", nlohmann::json::object()}, {"linear", {{"feature_map", "hedgehog"}}}, {"hybrid", {{"window", 8}}},
+          {"mixed", {{"softmax_heads", {1, 3}}}}, {"delta", {{"chunk", 8}}}};
 }
 
 // One LM batch of random tokens (2 × 40), on the CPU and on the device.
