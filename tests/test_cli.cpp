@@ -208,6 +208,11 @@ TEST(Cli, EveryCommandResolvesModelArgumentsAlike) {
     expect_one_line_error(mimic_cli(cmd), "model directory not found: " + nowhere + " (give a HF-layout directory or an embedded model");
   // "gpt2" names the fetched tokenizer files (no weights): eval gets as far as loading the model from them.
   expect_one_line_error(mimic_cli("eval --model gpt2 --text hi"), "no config.json");
+  // info takes --model as every other command does, besides its positional path (not both)
+  auto positional = mimic_cli("info gpt2-mini --json"), option = mimic_cli("info --model gpt2-mini --json");
+  ASSERT_EQ(option.code, 0) << option.err;
+  EXPECT_EQ(option.out, positional.out);
+  EXPECT_NE(mimic_cli("info gpt2-mini --model gpt2-mini").code, 0);
 }
 
 // Pretraining end to end through the CLI: the validation loss falls, and a run killed with SIGKILL at an

@@ -109,7 +109,9 @@ void run(InfoArgs& a) {
 void register_info(CLI::App& app) {
   auto args = std::make_shared<InfoArgs>();
   auto* sub = app.add_subcommand("info", "Describe a model directory, a .safetensors file, or the system (--system)");
-  sub->add_option("path", args->path, "Model directory or embedded model name (config.json + model.safetensors or a sharded checkpoint's index and shards) or a .safetensors file")->check(path_arg());
+  auto* path = sub->add_option("path", args->path, "Model directory or embedded model name (config.json + model.safetensors or a sharded checkpoint's index and shards) or a .safetensors file")->check(path_arg());
+  // every other command that reads a model takes --model: so does info (a newcomer typed `info --model gpt2-mini`)
+  sub->add_option("--model", args->path, "The same as PATH, spelled as every other command spells it")->check(path_arg())->excludes(path);
   sub->add_flag("--system", args->system, "Threads, BLAS actually loaded, LibTorch version");
   auto* registry = sub->add_flag("--feature-maps", args->maps, "The registered feature maps (names for --feature-map) and attention kinds");
   retire_spelling(*sub, sub->add_flag("--maps", args->maps), registry);
