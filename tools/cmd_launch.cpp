@@ -2,7 +2,6 @@
 // machine (torchrun's variables set for each), forward their result, and stop them all when one fails.
 #include <unistd.h>
 
-#include <algorithm>
 #include <climits>
 
 #include "cli.h"

@@ -6,8 +6,8 @@
 # to end), Install.* (a consumer built against the installed, uninstrumented package), Build.* (they configure and
 # compile other build folders: nothing of mimic runs in them), and the tests whose subject is the command line or many
 # processes — names with "Cli", Bench*.* and Distributed*.*: they spend their time starting mimic processes, each about
-# 3x slower to start under ASan, and their first 56 took 1,343 s sanitized on 2026-11-27, three quarters of the whole
-# job's time, where the library code they reach runs in-process in the tests that stay.
+# 3x slower to start under ASan (of the first 149 tests run sanitized on 2026-11-27, load ~3, those 56 took 1,343 s
+# and the other 93 took 405 s), while the library code they reach runs in-process in the tests that stay.
 #   MIMIC_SANITIZE_DIR   build folder (default: build-sanitize)
 #   MIMIC_JOBS           build jobs (default: all cores)
 # Any sanitizer report fails the run, even one from a CLI run inside a test that expected a failing exit:

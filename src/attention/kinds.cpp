@@ -29,12 +29,16 @@ const std::vector<Entry>& registry() {
   return entries;
 }
 
+std::string kind_names() {
+  std::string known;
+  for (const auto& e : registry()) known += (known.empty() ? "" : ", ") + e.info.name;
+  return known;
+}
+
 const Entry& entry(const std::string& name) {
   for (const auto& e : registry())
     if (e.info.name == name) return e;
-  std::string known;
-  for (const auto& e : registry()) known += (known.empty() ? "" : ", ") + e.info.name;
-  fail("unknown attention kind '", name, "' (known: ", known, ")");
+  fail("unknown attention kind '", name, "' (known: ", kind_names(), ")");
 }
 }  // namespace
 
@@ -106,11 +110,8 @@ AttentionKernel kernel_from_spec(const std::string& spec, int64_t n_head, int64_
   }
   const bool known = std::any_of(attention_kinds().begin(), attention_kinds().end(),
                                  [&](const AttentionKindInfo& k) { return k.name == form; });
-  MIMIC_CHECK(known, "attention '", spec, "': expected softmax, linear:<map>, sla:<map> or KIND[:key=value,...] (kinds: ", [] {
-    std::string names;
-    for (const auto& k : attention_kinds()) names += (names.empty() ? "" : ", ") + k.name;
-    return names;
-  }(), "; maps: ", [] {
+  MIMIC_CHECK(known, "attention '", spec, "': expected softmax, linear:<map>, sla:<map> or KIND[:key=value,...] (kinds: ", kind_names(),
+              "; maps: ", [] {
     std::string names;
     for (const auto& m : feature_maps()) names += (names.empty() ? "" : ", ") + m.name;
     return names;
