@@ -187,6 +187,33 @@ TEST(TrainEngine, ARunKilledBetweenItsLastCheckpointAndTheExportOfLastExportsItO
   EXPECT_EQ(mimic::test::read_bytes(b.file("last/model.safetensors")), mimic::test::read_bytes(a.file("last/model.safetensors")));
 }
 
+// A rerun of a finished run reports that run's result (finetune and pretrain score the model in --out): when the
+// best model's files changed or went missing after the run, it says so instead (the probe of 2026-11-27: a model
+// copied over a finished run's folder was scored as the run's).
+TEST(TrainEngine, ARerunOfAFinishedRunRefusesABestModelChangedSinceItFinished) {
+  TempDir dir;
+  torch::manual_seed(5);
+  Toy toy;
+  auto task = toy.task();
+  train(task, options(dir.path().string(), 20));
+  const std::string best = dir.file("best/model.safetensors");
+  ASSERT_TRUE(std::filesystem::exists(best));
+  EXPECT_TRUE(train(task, options(dir.path().string(), 20)).finished_earlier);  // untouched: accepted
+
+  const auto bytes = mimic::test::read_bytes(best);
+  auto changed = bytes;
+  changed[changed.size() - 1] ^= 1;  // one bit of the last weight
+  mimic::test::write_bytes(best, changed);
+  EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 20)), "best/model.safetensors is not the file this run saved");
+  // promoted into the folder (as finetune does), the same bytes are found there
+  std::filesystem::rename(best, dir.file("model.safetensors"));
+  EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 20)), "model.safetensors is not the file this run saved");
+  mimic::test::write_bytes(dir.file("model.safetensors"), bytes);
+  EXPECT_TRUE(train(task, options(dir.path().string(), 20)).finished_earlier);
+  std::filesystem::remove(dir.file("model.safetensors"));
+  EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 20)), "model.safetensors is missing");
+}
+
 // Found by the crash-safety soak (bench/soak.sh): the log's loss is a mean over the steps since the previous log
 // line; a run resumed from a checkpoint between two log lines averaged only the steps since the resume, so its
 // log differed from the uninterrupted run's. The log now matches line for line (timings aside).

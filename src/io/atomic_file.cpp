@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "mimic/core/error.h"
+#include "mimic/core/hash.h"
 
 namespace mimic::io {
 
@@ -187,6 +188,29 @@ std::string read_text_file(const std::string& path) {
     out.append(buf.data(), static_cast<size_t>(n));
   }
   return out;
+}
+
+std::string file_digest(const std::string& path) {
+  Fd in{open_regular_file(path)};
+  Hasher h;
+  std::vector<char> buf(1 << 20);
+  // Hasher takes 8-byte words: every chunk but the last is filled whole, so that the digest does not depend on
+  // how the reads were split.
+  for (bool eof = false; !eof;) {
+    size_t got = 0;
+    while (got < buf.size()) {
+      const ssize_t n = ::read(in.fd, buf.data() + got, buf.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      MIMIC_CHECK(n >= 0, "cannot read ", path, ": ", std::strerror(errno));
+      if (n == 0) {
+        eof = true;
+        break;
+      }
+      got += static_cast<size_t>(n);
+    }
+    h.bytes(buf.data(), got);
+  }
+  return h.hex();
 }
 
 }  // namespace mimic::io

@@ -32,5 +32,7 @@ int remove_stale_temporaries(const std::string& dir);
 int open_regular_file(const std::string& path);
 void require_regular_file(const std::string& path);  // the same check, for libraries that open by name (HDF5)
 std::string read_text_file(const std::string& path);  // throws mimic::Error naming the file
+// A digest of a regular file's bytes (core/hash.h's Hasher, as hex): what tells a file from one changed since.
+std::string file_digest(const std::string& path);
 
 }  // namespace mimic::io

@@ -40,6 +40,9 @@ struct Saved {
   int64_t window_n = 0;
   // A finished run's checkpoint without keep_last: the state alone, no parameters or moments (TrainOptions::keep_last)
   bool state_only = false;
+  // The files of the best export (best/, later promoted into out_dir by finetune and pretrain): name → file_digest.
+  // A rerun of a finished run checks them, so that it never reports a run's result over files changed since.
+  nlohmann::json best_files = nlohmann::json::object();
 };
 
 // The training state as the checkpoint stores it, and as rank 0 hands it to the other ranks at the start.
@@ -47,7 +50,7 @@ nlohmann::json state_json(const Saved& s) {
   // JSON has no infinity: "no evaluation yet" is stored as null.
   nlohmann::json best = std::isfinite(s.best_eval) ? nlohmann::json(s.best_eval) : nlohmann::json(nullptr);
   return {{"step", s.step}, {"best_eval", best}, {"best_step", s.best_step}, {"data", s.data},
-          {"window_loss", s.window_loss}, {"window_n", s.window_n}};
+          {"window_loss", s.window_loss}, {"window_n", s.window_n}, {"best_files", s.best_files}};
 }
 
 Saved saved_from_json(const nlohmann::json& meta, const std::string& where) {
@@ -60,7 +63,38 @@ Saved saved_from_json(const nlohmann::json& meta, const std::string& where) {
   // absent in checkpoints written before they were kept: the window then starts at the resume
   s.window_loss = json_double_or(meta, "window_loss", where, 0);
   s.window_n = json_int_or(meta, "window_n", where, 0, 0);
+  // absent in checkpoints written before they were kept: nothing to check then
+  if (meta.contains("best_files")) {
+    const auto& f = meta["best_files"];
+    MIMIC_CHECK(f.is_object(), where, ": best_files must be an object (file name → digest), got ", f.type_name());
+    for (const auto& [name, digest] : f.items())
+      MIMIC_CHECK(digest.is_string() && !name.empty() && name.find('/') == std::string::npos, where,
+                  ": best_files holds a bad entry '", name, "'");
+    s.best_files = f;
+  }
   return s;
+}
+
+// name → digest of the regular files an export wrote into `dir`
+nlohmann::json file_digests(const fs::path& dir) {
+  nlohmann::json files = nlohmann::json::object();
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file()) files[e.path().filename().string()] = io::file_digest(e.path().string());
+  return files;
+}
+
+// A finished run's best export is in out_dir/best, or promoted into out_dir (a promotion cut short leaves some of
+// each): every file must be there with the bytes the run wrote.
+void check_best_files(const std::string& out_dir, const Saved& s) {
+  for (const auto& [name, digest] : s.best_files.items()) {
+    fs::path f = fs::path(out_dir) / "best" / name;
+    if (!fs::exists(f)) f = fs::path(out_dir) / name;
+    MIMIC_CHECK(fs::exists(f), f.string(), " is missing: this run (finished at step ", s.step, ") saved its best model there; "
+                "--fresh trains again, or give another --out");
+    MIMIC_CHECK(io::file_digest(f.string()) == digest.get<std::string>(), f.string(), " is not the file this run saved "
+                "(it changed after the run finished at step ", s.step, "), so its result would not be this run's; --fresh trains "
+                "again, or give another --out");
+  }
 }
 
 // The generator of the GPU the parameters are on (dropout there draws from it, not from the CPU's), or none: a
@@ -284,6 +318,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
     return o.patience > 0 && step % o.eval_every == 0 && step - s.best_step >= o.patience * o.eval_every;
   };
   if (s.step >= last || (s.step > 0 && patience_spent(s.step))) {
+    if (lead) check_best_files(o.out_dir, s);
     // The run ended before this one, but may have been killed between its last checkpoint and the export of
     // last/ (found while writing bench/soak.sh: the rerun said "written to last/" and left none). The parameters are the
     // checkpoint's, so exporting again writes what the uninterrupted run wrote.
@@ -320,7 +355,10 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
     if (e < s.best_eval) {
       s.best_eval = e;
       s.best_step = step;
-      if (task.export_model && lead) task.export_model(o.out_dir + "/best");
+      if (task.export_model && lead) {
+        task.export_model(o.out_dir + "/best");
+        s.best_files = file_digests(fs::path(o.out_dir) / "best");
+      }
     }
   };
 
