@@ -10,7 +10,7 @@
 #   bash recipes/gpt2-recall.sh [MODEL]   (default gpt2-mini; a HF GPT-2 directory works too)
 #   SCALE=quick|full, MIMIC, OUT, THREADS, SEED as in recipes/lib.sh; KS="2 4 8 12" (0 always runs), KL_KS (the K's
 #   that the per-head KL placement runs at, beside the probe; default KS, "" for none), WINDOW=64,
-#   STUDENTS="hedgehog hybrid" (either or both), STAGE2S="lm kd" (the second stages to run: either or both),
+#   STUDENTS="hedgehog hybrid" (any of hedgehog, hybrid, delta), STAGE2S="lm kd" (the second stages to run: either or both),
 #   KD_COPY=0.5, PASSKEY_LENGTHS=128,256,512, PASSKEY_TRIALS=100, STATE_AT=512;
 #   the probe's calibration (lib.sh): PROBE_SEGMENTS=16 PROBE_LEN=128 PROBE_PASSKEYS=8 PROBE_PASSKEY_LEN=256 PROBE_LEADERS=16 PROBE_LM_WINDOWS=4
 MODEL=${1:-gpt2-mini}
@@ -18,7 +18,8 @@ SCALE=${SCALE:-quick}
 if [[ $SCALE == full ]]; then REC_SAMPLES=256 REC_LEN=512 FT_STEPS=1000 FT_BATCH=8 FT_LEN=512; fi
 KS=${KS:-2 4 8 12}
 KL_KS=${KL_KS-$KS}
-has_kl() { [[ " $KL_KS " == *" $1 "* ]]; }
+# has_kl STUDENT K: whether per-head KL places K heads of STUDENT (delta's maps hold no KL: its weights are no distribution)
+has_kl() { [[ $1 != delta && " $KL_KS " == *" $2 "* ]]; }
 WINDOW=${WINDOW:-64}
 PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-128,256,512}
 PASSKEY_TRIALS=${PASSKEY_TRIALS:-100}
@@ -35,14 +36,16 @@ record_lm "$MODEL"
 eval_lm teacher "$MODEL"
 passkey teacher "$MODEL"
 state teacher "$MODEL"
-# The students: hedgehog (shared with the other recipes) and the hybrid (hedgehog_softmax, LoLCATs' normalised map:
-# docs/attention.md, "The normalisation we chose").
+# The students: hedgehog (shared with the other recipes), the hybrid (hedgehog_softmax, LoLCATs' normalised map:
+# docs/attention.md, "The normalisation we chose") and, when asked, the delta rule.
 students=()
 for st in ${STUDENTS:-hedgehog hybrid}; do
   case $st in
     hedgehog) distill_lm hedgehog --feature-map hedgehog; students+=(hedgehog) ;;
     hybrid) distill_lm "hybrid-w$WINDOW" --attention "hybrid:window=$WINDOW" --feature-map hedgehog_softmax; students+=("hybrid-w$WINDOW") ;;
-    *) echo "STUDENTS: unknown student '$st' (hedgehog, hybrid)" >&2; exit 2 ;;
+    # the gated delta rule (issue 34): its weights are no distribution, so it distils by output MSE
+    delta) distill_lm delta --attention delta --loss mse; students+=(delta) ;;
+    *) echo "STUDENTS: unknown student '$st' (hedgehog, hybrid, delta)" >&2; exit 2 ;;
   esac
 done
 read -ra stages <<<"${STAGE2S:-lm kd}"
@@ -76,9 +79,9 @@ for st in "${students[@]}"; do
       heads=$(jq -r --argjson k "$k" '[.placement.kept[:$k][] | "\(.layer).\(.head)"] | join(",")' "$OUT/convert-$st-probe$kmax.json")
       convert_only "$st-probe$k" "$MODEL" "$st" --keep-softmax "$heads"
     fi
-    if has_kl "$k"; then convert_only "$st-kl$k" "$MODEL" "$st" --keep-softmax "auto:$k" --placement kl; fi
+    if has_kl "$st" "$k"; then convert_only "$st-kl$k" "$MODEL" "$st" --keep-softmax "auto:$k" --placement kl; fi
     stage2 "$st-probe$k"
-    if has_kl "$k"; then stage2 "$st-kl$k"; fi
+    if has_kl "$st" "$k"; then stage2 "$st-kl$k"; fi
   done
 done
 
@@ -101,7 +104,7 @@ for st in "${students[@]}"; do
     row "$st" - 0 "$label" "$st-k0-$s"
     for k in $KS; do
       row "$st" probe "$k" "$label" "$st-probe$k-$s"
-      if has_kl "$k"; then row "$st" kl "$k" "$label" "$st-kl$k-$s"; fi
+      if has_kl "$st" "$k"; then row "$st" kl "$k" "$label" "$st-kl$k-$s"; fi
     done
   done
 done
@@ -111,7 +114,7 @@ for st in "${students[@]}"; do
   line="  $st: K=0 $(gain "$st-k0-converted")"
   for k in $KS; do
     line+="; K=$k probe $(gain "$st-probe$k-converted")"
-    if has_kl "$k"; then line+=", kl $(gain "$st-kl$k-converted")"; fi
+    if has_kl "$st" "$k"; then line+=", kl $(gain "$st-kl$k-converted")"; fi
   done
   echo "$line"
 done
@@ -122,7 +125,9 @@ echo "(passkey chance of ranking first: $(get "$OUT/passkey-teacher.json" '.chan
 [[ " ${stages[*]} " == *" kd "* ]] || { print_timings; exit 0; }
 series='[]'
 for st in "${students[@]}"; do
-  for p in probe kl; do
+  placements=(probe)
+  [[ $st != delta ]] && placements+=(kl)
+  for p in "${placements[@]}"; do
     ks=$([[ $p == probe ]] && echo "$KS" || echo "$KL_KS")
     pts=$(for k in 0 $ks; do
       tag=$([[ $k == 0 ]] && echo "$st-k0-kd" || echo "$st-$p$k-kd")
