@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "mimic/attention/attention.h"
+#include "mimic/attention/delta_kernel.h"
 #include "mimic/attention/delta_rule.h"
 #include "mimic/attention/kinds.h"
 #include "test_util.h"
@@ -197,4 +198,92 @@ TEST(DeltaKind, DecodesThroughItsCacheAsItsForwardWithAStateOfConstantSize) {
   EXPECT_MIMIC_ERROR(make_attention_kernel("delta", nlohmann::json::object(), 3, 8)->forward(x, x, x, bidirectional), "causal");
   EXPECT_MIMIC_ERROR(make_attention_kernel("delta", {{"feature_map", "hedgehog"}}, 3, 8), "unknown delta attention option 'feature_map'");
   EXPECT_MIMIC_ERROR(make_attention_kernel("delta", {{"chunk", 0}}, 3, 8), "an integer >= 1");
+}
+
+// SLA head gates on the delta rule (Softmax-GatedDeltaNet, option `gates`): every form — the chunked forward, the
+// effective weights, decoding through the cache — against a reference written apart from the kernel: the gates per
+// token by an explicit softmax over the heads (× H), β and α from their projections, the token-by-token recurrence on
+// G^K·v, its output times G^Q. Gradients of the fast form equal the quadratic form's, the gates' own included; with
+// the gates at their initial zeros the gated kernel computes the ungated one.
+TEST(DeltaKind, SlaHeadGatesScaleTheWritesAndTheReadsInEveryForm) {
+  const int64_t B = 2, H = 3, T = 21, D = 4;
+  auto kernel = std::dynamic_pointer_cast<DeltaAttention>(make_attention_kernel("delta", {{"chunk", 4}, {"gates", true}}, H, D));
+  ASSERT_TRUE(kernel && kernel->gates);
+  EXPECT_EQ(kernel->config_json()["gates"], true);
+  EXPECT_EQ(kernel->parameter_group("gates.w_q"), "gates");
+  EXPECT_EQ(kernel->parameter_group("w_beta"), "maps");
+  auto plain = std::dynamic_pointer_cast<DeltaAttention>(make_attention_kernel("delta", {{"chunk", 4}}, H, D));
+  kernel->to(torch::kDouble);
+  plain->to(torch::kDouble);
+  torch::manual_seed(21);
+  {
+    torch::NoGradGuard ng;
+    for (auto& p : plain->parameters()) p.copy_(torch::randn_like(p) * 0.5);
+    // the same β and α in both, the gates still at their initial zeros
+    for (const char* n : {"w_beta", "b_beta", "w_alpha", "b_alpha"}) kernel->named_parameters()[n].copy_(plain->named_parameters()[n]);
+  }
+  const auto opt = torch::TensorOptions().dtype(torch::kDouble);
+  const auto q = torch::randn({B, H, T, D}, opt), k = torch::randn({B, H, T, D}, opt), v = torch::randn({B, H, T, D}, opt);
+  AttentionContext ctx;
+  ctx.causal = true;
+  ctx.scale = 0.5;
+  EXPECT_LE(rms_err(kernel->forward(q, k, v, ctx), plain->forward(q, k, v, ctx)), 1e-12) << "zero gates are not the ungated rule";
+  {
+    torch::NoGradGuard ng;
+    kernel->gates->w_q.copy_(torch::randn_like(kernel->gates->w_q));
+    kernel->gates->w_k.copy_(torch::randn_like(kernel->gates->w_k));
+  }
+
+  // the reference
+  at::Tensor expected;
+  {
+    torch::NoGradGuard ng;
+    auto gate = [&](const at::Tensor& x, const at::Tensor& w) {  // [B, H, T, 1]: H · softmax_h(x_t W)
+      auto g = torch::zeros({B, H, T, 1}, opt);
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < T; ++t) {
+          auto row = x[b].select(1, t).reshape({H * D});  // the layer's projection: the heads side by side
+          auto logits = torch::matmul(row, w);
+          auto e = (logits - logits.max()).exp();
+          g[b].select(1, t).select(1, 0).copy_(e / e.sum() * static_cast<double>(H));
+        }
+      return g;
+    };
+    const auto gq = gate(q, kernel->gates->w_q), gk = gate(k, kernel->gates->w_k);
+    const auto qn = q / q.norm(2, -1, true), kn = k / k.norm(2, -1, true);
+    auto project = [&](const at::Tensor& w, const at::Tensor& b) { return torch::einsum("bhtd,hd->bht", {kn, w}) + b.view({1, H, 1}); };
+    const auto beta = torch::sigmoid(project(kernel->w_beta, kernel->b_beta));
+    const auto log_alpha = torch::log_sigmoid(project(kernel->w_alpha, kernel->b_alpha));
+    expected = delta_rule_naive(qn, kn, v * gk, beta, log_alpha, {}).out * gq;
+    EXPECT_GT(rms_err(expected, plain->forward(q, k, v, ctx)), 0.05) << "the gates changed nothing: the test sees no gate";
+  }
+  EXPECT_LE(rms_err(kernel->forward(q, k, v, ctx), expected), 1e-10);
+  at::Tensor weights;
+  EXPECT_LE(rms_err(kernel->forward_quadratic(q, k, v, ctx, &weights), expected), 1e-10);
+  EXPECT_LE(rms_err(at::matmul(weights, v), expected), 1e-10);
+  auto cache = kernel->new_cache();
+  const auto prompt = kernel->forward_cached(q.narrow(2, 0, 9), k.narrow(2, 0, 9), v.narrow(2, 0, 9), ctx, *cache);
+  EXPECT_LE(rms_err(prompt, expected.narrow(2, 0, 9)), 1e-10);
+  for (int64_t t = 9; t < T; ++t)
+    EXPECT_LE(rms_err(kernel->forward_cached(q.narrow(2, t, 1), k.narrow(2, t, 1), v.narrow(2, t, 1), ctx, *cache), expected.narrow(2, t, 1)),
+              1e-10) << "token " << t;
+
+  // gradients: the fast form's equal the quadratic form's, for the inputs and every parameter (the gates' too)
+  auto grads = [&](bool fast) {
+    auto qi = q.clone().requires_grad_(), ki = k.clone().requires_grad_(), vi = v.clone().requires_grad_();
+    kernel->zero_grad();
+    const auto out = fast ? kernel->forward(qi, ki, vi, ctx) : kernel->forward_quadratic(qi, ki, vi, ctx, nullptr);
+    (out * torch::cos(out)).sum().backward();
+    std::vector<at::Tensor> g = {qi.grad(), ki.grad(), vi.grad()};
+    for (auto& p : kernel->parameters()) g.push_back(p.grad().clone());
+    return g;
+  };
+  const auto fast = grads(true), quadratic = grads(false);
+  ASSERT_EQ(fast.size(), quadratic.size());
+  for (size_t i = 0; i < fast.size(); ++i) {
+    ASSERT_TRUE(fast[i].defined()) << "gradient " << i;
+    EXPECT_GT(fast[i].abs().max().item<double>(), 0) << "gradient " << i << " is zero";
+    EXPECT_LE(rms_err(fast[i], quadratic[i]), 1e-10) << "gradient " << i;
+  }
+  EXPECT_MIMIC_ERROR(make_attention_kernel("delta", {{"gates", 1}}, 3, 8), "'gates' must be true or false");
 }

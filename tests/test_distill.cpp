@@ -478,6 +478,32 @@ TEST(DistillTrain, BidirectionalBertRecordWithPadding) {
   EXPECT_FALSE(f.contains("layer_00.gates.w_k"));
 }
 
+// The delta rule as a student with SLA head gates (Softmax-GatedDeltaNet): distilled by output MSE, which falls; both
+// gate matrices move (the rule has no normaliser, so G^Q does not cancel as it does under row normalisation); the
+// maps file says gates; a feature map's options are refused for a kind that runs none.
+TEST(DistillTrain, ADeltaStudentWithSlaGatesTrainsBothGatesByOutputMse) {
+  TempDir dir;
+  auto o = train_options(dir.file("delta.safetensors"));
+  o.attention = "delta";
+  o.loss = "mse";
+  o.sla = true;
+  o.epochs = 8;
+  auto r = dist::distill(o);
+  ASSERT_EQ(r.layers.size(), 2u);
+  for (const auto& l : r.layers) EXPECT_LT(l.after.mse, l.before.mse) << "layer " << l.layer;
+  auto maps = dist::DistilledMaps::open(o.out);
+  EXPECT_EQ(maps.kind(), "delta");
+  EXPECT_TRUE(maps.sla());
+  auto f = mimic::io::SafeTensorsFile::open(o.out);
+  for (const char* gate : {"layer_00.gates.w_q", "layer_00.gates.w_k"})
+    EXPECT_GT(f.load(gate, at::kDouble).abs().max().item<double>(), 0.0) << gate << " did not train";
+  auto bad = train_options(dir.file("bad.safetensors"));
+  bad.attention = "delta";
+  bad.loss = "mse";
+  bad.map_options = {{"feature_dim", 8}};
+  EXPECT_MIMIC_ERROR(dist::distill(bad), "runs no feature map: it takes no --map-options");
+}
+
 TEST(DistillTrain, GatesOnlyLeaveTheMapFrozen) {
   TempDir dir;
   auto o = train_options(dir.file("g.safetensors"));

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
+
 #include "mimic/attention/delta_rule.h"
 #include "mimic/core/error.h"
 #include "mimic/core/precision.h"
@@ -26,14 +28,17 @@ DeltaAttentionConfig DeltaAttentionConfig::from_json(const nlohmann::json& j) {
     } else if (key == "gate") {
       if (!val.is_boolean()) bad("true or false");
       c.gate = val.get<bool>();
+    } else if (key == "gates") {
+      if (!val.is_boolean()) bad("true or false");
+      c.gates = val.get<bool>();
     } else {
-      fail("unknown delta attention option '", key, "' (options: chunk, gate)");
+      fail("unknown delta attention option '", key, "' (options: chunk, gate, gates)");
     }
   }
   return c;
 }
 
-nlohmann::json DeltaAttentionConfig::to_json() const { return {{"chunk", chunk}, {"gate", gate}}; }
+nlohmann::json DeltaAttentionConfig::to_json() const { return {{"chunk", chunk}, {"gate", gate}, {"gates", gates}}; }
 
 DeltaAttention::DeltaAttention(const DeltaAttentionConfig& config, int64_t n_head, int64_t head_dim) : config_(config) {
   MIMIC_CHECK(n_head >= 1 && head_dim >= 1, "delta attention needs heads and a head dimension, got ", n_head, " x ", head_dim);
@@ -43,9 +48,12 @@ DeltaAttention::DeltaAttention(const DeltaAttentionConfig& config, int64_t n_hea
     w_alpha = register_parameter("w_alpha", torch::zeros({n_head, head_dim}));
     b_alpha = register_parameter("b_alpha", torch::full({n_head}, kAlphaBias));
   }
+  if (config_.gates) gates = register_module("gates", std::make_shared<HeadGatesImpl>(n_head * head_dim, n_head));
 }
 
-DeltaAttention::Inputs DeltaAttention::inputs(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx) const {
+std::string DeltaAttention::parameter_group(const std::string& name) const { return name.rfind("gates.", 0) == 0 ? "gates" : "maps"; }
+
+DeltaAttention::Inputs DeltaAttention::inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) const {
   MIMIC_CHECK(ctx.causal, "attention kind 'delta' is causal (a recurrence over positions): it cannot run a bidirectional (BERT) layer");
   MIMIC_CHECK(q.dim() == 4 && q.size(1) == w_beta.size(0) && q.size(3) == w_beta.size(1), "delta attention of ", w_beta.size(0),
               " heads of dimension ", w_beta.size(1), " got q of shape ", q.sizes());
@@ -59,6 +67,14 @@ DeltaAttention::Inputs DeltaAttention::inputs(const at::Tensor& q, const at::Ten
   if (ctx.key_padding_mask.defined())  // a padded key writes nothing
     in.beta = in.beta * ctx.key_padding_mask.to(in.beta.scalar_type()).unsqueeze(1);
   if (config_.gate) in.log_alpha = torch::log_sigmoid(project(w_alpha, b_alpha));
+  in.v = v.to(w_beta.scalar_type());
+  if (gates) {  // H · softmax over the heads: 1 everywhere at init (see the header)
+    auto [log_gq, log_gk] = gates->forward(q.to(w_beta.scalar_type()), k.to(w_beta.scalar_type()));
+    const double log_h = std::log(static_cast<double>(w_beta.size(0)));
+    in.write = (log_gk + log_h).exp().unsqueeze(-1);
+    in.read = (log_gq + log_h).exp().unsqueeze(-1);
+    in.v = in.v * in.write;
+  }
   return in;
 }
 
@@ -67,15 +83,16 @@ DeltaAttention::Inputs DeltaAttention::inputs(const at::Tensor& q, const at::Ten
 // and LibTorch has no bf16 triangular solve on the CPU.
 at::Tensor DeltaAttention::forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
   AutocastOff fp32;
-  const auto in = inputs(q, k, ctx);
-  return delta_rule_chunked(in.q, in.k, v.to(w_beta.scalar_type()), in.beta, in.log_alpha, at::Tensor(), config_.chunk).out;
+  const auto in = inputs(q, k, v, ctx);
+  return in.gated(delta_rule_chunked(in.q, in.k, in.v, in.beta, in.log_alpha, at::Tensor(), config_.chunk).out);
 }
 
 at::Tensor DeltaAttention::forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                              at::Tensor* weights, at::Tensor* log_weights) {
   AutocastOff fp32;  // as forward_fast
-  const auto in = inputs(q, k, ctx);
-  const auto w = delta_rule_weights(in.q, in.k, in.beta, in.log_alpha);
+  const auto in = inputs(q, k, v, ctx);
+  auto w = delta_rule_weights(in.q, in.k, in.beta, in.log_alpha);
+  if (gates) w = in.read * w * in.write.transpose(-1, -2);  // diag(G^Q) W diag(G^K): the weights of the values as given
   if (weights) *weights = w;
   if (log_weights) *log_weights = torch::where(w > 0, w.clamp_min(1e-30).log(), torch::full_like(w, -std::numeric_limits<double>::infinity()));
   return at::matmul(w, v.to(w.scalar_type()));
@@ -96,19 +113,19 @@ at::Tensor DeltaAttention::forward_cached(const at::Tensor& q, const at::Tensor&
                                           KernelCache& cache) {
   auto& c = cached_call<DeltaCache>(cache, ctx, kind());
   AutocastOff fp32;  // as forward_fast
-  const auto in = inputs(q, k, ctx);
-  const auto vf = v.to(w_beta.scalar_type());
+  const auto in = inputs(q, k, v, ctx);
   at::Tensor out;
   if (q.size(2) == 1) {  // one token: the recurrent step
-    if (!c.state.defined()) c.state = torch::zeros({q.size(0), q.size(1), q.size(3), v.size(3)}, vf.options());
-    out = delta_rule_step(in.q.select(2, 0), in.k.select(2, 0), vf.select(2, 0), in.beta.select(2, 0),
+    if (!c.state.defined()) c.state = torch::zeros({q.size(0), q.size(1), q.size(3), v.size(3)}, in.v.options());
+    out = delta_rule_step(in.q.select(2, 0), in.k.select(2, 0), in.v.select(2, 0), in.beta.select(2, 0),
                           in.log_alpha.defined() ? in.log_alpha.select(2, 0) : at::Tensor(), c.state)
               .unsqueeze(2);
   } else {  // a prompt: the chunked form from the state so far
-    auto r = delta_rule_chunked(in.q, in.k, vf, in.beta, in.log_alpha, c.state, config_.chunk);
+    auto r = delta_rule_chunked(in.q, in.k, in.v, in.beta, in.log_alpha, c.state, config_.chunk);
     out = r.out;
     c.state = r.state;
   }
+  out = in.gated(out);
   c.position += q.size(2);
   return out;
 }

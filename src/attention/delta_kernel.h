@@ -12,19 +12,29 @@
 // it: distill it with `--loss mse` (the per-head outputs). The forms: chunked (forward, training), the effective
 // weights (forward_quadratic: record, report, analysis) and the recurrent step (decoding), all tested against the
 // token-by-token recurrence.
+//
+// SLA head gates (option `gates`; the SLA seed's Softmax-GatedDeltaNet, shared/papers/000_…, Eq. 14–16): per token,
+// G^K = H · softmax_h(K W_GK) scales the value a head writes and G^Q = H · softmax_h(Q W_GQ) the output it reads, with
+// K, Q the layer's key and query projections (all heads side by side; HeadGatesImpl, linear_kernel.h). The rule is
+// linear in v and o is linear in S, so every form runs the ungated rule on G^K·v and scales its output by G^Q; the
+// effective weights are diag(G^Q) W diag(G^K). Why the factor H the paper does not have: the rule has no normaliser,
+// so softmax's 1/H at init (W = 0) would shrink every head's output H² times; with it a converted layer starts
+// at the ungated rule, and the gates only move heads against each other.
 #pragma once
 #include <ATen/core/Tensor.h>
 
 #include <nlohmann/json.hpp>
 
 #include "mimic/attention/distillable.h"
+#include "mimic/attention/linear_kernel.h"
 
 namespace mimic::attention {
 
 struct DeltaAttentionConfig {
   int64_t chunk = 64;  // tokens per chunk of the WY form
   bool gate = true;    // the decay α (Gated DeltaNet); false: DeltaNet's α = 1
-  // Keys: chunk, gate. Unknown keys and bad values are errors.
+  bool gates = false;  // SLA head gates on the written values and the read outputs (Softmax-GatedDeltaNet)
+  // Keys: chunk, gate, gates. Unknown keys and bad values are errors.
   static DeltaAttentionConfig from_json(const nlohmann::json& j);
   nlohmann::json to_json() const;
 };
@@ -43,20 +53,23 @@ class DeltaAttention : public DistillableKernel {
                                at::Tensor* weights, at::Tensor* log_weights = nullptr) override;
   bool weights_may_be_negative() const override { return true; }
   bool weights_are_distribution() const override { return false; }
-  std::string parameter_group(const std::string&) const override { return "maps"; }  // β's and α's projections
+  std::string parameter_group(const std::string& name) const override;  // "gates" for gates.*, else "maps" (β, α)
   std::string feature_map() const override { return "identity"; }                     // q̂, k̂ enter as they are
 
   at::Tensor w_beta, b_beta;    // [H, head_dim], [H]
   at::Tensor w_alpha, b_alpha;  // with the gate
+  std::shared_ptr<HeadGatesImpl> gates;  // with SLA head gates
 
  protected:
   at::Tensor forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
 
  private:
   struct Inputs {
-    at::Tensor q, k, beta, log_alpha;
+    at::Tensor q, k, v, beta, log_alpha;
+    at::Tensor read, write;  // G^Q, G^K [B, H, T, 1] with gates, else undefined; v is G^K·v already
+    at::Tensor gated(const at::Tensor& out) const { return read.defined() ? out * read : out; }
   };
-  Inputs inputs(const at::Tensor& q, const at::Tensor& k, const AttentionContext& ctx) const;
+  Inputs inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) const;
   DeltaAttentionConfig config_;
 };
 

@@ -92,13 +92,17 @@ StudentSpec student_spec(const DistillOptions& o, int64_t n_head, int64_t head_d
   s.kind = ks.kind;
   auto options = ks.options;
   // A kind that runs a feature map saves one among its options (linear, hybrid); one that does not (delta: q and k
-  // enter L2-normalised) takes neither --feature-map's map nor SLA gates.
-  const bool takes_map = attention::canonical_options(s.kind, ks.options, n_head, head_dim).contains("feature_map");
-  if (takes_map)
-    options.update({{"feature_map", o.feature_map}, {"map_options", map_options}, {"gates", o.sla}});
+  // enter L2-normalised) takes no --feature-map or --map-options. A kind with SLA head gates saves `gates` (linear,
+  // hybrid, delta); one without refuses --sla.
+  const auto defaults = attention::canonical_options(s.kind, ks.options, n_head, head_dim);
+  if (defaults.contains("feature_map"))
+    options.update({{"feature_map", o.feature_map}, {"map_options", map_options}});
   else
-    MIMIC_CHECK(!o.sla && map_options.empty(), "--attention ", o.attention, ": the kind '", s.kind,
-                "' runs no feature map: it takes neither --sla nor --map-options");
+    MIMIC_CHECK(map_options.empty(), "--attention ", o.attention, ": the kind '", s.kind, "' runs no feature map: it takes no --map-options");
+  if (defaults.contains("gates"))
+    options["gates"] = o.sla;
+  else
+    MIMIC_CHECK(!o.sla, "--attention ", o.attention, ": the kind '", s.kind, "' has no SLA head gates: it takes no --sla");
   s.options = attention::canonical_options(s.kind, options, n_head, head_dim);
   const std::string train = o.train.empty() ? (o.sla ? "both" : "maps") : o.train;
   MIMIC_CHECK(train == "maps" || train == "gates" || train == "both", "--train must be maps, gates or both, got '", train, "'");
