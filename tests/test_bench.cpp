@@ -1,6 +1,6 @@
 // `mimic bench attention` end to end on a tiny configuration: the JSON report has every field for every
-// form (softmax, linear, hybrid) and the measured numbers are positive; the decoding state of linear and
-// hybrid attention is flat in the context while softmax's KV cache grows with it, by exact byte counts; the
+// form (softmax, linear, hybrid, delta) and the measured numbers are positive; the decoding state of linear, hybrid
+// and delta attention is flat in the context while softmax's KV cache grows with it, by exact byte counts; the
 // text report has its tables; bad options are one-line errors. `mimic bench generate` on a converted model
 // whose layers are hybrid: the state bytes it reports are the kernels' caches and do not grow with the prompt;
 // its bandwidth accounting by hand, its memory budget and options; `mimic bench peer`'s inputs and losses;
@@ -54,7 +54,7 @@ TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
   EXPECT_EQ(c["max_len"], 1024);
   EXPECT_EQ(c["chunk"], 64);
   EXPECT_EQ(c["window"], 64);
-  EXPECT_EQ(c["forms"], nlohmann::json({"softmax", "linear", "hybrid"}));
+  EXPECT_EQ(c["forms"], nlohmann::json({"softmax", "linear", "hybrid", "delta"}));
   EXPECT_TRUE(j["timing"].is_string());
   EXPECT_TRUE(j["memory"].is_string());
 
@@ -62,7 +62,7 @@ TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
   EXPECT_EQ(j["lengths"][0]["T"], 512);
   EXPECT_EQ(j["lengths"][1]["T"], 1024);
   for (const auto& l : j["lengths"]) {
-    for (const char* form : {"softmax", "linear", "hybrid"}) {
+    for (const char* form : {"softmax", "linear", "hybrid", "delta"}) {
       const auto& f = l[form];
       ASSERT_TRUE(f["measured"].get<bool>()) << l.dump();
       for (const char* key : {"fwd_ms", "fwdbwd_ms", "fwd_peak_mb", "fwdbwd_peak_mb"})
@@ -71,7 +71,7 @@ TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
       EXPECT_GE(f["fwdbwd_peak_mb"].get<double>(), f["fwd_peak_mb"].get<double>()) << form;
     }
     // each form's speed-up over softmax is softmax's time over its own; the top-level ratios are linear's
-    for (const char* form : {"linear", "hybrid"})
+    for (const char* form : {"linear", "hybrid", "delta"})
       for (const char* key : {"fwd", "fwdbwd"}) {
         const std::string ms = std::string(key) + "_ms";
         EXPECT_DOUBLE_EQ(l[form]["ratio_" + std::string(key)].get<double>(),
@@ -84,7 +84,8 @@ TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
   EXPECT_GE(j["lengths"][1]["softmax"]["fwd_peak_mb"].get<double>(), 1024.0 * 1024 * 4 / 1e6);
 
   // Decoding state, head_dim d = 64, F = 128 hedgehog features, w = 64, fp32: softmax keeps N keys and N
-  // values; linear S [F, d], z [F], m [1]; hybrid the same linear state + a ring of w keys, values and key features.
+  // values; linear S [F, d], z [F], m [1]; hybrid the same linear state + a ring of w keys, values and key features;
+  // delta its [d, d] state.
   const int64_t d = 64, F = 128, w = 64;
   const int64_t linear_bytes = (F * d + F + 1) * 4, hybrid_bytes = linear_bytes + w * (d + d + F) * 4;
   ASSERT_EQ(j["decode"].size(), 6u);
@@ -94,18 +95,19 @@ TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
     EXPECT_EQ(dec["softmax_state_bytes"].get<int64_t>(), 2 * expect * d * 4);
     EXPECT_EQ(dec["linear_state_bytes"].get<int64_t>(), linear_bytes);
     EXPECT_EQ(dec["hybrid_state_bytes"].get<int64_t>(), hybrid_bytes);
+    EXPECT_EQ(dec["delta_state_bytes"].get<int64_t>(), d * d * 4);
     expect *= 2;
-    for (const char* form : {"softmax", "linear", "hybrid"}) {
+    for (const char* form : {"softmax", "linear", "hybrid", "delta"}) {
       EXPECT_GT(dec[std::string(form) + "_us"].get<double>(), 0) << form;
       EXPECT_GT(dec[std::string(form) + "_mean_us"].get<double>(), 0) << form;
     }
-    for (const char* form : {"linear", "hybrid"})
+    for (const char* form : {"linear", "hybrid", "delta"})
       EXPECT_DOUBLE_EQ(dec[std::string(form) + "_ratio"].get<double>(),
                        dec["softmax_us"].get<double>() / dec[std::string(form) + "_us"].get<double>()) << form;
     EXPECT_EQ(dec["ratio"], dec["linear_ratio"]);
   }
 
-  ASSERT_EQ(j["targets"].size(), 4u);
+  ASSERT_EQ(j["targets"].size(), 5u);
   const std::set<std::string> statuses = {"PASS", "MISS", "n/a"};
   for (const auto& t : j["targets"]) {
     EXPECT_TRUE(t["name"].is_string());
@@ -116,14 +118,14 @@ TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
   EXPECT_EQ(j["targets"][0]["name"], "linear fwd+bwd >= 10x faster than softmax at 16K");
   EXPECT_EQ(j["targets"][1]["name"], "hybrid fwd+bwd >= 8x faster than softmax at 16K");
   EXPECT_EQ(j["targets"][1]["limit"], 8);
-  EXPECT_EQ(j["targets"][2]["name"], "crossover <= 1K");
-  EXPECT_EQ(j["targets"][3]["name"], "recurrent per-token time at 32K <= 1.2x of 1K");
-  EXPECT_EQ(j["targets"][0]["status"], "n/a");  // 16K is beyond --max-len 1024
-  EXPECT_EQ(j["targets"][1]["status"], "n/a");
+  EXPECT_EQ(j["targets"][2]["name"], "delta fwd+bwd >= 5x faster than softmax at 16K");
+  EXPECT_EQ(j["targets"][3]["name"], "crossover <= 1K");
+  EXPECT_EQ(j["targets"][4]["name"], "recurrent per-token time at 32K <= 1.2x of 1K");
+  for (int t : {0, 1, 2}) EXPECT_EQ(j["targets"][t]["status"], "n/a");  // 16K is beyond --max-len 1024
   EXPECT_NE(j["targets"][1]["detail"].get<std::string>().find("--max-len 1024"), std::string::npos);
-  EXPECT_NE(j["targets"][2]["status"], "n/a");  // 512 and 1K measured
-  EXPECT_NE(j["targets"][3]["status"], "n/a");  // decoding at 1K and 32K always measured
-  EXPECT_GT(j["targets"][3]["value"].get<double>(), 0);
+  EXPECT_NE(j["targets"][3]["status"], "n/a");  // 512 and 1K measured
+  EXPECT_NE(j["targets"][4]["status"], "n/a");  // decoding at 1K and 32K always measured
+  EXPECT_GT(j["targets"][4]["value"].get<double>(), 0);
 }
 
 TEST(Bench, HybridDecodingStateIsFlatInTheContextAndSetByTheWindow) {
@@ -137,11 +139,11 @@ TEST(Bench, HybridDecodingStateIsFlatInTheContextAndSetByTheWindow) {
   o.progress = false;
   torch::manual_seed(0);
   auto r = mimic::bench::run_attention_bench(o);
-  ASSERT_EQ(r.forms, (std::vector<std::string>{"softmax", "linear", "hybrid"}));
+  ASSERT_EQ(r.forms, (std::vector<std::string>{"softmax", "linear", "hybrid", "delta"}));
   const size_t sm = mimic::bench::form_index(r, "softmax"), lin = mimic::bench::form_index(r, "linear"),
-               hyb = mimic::bench::form_index(r, "hybrid");
+               hyb = mimic::bench::form_index(r, "hybrid"), del = mimic::bench::form_index(r, "delta");
   ASSERT_EQ(r.lengths.size(), 1u);
-  ASSERT_EQ(r.lengths[0].forms.size(), 3u);
+  ASSERT_EQ(r.lengths[0].forms.size(), 4u);
   const auto& h = r.lengths[0].forms[hyb];
   ASSERT_TRUE(h.measured) << h.skipped;
   EXPECT_GT(h.fwd_ms, 0);
@@ -152,6 +154,9 @@ TEST(Bench, HybridDecodingStateIsFlatInTheContextAndSetByTheWindow) {
   EXPECT_EQ(a[hyb].state_bytes, b[hyb].state_bytes);
   EXPECT_EQ(a[lin].state_bytes, b[lin].state_bytes);
   EXPECT_EQ(a[hyb].state_bytes - a[lin].state_bytes, 16 * (64 + 64 + r.feature_dim) * 4);
+  // the delta rule's [d, d] state per head, whatever the context
+  EXPECT_EQ(a[del].state_bytes, 64 * 64 * 4);
+  EXPECT_EQ(b[del].state_bytes, a[del].state_bytes);
   // the KV cache grows linearly: 5x the context, 5x the bytes, 2·N·d floats
   EXPECT_EQ(a[sm].state_bytes, 2 * 300 * 64 * 4);
   EXPECT_EQ(b[sm].state_bytes, 5 * a[sm].state_bytes);

@@ -83,6 +83,7 @@ struct Setup {
   LinearOptions lopts;           // causal, chunk
   HybridOptions hopts;           // causal, window, chunk; window_weight filled per call from window_logit
   torch::Tensor window_logit;    // [1]: σ = sigmoid(logit) = 0.5, a leaf like the hybrid kernel's learned mix
+  attention::AttentionKernel delta;  // the delta kind as a layer runs it (normalisation, β and α projections, chunked WY)
   HybridOptions hybrid_options() const {
     auto o = hopts;
     o.window_weight = torch::sigmoid(window_logit);  // inside the call, so fwd+bwd reaches the logit
@@ -202,6 +203,35 @@ class HybridDecoder : public Decoder {
   std::vector<torch::Tensor> q_, k_, v_;  // per new token: [1, 1, 1, d]
 };
 
+// Delta at context n: the kernel's cache after its forward_cached over n random tokens (the chunked form), each new
+// token a forward_cached step on a clone of it (the recurrent step), as a converted delta layer decodes.
+class DeltaDecoder : public Decoder {
+ public:
+  DeltaDecoder(const Setup& s, int64_t context, int64_t tokens) : s_(s), prefilled_(s.delta->new_cache()) {
+    {
+      auto in = make_inputs(context, s.d);
+      s.delta->forward_cached(in.q, in.k, in.v, s.ctx, *prefilled_);
+    }
+    MIMIC_CHECK(prefilled_->position == context, "bench: delta prefill left the state at position ", prefilled_->position,
+                ", expected ", context);
+    for (int64_t i = 0; i < tokens; ++i) {
+      q_.push_back(drawn({1, 1, 1, s.d}));
+      k_.push_back(drawn({1, 1, 1, s.d}));
+      v_.push_back(drawn({1, 1, 1, s.d}));
+    }
+  }
+  void step(size_t i) override {
+    if (i == 0) state_ = prefilled_->clone();
+    auto out = s_.delta->forward_cached(q_[i], k_[i], v_[i], s_.ctx, *state_);
+  }
+  int64_t state_bytes() const override { return prefilled_->bytes(); }
+
+ private:
+  const Setup& s_;
+  std::unique_ptr<attention::KernelCache> prefilled_, state_;
+  std::vector<torch::Tensor> q_, k_, v_;  // per new token: [1, 1, 1, d]
+};
+
 // One form of the benchmark: how it attends a whole sequence, and how it decodes.
 struct Form {
   std::string name;
@@ -237,6 +267,10 @@ std::vector<Form> make_forms(Setup& s) {
                                                       torch::Tensor());
                    },
                    hybrid_params, false, 8, decoder_of<HybridDecoder>(s)});
+  // issue 34's target for the delta rule: its chunked fwd+bwd >= 5x softmax at 16K
+  forms.push_back({"delta",
+                   [&s](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) { return s.delta->forward(q, k, v, s.ctx); },
+                   s.delta->parameters(), false, 5, decoder_of<DeltaDecoder>(s)});
   return forms;
 }
 
@@ -295,8 +329,8 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   res.threads = at::get_num_threads();
   res.device = bench_device().str();
   res.timing_method = strf("median of %d run%s after 1 warm-up; fwd = forward without autograd (inference), fwd+bwd = forward "
-                           "with autograd + backward of out.sum() wrt q, k, v (and the feature map's parameters, and the "
-                           "hybrid's window weight)",
+                           "with autograd + backward of out.sum() wrt q, k, v (and the feature map's parameters, the "
+                           "hybrid's window weight, the delta rule's beta and alpha projections)",
                            o.repeats, o.repeats == 1 ? "" : "s");
   res.memory_method =
       bench_device().is_cpu()
@@ -326,6 +360,8 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   setup.hopts.window = o.window;
   setup.hopts.chunk = o.chunk;
   setup.window_logit = torch::zeros({1}, on_device()).requires_grad_(true);
+  setup.delta = attention::make_attention_kernel("delta", {{"chunk", o.chunk}}, 1, setup.d);
+  setup.delta->to(bench_device());
   std::vector<Form> forms = make_forms(setup);
   for (const auto& f : forms) res.forms.push_back(f.name);
   const size_t nf = forms.size();

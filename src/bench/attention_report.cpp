@@ -80,7 +80,7 @@ std::string format_report(const AttentionBenchResult& r) {
   std::ostringstream os;
   os << strf("attention benchmark on %s: 1 head, head_dim %lld, batch 1, fp32, %d CPU thread%s; softmax = causal; linear = causal chunked "
              "(chunk %lld) with %s features (F = %lld); hybrid = causal softmax over a window of %lld keys + that linear "
-             "attention over older keys\n",
+             "attention over older keys; delta = the delta kind (gated delta rule, chunked WY form) as a layer runs it\n",
              r.device.c_str(), static_cast<long long>(o.head_dim), r.threads, r.threads == 1 ? "" : "s", static_cast<long long>(o.chunk),
              o.feature_map.c_str(), static_cast<long long>(r.feature_dim), static_cast<long long>(o.window));
   os << "time:   " << r.timing_method << "\n";
@@ -144,7 +144,7 @@ std::string format_report(const AttentionBenchResult& r) {
              static_cast<long long>(o.decode_tokens), o.repeats, o.repeats == 1 ? "" : "s");
   os << "softmax: one query against a preallocated KV cache of N keys; linear: feature map + linear_step on the state "
         "after N tokens; hybrid: a hybrid_step (the recurrent form) on the state after N tokens (the window's last keys + the "
-        "linear state); contexts interleaved token by token\n";
+        "linear state); delta: the kind's recurrent step on its [d, d] state after N tokens; contexts interleaved token by token\n";
   const std::vector<bool> all(nf, true);
   auto dec = [&](const DecodeResult& dr, double DecodeForm::*field) {
     std::vector<double> v;
