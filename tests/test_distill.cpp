@@ -14,6 +14,7 @@
 #include "mimic/analysis/metrics.h"
 #include "mimic/distill/distill.h"
 #include "mimic/distill/maps_file.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/record/record.h"
 #include "test_util.h"
@@ -520,6 +521,48 @@ TEST(DistillTrain, GatesOnlyLeaveTheMapFrozen) {
   EXPECT_TRUE(torch::equal(f.load("layer_00.feature_map.k_bias"), torch::zeros({2, 1, 4})));
   EXPECT_GT(f.load("layer_00.gates.w_k").abs().max().item<float>(), 0.0f);
   EXPECT_EQ(nlohmann::json::parse(f.metadata().at("settings"))["train"], "gates");
+}
+
+// The probe of 2026-11-27: a resume onto a record made again from other text at the same path mixed layers of both
+// (the checkpoint compared path, samples, length and teacher, not the data); a bf16 resume of an fp32 run went on;
+// --fresh emptied OUT.ckpt whatever it held; and another command could write OUT while a distill ran. Each is refused.
+TEST(DistillTrain, AResumeOntoOtherDataOrPrecisionAForeignCheckpointFolderAndAHeldOutAreRefused) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("a.txt"), mimic::test::text_lines(kText, 20));
+  mimic::test::write_bytes(dir.file("b.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));
+  auto rec = record_options(dir.file("a.txt"), dir.file("r.h5"));
+  mimic::record::record(rec);
+  auto o = train_options(dir.file("m.safetensors"));
+  o.record = rec.out;
+  o.epochs = 2;
+  o.stop_after_epochs = 1;
+  EXPECT_TRUE(dist::distill(o).interrupted);
+  auto other = rec;
+  other.data = dir.file("b.txt");
+  other.fresh = true;
+  mimic::record::record(other);  // the same teacher, samples and length: other text
+  o.stop_after_epochs = 0;
+  EXPECT_MIMIC_ERROR(dist::distill(o), "belongs to a distillation with other settings: source");
+  o.fresh = true;
+  o.stop_after_epochs = 1;
+  EXPECT_TRUE(dist::distill(o).interrupted);
+  o.fresh = false;
+  o.stop_after_epochs = 0;
+  o.precision = mimic::Precision::Bf16;
+  EXPECT_MIMIC_ERROR(dist::distill(o), "belongs to a distillation with other settings: precision");
+  o.precision = mimic::Precision::Fp32;
+  // a file the run did not write in OUT.ckpt: neither resumed into nor deleted by --fresh
+  mimic::test::write_bytes(dir.file("m.safetensors.ckpt/notes.txt"), "mine");
+  o.fresh = true;
+  EXPECT_MIMIC_ERROR(dist::distill(o), "m.safetensors.ckpt holds notes.txt, which a distillation does not write");
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("m.safetensors.ckpt/notes.txt")), "mine");
+  std::filesystem::remove(dir.file("m.safetensors.ckpt/notes.txt"));
+  // OUT held by another writer (as record holds its file)
+  {
+    const auto held = mimic::io::lock_output_file(o.out);
+    EXPECT_MIMIC_ERROR(dist::distill(o), "is being written by another running mimic command");
+  }
+  EXPECT_EQ(dist::distill(o).layers.size(), 2u);
 }
 
 TEST(DistillTrain, ResumeIsBitIdentical) {

@@ -369,6 +369,34 @@ TEST(Distributed, TwoRanksSplitDistillsLayersAndWriteTheFileOneProcessWritesByte
   EXPECT_FALSE(mimic::test::read_bytes(dir.file("c.safetensors")) == expected);
 }
 
+// The probe of 2026-11-27: ranks of a distill compared nothing (other --epochs wrote mixed maps with exit 0, another
+// --feature-map hung until the timeout), and ranks of a training run with another --allreduce aborted inside gloo
+// (signal 6). Both now end in one line per rank naming the first difference, before any work.
+TEST(Distributed, DistillRanksAndGradientExchangesThatDifferEndInOneLineNamingIt) {
+  TempDir dir;
+  struct Case {
+    std::string zero, one, names;
+  };
+  const std::vector<Case> cases = {
+      {tiny_distill(dir, dir.file("d.safetensors"), 3), tiny_distill(dir, dir.file("d.safetensors"), 2), "epochs: 3 on rank 0, 2 here"},
+      {tiny_pretrain(dir, dir.file("p"), 4, 5), tiny_pretrain(dir, dir.file("p"), 4, 5, "--allreduce sync"),
+       "exchange: {\"allreduce\":\"overlap\""}};
+  for (const auto& c : cases) {
+    const int port = dist::free_port("127.0.0.1");
+    auto a = start(ranks_env(0, 2, port), c.zero, dir, "s0");
+    auto b = start(ranks_env(1, 2, port), c.one, dir, "s1");
+    EXPECT_EQ(wait_for(a, 120), 1);
+    EXPECT_EQ(wait_for(b, 120), 1);
+    const auto e0 = mimic::test::read_bytes(a.err), e1 = mimic::test::read_bytes(b.err);
+    EXPECT_EQ(count_lines(e0), 1) << e0;
+    EXPECT_EQ(count_lines(e1), 1) << e1;
+    EXPECT_NE(e1.find("rank 1 was started with other settings than rank 0 (" + c.names), std::string::npos) << e1;
+    EXPECT_NE(e0.find("1 rank was started with other settings than rank 0"), std::string::npos) << e0;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("d.safetensors")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("p/checkpoint.safetensors")));
+}
+
 TEST(Distributed, ADistillRankThatDiesWhileTheOtherWaitsIsNamedWithinTheTimeout) {
   TempDir dir;
   const int port = dist::free_port("127.0.0.1");

@@ -353,6 +353,33 @@ TEST(Record, Float32StorageLayersAndExtension) {
   EXPECT_MIMIC_ERROR(mimic::record::record(o), "already holds 11 samples");
 }
 
+// Extending a file with another --gzip (the probe of 2026-11-27: level 4, then 0, wrote raw chunks into deflated
+// datasets and every later read failed, exit 0): the appended chunks keep the file's own level, either way round, and
+// the result reads back as the file recorded at once.
+TEST(Record, ExtendingAFileWithAnotherGzipLevelKeepsTheFilesOwnLevel) {
+  for (const auto& [first, then] : std::vector<std::pair<int, int>>{{4, 0}, {0, 4}}) {
+    TempDir dir;
+    auto o = options(gpt2_dir(), "moby-dick", dir.file("a.h5"));
+    o.samples = 3;
+    o.layers = "1";
+    o.compression = first;
+    EXPECT_EQ(mimic::record::record(o).gzip, first);
+    o.samples = 6;
+    o.compression = then;
+    const auto r = mimic::record::record(o);
+    EXPECT_EQ(r.resumed_from, 3);
+    EXPECT_EQ(r.gzip, first) << "the appended chunks took --gzip " << then;
+    auto once = o;
+    once.out = dir.file("b.h5");
+    mimic::record::record(once);
+    mimic::record::RecordReader a(o.out), b(once.out);
+    ASSERT_EQ(a.samples(), 6);
+    EXPECT_TRUE(torch::equal(a.attention_mask(0, 6), b.attention_mask(0, 6)));
+    EXPECT_TRUE(torch::equal(a.input_ids(0, 6), b.input_ids(0, 6)));
+    EXPECT_TRUE(torch::allclose(a.read(1, "q", 0, 6), b.read(1, "q", 0, 6), 1e-5, 1e-6)) << first << " then " << then;
+  }
+}
+
 TEST(Record, MismatchedSettingsAndDamagedFilesAreRefused) {
   TempDir dir;
   mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));

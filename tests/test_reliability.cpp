@@ -342,6 +342,7 @@ TEST(Inputs, NoCommandWritesOverOrIntoItsInputs) {
   const std::string m = dir.file("work/m");
   fs::create_directories(dir.file("work"));
   fs::copy(teacher(), m, fs::copy_options::recursive);
+  fs::copy(teacher(), dir.file("work/t.ckpt"), fs::copy_options::recursive);
   fs::copy_file(good_maps(), dir.file("maps.safetensors"));
   mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));
   mimic::test::write_bytes(dir.file("rec.h5"), "not read: the refusal comes first");
@@ -364,7 +365,10 @@ TEST(Inputs, NoCommandWritesOverOrIntoItsInputs) {
       {"record --model " + m + " --data " + dir.file("t.txt") + " --out " + dir.file("t.txt"), "is the input --data"},
       {"report --record " + dir.file("rec.h5") + " --out " + dir.file("rec.h5"), "is the input --record"},
       {"pretrain --arch gpt2 --init " + m + " --data all --out " + dir.path().string(), "holds the input --init"},
-      {"forward --model " + m + " --file " + dir.file("t.txt") + " --out " + dir.file("t.txt"), "is the input --file"}};
+      {"forward --model " + m + " --file " + dir.file("t.txt") + " --out " + dir.file("t.txt"), "is the input --file"},
+      // distill's checkpoint folder OUT.ckpt, which --fresh empties (the probe of 2026-11-27 lost a teacher there)
+      {"distill --model " + dir.file("work/t.ckpt") + " --data all --fresh --out " + dir.file("work/t"),
+       "the checkpoint folder " + dir.file("work/t") + ".ckpt of --out " + dir.file("work/t") + " is the input --model"}};
   for (const auto& [args, why] : cases) {
     auto r = mimic::test::mimic_cli(args + " --threads 1");
     EXPECT_NE(r.code, 0) << args;
@@ -504,6 +508,15 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "id2label", {{"0", "a"}, {"1", 3}})), "id2label[1] must be a name");
   EXPECT_EQ(parse_config(with(bert, "id2label", {{"1", "spam"}, {"0", "ham"}})).labels, (std::vector<std::string>{"ham", "spam"}));
   EXPECT_TRUE(parse_config(with(bert, "id2label", {{"0", "LABEL_0"}, {"1", "LABEL_1"}})).labels.empty());  // HF's placeholders
+  // the dropout keys mimic does not apply are still probabilities (the probe of 2026-11-27), null where HF allows it;
+  // a name given to two ids is refused
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "attn_pdrop", 1.5)), "attn_pdrop is a dropout probability and must lie in [0, 1), got 1.5");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "embd_pdrop", -0.1)), "embd_pdrop is a dropout probability");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "classifier_dropout", 2)), "classifier_dropout is a dropout probability");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "attention_probs_dropout_prob", "x")), "attention_probs_dropout_prob is a dropout probability");
+  EXPECT_NO_THROW(parse_config(with(bert, "classifier_dropout", nullptr)));
+  EXPECT_NO_THROW(parse_config(with(gpt2, "summary_first_dropout", 0.1)));
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "id2label", {{"0", "a"}, {"1", "b"}, {"2", "a"}})), "id2label names 'a' twice (ids 0 and 2)");
   EXPECT_NO_THROW(parse_config(gpt2));
   EXPECT_NO_THROW(parse_config(bert));
 }
@@ -561,6 +574,12 @@ TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     EXPECT_FALSE(fs::exists(dir.file("r.h5")));
   }
+  // a text option whose empty value read as "not given" (the probe of 2026-11-27)
+  for (const std::string& opt : {"--keep-softmax ''", "--probe-weights ' '"}) {
+    auto r = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + good_maps() + " --out " + dir.file("c") + " " + opt);
+    EXPECT_NE(r.code, 0) << opt;
+    EXPECT_NE(r.err.find("an empty value means nothing here: leave the option out instead"), std::string::npos) << opt << ": " << r.err;
+  }
   auto bad = mimic::test::mimic_cli("report --record " + dir.file("none.h5") + " --out " + dir.file("d") + " --layers 1,x");
   EXPECT_NE(bad.err.find("must be all or a list like 0,2,4-5, got '1,x'"), std::string::npos) << bad.err;
   // more samples than the text gives, then than the record holds
@@ -579,6 +598,54 @@ TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
 // where a GPT-2 was saved loses the GPT-2's vocab.json and merges.txt (before, the saved BERT then tokenized
 // with GPT-2's BPE and exit 0); a converted model's mimic.json goes when plain weights replace it; a report's
 // figures of layers the next report does not draw go; files mimic never writes (a user's notes) stay.
+// The probe of 2026-11-27: convert or export into a finished training run's folder left its checkpoint and log, and
+// the run's rerun then reported the converted model as its own; a report went into a model folder, a finetune into
+// a distillation's checkpoint folder. A folder holding another kind of result is refused in one line, untouched.
+// The probe of 2026-11-27: tokenize, eval and forward took a binary --file (eval of a record ran past 120 s); --data
+// refused the same file. --file is UTF-8 text, refused in one line otherwise.
+TEST(Inputs, AFileGivenAsTextThatIsNotUtf8IsRefusedInOneLine) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("b.bin"), std::string("ok \xff\xfe\x00 binary", 13));
+  for (const std::string& cmd : {"tokenize --model " + teacher(), "eval --model " + teacher(), "forward --model " + teacher() + " --out " + dir.file("f.safetensors")}) {
+    auto r = mimic::test::mimic_cli(cmd + " --file " + dir.file("b.bin") + " --threads 1");
+    EXPECT_EQ(r.code, 1) << cmd;
+    EXPECT_NE(r.err.find("b.bin: not valid UTF-8 (--file takes UTF-8 text)"), std::string::npos) << cmd << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+TEST(OutputFolders, AFolderHoldingAnotherKindOfResultIsRefusedByTheFileThatShowsIt) {
+  TempDir dir;
+  fs::create_directories(dir.file("run"));
+  mimic::test::write_bytes(dir.file("run/checkpoint.safetensors"), "a training run's");
+  mimic::test::write_bytes(dir.file("run/log.jsonl"), "{}\n");
+  fs::copy(teacher(), dir.file("model"), fs::copy_options::recursive);
+  fs::create_directories(dir.file("rep"));
+  mimic::test::write_bytes(dir.file("rep/report.html"), "<html>");
+  fs::create_directories(dir.file("m.ckpt"));
+  mimic::test::write_bytes(dir.file("m.ckpt/done.safetensors"), "a distillation's");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"export --model " + teacher() + " --out " + dir.file("run"), "holds a training run (checkpoint.safetensors)"},
+      {"convert --model " + teacher() + " --maps " + good_maps() + " --out " + dir.file("run"), "holds a training run"},
+      {"export --model " + teacher() + " --out " + dir.file("rep"), "holds a report (report.html)"},
+      {"finetune --task lm --model " + teacher() + " --data all --steps 1 --out " + dir.file("m.ckpt"),
+       "holds a distillation's checkpoint folder (done.safetensors)"},
+      {"finetune --task lm --model " + teacher() + " --data all --steps 1 --out " + dir.file("rep"), "holds a report"}};
+  for (const auto& [args, why] : cases) {
+    auto r = mimic::test::mimic_cli(args + " --threads 1");
+    EXPECT_EQ(r.code, 1) << args;
+    EXPECT_NE(r.err.find(why), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("run/checkpoint.safetensors")), "a training run's");
+  EXPECT_FALSE(fs::exists(dir.file("run/config.json")));
+  // what each kind may find there: a model over a model, a report over a report
+  auto again = mimic::test::mimic_cli("export --model " + teacher() + " --out " + dir.file("model") + "2 --threads 1");
+  EXPECT_EQ(again.code, 0) << again.err;
+  auto over = mimic::test::mimic_cli("export --model " + dir.file("model") + "2 --out " + dir.file("model") + " --threads 1");
+  EXPECT_EQ(over.code, 0) << over.err;
+}
+
 TEST(OutputFolders, AFolderHoldsOneRunsFilesAndLeavesOthersAlone) {
   TempDir dir;
   const std::string out = dir.file("m");

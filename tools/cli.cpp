@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "mimic/core/error.h"
+#include "mimic/data/corpus.h"
 #include "mimic/core/paths.h"
 #include "mimic/core/precision.h"
 #include "mimic/core/runtime.h"
@@ -117,9 +118,11 @@ void retire_spelling(CLI::App& sub, CLI::Option* old, CLI::Option* current) {
   retired().push_back({&sub, old->get_name(), current->get_name()});
 }
 
-void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs) {
+void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs,
+                            const std::string& what) {
   namespace fs = std::filesystem;
   if (out.empty()) return;
+  const std::string named = what.empty() ? "--out " + out : what;
   std::error_code ec;
   const fs::path o = fs::weakly_canonical(fs::absolute(out), ec);
   if (ec) return;  // an unresolvable --out is refused by the command's own checks
@@ -134,9 +137,34 @@ void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<
     if (value.empty() || !fs::exists(value, ec)) continue;
     const fs::path in = fs::canonical(value, ec);
     if (ec) continue;
-    if (in == o) fail("--out ", out, " is the input ", option, " ", value, " itself: write the result elsewhere");
-    if (within(in, o)) fail("--out ", out, " holds the input ", option, " ", value, ": write the result elsewhere");
-    if (within(o, in)) fail("--out ", out, " lies inside the input ", option, " ", value, ": write the result elsewhere");
+    if (in == o) fail(named, " is the input ", option, " ", value, " itself: write the result elsewhere");
+    if (within(in, o)) fail(named, " holds the input ", option, " ", value, ": write the result elsewhere");
+    if (within(o, in)) fail(named, " lies inside the input ", option, " ", value, ": write the result elsewhere");
+  }
+}
+
+void refuse_foreign_output(const std::string& out, OutputKind kind) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (out.empty() || !fs::is_directory(out, ec)) return;
+  struct Marker {
+    const char* file;
+    const char* what;
+    bool model, report, training;  // whether a writer of that kind may find it there
+  };
+  static const Marker markers[] = {
+      {"checkpoint.safetensors", "a training run", false, false, true},
+      {"log.jsonl", "a training run", false, false, true},
+      {"done.safetensors", "a distillation's checkpoint folder", false, false, false},
+      {"report.html", "a report", false, true, false},
+      {"config.json", "a model", true, false, true},
+  };
+  for (const auto& m : markers) {
+    if (!fs::exists(fs::path(out) / m.file, ec)) continue;
+    const bool allowed = kind == OutputKind::Model ? m.model : kind == OutputKind::Report ? m.report : m.training;
+    if (!allowed)
+      fail("--out ", out, " holds ", m.what, " (", m.file, "): what this command writes would mix with it; choose another --out, "
+           "or move that out of the way first");
   }
 }
 
@@ -161,12 +189,18 @@ void start(Common& common) {
   common.on = common.devices == Devices::Any ? resolve_device(common.device, distributed::environment().local_rank) : c10::Device(c10::kCPU);
 }
 
-void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+// Text a model generated may hold bytes that are not UTF-8 (GPT-2's byte tokens, cut mid-character): they print as
+// U+FFFD rather than failing the whole command after its work (the probe of 2026-11-27: nlohmann's type_error.316).
+void print_json(const nlohmann::json& j) { std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl; }
 
 std::string read_text_input(const std::optional<std::string>& text, const std::optional<std::string>& file) {
   MIMIC_CHECK(text.has_value() != file.has_value(), "give exactly one of --text and --file");
-  if (file) return io::read_text_file(*file);  // refuses a missing file, a directory or a FIFO in one line
-  return *text;
+  if (!file) return *text;
+  auto s = io::read_text_file(*file);  // refuses a missing file, a directory or a FIFO in one line
+  // as --data refuses it: a binary file (a record, a model) given by mistake was tokenized byte by byte for minutes
+  // (the probe of 2026-11-27)
+  MIMIC_CHECK(data::is_valid_utf8(s), "--file ", *file, ": not valid UTF-8 (--file takes UTF-8 text)");
+  return s;
 }
 
 std::optional<io::DType> storage_dtype_arg(const std::string& name) {

@@ -62,8 +62,19 @@ inline constexpr const char* kRetiredGroup = "Retired spellings (still accepted)
 
 // Refuses an --out that is one of the command's inputs, holds one, or lies inside one (paths resolved through
 // symlinks; inputs that name no file, such as a corpus, are skipped): no command ever overwrites, deletes or writes
-// into what it reads. `inputs` pairs an option's name with its value. Called before any work.
-void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs);
+// into what it reads. `inputs` pairs an option's name with its value. Called before any work. `what` names the output
+// in the message (default "--out OUT"): a command that also writes beside OUT (distill's OUT.ckpt) checks that too.
+// What a command writes into its --out folder, and so which other results it must not mix with (docs/reliability.md,
+// "One run's result per folder"): a model (convert, export), a report, or a training run (finetune, pretrain: its
+// checkpoint, log and the model it promotes).
+enum class OutputKind { Model, Report, TrainingRun };
+// Refuses, in one line before any work, an --out folder that holds another kind's result — a training run's
+// checkpoint under a converted model (the rerun of that run then reported the converted model as its own), a model
+// under a report, a distillation's checkpoint folder — naming the file that shows it.
+void refuse_foreign_output(const std::string& out, OutputKind kind);
+
+void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs,
+                            const std::string& what = "");
 
 // A warm-up longer than the run never reaches the peak learning rate: a --warmup the user gave above --steps is
 // refused; the command's default warm-up is cut to a tenth of the steps, with one note on stderr.

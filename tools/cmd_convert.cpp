@@ -65,6 +65,7 @@ void run(ConvertArgs& a) {
   start(a.common);
   a.o.device = a.common.on;
   refuse_out_over_inputs(a.o.out, {{"--model", a.o.model_dir}, {"--maps", a.o.maps}, {"--probe-data", a.o.placement.calibration.data}});
+  refuse_foreign_output(a.o.out, OutputKind::Model);
   auto& pl = a.o.placement;
   pl.calibration.seed = a.common.seed;
   pl.progress = !a.common.json;
@@ -104,7 +105,8 @@ void register_convert(CLI::App& app) {
   auto& pl = a->o.placement;
   sub->add_option("--keep-softmax", pl.keep_softmax,
                   "Heads that keep softmax: auto:K (K heads ranked by --placement), auto:P% (heads until the probe's copy gain reaches P% "
-                  "of the teacher's) or LAYER.HEAD,... (docs/convert.md, placement)");
+                  "of the teacher's) or LAYER.HEAD,... (docs/convert.md, placement)")
+      ->transform(range::non_empty());
   sub->add_option("--placement", pl.rule,
                   "How auto:K ranks heads: probe (measured effect on a calibration set of the training split, greedy; default for "
                   "causal LMs) or kl (highest held-out KL of distill; default otherwise)")
@@ -128,7 +130,8 @@ void register_convert(CLI::App& app) {
   sub->add_option("--probe-leaders", pl.leaders, "Probe: heads of the screen each greedy step measures again")
       ->capture_default_str()->transform(range::count(1));
   sub->add_option("--probe-weights", a->probe_weights,
-                  "Probe: the score's weights, copy=1,passkey=1,lm=1 (copy and passkey as shares of the teacher's, lm in nats at long positions)");
+                  "Probe: the score's weights, copy=1,passkey=1,lm=1 (copy and passkey as shares of the teacher's, lm in nats at long positions)")
+      ->transform(range::non_empty());
   add_common_options(*sub, a->common, Devices::Any);
   sub->callback([a]() { run(*a); });
 }

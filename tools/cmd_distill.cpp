@@ -6,6 +6,7 @@
 
 #include "mimic/attention/feature_map.h"
 #include "cli.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/core/error.h"
 #include "mimic/distill/distill.h"
 #include "mimic/train/trainer.h"
@@ -67,15 +68,18 @@ void print_table(const distill::DistillResult& r, bool eval_only) {
 
 void run(DistillArgs& a) {
   start(a.common);
-  refuse_out_over_inputs(a.o.out, {{"--record", a.o.record}, {"--model", a.o.model_dir}, {"--data", a.o.data}, {"--maps", a.o.maps}});
+  const std::vector<std::pair<std::string, std::string>> inputs = {
+      {"--record", a.o.record}, {"--model", a.o.model_dir}, {"--data", a.o.data}, {"--maps", a.o.maps}};
+  refuse_out_over_inputs(a.o.out, inputs);
+  // and the checkpoint folder beside it, which a run writes into and --fresh empties (the probe of 2026-11-27: a
+  // teacher exported as OUT.ckpt was deleted by `distill --fresh`)
+  if (!a.o.out.empty()) refuse_out_over_inputs(a.o.out + ".ckpt", inputs, "the checkpoint folder " + a.o.out + ".ckpt of --out " + a.o.out);
   a.o.seed = a.common.seed;
   a.o.device = a.common.on;
   a.o.progress = !a.common.json;
-  try {
-    a.o.map_options = nlohmann::json::parse(a.map_options);
-  } catch (const nlohmann::json::exception&) {
-    fail("--map-options: not valid JSON: ", a.map_options);
-  }
+  // json_parse: one line naming the problem, and a key given twice refused (the probe of 2026-11-27: the map was
+  // built with the first value and the maps file recorded the last)
+  a.o.map_options = json_parse(a.map_options, "--map-options");
   auto r = distill::distill(a.o);
   if (!train::writes_outputs()) return;  // rank 0 prints the run's result
   if (a.common.json) return print_json(r.to_json());

@@ -23,6 +23,7 @@ struct ExportArgs {
 void run(ExportArgs& a) {
   start(a.common);
   refuse_out_over_inputs(a.out, {{"--model", a.model}});
+  refuse_foreign_output(a.out, OutputKind::Model);
   auto model = models::load_model(a.model);
   models::SaveOptions so;
   so.dtype = storage_dtype_arg(a.dtype);

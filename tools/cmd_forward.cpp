@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "mimic/core/error.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/models/model.h"
 #include "mimic/text/tokenizer.h"
@@ -21,6 +22,8 @@ struct ForwardArgs {
 void run(ForwardArgs& a) {
   start(a.common);
   refuse_out_over_inputs(a.out, {{"--model", a.model}, {"--file", a.file.value_or("")}});
+  // held for the run: another command writing the same file (a record being recorded) refuses, and this one refuses it
+  const auto lock = io::lock_output_file(a.out);
   auto input = read_text_input(a.text, a.file);
   auto tok = text::load_tokenizer(a.model);
   auto model = models::load_model(a.model);

@@ -35,12 +35,16 @@ void run(RecordArgs& a) {
                       {"write_seconds", r.write_seconds},
                       {"forward_tokens_per_second", r.forward_tokens_per_second},
                       {"record_vs_forward", ratio},
-                      {"file_bytes", r.file_bytes}};
+                      {"file_bytes", r.file_bytes},
+                      {"gzip", r.gzip}};
   // a request larger than the data is clamped, and said so (issue 38: numbers that mean what they say)
   if (a.o.samples > r.samples)
     std::fprintf(stderr, "mimic: note: --samples %lld: the data gives %lld samples of %lld tokens; the file holds all %lld\n",
                  static_cast<long long>(a.o.samples), static_cast<long long>(r.samples), static_cast<long long>(r.seq_len),
                  static_cast<long long>(r.samples));
+  if (r.gzip != a.o.compression)
+    std::fprintf(stderr, "mimic: note: --gzip %d: %s was written at gzip level %d, which the samples appended now keep (one level per file)\n",
+                 a.o.compression, r.out.c_str(), r.gzip);
   if (r.rolled_back > 0)
     std::fprintf(stderr, "mimic: note: the last %lld samples of the interrupted run were incomplete and were recorded again\n",
                  static_cast<long long>(r.rolled_back));

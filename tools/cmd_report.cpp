@@ -46,6 +46,7 @@ void run(ReportArgs& a) {
     for (const auto& m : a.o.models) inputs.push_back({"--model", path_of(m)});
     for (const auto& e : a.o.evals) inputs.push_back({"--eval", path_of(e)});
     refuse_out_over_inputs(a.o.out, inputs);
+    refuse_foreign_output(a.o.out, OutputKind::Report);
   }
   MIMIC_CHECK(a.o.record.empty() != a.pareto.empty(), "give --record (the attention report) or --pareto (a trade-off figure from a table), one of them");
   if (!a.pareto.empty()) {

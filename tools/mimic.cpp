@@ -2,6 +2,7 @@
 // Each subcommand lives in its own tools/cmd_*.cpp file; this file wires them up and turns every error
 // into one line on stderr and a non-zero exit.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -21,6 +22,16 @@ std::string first_line(const char* what) {
   return nl == std::string::npos ? s : s.substr(0, nl);
 }
 }  // namespace
+
+// After an error has been printed: the process ends here, without the exit handlers. HDF5 cannot close a file whose
+// write failed (a full disk): its own close at exit then crashed with SIGSEGV after mimic's one-line error (the probe
+// of 2026-11-27). Everything mimic writes is complete under its final name or a temporary by now (destructors ran
+// while the exception unwound), so nothing is lost by skipping them.
+[[noreturn]] static void end_after_error() {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(1);
+}
 
 int main(int argc, char** argv) {
   CLI::App app{"mimic: convert pretrained softmax-attention transformers (GPT-2, BERT) into linear-attention models"};
@@ -71,7 +82,7 @@ int main(int argc, char** argv) {
   } catch (const mimic::Error& e) {
     // in a distributed run the rank leads the line: several ranks may print to one terminal
     std::fprintf(stderr, "mimic: error: %s%s\n", mimic::distributed::rank_prefix().c_str(), e.what());
-    return 1;
+    end_after_error();
   } catch (const std::filesystem::filesystem_error& e) {
     // The options' paths are checked while parsing (cli::path_arg); this is the backstop for a path the library
     // made: its own words, one line, instead of "filesystem error: ...".
@@ -79,13 +90,13 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "mimic: error: %s\n", first_line(e.what()).c_str());
     else
       std::fprintf(stderr, "mimic: error: %s: %s\n", e.path1().c_str(), e.code().message().c_str());
-    return 1;
+    end_after_error();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "mimic: error: out of memory\n");
-    return 1;
+    end_after_error();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mimic: error: %s\n", first_line(e.what()).c_str());
-    return 1;
+    end_after_error();
   }
   return 0;
 }

@@ -90,6 +90,14 @@ CLI::Validator index_list() {
       },
       "all|LIST");
 }
+CLI::Validator non_empty() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s.find_first_not_of(" \t") == std::string::npos) return "an empty value means nothing here: leave the option out instead";
+        return {};
+      },
+      "TEXT");
+}
 CLI::Validator count(int64_t lo) { return integer(lo, kMaxCount); }
 // Learning rates far above 1 only diverge; the cap catches a misplaced exponent (1e3 for 1e-3).
 CLI::Validator learning_rate() { return real(0, 10, /*open_low=*/true); }

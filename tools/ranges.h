@@ -40,6 +40,8 @@ CLI::Validator seed();                                // [0, 2^64 − 1] (a nega
 // Layer and head selections: "all" or a non-empty list of indices and ranges like 0,2,4-5 (whether they exist is
 // the data's to decide); an empty string selected everything before and is refused now.
 CLI::Validator index_list();
+// A text option whose empty value would silently mean "not given" (--keep-softmax '', --probe-weights ''): refused.
+CLI::Validator non_empty();
 CLI::Validator gigabytes();                           // memory budgets in GB: [0, 10^6]; what 0 means, the option says
 CLI::Validator processes();                           // processes of a distributed run on one machine: [1, 4 × cores]
 CLI::Validator port();                                // TCP ports: [1, 65535]

@@ -29,7 +29,10 @@ nlohmann::json json_parse(const std::string& text, const std::string& where) {
   try {
     j = nlohmann::json::parse(text, watch);
   } catch (const nlohmann::json::exception& e) {
-    fail(where, ": malformed JSON: ", e.what());
+    // nlohmann's words without its "[json.exception.parse_error.101] " tag: mimic's one line
+    std::string what = e.what();
+    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);
+    fail(where, ": malformed JSON: ", what);
   }
   MIMIC_CHECK(twice.empty(), where, ": key '", twice, "' is given twice in one object (give each key once)");
   return j;

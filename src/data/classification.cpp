@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/core/paths.h"
 #include "mimic/io/atomic_file.h"
 
@@ -135,12 +136,8 @@ ClassificationData load_jsonl(const std::string& path) {
   while (std::getline(is, line)) {
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      fail(path, ":", lineno, ": malformed JSON: ", e.what());
-    }
+    // json_parse: mimic's one-line message for malformed JSON, and a key given twice refused
+    const nlohmann::json j = json_parse(line, path + ":" + std::to_string(lineno));
     MIMIC_CHECK(j.is_object() && j.contains("text") && j["text"].is_string() && j.contains("label"), path, ":", lineno,
                 ": expected {\"text\": string, \"label\": ...}");
     std::string label = j["label"].is_string() ? j["label"].get<std::string>() : j["label"].dump();

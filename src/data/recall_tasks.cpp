@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "mimic/core/error.h"
@@ -51,10 +52,13 @@ RecallTaskSpec RecallTaskSpec::parse(const std::string& spec) {
   if (colon != std::string::npos) {
     std::stringstream items(spec.substr(colon + 1));
     std::string item;
+    std::set<std::string> given;
     while (std::getline(items, item, ',')) {
       const auto eq = item.find('=');
       MIMIC_CHECK(eq != std::string::npos, "recall task '", spec, "': '", item, "' is not key=value");
       const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+      // as --attention refuses it: which of two values counts is a guess (the probe of 2026-11-27)
+      MIMIC_CHECK(given.insert(key).second, "recall task '", spec, "': ", key, " is given twice");
       if (key == "vocab") s.vocab = parse_int(key, value, spec);
       else if (key == "seq_len") s.seq_len = parse_int(key, value, spec);
       else if (key == "pairs" && s.kind == "mqar") s.pairs = parse_int(key, value, spec);

@@ -506,12 +506,14 @@ DistillResult distill(const DistillOptions& o) {
   // The untrained map competes as epoch 0 (eval_at_start below): a checkpoint written before it did is not
   // resumed into a run that would treat its layers differently (rerun with --fresh).
   fingerprint["start_competes"] = true;
+  // a bf16 run is another run (absent for fp32: older checkpoints still resume), as train() has it for finetune
+  if (o.precision != Precision::Fp32) fingerprint["precision"] = precision_name(o.precision);
   const std::string ckpt_dir = o.out + ".ckpt", done_path = ckpt_dir + "/done.safetensors";
   // Distributed: the ranks split the layers (each layer trains on its own, on the whole data), rank 0 alone
   // holds OUT.ckpt's lock and done.safetensors, gathers the other ranks' layers and writes OUT.
   auto& group = distributed::world();
   const bool lead = group.lead();
-  io::OutputLock lock;
+  io::OutputLock lock, out_lock;
   Done done;
   DistillResult res;
   res.out = o.out;
@@ -519,6 +521,9 @@ DistillResult distill(const DistillOptions& o) {
   res.student = spec.options.contains("feature_map") ? spec.options["feature_map"].get<std::string>() : spec.kind;
   res.train_samples = sp.train_count;
   res.val_samples = sp.val_count;
+  // the ranks split the layers: each must distil them as rank 0 does (the probe of 2026-11-27: other --epochs or
+  // --record per rank wrote mixed maps with exit 0, another --feature-map hung until the timeout)
+  if (group.size() > 1) train::check_same_settings(group, fingerprint);
   const auto start = json_parse(group.from_lead("receiving rank 0's distillation state", [&] {
     if (o.fresh && fs::exists(ckpt_dir) && !fs::is_directory(ckpt_dir)) fs::remove(ckpt_dir);
     MIMIC_CHECK(!fs::exists(ckpt_dir) || fs::is_directory(ckpt_dir), ckpt_dir,
@@ -526,6 +531,19 @@ DistillResult distill(const DistillOptions& o) {
     // The checkpoint folder stands for the whole run (it and --out): locked before anything is written, and
     // emptied rather than removed by --fresh, so that the lock stays on the folder the run goes on to use.
     lock = io::lock_output_dir(ckpt_dir);
+    // and OUT itself, as record holds its file: two commands writing one file never both succeed
+    out_lock = io::lock_output_file(o.out);
+    // What a distillation keeps there: done.safetensors and one folder per layer (and writers' temporaries). Anything
+    // else is not this command's to resume into or to delete with --fresh (the probe of 2026-11-27: --fresh emptied a
+    // folder holding a user's files).
+    for (const auto& e : fs::directory_iterator(ckpt_dir)) {
+      const std::string name = e.path().filename().string();
+      const bool ours = name == "done.safetensors" || name.rfind("done.safetensors.tmp.", 0) == 0 ||
+                        (e.is_directory() && name.size() >= 8 && name.rfind("layer_", 0) == 0 &&
+                         name.find_first_not_of("0123456789", 6) == std::string::npos);
+      MIMIC_CHECK(ours, ckpt_dir, " holds ", name, ", which a distillation does not write: it is not this run's checkpoint folder "
+                  "(distill keeps its checkpoint in OUT.ckpt); move it, or choose another --out");
+    }
     if (o.fresh)
       for (const auto& e : fs::directory_iterator(ckpt_dir)) fs::remove_all(e.path());
     if (fs::exists(done_path)) {

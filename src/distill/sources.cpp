@@ -31,8 +31,12 @@ class RecordSource : public Source {
   nlohmann::json identity() const override {
     // the teacher too: another teacher's record at the same path is another run (its maps would be labelled with
     // the new teacher while half trained on the old one)
-    return {{"record", fs::absolute(path_).lexically_normal().string()}, {"samples", reader_.samples()},
-            {"seq_len", reader_.seq_len()}, {"model_digest", reader_.model_digest()}};
+    nlohmann::json id = {{"record", fs::absolute(path_).lexically_normal().string()}, {"samples", reader_.samples()},
+                         {"seq_len", reader_.seq_len()}, {"model_digest", reader_.model_digest()}};
+    // and its data: a record made again from other text at the same path is another run (the probe of 2026-11-27:
+    // a resume mixed layers distilled on two records). Absent for older records, so their checkpoints still resume.
+    if (!reader_.data_digest().empty()) id["data_digest"] = reader_.data_digest();
+    return id;
   }
 
  protected:

@@ -158,6 +158,10 @@ nlohmann::json fingerprint(const FinetuneOptions& o) {
   if (!o.device.is_cpu()) j["device"] = c10::DeviceTypeName(o.device.type(), /*lower_case=*/true);
   if (o.freeze_kept_heads) j["freeze_kept_heads"] = true;
   if (o.lora.rank > 0) j["lora"] = {{"rank", o.lora.rank}, {"scale", o.lora.scale()}};
+  // the exported weights' storage (absent at the default F32: older runs still resume): a finished run rerun with
+  // another --dtype said "model written" over weights still in the old type (the probe of 2026-11-27)
+  if (o.export_dtype != std::optional<io::DType>(io::DType::F32))
+    j["dtype"] = o.export_dtype ? std::string(io::dtype_name(*o.export_dtype)) : std::string("as loaded");
   return j;
 }
 

@@ -48,6 +48,16 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   MIMIC_CHECK(std::isfinite(c.ln_eps) && c.ln_eps > 0 && c.ln_eps < 1, where, ": the layer-norm epsilon must lie in (0, 1), got ", c.ln_eps);
   MIMIC_CHECK(std::isfinite(c.dropout) && c.dropout >= 0 && c.dropout < 1, where, ": the dropout probability must lie in [0, 1), got ",
               c.dropout);
+  // The dropout keys mimic does not apply (attention-probability dropout, classifier dropout, …) still say what the
+  // checkpoint was trained with: a number outside [0, 1) there is a broken config, refused like the one it reads
+  // (the probe of 2026-11-27: attn_pdrop 1.5 and classifier_dropout 2 were accepted).
+  for (const auto& [key, value] : j.items()) {
+    const bool dropout = key.find("dropout") != std::string::npos ||
+                         (key.size() >= 5 && key.compare(key.size() - 5, 5, "pdrop") == 0);
+    if (!dropout || value.is_null()) continue;
+    MIMIC_CHECK(value.is_number() && std::isfinite(value.get<double>()) && value.get<double>() >= 0 && value.get<double>() < 1, where,
+                ": ", key, " is a dropout probability and must lie in [0, 1), got ", value.dump());
+  }
   MIMIC_CHECK(c.num_labels >= 0 && c.num_labels <= 1'000'000, where, ": num_labels must lie in [0, 10^6], got ", c.num_labels);
   if (j.contains("id2label") && !j["id2label"].is_null()) {
     const auto& m = j["id2label"];
@@ -67,6 +77,11 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
       seen[static_cast<size_t>(id)] = true;
       names[static_cast<size_t>(id)] = value.get<std::string>();
     }
+    // a name twice would send two ids' data to one of them (label2id is not read: HF configs in the wild carry a default
+    // one beside named id2label entries)
+    for (size_t i = 0; i < names.size(); ++i)
+      for (size_t k = 0; k < i; ++k)
+        MIMIC_CHECK(names[i] != names[k], where, ": id2label names '", names[i], "' twice (ids ", k, " and ", i, "): every label needs its own name");
     // HF writes LABEL_0, LABEL_1, … when a model's labels have no names: those name nothing to match a data set by
     bool hf_default_names = true;
     for (size_t i = 0; i < names.size(); ++i) hf_default_names = hf_default_names && names[i] == "LABEL_" + std::to_string(i);

@@ -25,6 +25,7 @@ struct RecordReader::Impl {
   bool f16 = true;
   std::string source;
   std::string model_digest;
+  std::string data_digest;
 };
 
 RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
@@ -60,6 +61,8 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
     impl_->source = src.is_string() ? src.get<std::string>() : std::string();
     auto digest = read_attr(f, "model_digest");
     impl_->model_digest = digest.is_string() ? digest.get<std::string>() : std::string();
+    auto data = read_attr(f, "data_digest");
+    impl_->data_digest = data.is_string() ? data.get<std::string>() : std::string();
     impl_->weights_samples = std::min(impl_->samples, integer("weights_samples"));
     for (auto l : impl_->layers) {
       MIMIC_CHECK(f.nameExists(layer_group(l)), path, ": root attribute 'layers' names layer ", l, " but group ", layer_group(l), " is missing");
@@ -122,6 +125,7 @@ const std::vector<int64_t>& RecordReader::layers() const { return impl_->layers;
 int64_t RecordReader::weights_samples() const { return impl_->weights_samples; }
 std::string RecordReader::source() const { return impl_->source; }
 std::string RecordReader::model_digest() const { return impl_->model_digest; }
+std::string RecordReader::data_digest() const { return impl_->data_digest; }
 double RecordReader::scale(int64_t layer) const {
   auto it = impl_->scales.find(layer);
   MIMIC_CHECK(it != impl_->scales.end(), impl_->path, ": layer ", layer, " was not recorded");

@@ -127,6 +127,7 @@ RecordResult record(const RecordOptions& o) {
   RecordWriter writer(o, layout, [&](int64_t done) { return sampler.batch(0, done).first; });
   const int64_t done = writer.samples_done();
   result.rolled_back = writer.rolled_back();
+  result.gzip = writer.compression();
   result.resumed_from = done;
 
   // ---------------------------------------------------------------------------------- the loop

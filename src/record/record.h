@@ -63,6 +63,7 @@ struct RecordResult {
   // batch, timed after it was recorded; 0 when nothing was recorded or measure_forward is off.
   double forward_tokens_per_second = 0;
   int64_t file_bytes = 0;
+  int gzip = 0;  // the level the file's chunks are written at (a resumed file keeps its own, whatever options asked)
 };
 
 // Records (or resumes / extends) `options.out`. Throws mimic::Error on bad options, a mismatched or
@@ -105,6 +106,7 @@ class RecordReader {
   int64_t weights_samples() const;       // samples with stored weights
   std::string source() const;            // the teacher model (root attribute `source`)
   std::string model_digest() const;      // its models::model_digest (root attribute `model_digest`)
+  std::string data_digest() const;       // the digest of the token stream its samples came from ("" if absent)
   // input_ids (int64) and attention_mask (bool) rows [begin, begin+count).
   at::Tensor input_ids(int64_t begin, int64_t count) const;
   at::Tensor attention_mask(int64_t begin, int64_t count) const;

@@ -21,6 +21,18 @@ namespace {
   fail(path, " is damaged and cannot be resumed (", why,
        "): the run that wrote it probably died while writing; delete it or pass --fresh to record again");
 }
+// The gzip level of a dataset's deflate filter (create_rows writes shuffle + deflate, or no filter at all): 0 for none.
+int deflate_level(const H5::DataSet& ds) {
+  const H5::DSetCreatPropList plist = ds.getCreatePlist();
+  for (int i = 0; i < plist.getNfilters(); ++i) {
+    unsigned flags = 0, config = 0, cd[4] = {0, 0, 0, 0};
+    size_t n = 4;
+    char name[64];
+    if (H5Pget_filter2(plist.getId(), static_cast<unsigned>(i), &flags, &n, cd, sizeof(name), name, &config) == H5Z_FILTER_DEFLATE)
+      return n > 0 && cd[0] >= 1 && cd[0] <= 9 ? static_cast<int>(cd[0]) : 6;
+  }
+  return 0;
+}
 }  // namespace
 
 struct RecordWriter::Impl {
@@ -34,6 +46,13 @@ struct RecordWriter::Impl {
   std::map<std::string, H5::DataSet> sets;  // "input_ids", "layer_03/q", ...
   int64_t done = 0;
   int64_t rolled_back = 0;
+
+  // Gives up the file's handles without closing them (see write_batch): deliberately leaked.
+  void abandon() {
+    new std::map<std::string, H5::DataSet>(std::move(sets));
+    sets.clear();
+    (void)file.release();
+  }
 
   // Builds the file when it does not exist (or `fresh`).
   void create(bool fresh) {
@@ -111,6 +130,7 @@ struct RecordWriter::Impl {
                   samples_asked > 0 ? "raise --samples" : "the data has no more", ", or use another --out)");
       sets["input_ids"] = file->openDataSet("input_ids");
       sets["attention_mask"] = file->openDataSet("attention_mask");
+      compression = deflate_level(sets["input_ids"]);
       for (auto l : layers) {
         for (const char* name : kTensors) sets[layer_group(l) + "/" + name] = file->openDataSet(layer_group(l) + "/" + name);
         if (K > 0) sets[layer_group(l) + "/weights"] = file->openDataSet(layer_group(l) + "/weights");
@@ -200,6 +220,7 @@ RecordWriter::RecordWriter(const RecordOptions& o, const RecordLayout& layout, c
 RecordWriter::~RecordWriter() = default;
 int64_t RecordWriter::samples_done() const { return impl_->done; }
 int64_t RecordWriter::rolled_back() const { return impl_->rolled_back; }
+int RecordWriter::compression() const { return impl_->compression; }
 
 void RecordWriter::write_batch(int64_t s, const at::Tensor& ids, const at::Tensor& mask, const std::vector<attention::AttentionCapture>& captures) {
   auto& m = *impl_;
@@ -230,6 +251,10 @@ void RecordWriter::write_batch(int64_t s, const at::Tensor& ids, const at::Tenso
     write_attr(*m.file, "samples_done", s + b);
     m.file->flush(H5F_SCOPE_GLOBAL);
   } catch (const H5::Exception& e) {
+    // A file whose write failed (a full disk) cannot be closed: H5File's destructor printed a second line
+    // ("H5Fclose failed") before mimic's one. Its handles are left open to the end of the process instead (the
+    // CLI ends with _Exit after an error, so HDF5's own close at exit, which crashed on them, does not run).
+    m.abandon();
     fail("writing ", m.out, " failed: ", h5_error_text(e));
   }
 }

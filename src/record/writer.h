@@ -47,6 +47,10 @@ class RecordWriter {
 
   int64_t samples_done() const;  // complete samples in the file
   int64_t rolled_back() const;   // samples of an interrupted run found incomplete when reopening
+  // The gzip level its chunks are written at: the options' for a new file; a reopened file's own (its datasets'
+  // filters decide how every chunk is read, so appended chunks must match them: a raw chunk in a deflated dataset
+  // made the whole file unreadable — the probe of 2026-11-27).
+  int compression() const;
 
   // Appends samples [first, first + b) (b = ids.size(0)): ids, mask and, per layer of the layout, the
   // capture's q, k, v, o (and weights of the samples below weights_samples). The batch's chunks reach the

@@ -104,22 +104,6 @@ std::optional<at::Generator> device_generator(const TrainTask& task) {
   return at::globalContext().defaultGenerator(task.params.front().second.device());
 }
 
-// The ranks of a data-parallel run train one run: every rank compares its settings (the fingerprint a checkpoint
-// keeps: model, data, seed, schedule, what trains...) with rank 0's before anything is read or written. A rank
-// started otherwise ends with one line naming the first difference, and every other rank with one line saying how
-// many differ — no rank trains on and no collective is left waiting.
-void check_same_settings(distributed::Group& group, const nlohmann::json& mine) {
-  const std::string what = "comparing the ranks' settings";
-  const auto lead = json_parse(group.broadcast(mine.dump(), what), "rank 0's settings");
-  const auto d = json_first_difference(lead, mine);
-  const std::string diff = d ? d->key + ": " + d->first + " on rank 0, " + d->second + " here" : "";
-  const auto differing = std::llround(group.average(diff.empty() ? 0.0 : 1.0, what) * group.size());
-  if (differing == 0) return;
-  if (!diff.empty())
-    fail("rank ", group.rank(), " was started with other settings than rank 0 (", diff, "): start every rank with the same command");
-  fail(differing, differing == 1 ? " rank was" : " ranks were", " started with other settings than rank 0: start every rank with the same command");
-}
-
 void save_checkpoint(const std::string& dir, const TrainTask& task, const AdamW& opt, const Saved& s,
                      const TrainOptions& o, int world_size) {
   std::vector<std::pair<std::string, at::Tensor>> tensors;
@@ -217,6 +201,22 @@ void append_log(const std::string& path, const nlohmann::json& j) {
 
 }  // namespace
 
+// The ranks of a data-parallel run train one run: every rank compares its settings (the fingerprint a checkpoint
+// keeps: model, data, seed, schedule, what trains...) with rank 0's before anything is read or written. A rank
+// started otherwise ends with one line naming the first difference, and every other rank with one line saying how
+// many differ — no rank trains on and no collective is left waiting.
+void check_same_settings(distributed::Group& group, const nlohmann::json& mine) {
+  const std::string what = "comparing the ranks' settings";
+  const auto lead = json_parse(group.broadcast(mine.dump(), what), "rank 0's settings");
+  const auto d = json_first_difference(lead, mine);
+  const std::string diff = d ? d->key + ": " + d->first + " on rank 0, " + d->second + " here" : "";
+  const auto differing = std::llround(group.average(diff.empty() ? 0.0 : 1.0, what) * group.size());
+  if (differing == 0) return;
+  if (!diff.empty())
+    fail("rank ", group.rank(), " was started with other settings than rank 0 (", diff, "): start every rank with the same command");
+  fail(differing, differing == 1 ? " rank was" : " ranks were", " started with other settings than rank 0: start every rank with the same command");
+}
+
 TrainResult train(TrainTask& task, const TrainOptions& options) {
   // A bf16 run is another run: its precision is part of the settings a checkpoint must match (an fp32 run's
   // fingerprint stays what it was, so checkpoints written before --precision existed resume).
@@ -247,7 +247,14 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   const bool lead = group.lead();
   MIMIC_CHECK(group.size() == 1 || task.data_parallel, o.label, ": this training job does not run data-parallel (WORLD_SIZE=",
               group.size(), "); run it as one process");
-  if (group.size() > 1) check_same_settings(group, o.fingerprint);
+  if (group.size() > 1) {
+    // beside what shapes the run, how the ranks exchange gradients: they must agree on it too (the probe of
+    // 2026-11-27: ranks started with other --allreduce or --bucket-mb aborted inside gloo), though a run may resume
+    // with other values, so these stay out of the checkpoint's fingerprint
+    auto settings = o.fingerprint;
+    settings["exchange"] = {{"allreduce", o.overlap_allreduce ? "overlap" : "sync"}, {"bucket_mb", o.bucket_mb}};
+    check_same_settings(group, settings);
+  }
   const auto lock = lead ? io::lock_output_dir(o.out_dir) : io::OutputLock();
   const std::string ckpt = o.out_dir + "/" + kCheckpoint;
   const std::string log = o.out_dir + "/log.jsonl";

@@ -128,6 +128,12 @@ io::OutputLock lock_run_output(const std::string& out_dir);
 // Whether train() with these options starts from step 0: --fresh, or no checkpoint in out_dir yet.
 bool starts_fresh(const TrainOptions& options);
 
+// The ranks of one run compare `mine` (the settings that shape it) with rank 0's before anything is read or written:
+// a rank started otherwise ends with one line naming the first difference, every other rank with one line saying
+// how many differ. train() calls it for data-parallel runs; a stage whose ranks split other work (distill's layers)
+// calls it itself.
+void check_same_settings(distributed::Group& group, const nlohmann::json& mine);
+
 // Whether this process writes the run's files and prints its results: rank 0, or the only process.
 bool writes_outputs();
 
