@@ -92,6 +92,8 @@ void run(FinetuneArgs& a) {
     MIMIC_CHECK(std::filesystem::exists(f.train.out_dir + "/checkpoint.safetensors"), "--resume: no checkpoint in ", f.train.out_dir);
   MIMIC_CHECK(!(a.resume && f.train.fresh), "give --resume or --fresh, not both");
   MIMIC_CHECK(f.lora.rank > 0 || f.lora.alpha == 0, "--lora-alpha needs --lora R");
+  // what depends on the command line only is refused before any model is loaded (the probe of 2026-11-27: after)
+  MIMIC_CHECK(a.kd == 0 || !f.teacher_dir.empty(), "--kd distils the teacher's logits: give the teacher with --teacher");
 
   train::TrainResult tr;
   nlohmann::json student, teacher;

@@ -539,8 +539,7 @@ DistillResult distill(const DistillOptions& o) {
     for (const auto& e : fs::directory_iterator(ckpt_dir)) {
       const std::string name = e.path().filename().string();
       const bool ours = name == "done.safetensors" || name.rfind("done.safetensors.tmp.", 0) == 0 ||
-                        (e.is_directory() && name.size() >= 8 && name.rfind("layer_", 0) == 0 &&
-                         name.find_first_not_of("0123456789", 6) == std::string::npos);
+                        (name.size() >= 8 && name.rfind("layer_", 0) == 0 && name.find_first_not_of("0123456789", 6) == std::string::npos);
       MIMIC_CHECK(ours, ckpt_dir, " holds ", name, ", which a distillation does not write: it is not this run's checkpoint folder "
                   "(distill keeps its checkpoint in OUT.ckpt); move it, or choose another --out");
     }
