@@ -377,6 +377,35 @@ TEST(Cli, AFinetuneDoesNotResumeFromWeightsThatChangedUnderTheSamePath) {
   EXPECT_NE(changed.err.find("model_digest"), std::string::npos) << changed.err;
 }
 
+// The same for the data: the checkpoint keeps a digest of the tokens (or, for classification, of the examples), so
+// a text file edited under the same path is named, not resumed into (the probe of 2026-11-27 found it trained on).
+TEST(Cli, AFinetuneDoesNotResumeOnDataThatChangedUnderTheSamePath) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("d.txt"), mimic::test::text_lines(mimic::test::kDickens, 40));
+  const std::string lm = "finetune --task lm --model " + gpt2_dir() + " --data " + dir.file("d.txt") +
+                         " --steps 1 --warmup 0 --batch-size 2 --seq-len 16 --eval-batches 1 --json --out " + dir.file("o");
+  ASSERT_EQ(mimic_cli(lm).code, 0);
+  auto again = mimic_cli(lm);
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["resumed_from"], 1);
+  mimic::test::write_bytes(dir.file("d.txt"), mimic::test::text_lines(mimic::test::kDickens, 39));  // one line less
+  auto changed = mimic_cli(lm);
+  expect_one_line_error(changed, "was written with other settings");
+  EXPECT_NE(changed.err.find("data_digest"), std::string::npos) << changed.err;
+
+  mimic::test::write_word_decided_jsonl(dir.file("t.jsonl"));
+  const std::string cls = "finetune --task cls --model " + bert_dir() + " --data " + dir.file("t.jsonl") +
+                          " --steps 1 --warmup 0 --batch-size 4 --seq-len 16 --json --out " + dir.file("c");
+  ASSERT_EQ(mimic_cli(cls).code, 0);
+  ASSERT_EQ(mimic_cli(cls).code, 0);  // the same examples: the finished run is recognised
+  auto rows = mimic::test::read_bytes(dir.file("t.jsonl"));
+  rows.replace(rows.find("wonderful"), 9, "beautiful");  // one word of one example
+  mimic::test::write_bytes(dir.file("t.jsonl"), rows);
+  auto edited = mimic_cli(cls);
+  expect_one_line_error(edited, "was written with other settings");
+  EXPECT_NE(edited.err.find("data_digest"), std::string::npos) << edited.err;
+}
+
 // Every numeric option has a range (tools/ranges.h) that the command line is checked against while it is parsed:
 // an out-of-range value is one line naming the option and its range and a non-zero exit, before any model or data
 // is loaded (no other option is given: nothing could be loaded). The first rows are the values a hostile probe

@@ -214,6 +214,29 @@ TEST(TrainEngine, ARerunOfAFinishedRunRefusesABestModelChangedSinceItFinished) {
   EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 20)), "model.safetensors is missing");
 }
 
+// The same check when an unfinished run resumes: a best/ replaced meanwhile would be promoted at the end as this run's
+// model (the probe of 2026-11-27: a foreign model promoted, then LibTorch's raw error when finetune scored it).
+TEST(TrainEngine, AResumedRunRefusesABestModelChangedSinceItsCheckpoint) {
+  TempDir dir;
+  torch::manual_seed(5);
+  Toy toy;
+  auto task = toy.task();
+  auto first = options(dir.path().string(), 40);
+  first.stop_after = 20;  // ends after step 20, the best export of step 20 in best/
+  ASSERT_TRUE(train(task, first).stopped);
+  const std::string best = dir.file("best/model.safetensors");
+  ASSERT_TRUE(std::filesystem::exists(best));
+  const auto bytes = mimic::test::read_bytes(best);
+  auto changed = bytes;
+  changed[changed.size() - 1] ^= 1;
+  mimic::test::write_bytes(best, changed);
+  EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 40)), "best/model.safetensors is not the file this run saved");
+  mimic::test::write_bytes(best, bytes);  // put back: the run resumes and finishes
+  const auto r = train(task, options(dir.path().string(), 40));
+  EXPECT_EQ(r.resumed_from, 20);
+  EXPECT_EQ(r.steps, 40);
+}
+
 // Found by the crash-safety soak (bench/soak.sh): the log's loss is a mean over the steps since the previous log
 // line; a run resumed from a checkpoint between two log lines averaged only the steps since the resume, so its
 // log differed from the uninterrupted run's. The log now matches line for line (timings aside).

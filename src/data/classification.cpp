@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "mimic/core/error.h"
+#include "mimic/core/hash.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/core/paths.h"
 #include "mimic/io/atomic_file.h"
@@ -17,6 +18,26 @@ namespace fs = std::filesystem;
 
 const std::vector<Example>& ClassificationData::split(Split s) const {
   return s == Split::Train ? train : s == Split::Validation ? validation : test;
+}
+
+std::string ClassificationData::digest() const {
+  Hasher h;
+  // every string with its length first, so that no two different lists hash the same concatenation
+  auto add = [&](const std::string& str) {
+    const uint64_t n = str.size();
+    h.bytes(&n, sizeof n);
+    h.bytes(str.data(), str.size());
+  };
+  for (const auto& l : labels) add(l);
+  for (const auto* part : {&train, &validation, &test}) {
+    const uint64_t n = part->size();
+    h.bytes(&n, sizeof n);
+    for (const auto& e : *part) {
+      add(e.text);
+      h.bytes(&e.label, sizeof e.label);
+    }
+  }
+  return h.hex();
 }
 
 const std::vector<Era>& sotu_eras() {

@@ -21,6 +21,9 @@ struct ClassificationData {
   std::string metric;               // the headline metric besides accuracy: "f1" (binary) or "mcc"
   std::vector<Example> train, validation, test;
   const std::vector<Example>& split(Split s) const;
+  // A digest of the label names and of every split's texts and labels: a resume compares it, so a data file whose
+  // contents changed under the same path is named rather than trained on.
+  std::string digest() const;
 };
 
 // "spam", "sotu-era", or a path to a JSON-lines file with {"text": ..., "label": ...} per line (label a

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "mimic/core/error.h"
+#include "mimic/core/hash.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/data/token_cache.h"
 
@@ -39,6 +40,15 @@ class CorpusSource : public LmSource {
     return sum / static_cast<double>(n);
   }
   bool is_recall_task() const override { return false; }
+  std::string data_digest() const override {
+    Hasher h;
+    for (const auto* c : {&train_, &val_}) {
+      const uint64_t n = static_cast<uint64_t>(c->size());
+      h.bytes(&n, sizeof n);
+      h.bytes(c->data(), static_cast<size_t>(c->size()) * sizeof(uint16_t));
+    }
+    return h.hex();
+  }
 
  private:
   TokenCache train_, val_;
@@ -65,6 +75,7 @@ class RecallSource : public LmSource {
     return sum / static_cast<double>(max_batches);
   }
   bool is_recall_task() const override { return true; }
+  std::string data_digest() const override { return ""; }
 
  private:
   RecallTaskSpec spec_;

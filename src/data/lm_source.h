@@ -24,6 +24,9 @@ class LmSource {
   // The mean of `loss` over the same validation batches at every call (at most max_batches of them).
   virtual double validation_mean(int64_t max_batches, const std::function<double(const LmBatch&)>& loss) const = 0;
   virtual bool is_recall_task() const = 0;
+  // A digest of the tokens it trains and validates on ("" for a recall task, which its spec and seed define): a
+  // resume and the ranks of one run compare it, so text changed under the same path is named, not trained on.
+  virtual std::string data_digest() const = 0;
 };
 
 // `data`: a corpus (all, sotu, moby-dick; needs `tok`) or a recall task spec (mqar:..., ar:...; its seq_len

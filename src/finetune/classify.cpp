@@ -175,7 +175,8 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   t.tokens_per_micro_batch = o.batch_size * o.seq_len;
   t.fingerprint = fingerprint(o);
   add_weight_digests(t.fingerprint, *model, teacher.get());
-  t.fingerprint.update({{"task", "cls"}, {"data", o.data}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size}});
+  t.fingerprint.update({{"task", "cls"}, {"data", o.data}, {"data_digest", data.digest()}, {"seq_len", o.seq_len},
+                        {"batch_size", o.batch_size}});
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
   if (train::writes_outputs() && train::starts_fresh(t)) models::remove_model_files(t.out_dir);  // one run's result per folder

@@ -83,16 +83,18 @@ nlohmann::json file_digests(const fs::path& dir) {
   return files;
 }
 
-// A finished run's best export is in out_dir/best, or promoted into out_dir (a promotion cut short leaves some of
-// each): every file must be there with the bytes the run wrote.
+// The best export a run saved is in out_dir/best, or (once finished) promoted into out_dir, a promotion cut short
+// leaving some of each: every file must be there with the bytes the run wrote. A rerun checks this before it reports
+// a finished run's result, and a resume before it trains on: a best/ changed meanwhile would otherwise be promoted
+// as this run's model at the end (the probe of 2026-11-27 found a foreign model promoted that way).
 void check_best_files(const std::string& out_dir, const Saved& s) {
   for (const auto& [name, digest] : s.best_files.items()) {
     fs::path f = fs::path(out_dir) / "best" / name;
     if (!fs::exists(f)) f = fs::path(out_dir) / name;
-    MIMIC_CHECK(fs::exists(f), f.string(), " is missing: this run (finished at step ", s.step, ") saved its best model there; "
-                "--fresh trains again, or give another --out");
+    MIMIC_CHECK(fs::exists(f), f.string(), " is missing: this run saved its best model there (at step ", s.best_step,
+                "); --fresh trains again, or give another --out");
     MIMIC_CHECK(io::file_digest(f.string()) == digest.get<std::string>(), f.string(), " is not the file this run saved "
-                "(it changed after the run finished at step ", s.step, "), so its result would not be this run's; --fresh trains "
+                "(at step ", s.best_step, "; it changed since), so the run's result would not be this run's; --fresh trains "
                 "again, or give another --out");
   }
 }
@@ -319,13 +321,13 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
     if (!lead) gen.set_state(rng);
   }
   if (resumed) r.resumed_from = s.step;
+  if (resumed && lead) check_best_files(o.out_dir, s);
   MIMIC_CHECK(o.patience == 0 || o.eval_every > 0, "early stopping (patience ", o.patience, ") needs evaluations (eval_every > 0)");
   // Early stopping, from what the checkpoint holds: `patience` evaluations since the best one.
   auto patience_spent = [&](int64_t step) {
     return o.patience > 0 && step % o.eval_every == 0 && step - s.best_step >= o.patience * o.eval_every;
   };
   if (s.step >= last || (s.step > 0 && patience_spent(s.step))) {
-    if (lead) check_best_files(o.out_dir, s);
     // The run ended before this one, but may have been killed between its last checkpoint and the export of
     // last/ (found while writing bench/soak.sh: the rerun said "written to last/" and left none). The parameters are the
     // checkpoint's, so exporting again writes what the uninterrupted run wrote.
