@@ -406,6 +406,29 @@ TEST(Cli, AFinetuneDoesNotResumeOnDataThatChangedUnderTheSamePath) {
   EXPECT_NE(edited.err.find("data_digest"), std::string::npos) << edited.err;
 }
 
+// Refusals that depend on the command line alone come before any model loads (the probe of 2026-11-27 found these
+// accepted, or refused only after the work had begun). The model named is real: a refusal after loading would
+// still be one line, so each case also gives a --data or --out whose absence a later check would name instead.
+TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
+  const std::string m = gpt2_dir();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // a list with an empty item: CLI11 dropped it without a word
+      {"eval --model " + m + " --task passkey --lengths 32,", "--lengths: '32,' has an empty item"},
+      {"eval --model " + m + " --task passkey --lengths=,64", "--lengths: ',64' has an empty item"},
+      {"bench train --lengths 64,,128", "--lengths: '64,,128' has an empty item"},
+      {"finetune --task lm --model " + m + " --data /nonexistent/x --copy-span 8,4 --out o", "--copy-span 8,4: MIN must not exceed MAX"},
+      {"distill --record /nonexistent/r.h5 --eval-only --out m.safetensors", "--out excludes --eval-only"},
+      {"finetune --task lm --model " + m + " --data /nonexistent/x --copy-span 4,8 --out o", "--copy-span shapes the copy curriculum, which is off"},
+      {"pretrain --arch gpt2 --data sotu --copy-repeats 2 --out o", "--copy-repeats shapes the copy curriculum, which is off"},
+      {"finetune --task cls --model " + m + " --data /nonexistent/x --seq-len 2 --out o", "--seq-len must be at least 3 for classification"},
+      {"convert --model " + m + " --maps " + m + "/config.json --keep-softmax auto:0 --out c", "--keep-softmax auto:0: expected auto:K"},
+  };
+  for (const auto& [args, message] : cases) {
+    SCOPED_TRACE(args);
+    expect_one_line_error(mimic_cli(args), message);
+  }
+}
+
 // Every numeric option has a range (tools/ranges.h) that the command line is checked against while it is parsed:
 // an out-of-range value is one line naming the option and its range and a non-zero exit, before any model or data
 // is loaded (no other option is given: nothing could be loaded). The first rows are the values a hostile probe
@@ -429,6 +452,8 @@ TEST(Cli, OutOfRangeNumericOptionsAreRefusedByNameBeforeAnyWork) {
       {"export --seed 1.5", "--seed"},
       // training
       {"finetune --lr nan", "--lr"},
+      {"finetune --lr 0x1p-3", "--lr"},  // strtod's hexadecimal float (0.125): accepted until the probe of 2026-11-27
+      {"finetune --lr ' 1e-3'", "--lr"},  // a leading blank, as strtod skips it
       {"finetune --lr inf", "--lr"},
       {"finetune --steps 0", "--steps"},
       {"finetune --batch-size 0", "--batch-size"},

@@ -165,6 +165,21 @@ TEST(DistributedCli, ABadEnvironmentIsAOneLineErrorBeforeAnyWork) {
   EXPECT_NE(r.err.find("mimic: error: environment variable RANK='5': must be an integer in [0, 1]"), std::string::npos) << r.err;
 }
 
+// A command that does not train as ranks of one run refuses to be one (every rank of `launch -- mimic record` wrote
+// the same file, the second then refused by the first's lock: the probe of 2026-11-27).
+TEST(DistributedCli, ACommandThatDoesNotTrainAsRanksRefusesToRunAsOne) {
+  TempDir dir;
+  for (const std::string& cmd : std::vector<std::string>{"record --model gpt2-mini --data sotu --samples 1 --out " + dir.file("r.h5"),
+                                 "export --model gpt2-mini --out " + dir.file("e"), "bench train --widths mini --lengths 32"}) {
+    auto r = run_with(ranks_env(1, 2, 29500), cmd);
+    EXPECT_EQ(r.code, 1) << cmd;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(" runs as one process, not as one of WORLD_SIZE=2 ranks"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("r.h5")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("e")));
+}
+
 TEST(DistributedLaunch, EveryRankGetsTheVariablesOfTheRun) {
   TempDir dir;
   auto r = mimic::test::mimic_cli("launch --nproc 2 --master-port 29123 --timeout 7 -- sh -c 'echo $RANK $LOCAL_RANK $WORLD_SIZE "
@@ -483,7 +498,9 @@ TEST(Distributed, ClassificationValidationIsSplitAcrossRanksAndWeighedByTheirSha
 
 TEST(Distributed, DistillEvalOnlyUnderAGroupIsRefusedInOneLine) {
   TempDir dir;
-  auto r = mimic::test::mimic_cli("launch --nproc 2 -- mimic " + tiny_distill(dir, dir.file("e.safetensors"), 1, "--eval-only"), 60);
+  auto cmd = tiny_distill(dir, dir.file("e.safetensors"), 1, "--eval-only");
+  cmd.erase(cmd.find(" --out "), std::string(" --out ").size() + dir.file("e.safetensors").size());  // --eval-only writes nothing
+  auto r = mimic::test::mimic_cli("launch --nproc 2 -- mimic " + cmd, 60);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("distill --eval-only runs as one process (WORLD_SIZE=2): run it without mimic launch"), std::string::npos) << r.err;
 }

@@ -584,6 +584,10 @@ TEST(KindSpec, ParsesKindAndTypedOptionsAndRefusesMalformedSpecs) {
   EXPECT_EQ(k.kind, "hybrid");
   EXPECT_EQ(k.options, (nlohmann::json{{"window", 64}, {"mix", "fixed"}, {"window_weight", 0.25}, {"affine", true}}));
   EXPECT_EQ(parse_kind_spec("linear").options, nlohmann::json::object());
+  // leading zeros are decimal, as in integer options and recall-task specs (JSON alone refuses them)
+  EXPECT_EQ(parse_kind_spec("hybrid:window=010").options["window"], 10);
+  EXPECT_EQ(parse_kind_spec("hybrid:window=-007").options["window"], -7);
+  EXPECT_EQ(parse_kind_spec("hybrid:window=0x10").options["window"], "0x10");  // not a number: the kind refuses it by name
   EXPECT_MIMIC_ERROR(parse_kind_spec("cosine:w=1"), "unknown attention kind 'cosine'");
   EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:"), "expected KIND:key=value");
   EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:window"), "'window' is not key=value");

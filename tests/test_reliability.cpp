@@ -238,6 +238,12 @@ TEST(OutputLock, ASecondRecordOnTheSameFileIsRefusedEvenWithFresh) {
     EXPECT_NE(r.err.find(out + " is being written by another running mimic command"), std::string::npos) << r.err;
     EXPECT_EQ(mimic::test::read_bytes(out), "a record being written");
   }
+  // the same file by a symlink's name is the same writer's (it was called "damaged … its writer died")
+  fs::create_symlink(out, dir.file("link.h5"));
+  auto via = mimic::test::mimic_cli(args + dir.file("link.h5"));
+  EXPECT_NE(via.code, 0);
+  EXPECT_NE(via.err.find(dir.file("link.h5") + " is being written by another running mimic command"), std::string::npos) << via.err;
+  EXPECT_EQ(mimic::test::read_bytes(out), "a record being written");
   auto beside = mimic::test::mimic_cli(args + dir.file("other.h5"));  // another file in the same folder
   EXPECT_EQ(beside.code, 0) << beside.err;
   EXPECT_FALSE(fs::exists(dir.file(".other.h5.lock")));  // removed with its holder
@@ -585,10 +591,20 @@ TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
   // more samples than the text gives, then than the record holds
   mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 40));
   const std::string model = mimic::test::model_with_tokenizer("gpt2-prefixed");
-  auto rec = mimic::test::mimic_cli("record --model " + model + " --data " + dir.file("t.txt") + " --seq-len 16 --samples 100000 --out " +
-                                    dir.file("r.h5") + " --threads 1");
+  const std::string record = "record --model " + model + " --data " + dir.file("t.txt") + " --seq-len 16 --samples 100000 --out " +
+                             dir.file("r.h5") + " --threads 1 --weights-samples 100001 --json";
+  auto rec = mimic::test::mimic_cli(record);
   ASSERT_EQ(rec.code, 0) << rec.err;
   EXPECT_NE(rec.err.find("note: --samples 100000: the data gives "), std::string::npos) << rec.err;
+  EXPECT_NE(rec.err.find("note: --weights-samples 100001: the file holds "), std::string::npos) << rec.err;
+  EXPECT_GT(nlohmann::json::parse(rec.out)["tokens_per_second"].get<double>(), 0);
+  // a rerun records nothing and measured no speed: null, not 0 tokens/s
+  auto rerun = mimic::test::mimic_cli(record);
+  ASSERT_EQ(rerun.code, 0) << rerun.err;
+  const auto rj = nlohmann::json::parse(rerun.out);
+  EXPECT_EQ(rj["recorded"], 0);
+  EXPECT_TRUE(rj["tokens_per_second"].is_null()) << rerun.out;
+  EXPECT_TRUE(rj["record_vs_forward"].is_null()) << rerun.out;
   auto rep = mimic::test::mimic_cli("report --record " + dir.file("r.h5") + " --samples 99999 --out " + dir.file("rep") + " --threads 1");
   ASSERT_EQ(rep.code, 0) << rep.err;
   EXPECT_NE(rep.err.find("note: --samples 99999: the record holds "), std::string::npos) << rep.err;

@@ -358,6 +358,12 @@ TEST(TrainEngine, ACheckpointStateWithAKeyOfTheWrongTypeOrMissingIsRefusedNaming
   EXPECT_MIMIC_ERROR(with_state([](auto& j) { j["step"] = -3; }), "key 'step' must be at least 0, got -3");
   EXPECT_MIMIC_ERROR(with_state([](auto& j) { j.erase("data"); }), "missing key 'data'");
   EXPECT_MIMIC_ERROR(with_state([](auto& j) { j = nlohmann::json::array(); }), "(its training state): expected a JSON object");
+  // each names the way out (a truncated checkpoint did not, the probe of 2026-11-27)
+  EXPECT_MIMIC_ERROR(with_state([](auto& j) { j.erase("data"); }), "missing key 'data'; --fresh starts over");
+  mimic::test::write_bytes(ckpt, saved.substr(0, saved.size() / 2));
+  Toy again;
+  auto t = again.task();
+  EXPECT_MIMIC_ERROR(train(t, options(dir.path().string(), 20)), "; --fresh starts over (the checkpoint is then replaced)");
 }
 
 TEST(TrainEngine, SnapshotsHoldTheModelAsItWasAtTheirStep) {

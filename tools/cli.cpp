@@ -33,6 +33,9 @@ void add_precision_option(CLI::App& sub, Precision& precision) {
 }
 
 void add_common_options(CLI::App& sub, Common& common, Devices devices) {
+  common.command = sub.get_name();
+  for (const CLI::App* p = sub.get_parent(); p != nullptr && p->get_parent() != nullptr; p = p->get_parent())
+    common.command = p->get_name() + " " + common.command;
   sub.add_option("--threads", common.threads, "Threads for LibTorch (0, the default: all cores)")->transform(range::threads());
   sub.add_option("--seed", common.seed, "Random seed")->capture_default_str()->transform(range::seed());
   sub.add_flag("--json", common.json, "Print the result as JSON on stdout");
@@ -80,6 +83,7 @@ void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy) {
          "--copy-span",
          [&copy](const std::vector<int64_t>& v) {
            MIMIC_CHECK(v.size() == 2, "--copy-span takes MIN,MAX (two token counts), got ", v.size(), " values");
+           MIMIC_CHECK(v[0] <= v[1], "--copy-span ", v[0], ",", v[1], ": MIN must not exceed MAX");
            copy.min_span = v[0];
            copy.max_span = v[1];
          },
@@ -185,6 +189,9 @@ void start(Common& common) {
   // Reads (and checks) the distributed environment before any work: a malformed RANK is refused at once, and the
   // default thread count divides the cores among this machine's ranks.
   init_runtime(common.threads > 0 ? common.threads : distributed::default_threads(available_cores()));
+  const int world = distributed::environment().world_size;
+  MIMIC_CHECK(common.ranks || world == 1, common.command, " runs as one process, not as one of WORLD_SIZE=", world,
+              " ranks (mimic launch, torchrun): run it alone; finetune, pretrain and distill are the commands that train as ranks of one run");
   seed_everything(common.seed);
   common.on = common.devices == Devices::Any ? resolve_device(common.device, distributed::environment().local_rank) : c10::Device(c10::kCPU);
 }
@@ -260,6 +267,47 @@ CLI::Validator model_dir_arg() {
         }
       },
       "DIR|NAME");
+}
+
+std::string empty_list_item(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2) return "";
+  const CLI::App* cmd = nullptr;
+  for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (c->check_name(argv[1])) cmd = c;
+  if (cmd == nullptr) return "";  // CLI11 names an unknown command
+  int i = 2;
+  if (argc > 2)  // a command's own command (bench train)
+    for (const CLI::App* c : cmd->get_subcommands([](const CLI::App*) { return true; }))
+      if (c->check_name(argv[2])) cmd = c, i = 3;
+  for (; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") break;  // launch: the words after it are the ranks' command, checked when each rank parses it
+    if (word.rfind("--", 0) != 0) continue;
+    const auto eq = word.find('=');
+    const std::string name = word.substr(0, eq);
+    const CLI::Option* opt = nullptr;
+    for (const CLI::Option* o : cmd->get_options())
+      if (o->check_name(name)) opt = o;
+    if (opt == nullptr || opt->get_delimiter() == '\0') continue;
+    if (eq == std::string::npos && i + 1 >= argc) continue;  // CLI11 says the value is missing
+    const std::string value = eq != std::string::npos ? word.substr(eq + 1) : std::string(argv[i + 1]);
+    const char d = opt->get_delimiter();
+    if (!value.empty() && (value.front() == d || value.back() == d || value.find(std::string(2, d)) != std::string::npos))
+      return name + ": '" + value + "' has an empty item; give items separated by single '" + std::string(1, d) + "' (e.g. 128" + d + "256)";
+  }
+  return "";
+}
+
+std::string copy_shape_option_given(const CLI::App& sub) {
+  for (const char* name : {"--copy-span", "--copy-repeats", "--copy-random", "--copy-random-vocab"})
+    if (sub.get_option(name)->count() > 0) return name;
+  return "";
+}
+
+void refuse_copy_shape_without_copies(const std::string& given, const data::CopyCurriculum& copy) {
+  MIMIC_CHECK(given.empty() || copy.fraction > 0, given, " shapes the copy curriculum, which is off here: give --copy-fraction F > 0 "
+              "as well, or leave ", given, " out");
+  copy.validate();
 }
 
 }  // namespace mimic::cli

@@ -34,6 +34,11 @@ struct Common {
   std::string device = "auto";  // --device as given
   Devices devices = Devices::CpuOnly;
   c10::Device on = c10::Device(c10::kCPU);  // the device resolved by start()
+  // Whether the command runs as the ranks of one data-parallel run (finetune, pretrain, distill; and info, which
+  // reports what a rank sees): the others refuse WORLD_SIZE > 1 in start(), where every rank of
+  // `launch -- mimic record` wrote the same file.
+  bool ranks = false;
+  std::string command;  // its name, as the user types it (bench train)
 };
 
 // Adds --threads, --seed, --json and --device to a subcommand. --device is auto (the default: cuda:LOCAL_RANK when
@@ -53,6 +58,12 @@ void add_allreduce_options(CLI::App& sub, bool& overlap, double& bucket_mb);
 // Adds the copy curriculum's options (data::CopyCurriculum; docs/data.md) to an LM training subcommand: --copy-fraction,
 // --copy-span MIN,MAX, --copy-repeats, --copy-random, --copy-random-vocab. pretrain and finetune take the same.
 void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy);
+
+// The first copy-curriculum option that shapes the copied spans (--copy-span, --copy-repeats, --copy-random,
+// --copy-random-vocab) given on `sub`'s command line, or "". A command refuses one when the curriculum ends up off
+// (no --copy-fraction, and no preset's): it was accepted and ignored without a word (the probe of 2026-11-27).
+std::string copy_shape_option_given(const CLI::App& sub);
+void refuse_copy_shape_without_copies(const std::string& given, const data::CopyCurriculum& copy);
 
 // Retires an option's old spelling (docs/cli.md, "Option vocabulary"): `old` is the old name's option, bound to the
 // same variable with the same checks as `current`; --help lists it last, under kRetiredGroup; it excludes the current spelling, and
@@ -116,6 +127,11 @@ using Register = void (*)(CLI::App& app);
 // when the command is not launch). Checked before CLI11 parses: CLI11 reports it by listing the words after -- (the
 // command's own), in reverse order.
 std::string launch_unknown_option(const CLI::App& app, int argc, char** argv);
+
+// A list option (one CLI11 splits at a delimiter, e.g. --lengths 128,256) given an empty item — "32,", ",64",
+// "32,,64" — as a one-line message naming it ("" when none). Checked before CLI11 parses: CLI11 drops empty items,
+// so "--lengths 32," ran as "--lengths 32" without a word (the probe of 2026-11-27).
+std::string empty_list_item(const CLI::App& app, int argc, char** argv);
 void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_forward(CLI::App& app);

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "mimic/data/corpus.h"
 #include "mimic/convert/convert.h"
+#include "mimic/convert/placement.h"
 #include "mimic/core/error.h"
 #include "mimic/models/model.h"
 #include "ranges.h"
@@ -106,7 +107,10 @@ void register_convert(CLI::App& app) {
   sub->add_option("--keep-softmax", pl.keep_softmax,
                   "Heads that keep softmax: auto:K (K heads ranked by --placement), auto:P% (heads until the probe's copy gain reaches P% "
                   "of the teacher's) or LAYER.HEAD,... (docs/convert.md, placement)")
-      ->transform(range::non_empty());
+      ->transform(range::non_empty())
+      // the spec's own form while parsing, before the model and maps load (auto:0 was refused only after them); its
+      // mimic::Error leaves CLI11 as it is, one line naming the option
+      ->check(CLI::Validator([](std::string& s) { return convert::parse_keep_spec(s), std::string(); }, "SPEC"));
   sub->add_option("--placement", pl.rule,
                   "How auto:K ranks heads: probe (measured effect on a calibration set of the training split, greedy; default for "
                   "causal LMs) or kl (highest held-out KL of distill; default otherwise)")

@@ -127,13 +127,16 @@ void register_distill(CLI::App& app) {
       ->capture_default_str()
       ->transform(range::integer(0, 1000000));
   sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str()->transform(range::index_list());
-  sub->add_option("--out", a->o.out, "Output maps (.safetensors); a checkpoint OUT.ckpt beside it makes reruns resume. REQUIRED unless --eval-only")->check(out_path_arg());
+  auto* out = sub->add_option("--out", a->o.out, "Output maps (.safetensors); a checkpoint OUT.ckpt beside it makes reruns resume. REQUIRED unless --eval-only")->check(out_path_arg());
   sub->add_flag("--fresh", a->o.fresh, "Start over, ignoring a checkpoint beside --out");
-  sub->add_flag("--eval-only", a->o.eval_only, "Only evaluate --maps (or the untrained --feature-map) on the held-out samples");
+  // --eval-only writes nothing: an --out beside it was ignored without a word (the probe of 2026-11-27)
+  sub->add_flag("--eval-only", a->o.eval_only, "Only evaluate --maps (or the untrained --feature-map) on the held-out samples; writes nothing")
+      ->excludes(out);
   sub->add_option("--maps", a->o.maps, "With --eval-only: a mimic distill output to evaluate")->check(path_arg());
   sub->add_option("--stop-after-epochs", a->o.stop_after_epochs, "Testing: stop as if interrupted after N epochs (of each rank)")->group("")->transform(range::integer(0, 1000000));
   add_precision_option(*sub, a->o.precision);
   add_common_options(*sub, a->common, Devices::Any);
+  a->common.ranks = true;  // data-parallel (docs/distributed.md)
   sub->callback([a]() { run(*a); });
 }
 

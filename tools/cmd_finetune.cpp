@@ -35,6 +35,7 @@ struct FinetuneArgs {
   data::CopyCurriculum copy;
   std::string dtype = "f32";
   bool copy_given = false;  // --copy-fraction on the command line (the kd preset's copy share applies otherwise)
+  std::string copy_shape_given;  // copy_shape_option_given
 };
 
 nlohmann::json metrics_json(const eval::ClassificationMetrics& m) {
@@ -111,6 +112,7 @@ void run(FinetuneArgs& a) {
     // The preset's copy blocks need a prose corpus; a recall task (mqar:, ar:) has its own sequences.
     if (!a.copy_given && p.copy_fraction > 0 && !data::is_recall_task(a.data)) o.copy.fraction = p.copy_fraction;
     copy_fraction = o.copy.fraction;
+    refuse_copy_shape_without_copies(a.copy_shape_given, o.copy);
     auto r = finetune::finetune_lm(o);
     tr = r.train;
     student = scores_json(r.student);
@@ -118,7 +120,9 @@ void run(FinetuneArgs& a) {
   } else {
     MIMIC_CHECK(!a.test, "--test is for --task lm (cls always scores the test split when the data has one)");
     MIMIC_CHECK(a.kd == 0 && a.kd_lm_weight == 0, "--kd and --kd-lm-weight are for --task lm, not cls");
-    MIMIC_CHECK(a.copy.fraction == 0, "--copy-fraction is for --task lm, not cls");
+    MIMIC_CHECK(a.copy.fraction == 0 && a.copy_shape_given.empty(), "the copy curriculum (--copy-*) is for --task lm, not cls");
+    // before any model loads, as the other refusals here (the probe of 2026-11-27: after)
+    MIMIC_CHECK(a.seq_len.value_or(128) >= 3, "--seq-len must be at least 3 for classification ([CLS] token [SEP]), got ", *a.seq_len);
     finetune::ClassifyOptions o;
     static_cast<finetune::FinetuneOptions&>(o) = f;
     o.data = a.data;
@@ -252,8 +256,10 @@ void register_finetune(CLI::App& app) {
   sub->add_flag("--keep-last", t.keep_last,
                 "Also keep the last step's model in OUT/last (a link to OUT when the last step was the best) and the whole final checkpoint");
   add_common_options(*sub, a->common, Devices::Any);
+  a->common.ranks = true;  // data-parallel (docs/distributed.md)
   sub->callback([a, sub]() {
     a->copy_given = sub->get_option("--copy-fraction")->count() > 0;
+    a->copy_shape_given = copy_shape_option_given(*sub);
     run(*a);
   });
 }

@@ -117,6 +117,7 @@ void register_info(CLI::App& app) {
   retire_spelling(*sub, sub->add_flag("--maps", args->maps), registry);
   sub->add_flag("--tensors", args->tensors, "List every tensor of a model directory");
   add_common_options(*sub, args->common);
+  args->common.ranks = true;  // it computes nothing: it reports what each rank sees (threads, environment)
   sub->callback([args]() { run(*args); });
 }
 

@@ -124,7 +124,11 @@ void register_pretrain(CLI::App& app) {
   sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
   sub->add_flag("--fresh", a->o.train.fresh, "Ignore an existing checkpoint and start over");
   add_common_options(*sub, a->common, Devices::Any);
-  sub->callback([a]() { run(*a); });
+  a->common.ranks = true;  // data-parallel (docs/distributed.md)
+  sub->callback([a, sub]() {
+    refuse_copy_shape_without_copies(copy_shape_option_given(*sub), a->o.copy);
+    run(*a);
+  });
 }
 
 }  // namespace mimic::cli

@@ -21,6 +21,8 @@ void run(RecordArgs& a) {
   refuse_out_over_inputs(a.o.out, {{"--model", a.o.model_dir}, {"--data", a.o.data}});
   auto r = record::record(a.o);
   const double ratio = r.forward_tokens_per_second > 0 ? r.tokens_per_second / r.forward_tokens_per_second : 0.0;
+  // a rerun that recorded nothing measured no speed: null, as training prints it, not a speed of 0
+  auto speed = [&](double v) { return r.recorded > 0 && v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
   nlohmann::json j = {{"out", r.out},
                       {"samples", r.samples},
                       {"recorded", r.recorded},
@@ -30,11 +32,11 @@ void run(RecordArgs& a) {
                       {"layers", r.layers},
                       {"tokens", r.tokens},
                       {"seconds", r.seconds},
-                      {"tokens_per_second", r.tokens_per_second},
+                      {"tokens_per_second", speed(r.tokens_per_second)},
                       {"forward_seconds", r.forward_seconds},
                       {"write_seconds", r.write_seconds},
-                      {"forward_tokens_per_second", r.forward_tokens_per_second},
-                      {"record_vs_forward", ratio},
+                      {"forward_tokens_per_second", speed(r.forward_tokens_per_second)},
+                      {"record_vs_forward", speed(ratio)},
                       {"file_bytes", r.file_bytes},
                       {"gzip", r.gzip}};
   // a request larger than the data is clamped, and said so (issue 38: numbers that mean what they say)
@@ -42,6 +44,9 @@ void run(RecordArgs& a) {
     std::fprintf(stderr, "mimic: note: --samples %lld: the data gives %lld samples of %lld tokens; the file holds all %lld\n",
                  static_cast<long long>(a.o.samples), static_cast<long long>(r.samples), static_cast<long long>(r.seq_len),
                  static_cast<long long>(r.samples));
+  if (a.o.weights_samples > r.samples)
+    std::fprintf(stderr, "mimic: note: --weights-samples %lld: the file holds %lld samples, so the softmax weights of all %lld are kept\n",
+                 static_cast<long long>(a.o.weights_samples), static_cast<long long>(r.samples), static_cast<long long>(r.samples));
   if (r.gzip != a.o.compression)
     std::fprintf(stderr, "mimic: note: --gzip %d: %s was written at gzip level %d, which the samples appended now keep (one level per file)\n",
                  a.o.compression, r.out.c_str(), r.gzip);

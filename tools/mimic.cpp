@@ -68,10 +68,11 @@ int main(int argc, char** argv) {
                    i, mimic::data::shown_bytes(argv[i]).c_str());
       return 2;
     }
-  if (const std::string unknown = mimic::cli::launch_unknown_option(app, argc, argv); !unknown.empty()) {
-    std::fprintf(stderr, "mimic: error: %s\n", unknown.c_str());
-    return 2;
-  }
+  for (auto check : {mimic::cli::launch_unknown_option, mimic::cli::empty_list_item})
+    if (const std::string wrong = check(app, argc, argv); !wrong.empty()) {
+      std::fprintf(stderr, "mimic: error: %s\n", wrong.c_str());
+      return 2;
+    }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

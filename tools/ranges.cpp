@@ -67,8 +67,11 @@ CLI::Validator real(double lo, double hi, bool open_low, bool open_high) {
   const std::string range = (open_low ? "(" : "[") + show(lo) + ", " + show(hi) + (open_high ? ")" : "]");
   return CLI::Validator(
       [=](std::string& input) -> std::string {
+        // Decimal notation only: CLI11 reads with strtod, which also takes hexadecimal floats (0x1p3 is 8) and
+        // leading blanks (' 1'): both were accepted silently (the probe of 2026-11-27).
+        static const std::regex decimal(R"(^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$)");
         double v = 0;
-        const bool number = CLI::detail::lexical_cast(input, v) && std::isfinite(v);  // as CLI11 will read it
+        const bool number = std::regex_match(input, decimal) && CLI::detail::lexical_cast(input, v) && std::isfinite(v);
         if (number && (open_low ? v > lo : v >= lo) && (open_high ? v < hi : v <= hi)) return {};
         return "must be a number in " + range + ", got " + input;
       },

@@ -93,6 +93,11 @@ KindSpec parse_kind_spec(const std::string& spec) {
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     MIMIC_CHECK(!ks.options.contains(key), "attention '", spec, "': option '", key, "' given twice");
     auto parsed = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+    // Leading zeros are decimal, as in every integer option and recall-task spec (window=010 is 10); JSON refuses
+    // them, and the text "010" was then refused as not an integer while mqar:seq_len=010 meant 10.
+    if (parsed.is_discarded() && value.size() > 1 && value.size() <= 18 &&
+        value.find_first_not_of("0123456789", value[0] == '-' ? 1 : 0) == std::string::npos && value != "-")
+      parsed = std::stoll(value);
     ks.options[key] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
     at = comma + 1;
   }

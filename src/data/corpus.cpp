@@ -201,7 +201,7 @@ std::vector<Document> load_text_data(const std::string& path) {
                 "' is not valid UTF-8 (document ids are file names, and mimic's files are JSON, which holds UTF-8 "
                 "only): rename it");
     const std::string raw = io::read_text_file(f.string());
-    MIMIC_CHECK(is_valid_utf8(raw), f.string(), ": not valid UTF-8 (--data takes UTF-8 text)");
+    MIMIC_CHECK(is_valid_utf8(raw), f.string(), ": not valid UTF-8 (text data is read as UTF-8: a text file or folder of them)");
     const std::string text = clean_text(raw);
     MIMIC_CHECK(!text.empty(), f.string(), ": empty document");
     add_split_parts(f.filename().string(), text, docs);

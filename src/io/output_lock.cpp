@@ -41,9 +41,13 @@ struct OutputLock::Held {
 
 OutputLock lock_output_file(const std::string& path) {
   namespace fs = std::filesystem;
-  const fs::path p(path);
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::error_code ec;
+  // The lock file sits beside the file a name leads to, through symlinks: two commands writing one file by two
+  // spellings of its path take one lock (a record resumed through a symlink to a file another record was writing
+  // called it "damaged" instead of naming the writer, the probe of 2026-11-27).
+  fs::path p = fs::weakly_canonical(fs::absolute(path), ec);
+  if (ec || p.filename().empty()) p = fs::path(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   fs::create_directories(dir, ec);
   const std::string lock_file = (dir / ("." + p.filename().string() + ".lock")).string();
   // A holder removes the lock file before it lets go: whoever opened the old file then holds a lock on a name that

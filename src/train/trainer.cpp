@@ -288,7 +288,14 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   // initialisation or the checkpoint's), the optimizer moments and the random generator.
   const std::string start = group.from_lead("receiving rank 0's training state", [&] {
     if (!o.fresh && fs::exists(ckpt)) {
-      s = load_checkpoint(ckpt, task, opt, o, group.size());
+      try {
+        s = load_checkpoint(ckpt, task, opt, o, group.size());
+      } catch (const Error& e) {
+        // a damaged checkpoint (truncated, edited) names the way out, as a checkpoint of other settings does
+        const std::string what = e.what();
+        if (what.find("--fresh") != std::string::npos) throw;
+        fail(what, "; --fresh starts over (the checkpoint is then replaced), or give another --out");
+      }
       if (task.restore_data_state) {
         // The task reads its own position (json_int & co. name the key); the file is named here.
         in_file(ckpt, [&] { task.restore_data_state(s.data); });
