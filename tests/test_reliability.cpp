@@ -527,6 +527,15 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_NO_THROW(parse_config(bert));
 }
 
+// What --json prints: a string holding bytes that are not UTF-8 (a generated text cut inside a character) is printed
+// with U+FFFD in their place; nlohmann's dump threw type_error.316 after generate's whole work (the probe of 2026-11-27).
+TEST(JsonOutput, BytesThatAreNotUtf8PrintAsReplacementCharacters) {
+  const nlohmann::json j = {{"text", std::string("caf\xC3")}, {"ok", "whale"}};
+  EXPECT_THROW(j.dump(), nlohmann::json::type_error);  // the plain dump, which print_json used before
+  EXPECT_EQ(mimic::json_dump(j, -1), "{\"ok\":\"whale\",\"text\":\"caf\xEF\xBF\xBD\"}");
+  EXPECT_EQ(mimic::json_parse(mimic::json_dump(j), "the output")["text"], "caf\xEF\xBF\xBD");
+}
+
 // Issue 38, the probe of 2026-11-27: a key given twice in a config.json was read as its last value (a hand edit that
 // added n_head instead of changing it); pretrain --config replaced a vocab_size or model_type it sets itself without
 // a word. Both are refused by name; the same key in two different objects is not a repetition.

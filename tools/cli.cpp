@@ -10,6 +10,7 @@
 #include "mimic/core/precision.h"
 #include "mimic/core/runtime.h"
 #include "mimic/data/batches.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/distributed/environment.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
@@ -198,7 +199,7 @@ void start(Common& common) {
 
 // Text a model generated may hold bytes that are not UTF-8 (GPT-2's byte tokens, cut mid-character): they print as
 // U+FFFD rather than failing the whole command after its work (the probe of 2026-11-27: nlohmann's type_error.316).
-void print_json(const nlohmann::json& j) { std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl; }
+void print_json(const nlohmann::json& j) { std::cout << json_dump(j) << std::endl; }
 
 std::string read_text_input(const std::optional<std::string>& text, const std::optional<std::string>& file) {
   MIMIC_CHECK(text.has_value() != file.has_value(), "give exactly one of --text and --file");

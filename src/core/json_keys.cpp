@@ -8,6 +8,10 @@
 
 namespace mimic {
 
+std::string json_dump(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
+}
+
 nlohmann::json json_parse(const std::string& text, const std::string& where) {
   // A key given twice in one object: nlohmann keeps the last, other readers (Python's json) do too, some the first,
   // and a hand edit that added a key instead of changing it runs with a value the user did not mean (the probe of

@@ -18,6 +18,11 @@ namespace mimic {
 // `text` parsed; malformed JSON is "WHERE: malformed JSON: ...".
 nlohmann::json json_parse(const std::string& text, const std::string& where);
 
+// `j` as text (indented by `indent`; -1: one line) whatever its strings hold: bytes that are not UTF-8 (a generated
+// text cut inside a character, GPT-2's byte tokens) become U+FFFD instead of nlohmann's type_error.316, which
+// surfaced after a generate's whole work (the probe of 2026-11-27). What every --json result is printed with.
+std::string json_dump(const nlohmann::json& j, int indent = 2);
+
 // The value of `key`, which must be present (any type).
 const nlohmann::json& json_key(const nlohmann::json& j, const std::string& key, const std::string& where);
 // An integer in [min, max].

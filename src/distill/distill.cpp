@@ -20,11 +20,11 @@
 #include "mimic/core/layers.h"
 #include "mimic/distributed/environment.h"
 #include "mimic/distributed/group.h"
+#include "mimic/distill/checkpoint.h"
 #include "mimic/distill/maps_file.h"
 #include "mimic/distill/sources.h"
 #include "mimic/data/batches.h"
 #include "mimic/io/atomic_file.h"
-#include "mimic/io/output_lock.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/models/model.h"
 #include "mimic/record/record.h"
@@ -38,26 +38,6 @@ namespace mimic::distill {
 using analysis::LayerMetrics;
 using analysis::MetricsAccumulator;
 using attention::DistillableKernel;
-
-static nlohmann::json layer_json(const LayerResult& r) {
-  return {{"layer", r.layer},     {"trained", r.trained},           {"epochs_run", r.epochs_run},
-          {"steps", r.steps},     {"best_epoch", r.best_epoch},     {"best_val_loss", analysis::json_number(r.best_val_loss)},
-          {"before", r.before.to_json()}, {"after", r.after.to_json()}};
-}
-
-static LayerResult layer_from_json(const nlohmann::json& j) {
-  LayerResult r;
-  const std::string where = "a finished layer's state";
-  r.layer = json_int(j, "layer", where, 0);
-  r.trained = json_bool(j, "trained", where);
-  r.epochs_run = json_int(j, "epochs_run", where, 0);
-  r.steps = json_int(j, "steps", where, 0);
-  r.best_epoch = json_int(j, "best_epoch", where, 0);
-  r.best_val_loss = analysis::number_from_json(j, "best_val_loss");
-  r.before = LayerMetrics::from_json(json_key(j, "before", where));
-  r.after = LayerMetrics::from_json(json_key(j, "after", where));
-  return r;
-}
 
 nlohmann::json DistillResult::to_json() const {
   nlohmann::json ls = nlohmann::json::array();
@@ -197,53 +177,6 @@ double validation_loss(DistillableKernel& student, Source& src, int64_t layer, c
   return sum / static_cast<double>(sp.val_count);
 }
 
-// ---------------------------------------------------------------- checkpoint
-
-// OUT.ckpt/ is a folder: done.safetensors holds the fingerprint and the finished layers (their results and
-// trained tensors); a layer in training has its own train::train folder layer_XX/ (checkpoint, log, best/)
-// with before.json, its metrics before training.
-struct Done {
-  std::vector<LayerResult> layers;
-  std::vector<std::pair<std::string, at::Tensor>> tensors;  // "layer_XX.<param>"
-};
-
-const char* kDoneFormat = "mimic-distill-checkpoint-2";
-
-void save_done(const std::string& path, const nlohmann::json& fingerprint, const Done& d) {
-  std::vector<std::pair<std::string, at::Tensor>> t;
-  for (const auto& [n, x] : d.tensors) t.emplace_back("done/" + n, x);
-  nlohmann::json layers = nlohmann::json::array();
-  for (const auto& r : d.layers) layers.push_back(layer_json(r));
-  io::SaveOptions so;
-  so.metadata = {{"format", kDoneFormat}, {"state", nlohmann::json{{"fingerprint", fingerprint}, {"done", layers}}.dump()}};
-  io::save_safetensors(path, t, so);
-}
-
-std::string first_difference(const nlohmann::json& saved, const nlohmann::json& now) {
-  const auto d = json_first_difference(saved, now);
-  return d ? d->key + " (" + d->first + " then, " + d->second + " now)" : "the settings";
-}
-
-Done load_done(const std::string& path, const nlohmann::json& fingerprint) {
-  auto f = io::SafeTensorsFile::open(path);
-  auto fmt = f.metadata().find("format");
-  auto st = f.metadata().find("state");
-  MIMIC_CHECK(fmt != f.metadata().end() && fmt->second == kDoneFormat && st != f.metadata().end(), path,
-              ": not a mimic distillation checkpoint");
-  const auto state = json_parse(st->second, path + " (its state)");
-  const auto& saved = json_key(state, "fingerprint", path + " (its state)");
-  if (saved != fingerprint)
-    fail(path, " belongs to a distillation with other settings: ", saved.is_object() ? first_difference(saved, fingerprint) : saved.dump(),
-         "; rerun the same command to resume, or pass --fresh (or another --out) to start over");
-  Done d;
-  const auto& done = json_key(state, "done", path + " (its state)");
-  MIMIC_CHECK(done.is_array(), path, " (its state): key 'done' must be a list of finished layers, got ", done.dump().substr(0, 80));
-  for (const auto& r : done) d.layers.push_back(in_file(path, [&] { return layer_from_json(r); }));
-  for (const auto& n : f.names())
-    if (n.rfind("done/", 0) == 0) d.tensors.emplace_back(n.substr(5), f.load(n));
-  return d;
-}
-
 // ---------------------------------------------------------------- output
 
 void write_output(const std::string& path, const DistillOptions& o, const StudentSpec& spec, const Source& src,
@@ -312,7 +245,7 @@ struct Job {
   const Split& sp;
   const LossSpec& loss;
   const nlohmann::json& fingerprint;
-  std::string ckpt_dir;
+  const CheckpointFolder& folder;
   int64_t n_batches = 0;
   bool progress = true;
 };
@@ -338,7 +271,7 @@ LayerRun distill_layer(const Job& j, int64_t layer, int64_t& epochs_this_run) {
   LayerResult& r = run.result;
   r.layer = layer;
   r.trained = !params.empty() && o.epochs > 0;
-  const std::string dir = j.ckpt_dir + "/" + layer_prefix(layer), before_path = dir + "/before.json";
+  const std::string dir = j.folder.layer_dir(layer), before_path = dir + "/before.json";
   if (fs::exists(before_path)) {
     run.resumed = true;
     r.before = in_file(before_path, [&] { return LayerMetrics::from_json(json_parse(io::read_text_file(before_path), "the file")); });
@@ -419,11 +352,6 @@ LayerRun distill_layer(const Job& j, int64_t layer, int64_t& epochs_this_run) {
   r.after = r.trained ? evaluate(*student, *src, layer, sp, o.batch_size) : r.before;
   run.tensors = snapshot(*student);
   return run;
-}
-
-void add_layer(Done& done, const LayerResult& r, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
-  done.layers.push_back(r);
-  for (const auto& [n, x] : tensors) done.tensors.emplace_back(layer_prefix(r.layer) + "." + n, x);
 }
 
 // ---------------------------------------------------------------- evaluation only
@@ -508,12 +436,11 @@ DistillResult distill(const DistillOptions& o) {
   fingerprint["start_competes"] = true;
   // a bf16 run is another run (absent for fp32: older checkpoints still resume), as train() has it for finetune
   if (o.precision != Precision::Fp32) fingerprint["precision"] = precision_name(o.precision);
-  const std::string ckpt_dir = o.out + ".ckpt", done_path = ckpt_dir + "/done.safetensors";
+  CheckpointFolder folder(o.out);
   // Distributed: the ranks split the layers (each layer trains on its own, on the whole data), rank 0 alone
   // holds OUT.ckpt's lock and done.safetensors, gathers the other ranks' layers and writes OUT.
   auto& group = distributed::world();
   const bool lead = group.lead();
-  io::OutputLock lock, out_lock;
   Done done;
   DistillResult res;
   res.out = o.out;
@@ -525,32 +452,8 @@ DistillResult distill(const DistillOptions& o) {
   // --record per rank wrote mixed maps with exit 0, another --feature-map hung until the timeout)
   if (group.size() > 1) train::check_same_settings(group, fingerprint);
   const auto start = json_parse(group.from_lead("receiving rank 0's distillation state", [&] {
-    if (o.fresh && fs::exists(ckpt_dir) && !fs::is_directory(ckpt_dir)) fs::remove(ckpt_dir);
-    MIMIC_CHECK(!fs::exists(ckpt_dir) || fs::is_directory(ckpt_dir), ckpt_dir,
-                " is a checkpoint of an older mimic (one file); pass --fresh to start over");
-    // The checkpoint folder stands for the whole run (it and --out): locked before anything is written, and
-    // emptied rather than removed by --fresh, so that the lock stays on the folder the run goes on to use.
-    lock = io::lock_output_dir(ckpt_dir);
-    // and OUT itself, as record holds its file: two commands writing one file never both succeed
-    out_lock = io::lock_output_file(o.out);
-    // What a distillation keeps there: done.safetensors and one folder per layer (and writers' temporaries). Anything
-    // else is not this command's to resume into or to delete with --fresh (the probe of 2026-11-27: --fresh emptied a
-    // folder holding a user's files).
-    for (const auto& e : fs::directory_iterator(ckpt_dir)) {
-      const std::string name = e.path().filename().string();
-      const bool ours = name == "done.safetensors" || name.rfind("done.safetensors.tmp.", 0) == 0 ||
-                        (name.size() >= 8 && name.rfind("layer_", 0) == 0 && name.find_first_not_of("0123456789", 6) == std::string::npos);
-      MIMIC_CHECK(ours, ckpt_dir, " holds ", name, ", which a distillation does not write: it is not this run's checkpoint folder "
-                  "(distill keeps its checkpoint in OUT.ckpt); move it, or choose another --out");
-    }
-    if (o.fresh)
-      for (const auto& e : fs::directory_iterator(ckpt_dir)) fs::remove_all(e.path());
-    if (fs::exists(done_path)) {
-      done = load_done(done_path, fingerprint);
-      res.resumed = true;
-    } else {
-      save_done(done_path, fingerprint, done);  // the settings are checked first on any resume
-    }
+    done = folder.open(o.fresh, fingerprint);
+    res.resumed = folder.resumed();
     std::vector<int64_t> finished;
     for (const auto& r : done.layers) finished.push_back(r.layer);
     return nlohmann::json{{"finished", finished}, {"resumed", res.resumed}}.dump();
@@ -561,7 +464,7 @@ DistillResult distill(const DistillOptions& o) {
   // to within one layer, and fixed, so that a rerun gives each rank the layers whose folders it wrote.
   auto owner = [&](size_t i) { return static_cast<int>(i % static_cast<size_t>(group.size())); };
   auto is_finished = [&](int64_t l) { return std::find(finished.begin(), finished.end(), l) != finished.end(); };
-  const Job job{o, spec, *src, sp, loss, fingerprint, ckpt_dir, n_batches, o.progress && lead};
+  const Job job{o, spec, *src, sp, loss, fingerprint, folder, n_batches, o.progress && lead};
   std::map<int64_t, LayerRun> runs;  // this rank's layers, until rank 0 has them
   bool interrupted = false;
   int64_t epochs_this_run = 0;
@@ -578,8 +481,8 @@ DistillResult distill(const DistillOptions& o) {
         runs[layers[i]] = std::move(run);
       } else {
         // one process: recorded at once, so that a rerun skips the layer without a look into its folder
-        add_layer(done, run.result, run.tensors);
-        save_done(done_path, fingerprint, done);
+        done.add(run.result, run.tensors);
+        folder.save(done);
       }
     }
   });
@@ -597,9 +500,9 @@ DistillResult distill(const DistillOptions& o) {
       std::vector<at::Tensor> values;
       for (const auto& [n, x] : tensors) values.push_back(x);
       group.broadcast(values, what, owner(i));
-      add_layer(done, layer_from_json(result), tensors);
+      done.add(layer_from_json(result), tensors);
     }
-    if (lead && !interrupted) save_done(done_path, fingerprint, done);
+    if (lead && !interrupted) folder.save(done);
   }
   if (interrupted) {
     res.interrupted = true;

@@ -1,0 +1,50 @@
+// distill's checkpoint folder, OUT.ckpt/: done.safetensors holds the run's fingerprint and its finished layers
+// (their results and trained tensors); a layer in training has its own train::train folder layer_NN/ (checkpoint,
+// log, best/) with before.json, its metrics before training. This file is the one place that knows that layout.
+// Internal to distill.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mimic/distill/distill.h"
+#include "mimic/io/output_lock.h"
+
+namespace mimic::distill {
+
+nlohmann::json layer_json(const LayerResult& r);
+LayerResult layer_from_json(const nlohmann::json& j);
+
+struct Done {
+  std::vector<LayerResult> layers;
+  std::vector<std::pair<std::string, at::Tensor>> tensors;  // "layer_NN.<param>"
+  void add(const LayerResult& r, const std::vector<std::pair<std::string, at::Tensor>>& layer_tensors);
+};
+
+class CheckpointFolder {
+ public:
+  // The folder of the distillation writing `out` (OUT.ckpt), not yet opened.
+  explicit CheckpointFolder(const std::string& out);
+  // Locks the folder and `out` (two commands writing one file never both succeed), refuses a folder holding what a
+  // distillation does not write (it is someone else's: neither resumed into nor emptied), empties it on --fresh,
+  // and reads done.safetensors — refusing one written with another fingerprint, naming the first difference — or
+  // writes an empty one, so that any later resume checks the settings first. Rank 0 alone calls it.
+  Done open(bool fresh, const nlohmann::json& fingerprint);
+  bool resumed() const { return resumed_; }
+  void save(const Done& d) const;  // done.safetensors, atomically
+  std::string layer_dir(int64_t layer) const;  // layer_NN/, a layer's train::train folder
+  const std::string& dir() const { return dir_; }
+
+ private:
+  bool is_ours(const std::string& name) const;
+  std::string out_, dir_, done_path_;
+  nlohmann::json fingerprint_;
+  bool resumed_ = false;
+  io::OutputLock lock_, out_lock_;
+};
+
+}  // namespace mimic::distill
