@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "mimic/distributed/environment.h"
 #include "mimic/distributed/launch.h"
@@ -333,6 +334,28 @@ TEST(Distributed, RanksStartedWithOtherSettingsEndInOneLineNamingTheFirstDiffere
       << e1;
   EXPECT_NE(e0.find("1 rank was started with other settings than rank 0"), std::string::npos) << e0;
   EXPECT_FALSE(std::filesystem::exists(dir.file("o/checkpoint.safetensors")));
+
+  // the probe of 2026-11-27: another --eval-every aborted inside gloo (signal 6); another --out, --keep-last or
+  // --checkpoint-every was ignored on rank 1 with exit 0
+  auto edited = [&](const std::string& from, const std::string& to) {
+    auto cmd = tiny_pretrain(dir, dir.file("p"), 4, 5);
+    cmd.replace(cmd.find(from), from.size(), to);
+    return cmd;
+  };
+  for (const auto& [from, to, key] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"--eval-every 5", "--eval-every 2", "eval_every"},
+           {"--checkpoint-every 5", "--checkpoint-every 3", "checkpoint_every"},
+           {"--out " + dir.file("p"), "--out " + dir.file("q"), "out_dir"}}) {
+    SCOPED_TRACE(to);
+    const int p = dist::free_port("127.0.0.1");
+    auto r0 = start(ranks_env(0, 2, p), tiny_pretrain(dir, dir.file("p"), 4, 5), dir, "t0");
+    auto r1 = start(ranks_env(1, 2, p), edited(from, to), dir, "t1");
+    EXPECT_EQ(wait_for(r0, 120), 1);
+    EXPECT_EQ(wait_for(r1, 120), 1);
+    const auto f1 = mimic::test::read_bytes(r1.err);
+    EXPECT_EQ(count_lines(f1), 1) << f1;
+    EXPECT_NE(f1.find("rank 1 was started with other settings than rank 0 (" + key + ": "), std::string::npos) << f1;
+  }
 }
 
 namespace {

@@ -206,6 +206,16 @@ TEST(OutputLock, ASecondRunOnALockedOutputDirectoryIsRefusedWithOneLine) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_NE(r.err.find(out + " is locked by another running mimic command"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::is_empty(out));
+  // nor does a command writing one file into it (forward's --out, distill's: both succeeded beside a finetune writing
+  // the folder, the file holding the finetune's weights; the probe of 2026-11-27)
+  for (const std::string& cmd : {"forward --model " + teacher() + " --text hello --out " + out + "/model.safetensors",
+                                 "distill --model " + teacher() + " --data sotu --samples 4 --seq-len 16 --epochs 0 --out " + out + "/m.safetensors"}) {
+    auto f = mimic::test::mimic_cli(cmd);
+    EXPECT_NE(f.code, 0) << cmd;
+    EXPECT_EQ(std::count(f.err.begin(), f.err.end(), '\n'), 1) << f.err;
+    EXPECT_NE(f.err.find("lies in " + out + ", the output folder another running mimic command is writing"), std::string::npos) << f.err;
+  }
+  EXPECT_TRUE(fs::is_empty(out));
   // within one process the hold is shared (a stage, then its training engine, then Model::save)
   // and the kernel drops it when the holder dies: no stale lock after a kill
   holder.kill();

@@ -231,7 +231,11 @@ TEST(TrainEngine, AResumedRunRefusesABestModelChangedSinceItsCheckpoint) {
   changed[changed.size() - 1] ^= 1;
   mimic::test::write_bytes(best, changed);
   EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 40)), "best/model.safetensors is not the file this run saved");
-  mimic::test::write_bytes(best, bytes);  // put back: the run resumes and finishes
+  mimic::test::write_bytes(best, bytes);  // put back
+  // the evaluation schedule decides the best step: another one is another run (it was resumed, the probe of 2026-11-27)
+  auto other = options(dir.path().string(), 40);
+  other.eval_every = 5;
+  EXPECT_MIMIC_ERROR(train(task, other), "was written with other settings: eval_every (10 then, 5 now)");
   const auto r = train(task, options(dir.path().string(), 40));
   EXPECT_EQ(r.resumed_from, 20);
   EXPECT_EQ(r.steps, 40);

@@ -74,8 +74,8 @@ Done CheckpointFolder::open(bool fresh, const nlohmann::json& fingerprint) {
   MIMIC_CHECK(!fs::exists(dir_) || fs::is_directory(dir_), dir_, " is a checkpoint of an older mimic (one file); pass --fresh to start over");
   // The folder stands for the whole run (it and --out): locked before anything is written, and emptied rather than
   // removed by --fresh, so that the lock stays on the folder the run goes on to use.
+  out_lock_ = io::lock_output_file(out_);  // first: it refuses a folder another run holds, before OUT.ckpt is made in it
   lock_ = io::lock_output_dir(dir_);
-  out_lock_ = io::lock_output_file(out_);
   // Anything else there is not this command's to resume into or to delete with --fresh (the probe of 2026-11-27:
   // --fresh emptied a folder holding a user's files).
   for (const auto& e : fs::directory_iterator(dir_)) {

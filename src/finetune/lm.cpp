@@ -67,6 +67,7 @@ LmResult finetune_lm(const LmOptions& o) {
                         {"eval_batches", o.eval_batches}});
   // the text's tokens, not only its path: a file edited under the same name was resumed into (the probe of 2026-11-27)
   if (const auto d = source->data_digest(); !d.empty()) t.fingerprint["data_digest"] = d;
+  t.rank_settings["test"] = o.test;  // rank 0 alone scores the test split: a rank given --test alone had it dropped
   if (o.copy.fraction > 0)
     t.fingerprint["copy"] = {{"fraction", o.copy.fraction}, {"min_span", o.copy.min_span}, {"max_span", o.copy.max_span},
                              {"copies", o.copy.copies}, {"random_fraction", o.copy.random_fraction}, {"random_vocab", o.copy.random_vocab}};

@@ -30,12 +30,14 @@ struct OutputLock::Held {
   Key key;
   int fd = -1;
   std::string lock_file;  // lock_output_file's: removed while still held, so no one locks a file about to vanish
+  int dir_fd = -1;        // lock_output_file's shared hold on the folder the file is in (-1: none)
   ~Held() {
     std::lock_guard<std::mutex> g(registry_mutex);
     auto it = registry().find(key);
     if (it != registry().end() && it->second.expired()) registry().erase(it);
     if (!lock_file.empty()) ::unlink(lock_file.c_str());
     ::close(fd);  // drops the flock
+    if (dir_fd >= 0) ::close(dir_fd);
   }
 };
 
@@ -49,6 +51,37 @@ OutputLock lock_output_file(const std::string& path) {
   if (ec || p.filename().empty()) p = fs::path(path);
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   fs::create_directories(dir, ec);
+  // A shared hold on the folder: files of one folder lock apart, but not while another process holds the whole
+  // folder (lock_output_dir's exclusive hold: a training run writing there). `forward --out RUN/model.safetensors`
+  // beside a running finetune into RUN succeeded, as did the finetune, the file holding the finetune's weights
+  // (the probe of 2026-11-27). A folder this process holds already needs no second hold.
+  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    struct stat st {};
+    ::fstat(dir_fd, &st);
+    bool mine = false;
+    {
+      std::lock_guard<std::mutex> g(registry_mutex);
+      auto it = registry().find(Key{st.st_dev, st.st_ino});
+      mine = it != registry().end() && !it->second.expired();
+    }
+    if (mine) {
+      ::close(dir_fd);
+      dir_fd = -1;
+    } else if (::flock(dir_fd, LOCK_SH | LOCK_NB) != 0) {
+      const int err = errno;
+      ::close(dir_fd);
+      dir_fd = -1;
+      if (err == EWOULDBLOCK)
+        fail(path, " lies in ", dir.string(), ", the output folder another running mimic command is writing; wait for it to finish or choose another --out");
+    }
+  }
+  struct DirHold {  // let go unless handed to the lock
+    int& fd;
+    ~DirHold() {
+      if (fd >= 0) ::close(fd);
+    }
+  } dir_hold{dir_fd};
   const std::string lock_file = (dir / ("." + p.filename().string() + ".lock")).string();
   // A holder removes the lock file before it lets go: whoever opened the old file then holds a lock on a name that
   // no longer exists, sees it (the inode under the name differs, or there is none) and tries again.
@@ -69,6 +102,7 @@ OutputLock lock_output_file(const std::string& path) {
       lock.held_ = std::make_shared<OutputLock::Held>();
       lock.held_->fd = fd;
       lock.held_->lock_file = lock_file;
+      lock.held_->dir_fd = std::exchange(dir_fd, -1);
       return lock;
     }
     ::close(fd);

@@ -224,6 +224,11 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   // fingerprint stays what it was, so checkpoints written before --precision existed resume).
   TrainOptions o = options;
   if (o.precision != Precision::Fp32) o.fingerprint["precision"] = precision_name(o.precision);
+  // When the run evaluates decides its best step (and early stopping): a resume with another --eval-every picked a
+  // best step the run's schedule never evaluates, and ranks with other values aborted inside gloo (the probe of
+  // 2026-11-27). Checkpoints written before it was kept are refused once, naming it.
+  o.fingerprint["eval_every"] = o.eval_every;
+  if (o.patience > 0) o.fingerprint["patience"] = o.patience;
   MIMIC_CHECK(!o.out_dir.empty(), "training needs an output directory");
   MIMIC_CHECK(o.steps > 0 && o.grad_accum > 0, "steps and gradient accumulation must be positive");
   // The CLI checks these ranges already (tools/ranges.h); a library user reaches this directly, and
@@ -232,6 +237,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   MIMIC_CHECK(o.log_every >= 1, "log_every must be >= 1 (a log line every N steps), got ", o.log_every);
   MIMIC_CHECK(o.snapshot_every >= 0, "snapshot_every must be >= 0 (0: no snapshots), got ", o.snapshot_every);
   MIMIC_CHECK(o.patience >= 0, "patience must be >= 0 (0: no early stopping), got ", o.patience);
+  MIMIC_CHECK(o.patience == 0 || o.eval_every > 0, "early stopping (patience ", o.patience, ") needs evaluations (eval_every > 0)");
   MIMIC_CHECK(o.warmup >= 0, "warmup must be >= 0 steps, got ", o.warmup);
   MIMIC_CHECK(std::isfinite(o.lr) && o.lr > 0, "the learning rate must be a number > 0, got ", o.lr);
   MIMIC_CHECK(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "min_lr_ratio must lie in [0, 1], got ", o.min_lr_ratio);
@@ -255,6 +261,11 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
     // with other values, so these stay out of the checkpoint's fingerprint
     auto settings = o.fingerprint;
     settings["exchange"] = {{"allreduce", o.overlap_allreduce ? "overlap" : "sync"}, {"bucket_mb", o.bucket_mb}};
+    // and what rank 0 alone writes where (another rank's --out or --keep-last was silently ignored; other checkpoint
+    // intervals ran collectives at other steps)
+    settings.update({{"out_dir", o.out_dir},  {"checkpoint_every", o.checkpoint_every}, {"snapshot_every", o.snapshot_every},
+                     {"keep_last", o.keep_last}, {"log_every", o.log_every},               {"end_at", o.end_at}});
+    settings.update(o.rank_settings);
     check_same_settings(group, settings);
   }
   const auto lock = lead ? io::lock_output_dir(o.out_dir) : io::OutputLock();
@@ -329,7 +340,6 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   }
   if (resumed) r.resumed_from = s.step;
   if (resumed && lead) check_best_files(o.out_dir, s);
-  MIMIC_CHECK(o.patience == 0 || o.eval_every > 0, "early stopping (patience ", o.patience, ") needs evaluations (eval_every > 0)");
   // Early stopping, from what the checkpoint holds: `patience` evaluations since the best one.
   auto patience_spent = [&](int64_t step) {
     return o.patience > 0 && step % o.eval_every == 0 && step - s.best_step >= o.patience * o.eval_every;

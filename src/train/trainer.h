@@ -75,8 +75,13 @@ struct TrainOptions {
   // With keep_last: when the last step was also the best, last/ is a link to out_dir (where the caller promotes
   // best/) instead of a second copy of the same weights.
   bool link_last_to_best = false;
-  // Settings that must match for a checkpoint to be resumed (model, data, seed...): stored in it.
+  // Settings that must match for a checkpoint to be resumed (model, data, seed...): stored in it. train() adds the
+  // evaluation schedule (eval_every, patience), which decides the best step.
   nlohmann::json fingerprint = nlohmann::json::object();
+  // Settings the ranks of one run must share beyond the fingerprint, though a resume may change them (a command's
+  // own, e.g. finetune's --test); train() adds where the run writes (out_dir, checkpoint and snapshot intervals,
+  // keep_last) and how the ranks exchange gradients.
+  nlohmann::json rank_settings = nlohmann::json::object();
 };
 
 // What to train: the trainer owns the loop, the task owns model and data.
