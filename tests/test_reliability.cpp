@@ -262,6 +262,32 @@ TEST(OutputLock, ASecondRecordOnTheSameFileIsRefusedEvenWithFresh) {
   EXPECT_EQ(after.code, 0) << after.err;
 }
 
+// A single-file output replaces only its own command's earlier result: distill replaced a record and forward a maps
+// file, both exit 0; an --out that is a hard link to an input was written (the input survived only because the
+// write renames). The probe of 2026-11-27.
+TEST(Outputs, AFileOutputReplacesOnlyItsOwnEarlierResultAndNeverAHardLinkedInput) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("notes.txt"), "The ship sailed on.");
+  const std::string fwd = "forward --model " + teacher() + " --text hello --out ";
+  auto notes = mimic::test::mimic_cli(fwd + dir.file("notes.txt"));
+  EXPECT_NE(notes.code, 0);
+  EXPECT_NE(notes.err.find("notes.txt exists and is not a forward output"), std::string::npos) << notes.err;
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("notes.txt")), "The ship sailed on.");
+  ASSERT_EQ(mimic::test::mimic_cli(fwd + dir.file("f.safetensors")).code, 0);
+  auto again = mimic::test::mimic_cli(fwd + dir.file("f.safetensors"));  // its own: replaced
+  EXPECT_EQ(again.code, 0) << again.err;
+  auto maps = mimic::test::mimic_cli("distill --model " + teacher() + " --data sotu --samples 4 --seq-len 16 --epochs 0 --out " +
+                                     dir.file("f.safetensors"));
+  EXPECT_NE(maps.code, 0);
+  EXPECT_EQ(std::count(maps.err.begin(), maps.err.end(), '\n'), 1) << maps.err;
+  EXPECT_NE(maps.err.find("f.safetensors exists and is not a distill output"), std::string::npos) << maps.err;
+  fs::create_hard_link(dir.file("notes.txt"), dir.file("hard.txt"));
+  auto hard = mimic::test::mimic_cli("forward --model " + teacher() + " --file " + dir.file("notes.txt") + " --out " + dir.file("hard.txt"));
+  EXPECT_NE(hard.code, 0);
+  EXPECT_NE(hard.err.find("(a hard link to it)"), std::string::npos) << hard.err;
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("notes.txt")), "The ship sailed on.");
+}
+
 // A single-file output never replaces what is not a regular file: `forward --out /dev/null` once turned the
 // machine's /dev/null into a regular file (a probe of 2026-11-27). A FIFO and a directory here stand in for a device.
 TEST(Outputs, AnOutputThatIsAFifoOrADirectoryIsRefusedAndLeftAsItWas) {

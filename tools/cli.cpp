@@ -143,6 +143,9 @@ void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<
     const fs::path in = fs::canonical(value, ec);
     if (ec) continue;
     if (in == o) fail(named, " is the input ", option, " ", value, " itself: write the result elsewhere");
+    // a hard link is the same file under another name (its write replaced the name only, so the input survived by luck)
+    if (fs::is_regular_file(in, ec) && fs::is_regular_file(o, ec) && fs::equivalent(in, o, ec))
+      fail(named, " is the input ", option, " ", value, " itself (a hard link to it): write the result elsewhere");
     if (within(in, o)) fail(named, " holds the input ", option, " ", value, ": write the result elsewhere");
     if (within(o, in)) fail(named, " lies inside the input ", option, " ", value, ": write the result elsewhere");
   }
@@ -169,8 +172,23 @@ void refuse_foreign_output(const std::string& out, OutputKind kind) {
     const bool allowed = kind == OutputKind::Model ? m.model : kind == OutputKind::Report ? m.report : m.training;
     if (!allowed)
       fail("--out ", out, " holds ", m.what, " (", m.file, "): what this command writes would mix with it; choose another --out, "
-           "or move that out of the way first");
+           "or move that out of the way first (no option, --fresh or --force included, removes another command's result)");
   }
+}
+
+void refuse_foreign_file(const std::string& out, const std::string& what,
+                         const std::function<bool(const std::map<std::string, std::string>& metadata)>& ours) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (out.empty() || !fs::is_regular_file(out, ec)) return;  // a directory or a device is the writer's own refusal
+  bool mine = false;
+  try {
+    mine = ours(io::SafeTensorsFile::open(out).metadata());
+  } catch (const Error&) {
+    mine = false;  // not a safetensors file at all
+  }
+  MIMIC_CHECK(mine, "--out ", out, " exists and is not ", what, ": this command replaces only its own earlier result; "
+              "choose another --out, or move that file out of the way first");
 }
 
 void fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_t steps) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -83,6 +84,13 @@ enum class OutputKind { Model, Report, TrainingRun };
 // checkpoint under a converted model (the rerun of that run then reported the converted model as its own), a model
 // under a report, a distillation's checkpoint folder — naming the file that shows it.
 void refuse_foreign_output(const std::string& out, OutputKind kind);
+
+// The same for a command writing one safetensors file (distill's maps, forward's tensors): an existing --out is
+// replaced only when its metadata says this command wrote it (`ours`); anything else there — a record, another
+// command's maps, a file that is no safetensors — is refused in one line (distill replaced a record, forward a
+// maps file, both exit 0: the probe of 2026-11-27).
+void refuse_foreign_file(const std::string& out, const std::string& what,
+                         const std::function<bool(const std::map<std::string, std::string>& metadata)>& ours);
 
 void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs,
                             const std::string& what = "");

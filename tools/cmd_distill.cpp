@@ -74,6 +74,8 @@ void run(DistillArgs& a) {
   // and the checkpoint folder beside it, which a run writes into and --fresh empties (the probe of 2026-11-27: a
   // teacher exported as OUT.ckpt was deleted by `distill --fresh`)
   if (!a.o.out.empty()) refuse_out_over_inputs(a.o.out + ".ckpt", inputs, "the checkpoint folder " + a.o.out + ".ckpt of --out " + a.o.out);
+  refuse_foreign_file(a.o.out, "a distill output (feature maps)",
+                      [](const auto& md) { return md.count("format") && md.at("format") == "mimic-distill-1"; });
   a.o.seed = a.common.seed;
   a.o.device = a.common.on;
   a.o.progress = !a.common.json;

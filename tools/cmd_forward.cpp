@@ -13,6 +13,8 @@
 namespace mimic::cli {
 namespace {
 
+const char* kForwardFormat = "mimic-forward-1";
+
 struct ForwardArgs {
   Common common;
   std::string model, out;
@@ -22,6 +24,10 @@ struct ForwardArgs {
 void run(ForwardArgs& a) {
   start(a.common);
   refuse_out_over_inputs(a.out, {{"--model", a.model}, {"--file", a.file.value_or("")}});
+  // its own earlier output (older ones carry model_type and head, no format)
+  refuse_foreign_file(a.out, "a forward output (mimic forward's tensors)", [](const auto& md) {
+    return (md.count("format") && md.at("format") == kForwardFormat) || (!md.count("format") && md.count("model_type") && md.count("head"));
+  });
   // held for the run: another command writing the same file (a record being recorded) refuses, and this one refuses it
   const auto lock = io::lock_output_file(a.out);
   auto input = read_text_input(a.text, a.file);
@@ -40,7 +46,7 @@ void run(ForwardArgs& a) {
   if (out.logits.defined()) tensors.emplace_back("logits", out.logits.contiguous());
   if (out.pooled.defined()) tensors.emplace_back("pooler_output", out.pooled.contiguous());
   io::SaveOptions opt;
-  opt.metadata = {{"model", a.model}, {"model_type", s.model_type}, {"head", s.head}};
+  opt.metadata = {{"format", kForwardFormat}, {"model", a.model}, {"model_type", s.model_type}, {"head", s.head}};
   io::save_safetensors(a.out, tensors, opt);
   nlohmann::json j = {{"out", a.out}, {"tokens", ids.size()}, {"head", s.head}};
   for (const auto& [name, t] : tensors) j["shapes"][name] = t.sizes().vec();
