@@ -422,11 +422,33 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"pretrain --arch gpt2 --data sotu --copy-repeats 2 --out o", "--copy-repeats shapes the copy curriculum, which is off"},
       {"finetune --task cls --model " + m + " --data /nonexistent/x --seq-len 2 --out o", "--seq-len must be at least 3 for classification"},
       {"convert --model " + m + " --maps " + m + "/config.json --keep-softmax auto:0 --out c", "--keep-softmax auto:0: expected auto:K"},
+      // options that meant nothing in the run they were given to, ignored without a word
+      {"generate --model " + m + " --prompt hi --top-k 5", "--top-k 5 cuts the distribution sampling draws from"},
+      {"convert --model " + m + " --maps " + m + "/config.json --placement kl --out c", "--placement shapes how --keep-softmax auto:K ranks"},
+      {"convert --model " + m + " --maps " + m + "/config.json --keep-softmax auto:4 --placement kl --probe-segments 3 --out c",
+       "--probe-segments sets the probe's calibration, which --placement kl does not run"},
+      {"distill --model " + m + " --data sotu --eval-only --epochs 3", "--epochs shapes training, which --eval-only does not run"},
+      {"distill --model " + m + " --data sotu --loss mse --ce-weight 3 --out d.safetensors", "--ce-weight weighs the terms of --loss ce+mse"},
+      {"finetune --task cls --model " + m + " --data /nonexistent/x --eval-batches 3 --out o", "--eval-batches is for --task lm"},
+      {"finetune --task lm --model " + m + " --data /nonexistent/x --kd-lm-weight 0.5 --out o", "--kd-lm-weight mixes the LM loss"},
+      {"eval --model " + m + " --text a --file " + m + "/config.json", "excludes"},
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);
     expect_one_line_error(mimic_cli(args), message);
   }
+}
+
+// A validation split too small for one batch is refused before training: the run trained, then failed at its first
+// evaluation, leaving a folder with only its log (the probe of 2026-11-27). Of 20 lines, one validates (~100 tokens).
+TEST(Cli, AValidationSplitTooSmallForOneBatchIsRefusedBeforeTraining) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("d.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));
+  auto r = mimic_cli("finetune --task lm --model " + gpt2_dir() + " --data " + dir.file("d.txt") +
+                     " --seq-len 64 --batch-size 2 --steps 1 --warmup 0 --eval-batches 1 --out " + dir.file("o"));
+  expect_one_line_error(r, "its validation split has ");
+  EXPECT_NE(r.err.find("too few for one batch of 2 x 65 tokens"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o/log.jsonl")));
 }
 
 // Every numeric option has a range (tools/ranges.h) that the command line is checked against while it is parsed:

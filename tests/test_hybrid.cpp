@@ -588,6 +588,8 @@ TEST(KindSpec, ParsesKindAndTypedOptionsAndRefusesMalformedSpecs) {
   EXPECT_EQ(parse_kind_spec("hybrid:window=010").options["window"], 10);
   EXPECT_EQ(parse_kind_spec("hybrid:window=-007").options["window"], -7);
   EXPECT_EQ(parse_kind_spec("hybrid:window=0x10").options["window"], "0x10");  // not a number: the kind refuses it by name
+  EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:window= 3"), "'window= 3' has blanks around its key or value");
+  EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:window_weight=0.5 "), "has blanks around its key or value");
   EXPECT_MIMIC_ERROR(parse_kind_spec("cosine:w=1"), "unknown attention kind 'cosine'");
   EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:"), "expected KIND:key=value");
   EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:window"), "'window' is not key=value");

@@ -137,7 +137,19 @@ void register_convert(CLI::App& app) {
                   "Probe: the score's weights, copy=1,passkey=1,lm=1 (copy and passkey as shares of the teacher's, lm in nats at long positions)")
       ->transform(range::non_empty());
   add_common_options(*sub, a->common, Devices::Any);
-  sub->callback([a]() { run(*a); });
+  sub->callback([a, sub]() {
+    // what ranks the heads for --keep-softmax auto:K / auto:P% means nothing without it (ignored without a word before)
+    const auto& pl = a->o.placement;
+    const bool ranked = pl.keep_softmax.rfind("auto:", 0) == 0;
+    for (const CLI::Option* opt : sub->get_options()) {
+      const std::string name = opt->get_name();
+      if (opt->count() == 0 || (name != "--placement" && name.rfind("--probe-", 0) != 0)) continue;
+      MIMIC_CHECK(ranked, name, " shapes how --keep-softmax auto:K ranks the heads: give --keep-softmax auto:K (or auto:P%), or leave ",
+                  name, " out");
+      MIMIC_CHECK(name == "--placement" || pl.rule != "kl", name, " sets the probe's calibration, which --placement kl does not run");
+    }
+    run(*a);
+  });
 }
 
 }  // namespace mimic::cli

@@ -139,7 +139,17 @@ void register_distill(CLI::App& app) {
   add_precision_option(*sub, a->o.precision);
   add_common_options(*sub, a->common, Devices::Any);
   a->common.ranks = true;  // data-parallel (docs/distributed.md)
-  sub->callback([a]() { run(*a); });
+  sub->callback([a, sub]() {
+    // options that mean nothing in this run were ignored without a word (the probe of 2026-11-27)
+    auto given = [&](const char* name) { return sub->get_option(name)->count() > 0; };
+    if (a->o.eval_only)
+      for (const char* name : {"--epochs", "--lr", "--weight-decay", "--patience", "--train", "--fresh"})
+        MIMIC_CHECK(!given(name), name, " shapes training, which --eval-only does not run: leave it out");
+    for (const char* name : {"--ce-weight", "--mse-weight"})
+      MIMIC_CHECK(!given(name) || a->o.loss == "ce+mse", name, " weighs the terms of --loss ce+mse; with --loss ", a->o.loss,
+                  " there is one term: leave it out");
+    run(*a);
+  });
 }
 
 }  // namespace mimic::cli

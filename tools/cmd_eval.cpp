@@ -50,6 +50,13 @@ std::vector<int64_t> lm_ids(const EvalArgs& a, const std::string& dir) {
 nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
   auto model = models::load_model(dir, a.common.on);
   auto r = eval::perplexity(*model, lm_ids(a, dir), a.ppl);
+  // a request cut to what the model allows is said so (the probe of 2026-11-27: --window 1000 ran at 512 silently)
+  if (a.ppl.window > r.window)
+    std::fprintf(stderr, "mimic: note: --window %lld: the model's context is %lld tokens; the windows have %lld\n",
+                 static_cast<long long>(a.ppl.window), static_cast<long long>(r.window), static_cast<long long>(r.window));
+  if (a.ppl.stride > r.stride)
+    std::fprintf(stderr, "mimic: note: --stride %lld is longer than the window: the stride is %lld tokens\n",
+                 static_cast<long long>(a.ppl.stride), static_cast<long long>(r.stride));
   nlohmann::json j = {{"perplexity", r.perplexity}, {"nll", r.nll},         {"tokens", r.tokens},
                       {"predicted", r.predicted},   {"windows", r.windows}, {"seconds", r.seconds},
                       {"tokens_per_second", r.seconds > 0 ? r.predicted / r.seconds : 0.0},
@@ -259,7 +266,7 @@ void register_eval(CLI::App& app) {
   sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
   sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC), passkey (retrieval by context length) copy (in-context copy gain) or mqar (associative-recall accuracy; --data mqar:... or ar:...)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey", "copy", "mqar"}));
   auto* file = sub->add_option("--file", args->file, "Text file to score (lm, copy)")->check(path_arg());
-  auto* text = sub->add_option("--text", args->text, "Text to score (lm, copy)");
+  auto* text = sub->add_option("--text", args->text, "Text to score (lm, copy)")->excludes(file);
   sub->add_option("--data", args->data, "lm, copy: corpus all|sotu|moby-dick or your own text (a UTF-8 file or a folder of .txt files; --split picks its 90/5/5 part by position); cls: spam|sotu-era|FILE.jsonl; mqar: mqar[:...] or ar[:...]");
   sub->add_option("--split", args->split, "Split of --data: train, validation or test")->capture_default_str();
   auto* window = sub->add_option("--window", args->ppl.window, "lm: tokens per window (default: the model's context; a longer one is cut to it)")

@@ -36,6 +36,7 @@ struct FinetuneArgs {
   std::string dtype = "f32";
   bool copy_given = false;  // --copy-fraction on the command line (the kd preset's copy share applies otherwise)
   std::string copy_shape_given;  // copy_shape_option_given
+  bool eval_batches_given = false;
 };
 
 nlohmann::json metrics_json(const eval::ClassificationMetrics& m) {
@@ -95,6 +96,7 @@ void run(FinetuneArgs& a) {
   MIMIC_CHECK(f.lora.rank > 0 || f.lora.alpha == 0, "--lora-alpha needs --lora R");
   // what depends on the command line only is refused before any model is loaded (the probe of 2026-11-27: after)
   MIMIC_CHECK(a.kd == 0 || !f.teacher_dir.empty(), "--kd distils the teacher's logits: give the teacher with --teacher");
+  MIMIC_CHECK(a.kd > 0 || a.kd_lm_weight == 0, "--kd-lm-weight mixes the LM loss into logit distillation: it needs --kd T");
 
   train::TrainResult tr;
   nlohmann::json student, teacher;
@@ -121,6 +123,7 @@ void run(FinetuneArgs& a) {
     MIMIC_CHECK(!a.test, "--test is for --task lm (cls always scores the test split when the data has one)");
     MIMIC_CHECK(a.kd == 0 && a.kd_lm_weight == 0, "--kd and --kd-lm-weight are for --task lm, not cls");
     MIMIC_CHECK(a.copy.fraction == 0 && a.copy_shape_given.empty(), "the copy curriculum (--copy-*) is for --task lm, not cls");
+    MIMIC_CHECK(!a.eval_batches_given, "--eval-batches is for --task lm (cls scores the whole validation split)");
     // before any model loads, as the other refusals here (the probe of 2026-11-27: after)
     MIMIC_CHECK(a.seq_len.value_or(128) >= 3, "--seq-len must be at least 3 for classification ([CLS] token [SEP]), got ", *a.seq_len);
     finetune::ClassifyOptions o;
@@ -260,6 +263,7 @@ void register_finetune(CLI::App& app) {
   sub->callback([a, sub]() {
     a->copy_given = sub->get_option("--copy-fraction")->count() > 0;
     a->copy_shape_given = copy_shape_option_given(*sub);
+    a->eval_batches_given = sub->get_option("--eval-batches")->count() > 0;
     run(*a);
   });
 }

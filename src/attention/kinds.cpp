@@ -1,6 +1,7 @@
 #include "mimic/attention/kinds.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include <torch/torch.h>
 
@@ -91,6 +92,10 @@ KindSpec parse_kind_spec(const std::string& spec) {
     MIMIC_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), "attention '", spec, "': '", item,
                 "' is not key=value");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    // JSON skips blanks around a value (window= 3 read as 3); an option of the command line takes none
+    MIMIC_CHECK(std::isspace(static_cast<unsigned char>(value.front())) == 0 && std::isspace(static_cast<unsigned char>(value.back())) == 0 &&
+                    std::isspace(static_cast<unsigned char>(key.front())) == 0 && std::isspace(static_cast<unsigned char>(key.back())) == 0,
+                "attention '", spec, "': '", item, "' has blanks around its key or value: write key=value without them");
     MIMIC_CHECK(!ks.options.contains(key), "attention '", spec, "': option '", key, "' given twice");
     auto parsed = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
     // Leading zeros are decimal, as in every integer option and recall-task spec (window=010 is 10); JSON refuses

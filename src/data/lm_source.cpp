@@ -21,7 +21,14 @@ class CorpusSource : public LmSource {
         val_(corpus_token_cache(corpus, Split::Validation, tok)),
         batches_(train_, seq_len, batch_size, seed, copy),
         seq_len_(seq_len),
-        batch_size_(batch_size) {}
+        batch_size_(batch_size) {
+    // before any training: a run that trained and then found no validation batch failed after the work, leaving a
+    // folder with only its log (the probe of 2026-11-27)
+    // (PackedBatches' blocks: the split's tokens less one, in blocks of seq_len, each with the token after it)
+    MIMIC_CHECK((val_.size() - 1) / seq_len_ >= batch_size_, "--data ", corpus, ": its validation split has ", val_.size(),
+                " tokens: too few for one batch of ", batch_size_, " x ", seq_len_ + 1,
+                " tokens (give more text, or a smaller --batch-size or --seq-len)");
+  }
   LmBatch next() override { return batches_.next(); }
   nlohmann::json position() const override {
     auto p = batches_.position();

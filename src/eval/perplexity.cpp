@@ -34,6 +34,8 @@ PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& id
   auto all = torch::tensor(ids, torch::kLong).to(models::device_of(model));
   PerplexityResult r;
   r.tokens = n;
+  r.window = window;
+  r.stride = stride;
   double nll_sum = 0;
   std::vector<std::pair<double, double>> per_window;  // (NLL sum, tokens scored) of each window
   int64_t scored_until = 1;  // tokens [1, scored_until) are scored; token 0 has no prediction
