@@ -559,6 +559,19 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_NO_THROW(parse_config(with(bert, "classifier_dropout", nullptr)));
   EXPECT_NO_THROW(parse_config(with(gpt2, "summary_first_dropout", 0.1)));
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "id2label", {{"0", "a"}, {"1", "b"}, {"2", "a"}})), "id2label names 'a' twice (ids 0 and 2)");
+  // the third probe of 2026-11-27: a label2id contradicting id2label was accepted (and ignored); HF's default one
+  // (LABEL_N) beside named id2label entries still loads
+  const auto named = with(bert, "id2label", {{"0", "ham"}, {"1", "spam"}});
+  EXPECT_MIMIC_ERROR(parse_config(with(named, "label2id", {{"ham", 1}, {"spam", 0}})), "label2id gives 'ham' the id 1, id2label the id 0");
+  EXPECT_MIMIC_ERROR(parse_config(with(named, "label2id", {{"ham", 0}, {"spam", 1}, {"eggs", 2}})), "label2id names 'eggs', which id2label does not");
+  EXPECT_EQ(parse_config(with(named, "label2id", {{"ham", 0}, {"spam", 1}})).labels, (std::vector<std::string>{"ham", "spam"}));
+  EXPECT_NO_THROW(parse_config(with(named, "label2id", {{"LABEL_0", 0}, {"LABEL_1", 1}})));
+  // keys that change what the model computes, which mimic does not implement, were ignored
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "is_decoder", true)), "is_decoder true: a decoder-style (causal) BERT, which mimic does not implement");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "add_cross_attention", true)), "add_cross_attention true: cross-attention layers");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "problem_type", "regression")), "problem_type \"regression\": mimic's classifiers are single-label");
+  EXPECT_NO_THROW(parse_config(with(bert, "is_decoder", false)));
+  EXPECT_NO_THROW(parse_config(with(bert, "problem_type", "single_label_classification")));
   EXPECT_NO_THROW(parse_config(gpt2));
   EXPECT_NO_THROW(parse_config(bert));
 }

@@ -1,5 +1,6 @@
 #include "mimic/models/config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "mimic/core/error.h"
@@ -58,6 +59,17 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     MIMIC_CHECK(value.is_number() && std::isfinite(value.get<double>()) && value.get<double>() >= 0 && value.get<double>() < 1, where,
                 ": ", key, " is a dropout probability and must lie in [0, 1), got ", value.dump());
   }
+  // HF keys that change what the model computes, which mimic does not implement: refused rather than ignored (the
+  // probe of 2026-11-27: BERT with is_decoder true ran bidirectional, exit 0)
+  auto refuse_true = [&](const char* key, const char* what) {
+    MIMIC_CHECK(!j.contains(key) || j[key].is_null() || j[key] == false, where, ": ", key, " ", j.contains(key) ? j[key].dump() : "",
+                ": ", what, ", which mimic does not implement");
+  };
+  refuse_true("is_decoder", "a decoder-style (causal) BERT");
+  refuse_true("add_cross_attention", "cross-attention layers");
+  if (j.contains("problem_type") && !j["problem_type"].is_null())
+    MIMIC_CHECK(j["problem_type"] == "single_label_classification", where, ": problem_type ", j["problem_type"].dump(),
+                ": mimic's classifiers are single-label (problem_type single_label_classification)");
   MIMIC_CHECK(c.num_labels >= 0 && c.num_labels <= 1'000'000, where, ": num_labels must lie in [0, 10^6], got ", c.num_labels);
   if (j.contains("id2label") && !j["id2label"].is_null()) {
     const auto& m = j["id2label"];
@@ -82,6 +94,22 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     for (size_t i = 0; i < names.size(); ++i)
       for (size_t k = 0; k < i; ++k)
         MIMIC_CHECK(names[i] != names[k], where, ": id2label names '", names[i], "' twice (ids ", k, " and ", i, "): every label needs its own name");
+    // label2id, where it names the same labels, must give them the same ids: a contradicting one (ham ↔ spam) was
+    // accepted and id2label used, so data labelled by the other mapping scored against swapped names (the probe of
+    // 2026-11-27). HF's default label2id (LABEL_0, LABEL_1, … left beside named id2label entries, common in configs in
+    // the wild) names nothing and is not read.
+    if (j.contains("label2id") && j["label2id"].is_object()) {
+      bool defaults = true;
+      for (const auto& [name, id] : j["label2id"].items()) defaults = defaults && name.rfind("LABEL_", 0) == 0;
+      for (const auto& [name, id] : j["label2id"].items()) {
+        if (defaults) break;
+        const auto at = std::find(names.begin(), names.end(), name);
+        MIMIC_CHECK(at != names.end(), where, ": label2id names '", name, "', which id2label does not: the two must name the same labels");
+        const int64_t expected = at - names.begin();
+        MIMIC_CHECK(id.is_number_integer() && id.get<int64_t>() == expected, where, ": label2id gives '", name, "' the id ", id.dump(),
+                    ", id2label the id ", expected, ": the two must agree");
+      }
+    }
     // HF writes LABEL_0, LABEL_1, … when a model's labels have no names: those name nothing to match a data set by
     bool hf_default_names = true;
     for (size_t i = 0; i < names.size(); ++i) hf_default_names = hf_default_names && names[i] == "LABEL_" + std::to_string(i);
