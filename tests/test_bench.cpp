@@ -466,6 +466,14 @@ TEST(BenchPeer, TheInputsFileHoldsWhatTheStepsReadAndTheFirstLossesFollowFromIt)
     ASSERT_EQ(s["losses"].size(), 3u) << step;  // the warm-up, then 2 timed steps
     EXPECT_LT(s["losses"][2].get<double>(), s["losses"][0].get<double>()) << step;
   }
+  // --inputs is an output: a second run replaces its own earlier file, never another command's (it overwrote a model's
+  // weights: the fourth probe of 2026-11-27)
+  mimic::test::write_bytes(dir.file("notes.safetensors"), "my notes");
+  auto other = run_cli("bench peer --inputs " + dir.file("notes.safetensors") + " --distill-batch 1 --distill-length 2 --train-batch 1 "
+                       "--train-length 2 --repeats 1 --threads 1");
+  EXPECT_NE(other.code, 0);
+  EXPECT_NE(other.err.find("exists and is not a bench peer inputs file"), std::string::npos) << other.err;
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("notes.safetensors")), "my notes");
   auto file = mimic::io::SafeTensorsFile::open(inputs);
   auto config = nlohmann::json::parse(file.metadata().at("mimic_peer"));
   EXPECT_EQ(config, j["config"]);

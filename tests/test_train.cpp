@@ -214,31 +214,35 @@ TEST(TrainEngine, ARerunOfAFinishedRunRefusesABestModelChangedSinceItFinished) {
   EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 20)), "model.safetensors is missing");
 }
 
-// The same check when an unfinished run resumes: a best/ replaced meanwhile would be promoted at the end as this run's
-// model (the probe of 2026-11-27: a foreign model promoted, then LibTorch's raw error when finetune scored it).
-TEST(TrainEngine, AResumedRunRefusesABestModelChangedSinceItsCheckpoint) {
-  TempDir dir;
+// A run killed after a best export and before the checkpoint that follows it resumes from its last checkpoint, with a
+// best/ newer than that checkpoint (its own): the resume refused it once, which made the run unresumable (the fourth
+// probe of 2026-11-27). The resumed run evaluates again and ends where an uninterrupted run ends.
+TEST(TrainEngine, ARunKilledBetweenABestExportAndItsCheckpointResumes) {
+  TempDir a, b;
+  torch::manual_seed(5);
+  Toy whole;
+  auto plain = whole.task();
+  const auto uninterrupted = train(plain, options(a.path().string(), 40));
   torch::manual_seed(5);
   Toy toy;
   auto task = toy.task();
-  auto first = options(dir.path().string(), 40);
-  first.stop_after = 20;  // ends after step 20, the best export of step 20 in best/
-  ASSERT_TRUE(train(task, first).stopped);
-  const std::string best = dir.file("best/model.safetensors");
-  ASSERT_TRUE(std::filesystem::exists(best));
-  const auto bytes = mimic::test::read_bytes(best);
-  auto changed = bytes;
-  changed[changed.size() - 1] ^= 1;
-  mimic::test::write_bytes(best, changed);
-  EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 40)), "best/model.safetensors is not the file this run saved");
-  mimic::test::write_bytes(best, bytes);  // put back
-  // the evaluation schedule decides the best step: another one is another run (it was resumed, the probe of 2026-11-27)
-  auto other = options(dir.path().string(), 40);
-  other.eval_every = 5;
-  EXPECT_MIMIC_ERROR(train(task, other), "was written with other settings: eval_every (10 then, 5 now)");
-  const auto r = train(task, options(dir.path().string(), 40));
-  EXPECT_EQ(r.resumed_from, 20);
+  int exports = 0;
+  const auto export_model = task.export_model;
+  task.export_model = [&](const std::string& d) {
+    export_model(d);
+    if (++exports == 2) throw std::runtime_error("killed after the export");  // the second best, before its checkpoint
+  };
+  EXPECT_THROW(train(task, options(b.path().string(), 40)), std::runtime_error);
+  auto resumed_task = toy.task();
+  const auto r = train(resumed_task, options(b.path().string(), 40));
+  EXPECT_GT(r.resumed_from, 0);
   EXPECT_EQ(r.steps, 40);
+  EXPECT_EQ(r.best_step, uninterrupted.best_step);
+  EXPECT_EQ(mimic::test::read_bytes(b.file("best/model.safetensors")), mimic::test::read_bytes(a.file("best/model.safetensors")));
+  // the evaluation schedule decides the best step: another one is another run (it was resumed, the probe of 2026-11-27)
+  auto other = options(b.path().string(), 40);
+  other.eval_every = 5;
+  EXPECT_MIMIC_ERROR(train(resumed_task, other), "was written with other settings: eval_every (10 then, 5 now)");
 }
 
 // Found by the crash-safety soak (bench/soak.sh): the log's loss is a mean over the steps since the previous log

@@ -16,6 +16,7 @@
 #endif
 #include "mimic/core/error.h"
 #include "mimic/core/runtime.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/distributed/environment.h"
 #include "cli.h"
 #include "ranges.h"
@@ -173,6 +174,11 @@ void register_bench(CLI::App& app) {
   add_common_options(*peer, pargs->common);
   peer->callback([pargs]() {
     start(pargs->common);
+    // --inputs is an output: it replaces only an earlier peer file, and is held while written (it overwrote a model's
+    // weights, a record, a file a running finetune was writing: the fourth probe of 2026-11-27)
+    refuse_out_over_inputs(pargs->options.inputs, {}, "--inputs " + pargs->options.inputs);
+    refuse_foreign_file(pargs->options.inputs, "a bench peer inputs file", [](const auto& md) { return md.count("mimic_peer") > 0; });
+    const auto lock = io::lock_output_file(pargs->options.inputs);
     pargs->options.seed = pargs->common.seed;
 #if MIMIC_HAVE_FULL
     const distill::LossSpec ce{distill::LossKind::CE, 1.0, 1.0};

@@ -83,10 +83,11 @@ nlohmann::json file_digests(const fs::path& dir) {
   return files;
 }
 
-// The best export a run saved is in out_dir/best, or (once finished) promoted into out_dir, a promotion cut short
-// leaving some of each: every file must be there with the bytes the run wrote. A rerun checks this before it reports
-// a finished run's result, and a resume before it trains on: a best/ changed meanwhile would otherwise be promoted
-// as this run's model at the end (the probe of 2026-11-27 found a foreign model promoted that way).
+// A finished run's best export is in out_dir/best, or promoted into out_dir (a promotion cut short leaves some of
+// each): every file must be there with the bytes the run wrote. A rerun checks this before it reports the run's
+// result. An unfinished run's resume does not: a run killed between a best export and the checkpoint after it finds a
+// best/ newer than its checkpoint — its own, which the resumed run writes again — and refusing it made the run
+// unresumable (the fourth probe of 2026-11-27); a foreign best/ put into an unfinished run's folder is left open.
 void check_best_files(const std::string& out_dir, const Saved& s) {
   for (const auto& [name, digest] : s.best_files.items()) {
     fs::path f = fs::path(out_dir) / "best" / name;
@@ -339,12 +340,12 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
     if (!lead) gen.set_state(rng);
   }
   if (resumed) r.resumed_from = s.step;
-  if (resumed && lead) check_best_files(o.out_dir, s);
   // Early stopping, from what the checkpoint holds: `patience` evaluations since the best one.
   auto patience_spent = [&](int64_t step) {
     return o.patience > 0 && step % o.eval_every == 0 && step - s.best_step >= o.patience * o.eval_every;
   };
   if (s.step >= last || (s.step > 0 && patience_spent(s.step))) {
+    if (lead) check_best_files(o.out_dir, s);
     // The run ended before this one, but may have been killed between its last checkpoint and the export of
     // last/ (found while writing bench/soak.sh: the rerun said "written to last/" and left none). The parameters are the
     // checkpoint's, so exporting again writes what the uninterrupted run wrote.
