@@ -320,7 +320,8 @@ TEST(Outputs, AFreshTrainingRunRemovesTheModelFilesAnEarlierRunLeft) {
   auto linear = mimic::test::mimic_cli(common + dir.file("linear") + " --attention linear:elu");
   ASSERT_EQ(linear.code, 0) << linear.err;
   fs::create_directories(out);
-  for (const char* f : {"config.json", "model.safetensors", "mimic.json"}) fs::copy_file(fs::path(dir.file("linear")) / f, fs::path(out) / f);
+  // an earlier run's folder (its log shows it; a model alone there is another command's result, which is refused)
+  for (const char* f : {"config.json", "model.safetensors", "mimic.json", "log.jsonl"}) fs::copy_file(fs::path(dir.file("linear")) / f, fs::path(out) / f);
   mimic::test::write_bytes(out + "/vocab.txt", "[PAD]\n");
   mimic::test::write_bytes(out + "/model-00002-of-00002.safetensors", "stale shard");
   mimic::test::write_bytes(out + "/notes.txt", "mine");
@@ -704,7 +705,10 @@ TEST(OutputFolders, AFolderHoldingAnotherKindOfResultIsRefusedByTheFileThatShows
       {"export --model " + teacher() + " --out " + dir.file("rep"), "holds a report (report.html)"},
       {"finetune --task lm --model " + teacher() + " --data all --steps 1 --out " + dir.file("m.ckpt"),
        "holds a distillation's checkpoint folder (done.safetensors)"},
-      {"finetune --task lm --model " + teacher() + " --data all --steps 1 --out " + dir.file("rep"), "holds a report"}};
+      {"finetune --task lm --model " + teacher() + " --data all --steps 1 --out " + dir.file("rep"), "holds a report"},
+      // a model alone (an export, a converted model) is not a training run's folder: finetune replaced it (the fourth
+      // probe of 2026-11-27)
+      {"finetune --task lm --model " + teacher() + " --data all --steps 1 --out " + dir.file("model"), "holds a model (config.json)"}};
   for (const auto& [args, why] : cases) {
     auto r = mimic::test::mimic_cli(args + " --threads 1");
     EXPECT_EQ(r.code, 1) << args;

@@ -167,9 +167,13 @@ void refuse_foreign_output(const std::string& out, OutputKind kind) {
       {"report.html", "a report", false, true, false},
       {"config.json", "a model", true, false, true},
   };
+  // a training run's folder holds its model beside its checkpoint or log; a model alone there is another command's
+  // result (an export, a converted model), which finetune and pretrain replaced (the fourth probe of 2026-11-27)
+  const bool run_files = fs::exists(fs::path(out) / "checkpoint.safetensors", ec) || fs::exists(fs::path(out) / "log.jsonl", ec);
   for (const auto& m : markers) {
     if (!fs::exists(fs::path(out) / m.file, ec)) continue;
-    const bool allowed = kind == OutputKind::Model ? m.model : kind == OutputKind::Report ? m.report : m.training;
+    bool allowed = kind == OutputKind::Model ? m.model : kind == OutputKind::Report ? m.report : m.training;
+    if (kind == OutputKind::TrainingRun && std::string(m.file) == "config.json" && !run_files) allowed = false;
     if (!allowed)
       fail("--out ", out, " holds ", m.what, " (", m.file, "): what this command writes would mix with it; choose another --out, "
            "or move that out of the way first (no option, --fresh or --force included, removes another command's result)");
