@@ -268,6 +268,13 @@ TEST(RecallTasks, BadSpecsAreRefusedWithOneLine) {
   EXPECT_MIMIC_ERROR(RecallTaskSpec::parse("ar:pairs=3"), "unknown key 'pairs'");
   EXPECT_MIMIC_ERROR(RecallTaskSpec::parse("qmar"), "not a recall task");
   EXPECT_MIMIC_ERROR(RecallTaskSpec::parse("mqar:vocab"), "not key=value");
+  // numbers as every option reads them (the fourth probe of 2026-11-27 found these accepted); leading zeros are decimal
+  EXPECT_MIMIC_ERROR(RecallTaskSpec::parse("mqar:vocab= 64"), "vocab must be a whole number, got ' 64'");
+  EXPECT_MIMIC_ERROR(RecallTaskSpec::parse("mqar:vocab=+64"), "whole number");
+  EXPECT_MIMIC_ERROR(RecallTaskSpec::parse("mqar:vocab=64,"), "separated by single commas");
+  EXPECT_MIMIC_ERROR(RecallTaskSpec::parse("mqar:power_a=0x1p-1"), "power_a must be a number");
+  EXPECT_MIMIC_ERROR(RecallTaskSpec::parse("mqar:power_a=0.1abc"), "power_a must be a number");
+  EXPECT_EQ(RecallTaskSpec::parse("mqar:vocab=0128,seq_len=64,pairs=4").vocab, 128);
 }
 
 TEST(RecallTasks, PretrainLearnsMqarAndEvalScoresOnlyTheAnswers) {

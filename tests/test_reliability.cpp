@@ -216,6 +216,16 @@ TEST(OutputLock, ASecondRunOnALockedOutputDirectoryIsRefusedWithOneLine) {
     EXPECT_NE(f.err.find("lies in " + out + ", the output folder another running mimic command is writing"), std::string::npos) << f.err;
   }
   EXPECT_TRUE(fs::is_empty(out));
+  // nor below it (a forward into RUN/best/, an export into RUN/last: both succeeded, and the run died or deleted the
+  // export; the fourth probe of 2026-11-27)
+  for (const std::string& cmd : {"forward --model " + teacher() + " --text hello --out " + out + "/best/x.safetensors",
+                                 "export --model " + teacher() + " --out " + out + "/last"}) {
+    auto f = mimic::test::mimic_cli(cmd);
+    EXPECT_NE(f.code, 0) << cmd;
+    EXPECT_EQ(std::count(f.err.begin(), f.err.end(), '\n'), 1) << f.err;
+    EXPECT_NE(f.err.find(" lies inside " + out + ", the output folder another running mimic command is writing"), std::string::npos) << f.err;
+  }
+  EXPECT_TRUE(fs::is_empty(out));
   // within one process the hold is shared (a stage, then its training engine, then Model::save)
   // and the kernel drops it when the holder dies: no stale lock after a kill
   holder.kill();
@@ -567,6 +577,12 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_MIMIC_ERROR(parse_config(with(named, "label2id", {{"ham", 0}, {"spam", 1}, {"eggs", 2}})), "label2id names 'eggs', which id2label does not");
   EXPECT_EQ(parse_config(with(named, "label2id", {{"ham", 0}, {"spam", 1}})).labels, (std::vector<std::string>{"ham", "spam"}));
   EXPECT_NO_THROW(parse_config(with(named, "label2id", {{"LABEL_0", 0}, {"LABEL_1", 1}})));
+  // without an id2label, label2id names the labels (it was ignored); it must be an object of ids 0..n-1
+  auto only = bert;
+  only.erase("id2label");
+  EXPECT_EQ(parse_config(with(only, "label2id", {{"spam", 0}, {"ham", 1}})).labels, (std::vector<std::string>{"spam", "ham"}));
+  EXPECT_MIMIC_ERROR(parse_config(with(only, "label2id", {{"spam", 0}, {"ham", 0}})), "label2id's ids must be 0 to 1 once each");
+  EXPECT_MIMIC_ERROR(parse_config(with(only, "label2id", nlohmann::json::array({"ham", "spam"}))), "label2id must be an object");
   // keys that change what the model computes, which mimic does not implement, were ignored
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "is_decoder", true)), "is_decoder true: a decoder-style (causal) BERT, which mimic does not implement");
   EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "add_cross_attention", true)), "add_cross_attention true: cross-attention layers");

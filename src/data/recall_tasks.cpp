@@ -7,6 +7,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <regex>
 #include <sstream>
 
 #include "mimic/core/error.h"
@@ -23,7 +24,9 @@ int64_t parse_int(const std::string& key, const std::string& value, const std::s
   } catch (const std::exception&) {
     used = 0;
   }
-  MIMIC_CHECK(used == value.size() && !value.empty(), "recall task '", spec, "': ", key, " must be a whole number, got '", value, "'");
+  // decimal digits only (stoll also takes leading blanks and a sign: vocab= 64 and +64 were accepted)
+  MIMIC_CHECK(used == value.size() && !value.empty() && value.find_first_not_of("0123456789", value[0] == '-' ? 1 : 0) == std::string::npos,
+              "recall task '", spec, "': ", key, " must be a whole number, got '", value, "'");
   return v;
 }
 
@@ -50,7 +53,10 @@ RecallTaskSpec RecallTaskSpec::parse(const std::string& spec) {
     s.seq_len = 128;
   }
   if (colon != std::string::npos) {
-    std::stringstream items(spec.substr(colon + 1));
+    const std::string rest = spec.substr(colon + 1);
+    // getline drops a trailing empty item (mqar:vocab=64, was accepted)
+    MIMIC_CHECK(!rest.empty() && rest.back() != ',', "recall task '", spec, "': expected key=value items separated by single commas");
+    std::stringstream items(rest);
     std::string item;
     std::set<std::string> given;
     while (std::getline(items, item, ',')) {
@@ -63,11 +69,10 @@ RecallTaskSpec RecallTaskSpec::parse(const std::string& spec) {
       else if (key == "seq_len") s.seq_len = parse_int(key, value, spec);
       else if (key == "pairs" && s.kind == "mqar") s.pairs = parse_int(key, value, spec);
       else if (key == "power_a" && s.kind == "mqar") {
-        try {
-          s.power_a = std::stod(value);
-        } catch (const std::exception&) {
-          fail("recall task '", spec, "': power_a must be a number, got '", value, "'");
-        }
+        // decimal notation only, as every real option (stod took 0x1p-1, leading blanks and trailing text)
+        static const std::regex decimal(R"(^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$)");
+        MIMIC_CHECK(std::regex_match(value, decimal), "recall task '", spec, "': power_a must be a number, got '", value, "'");
+        s.power_a = std::stod(value);
       } else {
         fail("recall task '", spec, "': unknown key '", key, "' (", s.kind == "mqar" ? "vocab, seq_len, pairs, power_a" : "vocab, seq_len",
              ")");

@@ -450,7 +450,13 @@ DistillResult distill(const DistillOptions& o) {
   res.val_samples = sp.val_count;
   // the ranks split the layers: each must distil them as rank 0 does (the probe of 2026-11-27: other --epochs or
   // --record per rank wrote mixed maps with exit 0, another --feature-map hung until the timeout)
-  if (group.size() > 1) train::check_same_settings(group, fingerprint);
+  if (group.size() > 1) {
+    // and what rank 0 alone writes where (another rank's --out was ignored, leaving its layer folder behind: the
+    // fourth probe of 2026-11-27)
+    auto settings = fingerprint;
+    settings.update({{"out", o.out}, {"fresh", o.fresh}});
+    train::check_same_settings(group, settings);
+  }
   const auto start = json_parse(group.from_lead("receiving rank 0's distillation state", [&] {
     done = folder.open(o.fresh, fingerprint);
     res.resumed = folder.resumed();

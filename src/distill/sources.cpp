@@ -7,6 +7,7 @@
 
 #include "mimic/attention/attention.h"
 #include "mimic/core/error.h"
+#include "mimic/core/hash.h"
 #include "mimic/models/model.h"
 #include "mimic/record/record.h"
 
@@ -75,6 +76,15 @@ class OnlineSource : public Source {
     model_ = models::load_model(o.model_dir, o.device);  // the teacher runs where the students train
     model_->module().eval();
     digest_ = models::model_digest(*model_);
+    // the samples themselves: another --split, or the text replaced under the same name, is another run (a resume
+    // reported the old maps, the fourth probe of 2026-11-27)
+    {
+      const auto ids = samples_->batch(0, n_).first.contiguous();
+      Hasher h;
+      h.bytes(ids.data_ptr(), static_cast<size_t>(ids.numel()) * ids.element_size());
+      data_digest_ = h.hex();
+    }
+    split_ = o.split;
     auto sum = model_->summary();
     n_head_ = sum.n_head;
     head_dim_ = sum.d_model / sum.n_head;
@@ -90,7 +100,7 @@ class OnlineSource : public Source {
   std::string model_digest() const override { return digest_; }
   nlohmann::json identity() const override {
     return {{"model", fs::absolute(model_dir_).lexically_normal().string()}, {"data", samples_->data_id()}, {"samples", n_},
-            {"seq_len", samples_->seq_len()}, {"model_digest", digest_}};
+            {"seq_len", samples_->seq_len()}, {"model_digest", digest_}, {"split", split_}, {"data_digest", data_digest_}};
   }
 
  protected:
@@ -129,7 +139,7 @@ class OnlineSource : public Source {
  private:
 
   std::string model_dir_;
-  std::string digest_;
+  std::string digest_, data_digest_, split_;
   std::unique_ptr<record::SampleReader> samples_;
   std::unique_ptr<models::Model> model_;
   int64_t n_ = 0, n_head_ = 0, head_dim_ = 0, batch_ = 8;

@@ -26,6 +26,40 @@ std::map<Key, std::weak_ptr<OutputLock::Held>>& registry() {
 }
 }  // namespace
 
+namespace {
+// Refuses `path` when a folder above it is held by another process (lock_output_dir's exclusive hold: a training run
+// writing there). Each ancestor is tried with a shared lock, let go at once; the first one this process holds ends
+// the walk (a run exporting best/ below the folder it holds). A forward into RUN/best/ or an export into RUN/last
+// while RUN trained succeeded, and the run then died or deleted the export (the fourth probe of 2026-11-27).
+void refuse_inside_a_held_folder(const std::filesystem::path& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(path), ec);
+  if (ec) return;
+  for (p = p.parent_path(); !p.empty(); p = p.parent_path()) {
+    const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+      struct stat st {};
+      ::fstat(fd, &st);
+      bool mine = false;
+      {
+        std::lock_guard<std::mutex> g(registry_mutex);
+        auto it = registry().find(Key{st.st_dev, st.st_ino});
+        mine = it != registry().end() && !it->second.expired();
+      }
+      const bool held_elsewhere = !mine && ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+      if (!mine && !held_elsewhere) ::flock(fd, LOCK_UN);
+      ::close(fd);
+      if (mine) return;
+      if (held_elsewhere)
+        fail(what, " lies inside ", p.string(), ", the output folder another running mimic command is writing; wait for it to finish or "
+             "choose another --out");
+    }
+    if (p == p.root_path()) break;
+  }
+}
+}  // namespace
+
 struct OutputLock::Held {
   Key key;
   int fd = -1;
@@ -50,6 +84,7 @@ OutputLock lock_output_file(const std::string& path) {
   fs::path p = fs::weakly_canonical(fs::absolute(path), ec);
   if (ec || p.filename().empty()) p = fs::path(path);
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  refuse_inside_a_held_folder(dir, path);
   fs::create_directories(dir, ec);
   // A shared hold on the folder: files of one folder lock apart, but not while another process holds the whole
   // folder (lock_output_dir's exclusive hold: a training run writing there). `forward --out RUN/model.safetensors`
@@ -113,6 +148,7 @@ OutputLock lock_output_file(const std::string& path) {
 OutputLock lock_output_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  refuse_inside_a_held_folder(dir, dir);
   fs::create_directories(dir, ec);
   MIMIC_CHECK(fs::is_directory(dir), "cannot create the output directory ", dir, ec ? ": " + ec.message() : std::string(" (a file has that name)"));
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -71,6 +71,24 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     MIMIC_CHECK(j["problem_type"] == "single_label_classification", where, ": problem_type ", j["problem_type"].dump(),
                 ": mimic's classifiers are single-label (problem_type single_label_classification)");
   MIMIC_CHECK(c.num_labels >= 0 && c.num_labels <= 1'000'000, where, ": num_labels must lie in [0, 10^6], got ", c.num_labels);
+  // label2id: an object name → id, or nothing (a list or a string was accepted and ignored: the fourth probe of
+  // 2026-11-27). Without an id2label it names the labels itself (it was ignored, the data mapped by sort order).
+  MIMIC_CHECK(!j.contains("label2id") || j["label2id"].is_null() || j["label2id"].is_object(), where,
+              ": label2id must be an object {name: id, ...}, got ", j.contains("label2id") ? j["label2id"].type_name() : "");
+  if ((!j.contains("id2label") || j["id2label"].is_null()) && j.contains("label2id") && j["label2id"].is_object() &&
+      !j["label2id"].empty()) {
+    const auto& m = j["label2id"];
+    std::vector<std::string> names(m.size());
+    bool defaults = true;
+    for (const auto& [name, id] : m.items()) {
+      MIMIC_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < static_cast<int64_t>(m.size()) &&
+                      names[static_cast<size_t>(id.get<int64_t>())].empty() && !name.empty(),
+                  where, ": label2id's ids must be 0 to ", m.size() - 1, " once each, got ", id.dump(), " for '", name, "'");
+      names[static_cast<size_t>(id.get<int64_t>())] = name;
+      defaults = defaults && name == "LABEL_" + id.dump();
+    }
+    if (!defaults) c.labels = names;
+  }
   if (j.contains("id2label") && !j["id2label"].is_null()) {
     const auto& m = j["id2label"];
     MIMIC_CHECK(m.is_object(), where, ": id2label must be an object {\"0\": name, ...}");

@@ -196,6 +196,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
                    {"grad_accum", t.grad_accum}};
   if (!o.init.empty()) t.fingerprint["init"] = models::model_digest(*model);
   if (const auto d = source->data_digest(); !d.empty()) t.fingerprint["data_digest"] = d;  // the text, not only its name
+  t.fingerprint["eval_batches"] = o.eval_batches;  // what an evaluation averages (finetune's has it too)
   if (o.position_init != "normal") t.fingerprint["position_init"] = o.position_init;  // absent: older runs still resume
   if (o.position_scale != 0.02) t.fingerprint["position_scale"] = o.position_scale;
   if (o.copy.fraction > 0) {

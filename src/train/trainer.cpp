@@ -265,7 +265,8 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
     // and what rank 0 alone writes where (another rank's --out or --keep-last was silently ignored; other checkpoint
     // intervals ran collectives at other steps)
     settings.update({{"out_dir", o.out_dir},  {"checkpoint_every", o.checkpoint_every}, {"snapshot_every", o.snapshot_every},
-                     {"keep_last", o.keep_last}, {"log_every", o.log_every},               {"end_at", o.end_at}});
+                     {"keep_last", o.keep_last}, {"log_every", o.log_every},               {"end_at", o.end_at},
+                     {"fresh", o.fresh}});
     settings.update(o.rank_settings);
     check_same_settings(group, settings);
   }
