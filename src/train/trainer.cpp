@@ -270,7 +270,10 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
     settings.update(o.rank_settings);
     check_same_settings(group, settings);
   }
-  const auto lock = lead ? io::lock_output_dir(o.out_dir) : io::OutputLock();
+  // A rank-local job of a rank other than 0 (distill's layers) writes inside the folder rank 0 holds for the whole
+  // run (OUT.ckpt): it takes no lock of its own there, which the folder's holder would refuse as another command's.
+  const bool own_lock = lead && (!task.rank_local || distributed::world().lead());
+  const auto lock = own_lock ? io::lock_output_dir(o.out_dir) : io::OutputLock();
   const std::string ckpt = o.out_dir + "/" + kCheckpoint;
   const std::string log = o.out_dir + "/log.jsonl";
   auto log_line = [&](const nlohmann::json& j) {

@@ -101,7 +101,8 @@ struct TrainTask {
   // the engine averages gradients and validation losses over the ranks. A task without it refuses such a run.
   bool data_parallel = false;
   // Trained by this process alone even in a distributed run (distill gives each rank layers of its own): no
-  // collective, and this process reads and writes out_dir whatever its rank.
+  // collective, and this process reads and writes out_dir whatever its rank (on ranks other than 0 without locking it:
+  // it lies inside a folder rank 0 holds).
   bool rank_local = false;
 };
 
