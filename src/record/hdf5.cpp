@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 
 namespace mimic::record {
 
@@ -126,7 +127,9 @@ nlohmann::json read_attr(const H5::H5Object& obj, const std::string& name) {
   return "<unreadable>";
 }
 
-std::string show(const nlohmann::json& v) { return v.is_null() ? "absent" : v.dump(); }
+// json_dump: a string attribute of a damaged or foreign file may hold bytes that are not UTF-8 (fuzz_record found
+// nlohmann's type_error.316 escaping the reader, 2026-11-27)
+std::string show(const nlohmann::json& v) { return v.is_null() ? "absent" : json_dump(v, -1); }
 
 std::string layer_group(int64_t layer) {
   char buf[32];
