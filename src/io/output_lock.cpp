@@ -27,6 +27,15 @@ std::map<Key, std::weak_ptr<OutputLock::Held>>& registry() {
 }  // namespace
 
 namespace {
+// Whether this process holds the directory open as `fd` (lock_output_dir's registry, keyed by identity).
+bool held_here(int fd) {
+  struct stat st {};
+  ::fstat(fd, &st);
+  std::lock_guard<std::mutex> g(registry_mutex);
+  auto it = registry().find(Key{st.st_dev, st.st_ino});
+  return it != registry().end() && !it->second.expired();
+}
+
 // Refuses `path` when a folder above it is held by another process (lock_output_dir's exclusive hold: a training run
 // writing there). Each ancestor is tried with a shared lock, let go at once; the first one this process holds ends
 // the walk (a run exporting best/ below the folder it holds). A forward into RUN/best/ or an export into RUN/last
@@ -39,14 +48,7 @@ void refuse_inside_a_held_folder(const std::filesystem::path& path, const std::s
   for (p = p.parent_path(); !p.empty(); p = p.parent_path()) {
     const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
-      struct stat st {};
-      ::fstat(fd, &st);
-      bool mine = false;
-      {
-        std::lock_guard<std::mutex> g(registry_mutex);
-        auto it = registry().find(Key{st.st_dev, st.st_ino});
-        mine = it != registry().end() && !it->second.expired();
-      }
+      const bool mine = held_here(fd);
       const bool held_elsewhere = !mine && ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
       if (!mine && !held_elsewhere) ::flock(fd, LOCK_UN);
       ::close(fd);
@@ -92,14 +94,7 @@ OutputLock lock_output_file(const std::string& path) {
   // (the probe of 2026-11-27). A folder this process holds already needs no second hold.
   int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd >= 0) {
-    struct stat st {};
-    ::fstat(dir_fd, &st);
-    bool mine = false;
-    {
-      std::lock_guard<std::mutex> g(registry_mutex);
-      auto it = registry().find(Key{st.st_dev, st.st_ino});
-      mine = it != registry().end() && !it->second.expired();
-    }
+    const bool mine = held_here(dir_fd);
     if (mine) {
       ::close(dir_fd);
       dir_fd = -1;
