@@ -169,6 +169,8 @@ fi
 mimic="$build/mimic"
 say "links libtorch_cuda: $(readelf -d "$mimic" 2>/dev/null | grep -c 'NEEDED.*torch_cuda') (1 = CUDA backend loaded at start)"
 
+# the core test Record.H5pyReadsTheFile runs python3's h5py: say whether that machine has it (it hung there once)
+say "python3 h5py: $(timeout 30 /usr/bin/python3 -c 'import h5py; print(h5py.__version__)' 2>&1 | tail -1)"
 # ---- tests: the device tests, then CPU tests of this build (LibTorch 2.x behaving as 1.13 does)
 if [ "$targets" = mimic_cli ]; then
   say "tests skipped (MIMIC_GPU_CLI_ONLY=1)"
@@ -226,7 +228,7 @@ for run in gpu gpu-bf16 cpu; do
     --lr 1e-3 --eval-every 30 --eval-batches 4 --out "$cli/pre-$run" "${common[@]}" "${prec[@]}" >"$cli/pre-$run.json" 2>>"$out/cli.log" &&
   "$mimic" finetune --task lm --model "$cli/pre-$run" --data "$task" --seq-len 128 --batch-size 32 --steps 30 --warmup 3 \
     --eval-every 15 --eval-batches 4 --out "$cli/ft-$run" "${common[@]}" "${prec[@]}" >"$cli/ft-$run.json" 2>>"$out/cli.log" &&
-  "$mimic" eval --task mqar --data "$task" --model "$cli/ft-$run" --examples 256 "${common[@]}" >"$cli/eval-$run.json" 2>>"$out/cli.log"
+  "$mimic" eval --task mqar --data "$task" --model "$cli/ft-$run" --examples 256 "${common[@]}" "${prec[@]}" >"$cli/eval-$run.json" 2>>"$out/cli.log"
   rc=$?
   say "cli on $run: rc $rc; $(python3 - "$cli" "$run" <<'PY' 2>&1
 import json, sys
@@ -241,16 +243,30 @@ print(f"pretrain {p.get('tokens_per_second', 0):.0f} tok/s, finetune {f.get('tok
 PY
 )"
 done
+# the delta kind (gated delta rule, its chunked WY form in training) from scratch, on each device and precision
+for run in gpu gpu-bf16 cpu; do
+  dev=${run%-bf16}; [ "$dev" = gpu ] && dev=$gpu
+  prec=(); [ "$run" = gpu-bf16 ] && prec=(--precision bf16)
+  "$mimic" pretrain --arch gpt2 --config "$cli/c.json" --attention delta --data "$task" --seq-len 128 --batch-size 32 --steps 30 --warmup 3 \
+    --lr 1e-3 --eval-every 30 --eval-batches 4 --out "$cli/delta-$run" --device "$dev" --seed 1 --json "${prec[@]}" >"$cli/delta-$run.json" 2>>"$out/cli.log"
+  say "pretrain --attention delta on $run: rc $?; $(python3 - "$cli/delta-$run.json" <<'PY' 2>&1
+import json, sys
+p = json.load(open(sys.argv[1]))
+print(f"{p.get('tokens_per_second', 0):.0f} tok/s, last loss {p.get('last_loss', float('nan')):.4f}, best validation loss {p.get('best_eval_loss', float('nan')):.4f}")
+PY
+)"
+done
 # distill from one record (written on the CPU from the CPU run's model) on the GPU and on the CPU: the same record,
 # the same initial maps, so the two runs' best validation losses agree to rounding. Then the record written on the GPU
 # (record --device cuda), distilled on the CPU: it agrees with the CPU's record to rounding, and so do its losses.
 if "$mimic" record --model "$cli/pre-cpu" --data "$task" --samples 64 --seq-len 128 --out "$cli/r.h5" --seed 1 --device cpu >/dev/null 2>>"$out/cli.log" &&
   "$mimic" record --model "$cli/pre-cpu" --data "$task" --samples 64 --seq-len 128 --out "$cli/r-gpu.h5" --seed 1 --device "$gpu" >/dev/null 2>>"$out/cli.log"; then
   say "record on $gpu: rc 0"
-  for dev in gpu cpu gpu-record; do
-    rec="$cli/r.h5"; on=$dev; [ "$dev" = gpu ] && on=$gpu
+  for dev in gpu gpu-bf16 cpu gpu-record; do
+    rec="$cli/r.h5"; on=${dev%-bf16}; [ "$on" = gpu ] && on=$gpu
+    dprec=fp32; [ "$dev" = gpu-bf16 ] && dprec=bf16
     [ "$dev" = gpu-record ] && { rec="$cli/r-gpu.h5"; on=cpu; }
-    "$mimic" distill --record "$rec" --epochs 3 --batch-size 8 --out "$cli/maps-$dev.safetensors" --device "$on" --seed 1 --json \
+    "$mimic" distill --record "$rec" --epochs 3 --batch-size 8 --out "$cli/maps-$dev.safetensors" --device "$on" --precision $dprec --seed 1 --json \
       >"$cli/distill-$dev.json" 2>>"$out/cli.log"
     say "distill on $dev: rc $?; $(python3 - "$cli/distill-$dev.json" <<'PY' 2>&1
 import json, sys
@@ -300,6 +316,31 @@ kept = " ".join(f"{k['layer']}.{k['head']}" for k in p.get("kept", []))
 print(f"kept {kept}; probe {p.get('seconds', 0):.1f} s; reached {json.dumps(p.get('reached'))[:120]}")
 PY
 )"
+  # greedy decoding of gpt2-mini and of its conversion: fp32 and bf16 on the device against fp32 on the CPU
+  for m in gpt2-mini g-conv; do
+    mp=$m; [ "$m" = g-conv ] && mp="$cli/g-conv"
+    for run in cpu gpu gpu-bf16; do
+      dev=${run%-bf16}; [ "$dev" = gpu ] && dev=$gpu
+      p=fp32; [ "$run" = gpu-bf16 ] && p=bf16
+      "$mimic" generate --model "$mp" --prompt "The President said that the Congress" --new-tokens 32 --device "$dev" --precision $p --seed 0 --json \
+        >"$cli/gen-$m-$run.json" 2>>"$out/cli.log" || echo "generate $m $run failed" >>"$out/cli.log"
+    done
+    say "generate $m (32 greedy tokens): $(python3 - "$cli" "$m" <<'PY' 2>&1
+import json, sys
+d, m = sys.argv[1], sys.argv[2]
+ref = json.load(open(f"{d}/gen-{m}-cpu.json"))["ids"]
+out = []
+for run in ("gpu", "gpu-bf16"):
+    try:
+        g = json.load(open(f"{d}/gen-{m}-{run}.json"))
+        same = next((i for i, (a, b) in enumerate(zip(ref, g["ids"])) if a != b), len(ref))
+        out.append(f"{run}: first {same} of {len(ref)} tokens as the CPU's, {g['timing']['decode_tokens_per_second']:.0f} tok/s decoding")
+    except Exception as e:
+        out.append(f"{run}: {str(e)[:60]}")
+print("; ".join(out))
+PY
+)"
+  done
 else
   say "gpt2-mini: no tokenizer here (tools/gpu-check.sh --prepare packs it): its conversion skipped"
 fi
@@ -333,6 +374,7 @@ if [[ ",$benches," == *",train,"* ]]; then
     t0=$(stamp)
     json="$out/bench-train.json"; [ "$prec" = bf16 ] && json="$out/bench-train-bf16.json"
     "$mimic" bench train --device "$gpu" --precision $prec --widths small --lengths $lengths --tokens-per-step 16384 --repeats $reps --json \
+      --kinds "linear:feature_map=hedgehog;hybrid:window=64,feature_map=hedgehog_softmax;${MIMIC_GPU_TRAIN_KINDS:-delta}" \
       >"$json" 2>>"$out/build.log" &&
       python3 - "$json" >>"$summary" <<'PY'
 import json, sys
