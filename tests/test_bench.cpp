@@ -568,7 +568,9 @@ TEST(BenchTrain, EveryKindReallyTrainsAndTheRatiosComeFromTheMeasuredTimes) {
 // the largest shares; per-step call counts are exact (13 LayerNorms: two per block and ln_f); the text
 // report has a profile table per cell.
 TEST(BenchTrain, ProfileGivesEachKindsOperatorSharesOfOneStepLedByTheMatrixProducts) {
-  const std::string args = "bench train --lengths 32 --tokens-per-step 64 --repeats 1 --threads 1 --profile --kinds 'linear:feature_map=hedgehog'";
+  // 256 tokens a step: at 64, AdamW over the 10M weights (most of them the embedding) took all but 5.5% of a step
+  // from the matrix products under LibTorch 2.11 (the 2026-11-27 H100 machine's CPU; 29% under 1.13 here)
+  const std::string args = "bench train --lengths 64 --tokens-per-step 256 --repeats 1 --threads 1 --profile --kinds 'linear:feature_map=hedgehog'";
   auto r = run_cli(args + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
@@ -604,7 +606,7 @@ TEST(BenchTrain, ProfileGivesEachKindsOperatorSharesOfOneStepLedByTheMatrixProdu
   }
   r = run_cli(args);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("profile (shares of a training step's wall time, under the profiler; its time not reported): softmax, mini, T 32"),
+  EXPECT_NE(r.out.find("profile (shares of a training step's wall time, under the profiler; its time not reported): softmax, mini, T 64"),
             std::string::npos) << r.out;
   EXPECT_NE(r.out.find("profile (shares of a training step's wall time, under the profiler; its time not reported): linear:feature_map=hedgehog"),
             std::string::npos) << r.out;

@@ -120,11 +120,12 @@ TEST(CliVocabulary, EveryCommandRefusesADeviceItCannotUseInOneLine) {
     if (c == "launch") continue;
     SCOPED_TRACE(c);
     auto cuda = mimic::test::mimic_cli(c + " --device cuda");
-    EXPECT_NE(cuda.code, 0);
     if (gpu_here() && cuda.err.find("computes on the CPU so far") == std::string::npos) {
-      // a command that takes a GPU, on a machine with one: the device is accepted (it fails on its missing options)
+      // a command that takes a GPU, on a machine with one: the device is accepted (it fails on its missing options,
+      // or runs where it needs none: bench attention and bench train did on the 2026-11-27 H100 machine)
       EXPECT_EQ(cuda.err.find("--device"), std::string::npos) << cuda.err;
     } else {
+      EXPECT_NE(cuda.code, 0);
       EXPECT_TRUE(cuda.err.find("no CUDA device is available") != std::string::npos || cuda.err.find("computes on the CPU so far") != std::string::npos)
           << cuda.err;
       EXPECT_EQ(std::count(cuda.err.begin(), cuda.err.end(), '\n'), 1) << cuda.err;

@@ -13,11 +13,15 @@ std::string model_with_tokenizer(const std::string& name) {
   auto it = made.find(name);
   if (it != made.end()) return it->second;
   namespace fs = std::filesystem;
+  // The assets are found before anything is copied: on a machine without them every call says "asset not found"
+  // (a half-made copy would make the next call fail on "File exists" instead).
+  const bool gpt2 = name.rfind("gpt2", 0) == 0;
+  std::vector<std::string> assets;
+  for (const char* f : gpt2 ? std::vector<const char*>{"vocab.json", "merges.txt"} : std::vector<const char*>{"vocab.txt"})
+    assets.push_back(asset_path(std::string(gpt2 ? "gpt2/" : "bert-base-uncased/") + f));
   auto dst = root.file(name);
   fs::copy(fixture("models/" + name), dst, fs::copy_options::recursive);
-  const bool gpt2 = name.rfind("gpt2", 0) == 0;
-  for (const char* f : gpt2 ? std::vector<const char*>{"vocab.json", "merges.txt"} : std::vector<const char*>{"vocab.txt"})
-    fs::copy_file(asset_path(std::string(gpt2 ? "gpt2/" : "bert-base-uncased/") + f), dst + "/" + f);
+  for (const auto& a : assets) fs::copy_file(a, dst + "/" + fs::path(a).filename().string());
   return made[name] = dst;
 }
 

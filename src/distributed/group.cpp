@@ -587,4 +587,6 @@ Group& world() {
   return *group;
 }
 
+bool multi_process_supported() { return MIMIC_HAVE_GLOO; }
+
 }  // namespace mimic::distributed

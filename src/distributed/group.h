@@ -99,4 +99,8 @@ Group& single();
 // group of one). Throws what the rendezvous throws; a later call tries again.
 Group& world();
 
+// Whether this build can form a group of several processes: false where the LibTorch it was built against ships no
+// gloo headers (a pip torch); world() of more than one rank then refuses to start, saying so.
+bool multi_process_supported();
+
 }  // namespace mimic::distributed
