@@ -343,6 +343,43 @@ TEST(Outputs, AFreshTrainingRunRemovesTheModelFilesAnEarlierRunLeft) {
   EXPECT_NE(info.out.find("softmax in layers 0-1"), std::string::npos) << info.out << info.err;
 }
 
+// finetune --fresh in a pretrain run's folder replaced that run's checkpoint and model (issue 38): a training
+// command neither resumes nor replaces another command's run; its own run it still replaces with --fresh. A
+// checkpoint written before the command was kept is known by its fingerprint (pretrain's names an arch).
+TEST(Outputs, ATrainingCommandNeverReplacesAnotherCommandsRunFreshIncluded) {
+  TempDir dir;
+  const std::string config = dir.file("c.json"), out = dir.file("run");
+  mimic::test::write_bytes(config, R"({"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64})");
+  const std::string data = " --data mqar:vocab=64,seq_len=32,pairs=4 --seq-len 32 --batch-size 4 --steps 2 --warmup 1 --eval-every 0 --threads 1";
+  auto pre = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + config + data + " --out " + out);
+  ASSERT_EQ(pre.code, 0) << pre.err;
+  const std::string ft_out = dir.file("ft");
+  auto ft = mimic::test::mimic_cli("finetune --task lm --model " + out + data + " --out " + ft_out);
+  ASSERT_EQ(ft.code, 0) << ft.err;
+  const auto before = mimic::test::read_bytes(out + "/checkpoint.safetensors");
+  for (const char* fresh : {"", " --fresh"}) {
+    auto into = mimic::test::mimic_cli("finetune --task lm --model " + ft_out + data + " --out " + out + fresh);
+    EXPECT_EQ(into.code, 1) << fresh;
+    EXPECT_EQ(into.err, "mimic: error: --out " + out + " holds a pretrain run (checkpoint.safetensors): finetune neither resumes nor replaces "
+                        "another command's run, --fresh included; choose another --out, or move that run out of the way first\n");
+  }
+  EXPECT_EQ(mimic::test::read_bytes(out + "/checkpoint.safetensors"), before);
+  // the other way round
+  auto pre2 = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + config + data + " --out " + ft_out + " --fresh");
+  EXPECT_EQ(pre2.code, 1);
+  EXPECT_NE(pre2.err.find("holds a finetune run (checkpoint.safetensors): pretrain neither resumes"), std::string::npos) << pre2.err;
+  // an older checkpoint without the command: known by its fingerprint
+  mimic::test::edit_safetensors_json(out + "/checkpoint.safetensors", "state", [](nlohmann::json& j) {
+    ASSERT_EQ(j.at("command"), "pretrain");
+    j.erase("command");
+  });
+  auto old = mimic::test::mimic_cli("finetune --task lm --model " + ft_out + data + " --out " + out + " --fresh");
+  EXPECT_NE(old.err.find("holds a pretrain run"), std::string::npos) << old.err;
+  // the command's own run: --fresh starts it over
+  auto again = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + config + data + " --out " + out + " --fresh");
+  EXPECT_EQ(again.code, 0) << again.err;
+}
+
 TEST(Inputs, AFifoGivenAsAnInputIsRefusedAtOnce) {
   TempDir dir;
   const std::string fifo = dir.file("pipe");

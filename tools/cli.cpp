@@ -15,6 +15,7 @@
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/models/family.h"
+#include "mimic/train/trainer.h"
 #include "ranges.h"
 
 namespace mimic::cli {
@@ -151,7 +152,7 @@ void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<
   }
 }
 
-void refuse_foreign_output(const std::string& out, OutputKind kind) {
+void refuse_foreign_output(const std::string& out, OutputKind kind, const std::string& command) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (out.empty() || !fs::is_directory(out, ec)) return;
@@ -177,6 +178,12 @@ void refuse_foreign_output(const std::string& out, OutputKind kind) {
     if (!allowed)
       fail("--out ", out, " holds ", m.what, " (", m.file, "): what this command writes would mix with it; choose another --out, "
            "or move that out of the way first (no option, --fresh or --force included, removes another command's result)");
+  }
+  if (kind == OutputKind::TrainingRun && !command.empty()) {
+    const std::string theirs = train::checkpoint_command(out);
+    if (!theirs.empty() && theirs != command)
+      fail("--out ", out, " holds a ", theirs, " run (checkpoint.safetensors): ", command, " neither resumes nor replaces "
+           "another command's run, --fresh included; choose another --out, or move that run out of the way first");
   }
 }
 

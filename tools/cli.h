@@ -83,7 +83,9 @@ enum class OutputKind { Model, Report, TrainingRun };
 // Refuses, in one line before any work, an --out folder that holds another kind's result — a training run's
 // checkpoint under a converted model (the rerun of that run then reported the converted model as its own), a model
 // under a report, a distillation's checkpoint folder — naming the file that shows it.
-void refuse_foreign_output(const std::string& out, OutputKind kind);
+// A training run's folder also names the command whose run it holds (`command`: "pretrain", "finetune"): another
+// command's run is refused, with --fresh too (finetune --fresh wiped a pretrain run's checkpoint: issue 38).
+void refuse_foreign_output(const std::string& out, OutputKind kind, const std::string& command = "");
 
 // The same for a command writing one safetensors file (distill's maps, forward's tensors): an existing --out is
 // replaced only when its metadata says this command wrote it (`ours`); anything else there — a record, another

@@ -76,7 +76,8 @@ std::string family_preset(const std::string& model_dir) {
 void run(FinetuneArgs& a) {
   start(a.common);
   refuse_out_over_inputs(a.f.train.out_dir, {{"--model", a.f.model_dir}, {"--teacher", a.f.teacher_dir}, {"--data", a.data}});
-  refuse_foreign_output(a.f.train.out_dir, OutputKind::TrainingRun);
+  refuse_foreign_output(a.f.train.out_dir, OutputKind::TrainingRun, "finetune");
+  a.f.train.command = "finetune";
   fit_warmup(a.warmup_option, a.f.train.warmup, a.f.train.steps);
   auto& f = a.f;
   f.seed = a.common.seed;

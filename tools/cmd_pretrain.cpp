@@ -25,7 +25,8 @@ struct PretrainArgs {
 void run(PretrainArgs& a) {
   start(a.common);
   refuse_out_over_inputs(a.o.train.out_dir, {{"--config", a.config_path}, {"--init", a.o.init}, {"--data", a.o.corpus}});
-  refuse_foreign_output(a.o.train.out_dir, OutputKind::TrainingRun);
+  refuse_foreign_output(a.o.train.out_dir, OutputKind::TrainingRun, "pretrain");
+  a.o.train.command = "pretrain";
   MIMIC_CHECK(a.o.train.end_at <= a.o.train.steps, "--end-at: must be in [0, --steps = ", a.o.train.steps,
               "] (a step of the --steps schedule; 0: its end), got ", a.o.train.end_at);
   MIMIC_CHECK(a.config_path.empty() != a.o.init.empty(), "give --config (a fresh model) or --init (continue a model), one of them");

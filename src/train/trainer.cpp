@@ -117,6 +117,7 @@ void save_checkpoint(const std::string& dir, const TrainTask& task, const AdamW&
   nlohmann::json meta = state_json(s);
   meta["fingerprint"] = o.fingerprint;
   meta["world_size"] = world_size;
+  if (!o.command.empty()) meta["command"] = o.command;
   io::SaveOptions so;
   so.metadata = {{"format", "mimic-train-checkpoint-1"}, {"state", meta.dump()}};
   io::save_safetensors(dir + "/" + kCheckpoint, tensors, so);
@@ -128,6 +129,7 @@ void save_state_only_checkpoint(const std::string& dir, const Saved& s, const Tr
   nlohmann::json meta = state_json(s);
   meta["fingerprint"] = o.fingerprint;
   meta["world_size"] = world_size;
+  if (!o.command.empty()) meta["command"] = o.command;
   meta["state_only"] = true;
   io::SaveOptions so;
   so.metadata = {{"format", "mimic-train-checkpoint-1"}, {"state", meta.dump()}};
@@ -544,6 +546,23 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
 bool writes_outputs() { return distributed::environment().lead(); }
 
 io::OutputLock lock_run_output(const std::string& out_dir) { return writes_outputs() ? io::lock_output_dir(out_dir) : io::OutputLock(); }
+
+std::string checkpoint_command(const std::string& out_dir) {
+  const fs::path ckpt = fs::path(out_dir) / kCheckpoint;
+  std::error_code ec;
+  if (!fs::is_regular_file(ckpt, ec)) return "";
+  try {
+    const auto f = io::SafeTensorsFile::open(ckpt.string());
+    const auto it = f.metadata().find("state");
+    if (it == f.metadata().end()) return "";
+    const auto meta = nlohmann::json::parse(it->second);
+    if (meta.contains("command") && meta["command"].is_string()) return meta["command"].get<std::string>();
+    const auto& fp = meta.contains("fingerprint") && meta["fingerprint"].is_object() ? meta["fingerprint"] : nlohmann::json::object();
+    return fp.contains("arch") ? "pretrain" : fp.contains("task") ? "finetune" : "";
+  } catch (const std::exception&) {
+    return "";  // damaged: the resume names it and the way out
+  }
+}
 
 bool starts_fresh(const TrainOptions& options) {
   return options.fresh || !fs::exists(fs::path(options.out_dir) / kCheckpoint);

@@ -51,6 +51,9 @@ struct TrainOptions {
   int64_t tokens_per_micro_batch = 0;  // for tokens/s
   std::string out_dir;
   bool fresh = false;             // ignore an existing checkpoint instead of resuming from it
+  // The command training ("pretrain", "finetune"), kept in the checkpoint beside the fingerprint: a run of one
+  // command never resumes or replaces (--fresh) another's (checkpoint_command).
+  std::string command;
   // In a distributed run: average the gradients while backward runs (distributed::Group::OverlappedAverage, the
   // default), or after it (Group::average: the simple synchronous reference, `--allreduce sync`). The two give
   // the same parameters (tests/test_distributed.cpp).
@@ -133,6 +136,11 @@ io::OutputLock lock_run_output(const std::string& out_dir);
 
 // Whether train() with these options starts from step 0: --fresh, or no checkpoint in out_dir yet.
 bool starts_fresh(const TrainOptions& options);
+
+// The command whose run left the checkpoint in `out_dir` ("pretrain", "finetune"; read from checkpoints written
+// before it was kept: a pretrain fingerprint names an `arch`, a finetune one a `task`), or "" when there is no
+// checkpoint or it cannot be read (a damaged one is the resume's own error).
+std::string checkpoint_command(const std::string& out_dir);
 
 // The ranks of one run compare `mine` (the settings that shape it) with rank 0's before anything is read or written:
 // a rank started otherwise ends with one line naming the first difference, every other rank with one line saying
