@@ -370,6 +370,14 @@ TEST(Cli, AFinetuneDoesNotResumeFromWeightsThatChangedUnderTheSamePath) {
   auto again = mimic_cli(cmd);  // the same weights: the finished run is recognised
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(nlohmann::json::parse(again.out)["resumed_from"], 1);
+  // the same weights under another config (a model's epsilon; the conversions' feature maps: Convert.*)
+  const auto config = mimic::test::read_bytes(dir.file("m/config.json"));
+  auto edited = nlohmann::json::parse(config);
+  edited["layer_norm_epsilon"] = 1e-3;
+  mimic::test::write_bytes(dir.file("m/config.json"), edited.dump());
+  auto other_config = mimic_cli(cmd);
+  expect_one_line_error(other_config, "was written with other settings: model_network");
+  mimic::test::write_bytes(dir.file("m/config.json"), config);
   std::filesystem::copy_file(dir.file("o/model.safetensors"), dir.file("m/model.safetensors"),
                              std::filesystem::copy_options::overwrite_existing);  // the trained weights, same architecture
   auto changed = mimic_cli(cmd);

@@ -122,6 +122,17 @@ TEST(Convert, SavedAndReloadedGivesIdenticalLogitsAndKeepsTheTeacherTensors) {
   EXPECT_EQ(extra, 2u * 6u);  // per layer: q/k weight and bias of the map, w_q and w_k of the gates
   // the digest of the teacher's own weights is kept (the maps still fit the converted model)
   EXPECT_EQ(mimic::models::model_digest(*reloaded), mimic::models::model_digest(*t));
+  // ... and attention_digest tells the conversion from its teacher and from another conversion (finetune's
+  // fingerprint holds both: issue 38)
+  const auto attention = mimic::models::attention_digest(*reloaded);
+  EXPECT_NE(attention, mimic::models::attention_digest(*t));
+  EXPECT_EQ(attention, mimic::models::attention_digest(*in_memory));
+  auto other = mimic::models::load_model(written.out);
+  {
+    torch::NoGradGuard no_grad;
+    std::dynamic_pointer_cast<mimic::attention::LinearAttention>(other->attention_kernel(1))->gates->w_k.add_(1e-3);
+  }
+  EXPECT_NE(mimic::models::attention_digest(*other), attention);
   // mimic.json describes every layer and the provenance
   auto j = nlohmann::json::parse(mimic::io::read_text_file(dir.file("conv/mimic.json")));
   EXPECT_EQ(j["format"], "mimic-converted-1");

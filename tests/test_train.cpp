@@ -214,9 +214,10 @@ TEST(TrainEngine, ARerunOfAFinishedRunRefusesABestModelChangedSinceItFinished) {
   EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 20)), "model.safetensors is missing");
 }
 
-// A run killed after a best export and before the checkpoint that follows it resumes from its last checkpoint, with a
-// best/ newer than that checkpoint (its own): the resume refused it once, which made the run unresumable (the fourth
-// probe of 2026-11-27). The resumed run evaluates again and ends where an uninterrupted run ends.
+// A run killed after a best export and before the checkpoint that follows it resumes from its last checkpoint (the
+// resume refused a best/ newer than that checkpoint once, which made the run unresumable: the fourth probe of
+// 2026-11-27; the export now waits in best.new/ until a checkpoint records it). The resumed run evaluates again and
+// ends where an uninterrupted run ends.
 TEST(TrainEngine, ARunKilledBetweenABestExportAndItsCheckpointResumes) {
   TempDir a, b;
   torch::manual_seed(5);
@@ -243,6 +244,47 @@ TEST(TrainEngine, ARunKilledBetweenABestExportAndItsCheckpointResumes) {
   auto other = options(b.path().string(), 40);
   other.eval_every = 5;
   EXPECT_MIMIC_ERROR(train(resumed_task, other), "was written with other settings: eval_every (10 then, 5 now)");
+}
+
+// best/ changes only after the checkpoint that records it, so an unfinished run's resume checks it: a model copied
+// into it is refused (it was promoted as the run's result: issue 38). A run killed after that checkpoint and before
+// the swap finds its export in best.new/ and swaps it in; a best.new/ no checkpoint records is removed.
+TEST(TrainEngine, AnUnfinishedRunsResumeRefusesAForeignBestModelAndFinishesACutShortSwap) {
+  TempDir a, b;
+  torch::manual_seed(5);
+  Toy whole;
+  auto plain = whole.task();
+  const auto uninterrupted = train(plain, options(a.path().string(), 40));
+  torch::manual_seed(5);
+  Toy toy;
+  auto task = toy.task();
+  auto half = options(b.path().string(), 40);
+  half.stop_after = 20;
+  ASSERT_TRUE(train(task, half).stopped);
+  const std::string best = b.file("best/model.safetensors");
+  ASSERT_TRUE(std::filesystem::exists(best));
+  EXPECT_FALSE(std::filesystem::exists(b.file("best.new")));
+  const auto bytes = mimic::test::read_bytes(best);
+  auto changed = bytes;
+  changed[changed.size() - 1] ^= 1;
+  mimic::test::write_bytes(best, changed);
+  EXPECT_MIMIC_ERROR(train(task, half), "best/model.safetensors is not the file this run saved (at step 20");
+  mimic::test::write_bytes(best, bytes);
+  // killed between the checkpoint and the swap: best/ gone, its replacement staged
+  std::filesystem::rename(b.file("best"), b.file("best.new"));
+  auto resumed = toy.task();
+  auto r = train(resumed, half);
+  EXPECT_EQ(r.resumed_from, 20);
+  EXPECT_EQ(mimic::test::read_bytes(best), bytes);
+  // a staged export no checkpoint records (killed before its checkpoint) is removed
+  std::filesystem::create_directories(b.file("best.new"));
+  mimic::test::write_bytes(b.file("best.new/model.safetensors"), "not recorded");
+  auto rest = toy.task();
+  r = train(rest, options(b.path().string(), 40));
+  EXPECT_EQ(r.steps, 40);
+  EXPECT_FALSE(std::filesystem::exists(b.file("best.new")));
+  EXPECT_EQ(r.best_step, uninterrupted.best_step);
+  EXPECT_EQ(mimic::test::read_bytes(best), mimic::test::read_bytes(a.file("best/model.safetensors")));
 }
 
 // Found by the crash-safety soak (bench/soak.sh): the log's loss is a mean over the steps since the previous log

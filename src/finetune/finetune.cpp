@@ -165,8 +165,10 @@ nlohmann::json fingerprint(const FinetuneOptions& o) {
   return j;
 }
 
-void add_weight_digests(nlohmann::json& fp, models::Model& model, models::Model* teacher) {
+void add_weight_digests(nlohmann::json& fp, models::Model& model, models::Model* teacher, const std::string& model_dir) {
   fp["model_digest"] = models::model_digest(model);
+  fp["model_network"] = models::network_description(model_dir);
+  fp["model_attention"] = models::attention_digest(model);
   if (teacher) fp["teacher_digest"] = models::model_digest(*teacher);
 }
 

@@ -108,10 +108,12 @@ std::unique_ptr<models::Model> load_teacher(const FinetuneOptions& options, mode
 // selection, LoRA; the task adds its data settings.
 nlohmann::json fingerprint(const FinetuneOptions& options);
 
-// Adds the digests of the weights the run starts from and distils from (models::model_digest): a rerun whose model
-// or teacher folder now holds other weights under the same path does not continue the old run, and the ranks of a
-// distributed run find out that they loaded different weights.
-void add_weight_digests(nlohmann::json& fingerprint, models::Model& model, models::Model* teacher);
+// Adds the digests of the weights the run starts from and distils from (models::model_digest), and of what else
+// makes the starting model compute as it does (models::network_description of its config.json,
+// models::attention_digest of its layers' attention: issue 38 found a resume onto the same weights under another
+// config or other feature maps): a rerun whose model or teacher folder now holds another model under the same path
+// does not continue the old run, and the ranks of a distributed run find out that they loaded different models.
+void add_weight_digests(nlohmann::json& fingerprint, models::Model& model, models::Model* teacher, const std::string& model_dir);
 
 // A one-line description of what trains ("all", "attention + LoRA r=8 alpha=16", ...).
 std::string describe_trainable(const FinetuneOptions& options);

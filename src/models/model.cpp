@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <set>
+#include <sstream>
 
 #include "mimic/attention/attention.h"
 #include "mimic/attention/kinds.h"
@@ -17,6 +18,7 @@
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/models/checkpoint.h"
+#include "mimic/models/config.h"
 #include "mimic/models/family.h"
 #include "mimic/models/networks.h"
 
@@ -421,6 +423,33 @@ std::string model_digest(const Model& model) {
   Hasher h;
   for (const auto& [name, t] : model.state_dict()) {
     if (name.rfind(kKernelPrefix, 0) == 0) continue;
+    h.bytes(name.data(), name.size());
+    auto c = host(t);
+    h.bytes(c.data_ptr(), c.numel() * c.element_size());
+  }
+  return h.hex();
+}
+
+std::string network_description(const std::string& model_path) {
+  const fs::path p(model_path);
+  const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
+  const auto c = load_config((dir / "config.json").string());
+  std::ostringstream s;
+  s << "activation " << static_cast<int>(c.activation) << ", ln_eps " << c.ln_eps << ", scale " << c.scale_attn_weights << "/"
+    << c.scale_attn_by_layer_idx << ", d_ff " << c.d_ff << ", positions " << c.max_positions << ", vocab " << c.vocab_size << ", heads "
+    << c.n_head;
+  return s.str();
+}
+
+std::string attention_digest(const Model& model) {
+  Hasher h;
+  for (int64_t l = 0; l < model.summary().n_layer; ++l) {
+    const auto kernel = model.attention_kernel(l);
+    const std::string what = kernel ? kernel->kind() + " " + kernel->config_json().dump() : "softmax";
+    h.bytes(what.data(), what.size() + 1);
+  }
+  for (const auto& [name, t] : model.state_dict()) {
+    if (name.rfind(kKernelPrefix, 0) != 0) continue;
     h.bytes(name.data(), name.size());
     auto c = host(t);
     h.bytes(c.data_ptr(), c.numel() * c.element_size());

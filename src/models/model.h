@@ -157,6 +157,14 @@ std::string attention_summary(const Model& model);
 // A digest of the model's own weights as stored (names, storage types and bytes; kernel tensors excluded, so a
 // converted model keeps its teacher's digest until it is finetuned). Records and distill outputs carry it.
 std::string model_digest(const Model& model);
+// What model_digest leaves out that shapes the forward pass: the config.json fields beyond the weights' shapes
+// (activation, epsilon, attention scaling, sizes, heads) of the model at `model_path` (a folder, or a weights file
+// with config.json beside it), for people and fingerprints; the same weights under another config compute otherwise.
+std::string network_description(const std::string& model_path);
+// A digest of every layer's attention as it computes: its kind, its options (config_json) and the kernel's own
+// tensors (a converted model's feature maps, gates, window weights). Two conversions of one teacher share
+// model_digest and differ here.
+std::string attention_digest(const Model& model);
 
 // Loads config.json + model.safetensors from a HF-layout directory (or a model.safetensors path with
 // config.json beside it); without model.safetensors, a sharded checkpoint (model.safetensors.index.json

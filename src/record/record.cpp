@@ -34,19 +34,6 @@ namespace {
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 }  // namespace
 
-// What of a config.json shapes the forward pass beyond the weights' shapes (model_digest covers the weights): the
-// same weights with another activation or epsilon record other attention, so a file is not resumed across them.
-static std::string network_description(const std::string& model_path) {
-  const fs::path p(model_path);
-  const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
-  const auto c = models::load_config((dir / "config.json").string());
-  std::ostringstream s;
-  s << "activation " << static_cast<int>(c.activation) << ", ln_eps " << c.ln_eps << ", scale " << c.scale_attn_weights << "/"
-    << c.scale_attn_by_layer_idx << ", d_ff " << c.d_ff << ", positions " << c.max_positions << ", vocab " << c.vocab_size << ", heads "
-    << c.n_head;
-  return s.str();
-}
-
 RecordResult record(const RecordOptions& o) {
   MIMIC_CHECK(!o.out.empty(), "--out is required");
   MIMIC_CHECK(o.dtype == "f16" || o.dtype == "f32", "--dtype must be f16 or f32, not '", o.dtype, "'");
@@ -98,7 +85,7 @@ RecordResult record(const RecordOptions& o) {
       {"head_dim", head_dim},
       {"d_model", sum.d_model},
       {"model_digest", models::model_digest(*model)},
-      {"network", network_description(o.model_dir)},
+      {"network", models::network_description(o.model_dir)},
       {"tokenizer", tok ? tok->kind() : std::string("none")},
       {"causal", captures[0].causal ? 1 : 0},
       {"scale", captures[0].scale},

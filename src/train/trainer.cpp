@@ -85,9 +85,8 @@ nlohmann::json file_digests(const fs::path& dir) {
 
 // A finished run's best export is in out_dir/best, or promoted into out_dir (a promotion cut short leaves some of
 // each): every file must be there with the bytes the run wrote. A rerun checks this before it reports the run's
-// result. An unfinished run's resume does not: a run killed between a best export and the checkpoint after it finds a
-// best/ newer than its checkpoint — its own, which the resumed run writes again — and refusing it made the run
-// unresumable (the fourth probe of 2026-11-27); a foreign best/ put into an unfinished run's folder is left open.
+// result, and a resumed run before it trains on: best/ changes only after the checkpoint that records it (below,
+// kStagedBest), so it always holds what the checkpoint says.
 void check_best_files(const std::string& out_dir, const Saved& s) {
   for (const auto& [name, digest] : s.best_files.items()) {
     fs::path f = fs::path(out_dir) / "best" / name;
@@ -98,6 +97,33 @@ void check_best_files(const std::string& out_dir, const Saved& s) {
                 "(at step ", s.best_step, "; it changed since), so the run's result would not be this run's; --fresh trains "
                 "again, or give another --out");
   }
+}
+
+// A new best model is exported into best.new/ and takes best/'s place only once a checkpoint records its digests: a
+// run killed between the export and that checkpoint leaves best/ as its last checkpoint knows it, and a resume can
+// check best/ (a foreign model copied into an unfinished run's best/ was promoted as the run's result: issue 38).
+// Before, a run killed in that window resumed with a best/ newer than its checkpoint.
+constexpr const char* kStagedBest = "best.new";
+
+// best.new/ into best/'s place (remove_all then rename: a kill between the two leaves best.new/ alone, which the
+// resume finishes).
+void swap_in_staged_best(const std::string& out_dir) {
+  const fs::path staged = fs::path(out_dir) / kStagedBest, best = fs::path(out_dir) / "best";
+  fs::remove_all(best);
+  fs::rename(staged, best);
+}
+
+// At a run's start: a staged best/ its checkpoint records (killed after the checkpoint, before the swap) is swapped in;
+// one it does not record (killed before that checkpoint, or a fresh start) is removed.
+void settle_staged_best(const std::string& out_dir, const Saved* s) {
+  const fs::path staged = fs::path(out_dir) / kStagedBest;
+  std::error_code ec;
+  if (!fs::is_directory(staged, ec)) return;
+  if (s && !s->best_files.empty() && file_digests(staged) == s->best_files) {
+    swap_in_staged_best(out_dir);
+    return;
+  }
+  fs::remove_all(staged);
 }
 
 // The generator of the GPU the parameters are on (dropout there draws from it, not from the CPU's), or none: a
@@ -320,8 +346,11 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       }
       truncate_log(log, s.step);
       resumed = true;
-    } else if (fs::exists(log)) {
-      fs::remove(log);
+      settle_staged_best(o.out_dir, &s);
+      check_best_files(o.out_dir, s);
+    } else {
+      if (fs::exists(log)) fs::remove(log);
+      settle_staged_best(o.out_dir, nullptr);
     }
     return nlohmann::json{{"resumed", resumed}, {"state", state_json(s)}}.dump();
   });
@@ -351,7 +380,6 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
     return o.patience > 0 && step % o.eval_every == 0 && step - s.best_step >= o.patience * o.eval_every;
   };
   if (s.step >= last || (s.step > 0 && patience_spent(s.step))) {
-    if (lead) check_best_files(o.out_dir, s);
     // The run ended before this one, but may have been killed between its last checkpoint and the export of
     // last/ (found while writing bench/soak.sh: the rerun said "written to last/" and left none). The parameters are the
     // checkpoint's, so exporting again writes what the uninterrupted run wrote.
@@ -371,6 +399,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
 
   // where autocast acts when the run is bf16: the device of the parameters
   const c10::Device device = task.params.front().second.device();
+  bool best_staged = false;  // best.new/ holds a best export the next checkpoint records
   auto evaluate_and_export = [&](int64_t step) {
     if (!task.evaluate) return;
     if (task.set_training) task.set_training(false);
@@ -389,8 +418,11 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       s.best_eval = e;
       s.best_step = step;
       if (task.export_model && lead) {
-        task.export_model(o.out_dir + "/best");
-        s.best_files = file_digests(fs::path(o.out_dir) / "best");
+        const std::string staged = o.out_dir + "/" + kStagedBest;
+        fs::remove_all(staged);  // an earlier evaluation's, not yet checkpointed
+        task.export_model(staged);
+        s.best_files = file_digests(staged);
+        best_staged = true;
       }
     }
   };
@@ -517,6 +549,8 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       s.window_loss = window_loss;
       s.window_n = window_n;
       if (lead) save_checkpoint(o.out_dir, task, opt, s, o, group.size());
+      if (lead && best_staged) swap_in_staged_best(o.out_dir);
+      best_staged = false;
     }
     if (early) {
       r.stopped_early = true;
