@@ -440,11 +440,24 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"finetune --task cls --model " + m + " --data /nonexistent/x --eval-batches 3 --out o", "--eval-batches is for --task lm"},
       {"finetune --task lm --model " + m + " --data /nonexistent/x --kd-lm-weight 0.5 --out o", "--kd-lm-weight mixes the LM loss"},
       {"eval --model " + m + " --text a --file " + m + "/config.json", "excludes"},
+      // and from the fourth probe's list (issue 38)
+      {"pretrain --arch gpt2 --data sotu --copy-fraction 0.5 --copy-random-vocab 100 --out o", "--copy-random-vocab requires --copy-random"},
+      {"distill --record /nonexistent/r.h5 --samples 3 --out m.safetensors", "--samples chooses what online mode (--model, --data) runs"},
+      {"distill --record /nonexistent/r.h5 --split test --out m.safetensors", "--split chooses what online mode"},
+      {"distill --record /nonexistent/r.h5 --epochs 0 --patience 2 --out m.safetensors", "--patience shapes training, which --epochs 0 does not run"},
+      {"eval --model " + m + " --file " + m + "/config.json --split test", "excludes"},
+      {"info --system --tensors", "excludes"},
+      {"info " + m + " --feature-maps", "excludes"},
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);
     expect_one_line_error(mimic_cli(args), message);
   }
+  // the gradient exchange's options change nothing in one process: said, not refused (one command line serves both)
+  auto single = mimic_cli("pretrain --arch gpt2 --data sotu --allreduce sync --bucket-mb 2 --out o");
+  EXPECT_EQ(single.code, 1);
+  EXPECT_NE(single.err.find("mimic: note: --allreduce applies to runs of several ranks (mimic launch, WORLD_SIZE > 1); this run is one "
+                            "process\nmimic: note: --bucket-mb applies"), std::string::npos) << single.err;
 }
 
 // A validation split too small for one batch is refused before training: the run trained, then failed at its first

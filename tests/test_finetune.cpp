@@ -444,6 +444,12 @@ TEST(FinetuneSelection, TrainsExactlyTheSelectedParameters) {
   o.model_dir = base;
   o.train_set = ft::TrainSet::FeatureMaps;
   EXPECT_MIMIC_ERROR(ft::prepare(models::load_model(base), o), "nothing to train with --train feature-maps");
+  // nor on a classifier, whose head trains whatever --train says (it trained the head alone without a word: issue 38)
+  const std::string cls = mimic::test::model_with_tokenizer("bert-cls");
+  ft::FinetuneOptions c;
+  c.model_dir = cls;
+  c.train_set = ft::TrainSet::FeatureMaps;
+  EXPECT_MIMIC_ERROR(ft::prepare(models::load_model(cls), c), "nothing to train with --train feature-maps (the model has no linear-attention kernels");
 }
 
 // --train attention on a plain GPT-2: the attention projections change, every other tensor of the output is

@@ -67,13 +67,29 @@ void add_common_options(CLI::App& sub, Common& common, Devices devices) {
 }
 
 void add_allreduce_options(CLI::App& sub, bool& overlap, double& bucket_mb) {
+  // In one process they change nothing: said once, not refused (one command line serves one process and a launch).
+  auto single_process_note = [](const std::string& name) {
+    return [name](const std::string&) {
+      bool single = true;
+      try {
+        single = !distributed::environment().distributed();
+      } catch (const Error&) {
+        // a bad environment is start()'s one-line error
+      }
+      if (single)
+        std::fprintf(stderr, "mimic: note: %s applies to runs of several ranks (mimic launch, WORLD_SIZE > 1); this run is one process\n",
+                     name.c_str());
+    };
+  };
   sub.add_option_function<std::string>(
          "--allreduce", [&overlap](const std::string& v) { overlap = v == "overlap"; },
          "Distributed runs: average the gradients while backward runs (overlap, the default) or after it (sync, the reference)")
-      ->check(CLI::IsMember({"overlap", "sync"}));
+      ->check(CLI::IsMember({"overlap", "sync"}))
+      ->each(single_process_note("--allreduce"));
   sub.add_option("--bucket-mb", bucket_mb, "Distributed runs: the largest gradient bucket, one all-reduce each (MB)")
       ->capture_default_str()
-      ->transform(range::real(0, 4096, /*open_low=*/true));
+      ->transform(range::real(0, 4096, /*open_low=*/true))
+      ->each(single_process_note("--bucket-mb"));
 }
 
 void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy) {
@@ -102,7 +118,8 @@ void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy) {
       ->transform(range::fraction());
   sub.add_option("--copy-random-vocab", copy.random_vocab, "Copy curriculum: random spans draw from the train split's N most frequent tokens")
       ->capture_default_str()
-      ->transform(range::integer(2, 65536));
+      ->transform(range::integer(2, 65536))
+      ->needs("--copy-random");  // it shapes the random spans alone
 }
 
 namespace {

@@ -145,6 +145,14 @@ void register_distill(CLI::App& app) {
     if (a->o.eval_only)
       for (const char* name : {"--epochs", "--lr", "--weight-decay", "--patience", "--train", "--fresh"})
         MIMIC_CHECK(!given(name), name, " shapes training, which --eval-only does not run: leave it out");
+    if (!a->o.record.empty())
+      for (const char* name : {"--split", "--samples", "--seq-len"})
+        MIMIC_CHECK(!given(name), name, " chooses what online mode (--model, --data) runs the teacher on; a record holds its samples "
+                    "already: leave it out");
+    if (a->o.epochs == 0 && !a->o.eval_only)
+      for (const char* name : {"--lr", "--weight-decay", "--patience"})
+        MIMIC_CHECK(!given(name), name, " shapes training, which --epochs 0 does not run (the maps are written as initialised): "
+                    "leave it out");
     for (const char* name : {"--ce-weight", "--mse-weight"})
       MIMIC_CHECK(!given(name) || a->o.loss == "ce+mse", name, " weighs the terms of --loss ce+mse; with --loss ", a->o.loss,
                   " there is one term: leave it out");

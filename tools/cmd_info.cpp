@@ -111,11 +111,14 @@ void register_info(CLI::App& app) {
   auto* sub = app.add_subcommand("info", "Describe a model directory, a .safetensors file, or the system (--system)");
   auto* path = sub->add_option("path", args->path, "Model directory or embedded model name (config.json + model.safetensors or a sharded checkpoint's index and shards) or a .safetensors file")->check(path_arg());
   // every other command that reads a model takes --model: so does info (a newcomer typed `info --model gpt2-mini`)
-  sub->add_option("--model", args->path, "The same as PATH, spelled as every other command spells it")->check(path_arg())->excludes(path);
-  sub->add_flag("--system", args->system, "Threads, BLAS actually loaded, LibTorch version");
-  auto* registry = sub->add_flag("--feature-maps", args->maps, "The registered feature maps (names for --feature-map) and attention kinds");
+  auto* model = sub->add_option("--model", args->path, "The same as PATH, spelled as every other command spells it")->check(path_arg())->excludes(path);
+  // one thing described per call: --system, --feature-maps or a model (--tensors lists its tensors); a second was
+  // ignored without a word (the fourth probe of 2026-11-27)
+  auto* system = sub->add_flag("--system", args->system, "Threads, BLAS actually loaded, LibTorch version")->excludes(path)->excludes(model);
+  auto* registry = sub->add_flag("--feature-maps", args->maps, "The registered feature maps (names for --feature-map) and attention kinds")
+                       ->excludes(system)->excludes(path)->excludes(model);
   retire_spelling(*sub, sub->add_flag("--maps", args->maps), registry);
-  sub->add_flag("--tensors", args->tensors, "List every tensor of a model directory");
+  sub->add_flag("--tensors", args->tensors, "List every tensor of a model directory")->excludes(system)->excludes(registry);
   add_common_options(*sub, args->common);
   args->common.ranks = true;  // it computes nothing: it reports what each rank sees (threads, environment)
   sub->callback([args]() { run(*args); });

@@ -97,9 +97,10 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
   }
   const TrainSet set = o.effective_train_set();
   const models::Family& family = *p.model->summary().family;
-  int64_t embeddings = 0;
+  int64_t embeddings = 0, kernel_tensors = 0;
   for (const auto& param : p.model->module().named_parameters()) {
     const auto& name = param.key();
+    if (is_kernel_parameter(name)) ++kernel_tensors;
     bool train = is_classifier_head(name) || set == TrainSet::All ||
                  (set == TrainSet::Attention && (family.is_attention_projection(name) || is_kernel_parameter(name))) ||
                  (set == TrainSet::FeatureMaps && is_kernel_parameter(name));
@@ -115,6 +116,10 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
       ++p.frozen;
   }
   MIMIC_CHECK(!o.freeze_embeddings || embeddings > 0, o.model_dir, ": no embedding tensors to freeze");
+  // A classifier's head trains whatever --train says: on a model without kernels, --train feature-maps trained the
+  // head alone without a word (the fourth probe of 2026-11-27)
+  MIMIC_CHECK(set != TrainSet::FeatureMaps || kernel_tensors > 0 || lora, o.model_dir, ": nothing to train with --train feature-maps "
+              "(the model has no linear-attention kernels: convert it first, or use --train all|attention)");
   if (o.freeze_kept_heads) freeze_kept_heads(p, o);
   p.save.dtype = o.export_dtype;
   if (lora)
@@ -122,8 +127,7 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
   // Converted models keep their history in mimic.json: this run joins it.
   nlohmann::json run = {{"from", o.model_dir}, {"train", describe_trainable(o)}, {"steps", o.train.steps}, {"lr", o.train.lr}};
   p.model->provenance()["finetuning"].push_back(run);
-  MIMIC_CHECK(!p.trainable.empty(), o.model_dir, ": nothing to train with --train ", train_set_name(set),
-              set == TrainSet::FeatureMaps ? " (the model has no linear-attention kernels: convert it first, or use --train all|attention)" : "");
+  MIMIC_CHECK(!p.trainable.empty(), o.model_dir, ": nothing to train with --train ", train_set_name(set));
   return p;
 }
 
