@@ -588,6 +588,11 @@ TEST(KindSpec, ParsesKindAndTypedOptionsAndRefusesMalformedSpecs) {
   EXPECT_EQ(parse_kind_spec("hybrid:window=010").options["window"], 10);
   EXPECT_EQ(parse_kind_spec("hybrid:window=-007").options["window"], -7);
   EXPECT_EQ(parse_kind_spec("hybrid:window=0x10").options["window"], "0x10");  // not a number: the kind refuses it by name
+  // decimals as every real option of the command line takes them (.5 was refused while --lr .5 was not)
+  EXPECT_EQ(parse_kind_spec("hybrid:window_weight=.5").options["window_weight"], 0.5);
+  EXPECT_EQ(parse_kind_spec("hybrid:window_weight=5.").options["window_weight"], 5.0);
+  EXPECT_EQ(parse_kind_spec("hybrid:window_weight=-.25e-1").options["window_weight"], -0.025);
+  EXPECT_EQ(parse_kind_spec("hybrid:window_weight=inf").options["window_weight"], "inf");
   EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:window= 3"), "'window= 3' has blanks around its key or value");
   EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:window_weight=0.5 "), "has blanks around its key or value");
   EXPECT_MIMIC_ERROR(parse_kind_spec("cosine:w=1"), "unknown attention kind 'cosine'");

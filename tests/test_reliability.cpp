@@ -596,6 +596,8 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "hidden_dropout_prob", 1.0)), "dropout probability must lie in [0, 1)");
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "id2label", {{"0", "a"}, {"5", "b"}})), "id2label's keys must be the ids 0 to 1");
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "id2label", {{"0", "a"}, {"1", 3}})), "id2label[1] must be a name");
+  for (const char* key : {" 0", "+0", "00"})  // read as 0 (the fourth probe of 2026-11-27)
+    EXPECT_MIMIC_ERROR(parse_config(with(bert, "id2label", {{key, "a"}, {"1", "b"}})), "written as decimals (\"0\", \"1\", ...), got '" + std::string(key) + "'");
   EXPECT_EQ(parse_config(with(bert, "id2label", {{"1", "spam"}, {"0", "ham"}})).labels, (std::vector<std::string>{"ham", "spam"}));
   EXPECT_TRUE(parse_config(with(bert, "id2label", {{"0", "LABEL_0"}, {"1", "LABEL_1"}})).labels.empty());  // HF's placeholders
   // the dropout keys mimic does not apply are still probabilities (the probe of 2026-11-27), null where HF allows it;
@@ -621,7 +623,8 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_MIMIC_ERROR(parse_config(with(only, "label2id", {{"spam", 0}, {"ham", 0}})), "label2id's ids must be 0 to 1 once each");
   EXPECT_MIMIC_ERROR(parse_config(with(only, "label2id", nlohmann::json::array({"ham", "spam"}))), "label2id must be an object");
   // keys that change what the model computes, which mimic does not implement, were ignored
-  EXPECT_MIMIC_ERROR(parse_config(with(bert, "is_decoder", true)), "is_decoder true: a decoder-style (causal) BERT, which mimic does not implement");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "is_decoder", true)), "is_decoder true: a decoder-style (causal) bert, which mimic does not implement");
+  EXPECT_NO_THROW(parse_config(with(gpt2, "is_decoder", true)));  // a causal family is a decoder already (it was called a BERT)
   EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "add_cross_attention", true)), "add_cross_attention true: cross-attention layers");
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "problem_type", "regression")), "problem_type \"regression\": mimic's classifiers are single-label");
   EXPECT_NO_THROW(parse_config(with(bert, "is_decoder", false)));

@@ -219,6 +219,10 @@ void refuse_foreign_file(const std::string& out, const std::string& what,
               "choose another --out, or move that file out of the way first");
 }
 
+std::string resumed_note(int64_t resumed_from) {
+  return resumed_from > 0 ? " (resumed from " + std::to_string(resumed_from) + ")" : "";
+}
+
 void fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_t steps) {
   if (warmup <= steps) return;  // the peak is reached at step `warmup` (optimizer.h), at the last step at the latest
   MIMIC_CHECK(warmup_option == nullptr || warmup_option->count() == 0, "--warmup ", warmup, " must be at most --steps ", steps,

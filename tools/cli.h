@@ -99,6 +99,10 @@ void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<
 
 // A warm-up longer than the run never reaches the peak learning rate: a --warmup the user gave above --steps is
 // refused; the command's default warm-up is cut to a tenth of the steps, with one note on stderr.
+// " (resumed from N)" for a run that continued from step or sample N, "" for one that started fresh (a fresh run
+// said "resumed from 0": the fourth probe of 2026-11-27).
+std::string resumed_note(int64_t resumed_from);
+
 void fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_t steps);
 
 // Applies the common options (threads, malloc tuning, seed). Every subcommand calls it first.

@@ -165,9 +165,9 @@ void run(FinetuneArgs& a) {
     std::printf("the run in %s finished earlier (%lld steps): nothing to train (--fresh trains again)\n", f.train.out_dir.c_str(),
                 static_cast<long long>(tr.steps));
   else
-    std::printf("finetuned %lld steps (resumed from %lld) in %.0f s, %.0f tok/s; trainable: %s; preset %s (lr %g%s); best validation loss %.4f "
+    std::printf("finetuned %lld steps%s in %.0f s, %.0f tok/s; trainable: %s; preset %s (lr %g%s); best validation loss %.4f "
                 "at step %lld\n",
-                static_cast<long long>(tr.steps), static_cast<long long>(tr.resumed_from), tr.seconds, tr.tokens_per_second,
+                static_cast<long long>(tr.steps), resumed_note(tr.resumed_from).c_str(), tr.seconds, tr.tokens_per_second,
                 finetune::describe_trainable(f).c_str(), preset_name.c_str(), f.train.lr,
                 copy_fraction > 0 ? (", copy blocks " + std::to_string(static_cast<int>(std::lround(copy_fraction * 100))) + "%").c_str() : "",
                 tr.best_eval, static_cast<long long>(tr.best_step));

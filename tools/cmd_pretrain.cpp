@@ -53,8 +53,8 @@ void run(PretrainArgs& a) {
     std::printf("the run in %s finished earlier (%lld steps): nothing to train (--fresh trains again); best validation loss %.4f at step %lld\n",
                 a.o.train.out_dir.c_str(), static_cast<long long>(r.steps), r.best_eval, static_cast<long long>(r.best_step));
   else
-    std::printf("trained %lld steps (resumed from %lld): last loss %.4f, best validation loss %.4f at step %lld, %.0f tok/s, %.0f s\n",
-                static_cast<long long>(r.steps), static_cast<long long>(r.resumed_from), r.last_loss, r.best_eval,
+    std::printf("trained %lld steps%s: last loss %.4f, best validation loss %.4f at step %lld, %.0f tok/s, %.0f s\n",
+                static_cast<long long>(r.steps), resumed_note(r.resumed_from).c_str(), r.last_loss, r.best_eval,
                 static_cast<long long>(r.best_step), r.tokens_per_second, r.seconds);
   std::cout << "model written to " << a.o.train.out_dir << " (best), " << a.o.train.out_dir << "/last (last)\n";
 }

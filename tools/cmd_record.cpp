@@ -54,9 +54,9 @@ void run(RecordArgs& a) {
     std::fprintf(stderr, "mimic: note: the last %lld samples of the interrupted run were incomplete and were recorded again\n",
                  static_cast<long long>(r.rolled_back));
   if (a.common.json) return print_json(j);
-  std::printf("%s: %lld samples of %lld tokens (%lld recorded now, resumed from %lld), %.1f MB\n", r.out.c_str(),
+  std::printf("%s: %lld samples of %lld tokens (%lld recorded now%s), %.1f MB\n", r.out.c_str(),
               static_cast<long long>(r.samples), static_cast<long long>(r.seq_len), static_cast<long long>(r.recorded),
-              static_cast<long long>(r.resumed_from), static_cast<double>(r.file_bytes) / 1e6);
+              r.resumed_from > 0 ? (", resumed from " + std::to_string(r.resumed_from)).c_str() : "", static_cast<double>(r.file_bytes) / 1e6);
   if (r.recorded > 0)
     std::printf("recorded %.0f tokens/s in %.1f s (forward %.1f s, writing %.1f s), %.0f%% of the %.0f tokens/s of one plain forward "
                 "of the model (with its LM head, as eval runs it) timed on the first batch\n",

@@ -1,6 +1,7 @@
 #include "mimic/attention/kinds.h"
 
 #include <algorithm>
+#include <regex>
 #include <cctype>
 
 #include <torch/torch.h>
@@ -103,6 +104,10 @@ KindSpec parse_kind_spec(const std::string& spec) {
     if (parsed.is_discarded() && value.size() > 1 && value.size() <= 18 &&
         value.find_first_not_of("0123456789", value[0] == '-' ? 1 : 0) == std::string::npos && value != "-")
       parsed = std::stoll(value);
+    // Decimals JSON refuses and every real option of the command line takes (.5, 5., -.5e-1): window_weight=.5 was
+    // refused while --lr .5 was not (the fourth probe of 2026-11-27). Hexadecimal, inf and nan stay refused.
+    static const std::regex decimal(R"(-?(\d+\.\d*|\.\d+)([eE][+-]?\d+)?)");
+    if (parsed.is_discarded() && std::regex_match(value, decimal)) parsed = std::stod(value);
     ks.options[key] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
     at = comma + 1;
   }

@@ -65,7 +65,8 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     MIMIC_CHECK(!j.contains(key) || j[key].is_null() || j[key] == false, where, ": ", key, " ", j.contains(key) ? j[key].dump() : "",
                 ": ", what, ", which mimic does not implement");
   };
-  refuse_true("is_decoder", "a decoder-style (causal) BERT");
+  // a causal family is a decoder already (HF's GPT-2 ignores the key); an encoder made causal is what mimic lacks
+  if (!c.family->causal) refuse_true("is_decoder", ("a decoder-style (causal) " + type).c_str());
   refuse_true("add_cross_attention", "cross-attention layers");
   if (j.contains("problem_type") && !j["problem_type"].is_null())
     MIMIC_CHECK(j["problem_type"] == "single_label_classification", where, ": problem_type ", j["problem_type"].dump(),
@@ -101,8 +102,11 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
         id = std::stoll(key, &used);
       } catch (const std::exception&) {
       }
-      MIMIC_CHECK(used == key.size() && id >= 0 && id < static_cast<int64_t>(m.size()) && !seen[static_cast<size_t>(id)], where,
-                  ": id2label's keys must be the ids 0 to ", m.size() - 1, " once each, got '", key, "'");
+      // spelled as HF writes them: " 0", "+0" and "00" were read as 0 (the fourth probe of 2026-11-27)
+      MIMIC_CHECK(used == key.size() && id >= 0 && id < static_cast<int64_t>(m.size()) && key == std::to_string(id) &&
+                      !seen[static_cast<size_t>(id)],
+                  where, ": id2label's keys must be the ids 0 to ", m.size() - 1, " once each, written as decimals (\"0\", \"1\", ...), got '",
+                  key, "'");
       MIMIC_CHECK(value.is_string() && !value.get<std::string>().empty(), where, ": id2label[", key, "] must be a name");
       seen[static_cast<size_t>(id)] = true;
       names[static_cast<size_t>(id)] = value.get<std::string>();
