@@ -703,6 +703,13 @@ TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
   }
   auto bad = mimic::test::mimic_cli("report --record " + dir.file("none.h5") + " --out " + dir.file("d") + " --layers 1,x");
   EXPECT_NE(bad.err.find("must be all or a list like 0,2,4-5, got '1,x'"), std::string::npos) << bad.err;
+  // an index twice, or a range backwards, was taken without a word (the fourth probe of 2026-11-27)
+  for (const auto& [list, message] : std::vector<std::pair<std::string, std::string>>{
+           {"0,0", "names 0 twice in '0,0'"}, {"2,1-3", "names 2 twice in '2,1-3'"}, {"5-2", "the range '5-2' runs backwards: write 2-5"}}) {
+    auto r = mimic::test::mimic_cli("distill --record " + dir.file("none.h5") + " --out " + dir.file("m") + " --layers " + list);
+    EXPECT_NE(r.err.find(message), std::string::npos) << list << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
   // more samples than the text gives, then than the record holds
   mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 40));
   const std::string model = mimic::test::model_with_tokenizer("gpt2-prefixed");

@@ -1,6 +1,7 @@
 #include "ranges.h"
 
 #include <regex>
+#include <vector>
 
 #include <algorithm>
 #include <charconv>
@@ -89,6 +90,21 @@ CLI::Validator index_list() {
         if (s.find_first_not_of(" \t") == std::string::npos) return "an empty list selects nothing: give all or a list like 0,2,4-5";
         static const std::regex list(R"(^\s*\d+\s*(-\s*\d+\s*)?(,\s*\d+\s*(-\s*\d+\s*)?)*$)");
         if (!std::regex_match(s, list)) return "must be all or a list like 0,2,4-5, got '" + s + "'";
+        // an index twice (0,0 or 2,1-3) or a range that runs backwards (5-2) was taken without a word (the fourth
+        // probe of 2026-11-27)
+        std::vector<std::pair<long long, long long>> spans;
+        static const std::regex item(R"(\s*(\d+)\s*(?:-\s*(\d+)\s*)?)");
+        std::stringstream items(s);
+        for (std::string one; std::getline(items, one, ',');) {
+          std::smatch m;
+          std::regex_match(one, m, item);
+          if (m[1].length() > 9 || m[2].length() > 9) return "'" + one + "' is beyond any layer";
+          const long long a = std::stoll(m[1].str()), b = m[2].matched ? std::stoll(m[2].str()) : a;
+          if (b < a) return "the range '" + one + "' runs backwards: write " + std::to_string(b) + "-" + std::to_string(a);
+          for (const auto& [lo, hi] : spans)
+            if (a <= hi && lo <= b) return "names " + std::to_string(std::max(a, lo)) + " twice in '" + s + "'";
+          spans.emplace_back(a, b);
+        }
         return {};
       },
       "all|LIST");
