@@ -448,6 +448,8 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"eval --model " + m + " --file " + m + "/config.json --split test", "excludes"},
       {"info --system --tensors", "excludes"},
       {"info " + m + " --feature-maps", "excludes"},
+      {"distill --record /nonexistent/r.h5 --train gates --out m.safetensors", "--train gates needs SLA gates (--sla)"},
+      {"finetune --task lm --model " + m + " --data mqar --copy-fraction 0.5 --out o", "the copy curriculum applies to prose corpora, not to mqar"},
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);

@@ -568,10 +568,11 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
   EXPECT_EQ(nlohmann::json::parse(mimic::test::read_bytes(dir.file("b2/config.json")))["id2label"], (nlohmann::json{{"0", "1"}, {"1", "0"}}));
   // a label the classifier does not know
   mimic::test::write_bytes(dir.file("u.jsonl"), std::string(R"({"text": "a wonderful day", "label": 1})") + "\n" +
-                                                    R"({"text": "a terrible day", "label": 0})" + "\n" + R"({"text": "a day", "label": 2})" + "\n");
+                                                    R"({"text": "a terrible day", "label": 0})" + "\n" + R"({"text": "a day", "label": 2})" + "\n" +
+                                                    R"({"text": "a night", "label": 3})" + "\n");
   auto u = score("a", "u.jsonl");
   EXPECT_NE(u.code, 0);
-  EXPECT_NE(u.err.find("label '2' is not one of"), std::string::npos) << u.err;
+  EXPECT_NE(u.err.find(R"(labels ["2","3"] are not among)"), std::string::npos) << u.err;  // every one (the first alone was named)
   EXPECT_NE(u.err.find(R"(["0","1"])"), std::string::npos) << u.err;
   // the library's guard: labels in another order than the classifier's
   mimic::models::LoadOptions lo;
@@ -628,6 +629,10 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "add_cross_attention", true)), "add_cross_attention true: cross-attention layers");
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "problem_type", "regression")), "problem_type \"regression\": mimic's classifiers are single-label");
   EXPECT_NO_THROW(parse_config(with(bert, "is_decoder", false)));
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "pad_token_id", bert["vocab_size"].get<int64_t>())), "pad_token_id " + bert["vocab_size"].dump() +
+                     " is not a token of the model's vocabulary (0 to ");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "eos_token_id", -1)), "eos_token_id -1 is not a token");
+  EXPECT_NO_THROW(parse_config(with(gpt2, "pad_token_id", nullptr)));
   EXPECT_NO_THROW(parse_config(with(bert, "problem_type", "single_label_classification")));
   EXPECT_NO_THROW(parse_config(gpt2));
   EXPECT_NO_THROW(parse_config(bert));

@@ -153,6 +153,8 @@ void register_distill(CLI::App& app) {
       for (const char* name : {"--lr", "--weight-decay", "--patience"})
         MIMIC_CHECK(!given(name), name, " shapes training, which --epochs 0 does not run (the maps are written as initialised): "
                     "leave it out");
+    // while parsing, not after the record is opened (distill::student_spec says the same for library callers)
+    MIMIC_CHECK(a->o.sla || a->o.train.empty() || a->o.train == "maps", "--train ", a->o.train, " needs SLA gates (--sla)");
     for (const char* name : {"--ce-weight", "--mse-weight"})
       MIMIC_CHECK(!given(name) || a->o.loss == "ce+mse", name, " weighs the terms of --loss ce+mse; with --loss ", a->o.loss,
                   " there is one term: leave it out");

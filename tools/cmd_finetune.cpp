@@ -116,6 +116,9 @@ void run(FinetuneArgs& a) {
     if (!a.copy_given && p.copy_fraction > 0 && !data::is_recall_task(a.data)) o.copy.fraction = p.copy_fraction;
     copy_fraction = o.copy.fraction;
     refuse_copy_shape_without_copies(a.copy_shape_given, o.copy);
+    // before the model loads (the data source says the same, after it: the fourth probe of 2026-11-27)
+    MIMIC_CHECK(o.copy.fraction == 0 || !data::is_recall_task(a.data), "the copy curriculum applies to prose corpora, not to ", a.data,
+                ": leave --copy-fraction out");
     auto r = finetune::finetune_lm(o);
     tr = r.train;
     student = scores_json(r.student);

@@ -199,11 +199,19 @@ std::vector<std::string> classification_names() { return {"spam", "sotu-era"}; }
 void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, const std::string& model) {
   if (model_labels.empty() || model_labels == d.labels) return;
   std::vector<int64_t> to(d.labels.size());
+  // every unknown label is named (the first alone was, and a fix for it met the next: the fourth probe of 2026-11-27)
+  std::vector<std::string> unknown;
   for (size_t i = 0; i < d.labels.size(); ++i) {
     const auto it = std::find(model_labels.begin(), model_labels.end(), d.labels[i]);
-    MIMIC_CHECK(it != model_labels.end(), d.name, ": label '", d.labels[i], "' is not one of ", model, "'s labels (",
-                nlohmann::json(model_labels).dump(), ", its id2label); to train a new task, start from a model without a classifier");
+    if (it == model_labels.end()) unknown.push_back(d.labels[i]);
     to[i] = it - model_labels.begin();
+  }
+  if (!unknown.empty()) {
+    const size_t shown = std::min<size_t>(unknown.size(), 8);
+    const std::string more = unknown.size() > shown ? " and " + std::to_string(unknown.size() - shown) + " more" : "";
+    fail(d.name, ": ", unknown.size() == 1 ? "label " : "labels ", nlohmann::json(std::vector<std::string>(unknown.begin(), unknown.begin() + shown)).dump(),
+         more, unknown.size() == 1 ? " is" : " are", " not among ", model, "'s labels (", nlohmann::json(model_labels).dump(),
+         ", its id2label); to train a new task, start from a model without a classifier");
   }
   for (auto* part : {&d.train, &d.validation, &d.test})
     for (auto& e : *part) e.label = to[static_cast<size_t>(e.label)];

@@ -71,6 +71,15 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   if (j.contains("problem_type") && !j["problem_type"].is_null())
     MIMIC_CHECK(j["problem_type"] == "single_label_classification", where, ": problem_type ", j["problem_type"].dump(),
                 ": mimic's classifiers are single-label (problem_type single_label_classification)");
+  // token ids the config names must be tokens of the model (a pad_token_id beyond the vocabulary loaded: the fourth
+  // probe of 2026-11-27); null is HF's "none", and a list (several end tokens) holds ids
+  for (const char* key : {"pad_token_id", "bos_token_id", "eos_token_id"}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    const auto ids = j[key].is_array() ? j[key] : nlohmann::json::array({j[key]});
+    for (const auto& id : ids)
+      MIMIC_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < c.vocab_size, where, ": ", key, " ",
+                  j[key].dump(), " is not a token of the model's vocabulary (0 to ", c.vocab_size - 1, ")");
+  }
   MIMIC_CHECK(c.num_labels >= 0 && c.num_labels <= 1'000'000, where, ": num_labels must lie in [0, 10^6], got ", c.num_labels);
   // label2id: an object name → id, or nothing (a list or a string was accepted and ignored: the fourth probe of
   // 2026-11-27). Without an id2label it names the labels itself (it was ignored, the data mapped by sort order).
