@@ -74,6 +74,14 @@ TrainOptions options(const std::string& dir, int64_t steps) {
   return o;
 }
 
+// A 5-seeded toy trained without interruption in `dir`: what a run killed and resumed must end as.
+TrainResult uninterrupted_run(const TempDir& dir, int64_t steps) {
+  torch::manual_seed(5);
+  Toy whole;
+  auto plain = whole.task();
+  return train(plain, options(dir.path().string(), steps));
+}
+
 std::vector<at::Tensor> weights(Toy& t) {
   std::vector<at::Tensor> out;
   for (auto& p : t.net->parameters()) out.push_back(p.detach().clone());
@@ -220,10 +228,7 @@ TEST(TrainEngine, ARerunOfAFinishedRunRefusesABestModelChangedSinceItFinished) {
 // ends where an uninterrupted run ends.
 TEST(TrainEngine, ARunKilledBetweenABestExportAndItsCheckpointResumes) {
   TempDir a, b;
-  torch::manual_seed(5);
-  Toy whole;
-  auto plain = whole.task();
-  const auto uninterrupted = train(plain, options(a.path().string(), 40));
+  const auto uninterrupted = uninterrupted_run(a, 40);
   torch::manual_seed(5);
   Toy toy;
   auto task = toy.task();
@@ -251,10 +256,7 @@ TEST(TrainEngine, ARunKilledBetweenABestExportAndItsCheckpointResumes) {
 // the swap finds its export in best.new/ and swaps it in; a best.new/ no checkpoint records is removed.
 TEST(TrainEngine, AnUnfinishedRunsResumeRefusesAForeignBestModelAndFinishesACutShortSwap) {
   TempDir a, b;
-  torch::manual_seed(5);
-  Toy whole;
-  auto plain = whole.task();
-  const auto uninterrupted = train(plain, options(a.path().string(), 40));
+  const auto uninterrupted = uninterrupted_run(a, 40);
   torch::manual_seed(5);
   Toy toy;
   auto task = toy.task();
