@@ -364,7 +364,8 @@ TEST_F(Distributed, RanksStartedWithOtherSettingsEndInOneLineNamingTheFirstDiffe
   for (const auto& [from, to, key] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"--eval-every 5", "--eval-every 2", "eval_every"},
            {"--checkpoint-every 5", "--checkpoint-every 3", "checkpoint_every"},
-           {"--out " + dir.file("p"), "--out " + dir.file("q"), "out_dir"}}) {
+           {"--out " + dir.file("p"), "--out " + dir.file("q"), "out_dir"},
+           {" --json", "", "json"}}) {  // rank 0 alone prints: another rank's --json was dropped without a word
     SCOPED_TRACE(to);
     const int p = dist::free_port("127.0.0.1");
     auto r0 = start(ranks_env(0, 2, p), tiny_pretrain(dir, dir.file("p"), 4, 5), dir, "t0");

@@ -94,6 +94,8 @@ void run(FinetuneArgs& a) {
   if (a.resume && train::writes_outputs())  // rank 0 reads the checkpoint (other machines may have none)
     MIMIC_CHECK(std::filesystem::exists(f.train.out_dir + "/checkpoint.safetensors"), "--resume: no checkpoint in ", f.train.out_dir);
   MIMIC_CHECK(!(a.resume && f.train.fresh), "give --resume or --fresh, not both");
+  // rank 0 alone acts on these: another rank's were dropped without a word (the fourth probe of 2026-11-27)
+  f.train.rank_settings.update({{"resume", a.resume}, {"json", a.common.json}});
   MIMIC_CHECK(f.lora.rank > 0 || f.lora.alpha == 0, "--lora-alpha needs --lora R");
   // what depends on the command line only is refused before any model is loaded (the probe of 2026-11-27: after)
   MIMIC_CHECK(a.kd == 0 || !f.teacher_dir.empty(), "--kd distils the teacher's logits: give the teacher with --teacher");

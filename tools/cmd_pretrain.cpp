@@ -36,6 +36,8 @@ void run(PretrainArgs& a) {
   }
   a.o.seed = a.common.seed;
   a.o.device = a.common.on;
+  // rank 0 alone acts on these: another rank's were dropped without a word (the fourth probe of 2026-11-27)
+  a.o.train.rank_settings.update({{"resume", a.resume}, {"json", a.common.json}});
   if (a.resume && train::writes_outputs())  // rank 0 reads the checkpoint (other machines may have none)
     MIMIC_CHECK(std::filesystem::exists(a.o.train.out_dir + "/checkpoint.safetensors"), "--resume: no checkpoint in ",
                 a.o.train.out_dir);
