@@ -235,6 +235,30 @@ TEST(Record, Gpt2RoundTripReproducesSoftmax) {
   EXPECT_EQ(again.resumed_from, r.samples);
 }
 
+// A damaged or foreign record's string attribute that is not UTF-8 reached JSON (report's metrics, distill's maps and
+// checkpoint) and stopped the command with nlohmann's type_error.316 (2026-11-27, after fuzz_record's finding): it
+// reads as unreadable, and the commands run or refuse in mimic's words. A record given where a safetensors file
+// belongs is named as HDF5 (it was an "absurd header length").
+TEST(Record, StringAttributesThatAreNotUtf8ReadAsUnreadableAndARecordIsNoSafetensorsFile) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 21));
+  auto o = options(gpt2_dir(), dir.file("t.txt"), dir.file("g.h5"));
+  mimic::record::record(o);
+  {
+    H5::H5File f(o.out, H5F_ACC_RDWR);
+    f.removeAttr("source");
+    mimic::record::write_attr(f, "source", std::string("/models/gpt\xff\xfe"));
+    EXPECT_EQ(mimic::record::read_attr(f, "source"), "<not UTF-8>");
+    EXPECT_EQ(mimic::record::read_attr(f, "format"), "mimic-record-1");
+  }
+  auto report = mimic::test::mimic_cli("report --record " + o.out + " --out " + dir.file("rep") + " --json --threads 1");
+  EXPECT_EQ(report.code, 0) << report.err;
+  auto distill = mimic::test::mimic_cli("distill --record " + o.out + " --epochs 1 --out " + dir.file("m.safetensors") + " --json --threads 1");
+  EXPECT_EQ(distill.code, 0) << distill.err;
+  auto info = mimic::test::mimic_cli("info " + o.out);
+  EXPECT_EQ(info.err, "mimic: error: " + o.out + ": an HDF5 file (a mimic record?), not a safetensors file\n");
+}
+
 TEST(Record, BertRoundTripWithPaddedSample) {
   TempDir dir;
   mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));

@@ -96,6 +96,10 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   f.map_->size = size;
   const auto* base = static_cast<const uint8_t*>(f.map_->addr);
 
+  // a mimic record (HDF5) given where a safetensors file belongs (`info r.h5`, `--maps r.h5`) read its signature as
+  // an "absurd header length" (issue 38): named for what it is
+  static const uint8_t kHdf5Signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  MIMIC_CHECK(std::memcmp(base, kHdf5Signature, 8) != 0, where(), "an HDF5 file (a mimic record?), not a safetensors file");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | base[i];  // little-endian u64
   MIMIC_CHECK(n <= kMaxHeader, where(), "absurd header length ", n, " bytes (limit ", kMaxHeader, ")");
