@@ -624,7 +624,7 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_MIMIC_ERROR(parse_config(with(only, "label2id", {{"spam", 0}, {"ham", 0}})), "label2id's ids must be 0 to 1 once each");
   EXPECT_MIMIC_ERROR(parse_config(with(only, "label2id", nlohmann::json::array({"ham", "spam"}))), "label2id must be an object");
   // keys that change what the model computes, which mimic does not implement, were ignored
-  EXPECT_MIMIC_ERROR(parse_config(with(bert, "is_decoder", true)), "is_decoder true: a decoder-style (causal) bert, which mimic does not implement");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "is_decoder", true)), "is_decoder true: a decoder-style (causal) BERT, which mimic does not implement");
   EXPECT_NO_THROW(parse_config(with(gpt2, "is_decoder", true)));  // a causal family is a decoder already (it was called a BERT)
   EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "add_cross_attention", true)), "add_cross_attention true: cross-attention layers");
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "problem_type", "regression")), "problem_type \"regression\": mimic's classifiers are single-label");

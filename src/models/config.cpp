@@ -66,7 +66,7 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
                 ": ", what, ", which mimic does not implement");
   };
   // a causal family is a decoder already (HF's GPT-2 ignores the key); an encoder made causal is what mimic lacks
-  if (!c.family->causal) refuse_true("is_decoder", ("a decoder-style (causal) " + type).c_str());
+  if (!c.family->causal) refuse_true("is_decoder", ("a decoder-style (causal) " + c.family->display_name).c_str());
   refuse_true("add_cross_attention", "cross-attention layers");
   if (j.contains("problem_type") && !j["problem_type"].is_null())
     MIMIC_CHECK(j["problem_type"] == "single_label_classification", where, ": problem_type ", j["problem_type"].dump(),
