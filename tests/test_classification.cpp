@@ -111,6 +111,11 @@ TEST(ClassificationData, ASplitThatIsNoStringIsRefusedNamingTheLine) {
   EXPECT_MIMIC_ERROR(data::load_classification(dir.file("s.jsonl")), "s.jsonl:2: \"split\" must be train, validation or test, got 5");
   mimic::test::write_bytes(dir.file("n.jsonl"), "{\"text\": \"a\", \"label\": 0, \"split\": null}\n{\"text\": \"b\", \"label\": 1}\n");
   EXPECT_MIMIC_ERROR(data::load_classification(dir.file("n.jsonl")), "n.jsonl:1: \"split\" must be train, validation or test, got null");
+  // a label is a name or an integer: null, booleans and 1.0 became classes of their own (the fifth probe of 2026-11-27)
+  for (const char* label : {"null", "true", "1.0", "[1]"}) {
+    mimic::test::write_bytes(dir.file("l.jsonl"), std::string("{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\", \"label\": ") + label + "}\n");
+    EXPECT_MIMIC_ERROR(data::load_classification(dir.file("l.jsonl")), std::string("l.jsonl:2: label must be a name or an integer, got ") + label);
+  }
 }
 
 // A BERT (random weights, real vocabulary) learns a task that a word decides, and the output directory is

@@ -447,6 +447,7 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"distill --record /nonexistent/r.h5 --epochs 0 --patience 2 --out m.safetensors", "--patience shapes training, which --epochs 0 does not run"},
       {"eval --model " + m + " --file " + m + "/config.json --split test", "excludes"},
       {"info --system --tensors", "excludes"},
+      {"eval --model " + m + " --task passkey --lengths 64,064", "--lengths names 64 twice: give each length once"},
       {"info " + m + " --feature-maps", "excludes"},
       {"distill --record /nonexistent/r.h5 --train gates --out m.safetensors", "--train gates needs SLA gates (--sla)"},
       {"finetune --task lm --model " + m + " --data mqar --copy-fraction 0.5 --out o", "the copy curriculum applies to prose corpora, not to mqar"},

@@ -259,6 +259,23 @@ TEST(Record, StringAttributesThatAreNotUtf8ReadAsUnreadableAndARecordIsNoSafeten
   EXPECT_EQ(info.err, "mimic: error: " + o.out + ": an HDF5 file (a mimic record?), not a safetensors file\n");
 }
 
+// --fresh replaces a record and nothing else: it deleted a user's file, a maps file or a forward's tensors under the
+// --out name, exit 0 (the fifth probe of 2026-11-27). A record is still replaced.
+TEST(Record, FreshReplacesOnlyARecord) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 21));
+  mimic::test::write_bytes(dir.file("notes.h5"), "my notes");
+  auto o = options(gpt2_dir(), dir.file("t.txt"), dir.file("notes.h5"));
+  o.fresh = true;
+  EXPECT_MIMIC_ERROR(mimic::record::record(o), "notes.h5 exists and is not a mimic record: --fresh replaces only a record");
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("notes.h5")), "my notes");
+  o.out = dir.file("r.h5");
+  o.fresh = false;
+  mimic::record::record(o);
+  o.fresh = true;
+  EXPECT_EQ(mimic::record::record(o).resumed_from, 0);
+}
+
 TEST(Record, BertRoundTripWithPaddedSample) {
   TempDir dir;
   mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));

@@ -378,6 +378,14 @@ TEST(Outputs, ATrainingCommandNeverReplacesAnotherCommandsRunFreshIncluded) {
   // the command's own run: --fresh starts it over
   auto again = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + config + data + " --out " + out + " --fresh");
   EXPECT_EQ(again.code, 0) << again.err;
+  // nor does an export or a conversion write into a run's subfolders (the fifth probe: export into a finished run's
+  // last/ left a BERT beside the run's GPT-2)
+  for (const std::string& sub : {"/last", "/step-1", "/x"}) {
+    auto ex = mimic::test::mimic_cli("export --model " + teacher() + " --out " + out + sub);
+    EXPECT_EQ(ex.code, 1) << sub;
+    EXPECT_NE(ex.err.find("lies inside the training run in "), std::string::npos) << ex.err;
+  }
+  EXPECT_FALSE(fs::exists(out + "/x"));
 }
 
 TEST(Inputs, AFifoGivenAsAnInputIsRefusedAtOnce) {
@@ -437,6 +445,9 @@ TEST(Inputs, NoCommandWritesOverOrIntoItsInputs) {
   mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));
   mimic::test::write_bytes(dir.file("rec.h5"), "not read: the refusal comes first");
   fs::create_directory_symlink(m, dir.file("link"));
+  // a folder of links into another model folder (as an HF hub snapshot is): export wrote through them (the fifth probe)
+  fs::create_directories(dir.file("links"));
+  for (const auto& e : fs::directory_iterator(m)) fs::create_symlink(e.path(), fs::path(dir.file("links")) / e.path().filename());
   auto listing = [&] {
     std::string all;
     for (const auto& e : fs::recursive_directory_iterator(dir.path()))
@@ -452,6 +463,7 @@ TEST(Inputs, NoCommandWritesOverOrIntoItsInputs) {
        "holds the input --teacher"},
       {"convert --model " + m + " --maps " + dir.file("maps.safetensors") + " --out " + dir.file("link"), "is the input --model"},
       {"export --model " + dir.file("link") + " --out " + m, "is the input --model"},
+      {"export --model " + dir.file("links") + " --out " + m + " --dtype f32", "(linked from it): write the result elsewhere"},
       {"record --model " + m + " --data " + dir.file("t.txt") + " --out " + dir.file("t.txt"), "is the input --data"},
       {"report --record " + dir.file("rec.h5") + " --out " + dir.file("rec.h5"), "is the input --record"},
       {"pretrain --arch gpt2 --init " + m + " --data all --out " + dir.path().string(), "holds the input --init"},
@@ -645,6 +657,16 @@ TEST(JsonOutput, BytesThatAreNotUtf8PrintAsReplacementCharacters) {
   EXPECT_THROW(j.dump(), nlohmann::json::type_error);  // the plain dump, which print_json used before
   EXPECT_EQ(mimic::json_dump(j, -1), "{\"ok\":\"whale\",\"text\":\"caf\xEF\xBF\xBD\"}");
   EXPECT_EQ(mimic::json_parse(mimic::json_dump(j), "the output")["text"], "caf\xEF\xBF\xBD");
+  // and a file that is no UTF-8 JSON is named with its bytes shown, not quoted raw onto stderr (the fifth probe)
+  try {
+    mimic::json_parse("{\"name\": \"caf\xE9\"}", "c.json");
+    ADD_FAILURE() << "parsed";
+  } catch (const mimic::Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("c.json: malformed JSON: "), std::string::npos) << what;
+    EXPECT_NE(what.find("\\xE9"), std::string::npos) << what;
+    EXPECT_EQ(what.find('\xE9'), std::string::npos) << what;
+  }
 }
 
 // Issue 38, the probe of 2026-11-27: a key given twice in a config.json was read as its last value (a hand edit that
@@ -890,4 +912,32 @@ TEST(Resumes, AnotherTeachersRecordOrAnotherConfigIsNotResumed) {
   auto relu = record(dir.file("relu"), dir.file("r2.h5"), "");
   EXPECT_NE(relu.code, 0);
   EXPECT_NE(relu.err.find("was recorded with other settings: network"), std::string::npos) << relu.err;
+  // the fifth probe of 2026-11-27: an online distill and a pretrain from --init resumed onto the same weights under
+  // another config, exit 0 (two teachers' maps in one file; two networks in one run)
+  fs::create_directories(dir.file("t2"));
+  for (const auto& e : fs::directory_iterator(teacher())) fs::copy_file(e.path(), fs::path(dir.file("t2")) / e.path().filename());
+  mimic::distill::DistillOptions online;
+  online.model_dir = dir.file("t2");
+  online.data = dir.file("t.txt");
+  online.samples = 8;
+  online.seq_len = 16;
+  online.feature_map = "hedgehog";
+  online.epochs = 2;
+  online.batch_size = 4;
+  online.out = dir.file("online.safetensors");
+  online.progress = false;
+  online.stop_after_epochs = 1;
+  ASSERT_TRUE(mimic::distill::distill(online).interrupted);
+  const auto original = mimic::test::read_bytes(dir.file("t2/config.json"));
+  mimic::test::write_bytes(dir.file("t2/config.json"), cfg.dump());  // relu
+  online.stop_after_epochs = 0;
+  EXPECT_MIMIC_ERROR(mimic::distill::distill(online), "other settings: source");
+  mimic::test::write_bytes(dir.file("t2/config.json"), original);
+  const std::string pre = "pretrain --arch gpt2 --init " + dir.file("t2") + " --data " + dir.file("t.txt") +
+                          " --seq-len 16 --batch-size 2 --steps 2 --warmup 0 --eval-every 0 --threads 1 --out " + dir.file("p");
+  ASSERT_EQ(mimic::test::mimic_cli(pre).code, 0);
+  mimic::test::write_bytes(dir.file("t2/config.json"), cfg.dump());
+  auto changed = mimic::test::mimic_cli(pre);
+  EXPECT_NE(changed.code, 0);
+  EXPECT_NE(changed.err.find("was written with other settings: init_network"), std::string::npos) << changed.err;
 }

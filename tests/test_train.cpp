@@ -289,6 +289,32 @@ TEST(TrainEngine, AnUnfinishedRunsResumeRefusesAForeignBestModelAndFinishesACutS
   EXPECT_EQ(mimic::test::read_bytes(best), mimic::test::read_bytes(a.file("best/model.safetensors")));
 }
 
+// A fresh run's folder holds its own exports alone: --fresh kept an earlier run's last/ and step-N/ snapshots (the
+// fifth probe of 2026-11-27: GPT-2 snapshots beside a BERT run). A folder of your own there is kept.
+TEST(TrainEngine, AFreshRunRemovesTheLastAndSnapshotsAnEarlierRunExported) {
+  TempDir dir;
+  torch::manual_seed(5);
+  Toy toy;
+  auto task = toy.task();
+  auto o = options(dir.path().string(), 20);
+  o.snapshot_every = 10;
+  o.keep_last = true;
+  train(task, o);
+  ASSERT_TRUE(std::filesystem::exists(dir.file("step-10/model.safetensors")));
+  ASSERT_TRUE(std::filesystem::exists(dir.file("last")));
+  std::filesystem::create_directories(dir.file("step-notes"));
+  auto fresh = options(dir.path().string(), 5);
+  fresh.fresh = true;
+  fresh.keep_last = false;
+  auto again = toy.task();
+  train(again, fresh);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("step-10")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("step-20")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("last")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("step-notes")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("best/model.safetensors")));
+}
+
 // Found by the crash-safety soak (bench/soak.sh): the log's loss is a mean over the steps since the previous log
 // line; a run resumed from a checkpoint between two log lines averaged only the steps since the resume, so its
 // log differed from the uninterrupted run's. The log now matches line for line (timings aside).

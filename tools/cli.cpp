@@ -166,13 +166,31 @@ void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<
       fail(named, " is the input ", option, " ", value, " itself (a hard link to it): write the result elsewhere");
     if (within(in, o)) fail(named, " holds the input ", option, " ", value, ": write the result elsewhere");
     if (within(o, in)) fail(named, " lies inside the input ", option, " ", value, ": write the result elsewhere");
+    // a folder of links (an HF hub snapshot is one) whose files lie in --out: export wrote through them, changing the
+    // input's weights (the fifth probe of 2026-11-27)
+    if (fs::is_directory(in, ec))
+      for (const auto& e : fs::directory_iterator(in, ec)) {
+        if (!e.is_symlink(ec)) continue;
+        const fs::path target = fs::weakly_canonical(e.path(), ec);
+        if (!ec && within(target, o))
+          fail(named, " holds ", e.path().filename().string(), " of the input ", option, " ", value, " (linked from it): write the result elsewhere");
+      }
   }
 }
 
 void refuse_foreign_output(const std::string& out, OutputKind kind, const std::string& command) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (out.empty() || !fs::is_directory(out, ec)) return;
+  if (out.empty()) return;
+  // a training run's folder holds that run's result, its subfolders (last/, step-N/, best/) included: an export or a
+  // conversion into a finished run's last/ left a BERT beside the run's GPT-2 (the fifth probe of 2026-11-27)
+  if (kind != OutputKind::TrainingRun) {
+    const fs::path parent = fs::weakly_canonical(fs::absolute(out), ec).parent_path();
+    if (!ec && (fs::exists(parent / "checkpoint.safetensors", ec) || fs::exists(parent / "log.jsonl", ec)))
+      fail("--out ", out, " lies inside the training run in ", parent.string(), " (its checkpoint or log is there): that folder holds "
+           "the run's own result; choose another --out");
+  }
+  if (!fs::is_directory(out, ec)) return;
   struct Marker {
     const char* file;
     const char* what;

@@ -310,7 +310,12 @@ void register_eval(CLI::App& app) {
       {seq_len, {"cls"}},            {batch_size, {"cls"}},       {lengths, {"passkey"}},     {trials, {"passkey"}},
       {digits, {"passkey"}},         {alternatives, {"passkey"}}, {segments, {"copy"}},       {segment_len, {"copy"}},
       {examples, {"mqar"}}};
-  sub->callback([args, serves]() {
+  sub->callback([args, serves, lengths]() {
+    // a length twice gave two identical rows (--lengths 64,064: the fifth probe of 2026-11-27)
+    const auto& ls = args->passkey.lengths;
+    for (size_t i = 0; lengths->count() > 0 && i < ls.size(); ++i)
+      MIMIC_CHECK(std::find(ls.begin(), ls.begin() + static_cast<std::ptrdiff_t>(i), ls[i]) == ls.begin() + static_cast<std::ptrdiff_t>(i),
+                  "--lengths names ", ls[i], " twice: give each length once");
     for (const auto& [opt, tasks] : serves)
       if (opt->count() > 0 && std::find(tasks.begin(), tasks.end(), args->task) == tasks.end()) {
         std::string list;

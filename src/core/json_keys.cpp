@@ -1,5 +1,6 @@
 #include "mimic/core/json_keys.h"
 
+#include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
@@ -36,7 +37,15 @@ nlohmann::json json_parse(const std::string& text, const std::string& where) {
     // nlohmann's words without its "[json.exception.parse_error.101] " tag: mimic's one line
     std::string what = e.what();
     if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);
-    fail(where, ": malformed JSON: ", what);
+    // its "last read" quotes the input's bytes, which may be no UTF-8 (a Latin-1 "café" went to stderr raw: the fifth
+    // probe of 2026-11-27): bytes beyond ASCII and control characters are shown as \xHH
+    std::string shown;
+    for (const unsigned char c : what) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02X", c);
+      shown += c >= 0x20 && c < 0x7F ? std::string(1, static_cast<char>(c)) : std::string(hex);
+    }
+    fail(where, ": malformed JSON: ", shown);
   }
   MIMIC_CHECK(twice.empty(), where, ": key '", twice, "' is given twice in one object (give each key once)");
   return j;

@@ -161,6 +161,10 @@ ClassificationData load_jsonl(const std::string& path) {
     const nlohmann::json j = json_parse(line, path + ":" + std::to_string(lineno));
     MIMIC_CHECK(j.is_object() && j.contains("text") && j["text"].is_string() && j.contains("label"), path, ":", lineno,
                 ": expected {\"text\": string, \"label\": ...}");
+    // a label is a name or an integer (docs/data.md): null, true or 1.0 became classes "null", "true" and "1.0" (so 1
+    // and 1.0 were two classes: the fifth probe of 2026-11-27)
+    MIMIC_CHECK(j["label"].is_string() || j["label"].is_number_integer(), path, ":", lineno, ": label must be a name or an integer, got ",
+                json_dump(j["label"], -1));
     std::string label = j["label"].is_string() ? j["label"].get<std::string>() : j["label"].dump();
     auto text = j["text"].get<std::string>();
     MIMIC_CHECK(is_valid_utf8(text), path, ":", lineno, ": text is not valid UTF-8");

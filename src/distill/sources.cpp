@@ -100,7 +100,10 @@ class OnlineSource : public Source {
   std::string model_digest() const override { return digest_; }
   nlohmann::json identity() const override {
     return {{"model", fs::absolute(model_dir_).lexically_normal().string()}, {"data", samples_->data_id()}, {"samples", n_},
-            {"seq_len", samples_->seq_len()}, {"model_digest", digest_}, {"split", split_}, {"data_digest", data_digest_}};
+            {"seq_len", samples_->seq_len()}, {"model_digest", digest_}, {"split", split_}, {"data_digest", data_digest_},
+            // the teacher's config beside its weights: a resume onto the same weights under another activation or
+            // epsilon mixed two teachers' maps, exit 0 (the fifth probe of 2026-11-27)
+            {"network", models::network_description(model_dir_)}};
   }
 
  protected:

@@ -194,7 +194,13 @@ train::TrainResult pretrain(const PretrainOptions& o) {
                    {"seq_len", o.seq_len},   {"batch_size", o.batch_size}, {"seed", o.seed},
                    {"steps", t.steps},       {"lr", t.lr},                 {"warmup", t.warmup},
                    {"grad_accum", t.grad_accum}};
-  if (!o.init.empty()) t.fingerprint["init"] = models::model_digest(*model);
+  if (!o.init.empty()) {
+    t.fingerprint["init"] = models::model_digest(*model);
+    // and what else makes it compute (finetune's model_network and model_attention): a resume, or a rank, with the
+    // same weights under another config trained another network, exit 0 (the fifth probe of 2026-11-27)
+    t.fingerprint["init_network"] = models::network_description(o.init);
+    t.fingerprint["init_attention"] = models::attention_digest(*model);
+  }
   if (const auto d = source->data_digest(); !d.empty()) t.fingerprint["data_digest"] = d;  // the text, not only its name
   t.fingerprint["eval_batches"] = o.eval_batches;  // what an evaluation averages (finetune's has it too)
   if (o.position_init != "normal") t.fingerprint["position_init"] = o.position_init;  // absent: older runs still resume

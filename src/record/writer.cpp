@@ -62,7 +62,18 @@ struct RecordWriter::Impl {
     try {
       // A new file is built under a temporary name and renamed once complete and flushed: a file named
       // `out` is always a valid record, possibly with fewer samples than asked.
-      if (fresh && fs::exists(out)) fs::remove(out);
+      // --fresh replaces a record, never another file: it took a maps file, a forward's tensors and a user's own file
+      // under that name, exit 0 (the fifth probe of 2026-11-27)
+      if (fresh && fs::exists(out)) {
+        bool record = false;
+        try {
+          if (H5::H5File::isHdf5(out)) record = read_attr(H5::H5File(out, H5F_ACC_RDONLY), "format") == kFormat;
+        } catch (const H5::Exception&) {
+        }
+        MIMIC_CHECK(record, out, " exists and is not a mimic record: --fresh replaces only a record; use another --out, or move that file "
+                    "out of the way first");
+        fs::remove(out);
+      }
       if (!fs::exists(out)) {
         auto parent = fs::path(out).parent_path();
         if (!parent.empty()) fs::create_directories(parent);

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <regex>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -124,6 +125,23 @@ void settle_staged_best(const std::string& out_dir, const Saved* s) {
     return;
   }
   fs::remove_all(staged);
+}
+
+// What an earlier run in out_dir exported beside its best model: last/ (a folder, or the link to out_dir) and the
+// step-N/ snapshots.
+void remove_earlier_exports(const std::string& out_dir) {
+  static const std::regex snapshot(R"(step-\d+)");
+  std::vector<fs::path> gone;
+  for (const auto& e : fs::directory_iterator(out_dir)) {
+    const std::string name = e.path().filename().string();
+    if (name == "last" || (e.is_directory() && !e.is_symlink() && std::regex_match(name, snapshot))) gone.push_back(e.path());
+  }
+  for (const auto& p : gone) {
+    if (fs::is_symlink(p))
+      fs::remove(p);
+    else
+      fs::remove_all(p);
+  }
 }
 
 // The generator of the GPU the parameters are on (dropout there draws from it, not from the CPU's), or none: a
@@ -349,6 +367,10 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       settle_staged_best(o.out_dir, &s);
       check_best_files(o.out_dir, s);
     } else {
+      // an earlier run of this command left its exports (last/, step-N/ snapshots): a fresh run's folder holds its own
+      // alone (a --fresh run kept the earlier run's last/ and snapshots, even of another family: the fifth probe of
+      // 2026-11-27). Only where the checkpoint or log shows an earlier run: a folder of your own keeps its folders.
+      if (fs::exists(ckpt) || fs::exists(log)) remove_earlier_exports(o.out_dir);
       if (fs::exists(log)) fs::remove(log);
       settle_staged_best(o.out_dir, nullptr);
     }
