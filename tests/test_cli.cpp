@@ -1,4 +1,5 @@
 // The `mimic` executable end to end: results, JSON output, and one-line errors with non-zero exits.
+#include <sys/stat.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -180,6 +181,11 @@ TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {
 TEST(Cli, BadInputGivesOneLineError) {
   TempDir dir;
   expect_one_line_error(mimic_cli("info " + dir.file("nothing")), "no such file");
+  // a FIFO is neither a model directory nor a file, and is not called a missing one (the fifth probe, F15)
+  ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  expect_one_line_error(mimic_cli("info " + dir.file("fifo")), dir.file("fifo") + ": neither a file nor a folder");
+  expect_one_line_error(mimic_cli("eval --model " + dir.file("fifo") + " --text hi"), dir.file("fifo") + ": not a model directory (neither a file nor a folder)");
+  expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + "/config.json" + " --text hi"), ": not a model directory (a file)");
   mimic::test::write_bytes(dir.file("trunc.safetensors"), std::string("\x10\0\0", 3));
   expect_one_line_error(mimic_cli("info " + dir.file("trunc.safetensors")), "truncated");
   mimic::test::write_bytes(dir.file("huge.safetensors"), std::string("\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10));
@@ -451,6 +457,10 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"info " + m + " --feature-maps", "excludes"},
       {"distill --record /nonexistent/r.h5 --train gates --out m.safetensors", "--train gates needs SLA gates (--sla)"},
       {"finetune --task lm --model " + m + " --data mqar --copy-fraction 0.5 --out o", "the copy curriculum applies to prose corpora, not to mqar"},
+      // and from the fifth probe's: an attention spec's own options are checked before a record or config is read
+      {"distill --record /nonexistent/r.h5 --attention hybrid:window=0 --out m.safetensors", "--attention: hybrid attention option 'window' must be an integer in [1, 65536]"},
+      {"pretrain --arch gpt2 --config " + m + "/config.json --attention hybrid:window=0 --out o", "--attention: hybrid attention option 'window' must be"},
+      {"pretrain --arch gpt2 --config " + m + "/config.json --attention linear:nomap --out o", "--attention: "},
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);

@@ -1,13 +1,18 @@
 // Distributed training on localhost: the environment's checks, `mimic launch`, data parallelism (N ranks × batch b
 // train the weights of one process × batch N·b), resume with the same world size only, and the failure cases
 // (a killed rank, a peer that never arrives, mismatched settings) ending every rank with a one-line error.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <torch/torch.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -299,6 +304,42 @@ TEST_F(Distributed, AKilledRankEndsTheOtherWithAnErrorNamingItAndARerunResumes) 
   auto j = nlohmann::json::parse(again.out);
   EXPECT_GT(j["resumed_from"].get<int>(), 0);
   EXPECT_EQ(j["steps"], 40);
+}
+
+// What can be told about the rendezvous address is told in mimic's words, before or after c10d tries: c10d said
+// "is the port in use?" of an address not of this machine, and rank 0 blamed a port without looking (F8).
+TEST_F(Distributed, RankZeroNamesATakenPortAndAnAddressNotOfThisMachineInOneLine) {
+  TempDir dir;
+  const int port = dist::free_port("127.0.0.1");
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(::bind(holder, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(holder, 1), 0);
+  EXPECT_EQ(dist::port_taken(port), std::strerror(EADDRINUSE));
+  auto env = ranks_env(0, 2, port);
+  env["MIMIC_DIST_TIMEOUT"] = "2";
+  auto taken = run_with(env, tiny_pretrain(dir, dir.file("a"), 4, 5), 60);
+  ::close(holder);
+  EXPECT_EQ(taken.code, 1);
+  EXPECT_EQ(count_lines(taken.err), 1) << taken.err;
+  EXPECT_NE(taken.err.find("MASTER_PORT " + std::to_string(port) + " is taken on this machine (Address already in use)"), std::string::npos)
+      << taken.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("a/checkpoint.safetensors")));
+  // an address of no machine here (TEST-NET-1, RFC 5737): rank 0 cannot host the store there
+  EXPECT_TRUE(dist::is_local_address("127.0.0.1"));
+  EXPECT_FALSE(dist::is_local_address("192.0.2.1"));
+  env = ranks_env(0, 2, dist::free_port("127.0.0.1"));
+  env["MASTER_ADDR"] = "192.0.2.1";
+  env["MIMIC_DIST_TIMEOUT"] = "2";
+  auto foreign = run_with(env, tiny_pretrain(dir, dir.file("b"), 4, 5), 60);
+  EXPECT_EQ(foreign.code, 1);
+  EXPECT_EQ(count_lines(foreign.err), 1) << foreign.err;
+  EXPECT_NE(foreign.err.find("192.0.2.1 is not an address of this machine; run rank 0 where MASTER_ADDR points"), std::string::npos)
+      << foreign.err;
+  EXPECT_EQ(foreign.err.find("port in use"), std::string::npos) << foreign.err;
 }
 
 TEST_F(Distributed, APeerThatNeverArrivesOrDisagreesIsAOneLineErrorWithinTheTimeout) {

@@ -1,4 +1,5 @@
 // The recall instruments: in-context copy (eval/copy.h).
+#include <filesystem>
 #include <torch/torch.h>
 
 #include <cmath>
@@ -464,10 +465,19 @@ TEST(RecordRepeat, ARecallTaskIsRecordedWithoutATokenizer) {
   TempDir dir;
   mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 16, "n_layer": 1, "n_head": 2, "n_positions": 16, "n_inner": 32})");
   const std::string task = "mqar:vocab=12,seq_len=16,pairs=2";
+  // no --seq-len: a recall task's runs take its seq_len (the default 256 exceeded this model's context: probe F12)
   auto p = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data " + task +
-                                  " --seq-len 16 --batch-size 4 --steps 1 --warmup 1 --eval-every 1 --eval-batches 1 --out " +
+                                  " --batch-size 4 --steps 1 --warmup 1 --eval-every 1 --eval-batches 1 --out " +
                                   dir.file("m") + " --threads 1");
   ASSERT_EQ(p.code, 0) << p.err;
+  // another --seq-len is refused while the command line is read, before any model is built
+  for (const std::string cmd : {"pretrain --arch gpt2 --config " + dir.file("c.json") + " --seq-len 8",
+                                "finetune --task lm --model " + dir.file("m") + " --seq-len 8"}) {
+    auto other = mimic::test::mimic_cli(cmd + " --data " + task + " --steps 1 --out " + dir.file("o"));
+    EXPECT_NE(other.code, 0);
+    EXPECT_NE(other.err.find("--seq-len 8 differs from the task's seq_len 16"), std::string::npos) << cmd << ": " << other.err;
+    EXPECT_FALSE(std::filesystem::exists(dir.file("o"))) << cmd;
+  }
   auto r = mimic::test::mimic_cli("record --model " + dir.file("m") + " --data " + task + " --samples 5 --out " + dir.file("r.h5") +
                                   " --threads 1");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -3,6 +3,9 @@
 // resumes after a SIGKILL to the same content as an uninterrupted run, refuses other settings, and is
 // readable by h5py.
 #include <H5Cpp.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 #include <torch/torch.h>
 
 #include <functional>
@@ -228,6 +231,20 @@ TEST(Record, Gpt2RoundTripReproducesSoftmax) {
     EXPECT_TRUE(torch::equal(rd.input_ids(0, 2), read_dataset(f, "input_ids", at::kLong).narrow(0, 0, 2)));
     // the file is in use while open
     EXPECT_MIMIC_ERROR(mimic::record::record(o), "is in use");
+  }
+  {
+    // the same file under another name (a hard link), while another writer holds HDF5's lock on it (a flock, as
+    // HDF5 takes): mimic's output lock is per name and cannot see it; the file is "in use", not "damaged" (F11)
+    const std::string link = dir.file("link.h5");
+    std::filesystem::create_hard_link(o.out, link);
+    const int fd = ::open(o.out.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);
+    auto through_link = o;
+    through_link.out = link;
+    EXPECT_MIMIC_ERROR(mimic::record::record(through_link), "is in use (open in another process or handle: another process is writing it");
+    ::close(fd);
+    std::filesystem::remove(link);
   }
   // a rerun of the same command finds nothing left to do
   auto again = mimic::record::record(o);

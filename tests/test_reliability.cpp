@@ -2,8 +2,10 @@
 // appears under its final name only complete, a dead writer's temporaries are removed by the next run and a
 // live one's kept, an output directory is held by one run at a time, a FIFO given as input is refused at
 // once, and NaN weights or maps are refused before any command writes anything.
+#include <cairo.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -11,6 +13,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -136,6 +140,65 @@ TEST(Atomic, AWriteCutShortLeavesNothingUnderTheFinalName) {
   mimic::report::save_figure(stem, 40, 30, [](cairo_t*) {});
   EXPECT_GT(fs::file_size(stem + ".png"), 0u);
   EXPECT_GT(fs::file_size(stem + ".svg"), 0u);
+}
+
+// A write the system refuses (here: a file-size limit, standing in for a full disk, which a test cannot make)
+// says why in the system's words — a stream or cairo alone said only "disk full?" or "error while writing to output
+// stream" (the fifth probe, F16) — and leaves neither the file nor its temporary.
+TEST(Atomic, AWriteTheSystemRefusesNamesTheSystemsReasonAndLeavesNothing) {
+  TempDir dir;
+  struct Limit {  // RLIMIT_FSIZE for this process while the test runs; SIGXFSZ ignored so that write(2) returns EFBIG
+    rlimit old{};
+    void (*old_handler)(int) = ::signal(SIGXFSZ, SIG_IGN);
+    explicit Limit(rlim_t bytes) {
+      ::getrlimit(RLIMIT_FSIZE, &old);
+      rlimit small = old;
+      small.rlim_cur = bytes;
+      ::setrlimit(RLIMIT_FSIZE, &small);
+    }
+    ~Limit() {
+      ::setrlimit(RLIMIT_FSIZE, &old);
+      ::signal(SIGXFSZ, old_handler);
+    }
+  };
+  const std::string big = dir.file("big.bin"), stem = dir.file("figure");
+  std::string file_error, figure_error;
+  {
+    Limit limit(4096);
+    try {
+      mimic::io::write_file_atomically(big, [](std::ostream& os) { os << std::string(1 << 20, 'x'); });
+    } catch (const mimic::Error& e) {
+      file_error = e.what();
+    }
+    try {  // a figure of noise: its PNG cannot shrink below the limit
+      mimic::report::save_figure(stem, 300, 300, [](cairo_t* cr) {
+        for (int i = 0; i < 300; i += 2)
+          for (int j = 0; j < 300; j += 2) {
+            cairo_set_source_rgb(cr, ((i * 7919 + j * 104729) % 256) / 255.0, ((i * 31 + j * 17) % 256) / 255.0, 0.5);
+            cairo_rectangle(cr, i, j, 2, 2);
+            cairo_fill(cr);
+          }
+      });
+    } catch (const mimic::Error& e) {
+      figure_error = e.what();
+    }
+  }
+  EXPECT_EQ(file_error, "error while writing " + big + ": " + std::strerror(EFBIG));
+  EXPECT_EQ(figure_error, "error while writing " + stem + ".png: " + std::strerror(EFBIG));
+  EXPECT_TRUE(names_in(dir.path()).empty());
+  // the system's words for a full disk, given the cause; a stream that lost errno in a folder with room says so
+  EXPECT_THROW(
+      try { mimic::io::fail_writing(big, ENOSPC); } catch (const mimic::Error& e) {
+        EXPECT_EQ(std::string(e.what()), "error while writing " + big + ": No space left on device");
+        throw;
+      },
+      mimic::Error);
+  EXPECT_THROW(
+      try { mimic::io::fail_writing(big, 0); } catch (const mimic::Error& e) {
+        EXPECT_EQ(std::string(e.what()), "error while writing " + big + ": the write failed (no reason given by the system)");
+        throw;
+      },
+      mimic::Error);
 }
 
 TEST(Atomic, StaleTemporariesOfADeadRunAreRemovedAndThoseOfALiveOneKept) {

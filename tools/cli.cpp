@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "mimic/attention/kinds.h"
 #include "mimic/core/error.h"
 #include "mimic/data/corpus.h"
 #include "mimic/core/paths.h"
@@ -321,6 +322,10 @@ std::string resolve_model_dir(const std::string& arg) {
   for (const models::Family* f : models::families())
     if (arg == f->tokenizer_asset) return asset_path(arg);
   if (is_embedded_model_name(arg)) return embedded_model_dir(arg);
+  // something that exists but is no folder (a file, a FIFO) is named as such, not as missing
+  if (std::filesystem::exists(arg))
+    fail(arg, ": not a model directory (", std::filesystem::is_regular_file(arg) ? "a file" : "neither a file nor a folder",
+         "): give a HF-layout directory (config.json + model.safetensors) or an embedded model name");
   fail("model directory not found: ", arg, " (give a HF-layout directory or an embedded model: gpt2-mini, bert-mini, bert-mini-spam, bert-mini-sotu-era)");
 }
 
@@ -336,6 +341,28 @@ CLI::Validator model_dir_arg() {
         }
       },
       "DIR|NAME");
+}
+
+CLI::Validator attention_spec_arg(bool student) {
+  // 64 heads: a head list (mixed's softmax_heads) of any usual model fits; the dry kernel's tensors stay small
+  constexpr int64_t kDryHeads = 64;
+  return CLI::Validator(
+      [student](std::string& s) -> std::string {
+        try {
+          if (!student) {
+            attention::kernel_from_spec(s, kDryHeads, 64);
+            return {};
+          }
+          auto ks = attention::parse_kind_spec(s);
+          if (attention::attention_kind(ks.kind).role != attention::KindRole::Distillable) return {};  // distill names it
+          for (const char* key : {"feature_map", "map_options", "gates"}) ks.options.erase(key);  // distill names these
+          attention::canonical_options(ks.kind, ks.options, kDryHeads, 64);
+          return {};
+        } catch (const Error& e) {
+          return e.what();
+        }
+      },
+      "SPEC");
 }
 
 std::string empty_list_item(const CLI::App& app, int argc, char** argv) {

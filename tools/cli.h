@@ -122,6 +122,12 @@ std::string resolve_model_dir(const std::string& arg);
 // replaces the argument by its directory or fails parsing with resolve_model_dir's message.
 CLI::Validator model_dir_arg();
 
+// An --attention spec checked while parsing (attention::kernel_from_spec; `student`: a distillable kind's spec as
+// distill reads it, feature-map keys left to distill), by a dry build at 64 heads of width 64: the options' own
+// ranges (hybrid:window=0) were refused only after a record or config had been read (the fifth probe). Checks that
+// depend on the model's widths still wait for the model.
+CLI::Validator attention_spec_arg(bool student);
+
 // Paths the file system can hold. std::filesystem throws a raw "File name too long [...]" on a path longer than
 // PATH_MAX or a name (file or folder) longer than NAME_MAX; every path option takes one of these validators, so
 // such a path is refused while parsing, in one line naming the option. out_path_arg leaves room for what mimic

@@ -105,7 +105,8 @@ void register_distill(CLI::App& app) {
   sub->add_option("--attention", a->o.attention,
                   "The student's attention kind and options: linear, or hybrid[:window=W,mix=learned|fixed,window_weight=S,affine=true] "
                   "(sliding-window softmax + linear, docs/attention.md)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(attention_spec_arg(/*student=*/true));
   sub->add_option("--feature-map", a->o.feature_map, "Feature map: " + maps)->capture_default_str();
   sub->add_option("--map-options", a->map_options, "Feature-map options as a JSON object")->capture_default_str();
   sub->add_flag("--sla", a->o.sla, "Add SLA head gates (they read the full Q and K)");

@@ -17,6 +17,7 @@ namespace {
 struct PretrainArgs {
   Common common;
   const CLI::Option* warmup_option = nullptr;
+  const CLI::Option* seq_len_option = nullptr;
   std::string config_path;
   pretrain::PretrainOptions o;
   bool resume = false;
@@ -30,6 +31,7 @@ void run(PretrainArgs& a) {
   MIMIC_CHECK(a.o.train.end_at <= a.o.train.steps, "--end-at: must be in [0, --steps = ", a.o.train.steps,
               "] (a step of the --steps schedule; 0: its end), got ", a.o.train.end_at);
   MIMIC_CHECK(a.config_path.empty() != a.o.init.empty(), "give --config (a fresh model) or --init (continue a model), one of them");
+  a.o.seq_len = data::lm_seq_len(a.o.corpus, a.seq_len_option->count() > 0, a.o.seq_len);
   fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);  // after the refusals: a note never precedes an error
   if (!a.config_path.empty()) {
     a.o.config = json_parse(io::read_text_file(a.config_path), a.config_path);
@@ -95,14 +97,15 @@ void register_pretrain(CLI::App& app) {
       });
   sub->add_option("--attention", a->o.attention,
                   "Attention of every layer of a fresh model: softmax, linear:<map>, sla:<map> (a feature map of the registry), or an attention kind with its options (delta, hybrid:window=64, linear:feature_map=elu,norm=l2; docs/attention.md)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(attention_spec_arg(/*student=*/false));
   sub->add_option("--out", a->o.train.out_dir, "Output directory (model, checkpoint, log)")->required()->check(out_path_arg());
   sub->add_option("--steps", a->o.train.steps, "Optimizer steps (the learning-rate schedule's length)")->capture_default_str()->transform(range::steps());
   sub->add_option("--end-at", a->o.train.end_at,
                   "End the run at this step of the --steps schedule, as if it were the last (curriculum stages; 0: at --steps)")
       ->capture_default_str()
       ->transform(range::steps_or_zero());
-  sub->add_option("--seq-len", a->o.seq_len, "Tokens per sequence (at most the model's context)")
+  a->seq_len_option = sub->add_option("--seq-len", a->o.seq_len, "Tokens per sequence (at most the model's context; a recall task's default: its seq_len)")
       ->capture_default_str()
       ->transform(range::tokens(2));
   sub->add_option("--batch-size", a->o.batch_size, "Sequences per micro-batch")->capture_default_str()->transform(range::batch());

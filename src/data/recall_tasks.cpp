@@ -43,6 +43,14 @@ bool is_recall_task(const std::string& data) {
   return data == "mqar" || data == "ar" || data.rfind("mqar:", 0) == 0 || data.rfind("ar:", 0) == 0;
 }
 
+int64_t lm_seq_len(const std::string& data, bool given, int64_t value) {
+  if (!is_recall_task(data)) return value;
+  const int64_t task = RecallTaskSpec::parse(data).seq_len;
+  MIMIC_CHECK(!given || value == task, "--seq-len ", value, " differs from the task's seq_len ", task, " (", data,
+              "): leave --seq-len out, or set the task's seq_len");
+  return task;
+}
+
 RecallTaskSpec RecallTaskSpec::parse(const std::string& spec) {
   MIMIC_CHECK(is_recall_task(spec), "'", spec, "' is not a recall task (mqar or ar, e.g. mqar:vocab=8192,seq_len=256,pairs=16)");
   RecallTaskSpec s;

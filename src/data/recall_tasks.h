@@ -36,6 +36,11 @@ struct RecallTaskSpec {
 // True when `data` names a recall task ("mqar", "ar", or either followed by ':').
 bool is_recall_task(const std::string& data);
 
+// The sequence length a language-model run on `data` uses: a recall task's own seq_len (a `given` --seq-len
+// that differs is an error naming both), else `value` (the --seq-len given, or the command's default). Checked while the command
+// line is read: a default of 256 against a task of 64 failed only after the model was built (fifth probe, F12).
+int64_t lm_seq_len(const std::string& data, bool given, int64_t value);
+
 struct RecallExample {
   std::vector<int64_t> tokens;   // T + 1 tokens
   std::vector<int64_t> queries;  // positions t (in 0..T−1) of the query keys: tokens[t + 1] is the answer

@@ -31,6 +31,7 @@
 #include <thread>
 
 #include "mimic/core/error.h"
+#include "mimic/distributed/launch.h"
 
 namespace mimic::distributed {
 
@@ -136,12 +137,21 @@ struct Group::Impl {
       ~Restore() { flag = level; }
     } restore{log_level, static_cast<int>(log_level)};
     log_level = kFatal;
+    // What can be told before c10d tries is told in mimic's words: its own messages for these were a blamed port
+    // ("is the port in use?" for an address not of this machine) or "ready or not_ready response expected" (F8).
+    if (const auto why = unresolved_address(env.master_addr); !why.empty())
+      fail("MASTER_ADDR ", env.master_addr, " does not resolve (", why, "): give the name or IP address of rank 0's machine");
+    if (env.rank == 0)
+      if (const auto why = port_taken(env.master_port); !why.empty())
+        fail("MASTER_PORT ", env.master_port, " is taken on this machine (", why, "): another run or program listens there; give each run its own MASTER_PORT");
     try {
       store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
     } catch (const std::exception& e) {
+      if (env.rank == 0 && !is_local_address(env.master_addr))
+        fail("rank 0 hosts the rendezvous store but could not reach it at MASTER_ADDR:MASTER_PORT = ", where(), " (",
+             first_line(e.what()), "): ", env.master_addr, " is not an address of this machine; run rank 0 where MASTER_ADDR points");
       if (env.rank == 0)
-        fail("could not open the rendezvous store on MASTER_PORT ", env.master_port, " (", first_line(e.what()),
-             "): is the port in use by another run?");
+        fail("could not open the rendezvous store at MASTER_ADDR:MASTER_PORT = ", where(), " (", first_line(e.what()), ")");
       fail("could not reach rank 0's rendezvous store at MASTER_ADDR:MASTER_PORT = ", where(), " within ", env.timeout_seconds,
            " s (", first_line(e.what()), "): is rank 0 running, with the same MASTER_ADDR and MASTER_PORT?");
     }

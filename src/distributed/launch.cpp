@@ -60,6 +60,44 @@ int free_port(const std::string& addr) {
   return ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
 }
 
+std::string unresolved_address(const std::string& addr) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  const int rc = ::getaddrinfo(addr.c_str(), "0", &hints, &res);
+  if (res) ::freeaddrinfo(res);
+  return rc == 0 ? "" : ::gai_strerror(rc);
+}
+
+std::string port_taken(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as the store does: a port in TIME_WAIT is free
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool taken = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 && errno == EADDRINUSE;
+  ::close(fd);
+  return taken ? std::strerror(EADDRINUSE) : "";
+}
+
+bool is_local_address(const std::string& addr) {
+  addrinfo hints{}, *res = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (::getaddrinfo(addr.c_str(), "0", &hints, &res) != 0 || !res) return false;
+  bool local = false;
+  for (addrinfo* r = res; r && !local; r = r->ai_next) {
+    const int fd = ::socket(r->ai_family, SOCK_STREAM, 0);
+    local = fd >= 0 && ::bind(fd, r->ai_addr, r->ai_addrlen) == 0;
+    if (fd >= 0) ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return local;
+}
+
 LaunchResult launch(const LaunchOptions& o) {
   MIMIC_CHECK(o.nproc >= 1 && o.nproc <= kMaxRanks, "--nproc must lie in [1, ", kMaxRanks, "], got ", o.nproc);
   MIMIC_CHECK(!o.command.empty(), "give the command the ranks run after --, e.g. mimic launch --nproc 2 -- mimic finetune ...");

@@ -30,6 +30,14 @@ struct LaunchResult {
 // A TCP port of `addr` that is free now (the kernel's choice; another program could take it before rank 0 does).
 int free_port(const std::string& addr);
 
+// What can be told about a rendezvous address before c10d tries it, each as one line's cause ("" when nothing):
+// whether `addr` resolves at all; whether `port` is taken on this machine (rank 0's store listens on every
+// address); whether `addr` is an address of this machine (rank 0's store must be reachable there — said only
+// after c10d failed, since a cluster's service address may route to rank 0 without being one of its own).
+std::string unresolved_address(const std::string& addr);
+std::string port_taken(int port);
+bool is_local_address(const std::string& addr);
+
 // Starts the ranks and waits for them all. Throws mimic::Error when a rank cannot be started; a rank's failure
 // is in the result.
 LaunchResult launch(const LaunchOptions& options);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -95,13 +96,24 @@ int remove_stale_temporaries(const std::string& dir) {
   return removed;
 }
 
+void fail_writing(const std::string& path, int err) {
+  if (err == 0 || err == EIO) {
+    // a stream reports only that it failed: a folder with no space left names the cause the system would have
+    const fs::path target(path);
+    struct statvfs v {};
+    if (::statvfs((target.has_parent_path() ? target.parent_path() : fs::path(".")).c_str(), &v) == 0 && v.f_bavail == 0) err = ENOSPC;
+  }
+  if (err == 0) fail("error while writing ", path, ": the write failed (no reason given by the system)");
+  fail("error while writing ", path, ": ", std::strerror(err));
+}
+
 void commit_temporary(const std::string& tmp, const std::string& path) {
   {
     Fd f{::open(tmp.c_str(), O_RDONLY | O_CLOEXEC)};
     if (f.fd < 0 || ::fsync(f.fd) != 0) {
       const int err = errno;
       std::remove(tmp.c_str());
-      fail("error while writing ", path, ": ", std::strerror(err), " (disk full?)");
+      fail_writing(path, err);
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -124,6 +136,7 @@ void write_file_atomically(const std::string& path, const std::function<void(std
   {
     std::ofstream os(tmp, std::ios::binary | std::ios::trunc);
     MIMIC_CHECK(os.good(), "cannot write ", tmp, ": ", std::strerror(errno));
+    errno = 0;  // what the stream's failing write(2) leaves here is the cause (fail_writing)
     try {
       write(os);
     } catch (...) {
@@ -132,11 +145,12 @@ void write_file_atomically(const std::string& path, const std::function<void(std
       throw;
     }
     os.flush();
-    bool ok = os.good();
+    const bool ok = os.good();
+    const int err = errno;
     os.close();
     if (!ok) {
       std::remove(tmp.c_str());
-      fail("error while writing ", path, " (disk full?)");
+      fail_writing(path, err);
     }
   }
   commit_temporary(tmp, path);

@@ -24,6 +24,10 @@ void move_file_durably(const std::string& from, const std::string& to);
 std::string temporary_path(const std::string& path);
 void commit_temporary(const std::string& tmp, const std::string& path);  // fsync, rename, fsync the folder
 
+// A failed write of `path`, as one line with the system's words for `err` (errno where the failure happened;
+// 0 when a stream lost it: then a full file system is read from the folder itself).
+[[noreturn]] void fail_writing(const std::string& path, int err);
+
 // Removes every NAME.tmp.PID under `dir` (recursively) whose process no longer runs; returns how many.
 int remove_stale_temporaries(const std::string& dir);
 

@@ -46,7 +46,10 @@ class HfModel : public Model {
 
   HfModel(const std::string& dir, const LoadOptions& opt) : dir_(dir) {
     fs::path d(dir);
-    MIMIC_CHECK(fs::is_directory(d), "model directory not found: ", dir);
+    // a path that exists but is no folder (a FIFO, a device, a text file) is named as such, not as missing
+    MIMIC_CHECK(fs::exists(d), "model directory not found: ", dir);
+    MIMIC_CHECK(fs::is_directory(d), dir, ": not a model directory (", fs::is_regular_file(d) ? "a file" : "neither a file nor a folder",
+                "): a model is a folder holding config.json + model.safetensors");
     MIMIC_CHECK(fs::exists(d / "config.json"), dir, ": no config.json (a model directory holds config.json + model.safetensors)");
     config_ = load_config((d / "config.json").string());
     MIMIC_CHECK(io::TensorStore::has_weights(dir), dir, ": no model.safetensors (nor model.safetensors.index.json)",

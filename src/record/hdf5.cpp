@@ -55,7 +55,12 @@ std::string h5_error_words(const std::string& inner_text, const std::string& out
     const std::string system = inner.substr(from, to == std::string::npos ? std::string::npos : to - from);
     int code = 0;
     if (const auto e = inner.find("errno = "); e != std::string::npos) code = std::atoi(inner.c_str() + e + 8);
-    inner = code == ENOSPC || code == EDQUOT ? "the disk is full (" + system + ")" : system;
+    // HDF5 locks a file it writes (flock): a second writer — another process, or the same file through a hard
+    // link, which mimic's per-name output lock cannot see — hears EAGAIN, which alone read as a damaged file (F11)
+    const bool locked = inner.rfind("unable to lock file", 0) == 0 && (code == EAGAIN || code == EWOULDBLOCK);
+    inner = code == ENOSPC || code == EDQUOT ? "the disk is full (" + system + ")"
+            : locked                        ? "another process is writing it (HDF5's file lock: " + system + ")"
+                                            : system;
   }
   if (inner.empty()) return outer;
   return outer.empty() ? inner : inner + " (" + outer + ")";

@@ -120,7 +120,7 @@ struct RecordWriter::Impl {
       } catch (const H5::Exception&) {
       }
       if (!hdf5) fail(out, " exists and is not an HDF5 file (not a mimic record); use another --out");
-      if (why.find("already open") != std::string::npos || why.find("unable to lock") != std::string::npos)
+      if (why.find("already open") != std::string::npos || why.find("another process is writing it") != std::string::npos)
         fail(out, " is in use (open in another process or handle: ", why, ")");
       damaged(out, "HDF5 cannot open it: " + why);
     }

@@ -4,6 +4,7 @@
 #include <cairo.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -48,11 +49,26 @@ static void check(cairo_status_t st, const std::string& what) {
 }
 
 namespace {
-// cairo writes its PNG and SVG bytes through this callback into the temporary of io::write_file_atomically.
+// cairo writes its PNG and SVG bytes through this callback into the temporary of io::write_file_atomically;
+// a failed write keeps errno, so that the error names the system's cause (cairo says only "error while writing
+// to output stream": a full disk, the fifth probe's F16).
+struct Sink {
+  std::ostream& os;
+  int err = 0;
+  bool failed = false;
+};
 cairo_status_t to_stream(void* closure, const unsigned char* data, unsigned int length) {
-  auto& os = *static_cast<std::ostream*>(closure);
-  os.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(length));
-  return os.good() ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
+  auto& sink = *static_cast<Sink*>(closure);
+  errno = 0;
+  sink.os.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(length));
+  if (sink.os.good()) return CAIRO_STATUS_SUCCESS;
+  if (!sink.failed) sink.err = errno;
+  sink.failed = true;
+  return CAIRO_STATUS_WRITE_ERROR;
+}
+void check_written(cairo_status_t st, const Sink& sink, const std::string& file) {
+  if (sink.failed) io::fail_writing(file, sink.err);
+  check(st, "writing " + file);
 }
 using Surface = std::unique_ptr<cairo_surface_t, decltype(&cairo_surface_destroy)>;
 }  // namespace
@@ -73,13 +89,15 @@ std::vector<std::string> save_figure(const std::string& stem, int width, int hei
   io::write_file_atomically(png, [&](std::ostream& os) {
     Surface img(cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height), cairo_surface_destroy);
     paint(img.get(), png);
-    check(cairo_surface_write_to_png_stream(img.get(), to_stream, &os), "writing " + png);
+    Sink sink{os};
+    check_written(cairo_surface_write_to_png_stream(img.get(), to_stream, &sink), sink, png);
   });
   io::write_file_atomically(svg, [&](std::ostream& os) {
-    Surface vec(cairo_svg_surface_create_for_stream(to_stream, &os, width, height), cairo_surface_destroy);
+    Sink sink{os};
+    Surface vec(cairo_svg_surface_create_for_stream(to_stream, &sink, width, height), cairo_surface_destroy);
     paint(vec.get(), svg);
     cairo_surface_finish(vec.get());
-    check(cairo_surface_status(vec.get()), "writing " + svg);
+    check_written(cairo_surface_status(vec.get()), sink, svg);
   });
   return {png, svg};
 }
