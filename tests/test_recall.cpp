@@ -471,7 +471,7 @@ TEST(RecordRepeat, ARecallTaskIsRecordedWithoutATokenizer) {
                                   dir.file("m") + " --threads 1");
   ASSERT_EQ(p.code, 0) << p.err;
   // another --seq-len is refused while the command line is read, before any model is built
-  for (const std::string cmd : {"pretrain --arch gpt2 --config " + dir.file("c.json") + " --seq-len 8",
+  for (const std::string& cmd : {"pretrain --arch gpt2 --config " + dir.file("c.json") + " --seq-len 8",
                                 "finetune --task lm --model " + dir.file("m") + " --seq-len 8"}) {
     auto other = mimic::test::mimic_cli(cmd + " --data " + task + " --steps 1 --out " + dir.file("o"));
     EXPECT_NE(other.code, 0);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mimic/core/error.h"
+#include "mimic/core/utf8.h"
 
 namespace mimic {
 
@@ -39,13 +40,7 @@ nlohmann::json json_parse(const std::string& text, const std::string& where) {
     if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);
     // its "last read" quotes the input's bytes, which may be no UTF-8 (a Latin-1 "café" went to stderr raw: the fifth
     // probe of 2026-11-27): bytes beyond ASCII and control characters are shown as \xHH
-    std::string shown;
-    for (const unsigned char c : what) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02X", c);
-      shown += c >= 0x20 && c < 0x7F ? std::string(1, static_cast<char>(c)) : std::string(hex);
-    }
-    fail(where, ": malformed JSON: ", shown);
+    fail(where, ": malformed JSON: ", shown_bytes(what));
   }
   MIMIC_CHECK(twice.empty(), where, ": key '", twice, "' is given twice in one object (give each key once)");
   return j;

@@ -30,40 +30,6 @@ Split split_from_name(const std::string& s) {
 
 std::vector<std::string> lm_corpus_names() { return {"sotu", "moby-dick"}; }
 
-std::string shown_bytes(const std::string& s) {
-  std::string shown;
-  for (const unsigned char c : s) {
-    char hex[8];
-    std::snprintf(hex, sizeof hex, "\\x%02X", c);
-    shown += c < 0x80 && c >= 0x20 ? std::string(1, static_cast<char>(c)) : std::string(hex);
-  }
-  return shown;
-}
-
-bool is_valid_utf8(const std::string& s) {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  size_t n = s.size(), i = 0;
-  while (i < n) {
-    unsigned c = p[i];
-    if (c < 0x80) { ++i; continue; }
-    size_t len;
-    uint32_t cp;
-    if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-    else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-    else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-    else return false;
-    if (i + len > n) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (p[i + k] & 0x3F);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += len;
-  }
-  return true;
-}
-
 std::string clean_text(const std::string& raw) {
   std::string out;
   out.reserve(raw.size());

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "mimic/core/utf8.h"
+
 namespace mimic::data {
 
 enum class Split { Train, Validation, Test };
@@ -52,10 +54,9 @@ std::vector<Document> load_text_data(const std::string& path);
 // A corpus name wins over a file of the same name in the working folder.
 bool is_text_data(const std::string& data);
 
-// True when `s` is valid UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
-bool is_valid_utf8(const std::string& s);
-// `s` printable in a one-line message: ASCII as is, every other byte and control character as \xHH.
-std::string shown_bytes(const std::string& s);
+// UTF-8 checks and the shown form of odd bytes live in core (core/utf8.h), for the boundaries outside data too.
+using mimic::is_valid_utf8;
+using mimic::shown_bytes;
 
 // Normalises text the way load_corpus does (exposed for user files).
 std::string clean_text(const std::string& raw);

@@ -446,7 +446,8 @@ std::string network_description(const std::string& model_path) {
 
 std::string attention_digest(const Model& model) {
   Hasher h;
-  for (int64_t l = 0; l < model.summary().n_layer; ++l) {
+  const int64_t layers = model.summary().n_layer;  // summary() counts the parameters: once, not per layer
+  for (int64_t l = 0; l < layers; ++l) {
     const auto kernel = model.attention_kernel(l);
     const std::string what = kernel ? kernel->kind() + " " + kernel->config_json().dump() : "softmax";
     h.bytes(what.data(), what.size() + 1);

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "mimic/core/error.h"
-#include "mimic/data/corpus.h"
+#include "mimic/core/utf8.h"
 #include "mimic/core/json_keys.h"
 
 namespace mimic::record {
@@ -119,7 +119,7 @@ nlohmann::json read_attr(const H5::H5Object& obj, const std::string& name) {
     // A damaged or foreign file's bytes that are not UTF-8 would reach JSON (a checkpoint, --json, a report's
     // metrics) and stop the command with nlohmann's type_error.316 (found by hand after fuzz_record's finding,
     // 2026-11-27): such a value reads as unreadable, like a string of a shape mimic never writes.
-    if (!data::is_valid_utf8(s)) return "<not UTF-8>";
+    if (!is_valid_utf8(s)) return "<not UTF-8>";
     return s;
   }
   if (cls == H5T_INTEGER) {

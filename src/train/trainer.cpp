@@ -151,6 +151,20 @@ std::optional<at::Generator> device_generator(const TrainTask& task) {
   return at::globalContext().defaultGenerator(task.params.front().second.device());
 }
 
+// What every checkpoint's state says of the run beside the step's numbers: which run (fingerprint), how many
+// processes, which command; and the file written under its final name with them.
+void write_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, at::Tensor>>& tensors, const Saved& s,
+                      const TrainOptions& o, int world_size, bool state_only) {
+  nlohmann::json meta = state_json(s);
+  meta["fingerprint"] = o.fingerprint;
+  meta["world_size"] = world_size;
+  if (!o.command.empty()) meta["command"] = o.command;
+  if (state_only) meta["state_only"] = true;
+  io::SaveOptions so;
+  so.metadata = {{"format", "mimic-train-checkpoint-1"}, {"state", meta.dump()}};
+  io::save_safetensors(dir + "/" + kCheckpoint, tensors, so);
+}
+
 void save_checkpoint(const std::string& dir, const TrainTask& task, const AdamW& opt, const Saved& s,
                      const TrainOptions& o, int world_size) {
   std::vector<std::pair<std::string, at::Tensor>> tensors;
@@ -158,26 +172,13 @@ void save_checkpoint(const std::string& dir, const TrainTask& task, const AdamW&
   for (auto& [name, t] : opt.state()) tensors.emplace_back("optim/" + name, t);
   tensors.emplace_back("rng/torch", at::detail::getDefaultCPUGenerator().get_state());
   if (auto g = device_generator(task)) tensors.emplace_back("rng/device", g->get_state());
-  nlohmann::json meta = state_json(s);
-  meta["fingerprint"] = o.fingerprint;
-  meta["world_size"] = world_size;
-  if (!o.command.empty()) meta["command"] = o.command;
-  io::SaveOptions so;
-  so.metadata = {{"format", "mimic-train-checkpoint-1"}, {"state", meta.dump()}};
-  io::save_safetensors(dir + "/" + kCheckpoint, tensors, so);
+  write_checkpoint(dir, tensors, s, o, world_size, /*state_only=*/false);
 }
 
 // What a finished run without keep_last keeps: its state, so that a rerun ends at once (the random state only
 // because a checkpoint file holds at least one tensor).
 void save_state_only_checkpoint(const std::string& dir, const Saved& s, const TrainOptions& o, int world_size) {
-  nlohmann::json meta = state_json(s);
-  meta["fingerprint"] = o.fingerprint;
-  meta["world_size"] = world_size;
-  if (!o.command.empty()) meta["command"] = o.command;
-  meta["state_only"] = true;
-  io::SaveOptions so;
-  so.metadata = {{"format", "mimic-train-checkpoint-1"}, {"state", meta.dump()}};
-  io::save_safetensors(dir + "/" + kCheckpoint, {{"rng/torch", at::detail::getDefaultCPUGenerator().get_state()}}, so);
+  write_checkpoint(dir, {{"rng/torch", at::detail::getDefaultCPUGenerator().get_state()}}, s, o, world_size, /*state_only=*/true);
 }
 
 Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, const TrainOptions& o, int world_size) {

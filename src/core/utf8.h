@@ -1,0 +1,15 @@
+// Bytes that reach a one-line message or a JSON document: whether they are UTF-8, and how to show them when not.
+// One place for both, so that every boundary (arguments, text files, JSON parse errors, HDF5 attributes) shows odd
+// bytes alike.
+#pragma once
+#include <string>
+
+namespace mimic {
+
+// True when `s` is valid UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
+bool is_valid_utf8(const std::string& s);
+// `s` printable in a one-line message: printable ASCII as is, every other byte (control characters, DEL, bytes
+// beyond ASCII) as \xHH.
+std::string shown_bytes(const std::string& s);
+
+}  // namespace mimic
