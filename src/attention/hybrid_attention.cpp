@@ -129,6 +129,12 @@ at::Tensor in_order(const at::Tensor& ring, int64_t head) {
 
 at::Tensor hybrid_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
                             const HybridOptions& o, const at::Tensor& mask, at::Tensor* weights, at::Tensor* log_weights) {
+  return hybrid_quadratic_with(q, k, v, f, scale, o, mask, at::Tensor(), weights, log_weights);
+}
+
+at::Tensor hybrid_quadratic_with(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                                 const HybridOptions& o, const at::Tensor& mask, const at::Tensor& exact_keys, at::Tensor* weights,
+                                 at::Tensor* log_weights) {
   check_inputs(q, k, v, f, o, mask);
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), w = o.window;
   auto idx = torch::arange(t, q.options().dtype(torch::kLong));
@@ -138,6 +144,11 @@ at::Tensor hybrid_quadratic(const at::Tensor& q, const at::Tensor& k, const at::
   auto valid = key_valid(mask, b, t, q.options()).view({b, 1, 1, t});
   in_window = in_window.view({1, 1, t, t}).logical_and(valid);
   in_linear = in_linear.view({1, 1, t, t}).logical_and(valid);
+  if (exact_keys.defined()) {  // keys kept exact beyond the window (a sparse cache) move from the linear part
+    auto extra = exact_keys.to(torch::kBool).logical_and(in_linear);
+    in_window = in_window.logical_or(extra);
+    in_linear = in_linear.logical_and(extra.logical_not());
+  }
 
   auto s = (torch::matmul(q, k.transpose(-1, -2)) * scale).masked_fill(in_window.logical_not(), -kInf);
   auto M = std::get<0>((o.exact ? s.detach() : s).max(-1, true));

@@ -68,6 +68,12 @@ struct HybridState {
 at::Tensor hybrid_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
                             const HybridOptions& opts, const at::Tensor& key_padding_mask, at::Tensor* weights = nullptr,
                             at::Tensor* log_weights = nullptr);
+// The same with more exact keys: `exact_keys` (bool, broadcastable to [B, H, T, T]; undefined = none) marks keys
+// outside a query's window that it reads as softmax terms too (a sparse cache, sparse_cache.h); they share the
+// window's M_i and σ_h and leave the linear part. The reference of every form that keeps keys beyond the window.
+at::Tensor hybrid_quadratic_with(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                                 const HybridOptions& opts, const at::Tensor& key_padding_mask, const at::Tensor& exact_keys,
+                                 at::Tensor* weights = nullptr, at::Tensor* log_weights = nullptr);
 // Causal. state: nullptr, or the state to continue from (undefined = empty), replaced by the state after the call.
 at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
                           const HybridOptions& opts, const at::Tensor& key_padding_mask, HybridState* state = nullptr);

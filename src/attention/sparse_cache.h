@@ -1,0 +1,50 @@
+// A sparse cache beside the window (LoLA, arXiv 2505.23666): hybrid attention
+// (hybrid_attention.h) whose keys, when they leave the window, do not all enter the linear state. A key that the
+// state would return badly stays exact, in a cache of at most λ keys per head:
+//
+//   at a selection, the candidates are the cache and the keys that left the window since the last selection;
+//   each is scored by its self-recall error  SRE(k, v) = ‖ φ(k)ᵀS / φ(k)ᵀz − v ‖²  against the linear state
+//   (S, z) as it is before the candidates are written (an empty state predicts 0: SRE = ‖v‖²); the λ candidates
+//   with the largest error stay in the cache, the others are written into the state.
+//
+// A query reads as softmax terms (σ_h exp(s − M_i), M_i their maximum, as the window's) the keys of its window,
+// the keys that left it since the last selection (not yet chosen), and the cache; as linear terms the state. With
+// λ = 0 and a selection at every position this is hybrid attention; with a cache that holds every old key, softmax
+// attention over all keys (σ_h cancels).
+//
+// The schedule: a selection runs at every position that is a multiple of `every` (before that position's query
+// reads), so `every` = 1 is decoding's schedule — one key leaves the window per token, and one candidate (or
+// none) is written — and a larger `every` is LoLA's chunked schedule, whose queries read up to every − 1 keys
+// more as exact terms. Ties in the error keep the older key. The selection is discrete: it is computed without
+// gradients, and gradients reach q, k, v and the features through the terms the selection chose (docs/attention.md).
+//
+// Forms (tests compare them, forward and gradients, with a per-token reference written apart):
+//   sparse_cache_selection  the schedule run over a sequence: which keys beyond its window each query reads exact
+//   sparse_cache_quadratic  the output, as hybrid_quadratic_with over that selection (and the [T, T] weights)
+// Causal only.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+#include "mimic/attention/hybrid_attention.h"
+
+namespace mimic::attention {
+
+struct SparseCacheOptions {
+  int64_t size = 64;  // λ ≥ 0: cached keys per head
+  int64_t every = 1;  // a selection every this many positions (≥ 1)
+};
+
+// k, v: [B, H, T, D]; f.k: φ(k) (log φ when f.log_space); key_padding_mask: bool [B, T] or undefined (padded keys
+// are never candidates). Returns bool [B, H, T, T]: true where query i reads key j exact although j lies before
+// i's window (the cache, and the keys awaiting a selection). Computed without gradients.
+at::Tensor sparse_cache_selection(const at::Tensor& k, const at::Tensor& v, const Features& f, const HybridOptions& opts,
+                                  const SparseCacheOptions& cache, const at::Tensor& key_padding_mask);
+
+// The output [B, H, T, D] (weights / log_weights as hybrid_quadratic's). opts.causal must be true.
+at::Tensor sparse_cache_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                                  const HybridOptions& opts, const SparseCacheOptions& cache, const at::Tensor& key_padding_mask,
+                                  at::Tensor* weights = nullptr, at::Tensor* log_weights = nullptr);
+
+}  // namespace mimic::attention
