@@ -144,14 +144,17 @@ TEST(SparseCache, TheQuadraticFormComputesTheReferenceForwardAndBackward) {
         auto in = inputs(B, H, T, D, F, 7 + static_cast<uint64_t>(every * 10 + size));
         Features f{log_space ? in.fq : in.fq.exp(), log_space ? in.fk : in.fk.exp(), log_space};
         auto o = hybrid(w, H);
-        SparseCacheOptions c{size, every};
-        auto out = sparse_cache_quadratic(in.q, in.k, in.v, f, scale, o, c, at::Tensor());
+        o.cache = size;
+        o.cache_every = every;
+        auto sel = sparse_cache_selection(in.k, in.v, f, o, at::Tensor());
+        auto out = hybrid_quadratic_with(in.q, in.k, in.v, f, scale, o, at::Tensor(), sel);
+        // the quadratic form runs the selection itself when there is a cache
+        if (size > 0) EXPECT_EQ(max_diff(out, hybrid_quadratic(in.q, in.k, in.v, f, scale, o, at::Tensor())), 0.0);
         Reference ref{w, size, every, scale, 0.6};
         std::vector<std::vector<int64_t>> beyond;
         auto expect = ref(in.q, in.k, in.v, in.fq.exp(), in.fk.exp(), &beyond);
         EXPECT_LT(max_diff(out, expect), 1e-12);
         // the selection names the same keys as the reference's lists
-        auto sel = sparse_cache_selection(in.k, in.v, f, o, c, at::Tensor());
         size_t row = 0;
         for (int64_t b = 0; b < B; ++b)
           for (int64_t h = 0; h < H; ++h)
@@ -171,16 +174,18 @@ TEST(SparseCache, TheQuadraticFormComputesTheReferenceForwardAndBackward) {
       }
 }
 
-// No cache and a selection at every position: hybrid attention, bit for bit in double. A cache with room for every
-// key: softmax attention (σ cancels in the one denominator).
+// No cache and a selection at every position: nothing beyond the window is exact (hybrid attention). A cache with
+// room for every key: softmax attention (σ cancels in the one denominator).
 TEST(SparseCache, WithoutACacheItIsHybridAttentionAndWithRoomForEveryKeySoftmax) {
   const int64_t B = 2, H = 3, T = 17, D = 4, F = 6, w = 4;
   auto in = inputs(B, H, T, D, F, 3);
   Features f{in.fq, in.fk, true};
   auto o = hybrid(w, H);
-  auto none = sparse_cache_quadratic(in.q, in.k, in.v, f, 0.5, o, {0, 1}, at::Tensor());
-  EXPECT_LT(max_diff(none, hybrid_quadratic(in.q, in.k, in.v, f, 0.5, o, at::Tensor())), 1e-14);
-  auto all = sparse_cache_quadratic(in.q, in.k, in.v, f, 0.5, o, {T, 3}, at::Tensor());
+  EXPECT_FALSE(sparse_cache_selection(in.k, in.v, f, o, at::Tensor()).any().item<bool>());
+  auto none = hybrid_quadratic(in.q, in.k, in.v, f, 0.5, o, at::Tensor());
+  o.cache = T;
+  o.cache_every = 3;
+  auto all = hybrid_quadratic(in.q, in.k, in.v, f, 0.5, o, at::Tensor());
   auto causal = torch::ones({T, T}, torch::kBool).tril();
   auto softmax = torch::softmax((torch::matmul(in.q, in.k.transpose(-1, -2)) * 0.5).masked_fill(causal.logical_not(), -INFINITY), -1);
   EXPECT_LT(max_diff(all, torch::matmul(softmax, in.v)), 1e-12);
@@ -188,17 +193,61 @@ TEST(SparseCache, WithoutACacheItIsHybridAttentionAndWithRoomForEveryKeySoftmax)
   EXPECT_GT(max_diff(none, all), 1e-3);
 }
 
+// Decoding one token at a time (hybrid_step with a cache) computes the quadratic form's rows, with a state whose
+// bytes are set at the first token: the ring, λ cached keys and the linear state.
+TEST(SparseCache, DecodingStepByStepComputesTheQuadraticFormWithAStateOfFixedSize) {
+  const int64_t B = 2, H = 2, T = 24, D = 4, F = 5, w = 3;
+  for (const int64_t size : {1, 4})
+    for (const bool log_space : {false, true}) {
+      SCOPED_TRACE("size " + std::to_string(size) + (log_space ? ", log space" : ""));
+      auto in = inputs(B, H, T, D, F, 11 + static_cast<uint64_t>(size));
+      torch::NoGradGuard no_grad;
+      Features f{log_space ? in.fq.detach() : in.fq.detach().exp(), log_space ? in.fk.detach() : in.fk.detach().exp(), log_space};
+      auto o = hybrid(w, H);
+      o.cache = size;
+      auto expect = hybrid_quadratic(in.q.detach(), in.k.detach(), in.v.detach(), f, 0.5, o, at::Tensor());
+      HybridState state;
+      int64_t first_bytes = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        auto at = [&](const at::Tensor& x) { return x.detach().narrow(2, t, 1); };
+        auto row = hybrid_step(at(in.q), at(in.k), at(in.v), Features{at(f.q), at(f.k), log_space}, 0.5, o, state);
+        EXPECT_LT(max_diff(row, expect.narrow(2, t, 1)), 1e-12) << "token " << t;
+        if (t == 0) first_bytes = hybrid_state_bytes(state);
+        EXPECT_EQ(hybrid_state_bytes(state), first_bytes) << "token " << t;
+        EXPECT_EQ(state.cached, std::min<int64_t>(size, std::max<int64_t>(0, t + 1 - w))) << "token " << t;
+      }
+    }
+  // a state made for one cache size does not continue under another
+  auto in = inputs(1, 2, 6, 4, 3, 1);
+  torch::NoGradGuard no_grad;
+  Features f{in.fq.detach(), in.fk.detach(), true};
+  auto o = hybrid(2, 2);
+  o.cache = 2;
+  HybridState state;
+  for (int64_t t = 0; t < 4; ++t)
+    hybrid_step(in.q.detach().narrow(2, t, 1), in.k.detach().narrow(2, t, 1), in.v.detach().narrow(2, t, 1),
+                Features{f.q.narrow(2, t, 1), f.k.narrow(2, t, 1), true}, 0.5, o, state);
+  o.cache = 3;
+  EXPECT_MIMIC_ERROR(hybrid_step(in.q.detach().narrow(2, 4, 1), in.k.detach().narrow(2, 4, 1), in.v.detach().narrow(2, 4, 1),
+                                 Features{f.q.narrow(2, 4, 1), f.k.narrow(2, 4, 1), true}, 0.5, o, state),
+                     "does not match the options' (3)");
+  o.cache = 2;
+  EXPECT_MIMIC_ERROR(hybrid_chunked(in.q.detach(), in.k.detach(), in.v.detach(), f, 0.5, o, at::Tensor()), "no sparse cache");
+}
+
 // What the selection keeps: the one key whose value the state cannot return. All keys share one feature vector,
 // so the state predicts the mean of the values written; every value is 0 but key 3's. With room for one key, key
 // 3 stays cached for every later query, and the others go into the state.
 TEST(SparseCache, TheCacheKeepsTheKeyTheStateWouldReturnWorst) {
   const int64_t T = 12, w = 2;
-  auto o = torch::TensorOptions().dtype(torch::kDouble);
-  auto k = torch::randn({1, 1, T, 4}, o), v = torch::zeros({1, 1, T, 4}, o);
+  auto dbl = torch::TensorOptions().dtype(torch::kDouble);
+  auto k = torch::randn({1, 1, T, 4}, dbl), v = torch::zeros({1, 1, T, 4}, dbl);
   v[0][0][3].fill_(5.0);
   v[0][0][5].fill_(0.1);
-  Features f{torch::ones({1, 1, T, 3}, o), torch::ones({1, 1, T, 3}, o), false};
-  auto sel = sparse_cache_selection(k, v, f, hybrid(w, 1), {1, 1}, at::Tensor());
+  Features f{torch::ones({1, 1, T, 3}, dbl), torch::ones({1, 1, T, 3}, dbl), false};
+  auto o = hybrid(w, 1);
+  o.cache = 1;
+  auto sel = sparse_cache_selection(k, v, f, o, at::Tensor());
   for (int64_t i = 3 + w; i < T; ++i) {
     EXPECT_TRUE(sel[0][0][i][3].item<bool>()) << "query " << i;
     EXPECT_EQ(sel[0][0][i].sum().item<int64_t>(), 1) << "query " << i;
@@ -212,10 +261,14 @@ TEST(SparseCache, BadOptionsAreOneLineErrors) {
   auto in = inputs(1, 2, 5, 4, 3, 1);
   Features f{in.fq, in.fk, true};
   auto o = hybrid(2, 2);
-  EXPECT_MIMIC_ERROR(sparse_cache_selection(in.k, in.v, f, o, {-1, 1}, at::Tensor()), "the size must be >= 0");
-  EXPECT_MIMIC_ERROR(sparse_cache_selection(in.k, in.v, f, o, {2, 0}, at::Tensor()), "selection interval >= 1");
+  o.cache = -1;
+  EXPECT_MIMIC_ERROR(sparse_cache_selection(in.k, in.v, f, o, at::Tensor()), "the size must be >= 0");
+  o.cache = 2;
+  o.cache_every = 0;
+  EXPECT_MIMIC_ERROR(sparse_cache_selection(in.k, in.v, f, o, at::Tensor()), "selection interval >= 1");
+  o.cache_every = 1;
   o.causal = false;
-  EXPECT_MIMIC_ERROR(sparse_cache_selection(in.k, in.v, f, o, {2, 1}, at::Tensor()), "causal attention only");
+  EXPECT_MIMIC_ERROR(sparse_cache_selection(in.k, in.v, f, o, at::Tensor()), "causal attention only");
   o.causal = true;
-  EXPECT_MIMIC_ERROR(sparse_cache_selection(in.k, in.v.narrow(2, 0, 4), f, o, {2, 1}, at::Tensor()), "[B, H, T, ·] alike");
+  EXPECT_MIMIC_ERROR(sparse_cache_selection(in.k, in.v.narrow(2, 0, 4), f, o, at::Tensor()), "[B, H, T, ·] alike");
 }

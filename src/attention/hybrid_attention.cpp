@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "mimic/attention/sparse_cache.h"
 #include "mimic/core/error.h"
 
 namespace mimic::attention {
@@ -129,7 +130,9 @@ at::Tensor in_order(const at::Tensor& ring, int64_t head) {
 
 at::Tensor hybrid_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
                             const HybridOptions& o, const at::Tensor& mask, at::Tensor* weights, at::Tensor* log_weights) {
-  return hybrid_quadratic_with(q, k, v, f, scale, o, mask, at::Tensor(), weights, log_weights);
+  // a sparse cache: the keys its selection keeps beyond each query's window are read exact
+  const auto exact = o.cache > 0 ? sparse_cache_selection(k, v, f, o, mask) : at::Tensor();
+  return hybrid_quadratic_with(q, k, v, f, scale, o, mask, exact, weights, log_weights);
 }
 
 at::Tensor hybrid_quadratic_with(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
@@ -189,6 +192,8 @@ at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Te
                           const HybridOptions& o, const at::Tensor& mask, HybridState* state) {
   check_inputs(q, k, v, f, o, mask);
   MIMIC_CHECK(o.causal, "hybrid attention: the chunked form is causal; use the bidirectional form");
+  MIMIC_CHECK(o.cache == 0 && (!state || state->cached == 0),
+              "hybrid attention: the chunked form has no sparse cache (yet): use hybrid_quadratic, or hybrid_step to decode");
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), w = o.window;
   // The ring before this call: the last w positions (zeros and invalid where nothing was seen yet).
   at::Tensor rk, rv, rfk;
@@ -247,15 +252,27 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
       MIMIC_CHECK(!x->defined() || !x->requires_grad(),
                   "hybrid attention: the recurrent step is inference only (it writes its state in place); run it under "
                   "torch::NoGradGuard, or hybrid_chunked to differentiate");
-  const int64_t b = q.size(0), h = q.size(1), w = o.window;
+  const int64_t b = q.size(0), h = q.size(1), w = o.window, lam = o.cache;
+  MIMIC_CHECK(lam >= 0 && (lam == 0 || o.cache_every == 1),
+              "hybrid attention: the recurrent step selects for its sparse cache at every token (cache_every 1), got ", o.cache_every);
   if (!state.defined()) {
     state.k = torch::zeros({b, h, w, k.size(3)}, k.options());
     state.v = torch::zeros({b, h, w, v.size(3)}, v.options());
     state.fk = torch::zeros({b, h, w, f.k.size(3)}, f.k.options());
     state.filled = 0;
     state.head = 0;
+    if (lam > 0) {
+      state.ck = torch::zeros({b, h, lam, k.size(3)}, k.options());
+      state.cv = torch::zeros({b, h, lam, v.size(3)}, v.options());
+      state.cfk = torch::zeros({b, h, lam, f.k.size(3)}, f.k.options());
+      state.cpos = torch::zeros({b, h, lam}, k.options().dtype(torch::kLong));
+      state.cached = 0;
+    }
   } else {
     check_state(state, k, v, f, w);
+    MIMIC_CHECK(lam == 0 ? !state.ck.defined() : state.ck.defined() && state.ck.size(2) == lam && state.cached <= lam,
+                "hybrid attention: the state's sparse cache (", state.ck.defined() ? state.ck.size(2) : 0,
+                " keys) does not match the options' (", lam, ")");
   }
   if (!state.linear.defined()) {  // allocated up front, so that the state's bytes stay the same from the first token
     const int64_t position = state.linear.position;
@@ -264,15 +281,47 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   }
   const int64_t slot = state.head;  // the oldest entry: position p − w when the ring is full
   std::vector<LinearSums> parts;
-  if (state.filled == w) {
+  bool admits = state.filled == w;
+  if (admits) {
     // Key p − w leaves query p's window and enters the linear part, which this query reads (as in the chunked
-    // form's slot p). The ring's slot is read here, before the new key overwrites it below.
-    auto lin = linear_step_sums(f.q.select(2, 0), state.fk.select(2, slot), f.log_space, state.v.select(2, slot), linear_part(o),
-                                state.linear);
-    parts.push_back({lin.numden.unsqueeze(2), lin.shift.unsqueeze(2)});
-  } else {
-    state.linear.position += 1;  // the chunked form's slot p admits nothing (a zero key) yet still counts
+    // form's slot p). The ring's slot is read here, before the new key overwrites it below. With a sparse cache
+    // the key written is the candidate (the cache's keys and this one) the state returns best (sparse_cache.h).
+    at::Tensor wk = state.fk.select(2, slot), wv = state.v.select(2, slot);
+    if (lam > 0) {
+      const int64_t leaving = state.position - w;
+      if (state.cached < lam) {  // room: the key moves into the cache; the state, empty until the cache is full, admits nothing
+        state.ck.select(2, state.cached).copy_(state.k.select(2, slot));
+        state.cv.select(2, state.cached).copy_(wv);
+        state.cfk.select(2, state.cached).copy_(wk);
+        state.cpos.select(2, state.cached).fill_(leaving);
+        state.cached += 1;
+        admits = false;
+      } else {
+        auto fk_all = torch::cat({state.cfk, wk.unsqueeze(2)}, 2), v_all = torch::cat({state.cv, wv.unsqueeze(2)}, 2);
+        auto pos_all = torch::cat({state.cpos, torch::full({b, h, 1}, leaving, state.cpos.options())}, 2);
+        auto kc = (f.log_space ? (fk_all - std::get<0>(fk_all.max(-1, true))).exp() : fk_all).to(state.linear.S.dtype());
+        auto den = (kc * state.linear.z.unsqueeze(2)).sum(-1, true);
+        auto pred = torch::matmul(kc, state.linear.S) / torch::where(den == 0, torch::ones_like(den), den);
+        auto sre = (pred - v_all.to(pred.dtype())).pow(2).sum(-1);  // [B, H, λ + 1]
+        // the least error is written; of equal errors the newest key (the older stays, as the selection ranks them)
+        auto least = std::get<0>(sre.min(-1, true));
+        auto idx = torch::where(sre == least, pos_all, torch::full_like(pos_all, -1)).argmax(-1, true);  // [B, H, 1]
+        wk = fk_all.gather(2, idx.unsqueeze(-1).expand({b, h, 1, fk_all.size(3)})).squeeze(2);
+        wv = v_all.gather(2, idx.unsqueeze(-1).expand({b, h, 1, v_all.size(3)})).squeeze(2);
+        // the leaving key takes the written key's slot (when the leaving key itself is written, nothing moves)
+        auto taken = torch::arange(lam, idx.options()).view({1, 1, lam}).eq(idx).unsqueeze(-1);  // [B, H, λ, 1]
+        state.ck.copy_(torch::where(taken, state.k.select(2, slot).unsqueeze(2), state.ck));
+        state.cv.copy_(torch::where(taken, state.v.select(2, slot).unsqueeze(2), state.cv));
+        state.cfk.copy_(torch::where(taken, state.fk.select(2, slot).unsqueeze(2), state.cfk));
+        state.cpos.copy_(torch::where(taken.squeeze(-1), torch::full_like(state.cpos, leaving), state.cpos));
+      }
+    }
+    if (admits) {
+      auto lin = linear_step_sums(f.q.select(2, 0), wk, f.log_space, wv, linear_part(o), state.linear);
+      parts.push_back({lin.numden.unsqueeze(2), lin.shift.unsqueeze(2)});
+    }
   }
+  if (!admits) state.linear.position += 1;  // the chunked form's slot p admits nothing (a zero key) yet still counts
   state.k.select(2, slot).copy_(k.select(2, 0));
   state.v.select(2, slot).copy_(v.select(2, 0));
   state.fk.select(2, slot).copy_(f.k.select(2, 0));
@@ -288,9 +337,15 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
     auto logical = (torch::arange(w, q.options().dtype(torch::kLong)) - state.head).remainder(w);
     s = s.masked_fill(logical.lt(w - state.filled).view({1, 1, 1, w}), -kInf);
   }
+  at::Tensor values = state.v;
+  if (state.cached > 0) {  // the cache's keys are softmax terms beside the window's, under the same M
+    auto ck = state.ck.narrow(2, 0, state.cached), cv = state.cv.narrow(2, 0, state.cached);
+    s = torch::cat({s, (ck.to(q.dtype()) * q).sum(-1).unsqueeze(2) * scale}, -1);
+    values = torch::cat({state.v, cv}, 2);
+  }
   auto M = std::get<0>(s.max(-1, true));  // finite: the new key is always in the window
   auto e = (s - M).exp() * per_head(o.window_weight, s, 4);
-  auto wnum = (e.transpose(-1, -2) * state.v.to(e.dtype())).sum(2, true);  // [B, H, 1, D]
+  auto wnum = (e.transpose(-1, -2) * values.to(e.dtype())).sum(2, true);  // [B, H, 1, D]
   auto wden = e.sum(-1, true);
   auto wshift = o.exact ? M : torch::zeros_like(wden);  // as window_sums: exact keeps σ exp(s), M only stabilises
   return combine(wnum, wden, wshift, parts, o.linear_weight);
@@ -302,6 +357,12 @@ HybridState hybrid_state_copy(const HybridState& state) {
     c.k = state.k.clone();
     c.v = state.v.clone();
     c.fk = state.fk.clone();
+  }
+  if (state.ck.defined()) {
+    c.ck = state.ck.clone();
+    c.cv = state.cv.clone();
+    c.cfk = state.cfk.clone();
+    c.cpos = state.cpos.clone();
   }
   return c;
 }
@@ -329,6 +390,7 @@ at::Tensor hybrid_bidirectional(const at::Tensor& q, const at::Tensor& k, const 
 
 at::Tensor hybrid_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
                             const HybridOptions& o, const at::Tensor& mask, HybridState* state) {
+  if (o.causal && o.cache > 0 && !state) return hybrid_quadratic(q, k, v, f, scale, o, mask);  // the cache's form (sparse_cache.h)
   if (o.causal) return hybrid_chunked(q, k, v, f, scale, o, mask, state);
   MIMIC_CHECK(!state, "hybrid attention: a recurrent state needs causal attention");
   return hybrid_bidirectional(q, k, v, f, scale, o, mask);
@@ -336,7 +398,7 @@ at::Tensor hybrid_attention(const at::Tensor& q, const at::Tensor& k, const at::
 
 int64_t hybrid_state_bytes(const HybridState& s) {
   int64_t n = 0;
-  for (const auto* t : {&s.k, &s.v, &s.fk, &s.linear.S, &s.linear.z, &s.linear.m})
+  for (const auto* t : {&s.k, &s.v, &s.fk, &s.linear.S, &s.linear.z, &s.linear.m, &s.ck, &s.cv, &s.cfk, &s.cpos})
     if (t->defined()) n += static_cast<int64_t>(t->nbytes());
   return n;
 }

@@ -26,6 +26,9 @@
 //                        written in place and the key that leaves the window goes into the linear state, so a step
 //                        costs O(w·D + F·D) whatever the context. Inference only. Its reference is hybrid_chunked
 //                        with a state at T = 1 (what decoding ran before), which tests compare it with step by step.
+//                        With a sparse cache (opts.cache, sparse_cache.h) the leaving key joins the cache's
+//                        candidates and the one the state returns best is written instead; its reference is then
+//                        hybrid_quadratic with the same cache, row by row. O(w·D + λ·F·D) a step.
 //
 // Stability: the linear sums come stabilised (linear_attention.h: true = exp(shift)·computed); both parts
 // are brought to one scale by a per-query constant c_i = max(0, shift_i) that cancels in the ratio.
@@ -46,6 +49,8 @@ struct HybridOptions {
   at::Tensor window_weight;  // σ: [H], > 0 (may carry gradients)
   at::Tensor linear_weight;  // λ: [H], or undefined for 1
   bool exact = false;        // window terms σ exp(s) (M_i only stabilises) instead of LoLCATs' σ exp(s − M_i)
+  int64_t cache = 0;         // λ: a sparse cache of keys kept exact beyond the window (sparse_cache.h); 0: none
+  int64_t cache_every = 1;   // a cache selection every this many positions (the quadratic form; the step: 1)
 };
 
 // What a causal hybrid head keeps between calls: the last w keys, values and key features and the linear state of
@@ -58,6 +63,10 @@ struct HybridState {
   int64_t head = 0;
   LinearState linear;
   int64_t position = 0;
+  // The sparse cache (opts.cache = λ > 0; hybrid_step alone): λ slots of keys, values, key features and positions,
+  // the first `cached` in use, in no particular order. Allocated whole with the ring.
+  at::Tensor ck, cv, cfk, cpos;  // [B, H, λ, D], [B, H, λ, D], [B, H, λ, F], long [B, H, λ]
+  int64_t cached = 0;
   bool defined() const { return k.defined(); }
 };
 

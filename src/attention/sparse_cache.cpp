@@ -10,7 +10,10 @@
 namespace mimic::attention {
 
 at::Tensor sparse_cache_selection(const at::Tensor& k, const at::Tensor& v, const Features& f, const HybridOptions& o,
-                                  const SparseCacheOptions& c, const at::Tensor& mask) {
+                                  const at::Tensor& mask) {
+  struct {
+    int64_t size, every;
+  } c{o.cache, o.cache_every};
   MIMIC_CHECK(o.causal, "sparse cache: causal attention only (a bidirectional query reads keys no selection has seen)");
   MIMIC_CHECK(c.size >= 0 && c.every >= 1, "sparse cache: the size must be >= 0 and the selection interval >= 1, got ", c.size, " and ",
               c.every);
@@ -70,13 +73,6 @@ at::Tensor sparse_cache_selection(const at::Tensor& k, const at::Tensor& v, cons
     out.narrow(2, s, n).copy_(cached.unsqueeze(2).logical_or(pending.view({1, 1, n, t})));
   }
   return out;
-}
-
-at::Tensor sparse_cache_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
-                                  const HybridOptions& o, const SparseCacheOptions& c, const at::Tensor& mask, at::Tensor* weights,
-                                  at::Tensor* log_weights) {
-  auto exact = sparse_cache_selection(k, v, f, o, c, mask);
-  return hybrid_quadratic_with(q, k, v, f, scale, o, mask, exact, weights, log_weights);
 }
 
 }  // namespace mimic::attention

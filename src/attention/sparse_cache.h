@@ -20,7 +20,9 @@
 //
 // Forms (tests compare them, forward and gradients, with a per-token reference written apart):
 //   sparse_cache_selection  the schedule run over a sequence: which keys beyond its window each query reads exact
-//   sparse_cache_quadratic  the output, as hybrid_quadratic_with over that selection (and the [T, T] weights)
+//   hybrid_quadratic        with opts.cache = λ > 0: the output over that selection (and the [T, T] weights)
+//   hybrid_step             with opts.cache = λ > 0 (and a selection every position): decoding, one token, with a
+//                           state of fixed size (the ring, λ cached keys and the linear state)
 // Causal only.
 #pragma once
 #include <ATen/core/Tensor.h>
@@ -31,20 +33,11 @@
 
 namespace mimic::attention {
 
-struct SparseCacheOptions {
-  int64_t size = 64;  // λ ≥ 0: cached keys per head
-  int64_t every = 1;  // a selection every this many positions (≥ 1)
-};
-
 // k, v: [B, H, T, D]; f.k: φ(k) (log φ when f.log_space); key_padding_mask: bool [B, T] or undefined (padded keys
-// are never candidates). Returns bool [B, H, T, T]: true where query i reads key j exact although j lies before
-// i's window (the cache, and the keys awaiting a selection). Computed without gradients.
+// are never candidates); the cache's size and schedule: opts.cache (λ ≥ 0) and opts.cache_every (≥ 1). Returns bool
+// [B, H, T, T]: true where query i reads key j exact although j lies before i's window (the cache, and the keys
+// awaiting a selection). Computed without gradients.
 at::Tensor sparse_cache_selection(const at::Tensor& k, const at::Tensor& v, const Features& f, const HybridOptions& opts,
-                                  const SparseCacheOptions& cache, const at::Tensor& key_padding_mask);
-
-// The output [B, H, T, D] (weights / log_weights as hybrid_quadratic's). opts.causal must be true.
-at::Tensor sparse_cache_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
-                                  const HybridOptions& opts, const SparseCacheOptions& cache, const at::Tensor& key_padding_mask,
-                                  at::Tensor* weights = nullptr, at::Tensor* log_weights = nullptr);
+                                  const at::Tensor& key_padding_mask);
 
 }  // namespace mimic::attention
