@@ -386,3 +386,49 @@ TEST(Convert, CliConvertsAndInfoDescribesTheAttention) {
   EXPECT_NE(bad.code, 0);
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
 }
+
+// LoLA's sparse cache added to distilled hybrid maps at conversion (--attention-options cache=N), without training:
+// the converted layers carry it (info names it, mimic.json saves it, the provenance says where it came from), it
+// changes what the model computes, and options that shape the trained tensors, or that the kind does not know, are
+// refused in one line.
+TEST(Convert, AttentionOptionsAddASparseCacheToHybridMapsWithoutTraining) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
+  mimic::distill::DistillOptions d;
+  d.model_dir = teacher();
+  d.data = dir.file("t.txt");
+  d.samples = 8;
+  d.seq_len = 16;
+  d.attention = "hybrid:window=2";
+  d.epochs = 1;
+  d.batch_size = 4;
+  d.val_fraction = 0.25;
+  d.progress = false;
+  d.out = dir.file("hybrid.safetensors");
+  mimic::distill::distill(d);
+  const std::string base = "convert --model " + teacher() + " --maps " + d.out + " --json --out ";
+  auto plain = mimic::test::mimic_cli(base + dir.file("plain"));
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  auto cached = mimic::test::mimic_cli(base + dir.file("cached") + " --attention-options cache=3");
+  ASSERT_EQ(cached.code, 0) << cached.err;
+  EXPECT_EQ(nlohmann::json::parse(cached.out)["attention"], "hybrid (hedgehog, row norm, window 2, sparse cache 3) in layers 0-1");
+  auto saved = nlohmann::json::parse(mimic::test::read_bytes(dir.file("cached/mimic.json")));
+  EXPECT_EQ(saved["attention"][0]["options"]["cache"], 3);
+  EXPECT_EQ(saved["provenance"]["conversions"][0]["attention_options"], nlohmann::json({{"cache", 3}}));
+  auto a = mimic::models::load_model(dir.file("plain")), b = mimic::models::load_model(dir.file("cached"));
+  EXPECT_GT((logits(*a) - logits(*b)).abs().max().item<double>(), 1e-5);
+  for (const auto& [options, message] : std::vector<std::pair<std::string, std::string>>{
+           {"feature_map=elu", "'feature_map' shapes the tensors"},
+           {"cache=-1", "hybrid attention option 'cache' must be an integer in [0, 65536]"},
+           {"cache", "--attention-options: attention 'cache': 'cache' is not key=value"}}) {
+    auto bad = mimic::test::mimic_cli(base + dir.file("bad") + " --attention-options " + options);
+    EXPECT_NE(bad.code, 0) << options;
+    EXPECT_NE(bad.err.find(message), std::string::npos) << options << ": " << bad.err;
+    EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+  }
+  // the linear kind has no cache: said by the kind
+  auto linear = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + tiny_maps() + " --out " + dir.file("lin") +
+                                       " --attention-options cache=3");
+  EXPECT_NE(linear.code, 0);
+  EXPECT_NE(linear.err.find("unknown linear attention option 'cache'"), std::string::npos) << linear.err;
+}

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "mimic/attention/hybrid_attention.h"
+#include "mimic/attention/hybrid_kernel.h"
+#include "mimic/attention/kinds.h"
 #include "mimic/attention/sparse_cache.h"
 #include "mimic/core/error.h"
 #include "test_util.h"
@@ -255,6 +257,51 @@ TEST(SparseCache, TheCacheKeepsTheKeyTheStateWouldReturnWorst) {
   // before key 3 left the window every candidate's error was 0 (values 0, predicted 0): of equal errors the older
   // key stays, so the cache held key 0
   EXPECT_TRUE(sel[0][0][w + 1][0].item<bool>());
+}
+
+// The hybrid kind with `cache`: its whole-sequence forward (the quadratic form) and its decoding through a
+// KernelCache (a prompt, then one token at a time, all through the recurrent step) compute the same rows, and the
+// decoding state's bytes do not grow with the context.
+TEST(SparseCache, AHybridKernelWithACacheDecodesWhatItsWholeSequenceForwardComputes) {
+  torch::manual_seed(5);
+  auto att = make_attention_kernel("hybrid", {{"feature_map", "hedgehog"}, {"window", 3}, {"cache", 2}}, 2, 4);
+  att->to(torch::kDouble);
+  auto in = inputs(2, 2, 16, 4, 4, 9);
+  AttentionContext ctx;
+  ctx.causal = true;
+  ctx.scale = 0.5;
+  torch::NoGradGuard no_grad;
+  auto whole = att->forward(in.q.detach(), in.k.detach(), in.v.detach(), ctx);
+  auto cache = att->new_cache();
+  auto sl = [](const at::Tensor& x, int64_t a, int64_t n) { return x.detach().narrow(2, a, n); };
+  std::vector<at::Tensor> outs{att->forward_cached(sl(in.q, 0, 5), sl(in.k, 0, 5), sl(in.v, 0, 5), ctx, *cache)};
+  const int64_t bytes = cache->bytes();
+  for (int64_t i = 5; i < 16; ++i) {
+    outs.push_back(att->forward_cached(sl(in.q, i, 1), sl(in.k, i, 1), sl(in.v, i, 1), ctx, *cache));
+    EXPECT_EQ(cache->bytes(), bytes) << "token " << i;
+  }
+  EXPECT_LT(max_diff(torch::cat(outs, 2), whole), 1e-10);
+  // and the cache changes the function: the same kernel (the same seed, the same map) without it computes other rows
+  torch::manual_seed(5);
+  auto plain = make_attention_kernel("hybrid", {{"feature_map", "hedgehog"}, {"window", 3}}, 2, 4);
+  plain->to(torch::kDouble);
+  EXPECT_GT(max_diff(plain->forward(in.q.detach(), in.k.detach(), in.v.detach(), ctx), whole), 1e-6);
+}
+
+// `cache` and `cache_every` are options of the hybrid kind, saved only when there is a cache (so that the options of
+// models converted before keep their digest); out-of-range values are refused by name.
+TEST(SparseCache, TheCacheOptionsRoundTripAndBadValuesAreRefused) {
+  auto none = make_attention_kernel("hybrid", {{"window", 3}}, 2, 4);
+  EXPECT_FALSE(none->config_json().contains("cache"));
+  EXPECT_FALSE(none->config_json().contains("cache_every"));
+  auto some = make_attention_kernel("hybrid", {{"window", 3}, {"cache", 8}, {"cache_every", 4}}, 2, 4);
+  EXPECT_EQ(some->config_json().at("cache"), 8);
+  EXPECT_EQ(some->config_json().at("cache_every"), 4);
+  EXPECT_EQ(canonical_options("hybrid", some->config_json(), 2, 4), some->config_json());
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"cache", -1}}, 2, 4), "option 'cache' must be an integer in [0, 65536]");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"cache", 2}, {"cache_every", 0}}, 2, 4), "'cache_every' must be an integer in [1, 65536]");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"cache_every", 4}}, 2, 4), "'cache_every' sets the sparse cache's selection interval");
+  EXPECT_EQ(parse_kind_spec("hybrid:window=64,cache=64").options.at("cache"), 64);
 }
 
 TEST(SparseCache, BadOptionsAreOneLineErrors) {

@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "mimic/data/corpus.h"
+#include "mimic/attention/kinds.h"
 #include "mimic/convert/convert.h"
 #include "mimic/convert/placement.h"
 #include "mimic/core/error.h"
@@ -20,7 +21,7 @@ namespace {
 struct ConvertArgs {
   Common common;
   convert::ConvertOptions o;
-  std::string probe_weights;
+  std::string probe_weights, attention_options;
 };
 
 // The probe's curve: heads kept → copy gain (and its share of the teacher's), passkey trials ranked first, LM loss.
@@ -71,6 +72,8 @@ void run(ConvertArgs& a) {
   pl.calibration.seed = a.common.seed;
   pl.progress = !a.common.json;
   if (!a.probe_weights.empty()) pl.weights = convert::parse_probe_weights(a.probe_weights);
+  if (!a.attention_options.empty())
+    a.o.attention_options = attention::parse_spec_options(a.attention_options, "--attention-options " + a.attention_options);
   const auto t0 = std::chrono::steady_clock::now();
   auto r = convert::convert(a.o);
   MIMIC_CHECK(reloads_finite(r.out), r.out, ": the converted model gives non-finite outputs");
@@ -103,6 +106,19 @@ void register_convert(CLI::App& app) {
   sub->add_option("--out", a->o.out, "The converted model directory to write")->required()->check(out_path_arg());
   sub->add_option("--layers", a->o.layers, "Layers to convert, e.g. 0,2-3 (default: every layer the maps hold; the rest keep softmax)")->transform(range::index_list());
   sub->add_flag("--force", a->o.force, "Accept maps distilled from another model than --model");
+  sub->add_option("--attention-options", a->attention_options,
+                  "Options merged into the maps' attention options, key=value[,...]: e.g. cache=64 on hybrid maps (LoLA's sparse cache, "
+                  "training-free: docs/attention.md); not those that shape the trained tensors (feature_map, map_options, gates)")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            try {
+              attention::parse_spec_options(s, s);
+              return {};
+            } catch (const Error& e) {
+              return e.what();
+            }
+          },
+          "KEY=VALUE,..."));
   auto& pl = a->o.placement;
   sub->add_option("--keep-softmax", pl.keep_softmax,
                   "Heads that keep softmax: auto:K (K heads ranked by --placement), auto:P% (heads until the probe's copy gain reaches P% "

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <vector>
 
 #include "mimic/core/error.h"
 
@@ -31,6 +32,12 @@ HybridConfig HybridConfig::from_json(const nlohmann::json& j, int64_t n_head) {
     } else if (key == "window_scale") {
       if (!val.is_string() || (val != "max" && val != "exact")) bad("max or exact");
       c.exact = val == "exact";
+    } else if (key == "cache") {
+      if (!val.is_number_integer() || val.get<int64_t>() < 0 || val.get<int64_t>() > 65536) bad("an integer in [0, 65536]");
+      c.cache = val.get<int64_t>();
+    } else if (key == "cache_every") {
+      if (!val.is_number_integer() || val.get<int64_t>() < 1 || val.get<int64_t>() > 65536) bad("an integer in [1, 65536]");
+      c.cache_every = val.get<int64_t>();
     } else if (key == "norm") {
       if (val != "row") bad("row (the window and the linear part share the row normaliser)");
     } else if (key == "decay") {
@@ -39,9 +46,11 @@ HybridConfig HybridConfig::from_json(const nlohmann::json& j, int64_t n_head) {
       linear[key] = val;
     } else {
       fail("unknown hybrid attention option '", key,
-           "' (options: window, mix, window_weight, affine, window_scale, feature_map, map_options, eps, chunk, gates)");
+           "' (options: window, mix, window_weight, affine, window_scale, cache, cache_every, feature_map, map_options, eps, chunk, gates)");
     }
   }
+  MIMIC_CHECK(c.cache > 0 || !j.contains("cache_every"), "hybrid attention option 'cache_every' sets the sparse cache's selection "
+              "interval: it needs cache > 0");
   c.linear = LinearAttentionConfig::from_json(linear, n_head);
   return c;
 }
@@ -53,6 +62,10 @@ nlohmann::json HybridConfig::to_json() const {
   j["window_weight"] = window_weight;
   j["affine"] = affine;
   j["window_scale"] = exact ? "exact" : "max";
+  if (cache > 0) {  // only with a cache: the options (and digests) of models without one stay as they were
+    j["cache"] = cache;
+    j["cache_every"] = cache_every;
+  }
   return j;
 }
 
@@ -88,6 +101,8 @@ HybridOptions HybridAttention::hybrid_options(bool causal) const {
   o.window_weight = window_weight();
   if (hybrid_.affine) o.linear_weight = 1 - o.window_weight;
   o.exact = hybrid_.exact;
+  o.cache = hybrid_.cache;
+  o.cache_every = hybrid_.cache_every;
   return o;
 }
 
@@ -121,6 +136,22 @@ at::Tensor HybridAttention::forward_cached(const at::Tensor& q, const at::Tensor
                                            KernelCache& cache) {
   auto& hc = cached_call<HybridCache>(cache, ctx, kind());
   auto f = features(q, k, ctx.scale, hc.state.position);
+  if (hybrid_.cache > 0) {
+    // LoLA's decoding: the recurrent step selects at every token, the prompt's tokens included (the chunked form
+    // has no cache); no gradients (the step writes its state in place)
+    MIMIC_CHECK(!at::GradMode::is_enabled() || (!q.requires_grad() && !k.requires_grad() && !v.requires_grad()),
+                "hybrid attention with a sparse cache decodes without gradients (run it under torch::NoGradGuard); "
+                "the whole-sequence forward trains");
+    torch::NoGradGuard no_grad;
+    auto o = hybrid_options(true);
+    o.cache_every = 1;
+    std::vector<at::Tensor> rows;
+    for (int64_t t = 0; t < q.size(2); ++t)
+      rows.push_back(hybrid_step(q.narrow(2, t, 1), k.narrow(2, t, 1), v.narrow(2, t, 1),
+                                 Features{f.q.narrow(2, t, 1), f.k.narrow(2, t, 1), f.log_space}, ctx.scale, o, hc.state));
+    hc.position = hc.state.position;
+    return torch::cat(rows, 2);
+  }
   // One token without gradients (decoding): the recurrent step. A prompt, or a call that autograd must see
   // through, runs the chunked form (the step's reference), which continues from the same state.
   auto o = q.size(2) == 1 && !at::GradMode::is_enabled()

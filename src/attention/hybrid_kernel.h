@@ -3,6 +3,8 @@
 // window — the feature map, SLA gates and chunk of LinearAttention, under the same parameter names (maps
 // distilled for the linear kind load into it) — plus a per-head window weight σ_h = sigmoid(window_logit_h)
 // when learned. Decoding keeps the last w keys and values and the linear state: constant memory in the context.
+// With `cache` = λ > 0 it is LoLA's form (sparse_cache.h): λ more keys kept exact, chosen by the state's recall
+// error; the whole-sequence forms then run the quadratic form, and decoding (prompt included) the recurrent step.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -19,8 +21,11 @@ struct HybridConfig {
   double window_weight = 0.5;  // σ at initialisation (learned) or always (fixed), in (0, 1)
   bool affine = false;         // λ_h = 1 − σ_h (LoLCATs' affine_attention_factors); else λ_h = 1
   bool exact = false;          // window terms σ exp(s) ("window_scale": "exact") or LoLCATs' σ exp(s − M_i) ("max")
+  int64_t cache = 0;           // LoLA's sparse cache of λ keys beside the window (sparse_cache.h); 0: none
+  int64_t cache_every = 1;     // the whole-sequence forms' selection interval (decoding selects at every token)
   LinearAttentionConfig linear;
-  // Keys: window (or w), mix (learned | fixed), window_weight, affine, window_scale (max | exact), and the linear kind's feature_map, map_options,
+  // Keys: window (or w), mix (learned | fixed), window_weight, affine, window_scale (max | exact), cache, cache_every
+  // (written only with a cache, so that a model without one keeps its options' digest), and the linear kind's feature_map, map_options,
   // eps, chunk, gates (norm only "row", decay only false: the shared denominator is the row normaliser, and a
   // decay would need a definition across the window's edge). Unknown keys and bad values are errors.
   static HybridConfig from_json(const nlohmann::json& j, int64_t n_head);

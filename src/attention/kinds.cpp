@@ -78,12 +78,8 @@ std::shared_ptr<DistillableKernel> as_distillable(const AttentionKernel& kernel,
   return d;
 }
 
-KindSpec parse_kind_spec(const std::string& spec) {
-  KindSpec ks;
-  const auto colon = spec.find(':');
-  ks.kind = attention_kind(spec.substr(0, colon)).name;  // an unknown kind: the error lists the known ones
-  if (colon == std::string::npos) return ks;
-  std::string rest = spec.substr(colon + 1);
+nlohmann::json parse_spec_options(const std::string& rest, const std::string& spec) {
+  nlohmann::json options = nlohmann::json::object();
   MIMIC_CHECK(!rest.empty(), "attention '", spec, "': expected KIND:key=value[,key=value...] after the colon");
   size_t at = 0;
   while (at <= rest.size()) {
@@ -97,7 +93,7 @@ KindSpec parse_kind_spec(const std::string& spec) {
     MIMIC_CHECK(std::isspace(static_cast<unsigned char>(value.front())) == 0 && std::isspace(static_cast<unsigned char>(value.back())) == 0 &&
                     std::isspace(static_cast<unsigned char>(key.front())) == 0 && std::isspace(static_cast<unsigned char>(key.back())) == 0,
                 "attention '", spec, "': '", item, "' has blanks around its key or value: write key=value without them");
-    MIMIC_CHECK(!ks.options.contains(key), "attention '", spec, "': option '", key, "' given twice");
+    MIMIC_CHECK(!options.contains(key), "attention '", spec, "': option '", key, "' given twice");
     auto parsed = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
     // Leading zeros are decimal, as in every integer option and recall-task spec (window=010 is 10); JSON refuses
     // them, and the text "010" was then refused as not an integer while mqar:seq_len=010 meant 10.
@@ -108,9 +104,18 @@ KindSpec parse_kind_spec(const std::string& spec) {
     // refused while --lr .5 was not (the fourth probe of 2026-11-27). Hexadecimal, inf and nan stay refused.
     static const std::regex decimal(R"(-?(\d+\.\d*|\.\d+)([eE][+-]?\d+)?)");
     if (parsed.is_discarded() && std::regex_match(value, decimal)) parsed = std::stod(value);
-    ks.options[key] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
+    options[key] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
     at = comma + 1;
   }
+  return options;
+}
+
+KindSpec parse_kind_spec(const std::string& spec) {
+  KindSpec ks;
+  const auto colon = spec.find(':');
+  ks.kind = attention_kind(spec.substr(0, colon)).name;  // an unknown kind: the error lists the known ones
+  if (colon == std::string::npos) return ks;
+  ks.options = parse_spec_options(spec.substr(colon + 1), spec);
   return ks;
 }
 

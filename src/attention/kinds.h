@@ -49,6 +49,9 @@ struct KindSpec {
   nlohmann::json options = nlohmann::json::object();
 };
 KindSpec parse_kind_spec(const std::string& spec);
+// The options part alone ("key=value[,key=value...]", as after a kind's colon), read as parse_kind_spec reads it;
+// `spec` names the whole in errors.
+nlohmann::json parse_spec_options(const std::string& options, const std::string& spec);
 
 // A kernel from a command-line spec, for models built with an attention other than softmax from the start
 // (pretrain --attention): the short forms "linear:<map>" (a feature map of the registry, row normalisation) and

@@ -26,49 +26,61 @@ at::Tensor sparse_cache_selection(const at::Tensor& k, const at::Tensor& v, cons
               "sparse cache: key padding mask must be [B, T] = [", b, ", ", t, "]");
   torch::NoGradGuard no_grad;  // a discrete choice: gradients flow through the terms it chose, not through it
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  const auto bools = k.options().dtype(torch::kBool);
-  auto valid = (mask.defined() ? mask.to(torch::kBool) : torch::ones({b, t}, bools)).view({b, 1, t});
+  const auto longs = k.options().dtype(torch::kLong);
+  auto valid = (mask.defined() ? mask.to(torch::kBool) : torch::ones({b, t}, k.options().dtype(torch::kBool))).view({b, 1, t});
   // Keys' features in the state's units, and each candidate's own: in log space both shed a constant that cancels
   // in the prediction's ratio (one per head for the state's keys, one per key for the candidate reading it).
-  at::Tensor kf = f.k, kc = f.k;
+  at::Tensor kf = f.k.detach(), kc = f.k.detach();
   if (f.log_space) {
-    auto top = f.k.detach().masked_fill(valid.view({b, 1, t, 1}).logical_not(), -kInf).amax({2, 3}, true);
+    auto top = kf.masked_fill(valid.view({b, 1, t, 1}).logical_not(), -kInf).amax({2, 3}, true);
     top = torch::where(torch::isinf(top), torch::zeros_like(top), top);
-    kf = (f.k.detach() - top).exp();
-    kc = (f.k.detach() - std::get<0>(f.k.detach().max(-1, true))).exp();
+    kf = (kf - top).exp();
+    kc = (kc - std::get<0>(kc.max(-1, true))).exp();
   }
-  kf = kf.detach().to(v.dtype());
-  kc = kc.detach().to(v.dtype());
+  kf = kf.to(v.dtype());
+  kc = kc.to(v.dtype());
   auto vd = v.detach();
-  auto S = torch::zeros({b, h, kf.size(3), v.size(3)}, v.options());
-  auto z = torch::zeros({b, h, kf.size(3)}, v.options());
-  auto cached = torch::zeros({b, h, t}, bools);
-  auto pos = torch::arange(t, k.options().dtype(torch::kLong));
-  auto rank_of = torch::arange(t, k.options().dtype(torch::kLong)).expand({b, h, t});
-  auto out = torch::zeros({b, h, t, t}, bools);
+  const int64_t nf = kf.size(3), nd = v.size(3);
+  auto S = torch::zeros({b, h, nf, nd}, v.options());
+  auto z = torch::zeros({b, h, nf}, v.options());
+  // The cache as λ slots of key positions (those in use marked): per selection only the candidates are scored,
+  // O((λ + every)·F·D), not the whole sequence.
+  auto cache_pos = torch::zeros({b, h, c.size}, longs);
+  auto cache_ok = torch::zeros({b, h, c.size}, valid.options());
+  auto pos = torch::arange(t, longs);
+  auto out = torch::zeros({b, h, t, t}, valid.options());
+  auto rows_of = [&](const at::Tensor& x, const at::Tensor& at) {  // x [B, H, T, ·] at positions at [B, H, n]
+    return x.gather(2, at.unsqueeze(-1).expand({b, h, at.size(2), x.size(3)}));
+  };
   for (int64_t s = 0; s < t; s += c.every) {
     // the keys that left the window since the last selection: s − every − w < j ≤ s − w
-    auto newly = pos.le(s - w).logical_and(pos.gt(s - c.every - w)).view({1, 1, t}).logical_and(valid);
-    auto cand = cached.logical_or(newly);
-    if (cand.sum(-1).max().item<int64_t>() > c.size) {
-      auto den = (kc * z.unsqueeze(2)).sum(-1, true);                                   // [B, H, T, 1]
-      auto pred = torch::matmul(kc, S) / torch::where(den == 0, torch::ones_like(den), den);
-      auto sre = (pred - vd).pow(2).sum(-1);                                            // [B, H, T]
-      auto score = sre.masked_fill(cand.logical_not(), -kInf);
-      // descending, stable: of equal errors the older key ranks first (and stays)
-      auto order = std::get<1>(score.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true));
-      auto rank = torch::empty_like(order).scatter_(-1, order, rank_of);
-      auto keep = cand.logical_and(rank.lt(c.size));
-      auto written = cand.logical_and(keep.logical_not()).to(v.dtype()).unsqueeze(-1);  // [B, H, T, 1]
-      S = S + torch::matmul((kf * written).transpose(-1, -2), vd);
-      z = z + (kf * written).sum(2);
-      cached = keep;
-    } else {
-      cached = cand;
+    const int64_t first = std::max<int64_t>(0, s - c.every - w + 1), last = s - w;
+    if (last >= first) {
+      const int64_t m = last - first + 1;
+      auto fresh = torch::arange(first, last + 1, longs).view({1, 1, m}).expand({b, h, m});
+      auto cand = torch::cat({cache_pos, fresh}, 2);
+      auto ok = torch::cat({cache_ok, valid.narrow(2, first, m).expand({b, h, m})}, 2);
+      auto kcc = rows_of(kc, cand), vc = rows_of(vd, cand);
+      auto den = (kcc * z.unsqueeze(2)).sum(-1, true);
+      auto pred = torch::matmul(kcc, S) / torch::where(den == 0, torch::ones_like(den), den);
+      auto score = (pred - vc).pow(2).sum(-1).masked_fill(ok.logical_not(), -kInf);  // SRE [B, H, λ + m]
+      // the largest error first; of equal errors the older key (candidates put in position order, then a stable sort)
+      auto by_pos = std::get<1>(cand.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/false));
+      auto order = by_pos.gather(2, std::get<1>(score.gather(2, by_pos).sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true)));
+      auto rank = torch::empty_like(order).scatter_(2, order, torch::arange(order.size(2), longs).expand_as(order));
+      auto written = ok.logical_and(rank.ge(c.size)).to(v.dtype()).unsqueeze(-1);  // [B, H, λ + m, 1]
+      auto kw = rows_of(kf, cand) * written;
+      S = S + torch::matmul(kw.transpose(-1, -2), vc);
+      z = z + kw.sum(2);
+      auto top = order.narrow(2, 0, c.size);
+      cache_pos = cand.gather(2, top);
+      cache_ok = ok.gather(2, top);
     }
     // queries s … s + every − 1 read the cache and the keys that left their window since s (not yet chosen)
     const int64_t n = std::min(c.every, t - s);
-    auto rows = torch::arange(s, s + n, pos.options()).view({n, 1});
+    // (slots not in use point at position 0: added, not written, so that they never unmark a cached key 0)
+    auto cached = torch::zeros({b, h, t}, longs).scatter_add_(2, cache_pos, cache_ok.to(torch::kLong)).gt(0);
+    auto rows = torch::arange(s, s + n, longs).view({n, 1});
     auto pending = pos.view({1, t}).gt(s - w).logical_and(pos.view({1, t}).le(rows - w));  // [n, T]
     out.narrow(2, s, n).copy_(cached.unsqueeze(2).logical_or(pending.view({1, 1, n, t})));
   }

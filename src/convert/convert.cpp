@@ -115,7 +115,8 @@ std::vector<HeadRef> choose_heads(const PlacementOptions& p, models::Model& mode
 }  // namespace
 
 ConvertResult convert_model(models::Model& model, const std::string& model_name, const distill::DistilledMaps& maps,
-                            const std::string& layers, bool force, const PlacementOptions& placement) {
+                            const std::string& layers, bool force, const PlacementOptions& placement,
+                            const nlohmann::json& attention_options) {
   const auto s = model.summary();
   const int64_t head_dim = s.d_model / s.n_head;
   MIMIC_CHECK(maps.n_head() == s.n_head && maps.head_dim() == head_dim, maps.path(), " holds maps for ", maps.n_head(), " heads of ",
@@ -148,7 +149,7 @@ ConvertResult convert_model(models::Model& model, const std::string& model_name,
     MIMIC_CHECK(maps.has_layer(l), "--layers: ", maps.path(), " holds no maps for layer ", l, " (it holds layers ", held, ")");
   }
   std::map<int64_t, std::shared_ptr<attention::DistillableKernel>> students;
-  for (auto l : r.layers) students[l] = maps.kernel(l);
+  for (auto l : r.layers) students[l] = maps.kernel(l, attention_options);
   HeadPlacer placer(model, students);
   const auto kept = choose_heads(placement, model, maps, r.layers, placer, r.placement);
   const auto converted = placer.place(kept);
@@ -164,6 +165,7 @@ ConvertResult convert_model(models::Model& model, const std::string& model_name,
                                  {"sla", maps.sla()},
                                  {"layers", r.layers},
                                  {"teacher_checked", r.teacher_checked}});
+  if (!attention_options.empty()) prov["conversions"].back()["attention_options"] = attention_options;
   if (!r.placement.is_null()) prov["conversions"].back()["placement"] = r.placement;
   r.summary = models::attention_summary(model);
   return r;
@@ -182,7 +184,7 @@ ConvertResult convert(const ConvertOptions& o) {
     tok = text::load_tokenizer(o.model_dir);  // the probe's calibration set is text of the training split
     placement.tokenizer = tok.get();
   }
-  auto r = convert_model(*model, o.model_dir, maps, o.layers, o.force, placement);
+  auto r = convert_model(*model, o.model_dir, maps, o.layers, o.force, placement, o.attention_options);
   model->save(o.out);
   r.out = o.out;
   return r;

@@ -46,6 +46,9 @@ struct ConvertOptions {
   // maps fit the teacher they were distilled from, not another model of the same shape.
   bool force = false;
   PlacementOptions placement;
+  // Options merged into the maps' attention options for every converted layer (e.g. {"cache": 64}: LoLA's sparse
+  // cache on distilled hybrid maps, training-free); the kind checks them as it builds the kernels.
+  nlohmann::json attention_options = nlohmann::json::object();
   // Where the model and its kernels compute while the probe measures candidate placements (--device); the
   // converted model is written from the host either way.
   c10::Device device = c10::Device(c10::kCPU);
@@ -65,9 +68,10 @@ struct ConvertResult {
 
 // Swaps the maps' kernels into `model` (in memory) for `layers` ("" = all the maps hold). Checks heads, head
 // size, layer range and the teacher digest (unless force); throws mimic::Error naming what does not fit.
-// Records the conversion in model.provenance().
+// Records the conversion in model.provenance(). attention_options: ConvertOptions' (merged into the maps').
 ConvertResult convert_model(models::Model& model, const std::string& model_name, const distill::DistilledMaps& maps,
-                            const std::string& layers, bool force, const PlacementOptions& placement = {});
+                            const std::string& layers, bool force, const PlacementOptions& placement = {},
+                            const nlohmann::json& attention_options = nlohmann::json::object());
 
 // Loads, converts and saves.
 ConvertResult convert(const ConvertOptions& options);

@@ -125,9 +125,16 @@ void DistilledMaps::load_into(attention::AttentionKernelImpl& kernel, int64_t la
   for (auto& b : kernel.named_buffers()) load(b.key(), b.value());
 }
 
-std::shared_ptr<attention::DistillableKernel> DistilledMaps::kernel(int64_t layer) const {
+std::shared_ptr<attention::DistillableKernel> DistilledMaps::kernel(int64_t layer, const nlohmann::json& overrides) const {
   MIMIC_CHECK(has_layer(layer), path_, ": holds no maps for layer ", layer);
-  auto k = attention::as_distillable(attention::make_attention_kernel(kind_, attention_, n_head_, head_dim_), path_);
+  MIMIC_CHECK(overrides.is_object(), "attention options must be a JSON object, got ", overrides.dump());
+  auto options = attention_;
+  for (auto it = overrides.begin(); it != overrides.end(); ++it) {
+    MIMIC_CHECK(it.key() != "feature_map" && it.key() != "map_options" && it.key() != "gates", "--attention-options: '", it.key(),
+                "' shapes the tensors ", path_, " holds: distill again with it instead");
+    options[it.key()] = it.value();
+  }
+  auto k = attention::as_distillable(attention::make_attention_kernel(kind_, options, n_head_, head_dim_), path_);
   load_into(*k, layer);
   k->eval();
   return k;

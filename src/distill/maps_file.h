@@ -42,7 +42,9 @@ class DistilledMaps {
 
   // The trained kernel of a distilled layer, in eval mode; a layer the file does not hold, or a missing or
   // mis-shaped tensor, is a mimic::Error naming it.
-  std::shared_ptr<attention::DistillableKernel> kernel(int64_t layer) const;
+  // `overrides`: options merged into the file's (convert --attention-options, e.g. LoLA's training-free cache=64);
+  // those that shape the trained tensors (feature_map, map_options, gates) are refused.
+  std::shared_ptr<attention::DistillableKernel> kernel(int64_t layer, const nlohmann::json& overrides = nlohmann::json::object()) const;
   // Copies the layer's tensors into an existing kernel of the same configuration.
   void load_into(attention::AttentionKernelImpl& kernel, int64_t layer) const;
 
