@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <tuple>
@@ -426,6 +427,15 @@ TEST(Convert, AttentionOptionsAddASparseCacheToHybridMapsWithoutTraining) {
     EXPECT_NE(bad.err.find(message), std::string::npos) << options << ": " << bad.err;
     EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
   }
+  // distilled with the cache (the quadratic form's selection under the CE loss), the maps carry it to the conversion
+  d.attention = "hybrid:window=2,cache=3";
+  d.out = dir.file("hybrid-cache.safetensors");
+  const auto distilled = mimic::distill::distill(d);
+  for (const auto& l : distilled.layers) EXPECT_TRUE(std::isfinite(l.after.mean.kl)) << "layer " << l.layer;
+  EXPECT_EQ(mimic::distill::DistilledMaps::open(d.out).attention().at("cache"), 3);
+  auto from_maps = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + d.out + " --json --out " + dir.file("from-maps"));
+  ASSERT_EQ(from_maps.code, 0) << from_maps.err;
+  EXPECT_EQ(nlohmann::json::parse(from_maps.out)["attention"], "hybrid (hedgehog, row norm, window 2, sparse cache 3) in layers 0-1");
   // the linear kind has no cache: said by the kind
   auto linear = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + tiny_maps() + " --out " + dir.file("lin") +
                                        " --attention-options cache=3");
