@@ -48,42 +48,49 @@ at::Tensor sparse_cache_selection(const at::Tensor& k, const at::Tensor& v, cons
   auto cache_pos = torch::zeros({b, h, c.size}, longs);
   auto cache_ok = torch::zeros({b, h, c.size}, valid.options());
   auto pos = torch::arange(t, longs);
-  auto out = torch::zeros({b, h, t, t}, valid.options());
   auto rows_of = [&](const at::Tensor& x, const at::Tensor& at) {  // x [B, H, T, ·] at positions at [B, H, n]
     return x.gather(2, at.unsqueeze(-1).expand({b, h, at.size(2), x.size(3)}));
   };
-  for (int64_t s = 0; s < t; s += c.every) {
+  // the cache each selection leaves, kept for the output mask built once after the loop (a loop of small tensor
+  // operations per position is what this form costs: the fewer per selection, the better)
+  const int64_t selections = (t + c.every - 1) / c.every;
+  auto held_pos = torch::zeros({b, h, selections, c.size}, longs);
+  auto held_ok = torch::zeros({b, h, selections, c.size}, valid.options());
+  for (int64_t n = 0, s = 0; s < t; ++n, s += c.every) {
     // the keys that left the window since the last selection: s − every − w < j ≤ s − w
     const int64_t first = std::max<int64_t>(0, s - c.every - w + 1), last = s - w;
-    if (last >= first) {
-      const int64_t m = last - first + 1;
-      auto fresh = torch::arange(first, last + 1, longs).view({1, 1, m}).expand({b, h, m});
-      auto cand = torch::cat({cache_pos, fresh}, 2);
-      auto ok = torch::cat({cache_ok, valid.narrow(2, first, m).expand({b, h, m})}, 2);
-      auto kcc = rows_of(kc, cand), vc = rows_of(vd, cand);
-      auto den = (kcc * z.unsqueeze(2)).sum(-1, true);
-      auto pred = torch::matmul(kcc, S) / torch::where(den == 0, torch::ones_like(den), den);
-      auto score = (pred - vc).pow(2).sum(-1).masked_fill(ok.logical_not(), -kInf);  // SRE [B, H, λ + m]
-      // the largest error first; of equal errors the older key (candidates put in position order, then a stable sort)
-      auto by_pos = std::get<1>(cand.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/false));
-      auto order = by_pos.gather(2, std::get<1>(score.gather(2, by_pos).sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true)));
-      auto rank = torch::empty_like(order).scatter_(2, order, torch::arange(order.size(2), longs).expand_as(order));
-      auto written = ok.logical_and(rank.ge(c.size)).to(v.dtype()).unsqueeze(-1);  // [B, H, λ + m, 1]
-      auto kw = rows_of(kf, cand) * written;
-      S = S + torch::matmul(kw.transpose(-1, -2), vc);
+    if (last < first) continue;  // none yet: the cache is empty
+    const int64_t m = last - first + 1;
+    auto fresh = torch::arange(first, last + 1, longs).view({1, 1, m}).expand({b, h, m});
+    auto cand = torch::cat({cache_pos, fresh}, 2);
+    auto ok = torch::cat({cache_ok, valid.narrow(2, first, m).expand({b, h, m})}, 2);
+    auto kcc = rows_of(kc, cand), vc = rows_of(vd, cand);
+    auto den = (kcc * z.unsqueeze(2)).sum(-1, true);
+    auto pred = torch::matmul(kcc, S) / torch::where(den == 0, torch::ones_like(den), den);
+    auto score = (pred - vc).pow(2).sum(-1).masked_fill(ok.logical_not(), -kInf);  // SRE [B, H, λ + m]
+    // the largest error first; of equal errors the older key (candidates put in position order, then a stable sort)
+    auto by_pos = std::get<1>(cand.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/false));
+    auto order = by_pos.gather(2, std::get<1>(score.gather(2, by_pos).sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true)));
+    auto top = order.narrow(2, 0, c.size);
+    if (order.size(2) > c.size) {  // the rest of the order is written into the state
+      auto rest = order.narrow(2, c.size, order.size(2) - c.size);
+      auto kw = rows_of(kf, cand.gather(2, rest)) * ok.gather(2, rest).to(v.dtype()).unsqueeze(-1);
+      S = S + torch::matmul(kw.transpose(-1, -2), rows_of(vd, cand.gather(2, rest)));
       z = z + kw.sum(2);
-      auto top = order.narrow(2, 0, c.size);
-      cache_pos = cand.gather(2, top);
-      cache_ok = ok.gather(2, top);
     }
-    // queries s … s + every − 1 read the cache and the keys that left their window since s (not yet chosen)
-    const int64_t n = std::min(c.every, t - s);
-    // (slots not in use point at position 0: added, not written, so that they never unmark a cached key 0)
-    auto cached = torch::zeros({b, h, t}, longs).scatter_add_(2, cache_pos, cache_ok.to(torch::kLong)).gt(0);
-    auto rows = torch::arange(s, s + n, longs).view({n, 1});
-    auto pending = pos.view({1, t}).gt(s - w).logical_and(pos.view({1, t}).le(rows - w));  // [n, T]
-    out.narrow(2, s, n).copy_(cached.unsqueeze(2).logical_or(pending.view({1, 1, n, t})));
+    cache_pos = cand.gather(2, top);
+    cache_ok = ok.gather(2, top);
+    held_pos.select(2, n).copy_(cache_pos);
+    held_ok.select(2, n).copy_(cache_ok);
   }
+  // Query i reads exact, beyond its window, the cache its selection (at s = i − i mod every) left and the keys that
+  // left its window since s, not yet chosen. (Slots not in use point at position 0: added, not written, so that
+  // they never unmark a cached key 0.)
+  auto cached = torch::zeros({b, h, selections, t}, longs).scatter_add_(3, held_pos, held_ok.to(torch::kLong)).gt(0);
+  auto row_of = torch::arange(t, longs).div(c.every, "floor");
+  auto start = row_of * c.every;
+  auto pending = pos.view({1, t}).gt(start.view({t, 1}) - w).logical_and(pos.view({1, t}).le(pos.view({t, 1}) - w));  // [T, T]
+  auto out = cached.index_select(2, row_of).logical_or(pending.view({1, 1, t, t}));
   return out;
 }
 
