@@ -31,22 +31,28 @@ const char* const kText = mimic::test::kDickens;
 
 // Maps distilled (online, 3 epochs) from the tiny GPT-2 fixture (2 layers, 2 heads of 4), with SLA gates so that
 // every kind of kernel tensor is exercised; made once per test process.
+// Online distillation from the tiny GPT-2 fixture on 8 samples of 16 tokens of kText (written into `dir`), into `out`.
+mimic::distill::DistillOptions tiny_distill(const TempDir& dir, const std::string& out) {
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
+  mimic::distill::DistillOptions o;
+  o.model_dir = mimic::test::model_with_tokenizer("gpt2-prefixed");
+  o.data = dir.file("t.txt");
+  o.samples = 8;
+  o.seq_len = 16;
+  o.batch_size = 4;
+  o.val_fraction = 0.25;
+  o.progress = false;
+  o.out = out;
+  return o;
+}
+
 const std::string& tiny_maps() {
   static TempDir dir;
   static std::string path = [] {
-    mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
-    mimic::distill::DistillOptions o;
-    o.model_dir = mimic::test::model_with_tokenizer("gpt2-prefixed");
-    o.data = dir.file("t.txt");
-    o.samples = 8;
-    o.seq_len = 16;
+    auto o = tiny_distill(dir, dir.file("maps.safetensors"));
     o.feature_map = "hedgehog";
     o.sla = true;
     o.epochs = 3;
-    o.batch_size = 4;
-    o.val_fraction = 0.25;
-    o.progress = false;
-    o.out = dir.file("maps.safetensors");
     mimic::distill::distill(o);
     return o.out;
   }();
@@ -394,18 +400,9 @@ TEST(Convert, CliConvertsAndInfoDescribesTheAttention) {
 // refused in one line.
 TEST(Convert, AttentionOptionsAddASparseCacheToHybridMapsWithoutTraining) {
   TempDir dir;
-  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
-  mimic::distill::DistillOptions d;
-  d.model_dir = teacher();
-  d.data = dir.file("t.txt");
-  d.samples = 8;
-  d.seq_len = 16;
+  auto d = tiny_distill(dir, dir.file("hybrid.safetensors"));
   d.attention = "hybrid:window=2";
   d.epochs = 1;
-  d.batch_size = 4;
-  d.val_fraction = 0.25;
-  d.progress = false;
-  d.out = dir.file("hybrid.safetensors");
   mimic::distill::distill(d);
   const std::string base = "convert --model " + teacher() + " --maps " + d.out + " --json --out ";
   auto plain = mimic::test::mimic_cli(base + dir.file("plain"));
