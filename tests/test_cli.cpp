@@ -201,6 +201,10 @@ TEST(Cli, BadInputGivesOneLineError) {
   std::filesystem::copy(gpt2_dir(), dir.file("m"), std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
   mimic::test::write_bytes(dir.file("m/config.json"), "{\"model_type\": \"gpt2\", ");
   expect_one_line_error(mimic_cli("forward --model " + dir.file("m") + " --text hi --out " + dir.file("y.safetensors")), "config.json");
+  // a NUL byte ended the parse there and the rest was ignored (the sixth probe): refused, naming where it is
+  auto config = mimic::test::read_bytes(gpt2_dir() + "/config.json");
+  mimic::test::write_bytes(dir.file("m/config.json"), config + std::string("\0 garbage {{{", 13));
+  expect_one_line_error(mimic_cli("info " + dir.file("m")), "malformed JSON: a NUL byte at offset " + std::to_string(config.size()));
 }
 
 // Every command resolves its model arguments through one function (cli::resolve_model_dir): an unknown name is
@@ -461,6 +465,15 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"distill --record /nonexistent/r.h5 --attention hybrid:window=0 --out m.safetensors", "--attention: hybrid attention option 'window' must be an integer in [1, 65536]"},
       {"pretrain --arch gpt2 --config " + m + "/config.json --attention hybrid:window=0 --out o", "--attention: hybrid attention option 'window' must be"},
       {"pretrain --arch gpt2 --config " + m + "/config.json --attention linear:nomap --out o", "--attention: "},
+      // and from the sixth probe's (2026-11-28)
+      {"pretrain --arch gpt2 --data sotu --resume --fresh --out o", "--resume excludes --fresh"},
+      {"pretrain --arch gpt2 --data sotu --steps +2 --out o", "--steps"},
+      {"info --system --threads 1 --threads 2", "--threads is given 2 times: give it once"},
+      {"eval --model " + m + " --file ''", "--file: an empty path"},
+      {"eval --model " + m + " --data sotu --split train2", "--split: unknown split 'train2'"},
+      {"generate --model " + m + " --prompt ''", "--prompt: an empty value"},
+      {"distill --record /nonexistent/r.h5 --out " + m, "exists and is a folder: distill writes one file"},
+      {"bench train --widths mini --lengths 8 --kinds 'hybrid:window=0'", "--kinds: hybrid attention option 'window' must be"},
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);

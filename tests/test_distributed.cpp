@@ -342,6 +342,32 @@ TEST_F(Distributed, RankZeroNamesATakenPortAndAnAddressNotOfThisMachineInOneLine
   EXPECT_EQ(foreign.err.find("port in use"), std::string::npos) << foreign.err;
 }
 
+// A program at MASTER_PORT that accepts connections and never answers (here: a listening socket nobody accepts
+// from): the rank's c10d client waited on it with no timeout — 95 s with MIMIC_DIST_TIMEOUT=5 — or aborted from a
+// thread of its own (the sixth probe of 2026-11-28). It ends in one line, exit 1, soon after the timeout.
+TEST_F(Distributed, AListenerThatIsNoStoreEndsARankInOneLineSoonAfterTheTimeout) {
+  TempDir dir;
+  const int port = dist::free_port("127.0.0.1");
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  auto env = ranks_env(1, 2, port);
+  env["MIMIC_DIST_TIMEOUT"] = "1";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_with(env, tiny_pretrain(dir, dir.file("a"), 4, 5), 90);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(listener);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 1: "), std::string::npos) << r.err;
+  EXPECT_LT(took, 40);
+}
+
 TEST_F(Distributed, APeerThatNeverArrivesOrDisagreesIsAOneLineErrorWithinTheTimeout) {
   TempDir dir;
   const int port = dist::free_port("127.0.0.1");

@@ -475,10 +475,18 @@ TEST(Record, MismatchedSettingsAndDamagedFilesAreRefused) {
   mimic::test::write_bytes(dir.file("junk.h5"), "not hdf5 at all");
   EXPECT_MIMIC_ERROR(mimic::record::record(with([&](auto& x) { x.out = dir.file("junk.h5"); })), "is not an HDF5 file");
   { H5::H5File(dir.file("other.h5"), H5F_ACC_TRUNC).createGroup("x"); }
+  const auto other = mimic::test::read_bytes(dir.file("other.h5"));
   EXPECT_MIMIC_ERROR(mimic::record::record(with([&](auto& x) { x.out = dir.file("other.h5"); })), "not a mimic record file");
+  // neither is opened for writing: an empty file became an HDF5 stub before it was refused (the sixth probe)
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("other.h5")), other);
+  mimic::test::write_bytes(dir.file("empty.h5"), "");
+  EXPECT_MIMIC_ERROR(mimic::record::record(with([&](auto& x) { x.out = dir.file("empty.h5"); })), "is not an HDF5 file");
+  EXPECT_EQ(std::filesystem::file_size(dir.file("empty.h5")), 0u);
   auto bytes = mimic::test::read_bytes(o.out);
   mimic::test::write_bytes(dir.file("cut.h5"), bytes.substr(0, bytes.size() / 2));
+  // damaged: deleting it is the way out (--fresh replaces only what it can read as a record, and says so)
   EXPECT_MIMIC_ERROR(mimic::record::record(with([&](auto& x) { x.out = dir.file("cut.h5"); })), "is damaged and cannot be resumed");
+  EXPECT_MIMIC_ERROR(mimic::record::record(with([&](auto& x) { x.out = dir.file("cut.h5"); })), "delete it to record again");
   EXPECT_MIMIC_ERROR(mimic::record::RecordReader(dir.file("junk.h5")), "cannot open as HDF5");
   EXPECT_MIMIC_ERROR(mimic::parse_layers("0,7", 2), "layer 7 does not exist");
   EXPECT_MIMIC_ERROR(mimic::parse_layers("a", 2), "not a layer number");

@@ -447,7 +447,8 @@ TEST(Outputs, ATrainingCommandNeverReplacesAnotherCommandsRunFreshIncluded) {
   EXPECT_EQ(again.code, 0) << again.err;
   // nor does an export or a conversion write into a run's subfolders (the fifth probe: export into a finished run's
   // last/ left a BERT beside the run's GPT-2)
-  for (const std::string& sub : {"/last", "/step-1", "/x"}) {
+  // — at any depth (the sixth probe: RUN/step-2/deep was accepted, and the run's next fresh start removed it)
+  for (const std::string& sub : {"/last", "/step-1", "/x", "/last/deep", "/best/a/b"}) {
     auto ex = mimic::test::mimic_cli("export --model " + teacher() + " --out " + out + sub);
     EXPECT_EQ(ex.code, 1) << sub;
     EXPECT_NE(ex.err.find("lies inside the training run in "), std::string::npos) << ex.err;

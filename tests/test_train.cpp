@@ -303,13 +303,17 @@ TEST(TrainEngine, AFreshRunRemovesTheLastAndSnapshotsAnEarlierRunExported) {
   ASSERT_TRUE(std::filesystem::exists(dir.file("step-10/model.safetensors")));
   ASSERT_TRUE(std::filesystem::exists(dir.file("last")));
   std::filesystem::create_directories(dir.file("step-notes"));
+  // the user's own files inside a snapshot stay, and so does the folder that holds them (remove_all took them: the
+  // sixth probe of 2026-11-28)
+  mimic::test::write_bytes(dir.file("step-20/notes.txt"), "mine");
   auto fresh = options(dir.path().string(), 5);
   fresh.fresh = true;
   fresh.keep_last = false;
   auto again = toy.task();
   train(again, fresh);
   EXPECT_FALSE(std::filesystem::exists(dir.file("step-10")));
-  EXPECT_FALSE(std::filesystem::exists(dir.file("step-20")));
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("step-20/notes.txt")), "mine");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("step-20/model.safetensors")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("last")));
   EXPECT_TRUE(std::filesystem::exists(dir.file("step-notes")));
   EXPECT_TRUE(std::filesystem::exists(dir.file("best/model.safetensors")));

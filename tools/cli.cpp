@@ -185,11 +185,19 @@ void refuse_foreign_output(const std::string& out, OutputKind kind, const std::s
   if (out.empty()) return;
   // a training run's folder holds that run's result, its subfolders (last/, step-N/, best/) included: an export or a
   // conversion into a finished run's last/ left a BERT beside the run's GPT-2 (the fifth probe of 2026-11-27)
+  // Any folder above --out, not only its parent: a conversion into RUN/step-2/deep was accepted, and the run's next
+  // fresh start removed it (the sixth probe of 2026-11-28). A training run is known by its checkpoint, or by its log
+  // beside what it exports (a log.jsonl alone is a name anybody may use).
   if (kind != OutputKind::TrainingRun) {
-    const fs::path parent = fs::weakly_canonical(fs::absolute(out), ec).parent_path();
-    if (!ec && (fs::exists(parent / "checkpoint.safetensors", ec) || fs::exists(parent / "log.jsonl", ec)))
-      fail("--out ", out, " lies inside the training run in ", parent.string(), " (its checkpoint or log is there): that folder holds "
-           "the run's own result; choose another --out");
+    const fs::path full = fs::weakly_canonical(fs::absolute(out), ec);
+    for (fs::path up = full.parent_path(); !ec && !up.empty(); up = up.parent_path()) {
+      const bool run = fs::exists(up / "checkpoint.safetensors", ec) ||
+                       (fs::exists(up / "log.jsonl", ec) && (fs::exists(up / "last", ec) || fs::exists(up / "config.json", ec)));
+      if (run)
+        fail("--out ", out, " lies inside the training run in ", up.string(), " (its checkpoint or log is there): that folder holds "
+             "the run's own result; choose another --out");
+      if (up == up.root_path()) break;
+    }
   }
   if (!fs::is_directory(out, ec)) return;
   struct Marker {
@@ -294,6 +302,8 @@ constexpr size_t kOutputNameRoom = 32, kOutputPathRoom = 256;
 
 std::string path_problem(const std::string& path, size_t reserve_name, size_t reserve_path) {
   const size_t max_path = PATH_MAX - 1 - reserve_path, max_name = NAME_MAX - reserve_name;
+  // "" read as "no file " or "cannot open : No such file" (the sixth probe of 2026-11-28)
+  if (path.empty()) return "an empty path; give a file or folder";
   if (path.size() > max_path)
     return "the path has " + std::to_string(path.size()) + " characters; at most " + std::to_string(max_path) + " fit (PATH_MAX " +
            std::to_string(PATH_MAX) + (reserve_path ? ", less room for the files mimic writes inside it)" : ")");
@@ -341,6 +351,19 @@ CLI::Validator model_dir_arg() {
         }
       },
       "DIR|NAME");
+}
+
+CLI::Validator split_arg() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        try {
+          data::split_from_name(s);
+          return {};
+        } catch (const Error& e) {
+          return e.what();
+        }
+      },
+      "SPLIT");
 }
 
 CLI::Validator attention_spec_arg(bool student) {

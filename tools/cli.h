@@ -128,6 +128,10 @@ CLI::Validator model_dir_arg();
 // depend on the model's widths still wait for the model.
 CLI::Validator attention_spec_arg(bool student);
 
+// A corpus split (train, validation or val, test), checked while parsing: a misspelt one was refused only after the
+// model had loaded (the sixth probe of 2026-11-28).
+CLI::Validator split_arg();
+
 // Paths the file system can hold. std::filesystem throws a raw "File name too long [...]" on a path longer than
 // PATH_MAX or a name (file or folder) longer than NAME_MAX; every path option takes one of these validators, so
 // such a path is refused while parsing, in one line naming the option. out_path_arg leaves room for what mimic

@@ -95,7 +95,8 @@ void register_bench(CLI::App& app) {
   tr->add_option("--kinds", targs->options.kinds,
                  "Attention kinds besides softmax, as KIND[:key=value,...] (kinds.def), separated by ';'")
       ->delimiter(';')
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(attention_spec_arg(/*student=*/false));  // each kind, before the model is built (the sixth probe)
   tr->add_option("--tokens-per-step", targs->options.tokens_per_step, "Tokens per training step (batch = tokens / length, at least 1)")
       ->capture_default_str()
       ->transform(range::tokens(2));

@@ -2,6 +2,7 @@
 // maps (and SLA gates) to mimic a recorded softmax teacher, layer by layer; or --eval-only: the fidelity of
 // given maps (or an untrained map) on the record's held-out samples. docs/distill.md.
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 
 #include "mimic/attention/feature_map.h"
@@ -74,6 +75,11 @@ void run(DistillArgs& a) {
   // and the checkpoint folder beside it, which a run writes into and --fresh empties (the probe of 2026-11-27: a
   // teacher exported as OUT.ckpt was deleted by `distill --fresh`)
   if (!a.o.out.empty()) refuse_out_over_inputs(a.o.out + ".ckpt", inputs, "the checkpoint folder " + a.o.out + ".ckpt of --out " + a.o.out);
+  // distill writes one file: a folder (or a FIFO) under that name was found only after every layer had trained
+  // (the sixth probe of 2026-11-28)
+  if (!a.o.out.empty() && std::filesystem::exists(a.o.out) && !std::filesystem::is_regular_file(a.o.out))
+    fail("--out ", a.o.out, " exists and is ", std::filesystem::is_directory(a.o.out) ? "a folder" : "not a regular file",
+         ": distill writes one file (the maps, e.g. maps.safetensors); give a file name");
   refuse_foreign_file(a.o.out, "a distill output (feature maps)",
                       [](const auto& md) { return md.count("format") && md.at("format") == "mimic-distill-1"; });
   a.o.seed = a.common.seed;
@@ -99,7 +105,7 @@ void register_distill(CLI::App& app) {
   sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)")->check(path_arg());
   sub->add_option("--model", a->o.model_dir, "Online mode (no record file): the softmax teacher, run here")->transform(model_dir_arg());
   sub->add_option("--data", a->o.data, "Online mode: corpus all|sotu|moby-dick (with --split) or a UTF-8 text file");
-  sub->add_option("--split", a->o.split, "Online mode: split of a corpus")->capture_default_str();
+  sub->add_option("--split", a->o.split, "Online mode: split of a corpus")->capture_default_str()->check(split_arg());
   sub->add_option("--samples", a->o.samples, "Online mode: samples to take from --data")->capture_default_str()->transform(range::count(1));
   sub->add_option("--seq-len", a->o.seq_len, "Online mode: tokens per sample (default: min(256, the model's context))")->transform(range::tokens(2));
   sub->add_option("--attention", a->o.attention,

@@ -106,7 +106,7 @@ void register_generate(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   auto* sub = app.add_subcommand("generate", "Continue a prompt with a causal LM (greedy or sampled; KV cache / recurrent state)");
   sub->add_option("--model", args->model, "Model directory (GPT-2, softmax, linear or mixed attention)")->required()->transform(model_dir_arg());
-  sub->add_option("--prompt", args->prompt, "The text to continue")->required();
+  sub->add_option("--prompt", args->prompt, "The text to continue")->required()->transform(range::non_empty());
   auto* new_tokens = sub->add_option("--new-tokens", args->options.max_new_tokens, "Tokens to generate at most (fewer at EOS or when the context ends)")
                          ->capture_default_str()
                          ->transform(range::tokens(1));

@@ -127,8 +127,9 @@ void register_pretrain(CLI::App& app) {
   sub->add_option("--snapshot-every", a->o.train.snapshot_every, "Also export the model every N steps to OUT/step-N (0: never)")
       ->capture_default_str()
       ->transform(range::steps_or_zero());
-  sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
-  sub->add_flag("--fresh", a->o.train.fresh, "Ignore an existing checkpoint and start over");
+  auto* resume = sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
+  // both at once trained afresh (the sixth probe of 2026-11-28); finetune refused them already
+  sub->add_flag("--fresh", a->o.train.fresh, "Ignore an existing checkpoint and start over")->excludes(resume);
   add_common_options(*sub, a->common, Devices::Any);
   a->common.ranks = true;  // data-parallel (docs/distributed.md)
   sub->callback([a, sub]() {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include "cli.h"
@@ -33,7 +34,41 @@ std::string first_line(const char* what) {
   std::_Exit(1);
 }
 
+namespace {
+// LibTorch's allocator says "[enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: can't allocate memory:
+// you tried to allocate N bytes..." (the sixth probe of 2026-11-28): said in mimic's words, with the size.
+std::string in_mimics_words(const std::string& what) {
+  static const std::regex alloc(R"(can't allocate memory: you tried to allocate (\d+) bytes)");
+  std::smatch m;
+  if (std::regex_search(what, m, alloc)) {
+    const double gib = std::stod(m[1].str()) / (1024.0 * 1024.0 * 1024.0);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "out of memory: one tensor of %.3g GiB was asked for; give smaller sizes (lengths, batch, widths)", gib);
+    return buf;
+  }
+  return what;
+}
+
+// An exception no thread caught (LibTorch's rendezvous client threw "Connection reset by peer" from a thread of its
+// own, and the process aborted with "terminate called after throwing ...": the sixth probe): one line, exit 1.
+[[noreturn]] void on_terminate() {
+  std::string what = "an internal thread failed";
+  if (auto e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      what += ": " + first_line(x.what());
+    } catch (...) {
+    }
+  }
+  std::fprintf(stderr, "mimic: error: %s%s\n", mimic::distributed::rank_prefix().c_str(), in_mimics_words(what).c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
+  std::set_terminate(on_terminate);
   CLI::App app{"mimic: convert pretrained softmax-attention transformers (GPT-2, BERT) into linear-attention models"};
   app.name("mimic");  // the usage line says "mimic", however the binary was called
   app.require_subcommand(1);
@@ -77,8 +112,13 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    // a usage error is one line like every other error (CLI11's own output adds a "Run with --help" line)
-    std::fprintf(stderr, "mimic: error: %s (see --help)\n", first_line(e.what()).c_str());
+    // a usage error is one line like every other error (CLI11's own output adds a "Run with --help" line); an option
+    // given twice reads "--threads: At Most 1 required but received 2" in CLI11's words
+    std::string what = first_line(e.what());
+    static const std::regex twice(R"(^(-[^:]+): At Most 1 required but received (\d+)$)");
+    std::smatch m;
+    if (std::regex_match(what, m, twice)) what = m[1].str() + " is given " + m[2].str() + " times: give it once";
+    std::fprintf(stderr, "mimic: error: %s (see --help)\n", what.c_str());
     return e.get_exit_code();
   } catch (const mimic::Error& e) {
     // in a distributed run the rank leads the line: several ranks may print to one terminal
@@ -96,7 +136,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mimic: error: out of memory\n");
     end_after_error();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mimic: error: %s\n", first_line(e.what()).c_str());
+    std::fprintf(stderr, "mimic: error: %s%s\n", mimic::distributed::rank_prefix().c_str(), in_mimics_words(first_line(e.what())).c_str());
     end_after_error();
   }
   return 0;

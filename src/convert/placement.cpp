@@ -54,7 +54,8 @@ KeepSpec parse_keep_spec(const std::string& spec) {
       k.kind = KeepSpec::Kind::Share;
       k.share = *n / 100.0;
     } else {
-      MIMIC_CHECK(n && v.find('.') == std::string::npos && *n >= 1, "--keep-softmax ", spec,
+      // at most 2^31: larger values wrapped around in the cast (the sixth probe of 2026-11-28); no model has more heads
+      MIMIC_CHECK(n && v.find('.') == std::string::npos && *n >= 1 && *n <= 2147483648.0, "--keep-softmax ", spec,
                   ": expected auto:K with K a number of heads (>= 1), or auto:P% a share of the teacher's copy gain");
       k.kind = KeepSpec::Kind::Count;
       k.count = static_cast<int64_t>(*n);
@@ -69,8 +70,8 @@ KeepSpec parse_keep_spec(const std::string& spec) {
     const auto dot = item.find('.');
     std::optional<double> l, h;
     if (dot != std::string::npos) l = parse_number(item.substr(0, dot)), h = parse_number(item.substr(dot + 1));
-    MIMIC_CHECK(l && h && item.find('.', dot + 1) == std::string::npos, "--keep-softmax: '", item,
-                "' is not LAYER.HEAD (or use auto:K, auto:P%)");
+    MIMIC_CHECK(l && h && item.find('.', dot + 1) == std::string::npos && *l < 2147483648.0 && *h < 2147483648.0, "--keep-softmax: '",
+                item, "' is not LAYER.HEAD (or use auto:K, auto:P%)");
     HeadRef r{static_cast<int64_t>(*l), static_cast<int64_t>(*h)};
     MIMIC_CHECK(std::find(k.heads.begin(), k.heads.end(), r) == k.heads.end(), "--keep-softmax: head ", item, " given twice");
     k.heads.push_back(r);

@@ -31,6 +31,8 @@ nlohmann::json json_parse(const std::string& text, const std::string& where) {
     }
     return true;
   };
+  // a NUL byte ended the parse there, and the rest of the file was ignored without a word (the sixth probe)
+  if (const auto nul = text.find('\0'); nul != std::string::npos) fail(where, ": malformed JSON: a NUL byte at offset ", nul);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text, watch);

@@ -23,6 +23,10 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <cstdio>
+#include <mutex>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
 #include <map>
@@ -160,7 +164,18 @@ struct Group::Impl {
   // Every rank checks in with its rank and WORLD_SIZE; rank 0 waits for all of them, checks that they agree, and
   // writes its verdict, which the others wait for. Errors are decided in one place and every rank reports the same.
   void check_in() {
-    if (env.rank == 0) return check_in_with_store();
+    if (env.rank == 0) {
+      // rank 0's own store answering in a foreign protocol: what listens at MASTER_ADDR:MASTER_PORT is not this store
+      // (c10d said only "ready or not_ready response expected": the sixth probe of 2026-11-28)
+      try {
+        return check_in_with_store();
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception& e) {
+        fail("the rendezvous at MASTER_ADDR:MASTER_PORT = ", where(), " failed (", first_line(e.what()),
+             "): what answers there is not rank 0's store; is another program listening at that address and port?");
+      }
+    }
     try {
       check_in_with_store();
     } catch (const Error&) {
@@ -174,6 +189,11 @@ struct Group::Impl {
     const auto deadline = Clock::now() + timeout();
     const int64_t k = store->add("mimic/arrived", 1);
     store->set("mimic/arrival/" + std::to_string(k), bytes(std::to_string(env.rank) + " " + std::to_string(env.world_size)));
+    // one process more than WORLD_SIZE, after the group was complete: rank 0 has decided without it, and gloo then
+    // blamed a rank 0 that was alive (the sixth probe of 2026-11-28, two processes given RANK=1)
+    if (env.rank != 0 && k > env.world_size)
+      fail("this process checked in as number ", k, " of WORLD_SIZE=", env.world_size, " at ", where(),
+           ": another process has RANK=", env.rank, " (each rank in 0..", env.world_size - 1, " must be given to exactly one process)");
     const std::string verdict_key = "mimic/verdict";
     if (env.rank == 0) {
       std::string verdict;
@@ -304,6 +324,37 @@ struct Group::Impl {
   }
 };
 
+namespace {
+// A rendezvous c10d cannot end by itself — a program at MASTER_ADDR:MASTER_PORT that accepts and never answers: its
+// client waits on the socket with no timeout (a rank waited 95 s with MIMIC_DIST_TIMEOUT=5, the sixth probe of
+// 2026-11-28) — ends here, in one line, when the timeout and a margin have passed.
+class Watchdog {
+ public:
+  Watchdog(int64_t seconds, std::string line)
+      : thread_([this, seconds, line = std::move(line)] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (cv_.wait_for(lock, std::chrono::seconds(seconds), [this] { return done_; })) return;
+          std::fprintf(stderr, "mimic: error: %s%s\n", rank_prefix().c_str(), line.c_str());
+          std::fflush(stderr);
+          std::_Exit(1);
+        }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;  // last: it starts once the members it reads exist
+};
+}  // namespace
+
 Group::Group(const Environment& env) : impl_(std::make_unique<Impl>()) {
   impl_->env = env;
   rank_ = env.rank;
@@ -311,8 +362,13 @@ Group::Group(const Environment& env) : impl_(std::make_unique<Impl>()) {
   if (!env.distributed()) return;
   // A peer's closed socket must be an error of the write, not a SIGPIPE that kills this process silently.
   std::signal(SIGPIPE, SIG_IGN);
-  impl_->connect();
-  impl_->check_in();
+  {
+    Watchdog watchdog(2 * env.timeout_seconds + 10,
+                      "no rendezvous at MASTER_ADDR:MASTER_PORT = " + impl_->where() + " within " + std::to_string(2 * env.timeout_seconds + 10) +
+                          " s: what listens there does not answer as rank 0's store (is another program using MASTER_PORT?)");
+    impl_->connect();
+    impl_->check_in();
+  }
   impl_->create_group();
 }
 

@@ -121,7 +121,8 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   }
   const auto summary = model->summary();
   const int64_t ctx = summary.max_positions;
-  MIMIC_CHECK(o.seq_len <= ctx, "--seq-len ", o.seq_len, " exceeds the model's context of ", ctx);
+  MIMIC_CHECK(o.seq_len <= ctx, recall ? "the task's seq_len " : "--seq-len ", o.seq_len, " exceeds the model's context of ", ctx,
+              recall ? " (n_positions in --config): give a shorter task or a longer context" : "");
   if (o.attention != "softmax") {
     MIMIC_CHECK(o.init.empty(), "--attention trains a fresh model with that attention; to convert a trained one use distill + convert");
     for (int64_t l = 0; l < summary.n_layer; ++l)

@@ -19,7 +19,8 @@ namespace fs = std::filesystem;
 namespace {
 [[noreturn]] void damaged(const std::string& path, const std::string& why) {
   fail(path, " is damaged and cannot be resumed (", why,
-       "): the run that wrote it probably died while writing; delete it or pass --fresh to record again");
+       "): the run that wrote it probably died while writing; delete it to record again (--fresh replaces only a file it can "
+       "read as a record)");
 }
 // The gzip level of a dataset's deflate filter (create_rows writes shuffle + deflate, or no filter at all): 0 for none.
 int deflate_level(const H5::DataSet& ds) {
@@ -110,24 +111,34 @@ struct RecordWriter::Impl {
   void reopen(int64_t samples_asked, const std::string& data, const std::function<at::Tensor(int64_t)>& expected_ids) {
     const auto& layers = layout.layers;
     const int64_t K = layout.weights_samples, target = layout.target;
+    // Nothing but a record is opened for writing: an empty file opened read-write became an HDF5 stub before the
+    // format check refused it (the sixth probe of 2026-11-28), so the signature and the format are read first, the
+    // file opened read-only.
+    bool hdf5 = false;
     try {
-      file = std::make_unique<H5::H5File>(out, H5F_ACC_RDWR);
-    } catch (const H5::Exception& e) {
-      std::string why = h5_error_text(e);
-      bool hdf5 = false;
-      try {
-        hdf5 = H5::H5File::isHdf5(out);
-      } catch (const H5::Exception&) {
-      }
-      if (!hdf5) fail(out, " exists and is not an HDF5 file (not a mimic record); use another --out");
-      if (why.find("already open") != std::string::npos || why.find("another process is writing it") != std::string::npos)
-        fail(out, " is in use (open in another process or handle: ", why, ")");
-      damaged(out, "HDF5 cannot open it: " + why);
+      hdf5 = H5::H5File::isHdf5(out);
+    } catch (const H5::Exception&) {
     }
+    if (!hdf5) fail(out, " exists and is not an HDF5 file (not a mimic record); use another --out");
+    auto open = [&](unsigned mode) {
+      try {
+        return std::make_unique<H5::H5File>(out, mode);
+      } catch (const H5::Exception& e) {
+        std::string why = h5_error_text(e);
+        if (why.find("already open") != std::string::npos || why.find("another process is writing it") != std::string::npos)
+          fail(out, " is in use (open in another process or handle: ", why, ")");
+        damaged(out, "HDF5 cannot open it: " + why);
+      }
+    };
     try {
-      auto fmt = read_attr(*file, "format");
+      auto fmt = read_attr(*open(H5F_ACC_RDONLY), "format");
       MIMIC_CHECK(fmt == kFormat, out, " is not a mimic record file (attribute format is ", show(fmt), ", expected \"", kFormat,
                   "\"); use another --out");
+    } catch (const H5::Exception& e) {
+      damaged(out, "HDF5: " + h5_error_text(e));
+    }
+    file = open(H5F_ACC_RDWR);
+    try {
       for (const auto& [k, v] : layout.settings) {
         auto have = read_attr(*file, k);
         if (k == "network" && have.is_null()) continue;  // files recorded before it was kept resume as before

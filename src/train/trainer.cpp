@@ -20,6 +20,7 @@
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/io/safetensors.h"
+#include "mimic/models/model.h"
 
 namespace mimic::train {
 
@@ -136,11 +137,17 @@ void remove_earlier_exports(const std::string& out_dir) {
     const std::string name = e.path().filename().string();
     if (name == "last" || (e.is_directory() && !e.is_symlink() && std::regex_match(name, snapshot))) gone.push_back(e.path());
   }
+  // Only what mimic wrote there goes (a model's files); a folder left empty goes too. Files of the user's own in
+  // last/ or step-N/ stay, and so do folders that hold them: remove_all took notes and whatever an export had put
+  // inside (the sixth probe of 2026-11-28).
   for (const auto& p : gone) {
-    if (fs::is_symlink(p))
+    std::error_code ec;
+    if (fs::is_symlink(p)) {
       fs::remove(p);
-    else
-      fs::remove_all(p);
+      continue;
+    }
+    models::remove_model_files(p.string());
+    if (fs::is_empty(p, ec)) fs::remove(p, ec);
   }
 }
 
@@ -258,8 +265,12 @@ void append_log(const std::string& path, const nlohmann::json& j) {
 void check_same_settings(distributed::Group& group, const nlohmann::json& mine) {
   const std::string what = "comparing the ranks' settings";
   const auto lead = json_parse(group.broadcast(mine.dump(), what), "rank 0's settings");
-  const auto d = json_first_difference(lead, mine);
-  const std::string diff = d ? d->key + ": " + d->first + " on rank 0, " + d->second + " here" : "";
+  // the command first: ranks running pretrain and finetune differed first in "arch" by the keys' order (sixth probe)
+  std::string diff;
+  if (lead.value("command", nlohmann::json()) != mine.value("command", nlohmann::json()))
+    diff = "the command: " + lead.value("command", nlohmann::json()).dump() + " on rank 0, " + mine.value("command", nlohmann::json()).dump() + " here";
+  else if (const auto d = json_first_difference(lead, mine))
+    diff = d->key + ": " + d->first + " on rank 0, " + d->second + " here";
   const auto differing = std::llround(group.average(diff.empty() ? 0.0 : 1.0, what) * group.size());
   if (differing == 0) return;
   if (!diff.empty())
@@ -315,6 +326,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
                      {"keep_last", o.keep_last}, {"log_every", o.log_every},               {"end_at", o.end_at},
                      {"fresh", o.fresh}});
     settings.update(o.rank_settings);
+    if (!o.command.empty()) settings["command"] = o.command;
     check_same_settings(group, settings);
   }
   // A rank-local job of a rank other than 0 (distill's layers) writes inside the folder rank 0 holds for the whole
