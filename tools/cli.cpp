@@ -189,10 +189,23 @@ void refuse_foreign_output(const std::string& out, OutputKind kind, const std::s
   // fresh start removed it (the sixth probe of 2026-11-28). A training run is known by its checkpoint, or by its log
   // beside what it exports (a log.jsonl alone is a name anybody may use).
   if (kind != OutputKind::TrainingRun) {
+    // Above the parent, only a checkpoint of mimic's training format counts (a file named checkpoint.safetensors, or a
+    // log.jsonl, in a home folder must not block every output below it).
     const fs::path full = fs::weakly_canonical(fs::absolute(out), ec);
-    for (fs::path up = full.parent_path(); !ec && !up.empty(); up = up.parent_path()) {
-      const bool run = fs::exists(up / "checkpoint.safetensors", ec) ||
-                       (fs::exists(up / "log.jsonl", ec) && (fs::exists(up / "last", ec) || fs::exists(up / "config.json", ec)));
+    const fs::path parent = full.parent_path();
+    auto training_checkpoint = [](const fs::path& dir) {
+      std::error_code e;
+      if (!fs::is_regular_file(dir / "checkpoint.safetensors", e)) return false;
+      try {
+        const auto md = io::SafeTensorsFile::open((dir / "checkpoint.safetensors").string()).metadata();
+        return md.count("format") && md.at("format") == "mimic-train-checkpoint-1";
+      } catch (const Error&) {
+        return false;
+      }
+    };
+    for (fs::path up = parent; !ec && !up.empty(); up = up.parent_path()) {
+      const bool run = up == parent ? fs::exists(up / "checkpoint.safetensors", ec) || fs::exists(up / "log.jsonl", ec)
+                                    : training_checkpoint(up);
       if (run)
         fail("--out ", out, " lies inside the training run in ", up.string(), " (its checkpoint or log is there): that folder holds "
              "the run's own result; choose another --out");

@@ -53,7 +53,12 @@ std::string in_mimics_words(const std::string& what) {
 // own, and the process aborted with "terminate called after throwing ...": the sixth probe): one line, exit 1.
 [[noreturn]] void on_terminate() {
   std::string what = "an internal thread failed";
-  if (auto e = std::current_exception()) {
+  auto e = std::current_exception();
+  if (!e) {  // no exception: a defect (a joinable thread destroyed, ...): said, then the abort and its core dump kept
+    std::fputs("mimic: error: internal error: std::terminate without an exception\n", stderr);
+    std::abort();
+  }
+  {
     try {
       std::rethrow_exception(e);
     } catch (const std::exception& x) {

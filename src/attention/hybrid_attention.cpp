@@ -393,6 +393,8 @@ at::Tensor hybrid_attention(const at::Tensor& q, const at::Tensor& k, const at::
   if (o.causal && o.cache > 0 && !state) return hybrid_quadratic(q, k, v, f, scale, o, mask);  // the cache's form (sparse_cache.h)
   if (o.causal) return hybrid_chunked(q, k, v, f, scale, o, mask, state);
   MIMIC_CHECK(!state, "hybrid attention: a recurrent state needs causal attention");
+  MIMIC_CHECK(o.cache == 0, "hybrid attention: the sparse cache is for causal attention only (a bidirectional query reads keys no "
+              "selection has seen); leave cache out for this model");
   return hybrid_bidirectional(q, k, v, f, scale, o, mask);
 }
 

@@ -74,7 +74,8 @@ at::Tensor sparse_cache_selection(const at::Tensor& k, const at::Tensor& v, cons
     auto top = order.narrow(2, 0, c.size);
     if (order.size(2) > c.size) {  // the rest of the order is written into the state
       auto rest = order.narrow(2, c.size, order.size(2) - c.size);
-      auto kw = rows_of(kf, cand.gather(2, rest)) * ok.gather(2, rest).to(v.dtype()).unsqueeze(-1);
+      auto kw = rows_of(kf, cand.gather(2, rest));
+      kw = torch::where(ok.gather(2, rest).unsqueeze(-1), kw, torch::zeros_like(kw));  // (not a product: inf · 0 is NaN)
       S = S + torch::matmul(kw.transpose(-1, -2), rows_of(vd, cand.gather(2, rest)));
       z = z + kw.sum(2);
     }

@@ -143,8 +143,16 @@ struct Group::Impl {
     log_level = kFatal;
     // What can be told before c10d tries is told in mimic's words: its own messages for these were a blamed port
     // ("is the port in use?" for an address not of this machine) or "ready or not_ready response expected" (F8).
-    if (const auto why = unresolved_address(env.master_addr); !why.empty())
-      fail("MASTER_ADDR ", env.master_addr, " does not resolve (", why, "): give the name or IP address of rank 0's machine");
+    // A name may resolve only later (a cluster's service for rank 0 appears after its workers start): retried until
+    // the timeout, as c10d retries its connection.
+    for (const auto until = Clock::now() + timeout();;) {
+      const auto why = unresolved_address(env.master_addr);
+      if (why.empty()) break;
+      if (Clock::now() > until)
+        fail("MASTER_ADDR ", env.master_addr, " does not resolve (", why, ") within ", env.timeout_seconds,
+             " s (MIMIC_DIST_TIMEOUT): give the name or IP address of rank 0's machine");
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
     if (env.rank == 0)
       if (const auto why = port_taken(env.master_port); !why.empty())
         fail("MASTER_PORT ", env.master_port, " is taken on this machine (", why, "): another run or program listens there; give each run its own MASTER_PORT");

@@ -97,6 +97,8 @@ int remove_stale_temporaries(const std::string& dir) {
 }
 
 void fail_writing(const std::string& path, int err) {
+  // errno as a stream left it may come from a call after the failing write: only a write's own causes are trusted
+  if (err != ENOSPC && err != EDQUOT && err != EFBIG && err != EIO && err != EROFS && err != EBADF) err = 0;
   if (err == 0 || err == EIO) {
     // a stream reports only that it failed: a folder with no space left names the cause the system would have
     const fs::path target(path);

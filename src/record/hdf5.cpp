@@ -57,10 +57,13 @@ std::string h5_error_words(const std::string& inner_text, const std::string& out
     if (const auto e = inner.find("errno = "); e != std::string::npos) code = std::atoi(inner.c_str() + e + 8);
     // HDF5 locks a file it writes (flock): a second writer — another process, or the same file through a hard
     // link, which mimic's per-name output lock cannot see — hears EAGAIN, which alone read as a damaged file (F11)
-    const bool locked = inner.rfind("unable to lock file", 0) == 0 && (code == EAGAIN || code == EWOULDBLOCK);
+    const bool locked = inner.rfind("unable to lock file", 0) == 0;
     inner = code == ENOSPC || code == EDQUOT ? "the disk is full (" + system + ")"
-            : locked                        ? "another process is writing it (HDF5's file lock: " + system + ")"
-                                            : system;
+            : locked && (code == EAGAIN || code == EWOULDBLOCK)
+                ? "another process is writing it (HDF5's file lock: " + system + ")"
+            : locked ? "another process is writing it, or the file system refuses HDF5's file lock (" + system +
+                           "; HDF5_USE_FILE_LOCKING=FALSE turns the lock off)"
+                     : system;
   }
   if (inner.empty()) return outer;
   return outer.empty() ? inner : inner + " (" + outer + ")";

@@ -344,12 +344,22 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
     const fs::path dir = fs::path(o.out_dir) / "last";
     std::error_code ec;
     if (o.link_last_to_best && last_is_best && task.evaluate) {
-      fs::remove_all(dir, ec);  // a last/ of an earlier stage of this run, or an old link (remove_all does not follow it)
-      fs::create_directory_symlink(".", dir);
-    } else {
-      if (fs::is_symlink(dir)) fs::remove(dir);
-      task.export_model(dir.string());
+      // a last/ of an earlier stage of this run (its model files; the user's own stay, and then so does the folder), or
+      // an old link
+      if (fs::is_symlink(dir)) {
+        fs::remove(dir, ec);
+      } else if (fs::is_directory(dir)) {
+        models::remove_model_files(dir.string());
+        if (fs::is_empty(dir, ec)) fs::remove(dir, ec);
+      }
+      if (!fs::exists(fs::symlink_status(dir))) {
+        fs::create_directory_symlink(".", dir);
+        return;
+      }
+      // the user's files keep the folder: the model is exported into it instead of a link
     }
+    if (fs::is_symlink(dir)) fs::remove(dir);
+    task.export_model(dir.string());
   };
 
   AdamW opt(task.params, o.adam);
