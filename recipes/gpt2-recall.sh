@@ -12,6 +12,8 @@
 #   that the per-head KL placement runs at, beside the probe; default KS, "" for none), WINDOW=64,
 #   STUDENTS="hedgehog hybrid" (any of hedgehog, hybrid, delta), STAGE2S="lm kd" (the second stages to run: either or both),
 #   KD_COPY=0.5, PASSKEY_LENGTHS=128,256,512, PASSKEY_TRIALS=100, STATE_AT=512;
+#   CACHES="128": LoLA's sparse cache sizes λ added to the hybrid student at K=0 (convert --attention-options cache=λ,
+#   training-free; then the second stages with the cache in the loop), "" for none;
 #   the probe's calibration (lib.sh): PROBE_SEGMENTS=16 PROBE_LEN=128 PROBE_PASSKEYS=8 PROBE_PASSKEY_LEN=256 PROBE_LEADERS=16 PROBE_LM_WINDOWS=4
 MODEL=${1:-gpt2-mini}
 SCALE=${SCALE:-quick}
@@ -68,9 +70,19 @@ stage2() {
     state "$1-$s" "$OUT/$1-$s"
   done
 }
+CACHES=${CACHES-128}
+# cached STUDENT: whether the sparse-cache rows run for it (the hybrid kind alone has the cache)
+cached() { [[ $1 == hybrid* && -n $CACHES ]]; }
 for st in "${students[@]}"; do
   convert_only "$st-k0" "$MODEL" "$st"
   stage2 "$st-k0"
+  # No softmax head and a state that does not grow: the K=0 hybrid with a sparse cache of λ keys per head (issue 34)
+  if cached "$st"; then
+    for c in $CACHES; do
+      convert_only "$st-k0-c$c" "$MODEL" "$st" --attention-options "cache=$c"
+      stage2 "$st-k0-c$c"
+    done
+  fi
   # The probe once, for the largest K: its greedy steps are the same for every smaller K (each step measures with the
   # heads chosen before kept), so K < max keeps the first K heads it chose.
   convert_only "$st-probe$kmax" "$MODEL" "$st" --keep-softmax "auto:$kmax" "${probe[@]}"
@@ -102,6 +114,7 @@ for st in "${students[@]}"; do
   for s in "${stages[@]}"; do
     label=$([[ $s == lm ]] && echo "LM" || echo "KD+copy")
     row "$st" - 0 "$label" "$st-k0-$s"
+    if cached "$st"; then for c in $CACHES; do row "$st, cache $c" - 0 "$label" "$st-k0-c$c-$s"; done; fi
     for k in $KS; do
       row "$st" probe "$k" "$label" "$st-probe$k-$s"
       if has_kl "$st" "$k"; then row "$st" kl "$k" "$label" "$st-kl$k-$s"; fi
@@ -112,6 +125,7 @@ echo
 echo "before any finetuning (copy gain of the converted models):"
 for st in "${students[@]}"; do
   line="  $st: K=0 $(gain "$st-k0-converted")"
+  if cached "$st"; then for c in $CACHES; do line+=", with a cache of $c $(gain "$st-k0-c$c-converted")"; done; fi
   for k in $KS; do
     line+="; K=$k probe $(gain "$st-probe$k-converted")"
     if has_kl "$st" "$k"; then line+=", kl $(gain "$st-kl$k-converted")"; fi
@@ -136,6 +150,14 @@ for st in "${students[@]}"; do
     done | jq -s .)
     series=$(jq --arg n "$p, $st" --argjson pts "$pts" '. + [{name: $n, points: $pts}]' <<<"$series")
   done
+  if cached "$st"; then  # K=0 with the sparse cache, by its size
+    pts=$(for c in $CACHES; do
+      tag="$st-k0-c$c-kd"
+      jq -n --arg c "cache $c" --argjson x "$(get "$OUT/state-$tag.json" '.rows[0].state_bytes / 1000')" \
+        --argjson y "$(get "$OUT/copy-$tag.json" .model.copy_gain)" --argjson t "$teacher_gain" '{x: $x, y: ($y / $t), label: $c}'
+    done | jq -s .)
+    series=$(jq --arg n "sparse cache, $st" --argjson pts "$pts" '. + [{name: $n, points: $pts}]' <<<"$series")
+  fi
 done
 jq -n --argjson s "$series" --arg at "$STATE_AT" '{title: "Decoding state against the copy gain kept (second stage: KD + copy)",
   x_label: ("decoding state after " + $at + " tokens (kB)"), y_label: "copy gain, share of the teacher'"'"'s", x_log: true,

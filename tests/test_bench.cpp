@@ -279,8 +279,8 @@ TEST(BenchGenerate, HybridModelDirectoryReportsItsKernelCachesFlatInThePrompt) {
     auto x = torch::randn({1, kHeads, 3, kHeadDim});
     kernel->forward_cached(x, x, x, ctx, *cache);
   }
-  const int64_t F = 2 * kHeadDim;  // hedgehog
-  EXPECT_EQ(cache->bytes(), kHeads * (w * (kHeadDim + kHeadDim + F) + F * kHeadDim + F + 1) * 4);
+  const int64_t F = 2 * kHeadDim;  // hedgehog: its features depend on the key alone, so the ring keeps keys and values only
+  EXPECT_EQ(cache->bytes(), kHeads * (w * (kHeadDim + kHeadDim) + F * kHeadDim + F + 1) * 4);
 
   for (int i = 0; i < 2; ++i) {
     const auto& row = r.rows[i];
@@ -291,10 +291,10 @@ TEST(BenchGenerate, HybridModelDirectoryReportsItsKernelCachesFlatInThePrompt) {
     EXPECT_TRUE(row.same_tokens) << "prompt " << row.prompt;                        // recurrent = parallel recompute
     EXPECT_GT(row.recurrent_tps, 0);
   }
-  // the all-linear variant keeps the same linear state without the ring of w keys, values and key features
+  // the all-linear variant keeps the same linear state without the ring of w keys and values
   for (int i = 2; i < 4; ++i) {
     EXPECT_EQ(r.rows[i].attention, "linear hedgehog (untrained)");
-    EXPECT_EQ(r.rows[i - 2].state_bytes - r.rows[i].state_bytes, kLayers * kHeads * w * (kHeadDim + kHeadDim + F) * 4);
+    EXPECT_EQ(r.rows[i - 2].state_bytes - r.rows[i].state_bytes, kLayers * kHeads * w * (kHeadDim + kHeadDim) * 4);
   }
   auto j = mimic::bench::to_json(r);
   EXPECT_EQ(j["rows"][0]["attention"], "hybrid (as loaded)");
@@ -399,7 +399,7 @@ TEST(BenchGenerate, LinearAndHybridStatesAreFlatInTheContextWhileTheKvCacheGrows
     const int64_t context = r.rows[k].prompt + 1;  // the prompt and one fed token
     EXPECT_EQ(r.rows[k].state_bytes, layers * 2 * B * context * heads * hd * 4);
     EXPECT_EQ(r.rows[2 + k].state_bytes, layers * B * heads * (F * hd + F + 1) * 4);
-    EXPECT_EQ(r.rows[4 + k].state_bytes, layers * B * heads * (w * (hd + hd + F) + F * hd + F + 1) * 4);
+    EXPECT_EQ(r.rows[4 + k].state_bytes, layers * B * heads * (w * (hd + hd) + F * hd + F + 1) * 4);  // keys, not their features
   }
   EXPECT_EQ(r.rows[1].state_bytes, r.rows[0].state_bytes * 601 / 17);
 }

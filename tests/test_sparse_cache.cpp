@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "mimic/attention/distillable.h"
 #include "mimic/attention/hybrid_attention.h"
 #include "mimic/attention/hybrid_kernel.h"
 #include "mimic/attention/kinds.h"
@@ -180,6 +181,59 @@ TEST(SparseCache, TheQuadraticFormComputesTheReferenceForwardAndBackward) {
       }
 }
 
+// The chunked form (the kernel's whole-sequence forward) computes the quadratic form's output and gradients —
+// which the test above holds to the reference — for both schedules and a chunk that does not divide T, plain and
+// log-space features, with padded keys, the exact window scale and an affine linear weight.
+TEST(SparseCache, TheChunkedFormComputesTheQuadraticFormForwardAndBackward) {
+  const int64_t B = 2, H = 2, T = 14, D = 4, F = 5;
+  struct Case {
+    int64_t every, size, window;
+    bool log_space, padded, exact, affine;
+  };
+  for (const Case c : {Case{1, 2, 3, true, false, false, false}, Case{1, 5, 1, false, false, false, false},
+                       Case{3, 2, 3, true, true, false, false}, Case{4, 5, 2, false, false, true, false},
+                       Case{4, 0, 3, true, false, false, true}, Case{5, 3, 4, true, true, true, true},
+                       Case{2, 20, 3, false, false, false, false}}) {
+    SCOPED_TRACE("every " + std::to_string(c.every) + ", size " + std::to_string(c.size) + ", window " + std::to_string(c.window) +
+                 (c.log_space ? ", log space" : "") + (c.padded ? ", padded" : "") + (c.exact ? ", exact" : "") +
+                 (c.affine ? ", affine" : ""));
+    auto in = inputs(B, H, T, D, F, 40 + static_cast<uint64_t>(c.every * 10 + c.size));
+    Features f{c.log_space ? in.fq : in.fq.exp(), c.log_space ? in.fk : in.fk.exp(), c.log_space};
+    auto o = hybrid(c.window, H);
+    o.cache = c.size;
+    o.cache_every = c.every;
+    o.exact = c.exact;
+    if (c.affine) o.linear_weight = 1 - o.window_weight;
+    at::Tensor mask;
+    if (c.padded) {  // the second sequence's first three and last two tokens are padding
+      mask = torch::ones({B, T}, torch::kBool);
+      mask[1].narrow(0, 0, 3).fill_(false);
+      mask[1].narrow(0, T - 2, 2).fill_(false);
+    }
+    // (the selection's output for any λ, 0 included: with λ = 0 and a chunk of several queries the pending keys are exact)
+    auto expect = hybrid_quadratic_with(in.q, in.k, in.v, f, 0.5, o, mask, sparse_cache_selection(in.k, in.v, f, o, mask));
+    auto out = hybrid_cache_chunked(in.q, in.k, in.v, f, 0.5, o, mask);
+    auto real = c.padded ? mask.view({B, 1, T, 1}).to(torch::kDouble) : torch::ones({B, 1, T, 1}, torch::kDouble);
+    EXPECT_LT(max_diff(out * real, expect * real), 1e-12);
+    auto weights = torch::randn_like(out) * real;
+    // (the graph is kept: both forms read the same features, exp(log φ) in plain space)
+    auto grads = torch::autograd::grad({(out * weights).sum()}, {in.q, in.k, in.v, in.fq, in.fk}, {}, /*retain_graph=*/true);
+    auto expect_grads = torch::autograd::grad({(expect * weights).sum()}, {in.q, in.k, in.v, in.fq, in.fk});
+    for (size_t x = 0; x < grads.size(); ++x) EXPECT_LT(max_diff(grads[x], expect_grads[x]), 1e-10) << "input " << x;
+  }
+  // the kernel's whole-sequence forward is this form
+  torch::manual_seed(5);
+  auto att = make_attention_kernel("hybrid", {{"feature_map", "hedgehog"}, {"window", 3}, {"cache", 2}, {"cache_every", 2}}, 2, 4);
+  att->to(torch::kDouble);
+  auto in = inputs(2, 2, 16, 4, 4, 9);
+  AttentionContext ctx;
+  ctx.causal = true;
+  ctx.scale = 0.5;
+  at::Tensor weights;
+  auto quadratic = std::dynamic_pointer_cast<DistillableKernel>(att)->forward_quadratic(in.q, in.k, in.v, ctx, &weights);
+  EXPECT_LT(max_diff(att->forward(in.q, in.k, in.v, ctx), quadratic), 1e-12);
+}
+
 // No cache and a selection at every position: nothing beyond the window is exact (hybrid attention). A cache with
 // room for every key: softmax attention (σ cancels in the one denominator).
 TEST(SparseCache, WithoutACacheItIsHybridAttentionAndWithRoomForEveryKeySoftmax) {
@@ -239,6 +293,89 @@ TEST(SparseCache, DecodingStepByStepComputesTheQuadraticFormWithAStateOfFixedSiz
                      "does not match the options' (3)");
   o.cache = 2;
   EXPECT_MIMIC_ERROR(hybrid_chunked(in.q.detach(), in.k.detach(), in.v.detach(), f, 0.5, o, at::Tensor()), "no sparse cache");
+}
+
+// In log space, a key far above the earlier ones (here 120 nats, beyond float32's range below 1) must not change
+// the choices made before it arrived: the selection keeps a running constant for its state, as the step does, so in
+// float32 both cache the same keys at every token, and the chunked form (running constants too) decodes the step's
+// rows. (With one constant over the whole sequence, every key before the late one underflowed to 0 in the state,
+// the predictions were 0, and the selection cached the largest values; the quadratic form, one constant per call
+// for its linear terms, loses the earlier rows' window terms in float32 here, so it is no reference for this case.)
+TEST(SparseCache, AKeyFarAboveTheEarlierOnesLeavesTheSelectionAsDecodingMakesIt) {
+  const int64_t H = 2, T = 24, D = 4, F = 5, w = 3, late = 17;
+  auto in = inputs(1, H, T, D, F, 21);
+  torch::NoGradGuard no_grad;
+  auto fl = [](const at::Tensor& x) { return x.detach().to(torch::kFloat); };
+  auto q = fl(in.q), k = fl(in.k), v = fl(in.v), fq = fl(in.fq), fk = fl(in.fk);
+  fk.narrow(2, late, 1).add_(120.0);
+  Features f{fq, fk, true};
+  auto o = hybrid(w, H);
+  o.window_weight = o.window_weight.to(torch::kFloat);
+  o.cache = 3;
+  auto sel = sparse_cache_selection(k, v, f, o, at::Tensor());
+  auto expect = hybrid_cache_chunked(q, k, v, f, 0.5, o, at::Tensor());
+  HybridState state;
+  for (int64_t t = 0; t < T; ++t) {
+    auto at = [&](const at::Tensor& x) { return x.narrow(2, t, 1); };
+    auto row = hybrid_step(at(q), at(k), at(v), Features{at(fq), at(fk), true}, 0.5, o, state);
+    for (int64_t h = 0; h < H; ++h) {
+      std::vector<int64_t> stepped, selected;
+      for (int64_t c = 0; c < state.cached; ++c) stepped.push_back(state.cpos[0][h][c].item<int64_t>());
+      std::sort(stepped.begin(), stepped.end());
+      for (int64_t j = 0; j <= t - w; ++j)
+        if (sel[0][h][t][j].item<bool>()) selected.push_back(j);
+      EXPECT_EQ(stepped, selected) << "token " << t << ", head " << h;
+    }
+    EXPECT_LT(max_diff(row, expect.narrow(2, t, 1)), 1e-4) << "token " << t;
+  }
+}
+
+// A state of keys only (opts.key_features: the features of a key computed again when it leaves the window or is
+// scored for the cache) decodes the rows a state with the key features stored decodes — after a prompt run by the
+// chunked form too — in (w + λ)·F fewer numbers per head; a state continues only under the options that made it.
+TEST(SparseCache, AStateOfKeysOnlyDecodesTheSameRowsAsOneThatStoresTheirFeatures) {
+  const int64_t B = 2, H = 2, T = 20, D = 4, F = 5, w = 3;
+  for (const int64_t size : {0, 3})
+    for (const bool log_space : {false, true}) {
+      SCOPED_TRACE("size " + std::to_string(size) + (log_space ? ", log space" : ""));
+      auto in = inputs(B, H, T, D, F, 31 + static_cast<uint64_t>(size));
+      torch::NoGradGuard no_grad;
+      auto W = torch::randn({D, F}, torch::kDouble);
+      auto phi = [W, log_space](const at::Tensor& k) { return log_space ? torch::tanh(k.matmul(W)) : torch::tanh(k.matmul(W)).exp(); };
+      auto q = in.q.detach(), k = in.k.detach(), v = in.v.detach();
+      Features f{log_space ? in.fq.detach() : in.fq.detach().exp(), phi(k), log_space};
+      auto stored = hybrid(w, H);
+      stored.cache = size;
+      auto keys_only = stored;
+      keys_only.key_features = phi;
+      auto expect = hybrid_quadratic(q, k, v, f, 0.5, stored, at::Tensor());
+      HybridState a, b;
+      const int64_t prompt = size == 0 ? 5 : 0;  // the chunked form has no cache: with one, every token is a step
+      if (prompt > 0) {
+        auto sl = [&](const at::Tensor& x) { return x.narrow(2, 0, prompt); };
+        auto ra = hybrid_chunked(sl(q), sl(k), sl(v), Features{sl(f.q), sl(f.k), log_space}, 0.5, stored, at::Tensor(), &a);
+        auto rb = hybrid_chunked(sl(q), sl(k), sl(v), Features{sl(f.q), sl(f.k), log_space}, 0.5, keys_only, at::Tensor(), &b);
+        EXPECT_LT(max_diff(rb, ra), 1e-12);
+        EXPECT_FALSE(b.fk.defined());
+      }
+      for (int64_t t = prompt; t < T; ++t) {
+        auto at = [&](const at::Tensor& x) { return x.narrow(2, t, 1); };
+        auto ra = hybrid_step(at(q), at(k), at(v), Features{at(f.q), at(f.k), log_space}, 0.5, stored, a);
+        auto rb = hybrid_step(at(q), at(k), at(v), Features{at(f.q), at(f.k), log_space}, 0.5, keys_only, b);
+        EXPECT_LT(max_diff(rb, ra), 1e-12) << "token " << t;
+        EXPECT_LT(max_diff(rb, expect.narrow(2, t, 1)), 1e-12) << "token " << t;
+        EXPECT_EQ(hybrid_state_bytes(a) - hybrid_state_bytes(b), B * H * (w + size) * F * 8) << "token " << t;
+      }
+      // a copy of a state of keys only is one too
+      auto c = hybrid_state_copy(b);
+      EXPECT_FALSE(c.fk.defined() || c.cfk.defined());
+      EXPECT_MIMIC_ERROR(hybrid_step(q.narrow(2, 0, 1), k.narrow(2, 0, 1), v.narrow(2, 0, 1),
+                                     Features{f.q.narrow(2, 0, 1), f.k.narrow(2, 0, 1), log_space}, 0.5, stored, b),
+                         "the state keeps keys only, and these options have no key_features");
+      EXPECT_MIMIC_ERROR(hybrid_step(q.narrow(2, 0, 1), k.narrow(2, 0, 1), v.narrow(2, 0, 1),
+                                     Features{f.q.narrow(2, 0, 1), f.k.narrow(2, 0, 1), log_space}, 0.5, keys_only, a),
+                         "the state keeps key features, and these options compute them");
+    }
 }
 
 // What the selection keeps: the one key whose value the state cannot return. All keys share one feature vector,

@@ -40,6 +40,9 @@ class FeatureMapImpl : public torch::nn::Module {
   virtual Sign sign() const = 0;
   // Called once per attention call before q and k are mapped (random-feature maps redraw here).
   virtual void begin_pass() {}
+  // Whether a key's features are a function of the key alone — not of its position (cosformer) nor of the pass
+  // (performer redrawing): a decoding state may then keep keys only and compute their features again when needed.
+  virtual bool of_key_alone() const { return true; }
   const FeatureMapSpec& spec() const { return spec_; }
 
  protected:

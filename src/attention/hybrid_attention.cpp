@@ -6,14 +6,13 @@
 #include <limits>
 #include <vector>
 
+#include "mimic/attention/hybrid_parts.h"
 #include "mimic/attention/sparse_cache.h"
 #include "mimic/core/error.h"
 
 namespace mimic::attention {
 
-namespace {
-
-constexpr double kInf = std::numeric_limits<double>::infinity();
+namespace hybrid_parts {
 
 void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, const HybridOptions& o,
                   const at::Tensor& mask) {
@@ -44,7 +43,6 @@ at::Tensor key_valid(const at::Tensor& mask, int64_t b, int64_t t, const at::Ten
   return mask.defined() ? mask.to(torch::kBool) : torch::ones({b, t}, like.dtype(torch::kBool));
 }
 
-// Pads dimension `dim` of x with n zeros in front (n > 0) or behind (n < 0).
 at::Tensor pad(const at::Tensor& x, int64_t dim, int64_t n) {
   if (n == 0) return x;
   auto shape = x.sizes().vec();
@@ -52,6 +50,31 @@ at::Tensor pad(const at::Tensor& x, int64_t dim, int64_t n) {
   auto z = torch::zeros(shape, x.options());
   return n > 0 ? torch::cat({z, x}, dim) : torch::cat({x, z}, dim);
 }
+
+at::Tensor combine(const at::Tensor& wnum, const at::Tensor& wden, const at::Tensor& wshift, const std::vector<LinearSums>& parts,
+                   const at::Tensor& lambda) {
+  const int64_t dv = wnum.size(-1);
+  auto c = wshift;
+  for (const auto& p : parts) c = torch::maximum(c, p.shift.to(wden.dtype()));
+  auto wscale = (wshift - c).exp();
+  auto num = wnum * wscale, den = wden * wscale;
+  for (const auto& p : parts) {
+    auto lin = p.numden.to(wnum.dtype()) * (p.shift.to(wden.dtype()) - c).exp();
+    if (lambda.defined()) lin = lin * per_head(lambda, lin, 4);
+    num = num + lin.narrow(-1, 0, dv);
+    den = den + lin.narrow(-1, dv, 1);
+  }
+  return num / torch::where(den == 0, torch::ones_like(den), den);
+}
+
+}  // namespace hybrid_parts
+
+namespace {
+
+using namespace hybrid_parts;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+
 
 // The window part: query i reads keys K[i … i+span−1] (K holds T+span−1 positions, `valid` [B, T+span−1]).
 // Blocks of c queries against their band of c+span−1 keys. Returns Σ σ exp(s − M) v [B, H, T, D] and Σ σ exp(s − M) [B, H, T, 1].
@@ -81,23 +104,6 @@ std::pair<at::Tensor, at::Tensor> window_sums(const at::Tensor& q, const at::Ten
   return {num, den};
 }
 
-// Window sums (true value exp(wshift)·sums) and linear sums (true value exp(shift)·numden, scaled by λ) brought to
-// one scale and divided.
-at::Tensor combine(const at::Tensor& wnum, const at::Tensor& wden, const at::Tensor& wshift, const std::vector<LinearSums>& parts,
-                   const at::Tensor& lambda) {
-  const int64_t dv = wnum.size(-1);
-  auto c = wshift;
-  for (const auto& p : parts) c = torch::maximum(c, p.shift.to(wden.dtype()));
-  auto wscale = (wshift - c).exp();
-  auto num = wnum * wscale, den = wden * wscale;
-  for (const auto& p : parts) {
-    auto lin = p.numden.to(wnum.dtype()) * (p.shift.to(wden.dtype()) - c).exp();
-    if (lambda.defined()) lin = lin * per_head(lambda, lin, 4);
-    num = num + lin.narrow(-1, 0, dv);
-    den = den + lin.narrow(-1, dv, 1);
-  }
-  return num / torch::where(den == 0, torch::ones_like(den), den);
-}
 
 LinearOptions linear_part(const HybridOptions& o) {
   LinearOptions lo;
@@ -112,11 +118,21 @@ int64_t window_block(const HybridOptions& o) { return o.block > 0 ? o.block : st
 // Delays a [B, H, T, ·] stream (or a [B, T] mask) by w positions: slot i holds position i − w (zeros / false before 0).
 at::Tensor delayed(const at::Tensor& x, int64_t dim, int64_t w) { return pad(x, dim, w).narrow(dim, 0, x.size(dim)); }
 
-void check_state(const HybridState& s, const at::Tensor& k, const at::Tensor& v, const Features& f, int64_t w) {
+void check_state(const HybridState& s, const at::Tensor& k, const at::Tensor& v, const Features& f, const HybridOptions& o) {
+  const int64_t w = o.window;
   MIMIC_CHECK(s.k.dim() == 4 && s.k.size(0) == k.size(0) && s.k.size(1) == k.size(1) && s.k.size(2) == w && s.k.size(3) == k.size(3) &&
-                  s.v.size(3) == v.size(3) && s.fk.size(3) == f.k.size(3) && s.head >= 0 && s.head < w && s.filled >= 0 &&
-                  s.filled <= w,
+                  s.v.size(3) == v.size(3) && (!s.fk.defined() || s.fk.size(3) == f.k.size(3)) && s.head >= 0 && s.head < w &&
+                  s.filled >= 0 && s.filled <= w,
               "hybrid attention: state ", s.k.sizes(), " does not match keys ", k.sizes(), " with a window of ", w);
+  MIMIC_CHECK(s.fk.defined() != static_cast<bool>(o.key_features), "hybrid attention: the state keeps ",
+              s.fk.defined() ? "key features, and these options compute them from the keys"
+                             : "keys only, and these options have no key_features to compute their features",
+              " (continue a state under the options that made it)");
+}
+
+// The features of the ring's or the cache's keys: kept in the state, or computed again from its keys.
+at::Tensor key_features_of(const at::Tensor& kept, const at::Tensor& keys, const HybridOptions& o, const at::Tensor& like) {
+  return kept.defined() ? kept : o.key_features(keys).to(like.dtype());
 }
 
 // The ring [B, H, w, ·] in oldest-first order, given the slot of its oldest entry.
@@ -199,9 +215,10 @@ at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Te
   at::Tensor rk, rv, rfk;
   int64_t filled = 0;
   if (state && state->defined()) {
-    check_state(*state, k, v, f, w);
+    check_state(*state, k, v, f, o);
     // After hybrid_step the ring's oldest slot is `head`: unroll it into the oldest-first order this form reads.
-    rk = in_order(state->k, state->head), rv = in_order(state->v, state->head), rfk = in_order(state->fk, state->head);
+    rk = in_order(state->k, state->head), rv = in_order(state->v, state->head);
+    rfk = key_features_of(state->fk.defined() ? in_order(state->fk, state->head) : at::Tensor(), rk, o, f.k);
     filled = state->filled;
   } else {
     rk = torch::zeros({b, h, w, k.size(3)}, k.options());
@@ -225,7 +242,7 @@ at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Te
     // claims (and is reported as) w slots.
     state->k = Ak.narrow(2, t, w).clone();
     state->v = Av.narrow(2, t, w).clone();
-    state->fk = Afk.narrow(2, t, w).clone();
+    state->fk = o.key_features ? at::Tensor() : Afk.narrow(2, t, w).clone();
     state->filled = std::min(w, filled + t);
     state->head = 0;
     state->position += t;
@@ -258,18 +275,18 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   if (!state.defined()) {
     state.k = torch::zeros({b, h, w, k.size(3)}, k.options());
     state.v = torch::zeros({b, h, w, v.size(3)}, v.options());
-    state.fk = torch::zeros({b, h, w, f.k.size(3)}, f.k.options());
+    state.fk = o.key_features ? at::Tensor() : torch::zeros({b, h, w, f.k.size(3)}, f.k.options());
     state.filled = 0;
     state.head = 0;
     if (lam > 0) {
       state.ck = torch::zeros({b, h, lam, k.size(3)}, k.options());
       state.cv = torch::zeros({b, h, lam, v.size(3)}, v.options());
-      state.cfk = torch::zeros({b, h, lam, f.k.size(3)}, f.k.options());
+      state.cfk = o.key_features ? at::Tensor() : torch::zeros({b, h, lam, f.k.size(3)}, f.k.options());
       state.cpos = torch::zeros({b, h, lam}, k.options().dtype(torch::kLong));
       state.cached = 0;
     }
   } else {
-    check_state(state, k, v, f, w);
+    check_state(state, k, v, f, o);
     MIMIC_CHECK(lam == 0 ? !state.ck.defined() : state.ck.defined() && state.ck.size(2) == lam && state.cached <= lam,
                 "hybrid attention: the state's sparse cache (", state.ck.defined() ? state.ck.size(2) : 0,
                 " keys) does not match the options' (", lam, ")");
@@ -286,18 +303,20 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
     // Key p − w leaves query p's window and enters the linear part, which this query reads (as in the chunked
     // form's slot p). The ring's slot is read here, before the new key overwrites it below. With a sparse cache
     // the key written is the candidate (the cache's keys and this one) the state returns best (sparse_cache.h).
-    at::Tensor wk = state.fk.select(2, slot), wv = state.v.select(2, slot);
+    at::Tensor wk = key_features_of(state.fk.defined() ? state.fk.narrow(2, slot, 1) : at::Tensor(), state.k.narrow(2, slot, 1), o, f.k)
+                        .select(2, 0),
+               wv = state.v.select(2, slot);
     if (lam > 0) {
       const int64_t leaving = state.position - w;
       if (state.cached < lam) {  // room: the key moves into the cache; the state, empty until the cache is full, admits nothing
         state.ck.select(2, state.cached).copy_(state.k.select(2, slot));
         state.cv.select(2, state.cached).copy_(wv);
-        state.cfk.select(2, state.cached).copy_(wk);
+        if (state.cfk.defined()) state.cfk.select(2, state.cached).copy_(wk);
         state.cpos.select(2, state.cached).fill_(leaving);
         state.cached += 1;
         admits = false;
       } else {
-        auto fk_all = torch::cat({state.cfk, wk.unsqueeze(2)}, 2), v_all = torch::cat({state.cv, wv.unsqueeze(2)}, 2);
+        auto fk_all = torch::cat({key_features_of(state.cfk, state.ck, o, f.k), wk.unsqueeze(2)}, 2), v_all = torch::cat({state.cv, wv.unsqueeze(2)}, 2);
         auto pos_all = torch::cat({state.cpos, torch::full({b, h, 1}, leaving, state.cpos.options())}, 2);
         auto kc = (f.log_space ? (fk_all - std::get<0>(fk_all.max(-1, true))).exp() : fk_all).to(state.linear.S.dtype());
         auto den = (kc * state.linear.z.unsqueeze(2)).sum(-1, true);
@@ -312,7 +331,7 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
         auto taken = torch::arange(lam, idx.options()).view({1, 1, lam}).eq(idx).unsqueeze(-1);  // [B, H, λ, 1]
         state.ck.copy_(torch::where(taken, state.k.select(2, slot).unsqueeze(2), state.ck));
         state.cv.copy_(torch::where(taken, state.v.select(2, slot).unsqueeze(2), state.cv));
-        state.cfk.copy_(torch::where(taken, state.fk.select(2, slot).unsqueeze(2), state.cfk));
+        if (state.cfk.defined()) state.cfk.copy_(torch::where(taken, state.fk.select(2, slot).unsqueeze(2), state.cfk));
         state.cpos.copy_(torch::where(taken.squeeze(-1), torch::full_like(state.cpos, leaving), state.cpos));
       }
     }
@@ -324,7 +343,7 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   if (!admits) state.linear.position += 1;  // the chunked form's slot p admits nothing (a zero key) yet still counts
   state.k.select(2, slot).copy_(k.select(2, 0));
   state.v.select(2, slot).copy_(v.select(2, 0));
-  state.fk.select(2, slot).copy_(f.k.select(2, 0));
+  if (state.fk.defined()) state.fk.select(2, slot).copy_(f.k.select(2, 0));
   state.head = (slot + 1) % w;
   state.filled = std::min(w, state.filled + 1);
   state.position += 1;
@@ -356,12 +375,12 @@ HybridState hybrid_state_copy(const HybridState& state) {
   if (state.defined()) {
     c.k = state.k.clone();
     c.v = state.v.clone();
-    c.fk = state.fk.clone();
+    if (state.fk.defined()) c.fk = state.fk.clone();
   }
   if (state.ck.defined()) {
     c.ck = state.ck.clone();
     c.cv = state.cv.clone();
-    c.cfk = state.cfk.clone();
+    if (state.cfk.defined()) c.cfk = state.cfk.clone();
     c.cpos = state.cpos.clone();
   }
   return c;
@@ -390,7 +409,7 @@ at::Tensor hybrid_bidirectional(const at::Tensor& q, const at::Tensor& k, const 
 
 at::Tensor hybrid_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
                             const HybridOptions& o, const at::Tensor& mask, HybridState* state) {
-  if (o.causal && o.cache > 0 && !state) return hybrid_quadratic(q, k, v, f, scale, o, mask);  // the cache's form (sparse_cache.h)
+  if (o.causal && o.cache > 0 && !state) return hybrid_cache_chunked(q, k, v, f, scale, o, mask);  // the cache's form (sparse_cache.h)
   if (o.causal) return hybrid_chunked(q, k, v, f, scale, o, mask, state);
   MIMIC_CHECK(!state, "hybrid attention: a recurrent state needs causal attention");
   MIMIC_CHECK(o.cache == 0, "hybrid attention: the sparse cache is for causal attention only (a bidirectional query reads keys no "

@@ -36,6 +36,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 
 #include "mimic/attention/linear_attention.h"
 
@@ -51,6 +52,12 @@ struct HybridOptions {
   bool exact = false;        // window terms σ exp(s) (M_i only stabilises) instead of LoLCATs' σ exp(s − M_i)
   int64_t cache = 0;         // λ: a sparse cache of keys kept exact beyond the window (sparse_cache.h); 0: none
   int64_t cache_every = 1;   // a cache selection every this many positions (the quadratic form; the step: 1)
+  // The features of keys [B, H, n, D] → [B, H, n, F], as f.k holds them (log φ when f.log_space), for maps whose
+  // features are a function of the key alone (FeatureMapImpl::of_key_alone, no gates). When set, a state made by
+  // hybrid_step or hybrid_chunked keeps keys only — no key features in the ring or the cache — and computes a
+  // key's features again when it leaves the window or is scored for the cache: the state's bytes fall by
+  // (w + λ)·F per head (half of a hedgehog hybrid's ring and cache, F = 2d), for one small map call per step.
+  std::function<at::Tensor(const at::Tensor&)> key_features;
 };
 
 // What a causal hybrid head keeps between calls: the last w keys, values and key features and the linear state of
@@ -58,14 +65,14 @@ struct HybridOptions {
 // first, and the newest `filled` of them hold keys (the others are zeros). hybrid_chunked leaves head at 0;
 // hybrid_step overwrites slot `head` (the oldest) in place and advances it.
 struct HybridState {
-  at::Tensor k, v, fk;  // [B, H, w, D], [B, H, w, D], [B, H, w, F]
+  at::Tensor k, v, fk;  // [B, H, w, D], [B, H, w, D], [B, H, w, F] (fk undefined when made with opts.key_features)
   int64_t filled = 0;
   int64_t head = 0;
   LinearState linear;
   int64_t position = 0;
   // The sparse cache (opts.cache = λ > 0; hybrid_step alone): λ slots of keys, values, key features and positions,
   // the first `cached` in use, in no particular order. Allocated whole with the ring.
-  at::Tensor ck, cv, cfk, cpos;  // [B, H, λ, D], [B, H, λ, D], [B, H, λ, F], long [B, H, λ]
+  at::Tensor ck, cv, cfk, cpos;  // [B, H, λ, D], [B, H, λ, D], [B, H, λ, F] (as fk), long [B, H, λ]
   int64_t cached = 0;
   bool defined() const { return k.defined(); }
 };

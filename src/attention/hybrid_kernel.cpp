@@ -145,6 +145,7 @@ at::Tensor HybridAttention::forward_cached(const at::Tensor& q, const at::Tensor
     torch::NoGradGuard no_grad;
     auto o = hybrid_options(true);
     o.cache_every = 1;
+    o.key_features = key_features(ctx.scale);  // the state keeps keys only where their features can be computed again
     std::vector<at::Tensor> rows;
     for (int64_t t = 0; t < q.size(2); ++t)
       rows.push_back(hybrid_step(q.narrow(2, t, 1), k.narrow(2, t, 1), v.narrow(2, t, 1),
@@ -154,9 +155,10 @@ at::Tensor HybridAttention::forward_cached(const at::Tensor& q, const at::Tensor
   }
   // One token without gradients (decoding): the recurrent step. A prompt, or a call that autograd must see
   // through, runs the chunked form (the step's reference), which continues from the same state.
-  auto o = q.size(2) == 1 && !at::GradMode::is_enabled()
-               ? hybrid_step(q, k, v, f, ctx.scale, hybrid_options(true), hc.state)
-               : hybrid_chunked(q, k, v, f, ctx.scale, hybrid_options(true), at::Tensor(), &hc.state);
+  auto opts = hybrid_options(true);
+  opts.key_features = key_features(ctx.scale);
+  auto o = q.size(2) == 1 && !at::GradMode::is_enabled() ? hybrid_step(q, k, v, f, ctx.scale, opts, hc.state)
+                                                         : hybrid_chunked(q, k, v, f, ctx.scale, opts, at::Tensor(), &hc.state);
   hc.position = hc.state.position;
   return o;
 }

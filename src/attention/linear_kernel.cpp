@@ -126,6 +126,11 @@ Features LinearAttention::features(const at::Tensor& q, const at::Tensor& k, dou
   return f;
 }
 
+std::function<at::Tensor(const at::Tensor&)> LinearAttention::key_features(double scale) {
+  if (gates || !map->of_key_alone()) return {};
+  return [map = map, root = std::sqrt(scale)](const at::Tensor& k) { return map->forward(k * root, Role::Key, 0); };
+}
+
 at::Tensor LinearAttention::forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
   return linear_attention(features(q, k, ctx.scale, 0), v, options(ctx.causal), ctx.key_padding_mask);
 }

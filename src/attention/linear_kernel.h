@@ -11,6 +11,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
@@ -56,6 +57,9 @@ class LinearAttention : public DistillableKernel {
 
   // The features the op consumes: the map on √scale·q and √scale·k, gates folded in. offset: absolute position.
   Features features(const at::Tensor& q, const at::Tensor& k, double scale, int64_t offset);
+  // Keys [B, H, n, d] → their features as features() computes them, when they depend on the key alone (no gates,
+  // whose key gate reads every head of a position; a map of_key_alone); otherwise empty. Calls no begin_pass.
+  std::function<at::Tensor(const at::Tensor&)> key_features(double scale);
   LinearOptions options(bool causal) const;
   // Causal continuation for generation: q, k, v [B, H, T, d] are the tokens after state.position; updates state.
   at::Tensor forward_with_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, LinearState& state);

@@ -5,12 +5,23 @@
 #include <algorithm>
 #include <limits>
 
+#include "mimic/attention/hybrid_parts.h"
 #include "mimic/core/error.h"
 
 namespace mimic::attention {
 
-at::Tensor sparse_cache_selection(const at::Tensor& k, const at::Tensor& v, const Features& f, const HybridOptions& o,
-                                  const at::Tensor& mask) {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The schedule's choices over a sequence: the cache each selection n leaves (positions and slots in use, [B, H, N, λ],
+// N = ⌈T / every⌉; empty at selections before any key left the window) and the selection at which each key was
+// written into the state (long [B, H, T], N for a key never written).
+struct Selection {
+  at::Tensor held_pos, held_ok, written_at;
+};
+
+Selection select(const at::Tensor& k, const at::Tensor& v, const Features& f, const HybridOptions& o, const at::Tensor& mask) {
   struct {
     int64_t size, every;
   } c{o.cache, o.cache_every};
@@ -25,29 +36,24 @@ at::Tensor sparse_cache_selection(const at::Tensor& k, const at::Tensor& v, cons
   MIMIC_CHECK(!mask.defined() || (mask.dim() == 2 && mask.size(0) == b && mask.size(1) == t),
               "sparse cache: key padding mask must be [B, T] = [", b, ", ", t, "]");
   torch::NoGradGuard no_grad;  // a discrete choice: gradients flow through the terms it chose, not through it
-  constexpr double kInf = std::numeric_limits<double>::infinity();
   const auto longs = k.options().dtype(torch::kLong);
   auto valid = (mask.defined() ? mask.to(torch::kBool) : torch::ones({b, t}, k.options().dtype(torch::kBool))).view({b, 1, t});
-  // Keys' features in the state's units, and each candidate's own: in log space both shed a constant that cancels
-  // in the prediction's ratio (one per head for the state's keys, one per key for the candidate reading it).
+  // Each candidate's features in its own units: in log space a key sheds its largest log-feature, a constant that
+  // cancels in the prediction's ratio. The keys written into the state stay logs until written (kf), and the state
+  // carries a running constant (shift) per head, as the recurrent step's does (linear_step_sums): one constant taken over
+  // the whole sequence underflowed every earlier key once a later one lay ~88 nats above them in float32.
   at::Tensor kf = f.k.detach(), kc = f.k.detach();
-  if (f.log_space) {
-    auto top = kf.masked_fill(valid.view({b, 1, t, 1}).logical_not(), -kInf).amax({2, 3}, true);
-    top = torch::where(torch::isinf(top), torch::zeros_like(top), top);
-    kf = (kf - top).exp();
-    kc = (kc - std::get<0>(kc.max(-1, true))).exp();
-  }
-  kf = kf.to(v.dtype());
+  if (f.log_space) kc = (kc - std::get<0>(kc.max(-1, true))).exp();
   kc = kc.to(v.dtype());
   auto vd = v.detach();
   const int64_t nf = kf.size(3), nd = v.size(3);
   auto S = torch::zeros({b, h, nf, nd}, v.options());
   auto z = torch::zeros({b, h, nf}, v.options());
+  auto shift = torch::full({b, h, 1, 1}, -kInf, v.options());  // log space: the true state is exp(shift)·(S, z); −∞ while empty
   // The cache as λ slots of key positions (those in use marked): per selection only the candidates are scored,
   // O((λ + every)·F·D), not the whole sequence.
   auto cache_pos = torch::zeros({b, h, c.size}, longs);
   auto cache_ok = torch::zeros({b, h, c.size}, valid.options());
-  auto pos = torch::arange(t, longs);
   auto rows_of = [&](const at::Tensor& x, const at::Tensor& at) {  // x [B, H, T, ·] at positions at [B, H, n]
     return x.gather(2, at.unsqueeze(-1).expand({b, h, at.size(2), x.size(3)}));
   };
@@ -56,6 +62,7 @@ at::Tensor sparse_cache_selection(const at::Tensor& k, const at::Tensor& v, cons
   const int64_t selections = (t + c.every - 1) / c.every;
   auto held_pos = torch::zeros({b, h, selections, c.size}, longs);
   auto held_ok = torch::zeros({b, h, selections, c.size}, valid.options());
+  auto written_at = torch::full({b, h, t + 1}, selections, longs);  // slot t takes the writes of slots not in use
   for (int64_t n = 0, s = 0; s < t; ++n, s += c.every) {
     // the keys that left the window since the last selection: s − every − w < j ≤ s − w
     const int64_t first = std::max<int64_t>(0, s - c.every - w + 1), last = s - w;
@@ -74,25 +81,154 @@ at::Tensor sparse_cache_selection(const at::Tensor& k, const at::Tensor& v, cons
     auto top = order.narrow(2, 0, c.size);
     if (order.size(2) > c.size) {  // the rest of the order is written into the state
       auto rest = order.narrow(2, c.size, order.size(2) - c.size);
-      auto kw = rows_of(kf, cand.gather(2, rest));
-      kw = torch::where(ok.gather(2, rest).unsqueeze(-1), kw, torch::zeros_like(kw));  // (not a product: inf · 0 is NaN)
+      auto kw = rows_of(kf, cand.gather(2, rest)).to(v.dtype());
+      const auto written = ok.gather(2, rest).unsqueeze(-1);
+      if (f.log_space) {  // rescale the state to the larger constant, then write the keys in its units
+        kw = kw.masked_fill(written.logical_not(), -kInf);
+        auto next = torch::maximum(shift, kw.amax({2, 3}, true));
+        auto keep = torch::where(torch::isinf(next), torch::zeros_like(next), (shift - next).exp());  // −∞ − −∞ would be NaN
+        kw = torch::where(torch::isinf(next), torch::zeros_like(kw), (kw - next).exp());
+        S = S * keep;
+        z = z * keep.squeeze(-1);
+        shift = next;
+      } else {
+        kw = torch::where(written, kw, torch::zeros_like(kw));  // (not a product: inf · 0 is NaN)
+      }
       S = S + torch::matmul(kw.transpose(-1, -2), rows_of(vd, cand.gather(2, rest)));
       z = z + kw.sum(2);
+      written_at.scatter_(2, torch::where(written.squeeze(-1), cand.gather(2, rest), torch::full_like(rest, t)), n);
     }
     cache_pos = cand.gather(2, top);
     cache_ok = ok.gather(2, top);
     held_pos.select(2, n).copy_(cache_pos);
     held_ok.select(2, n).copy_(cache_ok);
   }
+  return {held_pos, held_ok, written_at.narrow(2, 0, t)};
+}
+
+}  // namespace
+
+at::Tensor sparse_cache_selection(const at::Tensor& k, const at::Tensor& v, const Features& f, const HybridOptions& o,
+                                  const at::Tensor& mask) {
+  auto [held_pos, held_ok, written_at] = select(k, v, f, o, mask);
+  const int64_t b = k.size(0), h = k.size(1), t = k.size(2), w = o.window, every = o.cache_every, selections = held_pos.size(2);
+  const auto longs = k.options().dtype(torch::kLong);
+  auto pos = torch::arange(t, longs);
   // Query i reads exact, beyond its window, the cache its selection (at s = i − i mod every) left and the keys that
   // left its window since s, not yet chosen. (Slots not in use point at position 0: added, not written, so that
   // they never unmark a cached key 0.)
-  auto cached = torch::zeros({b, h, selections, t}, longs).scatter_add_(3, held_pos, held_ok.to(torch::kLong)).gt(0);
-  auto row_of = torch::arange(t, longs).div(c.every, "floor");
-  auto start = row_of * c.every;
+  // (counts in bytes: a position is cached at most once per selection, and this buffer is [B, H, T/every, T] — in
+  // longs it was 1.6 GB at T = 2048, B = 4, H = 12)
+  auto cached = torch::zeros({b, h, selections, t}, longs.dtype(torch::kUInt8))
+                    .scatter_add_(3, held_pos, held_ok.to(torch::kUInt8))
+                    .gt(0);
+  auto row_of = torch::arange(t, longs).div(every, "floor");
+  auto start = row_of * every;
   auto pending = pos.view({1, t}).gt(start.view({t, 1}) - w).logical_and(pos.view({1, t}).le(pos.view({t, 1}) - w));  // [T, T]
   auto out = cached.index_select(2, row_of).logical_or(pending.view({1, 1, t, t}));
   return out;
+}
+
+at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                                const HybridOptions& o, const at::Tensor& mask) {
+  using namespace hybrid_parts;
+  check_inputs(q, k, v, f, o, mask);
+  const auto sel = select(k, v, f, o, mask);
+  const at::Tensor &held_pos = sel.held_pos, &held_ok = sel.held_ok, &written_at = sel.written_at;
+  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3), dv = v.size(3), nf = f.k.size(3), w = o.window;
+  const int64_t every = o.cache_every, lam = o.cache, n = held_pos.size(2), tp = n * every;
+  const auto longs = q.options().dtype(torch::kLong);
+  auto valid = key_valid(mask, b, t, q.options());
+
+  if (t == 0) return torch::zeros_like(v);
+  // The linear state after each selection, differentiable: selection m writes at most `every` keys (the candidates
+  // are the λ cached and at most `every` that left the window; λ stay); gathered by selection (the keys sorted by the
+  // selection that wrote them, a segment each), W_m = Σ φ(k) [v, 1]ᵀ, and the state after selection m is
+  // Σ_{m' ≤ m} W_m'. In log space each segment sheds its own largest log-feature c_m and the running sum carries
+  // the largest so far (as the selection's own state and decoding's do).
+  const int64_t seg = every;
+  auto order = std::get<1>(written_at.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/false));
+  auto counts = torch::zeros({b, h, n + 1}, longs).scatter_add_(2, written_at, torch::ones_like(written_at)).narrow(2, 0, n);
+  MIMIC_CHECK(counts.max().item<int64_t>() <= seg, "sparse cache: a selection wrote more keys than left the window");
+  auto first = counts.cumsum(-1) - counts;
+  auto r = torch::arange(seg, longs);
+  auto used = r.view({1, 1, 1, seg}).lt(counts.unsqueeze(-1));                                           // [B, H, N, seg]
+  auto keys_at = order.gather(2, (first.unsqueeze(-1) + r).clamp_max(t - 1).reshape({b, h, n * seg}));  // key positions
+  auto rows = [&](const at::Tensor& x) {  // x [B, H, T, ·] at the segments' positions → [B, H, N, seg, ·]
+    return x.gather(2, keys_at.unsqueeze(-1).expand({b, h, n * seg, x.size(3)})).view({b, h, n, seg, x.size(3)});
+  };
+  auto fw = rows(f.k), vw = rows(v);
+  auto keep = used.unsqueeze(-1);
+  at::Tensor cm = torch::zeros({b, h, n, 1, 1}, q.options());
+  if (f.log_space) {
+    fw = fw.masked_fill(keep.logical_not(), -kInf);
+    cm = fw.detach().amax({3, 4}, true);
+    cm = torch::where(torch::isinf(cm), torch::zeros_like(cm), cm);
+    fw = (fw - cm).exp();
+  } else {
+    fw = torch::where(keep, fw, torch::zeros_like(fw));  // (not a product: inf · 0 is NaN)
+  }
+  // Products batched over [B, H, N]: with chunks of one query (the decoding schedule) a batched matmul runs N·B·H
+  // tiny GEMMs, one select each (35% of a training step at T = 256 in the profile), so a row of one, or an inner
+  // dimension of one, is multiplied by broadcasting instead.
+  auto mm = [](const at::Tensor& a, const at::Tensor& m) {
+    if (a.size(-1) == 1) return a * m;
+    return a.size(-2) == 1 ? (a.transpose(-1, -2) * m).sum(-2, true) : torch::matmul(a, m);
+  };
+  auto W = mm(fw.transpose(-1, -2), torch::cat({vw, torch::ones_like(vw.narrow(-1, 0, 1))}, -1));  // [B, H, N, F, D+1]
+  std::vector<at::Tensor> states, shifts;
+  at::Tensor S, top;
+  // (unbound once: a select per m would give each its own backward of W's whole size, O(N²) work for N selections)
+  const auto Wm = W.unbind(2);
+  const auto cms = cm.unbind(2);
+  for (int64_t m = 0; m < n; ++m) {  // S_m = Σ W_m' exp(c_m' − top_m), top_m = max_{m' ≤ m} c_m' (detached)
+    const auto& c = cms[static_cast<size_t>(m)];
+    const auto& Wc = Wm[static_cast<size_t>(m)];
+    if (m == 0) {
+      top = c;
+      S = Wc;
+    } else {
+      auto next = torch::maximum(top, c);
+      S = S * (top - next).exp() + Wc * (c - next).exp();
+      top = next;
+    }
+    states.push_back(S);
+    shifts.push_back(top);
+  }
+  // Each query reads the state its chunk's selection left: φ(q_i)·S_m, at log-scale qtop_i + top_m.
+  at::Tensor qf = f.q, qtop = torch::zeros({b, h, t, 1}, q.options());
+  if (f.log_space) {
+    qtop = std::get<0>(f.q.detach().max(-1, true));
+    qf = (f.q - qtop).exp();
+  }
+  auto lin_nd = mm(pad(qf, 2, -(tp - t)).view({b, h, n, every, nf}), torch::stack(states, 2));  // [B, H, N, every, D+1]
+  auto lin_shift = pad(qtop, 2, -(tp - t)).view({b, h, n, every, 1}) + torch::stack(shifts, 2);
+  LinearSums lin{lin_nd.reshape({b, h, tp, dv + 1}).narrow(2, 0, t), lin_shift.reshape({b, h, tp, 1}).narrow(2, 0, t)};
+
+  // The exact terms of query i in the chunk that starts at s: the band of keys s − w + 1 … i (its window and the keys
+  // that left it since s) and the cache selection s left — one softmax under σ_h and the maximum M_i.
+  const int64_t band = w + every - 1;
+  auto stream = [&](const at::Tensor& x, int64_t dim) { return pad(pad(x, dim, w - 1), dim, -(tp - t)); };  // position p at p + w − 1
+  auto Kb = stream(k, 2).unfold(2, band, every);                   // [B, H, N, D, band]
+  auto Vb = stream(v, 2).unfold(2, band, every).transpose(-1, -2);  // [B, H, N, band, D]
+  auto vb = stream(valid, 1).unfold(1, band, every);                // [B, N, band]
+  auto qc = pad(q, 2, -(tp - t)).view({b, h, n, every, d});
+  auto cache_rows = [&](const at::Tensor& x) {  // [B, H, N, λ, ·]
+    return x.gather(2, held_pos.reshape({b, h, n * lam, 1}).expand({b, h, n * lam, x.size(3)})).view({b, h, n, lam, x.size(3)});
+  };
+  auto ck = cache_rows(k), cv = cache_rows(v);
+  auto s = torch::cat({mm(qc, Kb), mm(qc, ck.transpose(-1, -2))}, -1) * scale;  // [B, H, N, every, band + λ]
+  auto i = torch::arange(every, longs).view({every, 1}), j = torch::arange(band, longs).view({1, band});
+  auto in_band = j.le(i + w - 1).view({1, 1, 1, every, band}).logical_and(vb.view({b, 1, n, 1, band}));
+  auto allowed = torch::cat({in_band.expand({b, h, n, every, band}), held_ok.unsqueeze(3).expand({b, h, n, every, lam})}, -1);
+  s = s.masked_fill(allowed.logical_not(), -kInf);
+  auto M = std::get<0>((o.exact ? s.detach() : s).max(-1, true));
+  M = torch::where(torch::isinf(M), torch::zeros_like(M), M);  // a row with no key (a padded query's): every term is 0
+  auto e = (s - M).exp() * per_head(o.window_weight, s, 5);
+  auto wnum = mm(e, torch::cat({Vb, cv}, 3)).reshape({b, h, tp, dv}).narrow(2, 0, t);
+  auto wden = e.sum(-1, true).reshape({b, h, tp, 1}).narrow(2, 0, t);
+  auto wshift = o.exact ? M.reshape({b, h, tp, 1}).narrow(2, 0, t) : torch::zeros_like(wden);
+  return combine(wnum, wden, wshift, {lin}, o.linear_weight);
 }
 
 }  // namespace mimic::attention

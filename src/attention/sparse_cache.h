@@ -21,6 +21,9 @@
 // Forms (tests compare them, forward and gradients, with a per-token reference written apart):
 //   sparse_cache_selection  the schedule run over a sequence: which keys beyond its window each query reads exact
 //   hybrid_quadratic        with opts.cache = λ > 0: the output over that selection (and the [T, T] weights)
+//   hybrid_cache_chunked    the same output without a [T, T] buffer: per chunk of `every` queries, a band of
+//                           w + every − 1 keys and the λ cached ones as exact terms, and the linear state the chunk's
+//                           selection left (O(T·(w + every + λ)) memory); the kernel's whole-sequence forward
 //   hybrid_step             with opts.cache = λ > 0 (and a selection every position): decoding, one token, with a
 //                           state of fixed size (the ring, λ cached keys and the linear state)
 // Causal only.
@@ -39,5 +42,10 @@ namespace mimic::attention {
 // awaiting a selection). Computed without gradients.
 at::Tensor sparse_cache_selection(const at::Tensor& k, const at::Tensor& v, const Features& f, const HybridOptions& opts,
                                   const at::Tensor& key_padding_mask);
+
+// hybrid_quadratic's output with the cache (opts.cache ≥ 0, causal), computed by chunks of opts.cache_every queries:
+// the same function, forward and gradients (the selection runs once, without gradients, as there), no [T, T] buffer.
+at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
+                                const HybridOptions& opts, const at::Tensor& key_padding_mask);
 
 }  // namespace mimic::attention

@@ -29,6 +29,7 @@ class CosFormer : public FeatureMapImpl {
   }
   int64_t feature_dim() const override { return 2 * spec_.head_dim; }
   Sign sign() const override { return Sign::NonNegative; }
+  bool of_key_alone() const override { return false; }  // the angle is the key's position
 
  private:
   int64_t max_len_;

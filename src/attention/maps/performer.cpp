@@ -36,6 +36,7 @@ class Performer : public FeatureMapImpl {
   int64_t feature_dim() const override { return features_; }
   bool log_space() const override { return true; }
   Sign sign() const override { return Sign::Positive; }
+  bool of_key_alone() const override { return !redraw_; }  // a redraw changes every key's features
 
  private:
   // [H, d, m]: columns are the random directions.
