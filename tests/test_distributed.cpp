@@ -229,6 +229,21 @@ TEST(DistributedLaunch, ARankThatFailsStopsTheOthersAndIsNamedInOneLine) {
                    "first word after -- is the program each rank runs; 'mimic' is this mimic)\n");
 }
 
+// A negative number after one of launch's options is that option's value, out of its range: `--nproc -1` was called
+// "launch: unknown option '-1'" (issue 38), while `--nproc 0` named the range.
+TEST(DistributedLaunch, ANegativeNumberIsAnOptionsValueOutOfItsRangeNotAnUnknownOption) {
+  for (const std::string& args : {"launch --nproc -1 -- mimic info", "launch --nproc=-1 -- mimic info",
+                                  "launch --nproc 2 --timeout -5 -- mimic info"}) {
+    SCOPED_TRACE(args);
+    auto r = mimic::test::mimic_cli(args);
+    EXPECT_NE(r.code, 0);
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    const std::string option = args.find("--timeout") != std::string::npos ? "--timeout" : "--nproc";
+    EXPECT_EQ(r.err.rfind("mimic: error: " + option + ": must be an integer in [1, ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(", got -"), std::string::npos) << r.err;
+  }
+}
+
 // The tests that form groups of ranks; a build against a LibTorch without gloo headers (a pip torch: the GPU machine
 // of 2026-11-27) cannot, and refuses in one line instead (the test after this class).
 class Distributed : public ::testing::Test {

@@ -2,6 +2,7 @@
 // machine (torchrun's variables set for each), forward their result, and stop them all when one fails.
 #include <unistd.h>
 
+#include <cctype>
 #include <climits>
 
 #include "cli.h"
@@ -45,7 +46,9 @@ std::string launch_unknown_option(const CLI::App& app, int argc, char** argv) {
   const CLI::App* launch = app.get_subcommand("launch");
   for (int i = 2; i < argc && std::string(argv[i]) != "--"; ++i) {
     const std::string word = argv[i];
-    if (word.size() < 2 || word[0] != '-') continue;
+    // A dash and a digit is a value to CLI11 (`--nproc -1`), not an option (launch has none named by a digit): CLI11's
+    // own range check names it then, as any other out-of-range number.
+    if (word.size() < 2 || word[0] != '-' || std::isdigit(static_cast<unsigned char>(word[1]))) continue;
     const std::string name = word.substr(0, word.find('='));
     bool known = false;
     for (const CLI::Option* o : launch->get_options()) known = known || o->check_name(name);
