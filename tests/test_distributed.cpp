@@ -460,6 +460,31 @@ TEST_F(Distributed, RanksStartedWithOtherSettingsEndInOneLineNamingTheFirstDiffe
   }
 }
 
+// A run that fails before writing anything leaves no --out folder it created: a rendezvous that failed and ranks that
+// disagreed left an empty one behind (issue 38). A folder that was there before stays, empty as it was.
+TEST_F(Distributed, ARunThatFailsBeforeWritingLeavesNoOutFolderItCreated) {
+  TempDir dir;
+  auto alone = ranks_env(0, 2, dist::free_port("127.0.0.1"));
+  alone["MIMIC_DIST_TIMEOUT"] = "1";
+  auto r = run_with(alone, tiny_pretrain(dir, dir.file("new/out"), 4, 5), 60);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("rank 1 never arrived"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("new"))) << "the folders it created, out and the one above";
+  std::filesystem::create_directory(dir.file("mine"));
+  auto mine = run_with(alone, tiny_pretrain(dir, dir.file("mine"), 4, 5), 60);
+  EXPECT_EQ(mine.code, 1);
+  EXPECT_TRUE(std::filesystem::is_directory(dir.file("mine")) && std::filesystem::is_empty(dir.file("mine")));
+  // ranks that disagree (one more option on rank 1) end before training
+  const int port = dist::free_port("127.0.0.1");
+  auto a = start(ranks_env(0, 2, port), tiny_pretrain(dir, dir.file("o"), 4, 5), dir, "d0");
+  auto b = start(ranks_env(1, 2, port), tiny_pretrain(dir, dir.file("o"), 4, 5, "--weight-decay 0.05"), dir, "d1");
+  EXPECT_EQ(wait_for(a, 120), 1);
+  EXPECT_EQ(wait_for(b, 120), 1);
+  EXPECT_NE(mimic::test::read_bytes(a.err).find("1 rank was started with other settings than rank 0"), std::string::npos)
+      << mimic::test::read_bytes(a.err);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o")));
+}
+
 namespace {
 
 // `distill` of the tiny GPT-2 fixture (2 layers of 2 heads) online, on the train split of 20 lines of kDickens: a few

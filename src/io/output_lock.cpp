@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "mimic/core/error.h"
 #include "mimic/io/atomic_file.h"
@@ -67,11 +68,14 @@ struct OutputLock::Held {
   int fd = -1;
   std::string lock_file;  // lock_output_file's: removed while still held, so no one locks a file about to vanish
   int dir_fd = -1;        // lock_output_file's shared hold on the folder the file is in (-1: none)
+  std::vector<std::filesystem::path> created;  // the folders lock_output_dir created, deepest first
   ~Held() {
     std::lock_guard<std::mutex> g(registry_mutex);
     auto it = registry().find(key);
     if (it != registry().end() && it->second.expired()) registry().erase(it);
     if (!lock_file.empty()) ::unlink(lock_file.c_str());
+    for (const auto& p : created)  // those still empty (rmdir removes no other): a run that wrote nothing leaves none
+      if (::rmdir(p.c_str()) != 0) break;
     ::close(fd);  // drops the flock
     if (dir_fd >= 0) ::close(dir_fd);
   }
@@ -144,6 +148,13 @@ OutputLock lock_output_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   refuse_inside_a_held_folder(dir, dir);
+  // The folders created here (the output folder, and those missing above it) go again when the lock is let go, if
+  // still empty: a run that failed before writing anything (a rendezvous that failed, ranks that disagreed) left an
+  // empty --out behind (issue 38). A folder that was there before is never removed.
+  std::vector<fs::path> created;
+  fs::path p = fs::absolute(dir, ec).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();  // "out/"
+  for (; !ec && !p.empty() && !fs::exists(p, ec) && p != p.root_path(); p = p.parent_path()) created.push_back(p);
   fs::create_directories(dir, ec);
   MIMIC_CHECK(fs::is_directory(dir), "cannot create the output directory ", dir, ec ? ": " + ec.message() : std::string(" (a file has that name)"));
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -169,6 +180,7 @@ OutputLock lock_output_dir(const std::string& dir) {
     lock.held_ = std::make_shared<OutputLock::Held>();
     lock.held_->key = key;
     lock.held_->fd = fd;
+    lock.held_->created = std::move(created);
     registry()[key] = lock.held_;
   }
   remove_stale_temporaries(dir);

@@ -24,7 +24,8 @@ class OutputLock {
   std::shared_ptr<Held> held_;
 };
 
-// Creates `dir` if needed, locks it for this process, then sweeps its stale temporaries.
+// Creates `dir` if needed, locks it for this process, then sweeps its stale temporaries. The folders it created are
+// removed when the lock is let go if they are still empty (a run that failed before writing leaves no empty --out).
 OutputLock lock_output_dir(const std::string& dir);
 
 // The same hold on one output file (a record), for the writer's whole run, --fresh included: an exclusive flock on
