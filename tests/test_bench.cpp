@@ -167,6 +167,25 @@ TEST(Bench, HybridDecodingStateIsFlatInTheContextAndSetByTheWindow) {
   EXPECT_EQ(r.targets[1].status, "n/a");
 }
 
+// A --chunk beyond the longest length measured runs as that length: the table is the same, and the decoders' prefills
+// (contexts beyond --max-len) no longer run in one chunk of the whole context (--chunk 65536 at --max-len 512 ran for
+// hours, most of it in the delta rule's O(C^3) solve: issue 38).
+TEST(Bench, AChunkBeyondTheLongestLengthRunsAsThatLength) {
+  mimic::bench::AttentionBenchOptions o;
+  o.max_len = 1000;  // measures 512 only
+  o.repeats = 1;
+  o.chunk = 65536;
+  o.decode_contexts = {300, 2048};
+  o.decode_tokens = 2;
+  o.progress = false;
+  EXPECT_EQ(mimic::bench::bench_chunk(o), 512);
+  auto r = mimic::bench::run_attention_bench(o);
+  EXPECT_EQ(r.options.chunk, 512);
+  EXPECT_EQ(mimic::bench::to_json(r)["config"]["chunk"], 512);
+  o.chunk = 100;  // a chunk within the lengths is run as given
+  EXPECT_EQ(mimic::bench::bench_chunk(o), 100);
+}
+
 TEST(Bench, AttentionTextReport) {
   // The formatting alone, on made-up numbers (the CLI run above covers the measuring).
   mimic::bench::AttentionBenchResult r;
@@ -431,10 +450,42 @@ TEST(BenchGenerate, ASoftmaxRunOverTheMemoryBudgetIsSkippedWithItsReason) {
   EXPECT_NE(mimic::bench::format_report(r).find("skipped: needs about"), std::string::npos);
 }
 
+// Every run decodes the --new-tokens asked: a prompt whose new tokens passed the model's context decoded fewer steps
+// without a word (issue 38). Such a prompt is refused before any run, naming how many fit; at the context's edge
+// every token is decoded.
+TEST(BenchGenerate, APromptWhoseNewTokensPassTheContextIsRefusedNamingWhatFits) {
+  TempDir dir;
+  save_tiny_gpt2(dir.file("softmax"));  // a context of 64
+  mimic::bench::GenerateBenchOptions o;
+  o.model = dir.file("softmax");
+  o.prompt_lengths = {8, 60};
+  o.new_tokens = 6;  // 60 + 6 − 1 = 65 positions
+  o.parallel = false;
+  o.copy_bytes = 1 << 20;
+  o.progress = false;
+  EXPECT_MIMIC_ERROR(mimic::bench::run_generate_bench(o),
+                     "bench generate: a prompt of 60 tokens and --new-tokens 6 need 65 positions, beyond the model's context of 64 "
+                     "(at most 5 new tokens fit after this prompt)");
+  o.new_tokens = 5;  // 64 positions: all of them decoded
+  auto r = mimic::bench::run_generate_bench(o);
+  ASSERT_EQ(r.rows.size(), 4u);
+  for (const auto& row : r.rows) EXPECT_EQ(row.generated, 5) << row.attention << " prompt " << row.prompt;
+  // on the command line: one line, before any row runs
+  auto cli = run_cli("bench generate --model " + dir.file("softmax") + " --prompt-lengths 64 --new-tokens 2 --threads 1");
+  EXPECT_EQ(cli.code, 1);
+  EXPECT_EQ(cli.out, "");
+  EXPECT_EQ(cli.err, "mimic: error: bench generate: a prompt of 64 tokens and --new-tokens 2 need 65 positions, beyond the model's "
+                     "context of 64 (the prompt alone fills it)\n");
+}
+
 TEST(BenchGenerate, OptionsOutOfTheirRangesAreOneLineErrorsBeforeAnythingRuns) {
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
            {"bench generate --batch-sizes 1,0", "--batch-sizes: must be an integer in [1, 65536], got 0"},
-           {"bench generate --window -1", "--window: must be an integer in [0, 2^20], got -1"},
+           {"bench generate --window -1", "--window: must be an integer in [0, 65536], got -1"},
+           // the hybrid kind's bound on w and the registry's maps, while parsing: both were refused only after the
+           // model had been built (issue 38)
+           {"bench generate --window 70000", "--window: must be an integer in [0, 65536], got 70000 (see --help)"},
+           {"bench generate --feature-map nope", "--feature-map: unknown feature map 'nope' (known: hedgehog, "},
            {"bench generate --memory-budget -2", "--memory-budget: must be a number in [0, 1e+06], got -2"},
            {"bench generate --width medium", "--width"},
            {"bench generate --model gpt2-mini --width mini", "excludes"}}) {

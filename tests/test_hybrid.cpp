@@ -167,6 +167,22 @@ TEST(HybridAttention, ChunkedMatchesQuadraticForwardAndGradients) {
   EXPECT_EQ(cases, 4 * 3 * 2 * 2);
 }
 
+// A chunk (of the linear part) or a block (of the window's queries) beyond the sequence computes what chunk = T does:
+// bench attention now runs its chunk at most at the longest length, relying on this (issue 38).
+TEST(HybridAttention, AChunkOrBlockLongerThanTheSequenceIsTheChunkOfTheSequence) {
+  const int64_t t = 13, w = 4;
+  for (bool log_space : {false, true}) {
+    SCOPED_TRACE(log_space ? "log-space features" : "features");
+    auto in = make_inputs(t, log_space, 7, /*padded=*/true);
+    Features f{in.fq, in.fk, log_space};
+    auto at_t = hybrid_chunked(in.q, in.k, in.v, f, 0.6, opts(in, true, w, true, /*block=*/t, /*chunk=*/t), in.mask);
+    for (int64_t longer : {t + 1, 4 * t, int64_t{65536}}) {
+      auto out = hybrid_chunked(in.q, in.k, in.v, f, 0.6, opts(in, true, w, true, /*block=*/longer, /*chunk=*/longer), in.mask);
+      EXPECT_LT(max_diff(at_t, out), 1e-12) << "chunk " << longer;
+    }
+  }
+}
+
 TEST(HybridAttention, BidirectionalMatchesQuadraticForwardAndGradients) {
   for (int64_t t : {1, 6, 17})
     for (int64_t w : {1, 2, 5})

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "mimic/attention/feature_map.h"
 #include "mimic/attention/kinds.h"
 #include "mimic/core/error.h"
 #include "mimic/data/corpus.h"
@@ -377,6 +378,21 @@ CLI::Validator split_arg() {
         }
       },
       "SPLIT");
+}
+
+CLI::Validator feature_map_arg() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        try {
+          attention::FeatureMapSpec spec;  // a dry build at its default options: the registry's own error, naming the maps
+          spec.name = s;
+          attention::make_feature_map(spec);
+          return {};
+        } catch (const Error& e) {
+          return e.what();
+        }
+      },
+      "MAP");
 }
 
 CLI::Validator attention_spec_arg(bool student) {

@@ -128,6 +128,10 @@ CLI::Validator model_dir_arg();
 // depend on the model's widths still wait for the model.
 CLI::Validator attention_spec_arg(bool student);
 
+// A feature map of the registry (attention::feature_maps), checked while parsing: bench generate built its model
+// before an unknown --feature-map was refused (issue 38).
+CLI::Validator feature_map_arg();
+
 // A corpus split (train, validation or val, test), checked while parsing: a misspelt one was refused only after the
 // model had loaded (the sixth probe of 2026-11-28).
 CLI::Validator split_arg();

@@ -6,6 +6,7 @@
 // context, and the targets they are checked against. The measuring lives in src/bench/attention_bench.{h,cpp}.
 #include <cstdio>
 
+#include "mimic/attention/hybrid_kernel.h"
 #include "mimic/bench/attention_bench.h"
 #include "mimic/bench/generate_bench.h"
 #include "mimic/bench/measure.h"
@@ -65,16 +66,19 @@ void register_bench(CLI::App& app) {
       ->capture_default_str()
       ->transform(range::integer(512, 32768));
   add_repeats(*sub, args->options.repeats, "runs per measurement");
-  sub->add_option("--chunk", args->options.chunk, "Chunk size of the chunked linear attention")
+  sub->add_option("--chunk", args->options.chunk, "Chunk size of the chunked forms (linear, hybrid, delta); at most the longest length measured")
       ->capture_default_str()
       ->transform(range::integer(1, 65536));
   sub->add_option("--window", args->options.window, "Window w of the hybrid form (keys under exact softmax)")
       ->capture_default_str()
-      ->transform(range::integer(1, 65536));
+      ->transform(range::integer(1, attention::kMaxHybridWindow));
   add_common_options(*sub, args->common, Devices::Any);
   sub->callback([args]() {
     start(args->common);
     bench::set_bench_device(args->common.on);
+    if (const int64_t chunk = bench::bench_chunk(args->options); chunk < args->options.chunk)
+      std::fprintf(stderr, "mimic: note: --chunk %lld is longer than the longest length measured: the bench runs chunk %lld, which "
+                   "computes the same table\n", static_cast<long long>(args->options.chunk), static_cast<long long>(chunk));
     auto result = bench::run_attention_bench(args->options);
     if (args->common.json) {
       auto j = bench::to_json(result);
@@ -132,7 +136,7 @@ void register_bench(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"mini", "small"}))
       ->excludes(model_opt);
-  gen->add_option("--prompt-lengths", gargs->options.prompt_lengths, "Prompt lengths (random tokens; each below the model's context)")
+  gen->add_option("--prompt-lengths", gargs->options.prompt_lengths, "Prompt lengths (random tokens; each + --new-tokens - 1 within the model's context)")
       ->delimiter(',')
       ->capture_default_str()
       ->transform(range::tokens(1));
@@ -141,11 +145,17 @@ void register_bench(CLI::App& app) {
                       ->capture_default_str()
                       ->transform(range::batch());
   retire_spelling(*gen, gen->add_option("--batch", gargs->options.batches)->delimiter(',')->transform(range::batch()), batches);
-  gen->add_option("--new-tokens", gargs->options.new_tokens, "Tokens generated per row")->capture_default_str()->transform(range::tokens(2));
-  gen->add_option("--feature-map", gargs->options.feature_map, "Feature map of the all-linear and hybrid variants")->capture_default_str();
+  gen->add_option("--new-tokens", gargs->options.new_tokens,
+                  "Tokens generated per row, all of them: a prompt length + new tokens - 1 beyond the model's context is refused")
+      ->capture_default_str()
+      ->transform(range::tokens(2));
+  gen->add_option("--feature-map", gargs->options.feature_map, "Feature map of the all-linear and hybrid variants")
+      ->capture_default_str()
+      ->check(feature_map_arg());
+  // the hybrid kind's bound on w: a larger --window was refused only by the first hybrid layer, after the model was built
   gen->add_option("--window", gargs->options.window, "Also a hybrid variant with this sliding window (0: none)")
       ->capture_default_str()
-      ->transform(range::tokens(0));
+      ->transform(range::integer(0, attention::kMaxHybridWindow));
   gen->add_option("--memory-budget", gargs->memory_budget_gb, "GB a run's KV caches may take; a run that needs more is skipped (0: half of the available memory)")
       ->capture_default_str()
       ->transform(range::gigabytes());

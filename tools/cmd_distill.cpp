@@ -113,7 +113,7 @@ void register_distill(CLI::App& app) {
                   "(sliding-window softmax + linear, docs/attention.md)")
       ->capture_default_str()
       ->check(attention_spec_arg(/*student=*/true));
-  sub->add_option("--feature-map", a->o.feature_map, "Feature map: " + maps)->capture_default_str();
+  sub->add_option("--feature-map", a->o.feature_map, "Feature map: " + maps)->capture_default_str()->check(feature_map_arg());
   sub->add_option("--map-options", a->map_options, "Feature-map options as a JSON object")->capture_default_str();
   sub->add_flag("--sla", a->o.sla, "Add SLA head gates (they read the full Q and K)");
   sub->add_option("--train", a->o.train, "What to train: maps, gates or both (default: maps; both with --sla)")

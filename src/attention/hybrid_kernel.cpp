@@ -18,7 +18,8 @@ HybridConfig HybridConfig::from_json(const nlohmann::json& j, int64_t n_head) {
     const auto& val = it.value();
     auto bad = [&](const char* want) { fail("hybrid attention option '", key, "' must be ", want, ", got ", val.dump()); };
     if (key == "window" || key == "w") {  // w: the short name LoLCATs' papers use
-      if (!val.is_number_integer() || val.get<int64_t>() < 1 || val.get<int64_t>() > 65536) bad("an integer in [1, 65536]");
+      if (!val.is_number_integer() || val.get<int64_t>() < 1 || val.get<int64_t>() > kMaxHybridWindow)
+        bad(("an integer in [1, " + std::to_string(kMaxHybridWindow) + "]").c_str());
       c.window = val.get<int64_t>();
     } else if (key == "mix") {
       if (!val.is_string() || (val != "learned" && val != "fixed")) bad("learned or fixed");

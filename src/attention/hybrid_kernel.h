@@ -15,6 +15,10 @@
 
 namespace mimic::attention {
 
+// The largest window w a hybrid layer may have (its "window" option); the benches' --window take the same bound, so
+// that they measure only windows a model can have.
+inline constexpr int64_t kMaxHybridWindow = 65536;
+
 struct HybridConfig {
   int64_t window = 64;
   bool learned = true;         // σ_h trained (mix "learned") or fixed at window_weight (mix "fixed")

@@ -12,6 +12,7 @@
 #include "mimic/attention/attention.h"
 #include "mimic/attention/feature_map.h"
 #include "mimic/attention/hybrid_attention.h"
+#include "mimic/attention/hybrid_kernel.h"
 #include "mimic/attention/kinds.h"
 #include "mimic/attention/linear_attention.h"
 #include "mimic/bench/measure.h"
@@ -307,6 +308,11 @@ std::vector<int64_t> bench_lengths(int64_t max_len) {
   return out;
 }
 
+int64_t bench_chunk(const AttentionBenchOptions& o) {
+  const auto lengths = bench_lengths(o.max_len);
+  return lengths.empty() ? o.chunk : std::min(o.chunk, lengths.back());
+}
+
 size_t form_index(const AttentionBenchResult& r, const std::string& name) {
   for (size_t i = 0; i < r.forms.size(); ++i)
     if (r.forms[i] == name) return i;
@@ -318,7 +324,8 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   MIMIC_CHECK(o.repeats >= 1, "bench attention: --repeats must be at least 1, got ", o.repeats);
   MIMIC_CHECK(o.chunk >= 1, "bench attention: --chunk must be at least 1, got ", o.chunk);
   // the hybrid kind's own bound on w (HybridConfig), so that the bench measures only windows a model can have
-  MIMIC_CHECK(o.window >= 1 && o.window <= 65536, "bench attention: --window must be in 1 ... 65536, got ", o.window);
+  MIMIC_CHECK(o.window >= 1 && o.window <= attention::kMaxHybridWindow, "bench attention: --window must be in 1 ... ",
+              attention::kMaxHybridWindow, ", got ", o.window);
   MIMIC_CHECK(o.head_dim >= 1, "bench attention: head_dim must be positive, got ", o.head_dim);
   MIMIC_CHECK(o.decode_tokens >= 1, "bench attention: decode_tokens must be at least 1, got ", o.decode_tokens);
   for (auto c : o.decode_contexts) MIMIC_CHECK(c >= 1, "bench attention: decoding contexts must be positive, got ", c);
@@ -326,6 +333,7 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   torch::NoGradGuard no_grad;  // set-up and decoding; the measuring turns autograd on for fwd+bwd
   AttentionBenchResult res;
   res.options = o;
+  res.options.chunk = bench_chunk(o);
   res.threads = at::get_num_threads();
   res.device = bench_device().str();
   res.timing_method = strf("median of %d run%s after 1 warm-up; fwd = forward without autograd (inference), fwd+bwd = forward "
@@ -355,12 +363,12 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   setup.ctx.causal = true;
   setup.ctx.scale = setup.scale;
   setup.lopts.causal = true;
-  setup.lopts.chunk = o.chunk;
+  setup.lopts.chunk = res.options.chunk;
   setup.hopts.causal = true;
   setup.hopts.window = o.window;
-  setup.hopts.chunk = o.chunk;
+  setup.hopts.chunk = res.options.chunk;
   setup.window_logit = torch::zeros({1}, on_device()).requires_grad_(true);
-  setup.delta = attention::make_attention_kernel("delta", {{"chunk", o.chunk}}, 1, setup.d);
+  setup.delta = attention::make_attention_kernel("delta", {{"chunk", res.options.chunk}}, 1, setup.d);
   setup.delta->to(bench_device());
   std::vector<Form> forms = make_forms(setup);
   for (const auto& f : forms) res.forms.push_back(f.name);

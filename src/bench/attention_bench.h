@@ -84,8 +84,14 @@ struct AttentionBenchResult {
 // The lengths measured for a given max_len: 512, 1024, ..., 32768, those <= max_len.
 std::vector<int64_t> bench_lengths(int64_t max_len);
 
+// The chunk the bench runs: options.chunk, at most the longest length measured. A longer chunk computes the same table
+// (a chunked form takes chunk = T for any chunk >= T), but the decoders' prefills, at contexts up to 32K whatever
+// max_len, ran in chunks of it: at --chunk 65536 one chunk of 32K, [32K, 32K] scores for linear and hybrid and the delta
+// rule's O(C^3) solve per chunk, for hours (issue 38). The result's options hold the chunk run.
+int64_t bench_chunk(const AttentionBenchOptions& options);
+
 // Runs the whole benchmark with the current LibTorch thread settings and generator. Throws mimic::Error for
-// invalid options (max_len < 512, repeats < 1, chunk < 1, window outside 1 ... 65536, ...).
+// invalid options (max_len < 512, repeats < 1, chunk < 1, window outside 1 ... kMaxHybridWindow, ...).
 AttentionBenchResult run_attention_bench(const AttentionBenchOptions& options);
 
 // Index of a form in result.forms; mimic::Error if it was not measured.

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "mimic/attention/hybrid_kernel.h"
 #include "mimic/attention/kinds.h"
 #include "mimic/bench/measure.h"
 #include "mimic/bench/text.h"
@@ -160,7 +161,9 @@ GenerateBenchResult run_generate_bench(const GenerateBenchOptions& o) {
   MIMIC_CHECK(o.new_tokens >= 2, "bench generate: --new-tokens must be >= 2");
   MIMIC_CHECK(!o.prompt_lengths.empty() && !o.batches.empty(), "bench generate: at least one prompt length and one batch size");
   for (auto b : o.batches) MIMIC_CHECK(b >= 1, "bench generate: every batch size must be >= 1, got ", b);
-  MIMIC_CHECK(o.window >= 0, "bench generate: --window must be >= 0 (0: no hybrid variant), got ", o.window);
+  // the hybrid kind's own bound on w, before the model is built (it was refused after, by the first hybrid layer)
+  MIMIC_CHECK(o.window >= 0 && o.window <= attention::kMaxHybridWindow, "bench generate: --window must be in 0 ... ",
+              attention::kMaxHybridWindow, " (0: no hybrid variant), got ", o.window);
   MIMIC_CHECK(o.memory_budget >= 0, "bench generate: the memory budget must be >= 0 (0: half of the available memory)");
   const int64_t longest = *std::max_element(o.prompt_lengths.begin(), o.prompt_lengths.end());
   GenerateBenchResult r;
@@ -177,8 +180,13 @@ GenerateBenchResult run_generate_bench(const GenerateBenchOptions& o) {
   }
   const auto s = model->summary();
   MIMIC_CHECK(s.family->causal, "bench generate needs a causal LM (GPT-2); ", o.model, " is a ", s.model_type, " model");
+  // Every run decodes all the tokens asked, or none runs: a prompt whose new tokens passed the context's end decoded
+  // fewer steps without a word (issue 38), and its row was compared with rows that decoded them all.
   for (auto len : o.prompt_lengths)
-    MIMIC_CHECK(len >= 1 && len < s.max_positions, "bench generate: prompt length ", len, " must be in 1 .. ", s.max_positions - 1);
+    MIMIC_CHECK(len >= 1 && len + o.new_tokens - 1 <= s.max_positions, "bench generate: a prompt of ", len, " tokens and --new-tokens ",
+                o.new_tokens, " need ", len + o.new_tokens - 1, " positions, beyond the model's context of ", s.max_positions,
+                len < s.max_positions ? " (at most " + std::to_string(s.max_positions - len + 1) + " new tokens fit after this prompt)"
+                                      : std::string(" (the prompt alone fills it)"));
   r.options = o;
   r.threads = torch::get_num_threads();
   r.memory_budget = o.memory_budget > 0 ? o.memory_budget : 0.5 * available_memory_bytes();
@@ -211,7 +219,7 @@ GenerateBenchResult run_generate_bench(const GenerateBenchOptions& o) {
         row.batch = B;
         row.prompt = len;
         row.weight_bytes = weights;
-        const int64_t steps = std::min(o.new_tokens - 1, s.max_positions - len);
+        const int64_t steps = o.new_tokens - 1;  // within the context (checked above)
         const double kv = kv_cache_bytes(*model, s, B, len + steps);
         const double need = kv > 0 ? kv * (1.5 + 1.0 / s.n_layer) + kPrefillScoreBytes : 0.0;
         auto ids = at::randint(s.vocab_size, {B, len}, gen, torch::kLong);

@@ -37,7 +37,7 @@ struct GenerateBenchOptions {
   std::string width = "mini";   // without a model: "mini" or "small" (train_bench_width)
   std::vector<int64_t> prompt_lengths = {64, 128, 256, 448};
   std::vector<int64_t> batches = {1};
-  int64_t new_tokens = 32;      // greedy tokens per row (the first from the prefill; fewer when the context ends)
+  int64_t new_tokens = 32;      // greedy tokens per row (the first from the prefill); every prompt + new_tokens − 1 must fit the context
   std::string feature_map = "hedgehog";
   int64_t window = 0;           // > 0: also the hybrid variant with this window (keys under exact softmax)
   bool parallel = true;         // at batch 1, also time the parallel recompute and compare its tokens
