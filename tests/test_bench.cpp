@@ -398,27 +398,31 @@ TEST(BenchGenerate, BytesPerStepAreEveryWeightOnceAndTheMeanStateCountedByHand) 
 }
 
 // Without a model directory: a random GPT-2 at gpt2-mini's widths whose position table reaches past its 512
-// tokens. The all-linear and hybrid states hold the same bytes at 16 and at 600 tokens of context; the KV cache
-// grows with the context, by exact byte counts.
+// tokens. The all-linear and hybrid states (with a sparse cache too) hold the same bytes at 16 and at 600 tokens
+// of context; the KV cache grows with the context, by exact byte counts.
 TEST(BenchGenerate, LinearAndHybridStatesAreFlatInTheContextWhileTheKvCacheGrows) {
   mimic::bench::GenerateBenchOptions o;
   o.prompt_lengths = {16, 600};
   o.batches = {2};
   o.new_tokens = 2;
   o.window = 8;
+  o.cache = 4;
   o.parallel = false;
   o.copy_bytes = 1 << 20;
   o.progress = false;
   auto r = mimic::bench::run_generate_bench(o);
   EXPECT_EQ(r.model_name, "random mini (n_positions 601)");
-  ASSERT_EQ(r.variants, (std::vector<std::string>{"softmax (as loaded)", "linear hedgehog (untrained)", "hybrid w=8 hedgehog (untrained)"}));
-  ASSERT_EQ(r.rows.size(), 6u);
-  const int64_t layers = 6, heads = 8, hd = 24, F = 48, B = 2, w = 8;
+  ASSERT_EQ(r.variants, (std::vector<std::string>{"softmax (as loaded)", "linear hedgehog (untrained)", "hybrid w=8 hedgehog (untrained)",
+                                                  "hybrid w=8 cache=4 hedgehog (untrained)"}));
+  ASSERT_EQ(r.rows.size(), 8u);
+  const int64_t layers = 6, heads = 8, hd = 24, F = 48, B = 2, w = 8, lam = 4;
   for (int k = 0; k < 2; ++k) {
     const int64_t context = r.rows[k].prompt + 1;  // the prompt and one fed token
     EXPECT_EQ(r.rows[k].state_bytes, layers * 2 * B * context * heads * hd * 4);
     EXPECT_EQ(r.rows[2 + k].state_bytes, layers * B * heads * (F * hd + F + 1) * 4);
     EXPECT_EQ(r.rows[4 + k].state_bytes, layers * B * heads * (w * (hd + hd) + F * hd + F + 1) * 4);  // keys, not their features
+    // the cache: λ keys and values and their positions (int64), allocated with the ring
+    EXPECT_EQ(r.rows[6 + k].state_bytes, r.rows[4 + k].state_bytes + layers * B * heads * lam * ((hd + hd) * 4 + 8));
   }
   EXPECT_EQ(r.rows[1].state_bytes, r.rows[0].state_bytes * 601 / 17);
 }
@@ -486,6 +490,8 @@ TEST(BenchGenerate, OptionsOutOfTheirRangesAreOneLineErrorsBeforeAnythingRuns) {
            // model had been built (issue 38)
            {"bench generate --window 70000", "--window: must be an integer in [0, 65536], got 70000 (see --help)"},
            {"bench generate --feature-map nope", "--feature-map: unknown feature map 'nope' (known: hedgehog, "},
+           {"bench generate --cache 8", "--cache requires --window"},
+           {"bench generate --window 8 --cache -1", "--cache: must be an integer in [0, 65536], got -1"},
            {"bench generate --memory-budget -2", "--memory-budget: must be a number in [0, 1e+06], got -2"},
            {"bench generate --width medium", "--width"},
            {"bench generate --model gpt2-mini --width mini", "excludes"}}) {

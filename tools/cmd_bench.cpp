@@ -153,9 +153,14 @@ void register_bench(CLI::App& app) {
       ->capture_default_str()
       ->check(feature_map_arg());
   // the hybrid kind's bound on w: a larger --window was refused only by the first hybrid layer, after the model was built
-  gen->add_option("--window", gargs->options.window, "Also a hybrid variant with this sliding window (0: none)")
+  auto* window_opt = gen->add_option("--window", gargs->options.window, "Also a hybrid variant with this sliding window (0: none)")
       ->capture_default_str()
       ->transform(range::integer(0, attention::kMaxHybridWindow));
+  gen->add_option("--cache", gargs->options.cache,
+                  "With --window: also that hybrid with LoLA's sparse cache of this many keys per head (0: none; docs/attention.md)")
+      ->capture_default_str()
+      ->transform(range::integer(0, attention::kMaxHybridWindow))
+      ->needs(window_opt);
   gen->add_option("--memory-budget", gargs->memory_budget_gb, "GB a run's KV caches may take; a run that needs more is skipped (0: half of the available memory)")
       ->capture_default_str()
       ->transform(range::gigabytes());

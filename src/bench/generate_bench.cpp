@@ -164,6 +164,9 @@ GenerateBenchResult run_generate_bench(const GenerateBenchOptions& o) {
   // the hybrid kind's own bound on w, before the model is built (it was refused after, by the first hybrid layer)
   MIMIC_CHECK(o.window >= 0 && o.window <= attention::kMaxHybridWindow, "bench generate: --window must be in 0 ... ",
               attention::kMaxHybridWindow, " (0: no hybrid variant), got ", o.window);
+  MIMIC_CHECK(o.cache >= 0 && o.cache <= attention::kMaxHybridWindow && (o.cache == 0 || o.window > 0),
+              "bench generate: --cache must be in 0 ... ", attention::kMaxHybridWindow, " and needs --window > 0 (the cache is the "
+              "hybrid's), got ", o.cache);
   MIMIC_CHECK(o.memory_budget >= 0, "bench generate: the memory budget must be >= 0 (0: half of the available memory)");
   const int64_t longest = *std::max_element(o.prompt_lengths.begin(), o.prompt_lengths.end());
   GenerateBenchResult r;
@@ -201,6 +204,10 @@ GenerateBenchResult run_generate_bench(const GenerateBenchOptions& o) {
   if (o.window > 0)
     variants.push_back({strf("hybrid w=%lld %s (untrained)", static_cast<long long>(o.window), o.feature_map.c_str()), "hybrid",
                         {{"window", o.window}, {"feature_map", o.feature_map}}});
+  if (o.window > 0 && o.cache > 0)
+    variants.push_back({strf("hybrid w=%lld cache=%lld %s (untrained)", static_cast<long long>(o.window), static_cast<long long>(o.cache),
+                             o.feature_map.c_str()),
+                        "hybrid", {{"window", o.window}, {"cache", o.cache}, {"feature_map", o.feature_map}}});
   for (const auto& v : variants) r.variants.push_back(v.name);
 
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
@@ -310,6 +317,7 @@ nlohmann::json to_json(const GenerateBenchResult& r) {
           {"new_tokens", r.options.new_tokens},
           {"feature_map", r.options.feature_map},
           {"window", r.options.window},
+          {"cache", r.options.cache},
           {"seed", r.options.seed},
           {"batches", r.options.batches},
           {"prompt_lengths", r.options.prompt_lengths},

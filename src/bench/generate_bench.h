@@ -6,7 +6,8 @@
 // table is as long as the longest run, so that contexts beyond a shipped model's 512 tokens can be timed.
 // Variants: the model as loaded (the reference: softmax, with its KV cache, for the targets), then every
 // layer's attention replaced by an untrained linear kernel (hedgehog by default: the speed does not depend on
-// the map's training), then, with a window, by an untrained hybrid kernel (sliding window + linear).
+// the map's training), then, with a window, by an untrained hybrid kernel (sliding window + linear), and with a
+// cache too, by the hybrid with LoLA's sparse cache of that many keys per head (its state flat in the context).
 //
 // Each run: B random prompts of one length, prefilled through the decode state, then greedy [B, 1] steps
 // through every layer's kernel cache (what generate --batch does). Per run: the time of one step (each row's
@@ -40,6 +41,7 @@ struct GenerateBenchOptions {
   int64_t new_tokens = 32;      // greedy tokens per row (the first from the prefill); every prompt + new_tokens − 1 must fit the context
   std::string feature_map = "hedgehog";
   int64_t window = 0;           // > 0: also the hybrid variant with this window (keys under exact softmax)
+  int64_t cache = 0;            // > 0 (with a window): also that hybrid with a sparse cache of this many keys per head
   bool parallel = true;         // at batch 1, also time the parallel recompute and compare its tokens
   double memory_budget = 0;     // bytes a run's KV caches may hold; 0: half of MemAvailable at the start
   int64_t copy_bytes = int64_t{256} << 20;  // the bandwidth measurement's buffer (tests make it small)
