@@ -447,6 +447,9 @@ TEST(HybridKernel, DecodingStepsWithoutGradientsMatchTheWholeSequenceWithGatesLe
       auto out = att->forward_cached(sl(in.q, 0, prompt), sl(in.k, 0, prompt), sl(in.v, 0, prompt), ctx, *cache);
       EXPECT_LT(max_diff(out, whole.narrow(2, 0, prompt)), tol);
       const int64_t bytes = cache->bytes();
+      // with gates the ring keeps the key features (a key's gate reads every head of its position): w·(d + d + F)
+      const int64_t feat = att->map->feature_dim(), d = in.q.size(3), heads = in.q.size(1);
+      EXPECT_EQ(bytes, batch * heads * (8 * (d + d + feat) + feat * d + feat + 1) * 4);
       std::unique_ptr<KernelCache> branch;
       std::vector<at::Tensor> after_branch;
       for (int64_t i = prompt; i < t; ++i) {

@@ -980,6 +980,14 @@ TEST(Resumes, AnotherTeachersRecordOrAnotherConfigIsNotResumed) {
   auto relu = record(dir.file("relu"), dir.file("r2.h5"), "");
   EXPECT_NE(relu.code, 0);
   EXPECT_NE(relu.err.find("was recorded with other settings: network"), std::string::npos) << relu.err;
+  // the seventh probe: a conversion of the teacher (the same weights and network, other attention) resumed the
+  // teacher's record, exit 0, two models' samples in one file
+  auto converted = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + good_maps() + " --out " + dir.file("conv") +
+                                          " --threads 1");
+  ASSERT_EQ(converted.code, 0) << converted.err;
+  auto mixed = record(dir.file("conv"), dir.file("r2.h5"), "");
+  EXPECT_NE(mixed.code, 0);
+  EXPECT_NE(mixed.err.find("was recorded with other settings: attention"), std::string::npos) << mixed.err;
   // the fifth probe of 2026-11-27: an online distill and a pretrain from --init resumed onto the same weights under
   // another config, exit 0 (two teachers' maps in one file; two networks in one run)
   fs::create_directories(dir.file("t2"));

@@ -189,16 +189,22 @@ TEST(SparseCache, TheChunkedFormComputesTheQuadraticFormForwardAndBackward) {
   struct Case {
     int64_t every, size, window;
     bool log_space, padded, exact, affine;
+    // the keys' log-features this far below 0 and the queries' as far above (φ(q)·φ(k) unchanged): beyond double's
+    // range of exp at 800, so a state that does not carry the keys' own scale loses them
+    double below = 0;
   };
   for (const Case c : {Case{1, 2, 3, true, false, false, false}, Case{1, 5, 1, false, false, false, false},
                        Case{3, 2, 3, true, true, false, false}, Case{4, 5, 2, false, false, true, false},
                        Case{4, 0, 3, true, false, false, true}, Case{5, 3, 4, true, true, true, true},
-                       Case{2, 20, 3, false, false, false, false}}) {
+                       Case{2, 20, 3, false, false, false, false}, Case{20, 2, 3, true, false, false, false},
+                       Case{3, 2, 16, true, true, false, false}, Case{2, 3, 2, true, false, true, false, 800.0},
+                       Case{1, 3, 2, true, true, false, true, 800.0}}) {
     SCOPED_TRACE("every " + std::to_string(c.every) + ", size " + std::to_string(c.size) + ", window " + std::to_string(c.window) +
                  (c.log_space ? ", log space" : "") + (c.padded ? ", padded" : "") + (c.exact ? ", exact" : "") +
-                 (c.affine ? ", affine" : ""));
+                 (c.affine ? ", affine" : "") + (c.below > 0 ? ", far below" : ""));
     auto in = inputs(B, H, T, D, F, 40 + static_cast<uint64_t>(c.every * 10 + c.size));
-    Features f{c.log_space ? in.fq : in.fq.exp(), c.log_space ? in.fk : in.fk.exp(), c.log_space};
+    auto fq = in.fq + c.below, fk = in.fk - c.below;
+    Features f{c.log_space ? fq : fq.exp(), c.log_space ? fk : fk.exp(), c.log_space};
     auto o = hybrid(c.window, H);
     o.cache = c.size;
     o.cache_every = c.every;
@@ -213,13 +219,29 @@ TEST(SparseCache, TheChunkedFormComputesTheQuadraticFormForwardAndBackward) {
     // (the selection's output for any λ, 0 included: with λ = 0 and a chunk of several queries the pending keys are exact)
     auto expect = hybrid_quadratic_with(in.q, in.k, in.v, f, 0.5, o, mask, sparse_cache_selection(in.k, in.v, f, o, mask));
     auto out = hybrid_cache_chunked(in.q, in.k, in.v, f, 0.5, o, mask);
-    auto real = c.padded ? mask.view({B, 1, T, 1}).to(torch::kDouble) : torch::ones({B, 1, T, 1}, torch::kDouble);
-    EXPECT_LT(max_diff(out * real, expect * real), 1e-12);
-    auto weights = torch::randn_like(out) * real;
+    EXPECT_LT(max_diff(out, expect), 1e-12);  // padded query rows too: both read the same keys
+    if (c.below > 0) {  // the linear terms matter there: without them the rows differ
+      auto none = o;
+      none.linear_weight = torch::zeros({H}, torch::kDouble);
+      EXPECT_GT(max_diff(out, hybrid_cache_chunked(in.q, in.k, in.v, f, 0.5, none, mask)), 1e-6);
+    }
+    auto weights = torch::randn_like(out);
     // (the graph is kept: both forms read the same features, exp(log φ) in plain space)
     auto grads = torch::autograd::grad({(out * weights).sum()}, {in.q, in.k, in.v, in.fq, in.fk}, {}, /*retain_graph=*/true);
     auto expect_grads = torch::autograd::grad({(expect * weights).sum()}, {in.q, in.k, in.v, in.fq, in.fk});
     for (size_t x = 0; x < grads.size(); ++x) EXPECT_LT(max_diff(grads[x], expect_grads[x]), 1e-10) << "input " << x;
+  }
+  // in float32 the two forms agree to rounding
+  {
+    auto in = inputs(B, H, T, D, F, 77);
+    auto fl = [](const at::Tensor& x) { return x.detach().to(torch::kFloat); };
+    auto o = hybrid(3, H);
+    o.window_weight = o.window_weight.to(torch::kFloat);
+    o.cache = 3;
+    Features f{fl(in.fq), fl(in.fk), true};
+    EXPECT_LT(max_diff(hybrid_cache_chunked(fl(in.q), fl(in.k), fl(in.v), f, 0.5, o, at::Tensor()),
+                       hybrid_quadratic(fl(in.q), fl(in.k), fl(in.v), f, 0.5, o, at::Tensor())),
+              1e-5);
   }
   // the kernel's whole-sequence forward is this form
   torch::manual_seed(5);

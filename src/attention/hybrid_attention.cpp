@@ -74,8 +74,6 @@ namespace {
 using namespace hybrid_parts;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-
-
 // The window part: query i reads keys K[i … i+span−1] (K holds T+span−1 positions, `valid` [B, T+span−1]).
 // Blocks of c queries against their band of c+span−1 keys. Returns Σ σ exp(s − M) v [B, H, T, D] and Σ σ exp(s − M) [B, H, T, 1].
 // With `exact` the window's terms are σ exp(s) and M is only a stabilising constant (detached, returned in *shift);

@@ -51,7 +51,7 @@ struct HybridOptions {
   at::Tensor linear_weight;  // λ: [H], or undefined for 1
   bool exact = false;        // window terms σ exp(s) (M_i only stabilises) instead of LoLCATs' σ exp(s − M_i)
   int64_t cache = 0;         // λ: a sparse cache of keys kept exact beyond the window (sparse_cache.h); 0: none
-  int64_t cache_every = 1;   // a cache selection every this many positions (the quadratic form; the step: 1)
+  int64_t cache_every = 1;   // a cache selection every this many positions (the whole-sequence forms; the step: 1)
   // The features of keys [B, H, n, D] → [B, H, n, F], as f.k holds them (log φ when f.log_space), for maps whose
   // features are a function of the key alone (FeatureMapImpl::of_key_alone, no gates). When set, a state made by
   // hybrid_step or hybrid_chunked keeps keys only — no key features in the ring or the cache — and computes a

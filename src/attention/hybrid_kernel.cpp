@@ -34,10 +34,10 @@ HybridConfig HybridConfig::from_json(const nlohmann::json& j, int64_t n_head) {
       if (!val.is_string() || (val != "max" && val != "exact")) bad("max or exact");
       c.exact = val == "exact";
     } else if (key == "cache") {
-      if (!val.is_number_integer() || val.get<int64_t>() < 0 || val.get<int64_t>() > 65536) bad("an integer in [0, 65536]");
+      if (!val.is_number_integer() || val.get<int64_t>() < 0 || val.get<int64_t>() > kMaxHybridWindow) bad("an integer in [0, 65536]");
       c.cache = val.get<int64_t>();
     } else if (key == "cache_every") {
-      if (!val.is_number_integer() || val.get<int64_t>() < 1 || val.get<int64_t>() > 65536) bad("an integer in [1, 65536]");
+      if (!val.is_number_integer() || val.get<int64_t>() < 1 || val.get<int64_t>() > kMaxHybridWindow) bad("an integer in [1, 65536]");
       c.cache_every = val.get<int64_t>();
     } else if (key == "norm") {
       if (val != "row") bad("row (the window and the linear part share the row normaliser)");

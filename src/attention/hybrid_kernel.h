@@ -4,7 +4,8 @@
 // distilled for the linear kind load into it) — plus a per-head window weight σ_h = sigmoid(window_logit_h)
 // when learned. Decoding keeps the last w keys and values and the linear state: constant memory in the context.
 // With `cache` = λ > 0 it is LoLA's form (sparse_cache.h): λ more keys kept exact, chosen by the state's recall
-// error; the whole-sequence forms then run the quadratic form, and decoding (prompt included) the recurrent step.
+// error; the whole-sequence forward then runs the chunked form (hybrid_cache_chunked), distillation's weights the
+// quadratic form, and decoding (prompt included) the recurrent step.
 #pragma once
 #include <ATen/core/Tensor.h>
 

@@ -136,7 +136,8 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
   const auto sel = select(k, v, f, o, mask);
   const at::Tensor &held_pos = sel.held_pos, &held_ok = sel.held_ok, &written_at = sel.written_at;
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3), dv = v.size(3), nf = f.k.size(3), w = o.window;
-  const int64_t every = o.cache_every, lam = o.cache, n = held_pos.size(2), tp = n * every;
+  // (a chunk longer than the sequence is the sequence: one selection, at 0, either way — and no every² scores)
+  const int64_t every = std::min(o.cache_every, std::max<int64_t>(t, 1)), lam = o.cache, n = held_pos.size(2), tp = n * every;
   const auto longs = q.options().dtype(torch::kLong);
   auto valid = key_valid(mask, b, t, q.options());
 
@@ -145,11 +146,11 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
   // are the λ cached and at most `every` that left the window; λ stay); gathered by selection (the keys sorted by the
   // selection that wrote them, a segment each), W_m = Σ φ(k) [v, 1]ᵀ, and the state after selection m is
   // Σ_{m' ≤ m} W_m'. In log space each segment sheds its own largest log-feature c_m and the running sum carries
-  // the largest so far (as the selection's own state and decoding's do).
+  // the largest so far, −∞ until a key is written (as the selection's own state and decoding's do: a floor of 0
+  // lost keys whose log-features all lay ~87 nats below it in float32).
   const int64_t seg = every;
   auto order = std::get<1>(written_at.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/false));
   auto counts = torch::zeros({b, h, n + 1}, longs).scatter_add_(2, written_at, torch::ones_like(written_at)).narrow(2, 0, n);
-  MIMIC_CHECK(counts.max().item<int64_t>() <= seg, "sparse cache: a selection wrote more keys than left the window");
   auto first = counts.cumsum(-1) - counts;
   auto r = torch::arange(seg, longs);
   auto used = r.view({1, 1, 1, seg}).lt(counts.unsqueeze(-1));                                           // [B, H, N, seg]
@@ -159,11 +160,11 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
   };
   auto fw = rows(f.k), vw = rows(v);
   auto keep = used.unsqueeze(-1);
-  at::Tensor cm = torch::zeros({b, h, n, 1, 1}, q.options());
+  at::Tensor cm, cm_raw;  // the constant each segment shed; cm_raw: −∞ for a segment that wrote nothing
   if (f.log_space) {
     fw = fw.masked_fill(keep.logical_not(), -kInf);
-    cm = fw.detach().amax({3, 4}, true);
-    cm = torch::where(torch::isinf(cm), torch::zeros_like(cm), cm);
+    cm_raw = fw.detach().amax({3, 4}, true);
+    cm = torch::where(torch::isinf(cm_raw), torch::zeros_like(cm_raw), cm_raw);
     fw = (fw - cm).exp();
   } else {
     fw = torch::where(keep, fw, torch::zeros_like(fw));  // (not a product: inf · 0 is NaN)
@@ -176,24 +177,27 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
     return a.size(-2) == 1 ? (a.transpose(-1, -2) * m).sum(-2, true) : torch::matmul(a, m);
   };
   auto W = mm(fw.transpose(-1, -2), torch::cat({vw, torch::ones_like(vw.narrow(-1, 0, 1))}, -1));  // [B, H, N, F, D+1]
-  std::vector<at::Tensor> states, shifts;
-  at::Tensor S, top;
-  // (unbound once: a select per m would give each its own backward of W's whole size, O(N²) work for N selections)
-  const auto Wm = W.unbind(2);
-  const auto cms = cm.unbind(2);
-  for (int64_t m = 0; m < n; ++m) {  // S_m = Σ W_m' exp(c_m' − top_m), top_m = max_{m' ≤ m} c_m' (detached)
-    const auto& c = cms[static_cast<size_t>(m)];
-    const auto& Wc = Wm[static_cast<size_t>(m)];
-    if (m == 0) {
-      top = c;
-      S = Wc;
-    } else {
-      auto next = torch::maximum(top, c);
-      S = S * (top - next).exp() + Wc * (c - next).exp();
+  at::Tensor states, shifts;
+  if (!f.log_space) {
+    states = W.cumsum(2);
+    shifts = torch::zeros({b, h, n, 1, 1}, q.options());
+  } else {
+    std::vector<at::Tensor> each, tops;
+    at::Tensor S, top = torch::full({b, h, 1, 1}, -kInf, q.options());
+    // (unbound once: a select per m would give each its own backward of W's whole size, O(N²) work for N selections)
+    const auto Wm = W.unbind(2), cms = cm.unbind(2), raws = cm_raw.unbind(2);
+    for (int64_t m = 0; m < n; ++m) {  // S_m = Σ W_m' exp(c_m' − top_m), top_m = max_{m' ≤ m} c_m' (detached)
+      const auto i = static_cast<size_t>(m);
+      auto next = torch::maximum(top, raws[i]);
+      auto zero = torch::zeros_like(next);
+      auto add = torch::where(torch::isinf(raws[i]), zero, (cms[i] - next).exp());  // (an empty segment adds nothing)
+      S = m == 0 ? Wm[i] * add : S * torch::where(torch::isinf(next), zero, (top - next).exp()) + Wm[i] * add;
       top = next;
+      each.push_back(S);
+      tops.push_back(top);  // −∞ while nothing is written: the empty state's terms then weigh nothing in combine()
     }
-    states.push_back(S);
-    shifts.push_back(top);
+    states = torch::stack(each, 2);
+    shifts = torch::stack(tops, 2);
   }
   // Each query reads the state its chunk's selection left: φ(q_i)·S_m, at log-scale qtop_i + top_m.
   at::Tensor qf = f.q, qtop = torch::zeros({b, h, t, 1}, q.options());
@@ -201,8 +205,8 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
     qtop = std::get<0>(f.q.detach().max(-1, true));
     qf = (f.q - qtop).exp();
   }
-  auto lin_nd = mm(pad(qf, 2, -(tp - t)).view({b, h, n, every, nf}), torch::stack(states, 2));  // [B, H, N, every, D+1]
-  auto lin_shift = pad(qtop, 2, -(tp - t)).view({b, h, n, every, 1}) + torch::stack(shifts, 2);
+  auto lin_nd = mm(pad(qf, 2, -(tp - t)).view({b, h, n, every, nf}), states);  // [B, H, N, every, D+1]
+  auto lin_shift = pad(qtop, 2, -(tp - t)).view({b, h, n, every, 1}) + shifts;
   LinearSums lin{lin_nd.reshape({b, h, tp, dv + 1}).narrow(2, 0, t), lin_shift.reshape({b, h, tp, 1}).narrow(2, 0, t)};
 
   // The exact terms of query i in the chunk that starts at s: the band of keys s − w + 1 … i (its window and the keys

@@ -155,36 +155,46 @@ OutputLock lock_output_dir(const std::string& dir) {
   fs::path p = fs::absolute(dir, ec).lexically_normal();
   if (p.filename().empty()) p = p.parent_path();  // "out/"
   for (; !ec && !p.empty() && !fs::exists(p, ec) && p != p.root_path(); p = p.parent_path()) created.push_back(p);
-  fs::create_directories(dir, ec);
-  MIMIC_CHECK(fs::is_directory(dir), "cannot create the output directory ", dir, ec ? ": " + ec.message() : std::string(" (a file has that name)"));
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  MIMIC_CHECK(fd >= 0, "cannot open the output directory ", dir, ": ", std::strerror(errno));
-  struct stat st {};
-  ::fstat(fd, &st);
-  const Key key{st.st_dev, st.st_ino};
-  OutputLock lock;
-  {
-    std::lock_guard<std::mutex> g(registry_mutex);
-    if (auto it = registry().find(key); it != registry().end())
-      if ((lock.held_ = it->second.lock())) {
+  // A holder that created the folder removes it (if empty) before it lets go: whoever opened the folder meanwhile
+  // then holds a lock on a folder no longer under that name, sees it (another inode or none) and tries again.
+  for (int attempt = 0;; ++attempt) {
+    MIMIC_CHECK(attempt < 100, "cannot lock the output directory ", dir, ": it keeps being removed and created");
+    fs::create_directories(dir, ec);
+    MIMIC_CHECK(fs::is_directory(dir), "cannot create the output directory ", dir, ec ? ": " + ec.message() : std::string(" (a file has that name)"));
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    MIMIC_CHECK(fd >= 0, "cannot open the output directory ", dir, ": ", std::strerror(errno));
+    struct stat st {};
+    ::fstat(fd, &st);
+    const Key key{st.st_dev, st.st_ino};
+    OutputLock lock;
+    {
+      std::lock_guard<std::mutex> g(registry_mutex);
+      if (auto it = registry().find(key); it != registry().end())
+        if ((lock.held_ = it->second.lock())) {
+          ::close(fd);
+          return lock;
+        }
+      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
         ::close(fd);
-        return lock;
+        if (err == EWOULDBLOCK)
+          fail(dir, " is locked by another running mimic command writing there; wait for it to finish or choose another --out");
+        fail("cannot lock the output directory ", dir, ": ", std::strerror(err));
       }
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      ::close(fd);
-      if (err == EWOULDBLOCK)
-        fail(dir, " is locked by another running mimic command writing there; wait for it to finish or choose another --out");
-      fail("cannot lock the output directory ", dir, ": ", std::strerror(err));
+      struct stat named {};
+      if (::stat(dir.c_str(), &named) != 0 || named.st_dev != st.st_dev || named.st_ino != st.st_ino) {
+        ::close(fd);  // the folder went (or was replaced) between open and flock
+        continue;
+      }
+      lock.held_ = std::make_shared<OutputLock::Held>();
+      lock.held_->key = key;
+      lock.held_->fd = fd;
+      lock.held_->created = std::move(created);
+      registry()[key] = lock.held_;
     }
-    lock.held_ = std::make_shared<OutputLock::Held>();
-    lock.held_->key = key;
-    lock.held_->fd = fd;
-    lock.held_->created = std::move(created);
-    registry()[key] = lock.held_;
+    remove_stale_temporaries(dir);
+    return lock;
   }
-  remove_stale_temporaries(dir);
-  return lock;
 }
 
 }  // namespace mimic::io

@@ -86,6 +86,9 @@ RecordResult record(const RecordOptions& o) {
       {"d_model", sum.d_model},
       {"model_digest", models::model_digest(*model)},
       {"network", models::network_description(o.model_dir)},
+      // a conversion shares its teacher's weights and network: its attention (kinds, options, maps) tells them
+      // apart, or a record resumed with it held two models' samples (the seventh probe of issue 38)
+      {"attention", models::attention_digest(*model)},
       {"tokenizer", tok ? tok->kind() : std::string("none")},
       {"causal", captures[0].causal ? 1 : 0},
       {"scale", captures[0].scale},

@@ -141,7 +141,7 @@ struct RecordWriter::Impl {
     try {
       for (const auto& [k, v] : layout.settings) {
         auto have = read_attr(*file, k);
-        if (k == "network" && have.is_null()) continue;  // files recorded before it was kept resume as before
+        if ((k == "network" || k == "attention") && have.is_null()) continue;  // files recorded before they were kept resume as before
         MIMIC_CHECK(have == v, out, " was recorded with other settings: ", k, " is ", show(have), " in the file, ", show(v),
                     " for this run (use the same settings to resume, another --out, or --fresh to overwrite)");
       }
