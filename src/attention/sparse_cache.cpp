@@ -133,6 +133,7 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
                                 const HybridOptions& o, const at::Tensor& mask) {
   using namespace hybrid_parts;
   check_inputs(q, k, v, f, o, mask);
+  if (q.size(2) == 0) return torch::zeros_like(v);
   const auto sel = select(k, v, f, o, mask);
   const at::Tensor &held_pos = sel.held_pos, &held_ok = sel.held_ok, &written_at = sel.written_at;
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2), d = q.size(3), dv = v.size(3), nf = f.k.size(3), w = o.window;
@@ -140,8 +141,6 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
   const int64_t every = std::min(o.cache_every, std::max<int64_t>(t, 1)), lam = o.cache, n = held_pos.size(2), tp = n * every;
   const auto longs = q.options().dtype(torch::kLong);
   auto valid = key_valid(mask, b, t, q.options());
-
-  if (t == 0) return torch::zeros_like(v);
   // The linear state after each selection, differentiable: selection m writes at most `every` keys (the candidates
   // are the λ cached and at most `every` that left the window; λ stay); gathered by selection (the keys sorted by the
   // selection that wrote them, a segment each), W_m = Σ φ(k) [v, 1]ᵀ, and the state after selection m is
