@@ -529,7 +529,8 @@ TEST(BenchPeer, TheInputsFileHoldsWhatTheStepsReadAndTheFirstLossesFollowFromIt)
   auto other = run_cli("bench peer --inputs " + dir.file("notes.safetensors") + " --distill-batch 1 --distill-length 2 --train-batch 1 "
                        "--train-length 2 --repeats 1 --threads 1");
   EXPECT_NE(other.code, 0);
-  EXPECT_NE(other.err.find("exists and is not a bench peer inputs file"), std::string::npos) << other.err;
+  EXPECT_NE(other.err.find("--inputs " + dir.file("notes.safetensors") + " exists and is not a bench peer inputs file"), std::string::npos) << other.err;
+  EXPECT_NE(other.err.find("choose another --inputs,"), std::string::npos) << other.err;  // it said --out (the seventh probe)
   EXPECT_EQ(mimic::test::read_bytes(dir.file("notes.safetensors")), "my notes");
   auto file = mimic::io::SafeTensorsFile::open(inputs);
   auto config = nlohmann::json::parse(file.metadata().at("mimic_peer"));

@@ -454,6 +454,51 @@ TEST(Outputs, ATrainingCommandNeverReplacesAnotherCommandsRunFreshIncluded) {
     EXPECT_NE(ex.err.find("lies inside the training run in "), std::string::npos) << ex.err;
   }
   EXPECT_FALSE(fs::exists(out + "/x"));
+  // A run killed before its first checkpoint leaves its log alone, whose first line names the command: finetune took
+  // over a folder holding a pretrain run's log (the seventh probe of 2026-11-29)
+  fs::create_directories(dir.file("early"));
+  fs::copy_file(out + "/log.jsonl", dir.file("early/log.jsonl"));
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("early/log.jsonl")).rfind("{\"command\":\"pretrain\",\"step\":0}\n", 0), 0u);
+  auto early = mimic::test::mimic_cli("finetune --task lm --model " + ft_out + data + " --out " + dir.file("early"));
+  EXPECT_EQ(early.code, 1);
+  EXPECT_NE(early.err.find("holds a pretrain run (log.jsonl): finetune neither resumes nor replaces"), std::string::npos) << early.err;
+  EXPECT_EQ(names_in(dir.file("early")), std::vector<std::string>{"log.jsonl"});
+}
+
+// The seventh probe of 2026-11-29: a report written into a distillation's checkpoint folder (maps.safetensors.ckpt/rep)
+// stopped that distillation from resuming or starting over, since distill keeps only its own files there. Every
+// command writing an --out refuses one inside such a folder, at any depth, before any work, and leaves it as it was.
+TEST(OutputFolders, NoCommandWritesInsideADistillationsCheckpointFolder) {
+  TempDir dir;
+  const std::string maps = dir.file("m.safetensors"), ckpt = maps + ".ckpt";
+  fs::copy_file(good_maps(), maps);
+  ASSERT_TRUE(fs::is_directory(good_maps() + ".ckpt"));
+  fs::copy(good_maps() + ".ckpt", ckpt, fs::copy_options::recursive);
+  const auto before = names_in(ckpt);
+  mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 16})");
+  for (const std::string& args : {"report --record " + dir.file("none.h5") + " --out " + ckpt + "/rep",
+                                  "export --model " + teacher() + " --out " + ckpt + "/a/b",
+                                  "convert --model " + teacher() + " --maps " + maps + " --out " + ckpt + "/c",
+                                  "forward --model " + teacher() + " --text whale --out " + ckpt + "/f.safetensors",
+                                  "record --model " + teacher() + " --data all --out " + ckpt + "/r.h5",
+                                  "finetune --task lm --model " + teacher() + " --data all --steps 1 --out " + ckpt + "/ft",
+                                  "pretrain --arch gpt2 --data all --steps 1 --config " + dir.file("c.json") + " --out " + ckpt + "/p",
+                                  "distill --record " + dir.file("none.h5") + " --out " + ckpt + "/m2.safetensors",
+                                  "bench peer --inputs " + ckpt + "/p.safetensors"}) {
+    auto r = mimic::test::mimic_cli(args + " --threads 1");
+    EXPECT_EQ(r.code, 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("lies inside " + fs::canonical(ckpt).string() + ", a distillation's checkpoint folder"), std::string::npos)
+        << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_EQ(names_in(ckpt), before);
+  // beside it, and in a folder that only looks like one (a done.safetensors that is not distill's), writing is fine
+  fs::create_directories(dir.file("look.ckpt"));
+  mimic::test::write_bytes(dir.file("look.ckpt/done.safetensors"), "my notes");
+  for (const std::string& out : {dir.file("beside"), dir.file("look.ckpt/e")}) {
+    auto ex = mimic::test::mimic_cli("export --model " + teacher() + " --threads 1 --out " + out);
+    EXPECT_EQ(ex.code, 0) << out << ": " << ex.err;
+  }
 }
 
 TEST(Inputs, AFifoGivenAsAnInputIsRefusedAtOnce) {
@@ -467,6 +512,8 @@ TEST(Inputs, AFifoGivenAsAnInputIsRefusedAtOnce) {
   ASSERT_EQ(::mkfifo(dir.file("m/model.safetensors").c_str(), 0600), 0);
   // Each through the CLI under `timeout`, so that a reader that blocks fails the test instead of hanging it.
   for (const std::string& args : {"report --record " + fifo + " --out " + dir.file("r"),
+                                  // --eval said "no file" (the seventh probe of 2026-11-29)
+                                  "report --record " + dir.file("none.h5") + " --eval " + fifo + " --out " + dir.file("r"),
                                   "distill --eval-only --record " + fifo + " --feature-map elu",
                                   "eval --model " + teacher() + " --file " + fifo,
                                   "generate --model " + dir.file("m") + " --prompt hello",
@@ -714,6 +761,13 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "eos_token_id", -1)), "eos_token_id -1 is not a token");
   EXPECT_NO_THROW(parse_config(with(gpt2, "pad_token_id", nullptr)));
   EXPECT_NO_THROW(parse_config(with(bert, "problem_type", "single_label_classification")));
+  // sizes beyond any published model, whatever the key (the seventh probe of 2026-11-29: pretrain --config allocated
+  // and trained 100,000 layers); the largest real sizes still load
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "n_layer", 100000)), "the number of layers must be at most 1024, got 100000");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "num_hidden_layers", 1025)), "the number of layers must be at most 1024, got 1025");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "intermediate_size", 1 << 20)), "the inner (MLP) size must be at most 262144");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "n_positions", 1 << 25)), "the context (positions) must be at most 16777216");
+  EXPECT_NO_THROW(parse_config(with(with(gpt2, "n_layer", 126), "n_positions", 1 << 20)));
   EXPECT_NO_THROW(parse_config(gpt2));
   EXPECT_NO_THROW(parse_config(bert));
 }
@@ -767,6 +821,28 @@ TEST(Configs, AKeyGivenTwiceAndKeysPretrainSetsAreRefusedByName) {
   auto type = mimic::test::mimic_cli(base + dir.file("t.json"));
   EXPECT_EQ(type.code, 1);
   EXPECT_NE(type.err.find("--config: model_type \"bert\" differs from --arch gpt2"), std::string::npos) << type.err;
+  // the seventh probe of 2026-11-29: eos/bos_token_id and architectures were replaced by pretrain's own without a word;
+  // a config within the size bounds that cannot fit in memory is refused before allocating
+  for (const auto& [config, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"("eos_token_id": 13)", "--config: eos_token_id 13 differs from the tokenizer's end-of-text id 50256, which pretrain sets: leave eos_token_id out"},
+           {R"("bos_token_id": 0)", "--config: bos_token_id 0 differs from the tokenizer's end-of-text id 50256"},
+           {R"("architectures": ["GPT2Model"])", "--config: architectures [\"GPT2Model\"] differs from the objective's [\"GPT2LMHeadModel\"]"},
+           {R"("n_layer": 100000)", "model config: the number of layers must be at most 1024, got 100000"},
+           {R"("n_layer": 1000, "n_embd": 65536)", "model config: 1000 layers of width 65536 make about "}}) {
+    std::string c = R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 16, )" + config + "}";
+    if (config.find("n_layer") != std::string::npos) c = R"({"n_head": 2, "n_positions": 16, )" + config + (config.find("n_embd") == std::string::npos ? R"(, "n_embd": 8})" : "}");
+    mimic::test::write_bytes(dir.file("e.json"), c);
+    auto r = mimic::test::mimic_cli(base + dir.file("e.json"));
+    EXPECT_EQ(r.code, 1) << c;
+    EXPECT_NE(r.err.find(message), std::string::npos) << c << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  // what pretrain sets, given as it would set it, is no conflict
+  mimic::test::write_bytes(dir.file("same.json"), R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 16, "eos_token_id": 50256, "architectures": ["GPT2LMHeadModel"]})");
+  auto same = mimic::test::mimic_cli("pretrain --arch gpt2 --data sotu --steps 1 --seq-len 16 --batch-size 2 --threads 1 --out " + dir.file("same") +
+                                     " --config " + dir.file("same.json"));
+  EXPECT_EQ(same.code, 0) << same.err;
+  fs::remove_all(dir.file("same"));
   mimic::test::write_bytes(dir.file("d.json"), R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_head": 4, "n_positions": 16})");
   auto twice = mimic::test::mimic_cli(base + dir.file("d.json"));
   EXPECT_EQ(twice.code, 1);
@@ -825,6 +901,33 @@ TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
   auto rep = mimic::test::mimic_cli("report --record " + dir.file("r.h5") + " --samples 99999 --out " + dir.file("rep") + " --threads 1");
   ASSERT_EQ(rep.code, 0) << rep.err;
   EXPECT_NE(rep.err.find("note: --samples 99999: the record holds "), std::string::npos) << rep.err;
+  // The seventh probe of 2026-11-29: more keys, tokens, samples, batches or vocabulary than exist were cut without a
+  // word; a list with blanks (' 0') passed the check and was refused after loading (exit 1, not the parser's 105).
+  auto cut = mimic::test::mimic_cli("report --record " + dir.file("r.h5") + " --out " + dir.file("rep2") +
+                                    " --threads 1 --json --layers ' 0' --heads '0 ,1' --mass-k 100000 --plot-tokens 100000");
+  ASSERT_EQ(cut.code, 0) << cut.err;
+  EXPECT_NE(cut.err.find("note: --mass-k 100000 is more than the record's tokens per sample (16): using 16"), std::string::npos) << cut.err;
+  EXPECT_NE(cut.err.find("note: --plot-tokens 100000 is more than the record's tokens per sample (16): using 16"), std::string::npos) << cut.err;
+  const auto cj = nlohmann::json::parse(cut.out);
+  EXPECT_EQ(cj["layers"], nlohmann::json::array({0}));
+  EXPECT_EQ(cj["heads"], nlohmann::json::array({0, 1}));
+  auto gen = mimic::test::mimic_cli("generate --model " + model + " --prompt whale --temperature 1 --top-k 1048576 --max-new-tokens 1 --threads 1");
+  ASSERT_EQ(gen.code, 0) << gen.err;
+  EXPECT_NE(gen.err.find("note: --top-k 1048576 is more than the model's vocabulary (50257): using 50257"), std::string::npos) << gen.err;
+  auto online = mimic::test::mimic_cli("distill --model " + model + " --data " + dir.file("t.txt") + " --seq-len 16 --samples 10000000 " +
+                                       "--epochs 0 --layers 0 --threads 1 --out " + dir.file("on.safetensors"));
+  ASSERT_EQ(online.code, 0) << online.err;
+  EXPECT_NE(online.err.find("note: --samples 10000000 is more than what --data gives at this --seq-len ("), std::string::npos) << online.err;
+  auto ft = mimic::test::mimic_cli("finetune --task lm --model " + model + " --data " + dir.file("t.txt") + " --seq-len 8 --batch-size 1 " +
+                                   "--steps 1 --eval-batches 10000000 --threads 1 --out " + dir.file("ft"));
+  ASSERT_EQ(ft.code, 0) << ft.err;
+  EXPECT_NE(ft.err.find("note: --eval-batches 10000000 is more than the validation split holds ("), std::string::npos) << ft.err;
+  for (const std::string& args : {"convert --model " + model + " --maps " + dir.file("on.safetensors") + " --layers '0, 0' --out " + dir.file("c"),
+                                  "record --model " + model + " --data all --out " + dir.file("r2.h5") + " --layers ' 0-x'"}) {
+    auto r = mimic::test::mimic_cli(args);
+    EXPECT_EQ(r.code, 105) << args << ": " << r.err;  // the parser's refusal, before any model loads
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
 }
 
 // Issue 38: a folder holds one run's result among the files mimic writes there. A BERT exported into a folder

@@ -13,6 +13,7 @@
 #include "mimic/core/runtime.h"
 #include "mimic/data/batches.h"
 #include "mimic/core/json_keys.h"
+#include "mimic/distill/distill.h"
 #include "mimic/distributed/environment.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
@@ -158,6 +159,12 @@ void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<
       if (i == e || *i != *p) return false;
     return true;
   };
+  for (fs::path up = o.parent_path(); !up.empty(); up = up.parent_path()) {
+    if (distill::is_checkpoint_folder(up.string()))
+      fail(named, " lies inside ", up.string(), ", a distillation's checkpoint folder: distill keeps only its own files there "
+           "(another result there stops it resuming); write the result elsewhere");
+    if (up == up.root_path()) break;
+  }
   for (const auto& [option, value] : inputs) {
     if (value.empty() || !fs::exists(value, ec)) continue;
     const fs::path in = fs::canonical(value, ec);
@@ -240,13 +247,15 @@ void refuse_foreign_output(const std::string& out, OutputKind kind, const std::s
   if (kind == OutputKind::TrainingRun && !command.empty()) {
     const std::string theirs = train::checkpoint_command(out);
     if (!theirs.empty() && theirs != command)
-      fail("--out ", out, " holds a ", theirs, " run (checkpoint.safetensors): ", command, " neither resumes nor replaces "
+      fail("--out ", out, " holds a ", theirs, " run (", fs::exists(fs::path(out) / "checkpoint.safetensors", ec) ? "checkpoint.safetensors" : "log.jsonl",
+           "): ", command, " neither resumes nor replaces "
            "another command's run, --fresh included; choose another --out, or move that run out of the way first");
   }
 }
 
 void refuse_foreign_file(const std::string& out, const std::string& what,
-                         const std::function<bool(const std::map<std::string, std::string>& metadata)>& ours) {
+                         const std::function<bool(const std::map<std::string, std::string>& metadata)>& ours,
+                         const std::string& option) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (out.empty() || !fs::is_regular_file(out, ec)) return;  // a directory or a device is the writer's own refusal
@@ -256,22 +265,28 @@ void refuse_foreign_file(const std::string& out, const std::string& what,
   } catch (const Error&) {
     mine = false;  // not a safetensors file at all
   }
-  MIMIC_CHECK(mine, "--out ", out, " exists and is not ", what, ": this command replaces only its own earlier result; "
-              "choose another --out, or move that file out of the way first");
+  MIMIC_CHECK(mine, option, " ", out, " exists and is not ", what, ": this command replaces only its own earlier result; "
+              "choose another ", option, ", or move that file out of the way first");
 }
 
 std::string resumed_note(int64_t resumed_from) {
   return resumed_from > 0 ? " (resumed from " + std::to_string(resumed_from) + ")" : "";
 }
 
-void fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_t steps) {
-  if (warmup <= steps) return;  // the peak is reached at step `warmup` (optimizer.h), at the last step at the latest
+void note_clamped(const std::string& option, int64_t asked, int64_t used, const std::string& what) {
+  if (used >= asked) return;
+  std::fprintf(stderr, "mimic: note: %s %lld is more than %s (%lld): using %lld\n", option.c_str(), static_cast<long long>(asked),
+               what.c_str(), static_cast<long long>(used), static_cast<long long>(used));
+}
+
+std::string fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_t steps) {
+  if (warmup <= steps) return "";  // the peak is reached at step `warmup` (optimizer.h), at the last step at the latest
   MIMIC_CHECK(warmup_option == nullptr || warmup_option->count() == 0, "--warmup ", warmup, " must be at most --steps ", steps,
               " (a longer warm-up never reaches the peak learning rate)");
   const int64_t was = warmup;
   warmup = steps / 10;
-  std::fprintf(stderr, "mimic: note: warm-up cut to %lld steps: the default %lld is longer than --steps %lld\n",
-               static_cast<long long>(warmup), static_cast<long long>(was), static_cast<long long>(steps));
+  return "mimic: note: warm-up cut to " + std::to_string(warmup) + " steps: the default " + std::to_string(was) + " is longer than --steps " +
+         std::to_string(steps) + "\n";
 }
 
 void start(Common& common) {

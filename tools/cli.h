@@ -72,10 +72,6 @@ void refuse_copy_shape_without_copies(const std::string& given, const data::Copy
 void retire_spelling(CLI::App& sub, CLI::Option* old, CLI::Option* current);
 inline constexpr const char* kRetiredGroup = "Retired spellings (still accepted)";
 
-// Refuses an --out that is one of the command's inputs, holds one, or lies inside one (paths resolved through
-// symlinks; inputs that name no file, such as a corpus, are skipped): no command ever overwrites, deletes or writes
-// into what it reads. `inputs` pairs an option's name with its value. Called before any work. `what` names the output
-// in the message (default "--out OUT"): a command that also writes beside OUT (distill's OUT.ckpt) checks that too.
 // What a command writes into its --out folder, and so which other results it must not mix with (docs/reliability.md,
 // "One run's result per folder"): a model (convert, export), a report, or a training run (finetune, pretrain: its
 // checkpoint, log and the model it promotes).
@@ -91,19 +87,34 @@ void refuse_foreign_output(const std::string& out, OutputKind kind, const std::s
 // replaced only when its metadata says this command wrote it (`ours`); anything else there — a record, another
 // command's maps, a file that is no safetensors — is refused in one line (distill replaced a record, forward a
 // maps file, both exit 0: the probe of 2026-11-27).
+// `option` names the output in the message (bench peer writes its --inputs).
 void refuse_foreign_file(const std::string& out, const std::string& what,
-                         const std::function<bool(const std::map<std::string, std::string>& metadata)>& ours);
+                         const std::function<bool(const std::map<std::string, std::string>& metadata)>& ours,
+                         const std::string& option = "--out");
 
+// Refuses an --out that is one of the command's inputs, holds one, or lies inside one (paths resolved through
+// symlinks; inputs that name no file, such as a corpus, are skipped): no command ever overwrites, deletes or writes
+// into what it reads. `inputs` pairs an option's name with its value. Called before any work. `what` names the output
+// in the message (default "--out OUT"): a command that also writes beside OUT (distill's OUT.ckpt) checks that too.
+// Every command writing an --out calls it, so it also refuses an --out inside a distillation's checkpoint folder
+// (OUT.ckpt, distill::is_checkpoint_folder): distill neither resumes into nor empties (--fresh) a folder holding another
+// command's result (`report --out maps.safetensors.ckpt/rep` stopped that distillation: the seventh probe of 2026-11-29).
 void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs,
                             const std::string& what = "");
 
-// A warm-up longer than the run never reaches the peak learning rate: a --warmup the user gave above --steps is
-// refused; the command's default warm-up is cut to a tenth of the steps, with one note on stderr.
+// A count asked for and cut to what exists (issue 38: a request larger than what exists is clamped with a line saying
+// so): when `used` < `asked`, one line on stderr, "mimic: note: OPTION ASKED is more than WHAT (USED): using USED".
+void note_clamped(const std::string& option, int64_t asked, int64_t used, const std::string& what);
+
 // " (resumed from N)" for a run that continued from step or sample N, "" for one that started fresh (a fresh run
 // said "resumed from 0": the fourth probe of 2026-11-27).
 std::string resumed_note(int64_t resumed_from);
 
-void fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_t steps);
+// A warm-up longer than the run never reaches the peak learning rate: a --warmup the user gave above --steps is
+// refused; the command's default warm-up is cut to a tenth of the steps. Returns the note saying so ("" when
+// nothing was cut), which the command prints after its work, as every note: an error the library finds later (a
+// config, a model) was the second line after it (the seventh probe of 2026-11-29).
+std::string fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_t steps);
 
 // Applies the common options (threads, malloc tuning, seed). Every subcommand calls it first.
 void start(Common& common);

@@ -193,7 +193,8 @@ void register_bench(CLI::App& app) {
     // --inputs is an output: it replaces only an earlier peer file, and is held while written (it overwrote a model's
     // weights, a record, a file a running finetune was writing: the fourth probe of 2026-11-27)
     refuse_out_over_inputs(pargs->options.inputs, {}, "--inputs " + pargs->options.inputs);
-    refuse_foreign_file(pargs->options.inputs, "a bench peer inputs file", [](const auto& md) { return md.count("mimic_peer") > 0; });
+    refuse_foreign_file(pargs->options.inputs, "a bench peer inputs file", [](const auto& md) { return md.count("mimic_peer") > 0; },
+                        "--inputs");
     const auto lock = io::lock_output_file(pargs->options.inputs);
     pargs->options.seed = pargs->common.seed;
 #if MIMIC_HAVE_FULL

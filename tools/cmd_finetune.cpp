@@ -78,7 +78,7 @@ void run(FinetuneArgs& a) {
   refuse_out_over_inputs(a.f.train.out_dir, {{"--model", a.f.model_dir}, {"--teacher", a.f.teacher_dir}, {"--data", a.data}});
   refuse_foreign_output(a.f.train.out_dir, OutputKind::TrainingRun, "finetune");
   a.f.train.command = "finetune";
-  fit_warmup(a.warmup_option, a.f.train.warmup, a.f.train.steps);
+  const std::string warmup_note = fit_warmup(a.warmup_option, a.f.train.warmup, a.f.train.steps);
   auto& f = a.f;
   f.seed = a.common.seed;
   f.device = a.common.on;
@@ -144,6 +144,8 @@ void run(FinetuneArgs& a) {
   }
 
   if (!train::writes_outputs()) return;  // rank 0 prints the run's result
+  std::fputs(warmup_note.c_str(), stderr);
+  if (tr.validation_batches > 0) note_clamped("--eval-batches", a.eval_batches, tr.validation_batches, "the validation split holds");
   nlohmann::json j = {{"out", f.train.out_dir},
                       {"task", a.task},
                       {"trainable", finetune::describe_trainable(f)},

@@ -33,6 +33,10 @@ void run(GenerateArgs& a) {
   auto tok = text::load_tokenizer(a.model);
   auto model = models::load_model(a.model, a.common.on);
   auto& o = a.options;
+  // a cut beyond the vocabulary is no cut: said, and the cut the sampler applies is what --json reports
+  const int64_t vocab = model->summary().vocab_size;
+  note_clamped("--top-k", o.top_k, std::min(o.top_k, vocab), "the model's vocabulary");
+  o.top_k = std::min(o.top_k, vocab);
   o.seed = a.common.seed;
   o.mode = generate::parse_mode(a.mode);
   o.eos_id = tok->eos_id();

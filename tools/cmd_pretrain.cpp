@@ -32,7 +32,7 @@ void run(PretrainArgs& a) {
               "] (a step of the --steps schedule; 0: its end), got ", a.o.train.end_at);
   MIMIC_CHECK(a.config_path.empty() != a.o.init.empty(), "give --config (a fresh model) or --init (continue a model), one of them");
   a.o.seq_len = data::lm_seq_len(a.o.corpus, a.seq_len_option->count() > 0, a.o.seq_len);
-  fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);  // after the refusals: a note never precedes an error
+  const std::string warmup_note = fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);
   if (!a.config_path.empty()) {
     a.o.config = json_parse(io::read_text_file(a.config_path), a.config_path);
   }
@@ -45,6 +45,8 @@ void run(PretrainArgs& a) {
                 a.o.train.out_dir);
   auto r = pretrain::pretrain(a.o);
   if (!train::writes_outputs()) return;  // rank 0 prints the run's result
+  std::fputs(warmup_note.c_str(), stderr);
+  if (r.validation_batches > 0) note_clamped("--eval-batches", a.o.eval_batches, r.validation_batches, "the validation split holds");
   const auto number = [&](double v) { return r.finished_earlier ? nlohmann::json() : nlohmann::json(v); };
   nlohmann::json j = {{"out", a.o.train.out_dir},        {"steps", r.steps},
                       {"resumed_from", r.resumed_from},  {"finished_earlier", r.finished_earlier},

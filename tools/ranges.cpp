@@ -86,8 +86,11 @@ CLI::Validator tokens(int64_t lo) { return integer(lo, kMaxTokens); }
 CLI::Validator index_list() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        if (s == "all") return {};
         if (s.find_first_not_of(" \t") == std::string::npos) return "an empty list selects nothing: give all or a list like 0,2,4-5";
+        // '0, 1' is the list 0,1: the blanks go here, at the boundary (the stages' parsers read digits only, so such a
+        // list passed this check and was refused after the model had loaded: the seventh probe of 2026-11-29)
+        s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t'; }), s.end());
+        if (s == "all") return {};
         static const std::regex list(R"(^\s*\d+\s*(-\s*\d+\s*)?(,\s*\d+\s*(-\s*\d+\s*)?)*$)");
         if (!std::regex_match(s, list)) return "must be all or a list like 0,2,4-5, got '" + s + "'";
         // an index twice (0,0 or 2,1-3) or a range that runs backwards (5-2) was taken without a word (the fourth

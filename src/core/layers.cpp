@@ -7,8 +7,10 @@
 
 namespace mimic {
 
-std::vector<int64_t> parse_layers(const std::string& spec, int64_t n_layer) {
+std::vector<int64_t> parse_layers(const std::string& given, int64_t n_layer) {
   std::vector<int64_t> out;
+  std::string spec = given;  // "0, 1" is the list 0,1 (the CLI's check drops the blanks the same way)
+  spec.erase(std::remove_if(spec.begin(), spec.end(), [](char c) { return c == ' ' || c == '\t'; }), spec.end());
   if (spec.empty() || spec == "all") {
     for (int64_t i = 0; i < n_layer; ++i) out.push_back(i);
     return out;

@@ -40,11 +40,14 @@ class CorpusSource : public LmSource {
   double validation_mean(int64_t max_batches, const std::function<double(const LmBatch&)>& loss) const override {
     // The first batches of a fixed shuffle (seed 12345) of the validation split's blocks.
     PackedBatches slice(val_, seq_len_, batch_size_, /*seed=*/12345);
-    const int64_t n = std::min<int64_t>(max_batches, slice.blocks_per_epoch() / batch_size_);
+    const int64_t n = validation_batches(max_batches);
     MIMIC_CHECK(n > 0, "the validation split is too small for one batch of ", batch_size_, " x ", seq_len_, " tokens");
     double sum = 0;
     for (int64_t i = 0; i < n; ++i) sum += loss(slice.next());
     return sum / static_cast<double>(n);
+  }
+  int64_t validation_batches(int64_t max_batches) const override {
+    return std::min<int64_t>(max_batches, PackedBatches(val_, seq_len_, batch_size_, /*seed=*/12345).blocks_per_epoch() / batch_size_);
   }
   bool is_recall_task() const override { return false; }
   std::string data_digest() const override {
@@ -81,6 +84,7 @@ class RecallSource : public LmSource {
     for (int64_t i = 0; i < max_batches; ++i) sum += loss(recall_batch(spec_, seed_, Split::Validation, i * batch_size_, batch_size_));
     return sum / static_cast<double>(max_batches);
   }
+  int64_t validation_batches(int64_t max_batches) const override { return max_batches; }  // drawn, never exhausted
   bool is_recall_task() const override { return true; }
   std::string data_digest() const override { return ""; }
 

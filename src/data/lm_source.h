@@ -23,6 +23,8 @@ class LmSource {
   virtual void seek(const nlohmann::json& position) = 0;  // a position() read back
   // The mean of `loss` over the same validation batches at every call (at most max_batches of them).
   virtual double validation_mean(int64_t max_batches, const std::function<double(const LmBatch&)>& loss) const = 0;
+  // How many batches validation_mean averages for `max_batches`: fewer when the validation split holds fewer.
+  virtual int64_t validation_batches(int64_t max_batches) const = 0;
   virtual bool is_recall_task() const = 0;
   // A digest of the tokens it trains and validates on ("" for a recall task, which its spec and seed define): a
   // resume and the ranks of one run compare it, so text changed under the same path is named, not trained on.

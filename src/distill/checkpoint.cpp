@@ -45,6 +45,18 @@ void Done::add(const LayerResult& r, const std::vector<std::pair<std::string, at
   for (const auto& [n, x] : layer_tensors) tensors.emplace_back(layer_prefix(r.layer) + "." + n, x);
 }
 
+bool is_checkpoint_folder(const std::string& dir) {
+  std::error_code ec;
+  const auto done = fs::path(dir) / kDoneName;
+  if (!fs::is_regular_file(done, ec)) return false;
+  try {
+    const auto md = io::SafeTensorsFile::open(done.string()).metadata();
+    return md.count("format") && md.at("format") == kDoneFormat;
+  } catch (const Error&) {
+    return false;  // not distill's file: the folder is somebody else's
+  }
+}
+
 CheckpointFolder::CheckpointFolder(const std::string& out)
     : out_(out), dir_(out + ".ckpt"), done_path_(dir_ + "/" + kDoneName) {}
 

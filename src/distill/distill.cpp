@@ -221,12 +221,8 @@ std::vector<int64_t> chosen_layers(const DistillOptions& o, const Source& src) {
   auto recorded = src.layers();
   if (o.layers.empty() || o.layers == "all") return recorded;
   const int64_t top = *std::max_element(recorded.begin(), recorded.end()) + 1;
-  std::vector<int64_t> want;
-  try {
-    want = parse_layers(o.layers, std::max<int64_t>(top, 1 << 20));
-  } catch (const Error& e) {
-    fail("--layers: ", e.what());
-  }
+  // its errors name --layers already ("--layers: --layers '…'" was the message: the seventh probe of 2026-11-29)
+  const std::vector<int64_t> want = parse_layers(o.layers, std::max<int64_t>(top, 1 << 20));
   std::string recorded_s;
   for (auto l : recorded) recorded_s += (recorded_s.empty() ? "" : ",") + std::to_string(l);
   for (auto l : want)
@@ -362,6 +358,7 @@ DistillResult eval_only(const DistillOptions& o, Source& src) {
   auto sp = split_samples(src.samples(), o.val_fraction);
   res.train_samples = sp.train_count;
   res.val_samples = sp.val_count;
+  res.samples = src.samples();
   auto layers = chosen_layers(o, src);
   StudentSpec spec;
   std::optional<DistilledMaps> maps;
@@ -448,6 +445,7 @@ DistillResult distill(const DistillOptions& o) {
   res.student = spec.options.contains("feature_map") ? spec.options["feature_map"].get<std::string>() : spec.kind;
   res.train_samples = sp.train_count;
   res.val_samples = sp.val_count;
+  res.samples = src->samples();
   // the ranks split the layers: each must distil them as rank 0 does (the probe of 2026-11-27: other --epochs or
   // --record per rank wrote mixed maps with exit 0, another --feature-map hung until the timeout)
   if (group.size() > 1) {

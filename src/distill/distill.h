@@ -97,11 +97,16 @@ struct DistillResult {
   bool interrupted = false;  // stop_after_epochs hit
   double seconds = 0;
   int64_t train_samples = 0, val_samples = 0;
+  int64_t samples = 0;  // every sample read (val_samples overlaps train_samples with --val-fraction 0)
   nlohmann::json to_json() const;
 };
 
 // Trains (or with eval_only, evaluates). Throws mimic::Error for bad options or files.
 DistillResult distill(const DistillOptions& options);
+
+// Whether `dir` is a distillation's checkpoint folder (OUT.ckpt, known by its done.safetensors in distill's format).
+// Other commands refuse to write inside one: distill resumes into, and --fresh empties, a folder of its own files only.
+bool is_checkpoint_folder(const std::string& dir);
 
 // layer_prefix (the output's tensor names) and DistilledMaps (reading an output): distill/maps_file.h.
 

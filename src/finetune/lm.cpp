@@ -77,6 +77,7 @@ LmResult finetune_lm(const LmOptions& o) {
   if (train::writes_outputs() && train::starts_fresh(t)) models::remove_model_files(t.out_dir);  // one run's result per folder
   LmResult r;
   r.train = train::train(task, t);
+  r.train.validation_batches = source->validation_batches(o.eval_batches);
   if (r.train.stopped || !train::writes_outputs()) return r;
 
   train::promote_best(t.out_dir);

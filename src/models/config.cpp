@@ -44,6 +44,18 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     fail(where, ": a key of the ", type, " config has the wrong type (", e.what(), ")");
   }
   MIMIC_CHECK(c.d_model % c.n_head == 0, where, ": hidden size ", c.d_model, " is not divisible by the number of heads ", c.n_head);
+  // Sizes beyond any published model, whatever their key is called: a model is allocated from them before any weight
+  // is read (pretrain --config n_layer 100000 allocated and trained a 100,000-layer model: the seventh probe of
+  // 2026-11-29). The largest published models lie well inside (Llama 3.1 405B: 126 layers, width 16,384, 128 heads,
+  // inner 53,248; vocabularies to ~260k; contexts to ~1M tokens).
+  struct Bound {
+    int64_t value, max;
+    const char* what;
+  };
+  for (const Bound& b : {Bound{c.n_layer, 1024, "number of layers"}, Bound{c.n_head, 1024, "number of heads"},
+                         Bound{c.d_model, 65536, "hidden size"}, Bound{c.d_ff, 262144, "inner (MLP) size"},
+                         Bound{c.vocab_size, 1 << 24, "vocabulary size"}, Bound{c.max_positions, 1 << 24, "context (positions)"}})
+    MIMIC_CHECK(b.value <= b.max, where, ": the ", b.what, " must be at most ", b.max, ", got ", b.value);
   // Ranges every family's numbers must lie in, whatever their key is called (layer_norm_epsilon, layer_norm_eps, …):
   // a negative epsilon ran and wrote all-NaN logits, a negative dropout was accepted.
   MIMIC_CHECK(std::isfinite(c.ln_eps) && c.ln_eps > 0 && c.ln_eps < 1, where, ": the layer-norm epsilon must lie in (0, 1), got ", c.ln_eps);

@@ -96,17 +96,22 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   if (o.init.empty()) {
     nlohmann::json config = o.config;
     MIMIC_CHECK(config.is_object(), "--config must hold a JSON object (HF config.json keys), got ", config.dump().substr(0, 60));
-    // what pretrain sets itself: a different value in --config was replaced without a word (the probe of 2026-11-27)
-    const int64_t vocab = recall ? task_spec.vocab : tok->vocab_size();
-    MIMIC_CHECK(!config.contains("vocab_size") || config["vocab_size"] == vocab, "--config: vocab_size ", config.value("vocab_size", nlohmann::json()).dump(),
-                " differs from the ", recall ? "task's" : "tokenizer's", " ", vocab, ", which pretrain sets: leave vocab_size out");
-    MIMIC_CHECK(!config.contains("model_type") || config["model_type"] == o.arch, "--config: model_type ",
-                config.value("model_type", nlohmann::json()).dump(), " differs from --arch ", o.arch, ", which pretrain sets: leave model_type out");
-    config["model_type"] = o.arch;
-    config["vocab_size"] = vocab;
-    config["architectures"] = {gpt2 ? "GPT2LMHeadModel" : "BertForMaskedLM"};
-    if (!gpt2) config["pad_token_id"] = tok->pad_id();
-    if (gpt2 && !recall) config["bos_token_id"] = config["eos_token_id"] = tok->eos_id();
+    // What pretrain sets itself: a different value in --config was replaced without a word (the probes of 2026-11-27:
+    // vocab_size, model_type; of 2026-11-29: eos/bos_token_id 13 and architectures ["GPT2Model"] saved as 50256 and
+    // the LM head), so a value given must be the one pretrain would set.
+    auto set = [&](const char* key, const nlohmann::json& value, const std::string& whose) {
+      MIMIC_CHECK(!config.contains(key) || config[key] == value, "--config: ", key, " ", config.value(key, nlohmann::json()).dump(),
+                  " differs from ", whose, " ", value.is_string() ? value.get<std::string>() : value.dump(), ", which pretrain sets: leave ", key, " out");
+      config[key] = value;
+    };
+    set("model_type", o.arch, "--arch");
+    set("vocab_size", recall ? task_spec.vocab : tok->vocab_size(), recall ? "the task's" : "the tokenizer's");
+    set("architectures", nlohmann::json::array({gpt2 ? "GPT2LMHeadModel" : "BertForMaskedLM"}), "the objective's");
+    if (!gpt2) set("pad_token_id", tok->pad_id(), "the tokenizer's");
+    if (gpt2 && !recall) {
+      set("bos_token_id", tok->eos_id(), "the tokenizer's end-of-text id");
+      set("eos_token_id", tok->eos_id(), "the tokenizer's end-of-text id");
+    }
     model = models::create_model(config.dump(), tok_dir, /*fp16_storage=*/!recall);
   } else {
     model = models::load_model(o.init);
@@ -220,6 +225,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   const auto lock = train::lock_run_output(t.out_dir);
   if (train::writes_outputs() && train::starts_fresh(t)) models::remove_model_files(t.out_dir);  // one run's result per folder
   auto result = train::train(task, t);
+  result.validation_batches = source->validation_batches(o.eval_batches);
   // The output directory itself becomes a model directory (the best checkpoint by validation loss).
   if (train::writes_outputs()) train::promote_best(t.out_dir);
   return result;

@@ -102,7 +102,8 @@ std::vector<QualityRow> read_quality(const std::vector<std::string>& entries) {
     std::string label = labelled.first;
     const std::string path = labelled.second;  // named, not bound: the lambdas below capture it
     if (label.empty()) label = fs::path(path).stem().string();
-    MIMIC_CHECK(fs::is_regular_file(path), "--eval: no file ", path);
+    MIMIC_CHECK(fs::exists(path), "--eval: no file ", path);
+    io::require_regular_file(path);  // a FIFO, a device or a folder named as such (it said "no file": the seventh probe)
     MIMIC_CHECK(fs::file_size(path) <= kMaxResultBytes, path, ": ", fs::file_size(path), " bytes is not an eval result (a few kB)");
     const auto top = json_parse(io::read_text_file(path), path);
     MIMIC_CHECK(top.is_object(), path, ": not an eval result (mimic eval --json of --task lm, copy or passkey)");

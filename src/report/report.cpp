@@ -188,7 +188,7 @@ ReportResult report(const ReportOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   MIMIC_CHECK(!o.record.empty(), "report: --record FILE.h5 is required");
   MIMIC_CHECK(!o.out.empty(), "report: --out DIR is required");
-  MIMIC_CHECK(o.top_k >= 1, "--top-k must be >= 1, got ", o.top_k);
+  MIMIC_CHECK(o.top_k >= 1, "--mass-k must be >= 1, got ", o.top_k);
   MIMIC_CHECK(o.plot_tokens >= 2, "--plot-tokens must be >= 2, got ", o.plot_tokens);
   MIMIC_CHECK(o.samples >= 0, "--samples must be >= 0, got ", o.samples);
   for (const auto& b : o.baselines) attention::make_feature_map({b, 1, 2, nlohmann::json::object()});  // typos first
@@ -200,6 +200,8 @@ ReportResult report(const ReportOptions& o) {
   // what to report
   ReportResult res;
   res.out = o.out;
+  res.mass_k = std::min(o.top_k, rec.seq_len());  // a query's top k of at most seq_len keys
+  res.plot_tokens = std::min(o.plot_tokens, rec.seq_len());
   const auto& recorded = rec.layers();
   if (o.layers.empty() || o.layers == "all") {
     res.layers = recorded;
@@ -310,7 +312,7 @@ ReportResult report(const ReportOptions& o) {
   for (const auto& s : students) m.sources.push_back(s.name);
   m.layers = res.layers;
   m.heads = res.heads;
-  m.top_k = o.top_k;
+  m.top_k = res.mass_k;
   m.uniform_entropy = res.uniform_entropy;
   res.rows = nlohmann::json::array();
   for (size_t si = 0; si < n_src; ++si) {

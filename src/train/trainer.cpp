@@ -395,6 +395,9 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       // 2026-11-27). Only where the checkpoint or log shows an earlier run: a folder of your own keeps its folders.
       if (fs::exists(ckpt) || fs::exists(log)) remove_earlier_exports(o.out_dir);
       if (fs::exists(log)) fs::remove(log);
+      // the log's first line names the command: a run killed before its first checkpoint is still known as that
+      // command's (finetune took over a folder holding a pretrain run's log alone: the seventh probe of 2026-11-29)
+      if (!o.command.empty()) log_line({{"step", 0}, {"command", o.command}});
       settle_staged_best(o.out_dir, nullptr);
     }
     return nlohmann::json{{"resumed", resumed}, {"state", state_json(s)}}.dump();
@@ -629,7 +632,18 @@ io::OutputLock lock_run_output(const std::string& out_dir) { return writes_outpu
 std::string checkpoint_command(const std::string& out_dir) {
   const fs::path ckpt = fs::path(out_dir) / kCheckpoint;
   std::error_code ec;
-  if (!fs::is_regular_file(ckpt, ec)) return "";
+  if (!fs::is_regular_file(ckpt, ec)) {
+    // no checkpoint yet: the log's first line names the command (older logs do not: "")
+    std::ifstream in(fs::path(out_dir) / "log.jsonl");
+    std::string first;
+    if (!in || !std::getline(in, first) || first.size() > 4096) return "";
+    try {
+      const auto j = nlohmann::json::parse(first);
+      return j.is_object() && j.contains("command") && j["command"].is_string() ? j["command"].get<std::string>() : "";
+    } catch (const std::exception&) {
+      return "";
+    }
+  }
   try {
     const auto f = io::SafeTensorsFile::open(ckpt.string());
     const auto it = f.metadata().find("state");

@@ -123,6 +123,9 @@ struct TrainResult {
   double last_eval = 0;
   double seconds = 0;
   double tokens_per_second = 0;
+  // the batches an evaluation averaged, set by the task's command (pretrain, finetune --task lm): fewer than asked
+  // when the validation split holds fewer, which the CLI says (0: not set)
+  int64_t validation_batches = 0;
 };
 
 // Runs (or resumes) training. Files in out_dir: checkpoint.safetensors (everything needed to resume
@@ -138,8 +141,9 @@ io::OutputLock lock_run_output(const std::string& out_dir);
 bool starts_fresh(const TrainOptions& options);
 
 // The command whose run left the checkpoint in `out_dir` ("pretrain", "finetune"; read from checkpoints written
-// before it was kept: a pretrain fingerprint names an `arch`, a finetune one a `task`), or "" when there is no
-// checkpoint or it cannot be read (a damaged one is the resume's own error).
+// before it was kept: a pretrain fingerprint names an `arch`, a finetune one a `task`) — without a checkpoint, the
+// command log.jsonl's first line names (a run killed before its first checkpoint) — or "" when neither says (a
+// damaged checkpoint is the resume's own error).
 std::string checkpoint_command(const std::string& out_dir);
 
 // The ranks of one run compare `mine` (the settings that shape it) with rank 0's before anything is read or written:
