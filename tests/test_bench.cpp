@@ -167,6 +167,37 @@ TEST(Bench, HybridDecodingStateIsFlatInTheContextAndSetByTheWindow) {
   EXPECT_EQ(r.targets[1].status, "n/a");
 }
 
+// Issue 34: with --cache λ, a "hyb+cache" form beside hybrid — LoLA's sparse cache, its whole-sequence form timed
+// forward and backward, its decoding on a state of fixed size: the ring's and the cache's keys and values (keys only:
+// hedgehog's features are computed again), the cache's positions, and the linear state.
+TEST(Bench, ACachedHybridFormDecodesOnAFlatStateHoldingTheCacheBesideTheWindow) {
+  mimic::bench::AttentionBenchOptions o;
+  o.max_len = 512;
+  o.repeats = 1;
+  o.window = 16;
+  o.cache = 8;
+  o.cache_every = 16;
+  o.decode_contexts = {300, 1500};
+  o.decode_tokens = 4;
+  o.progress = false;
+  torch::manual_seed(0);
+  auto r = mimic::bench::run_attention_bench(o);
+  ASSERT_EQ(r.forms, (std::vector<std::string>{"softmax", "linear", "hybrid", "hyb+cache", "delta"}));
+  const size_t lin = mimic::bench::form_index(r, "linear"), cached = mimic::bench::form_index(r, "hyb+cache");
+  const auto& c = r.lengths[0].forms[cached];
+  ASSERT_TRUE(c.measured) << c.skipped;
+  EXPECT_GT(c.fwd_ms, 0);
+  EXPECT_GT(c.fwdbwd_ms, 0);
+  const auto &a = r.decode[0].forms, &b = r.decode[1].forms;
+  EXPECT_EQ(a[cached].state_bytes, b[cached].state_bytes);
+  EXPECT_EQ(a[cached].state_bytes - a[lin].state_bytes, 16 * (64 + 64) * 4 + 8 * ((64 + 64) * 4 + 8));
+  EXPECT_GT(a[cached].us, 0);
+  const auto j = mimic::bench::to_json(r);
+  EXPECT_EQ(j["config"]["cache"], 8);
+  EXPECT_EQ(j["config"]["cache_every"], 16);
+  EXPECT_NE(mimic::bench::format_report(r).find("hyb+cache = that hybrid with LoLA's sparse cache of 8 keys"), std::string::npos);
+}
+
 // A --chunk beyond the longest length measured runs as that length: the table is the same, and the decoders' prefills
 // (contexts beyond --max-len) no longer run in one chunk of the whole context (--chunk 65536 at --max-len 512 ran for
 // hours, most of it in the delta rule's O(C^3) solve: issue 38).

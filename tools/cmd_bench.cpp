@@ -72,6 +72,14 @@ void register_bench(CLI::App& app) {
   sub->add_option("--window", args->options.window, "Window w of the hybrid form (keys under exact softmax)")
       ->capture_default_str()
       ->transform(range::integer(1, attention::kMaxHybridWindow));
+  auto* cache_opt = sub->add_option("--cache", args->options.cache,
+                                    "Also a hybrid form with LoLA's sparse cache of this many keys (0: none; docs/attention.md)")
+                        ->capture_default_str()
+                        ->transform(range::integer(0, attention::kMaxHybridWindow));
+  sub->add_option("--cache-every", args->options.cache_every, "With --cache: a cache selection every this many positions in fwd and fwd+bwd")
+      ->capture_default_str()
+      ->transform(range::integer(1, 65536))
+      ->needs(cache_opt);
   add_common_options(*sub, args->common, Devices::Any);
   sub->callback([args]() {
     start(args->common);

@@ -15,6 +15,7 @@
 #include "mimic/attention/hybrid_kernel.h"
 #include "mimic/attention/kinds.h"
 #include "mimic/attention/linear_attention.h"
+#include "mimic/attention/sparse_cache.h"
 #include "mimic/bench/measure.h"
 #include "mimic/bench/text.h"
 #include "mimic/core/error.h"
@@ -85,9 +86,16 @@ struct Setup {
   HybridOptions hopts;           // causal, window, chunk; window_weight filled per call from window_logit
   torch::Tensor window_logit;    // [1]: σ = sigmoid(logit) = 0.5, a leaf like the hybrid kernel's learned mix
   attention::AttentionKernel delta;  // the delta kind as a layer runs it (normalisation, β and α projections, chunked WY)
+  int64_t cache = 0, cache_every = 1;  // the hyb+cache form's λ and selection interval (0: no such form)
   HybridOptions hybrid_options() const {
     auto o = hopts;
     o.window_weight = torch::sigmoid(window_logit);  // inside the call, so fwd+bwd reaches the logit
+    return o;
+  }
+  HybridOptions cache_options() const {
+    auto o = hybrid_options();
+    o.cache = cache;
+    o.cache_every = cache_every;
     return o;
   }
 };
@@ -204,6 +212,43 @@ class HybridDecoder : public Decoder {
   std::vector<torch::Tensor> q_, k_, v_;  // per new token: [1, 1, 1, d]
 };
 
+// Hybrid with a sparse cache at context n: as the hybrid kernel decodes with one — the prompt's n tokens run
+// through hybrid_step one by one (a selection at every token), the state keeping keys only where the map allows
+// (HybridOptions::key_features) — then each new token a hybrid_step on a copy of that state.
+class CacheDecoder : public Decoder {
+ public:
+  CacheDecoder(const Setup& s, int64_t context, int64_t tokens) : s_(s), n_(context), opts_(s.cache_options()) {
+    opts_.cache_every = 1;
+    if (s.map->of_key_alone())
+      opts_.key_features = [&map = *s.map, root = std::sqrt(s.scale)](const at::Tensor& k) { return map.forward(k * root, Role::Key, 0); };
+    auto in = make_inputs(context, s.d);
+    auto f = map_features(*s.map, in.q, in.k, s.scale, 0);
+    for (int64_t t = 0; t < context; ++t)
+      attention::hybrid_step(in.q.narrow(2, t, 1), in.k.narrow(2, t, 1), in.v.narrow(2, t, 1),
+                             Features{f.q.narrow(2, t, 1), f.k.narrow(2, t, 1), f.log_space}, s.scale, opts_, prefilled_);
+    MIMIC_CHECK(prefilled_.position == context, "bench: the cached hybrid's prefill left the state at position ", prefilled_.position,
+                ", expected ", context);
+    for (int64_t i = 0; i < tokens; ++i) {
+      q_.push_back(drawn({1, 1, 1, s.d}));
+      k_.push_back(drawn({1, 1, 1, s.d}));
+      v_.push_back(drawn({1, 1, 1, s.d}));
+    }
+  }
+  void step(size_t i) override {
+    if (i == 0) state_ = attention::hybrid_state_copy(prefilled_);  // hybrid_step writes the ring and the cache in place
+    auto f = map_features(*s_.map, q_[i], k_[i], s_.scale, n_ + static_cast<int64_t>(i));
+    auto out = attention::hybrid_step(q_[i], k_[i], v_[i], f, s_.scale, opts_, state_);
+  }
+  int64_t state_bytes() const override { return attention::hybrid_state_bytes(prefilled_); }
+
+ private:
+  const Setup& s_;
+  int64_t n_;
+  HybridOptions opts_;
+  HybridState prefilled_, state_;
+  std::vector<torch::Tensor> q_, k_, v_;
+};
+
 // Delta at context n: the kernel's cache after its forward_cached over n random tokens (the chunked form), each new
 // token a forward_cached step on a clone of it (the recurrent step), as a converted delta layer decodes.
 class DeltaDecoder : public Decoder {
@@ -268,6 +313,13 @@ std::vector<Form> make_forms(Setup& s) {
                                                       torch::Tensor());
                    },
                    hybrid_params, false, 8, decoder_of<HybridDecoder>(s)});
+  if (s.cache > 0)  // issue 34: LoLA's sparse cache beside the window (its whole-sequence form, then its decoding)
+    forms.push_back({"hyb+cache",
+                     [&s](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+                       return attention::hybrid_cache_chunked(q, k, v, map_features(*s.map, q, k, s.scale, 0), s.scale, s.cache_options(),
+                                                              torch::Tensor());
+                     },
+                     hybrid_params, false, 0, decoder_of<CacheDecoder>(s)});
   // issue 34's target for the delta rule: its chunked fwd+bwd >= 5x softmax at 16K
   forms.push_back({"delta",
                    [&s](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) { return s.delta->forward(q, k, v, s.ctx); },
@@ -327,6 +379,9 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   MIMIC_CHECK(o.window >= 1 && o.window <= attention::kMaxHybridWindow, "bench attention: --window must be in 1 ... ",
               attention::kMaxHybridWindow, ", got ", o.window);
   MIMIC_CHECK(o.head_dim >= 1, "bench attention: head_dim must be positive, got ", o.head_dim);
+  MIMIC_CHECK(o.cache >= 0 && o.cache <= attention::kMaxHybridWindow, "bench attention: --cache must be in 0 ... ",
+              attention::kMaxHybridWindow, ", got ", o.cache);
+  MIMIC_CHECK(o.cache_every >= 1, "bench attention: --cache-every must be at least 1, got ", o.cache_every);
   MIMIC_CHECK(o.decode_tokens >= 1, "bench attention: decode_tokens must be at least 1, got ", o.decode_tokens);
   for (auto c : o.decode_contexts) MIMIC_CHECK(c >= 1, "bench attention: decoding contexts must be positive, got ", c);
 
@@ -368,6 +423,8 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   setup.hopts.window = o.window;
   setup.hopts.chunk = res.options.chunk;
   setup.window_logit = torch::zeros({1}, on_device()).requires_grad_(true);
+  setup.cache = o.cache;
+  setup.cache_every = o.cache_every;
   setup.delta = attention::make_attention_kernel("delta", {{"chunk", res.options.chunk}}, 1, setup.d);
   setup.delta->to(bench_device());
   std::vector<Form> forms = make_forms(setup);

@@ -33,6 +33,10 @@ struct AttentionBenchOptions {
   int64_t head_dim = 64;
   std::string feature_map = "hedgehog";
   int64_t window = 64;      // w of the hybrid form (keys under exact softmax), 1 ... 65536
+  // λ > 0: a "hyb+cache" form beside hybrid, with LoLA's sparse cache of λ keys (sparse_cache.h): its whole-sequence
+  // form selects every `cache_every` positions (hybrid_cache_chunked), its decoding every token (hybrid_step)
+  int64_t cache = 0;
+  int64_t cache_every = 64;
   std::vector<int64_t> decode_contexts = {1024, 2048, 4096, 8192, 16384, 32768};
   int64_t decode_tokens = 64;  // tokens per timed decoding run
   bool progress = true;        // a progress bar on stderr (only when it is a terminal)

@@ -18,6 +18,8 @@ nlohmann::json to_json(const AttentionBenchResult& r) {
                  {"feature_map", o.feature_map},
                  {"feature_dim", r.feature_dim},
                  {"window", o.window},
+                 {"cache", o.cache},
+                 {"cache_every", o.cache_every},
                  {"forms", r.forms},
                  {"dtype", "float32"},
                  {"threads", r.threads},
@@ -83,6 +85,10 @@ std::string format_report(const AttentionBenchResult& r) {
              "attention over older keys; delta = the delta kind (gated delta rule, chunked WY form) as a layer runs it\n",
              r.device.c_str(), static_cast<long long>(o.head_dim), r.threads, r.threads == 1 ? "" : "s", static_cast<long long>(o.chunk),
              o.feature_map.c_str(), static_cast<long long>(r.feature_dim), static_cast<long long>(o.window));
+  if (o.cache > 0)
+    os << strf("hyb+cache = that hybrid with LoLA's sparse cache of %lld keys (the keys the linear state would return worst, chosen "
+               "by self-recall error; a selection every %lld positions in fwd and fwd+bwd, every token in decoding)\n",
+               static_cast<long long>(o.cache), static_cast<long long>(o.cache_every));
   os << "time:   " << r.timing_method << "\n";
   os << "memory: " << r.memory_method << "; MB = 10^6 bytes\n\n";
 
