@@ -490,6 +490,23 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
 
 // A validation split too small for one batch is refused before training: the run trained, then failed at its first
 // evaluation, leaving a folder with only its log (the probe of 2026-11-27). Of 20 lines, one validates (~100 tokens).
+// An attention spec is checked while parsing at usual head dimensions, not one: taylor of order 3 (at most 39
+// dimensions per head) was refused at parse time for a model of head dimension 16 because the dry build used 64.
+// A spec no head dimension takes is still refused while parsing; one the model's does not take, by the kernel.
+TEST(Cli, AnAttentionSpecIsRefusedWhileParsingOnlyWhenNoHeadDimensionTakesIt) {
+  TempDir dir;
+  const std::string base = "pretrain --arch gpt2 --data mqar:vocab=32,seq_len=32,pairs=4 --seq-len 32 --steps 1 --threads 1 --out " +
+                           dir.file("p") + " --config ";
+  mimic::test::write_bytes(dir.file("d64.json"), R"({"n_embd": 64, "n_layer": 1, "n_head": 1, "n_positions": 32})");
+  auto wide = mimic_cli(base + dir.file("d64.json") + R"( --attention 'linear:feature_map=taylor,map_options={"order":3}')");
+  EXPECT_EQ(wide.code, 1) << wide.err;  // the kernel's refusal, once the model's head dimension is known
+  EXPECT_NE(wide.err.find("order 3 at head dimension 64 needs more than 65536 features"), std::string::npos) << wide.err;
+  auto never = mimic_cli(base + dir.file("d64.json") + R"( --attention 'linear:feature_map=taylor,map_options={"order":9}')");
+  EXPECT_EQ(never.code, 105) << never.err;  // no head dimension takes order 9: while parsing
+  EXPECT_NE(never.err.find("--attention"), std::string::npos) << never.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("p")));
+}
+
 TEST(Cli, AValidationSplitTooSmallForOneBatchIsRefusedBeforeTraining) {
   TempDir dir;
   mimic::test::write_bytes(dir.file("d.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));

@@ -415,19 +415,26 @@ CLI::Validator attention_spec_arg(bool student) {
   constexpr int64_t kDryHeads = 64;
   return CLI::Validator(
       [student](std::string& s) -> std::string {
-        try {
-          if (!student) {
-            attention::kernel_from_spec(s, kDryHeads, 64);
+        // The model's head dimension is not known here: a spec is refused only when no usual one takes it (taylor of
+        // order 3 needs d ≤ 39, so a dry build at d = 64 alone refused it for recall-mini's d = 16); the kernel built
+        // for the model checks its own
+        std::string first;
+        for (const int64_t d : {64, 16, 4}) {
+          try {
+            if (!student) {
+              attention::kernel_from_spec(s, kDryHeads, d);
+              return {};
+            }
+            auto ks = attention::parse_kind_spec(s);
+            if (attention::attention_kind(ks.kind).role != attention::KindRole::Distillable) return {};  // distill names it
+            for (const char* key : {"feature_map", "map_options", "gates"}) ks.options.erase(key);  // distill names these
+            attention::canonical_options(ks.kind, ks.options, kDryHeads, d);
             return {};
+          } catch (const Error& e) {
+            if (first.empty()) first = e.what();
           }
-          auto ks = attention::parse_kind_spec(s);
-          if (attention::attention_kind(ks.kind).role != attention::KindRole::Distillable) return {};  // distill names it
-          for (const char* key : {"feature_map", "map_options", "gates"}) ks.options.erase(key);  // distill names these
-          attention::canonical_options(ks.kind, ks.options, kDryHeads, 64);
-          return {};
-        } catch (const Error& e) {
-          return e.what();
         }
+        return first;
       },
       "SPEC");
 }
