@@ -128,8 +128,8 @@ TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
   EXPECT_GT(j["targets"][4]["value"].get<double>(), 0);
 }
 
-TEST(Bench, HybridDecodingStateIsFlatInTheContextAndSetByTheWindow) {
-  // Through the library at a size that takes well under a second: two decoding contexts, a window of 16.
+// Through the library at a size that takes well under a second: one length, two decoding contexts, a window of 16.
+static mimic::bench::AttentionBenchOptions small_bench() {
   mimic::bench::AttentionBenchOptions o;
   o.max_len = 512;
   o.repeats = 1;
@@ -137,8 +137,12 @@ TEST(Bench, HybridDecodingStateIsFlatInTheContextAndSetByTheWindow) {
   o.decode_contexts = {300, 1500};
   o.decode_tokens = 4;
   o.progress = false;
+  return o;
+}
+
+TEST(Bench, HybridDecodingStateIsFlatInTheContextAndSetByTheWindow) {
   torch::manual_seed(0);
-  auto r = mimic::bench::run_attention_bench(o);
+  auto r = mimic::bench::run_attention_bench(small_bench());
   ASSERT_EQ(r.forms, (std::vector<std::string>{"softmax", "linear", "hybrid", "delta"}));
   const size_t sm = mimic::bench::form_index(r, "softmax"), lin = mimic::bench::form_index(r, "linear"),
                hyb = mimic::bench::form_index(r, "hybrid"), del = mimic::bench::form_index(r, "delta");
@@ -171,15 +175,9 @@ TEST(Bench, HybridDecodingStateIsFlatInTheContextAndSetByTheWindow) {
 // forward and backward, its decoding on a state of fixed size: the ring's and the cache's keys and values (keys only:
 // hedgehog's features are computed again), the cache's positions, and the linear state.
 TEST(Bench, ACachedHybridFormDecodesOnAFlatStateHoldingTheCacheBesideTheWindow) {
-  mimic::bench::AttentionBenchOptions o;
-  o.max_len = 512;
-  o.repeats = 1;
-  o.window = 16;
+  auto o = small_bench();
   o.cache = 8;
   o.cache_every = 16;
-  o.decode_contexts = {300, 1500};
-  o.decode_tokens = 4;
-  o.progress = false;
   torch::manual_seed(0);
   auto r = mimic::bench::run_attention_bench(o);
   ASSERT_EQ(r.forms, (std::vector<std::string>{"softmax", "linear", "hybrid", "hyb+cache", "delta"}));

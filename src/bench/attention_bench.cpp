@@ -180,14 +180,26 @@ class LinearDecoder : public Decoder {
 
 // Hybrid at context n: the state after hybrid_chunked over n random tokens (the last w keys, values and key
 // features, and the linear state of every older key); each new token is a hybrid_step on it, as the hybrid
-// kernel decodes.
+// kernel decodes. With `cache` (the hyb+cache form), as the kernel decodes with LoLA's sparse cache: the prompt's n
+// tokens run through hybrid_step one by one (a selection at every token), the state keeping keys only where the
+// map allows (HybridOptions::key_features), then each new token a hybrid_step on a copy of that state.
 class HybridDecoder : public Decoder {
  public:
-  HybridDecoder(const Setup& s, int64_t context, int64_t tokens) : s_(s), n_(context), opts_(s.hybrid_options()) {
+  HybridDecoder(const Setup& s, int64_t context, int64_t tokens, bool cache = false)
+      : s_(s), n_(context), opts_(cache ? s.cache_options() : s.hybrid_options()) {
     {
       auto in = make_inputs(context, s.d);
-      attention::hybrid_chunked(in.q, in.k, in.v, map_features(*s.map, in.q, in.k, s.scale, 0), s.scale, opts_, torch::Tensor(),
-                                &prefilled_);
+      auto f = map_features(*s.map, in.q, in.k, s.scale, 0);
+      if (!cache) {
+        attention::hybrid_chunked(in.q, in.k, in.v, f, s.scale, opts_, torch::Tensor(), &prefilled_);
+      } else {
+        opts_.cache_every = 1;
+        if (s.map->of_key_alone())
+          opts_.key_features = [&map = *s.map, root = std::sqrt(s.scale)](const at::Tensor& k) { return map.forward(k * root, Role::Key, 0); };
+        for (int64_t t = 0; t < context; ++t)
+          attention::hybrid_step(in.q.narrow(2, t, 1), in.k.narrow(2, t, 1), in.v.narrow(2, t, 1),
+                                 Features{f.q.narrow(2, t, 1), f.k.narrow(2, t, 1), f.log_space}, s.scale, opts_, prefilled_);
+      }
     }
     MIMIC_CHECK(prefilled_.defined() && prefilled_.position == context, "bench: hybrid prefill left the state at position ",
                 prefilled_.position, ", expected ", context);
@@ -198,7 +210,7 @@ class HybridDecoder : public Decoder {
     }
   }
   void step(size_t i) override {
-    if (i == 0) state_ = attention::hybrid_state_copy(prefilled_);  // hybrid_step writes the ring in place
+    if (i == 0) state_ = attention::hybrid_state_copy(prefilled_);  // hybrid_step writes the ring (and the cache) in place
     auto f = map_features(*s_.map, q_[i], k_[i], s_.scale, n_ + static_cast<int64_t>(i));
     auto out = attention::hybrid_step(q_[i], k_[i], v_[i], f, s_.scale, opts_, state_);
   }
@@ -212,41 +224,8 @@ class HybridDecoder : public Decoder {
   std::vector<torch::Tensor> q_, k_, v_;  // per new token: [1, 1, 1, d]
 };
 
-// Hybrid with a sparse cache at context n: as the hybrid kernel decodes with one — the prompt's n tokens run
-// through hybrid_step one by one (a selection at every token), the state keeping keys only where the map allows
-// (HybridOptions::key_features) — then each new token a hybrid_step on a copy of that state.
-class CacheDecoder : public Decoder {
- public:
-  CacheDecoder(const Setup& s, int64_t context, int64_t tokens) : s_(s), n_(context), opts_(s.cache_options()) {
-    opts_.cache_every = 1;
-    if (s.map->of_key_alone())
-      opts_.key_features = [&map = *s.map, root = std::sqrt(s.scale)](const at::Tensor& k) { return map.forward(k * root, Role::Key, 0); };
-    auto in = make_inputs(context, s.d);
-    auto f = map_features(*s.map, in.q, in.k, s.scale, 0);
-    for (int64_t t = 0; t < context; ++t)
-      attention::hybrid_step(in.q.narrow(2, t, 1), in.k.narrow(2, t, 1), in.v.narrow(2, t, 1),
-                             Features{f.q.narrow(2, t, 1), f.k.narrow(2, t, 1), f.log_space}, s.scale, opts_, prefilled_);
-    MIMIC_CHECK(prefilled_.position == context, "bench: the cached hybrid's prefill left the state at position ", prefilled_.position,
-                ", expected ", context);
-    for (int64_t i = 0; i < tokens; ++i) {
-      q_.push_back(drawn({1, 1, 1, s.d}));
-      k_.push_back(drawn({1, 1, 1, s.d}));
-      v_.push_back(drawn({1, 1, 1, s.d}));
-    }
-  }
-  void step(size_t i) override {
-    if (i == 0) state_ = attention::hybrid_state_copy(prefilled_);  // hybrid_step writes the ring and the cache in place
-    auto f = map_features(*s_.map, q_[i], k_[i], s_.scale, n_ + static_cast<int64_t>(i));
-    auto out = attention::hybrid_step(q_[i], k_[i], v_[i], f, s_.scale, opts_, state_);
-  }
-  int64_t state_bytes() const override { return attention::hybrid_state_bytes(prefilled_); }
-
- private:
-  const Setup& s_;
-  int64_t n_;
-  HybridOptions opts_;
-  HybridState prefilled_, state_;
-  std::vector<torch::Tensor> q_, k_, v_;
+struct CacheDecoder : HybridDecoder {
+  CacheDecoder(const Setup& s, int64_t context, int64_t tokens) : HybridDecoder(s, context, tokens, /*cache=*/true) {}
 };
 
 // Delta at context n: the kernel's cache after its forward_cached over n random tokens (the chunked form), each new
