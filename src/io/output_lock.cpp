@@ -151,14 +151,16 @@ OutputLock lock_output_dir(const std::string& dir) {
   // The folders created here (the output folder, and those missing above it) go again when the lock is let go, if
   // still empty: a run that failed before writing anything (a rendezvous that failed, ranks that disagreed) left an
   // empty --out behind (issue 38). A folder that was there before is never removed.
-  std::vector<fs::path> created;
-  fs::path p = fs::absolute(dir, ec).lexically_normal();
-  if (p.filename().empty()) p = p.parent_path();  // "out/"
-  for (; !ec && !p.empty() && !fs::exists(p, ec) && p != p.root_path(); p = p.parent_path()) created.push_back(p);
   // A holder that created the folder removes it (if empty) before it lets go: whoever opened the folder meanwhile
-  // then holds a lock on a folder no longer under that name, sees it (another inode or none) and tries again.
+  // then holds a lock on a folder no longer under that name, sees it (another inode or none) and tries again — and
+  // then created it itself, so what is missing is taken anew at each try.
   for (int attempt = 0;; ++attempt) {
     MIMIC_CHECK(attempt < 100, "cannot lock the output directory ", dir, ": it keeps being removed and created");
+    std::vector<fs::path> created;
+    fs::path p = fs::absolute(dir, ec).lexically_normal();
+    if (p.filename().empty()) p = p.parent_path();  // "out/"
+    for (; !ec && !p.empty() && !fs::exists(p, ec) && p != p.root_path(); p = p.parent_path()) created.push_back(p);
+    ec.clear();
     fs::create_directories(dir, ec);
     MIMIC_CHECK(fs::is_directory(dir), "cannot create the output directory ", dir, ec ? ": " + ec.message() : std::string(" (a file has that name)"));
     const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
