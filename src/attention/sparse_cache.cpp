@@ -44,21 +44,24 @@ Selection select(const at::Tensor& k, const at::Tensor& v, const Features& f, co
   // the whole sequence underflowed every earlier key once a later one lay ~88 nats above them in float32.
   at::Tensor kf = f.k.detach(), kc = f.k.detach();
   if (f.log_space) kc = (kc - std::get<0>(kc.max(-1, true))).exp();
-  kc = kc.to(v.dtype());
-  auto vd = v.detach();
   const int64_t nf = kf.size(3), nd = v.size(3);
-  auto S = torch::zeros({b, h, nf, nd}, v.options());
-  auto z = torch::zeros({b, h, nf}, v.options());
-  auto shift = torch::full({b, h, 1, 1}, -kInf, v.options());  // log space: the true state is exp(shift)·(S, z); −∞ while empty
-  // The cache as λ slots of key positions (those in use marked): per selection only the candidates are scored,
+  // One table of what a candidate brings — its features for scoring (kc), its value, its features for writing (kf)
+  // — so that a selection gathers its candidates' rows once (a loop of small tensor operations per position is what
+  // this form costs at every = 1: the fewer per selection, the better; gathers were a fifth of a training step)
+  // (outside log space both are the features: one copy, kw_at 0)
+  auto table = f.log_space ? torch::cat({kc.to(v.dtype()), v.detach(), kf.to(v.dtype())}, -1) : torch::cat({kc.to(v.dtype()), v.detach()}, -1);
+  const int64_t kw_at = f.log_space ? nf + nd : 0;
+  // The state as one tensor [S | z]: [B, H, F, D + 1], read by one product (φ(k)ᵀS and φ(k)ᵀz together) and written
+  // by one (φ(k)ᵀ[v, 1])
+  auto Sz = torch::zeros({b, h, nf, nd + 1}, v.options());
+  auto shift = torch::full({b, h, 1, 1}, -kInf, v.options());  // log space: the true state is exp(shift)·Sz; −∞ while empty
+  // The cache as λ slots of key positions (those in use marked), kept in position order among the slots in use:
+  // the candidates (the cache, then the keys that left the window since, all newer) are then in position order
+  // already, which the tie-break (the older key first) needs. Per selection only the candidates are scored,
   // O((λ + every)·F·D), not the whole sequence.
   auto cache_pos = torch::zeros({b, h, c.size}, longs);
   auto cache_ok = torch::zeros({b, h, c.size}, valid.options());
-  auto rows_of = [&](const at::Tensor& x, const at::Tensor& at) {  // x [B, H, T, ·] at positions at [B, H, n]
-    return x.gather(2, at.unsqueeze(-1).expand({b, h, at.size(2), x.size(3)}));
-  };
-  // the cache each selection leaves, kept for the output mask built once after the loop (a loop of small tensor
-  // operations per position is what this form costs: the fewer per selection, the better)
+  // the cache each selection leaves, kept for the output mask built once after the loop
   const int64_t selections = (t + c.every - 1) / c.every;
   auto held_pos = torch::zeros({b, h, selections, c.size}, longs);
   auto held_ok = torch::zeros({b, h, selections, c.size}, valid.options());
@@ -68,36 +71,36 @@ Selection select(const at::Tensor& k, const at::Tensor& v, const Features& f, co
     const int64_t first = std::max<int64_t>(0, s - c.every - w + 1), last = s - w;
     if (last < first) continue;  // none yet: the cache is empty
     const int64_t m = last - first + 1;
-    auto fresh = torch::arange(first, last + 1, longs).view({1, 1, m}).expand({b, h, m});
-    auto cand = torch::cat({cache_pos, fresh}, 2);
+    auto cand = torch::cat({cache_pos, torch::arange(first, last + 1, longs).view({1, 1, m}).expand({b, h, m})}, 2);
     auto ok = torch::cat({cache_ok, valid.narrow(2, first, m).expand({b, h, m})}, 2);
-    auto kcc = rows_of(kc, cand), vc = rows_of(vd, cand);
-    auto den = (kcc * z.unsqueeze(2)).sum(-1, true);
-    auto pred = torch::matmul(kcc, S) / torch::where(den == 0, torch::ones_like(den), den);
-    auto score = (pred - vc).pow(2).sum(-1).masked_fill(ok.logical_not(), -kInf);  // SRE [B, H, λ + m]
-    // the largest error first; of equal errors the older key (candidates put in position order, then a stable sort)
-    auto by_pos = std::get<1>(cand.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/false));
-    auto order = by_pos.gather(2, std::get<1>(score.gather(2, by_pos).sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true)));
-    auto top = order.narrow(2, 0, c.size);
+    auto rows = table.gather(2, cand.unsqueeze(-1).expand({b, h, c.size + m, table.size(3)}));  // [B, H, λ + m, 2F + D]
+    auto read = torch::matmul(rows.narrow(3, 0, nf), Sz);                                        // [φ(k)ᵀS | φ(k)ᵀz]
+    auto den = read.narrow(3, nd, 1);
+    auto pred = read.narrow(3, 0, nd) / torch::where(den == 0, torch::ones_like(den), den);
+    auto score = (pred - rows.narrow(3, nf, nd)).pow(2).sum(-1).masked_fill(ok.logical_not(), -kInf);  // SRE [B, H, λ + m]
+    // the largest error first; of equal errors the older key (the candidates are in position order: a stable sort)
+    auto order = std::get<1>(score.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true));
     if (order.size(2) > c.size) {  // the rest of the order is written into the state
       auto rest = order.narrow(2, c.size, order.size(2) - c.size);
-      auto kw = rows_of(kf, cand.gather(2, rest)).to(v.dtype());
+      auto out = rows.gather(2, rest.unsqueeze(-1).expand({b, h, rest.size(2), rows.size(3)}));
+      auto kw = out.narrow(3, kw_at, nf);
       const auto written = ok.gather(2, rest).unsqueeze(-1);
       if (f.log_space) {  // rescale the state to the larger constant, then write the keys in its units
         kw = kw.masked_fill(written.logical_not(), -kInf);
         auto next = torch::maximum(shift, kw.amax({2, 3}, true));
         auto keep = torch::where(torch::isinf(next), torch::zeros_like(next), (shift - next).exp());  // −∞ − −∞ would be NaN
         kw = torch::where(torch::isinf(next), torch::zeros_like(kw), (kw - next).exp());
-        S = S * keep;
-        z = z * keep.squeeze(-1);
+        Sz = Sz * keep;
         shift = next;
       } else {
         kw = torch::where(written, kw, torch::zeros_like(kw));  // (not a product: inf · 0 is NaN)
       }
-      S = S + torch::matmul(kw.transpose(-1, -2), rows_of(vd, cand.gather(2, rest)));
-      z = z + kw.sum(2);
+      auto vw = out.narrow(3, nf, nd);
+      Sz = Sz + torch::matmul(kw.transpose(-1, -2), torch::cat({vw, torch::ones_like(vw.narrow(3, 0, 1))}, -1));
       written_at.scatter_(2, torch::where(written.squeeze(-1), cand.gather(2, rest), torch::full_like(rest, t)), n);
     }
+    // the λ kept, back in position order (their indices among the candidates, which are in position order)
+    auto top = std::get<0>(order.narrow(2, 0, c.size).sort(/*stable=*/false, /*dim=*/-1, /*descending=*/false));
     cache_pos = cand.gather(2, top);
     cache_ok = ok.gather(2, top);
     held_pos.select(2, n).copy_(cache_pos);
