@@ -35,6 +35,21 @@ to() { local f=$1; shift; "$@" > "$f.tmp" && mv "$f.tmp" "$f"; }
 get() { jq -r "$2" "$1" | { read -r v; [[ -n ${3:-} ]] && printf "%.${3}f" "$v" || printf '%s' "$v"; }; }
 print_timings() { echo; echo "time per stage"; printf '  %s\n' "${timings[@]}"; }
 
+# Recall tasks (recall.sh, taylor.sh; the recipe sets TASK, LEN, BATCH, STEPS, LR, EXAMPLES).
+# from_scratch NAME ATTENTION CONFIG: a GPT-2 of CONFIG trained from scratch on $TASK with ATTENTION → $OUT/scratch-NAME,
+# its accuracy → $OUT/acc-scratch-NAME.json
+from_scratch() {
+  stage "scratch-$1" to "$OUT/train-scratch-$1.json" "$MIMIC" pretrain --arch gpt2 --config "$3" --data "$TASK" --seq-len "$LEN" \
+    --attention "$2" --batch-size "$BATCH" --steps "$STEPS" --warmup $(( STEPS / 20 + 1 )) --lr "$LR" --eval-every "$STEPS" \
+    --eval-batches 4 --out "$OUT/scratch-$1" --json "${common[@]}"
+  accuracy "scratch-$1" "$OUT/scratch-$1"
+}
+# accuracy NAME MODEL: MQAR accuracy on the test split → $OUT/acc-NAME.json
+accuracy() {
+  stage "acc-$1" to "$OUT/acc-$1.json" "$MIMIC" eval --task mqar --model "$2" --data "$TASK" --examples "$EXAMPLES" --json "${common[@]}"
+}
+acc() { get "$OUT/acc-$1.json" .model.accuracy 3; }
+
 # ---- the conversion pipeline of a causal LM (used by quickstart, gpt2-hedgehog, gpt2-sla, feature-map-ablation)
 # Settings (set them before calling; defaults are the quick scale):
 #   REC_SAMPLES REC_LEN        samples × tokens recorded from the training split for distillation

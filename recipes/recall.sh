@@ -23,12 +23,9 @@ MAPS=${MAPS:-$("$MIMIC" info --feature-maps --json | jq -r '.[].name | select(. 
 CONVERT_MAPS=${CONVERT_MAPS:-hedgehog elu}
 config=$root/recipes/configs/recall-mini.json
 
-# scratch NAME ATTENTION: a model trained from scratch on the task → $OUT/scratch-NAME, accuracy → $OUT/acc-scratch-NAME.json
+# scratch NAME ATTENTION: a model trained from scratch on the task (lib.sh's from_scratch), and its attention entropy
 scratch() {
-  stage "scratch-$1" to "$OUT/train-scratch-$1.json" "$MIMIC" pretrain --arch gpt2 --config "$config" --data "$TASK" --seq-len "$LEN" \
-    --attention "$2" --batch-size "$BATCH" --steps "$STEPS" --warmup $(( STEPS / 20 + 1 )) --lr "$LR" --eval-every "$STEPS" \
-    --eval-batches 4 --out "$OUT/scratch-$1" --json "${common[@]}"
-  accuracy "scratch-$1" "$OUT/scratch-$1"
+  from_scratch "$1" "$2" "$config"
   # its attention entropy on test examples: the model recorded on itself, its own weights reported
   stage "record-scratch-$1" to "$OUT/record-scratch-$1.json" "$MIMIC" record --model "$OUT/scratch-$1" --data "$TASK" --split test \
     --samples "$ENT_SAMPLES" --out "$OUT/record-scratch-$1.h5" --json "${common[@]}"
@@ -42,11 +39,6 @@ entropy() {
   v=$(jq -r '[.metrics[] | select(.head == -1 and .source != "softmax") | .entropy] | if any(. == null) then "-" else add / length end'     "$OUT/report-scratch-$1.json")
   [[ $v == - ]] && printf -- - || printf '%.2f' "$v"
 }
-# accuracy NAME MODEL: MQAR accuracy on the test split → $OUT/acc-NAME.json
-accuracy() {
-  stage "acc-$1" to "$OUT/acc-$1.json" "$MIMIC" eval --task mqar --model "$2" --data "$TASK" --examples "$EXAMPLES" --json "${common[@]}"
-}
-acc() { get "$OUT/acc-$1.json" .model.accuracy 3; }
 
 # ---- A: trained from scratch
 scratch softmax softmax
