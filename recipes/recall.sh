@@ -29,14 +29,17 @@ scratch() {
   # its attention entropy on test examples: the model recorded on itself, its own weights reported
   stage "record-scratch-$1" to "$OUT/record-scratch-$1.json" "$MIMIC" record --model "$OUT/scratch-$1" --data "$TASK" --split test \
     --samples "$ENT_SAMPLES" --out "$OUT/record-scratch-$1.h5" --json "${common[@]}"
+  local model=(--model "$OUT/scratch-$1")
+  [[ $2 == softmax ]] && model=()  # a softmax model is its record's teacher: the report's softmax rows are its own
   stage "report-scratch-$1" to "$OUT/report-scratch-$1.json" "$MIMIC" report --record "$OUT/record-scratch-$1.h5" \
-    --model "$OUT/scratch-$1" --samples "$ENT_SAMPLES" --out "$OUT/report-scratch-$1" --json "${common[@]}"
+    "${model[@]}" --samples "$ENT_SAMPLES" --out "$OUT/report-scratch-$1" --json "${common[@]}"
 }
 # entropy NAME: the model's mean attention entropy (nats; over layers, heads and query rows); "-" for a kind whose
 # weights are not a distribution (delta: report gives no entropy)
 entropy() {
   local v
-  v=$(jq -r '[.metrics[] | select(.head == -1 and .source != "softmax") | .entropy] | if any(. == null) then "-" else add / length end'     "$OUT/report-scratch-$1.json")
+  v=$(jq -r --arg s "$1" '[.metrics[] | select(.head == -1 and ((.source == "softmax") == ($s == "softmax"))) | .entropy]
+    | if any(. == null) then "-" else add / length end' "$OUT/report-scratch-$1.json")
   [[ $v == - ]] && printf -- - || printf '%.2f' "$v"
 }
 

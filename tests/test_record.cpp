@@ -411,6 +411,33 @@ TEST(Record, Float32StorageLayersAndExtension) {
   EXPECT_MIMIC_ERROR(mimic::record::record(o), "already holds 11 samples");
 }
 
+// A recall task's record extends too: its stream is its first --samples examples, each the same whatever their number
+// (the token count of that stream was a setting, so 2 then 4 samples was "recorded with other settings": the eighth
+// probe of 2026-11-29); the extended file equals one recorded at once.
+TEST(Record, ARecallTaskRecordExtendsToMoreSamplesAsOneRecordedAtOnce) {
+  TempDir dir;
+  auto o = options(gpt2_dir(), "mqar:vocab=64,seq_len=16,pairs=2", dir.file("a.h5"));
+  o.seq_len = 16;
+  o.samples = 2;
+  mimic::record::record(o);
+  o.samples = 5;
+  auto r = mimic::record::record(o);
+  EXPECT_EQ(r.resumed_from, 2);
+  EXPECT_EQ(r.recorded, 3);
+  auto once = o;
+  once.out = dir.file("b.h5");
+  mimic::record::record(once);
+  {
+    H5::H5File a(o.out, H5F_ACC_RDONLY), b(once.out, H5F_ACC_RDONLY);
+    EXPECT_TRUE(torch::equal(read_dataset(a, "input_ids"), read_dataset(b, "input_ids")));
+    EXPECT_TRUE(torch::allclose(read_dataset(a, "layer_01/q"), read_dataset(b, "layer_01/q"), 1e-5, 1e-6));
+  }
+  // another task is another record
+  auto other = o;
+  other.data = "mqar:vocab=64,seq_len=16,pairs=3";
+  EXPECT_MIMIC_ERROR(mimic::record::record(other), "other settings");
+}
+
 // Extending a file with another --gzip (the probe of 2026-11-27: level 4, then 0, wrote raw chunks into deflated
 // datasets and every later read failed, exit 0): the appended chunks keep the file's own level, either way round, and
 // the result reads back as the file recorded at once.

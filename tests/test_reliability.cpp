@@ -465,6 +465,34 @@ TEST(Outputs, ATrainingCommandNeverReplacesAnotherCommandsRunFreshIncluded) {
   EXPECT_EQ(names_in(dir.file("early")), std::vector<std::string>{"log.jsonl"});
 }
 
+// The eighth probe of 2026-11-29: the folder writers were refused inside a training run's folder, but forward, record,
+// distill and bench peer wrote their files there (distill its OUT.ckpt too). A run is known by its checkpoint or by
+// its log's first line, which names the command; a log.jsonl that is no training log of mimic's is somebody else's
+// file, which a fresh finetune replaced.
+TEST(OutputFolders, NoFileIsWrittenInsideATrainingRunAndAForeignLogIsNotReplaced) {
+  TempDir dir;
+  fs::create_directories(dir.file("run/last"));
+  mimic::test::write_bytes(dir.file("run/log.jsonl"), "{\"command\":\"finetune\",\"step\":0}\n");
+  for (const std::string& args : {"forward --model " + teacher() + " --text whale --out " + dir.file("run/x.safetensors"),
+                                  "record --model " + teacher() + " --data all --out " + dir.file("run/last/r.h5"),
+                                  "distill --record " + dir.file("none.h5") + " --out " + dir.file("run/m.safetensors"),
+                                  "bench peer --inputs " + dir.file("run/p.safetensors")}) {
+    auto r = mimic::test::mimic_cli(args + " --threads 1");
+    EXPECT_EQ(r.code, 1) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("lies inside the training run in " + fs::canonical(dir.file("run")).string() + " (a finetune run"),
+              std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_EQ(names_in(dir.file("run")), (std::vector<std::string>{"last", "log.jsonl"}));
+  EXPECT_TRUE(fs::is_empty(dir.file("run/last")));
+  fs::create_directories(dir.file("notes"));
+  mimic::test::write_bytes(dir.file("notes/log.jsonl"), "my lab notes\n");
+  auto ft = mimic::test::mimic_cli("finetune --task lm --model " + teacher() + " --data all --steps 1 --threads 1 --out " + dir.file("notes"));
+  EXPECT_EQ(ft.code, 1);
+  EXPECT_NE(ft.err.find("holds log.jsonl, which is not a mimic training log"), std::string::npos) << ft.err;
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("notes/log.jsonl")), "my lab notes\n");
+}
+
 // The seventh probe of 2026-11-29: a report written into a distillation's checkpoint folder (maps.safetensors.ckpt/rep)
 // stopped that distillation from resuming or starting over, since distill keeps only its own files there. Every
 // command writing an --out refuses one inside such a folder, at any depth, before any work, and leaves it as it was.
@@ -761,6 +789,12 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "eos_token_id", -1)), "eos_token_id -1 is not a token");
   EXPECT_NO_THROW(parse_config(with(gpt2, "pad_token_id", nullptr)));
   EXPECT_NO_THROW(parse_config(with(bert, "problem_type", "single_label_classification")));
+  // a head apart from the token embedding, which GPT-2 and BERT here do not have: it was ignored, and pretrain wrote it
+  // beside tied weights (the eighth probe of 2026-11-29); a classifier has no such head
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "tie_word_embeddings", false)), "tie_word_embeddings false: a language-model head apart");
+  EXPECT_NO_THROW(parse_config(with(gpt2, "tie_word_embeddings", true)));
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "tie_word_embeddings", false)), "tie_word_embeddings false");  // its MLM decoder
+  EXPECT_NO_THROW(parse_config(with(with(bert, "architectures", nlohmann::json::array({"BertForSequenceClassification"})), "tie_word_embeddings", false)));
   // sizes beyond any published model, whatever the key (the seventh probe of 2026-11-29: pretrain --config allocated
   // and trained 100,000 layers); the largest real sizes still load
   EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "n_layer", 100000)), "the number of layers must be at most 1024, got 100000");
@@ -827,6 +861,8 @@ TEST(Configs, AKeyGivenTwiceAndKeysPretrainSetsAreRefusedByName) {
            {R"("eos_token_id": 13)", "--config: eos_token_id 13 differs from the tokenizer's end-of-text id 50256, which pretrain sets: leave eos_token_id out"},
            {R"("bos_token_id": 0)", "--config: bos_token_id 0 differs from the tokenizer's end-of-text id 50256"},
            {R"("architectures": ["GPT2Model"])", "--config: architectures [\"GPT2Model\"] differs from the objective's [\"GPT2LMHeadModel\"]"},
+           {R"("initializer_range": -1)", "--config: initializer_range -1 differs from the initialisation's 0.02"},
+           {R"("tie_word_embeddings": false)", "tie_word_embeddings false: a language-model head apart from the token embedding"},
            {R"("n_layer": 100000)", "model config: the number of layers must be at most 1024, got 100000"},
            {R"("n_layer": 1000, "n_embd": 65536)", "model config: 1000 layers of width 65536 make about "}}) {
     std::string c = R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 16, )" + config + "}";
@@ -902,7 +938,7 @@ TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
   ASSERT_EQ(rep.code, 0) << rep.err;
   EXPECT_NE(rep.err.find("note: --samples 99999: the record holds "), std::string::npos) << rep.err;
   // The seventh probe of 2026-11-29: more keys, tokens, samples, batches or vocabulary than exist were cut without a
-  // word; a list with blanks (' 0') passed the check and was refused after loading (exit 1, not the parser's 105).
+  // word; a list with blanks (' 0') passed the check and was refused after loading (exit 1, not a usage error's 2).
   auto cut = mimic::test::mimic_cli("report --record " + dir.file("r.h5") + " --out " + dir.file("rep2") +
                                     " --threads 1 --json --layers ' 0' --heads '0 ,1' --mass-k 100000 --plot-tokens 100000");
   ASSERT_EQ(cut.code, 0) << cut.err;
@@ -925,7 +961,7 @@ TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
   for (const std::string& args : {"convert --model " + model + " --maps " + dir.file("on.safetensors") + " --layers '0, 0' --out " + dir.file("c"),
                                   "record --model " + model + " --data all --out " + dir.file("r2.h5") + " --layers ' 0-x'"}) {
     auto r = mimic::test::mimic_cli(args);
-    EXPECT_EQ(r.code, 105) << args << ": " << r.err;  // the parser's refusal, before any model loads
+    EXPECT_EQ(r.code, 2) << args << ": " << r.err;  // the parser's refusal, before any model loads
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
 }

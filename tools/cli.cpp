@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "mimic/attention/feature_map.h"
@@ -163,6 +164,11 @@ void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<
     if (distill::is_checkpoint_folder(up.string()))
       fail(named, " lies inside ", up.string(), ", a distillation's checkpoint folder: distill keeps only its own files there "
            "(another result there stops it resuming); write the result elsewhere");
+    // a file written into a training run's folder (forward, record, distill, bench peer: the eighth probe of
+    // 2026-11-29; the folder writers were refused there already), known by its checkpoint or its log's first line
+    if (const std::string run = train::checkpoint_command(up.string()); !run.empty())
+      fail(named, " lies inside the training run in ", up.string(), " (a ", run, " run: its checkpoint or log is there): that folder "
+           "holds the run's own result; write the result elsewhere");
     if (up == up.root_path()) break;
   }
   for (const auto& [option, value] : inputs) {
@@ -243,6 +249,21 @@ void refuse_foreign_output(const std::string& out, OutputKind kind, const std::s
     if (!allowed)
       fail("--out ", out, " holds ", m.what, " (", m.file, "): what this command writes would mix with it; choose another --out, "
            "or move that out of the way first (no option, --fresh or --force included, removes another command's result)");
+  }
+  // a log.jsonl that is no training log of mimic's (its first line not a JSON object with an integer step) is somebody
+  // else's file, which a fresh run's log replaced (the eighth probe of 2026-11-29)
+  if (kind == OutputKind::TrainingRun && fs::is_regular_file(fs::path(out) / "log.jsonl", ec) &&
+      !fs::exists(fs::path(out) / "checkpoint.safetensors", ec)) {
+    std::ifstream in(fs::path(out) / "log.jsonl");
+    std::string first;
+    bool ours = fs::file_size(fs::path(out) / "log.jsonl", ec) == 0;  // nothing in it to lose
+    if (!ours && std::getline(in, first) && first.size() <= 4096) try {
+        const auto j = nlohmann::json::parse(first);
+        ours = j.is_object() && j.contains("step") && j["step"].is_number_integer();
+      } catch (const std::exception&) {
+      }
+    MIMIC_CHECK(ours, "--out ", out, " holds log.jsonl, which is not a mimic training log: what this command writes would replace it; "
+                "choose another --out, or move that file out of the way first");
   }
   if (kind == OutputKind::TrainingRun && !command.empty()) {
     const std::string theirs = train::checkpoint_command(out);
@@ -425,9 +446,14 @@ CLI::Validator attention_spec_arg(bool student) {
               attention::kernel_from_spec(s, kDryHeads, d);
               return {};
             }
+            // what distill::student_spec refuses too, while parsing (it came after the record had loaded: the eighth
+            // probe of 2026-11-29)
             auto ks = attention::parse_kind_spec(s);
-            if (attention::attention_kind(ks.kind).role != attention::KindRole::Distillable) return {};  // distill names it
-            for (const char* key : {"feature_map", "map_options", "gates"}) ks.options.erase(key);  // distill names these
+            if (attention::attention_kind(ks.kind).role != attention::KindRole::Distillable)
+              return "the kind '" + ks.kind + "' is the teacher's, not a student's";
+            for (const char* key : {"feature_map", "map_options", "gates"})
+              if (ks.options.contains(key))
+                return std::string("give '") + key + "' with --feature-map, --map-options or --sla, not in the attention spec";
             attention::canonical_options(ks.kind, ks.options, kDryHeads, d);
             return {};
           } catch (const Error& e) {

@@ -88,6 +88,8 @@ void run(DistillArgs& a) {
   // json_parse: one line naming the problem, and a key given twice refused (the probe of 2026-11-27: the map was
   // built with the first value and the maps file recorded the last)
   a.o.map_options = json_parse(a.map_options, "--map-options");
+  MIMIC_CHECK(a.map_options.empty() || a.o.map_options.is_object(), "--map-options must be a JSON object {\"key\": value, ...}, got ",
+              a.map_options);
   auto r = distill::distill(a.o);
   if (!train::writes_outputs()) return;  // rank 0 prints the run's result
   if (a.o.record.empty() && !a.o.model_dir.empty())  // online: the data may give fewer samples than asked

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "ranges.h"
 #include "mimic/core/error.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/io/safetensors.h"
@@ -62,7 +63,7 @@ void register_forward(CLI::App& app) {
   auto args = std::make_shared<ForwardArgs>();
   auto* sub = app.add_subcommand("forward", "Run a model on one text; write input_ids, logits and hidden states");
   sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
-  sub->add_option("--text", args->text, "Input text");
+  sub->add_option("--text", args->text, "Input text")->check(range::non_empty());
   sub->add_option("--file", args->file, "Input file")->check(path_arg());
   sub->add_option("--out", args->out, "Output .safetensors file")->required()->check(out_path_arg());
   add_common_options(*sub, args->common);

@@ -63,6 +63,7 @@ void run(ReportArgs& a) {
                  static_cast<long long>(a.o.samples), r.samples.size());
   note_clamped("--mass-k", a.o.top_k, r.mass_k, "the record's tokens per sample");
   note_clamped("--plot-tokens", a.o.plot_tokens, r.plot_tokens, "the record's tokens per sample");
+  note_clamped("--local-window", a.o.local_window, r.local_window, "the record's tokens per sample");
   if (a.common.json) return print_json(r.to_json());
   if (!r.quality.empty()) {
     std::printf("%-24s %12s %18s %s\n", "quality", "perplexity", "copy gain", "passkey ranked first");

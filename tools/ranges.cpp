@@ -72,7 +72,12 @@ CLI::Validator real(double lo, double hi, bool open_low, bool open_high) {
         // leading blanks (' 1'): both were accepted silently (the probe of 2026-11-27).
         static const std::regex decimal(R"(^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$)");
         double v = 0;
-        const bool number = std::regex_match(input, decimal) && CLI::detail::lexical_cast(input, v) && std::isfinite(v);
+        std::smatch m;
+        const bool number = std::regex_match(input, m, decimal) && CLI::detail::lexical_cast(input, v) && std::isfinite(v);
+        // a number too small for a double reads as 0, which many options take as "off" (--temperature 1e-400 decoded
+        // greedily: the eighth probe of 2026-11-29)
+        if (number && v == 0 && m[1].str().find_first_of("123456789") != std::string::npos)
+          return "must be a number in " + range + ", got " + input + ", which is too small to tell from 0 in double precision";
         if (number && (open_low ? v > lo : v >= lo) && (open_high ? v < hi : v <= hi)) return {};
         return "must be a number in " + range + ", got " + input;
       },

@@ -102,7 +102,9 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   MIMIC_CHECK(std::memcmp(base, kHdf5Signature, 8) != 0, where(), "an HDF5 file (a mimic record?), not a safetensors file");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | base[i];  // little-endian u64
-  MIMIC_CHECK(n <= kMaxHeader, where(), "absurd header length ", n, " bytes (limit ", kMaxHeader, ")");
+  // (a text file's first 8 bytes read as such a length: "absurd header length" did not say what the file is)
+  MIMIC_CHECK(n <= kMaxHeader, where(), "not a safetensors file (its first 8 bytes give a header of ", n, " bytes, beyond the limit of ",
+              kMaxHeader, ")");
   MIMIC_CHECK(n <= size - 8, where(), "header length ", n, " runs past the end of the file (", size, " bytes)");
   f.data_ = base + 8 + n;
   f.data_size_ = size - 8 - n;

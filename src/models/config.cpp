@@ -169,6 +169,14 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
         break;
       }
   }
+  // A family whose language-model head is its token embedding (ties(): GPT-2's LM head, BERT's MLM decoder) reads no
+  // other: an untied head in a config was ignored, and pretrain wrote such a config beside tied weights, which HF then
+  // loads with a random head (the eighth probe of 2026-11-29). A classifier (or a bare encoder) has no such head.
+  const bool lm_head = !c.head_from_config || c.head == Head::Lm || c.head == Head::Mlm || c.head == Head::Pretraining;
+  if (lm_head && j.contains("tie_word_embeddings") && j["tie_word_embeddings"] == false &&
+      !(c.family->ties(Head::Lm).empty() && c.family->ties(Head::Mlm).empty()))
+    fail(where, ": tie_word_embeddings false: a language-model head apart from the token embedding, which mimic's ", type,
+         " does not implement (its head is the token embedding)");
   return c;
 }
 

@@ -107,6 +107,9 @@ train::TrainResult pretrain(const PretrainOptions& o) {
     set("model_type", o.arch, "--arch");
     set("vocab_size", recall ? task_spec.vocab : tok->vocab_size(), recall ? "the task's" : "the tokenizer's");
     set("architectures", nlohmann::json::array({gpt2 ? "GPT2LMHeadModel" : "BertForMaskedLM"}), "the objective's");
+    // the networks initialise with a standard deviation of 0.02 (GPT-2's and BERT's): another value was kept in
+    // config.json and not used, and -1 or "x" were accepted (the eighth probe of 2026-11-29)
+    set("initializer_range", 0.02, "the initialisation's");
     if (!gpt2) set("pad_token_id", tok->pad_id(), "the tokenizer's");
     if (gpt2 && !recall) {
       set("bos_token_id", tok->eos_id(), "the tokenizer's end-of-text id");

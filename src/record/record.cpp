@@ -94,8 +94,10 @@ RecordResult record(const RecordOptions& o) {
       {"scale", captures[0].scale},
       {"data", data_id},
       {"split", data::split_name(data::split_from_name(o.split))},  // every kind of --data is split now (a user's text too)
-      {"data_tokens", stream.size},
-      {"data_digest", stream_digest(stream)},
+      // a recall task's stream is its first --samples examples, each the same whatever their number: the task spec
+      // (data) names it, and a count there refused a record extended to more samples (the eighth probe of 2026-11-29)
+      {"data_tokens", recall ? nlohmann::json(nullptr) : nlohmann::json(stream.size)},
+      {"data_digest", recall ? nlohmann::json(nullptr) : nlohmann::json(stream_digest(stream))},
       {"seq_len", seq_len},
       {"layers", layers},
       {"dtype", o.dtype},

@@ -127,15 +127,16 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
     for (auto l : layers) {
       MIMIC_CHECK(l < sum.n_layer, dir, ": no layer ", l, " (", sum.n_layer, " layers)");
       auto kernel = model->attention_kernel(l);
-      if (attention::is_reference(*kernel)) {
-        s.kernels[l] = nullptr;  // the layer equals the teacher
-        continue;
-      }
+      // a layer that kept softmax is the teacher, not the model's linear attention: absent, as a layer a maps file
+      // lacks (its KL 0 entered the model's mean, which then read far better than the same maps': the eighth probe)
+      if (attention::is_reference(*kernel)) continue;
       auto k = attention::as_distillable(kernel, dir + ": layer " + std::to_string(l));
       k->eval();
       if (s.feature_map.empty()) s.feature_map = k->feature_map();
       s.kernels[l] = k;
     }
+    MIMIC_CHECK(!s.kernels.empty(), dir, ": no layer among the reported ones ", nlohmann::json(layers).dump(),
+                " runs linear attention (it computes softmax there): --model compares a converted model's linear-attention layers");
     out.push_back(std::move(s));
   }
   return out;
@@ -202,6 +203,7 @@ ReportResult report(const ReportOptions& o) {
   res.out = o.out;
   res.mass_k = std::min(o.top_k, rec.seq_len());  // a query's top k of at most seq_len keys
   res.plot_tokens = std::min(o.plot_tokens, rec.seq_len());
+  res.local_window = std::min(o.local_window, rec.seq_len());  // a window of the whole sample is every key
   const auto& recorded = rec.layers();
   if (o.layers.empty() || o.layers == "all") {
     res.layers = recorded;
@@ -288,14 +290,9 @@ ReportResult report(const ReportOptions& o) {
         auto it = students[si].kernels.find(layer);
         if (it == students[si].kernels.end()) continue;
         at::Tensor w, log_w;
-        if (it->second) {
-          it->second->weights_quadratic(b.q, b.k, b.v, ctx, &w, &log_w);
-          if (analysis::negative_weights(*it->second, w, b)) acc[si + 1][li].set_signed();
-          w = sel(w), log_w = sel(log_w);
-        } else {  // softmax layer of a converted model
-          w = a_sel;
-          log_w = a_sel.clamp_min(std::numeric_limits<float>::min()).log();
-        }
+        it->second->weights_quadratic(b.q, b.k, b.v, ctx, &w, &log_w);
+        if (analysis::negative_weights(*it->second, w, b)) acc[si + 1][li].set_signed();
+        w = sel(w), log_w = sel(log_w);
         acc[si + 1][li].add_weights(a_sel, log_w, scores_sel, b);
         ind[si + 1][li].add(w, ids, mask);
         if (drawn) keep_plot_data(pd, si + 1, layer, w * vis.to(w.dtype()), scores_sel, vis, plot_heads, o.plot_tokens);

@@ -51,7 +51,7 @@ struct ReportResult {
   nlohmann::json quality = nlohmann::json::array();  // quality_json of the --eval files (quality.h)
   double uniform_entropy = 0;           // mean over real query rows of log(visible keys): uniform weights' entropy
   // the options as they applied: at most the record's tokens per sample (the CLI says when one was cut)
-  int64_t mass_k = 0, plot_tokens = 0;
+  int64_t mass_k = 0, plot_tokens = 0, local_window = 0;
   double seconds = 0;
   nlohmann::json to_json() const;
 };
