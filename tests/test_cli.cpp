@@ -458,7 +458,7 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"distill --record /nonexistent/r.h5 --epochs 0 --patience 2 --out m.safetensors", "--patience shapes training, which --epochs 0 does not run"},
       {"eval --model " + m + " --file " + m + "/config.json --split test", "excludes"},
       {"info --system --tensors", "excludes"},
-      {"eval --model " + m + " --task passkey --lengths 64,064", "--lengths names 64 twice: give each length once"},
+      {"eval --model " + m + " --task passkey --lengths 64,064", "--lengths: '64,064' names 064 twice: give each item once"},
       {"info " + m + " --feature-maps", "excludes"},
       {"distill --record /nonexistent/r.h5 --train gates --out m.safetensors", "--train gates needs SLA gates (--sla)"},
       {"finetune --task lm --model " + m + " --data mqar --copy-fraction 0.5 --out o", "the copy curriculum applies to prose corpora, not to mqar"},
@@ -494,6 +494,12 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"bogus --x 1", "unknown command 'bogus' (the commands: record, distill, "},
       {"info --system --threads 1 --threads 2", "--threads is given 2 times"},
       {"generate --model " + m + " --prompt hi --new-tokens 2 --max-new-tokens 2", "excludes"},
+      // a list item twice was measured twice; a MIN,MAX pair may repeat
+      {"bench train --widths mini --lengths 64,064", "--lengths: '64,064' names 064 twice: give each item once"},
+      {"bench train --widths mini,mini --lengths 64", "--widths: 'mini,mini' names mini twice"},
+      {"bench generate --model " + m + " --batch-sizes 1,2,1", "--batch-sizes: '1,2,1' names 1 twice"},
+      // an output named with a tab or a newline split the lines naming it
+      {"forward --model " + m + " --text hi --out 'a\tb.safetensors'", "--out: the output path has a control character"},
   };
   for (const auto& [args, message] : usage) {
     SCOPED_TRACE(args);
@@ -501,6 +507,14 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
     expect_one_line_error(r, message);
     EXPECT_EQ(r.code, 2) << r.err;
   }
+  {  // 8,8 is a span, not an item twice: the run goes on to the data, which is missing
+    const auto span = mimic_cli("finetune --task lm --model " + m + " --data /nonexistent/x.txt --copy-fraction 0.5 --copy-span 8,8 --seq-len 16 --out o");
+    expect_one_line_error(span, "/nonexistent/x.txt");
+    EXPECT_EQ(span.err.find("twice"), std::string::npos) << span.err;
+  }
+  // an empty label named nothing: "=FILE" was taken as FILE unlabelled
+  expect_one_line_error(mimic_cli("report --record /nonexistent/r.h5 --maps =/nonexistent/m.safetensors --out o"),
+                        "'=/nonexistent/m.safetensors': the label before '=' is empty");
   // checked before any record is read, though after parsing (a JSON value): null was read as {}
   expect_one_line_error(mimic_cli("distill --record /nonexistent/r.h5 --map-options null --out m.safetensors"),
                         "--map-options must be a JSON object {\"key\": value, ...}, got null");

@@ -1,9 +1,12 @@
 #include "cli.h"
 
+#include <algorithm>
 #include <climits>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
+#include <sstream>
 
 #include "mimic/attention/feature_map.h"
 #include "mimic/attention/kinds.h"
@@ -354,6 +357,9 @@ std::string path_problem(const std::string& path, size_t reserve_name, size_t re
   const size_t max_path = PATH_MAX - 1 - reserve_path, max_name = NAME_MAX - reserve_name;
   // "" read as "no file " or "cannot open : No such file" (the sixth probe of 2026-11-28)
   if (path.empty()) return "an empty path; give a file or folder";
+  // an output named with a newline or a tab split the lines that name it ("wrote …": the eighth probe of 2026-11-29)
+  if (reserve_name > 0 && std::any_of(path.begin(), path.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+    return "the output path has a control character (a newline, a tab): give a name without one";
   if (path.size() > max_path)
     return "the path has " + std::to_string(path.size()) + " characters; at most " + std::to_string(max_path) + " fit (PATH_MAX " +
            std::to_string(PATH_MAX) + (reserve_path ? ", less room for the files mimic writes inside it)" : ")");
@@ -465,7 +471,7 @@ CLI::Validator attention_spec_arg(bool student) {
       "SPEC");
 }
 
-std::string empty_list_item(const CLI::App& app, int argc, char** argv) {
+std::string list_item_problem(const CLI::App& app, int argc, char** argv) {
   if (argc < 2) return "";
   const CLI::App* cmd = nullptr;
   for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; }))
@@ -490,6 +496,14 @@ std::string empty_list_item(const CLI::App& app, int argc, char** argv) {
     const char d = opt->get_delimiter();
     if (!value.empty() && (value.front() == d || value.back() == d || value.find(std::string(2, d)) != std::string::npos))
       return name + ": '" + value + "' has an empty item; give items separated by single '" + std::string(1, d) + "' (e.g. 128" + d + "256)";
+    if (opt->check_name("--copy-span")) continue;  // a MIN,MAX pair (8,8 is one span length), not a set of items
+    std::set<std::string> seen;
+    std::stringstream items(value);
+    for (std::string item; std::getline(items, item, d);) {
+      std::string key = item;  // a number by its value: 64 and 064 are one length
+      if (!key.empty() && key.find_first_not_of("0123456789") == std::string::npos) key.erase(0, std::min(key.find_first_not_of('0'), key.size() - 1));
+      if (!seen.insert(key).second) return name + ": '" + value + "' names " + item + " twice: give each item once";
+    }
   }
   return "";
 }

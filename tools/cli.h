@@ -168,9 +168,10 @@ using Register = void (*)(CLI::App& app);
 std::string launch_unknown_option(const CLI::App& app, int argc, char** argv);
 
 // A list option (one CLI11 splits at a delimiter, e.g. --lengths 128,256) given an empty item — "32,", ",64",
-// "32,,64" — as a one-line message naming it ("" when none). Checked before CLI11 parses: CLI11 drops empty items,
-// so "--lengths 32," ran as "--lengths 32" without a word (the probe of 2026-11-27).
-std::string empty_list_item(const CLI::App& app, int argc, char** argv);
+// "32,,64" — or one item twice ("64,64", "64,064"), as a one-line message naming it ("" when none). Checked before
+// CLI11 parses: CLI11 drops empty items, so "--lengths 32," ran as "--lengths 32" without a word (the probe of
+// 2026-11-27), and a length, width or kind given twice was measured twice (the eighth probe of 2026-11-29).
+std::string list_item_problem(const CLI::App& app, int argc, char** argv);
 void register_info(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_forward(CLI::App& app);

@@ -3,6 +3,7 @@
 // figures (PNG + SVG) and report.html. docs/report.md.
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include "mimic/attention/feature_map.h"
 #include "cli.h"
@@ -24,9 +25,10 @@ struct ReportArgs {
 CLI::Validator labelled_model_dir_arg() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        auto [label, dir] = report::split_labelled(s);
-        if (auto why = path_problem(dir); !why.empty()) return why;
+        std::string label, dir;
         try {
+          std::tie(label, dir) = report::split_labelled(s);
+          if (auto why = path_problem(dir); !why.empty()) return why;
           dir = resolve_model_dir(dir);
         } catch (const Error& e) {
           return e.what();

@@ -79,6 +79,8 @@ std::string unique_name(std::string name, const std::vector<Student>& taken, con
 std::pair<std::string, std::string> split_labelled(const std::string& entry) {
   const auto eq = entry.find('=');
   if (eq == std::string::npos || fs::exists(entry)) return {"", entry};
+  // "=FILE" named nothing and was taken as FILE unlabelled (the eighth probe of 2026-11-29)
+  MIMIC_CHECK(eq > 0, "'", entry, "': the label before '=' is empty: give LABEL=PATH, or the path alone");
   return {entry.substr(0, eq), entry.substr(eq + 1)};
 }
 
