@@ -341,17 +341,21 @@ TEST(Checkpoint, ConfigSizesTheWeightsDoNotHoldAreRefusedByKeyBeforeAllocating) 
     return mimic::models::load_model(d);
   };
   const int64_t huge = int64_t{1} << 20;  // divisible by every head count of the fixtures
+  const int64_t wide = int64_t{1} << 14;  // within every published model's sizes (parse_config bounds those beyond)
   EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_layer", 1000), "config.json: n_layer is 1000, but model.safetensors has no tensor 'h.999.attn.c_attn.weight'");
-  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_embd", huge), "config.json: n_embd asks for 'wte.weight' of shape [97, 1048576], but model.safetensors holds [97, 32]");
-  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "vocab_size", 1000000000), "config.json: vocab_size asks for 'wte.weight' of shape [1000000000, 32]");
+  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_embd", wide), "config.json: n_embd asks for 'wte.weight' of shape [97, 16384], but model.safetensors holds [97, 32]");
+  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "vocab_size", 10000000), "config.json: vocab_size asks for 'wte.weight' of shape [10000000, 32]");
+  // beyond any published model, refused by the size itself (the seventh probe of 2026-11-29)
+  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_embd", huge), "config.json: the hidden size must be at most 65536, got 1048576");
+  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "vocab_size", 1000000000), "config.json: the vocabulary size must be at most 16777216");
   EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_positions", huge), "config.json: n_positions asks for 'wpe.weight' of shape [1048576, 32], but model.safetensors holds [64, 32]");
-  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_inner", huge), "config.json: n_inner asks for 'h.1.mlp.c_fc.weight' of shape [32, 1048576], but model.safetensors holds [32, 128]");
+  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_inner", wide), "config.json: n_inner asks for 'h.1.mlp.c_fc.weight' of shape [32, 16384], but model.safetensors holds [32, 128]");
   EXPECT_MIMIC_ERROR(load_with("gpt2-prefixed", "n_layer", 1000), "config.json: n_layer is 1000, but model.safetensors has no tensor 'h.999.");
   EXPECT_MIMIC_ERROR(load_with("bert-base", "num_hidden_layers", 1000), "config.json: num_hidden_layers is 1000, but model.safetensors has no tensor 'encoder.layer.999.");
-  EXPECT_MIMIC_ERROR(load_with("bert-base", "hidden_size", huge), "config.json: hidden_size asks for 'embeddings.word_embeddings.weight' of shape [101, 1048576]");
+  EXPECT_MIMIC_ERROR(load_with("bert-base", "hidden_size", wide), "config.json: hidden_size asks for 'embeddings.word_embeddings.weight' of shape [101, 16384]");
   EXPECT_MIMIC_ERROR(load_with("bert-base", "max_position_embeddings", huge), "config.json: max_position_embeddings asks for 'embeddings.position_embeddings.weight'");
   EXPECT_MIMIC_ERROR(load_with("bert-base", "type_vocab_size", huge), "config.json: type_vocab_size asks for 'embeddings.token_type_embeddings.weight'");
-  EXPECT_MIMIC_ERROR(load_with("bert-base", "intermediate_size", huge), "config.json: intermediate_size asks for 'encoder.layer.1.intermediate.dense.weight' of shape [1048576, 32], but model.safetensors holds [64, 32]");
+  EXPECT_MIMIC_ERROR(load_with("bert-base", "intermediate_size", wide), "config.json: intermediate_size asks for 'encoder.layer.1.intermediate.dense.weight' of shape [16384, 32], but model.safetensors holds [64, 32]");
   // fewer layers than the file holds allocate less, and stay the loader's error
   EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_layer", 1), "unexpected tensor 'h.1.");
 }
