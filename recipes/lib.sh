@@ -35,7 +35,19 @@ to() { local f=$1; shift; "$@" > "$f.tmp" && mv "$f.tmp" "$f"; }
 get() { jq -r "$2" "$1" | { read -r v; [[ -n ${3:-} ]] && printf "%.${3}f" "$v" || printf '%s' "$v"; }; }
 print_timings() { echo; echo "time per stage"; printf '  %s\n' "${timings[@]}"; }
 
-# Recall tasks (recall.sh, taylor.sh; the recipe sets TASK, LEN, BATCH, STEPS, LR, EXAMPLES).
+# Recall tasks (recall.sh, taylor.sh). mqar_settings: the task and its training, each a knob with the recipes' default
+# (VOCAB LEN PAIRS the task, STEPS BATCH LR training from scratch, EXAMPLES scored per model; SCALE=full trains and
+# scores 4x more), and TASK, the task's --data spelling. mqar_header: the line above a recipe's table of results.
+mqar_settings() {
+  local d_steps=1500 d_examples=500
+  [[ $SCALE == full ]] && d_steps=6000 d_examples=2000
+  VOCAB=${VOCAB:-32} LEN=${LEN:-32} PAIRS=${PAIRS:-4}
+  STEPS=${STEPS:-$d_steps} BATCH=${BATCH:-64} LR=${LR:-3e-3} EXAMPLES=${EXAMPLES:-$d_examples}
+  TASK="mqar:vocab=$VOCAB,seq_len=$LEN,pairs=$PAIRS"
+}
+mqar_header() {
+  echo "== $TASK ($SCALE): $STEPS steps × $BATCH examples from scratch; accuracy over $EXAMPLES test examples ($(( EXAMPLES * PAIRS )) queries)"
+}
 # from_scratch NAME ATTENTION CONFIG: a GPT-2 of CONFIG trained from scratch on $TASK with ATTENTION → $OUT/scratch-NAME,
 # its accuracy → $OUT/acc-scratch-NAME.json
 from_scratch() {

@@ -14,11 +14,8 @@ SCALE=${SCALE:-quick}
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/recall-$SCALE}
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$OUT"
-if [[ $SCALE == full ]]; then d_steps=6000 d_examples=2000; else d_steps=1500 d_examples=500; fi
-VOCAB=${VOCAB:-32} LEN=${LEN:-32} PAIRS=${PAIRS:-4}
-STEPS=${STEPS:-$d_steps} BATCH=${BATCH:-64} LR=${LR:-3e-3} EXAMPLES=${EXAMPLES:-$d_examples}
+mqar_settings
 ENT_SAMPLES=${ENT_SAMPLES:-16}  # REC_SAMPLES (64), EPOCHS (10) and FT_STEPS (60) as in recipes/lib.sh
-TASK="mqar:vocab=$VOCAB,seq_len=$LEN,pairs=$PAIRS"
 MAPS=${MAPS:-$("$MIMIC" info --feature-maps --json | jq -r '.[].name | select(. != "identity")')}
 CONVERT_MAPS=${CONVERT_MAPS:-hedgehog elu}
 config=$root/recipes/configs/recall-mini.json
@@ -70,7 +67,7 @@ convert_recall hedgehog-sla --feature-map hedgehog --sla
 teacher=$(get "$OUT/acc-scratch-softmax.json" .model.accuracy)
 share() { awk -v a="$(get "$OUT/acc-$1.json" .model.accuracy)" -v t="$teacher" 'BEGIN { printf "%.0f%%", (t > 0 ? 100 * a / t : 0) }'; }
 echo
-echo "== $TASK ($SCALE): $STEPS steps × $BATCH examples from scratch; accuracy over $EXAMPLES test examples ($(( EXAMPLES * PAIRS )) queries)"
+mqar_header
 printf '| %-22s | %9s | %16s |\n' "trained from scratch" "accuracy" "entropy (nats)"
 printf '|---|---|---|\n'
 for m in softmax $MAPS hedgehog-sla delta; do printf '| %-22s | %9s | %16s |\n' "$m" "$(acc "scratch-$m")" "$(entropy "$m")"; done

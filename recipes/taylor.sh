@@ -13,11 +13,8 @@ SCALE=${SCALE:-quick}
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/taylor-$SCALE}
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$OUT"
-if [[ $SCALE == full ]]; then d_steps=6000 d_examples=2000; else d_steps=1500 d_examples=500; fi
-VOCAB=${VOCAB:-32} LEN=${LEN:-32} PAIRS=${PAIRS:-4}
-STEPS=${STEPS:-$d_steps} BATCH=${BATCH:-64} LR=${LR:-3e-3} EXAMPLES=${EXAMPLES:-$d_examples}
+mqar_settings
 ORDERS=${ORDERS:-1 2 3} NORMS=${NORMS:-row l2 rms}
-TASK="mqar:vocab=$VOCAB,seq_len=$LEN,pairs=$PAIRS"
 config=$root/recipes/configs/taylor-mini.json
 
 from_scratch softmax softmax "$config"
@@ -26,7 +23,7 @@ for n in $ORDERS; do
 done
 
 echo
-echo "== $TASK ($SCALE): $STEPS steps × $BATCH examples from scratch; accuracy over $EXAMPLES test examples ($(( EXAMPLES * PAIRS )) queries)"
+mqar_header
 printf '| %-10s |' "order"
 for norm in $NORMS; do printf ' %8s |' "$norm"; done
 echo

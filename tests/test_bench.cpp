@@ -18,6 +18,7 @@
 #include "mimic/bench/attention_bench.h"
 #include "mimic/bench/generate_bench.h"
 #include "mimic/bench/measure.h"
+#include "mimic/bench/train_bench.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/models/model.h"
 #include "test_util.h"
@@ -715,6 +716,23 @@ TEST(BenchTrain, TheReferenceLossTrainsLikeTheChunkedOne) {
     EXPECT_NEAR(a["last_loss"].get<double>(), last, 1e-3 * last) << a.dump();
     EXPECT_LT(last, first - 0.1) << b.dump();
   }
+}
+
+// The header gives the tokens a step holds: batch = --tokens-per-step / T, at least one sequence, so at
+// --tokens-per-step 2 a row of 16 holds 16 (it said "~2 tokens per step": the eighth probe of 2026-11-29).
+TEST(BenchTrain, TheHeaderGivesTheTokensAStepReallyHolds) {
+  mimic::bench::TrainBenchResult r;
+  r.device = "cpu";
+  r.threads = 1;
+  r.options.tokens_per_step = 2;
+  r.rows.push_back({"mini", 16, 1, {}});
+  EXPECT_NE(mimic::bench::format_report(r).find("1 CPU thread, 16 tokens per step, median of"), std::string::npos) << mimic::bench::format_report(r);
+  r.options.tokens_per_step = 64;
+  r.rows = {{"mini", 16, 4, {}}, {"mini", 128, 1, {}}};
+  EXPECT_NE(mimic::bench::format_report(r).find("64 to 128 tokens per step (batch x T, near --tokens-per-step 64)"), std::string::npos)
+      << mimic::bench::format_report(r);
+  r.rows = {{"mini", 16, 4, {}}, {"mini", 32, 2, {}}};
+  EXPECT_NE(mimic::bench::format_report(r).find(", 64 tokens per step, "), std::string::npos) << mimic::bench::format_report(r);
 }
 
 // `bench train --kd T`: every cell also times a distillation step toward a softmax teacher of its width; the

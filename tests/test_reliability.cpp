@@ -729,6 +729,23 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
   EXPECT_NE(u.code, 0);
   EXPECT_NE(u.err.find(R"(labels ["2","3"] are not among)"), std::string::npos) << u.err;  // every one (the first alone was named)
   EXPECT_NE(u.err.find(R"(["0","1"])"), std::string::npos) << u.err;
+  // a test set of one class alone is scored through the classifier's labels (the loader refused a file with one
+  // label: the eighth probe of 2026-11-29); a new classifier from it is refused, naming the file
+  std::string one = R"({"text": "a day", "label": 1, "split": "train"})" "\n" R"({"text": "a day", "label": 1, "split": "validation"})" "\n";
+  for (int i = 0; i < 3; ++i) one += nlohmann::json{{"text", "a wonderful day " + std::to_string(i)}, {"label", 1}, {"split", "test"}}.dump() + "\n";
+  mimic::test::write_bytes(dir.file("one.jsonl"), one);
+  auto o1 = score("b", "one.jsonl");
+  ASSERT_EQ(o1.code, 0) << o1.err;
+  const auto j1 = nlohmann::json::parse(o1.out);
+  EXPECT_EQ(j1["n"], 3);
+  EXPECT_EQ(j1["labels"], (nlohmann::json{"1", "0"}));
+  EXPECT_EQ(j1["confusion"][0][0].get<int64_t>() + j1["confusion"][0][1].get<int64_t>(), 3);  // all of label "1" (b's id 0)
+  EXPECT_EQ(j1["confusion"][1][0].get<int64_t>() + j1["confusion"][1][1].get<int64_t>(), 0);
+  auto fresh = mimic::test::mimic_cli("finetune --task cls --model " + base + " --data " + dir.file("one.jsonl") +
+                                      " --steps 2 --batch-size 4 --seq-len 16 --threads 1 --out " + dir.file("c"));
+  EXPECT_EQ(fresh.code, 1);
+  EXPECT_NE(fresh.err.find(R"(one.jsonl has one label (["1"]): a new classifier needs at least two)"), std::string::npos) << fresh.err;
+  EXPECT_FALSE(fs::exists(dir.file("c")));
   // the library's guard: labels in another order than the classifier's
   mimic::models::LoadOptions lo;
   lo.head = "cls";

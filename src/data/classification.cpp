@@ -176,13 +176,14 @@ ClassificationData load_jsonl(const std::string& path) {
     label_ids.emplace(label, 0);
   }
   MIMIC_CHECK(!rows.empty(), path, ": no examples");
-  MIMIC_CHECK(label_ids.size() >= 2, path, ": needs at least two labels");
+  // One label is a valid file: a test set may hold one class alone, and a classifier's id2label decides the ids
+  // (align_labels). A new classification head needs two, which finetune checks where it makes one.
   int64_t next = 0;
   for (auto& [name, id] : label_ids) {
     id = next++;
     d.labels.push_back(name);
   }
-  d.metric = d.labels.size() == 2 ? "f1" : "mcc";
+  d.metric = d.labels.size() <= 2 ? "f1" : "mcc";
   for (auto& [ex, tag] : rows) {
     auto tab = tag.find('\t');
     std::string split = tag.substr(0, tab);

@@ -100,6 +100,8 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   // a classifier keeps its own labels: the data's ids follow its id2label, not the data's order
   if (const auto cfg = models::load_config((std::filesystem::path(o.model_dir) / "config.json").string()); cfg.head == models::Head::Cls)
     data::align_labels(data, cfg.labels, o.model_dir);
+  MIMIC_CHECK(data.labels.size() >= 2, o.data, " has one label (", nlohmann::json(data.labels).dump(),
+              "): a new classifier needs at least two (or start from a classifier whose id2label holds them)");
   models::LoadOptions lo;
   lo.head = "cls";
   lo.labels = data.labels;

@@ -632,18 +632,7 @@ io::OutputLock lock_run_output(const std::string& out_dir) { return writes_outpu
 std::string checkpoint_command(const std::string& out_dir) {
   const fs::path ckpt = fs::path(out_dir) / kCheckpoint;
   std::error_code ec;
-  if (!fs::is_regular_file(ckpt, ec)) {
-    // no checkpoint yet: the log's first line names the command (older logs do not: "")
-    std::ifstream in(fs::path(out_dir) / "log.jsonl");
-    std::string first;
-    if (!in || !std::getline(in, first) || first.size() > 4096) return "";
-    try {
-      const auto j = nlohmann::json::parse(first);
-      return j.is_object() && j.contains("command") && j["command"].is_string() ? j["command"].get<std::string>() : "";
-    } catch (const std::exception&) {
-      return "";
-    }
-  }
+  if (!fs::is_regular_file(ckpt, ec)) return read_log_head(out_dir).command;  // no checkpoint yet: the log's first line
   try {
     const auto f = io::SafeTensorsFile::open(ckpt.string());
     const auto it = f.metadata().find("state");
@@ -654,6 +643,21 @@ std::string checkpoint_command(const std::string& out_dir) {
     return fp.contains("arch") ? "pretrain" : fp.contains("task") ? "finetune" : "";
   } catch (const std::exception&) {
     return "";  // damaged: the resume names it and the way out
+  }
+}
+
+LogHead read_log_head(const std::string& out_dir) {
+  std::ifstream in(fs::path(out_dir) / "log.jsonl");
+  std::string first;
+  if (!in || !std::getline(in, first) || first.size() > 4096) return {};  // a first line this long is no log of ours
+  try {
+    const auto j = nlohmann::json::parse(first);
+    LogHead head;
+    head.mimic = j.is_object() && j.contains("step") && j["step"].is_number_integer();
+    if (head.mimic && j.contains("command") && j["command"].is_string()) head.command = j["command"].get<std::string>();
+    return head;
+  } catch (const std::exception&) {
+    return {};
   }
 }
 

@@ -146,6 +146,16 @@ bool starts_fresh(const TrainOptions& options);
 // damaged checkpoint is the resume's own error).
 std::string checkpoint_command(const std::string& out_dir);
 
+// The first line of `out_dir`/log.jsonl: `mimic` when it is a training log of mimic's (a JSON object with an integer
+// `step`), `command` when that line names the command (logs from before it was written do not). A missing, empty,
+// unreadable or foreign log gives {false, ""}. One reader for both questions asked of it: whose run is this folder
+// (checkpoint_command), and may a fresh run replace the log (the CLI's output-folder check).
+struct LogHead {
+  bool mimic = false;
+  std::string command;
+};
+LogHead read_log_head(const std::string& out_dir);
+
 // The ranks of one run compare `mine` (the settings that shape it) with rank 0's before anything is read or written:
 // a rank started otherwise ends with one line naming the first difference, every other rank with one line saying
 // how many differ. train() calls it for data-parallel runs; a stage whose ranks split other work (distill's layers)
