@@ -181,8 +181,8 @@ TEST(Checkpoint, BrokenCheckpointsNameTheProblem) {
   edit_config(c1, [](auto& j) { j.erase("n_head"); });
   EXPECT_MIMIC_ERROR(mimic::models::load_model(c1), "missing key 'n_head'");
   auto c2 = fresh("gpt2-plain", "c2");
-  edit_config(c2, [](auto& j) { j["model_type"] = "llama"; });
-  EXPECT_MIMIC_ERROR(mimic::models::load_model(c2), "unsupported model_type 'llama'");
+  edit_config(c2, [](auto& j) { j["model_type"] = "gemma"; });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(c2), "unsupported model_type 'gemma'");
   auto c3 = fresh("gpt2-plain", "c3");
   edit_config(c3, [](auto& j) { j["n_head"] = 5; });
   EXPECT_MIMIC_ERROR(mimic::models::load_model(c3), "not divisible by the number of heads 5");
@@ -222,15 +222,20 @@ class ZeroKernel : public mimic::attention::AttentionKernelImpl {
 TEST(Family, EveryRegisteredFamilyAnswersWhatTheStagesAskAndUnknownTypesAreErrors) {
   using mimic::models::Family;
   const auto& all = mimic::models::families();
-  ASSERT_EQ(all.size(), 2u);
+  ASSERT_EQ(all.size(), 6u);  // gpt2, bert, and the Llama family's four model types
   for (const Family* f : all) {
     SCOPED_TRACE(f->model_type);
     EXPECT_EQ(&mimic::models::family(f->model_type), f);
     EXPECT_FALSE(f->display_name.empty());
     EXPECT_FALSE(f->finetune_preset.empty());
-    EXPECT_FALSE(f->tokenizer_asset.empty());
     EXPECT_FALSE(f->checkpoint_prefix.empty());
+    // a learned position table or rotary positions; an LM head of its own only where the family reads one
+    EXPECT_EQ(f->position_table().empty(), f->lm_head_may_be_untied);
   }
+  // the fetched tokenizers are GPT-2's and BERT's (the Llama family's models bring their own)
+  EXPECT_EQ(mimic::models::family("gpt2").tokenizer_asset, "gpt2");
+  EXPECT_EQ(mimic::models::family("bert").tokenizer_asset, "bert-base-uncased");
+  EXPECT_EQ(mimic::models::family("qwen3").tokenizer_asset, "");
   const Family& gpt2 = mimic::models::family("gpt2");
   const Family& bert = mimic::models::family("bert");
   EXPECT_TRUE(gpt2.causal);
@@ -250,9 +255,9 @@ TEST(Family, EveryRegisteredFamilyAnswersWhatTheStagesAskAndUnknownTypesAreError
   EXPECT_TRUE(gpt2.is_buffer("h.11.attn.masked_bias"));
   EXPECT_FALSE(gpt2.takes_prefix("lm_head.weight"));
   EXPECT_FALSE(bert.takes_prefix("classifier.weight"));
-  EXPECT_EQ(mimic::models::family_names(), "gpt2 and bert");
-  EXPECT_EQ(mimic::models::find_family("llama"), nullptr);
-  EXPECT_MIMIC_ERROR(mimic::models::family("llama"), "unsupported model_type 'llama' (mimic reads gpt2 and bert)");
+  EXPECT_EQ(mimic::models::family_names(), "gpt2, bert, llama, mistral, qwen2 and qwen3");
+  EXPECT_EQ(mimic::models::find_family("gemma"), nullptr);
+  EXPECT_MIMIC_ERROR(mimic::models::family("gemma"), "unsupported model_type 'gemma' (mimic reads gpt2, bert, llama, mistral, qwen2 and qwen3)");
 
   // A loaded model names its family, and the family's LoRA targets are its attention projections.
   for (const char* name : {"gpt2-plain", "bert-base"}) {

@@ -257,14 +257,7 @@ void refuse_foreign_output(const std::string& out, OutputKind kind, const std::s
   // else's file, which a fresh run's log replaced (the eighth probe of 2026-11-29)
   if (kind == OutputKind::TrainingRun && fs::is_regular_file(fs::path(out) / "log.jsonl", ec) &&
       !fs::exists(fs::path(out) / "checkpoint.safetensors", ec)) {
-    std::ifstream in(fs::path(out) / "log.jsonl");
-    std::string first;
-    bool ours = fs::file_size(fs::path(out) / "log.jsonl", ec) == 0;  // nothing in it to lose
-    if (!ours && std::getline(in, first) && first.size() <= 4096) try {
-        const auto j = nlohmann::json::parse(first);
-        ours = j.is_object() && j.contains("step") && j["step"].is_number_integer();
-      } catch (const std::exception&) {
-      }
+    const bool ours = fs::file_size(fs::path(out) / "log.jsonl", ec) == 0 || train::read_log_head(out).mimic;  // empty: nothing to lose
     MIMIC_CHECK(ours, "--out ", out, " holds log.jsonl, which is not a mimic training log: what this command writes would replace it; "
                 "choose another --out, or move that file out of the way first");
   }
@@ -386,7 +379,7 @@ CLI::Validator out_path_arg() {
 std::string resolve_model_dir(const std::string& arg) {
   if (std::filesystem::is_directory(arg)) return arg;
   for (const models::Family* f : models::families())
-    if (arg == f->tokenizer_asset) return asset_path(arg);
+    if (!f->tokenizer_asset.empty() && arg == f->tokenizer_asset) return asset_path(arg);
   if (is_embedded_model_name(arg)) return embedded_model_dir(arg);
   // something that exists but is no folder (a file, a FIFO) is named as such, not as missing
   if (std::filesystem::exists(arg))

@@ -86,6 +86,7 @@ void run(InfoArgs& a) {
   nlohmann::json j = {{"path", a.path},         {"model_type", s.model_type},    {"head", s.head},
                       {"n_layer", s.n_layer},   {"n_head", s.n_head},            {"d_model", s.d_model},
                       {"d_ff", s.d_ff},         {"vocab_size", s.vocab_size},    {"max_positions", s.max_positions},
+                      {"n_kv_head", s.n_kv_head}, {"head_dim", s.head_dim},
                       {"parameters", s.parameters}};
   if (s.head == "cls") j["num_labels"] = s.num_labels;
   j["attention"] = models::attention_summary(*model);
@@ -97,7 +98,8 @@ void run(InfoArgs& a) {
   if (a.tensors) j["tensors"] = tj["tensors"];
   if (a.common.json) return print_json(j);
   std::cout << a.path << "\n  architecture  " << s.model_type << " (head: " << s.head << ")\n  layers        " << s.n_layer
-            << "\n  heads         " << s.n_head << " (head dim " << (s.n_head ? s.d_model / s.n_head : 0) << ")\n  width         "
+            << "\n  heads         " << s.n_head << " (head dim " << s.head_dim
+            << (s.n_kv_head != s.n_head ? ", " + std::to_string(s.n_kv_head) + " key/value heads" : std::string()) << ")\n  width         "
             << s.d_model << " (ffn " << s.d_ff << ")\n  vocabulary    " << s.vocab_size << "\n  context       " << s.max_positions
             << "\n  parameters    " << s.parameters << "\n  weights       " << weights << " (" << tj["count"] << " tensors, "
             << tj["elements_by_dtype"].dump() << (f.sharded() ? ", " + std::to_string(f.files().size()) + " shards" : "") << ")\n";

@@ -88,13 +88,14 @@ Decoded decode(models::Model& model, const at::Tensor& ids, int64_t steps, OpPro
   return d;
 }
 
-// Bytes of KV cache a run ends with: its softmax layers' 2 · B · context · d floats each. The run needs up to
+// Bytes of KV cache a run ends with: its softmax layers' 2 · B · context · H · d_head floats each (the cache holds a
+// row per query head: grouped-query models' KV heads are repeated before the kernel). The run needs up to
 // 1.5 times that (the buffers grow by half when full), plus one layer's old buffer while it grows and the
 // prefill's scores.
 double kv_cache_bytes(const models::Model& m, const models::ModelSummary& s, int64_t batch, int64_t context) {
   double layers = 0;
   for (int64_t l = 0; l < s.n_layer; ++l) layers += attention::is_reference(*m.attention_kernel(l)) ? 1 : 0;
-  return layers * 2.0 * batch * context * s.d_model * sizeof(float);
+  return layers * 2.0 * batch * context * s.n_head * s.head_dim * sizeof(float);
 }
 
 TargetResult not_measured(const std::string& name, double limit, const std::string& why) { return {name, "n/a", why, 0, limit}; }
@@ -216,7 +217,7 @@ GenerateBenchResult run_generate_bench(const GenerateBenchOptions& o) {
   for (const auto& v : variants) {
     if (!v.kind.empty())
       for (int64_t l = 0; l < s.n_layer; ++l)
-        model->set_attention_kernel(l, attention::make_attention_kernel(v.kind, v.options, s.n_head, s.d_model / s.n_head));
+        model->set_attention_kernel(l, attention::make_attention_kernel(v.kind, v.options, s.n_head, s.head_dim));
     const double weights = decode_weight_bytes(*model);
     for (auto B : o.batches) {
       decode(*model, at::randint(s.vocab_size, {B, std::min<int64_t>(8, longest)}, gen, torch::kLong), 2);  // warm-up

@@ -92,7 +92,7 @@ PeerBenchResult run_peer_bench(const PeerBenchOptions& o) {
   auto model = models::create_model(width.config.dump(), "");
   const auto s = model->summary();
   for (int64_t l = 0; l < s.n_layer; ++l)
-    model->set_attention_kernel(l, attention::make_attention_kernel("linear", student_options, s.n_head, s.d_model / s.n_head));
+    model->set_attention_kernel(l, attention::make_attention_kernel("linear", student_options, s.n_head, s.head_dim));
   for (auto& [n, p] : parameters(model->module())) tensors.emplace_back("train.model." + n, p.detach());
   auto ids = at::randint(s.vocab_size, {o.train_batch, o.train_length}, gen, torch::kLong);
   auto labels = at::roll(ids, -1, 1);

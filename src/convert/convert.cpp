@@ -118,7 +118,7 @@ ConvertResult convert_model(models::Model& model, const std::string& model_name,
                             const std::string& layers, bool force, const PlacementOptions& placement,
                             const nlohmann::json& attention_options) {
   const auto s = model.summary();
-  const int64_t head_dim = s.d_model / s.n_head;
+  const int64_t head_dim = s.head_dim;
   MIMIC_CHECK(maps.n_head() == s.n_head && maps.head_dim() == head_dim, maps.path(), " holds maps for ", maps.n_head(), " heads of ",
               maps.head_dim(), " dimensions, but ", model_name, " has ", s.n_head, " heads of ", head_dim,
               ": maps fit only the model they were distilled from");

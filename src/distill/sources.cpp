@@ -87,7 +87,7 @@ class OnlineSource : public Source {
     split_ = o.split;
     auto sum = model_->summary();
     n_head_ = sum.n_head;
-    head_dim_ = sum.d_model / sum.n_head;
+    head_dim_ = sum.head_dim;
     for (int64_t l = 0; l < sum.n_layer; ++l) layers_.push_back(l);
     batch_ = std::max<int64_t>(1, o.batch_size);
   }

@@ -182,7 +182,7 @@ class BertFamily : public Family {
     return std::make_shared<BertImpl>(c, head, pooler);
   }
 
-  Ties ties(Head head) const override {
+  Ties ties(const ModelConfig&, Head head) const override {
     if (head != Head::Mlm && head != Head::Pretraining) return {};
     return {{"cls.predictions.decoder.weight", {"embeddings.word_embeddings.weight", "tied MLM decoder"}},
             {"cls.predictions.decoder.bias", {"cls.predictions.bias", "MLM decoder bias"}}};
@@ -209,8 +209,8 @@ class BertFamily : public Family {
 
   // Linear stores (out, in): the query, key and value rows of a head, and the output projection's columns that read
   // it. The output projection's bias is the layer's, not a head's.
-  std::vector<HeadSlice> head_slices(int64_t d_model, int64_t n_head, int64_t layer, int64_t head) const override {
-    const int64_t hd = d_model / n_head;
+  std::vector<HeadSlice> head_slices(const AttentionShape& a, int64_t layer, int64_t head) const override {
+    const int64_t hd = a.head_dim;
     const std::string p = "encoder.layer." + std::to_string(layer) + ".attention.";
     std::vector<HeadSlice> out;
     for (const char* m : {"query", "key", "value"}) {

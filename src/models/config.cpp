@@ -25,7 +25,8 @@ Activation config_activation(const std::string& name, const std::string& where, 
   if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast") return Activation::GeluTanh;
   if (name == "gelu") return Activation::GeluExact;
   if (name == "relu") return Activation::Relu;
-  fail(where, ": unsupported ", key, " '", name, "' (supported: gelu_new, gelu, relu)");
+  if (name == "silu" || name == "swish") return Activation::Silu;
+  fail(where, ": unsupported ", key, " '", name, "' (supported: gelu_new, gelu, relu, silu)");
 }
 
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
@@ -43,7 +44,11 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   } catch (const nlohmann::json::exception& e) {
     fail(where, ": a key of the ", type, " config has the wrong type (", e.what(), ")");
   }
-  MIMIC_CHECK(c.d_model % c.n_head == 0, where, ": hidden size ", c.d_model, " is not divisible by the number of heads ", c.n_head);
+  // a head width of its own (Qwen3's head_dim) need not divide the hidden size; otherwise the heads share it
+  MIMIC_CHECK(c.explicit_head_dim > 0 || c.d_model % c.n_head == 0, where, ": hidden size ", c.d_model,
+              " is not divisible by the number of heads ", c.n_head);
+  MIMIC_CHECK(c.kv_heads() >= 1 && c.n_head % c.kv_heads() == 0, where, ": the ", c.n_head, " attention heads do not fall into groups of the ",
+              c.kv_heads(), " key/value heads (num_key_value_heads must divide num_attention_heads)");
   // Sizes beyond any published model, whatever their key is called: a model is allocated from them before any weight
   // is read (pretrain --config n_layer 100000 allocated and trained a 100,000-layer model: the seventh probe of
   // 2026-11-29). The largest published models lie well inside (Llama 3.1 405B: 126 layers, width 16,384, 128 heads,
@@ -173,8 +178,7 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   // other: an untied head in a config was ignored, and pretrain wrote such a config beside tied weights, which HF then
   // loads with a random head (the eighth probe of 2026-11-29). A classifier (or a bare encoder) has no such head.
   const bool lm_head = !c.head_from_config || c.head == Head::Lm || c.head == Head::Mlm || c.head == Head::Pretraining;
-  if (lm_head && j.contains("tie_word_embeddings") && j["tie_word_embeddings"] == false &&
-      !(c.family->ties(Head::Lm).empty() && c.family->ties(Head::Mlm).empty()))
+  if (lm_head && j.contains("tie_word_embeddings") && j["tie_word_embeddings"] == false && !c.family->lm_head_may_be_untied)
     fail(where, ": tie_word_embeddings false: a language-model head apart from the token embedding, which mimic's ", type,
          " does not implement (its head is the token embedding)");
   return c;

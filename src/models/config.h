@@ -9,11 +9,16 @@
 namespace mimic::models {
 
 class Family;  // models/family.h
-enum class Activation { GeluTanh, GeluExact, Relu };
+enum class Activation { GeluTanh, GeluExact, Relu, Silu };
 // Which task head a model carries.
 enum class Head { None, Lm, Mlm, Cls, Pretraining /* BERT MLM + next-sentence head */ };
 
 const char* head_name(Head h);
+
+// The attention's sizes: what a head's blocks of the projections follow from (Family::head_slices).
+struct AttentionShape {
+  int64_t d_model = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
+};
 
 struct ModelConfig {
   const Family* family = nullptr;        // from model_type (the registry in families.def)
@@ -33,7 +38,23 @@ struct ModelConfig {
   bool head_from_config = false;
   nlohmann::json raw;                    // the file as read (saved back unchanged)
 
-  int64_t head_dim() const { return d_model / n_head; }
+  // Grouped-query attention and a head width of its own (the Llama family; 0: as many KV heads as query heads, and
+  // d_model / n_head): n_kv_head KV heads each serve n_head / n_kv_head query heads.
+  int64_t n_kv_head = 0, explicit_head_dim = 0;
+  // Rotary position embeddings (the Llama family; rope_theta 0: none, positions are a learned table). HF's rope_scaling:
+  // "" (none), "linear" (the frequencies divided by rope_factor) or "llama3" (by band: rope_low_freq_factor,
+  // rope_high_freq_factor and rope_original_positions, the context the model was trained at).
+  double rope_theta = 0;
+  std::string rope_scaling;
+  double rope_factor = 1, rope_low_freq_factor = 1, rope_high_freq_factor = 4;
+  int64_t rope_original_positions = 0;
+  bool tie_word_embeddings = true;  // the LM head is the token embedding (GPT-2, BERT always; the Llama family by config)
+  bool qkv_bias = false;            // biases on the query, key and value projections (Qwen2)
+  bool qk_norm = false;             // an RMSNorm over each head of q and k before the rotation (Qwen3)
+
+  int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : d_model / n_head; }
+  int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  AttentionShape attention_shape() const { return {d_model, n_head, kv_heads(), head_dim()}; }
 };
 
 // Parses config.json; a missing or ill-typed key, an unsupported model_type/activation, or sizes that do

@@ -80,7 +80,10 @@ class Family {
   std::string checkpoint_prefix;  // the prefix some checkpoints put before the backbone's keys
   std::string new_prefix;         // the prefix create_model writes (HF's current layout)
   std::string finetune_preset;    // finetune's default hyper-parameters for it (finetune::preset)
-  std::string tokenizer_asset;    // the fetched asset (asset_path) holding its tokenizer files
+  std::string tokenizer_asset;    // the fetched asset (asset_path) holding its tokenizer files, or "" (none fetched)
+  // Whether config.json's tie_word_embeddings false (an LM head of its own) is read; a family whose LM head is always
+  // the token embedding (GPT-2, BERT) refuses it.
+  bool lm_head_may_be_untied = false;
 
   // config.json's family-specific keys → the sizes of `c` (its `family` is set already).
   virtual void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const = 0;
@@ -92,14 +95,14 @@ class Family {
   // The head of a freshly initialised model (create_model).
   virtual Head new_head(const ModelConfig& c) const = 0;
   virtual std::shared_ptr<NetworkImpl> make_network(const ModelConfig& c, Head head, bool pooler) const = 0;
-  virtual Ties ties(Head head) const = 0;
+  virtual Ties ties(const ModelConfig& c, Head head) const = 0;
   // Tensors that together carry every size of the config: the token, position (and type) tables and the
   // last layer's projections, whose shapes follow from the width, the feed-forward width and the layer count.
   virtual std::vector<SizedTensor> sized_tensors(const ModelConfig& c) const = 0;
 
   // Parameter-name groups (network names; is_embedding also file keys).
   virtual bool is_embedding(const std::string& name) const = 0;
-  // The network name of the learned absolute position table [max_positions, d_model].
+  // The network name of the learned absolute position table [max_positions, d_model], or "" (rotary positions).
   virtual std::string position_table() const = 0;
   virtual bool is_attention_projection(const std::string& name) const = 0;
   // Checkpoint key map: buffers kept as they are (not parameters), and the network names that take
@@ -108,8 +111,9 @@ class Family {
   virtual bool takes_prefix(const std::string& name) const = 0;
 
   // The parts of the query, key, value and output projections (weights and biases) that belong to head `head` of
-  // layer `layer`: what that head reads and writes. finetune --freeze-kept-heads keeps them as loaded.
-  virtual std::vector<HeadSlice> head_slices(int64_t d_model, int64_t n_head, int64_t layer, int64_t head) const = 0;
+  // layer `layer`: what that head reads and writes. finetune --freeze-kept-heads keeps them as loaded. Under
+  // grouped-query attention a head's key and value rows are its group's, shared with the group's other heads.
+  virtual std::vector<HeadSlice> head_slices(const AttentionShape& a, int64_t layer, int64_t head) const = 0;
   // The attention projections LoRA adapts in `net` (a network this family made), in layer order.
   virtual std::vector<LoraTarget> lora_targets(torch::nn::Module& net) const = 0;
 };

@@ -126,7 +126,7 @@ class Gpt2Family : public Family {
 
   std::shared_ptr<NetworkImpl> make_network(const ModelConfig& c, Head, bool) const override { return std::make_shared<Gpt2Impl>(c); }
 
-  Ties ties(Head) const override { return {{"lm_head.weight", {"wte.weight", "tied LM head"}}}; }
+  Ties ties(const ModelConfig&, Head) const override { return {{"lm_head.weight", {"wte.weight", "tied LM head"}}}; }
 
   std::string position_table() const override { return "wpe.weight"; }
 
@@ -152,8 +152,8 @@ class Gpt2Family : public Family {
 
   // Conv1D stores (in, out): c_attn's output columns are [q | k | v], each heads side by side; c_proj's input rows
   // are the heads' outputs side by side. c_proj's bias is the layer's, not a head's.
-  std::vector<HeadSlice> head_slices(int64_t d_model, int64_t n_head, int64_t layer, int64_t head) const override {
-    const int64_t d = d_model, hd = d_model / n_head;
+  std::vector<HeadSlice> head_slices(const AttentionShape& a, int64_t layer, int64_t head) const override {
+    const int64_t d = a.d_model, hd = a.head_dim;
     const std::string p = "h." + std::to_string(layer) + ".attn.";
     std::vector<HeadSlice> out;
     for (int64_t part = 0; part < 3; ++part) {

@@ -140,6 +140,8 @@ class HfModel : public Model {
     s.n_head = config_.n_head;
     s.d_model = config_.d_model;
     s.d_ff = config_.d_ff;
+    s.n_kv_head = config_.kv_heads();
+    s.head_dim = config_.head_dim();
     s.vocab_size = config_.vocab_size;
     s.max_positions = config_.max_positions;
     if (head_ == Head::Cls) s.num_labels = config_.num_labels, s.labels = config_.labels;
@@ -291,7 +293,7 @@ class HfModel : public Model {
   void build(Head head, bool pooler) {
     head_ = head;
     net_ = config_.family->make_network(config_, head_, pooler);
-    ties_ = config_.family->ties(head_);
+    ties_ = config_.family->ties(config_, head_);
   }
 
   // The network's own parameters (kernels excluded: they are saved by the conversion stage).

@@ -45,9 +45,10 @@ class Family;  // models/family.h
 
 struct ModelSummary {
   const Family* family = nullptr;  // what the stages ask (causal, LoRA targets, ...) instead of model_type
-  std::string model_type;   // the family's model_type: "gpt2" | "bert"
+  std::string model_type;   // the family's model_type: "gpt2" | "bert" | "llama" | ...
   std::string head;         // "lm" | "mlm" | "cls" | "none"
   int64_t n_layer = 0, n_head = 0, d_model = 0, d_ff = 0, vocab_size = 0, max_positions = 0;
+  int64_t n_kv_head = 0, head_dim = 0;  // key/value heads (n_head without grouped-query attention), a head's width
   int64_t num_labels = 0;   // classifier only
   std::vector<std::string> labels;  // classifier only: its label names by id (ModelConfig::labels; empty: unnamed)
   int64_t parameters = 0;   // unique parameters (tied weights counted once)

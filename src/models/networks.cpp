@@ -37,6 +37,14 @@ at::Tensor Conv1DImpl::forward_reference(const at::Tensor& x) {
   return torch::addmm(bias, x.reshape({-1, x.size(-1)}), weight).view(shape);
 }
 
+RmsNormImpl::RmsNormImpl(int64_t d, double eps) : eps(eps) { weight = register_parameter("weight", torch::ones({d})); }
+
+at::Tensor RmsNormImpl::forward(const at::Tensor& x) {
+  // in float32 whatever x's type (HF computes the mean square in float32 too), back to x's type before the weight
+  const auto xf = x.to(at::kFloat);
+  return (xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps)).to(x.scalar_type()) * weight;
+}
+
 at::Tensor activate(const at::Tensor& x, Activation a) {
   switch (a) {
     case Activation::GeluTanh: {
@@ -46,6 +54,7 @@ at::Tensor activate(const at::Tensor& x, Activation a) {
     }
     case Activation::GeluExact: return torch::gelu(x);
     case Activation::Relu: return torch::relu(x);
+    case Activation::Silu: return torch::silu(x);
   }
   return x;
 }
@@ -129,7 +138,19 @@ at::Tensor NetworkImpl::attend(int64_t layer, const at::Tensor& q, const at::Ten
   const auto& c = config();
   const int64_t b = q.size(0), t = q.size(1), h = c.n_head, dh = c.head_dim();
   auto split = [&](const at::Tensor& x) { return x.view({b, t, h, dh}).transpose(1, 2); };  // [B, H, T, dh]
-  auto qh = split(q), kh = split(k), vh = split(v);
+  return attend_split(layer, split(q), split(k), split(v), q, k, causal, key_padding_mask, scale);
+}
+
+at::Tensor NetworkImpl::attend_heads(int64_t layer, const at::Tensor& qh, const at::Tensor& kh, const at::Tensor& vh, bool causal,
+                                     const at::Tensor& key_padding_mask, double scale) {
+  if (!captures_[layer]) return attend_split(layer, qh, kh, vh, {}, {}, causal, key_padding_mask, scale);
+  auto merge = [](const at::Tensor& x) { return x.transpose(1, 2).reshape({x.size(0), x.size(2), x.size(1) * x.size(3)}); };
+  return attend_split(layer, qh, kh, vh, merge(qh), merge(kh), causal, key_padding_mask, scale);
+}
+
+at::Tensor NetworkImpl::attend_split(int64_t layer, const at::Tensor& qh, const at::Tensor& kh, const at::Tensor& vh, const at::Tensor& q,
+                                     const at::Tensor& k, bool causal, const at::Tensor& key_padding_mask, double scale) {
+  const int64_t b = qh.size(0), t = qh.size(2), h = qh.size(1), dh = qh.size(3);
   attention::AttentionContext ctx;
   ctx.causal = causal;
   ctx.key_padding_mask = key_padding_mask;

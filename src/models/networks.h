@@ -27,6 +27,16 @@ class Conv1DImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Conv1D);
 
+// RMSNorm (the Llama family): x / sqrt(mean(x²) + eps) · weight over the last dimension; no bias, no centring.
+class RmsNormImpl : public torch::nn::Module {
+ public:
+  RmsNormImpl(int64_t d, double eps);
+  at::Tensor forward(const at::Tensor& x);
+  at::Tensor weight;
+  double eps;
+};
+TORCH_MODULE(RmsNorm);
+
 at::Tensor activate(const at::Tensor& x, Activation a);
 // The LM head: h [..., d] times weight [V, d] transposed, [..., V]. A single row runs as a matrix-vector
 // product (at::mv), more rows as lm_logits_reference (matmul); the two differ by float rounding only (the
@@ -57,7 +67,14 @@ class NetworkImpl : public torch::nn::Module {
   // merged heads [B, T, d]; fills the capture when set.
   at::Tensor attend(int64_t layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                     const at::Tensor& key_padding_mask, double scale);
+  // The same on heads split already ([B, H, T, d_head] each: a network that rotates q and k, or repeats grouped KV
+  // heads, before the kernel). The capture's q_full and k_full are the heads side by side as the kernel saw them.
+  at::Tensor attend_heads(int64_t layer, const at::Tensor& qh, const at::Tensor& kh, const at::Tensor& vh, bool causal,
+                          const at::Tensor& key_padding_mask, double scale);
   void init_layers(int64_t n);
+  // attend's and attend_heads' shared part: q and k are the heads side by side, for the capture.
+  at::Tensor attend_split(int64_t layer, const at::Tensor& qh, const at::Tensor& kh, const at::Tensor& vh, const at::Tensor& q,
+                          const at::Tensor& k, bool causal, const at::Tensor& key_padding_mask, double scale);
   std::vector<attention::AttentionKernel> kernels_;
   std::vector<attention::AttentionCapture*> captures_;
   torch::nn::ModuleList kernel_modules_{nullptr};

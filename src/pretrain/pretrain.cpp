@@ -123,6 +123,8 @@ train::TrainResult pretrain(const PretrainOptions& o) {
                 s.head, "'; pretrain --arch ", o.arch, " continues only a ", family.display_name, gpt2 ? " LM" : " masked-LM", " model");
   }
   if (o.position_init == "sinusoidal") {
+    MIMIC_CHECK(!family.position_table().empty(), "--position-init sinusoidal sets a learned position table; a ", family.display_name,
+                " model has rotary positions instead");
     torch::NoGradGuard no_grad;
     auto table = model->module().named_parameters()[family.position_table()];
     table.copy_(sinusoidal_table(table.size(0), table.size(1), o.position_scale).to(table.dtype()));
@@ -134,7 +136,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   if (o.attention != "softmax") {
     MIMIC_CHECK(o.init.empty(), "--attention trains a fresh model with that attention; to convert a trained one use distill + convert");
     for (int64_t l = 0; l < summary.n_layer; ++l)
-      model->set_attention_kernel(l, attention::kernel_from_spec(o.attention, summary.n_head, summary.d_model / summary.n_head));
+      model->set_attention_kernel(l, attention::kernel_from_spec(o.attention, summary.n_head, summary.head_dim));
     model->provenance() = {{"pretrained", {{"attention", o.attention}, {"data", o.corpus}}}};
   }
 

@@ -57,7 +57,7 @@ RecordResult record(const RecordOptions& o) {
   MIMIC_CHECK(seq_len <= sum.max_positions, "--seq-len ", seq_len, " exceeds the model's context of ", sum.max_positions);
   MIMIC_CHECK(!cls_sep || seq_len >= 3, "--seq-len must be at least 3 for ", sum.family->display_name, " ([CLS] token [SEP])");
   const auto layers = parse_layers(o.layers, sum.n_layer);
-  const int64_t n_head = sum.n_head, head_dim = sum.d_model / sum.n_head;
+  const int64_t n_head = sum.n_head, head_dim = sum.head_dim;
   model->module().eval();
   torch::NoGradGuard no_grad;
 

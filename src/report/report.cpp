@@ -119,7 +119,7 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
     const auto [label, dir] = split_labelled(entry);
     auto model = models::load_model(dir);
     const auto sum = model->summary();
-    MIMIC_CHECK(sum.n_head == nh && sum.d_model / sum.n_head == hd, dir, ": ", sum.n_head, " heads of ", sum.d_model / sum.n_head,
+    MIMIC_CHECK(sum.n_head == nh && sum.head_dim == hd, dir, ": ", sum.n_head, " heads of ", sum.head_dim,
                 " dimensions, the record has ", nh, " of ", hd);
     Student s;
     s.kind = "model";

@@ -1,0 +1,301 @@
+// The Llama family: the network and the descriptions of the four HF model types it reads (llama, mistral, qwen2,
+// qwen3), which differ only in their config keys and in which optional tensors they carry.
+#include "mimic/models/llama.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <regex>
+
+#include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
+#include "mimic/models/family.h"
+
+namespace mimic::models {
+
+// ------------------------------------------------------------------------------------------ rotary embedding
+at::Tensor rope_inverse_frequencies(const ModelConfig& c) {
+  const int64_t hd = c.head_dim();
+  auto inv = 1.0 / torch::pow(c.rope_theta, torch::arange(0, hd, 2, torch::kDouble) / static_cast<double>(hd));
+  if (c.rope_scaling == "linear") return inv / c.rope_factor;
+  if (c.rope_scaling != "llama3") return inv;
+  // llama3: a wave longer than the original context / low_freq_factor is slowed by the factor, one shorter than
+  // original / high_freq_factor is kept, and one between is a blend whose weight runs linearly in original / wavelength
+  const double old = static_cast<double>(c.rope_original_positions), lo = c.rope_low_freq_factor, hi = c.rope_high_freq_factor;
+  const auto wavelength = 2 * M_PI / inv;
+  auto out = torch::where(wavelength > old / lo, inv / c.rope_factor, inv);
+  const auto smooth = (old / wavelength - lo) / (hi - lo);
+  const auto medium = (wavelength >= old / hi) & (wavelength <= old / lo);
+  return torch::where(medium, (1 - smooth) * out / c.rope_factor + smooth * out, out);
+}
+
+at::Tensor apply_rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  const auto rotated = torch::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+// ------------------------------------------------------------------------------------------ network
+LlamaImpl::LlamaImpl(const ModelConfig& c) : c_(c), inv_freq_(rope_inverse_frequencies(c)) {
+  const int64_t d = c.d_model, hd = c.head_dim(), nh = c.n_head, nkv = c.kv_heads();
+  embed_tokens = register_module("embed_tokens", torch::nn::Embedding(c.vocab_size, d));
+  torch::nn::init::normal_(embed_tokens->weight, 0.0, 0.02);
+  auto layers_list = register_module("layers", torch::nn::ModuleList());
+  auto linear = [&](int64_t in, int64_t out, bool bias) {
+    torch::nn::Linear l(torch::nn::LinearOptions(in, out).bias(bias));
+    torch::NoGradGuard ng;
+    l->weight.normal_(0.0, 0.02);  // HF's initializer_range
+    if (bias) l->bias.zero_();
+    return l;
+  };
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    auto block = std::make_shared<torch::nn::Module>();
+    auto attn = std::make_shared<torch::nn::Module>();
+    auto mlp = std::make_shared<torch::nn::Module>();
+    Layer l;
+    l.input_layernorm = block->register_module("input_layernorm", RmsNorm(d, c.ln_eps));
+    l.q_proj = attn->register_module("q_proj", linear(d, nh * hd, c.qkv_bias));
+    l.k_proj = attn->register_module("k_proj", linear(d, nkv * hd, c.qkv_bias));
+    l.v_proj = attn->register_module("v_proj", linear(d, nkv * hd, c.qkv_bias));
+    l.o_proj = attn->register_module("o_proj", linear(nh * hd, d, false));
+    if (c.qk_norm) {
+      l.q_norm = attn->register_module("q_norm", RmsNorm(hd, c.ln_eps));
+      l.k_norm = attn->register_module("k_norm", RmsNorm(hd, c.ln_eps));
+    }
+    l.post_attention_layernorm = block->register_module("post_attention_layernorm", RmsNorm(d, c.ln_eps));
+    l.gate_proj = mlp->register_module("gate_proj", linear(d, c.d_ff, false));
+    l.up_proj = mlp->register_module("up_proj", linear(d, c.d_ff, false));
+    l.down_proj = mlp->register_module("down_proj", linear(c.d_ff, d, false));
+    block->register_module("self_attn", attn);
+    block->register_module("mlp", mlp);
+    layers_list->push_back(block);
+    layers.push_back(l);
+  }
+  norm = register_module("norm", RmsNorm(d, c.ln_eps));
+  if (!c.tie_word_embeddings) lm_head = register_module("lm_head", linear(d, c.vocab_size, false));
+  init_layers(c.n_layer);
+}
+
+std::pair<at::Tensor, at::Tensor> LlamaImpl::rope_tables(int64_t offset, int64_t t, c10::Device device) const {
+  // angles in float64 (positions up to 2^24 times frequencies near 1 lose their fractions in float32), then float32
+  const auto angles = torch::arange(offset, offset + t, torch::kDouble).unsqueeze(1) * inv_freq_.unsqueeze(0);
+  const auto both = torch::cat({angles, angles}, -1);
+  return {both.cos().to(torch::TensorOptions().dtype(torch::kFloat).device(device)),
+          both.sin().to(torch::TensorOptions().dtype(torch::kFloat).device(device))};
+}
+
+ForwardOutputs LlamaImpl::forward(const ForwardInputs& in) {
+  const auto& ids = in.input_ids;
+  check_ids(ids, c_.vocab_size);
+  const int64_t b = ids.size(0), t = ids.size(1), nh = c_.n_head, nkv = c_.kv_heads(), hd = c_.head_dim();
+  const int64_t offset = decoding_ ? decoding_->position() : 0;
+  MIMIC_CHECK(offset + t <= c_.max_positions, "sequence of ", offset + t, " tokens exceeds the model's context of ", c_.max_positions);
+  at::Tensor pad = in.attention_mask.defined() ? in.attention_mask.to(torch::kBool) : at::Tensor();
+  const auto [cos, sin] = rope_tables(offset, t, ids.device());
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  at::Tensor x = embed_tokens->forward(ids);
+  for (int64_t i = 0; i < c_.n_layer; ++i) {
+    auto& l = layers[static_cast<size_t>(i)];
+    const auto h = l.input_layernorm->forward(x);
+    auto q = l.q_proj->forward(h).view({b, t, nh, hd});
+    auto k = l.k_proj->forward(h).view({b, t, nkv, hd});
+    auto v = l.v_proj->forward(h).view({b, t, nkv, hd}).transpose(1, 2);
+    if (c_.qk_norm) q = l.q_norm->forward(q), k = l.k_norm->forward(k);
+    q = apply_rope(q.transpose(1, 2), cos, sin);
+    k = apply_rope(k.transpose(1, 2), cos, sin);
+    // grouped-query attention: KV head j serves query heads j·g .. j·g + g − 1, repeated here so that every kernel sees
+    // one key and value per query head (a kernel's state per KV head would hold g times less: not done yet)
+    if (nkv < nh) k = k.repeat_interleave(nh / nkv, 1), v = v.repeat_interleave(nh / nkv, 1);
+    x = x + l.o_proj->forward(attend_heads(i, q, k, v, /*causal=*/true, pad, scale));
+    const auto h2 = l.post_attention_layernorm->forward(x);
+    x = x + l.down_proj->forward(torch::silu(l.gate_proj->forward(h2)) * l.up_proj->forward(h2));
+  }
+  ForwardOutputs out;
+  out.last_hidden_state = norm->forward(x);
+  if (!in.lm_head && !decoding_) return out;
+  auto h = in.logits_positions.defined() ? out.last_hidden_state.index({in.logits_positions}) : out.last_hidden_state;
+  out.logits = decoding_ ? lm_logits(h, lm_head_weight()) : lm_logits_reference(h, lm_head_weight());
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------ family
+namespace {
+
+bool starts_with(const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; }
+
+// One description per HF model type; `kind` says which of the types' differences apply.
+class LlamaFamily : public Family {
+ public:
+  enum class Kind { Llama, Mistral, Qwen2, Qwen3 };
+
+  LlamaFamily(Kind kind, const std::string& type, const std::string& name, const std::string& arch) : kind_(kind), arch_(arch) {
+    model_type = type;
+    display_name = name;
+    causal = true;
+    checkpoint_prefix = "model.";
+    new_prefix = "model.";
+    finetune_preset = "gpt2";  // a causal LM's defaults
+    tokenizer_asset = "";      // no tokenizer is fetched for it (a model folder brings its own)
+    lm_head_may_be_untied = true;
+  }
+
+  void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const override {
+    c.vocab_size = json_int(j, "vocab_size", where);
+    c.d_model = json_int(j, "hidden_size", where);
+    c.n_layer = json_int(j, "num_hidden_layers", where);
+    c.n_head = json_int(j, "num_attention_heads", where);
+    c.n_kv_head = json_int_or(j, "num_key_value_heads", where, c.n_head);
+    c.explicit_head_dim = json_int_or(j, "head_dim", where, 0);  // 0: absent or null
+    if (c.explicit_head_dim == c.d_model / c.n_head && c.d_model % c.n_head == 0) c.explicit_head_dim = 0;  // the default spelled out
+    c.d_ff = json_int(j, "intermediate_size", where);
+    c.max_positions = json_int(j, "max_position_embeddings", where);
+    c.ln_eps = json_double_or(j, "rms_norm_eps", where, 1e-6);
+    c.dropout = 0;  // the family trains without residual dropout (attention_dropout is checked, not applied)
+    c.activation = config_activation(json_string_or(j, "hidden_act", where, "silu"), where, "hidden_act");
+    MIMIC_CHECK(c.activation == Activation::Silu, where, ": hidden_act '", json_string_or(j, "hidden_act", where, ""), "': the ",
+                display_name, " MLP mimic implements is SwiGLU (silu)");
+    c.rope_theta = json_double_or(j, "rope_theta", where, 10000.0);
+    MIMIC_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 1, where, ": rope_theta must be a number above 1, got ", c.rope_theta);
+    c.tie_word_embeddings = json_bool_or(j, "tie_word_embeddings", where, false);
+    // Qwen2's q/k/v projections always have biases (its config has no key for them); Llama and Qwen3 say attention_bias
+    c.qkv_bias = kind_ == Kind::Qwen2 ? true : json_bool_or(j, "attention_bias", where, false);
+    c.qk_norm = kind_ == Kind::Qwen3;
+    MIMIC_CHECK(!json_bool_or(j, "mlp_bias", where, false), where, ": mlp_bias true: biases in the MLP, which mimic's ", display_name,
+                " does not implement");
+    read_rope_scaling(j, where, c);
+    // a sliding window shorter than the context changes what the model computes; mimic's softmax sees every position
+    const bool windowed = kind_ == Kind::Mistral || json_bool_or(j, "use_sliding_window", where, false);
+    if (windowed && j.contains("sliding_window") && !j["sliding_window"].is_null()) {
+      const int64_t w = json_int(j, "sliding_window", where);
+      MIMIC_CHECK(w >= c.max_positions, where, ": sliding_window ", w, " is shorter than the context (", c.max_positions,
+                  "): sliding-window softmax in the teacher is not implemented (null, or a window of the whole context, is)");
+    }
+  }
+
+  bool head_of_architecture(const std::string& name, Head* head) const override {
+    if (name == arch_ + "ForCausalLM") *head = Head::Lm;
+    else if (name == arch_ + "Model") *head = Head::None;
+    else return false;
+    return true;
+  }
+
+  // Always the LM head: the tied embedding or lm_head.weight (which load_weights requires of an untied model).
+  Head checkpoint_head(const ModelConfig&, const io::TensorStore&) const override { return Head::Lm; }
+  bool checkpoint_pooler(const io::TensorStore&) const override { return false; }
+  Head new_head(const ModelConfig&) const override { return Head::Lm; }
+
+  std::shared_ptr<NetworkImpl> make_network(const ModelConfig& c, Head, bool) const override { return std::make_shared<LlamaImpl>(c); }
+
+  Ties ties(const ModelConfig& c, Head) const override {
+    if (!c.tie_word_embeddings) return {};
+    return {{"lm_head.weight", {"embed_tokens.weight", "tied LM head"}}};
+  }
+
+  std::string position_table() const override { return ""; }  // rotary: no table
+
+  std::vector<SizedTensor> sized_tensors(const ModelConfig& c) const override {
+    const SizedDim d{c.d_model, "hidden_size"};
+    const std::string last = "layers." + std::to_string(c.n_layer - 1) + ".";
+    const char* head_key = c.explicit_head_dim > 0 ? "head_dim" : "num_attention_heads";
+    std::vector<SizedTensor> out = {
+        {"embed_tokens.weight", "", {{c.vocab_size, "vocab_size"}, d}},
+        {last + "self_attn.q_proj.weight", "num_hidden_layers", {{c.n_head * c.head_dim(), head_key}, d}},
+        {last + "self_attn.k_proj.weight", "num_hidden_layers", {{c.kv_heads() * c.head_dim(), "num_key_value_heads"}, d}},
+        {last + "mlp.gate_proj.weight", "num_hidden_layers", {{c.d_ff, "intermediate_size"}, d}}};
+    if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", "", {{c.vocab_size, "vocab_size"}, d}});
+    return out;
+  }
+
+  bool is_embedding(const std::string& name) const override {
+    const std::string n = starts_with(name, checkpoint_prefix) ? name.substr(checkpoint_prefix.size()) : name;
+    return starts_with(n, "embed_tokens.");
+  }
+
+  // layers.<i>.self_attn.{q,k,v,o}_proj (and Qwen3's q_norm, k_norm: they shape q and k)
+  bool is_attention_projection(const std::string& n) const override {
+    return starts_with(n, "layers.") && n.find(".self_attn.") != std::string::npos;
+  }
+
+  // Linear stores (out, in): a head's query rows, its KV group's key and value rows, and the output projection's
+  // columns that read it.
+  std::vector<HeadSlice> head_slices(const AttentionShape& a, int64_t layer, int64_t head) const override {
+    const int64_t hd = a.head_dim, group = head / (a.n_head / a.n_kv_head);
+    const std::string p = "layers." + std::to_string(layer) + ".self_attn.";
+    std::vector<HeadSlice> out = {{p + "q_proj.weight", 0, head * hd, hd}, {p + "k_proj.weight", 0, group * hd, hd},
+                                  {p + "v_proj.weight", 0, group * hd, hd}, {p + "o_proj.weight", 1, head * hd, hd}};
+    if (kind_ == Kind::Qwen2)
+      for (const char* m : {"q_proj", "k_proj", "v_proj"}) out.push_back({p + m + ".bias", 0, (m[0] == 'q' ? head : group) * hd, hd});
+    return out;
+  }
+
+  // The rotary frequencies some checkpoints carry per layer (recomputed from the config, written back unchanged).
+  bool is_buffer(const std::string& name) const override {
+    static const std::regex buffer(R"(layers\.\d+\.self_attn\.rotary_emb\.inv_freq)");
+    return std::regex_match(name, buffer);
+  }
+
+  bool takes_prefix(const std::string& name) const override { return name != "lm_head.weight"; }
+
+  std::vector<LoraTarget> lora_targets(torch::nn::Module& net) const override {
+    auto* n = dynamic_cast<LlamaImpl*>(&net);
+    MIMIC_CHECK(n, "LoRA: the network is not the ", display_name, " network its family makes");
+    std::vector<LoraTarget> out;
+    for (size_t i = 0; i < n->layers.size(); ++i) {
+      auto& l = n->layers[i];
+      const std::string p = "layers." + std::to_string(i) + ".self_attn.";
+      out.push_back({p + "q_proj", &l.q_proj->weight, false, {""}});
+      out.push_back({p + "k_proj", &l.k_proj->weight, false, {""}});
+      out.push_back({p + "v_proj", &l.v_proj->weight, false, {""}});
+      out.push_back({p + "o_proj", &l.o_proj->weight, false, {""}});
+    }
+    return out;
+  }
+
+ private:
+  // HF's rope_scaling: null, {"rope_type" (or "type"): "default" | "linear" | "llama3", ...}; the other types change
+  // the frequencies in ways mimic does not implement, and are refused by name.
+  static void read_rope_scaling(const nlohmann::json& j, const std::string& where, ModelConfig& c) {
+    if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return;
+    const auto& s = j["rope_scaling"];
+    MIMIC_CHECK(s.is_object(), where, ": rope_scaling must be an object or null, got ", s.dump());
+    const std::string key = s.contains("rope_type") ? "rope_type" : "type";
+    const std::string type = json_string_or(s, key, where + " rope_scaling", "default");
+    if (type == "default") return;
+    MIMIC_CHECK(type == "linear" || type == "llama3", where, ": rope_scaling type '", type,
+                "' is not implemented (mimic reads default, linear and llama3)");
+    c.rope_scaling = type;
+    c.rope_factor = json_double(s, "factor", where + " rope_scaling");
+    MIMIC_CHECK(std::isfinite(c.rope_factor) && c.rope_factor >= 1, where, ": rope_scaling factor must be at least 1, got ", c.rope_factor);
+    if (type == "llama3") {
+      c.rope_low_freq_factor = json_double(s, "low_freq_factor", where + " rope_scaling");
+      c.rope_high_freq_factor = json_double(s, "high_freq_factor", where + " rope_scaling");
+      c.rope_original_positions = json_int(s, "original_max_position_embeddings", where + " rope_scaling");
+      MIMIC_CHECK(c.rope_low_freq_factor > 0 && c.rope_high_freq_factor > c.rope_low_freq_factor, where,
+                  ": rope_scaling needs 0 < low_freq_factor < high_freq_factor, got ", c.rope_low_freq_factor, " and ", c.rope_high_freq_factor);
+    }
+  }
+
+  Kind kind_;
+  std::string arch_;  // the architectures' stem: "Llama" for LlamaForCausalLM and LlamaModel
+};
+
+}  // namespace
+
+const Family& llama_family() {
+  static const LlamaFamily f(LlamaFamily::Kind::Llama, "llama", "Llama", "Llama");
+  return f;
+}
+const Family& mistral_family() {
+  static const LlamaFamily f(LlamaFamily::Kind::Mistral, "mistral", "Mistral", "Mistral");
+  return f;
+}
+const Family& qwen2_family() {
+  static const LlamaFamily f(LlamaFamily::Kind::Qwen2, "qwen2", "Qwen2", "Qwen2");
+  return f;
+}
+const Family& qwen3_family() {
+  static const LlamaFamily f(LlamaFamily::Kind::Qwen3, "qwen3", "Qwen3", "Qwen3");
+  return f;
+}
+
+}  // namespace mimic::models

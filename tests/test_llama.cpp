@@ -1,0 +1,162 @@
+// The Llama family (issue 36): Llama, Mistral, Qwen2 and Qwen3 checkpoints in HF's key layouts, random weights, against
+// the float64 forward of an independent PyTorch implementation (tests/fixtures/gen_model_fixtures.py): grouped-query
+// attention, rotary embeddings with llama3 and linear scaling, Qwen2's q/k/v biases, Qwen3's q/k norms and wide heads,
+// tied and untied LM heads.
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "mimic/attention/kinds.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/models/family.h"
+#include "mimic/models/model.h"
+#include "test_util.h"
+
+using mimic::io::SafeTensorsFile;
+using mimic::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+const char* kLlamaFixtures[] = {"llama", "mistral", "qwen2", "qwen3"};
+
+std::string model_dir(const std::string& name) { return mimic::test::fixture("models/" + name); }
+
+// max |got − want| relative to max |want|
+double relative_error(const at::Tensor& got, const at::Tensor& want) {
+  const auto w = want.to(torch::kDouble);
+  return ((got.to(torch::kDouble) - w).abs().max() / w.abs().max()).item<double>();
+}
+
+// A copy of fixture `name` whose config.json is edited by `edit`.
+std::string edited(const TempDir& dir, const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+  const fs::path out = dir.path() / (name + "-edited");
+  fs::remove_all(out);
+  fs::copy(model_dir(name), out, fs::copy_options::recursive);
+  auto j = nlohmann::json::parse(mimic::test::read_bytes((out / "config.json").string()));
+  edit(j);
+  mimic::test::write_bytes((out / "config.json").string(), j.dump());
+  return out.string();
+}
+}  // namespace
+
+TEST(LlamaFamily, EveryArchitectureMatchesTheFloat64Reference) {
+  torch::NoGradGuard ng;
+  for (const char* name : kLlamaFixtures) {
+    SCOPED_TRACE(name);
+    auto model = mimic::models::load_model(model_dir(name));
+    auto ref = SafeTensorsFile::open(model_dir(name) + ".reference.safetensors");
+    auto out = model->forward({ref.load("input_ids"), {}, {}, {}});
+    EXPECT_LT(relative_error(out.logits, ref.load("logits")), 1e-4);
+    EXPECT_LT(relative_error(out.last_hidden_state, ref.load("last_hidden_state")), 1e-4);
+    EXPECT_EQ(model->summary().family->model_type, name);
+  }
+}
+
+// What each fixture stands for, read back: GQA (8 query heads over 2 KV heads), Qwen3's head of 16 beside a width of
+// 32, tied and untied heads, and the family's answers to the stages' questions.
+TEST(LlamaFamily, SummaryLayoutAndTheStagesQuestions) {
+  auto llama = mimic::models::load_model(model_dir("llama"));
+  const auto s = llama->summary();
+  EXPECT_EQ(s.head, "lm");
+  EXPECT_EQ(s.n_head, 8);
+  EXPECT_EQ(s.n_kv_head, 2);
+  EXPECT_EQ(s.head_dim, 8);
+  EXPECT_TRUE(s.family->causal);
+  EXPECT_EQ(s.family->position_table(), "");
+  // embed, untied head, per layer 2 norms + q,o (64x64) + k,v (16x64) + 3 MLP matrices (96x64), final norm
+  const int64_t d = 64, f = 96, v = 97;
+  EXPECT_EQ(s.parameters, 2 * v * d + 2 * (2 * d + 2 * d * d + 2 * 16 * d + 3 * f * d) + d);
+  auto q3 = mimic::models::load_model(model_dir("qwen3"))->summary();
+  EXPECT_EQ(q3.head_dim, 16);
+  EXPECT_EQ(q3.d_model, 32);
+  EXPECT_EQ(q3.n_kv_head, 2);
+  // the stages' questions
+  const auto& fam = *s.family;
+  EXPECT_TRUE(fam.is_attention_projection("layers.1.self_attn.k_proj.weight"));
+  EXPECT_FALSE(fam.is_attention_projection("layers.1.mlp.up_proj.weight"));
+  EXPECT_TRUE(fam.is_embedding("model.embed_tokens.weight"));
+  EXPECT_TRUE(fam.is_buffer("layers.3.self_attn.rotary_emb.inv_freq"));
+  EXPECT_FALSE(fam.takes_prefix("lm_head.weight"));
+  EXPECT_EQ(fam.lora_targets(llama->module()).size(), 2u * 4u);
+  // head 5 of 8 over 2 KV heads reads KV head 1: its key rows 8..15, its query rows 40..47, o_proj's columns 40..47
+  const auto slices = fam.head_slices({d, 8, 2, 8}, 1, 5);
+  ASSERT_EQ(slices.size(), 4u);
+  EXPECT_EQ(slices[0].name, "layers.1.self_attn.q_proj.weight");
+  EXPECT_EQ(slices[0].start, 40);
+  EXPECT_EQ(slices[1].name, "layers.1.self_attn.k_proj.weight");
+  EXPECT_EQ(slices[1].start, 8);
+  EXPECT_EQ(slices[3].dim, 1);
+  EXPECT_EQ(mimic::models::family("qwen2").head_slices({32, 4, 2, 8}, 0, 3).size(), 7u);  // and the q/k/v biases
+}
+
+// Decoding token by token (and in chunks) continues the rotation from the state's position: the logits equal the
+// full forward's, with softmax and with a linear kernel swapped into every layer.
+TEST(LlamaFamily, CachedDecodingMatchesTheFullForward) {
+  torch::NoGradGuard ng;
+  for (const char* name : kLlamaFixtures) {
+    for (const bool linear : {false, true}) {
+      SCOPED_TRACE(std::string(name) + (linear ? " linear" : " softmax"));
+      auto model = mimic::models::load_model(model_dir(name));
+      const auto s = model->summary();
+      if (linear)
+        for (int64_t l = 0; l < s.n_layer; ++l)
+          model->set_attention_kernel(l, mimic::attention::make_attention_kernel("linear", {{"feature_map", "hedgehog"}}, s.n_head, s.head_dim));
+      auto ids = SafeTensorsFile::open(model_dir(name) + ".reference.safetensors").load("input_ids");
+      const auto full = model->forward({ids, {}, {}, {}}).logits;
+      auto state = model->new_decode_state();
+      std::vector<at::Tensor> parts;
+      for (auto [start, len] : std::vector<std::pair<int64_t, int64_t>>{{0, 5}, {5, 1}, {6, 1}, {7, 5}})
+        parts.push_back(model->forward_step(ids.narrow(1, start, len), *state));
+      EXPECT_LT(relative_error(torch::cat(parts, 1), full), 1e-5);
+    }
+  }
+}
+
+// Saved and loaded again: the same keys in the same layout (model. prefix, lm_head.weight only where the head is its
+// own), the same logits.
+TEST(LlamaFamily, ASavedModelLoadsBackWithTheSameKeysAndLogits) {
+  torch::NoGradGuard ng;
+  TempDir dir;
+  for (const char* name : {"llama", "qwen2"}) {
+    SCOPED_TRACE(name);
+    auto model = mimic::models::load_model(model_dir(name));
+    const auto out = (dir.path() / name).string();
+    model->save(out);
+    auto keys = [](const std::string& file) {
+      auto names = SafeTensorsFile::open(file).names();
+      std::sort(names.begin(), names.end());
+      return names;
+    };
+    EXPECT_EQ(keys(out + "/model.safetensors"), keys(model_dir(name) + "/model.safetensors"));
+    auto ids = SafeTensorsFile::open(model_dir(name) + ".reference.safetensors").load("input_ids");
+    EXPECT_TRUE(torch::equal(mimic::models::load_model(out)->forward({ids, {}, {}, {}}).logits, model->forward({ids, {}, {}, {}}).logits));
+  }
+  const auto q2 = SafeTensorsFile::open(model_dir("qwen2") + "/model.safetensors").names();
+  EXPECT_EQ(std::count(q2.begin(), q2.end(), "lm_head.weight"), 0);  // tied: the fixture has no head of its own
+}
+
+// Config keys that change what the model computes and that mimic does not implement are refused by name; so are sizes
+// that do not fit together.
+TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
+  TempDir dir;
+  using mimic::models::load_model;
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; })),
+                     "rope_scaling type 'yarn' is not implemented (mimic reads default, linear and llama3)");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "mistral", [](auto& j) { j["sliding_window"] = 16; })),
+                     "sliding_window 16 is shorter than the context (128)");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["use_sliding_window"] = true, j["sliding_window"] = 16; })),
+                     "sliding_window 16 is shorter than the context");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["num_key_value_heads"] = 3; })),
+                     "num_key_value_heads must divide num_attention_heads");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["mlp_bias"] = true; })), "mlp_bias true");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["hidden_act"] = "gelu"; })), "is SwiGLU (silu)");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"]["high_freq_factor"] = 0.5; })),
+                     "0 < low_freq_factor < high_freq_factor");
+  // an untied config beside tied weights: the head's tensor is missing, named
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["tie_word_embeddings"] = false; })), "lm_head.weight");
+  // a head_dim the weights do not have: refused by key before anything is allocated
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen3", [](auto& j) { j["head_dim"] = 32; })), "head_dim");
+  // the default spelled out is the default
+  EXPECT_NO_THROW(load_model(edited(dir, "llama", [](auto& j) { j["head_dim"] = 8; })));
+}
