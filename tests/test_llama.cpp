@@ -64,8 +64,8 @@ TEST(LlamaFamily, SummaryLayoutAndTheStagesQuestions) {
   EXPECT_EQ(s.head_dim, 8);
   EXPECT_TRUE(s.family->causal);
   EXPECT_EQ(s.family->position_table(), "");
-  // embed, untied head, per layer 2 norms + q,o (64x64) + k,v (16x64) + 3 MLP matrices (96x64), final norm
-  const int64_t d = 64, f = 96, v = 97;
+  // embed, untied head, per layer 2 norms + q,o (64x64) + k,v (16x64) + 3 MLP matrices (48x64), final norm
+  const int64_t d = 64, f = 48, v = 97;
   EXPECT_EQ(s.parameters, 2 * v * d + 2 * (2 * d + 2 * d * d + 2 * 16 * d + 3 * f * d) + d);
   auto q3 = mimic::models::load_model(model_dir("qwen3"))->summary();
   EXPECT_EQ(q3.head_dim, 16);
