@@ -1,10 +1,11 @@
-// mimic pretrain --arch gpt2|bert --config C.json --data CORPUS --out DIR — train mimic's own small models.
+// mimic pretrain --arch gpt2|bert|llama|mistral|qwen2|qwen3 --config C.json --data CORPUS --out DIR — train mimic's own small models.
 #include <iostream>
 
 #include "cli.h"
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
+#include "mimic/models/family.h"
 #include "mimic/data/corpus.h"
 #include "mimic/data/recall_tasks.h"
 #include "mimic/pretrain/pretrain.h"
@@ -74,8 +75,14 @@ void register_pretrain(CLI::App& app) {
   a->o.train.lr = 1e-3;
   a->o.train.adam.weight_decay = pretrain::kPretrainWeightDecay;
   a->o.train.adam.beta2 = 0.95;
-  auto* sub = app.add_subcommand("pretrain", "Pretrain a small GPT-2 (causal LM) or BERT (masked LM) on the public-domain corpora");
-  sub->add_option("--arch", a->o.arch, "gpt2 or bert")->required()->check(CLI::IsMember({"gpt2", "bert"}));
+  auto* sub = app.add_subcommand("pretrain", "Pretrain a small GPT-2 (causal LM) or BERT (masked LM) on the public-domain corpora, or a "
+                                              "Llama-family model on a recall task");
+  std::vector<std::string> types;  // the registry's model types (models/families.def)
+  for (const models::Family* f : models::families()) types.push_back(f->model_type);
+  sub->add_option("--arch", a->o.arch, "The model family: " + models::family_names() +
+                                           " (the Llama family's trains on a recall task: mimic fetches no tokenizer for it)")
+      ->required()
+      ->check(CLI::IsMember(types));
   sub->add_option("--config", a->config_path, "config.json with the sizes (HF keys) of a fresh model")->check(path_arg())->check(CLI::ExistingFile);
   sub->add_option("--init", a->o.init, "Continue from this model's weights instead of a fresh model (no --config)")
       ->transform(model_dir_arg());

@@ -128,6 +128,7 @@ class BertFamily : public Family {
     new_prefix = "bert.";
     finetune_preset = "bert";
     tokenizer_asset = "bert-base-uncased";
+    pretrain_architecture = "BertForMaskedLM";
   }
 
   void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const override {

@@ -81,6 +81,7 @@ class Family {
   std::string new_prefix;         // the prefix create_model writes (HF's current layout)
   std::string finetune_preset;    // finetune's default hyper-parameters for it (finetune::preset)
   std::string tokenizer_asset;    // the fetched asset (asset_path) holding its tokenizer files, or "" (none fetched)
+  std::string pretrain_architecture;  // config.json's "architectures" entry of what pretrain trains (its LM / MLM head)
   // Whether config.json's tie_word_embeddings false (an LM head of its own) is read; a family whose LM head is always
   // the token embedding (GPT-2, BERT) refuses it.
   bool lm_head_may_be_untied = false;

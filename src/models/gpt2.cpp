@@ -96,6 +96,7 @@ class Gpt2Family : public Family {
     new_prefix = "";
     finetune_preset = "gpt2";
     tokenizer_asset = "gpt2";
+    pretrain_architecture = "GPT2LMHeadModel";
   }
 
   void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const override {

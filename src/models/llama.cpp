@@ -137,6 +137,7 @@ class LlamaFamily : public Family {
     finetune_preset = "gpt2";  // a causal LM's defaults
     tokenizer_asset = "";      // no tokenizer is fetched for it (a model folder brings its own)
     lm_head_may_be_untied = true;
+    pretrain_architecture = arch + "ForCausalLM";
   }
 
   void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const override {

@@ -76,7 +76,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   MIMIC_CHECK(o.position_scale == 0.02 || o.position_init == "sinusoidal", "--position-scale sets the sinusoidal table's size: it needs --position-init sinusoidal");
   MIMIC_CHECK(o.position_init == "normal" || o.init.empty(),
               "--position-init sets up a fresh model's position table; --init continues a trained one");
-  const bool gpt2 = family.causal;
+  const bool causal = family.causal;
   // A recall task replaces the corpus: its own vocabulary and sequence length, no tokenizer.
   const bool recall = data::is_recall_task(o.corpus);
   data::RecallTaskSpec task_spec;
@@ -84,9 +84,11 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   std::string tok_dir;
   if (recall) {
     task_spec = data::RecallTaskSpec::parse(o.corpus);
-    MIMIC_CHECK(gpt2, "a recall task (", o.corpus, ") trains a causal LM: use a causal --arch (gpt2)");
+    MIMIC_CHECK(causal, "a recall task (", o.corpus, ") trains a causal LM: use a causal --arch (gpt2, llama, mistral, qwen2, qwen3)");
     MIMIC_CHECK(o.init.empty(), "--init continues a prose model; a recall task trains a fresh one (give --config)");
   } else {
+    MIMIC_CHECK(!o.init.empty() || !family.tokenizer_asset.empty(), "pretrain --arch ", o.arch, " on prose needs a tokenizer, and mimic fetches none for ",
+                family.display_name, " models: train it on a recall task (mqar, ar: their own vocabulary), or --init from a model folder");
     tok_dir = o.init.empty() ? asset_path(family.tokenizer_asset) : o.init;
     tok = text::load_tokenizer(tok_dir);
   }
@@ -106,12 +108,12 @@ train::TrainResult pretrain(const PretrainOptions& o) {
     };
     set("model_type", o.arch, "--arch");
     set("vocab_size", recall ? task_spec.vocab : tok->vocab_size(), recall ? "the task's" : "the tokenizer's");
-    set("architectures", nlohmann::json::array({gpt2 ? "GPT2LMHeadModel" : "BertForMaskedLM"}), "the objective's");
+    set("architectures", nlohmann::json::array({family.pretrain_architecture}), "the objective's");
     // the networks initialise with a standard deviation of 0.02 (GPT-2's and BERT's): another value was kept in
     // config.json and not used, and -1 or "x" were accepted (the eighth probe of 2026-11-29)
     set("initializer_range", 0.02, "the initialisation's");
-    if (!gpt2) set("pad_token_id", tok->pad_id(), "the tokenizer's");
-    if (gpt2 && !recall) {
+    if (!causal) set("pad_token_id", tok->pad_id(), "the tokenizer's");
+    if (causal && !recall) {
       set("bos_token_id", tok->eos_id(), "the tokenizer's end-of-text id");
       set("eos_token_id", tok->eos_id(), "the tokenizer's end-of-text id");
     }
@@ -119,8 +121,8 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   } else {
     model = models::load_model(o.init);
     const auto s = model->summary();
-    MIMIC_CHECK(s.family == &family && s.head == (gpt2 ? "lm" : "mlm"), "--init ", o.init, " is a ", s.model_type, " model with head '",
-                s.head, "'; pretrain --arch ", o.arch, " continues only a ", family.display_name, gpt2 ? " LM" : " masked-LM", " model");
+    MIMIC_CHECK(s.family == &family && s.head == (causal ? "lm" : "mlm"), "--init ", o.init, " is a ", s.model_type, " model with head '",
+                s.head, "'; pretrain --arch ", o.arch, " continues only a ", family.display_name, causal ? " LM" : " masked-LM", " model");
   }
   if (o.position_init == "sinusoidal") {
     MIMIC_CHECK(!family.position_table().empty(), "--position-init sinusoidal sets a learned position table; a ", family.display_name,
@@ -144,22 +146,22 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   if (!o.device.is_cpu()) model->module().to(o.device);
 
   // BERT's blocks leave room for [CLS] and [SEP].
-  const int64_t block = gpt2 ? o.seq_len : o.seq_len - 2;
+  const int64_t block = causal ? o.seq_len : o.seq_len - 2;
   // Data parallelism: every rank draws the global batches of --batch-size × ranks rows (and their masks) and
   // trains on its share.
   const auto& env = distributed::environment();
   auto source = data::open_lm_source(o.corpus, tok.get(), block, o.batch_size * env.world_size, o.seed, o.copy);
   data::MlmMasking masking;
-  if (!gpt2) {
+  if (!causal) {
     masking.mask_id = tok->mask_id();
     masking.vocab_size = tok->vocab_size();
   }
   std::optional<MlmBatcher> mlm;
-  if (!gpt2) mlm.emplace(MlmBatcher{*tok, masking, std::mt19937_64(o.seed + 1)});
+  if (!causal) mlm.emplace(MlmBatcher{*tok, masking, std::mt19937_64(o.seed + 1)});
 
   auto loss_of = [&](const data::LmBatch& raw, std::mt19937_64* eval_rng) {
     data::LmBatch b = raw;
-    if (!gpt2) {
+    if (!causal) {
       if (eval_rng) {
         MlmBatcher fixed{*tok, masking, *eval_rng};
         b = fixed.make(raw);
@@ -169,7 +171,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
       }
     }
     b = data::to_device(data::rows_of(b, env.rank, env.world_size), o.device);
-    if (gpt2) return train::causal_lm_loss(*model, b);
+    if (causal) return train::causal_lm_loss(*model, b);
     // Masked LM: the head runs only where a label exists (the same loss, ~7x less head compute).
     auto scored = b.labels.ne(-100);
     auto logits = model->forward({b.input_ids, b.attention_mask, {}, scored}).logits;
