@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 
@@ -76,12 +77,18 @@ LlamaImpl::LlamaImpl(const ModelConfig& c) : c_(c), inv_freq_(rope_inverse_frequ
   init_layers(c.n_layer);
 }
 
-std::pair<at::Tensor, at::Tensor> LlamaImpl::rope_tables(int64_t offset, int64_t t, c10::Device device) const {
-  // angles in float64 (positions up to 2^24 times frequencies near 1 lose their fractions in float32), then float32
-  const auto angles = torch::arange(offset, offset + t, torch::kDouble).unsqueeze(1) * inv_freq_.unsqueeze(0);
-  const auto both = torch::cat({angles, angles}, -1);
-  return {both.cos().to(torch::TensorOptions().dtype(torch::kFloat).device(device)),
-          both.sin().to(torch::TensorOptions().dtype(torch::kFloat).device(device))};
+std::pair<at::Tensor, at::Tensor> LlamaImpl::rope_tables(int64_t offset, int64_t t, c10::Device device) {
+  if (!cos_.defined() || cos_.size(0) < offset + t || cos_.device() != device) {
+    // grown to twice what is asked (within the context), so that decoding token by token rebuilds them rarely;
+    // angles in float64 (positions up to 2^24 times frequencies near 1 lose their fractions in float32), then float32
+    const int64_t n = std::min(c_.max_positions, std::max<int64_t>(2 * (offset + t), 64));
+    const auto angles = torch::arange(0, n, torch::kDouble).unsqueeze(1) * inv_freq_.unsqueeze(0);
+    const auto both = torch::cat({angles, angles}, -1);
+    const auto to = torch::TensorOptions().dtype(torch::kFloat).device(device);
+    cos_ = both.cos().to(to);
+    sin_ = both.sin().to(to);
+  }
+  return {cos_.narrow(0, offset, t), sin_.narrow(0, offset, t)};
 }
 
 ForwardOutputs LlamaImpl::forward(const ForwardInputs& in) {

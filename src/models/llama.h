@@ -36,10 +36,12 @@ class LlamaImpl : public NetworkImpl {
   torch::nn::Linear lm_head{nullptr};  // untied heads only
 
  private:
-  // cos and sin [T, d_head] for positions offset .. offset + T - 1, float32 on `device`
-  std::pair<at::Tensor, at::Tensor> rope_tables(int64_t offset, int64_t t, c10::Device device) const;
+  // cos and sin [T, d_head] for positions offset .. offset + T - 1, float32 on `device`: rows of tables kept for the
+  // positions seen so far (a decoding step slices them instead of building six tensors and copying them to the device)
+  std::pair<at::Tensor, at::Tensor> rope_tables(int64_t offset, int64_t t, c10::Device device);
   ModelConfig c_;
   at::Tensor inv_freq_;  // float64, CPU
+  at::Tensor cos_, sin_;  // [n, d_head] float32 for positions 0 .. n - 1, on the device last asked for
 };
 
 }  // namespace mimic::models
