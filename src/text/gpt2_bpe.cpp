@@ -14,7 +14,6 @@ namespace u = unicode;
 namespace {
 
 constexpr const char* kEndOfText = "<|endoftext|>";
-constexpr size_t kMaxCachedPieces = 100000;  // the cache is emptied when it grows past this
 
 // What the pre-tokenization regex distinguishes: \p{L}, \p{N}, \s, and everything else.
 enum class Cls : uint8_t { Letter, Number, Space, Other };
@@ -46,7 +45,7 @@ size_t contraction_length(const std::vector<u::Unit>& us, size_t i) {
 
 // OpenAI's bytes_to_unicode(): the printable bytes ! .. ~, ¡ .. ¬ and ® .. ÿ stand for themselves; the
 // other 68 bytes get the code points from U+0100 on, in byte order.
-std::vector<char32_t> bytes_to_unicode() {
+std::vector<char32_t> bytes_to_unicode_map() {
   std::vector<char32_t> map(256);
   char32_t next = 256;
   for (int b = 0; b < 256; ++b) {
@@ -95,6 +94,8 @@ std::vector<std::pair<uint32_t, uint32_t>> split_pieces(const std::string& text)
 
 }  // namespace
 
+std::vector<char32_t> Gpt2Bpe::byte_alphabet() { return bytes_to_unicode_map(); }
+
 std::vector<std::string> Gpt2Bpe::pretokenize(const std::string& text) {
   std::vector<std::string> pieces;
   for (auto [b, e] : split_pieces(text)) pieces.push_back(text.substr(b, e - b));
@@ -124,7 +125,7 @@ Gpt2Bpe::Gpt2Bpe(const std::string& vocab_json_path, const std::string& merges_p
   }
 
   // ---- the bytes each token stands for, and the token of each single byte
-  const auto b2u = bytes_to_unicode();
+  const auto b2u = bytes_to_unicode_map();
   std::unordered_map<char32_t, uint8_t> u2b;
   for (int b = 0; b < 256; ++b) u2b[b2u[b]] = static_cast<uint8_t>(b);
   for (int b = 0; b < 256; ++b) {
@@ -172,57 +173,19 @@ Gpt2Bpe::Gpt2Bpe(const std::string& vocab_json_path, const std::string& merges_p
       return static_cast<int32_t>(it->second);
     };
     const int32_t a = id_of(left), b = id_of(right), merged = id_of(left + right);
-    // A repeated pair keeps its last rank, as the dict in encoder.py does.
-    merges_[pair_key(a, b)] = Merge{rank++, merged};
+    merges_.add(a, b, merged);
+    ++rank;
   }
   MIMIC_CHECK(rank > 0, merges_path, ": no merges");
 }
 
-void Gpt2Bpe::bpe_uncached(const std::string& piece, std::vector<int32_t>& word) const {
-  word.clear();
-  for (unsigned char c : piece) word.push_back(byte_id_[c]);
-  // encoder.py's loop: find the adjacent pair of lowest rank, merge all its occurrences left to right,
-  // repeat until no adjacent pair has a rank.
-  while (word.size() > 1) {
-    const Merge* best = nullptr;
-    size_t at = 0;
-    for (size_t i = 0; i + 1 < word.size(); ++i) {
-      auto it = merges_.find(pair_key(word[i], word[i + 1]));
-      if (it != merges_.end() && (!best || it->second.rank < best->rank)) {
-        best = &it->second;
-        at = i;
-      }
-    }
-    if (!best) break;
-    const int32_t left = word[at], right = word[at + 1];
-    size_t out = 0;
-    for (size_t i = 0; i < word.size(); ++out) {
-      if (i + 1 < word.size() && word[i] == left && word[i + 1] == right) {
-        word[out] = best->merged;
-        i += 2;
-      } else {
-        word[out] = word[i++];
-      }
-    }
-    word.resize(out);
-  }
-}
-
 void Gpt2Bpe::bpe(const std::string& piece, std::vector<int64_t>& out) const {
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    auto it = cache_.find(piece);
-    if (it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
-    }
-  }
+  if (cache_.get(piece, out)) return;
   std::vector<int32_t> word;
-  bpe_uncached(piece, word);
+  for (unsigned char c : piece) word.push_back(byte_id_[c]);
+  merges_.apply(word);
   out.insert(out.end(), word.begin(), word.end());
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  if (cache_.size() >= kMaxCachedPieces) cache_.clear();
-  cache_.emplace(piece, std::move(word));
+  cache_.put(piece, word);
 }
 
 std::vector<int64_t> Gpt2Bpe::encode(const std::string& text, bool /*add_special_tokens*/) const {

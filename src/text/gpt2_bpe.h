@@ -8,11 +8,11 @@
 // decode(encode(s)) == s for every byte string s.
 #pragma once
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "mimic/text/bpe.h"
 #include "mimic/text/tokenizer.h"
 
 namespace mimic::text {
@@ -38,29 +38,23 @@ class Gpt2Bpe : public Tokenizer {
   int64_t token_to_id(const std::string& token) const override;
   int64_t eos_id() const override { return eos_; }
 
-  // The regex pre-tokenization alone: the byte spans of the pieces (exposed for tests).
+  // The regex pre-tokenization alone: the byte spans of the pieces (exposed for tests; HF tokenizer.json's
+  // ByteLevel pre-tokenizer with use_regex splits with it too).
   static std::vector<std::string> pretokenize(const std::string& text);
+  // OpenAI's bytes_to_unicode(): the character that stands for each byte in a byte-level vocabulary.
+  static std::vector<char32_t> byte_alphabet();
 
  private:
   // Appends the ids of one pre-tokenized piece.
   void bpe(const std::string& piece, std::vector<int64_t>& out) const;
-  void bpe_uncached(const std::string& piece, std::vector<int32_t>& word) const;
-
-  struct Merge {
-    int32_t rank;    // line order in merges.txt: lower merges first
-    int32_t merged;  // id of the concatenated token
-  };
-  static uint64_t pair_key(int32_t a, int32_t b) { return (static_cast<uint64_t>(a) << 32) | static_cast<uint32_t>(b); }
 
   std::unordered_map<std::string, int64_t> vocab_;  // token spelling → id
   std::vector<std::string> id_to_token_;
   std::vector<std::string> token_bytes_;  // id → the bytes it stands for
   int32_t byte_id_[256];                  // id of the single-byte token of each byte
-  std::unordered_map<uint64_t, Merge> merges_;
+  BpeMerges merges_;
   int64_t eos_ = -1;
-  // Pieces repeat a lot in text: remember their ids (bounded; guarded for concurrent encode calls).
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
-  mutable std::mutex cache_mutex_;
+  PieceCache cache_;
 };
 
 }  // namespace mimic::text

@@ -7,6 +7,7 @@
 #include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/text/gpt2_bpe.h"
+#include "mimic/text/hf_tokenizer.h"
 #include "mimic/text/wordpiece.h"
 
 namespace mimic::text {
@@ -20,6 +21,14 @@ bool bert_lower_case(const std::filesystem::path& config_path) {
   MIMIC_CHECK(cfg["do_lower_case"].is_boolean(), config_path.string(), ": do_lower_case must be true or false");
   return cfg["do_lower_case"].get<bool>();
 }
+
+// Whether tokenizer.json holds a WordPiece model that vocab.txt beside it gives (a BERT folder). A quick look at
+// the model's type; the file is read in full by HfTokenizer otherwise.
+bool wordpiece_json(const std::filesystem::path& path, bool have_vocab_txt) {
+  if (!have_vocab_txt) return false;
+  const nlohmann::json j = json_parse(io::read_text_file(path.string()), path.string());
+  return j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].value("type", "") == "WordPiece";
+}
 }  // namespace
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
@@ -27,12 +36,18 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   const fs::path d(dir);
   MIMIC_CHECK(fs::is_directory(d), "tokenizer directory not found: ", dir);
   const bool vocab_json = fs::exists(d / "vocab.json"), merges = fs::exists(d / "merges.txt");
+  // tokenizer.json first: it is what HF's fast tokenizers read, and a folder may hold vocab.json + merges.txt
+  // beside it whose regex differs (Qwen2's). Its WordPiece models are read from vocab.txt instead.
+  if (fs::exists(d / "tokenizer.json") && !wordpiece_json(d / "tokenizer.json", fs::exists(d / "vocab.txt"))) {
+    const fs::path cfg = d / "tokenizer_config.json";
+    return std::make_unique<HfTokenizer>((d / "tokenizer.json").string(), fs::exists(cfg) ? cfg.string() : "");
+  }
   if (vocab_json && merges) return std::make_unique<Gpt2Bpe>((d / "vocab.json").string(), (d / "merges.txt").string());
   if (fs::exists(d / "vocab.txt"))
     return std::make_unique<WordPiece>((d / "vocab.txt").string(), bert_lower_case(d / "tokenizer_config.json"));
   MIMIC_CHECK(!vocab_json && !merges, "incomplete GPT-2 tokenizer in ", dir, ": ", vocab_json ? "merges.txt" : "vocab.json",
               " is missing");
-  fail("no tokenizer in ", dir, " (expected vocab.json + merges.txt for GPT-2, or vocab.txt for BERT; the embedded models "
+  fail("no tokenizer in ", dir, " (expected tokenizer.json, vocab.json + merges.txt for GPT-2, or vocab.txt for BERT; the embedded models "
        "get theirs from tools/setup.sh)");
 }
 

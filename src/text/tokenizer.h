@@ -10,7 +10,7 @@ namespace mimic::text {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
-  virtual std::string kind() const = 0;          // "gpt2-bpe" | "bert-wordpiece"
+  virtual std::string kind() const = 0;  // "gpt2-bpe" | "bert-wordpiece" | "hf-byte-bpe" | "hf-bpe"
   virtual int64_t vocab_size() const = 0;
   // Token ids of `text` (UTF-8). GPT-2: plain BPE, no special tokens added. BERT: [CLS] … [SEP] added
   // when add_special_tokens is true (the default, like the original).
@@ -27,8 +27,10 @@ class Tokenizer {
   virtual int64_t unk_id() const { return -1; }
 };
 
-// Loads the tokenizer stored in a HF-layout model directory: vocab.json + merges.txt (GPT-2 BPE) or
-// vocab.txt (BERT WordPiece; tokenizer_config.json's do_lower_case is honoured, default true).
+// Loads the tokenizer stored in a HF-layout model directory: tokenizer.json (a BPE model, with the folder's
+// tokenizer_config.json naming its special tokens; hf_tokenizer.h), else vocab.json + merges.txt (GPT-2 BPE) or
+// vocab.txt (BERT WordPiece — also when tokenizer.json holds a WordPiece model; tokenizer_config.json's
+// do_lower_case is honoured, default true).
 // Throws mimic::Error naming the directory when neither is present or a file is malformed.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir);
 

@@ -1,0 +1,37 @@
+// The regular expressions HF tokenizer.json files split and replace text with (the Split pre-tokenizer,
+// the Replace normalizer and decoder): a small backtracking matcher over code points, leftmost-first
+// among alternatives and greedy by default — the semantics of Oniguruma, which HF's tokenizers use, and
+// of JavaScript's engine, which transformers.js uses.
+//
+// Supported: literals and escapes (\r \n \t \f \v \0 \xHH \x{H…} \uHHHH, escaped punctuation), `.`
+// (anything but \n), classes [...] with ranges and negation, \s \S (White_Space), \d \D (Nd), \w \W
+// (letters, marks, Nd, Pc), \p{..} \P{..} with a general category or its one-letter group (L, Lu, N,
+// Nd, P, ...), groups ( ) (?: ) and (?i: ) (case-insensitive: ASCII and one-character lower-casing),
+// look-ahead (?= ) (?! ), quantifiers ? * + {n} {n,} {n,m} and their lazy forms. Anything else (anchors,
+// back-references, look-behind, possessive quantifiers, inline flags) is refused by the constructor with
+// a mimic::Error naming it — a tokenizer that needs it is not loaded rather than split differently.
+#pragma once
+#include <memory>
+#include <string>
+
+namespace mimic::text {
+
+class Pattern {
+ public:
+  explicit Pattern(const std::string& regex);
+  ~Pattern();
+  Pattern(Pattern&&) noexcept;
+  Pattern& operator=(Pattern&&) noexcept;
+
+  // The leftmost match starting at or after `from` in s (code points; unicode::kInvalid, a byte outside
+  // well-formed UTF-8, matches only negated classes and `.`): true with [begin, end), or false. A match
+  // may be empty.
+  bool find(const std::u32string& s, size_t from, size_t& begin, size_t& end) const;
+
+  struct Node;
+
+ private:
+  std::unique_ptr<Node> root_;
+};
+
+}  // namespace mimic::text

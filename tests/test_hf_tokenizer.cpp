@@ -1,0 +1,341 @@
+// HF tokenizer.json against an independent implementation (transformers.js's tokenizers, in
+// tests/fixtures/hf_tokenizer_golden.json from gen_hf_tokenizer_golden.mjs) on Llama 3's and Qwen3's
+// byte-level BPE and Mistral's SentencePiece BPE with byte fallback; GPT-2 written as a tokenizer.json
+// against mimic's encoder.py-exact Gpt2Bpe (the same tokenizer in two forms, invalid UTF-8 included); the
+// regex matcher's semantics; and the refusals.
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "mimic/core/paths.h"
+#include "mimic/text/bpe.h"
+#include "mimic/text/gpt2_bpe.h"
+#include "mimic/text/hf_tokenizer.h"
+#include "mimic/text/pattern.h"
+#include "mimic/text/tokenizer.h"
+#include "mimic/text/unicode.h"
+#include "test_util.h"
+
+using mimic::test::TempDir;
+using mimic::test::write_bytes;
+using Ids = std::vector<int64_t>;
+namespace text = mimic::text;
+using json = nlohmann::json;
+
+namespace {
+const json& golden() {
+  static const json j = json::parse(mimic::test::read_bytes(mimic::test::fixture("hf_tokenizer_golden.json")));
+  return j;
+}
+const text::HfTokenizer& hf(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<text::HfTokenizer>> cache;
+  auto& t = cache[name];
+  if (!t)
+    t = std::make_unique<text::HfTokenizer>(mimic::asset_path(name + "/tokenizer.json"), mimic::asset_path(name + "/tokenizer_config.json"));
+  return *t;
+}
+
+// The spans a pattern finds in a text, as strings (the way Split with behavior Isolated keeps them).
+std::vector<std::string> matches(const std::string& regex, const std::string& s) {
+  const text::Pattern p(regex);
+  const auto cps = text::unicode::to_u32(s);
+  std::vector<std::string> out;
+  size_t b, e;
+  for (size_t from = 0; from <= cps.size() && p.find(cps, from, b, e); from = e > b ? e : b + 1)
+    out.push_back(text::unicode::to_utf8(cps.substr(b, e - b)));
+  return out;
+}
+using Strings = std::vector<std::string>;
+
+// A tokenizer.json of a small byte-free SentencePiece-style BPE whose parts a test replaces.
+json small_spm() {
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"▁", 2}, {"a", 3}, {"b", 4}, {"▁a", 5}, {"ab", 6}, {"▁ab", 7}};
+  for (int b = 0; b < 256; ++b) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "<0x%02X>", b);
+    vocab[hex] = 8 + b;
+  }
+  return {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"▁ a", "a b", "▁a b"}}, {"byte_fallback", true},
+                     {"unk_token", "<unk>"}, {"fuse_unk", true}}},
+          {"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "Prepend"}, {"prepend", "▁"}},
+                                                                 {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}}}}}},
+          {"pre_tokenizer", nullptr},
+          {"added_tokens", {{{"id", 1}, {"content", "<s>"}, {"special", true}}}},
+          {"post_processor", {{"type", "TemplateProcessing"},
+                              {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+                              {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+          {"decoder", {{"type", "Sequence"}, {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
+                                                           {{"type", "ByteFallback"}}, {{"type", "Fuse"}},
+                                                           {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}}};
+}
+std::unique_ptr<text::HfTokenizer> from_json(const TempDir& dir, const json& j) {
+  write_bytes(dir.file("tokenizer.json"), j.dump());
+  return std::make_unique<text::HfTokenizer>(dir.file("tokenizer.json"));
+}
+}  // namespace
+
+// ------------------------------------------------------------------------------------------ golden ids
+TEST(HfTokenizerGolden, Llama3Qwen3AndMistralIdsEqualTransformersJsOnUnseenText) {
+  ASSERT_GE(golden()["cases"].size(), 270u);
+  size_t with_special = 0;
+  for (const std::string name : {"llama3", "qwen3", "mistral"}) {
+    const auto& tok = hf(name);
+    for (const auto& c : golden()["cases"]) {
+      const std::string s = c["text"].get<std::string>();
+      EXPECT_EQ(json(tok.encode(s, false)), c[name]) << name << " text: " << json(s).dump();
+      if (c.contains(name + "_special")) {
+        EXPECT_EQ(json(tok.encode(s, true)), c[name + "_special"]) << name << " with special tokens, text: " << json(s).dump();
+        ++with_special;
+      }
+    }
+  }
+  EXPECT_EQ(with_special, 30u);
+}
+
+TEST(HfTokenizerGolden, SpecialIdsAndVocabularySizesAreTheFilesOwn) {
+  const auto& l = hf("llama3");
+  EXPECT_EQ(l.kind(), "hf-byte-bpe");
+  EXPECT_EQ(l.vocab_size(), 128256);  // 128,000 + 256 added tokens
+  EXPECT_EQ(l.eos_id(), 128001);      // <|end_of_text|>
+  EXPECT_EQ(l.bos_id(), 128000);
+  EXPECT_EQ(l.token_to_id("ĠHello"), 22691);
+  EXPECT_EQ(l.id_to_token(22691), "ĠHello");
+  EXPECT_EQ(l.token_to_id("<|eot_id|>"), 128009);
+  const auto& q = hf("qwen3");
+  EXPECT_EQ(q.eos_id(), 151645);  // <|im_end|> (tokenizer_config.json's eos_token)
+  EXPECT_EQ(q.pad_id(), 151643);  // <|endoftext|>
+  const auto& m = hf("mistral");
+  EXPECT_EQ(m.kind(), "hf-bpe");
+  EXPECT_EQ(m.vocab_size(), 32000);
+  EXPECT_EQ(m.unk_id(), 0);
+  EXPECT_EQ(m.eos_id(), 2);
+  EXPECT_EQ(m.encode("hi", true).front(), 1);  // the template's <s>
+  EXPECT_MIMIC_ERROR(l.id_to_token(128256), "token id 128256 is not in the vocabulary");
+}
+
+TEST(HfTokenizerGolden, DecodingGivesTheTextBack) {
+  std::mt19937 rng(7);
+  for (const auto& c : golden()["cases"]) {
+    const std::string s = c["text"].get<std::string>();
+    EXPECT_EQ(hf("llama3").decode(hf("llama3").encode(s, false)), s) << json(s).dump();
+    // Qwen3 normalizes to NFC first; the texts here are NFC already except a few combining sequences
+    const std::string nfc = text::unicode::to_utf8(text::unicode::nfc(text::unicode::to_u32(s)));
+    EXPECT_EQ(hf("qwen3").decode(hf("qwen3").encode(s, false)), nfc) << json(s).dump();
+    // Mistral prepends "▁" to a text (the decoder strips one leading space) and to each text after a special token
+    if (s.find("<s>") == std::string::npos && s.find("</s>") == std::string::npos && s.find("<unk>") == std::string::npos)
+      EXPECT_EQ(hf("mistral").decode(hf("mistral").encode(s, false)), s) << json(s).dump();
+  }
+  // arbitrary bytes: byte-level keeps every byte, byte fallback writes <0xHH> for what is not UTF-8
+  for (int trial = 0; trial < 50; ++trial) {
+    std::string bytes(1 + rng() % 40, '\0');
+    for (auto& b : bytes) b = static_cast<char>(rng() % 256);
+    EXPECT_EQ(hf("llama3").decode(hf("llama3").encode(bytes, false)), bytes);
+    EXPECT_EQ(hf("mistral").decode(hf("mistral").encode(bytes, false)), bytes);
+  }
+  const Ids stray = hf("mistral").encode("a\xFF", false);
+  EXPECT_EQ(stray.back(), hf("mistral").token_to_id("<0xFF>"));
+}
+
+// ------------------------------------------------------------------------------------------ GPT-2 in two forms
+TEST(HfTokenizerForms, Gpt2AsTokenizerJsonEqualsTheEncoderPyForm) {
+  const text::Gpt2Bpe gpt2(mimic::asset_path("gpt2/vocab.json"), mimic::asset_path("gpt2/merges.txt"));
+  json merges = json::array();
+  std::istringstream lines(mimic::test::read_bytes(mimic::asset_path("gpt2/merges.txt")));
+  std::string line;
+  std::getline(lines, line);  // #version
+  while (std::getline(lines, line))
+    if (!line.empty()) merges.push_back(line);
+  const json j = {{"model", {{"type", "BPE"}, {"vocab", json::parse(mimic::test::read_bytes(mimic::asset_path("gpt2/vocab.json")))}, {"merges", merges}}},
+                  {"normalizer", nullptr},
+                  {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+                  {"decoder", {{"type", "ByteLevel"}}},
+                  {"added_tokens", {{{"id", 50256}, {"content", "<|endoftext|>"}, {"special", true}}}}};
+  TempDir dir;
+  const auto tok = from_json(dir, j);
+  const json cases = json::parse(mimic::test::read_bytes(mimic::test::fixture("tokenizer_golden.json")))["cases"];
+  size_t n = 0;
+  for (const auto& c : cases) {
+    std::string s;
+    if (c.contains("text")) {
+      s = c["text"].get<std::string>();
+    } else {
+      const auto hex = c["hex"].get<std::string>();
+      for (size_t i = 0; i + 1 < hex.size(); i += 2) s.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    }
+    if (s.find("<|endoftext|>") != std::string::npos) continue;  // an added token here, plain text to encoder.py
+    EXPECT_EQ(tok->encode(s), gpt2.encode(s)) << json(s).dump(-1, ' ', true, json::error_handler_t::replace);
+    EXPECT_EQ(tok->decode(tok->encode(s)), s);
+    ++n;
+  }
+  EXPECT_GE(n, 320u);
+  EXPECT_EQ(tok->encode("a<|endoftext|>b"), gpt2.encode_with_special("a<|endoftext|>b"));
+}
+
+TEST(HfTokenizerForms, HeapMergingEqualsTheScanOnARealMergeList) {
+  // GPT-2's 50,000 merges over byte ids; words of 65..600 symbols cut from the golden texts (all of them
+  // joined, so words cross spaces and scripts as a document without a pre-tokenizer does)
+  const json vocab = json::parse(mimic::test::read_bytes(mimic::asset_path("gpt2/vocab.json")));
+  text::BpeMerges merges;
+  std::istringstream lines(mimic::test::read_bytes(mimic::asset_path("gpt2/merges.txt")));
+  std::string line;
+  std::getline(lines, line);
+  while (std::getline(lines, line)) {
+    const size_t sp = line.find(' ');
+    if (sp == std::string::npos) continue;
+    const std::string a = line.substr(0, sp), b = line.substr(sp + 1);
+    merges.add(vocab[a].get<int32_t>(), vocab[b].get<int32_t>(), vocab[a + b].get<int32_t>());
+  }
+  ASSERT_EQ(merges.size(), 50000u);
+  const auto alphabet = text::Gpt2Bpe::byte_alphabet();
+  std::string all;
+  for (const auto& c : golden()["cases"]) all += c["text"].get<std::string>();
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    const size_t len = 65 + rng() % 536, at = rng() % (all.size() - len);
+    std::vector<int32_t> word;
+    for (size_t i = at; i < at + len; ++i) {
+      std::string ch;
+      text::unicode::append_utf8(alphabet[static_cast<unsigned char>(all[i])], ch);
+      word.push_back(vocab[ch].get<int32_t>());
+    }
+    auto by_scan = word, by_heap = word;
+    merges.apply_by_scan(by_scan);
+    merges.apply_by_heap(by_heap);
+    ASSERT_EQ(by_heap, by_scan) << "trial " << trial;
+    ASSERT_LT(by_heap.size(), word.size());
+  }
+}
+
+// ------------------------------------------------------------------------------------------ the regex matcher
+TEST(HfPattern, MatchesAsABacktrackingEngineWithLeftmostFirstAlternation) {
+  // leftmost-first: the first alternative that matches wins even when a later one is longer
+  EXPECT_EQ(matches("a|ab", "ab"), (Strings{"a"}));
+  EXPECT_EQ(matches("ab|a", "ab"), (Strings{"ab"}));
+  // \s+(?!\S) gives back the last space before a word; \p{N}{1,3} takes digits three at a time
+  EXPECT_EQ(matches(" ?\\S+|\\s+(?!\\S)|\\s+", "a   b"), (Strings{"a", "  ", " b"}));
+  EXPECT_EQ(matches("\\p{N}{1,3}", "1234567"), (Strings{"123", "456", "7"}));
+  // case-insensitive group; [^\r\n\p{L}\p{N}]?\p{L}+ takes one leading symbol
+  EXPECT_EQ(matches("(?i:'s|'t)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+", "IT'S ok"), (Strings{"IT", "'S", " ok"}));
+  // greedy backtracking into a class repeat: \s*[\r\n]+ ends at the last newline
+  EXPECT_EQ(matches("\\s*[\\r\\n]+", "a \n \n b"), (Strings{" \n \n"}));
+  // lazy, counted, escapes, classes with ranges and negation, look-ahead
+  EXPECT_EQ(matches("a+?", "aaa"), (Strings{"a", "a", "a"}));
+  EXPECT_EQ(matches("x{2,}", "x xx xxx"), (Strings{"xx", "xxx"}));
+  EXPECT_EQ(matches("[a-c\\x41]+", "abcAdB"), (Strings{"abcA"}));
+  EXPECT_EQ(matches("[^a-z ]+", "ab CD ef"), (Strings{"CD"}));
+  EXPECT_EQ(matches("\\w+(?=!)", "hi! yo"), (Strings{"hi"}));
+  EXPECT_EQ(matches("\\p{Lu}\\p{Ll}+", "Élan ÉLAN"), (Strings{"Élan"}));
+  EXPECT_EQ(matches("(?:ab)+", "abababa"), (Strings{"ababab"}));
+  EXPECT_EQ(matches(".", "a\nb"), (Strings{"a", "b"}));
+}
+
+TEST(HfPattern, UnsupportedConstructsAreRefusedNamingThem) {
+  EXPECT_MIMIC_ERROR(text::Pattern("^a"), "anchors ^ and $ are not supported");
+  EXPECT_MIMIC_ERROR(text::Pattern("(?<=a)b"), "this group construct is not supported");
+  EXPECT_MIMIC_ERROR(text::Pattern("a++"), "possessive quantifiers are not supported");
+  EXPECT_MIMIC_ERROR(text::Pattern("(\\w)\\1"), "the escape \\1 is not supported");
+  EXPECT_MIMIC_ERROR(text::Pattern("\\p{Greek}"), "unknown Unicode property \\p{Greek}");
+  EXPECT_MIMIC_ERROR(text::Pattern("(a"), "missing ')'");
+  EXPECT_MIMIC_ERROR(text::Pattern("a)"), "unbalanced ')'");
+  EXPECT_MIMIC_ERROR(text::Pattern("[a-"), "unterminated character class");
+  EXPECT_MIMIC_ERROR(text::Pattern("a{3,1}"), "is empty");
+  EXPECT_MIMIC_ERROR(text::Pattern("*a"), "a quantifier with nothing before it");
+}
+
+// ------------------------------------------------------------------------------------------ components
+TEST(HfTokenizerComponents, SentencePieceStyleBpeWithByteFallbackUnkAndTemplate) {
+  TempDir dir;
+  const auto tok = from_json(dir, small_spm());
+  EXPECT_EQ(tok->encode("ab a", false), (Ids{7, 5}));                       // ▁ab ▁a
+  EXPECT_EQ(tok->encode("ab a", true), (Ids{1, 7, 5}));                     // <s> first
+  EXPECT_EQ(tok->encode("é", false), (Ids{2, 8 + 0xC3, 8 + 0xA9}));         // ▁ then é's two bytes
+  EXPECT_EQ(tok->decode(tok->encode("ab é a", false)), "ab é a");
+  EXPECT_EQ(tok->encode("a<s>b", false), (Ids{5, 1, 2, 4}));               // the segment after <s> gets its own ▁
+  json no_fallback = small_spm();
+  no_fallback["model"]["byte_fallback"] = false;
+  TempDir dir2;
+  const auto unk = from_json(dir2, no_fallback);
+  EXPECT_EQ(unk->encode("aéé", false), (Ids{5, 0}));  // two unknown characters fuse into one <unk>
+}
+
+TEST(HfTokenizerComponents, SplitBehaviorsMetaspaceAndDigits) {
+  auto with_pre = [](const json& pre) {
+    json j = small_spm();
+    j["normalizer"] = nullptr;
+    j["pre_tokenizer"] = pre;
+    j["model"]["byte_fallback"] = true;
+    return j;
+  };
+  TempDir dir;
+  // Metaspace: spaces become ▁, a ▁ is prepended, pieces start at each ▁
+  auto meta = from_json(dir, with_pre({{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}, {"split", true}}));
+  EXPECT_EQ(meta->encode("ab ab", false), (Ids{7, 7}));
+  // prepend_scheme first: only the text's first segment is prepended
+  auto first = from_json(dir, with_pre({{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}, {"split", false}}));
+  EXPECT_EQ(first->encode("a<s>a", false), (Ids{5, 1, 3}));
+  // Split on a string, removed: the delimiters disappear; Digits isolates every digit
+  auto removed = from_json(dir, with_pre({{"type", "Split"}, {"pattern", {{"String", "b"}}}, {"behavior", "Removed"}, {"invert", false}}));
+  EXPECT_EQ(removed->encode("abab", false), (Ids{3, 3}));
+  auto merged = from_json(dir, with_pre({{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "MergedWithNext"}, {"invert", false}}));
+  EXPECT_EQ(merged->encode("abab", false), (Ids{6, 6}));
+  auto digits = from_json(dir, with_pre({{"type", "Digits"}, {"individual_digits", true}}));
+  EXPECT_EQ(digits->encode("12", false), (Ids{8 + '1', 8 + '2'}));
+}
+
+TEST(HfTokenizerLoading, AFolderWithOnlyTokenizerJsonLoadsAndBadFilesAreRefused) {
+  TempDir dir;
+  write_bytes(dir.file("tokenizer.json"), small_spm().dump());
+  auto tok = text::load_tokenizer(dir.path().string());
+  EXPECT_EQ(tok->kind(), "hf-bpe");
+  EXPECT_EQ(tok->encode("ab", false), (Ids{7}));
+  // a real folder: tokenizer.json wins over a vocab.json + merges.txt beside it (Qwen2 ships both)
+  auto q = text::load_tokenizer(mimic::cache_dir() + "/assets/qwen3");
+  EXPECT_EQ(q->encode("Hello world", false), (Ids{9707, 1879}));
+
+  auto refused = [&](const json& j, const std::string& needle) {
+    write_bytes(dir.file("tokenizer.json"), j.dump());
+    EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), needle);
+  };
+  json j = small_spm();
+  j["model"]["type"] = "Unigram";
+  refused(j, "model type 'Unigram' is not supported");
+  j = small_spm();
+  j["normalizer"] = {{"type", "NFKC"}};
+  refused(j, "normalizer 'NFKC' is not supported");
+  j = small_spm();
+  j["pre_tokenizer"] = {{"type", "BertPreTokenizer"}};
+  refused(j, "pre-tokenizer 'BertPreTokenizer' is not supported");
+  j = small_spm();
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(?<=x)"}}}, {"behavior", "Isolated"}};
+  refused(j, "this group construct is not supported");
+  j = small_spm();
+  j["decoder"] = {{"type", "CTC"}};
+  refused(j, "decoder 'CTC' is not supported");
+  j = small_spm();
+  j["model"]["merges"] = {"a c"};
+  refused(j, "merges[0]: 'c' is not in the vocabulary");
+  j = small_spm();
+  j["model"]["merges"] = {"abc"};
+  refused(j, "merges[0]: expected two tokens separated by one space");
+  j = small_spm();
+  j["model"]["vocab"].erase("<0x41>");
+  refused(j, "byte_fallback is set but token <0x41> is missing");
+  j = small_spm();
+  j["model"]["vocab"]["x"] = 3;
+  refused(j, "id 3 is both");
+  j = small_spm();
+  j["model"]["vocab"]["x"] = int64_t{1} << 40;
+  refused(j, "has id 1099511627776 outside");
+  j = small_spm();
+  j["model"]["dropout"] = 0.1;
+  refused(j, "BPE dropout is a training-time option");
+  j = small_spm();
+  j["post_processor"]["single"][0]["SpecialToken"]["id"] = "<bos>";
+  refused(j, "special token '<bos>' of the template is not in special_tokens");
+  write_bytes(dir.file("tokenizer.json"), "{\"model\": ");
+  EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "malformed JSON");
+  write_bytes(dir.file("tokenizer.json"), small_spm().dump());
+  write_bytes(dir.file("tokenizer_config.json"), "{\"eos_token\": \"</s>\"}");
+  EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "eos_token '</s>' is not a token of");
+}
