@@ -3,12 +3,14 @@
 // byte-level BPE and Mistral's SentencePiece BPE with byte fallback; GPT-2 written as a tokenizer.json
 // against mimic's encoder.py-exact Gpt2Bpe (the same tokenizer in two forms, invalid UTF-8 included); the
 // regex matcher's semantics; and the refusals.
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
 #include "mimic/core/paths.h"
+#include "mimic/data/token_cache.h"
 #include "mimic/text/bpe.h"
 #include "mimic/text/gpt2_bpe.h"
 #include "mimic/text/hf_tokenizer.h"
@@ -135,6 +137,31 @@ TEST(HfTokenizerGolden, DecodingGivesTheTextBack) {
   }
   const Ids stray = hf("mistral").encode("a\xFF", false);
   EXPECT_EQ(stray.back(), hf("mistral").token_to_id("<0xFF>"));
+}
+
+TEST(HfTokenizerGolden, TokenCachesHoldIdsPast65535AndAreKeptPerTokenizer) {
+  TempDir dir;
+  std::vector<mimic::data::Document> docs(2);
+  docs[0].id = "a";
+  docs[0].text = "日本語のテキスト and some English";
+  docs[1].id = "b";
+  docs[1].text = "Ωmega 😀";
+  const auto& l = hf("llama3");
+  const auto info = mimic::data::write_token_cache(dir.file("c.bin"), l, docs);
+  Ids want = l.encode(docs[0].text, false);
+  want.push_back(l.eos_id());
+  const auto second = l.encode(docs[1].text, false);
+  want.insert(want.end(), second.begin(), second.end());
+  want.push_back(l.eos_id());
+  ASSERT_GT(*std::max_element(want.begin(), want.end()), 65535);
+  const auto cache = mimic::data::TokenCache::open(dir.file("c.bin"));
+  EXPECT_EQ(cache.ids(), want);
+  EXPECT_EQ(json::parse(mimic::test::read_bytes(dir.file("c.bin.json")))["dtype"], "uint32");
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("c.bin")).size(), want.size() * 4);
+  EXPECT_EQ(info.tokenizer, l.identity());
+  // two byte-level tokenizers of one kind never share a cache folder
+  EXPECT_EQ(l.kind(), hf("qwen3").kind());
+  EXPECT_NE(l.identity(), hf("qwen3").identity());
 }
 
 // ------------------------------------------------------------------------------------------ GPT-2 in two forms

@@ -201,3 +201,83 @@ TEST(LlamaFamily, PretrainsOnMqarAndConvertsThroughThePipeline) {
   EXPECT_NE(prose.err.find("mimic fetches none for Qwen3 models: train it on a recall task"), std::string::npos) << prose.err;
   EXPECT_FALSE(fs::exists(dir.file("p")));
 }
+
+namespace {
+// A SentencePiece-style tokenizer.json small enough for the fixtures' 97-token vocabulary: <unk> <s> </s>, ▁, letters,
+// digits, punctuation, a few merges; characters outside it become <unk>.
+nlohmann::json tiny_sentencepiece() {
+  nlohmann::json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}, {"▁", 3}};
+  const std::string chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,;:!?'\"-()";
+  for (char c : chars) vocab[std::string(1, c)] = vocab.size();
+  const std::vector<std::pair<std::string, std::string>> merges = {{"▁", "t"}, {"h", "e"}, {"▁t", "he"}, {"▁", "a"}, {"i", "n"}, {"▁", "s"},
+                                                                 {"e", "r"}, {"a", "n"}, {"▁", "w"}, {"o", "n"}, {"▁", "o"}, {"r", "e"}};
+  nlohmann::json m = nlohmann::json::array();
+  for (const auto& [a, b] : merges) {
+    m.push_back(a + " " + b);
+    if (!vocab.contains(a + b)) vocab[a + b] = vocab.size();
+  }
+  return {{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", m}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", false}}},
+          {"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "Prepend"}, {"prepend", "▁"}},
+                                                                 {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "▁"}}}}}},
+          {"pre_tokenizer", nullptr},
+          {"added_tokens", {{{"id", 0}, {"content", "<unk>"}, {"special", true}}, {{"id", 1}, {"content", "<s>"}, {"special", true}},
+                            {{"id", 2}, {"content", "</s>"}, {"special", true}}}},
+          {"post_processor", {{"type", "TemplateProcessing"},
+                              {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+                              {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+          {"decoder", {{"type", "Sequence"}, {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", "▁"}}}, {"content", " "}},
+                                                           {{"type", "Fuse"}}, {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}}};
+}
+}  // namespace
+
+TEST(LlamaFamily, AFolderWithTokenizerJsonRunsEveryStageOnProse) {
+  TempDir dir;
+  const std::string m = dir.file("m");
+  fs::copy(model_dir("llama"), m, fs::copy_options::recursive);
+  const auto tj = tiny_sentencepiece();
+  ASSERT_LE(tj["model"]["vocab"].size(), 97u);
+  mimic::test::write_bytes(m + "/tokenizer.json", tj.dump());
+  mimic::test::write_bytes(m + "/tokenizer_config.json", R"({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"})");
+  // unseen prose: a few paragraphs written for this test, as a folder of .txt files (the own-data path)
+  fs::create_directories(dir.file("text"));
+  std::string prose;
+  for (int k = 0; k < 60; ++k)
+    prose += "On the morning of day " + std::to_string(k + 2) + " the harbour master wrote: the tide was late, the wind turned west,\n"
+             "and the boats stayed in. Nobody could say why; the old sailors said it was the moon again.\n";
+  mimic::test::write_bytes(dir.file("text/log.txt"), prose);
+  const std::string data = dir.file("text");
+
+  auto tok = mimic::test::mimic_cli("tokenize --model " + m + " --text 'the tide was late' --json");
+  ASSERT_EQ(tok.code, 0) << tok.err;
+  const auto ids = nlohmann::json::parse(tok.out)["ids"];
+  EXPECT_EQ(ids[0], 1);                                    // <s> from the template
+  EXPECT_EQ(ids[1], tj["model"]["vocab"]["▁the"]);         // merged
+  auto ev = mimic::test::mimic_cli("eval --model " + m + " --data " + data + " --split test --json --threads 1");
+  ASSERT_EQ(ev.code, 0) << ev.err;
+  const double ppl = nlohmann::json::parse(ev.out)["perplexity"].get<double>();
+  EXPECT_GT(ppl, 20.0) << ev.out;  // random weights over 97 tokens
+  EXPECT_TRUE(std::isfinite(ppl)) << ev.out;
+  auto rec = mimic::test::mimic_cli("record --model " + m + " --data " + data + " --split train --samples 4 --seq-len 32 --out " + dir.file("r.h5") +
+                                    " --threads 1 --json");
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  auto dis = mimic::test::mimic_cli("distill --record " + dir.file("r.h5") + " --feature-map hedgehog --epochs 2 --out " + dir.file("maps.safetensors") +
+                                    " --threads 1 --json");
+  ASSERT_EQ(dis.code, 0) << dis.err;
+  auto conv = mimic::test::mimic_cli("convert --model " + m + " --maps " + dir.file("maps.safetensors") + " --out " + dir.file("c") + " --threads 1 --json");
+  ASSERT_EQ(conv.code, 0) << conv.err;
+  EXPECT_TRUE(fs::exists(dir.file("c/tokenizer.json")));  // the converted folder carries its tokenizer
+  auto ft = mimic::test::mimic_cli("finetune --task lm --model " + dir.file("c") + " --data " + data + " --lora 4 --steps 6 --seq-len 32 --batch-size 2 " +
+                                   "--eval-every 6 --eval-batches 1 --out " + dir.file("ft") + " --threads 1 --json");
+  ASSERT_EQ(ft.code, 0) << ft.err;
+  auto fe = mimic::test::mimic_cli("eval --model " + dir.file("ft") + " --data " + data + " --split test --json --threads 1");
+  ASSERT_EQ(fe.code, 0) << fe.err;
+  const double tuned = nlohmann::json::parse(fe.out)["perplexity"].get<double>();
+  EXPECT_TRUE(std::isfinite(tuned)) << fe.out;
+  auto gen = mimic::test::mimic_cli("generate --model " + dir.file("ft") + " --prompt 'the tide' --new-tokens 8 --seed 1 --json --threads 1");
+  ASSERT_EQ(gen.code, 0) << gen.err;
+  const auto g = nlohmann::json::parse(gen.out);
+  EXPECT_EQ(g.dump().find("the tide") != std::string::npos, true) << gen.out;
+  auto rep = mimic::test::mimic_cli("report --record " + dir.file("r.h5") + " --maps " + dir.file("maps.safetensors") + " --out " + dir.file("rep") +
+                                    " --threads 1 --json");
+  ASSERT_EQ(rep.code, 0) << rep.err;
+}

@@ -167,7 +167,7 @@ TEST(Placement, CalibrationSegmentsComeFromTheTrainingSplitOnly) {
   EXPECT_EQ(cal.lm_windows[0].size(), 64u);  // min(512, context)
   EXPECT_EQ(cal.source, "the train split of sotu");
   auto occurs = [](const mimic::data::TokenCache& c, const std::vector<int64_t>& seg) {
-    const auto* d = c.data();
+    const auto d = c.ids();
     for (int64_t i = 0; i + static_cast<int64_t>(seg.size()) <= c.size(); ++i) {
       int64_t j = 0;
       while (j < static_cast<int64_t>(seg.size()) && d[i + j] == seg[static_cast<size_t>(j)]) ++j;
@@ -179,7 +179,8 @@ TEST(Placement, CalibrationSegmentsComeFromTheTrainingSplitOnly) {
   auto val = mimic::data::corpus_token_cache("sotu", mimic::data::Split::Validation, *tok);
   auto test = mimic::data::corpus_token_cache("sotu", mimic::data::Split::Test, *tok);
   // the first segment opens the train split; none of them occurs in the validation or test split
-  EXPECT_EQ(cal.copy_segments[0], std::vector<int64_t>(train.data(), train.data() + 24));
+  const auto train_ids = train.ids();
+  EXPECT_EQ(cal.copy_segments[0], std::vector<int64_t>(train_ids.begin(), train_ids.begin() + 24));
   auto windows = cal.copy_segments;
   windows.insert(windows.end(), cal.lm_windows.begin(), cal.lm_windows.end());
   for (const auto& seg : windows) {

@@ -40,7 +40,7 @@ std::vector<int64_t> lm_ids(const EvalArgs& a, const std::string& dir) {
   if (!a.data.empty()) {
     MIMIC_CHECK(!a.text && !a.file, "give --data (a corpus split) or --text/--file, not both");
     auto cache = data::corpus_token_cache(a.data, data::split_from_name(a.split), *tok);
-    return {cache.data(), cache.data() + cache.size()};
+    return cache.ids();
   }
   MIMIC_CHECK(a.text || a.file, "eval: give the text to score: --data (a corpus split, or your own text file or folder), --file or --text");
   return tok->encode(read_text_input(a.text, a.file), /*add_special_tokens=*/false);

@@ -105,7 +105,7 @@ ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, 
   MIMIC_CHECK(data::is_lm_corpus(o.data) || data::is_text_data(o.data), "--probe-data ", o.data, ": neither a corpus (",
               data::lm_corpus_choices(), ") nor a text file or folder");
   auto cache = data::corpus_token_cache(o.data, data::Split::Train, tok);
-  ids.assign(cache.data(), cache.data() + cache.size());
+  ids = cache.ids();
   cal.source = "the train split of " + o.data;
   MIMIC_CHECK(static_cast<int64_t>(ids.size()) >= o.segments * o.segment_len, "--probe-data ", o.data, " has ", ids.size(),
               " tokens: too few for --probe-segments ", o.segments, " of --probe-segment-len ", o.segment_len);

@@ -19,12 +19,16 @@ void CopyCurriculum::validate() const {
 }
 
 std::vector<int64_t> most_frequent_tokens(const TokenCache& cache, int64_t n) {
-  std::vector<int64_t> count(65536, 0);  // ids are uint16
-  const uint16_t* d = cache.data();
-  for (int64_t i = 0; i < cache.size(); ++i) ++count[d[i]];
-  if (cache.info().separator >= 0 && cache.info().separator < 65536) count[static_cast<size_t>(cache.info().separator)] = 0;
+  const int64_t vocab = cache.info().vocab_size;
+  std::vector<int64_t> count(static_cast<size_t>(vocab), 0);
+  for (int64_t i = 0; i < cache.size(); ++i) {
+    const int64_t id = cache[i];
+    MIMIC_CHECK(id < vocab, "token cache holds id ", id, " outside its vocabulary of ", vocab, " (delete it to rebuild)");
+    ++count[static_cast<size_t>(id)];
+  }
+  if (cache.info().separator >= 0 && cache.info().separator < vocab) count[static_cast<size_t>(cache.info().separator)] = 0;
   std::vector<int64_t> ids;
-  for (int64_t id = 0; id < 65536; ++id)
+  for (int64_t id = 0; id < vocab; ++id)
     if (count[static_cast<size_t>(id)] > 0) ids.push_back(id);
   std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) { return count[static_cast<size_t>(a)] > count[static_cast<size_t>(b)]; });
   if (static_cast<int64_t>(ids.size()) > n) ids.resize(static_cast<size_t>(n));

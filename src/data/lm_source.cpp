@@ -55,7 +55,7 @@ class CorpusSource : public LmSource {
     for (const auto* c : {&train_, &val_}) {
       const uint64_t n = static_cast<uint64_t>(c->size());
       h.bytes(&n, sizeof n);
-      h.bytes(c->data(), static_cast<size_t>(c->size()) * sizeof(uint16_t));
+      h.bytes(c->raw(), c->raw_bytes());
     }
     return h.hex();
   }

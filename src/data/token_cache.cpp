@@ -29,28 +29,34 @@ struct TokenCache::Mapping {
 };
 
 TokenCacheInfo write_token_cache(const std::string& path, const text::Tokenizer& tok, const std::vector<Document>& docs) {
-  MIMIC_CHECK(tok.vocab_size() <= 65536, "token caches store uint16 ids; vocabulary of ", tok.vocab_size(), " is too large");
+  MIMIC_CHECK(tok.vocab_size() <= (int64_t{1} << 32), "token caches store at most 32-bit ids; vocabulary of ", tok.vocab_size(), " is too large");
+  const bool wide = tok.vocab_size() > 65536;
   TokenCacheInfo info;
-  info.tokenizer = tok.kind();
+  info.tokenizer = tok.identity();
   info.vocab_size = tok.vocab_size();
   info.separator = tok.eos_id() >= 0 ? tok.eos_id() : tok.sep_id();
   MIMIC_CHECK(info.separator >= 0, "tokenizer ", tok.kind(), " has no document separator");
-  std::vector<uint16_t> ids;
+  std::vector<uint32_t> ids;
   std::vector<int64_t> offsets;
   nlohmann::json doc_ids = nlohmann::json::array();
   for (const auto& d : docs) {
     offsets.push_back(static_cast<int64_t>(ids.size()));
-    for (auto id : tok.encode(d.text, /*add_special_tokens=*/false)) ids.push_back(static_cast<uint16_t>(id));
-    ids.push_back(static_cast<uint16_t>(info.separator));
+    for (auto id : tok.encode(d.text, /*add_special_tokens=*/false)) ids.push_back(static_cast<uint32_t>(id));
+    ids.push_back(static_cast<uint32_t>(info.separator));
     doc_ids.push_back(d.id);
   }
   offsets.push_back(static_cast<int64_t>(ids.size()));
   info.documents = static_cast<int64_t>(docs.size());
   info.tokens = static_cast<int64_t>(ids.size());
   io::write_file_atomically(path, [&](std::ostream& os) {
-    os.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * sizeof(uint16_t)));
+    if (wide) {
+      os.write(reinterpret_cast<const char*>(ids.data()), static_cast<std::streamsize>(ids.size() * sizeof(uint32_t)));
+      return;
+    }
+    const std::vector<uint16_t> narrow(ids.begin(), ids.end());
+    os.write(reinterpret_cast<const char*>(narrow.data()), static_cast<std::streamsize>(narrow.size() * sizeof(uint16_t)));
   });
-  nlohmann::json meta = {{"format", "mimic-token-cache-1"}, {"dtype", "uint16"},        {"tokenizer", info.tokenizer},
+  nlohmann::json meta = {{"format", "mimic-token-cache-1"}, {"dtype", wide ? "uint32" : "uint16"}, {"tokenizer", info.tokenizer},
                          {"vocab_size", info.vocab_size},   {"separator", info.separator}, {"documents", info.documents},
                          {"tokens", info.tokens},           {"document_ids", doc_ids},   {"document_offsets", offsets}};
   io::write_text_atomically(path + ".json", meta.dump(1));
@@ -62,6 +68,10 @@ TokenCache TokenCache::open(const std::string& path) {
   const std::string index = path + ".json";
   const auto meta = json_parse(io::read_text_file(index), index);
   c.info_.tokenizer = json_string(meta, "tokenizer", index);
+  const std::string dtype = json_string_or(meta, "dtype", index, "uint16");
+  MIMIC_CHECK(dtype == "uint16" || dtype == "uint32", index, ": dtype must be uint16 or uint32, got '", dtype, "'");
+  c.wide_ = dtype == "uint32";
+  const size_t width = c.wide_ ? 4 : 2;
   c.info_.vocab_size = json_int(meta, "vocab_size", index);
   c.info_.separator = json_int(meta, "separator", index, 0);
   c.info_.documents = json_int(meta, "documents", index, 0);
@@ -76,7 +86,7 @@ TokenCache TokenCache::open(const std::string& path) {
   struct stat st {};
   fstat(fd, &st);
   size_t bytes = static_cast<size_t>(st.st_size);
-  if (bytes != static_cast<size_t>(c.info_.tokens) * 2) {
+  if (bytes != static_cast<size_t>(c.info_.tokens) * width) {
     ::close(fd);
     fail("token cache ", path, " has ", bytes, " bytes, its index says ", c.info_.tokens, " tokens (delete it to rebuild)");
   }
@@ -87,14 +97,14 @@ TokenCache TokenCache::open(const std::string& path) {
   }
   ::close(fd);
   MIMIC_CHECK(c.map_->addr != MAP_FAILED, "mmap of ", path, " failed");
-  c.data_ = static_cast<const uint16_t*>(c.map_->addr);
+  c.data_ = c.map_->addr;
   MIMIC_CHECK(static_cast<int64_t>(c.offsets_.size()) == c.info_.documents + 1 && c.offsets_.back() == c.info_.tokens,
               "token cache ", path, ": document offsets inconsistent");
   return c;
 }
 
 TokenCache corpus_token_cache(const std::string& corpus, Split split, const text::Tokenizer& tok) {
-  std::string dir = cache_dir() + "/data/" + tok.kind();
+  std::string dir = cache_dir() + "/data/" + tok.identity();
   std::vector<Document> docs;
   std::string path;
   if (is_text_data(corpus)) {

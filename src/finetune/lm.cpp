@@ -83,8 +83,7 @@ LmResult finetune_lm(const LmOptions& o) {
   train::promote_best(t.out_dir);
   std::vector<int64_t> test_ids;
   if (o.test) {
-    auto test_cache = data::corpus_token_cache(o.corpus, data::Split::Test, *tok);
-    test_ids.assign(test_cache.data(), test_cache.data() + test_cache.size());
+    test_ids = data::corpus_token_cache(o.corpus, data::Split::Test, *tok).ids();
   }
   auto score = [&](models::Model& m) {
     torch::NoGradGuard no_grad;

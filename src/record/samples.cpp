@@ -58,8 +58,8 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t s
     // `eval --data FILE --split test` scores.
     auto cache = std::make_shared<data::TokenCache>(data::corpus_token_cache(o.data, data::split_from_name(o.split), *tok));
     s.size = cache->size();
-    const uint16_t* p = cache->data();
-    s.at = [p](int64_t i) { return static_cast<int64_t>(p[i]); };
+    const data::TokenCache* c = cache.get();
+    s.at = [c](int64_t i) { return (*c)[i]; };
     s.keep = cache;
     *data_id = data::is_lm_corpus(o.data) ? o.data : fs::absolute(o.data).lexically_normal().string();
   } else {

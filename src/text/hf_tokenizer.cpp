@@ -484,7 +484,8 @@ HfTokenizer::~HfTokenizer() = default;
 HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path) : p_(std::make_unique<Pipeline>()) {
   Pipeline& p = *p_;
   p.path = path;
-  const json j = json_parse(io::read_text_file(path), path);
+  const std::string file_text = io::read_text_file(path);
+  const json j = json_parse(file_text, path);
   MIMIC_CHECK(j.is_object(), path, ": tokenizer.json must be a JSON object");
   const json& model = json_key(j, "model", path);
   const std::string mw = path + ": model";
@@ -611,6 +612,14 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path
   eos_ = special("eos_token");
   bos_ = special("bos_token");
   pad_ = special("pad_token");
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64 over the file and the special ids
+  for (unsigned char c : file_text + "|" + std::to_string(eos_) + "|" + std::to_string(bos_) + "|" + std::to_string(pad_)) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  digest_ = hex;
 }
 
 void HfTokenizer::encode_piece(const std::string& piece, std::vector<int64_t>& out) const {
@@ -698,7 +707,12 @@ std::vector<int64_t> HfTokenizer::encode(const std::string& text, bool add_speci
 std::string HfTokenizer::decode(const std::vector<int64_t>& ids) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
-  for (auto id : ids) tokens.push_back(id_to_token(id));
+  for (auto id : ids) {
+    // A model's vocabulary is often padded past its tokenizer's (Qwen2.5: 151,936 rows, 151,665 tokens); an id
+    // without a token decodes to nothing, as in HF, rather than stopping a generation.
+    MIMIC_CHECK(id >= 0, "token id ", id, " is negative");
+    if (id < vocab_size() && !spelling_[id].empty()) tokens.push_back(spelling_[id]);
+  }
   if (p_->decode) tokens = p_->decode(std::move(tokens));
   std::string out;
   for (const auto& t : tokens) out += t;

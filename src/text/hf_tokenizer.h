@@ -34,11 +34,14 @@ class HfTokenizer : public Tokenizer {
   ~HfTokenizer() override;
 
   std::string kind() const override { return byte_level_ ? "hf-byte-bpe" : "hf-bpe"; }
+  // kind-<digest of tokenizer.json and the special tokens>: Llama 3's and Qwen's never share a token cache
+  std::string identity() const override { return kind() + "-" + digest_; }
   int64_t vocab_size() const override { return static_cast<int64_t>(spelling_.size()); }
   // The ids of `text`: added tokens in the text become their ids (as HF encodes them, special or not);
   // with add_special_tokens the post-processor adds its tokens (e.g. Llama's <s> / <|begin_of_text|>).
   std::vector<int64_t> encode(const std::string& text, bool add_special_tokens = true) const override;
-  // The decoder's bytes (an id of a special token gives its text).
+  // The decoder's bytes (an id of a special token gives its text; an id past the tokenizer's vocabulary, which a
+  // model's padded embedding may produce, gives nothing, as in HF).
   std::string decode(const std::vector<int64_t>& ids) const override;
   std::string id_to_token(int64_t id) const override;
   int64_t token_to_id(const std::string& token) const override;
@@ -58,6 +61,7 @@ class HfTokenizer : public Tokenizer {
   std::unique_ptr<Pipeline> p_;
   bool byte_level_ = false;
   std::vector<std::string> spelling_;  // id → spelling in the file ("" for an unused id)
+  std::string digest_;
   int64_t eos_ = -1, bos_ = -1, pad_ = -1, cls_ = -1, sep_ = -1, unk_ = -1;
 };
 

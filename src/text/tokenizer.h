@@ -11,6 +11,9 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   virtual std::string kind() const = 0;  // "gpt2-bpe" | "bert-wordpiece" | "hf-byte-bpe" | "hf-bpe"
+  // What names this tokenizer's output among others of its kind (token caches are kept per identity):
+  // the kind, plus what distinguishes instances (BERT's casing, a tokenizer.json's content digest).
+  virtual std::string identity() const { return kind(); }
   virtual int64_t vocab_size() const = 0;
   // Token ids of `text` (UTF-8). GPT-2: plain BPE, no special tokens added. BERT: [CLS] … [SEP] added
   // when add_special_tokens is true (the default, like the original).

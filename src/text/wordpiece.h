@@ -28,6 +28,7 @@ class WordPiece : public Tokenizer {
   explicit WordPiece(const std::string& vocab_txt_path, bool do_lower_case = true);
 
   std::string kind() const override { return "bert-wordpiece"; }
+  std::string identity() const override { return lower_ ? kind() : kind() + "-cased"; }
   int64_t vocab_size() const override { return static_cast<int64_t>(id_to_token_.size()); }
   // [CLS] tokens [SEP] when add_special_tokens, like BertTokenizer.encode.
   std::vector<int64_t> encode(const std::string& text, bool add_special_tokens = true) const override;
