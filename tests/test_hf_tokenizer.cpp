@@ -268,6 +268,12 @@ TEST(HfPattern, UnsupportedConstructsAreRefusedNamingThem) {
   EXPECT_MIMIC_ERROR(text::Pattern("[a-"), "unterminated character class");
   EXPECT_MIMIC_ERROR(text::Pattern("a{3,1}"), "is empty");
   EXPECT_MIMIC_ERROR(text::Pattern("*a"), "a quantifier with nothing before it");
+  EXPECT_MIMIC_ERROR(text::Pattern(std::string(100, '(') + std::string(100, ')')), "groups nested deeper than 64");
+  // hostile patterns stop with an error, not a hang or a stack overflow
+  EXPECT_MIMIC_ERROR(matches("(?:a|a)*b", std::string(40, 'a')), "backtracks too much");
+  std::string abs;
+  for (int i = 0; i < 6000; ++i) abs += "ab";
+  EXPECT_MIMIC_ERROR(matches("(?:ab)+", abs), "repeats a group more than 5000 times");
 }
 
 // ------------------------------------------------------------------------------------------ components

@@ -117,6 +117,32 @@ def main():
     put("gpt2_bpe", "byte-level", json.dumps(vocab, ensure_ascii=False).encode() + SEP + text.encode())
     put("gpt2_bpe", "crlf-no-version", json.dumps(vocab, ensure_ascii=False).encode() + SEP + text[14:].replace("\n", "\r\n").encode())
 
+    # ---- HF tokenizer.json, separator, a text: byte-level BPE with Llama 3's split regex, and SentencePiece-style BPE
+    hf_merges = [" ".join(m) for m in merges]
+    added = [{"id": len(vocab), "content": "<|x|>", "special": True, "lstrip": False, "rstrip": True}]
+    byte_level = {"model": {"type": "BPE", "vocab": vocab, "merges": hf_merges, "ignore_merges": True},
+                  "normalizer": {"type": "NFC"},
+                  "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+                      {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+                       "behavior": "Isolated", "invert": False},
+                      {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]},
+                  "added_tokens": added,
+                  "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|x|>"}}, {"Sequence": {"id": "A"}}],
+                                     "special_tokens": {"<|x|>": {"id": "<|x|>", "ids": [len(vocab)]}}},
+                  "decoder": {"type": "ByteLevel"}}
+    put("hf_tokenizer", "byte-level", json.dumps(byte_level, ensure_ascii=False).encode() + SEP + "It's 12345 the world <|x|> ok".encode())
+    spm_vocab = {"<unk>": 0, "<s>": 1, "\u2581": 2, "a": 3, "b": 4, "\u2581a": 5}
+    for b in range(256):
+        spm_vocab["<0x%02X>" % b] = 6 + b
+    spm = {"model": {"type": "BPE", "vocab": spm_vocab, "merges": [["\u2581", "a"]], "byte_fallback": True, "unk_token": "<unk>", "fuse_unk": True},
+           "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                              {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+           "pre_tokenizer": {"type": "Digits", "individual_digits": True},
+           "added_tokens": [{"id": 1, "content": "<s>", "special": True}],
+           "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"},
+                                                        {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}}
+    put("hf_tokenizer", "sentencepiece", json.dumps(spm, ensure_ascii=False).encode() + SEP + "a b<s>ab 42 \u00e9".encode())
+
     # ---- BERT tokenizer: vocab.txt, separator, tokenizer_config.json
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "world", "hello", "un", "##aff", "##able", "caf", "##e", ",", "!",
              "'", "s", "it", "2024", "20", "##24", "中", "文", "a", "##b"]

@@ -1,5 +1,6 @@
 #include "mimic/text/pattern.h"
 
+#include <algorithm>
 #include <cctype>
 #include <functional>
 #include <vector>
@@ -202,6 +203,7 @@ class Parser {
   }
 
   Node group(bool icase) {
+    MIMIC_CHECK(++depth_ <= kMaxNesting, where(), "groups nested deeper than ", kMaxNesting);
     Node inner;
     if (eat(U"?:")) {
       inner = alternation(icase);
@@ -219,6 +221,7 @@ class Parser {
       inner = alternation(icase);  // a capture: what it captured does not matter for splitting
     }
     MIMIC_CHECK(eat(U')'), where(), "missing ')'");
+    --depth_;
     return inner;
   }
 
@@ -313,19 +316,31 @@ class Parser {
     return n;
   }
 
+  static constexpr int kMaxNesting = 64;  // the parser recurses per group: a hostile pattern must not exhaust the stack
   std::string regex_;
   std::u32string p_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
+
+// Bounds on one match, so that a hostile pattern stops with an error instead of running for hours or
+// exhausting the stack. The patterns tokenizers ship stay far below both: they repeat single characters
+// (counted without recursion), and their backtracking is linear in a piece.
+constexpr uint64_t kBaseSteps = 10'000'000;  // node visits per find, plus kStepsPerChar per character left
+constexpr uint64_t kStepsPerChar = 100;
+constexpr int kMaxGroupRepeats = 5000;       // iterations of a repeated group (each recurses)
 
 // Backtracking: each node matches at i and calls the continuation with every end it can reach, in
 // preference order, until the continuation accepts.
 class Matcher {
  public:
-  explicit Matcher(const std::u32string& s) : s_(s) {}
+  Matcher(const std::u32string& s, size_t from, const std::string& regex)
+      : s_(s), regex_(regex), max_steps_(kBaseSteps + kStepsPerChar * (s.size() - std::min(from, s.size()))) {}
   using Cont = std::function<bool(size_t)>;
 
   bool match(const Node& n, size_t i, const Cont& k) const {
+    MIMIC_CHECK(++steps_ <= max_steps_, "pattern '", regex_, "' backtracks too much on a text of ", s_.size(),
+                " characters (over ", max_steps_, " steps)");
     switch (n.kind) {
       case Node::Set: return i < s_.size() && n.matches(s_[i]) && k(i + 1);
       case Node::Seq: return seq(n, 0, i, k);
@@ -363,6 +378,8 @@ class Matcher {
     return false;
   }
   bool repeat(const Node& n, int count, size_t i, const Cont& k) const {
+    MIMIC_CHECK(count <= kMaxGroupRepeats, "pattern '", regex_, "' repeats a group more than ", kMaxGroupRepeats,
+                " times in one match");
     const bool may_stop = count >= n.min, may_go = n.max < 0 || count < n.max;
     // An iteration that matched nothing ends the loop (else it would repeat forever).
     auto again = [&](size_t j) { return (j != i || count < n.min) && repeat(n, count + 1, j, k); };
@@ -372,16 +389,19 @@ class Matcher {
   }
 
   const std::u32string& s_;
+  const std::string& regex_;
+  const uint64_t max_steps_;
+  mutable uint64_t steps_ = 0;
 };
 }  // namespace
 
-Pattern::Pattern(const std::string& regex) : root_(std::make_unique<Node>(Parser(regex).parse())) {}
+Pattern::Pattern(const std::string& regex) : regex_(regex), root_(std::make_unique<Node>(Parser(regex).parse())) {}
 Pattern::~Pattern() = default;
 Pattern::Pattern(Pattern&&) noexcept = default;
 Pattern& Pattern::operator=(Pattern&&) noexcept = default;
 
 bool Pattern::find(const std::u32string& s, size_t from, size_t& begin, size_t& end) const {
-  const Matcher m(s);
+  const Matcher m(s, from, regex_);
   for (size_t i = from; i <= s.size(); ++i) {
     size_t e = 0;
     if (m.match(*root_, i, [&](size_t j) { return e = j, true; })) {

@@ -9,8 +9,11 @@
 // Nd, P, ...), groups ( ) (?: ) and (?i: ) (case-insensitive: ASCII and one-character lower-casing),
 // look-ahead (?= ) (?! ), quantifiers ? * + {n} {n,} {n,m} and their lazy forms. Anything else (anchors,
 // back-references, look-behind, possessive quantifiers, inline flags) is refused by the constructor with
-// a mimic::Error naming it — a tokenizer that needs it is not loaded rather than split differently.
+// a mimic::Error naming it — a tokenizer that needs it is not loaded rather than split differently. A
+// search that backtracks past 10⁷ + 100 steps per character left, or a match that repeats a group over
+// 5,000 times, stops with an error too.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -31,6 +34,7 @@ class Pattern {
   struct Node;
 
  private:
+  std::string regex_;
   std::unique_ptr<Node> root_;
 };
 
