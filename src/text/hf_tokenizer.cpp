@@ -176,8 +176,31 @@ std::string type_of(const json& j, const std::string& where) {
 }
 }  // namespace
 
+namespace {
+// The byte each character of a byte-level vocabulary stands for (GPT-2's bytes_to_unicode, inverted).
+std::unordered_map<char32_t, char> byte_of_char() {
+  std::unordered_map<char32_t, char> u2b;
+  const auto b2u = Gpt2Bpe::byte_alphabet();
+  for (int b = 0; b < 256; ++b) u2b[b2u[b]] = static_cast<char>(b);
+  return u2b;
+}
+
+// The bytes a byte-level spelling stands for; a spelling with a character outside the alphabet (an added token)
+// stands for its own UTF-8 text, as in HF.
+std::string spelling_bytes(const std::string& spelling, const std::unordered_map<char32_t, char>& u2b) {
+  std::string bytes;
+  for (char32_t c : u::to_u32(spelling)) {
+    auto it = u2b.find(c);
+    if (it == u2b.end()) return spelling;
+    bytes.push_back(it->second);
+  }
+  return bytes;
+}
+}  // namespace
+
 struct HfTokenizer::Pipeline {
   std::string path;
+  const std::unordered_map<char32_t, char> u2b = byte_of_char();
   using Normalize = std::function<std::string(const std::string&)>;
   // pieces, and whether this is the text's first segment (Metaspace's prepend_scheme "first")
   using PreTokenize = std::function<std::vector<std::string>(std::vector<std::string>, bool)>;
@@ -351,19 +374,8 @@ HfTokenizer::Pipeline::Decode HfTokenizer::Pipeline::decoder(const json& n) {
     };
   };
   if (type == "ByteLevel") {
-    std::unordered_map<char32_t, char> u2b;
-    const auto b2u = Gpt2Bpe::byte_alphabet();
-    for (int b = 0; b < 256; ++b) u2b[b2u[b]] = static_cast<char>(b);
-    // A token spelled outside the byte alphabet (an added token) stands for its own text, as in HF.
-    return each([u2b](const std::string& t, size_t) {
-      std::string bytes;
-      for (char32_t c : u::to_u32(t)) {
-        auto it = u2b.find(c);
-        if (it == u2b.end()) return t;
-        bytes.push_back(it->second);
-      }
-      return bytes;
-    });
+    const auto* map = &u2b;  // the pipeline outlives its decoder
+    return each([map](const std::string& t, size_t) { return spelling_bytes(t, *map); });
   }
   if (type == "Metaspace") {
     const std::string rep = json_string(n, "replacement", w);
@@ -504,18 +516,8 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path
   // ---- vocabulary: the model's, then the added tokens (which may repeat a model token with its id)
   const json& vocab = json_key(model, "vocab", mw);
   MIMIC_CHECK(vocab.is_object() && !vocab.empty(), mw, ".vocab must be a non-empty object token → id");
-  std::unordered_map<char32_t, uint8_t> u2b;
-  const auto b2u = Gpt2Bpe::byte_alphabet();
-  for (int b = 0; b < 256; ++b) u2b[b2u[b]] = static_cast<uint8_t>(b);
   auto key_of = [&](const std::string& spelling) {  // byte-level: the bytes a spelling stands for
-    if (!byte_level_) return spelling;
-    std::string bytes;
-    for (char32_t c : u::to_u32(spelling)) {
-      auto it = u2b.find(c);
-      if (it == u2b.end()) return spelling;
-      bytes.push_back(static_cast<char>(it->second));
-    }
-    return bytes;
+    return byte_level_ ? spelling_bytes(spelling, p.u2b) : spelling;
   };
   auto place = [&](const std::string& spelling, int64_t id, const std::string& where) {
     MIMIC_CHECK(id >= 0 && id < kMaxId, where, ": token '", spelling, "' has id ", id, " outside 0..", kMaxId - 1);
@@ -728,19 +730,8 @@ std::string HfTokenizer::id_to_token(int64_t id) const {
 int64_t HfTokenizer::token_to_id(const std::string& token) const {
   auto a = p_->added_ids.find(token);
   if (a != p_->added_ids.end()) return a->second;
-  std::string key = token;
-  if (byte_level_) {  // the model's vocabulary is keyed by bytes
-    static const auto b2u = Gpt2Bpe::byte_alphabet();
-    std::unordered_map<char32_t, char> u2b;
-    for (int b = 0; b < 256; ++b) u2b[b2u[b]] = static_cast<char>(b);
-    key.clear();
-    for (char32_t c : u::to_u32(token)) {
-      auto it = u2b.find(c);
-      if (it == u2b.end()) return -1;
-      key.push_back(it->second);
-    }
-  }
-  auto it = p_->vocab.find(key);
+  // the model's vocabulary is keyed by bytes when byte-level (a spelling outside the alphabet stands for itself)
+  auto it = p_->vocab.find(byte_level_ ? spelling_bytes(token, p_->u2b) : token);
   return it == p_->vocab.end() ? -1 : it->second;
 }
 

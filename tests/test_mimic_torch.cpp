@@ -1,0 +1,58 @@
+// python/mimic_torch.py, the plain-PyTorch loader of converted directories (issue 36 item 6), against mimic's own
+// forward: gpt2-mini converted with linear attention (hedgehog maps with SLA gates, taylor2) around kept softmax heads
+// (the mixed kind) and with LoLCATs' hybrid, each read back by the script from the directory alone. The Llama family's
+// side (rotary embeddings, grouped-query attention) is LlamaFamily.AFolderWithTokenizerJsonRunsEveryStageOnProse's.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using mimic::test::TempDir;
+
+namespace {
+// Runs `mimic forward` on `dir` and the script's --check on its output; returns the script's JSON line.
+nlohmann::json torch_check(const TempDir& tmp, const std::string& dir, const std::string& text) {
+  const std::string out = dir + ".forward.safetensors";
+  auto f = mimic::test::mimic_cli("forward --model " + dir + " --text '" + text + "' --out " + out + " --threads 1");
+  EXPECT_EQ(f.code, 0) << f.err;
+  mimic::test::write_bytes(tmp.file("run.sh"), "/usr/bin/python3 " + std::string(MIMIC_SOURCE_DIR) + "/python/mimic_torch.py " + dir +
+                                                   " --check " + out + " >" + tmp.file("py.out") + " 2>&1");
+  const int rc = std::system(("bash " + tmp.file("run.sh")).c_str());
+  const std::string printed = mimic::test::read_bytes(tmp.file("py.out"));
+  EXPECT_EQ(rc, 0) << printed;
+  return nlohmann::json::parse(printed.substr(0, printed.find('\n')), nullptr, false);
+}
+}  // namespace
+
+TEST(EmbeddedModels, ThePyTorchLoaderComputesConvertedModelsAsMimicDoes) {
+  TempDir dir;
+  auto run = [&](const std::string& args) {
+    auto r = mimic::test::mimic_cli(args + " --threads 1");
+    ASSERT_EQ(r.code, 0) << args << "\n" << r.err;
+  };
+  run("record --model gpt2-mini --data sotu --split train --samples 4 --seq-len 64 --out " + dir.file("r.h5"));
+  run("distill --record " + dir.file("r.h5") + " --feature-map hedgehog --sla --epochs 1 --out " + dir.file("hh.safetensors"));
+  run("convert --model gpt2-mini --maps " + dir.file("hh.safetensors") + " --keep-softmax 2.4,3.1,3.3 --out " + dir.file("mixed"));
+  run("distill --record " + dir.file("r.h5") + " --attention hybrid:window=8 --epochs 1 --out " + dir.file("hy.safetensors"));
+  run("convert --model gpt2-mini --maps " + dir.file("hy.safetensors") + " --out " + dir.file("hybrid"));
+  run("distill --record " + dir.file("r.h5") + " --feature-map taylor2 --epochs 1 --layers 0-2 --out " + dir.file("t2.safetensors"));
+  run("convert --model gpt2-mini --maps " + dir.file("t2.safetensors") + " --out " + dir.file("taylor"));
+  const std::string text = "It is a truth universally acknowledged that the Congress of the United States shall assemble at least once "
+                           "in every year, and the Congress of the United States shall";
+  for (const auto& [name, kinds] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"mixed", {"linear", "mixed"}}, {"hybrid", {"hybrid"}}, {"taylor", {"linear", "softmax"}}}) {
+    const auto j = torch_check(dir, dir.file(name), text);
+    ASSERT_TRUE(j.is_object()) << name;
+    EXPECT_EQ(j["kinds"], kinds) << name;
+    EXPECT_LT(j["max_relative_error"].get<double>(), 1e-4) << name;  // float32 mimic against the script's float64
+    EXPECT_GE(j["tokens"].get<int>(), 30) << name;  // past the hybrid window of 8: its linear part counts
+  }
+  // what the script cannot compute it refuses by name
+  mimic::test::write_bytes(dir.file("bad.sh"), "cd " + dir.file("mixed") + " && sed -i 's/\"kind\": \"linear\"/\"kind\": \"delta\"/' mimic.json && "
+                                                 "/usr/bin/python3 " + std::string(MIMIC_SOURCE_DIR) + "/python/mimic_torch.py " + dir.file("mixed") +
+                                                 " --ids 1,2,3 >" + dir.file("bad.out") + " 2>&1");
+  EXPECT_NE(std::system(("bash " + dir.file("bad.sh")).c_str()), 0);
+  EXPECT_NE(mimic::test::read_bytes(dir.file("bad.out")).find("attention kind 'delta' (layer 0) is not supported by mimic_torch.py"),
+            std::string::npos) << mimic::test::read_bytes(dir.file("bad.out"));
+}
