@@ -44,7 +44,8 @@ std::vector<std::string> matches(const std::string& regex, const std::string& s)
   const auto cps = text::unicode::to_u32(s);
   std::vector<std::string> out;
   size_t b, e;
-  for (size_t from = 0; from <= cps.size() && p.find(cps, from, b, e); from = e > b ? e : b + 1)
+  uint64_t budget = text::Pattern::budget_for(cps.size());
+  for (size_t from = 0; from <= cps.size() && p.find(cps, from, b, e, budget); from = e > b ? e : b + 1)
     out.push_back(text::unicode::to_utf8(cps.substr(b, e - b)));
   return out;
 }
@@ -273,7 +274,11 @@ TEST(HfPattern, UnsupportedConstructsAreRefusedNamingThem) {
   EXPECT_MIMIC_ERROR(matches("(?:a|a)*b", std::string(40, 'a')), "backtracks too much");
   std::string abs;
   for (int i = 0; i < 6000; ++i) abs += "ab";
-  EXPECT_MIMIC_ERROR(matches("(?:ab)+", abs), "repeats a group more than 5000 times");
+  EXPECT_MIMIC_ERROR(matches("(?:ab)+", abs), "nests its match deeper than 5000");
+  EXPECT_MIMIC_ERROR(matches(std::string(1001, 'a'), "a"), "pattern of 1001 characters (at most 1000)");
+  EXPECT_MIMIC_ERROR(text::Pattern("\\x{110000}"), "code point past U+10FFFF");
+  // many cheap searches share one budget: [a-z]*X|a on a run of a's is quadratic without it
+  EXPECT_MIMIC_ERROR(matches("[a-z]*X|a", std::string(200000, 'a')), "backtracks too much");
 }
 
 // ------------------------------------------------------------------------------------------ components
@@ -347,7 +352,7 @@ TEST(HfTokenizerLoading, AFolderWithOnlyTokenizerJsonLoadsAndBadFilesAreRefused)
   refused(j, "decoder 'CTC' is not supported");
   j = small_spm();
   j["model"]["merges"] = {"a c"};
-  refused(j, "merges[0]: 'c' is not in the vocabulary");
+  refused(j, "merges[0]: \"c\" is not in the vocabulary");
   j = small_spm();
   j["model"]["merges"] = {"abc"};
   refused(j, "merges[0]: expected two tokens separated by one space");
@@ -359,16 +364,43 @@ TEST(HfTokenizerLoading, AFolderWithOnlyTokenizerJsonLoadsAndBadFilesAreRefused)
   refused(j, "id 3 is both");
   j = small_spm();
   j["model"]["vocab"]["x"] = int64_t{1} << 40;
-  refused(j, "has id 1099511627776 outside");
+  refused(j, "is 1099511627776, outside 0..2097151");
+  j = small_spm();
+  j["model"]["vocab"]["x"] = 2000000;
+  refused(j, "ids reach 2000000 but only 266 tokens are defined");
+  j = small_spm();
+  j["model"]["vocab"]["x\nmimic: error: forged"] = 3;
+  refused(j, "id 3 is both \"a\" and \"x\\nmimic: error: forged\"");  // one line, whatever the file holds
+  j = small_spm();
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array()}};
+  for (int d = 0; d < 40; ++d) j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {j["normalizer"]}}};
+  refused(j, "normalizer: Sequence nested deeper than 16");
+  j = small_spm();
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", ""}};
+  refused(j, "Metaspace's replacement must be one character");
+  j = small_spm();
+  j["post_processor"]["special_tokens"]["<s>"]["ids"] = {5000};
+  refused(j, "post_processor: id 5000 is not a token of the vocabulary");
+  j = small_spm();
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "^x"}}}, {"behavior", "Isolated"}};
+  refused(j, "tokenizer.json: pre_tokenizer: pattern \"^x\" at character 1: anchors");
   j = small_spm();
   j["model"]["dropout"] = 0.1;
   refused(j, "BPE dropout is a training-time option");
   j = small_spm();
   j["post_processor"]["single"][0]["SpecialToken"]["id"] = "<bos>";
   refused(j, "special token '<bos>' of the template is not in special_tokens");
+  {  // a dangling link is not an absent file: the folder's other tokenizer would be used without a word
+    TempDir link;
+    write_bytes(link.file("vocab.txt"), "[PAD]\n[UNK]\n[CLS]\n[SEP]\n");
+    std::filesystem::create_symlink(link.file("blobs/missing"), link.file("tokenizer.json"));
+    EXPECT_MIMIC_ERROR(text::load_tokenizer(link.path().string()), "tokenizer.json is a link to nothing");
+  }
   write_bytes(dir.file("tokenizer.json"), "{\"model\": ");
   EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "malformed JSON");
   write_bytes(dir.file("tokenizer.json"), small_spm().dump());
   write_bytes(dir.file("tokenizer_config.json"), "{\"eos_token\": \"</s>\"}");
-  EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "eos_token '</s>' is not a token of");
+  EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "eos_token \"</s>\" is not a token of");
+  write_bytes(dir.file("tokenizer_config.json"), "{\"eos_token\": 5}");
+  EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "eos_token must be a token (a string, or an object with a string \"content\"), got 5");
 }

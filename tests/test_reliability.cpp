@@ -851,6 +851,8 @@ TEST(Configs, AKeyGivenTwiceAndKeysPretrainSetsAreRefusedByName) {
   EXPECT_MIMIC_ERROR(mimic::json_parse(R"({"a": {"x": 1, "x": 2}})", "f.json"), "f.json: key 'x' is given twice");
   const auto nested = mimic::json_parse(R"({"x": 1, "a": {"x": 2, "b": [{"x": 3}, {"x": 4}]}, "c": {"x": 5}})", "f.json");
   EXPECT_EQ(nested["c"]["x"], 5);
+  EXPECT_MIMIC_ERROR(mimic::json_parse(R"({"b": [{"x": 1}, [{"y": 1, "y": 2}]]})", "f.json"), "f.json: key 'y' is given twice");
+  EXPECT_EQ(mimic::json_parse(R"([{"y": [1, {"z": null}]}, 2.5, "s", true])", "f.json"), nlohmann::json::parse(R"([{"y": [1, {"z": null}]}, 2.5, "s", true])"));
   TempDir dir;
   const std::string model = mimic::test::model_with_tokenizer("gpt2-prefixed");
   fs::copy(model, dir.file("m"), fs::copy_options::recursive);

@@ -20,7 +20,20 @@ namespace u = unicode;
 using json = nlohmann::json;
 
 namespace {
-constexpr int64_t kMaxId = int64_t{1} << 24;  // ids past this are a broken file, not a vocabulary to allocate
+constexpr int64_t kMaxId = int64_t{1} << 21;  // ids past this are a broken file, not a vocabulary to allocate (Gemma: 262,144)
+constexpr int kMaxNesting = 16;                // Sequence inside Sequence: real files nest one level
+constexpr size_t kMaxPrepend = 64;             // bytes a Prepend normalizer may add to each segment
+
+// A string of the file in a message: JSON-quoted, so that a newline or an escape sequence in it cannot forge lines.
+std::string quoted(const std::string& s) { return json(s).dump(-1, ' ', true, json::error_handler_t::replace); }
+
+// A token id from the file: an integer in [0, kMaxId), read without wrapping an unsigned 64-bit value.
+int64_t read_id(const json& v, const std::string& what) {
+  MIMIC_CHECK(v.is_number_integer(), what, " must be an integer, got ", v.dump());
+  const bool ok = v.is_number_unsigned() ? v.get<uint64_t>() < static_cast<uint64_t>(kMaxId) : (v.get<int64_t>() >= 0 && v.get<int64_t>() < kMaxId);
+  MIMIC_CHECK(ok, what, " is ", v.dump(), ", outside 0..", kMaxId - 1);
+  return v.get<int64_t>();
+}
 
 // The text of `s` as code points (kInvalid for a byte outside well-formed UTF-8), with the byte offset of
 // each code point (and of the end) to map matches back to bytes.
@@ -69,13 +82,17 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 // A Split/Replace "pattern": {"String": s} or {"Regex": r}. Returns the non-empty matches' byte spans.
 class Matcher {
  public:
-  Matcher(const json& pattern, const std::string& where) {
+  Matcher(const json& pattern, const std::string& where) : where_(where) {
     MIMIC_CHECK(pattern.is_object() && pattern.size() == 1, where, ": pattern must be {\"String\": ...} or {\"Regex\": ...}");
     if (pattern.contains("String")) {
       literal_ = json_string(pattern, "String", where);
       MIMIC_CHECK(!literal_.empty(), where, ": empty String pattern");
     } else {
-      regex_ = std::make_shared<Pattern>(json_string(pattern, "Regex", where));
+      try {
+        regex_ = std::make_shared<Pattern>(json_string(pattern, "Regex", where));
+      } catch (const Error& e) {
+        fail(where, ": ", e.what());
+      }
     }
   }
   std::vector<std::pair<size_t, size_t>> spans(const std::string& s) const {
@@ -87,14 +104,20 @@ class Matcher {
     }
     const Units us(s);
     size_t b, e;
-    for (size_t from = 0; from <= us.cps.size() && regex_->find(us.cps, from, b, e);) {
-      if (e > b) out.emplace_back(us.at[b], us.at[e]);
-      from = e > b ? e : b + 1;
+    uint64_t budget = Pattern::budget_for(us.cps.size());  // one for the whole text: many cheap searches add up too
+    try {
+      for (size_t from = 0; from <= us.cps.size() && regex_->find(us.cps, from, b, e, budget);) {
+        if (e > b) out.emplace_back(us.at[b], us.at[e]);
+        from = e > b ? e : b + 1;
+      }
+    } catch (const Error& x) {
+      fail(where_, ": ", x.what());
     }
     return out;
   }
 
  private:
+  std::string where_;
   std::string literal_;
   std::shared_ptr<Pattern> regex_;
 };
@@ -162,15 +185,17 @@ Behavior behavior_of(const std::string& name, const std::string& where) {
 }
 
 // A token named in tokenizer_config.json: a string, {"content": ...}, or null.
-std::string config_token(const json& cfg, const std::string& key) {
-  if (!cfg.is_object() || !cfg.contains(key)) return "";
+std::string config_token(const json& cfg, const std::string& key, const std::string& where) {
+  if (!cfg.is_object() || !cfg.contains(key) || cfg[key].is_null()) return "";
   const json& v = cfg[key];
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
-  return "";
+  MIMIC_CHECK(v.is_object() && v.contains("content") && v["content"].is_string(), where, ": ", key,
+              " must be a token (a string, or an object with a string \"content\"), got ", v.dump());
+  return v["content"].get<std::string>();
 }
 
-std::string type_of(const json& j, const std::string& where) {
+std::string type_of(const json& j, const std::string& where, int depth) {
+  MIMIC_CHECK(depth <= kMaxNesting, where, ": Sequence nested deeper than ", kMaxNesting);
   MIMIC_CHECK(j.is_object(), where, " must be an object");
   return json_string(j, "type", where);
 }
@@ -226,23 +251,26 @@ struct HfTokenizer::Pipeline {
     int64_t id;
     bool lstrip, rstrip, single_word;
   };
-  std::vector<Added> added;                   // longest first
-  std::vector<uint16_t> added_by_byte[256];  // indices into `added` by first byte, longest first
+  std::vector<Added> added;
+  // a byte trie of the added tokens: node → (byte → child), and the token ending at each node (-1: none)
+  std::vector<std::unordered_map<unsigned char, int32_t>> trie{1};
+  std::vector<int32_t> trie_token{-1};
   std::unordered_map<std::string, int64_t> added_ids;
   std::unordered_map<std::string, int64_t> special_ids;  // post-processor names → id
 
   std::string where(const std::string& part) const { return path + ": " + part; }
 
-  Normalize normalizer(const json& n);
-  PreTokenize pre_tokenizer(const json& n, bool& byte_level);
-  Decode decoder(const json& n);
-  PostProcess post_processor(const json& n, int64_t& cls, int64_t& sep);
+  Normalize normalizer(const json& n, int depth = 0);
+  PreTokenize pre_tokenizer(const json& n, bool& byte_level, int depth = 0);
+  Decode decoder(const json& n, int depth = 0);
+  PostProcess post_processor(const json& n, int64_t& cls, int64_t& sep, int depth = 0);
+  std::vector<int64_t> post_ids;  // every id the post-processor adds (checked against the vocabulary once read)
 };
 
-HfTokenizer::Pipeline::Normalize HfTokenizer::Pipeline::normalizer(const json& n) {
+HfTokenizer::Pipeline::Normalize HfTokenizer::Pipeline::normalizer(const json& n, int depth) {
   if (n.is_null()) return {};
   const std::string w = where("normalizer");
-  const std::string type = type_of(n, w);
+  const std::string type = type_of(n, w, depth);
   if (type == "NFC" || type == "NFD") {
     const bool compose = type == "NFC";
     return [compose](const std::string& s) {
@@ -261,6 +289,7 @@ HfTokenizer::Pipeline::Normalize HfTokenizer::Pipeline::normalizer(const json& n
   }
   if (type == "Prepend") {
     const std::string prefix = json_string(n, "prepend", w);
+    MIMIC_CHECK(prefix.size() <= kMaxPrepend, w, ": Prepend of ", prefix.size(), " bytes (at most ", kMaxPrepend, ")");
     return [prefix](const std::string& s) { return s.empty() ? s : prefix + s; };
   }
   if (type == "Replace") {
@@ -287,7 +316,7 @@ HfTokenizer::Pipeline::Normalize HfTokenizer::Pipeline::normalizer(const json& n
   if (type == "Sequence") {
     std::vector<Normalize> steps;
     for (const auto& step : json_key(n, "normalizers", w))
-      if (auto f = normalizer(step)) steps.push_back(f);
+      if (auto f = normalizer(step, depth + 1)) steps.push_back(f);
     return [steps](const std::string& s) {
       std::string out = s;
       for (const auto& f : steps) out = f(out);
@@ -297,10 +326,10 @@ HfTokenizer::Pipeline::Normalize HfTokenizer::Pipeline::normalizer(const json& n
   fail(w, ": normalizer '", type, "' is not supported (mimic reads NFC, NFD, Lowercase, Prepend, Replace, Strip, Sequence)");
 }
 
-HfTokenizer::Pipeline::PreTokenize HfTokenizer::Pipeline::pre_tokenizer(const json& n, bool& byte_level) {
+HfTokenizer::Pipeline::PreTokenize HfTokenizer::Pipeline::pre_tokenizer(const json& n, bool& byte_level, int depth) {
   if (n.is_null()) return {};
   const std::string w = where("pre_tokenizer");
-  const std::string type = type_of(n, w);
+  const std::string type = type_of(n, w, depth);
   auto each = [](std::function<std::vector<std::string>(const std::string&, bool)> f) -> PreTokenize {
     return [f](std::vector<std::string> pieces, bool first) {
       std::vector<std::string> out;
@@ -331,6 +360,7 @@ HfTokenizer::Pipeline::PreTokenize HfTokenizer::Pipeline::pre_tokenizer(const js
   }
   if (type == "Metaspace") {
     const std::string rep = json_string(n, "replacement", w);
+    MIMIC_CHECK(u::to_u32(rep).size() == 1, w, ": Metaspace's replacement must be one character, got ", quoted(rep));
     std::string scheme = json_string_or(n, "prepend_scheme", w, "");
     if (scheme.empty()) scheme = json_bool_or(n, "add_prefix_space", w, true) ? "always" : "never";
     MIMIC_CHECK(scheme == "always" || scheme == "first" || scheme == "never", w, ": unknown prepend_scheme '", scheme, "'");
@@ -353,7 +383,7 @@ HfTokenizer::Pipeline::PreTokenize HfTokenizer::Pipeline::pre_tokenizer(const js
   if (type == "Sequence") {
     std::vector<PreTokenize> steps;
     for (const auto& step : json_key(n, "pretokenizers", w))
-      if (auto f = pre_tokenizer(step, byte_level)) steps.push_back(f);
+      if (auto f = pre_tokenizer(step, byte_level, depth + 1)) steps.push_back(f);
     return [steps](std::vector<std::string> pieces, bool first) {
       for (const auto& f : steps) pieces = f(std::move(pieces), first);
       return pieces;
@@ -363,10 +393,10 @@ HfTokenizer::Pipeline::PreTokenize HfTokenizer::Pipeline::pre_tokenizer(const js
        "' is not supported (mimic reads Split, ByteLevel, Metaspace, Digits, Whitespace, WhitespaceSplit, Sequence)");
 }
 
-HfTokenizer::Pipeline::Decode HfTokenizer::Pipeline::decoder(const json& n) {
+HfTokenizer::Pipeline::Decode HfTokenizer::Pipeline::decoder(const json& n, int depth) {
   if (n.is_null()) return {};
   const std::string w = where("decoder");
-  const std::string type = type_of(n, w);
+  const std::string type = type_of(n, w, depth);
   auto each = [](std::function<std::string(const std::string&, size_t)> f) -> Decode {
     return [f](std::vector<std::string> tokens) {
       for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = f(tokens[i], i);
@@ -379,6 +409,7 @@ HfTokenizer::Pipeline::Decode HfTokenizer::Pipeline::decoder(const json& n) {
   }
   if (type == "Metaspace") {
     const std::string rep = json_string(n, "replacement", w);
+    MIMIC_CHECK(u::to_u32(rep).size() == 1, w, ": Metaspace's replacement must be one character, got ", quoted(rep));
     std::string scheme = json_string_or(n, "prepend_scheme", w, "");
     if (scheme.empty()) scheme = json_bool_or(n, "add_prefix_space", w, true) ? "always" : "never";
     const bool strip_first = scheme != "never";
@@ -426,7 +457,7 @@ HfTokenizer::Pipeline::Decode HfTokenizer::Pipeline::decoder(const json& n) {
   if (type == "Sequence") {
     std::vector<Decode> steps;
     for (const auto& step : json_key(n, "decoders", w))
-      if (auto f = decoder(step)) steps.push_back(f);
+      if (auto f = decoder(step, depth + 1)) steps.push_back(f);
     return [steps](std::vector<std::string> tokens) {
       for (const auto& f : steps) tokens = f(std::move(tokens));
       return tokens;
@@ -435,10 +466,10 @@ HfTokenizer::Pipeline::Decode HfTokenizer::Pipeline::decoder(const json& n) {
   fail(w, ": decoder '", type, "' is not supported (mimic reads ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence)");
 }
 
-HfTokenizer::Pipeline::PostProcess HfTokenizer::Pipeline::post_processor(const json& n, int64_t& cls, int64_t& sep) {
+HfTokenizer::Pipeline::PostProcess HfTokenizer::Pipeline::post_processor(const json& n, int64_t& cls, int64_t& sep, int depth) {
   if (n.is_null()) return {};
   const std::string w = where("post_processor");
-  const std::string type = type_of(n, w);
+  const std::string type = type_of(n, w, depth);
   if (type == "ByteLevel") return {};  // offsets only
   if (type == "TemplateProcessing") {
     std::vector<std::vector<int64_t>> parts;  // empty vector = the sequence itself
@@ -451,10 +482,8 @@ HfTokenizer::Pipeline::PostProcess HfTokenizer::Pipeline::post_processor(const j
       const json& specials = json_key(n, "special_tokens", w);
       MIMIC_CHECK(specials.contains(name), w, ": special token '", name, "' of the template is not in special_tokens");
       std::vector<int64_t> ids;
-      for (const auto& id : json_key(specials[name], "ids", w)) {
-        MIMIC_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < kMaxId, w, ": bad id of '", name, "'");
-        ids.push_back(id.get<int64_t>());
-      }
+      for (const auto& id : json_key(specials[name], "ids", w)) ids.push_back(read_id(id, w + ": an id of " + quoted(name)));
+      post_ids.insert(post_ids.end(), ids.begin(), ids.end());
       MIMIC_CHECK(!ids.empty(), w, ": special token '", name, "' has no ids");
       parts.push_back(ids);
     }
@@ -467,11 +496,13 @@ HfTokenizer::Pipeline::PostProcess HfTokenizer::Pipeline::post_processor(const j
   if (type == "BertProcessing" || type == "RobertaProcessing") {
     auto pair_id = [&](const char* key) {
       const json& v = json_key(n, key, w);
-      MIMIC_CHECK(v.is_array() && v.size() == 2 && v[1].is_number_integer(), w, ": ", key, " must be [token, id]");
-      return v[1].get<int64_t>();
+      MIMIC_CHECK(v.is_array() && v.size() == 2, w, ": ", key, " must be [token, id]");
+      return read_id(v[1], w + ": the id of " + key);
     };
     cls = pair_id("cls");
     sep = pair_id("sep");
+    post_ids.push_back(cls);
+    post_ids.push_back(sep);
     const int64_t c = cls, s = sep;
     return [c, s](std::vector<int64_t> seq) {
       seq.insert(seq.begin(), c);
@@ -482,7 +513,7 @@ HfTokenizer::Pipeline::PostProcess HfTokenizer::Pipeline::post_processor(const j
   if (type == "Sequence") {
     std::vector<PostProcess> steps;
     for (const auto& step : json_key(n, "processors", w))
-      if (auto f = post_processor(step, cls, sep)) steps.push_back(f);
+      if (auto f = post_processor(step, cls, sep, depth + 1)) steps.push_back(f);
     return [steps](std::vector<int64_t> seq) {
       for (const auto& f : steps) seq = f(std::move(seq));
       return seq;
@@ -520,32 +551,42 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path
     return byte_level_ ? spelling_bytes(spelling, p.u2b) : spelling;
   };
   auto place = [&](const std::string& spelling, int64_t id, const std::string& where) {
-    MIMIC_CHECK(id >= 0 && id < kMaxId, where, ": token '", spelling, "' has id ", id, " outside 0..", kMaxId - 1);
+    MIMIC_CHECK(!spelling.empty(), where, ": a token with an empty spelling (id ", id, ")");
     if (static_cast<size_t>(id) >= spelling_.size()) spelling_.resize(id + 1);
-    MIMIC_CHECK(spelling_[id].empty() || spelling_[id] == spelling, where, ": id ", id, " is both '", spelling_[id], "' and '", spelling, "'");
+    MIMIC_CHECK(spelling_[id].empty() || spelling_[id] == spelling, where, ": id ", id, " is both ", quoted(spelling_[id]), " and ",
+                quoted(spelling));
     spelling_[id] = spelling;
   };
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    MIMIC_CHECK(it.value().is_number_integer(), mw, ".vocab: id of token '", it.key(), "' is not an integer");
-    const auto id = it.value().get<int64_t>();
+    const auto id = read_id(it.value(), mw + ".vocab: the id of token " + quoted(it.key()));
     place(it.key(), id, mw + ".vocab");
-    MIMIC_CHECK(p.vocab.emplace(key_of(it.key()), static_cast<int32_t>(id)).second, mw, ".vocab: token '", it.key(), "' appears twice");
+    MIMIC_CHECK(p.vocab.emplace(key_of(it.key()), static_cast<int32_t>(id)).second, mw, ".vocab: token ", quoted(it.key()), " appears twice");
   }
   if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
     const std::string aw = path + ": added_tokens";
     MIMIC_CHECK(j["added_tokens"].is_array(), aw, " must be a list");
     for (const auto& a : j["added_tokens"]) {
       MIMIC_CHECK(a.is_object(), aw, ": each entry must be an object");
-      Pipeline::Added t{json_string(a, "content", aw), json_int(a, "id", aw, 0, kMaxId - 1), json_bool_or(a, "lstrip", aw, false),
+      Pipeline::Added t{json_string(a, "content", aw), read_id(json_key(a, "id", aw), aw + ": an id"), json_bool_or(a, "lstrip", aw, false),
                         json_bool_or(a, "rstrip", aw, false), json_bool_or(a, "single_word", aw, false)};
       MIMIC_CHECK(!t.content.empty(), aw, ": an added token with empty content");
       place(t.content, t.id, aw);
       p.added_ids[t.content] = t.id;
       p.added.push_back(t);
     }
-    std::stable_sort(p.added.begin(), p.added.end(), [](const auto& a, const auto& b) { return a.content.size() > b.content.size(); });
-    MIMIC_CHECK(p.added.size() < 65536, aw, ": more than 65535 added tokens");
-    for (size_t k = 0; k < p.added.size(); ++k) p.added_by_byte[static_cast<unsigned char>(p.added[k].content[0])].push_back(static_cast<uint16_t>(k));
+    for (size_t k = 0; k < p.added.size(); ++k) {
+      int32_t node = 0;
+      for (unsigned char c : p.added[k].content) {
+        auto it = p.trie[node].find(c);
+        if (it == p.trie[node].end()) {
+          it = p.trie[node].emplace(c, static_cast<int32_t>(p.trie.size())).first;
+          p.trie.emplace_back();
+          p.trie_token.push_back(-1);
+        }
+        node = it->second;
+      }
+      p.trie_token[node] = static_cast<int32_t>(k);  // the same content twice: the last entry, as HF's map keeps it
+    }
   }
 
   // ---- the model's options
@@ -555,7 +596,7 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path
   const std::string unk = json_string_or(model, "unk_token", mw, "");
   if (!unk.empty()) {
     auto it = p.vocab.find(key_of(unk));
-    MIMIC_CHECK(it != p.vocab.end(), mw, ": unk_token '", unk, "' is not in the vocabulary");
+    MIMIC_CHECK(it != p.vocab.end(), mw, ": unk_token ", quoted(unk), " is not in the vocabulary");
     p.unk = it->second;
     unk_ = p.unk;
   }
@@ -579,7 +620,7 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path
       const std::string line = m.get<std::string>();
       const size_t sp = line.find(' ');
       MIMIC_CHECK(sp != std::string::npos && sp > 0 && sp + 1 < line.size() && line.find(' ', sp + 1) == std::string::npos, mw,
-                  ".merges[", index, "]: expected two tokens separated by one space, got '", line, "'");
+                  ".merges[", index, "]: expected two tokens separated by one space, got ", quoted(line));
       left = line.substr(0, sp);
       right = line.substr(sp + 1);
     } else {
@@ -590,7 +631,7 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path
     }
     auto id = [&](const std::string& t) {
       auto it = p.vocab.find(key_of(t));
-      MIMIC_CHECK(it != p.vocab.end(), mw, ".merges[", index, "]: '", t, "' is not in the vocabulary");
+      MIMIC_CHECK(it != p.vocab.end(), mw, ".merges[", index, "]: ", quoted(t), " is not in the vocabulary");
       return it->second;
     };
     p.merges.add(id(left), id(right), id(left + right));
@@ -599,16 +640,21 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path
 
   // ---- post-processor and special ids
   p.post_process = p.post_processor(j.value("post_processor", json()), cls_, sep_);
+  for (int64_t id : p.post_ids)
+    MIMIC_CHECK(id < vocab_size() && !spelling_[id].empty(), path, ": post_processor: id ", id, " is not a token of the vocabulary");
+  // A table mostly of holes is a broken file (an id of 2,000,000 beside 300 tokens), not a vocabulary to allocate.
+  MIMIC_CHECK(vocab_size() <= 2 * static_cast<int64_t>(p.vocab.size() + p.added_ids.size()) + 1024, path, ": ids reach ",
+              vocab_size() - 1, " but only ", p.vocab.size() + p.added_ids.size(), " tokens are defined");
   json cfg;
   if (!config_path.empty()) {
     cfg = json_parse(io::read_text_file(config_path), config_path);
     MIMIC_CHECK(cfg.is_object(), config_path, " must be a JSON object");
   }
   auto special = [&](const std::string& key) -> int64_t {
-    const std::string t = config_token(cfg, key);
+    const std::string t = config_token(cfg, key, config_path);
     if (t.empty()) return -1;
     const int64_t id = token_to_id(t);
-    MIMIC_CHECK(id >= 0, config_path, ": ", key, " '", t, "' is not a token of ", path);
+    MIMIC_CHECK(id >= 0, config_path, ": ", key, " ", quoted(t), " is not a token of ", path);
     return id;
   };
   eos_ = special("eos_token");
@@ -678,14 +724,20 @@ std::vector<int64_t> HfTokenizer::encode(const std::string& text, bool add_speci
   size_t seg_begin = 0;
   bool first = true;
   for (size_t i = 0; i < text.size() && !p.added.empty();) {
+    // the added tokens that start here, by walking the trie; the longest acceptable one wins
+    std::vector<int32_t> found;
+    for (size_t at = i, node = 0; at < text.size();) {
+      auto it = p.trie[node].find(static_cast<unsigned char>(text[at]));
+      if (it == p.trie[node].end()) break;
+      node = static_cast<size_t>(it->second);
+      ++at;
+      if (p.trie_token[node] >= 0) found.push_back(p.trie_token[node]);
+    }
     const Pipeline::Added* hit = nullptr;
-    for (uint16_t k : p.added_by_byte[static_cast<unsigned char>(text[i])]) {
-      const auto& a = p.added[k];
-      if (text.compare(i, a.content.size(), a.content) != 0) continue;
+    for (auto k = found.rbegin(); k != found.rend() && !hit; ++k) {
+      const auto& a = p.added[static_cast<size_t>(*k)];
       const size_t e = i + a.content.size();
-      if (a.single_word && ((i > 0 && word_char(text[i - 1])) || (e < text.size() && word_char(text[e])))) continue;
-      hit = &a;
-      break;
+      if (!(a.single_word && ((i > 0 && word_char(text[i - 1])) || (e < text.size() && word_char(text[e]))))) hit = &a;
     }
     if (!hit) {
       ++i;

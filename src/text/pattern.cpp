@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "mimic/core/error.h"
@@ -78,9 +79,16 @@ struct Pattern::Node {
 namespace {
 using Node = Pattern::Node;
 
+// The pattern in a message: JSON-quoted and cut, so that a message stays one sensible line.
+std::string shown_pattern(const std::string& regex) {
+  return nlohmann::json(regex.size() > 80 ? regex.substr(0, 80) + "..." : regex).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+}
+
 class Parser {
  public:
-  explicit Parser(const std::string& regex) : regex_(regex), p_(u::to_u32(regex)) {}
+  explicit Parser(const std::string& regex) : regex_(regex), p_(u::to_u32(regex)) {
+    MIMIC_CHECK(p_.size() <= kMaxLength, "pattern of ", p_.size(), " characters (at most ", kMaxLength, ")");
+  }
 
   Node parse() {
     Node n = alternation(false);
@@ -89,7 +97,7 @@ class Parser {
   }
 
  private:
-  std::string where() const { return "pattern '" + regex_ + "' at character " + std::to_string(i_) + ": "; }
+  std::string where() const { return "pattern " + shown_pattern(regex_) + " at character " + std::to_string(i_) + ": "; }
   bool more() const { return i_ < p_.size(); }
   char32_t peek() const { return p_[i_]; }
   bool eat(char32_t c) {
@@ -270,6 +278,7 @@ class Parser {
         }
         MIMIC_CHECK(n > 0 && (braces || n == digits), where(), "malformed \\", static_cast<char>(c), " escape");
         MIMIC_CHECK(!braces || eat(U'}'), where(), "unterminated \\x{");
+        MIMIC_CHECK(v <= 0x10FFFF, where(), "code point past U+10FFFF");
         return range(v, v);
       }
       default:
@@ -316,6 +325,7 @@ class Parser {
     return n;
   }
 
+  static constexpr size_t kMaxLength = 1000;  // tokenizers' patterns are about 100
   static constexpr int kMaxNesting = 64;  // the parser recurses per group: a hostile pattern must not exhaust the stack
   std::string regex_;
   std::u32string p_;
@@ -326,21 +336,26 @@ class Parser {
 // Bounds on one match, so that a hostile pattern stops with an error instead of running for hours or
 // exhausting the stack. The patterns tokenizers ship stay far below both: they repeat single characters
 // (counted without recursion), and their backtracking is linear in a piece.
-constexpr uint64_t kBaseSteps = 10'000'000;  // node visits per find, plus kStepsPerChar per character left
+constexpr uint64_t kBaseSteps = 10'000'000;  // node visits (and characters counted) for a text, plus kStepsPerChar per character
 constexpr uint64_t kStepsPerChar = 100;
-constexpr int kMaxGroupRepeats = 5000;       // iterations of a repeated group (each recurses)
+constexpr int kMaxDepth = 5000;              // nested match calls: each pattern element matched, each group iteration
 
 // Backtracking: each node matches at i and calls the continuation with every end it can reach, in
 // preference order, until the continuation accepts.
 class Matcher {
  public:
-  Matcher(const std::u32string& s, size_t from, const std::string& regex)
-      : s_(s), regex_(regex), max_steps_(kBaseSteps + kStepsPerChar * (s.size() - std::min(from, s.size()))) {}
+  Matcher(const std::u32string& s, const std::string& regex, uint64_t& steps) : s_(s), regex_(regex), steps_(steps) {}
   using Cont = std::function<bool(size_t)>;
 
   bool match(const Node& n, size_t i, const Cont& k) const {
-    MIMIC_CHECK(++steps_ <= max_steps_, "pattern '", regex_, "' backtracks too much on a text of ", s_.size(),
-                " characters (over ", max_steps_, " steps)");
+    spend(1);
+    MIMIC_CHECK(depth_ < kMaxDepth, "pattern ", shown(), " nests its match deeper than ", kMaxDepth,
+                " (a group repeated thousands of times, or a very long sequence)");
+    struct Depth {
+      int& d;
+      explicit Depth(int& x) : d(++x) {}
+      ~Depth() { --d; }
+    } guard(depth_);
     switch (n.kind) {
       case Node::Set: return i < s_.size() && n.matches(s_[i]) && k(i + 1);
       case Node::Seq: return seq(n, 0, i, k);
@@ -366,6 +381,7 @@ class Matcher {
     const Node& c = n.kids[0];
     size_t run = 0;
     while (i + run < s_.size() && (n.max < 0 || run < static_cast<size_t>(n.max)) && c.matches(s_[i + run])) ++run;
+    spend(run);
     const size_t lo = static_cast<size_t>(n.min);
     if (run < lo) return false;
     if (n.greedy) {
@@ -378,8 +394,6 @@ class Matcher {
     return false;
   }
   bool repeat(const Node& n, int count, size_t i, const Cont& k) const {
-    MIMIC_CHECK(count <= kMaxGroupRepeats, "pattern '", regex_, "' repeats a group more than ", kMaxGroupRepeats,
-                " times in one match");
     const bool may_stop = count >= n.min, may_go = n.max < 0 || count < n.max;
     // An iteration that matched nothing ends the loop (else it would repeat forever).
     auto again = [&](size_t j) { return (j != i || count < n.min) && repeat(n, count + 1, j, k); };
@@ -388,10 +402,16 @@ class Matcher {
     return n.greedy && may_stop && k(i);
   }
 
+  void spend(uint64_t n) const {
+    MIMIC_CHECK(steps_ >= n, "pattern ", shown(), " backtracks too much on a text of ", s_.size(), " characters (its step budget is spent)");
+    steps_ -= n;
+  }
+  std::string shown() const { return shown_pattern(regex_); }
+
   const std::u32string& s_;
   const std::string& regex_;
-  const uint64_t max_steps_;
-  mutable uint64_t steps_ = 0;
+  uint64_t& steps_;
+  mutable int depth_ = 0;
 };
 }  // namespace
 
@@ -400,8 +420,10 @@ Pattern::~Pattern() = default;
 Pattern::Pattern(Pattern&&) noexcept = default;
 Pattern& Pattern::operator=(Pattern&&) noexcept = default;
 
-bool Pattern::find(const std::u32string& s, size_t from, size_t& begin, size_t& end) const {
-  const Matcher m(s, from, regex_);
+uint64_t Pattern::budget_for(size_t characters) { return kBaseSteps + kStepsPerChar * static_cast<uint64_t>(characters); }
+
+bool Pattern::find(const std::u32string& s, size_t from, size_t& begin, size_t& end, uint64_t& steps) const {
+  const Matcher m(s, regex_, steps);
   for (size_t i = from; i <= s.size(); ++i) {
     size_t e = 0;
     if (m.match(*root_, i, [&](size_t j) { return e = j, true; })) {

@@ -35,6 +35,12 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   namespace fs = std::filesystem;
   const fs::path d(dir);
   MIMIC_CHECK(fs::is_directory(d), "tokenizer directory not found: ", dir);
+  // A link to nothing (an HF cache snapshot whose blob is missing) would read as an absent file, and another
+  // tokenizer of the folder would be taken without a word.
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "vocab.txt"}) {
+    std::error_code ec;
+    MIMIC_CHECK(!fs::is_symlink(d / name, ec) || fs::exists(d / name, ec), (d / name).string(), " is a link to nothing");
+  }
   const bool vocab_json = fs::exists(d / "vocab.json"), merges = fs::exists(d / "merges.txt");
   // tokenizer.json first: it is what HF's fast tokenizers read, and a folder may hold vocab.json + merges.txt
   // beside it whose regex differs (Qwen2's). Its WordPiece models are read from vocab.txt instead.
