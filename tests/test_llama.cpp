@@ -195,11 +195,20 @@ TEST(LlamaFamily, PretrainsOnMqarAndConvertsThroughThePipeline) {
   auto ce = mimic::test::mimic_cli("eval --task mqar --model " + dir.file("converted") + " --data " + task + " --examples 20 --json --threads 1");
   ASSERT_EQ(ce.code, 0) << ce.err;
   EXPECT_NE(nlohmann::json::parse(ce.out)["model"]["attention"].get<std::string>().find("linear (hedgehog"), std::string::npos) << ce.out;
-  // prose: refused, naming the way out
-  auto prose = mimic::test::mimic_cli("pretrain --arch qwen3 --config " + dir.file("c.json") + " --data sotu --out " + dir.file("p"));
-  EXPECT_EQ(prose.code, 1);
-  EXPECT_NE(prose.err.find("mimic fetches none for Qwen3 models: train it on a recall task"), std::string::npos) << prose.err;
-  EXPECT_FALSE(fs::exists(dir.file("p")));
+  // prose: a fresh Mistral trains with the fetched SentencePiece tokenizer (32,000 tokens), which its folder then holds
+  std::string text;
+  for (int k = 0; k < 80; ++k) text += "The harbour master wrote on day " + std::to_string(k) + " that the tide was late.\n";
+  mimic::test::write_bytes(dir.file("prose.txt"), text);
+  auto prose = mimic::test::mimic_cli("pretrain --arch mistral --config " + dir.file("c.json") + " --data " + dir.file("prose.txt") +
+                                      " --steps 2 --seq-len 16 --batch-size 2 --eval-every 2 --eval-batches 1 --out " + dir.file("p") +
+                                      " --threads 1 --json");
+  ASSERT_EQ(prose.code, 0) << prose.err;
+  const auto pc = nlohmann::json::parse(mimic::test::read_bytes(dir.file("p/config.json")));
+  EXPECT_EQ(pc["architectures"][0], "MistralForCausalLM");
+  EXPECT_EQ(pc["vocab_size"], 32000);
+  EXPECT_TRUE(fs::exists(dir.file("p/tokenizer.json")));
+  auto pe = mimic::test::mimic_cli("eval --model " + dir.file("p") + " --text 'the tide was late' --json --threads 1");
+  ASSERT_EQ(pe.code, 0) << pe.err;
 }
 
 namespace {

@@ -135,14 +135,15 @@ class LlamaFamily : public Family {
  public:
   enum class Kind { Llama, Mistral, Qwen2, Qwen3 };
 
-  LlamaFamily(Kind kind, const std::string& type, const std::string& name, const std::string& arch) : kind_(kind), arch_(arch) {
+  LlamaFamily(Kind kind, const std::string& type, const std::string& name, const std::string& arch, const std::string& tokenizer)
+      : kind_(kind), arch_(arch) {
     model_type = type;
     display_name = name;
     causal = true;
     checkpoint_prefix = "model.";
     new_prefix = "model.";
     finetune_preset = "gpt2";  // a causal LM's defaults
-    tokenizer_asset = "";      // no tokenizer is fetched for it (a model folder brings its own)
+    tokenizer_asset = tokenizer;  // what `pretrain --arch` trains a fresh model with on prose (a model folder brings its own)
     lm_head_may_be_untied = true;
     pretrain_architecture = arch + "ForCausalLM";
   }
@@ -290,19 +291,21 @@ class LlamaFamily : public Family {
 }  // namespace
 
 const Family& llama_family() {
-  static const LlamaFamily f(LlamaFamily::Kind::Llama, "llama", "Llama", "Llama");
+  // Llama 3's 128,256-token vocabulary would make a small model mostly embedding (and its logits the cost of a step):
+  // a fresh Llama trains with the Llama-2-style SentencePiece BPE of 32,000 tokens that Mistral ships
+  static const LlamaFamily f(LlamaFamily::Kind::Llama, "llama", "Llama", "Llama", "mistral");
   return f;
 }
 const Family& mistral_family() {
-  static const LlamaFamily f(LlamaFamily::Kind::Mistral, "mistral", "Mistral", "Mistral");
+  static const LlamaFamily f(LlamaFamily::Kind::Mistral, "mistral", "Mistral", "Mistral", "mistral");
   return f;
 }
 const Family& qwen2_family() {
-  static const LlamaFamily f(LlamaFamily::Kind::Qwen2, "qwen2", "Qwen2", "Qwen2");
+  static const LlamaFamily f(LlamaFamily::Kind::Qwen2, "qwen2", "Qwen2", "Qwen2", "qwen3");  // Qwen's vocabulary (151,669)
   return f;
 }
 const Family& qwen3_family() {
-  static const LlamaFamily f(LlamaFamily::Kind::Qwen3, "qwen3", "Qwen3", "Qwen3");
+  static const LlamaFamily f(LlamaFamily::Kind::Qwen3, "qwen3", "Qwen3", "Qwen3", "qwen3");
   return f;
 }
 
