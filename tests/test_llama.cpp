@@ -164,7 +164,7 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
 // pretrain --arch llama on a recall task (its own vocabulary: no tokenizer needed): a 2-layer Llama with grouped-query
 // attention learns MQAR well above chance, is saved as LlamaForCausalLM with its own head, and goes through the
 // conversion pipeline — record, distill (hedgehog maps on the rotated q and k), convert — into a model eval reads.
-// Prose needs a tokenizer, which mimic fetches none of for this family: refused in one line.
+// On prose a fresh model of the family trains with the fetched tokenizer.json its registry line names.
 TEST(LlamaFamily, PretrainsOnMqarAndConvertsThroughThePipeline) {
   TempDir dir;
   mimic::test::write_bytes(dir.file("c.json"), R"({"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,

@@ -9,6 +9,8 @@
 #include "mimic/io/safetensors.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
+#include "mimic/core/paths.h"
+#include "mimic/text/tokenizer.h"
 #include "test_util.h"
 
 using mimic::io::SafeTensorsFile;
@@ -232,10 +234,13 @@ TEST(Family, EveryRegisteredFamilyAnswersWhatTheStagesAskAndUnknownTypesAreError
     // a learned position table or rotary positions; an LM head of its own only where the family reads one
     EXPECT_EQ(f->position_table().empty(), f->lm_head_may_be_untied);
   }
-  // the fetched tokenizers are GPT-2's and BERT's (the Llama family's models bring their own)
+  // the fetched tokenizers a fresh model trains with (a model folder brings its own); every asset named exists
   EXPECT_EQ(mimic::models::family("gpt2").tokenizer_asset, "gpt2");
   EXPECT_EQ(mimic::models::family("bert").tokenizer_asset, "bert-base-uncased");
-  EXPECT_EQ(mimic::models::family("qwen3").tokenizer_asset, "");
+  EXPECT_EQ(mimic::models::family("llama").tokenizer_asset, "mistral");
+  EXPECT_EQ(mimic::models::family("qwen3").tokenizer_asset, "qwen3");
+  for (const char* name : {"gpt2", "bert", "llama", "mistral", "qwen2", "qwen3"})
+    EXPECT_NO_THROW(mimic::text::load_tokenizer(mimic::asset_path(mimic::models::family(name).tokenizer_asset))) << name;
   const Family& gpt2 = mimic::models::family("gpt2");
   const Family& bert = mimic::models::family("bert");
   EXPECT_TRUE(gpt2.causal);
