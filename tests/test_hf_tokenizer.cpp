@@ -375,6 +375,17 @@ TEST(HfTokenizerLoading, AFolderWithOnlyTokenizerJsonLoadsAndBadFilesAreRefused)
   j["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array()}};
   for (int d = 0; d < 40; ++d) j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {j["normalizer"]}}};
   refused(j, "normalizer: Sequence nested deeper than 16");
+  {  // 30,000 deep: refused as well, not a stack overflow while the nested parts are read or copied
+    j = small_spm();
+    j["normalizer"] = "HERE";
+    std::string deep;
+    for (int d = 0; d < 30000; ++d) deep += R"({"type": "Sequence", "normalizers": [)";
+    for (int d = 0; d < 30000; ++d) deep += "]}";
+    std::string text = j.dump();
+    text.replace(text.find("\"HERE\""), 6, deep);
+    write_bytes(dir.file("tokenizer.json"), text);
+    EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "normalizer: Sequence nested deeper than 16");
+  }
   j = small_spm();
   j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", ""}};
   refused(j, "Metaspace's replacement must be one character");

@@ -194,6 +194,14 @@ std::string config_token(const json& cfg, const std::string& key, const std::str
   return v["content"].get<std::string>();
 }
 
+// A part of the file by reference, null when absent (json::value would copy it: recursively, so a part nested
+// 30,000 deep overflowed the stack before its depth was checked).
+const json& part(const json& j, const char* key) {
+  static const json none;
+  auto it = j.find(key);
+  return it == j.end() ? none : *it;
+}
+
 std::string type_of(const json& j, const std::string& where, int depth) {
   MIMIC_CHECK(depth <= kMaxNesting, where, ": Sequence nested deeper than ", kMaxNesting);
   MIMIC_CHECK(j.is_object(), where, " must be an object");
@@ -540,9 +548,9 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path
   MIMIC_CHECK(json_double_or(model, "dropout", mw, 0.0) == 0.0, mw, ": BPE dropout is a training-time option; give a tokenizer without it");
 
   // ---- pipeline components (the pre-tokenizer decides whether the vocabulary is byte-level)
-  p.normalize = p.normalizer(j.value("normalizer", json()));
-  p.pre_tokenize = p.pre_tokenizer(j.value("pre_tokenizer", json()), byte_level_);
-  p.decode = p.decoder(j.value("decoder", json()));
+  p.normalize = p.normalizer(part(j, "normalizer"));
+  p.pre_tokenize = p.pre_tokenizer(part(j, "pre_tokenizer"), byte_level_);
+  p.decode = p.decoder(part(j, "decoder"));
 
   // ---- vocabulary: the model's, then the added tokens (which may repeat a model token with its id)
   const json& vocab = json_key(model, "vocab", mw);
@@ -639,7 +647,7 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path
   }
 
   // ---- post-processor and special ids
-  p.post_process = p.post_processor(j.value("post_processor", json()), cls_, sep_);
+  p.post_process = p.post_processor(part(j, "post_processor"), cls_, sep_);
   for (int64_t id : p.post_ids)
     MIMIC_CHECK(id < vocab_size() && !spelling_[id].empty(), path, ": post_processor: id ", id, " is not a token of the vocabulary");
   // A table mostly of holes is a broken file (an id of 2,000,000 beside 300 tokens), not a vocabulary to allocate.
