@@ -43,7 +43,7 @@ void register_tokenize(CLI::App& app) {
   sub->add_option("--model", args->model, "Model directory, or 'gpt2' / 'bert-base-uncased' (fetched tokenizer files)")->required()->transform(model_dir_arg());
   sub->add_option("--text", args->text, "Text to tokenize");
   sub->add_option("--file", args->file, "File to tokenize")->check(path_arg());
-  sub->add_flag("--no-special", args->no_special, "BERT: do not add [CLS] ... [SEP]");
+  sub->add_flag("--no-special", args->no_special, "Do not add the tokenizer's special tokens (BERT's [CLS] ... [SEP], a tokenizer.json's post-processor, e.g. <s>)");
   sub->add_flag("--tokens", args->tokens, "Also print the token strings");
   add_common_options(*sub, args->common);
   sub->callback([args]() { run(*args); });
