@@ -10,7 +10,8 @@
 # (available_cores reads the affinity), so nothing waits on a thread that has no core.
 #   tools/gtest_shards.sh BINARY [GTEST_FILTER]
 #   MIMIC_SHARDS          processes (default: four per core this process may use)
-#   MIMIC_SHARD_TIMEOUT   seconds a shard may run before it is stopped and fails (default 3600)
+#   MIMIC_SHARD_TIMEOUT   seconds a shard may run before it is stopped and fails (default 3600; one that ignores
+#                         SIGTERM is killed 10 s later)
 # Prints the output of each test that failed, the end of a shard's output when it ended without gtest's summary (a
 # crash: its last "[ RUN ]" line names the test), and a summary line; exits non-zero when a shard fails, is stopped,
 # or when no test ran at all (a filter that matches nothing is a failure, not a green run).
@@ -47,7 +48,7 @@ worker() {
     i=$(flock "$logs/next" bash -c 'i=$(cat "$1"); echo $((i + 1)) > "$1"; echo "$i"' _ "$logs/next")
     [ "$i" -lt "$shards" ] || return 0
     rc=0
-    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout "$timeout_s" "${pin[@]}" "$binary" "--gtest_filter=$filter" > "$logs/$i.log" 2>&1 || rc=$?
+    GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout -k 10 "$timeout_s" "${pin[@]}" "$binary" "--gtest_filter=$filter" > "$logs/$i.log" 2>&1 || rc=$?
     echo "$rc" > "$logs/$i.rc"
   done
 }

@@ -156,6 +156,12 @@ class LlamaFamily : public Family {
     c.n_kv_head = json_int_or(j, "num_key_value_heads", where, c.n_head);
     c.explicit_head_dim = json_int_or(j, "head_dim", where, 0);  // 0: absent or null
     if (c.explicit_head_dim == c.d_model / c.n_head && c.d_model % c.n_head == 0) c.explicit_head_dim = 0;  // the default spelled out
+    {  // rotary embeddings rotate pairs of dimensions: an odd head would fail deep in the first forward
+      const bool derived = c.explicit_head_dim == 0;
+      const int64_t hd = derived ? c.d_model / c.n_head : c.explicit_head_dim;
+      MIMIC_CHECK(hd % 2 == 0 || (derived && c.d_model % c.n_head != 0), where, ": head_dim ", hd,
+                  derived ? " (hidden_size / num_attention_heads)" : "", " is odd: rotary position embeddings rotate pairs of dimensions");
+    }
     c.d_ff = json_int(j, "intermediate_size", where);
     c.max_positions = json_int(j, "max_position_embeddings", where);
     c.ln_eps = json_double_or(j, "rms_norm_eps", where, 1e-6);

@@ -38,16 +38,21 @@ class HfModel : public Model {
   // A fresh model from config.json content.
   HfModel(const std::string& config_json, const std::string& tokenizer_dir, bool fp16) : dir_(tokenizer_dir) {
     config_ = parse_config(json_parse(config_json, "model config"), "model config");
-    // A fresh model is allocated from its config alone (a loaded one is bounded by its file): its float32 parameters
-    // must fit in this machine's memory, or the allocation dies instead of a line naming the sizes.
-    // (embeddings, then per layer the four attention projections and the two MLP matrices: every family's bulk)
+    // A fresh model is allocated from its config alone (a loaded one is bounded by its file), to be trained: its
+    // float32 parameters, their gradients and AdamW's two moments (16 bytes a parameter) must fit in this machine's
+    // memory, or the allocation dies minutes later instead of a line naming the sizes (the ninth probe: a 2 B model
+    // passed a check of the weights alone and grew to 9 GB before it was stopped).
+    // (embeddings, then per layer the four attention projections and the MLP's matrices — three when gated: every
+    // family's bulk)
     const auto& c = config_;
+    const double mlp = c.activation == Activation::Silu ? 3.0 : 2.0;
     const double numbers = static_cast<double>(c.vocab_size + c.max_positions) * c.d_model +
-                           static_cast<double>(c.n_layer) * (4.0 * c.d_model * c.d_model + 2.0 * c.d_model * c.d_ff);
+                           static_cast<double>(c.n_layer) * (4.0 * c.d_model * c.d_model + mlp * c.d_model * c.d_ff);
     const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
-    MIMIC_CHECK(memory <= 0 || 4 * numbers <= memory, "model config: ", c.n_layer, " layers of width ", c.d_model, " make about ",
-                static_cast<int64_t>(numbers / 1e6), " M parameters (", static_cast<int64_t>(4 * numbers / (1 << 30)),
-                " GiB as float32), more than this machine's ", static_cast<int64_t>(memory / (1 << 30)), " GiB of memory");
+    MIMIC_CHECK(memory <= 0 || 16 * numbers <= memory, "model config: ", c.n_layer, " layers of width ", c.d_model, " make about ",
+                static_cast<int64_t>(numbers / 1e6), " M parameters (", static_cast<int64_t>(16 * numbers / (1 << 30)),
+                " GiB to train in float32: weights, gradients and AdamW's two moments), more than this machine's ",
+                static_cast<int64_t>(memory / (1 << 30)), " GiB of memory");
     build(config_.family->new_head(config_), config_.head == Head::Cls || config_.head == Head::Pretraining);
     layout_.prefix = config_.family->new_prefix;
     layout_.metadata = {{"format", "pt"}};
