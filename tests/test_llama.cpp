@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "mimic/attention/kinds.h"
@@ -92,16 +93,25 @@ TEST(LlamaFamily, SummaryLayoutAndTheStagesQuestions) {
 
 // Decoding token by token (and in chunks) continues the rotation from the state's position: the logits equal the
 // full forward's, with softmax and with a linear kernel swapped into every layer.
-TEST(LlamaFamily, CachedDecodingMatchesTheFullForward) {
+// Cached decoding equals the full forward for every kind, and the softmax KV cache is kept per KV head: g times
+// smaller than one per query head (2 of 8 heads in the llama fixture, 2 of 4 in the others). A mixed layer's kept
+// heads 0 and 1 share KV head 0, so its cache holds one head.
+TEST(LlamaFamily, CachedDecodingMatchesTheFullForwardWithAKvCachePerKvHead) {
   torch::NoGradGuard ng;
+  const nlohmann::json hedgehog = {{"feature_map", "hedgehog"}};
+  const std::vector<std::pair<std::string, nlohmann::json>> kinds = {
+      {"softmax", nlohmann::json::object()}, {"linear", hedgehog}, {"hybrid", {{"feature_map", "hedgehog"}, {"window", 3}}},
+      {"delta", nlohmann::json::object()}, {"mixed", {{"softmax_heads", {0, 1}}, {"kind", "linear"}, {"options", hedgehog}}}};
   for (const char* name : kLlamaFixtures) {
-    for (const bool linear : {false, true}) {
-      SCOPED_TRACE(std::string(name) + (linear ? " linear" : " softmax"));
+    std::map<std::string, int64_t> bytes;
+    for (const auto& [kind, options] : kinds) {
+      SCOPED_TRACE(std::string(name) + " " + kind);
       auto model = mimic::models::load_model(model_dir(name));
       const auto s = model->summary();
-      if (linear)
+      torch::manual_seed(5);  // the same random maps for linear and mixed's student
+      if (kind != "softmax")
         for (int64_t l = 0; l < s.n_layer; ++l)
-          model->set_attention_kernel(l, mimic::attention::make_attention_kernel("linear", {{"feature_map", "hedgehog"}}, s.n_head, s.head_dim));
+          model->set_attention_kernel(l, mimic::attention::make_attention_kernel(kind, options, s.n_head, s.head_dim));
       auto ids = SafeTensorsFile::open(model_dir(name) + ".reference.safetensors").load("input_ids");
       const auto full = model->forward({ids, {}, {}, {}}).logits;
       auto state = model->new_decode_state();
@@ -109,6 +119,11 @@ TEST(LlamaFamily, CachedDecodingMatchesTheFullForward) {
       for (auto [start, len] : std::vector<std::pair<int64_t, int64_t>>{{0, 5}, {5, 1}, {6, 1}, {7, 5}})
         parts.push_back(model->forward_step(ids.narrow(1, start, len), *state));
       EXPECT_LT(relative_error(torch::cat(parts, 1), full), 1e-5);
+      bytes[kind] = state->bytes();
+      ASSERT_LT(s.n_kv_head, s.n_head);
+      const int64_t one_kv_head = 2 * s.n_layer * ids.size(0) * 12 * s.head_dim * 4;  // keys and values, float32, 12 tokens
+      if (kind == "softmax") EXPECT_EQ(bytes[kind], s.n_kv_head * one_kv_head);
+      if (kind == "mixed") EXPECT_EQ(bytes[kind] - bytes["linear"], one_kv_head);
     }
   }
 }

@@ -149,10 +149,37 @@ std::unique_ptr<KernelCache> SoftmaxAttention::new_cache() const { return std::m
 
 at::Tensor SoftmaxAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                             KernelCache& cache) {
+  return forward_cached_mapped(q, k, v, ctx, cache, at::Tensor());
+}
+
+at::Tensor SoftmaxAttention::forward_cached_mapped(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                                   const AttentionContext& ctx, KernelCache& cache, const at::Tensor& head_map) {
   auto& kv = cached_call<KvCache>(cache, ctx, kind());
+  MIMIC_CHECK(!kv.k.defined() || kv.k.size(1) == k.size(1), "layer ", ctx.layer, ": the KV cache holds ", kv.k.size(1),
+              " key heads, this step gives ", k.size(1));
   kv.append(k, v);
   kv.position += q.size(2);
-  return forward(q, kv.k, kv.v, ctx);  // the causal mask aligns the T queries with the last T of the S keys
+  // the causal mask aligns the T queries with the last T of the S keys
+  if (head_map.defined()) return forward(q, kv.k.index_select(1, head_map), kv.v.index_select(1, head_map), ctx);
+  const int64_t b = q.size(0), h = q.size(1), hk = kv.k.size(1);
+  if (hk == h) return forward(q, kv.k, kv.v, ctx);
+  if (q.size(2) == 1 && !(ctx.capture && ctx.capture->want_weights)) {
+    // One token sees every key: the g query heads of KV head j are g rows of one product with j's keys, which
+    // reads the cache once instead of copying it g times. No causal mask (it would treat the rows as positions).
+    auto c = ctx;
+    c.causal = false;
+    c.capture = nullptr;
+    MIMIC_CHECK(h % hk == 0, "layer ", ctx.layer, ": ", hk, " key/value heads do not divide ", h, " query heads");
+    return forward(q.reshape({b, hk, h / hk, q.size(3)}), kv.k, kv.v, c).reshape({b, h, 1, kv.v.size(3)});
+  }
+  return forward(q, expand_kv_heads(kv.k, h), expand_kv_heads(kv.v, h), ctx);
+}
+
+at::Tensor expand_kv_heads(const at::Tensor& kv, int64_t n_head) {
+  const int64_t hk = kv.size(1);
+  if (hk == n_head) return kv;
+  MIMIC_CHECK(hk >= 1 && n_head % hk == 0, hk, " key/value heads do not divide ", n_head, " query heads");
+  return kv.repeat_interleave(n_head / hk, 1);
 }
 
 // The "softmax" entry of kinds.def.

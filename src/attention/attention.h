@@ -60,11 +60,18 @@ class AttentionKernelImpl : public torch::nn::Module {
   // the tokens q, k, v [B, H, T, head_dim] (absolute positions cache.position ...), equal to the
   // corresponding rows of forward() over the whole sequence; updates the cache. ctx.causal must be true and
   // ctx.key_padding_mask undefined. The defaults refuse: a kernel that cannot decode says so.
+  // Grouped-query attention: here k and v may hold H_kv heads, H_kv dividing H (see expand_kv_heads), so that a
+  // kernel can keep its cache per KV head; one that needs a key per query head expands them first.
   virtual std::unique_ptr<KernelCache> new_cache() const;
   virtual at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                     KernelCache& cache);
 };
 using AttentionKernel = std::shared_ptr<AttentionKernelImpl>;
+
+// Grouped-query attention's reading of k or v [B, H_kv, T, d]: KV head j serves query heads j·g .. j·g + g − 1
+// (g = n_head / H_kv, HF's repeat_kv), so each is repeated g times in place; unchanged when H_kv = n_head.
+// A mimic::Error when H_kv does not divide n_head.
+at::Tensor expand_kv_heads(const at::Tensor& kv, int64_t n_head);
 
 // Checks what forward_cached needs of its context (causal, no padding) and that the cache is the kernel's
 // own type C; a mimic::Error naming the layer otherwise.
@@ -83,10 +90,16 @@ class SoftmaxAttention : public AttentionKernelImpl {
   at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) override;
   std::string kind() const override { return "softmax"; }
   std::vector<int64_t> softmax_heads(int64_t n_head) const override;
-  // The KV cache: keys and values of every position so far, [B, H, S, head_dim] each.
+  // The KV cache: keys and values of every position so far, [B, H_kv, S, head_dim] each — one per KV head
+  // under grouped-query attention (g times smaller than one per query head; a step of one token reads it
+  // without repeating it, the g query heads of a group as g rows of one product).
   std::unique_ptr<KernelCache> new_cache() const override;
   at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                             KernelCache& cache) override;
+  // The same with any map from query heads to the cache's heads (query head i reads cache head head_map[i],
+  // int64 [H]): a mixed layer's kept heads, whose KV heads are any subset of the layer's.
+  at::Tensor forward_cached_mapped(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                   KernelCache& cache, const at::Tensor& head_map);
 };
 
 // The reference for SoftmaxAttention::forward_cached (which appends into preallocated buffers): the same

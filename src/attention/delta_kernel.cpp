@@ -109,9 +109,10 @@ struct DeltaCache : KernelCache {
 
 std::unique_ptr<KernelCache> DeltaAttention::new_cache() const { return std::make_unique<DeltaCache>(); }
 
-at::Tensor DeltaAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
-                                          KernelCache& cache) {
+at::Tensor DeltaAttention::forward_cached(const at::Tensor& q, const at::Tensor& k_in, const at::Tensor& v_in,
+                                          const AttentionContext& ctx, KernelCache& cache) {
   auto& c = cached_call<DeltaCache>(cache, ctx, kind());
+  const auto k = expand_kv_heads(k_in, q.size(1)), v = expand_kv_heads(v_in, q.size(1));  // a state per query head
   AutocastOff fp32;  // as forward_fast
   const auto in = inputs(q, k, v, ctx);
   at::Tensor out;

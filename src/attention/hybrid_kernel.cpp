@@ -133,9 +133,12 @@ struct HybridCache : KernelCache {
 
 std::unique_ptr<KernelCache> HybridAttention::new_cache() const { return std::make_unique<HybridCache>(); }
 
-at::Tensor HybridAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
-                                           KernelCache& cache) {
+at::Tensor HybridAttention::forward_cached(const at::Tensor& q, const at::Tensor& k_in, const at::Tensor& v_in,
+                                           const AttentionContext& ctx, KernelCache& cache) {
   auto& hc = cached_call<HybridCache>(cache, ctx, kind());
+  // per query head: the state must be (the maps are per head), and the window's ring is kept beside it in the
+  // same layout (one per KV head would save (g − 1)/g of the ring alone; not done)
+  const auto k = expand_kv_heads(k_in, q.size(1)), v = expand_kv_heads(v_in, q.size(1));
   auto f = features(q, k, ctx.scale, hc.state.position);
   if (hybrid_.cache > 0) {
     // LoLA's decoding: the recurrent step selects at every token, the prompt's tokens included (the chunked form

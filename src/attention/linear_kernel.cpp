@@ -173,7 +173,8 @@ std::unique_ptr<KernelCache> LinearAttention::new_cache() const { return std::ma
 at::Tensor LinearAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                            KernelCache& cache) {
   auto& lc = cached_call<LinearCache>(cache, ctx, kind());
-  auto o = forward_with_state(q, k, v, ctx.scale, lc.state);
+  // the state is per query head: the feature maps are, and φ(k) differs per head of a group
+  auto o = forward_with_state(q, expand_kv_heads(k, q.size(1)), expand_kv_heads(v, q.size(1)), ctx.scale, lc.state);
   lc.position = lc.state.position;
   return o;
 }

@@ -26,7 +26,7 @@ MixedAttention::MixedAttention(std::vector<int64_t> softmax_heads, std::shared_p
   }
   index_ = torch::tensor(softmax_heads_, torch::kLong);
   register_module("student", student_);
-  softmax_ = make_attention_kernel("softmax", nlohmann::json::object(), n_head, 1);
+  softmax_ = std::make_shared<SoftmaxAttention>();
 }
 
 nlohmann::json MixedAttention::config_json() const {
@@ -91,9 +91,19 @@ at::Tensor MixedAttention::forward_cached(const at::Tensor& q, const at::Tensor&
                                           KernelCache& cache) {
   auto& mc = cached_call<MixedCache>(cache, ctx, kind());
   const auto c = without_capture(ctx);
+  const int64_t h = q.size(1);
   auto out = student_->forward_cached(q, k, v, c, *mc.student);
-  auto kept = softmax_->forward_cached(heads_of(q, index_), heads_of(k, index_), heads_of(v, index_), c,
-                                       *mc.softmax);
+  // Under grouped-query attention the KV cache holds each KV head a kept head reads, once: kept heads 0 and 1
+  // of one group share it.
+  const int64_t g = h / k.size(1);
+  std::vector<int64_t> kv_heads, head_map;
+  for (const int64_t kept : softmax_heads_) {
+    if (kv_heads.empty() || kv_heads.back() != kept / g) kv_heads.push_back(kept / g);  // sorted heads: sorted groups
+    head_map.push_back(static_cast<int64_t>(kv_heads.size()) - 1);
+  }
+  const auto kv_index = g == 1 ? index_ : torch::tensor(kv_heads, torch::kLong);
+  auto kept = softmax_->forward_cached_mapped(heads_of(q, index_), heads_of(k, kv_index), heads_of(v, kv_index), c, *mc.softmax,
+                                              g == 1 ? at::Tensor() : torch::tensor(head_map, torch::kLong).to(q.device()));
   mc.position = mc.student->position;
   return put_heads(out, index_, kept);
 }

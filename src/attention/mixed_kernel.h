@@ -47,7 +47,7 @@ class MixedAttention : public DistillableKernel {
   std::vector<int64_t> softmax_heads_;
   at::Tensor index_;  // softmax_heads_ as an int64 tensor, built once
   std::shared_ptr<DistillableKernel> student_;
-  AttentionKernel softmax_;
+  std::shared_ptr<SoftmaxAttention> softmax_;
 };
 
 }  // namespace mimic::attention

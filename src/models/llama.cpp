@@ -110,9 +110,8 @@ ForwardOutputs LlamaImpl::forward(const ForwardInputs& in) {
     if (c_.qk_norm) q = l.q_norm->forward(q), k = l.k_norm->forward(k);
     q = apply_rope(q.transpose(1, 2), cos, sin);
     k = apply_rope(k.transpose(1, 2), cos, sin);
-    // grouped-query attention: KV head j serves query heads j·g .. j·g + g − 1, repeated here so that every kernel sees
-    // one key and value per query head (a kernel's state per KV head would hold g times less: not done yet)
-    if (nkv < nh) k = k.repeat_interleave(nh / nkv, 1), v = v.repeat_interleave(nh / nkv, 1);
+    // grouped-query attention: k and v keep their nkv heads; attend_heads repeats them for the kernels that need one
+    // per query head and leaves them grouped for a KV cache
     x = x + l.o_proj->forward(attend_heads(i, q, k, v, /*causal=*/true, pad, scale));
     const auto h2 = l.post_attention_layernorm->forward(x);
     x = x + l.down_proj->forward(torch::silu(l.gate_proj->forward(h2)) * l.up_proj->forward(h2));

@@ -145,7 +145,7 @@ at::Tensor NetworkImpl::attend_heads(int64_t layer, const at::Tensor& qh, const 
                                      const at::Tensor& key_padding_mask, double scale) {
   if (!captures_[layer]) return attend_split(layer, qh, kh, vh, {}, {}, causal, key_padding_mask, scale);
   auto merge = [](const at::Tensor& x) { return x.transpose(1, 2).reshape({x.size(0), x.size(2), x.size(1) * x.size(3)}); };
-  return attend_split(layer, qh, kh, vh, merge(qh), merge(kh), causal, key_padding_mask, scale);
+  return attend_split(layer, qh, kh, vh, merge(qh), merge(attention::expand_kv_heads(kh, qh.size(1))), causal, key_padding_mask, scale);
 }
 
 at::Tensor NetworkImpl::attend_split(int64_t layer, const at::Tensor& qh, const at::Tensor& kh, const at::Tensor& vh, const at::Tensor& q,
@@ -157,12 +157,16 @@ at::Tensor NetworkImpl::attend_split(int64_t layer, const at::Tensor& qh, const 
   ctx.scale = scale;
   ctx.layer = layer;
   ctx.capture = captures_[layer];
+  // Grouped-query attention: decoding hands the kernel one key and value per KV head, so that its cache can be
+  // kept per KV head (forward_cached's contract); the whole-sequence forward, and every stage that reads a
+  // capture, see one per query head.
+  auto per_head = [&](const at::Tensor& x) { return attention::expand_kv_heads(x, h); };
   auto o = decoding_ ? kernels_[layer]->forward_cached(qh, kh, vh, ctx, *decoding_->layers.at(static_cast<size_t>(layer)))
-                    : kernels_[layer]->forward(qh, kh, vh, ctx);
+                    : kernels_[layer]->forward(qh, per_head(kh), per_head(vh), ctx);
   if (auto* cap = captures_[layer]) {
     cap->q = qh.detach();
-    cap->k = kh.detach();
-    cap->v = vh.detach();
+    cap->k = per_head(kh).detach();
+    cap->v = per_head(vh).detach();
     cap->o = o.detach();
     cap->q_full = q.detach();
     cap->k_full = k.detach();

@@ -67,8 +67,9 @@ class NetworkImpl : public torch::nn::Module {
   // merged heads [B, T, d]; fills the capture when set.
   at::Tensor attend(int64_t layer, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool causal,
                     const at::Tensor& key_padding_mask, double scale);
-  // The same on heads split already ([B, H, T, d_head] each: a network that rotates q and k, or repeats grouped KV
-  // heads, before the kernel). The capture's q_full and k_full are the heads side by side as the kernel saw them.
+  // The same on heads split already ([B, H, T, d_head] each: a network that rotates q and k before the kernel);
+  // k and v may hold H_kv heads dividing H (grouped-query attention: see attend_split). The capture's q_full and
+  // k_full are the heads side by side, one key per query head.
   at::Tensor attend_heads(int64_t layer, const at::Tensor& qh, const at::Tensor& kh, const at::Tensor& vh, bool causal,
                           const at::Tensor& key_padding_mask, double scale);
   void init_layers(int64_t n);
