@@ -48,10 +48,12 @@ mqar_settings() {
 mqar_header() {
   echo "== $TASK ($SCALE): $STEPS steps × $BATCH examples from scratch; accuracy over $EXAMPLES test examples ($(( EXAMPLES * PAIRS )) queries)"
 }
-# from_scratch NAME ATTENTION CONFIG: a GPT-2 of CONFIG trained from scratch on $TASK with ATTENTION → $OUT/scratch-NAME,
-# its accuracy → $OUT/acc-scratch-NAME.json
+# from_scratch NAME ATTENTION CONFIG: a model of CONFIG (its model_type the architecture: gpt2, llama, ...) trained from
+# scratch on $TASK with ATTENTION → $OUT/scratch-NAME, its accuracy → $OUT/acc-scratch-NAME.json
 from_scratch() {
-  stage "scratch-$1" to "$OUT/train-scratch-$1.json" "$MIMIC" pretrain --arch gpt2 --config "$3" --data "$TASK" --seq-len "$LEN" \
+  local arch
+  arch=$(jq -r .model_type "$3")
+  stage "scratch-$1" to "$OUT/train-scratch-$1.json" "$MIMIC" pretrain --arch "$arch" --config "$3" --data "$TASK" --seq-len "$LEN" \
     --attention "$2" --batch-size "$BATCH" --steps "$STEPS" --warmup $(( STEPS / 20 + 1 )) --lr "$LR" --eval-every "$STEPS" \
     --eval-batches 4 --out "$OUT/scratch-$1" --json "${common[@]}"
   accuracy "scratch-$1" "$OUT/scratch-$1"

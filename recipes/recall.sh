@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What linear attention loses, on synthetic associative recall (docs/recall.md), on CPU.
-#  A. Hedgehog App. B.1 / Fig. 5: small GPT-2s (recipes/configs/recall-mini.json: 2 layers, 4 heads, d 64) trained
+#  A. Hedgehog App. B.1 / Fig. 5: small GPT-2s (recipes/configs/recall-mini.json: 2 layers, 4 heads, d 64) — or with
+#     ARCH=llama small Llamas of the same widths (recall-llama-mini.json: 4 query heads sharing 2 KV heads) — trained
 #     from scratch on MQAR with softmax attention, with each registered feature map, with hedgehog + SLA gates and
 #     with the gated delta rule (--attention delta):
 #     recall accuracy on the task's test split and the attention entropy of each model, side by side.
@@ -8,17 +9,20 @@
 #     (± SLA gates), converted, then finetuned briefly on the task: accuracy before and after, and the share of the
 #     teacher's accuracy recovered.
 #   SCALE=quick (default) | full;  MIMIC, OUT, THREADS, SEED as in recipes/lib.sh
-#   knobs: VOCAB LEN PAIRS (the task), STEPS BATCH LR (training from scratch), MAPS (part A), CONVERT_MAPS (part B),
+#   knobs: ARCH (gpt2 | llama), VOCAB LEN PAIRS (the task), STEPS BATCH LR (training from scratch), MAPS (part A), CONVERT_MAPS (part B),
 #          EXAMPLES (scored per model), ENT_SAMPLES (test examples for the entropy), REC_SAMPLES EPOCHS FT_STEPS (part B)
 SCALE=${SCALE:-quick}
-OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/recall-$SCALE}
+ARCH=${ARCH:-gpt2}
+case $ARCH in gpt2 | llama) ;; *) echo "ARCH must be gpt2 or llama, got '$ARCH'" >&2; exit 2 ;; esac
+suffix=; [[ $ARCH == gpt2 ]] || suffix=-$ARCH
+OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/recall$suffix-$SCALE}
 source "$(dirname "$0")/lib.sh"
 mkdir -p "$OUT"
 mqar_settings
 ENT_SAMPLES=${ENT_SAMPLES:-16}  # REC_SAMPLES (64), EPOCHS (10) and FT_STEPS (60) as in recipes/lib.sh
 MAPS=${MAPS:-$("$MIMIC" info --feature-maps --json | jq -r '.[].name | select(. != "identity")')}
 CONVERT_MAPS=${CONVERT_MAPS:-hedgehog elu}
-config=$root/recipes/configs/recall-mini.json
+config=$root/recipes/configs/recall${suffix}-mini.json
 
 # scratch NAME ATTENTION: a model trained from scratch on the task (lib.sh's from_scratch), and its attention entropy
 scratch() {
@@ -68,6 +72,7 @@ teacher=$(get "$OUT/acc-scratch-softmax.json" .model.accuracy)
 share() { awk -v a="$(get "$OUT/acc-$1.json" .model.accuracy)" -v t="$teacher" 'BEGIN { printf "%.0f%%", (t > 0 ? 100 * a / t : 0) }'; }
 echo
 mqar_header
+echo "(models: $ARCH, recipes/configs/$(basename "$config"))"
 printf '| %-22s | %9s | %16s |\n' "trained from scratch" "accuracy" "entropy (nats)"
 printf '|---|---|---|\n'
 for m in softmax $MAPS hedgehog-sla delta; do printf '| %-22s | %9s | %16s |\n' "$m" "$(acc "scratch-$m")" "$(entropy "$m")"; done

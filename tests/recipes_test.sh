@@ -61,6 +61,8 @@ export PROBE_SEGMENTS=2 PROBE_LEN=16 PROBE_PASSKEYS=1 PROBE_PASSKEY_LEN=64 PROBE
 STUDENTS="hedgehog hybrid delta" KS=2 STATE_AT=64 CACHES=4 run recall-placement gpt2-recall.sh gpt2-mini
 K=2 VARIANTS="lm kd-copy kd-copy-frozen" run stage2 gpt2-stage2.sh gpt2-mini
 VOCAB=16 LEN=16 PAIRS=2 STEPS=2 BATCH=4 EXAMPLES=4 ENT_SAMPLES=2 CONVERT_MAPS=elu run recall recall.sh
+# the same on small Llamas (grouped-query attention, rotary embeddings): issue 36's recipe converting a Llama end to end
+ARCH=llama VOCAB=16 LEN=16 PAIRS=2 STEPS=2 BATCH=4 EXAMPLES=4 ENT_SAMPLES=2 CONVERT_MAPS=elu run recall-llama recall.sh
 VOCAB=16 LEN=16 PAIRS=2 STEPS=2 BATCH=4 EXAMPLES=4 ORDERS="1 2" NORMS="row l2" run taylor taylor.sh
 # a model with a shorter context than the recipes' lengths (64 tokens: a random GPT-2 pretrained one step): the
 # recipe cuts them to fit, says so, and runs (issue 37: "recipes take their lengths from the model's context")

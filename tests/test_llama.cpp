@@ -175,8 +175,14 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["head_dim"] = 7; })), "head_dim 7 is odd: rotary position embeddings");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["num_attention_heads"] = 64; })),
                      "head_dim 1 (hidden_size / num_attention_heads) is odd");
-  // a head_dim the weights do not have: refused by key before anything is allocated
-  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen3", [](auto& j) { j["head_dim"] = 32; })), "head_dim");
+  // a head_dim the weights do not have: refused by key before anything is allocated, each key with its own value (the
+  // ninth probe: the message printed the product, "num_key_value_heads 64" for 8)
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen3", [](auto& j) { j["head_dim"] = 32; })),
+                     "(num_attention_heads 4 × head_dim 32 disagrees with the weights)");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["num_key_value_heads"] = 4; })),
+                     "(num_key_value_heads 4 × head_dim 8 (hidden_size 64 / num_attention_heads 8) disagrees with the weights)");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["num_attention_heads"] = 2; })),
+                     "(num_key_value_heads 2 × head_dim 16 (hidden_size 32 / num_attention_heads 2) disagrees with the weights)");
   // the default spelled out is the default
   EXPECT_NO_THROW(load_model(edited(dir, "llama", [](auto& j) { j["head_dim"] = 8; })));
 }

@@ -882,8 +882,9 @@ TEST(Configs, AKeyGivenTwiceAndKeysPretrainSetsAreRefusedByName) {
            {R"("architectures": ["GPT2Model"])", "--config: architectures [\"GPT2Model\"] differs from the objective's [\"GPT2LMHeadModel\"]"},
            {R"("initializer_range": -1)", "--config: initializer_range -1 differs from the initialisation's 0.02"},
            {R"("tie_word_embeddings": false)", "tie_word_embeddings false: a language-model head apart from the token embedding"},
-           {R"("n_layer": 100000)", "model config: the number of layers must be at most 1024, got 100000"},
-           {R"("n_layer": 1000, "n_embd": 65536)", "model config: 1000 layers of width 65536 make about "}}) {
+           // the refusals name the file (the ninth probe: they said "model config")
+           {R"("n_layer": 100000)", "e.json: the number of layers must be at most 1024, got 100000"},
+           {R"("n_layer": 1000, "n_embd": 65536)", "e.json: 1000 layers of width 65536 make about "}}) {
     std::string c = R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 16, )" + config + "}";
     if (config.find("n_layer") != std::string::npos) c = R"({"n_head": 2, "n_positions": 16, )" + config + (config.find("n_embd") == std::string::npos ? R"(, "n_embd": 8})" : "}");
     mimic::test::write_bytes(dir.file("e.json"), c);
@@ -902,6 +903,14 @@ TEST(Configs, AKeyGivenTwiceAndKeysPretrainSetsAreRefusedByName) {
   auto twice = mimic::test::mimic_cli(base + dir.file("d.json"));
   EXPECT_EQ(twice.code, 1);
   EXPECT_NE(twice.err.find("d.json: key 'n_head' is given twice"), std::string::npos) << twice.err;
+  // a recall task longer than a Llama's context names the Llama key (it said n_positions, GPT-2's)
+  mimic::test::write_bytes(dir.file("l.json"), R"({"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "max_position_embeddings": 16})");
+  auto ctx = mimic::test::mimic_cli("pretrain --arch llama --data mqar:vocab=10,seq_len=24,pairs=3 --steps 1 --out " + dir.file("p") +
+                                    " --config " + dir.file("l.json"));
+  EXPECT_EQ(ctx.code, 1);
+  EXPECT_NE(ctx.err.find("the task's seq_len 24 exceeds the model's context of 16 (max_position_embeddings in --config)"), std::string::npos)
+      << ctx.err;
   EXPECT_FALSE(fs::exists(dir.file("p")));
 }
 

@@ -36,6 +36,7 @@ void run(PretrainArgs& a) {
   const std::string warmup_note = fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);
   if (!a.config_path.empty()) {
     a.o.config = json_parse(io::read_text_file(a.config_path), a.config_path);
+    a.o.config_source = "--config " + a.config_path;
   }
   a.o.seed = a.common.seed;
   a.o.device = a.common.on;

@@ -14,7 +14,8 @@
 #                         SIGTERM is killed 10 s later)
 # Prints the output of each test that failed, the end of a shard's output when it ended without gtest's summary (a
 # crash: its last "[ RUN ]" line names the test), and a summary line; exits non-zero when a shard fails, is stopped,
-# or when no test ran at all (a filter that matches nothing is a failure, not a green run).
+# when no test ran at all (a filter that matches nothing is a failure, not a green run), or when the shards ran
+# fewer or more tests than the binary lists.
 set -euo pipefail
 binary=$1
 filter=${2:-*}
@@ -73,6 +74,13 @@ for ((i = 0; i < shards; ++i)); do
 done
 if [ "$ran" -eq 0 ]; then
   echo "gtest_shards.sh: no test of $binary ran (filter '$filter')" >&2
+  status=1
+fi
+# every listed test ran once: the shards' summaries add up to the binary's own list (a shard's exit code and summary
+# alone would pass a run whose sharding dropped tests)
+listed=$("$binary" "--gtest_filter=$filter" --gtest_list_tests 2>/dev/null | grep -v '^  DISABLED_' | grep -c '^  [^ ]' || true)
+if [ "$status" -eq 0 ] && [ "$ran" -ne "$listed" ]; then
+  echo "gtest_shards.sh: the shards ran $ran tests, $(basename "$binary") lists $listed for filter '$filter'" >&2
   status=1
 fi
 echo "gtest_shards.sh: $ran tests of $(basename "$binary") in $shards processes on $workers cores, $(( $(date +%s) - start )) s" >&2

@@ -126,6 +126,7 @@ class BertFamily : public Family {
                   "classifier.weight"};
     checkpoint_prefix = "bert.";
     new_prefix = "bert.";
+    context_key = "max_position_embeddings";
     finetune_preset = "bert";
     tokenizer_asset = "bert-base-uncased";
     pretrain_architecture = "BertForMaskedLM";

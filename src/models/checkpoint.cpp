@@ -148,7 +148,8 @@ void check_config_against_weights(const Family& family, const ModelConfig& c, co
     for (size_t i = 0; i < t.shape.size(); ++i)
       if (i >= shape.size() || shape[i] != t.shape[i].size)
         fail(config_path, ": ", t.shape[i].key, " asks for '", t.name, "' of shape ", show_shape(want), ", but ", weights, " holds ",
-             show_shape(shape), " (", t.shape[i].key, " ", t.shape[i].size, " disagrees with the weights)");
+             show_shape(shape), " (", t.shape[i].shown.empty() ? t.shape[i].key + " " + std::to_string(t.shape[i].size) : t.shape[i].shown,
+             " disagrees with the weights)");
     fail(config_path, ": '", t.name, "' is ", show_shape(shape), " in ", weights, ", the config asks for ", show_shape(want));
   }
 }

@@ -48,7 +48,8 @@ using Ties = std::map<std::string, std::pair<std::string, std::string>>;
 // before anything is allocated.
 struct SizedDim {
   int64_t size;
-  std::string key;  // config.json's key, e.g. "n_embd"
+  std::string key;      // config.json's key, e.g. "n_embd"
+  std::string shown;    // the keys' own values where the size is a product ("num_key_value_heads 2"); empty: key and size
 };
 struct SizedTensor {
   std::string name;      // network name, e.g. "h.5.mlp.c_fc.weight"
@@ -79,6 +80,7 @@ class Family {
   ClassifierHead classifier;
   std::string checkpoint_prefix;  // the prefix some checkpoints put before the backbone's keys
   std::string new_prefix;         // the prefix create_model writes (HF's current layout)
+  std::string context_key;        // config.json's key for the context length (in messages: "n_positions")
   std::string finetune_preset;    // finetune's default hyper-parameters for it (finetune::preset)
   std::string tokenizer_asset;    // the fetched asset (asset_path) holding its tokenizer files, or "" (none fetched)
   std::string pretrain_architecture;  // config.json's "architectures" entry of what pretrain trains (its LM / MLM head)

@@ -94,6 +94,7 @@ class Gpt2Family : public Family {
     causal = true;
     checkpoint_prefix = "transformer.";
     new_prefix = "";
+    context_key = "n_positions";
     finetune_preset = "gpt2";
     tokenizer_asset = "gpt2";
     pretrain_architecture = "GPT2LMHeadModel";

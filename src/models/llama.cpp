@@ -141,6 +141,7 @@ class LlamaFamily : public Family {
     causal = true;
     checkpoint_prefix = "model.";
     new_prefix = "model.";
+    context_key = "max_position_embeddings";
     finetune_preset = "gpt2";  // a causal LM's defaults
     tokenizer_asset = tokenizer;  // what `pretrain --arch` trains a fresh model with on prose (a model folder brings its own)
     lm_head_may_be_untied = true;
@@ -210,11 +211,15 @@ class LlamaFamily : public Family {
   std::vector<SizedTensor> sized_tensors(const ModelConfig& c) const override {
     const SizedDim d{c.d_model, "hidden_size"};
     const std::string last = "layers." + std::to_string(c.n_layer - 1) + ".";
-    const char* head_key = c.explicit_head_dim > 0 ? "head_dim" : "num_attention_heads";
+    // q's and k's rows are heads × head_dim: the message names the keys with their own values, not the product
+    const std::string hd = " × head_dim " + std::to_string(c.head_dim()) +
+                           (c.explicit_head_dim > 0 ? std::string()
+                                                    : " (hidden_size " + std::to_string(c.d_model) + " / num_attention_heads " + std::to_string(c.n_head) + ")");
+    const SizedDim q_rows{c.n_head * c.head_dim(), "num_attention_heads × head_dim", "num_attention_heads " + std::to_string(c.n_head) + hd};
     std::vector<SizedTensor> out = {
         {"embed_tokens.weight", "", {{c.vocab_size, "vocab_size"}, d}},
-        {last + "self_attn.q_proj.weight", "num_hidden_layers", {{c.n_head * c.head_dim(), head_key}, d}},
-        {last + "self_attn.k_proj.weight", "num_hidden_layers", {{c.kv_heads() * c.head_dim(), "num_key_value_heads"}, d}},
+        {last + "self_attn.q_proj.weight", "num_hidden_layers", {q_rows, d}},
+        {last + "self_attn.k_proj.weight", "num_hidden_layers", {{c.kv_heads() * c.head_dim(), "num_key_value_heads × head_dim", "num_key_value_heads " + std::to_string(c.kv_heads()) + hd}, d}},
         {last + "mlp.gate_proj.weight", "num_hidden_layers", {{c.d_ff, "intermediate_size"}, d}}};
     if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", "", {{c.vocab_size, "vocab_size"}, d}});
     return out;

@@ -36,8 +36,8 @@ const char* kTokenizerFiles[] = {"vocab.json", "merges.txt", "vocab.txt", "token
 class HfModel : public Model {
  public:
   // A fresh model from config.json content.
-  HfModel(const std::string& config_json, const std::string& tokenizer_dir, bool fp16) : dir_(tokenizer_dir) {
-    config_ = parse_config(json_parse(config_json, "model config"), "model config");
+  HfModel(const std::string& config_json, const std::string& tokenizer_dir, bool fp16, const std::string& where) : dir_(tokenizer_dir) {
+    config_ = parse_config(json_parse(config_json, where), where);
     // A fresh model is allocated from its config alone (a loaded one is bounded by its file), to be trained: its
     // float32 parameters, their gradients and AdamW's two moments (16 bytes a parameter) must fit in this machine's
     // memory, or the allocation dies minutes later instead of a line naming the sizes (the ninth probe: a 2 B model
@@ -49,7 +49,7 @@ class HfModel : public Model {
     const double numbers = static_cast<double>(c.vocab_size + c.max_positions) * c.d_model +
                            static_cast<double>(c.n_layer) * (4.0 * c.d_model * c.d_model + mlp * c.d_model * c.d_ff);
     const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
-    MIMIC_CHECK(memory <= 0 || 16 * numbers <= memory, "model config: ", c.n_layer, " layers of width ", c.d_model, " make about ",
+    MIMIC_CHECK(memory <= 0 || 16 * numbers <= memory, where, ": ", c.n_layer, " layers of width ", c.d_model, " make about ",
                 static_cast<int64_t>(numbers / 1e6), " M parameters (", static_cast<int64_t>(16 * numbers / (1 << 30)),
                 " GiB to train in float32: weights, gradients and AdamW's two moments), more than this machine's ",
                 static_cast<int64_t>(memory / (1 << 30)), " GiB of memory");
@@ -481,8 +481,9 @@ std::string attention_digest(const Model& model) {
   return h.hex();
 }
 
-std::unique_ptr<Model> create_model(const std::string& config_json, const std::string& tokenizer_dir, bool fp16_storage) {
-  return std::make_unique<HfModel>(config_json, tokenizer_dir, fp16_storage);
+std::unique_ptr<Model> create_model(const std::string& config_json, const std::string& tokenizer_dir, bool fp16_storage,
+                                    const std::string& where) {
+  return std::make_unique<HfModel>(config_json, tokenizer_dir, fp16_storage, where);
 }
 
 std::unique_ptr<Model> load_model(const std::string& path, const LoadOptions& options) {

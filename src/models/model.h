@@ -197,6 +197,8 @@ at::Tensor token_row(const std::vector<int64_t>& ids, c10::Device device);
 // tokenizer files of `tokenizer_dir` are copied beside the weights. Keys are written in HF's current
 // layout (GPT-2 without prefix, BERT with "bert." and LayerNorm weight/bias), float32 unless
 // `fp16_storage`.
-std::unique_ptr<Model> create_model(const std::string& config_json, const std::string& tokenizer_dir, bool fp16_storage = false);
+// `where` names the config in messages ("--config my.json").
+std::unique_ptr<Model> create_model(const std::string& config_json, const std::string& tokenizer_dir, bool fp16_storage = false,
+                                    const std::string& where = "model config");
 
 }  // namespace mimic::models

@@ -117,7 +117,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
       set("bos_token_id", tok->eos_id(), "the tokenizer's end-of-text id");
       set("eos_token_id", tok->eos_id(), "the tokenizer's end-of-text id");
     }
-    model = models::create_model(config.dump(), tok_dir, /*fp16_storage=*/!recall);
+    model = models::create_model(config.dump(), tok_dir, /*fp16_storage=*/!recall, o.config_source);
   } else {
     model = models::load_model(o.init);
     const auto s = model->summary();
@@ -134,7 +134,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   const auto summary = model->summary();
   const int64_t ctx = summary.max_positions;
   MIMIC_CHECK(o.seq_len <= ctx, recall ? "the task's seq_len " : "--seq-len ", o.seq_len, " exceeds the model's context of ", ctx,
-              recall ? " (n_positions in --config): give a shorter task or a longer context" : "");
+              recall ? " (" + family.context_key + " in --config): give a shorter task or a longer context" : std::string());
   if (o.attention != "softmax") {
     MIMIC_CHECK(o.init.empty(), "--attention trains a fresh model with that attention; to convert a trained one use distill + convert");
     for (int64_t l = 0; l < summary.n_layer; ++l)

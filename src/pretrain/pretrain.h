@@ -13,6 +13,7 @@ namespace mimic::pretrain {
 struct PretrainOptions {
   std::string arch;                 // "gpt2" | "bert"
   nlohmann::json config;            // HF config.json content (sizes); vocab_size is set from the tokenizer
+  std::string config_source = "model config";  // what messages call it ("--config my.json")
   std::string corpus = "all";       // "all" | "sotu" | "moby-dick", or a recall task ("mqar:...", "ar:...";
                                     // data/recall_tasks.h): then the model's vocabulary is the task's, it has no
                                     // tokenizer, and only the answers are scored
