@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Loads a model directory mimic wrote — a converted one included — into plain PyTorch (no mimic), and computes its
-logits: GPT-2 and the Llama family (Llama, Mistral, Qwen2, Qwen3), with softmax, linear, hybrid and mixed attention as
-mimic.json names them per layer. What the directory holds is documented in docs/convert.md ("Layout of a converted
+logits: GPT-2, BERT (the masked-LM head's logits over the vocabulary, or a classifier's over its labels; one unpadded
+sequence, token type 0) and the Llama family (Llama, Mistral, Qwen2, Qwen3), with softmax, linear, hybrid and mixed
+attention as mimic.json names them per layer (BERT's bidirectional, the others causal). What the directory holds is documented in docs/convert.md ("Layout of a converted
 directory"); the mathematics of each kind is docs/attention.md's, written here once more from those definitions.
 
     import mimic_torch
     model = mimic_torch.load("out/converted")            # config.json, safetensors (single or sharded), mimic.json
-    logits = model(torch.tensor([[1, 2, 3]]))            # [B, T, vocab], float64 by default
+    logits = model(torch.tensor([[1, 2, 3]]))            # [B, T, vocab] ([B, labels] for a classifier), float64
 
     python3 python/mimic_torch.py DIR --ids 1,2,3        # prints the logits' shape and the last position's top 5
     python3 python/mimic_torch.py DIR --check FORWARD.safetensors   # against `mimic forward --out`: max relative error
@@ -226,6 +227,18 @@ def _gelu_new(x):
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x.pow(3))))
 
 
+def _activation(name):
+    if name in ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"):
+        return _gelu_new
+    if name == "gelu":
+        return torch.nn.functional.gelu
+    if name == "relu":
+        return torch.relu
+    if name in ("silu", "swish"):
+        return torch.nn.functional.silu
+    raise ValueError("hidden_act '%s' is not supported (gelu_new, gelu, relu, silu)" % name)
+
+
 def _layer_norm(x, w, b, eps):
     return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, eps)
 
@@ -268,8 +281,8 @@ class Model:
         self.dir = directory
         self.config = json.load(open(os.path.join(directory, "config.json")))
         self.type = self.config.get("model_type")
-        if self.type != "gpt2" and self.type not in LLAMA_TYPES:
-            raise ValueError("%s: model_type '%s' is not supported by mimic_torch.py (gpt2, %s)" % (directory, self.type, ", ".join(LLAMA_TYPES)))
+        if self.type not in ("gpt2", "bert") and self.type not in LLAMA_TYPES:
+            raise ValueError("%s: model_type '%s' is not supported by mimic_torch.py (gpt2, bert, %s)" % (directory, self.type, ", ".join(LLAMA_TYPES)))
         self.w = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in read_weights(directory).items()}
         mimic_json = os.path.join(directory, "mimic.json")
         self.layers = {}
@@ -278,9 +291,13 @@ class Model:
                 self.layers[int(e["layer"])] = e
         if self.type == "gpt2":  # keys with or without the "transformer." prefix
             self.w = {(k[len("transformer."):] if k.startswith("transformer.") else k): v for k, v in self.w.items()}
+        if self.type == "bert":  # the backbone's keys with or without the "bert." prefix; the heads' never have it
+            self.w = {(k[len("bert."):] if k.startswith("bert.") else k): v for k, v in self.w.items()}
 
     def __call__(self, ids):
         with torch.no_grad():
+            if self.type == "bert":
+                return self._bert(ids)
             return self._gpt2(ids) if self.type == "gpt2" else self._llama(ids)
 
     def _gpt2(self, ids):
@@ -302,6 +319,30 @@ class Model:
             x = x + _gelu_new(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"]) @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
         x = _layer_norm(x, w["ln_f.weight"], w["ln_f.bias"], eps)
         return x @ w.get("lm_head.weight", w["wte.weight"]).t()
+
+    def _bert(self, ids):
+        """Post-norm encoder: x = LN(x + attention(x)), x = LN(x + MLP(x)); then the masked-LM transform and the tied
+        decoder, or the pooler (tanh of the first position) and the classifier."""
+        c, w = self.config, self.w
+        d, nh = c["hidden_size"], c["num_attention_heads"]
+        hd, eps, b, t = d // nh, c.get("layer_norm_eps", 1e-12), ids.shape[0], ids.shape[1]
+        act = _activation(c.get("hidden_act", "gelu"))
+        lin = lambda x, n: x @ w[n + ".weight"].t() + w[n + ".bias"]
+        ln = lambda x, n: _layer_norm(x, w[n + ".weight"], w[n + ".bias"], eps)
+        x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:t] + w["embeddings.token_type_embeddings.weight"][0]
+        x = ln(x, "embeddings.LayerNorm")
+        for i in range(c["num_hidden_layers"]):
+            p = "encoder.layer.%d." % i
+            q, k, v = (lin(x, p + "attention.self." + n).view(b, t, nh, hd).transpose(1, 2) for n in ("query", "key", "value"))
+            a = attention(self.layers.get(i), w, i, q, k, v, 1 / math.sqrt(hd), False).transpose(1, 2).reshape(b, t, d)
+            x = ln(x + lin(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
+            x = ln(x + lin(act(lin(x, p + "intermediate.dense")), p + "output.dense"), p + "output.LayerNorm")
+        if "classifier.weight" in w:
+            return lin(torch.tanh(lin(x[:, 0], "pooler.dense")), "classifier")
+        if "cls.predictions.transform.dense.weight" not in w:
+            raise ValueError("%s: a BERT without a masked-LM or classification head has no logits" % self.dir)
+        h = ln(act(lin(x, "cls.predictions.transform.dense")), "cls.predictions.transform.LayerNorm")
+        return h @ w.get("cls.predictions.decoder.weight", w["embeddings.word_embeddings.weight"]).t() + w["cls.predictions.bias"]
 
     def _llama(self, ids):
         c, w = self.config, self.w

@@ -1,9 +1,11 @@
 // python/mimic_torch.py, the plain-PyTorch loader of converted directories (issue 36 item 6), against mimic's own
 // forward: gpt2-mini converted with linear attention (hedgehog maps with SLA gates, taylor2) around kept softmax heads
-// (the mixed kind) and with LoLCATs' hybrid, each read back by the script from the directory alone. The Llama family's
+// (the mixed kind) and with LoLCATs' hybrid, each read back by the script from the directory alone; converted BERTs and
+// a BERT classifier likewise. The Llama family's
 // side (rotary embeddings, grouped-query attention) is LlamaFamily.AFolderWithTokenizerJsonRunsEveryStageOnProse's.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -13,7 +15,7 @@ using mimic::test::TempDir;
 namespace {
 // Runs `mimic forward` on `dir` and the script's --check on its output; returns the script's JSON line.
 nlohmann::json torch_check(const TempDir& tmp, const std::string& dir, const std::string& text) {
-  const std::string out = dir + ".forward.safetensors";
+  const std::string out = tmp.file(std::filesystem::path(dir).filename().string() + ".forward.safetensors");
   auto f = mimic::test::mimic_cli("forward --model " + dir + " --text '" + text + "' --out " + out + " --threads 1");
   EXPECT_EQ(f.code, 0) << f.err;
   mimic::test::write_bytes(tmp.file("run.sh"), "/usr/bin/python3 " + std::string(MIMIC_SOURCE_DIR) + "/python/mimic_torch.py " + dir +
@@ -55,4 +57,30 @@ TEST(EmbeddedModels, ThePyTorchLoaderComputesConvertedModelsAsMimicDoes) {
   EXPECT_NE(std::system(("bash " + dir.file("bad.sh")).c_str()), 0);
   EXPECT_NE(mimic::test::read_bytes(dir.file("bad.out")).find("attention kind 'delta' (layer 0) is not supported by mimic_torch.py"),
             std::string::npos) << mimic::test::read_bytes(dir.file("bad.out"));
+}
+
+// BERT: bidirectional kernels (linear with kept softmax heads, and the hybrid's two-sided window), the masked-LM head
+// over the vocabulary, and a classifier's labels (bert-mini-spam) through the pooler.
+TEST(EmbeddedModels, ThePyTorchLoaderComputesConvertedBertAsMimicDoes) {
+  TempDir dir;
+  auto run = [&](const std::string& args) {
+    auto r = mimic::test::mimic_cli(args + " --threads 1");
+    ASSERT_EQ(r.code, 0) << args << "\n" << r.err;
+  };
+  run("record --model bert-mini --data sotu --split train --samples 4 --seq-len 64 --out " + dir.file("r.h5"));
+  run("distill --record " + dir.file("r.h5") + " --feature-map hedgehog --sla --epochs 1 --out " + dir.file("hh.safetensors"));
+  run("convert --model bert-mini --maps " + dir.file("hh.safetensors") + " --keep-softmax 1.4,2.1 --out " + dir.file("mixed"));
+  run("distill --record " + dir.file("r.h5") + " --attention hybrid:window=8 --epochs 1 --out " + dir.file("hy.safetensors"));
+  run("convert --model bert-mini --maps " + dir.file("hy.safetensors") + " --out " + dir.file("hybrid"));
+  const std::string text = "It is a truth universally acknowledged that the Congress of the United States shall assemble at least once "
+                           "in every year, and the Congress of the United States shall";
+  for (const auto& [name, kinds] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {dir.file("mixed"), {"linear", "mixed"}}, {dir.file("hybrid"), {"hybrid"}},
+           {std::string(MIMIC_SOURCE_DIR) + "/examples/models/bert-mini-spam", {"softmax"}}}) {
+    const auto j = torch_check(dir, name, text);
+    ASSERT_TRUE(j.is_object()) << name;
+    EXPECT_EQ(j["kinds"], kinds) << name;
+    EXPECT_LT(j["max_relative_error"].get<double>(), 1e-4) << name;
+    EXPECT_GE(j["tokens"].get<int>(), 30) << name;
+  }
 }
