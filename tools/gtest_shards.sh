@@ -13,7 +13,8 @@
 #   MIMIC_SHARD_TIMEOUT   seconds a shard may run before it is stopped and fails (default 3600; one that ignores
 #                         SIGTERM is killed 10 s later)
 # Prints the output of each test that failed, the end of a shard's output when it ended without gtest's summary (a
-# crash: its last "[ RUN ]" line names the test), and a summary line; exits non-zero when a shard fails, is stopped,
+# crash: its last "[ RUN ]" line names the test), and a summary line; exits non-zero when a shard fails (its exit code,
+# or a "[  FAILED  ]" line whatever the exit code), is stopped,
 # when no test ran at all (a filter that matches nothing is a failure, not a green run), or when the shards ran
 # fewer or more tests than the binary lists.
 set -euo pipefail
@@ -61,7 +62,8 @@ for ((i = 0; i < shards; ++i)); do
   rc=$(cat "$logs/$i.rc" 2>/dev/null || echo missing)
   n=$(sed -n 's/^\[==========\] \([0-9]*\) tests\? from .* ran\..*/\1/p' "$logs/$i.log" 2>/dev/null | tail -n 1)
   ran=$((ran + ${n:-0}))
-  if [ "$rc" != 0 ] || [ -z "$n" ]; then
+  # a shard fails on its exit code, a missing summary, or a failed test it printed (whatever it then exited with)
+  if [ "$rc" != 0 ] || [ -z "$n" ] || grep -q '^\[  FAILED  \]' "$logs/$i.log"; then
     status=1
     echo "== shard $i of $shards: exit $rc" >&2
     [ "$rc" = 124 ] && echo "gtest_shards.sh: shard $i stopped after ${timeout_s} s" >&2
