@@ -47,9 +47,10 @@ using Ties = std::map<std::string, std::pair<std::string, std::string>>;
 // a config asking for sizes the file does not hold (n_layer 1000, n_embd 10^6 beside small weights) is refused
 // before anything is allocated.
 struct SizedDim {
+  SizedDim(int64_t size, std::string key, std::string shown = "") : size(size), key(std::move(key)), shown(std::move(shown)) {}
   int64_t size;
-  std::string key;      // config.json's key, e.g. "n_embd"
-  std::string shown;    // the keys' own values where the size is a product ("num_key_value_heads 2"); empty: key and size
+  std::string key;    // config.json's key, e.g. "n_embd"
+  std::string shown;  // the keys' own values where the size is a product ("num_key_value_heads 2"); empty: key and size
 };
 struct SizedTensor {
   std::string name;      // network name, e.g. "h.5.mlp.c_fc.weight"

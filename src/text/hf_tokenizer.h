@@ -18,6 +18,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -31,6 +32,9 @@ class HfTokenizer : public Tokenizer {
   // tokenizer.json, and the folder's tokenizer_config.json when given ("" for none): it names the
   // special tokens (eos_token, bos_token, pad_token) as HF's loaders read them.
   explicit HfTokenizer(const std::string& tokenizer_json_path, const std::string& tokenizer_config_path = "");
+  // The same from the file's text and its parse, read already (load_tokenizer looks at the model's type first).
+  HfTokenizer(const std::string& tokenizer_json_path, const std::string& file_text, const nlohmann::json& file,
+              const std::string& tokenizer_config_path);
   ~HfTokenizer() override;
 
   std::string kind() const override { return byte_level_ ? "hf-byte-bpe" : "hf-bpe"; }
@@ -55,6 +59,7 @@ class HfTokenizer : public Tokenizer {
   struct Pipeline;  // the parsed components (hf_tokenizer.cpp)
 
  private:
+  HfTokenizer(const std::string& path, const std::string& file_text, const std::string& config_path);
   void encode_segment(const std::string& text, bool first_segment, std::vector<int64_t>& out) const;
   void encode_piece(const std::string& piece, std::vector<int64_t>& out) const;
 

@@ -22,11 +22,8 @@ bool bert_lower_case(const std::filesystem::path& config_path) {
   return cfg["do_lower_case"].get<bool>();
 }
 
-// Whether tokenizer.json holds a WordPiece model that vocab.txt beside it gives (a BERT folder). A quick look at
-// the model's type; the file is read in full by HfTokenizer otherwise.
-bool wordpiece_json(const std::filesystem::path& path, bool have_vocab_txt) {
-  if (!have_vocab_txt) return false;
-  const nlohmann::json j = json_parse(io::read_text_file(path.string()), path.string());
+// Whether a parsed tokenizer.json holds a WordPiece model (a BERT folder's, read from vocab.txt beside it).
+bool wordpiece_json(const nlohmann::json& j) {
   return j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].value("type", "") == "WordPiece";
 }
 }  // namespace
@@ -44,9 +41,14 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
   const bool vocab_json = fs::exists(d / "vocab.json"), merges = fs::exists(d / "merges.txt");
   // tokenizer.json first: it is what HF's fast tokenizers read, and a folder may hold vocab.json + merges.txt
   // beside it whose regex differs (Qwen2's). Its WordPiece models are read from vocab.txt instead.
-  if (fs::exists(d / "tokenizer.json") && !wordpiece_json(d / "tokenizer.json", fs::exists(d / "vocab.txt"))) {
-    const fs::path cfg = d / "tokenizer_config.json";
-    return std::make_unique<HfTokenizer>((d / "tokenizer.json").string(), fs::exists(cfg) ? cfg.string() : "");
+  if (fs::exists(d / "tokenizer.json")) {
+    // read and parsed once: the model's type decides, and HfTokenizer takes the parse
+    const std::string path = (d / "tokenizer.json").string(), text = io::read_text_file(path);
+    const nlohmann::json j = json_parse(text, path);
+    if (!fs::exists(d / "vocab.txt") || !wordpiece_json(j)) {
+      const fs::path cfg = d / "tokenizer_config.json";
+      return std::make_unique<HfTokenizer>(path, text, j, fs::exists(cfg) ? cfg.string() : "");
+    }
   }
   if (vocab_json && merges) return std::make_unique<Gpt2Bpe>((d / "vocab.json").string(), (d / "merges.txt").string());
   if (fs::exists(d / "vocab.txt"))
