@@ -1,0 +1,101 @@
+// The state a training run keeps in its output folder (internal to src/train/: trainer.cpp's train() and run_state.cpp):
+// the checkpoint (parameters, optimizer moments, random states and the run's numbers, written under its final name
+// only complete), the journal log.jsonl, and the staged best export. Not an API: nothing outside src/train/ includes it.
+#pragma once
+#include <ATen/core/Generator.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mimic/train/optimizer.h"
+#include "mimic/train/trainer.h"
+
+namespace mimic::train::run {
+
+namespace fs = std::filesystem;
+
+inline constexpr const char* kCheckpoint = "checkpoint.safetensors";
+
+struct Saved {
+  int64_t step = 0;
+  double best_eval = 0;
+  int64_t best_step = 0;
+  nlohmann::json data;
+  // The log's loss is a mean over the steps since the last log line. A checkpoint between two log lines keeps
+  // the steps summed so far, so that a resumed run logs the mean the uninterrupted one logs (found by
+  // bench/soak.sh: the line after a resume averaged only the steps since the resume).
+  double window_loss = 0;
+  int64_t window_n = 0;
+  // A finished run's checkpoint without keep_last: the state alone, no parameters or moments (TrainOptions::keep_last)
+  bool state_only = false;
+  // The files of the best export (best/, later promoted into out_dir by finetune and pretrain): name → file_digest.
+  // A rerun of a finished run checks them, so that it never reports a run's result over files changed since.
+  nlohmann::json best_files = nlohmann::json::object();
+};
+
+// The training state as the checkpoint stores it, and as rank 0 hands it to the other ranks at the start.
+nlohmann::json state_json(const Saved& s);
+
+Saved saved_from_json(const nlohmann::json& meta, const std::string& where);
+
+// name → digest of the regular files an export wrote into `dir`
+nlohmann::json file_digests(const fs::path& dir);
+
+// A finished run's best export is in out_dir/best, or promoted into out_dir (a promotion cut short leaves some of
+// each): every file must be there with the bytes the run wrote. A rerun checks this before it reports the run's
+// result, and a resumed run before it trains on: best/ changes only after the checkpoint that records it (below,
+// kStagedBest), so it always holds what the checkpoint says.
+void check_best_files(const std::string& out_dir, const Saved& s);
+
+// A new best model is exported into best.new/ and takes best/'s place only once a checkpoint records its digests: a
+// run killed between the export and that checkpoint leaves best/ as its last checkpoint knows it, and a resume can
+// check best/ (a foreign model copied into an unfinished run's best/ was promoted as the run's result: issue 38).
+// Before, a run killed in that window resumed with a best/ newer than its checkpoint.
+inline constexpr const char* kStagedBest = "best.new";
+
+// best.new/ into best/'s place (remove_all then rename: a kill between the two leaves best.new/ alone, which the
+// resume finishes).
+void swap_in_staged_best(const std::string& out_dir);
+
+// At a run's start: a staged best/ its checkpoint records (killed after the checkpoint, before the swap) is swapped in;
+// one it does not record (killed before that checkpoint, or a fresh start) is removed.
+void settle_staged_best(const std::string& out_dir, const Saved* s);
+
+// What an earlier run in out_dir exported beside its best model: last/ (a folder, or the link to out_dir) and the
+// step-N/ snapshots.
+void remove_earlier_exports(const std::string& out_dir);
+
+// The generator of the GPU the parameters are on (dropout there draws from it, not from the CPU's), or none: a
+// checkpoint keeps its state beside the CPU generator's, so that a run resumed on the same device continues.
+std::optional<at::Generator> device_generator(const TrainTask& task);
+
+// What every checkpoint's state says of the run beside the step's numbers: which run (fingerprint), how many
+// processes, which command; and the file written under its final name with them.
+void write_checkpoint(const std::string& dir, const std::vector<std::pair<std::string, at::Tensor>>& tensors, const Saved& s,
+                      const TrainOptions& o, int world_size, bool state_only);
+
+void save_checkpoint(const std::string& dir, const TrainTask& task, const AdamW& opt, const Saved& s,
+                     const TrainOptions& o, int world_size);
+
+// What a finished run without keep_last keeps: its state, so that a rerun ends at once (the random state only
+// because a checkpoint file holds at least one tensor).
+void save_state_only_checkpoint(const std::string& dir, const Saved& s, const TrainOptions& o, int world_size);
+
+Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, const TrainOptions& o, int world_size);
+
+// Keeps only log lines of steps up to `step` (a killed run may have logged past its last checkpoint). Only the
+// last line may be cut short — a kill mid-append leaves it without its newline — and only it is dropped unread;
+// any other line that is not a JSON object with an integer `step` means the log was damaged or edited, and is an
+// error naming the line rather than a line silently lost from the run's history.
+void truncate_log(const std::string& path, int64_t step);
+
+// The log is a journal, appended to a line at a time rather than replaced: a run killed mid-line leaves at
+// most a partial last line, which truncate_log drops when the run resumes.
+void append_log(const std::string& path, const nlohmann::json& j);
+
+}  // namespace mimic::train::run
