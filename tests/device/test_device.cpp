@@ -237,14 +237,23 @@ std::pair<mimic::data::LmBatch, mimic::data::LmBatch> batch_pair(int64_t vocab_s
   return {bc, bd};
 }
 
-// A small random GPT-2 (2 layers, 4 heads), first with softmax attention, then with each student kind in every
-// layer: the LM loss, the gradient of every weight, and greedy incremental decoding (forward_step) on the device
-// against the CPU.
+// A small random GPT-2 (2 layers, 4 heads) and a Llama with grouped-query attention (4 query heads on 2 KV heads: the
+// KV cache kept per KV head, read through a grouped product), first with softmax attention, then with each student
+// kind in every layer: the LM loss, the gradient of every weight, and greedy incremental decoding (forward_step) on
+// the device against the CPU.
 TEST(Device, AModelTrainsAndDecodesOnTheDeviceAsOnTheCpu) {
   SKIP_WITHOUT_GPU();
-  const nlohmann::json config = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", 97},
-                                 {"n_positions", 64}, {"n_embd", 32}, {"n_layer", 2}, {"n_head", 4}};
-  for (const auto& c : model_kinds()) {
+  const nlohmann::json gpt2 = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", 97},
+                               {"n_positions", 64}, {"n_embd", 32}, {"n_layer", 2}, {"n_head", 4}};
+  const nlohmann::json llama = {{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"vocab_size", 97},
+                                {"max_position_embeddings", 64}, {"hidden_size", 32}, {"intermediate_size", 64},
+                                {"num_hidden_layers", 2}, {"num_attention_heads", 4}, {"num_key_value_heads", 2}};
+  std::vector<std::pair<nlohmann::json, std::pair<std::string, nlohmann::json>>> cases;
+  for (const auto& config : {gpt2, llama})
+    for (const auto& k : model_kinds()) cases.push_back({config, {config["model_type"].get<std::string>() + " " + k.first, k.second}});
+  for (const auto& [config, named] : cases) {
+    const std::pair<std::string, nlohmann::json> c{named.first.substr(named.first.find(' ') + 1), named.second};
+    SCOPED_TRACE(named.first);
     auto [cpu, dev] = model_pair(config, c.first, c.second);
     const auto s = cpu->summary();
     const auto [bc, bd] = batch_pair(s.vocab_size);
