@@ -253,6 +253,8 @@ def _rope_inv_freq(c, hd):
     if not sc:
         return inv
     kind = sc.get("rope_type", sc.get("type"))
+    if kind == "default":
+        return inv
     if kind == "linear":
         return inv / sc["factor"]
     if kind != "llama3":
@@ -295,6 +297,15 @@ class Model:
             self.w = {(k[len("bert."):] if k.startswith("bert.") else k): v for k, v in self.w.items()}
 
     def __call__(self, ids):
+        c = self.config
+        vocab = c.get("vocab_size")
+        context = c.get("n_positions", c.get("n_ctx")) if self.type == "gpt2" else c.get("max_position_embeddings")
+        if ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
+            raise ValueError("token ids must be an integer tensor [B, T], got %s %s" % (list(ids.shape), ids.dtype))
+        if ids.numel() and (int(ids.min()) < 0 or (vocab and int(ids.max()) >= vocab)):
+            raise ValueError("token ids must lie in [0, %s), got %d..%d" % (vocab, int(ids.min()), int(ids.max())))
+        if context and ids.shape[1] > context:
+            raise ValueError("%d tokens exceed the model's context of %d" % (ids.shape[1], context))
         with torch.no_grad():
             if self.type == "bert":
                 return self._bert(ids)
@@ -303,10 +314,11 @@ class Model:
     def _gpt2(self, ids):
         c, w = self.config, self.w
         d, nh = c["n_embd"], c["n_head"]
-        hd, eps, b, t = d // nh, c.get("layer_norm_epsilon", 1e-5), ids.shape[0], ids.shape[1]
+        hd, eps, b, t = d // nh, c.get("layer_norm_epsilon") or 1e-5, ids.shape[0], ids.shape[1]
         if c.get("scale_attn_by_inverse_layer_idx") or c.get("reorder_and_upcast_attn"):
             raise ValueError("scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are not supported")
         scale = 1 / math.sqrt(hd) if c.get("scale_attn_weights", True) else 1.0
+        act = _activation(c.get("activation_function", "gelu_new"))
         x = w["wte.weight"][ids] + w["wpe.weight"][:t]
         for i in range(c["n_layer"]):
             p = "h.%d." % i
@@ -316,7 +328,7 @@ class Model:
             a = attention(self.layers.get(i), w, i, q, k, v, scale, True).transpose(1, 2).reshape(b, t, d)
             x = x + a @ w[p + "attn.c_proj.weight"] + w[p + "attn.c_proj.bias"]
             h = _layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
-            x = x + _gelu_new(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"]) @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
+            x = x + act(h @ w[p + "mlp.c_fc.weight"] + w[p + "mlp.c_fc.bias"]) @ w[p + "mlp.c_proj.weight"] + w[p + "mlp.c_proj.bias"]
         x = _layer_norm(x, w["ln_f.weight"], w["ln_f.bias"], eps)
         return x @ w.get("lm_head.weight", w["wte.weight"]).t()
 
@@ -349,7 +361,7 @@ class Model:
         b, t = ids.shape
         nh, nkv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
         hd = c.get("head_dim") or c["hidden_size"] // nh
-        eps = c.get("rms_norm_eps", 1e-6)
+        eps = c.get("rms_norm_eps") or 1e-6
         inv = _rope_inv_freq(c, hd)
         lin = lambda x, n: x @ w[n + ".weight"].t() + (w[n + ".bias"] if n + ".bias" in w else 0)
         x = w["model.embed_tokens.weight"][ids]
@@ -399,4 +411,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    try:
+        sys.exit(main(sys.argv))
+    except ValueError as e:  # what the file cannot compute, or bad input: one line
+        print("mimic_torch.py: error: %s" % e, file=sys.stderr)
+        sys.exit(1)

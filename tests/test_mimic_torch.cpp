@@ -50,6 +50,17 @@ TEST(EmbeddedModels, ThePyTorchLoaderComputesConvertedModelsAsMimicDoes) {
     EXPECT_LT(j["max_relative_error"].get<double>(), 1e-4) << name;  // float32 mimic against the script's float64
     EXPECT_GE(j["tokens"].get<int>(), 30) << name;  // past the hybrid window of 8: its linear part counts
   }
+  // the configured activation, not GPT-2's default (the tenth probe: relu was computed as gelu_new, exit 0)
+  std::filesystem::copy(dir.file("taylor"), dir.file("relu"), std::filesystem::copy_options::recursive);
+  auto config = nlohmann::json::parse(mimic::test::read_bytes(dir.file("relu/config.json")));
+  config["activation_function"] = "relu";
+  mimic::test::write_bytes(dir.file("relu/config.json"), config.dump());
+  EXPECT_LT(torch_check(dir, dir.file("relu"), text)["max_relative_error"].get<double>(), 1e-4);
+  // ids outside the vocabulary are refused in one line, not wrapped (Python's negative indexing) or a traceback
+  mimic::test::write_bytes(dir.file("neg.sh"), "/usr/bin/python3 " + std::string(MIMIC_SOURCE_DIR) + "/python/mimic_torch.py " +
+                                                 dir.file("relu") + " --ids 1,-2,3 >" + dir.file("neg.out") + " 2>&1");
+  EXPECT_NE(std::system(("bash " + dir.file("neg.sh")).c_str()), 0);
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("neg.out")), "mimic_torch.py: error: token ids must lie in [0, 50257), got -2..3\n");
   // what the script cannot compute it refuses by name
   mimic::test::write_bytes(dir.file("bad.sh"), "cd " + dir.file("mixed") + " && sed -i 's/\"kind\": \"linear\"/\"kind\": \"delta\"/' mimic.json && "
                                                  "/usr/bin/python3 " + std::string(MIMIC_SOURCE_DIR) + "/python/mimic_torch.py " + dir.file("mixed") +

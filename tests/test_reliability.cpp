@@ -867,20 +867,20 @@ TEST(Configs, AKeyGivenTwiceAndKeysPretrainSetsAreRefusedByName) {
   mimic::test::write_bytes(dir.file("v.json"), R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 16, "vocab_size": 1000})");
   auto vocab = mimic::test::mimic_cli(base + dir.file("v.json"));
   EXPECT_EQ(vocab.code, 1);
-  EXPECT_NE(vocab.err.find("--config: vocab_size 1000 differs from the tokenizer's 50257, which pretrain sets: leave vocab_size out"),
+  EXPECT_NE(vocab.err.find("v.json: vocab_size 1000 differs from the tokenizer's 50257, which pretrain sets: leave vocab_size out"),
             std::string::npos)
       << vocab.err;
   mimic::test::write_bytes(dir.file("t.json"), R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 16, "model_type": "bert"})");
   auto type = mimic::test::mimic_cli(base + dir.file("t.json"));
   EXPECT_EQ(type.code, 1);
-  EXPECT_NE(type.err.find("--config: model_type \"bert\" differs from --arch gpt2"), std::string::npos) << type.err;
+  EXPECT_NE(type.err.find("t.json: model_type \"bert\" differs from --arch gpt2"), std::string::npos) << type.err;
   // the seventh probe of 2026-11-29: eos/bos_token_id and architectures were replaced by pretrain's own without a word;
   // a config within the size bounds that cannot fit in memory is refused before allocating
   for (const auto& [config, message] : std::vector<std::pair<std::string, std::string>>{
-           {R"("eos_token_id": 13)", "--config: eos_token_id 13 differs from the tokenizer's end-of-text id 50256, which pretrain sets: leave eos_token_id out"},
-           {R"("bos_token_id": 0)", "--config: bos_token_id 0 differs from the tokenizer's end-of-text id 50256"},
-           {R"("architectures": ["GPT2Model"])", "--config: architectures [\"GPT2Model\"] differs from the objective's [\"GPT2LMHeadModel\"]"},
-           {R"("initializer_range": -1)", "--config: initializer_range -1 differs from the initialisation's 0.02"},
+           {R"("eos_token_id": 13)", "e.json: eos_token_id 13 differs from the tokenizer's end-of-text id 50256, which pretrain sets: leave eos_token_id out"},
+           {R"("bos_token_id": 0)", "e.json: bos_token_id 0 differs from the tokenizer's end-of-text id 50256"},
+           {R"("architectures": ["GPT2Model"])", "e.json: architectures [\"GPT2Model\"] differs from the objective's [\"GPT2LMHeadModel\"]"},
+           {R"("initializer_range": -1)", "e.json: initializer_range -1 differs from the initialisation's 0.02"},
            {R"("tie_word_embeddings": false)", "tie_word_embeddings false: a language-model head apart from the token embedding"},
            // the refusals name the file (the ninth probe: they said "model config")
            {R"("n_layer": 100000)", "e.json: the number of layers must be at most 1024, got 100000"},
@@ -909,7 +909,7 @@ TEST(Configs, AKeyGivenTwiceAndKeysPretrainSetsAreRefusedByName) {
   auto ctx = mimic::test::mimic_cli("pretrain --arch llama --data mqar:vocab=10,seq_len=24,pairs=3 --steps 1 --out " + dir.file("p") +
                                     " --config " + dir.file("l.json"));
   EXPECT_EQ(ctx.code, 1);
-  EXPECT_NE(ctx.err.find("the task's seq_len 24 exceeds the model's context of 16 (max_position_embeddings in --config)"), std::string::npos)
+  EXPECT_NE(ctx.err.find("the task's seq_len 24 exceeds the model's context of 16 (max_position_embeddings in --config " + dir.file("l.json") + ")"), std::string::npos)
       << ctx.err;
   EXPECT_FALSE(fs::exists(dir.file("p")));
 }
@@ -1183,4 +1183,65 @@ TEST(Resumes, AnotherTeachersRecordOrAnotherConfigIsNotResumed) {
   auto changed = mimic::test::mimic_cli(pre);
   EXPECT_NE(changed.code, 0);
   EXPECT_NE(changed.err.find("was written with other settings: init_network"), std::string::npos) << changed.err;
+}
+
+// The tenth probe (2026-11-29): a user's file in a training run's best/ or best.new/ went with the folder when a fresh run
+// replaced it (a converted model placed there too). The run now refuses before it trains, naming the file, which stays.
+TEST(OutputFolders, AUsersFileInARunsBestFolderIsNamedAndKept) {
+  TempDir dir;
+  const std::string config = dir.file("c.json"), out = dir.file("out");
+  mimic::test::write_bytes(config, R"({"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64})");
+  const std::string run = "pretrain --arch gpt2 --config " + config +
+                          " --data mqar:vocab=64,seq_len=32,pairs=4 --seq-len 32 --batch-size 4 --steps 2 --warmup 1 --eval-every 1 "
+                          "--eval-batches 1 --threads 1 --out " + out;
+  for (const std::string sub : {"best", "best.new"}) {
+    fs::create_directories(out + "/" + sub);
+    mimic::test::write_bytes(out + "/" + sub + "/notes.txt", "mine");
+    auto r = mimic::test::mimic_cli(run);
+    EXPECT_EQ(r.code, 1) << sub;
+    EXPECT_NE(r.err.find(sub + "/notes.txt is not a file of the model this run exports there"), std::string::npos) << r.err;
+    EXPECT_EQ(mimic::test::read_bytes(out + "/" + sub + "/notes.txt"), "mine");
+    fs::remove_all(out);
+  }
+  // a model's files there are the run's own to replace: the run trains and promotes its best model
+  auto ok = mimic::test::mimic_cli(run);
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
+}
+
+// The tenth probe: a Llama's rotary settings were no part of a record's (or a finetune's, or an online distillation's)
+// description of the network, so a record resumed over a rope_theta edit (logits 0.26 apart) with exit 0. The
+// refusal names the part that differs.
+TEST(Resumes, ARotaryEditIsAnotherNetwork) {
+  TempDir dir;
+  fs::copy(mimic::test::fixture("models/llama"), dir.file("l"), fs::copy_options::recursive);
+  fs::copy(mimic::test::fixture("models/llama"), dir.file("l2"), fs::copy_options::recursive);
+  auto j = nlohmann::json::parse(mimic::test::read_bytes(dir.file("l2/config.json")));
+  j["rope_theta"] = 20000.0;
+  mimic::test::write_bytes(dir.file("l2/config.json"), j.dump());
+  const std::string rec = " --data mqar:vocab=10,seq_len=24,pairs=3 --out " + dir.file("r.h5") + " --threads 1";
+  auto first = mimic::test::mimic_cli("record --model " + dir.file("l") + " --samples 2" + rec);
+  ASSERT_EQ(first.code, 0) << first.err;
+  auto edited = mimic::test::mimic_cli("record --model " + dir.file("l2") + " --samples 4" + rec);
+  EXPECT_EQ(edited.code, 1);
+  EXPECT_NE(edited.err.find("network is \"rope_theta 10000\" in the file, \"rope_theta 20000\" for this run"), std::string::npos)
+      << edited.err;
+}
+
+// The tenth probe: any regular file at distill's OUT.ckpt was called "a checkpoint of an older mimic", and the --fresh
+// the message suggested deleted it. Only a file that is a mimic checkpoint is; another is named and kept.
+TEST(Outputs, DistillNeverDeletesAFileOfTheUsersAtItsCheckpointPath) {
+  TempDir dir;
+  fs::copy(mimic::test::fixture("models/llama"), dir.file("l"), fs::copy_options::recursive);
+  auto rec = mimic::test::mimic_cli("record --model " + dir.file("l") + " --data mqar:vocab=10,seq_len=24,pairs=3 --samples 2 --out " +
+                                    dir.file("r.h5") + " --threads 1");
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  mimic::test::write_bytes(dir.file("m.safetensors.ckpt"), "my precious notes");
+  for (const std::string fresh : {"", " --fresh"}) {
+    auto r = mimic::test::mimic_cli("distill --record " + dir.file("r.h5") + " --feature-map hedgehog --epochs 1 --out " +
+                                    dir.file("m.safetensors") + " --threads 1" + fresh);
+    EXPECT_EQ(r.code, 1) << fresh;
+    EXPECT_NE(r.err.find("m.safetensors.ckpt is a file that is not a mimic checkpoint"), std::string::npos) << r.err;
+    EXPECT_EQ(mimic::test::read_bytes(dir.file("m.safetensors.ckpt")), "my precious notes");
+  }
 }

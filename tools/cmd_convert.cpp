@@ -7,11 +7,12 @@
 #include <cstdio>
 
 #include "cli.h"
-#include "mimic/data/corpus.h"
 #include "mimic/attention/kinds.h"
 #include "mimic/convert/convert.h"
 #include "mimic/convert/placement.h"
 #include "mimic/core/error.h"
+#include "mimic/data/corpus.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/models/model.h"
 #include "ranges.h"
 
@@ -67,6 +68,9 @@ void run(ConvertArgs& a) {
   start(a.common);
   a.o.device = a.common.on;
   refuse_out_over_inputs(a.o.out, {{"--model", a.o.model_dir}, {"--maps", a.o.maps}, {"--probe-data", a.o.placement.calibration.data}});
+  // the folder locked before it is checked and held to the end: checked first and locked at the write, a report and an
+  // export started together both passed the check and both wrote (the tenth probe)
+  const auto lock = io::lock_output_dir(a.o.out);
   refuse_foreign_output(a.o.out, OutputKind::Model);
   auto& pl = a.o.placement;
   pl.calibration.seed = a.common.seed;

@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "mimic/core/error.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/io/tensor_store.h"
 #include "mimic/models/model.h"
 
@@ -23,6 +24,9 @@ struct ExportArgs {
 void run(ExportArgs& a) {
   start(a.common);
   refuse_out_over_inputs(a.out, {{"--model", a.model}});
+  // the folder locked before it is checked and held to the end: checked first and locked at the write, a report and an
+  // export started together both passed the check and both wrote (the tenth probe)
+  const auto lock = io::lock_output_dir(a.out);
   refuse_foreign_output(a.out, OutputKind::Model);
   auto model = models::load_model(a.model);
   models::SaveOptions so;

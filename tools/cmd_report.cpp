@@ -8,6 +8,7 @@
 #include "mimic/attention/feature_map.h"
 #include "cli.h"
 #include "mimic/core/error.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/report/pareto.h"
 #include "mimic/report/report.h"
 #include "ranges.h"
@@ -41,6 +42,7 @@ CLI::Validator labelled_model_dir_arg() {
 
 void run(ReportArgs& a) {
   start(a.common);
+  io::OutputLock lock;
   {
     std::vector<std::pair<std::string, std::string>> inputs = {{"--record", a.o.record}, {"--pareto", a.pareto}};
     auto path_of = [](const std::string& e) { return report::split_labelled(e).second; };
@@ -48,6 +50,9 @@ void run(ReportArgs& a) {
     for (const auto& m : a.o.models) inputs.push_back({"--model", path_of(m)});
     for (const auto& e : a.o.evals) inputs.push_back({"--eval", path_of(e)});
     refuse_out_over_inputs(a.o.out, inputs);
+    // the folder locked before it is checked and held to the end: checked first and locked at the write, a report and an
+    // export started together both passed the check and both wrote (the tenth probe)
+    lock = io::lock_output_dir(a.o.out);
     refuse_foreign_output(a.o.out, OutputKind::Report);
   }
   MIMIC_CHECK(a.o.record.empty() != a.pareto.empty(), "give --record (the attention report) or --pareto (a trade-off figure from a table), one of them");

@@ -82,7 +82,20 @@ void CheckpointFolder::save(const Done& d) const {
 
 Done CheckpointFolder::open(bool fresh, const nlohmann::json& fingerprint) {
   fingerprint_ = fingerprint;
-  if (fresh && fs::exists(dir_) && !fs::is_directory(dir_)) fs::remove(dir_);
+  if (fs::exists(dir_) && !fs::is_directory(dir_)) {
+    // A file there is an older mimic's checkpoint only if it says so; --fresh removes that, never a file of the user's
+    // (the tenth probe: any file was called a checkpoint, and the --fresh suggested deleted it).
+    bool ours = false;
+    try {
+      const auto f = io::SafeTensorsFile::open(dir_);
+      const auto it = f.metadata().find("format");
+      ours = it != f.metadata().end() && it->second.rfind("mimic", 0) == 0;
+    } catch (const Error&) {
+    }
+    MIMIC_CHECK(ours, dir_, " is a file that is not a mimic checkpoint, where distill keeps its checkpoint folder: move it, or give "
+                "another --out");
+    if (fresh) fs::remove(dir_);
+  }
   MIMIC_CHECK(!fs::exists(dir_) || fs::is_directory(dir_), dir_, " is a checkpoint of an older mimic (one file); pass --fresh to start over");
   // The folder stands for the whole run (it and --out): locked before anything is written, and emptied rather than
   // removed by --fresh, so that the lock stays on the folder the run goes on to use.

@@ -176,7 +176,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   train::TrainOptions t = o.train;
   t.tokens_per_micro_batch = o.batch_size * o.seq_len;
   t.fingerprint = fingerprint(o);
-  add_weight_digests(t.fingerprint, *model, teacher.get(), o.model_dir);
+  add_weight_digests(t.fingerprint, *model, teacher.get(), o.model_dir, o.teacher_dir);
   t.fingerprint.update({{"task", "cls"}, {"data", o.data}, {"data_digest", data.digest()}, {"seq_len", o.seq_len},
                         {"batch_size", o.batch_size}});
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.

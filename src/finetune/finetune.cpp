@@ -169,11 +169,16 @@ nlohmann::json fingerprint(const FinetuneOptions& o) {
   return j;
 }
 
-void add_weight_digests(nlohmann::json& fp, models::Model& model, models::Model* teacher, const std::string& model_dir) {
+void add_weight_digests(nlohmann::json& fp, models::Model& model, models::Model* teacher, const std::string& model_dir,
+                        const std::string& teacher_dir) {
   fp["model_digest"] = models::model_digest(model);
   fp["model_network"] = models::network_description(model_dir);
   fp["model_attention"] = models::attention_digest(model);
-  if (teacher) fp["teacher_digest"] = models::model_digest(*teacher);
+  if (teacher) {
+    fp["teacher_digest"] = models::model_digest(*teacher);
+    // its config too: a rope_theta edit changes the teacher's logits, not its weights (the tenth probe)
+    fp["teacher_network"] = models::network_description(teacher_dir);
+  }
 }
 
 std::string describe_trainable(const FinetuneOptions& o) {

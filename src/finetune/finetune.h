@@ -113,7 +113,8 @@ nlohmann::json fingerprint(const FinetuneOptions& options);
 // models::attention_digest of its layers' attention: issue 38 found a resume onto the same weights under another
 // config or other feature maps): a rerun whose model or teacher folder now holds another model under the same path
 // does not continue the old run, and the ranks of a distributed run find out that they loaded different models.
-void add_weight_digests(nlohmann::json& fingerprint, models::Model& model, models::Model* teacher, const std::string& model_dir);
+void add_weight_digests(nlohmann::json& fingerprint, models::Model& model, models::Model* teacher, const std::string& model_dir,
+                        const std::string& teacher_dir);
 
 // A one-line description of what trains ("all", "attention + LoRA r=8 alpha=16", ...).
 std::string describe_trainable(const FinetuneOptions& options);

@@ -62,7 +62,7 @@ LmResult finetune_lm(const LmOptions& o) {
   train::TrainOptions t = o.train;
   t.tokens_per_micro_batch = o.batch_size * o.seq_len;
   t.fingerprint = fingerprint(o);
-  add_weight_digests(t.fingerprint, *model, teacher.get(), o.model_dir);
+  add_weight_digests(t.fingerprint, *model, teacher.get(), o.model_dir, o.teacher_dir);
   t.fingerprint.update({{"task", "lm"}, {"data", o.corpus}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size},
                         {"eval_batches", o.eval_batches}});
   // the text's tokens, not only its path: a file edited under the same name was resumed into (the probe of 2026-11-27)

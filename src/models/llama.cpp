@@ -274,10 +274,18 @@ class LlamaFamily : public Family {
   // HF's rope_scaling: null, {"rope_type" (or "type"): "default" | "linear" | "llama3", ...}; the other types change
   // the frequencies in ways mimic does not implement, and are refused by name.
   static void read_rope_scaling(const nlohmann::json& j, const std::string& where, ModelConfig& c) {
+    // rotary embeddings on a part of each head (HF's partial_rotary_factor, as in Phi and some Qwen variants) are not
+    // implemented: read as whole-head rotation they would compute another network (the tenth probe)
+    if (j.contains("partial_rotary_factor") && !j["partial_rotary_factor"].is_null()) {
+      const double f = json_double(j, "partial_rotary_factor", where);
+      MIMIC_CHECK(f == 1.0, where, ": partial_rotary_factor ", f, " is not implemented (mimic rotates whole heads: 1)");
+    }
     if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return;
     const auto& s = j["rope_scaling"];
     MIMIC_CHECK(s.is_object(), where, ": rope_scaling must be an object or null, got ", s.dump());
     const std::string key = s.contains("rope_type") ? "rope_type" : "type";
+    // a factor without a type: HF refuses it (KeyError); read as default it would drop the factor (the tenth probe)
+    MIMIC_CHECK(s.empty() || s.contains(key), where, ": rope_scaling ", s.dump(), " names no rope_type");
     const std::string type = json_string_or(s, key, where + " rope_scaling", "default");
     if (type == "default") return;
     MIMIC_CHECK(type == "linear" || type == "llama3", where, ": rope_scaling type '", type,

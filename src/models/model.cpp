@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -417,6 +418,13 @@ std::string describe_kernel(const std::string& kind, const nlohmann::json& o) {
 }
 }  // namespace
 
+bool is_model_file(const std::string& name) {
+  static const std::regex shard(R"(model-\d{5}-of-\d{5}\.safetensors)");
+  if (name == "config.json" || name == kConvertedFile || name == io::kWeightsFile || name == io::kIndexFile || std::regex_match(name, shard))
+    return true;
+  return std::find(std::begin(kTokenizerFiles), std::end(kTokenizerFiles), name) != std::end(kTokenizerFiles);
+}
+
 void remove_model_files(const std::string& dir) {
   if (!fs::is_directory(dir)) return;
   io::remove_stale_weights(dir, {});
@@ -461,6 +469,14 @@ std::string network_description(const std::string& model_path) {
   s << "activation " << static_cast<int>(c.activation) << ", ln_eps " << c.ln_eps << ", scale " << c.scale_attn_weights << "/"
     << c.scale_attn_by_layer_idx << ", d_ff " << c.d_ff << ", positions " << c.max_positions << ", vocab " << c.vocab_size << ", heads "
     << c.n_head;
+  // the rotary settings change the network without changing a weight (the tenth probe: a record and a finetune resumed
+  // over a rope_theta edit); GPT-2's and BERT's descriptions stay as records and checkpoints hold them
+  if (c.rope_theta > 0) {
+    s << ", rope_theta " << c.rope_theta;
+    if (!c.rope_scaling.empty())
+      s << ", rope_scaling " << c.rope_scaling << " " << c.rope_factor << " " << c.rope_low_freq_factor << " " << c.rope_high_freq_factor << " "
+        << c.rope_original_positions;
+  }
   return s.str();
 }
 

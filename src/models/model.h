@@ -150,6 +150,8 @@ inline constexpr const char* kKernelPrefix = "mimic.attention.";
 // read as part of the new model (a stale mimic.json made a softmax model load as linear attention). Other files (the
 // user's) stay. A resumed run keeps them: they are its own promotions.
 void remove_model_files(const std::string& dir);
+// Whether a file name is one of those (what an export or a training run's best/ may hold).
+bool is_model_file(const std::string& name);
 
 // Per layer: {"layer", "kind", "options"}.
 nlohmann::json attention_layers(const Model& model);

@@ -97,12 +97,12 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   std::unique_ptr<models::Model> model;
   if (o.init.empty()) {
     nlohmann::json config = o.config;
-    MIMIC_CHECK(config.is_object(), "--config must hold a JSON object (HF config.json keys), got ", config.dump().substr(0, 60));
+    MIMIC_CHECK(config.is_object(), o.config_source, " must hold a JSON object (HF config.json keys), got ", config.dump().substr(0, 60));
     // What pretrain sets itself: a different value in --config was replaced without a word (the probes of 2026-11-27:
     // vocab_size, model_type; of 2026-11-29: eos/bos_token_id 13 and architectures ["GPT2Model"] saved as 50256 and
     // the LM head), so a value given must be the one pretrain would set.
     auto set = [&](const char* key, const nlohmann::json& value, const std::string& whose) {
-      MIMIC_CHECK(!config.contains(key) || config[key] == value, "--config: ", key, " ", config.value(key, nlohmann::json()).dump(),
+      MIMIC_CHECK(!config.contains(key) || config[key] == value, o.config_source, ": ", key, " ", config.value(key, nlohmann::json()).dump(),
                   " differs from ", whose, " ", value.is_string() ? value.get<std::string>() : value.dump(), ", which pretrain sets: leave ", key, " out");
       config[key] = value;
     };
@@ -133,8 +133,10 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   }
   const auto summary = model->summary();
   const int64_t ctx = summary.max_positions;
-  MIMIC_CHECK(o.seq_len <= ctx, recall ? "the task's seq_len " : "--seq-len ", o.seq_len, " exceeds the model's context of ", ctx,
-              recall ? " (" + family.context_key + " in --config): give a shorter task or a longer context" : std::string());
+  // named by the family's own key and where it was read (the tenth probe: the prose case named neither)
+  const std::string context_from = " (" + family.context_key + " in " + (o.init.empty() ? o.config_source : o.init + "/config.json") + ")";
+  MIMIC_CHECK(o.seq_len <= ctx, recall ? "the task's seq_len " : "--seq-len ", o.seq_len, " exceeds the model's context of ", ctx, context_from,
+              recall ? ": give a shorter task or a longer context" : "");
   if (o.attention != "softmax") {
     MIMIC_CHECK(o.init.empty(), "--attention trains a fresh model with that attention; to convert a trained one use distill + convert");
     for (int64_t l = 0; l < summary.n_layer; ++l)

@@ -64,21 +64,56 @@ void check_best_files(const std::string& out_dir, const Saved& s) {
   }
 }
 
-void swap_in_staged_best(const std::string& out_dir) {
+void swap_in_staged_best(const std::string& out_dir, const TrainTask& task) {
   const fs::path staged = fs::path(out_dir) / kStagedBest, best = fs::path(out_dir) / "best";
-  fs::remove_all(best);
+  remove_export_folder(best, task);
   fs::rename(staged, best);
 }
 
-void settle_staged_best(const std::string& out_dir, const Saved* s) {
+void settle_staged_best(const std::string& out_dir, const Saved* s, const TrainTask& task) {
   const fs::path staged = fs::path(out_dir) / kStagedBest;
   std::error_code ec;
   if (!fs::is_directory(staged, ec)) return;
   if (s && !s->best_files.empty() && file_digests(staged) == s->best_files) {
-    swap_in_staged_best(out_dir);
+    swap_in_staged_best(out_dir, task);
     return;
   }
-  fs::remove_all(staged);
+  remove_export_folder(staged, task);
+}
+
+namespace {
+bool export_file(const TrainTask& task, const std::string& name) {
+  return task.is_export_file ? task.is_export_file(name) : models::is_model_file(name);
+}
+}  // namespace
+
+void check_export_folders(const std::string& out_dir, const TrainTask& task) {
+  for (const char* name : {"best", kStagedBest}) {
+    const fs::path dir = fs::path(out_dir) / name;
+    std::error_code ec;
+    if (fs::is_symlink(dir, ec) || !fs::is_directory(dir, ec)) continue;
+    for (const auto& e : fs::directory_iterator(dir))
+      MIMIC_CHECK(e.is_regular_file() && export_file(task, e.path().filename().string()), e.path().string(),
+                  " is not a file of the model this run exports there, and the run would remove or promote it: move it "
+                  "out of ", dir.string(), " first");
+  }
+}
+
+void remove_export_folder(const fs::path& dir, const TrainTask& task) {
+  std::error_code ec;
+  if (fs::is_symlink(dir, ec)) {
+    fs::remove(dir);
+    return;
+  }
+  if (!fs::is_directory(dir, ec)) return;
+  std::vector<fs::path> written;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file(ec) && !e.is_symlink(ec) && export_file(task, e.path().filename().string())) written.push_back(e.path());
+  for (const auto& f : written) fs::remove(f);
+  for (const auto& e : fs::directory_iterator(dir))
+    fail(dir.string(), " holds ", e.path().filename().string(), ", which is not a file of the model this run exported there; "
+         "move it out of the folder and run the command again");
+  fs::remove(dir);
 }
 
 void remove_earlier_exports(const std::string& out_dir) {

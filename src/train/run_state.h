@@ -60,11 +60,19 @@ inline constexpr const char* kStagedBest = "best.new";
 
 // best.new/ into best/'s place (remove_all then rename: a kill between the two leaves best.new/ alone, which the
 // resume finishes).
-void swap_in_staged_best(const std::string& out_dir);
+void swap_in_staged_best(const std::string& out_dir, const TrainTask& task);
+
+// best/ and best.new/ hold what the run exported there (a model's files), nothing else: checked when a run starts,
+// fresh or resumed, so that a file of the user's placed there is named and refused before any training (a fresh
+// finetune removed best/ with the notes in it: the tenth probe) rather than removed or promoted into the folder.
+void check_export_folders(const std::string& out_dir, const TrainTask& task);
+// An export folder removed: a link alone (never what it points to), else the files the export writes
+// (task.is_export_file) and then the folder, which must be empty by then (a mimic::Error naming what is left otherwise).
+void remove_export_folder(const std::filesystem::path& dir, const TrainTask& task);
 
 // At a run's start: a staged best/ its checkpoint records (killed after the checkpoint, before the swap) is swapped in;
 // one it does not record (killed before that checkpoint, or a fresh start) is removed.
-void settle_staged_best(const std::string& out_dir, const Saved* s);
+void settle_staged_best(const std::string& out_dir, const Saved* s, const TrainTask& task);
 
 // What an earlier run in out_dir exported beside its best model: last/ (a folder, or the link to out_dir) and the
 // step-N/ snapshots.

@@ -140,6 +140,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   // Rank 0's start — fresh or the checkpoint's state — becomes every rank's: the state, the parameters (rank 0's
   // initialisation or the checkpoint's), the optimizer moments and the random generator.
   const std::string start = group.from_lead("receiving rank 0's training state", [&] {
+    check_export_folders(o.out_dir, task);
     if (!o.fresh && fs::exists(ckpt)) {
       try {
         s = load_checkpoint(ckpt, task, opt, o, group.size());
@@ -155,7 +156,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       }
       truncate_log(log, s.step);
       resumed = true;
-      settle_staged_best(o.out_dir, &s);
+      settle_staged_best(o.out_dir, &s, task);
       check_best_files(o.out_dir, s);
     } else {
       // an earlier run of this command left its exports (last/, step-N/ snapshots): a fresh run's folder holds its own
@@ -166,7 +167,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       // the log's first line names the command: a run killed before its first checkpoint is still known as that
       // command's (finetune took over a folder holding a pretrain run's log alone: the seventh probe of 2026-11-29)
       if (!o.command.empty()) log_line({{"step", 0}, {"command", o.command}});
-      settle_staged_best(o.out_dir, nullptr);
+      settle_staged_best(o.out_dir, nullptr, task);
     }
     return nlohmann::json{{"resumed", resumed}, {"state", state_json(s)}}.dump();
   });
@@ -235,7 +236,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       s.best_step = step;
       if (task.export_model && lead) {
         const std::string staged = o.out_dir + "/" + kStagedBest;
-        fs::remove_all(staged);  // an earlier evaluation's, not yet checkpointed
+        remove_export_folder(staged, task);  // an earlier evaluation's, not yet checkpointed
         task.export_model(staged);
         s.best_files = file_digests(staged);
         best_staged = true;
@@ -365,7 +366,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       s.window_loss = window_loss;
       s.window_n = window_n;
       if (lead) save_checkpoint(o.out_dir, task, opt, s, o, group.size());
-      if (lead && best_staged) swap_in_staged_best(o.out_dir);
+      if (lead && best_staged) swap_in_staged_best(o.out_dir, task);
       best_staged = false;
     }
     if (early) {
@@ -446,7 +447,7 @@ void promote_best(const std::string& out_dir) {
   // a rename within one directory tree is atomic: a promotion cut short leaves the rest in best/, and a rerun
   // moves it
   for (const auto& f : files) io::move_file_durably(f.string(), (fs::path(out_dir) / f.filename()).string());
-  fs::remove_all(best);
+  remove_export_folder(best, TrainTask{});  // empty by now: every file was moved
 }
 
 }  // namespace mimic::train
