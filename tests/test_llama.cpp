@@ -168,6 +168,10 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["hidden_act"] = "gelu"; })), "is SwiGLU (silu)");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"]["high_freq_factor"] = 0.5; })),
                      "0 < low_freq_factor < high_freq_factor");
+  // rotary settings mimic cannot compute as given (the tenth probe: both ran as the plain rotation)
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["partial_rotary_factor"] = 0.5; })),
+                     "partial_rotary_factor 0.5: mimic rotates whole heads only");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"] = {{"factor", 2.0}}; })), "names no rope_type");
   // an untied config beside tied weights: the head's tensor is missing, named
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["tie_word_embeddings"] = false; })), "lm_head.weight");
   // rotary embeddings rotate pairs: an odd head, given or derived, is refused by key (the ninth probe: it failed deep

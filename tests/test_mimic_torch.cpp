@@ -25,37 +25,46 @@ nlohmann::json torch_check(const TempDir& tmp, const std::string& dir, const std
   EXPECT_EQ(rc, 0) << printed;
   return nlohmann::json::parse(printed.substr(0, printed.find('\n')), nullptr, false);
 }
+
+// A mimic command with one thread; false, with the command and its error reported, when it fails (an ASSERT inside a
+// lambda returned from the lambda alone, and the test went on to fail on the missing outputs).
+bool mimic_ok(const std::string& args) {
+  auto r = mimic::test::mimic_cli(args + " --threads 1");
+  if (r.code != 0) ADD_FAILURE() << args << "\n" << r.err;
+  return r.code == 0;
+}
+
+// The script's logits of `dir` equal mimic's within 1e-4 (float32 mimic against the script's float64), over at least 30
+// tokens (past the hybrid window of 8: its linear part counts), with the layers' kinds `kinds`.
+void expect_torch_matches(const TempDir& tmp, const std::string& dir, const nlohmann::json& kinds) {
+  const std::string text = "It is a truth universally acknowledged that the Congress of the United States shall assemble at least once "
+                           "in every year, and the Congress of the United States shall";
+  const auto j = torch_check(tmp, dir, text);
+  ASSERT_TRUE(j.is_object()) << dir;
+  EXPECT_EQ(j["kinds"], kinds) << dir;
+  EXPECT_LT(j["max_relative_error"].get<double>(), 1e-4) << dir;
+  EXPECT_GE(j["tokens"].get<int>(), 30) << dir;
+}
 }  // namespace
 
 TEST(EmbeddedModels, ThePyTorchLoaderComputesConvertedModelsAsMimicDoes) {
   TempDir dir;
-  auto run = [&](const std::string& args) {
-    auto r = mimic::test::mimic_cli(args + " --threads 1");
-    ASSERT_EQ(r.code, 0) << args << "\n" << r.err;
-  };
-  run("record --model gpt2-mini --data sotu --split train --samples 4 --seq-len 64 --out " + dir.file("r.h5"));
-  run("distill --record " + dir.file("r.h5") + " --feature-map hedgehog --sla --epochs 1 --out " + dir.file("hh.safetensors"));
-  run("convert --model gpt2-mini --maps " + dir.file("hh.safetensors") + " --keep-softmax 2.4,3.1,3.3 --out " + dir.file("mixed"));
-  run("distill --record " + dir.file("r.h5") + " --attention hybrid:window=8 --epochs 1 --out " + dir.file("hy.safetensors"));
-  run("convert --model gpt2-mini --maps " + dir.file("hy.safetensors") + " --out " + dir.file("hybrid"));
-  run("distill --record " + dir.file("r.h5") + " --feature-map taylor2 --epochs 1 --layers 0-2 --out " + dir.file("t2.safetensors"));
-  run("convert --model gpt2-mini --maps " + dir.file("t2.safetensors") + " --out " + dir.file("taylor"));
-  const std::string text = "It is a truth universally acknowledged that the Congress of the United States shall assemble at least once "
-                           "in every year, and the Congress of the United States shall";
-  for (const auto& [name, kinds] : std::vector<std::pair<std::string, nlohmann::json>>{
-           {"mixed", {"linear", "mixed"}}, {"hybrid", {"hybrid"}}, {"taylor", {"linear", "softmax"}}}) {
-    const auto j = torch_check(dir, dir.file(name), text);
-    ASSERT_TRUE(j.is_object()) << name;
-    EXPECT_EQ(j["kinds"], kinds) << name;
-    EXPECT_LT(j["max_relative_error"].get<double>(), 1e-4) << name;  // float32 mimic against the script's float64
-    EXPECT_GE(j["tokens"].get<int>(), 30) << name;  // past the hybrid window of 8: its linear part counts
-  }
+  ASSERT_TRUE(mimic_ok("record --model gpt2-mini --data sotu --split train --samples 4 --seq-len 64 --out " + dir.file("r.h5")));
+  ASSERT_TRUE(mimic_ok("distill --record " + dir.file("r.h5") + " --feature-map hedgehog --sla --epochs 1 --out " + dir.file("hh.safetensors")));
+  ASSERT_TRUE(mimic_ok("convert --model gpt2-mini --maps " + dir.file("hh.safetensors") + " --keep-softmax 2.4,3.1,3.3 --out " + dir.file("mixed")));
+  ASSERT_TRUE(mimic_ok("distill --record " + dir.file("r.h5") + " --attention hybrid:window=8 --epochs 1 --out " + dir.file("hy.safetensors")));
+  ASSERT_TRUE(mimic_ok("convert --model gpt2-mini --maps " + dir.file("hy.safetensors") + " --out " + dir.file("hybrid")));
+  ASSERT_TRUE(mimic_ok("distill --record " + dir.file("r.h5") + " --feature-map taylor2 --epochs 1 --layers 0-2 --out " + dir.file("t2.safetensors")));
+  ASSERT_TRUE(mimic_ok("convert --model gpt2-mini --maps " + dir.file("t2.safetensors") + " --out " + dir.file("taylor")));
+  expect_torch_matches(dir, dir.file("mixed"), {"linear", "mixed"});
+  expect_torch_matches(dir, dir.file("hybrid"), {"hybrid"});
+  expect_torch_matches(dir, dir.file("taylor"), {"linear", "softmax"});
   // the configured activation, not GPT-2's default (the tenth probe: relu was computed as gelu_new, exit 0)
   std::filesystem::copy(dir.file("taylor"), dir.file("relu"), std::filesystem::copy_options::recursive);
   auto config = nlohmann::json::parse(mimic::test::read_bytes(dir.file("relu/config.json")));
   config["activation_function"] = "relu";
   mimic::test::write_bytes(dir.file("relu/config.json"), config.dump());
-  EXPECT_LT(torch_check(dir, dir.file("relu"), text)["max_relative_error"].get<double>(), 1e-4);
+  expect_torch_matches(dir, dir.file("relu"), {"linear", "softmax"});
   // ids outside the vocabulary are refused in one line, not wrapped (Python's negative indexing) or a traceback
   mimic::test::write_bytes(dir.file("neg.sh"), "/usr/bin/python3 " + std::string(MIMIC_SOURCE_DIR) + "/python/mimic_torch.py " +
                                                  dir.file("relu") + " --ids 1,-2,3 >" + dir.file("neg.out") + " 2>&1");
@@ -74,24 +83,12 @@ TEST(EmbeddedModels, ThePyTorchLoaderComputesConvertedModelsAsMimicDoes) {
 // over the vocabulary, and a classifier's labels (bert-mini-spam) through the pooler.
 TEST(EmbeddedModels, ThePyTorchLoaderComputesConvertedBertAsMimicDoes) {
   TempDir dir;
-  auto run = [&](const std::string& args) {
-    auto r = mimic::test::mimic_cli(args + " --threads 1");
-    ASSERT_EQ(r.code, 0) << args << "\n" << r.err;
-  };
-  run("record --model bert-mini --data sotu --split train --samples 4 --seq-len 64 --out " + dir.file("r.h5"));
-  run("distill --record " + dir.file("r.h5") + " --feature-map hedgehog --sla --epochs 1 --out " + dir.file("hh.safetensors"));
-  run("convert --model bert-mini --maps " + dir.file("hh.safetensors") + " --keep-softmax 1.4,2.1 --out " + dir.file("mixed"));
-  run("distill --record " + dir.file("r.h5") + " --attention hybrid:window=8 --epochs 1 --out " + dir.file("hy.safetensors"));
-  run("convert --model bert-mini --maps " + dir.file("hy.safetensors") + " --out " + dir.file("hybrid"));
-  const std::string text = "It is a truth universally acknowledged that the Congress of the United States shall assemble at least once "
-                           "in every year, and the Congress of the United States shall";
-  for (const auto& [name, kinds] : std::vector<std::pair<std::string, nlohmann::json>>{
-           {dir.file("mixed"), {"linear", "mixed"}}, {dir.file("hybrid"), {"hybrid"}},
-           {std::string(MIMIC_SOURCE_DIR) + "/examples/models/bert-mini-spam", {"softmax"}}}) {
-    const auto j = torch_check(dir, name, text);
-    ASSERT_TRUE(j.is_object()) << name;
-    EXPECT_EQ(j["kinds"], kinds) << name;
-    EXPECT_LT(j["max_relative_error"].get<double>(), 1e-4) << name;
-    EXPECT_GE(j["tokens"].get<int>(), 30) << name;
-  }
+  ASSERT_TRUE(mimic_ok("record --model bert-mini --data sotu --split train --samples 4 --seq-len 64 --out " + dir.file("r.h5")));
+  ASSERT_TRUE(mimic_ok("distill --record " + dir.file("r.h5") + " --feature-map hedgehog --sla --epochs 1 --out " + dir.file("hh.safetensors")));
+  ASSERT_TRUE(mimic_ok("convert --model bert-mini --maps " + dir.file("hh.safetensors") + " --keep-softmax 1.4,2.1 --out " + dir.file("mixed")));
+  ASSERT_TRUE(mimic_ok("distill --record " + dir.file("r.h5") + " --attention hybrid:window=8 --epochs 1 --out " + dir.file("hy.safetensors")));
+  ASSERT_TRUE(mimic_ok("convert --model bert-mini --maps " + dir.file("hy.safetensors") + " --out " + dir.file("hybrid")));
+  expect_torch_matches(dir, dir.file("mixed"), {"linear", "mixed"});
+  expect_torch_matches(dir, dir.file("hybrid"), {"hybrid"});
+  expect_torch_matches(dir, std::string(MIMIC_SOURCE_DIR) + "/examples/models/bert-mini-spam", {"softmax"});
 }

@@ -93,19 +93,27 @@ at::Tensor MixedAttention::forward_cached(const at::Tensor& q, const at::Tensor&
   const auto c = without_capture(ctx);
   const int64_t h = q.size(1);
   auto out = student_->forward_cached(q, k, v, c, *mc.student);
-  // Under grouped-query attention the KV cache holds each KV head a kept head reads, once: kept heads 0 and 1
-  // of one group share it.
-  const int64_t g = h / k.size(1);
+  const auto& grouping = kv_grouping(h / k.size(1), q.device());
+  auto kept = softmax_->forward_cached_mapped(heads_of(q, index_), heads_of(k, grouping.kv_index), heads_of(v, grouping.kv_index), c,
+                                              *mc.softmax, grouping.head_map);
+  mc.position = mc.student->position;
+  return put_heads(out, index_, kept);
+}
+
+const MixedAttention::KvGrouping& MixedAttention::kv_grouping(int64_t g, const c10::Device& device) {
+  if (grouping_.group == g && (!grouping_.head_map.defined() || grouping_.head_map.device() == device)) return grouping_;
+  // Under grouped-query attention the KV cache holds each KV head a kept head reads, once: kept heads 0 and 1 of one
+  // group share it. Worked out once per layer, not at every decoding step.
+  grouping_ = {g, index_, at::Tensor()};
+  if (g == 1) return grouping_;
   std::vector<int64_t> kv_heads, head_map;
   for (const int64_t kept : softmax_heads_) {
     if (kv_heads.empty() || kv_heads.back() != kept / g) kv_heads.push_back(kept / g);  // sorted heads: sorted groups
     head_map.push_back(static_cast<int64_t>(kv_heads.size()) - 1);
   }
-  const auto kv_index = g == 1 ? index_ : torch::tensor(kv_heads, torch::kLong);
-  auto kept = softmax_->forward_cached_mapped(heads_of(q, index_), heads_of(k, kv_index), heads_of(v, kv_index), c, *mc.softmax,
-                                              g == 1 ? at::Tensor() : torch::tensor(head_map, torch::kLong).to(q.device()));
-  mc.position = mc.student->position;
-  return put_heads(out, index_, kept);
+  grouping_.kv_index = torch::tensor(kv_heads, torch::kLong);
+  grouping_.head_map = torch::tensor(head_map, torch::kLong).to(device);
+  return grouping_;
 }
 
 std::string MixedAttention::parameter_group(const std::string& name) const {

@@ -48,6 +48,14 @@ class MixedAttention : public DistillableKernel {
   at::Tensor index_;  // softmax_heads_ as an int64 tensor, built once
   std::shared_ptr<DistillableKernel> student_;
   std::shared_ptr<SoftmaxAttention> softmax_;
+  // Decoding under grouped-query attention (g query heads a KV head): which KV heads the kept heads read (kv_index)
+  // and, per kept head, its place among them (head_map; undefined when g = 1: the kept heads read their own).
+  struct KvGrouping {
+    int64_t group = 0;
+    at::Tensor kv_index, head_map;
+  };
+  KvGrouping grouping_;
+  const KvGrouping& kv_grouping(int64_t g, const c10::Device& device);
 };
 
 }  // namespace mimic::attention

@@ -17,6 +17,8 @@ namespace mimic::io {
 
 extern const char* const kWeightsFile;  // "model.safetensors"
 extern const char* const kIndexFile;    // "model.safetensors.index.json"
+// Whether a file name is a checkpoint's weights: kWeightsFile, kIndexFile or a shard "model-0000i-of-0000n.safetensors".
+bool is_weights_file(const std::string& name);
 
 class TensorStore {
  public:

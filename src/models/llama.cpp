@@ -278,7 +278,7 @@ class LlamaFamily : public Family {
     // implemented: read as whole-head rotation they would compute another network (the tenth probe)
     if (j.contains("partial_rotary_factor") && !j["partial_rotary_factor"].is_null()) {
       const double f = json_double(j, "partial_rotary_factor", where);
-      MIMIC_CHECK(f == 1.0, where, ": partial_rotary_factor ", f, " is not implemented (mimic rotates whole heads: 1)");
+      MIMIC_CHECK(f == 1.0, where, ": partial_rotary_factor ", f, ": mimic rotates whole heads only (partial_rotary_factor 1)");
     }
     if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return;
     const auto& s = j["rope_scaling"];

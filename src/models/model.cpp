@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -419,9 +418,7 @@ std::string describe_kernel(const std::string& kind, const nlohmann::json& o) {
 }  // namespace
 
 bool is_model_file(const std::string& name) {
-  static const std::regex shard(R"(model-\d{5}-of-\d{5}\.safetensors)");
-  if (name == "config.json" || name == kConvertedFile || name == io::kWeightsFile || name == io::kIndexFile || std::regex_match(name, shard))
-    return true;
+  if (name == "config.json" || name == kConvertedFile || io::is_weights_file(name)) return true;
   return std::find(std::begin(kTokenizerFiles), std::end(kTokenizerFiles), name) != std::end(kTokenizerFiles);
 }
 

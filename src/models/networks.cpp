@@ -159,14 +159,15 @@ at::Tensor NetworkImpl::attend_split(int64_t layer, const at::Tensor& qh, const 
   ctx.capture = captures_[layer];
   // Grouped-query attention: decoding hands the kernel one key and value per KV head, so that its cache can be
   // kept per KV head (forward_cached's contract); the whole-sequence forward, and every stage that reads a
-  // capture, see one per query head.
-  auto per_head = [&](const at::Tensor& x) { return attention::expand_kv_heads(x, h); };
+  // capture, see one per query head (expanded once: unchanged without grouping).
+  const bool expand = !decoding_ || captures_[layer];
+  const auto k_heads = expand ? attention::expand_kv_heads(kh, h) : kh, v_heads = expand ? attention::expand_kv_heads(vh, h) : vh;
   auto o = decoding_ ? kernels_[layer]->forward_cached(qh, kh, vh, ctx, *decoding_->layers.at(static_cast<size_t>(layer)))
-                    : kernels_[layer]->forward(qh, per_head(kh), per_head(vh), ctx);
+                    : kernels_[layer]->forward(qh, k_heads, v_heads, ctx);
   if (auto* cap = captures_[layer]) {
     cap->q = qh.detach();
-    cap->k = per_head(kh).detach();
-    cap->v = per_head(vh).detach();
+    cap->k = k_heads.detach();
+    cap->v = v_heads.detach();
     cap->o = o.detach();
     cap->q_full = q.detach();
     cap->k_full = k.detach();
