@@ -160,11 +160,28 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
                      "rope_scaling type 'yarn' is not implemented (mimic reads default, linear and llama3)");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "mistral", [](auto& j) { j["sliding_window"] = 16; })),
                      "sliding_window 16 is shorter than the context (128)");
-  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["use_sliding_window"] = true, j["sliding_window"] = 16; })),
+  // Qwen2 windows the layers from max_window_layers on (or those layer_types names): at least the layer count windows
+  // none, which loads (the tenth probe: it was refused)
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["use_sliding_window"] = true, j["sliding_window"] = 16, j["max_window_layers"] = 1; })),
                      "sliding_window 16 is shorter than the context");
+  EXPECT_NO_THROW(load_model(edited(dir, "qwen2", [](auto& j) { j["use_sliding_window"] = true, j["sliding_window"] = 16; })));
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) {
+                       j["use_sliding_window"] = true, j["sliding_window"] = 16, j["layer_types"] = {"full_attention", "sliding_attention"};
+                     })),
+                     "sliding_window 16 is shorter than the context");
+  EXPECT_NO_THROW(load_model(edited(dir, "qwen2", [](auto& j) {
+    j["use_sliding_window"] = true, j["sliding_window"] = 16, j["max_window_layers"] = 0, j["layer_types"] = {"full_attention", "full_attention"};
+  })));
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["use_sliding_window"] = true, j["layer_types"] = {"full_attention"}; })),
+                     "layer_types must list one type per layer (2)");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["num_key_value_heads"] = 3; })),
-                     "num_key_value_heads must divide num_attention_heads");
+                     "num_attention_heads 8 is not a multiple of num_key_value_heads 3");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["mlp_bias"] = true; })), "mlp_bias true");
+  // ranges name the family's own key (the tenth probe: "the layer-norm epsilon" for rms_norm_eps)
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rms_norm_eps"] = -1e-6; })),
+                     "rms_norm_eps -1e-06 is a normalisation epsilon and must lie in (0, 1)");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["num_hidden_layers"] = 2000; })),
+                     "num_hidden_layers 2000 is beyond any published model's layers: mimic reads at most 1024");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["hidden_act"] = "gelu"; })), "is SwiGLU (silu)");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"]["high_freq_factor"] = 0.5; })),
                      "0 < low_freq_factor < high_freq_factor");
@@ -187,6 +204,10 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
                      "(num_key_value_heads 4 × head_dim 8 (hidden_size 64 / num_attention_heads 8) disagrees with the weights)");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["num_attention_heads"] = 2; })),
                      "(num_key_value_heads 2 × head_dim 16 (hidden_size 32 / num_attention_heads 2) disagrees with the weights)");
+  // num_key_value_heads absent means one per query head: the message says so instead of showing a value the file
+  // lacks (the tenth probe)
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j.erase("num_key_value_heads"); })),
+                     "(num_key_value_heads absent (one per query head: 4) × head_dim 8 (hidden_size 32 / num_attention_heads 4) disagrees");
   // the default spelled out is the default
   EXPECT_NO_THROW(load_model(edited(dir, "llama", [](auto& j) { j["head_dim"] = 8; })));
 }

@@ -187,7 +187,7 @@ TEST(Checkpoint, BrokenCheckpointsNameTheProblem) {
   EXPECT_MIMIC_ERROR(mimic::models::load_model(c2), "unsupported model_type 'gemma'");
   auto c3 = fresh("gpt2-plain", "c3");
   edit_config(c3, [](auto& j) { j["n_head"] = 5; });
-  EXPECT_MIMIC_ERROR(mimic::models::load_model(c3), "not divisible by the number of heads 5");
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(c3), "config.json: n_embd 32 is not divisible by n_head 5");
   auto c4 = fresh("bert-base", "c4");
   edit_config(c4, [](auto& j) { j["hidden_size"] = "32"; });
   EXPECT_MIMIC_ERROR(mimic::models::load_model(c4), "key 'hidden_size' must be an integer");
@@ -356,8 +356,8 @@ TEST(Checkpoint, ConfigSizesTheWeightsDoNotHoldAreRefusedByKeyBeforeAllocating) 
   EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_embd", wide), "config.json: n_embd asks for 'wte.weight' of shape [97, 16384], but model.safetensors holds [97, 32]");
   EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "vocab_size", 10000000), "config.json: vocab_size asks for 'wte.weight' of shape [10000000, 32]");
   // beyond any published model, refused by the size itself (the seventh probe of 2026-11-29)
-  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_embd", huge), "config.json: the hidden size must be at most 65536, got 1048576");
-  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "vocab_size", 1000000000), "config.json: the vocabulary size must be at most 16777216");
+  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_embd", huge), "config.json: n_embd 1048576 is beyond any published model's hidden size: mimic reads at most 65536");
+  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "vocab_size", 1000000000), "config.json: vocab_size 1000000000 is beyond any published model's vocabulary size");
   EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_positions", huge), "config.json: n_positions asks for 'wpe.weight' of shape [1048576, 32], but model.safetensors holds [64, 32]");
   EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_inner", wide), "config.json: n_inner asks for 'h.1.mlp.c_fc.weight' of shape [32, 16384], but model.safetensors holds [32, 128]");
   EXPECT_MIMIC_ERROR(load_with("gpt2-prefixed", "n_layer", 1000), "config.json: n_layer is 1000, but model.safetensors has no tensor 'h.999.");
@@ -366,8 +366,10 @@ TEST(Checkpoint, ConfigSizesTheWeightsDoNotHoldAreRefusedByKeyBeforeAllocating) 
   EXPECT_MIMIC_ERROR(load_with("bert-base", "max_position_embeddings", huge), "config.json: max_position_embeddings asks for 'embeddings.position_embeddings.weight'");
   EXPECT_MIMIC_ERROR(load_with("bert-base", "type_vocab_size", huge), "config.json: type_vocab_size asks for 'embeddings.token_type_embeddings.weight'");
   EXPECT_MIMIC_ERROR(load_with("bert-base", "intermediate_size", wide), "config.json: intermediate_size asks for 'encoder.layer.1.intermediate.dense.weight' of shape [16384, 32], but model.safetensors holds [64, 32]");
-  // fewer layers than the file holds allocate less, and stay the loader's error
-  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_layer", 1), "unexpected tensor 'h.1.");
+  // fewer layers than the file holds: refused by key and value too (the tenth probe: "unexpected tensor 'h.1.…'" named
+  // neither)
+  EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_layer", 1), "config.json: n_layer is 1, but model.safetensors holds a tensor 'h.1.attn.c_attn.weight' (model.safetensors holds more layers)");
+  EXPECT_MIMIC_ERROR(load_with("bert-base", "num_hidden_layers", 1), "config.json: num_hidden_layers is 1, but model.safetensors holds a tensor 'encoder.layer.1.");
 }
 
 // Found by fuzzing mimic.json (bench/fuzz): a "format" or "layer" of the wrong JSON type escaped as nlohmann's exception.

@@ -763,10 +763,10 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
     return j;
   };
   using mimic::models::parse_config;
-  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "layer_norm_epsilon", -1)), "layer-norm epsilon must lie in (0, 1)");
-  EXPECT_MIMIC_ERROR(parse_config(with(bert, "layer_norm_eps", 0)), "layer-norm epsilon must lie in (0, 1)");
-  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "resid_pdrop", -0.1)), "dropout probability must lie in [0, 1)");
-  EXPECT_MIMIC_ERROR(parse_config(with(bert, "hidden_dropout_prob", 1.0)), "dropout probability must lie in [0, 1)");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "layer_norm_epsilon", -1)), "layer_norm_epsilon -1 is a normalisation epsilon and must lie in (0, 1)");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "layer_norm_eps", 0)), "layer_norm_eps 0 is a normalisation epsilon");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "resid_pdrop", -0.1)), "resid_pdrop -0.1 is a dropout probability and must lie in [0, 1)");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "hidden_dropout_prob", 1.0)), "hidden_dropout_prob 1 is a dropout probability");
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "id2label", {{"0", "a"}, {"5", "b"}})), "id2label's keys must be the ids 0 to 1");
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "id2label", {{"0", "a"}, {"1", 3}})), "id2label[1] must be a name");
   for (const char* key : {" 0", "+0", "00"})  // read as 0 (the fourth probe of 2026-11-27)
@@ -814,11 +814,17 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_NO_THROW(parse_config(with(with(bert, "architectures", nlohmann::json::array({"BertForSequenceClassification"})), "tie_word_embeddings", false)));
   // sizes beyond any published model, whatever the key (the seventh probe of 2026-11-29: pretrain --config allocated
   // and trained 100,000 layers); the largest real sizes still load
-  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "n_layer", 100000)), "the number of layers must be at most 1024, got 100000");
-  EXPECT_MIMIC_ERROR(parse_config(with(bert, "num_hidden_layers", 1025)), "the number of layers must be at most 1024, got 1025");
-  EXPECT_MIMIC_ERROR(parse_config(with(bert, "intermediate_size", 1 << 20)), "the inner (MLP) size must be at most 262144");
-  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "n_positions", 1 << 25)), "the context (positions) must be at most 16777216");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "n_layer", 100000)), "n_layer 100000 is beyond any published model's layers: mimic reads at most 1024");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "num_hidden_layers", 1025)), "num_hidden_layers 1025 is beyond any published model's layers");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "intermediate_size", 1 << 20)), "intermediate_size 1048576 is beyond any published model's inner (MLP) size: mimic reads at most 262144");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "n_positions", 1 << 25)), "n_positions 33554432 is beyond any published model's context: mimic reads at most 16777216");
   EXPECT_NO_THROW(parse_config(with(with(gpt2, "n_layer", 126), "n_positions", 1 << 20)));
+  // each refusal names the key the file holds and its value (the tenth probe: "the layer-norm epsilon" for
+  // rms_norm_eps, "the number of heads 3", a model_type of the wrong type read as missing)
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "num_attention_heads", 3)), "hidden_size " + bert["hidden_size"].dump() + " is not divisible by num_attention_heads 3");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "n_head", 3)), "n_embd " + gpt2["n_embd"].dump() + " is not divisible by n_head 3");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "model_type", 7)), "key 'model_type' must be a string naming the family (gpt2, bert, ");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "vocab_size", (1 << 24) + 1)), "vocab_size 16777217 is beyond any published model's vocabulary size");
   EXPECT_NO_THROW(parse_config(gpt2));
   EXPECT_NO_THROW(parse_config(bert));
 }
@@ -883,7 +889,7 @@ TEST(Configs, AKeyGivenTwiceAndKeysPretrainSetsAreRefusedByName) {
            {R"("initializer_range": -1)", "e.json: initializer_range -1 differs from the initialisation's 0.02"},
            {R"("tie_word_embeddings": false)", "tie_word_embeddings false: a language-model head apart from the token embedding"},
            // the refusals name the file (the ninth probe: they said "model config")
-           {R"("n_layer": 100000)", "e.json: the number of layers must be at most 1024, got 100000"},
+           {R"("n_layer": 100000)", "e.json: n_layer 100000 is beyond any published model's layers"},
            {R"("n_layer": 1000, "n_embd": 65536)", "e.json: 1000 layers of width 65536 make about "}}) {
     std::string c = R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 16, )" + config + "}";
     if (config.find("n_layer") != std::string::npos) c = R"({"n_head": 2, "n_positions": 16, )" + config + (config.find("n_embd") == std::string::npos ? R"(, "n_embd": 8})" : "}");

@@ -133,6 +133,8 @@ class BertFamily : public Family {
   }
 
   void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const override {
+    c.keys = {"num_hidden_layers", "num_attention_heads", "", "hidden_size", "intermediate_size", "vocab_size",
+              "max_position_embeddings", "layer_norm_eps", "hidden_dropout_prob"};
     c.vocab_size = json_int(j, "vocab_size", where);
     c.d_model = json_int(j, "hidden_size", where);
     c.n_layer = json_int(j, "num_hidden_layers", where);
@@ -195,13 +197,13 @@ class BertFamily : public Family {
   std::string position_table() const override { return "embeddings.position_embeddings.weight"; }
 
   std::vector<SizedTensor> sized_tensors(const ModelConfig& c) const override {
-    const SizedDim d{c.d_model, "hidden_size"};
+    const SizedDim d{c.d_model, c.keys.d_model};
     const std::string last = "encoder.layer." + std::to_string(c.n_layer - 1) + ".";
-    return {{"embeddings.word_embeddings.weight", "", {{c.vocab_size, "vocab_size"}, d}},
-            {"embeddings.position_embeddings.weight", "", {{c.max_positions, "max_position_embeddings"}, d}},
+    return {{"embeddings.word_embeddings.weight", "", {{c.vocab_size, c.keys.vocab_size}, d}},
+            {"embeddings.position_embeddings.weight", "", {{c.max_positions, c.keys.max_positions}, d}},
             {"embeddings.token_type_embeddings.weight", "", {{c.type_vocab_size, "type_vocab_size"}, d}},
-            {last + "attention.self.query.weight", "num_hidden_layers", {d, d}},
-            {last + "intermediate.dense.weight", "num_hidden_layers", {{c.d_ff, "intermediate_size"}, d}}};
+            {last + "attention.self.query.weight", c.keys.n_layer, {d, d}},
+            {last + "intermediate.dense.weight", c.keys.n_layer, {{c.d_ff, c.keys.d_ff}, d}}};
   }
 
   // encoder.layer.<i>.attention.self.{query,key,value} and attention.output.dense

@@ -152,6 +152,14 @@ void check_config_against_weights(const Family& family, const ModelConfig& c, co
              " disagrees with the weights)");
     fail(config_path, ": '", t.name, "' is ", show_shape(shape), " in ", weights, ", the config asks for ", show_shape(want));
   }
+  // Weights holding more layers than the config: the tensors of one layer past its last are present (this was found
+  // only as an "unexpected tensor" of the load, naming neither the key nor its value: the tenth probe of 2026-11-29).
+  ModelConfig more = c;
+  more.n_layer = c.n_layer + 1;
+  for (const SizedTensor& t : family.sized_tensors(more))
+    if (!t.name_key.empty() && key_of.count(t.name))
+      fail(config_path, ": ", t.name_key, " is ", c.raw.value(t.name_key, nlohmann::json()).dump(), ", but ", weights, " holds a tensor '", t.name,
+           "' (", weights, " holds more layers)");
 }
 
 }  // namespace mimic::models

@@ -31,7 +31,8 @@ Activation config_activation(const std::string& name, const std::string& where, 
 
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   MIMIC_CHECK(j.is_object(), where, ": not a JSON object");
-  MIMIC_CHECK(j.contains("model_type") && j["model_type"].is_string(), where, ": missing key 'model_type'");
+  MIMIC_CHECK(j.contains("model_type"), where, ": missing key 'model_type'");
+  MIMIC_CHECK(j["model_type"].is_string(), where, ": key 'model_type' must be a string naming the family (", family_names(), "), got ", json_dump(j["model_type"], -1));
   ModelConfig c;
   c.raw = j;
   const std::string type = j["model_type"].get<std::string>();
@@ -44,28 +45,34 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   } catch (const nlohmann::json::exception& e) {
     fail(where, ": a key of the ", type, " config has the wrong type (", e.what(), ")");
   }
+  // Each refusal below names the key the file holds and its value (c.keys: the family's own names).
+  const ConfigKeys& k = c.keys;
   // a head width of its own (Qwen3's head_dim) need not divide the hidden size; otherwise the heads share it
-  MIMIC_CHECK(c.explicit_head_dim > 0 || c.d_model % c.n_head == 0, where, ": hidden size ", c.d_model,
-              " is not divisible by the number of heads ", c.n_head);
-  MIMIC_CHECK(c.kv_heads() >= 1 && c.n_head % c.kv_heads() == 0, where, ": the ", c.n_head, " attention heads do not fall into groups of the ",
-              c.kv_heads(), " key/value heads (num_key_value_heads must divide num_attention_heads)");
+  MIMIC_CHECK(c.explicit_head_dim > 0 || c.d_model % c.n_head == 0, where, ": ", k.d_model, " ", c.d_model, " is not divisible by ",
+              k.n_head, " ", c.n_head, " (each head takes an equal share of the width)");
+  MIMIC_CHECK(c.kv_heads() >= 1 && c.n_head % c.kv_heads() == 0, where, ": ", k.n_head, " ", c.n_head, " is not a multiple of ",
+              k.n_kv_head.empty() ? "the key/value heads" : k.n_kv_head, " ", c.kv_heads(),
+              " (the query heads fall into equal groups, one per key/value head)");
   // Sizes beyond any published model, whatever their key is called: a model is allocated from them before any weight
   // is read (pretrain --config n_layer 100000 allocated and trained a 100,000-layer model: the seventh probe of
   // 2026-11-29). The largest published models lie well inside (Llama 3.1 405B: 126 layers, width 16,384, 128 heads,
   // inner 53,248; vocabularies to ~260k; contexts to ~1M tokens).
   struct Bound {
     int64_t value, max;
+    const std::string& key;
     const char* what;
   };
-  for (const Bound& b : {Bound{c.n_layer, 1024, "number of layers"}, Bound{c.n_head, 1024, "number of heads"},
-                         Bound{c.d_model, 65536, "hidden size"}, Bound{c.d_ff, 262144, "inner (MLP) size"},
-                         Bound{c.vocab_size, 1 << 24, "vocabulary size"}, Bound{c.max_positions, 1 << 24, "context (positions)"}})
-    MIMIC_CHECK(b.value <= b.max, where, ": the ", b.what, " must be at most ", b.max, ", got ", b.value);
+  for (const Bound& b : {Bound{c.n_layer, 1024, k.n_layer, "layers"}, Bound{c.n_head, 1024, k.n_head, "heads"},
+                         Bound{c.d_model, 65536, k.d_model, "hidden size"}, Bound{c.d_ff, 262144, k.d_ff, "inner (MLP) size"},
+                         Bound{c.vocab_size, 1 << 24, k.vocab_size, "vocabulary size"},
+                         Bound{c.max_positions, 1 << 24, k.max_positions, "context"}})
+    MIMIC_CHECK(b.value <= b.max, where, ": ", b.key, " ", b.value, " is beyond any published model's ", b.what, ": mimic reads at most ", b.max);
   // Ranges every family's numbers must lie in, whatever their key is called (layer_norm_epsilon, layer_norm_eps, …):
   // a negative epsilon ran and wrote all-NaN logits, a negative dropout was accepted.
-  MIMIC_CHECK(std::isfinite(c.ln_eps) && c.ln_eps > 0 && c.ln_eps < 1, where, ": the layer-norm epsilon must lie in (0, 1), got ", c.ln_eps);
-  MIMIC_CHECK(std::isfinite(c.dropout) && c.dropout >= 0 && c.dropout < 1, where, ": the dropout probability must lie in [0, 1), got ",
-              c.dropout);
+  MIMIC_CHECK(std::isfinite(c.ln_eps) && c.ln_eps > 0 && c.ln_eps < 1, where, ": ", k.ln_eps, " ", c.ln_eps,
+              " is a normalisation epsilon and must lie in (0, 1)");
+  MIMIC_CHECK(std::isfinite(c.dropout) && c.dropout >= 0 && c.dropout < 1, where, ": ", k.dropout, " ", c.dropout,
+              " is a dropout probability and must lie in [0, 1)");
   // The dropout keys mimic does not apply (attention-probability dropout, classifier dropout, …) still say what the
   // checkpoint was trained with: a number outside [0, 1) there is a broken config, refused like the one it reads
   // (the probe of 2026-11-27: attn_pdrop 1.5 and classifier_dropout 2 were accepted).

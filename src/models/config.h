@@ -20,8 +20,16 @@ struct AttentionShape {
   int64_t d_model = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
 };
 
+// The config.json keys a family read each size from (GPT-2's "n_embd", BERT's "hidden_size", ...), for messages: a
+// refusal names the key the file holds and its value, never a paraphrase ("the layer-norm epsilon" for rms_norm_eps:
+// the tenth probe of 2026-11-29). Empty: the family has no key for it (the size is fixed or derived).
+struct ConfigKeys {
+  std::string n_layer, n_head, n_kv_head, d_model, d_ff, vocab_size, max_positions, ln_eps, dropout;
+};
+
 struct ModelConfig {
   const Family* family = nullptr;        // from model_type (the registry in families.def)
+  ConfigKeys keys;                       // where read_config found each size
   int64_t n_layer = 0, n_head = 0, d_model = 0, d_ff = 0, vocab_size = 0, max_positions = 0;
   int64_t type_vocab_size = 0;  // BERT
   int64_t num_labels = 0;       // BERT classifier

@@ -101,8 +101,11 @@ class Gpt2Family : public Family {
   }
 
   void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const override {
+    const bool n_positions = j.contains("n_positions") && !j["n_positions"].is_null();
+    c.keys = {"n_layer", "n_head", "", "n_embd", j.contains("n_inner") && !j["n_inner"].is_null() ? "n_inner" : "n_embd",
+              "vocab_size", n_positions ? "n_positions" : "n_ctx", "layer_norm_epsilon", "resid_pdrop"};
     c.vocab_size = json_int(j, "vocab_size", where);
-    c.max_positions = j.contains("n_positions") ? json_int(j, "n_positions", where) : json_int(j, "n_ctx", where);
+    c.max_positions = json_int(j, c.keys.max_positions, where);
     c.d_model = json_int(j, "n_embd", where);
     c.n_layer = json_int(j, "n_layer", where);
     c.n_head = json_int(j, "n_head", where);
@@ -133,13 +136,12 @@ class Gpt2Family : public Family {
   std::string position_table() const override { return "wpe.weight"; }
 
   std::vector<SizedTensor> sized_tensors(const ModelConfig& c) const override {
-    auto given = [&](const char* key) { return c.raw.contains(key) && !c.raw[key].is_null(); };
-    const SizedDim d{c.d_model, "n_embd"};
+    const SizedDim d{c.d_model, c.keys.d_model};
     const std::string last = "h." + std::to_string(c.n_layer - 1) + ".";
-    return {{"wte.weight", "", {{c.vocab_size, "vocab_size"}, d}},
-            {"wpe.weight", "", {{c.max_positions, given("n_positions") ? "n_positions" : "n_ctx"}, d}},
-            {last + "attn.c_attn.weight", "n_layer", {d, {3 * c.d_model, "n_embd"}}},
-            {last + "mlp.c_fc.weight", "n_layer", {d, {c.d_ff, given("n_inner") ? "n_inner" : "n_embd"}}}};
+    return {{"wte.weight", "", {{c.vocab_size, c.keys.vocab_size}, d}},
+            {"wpe.weight", "", {{c.max_positions, c.keys.max_positions}, d}},
+            {last + "attn.c_attn.weight", c.keys.n_layer, {d, {3 * c.d_model, c.keys.d_model}}},
+            {last + "mlp.c_fc.weight", c.keys.n_layer, {d, {c.d_ff, c.keys.d_ff}}}};
   }
 
   bool is_embedding(const std::string& name) const override {

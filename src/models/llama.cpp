@@ -149,6 +149,8 @@ class LlamaFamily : public Family {
   }
 
   void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const override {
+    c.keys = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "intermediate_size", "vocab_size",
+              "max_position_embeddings", "rms_norm_eps", ""};
     c.vocab_size = json_int(j, "vocab_size", where);
     c.d_model = json_int(j, "hidden_size", where);
     c.n_layer = json_int(j, "num_hidden_layers", where);
@@ -179,8 +181,7 @@ class LlamaFamily : public Family {
                 " does not implement");
     read_rope_scaling(j, where, c);
     // a sliding window shorter than the context changes what the model computes; mimic's softmax sees every position
-    const bool windowed = kind_ == Kind::Mistral || json_bool_or(j, "use_sliding_window", where, false);
-    if (windowed && j.contains("sliding_window") && !j["sliding_window"].is_null()) {
+    if (windowed_layers(j, where, c.n_layer) && j.contains("sliding_window") && !j["sliding_window"].is_null()) {
       const int64_t w = json_int(j, "sliding_window", where);
       MIMIC_CHECK(w >= c.max_positions, where, ": sliding_window ", w, " is shorter than the context (", c.max_positions,
                   "): sliding-window softmax in the teacher is not implemented (null, or a window of the whole context, is)");
@@ -215,11 +216,15 @@ class LlamaFamily : public Family {
     const std::string hd = " × head_dim " + std::to_string(c.head_dim()) +
                            (c.explicit_head_dim > 0 ? std::string()
                                                     : " (hidden_size " + std::to_string(c.d_model) + " / num_attention_heads " + std::to_string(c.n_head) + ")");
+    // an absent num_key_value_heads means one per query head: shown as such, not as a value the file holds
+    const bool kv_given = c.raw.contains("num_key_value_heads") && !c.raw["num_key_value_heads"].is_null();
+    const std::string kv_shown = kv_given ? "num_key_value_heads " + std::to_string(c.kv_heads())
+                                          : "num_key_value_heads absent (one per query head: " + std::to_string(c.kv_heads()) + ")";
     const SizedDim q_rows{c.n_head * c.head_dim(), "num_attention_heads × head_dim", "num_attention_heads " + std::to_string(c.n_head) + hd};
     std::vector<SizedTensor> out = {
         {"embed_tokens.weight", "", {{c.vocab_size, "vocab_size"}, d}},
         {last + "self_attn.q_proj.weight", "num_hidden_layers", {q_rows, d}},
-        {last + "self_attn.k_proj.weight", "num_hidden_layers", {{c.kv_heads() * c.head_dim(), "num_key_value_heads × head_dim", "num_key_value_heads " + std::to_string(c.kv_heads()) + hd}, d}},
+        {last + "self_attn.k_proj.weight", "num_hidden_layers", {{c.kv_heads() * c.head_dim(), "num_key_value_heads × head_dim", kv_shown + hd}, d}},
         {last + "mlp.gate_proj.weight", "num_hidden_layers", {{c.d_ff, "intermediate_size"}, d}}};
     if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", "", {{c.vocab_size, "vocab_size"}, d}});
     return out;
@@ -273,6 +278,29 @@ class LlamaFamily : public Family {
  private:
   // HF's rope_scaling: null, {"rope_type" (or "type"): "default" | "linear" | "llama3", ...}; the other types change
   // the frequencies in ways mimic does not implement, and are refused by name.
+  // Whether any layer attends through a sliding window: Mistral's every layer; Qwen2's and Qwen3's with
+  // use_sliding_window, the layers from max_window_layers on (HF's default 28) or those layer_types names
+  // "sliding_attention" — so a max_window_layers of at least the layer count windows none (it was refused: the tenth
+  // probe of 2026-11-29). Llama has no window of its own: use_sliding_window there is read as asked.
+  bool windowed_layers(const nlohmann::json& j, const std::string& where, int64_t n_layer) const {
+    if (kind_ == Kind::Mistral) return true;
+    if (!json_bool_or(j, "use_sliding_window", where, false)) return false;
+    if (kind_ != Kind::Qwen2 && kind_ != Kind::Qwen3) return true;
+    if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+      const auto& types = j["layer_types"];
+      MIMIC_CHECK(types.is_array() && static_cast<int64_t>(types.size()) == n_layer, where, ": layer_types must list one type per layer (",
+                  n_layer, "), got ", json_dump(types, -1).substr(0, 120));
+      bool any = false;
+      for (const auto& t : types) {
+        MIMIC_CHECK(t == "full_attention" || t == "sliding_attention", where, ": layer_types holds ", json_dump(t, -1),
+                    " (mimic reads full_attention and sliding_attention)");
+        any = any || t == "sliding_attention";
+      }
+      return any;
+    }
+    return json_int_or(j, "max_window_layers", where, 28, 0) < n_layer;
+  }
+
   static void read_rope_scaling(const nlohmann::json& j, const std::string& where, ModelConfig& c) {
     // rotary embeddings on a part of each head (HF's partial_rotary_factor, as in Phi and some Qwen variants) are not
     // implemented: read as whole-head rotation they would compute another network (the tenth probe)
