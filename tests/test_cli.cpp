@@ -387,7 +387,7 @@ TEST(Cli, AFinetuneDoesNotResumeFromWeightsThatChangedUnderTheSamePath) {
   edited["layer_norm_epsilon"] = 1e-3;
   mimic::test::write_bytes(dir.file("m/config.json"), edited.dump());
   auto other_config = mimic_cli(cmd);
-  expect_one_line_error(other_config, "was written with other settings: model_network");
+  expect_one_line_error(other_config, "was written with other settings: model_network (\"ln_eps 1e-05\" then, \"ln_eps 0.001\" now)");
   mimic::test::write_bytes(dir.file("m/config.json"), config);
   std::filesystem::copy_file(dir.file("o/model.safetensors"), dir.file("m/model.safetensors"),
                              std::filesystem::copy_options::overwrite_existing);  // the trained weights, same architecture

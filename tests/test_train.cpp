@@ -761,7 +761,8 @@ TEST(TrainOptimizer, WarmupCosineSchedule) {
 }
 
 // The first differing setting, as resumes (distill) and the ranks of a distributed run name it: keys in sorted order,
-// a key one side lacks as "absent", nested values compared whole; equal documents have none.
+// a key one side lacks as "absent", nested objects and lists of one length followed to the value that differs (the
+// tenth probe: a rope_theta edit printed both whole configs); equal documents have none.
 TEST(JsonKeys, TheFirstDifferenceIsTheFirstKeyInOrderWithItsTwoValues) {
   const auto a = nlohmann::json::parse(R"({"lr": 0.001, "seed": 1, "copy": {"fraction": 0.5}})");
   EXPECT_FALSE(mimic::json_first_difference(a, a).has_value());
@@ -770,9 +771,24 @@ TEST(JsonKeys, TheFirstDifferenceIsTheFirstKeyInOrderWithItsTwoValues) {
   b["copy"]["fraction"] = 0.25;
   auto d = mimic::json_first_difference(a, b);
   ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(d->key, "copy");  // before "seed"
-  EXPECT_EQ(d->first, R"({"fraction":0.5})");
-  EXPECT_EQ(d->second, R"({"fraction":0.25})");
+  EXPECT_EQ(d->key, "copy.fraction");  // before "seed"
+  EXPECT_EQ(d->first, "0.5");
+  EXPECT_EQ(d->second, "0.25");
+  auto e = a;
+  e["network"] = {{"config", {{"rope_theta", 10000.0}, {"layers", {1, 2}}}}};
+  auto f = e;
+  f["network"]["config"]["layers"][1] = 3;
+  d = mimic::json_first_difference(e, f);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->key, "network.config.layers[1]");
+  EXPECT_EQ(d->first + " " + d->second, "2 3");
+  f["network"]["config"]["layers"] = {1};  // lists of other lengths: compared whole
+  d = mimic::json_first_difference(e, f);
+  EXPECT_EQ(d->key + " " + d->first + " " + d->second, "network.config.layers [1,2] [1]");
+  // a description of ", "-separated parts (models::network_description) by its part
+  d = mimic::json_first_difference(nlohmann::json{{"net", "activation 3, ln_eps 1e-05, rope_theta 10000"}},
+                                   nlohmann::json{{"net", "activation 3, ln_eps 1e-05, rope_theta 500000"}});
+  EXPECT_EQ(d->key + " " + d->first + " " + d->second, "net \"rope_theta 10000\" \"rope_theta 500000\"");
   auto c = a;
   c.erase("lr");
   c["zeta"] = true;

@@ -1,5 +1,6 @@
 #include "mimic/core/json_keys.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 #include <string>
@@ -128,13 +129,45 @@ bool json_bool_or(const nlohmann::json& j, const std::string& key, const std::st
 
 std::optional<JsonDifference> json_first_difference(const nlohmann::json& a, const nlohmann::json& b) {
   if (a == b) return std::nullopt;
-  if (!a.is_object() || !b.is_object()) return JsonDifference{"", a.dump(), b.dump()};
+  // Into nested objects and lists of one length, so that a changed rope_theta inside a fingerprint's "network" reads
+  // "network.rope_theta (10000.0 then, 500000.0 now)", not the two whole objects (the tenth probe of 2026-11-29: a
+  // line of ~600 characters that named no key).
+  auto inner = [](const std::string& at, const std::string& part, std::optional<JsonDifference> d) {
+    if (d) d->key = d->key.empty() ? at : at + (d->key[0] == '[' ? "" : part) + d->key;
+    return d;
+  };
+  if (a.is_array() && b.is_array() && a.size() == b.size()) {
+    for (size_t i = 0; i < a.size(); ++i)
+      if (auto d = json_first_difference(a[i], b[i])) return inner("[" + std::to_string(i) + "]", "", std::move(d));
+    return std::nullopt;
+  }
+  // A description made of ", "-separated parts (models::network_description: "activation 3, ln_eps 1e-05, ...,
+  // rope_theta 10000"): the part that differs, when both have as many parts.
+  if (a.is_string() && b.is_string()) {
+    auto parts = [](const std::string& t) {
+      std::vector<std::string> out;
+      for (size_t at = 0; at <= t.size();) {
+        const size_t end = std::min(t.find(", ", at), t.size());
+        out.push_back(t.substr(at, end - at));
+        at = end + 2;
+      }
+      return out;
+    };
+    const auto x = parts(a.get<std::string>()), y = parts(b.get<std::string>());
+    if (x.size() > 1 && x.size() == y.size())
+      for (size_t i = 0; i < x.size(); ++i)
+        if (x[i] != y[i]) return JsonDifference{"", json_dump(x[i], -1), json_dump(y[i], -1)};
+  }
+  if (!a.is_object() || !b.is_object()) return JsonDifference{"", json_dump(a, -1), json_dump(b, -1)};
   std::set<std::string> keys;
   for (auto it = a.begin(); it != a.end(); ++it) keys.insert(it.key());
   for (auto it = b.begin(); it != b.end(); ++it) keys.insert(it.key());
   for (const auto& k : keys) {
-    std::string x = a.contains(k) ? a.at(k).dump() : "absent", y = b.contains(k) ? b.at(k).dump() : "absent";
-    if (x != y) return JsonDifference{k, std::move(x), std::move(y)};
+    if (a.contains(k) && b.contains(k)) {
+      if (auto d = json_first_difference(a.at(k), b.at(k))) return inner(k, ".", std::move(d));
+      continue;
+    }
+    return JsonDifference{k, a.contains(k) ? json_dump(a.at(k), -1) : "absent", b.contains(k) ? json_dump(b.at(k), -1) : "absent"};
   }
   return std::nullopt;  // equal as text though not as values (e.g. 1 and 1.0)
 }

@@ -38,8 +38,10 @@ std::string json_string_or(const nlohmann::json& j, const std::string& key, cons
 bool json_bool_or(const nlohmann::json& j, const std::string& key, const std::string& where, bool fallback);
 
 // The first key (in sorted order) whose value differs between two objects — settings compared at a resume or
-// between ranks — with both values as JSON ("absent" where an object lacks the key); none when they are equal. Two
-// documents that are not both objects differ at key "".
+// between ranks — with both values as JSON ("absent" where an object lacks the key); none when they are equal.
+// Nested objects and lists of one length are followed to the value that differs ("network.config.rope_theta",
+// "layers[2]"); two descriptions made of ", "-separated parts of one count ("activation 3, ln_eps 1e-05, ...") by the
+// part that differs. Two documents that are not both objects differ at key "".
 struct JsonDifference {
   std::string key, first, second;
 };

@@ -8,6 +8,7 @@
 
 #include "mimic/attention/attention.h"
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/core/runtime.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/record/hdf5.h"
@@ -144,24 +145,8 @@ struct RecordWriter::Impl {
         if ((k == "network" || k == "attention") && have.is_null()) continue;  // files recorded before they were kept resume as before
         if (have == v) continue;
         // a description ("activation 3, ..., rope_theta 10000") names the part that differs, not both whole lines
-        std::string was = show(have), now = show(v);
-        if (have.is_string() && v.is_string()) {
-          auto parts = [](const std::string& t) {
-            std::vector<std::string> out;
-            for (size_t at = 0; at <= t.size();) {
-              const size_t end = std::min(t.find(", ", at), t.size());
-              out.push_back(t.substr(at, end - at));
-              at = end + 2;
-            }
-            return out;
-          };
-          const auto a = parts(have.get<std::string>()), b = parts(v.get<std::string>());
-          for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-            if (a[i] != b[i]) {
-              was = show(a[i]), now = show(b[i]);
-              break;
-            }
-        }
+        const auto d = json_first_difference(have, v);
+        const std::string was = d ? d->first : show(have), now = d ? d->second : show(v);
         fail(out, " was recorded with other settings: ", k, " is ", was, " in the file, ", now,
              " for this run (use the same settings to resume, another --out, or --fresh to overwrite)");
       }
