@@ -385,6 +385,47 @@ TEST(Outputs, AnOutputThatIsAFifoOrADirectoryIsRefusedAndLeftAsItWas) {
   EXPECT_MIMIC_ERROR(mimic::io::write_text_atomically(fifo, "x"), "not a regular file");
 }
 
+// The tenth probe (2026-11-29): export and convert found a folder at OUT/config.json (or mimic.json, tokenizer.json)
+// only after writing the weights, leaving half a model; a link to nothing as --out read "File exists".
+TEST(Outputs, AModelFileNameHoldingAFolderIsRefusedBeforeAnythingIsWritten) {
+  TempDir dir;
+  for (const char* name : {"config.json", "mimic.json", "tokenizer.json"}) {
+    const std::string out = dir.file(std::string("o-") + name);
+    fs::create_directories(out + "/" + name);
+    const std::string cmd = std::string(name) == "mimic.json"
+                                ? "convert --model " + teacher() + " --maps " + good_maps() + " --threads 1 --out " + out
+                                : "export --model " + teacher() + " --threads 1 --out " + out;
+    auto r = mimic::test::mimic_cli(cmd);
+    EXPECT_NE(r.code, 0) << r.out;
+    EXPECT_NE(r.err.find(out + "/" + name + " is a directory, where the model's file of that name goes"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(out)) left.push_back(e.path().filename().string());
+    EXPECT_EQ(left, std::vector<std::string>{name}) << "written before the refusal";
+  }
+  fs::create_symlink(dir.file("nowhere"), dir.file("dangling"));
+  auto r = mimic::test::mimic_cli("export --model " + teacher() + " --threads 1 --out " + dir.file("dangling"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("cannot create the output directory " + dir.file("dangling") + ": it is a link to " + dir.file("nowhere") +
+                       ", which does not exist"),
+            std::string::npos)
+      << r.err;
+}
+
+// An unknown option is named with the nearest one the command has (CLI11 said "The following arguments were not
+// expected: 0.5 --min-lr-ratio", values first: the tenth probe), and a value that starts with a dash stays a value.
+TEST(Cli, AnUnknownOptionIsNamedWithTheNearestOneTheCommandHas) {
+  auto r = mimic::test::mimic_cli("generate --model " + teacher() + " --promt whale");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "mimic: error: generate: unknown option '--promt' (did you mean --prompt?); mimic generate --help lists its options\n");
+  r = mimic::test::mimic_cli("pretrain --min-lr-ratio 0.5");
+  EXPECT_EQ(r.err, "mimic: error: pretrain: unknown option '--min-lr-ratio'; mimic pretrain --help lists its options\n");
+  r = mimic::test::mimic_cli("bench train --kindz linear");
+  EXPECT_EQ(r.err, "mimic: error: bench train: unknown option '--kindz' (did you mean --kinds?); mimic bench train --help lists its options\n");
+  r = mimic::test::mimic_cli("generate --model " + teacher() + " --prompt -x --new-tokens 1 --threads 1");
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
 // A training run that starts fresh in a folder holding another run's model removes that model's files first: a
 // converted model's mimic.json left beside a softmax pretrain's weights made the new model load as linear attention
 // (a probe of 2026-11-27); a BERT's vocab.txt would be read as the new model's tokenizer. The user's other files stay.

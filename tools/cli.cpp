@@ -1,12 +1,14 @@
 #include "cli.h"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "mimic/attention/feature_map.h"
 #include "mimic/attention/kinds.h"
@@ -464,16 +466,80 @@ CLI::Validator attention_spec_arg(bool student) {
       "SPEC");
 }
 
-std::string list_item_problem(const CLI::App& app, int argc, char** argv) {
-  if (argc < 2) return "";
+namespace {
+// The command argv names (a command's own command too: bench train), and the index of its first option; nullptr
+// when argv names none (CLI11, or main, names that).
+const CLI::App* named_command(const CLI::App& app, int argc, char** argv, int* first) {
+  if (argc < 2) return nullptr;
   const CLI::App* cmd = nullptr;
   for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; }))
     if (c->check_name(argv[1])) cmd = c;
-  if (cmd == nullptr) return "";  // CLI11 names an unknown command
-  int i = 2;
-  if (argc > 2)  // a command's own command (bench train)
+  if (cmd == nullptr) return nullptr;
+  *first = 2;
+  if (argc > 2)
     for (const CLI::App* c : cmd->get_subcommands([](const CLI::App*) { return true; }))
-      if (c->check_name(argv[2])) cmd = c, i = 3;
+      if (c->check_name(argv[2])) cmd = c, *first = 3;
+  return cmd;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+}  // namespace
+
+std::string unknown_option(const CLI::App& app, int argc, char** argv) {
+  int i = 0;
+  const CLI::App* cmd = named_command(app, argc, argv, &i);
+  if (cmd == nullptr) return "";
+  const std::string command = cmd->get_parent() != &app ? cmd->get_parent()->get_name() + " " + cmd->get_name() : cmd->get_name();
+  const CLI::Option* awaiting = nullptr;  // an option given without '=' whose value is the next word
+  for (; i < argc && std::string(argv[i]) != "--"; ++i) {  // launch: the words after -- are the ranks' command
+    const std::string word = argv[i];
+    const CLI::Option* value_of = std::exchange(awaiting, nullptr);
+    // Only a word CLI11 reads as an option: a dash and a letter, or two and a letter. A dash and a digit is a value
+    // (`--nproc -1`, `--temperature -0.5`), which its range check names.
+    auto letter = [&](size_t at) { return word.size() > at && std::isalpha(static_cast<unsigned char>(word[at])); };
+    if (word[0] != '-' || !(letter(1) || (word.size() > 1 && word[1] == '-' && letter(2)))) continue;
+    const std::string name = word.substr(0, word.find('='));
+    const CLI::Option* known = nullptr;
+    for (const CLI::Option* o : cmd->get_options())
+      if (o->check_name(name)) known = o;
+    if (known) {
+      if (word.find('=') == std::string::npos && known->get_type_size() != 0) awaiting = known;
+      continue;
+    }
+    if (value_of) continue;  // `--prompt -x`: CLI11 takes it as the value
+    if (command == "launch")
+      return "launch: unknown option '" + name + "' (launch takes --nproc, --master-port, --master-addr and --timeout; the command "
+             "each rank runs follows --)";
+    // CLI11 said "The following arguments were not expected: 0.5 --min-lr-ratio", the words in reverse (the tenth
+    // probe of 2026-11-29): the option by name, and the nearest one the command has
+    std::string nearest;
+    size_t best = std::max<size_t>(2, name.size() / 4 + 1);  // a few letters off, by the name's length: a typo, not another option
+    for (const CLI::Option* o : cmd->get_options())
+      for (const auto& long_name : o->get_lnames())
+        if (const size_t d = edit_distance(name, "--" + long_name); d < best) best = d, nearest = "--" + long_name;
+    return command + ": unknown option '" + name + "'" + (nearest.empty() ? "" : " (did you mean " + nearest + "?)") + "; mimic " + command +
+           " --help lists its options";
+  }
+  return "";
+}
+
+std::string list_item_problem(const CLI::App& app, int argc, char** argv) {
+  int i = 0;
+  const CLI::App* cmd = named_command(app, argc, argv, &i);
+  if (cmd == nullptr) return "";  // CLI11 names an unknown command
   for (; i < argc; ++i) {
     const std::string word = argv[i];
     if (word == "--") break;  // launch: the words after it are the ranks' command, checked when each rank parses it

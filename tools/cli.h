@@ -162,10 +162,11 @@ std::optional<io::DType> storage_dtype_arg(const std::string& name);
 // One subcommand: `setup` adds it to the app and binds its callback.
 using Register = void (*)(CLI::App& app);
 
-// An option `mimic launch` does not know among argv's words before --, as a one-line message ("" when none or
-// when the command is not launch). Checked before CLI11 parses: CLI11 reports it by listing the words after -- (the
-// command's own), in reverse order.
-std::string launch_unknown_option(const CLI::App& app, int argc, char** argv);
+// An option the command argv names does not know (for launch, among the words before --), as a one-line message
+// naming it and the nearest option the command has ("" when none). Checked before CLI11 parses: CLI11 reports it by
+// listing the words it did not expect in reverse order, values first ("0.5 --min-lr-ratio"), and for launch the
+// words after -- (the command's own).
+std::string unknown_option(const CLI::App& app, int argc, char** argv);
 
 // A list option (one CLI11 splits at a delimiter, e.g. --lengths 128,256) given an empty item — "32,", ",64",
 // "32,,64" — or one item twice ("64,64", "64,064"), as a one-line message naming it ("" when none). Checked before

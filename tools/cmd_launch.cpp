@@ -41,24 +41,6 @@ void run(LaunchArgs& a, const CLI::App& sub) {
 
 }  // namespace
 
-std::string launch_unknown_option(const CLI::App& app, int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) != "launch") return "";
-  const CLI::App* launch = app.get_subcommand("launch");
-  for (int i = 2; i < argc && std::string(argv[i]) != "--"; ++i) {
-    const std::string word = argv[i];
-    // A dash and a digit is a value to CLI11 (`--nproc -1`), not an option (launch has none named by a digit): CLI11's
-    // own range check names it then, as any other out-of-range number.
-    if (word.size() < 2 || word[0] != '-' || std::isdigit(static_cast<unsigned char>(word[1]))) continue;
-    const std::string name = word.substr(0, word.find('='));
-    bool known = false;
-    for (const CLI::Option* o : launch->get_options()) known = known || o->check_name(name);
-    if (!known)
-      return "launch: unknown option '" + name + "' (launch takes --nproc, --master-port, --master-addr and --timeout; the command "
-             "each rank runs follows --)";
-  }
-  return "";
-}
-
 void register_launch(CLI::App& app) {
   auto a = std::make_shared<LaunchArgs>();
   auto* sub = app.add_subcommand("launch", "Run a training command as N processes of one data-parallel run on this machine "

@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mimic: error: unknown command '%s' (the commands: %s)\n", argv[1], names.c_str());
     return 2;
   }
-  for (auto check : {mimic::cli::launch_unknown_option, mimic::cli::list_item_problem})
+  for (auto check : {mimic::cli::unknown_option, mimic::cli::list_item_problem})
     if (const std::string wrong = check(app, argc, argv); !wrong.empty()) {
       std::fprintf(stderr, "mimic: error: %s\n", wrong.c_str());
       return 2;

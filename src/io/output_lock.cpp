@@ -161,6 +161,11 @@ OutputLock lock_output_dir(const std::string& dir) {
     if (p.filename().empty()) p = p.parent_path();  // "out/"
     for (; !ec && !p.empty() && !fs::exists(p, ec) && p != p.root_path(); p = p.parent_path()) created.push_back(p);
     ec.clear();
+    // a link to nothing: create_directories said "File exists" (the tenth probe of 2026-11-29)
+    if (fs::is_symlink(fs::symlink_status(dir, ec)) && !fs::exists(dir, ec))
+      fail("cannot create the output directory ", dir, ": it is a link to ", fs::read_symlink(dir, ec).string(),
+           ", which does not exist (create the folder it names, or give another --out)");
+    ec.clear();
     fs::create_directories(dir, ec);
     MIMIC_CHECK(fs::is_directory(dir), "cannot create the output directory ", dir, ec ? ": " + ec.message() : std::string(" (a file has that name)"));
     const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

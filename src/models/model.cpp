@@ -170,6 +170,12 @@ class HfModel : public Model {
   using Model::save;
   void save(const std::string& dir, const SaveOptions& options) const override {
     const auto lock = io::lock_output_dir(dir);
+    // A name a model's file takes holding something else (a folder made as config.json, a dangling link) was found
+    // only after the weights had been written, leaving half a model (the tenth probe of 2026-11-29): checked first.
+    for (const auto& e : fs::directory_iterator(dir))
+      MIMIC_CHECK(!is_model_file(e.path().filename().string()) || e.is_regular_file(), e.path().string(), " is ",
+                  e.is_directory() ? "a directory" : e.is_symlink() ? "a link to nothing" : "not a regular file",
+                  ", where the model's file of that name goes: remove it, or choose another folder");
     io::SaveOptions opt;
     opt.metadata = layout_.metadata;
     auto config = config_.raw;
