@@ -96,8 +96,18 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
   mimic::test::write_bytes(dir.file("bad.jsonl"), "{\"text\": \"a\", \"label\": 1}\n{\"text\": 3}\n");
   EXPECT_MIMIC_ERROR(data::load_classification(dir.file("bad.jsonl")), "bad.jsonl:2: expected");
   mimic::test::write_bytes(dir.file("one.jsonl"), "{\"text\": \"a\", \"label\": 1}\n");
-  // one label is a file of its own (a test set of one class): a classifier's labels decide the ids (align_labels)
-  EXPECT_EQ(data::load_classification(dir.file("one.jsonl")).labels, (std::vector<std::string>{"1"}));
+  // one label is a file of its own (a test set of one class): a classifier's labels decide the ids (align_labels); an
+  // integer label is an id, so the ids run from 0 to it
+  EXPECT_EQ(data::load_classification(dir.file("one.jsonl")).labels, (std::vector<std::string>{"0", "1"}));
+  EXPECT_TRUE(data::load_classification(dir.file("one.jsonl")).labels_are_ids);
+  mimic::test::write_bytes(dir.file("one-name.jsonl"), "{\"text\": \"a\", \"label\": \"1\"}\n");
+  EXPECT_EQ(data::load_classification(dir.file("one-name.jsonl")).labels, (std::vector<std::string>{"1"}));
+  mimic::test::write_bytes(dir.file("ten.jsonl"), "{\"text\": \"a\", \"label\": 10}\n{\"text\": \"b\", \"label\": 2}\n");
+  const auto ten = data::load_classification(dir.file("ten.jsonl"));  // ids, not names sorted as text ("10" < "2")
+  ASSERT_EQ(ten.labels.size(), 11u);
+  EXPECT_EQ(ten.train.size() + ten.validation.size() + ten.test.size(), 2u);
+  for (const auto* part : {&ten.train, &ten.validation, &ten.test})
+    for (const auto& e : *part) EXPECT_EQ(e.label, e.text == "a" ? 10 : 2);
   mimic::test::write_bytes(dir.file("empty.jsonl"), "");
   EXPECT_MIMIC_ERROR(data::load_classification(dir.file("empty.jsonl")), "no examples");
   mimic::test::write_bytes(dir.file("utf.jsonl"), "{\"text\": \"\\udc80\", \"label\": 1}\n");

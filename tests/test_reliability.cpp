@@ -744,9 +744,9 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
   // 7 test examples of both labels (an odd count: a model read with its labels swapped cannot score the same)
   std::string mixed;
   for (int i = 0; i < 7; ++i)
-    mixed += nlohmann::json{{"text", std::string(i % 3 ? "a wonderful day " : "a terrible day ") + std::to_string(i)}, {"label", i % 3 ? 1 : 0},
+    mixed += nlohmann::json{{"text", std::string(i % 3 ? "a wonderful day " : "a terrible day ") + std::to_string(i)}, {"label", i % 3 ? "1" : "0"},
                             {"split", "test"}}.dump() + "\n";
-  mixed += R"({"text": "a day", "label": 0, "split": "train"})" "\n" R"({"text": "a day", "label": 1, "split": "validation"})" "\n";
+  mixed += R"({"text": "a day", "label": "0", "split": "train"})" "\n" R"({"text": "a day", "label": "1", "split": "validation"})" "\n";
   mimic::test::write_bytes(dir.file("m.jsonl"), mixed);
   auto a = score("a", "m.jsonl"), b = score("b", "m.jsonl");
   ASSERT_EQ(a.code, 0) << a.err;
@@ -757,23 +757,23 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
   // the same confusion, its rows and columns in b's order
   EXPECT_EQ(jb["confusion"][0][0], ja["confusion"][1][1]);
   EXPECT_EQ(jb["confusion"][0][1], ja["confusion"][1][0]);
-  // finetuning the swapped model matches the data's labels by name and keeps the model's own order
+  // finetuning the swapped model keeps the model's own order (t.jsonl's integer labels are its ids)
   auto again = mimic::test::mimic_cli("finetune --task cls --model " + dir.file("b") + " --data " + dir.file("t.jsonl") +
                                       " --steps 2 --warmup 1 --lr 1e-4 --batch-size 4 --seq-len 16 --threads 1 --json --out " + dir.file("b2"));
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(nlohmann::json::parse(mimic::test::read_bytes(dir.file("b2/config.json")))["id2label"], (nlohmann::json{{"0", "1"}, {"1", "0"}}));
   // a label the classifier does not know
-  mimic::test::write_bytes(dir.file("u.jsonl"), std::string(R"({"text": "a wonderful day", "label": 1})") + "\n" +
-                                                    R"({"text": "a terrible day", "label": 0})" + "\n" + R"({"text": "a day", "label": 2})" + "\n" +
-                                                    R"({"text": "a night", "label": 3})" + "\n");
+  mimic::test::write_bytes(dir.file("u.jsonl"), std::string(R"({"text": "a wonderful day", "label": "1"})") + "\n" +
+                                                    R"({"text": "a terrible day", "label": "0"})" + "\n" + R"({"text": "a day", "label": "2"})" + "\n" +
+                                                    R"({"text": "a night", "label": "3"})" + "\n");
   auto u = score("a", "u.jsonl");
   EXPECT_NE(u.code, 0);
   EXPECT_NE(u.err.find(R"(labels ["2","3"] are not among)"), std::string::npos) << u.err;  // every one (the first alone was named)
   EXPECT_NE(u.err.find(R"(["0","1"])"), std::string::npos) << u.err;
   // a test set of one class alone is scored through the classifier's labels (the loader refused a file with one
   // label: the eighth probe of 2026-11-29); a new classifier from it is refused, naming the file
-  std::string one = R"({"text": "a day", "label": 1, "split": "train"})" "\n" R"({"text": "a day", "label": 1, "split": "validation"})" "\n";
-  for (int i = 0; i < 3; ++i) one += nlohmann::json{{"text", "a wonderful day " + std::to_string(i)}, {"label", 1}, {"split", "test"}}.dump() + "\n";
+  std::string one = R"({"text": "a day", "label": "1", "split": "train"})" "\n" R"({"text": "a day", "label": "1", "split": "validation"})" "\n";
+  for (int i = 0; i < 3; ++i) one += nlohmann::json{{"text", "a wonderful day " + std::to_string(i)}, {"label", "1"}, {"split", "test"}}.dump() + "\n";
   mimic::test::write_bytes(dir.file("one.jsonl"), one);
   auto o1 = score("b", "one.jsonl");
   ASSERT_EQ(o1.code, 0) << o1.err;
@@ -792,6 +792,33 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
   lo.head = "cls";
   lo.labels = {"0", "1"};
   EXPECT_MIMIC_ERROR(mimic::models::load_model(dir.file("b"), lo), "its classifier's labels are");
+  // Integer labels are the ids themselves, whatever the classifier names them (the tenth probe: "label": 1 was matched
+  // as the name "1", and a ham/spam classifier refused 0/1 labels). a's labels renamed: the ids score as a's names do.
+  fs::copy(dir.file("a"), dir.file("named"), fs::copy_options::recursive);
+  auto cfg = nlohmann::json::parse(mimic::test::read_bytes(dir.file("named/config.json")));
+  cfg["id2label"] = {{"0", "ham"}, {"1", "spam"}};
+  cfg["label2id"] = {{"ham", 0}, {"spam", 1}};
+  mimic::test::write_bytes(dir.file("named/config.json"), cfg.dump());
+  std::string ids = mixed;
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{R"("label":"0")", R"("label":0)"}, {R"("label":"1")", R"("label":1)"},
+                                 {R"("label": "0")", R"("label": 0)"}, {R"("label": "1")", R"("label": 1)"}})
+    for (size_t at; (at = ids.find(from)) != std::string::npos;) ids.replace(at, from.size(), to);
+  ASSERT_EQ(ids.find(R"("label":")"), std::string::npos) << ids;
+  mimic::test::write_bytes(dir.file("ids.jsonl"), ids);
+  auto by_id = score("named", "ids.jsonl");
+  ASSERT_EQ(by_id.code, 0) << by_id.err;
+  EXPECT_EQ(nlohmann::json::parse(by_id.out)["accuracy"], ja["accuracy"]);
+  EXPECT_EQ(nlohmann::json::parse(by_id.out)["labels"], (nlohmann::json{"ham", "spam"}));
+  EXPECT_EQ(nlohmann::json::parse(by_id.out)["confusion"], ja["confusion"]);
+  // an id beyond the classifier's outputs, and names and ids in one file, are refused naming the line or the label
+  mimic::test::write_bytes(dir.file("id2.jsonl"), ids + R"({"text": "a night", "label": 2, "split": "test"})" + "\n");
+  auto beyond = score("named", "id2.jsonl");
+  EXPECT_NE(beyond.err.find(R"(id2.jsonl: label 2 is an id beyond )" + dir.file("named") + R"('s 2 labels (ids 0 to 1: ["ham","spam"]))"),
+            std::string::npos) << beyond.err;
+  mimic::test::write_bytes(dir.file("both.jsonl"), ids + R"({"text": "a night", "label": "spam", "split": "test"})" + "\n");
+  auto both = score("named", "both.jsonl");
+  EXPECT_NE(both.err.find(R"(both.jsonl:10: label "spam" is a name, the lines before give ids (integers): give every label the same way)"),
+            std::string::npos) << both.err;
 }
 
 // Issue 38: the numbers of a config.json every family reads lie in their range — a negative layer-norm epsilon ran and

@@ -165,7 +165,15 @@ ClassificationData load_jsonl(const std::string& path) {
     // and 1.0 were two classes: the fifth probe of 2026-11-27)
     MIMIC_CHECK(j["label"].is_string() || j["label"].is_number_integer(), path, ":", lineno, ": label must be a name or an integer, got ",
                 json_dump(j["label"], -1));
-    std::string label = j["label"].is_string() ? j["label"].get<std::string>() : j["label"].dump();
+    // an integer is an id, a string a name: the two in one file would give one class two spellings (the tenth probe:
+    // "label": 1 was matched as the name "1", so a ham/spam classifier refused 0/1 labels)
+    const bool id = j["label"].is_number_integer();
+    if (rows.empty()) d.labels_are_ids = id;
+    MIMIC_CHECK(id == d.labels_are_ids, path, ":", lineno, ": label ", json_dump(j["label"], -1), " is ", id ? "an id (an integer)" : "a name",
+                ", the lines before give ", id ? "names" : "ids (integers)", ": give every label the same way");
+    MIMIC_CHECK(!id || (j["label"].get<int64_t>() >= 0 && j["label"].get<int64_t>() < 1'000'000), path, ":", lineno, ": label ",
+                json_dump(j["label"], -1), " is an id, which must lie in [0, 10^6)");
+    std::string label = id ? j["label"].dump() : j["label"].get<std::string>();
     auto text = j["text"].get<std::string>();
     MIMIC_CHECK(is_valid_utf8(text), path, ":", lineno, ": text is not valid UTF-8");
     // checked before reading: j.value() of a number would throw nlohmann's exception, not a one-line error
@@ -178,10 +186,16 @@ ClassificationData load_jsonl(const std::string& path) {
   MIMIC_CHECK(!rows.empty(), path, ": no examples");
   // One label is a valid file: a test set may hold one class alone, and a classifier's id2label decides the ids
   // (align_labels). A new classification head needs two, which finetune checks where it makes one.
-  int64_t next = 0;
-  for (auto& [name, id] : label_ids) {
-    id = next++;
-    d.labels.push_back(name);
+  if (d.labels_are_ids) {  // the ids themselves: 0 … the largest, whether or not the file uses each
+    int64_t largest = 0;
+    for (auto& [name, id] : label_ids) id = std::stoll(name), largest = std::max(largest, id);
+    for (int64_t i = 0; i <= largest; ++i) d.labels.push_back(std::to_string(i));
+  } else {
+    int64_t next = 0;
+    for (auto& [name, id] : label_ids) {
+      id = next++;
+      d.labels.push_back(name);
+    }
   }
   d.metric = d.labels.size() <= 2 ? "f1" : "mcc";
   for (auto& [ex, tag] : rows) {
@@ -201,7 +215,17 @@ ClassificationData load_jsonl(const std::string& path) {
 
 std::vector<std::string> classification_names() { return {"spam", "sotu-era"}; }
 
-void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, const std::string& model) {
+void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, int64_t model_num_labels, const std::string& model) {
+  if (d.labels_are_ids) {
+    const int64_t k = model_labels.empty() ? model_num_labels : static_cast<int64_t>(model_labels.size());
+    MIMIC_CHECK(static_cast<int64_t>(d.labels.size()) <= k, d.name, ": label ", d.labels.size() - 1, " is an id beyond ", model, "'s ", k,
+                " labels (ids 0 to ", k - 1, model_labels.empty() ? std::string() : ": " + nlohmann::json(model_labels).dump(), ")");
+    d.labels = model_labels;
+    if (d.labels.empty())
+      for (int64_t i = 0; i < k; ++i) d.labels.push_back(std::to_string(i));
+    d.metric = d.labels.size() == 2 ? "f1" : "mcc";
+    return;
+  }
   if (model_labels.empty() || model_labels == d.labels) return;
   std::vector<int64_t> to(d.labels.size());
   // every unknown label is named (the first alone was, and a fix for it met the next: the fourth probe of 2026-11-27)

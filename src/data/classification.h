@@ -18,6 +18,9 @@ struct Example {
 struct ClassificationData {
   std::string name;
   std::vector<std::string> labels;  // label names, index = label id
+  // The file's labels are integers, the ids themselves (a JSON-lines "label": 1): a classifier's output 1 whatever
+  // its id2label calls it, never matched as the name "1". `labels` then names the ids "0" … "max".
+  bool labels_are_ids = false;
   std::string metric;               // the headline metric besides accuracy: "f1" (binary) or "mcc"
   std::vector<Example> train, validation, test;
   const std::vector<Example>& split(Split s) const;
@@ -30,10 +33,12 @@ struct ClassificationData {
 // string or an integer; optional "split": train|validation|test, otherwise split by line hash).
 ClassificationData load_classification(const std::string& name_or_file);
 // Puts `d`'s label ids in a classifier's order: `model_labels` are its names by id (models::ModelConfig::labels,
-// from id2label/label2id). Every label of the data must be one of them (else a mimic::Error naming the unknown
-// label and listing the model's); d.labels becomes model_labels and each example's id follows its name. Empty
-// model_labels (an unnamed classifier) leave `d` as it is. `model` names the model in messages.
-void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, const std::string& model);
+// from id2label/label2id), `model_num_labels` its outputs. Every label of the data must be one of them (else a
+// mimic::Error naming the unknown label and listing the model's); d.labels becomes model_labels and each example's
+// id follows its name. Empty model_labels (an unnamed classifier) leave names as they are. Integer labels
+// (labels_are_ids) are the ids: each must be below model_num_labels, and d.labels become the model's (or "0" …
+// "k-1"). `model` names the model in messages.
+void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, int64_t model_num_labels, const std::string& model);
 
 // The built-in data sets: {"spam", "sotu-era"}.
 std::vector<std::string> classification_names();
