@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -424,6 +425,22 @@ TEST(Cli, AnUnknownOptionIsNamedWithTheNearestOneTheCommandHas) {
   EXPECT_EQ(r.err, "mimic: error: bench train: unknown option '--kindz' (did you mean --kinds?); mimic bench train --help lists its options\n");
   r = mimic::test::mimic_cli("generate --model " + teacher() + " --prompt -x --new-tokens 1 --threads 1");
   EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// A model with no tokenizer (pretrain on a recall task) saved where another model's tokenizer files lie removes them:
+// a converted model's tokenizer.json in a fresh run's last/ was read as the new model's, and generate printed through
+// it with exit 0 (the tenth probe of 2026-11-29). The user's own file there stays.
+TEST(Outputs, AModelWithoutATokenizerLeavesNoOtherModelsTokenizerBesideIt) {
+  TempDir dir;
+  fs::create_directories(dir.file("f/last"));
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "vocab.json", "notes.txt"}) mimic::test::write_bytes(dir.file("f/last/") + name, "{}");
+  mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 16, "n_layer": 1, "n_head": 2, "n_positions": 32})");
+  auto r = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data mqar:vocab=10,seq_len=24,pairs=3 --steps 2 "
+                                  "--batch-size 2 --warmup 0 --eval-every 0 --threads 1 --out " + dir.file("f"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::set<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir.file("f/last"))) left.insert(e.path().filename().string());
+  EXPECT_EQ(left, (std::set<std::string>{"config.json", "model.safetensors", "notes.txt"}));
 }
 
 // A training run that starts fresh in a folder holding another run's model removes that model's files first: a

@@ -101,7 +101,8 @@ class Gpt2Family : public Family {
   }
 
   void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const override {
-    const bool n_positions = j.contains("n_positions") && !j["n_positions"].is_null();
+    // n_ctx is the older name: read where n_positions is not given; a config with neither is told n_positions
+    const bool n_positions = (j.contains("n_positions") && !j["n_positions"].is_null()) || !j.contains("n_ctx");
     c.keys = {"n_layer", "n_head", "", "n_embd", j.contains("n_inner") && !j["n_inner"].is_null() ? "n_inner" : "n_embd",
               "vocab_size", n_positions ? "n_positions" : "n_ctx", "layer_norm_epsilon", "resid_pdrop"};
     c.vocab_size = json_int(j, "vocab_size", where);

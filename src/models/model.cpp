@@ -205,12 +205,14 @@ class HfModel : public Model {
     } else if (fs::exists(desc)) {
       fs::remove(desc);
     }
-    if (dir_.empty() || !fs::is_directory(dir_) || fs::equivalent(fs::path(dir), fs::path(dir_))) return;
     // The tokenizer is the source's, and only the source's: a tokenizer file another model left in `dir` (a GPT-2's
-    // vocab.json beside a BERT) would be read as this model's (docs/reliability.md, "One run's result per folder").
+    // vocab.json beside a BERT) would be read as this model's (docs/reliability.md, "One run's result per folder"). A
+    // model with no tokenizer (pretrain on a recall task) leaves none: a converted model's tokenizer.json in a fresh
+    // run's last/ was read as the new model's (the tenth probe of 2026-11-29).
+    if (!dir_.empty() && (!fs::is_directory(dir_) || fs::equivalent(fs::path(dir), fs::path(dir_)))) return;
     for (const char* name : kTokenizerFiles) {
-      const fs::path src = fs::path(dir_) / name, dst = fs::path(dir) / name;
-      if (fs::exists(src)) io::copy_file_atomically(src.string(), dst.string());
+      const fs::path src = dir_.empty() ? fs::path() : fs::path(dir_) / name, dst = fs::path(dir) / name;
+      if (!src.empty() && fs::exists(src)) io::copy_file_atomically(src.string(), dst.string());
       else if (fs::is_regular_file(dst)) fs::remove(dst);
     }
   }
