@@ -545,7 +545,7 @@ TEST_F(Distributed, DistillRanksAndGradientExchangesThatDifferEndInOneLineNaming
   const std::vector<Case> cases = {
       {tiny_distill(dir, dir.file("d.safetensors"), 3), tiny_distill(dir, dir.file("d.safetensors"), 2), "epochs: 3 on rank 0, 2 here"},
       {tiny_pretrain(dir, dir.file("p"), 4, 5), tiny_pretrain(dir, dir.file("p"), 4, 5, "--allreduce sync"),
-       "exchange: {\"allreduce\":\"overlap\""}};
+       "exchange.allreduce: \"overlap\" on rank 0, \"sync\" here"}};  // the nested key (json_first_difference)
   for (const auto& c : cases) {
     const int port = dist::free_port("127.0.0.1");
     auto a = start(ranks_env(0, 2, port), c.zero, dir, "s0");

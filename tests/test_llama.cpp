@@ -189,8 +189,12 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["partial_rotary_factor"] = 0.5; })),
                      "partial_rotary_factor 0.5: mimic rotates whole heads only");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"] = {{"factor", 2.0}}; })), "names no rope_type");
-  // an untied config beside tied weights: the head's tensor is missing, named
-  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["tie_word_embeddings"] = false; })), "lm_head.weight");
+  // an untied config beside tied weights, biases the weights lack: the tensor is missing, named with the key that asks
+  // for it (the tenth probe: "missing tensor '…q_proj.bias'" named no key)
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["tie_word_embeddings"] = false; })),
+                     "config.json: tie_word_embeddings is false, but model.safetensors has no tensor 'lm_head.weight'");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["attention_bias"] = true; })),
+                     "config.json: attention_bias is true, but model.safetensors has no tensor 'layers.1.self_attn.q_proj.bias'");
   // rotary embeddings rotate pairs: an odd head, given or derived, is refused by key (the ninth probe: it failed deep
   // in the first forward with LibTorch's words)
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["head_dim"] = 7; })), "head_dim 7 is odd: rotary position embeddings");

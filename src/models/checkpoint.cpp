@@ -135,6 +135,9 @@ void check_config_against_weights(const Family& family, const ModelConfig& c, co
   for (const SizedTensor& t : family.sized_tensors(c)) {
     auto it = key_of.find(t.name);
     if (it == key_of.end()) {
+      if (!t.wanted_by.empty())
+        fail(config_path, ": ", t.wanted_by, " is ", c.raw.value(t.wanted_by, nlohmann::json()).dump(), ", but ", weights, " has no tensor '",
+             t.name, "'");
       if (!t.name_key.empty())
         fail(config_path, ": ", t.name_key, " is ", c.raw.value(t.name_key, nlohmann::json()).dump(), ", but ", weights, " has no tensor '", t.name,
              "' (", weights, " holds fewer layers)");

@@ -56,6 +56,7 @@ struct SizedTensor {
   std::string name;      // network name, e.g. "h.5.mlp.c_fc.weight"
   std::string name_key;  // the key that chose the name ("n_layer" for the last layer's tensors), or ""
   std::vector<SizedDim> shape;
+  std::string wanted_by;  // the key whose value asks for this tensor ("attention_bias"), or "": every checkpoint has it
 };
 
 // What loading with a sequence-classification head (LoadOptions::head = "cls") changes; an empty

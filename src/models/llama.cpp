@@ -226,7 +226,9 @@ class LlamaFamily : public Family {
         {last + "self_attn.q_proj.weight", "num_hidden_layers", {q_rows, d}},
         {last + "self_attn.k_proj.weight", "num_hidden_layers", {{c.kv_heads() * c.head_dim(), "num_key_value_heads × head_dim", kv_shown + hd}, d}},
         {last + "mlp.gate_proj.weight", "num_hidden_layers", {{c.d_ff, "intermediate_size"}, d}}};
-    if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", "", {{c.vocab_size, "vocab_size"}, d}});
+    if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", "", {{c.vocab_size, "vocab_size"}, d}, "tie_word_embeddings"});
+    // q's bias: asked for by attention_bias (Llama, Qwen3), always there in Qwen2 (its config has no key for it)
+    if (c.qkv_bias) out.push_back({last + "self_attn.q_proj.bias", "num_hidden_layers", {q_rows}, kind_ == Kind::Qwen2 ? "" : "attention_bias"});
     return out;
   }
 
