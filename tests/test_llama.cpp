@@ -174,6 +174,8 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
   })));
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["use_sliding_window"] = true, j["layer_types"] = {"full_attention"}; })),
                      "layer_types must list one type per layer (2)");
+  // a window no layer uses still has its range (the eleventh probe: −5 was accepted)
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["sliding_window"] = -5; })), "key 'sliding_window' must be at least 1, got -5");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["num_key_value_heads"] = 3; })),
                      "num_attention_heads 8 is not a multiple of num_key_value_heads 3");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["mlp_bias"] = true; })), "mlp_bias true");

@@ -302,6 +302,32 @@ TEST(OutputLock, ASecondRunOnALockedOutputDirectoryIsRefusedWithOneLine) {
   EXPECT_EQ(ok.code, 0) << ok.err;
 }
 
+// The eleventh probe (2026-11-30): finetune and pretrain checked what --out holds, then locked it once the model had
+// loaded, about a second later; an export, a report or another run finishing in between was replaced or mixed with,
+// both exiting 0. They lock first now, as convert, export and report do: a folder another command holds is refused
+// as locked before what it holds is read (here a report, which would otherwise be named).
+TEST(OutputLock, ATrainingRunLocksItsFolderBeforeItChecksWhatItHolds) {
+  TempDir dir;
+  const std::string out = dir.file("out");
+  fs::create_directories(out);
+  mimic::test::write_bytes(out + "/report.html", "<html></html>");
+  mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 16, "n_layer": 1, "n_head": 2, "n_positions": 32})");
+  const std::vector<std::string> runs = {
+      "finetune --task lm --model " + teacher() + " --data sotu --steps 1 --seq-len 16 --batch-size 2 --threads 1 --out " + out,
+      "pretrain --arch gpt2 --config " + dir.file("c.json") + " --data mqar:vocab=10,seq_len=24,pairs=3 --steps 1 --threads 1 --out " + out};
+  for (const auto& cmd : runs) {  // unheld: the report is named
+    auto r = mimic::test::mimic_cli(cmd);
+    EXPECT_NE(r.err.find("report.html"), std::string::npos) << r.err;
+  }
+  HeldElsewhere holder([&] { return mimic::io::lock_output_dir(out); });
+  ASSERT_TRUE(holder.holding());
+  for (const auto& cmd : runs) {
+    auto r = mimic::test::mimic_cli(cmd);
+    EXPECT_NE(r.code, 0);
+    EXPECT_EQ(r.err, "mimic: error: " + out + " is locked by another running mimic command writing there; wait for it to finish or choose another --out\n");
+  }
+}
+
 // Issue 38: one writer per record file. Another process holds R (as a running record does, --fresh or not): a
 // record on R — with --fresh too, which before removed the file under the first writer, both then reporting
 // success — is refused in one line and leaves R as it was; files beside it lock apart; the lock file goes with
@@ -404,6 +430,28 @@ TEST(Outputs, AModelFileNameHoldingAFolderIsRefusedBeforeAnythingIsWritten) {
     for (const auto& e : fs::directory_iterator(out)) left.push_back(e.path().filename().string());
     EXPECT_EQ(left, std::vector<std::string>{name}) << "written before the refusal";
   }
+  // a training run too, before it trains (the eleventh probe: a finetune exited 0 beside a dangling tokenizer.json,
+  // and its model failed to load; a folder named model.safetensors stopped the run at its end), and a link where it
+  // exports its best or last model is the user's, named instead of removed
+  const std::string ft = "finetune --task lm --model " + teacher() + " --data sotu --steps 1 --seq-len 16 --batch-size 2 --threads 1 --out ";
+  fs::create_directories(dir.file("f1"));
+  fs::create_symlink(dir.file("nowhere"), dir.file("f1/tokenizer.json"));
+  fs::create_directories(dir.file("f2/model.safetensors"));
+  fs::create_directories(dir.file("f3/last/config.json"));
+  fs::create_directories(dir.file("elsewhere"));
+  fs::create_directories(dir.file("f4"));
+  fs::create_directory_symlink(dir.file("elsewhere"), dir.file("f4/best"));
+  for (const auto& [out, what] : std::vector<std::pair<std::string, std::string>>{
+           {"f1", "f1/tokenizer.json is a link to nothing, where the model's file of that name goes"},
+           {"f2", "f2/model.safetensors is a directory, where the model's file"},
+           {"f3", "f3/last/config.json is a directory"},
+           {"f4", "f4/best is a link (to " + dir.file("elsewhere") + "), where the run exports its best model"}}) {
+    auto t = mimic::test::mimic_cli(ft + dir.file(out));
+    EXPECT_EQ(t.code, 1) << t.out;
+    EXPECT_NE(t.err.find(what), std::string::npos) << t.err;
+    EXPECT_FALSE(fs::exists(dir.file(out + "/checkpoint.safetensors")));
+  }
+  EXPECT_TRUE(fs::is_symlink(dir.file("f4/best")));
   fs::create_symlink(dir.file("nowhere"), dir.file("dangling"));
   auto r = mimic::test::mimic_cli("export --model " + teacher() + " --threads 1 --out " + dir.file("dangling"));
   EXPECT_NE(r.code, 0);
@@ -425,6 +473,16 @@ TEST(Cli, AnUnknownOptionIsNamedWithTheNearestOneTheCommandHas) {
   EXPECT_EQ(r.err, "mimic: error: bench train: unknown option '--kindz' (did you mean --kinds?); mimic bench train --help lists its options\n");
   r = mimic::test::mimic_cli("generate --model " + teacher() + " --prompt -x --new-tokens 1 --threads 1");
   EXPECT_EQ(r.code, 0) << r.err;
+  // an option where a value is due made a folder named --json (the eleventh probe); a word no option takes is named in
+  // the order given (CLI11 listed them in reverse)
+  r = mimic::test::mimic_cli("generat --model " + teacher());
+  EXPECT_NE(r.err.find("mimic: error: unknown command 'generat' (did you mean generate? the commands: record, "), std::string::npos) << r.err;
+  r = mimic::test::mimic_cli("export --model " + teacher() + " --out --json");
+  EXPECT_EQ(r.err, "mimic: error: export: --out needs a value, and the word after it, --json, is an option (a value that starts with a dash "
+                   "is given as --out=VALUE)\n");
+  r = mimic::test::mimic_cli("generate --model " + teacher() + " --prompt whale 2 x");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "mimic: error: arguments no option takes: '2', 'x' (each value follows the option it belongs to) (see --help)\n");
 }
 
 // A model with no tokenizer (pretrain on a recall task) saved where another model's tokenizer files lie removes them:
@@ -887,7 +945,10 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "problem_type", "regression")), "problem_type \"regression\": mimic's classifiers are single-label");
   EXPECT_NO_THROW(parse_config(with(bert, "is_decoder", false)));
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "pad_token_id", bert["vocab_size"].get<int64_t>())), "pad_token_id " + bert["vocab_size"].dump() +
-                     " is not a token of the model's vocabulary (0 to ");
+                     " is not a token of the model's vocabulary (vocab_size " + bert["vocab_size"].dump() + ": ids 0 to ");
+  // id2label decides the number of labels, as HF reads it (a num_labels beside a map of another size was refused as the
+  // classifier's shape: the eleventh probe)
+  EXPECT_EQ(parse_config(with(with(bert, "id2label", {{"0", "a"}, {"1", "b"}}), "num_labels", 3)).num_labels, 2);
   EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "eos_token_id", -1)), "eos_token_id -1 is not a token");
   EXPECT_NO_THROW(parse_config(with(gpt2, "pad_token_id", nullptr)));
   EXPECT_NO_THROW(parse_config(with(bert, "problem_type", "single_label_classification")));

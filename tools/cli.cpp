@@ -498,6 +498,14 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }
 }  // namespace
 
+std::string nearest_name(const std::string& word, const std::vector<std::string>& names) {
+  std::string nearest;
+  size_t best = std::max<size_t>(2, word.size() / 4 + 1);  // a few letters off, by the word's length: a typo, not another name
+  for (const auto& name : names)
+    if (const size_t d = edit_distance(word, name); d < best) best = d, nearest = name;
+  return nearest;
+}
+
 std::string unknown_option(const CLI::App& app, int argc, char** argv) {
   int i = 0;
   const CLI::App* cmd = named_command(app, argc, argv, &i);
@@ -516,7 +524,11 @@ std::string unknown_option(const CLI::App& app, int argc, char** argv) {
     for (const CLI::Option* o : cmd->get_options())
       if (o->check_name(name)) known = o;
     if (known) {
-      if (word.find('=') == std::string::npos && known->get_type_size() != 0) awaiting = known;
+      // `export --out --json` made a folder named --json (the eleventh probe): an option where a value is due
+      if (value_of)
+        return command + ": " + value_of->get_name() + " needs a value, and the word after it, " + name + ", is an option (a value " +
+               "that starts with a dash is given as " + value_of->get_name() + "=VALUE)";
+      if (word.find('=') == std::string::npos && std::min(known->get_type_size_min(), known->get_items_expected_min()) > 0) awaiting = known;  // CLI11 takes the next word, whatever it is
       continue;
     }
     if (value_of) continue;  // `--prompt -x`: CLI11 takes it as the value
@@ -525,11 +537,10 @@ std::string unknown_option(const CLI::App& app, int argc, char** argv) {
              "each rank runs follows --)";
     // CLI11 said "The following arguments were not expected: 0.5 --min-lr-ratio", the words in reverse (the tenth
     // probe of 2026-11-29): the option by name, and the nearest one the command has
-    std::string nearest;
-    size_t best = std::max<size_t>(2, name.size() / 4 + 1);  // a few letters off, by the name's length: a typo, not another option
+    std::vector<std::string> names;
     for (const CLI::Option* o : cmd->get_options())
-      for (const auto& long_name : o->get_lnames())
-        if (const size_t d = edit_distance(name, "--" + long_name); d < best) best = d, nearest = "--" + long_name;
+      for (const auto& long_name : o->get_lnames()) names.push_back("--" + long_name);
+    const std::string nearest = nearest_name(name, names);
     return command + ": unknown option '" + name + "'" + (nearest.empty() ? "" : " (did you mean " + nearest + "?)") + "; mimic " + command +
            " --help lists its options";
   }

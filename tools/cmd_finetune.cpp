@@ -76,6 +76,10 @@ std::string family_preset(const std::string& model_dir) {
 void run(FinetuneArgs& a) {
   start(a.common);
   refuse_out_over_inputs(a.f.train.out_dir, {{"--model", a.f.model_dir}, {"--teacher", a.f.teacher_dir}, {"--data", a.data}});
+  // the folder locked before it is checked and held to the end, as convert, export and report do: checked first and
+  // locked once the model had loaded (~1 s later), an export, a report or another run finishing in between was
+  // replaced or mixed with, both exiting 0 (the eleventh probe of 2026-11-30)
+  const auto lock = train::lock_run_output(a.f.train.out_dir);
   refuse_foreign_output(a.f.train.out_dir, OutputKind::TrainingRun, "finetune");
   a.f.train.command = "finetune";
   const std::string warmup_note = fit_warmup(a.warmup_option, a.f.train.warmup, a.f.train.steps);

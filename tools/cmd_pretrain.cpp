@@ -27,6 +27,10 @@ struct PretrainArgs {
 void run(PretrainArgs& a) {
   start(a.common);
   refuse_out_over_inputs(a.o.train.out_dir, {{"--config", a.config_path}, {"--init", a.o.init}, {"--data", a.o.corpus}});
+  // the folder locked before it is checked and held to the end, as convert, export and report do: checked first and
+  // locked once the model had loaded (~1 s later), an export, a report or another run finishing in between was
+  // replaced or mixed with, both exiting 0 (the eleventh probe of 2026-11-30)
+  const auto lock = train::lock_run_output(a.o.train.out_dir);
   refuse_foreign_output(a.o.train.out_dir, OutputKind::TrainingRun, "pretrain");
   a.o.train.command = "pretrain";
   MIMIC_CHECK(a.o.train.end_at <= a.o.train.steps, "--end-at: must be in [0, --steps = ", a.o.train.steps,

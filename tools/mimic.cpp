@@ -7,7 +7,9 @@
 #include <exception>
 #include <filesystem>
 #include <regex>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "cli.h"
 #include "mimic/core/error.h"
@@ -111,8 +113,14 @@ int main(int argc, char** argv) {
   // a word that is no command: CLI11 said "A subcommand is required" (the eighth probe of 2026-11-29)
   if (argv[1][0] != '-' && app.get_subcommands([&](const CLI::App* c) { return c->check_name(argv[1]); }).empty()) {
     std::string names;
-    for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) names += (names.empty() ? "" : ", ") + c->get_name();
-    std::fprintf(stderr, "mimic: error: unknown command '%s' (the commands: %s)\n", argv[1], names.c_str());
+    std::vector<std::string> commands;
+    for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) {
+      names += (names.empty() ? "" : ", ") + c->get_name();
+      commands.push_back(c->get_name());
+    }
+    const std::string nearest = mimic::cli::nearest_name(argv[1], commands);
+    std::fprintf(stderr, "mimic: error: unknown command '%s' (%sthe commands: %s)\n", argv[1],
+                 nearest.empty() ? "" : ("did you mean " + nearest + "? ").c_str(), names.c_str());
     return 2;
   }
   for (auto check : {mimic::cli::unknown_option, mimic::cli::list_item_problem})
@@ -130,6 +138,17 @@ int main(int argc, char** argv) {
     static const std::regex twice(R"(^(-[^:]+): At Most 1 required but received (\d+)$)");
     std::smatch m;
     if (std::regex_match(what, m, twice)) what = m[1].str() + " is given " + m[2].str() + " times: give it once";
+    // a word no option takes: CLI11 lists such words in reverse order ("The following arguments were not expected: 2 x")
+    static const std::regex extras(R"(^The following arguments? (?:was|were) not expected: (.*)$)");
+    if (std::regex_match(what, m, extras)) {
+      std::vector<std::string> words;
+      std::istringstream in(m[1].str());
+      for (std::string w; in >> w;) words.insert(words.begin(), "'" + w + "'");
+      std::string list;
+      for (const auto& w : words) list += (list.empty() ? "" : ", ") + w;
+      what = std::string(words.size() == 1 ? "an argument no option takes: " : "arguments no option takes: ") + list +
+             " (each value follows the option it belongs to)";
+    }
     std::fprintf(stderr, "mimic: error: %s (see --help)\n", what.c_str());
     // one code for every usage error, as mimic's own checks before parsing give (CLI11's are 105 to 114 by kind:
     // the eighth probe of 2026-11-29 found six of them); an error found while working is 1

@@ -454,6 +454,9 @@ DistillResult distill(const DistillOptions& o) {
     // fourth probe of 2026-11-27)
     auto settings = fingerprint;
     settings.update({{"out", o.out}, {"fresh", o.fresh}});
+    // --json (no progress) decides what rank 0 alone prints: another rank's was dropped without a word (the
+    // eleventh probe of 2026-11-30; finetune compared it already)
+    settings["json"] = !o.progress;
     train::check_same_settings(group, settings);
   }
   const auto start = json_parse(group.from_lead("receiving rank 0's distillation state", [&] {

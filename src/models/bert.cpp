@@ -147,8 +147,10 @@ class BertFamily : public Family {
     c.dropout = json_double_or(j, "hidden_dropout_prob", where, 0.1);
     std::string pos = json_string_or(j, "position_embedding_type", where, "absolute");
     MIMIC_CHECK(pos == "absolute", where, ": unsupported position_embedding_type '", pos, "' (only absolute)");
-    if (j.contains("id2label") && j["id2label"].is_object()) c.num_labels = static_cast<int64_t>(j["id2label"].size());
-    c.num_labels = json_int_or(j, "num_labels", where, c.num_labels > 0 ? c.num_labels : 2);
+    // id2label, when given, decides the number of labels, as HF reads it (it warns and overwrites num_labels): a
+    // num_labels beside a map of another size was refused as the classifier's shape (the eleventh probe)
+    c.num_labels = json_int_or(j, "num_labels", where, 2);
+    if (j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty()) c.num_labels = static_cast<int64_t>(j["id2label"].size());
   }
 
   bool head_of_architecture(const std::string& name, Head* head) const override {

@@ -102,7 +102,7 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     const auto ids = j[key].is_array() ? j[key] : nlohmann::json::array({j[key]});
     for (const auto& id : ids)
       MIMIC_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < c.vocab_size, where, ": ", key, " ",
-                  j[key].dump(), " is not a token of the model's vocabulary (0 to ", c.vocab_size - 1, ")");
+                  j[key].dump(), " is not a token of the model's vocabulary (", k.vocab_size, " ", c.vocab_size, ": ids 0 to ", c.vocab_size - 1, ")");
   }
   MIMIC_CHECK(c.num_labels >= 0 && c.num_labels <= 1'000'000, where, ": num_labels must lie in [0, 10^6], got ", c.num_labels);
   // label2id: an object name → id, or nothing (a list or a string was accepted and ignored: the fourth probe of

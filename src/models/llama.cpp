@@ -180,9 +180,10 @@ class LlamaFamily : public Family {
     MIMIC_CHECK(!json_bool_or(j, "mlp_bias", where, false), where, ": mlp_bias true: biases in the MLP, which mimic's ", display_name,
                 " does not implement");
     read_rope_scaling(j, where, c);
-    // a sliding window shorter than the context changes what the model computes; mimic's softmax sees every position
-    if (windowed_layers(j, where, c.n_layer) && j.contains("sliding_window") && !j["sliding_window"].is_null()) {
-      const int64_t w = json_int(j, "sliding_window", where);
+    // a sliding window shorter than the context changes what the model computes; mimic's softmax sees every position.
+    // Read whether or not a layer uses it: a window of −5 is a broken config either way (the eleventh probe).
+    const int64_t w = json_int_or(j, "sliding_window", where, 0);
+    if (windowed_layers(j, where, c.n_layer) && w > 0) {
       MIMIC_CHECK(w >= c.max_positions, where, ": sliding_window ", w, " is shorter than the context (", c.max_positions,
                   "): sliding-window softmax in the teacher is not implemented (null, or a window of the whole context, is)");
     }

@@ -172,10 +172,7 @@ class HfModel : public Model {
     const auto lock = io::lock_output_dir(dir);
     // A name a model's file takes holding something else (a folder made as config.json, a dangling link) was found
     // only after the weights had been written, leaving half a model (the tenth probe of 2026-11-29): checked first.
-    for (const auto& e : fs::directory_iterator(dir))
-      MIMIC_CHECK(!is_model_file(e.path().filename().string()) || e.is_regular_file(), e.path().string(), " is ",
-                  e.is_directory() ? "a directory" : e.is_symlink() ? "a link to nothing" : "not a regular file",
-                  ", where the model's file of that name goes: remove it, or choose another folder");
+    refuse_odd_model_file_names(dir);
     io::SaveOptions opt;
     opt.metadata = layout_.metadata;
     auto config = config_.raw;
@@ -428,6 +425,18 @@ std::string describe_kernel(const std::string& kind, const nlohmann::json& o) {
 bool is_model_file(const std::string& name) {
   if (name == "config.json" || name == kConvertedFile || io::is_weights_file(name)) return true;
   return std::find(std::begin(kTokenizerFiles), std::end(kTokenizerFiles), name) != std::end(kTokenizerFiles);
+}
+
+void refuse_odd_model_file_names(const std::string& dir, const std::function<bool(const std::string&)>& also) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (!is_model_file(name) && !(also && also(name))) continue;
+    MIMIC_CHECK(e.is_regular_file(ec), e.path().string(), " is ",
+                e.is_directory(ec) ? "a directory" : e.is_symlink(ec) ? "a link to nothing" : "not a regular file",
+                ", where the model's file of that name goes: remove it, or choose another folder");
+  }
 }
 
 void remove_model_files(const std::string& dir) {

@@ -3,6 +3,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -152,6 +153,11 @@ inline constexpr const char* kKernelPrefix = "mimic.attention.";
 void remove_model_files(const std::string& dir);
 // Whether a file name is one of those (what an export or a training run's best/ may hold).
 bool is_model_file(const std::string& name);
+// Refuses, naming it, an entry of `dir` at a name a model's file takes (is_model_file, or `also`) that is no regular
+// file — a folder made as config.json, a link to nothing — before anything is written there: found at the write,
+// it left half a model (export, convert), or the model was saved beside it and failed to load (a finetune kept a
+// dangling tokenizer.json: the eleventh probe of 2026-11-30). Nothing when `dir` is no folder.
+void refuse_odd_model_file_names(const std::string& dir, const std::function<bool(const std::string&)>& also = nullptr);
 
 // Per layer: {"layer", "kind", "options"}.
 nlohmann::json attention_layers(const Model& model);

@@ -88,10 +88,23 @@ bool export_file(const TrainTask& task, const std::string& name) {
 }  // namespace
 
 void check_export_folders(const std::string& out_dir, const TrainTask& task) {
+  // The folders the run exports into are its own: a link there is the user's, and was removed without a word (the
+  // eleventh probe of 2026-11-30: a link named best)
+  for (const char* name : {"best", kStagedBest, "last"}) {
+    const fs::path dir = fs::path(out_dir) / name;
+    std::error_code ec;
+    MIMIC_CHECK(!fs::is_symlink(dir, ec), dir.string(), " is a link (to ", fs::read_symlink(dir, ec).string(), "), where the run exports ",
+                "its ", name == std::string("last") ? "last" : "best", " model: remove the link, or give another --out");
+  }
+  // the names the run's model files take, in --out (the best model is promoted there) and in last/: a folder or a
+  // dangling link at one stopped the run at its end, or stayed beside the model it broke (the eleventh probe)
+  const auto exported = [&](const std::string& name) { return export_file(task, name); };
+  models::refuse_odd_model_file_names(out_dir, exported);
+  models::refuse_odd_model_file_names((fs::path(out_dir) / "last").string(), exported);
   for (const char* name : {"best", kStagedBest}) {
     const fs::path dir = fs::path(out_dir) / name;
     std::error_code ec;
-    if (fs::is_symlink(dir, ec) || !fs::is_directory(dir, ec)) continue;
+    if (!fs::is_directory(dir, ec)) continue;
     for (const auto& e : fs::directory_iterator(dir))
       MIMIC_CHECK(e.is_regular_file() && export_file(task, e.path().filename().string()), e.path().string(),
                   " is not a file of the model this run exports there, and the run would remove or promote it: move it "
