@@ -176,6 +176,9 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
                      "layer_types must list one type per layer (2)");
   // a window no layer uses still has its range (the eleventh probe: −5 was accepted)
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["sliding_window"] = -5; })), "key 'sliding_window' must be at least 1, got -5");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["max_window_layers"] = -1; })), "key 'max_window_layers' must be at least 0, got -1");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["layer_types"] = {"full_attention", "bogus"}; })),
+                     "layer_types holds \"bogus\" (mimic reads full_attention and sliding_attention)");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["num_key_value_heads"] = 3; })),
                      "num_attention_heads 8 is not a multiple of num_key_value_heads 3");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["mlp_bias"] = true; })), "mlp_bias true");

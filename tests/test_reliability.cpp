@@ -441,17 +441,24 @@ TEST(Outputs, AModelFileNameHoldingAFolderIsRefusedBeforeAnythingIsWritten) {
   fs::create_directories(dir.file("elsewhere"));
   fs::create_directories(dir.file("f4"));
   fs::create_directory_symlink(dir.file("elsewhere"), dir.file("f4/best"));
+  // a snapshot's step-N written through a link replaced the model it named, the run's own input too (the twelfth probe)
+  fs::create_directories(dir.file("f5"));
+  fs::create_directory_symlink(dir.file("elsewhere"), dir.file("f5/step-1"));
+  fs::create_directories(dir.file("f6/step-2/tokenizer.json"));
   for (const auto& [out, what] : std::vector<std::pair<std::string, std::string>>{
            {"f1", "f1/tokenizer.json is a link to nothing, where the model's file of that name goes"},
            {"f2", "f2/model.safetensors is a directory, where the model's file"},
            {"f3", "f3/last/config.json is a directory"},
-           {"f4", "f4/best is a link (to " + dir.file("elsewhere") + "), where the run exports its best model"}}) {
+           {"f4", "f4/best is a link (to " + dir.file("elsewhere") + "), where the run exports its best model"},
+           {"f5", "f5/step-1 is a link (to " + dir.file("elsewhere") + "), where the run exports a snapshot"},
+           {"f6", "f6/step-2/tokenizer.json is a directory"}}) {
     auto t = mimic::test::mimic_cli(ft + dir.file(out));
     EXPECT_EQ(t.code, 1) << t.out;
     EXPECT_NE(t.err.find(what), std::string::npos) << t.err;
     EXPECT_FALSE(fs::exists(dir.file(out + "/checkpoint.safetensors")));
   }
   EXPECT_TRUE(fs::is_symlink(dir.file("f4/best")));
+  EXPECT_TRUE(fs::is_empty(dir.file("elsewhere")));
   fs::create_symlink(dir.file("nowhere"), dir.file("dangling"));
   auto r = mimic::test::mimic_cli("export --model " + teacher() + " --threads 1 --out " + dir.file("dangling"));
   EXPECT_NE(r.code, 0);
@@ -480,6 +487,11 @@ TEST(Cli, AnUnknownOptionIsNamedWithTheNearestOneTheCommandHas) {
   r = mimic::test::mimic_cli("export --model " + teacher() + " --out --json");
   EXPECT_EQ(r.err, "mimic: error: export: --out needs a value, and the word after it, --json, is an option (a value that starts with a dash "
                    "is given as --out=VALUE)\n");
+  r = mimic::test::mimic_cli("forward --model " + teacher() + " --text hi --out --jsonx");  // wrote a file named --jsonx (twelfth probe)
+  EXPECT_EQ(r.err, "mimic: error: forward: --out needs a value, and the word after it, --jsonx, looks like an option (a value that starts "
+                   "with dashes is given as --out=VALUE)\n");
+  r = mimic::test::mimic_cli("exprot --model " + teacher());  // a transposition is a typo too
+  EXPECT_NE(r.err.find("did you mean export?"), std::string::npos) << r.err;
   r = mimic::test::mimic_cli("generate --model " + teacher() + " --prompt whale 2 x");
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "mimic: error: arguments no option takes: '2', 'x' (each value follows the option it belongs to) (see --help)\n");

@@ -500,7 +500,7 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 
 std::string nearest_name(const std::string& word, const std::vector<std::string>& names) {
   std::string nearest;
-  size_t best = std::max<size_t>(2, word.size() / 4 + 1);  // a few letters off, by the word's length: a typo, not another name
+  size_t best = std::max<size_t>(2, word.size() / 4 + 1) + 1;  // a few letters off, by the word's length: a typo, not another name
   for (const auto& name : names)
     if (const size_t d = edit_distance(word, name); d < best) best = d, nearest = name;
   return nearest;
@@ -531,7 +531,12 @@ std::string unknown_option(const CLI::App& app, int argc, char** argv) {
       if (word.find('=') == std::string::npos && std::min(known->get_type_size_min(), known->get_items_expected_min()) > 0) awaiting = known;  // CLI11 takes the next word, whatever it is
       continue;
     }
-    if (value_of) continue;  // `--prompt -x`: CLI11 takes it as the value
+    // `--prompt -x`: CLI11 takes it as the value. A word of two dashes and a name is an option mistyped (`--out --jsonx`
+    // wrote a file named --jsonx: the twelfth probe), refused as the option names are
+    if (value_of && word.rfind("--", 0) != 0) continue;
+    if (value_of)
+      return command + ": " + value_of->get_name() + " needs a value, and the word after it, " + name + ", looks like an option (a " +
+             "value that starts with dashes is given as " + value_of->get_name() + "=VALUE)";
     if (command == "launch")
       return "launch: unknown option '" + name + "' (launch takes --nproc, --master-port, --master-addr and --timeout; the command "
              "each rank runs follows --)";

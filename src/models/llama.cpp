@@ -287,8 +287,10 @@ class LlamaFamily : public Family {
   // probe of 2026-11-29). Llama has no window of its own: use_sliding_window there is read as asked.
   bool windowed_layers(const nlohmann::json& j, const std::string& where, int64_t n_layer) const {
     if (kind_ == Kind::Mistral) return true;
-    if (!json_bool_or(j, "use_sliding_window", where, false)) return false;
-    if (kind_ != Kind::Qwen2 && kind_ != Kind::Qwen3) return true;
+    const bool asked = json_bool_or(j, "use_sliding_window", where, false);
+    if (kind_ != Kind::Qwen2 && kind_ != Kind::Qwen3) return asked;
+    // read whether or not the window is used: a broken value is a broken config either way (the twelfth probe)
+    const int64_t from = json_int_or(j, "max_window_layers", where, 28, 0);
     if (j.contains("layer_types") && !j["layer_types"].is_null()) {
       const auto& types = j["layer_types"];
       MIMIC_CHECK(types.is_array() && static_cast<int64_t>(types.size()) == n_layer, where, ": layer_types must list one type per layer (",
@@ -299,9 +301,9 @@ class LlamaFamily : public Family {
                     " (mimic reads full_attention and sliding_attention)");
         any = any || t == "sliding_attention";
       }
-      return any;
+      return asked && any;
     }
-    return json_int_or(j, "max_window_layers", where, 28, 0) < n_layer;
+    return asked && from < n_layer;
   }
 
   static void read_rope_scaling(const nlohmann::json& j, const std::string& where, ModelConfig& c) {

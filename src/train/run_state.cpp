@@ -82,6 +82,12 @@ void settle_staged_best(const std::string& out_dir, const Saved* s, const TrainT
 }
 
 namespace {
+// A snapshot's folder: step-N (TrainOptions::snapshot_every)
+bool is_snapshot(const std::string& name) {
+  static const std::regex snapshot(R"(step-\d+)");
+  return std::regex_match(name, snapshot);
+}
+
 bool export_file(const TrainTask& task, const std::string& name) {
   return task.is_export_file ? task.is_export_file(name) : models::is_model_file(name);
 }
@@ -89,21 +95,28 @@ bool export_file(const TrainTask& task, const std::string& name) {
 
 void check_export_folders(const std::string& out_dir, const TrainTask& task) {
   // The folders the run exports into are its own: a link there is the user's, and was removed without a word (the
-  // eleventh probe of 2026-11-30: a link named best)
-  for (const char* name : {"best", kStagedBest, "last"}) {
-    const fs::path dir = fs::path(out_dir) / name;
-    std::error_code ec;
-    MIMIC_CHECK(!fs::is_symlink(dir, ec), dir.string(), " is a link (to ", fs::read_symlink(dir, ec).string(), "), where the run exports ",
-                "its ", name == std::string("last") ? "last" : "best", " model: remove the link, or give another --out");
-  }
-  // the names the run's model files take, in --out (the best model is promoted there) and in last/: a folder or a
-  // dangling link at one stopped the run at its end, or stayed beside the model it broke (the eleventh probe)
+  // eleventh probe of 2026-11-30: a link named best), and a link at a snapshot's step-N/ was written through: the model
+  // it named — the run's own --config model too — was replaced, exit 0 (the twelfth probe). The one link mimic makes
+  // is last → "." (a finished run whose last step was its best: trainer.cpp).
   const auto exported = [&](const std::string& name) { return export_file(task, name); };
-  models::refuse_odd_model_file_names(out_dir, exported);
-  models::refuse_odd_model_file_names((fs::path(out_dir) / "last").string(), exported);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(out_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool step = is_snapshot(name);
+    if (name != "best" && name != kStagedBest && name != "last" && !step) continue;
+    if (e.is_symlink(ec)) {
+      const fs::path target = fs::read_symlink(e.path(), ec);
+      MIMIC_CHECK(name == "last" && target == ".", e.path().string(), " is a link (to ", target.string(), "), where the run exports ",
+                  step ? "a snapshot" : name == "last" ? "its last model" : "its best model", ": remove the link, or give another --out");
+      continue;
+    }
+    // the names the run's model files take: a folder or a dangling link at one stopped the run at its end, or stayed
+    // beside the model it broke (the eleventh and twelfth probes)
+    if (name == "last" || step) models::refuse_odd_model_file_names(e.path().string(), exported);
+  }
+  models::refuse_odd_model_file_names(out_dir, exported);  // the best model is promoted into --out itself
   for (const char* name : {"best", kStagedBest}) {
     const fs::path dir = fs::path(out_dir) / name;
-    std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
     for (const auto& e : fs::directory_iterator(dir))
       MIMIC_CHECK(e.is_regular_file() && export_file(task, e.path().filename().string()), e.path().string(),
@@ -130,11 +143,10 @@ void remove_export_folder(const fs::path& dir, const TrainTask& task) {
 }
 
 void remove_earlier_exports(const std::string& out_dir) {
-  static const std::regex snapshot(R"(step-\d+)");
   std::vector<fs::path> gone;
   for (const auto& e : fs::directory_iterator(out_dir)) {
     const std::string name = e.path().filename().string();
-    if (name == "last" || (e.is_directory() && !e.is_symlink() && std::regex_match(name, snapshot))) gone.push_back(e.path());
+    if (name == "last" || (e.is_directory() && !e.is_symlink() && is_snapshot(name))) gone.push_back(e.path());
   }
   // Only what mimic wrote there goes (a model's files); a folder left empty goes too. Files of the user's own in
   // last/ or step-N/ stay, and so do folders that hold them: remove_all took notes and whatever an export had put
