@@ -99,15 +99,16 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   auto tok = text::load_tokenizer(o.model_dir);
   MIMIC_CHECK(tok->cls_id() >= 0 && tok->pad_id() >= 0, o.model_dir, ": sequence classification needs a BERT tokenizer");
   // a classifier keeps its own labels: the data's ids follow its id2label, not the data's order
-  if (const auto cfg = models::load_config((std::filesystem::path(o.model_dir) / "config.json").string()); cfg.head == models::Head::Cls)
-    data::align_labels(data, cfg.labels, cfg.num_labels, o.model_dir);
+  const auto cfg = models::load_config((std::filesystem::path(o.model_dir) / "config.json").string());
+  if (cfg.head == models::Head::Cls) data::align_labels(data, cfg.labels, cfg.num_labels, o.model_dir);
   MIMIC_CHECK(data.labels.size() >= 2, o.data, " has one label (", nlohmann::json(data.labels).dump(),
               "): a new classifier needs at least two (or start from a classifier whose id2label holds them)");
-  {  // ids 0 … the largest name labels the file need not use: what trains is the labels it holds
+  if (cfg.head != models::Head::Cls && data.labels_are_ids) {  // ids 0 … the largest name ids the file need not use
     std::set<int64_t> held;
     for (const auto* part : {&data.train, &data.validation, &data.test})
       for (const auto& e : *part) held.insert(e.label);
-    MIMIC_CHECK(held.size() >= 2, o.data, " holds one label (id ", *held.begin(), "): a classifier trains on at least two");
+    MIMIC_CHECK(held.size() >= 2, o.data, " holds one label (id ", *held.begin(), "): a new classifier needs at least two (or start "
+                "from a classifier whose id2label holds them)");
   }
   models::LoadOptions lo;
   lo.head = "cls";

@@ -135,16 +135,16 @@ class BertFamily : public Family {
   void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const override {
     c.keys = {"num_hidden_layers", "num_attention_heads", "", "hidden_size", "intermediate_size", "vocab_size",
               "max_position_embeddings", "layer_norm_eps", "hidden_dropout_prob"};
-    c.vocab_size = json_int(j, "vocab_size", where);
-    c.d_model = json_int(j, "hidden_size", where);
-    c.n_layer = json_int(j, "num_hidden_layers", where);
-    c.n_head = json_int(j, "num_attention_heads", where);
-    c.d_ff = json_int(j, "intermediate_size", where);
-    c.max_positions = json_int(j, "max_position_embeddings", where);
+    c.vocab_size = json_int(j, c.keys.vocab_size, where);
+    c.d_model = json_int(j, c.keys.d_model, where);
+    c.n_layer = json_int(j, c.keys.n_layer, where);
+    c.n_head = json_int(j, c.keys.n_head, where);
+    c.d_ff = json_int(j, c.keys.d_ff, where);
+    c.max_positions = json_int(j, c.keys.max_positions, where);
     c.type_vocab_size = json_int_or(j, "type_vocab_size", where, 2);
-    c.ln_eps = json_double_or(j, "layer_norm_eps", where, 1e-12);
+    c.ln_eps = json_double_or(j, c.keys.ln_eps, where, 1e-12);
     c.activation = config_activation(json_string_or(j, "hidden_act", where, "gelu"), where, "hidden_act");
-    c.dropout = json_double_or(j, "hidden_dropout_prob", where, 0.1);
+    c.dropout = json_double_or(j, c.keys.dropout, where, 0.1);
     std::string pos = json_string_or(j, "position_embedding_type", where, "absolute");
     MIMIC_CHECK(pos == "absolute", where, ": unsupported position_embedding_type '", pos, "' (only absolute)");
     // id2label, when given, decides the number of labels, as HF reads it (it warns and overwrites num_labels): a

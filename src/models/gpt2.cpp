@@ -105,17 +105,17 @@ class Gpt2Family : public Family {
     const bool n_positions = (j.contains("n_positions") && !j["n_positions"].is_null()) || !j.contains("n_ctx");
     c.keys = {"n_layer", "n_head", "", "n_embd", j.contains("n_inner") && !j["n_inner"].is_null() ? "n_inner" : "n_embd",
               "vocab_size", n_positions ? "n_positions" : "n_ctx", "layer_norm_epsilon", "resid_pdrop"};
-    c.vocab_size = json_int(j, "vocab_size", where);
+    c.vocab_size = json_int(j, c.keys.vocab_size, where);
     c.max_positions = json_int(j, c.keys.max_positions, where);
-    c.d_model = json_int(j, "n_embd", where);
-    c.n_layer = json_int(j, "n_layer", where);
-    c.n_head = json_int(j, "n_head", where);
+    c.d_model = json_int(j, c.keys.d_model, where);
+    c.n_layer = json_int(j, c.keys.n_layer, where);
+    c.n_head = json_int(j, c.keys.n_head, where);
     c.d_ff = json_int_or(j, "n_inner", where, 4 * c.d_model);
-    c.ln_eps = json_double_or(j, "layer_norm_epsilon", where, 1e-5);
+    c.ln_eps = json_double_or(j, c.keys.ln_eps, where, 1e-5);
     c.activation = config_activation(json_string_or(j, "activation_function", where, "gelu_new"), where, "activation_function");
     c.scale_attn_weights = json_bool_or(j, "scale_attn_weights", where, true);
     c.scale_attn_by_layer_idx = json_bool_or(j, "scale_attn_by_inverse_layer_idx", where, false);
-    c.dropout = json_double_or(j, "resid_pdrop", where, 0.1);
+    c.dropout = json_double_or(j, c.keys.dropout, where, 0.1);
   }
 
   bool head_of_architecture(const std::string& name, Head* head) const override {

@@ -151,11 +151,11 @@ class LlamaFamily : public Family {
   void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const override {
     c.keys = {"num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "intermediate_size", "vocab_size",
               "max_position_embeddings", "rms_norm_eps", ""};
-    c.vocab_size = json_int(j, "vocab_size", where);
-    c.d_model = json_int(j, "hidden_size", where);
-    c.n_layer = json_int(j, "num_hidden_layers", where);
-    c.n_head = json_int(j, "num_attention_heads", where);
-    c.n_kv_head = json_int_or(j, "num_key_value_heads", where, c.n_head);
+    c.vocab_size = json_int(j, c.keys.vocab_size, where);
+    c.d_model = json_int(j, c.keys.d_model, where);
+    c.n_layer = json_int(j, c.keys.n_layer, where);
+    c.n_head = json_int(j, c.keys.n_head, where);
+    c.n_kv_head = json_int_or(j, c.keys.n_kv_head, where, c.n_head);
     c.explicit_head_dim = json_int_or(j, "head_dim", where, 0);  // 0: absent or null
     if (c.explicit_head_dim == c.d_model / c.n_head && c.d_model % c.n_head == 0) c.explicit_head_dim = 0;  // the default spelled out
     {  // rotary embeddings rotate pairs of dimensions: an odd head would fail deep in the first forward
@@ -164,9 +164,9 @@ class LlamaFamily : public Family {
       MIMIC_CHECK(hd % 2 == 0 || (derived && c.d_model % c.n_head != 0), where, ": head_dim ", hd,
                   derived ? " (hidden_size / num_attention_heads)" : "", " is odd: rotary position embeddings rotate pairs of dimensions");
     }
-    c.d_ff = json_int(j, "intermediate_size", where);
-    c.max_positions = json_int(j, "max_position_embeddings", where);
-    c.ln_eps = json_double_or(j, "rms_norm_eps", where, 1e-6);
+    c.d_ff = json_int(j, c.keys.d_ff, where);
+    c.max_positions = json_int(j, c.keys.max_positions, where);
+    c.ln_eps = json_double_or(j, c.keys.ln_eps, where, 1e-6);
     c.dropout = 0;  // the family trains without residual dropout (attention_dropout is checked, not applied)
     c.activation = config_activation(json_string_or(j, "hidden_act", where, "silu"), where, "hidden_act");
     MIMIC_CHECK(c.activation == Activation::Silu, where, ": hidden_act '", json_string_or(j, "hidden_act", where, ""), "': the ",
@@ -211,7 +211,7 @@ class LlamaFamily : public Family {
   std::string position_table() const override { return ""; }  // rotary: no table
 
   std::vector<SizedTensor> sized_tensors(const ModelConfig& c) const override {
-    const SizedDim d{c.d_model, "hidden_size"};
+    const SizedDim d{c.d_model, c.keys.d_model};
     const std::string last = "layers." + std::to_string(c.n_layer - 1) + ".";
     // q's and k's rows are heads × head_dim: the message names the keys with their own values, not the product
     const std::string hd = " × head_dim " + std::to_string(c.head_dim()) +
@@ -223,13 +223,13 @@ class LlamaFamily : public Family {
                                           : "num_key_value_heads absent (one per query head: " + std::to_string(c.kv_heads()) + ")";
     const SizedDim q_rows{c.n_head * c.head_dim(), "num_attention_heads × head_dim", "num_attention_heads " + std::to_string(c.n_head) + hd};
     std::vector<SizedTensor> out = {
-        {"embed_tokens.weight", "", {{c.vocab_size, "vocab_size"}, d}},
-        {last + "self_attn.q_proj.weight", "num_hidden_layers", {q_rows, d}},
-        {last + "self_attn.k_proj.weight", "num_hidden_layers", {{c.kv_heads() * c.head_dim(), "num_key_value_heads × head_dim", kv_shown + hd}, d}},
-        {last + "mlp.gate_proj.weight", "num_hidden_layers", {{c.d_ff, "intermediate_size"}, d}}};
-    if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", "", {{c.vocab_size, "vocab_size"}, d}, "tie_word_embeddings"});
+        {"embed_tokens.weight", "", {{c.vocab_size, c.keys.vocab_size}, d}},
+        {last + "self_attn.q_proj.weight", c.keys.n_layer, {q_rows, d}},
+        {last + "self_attn.k_proj.weight", c.keys.n_layer, {{c.kv_heads() * c.head_dim(), "num_key_value_heads × head_dim", kv_shown + hd}, d}},
+        {last + "mlp.gate_proj.weight", c.keys.n_layer, {{c.d_ff, c.keys.d_ff}, d}}};
+    if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", "", {{c.vocab_size, c.keys.vocab_size}, d}, "tie_word_embeddings"});
     // q's bias: asked for by attention_bias (Llama, Qwen3), always there in Qwen2 (its config has no key for it)
-    if (c.qkv_bias) out.push_back({last + "self_attn.q_proj.bias", "num_hidden_layers", {q_rows}, kind_ == Kind::Qwen2 ? "" : "attention_bias"});
+    if (c.qkv_bias) out.push_back({last + "self_attn.q_proj.bias", c.keys.n_layer, {q_rows}, kind_ == Kind::Qwen2 ? "" : "attention_bias"});
     return out;
   }
 
@@ -279,8 +279,6 @@ class LlamaFamily : public Family {
   }
 
  private:
-  // HF's rope_scaling: null, {"rope_type" (or "type"): "default" | "linear" | "llama3", ...}; the other types change
-  // the frequencies in ways mimic does not implement, and are refused by name.
   // Whether any layer attends through a sliding window: Mistral's every layer; Qwen2's and Qwen3's with
   // use_sliding_window, the layers from max_window_layers on (HF's default 28) or those layer_types names
   // "sliding_attention" — so a max_window_layers of at least the layer count windows none (it was refused: the tenth
@@ -306,6 +304,8 @@ class LlamaFamily : public Family {
     return asked && from < n_layer;
   }
 
+  // HF's rope_scaling: null, {"rope_type" (or "type"): "default" | "linear" | "llama3", ...}; the other types change
+  // the frequencies in ways mimic does not implement, and are refused by name.
   static void read_rope_scaling(const nlohmann::json& j, const std::string& where, ModelConfig& c) {
     // rotary embeddings on a part of each head (HF's partial_rotary_factor, as in Phi and some Qwen variants) are not
     // implemented: read as whole-head rotation they would compute another network (the tenth probe)
