@@ -439,3 +439,71 @@ TEST(Convert, AttentionOptionsAddASparseCacheToHybridMapsWithoutTraining) {
   EXPECT_NE(linear.code, 0);
   EXPECT_NE(linear.err.find("unknown linear attention option 'cache'"), std::string::npos) << linear.err;
 }
+
+// --cache-heads: LoLA's sparse cache in the listed (or probe-ranked) heads, the hybrid without one in the others —
+// written per layer as the hybrid's cache_heads, a layer without such a head without a cache; every head listed is
+// the cache everywhere (the same model as --attention-options cache=N alone); the probe ranks the heads on the hybrid
+// without the cache; what cannot carry a cache, or asks for both placements, is refused in one line.
+TEST(Convert, CacheHeadsGiveTheCacheToTheChosenHeadsAndNoneElsewhere) {
+  TempDir dir;
+  auto d = tiny_distill(dir, dir.file("hybrid.safetensors"));
+  d.attention = "hybrid:window=2";
+  d.epochs = 1;
+  mimic::distill::distill(d);
+  const std::string base = "convert --model " + teacher() + " --maps " + d.out + " --json --out ";
+  auto some = mimic::test::mimic_cli(base + dir.file("some") + " --attention-options cache=3 --cache-heads 0.1,1.0");
+  ASSERT_EQ(some.code, 0) << some.err;
+  const auto r = nlohmann::json::parse(some.out);
+  EXPECT_EQ(r["attention"], "hybrid (hedgehog, row norm, window 2, sparse cache 3 in heads [1]) in layer 0; "
+                            "hybrid (hedgehog, row norm, window 2, sparse cache 3 in heads [0]) in layer 1");
+  EXPECT_EQ(r["placement"]["keeps"], "a sparse cache of 3 keys");
+  EXPECT_EQ(r["placement"]["rule"], "list");
+  auto saved = nlohmann::json::parse(mimic::test::read_bytes(dir.file("some/mimic.json")));
+  EXPECT_EQ(saved["attention"][0]["options"]["cache_heads"], nlohmann::json::array({1}));
+  EXPECT_EQ(saved["attention"][1]["options"]["cache_heads"], nlohmann::json::array({0}));
+  // one layer's every head: that layer is the cache everywhere, the other has none at all
+  auto layer0 = mimic::test::mimic_cli(base + dir.file("layer0") + " --attention-options cache=3 --cache-heads 0.0,0.1");
+  ASSERT_EQ(layer0.code, 0) << layer0.err;
+  saved = nlohmann::json::parse(mimic::test::read_bytes(dir.file("layer0/mimic.json")));
+  EXPECT_EQ(saved["attention"][0]["options"]["cache"], 3);
+  EXPECT_FALSE(saved["attention"][0]["options"].contains("cache_heads"));
+  EXPECT_FALSE(saved["attention"][1]["options"].contains("cache"));
+  EXPECT_FALSE(saved["attention"][1]["options"].contains("cache_every"));
+  auto every = mimic::test::mimic_cli(base + dir.file("every") + " --attention-options cache=3 --cache-heads 0.0,0.1,1.0,1.1");
+  auto all = mimic::test::mimic_cli(base + dir.file("all") + " --attention-options cache=3");
+  auto none = mimic::test::mimic_cli(base + dir.file("none"));
+  ASSERT_EQ(every.code + all.code + none.code, 0) << every.err << all.err << none.err;
+  auto m_some = mimic::models::load_model(dir.file("some")), m_every = mimic::models::load_model(dir.file("every"));
+  auto m_all = mimic::models::load_model(dir.file("all")), m_none = mimic::models::load_model(dir.file("none"));
+  EXPECT_EQ((logits(*m_every) - logits(*m_all)).abs().max().item<double>(), 0.0);
+  EXPECT_GT((logits(*m_some) - logits(*m_all)).abs().max().item<double>(), 1e-6);
+  EXPECT_GT((logits(*m_some) - logits(*m_none)).abs().max().item<double>(), 1e-6);
+  // ranked by the probe: one head gets the cache, the other three none
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += std::string(kText) + "\n";
+  mimic::test::write_bytes(dir.file("own.txt"), text);
+  auto probed = mimic::test::mimic_cli(base + dir.file("probed") + " --attention-options cache=3 --cache-heads auto:1 --probe-data " +
+                                       dir.file("own.txt") + " --probe-segments 4 --probe-segment-len 16 --probe-passkeys 2");
+  ASSERT_EQ(probed.code, 0) << probed.err;
+  const auto p = nlohmann::json::parse(probed.out)["placement"];
+  EXPECT_EQ(p["placement"], "probe");
+  ASSERT_EQ(p["kept"].size(), 1u);
+  saved = nlohmann::json::parse(mimic::test::read_bytes(dir.file("probed/mimic.json")));
+  const int64_t layer = p["kept"][0]["layer"], head = p["kept"][0]["head"];
+  EXPECT_EQ(saved["attention"][layer]["options"]["cache_heads"], nlohmann::json::array({head}));
+  EXPECT_FALSE(saved["attention"][1 - layer]["options"].contains("cache"));
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {" --cache-heads 0.1", "--cache-heads gives some heads LoLA's sparse cache: it needs hybrid maps and a cache size"},
+           {" --attention-options cache=3 --cache-heads 0.2", "--cache-heads: head 0.2 is not a head of a converted layer"},
+           {" --attention-options cache=3 --cache-heads auto:0", "--cache-heads auto:0: expected auto:K"},
+           {" --attention-options cache=3 --cache-heads 0.1 --keep-softmax 1.0", "excludes"}}) {
+    auto bad = mimic::test::mimic_cli(base + dir.file("bad") + args);
+    EXPECT_NE(bad.code, 0) << args;
+    EXPECT_NE(bad.err.find(message), std::string::npos) << args << ": " << bad.err;
+    EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+  }
+  auto linear = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + tiny_maps() + " --out " + dir.file("lin") +
+                                       " --cache-heads 0.1");
+  EXPECT_NE(linear.code, 0);
+  EXPECT_NE(linear.err.find("with these options builds linear attention"), std::string::npos) << linear.err;
+}

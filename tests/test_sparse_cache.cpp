@@ -482,3 +482,125 @@ TEST(SparseCache, BadOptionsAreOneLineErrors) {
   o.causal = true;
   EXPECT_MIMIC_ERROR(sparse_cache_selection(in.k, in.v.narrow(2, 0, 4), f, o, at::Tensor()), "[B, H, T, ·] alike");
 }
+
+namespace {
+// Three hybrid kernels of one map (the same parameters): the cache in every head, in none, and in `cache_heads`.
+struct ThreeHybrids {
+  AttentionKernel all, none, some;
+};
+ThreeHybrids three_hybrids(const std::vector<int64_t>& cache_heads, int64_t n_head) {
+  const nlohmann::json base = {{"feature_map", "hedgehog"}, {"window", 3}};
+  auto with = [&](nlohmann::json extra) {
+    auto o = base;
+    o.update(extra);
+    auto k = make_attention_kernel("hybrid", o, n_head, 4);
+    k->to(torch::kDouble);
+    return k;
+  };
+  ThreeHybrids t{with({{"cache", 2}}), with(nlohmann::json::object()), with({{"cache", 2}, {"cache_heads", cache_heads}})};
+  torch::NoGradGuard no_grad;
+  for (auto* k : {&t.none, &t.some}) {
+    auto to = (*k)->named_parameters();
+    for (const auto& p : t.all->named_parameters()) to[p.key()].copy_(p.value());
+  }
+  return t;
+}
+at::Tensor rows_of(const at::Tensor& x, const std::vector<int64_t>& heads) {
+  return x.index_select(1, torch::tensor(heads, torch::kLong));
+}
+}  // namespace
+
+// cache_heads (convert --cache-heads): the listed heads run the hybrid with the cache, the others the hybrid
+// without it, one map for all — the whole-sequence forward, its gradients and the quadratic form's weights are,
+// head by head, those of the kernel with the cache everywhere or of the one with none.
+TEST(SparseCache, CacheHeadsRunTheCacheInTheirHeadsAndThePlainHybridInTheOthersForwardAndBackward) {
+  const std::vector<int64_t> cached{1, 3}, plain{0, 2};
+  auto t = three_hybrids(cached, 4);
+  auto in = inputs(2, 4, 14, 4, 4, 21);
+  AttentionContext ctx;
+  ctx.causal = true;
+  ctx.scale = 0.5;
+  auto upstream = torch::randn({2, 4, 14, 4}, torch::kDouble);
+  auto run = [&](const AttentionKernel& k) {
+    for (auto* x : {&in.q, &in.k, &in.v}) x->mutable_grad() = at::Tensor();
+    auto out = k->forward(in.q, in.k, in.v, ctx);
+    (out * upstream).sum().backward();
+    return std::vector<at::Tensor>{out.detach(), in.q.grad().clone(), in.k.grad().clone(), in.v.grad().clone()};
+  };
+  const auto all = run(t.all), none = run(t.none), some = run(t.some);
+  for (size_t i = 0; i < all.size(); ++i) {
+    EXPECT_LT(max_diff(rows_of(some[i], cached), rows_of(all[i], cached)), 1e-10) << "tensor " << i;
+    EXPECT_LT(max_diff(rows_of(some[i], plain), rows_of(none[i], plain)), 1e-10) << "tensor " << i;
+  }
+  // the two kernels differ in those heads (the test would pass on either alone otherwise)
+  EXPECT_GT(max_diff(rows_of(all[0], cached), rows_of(none[0], cached)), 1e-6);
+  // the learned window weight's gradient, per head
+  auto window_grad = [&](const AttentionKernel& k) {
+    k->zero_grad();
+    (k->forward(in.q, in.k, in.v, ctx) * upstream).sum().backward();
+    return k->named_parameters()["window_logit"].grad().clone();
+  };
+  const auto ga = window_grad(t.all), gn = window_grad(t.none), gs = window_grad(t.some);
+  EXPECT_LT(max_diff(gs.index_select(0, torch::tensor(cached)), ga.index_select(0, torch::tensor(cached))), 1e-10);
+  EXPECT_LT(max_diff(gs.index_select(0, torch::tensor(plain)), gn.index_select(0, torch::tensor(plain))), 1e-10);
+  // distillation's weights, head by head
+  torch::NoGradGuard no_grad;
+  auto weights = [&](const AttentionKernel& k) {
+    at::Tensor w, lw;
+    as_distillable(k, "test")->forward_quadratic(in.q, in.k, in.v, ctx, &w, &lw);
+    return std::pair{w, lw};
+  };
+  const auto [wa, la] = weights(t.all);
+  const auto [wn, ln] = weights(t.none);
+  const auto [ws, ls] = weights(t.some);
+  EXPECT_LT(max_diff(rows_of(ws, cached), rows_of(wa, cached)), 1e-10);
+  EXPECT_LT(max_diff(rows_of(ws, plain), rows_of(wn, plain)), 1e-10);
+  EXPECT_LT(max_diff(rows_of(ls, cached), rows_of(la, cached)), 1e-10);
+  EXPECT_LT(max_diff(rows_of(ls, plain), rows_of(ln, plain)), 1e-10);
+}
+
+// Decoding with cache heads: a prompt, then token by token, gives the whole-sequence forward's rows, and the state
+// is the cache heads' states and the others': half the heads each here, so half of each kernel's bytes, flat in
+// the context.
+TEST(SparseCache, CacheHeadsDecodeTheirForwardWithTheStateOfEachHeadsGroup) {
+  auto t = three_hybrids({0, 2}, 4);
+  auto in = inputs(1, 4, 16, 4, 4, 22);
+  AttentionContext ctx;
+  ctx.causal = true;
+  ctx.scale = 0.5;
+  torch::NoGradGuard no_grad;
+  auto sl = [](const at::Tensor& x, int64_t a, int64_t n) { return x.detach().narrow(2, a, n); };
+  auto decode = [&](const AttentionKernel& k, std::vector<int64_t>* bytes) {
+    auto cache = k->new_cache();
+    std::vector<at::Tensor> outs{k->forward_cached(sl(in.q, 0, 5), sl(in.k, 0, 5), sl(in.v, 0, 5), ctx, *cache)};
+    for (int64_t i = 5; i < 16; ++i) {
+      outs.push_back(k->forward_cached(sl(in.q, i, 1), sl(in.k, i, 1), sl(in.v, i, 1), ctx, *cache));
+      bytes->push_back(cache->bytes());
+    }
+    return torch::cat(outs, 2);
+  };
+  std::vector<int64_t> ba, bn, bs;
+  decode(t.all, &ba);
+  decode(t.none, &bn);
+  auto out = decode(t.some, &bs);
+  EXPECT_LT(max_diff(out, t.some->forward(in.q.detach(), in.k.detach(), in.v.detach(), ctx)), 1e-10);
+  for (size_t i = 0; i < bs.size(); ++i) {
+    EXPECT_EQ(bs[i], bs.front()) << "token " << i + 5;
+    EXPECT_EQ(2 * bs[i], ba[i] + bn[i]) << "token " << i + 5;
+  }
+}
+
+// cache_heads is saved only when it is not every head (every head: the cache as before, same digest); it needs a
+// cache, and heads sorted, distinct and in range.
+TEST(SparseCache, CacheHeadsRoundTripAndBadListsAreRefused) {
+  auto some = make_attention_kernel("hybrid", {{"window", 3}, {"cache", 8}, {"cache_heads", {1}}}, 2, 4);
+  EXPECT_EQ(some->config_json().at("cache_heads"), nlohmann::json::array({1}));
+  EXPECT_EQ(canonical_options("hybrid", some->config_json(), 2, 4), some->config_json());
+  auto every = make_attention_kernel("hybrid", {{"window", 3}, {"cache", 8}, {"cache_heads", {0, 1}}}, 2, 4);
+  EXPECT_EQ(every->config_json(), make_attention_kernel("hybrid", {{"window", 3}, {"cache", 8}}, 2, 4)->config_json());
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"window", 3}, {"cache_heads", {1}}}, 2, 4), "'cache_heads' names the heads");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"cache", 8}, {"cache_heads", {2}}}, 2, 4), "head indices in [0, 2)");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"cache", 8}, {"cache_heads", {1, 0}}}, 2, 4), "sorted and distinct");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"cache", 8}, {"cache_heads", nlohmann::json::array()}}, 2, 4), "non-empty list");
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"cache", 8}, {"cache_heads", 1}}, 2, 4), "non-empty list");
+}

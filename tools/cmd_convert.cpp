@@ -91,7 +91,7 @@ void run(ConvertArgs& a) {
               r.out.c_str(), r.summary.c_str());
   if (!r.placement.is_null()) {
     if (r.placement.value("placement", "") == "probe") print_probe_curve(r.placement);
-    std::printf("  kept softmax (%s%s):", r.placement.at("rule").get<std::string>().c_str(),
+    std::printf("  kept %s (%s%s):", r.placement.value("keeps", std::string("softmax")).c_str(), r.placement.at("rule").get<std::string>().c_str(),
                 r.placement.contains("placement") ? (", placement " + r.placement["placement"].get<std::string>()).c_str() : "");
     for (const auto& h : r.placement.at("kept"))
       std::printf(" %lld.%lld (KL %.3f)", static_cast<long long>(h.at("layer").get<int64_t>()),
@@ -131,6 +131,12 @@ void register_convert(CLI::App& app) {
       // the spec's own form while parsing, before the model and maps load (auto:0 was refused only after them); its
       // mimic::Error leaves CLI11 as it is, one line naming the option
       ->check(CLI::Validator([](std::string& s) { return convert::parse_keep_spec(s), std::string(); }, "SPEC"));
+  sub->add_option("--cache-heads", pl.cache_heads,
+                  "Heads that get the hybrid's sparse cache (--attention-options cache=N), every other head none: the same forms as "
+                  "--keep-softmax, ranked as it ranks them (docs/convert.md, placement); a constant state with recall where it is measured")
+      ->transform(range::non_empty())
+      ->check(CLI::Validator([](std::string& s) { return convert::parse_keep_spec(s, "--cache-heads"), std::string(); }, "SPEC"))
+      ->excludes("--keep-softmax");
   sub->add_option("--placement", pl.rule,
                   "How auto:K ranks heads: probe (measured effect on a calibration set of the training split, greedy; default for "
                   "causal LMs) or kl (highest held-out KL of distill; default otherwise)")
@@ -160,12 +166,12 @@ void register_convert(CLI::App& app) {
   sub->callback([a, sub]() {
     // what ranks the heads for --keep-softmax auto:K / auto:P% means nothing without it (ignored without a word before)
     const auto& pl = a->o.placement;
-    const bool ranked = pl.keep_softmax.rfind("auto:", 0) == 0;
+    const bool ranked = pl.spec().rfind("auto:", 0) == 0;
     for (const CLI::Option* opt : sub->get_options()) {
       const std::string name = opt->get_name();
       if (opt->count() == 0 || (name != "--placement" && name.rfind("--probe-", 0) != 0)) continue;
-      MIMIC_CHECK(ranked, name, " shapes how --keep-softmax auto:K ranks the heads: give --keep-softmax auto:K (or auto:P%), or leave ",
-                  name, " out");
+      MIMIC_CHECK(ranked, name, " shapes how --keep-softmax (or --cache-heads) auto:K ranks the heads: give ", pl.option(),
+                  " auto:K (or auto:P%), or leave ", name, " out");
       MIMIC_CHECK(name == "--placement" || pl.rule != "kl", name, " sets the probe's calibration, which --placement kl does not run");
     }
     run(*a);

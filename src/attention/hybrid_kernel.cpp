@@ -2,7 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "mimic/core/error.h"
@@ -39,6 +41,14 @@ HybridConfig HybridConfig::from_json(const nlohmann::json& j, int64_t n_head) {
     } else if (key == "cache_every") {
       if (!val.is_number_integer() || val.get<int64_t>() < 1 || val.get<int64_t>() > kMaxHybridWindow) bad("an integer in [1, 65536]");
       c.cache_every = val.get<int64_t>();
+    } else if (key == "cache_heads") {
+      if (!val.is_array() || val.empty()) bad("a non-empty list of head indices");
+      for (const auto& h : val) {
+        if (!h.is_number_integer() || h.get<int64_t>() < 0 || h.get<int64_t>() >= n_head)
+          bad(("a list of head indices in [0, " + std::to_string(n_head) + ")").c_str());
+        if (!c.cache_heads.empty() && h.get<int64_t>() <= c.cache_heads.back()) bad("sorted and distinct head indices");
+        c.cache_heads.push_back(h.get<int64_t>());
+      }
     } else if (key == "norm") {
       if (val != "row") bad("row (the window and the linear part share the row normaliser)");
     } else if (key == "decay") {
@@ -47,11 +57,15 @@ HybridConfig HybridConfig::from_json(const nlohmann::json& j, int64_t n_head) {
       linear[key] = val;
     } else {
       fail("unknown hybrid attention option '", key,
-           "' (options: window, mix, window_weight, affine, window_scale, cache, cache_every, feature_map, map_options, eps, chunk, gates)");
+           "' (options: window, mix, window_weight, affine, window_scale, cache, cache_every, cache_heads, feature_map, map_options, eps, "
+           "chunk, gates)");
     }
   }
   MIMIC_CHECK(c.cache > 0 || !j.contains("cache_every"), "hybrid attention option 'cache_every' sets the sparse cache's selection "
               "interval: it needs cache > 0");
+  MIMIC_CHECK(c.cache > 0 || !j.contains("cache_heads"), "hybrid attention option 'cache_heads' names the heads that carry the sparse "
+              "cache: it needs cache > 0");
+  if (static_cast<int64_t>(c.cache_heads.size()) == n_head) c.cache_heads.clear();  // every head: the default, written as such
   c.linear = LinearAttentionConfig::from_json(linear, n_head);
   return c;
 }
@@ -66,6 +80,7 @@ nlohmann::json HybridConfig::to_json() const {
   if (cache > 0) {  // only with a cache: the options (and digests) of models without one stay as they were
     j["cache"] = cache;
     j["cache_every"] = cache_every;
+    if (!cache_heads.empty()) j["cache_heads"] = cache_heads;
   }
   return j;
 }
@@ -77,6 +92,14 @@ HybridAttention::HybridAttention(const HybridConfig& config, int64_t n_head, int
     window_logit = register_parameter("window_logit", torch::full({n_head}, logit));
   } else {
     fixed_weight_ = torch::full({n_head}, config.window_weight);
+  }
+  if (!config.cache_heads.empty()) {
+    std::vector<int64_t> plain;
+    for (int64_t h = 0; h < n_head; ++h)
+      if (!std::binary_search(config.cache_heads.begin(), config.cache_heads.end(), h)) plain.push_back(h);
+    cache_index_ = torch::tensor(config.cache_heads, torch::kLong);
+    plain_index_ = torch::tensor(plain, torch::kLong);
+    order_ = torch::cat({cache_index_, plain_index_}).argsort();  // row r of the groups' concatenation is head order_[…]'s
   }
 }
 
@@ -107,24 +130,75 @@ HybridOptions HybridAttention::hybrid_options(bool causal) const {
   return o;
 }
 
+std::vector<HybridAttention::HeadGroup> HybridAttention::head_groups(bool causal, const c10::Device& device) const {
+  const auto all = hybrid_options(causal);
+  std::vector<HeadGroup> groups;
+  for (const auto* index : {&cache_index_, &plain_index_}) {
+    HeadGroup g{index->to(device), all};
+    g.options.window_weight = all.window_weight.index_select(0, g.index.to(all.window_weight.device()));
+    if (all.linear_weight.defined()) g.options.linear_weight = all.linear_weight.index_select(0, g.index.to(all.linear_weight.device()));
+    if (index == &plain_index_) {
+      g.options.cache = 0;
+      g.options.cache_every = 1;
+    }
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+namespace {
+at::Tensor heads(const at::Tensor& x, const at::Tensor& index) { return x.index_select(1, index); }
+Features heads(const Features& f, const at::Tensor& index) { return {heads(f.q, index), heads(f.k, index), f.log_space}; }
+// The key features of one group's keys [B, G, n, D]: the map is per head, so the keys go to their heads' places
+// in a layer-wide tensor (the other heads' rows zero; their features are dropped).
+std::function<at::Tensor(const at::Tensor&)> group_key_features(std::function<at::Tensor(const at::Tensor&)> all, at::Tensor index,
+                                                                int64_t n_head) {
+  if (!all) return {};
+  return [all = std::move(all), index = std::move(index), n_head](const at::Tensor& k) {
+    auto full = torch::zeros({k.size(0), n_head, k.size(2), k.size(3)}, k.options());
+    return heads(all(full.index_copy(1, index, k)), index);
+  };
+}
+}  // namespace
+
 at::Tensor HybridAttention::forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
-  return hybrid_attention(q, k, v, features(q, k, ctx.scale, 0), ctx.scale, hybrid_options(ctx.causal), ctx.key_padding_mask);
+  auto f = features(q, k, ctx.scale, 0);
+  if (!split()) return hybrid_attention(q, k, v, f, ctx.scale, hybrid_options(ctx.causal), ctx.key_padding_mask);
+  std::vector<at::Tensor> outs;
+  for (const auto& g : head_groups(ctx.causal, q.device()))
+    outs.push_back(hybrid_attention(heads(q, g.index), heads(k, g.index), heads(v, g.index), heads(f, g.index), ctx.scale, g.options,
+                                    ctx.key_padding_mask));
+  return torch::cat(outs, 1).index_select(1, order_.to(q.device()));
 }
 
 at::Tensor HybridAttention::forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                               at::Tensor* weights, at::Tensor* log_weights) {
-  return hybrid_quadratic(q, k, v, features(q, k, ctx.scale, 0), ctx.scale, hybrid_options(ctx.causal), ctx.key_padding_mask,
-                          weights, log_weights);
+  auto f = features(q, k, ctx.scale, 0);
+  if (!split()) return hybrid_quadratic(q, k, v, f, ctx.scale, hybrid_options(ctx.causal), ctx.key_padding_mask, weights, log_weights);
+  std::vector<at::Tensor> outs, ws, lws;
+  for (const auto& g : head_groups(ctx.causal, q.device())) {
+    at::Tensor w, lw;
+    outs.push_back(hybrid_quadratic(heads(q, g.index), heads(k, g.index), heads(v, g.index), heads(f, g.index), ctx.scale, g.options,
+                                    ctx.key_padding_mask, weights ? &w : nullptr, log_weights ? &lw : nullptr));
+    ws.push_back(w);
+    lws.push_back(lw);
+  }
+  const auto order = order_.to(q.device());
+  if (weights) *weights = torch::cat(ws, 1).index_select(1, order);
+  if (log_weights) *log_weights = torch::cat(lws, 1).index_select(1, order);
+  return torch::cat(outs, 1).index_select(1, order);
 }
 
 namespace {
 struct HybridCache : KernelCache {
   HybridState state;
-  int64_t bytes() const override { return hybrid_state_bytes(state); }
+  HybridState plain;  // with cache_heads a strict subset: the heads without the cache (`state` then holds the cache heads')
+  int64_t bytes() const override { return hybrid_state_bytes(state) + (plain.defined() ? hybrid_state_bytes(plain) : 0); }
   // hybrid_step writes the ring in place, so a clone copies it (as the KV cache's clone copies its rows).
   std::unique_ptr<KernelCache> clone() const override {
     auto c = std::make_unique<HybridCache>();
     c->state = hybrid_state_copy(state);
+    if (plain.defined()) c->plain = hybrid_state_copy(plain);
     c->position = position;
     return c;
   }
@@ -133,36 +207,56 @@ struct HybridCache : KernelCache {
 
 std::unique_ptr<KernelCache> HybridAttention::new_cache() const { return std::make_unique<HybridCache>(); }
 
-at::Tensor HybridAttention::forward_cached(const at::Tensor& q, const at::Tensor& k_in, const at::Tensor& v_in,
-                                           const AttentionContext& ctx, KernelCache& cache) {
-  auto& hc = cached_call<HybridCache>(cache, ctx, kind());
-  // per query head: the state must be (the maps are per head), and the window's ring is kept beside it in the
-  // same layout (one per KV head would save (g − 1)/g of the ring alone; not done)
-  const auto k = expand_kv_heads(k_in, q.size(1)), v = expand_kv_heads(v_in, q.size(1));
-  auto f = features(q, k, ctx.scale, hc.state.position);
-  if (hybrid_.cache > 0) {
+namespace {
+// Decoding with one state: q, k, v [B, H, T, D] (a key per query head), f their features.
+at::Tensor decode(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale, HybridOptions o,
+                  HybridState& state) {
+  if (o.cache > 0) {
     // LoLA's decoding: the recurrent step selects at every token, the prompt's tokens included (the chunked form
     // has no cache); no gradients (the step writes its state in place)
     MIMIC_CHECK(!at::GradMode::is_enabled() || (!q.requires_grad() && !k.requires_grad() && !v.requires_grad()),
                 "hybrid attention with a sparse cache decodes without gradients (run it under torch::NoGradGuard); "
                 "the whole-sequence forward trains");
     torch::NoGradGuard no_grad;
-    auto o = hybrid_options(true);
     o.cache_every = 1;
-    o.key_features = key_features(ctx.scale);  // the state keeps keys only where their features can be computed again
     std::vector<at::Tensor> rows;
     for (int64_t t = 0; t < q.size(2); ++t)
       rows.push_back(hybrid_step(q.narrow(2, t, 1), k.narrow(2, t, 1), v.narrow(2, t, 1),
-                                 Features{f.q.narrow(2, t, 1), f.k.narrow(2, t, 1), f.log_space}, ctx.scale, o, hc.state));
-    hc.position = hc.state.position;
+                                 Features{f.q.narrow(2, t, 1), f.k.narrow(2, t, 1), f.log_space}, scale, o, state));
     return torch::cat(rows, 2);
   }
   // One token without gradients (decoding): the recurrent step. A prompt, or a call that autograd must see
   // through, runs the chunked form (the step's reference), which continues from the same state.
-  auto opts = hybrid_options(true);
-  opts.key_features = key_features(ctx.scale);
-  auto o = q.size(2) == 1 && !at::GradMode::is_enabled() ? hybrid_step(q, k, v, f, ctx.scale, opts, hc.state)
-                                                         : hybrid_chunked(q, k, v, f, ctx.scale, opts, at::Tensor(), &hc.state);
+  return q.size(2) == 1 && !at::GradMode::is_enabled() ? hybrid_step(q, k, v, f, scale, o, state)
+                                                       : hybrid_chunked(q, k, v, f, scale, o, at::Tensor(), &state);
+}
+}  // namespace
+
+at::Tensor HybridAttention::forward_cached(const at::Tensor& q, const at::Tensor& k_in, const at::Tensor& v_in,
+                                           const AttentionContext& ctx, KernelCache& cache) {
+  auto& hc = cached_call<HybridCache>(cache, ctx, kind());
+  // per query head: the state must be (the maps are per head), and the window's ring is kept beside it in the
+  // same layout (one per KV head would save (g − 1)/g of the ring alone; not done)
+  const auto k = expand_kv_heads(k_in, q.size(1)), v = expand_kv_heads(v_in, q.size(1));
+  auto f = features(q, k, ctx.scale, hc.position);
+  // the states keep keys only where their features can be computed again
+  const auto key_feats = key_features(ctx.scale);
+  at::Tensor o;
+  if (!split()) {
+    auto opts = hybrid_options(true);
+    opts.key_features = key_feats;
+    o = decode(q, k, v, f, ctx.scale, opts, hc.state);
+  } else {
+    std::vector<at::Tensor> outs;
+    auto groups = head_groups(true, q.device());
+    for (size_t i = 0; i < groups.size(); ++i) {
+      auto& g = groups[i];
+      g.options.key_features = group_key_features(key_feats, g.index, n_head_);
+      outs.push_back(decode(heads(q, g.index), heads(k, g.index), heads(v, g.index), heads(f, g.index), ctx.scale, g.options,
+                            i == 0 ? hc.state : hc.plain));
+    }
+    o = torch::cat(outs, 1).index_select(1, order_.to(q.device()));
+  }
   hc.position = hc.state.position;
   return o;
 }

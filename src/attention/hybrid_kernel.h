@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "mimic/attention/hybrid_attention.h"
 #include "mimic/attention/linear_kernel.h"
@@ -28,9 +29,13 @@ struct HybridConfig {
   bool exact = false;          // window terms σ exp(s) ("window_scale": "exact") or LoLCATs' σ exp(s − M_i) ("max")
   int64_t cache = 0;           // LoLA's sparse cache of λ keys beside the window (sparse_cache.h); 0: none
   int64_t cache_every = 1;     // the whole-sequence forms' selection interval (decoding selects at every token)
+  // The heads that carry the cache (sorted, distinct; empty: every head). The others are the plain hybrid (window
+  // and state): a cache where the measured recall lives (convert --cache-heads) and none elsewhere.
+  std::vector<int64_t> cache_heads;
   LinearAttentionConfig linear;
-  // Keys: window (or w), mix (learned | fixed), window_weight, affine, window_scale (max | exact), cache, cache_every
-  // (written only with a cache, so that a model without one keeps its options' digest), and the linear kind's feature_map, map_options,
+  // Keys: window (or w), mix (learned | fixed), window_weight, affine, window_scale (max | exact), cache, cache_every,
+  // cache_heads (written only with a cache, so that a model without one keeps its options' digest; cache_heads only
+  // when it is not every head), and the linear kind's feature_map, map_options,
   // eps, chunk, gates (norm only "row", decay only false: the shared denominator is the row normaliser, and a
   // decay would need a definition across the window's edge). Unknown keys and bad values are errors.
   static HybridConfig from_json(const nlohmann::json& j, int64_t n_head);
@@ -52,6 +57,13 @@ class HybridAttention : public LinearAttention {
   std::string parameter_group(const std::string& name) const override;  // window_logit trains with the maps
 
   HybridOptions hybrid_options(bool causal) const;
+  // With cache_heads a strict subset of the heads, the layer runs as two groups of heads, each through the hybrid
+  // forms on its own heads (the features computed once for all): the cache heads with the cache, the others without.
+  struct HeadGroup {
+    at::Tensor index;  // long, the group's heads
+    HybridOptions options;
+  };
+  std::vector<HeadGroup> head_groups(bool causal, const c10::Device& device) const;
   at::Tensor window_weight() const;  // σ_h, [H]
   const HybridConfig& hybrid_config() const { return hybrid_; }
   at::Tensor window_logit;  // [H], learned mix only
@@ -68,6 +80,10 @@ class HybridAttention : public LinearAttention {
   HybridConfig hybrid_;
   int64_t n_head_;
   at::Tensor fixed_weight_;  // [n_head]: the window weight when it is not learned
+  // cache_heads a strict subset: the groups' heads (cache heads first) and the permutation that puts the groups'
+  // concatenated rows back in head order; undefined otherwise
+  at::Tensor cache_index_, plain_index_, order_;
+  bool split() const { return cache_index_.defined(); }
 };
 
 }  // namespace mimic::attention

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "mimic/attention/distillable.h"
+#include "mimic/attention/hybrid_kernel.h"
 #include "mimic/core/error.h"
 #include "mimic/core/layers.h"
 #include "mimic/distill/maps_file.h"
@@ -30,8 +31,8 @@ nlohmann::json kept_json(const std::vector<HeadRef>& kept, const distill::Distil
 
 // The heads kept by the highest held-out KL of distill (--placement kl).
 std::vector<HeadRef> kl_placement(int64_t k, const std::vector<HeadRef>& candidates, const distill::DistilledMaps& maps,
-                                  nlohmann::json& placement) {
-  MIMIC_CHECK(k <= static_cast<int64_t>(candidates.size()), "--keep-softmax auto:", k, ": K must be in [1, ", candidates.size(),
+                                  const std::string& option, nlohmann::json& placement) {
+  MIMIC_CHECK(k <= static_cast<int64_t>(candidates.size()), option, " auto:", k, ": K must be in [1, ", candidates.size(),
               "] (the heads of the converted layers)");
   std::vector<std::pair<double, HeadRef>> all;
   for (const auto& c : candidates) {
@@ -68,6 +69,7 @@ std::vector<HeadRef> probe_placement(const KeepSpec& spec, const PlacementOption
   g.leaders = p.leaders;
   g.weights = p.weights;
   g.progress = p.progress;
+  g.option = p.option();
   auto r = run_probe(model, placer, cal, g, p.batch_size);
   placement = r.record;
   return r.kept;
@@ -81,35 +83,52 @@ std::string ranking_rule(const PlacementOptions& p, const KeepSpec& spec, bool c
   return rule;
 }
 
-// The heads that keep softmax (PlacementOptions::keep_softmax) and the placement record written into mimic.json.
+// The heads that keep softmax (PlacementOptions::keep_softmax), or the cache (cache_heads), and the placement record
+// written into mimic.json.
 std::vector<HeadRef> choose_heads(const PlacementOptions& p, models::Model& model, const distill::DistilledMaps& maps,
                                   const std::vector<int64_t>& layers, HeadPlacer& placer, nlohmann::json& placement) {
-  const auto spec = parse_keep_spec(p.keep_softmax);
+  const auto spec = parse_keep_spec(p.spec(), p.option());
   if (spec.kind == KeepSpec::Kind::None) return {};
   const auto candidates = placer.candidates();
   const int64_t n_head = model.summary().n_head;
   std::vector<HeadRef> kept;
   if (spec.kind == KeepSpec::Kind::List) {
     for (const auto& h : spec.heads)
-      MIMIC_CHECK(std::find(candidates.begin(), candidates.end(), h) != candidates.end(), "--keep-softmax: head ", head_name(h),
+      MIMIC_CHECK(std::find(candidates.begin(), candidates.end(), h) != candidates.end(), p.option(), ": head ", head_name(h),
                   " is not a head of a converted layer (", n_head, " heads; layers ", nlohmann::json(layers).dump(), ")");
     kept = spec.heads;
-    placement = {{"rule", "list"}, {"reason", "chosen by hand (--keep-softmax " + p.keep_softmax + ")"}};
+    placement = {{"rule", "list"}, {"reason", "chosen by hand (" + p.option() + " " + p.spec() + ")"}};
   } else {
-    MIMIC_CHECK(spec.kind != KeepSpec::Kind::Count || spec.count <= static_cast<int64_t>(candidates.size()), "--keep-softmax auto:",
+    MIMIC_CHECK(spec.kind != KeepSpec::Kind::Count || spec.count <= static_cast<int64_t>(candidates.size()), p.option(), " auto:",
                 spec.count, ": K must be in [1, ", candidates.size(), "] (the heads of the converted layers)");
     if (ranking_rule(p, spec, model.summary().family->causal) == "kl") {
-      MIMIC_CHECK(spec.kind == KeepSpec::Kind::Count, "--keep-softmax ", p.keep_softmax,
+      MIMIC_CHECK(spec.kind == KeepSpec::Kind::Count, p.option(), " ", p.spec(),
                   ": auto:P% is a share of the teacher's copy gain, which only --placement probe measures");
-      kept = kl_placement(spec.count, candidates, maps, placement);
+      kept = kl_placement(spec.count, candidates, maps, p.option(), placement);
     } else {
       kept = probe_placement(spec, p, model, placer, placement);
     }
-    placement["rule"] = p.keep_softmax;
+    placement["rule"] = p.spec();
   }
   placement["kept"] = kept_json(kept, maps);
   placement["candidates"] = candidates.size();
   return kept;
+}
+
+// Attention options without the sparse cache (a JSON null removes a key of the maps' options: DistilledMaps::kernel).
+nlohmann::json without_cache(nlohmann::json options) {
+  for (const char* key : {"cache", "cache_every", "cache_heads"}) options[key] = nullptr;
+  return options;
+}
+
+// The cache's size λ that --cache-heads hands out, from the students the maps and options build: a hybrid with a cache.
+int64_t cache_size(const distill::DistilledMaps& maps, int64_t layer, const nlohmann::json& attention_options) {
+  auto student = maps.kernel(layer, attention_options);
+  const auto* hybrid = dynamic_cast<const attention::HybridAttention*>(student.get());
+  MIMIC_CHECK(hybrid && hybrid->hybrid_config().cache > 0, "--cache-heads gives some heads LoLA's sparse cache: it needs hybrid maps ",
+              "and a cache size (--attention-options cache=N); ", maps.path(), " with these options builds ",
+              hybrid ? "a hybrid without a cache" : student->kind() + " attention");
+  return hybrid->hybrid_config().cache;
 }
 
 }  // namespace
@@ -148,12 +167,32 @@ ConvertResult convert_model(models::Model& model, const std::string& model_name,
     MIMIC_CHECK(l >= 0 && l < s.n_layer, maps.path(), " holds maps for layer ", l, ", but ", model_name, " has ", s.n_layer, " layers");
     MIMIC_CHECK(maps.has_layer(l), "--layers: ", maps.path(), " holds no maps for layer ", l, " (it holds layers ", held, ")");
   }
+  MIMIC_CHECK(!(placement.caches() && !placement.keep_softmax.empty()), "--cache-heads and --keep-softmax both place heads: give one ",
+              "(the cache keeps a head's recall at a constant state, softmax with a KV cache that grows)");
+  // With --cache-heads the placement runs on the hybrid without its cache (the probe restores heads to softmax: what a
+  // cache would hold, measured at the cost of a forward), and the chosen heads get the cache afterwards.
+  const int64_t lambda = placement.caches() ? cache_size(maps, r.layers.front(), attention_options) : 0;
   std::map<int64_t, std::shared_ptr<attention::DistillableKernel>> students;
-  for (auto l : r.layers) students[l] = maps.kernel(l, attention_options);
+  for (auto l : r.layers) students[l] = maps.kernel(l, placement.caches() ? without_cache(attention_options) : attention_options);
   HeadPlacer placer(model, students);
   const auto kept = choose_heads(placement, model, maps, r.layers, placer, r.placement);
-  const auto converted = placer.place(kept);
-  r.layers = converted;
+  if (placement.caches()) {
+    std::map<int64_t, std::shared_ptr<attention::DistillableKernel>> cached;
+    for (auto l : r.layers) {
+      std::vector<int64_t> heads;
+      for (const auto& x : kept)
+        if (x.layer == l) heads.push_back(x.head);
+      std::sort(heads.begin(), heads.end());
+      auto options = attention_options;
+      if (!heads.empty()) options["cache_heads"] = heads;
+      cached[l] = maps.kernel(l, heads.empty() ? without_cache(attention_options) : options);
+    }
+    r.layers = HeadPlacer(model, cached).place({});
+    if (!r.placement.is_null()) r.placement["keeps"] = "a sparse cache of " + std::to_string(lambda) + " keys";
+  } else {
+    r.layers = placer.place(kept);
+    if (!r.placement.is_null()) r.placement["keeps"] = "softmax";
+  }
   model.module().eval();
   auto& prov = model.provenance();
   if (!prov.contains("conversions")) prov["conversions"] = nlohmann::json::array();
@@ -179,7 +218,7 @@ ConvertResult convert(const ConvertOptions& o) {
   auto model = models::load_model(o.model_dir, o.device);
   auto placement = o.placement;
   std::unique_ptr<text::Tokenizer> tok;
-  const bool probe = ranking_rule(placement, parse_keep_spec(placement.keep_softmax), model->summary().family->causal) == "probe";
+  const bool probe = ranking_rule(placement, parse_keep_spec(placement.spec(), placement.option()), model->summary().family->causal) == "probe";
   if (probe && !placement.tokenizer && !placement.calibration_set) {
     tok = text::load_tokenizer(o.model_dir);  // the probe's calibration set is text of the training split
     placement.tokenizer = tok.get();

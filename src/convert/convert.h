@@ -23,6 +23,13 @@ struct PlacementOptions {
   // copy gain reaches P% of the teacher's; or a list of LAYER.HEAD such as "3.1,4.0". A layer with some heads kept
   // runs the mixed kind (mixed_kernel.h); a layer with all heads kept stays softmax.
   std::string keep_softmax;
+  // The same grammar for the heads that carry a hybrid student's sparse cache (attention option cache = λ), every
+  // other head the hybrid without one: the cache where the measured recall lives, a constant state. The probe ranks
+  // the heads as for keep_softmax (exact attention in a head stands for the cache it would get). Not with keep_softmax.
+  std::string cache_heads;
+  bool caches() const { return !cache_heads.empty(); }
+  const std::string& spec() const { return caches() ? cache_heads : keep_softmax; }
+  std::string option() const { return caches() ? "--cache-heads" : "--keep-softmax"; }
   // "probe" (measured effect, greedy; needs a causal LM and its tokenizer), "kl" (the highest held-out KL distill
   // measured), or "" for the default: probe for a causal LM, kl otherwise.
   std::string rule;
@@ -60,7 +67,8 @@ struct ConvertResult {
   std::string summary;          // models::attention_summary of the result
   bool teacher_checked = false; // the maps' teacher digest was known and matched (false: unknown, or forced)
   std::string warning;          // set when the teacher could not be checked or was forced
-  // null, or what keep_softmax chose and why (also in mimic.json's provenance): the rule, the heads kept and, for
+  // null, or what keep_softmax (cache_heads) chose and why (also in mimic.json's provenance): the rule, the heads
+  // kept ("keeps": softmax or the cache) and, for
   // the probe, the calibration, the screen and every greedy step with its measurements (the curve heads kept →
   // copy gain, passkey, LM loss)
   nlohmann::json placement;

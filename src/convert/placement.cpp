@@ -41,7 +41,7 @@ std::optional<double> parse_number(const std::string& s) {
 
 }  // namespace
 
-KeepSpec parse_keep_spec(const std::string& spec) {
+KeepSpec parse_keep_spec(const std::string& spec, const std::string& option) {
   KeepSpec k;
   if (spec.empty()) return k;
   if (spec.rfind("auto:", 0) == 0) {
@@ -50,12 +50,12 @@ KeepSpec parse_keep_spec(const std::string& spec) {
     if (percent) v.pop_back();
     auto n = parse_number(v);
     if (percent) {
-      MIMIC_CHECK(n && *n > 0 && *n <= 100, "--keep-softmax ", spec, ": expected auto:P% with P in (0, 100]");
+      MIMIC_CHECK(n && *n > 0 && *n <= 100, option, " ", spec, ": expected auto:P% with P in (0, 100]");
       k.kind = KeepSpec::Kind::Share;
       k.share = *n / 100.0;
     } else {
       // at most 2^31: larger values wrapped around in the cast (the sixth probe of 2026-11-28); no model has more heads
-      MIMIC_CHECK(n && v.find('.') == std::string::npos && *n >= 1 && *n <= 2147483648.0, "--keep-softmax ", spec,
+      MIMIC_CHECK(n && v.find('.') == std::string::npos && *n >= 1 && *n <= 2147483648.0, option, " ", spec,
                   ": expected auto:K with K a number of heads (>= 1), or auto:P% a share of the teacher's copy gain");
       k.kind = KeepSpec::Kind::Count;
       k.count = static_cast<int64_t>(*n);
@@ -70,10 +70,10 @@ KeepSpec parse_keep_spec(const std::string& spec) {
     const auto dot = item.find('.');
     std::optional<double> l, h;
     if (dot != std::string::npos) l = parse_number(item.substr(0, dot)), h = parse_number(item.substr(dot + 1));
-    MIMIC_CHECK(l && h && item.find('.', dot + 1) == std::string::npos && *l < 2147483648.0 && *h < 2147483648.0, "--keep-softmax: '",
+    MIMIC_CHECK(l && h && item.find('.', dot + 1) == std::string::npos && *l < 2147483648.0 && *h < 2147483648.0, option, ": '",
                 item, "' is not LAYER.HEAD (or use auto:K, auto:P%)");
     HeadRef r{static_cast<int64_t>(*l), static_cast<int64_t>(*h)};
-    MIMIC_CHECK(std::find(k.heads.begin(), k.heads.end(), r) == k.heads.end(), "--keep-softmax: head ", item, " given twice");
+    MIMIC_CHECK(std::find(k.heads.begin(), k.heads.end(), r) == k.heads.end(), option, ": head ", item, " given twice");
     k.heads.push_back(r);
     at = comma + 1;
   }
@@ -327,7 +327,7 @@ ProbeWeights parse_probe_weights(const std::string& spec) {
 GreedyPlacement greedy_placement(const HeadSetMeasure& measure, const std::vector<HeadRef>& candidates, const GreedyOptions& o) {
   MIMIC_CHECK(!candidates.empty(), "placement: no candidate heads");
   MIMIC_CHECK((o.count > 0) != (o.share > 0), "placement: give a number of heads or a share of the teacher's copy gain, one of them");
-  MIMIC_CHECK(o.count <= static_cast<int64_t>(candidates.size()), "--keep-softmax auto:", o.count, ": K must be in [1, ", candidates.size(),
+  MIMIC_CHECK(o.count <= static_cast<int64_t>(candidates.size()), o.option, " auto:", o.count, ": K must be in [1, ", candidates.size(),
               "] (the heads of the converted layers)");
   MIMIC_CHECK(o.share <= 1, "placement: the share must be at most 1");
   MIMIC_CHECK(o.leaders >= 1, "--probe-leaders must be >= 1, got ", o.leaders);
@@ -349,7 +349,7 @@ GreedyPlacement greedy_placement(const HeadSetMeasure& measure, const std::vecto
   g.student = measured({});
   g.teacher = measured(candidates);
   screen_bar.advance(2);
-  MIMIC_CHECK(o.share == 0 || g.teacher.copy_gain >= kProbeFloor, "--keep-softmax auto:", o.share * 100,
+  MIMIC_CHECK(o.share == 0 || g.teacher.copy_gain >= kProbeFloor, o.option, " auto:", o.share * 100,
               "%: the teacher gains ", g.teacher.copy_gain, " nats/token on the probe's copy segments — no in-context copying to keep a "
               "share of; give a number of heads (auto:K)");
   auto score = [&](const ProbeMeasure& m) { return probe_score(m, g.teacher, o.weights); };

@@ -35,8 +35,9 @@ struct HeadRef {
 };
 std::string head_name(const HeadRef& h);  // "3.1"
 
-// What --keep-softmax asks for: nothing, auto:K (a number of heads), auto:P% (heads until the probe's copy gain
-// reaches P% of the teacher's) or a list LAYER.HEAD,... Malformed specs are mimic::Errors naming --keep-softmax.
+// What --keep-softmax (or --cache-heads) asks for: nothing, auto:K (a number of heads), auto:P% (heads until the
+// probe's copy gain reaches P% of the teacher's) or a list LAYER.HEAD,... Malformed specs are mimic::Errors naming
+// `option`.
 struct KeepSpec {
   enum class Kind { None, Count, Share, List };
   Kind kind = Kind::None;
@@ -44,7 +45,7 @@ struct KeepSpec {
   double share = 0;             // Share, as a fraction in (0, 1]
   std::vector<HeadRef> heads;   // List, in the order given
 };
-KeepSpec parse_keep_spec(const std::string& spec);
+KeepSpec parse_keep_spec(const std::string& spec, const std::string& option = "--keep-softmax");
 
 // ---------------------------------------------------------------------------------------------- calibration
 // The probe's calibration set. Copy segments are token runs of the *training* split (or of a text file the user
@@ -114,6 +115,7 @@ struct GreedyOptions {
   int64_t leaders = 16; // heads of the screen each step re-measures (the pool refills from the screen when spent)
   ProbeWeights weights;
   bool progress = true;
+  std::string option = "--keep-softmax";  // the option that asked, for messages
 };
 struct ScreenRow {
   HeadRef head;

@@ -132,7 +132,11 @@ std::shared_ptr<attention::DistillableKernel> DistilledMaps::kernel(int64_t laye
   for (auto it = overrides.begin(); it != overrides.end(); ++it) {
     MIMIC_CHECK(it.key() != "feature_map" && it.key() != "map_options" && it.key() != "gates", "--attention-options: '", it.key(),
                 "' shapes the tensors ", path_, " holds: distill again with it instead");
-    options[it.key()] = it.value();
+    if (it.value().is_null()) {
+      options.erase(it.key());  // null removes an option of the maps' (JSON merge patch, RFC 7396)
+    } else {
+      options[it.key()] = it.value();
+    }
   }
   auto k = attention::as_distillable(attention::make_attention_kernel(kind_, options, n_head_, head_dim_), path_);
   load_into(*k, layer);

@@ -43,7 +43,8 @@ class DistilledMaps {
   // The trained kernel of a distilled layer, in eval mode; a layer the file does not hold, or a missing or
   // mis-shaped tensor, is a mimic::Error naming it.
   // `overrides`: options merged into the file's (convert --attention-options, e.g. LoLA's training-free cache=64);
-  // those that shape the trained tensors (feature_map, map_options, gates) are refused.
+  // those that shape the trained tensors (feature_map, map_options, gates) are refused; a null removes the file's
+  // option of that name (the hybrid's cache, for the heads convert --cache-heads leaves without one).
   std::shared_ptr<attention::DistillableKernel> kernel(int64_t layer, const nlohmann::json& overrides = nlohmann::json::object()) const;
   // Copies the layer's tensors into an existing kernel of the same configuration.
   void load_into(attention::AttentionKernelImpl& kernel, int64_t layer) const;

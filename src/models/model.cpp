@@ -417,7 +417,8 @@ std::string describe_kernel(const std::string& kind, const nlohmann::json& o) {
   if (o.value("gates", false)) what += ", SLA gates";
   if (o.value("decay", nlohmann::json(false)).is_array()) what += ", decay";  // to_json: false or the per-head list
   if (o.contains("window")) what += ", window " + o["window"].dump();
-  if (o.contains("cache")) what += ", sparse cache " + o["cache"].dump();
+  if (o.contains("cache"))
+    what += ", sparse cache " + o["cache"].dump() + (o.contains("cache_heads") ? " in heads " + o["cache_heads"].dump() : "");
   return what + ")";
 }
 }  // namespace
