@@ -14,6 +14,8 @@
 #   KD_COPY=0.5, PASSKEY_LENGTHS=128,256,512, PASSKEY_TRIALS=100, STATE_AT=512;
 #   CACHES="128": LoLA's sparse cache sizes λ added to the hybrid student at K=0 (convert --attention-options cache=λ,
 #   training-free; then the second stages with the cache in the loop), "" for none;
+#   HEAD_CACHE_KS (default 8, or the largest K when that is smaller; "" for none), HEAD_CACHE=256, HEAD_WINDOW=16: the cache
+#   of HEAD_CACHE keys in the probe's first K heads only and a window of HEAD_WINDOW everywhere (convert --cache-heads);
 #   the probe's calibration (lib.sh): PROBE_SEGMENTS=16 PROBE_LEN=128 PROBE_PASSKEYS=8 PROBE_PASSKEY_LEN=256 PROBE_LEADERS=16 PROBE_LM_WINDOWS=4
 MODEL=${1:-gpt2-mini}
 SCALE=${SCALE:-quick}
@@ -71,6 +73,15 @@ stage2() {
   done
 }
 CACHES=${CACHES-128}
+HEAD_CACHE=${HEAD_CACHE:-256}
+HEAD_WINDOW=${HEAD_WINDOW:-16}
+HEAD_CACHE_KS=${HEAD_CACHE_KS-$(( kmax < 8 ? kmax : 8 ))}
+for k in $HEAD_CACHE_KS; do
+  (( k >= 1 && k <= kmax )) || { echo "HEAD_CACHE_KS: $k is not a K the probe places (1 to $kmax, the largest of KS)" >&2; exit 2; }
+done
+# the probe's first K heads of STUDENT as LAYER.HEAD,... (its run for the largest K chose them in order)
+probe_heads() { jq -r --argjson k "$2" '[.placement.kept[:$k][] | "\(.layer).\(.head)"] | join(",")' "$OUT/convert-$1-probe$kmax.json"; }
+headcache_tag() { echo "$1-c$HEAD_CACHE-w$HEAD_WINDOW-probe$2"; }
 # cached STUDENT: whether the sparse-cache rows run for it (the hybrid kind alone has the cache)
 cached() { [[ $1 == hybrid* && -n $CACHES ]]; }
 for st in "${students[@]}"; do
@@ -88,13 +99,21 @@ for st in "${students[@]}"; do
   convert_only "$st-probe$kmax" "$MODEL" "$st" --keep-softmax "auto:$kmax" "${probe[@]}"
   for k in $KS; do
     if (( k != kmax )); then
-      heads=$(jq -r --argjson k "$k" '[.placement.kept[:$k][] | "\(.layer).\(.head)"] | join(",")' "$OUT/convert-$st-probe$kmax.json")
-      convert_only "$st-probe$k" "$MODEL" "$st" --keep-softmax "$heads"
+      convert_only "$st-probe$k" "$MODEL" "$st" --keep-softmax "$(probe_heads "$st" "$k")"
     fi
     if has_kl "$st" "$k"; then convert_only "$st-kl$k" "$MODEL" "$st" --keep-softmax "auto:$k" --placement kl; fi
     stage2 "$st-probe$k"
     if has_kl "$st" "$k"; then stage2 "$st-kl$k"; fi
   done
+  # No softmax head, a state that does not grow, and the cache only where the probe measured recall (issue 34): the
+  # probe's first K heads get a cache of HEAD_CACHE keys, every head a window of HEAD_WINDOW
+  if [[ $st == hybrid* ]]; then
+    for k in $HEAD_CACHE_KS; do
+      convert_only "$(headcache_tag "$st" "$k")" "$MODEL" "$st" --attention-options "window=$HEAD_WINDOW,cache=$HEAD_CACHE" \
+        --cache-heads "$(probe_heads "$st" "$k")"
+      stage2 "$(headcache_tag "$st" "$k")"
+    done
+  fi
 done
 
 teacher_gain=$(get "$OUT/copy-teacher.json" .model.copy_gain)
@@ -115,6 +134,9 @@ for st in "${students[@]}"; do
     label=$([[ $s == lm ]] && echo "LM" || echo "KD+copy")
     row "$st" - 0 "$label" "$st-k0-$s"
     if cached "$st"; then for c in $CACHES; do row "$st, cache $c" - 0 "$label" "$st-k0-c$c-$s"; done; fi
+    if [[ $st == hybrid* ]]; then
+      for k in $HEAD_CACHE_KS; do row "$st, w $HEAD_WINDOW, cache $HEAD_CACHE in K heads" probe "$k" "$label" "$(headcache_tag "$st" "$k")-$s"; done
+    fi
     for k in $KS; do
       row "$st" probe "$k" "$label" "$st-probe$k-$s"
       if has_kl "$st" "$k"; then row "$st" kl "$k" "$label" "$st-kl$k-$s"; fi
@@ -126,6 +148,9 @@ echo "before any finetuning (copy gain of the converted models):"
 for st in "${students[@]}"; do
   line="  $st: K=0 $(gain "$st-k0-converted")"
   if cached "$st"; then for c in $CACHES; do line+=", with a cache of $c $(gain "$st-k0-c$c-converted")"; done; fi
+  if [[ $st == hybrid* ]]; then
+    for k in $HEAD_CACHE_KS; do line+=", w $HEAD_WINDOW with a cache of $HEAD_CACHE in the probe's $k $(gain "$(headcache_tag "$st" "$k")-converted")"; done
+  fi
   for k in $KS; do
     line+="; K=$k probe $(gain "$st-probe$k-converted")"
     if has_kl "$st" "$k"; then line+=", kl $(gain "$st-kl$k-converted")"; fi
