@@ -46,6 +46,15 @@ mimic::distill::DistillOptions tiny_distill(const TempDir& dir, const std::strin
   return o;
 }
 
+// Hybrid maps (window 2, one epoch) distilled into `dir`; the options, for distilling again with others.
+mimic::distill::DistillOptions tiny_hybrid_maps(const TempDir& dir) {
+  auto d = tiny_distill(dir, dir.file("hybrid.safetensors"));
+  d.attention = "hybrid:window=2";
+  d.epochs = 1;
+  mimic::distill::distill(d);
+  return d;
+}
+
 const std::string& tiny_maps() {
   static TempDir dir;
   static std::string path = [] {
@@ -400,10 +409,7 @@ TEST(Convert, CliConvertsAndInfoDescribesTheAttention) {
 // refused in one line.
 TEST(Convert, AttentionOptionsAddASparseCacheToHybridMapsWithoutTraining) {
   TempDir dir;
-  auto d = tiny_distill(dir, dir.file("hybrid.safetensors"));
-  d.attention = "hybrid:window=2";
-  d.epochs = 1;
-  mimic::distill::distill(d);
+  auto d = tiny_hybrid_maps(dir);
   const std::string base = "convert --model " + teacher() + " --maps " + d.out + " --json --out ";
   auto plain = mimic::test::mimic_cli(base + dir.file("plain"));
   ASSERT_EQ(plain.code, 0) << plain.err;
@@ -446,10 +452,7 @@ TEST(Convert, AttentionOptionsAddASparseCacheToHybridMapsWithoutTraining) {
 // without the cache; what cannot carry a cache, or asks for both placements, is refused in one line.
 TEST(Convert, CacheHeadsGiveTheCacheToTheChosenHeadsAndNoneElsewhere) {
   TempDir dir;
-  auto d = tiny_distill(dir, dir.file("hybrid.safetensors"));
-  d.attention = "hybrid:window=2";
-  d.epochs = 1;
-  mimic::distill::distill(d);
+  auto d = tiny_hybrid_maps(dir);
   const std::string base = "convert --model " + teacher() + " --maps " + d.out + " --json --out ";
   auto some = mimic::test::mimic_cli(base + dir.file("some") + " --attention-options cache=3 --cache-heads 0.1,1.0");
   ASSERT_EQ(some.code, 0) << some.err;

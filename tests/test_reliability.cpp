@@ -437,7 +437,10 @@ TEST(Outputs, AModelFileNameHoldingAFolderIsRefusedBeforeAnythingIsWritten) {
   fs::create_directories(dir.file("f1"));
   fs::create_symlink(dir.file("nowhere"), dir.file("f1/tokenizer.json"));
   fs::create_directories(dir.file("f2/model.safetensors"));
+  // (f3, f6: a run killed at its start, known by its log: a folder without a run refuses whatever its export folders
+  // hold, OutputFolders.AFreshRunRefusesAnotherCommandsResultWhereItExports)
   fs::create_directories(dir.file("f3/last/config.json"));
+  mimic::test::write_bytes(dir.file("f3/log.jsonl"), "{\"command\":\"finetune\",\"step\":0}\n");
   fs::create_directories(dir.file("elsewhere"));
   fs::create_directories(dir.file("f4"));
   fs::create_directory_symlink(dir.file("elsewhere"), dir.file("f4/best"));
@@ -445,6 +448,7 @@ TEST(Outputs, AModelFileNameHoldingAFolderIsRefusedBeforeAnythingIsWritten) {
   fs::create_directories(dir.file("f5"));
   fs::create_directory_symlink(dir.file("elsewhere"), dir.file("f5/step-1"));
   fs::create_directories(dir.file("f6/step-2/tokenizer.json"));
+  mimic::test::write_bytes(dir.file("f6/log.jsonl"), "{\"command\":\"finetune\",\"step\":0}\n");
   for (const auto& [out, what] : std::vector<std::pair<std::string, std::string>>{
            {"f1", "f1/tokenizer.json is a link to nothing, where the model's file of that name goes"},
            {"f2", "f2/model.safetensors is a directory, where the model's file"},
@@ -504,6 +508,9 @@ TEST(Outputs, AModelWithoutATokenizerLeavesNoOtherModelsTokenizerBesideIt) {
   TempDir dir;
   fs::create_directories(dir.file("f/last"));
   for (const char* name : {"tokenizer.json", "tokenizer_config.json", "vocab.json", "notes.txt"}) mimic::test::write_bytes(dir.file("f/last/") + name, "{}");
+  // an earlier run's folder (killed at its start: its log's first line); in a folder without one, last/ holding
+  // anything is refused (OutputFolders.AFreshRunRefusesAnotherCommandsResultWhereItExports)
+  mimic::test::write_bytes(dir.file("f/log.jsonl"), "{\"command\":\"pretrain\",\"step\":0}\n");
   mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 16, "n_layer": 1, "n_head": 2, "n_positions": 32})");
   auto r = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data mqar:vocab=10,seq_len=24,pairs=3 --steps 2 "
                                   "--batch-size 2 --warmup 0 --eval-every 0 --threads 1 --out " + dir.file("f"));
@@ -1358,19 +1365,81 @@ TEST(OutputFolders, AUsersFileInARunsBestFolderIsNamedAndKept) {
   const std::string run = "pretrain --arch gpt2 --config " + config +
                           " --data mqar:vocab=64,seq_len=32,pairs=4 --seq-len 32 --batch-size 4 --steps 2 --warmup 1 --eval-every 1 "
                           "--eval-batches 1 --threads 1 --out " + out;
-  for (const std::string sub : {"best", "best.new"}) {
-    fs::create_directories(out + "/" + sub);
-    mimic::test::write_bytes(out + "/" + sub + "/notes.txt", "mine");
-    auto r = mimic::test::mimic_cli(run);
-    EXPECT_EQ(r.code, 1) << sub;
-    EXPECT_NE(r.err.find(sub + "/notes.txt is not a file of the model this run exports there"), std::string::npos) << r.err;
-    EXPECT_EQ(mimic::test::read_bytes(out + "/" + sub + "/notes.txt"), "mine");
-    fs::remove_all(out);
-  }
-  // a model's files there are the run's own to replace: the run trains and promotes its best model
+  // a finished run; then the user's notes where a rerun exports, refused before anything changes — --fresh included,
+  // whose removal of the finished run's model came before this check (the thirteenth probe: the model was gone and
+  // the message said to give another --out)
   auto ok = mimic::test::mimic_cli(run);
   ASSERT_EQ(ok.code, 0) << ok.err;
-  EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
+  const std::string model = mimic::test::read_bytes(out + "/model.safetensors");
+  for (const std::string sub : {"best", "best.new"}) {
+    for (const std::string fresh : {"", " --fresh"}) {
+      fs::create_directories(out + "/" + sub);
+      mimic::test::write_bytes(out + "/" + sub + "/notes.txt", "mine");
+      auto r = mimic::test::mimic_cli(run + fresh);
+      EXPECT_EQ(r.code, 1) << sub << fresh;
+      EXPECT_NE(r.err.find(sub + "/notes.txt is not a file of the model this run exports there"), std::string::npos) << r.err;
+      EXPECT_EQ(mimic::test::read_bytes(out + "/" + sub + "/notes.txt"), "mine");
+      EXPECT_EQ(mimic::test::read_bytes(out + "/model.safetensors"), model) << sub << fresh;
+      EXPECT_TRUE(fs::exists(out + "/config.json")) << sub << fresh;
+      fs::remove_all(out + "/" + sub);
+    }
+  }
+  // a link at a snapshot a --fresh run would write: refused, the model kept
+  fs::create_directories(dir.file("elsewhere"));
+  fs::create_directory_symlink(dir.file("elsewhere"), out + "/step-1");
+  auto link = mimic::test::mimic_cli(run + " --fresh --snapshot-every 1");
+  EXPECT_EQ(link.code, 1);
+  EXPECT_NE(link.err.find("step-1 is a link"), std::string::npos) << link.err;
+  EXPECT_EQ(mimic::test::read_bytes(out + "/model.safetensors"), model);
+  fs::remove(out + "/step-1");
+  // the folder as it was: a fresh run replaces its own model
+  auto again = mimic::test::mimic_cli(run + " --fresh");
+  ASSERT_EQ(again.code, 0) << again.err;
+}
+
+// What another command made where a training run exports (best/, last/, step-N/), with no run in the folder yet: a
+// converted model, an export, a finished finetune run. A fresh run replaced or removed them, exit 0 (the thirteenth
+// probe of 2026-11-30); now it is refused by name before it trains, and they are left as they were.
+TEST(OutputFolders, AFreshRunRefusesAnotherCommandsResultWhereItExports) {
+  TempDir dir;
+  const std::string config = dir.file("c.json");
+  mimic::test::write_bytes(config, R"({"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64})");
+  const std::string run = "pretrain --arch gpt2 --config " + config +
+                          " --data mqar:vocab=64,seq_len=32,pairs=4 --seq-len 32 --batch-size 4 --steps 2 --warmup 1 --eval-every 1 "
+                          "--eval-batches 1 --snapshot-every 1 --threads 1 --out ";
+  for (const std::string sub : {"best", "last", "step-1"}) {
+    const std::string out = dir.file("o-" + sub);
+    auto placed = mimic::test::mimic_cli("export --model " + teacher() + " --threads 1 --out " + out + "/" + sub);
+    ASSERT_EQ(placed.code, 0) << placed.err;
+    const std::string weights = mimic::test::read_bytes(out + "/" + sub + "/model.safetensors");
+    for (const std::string fresh : {"", " --fresh"}) {
+      auto r = mimic::test::mimic_cli(run + out + fresh);
+      EXPECT_EQ(r.code, 1) << sub << fresh;
+      EXPECT_NE(r.err.find(out + "/" + sub + " holds what no run in " + out + " wrote"), std::string::npos) << r.err;
+      EXPECT_EQ(mimic::test::read_bytes(out + "/" + sub + "/model.safetensors"), weights) << sub << fresh;
+      EXPECT_TRUE(fs::exists(out + "/" + sub + "/vocab.json")) << sub << fresh;
+    }
+  }
+}
+
+// A file result of mimic's (forward's tensors, distill's maps) under a model's weights name in --out is another
+// command's: a model written there replaced it, or removed it as a stale shard, exit 0 (the thirteenth probe).
+TEST(OutputFolders, AModelNeverReplacesAnotherCommandsFileAtAWeightsName) {
+  TempDir dir;
+  for (const std::string name : {"model.safetensors", "model-00001-of-00002.safetensors", "model.safetensors.index.json"}) {
+    const std::string out = dir.file("s-" + name);
+    fs::create_directories(out);
+    auto fwd = mimic::test::mimic_cli("forward --model " + teacher() + " --text hi --threads 1 --out " + out + "/" + name);
+    ASSERT_EQ(fwd.code, 0) << fwd.err;
+    const std::string bytes = mimic::test::read_bytes(out + "/" + name);
+    for (const std::string cmd : {"export --model " + teacher() + " --shard-embeddings", "export --model " + teacher(),
+                                  "finetune --task lm --model " + teacher() + " --data sotu --steps 1 --seq-len 16 --batch-size 2"}) {
+      auto r = mimic::test::mimic_cli(cmd + " --threads 1 --out " + out);
+      EXPECT_NE(r.code, 0) << cmd;
+      EXPECT_NE(r.err.find("holds " + name + ", a mimic-forward-1 file (another command's result"), std::string::npos) << r.err;
+      EXPECT_EQ(mimic::test::read_bytes(out + "/" + name), bytes) << cmd;
+    }
+  }
 }
 
 // The tenth probe: a Llama's rotary settings were no part of a record's (or a finetune's, or an online distillation's)

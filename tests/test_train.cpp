@@ -448,6 +448,71 @@ TEST(TrainEngine, ACheckpointStateWithAKeyOfTheWrongTypeOrMissingIsRefusedNaming
   EXPECT_MIMIC_ERROR(train(t, options(dir.path().string(), 20)), "; --fresh starts over (the checkpoint is then replaced)");
 }
 
+// A link placed at a snapshot's step-N while the run trains (after the start's checks) is removed at the export, never
+// written through (the thirteenth probe of 2026-11-30: the model it named was replaced, exit 0).
+TEST(TrainEngine, ALinkPlacedAtASnapshotDuringTheRunIsNotWrittenThrough) {
+  TempDir dir, victim;
+  mimic::test::write_bytes(victim.file("notes.txt"), "mine");
+  torch::manual_seed(5);
+  Toy toy;
+  auto task = toy.task();
+  const auto inner = task.micro_batch_loss;
+  bool planted = false;
+  task.micro_batch_loss = [&]() {
+    if (!planted) std::filesystem::create_directory_symlink(victim.path(), dir.file("step-10"));
+    planted = true;
+    return inner();
+  };
+  auto o = options(dir.path().string(), 10);
+  o.snapshot_every = 10;
+  train(task, o);
+  ASSERT_TRUE(planted);
+  EXPECT_FALSE(std::filesystem::exists(victim.file("model.safetensors")));
+  EXPECT_EQ(mimic::test::read_bytes(victim.file("notes.txt")), "mine");
+  EXPECT_FALSE(std::filesystem::is_symlink(dir.file("step-10")));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("step-10/model.safetensors")));
+}
+
+// With no run in the folder yet (no checkpoint, no log), what sits where the run exports is nobody's it knows — another
+// command's export or conversion placed there was replaced or removed, exit 0 (the thirteenth probe) — and is refused,
+// --fresh or not; an empty folder there is the run's to use.
+TEST(TrainEngine, AFolderWithoutARunRefusesWhatSitsWhereTheRunExports) {
+  for (const std::string sub : {"best", "best.new", "last", "step-10"}) {
+    for (const bool fresh : {false, true}) {
+      TempDir dir;
+      std::filesystem::create_directories(dir.file(sub));
+      mimic::test::write_bytes(dir.file(sub + "/model.safetensors"), "another command's");
+      Toy toy;
+      auto task = toy.task();
+      auto o = options(dir.path().string(), 10);
+      o.snapshot_every = 10;
+      o.fresh = fresh;
+      EXPECT_MIMIC_ERROR(train(task, o), dir.file(sub) + " holds what no run in");
+      EXPECT_EQ(mimic::test::read_bytes(dir.file(sub + "/model.safetensors")), "another command's");
+      EXPECT_FALSE(std::filesystem::exists(dir.file("log.jsonl"))) << "refused after it started";
+    }
+  }
+  // a file (or a FIFO) there is refused by name before the run, not at its export
+  for (const std::string sub : {"best", "step-10"}) {
+    TempDir dir;
+    mimic::test::write_bytes(dir.file(sub), "a file");
+    Toy toy;
+    auto task = toy.task();
+    auto o = options(dir.path().string(), 10);
+    o.snapshot_every = 10;
+    EXPECT_MIMIC_ERROR(train(task, o), dir.file(sub) + " is not a folder, where the run exports");
+  }
+  TempDir empty;
+  std::filesystem::create_directories(empty.file("best"));
+  std::filesystem::create_directories(empty.file("step-10"));
+  Toy toy;
+  auto task = toy.task();
+  auto o = options(empty.path().string(), 10);
+  o.snapshot_every = 10;
+  train(task, o);
+  EXPECT_TRUE(std::filesystem::exists(empty.file("step-10/model.safetensors")));
+}
+
 TEST(TrainEngine, SnapshotsHoldTheModelAsItWasAtTheirStep) {
   TempDir a, b;
   torch::manual_seed(2);

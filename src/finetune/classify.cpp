@@ -189,7 +189,6 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
                         {"batch_size", o.batch_size}});
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
-  if (train::writes_outputs() && train::starts_fresh(t)) models::remove_model_files(t.out_dir);  // one run's result per folder
   ClassifyResult r;
   r.train = train::train(task, t);
   if (r.train.stopped || !train::writes_outputs()) return r;

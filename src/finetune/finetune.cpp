@@ -136,6 +136,7 @@ void bind(train::TrainTask& task, Prepared& p) {
   task.after_step = p.after_step;
   task.set_training = [&p](bool on) { p.model->module().train(on); };
   task.export_model = [&p](const std::string& dir) { p.model->save(dir, p.save); };
+  task.out_is_model = true;  // one run's result per folder
 }
 
 std::unique_ptr<models::Model> load_teacher(const FinetuneOptions& o, models::Model& student) {

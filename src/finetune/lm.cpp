@@ -74,7 +74,6 @@ LmResult finetune_lm(const LmOptions& o) {
   if (kd) t.fingerprint["kd"] = {{"temperature", o.kd_temperature}, {"lm_weight", o.kd_lm_weight}, {"teacher", o.teacher_dir}};
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
-  if (train::writes_outputs() && train::starts_fresh(t)) models::remove_model_files(t.out_dir);  // one run's result per folder
   LmResult r;
   r.train = train::train(task, t);
   r.train.validation_batches = source->validation_batches(o.eval_batches);

@@ -201,6 +201,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   // float32, as trained: a model continued from half-precision weights (--init of an embedded model, stored F16)
   // kept their storage type on save
   task.export_model = [&](const std::string& dir) { model->save(dir, models::SaveOptions{io::DType::F32, {}}); };
+  task.out_is_model = true;  // one run's result per folder
   task.data_parallel = true;
 
   train::TrainOptions t = o.train;
@@ -232,7 +233,6 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   if (t.min_lr_ratio != train::TrainOptions{}.min_lr_ratio) t.fingerprint["min_lr_ratio"] = t.min_lr_ratio;
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
-  if (train::writes_outputs() && train::starts_fresh(t)) models::remove_model_files(t.out_dir);  // one run's result per folder
   auto result = train::train(task, t);
   result.validation_batches = source->validation_batches(o.eval_batches);
   // The output directory itself becomes a model directory (the best checkpoint by validation loss).

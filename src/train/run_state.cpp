@@ -93,7 +93,7 @@ bool export_file(const TrainTask& task, const std::string& name) {
 }
 }  // namespace
 
-void check_export_folders(const std::string& out_dir, const TrainTask& task) {
+void check_export_folders(const std::string& out_dir, const TrainTask& task, bool earlier_run) {
   // The folders the run exports into are its own: a link there is the user's, and was removed without a word (the
   // eleventh probe of 2026-11-30: a link named best), and a link at a snapshot's step-N/ was written through: the model
   // it named — the run's own --config model too — was replaced, exit 0 (the twelfth probe). The one link mimic makes
@@ -104,12 +104,19 @@ void check_export_folders(const std::string& out_dir, const TrainTask& task) {
     const std::string name = e.path().filename().string();
     const bool step = is_snapshot(name);
     if (name != "best" && name != kStagedBest && name != "last" && !step) continue;
+    const char* what = step ? "a snapshot" : name == "last" ? "its last model" : "its best model";
     if (e.is_symlink(ec)) {
       const fs::path target = fs::read_symlink(e.path(), ec);
       MIMIC_CHECK(name == "last" && target == ".", e.path().string(), " is a link (to ", target.string(), "), where the run exports ",
-                  step ? "a snapshot" : name == "last" ? "its last model" : "its best model", ": remove the link, or give another --out");
+                  what, ": remove the link, or give another --out");
       continue;
     }
+    // a file or a FIFO there stopped the run only at its export, with a message naming another path (the thirteenth probe)
+    MIMIC_CHECK(e.is_directory(ec), e.path().string(), " is not a folder, where the run exports ", what,
+                ": move it out of the way, or give another --out");
+    if (!earlier_run && !fs::is_empty(e.path(), ec))
+      fail(e.path().string(), " holds what no run in ", out_dir, " wrote (there is none yet: no checkpoint or log), where this run ",
+           "exports ", what, ": move it out of the way, or give another --out");
     // the names the run's model files take: a folder or a dangling link at one stopped the run at its end, or stayed
     // beside the model it broke (the eleventh and twelfth probes)
     if (name == "last" || step) models::refuse_odd_model_file_names(e.path().string(), exported);
@@ -123,6 +130,11 @@ void check_export_folders(const std::string& out_dir, const TrainTask& task) {
                   " is not a file of the model this run exports there, and the run would remove or promote it: move it "
                   "out of ", dir.string(), " first");
   }
+}
+
+void clear_link_at_export(const std::string& dir) {
+  std::error_code ec;
+  if (fs::is_symlink(dir, ec)) fs::remove(dir);
 }
 
 void remove_export_folder(const fs::path& dir, const TrainTask& task) {

@@ -65,7 +65,13 @@ void swap_in_staged_best(const std::string& out_dir, const TrainTask& task);
 // best/ and best.new/ hold what the run exported there (a model's files), nothing else: checked when a run starts,
 // fresh or resumed, so that a file of the user's placed there is named and refused before any training (a fresh
 // finetune removed best/ with the notes in it: the tenth probe) rather than removed or promoted into the folder.
-void check_export_folders(const std::string& out_dir, const TrainTask& task);
+// `earlier_run`: out_dir holds a run (its checkpoint or log). Without one, the export folders are nobody's this run
+// knows: any that holds something (another command's export, conversion, report or run placed there) is refused,
+// --fresh or not — a fresh start replaced or removed them, exit 0 (the thirteenth probe of 2026-11-30).
+void check_export_folders(const std::string& out_dir, const TrainTask& task, bool earlier_run);
+// A snapshot's folder, out_dir/step-N, made ready just before the export: a link placed there while the run trained
+// is removed (never what it names: a link made after the start's check was written through, the thirteenth probe).
+void clear_link_at_export(const std::string& dir);
 // An export folder removed: a link alone (never what it points to), else the files the export writes
 // (task.is_export_file) and then the folder, which must be empty by then (a mimic::Error naming what is left otherwise).
 void remove_export_folder(const std::filesystem::path& dir, const TrainTask& task);

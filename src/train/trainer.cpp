@@ -140,7 +140,8 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   // Rank 0's start — fresh or the checkpoint's state — becomes every rank's: the state, the parameters (rank 0's
   // initialisation or the checkpoint's), the optimizer moments and the random generator.
   const std::string start = group.from_lead("receiving rank 0's training state", [&] {
-    check_export_folders(o.out_dir, task);
+    const bool earlier_run = fs::exists(ckpt) || fs::exists(log);
+    check_export_folders(o.out_dir, task, earlier_run);
     if (!o.fresh && fs::exists(ckpt)) {
       try {
         s = load_checkpoint(ckpt, task, opt, o, group.size());
@@ -162,7 +163,10 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       // an earlier run of this command left its exports (last/, step-N/ snapshots): a fresh run's folder holds its own
       // alone (a --fresh run kept the earlier run's last/ and snapshots, even of another family: the fifth probe of
       // 2026-11-27). Only where the checkpoint or log shows an earlier run: a folder of your own keeps its folders.
-      if (fs::exists(ckpt) || fs::exists(log)) remove_earlier_exports(o.out_dir);
+      if (earlier_run) remove_earlier_exports(o.out_dir);
+      // and its model, where out_dir is one: only now, after the folder's checks and the ranks' agreement (removed
+      // before them, a refused --fresh had deleted the finished run's model: the thirteenth probe)
+      if (task.out_is_model) models::remove_model_files(o.out_dir);
       if (fs::exists(log)) fs::remove(log);
       // the log's first line names the command: a run killed before its first checkpoint is still known as that
       // command's (finetune took over a folder holding a pretrain run's log alone: the seventh probe of 2026-11-29)
@@ -357,8 +361,11 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       window_timed = 0;
     }
     if ((o.eval_every > 0 && done % o.eval_every == 0) || done == last) evaluate_and_export(done);
-    if (o.snapshot_every > 0 && done % o.snapshot_every == 0 && task.export_model && lead)
-      task.export_model(o.out_dir + "/step-" + std::to_string(done));
+    if (o.snapshot_every > 0 && done % o.snapshot_every == 0 && task.export_model && lead) {
+      const std::string snapshot = o.out_dir + "/step-" + std::to_string(done);
+      clear_link_at_export(snapshot);
+      task.export_model(snapshot);
+    }
     const bool early = patience_spent(done) && done < last;
     if (done % o.checkpoint_every == 0 || done == last || early) {
       s.step = done;

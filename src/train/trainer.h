@@ -96,6 +96,9 @@ struct TrainTask {
   std::function<nlohmann::json()> data_state;               // where the data stream stands
   std::function<void(const nlohmann::json&)> restore_data_state;
   std::function<void(const std::string& dir)> export_model; // write a usable model (HF layout) to dir
+  // out_dir itself becomes the model (promote_best: finetune, pretrain): a fresh start removes an earlier model's
+  // files there, after the folder's checks and the ranks' agreement
+  bool out_is_model = false;
   // The names of the files export_model writes (a model's by default: models::is_model_file): what best/ and
   // best.new/ may hold; anything else there is the user's, refused when a run starts rather than removed.
   std::function<bool(const std::string& name)> is_export_file;
