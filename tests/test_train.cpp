@@ -477,17 +477,21 @@ TEST(TrainEngine, ALinkPlacedAtASnapshotDuringTheRunIsNotWrittenThrough) {
 // command's export or conversion placed there was replaced or removed, exit 0 (the thirteenth probe) — and is refused,
 // --fresh or not; an empty folder there is the run's to use.
 TEST(TrainEngine, AFolderWithoutARunRefusesWhatSitsWhereTheRunExports) {
+  // a 10-step toy run into `dir` with a snapshot at step 10
+  auto run = [](const TempDir& dir, bool fresh) {
+    Toy toy;
+    auto task = toy.task();
+    auto o = options(dir.path().string(), 10);
+    o.snapshot_every = 10;
+    o.fresh = fresh;
+    train(task, o);
+  };
   for (const std::string sub : {"best", "best.new", "last", "step-10"}) {
     for (const bool fresh : {false, true}) {
       TempDir dir;
       std::filesystem::create_directories(dir.file(sub));
       mimic::test::write_bytes(dir.file(sub + "/model.safetensors"), "another command's");
-      Toy toy;
-      auto task = toy.task();
-      auto o = options(dir.path().string(), 10);
-      o.snapshot_every = 10;
-      o.fresh = fresh;
-      EXPECT_MIMIC_ERROR(train(task, o), dir.file(sub) + " holds what no run in");
+      EXPECT_MIMIC_ERROR(run(dir, fresh), dir.file(sub) + " holds what no run in");
       EXPECT_EQ(mimic::test::read_bytes(dir.file(sub + "/model.safetensors")), "another command's");
       EXPECT_FALSE(std::filesystem::exists(dir.file("log.jsonl"))) << "refused after it started";
     }
@@ -496,20 +500,12 @@ TEST(TrainEngine, AFolderWithoutARunRefusesWhatSitsWhereTheRunExports) {
   for (const std::string sub : {"best", "step-10"}) {
     TempDir dir;
     mimic::test::write_bytes(dir.file(sub), "a file");
-    Toy toy;
-    auto task = toy.task();
-    auto o = options(dir.path().string(), 10);
-    o.snapshot_every = 10;
-    EXPECT_MIMIC_ERROR(train(task, o), dir.file(sub) + " is not a folder, where the run exports");
+    EXPECT_MIMIC_ERROR(run(dir, false), dir.file(sub) + " is not a folder, where the run exports");
   }
   TempDir empty;
   std::filesystem::create_directories(empty.file("best"));
   std::filesystem::create_directories(empty.file("step-10"));
-  Toy toy;
-  auto task = toy.task();
-  auto o = options(empty.path().string(), 10);
-  o.snapshot_every = 10;
-  train(task, o);
+  run(empty, false);
   EXPECT_TRUE(std::filesystem::exists(empty.file("step-10/model.safetensors")));
 }
 
