@@ -1157,6 +1157,12 @@ TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
                                    "--steps 1 --eval-batches 10000000 --threads 1 --out " + dir.file("ft"));
   ASSERT_EQ(ft.code, 0) << ft.err;
   EXPECT_NE(ft.err.find("note: --eval-batches 10000000 is more than the validation split holds ("), std::string::npos) << ft.err;
+  // a snapshot interval beyond the run wrote none without a word (the thirteenth probe)
+  mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 16, "n_layer": 1, "n_head": 2, "n_positions": 32})");
+  auto snap = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data mqar:vocab=10,seq_len=24,pairs=3 " +
+                                     "--steps 2 --batch-size 2 --warmup 0 --eval-every 0 --snapshot-every 10 --threads 1 --out " + dir.file("p"));
+  ASSERT_EQ(snap.code, 0) << snap.err;
+  EXPECT_NE(snap.err.find("note: --snapshot-every 10 is more than --steps (2): no snapshot is written"), std::string::npos) << snap.err;
   for (const std::string& args : {"convert --model " + model + " --maps " + dir.file("on.safetensors") + " --layers '0, 0' --out " + dir.file("c"),
                                   "record --model " + model + " --data all --out " + dir.file("r2.h5") + " --layers ' 0-x'"}) {
     auto r = mimic::test::mimic_cli(args);
