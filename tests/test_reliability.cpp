@@ -328,6 +328,28 @@ TEST(OutputLock, ATrainingRunLocksItsFolderBeforeItChecksWhatItHolds) {
   }
 }
 
+// The fourteenth probe (2026-11-30): an export into OUT/last started just before a training run into OUT passed its look
+// for a run above it, the run saw an empty last/ and trained, and its rerun replaced the export, exit 0. Each now holds
+// its own folder, then looks: the run is refused while another process holds one of the folders it exports into.
+TEST(OutputLock, ATrainingRunIsRefusedWhileAnotherCommandHoldsAFolderItExportsInto) {
+  TempDir dir;
+  const std::string out = dir.file("out");
+  mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 16, "n_layer": 1, "n_head": 2, "n_positions": 32})");
+  HeldElsewhere holder([&] { return mimic::io::lock_output_dir(out + "/last"); });
+  ASSERT_TRUE(holder.holding());
+  auto r = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") +
+                                  " --data mqar:vocab=10,seq_len=24,pairs=3 --steps 1 --threads 1 --out " + out);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find(out + "/last is being written by another running mimic command"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(out + "/checkpoint.safetensors"));
+  EXPECT_FALSE(fs::exists(out + "/log.jsonl"));
+  EXPECT_FALSE(mimic::io::held_by_another(out));
+  EXPECT_TRUE(mimic::io::held_by_another(out + "/last"));
+  holder.kill();
+  EXPECT_FALSE(mimic::io::held_by_another(out + "/last"));
+}
+
 // Issue 38: one writer per record file. Another process holds R (as a running record does, --fresh or not): a
 // record on R — with --fresh too, which before removed the file under the first writer, both then reporting
 // success — is refused in one line and leaves R as it was; files beside it lock apart; the lock file goes with
@@ -1442,9 +1464,35 @@ TEST(OutputFolders, AModelNeverReplacesAnotherCommandsFileAtAWeightsName) {
                                   "finetune --task lm --model " + teacher() + " --data sotu --steps 1 --seq-len 16 --batch-size 2"}) {
       auto r = mimic::test::mimic_cli(cmd + " --threads 1 --out " + out);
       EXPECT_NE(r.code, 0) << cmd;
-      EXPECT_NE(r.err.find("holds " + name + ", a mimic-forward-1 file (another command's result"), std::string::npos) << r.err;
+      const std::string why = name == "model.safetensors.index.json" ? " is no weights index (JSON) (another command's result"
+                                                                       : " is a mimic-forward-1 file (another command's result";
+      EXPECT_NE(r.err.find(name + why), std::string::npos) << r.err;
       EXPECT_EQ(mimic::test::read_bytes(out + "/" + name), bytes) << cmd;
     }
+  }
+  // a record (HDF5, no safetensors metadata to read) at a weights name: replaced by export, exit 0 (the fourteenth probe)
+  fs::create_directories(dir.file("rec"));
+  auto rec = mimic::test::mimic_cli("record --model " + teacher() + " --data sotu --samples 2 --seq-len 16 --threads 1 --out " +
+                                    dir.file("rec/model-00001-of-00002.safetensors"));
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  const std::string record = mimic::test::read_bytes(dir.file("rec/model-00001-of-00002.safetensors"));
+  auto ex = mimic::test::mimic_cli("export --model " + teacher() + " --threads 1 --out " + dir.file("rec"));
+  EXPECT_NE(ex.code, 0);
+  EXPECT_NE(ex.err.find("model-00001-of-00002.safetensors is no safetensors file (another command's result, or not a model's)"),
+            std::string::npos) << ex.err;
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("rec/model-00001-of-00002.safetensors")), record);
+  // inside a finished run's export folders too: a rerun and a --fresh one replaced or removed it (the fourteenth probe)
+  mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 16, "n_layer": 1, "n_head": 2, "n_positions": 32})");
+  const std::string run = "pretrain --arch gpt2 --config " + dir.file("c.json") + " --data mqar:vocab=10,seq_len=24,pairs=3 --steps 2 " +
+                          "--batch-size 2 --warmup 0 --eval-every 0 --snapshot-every 1 --threads 1 --out " + dir.file("p");
+  auto done = mimic::test::mimic_cli(run);
+  ASSERT_EQ(done.code, 0) << done.err;
+  fs::copy_file(dir.file("s-model.safetensors/model.safetensors"), dir.file("p/step-1/model.safetensors.index.json"));
+  for (const std::string fresh : {"", " --fresh"}) {
+    auto again = mimic::test::mimic_cli(run + fresh);
+    EXPECT_EQ(again.code, 1) << fresh;
+    EXPECT_NE(again.err.find("step-1/model.safetensors.index.json is no weights index (JSON)"), std::string::npos) << again.err;
+    EXPECT_TRUE(fs::exists(dir.file("p/model.safetensors"))) << fresh;
   }
 }
 

@@ -303,6 +303,9 @@ TEST(TrainEngine, AFreshRunRemovesTheLastAndSnapshotsAnEarlierRunExported) {
   ASSERT_TRUE(std::filesystem::exists(dir.file("step-10/model.safetensors")));
   ASSERT_TRUE(std::filesystem::exists(dir.file("last")));
   std::filesystem::create_directories(dir.file("step-notes"));
+  // a name the run never writes (it writes step-4, not step-04) is not its snapshot: another's copy there stays
+  std::filesystem::create_directories(dir.file("step-04"));
+  mimic::test::write_bytes(dir.file("step-04/model.safetensors"), "a copy");
   // the user's own files inside a snapshot stay, and so does the folder that holds them (remove_all took them: the
   // sixth probe of 2026-11-28)
   mimic::test::write_bytes(dir.file("step-20/notes.txt"), "mine");
@@ -316,6 +319,7 @@ TEST(TrainEngine, AFreshRunRemovesTheLastAndSnapshotsAnEarlierRunExported) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("step-20/model.safetensors")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("last")));
   EXPECT_TRUE(std::filesystem::exists(dir.file("step-notes")));
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("step-04/model.safetensors")), "a copy");
   EXPECT_TRUE(std::filesystem::exists(dir.file("best/model.safetensors")));
 }
 

@@ -23,8 +23,8 @@
 #include "mimic/distributed/environment.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
-#include "mimic/io/tensor_store.h"
 #include "mimic/models/family.h"
+#include "mimic/models/model.h"
 #include "mimic/train/trainer.h"
 #include "ranges.h"
 
@@ -245,24 +245,9 @@ void refuse_foreign_output(const std::string& out, OutputKind kind, const std::s
       {"report.html", "a report", false, true, false},
       {"config.json", "a model", true, false, true},
   };
-  // a file result of mimic's (forward's tensors, distill's maps, …) under a model's weights name is another command's:
-  // a model written there replaced it, or removed it as a stale shard, exit 0 (the thirteenth probe of 2026-11-30)
-  if (kind != OutputKind::Report) {
-    for (const auto& e : fs::directory_iterator(out, ec)) {
-      const std::string name = e.path().filename().string();
-      if (!io::is_weights_file(name) || !e.is_regular_file(ec)) continue;
-      std::string format;
-      try {
-        const auto md = io::SafeTensorsFile::open(e.path().string()).metadata();
-        if (md.count("format")) format = md.at("format");
-      } catch (const Error&) {
-        continue;  // no safetensors file (an index is JSON): the model's readers judge it
-      }
-      if (format.rfind("mimic-", 0) == 0)
-        fail("--out ", out, " holds ", name, ", a ", format, " file (another command's result under a model's weights name): what this ",
-             "command writes would replace or remove it; choose another --out, or move that file out of the way first");
-    }
-  }
+  // a file result of mimic's (forward's tensors, distill's maps, a record) under a model's weights name is another
+  // command's: a model written there replaced it, or removed it as a stale shard, exit 0 (the thirteenth probe)
+  if (kind != OutputKind::Report) models::refuse_odd_model_file_names(out);
   // a training run's folder holds its model beside its checkpoint or log; a model alone there is another command's
   // result (an export, a converted model), which finetune and pretrain replaced (the fourth probe of 2026-11-27)
   const bool run_files = fs::exists(fs::path(out) / "checkpoint.safetensors", ec) || fs::exists(fs::path(out) / "log.jsonl", ec);

@@ -144,6 +144,16 @@ OutputLock lock_output_file(const std::string& path) {
   fail("cannot lock ", path, ": its lock file ", lock_file, " keeps changing");
 }
 
+bool held_by_another(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool mine = held_here(fd);
+  const bool elsewhere = !mine && ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  if (!mine && !elsewhere) ::flock(fd, LOCK_UN);
+  ::close(fd);
+  return elsewhere;
+}
+
 OutputLock lock_output_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -199,6 +209,10 @@ OutputLock lock_output_dir(const std::string& dir) {
       lock.held_->created = std::move(created);
       registry()[key] = lock.held_;
     }
+    // and again now that it is held: a training run that took the folder above after the first look, and looked below
+    // before this hold, saw nothing — both then wrote, and the run replaced this export (the fourteenth probe of
+    // 2026-11-30). One of the two now always sees the other (each holds, then looks).
+    refuse_inside_a_held_folder(dir, dir);
     remove_stale_temporaries(dir);
     return lock;
   }

@@ -20,6 +20,10 @@ class OutputLock {
 
  private:
   friend OutputLock lock_output_dir(const std::string& dir);
+
+// Whether another process holds `dir` (lock_output_dir's exclusive hold) now; false for a folder this process holds,
+// or one that does not exist. A run that holds a folder asks this of the folders below it it is about to write.
+bool held_by_another(const std::string& dir);
   friend OutputLock lock_output_file(const std::string& path);
   std::shared_ptr<Held> held_;
 };
@@ -27,6 +31,10 @@ class OutputLock {
 // Creates `dir` if needed, locks it for this process, then sweeps its stale temporaries. The folders it created are
 // removed when the lock is let go if they are still empty (a run that failed before writing leaves no empty --out).
 OutputLock lock_output_dir(const std::string& dir);
+
+// Whether another process holds `dir` (lock_output_dir's exclusive hold) now; false for a folder this process holds,
+// or one that does not exist. A run that holds a folder asks this of the folders below it it is about to write.
+bool held_by_another(const std::string& dir);
 
 // The same hold on one output file (a record), for the writer's whole run, --fresh included: an exclusive flock on
 // a lock file beside it, `.NAME.lock`, removed when the lock is let go. A second writer of the same file gets a

@@ -5,7 +5,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -19,6 +21,8 @@
 #include "mimic/core/runtime.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/output_lock.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/io/tensor_store.h"
 #include "mimic/models/checkpoint.h"
 #include "mimic/models/config.h"
 #include "mimic/models/family.h"
@@ -437,6 +441,24 @@ void refuse_odd_model_file_names(const std::string& dir, const std::function<boo
     MIMIC_CHECK(e.is_regular_file(ec), e.path().string(), " is ",
                 e.is_directory(ec) ? "a directory" : e.is_symlink(ec) ? "a link to nothing" : "not a regular file",
                 ", where the model's file of that name goes: remove it, or choose another folder");
+    if (!io::is_weights_file(name)) continue;
+    std::string what;
+    if (name == io::kIndexFile) {
+      std::ifstream in(e.path());
+      char c = ' ';
+      while (in.get(c) && std::isspace(static_cast<unsigned char>(c))) {
+      }
+      if (c != '{') what = "no weights index (JSON)";
+    } else {
+      try {
+        const auto md = io::SafeTensorsFile::open(e.path().string()).metadata();
+        if (md.count("format") && md.at("format").rfind("mimic-", 0) == 0) what = "a " + md.at("format") + " file";
+      } catch (const Error&) {
+        what = "no safetensors file";
+      }
+    }
+    MIMIC_CHECK(what.empty(), e.path().string(), " is ", what, " (another command's result, or not a model's), where the model's ",
+                "weights go: what this command writes would replace or remove it; move it out of the way, or choose another folder");
   }
 }
 

@@ -12,6 +12,7 @@
 #include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
+#include "mimic/io/output_lock.h"
 #include "mimic/models/model.h"
 
 namespace mimic::train::run {
@@ -84,7 +85,7 @@ void settle_staged_best(const std::string& out_dir, const Saved* s, const TrainT
 namespace {
 // A snapshot's folder: step-N (TrainOptions::snapshot_every)
 bool is_snapshot(const std::string& name) {
-  static const std::regex snapshot(R"(step-\d+)");
+  static const std::regex snapshot(R"(step-(0|[1-9]\d*))");  // as the run names them: step-04 is not one
   return std::regex_match(name, snapshot);
 }
 
@@ -117,9 +118,14 @@ void check_export_folders(const std::string& out_dir, const TrainTask& task, boo
     if (!earlier_run && !fs::is_empty(e.path(), ec))
       fail(e.path().string(), " holds what no run in ", out_dir, " wrote (there is none yet: no checkpoint or log), where this run ",
            "exports ", what, ": move it out of the way, or give another --out");
+    // another command writing there now (an export into OUT/last started just before this run): its lock, taken before
+    // it looked for a run above it, is seen here, after this run took OUT's (the fourteenth probe of 2026-11-30)
+    MIMIC_CHECK(!io::held_by_another(e.path().string()), e.path().string(), " is being written by another running mimic command, ",
+                "where this run exports ", what, ": wait for it to finish, or give another --out");
     // the names the run's model files take: a folder or a dangling link at one stopped the run at its end, or stayed
-    // beside the model it broke (the eleventh and twelfth probes)
-    if (name == "last" || step) models::refuse_odd_model_file_names(e.path().string(), exported);
+    // beside the model it broke (the eleventh and twelfth probes); another command's file at a weights name (the
+    // fourteenth)
+    models::refuse_odd_model_file_names(e.path().string(), exported);
   }
   models::refuse_odd_model_file_names(out_dir, exported);  // the best model is promoted into --out itself
   for (const char* name : {"best", kStagedBest}) {
