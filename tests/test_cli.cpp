@@ -443,7 +443,7 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"convert --model " + m + " --maps " + m + "/config.json --keep-softmax auto:0 --out c", "--keep-softmax auto:0: expected auto:K"},
       // options that meant nothing in the run they were given to, ignored without a word
       {"generate --model " + m + " --prompt hi --top-k 5", "--top-k 5 cuts the distribution sampling draws from"},
-      {"convert --model " + m + " --maps " + m + "/config.json --placement kl --out c", "--placement shapes how --keep-softmax auto:K ranks"},
+      {"convert --model " + m + " --maps " + m + "/config.json --placement kl --out c", "--placement shapes how --keep-softmax (or --cache-heads) auto:K ranks"},
       {"convert --model " + m + " --maps " + m + "/config.json --keep-softmax auto:4 --placement kl --probe-segments 3 --out c",
        "--probe-segments sets the probe's calibration, which --placement kl does not run"},
       {"distill --model " + m + " --data sotu --eval-only --epochs 3", "--epochs shapes training, which --eval-only does not run"},

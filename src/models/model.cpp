@@ -5,7 +5,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -442,23 +441,22 @@ void refuse_odd_model_file_names(const std::string& dir, const std::function<boo
                 e.is_directory(ec) ? "a directory" : e.is_symlink(ec) ? "a link to nothing" : "not a regular file",
                 ", where the model's file of that name goes: remove it, or choose another folder");
     if (!io::is_weights_file(name)) continue;
+    // what another command of mimic's writes, known by its bytes: a record (HDF5) or a safetensors file of a mimic-*
+    // format (forward's tensors, maps, a checkpoint); anything else there is taken as an earlier model's file
     std::string what;
-    if (name == io::kIndexFile) {
-      std::ifstream in(e.path());
-      char c = ' ';
-      while (in.get(c) && std::isspace(static_cast<unsigned char>(c))) {
-      }
-      if (c != '{') what = "no weights index (JSON)";
+    char head[8] = {};
+    std::ifstream(e.path(), std::ios::binary).read(head, sizeof head);
+    if (std::string(head, sizeof head) == std::string("\x89HDF\r\n\x1a\n", 8)) {
+      what = "an HDF5 file (a record)";
     } else {
       try {
         const auto md = io::SafeTensorsFile::open(e.path().string()).metadata();
         if (md.count("format") && md.at("format").rfind("mimic-", 0) == 0) what = "a " + md.at("format") + " file";
       } catch (const Error&) {
-        what = "no safetensors file";
       }
     }
-    MIMIC_CHECK(what.empty(), e.path().string(), " is ", what, " (another command's result, or not a model's), where the model's ",
-                "weights go: what this command writes would replace or remove it; move it out of the way, or choose another folder");
+    MIMIC_CHECK(what.empty(), e.path().string(), " is ", what, " (another command's result), where the model's weights go: what this ",
+                "command writes would replace or remove it; move it out of the way, or choose another folder");
   }
 }
 

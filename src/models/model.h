@@ -158,8 +158,8 @@ bool is_model_file(const std::string& name);
 // it left half a model (export, convert), or the model was saved beside it and failed to load (a finetune kept a
 // dangling tokenizer.json: the eleventh probe of 2026-11-30). Also a file at a weights name that is no model's weights:
 // another command's result (a forward output, maps, a record) there was replaced, or removed as a stale shard, exit 0
-// (the thirteenth and fourteenth probes) — a weights file must be safetensors of no mimic-* format, an index JSON.
-// Nothing when `dir` is no folder.
+// (the thirteenth and fourteenth probes) — known by its bytes: HDF5, or safetensors of a mimic-* format. Nothing when
+// `dir` is no folder.
 void refuse_odd_model_file_names(const std::string& dir, const std::function<bool(const std::string&)>& also = nullptr);
 
 // Per layer: {"layer", "kind", "options"}.
