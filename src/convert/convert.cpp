@@ -179,10 +179,7 @@ ConvertResult convert_model(models::Model& model, const std::string& model_name,
   if (placement.caches()) {
     std::map<int64_t, std::shared_ptr<attention::DistillableKernel>> cached;
     for (auto l : r.layers) {
-      std::vector<int64_t> heads;
-      for (const auto& x : kept)
-        if (x.layer == l) heads.push_back(x.head);
-      std::sort(heads.begin(), heads.end());
+      const auto heads = heads_in_layer(kept, l);
       auto options = attention_options;
       if (!heads.empty()) options["cache_heads"] = heads;
       cached[l] = maps.kernel(l, heads.empty() ? without_cache(attention_options) : options);

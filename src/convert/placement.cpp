@@ -41,6 +41,14 @@ std::optional<double> parse_number(const std::string& s) {
 
 }  // namespace
 
+std::vector<int64_t> heads_in_layer(const std::vector<HeadRef>& heads, int64_t layer) {
+  std::vector<int64_t> out;
+  for (const auto& x : heads)
+    if (x.layer == layer) out.push_back(x.head);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 KeepSpec parse_keep_spec(const std::string& spec, const std::string& option) {
   KeepSpec k;
   if (spec.empty()) return k;
@@ -467,10 +475,7 @@ HeadPlacer::HeadPlacer(models::Model& model, std::map<int64_t, std::shared_ptr<a
 std::vector<int64_t> HeadPlacer::place(const std::vector<HeadRef>& kept) {
   std::vector<int64_t> converted;
   for (const auto& [l, student] : students_) {
-    std::vector<int64_t> heads;
-    for (const auto& x : kept)
-      if (x.layer == l) heads.push_back(x.head);
-    std::sort(heads.begin(), heads.end());
+    const auto heads = heads_in_layer(kept, l);
     if (static_cast<int64_t>(heads.size()) == n_head_) {
       model_.set_attention_kernel(l, originals_.at(l));
       continue;

@@ -34,6 +34,8 @@ struct HeadRef {
   bool operator<(const HeadRef& o) const { return layer != o.layer ? layer < o.layer : head < o.head; }
 };
 std::string head_name(const HeadRef& h);  // "3.1"
+// The heads of `layer` among `heads`, sorted (a layer's kept set, as a kernel's options list it).
+std::vector<int64_t> heads_in_layer(const std::vector<HeadRef>& heads, int64_t layer);
 
 // What --keep-softmax (or --cache-heads) asks for: nothing, auto:K (a number of heads), auto:P% (heads until the
 // probe's copy gain reaches P% of the teacher's) or a list LAYER.HEAD,... Malformed specs are mimic::Errors naming

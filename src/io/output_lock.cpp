@@ -41,6 +41,15 @@ bool held_here(int fd) {
 // writing there). Each ancestor is tried with a shared lock, let go at once; the first one this process holds ends
 // the walk (a run exporting best/ below the folder it holds). A forward into RUN/best/ or an export into RUN/last
 // while RUN trained succeeded, and the run then died or deleted the export (the fourth probe of 2026-11-27).
+// Whether the folder open as `fd` is held by another process (an exclusive hold): tried with a shared lock, let go
+// at once; false for one this process holds.
+bool held_elsewhere(int fd) {
+  if (held_here(fd)) return false;
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  if (!held) ::flock(fd, LOCK_UN);
+  return held;
+}
+
 void refuse_inside_a_held_folder(const std::filesystem::path& path, const std::string& what) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -50,11 +59,10 @@ void refuse_inside_a_held_folder(const std::filesystem::path& path, const std::s
     const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd >= 0) {
       const bool mine = held_here(fd);
-      const bool held_elsewhere = !mine && ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-      if (!mine && !held_elsewhere) ::flock(fd, LOCK_UN);
+      const bool other = !mine && held_elsewhere(fd);
       ::close(fd);
       if (mine) return;
-      if (held_elsewhere)
+      if (other)
         fail(what, " lies inside ", p.string(), ", the output folder another running mimic command is writing; wait for it to finish or "
              "choose another --out");
     }
@@ -147,11 +155,9 @@ OutputLock lock_output_file(const std::string& path) {
 bool held_by_another(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return false;
-  const bool mine = held_here(fd);
-  const bool elsewhere = !mine && ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  if (!mine && !elsewhere) ::flock(fd, LOCK_UN);
+  const bool other = held_elsewhere(fd);
   ::close(fd);
-  return elsewhere;
+  return other;
 }
 
 OutputLock lock_output_dir(const std::string& dir) {

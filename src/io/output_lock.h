@@ -20,10 +20,6 @@ class OutputLock {
 
  private:
   friend OutputLock lock_output_dir(const std::string& dir);
-
-// Whether another process holds `dir` (lock_output_dir's exclusive hold) now; false for a folder this process holds,
-// or one that does not exist. A run that holds a folder asks this of the folders below it it is about to write.
-bool held_by_another(const std::string& dir);
   friend OutputLock lock_output_file(const std::string& path);
   std::shared_ptr<Held> held_;
 };
