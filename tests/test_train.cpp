@@ -212,7 +212,8 @@ TEST(TrainEngine, ARerunOfAFinishedRunRefusesABestModelChangedSinceItFinished) {
   auto changed = bytes;
   changed[changed.size() - 1] ^= 1;  // one bit of the last weight
   mimic::test::write_bytes(best, changed);
-  EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 20)), "best/model.safetensors is not the file this run saved");
+  EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 20)),
+                     "best/model.safetensors is not a file this run wrote (exports.json records other bytes there)");
   // promoted into the folder (as finetune does), the same bytes are found there
   std::filesystem::rename(best, dir.file("model.safetensors"));
   EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 20)), "model.safetensors is not the file this run saved");
@@ -251,6 +252,15 @@ TEST(TrainEngine, ARunKilledBetweenABestExportAndItsCheckpointResumes) {
   EXPECT_MIMIC_ERROR(train(resumed_task, other), "was written with other settings: eval_every (10 then, 5 now)");
 }
 
+// Edits a run folder's export book (run_state.h's kExports) as a kill at some point would have left it
+namespace {
+void edit_export_book(const TempDir& dir, const std::function<void(nlohmann::json&)>& edit) {
+  auto book = nlohmann::json::parse(mimic::test::read_bytes(dir.file("exports.json")));
+  edit(book);
+  mimic::test::write_bytes(dir.file("exports.json"), book.dump());
+}
+}  // namespace
+
 // best/ changes only after the checkpoint that records it, so an unfinished run's resume checks it: a model copied
 // into it is refused (it was promoted as the run's result: issue 38). A run killed after that checkpoint and before
 // the swap finds its export in best.new/ and swaps it in; a best.new/ no checkpoint records is removed.
@@ -270,17 +280,29 @@ TEST(TrainEngine, AnUnfinishedRunsResumeRefusesAForeignBestModelAndFinishesACutS
   auto changed = bytes;
   changed[changed.size() - 1] ^= 1;
   mimic::test::write_bytes(best, changed);
-  EXPECT_MIMIC_ERROR(train(task, half), "best/model.safetensors is not the file this run saved (at step 20");
+  EXPECT_MIMIC_ERROR(train(task, half), "best/model.safetensors is not a file this run wrote (exports.json records other bytes there)");
   mimic::test::write_bytes(best, bytes);
-  // killed between the checkpoint and the swap: best/ gone, its replacement staged
+  // the checkpoint's digests are checked too (a run from before the export book: none, and it adopts what is there)
+  const auto book = mimic::test::read_bytes(b.file("exports.json"));
+  std::filesystem::remove(b.file("exports.json"));
+  mimic::test::write_bytes(best, changed);
+  EXPECT_MIMIC_ERROR(train(task, half), "best/model.safetensors is not the file this run saved (at step 20");
+  EXPECT_FALSE(std::filesystem::exists(b.file("exports.json"))) << "a refused run adopted what it refused";
+  mimic::test::write_bytes(best, bytes);
+  mimic::test::write_bytes(b.file("exports.json"), book);
+  // killed between the checkpoint and the swap: best/ gone, its replacement staged, as the export book records it
   std::filesystem::rename(b.file("best"), b.file("best.new"));
+  edit_export_book(b, [](nlohmann::json& book) { book["best.new"] = book["best"]; book.erase("best"); });
   auto resumed = toy.task();
   auto r = train(resumed, half);
   EXPECT_EQ(r.resumed_from, 20);
   EXPECT_EQ(mimic::test::read_bytes(best), bytes);
-  // a staged export no checkpoint records (killed before its checkpoint) is removed
+  // a staged export no checkpoint records (killed before its checkpoint: the book holds it, or null where the export
+  // itself was cut short) is removed; one the book does not hold either is nobody's the run knows, and is refused
   std::filesystem::create_directories(b.file("best.new"));
   mimic::test::write_bytes(b.file("best.new/model.safetensors"), "not recorded");
+  EXPECT_MIMIC_ERROR(train(task, half), "best.new/model.safetensors is not a file this run wrote (exports.json records no such file there)");
+  edit_export_book(b, [](nlohmann::json& book) { book["best.new"] = nullptr; });
   auto rest = toy.task();
   r = train(rest, options(b.path().string(), 40));
   EXPECT_EQ(r.steps, 40);
@@ -321,6 +343,54 @@ TEST(TrainEngine, AFreshRunRemovesTheLastAndSnapshotsAnEarlierRunExported) {
   EXPECT_TRUE(std::filesystem::exists(dir.file("step-notes")));
   EXPECT_EQ(mimic::test::read_bytes(dir.file("step-04/model.safetensors")), "a copy");
   EXPECT_TRUE(std::filesystem::exists(dir.file("best/model.safetensors")));
+}
+
+// A model copied by hand into a finished run's export folders — best/, last/, a step-N/ snapshot, or over the model
+// promoted into the folder itself — is not the run's: a rerun replaced it and --fresh removed it, exit 0 (the fourteenth
+// probe of 2026-11-30). The export book records the bytes the run wrote there; anything else is refused and left as it
+// is, and the run's own exports are still the run's to replace and remove.
+TEST(TrainEngine, AModelCopiedByHandIntoAFinishedRunsExportFoldersIsRefusedNotReplacedOrRemoved) {
+  // a 20-step toy run with a snapshot at 10 and last/ kept; `promote`: its best model promoted into the folder
+  auto run = [](const TempDir& dir, bool fresh, bool promote, int seed) {
+    torch::manual_seed(seed);
+    Toy toy;
+    auto task = toy.task();
+    task.out_is_model = true;
+    auto o = options(dir.path().string(), 20);
+    o.snapshot_every = 10;
+    o.keep_last = true;
+    o.fresh = fresh;
+    train(task, o);
+    if (promote) promote_best(dir.path().string());
+  };
+  TempDir other;
+  run(other, false, false, 6);
+  const auto theirs = mimic::test::read_bytes(other.file("step-10/model.safetensors"));
+  for (const std::string sub : {"best", "last", "step-10", "."}) {
+    for (const bool fresh : {false, true}) {
+      TempDir dir;
+      const bool promote = sub == ".";
+      run(dir, false, promote, 5);
+      const std::string copied = sub == "." ? dir.file("model.safetensors") : dir.file(sub + "/model.safetensors");
+      ASSERT_TRUE(std::filesystem::exists(copied)) << sub;
+      run(dir, false, promote, 5);  // untouched: the rerun accepts its own exports
+      mimic::test::write_bytes(copied, theirs);
+      EXPECT_MIMIC_ERROR(run(dir, fresh, promote, 5), copied + " is not a file this run wrote (exports.json records other bytes there)");
+      EXPECT_EQ(mimic::test::read_bytes(copied), theirs) << sub << (fresh ? " --fresh" : "");
+    }
+  }
+  // a file at a name the run's export writes, which the run never wrote there (a model copied into a snapshot of its own)
+  TempDir dir;
+  run(dir, false, false, 5);
+  mimic::test::write_bytes(dir.file("step-10/config.json"), "{}");
+  EXPECT_MIMIC_ERROR(run(dir, true, false, 5), dir.file("step-10/config.json") + " is not a file this run wrote (exports.json records no such file there)");
+  std::filesystem::remove(dir.file("step-10/config.json"));
+  // the run's own exports, untouched, a fresh start removes (and the book forgets)
+  run(dir, true, false, 5);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("step-10/model.safetensors")));
+  const auto book = nlohmann::json::parse(mimic::test::read_bytes(dir.file("exports.json")));
+  EXPECT_EQ(book["step-10"]["model.safetensors"], mimic::io::file_digest(dir.file("step-10/model.safetensors")));
+  EXPECT_FALSE(book.contains("best.new"));
 }
 
 // Found by the crash-safety soak (bench/soak.sh): the log's loss is a mean over the steps since the previous log

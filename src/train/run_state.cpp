@@ -68,7 +68,11 @@ void check_best_files(const std::string& out_dir, const Saved& s) {
 void swap_in_staged_best(const std::string& out_dir, const TrainTask& task) {
   const fs::path staged = fs::path(out_dir) / kStagedBest, best = fs::path(out_dir) / "best";
   remove_export_folder(best, task);
+  // the book names best.new's files at best before the rename: a kill on either side leaves every file recorded where it lies
+  forget_export(out_dir, "best");
+  record_export_at(out_dir, kStagedBest, "best");
   fs::rename(staged, best);
+  forget_export(out_dir, kStagedBest);
 }
 
 void settle_staged_best(const std::string& out_dir, const Saved* s, const TrainTask& task) {
@@ -80,6 +84,7 @@ void settle_staged_best(const std::string& out_dir, const Saved* s, const TrainT
     return;
   }
   remove_export_folder(staged, task);
+  forget_export(out_dir, kStagedBest);
 }
 
 namespace {
@@ -92,7 +97,137 @@ bool is_snapshot(const std::string& name) {
 bool export_file(const TrainTask& task, const std::string& name) {
   return task.is_export_file ? task.is_export_file(name) : models::is_model_file(name);
 }
+
+std::string book_path(const std::string& out_dir) { return (fs::path(out_dir) / kExports).string(); }
+
+fs::path folder_path(const std::string& out_dir, const std::string& folder) {
+  return folder == "." ? fs::path(out_dir) : fs::path(out_dir) / folder;
+}
+
+// The files of `dir` an export writes there (the promoted model's in "."), as name → digest
+nlohmann::json exported_digests(const fs::path& dir, const TrainTask& task, bool promoted) {
+  nlohmann::json files = nlohmann::json::object();
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file(ec) || e.is_symlink(ec) || !(promoted ? models::is_model_file(name) : export_file(task, name))) continue;
+    files[name] = io::file_digest(e.path().string());
+  }
+  return files;
+}
+
+// The folders out_dir holds that a run exports into (links are not folders of the run's: check_export_folders), and
+// "." where the run's best model is promoted into out_dir
+std::vector<std::string> export_folders(const std::string& out_dir, const TrainTask& task) {
+  std::vector<std::string> folders;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(out_dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if ((name == "best" || name == kStagedBest || name == "last" || is_snapshot(name)) && e.is_directory(ec) && !e.is_symlink(ec))
+      folders.push_back(name);
+  }
+  if (task.out_is_model) folders.push_back(".");
+  return folders;
+}
+
+// nullopt: no book (no run yet, or a run from before it)
+std::optional<nlohmann::json> read_book(const std::string& out_dir) {
+  const std::string path = book_path(out_dir);
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) return std::nullopt;
+  const std::string where = path + " (what the run exported)";
+  const char* way_out = "; delete it (the run then takes what its export folders hold as its own), or give another --out";
+  MIMIC_CHECK(fs::is_regular_file(fs::symlink_status(path, ec)), path, " is not a regular file", way_out);
+  nlohmann::json book;
+  try {
+    book = json_parse(io::read_text_file(path), where);
+  } catch (const Error& e) {
+    fail(e.what(), way_out);
+  }
+  MIMIC_CHECK(book.is_object(), where, ": expected a JSON object (folder → files), got ", book.type_name(), way_out);
+  for (const auto& [folder, files] : book.items()) {
+    MIMIC_CHECK(folder == "." || folder == "best" || folder == kStagedBest || folder == "last" || is_snapshot(folder), where,
+                ": '", folder, "' is no folder a run exports into", way_out);
+    if (files.is_null()) continue;
+    MIMIC_CHECK(files.is_object(), where, ": the entry of ", folder, " must be an object (file → digest) or null, got ", files.type_name(), way_out);
+    for (const auto& [name, digest] : files.items())
+      MIMIC_CHECK(digest.is_string() && !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos, where,
+                  ": the entry of ", folder, " holds a bad file '", name, "'", way_out);
+  }
+  return book;
+}
+
+void write_book(const std::string& out_dir, const nlohmann::json& book) { io::write_text_atomically(book_path(out_dir), book.dump(1) + "\n"); }
+
+// Every file of the run's export folders at a name its exports write is the one the book records there. Called at the
+// start of a run with an earlier one in out_dir (without, check_export_folders refuses any folder that holds something),
+// before anything is removed or replaced.
+void check_export_book(const std::string& out_dir, const TrainTask& task) {
+  const auto book = read_book(out_dir);
+  if (!book) return;  // a run from before the book: open_export_book adopts what its folders hold
+  auto records = [&](const std::string& folder, const std::string& name, const std::string& digest) {
+    const auto it = book->find(folder);
+    return it != book->end() && it->is_object() && it->contains(name) && (*it)[name] == digest;
+  };
+  for (const auto& folder : export_folders(out_dir, task)) {
+    const auto entry = book->find(folder);
+    if (entry != book->end() && entry->is_null()) continue;  // an export there was cut short: what it left is the run's
+    const fs::path dir = folder_path(out_dir, folder);
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (!e.is_regular_file(ec) || e.is_symlink(ec) || !(folder == "." ? models::is_model_file(name) : export_file(task, name))) continue;
+      const std::string digest = io::file_digest(e.path().string());
+      // in ".", a promotion cut short leaves some of best/'s files moved there already
+      if (records(folder, name, digest) || (folder == "." && records("best", name, digest))) continue;
+      const bool named = entry != book->end() && entry->contains(name);
+      fail(e.path().string(), " is not a file this run wrote (", kExports, " records ", named ? "other bytes" : "no such file", " there): ",
+           "the run would replace or remove it; move it out of ", dir.string(), ", or give another --out");
+    }
+  }
+}
 }  // namespace
+
+void open_export_book(const std::string& out_dir, const TrainTask& task, bool earlier_run) {
+  auto book = earlier_run ? read_book(out_dir) : std::nullopt;
+  if (!book) {
+    book = nlohmann::json::object();
+    // a run from before the book: what its folders hold is taken as its own (the rule before the book)
+    if (earlier_run)
+      for (const auto& folder : export_folders(out_dir, task)) {
+        auto files = exported_digests(folder_path(out_dir, folder), task, folder == ".");
+        if (!files.empty()) (*book)[folder] = std::move(files);
+      }
+  }
+  write_book(out_dir, *book);
+}
+
+nlohmann::json export_recorded(const std::string& out_dir, const std::string& folder, const TrainTask& task) {
+  auto book = read_book(out_dir).value_or(nlohmann::json::object());
+  book[folder] = nullptr;
+  write_book(out_dir, book);
+  task.export_model(folder_path(out_dir, folder).string());
+  auto files = exported_digests(folder_path(out_dir, folder), task, /*promoted=*/false);
+  book[folder] = files;
+  write_book(out_dir, book);
+  return files;
+}
+
+void forget_export(const std::string& out_dir, const std::string& folder) {
+  auto book = read_book(out_dir);
+  if (!book || !book->contains(folder)) return;
+  book->erase(folder);
+  write_book(out_dir, *book);
+}
+
+void record_export_at(const std::string& out_dir, const std::string& from, const std::string& to) {
+  auto book = read_book(out_dir);
+  if (!book || !book->contains(from) || !(*book)[from].is_object()) return;
+  auto& into = (*book)[to];
+  if (!into.is_object()) into = nlohmann::json::object();
+  into.update((*book)[from]);
+  write_book(out_dir, *book);
+}
 
 void check_export_folders(const std::string& out_dir, const TrainTask& task, bool earlier_run) {
   // The folders the run exports into are its own: a link there is the user's, and was removed without a word (the
@@ -128,6 +263,7 @@ void check_export_folders(const std::string& out_dir, const TrainTask& task, boo
     models::refuse_odd_model_file_names(e.path().string(), exported);
   }
   models::refuse_odd_model_file_names(out_dir, exported);  // the best model is promoted into --out itself
+  if (earlier_run) check_export_book(out_dir, task);
   for (const char* name : {"best", kStagedBest}) {
     const fs::path dir = fs::path(out_dir) / name;
     if (!fs::is_directory(dir, ec)) continue;
@@ -178,6 +314,7 @@ void remove_earlier_exports(const std::string& out_dir) {
     models::remove_model_files(p.string());
     if (fs::is_empty(p, ec)) fs::remove(p, ec);
   }
+  for (const auto& p : gone) forget_export(out_dir, p.filename().string());
 }
 
 std::optional<at::Generator> device_generator(const TrainTask& task) {

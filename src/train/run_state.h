@@ -1,6 +1,7 @@
 // The state a training run keeps in its output folder (internal to src/train/: trainer.cpp's train() and run_state.cpp):
 // the checkpoint (parameters, optimizer moments, random states and the run's numbers, written under its final name
-// only complete), the journal log.jsonl, and the staged best export. Not an API: nothing outside src/train/ includes it.
+// only complete), the journal log.jsonl, the staged best export and the export book (exports.json). Not an API: nothing
+// outside src/train/ includes it.
 #pragma once
 #include <ATen/core/Generator.h>
 
@@ -67,8 +68,29 @@ void swap_in_staged_best(const std::string& out_dir, const TrainTask& task);
 // finetune removed best/ with the notes in it: the tenth probe) rather than removed or promoted into the folder.
 // `earlier_run`: out_dir holds a run (its checkpoint or log). Without one, the export folders are nobody's this run
 // knows: any that holds something (another command's export, conversion, report or run placed there) is refused,
-// --fresh or not — a fresh start replaced or removed them, exit 0 (the thirteenth probe of 2026-11-30).
+// --fresh or not — a fresh start replaced or removed them, exit 0 (the thirteenth probe of 2026-11-30). With one, every
+// file there at a name the run's exports write must be the one its export book (kExports, below) records.
 void check_export_folders(const std::string& out_dir, const TrainTask& task, bool earlier_run);
+// The export book, out_dir/exports.json: what the run wrote into each folder it exports into — best.new, best, last,
+// step-N, and "." (out_dir itself, where finetune and pretrain promote the best model) — as folder → {file → digest},
+// or folder → null while an export there is under way (the run's, whatever it left). A run removes or replaces a file
+// there only when the book records it with those bytes: a model copied by hand into a finished run's best/, last/ or
+// step-N/ was removed by --fresh or replaced by a rerun, exit 0 (the fourteenth probe of 2026-11-30). A run folder from
+// before the book (a checkpoint or log, no exports.json) adopts what its folders hold, as the run's: the rule before it.
+inline constexpr const char* kExports = "exports.json";
+
+// At a run's start, once its checks passed and an earlier run's exports were settled (removed by a fresh start, a
+// staged best swapped in): the book read (adopted or begun where there is none) and written back, so that every later
+// export and removal updates it.
+void open_export_book(const std::string& out_dir, const TrainTask& task, bool earlier_run);
+// task.export_model into out_dir/folder, recorded: null before (an export cut short is the run's), the digests after.
+// Returns the digests.
+nlohmann::json export_recorded(const std::string& out_dir, const std::string& folder, const TrainTask& task);
+// The book's entry for `folder` dropped (its files removed)
+void forget_export(const std::string& out_dir, const std::string& folder);
+// The book's entry for `from` given to `to` as well, merged over what `to` records (its files renamed or moved there)
+void record_export_at(const std::string& out_dir, const std::string& from, const std::string& to);
+
 // A snapshot's folder, out_dir/step-N, made ready just before the export: a link placed there while the run trained
 // is removed (never what it names: a link made after the start's check was written through, the thirteenth probe).
 void clear_link_at_export(const std::string& dir);

@@ -118,6 +118,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
         fs::remove(dir, ec);
       } else if (fs::is_directory(dir)) {
         models::remove_model_files(dir.string());
+        forget_export(o.out_dir, "last");
         if (fs::is_empty(dir, ec)) fs::remove(dir, ec);
       }
       if (!fs::exists(fs::symlink_status(dir))) {
@@ -127,7 +128,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       // the user's files keep the folder: the model is exported into it instead of a link
     }
     if (fs::is_symlink(dir)) fs::remove(dir);
-    task.export_model(dir.string());
+    export_recorded(o.out_dir, "last", task);
   };
 
   AdamW opt(task.params, o.adam);
@@ -166,13 +167,18 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       if (earlier_run) remove_earlier_exports(o.out_dir);
       // and its model, where out_dir is one: only now, after the folder's checks and the ranks' agreement (removed
       // before them, a refused --fresh had deleted the finished run's model: the thirteenth probe)
-      if (task.out_is_model) models::remove_model_files(o.out_dir);
+      if (task.out_is_model) {
+        models::remove_model_files(o.out_dir);
+        forget_export(o.out_dir, ".");
+      }
       if (fs::exists(log)) fs::remove(log);
       // the log's first line names the command: a run killed before its first checkpoint is still known as that
       // command's (finetune took over a folder holding a pretrain run's log alone: the seventh probe of 2026-11-29)
       if (!o.command.empty()) log_line({{"step", 0}, {"command", o.command}});
       settle_staged_best(o.out_dir, nullptr, task);
     }
+    // last, once every check passed: a run from before the book, refused, adopted nothing (its best/ changed since)
+    open_export_book(o.out_dir, task, earlier_run);
     return nlohmann::json{{"resumed", resumed}, {"state", state_json(s)}}.dump();
   });
   if (group.size() > 1) {
@@ -241,8 +247,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       if (task.export_model && lead) {
         const std::string staged = o.out_dir + "/" + kStagedBest;
         remove_export_folder(staged, task);  // an earlier evaluation's, not yet checkpointed
-        task.export_model(staged);
-        s.best_files = file_digests(staged);
+        s.best_files = export_recorded(o.out_dir, kStagedBest, task);
         best_staged = true;
       }
     }
@@ -364,7 +369,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
     if (o.snapshot_every > 0 && done % o.snapshot_every == 0 && task.export_model && lead) {
       const std::string snapshot = o.out_dir + "/step-" + std::to_string(done);
       clear_link_at_export(snapshot);
-      task.export_model(snapshot);
+      export_recorded(o.out_dir, "step-" + std::to_string(done), task);
     }
     const bool early = patience_spent(done) && done < last;
     if (done % o.checkpoint_every == 0 || done == last || early) {
@@ -453,8 +458,12 @@ void promote_best(const std::string& out_dir) {
   std::stable_partition(files.begin(), files.end(), [](const fs::path& f) { return f.filename() != "config.json"; });
   // a rename within one directory tree is atomic: a promotion cut short leaves the rest in best/, and a rerun
   // moves it
+  // the export book names best/'s files in out_dir once they are there (until then, a file in out_dir may be one of
+  // best/'s: run_state.cpp's check_export_book)
   for (const auto& f : files) io::move_file_durably(f.string(), (fs::path(out_dir) / f.filename()).string());
+  run::record_export_at(out_dir, "best", ".");
   remove_export_folder(best, TrainTask{});  // empty by now: every file was moved
+  run::forget_export(out_dir, "best");
 }
 
 }  // namespace mimic::train
