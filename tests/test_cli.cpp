@@ -500,6 +500,19 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"bench generate --model " + m + " --batch-sizes 1,2,1", "--batch-sizes: '1,2,1' names 1 twice"},
       // an output named with a tab or a newline split the lines naming it
       {"forward --model " + m + " --text hi --out 'a\tb.safetensors'", "--out: the output path has a control character"},
+      // mistakes a command's own checks find, after CLI11's: they exited 1 (the thirteenth and fourteenth probes)
+      {"finetune --task lm --model " + m + " --data sotu --steps 20 --warmup 21 --out o", "--warmup 21 must be at most --steps 20"},
+      {"pretrain --arch gpt2 --data sotu --steps 5 --end-at 6 --out o", "--end-at: must be in [0, --steps = 5]"},
+      {"distill --model " + m + " --data sotu --loss ce --mse-weight 3 --out d.safetensors", "--mse-weight weighs the terms of --loss ce+mse"},
+      {"convert --model " + m + " --maps " + m + "/config.json --keep-softmax auto:50% --placement kl --out c",
+       "--keep-softmax auto:50%: auto:P% is a share of the teacher's copy gain, which only --placement probe measures"},
+      {"finetune --task cls --model " + m + " --data /nonexistent/x --seq-len 2 --out o", "--seq-len must be at least 3 for classification"},
+      {"finetune --task lm --model " + m + " --data /nonexistent/x --copy-fraction 0.5 --copy-span 8 --out o",
+       "--copy-span takes MIN,MAX (two token counts), got 1 value"},
+      {"finetune --task lm --model " + m + " --data /nonexistent/x --copy-span 5,3 --out o", "--copy-span 5,3: MIN must not exceed MAX"},
+      {"finetune --task lm --model " + m + " --data sotu --lora-alpha 4 --out o", "--lora-alpha needs --lora R"},
+      {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-310 --out o", "which is too small to compute with"},
+      {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-300 --out o", "--kd 1e-300: the temperature must be 0 (off) or in [0.01, 100]"},
   };
   for (const auto& [args, message] : usage) {
     SCOPED_TRACE(args);
@@ -520,7 +533,7 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
                         "--map-options must be a JSON object {\"key\": value, ...}, got null");
   // the gradient exchange's options change nothing in one process: said, not refused (one command line serves both)
   auto single = mimic_cli("pretrain --arch gpt2 --data sotu --allreduce sync --bucket-mb 2 --out o");
-  EXPECT_EQ(single.code, 1);
+  EXPECT_EQ(single.code, 2);  // then refused: neither --config nor --init, a usage error
   EXPECT_NE(single.err.find("mimic: note: --allreduce applies to runs of several ranks (mimic launch, WORLD_SIZE > 1); this run is one "
                             "process\nmimic: note: --bucket-mb applies"), std::string::npos) << single.err;
 }

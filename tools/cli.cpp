@@ -110,8 +110,8 @@ void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy) {
   sub.add_option_function<std::vector<int64_t>>(
          "--copy-span",
          [&copy](const std::vector<int64_t>& v) {
-           MIMIC_CHECK(v.size() == 2, "--copy-span takes MIN,MAX (two token counts), got ", v.size(), " values");
-           MIMIC_CHECK(v[0] <= v[1], "--copy-span ", v[0], ",", v[1], ": MIN must not exceed MAX");
+           MIMIC_USAGE_CHECK(v.size() == 2, "--copy-span takes MIN,MAX (two token counts), got ", v.size(), " value", v.size() == 1 ? "" : "s");
+           MIMIC_USAGE_CHECK(v[0] <= v[1], "--copy-span ", v[0], ",", v[1], ": MIN must not exceed MAX");
            copy.min_span = v[0];
            copy.max_span = v[1];
          },
@@ -304,7 +304,7 @@ void note_clamped(const std::string& option, int64_t asked, int64_t used, const 
 
 std::string fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_t steps) {
   if (warmup <= steps) return "";  // the peak is reached at step `warmup` (optimizer.h), at the last step at the latest
-  MIMIC_CHECK(warmup_option == nullptr || warmup_option->count() == 0, "--warmup ", warmup, " must be at most --steps ", steps,
+  MIMIC_USAGE_CHECK(warmup_option == nullptr || warmup_option->count() == 0, "--warmup ", warmup, " must be at most --steps ", steps,
               " (a longer warm-up never reaches the peak learning rate)");
   const int64_t was = warmup;
   warmup = steps / 10;
@@ -594,7 +594,7 @@ std::string copy_shape_option_given(const CLI::App& sub) {
 }
 
 void refuse_copy_shape_without_copies(const std::string& given, const data::CopyCurriculum& copy) {
-  MIMIC_CHECK(given.empty() || copy.fraction > 0, given, " shapes the copy curriculum, which is off here: give --copy-fraction F > 0 "
+  MIMIC_USAGE_CHECK(given.empty() || copy.fraction > 0, given, " shapes the copy curriculum, which is off here: give --copy-fraction F > 0 "
               "as well, or leave ", given, " out");
   copy.validate();
 }

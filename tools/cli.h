@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "mimic/core/error.h"
+
 namespace mimic::io {
 enum class DType;
 }
@@ -19,6 +21,15 @@ namespace mimic {
 enum class Precision;
 }
 namespace mimic::data { struct CopyCurriculum; }
+
+// MIMIC_USAGE_CHECK(cond, "message ", value, ...): a mistake the command line alone shows, found in a command's callback
+// or an option's function (after CLI11's own checks, before any work). It leaves as CLI11's usage errors do — one line,
+// exit 2 (mimic.cpp) — where mimic::Error is a failure found while working (exit 1): `--warmup` above `--steps`,
+// `--mse-weight` without `--loss ce+mse` and `--copy-span 8` exited 1 (the thirteenth and fourteenth probes).
+#define MIMIC_USAGE_CHECK(cond, ...)                                                     \
+  do {                                                                                    \
+    if (!(cond)) throw ::CLI::ValidationError(::mimic::detail::concat(__VA_ARGS__));      \
+  } while (0)
 
 namespace mimic::cli {
 

@@ -170,10 +170,13 @@ void register_convert(CLI::App& app) {
     for (const CLI::Option* opt : sub->get_options()) {
       const std::string name = opt->get_name();
       if (opt->count() == 0 || (name != "--placement" && name.rfind("--probe-", 0) != 0)) continue;
-      MIMIC_CHECK(ranked, name, " shapes how --keep-softmax (or --cache-heads) auto:K ranks the heads: give ", pl.option(),
-                  " auto:K (or auto:P%), or leave ", name, " out");
-      MIMIC_CHECK(name == "--placement" || pl.rule != "kl", name, " sets the probe's calibration, which --placement kl does not run");
+      MIMIC_USAGE_CHECK(ranked, name, " shapes how --keep-softmax (or --cache-heads) auto:K ranks the heads: give ", pl.option(),
+                        " auto:K (or auto:P%), or leave ", name, " out");
+      MIMIC_USAGE_CHECK(name == "--placement" || pl.rule != "kl", name, " sets the probe's calibration, which --placement kl does not run");
     }
+    // as convert::convert says once the model has loaded (exit 1 before: the thirteenth probe)
+    MIMIC_USAGE_CHECK(!(ranked && pl.spec().back() == '%' && pl.rule == "kl"), pl.option(), " ", pl.spec(),
+                      ": auto:P% is a share of the teacher's copy gain, which only --placement probe measures");
     run(*a);
   });
 }

@@ -155,19 +155,19 @@ void register_distill(CLI::App& app) {
     auto given = [&](const char* name) { return sub->get_option(name)->count() > 0; };
     if (a->o.eval_only)
       for (const char* name : {"--epochs", "--lr", "--weight-decay", "--patience", "--train", "--fresh"})
-        MIMIC_CHECK(!given(name), name, " shapes training, which --eval-only does not run: leave it out");
+        MIMIC_USAGE_CHECK(!given(name), name, " shapes training, which --eval-only does not run: leave it out");
     if (!a->o.record.empty())
       for (const char* name : {"--split", "--samples", "--seq-len"})
-        MIMIC_CHECK(!given(name), name, " chooses what online mode (--model, --data) runs the teacher on; a record holds its samples "
+        MIMIC_USAGE_CHECK(!given(name), name, " chooses what online mode (--model, --data) runs the teacher on; a record holds its samples "
                     "already: leave it out");
     if (a->o.epochs == 0 && !a->o.eval_only)
       for (const char* name : {"--lr", "--weight-decay", "--patience"})
-        MIMIC_CHECK(!given(name), name, " shapes training, which --epochs 0 does not run (the maps are written as initialised): "
+        MIMIC_USAGE_CHECK(!given(name), name, " shapes training, which --epochs 0 does not run (the maps are written as initialised): "
                     "leave it out");
     // while parsing, not after the record is opened (distill::student_spec says the same for library callers)
-    MIMIC_CHECK(a->o.sla || a->o.train.empty() || a->o.train == "maps", "--train ", a->o.train, " needs SLA gates (--sla)");
+    MIMIC_USAGE_CHECK(a->o.sla || a->o.train.empty() || a->o.train == "maps", "--train ", a->o.train, " needs SLA gates (--sla)");
     for (const char* name : {"--ce-weight", "--mse-weight"})
-      MIMIC_CHECK(!given(name) || a->o.loss == "ce+mse", name, " weighs the terms of --loss ce+mse; with --loss ", a->o.loss,
+      MIMIC_USAGE_CHECK(!given(name) || a->o.loss == "ce+mse", name, " weighs the terms of --loss ce+mse; with --loss ", a->o.loss,
                   " there is one term: leave it out");
     run(*a);
   });

@@ -97,13 +97,15 @@ void run(FinetuneArgs& a) {
   f.export_dtype = storage_dtype_arg(a.dtype);
   if (a.resume && train::writes_outputs())  // rank 0 reads the checkpoint (other machines may have none)
     MIMIC_CHECK(std::filesystem::exists(f.train.out_dir + "/checkpoint.safetensors"), "--resume: no checkpoint in ", f.train.out_dir);
-  MIMIC_CHECK(!(a.resume && f.train.fresh), "give --resume or --fresh, not both");
+  MIMIC_USAGE_CHECK(!(a.resume && f.train.fresh), "give --resume or --fresh, not both");
   // rank 0 alone acts on these: another rank's were dropped without a word (the fourth probe of 2026-11-27)
   f.train.rank_settings.update({{"resume", a.resume}, {"json", a.common.json}});
-  MIMIC_CHECK(f.lora.rank > 0 || f.lora.alpha == 0, "--lora-alpha needs --lora R");
+  MIMIC_USAGE_CHECK(f.lora.rank > 0 || f.lora.alpha == 0, "--lora-alpha needs --lora R");
   // what depends on the command line only is refused before any model is loaded (the probe of 2026-11-27: after)
-  MIMIC_CHECK(a.kd == 0 || !f.teacher_dir.empty(), "--kd distils the teacher's logits: give the teacher with --teacher");
-  MIMIC_CHECK(a.kd > 0 || a.kd_lm_weight == 0, "--kd-lm-weight mixes the LM loss into logit distillation: it needs --kd T");
+  // logits divided by a temperature near 0 overflow: --kd 1e-300 ran, its loss NaN at step 1 (the fourteenth probe)
+  MIMIC_USAGE_CHECK(a.kd == 0 || a.kd >= 0.01, "--kd ", a.kd, ": the temperature must be 0 (off) or in [0.01, 100]");
+  MIMIC_USAGE_CHECK(a.kd == 0 || !f.teacher_dir.empty(), "--kd distils the teacher's logits: give the teacher with --teacher");
+  MIMIC_USAGE_CHECK(a.kd > 0 || a.kd_lm_weight == 0, "--kd-lm-weight mixes the LM loss into logit distillation: it needs --kd T");
 
   train::TrainResult tr;
   nlohmann::json student, teacher;
@@ -123,19 +125,19 @@ void run(FinetuneArgs& a) {
     copy_fraction = o.copy.fraction;
     refuse_copy_shape_without_copies(a.copy_shape_given, o.copy);
     // before the model loads (the data source says the same, after it: the fourth probe of 2026-11-27)
-    MIMIC_CHECK(o.copy.fraction == 0 || !data::is_recall_task(a.data), "the copy curriculum applies to prose corpora, not to ", a.data,
-                ": leave --copy-fraction out");
+    MIMIC_USAGE_CHECK(o.copy.fraction == 0 || !data::is_recall_task(a.data), "the copy curriculum applies to prose corpora, not to ", a.data,
+                      ": leave --copy-fraction out");
     auto r = finetune::finetune_lm(o);
     tr = r.train;
     student = scores_json(r.student);
     if (r.teacher) teacher = scores_json(*r.teacher);
   } else {
-    MIMIC_CHECK(!a.test, "--test is for --task lm (cls always scores the test split when the data has one)");
-    MIMIC_CHECK(a.kd == 0 && a.kd_lm_weight == 0, "--kd and --kd-lm-weight are for --task lm, not cls");
-    MIMIC_CHECK(a.copy.fraction == 0 && a.copy_shape_given.empty(), "the copy curriculum (--copy-*) is for --task lm, not cls");
-    MIMIC_CHECK(!a.eval_batches_given, "--eval-batches is for --task lm (cls scores the whole validation split)");
+    MIMIC_USAGE_CHECK(!a.test, "--test is for --task lm (cls always scores the test split when the data has one)");
+    MIMIC_USAGE_CHECK(a.kd == 0 && a.kd_lm_weight == 0, "--kd and --kd-lm-weight are for --task lm, not cls");
+    MIMIC_USAGE_CHECK(a.copy.fraction == 0 && a.copy_shape_given.empty(), "the copy curriculum (--copy-*) is for --task lm, not cls");
+    MIMIC_USAGE_CHECK(!a.eval_batches_given, "--eval-batches is for --task lm (cls scores the whole validation split)");
     // before any model loads, as the other refusals here (the probe of 2026-11-27: after)
-    MIMIC_CHECK(a.seq_len.value_or(128) >= 3, "--seq-len must be at least 3 for classification ([CLS] token [SEP]), got ", *a.seq_len);
+    MIMIC_USAGE_CHECK(a.seq_len.value_or(128) >= 3, "--seq-len must be at least 3 for classification ([CLS] token [SEP]), got ", *a.seq_len);
     finetune::ClassifyOptions o;
     static_cast<finetune::FinetuneOptions&>(o) = f;
     o.data = a.data;
@@ -234,7 +236,7 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--teacher", a->f.teacher_dir, "Evaluate this model on the same data at the end, side by side (and distil it with --kd)")
       ->transform(model_dir_arg());
   sub->add_option("--kd", a->kd,
-                  "lm: train on the teacher's logits, T²·KL(teacher ‖ student) at temperature T (> 0; 0: off; needs --teacher)")
+                  "lm: train on the teacher's logits, T²·KL(teacher ‖ student) at temperature T (in [0.01, 100]; 0: off; needs --teacher)")
       ->capture_default_str()
       ->transform(range::real(0, 100));
   sub->add_option("--kd-lm-weight", a->kd_lm_weight, "lm, with --kd: weight w in [0, 1] of the LM loss, mixed as w·LM + (1 − w)·KD")

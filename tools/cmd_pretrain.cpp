@@ -34,12 +34,12 @@ void run(PretrainArgs& a) {
   const auto lock = train::lock_run_output(a.o.train.out_dir);
   refuse_foreign_output(a.o.train.out_dir, OutputKind::TrainingRun, "pretrain");
   a.o.train.command = "pretrain";
-  MIMIC_CHECK(a.o.train.end_at <= a.o.train.steps, "--end-at: must be in [0, --steps = ", a.o.train.steps,
-              "] (a step of the --steps schedule; 0: its end), got ", a.o.train.end_at);
+  MIMIC_USAGE_CHECK(a.o.train.end_at <= a.o.train.steps, "--end-at: must be in [0, --steps = ", a.o.train.steps,
+                    "] (a step of the --steps schedule; 0: its end), got ", a.o.train.end_at);
   if (a.o.train.snapshot_every > a.o.train.steps)  // wrote no snapshot without a word (the thirteenth probe)
     std::fprintf(stderr, "mimic: note: --snapshot-every %lld is more than --steps (%lld): no snapshot is written\n",
                  static_cast<long long>(a.o.train.snapshot_every), static_cast<long long>(a.o.train.steps));
-  MIMIC_CHECK(a.config_path.empty() != a.o.init.empty(), "give --config (a fresh model) or --init (continue a model), one of them");
+  MIMIC_USAGE_CHECK(a.config_path.empty() != a.o.init.empty(), "give --config (a fresh model) or --init (continue a model), one of them");
   a.o.seq_len = data::lm_seq_len(a.o.corpus, a.seq_len_option->count() > 0, a.o.seq_len);
   const std::string warmup_note = fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);
   if (!a.config_path.empty()) {

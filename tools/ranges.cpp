@@ -78,6 +78,10 @@ CLI::Validator real(double lo, double hi, bool open_low, bool open_high) {
         // greedily: the eighth probe of 2026-11-29)
         if (number && v == 0 && m[1].str().find_first_of("123456789") != std::string::npos)
           return "must be a number in " + range + ", got " + input + ", which is too small to tell from 0 in double precision";
+        // a subnormal number is no value to compute with (its reciprocal is infinite): --kd 1e-310 ran, its loss NaN
+        // at step 1 (the fourteenth probe of 2026-11-30)
+        if (number && v != 0 && std::fabs(v) < std::numeric_limits<double>::min())
+          return "must be a number in " + range + ", got " + input + ", which is too small to compute with in double precision";
         if (number && (open_low ? v > lo : v >= lo) && (open_high ? v < hi : v <= hi)) return {};
         return "must be a number in " + range + ", got " + input;
       },

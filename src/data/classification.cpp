@@ -213,6 +213,21 @@ ClassificationData load_jsonl(const std::string& path) {
 
 }  // namespace
 
+namespace {
+// Whether the example at `a` ("FILE:LINE", as a JSON-lines file's examples name theirs) comes before the one at `b`
+bool line_before(const std::string& a, const std::string& b) {
+  const auto line = [](const std::string& at) {
+    const auto colon = at.rfind(':');
+    try {
+      return colon == std::string::npos ? int64_t{0} : static_cast<int64_t>(std::stoll(at.substr(colon + 1)));
+    } catch (const std::exception&) {
+      return int64_t{0};
+    }
+  };
+  return line(a) < line(b);
+}
+}  // namespace
+
 std::vector<std::string> classification_names() { return {"spam", "sotu-era"}; }
 
 void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, int64_t model_num_labels, const std::string& model) {
@@ -238,8 +253,19 @@ void align_labels(ClassificationData& d, const std::vector<std::string>& model_l
   if (!unknown.empty()) {
     const size_t shown = std::min<size_t>(unknown.size(), 8);
     const std::string more = unknown.size() > shown ? " and " + std::to_string(unknown.size() - shown) + " more" : "";
+    // where each is found first: a label on a file's last line alone was named without its line (the fourteenth probe)
+    std::string where;
+    for (size_t u = 0; u < shown; ++u) {
+      const auto i = static_cast<int64_t>(std::find(d.labels.begin(), d.labels.end(), unknown[u]) - d.labels.begin());
+      std::string first;
+      for (const auto* part : {&d.train, &d.validation, &d.test})
+        for (const auto& e : *part)
+          if (e.label == i && !e.doc_id.empty() && (first.empty() || line_before(e.doc_id, first))) first = e.doc_id;
+      if (!first.empty()) where += (where.empty() ? "" : ", ") + first;
+    }
+    if (!where.empty()) where = " (first at " + where + ")";
     fail(d.name, ": ", unknown.size() == 1 ? "label " : "labels ", nlohmann::json(std::vector<std::string>(unknown.begin(), unknown.begin() + shown)).dump(),
-         more, unknown.size() == 1 ? " is" : " are", " not among ", model, "'s labels (", nlohmann::json(model_labels).dump(),
+         more, where, unknown.size() == 1 ? " is" : " are", " not among ", model, "'s labels (", nlohmann::json(model_labels).dump(),
          ", its id2label); to train a new task, start from a model without a classifier");
   }
   for (auto* part : {&d.train, &d.validation, &d.test})

@@ -201,11 +201,11 @@ class BertFamily : public Family {
   std::vector<SizedTensor> sized_tensors(const ModelConfig& c) const override {
     const SizedDim d{c.d_model, c.keys.d_model};
     const std::string last = "encoder.layer." + std::to_string(c.n_layer - 1) + ".";
-    return {{"embeddings.word_embeddings.weight", "", {{c.vocab_size, c.keys.vocab_size}, d}},
-            {"embeddings.position_embeddings.weight", "", {{c.max_positions, c.keys.max_positions}, d}},
-            {"embeddings.token_type_embeddings.weight", "", {{c.type_vocab_size, "type_vocab_size"}, d}},
-            {last + "attention.self.query.weight", c.keys.n_layer, {d, d}},
-            {last + "intermediate.dense.weight", c.keys.n_layer, {{c.d_ff, c.keys.d_ff}, d}}};
+    return {{"embeddings.word_embeddings.weight", "", {{c.vocab_size, c.keys.vocab_size}, d}, ""},
+            {"embeddings.position_embeddings.weight", "", {{c.max_positions, c.keys.max_positions}, d}, ""},
+            {"embeddings.token_type_embeddings.weight", "", {{c.type_vocab_size, "type_vocab_size"}, d}, ""},
+            {last + "attention.self.query.weight", c.keys.n_layer, {d, d}, ""},
+            {last + "intermediate.dense.weight", c.keys.n_layer, {{c.d_ff, c.keys.d_ff}, d}, ""}};
   }
 
   // encoder.layer.<i>.attention.self.{query,key,value} and attention.output.dense

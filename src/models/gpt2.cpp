@@ -139,10 +139,10 @@ class Gpt2Family : public Family {
   std::vector<SizedTensor> sized_tensors(const ModelConfig& c) const override {
     const SizedDim d{c.d_model, c.keys.d_model};
     const std::string last = "h." + std::to_string(c.n_layer - 1) + ".";
-    return {{"wte.weight", "", {{c.vocab_size, c.keys.vocab_size}, d}},
-            {"wpe.weight", "", {{c.max_positions, c.keys.max_positions}, d}},
-            {last + "attn.c_attn.weight", c.keys.n_layer, {d, {3 * c.d_model, c.keys.d_model}}},
-            {last + "mlp.c_fc.weight", c.keys.n_layer, {d, {c.d_ff, c.keys.d_ff}}}};
+    return {{"wte.weight", "", {{c.vocab_size, c.keys.vocab_size}, d}, ""},
+            {"wpe.weight", "", {{c.max_positions, c.keys.max_positions}, d}, ""},
+            {last + "attn.c_attn.weight", c.keys.n_layer, {d, {3 * c.d_model, c.keys.d_model}}, ""},
+            {last + "mlp.c_fc.weight", c.keys.n_layer, {d, {c.d_ff, c.keys.d_ff}}, ""}};
   }
 
   bool is_embedding(const std::string& name) const override {

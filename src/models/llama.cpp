@@ -223,10 +223,10 @@ class LlamaFamily : public Family {
                                           : "num_key_value_heads absent (one per query head: " + std::to_string(c.kv_heads()) + ")";
     const SizedDim q_rows{c.n_head * c.head_dim(), "num_attention_heads × head_dim", "num_attention_heads " + std::to_string(c.n_head) + hd};
     std::vector<SizedTensor> out = {
-        {"embed_tokens.weight", "", {{c.vocab_size, c.keys.vocab_size}, d}},
-        {last + "self_attn.q_proj.weight", c.keys.n_layer, {q_rows, d}},
-        {last + "self_attn.k_proj.weight", c.keys.n_layer, {{c.kv_heads() * c.head_dim(), "num_key_value_heads × head_dim", kv_shown + hd}, d}},
-        {last + "mlp.gate_proj.weight", c.keys.n_layer, {{c.d_ff, c.keys.d_ff}, d}}};
+        {"embed_tokens.weight", "", {{c.vocab_size, c.keys.vocab_size}, d}, ""},
+        {last + "self_attn.q_proj.weight", c.keys.n_layer, {q_rows, d}, ""},
+        {last + "self_attn.k_proj.weight", c.keys.n_layer, {{c.kv_heads() * c.head_dim(), "num_key_value_heads × head_dim", kv_shown + hd}, d}, ""},
+        {last + "mlp.gate_proj.weight", c.keys.n_layer, {{c.d_ff, c.keys.d_ff}, d}, ""}};
     if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", "", {{c.vocab_size, c.keys.vocab_size}, d}, "tie_word_embeddings"});
     // q's bias: asked for by attention_bias (Llama, Qwen3), always there in Qwen2 (its config has no key for it)
     if (c.qkv_bias) out.push_back({last + "self_attn.q_proj.bias", c.keys.n_layer, {q_rows}, kind_ == Kind::Qwen2 ? "" : "attention_bias"});
