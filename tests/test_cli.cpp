@@ -513,6 +513,8 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"finetune --task lm --model " + m + " --data sotu --lora-alpha 4 --out o", "--lora-alpha needs --lora R"},
       {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-310 --out o", "which is too small to compute with"},
       {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-300 --out o", "--kd 1e-300: the temperature must be 0 (off) or in [0.01, 100]"},
+      {"pretrain --arch gpt2 --config " + m + "/config.json --data sotu --position-scale 1e-3 --out o", "--position-scale sets the sinusoidal table's size: it needs --position-init sinusoidal"},
+      {"pretrain --arch gpt2 --config " + m + "/config.json --data mqar:vocab=64,seq_len=32,pairs=4 --seq-len 33 --out o", "--seq-len 33 differs from the task's seq_len 32"},
   };
   for (const auto& [args, message] : usage) {
     SCOPED_TRACE(args);

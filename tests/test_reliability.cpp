@@ -648,6 +648,13 @@ TEST(OutputFolders, NoFileIsWrittenInsideATrainingRunAndAForeignLogIsNotReplaced
   EXPECT_EQ(ft.code, 1);
   EXPECT_NE(ft.err.find("holds log.jsonl, which is not a mimic training log"), std::string::npos) << ft.err;
   EXPECT_EQ(mimic::test::read_bytes(dir.file("notes/log.jsonl")), "my lab notes\n");
+  // a JSON-lines log with an integer step (HF's, PyTorch's) is not mimic's either: it was replaced, and what the folder's
+  // last/ held adopted and replaced (the fifteenth probe of 2026-11-30); mimic's log opens with {"step": 0, "command": …}
+  mimic::test::write_bytes(dir.file("notes/log.jsonl"), "{\"step\": 5, \"loss\": 1.0}\n");
+  auto stepped = mimic::test::mimic_cli("finetune --task lm --model " + teacher() + " --data all --steps 1 --threads 1 --out " + dir.file("notes"));
+  EXPECT_EQ(stepped.code, 1);
+  EXPECT_NE(stepped.err.find("holds log.jsonl, which is not a mimic training log"), std::string::npos) << stepped.err;
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("notes/log.jsonl")), "{\"step\": 5, \"loss\": 1.0}\n");
 }
 
 // The seventh probe of 2026-11-29: a report written into a distillation's checkpoint folder (maps.safetensors.ckpt/rep)
@@ -968,6 +975,15 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_NO_THROW(parse_config(with(bert, "classifier_dropout", nullptr)));
   EXPECT_NO_THROW(parse_config(with(gpt2, "summary_first_dropout", 0.1)));
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "id2label", {{"0", "a"}, {"1", "b"}, {"2", "a"}})), "id2label names 'a' twice (ids 0 and 2)");
+  // HF's aliases of GPT-2's keys win in HF where both are given: one that differs is refused (the fifteenth probe:
+  // another network in HF, the same tensors); an equal one, or null, is accepted
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "num_attention_heads", gpt2["n_head"].get<int64_t>() * 2)),
+                     "num_attention_heads " + std::to_string(gpt2["n_head"].get<int64_t>() * 2) + " differs from n_head " + gpt2["n_head"].dump());
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "hidden_size", 1)), "hidden_size 1 differs from n_embd");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "num_hidden_layers", 99)), "num_hidden_layers 99 differs from n_layer");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "max_position_embeddings", 3)), "max_position_embeddings 3 differs from n_positions");
+  EXPECT_NO_THROW(parse_config(with(gpt2, "num_attention_heads", gpt2["n_head"])));
+  EXPECT_NO_THROW(parse_config(with(gpt2, "hidden_size", nullptr)));
   // the third probe of 2026-11-27: a label2id contradicting id2label was accepted (and ignored); HF's default one
   // (LABEL_N) beside named id2label entries still loads
   const auto named = with(bert, "id2label", {{"0", "ham"}, {"1", "spam"}});
@@ -1513,6 +1529,49 @@ TEST(Resumes, ARotaryEditIsAnotherNetwork) {
   EXPECT_EQ(edited.code, 1);
   EXPECT_NE(edited.err.find("network is \"rope_theta 10000\" in the file, \"rope_theta 20000\" for this run"), std::string::npos)
       << edited.err;
+}
+
+// The fifteenth probe of 2026-11-30: distill --fresh removed its layer folders whole (remove_all), a kernel copied by
+// hand into a layer's best/ and the user's notes included, and a link at OUT.ckpt/layer_NN was written through. Each
+// layer's folder is a training run's: --fresh removes what that run wrote, checked against its export book first.
+TEST(Outputs, DistillFreshRemovesOnlyWhatItsLayerRunsWroteAndNeverWritesThroughALink) {
+  const auto refused = [](const mimic::test::RunResult& r, const std::string& message) {
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  };
+  TempDir dir;
+  fs::copy(mimic::test::fixture("models/llama"), dir.file("l"), fs::copy_options::recursive);
+  auto rec = mimic::test::mimic_cli("record --model " + dir.file("l") + " --data mqar:vocab=10,seq_len=24,pairs=3 --samples 4 --out " +
+                                    dir.file("r.h5") + " --threads 1");
+  ASSERT_EQ(rec.code, 0) << rec.err;
+  const std::string distill = "distill --record " + dir.file("r.h5") + " --feature-map hedgehog --epochs 2 --batch-size 2 --threads 1 --out ";
+  ASSERT_EQ(mimic::test::mimic_cli(distill + dir.file("m.safetensors")).code, 0);
+  const std::string layer = dir.file("m.safetensors.ckpt/layer_00");
+  ASSERT_TRUE(fs::exists(layer + "/best/kernel.safetensors"));
+  mimic::test::write_bytes(layer + "/notes.txt", "mine");
+  auto fresh = mimic::test::mimic_cli(distill + dir.file("m.safetensors") + " --fresh");
+  ASSERT_EQ(fresh.code, 0) << fresh.err;
+  EXPECT_EQ(mimic::test::read_bytes(layer + "/notes.txt"), "mine");
+  // another kernel copied into the layer's best/ (here: the run's own with one bit of its last weight changed) is refused
+  // by --fresh, and kept (a rerun without it finds the distillation done and touches nothing)
+  auto theirs = mimic::test::read_bytes(layer + "/best/kernel.safetensors");
+  theirs.back() ^= 1;
+  mimic::test::write_bytes(layer + "/best/kernel.safetensors", theirs);
+  for (const std::string again : {" --fresh"}) {
+    auto r = mimic::test::mimic_cli(distill + dir.file("m.safetensors") + again);
+    refused(r, layer + "/best/kernel.safetensors is not a file this run wrote");
+    EXPECT_EQ(mimic::test::read_bytes(layer + "/best/kernel.safetensors"), theirs);
+  }
+  // a link at a layer's folder: refused, and nothing written where it points
+  fs::create_directories(dir.file("elsewhere"));
+  fs::create_directories(dir.file("n.safetensors.ckpt"));
+  fs::create_directory_symlink(dir.file("elsewhere"), dir.file("n.safetensors.ckpt/layer_00"));
+  for (const std::string again : {"", " --fresh"}) {
+    auto r = mimic::test::mimic_cli(distill + dir.file("n.safetensors") + again);
+    refused(r, dir.file("n.safetensors.ckpt/layer_00") + " is a link, where distill keeps a layer's run");
+    EXPECT_TRUE(fs::is_empty(dir.file("elsewhere")));
+  }
 }
 
 // The tenth probe: any regular file at distill's OUT.ckpt was called "a checkpoint of an older mimic", and the --fresh

@@ -393,6 +393,93 @@ TEST(TrainEngine, AModelCopiedByHandIntoAFinishedRunsExportFoldersIsRefusedNotRe
   EXPECT_FALSE(book.contains("best.new"));
 }
 
+// The fifteenth probe of 2026-11-30, against the export book: what the book cannot vouch for is refused, before the
+// run trains or at the export it would have replaced — a model at a model's name in a folder with no run yet, another
+// command's file at the checkpoint's name (the refusal said --fresh, which replaced it), a link at an export's file
+// name, a model copied into a snapshot's folder while the run trains; and an export cut short is settled at the next
+// start (its null entry stayed for good where the resume took another --snapshot-every).
+TEST(TrainEngine, WhatTheExportBookCannotVouchForIsRefusedAndACutShortExportIsSettled) {
+  auto run = [](const TempDir& dir, bool fresh, int64_t snapshot_every = 10) {
+    torch::manual_seed(5);
+    Toy toy;
+    auto task = toy.task();
+    task.out_is_model = true;
+    auto o = options(dir.path().string(), 20);
+    o.snapshot_every = snapshot_every;
+    o.keep_last = true;
+    o.fresh = fresh;
+    return train(task, o);
+  };
+  TempDir other;
+  run(other, false);
+  const auto theirs = mimic::test::read_bytes(other.file("step-10/model.safetensors"));
+  for (const bool fresh : {false, true}) {
+    {  // a model in a folder with no run
+      TempDir dir;
+      mimic::test::write_bytes(dir.file("model.safetensors"), theirs);
+      EXPECT_MIMIC_ERROR(run(dir, fresh), dir.file("model.safetensors") + " holds what no run in");
+      EXPECT_EQ(mimic::test::read_bytes(dir.file("model.safetensors")), theirs);
+    }
+    {  // another command's file at the checkpoint's name: a model's weights, maps
+      TempDir dir;
+      run(dir, false);
+      mimic::test::write_bytes(dir.file("checkpoint.safetensors"), theirs);
+      EXPECT_MIMIC_ERROR(run(dir, fresh), "checkpoint.safetensors is a safetensors file without mimic's format (a model's weights?), not a "
+                                          "mimic training checkpoint: it is not this run's to resume or replace, --fresh included");
+      mimic::io::SaveOptions maps;
+      maps.metadata = {{"format", "mimic-maps-1"}};
+      mimic::io::save_safetensors(dir.file("checkpoint.safetensors"), {{"x", torch::zeros({2})}}, maps);
+      EXPECT_MIMIC_ERROR(run(dir, fresh), "checkpoint.safetensors is a mimic-maps-1 file, not a mimic training checkpoint");
+      EXPECT_TRUE(std::filesystem::exists(dir.file("step-10/model.safetensors")));
+    }
+    {  // a link at an export's file name
+      TempDir dir;
+      run(dir, false);
+      mimic::test::write_bytes(other.file("foreign.safetensors"), theirs);
+      std::filesystem::remove(dir.file("last/model.safetensors"));
+      std::filesystem::create_symlink(other.file("foreign.safetensors"), dir.file("last/model.safetensors"));
+      EXPECT_MIMIC_ERROR(run(dir, fresh), dir.file("last/model.safetensors") + " is a link, where the run writes its own file");
+      EXPECT_TRUE(std::filesystem::is_symlink(dir.file("last/model.safetensors")));
+    }
+  }
+  {  // a model copied into a snapshot's folder while the run trains, before the run reaches it
+    TempDir dir;
+    torch::manual_seed(5);
+    Toy toy;
+    auto task = toy.task();
+    const auto inner = task.micro_batch_loss;
+    bool planted = false;
+    task.micro_batch_loss = [&]() {
+      if (!planted && std::filesystem::exists(dir.file("step-10/model.safetensors"))) {
+        std::filesystem::create_directories(dir.file("step-20"));
+        mimic::test::write_bytes(dir.file("step-20/model.safetensors"), theirs);
+        planted = true;
+      }
+      return inner();
+    };
+    auto o = options(dir.path().string(), 20);
+    o.snapshot_every = 10;
+    EXPECT_MIMIC_ERROR(train(task, o), dir.file("step-20/model.safetensors") + " is not a file this run wrote");
+    EXPECT_TRUE(planted);
+    EXPECT_EQ(mimic::test::read_bytes(dir.file("step-20/model.safetensors")), theirs);
+  }
+  {  // an export cut short (its entry null): what it left is removed at the next start, and the entry with it
+    TempDir dir;
+    run(dir, false);
+    edit_export_book(dir, [](nlohmann::json& book) { book["step-10"] = nullptr; });
+    mimic::test::write_bytes(dir.file("step-10/model.safetensors"), "half");
+    run(dir, false, /*snapshot_every=*/0);
+    EXPECT_FALSE(std::filesystem::exists(dir.file("step-10")));
+    auto book = nlohmann::json::parse(mimic::test::read_bytes(dir.file("exports.json")));
+    EXPECT_FALSE(book.contains("step-10")) << book.dump();
+    // and a model placed there afterwards is nobody's the run knows
+    std::filesystem::create_directories(dir.file("step-10"));
+    mimic::test::write_bytes(dir.file("step-10/model.safetensors"), theirs);
+    EXPECT_MIMIC_ERROR(run(dir, true, 0), dir.file("step-10/model.safetensors") + " is not a file this run wrote");
+    EXPECT_EQ(mimic::test::read_bytes(dir.file("step-10/model.safetensors")), theirs);
+  }
+}
+
 // Found by the crash-safety soak (bench/soak.sh): the log's loss is a mean over the steps since the previous log
 // line; a run resumed from a checkpoint between two log lines averaged only the steps since the resume, so its
 // log differed from the uninterrupted run's. The log now matches line for line (timings aside).

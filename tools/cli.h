@@ -33,6 +33,17 @@ namespace mimic::data { struct CopyCurriculum; }
 
 namespace mimic::cli {
 
+// Runs `check`, a library function whose refusal depends on the command line alone (a --seq-len against the task's),
+// and leaves with that refusal as a usage error (exit 2), as MIMIC_USAGE_CHECK does
+template <class F>
+auto usage_checked(F&& check) -> decltype(check()) {
+  try {
+    return check();
+  } catch (const Error& e) {
+    throw CLI::ValidationError(e.what());
+  }
+}
+
 // Where a command can compute: the stages moved to a device (record, distill, convert, finetune, eval, generate,
 // pretrain, bench attention, bench train), or the CPU alone (report, and the commands that compute nothing to speak
 // of: export, info, tokenize, forward, bench generate, bench peer).

@@ -113,7 +113,7 @@ void run(FinetuneArgs& a) {
     finetune::LmOptions o;
     static_cast<finetune::FinetuneOptions&>(o) = f;
     o.corpus = a.data;
-    o.seq_len = data::lm_seq_len(a.data, a.seq_len.has_value(), a.seq_len.value_or(256));
+    o.seq_len = usage_checked([&] { return data::lm_seq_len(a.data, a.seq_len.has_value(), a.seq_len.value_or(256)); });
     o.batch_size = a.batch_size.value_or(8);
     o.eval_batches = a.eval_batches;
     o.test = a.test;

@@ -40,7 +40,9 @@ void run(PretrainArgs& a) {
     std::fprintf(stderr, "mimic: note: --snapshot-every %lld is more than --steps (%lld): no snapshot is written\n",
                  static_cast<long long>(a.o.train.snapshot_every), static_cast<long long>(a.o.train.steps));
   MIMIC_USAGE_CHECK(a.config_path.empty() != a.o.init.empty(), "give --config (a fresh model) or --init (continue a model), one of them");
-  a.o.seq_len = data::lm_seq_len(a.o.corpus, a.seq_len_option->count() > 0, a.o.seq_len);
+  a.o.seq_len = usage_checked([&] { return data::lm_seq_len(a.o.corpus, a.seq_len_option->count() > 0, a.o.seq_len); });
+  MIMIC_USAGE_CHECK(a.o.position_scale == 0.02 || a.o.position_init == "sinusoidal",
+                    "--position-scale sets the sinusoidal table's size: it needs --position-init sinusoidal");
   const std::string warmup_note = fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);
   if (!a.config_path.empty()) {
     a.o.config = json_parse(io::read_text_file(a.config_path), a.config_path);

@@ -8,6 +8,7 @@
 #include "mimic/core/json_keys.h"
 #include "mimic/distill/maps_file.h"
 #include "mimic/io/safetensors.h"
+#include "mimic/train/trainer.h"
 
 namespace fs = std::filesystem;
 
@@ -103,13 +104,31 @@ Done CheckpointFolder::open(bool fresh, const nlohmann::json& fingerprint) {
   lock_ = io::lock_output_dir(dir_);
   // Anything else there is not this command's to resume into or to delete with --fresh (the probe of 2026-11-27:
   // --fresh emptied a folder holding a user's files).
+  std::vector<fs::path> layers;
   for (const auto& e : fs::directory_iterator(dir_)) {
     const std::string name = e.path().filename().string();
     MIMIC_CHECK(is_ours(name), dir_, " holds ", name, ", which a distillation does not write: it is not this run's checkpoint folder "
                 "(distill keeps its checkpoint in OUT.ckpt); move it, or choose another --out");
+    std::error_code ec;
+    if (name == kDoneName || name.rfind(std::string(kDoneName) + ".tmp.", 0) == 0) continue;
+    // a layer's run was written through a link there, outside --out (the fifteenth probe of 2026-11-30)
+    MIMIC_CHECK(!e.is_symlink(ec), e.path().string(), " is a link, where distill keeps a layer's run: it would write through it; remove "
+                "the link, or choose another --out");
+    if (e.is_directory(ec)) layers.push_back(e.path());  // a file there fails that layer's run, naming it
   }
-  if (fresh)
-    for (const auto& e : fs::directory_iterator(dir_)) fs::remove_all(e.path());
+  if (fresh) {
+    // each layer's folder is a training run's: what it wrote there goes, as a fresh training run removes its own, after
+    // every layer is checked (a kernel copied into best/ or last/, a note of the user's, went with remove_all before)
+    train::TrainTask layer_run;
+    layer_run.is_export_file = is_layer_export_file;
+    for (const auto& l : layers) train::check_run_folder(l.string(), layer_run);
+    for (const auto& l : layers) {
+      fs::remove(l / "before.json");
+      train::clear_run_folder(l.string(), layer_run);
+    }
+    for (const auto& e : fs::directory_iterator(dir_))
+      if (!fs::is_directory(e.path())) fs::remove(e.path());  // done.safetensors and its writer's temporaries
+  }
   Done d;
   if (!fs::exists(done_path_)) {
     save(d);  // the settings are checked first on any resume

@@ -25,6 +25,9 @@ struct Done {
   void add(const LayerResult& r, const std::vector<std::pair<std::string, at::Tensor>>& layer_tensors);
 };
 
+// The file a layer's training run exports into best/ (train::TrainTask::is_export_file)
+inline bool is_layer_export_file(const std::string& name) { return name == "kernel.safetensors"; }
+
 class CheckpointFolder {
  public:
   // The folder of the distillation writing `out` (OUT.ckpt), not yet opened.

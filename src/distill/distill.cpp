@@ -309,7 +309,7 @@ LayerRun distill_layer(const Job& j, int64_t layer, int64_t& epochs_this_run) {
       fs::create_directories(d);
       io::save_safetensors(d + "/kernel.safetensors", snapshot(*student));
     };
-    task.is_export_file = [](const std::string& name) { return name == "kernel.safetensors"; };
+    task.is_export_file = is_layer_export_file;
     // Hedgehog's distillation: AdamW at a constant rate, no clipping, validation after every epoch, the
     // best epoch kept — the untrained map (epoch 0) included: at too high a rate a map can end worse than it
     // started (t2r at lr 1e-2 on gpt2-mini: KL 1.63 → 5.07), and then the start is what we return.

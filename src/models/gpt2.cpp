@@ -116,6 +116,15 @@ class Gpt2Family : public Family {
     c.scale_attn_weights = json_bool_or(j, "scale_attn_weights", where, true);
     c.scale_attn_by_layer_idx = json_bool_or(j, "scale_attn_by_inverse_layer_idx", where, false);
     c.dropout = json_double_or(j, c.keys.dropout, where, 0.1);
+    // HF's GPT2Config maps these names onto its own (attribute_map), and the alias wins where both are given: a config
+    // with "n_head": 4 and "num_attention_heads": 2 ran here with 4 heads and loads in HF with 2 — the same tensors, another
+    // network (the fifteenth probe of 2026-11-30)
+    for (const auto& [alias, own] : {std::pair{"hidden_size", c.keys.d_model}, std::pair{"num_attention_heads", c.keys.n_head},
+                                     std::pair{"num_hidden_layers", c.keys.n_layer}, std::pair{"max_position_embeddings", c.keys.max_positions}}) {
+      if (!j.contains(alias) || j[alias].is_null()) continue;
+      MIMIC_CHECK(j[alias] == j[own], where, ": ", alias, " ", json_dump(j[alias], -1), " differs from ", own, " ", json_dump(j[own], -1),
+                  " (HF reads ", alias, " as GPT-2's ", own, "): give one value, or leave ", alias, " out");
+    }
   }
 
   bool head_of_architecture(const std::string& name, Head* head) const override {

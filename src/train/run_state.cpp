@@ -147,49 +147,77 @@ std::optional<nlohmann::json> read_book(const std::string& out_dir) {
   MIMIC_CHECK(book.is_object(), where, ": expected a JSON object (folder → files), got ", book.type_name(), way_out);
   for (const auto& [folder, files] : book.items()) {
     MIMIC_CHECK(folder == "." || folder == "best" || folder == kStagedBest || folder == "last" || is_snapshot(folder), where,
-                ": '", folder, "' is no folder a run exports into", way_out);
+                ": ", nlohmann::json(folder).dump(), " is no folder a run exports into", way_out);
     if (files.is_null()) continue;
-    MIMIC_CHECK(files.is_object(), where, ": the entry of ", folder, " must be an object (file → digest) or null, got ", files.type_name(), way_out);
+    MIMIC_CHECK(files.is_object(), where, ": the entry of ", nlohmann::json(folder).dump(), " must be an object (file → digest) or null, got ", files.type_name(), way_out);
     for (const auto& [name, digest] : files.items())
       MIMIC_CHECK(digest.is_string() && !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos, where,
-                  ": the entry of ", folder, " holds a bad file '", name, "'", way_out);
+                  ": the entry of ", nlohmann::json(folder).dump(), " holds a bad file ", nlohmann::json(name).dump(), way_out);
   }
   return book;
 }
 
 void write_book(const std::string& out_dir, const nlohmann::json& book) { io::write_text_atomically(book_path(out_dir), book.dump(1) + "\n"); }
 
-// Every file of the run's export folders at a name its exports write is the one the book records there. Called at the
-// start of a run with an earlier one in out_dir (without, check_export_folders refuses any folder that holds something),
-// before anything is removed or replaced.
+// Every file of out_dir/folder at a name the run's exports write is the one the book records there (an entry of null:
+// an export there was cut short, and what it left is the run's). A link at such a name is refused too: the run would
+// replace it without a word (the fifteenth probe of 2026-11-30).
+void check_folder_in_book(const std::string& out_dir, const std::string& folder, const nlohmann::json& book, const TrainTask& task) {
+  auto records = [&](const std::string& f, const std::string& name, const std::string& digest) {
+    const auto it = book.find(f);
+    return it != book.end() && it->is_object() && it->contains(name) && (*it)[name] == digest;
+  };
+  const auto entry = book.find(folder);
+  if (entry != book.end() && entry->is_null()) return;
+  const fs::path dir = folder_path(out_dir, folder);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!(folder == "." ? models::is_model_file(name) : export_file(task, name))) continue;
+    MIMIC_CHECK(!e.is_symlink(ec), e.path().string(), " is a link, where the run writes its own file: the run would replace it; "
+                "remove the link, or give another --out");
+    if (!e.is_regular_file(ec)) continue;  // a folder there: refuse_odd_model_file_names names it
+    const std::string digest = io::file_digest(e.path().string());
+    // in ".", a promotion cut short leaves some of best/'s files moved there already
+    if (records(folder, name, digest) || (folder == "." && records("best", name, digest))) continue;
+    const bool named = entry != book.end() && entry->contains(name);
+    fail(e.path().string(), " is not a file this run wrote (", kExports, " records ", named ? "other bytes" : "no such file", " there): ",
+         "the run would replace or remove it; move it out of ", dir.string(), ", or give another --out");
+  }
+}
+
+// Every export folder of a run with an earlier one in out_dir, checked against the book (without an earlier run,
+// check_export_folders refuses any folder that holds something), before anything is removed or replaced
 void check_export_book(const std::string& out_dir, const TrainTask& task) {
   const auto book = read_book(out_dir);
   if (!book) return;  // a run from before the book: open_export_book adopts what its folders hold
-  auto records = [&](const std::string& folder, const std::string& name, const std::string& digest) {
-    const auto it = book->find(folder);
-    return it != book->end() && it->is_object() && it->contains(name) && (*it)[name] == digest;
-  };
-  for (const auto& folder : export_folders(out_dir, task)) {
-    const auto entry = book->find(folder);
-    if (entry != book->end() && entry->is_null()) continue;  // an export there was cut short: what it left is the run's
-    const fs::path dir = folder_path(out_dir, folder);
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      const std::string name = e.path().filename().string();
-      if (!e.is_regular_file(ec) || e.is_symlink(ec) || !(folder == "." ? models::is_model_file(name) : export_file(task, name))) continue;
-      const std::string digest = io::file_digest(e.path().string());
-      // in ".", a promotion cut short leaves some of best/'s files moved there already
-      if (records(folder, name, digest) || (folder == "." && records("best", name, digest))) continue;
-      const bool named = entry != book->end() && entry->contains(name);
-      fail(e.path().string(), " is not a file this run wrote (", kExports, " records ", named ? "other bytes" : "no such file", " there): ",
-           "the run would replace or remove it; move it out of ", dir.string(), ", or give another --out");
-    }
-  }
+  for (const auto& folder : export_folders(out_dir, task)) check_folder_in_book(out_dir, folder, *book, task);
 }
 }  // namespace
 
 void open_export_book(const std::string& out_dir, const TrainTask& task, bool earlier_run) {
   auto book = earlier_run ? read_book(out_dir) : std::nullopt;
+  if (book) {
+    for (auto it = book->begin(); it != book->end();) {
+      const fs::path dir = folder_path(out_dir, it.key());
+      std::error_code ec;
+      if (it.key() != "." && (!fs::is_directory(dir, ec) || fs::is_symlink(dir, ec))) {
+        it = book->erase(it);  // its folder is gone (a kill between a rename or removal and the book's update)
+        continue;
+      }
+      if (it->is_null()) {
+        // an export cut short: what it left is the run's, removed now (it exports there again when its step comes); kept,
+        // the entry stayed for good where the resume took another --snapshot-every, and any model placed there later
+        // was the run's (the fifteenth probe)
+        for (const auto& e : fs::directory_iterator(dir, ec))
+          if (e.is_regular_file(ec) && !e.is_symlink(ec) && export_file(task, e.path().filename().string())) fs::remove(e.path());
+        if (fs::is_empty(dir, ec)) fs::remove(dir, ec);
+        it = book->erase(it);
+        continue;
+      }
+      ++it;
+    }
+  }
   if (!book) {
     book = nlohmann::json::object();
     // a run from before the book: what its folders hold is taken as its own (the rule before the book)
@@ -204,6 +232,9 @@ void open_export_book(const std::string& out_dir, const TrainTask& task, bool ea
 
 nlohmann::json export_recorded(const std::string& out_dir, const std::string& folder, const TrainTask& task) {
   auto book = read_book(out_dir).value_or(nlohmann::json::object());
+  // what is there now: a model copied into a folder the run had not reached yet was overwritten (the fifteenth probe)
+  check_folder_in_book(out_dir, folder, book, task);
+  if (folder == kStagedBest) remove_export_folder(folder_path(out_dir, folder), task);  // an earlier evaluation's, not yet checkpointed
   book[folder] = nullptr;
   write_book(out_dir, book);
   task.export_model(folder_path(out_dir, folder).string());
@@ -264,6 +295,13 @@ void check_export_folders(const std::string& out_dir, const TrainTask& task, boo
   }
   models::refuse_odd_model_file_names(out_dir, exported);  // the best model is promoted into --out itself
   if (earlier_run) check_export_book(out_dir, task);
+  // and --out itself, where finetune and pretrain promote the best model: with no run there yet, a file at a model's
+  // name is nobody's the run knows (a fresh start removed model.safetensors, shards, tokenizer files: the fifteenth probe)
+  if (!earlier_run && task.out_is_model)
+    for (const auto& e : fs::directory_iterator(out_dir, ec))
+      MIMIC_CHECK(!models::is_model_file(e.path().filename().string()), e.path().string(), " holds what no run in ", out_dir,
+                  " wrote (there is none yet: no checkpoint or log), where this run promotes its best model: move it out of the way, "
+                  "or give another --out");
   for (const char* name : {"best", kStagedBest}) {
     const fs::path dir = fs::path(out_dir) / name;
     if (!fs::is_directory(dir, ec)) continue;
@@ -272,6 +310,28 @@ void check_export_folders(const std::string& out_dir, const TrainTask& task, boo
                   " is not a file of the model this run exports there, and the run would remove or promote it: move it "
                   "out of ", dir.string(), " first");
   }
+}
+
+void refuse_foreign_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return;
+  char head[8] = {};
+  std::ifstream(path, std::ios::binary).read(head, sizeof head);
+  std::string what;
+  if (std::string(head, sizeof head) == std::string("\x89HDF\r\n\x1a\n", 8)) {
+    what = "an HDF5 file (a record?)";
+  } else {
+    try {
+      const auto md = io::SafeTensorsFile::open(path).metadata();
+      const auto it = md.find("format");
+      if (it == md.end()) what = "a safetensors file without mimic's format (a model's weights?)";
+      else if (it->second != "mimic-train-checkpoint-1") what = "a " + it->second + " file";
+    } catch (const Error&) {
+      return;  // unreadable: damage, named by the resume with --fresh as the way out
+    }
+  }
+  MIMIC_CHECK(what.empty(), path, " is ", what, ", not a mimic training checkpoint: it is not this run's to resume or replace, --fresh "
+              "included; move it out of the way, or give another --out");
 }
 
 void clear_link_at_export(const std::string& dir) {
@@ -296,7 +356,7 @@ void remove_export_folder(const fs::path& dir, const TrainTask& task) {
   fs::remove(dir);
 }
 
-void remove_earlier_exports(const std::string& out_dir) {
+void remove_earlier_exports(const std::string& out_dir, const TrainTask& task) {
   std::vector<fs::path> gone;
   for (const auto& e : fs::directory_iterator(out_dir)) {
     const std::string name = e.path().filename().string();
@@ -311,7 +371,14 @@ void remove_earlier_exports(const std::string& out_dir) {
       fs::remove(p);
       continue;
     }
-    models::remove_model_files(p.string());
+    // the files the run's export writes: a model's (remove_model_files: its shards and tokenizer files too), or the task's
+    // own (distill's layers export kernel.safetensors, which stayed and then stopped the fresh layer's run)
+    if (task.is_export_file) {
+      for (const auto& e : fs::directory_iterator(p, ec))
+        if (e.is_regular_file(ec) && !e.is_symlink(ec) && task.is_export_file(e.path().filename().string())) fs::remove(e.path());
+    } else {
+      models::remove_model_files(p.string());
+    }
     if (fs::is_empty(p, ec)) fs::remove(p, ec);
   }
   for (const auto& p : gone) forget_export(out_dir, p.filename().string());

@@ -63,6 +63,11 @@ inline constexpr const char* kStagedBest = "best.new";
 // resume finishes).
 void swap_in_staged_best(const std::string& out_dir, const TrainTask& task);
 
+// Another command's file at the checkpoint's name (a record, maps, a model's weights: known by its bytes) is refused,
+// --fresh or not: the refusal said "--fresh starts over", and that --fresh replaced it (the fifteenth probe of
+// 2026-11-30). A checkpoint that cannot be read at all is damage, which the resume names and --fresh replaces.
+void refuse_foreign_checkpoint(const std::string& path);
+
 // best/ and best.new/ hold what the run exported there (a model's files), nothing else: checked when a run starts,
 // fresh or resumed, so that a file of the user's placed there is named and refused before any training (a fresh
 // finetune removed best/ with the notes in it: the tenth probe) rather than removed or promoted into the folder.
@@ -104,7 +109,7 @@ void settle_staged_best(const std::string& out_dir, const Saved* s, const TrainT
 
 // What an earlier run in out_dir exported beside its best model: last/ (a folder, or the link to out_dir) and the
 // step-N/ snapshots.
-void remove_earlier_exports(const std::string& out_dir);
+void remove_earlier_exports(const std::string& out_dir, const TrainTask& task);
 
 // The generator of the GPU the parameters are on (dropout there draws from it, not from the CPU's), or none: a
 // checkpoint keeps its state beside the CPU generator's, so that a run resumed on the same device continues.

@@ -141,6 +141,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   // Rank 0's start — fresh or the checkpoint's state — becomes every rank's: the state, the parameters (rank 0's
   // initialisation or the checkpoint's), the optimizer moments and the random generator.
   const std::string start = group.from_lead("receiving rank 0's training state", [&] {
+    refuse_foreign_checkpoint(ckpt);
     const bool earlier_run = fs::exists(ckpt) || fs::exists(log);
     check_export_folders(o.out_dir, task, earlier_run);
     if (!o.fresh && fs::exists(ckpt)) {
@@ -164,7 +165,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       // an earlier run of this command left its exports (last/, step-N/ snapshots): a fresh run's folder holds its own
       // alone (a --fresh run kept the earlier run's last/ and snapshots, even of another family: the fifth probe of
       // 2026-11-27). Only where the checkpoint or log shows an earlier run: a folder of your own keeps its folders.
-      if (earlier_run) remove_earlier_exports(o.out_dir);
+      if (earlier_run) remove_earlier_exports(o.out_dir, task);
       // and its model, where out_dir is one: only now, after the folder's checks and the ranks' agreement (removed
       // before them, a refused --fresh had deleted the finished run's model: the thirteenth probe)
       if (task.out_is_model) {
@@ -245,9 +246,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       s.best_eval = e;
       s.best_step = step;
       if (task.export_model && lead) {
-        const std::string staged = o.out_dir + "/" + kStagedBest;
-        remove_export_folder(staged, task);  // an earlier evaluation's, not yet checkpointed
-        s.best_files = export_recorded(o.out_dir, kStagedBest, task);
+        s.best_files = export_recorded(o.out_dir, kStagedBest, task);  // best.new/ cleared first
         best_staged = true;
       }
     }
@@ -406,6 +405,21 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   return r;
 }
 
+void check_run_folder(const std::string& dir, const TrainTask& task) {
+  const std::string ckpt = dir + "/" + kCheckpoint;
+  refuse_foreign_checkpoint(ckpt);
+  check_export_folders(dir, task, fs::exists(ckpt) || fs::exists(dir + "/log.jsonl"));
+}
+
+void clear_run_folder(const std::string& dir, const TrainTask& task) {
+  check_run_folder(dir, task);
+  remove_earlier_exports(dir, task);
+  for (const char* name : {kStagedBest, "best"}) remove_export_folder(fs::path(dir) / name, task);
+  for (const char* name : {kCheckpoint, "log.jsonl", kExports}) fs::remove(fs::path(dir) / name);
+  std::error_code ec;
+  if (fs::is_empty(dir, ec)) fs::remove(dir, ec);
+}
+
 bool writes_outputs() { return distributed::environment().lead(); }
 
 io::OutputLock lock_run_output(const std::string& out_dir) { return writes_outputs() ? io::lock_output_dir(out_dir) : io::OutputLock(); }
@@ -434,8 +448,10 @@ LogHead read_log_head(const std::string& out_dir) {
   try {
     const auto j = nlohmann::json::parse(first);
     LogHead head;
-    head.mimic = j.is_object() && j.contains("step") && j["step"].is_number_integer();
-    if (head.mimic && j.contains("command") && j["command"].is_string()) head.command = j["command"].get<std::string>();
+    // the line a run writes first, {"step": 0, "command": …}: any JSON-lines log with an integer step (HF's, PyTorch's)
+    // was taken for a run of mimic's, replaced, and what its folders held adopted (the fifteenth probe of 2026-11-30)
+    head.mimic = j.is_object() && j.contains("step") && j["step"] == 0 && j.contains("command") && j["command"].is_string();
+    if (head.mimic) head.command = j["command"].get<std::string>();
     return head;
   } catch (const std::exception&) {
     return {};

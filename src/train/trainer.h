@@ -152,8 +152,16 @@ bool starts_fresh(const TrainOptions& options);
 // damaged checkpoint is the resume's own error).
 std::string checkpoint_command(const std::string& out_dir);
 
-// The first line of `out_dir`/log.jsonl: `mimic` when it is a training log of mimic's (a JSON object with an integer
-// `step`), `command` when that line names the command (logs from before it was written do not). A missing, empty,
+// A training run's folder `dir` (distill keeps one per layer, OUT.ckpt/layer_NN) checked as a start checks it: a file at
+// an export's name that the run's export book does not record, a link where it exports, another command's file at the
+// checkpoint's name — each refused, naming it. clear_run_folder then removes what the run wrote there (checkpoint, log,
+// export book, its exports) and the folder if that leaves it empty; the user's own files stay, and the folders holding
+// them (distill --fresh removed the layer folders whole, models copied there and notes included: the fifteenth probe).
+void check_run_folder(const std::string& dir, const TrainTask& task);
+void clear_run_folder(const std::string& dir, const TrainTask& task);
+
+// The first line of `out_dir`/log.jsonl: `mimic` when it is a training log of mimic's (the line a run writes first,
+// {"step": 0, "command": …}), and `command`, the command it names. A missing, empty,
 // unreadable or foreign log gives {false, ""}. One reader for both questions asked of it: whose run is this folder
 // (checkpoint_command), and may a fresh run replace the log (the CLI's output-folder check).
 struct LogHead {
