@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <sstream>
 
 #include "mimic/core/json_keys.h"
@@ -80,6 +81,18 @@ TrainResult uninterrupted_run(const TempDir& dir, int64_t steps) {
   Toy whole;
   auto plain = whole.task();
   return train(plain, options(dir.path().string(), steps));
+}
+
+// The toy's task with `plant` called before each micro-batch until it returns true: something placed in the run's
+// folder while the run trains, after the start's checks
+TrainTask planting_task(Toy& toy, const std::function<bool()>& plant) {
+  auto task = toy.task();
+  auto planted = std::make_shared<bool>(false);
+  task.micro_batch_loss = [inner = task.micro_batch_loss, plant, planted]() {
+    if (!*planted) *planted = plant();
+    return inner();
+  };
+  return task;
 }
 
 std::vector<at::Tensor> weights(Toy& t) {
@@ -446,17 +459,13 @@ TEST(TrainEngine, WhatTheExportBookCannotVouchForIsRefusedAndACutShortExportIsSe
     TempDir dir;
     torch::manual_seed(5);
     Toy toy;
-    auto task = toy.task();
-    const auto inner = task.micro_batch_loss;
     bool planted = false;
-    task.micro_batch_loss = [&]() {
-      if (!planted && std::filesystem::exists(dir.file("step-10/model.safetensors"))) {
-        std::filesystem::create_directories(dir.file("step-20"));
-        mimic::test::write_bytes(dir.file("step-20/model.safetensors"), theirs);
-        planted = true;
-      }
-      return inner();
-    };
+    auto task = planting_task(toy, [&] {
+      if (!std::filesystem::exists(dir.file("step-10/model.safetensors"))) return false;
+      std::filesystem::create_directories(dir.file("step-20"));
+      mimic::test::write_bytes(dir.file("step-20/model.safetensors"), theirs);
+      return planted = true;
+    });
     auto o = options(dir.path().string(), 20);
     o.snapshot_every = 10;
     EXPECT_MIMIC_ERROR(train(task, o), dir.file("step-20/model.safetensors") + " is not a file this run wrote");
@@ -616,14 +625,11 @@ TEST(TrainEngine, ALinkPlacedAtASnapshotDuringTheRunIsNotWrittenThrough) {
   mimic::test::write_bytes(victim.file("notes.txt"), "mine");
   torch::manual_seed(5);
   Toy toy;
-  auto task = toy.task();
-  const auto inner = task.micro_batch_loss;
   bool planted = false;
-  task.micro_batch_loss = [&]() {
-    if (!planted) std::filesystem::create_directory_symlink(victim.path(), dir.file("step-10"));
-    planted = true;
-    return inner();
-  };
+  auto task = planting_task(toy, [&] {
+    std::filesystem::create_directory_symlink(victim.path(), dir.file("step-10"));
+    return planted = true;
+  });
   auto o = options(dir.path().string(), 10);
   o.snapshot_every = 10;
   train(task, o);
