@@ -515,6 +515,9 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-300 --out o", "--kd 1e-300: the temperature must be 0 (off) or in [0.01, 100]"},
       {"pretrain --arch gpt2 --config " + m + "/config.json --data sotu --position-scale 1e-3 --out o", "--position-scale sets the sinusoidal table's size: it needs --position-init sinusoidal"},
       {"pretrain --arch gpt2 --config " + m + "/config.json --data mqar:vocab=64,seq_len=32,pairs=4 --seq-len 33 --out o", "--seq-len 33 differs from the task's seq_len 32"},
+      // and the sixteenth probe's: before --out is looked at, and more of them
+      {"pretrain --arch gpt2 --init " + m + " --data sotu --position-init sinusoidal --out o", "--position-init sets up a fresh model's position table"},
+      {"finetune --task lm --model " + m + " --data sotu --kd 1e-300 --out " + m, "--kd 1e-300: the temperature must be 0 (off) or in [0.01, 100]"},
   };
   for (const auto& [args, message] : usage) {
     SCOPED_TRACE(args);

@@ -976,14 +976,16 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_NO_THROW(parse_config(with(gpt2, "summary_first_dropout", 0.1)));
   EXPECT_MIMIC_ERROR(parse_config(with(bert, "id2label", {{"0", "a"}, {"1", "b"}, {"2", "a"}})), "id2label names 'a' twice (ids 0 and 2)");
   // HF's aliases of GPT-2's keys win in HF where both are given: one that differs is refused (the fifteenth probe:
-  // another network in HF, the same tensors); an equal one, or null, is accepted
+  // another network in HF, the same tensors), and one HF cannot use (null, 4.0: the sixteenth); an equal one is accepted
   EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "num_attention_heads", gpt2["n_head"].get<int64_t>() * 2)),
                      "num_attention_heads " + std::to_string(gpt2["n_head"].get<int64_t>() * 2) + " differs from n_head " + gpt2["n_head"].dump());
   EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "hidden_size", 1)), "hidden_size 1 differs from n_embd");
   EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "num_hidden_layers", 99)), "num_hidden_layers 99 differs from n_layer");
   EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "max_position_embeddings", 3)), "max_position_embeddings 3 differs from n_positions");
   EXPECT_NO_THROW(parse_config(with(gpt2, "num_attention_heads", gpt2["n_head"])));
-  EXPECT_NO_THROW(parse_config(with(gpt2, "hidden_size", nullptr)));
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "hidden_size", nullptr)), "hidden_size null is no integer like n_embd");
+  EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "num_attention_heads", gpt2["n_head"].get<double>())), "num_attention_heads " +
+                     nlohmann::json(gpt2["n_head"].get<double>()).dump() + " is no integer like n_head");
   // the third probe of 2026-11-27: a label2id contradicting id2label was accepted (and ignored); HF's default one
   // (LABEL_N) beside named id2label entries still loads
   const auto named = with(bert, "id2label", {{"0", "ham"}, {"1", "spam"}});

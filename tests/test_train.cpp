@@ -472,6 +472,45 @@ TEST(TrainEngine, WhatTheExportBookCannotVouchForIsRefusedAndACutShortExportIsSe
     EXPECT_TRUE(planted);
     EXPECT_EQ(mimic::test::read_bytes(dir.file("step-20/model.safetensors")), theirs);
   }
+  // the sixteenth probe's: an empty log, or a checkpoint that cannot be read and no log, is no run: the folder is
+  // checked as one without (a fresh start removed the models its folders held as the run's)
+  for (const bool fresh : {false, true}) {
+    TempDir dir;
+    std::filesystem::create_directories(dir.file("last"));
+    mimic::test::write_bytes(dir.file("last/model.safetensors"), theirs);
+    mimic::test::write_bytes(dir.file("log.jsonl"), "");
+    EXPECT_MIMIC_ERROR(run(dir, fresh), dir.file("last") + " holds what no run in");
+    std::filesystem::remove(dir.file("log.jsonl"));
+    mimic::test::write_bytes(dir.file("checkpoint.safetensors"), "hello\n");
+    EXPECT_MIMIC_ERROR(run(dir, fresh), dir.file("last") + " holds what no run in");
+    EXPECT_EQ(mimic::test::read_bytes(dir.file("last/model.safetensors")), theirs);
+  }
+  {  // another command's run (its checkpoint names the command) is refused, --fresh included: distill's layer runs named none
+    TempDir dir;
+    torch::manual_seed(5);
+    Toy toy;
+    auto task = toy.task();
+    auto o = options(dir.path().string(), 10);
+    o.command = "distill";
+    train(task, o);
+    o.command = "pretrain";
+    o.fresh = true;
+    EXPECT_MIMIC_ERROR(train(task, o), " holds a distill run: pretrain neither resumes nor replaces another command's run, --fresh included");
+  }
+  {  // a model copied into the run's own folder while it trains is refused at the promotion, not replaced
+    TempDir dir;
+    torch::manual_seed(5);
+    Toy toy;
+    auto task = planting_task(toy, [&] {
+      if (!std::filesystem::exists(dir.file("log.jsonl"))) return false;
+      mimic::test::write_bytes(dir.file("model.safetensors"), theirs);
+      return true;
+    });
+    task.out_is_model = true;
+    train(task, options(dir.path().string(), 20));
+    EXPECT_MIMIC_ERROR(promote_best(dir.path().string()), dir.file("model.safetensors") + " is not a file this run wrote");
+    EXPECT_EQ(mimic::test::read_bytes(dir.file("model.safetensors")), theirs);
+  }
   {  // an export cut short (its entry null): what it left is removed at the next start, and the entry with it
     TempDir dir;
     run(dir, false);

@@ -74,6 +74,15 @@ std::string family_preset(const std::string& model_dir) {
 }
 
 void run(FinetuneArgs& a) {
+  // what depends on the command line only is refused before any model is loaded (the probe of 2026-11-27: after), and
+  // before --out is looked at (a folder holding another command's run was named instead, exit 1: the sixteenth probe)
+  MIMIC_USAGE_CHECK(!(a.resume && a.f.train.fresh), "give --resume or --fresh, not both");
+  MIMIC_USAGE_CHECK(a.f.lora.rank > 0 || a.f.lora.alpha == 0, "--lora-alpha needs --lora R");
+  // logits divided by a temperature near 0 overflow: --kd 1e-300 ran, its loss NaN at step 1 (the fourteenth probe)
+  MIMIC_USAGE_CHECK(a.kd == 0 || a.kd >= 0.01, "--kd ", a.kd, ": the temperature must be 0 (off) or in [0.01, 100]");
+  MIMIC_USAGE_CHECK(a.kd == 0 || !a.f.teacher_dir.empty(), "--kd distils the teacher's logits: give the teacher with --teacher");
+  MIMIC_USAGE_CHECK(a.kd > 0 || a.kd_lm_weight == 0, "--kd-lm-weight mixes the LM loss into logit distillation: it needs --kd T");
+  const std::string warmup_note = fit_warmup(a.warmup_option, a.f.train.warmup, a.f.train.steps);
   start(a.common);
   refuse_out_over_inputs(a.f.train.out_dir, {{"--model", a.f.model_dir}, {"--teacher", a.f.teacher_dir}, {"--data", a.data}});
   // the folder locked before it is checked and held to the end, as convert, export and report do: checked first and
@@ -82,7 +91,6 @@ void run(FinetuneArgs& a) {
   const auto lock = train::lock_run_output(a.f.train.out_dir);
   refuse_foreign_output(a.f.train.out_dir, OutputKind::TrainingRun, "finetune");
   a.f.train.command = "finetune";
-  const std::string warmup_note = fit_warmup(a.warmup_option, a.f.train.warmup, a.f.train.steps);
   auto& f = a.f;
   f.seed = a.common.seed;
   f.device = a.common.on;
@@ -97,15 +105,8 @@ void run(FinetuneArgs& a) {
   f.export_dtype = storage_dtype_arg(a.dtype);
   if (a.resume && train::writes_outputs())  // rank 0 reads the checkpoint (other machines may have none)
     MIMIC_CHECK(std::filesystem::exists(f.train.out_dir + "/checkpoint.safetensors"), "--resume: no checkpoint in ", f.train.out_dir);
-  MIMIC_USAGE_CHECK(!(a.resume && f.train.fresh), "give --resume or --fresh, not both");
   // rank 0 alone acts on these: another rank's were dropped without a word (the fourth probe of 2026-11-27)
   f.train.rank_settings.update({{"resume", a.resume}, {"json", a.common.json}});
-  MIMIC_USAGE_CHECK(f.lora.rank > 0 || f.lora.alpha == 0, "--lora-alpha needs --lora R");
-  // what depends on the command line only is refused before any model is loaded (the probe of 2026-11-27: after)
-  // logits divided by a temperature near 0 overflow: --kd 1e-300 ran, its loss NaN at step 1 (the fourteenth probe)
-  MIMIC_USAGE_CHECK(a.kd == 0 || a.kd >= 0.01, "--kd ", a.kd, ": the temperature must be 0 (off) or in [0.01, 100]");
-  MIMIC_USAGE_CHECK(a.kd == 0 || !f.teacher_dir.empty(), "--kd distils the teacher's logits: give the teacher with --teacher");
-  MIMIC_USAGE_CHECK(a.kd > 0 || a.kd_lm_weight == 0, "--kd-lm-weight mixes the LM loss into logit distillation: it needs --kd T");
 
   train::TrainResult tr;
   nlohmann::json student, teacher;

@@ -26,6 +26,18 @@ struct PretrainArgs {
 };
 
 void run(PretrainArgs& a) {
+  // what the command line alone decides, before --out is looked at (a folder holding another command's run was named
+  // instead, exit 1: the sixteenth probe)
+  MIMIC_USAGE_CHECK(a.o.train.end_at <= a.o.train.steps, "--end-at: must be in [0, --steps = ", a.o.train.steps,
+                    "] (a step of the --steps schedule; 0: its end), got ", a.o.train.end_at);
+  MIMIC_USAGE_CHECK(a.config_path.empty() != a.o.init.empty(), "give --config (a fresh model) or --init (continue a model), one of them");
+  a.o.seq_len = usage_checked([&] { return data::lm_seq_len(a.o.corpus, a.seq_len_option->count() > 0, a.o.seq_len); });
+  MIMIC_USAGE_CHECK(a.o.position_scale == 0.02 || a.o.position_init == "sinusoidal",
+                    "--position-scale sets the sinusoidal table's size: it needs --position-init sinusoidal");
+  MIMIC_USAGE_CHECK(a.o.position_init == "normal" || a.o.init.empty(),
+                    "--position-init sets up a fresh model's position table; --init continues a trained one");
+  MIMIC_USAGE_CHECK(a.o.init.empty() || !data::is_recall_task(a.o.corpus), "--init continues a prose model; a recall task trains a fresh one (give --config)");
+  const std::string warmup_note = fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);
   start(a.common);
   refuse_out_over_inputs(a.o.train.out_dir, {{"--config", a.config_path}, {"--init", a.o.init}, {"--data", a.o.corpus}});
   // the folder locked before it is checked and held to the end, as convert, export and report do: checked first and
@@ -34,16 +46,9 @@ void run(PretrainArgs& a) {
   const auto lock = train::lock_run_output(a.o.train.out_dir);
   refuse_foreign_output(a.o.train.out_dir, OutputKind::TrainingRun, "pretrain");
   a.o.train.command = "pretrain";
-  MIMIC_USAGE_CHECK(a.o.train.end_at <= a.o.train.steps, "--end-at: must be in [0, --steps = ", a.o.train.steps,
-                    "] (a step of the --steps schedule; 0: its end), got ", a.o.train.end_at);
   if (a.o.train.snapshot_every > a.o.train.steps)  // wrote no snapshot without a word (the thirteenth probe)
     std::fprintf(stderr, "mimic: note: --snapshot-every %lld is more than --steps (%lld): no snapshot is written\n",
                  static_cast<long long>(a.o.train.snapshot_every), static_cast<long long>(a.o.train.steps));
-  MIMIC_USAGE_CHECK(a.config_path.empty() != a.o.init.empty(), "give --config (a fresh model) or --init (continue a model), one of them");
-  a.o.seq_len = usage_checked([&] { return data::lm_seq_len(a.o.corpus, a.seq_len_option->count() > 0, a.o.seq_len); });
-  MIMIC_USAGE_CHECK(a.o.position_scale == 0.02 || a.o.position_init == "sinusoidal",
-                    "--position-scale sets the sinusoidal table's size: it needs --position-init sinusoidal");
-  const std::string warmup_note = fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);
   if (!a.config_path.empty()) {
     a.o.config = json_parse(io::read_text_file(a.config_path), a.config_path);
     a.o.config_source = "--config " + a.config_path;

@@ -121,10 +121,10 @@ Done CheckpointFolder::open(bool fresh, const nlohmann::json& fingerprint) {
     // every layer is checked (a kernel copied into best/ or last/, a note of the user's, went with remove_all before)
     train::TrainTask layer_run;
     layer_run.is_export_file = is_layer_export_file;
-    for (const auto& l : layers) train::check_run_folder(l.string(), layer_run);
+    for (const auto& l : layers) train::check_run_folder(l.string(), layer_run, kLayerRunCommand);
     for (const auto& l : layers) {
       fs::remove(l / "before.json");
-      train::clear_run_folder(l.string(), layer_run);
+      train::clear_run_folder(l.string(), layer_run, kLayerRunCommand);
     }
     for (const auto& e : fs::directory_iterator(dir_))
       if (!fs::is_directory(e.path())) fs::remove(e.path());  // done.safetensors and its writer's temporaries

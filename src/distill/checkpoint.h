@@ -25,6 +25,10 @@ struct Done {
   void add(const LayerResult& r, const std::vector<std::pair<std::string, at::Tensor>>& layer_tensors);
 };
 
+// The command a layer's training run names in its checkpoint and log (TrainOptions::command): another command's run at
+// OUT.ckpt/layer_NN, or a layer's run in another command's --out, is refused by either
+inline constexpr const char* kLayerRunCommand = "distill";
+
 // The file a layer's training run exports into best/ (train::TrainTask::is_export_file)
 inline bool is_layer_export_file(const std::string& name) { return name == "kernel.safetensors"; }
 

@@ -329,6 +329,7 @@ LayerRun distill_layer(const Job& j, int64_t layer, int64_t& epochs_this_run) {
     t.label = layer_prefix(layer);
     t.fingerprint = j.fingerprint;
     t.fingerprint["layer"] = layer;
+    t.command = kLayerRunCommand;
     if (o.stop_after_epochs > 0) t.stop_after = (o.stop_after_epochs - epochs_this_run) * n_batches;
     const auto tr = train::train(task, t);
     epochs_this_run += (tr.steps - tr.resumed_from) / n_batches;

@@ -312,9 +312,9 @@ void check_export_folders(const std::string& out_dir, const TrainTask& task, boo
   }
 }
 
-void refuse_foreign_checkpoint(const std::string& path) {
+bool refuse_foreign_checkpoint(const std::string& path) {
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return;
+  if (!fs::is_regular_file(path, ec)) return false;
   char head[8] = {};
   std::ifstream(path, std::ios::binary).read(head, sizeof head);
   std::string what;
@@ -327,11 +327,30 @@ void refuse_foreign_checkpoint(const std::string& path) {
       if (it == md.end()) what = "a safetensors file without mimic's format (a model's weights?)";
       else if (it->second != "mimic-train-checkpoint-1") what = "a " + it->second + " file";
     } catch (const Error&) {
-      return;  // unreadable: damage, named by the resume with --fresh as the way out
+      return false;  // unreadable: damage, named by the resume with --fresh as the way out
     }
   }
   MIMIC_CHECK(what.empty(), path, " is ", what, ", not a mimic training checkpoint: it is not this run's to resume or replace, --fresh "
               "included; move it out of the way, or give another --out");
+  return true;
+}
+
+bool holds_a_run(const std::string& out_dir) {
+  const fs::path log = fs::path(out_dir) / "log.jsonl";
+  std::error_code ec;
+  const bool logged = fs::is_regular_file(log, ec) && fs::file_size(log, ec) > 0;
+  return refuse_foreign_checkpoint((fs::path(out_dir) / kCheckpoint).string()) || logged;
+}
+
+void refuse_another_commands_run(const std::string& out_dir, const std::string& command) {
+  if (command.empty()) return;
+  const std::string theirs = checkpoint_command(out_dir);
+  MIMIC_CHECK(theirs.empty() || theirs == command, out_dir, " holds a ", theirs, " run: ", command, " neither resumes nor replaces another "
+              "command's run, --fresh included; move that run out of the way, or give another --out");
+}
+
+void check_before_promotion(const std::string& out_dir) {
+  if (const auto book = read_book(out_dir)) check_folder_in_book(out_dir, ".", *book, TrainTask{});
 }
 
 void clear_link_at_export(const std::string& dir) {

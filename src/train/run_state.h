@@ -66,7 +66,22 @@ void swap_in_staged_best(const std::string& out_dir, const TrainTask& task);
 // Another command's file at the checkpoint's name (a record, maps, a model's weights: known by its bytes) is refused,
 // --fresh or not: the refusal said "--fresh starts over", and that --fresh replaced it (the fifteenth probe of
 // 2026-11-30). A checkpoint that cannot be read at all is damage, which the resume names and --fresh replaces.
-void refuse_foreign_checkpoint(const std::string& path);
+// Returns whether `path` holds a checkpoint that can be read (a mimic training checkpoint).
+bool refuse_foreign_checkpoint(const std::string& path);
+
+// Whether out_dir holds a training run: a checkpoint that can be read, or a log with something in it. A damaged
+// checkpoint alone, or an empty log, is no evidence of one: with them, a fresh start removed the models a folder's
+// export folders held as the run's (the sixteenth probe of 2026-11-30); such a folder is checked as one without a run.
+bool holds_a_run(const std::string& out_dir);
+
+// Another command's run in out_dir (its checkpoint's or log's command) is refused, --fresh included: distill's layer
+// runs named none, and pretrain --fresh replaced one copied into its folder, distill --fresh a finetune run (the
+// sixteenth probe). `command` "" (a library caller naming none) checks nothing.
+void refuse_another_commands_run(const std::string& out_dir, const std::string& command);
+
+// Before a promotion into out_dir: every file there at a model's name is the one the book records (a model copied into
+// the folder while the run trained was replaced by the promotion: the sixteenth probe)
+void check_before_promotion(const std::string& out_dir);
 
 // best/ and best.new/ hold what the run exported there (a model's files), nothing else: checked when a run starts,
 // fresh or resumed, so that a file of the user's placed there is named and refused before any training (a fresh

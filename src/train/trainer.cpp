@@ -141,8 +141,8 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   // Rank 0's start — fresh or the checkpoint's state — becomes every rank's: the state, the parameters (rank 0's
   // initialisation or the checkpoint's), the optimizer moments and the random generator.
   const std::string start = group.from_lead("receiving rank 0's training state", [&] {
-    refuse_foreign_checkpoint(ckpt);
-    const bool earlier_run = fs::exists(ckpt) || fs::exists(log);
+    refuse_another_commands_run(o.out_dir, o.command);
+    const bool earlier_run = holds_a_run(o.out_dir);
     check_export_folders(o.out_dir, task, earlier_run);
     if (!o.fresh && fs::exists(ckpt)) {
       try {
@@ -405,14 +405,13 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   return r;
 }
 
-void check_run_folder(const std::string& dir, const TrainTask& task) {
-  const std::string ckpt = dir + "/" + kCheckpoint;
-  refuse_foreign_checkpoint(ckpt);
-  check_export_folders(dir, task, fs::exists(ckpt) || fs::exists(dir + "/log.jsonl"));
+void check_run_folder(const std::string& dir, const TrainTask& task, const std::string& command) {
+  refuse_another_commands_run(dir, command);
+  check_export_folders(dir, task, holds_a_run(dir));
 }
 
-void clear_run_folder(const std::string& dir, const TrainTask& task) {
-  check_run_folder(dir, task);
+void clear_run_folder(const std::string& dir, const TrainTask& task, const std::string& command) {
+  check_run_folder(dir, task, command);
   remove_earlier_exports(dir, task);
   for (const char* name : {kStagedBest, "best"}) remove_export_folder(fs::path(dir) / name, task);
   for (const char* name : {kCheckpoint, "log.jsonl", kExports}) fs::remove(fs::path(dir) / name);
@@ -466,6 +465,7 @@ void promote_best(const std::string& out_dir) {
   const fs::path best = fs::path(out_dir) / "best";
   if (!fs::exists(best)) return;
   const auto lock = io::lock_output_dir(out_dir);
+  run::check_before_promotion(out_dir);
   // config.json last: until it is there, a first promotion cut short leaves no directory that looks like a
   // model; a rerun promotes again.
   std::vector<fs::path> files;

@@ -157,8 +157,9 @@ std::string checkpoint_command(const std::string& out_dir);
 // checkpoint's name — each refused, naming it. clear_run_folder then removes what the run wrote there (checkpoint, log,
 // export book, its exports) and the folder if that leaves it empty; the user's own files stay, and the folders holding
 // them (distill --fresh removed the layer folders whole, models copied there and notes included: the fifteenth probe).
-void check_run_folder(const std::string& dir, const TrainTask& task);
-void clear_run_folder(const std::string& dir, const TrainTask& task);
+// `command`: the command whose runs the folder may hold (TrainOptions::command); another's is refused.
+void check_run_folder(const std::string& dir, const TrainTask& task, const std::string& command);
+void clear_run_folder(const std::string& dir, const TrainTask& task, const std::string& command);
 
 // The first line of `out_dir`/log.jsonl: `mimic` when it is a training log of mimic's (the line a run writes first,
 // {"step": 0, "command": …}), and `command`, the command it names. A missing, empty,
