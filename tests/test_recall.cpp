@@ -349,11 +349,11 @@ TEST(RecallPretrain, ASinusoidalPositionTableStartsAsTheSinCosTableAndOnlyForFre
   EXPECT_LT((wb - 5 * w).abs().max().item<double>(), 1e-6);
   auto lone = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data " + task +
                                      " --position-scale 0.1 --seq-len 24 --out " + dir.file("z"));
-  EXPECT_EQ(lone.code, 1);
+  EXPECT_EQ(lone.code, 2);  // a usage error: the command line alone shows it
   EXPECT_NE(lone.err.find("needs --position-init sinusoidal"), std::string::npos) << lone.err;
   auto cont = mimic::test::mimic_cli("pretrain --arch gpt2 --init " + dir.file("sin") + " --data all --position-init sinusoidal --out " +
                                      dir.file("x") + " --threads 1");
-  EXPECT_EQ(cont.code, 1);
+  EXPECT_EQ(cont.code, 2);
   EXPECT_NE(cont.err.find("fresh model's position table"), std::string::npos) << cont.err;
   // a run continued from half-precision weights (the embedded models ship F16) trained in float32 and is saved so
   // (it was written back in F16: the probe of 2026-11-27)
