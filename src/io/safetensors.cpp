@@ -245,4 +245,17 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   });
 }
 
+std::optional<std::string> file_kind(const std::string& path) {
+  char head[8] = {};
+  std::ifstream(path, std::ios::binary).read(head, sizeof head);
+  if (std::string(head, sizeof head) == std::string("\x89HDF\r\n\x1a\n", 8)) return std::string(kHdf5File);
+  try {
+    const auto md = SafeTensorsFile::open(path).metadata();
+    const auto it = md.find("format");
+    return it == md.end() ? std::string() : it->second;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace mimic::io

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -80,5 +81,11 @@ struct SaveOptions {
 };
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors,
                       const SaveOptions& options = {});
+
+// What a file's bytes show it to be, for naming another command's result found where a command writes: kHdf5File for
+// an HDF5 file (a record), a safetensors file's `format` ("" for one without), or nullopt for neither (damaged, or
+// another kind of file). Reads the signature and the header only.
+inline constexpr const char* kHdf5File = "HDF5";
+std::optional<std::string> file_kind(const std::string& path);
 
 }  // namespace mimic::io

@@ -444,17 +444,9 @@ void refuse_odd_model_file_names(const std::string& dir, const std::function<boo
     // what another command of mimic's writes, known by its bytes: a record (HDF5) or a safetensors file of a mimic-*
     // format (forward's tensors, maps, a checkpoint); anything else there is taken as an earlier model's file
     std::string what;
-    char head[8] = {};
-    std::ifstream(e.path(), std::ios::binary).read(head, sizeof head);
-    if (std::string(head, sizeof head) == std::string("\x89HDF\r\n\x1a\n", 8)) {
-      what = "an HDF5 file (a record)";
-    } else {
-      try {
-        const auto md = io::SafeTensorsFile::open(e.path().string()).metadata();
-        if (md.count("format") && md.at("format").rfind("mimic-", 0) == 0) what = "a " + md.at("format") + " file";
-      } catch (const Error&) {
-      }
-    }
+    const auto kind = io::file_kind(e.path().string());
+    if (kind == io::kHdf5File) what = "an HDF5 file (a record)";
+    else if (kind && kind->rfind("mimic-", 0) == 0) what = "a " + *kind + " file";
     MIMIC_CHECK(what.empty(), e.path().string(), " is ", what, " (another command's result), where the model's weights go: what this ",
                 "command writes would replace or remove it; move it out of the way, or choose another folder");
   }

@@ -315,21 +315,12 @@ void check_export_folders(const std::string& out_dir, const TrainTask& task, boo
 bool refuse_foreign_checkpoint(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return false;
-  char head[8] = {};
-  std::ifstream(path, std::ios::binary).read(head, sizeof head);
+  const auto kind = io::file_kind(path);
+  if (!kind) return false;  // unreadable: damage, named by the resume with --fresh as the way out
   std::string what;
-  if (std::string(head, sizeof head) == std::string("\x89HDF\r\n\x1a\n", 8)) {
-    what = "an HDF5 file (a record?)";
-  } else {
-    try {
-      const auto md = io::SafeTensorsFile::open(path).metadata();
-      const auto it = md.find("format");
-      if (it == md.end()) what = "a safetensors file without mimic's format (a model's weights?)";
-      else if (it->second != "mimic-train-checkpoint-1") what = "a " + it->second + " file";
-    } catch (const Error&) {
-      return false;  // unreadable: damage, named by the resume with --fresh as the way out
-    }
-  }
+  if (*kind == io::kHdf5File) what = "an HDF5 file (a record?)";
+  else if (kind->empty()) what = "a safetensors file without mimic's format (a model's weights?)";
+  else if (*kind != "mimic-train-checkpoint-1") what = "a " + *kind + " file";
   MIMIC_CHECK(what.empty(), path, " is ", what, ", not a mimic training checkpoint: it is not this run's to resume or replace, --fresh "
               "included; move it out of the way, or give another --out");
   return true;

@@ -473,9 +473,8 @@ void promote_best(const std::string& out_dir) {
     if (e.is_regular_file()) files.push_back(e.path());
   std::stable_partition(files.begin(), files.end(), [](const fs::path& f) { return f.filename() != "config.json"; });
   // a rename within one directory tree is atomic: a promotion cut short leaves the rest in best/, and a rerun
-  // moves it
-  // the export book names best/'s files in out_dir once they are there (until then, a file in out_dir may be one of
-  // best/'s: run_state.cpp's check_export_book)
+  // moves it. The export book names best/'s files at "." once they are there (until then, a file in out_dir may be
+  // one of best/'s: run_state.cpp's check_folder_in_book).
   for (const auto& f : files) io::move_file_durably(f.string(), (fs::path(out_dir) / f.filename()).string());
   run::record_export_at(out_dir, "best", ".");
   remove_export_folder(best, TrainTask{});  // empty by now: every file was moved
