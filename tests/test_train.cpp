@@ -189,7 +189,8 @@ TEST(TrainEngine, ARunKilledBetweenItsLastCheckpointAndTheExportOfLastExportsItO
   auto killed_task = killed.task();
   auto export_model = killed_task.export_model;
   killed_task.export_model = [&](const std::string& dir) {
-    if (dir.size() >= 5 && dir.compare(dir.size() - 5, 5, "/last") == 0) throw std::runtime_error("killed before exporting last/");
+    // last/ is written into last.part/ before it moves in (run_state.h's kStaging)
+    if (std::filesystem::path(dir).filename() == "last.part") throw std::runtime_error("killed before exporting last/");
     export_model(dir);
   };
   EXPECT_THROW(train(killed_task, options(b.path().string(), 20)), std::runtime_error);
@@ -511,7 +512,8 @@ TEST(TrainEngine, WhatTheExportBookCannotVouchForIsRefusedAndACutShortExportIsSe
     EXPECT_MIMIC_ERROR(promote_best(dir.path().string()), dir.file("model.safetensors") + " is not a file this run wrote");
     EXPECT_EQ(mimic::test::read_bytes(dir.file("model.safetensors")), theirs);
   }
-  {  // an export cut short (its entry null): what it left is removed at the next start, and the entry with it
+  {  // a book from before exports were staged, its export cut short (the folder's entry null): what it left is removed at
+     // the next start, and the entry with it
     TempDir dir;
     run(dir, false);
     edit_export_book(dir, [](nlohmann::json& book) { book["step-10"] = nullptr; });
@@ -525,6 +527,62 @@ TEST(TrainEngine, WhatTheExportBookCannotVouchForIsRefusedAndACutShortExportIsSe
     mimic::test::write_bytes(dir.file("step-10/model.safetensors"), theirs);
     EXPECT_MIMIC_ERROR(run(dir, true, 0), dir.file("step-10/model.safetensors") + " is not a file this run wrote");
     EXPECT_EQ(mimic::test::read_bytes(dir.file("step-10/model.safetensors")), theirs);
+  }
+  // Today an export is written into FOLDER.part and moved in: killed while it was written, the next start removes what
+  // it left there, and never a model placed in FOLDER after the kill (the sixteenth probe: a cut-short export's null
+  // entry made the start remove every model file of the folder, the user's too)
+  for (const bool fresh : {false, true}) {
+    TempDir dir;
+    torch::manual_seed(5);
+    Toy toy;
+    auto killed = toy.task();
+    killed.out_is_model = true;
+    killed.export_model = [inner = killed.export_model](const std::string& d) {
+      inner(d);
+      if (std::filesystem::path(d).filename() == "step-20.part") throw std::runtime_error("killed while exporting step-20/");
+    };
+    auto o = options(dir.path().string(), 20);
+    o.snapshot_every = 10;
+    o.keep_last = true;
+    EXPECT_THROW(train(killed, o), std::runtime_error);
+    ASSERT_TRUE(std::filesystem::exists(dir.file("step-20.part/model.safetensors")));
+    EXPECT_FALSE(std::filesystem::exists(dir.file("step-20")));
+    std::filesystem::create_directories(dir.file("step-20"));
+    mimic::test::write_bytes(dir.file("step-20/model.safetensors"), theirs);
+    EXPECT_MIMIC_ERROR(run(dir, fresh), dir.file("step-20/model.safetensors") + " is not a file this run wrote");
+    EXPECT_EQ(mimic::test::read_bytes(dir.file("step-20/model.safetensors")), theirs);
+    std::filesystem::remove_all(dir.file("step-20"));
+    const auto r = run(dir, fresh);
+    EXPECT_EQ(r.steps, 20);
+    EXPECT_FALSE(std::filesystem::exists(dir.file("step-20.part")));
+    EXPECT_EQ(mimic::test::read_bytes(dir.file("step-20/model.safetensors")), mimic::test::read_bytes(other.file("step-20/model.safetensors")));
+    const auto book = nlohmann::json::parse(mimic::test::read_bytes(dir.file("exports.json")));
+    EXPECT_FALSE(book.contains("step-20.part")) << book.dump();
+    EXPECT_EQ(book["step-20"]["model.safetensors"], mimic::io::file_digest(dir.file("step-20/model.safetensors")));
+  }
+  {  // killed while a staged export moved in: the folder holds some files of each, every one recorded; the next start
+     // finishes the move (a file the old export held and the new one does not goes), and refuses a file of neither
+    TempDir dir;
+    run(dir, false);
+    const auto snapshot = mimic::test::read_bytes(dir.file("step-10/model.safetensors"));
+    std::filesystem::create_directories(dir.file("step-10.part"));
+    std::filesystem::rename(dir.file("step-10/model.safetensors"), dir.file("step-10.part/model.safetensors"));
+    mimic::test::write_bytes(dir.file("step-10/model.safetensors"), "the export before");
+    mimic::test::write_bytes(dir.file("step-10/config.json"), "{}");
+    edit_export_book(dir, [&](nlohmann::json& book) {
+      book["step-10.part"] = book["step-10"];
+      book["step-10"] = {{"model.safetensors", mimic::io::file_digest(dir.file("step-10/model.safetensors"))},
+                         {"config.json", mimic::io::file_digest(dir.file("step-10/config.json"))}};
+    });
+    mimic::test::write_bytes(dir.file("step-10/tokenizer.json"), "{}");
+    EXPECT_MIMIC_ERROR(run(dir, false), dir.file("step-10/tokenizer.json") + " is not a file this run wrote");
+    std::filesystem::remove(dir.file("step-10/tokenizer.json"));
+    run(dir, false);
+    EXPECT_FALSE(std::filesystem::exists(dir.file("step-10.part")));
+    EXPECT_FALSE(std::filesystem::exists(dir.file("step-10/config.json")));
+    EXPECT_EQ(mimic::test::read_bytes(dir.file("step-10/model.safetensors")), snapshot);
+    const auto book = nlohmann::json::parse(mimic::test::read_bytes(dir.file("exports.json")));
+    EXPECT_EQ(book["step-10"], nlohmann::json({{"model.safetensors", mimic::io::file_digest(dir.file("step-10/model.safetensors"))}})) << book.dump();
   }
 }
 

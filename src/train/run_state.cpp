@@ -98,6 +98,21 @@ bool export_file(const TrainTask& task, const std::string& name) {
   return task.is_export_file ? task.is_export_file(name) : models::is_model_file(name);
 }
 
+// A folder the run exports into: best, best.new, last, step-N
+bool is_export_folder(const std::string& name) { return name == "best" || name == kStagedBest || name == "last" || is_snapshot(name); }
+
+// Where an export into `folder` is written before its files move there (kStaging)
+std::string staging_of(const std::string& folder) { return folder + kStaging; }
+
+// The folder an export staged in `name` moves into, or nullopt where `name` is no staging folder
+std::optional<std::string> staged_for(const std::string& name) {
+  const std::string suffix = kStaging;
+  if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return std::nullopt;
+  std::string folder = name.substr(0, name.size() - suffix.size());
+  if (!is_export_folder(folder)) return std::nullopt;
+  return folder;
+}
+
 std::string book_path(const std::string& out_dir) { return (fs::path(out_dir) / kExports).string(); }
 
 fs::path folder_path(const std::string& out_dir, const std::string& folder) {
@@ -123,7 +138,7 @@ std::vector<std::string> export_folders(const std::string& out_dir, const TrainT
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(out_dir, ec)) {
     const std::string name = e.path().filename().string();
-    if ((name == "best" || name == kStagedBest || name == "last" || is_snapshot(name)) && e.is_directory(ec) && !e.is_symlink(ec))
+    if ((is_export_folder(name) || staged_for(name)) && e.is_directory(ec) && !e.is_symlink(ec))
       folders.push_back(name);
   }
   if (task.out_is_model) folders.push_back(".");
@@ -146,7 +161,7 @@ std::optional<nlohmann::json> read_book(const std::string& out_dir) {
   }
   MIMIC_CHECK(book.is_object(), where, ": expected a JSON object (folder → files), got ", book.type_name(), way_out);
   for (const auto& [folder, files] : book.items()) {
-    MIMIC_CHECK(folder == "." || folder == "best" || folder == kStagedBest || folder == "last" || is_snapshot(folder), where,
+    MIMIC_CHECK(folder == "." || is_export_folder(folder) || staged_for(folder), where,
                 ": ", nlohmann::json(folder).dump(), " is no folder a run exports into", way_out);
     if (files.is_null()) continue;
     MIMIC_CHECK(files.is_object(), where, ": the entry of ", nlohmann::json(folder).dump(), " must be an object (file → digest) or null, got ", files.type_name(), way_out);
@@ -159,9 +174,10 @@ std::optional<nlohmann::json> read_book(const std::string& out_dir) {
 
 void write_book(const std::string& out_dir, const nlohmann::json& book) { io::write_text_atomically(book_path(out_dir), book.dump(1) + "\n"); }
 
-// Every file of out_dir/folder at a name the run's exports write is the one the book records there (an entry of null:
-// an export there was cut short, and what it left is the run's). A link at such a name is refused too: the run would
-// replace it without a word (the fifteenth probe of 2026-11-30).
+// Every file of out_dir/folder at a name the run's exports write is the one the book records there, or one an export
+// staged for it records while its files move in (an entry of null: an export staged there was cut short, and what it
+// left is the run's). A link at such a name is refused too: the run would replace it without a word (the fifteenth
+// probe of 2026-11-30).
 void check_folder_in_book(const std::string& out_dir, const std::string& folder, const nlohmann::json& book, const TrainTask& task) {
   auto records = [&](const std::string& f, const std::string& name, const std::string& digest) {
     const auto it = book.find(f);
@@ -179,7 +195,7 @@ void check_folder_in_book(const std::string& out_dir, const std::string& folder,
     if (!e.is_regular_file(ec)) continue;  // a folder there: refuse_odd_model_file_names names it
     const std::string digest = io::file_digest(e.path().string());
     // in ".", a promotion cut short leaves some of best/'s files moved there already
-    if (records(folder, name, digest) || (folder == "." && records("best", name, digest))) continue;
+    if (records(folder, name, digest) || records(folder == "." ? "best" : staging_of(folder), name, digest)) continue;
     const bool named = entry != book.end() && entry->contains(name);
     fail(e.path().string(), " is not a file this run wrote (", kExports, " records ", named ? "other bytes" : "no such file", " there): ",
          "the run would replace or remove it; move it out of ", dir.string(), ", or give another --out");
@@ -206,7 +222,8 @@ void open_export_book(const std::string& out_dir, const TrainTask& task, bool ea
         continue;
       }
       if (it->is_null()) {
-        // an export cut short: what it left is the run's, removed now (it exports there again when its step comes); kept,
+        // (a book from before exports were staged: settle_staged_exports settles today's) an export cut short: what it
+        // left is the run's, removed now (it exports there again when its step comes); kept,
         // the entry stayed for good where the resume took another --snapshot-every, and any model placed there later
         // was the run's (the fifteenth probe)
         for (const auto& e : fs::directory_iterator(dir, ec))
@@ -230,17 +247,71 @@ void open_export_book(const std::string& out_dir, const TrainTask& task, bool ea
   write_book(out_dir, *book);
 }
 
+namespace {
+// The export staged for `folder` (the book records its files) moved there: its files renamed in one by one, then the
+// files the folder's own entry records that the new export does not hold removed, then the book's entry replaced. A
+// kill anywhere leaves every file recorded where it lies (the folder accepts its staging's files), and the next start
+// finishes the move.
+void move_staged_export(const std::string& out_dir, const std::string& folder, nlohmann::json& book, const TrainTask& task) {
+  const std::string staging = staging_of(folder);
+  const fs::path from = folder_path(out_dir, staging), to = folder_path(out_dir, folder);
+  const nlohmann::json files = book[staging];
+  std::error_code ec;
+  if (fs::is_directory(from, ec)) {
+    clear_link_at_export(to.string());  // last → "." of an earlier stage (check_export_folders refuses any other link)
+    fs::create_directories(to);
+    for (const auto& [name, digest] : files.items())
+      if (fs::is_regular_file(from / name, ec)) io::move_file_durably((from / name).string(), (to / name).string());
+  }
+  if (const auto old = book.find(folder); old != book.end() && old->is_object())
+    for (const auto& [name, digest] : old->items())
+      if (!files.contains(name) && fs::is_regular_file(to / name, ec) && !fs::is_symlink(to / name, ec)) fs::remove(to / name);
+  book[folder] = files;
+  book.erase(staging);
+  write_book(out_dir, book);
+  remove_export_folder(from, task);
+}
+}  // namespace
+
+void settle_staged_exports(const std::string& out_dir, const TrainTask& task) {
+  auto book = read_book(out_dir);
+  if (!book) return;  // a run from before the book: nothing staged
+  std::vector<std::string> staged;
+  for (const auto& [name, files] : book->items())
+    if (staged_for(name)) staged.push_back(name);
+  for (const auto& name : staged) {
+    const std::string folder = *staged_for(name);
+    if ((*book)[name].is_null()) {
+      // an export cut short while it wrote: what it left is the run's (it exports there again when its step comes)
+      remove_export_folder(folder_path(out_dir, name), task);
+      book->erase(name);
+      write_book(out_dir, *book);
+    } else {
+      move_staged_export(out_dir, folder, *book, task);  // written whole: its move finished
+    }
+  }
+  // a kill after the book dropped a staging's entry, before its (empty) folder went
+  std::error_code ec;
+  for (const auto& folder : export_folders(out_dir, task))
+    if (staged_for(folder) && !book->contains(folder) && fs::is_empty(folder_path(out_dir, folder), ec)) fs::remove(folder_path(out_dir, folder), ec);
+}
+
 nlohmann::json export_recorded(const std::string& out_dir, const std::string& folder, const TrainTask& task) {
   auto book = read_book(out_dir).value_or(nlohmann::json::object());
   // what is there now: a model copied into a folder the run had not reached yet was overwritten (the fifteenth probe)
   check_folder_in_book(out_dir, folder, book, task);
-  if (folder == kStagedBest) remove_export_folder(folder_path(out_dir, folder), task);  // an earlier evaluation's, not yet checkpointed
-  book[folder] = nullptr;
+  // Written into a staging folder first, recorded null while it is written and its digests once it is whole, then moved
+  // in: an export written straight into the folder, cut short, left files the next start could not tell from a model
+  // placed there after the kill, and removed that too (the sixteenth probe of 2026-11-30).
+  const std::string staging = staging_of(folder);
+  book[staging] = nullptr;
   write_book(out_dir, book);
-  task.export_model(folder_path(out_dir, folder).string());
-  auto files = exported_digests(folder_path(out_dir, folder), task, /*promoted=*/false);
-  book[folder] = files;
+  remove_export_folder(folder_path(out_dir, staging), task);
+  task.export_model(folder_path(out_dir, staging).string());
+  auto files = exported_digests(folder_path(out_dir, staging), task, /*promoted=*/false);
+  book[staging] = files;
   write_book(out_dir, book);
+  move_staged_export(out_dir, folder, book, task);
   return files;
 }
 
@@ -269,9 +340,11 @@ void check_export_folders(const std::string& out_dir, const TrainTask& task, boo
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(out_dir, ec)) {
     const std::string name = e.path().filename().string();
-    const bool step = is_snapshot(name);
-    if (name != "best" && name != kStagedBest && name != "last" && !step) continue;
-    const char* what = step ? "a snapshot" : name == "last" ? "its last model" : "its best model";
+    const auto staged = staged_for(name);
+    const std::string folder = staged.value_or(name);
+    if (!is_export_folder(folder)) continue;
+    const bool step = is_snapshot(folder);
+    const char* what = staged ? "an export before it moves into its folder" : step ? "a snapshot" : name == "last" ? "its last model" : "its best model";
     if (e.is_symlink(ec)) {
       const fs::path target = fs::read_symlink(e.path(), ec);
       MIMIC_CHECK(name == "last" && target == ".", e.path().string(), " is a link (to ", target.string(), "), where the run exports ",

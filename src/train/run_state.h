@@ -98,13 +98,18 @@ void check_export_folders(const std::string& out_dir, const TrainTask& task, boo
 // step-N/ was removed by --fresh or replaced by a rerun, exit 0 (the fourteenth probe of 2026-11-30). A run folder from
 // before the book (a checkpoint or log, no exports.json) adopts what its folders hold, as the run's: the rule before it.
 inline constexpr const char* kExports = "exports.json";
+// What an export is written into before it moves into its folder: best.part, last.part, step-N.part (export_recorded)
+inline constexpr const char* kStaging = ".part";
+// At a run's start, once its checks passed: an export cut short while it was written (its staging's entry null) is
+// removed, one written whole is moved into its folder (a kill during the move).
+void settle_staged_exports(const std::string& out_dir, const TrainTask& task);
 
 // At a run's start, once its checks passed and an earlier run's exports were settled (removed by a fresh start, a
 // staged best swapped in): the book read (adopted or begun where there is none) and written back, so that every later
 // export and removal updates it.
 void open_export_book(const std::string& out_dir, const TrainTask& task, bool earlier_run);
-// task.export_model into out_dir/folder, recorded: null before (an export cut short is the run's), the digests after.
-// Returns the digests.
+// task.export_model into out_dir/folder, recorded: written into out_dir/folder + kStaging (the book's entry for it null
+// while it is written, its digests once it is whole), then moved into the folder. Returns the digests.
 nlohmann::json export_recorded(const std::string& out_dir, const std::string& folder, const TrainTask& task);
 // The book's entry for `folder` dropped (its files removed)
 void forget_export(const std::string& out_dir, const std::string& folder);

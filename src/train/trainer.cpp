@@ -159,13 +159,17 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       }
       truncate_log(log, s.step);
       resumed = true;
+      settle_staged_exports(o.out_dir, task);
       settle_staged_best(o.out_dir, &s, task);
       check_best_files(o.out_dir, s);
     } else {
       // an earlier run of this command left its exports (last/, step-N/ snapshots): a fresh run's folder holds its own
       // alone (a --fresh run kept the earlier run's last/ and snapshots, even of another family: the fifth probe of
       // 2026-11-27). Only where the checkpoint or log shows an earlier run: a folder of your own keeps its folders.
-      if (earlier_run) remove_earlier_exports(o.out_dir, task);
+      if (earlier_run) {
+        settle_staged_exports(o.out_dir, task);
+        remove_earlier_exports(o.out_dir, task);
+      }
       // and its model, where out_dir is one: only now, after the folder's checks and the ranks' agreement (removed
       // before them, a refused --fresh had deleted the finished run's model: the thirteenth probe)
       if (task.out_is_model) {
@@ -412,6 +416,7 @@ void check_run_folder(const std::string& dir, const TrainTask& task, const std::
 
 void clear_run_folder(const std::string& dir, const TrainTask& task, const std::string& command) {
   check_run_folder(dir, task, command);
+  settle_staged_exports(dir, task);
   remove_earlier_exports(dir, task);
   for (const char* name : {kStagedBest, "best"}) remove_export_folder(fs::path(dir) / name, task);
   for (const char* name : {kCheckpoint, "log.jsonl", kExports}) fs::remove(fs::path(dir) / name);
