@@ -518,6 +518,11 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       // and the sixteenth probe's: before --out is looked at, and more of them
       {"pretrain --arch gpt2 --init " + m + " --data sotu --position-init sinusoidal --out o", "--position-init sets up a fresh model's position table"},
       {"finetune --task lm --model " + m + " --data sotu --kd 1e-300 --out " + m, "--kd 1e-300: the temperature must be 0 (off) or in [0.01, 100]"},
+      // and from the sixteenth probe's lesser list (2026-11-30): these exited 1, as failures found while working
+      {"distill --record /nonexistent/r.h5 --maps /nonexistent/m.safetensors --out m.safetensors", "--maps is for --eval-only"},
+      {"distill --record /nonexistent/r.h5 --map-options [1] --out m.safetensors", "--map-options must be a JSON object"},
+      {"distill --record /nonexistent/r.h5 --map-options '{\"a\":1,\"a\":2}' --out m.safetensors", "--map-options"},
+      {"eval --model " + m + " --text a --seq-len 16", "--seq-len is for --task cls, not lm"},
   };
   for (const auto& [args, message] : usage) {
     SCOPED_TRACE(args);

@@ -179,7 +179,7 @@ TEST(CopyEval, CliReportsTheGainOfEachModelAndTheRecallRecovered) {
            {"--trials 3", "--trials is for --task passkey, not copy"},
            {"--examples 5", "--examples is for --task mqar, not copy"}}) {
     auto other = mimic::test::mimic_cli("eval --task copy --model " + dir + " --text 'a b c d' " + extra);
-    EXPECT_EQ(other.code, 1) << extra;
+    EXPECT_EQ(other.code, 2) << extra;  // the command line alone shows it: a usage error
     EXPECT_NE(other.err.find(needle), std::string::npos) << other.err;
     EXPECT_EQ(std::count(other.err.begin(), other.err.end(), '\n'), 1) << other.err;
   }

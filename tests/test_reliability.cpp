@@ -1565,6 +1565,15 @@ TEST(Outputs, DistillFreshRemovesOnlyWhatItsLayerRunsWroteAndNeverWritesThroughA
     refused(r, layer + "/best/kernel.safetensors is not a file this run wrote");
     EXPECT_EQ(mimic::test::read_bytes(layer + "/best/kernel.safetensors"), theirs);
   }
+  theirs.back() ^= 1;  // the run's own again
+  mimic::test::write_bytes(layer + "/best/kernel.safetensors", theirs);
+  // a file of the user's in an export folder (here a snapshot's name) is named before anything is cleared: it kept its
+  // folder once the run's files went, and the layer's run then refused the folder as nobody's (the sixteenth probe)
+  fs::create_directories(layer + "/step-1");
+  mimic::test::write_bytes(layer + "/step-1/notes.txt", "mine too");
+  refused(mimic::test::mimic_cli(distill + dir.file("m.safetensors") + " --fresh"), layer + "/step-1/notes.txt is not a file the run exported there");
+  EXPECT_TRUE(fs::exists(layer + "/best/kernel.safetensors"));
+  EXPECT_TRUE(fs::exists(layer + "/checkpoint.safetensors"));
   // a link at a layer's folder: refused, and nothing written where it points
   fs::create_directories(dir.file("elsewhere"));
   fs::create_directories(dir.file("n.safetensors.ckpt"));

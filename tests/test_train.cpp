@@ -316,11 +316,17 @@ TEST(TrainEngine, AnUnfinishedRunsResumeRefusesAForeignBestModelAndFinishesACutS
   std::filesystem::create_directories(b.file("best.new"));
   mimic::test::write_bytes(b.file("best.new/model.safetensors"), "not recorded");
   EXPECT_MIMIC_ERROR(train(task, half), "best.new/model.safetensors is not a file this run wrote (exports.json records no such file there)");
+  // a book of the days before exports were staged, its entry null: refused, the run cannot tell its files from yours
   edit_export_book(b, [](nlohmann::json& book) { book["best.new"] = nullptr; });
+  EXPECT_MIMIC_ERROR(train(task, half), "best.new/model.safetensors lies in a folder where an export was cut short");
+  // today's: an export cut short in its staging (best.new.part, its entry null) is the run's, and goes
+  std::filesystem::rename(b.file("best.new"), b.file("best.new.part"));
+  edit_export_book(b, [](nlohmann::json& book) { book.erase("best.new"); book["best.new.part"] = nullptr; });
   auto rest = toy.task();
   r = train(rest, options(b.path().string(), 40));
   EXPECT_EQ(r.steps, 40);
   EXPECT_FALSE(std::filesystem::exists(b.file("best.new")));
+  EXPECT_FALSE(std::filesystem::exists(b.file("best.new.part")));
   EXPECT_EQ(r.best_step, uninterrupted.best_step);
   EXPECT_EQ(mimic::test::read_bytes(best), mimic::test::read_bytes(a.file("best/model.safetensors")));
 }
@@ -454,6 +460,19 @@ TEST(TrainEngine, WhatTheExportBookCannotVouchForIsRefusedAndACutShortExportIsSe
       std::filesystem::create_symlink(other.file("foreign.safetensors"), dir.file("last/model.safetensors"));
       EXPECT_MIMIC_ERROR(run(dir, fresh), dir.file("last/model.safetensors") + " is a link, where the run writes its own file");
       EXPECT_TRUE(std::filesystem::is_symlink(dir.file("last/model.safetensors")));
+      // and at the run's own files: the checkpoint and the book were replaced by files, the log appended through
+      for (const char* own : {"log.jsonl", "checkpoint.safetensors", "exports.json"}) {
+        SCOPED_TRACE(own);
+        std::filesystem::copy_file(dir.file(own), other.file(std::string("mine-") + own), std::filesystem::copy_options::overwrite_existing);
+        const auto mine = mimic::test::read_bytes(dir.file(own));
+        std::filesystem::remove(dir.file(own));
+        std::filesystem::create_symlink(other.file(std::string("mine-") + own), dir.file(own));
+        EXPECT_MIMIC_ERROR(run(dir, fresh), dir.file(own) + " is a link, where the run keeps its own file");
+        EXPECT_TRUE(std::filesystem::is_symlink(dir.file(own)));
+        EXPECT_EQ(mimic::test::read_bytes(other.file(std::string("mine-") + own)), mine);
+        std::filesystem::remove(dir.file(own));
+        mimic::test::write_bytes(dir.file(own), mine);
+      }
     }
   }
   {  // a model copied into a snapshot's folder while the run trains, before the run reaches it
@@ -512,21 +531,21 @@ TEST(TrainEngine, WhatTheExportBookCannotVouchForIsRefusedAndACutShortExportIsSe
     EXPECT_MIMIC_ERROR(promote_best(dir.path().string()), dir.file("model.safetensors") + " is not a file this run wrote");
     EXPECT_EQ(mimic::test::read_bytes(dir.file("model.safetensors")), theirs);
   }
-  {  // a book from before exports were staged, its export cut short (the folder's entry null): what it left is removed at
-     // the next start, and the entry with it
+  {  // a book from before exports were staged, its export cut short (the folder's entry null): the start cannot tell
+     // what it left from a model placed there since (the sixteenth probe: both were removed), and refuses; emptied by
+     // hand, the entry goes
     TempDir dir;
     run(dir, false);
     edit_export_book(dir, [](nlohmann::json& book) { book["step-10"] = nullptr; });
-    mimic::test::write_bytes(dir.file("step-10/model.safetensors"), "half");
+    mimic::test::write_bytes(dir.file("step-10/model.safetensors"), theirs);
+    for (const bool fresh : {false, true})
+      EXPECT_MIMIC_ERROR(run(dir, fresh, 0), dir.file("step-10/model.safetensors") + " lies in a folder where an export was cut short");
+    EXPECT_EQ(mimic::test::read_bytes(dir.file("step-10/model.safetensors")), theirs);
+    std::filesystem::remove(dir.file("step-10/model.safetensors"));
     run(dir, false, /*snapshot_every=*/0);
     EXPECT_FALSE(std::filesystem::exists(dir.file("step-10")));
     auto book = nlohmann::json::parse(mimic::test::read_bytes(dir.file("exports.json")));
     EXPECT_FALSE(book.contains("step-10")) << book.dump();
-    // and a model placed there afterwards is nobody's the run knows
-    std::filesystem::create_directories(dir.file("step-10"));
-    mimic::test::write_bytes(dir.file("step-10/model.safetensors"), theirs);
-    EXPECT_MIMIC_ERROR(run(dir, true, 0), dir.file("step-10/model.safetensors") + " is not a file this run wrote");
-    EXPECT_EQ(mimic::test::read_bytes(dir.file("step-10/model.safetensors")), theirs);
   }
   // Today an export is written into FOLDER.part and moved in: killed while it was written, the next start removes what
   // it left there, and never a model placed in FOLDER after the kill (the sixteenth probe: a cut-short export's null
@@ -559,6 +578,48 @@ TEST(TrainEngine, WhatTheExportBookCannotVouchForIsRefusedAndACutShortExportIsSe
     const auto book = nlohmann::json::parse(mimic::test::read_bytes(dir.file("exports.json")));
     EXPECT_FALSE(book.contains("step-20.part")) << book.dump();
     EXPECT_EQ(book["step-20"]["model.safetensors"], mimic::io::file_digest(dir.file("step-20/model.safetensors")));
+  }
+  {  // a staging is the run's working space, and holds nothing else (the seventeenth probe: a model copied into
+     // step-N.part/, while the run trained or after a kill, was removed with it, exit 0)
+    TempDir dir;
+    torch::manual_seed(5);
+    Toy toy;
+    auto task = planting_task(toy, [&] {
+      if (!std::filesystem::exists(dir.file("step-10/model.safetensors"))) return false;
+      std::filesystem::create_directories(dir.file("step-20.part"));
+      mimic::test::write_bytes(dir.file("step-20.part/model.safetensors"), theirs);
+      return true;
+    });
+    auto o = options(dir.path().string(), 20);
+    o.snapshot_every = 10;
+    EXPECT_MIMIC_ERROR(train(task, o), dir.file("step-20.part") + " holds what this run did not write, where it stages an export");
+    EXPECT_EQ(mimic::test::read_bytes(dir.file("step-20.part/model.safetensors")), theirs);
+    // the same at the start (no entry for it in the book), and a file of another name in a cut-short staging
+    EXPECT_MIMIC_ERROR(run(dir, false), dir.file("step-20.part/model.safetensors") + " is not a file this run wrote (exports.json records no export staged in");
+    std::filesystem::remove(dir.file("step-20.part/model.safetensors"));
+    mimic::test::write_bytes(dir.file("step-20.part/notes.txt"), "mine");
+    edit_export_book(dir, [](nlohmann::json& book) { book["step-20.part"] = nullptr; });
+    for (const bool fresh : {false, true})
+      EXPECT_MIMIC_ERROR(run(dir, fresh), dir.file("step-20.part/notes.txt") + " is not a file of the model this run stages in");
+    EXPECT_EQ(mimic::test::read_bytes(dir.file("step-20.part/notes.txt")), "mine");
+    std::filesystem::remove(dir.file("step-20.part/notes.txt"));
+    // a staging's entry that records no file, or a file that is not there, is a damaged book: nothing moves or goes
+    run(dir, false);
+    const auto snapshot = mimic::test::read_bytes(dir.file("step-10/model.safetensors"));
+    edit_export_book(dir, [](nlohmann::json& book) { book["step-10.part"] = nlohmann::json::object(); });
+    EXPECT_MIMIC_ERROR(run(dir, false), "the entry of \"step-10.part\" records no file, where an export wrote some");
+    edit_export_book(dir, [](nlohmann::json& book) { book["step-10.part"] = {{"model.safetensors", "00"}}; });
+    EXPECT_MIMIC_ERROR(run(dir, false), "the entry of \"step-10.part\" records \"model.safetensors\", which is no file of its export");
+    edit_export_book(dir, [](nlohmann::json& book) { book["step-10.part"] = {{"model.safetensors", 1}}; });
+    EXPECT_MIMIC_ERROR(run(dir, false), "gives \"model.safetensors\" a digest of 1, not a string");
+    EXPECT_EQ(mimic::test::read_bytes(dir.file("step-10/model.safetensors")), snapshot);
+    // a link or a file at a staging's name
+    edit_export_book(dir, [](nlohmann::json& book) { book.erase("step-10.part"); });
+    mimic::test::write_bytes(dir.file("step-30.part"), "mine");
+    EXPECT_MIMIC_ERROR(run(dir, false), dir.file("step-30.part") + " is not a folder, where the run stages an export");
+    std::filesystem::remove(dir.file("step-30.part"));
+    std::filesystem::create_directory_symlink(other.path(), dir.file("step-30.part"));
+    EXPECT_MIMIC_ERROR(run(dir, false), dir.file("step-30.part") + " is a link, where the run stages an export");
   }
   {  // killed while a staged export moved in: the folder holds some files of each, every one recorded; the next start
      // finishes the move (a file the old export held and the new one does not goes), and refuses a file of neither

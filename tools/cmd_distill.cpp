@@ -87,9 +87,6 @@ void run(DistillArgs& a) {
   a.o.progress = !a.common.json;
   // json_parse: one line naming the problem, and a key given twice refused (the probe of 2026-11-27: the map was
   // built with the first value and the maps file recorded the last)
-  a.o.map_options = json_parse(a.map_options, "--map-options");
-  MIMIC_CHECK(a.map_options.empty() || a.o.map_options.is_object(), "--map-options must be a JSON object {\"key\": value, ...}, got ",
-              a.map_options);
   auto r = distill::distill(a.o);
   if (!train::writes_outputs()) return;  // rank 0 prints the run's result
   if (a.o.record.empty() && !a.o.model_dir.empty())  // online: the data may give fewer samples than asked
@@ -164,6 +161,12 @@ void register_distill(CLI::App& app) {
       for (const char* name : {"--lr", "--weight-decay", "--patience"})
         MIMIC_USAGE_CHECK(!given(name), name, " shapes training, which --epochs 0 does not run (the maps are written as initialised): "
                     "leave it out");
+    MIMIC_USAGE_CHECK(a->o.maps.empty() || a->o.eval_only, "--maps is for --eval-only (distill trains maps of its own otherwise): "
+                      "add --eval-only, or leave --maps out");
+    // json_parse: one line naming the problem, and a key given twice refused (the probe of 2026-11-27: the map was
+    // built with the first value and the maps file recorded the last)
+    a->o.map_options = usage_checked([&] { return json_parse(a->map_options, "--map-options"); });
+    MIMIC_USAGE_CHECK(a->o.map_options.is_object(), "--map-options must be a JSON object {\"key\": value, ...}, got ", a->map_options);
     // while parsing, not after the record is opened (distill::student_spec says the same for library callers)
     MIMIC_USAGE_CHECK(a->o.sla || a->o.train.empty() || a->o.train == "maps", "--train ", a->o.train, " needs SLA gates (--sla)");
     for (const char* name : {"--ce-weight", "--mse-weight"})

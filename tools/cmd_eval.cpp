@@ -316,13 +316,13 @@ void register_eval(CLI::App& app) {
     // a length twice gave two identical rows (--lengths 64,064: the fifth probe of 2026-11-27)
     const auto& ls = args->passkey.lengths;
     for (size_t i = 0; lengths->count() > 0 && i < ls.size(); ++i)
-      MIMIC_CHECK(std::find(ls.begin(), ls.begin() + static_cast<std::ptrdiff_t>(i), ls[i]) == ls.begin() + static_cast<std::ptrdiff_t>(i),
-                  "--lengths names ", ls[i], " twice: give each length once");
+      MIMIC_USAGE_CHECK(std::find(ls.begin(), ls.begin() + static_cast<std::ptrdiff_t>(i), ls[i]) == ls.begin() + static_cast<std::ptrdiff_t>(i),
+                        "--lengths names ", ls[i], " twice: give each length once");
     for (const auto& [opt, tasks] : serves)
       if (opt->count() > 0 && std::find(tasks.begin(), tasks.end(), args->task) == tasks.end()) {
         std::string list;
         for (const auto& t : tasks) list += (list.empty() ? "" : " or ") + t;
-        fail(opt->get_name(), " is for --task ", list, ", not ", args->task);
+        MIMIC_USAGE_CHECK(false, opt->get_name(), " is for --task ", list, ", not ", args->task);
       }
     start(args->common);
     // bf16: the model's forward passes, its LM head included, under autocast (mimic/core/precision.h)

@@ -165,9 +165,16 @@ std::optional<nlohmann::json> read_book(const std::string& out_dir) {
                 ": ", nlohmann::json(folder).dump(), " is no folder a run exports into", way_out);
     if (files.is_null()) continue;
     MIMIC_CHECK(files.is_object(), where, ": the entry of ", nlohmann::json(folder).dump(), " must be an object (file → digest) or null, got ", files.type_name(), way_out);
-    for (const auto& [name, digest] : files.items())
-      MIMIC_CHECK(digest.is_string() && !name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos, where,
-                  ": the entry of ", nlohmann::json(folder).dump(), " holds a bad file ", nlohmann::json(name).dump(), way_out);
+    for (const auto& [name, digest] : files.items()) {
+      MIMIC_CHECK(!name.empty() && name != "." && name != ".." && name.find('/') == std::string::npos, where,
+                  ": the entry of ", nlohmann::json(folder).dump(), " holds a bad file name ", nlohmann::json(name).dump(), way_out);
+      MIMIC_CHECK(digest.is_string(), where, ": the entry of ", nlohmann::json(folder).dump(), " gives ", nlohmann::json(name).dump(),
+                  " a digest of ", digest.dump(), ", not a string", way_out);
+    }
+    // a staging records what an export wrote (at least one file, at names the export writes): an entry of none dropped
+    // every file of the folder's own entry when it moved in (the seventeenth probe of 2026-11-30)
+    if (staged_for(folder))
+      MIMIC_CHECK(!files.empty(), where, ": the entry of ", nlohmann::json(folder).dump(), " records no file, where an export wrote some", way_out);
   }
   return book;
 }
@@ -175,27 +182,44 @@ std::optional<nlohmann::json> read_book(const std::string& out_dir) {
 void write_book(const std::string& out_dir, const nlohmann::json& book) { io::write_text_atomically(book_path(out_dir), book.dump(1) + "\n"); }
 
 // Every file of out_dir/folder at a name the run's exports write is the one the book records there, or one an export
-// staged for it records while its files move in (an entry of null: an export staged there was cut short, and what it
-// left is the run's). A link at such a name is refused too: the run would replace it without a word (the fifteenth
-// probe of 2026-11-30).
+// staged for it records while its files move in. A link at such a name is refused too: the run would replace it
+// without a word (the fifteenth probe of 2026-11-30). A staging folder (FOLDER.part) is the run's working space while the
+// book records it, and holds nothing but the export's files: those a cut-short export wrote (its entry null), or those
+// the book records (a move under way); without an entry it holds nothing the run would remove.
 void check_folder_in_book(const std::string& out_dir, const std::string& folder, const nlohmann::json& book, const TrainTask& task) {
   auto records = [&](const std::string& f, const std::string& name, const std::string& digest) {
     const auto it = book.find(f);
     return it != book.end() && it->is_object() && it->contains(name) && (*it)[name] == digest;
   };
   const auto entry = book.find(folder);
-  if (entry != book.end() && entry->is_null()) return;
+  const bool staging = staged_for(folder).has_value();
+  const bool cut_short = entry != book.end() && entry->is_null();
   const fs::path dir = folder_path(out_dir, folder);
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (!(folder == "." ? models::is_model_file(name) : export_file(task, name))) continue;
+    const bool exported = folder == "." ? models::is_model_file(name) : export_file(task, name);
+    if (staging) {
+      // the seventeenth probe: a model copied into step-N.part/ was removed with it, exit 0
+      MIMIC_CHECK(entry != book.end(), e.path().string(), " is not a file this run wrote (", kExports, " records no export staged in ",
+                  dir.string(), "): the run would remove it with its staging; move it out of ", dir.string(), ", or give another --out");
+      MIMIC_CHECK(exported, e.path().string(), " is not a file of the model this run stages in ", dir.string(),
+                  ": the run would remove it with its staging; move it out of the folder, or give another --out");
+    }
+    if (!exported) continue;
     MIMIC_CHECK(!e.is_symlink(ec), e.path().string(), " is a link, where the run writes its own file: the run would replace it; "
                 "remove the link, or give another --out");
     if (!e.is_regular_file(ec)) continue;  // a folder there: refuse_odd_model_file_names names it
+    if (cut_short && staging) continue;    // what the export cut short wrote: removed at the start
+    // A folder's entry null is a book of the days before exports were staged (an export cut short wrote there
+    // directly): its files cannot be told from a model placed there since, and were removed with them (the sixteenth
+    // and seventeenth probes)
+    MIMIC_CHECK(!cut_short, e.path().string(), " lies in a folder where an export was cut short (", kExports, " records null for ",
+                nlohmann::json(folder).dump(), "), so the run cannot tell its files from yours: remove ", dir.string(),
+                " if nothing in it is yours, or give another --out");
     const std::string digest = io::file_digest(e.path().string());
     // in ".", a promotion cut short leaves some of best/'s files moved there already
-    if (records(folder, name, digest) || records(folder == "." ? "best" : staging_of(folder), name, digest)) continue;
+    if (records(folder, name, digest) || (!staging && records(folder == "." ? "best" : staging_of(folder), name, digest))) continue;
     const bool named = entry != book.end() && entry->contains(name);
     fail(e.path().string(), " is not a file this run wrote (", kExports, " records ", named ? "other bytes" : "no such file", " there): ",
          "the run would replace or remove it; move it out of ", dir.string(), ", or give another --out");
@@ -222,12 +246,8 @@ void open_export_book(const std::string& out_dir, const TrainTask& task, bool ea
         continue;
       }
       if (it->is_null()) {
-        // (a book from before exports were staged: settle_staged_exports settles today's) an export cut short: what it
-        // left is the run's, removed now (it exports there again when its step comes); kept,
-        // the entry stayed for good where the resume took another --snapshot-every, and any model placed there later
-        // was the run's (the fifteenth probe)
-        for (const auto& e : fs::directory_iterator(dir, ec))
-          if (e.is_regular_file(ec) && !e.is_symlink(ec) && export_file(task, e.path().filename().string())) fs::remove(e.path());
+        // a book from before exports were staged, its export cut short where nothing is left (check_folder_in_book
+        // refused the folder otherwise): the entry goes, and the folder if empty
         if (fs::is_empty(dir, ec)) fs::remove(dir, ec);
         it = book->erase(it);
         continue;
@@ -248,6 +268,22 @@ void open_export_book(const std::string& out_dir, const TrainTask& task, bool ea
 }
 
 namespace {
+// Nothing at a staging's name but the run's own staging: a link, a file, or (while the run trains, when the run's own
+// staging went with each export) a folder that holds anything is refused, named alike at the start and at an export
+// (the seventeenth probe: a model copied into step-N.part/ while the run trained was removed with it, exit 0)
+void refuse_at_staging(const fs::path& dir, bool while_running) {
+  std::error_code ec;
+  const auto st = fs::symlink_status(dir, ec);
+  if (!fs::exists(st)) return;
+  const char* way = ": move it out of the way, or give another --out";
+  MIMIC_CHECK(!fs::is_symlink(st), dir.string(), " is a link, where the run stages an export before it moves into its folder", way);
+  MIMIC_CHECK(fs::is_directory(st), dir.string(), " is not a folder, where the run stages an export before it moves into its folder", way);
+  if (!while_running) return;
+  MIMIC_CHECK(fs::is_empty(dir, ec), dir.string(), " holds what this run did not write, where it stages an export before it moves into its ",
+              "folder", way);
+  fs::remove(dir, ec);
+}
+
 // The export staged for `folder` (the book records its files) moved there: its files renamed in one by one, then the
 // files the folder's own entry records that the new export does not hold removed, then the book's entry replaced. A
 // kill anywhere leaves every file recorded where it lies (the folder accepts its staging's files), and the next start
@@ -257,6 +293,17 @@ void move_staged_export(const std::string& out_dir, const std::string& folder, n
   const fs::path from = folder_path(out_dir, staging), to = folder_path(out_dir, folder);
   const nlohmann::json files = book[staging];
   std::error_code ec;
+  // every file it records lies in the staging or in the folder with those bytes: a hand-edited entry moved files the
+  // export never wrote and dropped the folder's own (the seventeenth probe)
+  for (const auto& item : files.items()) {
+    const std::string& name = item.key();
+    const auto is = [&](const fs::path& f) {
+      return fs::is_regular_file(f, ec) && !fs::is_symlink(f, ec) && io::file_digest(f.string()) == item.value();
+    };
+    MIMIC_CHECK(export_file(task, name) && (is(from / name) || is(to / name)), book_path(out_dir), " (what the run exported): the entry of ",
+                nlohmann::json(staging).dump(), " records ", nlohmann::json(name).dump(), ", which is no file of its export in ", from.string(),
+                " or ", to.string(), "; delete the book (the run then takes what its export folders hold as its own), or give another --out");
+  }
   if (fs::is_directory(from, ec)) {
     clear_link_at_export(to.string());  // last → "." of an earlier stage (check_export_folders refuses any other link)
     fs::create_directories(to);
@@ -272,6 +319,18 @@ void move_staged_export(const std::string& out_dir, const std::string& folder, n
   remove_export_folder(from, task);
 }
 }  // namespace
+
+void refuse_foreign_files_in_export_folders(const std::string& dir, const TrainTask& task) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string folder = e.path().filename().string();
+    if (!e.is_directory(ec) || e.is_symlink(ec) || !(is_export_folder(folder) || staged_for(folder))) continue;
+    for (const auto& f : fs::directory_iterator(e.path(), ec))
+      MIMIC_CHECK(export_file(task, f.path().filename().string()) && f.is_regular_file(ec) && !f.is_symlink(ec), f.path().string(),
+                  " is not a file the run exported there: the run's files would go and it would stay; move it out of ",
+                  e.path().string(), " first");
+  }
+}
 
 void settle_staged_exports(const std::string& out_dir, const TrainTask& task) {
   auto book = read_book(out_dir);
@@ -304,9 +363,9 @@ nlohmann::json export_recorded(const std::string& out_dir, const std::string& fo
   // in: an export written straight into the folder, cut short, left files the next start could not tell from a model
   // placed there after the kill, and removed that too (the sixteenth probe of 2026-11-30).
   const std::string staging = staging_of(folder);
+  refuse_at_staging(folder_path(out_dir, staging), /*while_running=*/true);
   book[staging] = nullptr;
   write_book(out_dir, book);
-  remove_export_folder(folder_path(out_dir, staging), task);
   task.export_model(folder_path(out_dir, staging).string());
   auto files = exported_digests(folder_path(out_dir, staging), task, /*promoted=*/false);
   book[staging] = files;
@@ -338,13 +397,24 @@ void check_export_folders(const std::string& out_dir, const TrainTask& task, boo
   // is last → "." (a finished run whose last step was its best: trainer.cpp).
   const auto exported = [&](const std::string& name) { return export_file(task, name); };
   std::error_code ec;
+  // the run's own files: a link there was replaced by a file (the checkpoint, the export book) or appended through (the
+  // log) without a word (the sixteenth probe of 2026-11-30)
+  for (const char* name : {kCheckpoint, "log.jsonl", kExports})
+    MIMIC_CHECK(!fs::is_symlink(fs::path(out_dir) / name, ec), (fs::path(out_dir) / name).string(), " is a link, where the run keeps its ",
+                "own file: remove the link, or give another --out");
   for (const auto& e : fs::directory_iterator(out_dir, ec)) {
     const std::string name = e.path().filename().string();
-    const auto staged = staged_for(name);
-    const std::string folder = staged.value_or(name);
-    if (!is_export_folder(folder)) continue;
-    const bool step = is_snapshot(folder);
-    const char* what = staged ? "an export before it moves into its folder" : step ? "a snapshot" : name == "last" ? "its last model" : "its best model";
+    if (staged_for(name)) {
+      refuse_at_staging(e.path(), /*while_running=*/false);
+      // and with no run yet, a staging is nobody's the run knows; with one, check_export_book checks what it holds
+      MIMIC_CHECK(earlier_run || fs::is_empty(e.path(), ec), e.path().string(), " holds what no run in ", out_dir, " wrote (there is none ",
+                  "yet: no checkpoint or log), where this run stages an export before it moves into its folder: move it out of the way, ",
+                  "or give another --out");
+      continue;
+    }
+    if (!is_export_folder(name)) continue;
+    const bool step = is_snapshot(name);
+    const char* what = step ? "a snapshot" : name == "last" ? "its last model" : "its best model";
     if (e.is_symlink(ec)) {
       const fs::path target = fs::read_symlink(e.path(), ec);
       MIMIC_CHECK(name == "last" && target == ".", e.path().string(), " is a link (to ", target.string(), "), where the run exports ",

@@ -98,6 +98,11 @@ void check_export_folders(const std::string& out_dir, const TrainTask& task, boo
 // step-N/ was removed by --fresh or replaced by a rerun, exit 0 (the fourteenth probe of 2026-11-30). A run folder from
 // before the book (a checkpoint or log, no exports.json) adopts what its folders hold, as the run's: the rule before it.
 inline constexpr const char* kExports = "exports.json";
+// Every file in dir's export folders (best, best.new, last, step-N, their stagings) is one the run's exports write:
+// before a folder is cleared (distill --fresh), so that a file of the user's there is named before anything goes. (Kept,
+// it kept its folder once the run's files went, and the run started on the cleared folder refused it as nobody's: the
+// sixteenth probe of 2026-11-30.)
+void refuse_foreign_files_in_export_folders(const std::string& dir, const TrainTask& task);
 // What an export is written into before it moves into its folder: best.part, last.part, step-N.part (export_recorded)
 inline constexpr const char* kStaging = ".part";
 // At a run's start, once its checks passed: an export cut short while it was written (its staging's entry null) is

@@ -412,6 +412,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
 void check_run_folder(const std::string& dir, const TrainTask& task, const std::string& command) {
   refuse_another_commands_run(dir, command);
   check_export_folders(dir, task, holds_a_run(dir));
+  refuse_foreign_files_in_export_folders(dir, task);
 }
 
 void clear_run_folder(const std::string& dir, const TrainTask& task, const std::string& command) {

@@ -154,9 +154,10 @@ std::string checkpoint_command(const std::string& out_dir);
 
 // A training run's folder `dir` (distill keeps one per layer, OUT.ckpt/layer_NN) checked as a start checks it: a file at
 // an export's name that the run's export book does not record, a link where it exports, another command's file at the
-// checkpoint's name — each refused, naming it. clear_run_folder then removes what the run wrote there (checkpoint, log,
-// export book, its exports) and the folder if that leaves it empty; the user's own files stay, and the folders holding
-// them (distill --fresh removed the layer folders whole, models copied there and notes included: the fifteenth probe).
+// checkpoint's name, a file in an export folder (last/, best/, step-N/, …) that is not one the run's exports write — each
+// refused, naming it. clear_run_folder then removes what the run wrote there (checkpoint, log, export book, its
+// exports) and the folder if that leaves it empty; the user's own files beside them stay (distill --fresh removed the
+// layer folders whole, models copied there and notes included: the fifteenth probe).
 // `command`: the command whose runs the folder may hold (TrainOptions::command); another's is refused.
 void check_run_folder(const std::string& dir, const TrainTask& task, const std::string& command);
 void clear_run_folder(const std::string& dir, const TrainTask& task, const std::string& command);
