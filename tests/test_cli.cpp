@@ -477,6 +477,8 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"bench train --widths mini --lengths 8 --kinds 'hybrid:window=0'", "--kinds: hybrid attention option 'window' must be"},
       // and issue 38's leftovers: a feature map not in the registry, before the record is read (bench generate's: test_bench.cpp)
       {"distill --record /nonexistent/r.h5 --feature-map nope --out m.safetensors", "--feature-map: unknown feature map 'nope'"},
+      // a model's weights given as --config read as "malformed JSON" (the fifteenth probe of 2026-11-30)
+      {"pretrain --arch gpt2 --config " + m + "/model.safetensors --data sotu --out o", "model.safetensors is a safetensors file (weights?), not a config.json"},
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);

@@ -6,6 +6,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
+#include "mimic/io/safetensors.h"
 #include "mimic/models/family.h"
 #include "mimic/data/corpus.h"
 #include "mimic/data/recall_tasks.h"
@@ -50,6 +51,10 @@ void run(PretrainArgs& a) {
     std::fprintf(stderr, "mimic: note: --snapshot-every %lld is more than --steps (%lld): no snapshot is written\n",
                  static_cast<long long>(a.o.train.snapshot_every), static_cast<long long>(a.o.train.steps));
   if (!a.config_path.empty()) {
+    // a model's weights or a record given here read as "malformed JSON" (the fifteenth probe of 2026-11-30)
+    if (const auto kind = io::file_kind(a.config_path))
+      fail("--config ", a.config_path, " is ", *kind == io::kHdf5File ? "an HDF5 file (a record?)" : "a safetensors file (weights?)",
+           ", not a config.json: give the model's config.json (its sizes, HF keys)");
     a.o.config = json_parse(io::read_text_file(a.config_path), a.config_path);
     a.o.config_source = "--config " + a.config_path;
   }
