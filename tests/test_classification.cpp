@@ -112,7 +112,9 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
   EXPECT_MIMIC_ERROR(data::load_classification(dir.file("empty.jsonl")), "no examples");
   mimic::test::write_bytes(dir.file("utf.jsonl"), "{\"text\": \"\\udc80\", \"label\": 1}\n");
   EXPECT_ANY_THROW(data::load_classification(dir.file("utf.jsonl")));
-  EXPECT_MIMIC_ERROR(data::load_classification("no-such-set"), "unknown data set 'no-such-set'");
+  EXPECT_MIMIC_ERROR(data::load_classification("no-such-set"), "unknown data set: 'no-such-set'");
+  // a path that is not there is named as one
+  EXPECT_MIMIC_ERROR(data::load_classification("/nonexistent/x.jsonl"), "no such file: '/nonexistent/x.jsonl'");
 }
 
 // Found by fuzzing JSON-lines files (bench/fuzz): a "split" that is not a string escaped as nlohmann's exception.

@@ -277,7 +277,11 @@ void align_labels(ClassificationData& d, const std::vector<std::string>& model_l
 ClassificationData load_classification(const std::string& name) {
   if (name == "spam") return load_spam();
   if (name == "sotu-era") return load_sotu_era();
-  MIMIC_CHECK(fs::is_regular_file(name), "unknown data set '", name, "' (spam, sotu-era, or a JSON-lines file)");
+  // a path that is not there read only as "unknown data set" (the fifteenth probe of 2026-11-30)
+  std::error_code ec;
+  const bool path_like = name.find('/') != std::string::npos || name.find('.') != std::string::npos;
+  MIMIC_CHECK(fs::is_regular_file(name, ec), path_like && !fs::exists(name, ec) ? "no such file: " : "unknown data set: ", "'", name,
+              "' (spam, sotu-era, or a JSON-lines file)");
   return load_jsonl(name);
 }
 
