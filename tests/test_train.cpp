@@ -439,6 +439,11 @@ TEST(TrainEngine, WhatTheExportBookCannotVouchForIsRefusedAndACutShortExportIsSe
       mimic::test::write_bytes(dir.file("model.safetensors"), theirs);
       EXPECT_MIMIC_ERROR(run(dir, fresh), dir.file("model.safetensors") + " holds what no run in");
       EXPECT_EQ(mimic::test::read_bytes(dir.file("model.safetensors")), theirs);
+      // and a file of the user's at the book's name (it was replaced by the run's)
+      std::filesystem::remove(dir.file("model.safetensors"));
+      mimic::test::write_bytes(dir.file("exports.json"), "{\"mine\": 1}");
+      EXPECT_MIMIC_ERROR(run(dir, fresh), dir.file("exports.json") + " is no export book of a run in");
+      EXPECT_EQ(mimic::test::read_bytes(dir.file("exports.json")), "{\"mine\": 1}");
     }
     {  // another command's file at the checkpoint's name: a model's weights, maps
       TempDir dir;

@@ -405,6 +405,16 @@ void check_export_folders(const std::string& out_dir, const TrainTask& task, boo
   for (const char* name : {kCheckpoint, "log.jsonl", kExports})
     MIMIC_CHECK(!fs::is_symlink(fs::path(out_dir) / name, ec), (fs::path(out_dir) / name).string(), " is a link, where the run keeps its ",
                 "own file: remove the link, or give another --out");
+  // and with no run there yet, a file at the book's name that is no book is the user's: it was replaced by the run's.
+  // (A book there is a run's killed as its fresh start replaced the log.)
+  if (!earlier_run && fs::exists(fs::symlink_status(fs::path(out_dir) / kExports, ec))) {
+    try {
+      read_book(out_dir);
+    } catch (const Error&) {
+      fail((fs::path(out_dir) / kExports).string(), " is no export book of a run in ", out_dir, " (there is none yet: no checkpoint or ",
+           "log), where the run keeps its own: move it out of the way, or give another --out");
+    }
+  }
   for (const auto& e : fs::directory_iterator(out_dir, ec)) {
     const std::string name = e.path().filename().string();
     if (staged_for(name)) {
