@@ -892,6 +892,8 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
   auto u = score("a", "u.jsonl");
   EXPECT_NE(u.code, 0);
   // every one (the first alone was named), and where each is found first (a label on the last line alone was not placed)
+  // the file named by its path, as the loader names it (the fifteenth probe: its base name alone)
+  EXPECT_EQ(u.err.find("mimic: error: " + dir.file("u.jsonl") + ": labels"), 0u) << u.err;
   EXPECT_NE(u.err.find(R"(labels ["2","3"] (first at )" + dir.file("u.jsonl") + ":3, " + dir.file("u.jsonl") + ":4) are not among"),
             std::string::npos) << u.err;
   EXPECT_NE(u.err.find(R"(["0","1"])"), std::string::npos) << u.err;
@@ -938,7 +940,7 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
   // an id beyond the classifier's outputs, and names and ids in one file, are refused naming the line or the label
   mimic::test::write_bytes(dir.file("id2.jsonl"), ids + R"({"text": "a night", "label": 2, "split": "test"})" + "\n");
   auto beyond = score("named", "id2.jsonl");
-  EXPECT_NE(beyond.err.find(R"(id2.jsonl: label 2 is an id beyond )" + dir.file("named") + R"('s 2 labels (ids 0 to 1: ["ham","spam"]))"),
+  EXPECT_NE(beyond.err.find(dir.file("id2.jsonl") + R"(: label 2 is an id beyond )" + dir.file("named") + R"('s 2 labels (ids 0 to 1: ["ham","spam"]))"),
             std::string::npos) << beyond.err;
   mimic::test::write_bytes(dir.file("both.jsonl"), ids + R"({"text": "a night", "label": "spam", "split": "test"})" + "\n");
   auto both = score("named", "both.jsonl");

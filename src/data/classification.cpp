@@ -93,7 +93,7 @@ void add(ClassificationData& d, Example e) {
 
 ClassificationData load_spam() {
   ClassificationData d;
-  d.name = "spam";
+  d.name = d.source = "spam";
   d.labels = {"ham", "spam"};
   d.metric = "f1";
   std::string root = asset_path("corpora/spam-assassin");
@@ -116,7 +116,7 @@ ClassificationData load_spam() {
 // words; labelled by the era of the address. Splits go by address.
 ClassificationData load_sotu_era() {
   ClassificationData d;
-  d.name = "sotu-era";
+  d.name = d.source = "sotu-era";
   for (const auto& e : sotu_eras()) d.labels.push_back(e.name);
   d.metric = "mcc";
   for (const auto& doc : load_corpus("sotu")) {
@@ -149,6 +149,7 @@ ClassificationData load_sotu_era() {
 ClassificationData load_jsonl(const std::string& path) {
   ClassificationData d;
   d.name = fs::path(path).filename().string();
+  d.source = path;  // the base name alone in an error left the file to guess (the fifteenth probe of 2026-11-30)
   std::istringstream is(io::read_text_file(path));
   std::string line;
   std::map<std::string, int64_t> label_ids;
@@ -233,7 +234,7 @@ std::vector<std::string> classification_names() { return {"spam", "sotu-era"}; }
 void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, int64_t model_num_labels, const std::string& model) {
   if (d.labels_are_ids) {
     const int64_t k = model_labels.empty() ? model_num_labels : static_cast<int64_t>(model_labels.size());
-    MIMIC_CHECK(static_cast<int64_t>(d.labels.size()) <= k, d.name, ": label ", d.labels.size() - 1, " is an id beyond ", model, "'s ", k,
+    MIMIC_CHECK(static_cast<int64_t>(d.labels.size()) <= k, d.source, ": label ", d.labels.size() - 1, " is an id beyond ", model, "'s ", k,
                 " labels (ids 0 to ", k - 1, model_labels.empty() ? std::string() : ": " + nlohmann::json(model_labels).dump(), ")");
     d.labels = model_labels;
     if (d.labels.empty())
@@ -264,7 +265,7 @@ void align_labels(ClassificationData& d, const std::vector<std::string>& model_l
       if (!first.empty()) where += (where.empty() ? "" : ", ") + first;
     }
     if (!where.empty()) where = " (first at " + where + ")";
-    fail(d.name, ": ", unknown.size() == 1 ? "label " : "labels ", nlohmann::json(std::vector<std::string>(unknown.begin(), unknown.begin() + shown)).dump(),
+    fail(d.source, ": ", unknown.size() == 1 ? "label " : "labels ", nlohmann::json(std::vector<std::string>(unknown.begin(), unknown.begin() + shown)).dump(),
          more, where, unknown.size() == 1 ? " is" : " are", " not among ", model, "'s labels (", nlohmann::json(model_labels).dump(),
          ", its id2label); to train a new task, start from a model without a classifier");
   }

@@ -17,6 +17,7 @@ struct Example {
 
 struct ClassificationData {
   std::string name;
+  std::string source;  // what errors name: the file's path, or the built-in set's name
   std::vector<std::string> labels;  // label names, index = label id
   // The file's labels are integers, the ids themselves (a JSON-lines "label": 1): a classifier's output 1 whatever
   // its id2label calls it, never matched as the name "1". `labels` then names the ids "0" … "max".
