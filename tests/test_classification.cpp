@@ -113,6 +113,9 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
   mimic::test::write_bytes(dir.file("utf.jsonl"), "{\"text\": \"\\udc80\", \"label\": 1}\n");
   EXPECT_ANY_THROW(data::load_classification(dir.file("utf.jsonl")));
   EXPECT_MIMIC_ERROR(data::load_classification("no-such-set"), "unknown data set: 'no-such-set'");
+  // a CSV is named as no JSON lines (the eighteenth probe: nlohmann's parse text alone)
+  mimic::test::write_bytes(dir.file("d.csv"), "text,label\nhello,1\n");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("d.csv")), "a classification data file holds JSON lines");
   // a path that is not there is named as one
   EXPECT_MIMIC_ERROR(data::load_classification("/nonexistent/x.jsonl"), "no such file: '/nonexistent/x.jsonl'");
 }

@@ -234,7 +234,7 @@ TEST(TrainEngine, ARerunOfAFinishedRunRefusesABestModelChangedSinceItFinished) {
   mimic::test::write_bytes(dir.file("model.safetensors"), bytes);
   EXPECT_TRUE(train(task, options(dir.path().string(), 20)).finished_earlier);
   std::filesystem::remove(dir.file("model.safetensors"));
-  EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 20)), "model.safetensors is missing");
+  EXPECT_MIMIC_ERROR(train(task, options(dir.path().string(), 20)), dir.file("best/model.safetensors") + " is missing");
 }
 
 // A run killed after a best export and before the checkpoint that follows it resumes from its last checkpoint (the
@@ -608,6 +608,12 @@ TEST(TrainEngine, WhatTheExportBookCannotVouchForIsRefusedAndACutShortExportIsSe
       EXPECT_MIMIC_ERROR(run(dir, fresh), dir.file("step-20.part/notes.txt") + " is not a file of the model this run stages in");
     EXPECT_EQ(mimic::test::read_bytes(dir.file("step-20.part/notes.txt")), "mine");
     std::filesystem::remove(dir.file("step-20.part/notes.txt"));
+    // a model file of a name the run's exports never wrote (its finished exports name what they write: the toy's
+    // weights alone), as a tokenizer beside a recall model's weights (the eighteenth probe: removed, exit 0)
+    mimic::test::write_bytes(dir.file("step-20.part/tokenizer.json"), "{}");
+    EXPECT_MIMIC_ERROR(run(dir, true), dir.file("step-20.part/tokenizer.json") + " is not a file of the model this run stages in");
+    EXPECT_EQ(mimic::test::read_bytes(dir.file("step-20.part/tokenizer.json")), "{}");
+    std::filesystem::remove(dir.file("step-20.part/tokenizer.json"));
     // a staging's entry that records no file, or a file that is not there, is a damaged book: nothing moves or goes
     run(dir, false);
     const auto snapshot = mimic::test::read_bytes(dir.file("step-10/model.safetensors"));
@@ -625,6 +631,23 @@ TEST(TrainEngine, WhatTheExportBookCannotVouchForIsRefusedAndACutShortExportIsSe
     std::filesystem::remove(dir.file("step-30.part"));
     std::filesystem::create_directory_symlink(other.path(), dir.file("step-30.part"));
     EXPECT_MIMIC_ERROR(run(dir, false), dir.file("step-30.part") + " is a link, where the run stages an export");
+  }
+  {  // a file copied into a staging while the export writes there is neither moved in as the run's nor removed with
+     // the staging: named, and kept (the eighteenth probe: removed, exit 0)
+    TempDir dir;
+    torch::manual_seed(5);
+    Toy toy;
+    auto task = toy.task();
+    task.export_model = [inner = task.export_model](const std::string& d) {
+      inner(d);
+      if (std::filesystem::path(d).filename() == "step-20.part") mimic::test::write_bytes(d + "/tokenizer.json", "mine");
+    };
+    auto o = options(dir.path().string(), 20);
+    o.snapshot_every = 10;
+    EXPECT_MIMIC_ERROR(train(task, o), dir.file("step-20.part/tokenizer.json") + " is not a file of the export this run staged in");
+    EXPECT_EQ(mimic::test::read_bytes(dir.file("step-20.part/tokenizer.json")), "mine");
+    EXPECT_FALSE(std::filesystem::exists(dir.file("step-20/tokenizer.json")));
+    EXPECT_TRUE(std::filesystem::exists(dir.file("step-20/model.safetensors")));
   }
   {  // killed while a staged export moved in: the folder holds some files of each, every one recorded; the next start
      // finishes the move (a file the old export held and the new one does not goes), and refuses a file of neither

@@ -159,7 +159,13 @@ ClassificationData load_jsonl(const std::string& path) {
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     // json_parse: mimic's one-line message for malformed JSON, and a key given twice refused
-    const nlohmann::json j = json_parse(line, path + ":" + std::to_string(lineno));
+    // (a CSV read as "malformed JSON" said nothing of the format expected: the eighteenth probe of 2026-11-30)
+    nlohmann::json j;
+    try {
+      j = json_parse(line, path + ":" + std::to_string(lineno));
+    } catch (const Error& e) {
+      fail(e.what(), " (a classification data file holds JSON lines, one {\"text\": …, \"label\": …} per line)");
+    }
     MIMIC_CHECK(j.is_object() && j.contains("text") && j["text"].is_string() && j.contains("label"), path, ":", lineno,
                 ": expected {\"text\": string, \"label\": ...}");
     // a label is a name or an integer (docs/data.md): null, true or 1.0 became classes "null", "true" and "1.0" (so 1

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "mimic/core/error.h"
@@ -55,9 +56,11 @@ nlohmann::json file_digests(const fs::path& dir) {
 
 void check_best_files(const std::string& out_dir, const Saved& s) {
   for (const auto& [name, digest] : s.best_files.items()) {
-    fs::path f = fs::path(out_dir) / "best" / name;
-    if (!fs::exists(f)) f = fs::path(out_dir) / name;
-    MIMIC_CHECK(fs::exists(f), f.string(), " is missing: this run saved its best model there (at step ", s.best_step,
+    const fs::path in_best = fs::path(out_dir) / "best" / name;
+    fs::path f = in_best;
+    if (!fs::exists(f)) f = fs::path(out_dir) / name;  // promoted into out_dir (finetune, pretrain)
+    // named where the run saved it: the promoted path alone named a file distill's layers never promote (the eighteenth probe)
+    MIMIC_CHECK(fs::exists(f), in_best.string(), " is missing: this run saved its best model there (at step ", s.best_step,
                 "); --fresh trains again, or give another --out");
     MIMIC_CHECK(io::file_digest(f.string()) == digest.get<std::string>(), f.string(), " is not the file this run saved "
                 "(at step ", s.best_step, "; it changed since), so the run's result would not be this run's; --fresh trains "
@@ -181,6 +184,24 @@ std::optional<nlohmann::json> read_book(const std::string& out_dir) {
 
 void write_book(const std::string& out_dir, const nlohmann::json& book) { io::write_text_atomically(book_path(out_dir), book.dump(1) + "\n"); }
 
+// The names the run's exports write, as its finished exports recorded them (every export of a run writes the same
+// files), or none before its first: a staging holds files of those names alone. (Any model file's name was taken:
+// a GPT-2 tokenizer's files copied beside a recall model's weights in a cut-short staging went with it, exit 0 — the
+// eighteenth probe of 2026-11-30.)
+std::set<std::string> export_names(const nlohmann::json& book) {
+  std::set<std::string> names;
+  for (const auto& [folder, files] : book.items())
+    if (folder != "." && !staged_for(folder) && files.is_object())
+      for (const auto& [name, digest] : files.items()) names.insert(name);
+  return names;
+}
+
+// `name` is one the run's export writes into a staging: one its finished exports wrote, or before its first any
+// the task's export may write
+bool staged_name(const TrainTask& task, const std::set<std::string>& names, const std::string& name) {
+  return names.empty() ? export_file(task, name) : names.count(name) > 0;
+}
+
 // Every file of out_dir/folder at a name the run's exports write is the one the book records there, or one an export
 // staged for it records while its files move in. A link at such a name is refused too: the run would replace it
 // without a word (the fifteenth probe of 2026-11-30). A staging folder (FOLDER.part) is the run's working space while the
@@ -198,7 +219,9 @@ void check_folder_in_book(const std::string& out_dir, const std::string& folder,
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    const bool exported = folder == "." ? models::is_model_file(name) : export_file(task, name);
+    const bool exported = folder == "." ? models::is_model_file(name)
+                          : staging    ? staged_name(task, export_names(book), name)
+                                       : export_file(task, name);
     if (staging) {
       // the seventeenth probe: a model copied into step-N.part/ was removed with it, exit 0
       MIMIC_CHECK(entry != book.end(), e.path().string(), " is not a file this run wrote (", kExports, " records no export staged in ",
@@ -302,7 +325,7 @@ void move_staged_export(const std::string& out_dir, const std::string& folder, n
       const auto is = [&](const fs::path& f) {
         return fs::is_regular_file(f, ec) && !fs::is_symlink(f, ec) && io::file_digest(f.string()) == item.value();
       };
-      MIMIC_CHECK(export_file(task, name) && (is(from / name) || is(to / name)), book_path(out_dir), " (what the run exported): the entry of ",
+      MIMIC_CHECK(staged_name(task, export_names(book), name) && (is(from / name) || is(to / name)), book_path(out_dir), " (what the run exported): the entry of ",
                   nlohmann::json(staging).dump(), " records ", nlohmann::json(name).dump(), ", which is no file of its export in ",
                   from.string(), " or ", to.string(), "; delete the book (the run then takes what its export folders hold as its own), or ",
                   "give another --out");
@@ -319,7 +342,12 @@ void move_staged_export(const std::string& out_dir, const std::string& folder, n
   book[folder] = files;
   book.erase(staging);
   write_book(out_dir, book);
-  remove_export_folder(from, task);
+  // what is left in the staging is no file of the export (one copied there while it wrote: removed with the staging,
+  // exit 0 — the eighteenth probe): named, and kept
+  for (const auto& e : fs::directory_iterator(from, ec))
+    fail(e.path().string(), " is not a file of the export this run staged in ", from.string(), " (it appeared there while the run ",
+         "exported): move it out of the folder, and run the command again");
+  fs::remove(from, ec);
 }
 }  // namespace
 
@@ -371,6 +399,10 @@ nlohmann::json export_recorded(const std::string& out_dir, const std::string& fo
   write_book(out_dir, book);
   task.export_model(folder_path(out_dir, staging).string());
   auto files = exported_digests(folder_path(out_dir, staging), task, /*promoted=*/false);
+  // a file copied into the staging while the export wrote there, at a name the run's exports do not write, is left
+  // there and named below (recorded, it was moved into the folder as the run's)
+  const auto names = export_names(book);
+  for (auto it = files.begin(); it != files.end();) it = staged_name(task, names, it.key()) ? std::next(it) : files.erase(it);
   book[staging] = files;
   write_book(out_dir, book);
   move_staged_export(out_dir, folder, book, task, /*check=*/false);
