@@ -1187,6 +1187,9 @@ TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
   ASSERT_EQ(cut.code, 0) << cut.err;
   EXPECT_NE(cut.err.find("note: --mass-k 100000 is more than the record's tokens per sample (16): using 16"), std::string::npos) << cut.err;
   EXPECT_NE(cut.err.find("note: --plot-tokens 100000 is more than the record's tokens per sample (16): using 16"), std::string::npos) << cut.err;
+  // and a default fitted to the record (--local-window 64 against 16 tokens) is no request of the user's: no note (the
+  // eighteenth probe)
+  EXPECT_EQ(cut.err.find("--local-window"), std::string::npos) << cut.err;
   const auto cj = nlohmann::json::parse(cut.out);
   EXPECT_EQ(cj["layers"], nlohmann::json::array({0}));
   EXPECT_EQ(cj["heads"], nlohmann::json::array({0, 1}));

@@ -3,6 +3,7 @@
 // figures (PNG + SVG) and report.html. docs/report.md.
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <tuple>
 
 #include "mimic/attention/feature_map.h"
@@ -20,6 +21,7 @@ struct ReportArgs {
   Common common;
   report::ReportOptions o;
   std::string pareto;
+  std::set<std::string> given;  // options given on the command line (a default clamped to the record is said nowhere)
 };
 
 // model_dir_arg for "[LABEL=]DIR|NAME": the directory resolved, the label kept
@@ -68,9 +70,10 @@ void run(ReportArgs& a) {
   if (a.o.samples > static_cast<int64_t>(r.samples.size()))  // clamped to the record, and said so
     std::fprintf(stderr, "mimic: note: --samples %lld: the record holds %zu samples; reporting all of them\n",
                  static_cast<long long>(a.o.samples), r.samples.size());
-  note_clamped("--mass-k", a.o.top_k, r.mass_k, "the record's tokens per sample");
-  note_clamped("--plot-tokens", a.o.plot_tokens, r.plot_tokens, "the record's tokens per sample");
-  note_clamped("--local-window", a.o.local_window, r.local_window, "the record's tokens per sample");
+  // only for what was asked: a default fitted to a short record printed notes of options never given (the eighteenth probe)
+  if (a.given.count("--mass-k")) note_clamped("--mass-k", a.o.top_k, r.mass_k, "the record's tokens per sample");
+  if (a.given.count("--plot-tokens")) note_clamped("--plot-tokens", a.o.plot_tokens, r.plot_tokens, "the record's tokens per sample");
+  if (a.given.count("--local-window")) note_clamped("--local-window", a.o.local_window, r.local_window, "the record's tokens per sample");
   if (a.common.json) return print_json(r.to_json());
   if (!r.quality.empty()) {
     std::printf("%-24s %12s %18s %s\n", "quality", "perplexity", "copy gain", "passkey ranked first");
@@ -141,7 +144,11 @@ void register_report(CLI::App& app) {
   sub->add_option("--plot-heads", a->o.plot_heads, "Heads drawn in the heatmaps (default: the first 4; the first one also in the monotonicity plot)")->transform(range::index_list());
   sub->add_option("--plot-tokens", a->o.plot_tokens, "Heatmaps show the first N queries and keys")->capture_default_str()->transform(range::tokens(2));
   add_common_options(*sub, a->common);
-  sub->callback([a]() { run(*a); });
+  sub->callback([a, sub]() {
+    for (const char* name : {"--mass-k", "--top-k", "--plot-tokens", "--local-window"})
+      if (sub->get_option(name)->count() > 0) a->given.insert(std::string(name) == "--top-k" ? "--mass-k" : name);
+    run(*a);
+  });
 }
 
 }  // namespace mimic::cli
