@@ -479,6 +479,7 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"distill --record /nonexistent/r.h5 --feature-map nope --out m.safetensors", "--feature-map: unknown feature map 'nope'"},
       // a model's weights given as --config read as "malformed JSON" (the fifteenth probe of 2026-11-30)
       {"pretrain --arch gpt2 --config " + m + "/model.safetensors --data sotu --out o", "model.safetensors is a safetensors file (weights?), not a config.json"},
+      {"pretrain --arch gpt2 --config " + m + " --data sotu --out o", "is not a file: give the model's config.json"},
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);

@@ -1,5 +1,6 @@
 // mimic pretrain --arch gpt2|bert|llama|mistral|qwen2|qwen3 --config C.json --data CORPUS --out DIR — train mimic's own small models.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "cli.h"
@@ -104,7 +105,15 @@ void register_pretrain(CLI::App& app) {
                                            " (the Llama family's trains on a recall task: mimic fetches no tokenizer for it)")
       ->required()
       ->check(CLI::IsMember(types));
-  sub->add_option("--config", a->config_path, "config.json with the sizes (HF keys) of a fresh model")->check(path_arg())->check(CLI::ExistingFile);
+  sub->add_option("--config", a->config_path, "config.json with the sizes (HF keys) of a fresh model")->check(path_arg())->check(CLI::Validator(
+          [](std::string& path) -> std::string {
+            // in mimic's words: CLI11's own read "File is actually a directory" (the eighteenth probe of 2026-11-30)
+            std::error_code ec;
+            if (!std::filesystem::exists(path, ec)) return "no such file: " + path;
+            if (!std::filesystem::is_regular_file(path, ec)) return path + " is not a file: give the model's config.json";
+            return {};
+          },
+          "FILE"));
   sub->add_option("--init", a->o.init, "Continue from this model's weights instead of a fresh model (no --config)")
       ->transform(model_dir_arg());
   add_copy_options(*sub, a->o.copy);
