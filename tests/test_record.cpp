@@ -629,6 +629,8 @@ TEST(Record, HdfErrorsBecomeOneLineAndAFullDiskIsNamed) {
   const std::string eio = "file write failed: time = x\n, filename = 'f', file descriptor = 4, errno = 5, error message = 'Input/output error', buf = 0x1";
   EXPECT_EQ(mimic::record::h5_error_words(eio, ""), "Input/output error");
   EXPECT_EQ(mimic::record::h5_error_words("unable to open file\n  (truncated)", "H5File open"), "unable to open file (truncated) (H5File open)");
+  EXPECT_EQ(mimic::record::h5_error_words("truncated file: eof = 3000, sblock->base_addr = 0, stored_eof = 9000", "H5File open"),
+            "the file is cut short (a copy or a write that did not finish?) (H5File open)");
   EXPECT_EQ(mimic::record::h5_error_words("", "H5Dwrite failed"), "H5Dwrite failed");
 }
 

@@ -65,6 +65,9 @@ std::string h5_error_words(const std::string& inner_text, const std::string& out
                            "; HDF5_USE_FILE_LOCKING=FALSE turns the lock off)"
                      : system;
   }
+  // a file cut short: HDF5's addresses ("eof = 3000, sblock->base_addr = 0, stored_eof = …") said nothing a user
+  // acts on (the eighteenth probe of 2026-11-30)
+  if (inner.rfind("truncated file", 0) == 0) inner = "the file is cut short (a copy or a write that did not finish?)";
   if (inner.empty()) return outer;
   return outer.empty() ? inner : inner + " (" + outer + ")";
 }
