@@ -116,6 +116,9 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
   // a CSV is named as no JSON lines (the eighteenth probe: nlohmann's parse text alone)
   mimic::test::write_bytes(dir.file("d.csv"), "text,label\nhello,1\n");
   EXPECT_MIMIC_ERROR(data::load_classification(dir.file("d.csv")), "a classification data file holds JSON lines");
+  // an empty label name (a classifier was trained and exported that mimic then could not load: the nineteenth probe)
+  mimic::test::write_bytes(dir.file("e.jsonl"), "{\"text\": \"a\", \"label\": \"\"}\n");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("e.jsonl")), "e.jsonl:1: an empty label name");
   // a path that is not there is named as one
   EXPECT_MIMIC_ERROR(data::load_classification("/nonexistent/x.jsonl"), "no such file: '/nonexistent/x.jsonl'");
 }

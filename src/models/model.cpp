@@ -176,6 +176,13 @@ class HfModel : public Model {
     // A name a model's file takes holding something else (a folder made as config.json, a dangling link) was found
     // only after the weights had been written, leaving half a model (the tenth probe of 2026-11-29): checked first.
     refuse_odd_model_file_names(dir);
+    // What `dir` held when the save began: only those files are stale and removed below. A file that appears while the
+    // model is written (copied into a training run's staging folder meanwhile) is another writer's, and was removed as
+    // stale (the nineteenth probe of 2026-11-30).
+    std::set<std::string> before;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.is_regular_file(ec) && !e.is_symlink(ec)) before.insert(e.path().filename().string());
     io::SaveOptions opt;
     opt.metadata = layout_.metadata;
     auto config = config_.raw;
@@ -195,14 +202,15 @@ class HfModel : public Model {
       written = io::save_sharded(dir, tensors(!options.dtype), options.shards, opt);
       written.push_back(io::kIndexFile);
     }
-    io::remove_stale_weights(dir, written);
+    for (const auto& name : before)
+      if (io::is_weights_file(name) && std::find(written.begin(), written.end(), name) == written.end()) fs::remove(fs::path(dir) / name);
     io::write_text_atomically((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
     const fs::path desc = fs::path(dir) / kConvertedFile;
     if (is_converted()) {
       nlohmann::json j = {{"format", kConvertedFormat}, {"summary", attention_summary(*this)}, {"attention", attention_layers(*this)}};
       if (!provenance_.empty()) j["provenance"] = provenance_;
       io::write_text_atomically(desc.string(), j.dump(2) + "\n");
-    } else if (fs::exists(desc)) {
+    } else if (before.count(kConvertedFile)) {
       fs::remove(desc);
     }
     // The tokenizer is the source's, and only the source's: a tokenizer file another model left in `dir` (a GPT-2's
@@ -213,7 +221,7 @@ class HfModel : public Model {
     for (const char* name : kTokenizerFiles) {
       const fs::path src = dir_.empty() ? fs::path() : fs::path(dir_) / name, dst = fs::path(dir) / name;
       if (!src.empty() && fs::exists(src)) io::copy_file_atomically(src.string(), dst.string());
-      else if (fs::is_regular_file(dst)) fs::remove(dst);
+      else if (before.count(name)) fs::remove(dst);
     }
   }
 
