@@ -119,6 +119,8 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
   // an empty label name (a classifier was trained and exported that mimic then could not load: the nineteenth probe)
   mimic::test::write_bytes(dir.file("e.jsonl"), "{\"text\": \"a\", \"label\": \"\"}\n");
   EXPECT_MIMIC_ERROR(data::load_classification(dir.file("e.jsonl")), "e.jsonl:1: an empty label name");
+  mimic::test::write_bytes(dir.file("b.jsonl"), "{\"text\": \"a\", \"label\": \" \"}\n");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("b.jsonl")), "b.jsonl:1: an empty label name (\" \")");
   // a path that is not there is named as one
   EXPECT_MIMIC_ERROR(data::load_classification("/nonexistent/x.jsonl"), "no such file: '/nonexistent/x.jsonl'");
 }

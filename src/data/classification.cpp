@@ -173,8 +173,8 @@ ClassificationData load_jsonl(const std::string& path) {
     MIMIC_CHECK(j["label"].is_string() || j["label"].is_number_integer(), path, ":", lineno, ": label must be a name or an integer, got ",
                 json_dump(j["label"], -1));
     // an empty name trained and exported a classifier whose id2label mimic then refused to load (the nineteenth probe)
-    MIMIC_CHECK(!j["label"].is_string() || !j["label"].get<std::string>().empty(), path, ":", lineno, ": an empty label name: give each "
-                "class a name, or integer ids");
+    MIMIC_CHECK(!j["label"].is_string() || j["label"].get<std::string>().find_first_not_of(" \t\r\n") != std::string::npos, path, ":", lineno,
+                ": an empty label name (", json_dump(j["label"], -1), "): give each class a name, or integer ids");
     // an integer is an id, a string a name: the two in one file would give one class two spellings (the tenth probe:
     // "label": 1 was matched as the name "1", so a ham/spam classifier refused 0/1 labels)
     const bool id = j["label"].is_number_integer();

@@ -172,17 +172,18 @@ class HfModel : public Model {
 
   using Model::save;
   void save(const std::string& dir, const SaveOptions& options) const override {
-    const auto lock = io::lock_output_dir(dir);
-    // A name a model's file takes holding something else (a folder made as config.json, a dangling link) was found
-    // only after the weights had been written, leaving half a model (the tenth probe of 2026-11-29): checked first.
-    refuse_odd_model_file_names(dir);
-    // What `dir` held when the save began: only those files are stale and removed below. A file that appears while the
-    // model is written (copied into a training run's staging folder meanwhile) is another writer's, and was removed as
-    // stale (the nineteenth probe of 2026-11-30).
+    // What `dir` held when the save began — nothing where the save makes it — and only those files are stale and
+    // removed below. A file that appears while the model is written (copied into a training run's staging folder
+    // meanwhile) is another writer's, and was removed as stale (the nineteenth probe of 2026-11-30; listed after the
+    // lock had made the folder, the twentieth).
     std::set<std::string> before;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec))
       if (e.is_regular_file(ec) && !e.is_symlink(ec)) before.insert(e.path().filename().string());
+    const auto lock = io::lock_output_dir(dir);
+    // A name a model's file takes holding something else (a folder made as config.json, a dangling link) was found
+    // only after the weights had been written, leaving half a model (the tenth probe of 2026-11-29): checked first.
+    refuse_odd_model_file_names(dir);
     io::SaveOptions opt;
     opt.metadata = layout_.metadata;
     auto config = config_.raw;
