@@ -85,8 +85,6 @@ void run(DistillArgs& a) {
   a.o.seed = a.common.seed;
   a.o.device = a.common.on;
   a.o.progress = !a.common.json;
-  // json_parse: one line naming the problem, and a key given twice refused (the probe of 2026-11-27: the map was
-  // built with the first value and the maps file recorded the last)
   auto r = distill::distill(a.o);
   if (!train::writes_outputs()) return;  // rank 0 prints the run's result
   if (a.o.record.empty() && !a.o.model_dir.empty())  // online: the data may give fewer samples than asked

@@ -176,13 +176,13 @@ bool is_weights_file(const std::string& name) {
   return name == kWeightsFile || name == kIndexFile || std::regex_match(name, shard);
 }
 
-void remove_stale_weights(const std::string& dir, const std::vector<std::string>& keep) {
+void remove_stale_weights(const std::string& dir, const std::vector<std::string>& keep, const std::set<std::string>* among) {
   const std::set<std::string> kept(keep.begin(), keep.end());
   std::vector<fs::path> stale;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const auto name = e.path().filename().string();
-    if (is_weights_file(name) && !kept.count(name) && e.is_regular_file()) stale.push_back(e.path());
+    if (is_weights_file(name) && !kept.count(name) && (!among || among->count(name)) && e.is_regular_file()) stale.push_back(e.path());
   }
   for (const auto& p : stale) fs::remove(p);
 }

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,7 +77,8 @@ std::vector<std::string> save_sharded(const std::string& dir, const std::vector<
 
 // Removes the weight files of `dir` not named in `keep`: model.safetensors, model.safetensors.index.json
 // and HF-named shards (model-NNNNN-of-NNNNN.safetensors), so that a directory saved again in another
-// layout holds one set of weights.
-void remove_stale_weights(const std::string& dir, const std::vector<std::string>& keep);
+// layout holds one set of weights. `among`: only files of these names (what `dir` held before a save began), not one
+// another writer placed there since.
+void remove_stale_weights(const std::string& dir, const std::vector<std::string>& keep, const std::set<std::string>* among = nullptr);
 
 }  // namespace mimic::io

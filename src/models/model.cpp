@@ -203,8 +203,7 @@ class HfModel : public Model {
       written = io::save_sharded(dir, tensors(!options.dtype), options.shards, opt);
       written.push_back(io::kIndexFile);
     }
-    for (const auto& name : before)
-      if (io::is_weights_file(name) && std::find(written.begin(), written.end(), name) == written.end()) fs::remove(fs::path(dir) / name);
+    io::remove_stale_weights(dir, written, &before);
     io::write_text_atomically((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
     const fs::path desc = fs::path(dir) / kConvertedFile;
     if (is_converted()) {
