@@ -1,7 +1,7 @@
-// The state a training run keeps in its output folder (internal to src/train/: trainer.cpp's train() and run_state.cpp):
-// the checkpoint (parameters, optimizer moments, random states and the run's numbers, written under its final name
-// only complete), the journal log.jsonl, the staged best export and the export book (exports.json). Not an API: nothing
-// outside src/train/ includes it.
+// The state a training run keeps in its output folder (internal to src/train/: trainer.cpp's train(), run_state.cpp and
+// exports.cpp): the checkpoint (parameters, optimizer moments, random states and the run's numbers, written under its
+// final name only complete) and the journal log.jsonl in run_state.cpp; the staged best export, the export book
+// (exports.json) and the stagings in exports.cpp. Not an API: nothing outside src/train/ includes it.
 #pragma once
 #include <ATen/core/Generator.h>
 
