@@ -525,6 +525,7 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"distill --record /nonexistent/r.h5 --maps /nonexistent/m.safetensors --out m.safetensors", "--maps is for --eval-only"},
       {"distill --record /nonexistent/r.h5 --map-options [1] --out m.safetensors", "--map-options must be a JSON object"},
       {"distill --record /nonexistent/r.h5 --map-options '{\"a\":1,\"a\":2}' --out m.safetensors", "--map-options"},
+      {"distill --record /nonexistent/r.h5 --feature-map elu --map-options '{\"x\":1}' --out m.safetensors", "feature map 'elu': unknown option 'x'"},
       {"eval --model " + m + " --text a --seq-len 16", "--seq-len is for --task cls, not lm"},
   };
   for (const auto& [args, message] : usage) {

@@ -165,6 +165,9 @@ void register_distill(CLI::App& app) {
     // built with the first value and the maps file recorded the last)
     a->o.map_options = usage_checked([&] { return json_parse(a->map_options, "--map-options"); });
     MIMIC_USAGE_CHECK(a->o.map_options.is_object(), "--map-options must be a JSON object {\"key\": value, ...}, got ", a->map_options);
+    // an unknown key or a bad value is a usage error like the JSON's own (it exited 1 from the run: the sixteenth probe of
+    // 2026-11-30); the same dry build the run makes before it reads a file
+    if (a->o.maps.empty()) usage_checked([&] { return attention::make_feature_map({a->o.feature_map, 1, 2, a->o.map_options}); });
     // while parsing, not after the record is opened (distill::student_spec says the same for library callers)
     MIMIC_USAGE_CHECK(a->o.sla || a->o.train.empty() || a->o.train == "maps", "--train ", a->o.train, " needs SLA gates (--sla)");
     for (const char* name : {"--ce-weight", "--mse-weight"})
