@@ -170,7 +170,7 @@ TEST(TrainEngine, ABf16RunLearnsKeepsFloatWeightsAndResumesOnlyAsBf16) {
   EXPECT_FALSE(torch::equal(weights(toy)[0], weights(full)[0])) << "bf16 trained exactly as fp32 did: autocast did not act";
 
   auto longer = options(dir.path().string(), 220);  // fp32: another run
-  EXPECT_MIMIC_ERROR(train(task, longer), "other settings: precision (\"bf16\" then, absent now)");
+  EXPECT_MIMIC_ERROR(train(task, longer), "other settings: precision (\"bf16\" then, the default now)");
   longer.precision = mimic::Precision::Bf16;
   EXPECT_EQ(train(task, longer).resumed_from, 200);
 }
@@ -1175,8 +1175,9 @@ TEST(TrainOptimizer, WarmupCosineSchedule) {
 }
 
 // The first differing setting, as resumes (distill) and the ranks of a distributed run name it: keys in sorted order,
-// a key one side lacks as "absent", nested objects and lists of one length followed to the value that differs (the
-// tenth probe: a rope_theta edit printed both whole configs); equal documents have none.
+// a key one side lacks as "absent" (or the word its caller gives: "the default"), nested objects and lists of one
+// length followed to the value that differs (the tenth probe: a rope_theta edit printed both whole configs); equal
+// documents have none.
 TEST(JsonKeys, TheFirstDifferenceIsTheFirstKeyInOrderWithItsTwoValues) {
   const auto a = nlohmann::json::parse(R"({"lr": 0.001, "seed": 1, "copy": {"fraction": 0.5}})");
   EXPECT_FALSE(mimic::json_first_difference(a, a).has_value());
@@ -1210,6 +1211,10 @@ TEST(JsonKeys, TheFirstDifferenceIsTheFirstKeyInOrderWithItsTwoValues) {
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->key, "lr");
   EXPECT_EQ(d->second, "absent");
+  // a fingerprint leaves a setting at its default out: its callers name that (nested keys too)
+  d = mimic::json_first_difference(nlohmann::json{{"copy", a}}, nlohmann::json{{"copy", c}}, "the default");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->key + ": " + d->first + ", " + d->second, "copy.lr: 0.001, the default");
   d = mimic::json_first_difference(a, nlohmann::json::array());
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->key, "");

@@ -127,7 +127,7 @@ bool json_bool_or(const nlohmann::json& j, const std::string& key, const std::st
   return absent(j, key) ? fallback : json_bool(j, key, where);
 }
 
-std::optional<JsonDifference> json_first_difference(const nlohmann::json& a, const nlohmann::json& b) {
+std::optional<JsonDifference> json_first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& absent) {
   if (a == b) return std::nullopt;
   // Into nested objects and lists of one length, so that a changed rope_theta inside a fingerprint's "network" reads
   // "network.rope_theta (10000.0 then, 500000.0 now)", not the two whole objects (the tenth probe of 2026-11-29: a
@@ -138,7 +138,7 @@ std::optional<JsonDifference> json_first_difference(const nlohmann::json& a, con
   };
   if (a.is_array() && b.is_array() && a.size() == b.size()) {
     for (size_t i = 0; i < a.size(); ++i)
-      if (auto d = json_first_difference(a[i], b[i])) return inner("[" + std::to_string(i) + "]", "", std::move(d));
+      if (auto d = json_first_difference(a[i], b[i], absent)) return inner("[" + std::to_string(i) + "]", "", std::move(d));
     return std::nullopt;
   }
   // A description made of ", "-separated parts (models::network_description: "activation 3, ln_eps 1e-05, ...,
@@ -164,10 +164,10 @@ std::optional<JsonDifference> json_first_difference(const nlohmann::json& a, con
   for (auto it = b.begin(); it != b.end(); ++it) keys.insert(it.key());
   for (const auto& k : keys) {
     if (a.contains(k) && b.contains(k)) {
-      if (auto d = json_first_difference(a.at(k), b.at(k))) return inner(k, ".", std::move(d));
+      if (auto d = json_first_difference(a.at(k), b.at(k), absent)) return inner(k, ".", std::move(d));
       continue;
     }
-    return JsonDifference{k, a.contains(k) ? json_dump(a.at(k), -1) : "absent", b.contains(k) ? json_dump(b.at(k), -1) : "absent"};
+    return JsonDifference{k, a.contains(k) ? json_dump(a.at(k), -1) : absent, b.contains(k) ? json_dump(b.at(k), -1) : absent};
   }
   return std::nullopt;  // equal as text though not as values (e.g. 1 and 1.0)
 }

@@ -38,14 +38,17 @@ std::string json_string_or(const nlohmann::json& j, const std::string& key, cons
 bool json_bool_or(const nlohmann::json& j, const std::string& key, const std::string& where, bool fallback);
 
 // The first key (in sorted order) whose value differs between two objects — settings compared at a resume or
-// between ranks — with both values as JSON ("absent" where an object lacks the key); none when they are equal.
+// between ranks — with both values as JSON (`absent` where an object lacks the key: a fingerprint leaves out a setting
+// at its default, so its callers say "the default" — "absent on rank 0" named a default given explicitly as missing,
+// the eighteenth probe of 2026-11-30); none when they are equal.
 // Nested objects and lists of one length are followed to the value that differs ("network.config.rope_theta",
 // "layers[2]"); two descriptions made of ", "-separated parts of one count ("activation 3, ln_eps 1e-05, ...") by the
 // part that differs. Two documents that are not both objects differ at key "".
 struct JsonDifference {
   std::string key, first, second;
 };
-std::optional<JsonDifference> json_first_difference(const nlohmann::json& first, const nlohmann::json& second);
+std::optional<JsonDifference> json_first_difference(const nlohmann::json& first, const nlohmann::json& second,
+                                                    const std::string& absent = "absent");
 
 // Runs `read`, which reads part of a document through the functions above and names only that part, and
 // prefixes a mimic::Error it throws with `path`: the message names the file too.

@@ -144,7 +144,7 @@ Done CheckpointFolder::open(bool fresh, const nlohmann::json& fingerprint) {
   const auto state = json_parse(st->second, where);
   const auto& saved = json_key(state, "fingerprint", where);
   if (saved != fingerprint) {
-    const auto diff = saved.is_object() ? json_first_difference(saved, fingerprint) : std::nullopt;
+    const auto diff = saved.is_object() ? json_first_difference(saved, fingerprint, "the default") : std::nullopt;
     fail(done_path_, " belongs to a distillation with other settings: ",
          diff ? diff->key + " (" + diff->first + " then, " + diff->second + " now)" : saved.dump(),
          "; rerun the same command to resume, or pass --fresh (or another --out) to start over");

@@ -37,7 +37,7 @@ void check_same_settings(distributed::Group& group, const nlohmann::json& mine) 
   std::string diff;
   if (lead.value("command", nlohmann::json()) != mine.value("command", nlohmann::json()))
     diff = "the command: " + lead.value("command", nlohmann::json()).dump() + " on rank 0, " + mine.value("command", nlohmann::json()).dump() + " here";
-  else if (const auto d = json_first_difference(lead, mine))
+  else if (const auto d = json_first_difference(lead, mine, "the default"))
     diff = d->key + ": " + d->first + " on rank 0, " + d->second + " here";
   const auto differing = std::llround(group.average(diff.empty() ? 0.0 : 1.0, what) * group.size());
   if (differing == 0) return;
