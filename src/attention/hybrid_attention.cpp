@@ -43,6 +43,12 @@ at::Tensor key_valid(const at::Tensor& mask, int64_t b, int64_t t, const at::Ten
   return mask.defined() ? mask.to(torch::kBool) : torch::ones({b, t}, like.dtype(torch::kBool));
 }
 
+at::Tensor small_matmul(const at::Tensor& a, const at::Tensor& m) {
+  if (a.size(-1) == 1) return a * m;
+  if (m.size(-1) == 1) return (a * m.transpose(-1, -2)).sum(-1, true);
+  return a.size(-2) == 1 ? (a.transpose(-1, -2) * m).sum(-2, true) : torch::matmul(a, m);
+}
+
 at::Tensor pad(const at::Tensor& x, int64_t dim, int64_t n) {
   if (n == 0) return x;
   auto shape = x.sizes().vec();

@@ -55,56 +55,81 @@ Selection select(const at::Tensor& k, const at::Tensor& v, const Features& f, co
   // by one (φ(k)ᵀ[v, 1])
   auto Sz = torch::zeros({b, h, nf, nd + 1}, v.options());
   auto shift = torch::full({b, h, 1, 1}, -kInf, v.options());  // log space: the true state is exp(shift)·Sz; −∞ while empty
-  // The cache as λ slots of key positions (those in use marked), kept in position order among the slots in use:
-  // the candidates (the cache, then the keys that left the window since, all newer) are then in position order
-  // already, which the tie-break (the older key first) needs. Per selection only the candidates are scored,
-  // O((λ + every)·F·D), not the whole sequence.
-  auto cache_pos = torch::zeros({b, h, c.size}, longs);
-  auto cache_ok = torch::zeros({b, h, c.size}, valid.options());
+  // The cache as λ slots, and a spare one (λ) where a newcomer that is not kept is put and forgotten: each slot's key
+  // position (those in use marked), its row of the table, and what the state returns for it, [φ(k)ᵀS | φ(k)ᵀz]. A
+  // key keeps its slot while it is cached — only the slots whose key was written take newcomers — and its read is
+  // kept up to date as keys are written, (φ(k)·φ(k_w)) [v_w, 1] added for each written k_w: a selection costs
+  // O(λ·(D + every·(F + D)) + every·F·D), not O(λ·F·D). (The cache was kept in position order, gathered whole and
+  // read again at every selection: at cache_every = 1 and λ = 256 that made a distillation epoch 12× hedgehog's.)
+  // Ties in the error keep the older key: the candidates are ordered by position, then by error (a stable sort).
+  const int64_t lam = c.size, width = table.size(3);
+  auto slot_pos = torch::zeros({b, h, lam + 1}, longs);
+  auto slot_ok = torch::zeros({b, h, lam + 1}, valid.options());
+  auto slot_rows = torch::zeros({b, h, lam + 1, width}, table.options());
+  auto slot_read = torch::zeros({b, h, lam + 1, nd + 1}, v.options());
+  auto sre = [&](const at::Tensor& read, const at::Tensor& value) {  // ‖ φ(k)ᵀS / φ(k)ᵀz − v ‖² (an empty state: ‖v‖²)
+    auto den = read.narrow(3, nd, 1);
+    return (read.narrow(3, 0, nd) / torch::where(den == 0, torch::ones_like(den), den) - value).pow(2).sum(-1);
+  };
   // the cache each selection leaves, kept for the output mask built once after the loop
   const int64_t selections = (t + c.every - 1) / c.every;
-  auto held_pos = torch::zeros({b, h, selections, c.size}, longs);
-  auto held_ok = torch::zeros({b, h, selections, c.size}, valid.options());
+  auto held_pos = torch::zeros({b, h, selections, lam}, longs);
+  auto held_ok = torch::zeros({b, h, selections, lam}, valid.options());
   auto written_at = torch::full({b, h, t + 1}, selections, longs);  // slot t takes the writes of slots not in use
   for (int64_t n = 0, s = 0; s < t; ++n, s += c.every) {
     // the keys that left the window since the last selection: s − every − w < j ≤ s − w
     const int64_t first = std::max<int64_t>(0, s - c.every - w + 1), last = s - w;
     if (last < first) continue;  // none yet: the cache is empty
     const int64_t m = last - first + 1;
-    auto cand = torch::cat({cache_pos, torch::arange(first, last + 1, longs).view({1, 1, m}).expand({b, h, m})}, 2);
-    auto ok = torch::cat({cache_ok, valid.narrow(2, first, m).expand({b, h, m})}, 2);
-    auto rows = table.gather(2, cand.unsqueeze(-1).expand({b, h, c.size + m, table.size(3)}));  // [B, H, λ + m, 2F + D]
-    auto read = torch::matmul(rows.narrow(3, 0, nf), Sz);                                        // [φ(k)ᵀS | φ(k)ᵀz]
-    auto den = read.narrow(3, nd, 1);
-    auto pred = read.narrow(3, 0, nd) / torch::where(den == 0, torch::ones_like(den), den);
-    auto score = (pred - rows.narrow(3, nf, nd)).pow(2).sum(-1).masked_fill(ok.logical_not(), -kInf);  // SRE [B, H, λ + m]
-    // the largest error first; of equal errors the older key (the candidates are in position order: a stable sort)
-    auto order = std::get<1>(score.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true));
-    if (order.size(2) > c.size) {  // the rest of the order is written into the state
-      auto rest = order.narrow(2, c.size, order.size(2) - c.size);
-      auto out = rows.gather(2, rest.unsqueeze(-1).expand({b, h, rest.size(2), rows.size(3)}));
-      auto kw = out.narrow(3, kw_at, nf);
-      const auto written = ok.gather(2, rest).unsqueeze(-1);
-      if (f.log_space) {  // rescale the state to the larger constant, then write the keys in its units
-        kw = kw.masked_fill(written.logical_not(), -kInf);
-        auto next = torch::maximum(shift, kw.amax({2, 3}, true));
-        auto keep = torch::where(torch::isinf(next), torch::zeros_like(next), (shift - next).exp());  // −∞ − −∞ would be NaN
-        kw = torch::where(torch::isinf(next), torch::zeros_like(kw), (kw - next).exp());
-        Sz = Sz * keep;
-        shift = next;
-      } else {
-        kw = torch::where(written, kw, torch::zeros_like(kw));  // (not a product: inf · 0 is NaN)
-      }
-      auto vw = out.narrow(3, nf, nd);
-      Sz = Sz + torch::matmul(kw.transpose(-1, -2), torch::cat({vw, torch::ones_like(vw.narrow(3, 0, 1))}, -1));
-      written_at.scatter_(2, torch::where(written.squeeze(-1), cand.gather(2, rest), torch::full_like(rest, t)), n);
+    auto new_pos = torch::arange(first, last + 1, longs).view({1, 1, m}).expand({b, h, m});
+    auto new_rows = table.narrow(2, first, m);                       // [B, H, m, width]
+    auto new_read = hybrid_parts::small_matmul(new_rows.narrow(3, 0, nf), Sz);  // [B, H, m, D + 1]
+    auto slots = [&](const at::Tensor& x) { return x.narrow(2, 0, lam); };
+    // the candidates: the λ slots, then the newcomers
+    auto cand = torch::cat({slots(slot_pos), new_pos}, 2);
+    auto ok = torch::cat({slots(slot_ok), valid.narrow(2, first, m).expand({b, h, m})}, 2);
+    auto score = torch::cat({sre(slots(slot_read), slots(slot_rows).narrow(3, nf, nd)), sre(new_read, new_rows.narrow(3, nf, nd))}, 2)
+                     .masked_fill(ok.logical_not(), -kInf);  // SRE [B, H, λ + m]
+    // the largest error first; of equal errors the older key
+    auto by_pos = std::get<1>(cand.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/false));
+    auto order = by_pos.gather(2, std::get<1>(score.gather(2, by_pos).sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true)));
+    auto rest = order.narrow(2, lam, m);  // written into the state (or, not in use, dropped); the first λ stay
+    // their rows, before a newcomer takes a slot
+    auto from_slot = rest.lt(lam).unsqueeze(-1);
+    auto out = torch::where(from_slot, slot_rows.gather(2, rest.clamp_max(lam).unsqueeze(-1).expand({b, h, m, width})),
+                            new_rows.gather(2, (rest - lam).clamp_min(0).unsqueeze(-1).expand({b, h, m, width})));
+    const auto written = ok.gather(2, rest).unsqueeze(-1);
+    written_at.scatter_(2, torch::where(written.squeeze(-1), cand.gather(2, rest), torch::full_like(rest, t)), n);
+    // the newcomers kept take the freed slots, the r-th newcomer the r-th slot (the others go to the spare)
+    auto gone = torch::zeros({b, h, lam + m}, valid.options()).scatter_(2, rest, true);
+    auto freed = gone.narrow(2, 0, lam), kept_new = gone.narrow(2, lam, m).logical_not();
+    auto slot_of_rank = torch::full({b, h, lam + 1}, lam, longs)
+                            .scatter_(2, torch::where(freed, freed.cumsum(-1) - 1, torch::full_like(freed, lam, longs)),
+                                      torch::arange(lam, longs).view({1, 1, lam}).expand({b, h, lam}));
+    auto target = torch::where(kept_new, slot_of_rank.gather(2, (kept_new.cumsum(-1) - 1).clamp_min(0)), torch::full_like(new_pos, lam));
+    slot_pos.scatter_(2, target, new_pos);
+    slot_ok.scatter_(2, target, ok.narrow(2, lam, m));
+    slot_rows.scatter_(2, target.unsqueeze(-1).expand({b, h, m, width}), new_rows);
+    slot_read.scatter_(2, target.unsqueeze(-1).expand({b, h, m, nd + 1}), new_read);
+    // the written keys into the state, and into what it returns for each slot
+    auto kw = out.narrow(3, kw_at, nf);
+    if (f.log_space) {  // rescale the state to the larger constant, then write the keys in its units
+      kw = kw.masked_fill(written.logical_not(), -kInf);
+      auto next = torch::maximum(shift, kw.amax({2, 3}, true));
+      auto keep = torch::where(torch::isinf(next), torch::zeros_like(next), (shift - next).exp());  // −∞ − −∞ would be NaN
+      kw = torch::where(torch::isinf(next), torch::zeros_like(kw), (kw - next).exp());
+      Sz = Sz * keep;
+      slot_read = slot_read * keep;
+      shift = next;
+    } else {
+      kw = torch::where(written, kw, torch::zeros_like(kw));  // (not a product: inf · 0 is NaN)
     }
-    // the λ kept, back in position order (their indices among the candidates, which are in position order)
-    auto top = std::get<0>(order.narrow(2, 0, c.size).sort(/*stable=*/false, /*dim=*/-1, /*descending=*/false));
-    cache_pos = cand.gather(2, top);
-    cache_ok = ok.gather(2, top);
-    held_pos.select(2, n).copy_(cache_pos);
-    held_ok.select(2, n).copy_(cache_ok);
+    auto vw = torch::cat({out.narrow(3, nf, nd), torch::ones_like(out.narrow(3, nf, 1))}, -1);  // [v, 1]
+    // (products of one written key, at cache_every = 1, by broadcasting: hybrid_parts::small_matmul)
+    Sz = Sz + hybrid_parts::small_matmul(kw.transpose(-1, -2), vw);
+    slot_read = slot_read + hybrid_parts::small_matmul(hybrid_parts::small_matmul(slot_rows.narrow(3, 0, nf), kw.transpose(-1, -2)), vw);
+    held_pos.select(2, n).copy_(slots(slot_pos));
+    held_ok.select(2, n).copy_(slots(slot_ok));
   }
   return {held_pos, held_ok, written_at.narrow(2, 0, t)};
 }
@@ -171,13 +196,8 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
   } else {
     fw = torch::where(keep, fw, torch::zeros_like(fw));  // (not a product: inf · 0 is NaN)
   }
-  // Products batched over [B, H, N]: with chunks of one query (the decoding schedule) a batched matmul runs N·B·H
-  // tiny GEMMs, one select each (35% of a training step at T = 256 in the profile), so a row of one, or an inner
-  // dimension of one, is multiplied by broadcasting instead.
-  auto mm = [](const at::Tensor& a, const at::Tensor& m) {
-    if (a.size(-1) == 1) return a * m;
-    return a.size(-2) == 1 ? (a.transpose(-1, -2) * m).sum(-2, true) : torch::matmul(a, m);
-  };
+  // products batched over [B, H, N]: with chunks of one query (the decoding schedule) rows of one
+  const auto mm = small_matmul;
   auto W = mm(fw.transpose(-1, -2), torch::cat({vw, torch::ones_like(vw.narrow(-1, 0, 1))}, -1));  // [B, H, N, F, D+1]
   at::Tensor states, shifts;
   if (!f.log_space) {
