@@ -59,7 +59,7 @@ Selection select(const at::Tensor& k, const at::Tensor& v, const Features& f, co
   // position (those in use marked), its row of the table, and what the state returns for it, [φ(k)ᵀS | φ(k)ᵀz]. A
   // key keeps its slot while it is cached — only the slots whose key was written take newcomers — and its read is
   // kept up to date as keys are written, (φ(k)·φ(k_w)) [v_w, 1] added for each written k_w: a selection costs
-  // O(λ·(D + every·(F + D)) + every·F·D), not O(λ·F·D). (The cache was kept in position order, gathered whole and
+  // O(λ·D + every·(λ·(F + D) + F·D)), not O(λ·F·D). (The cache was kept in position order, gathered whole and
   // read again at every selection: at cache_every = 1 and λ = 256 that made a distillation epoch 12× hedgehog's.)
   // Ties in the error keep the older key: the candidates are ordered by position, then by error (a stable sort).
   const int64_t lam = c.size, width = table.size(3);
