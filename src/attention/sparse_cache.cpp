@@ -61,7 +61,10 @@ Selection select(const at::Tensor& k, const at::Tensor& v, const Features& f, co
   // kept up to date as keys are written, (φ(k)·φ(k_w)) [v_w, 1] added for each written k_w: a selection costs
   // O(λ·D + every·(λ·(F + D) + F·D)), not O(λ·F·D). (The cache was kept in position order, gathered whole and
   // read again at every selection: at cache_every = 1 and λ = 256 that made a distillation epoch 12× hedgehog's.)
-  // Ties in the error keep the older key: the candidates are ordered by position, then by error (a stable sort).
+  // Ties in the error keep the older key: the candidates are ordered by position, then by error (a stable sort). (A
+  // kept read is a running sum, a newcomer's one product: errors equal in exact arithmetic may differ by a rounding
+  // and so decide a tie otherwise than decoding's step, which reads every candidate afresh — duplicate keys and values
+  // only, never seen on real inputs: the review of 2026-11-30.)
   const int64_t lam = c.size, width = table.size(3);
   auto slot_pos = torch::zeros({b, h, lam + 1}, longs);
   auto slot_ok = torch::zeros({b, h, lam + 1}, valid.options());
