@@ -8,6 +8,7 @@
 
 #include "mimic/attention/hybrid_attention.h"
 #include "mimic/attention/hybrid_kernel.h"
+#include "mimic/attention/hybrid_parts.h"
 #include "mimic/attention/kinds.h"
 #include "mimic/core/error.h"
 #include "test_util.h"
@@ -620,4 +621,29 @@ TEST(KindSpec, ParsesKindAndTypedOptionsAndRefusesMalformedSpecs) {
   EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:window"), "'window' is not key=value");
   EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:w=1,w=2"), "option 'w' given twice");
   EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:w=4,"), "'' is not key=value");
+}
+
+// small_matmul multiplies by broadcasting where a has one row, m one column or the inner dimension is one (batched
+// GEMMs of such shapes ran one tiny GEMM per batch entry): it is matmul, forward and gradients, for each of those
+// shapes and for one that goes to matmul, with batch dimensions that broadcast.
+TEST(HybridAttention, SmallMatmulIsMatmulForwardAndGradientsForEveryShapeItTakesApart) {
+  torch::manual_seed(3);
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat64).requires_grad(true);
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{2, 3, 1, 5}, {2, 3, 5, 4}},  // one row
+      {{2, 3, 6, 5}, {2, 3, 5, 1}},  // one column
+      {{2, 3, 6, 1}, {2, 3, 1, 4}},  // inner dimension one: an outer product
+      {{2, 1, 6, 5}, {1, 3, 5, 4}},  // neither: matmul itself, broadcasting the batch
+      {{2, 1, 6, 5}, {1, 3, 5, 1}},  // one column, broadcasting the batch
+  };
+  for (const auto& [sa, sm] : shapes) {
+    SCOPED_TRACE(::testing::PrintToString(sa) + " x " + ::testing::PrintToString(sm));
+    auto a = torch::randn(sa, opts), m = torch::randn(sm, opts);
+    auto fast = hybrid_parts::small_matmul(a, m), plain = torch::matmul(a, m);
+    ASSERT_EQ(fast.sizes(), plain.sizes());
+    EXPECT_LT((fast - plain).abs().max().item<double>(), 1e-12);
+    auto up = torch::randn(plain.sizes(), torch::kFloat64);
+    auto gf = torch::autograd::grad({fast}, {a, m}, {up}), gp = torch::autograd::grad({plain}, {a, m}, {up});
+    for (size_t i = 0; i < 2; ++i) EXPECT_LT((gf[i] - gp[i]).abs().max().item<double>(), 1e-12) << i;
+  }
 }
