@@ -21,6 +21,138 @@ struct Selection {
   at::Tensor held_pos, held_ok, written_at;
 };
 
+// The schedule of one head, on the host: `rows` [T, width] holds each key's row of the table (its features for
+// scoring, its value, its features for writing at kw_at), `valid` [T] whether it is a real key; the cache each
+// selection leaves goes to held_pos/held_ok [N, λ], the selection that wrote each key to written_at [T] (N: never).
+struct Schedule {
+  int64_t t, w, every, lam, nf, nd, kw_at;
+  bool log_space;
+  int64_t selections;
+};
+
+template <typename S>
+void select_head(const Schedule& p, const S* rows, int64_t width, const bool* valid, int64_t* held_pos, bool* held_ok,
+                 int64_t* written_at) {
+  const int64_t lam = p.lam, nf = p.nf, nd = p.nd, r1 = nd + 1;
+  // The state [S | z] ([F, D + 1]; log space: the true state is exp(shift)·Sz, −∞ while empty: one constant over the
+  // whole sequence underflowed every earlier key once a later one lay ~88 nats above them in float32).
+  std::vector<S> Sz(static_cast<size_t>(nf * r1), S(0));
+  S shift = -std::numeric_limits<S>::infinity();
+  // The cache as λ slots: each slot's key position, whether it is in use, and what the state returns for it,
+  // [φ(k)ᵀS | φ(k)ᵀz] — kept up to date as keys are written ((φ(k)·φ(k_w)) [v_w, 1] added for each written k_w),
+  // not read again: a selection costs O(λ·D + every·(λ·(F + D) + F·D)), not O(λ·F·D). A key keeps its slot while
+  // it is cached; the slots whose key was written take the newcomers kept.
+  std::vector<int64_t> slot_pos(static_cast<size_t>(lam), 0);
+  std::vector<char> slot_ok(static_cast<size_t>(lam), 0);
+  std::vector<S> slot_read(static_cast<size_t>(lam * r1), S(0));
+  std::vector<S> new_read, score, e(static_cast<size_t>(nf));
+  std::vector<int64_t> cand_pos, order;
+  auto read_of = [&](const S* kc, S* out) {  // kcᵀ [S | z]
+    std::fill(out, out + r1, S(0));
+    for (int64_t f = 0; f < nf; ++f) {
+      const S a = kc[f];
+      if (a == S(0)) continue;
+      const S* row = Sz.data() + f * r1;
+      for (int64_t j = 0; j < r1; ++j) out[j] += a * row[j];
+    }
+  };
+  auto sre = [&](const S* read, const S* value) {  // ‖ φ(k)ᵀS / φ(k)ᵀz − v ‖² (an empty state predicts 0: ‖v‖²)
+    const S den = read[nd] == S(0) ? S(1) : read[nd];
+    S sum = 0;
+    for (int64_t j = 0; j < nd; ++j) {
+      const S d = read[j] / den - value[j];
+      sum += d * d;
+    }
+    return sum;
+  };
+  for (int64_t n = 0, s = 0; s < p.t; ++n, s += p.every) {
+    // the keys that left the window since the last selection: s − every − w < j ≤ s − w
+    const int64_t first = std::max<int64_t>(0, s - p.every - p.w + 1), last = s - p.w;
+    if (last < first) continue;  // none yet: the cache is empty
+    const int64_t m = last - first + 1, all = lam + m;
+    // the candidates: the λ slots, then the newcomers, each scored (−∞: not in use, never kept over a real key)
+    new_read.assign(static_cast<size_t>(m * r1), S(0));
+    score.resize(static_cast<size_t>(all));
+    cand_pos.resize(static_cast<size_t>(all));
+    const S none = -std::numeric_limits<S>::infinity();
+    for (int64_t i = 0; i < lam; ++i) {
+      cand_pos[i] = slot_pos[i];
+      score[i] = slot_ok[i] ? sre(slot_read.data() + i * r1, rows + slot_pos[i] * width + nf) : none;
+    }
+    for (int64_t j = 0; j < m; ++j) {
+      const int64_t q = first + j;
+      cand_pos[lam + j] = q;
+      read_of(rows + q * width, new_read.data() + j * r1);
+      score[lam + j] = valid[q] ? sre(new_read.data() + j * r1, rows + q * width + nf) : none;
+    }
+    // the m written: the smallest errors; of equal errors the newer key (the older stays). A NaN error ranks as the
+    // largest (as a descending sort of the errors put it first).
+    order.resize(static_cast<size_t>(all));
+    for (int64_t i = 0; i < all; ++i) order[i] = i;
+    auto key = [&](int64_t i) { return std::isnan(score[i]) ? std::numeric_limits<S>::infinity() : score[i]; };
+    auto written_first = [&](int64_t a, int64_t b) {
+      const S x = key(a), y = key(b);
+      return x < y || (x == y && (cand_pos[a] > cand_pos[b] || (cand_pos[a] == cand_pos[b] && a > b)));
+    };
+    std::nth_element(order.begin(), order.begin() + (m - 1), order.end(), written_first);
+    // order[0 .. m) are written (in no particular order); the slots among them take the newcomers kept
+    std::vector<char> gone(static_cast<size_t>(all), 0);
+    for (int64_t r = 0; r < m; ++r) gone[order[r]] = 1;
+    // the written keys, before a newcomer takes their slot
+    std::vector<int64_t> writes;
+    for (int64_t r = 0; r < m; ++r) {
+      const int64_t i = order[r];
+      const bool real = i < lam ? slot_ok[i] != 0 : valid[first + (i - lam)];
+      if (real) writes.push_back(cand_pos[i]);
+    }
+    for (int64_t i = 0, j = 0; j < m; ++j) {
+      if (gone[lam + j]) continue;
+      while (!gone[i]) ++i;  // as many freed slots as newcomers kept
+      slot_pos[i] = first + j;
+      slot_ok[i] = valid[first + j] ? 1 : 0;
+      std::copy(new_read.data() + j * r1, new_read.data() + (j + 1) * r1, slot_read.data() + i * r1);
+      ++i;
+    }
+    // the written keys into the state, and into what it returns for each slot
+    if (!writes.empty()) {
+      S next = shift;
+      if (p.log_space)
+        for (const int64_t q : writes)
+          for (int64_t f = 0; f < nf; ++f) next = std::max(next, rows[q * width + p.kw_at + f]);
+      if (p.log_space && next != shift) {  // rescale to the larger constant
+        const S keep = std::isinf(shift) ? S(0) : std::exp(shift - next);
+        for (auto& x : Sz) x *= keep;
+        for (auto& x : slot_read) x *= keep;
+        shift = next;
+      }
+      for (const int64_t q : writes) {
+        const S* kw = rows + q * width + p.kw_at;
+        const S* value = rows + q * width + nf;
+        // (a shift still −∞: every feature written so far is exp(−∞) = 0, and −∞ − −∞ would be NaN)
+        for (int64_t f = 0; f < nf; ++f) e[f] = !p.log_space ? kw[f] : std::isinf(shift) ? S(0) : std::exp(kw[f] - shift);
+        for (int64_t f = 0; f < nf; ++f) {
+          S* row = Sz.data() + f * r1;
+          for (int64_t j = 0; j < nd; ++j) row[j] += e[f] * value[j];
+          row[nd] += e[f];
+        }
+        for (int64_t i = 0; i < lam; ++i) {
+          const S* kc = rows + slot_pos[i] * width;
+          S a = 0;
+          for (int64_t f = 0; f < nf; ++f) a += kc[f] * e[f];
+          S* out = slot_read.data() + i * r1;
+          for (int64_t j = 0; j < nd; ++j) out[j] += a * value[j];
+          out[nd] += a;
+        }
+        written_at[q] = n;
+      }
+    }
+    for (int64_t i = 0; i < lam; ++i) {
+      held_pos[n * lam + i] = slot_pos[i];
+      held_ok[n * lam + i] = slot_ok[i] != 0;
+    }
+  }
+}
+
 Selection select(const at::Tensor& k, const at::Tensor& v, const Features& f, const HybridOptions& o, const at::Tensor& mask) {
   struct {
     int64_t size, every;
@@ -36,7 +168,6 @@ Selection select(const at::Tensor& k, const at::Tensor& v, const Features& f, co
   MIMIC_CHECK(!mask.defined() || (mask.dim() == 2 && mask.size(0) == b && mask.size(1) == t),
               "sparse cache: key padding mask must be [B, T] = [", b, ", ", t, "]");
   torch::NoGradGuard no_grad;  // a discrete choice: gradients flow through the terms it chose, not through it
-  const auto longs = k.options().dtype(torch::kLong);
   auto valid = (mask.defined() ? mask.to(torch::kBool) : torch::ones({b, t}, k.options().dtype(torch::kBool))).view({b, 1, t});
   // Each candidate's features in its own units: in log space a key sheds its largest log-feature, a constant that
   // cancels in the prediction's ratio. The keys written into the state stay logs until written (kf), and the state
@@ -45,96 +176,36 @@ Selection select(const at::Tensor& k, const at::Tensor& v, const Features& f, co
   at::Tensor kf = f.k.detach(), kc = f.k.detach();
   if (f.log_space) kc = (kc - std::get<0>(kc.max(-1, true))).exp();
   const int64_t nf = kf.size(3), nd = v.size(3);
-  // One table of what a candidate brings — its features for scoring (kc), its value, its features for writing (kf)
-  // — so that a selection gathers its candidates' rows once (a loop of small tensor operations per position is what
-  // this form costs at every = 1: the fewer per selection, the better; gathers were a fifth of a training step)
-  // (outside log space both are the features: one copy, kw_at 0)
+  // One table of what a candidate brings — its features for scoring (kc), its value, its features for writing (kf) —
+  // a row per key (outside log space both are the features: one copy, kw_at 0)
   auto table = f.log_space ? torch::cat({kc.to(v.dtype()), v.detach(), kf.to(v.dtype())}, -1) : torch::cat({kc.to(v.dtype()), v.detach()}, -1);
   const int64_t kw_at = f.log_space ? nf + nd : 0;
-  // The state as one tensor [S | z]: [B, H, F, D + 1], read by one product (φ(k)ᵀS and φ(k)ᵀz together) and written
-  // by one (φ(k)ᵀ[v, 1])
-  auto Sz = torch::zeros({b, h, nf, nd + 1}, v.options());
-  auto shift = torch::full({b, h, 1, 1}, -kInf, v.options());  // log space: the true state is exp(shift)·Sz; −∞ while empty
-  // The cache as λ slots, and a spare one (λ) where a newcomer that is not kept is put and forgotten: each slot's key
-  // position (those in use marked), its row of the table, and what the state returns for it, [φ(k)ᵀS | φ(k)ᵀz]. A
-  // key keeps its slot while it is cached — only the slots whose key was written take newcomers — and its read is
-  // kept up to date as keys are written, (φ(k)·φ(k_w)) [v_w, 1] added for each written k_w: a selection costs
-  // O(λ·D + every·(λ·(F + D) + F·D)), not O(λ·F·D). (The cache was kept in position order, gathered whole and
-  // read again at every selection: at cache_every = 1 and λ = 256 that made a distillation epoch 12× hedgehog's.)
-  // Ties in the error keep the older key: the candidates are ordered by position, then by error (a stable sort). (A
-  // kept read is a running sum, a newcomer's one product: errors equal in exact arithmetic may differ by a rounding
-  // and so decide a tie otherwise than decoding's step, which reads every candidate afresh — duplicate keys and values
-  // only, never seen on real inputs: the review of 2026-11-30.)
-  const int64_t lam = c.size, width = table.size(3);
-  auto slot_pos = torch::zeros({b, h, lam + 1}, longs);
-  auto slot_ok = torch::zeros({b, h, lam + 1}, valid.options());
-  auto slot_rows = torch::zeros({b, h, lam + 1, width}, table.options());
-  auto slot_read = torch::zeros({b, h, lam + 1, nd + 1}, v.options());
-  auto sre = [&](const at::Tensor& read, const at::Tensor& value) {  // ‖ φ(k)ᵀS / φ(k)ᵀz − v ‖² (an empty state: ‖v‖²)
-    auto den = read.narrow(3, nd, 1);
-    return (read.narrow(3, 0, nd) / torch::where(den == 0, torch::ones_like(den), den) - value).pow(2).sum(-1);
-  };
-  // the cache each selection leaves, kept for the output mask built once after the loop
+  // The schedule runs on the host, head by head, in plain loops: a selection at every position, as tensor operations,
+  // was a loop of ~80 small operations per position whose overhead and temporaries made a distillation epoch with a
+  // cache of 256 at cache_every = 1 first 12×, then (cached reads kept, below) 4× hedgehog's. The selection has no
+  // gradient, and its inputs are one row per key — copied to the host once on a GPU.
+  const auto host = table.scalar_type() == torch::kDouble ? table.to(torch::kCPU).contiguous()
+                                                          : table.to(torch::kCPU, torch::kFloat).contiguous();
+  const auto valid_host = valid.to(torch::kCPU).contiguous();
   const int64_t selections = (t + c.every - 1) / c.every;
-  auto held_pos = torch::zeros({b, h, selections, lam}, longs);
-  auto held_ok = torch::zeros({b, h, selections, lam}, valid.options());
-  auto written_at = torch::full({b, h, t + 1}, selections, longs);  // slot t takes the writes of slots not in use
-  for (int64_t n = 0, s = 0; s < t; ++n, s += c.every) {
-    // the keys that left the window since the last selection: s − every − w < j ≤ s − w
-    const int64_t first = std::max<int64_t>(0, s - c.every - w + 1), last = s - w;
-    if (last < first) continue;  // none yet: the cache is empty
-    const int64_t m = last - first + 1;
-    auto new_pos = torch::arange(first, last + 1, longs).view({1, 1, m}).expand({b, h, m});
-    auto new_rows = table.narrow(2, first, m);                       // [B, H, m, width]
-    auto new_read = hybrid_parts::small_matmul(new_rows.narrow(3, 0, nf), Sz);  // [B, H, m, D + 1]
-    auto slots = [&](const at::Tensor& x) { return x.narrow(2, 0, lam); };
-    // the candidates: the λ slots, then the newcomers
-    auto cand = torch::cat({slots(slot_pos), new_pos}, 2);
-    auto ok = torch::cat({slots(slot_ok), valid.narrow(2, first, m).expand({b, h, m})}, 2);
-    auto score = torch::cat({sre(slots(slot_read), slots(slot_rows).narrow(3, nf, nd)), sre(new_read, new_rows.narrow(3, nf, nd))}, 2)
-                     .masked_fill(ok.logical_not(), -kInf);  // SRE [B, H, λ + m]
-    // the largest error first; of equal errors the older key
-    auto by_pos = std::get<1>(cand.sort(/*stable=*/true, /*dim=*/-1, /*descending=*/false));
-    auto order = by_pos.gather(2, std::get<1>(score.gather(2, by_pos).sort(/*stable=*/true, /*dim=*/-1, /*descending=*/true)));
-    auto rest = order.narrow(2, lam, m);  // written into the state (or, not in use, dropped); the first λ stay
-    // their rows, before a newcomer takes a slot
-    auto from_slot = rest.lt(lam).unsqueeze(-1);
-    auto out = torch::where(from_slot, slot_rows.gather(2, rest.clamp_max(lam).unsqueeze(-1).expand({b, h, m, width})),
-                            new_rows.gather(2, (rest - lam).clamp_min(0).unsqueeze(-1).expand({b, h, m, width})));
-    const auto written = ok.gather(2, rest).unsqueeze(-1);
-    written_at.scatter_(2, torch::where(written.squeeze(-1), cand.gather(2, rest), torch::full_like(rest, t)), n);
-    // the newcomers kept take the freed slots, the r-th newcomer the r-th slot (the others go to the spare)
-    auto gone = torch::zeros({b, h, lam + m}, valid.options()).scatter_(2, rest, true);
-    auto freed = gone.narrow(2, 0, lam), kept_new = gone.narrow(2, lam, m).logical_not();
-    auto slot_of_rank = torch::full({b, h, lam + 1}, lam, longs)
-                            .scatter_(2, torch::where(freed, freed.cumsum(-1) - 1, torch::full_like(freed, lam, longs)),
-                                      torch::arange(lam, longs).view({1, 1, lam}).expand({b, h, lam}));
-    auto target = torch::where(kept_new, slot_of_rank.gather(2, (kept_new.cumsum(-1) - 1).clamp_min(0)), torch::full_like(new_pos, lam));
-    slot_pos.scatter_(2, target, new_pos);
-    slot_ok.scatter_(2, target, ok.narrow(2, lam, m));
-    slot_rows.scatter_(2, target.unsqueeze(-1).expand({b, h, m, width}), new_rows);
-    slot_read.scatter_(2, target.unsqueeze(-1).expand({b, h, m, nd + 1}), new_read);
-    // the written keys into the state, and into what it returns for each slot
-    auto kw = out.narrow(3, kw_at, nf);
-    if (f.log_space) {  // rescale the state to the larger constant, then write the keys in its units
-      kw = kw.masked_fill(written.logical_not(), -kInf);
-      auto next = torch::maximum(shift, kw.amax({2, 3}, true));
-      auto keep = torch::where(torch::isinf(next), torch::zeros_like(next), (shift - next).exp());  // −∞ − −∞ would be NaN
-      kw = torch::where(torch::isinf(next), torch::zeros_like(kw), (kw - next).exp());
-      Sz = Sz * keep;
-      slot_read = slot_read * keep;
-      shift = next;
-    } else {
-      kw = torch::where(written, kw, torch::zeros_like(kw));  // (not a product: inf · 0 is NaN)
-    }
-    auto vw = torch::cat({out.narrow(3, nf, nd), torch::ones_like(out.narrow(3, nf, 1))}, -1);  // [v, 1]
-    // (products of one written key, at cache_every = 1, by broadcasting: hybrid_parts::small_matmul)
-    Sz = Sz + hybrid_parts::small_matmul(kw.transpose(-1, -2), vw);
-    slot_read = slot_read + hybrid_parts::small_matmul(hybrid_parts::small_matmul(slot_rows.narrow(3, 0, nf), kw.transpose(-1, -2)), vw);
-    held_pos.select(2, n).copy_(slots(slot_pos));
-    held_ok.select(2, n).copy_(slots(slot_ok));
-  }
-  return {held_pos, held_ok, written_at.narrow(2, 0, t)};
+  auto held_pos = torch::zeros({b, h, selections, c.size}, torch::kLong);
+  auto held_ok = torch::zeros({b, h, selections, c.size}, torch::kBool);
+  auto written_at = torch::full({b, h, t}, selections, torch::kLong);
+  const Schedule plan{t, w, c.every, c.size, nf, nd, kw_at, f.log_space, selections};
+  AT_DISPATCH_FLOATING_TYPES(host.scalar_type(), "sparse_cache_select", [&] {
+    const auto* rows = host.data_ptr<scalar_t>();
+    const auto* ok = valid_host.data_ptr<bool>();
+    auto* pos_out = held_pos.data_ptr<int64_t>();
+    auto* ok_out = held_ok.data_ptr<bool>();
+    auto* at_out = written_at.data_ptr<int64_t>();
+    const int64_t width = host.size(3);
+    at::parallel_for(0, b * h, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t bh = begin; bh < end; ++bh)
+        select_head(plan, rows + bh * t * width, width, ok + (bh / h) * t, pos_out + bh * selections * c.size,
+                    ok_out + bh * selections * c.size, at_out + bh * t);
+    });
+  });
+  return {held_pos.to(k.device()), held_ok.to(k.device()), written_at.to(k.device())};
 }
 
 }  // namespace
