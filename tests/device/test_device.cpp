@@ -86,6 +86,9 @@ std::vector<std::pair<std::string, nlohmann::json>> kernel_cases() {
   c.push_back({"linear", {{"feature_map", "hedgehog"}, {"decay", true}, {"chunk", 8}}});
   c.push_back({"hybrid", {{"window", 4}, {"chunk", 4}}});
   c.push_back({"hybrid", {{"window", 16}, {"feature_map", "hedgehog"}}});
+  // LoLA's sparse cache (causal only): its selection runs on the host, from rows copied off the device
+  c.push_back({"hybrid", {{"window", 4}, {"cache", 4}, {"feature_map", "hedgehog"}}});
+  c.push_back({"hybrid", {{"window", 3}, {"cache", 5}, {"cache_every", 3}}});
   c.push_back({"mixed", {{"softmax_heads", {1}}}});
   c.push_back({"mixed", {{"softmax_heads", {0, 2}}, {"kind", "hybrid"}, {"options", {{"window", 4}}}}});
   c.push_back({"delta", {{"chunk", 4}}});  // causal only: the bidirectional test expects its refusal
@@ -161,6 +164,7 @@ TEST(Device, EveryAttentionKindMatchesTheCpuBidirectionalWithPaddingForwardAndGr
   SKIP_WITHOUT_GPU();
   for (const auto& c : kernel_cases()) {
     if (c.first == "linear" && c.second.contains("decay")) continue;  // decay is causal-only
+    if (c.first == "hybrid" && c.second.contains("cache")) continue;  // so is the sparse cache (BERT refuses it)
     if (c.first == "delta") {  // a recurrence over positions: refused in one line on the device as on the CPU
       auto dev = kernel_pair(c.first, c.second, 3, 8).second;
       AttentionContext ctx;
