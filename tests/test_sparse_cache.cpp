@@ -425,30 +425,36 @@ TEST(SparseCache, TheCacheKeepsTheKeyTheStateWouldReturnWorst) {
 // The hybrid kind with `cache`: its whole-sequence forward (the quadratic form) and its decoding through a
 // KernelCache (a prompt, then one token at a time, all through the recurrent step) compute the same rows, and the
 // decoding state's bytes do not grow with the context.
+// Its whole-sequence forward runs whichever form keeps less per query (hybrid_attention): at 16 tokens, d = 4 and F = 8,
+// the chunked form with a cache of 2 ((8 + 2·2)·4 = 48 numbers a query against the quadratic form's ~6·16) and the
+// quadratic form with a cache of 12 (128).
 TEST(SparseCache, AHybridKernelWithACacheDecodesWhatItsWholeSequenceForwardComputes) {
-  torch::manual_seed(5);
-  auto att = make_attention_kernel("hybrid", {{"feature_map", "hedgehog"}, {"window", 3}, {"cache", 2}}, 2, 4);
-  att->to(torch::kDouble);
-  auto in = inputs(2, 2, 16, 4, 4, 9);
-  AttentionContext ctx;
-  ctx.causal = true;
-  ctx.scale = 0.5;
-  torch::NoGradGuard no_grad;
-  auto whole = att->forward(in.q.detach(), in.k.detach(), in.v.detach(), ctx);
-  auto cache = att->new_cache();
-  auto sl = [](const at::Tensor& x, int64_t a, int64_t n) { return x.detach().narrow(2, a, n); };
-  std::vector<at::Tensor> outs{att->forward_cached(sl(in.q, 0, 5), sl(in.k, 0, 5), sl(in.v, 0, 5), ctx, *cache)};
-  const int64_t bytes = cache->bytes();
-  for (int64_t i = 5; i < 16; ++i) {
-    outs.push_back(att->forward_cached(sl(in.q, i, 1), sl(in.k, i, 1), sl(in.v, i, 1), ctx, *cache));
-    EXPECT_EQ(cache->bytes(), bytes) << "token " << i;
+  for (const int64_t lambda : {2, 12}) {
+    SCOPED_TRACE(lambda);
+    torch::manual_seed(5);
+    auto att = make_attention_kernel("hybrid", {{"feature_map", "hedgehog"}, {"window", 3}, {"cache", lambda}}, 2, 4);
+    att->to(torch::kDouble);
+    auto in = inputs(2, 2, 16, 4, 4, 9);
+    AttentionContext ctx;
+    ctx.causal = true;
+    ctx.scale = 0.5;
+    torch::NoGradGuard no_grad;
+    auto whole = att->forward(in.q.detach(), in.k.detach(), in.v.detach(), ctx);
+    auto cache = att->new_cache();
+    auto sl = [](const at::Tensor& x, int64_t a, int64_t n) { return x.detach().narrow(2, a, n); };
+    std::vector<at::Tensor> outs{att->forward_cached(sl(in.q, 0, 5), sl(in.k, 0, 5), sl(in.v, 0, 5), ctx, *cache)};
+    const int64_t bytes = cache->bytes();
+    for (int64_t i = 5; i < 16; ++i) {
+      outs.push_back(att->forward_cached(sl(in.q, i, 1), sl(in.k, i, 1), sl(in.v, i, 1), ctx, *cache));
+      EXPECT_EQ(cache->bytes(), bytes) << "token " << i;
+    }
+    EXPECT_LT(max_diff(torch::cat(outs, 2), whole), 1e-10);
+    // and the cache changes the function: the same kernel (the same seed, the same map) without it computes other rows
+    torch::manual_seed(5);
+    auto plain = make_attention_kernel("hybrid", {{"feature_map", "hedgehog"}, {"window", 3}}, 2, 4);
+    plain->to(torch::kDouble);
+    EXPECT_GT(max_diff(plain->forward(in.q.detach(), in.k.detach(), in.v.detach(), ctx), whole), 1e-6);
   }
-  EXPECT_LT(max_diff(torch::cat(outs, 2), whole), 1e-10);
-  // and the cache changes the function: the same kernel (the same seed, the same map) without it computes other rows
-  torch::manual_seed(5);
-  auto plain = make_attention_kernel("hybrid", {{"feature_map", "hedgehog"}, {"window", 3}}, 2, 4);
-  plain->to(torch::kDouble);
-  EXPECT_GT(max_diff(plain->forward(in.q.detach(), in.k.detach(), in.v.detach(), ctx), whole), 1e-6);
 }
 
 // `cache` and `cache_every` are options of the hybrid kind, saved only when there is a cache (so that the options of

@@ -413,7 +413,15 @@ at::Tensor hybrid_bidirectional(const at::Tensor& q, const at::Tensor& k, const 
 
 at::Tensor hybrid_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
                             const HybridOptions& o, const at::Tensor& mask, HybridState* state) {
-  if (o.causal && o.cache > 0 && !state) return hybrid_cache_chunked(q, k, v, f, scale, o, mask);  // the cache's form (sparse_cache.h)
+  if (o.causal && o.cache > 0 && !state) {  // the cache's forms (sparse_cache.h), the same function
+    // The chunked form keeps, per selection, the state it left and the λ keys and values it cached — about
+    // (F + 2λ)·D / cache_every numbers a query — where the quadratic form keeps a few [T, T] tensors for the backward,
+    // about 6·T a query: at cache_every = 1 and gpt2-mini's λ = 256 (13,440 a query) the chunked form's training step
+    // peaked at 14 GB at T = 256, four times slower than the quadratic one. The smaller of the two runs.
+    const int64_t per_query_chunked = (f.k.size(3) + 2 * o.cache) * v.size(3) / std::max<int64_t>(o.cache_every, 1);
+    if (6 * q.size(2) < per_query_chunked) return hybrid_quadratic(q, k, v, f, scale, o, mask);
+    return hybrid_cache_chunked(q, k, v, f, scale, o, mask);
+  }
   if (o.causal) return hybrid_chunked(q, k, v, f, scale, o, mask, state);
   MIMIC_CHECK(!state, "hybrid attention: a recurrent state needs causal attention");
   MIMIC_CHECK(o.cache == 0, "hybrid attention: the sparse cache is for causal attention only (a bidirectional query reads keys no "

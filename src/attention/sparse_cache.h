@@ -23,9 +23,10 @@
 //   hybrid_quadratic        with opts.cache = λ > 0: the output over that selection (and the [T, T] weights)
 //   hybrid_cache_chunked    the same output without a [T, T] buffer: per chunk of `every` queries, a band of
 //                           w + every − 1 keys and the λ cached ones as exact terms, and the linear state the chunk's
-//                           selection left; the kernel's whole-sequence forward. Memory: O(T·(w + every + λ)) scores
-//                           and O((T/every)·(F + 2λ)·D) for each selection's state and cached keys and values — at
-//                           every = 1 that is more per query than a [T, T] row below T ≈ (F + 2λ)·D
+//                           selection left. Memory: O(T·(w + every + λ)) scores and O((T/every)·(F + 2λ)·D) for
+//                           each selection's state and cached keys and values — at every = 1 that is more per query
+//                           than a [T, T] row below T ≈ (F + 2λ)·D. The kernel's whole-sequence forward runs
+//                           whichever of the two keeps less (hybrid_attention).
 //   hybrid_step             with opts.cache = λ > 0 (and a selection every position): decoding, one token, with a
 //                           state of fixed size (the ring, λ cached keys and the linear state)
 // Causal only.
