@@ -41,7 +41,10 @@ void select_head(const Schedule& p, const S* rows, int64_t width, const bool* va
   // The cache as λ slots: each slot's key position, whether it is in use, and what the state returns for it,
   // [φ(k)ᵀS | φ(k)ᵀz] — kept up to date as keys are written ((φ(k)·φ(k_w)) [v_w, 1] added for each written k_w),
   // not read again: a selection costs O(λ·D + every·(λ·(F + D) + F·D)), not O(λ·F·D). A key keeps its slot while
-  // it is cached; the slots whose key was written take the newcomers kept.
+  // it is cached; the slots whose key was written take the newcomers kept. (A kept read is a running sum, a
+  // newcomer's one product: errors equal in exact arithmetic may differ by a rounding and so decide a tie otherwise
+  // than decoding's step, which reads every candidate afresh — duplicate keys and values only, never seen on real
+  // inputs: the review of 2026-11-30.)
   std::vector<int64_t> slot_pos(static_cast<size_t>(lam), 0);
   std::vector<char> slot_ok(static_cast<size_t>(lam), 0);
   std::vector<S> slot_read(static_cast<size_t>(lam * r1), S(0));
