@@ -457,6 +457,18 @@ TEST(SparseCache, AHybridKernelWithACacheDecodesWhatItsWholeSequenceForwardCompu
   }
 }
 
+// The whole-sequence forward of an empty sequence is empty whichever form the size chooses (the quadratic one's
+// reductions over no key threw once it was chosen for short sequences: the review of 2026-11-30).
+TEST(SparseCache, AnEmptySequenceHasAnEmptyOutputWithACache) {
+  auto in = inputs(1, 2, 0, 4, 8, 3);
+  auto o = hybrid(3, 2);
+  for (const int64_t lambda : {2, 64}) {
+    o.cache = lambda;
+    const auto out = hybrid_attention(in.q, in.k, in.v, Features{in.fq, in.fk, true}, 0.5, o, at::Tensor());
+    EXPECT_EQ(out.sizes(), in.v.sizes()) << lambda;
+  }
+}
+
 // `cache` and `cache_every` are options of the hybrid kind, saved only when there is a cache (so that the options of
 // models converted before keep their digest); out-of-range values are refused by name.
 TEST(SparseCache, TheCacheOptionsRoundTripAndBadValuesAreRefused) {

@@ -63,8 +63,9 @@ struct ChunkTerms {
   at::Tensor lower, gamma, decay_in, decay_out, last, t;
 };
 
+// (K [..., c, Dk], B and log α [..., c]: one chunk, or every chunk at once along a dimension before the last two)
 ChunkTerms chunk_terms(const at::Tensor& K, const at::Tensor& B, const at::Tensor& log_alpha) {
-  const int64_t c = K.size(2);
+  const int64_t c = K.size(-2);
   const double inf = std::numeric_limits<double>::infinity();
   ChunkTerms r;
   r.lower = torch::ones({c, c}, torch::dtype(torch::kBool).device(K.device())).tril();
@@ -98,20 +99,40 @@ DeltaRuleResult delta_rule_chunked(const at::Tensor& q, const at::Tensor& k, con
   MIMIC_CHECK(chunk >= 1, "delta rule: chunk must be >= 1 token, got ", chunk);
   auto S = initial_state(q, v, state);
   const int64_t T = q.size(2);
+  if (T == 0) return {torch::zeros_like(v), S};
+  // Everything that does not depend on the state is computed for every chunk at once — the products, masks and
+  // triangular solves of the WY form — and only the state's recurrence runs chunk after chunk (four products each).
+  // Chunk by chunk, those ~15 small operations per chunk made the backward nine times the forward (bench attention:
+  // delta fwd+bwd 4.0× faster than softmax at 16K, against linear attention's 24×). The last chunk is filled with
+  // zero rows (β = 0, α = 1, k = v = q = 0): their rows of T are zero, so they write nothing and decay nothing.
+  const int64_t c = std::min(chunk, T), n = (T + c - 1) / c, pad = n * c - T;
+  auto blocks = [&](const at::Tensor& x) {  // [B, H, T, ...] → [B, H, n, c, ...]
+    auto shape = x.sizes().vec();
+    shape[2] = pad;
+    auto y = pad > 0 ? torch::cat({x, torch::zeros(shape, x.options())}, 2) : x;
+    shape[2] = c;
+    shape.insert(shape.begin() + 2, n);
+    return y.reshape(shape);
+  };
+  const auto Q = blocks(q), K = blocks(k), V = blocks(v);
+  const auto terms = chunk_terms(K, blocks(beta), log_alpha.defined() ? blocks(log_alpha) : at::Tensor());
+  const auto W = at::matmul(terms.t, terms.decay_in.defined() ? terms.decay_in * K : K);  // [B, H, n, c, Dk]
+  const auto TV = at::matmul(terms.t, V);                                                  // [B, H, n, c, Dv]
+  const auto scores = causal_scores(Q, K, terms);                                          // [B, H, n, c, c]
+  const auto Kout = (terms.decay_out.defined() ? terms.decay_out * K : K).transpose(-1, -2);
+  // (unbound once: a select per chunk would give each its own backward of the whole tensor's size, O(n²) work)
+  const auto Wn = W.unbind(2), TVn = TV.unbind(2), Qn = Q.unbind(2), Sn = scores.unbind(2), Kn = Kout.unbind(2);
+  std::vector<at::Tensor> decay_in, last;
+  if (terms.decay_in.defined()) decay_in = terms.decay_in.unbind(2), last = terms.last.unbind(2);
   std::vector<at::Tensor> outs;
-  for (int64_t start = 0; start < T; start += chunk) {
-    const int64_t c = std::min(chunk, T - start);
-    const auto Q = q.narrow(2, start, c), K = k.narrow(2, start, c), V = v.narrow(2, start, c);
-    const auto terms = chunk_terms(K, beta.narrow(2, start, c), log_alpha.defined() ? log_alpha.narrow(2, start, c) : at::Tensor());
-    const auto W = at::matmul(terms.t, terms.decay_in.defined() ? terms.decay_in * K : K);
-    const auto U = at::matmul(terms.t, V) - at::matmul(W, S);
-    const auto QS = at::matmul(Q, S);
-    outs.push_back((terms.decay_in.defined() ? terms.decay_in * QS : QS) + at::matmul(causal_scores(Q, K, terms), U));
-    const auto Kout = terms.decay_out.defined() ? terms.decay_out * K : K;
-    S = (terms.last.defined() ? terms.last * S : S) + at::matmul(Kout.transpose(-1, -2), U);
+  for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+    const auto U = TVn[i] - at::matmul(Wn[i], S);
+    const auto QS = at::matmul(Qn[i], S);
+    outs.push_back((decay_in.empty() ? QS : decay_in[i] * QS) + at::matmul(Sn[i], U));
+    S = (last.empty() ? S : last[i] * S) + at::matmul(Kn[i], U);
   }
-  auto out = outs.empty() ? torch::zeros_like(v) : torch::cat(outs, 2);
-  return {out, S};
+  auto out = torch::stack(outs, 2).reshape({v.size(0), v.size(1), n * c, v.size(3)});
+  return {pad > 0 ? out.narrow(2, 0, T) : out, S};
 }
 
 at::Tensor delta_rule_weights(const at::Tensor& q, const at::Tensor& k, const at::Tensor& beta, const at::Tensor& log_alpha) {

@@ -418,8 +418,13 @@ at::Tensor hybrid_attention(const at::Tensor& q, const at::Tensor& k, const at::
     // (F + 2λ)·D / cache_every numbers a query — where the quadratic form keeps a few [T, T] tensors for the backward,
     // about 6·T a query: at cache_every = 1 and gpt2-mini's λ = 256 (13,440 a query) the chunked form's training step
     // peaked at 14 GB at T = 256, four times slower than the quadratic one. The smaller of the two runs.
-    const int64_t per_query_chunked = (f.k.size(3) + 2 * o.cache) * v.size(3) / std::max<int64_t>(o.cache_every, 1);
-    if (6 * q.size(2) < per_query_chunked) return hybrid_quadratic(q, k, v, f, scale, o, mask);
+    // (its band's scores too, and a chunk no longer than the sequence, as it runs; an empty sequence: its zeros)
+    // A catch of the quadratic form: one log-scale constant over the whole sequence where the chunked form keeps a
+    // running one, so in float32 a key ~88 nats above the earlier ones in log-feature zeroes their rows (as in the
+    // plain hybrid's quadratic form: docs/attention.md).
+    const int64_t t = q.size(2), every = std::clamp<int64_t>(o.cache_every, 1, std::max<int64_t>(t, 1));
+    const int64_t per_query_chunked = (f.k.size(3) + 2 * o.cache) * v.size(3) / every + o.window + every + o.cache;
+    if (t > 0 && 6 * t < per_query_chunked) return hybrid_quadratic(q, k, v, f, scale, o, mask);
     return hybrid_cache_chunked(q, k, v, f, scale, o, mask);
   }
   if (o.causal) return hybrid_chunked(q, k, v, f, scale, o, mask, state);
