@@ -415,12 +415,12 @@ at::Tensor hybrid_attention(const at::Tensor& q, const at::Tensor& k, const at::
                             const HybridOptions& o, const at::Tensor& mask, HybridState* state) {
   if (o.causal && o.cache > 0 && !state) {  // the cache's forms (sparse_cache.h), the same function
     // The chunked form keeps, per selection, the state it left and the λ keys and values it cached — about
-    // (F + 2λ)·D / cache_every numbers a query — where the quadratic form keeps a few [T, T] tensors for the backward,
-    // about 6·T a query: at cache_every = 1 and gpt2-mini's λ = 256 (13,440 a query) the chunked form's training step
-    // peaked at 14 GB at T = 256, four times slower than the quadratic one. The smaller of the two runs.
-    // (its band's scores too, and a chunk no longer than the sequence, as it runs; an empty sequence: its zeros)
-    // A catch of the quadratic form: one log-scale constant over the whole sequence where the chunked form keeps a
-    // running one, so in float32 a key ~88 nats above the earlier ones in log-feature zeroes their rows (as in the
+    // (F + 2λ)·D / cache_every numbers a query, plus its band's scores, its chunk no longer than the sequence — where
+    // the quadratic form keeps a few [T, T] tensors for the backward, about 6·T a query: at cache_every = 1 and
+    // gpt2-mini's λ = 256 (13,440 a query) the chunked form's training step peaked at 14 GB at T = 256 and took three
+    // times the quadratic one's (under load). The smaller of the two runs; an empty sequence gets the chunked form's
+    // zeros. A catch of the quadratic form: one log-scale constant over the whole sequence where the chunked form keeps
+    // a running one, so in float32 a key ~88 nats above the earlier ones in log-feature zeroes their rows (as in the
     // plain hybrid's quadratic form: docs/attention.md).
     const int64_t t = q.size(2), every = std::clamp<int64_t>(o.cache_every, 1, std::max<int64_t>(t, 1));
     const int64_t per_query_chunked = (f.k.size(3) + 2 * o.cache) * v.size(3) / every + o.window + every + o.cache;

@@ -49,7 +49,8 @@ void select_head(const Schedule& p, const S* rows, int64_t width, const bool* va
   std::vector<char> slot_ok(static_cast<size_t>(lam), 0);
   std::vector<S> slot_read(static_cast<size_t>(lam * r1), S(0));
   std::vector<S> new_read, score, e(static_cast<size_t>(nf));
-  std::vector<int64_t> cand_pos, order;
+  std::vector<int64_t> cand_pos, order, writes;
+  std::vector<char> gone;
   auto read_of = [&](const S* kc, S* out) {  // kcᵀ [S | z]
     std::fill(out, out + r1, S(0));
     for (int64_t f = 0; f < nf; ++f) {
@@ -99,10 +100,10 @@ void select_head(const Schedule& p, const S* rows, int64_t width, const bool* va
     };
     std::nth_element(order.begin(), order.begin() + (m - 1), order.end(), written_first);
     // order[0 .. m) are written (in no particular order); the slots among them take the newcomers kept
-    std::vector<char> gone(static_cast<size_t>(all), 0);
+    gone.assign(static_cast<size_t>(all), 0);
     for (int64_t r = 0; r < m; ++r) gone[order[r]] = 1;
     // the written keys, before a newcomer takes their slot
-    std::vector<int64_t> writes;
+    writes.clear();
     for (int64_t r = 0; r < m; ++r) {
       const int64_t i = order[r];
       const bool real = i < lam ? slot_ok[i] != 0 : valid[first + (i - lam)];
@@ -185,8 +186,8 @@ Selection select(const at::Tensor& k, const at::Tensor& v, const Features& f, co
   const int64_t kw_at = f.log_space ? nf + nd : 0;
   // The schedule runs on the host, head by head, in plain loops: a selection at every position, as tensor operations,
   // was a loop of ~80 small operations per position whose overhead and temporaries made a distillation epoch with a
-  // cache of 256 at cache_every = 1 first 12×, then (cached reads kept, below) 4× hedgehog's. The selection has no
-  // gradient, and its inputs are one row per key — copied to the host once on a GPU.
+  // cache of 256 at cache_every = 1 first 12×, then (cached reads kept, below) 4× hedgehog's (under load). The
+  // selection has no gradient, and its inputs are one row per key — copied to the host once on a GPU.
   const auto host = table.scalar_type() == torch::kDouble ? table.to(torch::kCPU).contiguous()
                                                           : table.to(torch::kCPU, torch::kFloat).contiguous();
   const auto valid_host = valid.to(torch::kCPU).contiguous();
