@@ -133,6 +133,22 @@ HybridOptions hybrid(int64_t window, int64_t heads) {
 
 double max_diff(const at::Tensor& a, const at::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
+// A hybrid kernel with `options` (feature map hedgehog, 2 heads of width 4), in double and seeded, and the causal
+// context at scale 0.5 the kernel tests run it in.
+struct HybridKernel {
+  AttentionKernel att;
+  AttentionContext ctx;
+};
+HybridKernel hybrid_kernel(nlohmann::json options) {
+  torch::manual_seed(5);
+  options["feature_map"] = "hedgehog";
+  HybridKernel h{make_attention_kernel("hybrid", options, 2, 4), AttentionContext{}};
+  h.att->to(torch::kDouble);
+  h.ctx.causal = true;
+  h.ctx.scale = 0.5;
+  return h;
+}
+
 }  // namespace
 
 // The forms against the reference, both schedules (a selection every position, as decoding runs, and every 4, as
@@ -244,13 +260,8 @@ TEST(SparseCache, TheChunkedFormComputesTheQuadraticFormForwardAndBackward) {
               1e-5);
   }
   // the kernel's whole-sequence forward is this form
-  torch::manual_seed(5);
-  auto att = make_attention_kernel("hybrid", {{"feature_map", "hedgehog"}, {"window", 3}, {"cache", 2}, {"cache_every", 2}}, 2, 4);
-  att->to(torch::kDouble);
+  auto [att, ctx] = hybrid_kernel({{"window", 3}, {"cache", 2}, {"cache_every", 2}});
   auto in = inputs(2, 2, 16, 4, 4, 9);
-  AttentionContext ctx;
-  ctx.causal = true;
-  ctx.scale = 0.5;
   at::Tensor weights;
   auto quadratic = std::dynamic_pointer_cast<DistillableKernel>(att)->forward_quadratic(in.q, in.k, in.v, ctx, &weights);
   EXPECT_LT(max_diff(att->forward(in.q, in.k, in.v, ctx), quadratic), 1e-12);
@@ -431,13 +442,8 @@ TEST(SparseCache, TheCacheKeepsTheKeyTheStateWouldReturnWorst) {
 TEST(SparseCache, AHybridKernelWithACacheDecodesWhatItsWholeSequenceForwardComputes) {
   for (const int64_t lambda : {2, 12}) {
     SCOPED_TRACE(lambda);
-    torch::manual_seed(5);
-    auto att = make_attention_kernel("hybrid", {{"feature_map", "hedgehog"}, {"window", 3}, {"cache", lambda}}, 2, 4);
-    att->to(torch::kDouble);
+    auto [att, ctx] = hybrid_kernel({{"window", 3}, {"cache", lambda}});
     auto in = inputs(2, 2, 16, 4, 4, 9);
-    AttentionContext ctx;
-    ctx.causal = true;
-    ctx.scale = 0.5;
     torch::NoGradGuard no_grad;
     auto whole = att->forward(in.q.detach(), in.k.detach(), in.v.detach(), ctx);
     auto cache = att->new_cache();
@@ -450,9 +456,7 @@ TEST(SparseCache, AHybridKernelWithACacheDecodesWhatItsWholeSequenceForwardCompu
     }
     EXPECT_LT(max_diff(torch::cat(outs, 2), whole), 1e-10);
     // and the cache changes the function: the same kernel (the same seed, the same map) without it computes other rows
-    torch::manual_seed(5);
-    auto plain = make_attention_kernel("hybrid", {{"feature_map", "hedgehog"}, {"window", 3}}, 2, 4);
-    plain->to(torch::kDouble);
+    auto plain = hybrid_kernel({{"window", 3}}).att;
     EXPECT_GT(max_diff(plain->forward(in.q.detach(), in.k.detach(), in.v.detach(), ctx), whole), 1e-6);
   }
 }

@@ -274,9 +274,8 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
   } else {
     fw = torch::where(keep, fw, torch::zeros_like(fw));  // (not a product: inf · 0 is NaN)
   }
-  // products batched over [B, H, N]: with chunks of one query (the decoding schedule) rows of one
-  const auto mm = small_matmul;
-  auto W = mm(fw.transpose(-1, -2), torch::cat({vw, torch::ones_like(vw.narrow(-1, 0, 1))}, -1));  // [B, H, N, F, D+1]
+  // products batched over [B, H, N] (small_matmul: with chunks of one query, the decoding schedule, rows of one)
+  auto W = small_matmul(fw.transpose(-1, -2), torch::cat({vw, torch::ones_like(vw.narrow(-1, 0, 1))}, -1));  // [B, H, N, F, D+1]
   at::Tensor states, shifts;
   if (!f.log_space) {
     states = W.cumsum(2);
@@ -305,7 +304,7 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
     qtop = std::get<0>(f.q.detach().max(-1, true));
     qf = (f.q - qtop).exp();
   }
-  auto lin_nd = mm(pad(qf, 2, -(tp - t)).view({b, h, n, every, nf}), states);  // [B, H, N, every, D+1]
+  auto lin_nd = small_matmul(pad(qf, 2, -(tp - t)).view({b, h, n, every, nf}), states);  // [B, H, N, every, D+1]
   auto lin_shift = pad(qtop, 2, -(tp - t)).view({b, h, n, every, 1}) + shifts;
   LinearSums lin{lin_nd.reshape({b, h, tp, dv + 1}).narrow(2, 0, t), lin_shift.reshape({b, h, tp, 1}).narrow(2, 0, t)};
 
@@ -321,7 +320,7 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
     return x.gather(2, held_pos.reshape({b, h, n * lam, 1}).expand({b, h, n * lam, x.size(3)})).view({b, h, n, lam, x.size(3)});
   };
   auto ck = cache_rows(k), cv = cache_rows(v);
-  auto s = torch::cat({mm(qc, Kb), mm(qc, ck.transpose(-1, -2))}, -1) * scale;  // [B, H, N, every, band + λ]
+  auto s = torch::cat({small_matmul(qc, Kb), small_matmul(qc, ck.transpose(-1, -2))}, -1) * scale;  // [B, H, N, every, band + λ]
   auto i = torch::arange(every, longs).view({every, 1}), j = torch::arange(band, longs).view({1, band});
   auto in_band = j.le(i + w - 1).view({1, 1, 1, every, band}).logical_and(vb.view({b, 1, n, 1, band}));
   auto allowed = torch::cat({in_band.expand({b, h, n, every, band}), held_ok.unsqueeze(3).expand({b, h, n, every, lam})}, -1);
@@ -329,7 +328,7 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
   auto M = std::get<0>((o.exact ? s.detach() : s).max(-1, true));
   M = torch::where(torch::isinf(M), torch::zeros_like(M), M);  // a row with no key (a padded query's): every term is 0
   auto e = (s - M).exp() * per_head(o.window_weight, s, 5);
-  auto wnum = mm(e, torch::cat({Vb, cv}, 3)).reshape({b, h, tp, dv}).narrow(2, 0, t);
+  auto wnum = small_matmul(e, torch::cat({Vb, cv}, 3)).reshape({b, h, tp, dv}).narrow(2, 0, t);
   auto wden = e.sum(-1, true).reshape({b, h, tp, 1}).narrow(2, 0, t);
   auto wshift = o.exact ? M.reshape({b, h, tp, 1}).narrow(2, 0, t) : torch::zeros_like(wden);
   return combine(wnum, wden, wshift, {lin}, o.linear_weight);
