@@ -14,8 +14,9 @@
 #   KD_COPY=0.5, PASSKEY_LENGTHS=128,256,512, PASSKEY_TRIALS=100, STATE_AT=512;
 #   CACHES="128": LoLA's sparse cache sizes λ added to the hybrid student at K=0 (convert --attention-options cache=λ,
 #   training-free; then the second stages with the cache in the loop), "" for none;
-#   HEAD_CACHE_KS (default 8, or the largest K when that is smaller; "" for none), HEAD_CACHE=256, HEAD_WINDOW=16: the cache
-#   of HEAD_CACHE keys in the probe's first K heads only and a window of HEAD_WINDOW everywhere (convert --cache-heads);
+#   HEAD_CACHE_KS (default 8, or the largest K when that is smaller; "" for none), HEAD_CACHE=192, HEAD_WINDOW=64: the cache
+#   of HEAD_CACHE keys in the probe's first K heads only and a window of HEAD_WINDOW everywhere (convert --cache-heads),
+#   its kd stage at HEAD_KD_LR=1e-4 (the kd preset's 3e-4 trains its passkey away; docs/recall.md);
 #   the probe's calibration (lib.sh): PROBE_SEGMENTS=16 PROBE_LEN=128 PROBE_PASSKEYS=8 PROBE_PASSKEY_LEN=256 PROBE_LEADERS=16 PROBE_LM_WINDOWS=4
 MODEL=${1:-gpt2-mini}
 SCALE=${SCALE:-quick}
@@ -61,10 +62,10 @@ if [[ " ${stages[*]} " == *" lm "* ]]; then  # the teacher through the old secon
   state teacher-finetuned "$OUT/teacher-finetuned"
 fi
 
-# stage2 TAG: the second stages of $OUT/TAG-converted, each evaluated, passkey and state measured.
+# stage2 TAG [kd options...]: the second stages of $OUT/TAG-converted, each evaluated, passkey and state measured.
 stage2() {
   for s in "${stages[@]}"; do
-    if [[ $s == lm ]]; then finetune_lm "$1-lm" "$OUT/$1-converted"; else finetune_kd "$1-kd" "$OUT/$1-converted" "$MODEL"; fi
+    if [[ $s == lm ]]; then finetune_lm "$1-lm" "$OUT/$1-converted"; else finetune_kd "$1-kd" "$OUT/$1-converted" "$MODEL" "${@:2}"; fi
   done
   for s in "${stages[@]}"; do
     eval_lm "$1-$s" "$OUT/$1-$s"
@@ -73,8 +74,9 @@ stage2() {
   done
 }
 CACHES=${CACHES-128}
-HEAD_CACHE=${HEAD_CACHE:-256}
-HEAD_WINDOW=${HEAD_WINDOW:-16}
+HEAD_CACHE=${HEAD_CACHE:-192}
+HEAD_WINDOW=${HEAD_WINDOW:-64}
+HEAD_KD_LR=${HEAD_KD_LR:-1e-4}
 HEAD_CACHE_KS=${HEAD_CACHE_KS-$(( kmax < 8 ? kmax : 8 ))}
 for k in $HEAD_CACHE_KS; do
   (( k >= 1 && k <= kmax )) || { echo "HEAD_CACHE_KS: $k is not a K the probe places (1 to $kmax, the largest of KS)" >&2; exit 2; }
@@ -111,7 +113,7 @@ for st in "${students[@]}"; do
     for k in $HEAD_CACHE_KS; do
       convert_only "$(headcache_tag "$st" "$k")" "$MODEL" "$st" --attention-options "window=$HEAD_WINDOW,cache=$HEAD_CACHE" \
         --cache-heads "$(probe_heads "$st" "$k")"
-      stage2 "$(headcache_tag "$st" "$k")"
+      stage2 "$(headcache_tag "$st" "$k")" --lr "$HEAD_KD_LR"
     done
   fi
 done
@@ -135,7 +137,10 @@ for st in "${students[@]}"; do
     row "$st" - 0 "$label" "$st-k0-$s"
     if cached "$st"; then for c in $CACHES; do row "$st, cache $c" - 0 "$label" "$st-k0-c$c-$s"; done; fi
     if [[ $st == hybrid* ]]; then
-      for k in $HEAD_CACHE_KS; do row "$st, w $HEAD_WINDOW, cache $HEAD_CACHE in K heads" probe "$k" "$label" "$(headcache_tag "$st" "$k")-$s"; done
+      for k in $HEAD_CACHE_KS; do
+        row "$st, w $HEAD_WINDOW, cache $HEAD_CACHE in K heads" probe "$k" "$label$([[ $s == kd ]] && echo ", lr $HEAD_KD_LR")" \
+          "$(headcache_tag "$st" "$k")-$s"
+      done
     fi
     for k in $KS; do
       row "$st" probe "$k" "$label" "$st-probe$k-$s"

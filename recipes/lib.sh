@@ -105,14 +105,14 @@ PROBE_SEGMENTS=${PROBE_SEGMENTS:-16} PROBE_LEN=${PROBE_LEN:-128} PROBE_PASSKEYS=
 PROBE_PASSKEY_LEN=${PROBE_PASSKEY_LEN:-256} PROBE_LEADERS=${PROBE_LEADERS:-16} PROBE_LM_WINDOWS=${PROBE_LM_WINDOWS:-4}
 probe=(--placement probe --probe-segments "$PROBE_SEGMENTS" --probe-segment-len "$PROBE_LEN" --probe-passkeys "$PROBE_PASSKEYS"
        --probe-passkey-len "$PROBE_PASSKEY_LEN" --probe-leaders "$PROBE_LEADERS" --probe-lm-windows "$PROBE_LM_WINDOWS")
-# finetune_kd NAME MODEL TEACHER: the second stage that keeps recall (docs/finetune.md): logit distillation from the
-# original TEACHER (--kd 1) on blocks of which KD_COPY repeat a span (the copy curriculum), FT_STEPS × FT_BATCH ×
-# FT_LEN tokens; every other setting is finetune's default under --kd → $OUT/NAME
+# finetune_kd NAME MODEL TEACHER [finetune options...]: the second stage that keeps recall (docs/finetune.md): logit
+# distillation from the original TEACHER (--kd 1) on blocks of which KD_COPY repeat a span (the copy curriculum),
+# FT_STEPS × FT_BATCH × FT_LEN tokens; every other setting is finetune's default under --kd unless given → $OUT/NAME
 KD_COPY=${KD_COPY:-0.5}
 finetune_kd() {
   stage "finetune-$1" to "$OUT/finetune-$1.json" "$MIMIC" finetune --task lm --model "$2" --teacher "$3" --kd 1 --copy-fraction "$KD_COPY" \
     --data all --steps "$FT_STEPS" --batch-size "$FT_BATCH" --seq-len "$FT_LEN" --warmup $(( FT_STEPS / 10 + 1 )) --eval-every "$FT_STEPS" \
-    --out "$OUT/$1" --json "${common[@]}"
+    --out "$OUT/$1" "${@:4}" --json "${common[@]}"
 }
 # distill_lm TAG [distill options...]: distill (on $OUT/record.h5) → $OUT/maps-TAG.safetensors
 distill_lm() {

@@ -58,7 +58,7 @@ WINDOWS=4 KEEP_HEADS=2 STATE_AT=64 run hybrid gpt2-hybrid.sh gpt2-mini
 # the probe on gpt2-mini's 48 heads with a toy calibration set; K = 2 only
 export PROBE_SEGMENTS=2 PROBE_LEN=16 PROBE_PASSKEYS=1 PROBE_PASSKEY_LEN=64 PROBE_LEADERS=2 PROBE_LM_WINDOWS=1
 # the three students: hedgehog, the hybrid and the delta rule (probe placement only: its maps hold no KL)
-STUDENTS="hedgehog hybrid delta" KS=2 STATE_AT=64 CACHES=4 HEAD_CACHE=4 run recall-placement gpt2-recall.sh gpt2-mini
+STUDENTS="hedgehog hybrid delta" KS=2 STATE_AT=64 CACHES=4 HEAD_CACHE=4 HEAD_WINDOW=4 run recall-placement gpt2-recall.sh gpt2-mini
 K=2 VARIANTS="lm kd-copy kd-copy-frozen" run stage2 gpt2-stage2.sh gpt2-mini
 VOCAB=16 LEN=16 PAIRS=2 STEPS=2 BATCH=4 EXAMPLES=4 ENT_SAMPLES=2 CONVERT_MAPS=elu run recall recall.sh
 # the same on small Llamas (grouped-query attention, rotary embeddings): issue 36's recipe converting a Llama end to end
