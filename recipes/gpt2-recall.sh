@@ -36,6 +36,21 @@ mkdir -p "$OUT"
 kmax=0
 for k in $KS; do (( k > kmax )) && kmax=$k; done
 (( kmax > 0 )) || { echo "KS must name at least one K > 0, got '$KS'" >&2; exit 2; }
+CACHES=${CACHES-128}
+HEAD_CACHE=${HEAD_CACHE:-192}
+HEAD_WINDOW=${HEAD_WINDOW:-64}
+HEAD_KD_LR=${HEAD_KD_LR:-1e-4}
+HEAD_CACHE_KS=${HEAD_CACHE_KS-$(( kmax < 8 ? kmax : 8 ))}
+# checked before the first stage, not hours later when the cache-heads row's convert or kd stage would refuse them
+[[ $HEAD_CACHE =~ ^[1-9][0-9]*$ && $HEAD_WINDOW =~ ^[1-9][0-9]*$ ]] ||
+  { echo "HEAD_CACHE and HEAD_WINDOW must be positive integers, got '$HEAD_CACHE' and '$HEAD_WINDOW'" >&2; exit 2; }
+[[ $HEAD_KD_LR =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$ ]] && awk -v x="$HEAD_KD_LR" 'BEGIN { exit !(x > 0) }' ||
+  { echo "HEAD_KD_LR must be a positive number, got '$HEAD_KD_LR'" >&2; exit 2; }
+for k in $HEAD_CACHE_KS; do
+  (( k >= 1 && k <= kmax )) || { echo "HEAD_CACHE_KS: $k is not a K the probe places (1 to $kmax, the largest of KS)" >&2; exit 2; }
+done
+read -ra stages <<<"${STAGE2S:-lm kd}"
+for s in "${stages[@]}"; do [[ $s == lm || $s == kd ]] || { echo "STAGE2S: unknown second stage '$s' (lm, kd)" >&2; exit 2; }; done
 
 record_lm "$MODEL"
 eval_lm teacher "$MODEL"
@@ -53,8 +68,6 @@ for st in ${STUDENTS:-hedgehog hybrid}; do
     *) echo "STUDENTS: unknown student '$st' (hedgehog, hybrid, delta)" >&2; exit 2 ;;
   esac
 done
-read -ra stages <<<"${STAGE2S:-lm kd}"
-for s in "${stages[@]}"; do [[ $s == lm || $s == kd ]] || { echo "STAGE2S: unknown second stage '$s' (lm, kd)" >&2; exit 2; }; done
 if [[ " ${stages[*]} " == *" lm "* ]]; then  # the teacher through the old second stage: what it erases
   finetune_lm teacher-finetuned "$MODEL"
   eval_lm teacher-finetuned "$OUT/teacher-finetuned"
@@ -73,14 +86,6 @@ stage2() {
     state "$1-$s" "$OUT/$1-$s"
   done
 }
-CACHES=${CACHES-128}
-HEAD_CACHE=${HEAD_CACHE:-192}
-HEAD_WINDOW=${HEAD_WINDOW:-64}
-HEAD_KD_LR=${HEAD_KD_LR:-1e-4}
-HEAD_CACHE_KS=${HEAD_CACHE_KS-$(( kmax < 8 ? kmax : 8 ))}
-for k in $HEAD_CACHE_KS; do
-  (( k >= 1 && k <= kmax )) || { echo "HEAD_CACHE_KS: $k is not a K the probe places (1 to $kmax, the largest of KS)" >&2; exit 2; }
-done
 # the probe's first K heads of STUDENT as LAYER.HEAD,... (its run for the largest K chose them in order)
 probe_heads() { jq -r --argjson k "$2" '[.placement.kept[:$k][] | "\(.layer).\(.head)"] | join(",")' "$OUT/convert-$1-probe$kmax.json"; }
 headcache_tag() { echo "$1-c$HEAD_CACHE-w$HEAD_WINDOW-probe$2"; }

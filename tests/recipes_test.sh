@@ -76,4 +76,8 @@ grep -q "ctx64 reads 64 tokens: lengths cut to fit (record 64; finetune 16 × 64
 # a bad knob is one clear line and a non-zero exit
 if SCALE=huge bash "$src/recipes/gpt2-hedgehog.sh" >"$work/bad.log" 2>&1; then fail "SCALE=huge was accepted"; fi
 grep -q "SCALE must be quick or full" "$work/bad.log" || { cat "$work/bad.log" >&2; fail "no clear message for SCALE=huge"; }
+# the recall recipe's cache-heads knobs are refused before its first stage, not hours into the run
+if OUT=$work/bad-recall HEAD_KD_LR=fast bash "$src/recipes/gpt2-recall.sh" gpt2-mini >"$work/bad.log" 2>&1; then fail "HEAD_KD_LR=fast was accepted"; fi
+grep -q "HEAD_KD_LR must be a positive number, got 'fast'" "$work/bad.log" || { cat "$work/bad.log" >&2; fail "no clear message for HEAD_KD_LR=fast"; }
+[[ ! -d $work/bad-recall/.done ]] || fail "gpt2-recall.sh ran a stage before refusing HEAD_KD_LR=fast"
 echo "recipes_test: all recipes ran"
