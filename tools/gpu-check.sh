@@ -24,7 +24,8 @@
 # dry run of the commands on a machine without a GPU), MIMIC_GPU_PREBUILT=DIR (use the build in DIR: no configure or
 # build), MIMIC_GPU_BENCHES (default attention,train), MIMIC_GPU_QUICK=1 (shorter benches), MIMIC_GPU_SKIP_BENCH=1 (none), MIMIC_GPU_BENCH_BEFORE=S (benches only if the
 # check so far took under S seconds), MIMIC_GPU_TEST_TIMEOUT (seconds per shard of the core tests, default 300), MIMIC_GPU_CPU_TESTS=all (every core test of the
-# build, sharded over the cores, instead of the attention/model subset).
+# build, sharded over the cores, instead of the attention/model subset) or =FILTER (the core tests a gtest filter names,
+# sharded likewise), MIMIC_GPU_SKIP_CLI=1 (no commands on the device: the tests and benchmarks alone).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -198,14 +199,16 @@ say "device tests: $( [ $rc -eq 0 ] && echo passed || echo FAILED) ($(( $(stamp)
 grep -E "rel err" "$out/tests.log" | grep -v bf16 | awk '{ print $NF, $0 }' | sort -g -r | cut -d" " -f2- | head -3 | sed 's/^/  largest: /' | tee -a "$summary"
 t0=$(stamp)
 filter='AttentionKinds*:SoftmaxAttention*:LinearAttention*:LinearKernel*:HybridAttention*:HybridKernel*:MixedKernel*:SlaGates*:FeatureMaps*:LmHead*:SafeTensors*:TrainOptimizer*:TrainEngine*:Precision*:Gpt2*:Bert*'
-if [ "${MIMIC_GPU_CPU_TESTS:-some}" = all ]; then
-  # every core test of this build, in shards of two threads each (one process per two cores); one log comes back
-  filter='*'
+which=${MIMIC_GPU_CPU_TESTS:-some}
+if [ "$which" != some ]; then
+  # every core test of this build (all) or those a gtest filter names, in shards of two threads each (one process
+  # per two cores); one log comes back
+  filter='*'; [ "$which" = all ] || filter=$which
   shards=$(( jobs / 2 > 1 ? jobs / 2 : 1 ))
   pids=()
   for i in $(seq 0 $((shards - 1))); do
     GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i OMP_NUM_THREADS=2 timeout "${MIMIC_GPU_TEST_TIMEOUT:-300}" "$build/tests/mimic_tests" \
-      >"$out/cpu-tests-$i.log" 2>&1 &
+      --gtest_filter="$filter" >"$out/cpu-tests-$i.log" 2>&1 &
     pids+=($!)
   done
   rc=0
@@ -236,6 +239,9 @@ fi
 # ---- the commands with --device: pretrain, finetune and eval of a small GPT-2 on an MQAR task (no tokenizer, no
 # assets), on the GPU and on this machine's CPU cores, from the same seed: the scores and the tokens/s side by side
 t0=$(stamp)
+if [ "${MIMIC_GPU_SKIP_CLI:-0}" = 1 ]; then
+  say "commands skipped (MIMIC_GPU_SKIP_CLI=1)"
+else
 cli=$(mktemp -d)
 echo '{"n_embd": 128, "n_layer": 4, "n_head": 4, "n_positions": 128, "n_inner": 512}' >"$cli/c.json"
 task="mqar:vocab=256,seq_len=128,pairs=16"
@@ -368,6 +374,7 @@ fi
 tail -5 "$out/cli.log" | sed 's/^/  cli.log: /' | tee -a "$summary"
 rm -rf "$cli"
 say "cli: $(( $(stamp) - t0 )) s"
+fi
 
 # ---- benchmarks on the GPU
 if [ "${MIMIC_GPU_SKIP_BENCH:-0}" = 1 ]; then say "benchmarks skipped (MIMIC_GPU_SKIP_BENCH=1)"; say "total: $(( $(stamp) - t_all )) s"; exit 0; fi
