@@ -72,7 +72,7 @@ json small_spm() {
                                                            {{"type", "ByteFallback"}}, {{"type", "Fuse"}},
                                                            {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}}};
 }
-std::unique_ptr<text::HfTokenizer> from_json(const TempDir& dir, const json& j) {
+std::unique_ptr<text::HfTokenizer> tokenizer_from_json(const TempDir& dir, const json& j) {
   write_bytes(dir.file("tokenizer.json"), j.dump());
   return std::make_unique<text::HfTokenizer>(dir.file("tokenizer.json"));
 }
@@ -180,7 +180,7 @@ TEST(HfTokenizerForms, Gpt2AsTokenizerJsonEqualsTheEncoderPyForm) {
                   {"decoder", {{"type", "ByteLevel"}}},
                   {"added_tokens", {{{"id", 50256}, {"content", "<|endoftext|>"}, {"special", true}}}}};
   TempDir dir;
-  const auto tok = from_json(dir, j);
+  const auto tok = tokenizer_from_json(dir, j);
   const json cases = json::parse(mimic::test::read_bytes(mimic::test::fixture("tokenizer_golden.json")))["cases"];
   size_t n = 0;
   for (const auto& c : cases) {
@@ -284,7 +284,7 @@ TEST(HfPattern, UnsupportedConstructsAreRefusedNamingThem) {
 // ------------------------------------------------------------------------------------------ components
 TEST(HfTokenizerComponents, SentencePieceStyleBpeWithByteFallbackUnkAndTemplate) {
   TempDir dir;
-  const auto tok = from_json(dir, small_spm());
+  const auto tok = tokenizer_from_json(dir, small_spm());
   EXPECT_EQ(tok->encode("ab a", false), (Ids{7, 5}));                       // ▁ab ▁a
   EXPECT_EQ(tok->encode("ab a", true), (Ids{1, 7, 5}));                     // <s> first
   EXPECT_EQ(tok->encode("é", false), (Ids{2, 8 + 0xC3, 8 + 0xA9}));         // ▁ then é's two bytes
@@ -293,7 +293,7 @@ TEST(HfTokenizerComponents, SentencePieceStyleBpeWithByteFallbackUnkAndTemplate)
   json no_fallback = small_spm();
   no_fallback["model"]["byte_fallback"] = false;
   TempDir dir2;
-  const auto unk = from_json(dir2, no_fallback);
+  const auto unk = tokenizer_from_json(dir2, no_fallback);
   EXPECT_EQ(unk->encode("aéé", false), (Ids{5, 0}));  // two unknown characters fuse into one <unk>
 }
 
@@ -307,17 +307,17 @@ TEST(HfTokenizerComponents, SplitBehaviorsMetaspaceAndDigits) {
   };
   TempDir dir;
   // Metaspace: spaces become ▁, a ▁ is prepended, pieces start at each ▁
-  auto meta = from_json(dir, with_pre({{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}, {"split", true}}));
+  auto meta = tokenizer_from_json(dir, with_pre({{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}, {"split", true}}));
   EXPECT_EQ(meta->encode("ab ab", false), (Ids{7, 7}));
   // prepend_scheme first: only the text's first segment is prepended
-  auto first = from_json(dir, with_pre({{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}, {"split", false}}));
+  auto first = tokenizer_from_json(dir, with_pre({{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}, {"split", false}}));
   EXPECT_EQ(first->encode("a<s>a", false), (Ids{5, 1, 3}));
   // Split on a string, removed: the delimiters disappear; Digits isolates every digit
-  auto removed = from_json(dir, with_pre({{"type", "Split"}, {"pattern", {{"String", "b"}}}, {"behavior", "Removed"}, {"invert", false}}));
+  auto removed = tokenizer_from_json(dir, with_pre({{"type", "Split"}, {"pattern", {{"String", "b"}}}, {"behavior", "Removed"}, {"invert", false}}));
   EXPECT_EQ(removed->encode("abab", false), (Ids{3, 3}));
-  auto merged = from_json(dir, with_pre({{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "MergedWithNext"}, {"invert", false}}));
+  auto merged = tokenizer_from_json(dir, with_pre({{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "MergedWithNext"}, {"invert", false}}));
   EXPECT_EQ(merged->encode("abab", false), (Ids{6, 6}));
-  auto digits = from_json(dir, with_pre({{"type", "Digits"}, {"individual_digits", true}}));
+  auto digits = tokenizer_from_json(dir, with_pre({{"type", "Digits"}, {"individual_digits", true}}));
   EXPECT_EQ(digits->encode("12", false), (Ids{8 + '1', 8 + '2'}));
 }
 

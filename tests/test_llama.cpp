@@ -335,16 +335,20 @@ TEST(LlamaFamily, AFolderWithTokenizerJsonRunsEveryStageOnProse) {
   auto conv = mimic::test::mimic_cli("convert --model " + m + " --maps " + dir.file("maps.safetensors") + " --out " + dir.file("c") + " --threads 1 --json");
   ASSERT_EQ(conv.code, 0) << conv.err;
   EXPECT_TRUE(fs::exists(dir.file("c/tokenizer.json")));  // the converted folder carries its tokenizer
-  // plain PyTorch reads the converted Llama (rotary embeddings, grouped-query attention, hedgehog maps) as mimic computes it
+  // plain PyTorch reads the converted Llama (rotary embeddings, grouped-query attention, hedgehog maps) as mimic computes
+  // it (where /usr/bin/python3 has torch: this project's machines do, the GPU machines do not)
   auto fw = mimic::test::mimic_cli("forward --model " + dir.file("c") + " --text 'the tide was late, the wind turned west' --out " +
                                    dir.file("f.safetensors") + " --threads 1");
   ASSERT_EQ(fw.code, 0) << fw.err;
-  mimic::test::write_bytes(dir.file("py.sh"), "/usr/bin/python3 " + std::string(MIMIC_SOURCE_DIR) + "/python/mimic_torch.py " + dir.file("c") +
-                                                  " --check " + dir.file("f.safetensors") + " >" + dir.file("py.out") + " 2>&1");
-  EXPECT_EQ(std::system(("bash " + dir.file("py.sh")).c_str()), 0) << mimic::test::read_bytes(dir.file("py.out"));
-  const auto py = nlohmann::json::parse(mimic::test::read_bytes(dir.file("py.out")));
-  EXPECT_LT(py["max_relative_error"].get<double>(), 1e-4) << py.dump();
-  EXPECT_EQ(py["kinds"], nlohmann::json({"linear"}));
+  if (mimic::test::python_has("torch")) {
+    mimic::test::write_bytes(dir.file("py.sh"), "/usr/bin/python3 " + std::string(MIMIC_SOURCE_DIR) + "/python/mimic_torch.py " + dir.file("c") +
+                                                    " --check " + dir.file("f.safetensors") + " >" + dir.file("py.out") + " 2>&1");
+    EXPECT_EQ(std::system(("bash " + dir.file("py.sh")).c_str()), 0) << mimic::test::read_bytes(dir.file("py.out"));
+    const auto py = nlohmann::json::parse(mimic::test::read_bytes(dir.file("py.out")), nullptr, false);
+    ASSERT_TRUE(py.is_object()) << mimic::test::read_bytes(dir.file("py.out"));
+    EXPECT_LT(py["max_relative_error"].get<double>(), 1e-4) << py.dump();
+    EXPECT_EQ(py["kinds"], nlohmann::json({"linear"}));
+  }
   auto ft = mimic::test::mimic_cli("finetune --task lm --model " + dir.file("c") + " --data " + data + " --lora 4 --steps 6 --seq-len 32 --batch-size 2 " +
                                    "--eval-every 6 --eval-batches 1 --out " + dir.file("ft") + " --threads 1 --json");
   ASSERT_EQ(ft.code, 0) << ft.err;

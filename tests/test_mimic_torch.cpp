@@ -48,6 +48,7 @@ void expect_torch_matches(const TempDir& tmp, const std::string& dir, const nloh
 }  // namespace
 
 TEST(EmbeddedModels, ThePyTorchLoaderComputesConvertedModelsAsMimicDoes) {
+  if (!mimic::test::python_has("torch")) GTEST_SKIP() << "python3 with torch not available";
   TempDir dir;
   ASSERT_TRUE(mimic_ok("record --model gpt2-mini --data sotu --split train --samples 4 --seq-len 64 --out " + dir.file("r.h5")));
   ASSERT_TRUE(mimic_ok("distill --record " + dir.file("r.h5") + " --feature-map hedgehog --sla --epochs 1 --out " + dir.file("hh.safetensors")));
@@ -82,6 +83,7 @@ TEST(EmbeddedModels, ThePyTorchLoaderComputesConvertedModelsAsMimicDoes) {
 // BERT: bidirectional kernels (linear with kept softmax heads, and the hybrid's two-sided window), the masked-LM head
 // over the vocabulary, and a classifier's labels (bert-mini-spam) through the pooler.
 TEST(EmbeddedModels, ThePyTorchLoaderComputesConvertedBertAsMimicDoes) {
+  if (!mimic::test::python_has("torch")) GTEST_SKIP() << "python3 with torch not available";
   TempDir dir;
   ASSERT_TRUE(mimic_ok("record --model bert-mini --data sotu --split train --samples 4 --seq-len 64 --out " + dir.file("r.h5")));
   ASSERT_TRUE(mimic_ok("distill --record " + dir.file("r.h5") + " --feature-map hedgehog --sla --epochs 1 --out " + dir.file("hh.safetensors")));

@@ -268,8 +268,10 @@ TEST(Record, StringAttributesThatAreNotUtf8ReadAsUnreadableAndARecordIsNoSafeten
     EXPECT_EQ(mimic::record::read_attr(f, "source"), "<not UTF-8>");
     EXPECT_EQ(mimic::record::read_attr(f, "format"), "mimic-record-1");
   }
-  auto report = mimic::test::mimic_cli("report --record " + o.out + " --out " + dir.file("rep") + " --json --threads 1");
-  EXPECT_EQ(report.code, 0) << report.err;
+  if (MIMIC_TESTS_HAVE_REPORT) {  // a build without cairo has no report (the GPU machines' builds)
+    auto report = mimic::test::mimic_cli("report --record " + o.out + " --out " + dir.file("rep") + " --json --threads 1");
+    EXPECT_EQ(report.code, 0) << report.err;
+  }
   auto distill = mimic::test::mimic_cli("distill --record " + o.out + " --epochs 1 --out " + dir.file("m.safetensors") + " --json --threads 1");
   EXPECT_EQ(distill.code, 0) << distill.err;
   auto info = mimic::test::mimic_cli("info " + o.out);
@@ -636,6 +638,9 @@ TEST(Record, HdfErrorsBecomeOneLineAndAFullDiskIsNamed) {
 
 // --device cpu (and auto, the default, on a machine without a GPU) records what a run without the option records.
 TEST(Record, DeviceCpuRecordsWhatTheDefaultRecords) {
+  // where a GPU is visible the default computes there, and its record differs from the CPU's in the last bits
+  // (docs/gpu.md): nothing to compare bit for bit
+  if (torch::cuda::is_available()) GTEST_SKIP() << "a GPU is visible: the default records on it";
   TempDir dir;
   const std::string args = "record --model " + gpt2_dir() + " --data moby-dick --samples 24 --seq-len 32 --batch-size 8 --weights-samples 4 "
                            "--threads 1 --json --out ";
@@ -691,7 +696,7 @@ TEST(Record, CliResumesAfterKillToTheSameContent) {
 }
 
 TEST(Record, H5pyReadsTheFile) {
-  if (std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 with h5py not available";
+  if (!mimic::test::python_has("h5py")) GTEST_SKIP() << "python3 with h5py not available";
   TempDir dir;
   mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
   auto o = options(gpt2_dir(), dir.file("t.txt"), dir.file("g.h5"));

@@ -88,6 +88,12 @@ inline std::string text_lines(const std::string& paragraph, int copies) {
 
 inline std::string fixture(const std::string& rel) { return std::string(MIMIC_TEST_FIXTURES) + "/" + rel; }
 
+// Whether /usr/bin/python3 imports `module` (Debian's python3-torch, python3-h5py): the tests that check mimic's files
+// with them skip where it does not (the GPU machines' python3 has neither; this project's machines have both).
+inline bool python_has(const std::string& module) {
+  return std::system(("/usr/bin/python3 -c 'import " + module + "' >/dev/null 2>&1").c_str()) == 0;
+}
+
 // A fixture model directory completed with the real tokenizer files (which the committed fixtures leave
 // out to stay small): tests/fixtures/models/<name> + the fetched GPT-2 or BERT vocabulary. Made once per
 // test process.

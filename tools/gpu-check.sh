@@ -6,14 +6,15 @@
 # machine without network.
 #
 #   tools/gpu-check.sh --prepare         on a Debian machine with mimic's packages: packs the header-only
-#                                        libraries (nlohmann/json, CLI11), GoogleTest's sources and gpt2-mini's
-#                                        tokenizer (0.8 MB in all) into .gpu-carry.tar.xz (ignored by git) for a
-#                                        machine that lacks them; the check unpacks it. With the device tool:
-#                                        carry [".gpu-carry.tar.xz"]. The tree the tool sends must stay under
-#                                        64 MiB (tracked files ~63.2 MiB today): untrack
-#                                        examples/models/bert-mini-sotu-era in the index for the run (git rm -r
-#                                        --cached, listed in .git/info/exclude; git reset afterwards): the check
-#                                        needs no BERT model.
+#                                        libraries (nlohmann/json, CLI11), GoogleTest's sources and the assets
+#                                        the core tests read (GPT-2's and BERT's vocabularies, which are the
+#                                        embedded models' tokenizers too, and two corpora: 3.7 MB in all) into
+#                                        .gpu-carry.tar.xz (ignored by git) for a machine that lacks them; the
+#                                        check unpacks it. With the device tool: carry [".gpu-carry.tar.xz"]. The
+#                                        tree the tool sends must stay under 64 MiB (tracked files 64.6 MiB on
+#                                        2026-11-30): untrack examples/models/bert-mini-sotu-era in the index for
+#                                        the run (git rm -r --cached, listed in .git/info/exclude; git reset
+#                                        afterwards): the check needs no BERT classifier.
 #   tools/gpu-check.sh [OUT]             on the GPU machine, from the repository root: writes build.log,
 #                                        tests.log, cpu-tests.log, bench-attention.txt/.json, bench-train.json,
 #                                        sdpa.json and summary.txt (with bench train's table) into OUT (default
@@ -44,11 +45,7 @@ if [ "${1:-}" = "--prepare" ]; then
   cp -r /usr/include/nlohmann /usr/include/CLI "$stage/include/"
   cp /usr/src/googletest/CMakeLists.txt "$stage/googletest/"
   cp -r /usr/src/googletest/googletest/{CMakeLists.txt,cmake,include,src} "$stage/googletest/googletest/"
-  # gpt2-mini's tokenizer (the assets' GPT-2 BPE files, untracked: tools/setup.sh places them) for the conversion below
   parts=(include googletest)
-  if [ -f examples/models/gpt2-mini/vocab.json ] && [ -f examples/models/gpt2-mini/merges.txt ]; then
-    mkdir -p "$stage/gpt2-mini" && cp examples/models/gpt2-mini/{vocab.json,merges.txt} "$stage/gpt2-mini/" && parts+=(gpt2-mini)
-  fi
   # the assets the core tests read (GPT-2's and BERT's vocabularies, the State of the Union and Moby Dick corpora:
   # 3.6 MB compressed, measured 2026-11-27); the spam corpus (88 MB) stays behind, and its tests fail there
   assets="${MIMIC_CACHE:-${HOME:-/tmp}/.cache/mimic}/assets"
@@ -62,7 +59,6 @@ if [ "${1:-}" = "--prepare" ]; then
   grep -qxF "/$carry.tar.xz" .git/info/exclude 2>/dev/null || echo "/$carry.tar.xz" >>.git/info/exclude
   grep -qxF "/$carry/" .git/info/exclude 2>/dev/null || echo "/$carry/" >>.git/info/exclude
   what="nlohmann/json, CLI11, GoogleTest's sources"
-  [[ " ${parts[*]} " == *" gpt2-mini "* ]] && what="$what, gpt2-mini's tokenizer"
   [[ " ${parts[*]} " == *" assets "* ]] && what="$what, the assets ${have[*]}"
   echo "gpu-check: $carry.tar.xz holds $what ($(du -h "$carry.tar.xz" | cut -f1)); carry it to the GPU machine"
   exit 0
@@ -77,8 +73,12 @@ if [ -d "$carry/assets" ]; then
     [ -e "$carry/assets/$a" ] && [ ! -e "$dest/$a" ] && mkdir -p "$(dirname "$dest/$a")" && cp -r "$carry/assets/$a" "$dest/$a"
   done
 fi
-for f in vocab.json merges.txt; do
-  [ -f "examples/models/gpt2-mini/$f" ] || [ ! -f "$carry/gpt2-mini/$f" ] || cp "$carry/gpt2-mini/$f" examples/models/gpt2-mini/
+# the embedded models' tokenizer files (untracked), from the assets as tools/setup.sh places them (the list is
+# tools/fetch-assets.mjs's EMBEDDED): gpt2-mini's conversion below and the core tests of the embedded models read them
+assets_here="${MIMIC_CACHE:-${HOME:-/tmp}/.cache/mimic}/assets"
+for pair in gpt2-mini/vocab.json:gpt2/vocab.json gpt2-mini/merges.txt:gpt2/merges.txt bert-mini/vocab.txt:bert-base-uncased/vocab.txt; do
+  dst="examples/models/${pair%%:*}" src="$assets_here/${pair#*:}"
+  [ -f "$dst" ] || [ ! -f "$src" ] || cp "$src" "$dst"
 done
 
 out=${1:-gpu-check-out}

@@ -246,8 +246,7 @@ struct Group::Impl {
 
   void create_group() {
 #if !MIMIC_HAVE_GLOO
-    fail("this mimic was built without Gloo's headers (the LibTorch it was built against ships none), so it cannot run "
-         "distributed; build against a LibTorch with them (Debian's libtorch-dev with libgloo-dev)");
+    require_multi_process();
 #else
     auto options = c10d::ProcessGroupGloo::Options::create(timeout());
     // On one machine the loopback device always works; across machines Gloo picks the interface of this host's
@@ -662,5 +661,11 @@ Group& world() {
 }
 
 bool multi_process_supported() { return MIMIC_HAVE_GLOO; }
+
+void require_multi_process() {
+  MIMIC_CHECK(multi_process_supported(),
+              "this mimic was built without Gloo's headers (the LibTorch it was built against ships none), so it cannot "
+              "run distributed; build against a LibTorch with them (Debian's libtorch-dev with libgloo-dev)");
+}
 
 }  // namespace mimic::distributed

@@ -102,5 +102,8 @@ Group& world();
 // Whether this build can form a group of several processes: false where the LibTorch it was built against ships no
 // gloo headers (a pip torch); world() of more than one rank then refuses to start, saying so.
 bool multi_process_supported();
+// Fails with the one-line reason when !multi_process_supported(): world() of several ranks, and `mimic launch` of
+// several before it starts any (so that no rank fails first on something else, such as a GPU it lacks).
+void require_multi_process();
 
 }  // namespace mimic::distributed

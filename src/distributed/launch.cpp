@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "mimic/core/error.h"
+#include "mimic/distributed/group.h"
 
 namespace mimic::distributed {
 
@@ -101,6 +102,7 @@ bool is_local_address(const std::string& addr) {
 LaunchResult launch(const LaunchOptions& o) {
   MIMIC_CHECK(o.nproc >= 1 && o.nproc <= kMaxRanks, "--nproc must lie in [1, ", kMaxRanks, "], got ", o.nproc);
   MIMIC_CHECK(!o.command.empty(), "give the command the ranks run after --, e.g. mimic launch --nproc 2 -- mimic finetune ...");
+  if (o.nproc > 1) require_multi_process();
   LaunchResult r;
   r.master_port = o.master_port > 0 ? o.master_port : free_port(o.master_addr);
   std::vector<std::string> argv = o.command;
