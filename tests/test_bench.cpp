@@ -650,12 +650,10 @@ TEST(BenchTrain, EveryKindReallyTrainsAndTheRatiosComeFromTheMeasuredTimes) {
 }
 
 // `bench train --profile`: every kind's cell carries where one extra step's time went, by operator. The
-// shares (operators' self times and the time outside them) cannot add up to more than the step; a training
-// step is mostly its matrix products, so the mm family (mm/addmm, the chunked LM-head loss's addmm_, their
-// backward nodes) is among
-// the largest shares; per-step call counts are exact (13 LayerNorms: two per block and ln_f); the text
-// report has a profile table per cell.
-TEST(BenchTrain, ProfileGivesEachKindsOperatorSharesOfOneStepLedByTheMatrixProducts) {
+// shares (operators' self times and the time outside them) cannot add up to more than the step; the mm family
+// (mm/addmm, the chunked LM-head loss's addmm_, their backward nodes) is among the five largest shares; per-step call
+// counts are exact (13 LayerNorms: two per block and ln_f); the text report has a profile table per cell.
+TEST(BenchTrain, ProfileGivesEachKindsOperatorSharesOfOneStepWithTheMatrixProductsAmongTheLargest) {
   // 256 tokens a step: at 64, AdamW over the 10M weights (most of them the embedding) took all but 5.5% of a step
   // from the matrix products under LibTorch 2.11 (the 2026-11-27 H100 machine's CPU; 29% under 1.13 here)
   const std::string args = "bench train --lengths 64 --tokens-per-step 256 --repeats 1 --threads 1 --profile --kinds 'linear:feature_map=hedgehog'";
@@ -691,7 +689,9 @@ TEST(BenchTrain, ProfileGivesEachKindsOperatorSharesOfOneStepLedByTheMatrixProdu
     EXPECT_LE(total, 1.0 + 1e-9) << c["kind"];
     EXPECT_GT(total, 0.5) << c["kind"];
     EXPECT_TRUE(mm_in_top) << c["kind"] << ": no mm-family operator among the five largest shares:" << top;
-    EXPECT_GT(mm_family, 0.1) << c["kind"] << "; the five largest:" << top << "; outside operators " << p["outside_operators_share"];
+    // the share is the machine's and its BLAS's: 39-60% here (LibTorch 1.13, OpenBLAS), 3.8-4.6% on the H200 machine's
+    // CPU (pip LibTorch 2.11, 2026-11-30), where AdamW's element-wise operators and time outside any operator (59%) led
+    EXPECT_GT(mm_family, 0.02) << c["kind"] << "; the five largest:" << top << "; outside operators " << p["outside_operators_share"];
     EXPECT_GT(p["operators_per_step"].get<double>(), p["top_level_operators_per_step"].get<double>());
   }
   r = run_cli(args);

@@ -103,7 +103,7 @@ Group& world();
 // gloo headers (a pip torch); world() of more than one rank then refuses to start, saying so.
 bool multi_process_supported();
 // Fails with the one-line reason when !multi_process_supported(): world() of several ranks, and `mimic launch` of
-// several before it starts any (so that no rank fails first on something else, such as a GPU it lacks).
+// several ranks of mimic before it starts any (so that no rank fails first on something else, such as a GPU it lacks).
 void require_multi_process();
 
 }  // namespace mimic::distributed

@@ -102,7 +102,10 @@ bool is_local_address(const std::string& addr) {
 LaunchResult launch(const LaunchOptions& o) {
   MIMIC_CHECK(o.nproc >= 1 && o.nproc <= kMaxRanks, "--nproc must lie in [1, ", kMaxRanks, "], got ", o.nproc);
   MIMIC_CHECK(!o.command.empty(), "give the command the ranks run after --, e.g. mimic launch --nproc 2 -- mimic finetune ...");
-  if (o.nproc > 1) require_multi_process();
+  // ranks of this very build (a first word "mimic") cannot form a group where it has no gloo: say so before starting
+  // any, since a rank could fail first on something else (rank 1's --device auto on a machine with one GPU). Other
+  // commands (sh, a script) may form their own groups, or none.
+  if (o.nproc > 1 && o.command[0] == "mimic") require_multi_process();
   LaunchResult r;
   r.master_port = o.master_port > 0 ? o.master_port : free_port(o.master_addr);
   std::vector<std::string> argv = o.command;
