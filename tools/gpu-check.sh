@@ -8,7 +8,7 @@
 #   tools/gpu-check.sh --prepare         on a Debian machine with mimic's packages: packs the header-only
 #                                        libraries (nlohmann/json, CLI11), GoogleTest's sources and the assets
 #                                        the core tests read (GPT-2's and BERT's vocabularies, which are the
-#                                        embedded models' tokenizers too, and two corpora: 3.7 MB in all) into
+#                                        embedded models' tokenizers too, and two corpora: 3.9 MB in all) into
 #                                        .gpu-carry.tar.xz (ignored by git) for a machine that lacks them; the
 #                                        check unpacks it. With the device tool: carry [".gpu-carry.tar.xz"]. The
 #                                        tree the tool sends must stay under 64 MiB (tracked files 64.6 MiB on
@@ -33,6 +33,10 @@ cd "$root"
 # include/mimic is a tracked link to src/; a copy of the checkout that carried no links lacks it
 [[ -e include/mimic ]] || { mkdir -p include && ln -s ../src include/mimic; }
 carry=${MIMIC_GPU_CARRY:-.gpu-carry}
+# where mimic looks for its assets (tools/setup.sh fetches them there; --prepare packs them from there)
+assets="${MIMIC_CACHE:-${HOME:-/tmp}/.cache/mimic}/assets"
+# the assets --prepare packs and the check installs (the spam corpus, 88 MB, and the Llama-family tokenizers stay behind)
+carried_assets="gpt2 bert-base-uncased corpora/sotu corpora/moby-dick"
 
 if [ "${1:-}" = "--prepare" ]; then
   # One compressed file (332 kB measured on 2026-11-26): the device tool sends at most 64 MiB, and the tracked tree is close to it.
@@ -48,9 +52,8 @@ if [ "${1:-}" = "--prepare" ]; then
   parts=(include googletest)
   # the assets the core tests read (GPT-2's and BERT's vocabularies, the State of the Union and Moby Dick corpora:
   # 3.6 MB compressed, measured 2026-11-27); the spam corpus (88 MB) stays behind, and its tests fail there
-  assets="${MIMIC_CACHE:-${HOME:-/tmp}/.cache/mimic}/assets"
   have=()
-  for a in gpt2 bert-base-uncased corpora/sotu corpora/moby-dick; do [ -e "$assets/$a" ] && have+=("$a"); done
+  for a in $carried_assets; do [ -e "$assets/$a" ] && have+=("$a"); done
   if [ ${#have[@]} -gt 0 ]; then
     mkdir -p "$stage/assets" && (cd "$assets" && cp -r --parents "${have[@]}" "$stage/assets/") && parts+=(assets)
   fi
@@ -68,16 +71,14 @@ if [ -f "$carry.tar.xz" ] && [ ! -d "$carry" ]; then
 fi
 # the carried assets go where mimic looks for them, unless that machine has its own
 if [ -d "$carry/assets" ]; then
-  dest="${MIMIC_CACHE:-${HOME:-/tmp}/.cache/mimic}/assets"
-  for a in gpt2 bert-base-uncased corpora/sotu corpora/moby-dick; do
-    [ -e "$carry/assets/$a" ] && [ ! -e "$dest/$a" ] && mkdir -p "$(dirname "$dest/$a")" && cp -r "$carry/assets/$a" "$dest/$a"
+  for a in $carried_assets; do
+    [ -e "$carry/assets/$a" ] && [ ! -e "$assets/$a" ] && mkdir -p "$(dirname "$assets/$a")" && cp -r "$carry/assets/$a" "$assets/$a"
   done
 fi
 # the embedded models' tokenizer files (untracked), from the assets as tools/setup.sh places them (the list is
 # tools/fetch-assets.mjs's EMBEDDED): gpt2-mini's conversion below and the core tests of the embedded models read them
-assets_here="${MIMIC_CACHE:-${HOME:-/tmp}/.cache/mimic}/assets"
 for pair in gpt2-mini/vocab.json:gpt2/vocab.json gpt2-mini/merges.txt:gpt2/merges.txt bert-mini/vocab.txt:bert-base-uncased/vocab.txt; do
-  dst="examples/models/${pair%%:*}" src="$assets_here/${pair#*:}"
+  dst="examples/models/${pair%%:*}" src="$assets/${pair#*:}"
   [ -f "$dst" ] || [ ! -f "$src" ] || cp "$src" "$dst"
 done
 
@@ -199,11 +200,11 @@ say "device tests: $( [ $rc -eq 0 ] && echo passed || echo FAILED) ($(( $(stamp)
 grep -E "rel err" "$out/tests.log" | grep -v bf16 | awk '{ print $NF, $0 }' | sort -g -r | cut -d" " -f2- | head -3 | sed 's/^/  largest: /' | tee -a "$summary"
 t0=$(stamp)
 filter='AttentionKinds*:SoftmaxAttention*:LinearAttention*:LinearKernel*:HybridAttention*:HybridKernel*:MixedKernel*:SlaGates*:FeatureMaps*:LmHead*:SafeTensors*:TrainOptimizer*:TrainEngine*:Precision*:Gpt2*:Bert*'
-which=${MIMIC_GPU_CPU_TESTS:-some}
-if [ "$which" != some ]; then
+cpu_tests=${MIMIC_GPU_CPU_TESTS:-some}
+if [ "$cpu_tests" != some ]; then
   # every core test of this build (all) or those a gtest filter names, in shards of two threads each (one process
   # per two cores); one log comes back
-  filter='*'; [ "$which" = all ] || filter=$which
+  filter='*'; [ "$cpu_tests" = all ] || filter=$cpu_tests
   shards=$(( jobs / 2 > 1 ? jobs / 2 : 1 ))
   pids=()
   for i in $(seq 0 $((shards - 1))); do
