@@ -14,6 +14,7 @@
 #include "mimic/io/safetensors.h"
 #include "mimic/eval/perplexity.h"
 #include "mimic/models/model.h"
+#include "mimic/record/record.h"
 #include "test_util.h"
 #include "mimic/text/tokenizer.h"
 
@@ -367,6 +368,100 @@ TEST(Cli, DeviceCpuAndAutoComputeWhatTheDefaultComputes) {
   const auto plain_maps = maps("m.safetensors", "");
   ASSERT_FALSE(plain_maps.empty());
   EXPECT_EQ(maps("m-cpu.safetensors", " --device cpu"), plain_maps);
+}
+
+// --device cpu-checked (mimic/core/checked_device.h) runs each command that takes a device on the CPU's kernels behind
+// a stand-in device: a tensor some stage makes on the CPU and hands to the device's stops the run, naming the operator
+// — the check a GPU run used to be the only one to make. What each computes there is what it computes on the CPU,
+// byte for byte: a record, distilled maps (online, the teacher on the device too, and from the record), conversions
+// (the probe placing kept heads by measured effect among them), a LoRA finetune, a classifier and a pretrain's
+// weights, perplexity, passkey and copy scores, greedy and sampled text; the benchmarks run.
+namespace {
+// A command's --json result without what differs from run to run (timings) or names the run's own folder.
+nlohmann::json without_timings(nlohmann::json j) {
+  if (j.is_object()) {
+    for (const char* key : {"timing", "seconds", "tokens_per_second", "out"}) j.erase(key);
+    for (auto& [key, value] : j.items()) value = without_timings(value);
+  } else if (j.is_array()) {
+    for (auto& value : j) value = without_timings(value);
+  }
+  return j;
+}
+}  // namespace
+
+TEST(Cli, TheDeviceCommandsComputeOnTheCheckedCpuWhatTheyComputeOnTheCpu) {
+  TempDir dir;
+  auto bytes = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  mimic::test::write_bytes(dir.file("d.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));
+  mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 32, "n_layer": 2, "n_head": 4, "n_positions": 64})");
+  mimic::test::write_word_decided_jsonl(dir.file("t.jsonl"));
+  struct Outputs {
+    std::vector<std::string> files;
+    std::vector<nlohmann::json> printed;  // the --json results, without their timings
+  };
+  auto run = [&](const std::string& device) {
+    Outputs o;
+    const std::string d = dir.file(device);
+    std::filesystem::create_directories(d);
+    auto cli = [&](const std::string& args) {
+      auto r = mimic_cli(args + " --threads 1 --device " + device);
+      EXPECT_EQ(r.code, 0) << args << " --device " << device << ": " << r.err;
+      return r;
+    };
+    auto json_of = [&](const std::string& args) {
+      o.printed.push_back(without_timings(nlohmann::json::parse(cli(args + " --json").out, nullptr, false)));
+    };
+    cli("record --model " + gpt2_dir() + " --data " + dir.file("d.txt") + " --samples 4 --seq-len 16 --weights-samples 2 --out " + d + "/r.h5");
+    cli("distill --model " + gpt2_dir() + " --data " + dir.file("d.txt") + " --seq-len 16 --samples 24 --epochs 1 --batch-size 4 --out " + d +
+        "/online.safetensors");
+    // from one record (an HDF5 file's bytes differ from run to run: compared by value below)
+    cli("distill --record " + dir.file("cpu") + "/r.h5 --epochs 2 --batch-size 2 --out " + d + "/maps.safetensors");
+    cli("convert --model " + gpt2_dir() + " --maps " + d + "/maps.safetensors --out " + d + "/c");
+    json_of("convert --model " + gpt2_dir() + " --maps " + d + "/maps.safetensors --keep-softmax auto:1 --probe-data " + dir.file("d.txt") +
+            " --probe-segments 2 --probe-segment-len 16 --probe-lm-windows 1 --probe-lm-len 16 --probe-passkeys 1 --probe-passkey-len 64 "
+            "--probe-leaders 2 --out " + d + "/kept");
+    cli("finetune --task lm --model " + d + "/c --data " + dir.file("d.txt") +
+        " --lora 2 --steps 2 --warmup 0 --batch-size 2 --seq-len 16 --eval-batches 1 --out " + d + "/f");
+    cli("finetune --task cls --model " + bert_dir() + " --data " + dir.file("t.jsonl") + " --steps 2 --warmup 0 --batch-size 4 --seq-len 16 --out " +
+        d + "/cls");
+    cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data " + dir.file("d.txt") +
+        " --steps 2 --warmup 0 --seq-len 16 --batch-size 2 --eval-batches 1 --out " + d + "/p");
+    for (const std::string f : {"online.safetensors", "maps.safetensors", "c/model.safetensors", "kept/model.safetensors", "f/model.safetensors",
+                                "cls/model.safetensors", "p/model.safetensors"})
+      o.files.push_back(bytes(d + "/" + f));
+    json_of("eval --model " + d + "/f --text 'The ship sailed on and on.'");
+    json_of("eval --task passkey --model " + d + "/kept --lengths 64 --trials 2");
+    json_of("eval --task copy --model " + d + "/kept --teacher " + gpt2_dir() + " --file " + dir.file("d.txt") + " --segments 2 --segment-len 16");
+    json_of("eval --task cls --model " + d + "/cls --data " + dir.file("t.jsonl") + " --split test");
+    json_of("generate --model " + d + "/c --prompt 'The ship' --new-tokens 5 --temperature 0.8");
+    json_of("generate --model " + d + "/f --prompt 'The ship' --new-tokens 5");
+    cli("bench attention --max-len 512 --repeats 1 --json");
+    cli("bench train --widths mini --lengths 32 --tokens-per-step 64 --repeats 1 --json");
+    return o;
+  };
+  const auto cpu = run("cpu"), checked = run("cpu-checked");
+  const char* names[] = {"online maps", "maps", "conversion", "conversion keeping probed heads", "finetune", "classifier", "pretrain"};
+  for (size_t i = 0; i < cpu.files.size(); ++i) {
+    EXPECT_FALSE(cpu.files[i].empty()) << names[i];
+    EXPECT_TRUE(cpu.files[i] == checked.files[i]) << names[i] << " differs on the checked CPU";
+  }
+  for (size_t i = 0; i < cpu.printed.size(); ++i) {
+    EXPECT_TRUE(cpu.printed[i].is_object()) << i;
+    EXPECT_EQ(checked.printed[i], cpu.printed[i]);
+  }
+  EXPECT_NE(cpu.files[2], cpu.files[4]) << "the finetune changed the weights (the comparisons can fail)";
+  mimic::record::RecordReader a(dir.file("cpu") + "/r.h5"), b(dir.file("cpu-checked") + "/r.h5");
+  ASSERT_EQ(b.samples(), a.samples());
+  ASSERT_EQ(b.weights_samples(), 2);
+  ASSERT_EQ(a.weights_samples(), 2);
+  auto n = [&](const std::string& what) { return what == "weights" ? a.weights_samples() : a.samples(); };
+  EXPECT_TRUE(torch::equal(b.input_ids(0, a.samples()), a.input_ids(0, a.samples())));
+  for (const int64_t layer : a.layers())
+    for (const std::string what : {"q", "k", "v", "o", "weights"})
+      EXPECT_TRUE(torch::equal(b.read(layer, what, 0, n(what)), a.read(layer, what, 0, n(what)))) << "record: layer " << layer << " " << what;
 }
 
 // A rerun resumes only the run it belongs to: the checkpoint keeps the digest of the weights the run started from, so

@@ -602,6 +602,12 @@ TEST_F(Distributed, TheAllReduceOverlappedWithBackwardGivesTheWeightsOfTheSynchr
   // Exact with 2 ranks: each element's sum is a + b in either bucket layout (with more ranks Gloo's ring may add in
   // another order for another layout, a rounding difference).
   EXPECT_EQ(max_abs_difference(dir.file("overlap/last/model.safetensors"), dir.file("sync/last/model.safetensors")), 0.0);
+  // the same run with the model on a device (the checked CPU: Gloo gets the CPU tensors over its memory): the weights
+  // broadcast from rank 0 and the gradients averaged by the hooks are the CPU run's
+  auto on_device = mimic::test::mimic_cli(
+      "launch --nproc 2 -- mimic " + tiny_pretrain(dir, dir.file("device"), 2, 8, "--grad-accum 2 --bucket-mb 0.01 --device cpu-checked"), 120);
+  ASSERT_EQ(on_device.code, 0) << on_device.err;
+  EXPECT_EQ(max_abs_difference(dir.file("device/last/model.safetensors"), dir.file("overlap/last/model.safetensors")), 0.0);
   // the comparison can fail: one micro-batch per step is another run
   auto single = mimic::test::mimic_cli("launch --nproc 2 -- mimic " + tiny_pretrain(dir, dir.file("single"), 4, 8), 120);
   ASSERT_EQ(single.code, 0) << single.err;

@@ -56,7 +56,8 @@ void add_common_options(CLI::App& sub, Common& common, Devices devices) {
   const CLI::App* parent = sub.get_parent();
   const std::string name = parent != nullptr && parent->get_parent() != nullptr ? parent->get_name() + " " + sub.get_name() : sub.get_name();
   sub.add_option("--device", common.device,
-                 devices == Devices::Any ? "Where to compute: auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N"
+                 devices == Devices::Any ? "Where to compute: auto (a CUDA GPU when one is visible, else the CPU), cpu, cuda, cuda:N; or cpu-checked, the CPU "
+                                           "behind a stand-in device, which stops at a tensor left on the CPU (for developers without a GPU)"
                                          : "Where to compute: this command computes on the CPU (auto and cpu); " + std::string(kDeviceCommands) +
                                                " take a GPU")
       ->capture_default_str()

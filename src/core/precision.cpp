@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
+#include "mimic/core/checked_device.h"
 #include "mimic/core/error.h"
 
 namespace mimic {
@@ -61,7 +62,7 @@ const char* precision_name(Precision p) { return p == Precision::Bf16 ? "bf16" :
 AutocastGuard::AutocastGuard(Precision p, const c10::Device& device) {
   if (p == Precision::Fp32) return;
   if (!device.is_cuda() && !device.is_cpu())
-    throw Error("bf16 mixed precision runs on a CUDA device or the CPU, not on " + device.str());
+    throw Error("bf16 mixed precision runs on a CUDA device or the CPU, not on " + device_label(device));
   type_ = device.type();
   was_enabled_ = autocast_enabled(type_);
   dtype_before_ = static_cast<int>(autocast_dtype(type_));

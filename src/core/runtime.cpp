@@ -98,9 +98,10 @@ c10::Device resolve_device(const std::string& spec, int local_rank) {
                 " visible");
     return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_rank));
   }
+  if (spec == "cpu-checked") return checked_device();
   const bool known = spec == "cpu" || spec == "cuda" || (spec.rfind("cuda:", 0) == 0 && spec.size() > 5 && spec.size() <= 8 &&
                                                         spec.find_first_not_of("0123456789", 5) == std::string::npos);
-  MIMIC_CHECK(known, "--device: unknown device '", spec, "' (known: auto, cpu, cuda, cuda:N)");
+  MIMIC_CHECK(known, "--device: unknown device '", spec, "' (known: auto, cpu, cuda, cuda:N, cpu-checked)");
   if (spec == "cpu") return c10::Device(c10::kCPU);
   MIMIC_CHECK(cuda, "--device ", spec, ": no CUDA device is available (",
               torch::cuda::device_count() == 0 ? "this LibTorch sees none; a CPU-only LibTorch never does" : "CUDA is not usable", ")");

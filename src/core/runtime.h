@@ -3,6 +3,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include "mimic/core/checked_device.h"
+
 #include <cstdint>
 #include <string>
 
@@ -20,7 +22,8 @@ void seed_everything(uint64_t seed);
 int available_cores();
 
 // The device a command computes on, from its --device argument: "cpu", "cuda" (the first GPU), "cuda:N", or
-// "auto" — cuda:local_rank when LibTorch sees a CUDA device, the CPU otherwise. local_rank is the launcher's
+// "auto" — cuda:local_rank when LibTorch sees a CUDA device, the CPU otherwise — or "cpu-checked", the CPU behind a
+// stand-in device that catches a tensor left on the CPU (mimic/core/checked_device.h; never picked by auto). local_rank is the launcher's
 // LOCAL_RANK as the caller read and checked it (distributed::environment(); core does not read the environment
 // twice). A name LibTorch does not know, "cuda" without a CUDA device (a CPU-only LibTorch, or no GPU visible) and N
 // beyond the devices present are a mimic::Error saying which.

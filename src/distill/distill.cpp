@@ -15,6 +15,7 @@
 #include "mimic/attention/distillable.h"
 #include "mimic/attention/feature_map.h"
 #include "mimic/attention/kinds.h"
+#include "mimic/core/checked_device.h"
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/core/layers.h"
@@ -429,7 +430,7 @@ DistillResult distill(const DistillOptions& o) {
                                 {"patience", o.patience},       {"layers", layers},
                                 {"seed", o.seed}};
   if (spec.kind != "linear") fingerprint["kind"] = spec.kind;  // absent for linear: older checkpoints still resume
-  if (!o.device.is_cpu()) fingerprint["device"] = c10::DeviceTypeName(o.device.type(), /*lower_case=*/true);
+  if (!computes_on_cpu(o.device)) fingerprint["device"] = c10::DeviceTypeName(o.device.type(), /*lower_case=*/true);
   // The untrained map competes as epoch 0 (eval_at_start below): a checkpoint written before it did is not
   // resumed into a run that would treat its layers differently (rerun with --fresh).
   fingerprint["start_competes"] = true;

@@ -34,6 +34,7 @@
 #include <set>
 #include <thread>
 
+#include "mimic/core/checked_device.h"
 #include "mimic/core/error.h"
 #include "mimic/distributed/launch.h"
 
@@ -386,7 +387,7 @@ void Group::average(const std::vector<at::Tensor>& tensors, const std::string& w
   impl_->by_bucket(
       tensors,
       [&](at::Tensor& flat) {
-        std::vector<at::Tensor> v{flat};
+        std::vector<at::Tensor> v{as_library_tensor(flat)};  // Gloo takes CPU and CUDA tensors
         impl_->run(what, [&] { return impl_->pg->allreduce(v); });
         flat.div_(size_);
       },
@@ -406,7 +407,7 @@ void Group::broadcast(const std::vector<at::Tensor>& tensors, const std::string&
   c10d::BroadcastOptions options;
   options.rootRank = root;
   impl_->by_bucket(tensors, [&](at::Tensor& flat) {
-    std::vector<at::Tensor> v{flat};
+    std::vector<at::Tensor> v{as_library_tensor(flat)};  // Gloo takes CPU and CUDA tensors
     impl_->run(what, [&] { return impl_->pg->broadcast(v, options); });
   });
 }
@@ -545,7 +546,7 @@ struct Group::OverlappedAverage::State {
     b.launched = true;
     if (b.grads.empty()) return;
     b.flat = pack(b.grads);
-    std::vector<at::Tensor> v{b.flat};
+    std::vector<at::Tensor> v{as_library_tensor(b.flat)};
     try {
       b.work = group.impl_->pg->allreduce(v);
     } catch (const std::exception& e) {

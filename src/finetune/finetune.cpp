@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "mimic/attention/attention.h"
+#include "mimic/core/checked_device.h"
 #include "mimic/core/error.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
@@ -160,7 +161,7 @@ nlohmann::json fingerprint(const FinetuneOptions& o) {
   // never resumes an unfrozen run.
   if (o.freeze_embeddings) j["freeze_embeddings"] = true;
   // a run resumes where its random generators are: a GPU run's dropout draws from the GPU's generator
-  if (!o.device.is_cpu()) j["device"] = c10::DeviceTypeName(o.device.type(), /*lower_case=*/true);
+  if (!computes_on_cpu(o.device)) j["device"] = c10::DeviceTypeName(o.device.type(), /*lower_case=*/true);
   if (o.freeze_kept_heads) j["freeze_kept_heads"] = true;
   if (o.lora.rank > 0) j["lora"] = {{"rank", o.lora.rank}, {"scale", o.lora.scale()}};
   // the exported weights' storage (absent at the default F32: older runs still resume): a finished run rerun with

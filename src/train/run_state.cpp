@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "mimic/core/checked_device.h"
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
@@ -72,7 +73,7 @@ void refuse_another_commands_run(const std::string& out_dir, const std::string& 
 }
 
 std::optional<at::Generator> device_generator(const TrainTask& task) {
-  if (task.params.empty() || task.params.front().second.device().is_cpu()) return std::nullopt;
+  if (task.params.empty() || computes_on_cpu(task.params.front().second.device())) return std::nullopt;
   return at::globalContext().defaultGenerator(task.params.front().second.device());
 }
 

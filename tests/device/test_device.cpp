@@ -2,9 +2,10 @@
 // on an accelerator and held to the same computation on the CPU — forward outputs and every gradient.
 //
 // The device is CUDA's first GPU when LibTorch sees one (tools/gpu-check.sh runs this binary on a GPU machine);
-// without one every test is skipped, and says so. (LibTorch's `meta` device, which computes shapes without values,
-// would catch a tensor made on the CPU inside a computation on any machine, but LibTorch 1.13 cannot move a
-// module there: Module::to(kMeta) fails in set_data with "incompatible tensor type".)
+// without one it is the checked CPU (--device cpu-checked, mimic/core/checked_device.h): the CPU's own kernels behind
+// a device that is not the CPU, where a tensor made without the device stops the test with the operator's name — what
+// a GPU run would find, on every machine the suite runs on. (LibTorch's `meta` device has no values to compare, and
+// 1.13 cannot move a module there.) bf16 autocast runs on CUDA only, so its test is skipped on the checked CPU.
 //
 // Tolerances (fp32 on both sides; TF32 stays off, LibTorch's default for matrix products): outputs and gradients
 // agree to kRelTol of the largest magnitude of the CPU result (the GPU sums in other orders), that magnitude taken
@@ -46,13 +47,15 @@ using mimic::attention::make_attention_kernel;
 constexpr double kRelTol = 2e-4;
 constexpr double kFloor = 1e-2;
 
-// MIMIC_DEVICE_TESTS_ON_CPU=1 runs the harness with the CPU as the "device" (every comparison exact), to check
-// the tests themselves on a machine without a GPU.
+// MIMIC_DEVICE_TESTS_ON_CPU=1 runs the harness with the CPU itself as the "device" (every comparison exact, bf16
+// included: the CPU's autocast), to check the tests themselves.
 bool cpu_as_device() { return std::getenv("MIMIC_DEVICE_TESTS_ON_CPU") != nullptr; }
-bool on_gpu() { return cpu_as_device() || torch::cuda::is_available(); }
-c10::Device target() { return cpu_as_device() ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, 0); }
-#define SKIP_WITHOUT_GPU() \
-  if (!on_gpu()) GTEST_SKIP() << "no CUDA device"
+c10::Device target() {
+  if (cpu_as_device()) return c10::Device(c10::kCPU);
+  return torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : mimic::checked_device();
+}
+#define SKIP_WITHOUT_AUTOCAST() \
+  if (mimic::is_checked_device(target())) GTEST_SKIP() << "bf16 autocast runs on a CUDA device (or the CPU); this machine has none"
 
 // max |a − b| / max(max |b|, kFloor) (b: the CPU result).
 double rel_err(const at::Tensor& device_result, const at::Tensor& cpu_result) {
@@ -154,14 +157,12 @@ void compare_forward_backward(const std::string& kind, const nlohmann::json& opt
 }
 
 TEST(Device, EveryAttentionKindMatchesTheCpuCausalForwardAndGradients) {
-  SKIP_WITHOUT_GPU();
   for (const auto& c : kernel_cases()) compare_forward_backward(c.first, c.second, true, false, "causal " + label(c));
   // padded keys write nothing into the delta rule's state, on the device as on the CPU
   compare_forward_backward("delta", {{"chunk", 4}}, true, true, "causal padded delta");
 }
 
 TEST(Device, EveryAttentionKindMatchesTheCpuBidirectionalWithPaddingForwardAndGradients) {
-  SKIP_WITHOUT_GPU();
   for (const auto& c : kernel_cases()) {
     if (c.first == "linear" && c.second.contains("decay")) continue;  // decay is causal-only
     if (c.first == "hybrid" && c.second.contains("cache")) continue;  // so is the sparse cache (BERT refuses it)
@@ -184,7 +185,6 @@ TEST(Device, EveryAttentionKindMatchesTheCpuBidirectionalWithPaddingForwardAndGr
 }
 
 TEST(Device, EveryAttentionKindDecodesTokenByTokenAsOnTheCpu) {
-  SKIP_WITHOUT_GPU();
   const int64_t B = 2, H = 3, T = 21, D = 8;
   for (const auto& c : kernel_cases()) {
     auto [cpu, dev] = kernel_pair(c.first, c.second, H, D);
@@ -246,7 +246,6 @@ std::pair<mimic::data::LmBatch, mimic::data::LmBatch> batch_pair(int64_t vocab_s
 // kind in every layer: the LM loss, the gradient of every weight, and greedy incremental decoding (forward_step) on
 // the device against the CPU.
 TEST(Device, AModelTrainsAndDecodesOnTheDeviceAsOnTheCpu) {
-  SKIP_WITHOUT_GPU();
   const nlohmann::json gpt2 = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", 97},
                                {"n_positions", 64}, {"n_embd", 32}, {"n_layer", 2}, {"n_head", 4}};
   const nlohmann::json llama = {{"model_type", "llama"}, {"architectures", {"LlamaForCausalLM"}}, {"vocab_size", 97},
@@ -308,7 +307,6 @@ struct ScratchDir {
 // divides by the root of the squared gradients: where a gradient is near zero, rounding can move one element's step
 // by up to the learning rate, so no per-element bound holds); the greedy tokens are the same.
 TEST(Device, FinetuneEvalAndGenerateOnTheDeviceAsOnTheCpu) {
-  SKIP_WITHOUT_GPU();
   const std::string task = "mqar:vocab=64,seq_len=32,pairs=4";
   // dropout off: its masks come from the device's generator, which no CPU run shares
   const nlohmann::json config = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", 64},
@@ -351,7 +349,7 @@ TEST(Device, FinetuneEvalAndGenerateOnTheDeviceAsOnTheCpu) {
     EXPECT_LE(rel(on_dev.train.last_loss, on_cpu.train.last_loss), 1e-4);
     EXPECT_LE(rel(on_dev.student.validation_loss, on_cpu.student.validation_loss), 1e-4);
     EXPECT_EQ(on_dev.train.best_step, on_cpu.train.best_step);
-    if (!cpu_as_device()) {
+    if (target().is_cuda()) {
       auto ckpt = mimic::io::SafeTensorsFile::open(dir.file("dev") + "/checkpoint.safetensors");
       EXPECT_TRUE(ckpt.contains("rng/device")) << "a GPU run's checkpoint keeps the GPU's random state";
     }
@@ -395,7 +393,7 @@ TEST(Device, FinetuneEvalAndGenerateOnTheDeviceAsOnTheCpu) {
 // to 0.15), then a short finetune in
 // bf16 on the device against the same finetune in fp32 on the CPU: last and validation losses to 2e-2.
 TEST(Device, Bf16OnTheDeviceStaysCloseToFp32OnTheCpu) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_AUTOCAST();
   const auto norm_err = [](const at::Tensor& a, const at::Tensor& b) {
     auto x = a.detach().to(at::kCPU, at::kDouble), y = b.detach().to(at::kDouble);
     return (x - y).norm().item<double>() / std::max(y.norm().item<double>(), 1e-30);
@@ -490,7 +488,7 @@ std::string error_of(const std::string& spec) {
 TEST(DeviceOption, NamesResolveToTheDeviceOrAOneLineErrorSayingWhy) {
   EXPECT_EQ(mimic::resolve_device("cpu"), c10::Device(c10::kCPU));
   for (const char* bad : {"gpu", "CUDA", "cuda:", "cuda:x", "cuda:-1", "cuda:99999", "cpu:0", ""})
-    EXPECT_EQ(error_of(bad), std::string("--device: unknown device '") + bad + "' (known: auto, cpu, cuda, cuda:N)") << bad;
+    EXPECT_EQ(error_of(bad), std::string("--device: unknown device '") + bad + "' (known: auto, cpu, cuda, cuda:N, cpu-checked)") << bad;
   if (torch::cuda::is_available()) {
     EXPECT_EQ(mimic::resolve_device("auto"), c10::Device(c10::kCUDA, 0));
     EXPECT_EQ(mimic::resolve_device("cuda"), c10::Device(c10::kCUDA, 0));
