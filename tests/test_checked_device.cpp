@@ -111,7 +111,7 @@ TEST(CheckedDevice, IsTheDeviceOptionsCpuCheckedNeverAutoAndRefusesBf16) {
   EXPECT_EQ(mimic::device_label(c10::Device(c10::kCPU)), "cpu");
   EXPECT_TRUE(mimic::computes_on_cpu(checked()));
   const auto bf16 = error_of([] { mimic::AutocastGuard g(mimic::Precision::Bf16, checked()); });
-  EXPECT_NE(bf16.find("not on cpu-checked"), std::string::npos) << bf16;
+  EXPECT_NE(bf16.find("--precision bf16 (autocast) runs on a CUDA device or the CPU, not on cpu-checked"), std::string::npos) << bf16;
   const auto unknown = error_of([] { mimic::resolve_device("cpu-check"); });
   EXPECT_NE(unknown.find("known: auto, cpu, cuda, cuda:N, cpu-checked"), std::string::npos) << unknown;
 }

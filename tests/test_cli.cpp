@@ -453,6 +453,11 @@ TEST(Cli, TheDeviceCommandsComputeOnTheCheckedCpuWhatTheyComputeOnTheCpu) {
     EXPECT_EQ(checked.printed[i], cpu.printed[i]);
   }
   EXPECT_NE(cpu.files[2], cpu.files[4]) << "the finetune changed the weights (the comparisons can fail)";
+  // bf16 is autocast, which the checked CPU does not run: refused before any work, leaving no output folder
+  auto bf16 = mimic_cli("finetune --task lm --model " + gpt2_dir() + " --data " + dir.file("d.txt") +
+                        " --steps 2 --device cpu-checked --precision bf16 --out " + dir.file("bf16"));
+  expect_one_line_error(bf16, "--precision bf16 (autocast) runs on a CUDA device or the CPU, not on cpu-checked");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("bf16")));
   mimic::record::RecordReader a(dir.file("cpu") + "/r.h5"), b(dir.file("cpu-checked") + "/r.h5");
   ASSERT_EQ(b.samples(), a.samples());
   ASSERT_EQ(b.weights_samples(), 2);

@@ -35,7 +35,8 @@ namespace {
 constexpr const char* kDeviceCommands = "record, distill, convert, finetune, eval, generate, pretrain, bench attention and bench train";
 }  // namespace
 
-void add_precision_option(CLI::App& sub, Precision& precision) {
+void add_precision_option(CLI::App& sub, Precision& precision, Common& common) {
+  common.precision = &precision;
   sub.add_option_function<std::string>(
          "--precision", [&precision](const std::string& v) { precision = parse_precision(v); },
          "Arithmetic of the forward passes (and of the training steps): fp32, or bf16 mixed precision (autocast; the weights, the optimizer "
@@ -325,6 +326,7 @@ void start(Common& common) {
               " ranks (mimic launch, torchrun): run it alone; finetune, pretrain and distill are the commands that train as ranks of one run");
   seed_everything(common.seed);
   common.on = common.devices == Devices::Any ? resolve_device(common.device, distributed::environment().local_rank) : c10::Device(c10::kCPU);
+  if (common.precision != nullptr) check_precision_on(*common.precision, common.on);
 }
 
 // Text a model generated may hold bytes that are not UTF-8 (GPT-2's byte tokens, cut mid-character): they print as

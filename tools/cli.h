@@ -57,6 +57,7 @@ struct Common {
   std::string device = "auto";  // --device as given
   Devices devices = Devices::CpuOnly;
   c10::Device on = c10::Device(c10::kCPU);  // the device resolved by start()
+  const Precision* precision = nullptr;      // the command's --precision (add_precision_option), checked against `on` by start()
   // Whether the command runs as the ranks of one data-parallel run (finetune, pretrain, distill; and info, which
   // reports what a rank sees): the others refuse WORLD_SIZE > 1 in start(), where every rank of
   // `launch -- mimic record` wrote the same file.
@@ -72,7 +73,7 @@ void add_common_options(CLI::App& sub, Common& common, Devices devices = Devices
 
 // Adds --precision fp32|bf16 to a command that trains or runs a model forward (mimic/core/precision.h): bf16 is autocast on the device the
 // command computes on (a GPU; on the CPU LibTorch's CPU autocast, faster than fp32 only with bf16 instructions).
-void add_precision_option(CLI::App& sub, Precision& precision);
+void add_precision_option(CLI::App& sub, Precision& precision, Common& common);
 
 // Adds --allreduce overlap|sync and --bucket-mb to a training subcommand: how a distributed run averages the
 // gradients (train::TrainOptions::overlap_allreduce, bucket_mb; docs/distributed.md).

@@ -122,7 +122,7 @@ void register_bench(CLI::App& app) {
                  "Also time a logit-distillation step at temperature T (finetune --kd T's step, toward a softmax teacher of the same width) "
                  "and report its time and peak memory as multiples of the plain step's")
       ->transform(range::real(0, 100, /*open_low=*/true));  // finetune --kd's range (0 there means off; here a step at T must be timed)
-  add_precision_option(*tr, targs->options.precision);
+  add_precision_option(*tr, targs->options.precision, targs->common);
   add_common_options(*tr, targs->common, Devices::Any);
   tr->callback([targs]() {
     start(targs->common);

@@ -142,7 +142,7 @@ void register_distill(CLI::App& app) {
       ->excludes(out);
   sub->add_option("--maps", a->o.maps, "With --eval-only: a mimic distill output to evaluate")->check(path_arg());
   sub->add_option("--stop-after-epochs", a->o.stop_after_epochs, "Testing: stop as if interrupted after N epochs (of each rank)")->group("")->transform(range::integer(0, 1000000));
-  add_precision_option(*sub, a->o.precision);
+  add_precision_option(*sub, a->o.precision, a->common);
   add_common_options(*sub, a->common, Devices::Any);
   a->common.ranks = true;  // data-parallel (docs/distributed.md)
   sub->callback([a, sub]() {

@@ -304,7 +304,7 @@ void register_eval(CLI::App& app) {
   auto* examples = sub->add_option("--examples", args->recall.examples, "mqar: examples of the split to score")
       ->capture_default_str()
       ->transform(range::count(1));
-  add_precision_option(*sub, args->precision);
+  add_precision_option(*sub, args->precision, args->common);
   add_common_options(*sub, args->common, Devices::Any);
   // The tasks each task-specific option serves: given to another task it is refused, never ignored.
   const std::vector<std::pair<CLI::Option*, std::vector<std::string>>> serves = {

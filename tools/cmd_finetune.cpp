@@ -254,7 +254,7 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--batch-size", a->batch_size, "Sequences (lm, default 8) or examples (cls, default 16) per micro-batch")->transform(range::batch());
   sub->add_option("--grad-accum", t.grad_accum, "Micro-batches per step")->capture_default_str()->transform(range::batch());
   add_allreduce_options(*sub, t.overlap_allreduce, t.bucket_mb);
-  add_precision_option(*sub, t.precision);
+  add_precision_option(*sub, t.precision, a->common);
   sub->add_option("--seq-len", a->seq_len, "Tokens per sequence (lm, default 256; a recall task's: its seq_len) or example, [CLS] and [SEP] included (cls, default 128; at least 3)")
       ->transform(range::tokens(2));
   sub->add_option("--eval-every", t.eval_every, "Evaluate on the validation split every N steps (0: only at the end)")

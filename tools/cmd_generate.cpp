@@ -129,7 +129,7 @@ void register_generate(CLI::App& app) {
   sub->add_option("--mode", args->mode, "recurrent (KV cache / recurrent state) or parallel (recompute every step, the reference)")
       ->capture_default_str()
       ->check(CLI::IsMember({"recurrent", "parallel"}));
-  add_precision_option(*sub, args->precision);
+  add_precision_option(*sub, args->precision, args->common);
   add_common_options(*sub, args->common, Devices::Any);
   sub->callback([args]() { run(*args); });
 }

@@ -150,7 +150,7 @@ void register_pretrain(CLI::App& app) {
   sub->add_option("--batch-size", a->o.batch_size, "Sequences per micro-batch")->capture_default_str()->transform(range::batch());
   sub->add_option("--grad-accum", a->o.train.grad_accum, "Micro-batches per step")->capture_default_str()->transform(range::batch());
   add_allreduce_options(*sub, a->o.train.overlap_allreduce, a->o.train.bucket_mb);
-  add_precision_option(*sub, a->o.train.precision);
+  add_precision_option(*sub, a->o.train.precision, a->common);
   sub->add_option("--lr", a->o.train.lr, "Peak learning rate")->capture_default_str()->transform(range::learning_rate());
   a->warmup_option = sub->add_option("--warmup", a->o.train.warmup, "Warm-up steps (at most --steps; the default is cut to a tenth of a shorter run)")
                          ->capture_default_str()

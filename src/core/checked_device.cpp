@@ -74,6 +74,25 @@ bool takes_two_devices(const std::string& name) {
          name == "aten::index_put_" || name == "aten::_index_put_impl_" || name == "aten::index_put";
 }
 
+// Replaces each tensor `v` holds — itself, or the elements of a list of tensors or of optional tensors (index lists)
+// — by f(tensor); anything else stays.
+template <typename F>
+void map_tensors(c10::IValue& v, F& f) {
+  if (v.isTensor()) {
+    v = f(v.toTensor());
+  } else if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(f(t));
+    v = out;
+  } else if (v.isList()) {
+    auto list = v.toList();
+    c10::impl::GenericList out(list.elementType());
+    out.reserve(list.size());
+    for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(f(e.toTensor())) : e);
+    v = out;
+  }
+}
+
 // The one kernel of the stand-in device: the operation on the CPU, over the same memory.
 void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
@@ -95,19 +114,8 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   };
   for (size_t i = stack->size() - n_args; i < stack->size(); ++i) {
     c10::IValue& v = (*stack)[i];
-    if (v.isTensor()) {
-      v = in(v.toTensor());
-    } else if (v.isTensorList()) {
-      c10::List<at::Tensor> out;
-      for (const at::Tensor& t : v.toTensorList()) out.push_back(in(t));
-      v = out;
-    } else if (v.isList()) {  // Tensor?[] (index lists) and lists of other things, passed on unchanged
-      auto list = v.toList();
-      c10::impl::GenericList out(list.elementType());
-      out.reserve(list.size());
-      for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(in(e.toTensor())) : e);
-      v = out;
-    } else if (v.isDevice()) {
+    map_tensors(v, in);
+    if (v.isDevice()) {
       if (v.toDevice().type() == kStandIn)
         v = c10::IValue(c10::Device(c10::kCPU));
       else
@@ -145,17 +153,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (to_another_device || !t.device().is_cpu()) return t;
     return as_stand_in(t);
   };
-  const size_t n_out = schema.returns().size();
-  for (size_t i = stack->size() - n_out; i < stack->size(); ++i) {
-    c10::IValue& v = (*stack)[i];
-    if (v.isTensor()) {
-      v = out(v.toTensor());
-    } else if (v.isTensorList()) {
-      c10::List<at::Tensor> list;
-      for (const at::Tensor& t : v.toTensorList()) list.push_back(out(t));
-      v = list;
-    }
-  }
+  for (size_t i = stack->size() - schema.returns().size(); i < stack->size(); ++i) map_tensors((*stack)[i], out);
 }
 
 // Module::to moves a parameter with set_data, which LibTorch allows only between the devices it knows as dense:

@@ -59,10 +59,14 @@ Precision parse_precision(const std::string& name) {
 
 const char* precision_name(Precision p) { return p == Precision::Bf16 ? "bf16" : "fp32"; }
 
+void check_precision_on(Precision p, const c10::Device& device) {
+  if (p == Precision::Bf16 && !device.is_cuda() && !device.is_cpu())
+    throw Error("--precision bf16 (autocast) runs on a CUDA device or the CPU, not on " + device_label(device));
+}
+
 AutocastGuard::AutocastGuard(Precision p, const c10::Device& device) {
   if (p == Precision::Fp32) return;
-  if (!device.is_cuda() && !device.is_cpu())
-    throw Error("bf16 mixed precision runs on a CUDA device or the CPU, not on " + device_label(device));
+  check_precision_on(p, device);
   type_ = device.type();
   was_enabled_ = autocast_enabled(type_);
   dtype_before_ = static_cast<int>(autocast_dtype(type_));

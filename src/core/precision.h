@@ -19,6 +19,9 @@ enum class Precision { Fp32, Bf16 };
 // "fp32" / "bf16" → Precision; anything else is a mimic::Error naming the choices.
 Precision parse_precision(const std::string& name);
 const char* precision_name(Precision p);
+// A mimic::Error unless `device` can run p: bf16 (autocast) runs on a CUDA device or the CPU, not on the checked CPU.
+// The commands check it before any work; AutocastGuard again.
+void check_precision_on(Precision p, const c10::Device& device);
 
 // Autocast to bf16 on `device`'s type for the guard's lifetime when p is Bf16 (nothing for Fp32); restores the
 // previous state on destruction and, leaving the outermost guard, clears autocast's cache of cast weights — a cast
