@@ -199,7 +199,7 @@ rc=$?
 say "device tests: $( [ $rc -eq 0 ] && echo passed || echo FAILED) ($(( $(stamp) - t0 )) s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests.log" | tr '\n' ' ')"
 grep -E "rel err" "$out/tests.log" | grep -v bf16 | awk '{ print $NF, $0 }' | sort -g -r | cut -d" " -f2- | head -3 | sed 's/^/  largest: /' | tee -a "$summary"
 t0=$(stamp)
-filter='AttentionKinds*:SoftmaxAttention*:LinearAttention*:LinearKernel*:HybridAttention*:HybridKernel*:MixedKernel*:SlaGates*:FeatureMaps*:LmHead*:SafeTensors*:TrainOptimizer*:TrainEngine*:Precision*:Gpt2*:Bert*'
+filter='AttentionKinds*:SoftmaxAttention*:LinearAttention*:LinearKernel*:HybridAttention*:HybridKernel*:MixedKernel*:SlaGates*:FeatureMaps*:LmHead*:SafeTensors*:TrainOptimizer*:TrainEngine*:Precision*:Gpt2*:Bert*:CheckedDevice*'
 cpu_tests=${MIMIC_GPU_CPU_TESTS:-some}
 if [ "$cpu_tests" != some ]; then
   # every core test of this build (all) or those a gtest filter names, in shards of two threads each (one process
