@@ -41,12 +41,14 @@ BenchRun run_cli(const std::string& args) {
 const char* kTiny = "bench attention --max-len 1024 --repeats 1 --threads 1";
 }  // namespace
 
+// On two heads (--heads: GPT-2 small's 12 give a GPU a layer's work per launch): every state is two heads' bytes.
 TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
-  auto r = run_cli(std::string(kTiny) + " --json");
+  auto r = run_cli(std::string(kTiny) + " --heads 2 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["benchmark"], "attention");
   const auto& c = j["config"];
+  EXPECT_EQ(c["heads"], 2);
   EXPECT_EQ(c["head_dim"], 64);
   EXPECT_EQ(c["feature_map"], "hedgehog");
   EXPECT_EQ(c["feature_dim"], 128);
@@ -81,22 +83,22 @@ TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
     EXPECT_EQ(l["ratio_fwd"], l["linear"]["ratio_fwd"]);
     EXPECT_EQ(l["ratio_fwdbwd"], l["linear"]["ratio_fwdbwd"]);
   }
-  // softmax materialises [T, T] scores: 4 MB of fp32 at 1K, so its forward peak is at least that
-  EXPECT_GE(j["lengths"][1]["softmax"]["fwd_peak_mb"].get<double>(), 1024.0 * 1024 * 4 / 1e6);
+  // softmax materialises [T, T] scores per head: 4 MB of fp32 at 1K, so its forward peak is at least twice that
+  EXPECT_GE(j["lengths"][1]["softmax"]["fwd_peak_mb"].get<double>(), 2 * 1024.0 * 1024 * 4 / 1e6);
 
   // Decoding state, head_dim d = 64, F = 128 hedgehog features, w = 64, fp32: softmax keeps N keys and N
   // values; linear S [F, d], z [F], m [1]; hybrid the same linear state + a ring of w keys, values and key features;
-  // delta its [d, d] state.
-  const int64_t d = 64, F = 128, w = 64;
-  const int64_t linear_bytes = (F * d + F + 1) * 4, hybrid_bytes = linear_bytes + w * (d + d + F) * 4;
+  // delta its [d, d] state; each per head, on h = 2 heads.
+  const int64_t h = 2, d = 64, F = 128, w = 64;
+  const int64_t linear_bytes = h * (F * d + F + 1) * 4, hybrid_bytes = linear_bytes + h * w * (d + d + F) * 4;
   ASSERT_EQ(j["decode"].size(), 6u);
   int64_t expect = 1024;
   for (const auto& dec : j["decode"]) {
     EXPECT_EQ(dec["context"], expect);
-    EXPECT_EQ(dec["softmax_state_bytes"].get<int64_t>(), 2 * expect * d * 4);
+    EXPECT_EQ(dec["softmax_state_bytes"].get<int64_t>(), h * 2 * expect * d * 4);
     EXPECT_EQ(dec["linear_state_bytes"].get<int64_t>(), linear_bytes);
     EXPECT_EQ(dec["hybrid_state_bytes"].get<int64_t>(), hybrid_bytes);
-    EXPECT_EQ(dec["delta_state_bytes"].get<int64_t>(), d * d * 4);
+    EXPECT_EQ(dec["delta_state_bytes"].get<int64_t>(), h * d * d * 4);
     expect *= 2;
     for (const char* form : {"softmax", "linear", "hybrid", "delta"}) {
       EXPECT_GT(dec[std::string(form) + "_us"].get<double>(), 0) << form;
@@ -123,6 +125,7 @@ TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
   EXPECT_EQ(j["targets"][3]["name"], "crossover <= 1K");
   EXPECT_EQ(j["targets"][4]["name"], "recurrent per-token time at 32K <= 1.2x of 1K");
   for (int t : {0, 1, 2}) EXPECT_EQ(j["targets"][t]["status"], "n/a");  // 16K is beyond --max-len 1024
+  EXPECT_NE(run_cli("bench attention --heads 0").err.find("--heads"), std::string::npos);
   EXPECT_NE(j["targets"][1]["detail"].get<std::string>().find("--max-len 1024"), std::string::npos);
   EXPECT_NE(j["targets"][3]["status"], "n/a");  // 512 and 1K measured
   EXPECT_NE(j["targets"][4]["status"], "n/a");  // decoding at 1K and 32K always measured

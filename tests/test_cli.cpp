@@ -438,8 +438,10 @@ TEST(Cli, TheDeviceCommandsComputeOnTheCheckedCpuWhatTheyComputeOnTheCpu) {
     json_of("eval --task cls --model " + d + "/cls --data " + dir.file("t.jsonl") + " --split test");
     json_of("generate --model " + d + "/c --prompt 'The ship' --new-tokens 5 --temperature 0.8");
     json_of("generate --model " + d + "/f --prompt 'The ship' --new-tokens 5");
-    cli("bench attention --max-len 512 --repeats 1 --json");
-    cli("bench train --widths mini --lengths 32 --tokens-per-step 64 --repeats 1 --json");
+    for (const std::string bench : {"bench attention --max-len 512 --repeats 1 --json", "bench train --widths mini --lengths 32 --tokens-per-step 64 --repeats 1 --json"}) {
+      const auto j = nlohmann::json::parse(cli(bench).out, nullptr, false);
+      EXPECT_EQ(j.is_object() ? j["config"]["device"] : nlohmann::json(), device) << bench << ": the device as the user names it";
+    }
     return o;
   };
   const auto cpu = run("cpu"), checked = run("cpu-checked");

@@ -47,15 +47,15 @@ torch::Tensor drawn(at::IntArrayRef shape) { return torch::randn(shape).to(bench
 // ---------------------------------------------------------------- the attention forms
 
 struct Inputs {
-  torch::Tensor q, k, v;  // [1, 1, T, d], no grad
+  torch::Tensor q, k, v;  // [1, H, T, d], no grad
   torch::Tensor qg, kg, vg;  // the same values as leaves requiring grad
 };
 
-Inputs make_inputs(int64_t t, int64_t d) {
+Inputs make_inputs(int64_t h, int64_t t, int64_t d) {
   Inputs in;
-  in.q = drawn({1, 1, t, d});
-  in.k = drawn({1, 1, t, d});
-  in.v = drawn({1, 1, t, d});
+  in.q = drawn({1, h, t, d});
+  in.k = drawn({1, h, t, d});
+  in.v = drawn({1, h, t, d});
   in.qg = in.q.clone().requires_grad_(true);
   in.kg = in.k.clone().requires_grad_(true);
   in.vg = in.v.clone().requires_grad_(true);
@@ -77,14 +77,14 @@ Features map_features(attention::FeatureMapImpl& map, const torch::Tensor& q, co
 
 // Everything the forms share, built once per run from the options.
 struct Setup {
-  int64_t d = 0;
+  int64_t h = 1, d = 0;  // heads, head_dim
   double scale = 0;
   FeatureMap map;
   attention::AttentionKernel softmax;
   AttentionContext ctx;          // causal, scale: the softmax kernel's call
   LinearOptions lopts;           // causal, chunk
   HybridOptions hopts;           // causal, window, chunk; window_weight filled per call from window_logit
-  torch::Tensor window_logit;    // [1]: σ = sigmoid(logit) = 0.5, a leaf like the hybrid kernel's learned mix
+  torch::Tensor window_logit;    // [H]: σ = sigmoid(logit) = 0.5, a leaf like the hybrid kernel's learned mix
   attention::AttentionKernel delta;  // the delta kind as a layer runs it (normalisation, β and α projections, chunked WY)
   int64_t cache = 0, cache_every = 1;  // the hyb+cache form's λ and selection interval (0: no such form)
   HybridOptions hybrid_options() const {
@@ -117,12 +117,12 @@ class Decoder {
 class SoftmaxDecoder : public Decoder {
  public:
   SoftmaxDecoder(const Setup& s, int64_t context, int64_t tokens) : s_(s), n_(context) {
-    kc_ = drawn({1, 1, context + tokens, s.d});
-    vc_ = drawn({1, 1, context + tokens, s.d});
+    kc_ = drawn({1, s.h, context + tokens, s.d});
+    vc_ = drawn({1, s.h, context + tokens, s.d});
     for (int64_t i = 0; i < tokens; ++i) {
-      q_.push_back(drawn({1, 1, 1, s.d}));
-      k_.push_back(drawn({1, 1, 1, s.d}));
-      v_.push_back(drawn({1, 1, 1, s.d}));
+      q_.push_back(drawn({1, s.h, 1, s.d}));
+      k_.push_back(drawn({1, s.h, 1, s.d}));
+      v_.push_back(drawn({1, s.h, 1, s.d}));
     }
   }
   void step(size_t i) override {
@@ -139,8 +139,8 @@ class SoftmaxDecoder : public Decoder {
  private:
   const Setup& s_;
   int64_t n_;
-  torch::Tensor kc_, vc_;  // [1, 1, n + tokens, d]
-  std::vector<torch::Tensor> q_, k_, v_;  // per new token: [1, 1, 1, d]
+  torch::Tensor kc_, vc_;  // [1, H, n + tokens, d]
+  std::vector<torch::Tensor> q_, k_, v_;  // per new token: [1, H, 1, d]
 };
 
 // Linear at context n: the state after linear_chunked over n random tokens; each new token is mapped and fed
@@ -149,15 +149,15 @@ class LinearDecoder : public Decoder {
  public:
   LinearDecoder(const Setup& s, int64_t context, int64_t tokens) : s_(s), n_(context) {
     {
-      auto in = make_inputs(context, s.d);
+      auto in = make_inputs(s.h, context, s.d);
       attention::linear_chunked(map_features(*s.map, in.q, in.k, s.scale, 0), in.v, s.lopts, torch::Tensor(), &prefilled_);
     }
     MIMIC_CHECK(prefilled_.defined() && prefilled_.position == context, "bench: linear prefill left the state at position ",
                 prefilled_.position, ", expected ", context);
     for (int64_t i = 0; i < tokens; ++i) {
-      q_.push_back(drawn({1, 1, 1, s.d}));
-      k_.push_back(drawn({1, 1, 1, s.d}));
-      v_.push_back(drawn({1, 1, s.d}));
+      q_.push_back(drawn({1, s.h, 1, s.d}));
+      k_.push_back(drawn({1, s.h, 1, s.d}));
+      v_.push_back(drawn({1, s.h, s.d}));
     }
   }
   void step(size_t i) override {
@@ -175,7 +175,7 @@ class LinearDecoder : public Decoder {
   const Setup& s_;
   int64_t n_;
   LinearState prefilled_, state_;
-  std::vector<torch::Tensor> q_, k_, v_;  // per new token: q, k [1, 1, 1, d], v [1, 1, d]
+  std::vector<torch::Tensor> q_, k_, v_;  // per new token: q, k [1, H, 1, d], v [1, H, d]
 };
 
 // Hybrid at context n: the state after hybrid_chunked over n random tokens (the last w keys, values and key
@@ -188,7 +188,7 @@ class HybridDecoder : public Decoder {
   HybridDecoder(const Setup& s, int64_t context, int64_t tokens, bool cache = false)
       : s_(s), n_(context), opts_(cache ? s.cache_options() : s.hybrid_options()) {
     {
-      auto in = make_inputs(context, s.d);
+      auto in = make_inputs(s.h, context, s.d);
       auto f = map_features(*s.map, in.q, in.k, s.scale, 0);
       if (!cache) {
         attention::hybrid_chunked(in.q, in.k, in.v, f, s.scale, opts_, torch::Tensor(), &prefilled_);
@@ -204,9 +204,9 @@ class HybridDecoder : public Decoder {
     MIMIC_CHECK(prefilled_.defined() && prefilled_.position == context, "bench: hybrid prefill left the state at position ",
                 prefilled_.position, ", expected ", context);
     for (int64_t i = 0; i < tokens; ++i) {
-      q_.push_back(drawn({1, 1, 1, s.d}));
-      k_.push_back(drawn({1, 1, 1, s.d}));
-      v_.push_back(drawn({1, 1, 1, s.d}));
+      q_.push_back(drawn({1, s.h, 1, s.d}));
+      k_.push_back(drawn({1, s.h, 1, s.d}));
+      v_.push_back(drawn({1, s.h, 1, s.d}));
     }
   }
   void step(size_t i) override {
@@ -221,7 +221,7 @@ class HybridDecoder : public Decoder {
   int64_t n_;
   HybridOptions opts_;  // σ computed once: decoding runs without autograd
   HybridState prefilled_, state_;
-  std::vector<torch::Tensor> q_, k_, v_;  // per new token: [1, 1, 1, d]
+  std::vector<torch::Tensor> q_, k_, v_;  // per new token: [1, H, 1, d]
 };
 
 struct CacheDecoder : HybridDecoder {
@@ -234,15 +234,15 @@ class DeltaDecoder : public Decoder {
  public:
   DeltaDecoder(const Setup& s, int64_t context, int64_t tokens) : s_(s), prefilled_(s.delta->new_cache()) {
     {
-      auto in = make_inputs(context, s.d);
+      auto in = make_inputs(s.h, context, s.d);
       s.delta->forward_cached(in.q, in.k, in.v, s.ctx, *prefilled_);
     }
     MIMIC_CHECK(prefilled_->position == context, "bench: delta prefill left the state at position ", prefilled_->position,
                 ", expected ", context);
     for (int64_t i = 0; i < tokens; ++i) {
-      q_.push_back(drawn({1, 1, 1, s.d}));
-      k_.push_back(drawn({1, 1, 1, s.d}));
-      v_.push_back(drawn({1, 1, 1, s.d}));
+      q_.push_back(drawn({1, s.h, 1, s.d}));
+      k_.push_back(drawn({1, s.h, 1, s.d}));
+      v_.push_back(drawn({1, s.h, 1, s.d}));
     }
   }
   void step(size_t i) override {
@@ -254,13 +254,13 @@ class DeltaDecoder : public Decoder {
  private:
   const Setup& s_;
   std::unique_ptr<attention::KernelCache> prefilled_, state_;
-  std::vector<torch::Tensor> q_, k_, v_;  // per new token: [1, 1, 1, d]
+  std::vector<torch::Tensor> q_, k_, v_;  // per new token: [1, H, 1, d]
 };
 
 // One form of the benchmark: how it attends a whole sequence, and how it decodes.
 struct Form {
   std::string name;
-  Attend attend;                      // causal attention over q, k, v [1, 1, T, d]
+  Attend attend;                      // causal attention over q, k, v [1, H, T, d]
   std::vector<torch::Tensor> params;  // leaves its backward reaches besides q, k, v
   bool quadratic_memory = false;      // peak memory grows as T² (else as T): to predict a length that will not fit
   double speedup_target = 0;          // "fwd+bwd >= X times faster than the reference at 16K"; 0: no such target
@@ -358,6 +358,7 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   MIMIC_CHECK(o.window >= 1 && o.window <= attention::kMaxHybridWindow, "bench attention: --window must be in 1 ... ",
               attention::kMaxHybridWindow, ", got ", o.window);
   MIMIC_CHECK(o.head_dim >= 1, "bench attention: head_dim must be positive, got ", o.head_dim);
+  MIMIC_CHECK(o.heads >= 1 && o.heads <= 256, "bench attention: --heads must be in 1 ... 256, got ", o.heads);
   MIMIC_CHECK(o.cache >= 0 && o.cache <= attention::kMaxHybridWindow, "bench attention: --cache must be in 0 ... ",
               attention::kMaxHybridWindow, ", got ", o.cache);
   MIMIC_CHECK(o.cache_every >= 1, "bench attention: --cache-every must be at least 1, got ", o.cache_every);
@@ -369,7 +370,7 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   res.options = o;
   res.options.chunk = bench_chunk(o);
   res.threads = at::get_num_threads();
-  res.device = bench_device().str();
+  res.device = device_label(bench_device());
   res.timing_method = strf("median of %d run%s after 1 warm-up; fwd = forward without autograd (inference), fwd+bwd = forward "
                            "with autograd + backward of out.sum() wrt q, k, v (and the feature map's parameters, the "
                            "hybrid's window weight, the delta rule's beta and alpha projections)",
@@ -382,17 +383,18 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
             "alive at its start (MemoryReportingInfoBase hook); inputs and cuBLAS workspaces are not counted";
 
   Setup setup;
+  setup.h = o.heads;
   setup.d = o.head_dim;
   setup.scale = 1.0 / std::sqrt(static_cast<double>(setup.d));
   attention::FeatureMapSpec spec;  // (brace-initialising the options with {} would make them JSON null, which is rejected)
   spec.name = o.feature_map;
-  spec.n_head = 1;
+  spec.n_head = setup.h;
   spec.head_dim = setup.d;
   setup.map = attention::make_feature_map(spec);
   res.feature_dim = setup.map->feature_dim();
   for (auto& p : setup.map->parameters()) p.requires_grad_(true);
   setup.map->to(bench_device());
-  setup.softmax = attention::make_attention_kernel("softmax", nlohmann::json::object(), 1, setup.d);
+  setup.softmax = attention::make_attention_kernel("softmax", nlohmann::json::object(), setup.h, setup.d);
   setup.softmax->to(bench_device());
   setup.ctx.causal = true;
   setup.ctx.scale = setup.scale;
@@ -401,10 +403,10 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   setup.hopts.causal = true;
   setup.hopts.window = o.window;
   setup.hopts.chunk = res.options.chunk;
-  setup.window_logit = torch::zeros({1}, on_device()).requires_grad_(true);
+  setup.window_logit = torch::zeros({setup.h}, on_device()).requires_grad_(true);
   setup.cache = o.cache;
   setup.cache_every = o.cache_every;
-  setup.delta = attention::make_attention_kernel("delta", {{"chunk", res.options.chunk}}, 1, setup.d);
+  setup.delta = attention::make_attention_kernel("delta", {{"chunk", res.options.chunk}}, setup.h, setup.d);
   setup.delta->to(bench_device());
   std::vector<Form> forms = make_forms(setup);
   for (const auto& f : forms) res.forms.push_back(f.name);
@@ -421,7 +423,7 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
     LengthResult lr;
     lr.length = t;
     lr.forms.resize(nf);
-    auto in = make_inputs(t, setup.d);
+    auto in = make_inputs(setup.h, t, setup.d);
     const double avail = available_memory_bytes();
     const double r = last_t > 0 ? static_cast<double>(t) / static_cast<double>(last_t) : 1.0;
     for (size_t f = 0; f < nf; ++f) {

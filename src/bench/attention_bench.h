@@ -31,6 +31,9 @@ struct AttentionBenchOptions {
   int repeats = 3;          // timed runs per measurement (the median is reported), after one warm-up
   int64_t chunk = 64;       // chunk size of linear_chunked
   int64_t head_dim = 64;
+  // Heads of the one sequence (batch 1), each [T, head_dim]. One head measures a form's cost per head, which on a GPU
+  // is bound by launching its many small operators; GPT-2 small's 12 give the GPU a layer's work per launch.
+  int64_t heads = 1;
   std::string feature_map = "hedgehog";
   int64_t window = 64;      // w of the hybrid form (keys under exact softmax), 1 ... 65536
   // λ > 0: a "hyb+cache" form beside hybrid, with LoLA's sparse cache of λ keys (sparse_cache.h): its whole-sequence

@@ -12,7 +12,7 @@ nlohmann::json to_json(const AttentionBenchResult& r) {
   const size_t nf = r.forms.size();
   nlohmann::json j;
   j["benchmark"] = "attention";
-  j["config"] = {{"heads", 1},
+  j["config"] = {{"heads", o.heads},
                  {"batch", 1},
                  {"head_dim", o.head_dim},
                  {"feature_map", o.feature_map},
@@ -80,10 +80,10 @@ std::string format_report(const AttentionBenchResult& r) {
   const auto& o = r.options;
   const size_t nf = r.forms.size();
   std::ostringstream os;
-  os << strf("attention benchmark on %s: 1 head, head_dim %lld, batch 1, fp32, %d CPU thread%s; softmax = causal; linear = causal chunked "
+  os << strf("attention benchmark on %s: %lld head%s, head_dim %lld, batch 1, fp32, %d CPU thread%s; softmax = causal; linear = causal chunked "
              "(chunk %lld) with %s features (F = %lld); hybrid = causal softmax over a window of %lld keys + that linear "
              "attention over older keys; delta = the delta kind (gated delta rule, chunked WY form) as a layer runs it\n",
-             r.device.c_str(), static_cast<long long>(o.head_dim), r.threads, r.threads == 1 ? "" : "s", static_cast<long long>(o.chunk),
+             r.device.c_str(), static_cast<long long>(o.heads), o.heads == 1 ? "" : "s", static_cast<long long>(o.head_dim), r.threads, r.threads == 1 ? "" : "s", static_cast<long long>(o.chunk),
              o.feature_map.c_str(), static_cast<long long>(r.feature_dim), static_cast<long long>(o.window));
   if (o.cache > 0)
     os << strf("hyb+cache = that hybrid with LoLA's sparse cache of %lld keys (the keys the linear state would return worst, chosen "

@@ -13,6 +13,7 @@
 #include "mimic/attention/kinds.h"
 #include "mimic/bench/measure.h"
 #include "mimic/bench/text.h"
+#include "mimic/core/checked_device.h"
 #include "mimic/core/error.h"
 #include "mimic/core/progress.h"
 #include "mimic/data/batches.h"
@@ -71,7 +72,7 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
 
   TrainBenchResult r;
   const c10::Device device = bench_device();
-  r.device = device.str();
+  r.device = device_label(device);
   r.threads = torch::get_num_threads();
   r.gemm_gflops = gemm_gflops();
   Progress bar("bench train", static_cast<int64_t>(o.widths.size() * o.lengths.size() * specs.size()), "run");
