@@ -71,6 +71,11 @@ TEST(CheckedDevice, StopsAnOperationGivenACpuTensorAndNamesTheOperator) {
   EXPECT_EQ(error_of([&] { (void)(w * torch::tensor(2.0f)); }), "");
   EXPECT_EQ(error_of([&] { (void)w.index({torch::tensor({0, 3})}); }), "");
   EXPECT_EQ(error_of([&] { w.index_put_({torch::tensor({1})}, torch::zeros({4}, w.options())); }), "");
+  // ... but not the values written, nor a CPU tensor indexed by the device's indices
+  const auto values = error_of([&] { w.index_put_({torch::tensor({1, 2})}, torch::ones({2, 4})); });
+  EXPECT_NE(values.find("got a tensor on the CPU (Float[2, 4] on cpu)"), std::string::npos) << values;
+  const auto cpu_self = error_of([&] { (void)torch::ones({5}).index({torch::tensor({1}).to(checked())}); });
+  EXPECT_NE(cpu_self.find("got a tensor on the CPU (Float[5] on cpu)"), std::string::npos) << cpu_self;
   EXPECT_EQ(error_of([&] { (void)w.to(torch::kCPU); }), "");
   EXPECT_TRUE(torch::equal(w.index({torch::tensor({1})}).to(torch::kCPU), torch::zeros({1, 4})));
 }
@@ -87,10 +92,46 @@ TEST(CheckedDevice, InPlaceViewsAndResizedOutputsWriteTheCallersTensor) {
   EXPECT_EQ(out.sizes(), (std::vector<int64_t>{2, 4})) << "the caller's tensor follows its resized CPU view";
   EXPECT_EQ(out.device(), checked());
   EXPECT_TRUE(torch::equal(out.to(torch::kCPU), a.mm(b)));
+  // a view shares its base's storage, which follows the base when a resize reallocates it
+  auto grown = torch::zeros({4}).to(checked());
+  auto head = grown.narrow(0, 0, 2);
+  EXPECT_TRUE(head.is_alias_of(grown));
+  grown.resize_({1000});
+  EXPECT_EQ(head.storage().nbytes(), 4000u);
+  grown.fill_(7);
+  EXPECT_EQ(head.to(torch::kCPU)[1].item<float>(), 7.f);
   auto parts = torch::cat({base, base}).split(4);
   ASSERT_EQ(parts.size(), 3u);
   EXPECT_EQ(parts[1].device(), checked());
   EXPECT_EQ(parts[1].to(torch::kCPU)[1].item<float>(), 6.f);
+}
+
+// Inference mode (views of normal tensors are normal tensors there) and complex numbers' lazy conjugation and
+// negation, as on the CPU.
+TEST(CheckedDevice, InferenceModeAndConjugateViewsComputeTheCpusValues) {
+  torch::manual_seed(2);
+  torch::nn::Linear cpu(5, 3), dev(5, 3);
+  {
+    torch::NoGradGuard ng;
+    dev->weight.copy_(cpu->weight);
+    dev->bias.copy_(cpu->bias);
+  }
+  dev->to(checked());
+  const auto x = torch::randn({4, 5});
+  at::Tensor a, b;
+  {
+    c10::InferenceMode inference;
+    a = cpu->forward(x).view({-1});
+    b = dev->forward(x.to(checked())).view({-1});
+    EXPECT_EQ(dev->weight.reshape({-1}).sum().item<float>(), cpu->weight.reshape({-1}).sum().item<float>());
+  }
+  EXPECT_TRUE(b.is_inference());
+  EXPECT_TRUE(torch::equal(b.to(torch::kCPU), a));
+  const auto c = torch::randn({3, 3}, torch::kComplexFloat);
+  const auto cd = c.to(checked());
+  EXPECT_TRUE(torch::equal(cd.conj().clone().to(torch::kCPU), c.conj().clone()));
+  EXPECT_TRUE(torch::equal(cd.conj().mm(cd).to(torch::kCPU), c.conj().mm(c)));
+  EXPECT_TRUE(torch::equal(torch::imag(cd.conj()).clone().to(torch::kCPU), torch::imag(c.conj()).clone()));
 }
 
 // A raw read must go through mimic::host (a GPU tensor's data pointer is device memory): the stand-in's data pointer

@@ -46,20 +46,29 @@ c10::Storage stand_in_storage(const c10::Storage& cpu) {
                                                             std::move(dp), /*allocator=*/nullptr, /*resizable=*/false));
 }
 
-// `t`'s view (sizes, strides, offset) over other storage, as a tensor of the given backend.
+// `t`'s view (sizes, strides, offset, conjugate and negative bits) over other storage, as a tensor of the given
+// backend; an inference tensor exactly when `t` is one (made under InferenceMode, a view of a normal tensor is not).
 at::Tensor rewrap(const at::Tensor& t, c10::Storage storage, c10::DispatchKey key) {
+  c10::InferenceMode mode(t.is_inference());
   auto out = at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKeySet(key), t.dtype());
   out.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides());
   out.unsafeGetTensorImpl()->set_storage_offset(t.storage_offset());
+  if (t.is_conj()) out._set_conj(true);
+  if (t.is_neg()) out._set_neg(true);
   return out;
+}
+
+// Points a stand-in storage at its CPU storage's memory again after the CPU kernel reallocated it (a resize): every
+// tensor sharing the stand-in storage sees the change, as views of one GPU storage do.
+void follow(c10::StorageImpl& stand_in, const c10::Storage& cpu) {
+  if (stand_in.data() == poisoned(cpu.data()) && stand_in.nbytes() == cpu.nbytes()) return;
+  stand_in.set_data_ptr_noswap(c10::DataPtr(poisoned(cpu.data()), new Holder{cpu}, &release_holder, c10::Device(kStandIn, 0)));
+  stand_in.set_nbytes(cpu.nbytes());
 }
 
 at::Tensor as_cpu(const at::Tensor& t) { return rewrap(t, cpu_storage(t), c10::DispatchKey::CPU); }
 
-at::Tensor as_stand_in(const at::Tensor& c) {
-  MIMIC_CHECK(c.layout() == at::kStrided, "--device cpu-checked: a ", c.layout(), " tensor (it takes strided tensors only)");
-  return rewrap(c, stand_in_storage(c.storage()), c10::DispatchKey::PrivateUse1);
-}
+at::Tensor as_stand_in(const at::Tensor& c) { return rewrap(c, stand_in_storage(c.storage()), c10::DispatchKey::PrivateUse1); }
 
 std::string describe(const at::Tensor& t) {
   std::ostringstream os;
@@ -67,28 +76,29 @@ std::string describe(const at::Tensor& t) {
   return os.str();
 }
 
-// The operators that take tensors of two devices on purpose: copies between devices, and index lists (a GPU's
-// indexing takes CPU indices too).
-bool takes_two_devices(const std::string& name) {
-  return name == "aten::_copy_from" || name == "aten::_copy_from_and_resize" || name == "aten::index" ||
-         name == "aten::index_put_" || name == "aten::_index_put_impl_" || name == "aten::index_put";
+// The operators that take tensors of two devices on purpose: copies between devices; and indexing, whose index
+// lists may be on the CPU (a GPU's indexing takes CPU indices too) — the indexed tensor and the values may not.
+bool copies(const std::string& name) { return name == "aten::_copy_from" || name == "aten::_copy_from_and_resize"; }
+bool takes_cpu_indices(const std::string& name) {
+  return name == "aten::index" || name == "aten::index_put_" || name == "aten::_index_put_impl_" || name == "aten::index_put";
 }
 
 // Replaces each tensor `v` holds — itself, or the elements of a list of tensors or of optional tensors (index lists)
 // — by f(tensor); anything else stays.
+// f(tensor, in_optional_list): in_optional_list for the elements of a Tensor?[] (indexing's index lists).
 template <typename F>
 void map_tensors(c10::IValue& v, F& f) {
   if (v.isTensor()) {
-    v = f(v.toTensor());
+    v = f(v.toTensor(), false);
   } else if (v.isTensorList()) {
     c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(f(t));
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(f(t, false));
     v = out;
   } else if (v.isList()) {
     auto list = v.toList();
     c10::impl::GenericList out(list.elementType());
     out.reserve(list.size());
-    for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(f(e.toTensor())) : e);
+    for (const c10::IValue& e : list) out.push_back(e.isTensor() ? c10::IValue(f(e.toTensor(), true)) : e);
     v = out;
   }
 }
@@ -97,7 +107,7 @@ void map_tensors(c10::IValue& v, F& f) {
 void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& schema = op.schema();
   const size_t n_args = schema.arguments().size();
-  const bool two_devices = takes_two_devices(schema.name());
+  const bool copy = copies(schema.name()), cpu_indices = takes_cpu_indices(schema.name());
   struct Passed {
     at::Tensor cpu;     // what the CPU kernel got
     at::Tensor caller;  // the caller's tensor
@@ -105,9 +115,10 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<Passed> passed;
   std::string stray;
   bool to_another_device = false;  // a device argument that names neither the stand-in nor the default
-  auto in = [&](const at::Tensor& t) -> at::Tensor {
+  auto in = [&](const at::Tensor& t, bool in_optional_list) -> at::Tensor {
     if (!t.defined()) return t;
-    if (!is_stand_in(t) && t.dim() > 0 && !two_devices && stray.empty()) stray = describe(t) + " on " + t.device().str();
+    const bool may_be_cpu = t.dim() == 0 || copy || (cpu_indices && in_optional_list);
+    if (!is_stand_in(t) && !may_be_cpu && stray.empty()) stray = describe(t) + " on " + t.device().str();
     at::Tensor cpu = is_stand_in(t) ? as_cpu(t) : t;
     passed.push_back({cpu, t});
     return cpu;
@@ -137,20 +148,28 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   }
 
-  // An in-place or out= operation may have resized its output: the caller's tensor follows its CPU view.
+  // An in-place or out= operation may have resized its output (the caller's tensor follows its CPU view) or
+  // reallocated or replaced its storage (the stand-in storage follows the CPU one).
   for (auto& p : passed) {
     if (!is_stand_in(p.caller)) continue;
     auto* impl = p.caller.unsafeGetTensorImpl();
     if (p.cpu.sizes() != p.caller.sizes() || p.cpu.strides() != p.caller.strides()) impl->set_sizes_and_strides(p.cpu.sizes(), p.cpu.strides());
     if (p.cpu.storage_offset() != p.caller.storage_offset()) impl->set_storage_offset(p.cpu.storage_offset());
-    if (!p.cpu.storage().is_alias_of(cpu_storage(p.caller)) || poisoned(p.cpu.storage().data()) != p.caller.storage().data())
+    if (p.cpu.storage().is_alias_of(cpu_storage(p.caller)))
+      follow(*p.caller.storage().unsafeGetStorageImpl(), p.cpu.storage());
+    else
       impl->set_storage_keep_dtype(stand_in_storage(p.cpu.storage()));
   }
-  auto out = [&](const at::Tensor& t) -> at::Tensor {
+  auto out = [&](const at::Tensor& t, bool) -> at::Tensor {
     if (!t.defined()) return t;
     for (const auto& p : passed)
       if (p.cpu.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) return p.caller;  // in place or out=: the caller's own tensor
     if (to_another_device || !t.device().is_cpu()) return t;
+    MIMIC_CHECK(t.layout() == at::kStrided, "--device cpu-checked: ", schema.name(), " returned a ", t.layout(),
+                " tensor (the checked CPU takes strided tensors only)");
+    // a view of an argument shares the argument's stand-in storage, as a view on a GPU shares its base's
+    for (const auto& p : passed)
+      if (is_stand_in(p.caller) && t.storage().is_alias_of(p.cpu.storage())) return rewrap(t, p.caller.storage(), c10::DispatchKey::PrivateUse1);
     return as_stand_in(t);
   };
   for (size_t i = stack->size() - schema.returns().size(); i < stack->size(); ++i) map_tensors((*stack)[i], out);
@@ -201,6 +220,15 @@ c10::Device checked_device() {
         continue;
       const std::string unqualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
       same_kernels->impl(unqualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_on_cpu>());
+    }
+    // The copies see a conjugate or negative view as it is (the CPU copy below resolves the bits): through the
+    // fallbacks of those keys, a copy would materialise its source with clone, which copies, which clones ...
+    for (const auto key : {c10::DispatchKey::Conjugate, c10::DispatchKey::Negative}) {
+      auto* lazy = new torch::Library(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+      lazy->impl("_copy_from", torch::CppFunction::makeFallthrough());
+      lazy->impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+      static std::vector<torch::Library*> kept;
+      kept.push_back(lazy);
     }
     static auto* set_data = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);
     set_data->impl("_has_compatible_shallow_copy_type", TORCH_FN(compatible_for_set_data));
