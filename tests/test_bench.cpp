@@ -41,9 +41,9 @@ BenchRun run_cli(const std::string& args) {
 const char* kTiny = "bench attention --max-len 1024 --repeats 1 --threads 1";
 }  // namespace
 
-// On two heads (--heads: GPT-2 small's 12 give a GPU a layer's work per launch): every state is two heads' bytes.
+// On two heads (--n-head: GPT-2 small's 12 give a GPU a layer's work per launch): every state is two heads' bytes.
 TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
-  auto r = run_cli(std::string(kTiny) + " --heads 2 --json");
+  auto r = run_cli(std::string(kTiny) + " --n-head 2 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["benchmark"], "attention");
@@ -125,7 +125,7 @@ TEST(Bench, AttentionJsonHasEveryFieldAndPositiveNumbers) {
   EXPECT_EQ(j["targets"][3]["name"], "crossover <= 1K");
   EXPECT_EQ(j["targets"][4]["name"], "recurrent per-token time at 32K <= 1.2x of 1K");
   for (int t : {0, 1, 2}) EXPECT_EQ(j["targets"][t]["status"], "n/a");  // 16K is beyond --max-len 1024
-  EXPECT_NE(run_cli("bench attention --heads 0").err.find("--heads"), std::string::npos);
+  EXPECT_NE(run_cli("bench attention --n-head 0").err.find("--n-head"), std::string::npos);
   EXPECT_NE(j["targets"][1]["detail"].get<std::string>().find("--max-len 1024"), std::string::npos);
   EXPECT_NE(j["targets"][3]["status"], "n/a");  // 512 and 1K measured
   EXPECT_NE(j["targets"][4]["status"], "n/a");  // decoding at 1K and 32K always measured

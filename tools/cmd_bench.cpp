@@ -61,12 +61,12 @@ void register_bench(CLI::App& app) {
 
   auto args = std::make_shared<BenchAttentionArgs>();
   auto* sub = bench->add_subcommand(
-      "attention", "Softmax vs linear vs hybrid attention (one head unless --heads, d=64, hedgehog features): fwd, fwd+bwd, peak memory, decoding");
+      "attention", "Softmax vs linear vs hybrid attention (one head unless --n-head, d=64, hedgehog features): fwd, fwd+bwd, peak memory, decoding");
   sub->add_option("--max-len", args->options.max_len, "Longest sequence length of the fwd/bwd table (the lengths are 512, 1024, ... 32768)")
       ->capture_default_str()
       ->transform(range::integer(512, 32768));
   add_repeats(*sub, args->options.repeats, "runs per measurement");
-  sub->add_option("--heads", args->options.heads,
+  sub->add_option("--n-head", args->options.heads,
                   "Heads of the one sequence (batch 1), each of head_dim 64: 1 times a form per head (on a GPU, bound by launching its "
                   "operators); GPT-2 small has 12")
       ->capture_default_str()

@@ -396,8 +396,8 @@ if [[ ",$benches," == *",attention,"* ]]; then
   # GPT-2 small's 12 heads: a layer's work per launch (one head is launch-bound on a GPU); its table follows the first
   # in bench-attention.txt (the tool returns at most 8 files)
   t0=$(stamp)
-  { echo; echo "=== --heads 12"; "$mimic" bench attention --device "$gpu" --heads 12 --max-len 16384 --repeats $reps; } >>"$out/bench-attention.txt" 2>>"$out/build.log"
-  say "bench attention --heads 12: rc $? ($(( $(stamp) - t0 )) s)"
+  { echo; echo "=== --n-head 12"; "$mimic" bench attention --device "$gpu" --n-head 12 --max-len 16384 --repeats $reps; } >>"$out/bench-attention.txt" 2>>"$out/build.log"
+  say "bench attention --n-head 12: rc $? ($(( $(stamp) - t0 )) s)"
   t0=$(stamp)
   python3 bench/gpu/sdpa.py $max_len $reps 1,12 >"$out/sdpa.json" 2>>"$out/build.log"
   say "sdpa reference: rc $? ($(( $(stamp) - t0 )) s)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch's own attention on the GPU, the reference point beside `mimic bench attention --device cuda`.
 
-The shapes of mimic's attention benchmark: H heads (one unless given; `bench attention --heads`), head_dim 64, batch 1, causal, float32 — forward without
+The shapes of mimic's attention benchmark: H heads (one unless given; `bench attention --n-head`), head_dim 64, batch 1, causal, float32 — forward without
 autograd, and forward + backward of out.sum() wrt q, k, v; median of REPEATS after one warm-up, each run
 bracketed by torch.cuda.synchronize(). Two forms: torch.nn.functional.scaled_dot_product_attention (fp32 picks the
 memory-efficient kernel; flash needs 16-bit) and the plain quadratic form (matmul, mask, softmax, matmul), which

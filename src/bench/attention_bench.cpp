@@ -358,7 +358,7 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   MIMIC_CHECK(o.window >= 1 && o.window <= attention::kMaxHybridWindow, "bench attention: --window must be in 1 ... ",
               attention::kMaxHybridWindow, ", got ", o.window);
   MIMIC_CHECK(o.head_dim >= 1, "bench attention: head_dim must be positive, got ", o.head_dim);
-  MIMIC_CHECK(o.heads >= 1 && o.heads <= 256, "bench attention: --heads must be in 1 ... 256, got ", o.heads);
+  MIMIC_CHECK(o.heads >= 1 && o.heads <= 256, "bench attention: --n-head must be in 1 ... 256, got ", o.heads);
   MIMIC_CHECK(o.cache >= 0 && o.cache <= attention::kMaxHybridWindow, "bench attention: --cache must be in 0 ... ",
               attention::kMaxHybridWindow, ", got ", o.cache);
   MIMIC_CHECK(o.cache_every >= 1, "bench attention: --cache-every must be at least 1, got ", o.cache_every);
