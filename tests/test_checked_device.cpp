@@ -10,21 +10,11 @@
 #include "mimic/core/error.h"
 #include "mimic/core/precision.h"
 #include "mimic/core/runtime.h"
+#include "test_util.h"
 
 namespace {
 
 c10::Device checked() { return mimic::checked_device(); }
-
-// Runs f and returns the mimic::Error it threw ("" when none).
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const mimic::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(CheckedDevice, ComputesTheCpusValuesForwardAndGradientsBitForBit) {
   torch::manual_seed(1);
@@ -62,21 +52,17 @@ TEST(CheckedDevice, ComputesTheCpusValuesForwardAndGradientsBitForBit) {
 
 TEST(CheckedDevice, StopsAnOperationGivenACpuTensorAndNamesTheOperator) {
   auto w = torch::randn({10, 4}).to(checked());
-  const auto stray = error_of([&] { torch::embedding(w, torch::tensor({1, 2})); });
-  EXPECT_NE(stray.find("aten::index_select got a tensor on the CPU (Long[2] on cpu)"), std::string::npos) << stray;
-  EXPECT_NE(stray.find("--device cpu-checked"), std::string::npos) << stray;
-  const auto added = error_of([&] { (void)(w + torch::ones({10, 4})); });
-  EXPECT_NE(added.find("aten::add got a tensor on the CPU (Float[10, 4] on cpu)"), std::string::npos) << added;
+  EXPECT_MIMIC_ERROR(torch::embedding(w, torch::tensor({1, 2})),
+                     "--device cpu-checked: aten::index_select got a tensor on the CPU (Long[2] on cpu)");
+  EXPECT_MIMIC_ERROR((void)(w + torch::ones({10, 4})), "aten::add got a tensor on the CPU (Float[10, 4] on cpu)");
   // what a GPU takes from the CPU as well: a 0-dimensional scalar, index lists, copies both ways
-  EXPECT_EQ(error_of([&] { (void)(w * torch::tensor(2.0f)); }), "");
-  EXPECT_EQ(error_of([&] { (void)w.index({torch::tensor({0, 3})}); }), "");
-  EXPECT_EQ(error_of([&] { w.index_put_({torch::tensor({1})}, torch::zeros({4}, w.options())); }), "");
+  EXPECT_NO_THROW((void)(w * torch::tensor(2.0f)));
+  EXPECT_NO_THROW((void)w.index({torch::tensor({0, 3})}));
+  EXPECT_NO_THROW(w.index_put_({torch::tensor({1})}, torch::zeros({4}, w.options())));
   // ... but not the values written, nor a CPU tensor indexed by the device's indices
-  const auto values = error_of([&] { w.index_put_({torch::tensor({1, 2})}, torch::ones({2, 4})); });
-  EXPECT_NE(values.find("got a tensor on the CPU (Float[2, 4] on cpu)"), std::string::npos) << values;
-  const auto cpu_self = error_of([&] { (void)torch::ones({5}).index({torch::tensor({1}).to(checked())}); });
-  EXPECT_NE(cpu_self.find("got a tensor on the CPU (Float[5] on cpu)"), std::string::npos) << cpu_self;
-  EXPECT_EQ(error_of([&] { (void)w.to(torch::kCPU); }), "");
+  EXPECT_MIMIC_ERROR(w.index_put_({torch::tensor({1, 2})}, torch::ones({2, 4})), "got a tensor on the CPU (Float[2, 4] on cpu)");
+  EXPECT_MIMIC_ERROR((void)torch::ones({5}).index({torch::tensor({1}).to(checked())}), "got a tensor on the CPU (Float[5] on cpu)");
+  EXPECT_NO_THROW((void)w.to(torch::kCPU));
   EXPECT_TRUE(torch::equal(w.index({torch::tensor({1})}).to(torch::kCPU), torch::zeros({1, 4})));
 }
 
@@ -151,10 +137,9 @@ TEST(CheckedDevice, IsTheDeviceOptionsCpuCheckedNeverAutoAndRefusesBf16) {
   EXPECT_EQ(mimic::device_label(checked()), "cpu-checked");
   EXPECT_EQ(mimic::device_label(c10::Device(c10::kCPU)), "cpu");
   EXPECT_TRUE(mimic::computes_on_cpu(checked()));
-  const auto bf16 = error_of([] { mimic::AutocastGuard g(mimic::Precision::Bf16, checked()); });
-  EXPECT_NE(bf16.find("--precision bf16 (autocast) runs on a CUDA device or the CPU, not on cpu-checked"), std::string::npos) << bf16;
-  const auto unknown = error_of([] { mimic::resolve_device("cpu-check"); });
-  EXPECT_NE(unknown.find("known: auto, cpu, cuda, cuda:N, cpu-checked"), std::string::npos) << unknown;
+  EXPECT_MIMIC_ERROR(mimic::AutocastGuard(mimic::Precision::Bf16, checked()),
+                     "--precision bf16 (autocast) runs on a CUDA device or the CPU, not on cpu-checked");
+  EXPECT_MIMIC_ERROR(mimic::resolve_device("cpu-check"), "known: auto, cpu, cuda, cuda:N, cpu-checked");
 }
 
 }  // namespace

@@ -39,11 +39,14 @@ const c10::Storage& cpu_storage(const at::Tensor& t) {
   return static_cast<Holder*>(dp.get_context())->cpu;
 }
 
+// The stand-in's pointer to `cpu`'s memory (poisoned), holding `cpu` alive.
+c10::DataPtr stand_in_data(const c10::Storage& cpu) {
+  return c10::DataPtr(poisoned(cpu.data()), new Holder{cpu}, &release_holder, c10::Device(kStandIn, 0));
+}
+
 c10::Storage stand_in_storage(const c10::Storage& cpu) {
-  auto* holder = new Holder{cpu};
-  c10::DataPtr dp(poisoned(cpu.data()), holder, &release_holder, c10::Device(kStandIn, 0));
   return c10::Storage(c10::make_intrusive<c10::StorageImpl>(c10::StorageImpl::use_byte_size_t(), static_cast<int64_t>(cpu.nbytes()),
-                                                            std::move(dp), /*allocator=*/nullptr, /*resizable=*/false));
+                                                            stand_in_data(cpu), /*allocator=*/nullptr, /*resizable=*/false));
 }
 
 // `t`'s view (sizes, strides, offset, conjugate and negative bits) over other storage, as a tensor of the given
@@ -62,7 +65,7 @@ at::Tensor rewrap(const at::Tensor& t, c10::Storage storage, c10::DispatchKey ke
 // tensor sharing the stand-in storage sees the change, as views of one GPU storage do.
 void follow(c10::StorageImpl& stand_in, const c10::Storage& cpu) {
   if (stand_in.data() == poisoned(cpu.data()) && stand_in.nbytes() == cpu.nbytes()) return;
-  stand_in.set_data_ptr_noswap(c10::DataPtr(poisoned(cpu.data()), new Holder{cpu}, &release_holder, c10::Device(kStandIn, 0)));
+  stand_in.set_data_ptr_noswap(stand_in_data(cpu));
   stand_in.set_nbytes(cpu.nbytes());
 }
 
@@ -83,9 +86,8 @@ bool takes_cpu_indices(const std::string& name) {
   return name == "aten::index" || name == "aten::index_put_" || name == "aten::_index_put_impl_" || name == "aten::index_put";
 }
 
-// Replaces each tensor `v` holds — itself, or the elements of a list of tensors or of optional tensors (index lists)
-// — by f(tensor); anything else stays.
-// f(tensor, in_optional_list): in_optional_list for the elements of a Tensor?[] (indexing's index lists).
+// Replaces each tensor `v` holds — itself, or the elements of a list of tensors or of optional tensors — by
+// f(tensor, in_optional_list), true for the elements of a Tensor?[] (indexing's index lists); anything else stays.
 template <typename F>
 void map_tensors(c10::IValue& v, F& f) {
   if (v.isTensor()) {
@@ -136,7 +138,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   MIMIC_CHECK(stray.empty(), "--device cpu-checked: ", schema.name(), " got a tensor on the CPU (", stray,
               ") beside the run's device tensors: something made it without the run's device (on a GPU this operation fails too)");
 
-  if (schema.name() == "aten::_copy_from" || schema.name() == "aten::_copy_from_and_resize") {
+  if (copy) {
     // The copies between a device and the CPU, which LibTorch leaves to the device: here both sides are CPU memory.
     const bool resize = schema.name() == "aten::_copy_from_and_resize";
     at::Tensor src = (*stack)[stack->size() - n_args].toTensor(), dst = (*stack)[stack->size() - n_args + 1].toTensor();
@@ -223,12 +225,11 @@ c10::Device checked_device() {
     }
     // The copies see a conjugate or negative view as it is (the CPU copy below resolves the bits): through the
     // fallbacks of those keys, a copy would materialise its source with clone, which copies, which clones ...
-    for (const auto key : {c10::DispatchKey::Conjugate, c10::DispatchKey::Negative}) {
-      auto* lazy = new torch::Library(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+    static torch::Library* lazy_bits[] = {new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Conjugate, __FILE__, __LINE__),
+                                          new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Negative, __FILE__, __LINE__)};
+    for (auto* lazy : lazy_bits) {
       lazy->impl("_copy_from", torch::CppFunction::makeFallthrough());
       lazy->impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
-      static std::vector<torch::Library*> kept;
-      kept.push_back(lazy);
     }
     static auto* set_data = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);
     set_data->impl("_has_compatible_shallow_copy_type", TORCH_FN(compatible_for_set_data));
