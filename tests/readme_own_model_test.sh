@@ -56,4 +56,8 @@ jq -e '.model.copy_gain | numbers' copy.json >/dev/null || { cat out.log >&2; fa
 jq -e '[.quality[] | select(.label == "final" or .label == "teacher") | .perplexity.value, .copy_gain.value | numbers] | length == 4' \
   report/metrics.json >/dev/null || { cat out.log >&2; fail "report/metrics.json lacks the quality of final and its teacher"; }
 grep -q '<h2>Quality</h2>' report/report.html || fail "report/report.html has no Quality section"
+# a label that names none of the report's models is said (a typo made a row of its own beside the model's empty one)
+"$MIMIC_BIN" report --record rec.h5 --model final --eval finl=ppl.json --out report-typo --threads 1 >/dev/null 2>typo.err ||
+  { cat typo.err >&2; fail "report with a mistyped --eval label failed"; }
+grep -q "note: --eval 'finl' names no --model of this report (final)" typo.err || { cat typo.err >&2; fail "no note of the mistyped label"; }
 echo "readme_own_model_test: the README's own-model block ran ($(wc -l <commands.log) commands)"

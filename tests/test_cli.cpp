@@ -191,6 +191,11 @@ TEST(Cli, BadInputGivesOneLineError) {
   expect_one_line_error(mimic_cli("info " + dir.file("trunc.safetensors")), "truncated");
   mimic::test::write_bytes(dir.file("huge.safetensors"), std::string("\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10));
   expect_one_line_error(mimic_cli("info " + dir.file("huge.safetensors")), "not a safetensors file (its first 8 bytes give a header of ");
+  // a text file was described by the header length its first words made (the newcomer probe of 2026-12-01)
+  mimic::test::write_bytes(dir.file("notes.txt"), "Call me Ishmael. Some years ago\n");
+  expect_one_line_error(mimic_cli("info " + dir.file("notes.txt")), "notes.txt: a text file (it begins 'Call me '), not a safetensors file");
+  // a classifier given to the default task is pointed to its own
+  expect_one_line_error(mimic_cli("eval --model bert-mini-spam --text 'hello there world'"), "(a classifier: `mimic eval --task cls` scores it");
   expect_one_line_error(mimic_cli("tokenize --model " + dir.path().string() + " --text hi"), dir.path().string());
   expect_one_line_error(mimic_cli("tokenize --model gpt2"), "exactly one of --text and --file");
   expect_one_line_error(mimic_cli("tokenize --model gpt2 --file " + dir.file("missing.txt")), "missing.txt");
@@ -557,6 +562,8 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"pretrain --arch gpt2 --data sotu --copy-fraction 0.5 --copy-random-vocab 100 --out o", "--copy-random-vocab requires --copy-random"},
       {"distill --record /nonexistent/r.h5 --samples 3 --out m.safetensors", "--samples chooses what online mode (--model, --data) runs"},
       {"distill --record /nonexistent/r.h5 --split test --out m.safetensors", "--split chooses what online mode"},
+      // it trained on the record while the user believed it read their text (the newcomer probe of 2026-12-01)
+      {"distill --record /nonexistent/r.h5 --data sotu --out m.safetensors", "--data chooses what online mode"},
       {"distill --record /nonexistent/r.h5 --epochs 0 --patience 2 --out m.safetensors", "--patience shapes training, which --epochs 0 does not run"},
       {"eval --model " + m + " --file " + m + "/config.json --split test", "excludes"},
       {"info --system --tensors", "excludes"},

@@ -103,6 +103,46 @@ TEST(CliVocabulary, EveryOptionTwoCommandsShareIsInDocsCliMd) {
   }
 }
 
+// The other direction: a row of the vocabulary table names the commands that take its options, and each of those
+// commands offers every option of the row (docs/cli.md said bench generate took --repeats and export --dtype keep
+// when neither did: the newcomer probe of 2026-12-01). Words in parentheses in the last column are exceptions spelt
+// out, and rows for "every command ..." are the test above's.
+TEST(CliVocabulary, EachCommandTheTableNamesForAnOptionOffersIt) {
+  const std::string s = section("## Option vocabulary");
+  static const std::regex opt(R"(`(--[a-z0-9-]+))"), parens(R"(\([^)]*\))");
+  std::map<std::string, std::set<std::string>> offered;
+  int rows = 0;
+  size_t start = 0;
+  while (start < s.size()) {
+    size_t end = s.find('\n', start);
+    if (end == std::string::npos) end = s.size();
+    const std::string line = s.substr(start, end - start);
+    start = end + 1;
+    if (line.rfind("| `--", 0) != 0) continue;
+    const size_t first = line.find(" | "), last = line.rfind(" | ");
+    if (first == std::string::npos || last == first) continue;
+    const std::string names = line.substr(0, first), who = std::regex_replace(line.substr(last + 3), parens, "");
+    std::vector<std::string> cmds;
+    for (size_t a = 0; a < who.size();) {
+      size_t b = who.find(',', a);
+      if (b == std::string::npos) b = who.size();
+      std::string c = who.substr(a, b - a);
+      c.erase(0, c.find_first_not_of(" |"));
+      c.erase(c.find_last_not_of(" |") + 1);
+      if (built(c)) cmds.push_back(c);
+      a = b + 1;
+    }
+    if (cmds.empty()) continue;
+    ++rows;
+    for (auto it = std::sregex_iterator(names.begin(), names.end(), opt); it != std::sregex_iterator(); ++it)
+      for (const auto& c : cmds) {
+        if (!offered.count(c)) offered[c] = options_of(c);
+        EXPECT_TRUE(offered[c].count((*it)[1])) << "docs/cli.md: " << c << " takes " << (*it)[1] << ", but its --help does not offer it";
+      }
+  }
+  EXPECT_GT(rows, 20) << "the vocabulary table's rows were not found";
+}
+
 TEST(CliVocabulary, EveryCommandTakesThreadsSeedJsonAndDevice) {
   for (const auto& c : commands()) {
     if (c == "launch") continue;  // launch passes its command's own options through

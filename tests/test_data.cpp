@@ -139,6 +139,9 @@ TEST(DataText, AFolderMakesEachTxtFileADocumentAndBadInputIsAOneLineError) {
   EXPECT_FALSE(is_text_data(dir.file("missing.txt")));
   mimic::test::write_bytes(dir.file("short.txt"), "one line\ntwo lines\n");
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("short.txt")), "short.txt: too short to split into train, validation and test");
+  // JSON lines are classification data, not prose to model
+  mimic::test::write_bytes(dir.file("labels.jsonl"), "{\"text\": \"a\", \"label\": 0}\n");
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("labels.jsonl")), "labels.jsonl: a JSON-lines file is classification data");
   mimic::test::write_bytes(dir.file("bad.txt"), "caf\xe9\n");
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("bad.txt")), "bad.txt: not valid UTF-8");
   std::filesystem::create_directories(dir.file("empty"));
@@ -149,6 +152,27 @@ TEST(DataText, AFolderMakesEachTxtFileADocumentAndBadInputIsAOneLineError) {
   mimic::test::write_bytes(dir.file("latin1/caf\xe9.txt"), hundred_lines());
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("latin1")), "the file name 'caf\\xE9.txt' is not valid UTF-8");
   EXPECT_MIMIC_ERROR(load_corpus("my.txt"), "unknown corpus 'my.txt' (known: all, sotu, moby-dick, or a text file or folder");
+}
+
+// A text with too few lines for three parts (here all on one line) is cut between words: 90% / 5% / 5% of the
+// characters, no word cut in two, no word lost or read twice.
+TEST(DataText, ATextOnOneLineIsCutBetweenWordsNearNinetyAndNinetyFivePercent) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += (i ? " w" : "w") + std::to_string(i);
+  mimic::test::write_bytes(dir.file("one.txt"), text + "\n");
+  const auto docs = load_text_data(dir.file("one.txt"));
+  ASSERT_EQ(docs.size(), 3u);
+  EXPECT_EQ(docs[0].id, "one.txt#train");
+  EXPECT_EQ(docs[2].id, "one.txt#test");
+  // the parts joined by the spaces the cuts fell on are the text, and each cut is within a word of its share
+  EXPECT_EQ(docs[0].text + " " + docs[1].text + " " + docs[2].text, text);
+  const double n = static_cast<double>(text.size());
+  EXPECT_NEAR(static_cast<double>(docs[0].text.size() + 1) / n, 0.90, 5.0 / n);
+  EXPECT_NEAR(static_cast<double>(docs[0].text.size() + docs[1].text.size() + 2) / n, 0.95, 5.0 / n);
+  // a few words are too few: the 5% parts would hold none
+  mimic::test::write_bytes(dir.file("three.txt"), "Call me Ishmael.\n");
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("three.txt")), "three.txt: too short to split into train, validation and test");
 }
 
 TEST(DataText, TokenCachesOfOwnTextHoldEachSplitAndFollowTheFilesContent) {

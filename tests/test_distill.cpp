@@ -676,7 +676,7 @@ TEST(DistillErrors, ClearMessages) {
   o.model_dir = mimic::test::model_with_tokenizer("gpt2-prefixed");
   EXPECT_MIMIC_ERROR(dist::distill(o), "needs --data");
   o.data = dir.file("missing.txt");
-  EXPECT_MIMIC_ERROR(dist::distill(o), "missing.txt: neither a corpus (all, sotu, moby-dick), a classification data set (spam, sotu-era) nor a text file or folder");
+  EXPECT_MIMIC_ERROR(dist::distill(o), "missing.txt: no such file or folder, and neither a corpus (all, sotu, moby-dick) nor a classification data set (spam, sotu-era)");
   o.record = tiny_record();
   EXPECT_MIMIC_ERROR(dist::distill(o), "either --record or --model");
 }

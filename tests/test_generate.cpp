@@ -9,6 +9,7 @@
 
 #include "mimic/attention/attention.h"
 #include "mimic/attention/kinds.h"
+#include "mimic/core/paths.h"
 #include "mimic/attention/linear_kernel.h"
 #include "mimic/eval/passkey.h"
 #include "mimic/generate/generate.h"
@@ -134,7 +135,7 @@ TEST(Generate, GreedyRecurrentEqualsParallelRecompute) {
     auto par = gen::generate(*m, prompt, o);
     EXPECT_EQ(rec.ids, par.ids);
     EXPECT_EQ(rec.ids.size(), 40u);
-    EXPECT_EQ(rec.stop, "max_new_tokens");
+    EXPECT_EQ(rec.stop, "new_tokens");
     // not a constant sequence: the comparison is meaningful
     EXPECT_GT(std::set<int64_t>(rec.ids.begin(), rec.ids.end()).size(), 3u);
   }
@@ -375,7 +376,7 @@ TEST(GenerateBatch, EveryRowEqualsItsOwnBatchOneRunInEveryVariantAndMode) {
         single.seed = o.seed + b;
         auto one = gen::generate(*m, prompts[b], single);
         EXPECT_EQ(batch.rows[b].ids, one.ids) << "row " << b << " in " << gen::mode_name(mode);
-        EXPECT_EQ(batch.rows[b].stop, "max_new_tokens");
+        EXPECT_EQ(batch.rows[b].stop, "new_tokens");
       }
       if (mode == gen::Mode::Recurrent) {
         auto one_state = gen::generate(*m, prompts[0], o).state_bytes;
@@ -409,7 +410,7 @@ TEST(GenerateBatch, AnEosStopsItsRowOnlyAndUnequalPromptsAreRefused) {
   const auto first = std::find(free.rows[0].ids.begin(), free.rows[0].ids.end(), eos) - free.rows[0].ids.begin();
   EXPECT_EQ(r.rows[0].stop, "eos");
   EXPECT_EQ(r.rows[0].ids, std::vector<int64_t>(free.rows[0].ids.begin(), free.rows[0].ids.begin() + first + 1));
-  EXPECT_EQ(r.rows[1].stop, "max_new_tokens");
+  EXPECT_EQ(r.rows[1].stop, "new_tokens");
   EXPECT_EQ(r.rows[1].ids, free.rows[1].ids);
 
   prompts[1].push_back(3);
@@ -563,6 +564,20 @@ TEST(GenerateCli, JsonModesAgreeAndErrorsAreOneLine) {
   auto row2 = mimic::test::mimic_cli("generate --model gpt2-mini --prompt 'The ship' --new-tokens 5 --threads 1 --json --temperature 1 --seed 9");
   ASSERT_EQ(row2.code, 0) << row2.err;
   EXPECT_EQ(nlohmann::json::parse(row2.out)["ids"], sj["rows"][2]["ids"]);  // row 2 samples with seed 7 + 2
+
+  // no --prompt: a text from its start, after GPT-2's <|endoftext|> (50256), as the library generates it from that one token
+  auto open = mimic::test::mimic_cli("generate --model gpt2-mini --new-tokens 4 --threads 1 --json");
+  ASSERT_EQ(open.code, 0) << open.err;
+  const auto oj = nlohmann::json::parse(open.out);
+  EXPECT_EQ(oj["prompt"], "");
+  EXPECT_EQ(oj["prompt_ids"], nlohmann::json::array({50256}));
+  {
+    auto m = mimic::models::load_model(mimic::embedded_model_dir("gpt2-mini"));
+    mimic::generate::GenerateOptions go;
+    go.max_new_tokens = 4;
+    go.eos_id = 50256;
+    EXPECT_EQ(oj["ids"], nlohmann::json(mimic::generate::generate(*m, {50256}, go).ids));
+  }
 
   auto too_long = mimic::test::mimic_cli("eval --task passkey --model gpt2-mini --lengths 128,1024 --trials 1");
   EXPECT_NE(too_long.code, 0);

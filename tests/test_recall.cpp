@@ -138,7 +138,10 @@ TEST(CopyEval, SegmentsAreEvenlySpacedAndBadSpecsAreRefused) {
   EXPECT_EQ(s[0].front(), 0);
   EXPECT_EQ(s[1].front(), 45);
   EXPECT_EQ(s[2].back(), 99);
-  EXPECT_MIMIC_ERROR(mimic::eval::copy_segments(ids, 11, 10), "too few");
+  // the way out named: how many segments of this length fit, or the longest segment that does
+  EXPECT_MIMIC_ERROR(mimic::eval::copy_segments(ids, 11, 10), "too few for 11 segments of 10 (--segments × --segment-len must fit: "
+                                                              "give more text, or --segments 10 or fewer at this --segment-len)");
+  EXPECT_MIMIC_ERROR(mimic::eval::copy_segments(ids, 1, 128), "--segments 1 and a --segment-len of at most 100)");
   EXPECT_MIMIC_ERROR(mimic::eval::copy_segments(ids, 0, 10), "at least 1 segment");
   EXPECT_MIMIC_ERROR(mimic::eval::copy_segments(ids, 2, 1), "at least 2 tokens");
   OracleCopier model(100, 16);

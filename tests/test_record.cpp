@@ -341,8 +341,8 @@ TEST(Record, AUsersTextFileRecordsOnlyTheSplitItNames) {
   EXPECT_EQ(train_text.find("20. "), std::string::npos);
   EXPECT_EQ(test_text.find("18. "), std::string::npos);
   EXPECT_EQ(test_text.find("19. "), std::string::npos);
-  // a text too short to give every split a line of its own is refused, naming the file
-  mimic::test::write_bytes(dir.file("one.txt"), std::string(kText) + "\n");
+  // a text too short to give every split a word of its own is refused, naming the file
+  mimic::test::write_bytes(dir.file("one.txt"), "Call me Ishmael.\n");
   EXPECT_MIMIC_ERROR(mimic::record::record(options(gpt2_dir(), dir.file("one.txt"), dir.file("one.h5"))),
                      "one.txt: too short to split into train, validation and test");
   EXPECT_FALSE(std::filesystem::exists(dir.file("one.h5")));

@@ -403,6 +403,8 @@ TEST(ReportQuality, EvalResultsBecomeOneRowPerLabelWithIntervals) {
   EXPECT_MIMIC_ERROR(rep::read_quality({"a=" + ppl, "a=" + ppl}), "a second perplexity result for 'a'");
   EXPECT_MIMIC_ERROR(rep::read_quality({put("x.json", R"({"accuracy": 0.9})")}), "not an eval result");
   EXPECT_MIMIC_ERROR(rep::read_quality({put("bad.json", "{")}), "malformed JSON");
+  // a record given where an eval result belongs is named for what it is (not "a NUL byte at offset 8")
+  EXPECT_MIMIC_ERROR(rep::read_quality({tiny_record("gpt2-prefixed")}), ": an HDF5 file (a mimic record?), not an eval result");
   EXPECT_MIMIC_ERROR(rep::read_quality({dir.file("missing.json")}), "no file");
   EXPECT_MIMIC_ERROR(rep::read_quality({put("over.json", R"({"task": "passkey", "rows": [{"length": 8, "trials": 5, "ranked_first": 6}]})")}),
                      "ranked_first");

@@ -103,7 +103,7 @@ void register_distill(CLI::App& app) {
   auto* sub = app.add_subcommand("distill", "Train linear-attention feature maps / SLA gates to mimic a recorded softmax teacher");
   sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)")->check(path_arg());
   sub->add_option("--model", a->o.model_dir, "Online mode (no record file): the softmax teacher, run here")->transform(model_dir_arg());
-  sub->add_option("--data", a->o.data, "Online mode: corpus all|sotu|moby-dick (with --split) or a UTF-8 text file");
+  sub->add_option("--data", a->o.data, "Online mode: corpus all|sotu|moby-dick (with --split), or your own text: a UTF-8 file or a folder of .txt files");
   sub->add_option("--split", a->o.split, "Online mode: split of a corpus")->capture_default_str()->check(split_arg());
   sub->add_option("--samples", a->o.samples, "Online mode: samples to take from --data")->capture_default_str()->transform(range::count(1));
   sub->add_option("--seq-len", a->o.seq_len, "Online mode: tokens per sample (default: min(256, the model's context))")->transform(range::tokens(2));
@@ -152,7 +152,7 @@ void register_distill(CLI::App& app) {
       for (const char* name : {"--epochs", "--lr", "--weight-decay", "--patience", "--train", "--fresh"})
         MIMIC_USAGE_CHECK(!given(name), name, " shapes training, which --eval-only does not run: leave it out");
     if (!a->o.record.empty())
-      for (const char* name : {"--split", "--samples", "--seq-len"})
+      for (const char* name : {"--data", "--split", "--samples", "--seq-len"})
         MIMIC_USAGE_CHECK(!given(name), name, " chooses what online mode (--model, --data) runs the teacher on; a record holds its samples "
                     "already: leave it out");
     if (a->o.epochs == 0 && !a->o.eval_only)

@@ -89,9 +89,12 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
 
 void print_one(const EvalArgs& a, const nlohmann::json& j) {
   if (a.task == "cls") {
-    std::printf("%s  n=%lld  accuracy %.4f  F1 %.4f  MCC %.4f  loss %.4f\n", j["data"].get<std::string>().c_str(),
-                static_cast<long long>(j["n"].get<int64_t>()), j["accuracy"].get<double>(), j["f1"].get<double>(), j["mcc"].get<double>(),
-                j["loss"].get<double>());
+    // which class F1 is of: binary, the second label's (metrics.h); more classes, the mean over classes
+    const auto& labels = j["labels"];
+    const std::string f1_of = labels.size() == 2 ? " (of '" + labels[1].get<std::string>() + "')" : " (macro)";
+    std::printf("%s  n=%lld  accuracy %.4f  F1%s %.4f  MCC %.4f  loss %.4f\n", j["data"].get<std::string>().c_str(),
+                static_cast<long long>(j["n"].get<int64_t>()), j["accuracy"].get<double>(), f1_of.c_str(), j["f1"].get<double>(),
+                j["mcc"].get<double>(), j["loss"].get<double>());
   } else {
     std::printf("tokens %lld (predicted %lld, %lld windows)  perplexity %.4f  (evaluated at %.1f tok/s)\n",
                 static_cast<long long>(j["tokens"].get<int64_t>()), static_cast<long long>(j["predicted"].get<int64_t>()),

@@ -1,4 +1,4 @@
-// mimic export --model DIR --out DIR2 [--dtype f32|f16|bf16] [--shard-embeddings] — write a model directory
+// mimic export --model DIR --out DIR2 [--dtype f32|f16|bf16|keep] [--shard-embeddings] — write a model directory
 // again (config, tokenizer files, weights) in another storage type and/or as a sharded checkpoint.
 #include <filesystem>
 #include <iostream>
@@ -66,8 +66,8 @@ void register_export(CLI::App& app) {
   auto* sub = app.add_subcommand("export", "Write a model directory again, in another storage type and/or sharded");
   sub->add_option("--model", a->model, "Model directory")->required()->transform(model_dir_arg());
   sub->add_option("--out", a->out, "Output directory")->required()->check(out_path_arg());
-  sub->add_option("--dtype", a->dtype, "Store floating tensors as f32, f16 or bf16 (default: as loaded)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  sub->add_option("--dtype", a->dtype, "Store floating tensors as f32, f16, bf16, or keep (each as loaded, the default)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "keep"}));
   sub->add_flag("--shard-embeddings", a->shard_embeddings,
                 "Sharded checkpoint: the embeddings in model-00001-of-00002.safetensors, the rest in the second shard, "
                 "plus model.safetensors.index.json");

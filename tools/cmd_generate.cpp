@@ -1,4 +1,4 @@
-// mimic generate --model DIR --prompt TEXT — continue a text with a causal LM, greedy or sampled, decoding
+// mimic generate --model DIR [--prompt TEXT] — continue a text (or start one) with a causal LM, greedy or sampled, decoding
 // incrementally (KV cache / recurrent state) or by recomputing the sequence (--mode parallel, the reference).
 #include <unistd.h>
 
@@ -41,6 +41,14 @@ void run(GenerateArgs& a) {
   o.mode = generate::parse_mode(a.mode);
   o.eos_id = tok->eos_id();
   auto prompt = tok->encode(a.prompt, /*add_special_tokens=*/false);
+  if (a.prompt.empty()) {
+    // no --prompt: the model writes a document from its start, after the beginning-of-text token (GPT-2's
+    // <|endoftext|> ends one document and begins the next); "--prompt is required" and "leave the empty --prompt out"
+    // sent a newcomer in a circle (the probe of 2026-12-01)
+    const int64_t start_id = tok->bos_id() >= 0 ? tok->bos_id() : tok->eos_id();
+    MIMIC_CHECK(start_id >= 0, a.model, ": its tokenizer has no beginning- or end-of-text token to start a text from: give --prompt TEXT");
+    prompt = {start_id};
+  }
   const bool stream = a.batch == 1 && !a.common.json && isatty(STDOUT_FILENO) == 1;
   std::string shown;  // the generated text printed so far
   std::vector<int64_t> ids;
@@ -110,7 +118,8 @@ void register_generate(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   auto* sub = app.add_subcommand("generate", "Continue a prompt with a causal LM (greedy or sampled; KV cache / recurrent state)");
   sub->add_option("--model", args->model, "Model directory (GPT-2, softmax, linear or mixed attention)")->required()->transform(model_dir_arg());
-  sub->add_option("--prompt", args->prompt, "The text to continue")->required()->transform(range::non_empty());
+  sub->add_option("--prompt", args->prompt, "The text to continue (left out: a text from its start, after the tokenizer's beginning-of-text token)")
+      ->transform(range::non_empty());
   auto* new_tokens = sub->add_option("--new-tokens", args->options.max_new_tokens, "Tokens to generate at most (fewer at EOS or when the context ends)")
                          ->capture_default_str()
                          ->transform(range::tokens(1));

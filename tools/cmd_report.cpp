@@ -74,6 +74,20 @@ void run(ReportArgs& a) {
   if (a.given.count("--mass-k")) note_clamped("--mass-k", a.o.top_k, r.mass_k, "the record's tokens per sample");
   if (a.given.count("--plot-tokens")) note_clamped("--plot-tokens", a.o.plot_tokens, r.plot_tokens, "the record's tokens per sample");
   if (a.given.count("--local-window")) note_clamped("--local-window", a.o.local_window, r.local_window, "the record's tokens per sample");
+  // a label that names no --model makes a row of its own beside the model's empty one: a typo, or a file's name taken as
+  // the label, looked like two models (the newcomer probe of 2026-12-01)
+  std::string model_names;
+  for (const auto& s : r.sources)
+    if (s.at("kind") == "model") model_names += (model_names.empty() ? "" : ", ") + s.at("name").get<std::string>();
+  if (!model_names.empty())
+    for (const auto& q : r.quality) {
+      const auto label = q.at("label").get<std::string>();
+      const bool a_model = std::any_of(r.sources.begin(), r.sources.end(),
+                                       [&](const nlohmann::json& s) { return s.at("kind") == "model" && s.at("name") == label; });
+      if (!a_model && label != "teacher" && !q.at("files").empty())
+        std::fprintf(stderr, "mimic: note: --eval '%s' names no --model of this report (%s): its numbers stand in a row of their own; "
+                     "LABEL=FILE with a model's label joins them\n", label.c_str(), model_names.c_str());
+    }
   if (a.common.json) return print_json(r.to_json());
   if (!r.quality.empty()) {
     std::printf("%-24s %12s %18s %s\n", "quality", "perplexity", "copy gain", "passkey ranked first");

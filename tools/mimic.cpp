@@ -88,10 +88,10 @@ int main(int argc, char** argv) {
                    mimic::cli::register_bench, mimic::cli::register_launch})
     reg(app);
   app.footer(
-      "A conversion, end to end (the embedded gpt2-mini; any GPT-2 directory works the same; README, 'Quickstart'):\n"
+      "A conversion, end to end (the embedded gpt2-mini; any GPT-2 directory works the same; README, 'Convert your own model'):\n"
       "  mimic record   --model gpt2-mini --data all --out rec.h5\n"
       "  mimic distill  --record rec.h5 --feature-map hedgehog --out maps.safetensors\n"
-      "  mimic convert  --model gpt2-mini --maps maps.safetensors --out converted\n"
+      "  mimic convert  --model gpt2-mini --maps maps.safetensors --keep-softmax auto:8 --out converted\n"
       "  mimic finetune --task lm --model converted --teacher gpt2-mini --kd 1 --data all --out finetuned\n"
       "  mimic eval     --model finetuned --data all --split test\n"
       "  mimic generate --model finetuned --prompt \"The whale\"\n"

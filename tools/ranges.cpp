@@ -127,7 +127,8 @@ CLI::Validator non_empty() {
         if (s.find_first_not_of(" \t") == std::string::npos) return "an empty value means nothing here: leave the option out instead";
         return {};
       },
-      "TEXT");
+      // no name of its own: --help showed "TEXT:TEXT:SPEC" for an option this and another validator check
+      "");
 }
 CLI::Validator count(int64_t lo) { return integer(lo, kMaxCount); }
 // Learning rates far above 1 only diverge; the cap catches a misplaced exponent (1e3 for 1e-3).

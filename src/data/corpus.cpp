@@ -112,10 +112,10 @@ bool is_text_data(const std::string& data) {
 namespace {
 
 // The cut nearest to `at` (a character offset) at a line break: the offset just after the newline closest to it;
-// npos when the text has no line break strictly inside (lo, hi).
-size_t cut_near(const std::string& t, size_t at, size_t lo, size_t hi) {
+// The cut nearest `at` just after one of `breaks` strictly inside (lo, hi); npos when there is none.
+size_t cut_near(const std::string& t, size_t at, size_t lo, size_t hi, const char* breaks) {
   size_t best = std::string::npos, best_d = std::string::npos;
-  for (size_t p = t.find('\n', lo); p != std::string::npos && p + 1 < hi; p = t.find('\n', p + 1)) {
+  for (size_t p = t.find_first_of(breaks, lo); p != std::string::npos && p + 1 < hi; p = t.find_first_of(breaks, p + 1)) {
     const size_t cut = p + 1, d = cut > at ? cut - at : at - cut;
     if (cut <= lo) continue;
     if (d < best_d) {
@@ -127,23 +127,32 @@ size_t cut_near(const std::string& t, size_t at, size_t lo, size_t hi) {
   return best;
 }
 
+// Cut at line breaks; a text with too few lines for three non-blank parts (a book with one paragraph per line, or all
+// on one line) is cut between words instead: "too short" for 46,000 characters on one line was wrong (the newcomer
+// probe of 2026-12-01).
 void add_split_parts(const std::string& name, const std::string& text, std::vector<Document>& out) {
   const size_t n = text.size();
-  const size_t a = cut_near(text, n * 90 / 100, 0, n);
-  const size_t b = a == std::string::npos ? std::string::npos : cut_near(text, n * 95 / 100, a, n);
-  MIMIC_CHECK(a != std::string::npos && b != std::string::npos, name, ": too short to split into train, validation and test (",
-              n, " characters; each split needs at least one line of its own: 90% / 5% / 5% of the text, cut at line breaks)");
-  const std::pair<Split, std::string> parts[] = {
-      {Split::Train, text.substr(0, a)}, {Split::Validation, text.substr(a, b - a)}, {Split::Test, text.substr(b)}};
-  for (const auto& [split, part] : parts) {
-    Document d;
-    d.id = name + "#" + split_name(split);
-    d.corpus = "text";
-    d.text = clean_text(part);
-    d.split = split;
-    MIMIC_CHECK(!d.text.empty(), name, ": its ", split_name(split), " part (90% / 5% / 5%, cut at line breaks) is blank");
-    out.push_back(std::move(d));
+  for (const char* breaks : {"\n", " \n"}) {
+    const size_t a = cut_near(text, n * 90 / 100, 0, n, breaks);
+    const size_t b = a == std::string::npos ? std::string::npos : cut_near(text, n * 95 / 100, a, n, breaks);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::pair<Split, std::string> parts[] = {
+        {Split::Train, text.substr(0, a)}, {Split::Validation, text.substr(a, b - a)}, {Split::Test, text.substr(b)}};
+    std::vector<Document> docs;
+    for (const auto& [split, part] : parts) {
+      Document d;
+      d.id = name + "#" + split_name(split);
+      d.corpus = "text";
+      d.text = clean_text(part);
+      d.split = split;
+      if (!d.text.empty()) docs.push_back(std::move(d));
+    }
+    if (docs.size() < 3) continue;
+    for (auto& d : docs) out.push_back(std::move(d));
+    return;
   }
+  fail(name, ": too short to split into train, validation and test (", n,
+       " characters: the 90% / 5% / 5% parts, cut at line breaks or else between words, each need a word of their own)");
 }
 
 }  // namespace
@@ -158,6 +167,10 @@ std::vector<Document> load_text_data(const std::string& path) {
     MIMIC_CHECK(!files.empty(), path, ": no .txt files in this folder (each .txt file is one document)");
     std::sort(files.begin(), files.end());
   } else {
+    // JSON lines are classification data: read as prose they trained a language model on braces and keys without a
+    // word (the newcomer probe of 2026-12-01)
+    MIMIC_CHECK(fs::path(path).extension() != ".jsonl", path, ": a JSON-lines file is classification data (--task cls); ",
+                "language-model text is plain text: a .txt file or a folder of them");
     files.push_back(path);
   }
   std::vector<Document> docs;

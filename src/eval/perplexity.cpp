@@ -23,7 +23,8 @@ double ratio_mean_ci95(const std::vector<std::pair<double, double>>& clusters) {
 PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& ids, const PerplexityOptions& options) {
   auto info = model.summary();
   MIMIC_CHECK(info.head == "lm", "perplexity needs a causal language model (gpt2 with its LM head); this model is ",
-              info.model_type, " with head '", info.head, "'");
+              info.model_type, " with head '", info.head, "'",
+              info.head == "cls" ? " (a classifier: `mimic eval --task cls` scores it on labelled data)" : "");
   const int64_t n = static_cast<int64_t>(ids.size());
   MIMIC_CHECK(n >= 2, "perplexity needs at least 2 tokens, the text has ", n);
   const int64_t window = options.window > 0 ? std::min(options.window, info.max_positions) : info.max_positions;

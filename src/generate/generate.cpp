@@ -97,7 +97,7 @@ BatchGenerateResult generate_batch(models::Model& model, const std::vector<std::
   r.rows.resize(static_cast<size_t>(B));
   for (auto& row : r.rows) {
     row.prompt_tokens = len;
-    row.stop = "max_new_tokens";
+    row.stop = "new_tokens";
   }
   if (opt.max_new_tokens == 0) return r;
 

@@ -51,7 +51,7 @@ struct GenerateOptions {
 
 struct GenerateResult {
   std::vector<int64_t> ids;   // the new tokens (an EOS that stopped generation included)
-  std::string stop;           // "max_new_tokens" | "eos" | "context"
+  std::string stop;           // "new_tokens" | "eos" | "context"
   int64_t prompt_tokens = 0;
   double prefill_seconds = 0;  // the prompt's forward pass (which also yields the first token)
   double decode_seconds = 0;   // every later step

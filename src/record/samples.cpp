@@ -79,8 +79,9 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t s
       for (const auto& [hash, i] : order) text += examples[i].text + "\n\n";
       *data_id = o.data;
     } else {
-      fail("--data ", o.data,
-           ": neither a corpus (" + data::lm_corpus_choices() + "), a classification data set (spam, sotu-era) nor a text file or folder");
+      std::error_code ec;
+      fail("--data ", o.data, fs::exists(o.data, ec) ? ": " : ": no such file or folder, and ",
+           "neither a corpus (" + data::lm_corpus_choices() + ") nor a classification data set (spam, sotu-era)");
     }
     auto ids = std::make_shared<std::vector<int64_t>>(tok->encode(text, /*add_special_tokens=*/false));
     s.size = static_cast<int64_t>(ids->size());

@@ -54,7 +54,7 @@ class HfTokenizer : public Tokenizer {
   int64_t cls_id() const override { return cls_; }
   int64_t sep_id() const override { return sep_; }
   int64_t unk_id() const override { return unk_; }
-  int64_t bos_id() const { return bos_; }
+  int64_t bos_id() const override { return bos_; }
 
   struct Pipeline;  // the parsed components (hf_tokenizer.cpp)
 

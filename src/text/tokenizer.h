@@ -23,6 +23,7 @@ class Tokenizer {
   virtual int64_t token_to_id(const std::string& token) const = 0;  // -1 if absent
   // Special ids (-1 where the tokenizer has none).
   virtual int64_t eos_id() const { return -1; }   // GPT-2 <|endoftext|>
+  virtual int64_t bos_id() const { return -1; }   // a tokenizer.json's bos_token (Llama's <s>); GPT-2's is its EOS
   virtual int64_t pad_id() const { return -1; }
   virtual int64_t cls_id() const { return -1; }
   virtual int64_t sep_id() const { return -1; }
