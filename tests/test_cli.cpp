@@ -194,6 +194,8 @@ TEST(Cli, BadInputGivesOneLineError) {
   // a text file was described by the header length its first words made (the newcomer probe of 2026-12-01)
   mimic::test::write_bytes(dir.file("notes.txt"), "Call me Ishmael. Some years ago\n");
   expect_one_line_error(mimic_cli("info " + dir.file("notes.txt")), "notes.txt: a text file (it begins 'Call me '), not a safetensors file");
+  mimic::test::write_bytes(dir.file("lines.txt"), "a\nb\n\xc3\xa9t\xc3\xa9 and more\n");  // shown escaped: still one line
+  expect_one_line_error(mimic_cli("info " + dir.file("lines.txt")), "a text file (it begins 'a\\x0Ab\\x0A\\xC3\\xA9t\\xC3')");
   // a classifier given to the default task is pointed to its own
   expect_one_line_error(mimic_cli("eval --model bert-mini-spam --text 'hello there world'"), "(a classifier: `mimic eval --task cls` scores it");
   expect_one_line_error(mimic_cli("tokenize --model " + dir.path().string() + " --text hi"), dir.path().string());

@@ -141,7 +141,7 @@ TEST(DataText, AFolderMakesEachTxtFileADocumentAndBadInputIsAOneLineError) {
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("short.txt")), "short.txt: too short to split into train, validation and test");
   // JSON lines are classification data, not prose to model
   mimic::test::write_bytes(dir.file("labels.jsonl"), "{\"text\": \"a\", \"label\": 0}\n");
-  EXPECT_MIMIC_ERROR(load_text_data(dir.file("labels.jsonl")), "labels.jsonl: a JSON-lines file is classification data");
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("labels.jsonl")), "labels.jsonl: a JSON-lines file holds classification data, not language-model text");
   mimic::test::write_bytes(dir.file("bad.txt"), "caf\xe9\n");
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("bad.txt")), "bad.txt: not valid UTF-8");
   std::filesystem::create_directories(dir.file("empty"));
@@ -173,6 +173,21 @@ TEST(DataText, ATextOnOneLineIsCutBetweenWordsNearNinetyAndNinetyFivePercent) {
   // a few words are too few: the 5% parts would hold none
   mimic::test::write_bytes(dir.file("three.txt"), "Call me Ishmael.\n");
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("three.txt")), "three.txt: too short to split into train, validation and test");
+  // line breaks that would leave test one word (a book on one line, then "THE\nEND") give way to word cuts
+  mimic::test::write_bytes(dir.file("footer.txt"), text + "\nTHE\nEND\n");
+  const auto footer = load_text_data(dir.file("footer.txt"));
+  ASSERT_EQ(footer.size(), 3u);
+  EXPECT_GT(footer[2].text.size(), text.size() / 40);
+  EXPECT_EQ(footer[2].text.substr(footer[2].text.size() - 7), "THE\nEND");
+  // text written without spaces is cut between characters, never inside a UTF-8 sequence
+  std::string cjk;
+  for (int i = 0; i < 300; ++i) cjk += "\xe6\x97\xa5\xe6\x9c\xac";  // 日本, 3 bytes a character
+  mimic::test::write_bytes(dir.file("cjk.txt"), cjk);
+  const auto c = load_text_data(dir.file("cjk.txt"));
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].text + c[1].text + c[2].text, cjk);
+  for (const auto& d : c) EXPECT_EQ(d.text.size() % 3, 0u) << d.id;
+  EXPECT_NEAR(static_cast<double>(c[0].text.size()) / static_cast<double>(cjk.size()), 0.90, 0.01);
 }
 
 TEST(DataText, TokenCachesOfOwnTextHoldEachSplitAndFollowTheFilesContent) {

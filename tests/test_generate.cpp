@@ -549,10 +549,12 @@ TEST(GenerateCli, JsonModesAgreeAndErrorsAreOneLine) {
   EXPECT_GT(rec["state_bytes"].get<int64_t>(), 0);
   EXPECT_EQ(par["state_bytes"].get<int64_t>(), 0);
 
-  auto bert = mimic::test::mimic_cli("generate --model bert-mini --prompt 'hello'");
-  EXPECT_NE(bert.code, 0);
-  EXPECT_NE(bert.err.find("needs a causal LM"), std::string::npos) << bert.err;
-  EXPECT_EQ(std::count(bert.err.begin(), bert.err.end(), '\n'), 1) << bert.err;
+  for (const std::string prompt : {" --prompt 'hello'", ""}) {  // without a prompt too: the model is what is wrong
+    auto bert = mimic::test::mimic_cli("generate --model bert-mini" + prompt);
+    EXPECT_NE(bert.code, 0);
+    EXPECT_NE(bert.err.find("needs a causal LM"), std::string::npos) << bert.err;
+    EXPECT_EQ(std::count(bert.err.begin(), bert.err.end(), '\n'), 1) << bert.err;
+  }
 
   auto sampled = mimic::test::mimic_cli(
       "generate --model gpt2-mini --prompt 'The ship' --new-tokens 5 --threads 1 --json --batch-size 3 --temperature 1 --seed 7");

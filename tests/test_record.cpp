@@ -376,6 +376,22 @@ TEST(Record, ClassificationSetRecordsTheSplitsTextsWithBothLabels) {
   train.samples = 1;
   mimic::record::record(train);
   EXPECT_NE(string_attr(H5::H5File(train.out, H5F_ACC_RDONLY), "data_digest"), string_attr(f, "data_digest"));
+  // a JSON-lines set of one's own is recorded the same way: its texts, not its braces and keys (it was read as prose,
+  // then refused as such: the probes of 2026-12-01)
+  std::string lines;
+  for (int i = 0; i < 60; ++i)
+    lines += "{\"text\": \"message number " + std::to_string(i) + " about the weather\", \"label\": \"" + (i % 2 ? "a" : "b") + "\"}\n";
+  mimic::test::write_bytes(dir.file("Own.JSONL"), lines);
+  auto own = options(gpt2_dir(), dir.file("Own.JSONL"), dir.file("j.h5"));
+  own.split = "train";
+  own.seq_len = 16;
+  own.samples = 2;
+  mimic::record::record(own);
+  auto own_ids = read_dataset(H5::H5File(own.out, H5F_ACC_RDONLY), "input_ids", at::kLong).reshape(-1);
+  const auto own_text = mimic::text::load_tokenizer(gpt2_dir())->decode(
+      std::vector<int64_t>(own_ids.data_ptr<int64_t>(), own_ids.data_ptr<int64_t>() + own_ids.numel()));
+  EXPECT_NE(own_text.find("about the weather"), std::string::npos) << own_text;
+  EXPECT_EQ(own_text.find("label"), std::string::npos) << own_text;
 }
 
 TEST(Record, Float32StorageLayersAndExtension) {

@@ -8,6 +8,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/precision.h"
 #include "mimic/generate/generate.h"
+#include "mimic/models/family.h"
 #include "mimic/models/model.h"
 #include "mimic/text/tokenizer.h"
 #include "ranges.h"
@@ -41,7 +42,8 @@ void run(GenerateArgs& a) {
   o.mode = generate::parse_mode(a.mode);
   o.eos_id = tok->eos_id();
   auto prompt = tok->encode(a.prompt, /*add_special_tokens=*/false);
-  if (a.prompt.empty()) {
+  const auto s = model->summary();
+  if (a.prompt.empty() && s.family->causal && s.head == "lm") {  // (any other model: generate_batch names what it is)
     // no --prompt: the model writes a document from its start, after the beginning-of-text token (GPT-2's
     // <|endoftext|> ends one document and begins the next); "--prompt is required" and "leave the empty --prompt out"
     // sent a newcomer in a circle (the probe of 2026-12-01)

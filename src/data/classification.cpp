@@ -1,6 +1,7 @@
 #include "mimic/data/classification.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -239,6 +240,15 @@ bool line_before(const std::string& a, const std::string& b) {
 }  // namespace
 
 std::vector<std::string> classification_names() { return {"spam", "sotu-era"}; }
+
+bool is_classification_data(const std::string& data) {
+  const auto names = classification_names();
+  if (std::find(names.begin(), names.end(), data) != names.end()) return true;
+  std::string ext = fs::path(data).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::error_code ec;
+  return ext == ".jsonl" && fs::is_regular_file(data, ec);
+}
 
 void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, int64_t model_num_labels, const std::string& model) {
   if (d.labels_are_ids) {

@@ -43,6 +43,8 @@ void align_labels(ClassificationData& d, const std::vector<std::string>& model_l
 
 // The built-in data sets: {"spam", "sotu-era"}.
 std::vector<std::string> classification_names();
+// THE answer to "is --data a classification set?": a built-in set's name, or an existing file named *.jsonl (any case).
+bool is_classification_data(const std::string& data);
 
 // The eras of `sotu-era` (first and last year of each class), chosen so the classes hold about a quarter
 // of the passages each.

@@ -6,6 +6,7 @@
 
 #include "mimic/core/error.h"
 #include "mimic/core/paths.h"
+#include "mimic/data/classification.h"
 #include "mimic/io/atomic_file.h"
 
 namespace mimic::data {
@@ -111,31 +112,45 @@ bool is_text_data(const std::string& data) {
 
 namespace {
 
-// The cut nearest to `at` (a character offset) at a line break: the offset just after the newline closest to it;
-// The cut nearest `at` just after one of `breaks` strictly inside (lo, hi); npos when there is none.
-size_t cut_near(const std::string& t, size_t at, size_t lo, size_t hi, const char* breaks) {
-  size_t best = std::string::npos, best_d = std::string::npos;
-  for (size_t p = t.find_first_of(breaks, lo); p != std::string::npos && p + 1 < hi; p = t.find_first_of(breaks, p + 1)) {
-    const size_t cut = p + 1, d = cut > at ? cut - at : at - cut;
-    if (cut <= lo) continue;
-    if (d < best_d) {
-      best = cut;
-      best_d = d;
-    }
-    if (cut > at) break;  // the cuts only move away from here on
+// Where a document may be cut, coarsest first: after a line break; after a space, tab or line break (between words);
+// before any character (text without spaces, such as Chinese or Japanese; never inside a UTF-8 sequence).
+enum class CutAt { Line, Word, Character };
+
+bool may_cut_before(const std::string& t, size_t i, CutAt at) {
+  const char prev = t[i - 1];
+  switch (at) {
+    case CutAt::Line: return prev == '\n';
+    case CutAt::Word: return prev == '\n' || prev == ' ' || prev == '\t';
+    case CutAt::Character: return (static_cast<unsigned char>(t[i]) & 0xC0) != 0x80;
   }
-  return best;
+  return false;
 }
 
-// Cut at line breaks; a text with too few lines for three non-blank parts (a book with one paragraph per line, or all
-// on one line) is cut between words instead: "too short" for 46,000 characters on one line was wrong (the newcomer
-// probe of 2026-12-01).
+// The allowed cut nearest `target` strictly inside (lo, hi); npos when there is none.
+size_t cut_near(const std::string& t, size_t target, size_t lo, size_t hi, CutAt at) {
+  for (size_t d = 0; target >= lo + d || target + d < hi; ++d) {
+    if (target >= d && target - d > lo && target - d < hi && may_cut_before(t, target - d, at)) return target - d;
+    if (d > 0 && target + d > lo && target + d < hi && may_cut_before(t, target + d, at)) return target + d;
+  }
+  return std::string::npos;
+}
+
+// 90% / 5% / 5% of the characters, cut at line breaks where that gives validation and test at least half their share
+// each, else between words, else (text without spaces) between characters. Line cuts alone were taken however far
+// from their share: a book on one line ended by "THE\nEND" tested on one token, and 46,000 characters on one line
+// were "too short" (the newcomer probe of 2026-12-01).
 void add_split_parts(const std::string& name, const std::string& text, std::vector<Document>& out) {
   const size_t n = text.size();
-  for (const char* breaks : {"\n", " \n"}) {
-    const size_t a = cut_near(text, n * 90 / 100, 0, n, breaks);
-    const size_t b = a == std::string::npos ? std::string::npos : cut_near(text, n * 95 / 100, a, n, breaks);
+  // between characters only for text written without spaces (under 1% of its bytes): a few English words are too
+  // short, not three parts
+  const auto spaces = std::count_if(text.begin(), text.end(), [](char c) { return c == ' ' || c == '\t'; });
+  const bool spaced = static_cast<size_t>(spaces) * 100 > n;
+  for (const CutAt at : {CutAt::Line, CutAt::Word, CutAt::Character}) {
+    if (at == CutAt::Character && spaced) continue;
+    const size_t a = cut_near(text, n * 90 / 100, 0, n, at);
+    const size_t b = a == std::string::npos ? std::string::npos : cut_near(text, n * 95 / 100, a, n, at);
     if (a == std::string::npos || b == std::string::npos) continue;
+    if (b - a < n / 40 || n - b < n / 40) continue;  // under half of a 5% share
     const std::pair<Split, std::string> parts[] = {
         {Split::Train, text.substr(0, a)}, {Split::Validation, text.substr(a, b - a)}, {Split::Test, text.substr(b)}};
     std::vector<Document> docs;
@@ -152,7 +167,7 @@ void add_split_parts(const std::string& name, const std::string& text, std::vect
     return;
   }
   fail(name, ": too short to split into train, validation and test (", n,
-       " characters: the 90% / 5% / 5% parts, cut at line breaks or else between words, each need a word of their own)");
+       " bytes: the 90% / 5% / 5% parts each need some text of their own)");
 }
 
 }  // namespace
@@ -169,8 +184,8 @@ std::vector<Document> load_text_data(const std::string& path) {
   } else {
     // JSON lines are classification data: read as prose they trained a language model on braces and keys without a
     // word (the newcomer probe of 2026-12-01)
-    MIMIC_CHECK(fs::path(path).extension() != ".jsonl", path, ": a JSON-lines file is classification data (--task cls); ",
-                "language-model text is plain text: a .txt file or a folder of them");
+    MIMIC_CHECK(!is_classification_data(path), path, ": a JSON-lines file holds classification data, not language-model text ",
+                "(plain text: a .txt file or a folder of them)");
     files.push_back(path);
   }
   std::vector<Document> docs;

@@ -46,10 +46,10 @@ Split split_of(const Document& doc);
 
 // A user's text as --data takes it: a UTF-8 text file, or a folder whose *.txt files (top level, sorted) are the
 // documents. Each document is split by position, at line breaks: its first 90% of characters train, the next 5%
-// validation, the last 5% test (so a single file trains, validates and tests on text it did not train on); a document
-// with too few lines for that is cut between words instead. Each part is a Document with id "<file>#<split>". A file
-// that is not UTF-8, a .jsonl file (classification data), an empty folder, or a document too short to give every
-// split a word of its own is a mimic::Error saying which.
+// validation, the last 5% test (so a single file trains, validates and tests on text it did not train on); where the
+// line breaks leave validation or test under half its share the cuts fall between words, and in text written without
+// spaces between characters. Each part is a Document with id "<file>#<split>". A file that is not UTF-8, a .jsonl file
+// (classification data), an empty folder, or a document too short for three parts is a mimic::Error saying which.
 std::vector<Document> load_text_data(const std::string& path);
 // True when `data` names a user's text (an existing file or folder) rather than a corpus ("all", "sotu", ...).
 // A corpus name wins over a file of the same name in the working folder.

@@ -17,9 +17,10 @@ std::vector<std::vector<int64_t>> copy_segments(const std::vector<int64_t>& ids,
   const auto n = static_cast<int64_t>(ids.size());
   // a newcomer's text of a few pages met the defaults' 8,192 test tokens with no word of the options (the probe of 2026-12-01)
   MIMIC_CHECK(segments * segment_len <= n, "the text has ", n, " tokens: too few for ", segments, " segments of ", segment_len,
-              " (--segments × --segment-len must fit: give more text, or ",
-              n >= segment_len ? "--segments " + std::to_string(n / segment_len) + " or fewer at this --segment-len"
-                               : "--segments 1 and a --segment-len of at most " + std::to_string(n),
+              " (--segments × --segment-len must fit: give more text",
+              n >= segment_len ? ", or --segments " + std::to_string(n / segment_len) + " or fewer at this --segment-len"
+              : n >= 2         ? ", or --segments 1 and a --segment-len of at most " + std::to_string(n)
+                               : std::string(),
               ")");
   // Evenly spaced starts: 0, gap, 2·gap, ... with the last segment ending at the last token.
   std::vector<std::vector<int64_t>> out;

@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "mimic/core/error.h"
+#include "mimic/core/utf8.h"
 #include "mimic/io/atomic_file.h"
 
 namespace mimic::io {
@@ -105,8 +106,11 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   // (a text file's first 8 bytes read as such a length: "absurd header length" did not say what the file is)
   if (n > kMaxHeader) {
     // `info my-text.txt` read the first words as a header length of 7 * 10^18 bytes: a text file is named as one
-    const bool text = std::all_of(base, base + 8, [](uint8_t c) { return (c >= 0x20 && c < 0x7f) || c == '\n' || c == '\r' || c == '\t'; });
-    if (text) fail(where(), "a text file (it begins '", std::string(reinterpret_cast<const char*>(base), 8), "'), not a safetensors file");
+    // (UTF-8 beyond ASCII counts as text; the bytes are shown escaped, so that the error stays one line)
+    const bool text = std::all_of(base, base + 8, [](uint8_t c) {
+      return (c >= 0x20 && c != 0x7f && c != 0xc0 && c != 0xc1 && c < 0xf5) || c == '\n' || c == '\r' || c == '\t';  // no byte UTF-8 never uses
+    });
+    if (text) fail(where(), "a text file (it begins '", shown_bytes(std::string(reinterpret_cast<const char*>(base), 8)), "'), not a safetensors file");
     fail(where(), "not a safetensors file (its first 8 bytes give a header of ", n, " bytes, beyond the limit of ", kMaxHeader, ")");
   }
   MIMIC_CHECK(n <= size - 8, where(), "header length ", n, " runs past the end of the file (", size, " bytes)");

@@ -20,10 +20,7 @@ namespace mimic::record {
 
 namespace fs = std::filesystem;
 
-bool is_classification(const std::string& data) {
-  auto sets = data::classification_names();
-  return std::find(sets.begin(), sets.end(), data) != sets.end();
-}
+bool is_classification(const std::string& data) { return data::is_classification_data(data); }
 
 std::unique_ptr<text::Tokenizer> record_tokenizer(const RecordOptions& o) {
   if (data::is_recall_task(o.data)) return nullptr;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <tuple>
 
@@ -104,10 +105,16 @@ std::vector<QualityRow> read_quality(const std::vector<std::string>& entries) {
     if (label.empty()) label = fs::path(path).stem().string();
     MIMIC_CHECK(fs::exists(path), "--eval: no file ", path);
     io::require_regular_file(path);  // a FIFO, a device or a folder named as such (it said "no file": the seventh probe)
+    // a record given as --eval read as "malformed JSON: a NUL byte at offset 8", or, past 16 MiB, as too big (the
+    // newcomer probe of 2026-12-01): its signature first
+    {
+      std::ifstream f(path, std::ios::binary);
+      char head[4] = {};
+      f.read(head, 4);
+      MIMIC_CHECK(std::string(head, 4) != "\x89HDF", path, ": an HDF5 file (a mimic record?), not an eval result (what mimic eval --json printed)");
+    }
     MIMIC_CHECK(fs::file_size(path) <= kMaxResultBytes, path, ": ", fs::file_size(path), " bytes is not an eval result (a few kB)");
     const std::string bytes = io::read_text_file(path);
-    // a record given as --eval read as "malformed JSON: a NUL byte at offset 8" (the newcomer probe of 2026-12-01)
-    MIMIC_CHECK(bytes.rfind("\x89HDF", 0) != 0, path, ": an HDF5 file (a mimic record?), not an eval result (what mimic eval --json printed)");
     const auto top = json_parse(bytes, path);
     MIMIC_CHECK(top.is_object(), path, ": not an eval result (mimic eval --json of --task lm, copy or passkey)");
     // a run with --teacher holds {"model": ..., "teacher": ...}: the row is the model's

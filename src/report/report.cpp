@@ -124,7 +124,10 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
     Student s;
     s.kind = "model";
     s.path = dir;
-    s.name = unique_name(label.empty() ? fs::path(dir).lexically_normal().filename().string() : label, out, dir);
+    // "conv/" names the folder conv, as "conv" does (its empty file name made the label "model")
+    const fs::path folder = fs::path(dir).lexically_normal();
+    const std::string base = (folder.has_filename() ? folder : folder.parent_path()).filename().string();
+    s.name = unique_name(label.empty() ? base : label, out, dir);
     if (s.name.empty()) s.name = "model";
     for (auto l : layers) {
       MIMIC_CHECK(l < sum.n_layer, dir, ": no layer ", l, " (", sum.n_layer, " layers)");
