@@ -584,6 +584,7 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"eval --model " + m + " --file ''", "--file: an empty path"},
       {"eval --model " + m + " --data sotu --split train2", "--split: unknown split 'train2'"},
       {"generate --model " + m + " --prompt ''", "--prompt: an empty value"},
+      {"generate --model " + m + " --prompt '\n'", "--prompt: an empty value"},  // a line break alone is no prompt either
       {"distill --record /nonexistent/r.h5 --out " + m, "exists and is a folder: distill writes one file"},
       {"bench train --widths mini --lengths 8 --kinds 'hybrid:window=0'", "--kinds: hybrid attention option 'window' must be"},
       // and issue 38's leftovers: a feature map not in the registry, before the record is read (bench generate's: test_bench.cpp)

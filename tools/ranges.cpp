@@ -95,7 +95,7 @@ CLI::Validator tokens(int64_t lo) { return integer(lo, kMaxTokens); }
 CLI::Validator index_list() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        if (s.find_first_not_of(" \t\n\r") == std::string::npos) return "an empty list selects nothing: give all or a list like 0,2,4-5";
+        if (s.find_first_not_of(" \t") == std::string::npos) return "an empty list selects nothing: give all or a list like 0,2,4-5";
         // '0, 1' is the list 0,1: the blanks go here, at the boundary (the stages' parsers read digits only, so such a
         // list passed this check and was refused after the model had loaded: the seventh probe of 2026-11-29)
         s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t'; }), s.end());
@@ -124,7 +124,7 @@ CLI::Validator index_list() {
 CLI::Validator non_empty() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        if (s.find_first_not_of(" \t") == std::string::npos) return "an empty value means nothing here: leave the option out instead";
+        if (s.find_first_not_of(" \t\n\r") == std::string::npos) return "an empty value means nothing here: leave the option out instead";
         return {};
       },
       // no name of its own: --help showed "TEXT:TEXT:SPEC" for an option this and another validator check

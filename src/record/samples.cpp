@@ -20,8 +20,6 @@ namespace mimic::record {
 
 namespace fs = std::filesystem;
 
-bool is_classification(const std::string& data) { return data::is_classification_data(data); }
-
 std::unique_ptr<text::Tokenizer> record_tokenizer(const RecordOptions& o) {
   if (data::is_recall_task(o.data)) return nullptr;
   return text::load_tokenizer(o.model_dir);
@@ -49,7 +47,7 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t s
     return s;
   }
   MIMIC_CHECK(tok != nullptr, "--data ", o.data, " needs the model's tokenizer");
-  if (data::is_lm_corpus(o.data) || (!is_classification(o.data) && data::is_text_data(o.data))) {
+  if (data::is_lm_corpus(o.data) || (!data::is_classification_data(o.data) && data::is_text_data(o.data))) {
     // A corpus, or a user's text file or folder: the tokens of --split, a user's text split as every command splits
     // it (data::load_text_data: the first 90% of each document trains), so that distillation never reads the text
     // `eval --data FILE --split test` scores.
@@ -61,7 +59,7 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t s
     *data_id = data::is_lm_corpus(o.data) ? o.data : fs::absolute(o.data).lexically_normal().string();
   } else {
     std::string text;
-    if (is_classification(o.data)) {
+    if (data::is_classification_data(o.data)) {
       // A classification data set's texts of the split, in a fixed order that mixes the labels (the files list
       // them grouped), separated by blank lines: the distribution a classifier is finetuned on.
       const auto set = data::load_classification(o.data);

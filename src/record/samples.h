@@ -22,7 +22,6 @@ struct Stream {
   std::shared_ptr<void> keep;  // the memory-mapped cache or the token vector
 };
 
-bool is_classification(const std::string& data);
 // The stream of --data (o.data, o.split) tokenized with `tok`; *data_id: the corpus or set name, or the
 // file's absolute path. A recall task (mqar:..., ar:...) needs no tokenizer (tok may be null): its stream is
 // the inputs of examples 0 .. o.samples−1 (1,000 when 0) of the split, task seed 0, seq_len tokens each

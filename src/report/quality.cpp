@@ -4,13 +4,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <optional>
 #include <sstream>
 #include <tuple>
 
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
+#include "mimic/io/safetensors.h"
 #include "mimic/report/figures.h"
 #include "mimic/report/report.h"
 
@@ -107,15 +108,10 @@ std::vector<QualityRow> read_quality(const std::vector<std::string>& entries) {
     io::require_regular_file(path);  // a FIFO, a device or a folder named as such (it said "no file": the seventh probe)
     // a record given as --eval read as "malformed JSON: a NUL byte at offset 8", or, past 16 MiB, as too big (the
     // newcomer probe of 2026-12-01): its signature first
-    {
-      std::ifstream f(path, std::ios::binary);
-      char head[4] = {};
-      f.read(head, 4);
-      MIMIC_CHECK(std::string(head, 4) != "\x89HDF", path, ": an HDF5 file (a mimic record?), not an eval result (what mimic eval --json printed)");
-    }
+    MIMIC_CHECK(io::file_kind(path) != std::optional<std::string>(io::kHdf5File), path,
+                ": an HDF5 file (a mimic record?), not an eval result (what mimic eval --json printed)");
     MIMIC_CHECK(fs::file_size(path) <= kMaxResultBytes, path, ": ", fs::file_size(path), " bytes is not an eval result (a few kB)");
-    const std::string bytes = io::read_text_file(path);
-    const auto top = json_parse(bytes, path);
+    const auto top = json_parse(io::read_text_file(path), path);
     MIMIC_CHECK(top.is_object(), path, ": not an eval result (mimic eval --json of --task lm, copy or passkey)");
     // a run with --teacher holds {"model": ..., "teacher": ...}: the row is the model's
     const auto& j = top.contains("model") && top["model"].is_object() ? top["model"] : top;
