@@ -179,12 +179,13 @@ TEST(ClassificationFinetune, LearnsAWordDecidedTask) {
 
 // The sizes of a classification run are checked before anything is read: --seq-len 0 made encode() resize the
 // ids to nothing and write [SEP] through ids.back() (heap corruption), a batch of 0 never advanced the
-// evaluation loop. The CLI refuses both first (tools/ranges.h); these are the library's own guards.
+// evaluation loop. The CLI refuses both first (tools/ranges.h); these are the library's own guards. 0 is the default
+// now, min(128, the model's context), as record's (an explicit length beyond the context is refused by name).
 TEST(ClassificationFinetune, SequenceLengthsBelowThreeAndEmptyBatchesAreErrors) {
   finetune::ClassifyOptions o;
   o.model_dir = "no-such-model";
   o.data = "no-such-set";  // not read: the sizes are refused first
-  o.seq_len = 0;
+  o.seq_len = -1;
   EXPECT_MIMIC_ERROR(finetune::finetune_classifier(o), "--seq-len must be at least 3 for classification");
   o.seq_len = 2;
   EXPECT_MIMIC_ERROR(finetune::finetune_classifier(o), "got 2");
@@ -200,7 +201,13 @@ TEST(ClassificationFinetune, SequenceLengthsBelowThreeAndEmptyBatchesAreErrors) 
   auto tok = text::load_tokenizer(dir);
   const std::vector<data::Example> examples = {{"a wonderful day", 1, "d1"}, {"a terrible day", 0, "d2"}};
   const int64_t k = 2;
-  for (int64_t len : {0, 1, 2}) EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, examples, k, len, 8), "at least 3");
+  for (int64_t len : {-1, 1, 2}) EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, examples, k, len, 8), "at least 3");
+  const int64_t context = model->summary().max_positions;
+  ASSERT_LT(context, 128);  // so that the default is the context, not 128
+  EXPECT_DOUBLE_EQ(finetune::evaluate_classifier(*model, *tok, examples, k, 0, 8).loss,
+                   finetune::evaluate_classifier(*model, *tok, examples, k, context, 8).loss);
+  EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, examples, k, context + 1, 8),
+                     "--seq-len " + std::to_string(context + 1) + " must lie in 3.." + std::to_string(context));
   EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, examples, k, 16, 0), "--batch-size must be at least 1");
   EXPECT_EQ(finetune::evaluate_classifier(*model, *tok, examples, k, 3, 8).metrics.n, 2);  // [CLS] one token [SEP]
 }

@@ -27,7 +27,7 @@ struct EvalArgs {
   std::string task = "lm", model, data, split = "test";
   std::optional<std::string> text, file;
   eval::PerplexityOptions ppl;
-  int64_t seq_len = 128, batch_size = 32;
+  int64_t seq_len = 0, batch_size = 32;  // seq_len 0: min(128, the model's context)
   std::string teacher;  // evaluated the same way, printed side by side
   eval::PasskeyOptions passkey;
   eval::CopyOptions copy;
@@ -278,8 +278,7 @@ void register_eval(CLI::App& app) {
                      ->transform(range::tokens(2));
   auto* stride = sub->add_option("--stride", args->ppl.stride, "lm: new tokens scored per window (default: window/2; a longer one is cut to the window)")
                      ->transform(range::tokens(1));
-  auto* seq_len = sub->add_option("--seq-len", args->seq_len, "cls: tokens per example, [CLS] and [SEP] included")
-                      ->capture_default_str()
+  auto* seq_len = sub->add_option("--seq-len", args->seq_len, "cls: tokens per example, [CLS] and [SEP] included (default: min(128, the model's context))")
                       ->transform(range::tokens(3));
   auto* batch_size = sub->add_option("--batch-size", args->batch_size, "cls: examples per batch")->capture_default_str()->transform(range::batch());
   sub->add_option("--teacher", args->teacher, "Also evaluate this model (e.g. the softmax teacher of a converted model) and print both side by side")

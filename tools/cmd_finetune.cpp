@@ -114,7 +114,7 @@ void run(FinetuneArgs& a) {
     finetune::LmOptions o;
     static_cast<finetune::FinetuneOptions&>(o) = f;
     o.corpus = a.data;
-    o.seq_len = usage_checked([&] { return data::lm_seq_len(a.data, a.seq_len.has_value(), a.seq_len.value_or(256)); });
+    o.seq_len = usage_checked([&] { return data::lm_seq_len(a.data, a.seq_len.has_value(), a.seq_len.value_or(0)); });
     o.batch_size = a.batch_size.value_or(8);
     o.eval_batches = a.eval_batches;
     o.test = a.test;
@@ -142,7 +142,7 @@ void run(FinetuneArgs& a) {
     finetune::ClassifyOptions o;
     static_cast<finetune::FinetuneOptions&>(o) = f;
     o.data = a.data;
-    o.seq_len = a.seq_len.value_or(128);
+    o.seq_len = a.seq_len.value_or(0);  // 0: min(128, the model's context)
     o.batch_size = a.batch_size.value_or(16);
     auto r = finetune::finetune_classifier(o);
     tr = r.train;
@@ -255,7 +255,7 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--grad-accum", t.grad_accum, "Micro-batches per step")->capture_default_str()->transform(range::batch());
   add_allreduce_options(*sub, t.overlap_allreduce, t.bucket_mb);
   add_precision_option(*sub, t.precision, a->common);
-  sub->add_option("--seq-len", a->seq_len, "Tokens per sequence (lm, default 256; a recall task's: its seq_len) or example, [CLS] and [SEP] included (cls, default 128; at least 3)")
+  sub->add_option("--seq-len", a->seq_len, "Tokens per sequence (lm, default min(256, the model's context); a recall task's: its seq_len) or example, [CLS] and [SEP] included (cls, default min(128, the context); at least 3)")
       ->transform(range::tokens(2));
   sub->add_option("--eval-every", t.eval_every, "Evaluate on the validation split every N steps (0: only at the end)")
       ->capture_default_str()

@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "mimic/core/error.h"
+#include "mimic/core/progress.h"
 #include "mimic/core/runtime.h"
 #include "mimic/data/corpus.h"
 #include "mimic/distributed/environment.h"
@@ -110,6 +111,10 @@ int main(int argc, char** argv) {
                    i, mimic::data::shown_bytes(argv[i]).c_str());
       return 2;
     }
+  if (const std::string bad = mimic::progress_setting_problem(); !bad.empty()) {
+    std::fprintf(stderr, "mimic: error: %s\n", bad.c_str());
+    return 2;
+  }
   // a word that is no command: CLI11 said "A subcommand is required" (the eighth probe of 2026-11-29)
   if (argv[1][0] != '-' && app.get_subcommands([&](const CLI::App* c) { return c->check_name(argv[1]); }).empty()) {
     std::string names;

@@ -4,15 +4,45 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+
+#include "mimic/core/error.h"
 
 namespace mimic {
 
 namespace {
-bool progress_wanted() {
-  if (const char* f = std::getenv("MIMIC_PROGRESS"); f && *f) return f[0] == '1';
-  return isatty(STDERR_FILENO) == 1;
+// MIMIC_PROGRESS: 0, 1 | bar, lines | lines:SECONDS (a non-negative number); unset or empty: bar on a terminal,
+// lines elsewhere. A value it does not know is an error: a typo silently meaning "none" would hide a run's progress.
+struct Wanted {
+  bool bar = false, lines = false;
+  double every = 60;
+};
+Wanted progress_wanted() {
+  const char* f = std::getenv("MIMIC_PROGRESS");
+  const std::string v = f ? f : "";
+  if (v.empty()) return isatty(STDERR_FILENO) == 1 ? Wanted{true, false} : Wanted{false, true};
+  if (v == "0") return {};
+  if (v == "1" || v == "bar") return {true, false};
+  if (v == "lines") return {false, true};
+  if (v.rfind("lines:", 0) == 0) {
+    const std::string n = v.substr(6);
+    char* end = nullptr;
+    const double every = n.empty() ? -1 : std::strtod(n.c_str(), &end);
+    MIMIC_CHECK(every >= 0 && every <= 1e6 && end && *end == '\0', "MIMIC_PROGRESS=", v, ": lines:SECONDS takes a number of seconds, 0 to 10^6");
+    return {false, true, every};
+  }
+  throw Error("MIMIC_PROGRESS=" + v + ": expected 0, 1, bar, lines or lines:SECONDS");
 }
 }  // namespace
+
+std::string progress_setting_problem() {
+  try {
+    progress_wanted();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 std::string format_duration(double s) {
   char buf[64];
@@ -27,7 +57,10 @@ std::string format_duration(double s) {
 }
 
 Progress::Progress(std::string label, int64_t total, std::string unit)
-    : label_(std::move(label)), unit_(std::move(unit)), total_(total), enabled_(progress_wanted()) {
+    : label_(std::move(label)), unit_(std::move(unit)), total_(total) {
+  const auto w = progress_wanted();
+  mode_ = w.bar ? Mode::Bar : w.lines ? Mode::Lines : Mode::Off;
+  line_every_ = w.every;
   start_ = last_draw_ = std::chrono::steady_clock::now();
 }
 
@@ -40,9 +73,13 @@ double Progress::elapsed_seconds() const {
 void Progress::update(int64_t done, const std::string& extra) {
   done_ = done;
   extra_ = extra;
-  if (!enabled_) return;
+  if (mode_ == Mode::Off) return;
   auto now = std::chrono::steady_clock::now();
-  if (now - last_draw_ < std::chrono::milliseconds(100) && (total_ <= 0 || done_ < total_)) return;
+  if (mode_ == Mode::Lines) {
+    if (std::chrono::duration<double>(now - last_draw_).count() < line_every_) return;
+  } else if (now - last_draw_ < std::chrono::milliseconds(100) && (total_ <= 0 || done_ < total_)) {
+    return;
+  }
   last_draw_ = now;
   draw(false);
 }
@@ -52,7 +89,7 @@ void Progress::advance(int64_t n, const std::string& extra) { update(done_ + n, 
 void Progress::finish() {
   if (finished_) return;
   finished_ = true;
-  if (enabled_) draw(true);
+  if (mode_ == Mode::Bar || (mode_ == Mode::Lines && lines_written_)) draw(true);  // a log holds no line of short work
 }
 
 void Progress::draw(bool final) {
@@ -75,7 +112,12 @@ void Progress::draw(bool final) {
   }
   if (final) line += "  in " + format_duration(t);
   if (!extra_.empty()) line += "  " + extra_;
-  std::fprintf(stderr, "\r\033[2K%s%s", line.c_str(), final ? "\n" : "");
+  if (mode_ == Mode::Lines) {
+    std::fprintf(stderr, "%s\n", line.c_str());  // a log's line: no carriage return, no terminal codes
+    lines_written_ = true;
+  } else {
+    std::fprintf(stderr, "\r\033[2K%s%s", line.c_str(), final ? "\n" : "");
+  }
   std::fflush(stderr);
 }
 

@@ -24,7 +24,7 @@ namespace {
 // tokens, so a length below 3 leaves no text (and 0 made encode() write through ids.back() of an empty vector:
 // heap corruption); a batch of 0 never advanced evaluate_classifier's loop.
 void check_sizes(int64_t seq_len, int64_t batch_size) {
-  MIMIC_CHECK(seq_len >= 3, "--seq-len must be at least 3 for classification ([CLS] token [SEP]), got ", seq_len);
+  MIMIC_CHECK(seq_len == 0 || seq_len >= 3, "--seq-len must be at least 3 for classification ([CLS] token [SEP]), got ", seq_len);
   MIMIC_CHECK(batch_size >= 1, "--batch-size must be at least 1, got ", batch_size);
 }
 
@@ -68,6 +68,9 @@ ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& to
                                  int64_t num_labels, int64_t seq_len, int64_t batch_size) {
   MIMIC_CHECK(!examples.empty(), "no examples to evaluate");
   check_sizes(seq_len, batch_size);
+  const int64_t context = model.summary().max_positions;
+  if (seq_len == 0) seq_len = std::min<int64_t>(128, context);
+  models::check_seq_len(seq_len, context, 3, "[CLS] token [SEP]");
   torch::NoGradGuard no_grad;
   std::vector<int64_t> predicted, truth;
   double loss = 0;
@@ -92,7 +95,7 @@ ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& to
 }
 
 ClassifyResult finetune_classifier(const ClassifyOptions& o) {
-  check_sizes(o.seq_len, o.batch_size);  // before any file is read
+  check_sizes(o.seq_len, o.batch_size);  // before any file is read (0: the default, resolved below)
   torch::manual_seed(o.seed);  // dropout draws from the global generator: a run is a function of its seed
   auto data = data::load_classification(o.data);
   MIMIC_CHECK(!data.train.empty() && !data.validation.empty(), "data set '", o.data, "' needs train and validation examples");
@@ -100,6 +103,8 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   MIMIC_CHECK(tok->cls_id() >= 0 && tok->pad_id() >= 0, o.model_dir, ": sequence classification needs a BERT tokenizer");
   // a classifier keeps its own labels: the data's ids follow its id2label, not the data's order
   const auto cfg = models::load_config((std::filesystem::path(o.model_dir) / "config.json").string());
+  const int64_t seq_len = o.seq_len > 0 ? o.seq_len : std::min<int64_t>(128, cfg.max_positions);
+  models::check_seq_len(seq_len, cfg.max_positions, 3, "[CLS] token [SEP]");
   if (cfg.head == models::Head::Cls) data::align_labels(data, cfg.labels, cfg.num_labels, o.model_dir);
   MIMIC_CHECK(data.labels.size() >= 2, o.data, " has one label (", nlohmann::json(data.labels).dump(),
               "): a new classifier needs at least two (or start from a classifier whose id2label holds them)");
@@ -129,7 +134,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
 
   // Tokenize the training set once; the order of examples is shuffled per epoch by (seed, epoch).
   std::vector<std::vector<int64_t>> train_ids;
-  for (const auto& e : data.train) train_ids.push_back(encode(*tok, e.text, o.seq_len));
+  for (const auto& e : data.train) train_ids.push_back(encode(*tok, e.text, seq_len));
   const int64_t n = static_cast<int64_t>(train_ids.size());
   int64_t epoch = 0, index = 0;
   std::vector<int64_t> order;
@@ -171,7 +176,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
     const int64_t begin = n_val * env.rank / env.world_size, end = n_val * (env.rank + 1) / env.world_size;
     if (begin == end) return 0.0;  // more ranks than examples: this one has none
     const std::vector<data::Example> share(data.validation.begin() + begin, data.validation.begin() + end);
-    const double mean = evaluate_classifier(*model, *tok, share, k, o.seq_len, o.batch_size).loss;
+    const double mean = evaluate_classifier(*model, *tok, share, k, seq_len, o.batch_size).loss;
     return mean * static_cast<double>(end - begin) * static_cast<double>(env.world_size) / static_cast<double>(n_val);
   };
   task.data_parallel = true;
@@ -182,10 +187,10 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   };
 
   train::TrainOptions t = o.train;
-  t.tokens_per_micro_batch = o.batch_size * o.seq_len;
+  t.tokens_per_micro_batch = o.batch_size * seq_len;
   t.fingerprint = fingerprint(o);
   add_weight_digests(t.fingerprint, *model, teacher.get(), o.model_dir, o.teacher_dir);
-  t.fingerprint.update({{"task", "cls"}, {"data", o.data}, {"data_digest", data.digest()}, {"seq_len", o.seq_len},
+  t.fingerprint.update({{"task", "cls"}, {"data", o.data}, {"data_digest", data.digest()}, {"seq_len", seq_len},
                         {"batch_size", o.batch_size}});
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
@@ -196,8 +201,8 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   train::promote_best(t.out_dir);
   auto score = [&](models::Model& m) {
     ClassifyScores s;
-    s.validation = evaluate_classifier(m, *tok, data.validation, k, o.seq_len, o.batch_size).metrics;
-    if (!data.test.empty()) s.test = evaluate_classifier(m, *tok, data.test, k, o.seq_len, o.batch_size).metrics;
+    s.validation = evaluate_classifier(m, *tok, data.validation, k, seq_len, o.batch_size).metrics;
+    if (!data.test.empty()) s.test = evaluate_classifier(m, *tok, data.test, k, seq_len, o.batch_size).metrics;
     return s;
   };
   r.student = score(*models::load_model(t.out_dir, o.device));

@@ -16,7 +16,7 @@ namespace mimic::finetune {
 // its labels match, created otherwise. teacher_dir: a classifier with the same labels.
 struct ClassifyOptions : FinetuneOptions {
   std::string data;          // spam | sotu-era | FILE.jsonl
-  int64_t seq_len = 128;     // tokens per example, [CLS] and [SEP] included (longer texts are cut)
+  int64_t seq_len = 0;       // tokens per example, [CLS] and [SEP] included (longer texts are cut; 0: min(128, the context))
   int64_t batch_size = 16;
 };
 
@@ -37,7 +37,7 @@ struct ClassifyEval {
   eval::ClassificationMetrics metrics;
   double loss = 0;
 };
-// Scores `examples` (batched, no gradients).
+// Scores `examples` (batched, no gradients), each cut to seq_len tokens (0: min(128, the model's context)).
 ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& tok, const std::vector<data::Example>& examples,
                                  int64_t num_labels, int64_t seq_len, int64_t batch_size);
 

@@ -26,13 +26,14 @@ LmResult finetune_lm(const LmOptions& o) {
   auto& model = prepared.model;
   const auto summary = model->summary();
   MIMIC_CHECK(summary.family->causal, o.model_dir, ": --task lm finetunes a causal LM (GPT-2), not ", summary.model_type);
-  MIMIC_CHECK(o.seq_len >= 2 && o.seq_len <= summary.max_positions, "--seq-len ", o.seq_len, " must lie in 2..",
-              summary.max_positions, " (the model's context)");
+  // unset: the default, within a context shorter than it (as record's)
+  const int64_t seq_len = o.seq_len > 0 ? o.seq_len : std::min<int64_t>(256, summary.max_positions);
+  models::check_seq_len(seq_len, summary.max_positions);
   auto teacher = load_teacher(o, *model);
 
   // Data parallelism: every rank draws the global batches of --batch-size × ranks rows and trains on its share.
   const auto& env = distributed::environment();
-  auto source = data::open_lm_source(o.corpus, tok.get(), o.seq_len, o.batch_size * env.world_size, o.seed, o.copy);
+  auto source = data::open_lm_source(o.corpus, tok.get(), seq_len, o.batch_size * env.world_size, o.seed, o.copy);
   // The mean over the fixed validation batches of the loss on share `part` of `parts` of each (the engine averages
   // the ranks' shares; the final scores take whole batches).
   auto validation_loss = [&](models::Model& m, int64_t part, int64_t parts) {
@@ -60,10 +61,10 @@ LmResult finetune_lm(const LmOptions& o) {
   task.restore_data_state = [&](const nlohmann::json& j) { source->seek(j); };
 
   train::TrainOptions t = o.train;
-  t.tokens_per_micro_batch = o.batch_size * o.seq_len;
+  t.tokens_per_micro_batch = o.batch_size * seq_len;
   t.fingerprint = fingerprint(o);
   add_weight_digests(t.fingerprint, *model, teacher.get(), o.model_dir, o.teacher_dir);
-  t.fingerprint.update({{"task", "lm"}, {"data", o.corpus}, {"seq_len", o.seq_len}, {"batch_size", o.batch_size},
+  t.fingerprint.update({{"task", "lm"}, {"data", o.corpus}, {"seq_len", seq_len}, {"batch_size", o.batch_size},
                         {"eval_batches", o.eval_batches}});
   // the text's tokens, not only its path: a file edited under the same name was resumed into (the probe of 2026-11-27)
   if (const auto d = source->data_digest(); !d.empty()) t.fingerprint["data_digest"] = d;

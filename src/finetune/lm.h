@@ -13,7 +13,7 @@ namespace mimic::finetune {
 
 struct LmOptions : FinetuneOptions {
   std::string corpus = "all";  // all | sotu | moby-dick
-  int64_t seq_len = 256;
+  int64_t seq_len = 0;         // tokens per block (0: min(256, the model's context); a recall task needs its own)
   int64_t batch_size = 8;
   int64_t eval_batches = 10;   // validation batches per evaluation
   // Blocks in which an earlier span recurs (data/batches.h), as pretrain takes them: a second stage shown text to copy

@@ -374,6 +374,11 @@ at::Tensor Model::forward_step(const at::Tensor& ids, DecodeState& state) {
   return logits;
 }
 
+void check_seq_len(int64_t seq_len, int64_t context, int64_t least, const std::string& least_why) {
+  MIMIC_CHECK(seq_len >= least && seq_len <= context, "--seq-len ", seq_len, " must lie in ", least, "..", context, " (",
+              least_why.empty() ? "" : std::to_string(least) + ": " + least_why + "; ", context, ": the model's context)");
+}
+
 bool is_embedding(const std::string& name) {
   for (const Family* f : families())
     if (f->is_embedding(name)) return true;

@@ -65,6 +65,11 @@ struct SaveOptions {
   std::vector<io::ShardGroup> shards;
 };
 
+// The one check of a --seq-len against a model, so that record, distill, finetune and eval word it alike and
+// refuse it before any work (a classifier's over-long length failed inside the model's forward, naming no option):
+// at least `least` tokens (`least_why` says why, e.g. "[CLS] token [SEP]"; may be empty), at most `context`.
+void check_seq_len(int64_t seq_len, int64_t context, int64_t least = 2, const std::string& least_why = "");
+
 // True for the embedding tensors (by network name or file key) of any registered family (Family::is_embedding):
 // BERT's "embeddings." group (word, position and token-type embeddings, their LayerNorm, the position_ids
 // buffer), GPT-2's wte and wpe.

@@ -51,11 +51,7 @@ RecordResult record(const RecordOptions& o) {
   const bool cls_sep = sum.family->cls_sep;
   const bool recall = data::is_recall_task(o.data);
   MIMIC_CHECK(!recall || !o.repeat, "--repeat doubles text segments; a recall task (", o.data, ") brings its own structure");
-  const int64_t seq_len = o.seq_len > 0                                        ? o.seq_len
-                          : recall                                             ? data::RecallTaskSpec::parse(o.data).seq_len
-                                                                               : std::min<int64_t>(256, sum.max_positions);
-  MIMIC_CHECK(seq_len <= sum.max_positions, "--seq-len ", seq_len, " exceeds the model's context of ", sum.max_positions);
-  MIMIC_CHECK(!cls_sep || seq_len >= 3, "--seq-len must be at least 3 for ", sum.family->display_name, " ([CLS] token [SEP])");
+  const int64_t seq_len = sample_length(o, sum.max_positions, cls_sep);
   const auto layers = parse_layers(o.layers, sum.n_layer);
   const int64_t n_head = sum.n_head, head_dim = sum.head_dim;
   model->module().eval();

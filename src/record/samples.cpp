@@ -14,6 +14,7 @@
 #include "mimic/io/atomic_file.h"
 #include "mimic/models/config.h"
 #include "mimic/models/family.h"
+#include "mimic/models/model.h"
 #include "mimic/text/tokenizer.h"
 
 namespace mimic::record {
@@ -137,6 +138,17 @@ std::pair<at::Tensor, at::Tensor> Sampler::batch(int64_t begin, int64_t count) c
   return {ids, mask};
 }
 
+int64_t sample_length(const RecordOptions& o, int64_t context, bool cls_sep) {
+  if (o.seq_len == 0 && data::is_recall_task(o.data)) {
+    const int64_t own = data::RecallTaskSpec::parse(o.data).seq_len;
+    MIMIC_CHECK(own <= context, "the task's seq_len ", own, " exceeds the model's context of ", context);
+    return own;
+  }
+  const int64_t seq_len = o.seq_len > 0 ? o.seq_len : std::min<int64_t>(256, context);
+  models::check_seq_len(seq_len, context, cls_sep ? 3 : 2, cls_sep ? "[CLS] token [SEP]" : "");
+  return seq_len;
+}
+
 // ------------------------------------------------------------------------------------------ SampleReader
 struct SampleReader::Impl {
   std::string data_id;
@@ -149,9 +161,7 @@ SampleReader::SampleReader(const RecordOptions& o) : impl_(std::make_unique<Impl
   const auto cfg = models::load_config((fs::path(o.model_dir) / "config.json").string());
   const bool cls_sep = cfg.family->cls_sep;
   const int64_t context = cfg.max_positions;
-  const int64_t seq_len = o.seq_len > 0 ? o.seq_len : std::min<int64_t>(256, context);
-  MIMIC_CHECK(seq_len <= context, "--seq-len ", seq_len, " exceeds the model's context of ", context);
-  MIMIC_CHECK(!cls_sep || seq_len >= 3, "--seq-len must be at least 3 for ", cfg.family->display_name, " ([CLS] token [SEP])");
+  const int64_t seq_len = sample_length(o, context, cls_sep);
   impl_->stream = open_stream(o, tok.get(), seq_len, &impl_->data_id);
   impl_->sampler = std::make_unique<Sampler>(make_sampler(impl_->stream, tok.get(), cls_sep, seq_len, o.repeat));
 }
