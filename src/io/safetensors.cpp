@@ -21,6 +21,9 @@
 
 namespace mimic::io {
 
+// The first 8 bytes of every HDF5 file (a mimic record): what open() and file_kind() tell one by.
+constexpr char kHdf5Signature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+
 namespace {
 struct DTypeRow {
   DType dtype;
@@ -99,7 +102,6 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
 
   // a mimic record (HDF5) given where a safetensors file belongs (`info r.h5`, `--maps r.h5`) read its signature as
   // an "absurd header length" (issue 38): named for what it is
-  static const uint8_t kHdf5Signature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
   MIMIC_CHECK(std::memcmp(base, kHdf5Signature, 8) != 0, where(), "an HDF5 file (a mimic record?), not a safetensors file");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | base[i];  // little-endian u64
@@ -256,7 +258,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 std::optional<std::string> file_kind(const std::string& path) {
   char head[8] = {};
   std::ifstream(path, std::ios::binary).read(head, sizeof head);
-  if (std::string(head, sizeof head) == std::string("\x89HDF\r\n\x1a\n", 8)) return std::string(kHdf5File);
+  if (std::memcmp(head, kHdf5Signature, 8) == 0) return std::string(kHdf5File);
   try {
     const auto md = SafeTensorsFile::open(path).metadata();
     const auto it = md.find("format");
