@@ -204,8 +204,12 @@ TEST(ClassificationFinetune, SequenceLengthsBelowThreeAndEmptyBatchesAreErrors) 
   for (int64_t len : {-1, 1, 2}) EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, examples, k, len, 8), "at least 3");
   const int64_t context = model->summary().max_positions;
   ASSERT_LT(context, 128);  // so that the default is the context, not 128
-  EXPECT_DOUBLE_EQ(finetune::evaluate_classifier(*model, *tok, examples, k, 0, 8).loss,
-                   finetune::evaluate_classifier(*model, *tok, examples, k, context, 8).loss);
+  std::string long_text;  // longer than the context: the length it is cut to shows in the loss
+  for (int i = 0; i < 40; ++i) long_text += i % 2 ? "a terrible day " : "a wonderful night ";
+  const std::vector<data::Example> long_examples = {{long_text, 1, "d3"}};
+  const double by_default = finetune::evaluate_classifier(*model, *tok, long_examples, k, 0, 8).loss;
+  EXPECT_DOUBLE_EQ(by_default, finetune::evaluate_classifier(*model, *tok, long_examples, k, context, 8).loss);
+  EXPECT_NE(by_default, finetune::evaluate_classifier(*model, *tok, long_examples, k, context - 8, 8).loss);
   EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, examples, k, context + 1, 8),
                      "--seq-len " + std::to_string(context + 1) + " must lie in 3.." + std::to_string(context));
   EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, examples, k, 16, 0), "--batch-size must be at least 1");

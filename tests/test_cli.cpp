@@ -314,6 +314,11 @@ TEST(Cli, FinetuneAndEvalClassifierAndSplitPerplexity) {
   ASSERT_LT(gpt2_context, 256);
   auto info = mimic_cli("info " + dir.file("lm") + "/checkpoint.safetensors --json");  // the run's settings are in its checkpoint
   EXPECT_NE(info.out.find("\\\"seq_len\\\":" + std::to_string(gpt2_context) + ","), std::string::npos) << info.out;
+  // and a model of a longer context keeps the default of 256 (gpt2-mini: 512)
+  auto mini = mimic_cli("finetune --task lm --model gpt2-mini --data moby-dick --steps 1 --warmup 0 --batch-size 1 --eval-batches 1 --out " +
+                        dir.file("mini") + " --json");
+  ASSERT_EQ(mini.code, 0) << mini.err;
+  EXPECT_NE(mimic_cli("info " + dir.file("mini") + "/checkpoint.safetensors --json").out.find("\\\"seq_len\\\":256,"), std::string::npos);
   // LM perplexity over a corpus split (the cached token stream of every test document)
   auto lm = mimic_cli("eval --model " + gpt2_dir() + " --data moby-dick --split test --window 64 --json");
   ASSERT_EQ(lm.code, 0) << lm.err;
@@ -878,10 +883,11 @@ TEST(Progress, OffATerminalItWritesPlainLinesOnlyForWorkThatOutlastsTheInterval)
   };
   env.set("lines:0");  // every update outlasts an interval of 0 s
   const std::string lines = run(3);
-  EXPECT_EQ(count_lines(lines), 4) << lines;  // three updates and the last line
+  EXPECT_EQ(count_lines(lines), 3) << lines;  // 1/3, 2/3 and the last line (3/3 is the last line's, not one before it)
   EXPECT_EQ(lines.find('\r'), std::string::npos);
   EXPECT_EQ(lines.find('\033'), std::string::npos);
   EXPECT_EQ(lines.find("work [########................] 1/3 step"), 0u) << lines;
+  EXPECT_NE(lines.find("\nwork [################........] 2/3 step"), std::string::npos) << lines;
   EXPECT_NE(lines.find("\nwork [########################] 3/3 step"), std::string::npos) << lines;
   EXPECT_NE(lines.find(" in "), std::string::npos) << lines;  // the last line's duration
   EXPECT_NE(lines.find("loss 1.5\n"), std::string::npos) << lines;
@@ -889,17 +895,24 @@ TEST(Progress, OffATerminalItWritesPlainLinesOnlyForWorkThatOutlastsTheInterval)
   EXPECT_EQ(run(3), "");
   env.set("0");
   EXPECT_EQ(run(3), "");
-  env.set("bar");
-  EXPECT_NE(run(3).find("\r\033[2Kwork ["), std::string::npos);
+  for (const char* bar : {"bar", "1"}) {
+    env.set(bar);
+    EXPECT_NE(run(3).find("\r\033[2Kwork ["), std::string::npos) << bar;
+  }
+  ::unsetenv("MIMIC_PROGRESS");  // unset, off a terminal (the captured stderr is a file): lines, so none for short work
+  EXPECT_EQ(run(3), "");
 
-  for (const std::string bad : {"yes", "lines:", "lines:-1", "lines:5s", "2"}) {
+  for (const std::string bad : {"yes", "lines:", "lines:-1", "lines:5s", "2", "lines: 5", "lines:nan", "lines:0x10"}) {
     env.set(bad);
     EXPECT_NE(mimic::progress_setting_problem().find("MIMIC_PROGRESS=" + bad + ": "), std::string::npos) << bad;
     EXPECT_THROW(mimic::Progress("work", 1), mimic::Error) << bad;
     auto r = mimic_cli("info --system");
     EXPECT_EQ(r.code, 2) << bad;
     expect_one_line_error(r, "MIMIC_PROGRESS=" + bad + ": ");
+    EXPECT_EQ(mimic_cli("info --help").code, 0) << bad;  // help answers whatever the setting
   }
+  env.set("lines\n0");  // (the shell std::system runs drops a value with a newline: the library's answer, then)
+  EXPECT_NE(mimic::progress_setting_problem().find("MIMIC_PROGRESS: its value has a control character"), std::string::npos);
   env.set("lines:0");  // and a command's own progress, piped: plain lines, each naming the work
   auto eval = mimic_cli("eval --model " + gpt2_dir() + " --data moby-dick --split test --window 64");
   ASSERT_EQ(eval.code, 0) << eval.err;

@@ -138,7 +138,7 @@ void run(FinetuneArgs& a) {
     MIMIC_USAGE_CHECK(a.copy.fraction == 0 && a.copy_shape_given.empty(), "the copy curriculum (--copy-*) is for --task lm, not cls");
     MIMIC_USAGE_CHECK(!a.eval_batches_given, "--eval-batches is for --task lm (cls scores the whole validation split)");
     // before any model loads, as the other refusals here (the probe of 2026-11-27: after)
-    MIMIC_USAGE_CHECK(a.seq_len.value_or(128) >= 3, "--seq-len must be at least 3 for classification ([CLS] token [SEP]), got ", *a.seq_len);
+    MIMIC_USAGE_CHECK(!a.seq_len || *a.seq_len >= 3, "--seq-len must be at least 3 for classification ([CLS] token [SEP]), got ", *a.seq_len);
     finetune::ClassifyOptions o;
     static_cast<finetune::FinetuneOptions&>(o) = f;
     o.data = a.data;

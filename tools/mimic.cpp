@@ -111,8 +111,13 @@ int main(int argc, char** argv) {
                    i, mimic::data::shown_bytes(argv[i]).c_str());
       return 2;
     }
-  if (const std::string bad = mimic::progress_setting_problem(); !bad.empty()) {
-    std::fprintf(stderr, "mimic: error: %s\n", bad.c_str());
+  // MIMIC_PROGRESS is read when a command's first progress starts, minutes in: a mistyped value is refused here
+  // (--help and --version show no progress, and answer whatever it holds)
+  bool asks_help = false;
+  for (int i = 1; i < argc; ++i)
+    asks_help = asks_help || !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--version");
+  if (const std::string bad = mimic::progress_setting_problem(); !bad.empty() && !asks_help) {
+    std::fprintf(stderr, "mimic: error: %s%s\n", mimic::distributed::rank_prefix().c_str(), bad.c_str());
     return 2;
   }
   // a word that is no command: CLI11 said "A subcommand is required" (the eighth probe of 2026-11-29)

@@ -42,7 +42,7 @@ struct AttentionBenchOptions {
   int64_t cache_every = 64;
   std::vector<int64_t> decode_contexts = {1024, 2048, 4096, 8192, 16384, 32768};
   int64_t decode_tokens = 64;  // tokens per timed decoding run
-  bool progress = true;        // a progress bar on stderr (only when it is a terminal)
+  bool progress = true;        // progress on stderr (a bar on a terminal, a line a minute elsewhere)
 };
 
 // One attention form at one length. Times in milliseconds, memory in MB (10^6 bytes).

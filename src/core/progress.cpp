@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -21,13 +23,18 @@ Wanted progress_wanted() {
   const char* f = std::getenv("MIMIC_PROGRESS");
   const std::string v = f ? f : "";
   if (v.empty()) return isatty(STDERR_FILENO) == 1 ? Wanted{true, false} : Wanted{false, true};
+  // named in the error, so it must not break the error's one line
+  MIMIC_CHECK(std::all_of(v.begin(), v.end(), [](char c) { return std::isprint(static_cast<unsigned char>(c)) != 0; }),
+              "MIMIC_PROGRESS: its value has a control character or a byte beyond ASCII; expected 0, 1, bar, lines or lines:SECONDS");
   if (v == "0") return {};
   if (v == "1" || v == "bar") return {true, false};
   if (v == "lines") return {false, true};
   if (v.rfind("lines:", 0) == 0) {
     const std::string n = v.substr(6);
     char* end = nullptr;
-    const double every = n.empty() ? -1 : std::strtod(n.c_str(), &end);
+    // digits and a point only: strtod also took " 5", "-0", "0x10" and "nan"
+    const bool plain = !n.empty() && std::isdigit(static_cast<unsigned char>(n[0])) && n.find_first_not_of("0123456789.") == std::string::npos;
+    const double every = plain ? std::strtod(n.c_str(), &end) : -1;
     MIMIC_CHECK(every >= 0 && every <= 1e6 && end && *end == '\0', "MIMIC_PROGRESS=", v, ": lines:SECONDS takes a number of seconds, 0 to 10^6");
     return {false, true, every};
   }
@@ -76,7 +83,8 @@ void Progress::update(int64_t done, const std::string& extra) {
   if (mode_ == Mode::Off) return;
   auto now = std::chrono::steady_clock::now();
   if (mode_ == Mode::Lines) {
-    if (std::chrono::duration<double>(now - last_draw_).count() < line_every_) return;
+    // the work's end is finish()'s line (with its time), not a line of its own before it
+    if (std::chrono::duration<double>(now - last_draw_).count() < line_every_ || (total_ > 0 && done_ >= total_)) return;
   } else if (now - last_draw_ < std::chrono::milliseconds(100) && (total_ <= 0 || done_ < total_)) {
     return;
   }

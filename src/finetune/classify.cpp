@@ -103,7 +103,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   MIMIC_CHECK(tok->cls_id() >= 0 && tok->pad_id() >= 0, o.model_dir, ": sequence classification needs a BERT tokenizer");
   // a classifier keeps its own labels: the data's ids follow its id2label, not the data's order
   const auto cfg = models::load_config((std::filesystem::path(o.model_dir) / "config.json").string());
-  const int64_t seq_len = o.seq_len > 0 ? o.seq_len : std::min<int64_t>(128, cfg.max_positions);
+  const int64_t seq_len = o.seq_len != 0 ? o.seq_len : std::min<int64_t>(128, cfg.max_positions);
   models::check_seq_len(seq_len, cfg.max_positions, 3, "[CLS] token [SEP]");
   if (cfg.head == models::Head::Cls) data::align_labels(data, cfg.labels, cfg.num_labels, o.model_dir);
   MIMIC_CHECK(data.labels.size() >= 2, o.data, " has one label (", nlohmann::json(data.labels).dump(),
@@ -190,7 +190,9 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   t.tokens_per_micro_batch = o.batch_size * seq_len;
   t.fingerprint = fingerprint(o);
   add_weight_digests(t.fingerprint, *model, teacher.get(), o.model_dir, o.teacher_dir);
-  t.fingerprint.update({{"task", "cls"}, {"data", o.data}, {"data_digest", data.digest()}, {"seq_len", seq_len},
+  // the length asked for (unset: 128), not the one used: a default run on a model of context under 128 begun before
+  // the default was capped at the context resumes (the same examples either way: longer ones failed then)
+  t.fingerprint.update({{"task", "cls"}, {"data", o.data}, {"data_digest", data.digest()}, {"seq_len", o.seq_len != 0 ? o.seq_len : int64_t{128}},
                         {"batch_size", o.batch_size}});
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);

@@ -1,6 +1,6 @@
 // The training engine: AdamW + warm-up/cosine schedule, gradient clipping and accumulation, periodic
 // evaluation with best and last exports, exact resume from atomic checkpoints, non-finite detection,
-// progress on a terminal and a JSON-lines metrics log. Used by pretrain, finetune and distill.
+// progress (a bar on a terminal, a line a minute in a log) and a JSON-lines metrics log. Used by pretrain, finetune and distill.
 #pragma once
 #include <ATen/core/Tensor.h>
 
