@@ -141,6 +141,15 @@ TEST(ShardedCheckpoint, BrokenShardsNameTheProblem) {
   auto missing = fresh();
   fs::remove(missing + "/" + kShard2);
   EXPECT_MIMIC_ERROR(mimic::models::load_model(missing), std::string("missing shard file '") + kShard2 + "'");
+  // a tensor moved to a shard that does not exist is that shard's problem, not its first shard's (which then holds it
+  // unassigned): the checkpoint probe of 2026-12-01
+  auto to_none = fresh();
+  auto tn = read_json(to_none + kIndex);
+  tn["weight_map"]["bert.embeddings.word_embeddings.weight"] = "model-00003-of-00003.safetensors";
+  write_json(to_none + kIndex, tn);
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(to_none),
+                     "missing shard file 'model-00003-of-00003.safetensors' (" + to_none + "/model-00003-of-00003.safetensors), which the "
+                     "weight_map names for 'bert.embeddings.word_embeddings.weight'");
   auto absent = fresh();
   auto j = read_json(absent + kIndex);
   j["weight_map"]["bert.embeddings.extra.weight"] = kShard1;

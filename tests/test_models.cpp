@@ -178,6 +178,27 @@ TEST(Checkpoint, BrokenCheckpointsNameTheProblem) {
   auto m6 = fresh("bert-cls", "bert-missing-head");
   edit_weights(m6, [](auto& ts) { ts.erase(std::find_if(ts.begin(), ts.end(), [](auto& p) { return p.first == "classifier.bias"; })); });
   EXPECT_MIMIC_ERROR(mimic::models::load_model(m6), "missing tensor 'classifier.bias'");
+  // one tensor under two keys, with and without the prefix: the later won without a word (the checkpoint probe of
+  // 2026-12-01: a doubled prefixed LayerNorm took perplexity from 38.6 to 124.5)
+  auto m7 = fresh("gpt2-plain", "twice");
+  edit_weights(m7, [](auto& ts) {
+    at::Tensor ln;
+    for (auto& [n, t] : ts)
+      if (n == "h.0.ln_1.weight") ln = t * 3;
+    ts.emplace_back("transformer.h.0.ln_1.weight", ln);
+  });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(m7), "tensors 'h.0.ln_1.weight' and 'transformer.h.0.ln_1.weight' are both GPT-2's 'h.0.ln_1.weight': keep one of them");
+  // an architectures name no family implements: BertForTokenClassification ran as a sentence classifier (logits
+  // [1, 2] where HF gives [1, T, 2]); the names of the model's own family are offered
+  auto a1 = fresh("bert-cls", "token-classification");
+  edit_config(a1, [](auto& j) { j["architectures"] = {"BertForTokenClassification"}; });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(a1), "config.json: architectures names 'BertForTokenClassification', which mimic's BERT does not "
+                                                    "implement (BertModel, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification; "
+                                                    "or leave architectures out and the tensors decide the head)");
+  auto a2 = fresh("gpt2-plain", "sequence-classification");
+  edit_config(a2, [](auto& j) { j["architectures"] = {"GPT2ForSequenceClassification"}; });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(a2), "architectures names 'GPT2ForSequenceClassification', which mimic's GPT-2 does not implement "
+                                                    "(GPT2LMHeadModel, GPT2Model;");
   // config.json problems
   auto c1 = fresh("gpt2-plain", "c1");
   edit_config(c1, [](auto& j) { j.erase("n_head"); });
@@ -335,6 +356,12 @@ TEST(Checkpoint, ConfigKeysOfTheWrongTypeAreRefusedByName) {
   EXPECT_MIMIC_ERROR(with("bert-base", "hidden_act", nlohmann::json::array({1})), "key 'hidden_act' must be a string");
   EXPECT_MIMIC_ERROR(with("bert-base", "position_embedding_type", 0), "key 'position_embedding_type' must be a string");
   EXPECT_NO_THROW(with("gpt2-plain", "activation_function", nullptr));  // null: the default, as HF does
+  // HF's names of the tanh GELU all read as it (gelu_accurate was refused), and a refusal lists every name taken
+  for (const char* tanh_form : {"gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu_accurate"})
+    EXPECT_EQ(with("gpt2-plain", "activation_function", tanh_form).activation, mimic::models::Activation::GeluTanh) << tanh_form;
+  EXPECT_EQ(with("gpt2-plain", "activation_function", "swish").activation, mimic::models::Activation::Silu);
+  EXPECT_MIMIC_ERROR(with("gpt2-plain", "activation_function", "quick_gelu"),
+                     "unsupported activation_function 'quick_gelu' (supported: gelu_new, gelu_pytorch_tanh, gelu_fast, gelu_accurate, gelu, relu, silu, swish)");
 }
 
 // A config.json may ask for any size; the weights beside it bound what is built. Every size key of both families,

@@ -61,11 +61,16 @@ TensorStore TensorStore::open_index(const std::string& index_path) {
     by_shard[shard].insert(it.key());
   }
   const fs::path dir = fs::path(index_path).parent_path();
+  // every shard file first: a tensor moved to a shard that does not exist was named as one the shard it came from
+  // holds unassigned, which sent the user to the wrong file (the checkpoint probe of 2026-12-01)
   for (const auto& [shard, names] : by_shard) {
     const auto file = (dir / shard).string();
     std::error_code ec;  // a name the file system refuses (too long, ...) is a missing shard, not an exception
-    MIMIC_CHECK(fs::is_regular_file(file, ec), where, "missing shard file '", shard, "' (", file, ")");
-    auto f = SafeTensorsFile::open(file);
+    MIMIC_CHECK(fs::is_regular_file(file, ec), where, "missing shard file '", shard, "' (", file, "), which the weight_map names for '",
+                *names.begin(), "'", names.size() > 1 ? " and " + std::to_string(names.size() - 1) + " more" : "");
+  }
+  for (const auto& [shard, names] : by_shard) {
+    auto f = SafeTensorsFile::open((dir / shard).string());
     for (const auto& n : names)
       MIMIC_CHECK(f.contains(n), where, "tensor '", n, "' is listed in shard '", shard, "' but that file has no such tensor");
     for (const auto& t : f.tensors())

@@ -153,13 +153,11 @@ class BertFamily : public Family {
     if (j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty()) c.num_labels = static_cast<int64_t>(j["id2label"].size());
   }
 
-  bool head_of_architecture(const std::string& name, Head* head) const override {
-    if (name == "BertModel") *head = Head::None;
-    else if (name == "BertForMaskedLM") *head = Head::Mlm;
-    else if (name == "BertForPreTraining") *head = Head::Pretraining;
-    else if (name == "BertForSequenceClassification") *head = Head::Cls;
-    else return false;
-    return true;
+  std::vector<std::pair<std::string, Head>> architectures() const override {
+    return {{"BertModel", Head::None},
+            {"BertForMaskedLM", Head::Mlm},
+            {"BertForPreTraining", Head::Pretraining},
+            {"BertForSequenceClassification", Head::Cls}};
   }
 
   // config.json's head when it names one, else decided by which tensors the file has.

@@ -53,6 +53,7 @@ void load_weights(const Family& family, const io::TensorStore& f, std::vector<st
   std::map<std::string, at::Tensor> by_name(params.begin(), params.end());
   std::set<std::string> loaded;
   std::map<std::string, at::Tensor> tied_copies;
+  std::map<std::string, std::string> key_of;  // network name → the file key that gave it
   torch::NoGradGuard no_grad;
   for (const auto& key : f.names()) {
     const auto& info = f.info(key);
@@ -62,6 +63,11 @@ void load_weights(const Family& family, const io::TensorStore& f, std::vector<st
       layout.dtypes.erase(key);
       continue;
     }
+    // one tensor under two keys (with and without the prefix, or gamma beside weight): the later one won without
+    // a word, whichever it was (a probe of 2026-12-01 doubled a LayerNorm's prefixed copy: perplexity 38.6 → 124.5)
+    const auto [first, fresh] = key_of.emplace(name, key);
+    MIMIC_CHECK(fresh, f.file_of(key), ": tensors '", first->second, "' and '", key, "' are both ", family.display_name, "'s '", name,
+                "': keep one of them");
     if (ties.count(name)) {
       layout.tied.push_back(name);
       tied_copies[name] = f.load(key, at::kFloat);

@@ -22,11 +22,17 @@ const char* head_name(Head h) {
 }
 
 Activation config_activation(const std::string& name, const std::string& where, const std::string& key) {
-  if (name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "gelu_fast") return Activation::GeluTanh;
-  if (name == "gelu") return Activation::GeluExact;
-  if (name == "relu") return Activation::Relu;
-  if (name == "silu" || name == "swish") return Activation::Silu;
-  fail(where, ": unsupported ", key, " '", name, "' (supported: gelu_new, gelu, relu, silu)");
+  // HF's names for each formula (gelu_accurate is the tanh form too); the error lists every name taken
+  static const std::pair<const char*, Activation> names[] = {
+      {"gelu_new", Activation::GeluTanh}, {"gelu_pytorch_tanh", Activation::GeluTanh}, {"gelu_fast", Activation::GeluTanh},
+      {"gelu_accurate", Activation::GeluTanh}, {"gelu", Activation::GeluExact}, {"relu", Activation::Relu},
+      {"silu", Activation::Silu}, {"swish", Activation::Silu}};
+  std::string known;
+  for (const auto& [n, a] : names) {
+    if (name == n) return a;
+    known += (known.empty() ? "" : ", ") + std::string(n);
+  }
+  fail(where, ": unsupported ", key, " '", name, "' (supported: ", known, ")");
 }
 
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
@@ -172,14 +178,21 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   }
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
     std::string a = j["architectures"][0].is_string() ? j["architectures"][0].get<std::string>() : "";
-    // Any family's architecture names are recognised (a mismatched one is decided as before the registry);
-    // an unknown name leaves the head to be decided by the weights.
+    // Any family's architecture names are recognised (a mismatched one is decided as before the registry). A name
+    // none implements is refused: its head was decided by the weights, and a BertForTokenClassification ran as a
+    // sentence classifier (logits [1, 2] for [1, T, 2]; the checkpoint probe of 2026-12-01).
     c.head_from_config = false;
     for (const Family* f : families())
       if (f->head_of_architecture(a, &c.head)) {
         c.head_from_config = true;
         break;
       }
+    if (!c.head_from_config) {
+      std::string known;
+      for (const auto& [name, head] : c.family->architectures()) known += (known.empty() ? "" : ", ") + name;
+      fail(where, ": architectures names '", a, "', which mimic's ", c.family->display_name, " does not implement (", known,
+           "; or leave architectures out and the tensors decide the head)");
+    }
   }
   // A family whose language-model head is its token embedding (ties(): GPT-2's LM head, BERT's MLM decoder) reads no
   // other: an untied head in a config was ignored, and pretrain wrote such a config beside tied weights, which HF then

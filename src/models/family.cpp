@@ -17,6 +17,15 @@ const std::vector<const Family*>& families() {
   return all;
 }
 
+bool Family::head_of_architecture(const std::string& name, Head* head) const {
+  for (const auto& [a, h] : architectures())
+    if (a == name) {
+      *head = h;
+      return true;
+    }
+  return false;
+}
+
 const Family* find_family(const std::string& model_type) {
   for (const Family* f : families())
     if (f->model_type == model_type) return f;

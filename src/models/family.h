@@ -92,8 +92,10 @@ class Family {
 
   // config.json's family-specific keys → the sizes of `c` (its `family` is set already).
   virtual void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const = 0;
+  // config.json's "architectures" names this family implements, with the head each stands for.
+  virtual std::vector<std::pair<std::string, Head>> architectures() const = 0;
   // The head an "architectures" name stands for; false when the name is not one of this family's.
-  virtual bool head_of_architecture(const std::string& name, Head* head) const = 0;
+  bool head_of_architecture(const std::string& name, Head* head) const;
   // The head and pooler a checkpoint carries (config.json's architectures first, then which tensors it has).
   virtual Head checkpoint_head(const ModelConfig& c, const io::TensorStore& f) const = 0;
   virtual bool checkpoint_pooler(const io::TensorStore& f) const = 0;

@@ -129,11 +129,8 @@ class Gpt2Family : public Family {
     }
   }
 
-  bool head_of_architecture(const std::string& name, Head* head) const override {
-    if (name == "GPT2LMHeadModel") *head = Head::Lm;
-    else if (name == "GPT2Model") *head = Head::None;
-    else return false;
-    return true;
+  std::vector<std::pair<std::string, Head>> architectures() const override {
+    return {{"GPT2LMHeadModel", Head::Lm}, {"GPT2Model", Head::None}};
   }
 
   // Always the LM head: it is the tied token embedding, present in every checkpoint.

@@ -189,11 +189,8 @@ class LlamaFamily : public Family {
     }
   }
 
-  bool head_of_architecture(const std::string& name, Head* head) const override {
-    if (name == arch_ + "ForCausalLM") *head = Head::Lm;
-    else if (name == arch_ + "Model") *head = Head::None;
-    else return false;
-    return true;
+  std::vector<std::pair<std::string, Head>> architectures() const override {
+    return {{arch_ + "ForCausalLM", Head::Lm}, {arch_ + "Model", Head::None}};
   }
 
   // Always the LM head: the tied embedding or lm_head.weight (which load_weights requires of an untied model).
