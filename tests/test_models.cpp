@@ -188,6 +188,12 @@ TEST(Checkpoint, BrokenCheckpointsNameTheProblem) {
     ts.emplace_back("transformer.h.0.ln_1.weight", ln);
   });
   EXPECT_MIMIC_ERROR(mimic::models::load_model(m7), "tensors 'h.0.ln_1.weight' and 'transformer.h.0.ln_1.weight' are both GPT-2's 'h.0.ln_1.weight': keep one of them");
+  // a Hugging Face cache folder holds its model in snapshots/REVISION/: named, not just "no config.json"
+  fs::create_directories(dir.file("models--me--m/snapshots"));
+  fs::copy(model_dir("gpt2-plain"), dir.file("models--me--m/snapshots/r1"), fs::copy_options::recursive);
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(dir.file("models--me--m")),
+                     "models--me--m: no config.json (a model directory holds config.json + model.safetensors); a Hugging Face cache folder: "
+                     "give its snapshot, " + dir.file("models--me--m/snapshots/r1"));
   // an architectures name no family implements: BertForTokenClassification ran as a sentence classifier (logits
   // [1, 2] where HF gives [1, T, 2]); the names of the model's own family are offered
   auto a1 = fresh("bert-cls", "token-classification");

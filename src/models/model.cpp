@@ -70,7 +70,19 @@ class HfModel : public Model {
     MIMIC_CHECK(fs::exists(d), "model directory not found: ", dir);
     MIMIC_CHECK(fs::is_directory(d), dir, ": not a model directory (", fs::is_regular_file(d) ? "a file" : "neither a file nor a folder",
                 "): a model is a folder holding config.json + model.safetensors");
-    MIMIC_CHECK(fs::exists(d / "config.json"), dir, ": no config.json (a model directory holds config.json + model.safetensors)");
+    if (!fs::exists(d / "config.json")) {
+      // a Hugging Face cache folder (models--OWNER--NAME) keeps the model one level down, in snapshots/REVISION/
+      std::vector<std::string> snapshots;
+      std::error_code ec;
+      if (fs::is_directory(d / "snapshots", ec))
+        for (const auto& e : fs::directory_iterator(d / "snapshots", ec))
+          if (e.is_directory() && fs::exists(e.path() / "config.json")) snapshots.push_back(e.path().string());
+      std::sort(snapshots.begin(), snapshots.end());
+      fail(dir, ": no config.json (a model directory holds config.json + model.safetensors)",
+           snapshots.empty() ? std::string()
+                             : "; a Hugging Face cache folder: give its snapshot, " + snapshots.front() +
+                                   (snapshots.size() > 1 ? " (or one of " + std::to_string(snapshots.size() - 1) + " more)" : ""));
+    }
     config_ = load_config((d / "config.json").string());
     MIMIC_CHECK(io::TensorStore::has_weights(dir), dir, ": no model.safetensors (nor model.safetensors.index.json)",
                 fs::exists(d / "pytorch_model.bin") ? " (pytorch_model.bin is a pickle, which mimic does not read: convert it to safetensors)" : "");
