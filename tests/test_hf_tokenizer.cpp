@@ -337,7 +337,10 @@ TEST(HfTokenizerLoading, AFolderWithOnlyTokenizerJsonLoadsAndBadFilesAreRefused)
   };
   json j = small_spm();
   j["model"]["type"] = "Unigram";
-  refused(j, "model type 'Unigram' is not supported");
+  refused(j, "model type 'Unigram' is not supported (mimic reads BPE models from tokenizer.json)");
+  j["model"]["type"] = "WordPiece";  // BERT's, without its vocab.txt: the hint is for it alone
+  refused(j, "model type 'WordPiece' is not supported (mimic reads BPE models from tokenizer.json; for BERT's WordPiece, put the model's "
+             "vocab.txt beside it, which is read instead)");
   j = small_spm();
   j["normalizer"] = {{"type", "NFKC"}};
   refused(j, "normalizer 'NFKC' is not supported");

@@ -194,17 +194,30 @@ TEST(Checkpoint, BrokenCheckpointsNameTheProblem) {
   EXPECT_MIMIC_ERROR(mimic::models::load_model(dir.file("models--me--m")),
                      "models--me--m: no config.json (a model directory holds config.json + model.safetensors); a Hugging Face cache folder: "
                      "give its snapshot, " + dir.file("models--me--m/snapshots/r1"));
+  // of several, the one refs/main names (the revision last downloaded), whatever the order of their hashes
+  fs::copy(model_dir("gpt2-plain"), dir.file("models--me--m/snapshots/r0"), fs::copy_options::recursive);
+  fs::create_directories(dir.file("models--me--m/refs"));
+  mimic::test::write_bytes(dir.file("models--me--m/refs/main"), "r1");
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(dir.file("models--me--m")),
+                     "give its snapshot, " + dir.file("models--me--m/snapshots/r1") + " (or one of 1 more)");
   // an architectures name no family implements: BertForTokenClassification ran as a sentence classifier (logits
   // [1, 2] where HF gives [1, T, 2]); the names of the model's own family are offered
   auto a1 = fresh("bert-cls", "token-classification");
   edit_config(a1, [](auto& j) { j["architectures"] = {"BertForTokenClassification"}; });
   EXPECT_MIMIC_ERROR(mimic::models::load_model(a1), "config.json: architectures names 'BertForTokenClassification', which mimic's BERT does not "
-                                                    "implement (BertModel, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification; "
-                                                    "or leave architectures out and the tensors decide the head)");
+                                                    "implement (it implements BertModel, BertForMaskedLM, BertForPreTraining, "
+                                                    "BertForSequenceClassification)");
   auto a2 = fresh("gpt2-plain", "sequence-classification");
   edit_config(a2, [](auto& j) { j["architectures"] = {"GPT2ForSequenceClassification"}; });
   EXPECT_MIMIC_ERROR(mimic::models::load_model(a2), "architectures names 'GPT2ForSequenceClassification', which mimic's GPT-2 does not implement "
-                                                    "(GPT2LMHeadModel, GPT2Model;");
+                                                    "(it implements GPT2LMHeadModel, GPT2Model)");
+  // another family's name too: a bert config saying GPT2LMHeadModel ran as a bare encoder
+  auto a3 = fresh("bert-base", "bert-as-gpt2");
+  edit_config(a3, [](auto& j) { j["architectures"] = {"GPT2LMHeadModel"}; });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(a3), "architectures names 'GPT2LMHeadModel', which mimic's BERT does not implement");
+  auto a4 = fresh("gpt2-plain", "not-a-name");
+  edit_config(a4, [](auto& j) { j["architectures"] = {1}; });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(a4), "config.json: architectures[0] must be a string naming the model class, got 1");
   // config.json problems
   auto c1 = fresh("gpt2-plain", "c1");
   edit_config(c1, [](auto& j) { j.erase("n_head"); });
@@ -367,7 +380,9 @@ TEST(Checkpoint, ConfigKeysOfTheWrongTypeAreRefusedByName) {
     EXPECT_EQ(with("gpt2-plain", "activation_function", tanh_form).activation, mimic::models::Activation::GeluTanh) << tanh_form;
   EXPECT_EQ(with("gpt2-plain", "activation_function", "swish").activation, mimic::models::Activation::Silu);
   EXPECT_MIMIC_ERROR(with("gpt2-plain", "activation_function", "quick_gelu"),
-                     "unsupported activation_function 'quick_gelu' (supported: gelu_new, gelu_pytorch_tanh, gelu_fast, gelu_accurate, gelu, relu, silu, swish)");
+                     "unsupported activation_function 'quick_gelu' (supported: gelu_new, gelu_pytorch_tanh, gelu_fast, gelu_accurate, gelu, gelu_python, relu, "
+                     "silu, swish)");
+  EXPECT_EQ(with("gpt2-plain", "activation_function", "gelu_python").activation, mimic::models::Activation::GeluExact);
 }
 
 // A config.json may ask for any size; the weights beside it bound what is built. Every size key of both families,

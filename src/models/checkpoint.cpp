@@ -66,8 +66,9 @@ void load_weights(const Family& family, const io::TensorStore& f, std::vector<st
     // one tensor under two keys (with and without the prefix, or gamma beside weight): the later one won without
     // a word, whichever it was (a probe of 2026-12-01 doubled a LayerNorm's prefixed copy: perplexity 38.6 → 124.5)
     const auto [first, fresh] = key_of.emplace(name, key);
-    MIMIC_CHECK(fresh, f.file_of(key), ": tensors '", first->second, "' and '", key, "' are both ", family.display_name, "'s '", name,
-                "': keep one of them");
+    MIMIC_CHECK(fresh, f.file_of(key), ": tensors '", first->second, "'",
+                f.file_of(first->second) == f.file_of(key) ? "" : " (in " + f.file_of(first->second) + ")", " and '", key, "' are both ",
+                family.display_name, "'s '", name, "': keep one of them");
     if (ties.count(name)) {
       layout.tied.push_back(name);
       tied_copies[name] = f.load(key, at::kFloat);

@@ -1,6 +1,7 @@
 #include "mimic/models/config.h"
 
 #include <algorithm>
+#include <typeinfo>
 #include <cmath>
 
 #include "mimic/core/error.h"
@@ -25,7 +26,7 @@ Activation config_activation(const std::string& name, const std::string& where, 
   // HF's names for each formula (gelu_accurate is the tanh form too); the error lists every name taken
   static const std::pair<const char*, Activation> names[] = {
       {"gelu_new", Activation::GeluTanh}, {"gelu_pytorch_tanh", Activation::GeluTanh}, {"gelu_fast", Activation::GeluTanh},
-      {"gelu_accurate", Activation::GeluTanh}, {"gelu", Activation::GeluExact}, {"relu", Activation::Relu},
+      {"gelu_accurate", Activation::GeluTanh}, {"gelu", Activation::GeluExact}, {"gelu_python", Activation::GeluExact}, {"relu", Activation::Relu},
       {"silu", Activation::Silu}, {"swish", Activation::Silu}};
   std::string known;
   for (const auto& [n, a] : names) {
@@ -177,21 +178,24 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     if (!hf_default_names) c.labels = names;
   }
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
-    std::string a = j["architectures"][0].is_string() ? j["architectures"][0].get<std::string>() : "";
-    // Any family's architecture names are recognised (a mismatched one is decided as before the registry). A name
-    // none implements is refused: its head was decided by the weights, and a BertForTokenClassification ran as a
-    // sentence classifier (logits [1, 2] for [1, T, 2]; the checkpoint probe of 2026-12-01).
+    MIMIC_CHECK(j["architectures"][0].is_string(), where, ": architectures[0] must be a string naming the model class, got ",
+                json_dump(j["architectures"][0], -1));
+    const std::string a = j["architectures"][0].get<std::string>();
+    // The model's own family's names, or those of a family built by the same code (the Llama family's model types
+    // share one network: a qwen2 config saying LlamaForCausalLM is that network). Any other name is refused: its head
+    // was decided by the weights, and a BertForTokenClassification ran as a sentence classifier (logits [1, 2] for
+    // [1, T, 2]), a bert config saying GPT2LMHeadModel as a bare encoder (the checkpoint probe of 2026-12-01).
     c.head_from_config = false;
     for (const Family* f : families())
-      if (f->head_of_architecture(a, &c.head)) {
+      if (typeid(*f) == typeid(*c.family) && f->head_of_architecture(a, &c.head)) {
         c.head_from_config = true;
         break;
       }
     if (!c.head_from_config) {
       std::string known;
       for (const auto& [name, head] : c.family->architectures()) known += (known.empty() ? "" : ", ") + name;
-      fail(where, ": architectures names '", a, "', which mimic's ", c.family->display_name, " does not implement (", known,
-           "; or leave architectures out and the tensors decide the head)");
+      fail(where, ": architectures names '", a, "', which mimic's ", c.family->display_name, " does not implement (it implements ",
+           known, ")");
     }
   }
   // A family whose language-model head is its token embedding (ties(): GPT-2's LM head, BERT's MLM decoder) reads no

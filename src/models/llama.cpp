@@ -190,7 +190,9 @@ class LlamaFamily : public Family {
   }
 
   std::vector<std::pair<std::string, Head>> architectures() const override {
-    return {{arch_ + "ForCausalLM", Head::Lm}, {arch_ + "Model", Head::None}};
+    std::vector<std::pair<std::string, Head>> names = {{arch_ + "ForCausalLM", Head::Lm}, {arch_ + "Model", Head::None}};
+    if (arch_ == "Llama") names.emplace_back("LLaMAForCausalLM", Head::Lm);  // early conversions' spelling, the same network
+    return names;
   }
 
   // Always the LM head: the tied embedding or lm_head.weight (which load_weights requires of an untied model).

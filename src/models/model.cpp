@@ -71,13 +71,18 @@ class HfModel : public Model {
     MIMIC_CHECK(fs::is_directory(d), dir, ": not a model directory (", fs::is_regular_file(d) ? "a file" : "neither a file nor a folder",
                 "): a model is a folder holding config.json + model.safetensors");
     if (!fs::exists(d / "config.json")) {
-      // a Hugging Face cache folder (models--OWNER--NAME) keeps the model one level down, in snapshots/REVISION/
+      // a Hugging Face cache folder (models--OWNER--NAME) keeps the model one level down, in snapshots/REVISION/;
+      // refs/main names the revision last downloaded (the folders are commit hashes: their order says nothing)
       std::vector<std::string> snapshots;
       std::error_code ec;
       if (fs::is_directory(d / "snapshots", ec))
-        for (const auto& e : fs::directory_iterator(d / "snapshots", ec))
-          if (e.is_directory() && fs::exists(e.path() / "config.json")) snapshots.push_back(e.path().string());
+        for (fs::directory_iterator it(d / "snapshots", ec), end; !ec && it != end; it.increment(ec))
+          if (it->is_directory(ec) && fs::exists(it->path() / "config.json", ec)) snapshots.push_back(it->path().string());
       std::sort(snapshots.begin(), snapshots.end());
+      std::string main_ref;
+      std::ifstream(d / "refs" / "main") >> main_ref;
+      const auto current = std::find(snapshots.begin(), snapshots.end(), (d / "snapshots" / main_ref).string());
+      if (!main_ref.empty() && current != snapshots.end()) std::rotate(snapshots.begin(), current, current + 1);
       fail(dir, ": no config.json (a model directory holds config.json + model.safetensors)",
            snapshots.empty() ? std::string()
                              : "; a Hugging Face cache folder: give its snapshot, " + snapshots.front() +
