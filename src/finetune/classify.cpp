@@ -28,6 +28,13 @@ void check_sizes(int64_t seq_len, int64_t batch_size) {
   MIMIC_CHECK(batch_size >= 1, "--batch-size must be at least 1, got ", batch_size);
 }
 
+// The example length of a run: seq_len, or (0) min(128, the model's context); refused beyond the context.
+int64_t example_length(int64_t seq_len, int64_t context) {
+  const int64_t n = seq_len != 0 ? seq_len : std::min<int64_t>(128, context);
+  models::check_seq_len(n, context, 3, "[CLS] token [SEP]");
+  return n;
+}
+
 // [CLS] text [SEP], cut to seq_len (the final [SEP] kept); seq_len >= 3 (check_sizes).
 std::vector<int64_t> encode(const text::Tokenizer& tok, const std::string& text, int64_t seq_len) {
   auto ids = tok.encode(text, true);
@@ -68,9 +75,7 @@ ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& to
                                  int64_t num_labels, int64_t seq_len, int64_t batch_size) {
   MIMIC_CHECK(!examples.empty(), "no examples to evaluate");
   check_sizes(seq_len, batch_size);
-  const int64_t context = model.summary().max_positions;
-  if (seq_len == 0) seq_len = std::min<int64_t>(128, context);
-  models::check_seq_len(seq_len, context, 3, "[CLS] token [SEP]");
+  seq_len = example_length(seq_len, model.summary().max_positions);
   torch::NoGradGuard no_grad;
   std::vector<int64_t> predicted, truth;
   double loss = 0;
@@ -103,8 +108,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   MIMIC_CHECK(tok->cls_id() >= 0 && tok->pad_id() >= 0, o.model_dir, ": sequence classification needs a BERT tokenizer");
   // a classifier keeps its own labels: the data's ids follow its id2label, not the data's order
   const auto cfg = models::load_config((std::filesystem::path(o.model_dir) / "config.json").string());
-  const int64_t seq_len = o.seq_len != 0 ? o.seq_len : std::min<int64_t>(128, cfg.max_positions);
-  models::check_seq_len(seq_len, cfg.max_positions, 3, "[CLS] token [SEP]");
+  const int64_t seq_len = example_length(o.seq_len, cfg.max_positions);
   if (cfg.head == models::Head::Cls) data::align_labels(data, cfg.labels, cfg.num_labels, o.model_dir);
   MIMIC_CHECK(data.labels.size() >= 2, o.data, " has one label (", nlohmann::json(data.labels).dump(),
               "): a new classifier needs at least two (or start from a classifier whose id2label holds them)");

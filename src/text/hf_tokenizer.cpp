@@ -87,8 +87,7 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
   const json& model = json_key(j, "model", path);
   const std::string mw = path + ": model";
   const std::string model_type = model.is_object() && model.contains("type") ? json_string(model, "type", mw) : "BPE";
-  MIMIC_CHECK(model_type == "BPE", mw, " type '", model_type, "' is not supported (mimic reads BPE models from tokenizer.json",
-              model_type == "WordPiece" ? "; for BERT's WordPiece, put the model's vocab.txt beside it, which is read instead)" : ")");
+  MIMIC_CHECK(model_type == "BPE", mw, " type '", model_type, "' is not supported (mimic reads BPE models from tokenizer.json)");
   MIMIC_CHECK(json_string_or(model, "continuing_subword_prefix", mw, "").empty() && json_string_or(model, "end_of_word_suffix", mw, "").empty(),
               mw, ": continuing_subword_prefix / end_of_word_suffix are not supported");
   MIMIC_CHECK(json_double_or(model, "dropout", mw, 0.0) == 0.0, mw, ": BPE dropout is a training-time option; give a tokenizer without it");

@@ -45,7 +45,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
     // read and parsed once: the model's type decides, and HfTokenizer takes the parse
     const std::string path = (d / "tokenizer.json").string(), text = io::read_text_file(path);
     const nlohmann::json j = json_parse(text, path);
-    if (!fs::exists(d / "vocab.txt") || !wordpiece_json(j)) {
+    // the loader decides which file holds a WordPiece model, so it says which file is missing (HfTokenizer reads BPE)
+    MIMIC_CHECK(!wordpiece_json(j) || fs::exists(d / "vocab.txt"), path, ": model type 'WordPiece' is not supported (mimic reads BPE models "
+                "from tokenizer.json; for BERT's WordPiece, put the model's vocab.txt beside it, which is read instead)");
+    if (!wordpiece_json(j)) {
       const fs::path cfg = d / "tokenizer_config.json";
       return std::make_unique<HfTokenizer>(path, text, j, fs::exists(cfg) ? cfg.string() : "");
     }
