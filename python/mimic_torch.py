@@ -247,10 +247,18 @@ def _rms_norm(x, w, eps):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
+def _rope_settings(c):
+    """rope_theta and the scaling object, from transformers 4's keys or transformers 5's rope_parameters (mimic refuses
+    configs where the two disagree or a form it cannot compute, so either source is the same where both are given)."""
+    params = c.get("rope_parameters") or {}
+    theta = params.get("rope_theta") or c.get("rope_theta") or 10000.0
+    return theta, c.get("rope_scaling") or params
+
+
 def _rope_inv_freq(c, hd):
-    inv = 1.0 / (c.get("rope_theta", 10000.0) ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
-    sc = c.get("rope_scaling")
-    if not sc:
+    theta, sc = _rope_settings(c)
+    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    if not sc or not sc.get("rope_type", sc.get("type")):
         return inv
     kind = sc.get("rope_type", sc.get("type"))
     if kind == "default":
@@ -359,8 +367,10 @@ class Model:
     def _llama(self, ids):
         c, w = self.config, self.w
         b, t = ids.shape
-        nh, nkv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
-        hd = c.get("head_dim") or c["hidden_size"] // nh
+        # an absent key is the type's HF default, as mimic reads it (Mistral 8 KV heads, Qwen2/3 32, Qwen3 heads of 128)
+        kv_default = {"mistral": 8, "qwen2": 32, "qwen3": 32}.get(c["model_type"], c["num_attention_heads"])
+        nh, nkv = c["num_attention_heads"], c.get("num_key_value_heads") or kv_default
+        hd = c.get("head_dim") or (128 if c["model_type"] == "qwen3" else c["hidden_size"] // nh)
         eps = c.get("rms_norm_eps") or 1e-6
         inv = _rope_inv_freq(c, hd)
         lin = lambda x, n: x @ w[n + ".weight"].t() + (w[n + ".bias"] if n + ".bias" in w else 0)

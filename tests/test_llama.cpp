@@ -88,7 +88,7 @@ TEST(LlamaFamily, SummaryLayoutAndTheStagesQuestions) {
   EXPECT_EQ(slices[1].name, "layers.1.self_attn.k_proj.weight");
   EXPECT_EQ(slices[1].start, 8);
   EXPECT_EQ(slices[3].dim, 1);
-  EXPECT_EQ(mimic::models::family("qwen2").head_slices({32, 4, 2, 8}, 0, 3).size(), 7u);  // and the q/k/v biases
+  EXPECT_EQ(mimic::models::family("qwen2").head_slices({32, 4, 2, 8, true}, 0, 3).size(), 7u);  // and the q/k/v biases
 }
 
 // Decoding token by token (and in chunks) continues the rotation from the state's position: the logits equal the
@@ -151,6 +151,111 @@ TEST(LlamaFamily, ASavedModelLoadsBackWithTheSameKeysAndLogits) {
   EXPECT_EQ(std::count(q2.begin(), q2.end(), "lm_head.weight"), 0);  // tied: the fixture has no head of its own
 }
 
+// A sliding window shorter than the context (Mistral-7B-v0.1: 4096 of 32768; it was refused) caps the context at the
+// window: up to there windowed softmax is full softmax, so the logits are the reference's (computed without a window)
+// on the first 8 tokens, and the 9th is refused. Qwen2 windows the layers from max_window_layers on (or those
+// layer_types names): a window no layer uses leaves the context alone (the tenth probe: it was refused).
+TEST(LlamaFamily, ASlidingWindowShorterThanTheContextCapsTheContextAtTheWindow) {
+  torch::NoGradGuard ng;
+  TempDir dir;
+  using mimic::models::load_model;
+  auto ref = SafeTensorsFile::open(model_dir("mistral") + ".reference.safetensors");
+  const auto ids = ref.load("input_ids");
+  ASSERT_GT(ids.size(1), 8);
+  auto mistral = load_model(edited(dir, "mistral", [](auto& j) { j["sliding_window"] = 8; }));
+  EXPECT_EQ(mistral->summary().max_positions, 8);
+  EXPECT_EQ(mistral->summary().context_note, "sliding_window; max_position_embeddings 128");
+  const auto first = ids.slice(1, 0, 8);
+  EXPECT_LT(relative_error(mistral->forward({first, {}, {}, {}}).logits, ref.load("logits").slice(1, 0, 8)), 1e-4);
+  EXPECT_MIMIC_ERROR(mistral->forward({ids.slice(1, 0, 9), {}, {}, {}}), "sequence of 9 tokens exceeds the model's context of 8");
+  EXPECT_EQ(load_model(edited(dir, "mistral", [](auto& j) { j["sliding_window"] = 128; }))->summary().max_positions, 128);
+  EXPECT_EQ(load_model(edited(dir, "mistral", [](auto& j) { j["sliding_window"] = nullptr; }))->summary().context_note, "");
+  // an absent sliding_window is Mistral's default of 4096 (it was read as none: full attention beyond 4096 tokens, where
+  // HF's windows; the Llama-family probe of 2026-12-01); Llama has no window, whatever its config says (HF ignores it)
+  const auto trimmed = load_model(edited(dir, "mistral", [](auto& j) { j.erase("sliding_window"), j["max_position_embeddings"] = 8192; }))->summary();
+  EXPECT_EQ(trimmed.max_positions, 4096);
+  EXPECT_EQ(trimmed.context_note, "sliding_window absent: Mistral's default 4096; max_position_embeddings 8192");
+  EXPECT_EQ(load_model(edited(dir, "llama", [](auto& j) { j["use_sliding_window"] = true, j["sliding_window"] = 8; }))->summary().max_positions, 256);
+
+  auto context = [&](const std::function<void(nlohmann::json&)>& edit) { return load_model(edited(dir, "qwen2", edit))->summary().max_positions; };
+  EXPECT_EQ(context([](auto& j) { j["use_sliding_window"] = true, j["sliding_window"] = 16, j["max_window_layers"] = 1; }), 16);
+  EXPECT_EQ(context([](auto& j) { j["use_sliding_window"] = true, j["sliding_window"] = 16; }), 128);  // the fixture's max_window_layers 2: no layer
+  EXPECT_EQ(context([](auto& j) { j["use_sliding_window"] = false, j["sliding_window"] = 16, j["max_window_layers"] = 0; }), 128);
+  EXPECT_EQ(context([](auto& j) {
+              j["use_sliding_window"] = true, j["sliding_window"] = 16, j["layer_types"] = {"full_attention", "sliding_attention"};
+            }),
+            16);
+  EXPECT_EQ(context([](auto& j) {
+              j["use_sliding_window"] = true, j["sliding_window"] = 16, j["max_window_layers"] = 0, j["layer_types"] = {"full_attention", "full_attention"};
+            }),
+            128);
+}
+
+// transformers 5 writes the rotary settings as one object, rope_parameters {"rope_theta", "rope_type", "factor", ...},
+// and may leave "rope_theta": null at the top; read as transformers 4's keys alone, Llama 3's theta of 500000 and its
+// llama3 scaling fell back to the defaults without an error. Both spellings are read; given both, they must agree.
+TEST(LlamaFamily, RotarySettingsAreReadFromTransformers5sRopeParametersToo) {
+  torch::NoGradGuard ng;
+  TempDir dir;
+  using mimic::models::load_model;
+  auto ref = SafeTensorsFile::open(model_dir("llama") + ".reference.safetensors");
+  const auto ids = ref.load("input_ids");
+  const auto want = ref.load("logits");
+  auto logits = [&](const std::function<void(nlohmann::json&)>& edit) { return load_model(edited(dir, "llama", edit))->forward({ids, {}, {}, {}}).logits; };
+  const auto v5 = [](nlohmann::json& j) {  // the fixture's rope_theta and llama3 rope_scaling, as transformers 5 writes them
+    nlohmann::json p = j["rope_scaling"];
+    p["rope_theta"] = j["rope_theta"];
+    j["rope_parameters"] = p, j["rope_theta"] = nullptr;
+    j.erase("rope_scaling");
+  };
+  EXPECT_LT(relative_error(logits(v5), want), 1e-4);
+  // the theta and the scaling inside are read: each moves the logits as at the top
+  const auto theta = logits([&](auto& j) { v5(j), j["rope_parameters"]["rope_theta"] = 500000.0; });
+  EXPECT_TRUE(torch::equal(theta, logits([](auto& j) { j["rope_theta"] = 500000.0; })));
+  EXPECT_GT(relative_error(theta, want), 1e-2);
+  const auto plain = logits([&](auto& j) { v5(j), j["rope_parameters"] = {{"rope_theta", 10000.0}, {"rope_type", "default"}}; });
+  EXPECT_TRUE(torch::equal(plain, logits([](auto& j) { j["rope_scaling"] = nullptr; })));
+  EXPECT_GT(relative_error(plain, want), 1e-3);
+  // both spellings, agreeing: read; disagreeing, or a form mimic cannot compute: refused by name
+  EXPECT_LT(relative_error(logits([](auto& j) { j["rope_parameters"] = j["rope_scaling"], j["rope_parameters"]["rope_theta"] = 10000.0; }), want), 1e-4);
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [&](auto& j) { v5(j), j["rope_theta"] = 500000.0; })),
+                     "rope_theta 500000 and rope_parameters' rope_theta 10000 disagree");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 4.0}}; })),
+                     "and rope_parameters {\"factor\":4.0,\"rope_type\":\"linear\"} disagree");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [&](auto& j) { v5(j), j["rope_parameters"]["rope_type"] = "yarn"; })),
+                     "rope_parameters type 'yarn' is not implemented (mimic reads default, linear and llama3)");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [&](auto& j) {
+                       v5(j), j["rope_parameters"] = {{"full_attention", j["rope_parameters"]}, {"sliding_attention", {{"rope_theta", 10000.0}}}};
+                     })),
+                     "rope_parameters per layer type ('full_attention': {...}) is not implemented");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_theta"] = nullptr; })), "rope_theta is null and no rope_parameters gives it");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [&](auto& j) { v5(j), j["rope_parameters"]["partial_rotary_factor"] = 0.5; })),
+                     "partial_rotary_factor 0.5: mimic rotates whole heads only");
+}
+
+// attention_bias puts a bias on q, k, v and o (HF's Llama and Qwen3: bias=attention_bias on all four; o_proj's was
+// refused as an unexpected tensor: the Llama-family probe of 2026-12-01). Mistral's attention has none: the key is ignored,
+// as HF ignores it. --freeze-kept-heads holds a kept head's q/k/v bias rows too (o's is no head's).
+TEST(LlamaFamily, AttentionBiasPutsABiasOnAllFourProjections) {
+  torch::NoGradGuard ng;
+  TempDir dir;
+  auto model = mimic::models::load_model(model_dir("llama-attention-bias"));
+  auto ref = SafeTensorsFile::open(model_dir("llama-attention-bias") + ".reference.safetensors");
+  EXPECT_LT(relative_error(model->forward({ref.load("input_ids"), {}, {}, {}}).logits, ref.load("logits")), 1e-4);
+  const auto params = model->module().named_parameters();
+  ASSERT_NE(params.find("layers.1.self_attn.o_proj.bias"), nullptr);
+  EXPECT_GT(params["layers.1.self_attn.o_proj.bias"].abs().max().item<double>(), 0.1);
+  EXPECT_NO_THROW(mimic::models::load_model(edited(dir, "mistral", [](auto& j) { j["attention_bias"] = true; })));
+  const auto s = model->summary();
+  const auto slices = s.family->head_slices({s.d_model, s.n_head, s.n_kv_head, s.head_dim, s.qkv_bias}, 1, 3);
+  std::map<std::string, std::pair<int64_t, int64_t>> rows;
+  for (const auto& h : slices) rows[h.name] = {h.start, h.length};
+  EXPECT_EQ(rows["layers.1.self_attn.q_proj.bias"], std::make_pair(int64_t{24}, int64_t{8}));  // head 3 of 4, width 8
+  EXPECT_EQ(rows["layers.1.self_attn.k_proj.bias"], std::make_pair(int64_t{8}, int64_t{8}));   // its KV group, 1 of 2
+  EXPECT_EQ(rows.count("layers.1.self_attn.o_proj.bias"), 0u);
+  EXPECT_EQ(mimic::models::load_model(model_dir("llama"))->summary().qkv_bias, false);
+}
+
 // Config keys that change what the model computes and that mimic does not implement are refused by name; so are sizes
 // that do not fit together.
 TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
@@ -158,20 +263,6 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
   using mimic::models::load_model;
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; })),
                      "rope_scaling type 'yarn' is not implemented (mimic reads default, linear and llama3)");
-  EXPECT_MIMIC_ERROR(load_model(edited(dir, "mistral", [](auto& j) { j["sliding_window"] = 16; })),
-                     "sliding_window 16 is shorter than the context (128)");
-  // Qwen2 windows the layers from max_window_layers on (or those layer_types names): at least the layer count windows
-  // none, which loads (the tenth probe: it was refused)
-  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["use_sliding_window"] = true, j["sliding_window"] = 16, j["max_window_layers"] = 1; })),
-                     "sliding_window 16 is shorter than the context");
-  EXPECT_NO_THROW(load_model(edited(dir, "qwen2", [](auto& j) { j["use_sliding_window"] = true, j["sliding_window"] = 16; })));
-  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) {
-                       j["use_sliding_window"] = true, j["sliding_window"] = 16, j["layer_types"] = {"full_attention", "sliding_attention"};
-                     })),
-                     "sliding_window 16 is shorter than the context");
-  EXPECT_NO_THROW(load_model(edited(dir, "qwen2", [](auto& j) {
-    j["use_sliding_window"] = true, j["sliding_window"] = 16, j["max_window_layers"] = 0, j["layer_types"] = {"full_attention", "full_attention"};
-  })));
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["use_sliding_window"] = true, j["layer_types"] = {"full_attention"}; })),
                      "layer_types must list one type per layer (2)");
   // a window no layer uses still has its range (the eleventh probe: −5 was accepted)
@@ -199,7 +290,14 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["tie_word_embeddings"] = false; })),
                      "config.json: tie_word_embeddings is false, but model.safetensors has no tensor 'lm_head.weight'");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["attention_bias"] = true; })),
-                     "config.json: attention_bias is true, but model.safetensors has no tensor 'layers.1.self_attn.q_proj.bias'");
+                     "config.json: attention_bias is true, but model.safetensors has no tensor 'model.layers.1.self_attn.q_proj.bias'");
+  // a tensor the type always has, missing from every layer, is named at layer 0 with the reason, not blamed on the layer
+  // count (the Llama-family probe of 2026-12-01: "num_hidden_layers is 2, but … has no tensor 'layers.1.…'")
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["model_type"] = "qwen2", j["architectures"] = {"Qwen2ForCausalLM"}; })),
+                     "model.safetensors has no tensor 'model.layers.0.self_attn.q_proj.bias' (in any layer): Qwen2's q/k/v projections have biases");
+  // a key left out is named as absent, not as null
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j.erase("tie_word_embeddings"); })),
+                     "tie_word_embeddings is absent (its default asks for it), but model.safetensors has no tensor 'lm_head.weight'");
   // rotary embeddings rotate pairs: an odd head, given or derived, is refused by key (the ninth probe: it failed deep
   // in the first forward with LibTorch's words)
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["head_dim"] = 7; })), "head_dim 7 is odd: rotary position embeddings");
@@ -213,10 +311,18 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
                      "(num_key_value_heads 4 × head_dim 8 (hidden_size 64 / num_attention_heads 8) disagrees with the weights)");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["num_attention_heads"] = 2; })),
                      "(num_key_value_heads 2 × head_dim 16 (hidden_size 32 / num_attention_heads 2) disagrees with the weights)");
-  // num_key_value_heads absent means one per query head: the message says so instead of showing a value the file
-  // lacks (the tenth probe)
+  // num_key_value_heads absent is the type's default (HF's config classes: Llama one per query head, Mistral 8, Qwen2
+  // and Qwen3 32; one per query head was read for all: the Llama-family probe): the message says so instead of showing
+  // a value the file lacks (the tenth probe)
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j.erase("num_key_value_heads"); })),
+                     "(num_key_value_heads absent (one per query head: 8) × head_dim 8 (hidden_size 64 / num_attention_heads 8) disagrees");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j.erase("num_key_value_heads"); })),
-                     "(num_key_value_heads absent (one per query head: 4) × head_dim 8 (hidden_size 32 / num_attention_heads 4) disagrees");
+                     "num_attention_heads 4 is not a multiple of num_key_value_heads (absent: the default) 32");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "mistral", [](auto& j) { j.erase("num_key_value_heads"); })),
+                     "num_attention_heads 4 is not a multiple of num_key_value_heads (absent: the default) 8");
+  // Qwen3's head_dim absent is its config class's 128, not hidden / heads
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen3", [](auto& j) { j.erase("head_dim"); })),
+                     "(num_attention_heads 4 × head_dim 128 (absent: Qwen3's default) disagrees with the weights)");
   // the default spelled out is the default
   EXPECT_NO_THROW(load_model(edited(dir, "llama", [](auto& j) { j["head_dim"] = 8; })));
 }

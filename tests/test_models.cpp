@@ -408,7 +408,7 @@ TEST(Checkpoint, ConfigSizesTheWeightsDoNotHoldAreRefusedByKeyBeforeAllocating) 
   EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "vocab_size", 1000000000), "config.json: vocab_size 1000000000 is beyond any published model's vocabulary size");
   EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_positions", huge), "config.json: n_positions asks for 'wpe.weight' of shape [1048576, 32], but model.safetensors holds [64, 32]");
   EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_inner", wide), "config.json: n_inner asks for 'h.1.mlp.c_fc.weight' of shape [32, 16384], but model.safetensors holds [32, 128]");
-  EXPECT_MIMIC_ERROR(load_with("gpt2-prefixed", "n_layer", 1000), "config.json: n_layer is 1000, but model.safetensors has no tensor 'h.999.");
+  EXPECT_MIMIC_ERROR(load_with("gpt2-prefixed", "n_layer", 1000), "config.json: n_layer is 1000, but model.safetensors has no tensor 'transformer.h.999.");  // as the file names it
   EXPECT_MIMIC_ERROR(load_with("bert-base", "num_hidden_layers", 1000), "config.json: num_hidden_layers is 1000, but model.safetensors has no tensor 'encoder.layer.999.");
   EXPECT_MIMIC_ERROR(load_with("bert-base", "hidden_size", wide), "config.json: hidden_size asks for 'embeddings.word_embeddings.weight' of shape [101, 16384]");
   EXPECT_MIMIC_ERROR(load_with("bert-base", "max_position_embeddings", huge), "config.json: max_position_embeddings asks for 'embeddings.position_embeddings.weight'");

@@ -61,7 +61,7 @@ void freeze_kept_heads(Prepared& p, const FinetuneOptions& o) {
   auto params = model.module().named_parameters();
   std::map<std::string, at::Tensor> masks;  // 1 where the parameter trains, 0 in a kept head's block
   for (const auto& [l, h] : kept) {
-    for (const auto& slice : s.family->head_slices({s.d_model, s.n_head, s.n_kv_head, s.head_dim}, l, h)) {
+    for (const auto& slice : s.family->head_slices({s.d_model, s.n_head, s.n_kv_head, s.head_dim, s.qkv_bias}, l, h)) {
       auto* param = params.find(slice.name);
       MIMIC_CHECK(param != nullptr, "--freeze-kept-heads: the model has no parameter ", slice.name);
       auto& mask = masks[slice.name];

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -139,16 +140,29 @@ void check_config_against_weights(const Family& family, const ModelConfig& c, co
   std::map<std::string, std::string> key_of;  // network name → file key
   for (const auto& key : f.names()) key_of.emplace(internal_name(family, key, nullptr), key);
   const std::string weights = std::filesystem::path(f.path()).filename().string();
+  const bool prefixed = !family.checkpoint_prefix.empty() &&
+                        std::any_of(key_of.begin(), key_of.end(), [&](const auto& kv) { return kv.first != kv.second && kv.second.rfind(family.checkpoint_prefix, 0) == 0; });
   for (const SizedTensor& t : family.sized_tensors(c)) {
     auto it = key_of.find(t.name);
     if (it == key_of.end()) {
+      // named as the file would name it (with the family's prefix where its other keys carry it), and a key left out
+      // of config.json as absent (it read "null")
+      const auto shown = [&](const std::string& name) { return (prefixed && family.takes_prefix(name) ? family.checkpoint_prefix : "") + name; };
+      const auto value = [&](const std::string& key) {
+        return c.raw.contains(key) ? c.raw[key].dump() : std::string("absent (its default asks for it)");
+      };
       if (!t.wanted_by.empty())
-        fail(config_path, ": ", t.wanted_by, " is ", c.raw.value(t.wanted_by, nlohmann::json()).dump(), ", but ", weights, " has no tensor '",
-             t.name, "'");
-      if (!t.name_key.empty())
-        fail(config_path, ": ", t.name_key, " is ", c.raw.value(t.name_key, nlohmann::json()).dump(), ", but ", weights, " has no tensor '", t.name,
-             "' (", weights, " holds fewer layers)");
-      fail(config_path, ": ", weights, " has no tensor '", t.name, "', which every ", family.display_name, " checkpoint holds");
+        fail(config_path, ": ", t.wanted_by, " is ", value(t.wanted_by), ", but ", weights, " has no tensor '", shown(t.name), "'");
+      // a last-layer tensor the first layer lacks too is missing from every layer: not a matter of the layer count (a
+      // Qwen2 file without its q/k/v biases was told it held fewer layers: the Llama-family probe of 2026-12-01)
+      const std::string last = "." + std::to_string(c.n_layer - 1) + ".", at = t.name_key.empty() ? "" : t.name;
+      const size_t cut = at.find(last);
+      const std::string first = cut == std::string::npos ? "" : at.substr(0, cut) + ".0." + at.substr(cut + last.size());
+      if (!t.name_key.empty() && (first.empty() || key_of.count(first)))
+        fail(config_path, ": ", t.name_key, " is ", value(t.name_key), ", but ", weights, " has no tensor '", shown(t.name), "' (", weights,
+             " holds fewer layers)");
+      fail(config_path, ": ", weights, " has no tensor '", shown(first.empty() ? t.name : first), "'", first.empty() ? "" : " (in any layer)",
+           t.why.empty() ? ", which every " + family.display_name + " checkpoint holds" : ": " + t.why);
     }
     const auto& shape = f.info(it->second).shape;
     std::vector<int64_t> want;

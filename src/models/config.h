@@ -18,6 +18,7 @@ const char* head_name(Head h);
 // The attention's sizes: what a head's blocks of the projections follow from (Family::head_slices).
 struct AttentionShape {
   int64_t d_model = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
+  bool qkv_bias = false;  // the query, key and value projections' biases are parameters of their own (the Llama family's)
 };
 
 // The config.json keys a family read each size from (GPT-2's "n_embd", BERT's "hidden_size", ...), for messages: a
@@ -57,12 +58,17 @@ struct ModelConfig {
   double rope_factor = 1, rope_low_freq_factor = 1, rope_high_freq_factor = 4;
   int64_t rope_original_positions = 0;
   bool tie_word_embeddings = true;  // the LM head is the token embedding (GPT-2, BERT always; the Llama family by config)
-  bool qkv_bias = false;            // biases on the query, key and value projections (Qwen2)
+  bool qkv_bias = false;            // biases on the query, key and value projections (Qwen2; attention_bias in Llama, Qwen3)
+  bool o_bias = false;              // a bias on the output projection (attention_bias in Llama and Qwen3)
   bool qk_norm = false;             // an RMSNorm over each head of q and k before the rotation (Qwen3)
+  // Where max_positions comes from when it is not the context key's value (empty: it is): a sliding window shorter
+  // than max_position_embeddings (Mistral-7B-v0.1: 4096 of 32768) caps the context at the window, where windowed and
+  // full softmax attention are the same computation. Shown by `mimic info`.
+  std::string context_note;
 
   int64_t head_dim() const { return explicit_head_dim > 0 ? explicit_head_dim : d_model / n_head; }
   int64_t kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
-  AttentionShape attention_shape() const { return {d_model, n_head, kv_heads(), head_dim()}; }
+  AttentionShape attention_shape() const { return {d_model, n_head, kv_heads(), head_dim(), qkv_bias}; }
 };
 
 // Parses config.json; a missing or ill-typed key, an unsupported model_type/activation, or sizes that do

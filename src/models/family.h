@@ -57,6 +57,7 @@ struct SizedTensor {
   std::string name_key;  // the key that chose the name ("n_layer" for the last layer's tensors), or ""
   std::vector<SizedDim> shape;
   std::string wanted_by;  // the key whose value asks for this tensor ("attention_bias"), or "": every checkpoint has it
+  std::string why = "";   // why the type has it when no key asks ("Qwen2's q/k/v projections have biases"), or ""
 };
 
 // What loading with a sequence-classification head (LoadOptions::head = "cls") changes; an empty

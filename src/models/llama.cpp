@@ -58,7 +58,7 @@ LlamaImpl::LlamaImpl(const ModelConfig& c) : c_(c), inv_freq_(rope_inverse_frequ
     l.q_proj = attn->register_module("q_proj", linear(d, nh * hd, c.qkv_bias));
     l.k_proj = attn->register_module("k_proj", linear(d, nkv * hd, c.qkv_bias));
     l.v_proj = attn->register_module("v_proj", linear(d, nkv * hd, c.qkv_bias));
-    l.o_proj = attn->register_module("o_proj", linear(nh * hd, d, false));
+    l.o_proj = attn->register_module("o_proj", linear(nh * hd, d, c.o_bias));
     if (c.qk_norm) {
       l.q_norm = attn->register_module("q_norm", RmsNorm(hd, c.ln_eps));
       l.k_norm = attn->register_module("k_norm", RmsNorm(hd, c.ln_eps));
@@ -155,8 +155,11 @@ class LlamaFamily : public Family {
     c.d_model = json_int(j, c.keys.d_model, where);
     c.n_layer = json_int(j, c.keys.n_layer, where);
     c.n_head = json_int(j, c.keys.n_head, where);
-    c.n_kv_head = json_int_or(j, c.keys.n_kv_head, where, c.n_head);
-    c.explicit_head_dim = json_int_or(j, "head_dim", where, 0);  // 0: absent or null
+    // An absent key takes the default of the type's own HF config class, which is not always the derived size: Mistral
+    // has 8 KV heads, Qwen2 and Qwen3 32, Qwen3's heads are 128 wide (one per query head and hidden / heads were read
+    // for every type: the Llama-family probe of 2026-12-01)
+    c.n_kv_head = json_int_or(j, c.keys.n_kv_head, where, default_kv_heads(c.n_head));
+    c.explicit_head_dim = json_int_or(j, "head_dim", where, kind_ == Kind::Qwen3 ? 128 : 0);  // 0: absent or null (derived)
     if (c.explicit_head_dim == c.d_model / c.n_head && c.d_model % c.n_head == 0) c.explicit_head_dim = 0;  // the default spelled out
     {  // rotary embeddings rotate pairs of dimensions: an odd head would fail deep in the first forward
       const bool derived = c.explicit_head_dim == 0;
@@ -171,21 +174,29 @@ class LlamaFamily : public Family {
     c.activation = config_activation(json_string_or(j, "hidden_act", where, "silu"), where, "hidden_act");
     MIMIC_CHECK(c.activation == Activation::Silu, where, ": hidden_act '", json_string_or(j, "hidden_act", where, ""), "': the ",
                 display_name, " MLP mimic implements is SwiGLU (silu)");
-    c.rope_theta = json_double_or(j, "rope_theta", where, 10000.0);
-    MIMIC_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 1, where, ": rope_theta must be a number above 1, got ", c.rope_theta);
+    read_rope(j, where, c);
     c.tie_word_embeddings = json_bool_or(j, "tie_word_embeddings", where, false);
-    // Qwen2's q/k/v projections always have biases (its config has no key for them); Llama and Qwen3 say attention_bias
-    c.qkv_bias = kind_ == Kind::Qwen2 ? true : json_bool_or(j, "attention_bias", where, false);
+    // Qwen2's q/k/v projections always have biases and its o_proj none (its config has no key for them); Llama's and
+    // Qwen3's attention_bias puts a bias on all four (o_proj's was missed: the Llama-family probe); Mistral's attention
+    // has none, whatever the config says (HF's ignores the key)
+    const bool attention_bias = (kind_ == Kind::Llama || kind_ == Kind::Qwen3) && json_bool_or(j, "attention_bias", where, false);
+    c.qkv_bias = kind_ == Kind::Qwen2 || attention_bias;
+    c.o_bias = attention_bias;
     c.qk_norm = kind_ == Kind::Qwen3;
     MIMIC_CHECK(!json_bool_or(j, "mlp_bias", where, false), where, ": mlp_bias true: biases in the MLP, which mimic's ", display_name,
                 " does not implement");
-    read_rope_scaling(j, where, c);
-    // a sliding window shorter than the context changes what the model computes; mimic's softmax sees every position.
+    // A sliding window shorter than the context changes what the model computes beyond the window; mimic's softmax
+    // sees every position. Up to the window both are the same computation, so the context is capped there
+    // (Mistral-7B-v0.1: 4096 of 32768 positions) rather than refusing the model (it was refused until 2026-12-01).
     // Read whether or not a layer uses it: a window of −5 is a broken config either way (the eleventh probe).
-    const int64_t w = json_int_or(j, "sliding_window", where, 0);
-    if (windowed_layers(j, where, c.n_layer) && w > 0) {
-      MIMIC_CHECK(w >= c.max_positions, where, ": sliding_window ", w, " is shorter than the context (", c.max_positions,
-                  "): sliding-window softmax in the teacher is not implemented (null, or a window of the whole context, is)");
+    // An absent sliding_window is Mistral's default, 4096 (null: none): read as none, a trimmed Mistral config computed
+    // full attention beyond 4096 tokens, unlike HF's (the Llama-family probe).
+    const bool mistral_default = kind_ == Kind::Mistral && !j.contains("sliding_window");
+    const int64_t w = mistral_default ? 4096 : json_int_or(j, "sliding_window", where, 0);
+    if (windowed_layers(j, where, c.n_layer) && w > 0 && w < c.max_positions) {
+      c.context_note = std::string(mistral_default ? "sliding_window absent: Mistral's default 4096" : "sliding_window") + "; " +
+                       c.keys.max_positions + " " + std::to_string(c.max_positions);
+      c.max_positions = w;
     }
   }
 
@@ -213,13 +224,17 @@ class LlamaFamily : public Family {
     const SizedDim d{c.d_model, c.keys.d_model};
     const std::string last = "layers." + std::to_string(c.n_layer - 1) + ".";
     // q's and k's rows are heads × head_dim: the message names the keys with their own values, not the product
+    const bool hd_given = c.raw.contains("head_dim") && !c.raw["head_dim"].is_null();
     const std::string hd = " × head_dim " + std::to_string(c.head_dim()) +
-                           (c.explicit_head_dim > 0 ? std::string()
-                                                    : " (hidden_size " + std::to_string(c.d_model) + " / num_attention_heads " + std::to_string(c.n_head) + ")");
-    // an absent num_key_value_heads means one per query head: shown as such, not as a value the file holds
+                           (c.explicit_head_dim == 0 ? " (hidden_size " + std::to_string(c.d_model) + " / num_attention_heads " + std::to_string(c.n_head) + ")"
+                            : hd_given               ? std::string()
+                                                     : " (absent: " + display_name + "'s default)");
+    // an absent num_key_value_heads is the type's default: shown as such, not as a value the file holds
     const bool kv_given = c.raw.contains("num_key_value_heads") && !c.raw["num_key_value_heads"].is_null();
     const std::string kv_shown = kv_given ? "num_key_value_heads " + std::to_string(c.kv_heads())
-                                          : "num_key_value_heads absent (one per query head: " + std::to_string(c.kv_heads()) + ")";
+                                 : kind_ == Kind::Llama
+                                     ? "num_key_value_heads absent (one per query head: " + std::to_string(c.kv_heads()) + ")"
+                                     : "num_key_value_heads absent (" + display_name + "'s default: " + std::to_string(c.kv_heads()) + ")";
     const SizedDim q_rows{c.n_head * c.head_dim(), "num_attention_heads × head_dim", "num_attention_heads " + std::to_string(c.n_head) + hd};
     std::vector<SizedTensor> out = {
         {"embed_tokens.weight", "", {{c.vocab_size, c.keys.vocab_size}, d}, ""},
@@ -228,7 +243,10 @@ class LlamaFamily : public Family {
         {last + "mlp.gate_proj.weight", c.keys.n_layer, {{c.d_ff, c.keys.d_ff}, d}, ""}};
     if (!c.tie_word_embeddings) out.push_back({"lm_head.weight", "", {{c.vocab_size, c.keys.vocab_size}, d}, "tie_word_embeddings"});
     // q's bias: asked for by attention_bias (Llama, Qwen3), always there in Qwen2 (its config has no key for it)
-    if (c.qkv_bias) out.push_back({last + "self_attn.q_proj.bias", c.keys.n_layer, {q_rows}, kind_ == Kind::Qwen2 ? "" : "attention_bias"});
+    if (c.qkv_bias)
+      out.push_back({last + "self_attn.q_proj.bias", c.keys.n_layer, {q_rows}, kind_ == Kind::Qwen2 ? "" : "attention_bias",
+                     kind_ == Kind::Qwen2 ? "Qwen2's q/k/v projections have biases" : ""});
+    if (c.o_bias) out.push_back({last + "self_attn.o_proj.bias", c.keys.n_layer, {d}, "attention_bias"});
     return out;
   }
 
@@ -249,7 +267,7 @@ class LlamaFamily : public Family {
     const std::string p = "layers." + std::to_string(layer) + ".self_attn.";
     std::vector<HeadSlice> out = {{p + "q_proj.weight", 0, head * hd, hd}, {p + "k_proj.weight", 0, group * hd, hd},
                                   {p + "v_proj.weight", 0, group * hd, hd}, {p + "o_proj.weight", 1, head * hd, hd}};
-    if (kind_ == Kind::Qwen2)
+    if (a.qkv_bias)  // o_proj's bias (attention_bias) is added once after the heads: no head's block
       for (const char* m : {"q_proj", "k_proj", "v_proj"}) out.push_back({p + m + ".bias", 0, (m[0] == 'q' ? head : group) * hd, hd});
     return out;
   }
@@ -281,11 +299,12 @@ class LlamaFamily : public Family {
   // Whether any layer attends through a sliding window: Mistral's every layer; Qwen2's and Qwen3's with
   // use_sliding_window, the layers from max_window_layers on (HF's default 28) or those layer_types names
   // "sliding_attention" — so a max_window_layers of at least the layer count windows none (it was refused: the tenth
-  // probe of 2026-11-29). Llama has no window of its own: use_sliding_window there is read as asked.
+  // probe of 2026-11-29). Llama has no window: HF's ignores use_sliding_window and sliding_window there, and so does
+  // mimic (it capped the context: the Llama-family probe of 2026-12-01).
   bool windowed_layers(const nlohmann::json& j, const std::string& where, int64_t n_layer) const {
     if (kind_ == Kind::Mistral) return true;
+    if (kind_ == Kind::Llama) return false;
     const bool asked = json_bool_or(j, "use_sliding_window", where, false);
-    if (kind_ != Kind::Qwen2 && kind_ != Kind::Qwen3) return asked;
     // read whether or not the window is used: a broken value is a broken config either way (the twelfth probe)
     const int64_t from = json_int_or(j, "max_window_layers", where, 28, 0);
     if (j.contains("layer_types") && !j["layer_types"].is_null()) {
@@ -303,34 +322,86 @@ class LlamaFamily : public Family {
     return asked && from < n_layer;
   }
 
-  // HF's rope_scaling: null, {"rope_type" (or "type"): "default" | "linear" | "llama3", ...}; the other types change
-  // the frequencies in ways mimic does not implement, and are refused by name.
-  static void read_rope_scaling(const nlohmann::json& j, const std::string& where, ModelConfig& c) {
+  // The defaults of the types' HF config classes for an absent num_key_value_heads.
+  int64_t default_kv_heads(int64_t n_head) const {
+    switch (kind_) {
+      case Kind::Llama: return n_head;
+      case Kind::Mistral: return 8;
+      case Kind::Qwen2:
+      case Kind::Qwen3: return 32;
+    }
+    return n_head;
+  }
+
+  // The rotary settings, in either of HF's spellings: rope_theta and rope_scaling beside the other keys (transformers
+  // 4), or one object rope_parameters {"rope_theta", "rope_type", "factor", ...} (transformers 5, which may also leave
+  // "rope_theta": null at the top). Read as 4's alone, a 5 config of Llama 3 lost its theta of 500000 and its llama3
+  // scaling without an error (the defaults took over, the logits far off). Where both spellings are given they must
+  // agree; rope_parameters per layer type (models whose layer types rotate differently) is refused.
+  static void read_rope(const nlohmann::json& j, const std::string& where, ModelConfig& c) {
+    const bool has_params = j.contains("rope_parameters") && !j["rope_parameters"].is_null();
+    const nlohmann::json params = has_params ? j["rope_parameters"] : nlohmann::json::object();
+    MIMIC_CHECK(params.is_object(), where, ": rope_parameters must be an object or null, got ", json_dump(params, -1).substr(0, 120));
+    for (const auto& [key, value] : params.items())
+      MIMIC_CHECK(!value.is_object(), where, ": rope_parameters per layer type ('", key,
+                  "': {...}) is not implemented (mimic reads one rope_parameters object for every layer)");
+    const bool theta_top = j.contains("rope_theta") && !j["rope_theta"].is_null();
+    const bool theta_in = params.contains("rope_theta") && !params["rope_theta"].is_null();
+    MIMIC_CHECK(theta_top || theta_in || !j.contains("rope_theta"), where,
+                ": rope_theta is null and no rope_parameters gives it (a rotary base is needed; HF's default is 10000)");
+    c.rope_theta = theta_in ? json_double(params, "rope_theta", where + " rope_parameters") : json_double_or(j, "rope_theta", where, 10000.0);
+    if (theta_top && theta_in) {
+      const double top = json_double(j, "rope_theta", where);
+      MIMIC_CHECK(top == c.rope_theta, where, ": rope_theta ", top, " and rope_parameters' rope_theta ", c.rope_theta, " disagree");
+    }
+    MIMIC_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 1, where, ": rope_theta must be a number above 1, got ", c.rope_theta);
     // rotary embeddings on a part of each head (HF's partial_rotary_factor, as in Phi and some Qwen variants) are not
     // implemented: read as whole-head rotation they would compute another network (the tenth probe)
-    if (j.contains("partial_rotary_factor") && !j["partial_rotary_factor"].is_null()) {
-      const double f = json_double(j, "partial_rotary_factor", where);
-      MIMIC_CHECK(f == 1.0, where, ": partial_rotary_factor ", f, ": mimic rotates whole heads only (partial_rotary_factor 1)");
+    for (const auto* o : {&j, &params})
+      if (o->contains("partial_rotary_factor") && !(*o)["partial_rotary_factor"].is_null()) {
+        const double f = json_double(*o, "partial_rotary_factor", where);
+        MIMIC_CHECK(f == 1.0, where, ": partial_rotary_factor ", f, ": mimic rotates whole heads only (partial_rotary_factor 1)");
+      }
+    const bool has_scaling = j.contains("rope_scaling") && !j["rope_scaling"].is_null();
+    if (has_scaling) read_rope_scaling(j["rope_scaling"], "rope_scaling", where, c);
+    if (!has_params) return;
+    ModelConfig from_params;
+    read_rope_scaling(params, "rope_parameters", where, from_params);
+    auto scaling = [](const ModelConfig& m) {
+      return std::make_tuple(m.rope_scaling, m.rope_factor, m.rope_low_freq_factor, m.rope_high_freq_factor, m.rope_original_positions);
+    };
+    if (has_scaling) {
+      MIMIC_CHECK(scaling(c) == scaling(from_params), where, ": rope_scaling ", json_dump(j["rope_scaling"], -1).substr(0, 160),
+                  " and rope_parameters ", json_dump(params, -1).substr(0, 160), " disagree");
+      return;
     }
-    if (!j.contains("rope_scaling") || j["rope_scaling"].is_null()) return;
-    const auto& s = j["rope_scaling"];
-    MIMIC_CHECK(s.is_object(), where, ": rope_scaling must be an object or null, got ", s.dump());
+    std::tie(c.rope_scaling, c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor, c.rope_original_positions) = scaling(from_params);
+  }
+
+  // A rotary scaling object `s` (`name`: rope_scaling or rope_parameters): {"rope_type" (or "type"): "default" |
+  // "linear" | "llama3", ...}; the other types change the frequencies in ways mimic does not implement, and are refused
+  // by name.
+  static void read_rope_scaling(const nlohmann::json& s, const std::string& name, const std::string& where, ModelConfig& c) {
+    MIMIC_CHECK(s.is_object(), where, ": ", name, " must be an object or null, got ", json_dump(s, -1).substr(0, 120));
     const std::string key = s.contains("rope_type") ? "rope_type" : "type";
     // a factor without a type: HF refuses it (KeyError); read as default it would drop the factor (the tenth probe)
-    MIMIC_CHECK(s.empty() || s.contains(key), where, ": rope_scaling ", s.dump(), " names no rope_type");
-    const std::string type = json_string_or(s, key, where + " rope_scaling", "default");
+    const bool only_base = std::all_of(s.items().begin(), s.items().end(), [](const auto& kv) {
+      return kv.key() == "rope_theta" || kv.key() == "partial_rotary_factor";
+    });
+    MIMIC_CHECK(only_base || s.contains(key), where, ": ", name, " ", json_dump(s, -1).substr(0, 160), " names no rope_type");
+    const std::string in = where + " " + name;
+    const std::string type = json_string_or(s, key, in, "default");
     if (type == "default") return;
-    MIMIC_CHECK(type == "linear" || type == "llama3", where, ": rope_scaling type '", type,
-                "' is not implemented (mimic reads default, linear and llama3)");
+    MIMIC_CHECK(type == "linear" || type == "llama3", where, ": ", name, " type '", type, "' is not implemented (mimic reads default, linear and llama3)");
     c.rope_scaling = type;
-    c.rope_factor = json_double(s, "factor", where + " rope_scaling");
-    MIMIC_CHECK(std::isfinite(c.rope_factor) && c.rope_factor >= 1, where, ": rope_scaling factor must be at least 1, got ", c.rope_factor);
+    c.rope_factor = json_double(s, "factor", in);
+    MIMIC_CHECK(std::isfinite(c.rope_factor) && c.rope_factor >= 1, where, ": ", name, " factor must be at least 1, got ", c.rope_factor);
     if (type == "llama3") {
-      c.rope_low_freq_factor = json_double(s, "low_freq_factor", where + " rope_scaling");
-      c.rope_high_freq_factor = json_double(s, "high_freq_factor", where + " rope_scaling");
-      c.rope_original_positions = json_int(s, "original_max_position_embeddings", where + " rope_scaling");
-      MIMIC_CHECK(c.rope_low_freq_factor > 0 && c.rope_high_freq_factor > c.rope_low_freq_factor, where,
-                  ": rope_scaling needs 0 < low_freq_factor < high_freq_factor, got ", c.rope_low_freq_factor, " and ", c.rope_high_freq_factor);
+      c.rope_low_freq_factor = json_double(s, "low_freq_factor", in);
+      c.rope_high_freq_factor = json_double(s, "high_freq_factor", in);
+      c.rope_original_positions = json_int(s, "original_max_position_embeddings", in);
+      MIMIC_CHECK(c.rope_low_freq_factor > 0 && c.rope_high_freq_factor > c.rope_low_freq_factor, where, ": ", name,
+                  " needs 0 < low_freq_factor < high_freq_factor, got ", c.rope_low_freq_factor, " and ", c.rope_high_freq_factor);
     }
   }
 

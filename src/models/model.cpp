@@ -169,6 +169,8 @@ class HfModel : public Model {
     s.head_dim = config_.head_dim();
     s.vocab_size = config_.vocab_size;
     s.max_positions = config_.max_positions;
+    s.context_note = config_.context_note;
+    s.qkv_bias = config_.qkv_bias;
     if (head_ == Head::Cls) s.num_labels = config_.num_labels, s.labels = config_.labels;
     for (const auto& p : net_->parameters()) s.parameters += p.numel();
     return s;

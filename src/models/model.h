@@ -50,9 +50,11 @@ struct ModelSummary {
   std::string head;         // "lm" | "mlm" | "cls" | "none"
   int64_t n_layer = 0, n_head = 0, d_model = 0, d_ff = 0, vocab_size = 0, max_positions = 0;
   int64_t n_kv_head = 0, head_dim = 0;  // key/value heads (n_head without grouped-query attention), a head's width
+  bool qkv_bias = false;                // the Llama family's q/k/v biases are there (Qwen2, attention_bias)
   int64_t num_labels = 0;   // classifier only
   std::vector<std::string> labels;  // classifier only: its label names by id (ModelConfig::labels; empty: unnamed)
   int64_t parameters = 0;   // unique parameters (tied weights counted once)
+  std::string context_note; // why max_positions is not the config's context key (ModelConfig::context_note; empty: it is)
 };
 
 // How Model::save writes the weights.
