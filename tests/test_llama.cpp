@@ -209,6 +209,10 @@ TEST(LlamaFamily, RotarySettingsAreReadFromTransformers5sRopeParametersToo) {
     j.erase("rope_scaling");
   };
   EXPECT_LT(relative_error(logits(v5), want), 1e-4);
+  // what was read, as `mimic info` shows it
+  EXPECT_EQ(load_model(edited(dir, "llama", v5))->summary().rotary,
+            "theta 10000, llama3 scaling: factor 4, low_freq_factor 1, high_freq_factor 16, original context 128");
+  EXPECT_EQ(mimic::models::load_model(model_dir("qwen2"))->summary().rotary, "theta 10000, linear scaling: factor 2");
   // the theta and the scaling inside are read: each moves the logits as at the top
   const auto theta = logits([&](auto& j) { v5(j), j["rope_parameters"]["rope_theta"] = 500000.0; });
   EXPECT_TRUE(torch::equal(theta, logits([](auto& j) { j["rope_theta"] = 500000.0; })));
@@ -466,6 +470,9 @@ TEST(LlamaFamily, AFolderWithTokenizerJsonRunsEveryStageOnProse) {
   ASSERT_EQ(gen.code, 0) << gen.err;
   const auto g = nlohmann::json::parse(gen.out);
   EXPECT_EQ(g.dump().find("the tide") != std::string::npos, true) << gen.out;
+  // the prompt as `tokenize` (and HF's tokenizer) encodes it: <s> first (it was left out)
+  EXPECT_EQ(g["prompt_ids"], nlohmann::json::parse(mimic::test::mimic_cli("tokenize --model " + m + " --text 'the tide' --json").out)["ids"]);
+  EXPECT_EQ(g["prompt_ids"][0], 1) << gen.out;
   if (!MIMIC_TESTS_HAVE_REPORT) return;  // a build without cairo has no report (the GPU machines' builds)
   auto rep = mimic::test::mimic_cli("report --record " + dir.file("r.h5") + " --maps " + dir.file("maps.safetensors") + " --out " + dir.file("rep") +
                                     " --threads 1 --json");

@@ -265,7 +265,7 @@ void run_passkey(EvalArgs& a) {
 
 void register_eval(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
-  auto* sub = app.add_subcommand("eval", "Evaluate a model: LM perplexity (text, file or corpus split) or classification metrics");
+  auto* sub = app.add_subcommand("eval", "Evaluate a model: LM perplexity (text, file or corpus split), in-context recall (copy, passkey, mqar) or classification metrics");
   sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
   sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC), passkey (retrieval by context length) copy (in-context copy gain) or mqar (associative-recall accuracy; --data mqar:... or ar:...)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey", "copy", "mqar"}));
   auto* file = sub->add_option("--file", args->file, "Text file to score (lm, copy)")->check(path_arg());

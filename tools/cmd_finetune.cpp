@@ -218,7 +218,7 @@ void register_finetune(CLI::App& app) {
   t.steps = 500;
   t.warmup = 50;
   t.eval_every = 100;
-  auto* sub = app.add_subcommand("finetune", "Finetune a model, plain or converted: GPT-2 causal LM (lm) or BERT sequence classification (cls)");
+  auto* sub = app.add_subcommand("finetune", "Finetune a model, plain or converted: a causal LM (lm: GPT-2, the Llama family) or BERT sequence classification (cls)");
   sub->add_option("--task", a->task, "lm (GPT-2, next-token prediction) or cls (BERT sequence classification)")
       ->required()->check(CLI::IsMember({"lm", "cls"}));
   sub->add_option("--model", a->f.model_dir, "Model directory or embedded model (plain or converted)")->required()->transform(model_dir_arg());

@@ -41,7 +41,10 @@ void run(GenerateArgs& a) {
   o.seed = a.common.seed;
   o.mode = generate::parse_mode(a.mode);
   o.eos_id = tok->eos_id();
-  auto prompt = tok->encode(a.prompt, /*add_special_tokens=*/false);
+  // The prompt as the tokenizer encodes a text, its special tokens included, as HF's generate(**tokenizer(prompt)) reads
+  // it: a Llama's <s> / <|begin_of_text|> first (left out, its continuation was another model's: the Llama-family probe
+  // of 2026-12-01); GPT-2's and Qwen's tokenizers add none.
+  auto prompt = tok->encode(a.prompt, /*add_special_tokens=*/true);
   const auto s = model->summary();
   if (a.prompt.empty() && s.family->causal && s.head == "lm") {  // (any other model: generate_batch names what it is)
     // no --prompt: the model writes a document from its start, after the beginning-of-text token (GPT-2's
@@ -119,7 +122,7 @@ void run(GenerateArgs& a) {
 void register_generate(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   auto* sub = app.add_subcommand("generate", "Continue a prompt with a causal LM (greedy or sampled; KV cache / recurrent state)");
-  sub->add_option("--model", args->model, "Model directory (GPT-2, softmax, linear or mixed attention)")->required()->transform(model_dir_arg());
+  sub->add_option("--model", args->model, "Model directory (a causal LM: GPT-2 or the Llama family, softmax or converted, any attention kind)")->required()->transform(model_dir_arg());
   sub->add_option("--prompt", args->prompt, "The text to continue (left out: a text from its start, after the tokenizer's beginning-of-text token)")
       ->transform(range::non_empty());
   auto* new_tokens = sub->add_option("--new-tokens", args->options.max_new_tokens, "Tokens to generate at most (fewer at EOS or when the context ends)")

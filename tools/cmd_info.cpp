@@ -90,6 +90,7 @@ void run(InfoArgs& a) {
                       {"parameters", s.parameters}};
   if (s.head == "cls") j["num_labels"] = s.num_labels;
   if (!s.context_note.empty()) j["context_note"] = s.context_note;
+  if (!s.rotary.empty()) j["rotary"] = s.rotary;
   j["attention"] = models::attention_summary(*model);
   j["attention_layers"] = models::attention_layers(*model);
   if (!model->provenance().empty()) j["provenance"] = model->provenance();
@@ -103,6 +104,7 @@ void run(InfoArgs& a) {
             << (s.n_kv_head != s.n_head ? ", " + std::to_string(s.n_kv_head) + " key/value heads" : std::string()) << ")\n  width         "
             << s.d_model << " (ffn " << s.d_ff << ")\n  vocabulary    " << s.vocab_size << "\n  context       " << s.max_positions
             << (s.context_note.empty() ? std::string() : " (" + s.context_note + ")")
+            << (s.rotary.empty() ? std::string() : "\n  rotary        " + s.rotary)
             << "\n  parameters    " << s.parameters << "\n  weights       " << weights << " (" << tj["count"] << " tensors, "
             << tj["elements_by_dtype"].dump() << (f.sharded() ? ", " + std::to_string(f.files().size()) + " shards" : "") << ")\n";
   if (s.head == "cls") std::cout << "  labels        " << s.num_labels << "\n";

@@ -77,7 +77,7 @@ std::string in_mimics_words(const std::string& what) {
 
 int main(int argc, char** argv) {
   std::set_terminate(on_terminate);
-  CLI::App app{"mimic: convert pretrained softmax-attention transformers (GPT-2, BERT) into linear-attention models"};
+  CLI::App app{"mimic: convert pretrained softmax-attention transformers (GPT-2, BERT, the Llama family) into linear-attention models"};
   app.name("mimic");  // the usage line says "mimic", however the binary was called
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("mimic ") + mimic::mimic_version());

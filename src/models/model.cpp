@@ -170,6 +170,15 @@ class HfModel : public Model {
     s.vocab_size = config_.vocab_size;
     s.max_positions = config_.max_positions;
     s.context_note = config_.context_note;
+    if (config_.rope_theta > 0) {  // what was read of rope_theta / rope_scaling / rope_parameters, for `info` to show
+      std::ostringstream r;
+      r << "theta " << config_.rope_theta;
+      if (!config_.rope_scaling.empty()) r << ", " << config_.rope_scaling << " scaling: factor " << config_.rope_factor;
+      if (config_.rope_scaling == "llama3")
+        r << ", low_freq_factor " << config_.rope_low_freq_factor << ", high_freq_factor " << config_.rope_high_freq_factor
+          << ", original context " << config_.rope_original_positions;
+      s.rotary = r.str();
+    }
     s.qkv_bias = config_.qkv_bias;
     if (head_ == Head::Cls) s.num_labels = config_.num_labels, s.labels = config_.labels;
     for (const auto& p : net_->parameters()) s.parameters += p.numel();

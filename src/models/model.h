@@ -54,6 +54,7 @@ struct ModelSummary {
   int64_t num_labels = 0;   // classifier only
   std::vector<std::string> labels;  // classifier only: its label names by id (ModelConfig::labels; empty: unnamed)
   int64_t parameters = 0;   // unique parameters (tied weights counted once)
+  std::string rotary;       // the rotary settings as read ("theta 500000, llama3 scaling: factor 32, ..."); "" without rotation
   std::string context_note; // why max_positions is not the config's context key (ModelConfig::context_note; empty: it is)
 };
 
