@@ -223,7 +223,7 @@ TEST(LlamaFamily, RotarySettingsAreReadFromTransformers5sRopeParametersToo) {
   // both spellings, agreeing: read; disagreeing, or a form mimic cannot compute: refused by name
   EXPECT_LT(relative_error(logits([](auto& j) { j["rope_parameters"] = j["rope_scaling"], j["rope_parameters"]["rope_theta"] = 10000.0; }), want), 1e-4);
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [&](auto& j) { v5(j), j["rope_theta"] = 500000.0; })),
-                     "rope_theta 500000 and rope_parameters' rope_theta 10000 disagree");
+                     "rope_parameters' rope_theta 10000 and rope_theta 500000 disagree");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 4.0}}; })),
                      "and rope_parameters {\"factor\":4.0,\"rope_type\":\"linear\"} disagree");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [&](auto& j) { v5(j), j["rope_parameters"]["rope_type"] = "yarn"; })),
@@ -233,6 +233,16 @@ TEST(LlamaFamily, RotarySettingsAreReadFromTransformers5sRopeParametersToo) {
                      })),
                      "rope_parameters per layer type ('full_attention': {...}) is not implemented");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_theta"] = nullptr; })), "rope_theta is null and no rope_parameters gives it");
+  // configs transformers 4 and 5 read apart (the second Llama-family probe): beside rope_scaling, 4 reads the top theta
+  // or 10000 and 5 one inside rope_scaling first; 4 lets "type" override "rope_type", 5 the reverse
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j.erase("rope_theta"), j["rope_parameters"] = j["rope_scaling"], j["rope_parameters"]["rope_theta"] = 500000.0; })),
+                     "the default rope_theta 10000 and rope_parameters' rope_theta 500000 disagree");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"]["rope_theta"] = 500000.0; })),
+                     "rope_theta 10000 and rope_scaling's rope_theta 500000 disagree");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"] = {{"rope_type", "default"}, {"type", "linear"}, {"factor", 2.0}}; })),
+                     "rope_scaling's rope_type \"default\" and type \"linear\" disagree");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"] = {{"rope_type", nullptr}, {"factor", 2.0}}; })), "names no rope_type");
+  EXPECT_LT(relative_error(logits([](auto& j) { j["rope_scaling"]["rope_theta"] = 10000.0, j["rope_scaling"]["type"] = "llama3"; }), want), 1e-4);
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [&](auto& j) { v5(j), j["rope_parameters"]["partial_rotary_factor"] = 0.5; })),
                      "partial_rotary_factor 0.5: mimic rotates whole heads only");
 }
@@ -294,7 +304,7 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["tie_word_embeddings"] = false; })),
                      "config.json: tie_word_embeddings is false, but model.safetensors has no tensor 'lm_head.weight'");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["attention_bias"] = true; })),
-                     "config.json: attention_bias is true, but model.safetensors has no tensor 'model.layers.1.self_attn.q_proj.bias'");
+                     "config.json: attention_bias is true, but model.safetensors has no tensor 'model.layers.0.self_attn.q_proj.bias' (in any layer)");
   // a tensor the type always has, missing from every layer, is named at layer 0 with the reason, not blamed on the layer
   // count (the Llama-family probe of 2026-12-01: "num_hidden_layers is 2, but … has no tensor 'layers.1.…'")
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["model_type"] = "qwen2", j["architectures"] = {"Qwen2ForCausalLM"}; })),
@@ -322,6 +332,9 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
                      "(num_key_value_heads absent (one per query head: 8) × head_dim 8 (hidden_size 64 / num_attention_heads 8) disagrees");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j.erase("num_key_value_heads"); })),
                      "num_attention_heads 4 is not a multiple of num_key_value_heads (absent: the default) 32");
+  // a null is one per query head, as HF's classes turn it (the second probe: it was read as absent)
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen2", [](auto& j) { j["num_key_value_heads"] = nullptr; })),
+                     "(num_key_value_heads null (one per query head: 4) × head_dim 8 (hidden_size 32 / num_attention_heads 4) disagrees");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "mistral", [](auto& j) { j.erase("num_key_value_heads"); })),
                      "num_attention_heads 4 is not a multiple of num_key_value_heads (absent: the default) 8");
   // Qwen3's head_dim absent is its config class's 128, not hidden / heads

@@ -151,17 +151,19 @@ void check_config_against_weights(const Family& family, const ModelConfig& c, co
       const auto value = [&](const std::string& key) {
         return c.raw.contains(key) ? c.raw[key].dump() : std::string("absent (its default asks for it)");
       };
-      if (!t.wanted_by.empty())
-        fail(config_path, ": ", t.wanted_by, " is ", value(t.wanted_by), ", but ", weights, " has no tensor '", shown(t.name), "'");
       // a last-layer tensor the first layer lacks too is missing from every layer: not a matter of the layer count (a
       // Qwen2 file without its q/k/v biases was told it held fewer layers: the Llama-family probe of 2026-12-01)
       const std::string last = "." + std::to_string(c.n_layer - 1) + ".", at = t.name_key.empty() ? "" : t.name;
       const size_t cut = at.find(last);
       const std::string first = cut == std::string::npos ? "" : at.substr(0, cut) + ".0." + at.substr(cut + last.size());
-      if (!t.name_key.empty() && (first.empty() || key_of.count(first)))
+      const bool in_none = !first.empty() && !key_of.count(first);
+      if (!t.wanted_by.empty())
+        fail(config_path, ": ", t.wanted_by, " is ", value(t.wanted_by), ", but ", weights, " has no tensor '", shown(in_none ? first : t.name), "'",
+             in_none ? " (in any layer)" : "");
+      if (!t.name_key.empty() && !in_none)
         fail(config_path, ": ", t.name_key, " is ", value(t.name_key), ", but ", weights, " has no tensor '", shown(t.name), "' (", weights,
              " holds fewer layers)");
-      fail(config_path, ": ", weights, " has no tensor '", shown(first.empty() ? t.name : first), "'", first.empty() ? "" : " (in any layer)",
+      fail(config_path, ": ", weights, " has no tensor '", shown(in_none ? first : t.name), "'", in_none ? " (in any layer)" : "",
            t.why.empty() ? ", which every " + family.display_name + " checkpoint holds" : ": " + t.why);
     }
     const auto& shape = f.info(it->second).shape;

@@ -58,7 +58,7 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   MIMIC_CHECK(c.explicit_head_dim > 0 || c.d_model % c.n_head == 0, where, ": ", k.d_model, " ", c.d_model, " is not divisible by ",
               k.n_head, " ", c.n_head, " (each head takes an equal share of the width)");
   // an absent key's default is the type's (Qwen2's 32), which the file does not show: said so
-  const bool kv_absent = !k.n_kv_head.empty() && (!j.contains(k.n_kv_head) || j[k.n_kv_head].is_null());
+  const bool kv_absent = !k.n_kv_head.empty() && !j.contains(k.n_kv_head);
   MIMIC_CHECK(c.kv_heads() >= 1 && c.n_head % c.kv_heads() == 0, where, ": ", k.n_head, " ", c.n_head, " is not a multiple of ",
               k.n_kv_head.empty() ? "the key/value heads" : k.n_kv_head, kv_absent ? " (absent: the default) " : " ", c.kv_heads(),
               " (the query heads fall into equal groups, one per key/value head)");

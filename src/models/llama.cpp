@@ -157,9 +157,10 @@ class LlamaFamily : public Family {
     c.n_head = json_int(j, c.keys.n_head, where);
     // An absent key takes the default of the type's own HF config class, which is not always the derived size: Mistral
     // has 8 KV heads, Qwen2 and Qwen3 32, Qwen3's heads are 128 wide (one per query head and hidden / heads were read
-    // for every type: the Llama-family probe of 2026-12-01)
-    c.n_kv_head = json_int_or(j, c.keys.n_kv_head, where, default_kv_heads(c.n_head));
-    c.explicit_head_dim = json_int_or(j, "head_dim", where, kind_ == Kind::Qwen3 ? 128 : 0);  // 0: absent or null (derived)
+    // for every type: the Llama-family probe of 2026-12-01). A null is not absent there: the classes turn it into one
+    // KV head per query head and hidden / heads (the second probe).
+    c.n_kv_head = json_int_or(j, c.keys.n_kv_head, where, j.contains(c.keys.n_kv_head) ? c.n_head : default_kv_heads(c.n_head));
+    c.explicit_head_dim = json_int_or(j, "head_dim", where, kind_ == Kind::Qwen3 && !j.contains("head_dim") ? 128 : 0);  // 0: derived
     if (c.explicit_head_dim == c.d_model / c.n_head && c.d_model % c.n_head == 0) c.explicit_head_dim = 0;  // the default spelled out
     {  // rotary embeddings rotate pairs of dimensions: an odd head would fail deep in the first forward
       const bool derived = c.explicit_head_dim == 0;
@@ -232,6 +233,8 @@ class LlamaFamily : public Family {
     // an absent num_key_value_heads is the type's default: shown as such, not as a value the file holds
     const bool kv_given = c.raw.contains("num_key_value_heads") && !c.raw["num_key_value_heads"].is_null();
     const std::string kv_shown = kv_given ? "num_key_value_heads " + std::to_string(c.kv_heads())
+                                 : c.raw.contains("num_key_value_heads")
+                                     ? "num_key_value_heads null (one per query head: " + std::to_string(c.kv_heads()) + ")"
                                  : kind_ == Kind::Llama
                                      ? "num_key_value_heads absent (one per query head: " + std::to_string(c.kv_heads()) + ")"
                                      : "num_key_value_heads absent (" + display_name + "'s default: " + std::to_string(c.kv_heads()) + ")";
@@ -345,14 +348,25 @@ class LlamaFamily : public Family {
     for (const auto& [key, value] : params.items())
       MIMIC_CHECK(!value.is_object(), where, ": rope_parameters per layer type ('", key,
                   "': {...}) is not implemented (mimic reads one rope_parameters object for every layer)");
+    const bool has_scaling = j.contains("rope_scaling") && !j["rope_scaling"].is_null();
+    // The theta. Without rope_scaling, transformers 5 takes rope_parameters' (else the top one's, else 10000); with it,
+    // transformers 4 reads the top one (else 10000) and 5 a theta inside rope_scaling first. So with rope_scaling the
+    // top one (or 10000) is the theta, and one inside either object must be the same: a config the two versions read
+    // apart is refused, not read as one of them (the second Llama-family probe: rope_parameters' 500000 beside
+    // rope_scaling ran where transformers runs 10000).
     const bool theta_top = j.contains("rope_theta") && !j["rope_theta"].is_null();
     const bool theta_in = params.contains("rope_theta") && !params["rope_theta"].is_null();
     MIMIC_CHECK(theta_top || theta_in || !j.contains("rope_theta"), where,
                 ": rope_theta is null and no rope_parameters gives it (a rotary base is needed; HF's default is 10000)");
-    c.rope_theta = theta_in ? json_double(params, "rope_theta", where + " rope_parameters") : json_double_or(j, "rope_theta", where, 10000.0);
-    if (theta_top && theta_in) {
-      const double top = json_double(j, "rope_theta", where);
-      MIMIC_CHECK(top == c.rope_theta, where, ": rope_theta ", top, " and rope_parameters' rope_theta ", c.rope_theta, " disagree");
+    c.rope_theta = theta_in && !has_scaling ? json_double(params, "rope_theta", where + " rope_parameters") : json_double_or(j, "rope_theta", where, 10000.0);
+    const std::string theta_from = theta_in && !has_scaling ? "rope_parameters' rope_theta " : theta_top ? "rope_theta " : "the default rope_theta ";
+    const nlohmann::json none = nlohmann::json::object();
+    for (const auto& [name, o] : {std::pair<std::string, const nlohmann::json*>{"rope_theta", &j}, {"rope_parameters' rope_theta", &params},
+                                  {"rope_scaling's rope_theta", has_scaling && j["rope_scaling"].is_object() ? &j["rope_scaling"] : &none}}) {
+      if (o == &j ? !theta_top : !o->contains("rope_theta") || (*o)["rope_theta"].is_null()) continue;
+      const double v = json_double(*o, "rope_theta", where);
+      MIMIC_CHECK(v == c.rope_theta, where, ": ", theta_from, c.rope_theta, " and ", name, " ", v,
+                  " disagree (transformers 4 and 5 would read different bases)");
     }
     MIMIC_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 1, where, ": rope_theta must be a number above 1, got ", c.rope_theta);
     // rotary embeddings on a part of each head (HF's partial_rotary_factor, as in Phi and some Qwen variants) are not
@@ -362,7 +376,6 @@ class LlamaFamily : public Family {
         const double f = json_double(*o, "partial_rotary_factor", where);
         MIMIC_CHECK(f == 1.0, where, ": partial_rotary_factor ", f, ": mimic rotates whole heads only (partial_rotary_factor 1)");
       }
-    const bool has_scaling = j.contains("rope_scaling") && !j["rope_scaling"].is_null();
     if (has_scaling) read_rope_scaling(j["rope_scaling"], "rope_scaling", where, c);
     if (!has_params) return;
     ModelConfig from_params;
@@ -383,12 +396,18 @@ class LlamaFamily : public Family {
   // by name.
   static void read_rope_scaling(const nlohmann::json& s, const std::string& name, const std::string& where, ModelConfig& c) {
     MIMIC_CHECK(s.is_object(), where, ": ", name, " must be an object or null, got ", json_dump(s, -1).substr(0, 120));
-    const std::string key = s.contains("rope_type") ? "rope_type" : "type";
+    // transformers 4 lets "type" override "rope_type", 5 the reverse: both given, they must name the same type (the
+    // second Llama-family probe: {"rope_type": "default", "type": "linear"} ran unscaled)
+    const bool has_rope_type = s.contains("rope_type") && !s["rope_type"].is_null(), has_type = s.contains("type") && !s["type"].is_null();
+    if (has_rope_type && has_type)
+      MIMIC_CHECK(s["rope_type"] == s["type"], where, ": ", name, "'s rope_type ", json_dump(s["rope_type"], -1), " and type ",
+                  json_dump(s["type"], -1), " disagree");
+    const std::string key = has_rope_type || (s.contains("rope_type") && !has_type) ? "rope_type" : "type";
     // a factor without a type: HF refuses it (KeyError); read as default it would drop the factor (the tenth probe)
     const bool only_base = std::all_of(s.items().begin(), s.items().end(), [](const auto& kv) {
       return kv.key() == "rope_theta" || kv.key() == "partial_rotary_factor";
     });
-    MIMIC_CHECK(only_base || s.contains(key), where, ": ", name, " ", json_dump(s, -1).substr(0, 160), " names no rope_type");
+    MIMIC_CHECK(only_base || has_rope_type || has_type, where, ": ", name, " ", json_dump(s, -1).substr(0, 160), " names no rope_type");
     const std::string in = where + " " + name;
     const std::string type = json_string_or(s, key, in, "default");
     if (type == "default") return;

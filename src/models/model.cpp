@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <cmath>
 #include <sstream>
 
 #include <unistd.h>
@@ -172,7 +173,8 @@ class HfModel : public Model {
     s.context_note = config_.context_note;
     if (config_.rope_theta > 0) {  // what was read of rope_theta / rope_scaling / rope_parameters, for `info` to show
       std::ostringstream r;
-      r << "theta " << config_.rope_theta;
+      const double theta = config_.rope_theta;  // 500000, not 5e+05
+      if (theta == std::floor(theta) && theta < 1e15) r << "theta " << static_cast<int64_t>(theta); else r << "theta " << theta;
       if (!config_.rope_scaling.empty()) r << ", " << config_.rope_scaling << " scaling: factor " << config_.rope_factor;
       if (config_.rope_scaling == "llama3")
         r << ", low_freq_factor " << config_.rope_low_freq_factor << ", high_freq_factor " << config_.rope_high_freq_factor
