@@ -250,17 +250,18 @@ def _rms_norm(x, w, eps):
 def _rope_settings(c):
     """rope_theta and the scaling object, from transformers 4's keys or transformers 5's rope_parameters (mimic refuses
     configs where the two disagree or a form it cannot compute, so either source is the same where both are given)."""
-    params = c.get("rope_parameters") or {}
-    theta = params.get("rope_theta") or c.get("rope_theta") or 10000.0
-    return theta, c.get("rope_scaling") or params
+    scaling = c.get("rope_scaling") or {}  # one that says anything wins in both versions
+    params = {} if scaling else (c.get("rope_parameters") or {})
+    theta = c.get("rope_theta") or (params.get("rope_theta") if not scaling else None) or scaling.get("rope_theta") or 10000.0
+    return theta, scaling or params
 
 
 def _rope_inv_freq(c, hd):
     theta, sc = _rope_settings(c)
     inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
-    if not sc or not sc.get("rope_type", sc.get("type")):
+    kind = sc.get("rope_type") if sc.get("rope_type") is not None else sc.get("type")
+    if not kind:
         return inv
-    kind = sc.get("rope_type", sc.get("type"))
     if kind == "default":
         return inv
     if kind == "linear":
@@ -369,8 +370,10 @@ class Model:
         b, t = ids.shape
         # an absent key is the type's HF default, as mimic reads it (Mistral 8 KV heads, Qwen2/3 32, Qwen3 heads of 128)
         kv_default = {"mistral": 8, "qwen2": 32, "qwen3": 32}.get(c["model_type"], c["num_attention_heads"])
-        nh, nkv = c["num_attention_heads"], c.get("num_key_value_heads") or kv_default
-        hd = c.get("head_dim") or (128 if c["model_type"] == "qwen3" else c["hidden_size"] // nh)
+        # (absent: the default; null: one per query head and hidden / heads, as HF's classes turn it)
+        nh = c["num_attention_heads"]
+        nkv = kv_default if "num_key_value_heads" not in c else (c["num_key_value_heads"] or nh)
+        hd = c.get("head_dim") or (128 if c["model_type"] == "qwen3" and "head_dim" not in c else c["hidden_size"] // nh)
         eps = c.get("rms_norm_eps") or 1e-6
         inv = _rope_inv_freq(c, hd)
         lin = lambda x, n: x @ w[n + ".weight"].t() + (w[n + ".bias"] if n + ".bias" in w else 0)

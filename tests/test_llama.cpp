@@ -167,7 +167,8 @@ TEST(LlamaFamily, ASlidingWindowShorterThanTheContextCapsTheContextAtTheWindow) 
   EXPECT_EQ(mistral->summary().context_note, "sliding_window; max_position_embeddings 128");
   const auto first = ids.slice(1, 0, 8);
   EXPECT_LT(relative_error(mistral->forward({first, {}, {}, {}}).logits, ref.load("logits").slice(1, 0, 8)), 1e-4);
-  EXPECT_MIMIC_ERROR(mistral->forward({ids.slice(1, 0, 9), {}, {}, {}}), "sequence of 9 tokens exceeds the model's context of 8");
+  EXPECT_MIMIC_ERROR(mistral->forward({ids.slice(1, 0, 9), {}, {}, {}}),
+                     "sequence of 9 tokens exceeds the model's context of 8 (sliding_window; max_position_embeddings 128)");
   EXPECT_EQ(load_model(edited(dir, "mistral", [](auto& j) { j["sliding_window"] = 128; }))->summary().max_positions, 128);
   EXPECT_EQ(load_model(edited(dir, "mistral", [](auto& j) { j["sliding_window"] = nullptr; }))->summary().context_note, "");
   // an absent sliding_window is Mistral's default of 4096 (it was read as none: full attention beyond 4096 tokens, where
@@ -176,6 +177,12 @@ TEST(LlamaFamily, ASlidingWindowShorterThanTheContextCapsTheContextAtTheWindow) 
   EXPECT_EQ(trimmed.max_positions, 4096);
   EXPECT_EQ(trimmed.context_note, "sliding_window absent: Mistral's default 4096; max_position_embeddings 8192");
   EXPECT_EQ(load_model(edited(dir, "llama", [](auto& j) { j["use_sliding_window"] = true, j["sliding_window"] = 8; }))->summary().max_positions, 256);
+  // Qwen2's and Qwen3's classes default the window to 4096 too: used where use_sliding_window and the layers say so
+  const auto qwen = load_model(edited(dir, "qwen2", [](auto& j) {
+                      j.erase("sliding_window"), j["use_sliding_window"] = true, j["max_window_layers"] = 0, j["max_position_embeddings"] = 8192;
+                    }))->summary();
+  EXPECT_EQ(qwen.max_positions, 4096);
+  EXPECT_EQ(qwen.context_note, "sliding_window absent: Qwen2's default 4096; max_position_embeddings 8192");
 
   auto context = [&](const std::function<void(nlohmann::json&)>& edit) { return load_model(edited(dir, "qwen2", edit))->summary().max_positions; };
   EXPECT_EQ(context([](auto& j) { j["use_sliding_window"] = true, j["sliding_window"] = 16, j["max_window_layers"] = 1; }), 16);
@@ -223,22 +230,23 @@ TEST(LlamaFamily, RotarySettingsAreReadFromTransformers5sRopeParametersToo) {
   // both spellings, agreeing: read; disagreeing, or a form mimic cannot compute: refused by name
   EXPECT_LT(relative_error(logits([](auto& j) { j["rope_parameters"] = j["rope_scaling"], j["rope_parameters"]["rope_theta"] = 10000.0; }), want), 1e-4);
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [&](auto& j) { v5(j), j["rope_theta"] = 500000.0; })),
-                     "rope_parameters' rope_theta 10000 and rope_theta 500000 disagree");
-  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 4.0}}; })),
-                     "and rope_parameters {\"factor\":4.0,\"rope_type\":\"linear\"} disagree");
+                     "rope_parameters's rope_theta 10000 and rope_theta 500000 disagree");
+  // beside a rope_scaling that says anything, rope_parameters is what neither version reads (5 takes rope_scaling over it)
+  EXPECT_LT(relative_error(logits([](auto& j) { j["rope_parameters"] = {{"rope_type", "linear"}, {"factor", 4.0}, {"rope_theta", 500000.0}}; }), want), 1e-4);
+  EXPECT_LT(relative_error(logits([&](auto& j) { v5(j), j["rope_scaling"] = nlohmann::json::object(); }), want), 1e-4);  // {} says nothing
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [&](auto& j) { v5(j), j["rope_parameters"]["rope_type"] = "yarn"; })),
                      "rope_parameters type 'yarn' is not implemented (mimic reads default, linear and llama3)");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [&](auto& j) {
                        v5(j), j["rope_parameters"] = {{"full_attention", j["rope_parameters"]}, {"sliding_attention", {{"rope_theta", 10000.0}}}};
                      })),
                      "rope_parameters per layer type ('full_attention': {...}) is not implemented");
-  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_theta"] = nullptr; })), "rope_theta is null and no rope_parameters gives it");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_theta"] = nullptr; })), "rope_theta is null and neither rope_parameters nor rope_scaling gives it");
   // configs transformers 4 and 5 read apart (the second Llama-family probe): beside rope_scaling, 4 reads the top theta
   // or 10000 and 5 one inside rope_scaling first; 4 lets "type" override "rope_type", 5 the reverse
-  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j.erase("rope_theta"), j["rope_parameters"] = j["rope_scaling"], j["rope_parameters"]["rope_theta"] = 500000.0; })),
-                     "the default rope_theta 10000 and rope_parameters' rope_theta 500000 disagree");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j.erase("rope_theta"), j["rope_scaling"]["rope_theta"] = 500000.0; })),
+                     "rope_scaling's rope_theta 500000 and the default rope_theta 10000 disagree");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"]["rope_theta"] = 500000.0; })),
-                     "rope_theta 10000 and rope_scaling's rope_theta 500000 disagree");
+                     "rope_scaling's rope_theta 500000 and rope_theta 10000 disagree");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"] = {{"rope_type", "default"}, {"type", "linear"}, {"factor", 2.0}}; })),
                      "rope_scaling's rope_type \"default\" and type \"linear\" disagree");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"] = {{"rope_type", nullptr}, {"factor", 2.0}}; })), "names no rope_type");
@@ -337,6 +345,7 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
                      "(num_key_value_heads null (one per query head: 4) × head_dim 8 (hidden_size 32 / num_attention_heads 4) disagrees");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "mistral", [](auto& j) { j.erase("num_key_value_heads"); })),
                      "num_attention_heads 4 is not a multiple of num_key_value_heads (absent: the default) 8");
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen3", [](auto& j) { j["head_dim"] = nullptr; })), "head_dim is null (Qwen3's heads have a width of their own");
   // Qwen3's head_dim absent is its config class's 128, not hidden / heads
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "qwen3", [](auto& j) { j.erase("head_dim"); })),
                      "(num_attention_heads 4 × head_dim 128 (absent: Qwen3's default) disagrees with the weights)");

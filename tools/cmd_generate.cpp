@@ -42,8 +42,8 @@ void run(GenerateArgs& a) {
   o.mode = generate::parse_mode(a.mode);
   o.eos_id = tok->eos_id();
   // The prompt as the tokenizer encodes a text, its special tokens included, as HF's generate(**tokenizer(prompt)) reads
-  // it: a Llama's <s> / <|begin_of_text|> first (left out, its continuation was another model's: the Llama-family probe
-  // of 2026-12-01); GPT-2's and Qwen's tokenizers add none.
+  // it: the beginning-of-text token where the tokenizer's post-processor adds one (Mistral's and Llama 2's <s>; left out,
+  // the continuation was another model's: the Llama-family probe of 2026-12-01); GPT-2's and Qwen's add none.
   auto prompt = tok->encode(a.prompt, /*add_special_tokens=*/true);
   const auto s = model->summary();
   if (a.prompt.empty() && s.family->causal && s.head == "lm") {  // (any other model: generate_batch names what it is)

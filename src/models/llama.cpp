@@ -96,7 +96,8 @@ ForwardOutputs LlamaImpl::forward(const ForwardInputs& in) {
   check_ids(ids, c_.vocab_size);
   const int64_t b = ids.size(0), t = ids.size(1), nh = c_.n_head, nkv = c_.kv_heads(), hd = c_.head_dim();
   const int64_t offset = decoding_ ? decoding_->position() : 0;
-  MIMIC_CHECK(offset + t <= c_.max_positions, "sequence of ", offset + t, " tokens exceeds the model's context of ", c_.max_positions);
+  MIMIC_CHECK(offset + t <= c_.max_positions, "sequence of ", offset + t, " tokens exceeds the model's context of ", c_.max_positions,
+              c_.context_note.empty() ? "" : " (" + c_.context_note + ")");
   at::Tensor pad = in.attention_mask.defined() ? in.attention_mask.to(torch::kBool) : at::Tensor();
   const auto [cos, sin] = rope_tables(offset, t, ids.device());
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
@@ -160,7 +161,10 @@ class LlamaFamily : public Family {
     // for every type: the Llama-family probe of 2026-12-01). A null is not absent there: the classes turn it into one
     // KV head per query head and hidden / heads (the second probe).
     c.n_kv_head = json_int_or(j, c.keys.n_kv_head, where, j.contains(c.keys.n_kv_head) ? c.n_head : default_kv_heads(c.n_head));
-    c.explicit_head_dim = json_int_or(j, "head_dim", where, kind_ == Kind::Qwen3 && !j.contains("head_dim") ? 128 : 0);  // 0: derived
+    // Qwen3's null head_dim is no size HF reads (4's attention fails on it, 5's config refuses it): refused, not derived
+    MIMIC_CHECK(kind_ != Kind::Qwen3 || !j.contains("head_dim") || !j["head_dim"].is_null(), where,
+                ": head_dim is null (Qwen3's heads have a width of their own: give it, or leave the key out for the default 128)");
+    c.explicit_head_dim = json_int_or(j, "head_dim", where, kind_ == Kind::Qwen3 ? 128 : 0);  // 0: derived
     if (c.explicit_head_dim == c.d_model / c.n_head && c.d_model % c.n_head == 0) c.explicit_head_dim = 0;  // the default spelled out
     {  // rotary embeddings rotate pairs of dimensions: an odd head would fail deep in the first forward
       const bool derived = c.explicit_head_dim == 0;
@@ -190,12 +194,12 @@ class LlamaFamily : public Family {
     // sees every position. Up to the window both are the same computation, so the context is capped there
     // (Mistral-7B-v0.1: 4096 of 32768 positions) rather than refusing the model (it was refused until 2026-12-01).
     // Read whether or not a layer uses it: a window of −5 is a broken config either way (the eleventh probe).
-    // An absent sliding_window is Mistral's default, 4096 (null: none): read as none, a trimmed Mistral config computed
-    // full attention beyond 4096 tokens, unlike HF's (the Llama-family probe).
-    const bool mistral_default = kind_ == Kind::Mistral && !j.contains("sliding_window");
-    const int64_t w = mistral_default ? 4096 : json_int_or(j, "sliding_window", where, 0);
+    // An absent sliding_window is 4096, the default of Mistral's, Qwen2's and Qwen3's config classes (null: none): read
+    // as none, a trimmed config computed full attention beyond 4096 tokens, unlike HF's (the Llama-family probes).
+    const bool type_default = kind_ != Kind::Llama && !j.contains("sliding_window");
+    const int64_t w = type_default ? 4096 : json_int_or(j, "sliding_window", where, 0);
     if (windowed_layers(j, where, c.n_layer) && w > 0 && w < c.max_positions) {
-      c.context_note = std::string(mistral_default ? "sliding_window absent: Mistral's default 4096" : "sliding_window") + "; " +
+      c.context_note = std::string(type_default ? "sliding_window absent: " + display_name + "'s default 4096" : "sliding_window") + "; " +
                        c.keys.max_positions + " " + std::to_string(c.max_positions);
       c.max_positions = w;
     }
@@ -337,58 +341,45 @@ class LlamaFamily : public Family {
   }
 
   // The rotary settings, in either of HF's spellings: rope_theta and rope_scaling beside the other keys (transformers
-  // 4), or one object rope_parameters {"rope_theta", "rope_type", "factor", ...} (transformers 5, which may also leave
+  // 4), or one object rope_parameters {"rope_theta", "rope_type", "factor", ...} (transformers 5, which may leave
   // "rope_theta": null at the top). Read as 4's alone, a 5 config of Llama 3 lost its theta of 500000 and its llama3
-  // scaling without an error (the defaults took over, the logits far off). Where both spellings are given they must
-  // agree; rope_parameters per layer type (models whose layer types rotate differently) is refused.
+  // scaling without an error. The object read is the one both versions read: a rope_scaling that says anything (4
+  // reads nothing else, 5 takes it over rope_parameters), else rope_parameters (5). The theta is the top one (4), else
+  // 10000 beside a rope_scaling (4) or the object's (5); a theta the two versions would read apart — inside the object
+  // and different from the top one or 4's default — is refused, not read as one of them (the second Llama-family
+  // probe). rope_parameters per layer type (models whose layer types rotate differently) is refused.
   static void read_rope(const nlohmann::json& j, const std::string& where, ModelConfig& c) {
-    const bool has_params = j.contains("rope_parameters") && !j["rope_parameters"].is_null();
-    const nlohmann::json params = has_params ? j["rope_parameters"] : nlohmann::json::object();
-    MIMIC_CHECK(params.is_object(), where, ": rope_parameters must be an object or null, got ", json_dump(params, -1).substr(0, 120));
-    for (const auto& [key, value] : params.items())
-      MIMIC_CHECK(!value.is_object(), where, ": rope_parameters per layer type ('", key,
-                  "': {...}) is not implemented (mimic reads one rope_parameters object for every layer)");
-    const bool has_scaling = j.contains("rope_scaling") && !j["rope_scaling"].is_null();
-    // The theta. Without rope_scaling, transformers 5 takes rope_parameters' (else the top one's, else 10000); with it,
-    // transformers 4 reads the top one (else 10000) and 5 a theta inside rope_scaling first. So with rope_scaling the
-    // top one (or 10000) is the theta, and one inside either object must be the same: a config the two versions read
-    // apart is refused, not read as one of them (the second Llama-family probe: rope_parameters' 500000 beside
-    // rope_scaling ran where transformers runs 10000).
-    const bool theta_top = j.contains("rope_theta") && !j["rope_theta"].is_null();
-    const bool theta_in = params.contains("rope_theta") && !params["rope_theta"].is_null();
+    const auto given = [](const nlohmann::json& o, const char* key) { return o.contains(key) && !o[key].is_null(); };
+    const bool has_scaling = given(j, "rope_scaling") && !(j["rope_scaling"].is_object() && j["rope_scaling"].empty());
+    const bool has_params = !has_scaling && given(j, "rope_parameters");
+    const std::string name = has_scaling ? "rope_scaling" : "rope_parameters";
+    const nlohmann::json s = has_scaling ? j["rope_scaling"] : has_params ? j["rope_parameters"] : nlohmann::json::object();
+    MIMIC_CHECK(s.is_object(), where, ": ", name, " must be an object or null, got ", json_dump(s, -1).substr(0, 120));
+    if (has_params)
+      for (const auto& [key, value] : s.items())
+        MIMIC_CHECK(!value.is_object(), where, ": rope_parameters per layer type ('", key,
+                    "': {...}) is not implemented (mimic reads one rope_parameters object for every layer)");
+    const bool theta_top = given(j, "rope_theta"), theta_in = given(s, "rope_theta");
     MIMIC_CHECK(theta_top || theta_in || !j.contains("rope_theta"), where,
-                ": rope_theta is null and no rope_parameters gives it (a rotary base is needed; HF's default is 10000)");
-    c.rope_theta = theta_in && !has_scaling ? json_double(params, "rope_theta", where + " rope_parameters") : json_double_or(j, "rope_theta", where, 10000.0);
-    const std::string theta_from = theta_in && !has_scaling ? "rope_parameters' rope_theta " : theta_top ? "rope_theta " : "the default rope_theta ";
-    const nlohmann::json none = nlohmann::json::object();
-    for (const auto& [name, o] : {std::pair<std::string, const nlohmann::json*>{"rope_theta", &j}, {"rope_parameters' rope_theta", &params},
-                                  {"rope_scaling's rope_theta", has_scaling && j["rope_scaling"].is_object() ? &j["rope_scaling"] : &none}}) {
-      if (o == &j ? !theta_top : !o->contains("rope_theta") || (*o)["rope_theta"].is_null()) continue;
-      const double v = json_double(*o, "rope_theta", where);
-      MIMIC_CHECK(v == c.rope_theta, where, ": ", theta_from, c.rope_theta, " and ", name, " ", v,
-                  " disagree (transformers 4 and 5 would read different bases)");
+                ": rope_theta is null and neither rope_parameters nor rope_scaling gives it (a rotary base is needed; HF's default is 10000)");
+    const bool default_theta = has_scaling && !j.contains("rope_theta");  // transformers 4's 10000 beside rope_scaling
+    c.rope_theta = theta_top || default_theta ? json_double_or(j, "rope_theta", where, 10000.0)
+                   : theta_in                 ? json_double(s, "rope_theta", where + " " + name)
+                                              : 10000.0;
+    if (theta_in && (theta_top || default_theta)) {
+      const double inside = json_double(s, "rope_theta", where + " " + name);
+      MIMIC_CHECK(inside == c.rope_theta, where, ": ", name, "'s rope_theta ", inside, " and ", theta_top ? "rope_theta " : "the default rope_theta ",
+                  c.rope_theta, " disagree (transformers 4 and 5 would read different bases)");
     }
     MIMIC_CHECK(std::isfinite(c.rope_theta) && c.rope_theta > 1, where, ": rope_theta must be a number above 1, got ", c.rope_theta);
     // rotary embeddings on a part of each head (HF's partial_rotary_factor, as in Phi and some Qwen variants) are not
     // implemented: read as whole-head rotation they would compute another network (the tenth probe)
-    for (const auto* o : {&j, &params})
-      if (o->contains("partial_rotary_factor") && !(*o)["partial_rotary_factor"].is_null()) {
+    for (const auto* o : {&j, &s})
+      if (given(*o, "partial_rotary_factor")) {
         const double f = json_double(*o, "partial_rotary_factor", where);
         MIMIC_CHECK(f == 1.0, where, ": partial_rotary_factor ", f, ": mimic rotates whole heads only (partial_rotary_factor 1)");
       }
-    if (has_scaling) read_rope_scaling(j["rope_scaling"], "rope_scaling", where, c);
-    if (!has_params) return;
-    ModelConfig from_params;
-    read_rope_scaling(params, "rope_parameters", where, from_params);
-    auto scaling = [](const ModelConfig& m) {
-      return std::make_tuple(m.rope_scaling, m.rope_factor, m.rope_low_freq_factor, m.rope_high_freq_factor, m.rope_original_positions);
-    };
-    if (has_scaling) {
-      MIMIC_CHECK(scaling(c) == scaling(from_params), where, ": rope_scaling ", json_dump(j["rope_scaling"], -1).substr(0, 160),
-                  " and rope_parameters ", json_dump(params, -1).substr(0, 160), " disagree");
-      return;
-    }
-    std::tie(c.rope_scaling, c.rope_factor, c.rope_low_freq_factor, c.rope_high_freq_factor, c.rope_original_positions) = scaling(from_params);
+    if (has_scaling || has_params) read_rope_scaling(s, name, where, c);
   }
 
   // A rotary scaling object `s` (`name`: rope_scaling or rope_parameters): {"rope_type" (or "type"): "default" |
