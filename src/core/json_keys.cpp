@@ -110,8 +110,10 @@ bool json_bool(const nlohmann::json& j, const std::string& key, const std::strin
   return v.get<bool>();
 }
 
+bool json_given(const nlohmann::json& j, const std::string& key) { return j.is_object() && j.contains(key) && !j[key].is_null(); }
+
 namespace {
-bool absent(const nlohmann::json& j, const std::string& key) { return !j.is_object() || !j.contains(key) || j[key].is_null(); }
+bool absent(const nlohmann::json& j, const std::string& key) { return !json_given(j, key); }
 }  // namespace
 
 int64_t json_int_or(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t fallback, int64_t min) {

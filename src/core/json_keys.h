@@ -31,6 +31,8 @@ int64_t json_int(const nlohmann::json& j, const std::string& key, const std::str
 double json_double(const nlohmann::json& j, const std::string& key, const std::string& where);  // any number
 std::string json_string(const nlohmann::json& j, const std::string& key, const std::string& where);
 bool json_bool(const nlohmann::json& j, const std::string& key, const std::string& where);
+// Whether `key` holds a value: present and not null (what the _or forms below fall back on is the opposite).
+bool json_given(const nlohmann::json& j, const std::string& key);
 // The _or forms: `fallback` when the key is absent or null (HF configs write null for "the default").
 int64_t json_int_or(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t fallback, int64_t min = 1);
 double json_double_or(const nlohmann::json& j, const std::string& key, const std::string& where, double fallback);

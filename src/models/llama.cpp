@@ -162,7 +162,7 @@ class LlamaFamily : public Family {
     // KV head per query head and hidden / heads (the second probe).
     c.n_kv_head = json_int_or(j, c.keys.n_kv_head, where, j.contains(c.keys.n_kv_head) ? c.n_head : default_kv_heads(c.n_head));
     // Qwen3's null head_dim is no size HF reads (4's attention fails on it, 5's config refuses it): refused, not derived
-    MIMIC_CHECK(kind_ != Kind::Qwen3 || !j.contains("head_dim") || !j["head_dim"].is_null(), where,
+    MIMIC_CHECK(kind_ != Kind::Qwen3 || !j.contains("head_dim") || json_given(j, "head_dim"), where,
                 ": head_dim is null (Qwen3's heads have a width of their own: give it, or leave the key out for the default 128)");
     c.explicit_head_dim = json_int_or(j, "head_dim", where, kind_ == Kind::Qwen3 ? 128 : 0);  // 0: derived
     if (c.explicit_head_dim == c.d_model / c.n_head && c.d_model % c.n_head == 0) c.explicit_head_dim = 0;  // the default spelled out
@@ -229,13 +229,13 @@ class LlamaFamily : public Family {
     const SizedDim d{c.d_model, c.keys.d_model};
     const std::string last = "layers." + std::to_string(c.n_layer - 1) + ".";
     // q's and k's rows are heads × head_dim: the message names the keys with their own values, not the product
-    const bool hd_given = c.raw.contains("head_dim") && !c.raw["head_dim"].is_null();
+    const bool hd_given = json_given(c.raw, "head_dim");
     const std::string hd = " × head_dim " + std::to_string(c.head_dim()) +
                            (c.explicit_head_dim == 0 ? " (hidden_size " + std::to_string(c.d_model) + " / num_attention_heads " + std::to_string(c.n_head) + ")"
                             : hd_given               ? std::string()
                                                      : " (absent: " + display_name + "'s default)");
     // an absent num_key_value_heads is the type's default: shown as such, not as a value the file holds
-    const bool kv_given = c.raw.contains("num_key_value_heads") && !c.raw["num_key_value_heads"].is_null();
+    const bool kv_given = json_given(c.raw, "num_key_value_heads");
     const std::string kv_shown = kv_given ? "num_key_value_heads " + std::to_string(c.kv_heads())
                                  : c.raw.contains("num_key_value_heads")
                                      ? "num_key_value_heads null (one per query head: " + std::to_string(c.kv_heads()) + ")"
@@ -349,9 +349,8 @@ class LlamaFamily : public Family {
   // and different from the top one or 4's default — is refused, not read as one of them (the second Llama-family
   // probe). rope_parameters per layer type (models whose layer types rotate differently) is refused.
   static void read_rope(const nlohmann::json& j, const std::string& where, ModelConfig& c) {
-    const auto given = [](const nlohmann::json& o, const char* key) { return o.contains(key) && !o[key].is_null(); };
-    const bool has_scaling = given(j, "rope_scaling") && !(j["rope_scaling"].is_object() && j["rope_scaling"].empty());
-    const bool has_params = !has_scaling && given(j, "rope_parameters");
+    const bool has_scaling = json_given(j, "rope_scaling") && !(j["rope_scaling"].is_object() && j["rope_scaling"].empty());
+    const bool has_params = !has_scaling && json_given(j, "rope_parameters");
     const std::string name = has_scaling ? "rope_scaling" : "rope_parameters";
     const nlohmann::json s = has_scaling ? j["rope_scaling"] : has_params ? j["rope_parameters"] : nlohmann::json::object();
     MIMIC_CHECK(s.is_object(), where, ": ", name, " must be an object or null, got ", json_dump(s, -1).substr(0, 120));
@@ -359,7 +358,7 @@ class LlamaFamily : public Family {
       for (const auto& [key, value] : s.items())
         MIMIC_CHECK(!value.is_object(), where, ": rope_parameters per layer type ('", key,
                     "': {...}) is not implemented (mimic reads one rope_parameters object for every layer)");
-    const bool theta_top = given(j, "rope_theta"), theta_in = given(s, "rope_theta");
+    const bool theta_top = json_given(j, "rope_theta"), theta_in = json_given(s, "rope_theta");
     MIMIC_CHECK(theta_top || theta_in || !j.contains("rope_theta"), where,
                 ": rope_theta is null and neither rope_parameters nor rope_scaling gives it (a rotary base is needed; HF's default is 10000)");
     const bool default_theta = has_scaling && !j.contains("rope_theta");  // transformers 4's 10000 beside rope_scaling
@@ -375,7 +374,7 @@ class LlamaFamily : public Family {
     // rotary embeddings on a part of each head (HF's partial_rotary_factor, as in Phi and some Qwen variants) are not
     // implemented: read as whole-head rotation they would compute another network (the tenth probe)
     for (const auto* o : {&j, &s})
-      if (given(*o, "partial_rotary_factor")) {
+      if (json_given(*o, "partial_rotary_factor")) {
         const double f = json_double(*o, "partial_rotary_factor", where);
         MIMIC_CHECK(f == 1.0, where, ": partial_rotary_factor ", f, ": mimic rotates whole heads only (partial_rotary_factor 1)");
       }
@@ -389,11 +388,11 @@ class LlamaFamily : public Family {
     MIMIC_CHECK(s.is_object(), where, ": ", name, " must be an object or null, got ", json_dump(s, -1).substr(0, 120));
     // transformers 4 lets "type" override "rope_type", 5 the reverse: both given, they must name the same type (the
     // second Llama-family probe: {"rope_type": "default", "type": "linear"} ran unscaled)
-    const bool has_rope_type = s.contains("rope_type") && !s["rope_type"].is_null(), has_type = s.contains("type") && !s["type"].is_null();
+    const bool has_rope_type = json_given(s, "rope_type"), has_type = json_given(s, "type");
     if (has_rope_type && has_type)
       MIMIC_CHECK(s["rope_type"] == s["type"], where, ": ", name, "'s rope_type ", json_dump(s["rope_type"], -1), " and type ",
                   json_dump(s["type"], -1), " disagree");
-    const std::string key = has_rope_type || (s.contains("rope_type") && !has_type) ? "rope_type" : "type";
+    const std::string key = has_rope_type ? "rope_type" : "type";  // neither: only the base is given, read as default
     // a factor without a type: HF refuses it (KeyError); read as default it would drop the factor (the tenth probe)
     const bool only_base = std::all_of(s.items().begin(), s.items().end(), [](const auto& kv) {
       return kv.key() == "rope_theta" || kv.key() == "partial_rotary_factor";

@@ -5,10 +5,10 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <cmath>
 #include <sstream>
 
 #include <unistd.h>
