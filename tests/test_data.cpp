@@ -33,6 +33,12 @@ class ByteTokenizer : public mimic::text::Tokenizer {
   int64_t token_to_id(const std::string& s) const override { return s.size() == 1 ? static_cast<unsigned char>(s[0]) : -1; }
   int64_t eos_id() const override { return 256; }
 };
+// The same bytes, with a BOS its post-processor would put before a text (as a Llama tokenizer's <s>): id 257.
+class ByteTokenizerWithBos : public ByteTokenizer {
+ public:
+  int64_t vocab_size() const override { return 258; }
+  std::vector<int64_t> document_start() const override { return {257}; }
+};
 }  // namespace
 
 TEST(DataCorpus, SplitsAreDeterministicDisjointAndCoverEveryDocument) {
@@ -229,6 +235,45 @@ TEST(DataTokenCache, RoundTripWithSeparatorsAndOffsets) {
   // A truncated cache is refused with a message saying how to fix it.
   mimic::test::write_bytes(dir.file("c.bin"), std::string(10, '\0'));
   EXPECT_MIMIC_ERROR(TokenCache::open(dir.file("c.bin")), "delete it to rebuild");
+}
+
+// A tokenizer that opens a text with a BOS opens every document of a cache with it (before the text, after the
+// previous document's separator), and the cache's offsets point at it; a cache written before caches had a document
+// start is written again for such a tokenizer, and kept as it is for one without.
+TEST(DataTokenCache, EveryDocumentOpensWithTheTokenizersStartAndAnOlderCacheIsWrittenAgain) {
+  TempDir dir;
+  ByteTokenizerWithBos tok;
+  auto info = write_token_cache(dir.file("c.bin"), tok, {{"a", "x", 0, "hi"}, {"b", "x", 0, "you"}});
+  EXPECT_EQ(info.tokens, 1 + 2 + 1 + 1 + 3 + 1);
+  const auto c = TokenCache::open(dir.file("c.bin"));
+  EXPECT_EQ(c.ids(), (std::vector<int64_t>{257, 'h', 'i', 256, 257, 'y', 'o', 'u', 256}));
+  EXPECT_EQ(c.document_offsets(), (std::vector<int64_t>{0, 4, 9}));
+  EXPECT_EQ(c.info().document_start, (std::vector<int64_t>{257}));
+  EXPECT_EQ(nlohmann::json::parse(mimic::test::read_bytes(dir.file("c.bin.json")))["document_start"], nlohmann::json({257}));
+  // the pool of random-span tokens holds words of the text, never the BOS (nor the separator), however frequent
+  EXPECT_EQ(most_frequent_tokens(c, 10), (std::vector<int64_t>{'h', 'i', 'o', 'u', 'y'}));
+  // without a start the index has no such key: a GPT-2 or BERT cache is what it was before the key
+  write_token_cache(dir.file("plain.bin"), ByteTokenizer(), {{"a", "x", 0, "hi"}});
+  EXPECT_FALSE(nlohmann::json::parse(mimic::test::read_bytes(dir.file("plain.bin.json"))).contains("document_start"));
+  EXPECT_TRUE(TokenCache::open(dir.file("plain.bin")).info().document_start.empty());
+  // a start that is no token of the vocabulary is refused naming the key
+  auto j = nlohmann::json::parse(mimic::test::read_bytes(dir.file("c.bin.json")));
+  j["document_start"] = {258};
+  mimic::test::write_bytes(dir.file("c.bin.json"), j.dump());
+  EXPECT_MIMIC_ERROR(TokenCache::open(dir.file("c.bin")), "key 'document_start' must be a list of token ids below 258, holds 258");
+
+  // an own text's cache, first written by a tokenizer without the start (as every cache was before it existed)
+  ScopedEnv cache("MIMIC_CACHE", dir.file("cache"));
+  const std::string file = dir.file("notes.txt");
+  mimic::test::write_bytes(file, hundred_lines());
+  const ByteTokenizer before;  // the same identity ("bytes"), no start: the caches an older mimic wrote
+  ASSERT_EQ(before.identity(), tok.identity());
+  const auto old = corpus_token_cache(file, Split::Validation, before);
+  EXPECT_EQ(old[0], 'l');
+  const auto now = corpus_token_cache(file, Split::Validation, tok);
+  EXPECT_EQ(now[0], 257);
+  EXPECT_EQ(now.size(), old.size() + 1);
+  EXPECT_EQ(corpus_token_cache(file, Split::Validation, tok).ids(), now.ids());  // and it is kept from then on
 }
 
 // The index PATH.json is mimic's own state, read through the checked accessors: a wrong type or a missing key

@@ -15,6 +15,7 @@
 #include "mimic/generate/generate.h"
 #include "mimic/models/model.h"
 #include "mimic/models/networks.h"
+#include "mimic/text/hf_tokenizer.h"
 #include "mimic/text/tokenizer.h"
 #include "test_util.h"
 
@@ -444,6 +445,21 @@ TEST(Passkey, PromptHidesTheKeyOnceAtTheDepth) {
     }
   }
   EXPECT_MIMIC_ERROR(ev::build_passkey_prompt(*tok, 20, 0.5, "48213"), "too short");
+}
+
+// With a tokenizer that opens a text with a BOS (Mistral's <s>), the prompt opens with it — the ids HF's tokenizer
+// gives the text with its special tokens, as generate's prompt — within the same target, the key where it points.
+TEST(Passkey, APromptOpensWithTheTokenizersBosAsHfEncodesIt) {
+  const mimic::text::HfTokenizer tok(mimic::asset_path("mistral/tokenizer.json"), mimic::asset_path("mistral/tokenizer_config.json"));
+  for (int64_t target : {120, 300}) {
+    auto p = ev::build_passkey_prompt(tok, target, 0.5, "48213");
+    EXPECT_EQ(p.ids, tok.encode(p.text, true));
+    EXPECT_EQ(p.ids.front(), 1);
+    EXPECT_LE(static_cast<int64_t>(p.ids.size()), target);
+    EXPECT_GE(static_cast<int64_t>(p.ids.size()), target - 5);
+    const std::string from_key = tok.decode({p.ids.begin() + p.key_token, p.ids.end()});
+    EXPECT_EQ(from_key.rfind("The pass key is 48213.", 0), 0u) << from_key.substr(0, 40);
+  }
 }
 
 TEST(Passkey, ScoresEqualSummedLogProbsOfAPlainForward) {

@@ -114,6 +114,14 @@ TEST(HfTokenizerGolden, SpecialIdsAndVocabularySizesAreTheFilesOwn) {
   EXPECT_EQ(m.unk_id(), 0);
   EXPECT_EQ(m.eos_id(), 2);
   EXPECT_EQ(m.encode("hi", true).front(), 1);  // the template's <s>
+  // what opens a document: the post-processor's ids before the text — Mistral's template's <s>; nothing for Qwen3 and
+  // for this Llama 3 file, whose post-processors are ByteLevel alone (the first Llama 3 tokenizer.json: HF's
+  // PreTrainedTokenizerFast adds no BOS with it either; the later file's template adds <|begin_of_text|>)
+  EXPECT_EQ(m.document_start(), Ids{1});
+  EXPECT_EQ(q.document_start(), Ids{});
+  EXPECT_EQ(l.document_start(), Ids{});
+  EXPECT_EQ(q.encode("hi", true), q.encode("hi", false));
+  EXPECT_EQ(l.encode("hi", true), l.encode("hi", false));
   EXPECT_MIMIC_ERROR(l.id_to_token(128256), "token id 128256 is not in the vocabulary");
 }
 
@@ -149,9 +157,11 @@ TEST(HfTokenizerGolden, TokenCachesHoldIdsPast65535AndAreKeptPerTokenizer) {
   docs[1].text = "Ωmega 😀";
   const auto& l = hf("llama3");
   const auto info = mimic::data::write_token_cache(dir.file("c.bin"), l, docs);
-  Ids want = l.encode(docs[0].text, false);
+  // each document as HF encodes a text with its special tokens (this file adds none: see document_start below), then
+  // <|end_of_text|>
+  Ids want = l.encode(docs[0].text, true);
   want.push_back(l.eos_id());
-  const auto second = l.encode(docs[1].text, false);
+  const auto second = l.encode(docs[1].text, true);
   want.insert(want.end(), second.begin(), second.end());
   want.push_back(l.eos_id());
   ASSERT_GT(*std::max_element(want.begin(), want.end()), 65535);
@@ -290,6 +300,28 @@ TEST(HfTokenizerComponents, SentencePieceStyleBpeWithByteFallbackUnkAndTemplate)
   EXPECT_EQ(tok->encode("é", false), (Ids{2, 8 + 0xC3, 8 + 0xA9}));         // ▁ then é's two bytes
   EXPECT_EQ(tok->decode(tok->encode("ab é a", false)), "ab é a");
   EXPECT_EQ(tok->encode("a<s>b", false), (Ids{5, 1, 2, 4}));               // the segment after <s> gets its own ▁
+  EXPECT_EQ(tok->document_start(), Ids{1});
+  // the ids before the text whatever the post-processor's form: a Sequence around a template that adds <s> twice and
+  // a closing one, RobertaProcessing's <s> (the closing ids are the separator's business, not the start's)
+  json nested = small_spm();
+  nested["post_processor"] = json::parse(R"({"type": "Sequence", "processors": [
+      {"type": "ByteLevel", "trim_offsets": false},
+      {"type": "TemplateProcessing",
+       "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"SpecialToken": {"id": "<s>", "type_id": 0}},
+                  {"Sequence": {"id": "A", "type_id": 0}}, {"SpecialToken": {"id": "<unk>", "type_id": 0}}],
+       "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}, "<unk>": {"id": "<unk>", "ids": [0], "tokens": ["<unk>"]}}}]})");
+  TempDir dir3;
+  const auto twice = tokenizer_from_json(dir3, nested);
+  EXPECT_EQ(twice->encode("ab", true), (Ids{1, 1, 7, 0}));
+  EXPECT_EQ(twice->document_start(), (Ids{1, 1}));
+  json roberta = small_spm();
+  roberta["post_processor"] = {{"type", "RobertaProcessing"}, {"sep", {"<unk>", 0}}, {"cls", {"<s>", 1}}};
+  TempDir dir4;
+  EXPECT_EQ(tokenizer_from_json(dir4, roberta)->document_start(), Ids{1});
+  json none = small_spm();
+  none["post_processor"] = nullptr;
+  TempDir dir5;
+  EXPECT_EQ(tokenizer_from_json(dir5, none)->document_start(), Ids{});
   json no_fallback = small_spm();
   no_fallback["model"]["byte_fallback"] = false;
   TempDir dir2;
@@ -319,6 +351,39 @@ TEST(HfTokenizerComponents, SplitBehaviorsMetaspaceAndDigits) {
   EXPECT_EQ(merged->encode("abab", false), (Ids{6, 6}));
   auto digits = tokenizer_from_json(dir, with_pre({{"type", "Digits"}, {"individual_digits", true}}));
   EXPECT_EQ(digits->encode("12", false), (Ids{8 + '1', 8 + '2'}));
+}
+
+// transformers' Llama tokenizer classes build their post-processor from tokenizer_config.json's add_bos_token (default
+// true) and add_eos_token (default false) whatever tokenizer.json holds; any other class keeps the file's. mimic encodes,
+// and opens documents, as HF does in each case, and two configs that differ only in the flags share no token cache.
+TEST(HfTokenizerLoading, ALlamaTokenizerClassAddsWhatItsConfigsFlagsSay) {
+  json j = small_spm();  // its template: <s> $A
+  j["model"]["vocab"]["</s>"] = 264;
+  j["added_tokens"].push_back({{"id", 264}, {"content", "</s>"}, {"special", true}});
+  TempDir dir;
+  write_bytes(dir.file("tokenizer.json"), j.dump());
+  auto with_config = [&](const std::string& config) {
+    write_bytes(dir.file("tokenizer_config.json"), config);
+    return std::make_unique<text::HfTokenizer>(dir.file("tokenizer.json"), dir.file("tokenizer_config.json"));
+  };
+  const auto eos_only = with_config(R"({"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": false, "add_eos_token": true})");
+  EXPECT_EQ(eos_only->encode("ab a", true), (Ids{7, 5, 264}));  // </s> the class's default eos_token
+  EXPECT_EQ(eos_only->document_start(), Ids{});
+  const auto both = with_config(R"({"tokenizer_class": "LlamaTokenizer", "add_eos_token": true, "bos_token": "<s>", "eos_token": "</s>"})");
+  EXPECT_EQ(both->encode("ab a", true), (Ids{1, 7, 5, 264}));
+  EXPECT_EQ(both->document_start(), Ids{1});
+  EXPECT_NE(both->identity(), eos_only->identity());
+  EXPECT_EQ(with_config(R"({"tokenizer_class": "LlamaTokenizer", "add_bos_token": null})")->encode("ab", true), (Ids{7}));  // None adds nothing
+  // another class keeps the file's template, flags or not
+  EXPECT_EQ(with_config(R"({"tokenizer_class": "PreTrainedTokenizerFast", "add_bos_token": false, "add_eos_token": true})")->encode("ab a", true),
+            (Ids{1, 7, 5}));
+  // the class builds its template even where the file has none
+  j["post_processor"] = nullptr;
+  write_bytes(dir.file("tokenizer.json"), j.dump());
+  EXPECT_EQ(with_config(R"({"tokenizer_class": "LlamaTokenizerFast"})")->document_start(), Ids{1});
+  EXPECT_MIMIC_ERROR(with_config(R"({"tokenizer_class": "LlamaTokenizer", "add_eos_token": true, "eos_token": null})"),
+                     "add_eos_token is true but no eos_token is named (LlamaTokenizer adds one)");
+  EXPECT_MIMIC_ERROR(with_config(R"({"tokenizer_class": "LlamaTokenizer", "add_bos_token": "yes"})"), "add_bos_token");
 }
 
 TEST(HfTokenizerLoading, AFolderWithOnlyTokenizerJsonLoadsAndBadFilesAreRefused) {

@@ -453,6 +453,11 @@ TEST(LlamaFamily, AFolderWithTokenizerJsonRunsEveryStageOnProse) {
   const auto ids = nlohmann::json::parse(tok.out)["ids"];
   EXPECT_EQ(ids[0], 1);                                    // <s> from the template
   EXPECT_EQ(ids[1], tj["model"]["vocab"]["▁the"]);         // merged
+  // a text is scored as the model reads one: opened by the template's <s>, which is not itself scored
+  auto et = mimic::test::mimic_cli("eval --model " + m + " --text 'the tide was late' --json --threads 1");
+  ASSERT_EQ(et.code, 0) << et.err;
+  EXPECT_EQ(nlohmann::json::parse(et.out)["tokens"], ids.size()) << et.out;
+  EXPECT_EQ(nlohmann::json::parse(et.out)["predicted"], ids.size() - 1) << et.out;
   auto ev = mimic::test::mimic_cli("eval --model " + m + " --data " + data + " --split test --json --threads 1");
   ASSERT_EQ(ev.code, 0) << ev.err;
   const double ppl = nlohmann::json::parse(ev.out)["perplexity"].get<double>();

@@ -37,9 +37,8 @@ void run(ForwardArgs& a) {
   auto s = model->summary();
   auto ids = tok->encode(input);
   MIMIC_CHECK(!ids.empty(), "the text gives no tokens");
-  MIMIC_CHECK(static_cast<int64_t>(ids.size()) <= s.max_positions, "the text has ", ids.size(),
-              " tokens, more than the model's context of ", s.max_positions,
-              s.context_note.empty() ? " (shorten it)" : " (" + s.context_note + "; shorten it)");
+  MIMIC_CHECK(static_cast<int64_t>(ids.size()) <= s.max_positions, "the text has ", ids.size(), " tokens, more than ",
+              models::context_words(s), ": shorten it");
   torch::NoGradGuard no_grad;
   auto input_ids = torch::tensor(ids, torch::kLong).unsqueeze(0);
   auto out = model->forward({input_ids, {}, {}, {}});

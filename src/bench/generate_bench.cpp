@@ -188,7 +188,7 @@ GenerateBenchResult run_generate_bench(const GenerateBenchOptions& o) {
   // fewer steps without a word (issue 38), and its row was compared with rows that decoded them all.
   for (auto len : o.prompt_lengths)
     MIMIC_CHECK(len >= 1 && len + o.new_tokens - 1 <= s.max_positions, "bench generate: a prompt of ", len, " tokens and --new-tokens ",
-                o.new_tokens, " need ", len + o.new_tokens - 1, " positions, beyond the model's context of ", s.max_positions,
+                o.new_tokens, " need ", len + o.new_tokens - 1, " positions, beyond ", models::context_words(s),
                 len < s.max_positions ? " (at most " + std::to_string(s.max_positions - len + 1) + " new tokens fit after this prompt)"
                                       : std::string(" (the prompt alone fills it)"));
   r.options = o;

@@ -27,6 +27,7 @@ std::vector<int64_t> most_frequent_tokens(const TokenCache& cache, int64_t n) {
     ++count[static_cast<size_t>(id)];
   }
   if (cache.info().separator >= 0 && cache.info().separator < vocab) count[static_cast<size_t>(cache.info().separator)] = 0;
+  for (auto id : cache.info().document_start) count[static_cast<size_t>(id)] = 0;  // a BOS is no word of the text either
   std::vector<int64_t> ids;
   for (int64_t id = 0; id < vocab; ++id)
     if (count[static_cast<size_t>(id)] > 0) ids.push_back(id);

@@ -73,7 +73,7 @@ CopiedSpan apply_copy_curriculum(int64_t* block, int64_t n, const CopyCurriculum
                                  const std::vector<int64_t>& pool = {});
 
 // The `n` most frequent token ids of a cache, most frequent first (ties by smaller id), without the
-// document separator; fewer if the cache holds fewer distinct tokens.
+// document separator and document start; fewer if the cache holds fewer distinct tokens.
 std::vector<int64_t> most_frequent_tokens(const TokenCache& cache, int64_t n);
 
 // Packs the token stream into blocks of T+1 tokens (block i starts at token i·T; documents separated by

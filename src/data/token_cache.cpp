@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -36,11 +37,13 @@ TokenCacheInfo write_token_cache(const std::string& path, const text::Tokenizer&
   info.vocab_size = tok.vocab_size();
   info.separator = tok.eos_id() >= 0 ? tok.eos_id() : tok.sep_id();
   MIMIC_CHECK(info.separator >= 0, "tokenizer ", tok.kind(), " has no document separator");
+  info.document_start = tok.document_start();
   std::vector<uint32_t> ids;
   std::vector<int64_t> offsets;
   nlohmann::json doc_ids = nlohmann::json::array();
   for (const auto& d : docs) {
     offsets.push_back(static_cast<int64_t>(ids.size()));
+    for (auto id : info.document_start) ids.push_back(static_cast<uint32_t>(id));
     for (auto id : tok.encode(d.text, /*add_special_tokens=*/false)) ids.push_back(static_cast<uint32_t>(id));
     ids.push_back(static_cast<uint32_t>(info.separator));
     doc_ids.push_back(d.id);
@@ -59,6 +62,8 @@ TokenCacheInfo write_token_cache(const std::string& path, const text::Tokenizer&
   nlohmann::json meta = {{"format", "mimic-token-cache-1"}, {"dtype", wide ? "uint32" : "uint16"}, {"tokenizer", info.tokenizer},
                          {"vocab_size", info.vocab_size},   {"separator", info.separator}, {"documents", info.documents},
                          {"tokens", info.tokens},           {"document_ids", doc_ids},   {"document_offsets", offsets}};
+  // the key is written only where there is a start: a cache of GPT-2 or BERT stays byte for byte what it was
+  if (!info.document_start.empty()) meta["document_start"] = info.document_start;
   io::write_text_atomically(path + ".json", meta.dump(1));
   return info;
 }
@@ -76,6 +81,15 @@ TokenCache TokenCache::open(const std::string& path) {
   c.info_.separator = json_int(meta, "separator", index, 0);
   c.info_.documents = json_int(meta, "documents", index, 0);
   c.info_.tokens = json_int(meta, "tokens", index, 0);
+  if (meta.contains("document_start")) {  // absent: none (every cache written before the key)
+    const auto& start = meta["document_start"];
+    MIMIC_CHECK(start.is_array(), index, ": key 'document_start' must be a list of token ids");
+    for (const auto& x : start) {
+      MIMIC_CHECK(x.is_number_integer() && x.get<int64_t>() >= 0 && x.get<int64_t>() < c.info_.vocab_size, index,
+                  ": key 'document_start' must be a list of token ids below ", c.info_.vocab_size, ", holds ", x.dump());
+      c.info_.document_start.push_back(x.get<int64_t>());
+    }
+  }
   const auto& offsets = json_key(meta, "document_offsets", index);
   MIMIC_CHECK(offsets.is_array(), index, ": key 'document_offsets' must be a list of integers");
   for (const auto& x : offsets) {
@@ -103,6 +117,17 @@ TokenCache TokenCache::open(const std::string& path) {
   return c;
 }
 
+namespace {
+// The cache at `path` if it is there and was written as `tok` writes one now: a cache from before document starts
+// (no start where the tokenizer has one, e.g. a Llama's <s>) is not reused.
+std::optional<TokenCache> open_if_current(const std::string& path, const text::Tokenizer& tok) {
+  if (!std::filesystem::exists(path) || !std::filesystem::exists(path + ".json")) return std::nullopt;
+  auto cache = TokenCache::open(path);
+  if (cache.info().document_start != tok.document_start()) return std::nullopt;
+  return cache;
+}
+}  // namespace
+
 TokenCache corpus_token_cache(const std::string& corpus, Split split, const text::Tokenizer& tok) {
   std::string dir = cache_dir() + "/data/" + tok.identity();
   std::vector<Document> docs;
@@ -128,12 +153,12 @@ TokenCache corpus_token_cache(const std::string& corpus, Split split, const text
   } else {
     std::vector<std::string> names = corpus == "all" ? lm_corpus_names() : std::vector<std::string>{corpus};
     path = dir + "/" + corpus + "." + split_name(split) + ".bin";
-    if (std::filesystem::exists(path) && std::filesystem::exists(path + ".json")) return TokenCache::open(path);
+    if (auto cached = open_if_current(path, tok)) return std::move(*cached);
     for (const auto& n : names)
       for (auto& d : load_corpus(n))
         if (split_of(d) == split) docs.push_back(std::move(d));
   }
-  if (std::filesystem::exists(path) && std::filesystem::exists(path + ".json")) return TokenCache::open(path);
+  if (auto cached = open_if_current(path, tok)) return std::move(*cached);
   MIMIC_CHECK(!docs.empty(), "corpus '", corpus, "' has no documents in split ", split_name(split));
   std::filesystem::create_directories(dir);
   write_token_cache(path, tok, docs);

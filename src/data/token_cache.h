@@ -1,7 +1,8 @@
 // Token caches: a corpus split tokenized once and stored as a flat binary file of token ids — uint16 when
 // the vocabulary fits (GPT-2's 50,257, BERT's 30,522, Mistral's 32,000), else uint32 (Llama 3's 128,256,
 // Qwen's 151,669) — documents separated by the tokenizer's separator (<|endoftext|> for GPT-2, [SEP] for
-// BERT, the eos token of a tokenizer.json folder), read back memory-mapped. Format: docs/formats.md.
+// BERT, the eos token of a tokenizer.json folder), each opened by the tokenizer's document start where it has
+// one (Llama's <s>), read back memory-mapped. Format: docs/formats.md.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -18,8 +19,9 @@ struct TokenCacheInfo {
   std::string tokenizer;      // tokenizer kind
   int64_t vocab_size = 0;
   int64_t separator = -1;     // id placed after every document
+  std::vector<int64_t> document_start;  // ids placed before every document (Tokenizer::document_start; none for most)
   int64_t documents = 0;
-  int64_t tokens = 0;         // including separators
+  int64_t tokens = 0;         // including separators and document starts
 };
 
 // Tokenizes `docs` (in order) and writes PATH (ids) + PATH.json (TokenCacheInfo + document offsets)
@@ -54,7 +56,8 @@ class TokenCache {
 
 // The cache of a named corpus ("sotu", "moby-dick" or "all") and split for a tokenizer, built on first
 // use under $MIMIC_CACHE/data/<tokenizer identity>/<corpus>.<split>.bin (Tokenizer::identity: two tokenizers
-// of one kind with different files never share a cache).
+// of one kind with different files never share a cache). A cache whose document start is not the tokenizer's
+// (one written before caches had them) is written again.
 TokenCache corpus_token_cache(const std::string& corpus, Split split, const text::Tokenizer& tok);
 
 }  // namespace mimic::data

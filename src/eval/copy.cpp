@@ -52,7 +52,7 @@ CopyResult copy_eval(models::Model& model, const std::vector<std::vector<int64_t
   const auto len = static_cast<int64_t>(segments[0].size());
   MIMIC_CHECK(len >= 2, "a copy segment needs at least 2 tokens, got ", len);
   MIMIC_CHECK(2 * len <= info.max_positions, "a copy segment of ", len, " tokens runs doubled (", 2 * len,
-              " tokens), beyond the model's context of ", info.max_positions, ": use --segment-len <= ", info.max_positions / 2);
+              " tokens), beyond ", models::context_words(info), ": use --segment-len <= ", info.max_positions / 2);
   for (const auto& s : segments) MIMIC_CHECK(static_cast<int64_t>(s.size()) == len, "copy segments must all have ", len, " tokens");
 
   torch::NoGradGuard no_grad;

@@ -28,16 +28,23 @@ const std::vector<std::string> kFillers = {" The grass is green.", " The sky is 
 
 std::string key_sentence(const std::string& key) { return " The pass key is " + key + ". Remember it."; }
 int64_t count(const text::Tokenizer& tok, const std::string& s) { return static_cast<int64_t>(tok.encode(s, false).size()); }
+// The tokens `s` adds after the introduction: a SentencePiece tokenizer (Mistral's) prepends "▁" to a text it starts,
+// so a sentence counted alone took one token more than it adds inside the prompt, and prompts came out ~15% short
+// of their target. For GPT-2's byte-level BPE, which splits before each space, both counts are the same.
+int64_t count_after_intro(const text::Tokenizer& tok, const std::string& s) { return count(tok, kIntro + s) - count(tok, kIntro); }
 
 }  // namespace
 
 PasskeyPrompt build_passkey_prompt(const text::Tokenizer& tok, int64_t target_tokens, double depth, const std::string& key) {
   MIMIC_CHECK(depth >= 0 && depth <= 1, "passkey depth must be in [0, 1], got ", depth);
-  const int64_t frame = count(tok, kIntro) + count(tok, key_sentence(key)) + count(tok, kQuestion);
+  // the prompt opens as a document does (Llama's <s>), as generate's prompt and the texts the model trained on do
+  const auto start = tok.document_start();
+  const int64_t opening = static_cast<int64_t>(start.size());
+  const int64_t frame = opening + count(tok, kIntro) + count_after_intro(tok, key_sentence(key)) + count_after_intro(tok, kQuestion);
   MIMIC_CHECK(target_tokens >= frame, "a passkey prompt of ", target_tokens, " tokens is too short: the question and key alone take ",
               frame);
   std::vector<int64_t> sizes;
-  for (const auto& f : kFillers) sizes.push_back(count(tok, f));
+  for (const auto& f : kFillers) sizes.push_back(count_after_intro(tok, f));
   // fillers in cycle order while they fit; at the end any shorter one that still fits closes the gap
   std::vector<size_t> chosen;
   int64_t left = target_tokens - frame;
@@ -59,13 +66,15 @@ PasskeyPrompt build_passkey_prompt(const text::Tokenizer& tok, int64_t target_to
   p.text = kIntro;
   for (int64_t i = 0; i <= n; ++i) {
     if (i == at) {
-      p.key_token = count(tok, p.text);
+      p.key_token = opening + count(tok, p.text);
       p.text += key_sentence(key);
     }
     if (i < n) p.text += kFillers[chosen[static_cast<size_t>(i)]];
   }
   p.text += kQuestion;
-  p.ids = tok.encode(p.text, false);
+  p.ids = start;
+  const auto text = tok.encode(p.text, false);
+  p.ids.insert(p.ids.end(), text.begin(), text.end());
   return p;
 }
 
@@ -131,9 +140,10 @@ PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tok, con
     std::mt19937_64 keys(12345);
     for (int i = 0; i < 256; ++i) key_part = std::max(key_part, count(tok, key_sentence(random_passkey(keys, opt.digits))));
   }
-  const int64_t shortest = count(tok, kIntro) + key_part + count(tok, kQuestion) + opt.digits + 2;
+  const int64_t shortest = static_cast<int64_t>(tok.document_start().size()) + count(tok, kIntro) + key_part + count(tok, kQuestion) +
+                           opt.digits + 2;
   for (auto len : opt.lengths) {
-    MIMIC_CHECK(len <= s.max_positions, "passkey length ", len, " exceeds the model's context of ", s.max_positions, " tokens");
+    MIMIC_CHECK(len <= s.max_positions, "passkey length ", len, " exceeds ", models::context_words(s));
     MIMIC_CHECK(len >= shortest, "passkey length ", len, " is too short: the instructions, the key and the question alone take about ",
                 shortest, " tokens (give lengths of at least ", shortest, ")");
   }

@@ -18,7 +18,7 @@ namespace mimic::text { class Tokenizer; }
 namespace mimic::eval {
 
 struct PasskeyPrompt {
-  std::vector<int64_t> ids;  // the prompt's tokens (== tokenizer.encode(text))
+  std::vector<int64_t> ids;  // the prompt's tokens: the tokenizer's document start, then encode(text) without special tokens
   std::string text;
   std::string key;
   int64_t key_token = 0;       // index in ids of the first token of the sentence that holds the key

@@ -35,7 +35,8 @@ double ratio_mean_ci95(const std::vector<std::pair<double, double>>& clusters);
 
 // Scores every token but the first exactly once. Window w covers [begin, end) with end - begin ≤ window;
 // it scores the tokens not scored by the previous window, each predicted from the context inside w
-// (the first window scores tokens 1..end-1). No BOS is prepended. Needs a causal LM (GPT-2).
+// (the first window scores tokens 1..end-1). Nothing is prepended: `ids` opens with a BOS where the caller puts
+// one (eval puts the tokenizer's document start, as token caches do). Needs a causal LM.
 PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& ids, const PerplexityOptions& options = {});
 
 }  // namespace mimic::eval

@@ -31,7 +31,7 @@ void check_sizes(int64_t seq_len, int64_t batch_size) {
 // The example length of a run: seq_len, or (0) min(128, the model's context); refused beyond the context.
 int64_t example_length(int64_t seq_len, int64_t context) {
   const int64_t n = seq_len != 0 ? seq_len : std::min<int64_t>(128, context);
-  models::check_seq_len(n, context, 3, "[CLS] token [SEP]");
+  models::check_seq_len(n, context, /*context_note=*/"", 3, "[CLS] token [SEP]");  // BERT's context is its config's
   return n;
 }
 

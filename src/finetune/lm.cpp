@@ -29,9 +29,8 @@ LmResult finetune_lm(const LmOptions& o) {
   // unset (0): the default, within a context shorter than it (as record's); a negative one is refused below
   const int64_t seq_len = o.seq_len != 0 ? o.seq_len : std::min<int64_t>(256, summary.max_positions);
   // a recall task's length is the task's own (data::lm_seq_len), which the user may not have given as --seq-len
-  MIMIC_CHECK(!recall || seq_len <= summary.max_positions, "the task's seq_len ", seq_len, " exceeds the model's context of ",
-              summary.max_positions);
-  models::check_seq_len(seq_len, summary.max_positions);
+  MIMIC_CHECK(!recall || seq_len <= summary.max_positions, "the task's seq_len ", seq_len, " exceeds ", models::context_words(summary));
+  models::check_seq_len(seq_len, summary.max_positions, summary.context_note);
   auto teacher = load_teacher(o, *model);
 
   // Data parallelism: every rank draws the global batches of --batch-size × ranks rows and trains on its share.

@@ -87,7 +87,7 @@ BatchGenerateResult generate_batch(models::Model& model, const std::vector<std::
     MIMIC_CHECK(static_cast<int64_t>(p.size()) == len, "batched prompts must have one length (no padding), got ", len, " and ", p.size(),
                 " tokens");
   const int64_t ctx = s.max_positions;
-  MIMIC_CHECK(len <= ctx, "the prompt has ", len, " tokens, more than the model's context of ", ctx);
+  MIMIC_CHECK(len <= ctx, "the prompt has ", len, " tokens, more than ", models::context_words(s));
   MIMIC_CHECK(opt.max_new_tokens >= 0, "max-new-tokens must be >= 0, got ", opt.max_new_tokens);
   const auto B = static_cast<int64_t>(prompts.size());
   std::vector<Sampler> samplers;

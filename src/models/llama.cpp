@@ -11,6 +11,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/models/family.h"
+#include "mimic/models/model.h"
 
 namespace mimic::models {
 
@@ -96,8 +97,7 @@ ForwardOutputs LlamaImpl::forward(const ForwardInputs& in) {
   check_ids(ids, c_.vocab_size);
   const int64_t b = ids.size(0), t = ids.size(1), nh = c_.n_head, nkv = c_.kv_heads(), hd = c_.head_dim();
   const int64_t offset = decoding_ ? decoding_->position() : 0;
-  MIMIC_CHECK(offset + t <= c_.max_positions, "sequence of ", offset + t, " tokens exceeds the model's context of ", c_.max_positions,
-              c_.context_note.empty() ? "" : " (" + c_.context_note + ")");
+  MIMIC_CHECK(offset + t <= c_.max_positions, "sequence of ", offset + t, " tokens exceeds ", context_words(c_.max_positions, c_.context_note));
   at::Tensor pad = in.attention_mask.defined() ? in.attention_mask.to(torch::kBool) : at::Tensor();
   const auto [cos, sin] = rope_tables(offset, t, ids.device());
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
@@ -408,7 +408,11 @@ class LlamaFamily : public Family {
     if (type == "llama3") {
       c.rope_low_freq_factor = json_double(s, "low_freq_factor", in);
       c.rope_high_freq_factor = json_double(s, "high_freq_factor", in);
-      c.rope_original_positions = json_int(s, "original_max_position_embeddings", in);
+      // a whole number however written: HF's own configs write 8192, a config saved through a float field 8192.0
+      const double original = json_double(s, "original_max_position_embeddings", in);
+      MIMIC_CHECK(original >= 1 && original <= 1e9 && std::floor(original) == original, where, ": ", name,
+                  " original_max_position_embeddings must be a whole number of positions, got ", json_dump(s["original_max_position_embeddings"], -1));
+      c.rope_original_positions = static_cast<int64_t>(original);
       MIMIC_CHECK(c.rope_low_freq_factor > 0 && c.rope_high_freq_factor > c.rope_low_freq_factor, where, ": ", name,
                   " needs 0 < low_freq_factor < high_freq_factor, got ", c.rope_low_freq_factor, " and ", c.rope_high_freq_factor);
     }

@@ -68,10 +68,17 @@ struct SaveOptions {
   std::vector<io::ShardGroup> shards;
 };
 
+// How a refusal names a model's context: "the model's context of 4096 (sliding_window; max_position_embeddings 32768)"
+// — with where a context capped below the config's key comes from (`note`: ModelSummary/ModelConfig::context_note),
+// so that a Mistral's 4,096 is not taken for a misread 32,768.
+std::string context_words(int64_t context, const std::string& note);
+std::string context_words(const ModelSummary& s);
+
 // The one check of a --seq-len against a model, so that record, distill, finetune and eval word it alike and
 // refuse it before any work (a classifier's over-long length failed inside the model's forward, naming no option):
-// at least `least` tokens (`least_why` says why, e.g. "[CLS] token [SEP]"; may be empty), at most `context`.
-void check_seq_len(int64_t seq_len, int64_t context, int64_t least = 2, const std::string& least_why = "");
+// at least `least` tokens (`least_why` says why, e.g. "[CLS] token [SEP]"; may be empty), at most `context`
+// (`context_note`: why it is capped, as context_words).
+void check_seq_len(int64_t seq_len, int64_t context, const std::string& context_note, int64_t least = 2, const std::string& least_why = "");
 
 // True for the embedding tensors (by network name or file key) of any registered family (Family::is_embedding):
 // BERT's "embeddings." group (word, position and token-type embeddings, their LayerNorm, the position_ids

@@ -134,7 +134,9 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   const auto summary = model->summary();
   const int64_t ctx = summary.max_positions;
   // named by the family's own key and where it was read (the tenth probe: the prose case named neither)
-  const std::string context_from = " (" + family.context_key + " in " + (o.init.empty() ? o.config_source : o.init + "/config.json") + ")";
+  // (a window shorter than that key caps it: then the note says so, as context_words does)
+  const std::string context_from = " (" + (summary.context_note.empty() ? family.context_key : summary.context_note) + " in " +
+                                   (o.init.empty() ? o.config_source : o.init + "/config.json") + ")";
   MIMIC_CHECK(o.seq_len <= ctx, recall ? "the task's seq_len " : "--seq-len ", o.seq_len, " exceeds the model's context of ", ctx, context_from,
               recall ? ": give a shorter task or a longer context" : "");
   if (o.attention != "softmax") {

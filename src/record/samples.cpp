@@ -79,7 +79,9 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t s
       fail("--data ", o.data, fs::exists(o.data, ec) ? ": " : ": no such file or folder, and ",
            "neither a corpus (" + data::lm_corpus_choices() + ") nor a classification data set (spam, sotu-era)");
     }
-    auto ids = std::make_shared<std::vector<int64_t>>(tok->encode(text, /*add_special_tokens=*/false));
+    auto ids = std::make_shared<std::vector<int64_t>>(tok->document_start());  // one document, opened as a cache opens each
+    const auto text_ids = tok->encode(text, /*add_special_tokens=*/false);
+    ids->insert(ids->end(), text_ids.begin(), text_ids.end());
     s.size = static_cast<int64_t>(ids->size());
     const int64_t* p = ids->data();
     s.at = [p](int64_t i) { return p[i]; };
@@ -138,14 +140,14 @@ std::pair<at::Tensor, at::Tensor> Sampler::batch(int64_t begin, int64_t count) c
   return {ids, mask};
 }
 
-int64_t sample_length(const RecordOptions& o, int64_t context, bool cls_sep) {
+int64_t sample_length(const RecordOptions& o, int64_t context, const std::string& context_note, bool cls_sep) {
   if (o.seq_len == 0 && data::is_recall_task(o.data)) {
     const int64_t own = data::RecallTaskSpec::parse(o.data).seq_len;
-    MIMIC_CHECK(own <= context, "the task's seq_len ", own, " exceeds the model's context of ", context);
+    MIMIC_CHECK(own <= context, "the task's seq_len ", own, " exceeds ", models::context_words(context, context_note));
     return own;
   }
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : std::min<int64_t>(256, context);
-  models::check_seq_len(seq_len, context, cls_sep ? 3 : 2, cls_sep ? "[CLS] token [SEP]" : "");
+  models::check_seq_len(seq_len, context, context_note, cls_sep ? 3 : 2, cls_sep ? "[CLS] token [SEP]" : "");
   return seq_len;
 }
 
@@ -161,7 +163,7 @@ SampleReader::SampleReader(const RecordOptions& o) : impl_(std::make_unique<Impl
   const auto cfg = models::load_config((fs::path(o.model_dir) / "config.json").string());
   const bool cls_sep = cfg.family->cls_sep;
   const int64_t context = cfg.max_positions;
-  const int64_t seq_len = sample_length(o, context, cls_sep);
+  const int64_t seq_len = sample_length(o, context, cfg.context_note, cls_sep);
   impl_->stream = open_stream(o, tok.get(), seq_len, &impl_->data_id);
   impl_->sampler = std::make_unique<Sampler>(make_sampler(impl_->stream, tok.get(), cls_sep, seq_len, o.repeat));
 }

@@ -213,8 +213,41 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
   eos_ = special("eos_token");
   bos_ = special("bos_token");
   pad_ = special("pad_token");
+  // transformers' Llama tokenizer (tokenizer_class LlamaTokenizer or LlamaTokenizerFast, CodeLlama's alike) does not
+  // keep tokenizer.json's post-processor: it builds its own from tokenizer_config.json's add_bos_token (default true)
+  // and add_eos_token (default false) — [bos] text [eos] — whatever the file says (LlamaTokenizerFast.__init__ calls
+  // update_post_processor). A finetune saved with add_eos_token true encodes prompts with </s> at the end in HF.
+  std::string flags;  // what the digest must also cover: the flags decide the ids
+  const std::string tokenizer_class = cfg.is_object() ? json_string_or(cfg, "tokenizer_class", config_path, "") : "";
+  if (tokenizer_class == "LlamaTokenizer" || tokenizer_class == "LlamaTokenizerFast" || tokenizer_class == "CodeLlamaTokenizer" ||
+      tokenizer_class == "CodeLlamaTokenizerFast") {
+    // the class's own defaults where the config names no token at all (null names none)
+    if (!cfg.contains("bos_token")) bos_ = token_to_id("<s>");
+    if (!cfg.contains("eos_token")) eos_ = token_to_id("</s>");
+    // absent: the class's default; null reaches the class as None, which adds nothing
+    auto flag = [&](const char* key, bool fallback) { return cfg.contains(key) && cfg[key].is_null() ? false : json_bool_or(cfg, key, config_path, fallback); };
+    const bool add_bos = flag("add_bos_token", true), add_eos = flag("add_eos_token", false);
+    MIMIC_CHECK(!add_bos || bos_ >= 0, config_path, ": add_bos_token is true but no bos_token is named (", tokenizer_class, " adds one)");
+    MIMIC_CHECK(!add_eos || eos_ >= 0, config_path, ": add_eos_token is true but no eos_token is named (", tokenizer_class, " adds one)");
+    const int64_t bos = add_bos ? bos_ : -1, eos = add_eos ? eos_ : -1;
+    p.post_process = [bos, eos](std::vector<int64_t> seq) {
+      if (bos >= 0) seq.insert(seq.begin(), bos);
+      if (eos >= 0) seq.push_back(eos);
+      return seq;
+    };
+    flags = std::string("|") + tokenizer_class + (add_bos ? "+bos" : "") + (add_eos ? "+eos" : "");
+  }
+  if (p.post_process) {
+    // what the post-processor puts before a text: run it on a one-token text no vocabulary holds and take what precedes
+    // that token (a template's tokens before $A, RobertaProcessing's <s>, any Sequence of them alike)
+    const int64_t text_mark = -1;
+    const auto around = p.post_process({text_mark});
+    const auto at = std::find(around.begin(), around.end(), text_mark);
+    MIMIC_CHECK(at != around.end(), path, ": post_processor drops the text it is given");
+    start_.assign(around.begin(), at);
+  }
   uint64_t h = 1469598103934665603ull;  // FNV-1a 64 over the file and the special ids
-  for (unsigned char c : file_text + "|" + std::to_string(eos_) + "|" + std::to_string(bos_) + "|" + std::to_string(pad_)) {
+  for (unsigned char c : file_text + "|" + std::to_string(eos_) + "|" + std::to_string(bos_) + "|" + std::to_string(pad_) + flags) {
     h ^= c;
     h *= 1099511628211ull;
   }

@@ -30,7 +30,8 @@ namespace mimic::text {
 class HfTokenizer : public Tokenizer {
  public:
   // tokenizer.json, and the folder's tokenizer_config.json when given ("" for none): it names the
-  // special tokens (eos_token, bos_token, pad_token) as HF's loaders read them.
+  // special tokens (eos_token, bos_token, pad_token) as HF's loaders read them, and for transformers' Llama
+  // tokenizer classes decides the post-processor (add_bos_token, add_eos_token), as they do.
   explicit HfTokenizer(const std::string& tokenizer_json_path, const std::string& tokenizer_config_path = "");
   // The same from the file's text and its parse, read already (load_tokenizer looks at the model's type first).
   HfTokenizer(const std::string& tokenizer_json_path, const std::string& file_text, const nlohmann::json& file,
@@ -55,6 +56,7 @@ class HfTokenizer : public Tokenizer {
   int64_t sep_id() const override { return sep_; }
   int64_t unk_id() const override { return unk_; }
   int64_t bos_id() const override { return bos_; }
+  std::vector<int64_t> document_start() const override { return start_; }
 
   struct Pipeline;  // the parsed components (hf_tokenizer.cpp)
 
@@ -68,6 +70,7 @@ class HfTokenizer : public Tokenizer {
   std::vector<std::string> spelling_;  // id → spelling in the file ("" for an unused id)
   std::string digest_;
   int64_t eos_ = -1, bos_ = -1, pad_ = -1, cls_ = -1, sep_ = -1, unk_ = -1;
+  std::vector<int64_t> start_;  // the post-processor's ids before the text
 };
 
 }  // namespace mimic::text

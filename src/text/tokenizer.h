@@ -29,6 +29,13 @@ class Tokenizer {
   virtual int64_t sep_id() const { return -1; }
   virtual int64_t mask_id() const { return -1; }
   virtual int64_t unk_id() const { return -1; }
+  // The ids a document opens with in a token stream (token caches, eval's text, a passkey prompt): what HF's
+  // post-processor puts before a text it encodes with special tokens — Llama's <s>, Llama 3's <|begin_of_text|> —
+  // so that a model trained with a BOS before every text is trained, scored and prompted with one, as generate's
+  // prompt (encode with special tokens) already is. None for GPT-2 and Qwen (their tokenizers add none) and for
+  // BERT's WordPiece: its [CLS] opens a sequence a classifier reads (classify adds it), and mimic's masked-LM
+  // streams, and the models shipped trained on them, separate documents by [SEP] alone.
+  virtual std::vector<int64_t> document_start() const { return {}; }
 };
 
 // Loads the tokenizer stored in a HF-layout model directory: tokenizer.json (a BPE model, with the folder's
