@@ -275,7 +275,7 @@ TEST(Convert, ProbePlacementWritesTheModelItMeasuredAndRecordsEveryStep) {
   // the written model is the one the last step measured; the teacher and the all-linear model are its ends
   auto tok = mimic::text::load_tokenizer(teacher());
   auto cal_options = o.placement.calibration;
-  auto cal = mimic::convert::probe_calibration(*tok, 64, cal_options);
+  auto cal = mimic::convert::probe_calibration(*tok, 64, "", cal_options);
   auto measured = mimic::convert::probe_measure(*mimic::models::load_model(r.out), cal);
   EXPECT_NEAR(measured.copy_gain, p["steps"][1]["copy_gain"].get<double>(), 1e-5);
   EXPECT_NEAR(measured.key_gain, p["steps"][1]["key_gain"].get<double>(), 1e-5);

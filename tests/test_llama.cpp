@@ -169,6 +169,15 @@ TEST(LlamaFamily, ASlidingWindowShorterThanTheContextCapsTheContextAtTheWindow) 
   EXPECT_LT(relative_error(mistral->forward({first, {}, {}, {}}).logits, ref.load("logits").slice(1, 0, 8)), 1e-4);
   EXPECT_MIMIC_ERROR(mistral->forward({ids.slice(1, 0, 9), {}, {}, {}}),
                      "sequence of 9 tokens exceeds the model's context of 8 (sliding_window; max_position_embeddings 128)");
+  // the commands' refusals of a length name the window too, not a bare 8 the config's 128 seems to contradict
+  const std::string capped = edited(dir, "mistral", [](auto& j) { j["sliding_window"] = 8; });
+  auto rec = mimic::test::mimic_cli("record --model " + capped + " --data mqar:vocab=10,seq_len=16,pairs=3 --seq-len 16 --samples 1 --out " +
+                                    dir.file("r.h5") + " --threads 1");
+  EXPECT_NE(rec.code, 0);
+  EXPECT_NE(rec.err.find("--seq-len 16 must lie in 2..8 (8: the model's context — sliding_window; max_position_embeddings 128)"),
+            std::string::npos) << rec.err;
+  auto gen = mimic::test::mimic_cli("eval --task mqar --model " + capped + " --data mqar:vocab=97,seq_len=24,pairs=3 --examples 2 --threads 1");
+  EXPECT_NE(gen.err.find("exceeds the model's context of 8 (sliding_window; max_position_embeddings 128)"), std::string::npos) << gen.err;
   EXPECT_EQ(load_model(edited(dir, "mistral", [](auto& j) { j["sliding_window"] = 128; }))->summary().max_positions, 128);
   EXPECT_EQ(load_model(edited(dir, "mistral", [](auto& j) { j["sliding_window"] = nullptr; }))->summary().context_note, "");
   // an absent sliding_window is Mistral's default of 4096 (it was read as none: full attention beyond 4096 tokens, where
@@ -253,6 +262,11 @@ TEST(LlamaFamily, RotarySettingsAreReadFromTransformers5sRopeParametersToo) {
   EXPECT_LT(relative_error(logits([](auto& j) { j["rope_scaling"]["rope_theta"] = 10000.0, j["rope_scaling"]["type"] = "llama3"; }), want), 1e-4);
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [&](auto& j) { v5(j), j["rope_parameters"]["partial_rotary_factor"] = 0.5; })),
                      "partial_rotary_factor 0.5: mimic rotates whole heads only");
+  // original_max_position_embeddings written as a float (a config saved through a float field) is the same number; a
+  // fraction of a position is refused (it was refused as "must be an integer" either way)
+  EXPECT_TRUE(torch::equal(logits([](auto& j) { j["rope_scaling"]["original_max_position_embeddings"] = 128.0; }), logits([](auto&) {})));
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"]["original_max_position_embeddings"] = 127.5; })),
+                     "original_max_position_embeddings must be a whole number of positions, got 127.5");
 }
 
 // attention_bias puts a bias on q, k, v and o (HF's Llama and Qwen3: bias=attention_bias on all four; o_proj's was

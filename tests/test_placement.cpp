@@ -161,7 +161,7 @@ TEST(Placement, CalibrationSegmentsComeFromTheTrainingSplitOnly) {
   o.passkeys = 3;
   o.passkey_len = 64;
   o.lm_windows = 3;
-  auto cal = mimic::convert::probe_calibration(*tok, 64, o);
+  auto cal = mimic::convert::probe_calibration(*tok, 64, "", o);
   ASSERT_EQ(cal.copy_segments.size(), 6u);
   ASSERT_EQ(cal.lm_windows.size(), 3u);
   EXPECT_EQ(cal.lm_windows[0].size(), 64u);  // min(512, context)
@@ -202,7 +202,7 @@ TEST(Placement, CalibrationSegmentsComeFromTheTrainingSplitOnly) {
   for (int i = 0; i < 40; ++i) own += "Line " + std::to_string(i) + " says: " + mimic::test::kDickens + "\n";
   mimic::test::write_bytes(t.file("own.txt"), own);
   o.data = t.file("own.txt");
-  auto from_file = mimic::convert::probe_calibration(*tok, 64, o);
+  auto from_file = mimic::convert::probe_calibration(*tok, 64, "", o);
   EXPECT_EQ(from_file.source, "the train split of " + t.file("own.txt"));
   std::string read;
   for (const auto* part : {&from_file.copy_segments, &from_file.lm_windows})
@@ -214,15 +214,15 @@ TEST(Placement, CalibrationSegmentsComeFromTheTrainingSplitOnly) {
   EXPECT_GE(last_line, 18) << read;
   EXPECT_LE(last_line, 35) << read;
   o.segment_len = 40;
-  EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, o), "--probe-segment-len 40 must lie in 2..32");
+  EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", o), "--probe-segment-len 40 must lie in 2..32");
   o.segment_len = 24;
   o.lm_len = 65;
-  EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, o), "--probe-lm-len 65 must lie in 4..64");
+  EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", o), "--probe-lm-len 65 must lie in 4..64");
   o.lm_len = 0;
   o.segments = 1000;
-  EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, o), "too few for --probe-segments 1000");
+  EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", o), "too few for --probe-segments 1000");
   o.data = "sotu-validation";
-  EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, o), "neither a corpus");
+  EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", o), "neither a corpus");
 }
 
 TEST(Placement, ProbeMeasuresEqualTheEvalStagesCopyGainAndPasskeyScores) {
@@ -235,7 +235,7 @@ TEST(Placement, ProbeMeasuresEqualTheEvalStagesCopyGainAndPasskeyScores) {
   o.segments = 5;  // not a multiple of the batch
   o.passkeys = 3;
   o.lm_windows = 3;  // neither
-  auto cal = mimic::convert::probe_calibration(*tok, 64, o);
+  auto cal = mimic::convert::probe_calibration(*tok, 64, "", o);
   EXPECT_EQ(cal.copy_segments[0].size(), 32u);  // min(128, context / 2)
   auto m = mimic::convert::probe_measure(*model, cal, /*batch_size=*/2);
   mimic::eval::CopyOptions co;

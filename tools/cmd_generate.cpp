@@ -111,7 +111,7 @@ void run(GenerateArgs& a) {
     }
   }
   if (r.stop == "context")
-    std::fprintf(stderr, "stopped: reached the model's context of %lld tokens\n", static_cast<long long>(model->summary().max_positions));
+    std::fprintf(stderr, "stopped: reached %s\n", models::context_words(model->summary()).c_str());
   std::fprintf(stderr, "%s: batch %lld, prompt %lld tokens %.1f tok/s, %zu new tokens per row %.1f tok/s (stop: %s)\n", a.mode.c_str(),
                static_cast<long long>(a.batch), static_cast<long long>(batch.prompt_tokens), timing["prefill_tokens_per_second"].get<double>(),
                r.ids.size(), batch.decode_tokens_per_second(), r.stop.c_str());

@@ -61,7 +61,7 @@ std::vector<HeadRef> probe_placement(const KeepSpec& spec, const PlacementOption
     cal = *p.calibration_set;
   } else {
     MIMIC_CHECK(p.tokenizer != nullptr, "--placement probe needs the model's tokenizer to build its calibration set");
-    cal = probe_calibration(*p.tokenizer, model.summary().max_positions, p.calibration);
+    cal = probe_calibration(*p.tokenizer, model.summary().max_positions, model.summary().context_note, p.calibration);
   }
   GreedyOptions g;
   g.count = spec.kind == KeepSpec::Kind::Count ? spec.count : 0;

@@ -90,20 +90,20 @@ KeepSpec parse_keep_spec(const std::string& spec, const std::string& option) {
 
 // ---------------------------------------------------------------------------------------------- calibration
 
-ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, const CalibrationOptions& options) {
+ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, const std::string& context_note, const CalibrationOptions& options) {
   auto o = options;
   if (o.segment_len == 0) o.segment_len = std::min<int64_t>(128, context / 2);
   if (o.passkey_len == 0) o.passkey_len = std::min<int64_t>(256, context);
   if (o.lm_len == 0) o.lm_len = std::min<int64_t>(512, context);
   MIMIC_CHECK(o.segments >= 1, "--probe-segments must be >= 1, got ", o.segments);
   MIMIC_CHECK(o.segment_len >= 2 && 2 * o.segment_len <= context, "--probe-segment-len ", o.segment_len, " must lie in 2..", context / 2,
-              " (each segment runs doubled in the model's context of ", context, ")");
+              " (each segment runs doubled in ", models::context_words(context, context_note), ")");
   MIMIC_CHECK(o.lm_windows >= 0, "--probe-lm-windows must be >= 0, got ", o.lm_windows);
   MIMIC_CHECK(o.lm_windows == 0 || (o.lm_len >= 4 && o.lm_len <= context), "--probe-lm-len ", o.lm_len, " must lie in 4..", context,
-              " (the model's context)");
+              " (", models::context_words(context, context_note), ")");
   MIMIC_CHECK(o.passkeys >= 0, "--probe-passkeys must be >= 0, got ", o.passkeys);
-  MIMIC_CHECK(o.passkeys == 0 || o.passkey_len <= context, "--probe-passkey-len ", o.passkey_len, " exceeds the model's context of ",
-              context);
+  MIMIC_CHECK(o.passkeys == 0 || o.passkey_len <= context, "--probe-passkey-len ", o.passkey_len, " exceeds ",
+              models::context_words(context, context_note));
   MIMIC_CHECK(o.alternatives >= 1, "passkey alternatives must be >= 1, got ", o.alternatives);
   ProbeCalibration cal;
   std::vector<int64_t> ids;

@@ -75,9 +75,10 @@ struct CalibrationOptions {
   int64_t alternatives = 9;  // wrong keys the true one is ranked against in the curve's passkey column
   uint64_t seed = 0;
 };
-// Builds the set for a causal LM of `context` positions; sizes that do not fit the context or the text are
-// mimic::Errors naming the option.
-ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, const CalibrationOptions& o);
+// Builds the set for a causal LM of `context` positions (`context_note`: where a capped context comes from, named
+// in the refusals as models::context_words does); sizes that do not fit the context or the text are mimic::Errors
+// naming the option.
+ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, const std::string& context_note, const CalibrationOptions& o);
 
 // What the probe measures of a model (its kernels as set) on the calibration set.
 struct ProbeMeasure {
