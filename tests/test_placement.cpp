@@ -242,6 +242,14 @@ TEST(Placement, ProbeMeasuresEqualTheEvalStagesCopyGainAndPasskeyScores) {
   co.progress = false;
   auto copy = mimic::eval::copy_eval(*model, cal.copy_segments, co);
   EXPECT_NEAR(m.copy_gain, copy.gain, 1e-4);
+  // with an opening (a Llama tokenizer's <s>), the probe's runs are eval's runs still (segments of 31: [<s> A A] fits 64)
+  auto opened = cal;
+  opened.opening = {50256};
+  for (auto& s : opened.copy_segments) s.resize(31);
+  co.opening = opened.opening;
+  const auto opened_copy = mimic::eval::copy_eval(*model, opened.copy_segments, co);
+  EXPECT_NEAR(mimic::convert::probe_measure(*model, opened, 2).copy_gain, opened_copy.gain, 1e-4);
+  EXPECT_GT(std::abs(opened_copy.gain - copy.gain), 1e-6);
   // the LM loss: the windows' second halves (tokens 32..63), from the full logits of each window alone
   double lm = 0;
   {

@@ -130,6 +130,50 @@ TEST(CopyEval, FirstCopyNllEqualsThePerplexityNllOfTheSegmentAlone) {
   EXPECT_NEAR(r.gain_ci95, 3.182446 * std::sqrt(ss / 3) / 2, 1e-9);
 }
 
+// With an opening (a Llama tokenizer's <s>) each run is [opening A A]; the same tokens of A are scored, from the rows
+// the opening shifts: computed here from one plain forward of that row. The opening counts against the context.
+TEST(CopyEval, AnOpeningPrecedesEveryRunAndTheSameTokensAreScored) {
+  torch::NoGradGuard no_grad;
+  auto model = mimic::models::load_model(mimic::test::model_with_tokenizer("gpt2-plain"));
+  const auto ctx = model->summary().max_positions, vocab = model->summary().vocab_size;
+  const int64_t len = 10;
+  std::vector<int64_t> ids(100);
+  for (int64_t i = 0; i < 100; ++i) ids[i] = (i * 7919 + 11) % vocab;
+  const auto segments = mimic::eval::copy_segments(ids, 3, len);
+  mimic::eval::CopyOptions o;
+  o.progress = false;
+  o.opening = {7, 3};
+  o.batch_size = 2;  // a batch of two and one of one
+  const auto r = mimic::eval::copy_eval(*model, segments, o);
+  const auto plain = mimic::eval::copy_eval(*model, segments, mimic::eval::CopyOptions{3, len, 8, {}, false});
+  for (size_t s = 0; s < segments.size(); ++s) {
+    std::vector<int64_t> row = o.opening;
+    row.insert(row.end(), segments[s].begin(), segments[s].end());
+    row.insert(row.end(), segments[s].begin(), segments[s].end());
+    mimic::models::ForwardInputs in;
+    in.input_ids = torch::tensor(row, torch::kLong).unsqueeze(0);
+    const auto logp = torch::log_softmax(model->forward(in).logits[0].to(torch::kDouble), -1);
+    double first = 0, second = 0;
+    for (int64_t t = 1; t < len; ++t) {
+      const auto want = segments[s][static_cast<size_t>(t)];
+      first -= logp[2 + t - 1][want].item<double>();
+      second -= logp[2 + len + t - 1][want].item<double>();
+    }
+    // (float32 logits: a batch of two rows and one row alone differ by ~3e-7)
+    EXPECT_NEAR(r.segment_first[s], first / (len - 1), 1e-5) << "segment " << s;
+    EXPECT_NEAR(r.segment_second[s], second / (len - 1), 1e-5) << "segment " << s;
+    EXPECT_GT(std::abs(r.segment_first[s] - plain.segment_first[s]), 1e-4) << "the opening moves what the model reads";
+  }
+  // a stream's own opening is taken off its front (else the first segment would open with it twice), nowhere else
+  EXPECT_EQ(mimic::eval::without_opening({7, 3, 5, 7, 3}, {7, 3}), (std::vector<int64_t>{5, 7, 3}));
+  EXPECT_EQ(mimic::eval::without_opening({5, 7, 3}, {7, 3}), (std::vector<int64_t>{5, 7, 3}));
+  EXPECT_EQ(mimic::eval::without_opening({7}, {7, 3}), (std::vector<int64_t>{7}));
+  const std::vector<int64_t> half(static_cast<size_t>(ctx / 2), 1);
+  EXPECT_NO_THROW(mimic::eval::copy_eval(*model, {half}, mimic::eval::CopyOptions{1, ctx / 2, 8, {}, false}));
+  EXPECT_MIMIC_ERROR(mimic::eval::copy_eval(*model, {half}, o), "tokens after 2 opening), beyond the model's context of " + std::to_string(ctx) +
+                                                                    ": use --segment-len <= " + std::to_string((ctx - 2) / 2));
+}
+
 TEST(CopyEval, SegmentsAreEvenlySpacedAndBadSpecsAreRefused) {
   std::vector<int64_t> ids(100);
   std::iota(ids.begin(), ids.end(), 0);

@@ -35,18 +35,17 @@ struct EvalArgs {
 };
 
 // The token ids --data (a corpus split) or --text/--file name, tokenized with `dir`'s tokenizer.
-std::vector<int64_t> lm_ids(const EvalArgs& a, const std::string& dir) {
-  auto tok = text::load_tokenizer(dir);
+std::vector<int64_t> lm_ids(const EvalArgs& a, const text::Tokenizer& tok) {
   if (!a.data.empty()) {
     MIMIC_CHECK(!a.text && !a.file, "give --data (a corpus split) or --text/--file, not both");
-    auto cache = data::corpus_token_cache(a.data, data::split_from_name(a.split), *tok);
+    auto cache = data::corpus_token_cache(a.data, data::split_from_name(a.split), tok);
     return cache.ids();
   }
   MIMIC_CHECK(a.text || a.file, "eval: give the text to score: --data (a corpus split, or your own text file or folder), --file or --text");
   // one document: opened as a token cache opens each (Llama's <s>; nothing for GPT-2), so the text is scored as
   // the model reads a text, and --text scores as --data does
-  auto ids = tok->document_start();
-  const auto text = tok->encode(read_text_input(a.text, a.file), /*add_special_tokens=*/false);
+  auto ids = tok.document_start();
+  const auto text = tok.encode(read_text_input(a.text, a.file), /*add_special_tokens=*/false);
   ids.insert(ids.end(), text.begin(), text.end());
   return ids;
 }
@@ -54,7 +53,7 @@ std::vector<int64_t> lm_ids(const EvalArgs& a, const std::string& dir) {
 // One model's result as JSON (perplexity, or classification metrics), with its attention description.
 nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
   auto model = models::load_model(dir, a.common.on);
-  auto r = eval::perplexity(*model, lm_ids(a, dir), a.ppl);
+  auto r = eval::perplexity(*model, lm_ids(a, *text::load_tokenizer(dir)), a.ppl);
   // a request cut to what the model allows is said so (the probe of 2026-11-27: --window 1000 ran at 512 silently)
   if (a.ppl.window > r.window)
     std::fprintf(stderr, "mimic: note: --window %lld: the model's context is %lld tokens; the windows have %lld\n",
@@ -157,8 +156,12 @@ void run(const EvalArgs& a) {
 // of the teacher's gain the model keeps ("recall recovered").
 nlohmann::json eval_copy(const EvalArgs& a, const std::string& dir) {
   auto model = models::load_model(dir, a.common.on);
-  auto segments = eval::copy_segments(lm_ids(a, dir), a.copy.segments, a.copy.segment_len);
-  auto r = eval::copy_eval(*model, segments, a.copy);
+  const auto tok = text::load_tokenizer(dir);
+  // each run opens as a text does (a Llama's <s>), and is cut from the stream after the stream's own opening
+  auto o = a.copy;
+  o.opening = tok->document_start();
+  auto segments = eval::copy_segments(eval::without_opening(lm_ids(a, *tok), o.opening), o.segments, o.segment_len);
+  auto r = eval::copy_eval(*model, segments, o);
   return {{"first_nll", r.first_nll}, {"second_nll", r.second_nll}, {"copy_gain", r.gain},
           {"copy_gain_ci95", r.gain_ci95}, {"copy_gain_sd", r.gain_sd}, {"seconds", r.seconds},
           {"attention", models::attention_summary(*model)}};

@@ -92,12 +92,16 @@ KeepSpec parse_keep_spec(const std::string& spec, const std::string& option) {
 
 ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, const std::string& context_note, const CalibrationOptions& options) {
   auto o = options;
-  if (o.segment_len == 0) o.segment_len = std::min<int64_t>(128, context / 2);
+  // copy runs open as a text does (a Llama's <s>; eval --task copy's alike): [opening A A] must fit the context
+  const auto opening = tok.document_start();
+  const auto open = static_cast<int64_t>(opening.size());
+  if (o.segment_len == 0) o.segment_len = std::min<int64_t>(128, (context - open) / 2);
   if (o.passkey_len == 0) o.passkey_len = std::min<int64_t>(256, context);
   if (o.lm_len == 0) o.lm_len = std::min<int64_t>(512, context);
   MIMIC_CHECK(o.segments >= 1, "--probe-segments must be >= 1, got ", o.segments);
-  MIMIC_CHECK(o.segment_len >= 2 && 2 * o.segment_len <= context, "--probe-segment-len ", o.segment_len, " must lie in 2..", context / 2,
-              " (each segment runs doubled in ", models::context_words(context, context_note), ")");
+  MIMIC_CHECK(o.segment_len >= 2 && open + 2 * o.segment_len <= context, "--probe-segment-len ", o.segment_len, " must lie in 2..",
+              (context - open) / 2, " (each segment runs doubled", open > 0 ? " after " + std::to_string(open) + " opening" : std::string(),
+              " in ", models::context_words(context, context_note), ")");
   MIMIC_CHECK(o.lm_windows >= 0, "--probe-lm-windows must be >= 0, got ", o.lm_windows);
   MIMIC_CHECK(o.lm_windows == 0 || (o.lm_len >= 4 && o.lm_len <= context), "--probe-lm-len ", o.lm_len, " must lie in 4..", context,
               " (", models::context_words(context, context_note), ")");
@@ -106,6 +110,7 @@ ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, 
               models::context_words(context, context_note));
   MIMIC_CHECK(o.alternatives >= 1, "passkey alternatives must be >= 1, got ", o.alternatives);
   ProbeCalibration cal;
+  cal.opening = opening;
   std::vector<int64_t> ids;
   // The training split only: placement is part of building the model, and the model is judged on the other two. A
   // user's text file or folder is split as every command splits it (data::load_text_data: the first 90% of each
@@ -117,7 +122,7 @@ ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, 
   cal.source = "the train split of " + o.data;
   MIMIC_CHECK(static_cast<int64_t>(ids.size()) >= o.segments * o.segment_len, "--probe-data ", o.data, " has ", ids.size(),
               " tokens: too few for --probe-segments ", o.segments, " of --probe-segment-len ", o.segment_len);
-  cal.copy_segments = eval::copy_segments(ids, o.segments, o.segment_len);
+  cal.copy_segments = eval::copy_segments(eval::without_opening(ids, opening), o.segments, o.segment_len);
   if (o.lm_windows > 0) {
     MIMIC_CHECK(static_cast<int64_t>(ids.size()) >= o.lm_windows * o.lm_len, "--probe-data ", o.data, " has ", ids.size(),
                 " tokens: too few for --probe-lm-windows ", o.lm_windows, " of --probe-lm-len ", o.lm_len);
@@ -231,19 +236,22 @@ ProbeMeasure probe_measure(models::Model& model, const ProbeCalibration& cal, in
   ProbeMeasure m;
   const auto n = static_cast<int64_t>(cal.copy_segments.size());
   const auto len = static_cast<int64_t>(cal.copy_segments[0].size());
+  const auto open = static_cast<int64_t>(cal.opening.size());
   double first_sum = 0, second_sum = 0;
   for (int64_t first = 0; first < n; first += batch_size) {
     const int64_t b = std::min(batch_size, n - first);
-    auto ids = torch::empty({b, 2 * len}, torch::kLong);
+    auto ids = torch::empty({b, open + 2 * len}, torch::kLong);
     for (int64_t i = 0; i < b; ++i) {
       const auto& s = cal.copy_segments[static_cast<size_t>(first + i)];
       MIMIC_CHECK(static_cast<int64_t>(s.size()) == len, "the probe's copy segments must all have ", len, " tokens");
       auto seg = torch::tensor(s, torch::kLong);
-      ids[i].slice(0, 0, len).copy_(seg);
-      ids[i].slice(0, len, 2 * len).copy_(seg);
+      if (open > 0) ids[i].slice(0, 0, open).copy_(torch::tensor(cal.opening, torch::kLong));
+      ids[i].slice(0, open, open + len).copy_(seg);
+      ids[i].slice(0, open + len, open + 2 * len).copy_(seg);
     }
-    // Rows 0..L-2 score the first copy's tokens 1..L-1, rows L..2L-2 the same tokens in the second copy (eval/copy.h).
-    const auto sums = range_nll_sums(model, ids, {{0, len - 1}, {len, 2 * len - 1}});
+    // Rows 0..L-2 score the first copy's tokens 1..L-1, rows L..2L-2 the same tokens in the second copy (eval/copy.h),
+    // each shifted by the opening.
+    const auto sums = range_nll_sums(model, ids, {{open, open + len - 1}, {open + len, open + 2 * len - 1}});
     first_sum += sums[0];
     second_sum += sums[1];
   }

@@ -60,6 +60,7 @@ struct ProbePasskey {
 };
 struct ProbeCalibration {
   std::vector<std::vector<int64_t>> copy_segments;  // all of one length
+  std::vector<int64_t> opening;                     // ids before each copy run (eval::CopyOptions::opening)
   std::vector<std::vector<int64_t>> lm_windows;     // all of one length; the LM loss scores their second halves
   std::vector<ProbePasskey> passkeys;
   std::string source;  // "the train split of all", "FILE"

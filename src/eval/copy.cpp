@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "mimic/core/error.h"
@@ -43,6 +44,12 @@ double student_t95(int64_t df) {
          (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * v * v * v);
 }
 
+std::vector<int64_t> without_opening(std::vector<int64_t> ids, const std::vector<int64_t>& opening) {
+  if (!opening.empty() && ids.size() >= opening.size() && std::equal(opening.begin(), opening.end(), ids.begin()))
+    ids.erase(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(opening.size()));
+  return ids;
+}
+
 CopyResult copy_eval(models::Model& model, const std::vector<std::vector<int64_t>>& segments, const CopyOptions& o) {
   const auto info = model.summary();
   MIMIC_CHECK(info.head == "lm", "the copy evaluation needs a causal language model (gpt2 with its LM head); this model is ",
@@ -51,8 +58,10 @@ CopyResult copy_eval(models::Model& model, const std::vector<std::vector<int64_t
   MIMIC_CHECK(o.batch_size >= 1, "copy evaluation batch size must be >= 1, got ", o.batch_size);
   const auto len = static_cast<int64_t>(segments[0].size());
   MIMIC_CHECK(len >= 2, "a copy segment needs at least 2 tokens, got ", len);
-  MIMIC_CHECK(2 * len <= info.max_positions, "a copy segment of ", len, " tokens runs doubled (", 2 * len,
-              " tokens), beyond ", models::context_words(info), ": use --segment-len <= ", info.max_positions / 2);
+  const auto open = static_cast<int64_t>(o.opening.size());
+  MIMIC_CHECK(open + 2 * len <= info.max_positions, "a copy segment of ", len, " tokens runs doubled (", 2 * len, " tokens",
+              open > 0 ? " after " + std::to_string(open) + " opening" : std::string(), "), beyond ", models::context_words(info),
+              ": use --segment-len <= ", (info.max_positions - open) / 2);
   for (const auto& s : segments) MIMIC_CHECK(static_cast<int64_t>(s.size()) == len, "copy segments must all have ", len, " tokens");
 
   torch::NoGradGuard no_grad;
@@ -65,23 +74,24 @@ CopyResult copy_eval(models::Model& model, const std::vector<std::vector<int64_t
   if (!o.progress) bar.disable();
   for (int64_t first = 0; first < r.segments; first += o.batch_size) {
     const int64_t b = std::min(o.batch_size, r.segments - first);
-    auto ids = torch::empty({b, 2 * len}, torch::kLong);
+    auto ids = torch::empty({b, open + 2 * len}, torch::kLong);
     for (int64_t i = 0; i < b; ++i) {
       auto seg = torch::tensor(segments[static_cast<size_t>(first + i)], torch::kLong);
-      ids[i].slice(0, 0, len).copy_(seg);
-      ids[i].slice(0, len, 2 * len).copy_(seg);
+      if (open > 0) ids[i].slice(0, 0, open).copy_(torch::tensor(o.opening, torch::kLong));
+      ids[i].slice(0, open, open + len).copy_(seg);
+      ids[i].slice(0, open + len, open + 2 * len).copy_(seg);
     }
     ids = ids.to(device);
     auto logp = torch::log_softmax(model.forward({ids, {}, {}, {}}).logits.to(torch::kDouble), -1);  // [b, 2L, V]
     // Row t predicts token t+1. First copy: tokens 1..L-1 (rows 0..L-2); second copy: tokens L+1..2L-1
     // (rows L..2L-2) — the same tokens of A. Token L (the second copy's first) is not scored: nothing
-    // announces that the passage starts again.
+    // announces that the passage starts again. An opening shifts every row by its length.
     auto nll_of = [&](int64_t row0) {
       auto rows = logp.slice(1, row0, row0 + len - 1);
       auto targets = ids.slice(1, row0 + 1, row0 + len).unsqueeze(2);
       return -rows.gather(2, targets).squeeze(2).mean(1);  // [b]
     };
-    const auto n1 = host(nll_of(0)), n2 = host(nll_of(len));  // one copy per batch, not one read per segment
+    const auto n1 = host(nll_of(open)), n2 = host(nll_of(open + len));  // one copy per batch, not one read per segment
     r.segment_first.insert(r.segment_first.end(), n1.data_ptr<double>(), n1.data_ptr<double>() + b);
     r.segment_second.insert(r.segment_second.end(), n2.data_ptr<double>(), n2.data_ptr<double>() + b);
     bar.advance(b);

@@ -16,6 +16,10 @@ struct CopyOptions {
   int64_t segments = 32;      // N
   int64_t segment_len = 128;  // L (the model runs 2L tokens)
   int64_t batch_size = 8;     // segments per forward pass
+  // Ids before each run, [opening A A]: the tokenizer's document start (Tokenizer::document_start), so that a model
+  // trained with a BOS before every text (a Llama's <s>) reads the run as it reads a text; none for GPT-2. The
+  // same tokens of A are scored with or without it.
+  std::vector<int64_t> opening;
   bool progress = true;
 };
 
@@ -34,9 +38,12 @@ struct CopyResult {
 // N non-overlapping segments of L tokens, evenly spaced over `ids` (the first at 0, the last ending at the
 // end). Too few tokens for N × L, N < 1 or L < 2 is a mimic::Error.
 std::vector<std::vector<int64_t>> copy_segments(const std::vector<int64_t>& ids, int64_t segments, int64_t segment_len);
+// `ids` without `opening` at its front (a token stream opens with its first document's start, which every run
+// brings itself: cut from the stream, the first segment would open with it twice).
+std::vector<int64_t> without_opening(std::vector<int64_t> ids, const std::vector<int64_t>& opening);
 
-// Runs every segment doubled and reduces as described above. A non-causal model, a segment whose doubled
-// length exceeds the model's context, or segments of unequal length is a mimic::Error.
+// Runs every segment doubled (after options.opening) and reduces as described above. A non-causal model, a segment
+// whose doubled length and the opening exceed the model's context, or segments of unequal length is a mimic::Error.
 CopyResult copy_eval(models::Model& model, const std::vector<std::vector<int64_t>>& segments, const CopyOptions& options);
 
 // The two-sided 95% quantile of Student's t with `df` degrees of freedom (df >= 1), e.g. 12.706 at 1,
