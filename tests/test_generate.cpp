@@ -459,7 +459,16 @@ TEST(Passkey, APromptOpensWithTheTokenizersBosAsHfEncodesIt) {
     EXPECT_GE(static_cast<int64_t>(p.ids.size()), target - 5);
     const std::string from_key = tok.decode({p.ids.begin() + p.key_token, p.ids.end()});
     EXPECT_EQ(from_key.rfind("The pass key is 48213.", 0), 0u) << from_key.substr(0, 40);
+    // the answer scored after the prompt is what the key adds to the prompt's text: the prompt and the answer are HF's
+    // encoding of the text with the key (" 48213" alone encodes with "▁▁", which no prompt continues with)
+    const auto answer = ev::passkey_answer(tok, "48213");
+    auto continued = p.ids;
+    continued.insert(continued.end(), answer.begin(), answer.end());
+    EXPECT_EQ(continued, tok.encode(p.text + " 48213", true));
+    EXPECT_NE(answer, tok.encode(" 48213", false));
   }
+  // GPT-2's answers are what they were: " 48213" encoded alone
+  EXPECT_EQ(ev::passkey_answer(*gpt2_tokenizer(), "48213"), gpt2_tokenizer()->encode(" 48213", false));
 }
 
 TEST(Passkey, ScoresEqualSummedLogProbsOfAPlainForward) {

@@ -353,37 +353,49 @@ TEST(HfTokenizerComponents, SplitBehaviorsMetaspaceAndDigits) {
   EXPECT_EQ(digits->encode("12", false), (Ids{8 + '1', 8 + '2'}));
 }
 
-// transformers' Llama tokenizer classes build their post-processor from tokenizer_config.json's add_bos_token (default
-// true) and add_eos_token (default false) whatever tokenizer.json holds; any other class keeps the file's. mimic encodes,
-// and opens documents, as HF does in each case, and two configs that differ only in the flags share no token cache.
-TEST(HfTokenizerLoading, ALlamaTokenizerClassAddsWhatItsConfigsFlagsSay) {
+// transformers' Llama tokenizer classes: transformers 4 builds the post-processor from tokenizer_config.json's
+// add_bos_token (default true) and add_eos_token (default false) whatever tokenizer.json holds, transformers 5 keeps
+// tokenizer.json's (the class's [<s> TEXT] only where the file has none). Where both encode alike mimic does so; where
+// they differ it refuses, naming both; any other class keeps the file's, flags or not.
+TEST(HfTokenizerLoading, ALlamaTokenizerClassIsReadWhereTransformers4And5Agree) {
   json j = small_spm();  // its template: <s> $A
   j["model"]["vocab"]["</s>"] = 264;
   j["added_tokens"].push_back({{"id", 264}, {"content", "</s>"}, {"special", true}});
   TempDir dir;
-  write_bytes(dir.file("tokenizer.json"), j.dump());
-  auto with_config = [&](const std::string& config) {
+  auto with = [&](const json& file, const std::string& config) {
+    write_bytes(dir.file("tokenizer.json"), file.dump());
     write_bytes(dir.file("tokenizer_config.json"), config);
     return std::make_unique<text::HfTokenizer>(dir.file("tokenizer.json"), dir.file("tokenizer_config.json"));
   };
-  const auto eos_only = with_config(R"({"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": false, "add_eos_token": true})");
-  EXPECT_EQ(eos_only->encode("ab a", true), (Ids{7, 5, 264}));  // </s> the class's default eos_token
-  EXPECT_EQ(eos_only->document_start(), Ids{});
-  const auto both = with_config(R"({"tokenizer_class": "LlamaTokenizer", "add_eos_token": true, "bos_token": "<s>", "eos_token": "</s>"})");
+  // the hub's Llama 2 and Mistral folders: the flags say what the template does
+  const auto agreeing = with(j, R"({"tokenizer_class": "LlamaTokenizer", "add_bos_token": true, "add_eos_token": false})");
+  EXPECT_EQ(agreeing->encode("ab a", true), (Ids{1, 7, 5}));
+  EXPECT_EQ(agreeing->document_start(), Ids{1});
+  // a finetune saved with add_eos_token true: transformers 4 wrote the rebuilt template into tokenizer.json too
+  json with_eos = j;
+  with_eos["post_processor"]["single"].push_back({{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}});
+  with_eos["post_processor"]["special_tokens"]["</s>"] = {{"id", "</s>"}, {"ids", {264}}, {"tokens", {"</s>"}}};
+  const auto both = with(with_eos, R"({"tokenizer_class": "LlamaTokenizerFast", "add_eos_token": true})");  // </s>: the class's default
   EXPECT_EQ(both->encode("ab a", true), (Ids{1, 7, 5, 264}));
   EXPECT_EQ(both->document_start(), Ids{1});
-  EXPECT_NE(both->identity(), eos_only->identity());
-  EXPECT_EQ(with_config(R"({"tokenizer_class": "LlamaTokenizer", "add_bos_token": null})")->encode("ab", true), (Ids{7}));  // None adds nothing
+  // flags against the file: each version would encode the text otherwise
+  EXPECT_MIMIC_ERROR(with(j, R"({"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": false, "add_eos_token": true})"),
+                     "transformers 4 encodes a text as TEXT </s> (tokenizer_config.json's add_bos_token false, add_eos_token true), "
+                     "transformers 5 as <s> TEXT (tokenizer.json's post_processor): make them agree");
+  EXPECT_MIMIC_ERROR(with(j, R"({"tokenizer_class": "LlamaTokenizer", "add_bos_token": null})"), "transformers 4 encodes a text as TEXT (");
   // another class keeps the file's template, flags or not
-  EXPECT_EQ(with_config(R"({"tokenizer_class": "PreTrainedTokenizerFast", "add_bos_token": false, "add_eos_token": true})")->encode("ab a", true),
+  EXPECT_EQ(with(j, R"({"tokenizer_class": "PreTrainedTokenizerFast", "add_bos_token": false, "add_eos_token": true})")->encode("ab a", true),
             (Ids{1, 7, 5}));
-  // the class builds its template even where the file has none
-  j["post_processor"] = nullptr;
-  write_bytes(dir.file("tokenizer.json"), j.dump());
-  EXPECT_EQ(with_config(R"({"tokenizer_class": "LlamaTokenizerFast"})")->document_start(), Ids{1});
-  EXPECT_MIMIC_ERROR(with_config(R"({"tokenizer_class": "LlamaTokenizer", "add_eos_token": true, "eos_token": null})"),
+  // without a post-processor in the file, both versions build the class's <s> TEXT
+  json none = j;
+  none["post_processor"] = nullptr;
+  EXPECT_EQ(with(none, R"({"tokenizer_class": "LlamaTokenizerFast"})")->document_start(), Ids{1});
+  EXPECT_EQ(with(none, R"({"tokenizer_class": "PreTrainedTokenizerFast"})")->document_start(), Ids{});
+  EXPECT_MIMIC_ERROR(with(none, R"({"tokenizer_class": "LlamaTokenizer", "add_bos_token": false})"),
+                     "transformers 5 as <s> TEXT (no post_processor: the class's <s>)");
+  EXPECT_MIMIC_ERROR(with(j, R"({"tokenizer_class": "LlamaTokenizer", "add_eos_token": true, "eos_token": null})"),
                      "add_eos_token is true but no eos_token is named (LlamaTokenizer adds one)");
-  EXPECT_MIMIC_ERROR(with_config(R"({"tokenizer_class": "LlamaTokenizer", "add_bos_token": "yes"})"), "add_bos_token");
+  EXPECT_MIMIC_ERROR(with(j, R"({"tokenizer_class": "LlamaTokenizer", "add_bos_token": "yes"})"), "add_bos_token");
 }
 
 TEST(HfTokenizerLoading, AFolderWithOnlyTokenizerJsonLoadsAndBadFilesAreRefused) {

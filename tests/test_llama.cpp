@@ -412,6 +412,8 @@ TEST(LlamaFamily, PretrainsOnMqarAndConvertsThroughThePipeline) {
   const auto pc = nlohmann::json::parse(mimic::test::read_bytes(dir.file("p/config.json")));
   EXPECT_EQ(pc["architectures"][0], "MistralForCausalLM");
   EXPECT_EQ(pc["vocab_size"], 32000);
+  EXPECT_EQ(pc["bos_token_id"], 1);  // <s>: what every training document opened with (it was </s>, GPT-2's custom)
+  EXPECT_EQ(pc["eos_token_id"], 2);
   EXPECT_TRUE(fs::exists(dir.file("p/tokenizer.json")));
   auto pe = mimic::test::mimic_cli("eval --model " + dir.file("p") + " --text 'the tide was late' --json --threads 1");
   ASSERT_EQ(pe.code, 0) << pe.err;

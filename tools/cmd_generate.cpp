@@ -50,9 +50,10 @@ void run(GenerateArgs& a) {
     // no --prompt: the model writes a document from its start, after the beginning-of-text token (GPT-2's
     // <|endoftext|> ends one document and begins the next); "--prompt is required" and "leave the empty --prompt out"
     // sent a newcomer in a circle (the probe of 2026-12-01)
+    // (where the tokenizer opens a text itself, the empty prompt's encoding holds it already: Mistral's <s>)
     const int64_t start_id = tok->bos_id() >= 0 ? tok->bos_id() : tok->eos_id();
-    MIMIC_CHECK(start_id >= 0, a.model, ": its tokenizer has no beginning- or end-of-text token to start a text from: give --prompt TEXT");
-    prompt = {start_id};
+    MIMIC_CHECK(!prompt.empty() || start_id >= 0, a.model, ": its tokenizer has no beginning- or end-of-text token to start a text from: give --prompt TEXT");
+    if (prompt.empty()) prompt = {start_id};
   }
   const bool stream = a.batch == 1 && !a.common.json && isatty(STDOUT_FILENO) == 1;
   std::string shown;  // the generated text printed so far

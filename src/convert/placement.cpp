@@ -140,12 +140,12 @@ ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, 
     ProbePasskey p;
     while (static_cast<int64_t>(keys.size()) <= o.alternatives) {
       auto alt = eval::random_passkey(rng, kDigits);
-      if (keys.insert(alt).second) p.alternatives.push_back(tok.encode(" " + alt, false));
+      if (keys.insert(alt).second) p.alternatives.push_back(eval::passkey_answer(tok, alt));
     }
     std::string decoy;
     do decoy = eval::random_passkey(rng, kDigits);
     while (keys.count(decoy));
-    p.key = tok.encode(" " + key, false);
+    p.key = eval::passkey_answer(tok, key);
     p.prompt = eval::build_passkey_prompt(tok, o.passkey_len - kDigits - 1, depth, key).ids;
     p.decoy_prompt = eval::build_passkey_prompt(tok, o.passkey_len - kDigits - 1, depth, decoy).ids;
     cal.passkeys.push_back(std::move(p));

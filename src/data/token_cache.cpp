@@ -119,11 +119,17 @@ TokenCache TokenCache::open(const std::string& path) {
 
 namespace {
 // The cache at `path` if it is there and was written as `tok` writes one now: a cache from before document starts
-// (no start where the tokenizer has one, e.g. a Llama's <s>) is not reused.
+// (no start where the tokenizer has one, e.g. a Llama's <s>) is not reused. The index is compared before the ids are
+// opened: another process rewriting the cache renames the new ids into place before the new index, and the old
+// index beside the new ids is a cache to write again, not one to refuse for its size (the review of 2026-12-01).
 std::optional<TokenCache> open_if_current(const std::string& path, const text::Tokenizer& tok) {
   if (!std::filesystem::exists(path) || !std::filesystem::exists(path + ".json")) return std::nullopt;
+  const auto index = json_parse(io::read_text_file(path + ".json"), path + ".json");
+  const auto start = tok.document_start();
+  if (index.is_object() && (index.contains("document_start") ? index["document_start"] != nlohmann::json(start) : !start.empty()))
+    return std::nullopt;
   auto cache = TokenCache::open(path);
-  if (cache.info().document_start != tok.document_start()) return std::nullopt;
+  if (cache.info().document_start != start) return std::nullopt;
   return cache;
 }
 }  // namespace

@@ -78,6 +78,13 @@ PasskeyPrompt build_passkey_prompt(const text::Tokenizer& tok, int64_t target_to
   return p;
 }
 
+std::vector<int64_t> passkey_answer(const text::Tokenizer& tok, const std::string& key) {
+  const auto question = tok.encode(kQuestion, false), both = tok.encode(std::string(kQuestion) + " " + key, false);
+  MIMIC_CHECK(both.size() > question.size() && std::equal(question.begin(), question.end(), both.begin()), "the tokenizer merges the pass key ",
+              key, " into the question's last token: its answer has no tokens of its own");
+  return {both.begin() + static_cast<std::ptrdiff_t>(question.size()), both.end()};
+}
+
 std::string random_passkey(std::mt19937_64& rng, int64_t digits) {
   MIMIC_CHECK(digits >= 1 && digits <= 18, "passkey digits must be 1..18, got ", digits);
   std::string key;
@@ -168,10 +175,10 @@ PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tok, con
       const std::string key = random_passkey(rng, opt.digits);
       const double depth = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
       std::set<std::string> keys{key};
-      std::vector<std::vector<int64_t>> candidates{tok.encode(" " + key, false)};
+      std::vector<std::vector<int64_t>> candidates{passkey_answer(tok, key)};
       while (static_cast<int64_t>(keys.size()) <= opt.alternatives) {
         auto alt = random_passkey(rng, opt.digits);
-        if (keys.insert(alt).second) candidates.push_back(tok.encode(" " + alt, false));
+        if (keys.insert(alt).second) candidates.push_back(passkey_answer(tok, alt));
       }
       std::string decoy;
       do decoy = random_passkey(rng, opt.digits);

@@ -31,6 +31,12 @@ struct PasskeyPrompt {
 // is smaller than the shortest filler sentence). target_tokens too small for the frame is a mimic::Error.
 PasskeyPrompt build_passkey_prompt(const text::Tokenizer& tokenizer, int64_t target_tokens, double depth, const std::string& key);
 
+// The ids of " KEY" as they continue a prompt (which ends with the question): what encoding the question and the key
+// together adds to the question alone. A SentencePiece tokenizer (Mistral's) encodes " 12345" alone with a leading
+// "▁▁", a sequence the model never sees after "… is"; for GPT-2's byte-level BPE it is encode(" " + key). A key whose
+// tokens merge into the question's is a mimic::Error.
+std::vector<int64_t> passkey_answer(const text::Tokenizer& tokenizer, const std::string& key);
+
 // A random key of `digits` decimal digits, the first non-zero.
 std::string random_passkey(std::mt19937_64& rng, int64_t digits);
 

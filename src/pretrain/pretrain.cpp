@@ -114,7 +114,11 @@ train::TrainResult pretrain(const PretrainOptions& o) {
     set("initializer_range", 0.02, "the initialisation's");
     if (!causal) set("pad_token_id", tok->pad_id(), "the tokenizer's");
     if (causal && !recall) {
-      set("bos_token_id", tok->eos_id(), "the tokenizer's end-of-text id");
+      // the token every training document opens with where the tokenizer opens a text (Mistral's <s>), else GPT-2's
+      // custom: its end-of-text token begins the next text too
+      const auto start = tok->document_start();
+      if (start.empty()) set("bos_token_id", tok->eos_id(), "the tokenizer's end-of-text id");
+      else set("bos_token_id", start.front(), "the token every training document opens with");
       set("eos_token_id", tok->eos_id(), "the tokenizer's end-of-text id");
     }
     model = models::create_model(config.dump(), tok_dir, /*fp16_storage=*/!recall, o.config_source);

@@ -213,10 +213,12 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
   eos_ = special("eos_token");
   bos_ = special("bos_token");
   pad_ = special("pad_token");
-  // transformers' Llama tokenizer (tokenizer_class LlamaTokenizer or LlamaTokenizerFast, CodeLlama's alike) does not
-  // keep tokenizer.json's post-processor: it builds its own from tokenizer_config.json's add_bos_token (default true)
-  // and add_eos_token (default false) — [bos] text [eos] — whatever the file says (LlamaTokenizerFast.__init__ calls
-  // update_post_processor). A finetune saved with add_eos_token true encodes prompts with </s> at the end in HF.
+  // transformers' Llama tokenizer classes (tokenizer_class LlamaTokenizer or LlamaTokenizerFast, CodeLlama's alike)
+  // read the post-processor apart: transformers 4 rebuilds it from tokenizer_config.json's add_bos_token (default true)
+  // and add_eos_token (default false) — [bos] text [eos] — whatever tokenizer.json says (LlamaTokenizerFast.__init__
+  // calls update_post_processor); transformers 5 keeps tokenizer.json's (it drops the flags when there is a
+  // tokenizer.json) and builds [bos] text only where the file has none. A folder saved by either agrees with itself;
+  // where the two would encode a text differently, mimic cannot be both, and refuses by name (the review of 2026-12-01).
   std::string flags;  // what the digest must also cover: the flags decide the ids
   const std::string tokenizer_class = cfg.is_object() ? json_string_or(cfg, "tokenizer_class", config_path, "") : "";
   if (tokenizer_class == "LlamaTokenizer" || tokenizer_class == "LlamaTokenizerFast" || tokenizer_class == "CodeLlamaTokenizer" ||
@@ -229,12 +231,26 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
     const bool add_bos = flag("add_bos_token", true), add_eos = flag("add_eos_token", false);
     MIMIC_CHECK(!add_bos || bos_ >= 0, config_path, ": add_bos_token is true but no bos_token is named (", tokenizer_class, " adds one)");
     MIMIC_CHECK(!add_eos || eos_ >= 0, config_path, ": add_eos_token is true but no eos_token is named (", tokenizer_class, " adds one)");
-    const int64_t bos = add_bos ? bos_ : -1, eos = add_eos ? eos_ : -1;
-    p.post_process = [bos, eos](std::vector<int64_t> seq) {
-      if (bos >= 0) seq.insert(seq.begin(), bos);
-      if (eos >= 0) seq.push_back(eos);
-      return seq;
+    auto around = [](int64_t before, int64_t after) -> Pipeline::PostProcess {
+      return [before, after](std::vector<int64_t> seq) {
+        if (before >= 0) seq.insert(seq.begin(), before);
+        if (after >= 0) seq.push_back(after);
+        return seq;
+      };
     };
+    const auto v4 = around(add_bos ? bos_ : -1, add_eos ? eos_ : -1);
+    const auto v5 = p.post_process ? p.post_process : around(bos_, -1);
+    const int64_t text_mark = -1;
+    auto shown = [&](const Pipeline::PostProcess& f) {
+      std::string out;
+      for (int64_t id : f({text_mark})) out += (out.empty() ? "" : " ") + (id == text_mark ? std::string("TEXT") : spelling_[static_cast<size_t>(id)]);
+      return out;
+    };
+    MIMIC_CHECK(v4({text_mark}) == v5({text_mark}), config_path, ": transformers 4 encodes a text as ", shown(v4),
+                " (tokenizer_config.json's add_bos_token ", add_bos ? "true" : "false", ", add_eos_token ", add_eos ? "true" : "false",
+                "), transformers 5 as ", shown(v5), " (", p.post_process ? "tokenizer.json's post_processor" : "no post_processor: the class's <s>",
+                "): make them agree");
+    p.post_process = v4;
     flags = std::string("|") + tokenizer_class + (add_bos ? "+bos" : "") + (add_eos ? "+eos" : "");
   }
   if (p.post_process) {

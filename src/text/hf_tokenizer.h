@@ -30,8 +30,9 @@ namespace mimic::text {
 class HfTokenizer : public Tokenizer {
  public:
   // tokenizer.json, and the folder's tokenizer_config.json when given ("" for none): it names the
-  // special tokens (eos_token, bos_token, pad_token) as HF's loaders read them, and for transformers' Llama
-  // tokenizer classes decides the post-processor (add_bos_token, add_eos_token), as they do.
+  // special tokens (eos_token, bos_token, pad_token) as HF's loaders read them; for transformers' Llama tokenizer
+  // classes its add_bos_token/add_eos_token must encode as tokenizer.json's post-processor does (transformers 4
+  // follows the flags, 5 the file: where they differ the folder is refused).
   explicit HfTokenizer(const std::string& tokenizer_json_path, const std::string& tokenizer_config_path = "");
   // The same from the file's text and its parse, read already (load_tokenizer looks at the model's type first).
   HfTokenizer(const std::string& tokenizer_json_path, const std::string& file_text, const nlohmann::json& file,
