@@ -182,6 +182,38 @@ TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {
   EXPECT_TRUE(std::isnan(mimic::eval::ratio_mean_ci95({{10, 5}})));
 }
 
+// A document's opening (a Llama tokenizer's <s>, given as PerplexityOptions::unscored) is not scored where it stands as
+// a target: the NLL is the other targets' mean, from the same logits, over windows that still read it as context.
+TEST(Cli, PerplexityLeavesADocumentsOpeningUnscored) {
+  auto tok = mimic::text::load_tokenizer(gpt2_dir());
+  auto model = mimic::models::load_model(gpt2_dir());
+  const int64_t X = 50256;  // standing in for <s>: at the start and after each "document"
+  std::vector<int64_t> ids{X};
+  for (const char* d : {"Call me Ishmael.", "Some years ago, never mind how long precisely.", "I thought I would sail about."}) {
+    const auto t = tok->encode(d, false);
+    ids.insert(ids.end(), t.begin(), t.end());
+    ids.push_back(X);
+  }
+  const auto n = static_cast<int64_t>(ids.size());
+  torch::NoGradGuard ng;
+  const auto logp = torch::log_softmax(model->forward({torch::tensor(ids, torch::kLong).unsqueeze(0), {}, {}, {}}).logits[0].to(torch::kDouble), -1);
+  double sum = 0;
+  int64_t count = 0;
+  for (int64_t p = 1; p < n; ++p)
+    if (ids[static_cast<size_t>(p)] != X) sum -= logp[p - 1][ids[static_cast<size_t>(p)]].item<double>(), ++count;
+  mimic::eval::PerplexityOptions o;
+  o.progress = false;
+  o.window = n;  // one window: the logits above
+  const auto all = mimic::eval::perplexity(*model, ids, o);
+  EXPECT_EQ(all.predicted, n - 1);
+  o.unscored = {X};
+  const auto r = mimic::eval::perplexity(*model, ids, o);
+  EXPECT_EQ(r.predicted, count);
+  EXPECT_EQ(count, n - 1 - 3);
+  EXPECT_NEAR(r.nll, sum / static_cast<double>(count), 1e-5);
+  EXPECT_MIMIC_ERROR(mimic::eval::perplexity(*model, {X, X, X}, o), "the text has no token to score");
+}
+
 TEST(Cli, BadInputGivesOneLineError) {
   TempDir dir;
   expect_one_line_error(mimic_cli("info " + dir.file("nothing")), "no such file");

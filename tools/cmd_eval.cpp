@@ -53,7 +53,10 @@ std::vector<int64_t> lm_ids(const EvalArgs& a, const text::Tokenizer& tok) {
 // One model's result as JSON (perplexity, or classification metrics), with its attention description.
 nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
   auto model = models::load_model(dir, a.common.on);
-  auto r = eval::perplexity(*model, lm_ids(a, *text::load_tokenizer(dir)), a.ppl);
+  const auto tok = text::load_tokenizer(dir);
+  auto options = a.ppl;
+  options.unscored = tok->document_start();  // the opening of each document is the tokenizer's, not the text's
+  auto r = eval::perplexity(*model, lm_ids(a, *tok), options);
   // a request cut to what the model allows is said so (the probe of 2026-11-27: --window 1000 ran at 512 silently)
   if (a.ppl.window > r.window)
     std::fprintf(stderr, "mimic: note: --window %lld: the model's context is %lld tokens; the windows have %lld\n",

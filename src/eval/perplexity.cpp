@@ -33,6 +33,7 @@ PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& id
 
   torch::NoGradGuard no_grad;
   auto all = torch::tensor(ids, torch::kLong).to(models::device_of(model));
+  const auto unscored = options.unscored.empty() ? at::Tensor() : torch::tensor(options.unscored, torch::kLong).to(all.device());
   PerplexityResult r;
   r.tokens = n;
   r.window = window;
@@ -51,16 +52,23 @@ PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& id
     int64_t first = std::max(scored_until, begin + 1);
     auto targets = all.slice(0, first, end);
     auto rows = logp.slice(0, first - 1 - begin, end - 1 - begin);
-    const double window_nll = -rows.gather(1, targets.unsqueeze(1)).sum().item<double>();
+    auto target_logp = rows.gather(1, targets.unsqueeze(1));
+    int64_t count = end - first;
+    if (unscored.defined()) {  // (without: the sum as it always was, bit for bit)
+      target_logp = target_logp.squeeze(1).masked_select(torch::logical_not(torch::isin(targets, unscored)));
+      count = target_logp.numel();
+    }
+    const double window_nll = -target_logp.sum().item<double>();
     nll_sum += window_nll;
-    per_window.emplace_back(window_nll, static_cast<double>(end - first));
-    r.predicted += end - first;
+    per_window.emplace_back(window_nll, static_cast<double>(count));
+    r.predicted += count;
     scored_until = end;
     ++r.windows;
     progress.update(r.predicted);
   }
   progress.finish();
   r.seconds = progress.elapsed_seconds();
+  MIMIC_CHECK(r.predicted > 0, "the text has no token to score: it holds only the tokens a document opens with");
   r.nll = nll_sum / static_cast<double>(r.predicted);
   r.perplexity = std::exp(r.nll);
   r.nll_ci95 = ratio_mean_ci95(per_window);

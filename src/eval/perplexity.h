@@ -12,6 +12,10 @@ namespace mimic::eval {
 struct PerplexityOptions {
   int64_t window = 0;  // tokens per forward pass; 0 = the model's context length
   int64_t stride = 0;  // new tokens scored per window; 0 = window / 2
+  // Target ids not scored: a document's opening (Tokenizer::document_start, a Llama's <s>) is format the tokenizer
+  // puts before every text, predicted for free after the previous document's end, not text; lm-eval, scoring each
+  // document after its BOS, never scores it either. Empty: every token is scored.
+  std::vector<int64_t> unscored;
   bool progress = true;
 };
 
@@ -19,7 +23,7 @@ struct PerplexityResult {
   double perplexity = 0;
   double nll = 0;           // mean negative log-likelihood (nats) per predicted token
   int64_t tokens = 0;       // tokens in the text
-  int64_t predicted = 0;    // tokens scored (all but the first: it has no prediction)
+  int64_t predicted = 0;    // tokens scored (all but the first, which has no prediction, and the unscored ids)
   int64_t windows = 0;
   int64_t window = 0, stride = 0;  // as run: a requested window is cut to the model's context, a stride to the window
   // Half-width of the mean NLL's 95% interval, the windows taken as independent clusters of tokens (each window's

@@ -84,8 +84,10 @@ LmResult finetune_lm(const LmOptions& o) {
 
   train::promote_best(t.out_dir);
   std::vector<int64_t> test_ids;
+  auto test_options = o.test_options;
   if (o.test) {
     test_ids = data::corpus_token_cache(o.corpus, data::Split::Test, *tok).ids();
+    test_options.unscored = tok->document_start();  // scored as eval scores it
   }
   auto score = [&](models::Model& m) {
     torch::NoGradGuard no_grad;
@@ -93,7 +95,7 @@ LmResult finetune_lm(const LmOptions& o) {
     LmScores s;
     s.validation_loss = validation_loss(m, 0, 1);
     s.validation_perplexity = std::exp(s.validation_loss);
-    if (o.test) s.test = eval::perplexity(m, test_ids, o.test_options);
+    if (o.test) s.test = eval::perplexity(m, test_ids, test_options);
     return s;
   };
   r.student = score(*models::load_model(t.out_dir, o.device));
