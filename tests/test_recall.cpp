@@ -470,6 +470,39 @@ TEST(InductionScores, HandBuiltHeadsScoreAsComputedByHand) {
 
 // ------------------------------------------------------------------------------------------ record --repeat, recall records
 #include "mimic/record/record.h"
+#include "mimic/record/samples.h"
+#include "mimic/text/tokenizer.h"
+
+// Where the tokenizer opens a text with a BOS (a Llama's <s>), a repeated sample opens with it, as eval's copy runs
+// do: [<s> A A], the room after the opening even; without one (GPT-2) the samples are what they were.
+TEST(RecordRepeat, ARepeatedSampleOpensAsACopyRunDoesWhereTheTokenizerOpensATextWithABos) {
+  struct Opening : mimic::text::Tokenizer {
+    std::string kind() const override { return "opening"; }
+    int64_t vocab_size() const override { return 100; }
+    std::vector<int64_t> encode(const std::string&, bool) const override { return {}; }
+    std::string decode(const std::vector<int64_t>&) const override { return ""; }
+    std::string id_to_token(int64_t) const override { return ""; }
+    int64_t token_to_id(const std::string&) const override { return -1; }
+    int64_t eos_id() const override { return 2; }
+    std::vector<int64_t> document_start() const override { return {1}; }
+  } tok;
+  mimic::record::Stream stream;
+  stream.size = 40;
+  stream.at = [](int64_t i) { return 10 + i; };
+  const auto sampler = mimic::record::make_sampler(stream, &tok, /*cls_sep=*/false, 17, /*repeat=*/true);
+  const auto rows = sampler.batch(0, 2).first;
+  EXPECT_TRUE(torch::equal(rows.select(1, 0), torch::ones({2}, torch::kLong)));
+  EXPECT_TRUE(torch::equal(rows.slice(1, 1, 9), rows.slice(1, 9, 17)));
+  EXPECT_EQ(rows[0][1].item<int64_t>(), 10);
+  EXPECT_EQ(rows[1][1].item<int64_t>(), 18);  // consecutive segments of 8
+  EXPECT_MIMIC_ERROR(mimic::record::make_sampler(stream, &tok, false, 16, true), "--seq-len 16 leaves 15 (seq_len − 1 for the tokenizer's opening)");
+  // plain samples are blocks of the stream (its own openings where documents start), unopened
+  EXPECT_EQ(mimic::record::make_sampler(stream, &tok, false, 16, false).batch(0, 1).first[0][0].item<int64_t>(), 10);
+  // no tokenizer (a recall task) or no opening (GPT-2): [A A] from position 0, as before
+  const auto plain = mimic::record::make_sampler(stream, nullptr, false, 16, true).batch(0, 1).first;
+  EXPECT_EQ(plain[0][0].item<int64_t>(), 10);
+  EXPECT_TRUE(torch::equal(plain.slice(1, 0, 8), plain.slice(1, 8, 16)));
+}
 
 TEST(RecordRepeat, EverySampleIsASegmentFollowedByItselfAndReportScoresIt) {
   TempDir dir;

@@ -104,11 +104,15 @@ std::string stream_digest(const Stream& s) {
 }
 
 Sampler make_sampler(const Stream& stream, const text::Tokenizer* tok, bool cls_sep, int64_t seq_len, bool repeat) {
-  const int64_t room = cls_sep ? seq_len - 2 : seq_len;
+  // a repeated sample is a copy run: opened as a text is (a Llama's <s>), as eval --task copy opens its runs
+  const auto opening = repeat && !cls_sep && tok ? tok->document_start() : std::vector<int64_t>{};
+  const int64_t open = static_cast<int64_t>(opening.size());
+  const int64_t room = cls_sep ? seq_len - 2 : seq_len - open;
   MIMIC_CHECK(!repeat || (room >= 2 && room % 2 == 0), "--repeat needs an even number of tokens between the framing: --seq-len ", seq_len,
-              " leaves ", room, cls_sep ? " (seq_len − 2 for [CLS] and [SEP])" : "");
+              " leaves ", room, cls_sep ? " (seq_len − 2 for [CLS] and [SEP])" : open > 0 ? " (seq_len − " + std::to_string(open) + " for the tokenizer's opening)" : "");
   Sampler sampler{stream, cls_sep, seq_len, repeat ? room / 2 : room};
   sampler.repeat = repeat;
+  sampler.opening = opening;
   if (cls_sep) {
     MIMIC_CHECK(tok != nullptr, "[CLS]/[SEP] framing needs a tokenizer");
     sampler.cls = tok->cls_id();
@@ -131,6 +135,7 @@ std::pair<at::Tensor, at::Tensor> Sampler::batch(int64_t begin, int64_t count) c
     int64_t* mrow = m + b * seq_len;
     int64_t t = 0;
     if (cls_sep) row[t++] = cls;
+    for (auto id : opening) row[t++] = id;
     for (int64_t i = 0; i < n; ++i) row[t++] = stream.at(start + i);
     if (repeat)
       for (int64_t i = 0; i < n; ++i) row[t++] = stream.at(start + i);

@@ -44,13 +44,15 @@ struct Sampler {
   int64_t seq_len, block;
   int64_t cls = -1, sep = -1, pad = 0;
   bool repeat = false;  // each block appears twice in its sample (block = half the room)
+  std::vector<int64_t> opening;  // ids before a repeated sample's [A A] (a causal tokenizer's document start)
   int64_t available() const { return (stream.size + block - 1) / block; }
   // input_ids and attention_mask (int64) [count, seq_len] of samples [begin, begin+count).
   std::pair<at::Tensor, at::Tensor> batch(int64_t begin, int64_t count) const;
 };
 
 // The sampler of a stream: framing ([CLS]/[SEP] when cls_sep) and padding from the tokenizer (token 0
-// without one); `repeat`: samples [A A] (the room left by the framing must be even).
+// without one); `repeat`: samples [A A] (the room left by the framing must be even), opened as eval's copy runs are
+// by the tokenizer's document start (a Llama's <s>) where it has one: [<s> A A].
 Sampler make_sampler(const Stream& stream, const text::Tokenizer* tok, bool cls_sep, int64_t seq_len, bool repeat);
 
 }  // namespace mimic::record
