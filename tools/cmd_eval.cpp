@@ -44,10 +44,7 @@ std::vector<int64_t> lm_ids(const EvalArgs& a, const text::Tokenizer& tok) {
   MIMIC_CHECK(a.text || a.file, "eval: give the text to score: --data (a corpus split, or your own text file or folder), --file or --text");
   // one document: opened as a token cache opens each (Llama's <s>; nothing for GPT-2), so the text is scored as
   // the model reads a text, and --text scores as --data does
-  auto ids = tok.document_start();
-  const auto text = tok.encode(read_text_input(a.text, a.file), /*add_special_tokens=*/false);
-  ids.insert(ids.end(), text.begin(), text.end());
-  return ids;
+  return tok.encode_document(read_text_input(a.text, a.file));
 }
 
 // One model's result as JSON (perplexity, or classification metrics), with its attention description.

@@ -240,15 +240,7 @@ ProbeMeasure probe_measure(models::Model& model, const ProbeCalibration& cal, in
   double first_sum = 0, second_sum = 0;
   for (int64_t first = 0; first < n; first += batch_size) {
     const int64_t b = std::min(batch_size, n - first);
-    auto ids = torch::empty({b, open + 2 * len}, torch::kLong);
-    for (int64_t i = 0; i < b; ++i) {
-      const auto& s = cal.copy_segments[static_cast<size_t>(first + i)];
-      MIMIC_CHECK(static_cast<int64_t>(s.size()) == len, "the probe's copy segments must all have ", len, " tokens");
-      auto seg = torch::tensor(s, torch::kLong);
-      if (open > 0) ids[i].slice(0, 0, open).copy_(torch::tensor(cal.opening, torch::kLong));
-      ids[i].slice(0, open, open + len).copy_(seg);
-      ids[i].slice(0, open + len, open + 2 * len).copy_(seg);
-    }
+    const auto ids = eval::copy_runs(cal.copy_segments, first, b, cal.opening);
     // Rows 0..L-2 score the first copy's tokens 1..L-1, rows L..2L-2 the same tokens in the second copy (eval/copy.h),
     // each shifted by the opening.
     const auto sums = range_nll_sums(model, ids, {{open, open + len - 1}, {open + len, open + 2 * len - 1}});

@@ -43,8 +43,7 @@ TokenCacheInfo write_token_cache(const std::string& path, const text::Tokenizer&
   nlohmann::json doc_ids = nlohmann::json::array();
   for (const auto& d : docs) {
     offsets.push_back(static_cast<int64_t>(ids.size()));
-    for (auto id : info.document_start) ids.push_back(static_cast<uint32_t>(id));
-    for (auto id : tok.encode(d.text, /*add_special_tokens=*/false)) ids.push_back(static_cast<uint32_t>(id));
+    for (auto id : tok.encode_document(d.text)) ids.push_back(static_cast<uint32_t>(id));
     ids.push_back(static_cast<uint32_t>(info.separator));
     doc_ids.push_back(d.id);
   }
@@ -128,9 +127,7 @@ std::optional<TokenCache> open_if_current(const std::string& path, const text::T
   const auto start = tok.document_start();
   if (index.is_object() && (index.contains("document_start") ? index["document_start"] != nlohmann::json(start) : !start.empty()))
     return std::nullopt;
-  auto cache = TokenCache::open(path);
-  if (cache.info().document_start != start) return std::nullopt;
-  return cache;
+  return TokenCache::open(path);
 }
 }  // namespace
 

@@ -50,6 +50,20 @@ std::vector<int64_t> without_opening(std::vector<int64_t> ids, const std::vector
   return ids;
 }
 
+at::Tensor copy_runs(const std::vector<std::vector<int64_t>>& segments, int64_t first, int64_t count, const std::vector<int64_t>& opening) {
+  const auto open = static_cast<int64_t>(opening.size()), len = static_cast<int64_t>(segments[static_cast<size_t>(first)].size());
+  auto ids = torch::empty({count, open + 2 * len}, torch::kLong);
+  for (int64_t i = 0; i < count; ++i) {
+    const auto& s = segments[static_cast<size_t>(first + i)];
+    MIMIC_CHECK(static_cast<int64_t>(s.size()) == len, "copy segments must all have ", len, " tokens");
+    auto seg = torch::tensor(s, torch::kLong);
+    if (open > 0) ids[i].slice(0, 0, open).copy_(torch::tensor(opening, torch::kLong));
+    ids[i].slice(0, open, open + len).copy_(seg);
+    ids[i].slice(0, open + len, open + 2 * len).copy_(seg);
+  }
+  return ids;
+}
+
 CopyResult copy_eval(models::Model& model, const std::vector<std::vector<int64_t>>& segments, const CopyOptions& o) {
   const auto info = model.summary();
   MIMIC_CHECK(info.head == "lm", "the copy evaluation needs a causal language model (gpt2 with its LM head); this model is ",
@@ -74,14 +88,7 @@ CopyResult copy_eval(models::Model& model, const std::vector<std::vector<int64_t
   if (!o.progress) bar.disable();
   for (int64_t first = 0; first < r.segments; first += o.batch_size) {
     const int64_t b = std::min(o.batch_size, r.segments - first);
-    auto ids = torch::empty({b, open + 2 * len}, torch::kLong);
-    for (int64_t i = 0; i < b; ++i) {
-      auto seg = torch::tensor(segments[static_cast<size_t>(first + i)], torch::kLong);
-      if (open > 0) ids[i].slice(0, 0, open).copy_(torch::tensor(o.opening, torch::kLong));
-      ids[i].slice(0, open, open + len).copy_(seg);
-      ids[i].slice(0, open + len, open + 2 * len).copy_(seg);
-    }
-    ids = ids.to(device);
+    const auto ids = copy_runs(segments, first, b, o.opening).to(device);
     auto logp = torch::log_softmax(model.forward({ids, {}, {}, {}}).logits.to(torch::kDouble), -1);  // [b, 2L, V]
     // Row t predicts token t+1. First copy: tokens 1..L-1 (rows 0..L-2); second copy: tokens L+1..2L-1
     // (rows L..2L-2) — the same tokens of A. Token L (the second copy's first) is not scored: nothing

@@ -5,6 +5,8 @@
 // the repeat almost perfectly (gain ≈ the first-copy NLL); one that ignores its context gains ≈ 0. This is
 // the recall that linear attention is known to lose. Protocol: docs/recall.md.
 #pragma once
+#include <ATen/core/Tensor.h>
+
 #include <cstdint>
 #include <vector>
 
@@ -41,6 +43,10 @@ std::vector<std::vector<int64_t>> copy_segments(const std::vector<int64_t>& ids,
 // `ids` without `opening` at its front (a token stream opens with its first document's start, which every run
 // brings itself: cut from the stream, the first segment would open with it twice).
 std::vector<int64_t> without_opening(std::vector<int64_t> ids, const std::vector<int64_t>& opening);
+
+// Rows [opening A A] of segments [first, first + count), int64 [count, |opening| + 2L] on the CPU: the runs copy_eval
+// scores, and convert's placement probe alike.
+at::Tensor copy_runs(const std::vector<std::vector<int64_t>>& segments, int64_t first, int64_t count, const std::vector<int64_t>& opening);
 
 // Runs every segment doubled (after options.opening) and reduces as described above. A non-causal model, a segment
 // whose doubled length and the opening exceed the model's context, or segments of unequal length is a mimic::Error.

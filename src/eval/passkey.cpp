@@ -38,8 +38,7 @@ int64_t count_after_intro(const text::Tokenizer& tok, const std::string& s) { re
 PasskeyPrompt build_passkey_prompt(const text::Tokenizer& tok, int64_t target_tokens, double depth, const std::string& key) {
   MIMIC_CHECK(depth >= 0 && depth <= 1, "passkey depth must be in [0, 1], got ", depth);
   // the prompt opens as a document does (Llama's <s>), as generate's prompt and the texts the model trained on do
-  const auto start = tok.document_start();
-  const int64_t opening = static_cast<int64_t>(start.size());
+  const auto opening = static_cast<int64_t>(tok.document_start().size());
   const int64_t frame = opening + count(tok, kIntro) + count_after_intro(tok, key_sentence(key)) + count_after_intro(tok, kQuestion);
   MIMIC_CHECK(target_tokens >= frame, "a passkey prompt of ", target_tokens, " tokens is too short: the question and key alone take ",
               frame);
@@ -72,9 +71,7 @@ PasskeyPrompt build_passkey_prompt(const text::Tokenizer& tok, int64_t target_to
     if (i < n) p.text += kFillers[chosen[static_cast<size_t>(i)]];
   }
   p.text += kQuestion;
-  p.ids = start;
-  const auto text = tok.encode(p.text, false);
-  p.ids.insert(p.ids.end(), text.begin(), text.end());
+  p.ids = tok.encode_document(p.text);
   return p;
 }
 

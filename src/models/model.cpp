@@ -404,17 +404,6 @@ at::Tensor Model::forward_step(const at::Tensor& ids, DecodeState& state) {
   return logits;
 }
 
-std::string context_words(int64_t context, const std::string& note) {
-  return "the model's context of " + std::to_string(context) + (note.empty() ? "" : " (" + note + ")");
-}
-std::string context_words(const ModelSummary& s) { return context_words(s.max_positions, s.context_note); }
-
-void check_seq_len(int64_t seq_len, int64_t context, const std::string& context_note, int64_t least, const std::string& least_why) {
-  MIMIC_CHECK(seq_len >= least && seq_len <= context, "--seq-len ", seq_len, " must lie in ", least, "..", context, " (",
-              least_why.empty() ? "" : std::to_string(least) + ": " + least_why + "; ", context, ": the model's context",
-              context_note.empty() ? "" : " — " + context_note, ")");
-}
-
 bool is_embedding(const std::string& name) {
   for (const Family* f : families())
     if (f->is_embedding(name)) return true;

@@ -79,9 +79,7 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t s
       fail("--data ", o.data, fs::exists(o.data, ec) ? ": " : ": no such file or folder, and ",
            "neither a corpus (" + data::lm_corpus_choices() + ") nor a classification data set (spam, sotu-era)");
     }
-    auto ids = std::make_shared<std::vector<int64_t>>(tok->document_start());  // one document, opened as a cache opens each
-    const auto text_ids = tok->encode(text, /*add_special_tokens=*/false);
-    ids->insert(ids->end(), text_ids.begin(), text_ids.end());
+    auto ids = std::make_shared<std::vector<int64_t>>(tok->encode_document(text));  // one document, opened as a cache opens each
     s.size = static_cast<int64_t>(ids->size());
     const int64_t* p = ids->data();
     s.at = [p](int64_t i) { return p[i]; };

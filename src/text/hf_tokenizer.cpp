@@ -86,8 +86,8 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
   MIMIC_CHECK(j.is_object(), path, ": tokenizer.json must be a JSON object");
   const json& model = json_key(j, "model", path);
   const std::string mw = path + ": model";
-  const std::string model_type = model.is_object() && model.contains("type") ? json_string(model, "type", mw) : "BPE";
-  MIMIC_CHECK(model_type == "BPE", mw, " type '", model_type, "' is not supported (mimic reads BPE models from tokenizer.json)");
+  const std::string algorithm = model.is_object() && model.contains("type") ? json_string(model, "type", mw) : "BPE";  // the tokenizer's
+  MIMIC_CHECK(algorithm == "BPE", mw, " type '", algorithm, "' is not supported (mimic reads BPE models from tokenizer.json)");
   MIMIC_CHECK(json_string_or(model, "continuing_subword_prefix", mw, "").empty() && json_string_or(model, "end_of_word_suffix", mw, "").empty(),
               mw, ": continuing_subword_prefix / end_of_word_suffix are not supported");
   MIMIC_CHECK(json_double_or(model, "dropout", mw, 0.0) == 0.0, mw, ": BPE dropout is a training-time option; give a tokenizer without it");
@@ -219,7 +219,8 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
   // calls update_post_processor); transformers 5 keeps tokenizer.json's (it drops the flags when there is a
   // tokenizer.json) and builds [bos] text only where the file has none. A folder saved by either agrees with itself;
   // where the two would encode a text differently, mimic cannot be both, and refuses by name (the review of 2026-12-01).
-  std::string flags;  // what the digest must also cover: the flags decide the ids
+  std::string flags;          // what the digest must also cover: the flags decide the ids
+  const int64_t text_mark = -1;  // a one-token text no vocabulary holds, to see what a post-processor puts around a text
   const std::string tokenizer_class = cfg.is_object() ? json_string_or(cfg, "tokenizer_class", config_path, "") : "";
   if (tokenizer_class == "LlamaTokenizer" || tokenizer_class == "LlamaTokenizerFast" || tokenizer_class == "CodeLlamaTokenizer" ||
       tokenizer_class == "CodeLlamaTokenizerFast") {
@@ -240,7 +241,6 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
     };
     const auto v4 = around(add_bos ? bos_ : -1, add_eos ? eos_ : -1);
     const auto v5 = p.post_process ? p.post_process : around(bos_, -1);
-    const int64_t text_mark = -1;
     auto shown = [&](const Pipeline::PostProcess& f) {
       std::string out;
       for (int64_t id : f({text_mark})) out += (out.empty() ? "" : " ") + (id == text_mark ? std::string("TEXT") : spelling_[static_cast<size_t>(id)]);
@@ -254,9 +254,8 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
     flags = std::string("|") + tokenizer_class + (add_bos ? "+bos" : "") + (add_eos ? "+eos" : "");
   }
   if (p.post_process) {
-    // what the post-processor puts before a text: run it on a one-token text no vocabulary holds and take what precedes
-    // that token (a template's tokens before $A, RobertaProcessing's <s>, any Sequence of them alike)
-    const int64_t text_mark = -1;
+    // what the post-processor puts before a text: what precedes the marked text (a template's tokens before $A,
+    // RobertaProcessing's <s>, any Sequence of them alike)
     const auto around = p.post_process({text_mark});
     const auto at = std::find(around.begin(), around.end(), text_mark);
     MIMIC_CHECK(at != around.end(), path, ": post_processor drops the text it is given");

@@ -12,6 +12,13 @@
 
 namespace mimic::text {
 
+std::vector<int64_t> Tokenizer::encode_document(const std::string& text) const {
+  auto ids = document_start();
+  const auto body = encode(text, /*add_special_tokens=*/false);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
+}
+
 namespace {
 // do_lower_case from an optional tokenizer_config.json (HF's default for BERT: true).
 bool bert_lower_case(const std::filesystem::path& config_path) {

@@ -36,6 +36,9 @@ class Tokenizer {
   // BERT's WordPiece: its [CLS] opens a sequence a classifier reads (classify adds it), and mimic's masked-LM
   // streams, and the models shipped trained on them, separate documents by [SEP] alone.
   virtual std::vector<int64_t> document_start() const { return {}; }
+  // A text as one document of a token stream: document_start(), then encode(text) without special tokens — what a
+  // token cache holds for each document, eval scores for --text and a passkey prompt is.
+  std::vector<int64_t> encode_document(const std::string& text) const;
 };
 
 // Loads the tokenizer stored in a HF-layout model directory: tokenizer.json (a BPE model, with the folder's
