@@ -11,6 +11,7 @@
 
 #include "mimic/core/paths.h"
 #include "mimic/data/token_cache.h"
+#include "mimic/models/tokenizer.h"
 #include "mimic/text/bpe.h"
 #include "mimic/text/gpt2_bpe.h"
 #include "mimic/text/hf_tokenizer.h"
@@ -394,8 +395,82 @@ TEST(HfTokenizerLoading, ALlamaTokenizerClassIsReadWhereTransformers4And5Agree) 
   EXPECT_MIMIC_ERROR(with(none, R"({"tokenizer_class": "LlamaTokenizer", "add_bos_token": false})"),
                      "transformers 5 as <s> TEXT (no post_processor: the class's <s>)");
   EXPECT_MIMIC_ERROR(with(j, R"({"tokenizer_class": "LlamaTokenizer", "add_eos_token": true, "eos_token": null})"),
-                     "add_eos_token is true but no eos_token is named (LlamaTokenizer adds one)");
+                     "add_eos_token is true but no eos_token is named (LlamaTokenizer adds one; name the folder's eos_token)");
   EXPECT_MIMIC_ERROR(with(j, R"({"tokenizer_class": "LlamaTokenizer", "add_bos_token": "yes"})"), "add_bos_token");
+}
+
+// Legacy folders as transformers reads them: special_tokens_map.json names the special tokens where tokenizer_config.json
+// has no added_tokens_decoder (saved before transformers 4.34, or no config at all), over the config's; a current config
+// keeps its own and the map is ignored.
+TEST(HfTokenizerLoading, ALegacyFolderTakesItsSpecialTokensFromSpecialTokensMapJson) {
+  json j = small_spm();
+  j["model"]["vocab"]["</s>"] = 264;
+  j["added_tokens"].push_back({{"id", 264}, {"content", "</s>"}, {"special", true}});
+  TempDir dir;
+  write_bytes(dir.file("tokenizer.json"), j.dump());
+  write_bytes(dir.file("special_tokens_map.json"),
+              R"({"eos_token": "</s>", "pad_token": {"content": "<unk>", "lstrip": false, "normalized": false, "rstrip": false, "single_word": false}})");
+  // no tokenizer_config.json: the map names them
+  auto only_map = text::load_tokenizer(dir.path().string());
+  EXPECT_EQ(only_map->eos_id(), 264);
+  EXPECT_EQ(only_map->pad_id(), 0);
+  // an old config naming other tokens: the map's win
+  write_bytes(dir.file("tokenizer_config.json"), R"({"eos_token": "<s>", "pad_token": null})");
+  auto legacy = text::load_tokenizer(dir.path().string());
+  EXPECT_EQ(legacy->eos_id(), 264);
+  EXPECT_EQ(legacy->pad_id(), 0);
+  EXPECT_NE(legacy->identity(), text::HfTokenizer(dir.file("tokenizer.json"), dir.file("tokenizer_config.json")).identity());
+  // a current config (added_tokens_decoder): its own tokens, the map ignored
+  write_bytes(dir.file("tokenizer_config.json"), R"({"eos_token": "<s>", "added_tokens_decoder": {}})");
+  auto current = text::load_tokenizer(dir.path().string());
+  EXPECT_EQ(current->eos_id(), 1);
+  EXPECT_EQ(current->pad_id(), -1);
+  // a map naming what the file lacks is refused naming the map
+  std::filesystem::remove(dir.file("tokenizer_config.json"));
+  write_bytes(dir.file("special_tokens_map.json"), R"({"eos_token": "<|endoftext|>"})");
+  EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()),
+                     dir.file("special_tokens_map.json") + ": eos_token \"<|endoftext|>\" is not a token of " + dir.file("tokenizer.json"));
+  write_bytes(dir.file("special_tokens_map.json"), "[1]");
+  EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), dir.file("special_tokens_map.json") + " must be a JSON object");
+}
+
+// A tokenizer_config.json that names no class (or none at all) gets the one AutoTokenizer takes from config.json: its
+// tokenizer_class, else its model type's — LlamaTokenizerFast for llama and mistral, whose <s> opens a text whatever
+// tokenizer.json's post-processor says, Qwen2TokenizerFast (the file's own) for qwen2 and qwen3.
+TEST(HfTokenizerLoading, AFolderNamingNoClassGetsTheClassAutoTokenizerTakesForItsModelType) {
+  json j = small_spm();
+  j["post_processor"] = nullptr;  // an old conversion's file: no template
+  TempDir dir;
+  write_bytes(dir.file("tokenizer.json"), j.dump());
+  const std::string d = dir.path().string();
+  auto start = [&](const std::string& config) {
+    write_bytes(dir.file("config.json"), config);
+    return mimic::models::load_tokenizer(d)->document_start();
+  };
+  EXPECT_EQ(start(R"({"model_type": "llama"})"), Ids{1});
+  EXPECT_EQ(mimic::models::load_tokenizer(d)->encode("ab", true), (Ids{1, 7}));
+  EXPECT_EQ(text::load_tokenizer(d)->document_start(), Ids{});  // the tokenizer folder alone: the file's (none)
+  EXPECT_EQ(start(R"({"model_type": "mistral"})"), Ids{1});
+  EXPECT_EQ(start(R"({"model_type": "qwen2"})"), Ids{});
+  EXPECT_EQ(start(R"({"model_type": "llama", "tokenizer_class": "PreTrainedTokenizerFast"})"), Ids{});  // config.json's class first
+  write_bytes(dir.file("tokenizer_config.json"), R"({"tokenizer_class": "PreTrainedTokenizerFast"})");
+  EXPECT_EQ(start(R"({"model_type": "llama"})"), Ids{});  // the folder's own class over the model type's
+  // the class's flags are read from a config that names none: against a file without a template, the two versions differ
+  write_bytes(dir.file("tokenizer_config.json"), R"({"add_bos_token": false})");
+  EXPECT_MIMIC_ERROR(start(R"({"model_type": "llama"})"),
+                     "LlamaTokenizerFast (AutoTokenizer's class for config.json's model_type llama): transformers 4 encodes a text as TEXT (");
+  std::filesystem::remove(dir.file("tokenizer_config.json"));
+  // a file without the class's <s> (a Llama 3 tokenizer.json in a llama folder naming no class) is refused with what to name
+  json no_s = small_spm();
+  no_s["post_processor"] = nullptr;
+  no_s["added_tokens"] = json::array();
+  no_s["model"]["vocab"].erase("<s>");
+  write_bytes(dir.file("tokenizer.json"), no_s.dump());
+  EXPECT_MIMIC_ERROR(start(R"({"model_type": "llama"})"),
+                     "add_bos_token is true but the class's bos_token <s> is not a token of " + dir.file("tokenizer.json") +
+                         " (LlamaTokenizerFast (AutoTokenizer's class for config.json's model_type llama) adds one; name the folder's bos_token, "
+                         "or its tokenizer_class where it is not a Llama tokenizer)");
+  EXPECT_EQ(start(R"({"model_type": "qwen3"})"), Ids{});
 }
 
 TEST(HfTokenizerLoading, AFolderWithOnlyTokenizerJsonLoadsAndBadFilesAreRefused) {

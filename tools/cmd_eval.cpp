@@ -15,7 +15,7 @@
 #include "mimic/eval/perplexity.h"
 #include "mimic/finetune/classify.h"
 #include "mimic/models/model.h"
-#include "mimic/text/tokenizer.h"
+#include "mimic/models/tokenizer.h"
 #include "ranges.h"
 
 namespace mimic::cli {
@@ -50,7 +50,7 @@ std::vector<int64_t> lm_ids(const EvalArgs& a, const text::Tokenizer& tok) {
 // One model's result as JSON (perplexity, or classification metrics), with its attention description.
 nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
   auto model = models::load_model(dir, a.common.on);
-  const auto tok = text::load_tokenizer(dir);
+  const auto tok = models::load_tokenizer(dir);
   auto options = a.ppl;
   options.unscored = tok->document_start();  // the opening of each document is the tokenizer's, not the text's
   auto r = eval::perplexity(*model, lm_ids(a, *tok), options);
@@ -77,7 +77,7 @@ nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
 nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   MIMIC_CHECK(!a.data.empty(), "--task cls needs --data (spam, sotu-era or a JSON-lines file)");
   auto data = data::load_classification(a.data);
-  auto tok = text::load_tokenizer(dir);
+  auto tok = models::load_tokenizer(dir);
   auto model = models::load_model(dir, a.common.on);
   auto s = model->summary();
   MIMIC_CHECK(s.head == "cls", dir, " is not a classifier (head '", s.head, "'): finetune it with mimic finetune --task cls");
@@ -156,7 +156,7 @@ void run(const EvalArgs& a) {
 // of the teacher's gain the model keeps ("recall recovered").
 nlohmann::json eval_copy(const EvalArgs& a, const std::string& dir) {
   auto model = models::load_model(dir, a.common.on);
-  const auto tok = text::load_tokenizer(dir);
+  const auto tok = models::load_tokenizer(dir);
   // each run opens as a text does (a Llama's <s>), and is cut from the stream after the stream's own opening
   auto o = a.copy;
   o.opening = tok->document_start();
@@ -239,7 +239,7 @@ void run_recall(EvalArgs& a) {
 
 void run_passkey(EvalArgs& a) {
   MIMIC_CHECK(a.teacher.empty(), "--teacher is not available with --task passkey: run the passkey evaluation on each model");
-  auto tok = text::load_tokenizer(a.model);
+  auto tok = models::load_tokenizer(a.model);
   auto model = models::load_model(a.model, a.common.on);
   a.passkey.seed = a.common.seed;
   auto r = eval::passkey_eval(*model, *tok, a.passkey);

@@ -9,7 +9,7 @@
 #include "mimic/io/output_lock.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/models/model.h"
-#include "mimic/text/tokenizer.h"
+#include "mimic/models/tokenizer.h"
 
 namespace mimic::cli {
 namespace {
@@ -32,7 +32,7 @@ void run(ForwardArgs& a) {
   // held for the run: another command writing the same file (a record being recorded) refuses, and this one refuses it
   const auto lock = io::lock_output_file(a.out);
   auto input = read_text_input(a.text, a.file);
-  auto tok = text::load_tokenizer(a.model);
+  auto tok = models::load_tokenizer(a.model);
   auto model = models::load_model(a.model);
   auto s = model->summary();
   auto ids = tok->encode(input);

@@ -10,7 +10,7 @@
 #include "mimic/generate/generate.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
-#include "mimic/text/tokenizer.h"
+#include "mimic/models/tokenizer.h"
 #include "ranges.h"
 
 namespace mimic::cli {
@@ -31,7 +31,7 @@ void run(GenerateArgs& a) {
               "token: give --temperature T > 0 as well, or leave --top-k out");
   start(a.common);
   AutocastGuard mixed(a.precision, a.common.on);
-  auto tok = text::load_tokenizer(a.model);
+  auto tok = models::load_tokenizer(a.model);
   auto model = models::load_model(a.model, a.common.on);
   auto& o = a.options;
   // a cut beyond the vocabulary is no cut: said, and the cut the sampler applies is what --json reports

@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "cli.h"
-#include "mimic/text/tokenizer.h"
+#include "mimic/models/tokenizer.h"
 
 namespace mimic::cli {
 namespace {
@@ -17,7 +17,7 @@ struct TokenizeArgs {
 void run(TokenizeArgs& a) {
   start(a.common);
   auto input = read_text_input(a.text, a.file);
-  auto tok = text::load_tokenizer(a.model);
+  auto tok = models::load_tokenizer(a.model);
   auto ids = tok->encode(input, !a.no_special);
   if (a.common.json) {
     nlohmann::json j = {{"ids", ids}};

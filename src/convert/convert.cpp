@@ -15,7 +15,7 @@
 #include "mimic/models/model.h"
 #include "mimic/models/family.h"
 #include "mimic/record/record.h"
-#include "mimic/text/tokenizer.h"
+#include "mimic/models/tokenizer.h"
 
 namespace mimic::convert {
 
@@ -217,7 +217,7 @@ ConvertResult convert(const ConvertOptions& o) {
   std::unique_ptr<text::Tokenizer> tok;
   const bool probe = ranking_rule(placement, parse_keep_spec(placement.spec(), placement.option()), model->summary().family->causal) == "probe";
   if (probe && !placement.tokenizer && !placement.calibration_set) {
-    tok = text::load_tokenizer(o.model_dir);  // the probe's calibration set is text of the training split
+    tok = models::load_tokenizer(o.model_dir);  // the probe's calibration set is text of the training split
     placement.tokenizer = tok.get();
   }
   auto r = convert_model(*model, o.model_dir, maps, o.layers, o.force, placement, o.attention_options);

@@ -14,7 +14,7 @@
 #include "mimic/io/output_lock.h"
 #include "mimic/models/config.h"
 #include "mimic/models/model.h"
-#include "mimic/text/tokenizer.h"
+#include "mimic/models/tokenizer.h"
 
 namespace mimic::finetune {
 
@@ -104,7 +104,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   torch::manual_seed(o.seed);  // dropout draws from the global generator: a run is a function of its seed
   auto data = data::load_classification(o.data);
   MIMIC_CHECK(!data.train.empty() && !data.validation.empty(), "data set '", o.data, "' needs train and validation examples");
-  auto tok = text::load_tokenizer(o.model_dir);
+  auto tok = models::load_tokenizer(o.model_dir);
   MIMIC_CHECK(tok->cls_id() >= 0 && tok->pad_id() >= 0, o.model_dir, ": sequence classification needs a BERT tokenizer");
   // a classifier keeps its own labels: the data's ids follow its id2label, not the data's order
   const auto cfg = models::load_config((std::filesystem::path(o.model_dir) / "config.json").string());

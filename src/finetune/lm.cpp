@@ -12,7 +12,7 @@
 #include "mimic/io/output_lock.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
-#include "mimic/text/tokenizer.h"
+#include "mimic/models/tokenizer.h"
 #include "mimic/train/lm.h"
 
 namespace mimic::finetune {
@@ -21,7 +21,7 @@ LmResult finetune_lm(const LmOptions& o) {
   torch::manual_seed(o.seed);  // dropout draws from the global generator: a run is a function of its seed
   const bool recall = data::is_recall_task(o.corpus);
   MIMIC_CHECK(!recall || !o.test, "--test scores a corpus' test split; evaluate a recall task with mimic eval --task mqar");
-  auto tok = recall ? nullptr : text::load_tokenizer(o.model_dir);
+  auto tok = recall ? nullptr : models::load_tokenizer(o.model_dir);
   auto prepared = prepare(models::load_model(o.model_dir, o.device), o);
   auto& model = prepared.model;
   const auto summary = model->summary();

@@ -129,6 +129,7 @@ class BertFamily : public Family {
     context_key = "max_position_embeddings";
     finetune_preset = "bert";
     tokenizer_asset = "bert-base-uncased";
+    hf_tokenizer_class = "BertTokenizerFast";
     pretrain_architecture = "BertForMaskedLM";
   }
 

@@ -86,6 +86,10 @@ class Family {
   std::string context_key;        // config.json's key for the context length (in messages: "n_positions")
   std::string finetune_preset;    // finetune's default hyper-parameters for it (finetune::preset)
   std::string tokenizer_asset;    // the fetched asset (asset_path) holding its tokenizer files, or "" (none fetched)
+  // The tokenizer class HF's AutoTokenizer takes for this model_type where a folder names none (transformers'
+  // TOKENIZER_MAPPING, its fast class): LlamaTokenizerFast opens a text with <s> whatever tokenizer.json says
+  // (models::load_tokenizer, hf_tokenizer.h); the other families' classes keep the file's post-processor.
+  std::string hf_tokenizer_class;
   std::string pretrain_architecture;  // config.json's "architectures" entry of what pretrain trains (its LM / MLM head)
   // Whether config.json's tie_word_embeddings false (an LM head of its own) is read; a family whose LM head is always
   // the token embedding (GPT-2, BERT) refuses it.

@@ -97,6 +97,7 @@ class Gpt2Family : public Family {
     context_key = "n_positions";
     finetune_preset = "gpt2";
     tokenizer_asset = "gpt2";
+    hf_tokenizer_class = "GPT2TokenizerFast";
     pretrain_architecture = "GPT2LMHeadModel";
   }
 

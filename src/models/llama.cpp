@@ -145,6 +145,7 @@ class LlamaFamily : public Family {
     context_key = "max_position_embeddings";
     finetune_preset = "gpt2";  // a causal LM's defaults
     tokenizer_asset = tokenizer;  // what `pretrain --arch` trains a fresh model with on prose (a model folder brings its own)
+    hf_tokenizer_class = kind == Kind::Llama || kind == Kind::Mistral ? "LlamaTokenizerFast" : "Qwen2TokenizerFast";
     lm_head_may_be_untied = true;
     pretrain_architecture = arch + "ForCausalLM";
   }

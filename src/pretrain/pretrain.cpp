@@ -17,7 +17,7 @@
 #include "mimic/io/output_lock.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
-#include "mimic/text/tokenizer.h"
+#include "mimic/models/tokenizer.h"
 #include "mimic/train/lm.h"
 
 namespace mimic::pretrain {
@@ -90,7 +90,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
     MIMIC_CHECK(!o.init.empty() || !family.tokenizer_asset.empty(), "pretrain --arch ", o.arch, " on prose needs a tokenizer, and mimic fetches none for ",
                 family.display_name, " models: train it on a recall task (mqar, ar: their own vocabulary), or --init from a model folder");
     tok_dir = o.init.empty() ? asset_path(family.tokenizer_asset) : o.init;
-    tok = text::load_tokenizer(tok_dir);
+    tok = models::load_tokenizer(tok_dir);
   }
 
   torch::manual_seed(o.seed);

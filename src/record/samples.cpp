@@ -15,7 +15,7 @@
 #include "mimic/models/config.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
-#include "mimic/text/tokenizer.h"
+#include "mimic/models/tokenizer.h"
 
 namespace mimic::record {
 
@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 std::unique_ptr<text::Tokenizer> record_tokenizer(const RecordOptions& o) {
   if (data::is_recall_task(o.data)) return nullptr;
-  return text::load_tokenizer(o.model_dir);
+  return models::load_tokenizer(o.model_dir);
 }
 
 Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t seq_len, std::string* data_id) {
@@ -108,9 +108,7 @@ Sampler make_sampler(const Stream& stream, const text::Tokenizer* tok, bool cls_
   const int64_t room = cls_sep ? seq_len - 2 : seq_len - open;
   MIMIC_CHECK(!repeat || (room >= 2 && room % 2 == 0), "--repeat needs an even number of tokens between the framing: --seq-len ", seq_len,
               " leaves ", room, cls_sep ? " (seq_len − 2 for [CLS] and [SEP])" : open > 0 ? " (seq_len − " + std::to_string(open) + " for the tokenizer's opening)" : "");
-  Sampler sampler{stream, cls_sep, seq_len, repeat ? room / 2 : room};
-  sampler.repeat = repeat;
-  sampler.opening = opening;
+  Sampler sampler{stream, cls_sep, seq_len, repeat ? room / 2 : room, -1, -1, 0, repeat, opening};
   if (cls_sep) {
     MIMIC_CHECK(tok != nullptr, "[CLS]/[SEP] framing needs a tokenizer");
     sampler.cls = tok->cls_id();

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "mimic/core/error.h"
@@ -74,12 +75,15 @@ const json& part(const json& j, const char* key) {
 HfTokenizer::~HfTokenizer() = default;
 
 HfTokenizer::HfTokenizer(const std::string& path, const std::string& config_path)
-    : HfTokenizer(path, io::read_text_file(path), config_path) {}
+    : HfTokenizer(path, HfTokenizerFolder{config_path, "", "", ""}) {}
 
-HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, const std::string& config_path)
-    : HfTokenizer(path, file_text, json_parse(file_text, path), config_path) {}
+HfTokenizer::HfTokenizer(const std::string& path, const HfTokenizerFolder& folder)
+    : HfTokenizer(path, io::read_text_file(path), folder) {}
 
-HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, const json& j, const std::string& config_path)
+HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, const HfTokenizerFolder& folder)
+    : HfTokenizer(path, file_text, json_parse(file_text, path), folder) {}
+
+HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, const json& j, const HfTokenizerFolder& folder)
     : p_(std::make_unique<Pipeline>()) {
   Pipeline& p = *p_;
   p.path = path;
@@ -198,16 +202,38 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
   // A table mostly of holes is a broken file (an id of 2,000,000 beside 300 tokens), not a vocabulary to allocate.
   MIMIC_CHECK(vocab_size() <= 2 * static_cast<int64_t>(p.vocab.size() + p.added_ids.size()) + 1024, path, ": ids reach ",
               vocab_size() - 1, " but only ", p.vocab.size() + p.added_ids.size(), " tokens are defined");
-  json cfg;
+  // tokenizer_config.json, with a legacy folder's special_tokens_map.json over it; `where` names the file each key
+  // was read from
+  const std::string& config_path = folder.config_path;
+  const std::string config_where = config_path.empty() ? path + " (no tokenizer_config.json beside it)" : config_path;
+  json cfg = json::object();
+  std::map<std::string, std::string> read_from;
   if (!config_path.empty()) {
     cfg = json_parse(io::read_text_file(config_path), config_path);
     MIMIC_CHECK(cfg.is_object(), config_path, " must be a JSON object");
   }
+  // transformers reads special_tokens_map.json only where tokenizer_config.json has no added_tokens_decoder (a folder
+  // saved before 4.34), and then its tokens replace the config's (PreTrainedTokenizerBase._from_pretrained's legacy
+  // branch); a current folder's copy of the map is ignored, as there
+  const std::string& map_path = folder.special_tokens_map_path;
+  if (!map_path.empty() && !cfg.contains("added_tokens_decoder")) {
+    const json map = json_parse(io::read_text_file(map_path), map_path);
+    MIMIC_CHECK(map.is_object(), map_path, " must be a JSON object");
+    for (const char* key : {"bos_token", "eos_token", "pad_token"})
+      if (map.contains(key)) {
+        cfg[key] = map[key];
+        read_from[key] = map_path;
+      }
+  }
+  auto where = [&](const std::string& key) {
+    auto it = read_from.find(key);
+    return it == read_from.end() ? config_where : it->second;
+  };
   auto special = [&](const std::string& key) -> int64_t {
-    const std::string t = config_token(cfg, key, config_path);
+    const std::string t = config_token(cfg, key, where(key));
     if (t.empty()) return -1;
     const int64_t id = token_to_id(t);
-    MIMIC_CHECK(id >= 0, config_path, ": ", key, " ", quoted(t), " is not a token of ", path);
+    MIMIC_CHECK(id >= 0, where(key), ": ", key, " ", quoted(t), " is not a token of ", path);
     return id;
   };
   eos_ = special("eos_token");
@@ -219,19 +245,30 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
   // calls update_post_processor); transformers 5 keeps tokenizer.json's (it drops the flags when there is a
   // tokenizer.json) and builds [bos] text only where the file has none. A folder saved by either agrees with itself;
   // where the two would encode a text differently, mimic cannot be both, and refuses by name (the review of 2026-12-01).
+  // A folder whose tokenizer_config.json names no class gets the one AutoTokenizer picks from config.json (a Llama or
+  // Mistral model's is LlamaTokenizerFast, whose defaults then apply).
   std::string flags;          // what the digest must also cover: the flags decide the ids
   const int64_t text_mark = -1;  // a one-token text no vocabulary holds, to see what a post-processor puts around a text
-  const std::string tokenizer_class = cfg.is_object() ? json_string_or(cfg, "tokenizer_class", config_path, "") : "";
+  const std::string named_class = json_string_or(cfg, "tokenizer_class", config_where, "");
+  const std::string tokenizer_class = named_class.empty() ? folder.default_class : named_class;
+  const std::string class_shown = tokenizer_class + (named_class.empty() ? " (" + folder.default_class_why + ")" : "");
   if (tokenizer_class == "LlamaTokenizer" || tokenizer_class == "LlamaTokenizerFast" || tokenizer_class == "CodeLlamaTokenizer" ||
       tokenizer_class == "CodeLlamaTokenizerFast") {
     // the class's own defaults where the config names no token at all (null names none)
     if (!cfg.contains("bos_token")) bos_ = token_to_id("<s>");
     if (!cfg.contains("eos_token")) eos_ = token_to_id("</s>");
     // absent: the class's default; null reaches the class as None, which adds nothing
-    auto flag = [&](const char* key, bool fallback) { return cfg.contains(key) && cfg[key].is_null() ? false : json_bool_or(cfg, key, config_path, fallback); };
+    auto flag = [&](const char* key, bool fallback) { return cfg.contains(key) && cfg[key].is_null() ? false : json_bool_or(cfg, key, config_where, fallback); };
     const bool add_bos = flag("add_bos_token", true), add_eos = flag("add_eos_token", false);
-    MIMIC_CHECK(!add_bos || bos_ >= 0, config_path, ": add_bos_token is true but no bos_token is named (", tokenizer_class, " adds one)");
-    MIMIC_CHECK(!add_eos || eos_ >= 0, config_path, ": add_eos_token is true but no eos_token is named (", tokenizer_class, " adds one)");
+    // a token the class would add and the file lacks (a Llama 3 tokenizer.json in a llama folder that names no class:
+    // no <s>) would be a new id past the model's embeddings in HF; mimic refuses and says what to name
+    auto missing = [&](const char* key, const char* spelling) {
+      return cfg.contains(key) ? std::string("no ") + key + " is named" : std::string("the class's ") + key + " " + spelling + " is not a token of " + path;
+    };
+    MIMIC_CHECK(!add_bos || bos_ >= 0, where("bos_token"), ": add_bos_token is true but ", missing("bos_token", "<s>"), " (", class_shown,
+                " adds one; name the folder's bos_token, or its tokenizer_class where it is not a Llama tokenizer)");
+    MIMIC_CHECK(!add_eos || eos_ >= 0, where("eos_token"), ": add_eos_token is true but ", missing("eos_token", "</s>"), " (", class_shown,
+                " adds one; name the folder's eos_token)");
     auto around = [](int64_t before, int64_t after) -> Pipeline::PostProcess {
       return [before, after](std::vector<int64_t> seq) {
         if (before >= 0) seq.insert(seq.begin(), before);
@@ -246,7 +283,7 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
       for (int64_t id : f({text_mark})) out += (out.empty() ? "" : " ") + (id == text_mark ? std::string("TEXT") : spelling_[static_cast<size_t>(id)]);
       return out;
     };
-    MIMIC_CHECK(v4({text_mark}) == v5({text_mark}), config_path, ": transformers 4 encodes a text as ", shown(v4),
+    MIMIC_CHECK(v4({text_mark}) == v5({text_mark}), config_where, ": ", class_shown, ": transformers 4 encodes a text as ", shown(v4),
                 " (tokenizer_config.json's add_bos_token ", add_bos ? "true" : "false", ", add_eos_token ", add_eos ? "true" : "false",
                 "), transformers 5 as ", shown(v5), " (", p.post_process ? "tokenizer.json's post_processor" : "no post_processor: the class's <s>",
                 "): make them agree");

@@ -27,6 +27,20 @@
 
 namespace mimic::text {
 
+// The files and facts beside tokenizer.json that decide how HF's AutoTokenizer encodes with it.
+struct HfTokenizerFolder {
+  // tokenizer_config.json ("" for none): the special tokens (eos_token, bos_token, pad_token), the tokenizer class and
+  // its flags
+  std::string config_path;
+  // special_tokens_map.json ("" for none): in a folder whose tokenizer_config.json has no added_tokens_decoder (one
+  // saved before transformers 4.34, or none at all), its tokens replace the config's, as transformers reads it
+  std::string special_tokens_map_path;
+  // The class AutoTokenizer takes where tokenizer_config.json names none ("" for none): config.json's
+  // tokenizer_class, else its model type's (models::load_tokenizer reads it from the family registry)
+  std::string default_class;
+  std::string default_class_why;  // where it comes from, for messages: "config.json's model_type llama"
+};
+
 class HfTokenizer : public Tokenizer {
  public:
   // tokenizer.json, and the folder's tokenizer_config.json when given ("" for none): it names the
@@ -34,9 +48,10 @@ class HfTokenizer : public Tokenizer {
   // classes its add_bos_token/add_eos_token must encode as tokenizer.json's post-processor does (transformers 4
   // follows the flags, 5 the file: where they differ the folder is refused).
   explicit HfTokenizer(const std::string& tokenizer_json_path, const std::string& tokenizer_config_path = "");
+  HfTokenizer(const std::string& tokenizer_json_path, const HfTokenizerFolder& folder);
   // The same from the file's text and its parse, read already (load_tokenizer looks at the model's type first).
   HfTokenizer(const std::string& tokenizer_json_path, const std::string& file_text, const nlohmann::json& file,
-              const std::string& tokenizer_config_path);
+              const HfTokenizerFolder& folder);
   ~HfTokenizer() override;
 
   std::string kind() const override { return byte_level_ ? "hf-byte-bpe" : "hf-bpe"; }
@@ -62,7 +77,7 @@ class HfTokenizer : public Tokenizer {
   struct Pipeline;  // the parsed components (hf_tokenizer.cpp)
 
  private:
-  HfTokenizer(const std::string& path, const std::string& file_text, const std::string& config_path);
+  HfTokenizer(const std::string& path, const std::string& file_text, const HfTokenizerFolder& folder);
   void encode_segment(const std::string& text, bool first_segment, std::vector<int64_t>& out) const;
   void encode_piece(const std::string& piece, std::vector<int64_t>& out) const;
 

@@ -35,13 +35,13 @@ bool wordpiece_json(const nlohmann::json& j) {
 }
 }  // namespace
 
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir, const std::string& default_class, const std::string& why) {
   namespace fs = std::filesystem;
   const fs::path d(dir);
   MIMIC_CHECK(fs::is_directory(d), "tokenizer directory not found: ", dir);
   // A link to nothing (an HF cache snapshot whose blob is missing) would read as an absent file, and another
   // tokenizer of the folder would be taken without a word.
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "vocab.txt"}) {
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt", "vocab.txt"}) {
     std::error_code ec;
     MIMIC_CHECK(!fs::is_symlink(d / name, ec) || fs::exists(d / name, ec), (d / name).string(), " is a link to nothing");
   }
@@ -56,8 +56,9 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir) {
     MIMIC_CHECK(!wordpiece_json(j) || fs::exists(d / "vocab.txt"), path, ": model type 'WordPiece' is not supported (mimic reads BPE models "
                 "from tokenizer.json; for BERT's WordPiece, put the model's vocab.txt beside it, which is read instead)");
     if (!wordpiece_json(j)) {
-      const fs::path cfg = d / "tokenizer_config.json";
-      return std::make_unique<HfTokenizer>(path, text, j, fs::exists(cfg) ? cfg.string() : "");
+      auto beside = [&](const char* name) { return fs::exists(d / name) ? (d / name).string() : std::string(); };
+      return std::make_unique<HfTokenizer>(path, text, j,
+                                           HfTokenizerFolder{beside("tokenizer_config.json"), beside("special_tokens_map.json"), default_class, why});
     }
   }
   if (vocab_json && merges) return std::make_unique<Gpt2Bpe>((d / "vocab.json").string(), (d / "merges.txt").string());

@@ -46,6 +46,9 @@ class Tokenizer {
 // vocab.txt (BERT WordPiece — also when tokenizer.json holds a WordPiece model; tokenizer_config.json's
 // do_lower_case is honoured, default true).
 // Throws mimic::Error naming the directory when neither is present or a file is malformed.
-std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir);
+// `default_class` is the class HF's AutoTokenizer takes for a tokenizer.json whose tokenizer_config.json names none
+// (config.json's tokenizer_class, else its model type's), `why` where it comes from; models::load_tokenizer(dir)
+// supplies both from the model-family registry, which the stages call.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir, const std::string& default_class = "", const std::string& why = "");
 
 }  // namespace mimic::text
