@@ -237,6 +237,10 @@ TEST(Cli, BadInputGivesOneLineError) {
   expect_one_line_error(mimic_cli("tokenize --model gpt2"), "exactly one of --text and --file");
   expect_one_line_error(mimic_cli("tokenize --model gpt2 --file " + dir.file("missing.txt")), "missing.txt");
   expect_one_line_error(mimic_cli("eval --model " + bert_dir() + " --text 'hello there world'"), "causal language model");
+  // a teacher that reads the text as other tokens: no ratio of per-token numbers (the probe of 2026-12-01)
+  for (const char* task : {"", " --task copy --segments 1 --segment-len 8"})
+    expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --teacher " + bert_dir() + " --text 'hello there world'" + task),
+                          "--teacher " + bert_dir() + " reads a text as other tokens than --model " + gpt2_dir() + " (tokenizer bert-wordpiece, the model's gpt2-bpe)");
   expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --text ''"), "at least 2 tokens");
   // (an empty text, which gave "no tokens" after the model loaded, is refused while parsing: the eighth probe)
   expect_one_line_error(mimic_cli("forward --model " + gpt2_dir() + " --text '' --out " + dir.file("x.safetensors")), "--text: an empty value");
@@ -550,6 +554,12 @@ TEST(Cli, AFinetuneDoesNotResumeFromWeightsThatChangedUnderTheSamePath) {
   auto again = mimic_cli(cmd);  // the same weights: the finished run is recognised
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(nlohmann::json::parse(again.out)["resumed_from"], 1);
+  // and so it is under another spelling of the same path (a detour, a trailing separator: the probe of 2026-12-01)
+  std::filesystem::create_directories(dir.file("x"));
+  auto respelled = mimic_cli("finetune --task lm --model " + dir.file("x/../m/") +
+                             " --data sotu --steps 1 --warmup 0 --batch-size 2 --seq-len 32 --eval-batches 1 --json --out " + dir.file("o"));
+  ASSERT_EQ(respelled.code, 0) << respelled.err;
+  EXPECT_EQ(nlohmann::json::parse(respelled.out)["resumed_from"], 1);
   // the same weights under another config (a model's epsilon; the conversions' feature maps: Convert.*)
   const auto config = mimic::test::read_bytes(dir.file("m/config.json"));
   auto edited = nlohmann::json::parse(config);
@@ -576,6 +586,11 @@ TEST(Cli, AFinetuneDoesNotResumeOnDataThatChangedUnderTheSamePath) {
   auto again = mimic_cli(lm);
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(nlohmann::json::parse(again.out)["resumed_from"], 1);
+  std::string respelled = lm;
+  respelled.replace(respelled.find(dir.file("d.txt")), dir.file("d.txt").size(), dir.file("./d.txt"));
+  auto same = mimic_cli(respelled);
+  ASSERT_EQ(same.code, 0) << same.err;
+  EXPECT_EQ(nlohmann::json::parse(same.out)["resumed_from"], 1);
   mimic::test::write_bytes(dir.file("d.txt"), mimic::test::text_lines(mimic::test::kDickens, 39));  // one line less
   auto changed = mimic_cli(lm);
   expect_one_line_error(changed, "was written with other settings");

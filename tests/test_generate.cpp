@@ -471,6 +471,22 @@ TEST(Passkey, APromptOpensWithTheTokenizersBosAsHfEncodesIt) {
   EXPECT_EQ(ev::passkey_answer(*gpt2_tokenizer(), "48213"), gpt2_tokenizer()->encode(" 48213", false));
 }
 
+// A continuation is printed as the decoder writes it after its prompt: Mistral's SentencePiece decoder strips a text's
+// leading space, so "▁night" decoded alone lost the space between the prompt and it (the probe of 2026-12-01: "stormy
+// nightsurprise"); GPT-2's byte-level decoding is the same either way.
+TEST(Generate, AContinuationIsDecodedAfterItsPromptAndKeepsItsOpeningSpace) {
+  const mimic::text::HfTokenizer tok(mimic::asset_path("mistral/tokenizer.json"), mimic::asset_path("mistral/tokenizer_config.json"));
+  const auto prompt = tok.encode("It was a dark and stormy", true);
+  const auto next = tok.encode("It was a dark and stormy night again", false);
+  const std::vector<int64_t> gen(next.begin() + static_cast<int64_t>(prompt.size()) - 1, next.end());  // after the <s> the prompt has
+  ASSERT_EQ(tok.decode(gen), "night again");  // what was printed
+  EXPECT_EQ(tok.decode_after(prompt, gen), " night again");
+  EXPECT_EQ(tok.decode_after(prompt, {}), "");
+  auto gpt2 = mimic::text::load_tokenizer(mimic::asset_path("gpt2"));
+  const auto g = gpt2->encode(" night again", false);
+  EXPECT_EQ(gpt2->decode_after(gpt2->encode("It was", false), g), gpt2->decode(g));
+}
+
 TEST(Passkey, ScoresEqualSummedLogProbsOfAPlainForward) {
   auto m = tiny_gpt2();
   set_linear(*m, {1});

@@ -64,7 +64,7 @@ void run(GenerateArgs& a) {
     o.on_token = [&](int64_t id) {
       if (id == o.eos_id) return;
       ids.push_back(id);
-      auto text = tok->decode(ids);  // decoded whole: a character split over tokens appears once complete
+      auto text = tok->decode_after(prompt, ids);  // decoded whole: a character split over tokens appears once complete
       if (text.size() > shown.size() && text.compare(0, shown.size(), shown) == 0) {
         std::fputs(text.c_str() + shown.size(), stdout);
         std::fflush(stdout);
@@ -76,7 +76,7 @@ void run(GenerateArgs& a) {
   auto text_of = [&](const generate::GenerateResult& r) {
     auto ids = r.ids;
     if (r.stop == "eos") ids.pop_back();
-    return tok->decode(ids);
+    return tok->decode_after(prompt, ids);  // after the prompt: a SentencePiece continuation keeps its opening space
   };
   const auto& r = batch.rows[0];
   const auto text = text_of(r);

@@ -44,4 +44,11 @@ std::string embedded_model_dir(const std::string& name) {
   fail("embedded model ", name, " not found (looked in ", tried, "; set MIMIC_MODELS to the folder holding it)");
 }
 
+std::string path_identity(const std::string& path) {
+  if (path.empty()) return path;
+  std::string p = std::filesystem::absolute(path).lexically_normal().string();
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
 }  // namespace mimic

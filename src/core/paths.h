@@ -17,4 +17,9 @@ bool is_embedded_model_name(const std::string& name);
 // (<prefix>/share/mimic/models), else the source tree's examples/models. Throws mimic::Error when none holds it.
 std::string embedded_model_dir(const std::string& name);
 
+// A path as a run's settings keep it: absolute, lexically normal, without a trailing separator — so that "../m", "m/"
+// and "/tmp/m" name one input and a run resumes whichever the command line spells (the probe of 2026-12-01); whether
+// the contents changed is the digests' business.
+std::string path_identity(const std::string& path);
+
 }  // namespace mimic

@@ -110,6 +110,8 @@ bool is_text_data(const std::string& data) {
   return !data.empty() && fs::exists(data, ec);
 }
 
+std::string data_identity(const std::string& data) { return is_text_data(data) ? path_identity(data) : data; }
+
 namespace {
 
 // Where a document may be cut, coarsest first: after a line break; after a space, tab or line break (between words);

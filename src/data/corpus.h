@@ -31,6 +31,9 @@ std::vector<std::string> lm_corpus_names();
 bool is_lm_corpus(const std::string& data);
 // "all, sotu, moby-dick": the names --data takes for a corpus, for messages.
 std::string lm_corpus_choices();
+// What a run's settings keep of --data: a corpus or recall-task name as given, the user's own file or folder as its
+// path_identity (core/paths.h), so that a run resumes however the path is spelled.
+std::string data_identity(const std::string& data);
 
 // Loads a corpus from the asset folder, cleaned: line endings normalised to \n, trailing spaces removed,
 // runs of more than two newlines folded, and the text checked to be valid, non-empty UTF-8 (a bad file is

@@ -8,6 +8,7 @@
 #include "mimic/attention/attention.h"
 #include "mimic/core/error.h"
 #include "mimic/core/hash.h"
+#include "mimic/core/paths.h"
 #include "mimic/models/model.h"
 #include "mimic/record/record.h"
 
@@ -32,7 +33,7 @@ class RecordSource : public Source {
   nlohmann::json identity() const override {
     // the teacher too: another teacher's record at the same path is another run (its maps would be labelled with
     // the new teacher while half trained on the old one)
-    nlohmann::json id = {{"record", fs::absolute(path_).lexically_normal().string()}, {"samples", reader_.samples()},
+    nlohmann::json id = {{"record", path_identity(path_)}, {"samples", reader_.samples()},
                          {"seq_len", reader_.seq_len()}, {"model_digest", reader_.model_digest()}};
     // and its data: a record made again from other text at the same path is another run (the probe of 2026-11-27:
     // a resume mixed layers distilled on two records). Absent for older records, so their checkpoints still resume.
@@ -99,7 +100,7 @@ class OnlineSource : public Source {
   std::string model() const override { return model_dir_; }
   std::string model_digest() const override { return digest_; }
   nlohmann::json identity() const override {
-    return {{"model", fs::absolute(model_dir_).lexically_normal().string()}, {"data", samples_->data_id()}, {"samples", n_},
+    return {{"model", path_identity(model_dir_)}, {"data", samples_->data_id()}, {"samples", n_},
             {"seq_len", samples_->seq_len()}, {"model_digest", digest_}, {"split", split_}, {"data_digest", data_digest_},
             // the teacher's config beside its weights: a resume onto the same weights under another activation or
             // epsilon mixed two teachers' maps, exit 0 (the fifth probe of 2026-11-27)

@@ -10,6 +10,7 @@
 #include "mimic/core/runtime.h"
 #include "mimic/data/batches.h"
 #include "mimic/data/classification.h"
+#include "mimic/data/corpus.h"
 #include "mimic/distributed/environment.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/models/config.h"
@@ -196,7 +197,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   add_weight_digests(t.fingerprint, *model, teacher.get(), o.model_dir, o.teacher_dir);
   // the length asked for (unset: 128), not the one used: a default run on a model of context under 128 begun before
   // the default was capped at the context resumes (the same examples either way: longer ones failed then)
-  t.fingerprint.update({{"task", "cls"}, {"data", o.data}, {"data_digest", data.digest()}, {"seq_len", o.seq_len != 0 ? o.seq_len : int64_t{128}},
+  t.fingerprint.update({{"task", "cls"}, {"data", data::data_identity(o.data)}, {"data_digest", data.digest()}, {"seq_len", o.seq_len != 0 ? o.seq_len : int64_t{128}},
                         {"batch_size", o.batch_size}});
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);

@@ -9,6 +9,7 @@
 #include "mimic/attention/attention.h"
 #include "mimic/core/checked_device.h"
 #include "mimic/core/error.h"
+#include "mimic/core/paths.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
 
@@ -152,7 +153,7 @@ std::unique_ptr<models::Model> load_teacher(const FinetuneOptions& o, models::Mo
 
 nlohmann::json fingerprint(const FinetuneOptions& o) {
   const auto& t = o.train;
-  nlohmann::json j = {{"model", o.model_dir},     {"seed", o.seed},
+  nlohmann::json j = {{"model", path_identity(o.model_dir)},     {"seed", o.seed},
                       {"steps", t.steps},         {"lr", t.lr},
                       {"warmup", t.warmup},       {"grad_accum", t.grad_accum},
                       {"weight_decay", t.adam.weight_decay}, {"min_lr_ratio", t.min_lr_ratio},

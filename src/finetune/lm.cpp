@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "mimic/core/error.h"
+#include "mimic/core/paths.h"
 #include "mimic/data/batches.h"
+#include "mimic/data/corpus.h"
 #include "mimic/data/lm_source.h"
 #include "mimic/data/token_cache.h"
 #include "mimic/distributed/environment.h"
@@ -66,7 +68,7 @@ LmResult finetune_lm(const LmOptions& o) {
   t.tokens_per_micro_batch = o.batch_size * seq_len;
   t.fingerprint = fingerprint(o);
   add_weight_digests(t.fingerprint, *model, teacher.get(), o.model_dir, o.teacher_dir);
-  t.fingerprint.update({{"task", "lm"}, {"data", o.corpus}, {"seq_len", seq_len}, {"batch_size", o.batch_size},
+  t.fingerprint.update({{"task", "lm"}, {"data", data::data_identity(o.corpus)}, {"seq_len", seq_len}, {"batch_size", o.batch_size},
                         {"eval_batches", o.eval_batches}});
   // the text's tokens, not only its path: a file edited under the same name was resumed into (the probe of 2026-11-27)
   if (const auto d = source->data_digest(); !d.empty()) t.fingerprint["data_digest"] = d;
@@ -74,7 +76,7 @@ LmResult finetune_lm(const LmOptions& o) {
   if (o.copy.fraction > 0)
     t.fingerprint["copy"] = {{"fraction", o.copy.fraction}, {"min_span", o.copy.min_span}, {"max_span", o.copy.max_span},
                              {"copies", o.copy.copies}, {"random_fraction", o.copy.random_fraction}, {"random_vocab", o.copy.random_vocab}};
-  if (kd) t.fingerprint["kd"] = {{"temperature", o.kd_temperature}, {"lm_weight", o.kd_lm_weight}, {"teacher", o.teacher_dir}};
+  if (kd) t.fingerprint["kd"] = {{"temperature", o.kd_temperature}, {"lm_weight", o.kd_lm_weight}, {"teacher", path_identity(o.teacher_dir)}};
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
   LmResult r;

@@ -10,6 +10,7 @@
 #include "mimic/core/json_keys.h"
 #include "mimic/core/paths.h"
 #include "mimic/data/batches.h"
+#include "mimic/data/corpus.h"
 #include "mimic/data/lm_source.h"
 #include "mimic/data/recall_tasks.h"
 #include "mimic/data/token_cache.h"
@@ -212,7 +213,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
 
   train::TrainOptions t = o.train;
   t.tokens_per_micro_batch = o.batch_size * o.seq_len;
-  t.fingerprint = {{"arch", o.arch},         {"config", o.config},         {"corpus", o.corpus},
+  t.fingerprint = {{"arch", o.arch},         {"config", path_identity(o.config)}, {"corpus", data::data_identity(o.corpus)},
                    {"seq_len", o.seq_len},   {"batch_size", o.batch_size}, {"seed", o.seed},
                    {"steps", t.steps},       {"lr", t.lr},                 {"warmup", t.warmup},
                    {"grad_accum", t.grad_accum}};

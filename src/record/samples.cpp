@@ -57,7 +57,7 @@ Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t s
     const data::TokenCache* c = cache.get();
     s.at = [c](int64_t i) { return (*c)[i]; };
     s.keep = cache;
-    *data_id = data::is_lm_corpus(o.data) ? o.data : fs::absolute(o.data).lexically_normal().string();
+    *data_id = data::data_identity(o.data);
   } else {
     std::string text;
     if (data::is_classification_data(o.data)) {

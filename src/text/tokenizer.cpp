@@ -19,6 +19,13 @@ std::vector<int64_t> Tokenizer::encode_document(const std::string& text) const {
   return ids;
 }
 
+std::string Tokenizer::decode_after(const std::vector<int64_t>& before, const std::vector<int64_t>& ids) const {
+  auto all = before;
+  all.insert(all.end(), ids.begin(), ids.end());
+  const std::string head = decode(before), whole = decode(all);
+  return whole.size() >= head.size() && whole.compare(0, head.size(), head) == 0 ? whole.substr(head.size()) : decode(ids);
+}
+
 namespace {
 // do_lower_case from an optional tokenizer_config.json (HF's default for BERT: true).
 bool bert_lower_case(const std::filesystem::path& config_path) {

@@ -39,6 +39,11 @@ class Tokenizer {
   // A text as one document of a token stream: document_start(), then encode(text) without special tokens — what a
   // token cache holds for each document, eval scores for --text and a passkey prompt is.
   std::vector<int64_t> encode_document(const std::string& text) const;
+  // The text `ids` add after `before`, as the decoder writes them following it: what a continuation prints after its
+  // prompt. Decoded alone, a SentencePiece continuation loses the space its first piece opens with (the decoder strips
+  // a text's leading space: "▁surprise" alone is "surprise"); decoded after the prompt it keeps it. Where the
+  // prompt's text is not a prefix of the whole (a byte sequence cut at the seam), `ids` decoded alone.
+  std::string decode_after(const std::vector<int64_t>& before, const std::vector<int64_t>& ids) const;
 };
 
 // Loads the tokenizer stored in a HF-layout model directory: tokenizer.json (a BPE model, with the folder's
