@@ -177,6 +177,12 @@ TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {
   EXPECT_NEAR(j["nll_ci95"].get<double>(), expected_ci, 1e-4 * expected_ci);
   EXPECT_NEAR(j["perplexity_ci95"][0].get<double>(), std::exp(m - expected_ci), 1e-3 * expected);
   EXPECT_NEAR(j["perplexity_ci95"][1].get<double>(), std::exp(m + expected_ci), 1e-3 * expected);
+  // a stride of the whole window is cut to window − 1, with a note: every token but the first is still scored (a window's
+  // first token has no context in it: a stride of 16 left one token per window unscored, the probe of 2026-12-01)
+  auto whole = mimic_cli("eval --model " + gpt2_dir() + " --file " + dir.file("t.txt") + " --window 16 --stride 16 --json");
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  EXPECT_EQ(nlohmann::json::parse(whole.out)["predicted"], n - 1);
+  EXPECT_NE(whole.err.find("note: --stride 16: each window scores every token but its first"), std::string::npos) << whole.err;
   // by hand: clusters (10, 5), (6, 5), (14, 5): mean 2, residuals 0, −4, 4, 1.96 · sqrt(32 / 6) / 5
   EXPECT_NEAR(mimic::eval::ratio_mean_ci95({{10, 5}, {6, 5}, {14, 5}}), 1.96 * std::sqrt(32.0 / 6.0) / 5.0, 1e-12);
   EXPECT_TRUE(std::isnan(mimic::eval::ratio_mean_ci95({{10, 5}})));
@@ -237,6 +243,13 @@ TEST(Cli, BadInputGivesOneLineError) {
   expect_one_line_error(mimic_cli("tokenize --model gpt2"), "exactly one of --text and --file");
   expect_one_line_error(mimic_cli("tokenize --model gpt2 --file " + dir.file("missing.txt")), "missing.txt");
   expect_one_line_error(mimic_cli("eval --model " + bert_dir() + " --text 'hello there world'"), "causal language model");
+  // mistakes the command line alone shows are usage errors, exit 2 as the parser's own (the probe of 2026-12-01: exit 1)
+  for (const std::string& c : std::vector<std::string>{"tokenize --model gpt2", "eval --model " + gpt2_dir(), "eval --task copy --model " + gpt2_dir(),
+                                                      "eval --task cls --model bert-mini-spam", "info", "info " + dir.file("nothing"),
+                                                      "report --out " + dir.file("r"), "generate --model gpt2-mini --top-k 5"}) {
+    const auto r = mimic_cli(c);
+    EXPECT_EQ(r.code, 2) << c << ": " << r.err;
+  }
   // a teacher that reads the text as other tokens: no ratio of per-token numbers (the probe of 2026-12-01)
   for (const char* task : {"", " --task copy --segments 1 --segment-len 8"})
     expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --teacher " + bert_dir() + " --text 'hello there world'" + task),
@@ -702,12 +715,12 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"finetune --task lm --model " + m + " --data /nonexistent/x --copy-span 5,3 --out o", "--copy-span 5,3: MIN must not exceed MAX"},
       {"finetune --task lm --model " + m + " --data sotu --lora-alpha 4 --out o", "--lora-alpha needs --lora R"},
       {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-310 --out o", "which is too small to compute with"},
-      {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-300 --out o", "--kd 1e-300: the temperature must be 0 (off) or in [0.01, 100]"},
+      {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-300 --out o", "--kd: must be 0 (off) or a number in [0.01, 100], got 1e-300"},
       {"pretrain --arch gpt2 --config " + m + "/config.json --data sotu --position-scale 1e-3 --out o", "--position-scale sets the sinusoidal table's size: it needs --position-init sinusoidal"},
       {"pretrain --arch gpt2 --config " + m + "/config.json --data mqar:vocab=64,seq_len=32,pairs=4 --seq-len 33 --out o", "--seq-len 33 differs from the task's seq_len 32"},
       // and the sixteenth probe's: before --out is looked at, and more of them
       {"pretrain --arch gpt2 --init " + m + " --data sotu --position-init sinusoidal --out o", "--position-init sets up a fresh model's position table"},
-      {"finetune --task lm --model " + m + " --data sotu --kd 1e-300 --out " + m, "--kd 1e-300: the temperature must be 0 (off) or in [0.01, 100]"},
+      {"finetune --task lm --model " + m + " --data sotu --kd 1e-300 --out " + m, "--kd: must be 0 (off) or a number in [0.01, 100], got 1e-300"},
       // and from the sixteenth probe's lesser list (2026-11-30): these exited 1, as failures found while working
       {"distill --record /nonexistent/r.h5 --maps /nonexistent/m.safetensors --out m.safetensors", "--maps is for --eval-only"},
       {"distill --record /nonexistent/r.h5 --map-options [1] --out m.safetensors", "--map-options must be a JSON object"},
@@ -844,6 +857,8 @@ TEST(Cli, OutOfRangeNumericOptionsAreRefusedByNameBeforeAnyWork) {
       {"report --plot-tokens 1", "--plot-tokens"},
       {"report --plot-sample -1", "--plot-sample"},
       {"bench attention --repeats 0", "--repeats"},
+      {"bench train --kd 1e-300", "--kd"},  // finetune's range, [0.01, 100] (the probe of 2026-12-01: it ran, then failed)
+      {"bench train --kd 0", "--kd"},
       {"bench attention --chunk 0", "--chunk"},
       {"bench generate --new-tokens 1", "--new-tokens"},
       {"bench generate --prompt-lengths 0", "--prompt-lengths"},

@@ -334,7 +334,7 @@ void start(Common& common) {
 void print_json(const nlohmann::json& j) { std::cout << json_dump(j) << std::endl; }
 
 std::string read_text_input(const std::optional<std::string>& text, const std::optional<std::string>& file) {
-  MIMIC_CHECK(text.has_value() != file.has_value(), "give exactly one of --text and --file");
+  MIMIC_USAGE_CHECK(text.has_value() != file.has_value(), "give exactly one of --text and --file");
   if (!file) return *text;
   auto s = io::read_text_file(*file);  // refuses a missing file, a directory or a FIFO in one line
   // as --data refuses it: a binary file (a record, a model) given by mistake was tokenized byte by byte for minutes

@@ -126,7 +126,7 @@ void register_bench(CLI::App& app) {
   tr->add_option("--kd", targs->options.kd_temperature,
                  "Also time a logit-distillation step at temperature T (finetune --kd T's step, toward a softmax teacher of the same width) "
                  "and report its time and peak memory as multiples of the plain step's")
-      ->transform(range::real(0, 100, /*open_low=*/true));  // finetune --kd's range (0 there means off; here a step at T must be timed)
+      ->transform(range::kd_temperature(/*zero_is_off=*/false));  // finetune --kd's range, without its off
   add_precision_option(*tr, targs->options.precision, targs->common);
   add_common_options(*tr, targs->common, Devices::Any);
   tr->callback([targs]() {

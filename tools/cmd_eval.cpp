@@ -34,14 +34,20 @@ struct EvalArgs {
   eval::RecallAccuracyOptions recall;
 };
 
+// Which text --task lm and copy score: one of --data and --text/--file (checked before any model loads: a usage error).
+void check_text_given(const EvalArgs& a) {
+  MIMIC_USAGE_CHECK(a.data.empty() || (!a.text && !a.file), "give --data (a corpus split) or --text/--file, not both");
+  MIMIC_USAGE_CHECK(!a.data.empty() || a.text || a.file, "eval --task ", a.task,
+                    ": give the text to score: --data (a corpus split, or your own text file or folder), --file or --text");
+}
+
 // The token ids --data (a corpus split) or --text/--file name, tokenized with `dir`'s tokenizer.
 std::vector<int64_t> lm_ids(const EvalArgs& a, const text::Tokenizer& tok) {
+  check_text_given(a);
   if (!a.data.empty()) {
-    MIMIC_CHECK(!a.text && !a.file, "give --data (a corpus split) or --text/--file, not both");
     auto cache = data::corpus_token_cache(a.data, data::split_from_name(a.split), tok);
     return cache.ids();
   }
-  MIMIC_CHECK(a.text || a.file, "eval: give the text to score: --data (a corpus split, or your own text file or folder), --file or --text");
   // one document: opened as a token cache opens each (Llama's <s>; nothing for GPT-2), so the text is scored as
   // the model reads a text, and --text scores as --data does
   return tok.encode_document(read_text_input(a.text, a.file));
@@ -59,7 +65,7 @@ nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
     std::fprintf(stderr, "mimic: note: --window %lld: the model's context is %lld tokens; the windows have %lld\n",
                  static_cast<long long>(a.ppl.window), static_cast<long long>(r.window), static_cast<long long>(r.window));
   if (a.ppl.stride > r.stride)
-    std::fprintf(stderr, "mimic: note: --stride %lld is longer than the window: the stride is %lld tokens\n",
+    std::fprintf(stderr, "mimic: note: --stride %lld: each window scores every token but its first, so windows overlap by one at least: the stride is %lld tokens\n",
                  static_cast<long long>(a.ppl.stride), static_cast<long long>(r.stride));
   nlohmann::json j = {{"perplexity", r.perplexity}, {"nll", r.nll},         {"tokens", r.tokens},
                       {"predicted", r.predicted},   {"windows", r.windows}, {"seconds", r.seconds},
@@ -75,7 +81,7 @@ nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
 }
 
 nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
-  MIMIC_CHECK(!a.data.empty(), "--task cls needs --data (spam, sotu-era or a JSON-lines file)");
+  MIMIC_USAGE_CHECK(!a.data.empty(), "--task cls needs --data (spam, sotu-era or a JSON-lines file)");
   auto data = data::load_classification(a.data);
   auto tok = models::load_tokenizer(dir);
   auto model = models::load_model(dir, a.common.on);
@@ -148,7 +154,10 @@ void check_teacher_reads_alike(const EvalArgs& a) {
 }
 
 void run(const EvalArgs& a) {
-  if (a.task != "cls") check_teacher_reads_alike(a);
+  if (a.task != "cls") {
+    check_text_given(a);
+    check_teacher_reads_alike(a);
+  }
   auto one = [&](const std::string& dir) { return a.task == "cls" ? eval_cls(a, dir) : eval_lm(a, dir); };
   auto j = one(a.model);
   if (a.teacher.empty()) {
@@ -179,7 +188,7 @@ nlohmann::json eval_copy(const EvalArgs& a, const std::string& dir) {
 }
 
 void run_copy(EvalArgs& a) {
-  MIMIC_CHECK(!a.data.empty() || a.text || a.file, "--task copy needs text: --data CORPUS [--split S], --file F or --text T");
+  check_text_given(a);
   check_teacher_reads_alike(a);
   nlohmann::json j = {{"task", "copy"}, {"segments", a.copy.segments}, {"segment_len", a.copy.segment_len},
                       {"scored_per_copy", a.copy.segment_len - 1}};
@@ -250,7 +259,7 @@ void run_recall(EvalArgs& a) {
 }
 
 void run_passkey(EvalArgs& a) {
-  MIMIC_CHECK(a.teacher.empty(), "--teacher is not available with --task passkey: run the passkey evaluation on each model");
+  MIMIC_USAGE_CHECK(a.teacher.empty(), "--teacher is not available with --task passkey: run the passkey evaluation on each model");
   auto tok = models::load_tokenizer(a.model);
   auto model = models::load_model(a.model, a.common.on);
   a.passkey.seed = a.common.seed;
@@ -296,7 +305,7 @@ void register_eval(CLI::App& app) {
   sub->add_option("--split", args->split, "Split of --data: train, validation or test")->capture_default_str()->check(split_arg())->excludes(file)->excludes(text);
   auto* window = sub->add_option("--window", args->ppl.window, "lm: tokens per window (default: the model's context; a longer one is cut to it)")
                      ->transform(range::tokens(2));
-  auto* stride = sub->add_option("--stride", args->ppl.stride, "lm: new tokens scored per window (default: window/2; a longer one is cut to the window)")
+  auto* stride = sub->add_option("--stride", args->ppl.stride, "lm: new tokens scored per window (default: window/2; at most window − 1, which a longer one is cut to: a window's first token has no context in it)")
                      ->transform(range::tokens(1));
   auto* seq_len = sub->add_option("--seq-len", args->seq_len, "cls: tokens per example, [CLS] and [SEP] included (default: min(128, the model's context))")
                       ->transform(range::tokens(3));

@@ -26,7 +26,7 @@ struct GenerateArgs {
 
 void run(GenerateArgs& a) {
   // a cut of the sampled distribution means nothing to greedy decoding (it was ignored without a word)
-  MIMIC_CHECK(a.options.top_k == 0 || a.options.temperature > 0, "--top-k ", a.options.top_k,
+  MIMIC_USAGE_CHECK(a.options.top_k == 0 || a.options.temperature > 0, "--top-k ", a.options.top_k,
               " cuts the distribution sampling draws from; greedy decoding (--temperature 0, the default) takes the most likely "
               "token: give --temperature T > 0 as well, or leave --top-k out");
   start(a.common);

@@ -62,10 +62,10 @@ void run(InfoArgs& a) {
               << s.parallel_info;
     return;
   }
-  MIMIC_CHECK(!a.path.empty(), "give a model directory or a .safetensors file (or --system)");
+  MIMIC_USAGE_CHECK(!a.path.empty(), "give a model directory or a .safetensors file (or --system)");
   namespace fs = std::filesystem;
   if (!fs::exists(a.path) && is_embedded_model_name(a.path)) a.path = embedded_model_dir(a.path);
-  MIMIC_CHECK(fs::exists(a.path), "no such file or directory: ", a.path);
+  MIMIC_USAGE_CHECK(fs::exists(a.path), "no such file or directory: ", a.path);
   // a FIFO or a device would reach the model loader and be called a missing model (the fifth probe, F15)
   MIMIC_CHECK(fs::is_directory(a.path) || fs::is_regular_file(a.path), a.path,
               ": neither a file nor a folder (give a model directory or a .safetensors file)");

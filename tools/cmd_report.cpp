@@ -57,7 +57,7 @@ void run(ReportArgs& a) {
     lock = io::lock_output_dir(a.o.out);
     refuse_foreign_output(a.o.out, OutputKind::Report);
   }
-  MIMIC_CHECK(a.o.record.empty() != a.pareto.empty(), "give --record (the attention report) or --pareto (a trade-off figure from a table), one of them");
+  MIMIC_USAGE_CHECK(a.o.record.empty() != a.pareto.empty(), "give --record (the attention report) or --pareto (a trade-off figure from a table), one of them");
   if (!a.pareto.empty()) {
     const auto files = report::write_pareto(a.pareto, a.o.out);
     if (a.common.json) return print_json({{"files", files}});

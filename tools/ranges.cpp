@@ -88,6 +88,19 @@ CLI::Validator real(double lo, double hi, bool open_low, bool open_high) {
       range);
 }
 
+CLI::Validator kd_temperature(bool zero_is_off) {
+  const CLI::Validator on = real(0.01, 100);
+  if (!zero_is_off) return on;
+  return CLI::Validator(
+      [on](std::string& input) -> std::string {
+        double v = 1;
+        if (CLI::detail::lexical_cast(input, v) && v == 0 && input.find_first_of("123456789") == std::string::npos) return {};
+        const std::string e = on(input);
+        return e.empty() ? e : "must be 0 (off) or a number in [0.01, 100], got " + input;
+      },
+      "0 or [0.01, 100]");
+}
+
 CLI::Validator steps() { return integer(1, kMaxSteps); }
 CLI::Validator steps_or_zero() { return integer(0, kMaxSteps); }
 CLI::Validator batch() { return integer(1, kMaxBatch); }

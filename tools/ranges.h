@@ -33,6 +33,9 @@ CLI::Validator batch();                               // batch sizes, micro-batc
 CLI::Validator tokens(int64_t lo);                    // lengths in tokens: [lo, 2^20]
 CLI::Validator count(int64_t lo);                     // samples, examples, batches: [lo, 10^7]
 CLI::Validator learning_rate();                       // (0, 10]
+// logit distillation's temperature: [0.01, 100] (logits divided by less overflow: --kd 1e-300's loss was NaN), and 0 for
+// off where the option has an off (finetune's; bench train's times a step at T, so its --kd has none)
+CLI::Validator kd_temperature(bool zero_is_off);
 CLI::Validator weight_decay();                        // [0, 10]
 CLI::Validator fraction();                            // [0, 1]
 CLI::Validator threads();                             // [0, 4 × cores]; 0: all cores

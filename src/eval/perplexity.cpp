@@ -28,8 +28,11 @@ PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& id
   const int64_t n = static_cast<int64_t>(ids.size());
   MIMIC_CHECK(n >= 2, "perplexity needs at least 2 tokens, the text has ", n);
   const int64_t window = options.window > 0 ? std::min(options.window, info.max_positions) : info.max_positions;
-  const int64_t stride = options.stride > 0 ? std::min(options.stride, window) : std::max<int64_t>(1, window / 2);
   MIMIC_CHECK(window >= 2, "perplexity window must be at least 2 tokens");
+  // at most window − 1: a window's first token has no context inside it, so a window must reach back over at least one
+  // scored token for every token but the text's first to be scored (a stride of the whole window skipped one per window:
+  // the probe of 2026-12-01)
+  const int64_t stride = options.stride > 0 ? std::min(options.stride, window - 1) : std::max<int64_t>(1, window / 2);
 
   torch::NoGradGuard no_grad;
   auto all = torch::tensor(ids, torch::kLong).to(models::device_of(model));

@@ -25,7 +25,7 @@ struct PerplexityResult {
   int64_t tokens = 0;       // tokens in the text
   int64_t predicted = 0;    // tokens scored (all but the first, which has no prediction, and the unscored ids)
   int64_t windows = 0;
-  int64_t window = 0, stride = 0;  // as run: a requested window is cut to the model's context, a stride to the window
+  int64_t window = 0, stride = 0;  // as run: a requested window is cut to the model's context, a stride to the window − 1
   // Half-width of the mean NLL's 95% interval, the windows taken as independent clusters of tokens (each window's
   // NLL sum against its token count: the ratio estimator's standard error). Neighbouring windows share text, so
   // it is a rough measure of how much the text sample moves the result. NaN with fewer than 2 windows.
