@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "mimic/core/json_keys.h"
+#include "mimic/core/paths.h"
 #include "mimic/distill/distill.h"
 #include "mimic/distill/maps_file.h"
 #include "mimic/io/atomic_file.h"
@@ -540,6 +541,36 @@ TEST(Outputs, AModelWithoutATokenizerLeavesNoOtherModelsTokenizerBesideIt) {
   std::set<std::string> left;
   for (const auto& e : fs::directory_iterator(dir.file("f/last"))) left.insert(e.path().filename().string());
   EXPECT_EQ(left, (std::set<std::string>{"config.json", "model.safetensors", "notes.txt"}));
+}
+
+// convert and export replace a model in --out only where mimic wrote it (its weights' mark, models::kWrittenByKey): a
+// user's Qwen checkpoint given as --out was replaced by a Mistral, its generation_config.json left beside it (the
+// Llama-family probe of 2026-12-01). Their own earlier results, whole or sharded, they replace as before.
+TEST(Outputs, ConvertAndExportReplaceOnlyAModelMimicWrote) {
+  TempDir dir;
+  const std::string gpt2 = mimic::embedded_model_dir("gpt2-mini"), user = dir.file("user");
+  fs::copy(gpt2, user, fs::copy_options::recursive);  // HF's layout, weights without the mark
+  mimic::test::write_bytes(user + "/generation_config.json", "{}");
+  EXPECT_FALSE(mimic::models::written_by_mimic(user));
+  const std::string refusal = "--out " + user + " holds a model mimic did not write";
+  for (const std::string& cmd : {"export --model gpt2-mini --dtype f32 --out " + user,
+                                 "convert --model gpt2-mini --maps " + dir.file("none.safetensors") + " --out " + user}) {
+    const auto r = mimic::test::mimic_cli(cmd);
+    EXPECT_EQ(r.code, 1) << cmd;
+    EXPECT_NE(r.err.find(refusal), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(mimic::test::read_bytes(user + "/model.safetensors"), mimic::test::read_bytes(gpt2 + "/model.safetensors"));
+  // an export's own result: marked, and replaced by the next export, sharded or whole
+  const std::string e = dir.file("e");
+  for (const char* layout : {"", " --shard-embeddings", ""}) {
+    auto r = mimic::test::mimic_cli("export --model gpt2-mini --out " + e + layout);
+    ASSERT_EQ(r.code, 0) << layout << ": " << r.err;
+    EXPECT_TRUE(mimic::models::written_by_mimic(e)) << layout;
+    EXPECT_EQ(fs::exists(e + "/model.safetensors"), std::string(layout).empty());
+  }
+  // the mark is metadata beside HF's "format": the tensors are the model's
+  const auto marked = mimic::io::SafeTensorsFile::open(e + "/model.safetensors").metadata();
+  EXPECT_EQ(marked, (std::map<std::string, std::string>{{"format", "pt"}, {"written_by", "mimic"}}));
 }
 
 // A training run that starts fresh in a folder holding another run's model removes that model's files first: a
@@ -1266,11 +1297,15 @@ TEST(OutputFolders, AFolderHoldingAnotherKindOfResultIsRefusedByTheFileThatShows
   }
   EXPECT_EQ(mimic::test::read_bytes(dir.file("run/checkpoint.safetensors")), "a training run's");
   EXPECT_FALSE(fs::exists(dir.file("run/config.json")));
-  // what each kind may find there: a model over a model, a report over a report
-  auto again = mimic::test::mimic_cli("export --model " + teacher() + " --out " + dir.file("model") + "2 --threads 1");
-  EXPECT_EQ(again.code, 0) << again.err;
-  auto over = mimic::test::mimic_cli("export --model " + dir.file("model") + "2 --out " + dir.file("model") + " --threads 1");
+  // what each kind may find there: a model mimic wrote under a model, a report over a report; a model mimic did not
+  // write (the fixture's copy) is the user's, and no model writer replaces it (the probe of 2026-12-01)
+  auto first = mimic::test::mimic_cli("export --model " + teacher() + " --out " + dir.file("model") + "2 --threads 1");
+  EXPECT_EQ(first.code, 0) << first.err;
+  auto over = mimic::test::mimic_cli("export --model " + dir.file("model") + " --out " + dir.file("model") + "2 --threads 1");
   EXPECT_EQ(over.code, 0) << over.err;
+  auto foreign = mimic::test::mimic_cli("export --model " + dir.file("model") + "2 --out " + dir.file("model") + " --threads 1");
+  EXPECT_EQ(foreign.code, 1);
+  EXPECT_NE(foreign.err.find("holds a model mimic did not write"), std::string::npos) << foreign.err;
 }
 
 TEST(OutputFolders, AFolderHoldsOneRunsFilesAndLeavesOthersAlone) {

@@ -261,6 +261,12 @@ void refuse_foreign_output(const std::string& out, OutputKind kind, const std::s
       fail("--out ", out, " holds ", m.what, " (", m.file, "): what this command writes would mix with it; choose another --out, "
            "or move that out of the way first (no option, --fresh or --force included, removes another command's result)");
   }
+  // a model a writer of models may replace is one mimic wrote (its weights carry kWrittenByKey): a user's checkpoint
+  // given as --out to convert or export was overwritten, its other files left beside the new model (the probe of
+  // 2026-12-01)
+  if (kind == OutputKind::Model && fs::exists(fs::path(out) / "config.json", ec) && !models::written_by_mimic(out))
+    fail("--out ", out, " holds a model mimic did not write (config.json, and no weights with mimic's mark): what this command "
+         "writes would replace it; choose another --out, or move that model out of the way first");
   // a log.jsonl that is no training log of mimic's (its first line not a JSON object with an integer step) is somebody
   // else's file, which a fresh run's log replaced (the eighth probe of 2026-11-29)
   if (kind == OutputKind::TrainingRun && fs::is_regular_file(fs::path(out) / "log.jsonl", ec) &&

@@ -160,6 +160,14 @@ class Model {
 inline constexpr const char* kConvertedFile = "mimic.json";
 inline constexpr const char* kConvertedFormat = "mimic-converted-1";
 inline constexpr const char* kKernelPrefix = "mimic.attention.";
+// The mark mimic's model writers put in the weights' metadata ({"written_by": "mimic"} beside HF's {"format": "pt"},
+// the only key HF's loaders read; in a sharded model, in the last shard): convert and export replace a model in their
+// --out only where it carries it, so that a user's checkpoint given as --out is refused, not overwritten (the
+// Llama-family probe of 2026-12-01: a Qwen folder was replaced by a Mistral beside the Qwen's generation_config.json).
+inline constexpr const char* kWrittenByKey = "written_by";
+// Whether the model in `dir` (its model.safetensors, or a shard its index names) carries that mark; false where there
+// are no weights or they cannot be read.
+bool written_by_mimic(const std::string& dir);
 
 // Removes from `dir` the files a model folder is made of — config.json, weights (whole or sharded), mimic.json,
 // tokenizer files — before a training run that starts fresh there writes its own: what an earlier run left would be

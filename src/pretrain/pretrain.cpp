@@ -213,7 +213,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
 
   train::TrainOptions t = o.train;
   t.tokens_per_micro_batch = o.batch_size * o.seq_len;
-  t.fingerprint = {{"arch", o.arch},         {"config", path_identity(o.config)}, {"corpus", data::data_identity(o.corpus)},
+  t.fingerprint = {{"arch", o.arch},         {"config", o.config},         {"corpus", data::data_identity(o.corpus)},
                    {"seq_len", o.seq_len},   {"batch_size", o.batch_size}, {"seed", o.seed},
                    {"steps", t.steps},       {"lr", t.lr},                 {"warmup", t.warmup},
                    {"grad_accum", t.grad_accum}};
