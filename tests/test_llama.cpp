@@ -479,6 +479,16 @@ TEST(LlamaFamily, AFolderWithTokenizerJsonRunsEveryStageOnProse) {
   const double ppl = nlohmann::json::parse(ev.out)["perplexity"].get<double>();
   EXPECT_GT(ppl, 20.0) << ev.out;  // random weights over 97 tokens
   EXPECT_TRUE(std::isfinite(ppl)) << ev.out;
+  // the recall instruments' defaults fit a context of 256 that a text opens with <s> in (the probe of 2026-12-01: the
+  // copy segment of 128 ran to 257 tokens and was refused; passkey's 512 was refused): 127 tokens twice after <s>, and
+  // the default lengths that fit, the other said
+  auto copy = mimic::test::mimic_cli("eval --task copy --model " + m + " --data " + data + " --split test --segments 1 --json --threads 1");
+  ASSERT_EQ(copy.code, 0) << copy.err;
+  EXPECT_EQ(nlohmann::json::parse(copy.out)["segment_len"], 127) << copy.out;
+  // (this letter-by-letter tokenizer needs 176 tokens for a prompt: 128 is then refused as too short, not the context)
+  auto pk = mimic::test::mimic_cli("eval --task passkey --model " + m + " --trials 1 --alternatives 2 --json --threads 1");
+  EXPECT_NE(pk.err.find("note: passkey lengths 512 left out: beyond the model's context of 256"), std::string::npos) << pk.err;
+  EXPECT_NE(pk.err.find("passkey length 128 is too short"), std::string::npos) << pk.err;
   auto rec = mimic::test::mimic_cli("record --model " + m + " --data " + data + " --split train --samples 4 --seq-len 32 --out " + dir.file("r.h5") +
                                     " --threads 1 --json");
   ASSERT_EQ(rec.code, 0) << rec.err;

@@ -29,6 +29,7 @@ struct EvalArgs {
   eval::PerplexityOptions ppl;
   int64_t seq_len = 0, batch_size = 32;  // seq_len 0: min(128, the model's context)
   std::string teacher;  // evaluated the same way, printed side by side
+  bool lengths_given = false;  // --lengths on the command line (else the default lengths that fit the model)
   eval::PasskeyOptions passkey;
   eval::CopyOptions copy;
   eval::RecallAccuracyOptions recall;
@@ -174,12 +175,17 @@ void run(const EvalArgs& a) {
 
 // --task copy: every segment scored once and repeated; the copy gain per model, and with --teacher the share
 // of the teacher's gain the model keeps ("recall recovered").
-nlohmann::json eval_copy(const EvalArgs& a, const std::string& dir) {
+nlohmann::json eval_copy(EvalArgs& a, const std::string& dir) {
   auto model = models::load_model(dir, a.common.on);
   const auto tok = models::load_tokenizer(dir);
   // each run opens as a text does (a Llama's <s>), and is cut from the stream after the stream's own opening
+  const auto opening = tok->document_start();
+  // no --segment-len: 128, or what fits the model's context twice after the opening (a Llama of context 256 with its
+  // <s> was refused at the default 128: the probe of 2026-12-01); the teacher then runs the model's length
+  if (a.copy.segment_len == 0)
+    a.copy.segment_len = std::min<int64_t>(128, (model->summary().max_positions - static_cast<int64_t>(opening.size())) / 2);
   auto o = a.copy;
-  o.opening = tok->document_start();
+  o.opening = opening;
   auto segments = eval::copy_segments(eval::without_opening(lm_ids(a, *tok), o.opening), o.segments, o.segment_len);
   auto r = eval::copy_eval(*model, segments, o);
   return {{"first_nll", r.first_nll}, {"second_nll", r.second_nll}, {"copy_gain", r.gain},
@@ -190,10 +196,11 @@ nlohmann::json eval_copy(const EvalArgs& a, const std::string& dir) {
 void run_copy(EvalArgs& a) {
   check_text_given(a);
   check_teacher_reads_alike(a);
+  const auto model = eval_copy(a, a.model);  // (it settles the segment length where none was given)
   nlohmann::json j = {{"task", "copy"}, {"segments", a.copy.segments}, {"segment_len", a.copy.segment_len},
                       {"scored_per_copy", a.copy.segment_len - 1}};
   if (!a.data.empty()) j["data"] = a.data + ":" + a.split;
-  j["model"] = eval_copy(a, a.model);
+  j["model"] = model;
   if (!a.teacher.empty()) {
     j["teacher"] = eval_copy(a, a.teacher);
     // A ratio to a gain that may be zero is noise: only a teacher gain above its own 95% interval divides.
@@ -263,6 +270,21 @@ void run_passkey(EvalArgs& a) {
   auto tok = models::load_tokenizer(a.model);
   auto model = models::load_model(a.model, a.common.on);
   a.passkey.seed = a.common.seed;
+  if (!a.lengths_given) {
+    // the default lengths the model's context holds, said so (a model of context 256 was refused at the default's 512:
+    // the probe of 2026-12-01); lengths given on the command line are checked as given
+    const auto s = model->summary();
+    std::vector<int64_t> fit, left_out;
+    for (int64_t l : a.passkey.lengths) (l <= s.max_positions ? fit : left_out).push_back(l);
+    MIMIC_CHECK(!fit.empty(), "--lengths: the default lengths all exceed ", models::context_words(s), ": give shorter ones");
+    if (!left_out.empty()) {
+      std::string shown;
+      for (int64_t l : left_out) shown += (shown.empty() ? "" : ",") + std::to_string(l);
+      std::fprintf(stderr, "mimic: note: passkey lengths %s left out: beyond %s (give --lengths to choose)\n", shown.c_str(),
+                   models::context_words(s).c_str());
+    }
+    a.passkey.lengths = fit;
+  }
   auto r = eval::passkey_eval(*model, *tok, a.passkey);
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& row : r.rows)
@@ -329,8 +351,10 @@ void register_eval(CLI::App& app) {
   auto* segments = sub->add_option("--segments", args->copy.segments, "copy: segments of the text, evenly spaced")
       ->capture_default_str()
       ->transform(range::integer(1, 100000));
-  auto* segment_len = sub->add_option("--segment-len", args->copy.segment_len, "copy: tokens per segment (run doubled: at most half the context)")
-      ->capture_default_str()
+  args->copy.segment_len = 0;  // the model decides (eval_copy), as convert's probe does
+  auto* segment_len = sub->add_option("--segment-len", args->copy.segment_len,
+                                      "copy: tokens per segment (run doubled after the tokenizer's opening, so at most half the context "
+                                      "left; default: 128, or that half where it is less)")
       ->transform(range::tokens(2));
   auto* examples = sub->add_option("--examples", args->recall.examples, "mqar: examples of the split to score")
       ->capture_default_str()
@@ -344,6 +368,7 @@ void register_eval(CLI::App& app) {
       {digits, {"passkey"}},         {alternatives, {"passkey"}}, {segments, {"copy"}},       {segment_len, {"copy"}},
       {examples, {"mqar"}}};
   sub->callback([args, serves, lengths]() {
+    args->lengths_given = lengths->count() > 0;
     // a length twice gave two identical rows (--lengths 64,064: the fifth probe of 2026-11-27)
     const auto& ls = args->passkey.lengths;
     for (size_t i = 0; lengths->count() > 0 && i < ls.size(); ++i)

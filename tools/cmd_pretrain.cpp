@@ -97,12 +97,13 @@ void register_pretrain(CLI::App& app) {
   a->o.train.lr = 1e-3;
   a->o.train.adam.weight_decay = pretrain::kPretrainWeightDecay;
   a->o.train.adam.beta2 = 0.95;
-  auto* sub = app.add_subcommand("pretrain", "Pretrain a small GPT-2 (causal LM) or BERT (masked LM) on the public-domain corpora, or a "
-                                              "Llama-family model on a recall task");
+  auto* sub = app.add_subcommand("pretrain", "Pretrain a small GPT-2 or Llama-family causal LM or a BERT (masked LM) on the public-domain "
+                                              "corpora or your own text, or a causal LM on a recall task");
   std::vector<std::string> types;  // the registry's model types (models/families.def)
   for (const models::Family* f : models::families()) types.push_back(f->model_type);
   sub->add_option("--arch", a->o.arch, "The model family: " + models::family_names() +
-                                           " (the Llama family's trains on a recall task: mimic fetches no tokenizer for it)")
+                                           " (on prose each trains with the tokenizer set-up fetches for it: GPT-2's, BERT's, Mistral's for "
+                                           "llama and mistral, Qwen's for qwen2 and qwen3)")
       ->required()
       ->check(CLI::IsMember(types));
   sub->add_option("--config", a->config_path, "config.json with the sizes (HF keys) of a fresh model")->check(path_arg())->check(CLI::Validator(

@@ -36,7 +36,8 @@ TokenCacheInfo write_token_cache(const std::string& path, const text::Tokenizer&
   info.tokenizer = tok.identity();
   info.vocab_size = tok.vocab_size();
   info.separator = tok.eos_id() >= 0 ? tok.eos_id() : tok.sep_id();
-  MIMIC_CHECK(info.separator >= 0, "tokenizer ", tok.kind(), " has no document separator");
+  MIMIC_CHECK(info.separator >= 0, "tokenizer ", tok.kind(), " has no end-of-text token to separate documents with: name it (eos_token in the "
+              "model's tokenizer_config.json, or its special_tokens_map.json)");
   info.document_start = tok.document_start();
   std::vector<uint32_t> ids;
   std::vector<int64_t> offsets;
