@@ -223,9 +223,9 @@ TEST(Generate, StopsAtContextAndEos) {
   auto short_prompt = random_ids(5);
   auto free = gen::generate(*m, short_prompt, o);
   ASSERT_EQ(free.ids.size(), 10u);
-  o.eos_id = free.ids[2];
+  o.eos_ids = {free.ids[2]};
   auto stopped = gen::generate(*m, short_prompt, o);
-  const auto first = std::find(free.ids.begin(), free.ids.end(), o.eos_id) - free.ids.begin();
+  const auto first = std::find(free.ids.begin(), free.ids.end(), free.ids[2]) - free.ids.begin();
   EXPECT_EQ(stopped.stop, "eos");
   EXPECT_EQ(stopped.ids, std::vector<int64_t>(free.ids.begin(), free.ids.begin() + first + 1));
 }
@@ -406,7 +406,7 @@ TEST(GenerateBatch, AnEosStopsItsRowOnlyAndUnequalPromptsAreRefused) {
       if (std::find(other.begin(), other.end(), free.rows[0].ids[i]) == other.end()) eos = free.rows[0].ids[i];
   }
   ASSERT_GE(eos, 0) << "no seed gave two rows with a token of their own";
-  o.eos_id = eos;
+  o.eos_ids = {eos};
   auto r = gen::generate_batch(*m, prompts, o);
   const auto first = std::find(free.rows[0].ids.begin(), free.rows[0].ids.end(), eos) - free.rows[0].ids.begin();
   EXPECT_EQ(r.rows[0].stop, "eos");
@@ -618,11 +618,39 @@ TEST(GenerateCli, JsonModesAgreeAndErrorsAreOneLine) {
     auto m = mimic::models::load_model(mimic::embedded_model_dir("gpt2-mini"));
     mimic::generate::GenerateOptions go;
     go.max_new_tokens = 4;
-    go.eos_id = 50256;
+    go.eos_ids = {50256};
     EXPECT_EQ(oj["ids"], nlohmann::json(mimic::generate::generate(*m, {50256}, go).ids));
   }
 
   auto too_long = mimic::test::mimic_cli("eval --task passkey --model gpt2-mini --lengths 128,1024 --trials 1");
   EXPECT_NE(too_long.code, 0);
   EXPECT_NE(too_long.err.find("passkey length 1024 exceeds the model's context of 512"), std::string::npos) << too_long.err;
+}
+
+// Generation stops at every eos_token_id of the model's generation_config.json (an id or a list: Llama 3.1's three), as
+// HF's generate does, beside the tokenizer's end of text; a saved model carries the file (the Llama-family probe of
+// 2026-12-01: convert, finetune and export dropped it, and generate read only the tokenizer's eos_token).
+TEST(GenerateCli, GenerationStopsAtTheGenerationConfigsEndTokensWhichASavedModelCarries) {
+  mimic::test::TempDir dir;
+  const std::string run = " --prompt 'The ship' --new-tokens 6 --threads 1 --json";
+  auto free = mimic::test::mimic_cli("generate --model gpt2-mini" + run);
+  ASSERT_EQ(free.code, 0) << free.err;
+  const auto ids = nlohmann::json::parse(free.out)["ids"].get<std::vector<int64_t>>();
+  ASSERT_EQ(ids.size(), 6u);
+  ASSERT_EQ(mimic::test::mimic_cli("export --model gpt2-mini --out " + dir.file("m")).code, 0);
+  mimic::test::write_bytes(dir.file("m/generation_config.json"), "{\"eos_token_id\": [50256, " + std::to_string(ids[2]) + "]}");
+  auto carried = mimic::test::mimic_cli("export --model " + dir.file("m") + " --out " + dir.file("e"));
+  ASSERT_EQ(carried.code, 0) << carried.err;
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("e/generation_config.json")), mimic::test::read_bytes(dir.file("m/generation_config.json")));
+  auto stopped = mimic::test::mimic_cli("generate --model " + dir.file("e") + run);
+  ASSERT_EQ(stopped.code, 0) << stopped.err;
+  const auto sj = nlohmann::json::parse(stopped.out);
+  const auto first = std::find(ids.begin(), ids.end(), ids[2]) - ids.begin();
+  EXPECT_EQ(sj["stop"], "eos");
+  EXPECT_EQ(sj["ids"], nlohmann::json(std::vector<int64_t>(ids.begin(), ids.begin() + first + 1)));
+  mimic::test::write_bytes(dir.file("e/generation_config.json"), "{\"eos_token_id\": \"</s>\"}");
+  auto bad = mimic::test::mimic_cli("generate --model " + dir.file("e") + run);
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.err.find(dir.file("e/generation_config.json") + ": eos_token_id \"</s>\" must be a token id of the model"), std::string::npos)
+      << bad.err;
 }

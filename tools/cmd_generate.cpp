@@ -2,6 +2,7 @@
 // incrementally (KV cache / recurrent state) or by recomputing the sequence (--mode parallel, the reference).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "cli.h"
@@ -40,7 +41,7 @@ void run(GenerateArgs& a) {
   o.top_k = std::min(o.top_k, vocab);
   o.seed = a.common.seed;
   o.mode = generate::parse_mode(a.mode);
-  o.eos_id = tok->eos_id();
+  o.eos_ids = models::end_of_text_ids(a.model, *tok, vocab);
   // The prompt as the tokenizer encodes a text, its special tokens included, as HF's generate(**tokenizer(prompt)) reads
   // it: the beginning-of-text token where the tokenizer's post-processor adds one (Mistral's and Llama 2's <s>; left out,
   // the continuation was another model's: the Llama-family probe of 2026-12-01); GPT-2's and Qwen's add none.
@@ -62,7 +63,7 @@ void run(GenerateArgs& a) {
     std::fputs(a.prompt.c_str(), stdout);
     std::fflush(stdout);
     o.on_token = [&](int64_t id) {
-      if (id == o.eos_id) return;
+      if (std::find(o.eos_ids.begin(), o.eos_ids.end(), id) != o.eos_ids.end()) return;
       ids.push_back(id);
       auto text = tok->decode_after(prompt, ids);  // decoded whole: a character split over tokens appears once complete
       if (text.size() > shown.size() && text.compare(0, shown.size(), shown) == 0) {

@@ -127,7 +127,7 @@ BatchGenerateResult generate_batch(models::Model& model, const std::vector<std::
       next[b] = samplers[b].next(logits[b]);
       row.ids.push_back(next[b]);
       if (B == 1 && opt.on_token) opt.on_token(next[b]);
-      if (next[b] == opt.eos_id) {
+      if (std::find(opt.eos_ids.begin(), opt.eos_ids.end(), next[b]) != opt.eos_ids.end()) {
         row.stop = "eos";
         done[b] = true;
       }

@@ -44,7 +44,9 @@ struct GenerateOptions {
   int64_t top_k = 0;         // 0 = no cut
   uint64_t seed = 0;
   Mode mode = Mode::Recurrent;
-  int64_t eos_id = -1;  // stop after generating it (-1 = none)
+  // Stop after generating any of these (none: stop only at max_new_tokens or the context): the tokenizer's end of text
+  // and the model's generation config's (models::end_of_text_ids), as HF's generate stops at every eos_token_id.
+  std::vector<int64_t> eos_ids;
   // Called with each new token as soon as it is chosen (streaming output); batch 1 only.
   std::function<void(int64_t id)> on_token;
 };

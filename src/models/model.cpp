@@ -34,8 +34,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kTokenizerFiles[] = {"vocab.json", "merges.txt", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
-                                 "tokenizer.json"};
+// The files a saved model takes from the folder it was loaded from, as they are: its tokenizer's, and the generation
+// config (its eos_token_id list is where generation stops: a converted Llama 3.1 lost it, the probe of 2026-12-01).
+const char* kSourceFiles[] = {"vocab.json",     "merges.txt",  "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
+                              "tokenizer.json", "generation_config.json"};
 
 class HfModel : public Model {
  public:
@@ -249,7 +251,7 @@ class HfModel : public Model {
     // model with no tokenizer (pretrain on a recall task) leaves none: a converted model's tokenizer.json in a fresh
     // run's last/ was read as the new model's (the tenth probe of 2026-11-29).
     if (!dir_.empty() && (!fs::is_directory(dir_) || fs::equivalent(fs::path(dir), fs::path(dir_)))) return;
-    for (const char* name : kTokenizerFiles) {
+    for (const char* name : kSourceFiles) {
       const fs::path src = dir_.empty() ? fs::path() : fs::path(dir_) / name, dst = fs::path(dir) / name;
       if (!src.empty() && fs::exists(src)) io::copy_file_atomically(src.string(), dst.string());
       else if (before.count(name)) fs::remove(dst);
@@ -493,7 +495,7 @@ bool written_by_mimic(const std::string& dir) {
 
 bool is_model_file(const std::string& name) {
   if (name == "config.json" || name == kConvertedFile || io::is_weights_file(name)) return true;
-  return std::find(std::begin(kTokenizerFiles), std::end(kTokenizerFiles), name) != std::end(kTokenizerFiles);
+  return std::find(std::begin(kSourceFiles), std::end(kSourceFiles), name) != std::end(kSourceFiles);
 }
 
 void refuse_odd_model_file_names(const std::string& dir, const std::function<bool(const std::string&)>& also) {
@@ -521,7 +523,7 @@ void remove_model_files(const std::string& dir) {
   if (!fs::is_directory(dir)) return;
   io::remove_stale_weights(dir, {});
   std::vector<std::string> describing = {"config.json", kConvertedFile};
-  for (const char* name : kTokenizerFiles) describing.push_back(name);
+  for (const char* name : kSourceFiles) describing.push_back(name);
   for (const auto& name : describing) {
     const fs::path p = fs::path(dir) / name;
     if (fs::is_regular_file(fs::symlink_status(p))) fs::remove(p);

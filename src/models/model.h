@@ -121,7 +121,7 @@ class Model {
   // embedding it is tied to, the parameter itself, so gradients through it train the embedding); undefined when
   // the model has no such head (BERT's MLM head adds a transform and a bias, a classifier is no LM head).
   virtual at::Tensor lm_head_weight() { return {}; }
-  // Writes config.json + the weights (+ the tokenizer files of the source directory) to `dir`, replacing
+  // Writes config.json + the weights (+ the tokenizer files and generation_config.json of the source directory) to `dir`, replacing
   // weights of the other layout (model.safetensors vs. shards and index) left there by an earlier save.
   // Every file is written atomically, while this process holds `dir` (io::lock_output_dir).
   virtual void save(const std::string& dir, const SaveOptions& options) const = 0;

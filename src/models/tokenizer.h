@@ -5,11 +5,18 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mimic/text/tokenizer.h"
 
 namespace mimic::models {
 
 std::unique_ptr<text::Tokenizer> load_tokenizer(const std::string& dir);
+
+// The ids generation stops at, as HF's generate stops: every eos_token_id of the folder's generation_config.json (an id
+// or a list: Llama 3.1's three), else of its config.json, and the tokenizer's end of text beside them (what mimic
+// stopped at alone before it read either). Ids must be tokens of the model (vocab_size); a malformed file is refused
+// naming it.
+std::vector<int64_t> end_of_text_ids(const std::string& dir, const text::Tokenizer& tok, int64_t vocab_size);
 
 }  // namespace mimic::models
