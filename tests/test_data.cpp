@@ -144,7 +144,19 @@ TEST(DataText, AFolderMakesEachTxtFileADocumentAndBadInputIsAOneLineError) {
   EXPECT_FALSE(is_text_data("sotu"));
   EXPECT_FALSE(is_text_data(dir.file("missing.txt")));
   mimic::test::write_bytes(dir.file("short.txt"), "one line\ntwo lines\n");
-  EXPECT_MIMIC_ERROR(load_text_data(dir.file("short.txt")), "short.txt: too short to split into train, validation and test");
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("short.txt")), dir.file("short.txt") + ": too short to split into train, validation and test");
+  // a folder's short file is named with its folder, and what to do said
+  mimic::test::write_bytes(dir.file("texts/c.txt"), "one line\ntwo lines\n");
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("texts")), dir.file("texts/c.txt") + ": too short to split");
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("texts")), "join short files into longer ones, or move this one out");
+  std::filesystem::remove(dir.file("texts/c.txt"));
+  // a byte-order mark before the text is not text (the probe of 2026-12-01: two tokens before the first word)
+  mimic::test::write_bytes(dir.file("texts/a.txt"), "\xEF\xBB\xBF" + hundred_lines());
+  const auto marked = load_text_data(dir.file("texts"));
+  ASSERT_EQ(marked.size(), docs.size());
+  for (size_t i = 0; i < docs.size(); ++i) EXPECT_EQ(marked[i].text, docs[i].text) << docs[i].id;
+  EXPECT_EQ(mimic::without_byte_order_mark("\xEF\xBB\xBF" "ab" "\xEF\xBB\xBF"), "ab" "\xEF\xBB\xBF");  // the leading one only
+  EXPECT_EQ(mimic::without_byte_order_mark("\xEF\xBB"), "\xEF\xBB");
   // JSON lines are classification data, not prose to model
   mimic::test::write_bytes(dir.file("labels.jsonl"), "{\"text\": \"a\", \"label\": 0}\n");
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("labels.jsonl")), "labels.jsonl: a JSON-lines file holds classification data, not language-model text");

@@ -346,7 +346,7 @@ std::string read_text_input(const std::optional<std::string>& text, const std::o
   // as --data refuses it: a binary file (a record, a model) given by mistake was tokenized byte by byte for minutes
   // (the probe of 2026-11-27)
   MIMIC_CHECK(data::is_valid_utf8(s), "--file ", *file, ": not valid UTF-8 (--file takes UTF-8 text)");
-  return s;
+  return without_byte_order_mark(s);
 }
 
 std::optional<io::DType> storage_dtype_arg(const std::string& name) {

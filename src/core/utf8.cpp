@@ -39,4 +39,9 @@ bool is_valid_utf8(const std::string& s) {
   return true;
 }
 
+std::string without_byte_order_mark(std::string s) {
+  if (s.compare(0, 3, "\xEF\xBB\xBF") == 0) s.erase(0, 3);
+  return s;
+}
+
 }  // namespace mimic

@@ -11,5 +11,8 @@ bool is_valid_utf8(const std::string& s);
 // `s` printable in a one-line message: printable ASCII as is, every other byte (control characters, DEL, bytes
 // beyond ASCII) as \xHH.
 std::string shown_bytes(const std::string& s);
+// A text file's content without the byte-order mark (EF BB BF) some editors put before UTF-8 text: not text, and it was
+// tokenized as two tokens before a document's first word (the probe of 2026-12-01).
+std::string without_byte_order_mark(std::string s);
 
 }  // namespace mimic

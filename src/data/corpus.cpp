@@ -31,7 +31,8 @@ Split split_from_name(const std::string& s) {
 
 std::vector<std::string> lm_corpus_names() { return {"sotu", "moby-dick"}; }
 
-std::string clean_text(const std::string& raw) {
+std::string clean_text(const std::string& with_mark) {
+  const std::string raw = without_byte_order_mark(with_mark);
   std::string out;
   out.reserve(raw.size());
   size_t newlines = 0;
@@ -141,7 +142,7 @@ size_t cut_near(const std::string& t, size_t target, size_t lo, size_t hi, CutAt
 // each, else between words, else (text without spaces) between characters. Line cuts alone were taken however far
 // from their share: a book on one line ended by "THE\nEND" tested on one token, and 46,000 characters on one line
 // were "too short" (the newcomer probe of 2026-12-01).
-void add_split_parts(const std::string& name, const std::string& text, std::vector<Document>& out) {
+void add_split_parts(const std::string& name, const std::string& path, const std::string& text, std::vector<Document>& out) {
   const size_t n = text.size();
   // between characters only for text written without spaces (under 1% of its bytes): a few English words are too
   // short, not three parts
@@ -168,8 +169,9 @@ void add_split_parts(const std::string& name, const std::string& text, std::vect
     for (auto& d : docs) out.push_back(std::move(d));
     return;
   }
-  fail(name, ": too short to split into train, validation and test (", n,
-       " bytes: the 90% / 5% / 5% parts each need some text of their own)");
+  fail(path, ": too short to split into train, validation and test (", n,
+       " bytes: the 90% / 5% / 5% parts each need some text of their own; in a folder each file is split so: join short "
+       "files into longer ones, or move this one out)");
 }
 
 }  // namespace
@@ -200,7 +202,7 @@ std::vector<Document> load_text_data(const std::string& path) {
     MIMIC_CHECK(is_valid_utf8(raw), f.string(), ": not valid UTF-8 (text data is read as UTF-8: a text file or folder of them)");
     const std::string text = clean_text(raw);
     MIMIC_CHECK(!text.empty(), f.string(), ": empty document");
-    add_split_parts(f.filename().string(), text, docs);
+    add_split_parts(f.filename().string(), f.string(), text, docs);
   }
   return docs;
 }

@@ -62,7 +62,8 @@ bool is_text_data(const std::string& data);
 using mimic::is_valid_utf8;
 using mimic::shown_bytes;
 
-// Normalises text the way load_corpus does (exposed for user files).
+// Normalises text the way load_corpus does (exposed for user files): a leading byte-order mark dropped, line endings
+// as \n, trailing spaces removed, at most two line breaks in a row.
 std::string clean_text(const std::string& raw);
 
 }  // namespace mimic::data
