@@ -36,12 +36,19 @@ void print_probe_curve(const nlohmann::json& p) {
               static_cast<long long>(cal["copy_segments"].get<int64_t>()), static_cast<long long>(cal["segment_len"].get<int64_t>()),
               static_cast<long long>(cal.value("lm_windows", int64_t{0})), static_cast<long long>(cal.value("lm_len", int64_t{0})),
               cal["source"].get<std::string>().c_str(), static_cast<long long>(passkeys));
-  std::printf("  %5s  %-6s %10s %7s %9s %9s %8s\n", "kept", "head", "copy gain", "share", "passkey", "LM loss", "score");
+  // the share of the teacher's copy gain only where the score counts it (a teacher gain of 0.05 nats or more: a share
+  // of a gain near 0 read -970%, the probe of 2026-12-01); the passkey's key gain beside the ranks, as the score reads it
+  const bool share = teacher_gain >= convert::kProbeFloor;
+  std::printf("  %5s  %-6s %10s %7s %9s %9s %9s %8s\n", "kept", "head", "copy gain", "share", "passkey", "key gain", "LM loss", "score");
   auto row = [&](const std::string& kept, const std::string& head, const nlohmann::json& m) {
     const double g = m["copy_gain"].get<double>();
     std::string pk = m.contains("passkey_ranked_first") ? std::to_string(m["passkey_ranked_first"].get<int64_t>()) + "/" + std::to_string(passkeys) : "-";
-    std::printf("  %5s  %-6s %10.3f %6.0f%% %9s %9.3f %8.3f\n", kept.c_str(), head.c_str(), g,
-                teacher_gain > 0 ? 100 * g / teacher_gain : 0.0, pk.c_str(), m["lm_loss"].get<double>(), m["score"].get<double>());
+    char share_text[16] = "-";
+    if (share) std::snprintf(share_text, sizeof share_text, "%.0f%%", 100 * g / teacher_gain);
+    char key_text[24] = "-";
+    if (m.contains("key_gain") && m["key_gain"].is_number()) std::snprintf(key_text, sizeof key_text, "%.3f", m["key_gain"].get<double>());
+    std::printf("  %5s  %-6s %10.3f %7s %9s %9s %9.3f %8.3f\n", kept.c_str(), head.c_str(), g, share_text, pk.c_str(), key_text,
+                m["lm_loss"].get<double>(), m["score"].get<double>());
   };
   row("0", "-", p["student"]);
   int64_t i = 0;
