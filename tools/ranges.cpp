@@ -95,8 +95,10 @@ CLI::Validator kd_temperature(bool zero_is_off) {
       [on](std::string& input) -> std::string {
         double v = 1;
         if (CLI::detail::lexical_cast(input, v) && v == 0 && input.find_first_of("123456789") == std::string::npos) return {};
-        const std::string e = on(input);
-        return e.empty() ? e : "must be 0 (off) or a number in [0.01, 100], got " + input;
+        std::string e = on(input);  // its words, the off value added ("..., which is too small to compute with" kept)
+        const std::string range = "a number in [0.01, 100]";
+        if (const auto at = e.find(range); at != std::string::npos) e.replace(at, range.size(), "0 (off) or " + range);
+        return e;
       },
       "0 or [0.01, 100]");
 }
