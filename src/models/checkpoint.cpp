@@ -7,6 +7,9 @@
 #include <set>
 
 #include "mimic/core/error.h"
+#include "mimic/io/safetensors.h"
+#include "mimic/io/tensor_store.h"
+#include "mimic/models/model.h"
 
 namespace mimic::models {
 
@@ -186,6 +189,20 @@ void check_config_against_weights(const Family& family, const ModelConfig& c, co
     if (!t.name_key.empty() && key_of.count(t.name))
       fail(config_path, ": ", t.name_key, " is ", c.raw.value(t.name_key, nlohmann::json()).dump(), ", but ", weights, " holds a tensor '", t.name,
            "' (", weights, " holds more layers)");
+}
+
+// (declared in model.h, beside the writer that puts the mark in)
+bool written_by_mimic(const std::string& dir) {
+  // the weights as a load finds them (io::TensorStore: model.safetensors, or the shards the index names, checked)
+  try {
+    for (const auto& f : io::TensorStore::open_dir(dir).files()) {
+      const auto md = io::SafeTensorsFile::open(f).metadata();
+      if (auto it = md.find(kWrittenByKey); it != md.end() && it->second == "mimic") return true;
+    }
+  } catch (const Error&) {
+    // no weights, or unreadable ones: no mark
+  }
+  return false;
 }
 
 }  // namespace mimic::models

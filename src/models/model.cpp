@@ -467,32 +467,6 @@ std::string describe_kernel(const std::string& kind, const nlohmann::json& o) {
 }
 }  // namespace
 
-bool written_by_mimic(const std::string& dir) {
-  std::error_code ec;
-  std::vector<fs::path> files;
-  if (fs::is_regular_file(fs::path(dir) / io::kWeightsFile, ec)) {
-    files.push_back(fs::path(dir) / io::kWeightsFile);
-  } else if (fs::is_regular_file(fs::path(dir) / io::kIndexFile, ec)) {
-    const auto index = nlohmann::json::parse(io::read_text_file((fs::path(dir) / io::kIndexFile).string()), nullptr, /*allow_exceptions=*/false);
-    if (index.is_object() && index.contains("weight_map") && index["weight_map"].is_object()) {
-      std::set<std::string> shards;
-      for (const auto& [key, file] : index["weight_map"].items())
-        if (file.is_string()) shards.insert(file.get<std::string>());
-      for (const auto& s : shards)
-        if (io::is_weights_file(s)) files.push_back(fs::path(dir) / s);  // a shard's name, never a path out of the folder
-    }
-  }
-  for (const auto& f : files) {
-    try {
-      const auto md = io::SafeTensorsFile::open(f.string()).metadata();
-      if (auto it = md.find(kWrittenByKey); it != md.end() && it->second == "mimic") return true;
-    } catch (const Error&) {
-      // unreadable: no mark
-    }
-  }
-  return false;
-}
-
 bool is_model_file(const std::string& name) {
   if (name == "config.json" || name == kConvertedFile || io::is_weights_file(name)) return true;
   return std::find(std::begin(kSourceFiles), std::end(kSourceFiles), name) != std::end(kSourceFiles);
