@@ -627,16 +627,22 @@ TEST(Cli, AFinetuneDoesNotResumeOnDataThatChangedUnderTheSamePath) {
 // still be one line, so each case also gives a --data or --out whose absence a later check would name instead.
 TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
   const std::string m = gpt2_dir();
+  // inputs that exist (their contents never read: each mistake is refused first); a missing one is refused while
+  // parsing, before any of these (Cli.AnInputThatIsNotThereIsRefusedNamingItsOption)
+  TempDir dir;
+  const std::string rec = dir.file("r.h5"), maps = dir.file("m.safetensors");
+  mimic::test::write_bytes(rec, "not read");
+  mimic::test::write_bytes(maps, "not read");
   const std::vector<std::pair<std::string, std::string>> cases = {
       // a list with an empty item: CLI11 dropped it without a word
       {"eval --model " + m + " --task passkey --lengths 32,", "--lengths: '32,' has an empty item"},
       {"eval --model " + m + " --task passkey --lengths=,64", "--lengths: ',64' has an empty item"},
       {"bench train --lengths 64,,128", "--lengths: '64,,128' has an empty item"},
-      {"finetune --task lm --model " + m + " --data /nonexistent/x --copy-span 8,4 --out o", "--copy-span 8,4: MIN must not exceed MAX"},
-      {"distill --record /nonexistent/r.h5 --eval-only --out m.safetensors", "--out excludes --eval-only"},
-      {"finetune --task lm --model " + m + " --data /nonexistent/x --copy-span 4,8 --out o", "--copy-span shapes the copy curriculum, which is off"},
+      {"finetune --task lm --model " + m + " --data sotu --copy-span 8,4 --out o", "--copy-span 8,4: MIN must not exceed MAX"},
+      {"distill --record " + rec + " --eval-only --out m.safetensors", "--out excludes --eval-only"},
+      {"finetune --task lm --model " + m + " --data sotu --copy-span 4,8 --out o", "--copy-span shapes the copy curriculum, which is off"},
       {"pretrain --arch gpt2 --data sotu --copy-repeats 2 --out o", "--copy-repeats shapes the copy curriculum, which is off"},
-      {"finetune --task cls --model " + m + " --data /nonexistent/x --seq-len 2 --out o", "--seq-len must be at least 3 for classification"},
+      {"finetune --task cls --model " + m + " --data spam --seq-len 2 --out o", "--seq-len must be at least 3 for classification"},
       {"convert --model " + m + " --maps " + m + "/config.json --keep-softmax auto:0 --out c", "--keep-softmax auto:0: expected auto:K"},
       // options that meant nothing in the run they were given to, ignored without a word
       {"generate --model " + m + " --prompt hi --top-k 5", "--top-k 5 cuts the distribution sampling draws from"},
@@ -645,24 +651,24 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
        "--probe-segments sets the probe's calibration, which --placement kl does not run"},
       {"distill --model " + m + " --data sotu --eval-only --epochs 3", "--epochs shapes training, which --eval-only does not run"},
       {"distill --model " + m + " --data sotu --loss mse --ce-weight 3 --out d.safetensors", "--ce-weight weighs the terms of --loss ce+mse"},
-      {"finetune --task cls --model " + m + " --data /nonexistent/x --eval-batches 3 --out o", "--eval-batches is for --task lm"},
-      {"finetune --task lm --model " + m + " --data /nonexistent/x --kd-lm-weight 0.5 --out o", "--kd-lm-weight mixes the LM loss"},
+      {"finetune --task cls --model " + m + " --data spam --eval-batches 3 --out o", "--eval-batches is for --task lm"},
+      {"finetune --task lm --model " + m + " --data sotu --kd-lm-weight 0.5 --out o", "--kd-lm-weight mixes the LM loss"},
       {"eval --model " + m + " --text a --file " + m + "/config.json", "excludes"},
       // and from the fourth probe's list (issue 38)
       {"pretrain --arch gpt2 --data sotu --copy-fraction 0.5 --copy-random-vocab 100 --out o", "--copy-random-vocab requires --copy-random"},
-      {"distill --record /nonexistent/r.h5 --samples 3 --out m.safetensors", "--samples chooses what online mode (--model, --data) runs"},
-      {"distill --record /nonexistent/r.h5 --split test --out m.safetensors", "--split chooses what online mode"},
+      {"distill --record " + rec + " --samples 3 --out m.safetensors", "--samples chooses what online mode (--model, --data) runs"},
+      {"distill --record " + rec + " --split test --out m.safetensors", "--split chooses what online mode"},
       // it trained on the record while the user believed it read their text (the newcomer probe of 2026-12-01)
-      {"distill --record /nonexistent/r.h5 --data sotu --out m.safetensors", "--data chooses what online mode"},
-      {"distill --record /nonexistent/r.h5 --epochs 0 --patience 2 --out m.safetensors", "--patience shapes training, which --epochs 0 does not run"},
+      {"distill --record " + rec + " --data sotu --out m.safetensors", "--data chooses what online mode"},
+      {"distill --record " + rec + " --epochs 0 --patience 2 --out m.safetensors", "--patience shapes training, which --epochs 0 does not run"},
       {"eval --model " + m + " --file " + m + "/config.json --split test", "excludes"},
       {"info --system --tensors", "excludes"},
       {"eval --model " + m + " --task passkey --lengths 64,064", "--lengths: '64,064' names 064 twice: give each item once"},
       {"info " + m + " --feature-maps", "excludes"},
-      {"distill --record /nonexistent/r.h5 --train gates --out m.safetensors", "--train gates needs SLA gates (--sla)"},
+      {"distill --record " + rec + " --train gates --out m.safetensors", "--train gates needs SLA gates (--sla)"},
       {"finetune --task lm --model " + m + " --data mqar --copy-fraction 0.5 --out o", "the copy curriculum applies to prose corpora, not to mqar"},
       // and from the fifth probe's: an attention spec's own options are checked before a record or config is read
-      {"distill --record /nonexistent/r.h5 --attention hybrid:window=0 --out m.safetensors", "--attention: hybrid attention option 'window' must be an integer in [1, 65536]"},
+      {"distill --record " + rec + " --attention hybrid:window=0 --out m.safetensors", "--attention: hybrid attention option 'window' must be an integer in [1, 65536]"},
       {"pretrain --arch gpt2 --config " + m + "/config.json --attention hybrid:window=0 --out o", "--attention: hybrid attention option 'window' must be"},
       {"pretrain --arch gpt2 --config " + m + "/config.json --attention linear:nomap --out o", "--attention: "},
       // and from the sixth probe's (2026-11-28)
@@ -673,13 +679,13 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"eval --model " + m + " --data sotu --split train2", "--split: unknown split 'train2'"},
       {"generate --model " + m + " --prompt ''", "--prompt: an empty value"},
       {"generate --model " + m + " --prompt '\n'", "--prompt: an empty value"},  // a line break alone is no prompt either
-      {"distill --record /nonexistent/r.h5 --out " + m, "exists and is a folder: distill writes one file"},
+      {"distill --record " + rec + " --out " + m, "exists and is a folder: distill writes one file"},
       {"bench train --widths mini --lengths 8 --kinds 'hybrid:window=0'", "--kinds: hybrid attention option 'window' must be"},
       // and issue 38's leftovers: a feature map not in the registry, before the record is read (bench generate's: test_bench.cpp)
-      {"distill --record /nonexistent/r.h5 --feature-map nope --out m.safetensors", "--feature-map: unknown feature map 'nope'"},
+      {"distill --record " + rec + " --feature-map nope --out m.safetensors", "--feature-map: unknown feature map 'nope'"},
       // a model's weights given as --config read as "malformed JSON" (the fifteenth probe of 2026-11-30)
       {"pretrain --arch gpt2 --config " + m + "/model.safetensors --data sotu --out o", "model.safetensors is a safetensors file (weights?), not a config.json"},
-      {"pretrain --arch gpt2 --config " + m + " --data sotu --out o", "is not a file: give the model's config.json"},
+      {"pretrain --arch gpt2 --config " + m + " --data sotu --out o", "is a folder: give the model's config.json"},
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);
@@ -690,8 +696,8 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
   const std::vector<std::pair<std::string, std::string>> usage = {
       {"eval --model " + m + " --text hi --data all", "excludes"},
       {"forward --model " + m + " --text '' --out f.safetensors", "--text: an empty value"},
-      {"distill --record /nonexistent/r.h5 --attention softmax --out m.safetensors", "--attention: the kind 'softmax' is the teacher's, not a student's"},
-      {"distill --record /nonexistent/r.h5 --attention linear:feature_map=elu --out m.safetensors",
+      {"distill --record " + rec + " --attention softmax --out m.safetensors", "--attention: the kind 'softmax' is the teacher's, not a student's"},
+      {"distill --record " + rec + " --attention linear:feature_map=elu --out m.safetensors",
        "--attention: give 'feature_map' with --feature-map, --map-options or --sla, not in the attention spec"},
       {"generate --model " + m + " --prompt hi --temperature 1e-400", "got 1e-400, which is too small to tell from 0 in double precision"},
       {"bogus --x 1", "unknown command 'bogus' (the commands: record, distill, "},
@@ -709,10 +715,10 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"distill --model " + m + " --data sotu --loss ce --mse-weight 3 --out d.safetensors", "--mse-weight weighs the terms of --loss ce+mse"},
       {"convert --model " + m + " --maps " + m + "/config.json --keep-softmax auto:50% --placement kl --out c",
        "--keep-softmax auto:50%: auto:P% is a share of the teacher's copy gain, which only --placement probe measures"},
-      {"finetune --task cls --model " + m + " --data /nonexistent/x --seq-len 2 --out o", "--seq-len must be at least 3 for classification"},
-      {"finetune --task lm --model " + m + " --data /nonexistent/x --copy-fraction 0.5 --copy-span 8 --out o",
+      {"finetune --task cls --model " + m + " --data spam --seq-len 2 --out o", "--seq-len must be at least 3 for classification"},
+      {"finetune --task lm --model " + m + " --data sotu --copy-fraction 0.5 --copy-span 8 --out o",
        "--copy-span takes MIN,MAX (two token counts), got 1 value"},
-      {"finetune --task lm --model " + m + " --data /nonexistent/x --copy-span 5,3 --out o", "--copy-span 5,3: MIN must not exceed MAX"},
+      {"finetune --task lm --model " + m + " --data sotu --copy-span 5,3 --out o", "--copy-span 5,3: MIN must not exceed MAX"},
       {"finetune --task lm --model " + m + " --data sotu --lora-alpha 4 --out o", "--lora-alpha needs --lora R"},
       {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-310 --out o", "which is too small to compute with"},
       {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-300 --out o", "--kd: must be 0 (off) or a number in [0.01, 100], got 1e-300"},
@@ -722,10 +728,10 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"pretrain --arch gpt2 --init " + m + " --data sotu --position-init sinusoidal --out o", "--position-init sets up a fresh model's position table"},
       {"finetune --task lm --model " + m + " --data sotu --kd 1e-300 --out " + m, "--kd: must be 0 (off) or a number in [0.01, 100], got 1e-300"},
       // and from the sixteenth probe's lesser list (2026-11-30): these exited 1, as failures found while working
-      {"distill --record /nonexistent/r.h5 --maps /nonexistent/m.safetensors --out m.safetensors", "--maps is for --eval-only"},
-      {"distill --record /nonexistent/r.h5 --map-options [1] --out m.safetensors", "--map-options must be a JSON object"},
-      {"distill --record /nonexistent/r.h5 --map-options '{\"a\":1,\"a\":2}' --out m.safetensors", "--map-options"},
-      {"distill --record /nonexistent/r.h5 --feature-map elu --map-options '{\"x\":1}' --out m.safetensors", "feature map 'elu': unknown option 'x'"},
+      {"distill --record " + rec + " --maps " + maps + " --out m.safetensors", "--maps is for --eval-only"},
+      {"distill --record " + rec + " --map-options [1] --out m.safetensors", "--map-options must be a JSON object"},
+      {"distill --record " + rec + " --map-options '{\"a\":1,\"a\":2}' --out m.safetensors", "--map-options"},
+      {"distill --record " + rec + " --feature-map elu --map-options '{\"x\":1}' --out m.safetensors", "feature map 'elu': unknown option 'x'"},
       {"eval --model " + m + " --text a --seq-len 16", "--seq-len is for --task cls, not lm"},
   };
   for (const auto& [args, message] : usage) {
@@ -740,10 +746,10 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
     EXPECT_EQ(span.err.find("twice"), std::string::npos) << span.err;
   }
   // an empty label named nothing: "=FILE" was taken as FILE unlabelled
-  expect_one_line_error(mimic_cli("report --record /nonexistent/r.h5 --maps =/nonexistent/m.safetensors --out o"),
+  expect_one_line_error(mimic_cli("report --record " + rec + " --maps =/nonexistent/m.safetensors --out o"),
                         "'=/nonexistent/m.safetensors': the label before '=' is empty");
   // checked before any record is read, though after parsing (a JSON value): null was read as {}
-  expect_one_line_error(mimic_cli("distill --record /nonexistent/r.h5 --map-options null --out m.safetensors"),
+  expect_one_line_error(mimic_cli("distill --record " + rec + " --map-options null --out m.safetensors"),
                         "--map-options must be a JSON object {\"key\": value, ...}, got null");
   // the gradient exchange's options change nothing in one process: said, not refused (one command line serves both)
   auto single = mimic_cli("pretrain --arch gpt2 --data sotu --allreduce sync --bucket-mb 2 --out o");
@@ -892,12 +898,15 @@ TEST(Cli, PathsTooLongForTheFileSystemAreRefusedNamingTheOption) {
   std::string deep = dir.path().string();
   while (deep.size() <= 5000) deep += "/" + std::string(200, 'd');  // each name fits, the whole does not (PATH_MAX 4096)
   const std::string long_out = dir.file(name);
+  const std::string rec = dir.file("r.h5"), maps = dir.file("m.safetensors");  // inputs that exist, never read
+  mimic::test::write_bytes(rec, "not read");
+  mimic::test::write_bytes(maps, "not read");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"finetune --task lm --model gpt2-mini --data all --out " + long_out, "--out"},
       {"record --model gpt2-mini --data all --out " + long_out + ".h5", "--out"},
-      {"distill --record r.h5 --out " + long_out, "--out"},
-      {"report --record r.h5 --out " + long_out, "--out"},
-      {"convert --model gpt2-mini --maps m.safetensors --out " + long_out, "--out"},
+      {"distill --record " + rec + " --out " + long_out, "--out"},
+      {"report --record " + rec + " --out " + long_out, "--out"},
+      {"convert --model gpt2-mini --maps " + maps + " --out " + long_out, "--out"},
       {"export --model gpt2-mini --out " + deep, "--out"},
       {"eval --model " + long_out + " --data all", "--model"},
       {"generate --model " + dir.file(name + "/x") + " --prompt a", "--model"},
@@ -916,10 +925,50 @@ TEST(Cli, PathsTooLongForTheFileSystemAreRefusedNamingTheOption) {
   // An output name leaves room for what mimic appends (OUT.ckpt, NAME.tmp.PID): 240 characters are refused for
   // --out, accepted for an input (which is then simply missing).
   const std::string name240(240, 'm');
-  expect_one_line_error(mimic_cli("distill --record r.h5 --out " + dir.file(name240)), "--out: the name");
+  expect_one_line_error(mimic_cli("distill --record " + rec + " --out " + dir.file(name240)), "--out: the name");
   auto in = mimic_cli("report --record " + dir.file(name240) + " --out " + dir.file("r"));
   EXPECT_NE(in.code, 0);
   EXPECT_EQ(in.err.find("NAME_MAX"), std::string::npos) << in.err;
+}
+
+// An input that is not there is refused while parsing, in one line naming its option, as a usage error: the stages
+// found it after loading a model, in words that named the path alone ("unknown corpus 'notes.txt'" for finetune's
+// --data, "/tmp/r.h5: no such file" for distill's --record; the probe of 2026-12-01). A folder where a file belongs
+// says what to give instead.
+TEST(Cli, AnInputThatIsNotThereIsRefusedNamingItsOption) {
+  TempDir dir;
+  const std::string none = dir.file("none"), out = dir.file("out");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"distill --record " + none + ".h5 --out " + out, "--record: no such file: " + none + ".h5"},
+      {"distill --eval-only --record " + dir.path().string() + " --feature-map elu", "--record: " + dir.path().string() + " is a folder: give the .h5 file record wrote"},
+      {"convert --model gpt2-mini --maps " + none + " --out " + out, "--maps: no such file: " + none},
+      {"report --record " + none + " --out " + out, "--record: no such file: " + none},
+      {"report --pareto " + none + " --out " + out, "--pareto: no such file: " + none},
+      {"report --pareto " + dir.path().string() + " --eval label=" + none + " --out " + out, "--pareto: "},
+      {"eval --model gpt2-mini --file " + none, "--file: no such file: " + none},
+      {"tokenize --model gpt2-mini --file " + none, "--file: no such file: " + none},
+      {"forward --model gpt2-mini --file " + none + " --out " + out + ".safetensors", "--file: no such file: " + none},
+      {"finetune --task lm --model gpt2-mini --data " + none + ".txt --out " + out,
+       "--data: no such file or folder: " + none + ".txt, and no data set mimic knows (corpora all, sotu, moby-dick; classification sets spam, sotu-era; recall tasks mqar[:...], ar[:...])"},
+      {"record --model gpt2-mini --data " + none + " --out " + out + ".h5", "--data: no such file or folder: " + none},
+      {"distill --model gpt2-mini --data " + none + " --out " + out, "--data: no such file or folder: " + none},
+      {"eval --model gpt2-mini --data " + none, "--data: no such file or folder: " + none},
+  };
+  for (const auto& [args, message] : cases) {
+    SCOPED_TRACE(args);
+    const auto r = mimic_cli(args);
+    expect_one_line_error(r, message);
+    EXPECT_EQ(r.code, 2) << r.err;
+  }
+  // LABEL=FILE: the file after the label
+  mimic::test::write_bytes(dir.file("r.h5"), "not read");
+  expect_one_line_error(mimic_cli("report --record " + dir.file("r.h5") + " --maps a=" + none + " --out " + out), "--maps: no such file: " + none);
+  expect_one_line_error(mimic_cli("report --record " + dir.file("r.h5") + " --eval a=" + none + " --out " + out), "--eval: no such file: " + none);
+  // a name mimic knows, and a path that is there, pass the parse: what a stage takes of them is the stage's to say
+  expect_one_line_error(mimic_cli("eval --model gpt2-mini --task lm --data spam"),
+                        "'spam' is a classification data set (--task cls), not a corpus to model (all, sotu, moby-dick, or a text file");
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".h5"));
 }
 
 // Progress off a terminal (a log, a pipe, a batch job): plain lines, one per interval, and a last one only after

@@ -588,10 +588,11 @@ TEST(FinetuneCli, LmTrainsOnTheUsersOwnTextFile) {
   auto again = mimic::test::mimic_cli("finetune --task lm --data " + dir.file("copy.txt") + args + " --out " + dir.file("b"));
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(nlohmann::json::parse(again.out)["validation"]["perplexity"], j["validation"]["perplexity"]);
-  // a name that is neither a corpus nor a file says what --data takes
+  // a name that is neither a corpus nor a file says what --data takes, while parsing
   auto bad = mimic::test::mimic_cli("finetune --task lm --data " + dir.file("nope.txt") + args + " --out " + dir.file("c"));
-  EXPECT_NE(bad.code, 0);
-  EXPECT_NE(bad.err.find("known: all, sotu, moby-dick, or a text file or folder"), std::string::npos) << bad.err;
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--data: no such file or folder: " + dir.file("nope.txt") + ", and no data set mimic knows (corpora all, sotu, moby-dick;"),
+            std::string::npos) << bad.err;
 }
 
 // A warm-up longer than the run never reaches the peak learning rate (issue 37): a --warmup the user gave above

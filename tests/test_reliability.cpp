@@ -43,6 +43,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// An input file that exists, for a command refused before it reads it (a missing one is refused while parsing,
+// before the mistake a test is after): its path.
+std::string junk(const TempDir& dir, const std::string& name) {
+  mimic::test::write_bytes(dir.file(name), "not read");
+  return dir.file(name);
+}
+
 // The names in `dir` (not recursive), sorted.
 std::vector<std::string> names_in(const fs::path& dir) {
   std::vector<std::string> out;
@@ -554,7 +561,7 @@ TEST(Outputs, ConvertAndExportReplaceOnlyAModelMimicWrote) {
   EXPECT_FALSE(mimic::models::written_by_mimic(user));
   const std::string refusal = "--out " + user + " holds a model mimic did not write";
   for (const std::string& cmd : {"export --model gpt2-mini --dtype f32 --out " + user,
-                                 "convert --model gpt2-mini --maps " + dir.file("none.safetensors") + " --out " + user}) {
+                                 "convert --model gpt2-mini --maps " + junk(dir, "none.safetensors") + " --out " + user}) {
     const auto r = mimic::test::mimic_cli(cmd);
     EXPECT_EQ(r.code, 1) << cmd;
     EXPECT_NE(r.err.find(refusal), std::string::npos) << r.err;
@@ -663,7 +670,7 @@ TEST(OutputFolders, NoFileIsWrittenInsideATrainingRunAndAForeignLogIsNotReplaced
   mimic::test::write_bytes(dir.file("run/log.jsonl"), "{\"command\":\"finetune\",\"step\":0}\n");
   for (const std::string& args : {"forward --model " + teacher() + " --text whale --out " + dir.file("run/x.safetensors"),
                                   "record --model " + teacher() + " --data all --out " + dir.file("run/last/r.h5"),
-                                  "distill --record " + dir.file("none.h5") + " --out " + dir.file("run/m.safetensors"),
+                                  "distill --record " + junk(dir, "none.h5") + " --out " + dir.file("run/m.safetensors"),
                                   "bench peer --inputs " + dir.file("run/p.safetensors")}) {
     auto r = mimic::test::mimic_cli(args + " --threads 1");
     EXPECT_EQ(r.code, 1) << args << ": " << r.err;
@@ -699,14 +706,14 @@ TEST(OutputFolders, NoCommandWritesInsideADistillationsCheckpointFolder) {
   fs::copy(good_maps() + ".ckpt", ckpt, fs::copy_options::recursive);
   const auto before = names_in(ckpt);
   mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 16})");
-  for (const std::string& args : {"report --record " + dir.file("none.h5") + " --out " + ckpt + "/rep",
+  for (const std::string& args : {"report --record " + junk(dir, "none.h5") + " --out " + ckpt + "/rep",
                                   "export --model " + teacher() + " --out " + ckpt + "/a/b",
                                   "convert --model " + teacher() + " --maps " + maps + " --out " + ckpt + "/c",
                                   "forward --model " + teacher() + " --text whale --out " + ckpt + "/f.safetensors",
                                   "record --model " + teacher() + " --data all --out " + ckpt + "/r.h5",
                                   "finetune --task lm --model " + teacher() + " --data all --steps 1 --out " + ckpt + "/ft",
                                   "pretrain --arch gpt2 --data all --steps 1 --config " + dir.file("c.json") + " --out " + ckpt + "/p",
-                                  "distill --record " + dir.file("none.h5") + " --out " + ckpt + "/m2.safetensors",
+                                  "distill --record " + junk(dir, "none.h5") + " --out " + ckpt + "/m2.safetensors",
                                   "bench peer --inputs " + ckpt + "/p.safetensors"}) {
     auto r = mimic::test::mimic_cli(args + " --threads 1");
     EXPECT_EQ(r.code, 1) << args << ": " << r.err;
@@ -736,7 +743,7 @@ TEST(Inputs, AFifoGivenAsAnInputIsRefusedAtOnce) {
   // Each through the CLI under `timeout`, so that a reader that blocks fails the test instead of hanging it.
   for (const std::string& args : {"report --record " + fifo + " --out " + dir.file("r"),
                                   // --eval said "no file" (the seventh probe of 2026-11-29)
-                                  "report --record " + dir.file("none.h5") + " --eval " + fifo + " --out " + dir.file("r"),
+                                  "report --record " + junk(dir, "none.h5") + " --eval " + fifo + " --out " + dir.file("r"),
                                   "distill --eval-only --record " + fifo + " --feature-map elu",
                                   "eval --model " + teacher() + " --file " + fifo,
                                   "generate --model " + dir.file("m") + " --prompt hello",
@@ -1166,10 +1173,10 @@ TEST(Configs, AKeyGivenTwiceAndKeysPretrainSetsAreRefusedByName) {
 TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
   TempDir dir;
   for (const std::string& args : {"record --model gpt2-mini --data all --out " + dir.file("r.h5") + " --layers ''",
-                                  "distill --record " + dir.file("none.h5") + " --out " + dir.file("m") + " --layers ' '",
-                                  "report --record " + dir.file("none.h5") + " --out " + dir.file("d") + " --heads ''",
-                                  "report --record " + dir.file("none.h5") + " --out " + dir.file("d") + " --plot-layers ''",
-                                  "convert --model gpt2-mini --maps " + dir.file("none") + " --out " + dir.file("c") + " --layers ''"}) {
+                                  "distill --record " + junk(dir, "none.h5") + " --out " + dir.file("m") + " --layers ' '",
+                                  "report --record " + junk(dir, "none.h5") + " --out " + dir.file("d") + " --heads ''",
+                                  "report --record " + junk(dir, "none.h5") + " --out " + dir.file("d") + " --plot-layers ''",
+                                  "convert --model gpt2-mini --maps " + junk(dir, "none") + " --out " + dir.file("c") + " --layers ''"}) {
     auto r = mimic::test::mimic_cli(args);
     EXPECT_NE(r.code, 0) << args;
     EXPECT_NE(r.err.find("an empty list selects nothing"), std::string::npos) << args << ": " << r.err;
@@ -1182,12 +1189,12 @@ TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
     EXPECT_NE(r.code, 0) << opt;
     EXPECT_NE(r.err.find("an empty value means nothing here: leave the option out instead"), std::string::npos) << opt << ": " << r.err;
   }
-  auto bad = mimic::test::mimic_cli("report --record " + dir.file("none.h5") + " --out " + dir.file("d") + " --layers 1,x");
+  auto bad = mimic::test::mimic_cli("report --record " + junk(dir, "none.h5") + " --out " + dir.file("d") + " --layers 1,x");
   EXPECT_NE(bad.err.find("must be all or a list like 0,2,4-5, got '1,x'"), std::string::npos) << bad.err;
   // an index twice, or a range backwards, was taken without a word (the fourth probe of 2026-11-27)
   for (const auto& [list, message] : std::vector<std::pair<std::string, std::string>>{
            {"0,0", "names 0 twice in '0,0'"}, {"2,1-3", "names 2 twice in '2,1-3'"}, {"5-2", "the range '5-2' runs backwards: write 2-5"}}) {
-    auto r = mimic::test::mimic_cli("distill --record " + dir.file("none.h5") + " --out " + dir.file("m") + " --layers " + list);
+    auto r = mimic::test::mimic_cli("distill --record " + junk(dir, "none.h5") + " --out " + dir.file("m") + " --layers " + list);
     EXPECT_NE(r.err.find(message), std::string::npos) << list << ": " << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }

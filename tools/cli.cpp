@@ -18,6 +18,8 @@
 #include "mimic/core/precision.h"
 #include "mimic/core/runtime.h"
 #include "mimic/data/batches.h"
+#include "mimic/data/classification.h"
+#include "mimic/data/recall_tasks.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/distill/distill.h"
 #include "mimic/distributed/environment.h"
@@ -389,6 +391,36 @@ CLI::Validator path_arg() {
 }
 CLI::Validator out_path_arg() {
   return CLI::Validator([](std::string& s) { return path_problem(s, kOutputNameRoom, kOutputPathRoom); }, "PATH");
+}
+
+std::string input_file_problem(const std::string& path, const std::string& what) {
+  if (auto why = path_problem(path); !why.empty()) return why;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return "no such file: " + path;
+  if (std::filesystem::is_directory(path, ec)) return path + " is a folder: give " + what;
+  if (std::filesystem::is_fifo(path, ec)) return path + " is a named pipe (FIFO), not a regular file: give " + what;
+  if (!std::filesystem::is_regular_file(path, ec)) return path + " is neither a file nor a folder: give " + what;
+  return {};
+}
+CLI::Validator input_file_arg(const std::string& what) {
+  return CLI::Validator([what](std::string& s) { return input_file_problem(s, what); }, "FILE");
+}
+
+CLI::Validator data_arg() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (data::is_lm_corpus(s) || data::is_recall_task(s)) return {};
+        const auto sets = data::classification_names();
+        if (std::find(sets.begin(), sets.end(), s) != sets.end()) return {};
+        if (auto why = path_problem(s); !why.empty()) return why;
+        std::error_code ec;
+        if (std::filesystem::exists(s, ec)) return {};  // the user's text or data set: the stage reads and judges it
+        std::string names;
+        for (const auto& n : sets) names += ", " + n;
+        return "no such file or folder: " + s + ", and no data set mimic knows (corpora " + data::lm_corpus_choices() +
+               "; classification sets" + names.substr(1) + "; recall tasks mqar[:...], ar[:...])";
+      },
+      "DATA");
 }
 
 std::string resolve_model_dir(const std::string& arg) {

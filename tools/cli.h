@@ -179,6 +179,19 @@ std::string path_problem(const std::string& path, size_t reserve_name = 0, size_
 CLI::Validator path_arg();
 CLI::Validator out_path_arg();
 
+// An input file (--record, --maps, --file, --config, ...): a path that fits, exists and is a file, checked while
+// parsing so that a missing one is refused in one line naming the option ("--record: no such file: r.h5"). The
+// stages found it only after loading a model, in words that named the path alone (the probe of 2026-12-01).
+// input_file_problem: "" for such a file, else why not; `what` says what to give instead of a folder.
+std::string input_file_problem(const std::string& path, const std::string& what);
+CLI::Validator input_file_arg(const std::string& what);
+
+// --data of the commands that read data (record, distill, finetune, eval): a data set mimic knows by name (a corpus,
+// a classification set, a recall task) or an existing file or folder, checked while parsing. Which of them a
+// command or task takes is the stage's to say; a path that names nothing was "unknown corpus 'x.txt'" (finetune,
+// exit 1, after the model had loaded).
+CLI::Validator data_arg();
+
 // A --dtype value for saved weights: "f32", "f16" or "bf16"; "" or "keep" → unset (each tensor as loaded).
 std::optional<io::DType> storage_dtype_arg(const std::string& name);
 

@@ -113,7 +113,7 @@ void register_convert(CLI::App& app) {
   auto a = std::make_shared<ConvertArgs>();
   auto* sub = app.add_subcommand("convert", "Swap distilled linear attention (from `mimic distill`) into a softmax model");
   sub->add_option("--model", a->o.model_dir, "The teacher: a model directory or embedded model name")->required()->transform(model_dir_arg());
-  sub->add_option("--maps", a->o.maps, "Feature maps (and SLA gates) from `mimic distill` (maps.safetensors)")->required()->check(path_arg());
+  sub->add_option("--maps", a->o.maps, "Feature maps (and SLA gates) from `mimic distill` (maps.safetensors)")->required()->check(input_file_arg("the maps file distill wrote"));
   sub->add_option("--out", a->o.out, "The converted model directory to write")->required()->check(out_path_arg());
   sub->add_option("--layers", a->o.layers, "Layers to convert, e.g. 0,2-3 (default: every layer the maps hold; the rest keep softmax)")->transform(range::index_list());
   sub->add_flag("--force", a->o.force, "Accept maps distilled from another model than --model");

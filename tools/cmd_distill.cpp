@@ -101,9 +101,9 @@ void register_distill(CLI::App& app) {
   std::string maps;
   for (const auto& m : attention::feature_maps()) maps += (maps.empty() ? "" : ", ") + m.name;
   auto* sub = app.add_subcommand("distill", "Train linear-attention feature maps / SLA gates to mimic a recorded softmax teacher");
-  sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)")->check(path_arg());
+  sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)")->check(input_file_arg("the .h5 file record wrote"));
   sub->add_option("--model", a->o.model_dir, "Online mode (no record file): the softmax teacher, run here")->transform(model_dir_arg());
-  sub->add_option("--data", a->o.data, "Online mode: corpus all|sotu|moby-dick (with --split), or your own text: a UTF-8 file or a folder of .txt files");
+  sub->add_option("--data", a->o.data, "Online mode: corpus all|sotu|moby-dick (with --split), or your own text: a UTF-8 file or a folder of .txt files")->check(data_arg());
   sub->add_option("--split", a->o.split, "Online mode: split of a corpus")->capture_default_str()->check(split_arg());
   sub->add_option("--samples", a->o.samples, "Online mode: samples to take from --data")->capture_default_str()->transform(range::count(1));
   sub->add_option("--seq-len", a->o.seq_len, "Online mode: tokens per sample (default: min(256, the model's context))")->transform(range::tokens(2));
@@ -140,7 +140,7 @@ void register_distill(CLI::App& app) {
   // --eval-only writes nothing: an --out beside it was ignored without a word (the probe of 2026-11-27)
   sub->add_flag("--eval-only", a->o.eval_only, "Only evaluate --maps (or the untrained --feature-map) on the held-out samples; writes nothing")
       ->excludes(out);
-  sub->add_option("--maps", a->o.maps, "With --eval-only: a mimic distill output to evaluate")->check(path_arg());
+  sub->add_option("--maps", a->o.maps, "With --eval-only: a mimic distill output to evaluate")->check(input_file_arg("the maps file distill wrote"));
   sub->add_option("--stop-after-epochs", a->o.stop_after_epochs, "Testing: stop as if interrupted after N epochs (of each rank)")->group("")->transform(range::integer(0, 1000000));
   add_precision_option(*sub, a->o.precision, a->common);
   add_common_options(*sub, a->common, Devices::Any);

@@ -319,9 +319,10 @@ void register_eval(CLI::App& app) {
   auto* sub = app.add_subcommand("eval", "Evaluate a model: LM perplexity (text, file or corpus split), in-context recall (copy, passkey, mqar) or classification metrics");
   sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
   sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC), passkey (retrieval by context length) copy (in-context copy gain) or mqar (associative-recall accuracy; --data mqar:... or ar:...)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey", "copy", "mqar"}));
-  auto* file = sub->add_option("--file", args->file, "Text file to score (lm, copy)")->check(path_arg());
+  auto* file = sub->add_option("--file", args->file, "Text file to score (lm, copy)")->check(input_file_arg("a text file (--data takes a folder of .txt files)"));
   auto* text = sub->add_option("--text", args->text, "Text to score (lm, copy)")->excludes(file);
   sub->add_option("--data", args->data, "lm, copy: corpus all|sotu|moby-dick or your own text (a UTF-8 file or a folder of .txt files; --split picks its 90/5/5 part by position); cls: spam|sotu-era|FILE.jsonl; mqar: mqar[:...] or ar[:...]")
+      ->check(data_arg())
       ->excludes(file)
       ->excludes(text);
   sub->add_option("--split", args->split, "Split of --data: train, validation or test")->capture_default_str()->check(split_arg())->excludes(file)->excludes(text);

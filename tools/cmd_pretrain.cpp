@@ -106,15 +106,7 @@ void register_pretrain(CLI::App& app) {
                                            "llama and mistral, Qwen's for qwen2 and qwen3)")
       ->required()
       ->check(CLI::IsMember(types));
-  sub->add_option("--config", a->config_path, "config.json with the sizes (HF keys) of a fresh model")->check(path_arg())->check(CLI::Validator(
-          [](std::string& path) -> std::string {
-            // in mimic's words: CLI11's own read "File is actually a directory" (the eighteenth probe of 2026-11-30)
-            std::error_code ec;
-            if (!std::filesystem::exists(path, ec)) return "no such file: " + path;
-            if (!std::filesystem::is_regular_file(path, ec)) return path + " is not a file: give the model's config.json";
-            return {};
-          },
-          "FILE"));
+  sub->add_option("--config", a->config_path, "config.json with the sizes (HF keys) of a fresh model")->check(input_file_arg("the model's config.json"));
   sub->add_option("--init", a->o.init, "Continue from this model's weights instead of a fresh model (no --config)")
       ->transform(model_dir_arg());
   add_copy_options(*sub, a->o.copy);

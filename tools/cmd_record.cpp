@@ -72,7 +72,8 @@ void register_record(CLI::App& app) {
   sub->add_option("--data", a->o.data,
                   "Corpus all|sotu|moby-dick, classification data set spam|sotu-era (texts of --split), a UTF-8 text file or folder (split 90/5/5 by position, docs/data.md), or a recall "
                   "task mqar[:...] / ar[:...] (docs/recall.md)")
-      ->required();
+      ->required()
+      ->check(data_arg());
   sub->add_flag("--repeat", a->o.repeat, "Each sample is a segment followed by itself ([A A]): for the induction scores of report");
   sub->add_option("--split", a->o.split, "Split of a corpus: train, validation or test")->capture_default_str()->check(split_arg());
   sub->add_option("--out", a->o.out, "Output file (.h5); an existing one with the same settings is resumed / extended")->required()->check(out_path_arg());

@@ -42,6 +42,19 @@ CLI::Validator labelled_model_dir_arg() {
       "[LABEL=]DIR|NAME");
 }
 
+// input_file_arg for "[LABEL=]FILE"
+CLI::Validator labelled_input_file_arg(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& s) -> std::string {
+        try {
+          return input_file_problem(report::split_labelled(s).second, what);
+        } catch (const Error& e) {
+          return e.what();
+        }
+      },
+      "[LABEL=]FILE");
+}
+
 void run(ReportArgs& a) {
   start(a.common);
   io::OutputLock lock;
@@ -127,18 +140,18 @@ void register_report(CLI::App& app) {
   std::string maps;
   for (const auto& m : attention::feature_maps()) maps += (maps.empty() ? "" : ", ") + m.name;
   auto* sub = app.add_subcommand("report", "Entropy, KL and monotonicity of linear attention against softmax: tables, figures, report.html");
-  sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record); required unless --pareto")->check(path_arg());
+  sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record); required unless --pareto")->check(input_file_arg("the .h5 file record wrote"));
   sub->add_option("--pareto", a->pareto, "Instead: draw OUT/pareto.{png,svg} from a table of results (one curve per method; "
                                          "format in src/report/pareto.h, recipes/gpt2-recall.sh writes one)")
-      ->check(path_arg());
-  sub->add_option("--maps", a->o.maps, "A distill output to compare (repeatable; LABEL=FILE names it)")->check(path_arg());
+      ->check(input_file_arg("the table of results"));
+  sub->add_option("--maps", a->o.maps, "A distill output to compare (repeatable; LABEL=FILE names it)")->check(labelled_input_file_arg("the maps file distill wrote"));
   sub->add_option("--baseline", a->o.baselines, "An untrained feature map to compare (repeatable): " + maps);
   sub->add_option("--model", a->o.models, "A converted model directory (or embedded name): its linear-attention layers (repeatable; LABEL=DIR names it)")
       ->transform(labelled_model_dir_arg());
   sub->add_option("--eval", a->o.evals,
                   "What `mimic eval --json` printed of a model (--task lm, copy or passkey), shown in the report's Quality section "
                   "(repeatable; LABEL=FILE: one row per label, so a model's --model label joins its numbers)")
-      ->check(path_arg());
+      ->check(labelled_input_file_arg("the file eval --json wrote"));
   sub->add_option("--out", a->o.out, "Output directory")->required()->check(out_path_arg());
   sub->add_option("--samples", a->o.samples, "Report the last N samples of the record (0: the last 10%, what distill holds out)")
       ->capture_default_str()

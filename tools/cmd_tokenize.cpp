@@ -42,7 +42,7 @@ void register_tokenize(CLI::App& app) {
   auto* sub = app.add_subcommand("tokenize", "Token ids of a text with a model's tokenizer");
   sub->add_option("--model", args->model, "Model directory, or 'gpt2' / 'bert-base-uncased' (fetched tokenizer files)")->required()->transform(model_dir_arg());
   sub->add_option("--text", args->text, "Text to tokenize");
-  sub->add_option("--file", args->file, "File to tokenize")->check(path_arg());
+  sub->add_option("--file", args->file, "File to tokenize")->check(input_file_arg("a text file"));
   sub->add_flag("--no-special", args->no_special, "Do not add the tokenizer's special tokens (BERT's [CLS] ... [SEP], a tokenizer.json's post-processor, e.g. <s>)");
   sub->add_flag("--tokens", args->tokens, "Also print the token strings");
   add_common_options(*sub, args->common);

@@ -68,6 +68,9 @@ Split split_of(const std::string& doc_id) {
 
 std::vector<Document> load_corpus(const std::string& name) {
   auto known = lm_corpus_names();
+  const auto sets = classification_names();
+  MIMIC_CHECK(std::find(sets.begin(), sets.end(), name) == sets.end(), "'", name, "' is a classification data set (--task cls), not a ",
+              "corpus to model (", lm_corpus_choices(), ", or a text file or folder of .txt files)");
   MIMIC_CHECK(std::find(known.begin(), known.end(), name) != known.end(), "unknown corpus '", name,
               "' (known: ", lm_corpus_choices(), ", or a text file or folder of .txt files; no such file or folder)");
   std::string dir = asset_path("corpora/" + name);
