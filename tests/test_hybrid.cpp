@@ -580,6 +580,72 @@ TEST(MixedKernel, DecodingKeepsAKvCacheForTheSoftmaxHeadsOnly) {
   }
 }
 
+// A mixed layer's student decodes the converted heads alone (forward_cached_heads): their rows are those of decoding
+// every head, and the state holds those heads only — the kept heads carried a linear state computed for nothing
+// (~8/48 of an all-linear gpt2-mini's; the Llama-family probe of 2026-12-01). Every kind whose state is per head,
+// with the inputs that read every head (SLA gates), a per-head decay, and LoLA's cache in some heads only.
+TEST(MixedKernel, TheStudentDecodesAndKeepsStateForTheConvertedHeadsAlone) {
+  torch::NoGradGuard no_grad;  // the cached hybrid decodes without gradients
+  const nlohmann::json hedgehog = {{"feature_map", "hedgehog"}, {"gates", true}, {"chunk", 3}};
+  auto with = [](nlohmann::json j, const nlohmann::json& more) {
+    j.update(more);
+    return j;
+  };
+  const std::vector<std::pair<std::string, nlohmann::json>> students = {
+      {"linear", with(hedgehog, {{"decay", true}})},
+      {"hybrid", with(hedgehog, {{"window", 2}})},
+      {"hybrid", with(hedgehog, {{"window", 2}, {"cache", 2}, {"cache_heads", {0, 2}}})},
+      {"delta", {{"gate", true}, {"gates", true}, {"chunk", 3}}},
+  };
+  for (const auto& [kind, options] : students) {
+    SCOPED_TRACE(kind + " " + options.dump());
+    torch::manual_seed(5);
+    auto kernel = as_distillable(make_attention_kernel(kind, options, H, D), "the test's student");
+    kernel->to(torch::kDouble);
+    for (auto& p : kernel->parameters()) p.add_(torch::randn_like(p) * 0.3);
+    auto in = make_inputs(10, false, 7, false);
+    AttentionContext ctx;
+    ctx.causal = true;
+    ctx.scale = 0.5;
+    // a prompt of 6 tokens, then one token at a time
+    auto decode = [&](KernelCache& cache, const at::Tensor& heads) {
+      std::vector<at::Tensor> outs;
+      for (const auto& [start, len] : std::vector<std::pair<int64_t, int64_t>>{{0, 6}, {6, 1}, {7, 1}, {8, 1}, {9, 1}}) {
+        const auto q = in.q.narrow(2, start, len), k = in.k.narrow(2, start, len), v = in.v.narrow(2, start, len);
+        outs.push_back(heads.defined() ? kernel->forward_cached_heads(q, k, v, ctx, cache, heads) : kernel->forward_cached(q, k, v, ctx, cache));
+      }
+      return torch::cat(outs, 2);
+    };
+    auto every = kernel->new_cache();
+    const auto all = decode(*every, at::Tensor());
+    EXPECT_LT(max_diff(all, kernel->forward(in.q, in.k, in.v, ctx)), 1e-11);
+    int64_t bytes = 0;
+    for (const std::vector<int64_t>& heads : {std::vector<int64_t>{1}, std::vector<int64_t>{0, 2}}) {
+      const auto index = torch::tensor(heads, torch::kLong);
+      auto part = kernel->new_cache();
+      const auto rows = decode(*part, index);
+      ASSERT_EQ(rows.size(1), static_cast<int64_t>(heads.size()));
+      EXPECT_LT(max_diff(rows, all.index_select(1, index)), 1e-12);
+      EXPECT_EQ(part->position, 10);
+      EXPECT_GT(part->bytes(), 0);
+      bytes += part->bytes();
+    }
+    EXPECT_EQ(bytes, every->bytes());  // the two parts' states are the whole's, split by head
+  }
+  // and in a mixed layer: a KV cache for the kept head, the student's state for the other two
+  auto mixed = mixed_kernel({1}, "linear");
+  auto student_alone = mixed->student()->new_cache();
+  auto cache = mixed->new_cache();
+  auto in = make_inputs(5, false, 3, false);
+  AttentionContext ctx;
+  ctx.causal = true;
+  ctx.scale = 0.5;
+  const auto out = mixed->forward_cached(in.q, in.k, in.v, ctx, *cache);
+  EXPECT_LT(max_diff(out, mixed->forward(in.q, in.k, in.v, ctx)), 1e-11);
+  mixed->student()->forward_cached_heads(in.q, in.k, in.v, ctx, *student_alone, torch::tensor({0, 2}, torch::kLong));
+  EXPECT_EQ(cache->bytes(), student_alone->bytes() + B * 1 * 5 * 2 * D * 8);  // + 5 keys and values of one head, in double
+}
+
 TEST(MixedKernel, RebuildsFromItsOptionsAndRefusesBadHeadLists) {
   auto mixed = mixed_kernel({0, 1}, "linear");
   auto again = make_attention_kernel("mixed", mixed->config_json(), H, D);

@@ -109,15 +109,26 @@ struct DeltaCache : KernelCache {
 
 std::unique_ptr<KernelCache> DeltaAttention::new_cache() const { return std::make_unique<DeltaCache>(); }
 
-at::Tensor DeltaAttention::forward_cached(const at::Tensor& q, const at::Tensor& k_in, const at::Tensor& v_in,
-                                          const AttentionContext& ctx, KernelCache& cache) {
+DeltaAttention::Inputs DeltaAttention::Inputs::heads(const at::Tensor& index) const {
+  auto pick = [&](const at::Tensor& x) { return x.defined() ? x.index_select(1, index) : x; };
+  return {pick(q), pick(k), pick(v), pick(beta), pick(log_alpha), pick(read), pick(write)};
+}
+
+at::Tensor DeltaAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                          KernelCache& cache) {
+  return forward_cached_heads(q, k, v, ctx, cache, at::Tensor());
+}
+
+at::Tensor DeltaAttention::forward_cached_heads(const at::Tensor& q, const at::Tensor& k_in, const at::Tensor& v_in,
+                                                const AttentionContext& ctx, KernelCache& cache, const at::Tensor& heads) {
   auto& c = cached_call<DeltaCache>(cache, ctx, kind());
   const auto k = expand_kv_heads(k_in, q.size(1)), v = expand_kv_heads(v_in, q.size(1));  // a state per query head
   AutocastOff fp32;  // as forward_fast
-  const auto in = inputs(q, k, v, ctx);
+  // every head's inputs (the gates read them all), then those of the heads decoded
+  const auto in = heads.defined() ? inputs(q, k, v, ctx).heads(heads.to(q.device())) : inputs(q, k, v, ctx);
   at::Tensor out;
   if (q.size(2) == 1) {  // one token: the recurrent step
-    if (!c.state.defined()) c.state = torch::zeros({q.size(0), q.size(1), q.size(3), v.size(3)}, in.v.options());
+    if (!c.state.defined()) c.state = torch::zeros({in.q.size(0), in.q.size(1), in.q.size(3), in.v.size(3)}, in.v.options());
     out = delta_rule_step(in.q.select(2, 0), in.k.select(2, 0), in.v.select(2, 0), in.beta.select(2, 0),
                           in.log_alpha.defined() ? in.log_alpha.select(2, 0) : at::Tensor(), c.state)
               .unsqueeze(2);

@@ -48,6 +48,8 @@ class DeltaAttention : public DistillableKernel {
   std::unique_ptr<KernelCache> new_cache() const override;
   at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                             KernelCache& cache) override;
+  at::Tensor forward_cached_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                  KernelCache& cache, const at::Tensor& heads) override;
   // The effective weights [B, H, T, T] and weights · v; log_weights: log of the positive weights, −∞ elsewhere.
   at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                at::Tensor* weights, at::Tensor* log_weights = nullptr) override;
@@ -68,6 +70,7 @@ class DeltaAttention : public DistillableKernel {
     at::Tensor q, k, v, beta, log_alpha;
     at::Tensor read, write;  // G^Q, G^K [B, H, T, 1] with gates, else undefined; v is G^K·v already
     at::Tensor gated(const at::Tensor& out) const { return read.defined() ? out * read : out; }
+    Inputs heads(const at::Tensor& index) const;  // the rows of the heads `index` (on the inputs' device)
   };
   Inputs inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) const;
   DeltaAttentionConfig config_;

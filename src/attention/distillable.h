@@ -46,6 +46,16 @@ class DistillableKernel : public AttentionKernelImpl {
   virtual std::string parameter_group(const std::string& name) const = 0;
   // The feature map the kernel runs (a name of the maps registry), for reports and messages.
   virtual std::string feature_map() const = 0;
+  // Decoding on some of the heads (a mixed layer's converted heads): q, k, v as forward_cached takes them, every head
+  // (SLA gates read them all); `heads` sorted, distinct, a long tensor. Returns those heads' rows of forward_cached's
+  // output, [B, |heads|, T, d], with the cache's state held for those heads alone (a cache serves one set of heads
+  // for its life). This default runs every head and keeps the rows asked for, its state holding every head; the
+  // kinds whose state is per head (linear, hybrid, delta) override it, so that a mixed layer carries no linear
+  // state for the heads it keeps softmax (it carried ~8/48 of an all-linear gpt2-mini's for nothing).
+  virtual at::Tensor forward_cached_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                          KernelCache& cache, const at::Tensor& heads) {
+    return forward_cached(q, k, v, ctx, cache).index_select(1, heads.to(q.device()));
+  }
 
  protected:
   // The kernel's own fast form (chunked or bidirectional, ...), equal to forward_quadratic up to rounding.

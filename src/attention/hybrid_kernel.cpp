@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <vector>
 
 #include "mimic/core/error.h"
@@ -130,20 +131,21 @@ HybridOptions HybridAttention::hybrid_options(bool causal) const {
   return o;
 }
 
+HybridAttention::HeadGroup HybridAttention::head_group(const at::Tensor& index, const HybridOptions& all, bool with_cache,
+                                                       const c10::Device& device) const {
+  HeadGroup g{index.to(device), all};
+  g.options.window_weight = all.window_weight.index_select(0, index.to(all.window_weight.device()));
+  if (all.linear_weight.defined()) g.options.linear_weight = all.linear_weight.index_select(0, index.to(all.linear_weight.device()));
+  if (!with_cache) {
+    g.options.cache = 0;
+    g.options.cache_every = 1;
+  }
+  return g;
+}
+
 std::vector<HybridAttention::HeadGroup> HybridAttention::head_groups(bool causal, const c10::Device& device) const {
   const auto all = hybrid_options(causal);
-  std::vector<HeadGroup> groups;
-  for (const auto* index : {&cache_index_, &plain_index_}) {
-    HeadGroup g{index->to(device), all};
-    g.options.window_weight = all.window_weight.index_select(0, g.index.to(all.window_weight.device()));
-    if (all.linear_weight.defined()) g.options.linear_weight = all.linear_weight.index_select(0, g.index.to(all.linear_weight.device()));
-    if (index == &plain_index_) {
-      g.options.cache = 0;
-      g.options.cache_every = 1;
-    }
-    groups.push_back(std::move(g));
-  }
-  return groups;
+  return {head_group(cache_index_, all, true, device), head_group(plain_index_, all, false, device)};
 }
 
 namespace {
@@ -232,8 +234,24 @@ at::Tensor decode(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
 }
 }  // namespace
 
-at::Tensor HybridAttention::forward_cached(const at::Tensor& q, const at::Tensor& k_in, const at::Tensor& v_in,
-                                           const AttentionContext& ctx, KernelCache& cache) {
+at::Tensor HybridAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                           KernelCache& cache) {
+  return forward_cached_heads(q, k, v, ctx, cache, at::Tensor());
+}
+
+namespace {
+// The heads of `index` that `only` lists (both sorted), as a long tensor on the CPU; undefined when none.
+at::Tensor common_heads(const at::Tensor& index, const std::vector<int64_t>& only) {
+  std::vector<int64_t> both;
+  const auto idx = index.to(torch::kCPU).contiguous();
+  const auto* p = idx.data_ptr<int64_t>();
+  std::set_intersection(p, p + idx.numel(), only.begin(), only.end(), std::back_inserter(both));
+  return both.empty() ? at::Tensor() : torch::tensor(both, torch::kLong);
+}
+}  // namespace
+
+at::Tensor HybridAttention::forward_cached_heads(const at::Tensor& q, const at::Tensor& k_in, const at::Tensor& v_in,
+                                                 const AttentionContext& ctx, KernelCache& cache, const at::Tensor& only) {
   auto& hc = cached_call<HybridCache>(cache, ctx, kind());
   // per query head: the state must be (the maps are per head), and the window's ring is kept beside it in the
   // same layout (one per KV head would save (g − 1)/g of the ring alone; not done)
@@ -242,23 +260,42 @@ at::Tensor HybridAttention::forward_cached(const at::Tensor& q, const at::Tensor
   // the states keep keys only where their features can be computed again
   const auto key_feats = key_features(ctx.scale);
   at::Tensor o;
-  if (!split()) {
+  if (!split() && !only.defined()) {
     auto opts = hybrid_options(true);
     opts.key_features = key_feats;
     o = decode(q, k, v, f, ctx.scale, opts, hc.state);
-  } else {
-    std::vector<at::Tensor> outs;
-    auto groups = head_groups(true, q.device());
-    for (size_t i = 0; i < groups.size(); ++i) {
-      auto& g = groups[i];
-      g.options.key_features = group_key_features(key_feats, g.index, n_head_);
-      outs.push_back(decode(heads(q, g.index), heads(k, g.index), heads(v, g.index), heads(f, g.index), ctx.scale, g.options,
-                            i == 0 ? hc.state : hc.plain));
-    }
-    o = torch::cat(outs, 1).index_select(1, order_.to(q.device()));
+    hc.position = hc.state.position;
+    return o;
   }
-  hc.position = hc.state.position;
-  return o;
+  // Groups of heads, each decoded with its own state: the cache heads (`state`) and the others (`plain`), or every
+  // head (`state`); each cut to the heads asked for, where some are, a group with none of them skipped.
+  const auto all = hybrid_options(true);
+  std::vector<std::pair<HeadGroup, HybridState*>> groups;
+  if (split()) {
+    groups = {{head_group(cache_index_, all, true, q.device()), &hc.state}, {head_group(plain_index_, all, false, q.device()), &hc.plain}};
+  } else {
+    groups = {{HeadGroup{torch::arange(n_head_, torch::kLong), all}, &hc.state}};
+  }
+  std::vector<int64_t> wanted;
+  if (only.defined()) {
+    const auto o_cpu = only.to(torch::kCPU).contiguous();
+    wanted.assign(o_cpu.data_ptr<int64_t>(), o_cpu.data_ptr<int64_t>() + o_cpu.numel());
+  }
+  std::vector<at::Tensor> outs, rows;
+  int64_t position = hc.position;
+  for (auto& [group, state] : groups) {
+    const auto index = only.defined() ? common_heads(group.index, wanted) : group.index.to(torch::kCPU);
+    if (!index.defined()) continue;
+    auto g = head_group(index, all, group.options.cache > 0, q.device());
+    g.options.key_features = group_key_features(key_feats, g.index, n_head_);
+    outs.push_back(decode(heads(q, g.index), heads(k, g.index), heads(v, g.index), heads(f, g.index), ctx.scale, g.options, *state));
+    rows.push_back(index);
+    position = state->position;
+  }
+  MIMIC_CHECK(!outs.empty(), "hybrid decoding on heads ", only.to(torch::kCPU).contiguous().view(-1).sizes(), ": none of the layer's heads");
+  hc.position = position;
+  // the groups' concatenated rows back in head order (row r is head cat(rows)[r])
+  return torch::cat(outs, 1).index_select(1, torch::cat(rows).argsort().to(q.device()));
 }
 
 std::string HybridAttention::parameter_group(const std::string& name) const {

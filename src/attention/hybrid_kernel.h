@@ -52,6 +52,8 @@ class HybridAttention : public LinearAttention {
   std::unique_ptr<KernelCache> new_cache() const override;
   at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                             KernelCache& cache) override;
+  at::Tensor forward_cached_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                  KernelCache& cache, const at::Tensor& heads) override;
   at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                at::Tensor* weights, at::Tensor* log_weights = nullptr) override;
   std::string parameter_group(const std::string& name) const override;  // window_logit trains with the maps
@@ -64,6 +66,8 @@ class HybridAttention : public LinearAttention {
     HybridOptions options;
   };
   std::vector<HeadGroup> head_groups(bool causal, const c10::Device& device) const;
+  // The group of heads `index` (long, CPU) with the options cut to them, the cache dropped when !with_cache.
+  HeadGroup head_group(const at::Tensor& index, const HybridOptions& all, bool with_cache, const c10::Device& device) const;
   at::Tensor window_weight() const;  // σ_h, [H]
   const HybridConfig& hybrid_config() const { return hybrid_; }
   at::Tensor window_logit;  // [H], learned mix only

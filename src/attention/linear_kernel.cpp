@@ -147,10 +147,18 @@ void LinearAttention::weights_quadratic(const at::Tensor& q, const at::Tensor& k
   forward_quadratic(q, k, needs_v ? v : v.narrow(-1, 0, 1), ctx, weights, log_weights);
 }
 
-at::Tensor LinearAttention::forward_with_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                                               LinearState& state) {
+at::Tensor LinearAttention::forward_with_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v_in, double scale,
+                                               LinearState& state, const at::Tensor& heads) {
   auto f = features(q, k, scale, state.position);
   auto opts = options(true);
+  auto v = v_in;
+  if (heads.defined()) {
+    const auto index = heads.to(q.device());
+    f.q = f.q.index_select(1, index);
+    f.k = f.k.index_select(1, index);
+    v = v.index_select(1, index);
+    if (opts.decay.defined()) opts.decay = opts.decay.index_select(0, heads.to(opts.decay.device()));
+  }
   if (q.size(2) == 1) return linear_step(f.q.select(2, 0), f.k.select(2, 0), f.log_space, v.select(2, 0), opts, state).unsqueeze(2);
   return linear_chunked(f, v, opts, at::Tensor(), &state);
 }
@@ -172,9 +180,14 @@ std::unique_ptr<KernelCache> LinearAttention::new_cache() const { return std::ma
 
 at::Tensor LinearAttention::forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                            KernelCache& cache) {
+  return LinearAttention::forward_cached_heads(q, k, v, ctx, cache, at::Tensor());
+}
+
+at::Tensor LinearAttention::forward_cached_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                                 KernelCache& cache, const at::Tensor& heads) {
   auto& lc = cached_call<LinearCache>(cache, ctx, kind());
   // the state is per query head: the feature maps are, and φ(k) differs per head of a group
-  auto o = forward_with_state(q, expand_kv_heads(k, q.size(1)), expand_kv_heads(v, q.size(1)), ctx.scale, lc.state);
+  auto o = forward_with_state(q, expand_kv_heads(k, q.size(1)), expand_kv_heads(v, q.size(1)), ctx.scale, lc.state, heads);
   lc.position = lc.state.position;
   return o;
 }

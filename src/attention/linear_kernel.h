@@ -62,12 +62,17 @@ class LinearAttention : public DistillableKernel {
   std::function<at::Tensor(const at::Tensor&)> key_features(double scale);
   LinearOptions options(bool causal) const;
   // Causal continuation for generation: q, k, v [B, H, T, d] are the tokens after state.position; updates state.
-  at::Tensor forward_with_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, LinearState& state);
+  // `heads` (long, sorted, distinct; undefined: every head): the heads whose rows are returned and whose state is
+  // kept (the features are computed on every head, as the gates read them all).
+  at::Tensor forward_with_state(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, LinearState& state,
+                                const at::Tensor& heads = at::Tensor());
   // Incremental decoding: the cache holds the LinearState (constant size); forward_cached runs
   // forward_with_state (a recurrent step for one token, the chunked form for a prompt).
   std::unique_ptr<KernelCache> new_cache() const override;
   at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                             KernelCache& cache) override;
+  at::Tensor forward_cached_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                  KernelCache& cache, const at::Tensor& heads) override;
   // The quadratic reference with its weights [B, H, T, T] (distillation and analysis).
   at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                at::Tensor* weights, at::Tensor* log_weights = nullptr) override;

@@ -25,6 +25,11 @@ MixedAttention::MixedAttention(std::vector<int64_t> softmax_heads, std::shared_p
                 nlohmann::json(softmax_heads_).dump());
   }
   index_ = torch::tensor(softmax_heads_, torch::kLong);
+  std::vector<int64_t> converted;
+  for (int64_t h = 0; h < n_head; ++h)
+    if (!std::binary_search(softmax_heads_.begin(), softmax_heads_.end(), h)) converted.push_back(h);
+  converted_ = torch::tensor(converted, torch::kLong);
+  order_ = torch::cat({converted_, index_}).argsort();
   register_module("student", student_);
   softmax_ = std::make_shared<SoftmaxAttention>();
 }
@@ -92,12 +97,12 @@ at::Tensor MixedAttention::forward_cached(const at::Tensor& q, const at::Tensor&
   auto& mc = cached_call<MixedCache>(cache, ctx, kind());
   const auto c = without_capture(ctx);
   const int64_t h = q.size(1);
-  auto out = student_->forward_cached(q, k, v, c, *mc.student);
+  auto converted = student_->forward_cached_heads(q, k, v, c, *mc.student, converted_);
   const auto& grouping = kv_grouping(h / k.size(1), q.device());
   auto kept = softmax_->forward_cached_mapped(heads_of(q, index_), heads_of(k, grouping.kv_index), heads_of(v, grouping.kv_index), c,
                                               *mc.softmax, grouping.head_map);
   mc.position = mc.student->position;
-  return put_heads(out, index_, kept);
+  return torch::cat({converted, kept.to(converted.dtype())}, 1).index_select(1, order_.to(q.device()));
 }
 
 const MixedAttention::KvGrouping& MixedAttention::kv_grouping(int64_t g, const c10::Device& device) {
