@@ -223,6 +223,20 @@ TEST(DistributedLaunch, ARankThatFailsStopsTheOthersAndIsNamedInOneLine) {
   EXPECT_EQ(u.code, 2);
   EXPECT_EQ(u.err, "mimic: error: launch: unknown option '--bogus' (launch takes --nproc, --master-port, --master-addr and --timeout; "
                    "the command each rank runs follows --)\n");
+  // A mimic rank says its own error: a usage error, which every rank finds, once (rank 0 says it) with the status 2
+  // of mimic without the launcher; a failure while working in the rank's line, the launcher's words a note after it,
+  // its status passed on. (Each rank's usage error and then the launcher's line made three lines, exit 1.)
+  auto usage = mimic::test::mimic_cli("launch --nproc 2 -- mimic finetune --task lm --model gpt2-mini --data /nonexistent/x --out o", 60);
+  EXPECT_EQ(usage.code, 2);
+  EXPECT_EQ(usage.err, "mimic: error: --data: no such file or folder: /nonexistent/x, and no data set mimic knows (corpora all, sotu, "
+                       "moby-dick; classification sets spam, sotu-era; recall tasks mqar[:...], ar[:...]) (see --help)\n");
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("a-file"), "in the way");
+  auto work = mimic::test::mimic_cli("launch --nproc 2 -- mimic pretrain --arch gpt2 --init gpt2-mini --data sotu --steps 1 --threads 1 --out " + dir.file("a-file"), 60);
+  EXPECT_EQ(work.code, 1);
+  EXPECT_EQ(work.err.rfind("mimic: error: rank ", 0), 0u) << work.err;  // the rank's own line first
+  EXPECT_EQ(work.err.find("mimic: error: rank 0 of 2"), std::string::npos) << work.err;
+  EXPECT_EQ(work.err.find("mimic: error: rank 1 of 2"), std::string::npos) << work.err;
   auto m = mimic::test::mimic_cli("launch --nproc 2 -- pretrain --steps 1");
   EXPECT_EQ(m.code, 1);
   EXPECT_EQ(m.err, "mimic: error: launch: the command starts with 'pretrain', a mimic command: write -- mimic pretrain ... (the "

@@ -632,6 +632,14 @@ TEST(MixedKernel, TheStudentDecodesAndKeepsStateForTheConvertedHeadsAlone) {
     }
     EXPECT_EQ(bytes, every->bytes());  // the two parts' states are the whole's, split by head
   }
+  auto hybrid = as_distillable(make_attention_kernel("hybrid", with(hedgehog, {{"window", 2}}), H, D), "the test's student");
+  auto few = make_inputs(3, false, 7, false);
+  AttentionContext causal;
+  causal.causal = true;
+  for (const auto& bad : {std::vector<int64_t>{2, 0}, std::vector<int64_t>{1, 1}, std::vector<int64_t>{3}})
+    EXPECT_MIMIC_ERROR(hybrid->forward_cached_heads(few.q.to(torch::kFloat), few.k.to(torch::kFloat), few.v.to(torch::kFloat), causal,
+                                                    *hybrid->new_cache(), torch::tensor(bad, torch::kLong)),
+                       "give sorted, distinct heads of the layer's 3");
   // and in a mixed layer: a KV cache for the kept head, the student's state for the other two
   auto mixed = mixed_kernel({1}, "linear");
   auto student_alone = mixed->student()->new_cache();

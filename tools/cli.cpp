@@ -396,7 +396,7 @@ CLI::Validator out_path_arg() {
 std::string input_file_problem(const std::string& path, const std::string& what) {
   if (auto why = path_problem(path); !why.empty()) return why;
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return "no such file: " + path;
+  if (!std::filesystem::exists(path, ec)) return ec ? path + ": " + ec.message() : "no such file: " + path;  // e.g. permission denied
   if (std::filesystem::is_directory(path, ec)) return path + " is a folder: give " + what;
   if (std::filesystem::is_fifo(path, ec)) return path + " is a named pipe (FIFO), not a regular file: give " + what;
   if (!std::filesystem::is_regular_file(path, ec)) return path + " is neither a file nor a folder: give " + what;
@@ -415,6 +415,7 @@ CLI::Validator data_arg() {
         if (auto why = path_problem(s); !why.empty()) return why;
         std::error_code ec;
         if (std::filesystem::exists(s, ec)) return {};  // the user's text or data set: the stage reads and judges it
+        if (ec) return s + ": " + ec.message();         // there, maybe, but not to be looked at (permission denied)
         std::string names;
         for (const auto& n : sets) names += ", " + n;
         return "no such file or folder: " + s + ", and no data set mimic knows (corpora " + data::lm_corpus_choices() +

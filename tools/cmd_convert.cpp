@@ -149,7 +149,8 @@ void register_convert(CLI::App& app) {
                   "causal LMs) or kl (highest held-out KL of distill; default otherwise)")
       ->check(CLI::IsMember({"probe", "kl"}));
   sub->add_option("--probe-data", pl.calibration.data, "Probe: calibration text, its train split only: a corpus (" + data::lm_corpus_choices() + ") or a UTF-8 text file or folder (its first 90%: docs/data.md)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(data_arg());
   sub->add_option("--probe-segments", pl.calibration.segments, "Probe: copy segments (each run doubled)")
       ->capture_default_str()->transform(range::count(1));
   sub->add_option("--probe-segment-len", pl.calibration.segment_len,

@@ -4,6 +4,8 @@
 
 #include <cctype>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 
 #include "cli.h"
 #include "mimic/core/error.h"
@@ -34,9 +36,18 @@ void run(LaunchArgs& a, const CLI::App& sub) {
              " ... (the first word after -- is the program each rank runs; 'mimic' is this mimic)");
   a.o.self = self_path();
   const auto r = distributed::launch(a.o);
-  if (r.failed_rank >= 0)
-    fail("rank ", r.failed_rank, " of ", a.o.nproc, " ", r.failure, r.stopped > 0 ? "; stopped the other " + std::to_string(r.stopped) +
-         (r.stopped == 1 ? " rank" : " ranks") : std::string());
+  if (r.failed_rank < 0) return;
+  const std::string what = "rank " + std::to_string(r.failed_rank) + " of " + std::to_string(a.o.nproc) + " " + r.failure +
+                           (r.stopped > 0 ? "; stopped the other " + std::to_string(r.stopped) + (r.stopped == 1 ? " rank" : " ranks") : "");
+  // A mimic rank that exits with a status has said why in its own line ("mimic: error: rank 1: ..."; a usage error
+  // rank 0 alone says): the launcher adds what it did as a note and leaves with that status, so that a failed run is
+  // one error line, and a usage error exits 2 as it does without the launcher. A rank killed by a signal said
+  // nothing, nor need another program: the launcher's line is the error then.
+  if (a.o.command.front() != "mimic" || r.exit_status <= 0) fail(what);
+  if (r.stopped > 0) std::fprintf(stderr, "mimic: note: %s\n", what.c_str());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(r.exit_status);
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ CLI::Validator labelled_model_dir_arg() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
         std::string label, dir;
+        if (auto why = path_problem(s); !why.empty()) return why;  // before split_labelled asks the file system (above)
         try {
           std::tie(label, dir) = report::split_labelled(s);
           if (auto why = path_problem(dir); !why.empty()) return why;
@@ -46,9 +47,12 @@ CLI::Validator labelled_model_dir_arg() {
 CLI::Validator labelled_input_file_arg(const std::string& what) {
   return CLI::Validator(
       [what](std::string& s) -> std::string {
+        // the whole entry first: split_labelled asks the file system whether it names a file, which throws on a
+        // name too long for it (a filesystem_error, past CLI11, that named no option)
+        if (auto why = path_problem(s); !why.empty()) return why;
         try {
           return input_file_problem(report::split_labelled(s).second, what);
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {
           return e.what();
         }
       },

@@ -37,7 +37,41 @@ std::string first_line(const char* what) {
   std::_Exit(1);
 }
 
+// In a launched run every rank parses the same command line and finds the same mistake in it: rank 0 alone says a
+// usage error (the launcher gives it time to: distributed/launch.h), so that one mistake is one line, not one per rank.
+static bool says_usage_errors() {
+  try {
+    const auto& e = mimic::distributed::environment();
+    return !e.distributed() || e.rank == 0;
+  } catch (const mimic::Error&) {
+    return true;  // a malformed RANK or WORLD_SIZE: every process says what it finds
+  }
+}
+
 namespace {
+// The command (or bench's subcommand) whose help the line asks for with --help or -h before any --, else null.
+const CLI::App* help_asked(CLI::App& app, int argc, char** argv) {
+  CLI::App* named = nullptr;
+  CLI::App* level = &app;
+  bool asks = false;
+  for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+    asks = asks || !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
+    if (level != nullptr && argv[i][0] != '-') {
+      auto subs = level->get_subcommands([&](const CLI::App* c) { return c->check_name(argv[i]); });
+      level = subs.empty() ? nullptr : subs.front();
+      if (level != nullptr) named = level;
+    }
+  }
+  return asks ? named : nullptr;
+}
+// The words CLI11 puts before a subcommand's name in its usage line: "mimic" for distill, "mimic bench" for its kinds.
+std::string help_prefix(const CLI::App& app, const CLI::App* sub) {
+  std::string prefix;
+  for (const CLI::App* p = sub->get_parent(); p != nullptr; p = p->get_parent())
+    prefix = p->get_name() + (prefix.empty() ? "" : " " + prefix);
+  return prefix.empty() ? app.get_name() : prefix;
+}
+
 // LibTorch's allocator says "[enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: can't allocate memory:
 // you tried to allocate N bytes..." (the sixth probe of 2026-11-28): said in mimic's words, with the size.
 std::string in_mimics_words(const std::string& what) {
@@ -107,7 +141,7 @@ int main(int argc, char** argv) {
   // nlohmann's "type_error.316" after the work, and convert left a model folder without its mimic.json).
   for (int i = 1; i < argc; ++i)
     if (!mimic::data::is_valid_utf8(argv[i])) {
-      std::fprintf(stderr, "mimic: error: argument %d ('%s') is not valid UTF-8: mimic's results and files are JSON, which holds UTF-8 only; give paths and text in UTF-8\n",
+      if (says_usage_errors()) std::fprintf(stderr, "mimic: error: argument %d ('%s') is not valid UTF-8: mimic's results and files are JSON, which holds UTF-8 only; give paths and text in UTF-8\n",
                    i, mimic::data::shown_bytes(argv[i]).c_str());
       return 2;
     }
@@ -117,7 +151,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     asks_help = asks_help || !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--version");
   if (const std::string bad = mimic::progress_setting_problem(); !bad.empty() && !asks_help) {
-    std::fprintf(stderr, "mimic: error: %s%s\n", mimic::distributed::rank_prefix().c_str(), bad.c_str());
+    if (says_usage_errors()) std::fprintf(stderr, "mimic: error: %s%s\n", mimic::distributed::rank_prefix().c_str(), bad.c_str());
     return 2;
   }
   // a word that is no command: CLI11 said "A subcommand is required" (the eighth probe of 2026-11-29)
@@ -129,19 +163,26 @@ int main(int argc, char** argv) {
       commands.push_back(c->get_name());
     }
     const std::string nearest = mimic::cli::nearest_name(argv[1], commands);
-    std::fprintf(stderr, "mimic: error: unknown command '%s' (%sthe commands: %s)\n", argv[1],
+    if (says_usage_errors()) std::fprintf(stderr, "mimic: error: unknown command '%s' (%sthe commands: %s)\n", argv[1],
                  nearest.empty() ? "" : ("did you mean " + nearest + "? ").c_str(), names.c_str());
     return 2;
   }
   for (auto check : {mimic::cli::unknown_option, mimic::cli::list_item_problem})
     if (const std::string wrong = check(app, argc, argv); !wrong.empty()) {
-      std::fprintf(stderr, "mimic: error: %s\n", wrong.c_str());
+      if (says_usage_errors()) std::fprintf(stderr, "mimic: error: %s\n", wrong.c_str());
       return 2;
     }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // CLI11 checks the options' values before it looks for --help: `distill --record r.h5 --help`, typed before r.h5
+    // existed, answered "--record: no such file" (the review of 2026-12-02). Help asked for is shown whatever else
+    // the line holds (the command's words, up to a --, name whose help).
+    if (const CLI::App* asked = help_asked(app, argc, argv)) {
+      std::fputs(asked->help(help_prefix(app, asked)).c_str(), stdout);
+      return 0;
+    }
     // a usage error is one line like every other error (CLI11's own output adds a "Run with --help" line); an option
     // given twice reads "--threads: At Most 1 required but received 2" in CLI11's words
     std::string what = first_line(e.what());
@@ -159,7 +200,7 @@ int main(int argc, char** argv) {
       what = std::string(words.size() == 1 ? "an argument no option takes: " : "arguments no option takes: ") + list +
              " (each value follows the option it belongs to)";
     }
-    std::fprintf(stderr, "mimic: error: %s (see --help)\n", what.c_str());
+    if (says_usage_errors()) std::fprintf(stderr, "mimic: error: %s (see --help)\n", what.c_str());
     // one code for every usage error, as mimic's own checks before parsing give (CLI11's are 105 to 114 by kind:
     // the eighth probe of 2026-11-29 found six of them); an error found while working is 1
     return 2;

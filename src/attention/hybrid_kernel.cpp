@@ -270,32 +270,34 @@ at::Tensor HybridAttention::forward_cached_heads(const at::Tensor& q, const at::
   // Groups of heads, each decoded with its own state: the cache heads (`state`) and the others (`plain`), or every
   // head (`state`); each cut to the heads asked for, where some are, a group with none of them skipped.
   const auto all = hybrid_options(true);
-  std::vector<std::pair<HeadGroup, HybridState*>> groups;
-  if (split()) {
-    groups = {{head_group(cache_index_, all, true, q.device()), &hc.state}, {head_group(plain_index_, all, false, q.device()), &hc.plain}};
-  } else {
-    groups = {{HeadGroup{torch::arange(n_head_, torch::kLong), all}, &hc.state}};
-  }
+  struct Part {
+    at::Tensor index;  // long, on the CPU
+    bool with_cache;
+    HybridState* state;
+  };
+  const std::vector<Part> parts = split() ? std::vector<Part>{{cache_index_, true, &hc.state}, {plain_index_, false, &hc.plain}}
+                                          : std::vector<Part>{{torch::arange(n_head_, torch::kLong), all.cache > 0, &hc.state}};
   std::vector<int64_t> wanted;
   if (only.defined()) {
-    const auto o_cpu = only.to(torch::kCPU).contiguous();
-    wanted.assign(o_cpu.data_ptr<int64_t>(), o_cpu.data_ptr<int64_t>() + o_cpu.numel());
+    const auto asked = only.to(torch::kCPU).contiguous();
+    wanted.assign(asked.data_ptr<int64_t>(), asked.data_ptr<int64_t>() + asked.numel());
+    MIMIC_CHECK(std::is_sorted(wanted.begin(), wanted.end()) && std::adjacent_find(wanted.begin(), wanted.end()) == wanted.end() &&
+                    !wanted.empty() && wanted.front() >= 0 && wanted.back() < n_head_,
+                "hybrid decoding on heads ", nlohmann::json(wanted).dump(), ": give sorted, distinct heads of the layer's ", n_head_);
   }
   std::vector<at::Tensor> outs, rows;
-  int64_t position = hc.position;
-  for (auto& [group, state] : groups) {
-    const auto index = only.defined() ? common_heads(group.index, wanted) : group.index.to(torch::kCPU);
-    if (!index.defined()) continue;
-    auto g = head_group(index, all, group.options.cache > 0, q.device());
+  for (const auto& part : parts) {
+    const auto index = only.defined() ? common_heads(part.index, wanted) : part.index;
+    if (!index.defined()) continue;  // a group with none of the heads asked for
+    auto g = head_group(index, all, part.with_cache, q.device());
     g.options.key_features = group_key_features(key_feats, g.index, n_head_);
-    outs.push_back(decode(heads(q, g.index), heads(k, g.index), heads(v, g.index), heads(f, g.index), ctx.scale, g.options, *state));
+    outs.push_back(decode(heads(q, g.index), heads(k, g.index), heads(v, g.index), heads(f, g.index), ctx.scale, g.options, *part.state));
     rows.push_back(index);
-    position = state->position;
+    hc.position = part.state->position;
   }
-  MIMIC_CHECK(!outs.empty(), "hybrid decoding on heads ", only.to(torch::kCPU).contiguous().view(-1).sizes(), ": none of the layer's heads");
-  hc.position = position;
-  // the groups' concatenated rows back in head order (row r is head cat(rows)[r])
-  return torch::cat(outs, 1).index_select(1, torch::cat(rows).argsort().to(q.device()));
+  // the groups' concatenated rows back in head order (row r is head cat(rows)[r]; every head: order_)
+  const auto order = only.defined() ? torch::cat(rows).argsort() : order_;
+  return torch::cat(outs, 1).index_select(1, order.to(q.device()));
 }
 
 std::string HybridAttention::parameter_group(const std::string& name) const {

@@ -146,7 +146,8 @@ LaunchResult launch(const LaunchOptions& o) {
   // Poll rather than block in waitpid: after a failure the grace period needs a clock.
   using Clock = std::chrono::steady_clock;
   int running = o.nproc;
-  Clock::time_point kill_at{};
+  Clock::time_point term_at{}, kill_at{};
+  bool terminated = false;
   while (running > 0) {
     int status = 0;
     const pid_t pid = ::waitpid(-1, &status, WNOHANG);
@@ -161,14 +162,21 @@ LaunchResult launch(const LaunchOptions& o) {
       if (!ok && r.failed_rank < 0) {
         r.failed_rank = rank;
         r.failure = describe(status);
-        for (pid_t p : pids)
-          if (p > 0) {
-            ::kill(p, SIGTERM);
-            ++r.stopped;
-          }
-        kill_at = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(o.grace_seconds * 1000));
+        r.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        const auto grace = std::chrono::milliseconds(static_cast<int64_t>(o.grace_seconds * 1000));
+        const bool usage = o.command[0] == "mimic" && r.exit_status == 2;
+        term_at = Clock::now() + (usage ? grace : Clock::duration::zero());
+        kill_at = term_at + grace;
       }
       continue;
+    }
+    if (r.failed_rank >= 0 && !terminated && Clock::now() >= term_at) {
+      for (pid_t p : pids)
+        if (p > 0) {
+          ::kill(p, SIGTERM);
+          ++r.stopped;
+        }
+      terminated = true;
     }
     if (r.failed_rank >= 0 && Clock::now() > kill_at)
       for (pid_t p : pids)

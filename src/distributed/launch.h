@@ -1,7 +1,9 @@
 // `mimic launch`: runs N processes of one command on this machine as the ranks of one distributed run, with the
 // variables torchrun sets (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), and watches
 // them: when one fails (non-zero exit or a signal) the others are stopped (SIGTERM, then SIGKILL after a grace
-// period) and the launch reports that rank.
+// period) and the launch reports that rank. A mimic rank that exits 2 found a usage error, which every rank finds in
+// the same command line: the others are given the grace period to end by themselves (rank 0, which alone says a
+// usage error, is then not stopped before it has said it) before they are stopped.
 #pragma once
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@ struct LaunchOptions {
 struct LaunchResult {
   int failed_rank = -1;  // the first rank that failed; -1: all exited 0
   std::string failure;   // how it failed: "exited with status 1", "was killed by signal 9 (Killed)"
+  int exit_status = -1;  // the status it exited with; -1: it ended by a signal
   int stopped = 0;       // ranks the launcher stopped after that
   int master_port = 0;   // the port used
 };
