@@ -37,15 +37,18 @@ std::string first_line(const char* what) {
   std::_Exit(1);
 }
 
-// In a launched run every rank parses the same command line and finds the same mistake in it: rank 0 alone says a
-// usage error (the launcher gives it time to: distributed/launch.h), so that one mistake is one line, not one per rank.
-static bool says_usage_errors() {
+// A usage error: "mimic: error: MESSAGE" and exit status 2. In a launched run every rank parses the same command line
+// and finds the same mistake in it: rank 0 alone says it (the launcher gives it time to: distributed/launch.h), so
+// that one mistake is one line, not one per rank.
+static int usage_error(const std::string& message) {
+  bool says = true;  // a malformed RANK or WORLD_SIZE: every process says what it finds
   try {
     const auto& e = mimic::distributed::environment();
-    return !e.distributed() || e.rank == 0;
+    says = !e.distributed() || e.rank == 0;
   } catch (const mimic::Error&) {
-    return true;  // a malformed RANK or WORLD_SIZE: every process says what it finds
   }
+  if (says) std::fprintf(stderr, "mimic: error: %s\n", message.c_str());
+  return 2;
 }
 
 namespace {
@@ -141,9 +144,8 @@ int main(int argc, char** argv) {
   // nlohmann's "type_error.316" after the work, and convert left a model folder without its mimic.json).
   for (int i = 1; i < argc; ++i)
     if (!mimic::data::is_valid_utf8(argv[i])) {
-      if (says_usage_errors()) std::fprintf(stderr, "mimic: error: argument %d ('%s') is not valid UTF-8: mimic's results and files are JSON, which holds UTF-8 only; give paths and text in UTF-8\n",
-                   i, mimic::data::shown_bytes(argv[i]).c_str());
-      return 2;
+      return usage_error("argument " + std::to_string(i) + " ('" + mimic::data::shown_bytes(argv[i]) +
+                         "') is not valid UTF-8: mimic's results and files are JSON, which holds UTF-8 only; give paths and text in UTF-8");
     }
   // MIMIC_PROGRESS is read when a command's first progress starts, minutes in: a mistyped value is refused here
   // (--help and --version show no progress, and answer whatever it holds)
@@ -151,8 +153,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     asks_help = asks_help || !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--version");
   if (const std::string bad = mimic::progress_setting_problem(); !bad.empty() && !asks_help) {
-    if (says_usage_errors()) std::fprintf(stderr, "mimic: error: %s%s\n", mimic::distributed::rank_prefix().c_str(), bad.c_str());
-    return 2;
+    return usage_error(mimic::distributed::rank_prefix() + bad);
   }
   // a word that is no command: CLI11 said "A subcommand is required" (the eighth probe of 2026-11-29)
   if (argv[1][0] != '-' && app.get_subcommands([&](const CLI::App* c) { return c->check_name(argv[1]); }).empty()) {
@@ -163,14 +164,12 @@ int main(int argc, char** argv) {
       commands.push_back(c->get_name());
     }
     const std::string nearest = mimic::cli::nearest_name(argv[1], commands);
-    if (says_usage_errors()) std::fprintf(stderr, "mimic: error: unknown command '%s' (%sthe commands: %s)\n", argv[1],
-                 nearest.empty() ? "" : ("did you mean " + nearest + "? ").c_str(), names.c_str());
-    return 2;
+    return usage_error("unknown command '" + std::string(argv[1]) + "' (" + (nearest.empty() ? "" : "did you mean " + nearest + "? ") +
+                       "the commands: " + names + ")");
   }
   for (auto check : {mimic::cli::unknown_option, mimic::cli::list_item_problem})
     if (const std::string wrong = check(app, argc, argv); !wrong.empty()) {
-      if (says_usage_errors()) std::fprintf(stderr, "mimic: error: %s\n", wrong.c_str());
-      return 2;
+      return usage_error(wrong);
     }
   try {
     app.parse(argc, argv);
@@ -200,10 +199,9 @@ int main(int argc, char** argv) {
       what = std::string(words.size() == 1 ? "an argument no option takes: " : "arguments no option takes: ") + list +
              " (each value follows the option it belongs to)";
     }
-    if (says_usage_errors()) std::fprintf(stderr, "mimic: error: %s (see --help)\n", what.c_str());
     // one code for every usage error, as mimic's own checks before parsing give (CLI11's are 105 to 114 by kind:
     // the eighth probe of 2026-11-29 found six of them); an error found while working is 1
-    return 2;
+    return usage_error(what + " (see --help)");
   } catch (const mimic::Error& e) {
     // in a distributed run the rank leads the line: several ranks may print to one terminal
     std::fprintf(stderr, "mimic: error: %s%s\n", mimic::distributed::rank_prefix().c_str(), e.what());
