@@ -58,8 +58,8 @@ void run(RecordArgs& a) {
               static_cast<long long>(r.samples), static_cast<long long>(r.seq_len), static_cast<long long>(r.recorded),
               r.resumed_from > 0 ? (", resumed from " + std::to_string(r.resumed_from)).c_str() : "", static_cast<double>(r.file_bytes) / 1e6);
   if (r.recorded > 0)
-    std::printf("recorded %.0f tokens/s in %.1f s (forward %.1f s, writing %.1f s), %.0f%% of the %.0f tokens/s of one plain forward "
-                "of the model (with its LM head, as eval runs it) timed on the first batch\n",
+    std::printf("recorded %.0f tokens/s in %.1f s (forward %.1f s, writing %.1f s), %.0f%% of the %.0f tokens/s of the same forward "
+                "without capture or writing, timed on the first batch\n",
                 r.tokens_per_second, r.seconds, r.forward_seconds, r.write_seconds, 100 * ratio, r.forward_tokens_per_second);
 }
 

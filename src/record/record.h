@@ -43,7 +43,7 @@ struct RecordOptions {
   // Where the teacher runs (--device): its captures come back to the host in the writer, one copy per tensor
   // after the conversion to the stored type.
   c10::Device device = c10::Device(c10::kCPU);
-  bool measure_forward = true;      // time a plain forward of the first batch for the comparison
+  bool measure_forward = true;      // time the first batch's forward without capture for the comparison
 };
 
 struct RecordResult {
@@ -59,7 +59,7 @@ struct RecordResult {
   double tokens_per_second = 0;
   double forward_seconds = 0;  // of which: the model's forward passes (with capture)
   double write_seconds = 0;    // of which: conversion, compression, writing, flushing
-  // A plain forward (no capture, the full model with its head, as `mimic eval` runs it) on the first
+  // The same forward without capture (the body, no LM / MLM head, as recording runs it) on the first
   // batch, timed after it was recorded; 0 when nothing was recorded or measure_forward is off.
   double forward_tokens_per_second = 0;
   int64_t file_bytes = 0;
