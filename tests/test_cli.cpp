@@ -938,6 +938,7 @@ TEST(Cli, PathsTooLongForTheFileSystemAreRefusedNamingTheOption) {
 TEST(Cli, AnInputThatIsNotThereIsRefusedNamingItsOption) {
   TempDir dir;
   const std::string none = dir.file("none"), out = dir.file("out");
+  mimic::test::write_bytes(dir.file("r.h5"), "not read");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"distill --record " + none + ".h5 --out " + out, "--record: no such file: " + none + ".h5"},
       {"distill --eval-only --record " + dir.path().string() + " --feature-map elu", "--record: " + dir.path().string() + " is a folder: give the .h5 file record wrote"},
@@ -953,6 +954,13 @@ TEST(Cli, AnInputThatIsNotThereIsRefusedNamingItsOption) {
       {"record --model gpt2-mini --data " + none + " --out " + out + ".h5", "--data: no such file or folder: " + none},
       {"distill --model gpt2-mini --data " + none + " --out " + out, "--data: no such file or folder: " + none},
       {"eval --model gpt2-mini --data " + none, "--data: no such file or folder: " + none},
+      // an option that models text only lists the corpora alone, and names a data set of another kind as such
+      {"convert --model gpt2-mini --maps " + dir.file("r.h5") + " --keep-softmax auto:2 --probe-data " + none + " --out " + out,
+       "--probe-data: no such file or folder: " + none + ", and no corpus mimic knows (all, sotu, moby-dick)"},
+      {"convert --model gpt2-mini --maps " + dir.file("r.h5") + " --keep-softmax auto:2 --probe-data spam --out " + out,
+       "--probe-data: spam is a classification data set: give a corpus (all, sotu, moby-dick) or a UTF-8 text file or folder"},
+      {"convert --model gpt2-mini --maps " + dir.file("r.h5") + " --keep-softmax auto:2 --probe-data mqar --out " + out,
+       "--probe-data: mqar is a recall task: give a corpus"},
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);
@@ -961,7 +969,6 @@ TEST(Cli, AnInputThatIsNotThereIsRefusedNamingItsOption) {
     EXPECT_EQ(r.code, 2) << r.err;
   }
   // LABEL=FILE: the file after the label
-  mimic::test::write_bytes(dir.file("r.h5"), "not read");
   expect_one_line_error(mimic_cli("report --record " + dir.file("r.h5") + " --maps a=" + none + " --out " + out), "--maps: no such file: " + none);
   expect_one_line_error(mimic_cli("report --record " + dir.file("r.h5") + " --eval a=" + none + " --out " + out), "--eval: no such file: " + none);
   // a name mimic knows, and a path that is there, pass the parse: what a stage takes of them is the stage's to say

@@ -406,16 +406,22 @@ CLI::Validator input_file_arg(const std::string& what) {
   return CLI::Validator([what](std::string& s) { return input_file_problem(s, what); }, "FILE");
 }
 
-CLI::Validator data_arg() {
+namespace {
+CLI::Validator data_validator(bool text_only) {
   return CLI::Validator(
-      [](std::string& s) -> std::string {
-        if (data::is_lm_corpus(s) || data::is_recall_task(s)) return {};
+      [text_only](std::string& s) -> std::string {
         const auto sets = data::classification_names();
-        if (std::find(sets.begin(), sets.end(), s) != sets.end()) return {};
+        const bool is_set = std::find(sets.begin(), sets.end(), s) != sets.end();
+        if (data::is_lm_corpus(s)) return {};
+        if (text_only && (is_set || data::is_recall_task(s)))
+          return s + " is " + (is_set ? "a classification data set" : "a recall task") + ": give a corpus (" +
+                 data::lm_corpus_choices() + ") or a UTF-8 text file or folder";
+        if (is_set || data::is_recall_task(s)) return {};
         if (auto why = path_problem(s); !why.empty()) return why;
         std::error_code ec;
         if (std::filesystem::exists(s, ec)) return {};  // the user's text or data set: the stage reads and judges it
         if (ec) return s + ": " + ec.message();         // there, maybe, but not to be looked at (permission denied)
+        if (text_only) return "no such file or folder: " + s + ", and no corpus mimic knows (" + data::lm_corpus_choices() + ")";
         std::string names;
         for (const auto& n : sets) names += ", " + n;
         return "no such file or folder: " + s + ", and no data set mimic knows (corpora " + data::lm_corpus_choices() +
@@ -423,6 +429,10 @@ CLI::Validator data_arg() {
       },
       "DATA");
 }
+}  // namespace
+
+CLI::Validator data_arg() { return data_validator(false); }
+CLI::Validator text_data_arg() { return data_validator(true); }
 
 std::string resolve_model_dir(const std::string& arg) {
   if (std::filesystem::is_directory(arg)) return arg;

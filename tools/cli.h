@@ -191,6 +191,9 @@ CLI::Validator input_file_arg(const std::string& what);
 // command or task takes is the stage's to say; a path that names nothing was "unknown corpus 'x.txt'" (finetune,
 // exit 1, after the model had loaded).
 CLI::Validator data_arg();
+// The same for an option that models text only (convert's --probe-data): a corpus or an existing file or folder;
+// a classification set or a recall task is refused by name, and the message lists the corpora alone.
+CLI::Validator text_data_arg();
 
 // A --dtype value for saved weights: "f32", "f16" or "bf16"; "" or "keep" → unset (each tensor as loaded).
 std::optional<io::DType> storage_dtype_arg(const std::string& name);

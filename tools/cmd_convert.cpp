@@ -150,7 +150,7 @@ void register_convert(CLI::App& app) {
       ->check(CLI::IsMember({"probe", "kl"}));
   sub->add_option("--probe-data", pl.calibration.data, "Probe: calibration text, its train split only: a corpus (" + data::lm_corpus_choices() + ") or a UTF-8 text file or folder (its first 90%: docs/data.md)")
       ->capture_default_str()
-      ->check(data_arg());
+      ->check(text_data_arg());
   sub->add_option("--probe-segments", pl.calibration.segments, "Probe: copy segments (each run doubled)")
       ->capture_default_str()->transform(range::count(1));
   sub->add_option("--probe-segment-len", pl.calibration.segment_len,

@@ -103,7 +103,7 @@ void register_distill(CLI::App& app) {
   auto* sub = app.add_subcommand("distill", "Train linear-attention feature maps / SLA gates to mimic a recorded softmax teacher");
   sub->add_option("--record", a->o.record, "Attention record of the teacher (mimic record)")->check(input_file_arg("the .h5 file record wrote"));
   sub->add_option("--model", a->o.model_dir, "Online mode (no record file): the softmax teacher, run here")->transform(model_dir_arg());
-  sub->add_option("--data", a->o.data, "Online mode: corpus all|sotu|moby-dick (with --split), or your own text: a UTF-8 file or a folder of .txt files")->check(data_arg());
+  sub->add_option("--data", a->o.data, "Online mode: the samples record would take (with --split): corpus all|sotu|moby-dick, classification data set spam|sotu-era (its texts), your own text (a UTF-8 file or a folder of .txt files), or a recall task mqar[:...] / ar[:...]")->check(data_arg());
   sub->add_option("--split", a->o.split, "Online mode: split of a corpus")->capture_default_str()->check(split_arg());
   sub->add_option("--samples", a->o.samples, "Online mode: samples to take from --data")->capture_default_str()->transform(range::count(1));
   sub->add_option("--seq-len", a->o.seq_len, "Online mode: tokens per sample (default: min(256, the model's context))")->transform(range::tokens(2));

@@ -65,7 +65,7 @@ class RecordSource : public Source {
 class OnlineSource : public Source {
  public:
   explicit OnlineSource(const DistillOptions& o) : model_dir_(o.model_dir) {
-    MIMIC_CHECK(!o.data.empty(), "distill: the online mode needs --data (a corpus or a text file) with --model");
+    MIMIC_CHECK(!o.data.empty(), "distill: the online mode needs --data (a corpus, a text file or folder, a classification set or a recall task) with --model");
     MIMIC_CHECK(o.samples >= 1, "--samples must be >= 1, got ", o.samples);
     record::RecordOptions ro;
     ro.model_dir = o.model_dir;
