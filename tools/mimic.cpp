@@ -52,20 +52,26 @@ static int usage_error(const std::string& message) {
 }
 
 namespace {
-// The command (or bench's subcommand) whose help the line asks for with --help or -h before any --, else null.
+// Whether the line asks for help (--help, -h) — or, with `version`, for --version — before any -- (after it the
+// words are another program's, as in `mimic launch -n 2 -- ...`'s).
+bool line_asks_help(int argc, char** argv, bool version) {
+  for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i)
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") || (version && !std::strcmp(argv[i], "--version"))) return true;
+  return false;
+}
+// The command (or bench's subcommand) whose help the line asks for, else null.
 const CLI::App* help_asked(CLI::App& app, int argc, char** argv) {
+  if (!line_asks_help(argc, argv, false)) return nullptr;
   CLI::App* named = nullptr;
   CLI::App* level = &app;
-  bool asks = false;
   for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
-    asks = asks || !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h");
     if (level != nullptr && argv[i][0] != '-') {
       auto subs = level->get_subcommands([&](const CLI::App* c) { return c->check_name(argv[i]); });
       level = subs.empty() ? nullptr : subs.front();
       if (level != nullptr) named = level;
     }
   }
-  return asks ? named : nullptr;
+  return named;
 }
 // The words CLI11 puts before a subcommand's name in its usage line: "mimic" for distill, "mimic bench" for its kinds.
 std::string help_prefix(const CLI::App& app, const CLI::App* sub) {
@@ -149,10 +155,7 @@ int main(int argc, char** argv) {
     }
   // MIMIC_PROGRESS is read when a command's first progress starts, minutes in: a mistyped value is refused here
   // (--help and --version show no progress, and answer whatever it holds)
-  bool asks_help = false;
-  for (int i = 1; i < argc; ++i)
-    asks_help = asks_help || !std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h") || !std::strcmp(argv[i], "--version");
-  if (const std::string bad = mimic::progress_setting_problem(); !bad.empty() && !asks_help) {
+  if (const std::string bad = mimic::progress_setting_problem(); !bad.empty() && !line_asks_help(argc, argv, true)) {
     return usage_error(mimic::distributed::rank_prefix() + bad);
   }
   // a word that is no command: CLI11 said "A subcommand is required" (the eighth probe of 2026-11-29)

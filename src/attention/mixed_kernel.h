@@ -1,5 +1,5 @@
 // A layer whose heads run different attention: the heads listed in `softmax_heads` keep the teacher's exact
-// softmax attention, every other head runs a distillable student (linear or hybrid). This is what head-level
+// softmax attention, every other head runs a distillable student (linear, hybrid or delta). This is what head-level
 // placement writes (`convert --keep-softmax`): keep softmax where a linear map loses what the head does
 // (recall, sharp retrieval) and convert the rest.
 //
