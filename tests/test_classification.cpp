@@ -123,6 +123,16 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
   EXPECT_MIMIC_ERROR(data::load_classification(dir.file("b.jsonl")), "b.jsonl:1: an empty label name (\" \")");
   // a path that is not there is named as one
   EXPECT_MIMIC_ERROR(data::load_classification("/nonexistent/x.jsonl"), "no such file: '/nonexistent/x.jsonl'");
+  // the probe of 2026-12-02: a split no one knows on its line (it was found after every row, without one), an empty
+  // or blank text (accepted: the classifier trained on [CLS] [SEP] alone), prose given as the set
+  mimic::test::write_bytes(dir.file("d.jsonl"), "{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\", \"label\": 1, \"split\": \"dev\"}\n");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("d.jsonl")), "d.jsonl:2: \"split\" must be train, validation (or val) or test, got \"dev\"");
+  for (const char* text : {"", " \\n "}) {
+    mimic::test::write_bytes(dir.file("t.jsonl"), std::string("{\"text\": \"a\", \"label\": 0}\n{\"text\": \"") + text + "\", \"label\": 1}\n");
+    EXPECT_MIMIC_ERROR(data::load_classification(dir.file("t.jsonl")), "t.jsonl:2: the text is empty: give each example its text, or leave the line out");
+  }
+  mimic::test::write_bytes(dir.file("prose.txt"), "Mr. Speaker, the state of the union is strong.\n");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("prose.txt")), "prose.txt:1: not JSON: a classification data file holds JSON lines");
 }
 
 // Found by fuzzing JSON-lines files (bench/fuzz): a "split" that is not a string escaped as nlohmann's exception.

@@ -254,7 +254,7 @@ TEST(Cli, BadInputGivesOneLineError) {
   for (const char* task : {"", " --task copy --segments 1 --segment-len 8"})
     expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --teacher " + bert_dir() + " --text 'hello there world'" + task),
                           "--teacher " + bert_dir() + " reads a text as other tokens than --model " + gpt2_dir() + " (tokenizer bert-wordpiece, the model's gpt2-bpe)");
-  expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --text ''"), "at least 2 tokens");
+  expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --text ''"), "--text holds no text (it is empty): nothing to score");
   // (an empty text, which gave "no tokens" after the model loaded, is refused while parsing: the eighth probe)
   expect_one_line_error(mimic_cli("forward --model " + gpt2_dir() + " --text '' --out " + dir.file("x.safetensors")), "--text: an empty value");
   // A model directory whose config.json is malformed.
@@ -633,6 +633,8 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
   const std::string rec = dir.file("r.h5"), maps = dir.file("m.safetensors");
   mimic::test::write_bytes(rec, "not read");
   mimic::test::write_bytes(maps, "not read");
+  const std::string blank = dir.file("blank.txt");
+  mimic::test::write_bytes(blank, " \n\t\n");
   const std::vector<std::pair<std::string, std::string>> cases = {
       // a list with an empty item: CLI11 dropped it without a word
       {"eval --model " + m + " --task passkey --lengths 32,", "--lengths: '32,' has an empty item"},
@@ -643,7 +645,7 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"finetune --task lm --model " + m + " --data sotu --copy-span 4,8 --out o", "--copy-span shapes the copy curriculum, which is off"},
       {"pretrain --arch gpt2 --data sotu --copy-repeats 2 --out o", "--copy-repeats shapes the copy curriculum, which is off"},
       {"finetune --task cls --model " + m + " --data spam --seq-len 2 --out o", "--seq-len must be at least 3 for classification"},
-      {"convert --model " + m + " --maps " + m + "/config.json --keep-softmax auto:0 --out c", "--keep-softmax auto:0: expected auto:K"},
+      {"convert --model " + m + " --maps " + m + "/config.json --keep-softmax auto:0 --out c", "--keep-softmax: auto:0: expected auto:K"},
       // options that meant nothing in the run they were given to, ignored without a word
       {"generate --model " + m + " --prompt hi --top-k 5", "--top-k 5 cuts the distribution sampling draws from"},
       {"convert --model " + m + " --maps " + m + "/config.json --placement kl --out c", "--placement shapes how --keep-softmax (or --cache-heads) auto:K ranks"},
@@ -679,13 +681,18 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"eval --model " + m + " --data sotu --split train2", "--split: unknown split 'train2'"},
       {"generate --model " + m + " --prompt ''", "--prompt: an empty value"},
       {"generate --model " + m + " --prompt '\n'", "--prompt: an empty value"},  // a line break alone is no prompt either
-      {"distill --record " + rec + " --out " + m, "exists and is a folder: distill writes one file"},
+      {"distill --record " + rec + " --out " + m, "is a folder: give the name of the file to write"},
       {"bench train --widths mini --lengths 8 --kinds 'hybrid:window=0'", "--kinds: hybrid attention option 'window' must be"},
       // and issue 38's leftovers: a feature map not in the registry, before the record is read (bench generate's: test_bench.cpp)
       {"distill --record " + rec + " --feature-map nope --out m.safetensors", "--feature-map: unknown feature map 'nope'"},
       // a model's weights given as --config read as "malformed JSON" (the fifteenth probe of 2026-11-30)
       {"pretrain --arch gpt2 --config " + m + "/model.safetensors --data sotu --out o", "model.safetensors is a safetensors file (weights?), not a config.json"},
       {"pretrain --arch gpt2 --config " + m + " --data sotu --out o", "is a folder: give the model's config.json"},
+      // the probe of 2026-12-02: eval's advice ("finetune it with --task cls") led a GPT-2 to "needs a BERT tokenizer"
+      {"eval --task cls --model " + m + " --data spam", " is a GPT-2 model, which has no sequence-classification head: mimic classifies with BERT models"},
+      {"finetune --task cls --model " + m + " --data spam --out o", " is a GPT-2 model, which has no sequence-classification head"},
+      // a text of blank space scored a perplexity; an empty one was "needs at least 2 tokens" without its name
+      {"eval --model " + m + " --file " + blank, "--file " + blank + " holds no text (blank space only): nothing to score"},
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);
@@ -733,6 +740,20 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"distill --record " + rec + " --map-options '{\"a\":1,\"a\":2}' --out m.safetensors", "--map-options"},
       {"distill --record " + rec + " --feature-map elu --map-options '{\"x\":1}' --out m.safetensors", "feature map 'elu': unknown option 'x'"},
       {"eval --model " + m + " --text a --seq-len 16", "--seq-len is for --task cls, not lm"},
+      {"bench", "mimic bench needs one of its commands: attention, "},
+      {"info " + m + " --model " + m, "PATH excludes --model"},
+      // and the probe of 2026-12-02's: what the line alone decides exited 1 from the run
+      {"distill --out d.safetensors", "give --record FILE.h5 (or --model DIR --data ... for the online mode)"},
+      {"distill --record " + rec + " --model " + m + " --out d.safetensors", "give either --record or --model, not both"},
+      {"distill --model " + m + " --out d.safetensors", "the online mode (--model) needs --data"},
+      {"distill --record " + rec, "give --out FILE.safetensors for the maps (or --eval-only to write nothing)"},
+      {"distill --record " + rec + " --attention delta --out d.safetensors",
+       "--attention delta gives weights that are no distribution: the ce loss is undefined for it; use --loss mse"},
+      {"convert --model " + m + " --maps " + maps + " --keep-softmax 0.1,0.1 --out c", "--keep-softmax: head 0.1 given twice"},
+      {"convert --model " + m + " --maps " + maps + " --keep-softmax abc --out c", "--keep-softmax: 'abc' is not LAYER.HEAD"},
+      {"convert --model " + m + " --maps " + maps + " --cache-heads auto:101% --out c", "--cache-heads: auto:101%: expected auto:P% with P in (0, 100]"},
+      {"convert --model " + m + " --maps " + maps + " --keep-softmax auto:2 --probe-weights copy=0,passkey=0 --out c",
+       "--probe-weights: copy and passkey are both 0"},
   };
   for (const auto& [args, message] : usage) {
     SCOPED_TRACE(args);
@@ -968,6 +989,22 @@ TEST(Cli, AnInputThatIsNotThereIsRefusedNamingItsOption) {
     expect_one_line_error(r, message);
     EXPECT_EQ(r.code, 2) << r.err;
   }
+  // outputs: a folder where a file is written, a file where a folder is, a file the user write-protected (mimic's
+  // rename would replace it all the same, and a record resumed from it read "damaged ... delete it")
+  const std::string kept = dir.file("kept.h5");
+  mimic::test::write_bytes(kept, "kept");
+  fs::permissions(kept, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"record --model gpt2-mini --data sotu --out " + kept, "--out: " + kept + " is write-protected (no write permission)"},
+           {"forward --model gpt2-mini --text hi --out " + dir.path().string(), "--out: " + dir.path().string() + " is a folder: give the name of the file"},
+           {"finetune --task lm --model gpt2-mini --data sotu --out " + kept, "--out: " + kept + " exists and is not a folder"},
+       }) {
+    SCOPED_TRACE(args);
+    const auto r = mimic_cli(args);
+    expect_one_line_error(r, message);
+    EXPECT_EQ(r.code, 2) << r.err;
+  }
+  EXPECT_EQ(mimic::test::read_bytes(kept), "kept");
   // LABEL=FILE: the file after the label
   expect_one_line_error(mimic_cli("report --record " + dir.file("r.h5") + " --maps a=" + none + " --out " + out), "--maps: no such file: " + none);
   expect_one_line_error(mimic_cli("report --record " + dir.file("r.h5") + " --eval a=" + none + " --out " + out), "--eval: no such file: " + none);

@@ -498,7 +498,7 @@ TEST(Convert, CacheHeadsGiveTheCacheToTheChosenHeadsAndNoneElsewhere) {
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
            {" --cache-heads 0.1", "--cache-heads gives some heads LoLA's sparse cache: it needs hybrid maps and a cache size"},
            {" --attention-options cache=3 --cache-heads 0.2", "--cache-heads: head 0.2 is not a head of a converted layer"},
-           {" --attention-options cache=3 --cache-heads auto:0", "--cache-heads auto:0: expected auto:K"},
+           {" --attention-options cache=3 --cache-heads auto:0", "--cache-heads: auto:0: expected auto:K"},
            {" --attention-options cache=3 --cache-heads 0.1 --keep-softmax 1.0", "excludes"}}) {
     auto bad = mimic::test::mimic_cli(base + dir.file("bad") + args);
     EXPECT_NE(bad.code, 0) << args;

@@ -164,6 +164,16 @@ TEST(DataText, AFolderMakesEachTxtFileADocumentAndBadInputIsAOneLineError) {
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("bad.txt")), "bad.txt: not valid UTF-8");
   std::filesystem::create_directories(dir.file("empty"));
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("empty")), "no .txt files in this folder");
+  // hidden files are no documents (macOS's ._NAME.txt holds binary metadata: the probe of 2026-12-02); a name in
+  // upper case is not one either, and said when nothing else is; a link to nothing is named, not skipped
+  mimic::test::write_bytes(dir.file("texts/._a.txt"), "\x05\x16\x07\xff");
+  mimic::test::write_bytes(dir.file("texts/.#b.txt"), "x");
+  EXPECT_EQ(load_text_data(dir.file("texts")).size(), docs.size());
+  std::filesystem::create_directories(dir.file("upper"));
+  mimic::test::write_bytes(dir.file("upper/A.TXT"), hundred_lines());
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("upper")), "no .txt files in this folder (each .txt file is one document; names end in lower-case .txt, and A.TXT does not)");
+  std::filesystem::create_symlink("/nonexistent/z.txt", dir.file("texts/z.txt"));
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("texts")), dir.file("texts/z.txt") + ": a link to /nonexistent/z.txt, which is not there: mend or remove it");
   // a file name that is not UTF-8 becomes a document id, and ids go into JSON: refused by name (it surfaced as
   // nlohmann's type_error.316 when the record was written: the probe of 2026-11-27)
   std::filesystem::create_directories(dir.file("latin1"));

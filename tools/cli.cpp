@@ -389,8 +389,34 @@ std::string path_problem(const std::string& path, size_t reserve_name, size_t re
 CLI::Validator path_arg() {
   return CLI::Validator([](std::string& s) { return path_problem(s); }, "PATH");
 }
-CLI::Validator out_path_arg() {
-  return CLI::Validator([](std::string& s) { return path_problem(s, kOutputNameRoom, kOutputPathRoom); }, "PATH");
+CLI::Validator out_file_arg() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (auto why = path_problem(s, kOutputNameRoom, kOutputPathRoom); !why.empty()) return why;
+        std::error_code ec;
+        const auto st = std::filesystem::status(s, ec);
+        if (std::filesystem::is_directory(st)) return s + " is a folder: give the name of the file to write";
+        if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
+          return s + " is not a regular file (a named pipe, a device): give the name of the file to write";
+        if (std::filesystem::is_regular_file(st) && (st.permissions() & std::filesystem::perms::all &
+                                                     (std::filesystem::perms::owner_write | std::filesystem::perms::group_write |
+                                                      std::filesystem::perms::others_write)) == std::filesystem::perms::none)
+          return s + " is write-protected (no write permission): make it writable (chmod u+w) to let mimic replace or extend it, "
+                     "or give another name";
+        return {};
+      },
+      "FILE");
+}
+CLI::Validator out_dir_arg() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (auto why = path_problem(s, kOutputNameRoom, kOutputPathRoom); !why.empty()) return why;
+        std::error_code ec;
+        if (std::filesystem::exists(s, ec) && !std::filesystem::is_directory(s, ec))
+          return s + " exists and is not a folder: give a folder (new or mimic's own) to write into";
+        return {};
+      },
+      "DIR");
 }
 
 std::string input_file_problem(const std::string& path, const std::string& what) {

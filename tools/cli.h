@@ -172,12 +172,19 @@ CLI::Validator split_arg();
 
 // Paths the file system can hold. std::filesystem throws a raw "File name too long [...]" on a path longer than
 // PATH_MAX or a name (file or folder) longer than NAME_MAX; every path option takes one of these validators, so
-// such a path is refused while parsing, in one line naming the option. out_path_arg leaves room for what mimic
-// adds to an output name (OUT.ckpt, NAME.tmp.PID) and for the files it writes inside an output directory.
+// such a path is refused while parsing, in one line naming the option. out_file_arg and out_dir_arg (below) leave
+// room for what mimic adds to an output name (OUT.ckpt, NAME.tmp.PID) and for the files it writes inside an output
+// directory.
 // path_problem: "" for a path that fits, else why not (`reserve_name`, `reserve_path`: characters kept free).
 std::string path_problem(const std::string& path, size_t reserve_name = 0, size_t reserve_path = 0);
 CLI::Validator path_arg();
-CLI::Validator out_path_arg();
+// An output file (--out of record, distill, forward): also not an existing folder (distill found one only after every
+// layer had trained: the sixth probe of 2026-11-28) or FIFO, nor an existing file whose
+// write permission was taken away (no write bit at all: the user protected it; mimic's rename would replace it all
+// the same, and a resumed record read "damaged"). An output folder (--out of convert, export, finetune, pretrain,
+// report): not an existing file ("cannot create the output directory x: Not a directory" named no option).
+CLI::Validator out_file_arg();
+CLI::Validator out_dir_arg();
 
 // An input file (--record, --maps, --file, --config, ...): a path that fits, exists and is a file, checked while
 // parsing so that a missing one is refused in one line naming the option ("--record: no such file: r.h5"). The

@@ -71,6 +71,24 @@ bool reloads_finite(const std::string& out) {
   return a.isfinite().all().item<bool>();
 }
 
+// A head spec's form (auto:K, auto:P%, LAYER.HEAD,...) as the run reads it. The parser's words begin with the option,
+// which CLI11 puts before a validator's message itself: said once.
+CLI::Validator keep_spec_arg(const std::string& option) {
+  return CLI::Validator(
+      [option](std::string& s) -> std::string {
+        try {
+          convert::parse_keep_spec(s, option);
+          return {};
+        } catch (const Error& e) {
+          std::string why = e.what();
+          if (why.rfind(option, 0) == 0) why.erase(0, option.size());
+          if (why.rfind(": ", 0) == 0 || why.rfind(" ", 0) == 0) why.erase(0, why[0] == ':' ? 2 : 1);
+          return why;
+        }
+      },
+      "SPEC");
+}
+
 void run(ConvertArgs& a) {
   start(a.common);
   a.o.device = a.common.on;
@@ -114,7 +132,7 @@ void register_convert(CLI::App& app) {
   auto* sub = app.add_subcommand("convert", "Swap distilled linear attention (from `mimic distill`) into a softmax model");
   sub->add_option("--model", a->o.model_dir, "The teacher: a model directory or embedded model name")->required()->transform(model_dir_arg());
   sub->add_option("--maps", a->o.maps, "Feature maps (and SLA gates) from `mimic distill` (maps.safetensors)")->required()->check(input_file_arg("the maps file distill wrote"));
-  sub->add_option("--out", a->o.out, "The converted model directory to write")->required()->check(out_path_arg());
+  sub->add_option("--out", a->o.out, "The converted model directory to write")->required()->check(out_dir_arg());
   sub->add_option("--layers", a->o.layers, "Layers to convert, e.g. 0,2-3 (default: every layer the maps hold; the rest keep softmax)")->transform(range::index_list());
   sub->add_flag("--force", a->o.force, "Accept maps distilled from another model than --model");
   sub->add_option("--attention-options", a->attention_options,
@@ -136,13 +154,13 @@ void register_convert(CLI::App& app) {
                   "of the teacher's) or LAYER.HEAD,... (docs/convert.md, placement)")
       ->transform(range::non_empty())
       // the spec's own form while parsing, before the model and maps load (auto:0 was refused only after them); its
-      // mimic::Error leaves CLI11 as it is, one line naming the option
-      ->check(CLI::Validator([](std::string& s) { return convert::parse_keep_spec(s), std::string(); }, "SPEC"));
+      // message names the option already, and is a usage error (exit 2; it was 1: the probe of 2026-12-02)
+      ->check(keep_spec_arg("--keep-softmax"));
   sub->add_option("--cache-heads", pl.cache_heads,
                   "Heads that get the hybrid's sparse cache (--attention-options cache=N), every other head none: the same forms as "
                   "--keep-softmax, ranked as it ranks them (docs/convert.md, placement); a constant state with recall where it is measured")
       ->transform(range::non_empty())
-      ->check(CLI::Validator([](std::string& s) { return convert::parse_keep_spec(s, "--cache-heads"), std::string(); }, "SPEC"))
+      ->check(keep_spec_arg("--cache-heads"))
       ->excludes("--keep-softmax");
   sub->add_option("--placement", pl.rule,
                   "How auto:K ranks heads: probe (measured effect on a calibration set of the training split, greedy; default for "
@@ -174,6 +192,8 @@ void register_convert(CLI::App& app) {
   sub->callback([a, sub]() {
     // what ranks the heads for --keep-softmax auto:K / auto:P% means nothing without it (ignored without a word before)
     const auto& pl = a->o.placement;
+    // the probe's weights, read here as the run reads them (a mistyped term exited 1 once the model had loaded)
+    if (!a->probe_weights.empty()) usage_checked([&] { return convert::parse_probe_weights(a->probe_weights); });
     const bool ranked = pl.spec().rfind("auto:", 0) == 0;
     for (const CLI::Option* opt : sub->get_options()) {
       const std::string name = opt->get_name();

@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <cstdio>
 
+#include "mimic/attention/distillable.h"
 #include "mimic/attention/feature_map.h"
+#include "mimic/attention/kinds.h"
 #include "cli.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/core/error.h"
@@ -75,11 +77,6 @@ void run(DistillArgs& a) {
   // and the checkpoint folder beside it, which a run writes into and --fresh empties (the probe of 2026-11-27: a
   // teacher exported as OUT.ckpt was deleted by `distill --fresh`)
   if (!a.o.out.empty()) refuse_out_over_inputs(a.o.out + ".ckpt", inputs, "the checkpoint folder " + a.o.out + ".ckpt of --out " + a.o.out);
-  // distill writes one file: a folder (or a FIFO) under that name was found only after every layer had trained
-  // (the sixth probe of 2026-11-28)
-  if (!a.o.out.empty() && std::filesystem::exists(a.o.out) && !std::filesystem::is_regular_file(a.o.out))
-    fail("--out ", a.o.out, " exists and is ", std::filesystem::is_directory(a.o.out) ? "a folder" : "not a regular file",
-         ": distill writes one file (the maps, e.g. maps.safetensors); give a file name");
   refuse_foreign_file(a.o.out, "a distill output (feature maps)",
                       [](const auto& md) { return md.count("format") && md.at("format") == "mimic-distill-1"; });
   a.o.seed = a.common.seed;
@@ -135,7 +132,7 @@ void register_distill(CLI::App& app) {
       ->capture_default_str()
       ->transform(range::integer(0, 1000000));
   sub->add_option("--layers", a->o.layers, "Layers: all (recorded), or a list like 0,2,4-5")->capture_default_str()->transform(range::index_list());
-  auto* out = sub->add_option("--out", a->o.out, "Output maps (.safetensors); a checkpoint OUT.ckpt beside it makes reruns resume. REQUIRED unless --eval-only")->check(out_path_arg());
+  auto* out = sub->add_option("--out", a->o.out, "Output maps (.safetensors); a checkpoint OUT.ckpt beside it makes reruns resume. REQUIRED unless --eval-only")->check(out_file_arg());
   sub->add_flag("--fresh", a->o.fresh, "Start over, ignoring a checkpoint beside --out");
   // --eval-only writes nothing: an --out beside it was ignored without a word (the probe of 2026-11-27)
   sub->add_flag("--eval-only", a->o.eval_only, "Only evaluate --maps (or the untrained --feature-map) on the held-out samples; writes nothing")
@@ -173,6 +170,24 @@ void register_distill(CLI::App& app) {
     for (const char* name : {"--ce-weight", "--mse-weight"})
       MIMIC_USAGE_CHECK(!given(name) || a->o.loss == "ce+mse", name, " weighs the terms of --loss ce+mse; with --loss ", a->o.loss,
                   " there is one term: leave it out");
+    // What the line alone decides, decided while parsing (each exited 1 from the run: the probe of 2026-12-02)
+    MIMIC_USAGE_CHECK(!a->o.record.empty() || !a->o.model_dir.empty(), "give --record FILE.h5 (or --model DIR --data ... for the online mode)");
+    MIMIC_USAGE_CHECK(a->o.eval_only || !a->o.out.empty(), "give --out FILE.safetensors for the maps (or --eval-only to write nothing)");
+    MIMIC_USAGE_CHECK(a->o.record.empty() || a->o.model_dir.empty(), "give either --record or --model, not both");
+    MIMIC_USAGE_CHECK(a->o.model_dir.empty() || !a->o.data.empty(),
+                      "the online mode (--model) needs --data: a corpus, a text file or folder, a classification set or a recall task");
+    if (a->o.loss != "mse" && !a->o.eval_only) {
+      // A kind whose weights are no distribution (delta) has no ce loss to train on (--eval-only shows its metrics
+      // with the ce ones left blank). A spec the dry build cannot make alone (one
+      // that needs the layer's sizes) is left to the run, which says what it lacks.
+      std::shared_ptr<attention::DistillableKernel> student;
+      try {
+        student = attention::as_distillable(attention::kernel_from_spec(a->o.attention, 1, 2), "a distillation student");
+      } catch (const Error&) {
+      }
+      MIMIC_USAGE_CHECK(!student || student->weights_are_distribution(), "--attention ", a->o.attention,
+                        " gives weights that are no distribution: the ", a->o.loss, " loss is undefined for it; use --loss mse");
+    }
     run(*a);
   });
 }

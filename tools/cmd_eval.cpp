@@ -51,7 +51,12 @@ std::vector<int64_t> lm_ids(const EvalArgs& a, const text::Tokenizer& tok) {
   }
   // one document: opened as a token cache opens each (Llama's <s>; nothing for GPT-2), so the text is scored as
   // the model reads a text, and --text scores as --data does
-  return tok.encode_document(read_text_input(a.text, a.file));
+  const auto text = read_text_input(a.text, a.file);
+  // a file of blank space scored a perplexity of 150.8, an empty one "needs at least 2 tokens" without naming the file
+  // (the probe of 2026-12-02); --data refuses such a document too
+  MIMIC_CHECK(text.find_first_not_of(" \t\r\n\f\v") != std::string::npos, a.file ? "--file " + *a.file : std::string("--text"),
+              " holds no text (", text.empty() ? "it is empty" : "blank space only", "): nothing to score");
+  return tok.encode_document(text);
 }
 
 // One model's result as JSON (perplexity, or classification metrics), with its attention description.
@@ -83,6 +88,7 @@ nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
 
 nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   MIMIC_USAGE_CHECK(!a.data.empty(), "--task cls needs --data (spam, sotu-era or a JSON-lines file)");
+  finetune::require_classifier_family(dir);
   auto data = data::load_classification(a.data);
   auto tok = models::load_tokenizer(dir);
   auto model = models::load_model(dir, a.common.on);
@@ -92,6 +98,9 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   MIMIC_CHECK(s.num_labels == static_cast<int64_t>(data.labels.size()), dir, " has ", s.num_labels, " labels, ", a.data, " has ",
               data.labels.size());
   const auto& examples = data.split(data::split_from_name(a.split));
+  // "no examples to evaluate" named neither the file nor the split (the probe of 2026-12-02)
+  MIMIC_CHECK(!examples.empty(), a.data, " has no examples in the ", a.split, " split: give another --split (a JSON-lines file's rows ",
+              "say theirs with \"split\"; rows without one go 90/5/5 by a hash of their line)");
   auto r = finetune::evaluate_classifier(*model, *tok, examples, s.num_labels, a.seq_len, a.batch_size);
   return {{"data", a.data + ":" + a.split}, {"n", r.metrics.n},   {"accuracy", r.metrics.accuracy},
           {"f1", r.metrics.f1},             {"mcc", r.metrics.mcc}, {"loss", r.loss},

@@ -65,7 +65,7 @@ void register_export(CLI::App& app) {
   auto a = std::make_shared<ExportArgs>();
   auto* sub = app.add_subcommand("export", "Write a model directory again, in another storage type and/or sharded");
   sub->add_option("--model", a->model, "Model directory")->required()->transform(model_dir_arg());
-  sub->add_option("--out", a->out, "Output directory")->required()->check(out_path_arg());
+  sub->add_option("--out", a->out, "Output directory")->required()->check(out_dir_arg());
   sub->add_option("--dtype", a->dtype, "Store floating tensors as f32, f16, bf16, or keep (each as loaded, the default)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "keep"}));
   sub->add_flag("--shard-embeddings", a->shard_embeddings,

@@ -221,7 +221,7 @@ void register_finetune(CLI::App& app) {
       ->required()->check(CLI::IsMember({"lm", "cls"}));
   sub->add_option("--model", a->f.model_dir, "Model directory or embedded model (plain or converted)")->required()->transform(model_dir_arg());
   sub->add_option("--data", a->data, "lm: " + data::lm_corpus_choices() + ", your own text (a UTF-8 file or a folder of .txt files, split 90/5/5 by position: docs/data.md) or a recall task mqar[:...] / ar[:...]; cls: spam, sotu-era, or a JSON-lines file of {text, label[, split]}")->required()->check(data_arg());
-  sub->add_option("--out", t.out_dir, "Output directory: the best model, the checkpoint (its state alone once the run is done) and the log")->required()->check(out_path_arg());
+  sub->add_option("--out", t.out_dir, "Output directory: the best model, the checkpoint (its state alone once the run is done) and the log")->required()->check(out_dir_arg());
   sub->add_option("--preset", a->preset, "Hyper-parameters: gpt2 (Hedgehog: lr 6e-4, weight decay 0.01), bert (Hedgehog: lr 1e-5, "
                                          "weight decay 0, cosine to 0) or kd (a conversion's second stage: lr 3e-4, weight decay 0.01, "
                                          "--copy-fraction 0.5); default: kd with --kd, else the model family's (gpt2 for GPT-2, bert for BERT); flags override")

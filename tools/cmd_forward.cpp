@@ -65,7 +65,7 @@ void register_forward(CLI::App& app) {
   sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
   sub->add_option("--text", args->text, "Input text")->check(range::non_empty());
   sub->add_option("--file", args->file, "Input file")->check(input_file_arg("a text file"));
-  sub->add_option("--out", args->out, "Output .safetensors file")->required()->check(out_path_arg());
+  sub->add_option("--out", args->out, "Output .safetensors file")->required()->check(out_file_arg());
   add_common_options(*sub, args->common);
   sub->callback([args]() { run(*args); });
 }

@@ -118,7 +118,7 @@ void run(InfoArgs& a) {
 void register_info(CLI::App& app) {
   auto args = std::make_shared<InfoArgs>();
   auto* sub = app.add_subcommand("info", "Describe a model directory, a .safetensors file, or the system (--system)");
-  auto* path = sub->add_option("path", args->path, "Model directory or embedded model name (config.json + model.safetensors or a sharded checkpoint's index and shards) or a .safetensors file")->check(path_arg());
+  auto* path = sub->add_option("PATH", args->path, "Model directory or embedded model name (config.json + model.safetensors or a sharded checkpoint's index and shards) or a .safetensors file")->check(path_arg());
   // every other command that reads a model takes --model: so does info (a newcomer typed `info --model gpt2-mini`)
   auto* model = sub->add_option("--model", args->path, "The same as PATH, spelled as every other command spells it")->check(path_arg())->excludes(path);
   // one thing described per call: --system, --feature-maps or a model (--tensors lists its tensors); a second was

@@ -131,7 +131,7 @@ void register_pretrain(CLI::App& app) {
                   "Attention of every layer of a fresh model: softmax, linear:<map>, sla:<map> (a feature map of the registry), or an attention kind with its options (delta, hybrid:window=64, linear:feature_map=elu,norm=l2; docs/attention.md)")
       ->capture_default_str()
       ->check(attention_spec_arg(/*student=*/false));
-  sub->add_option("--out", a->o.train.out_dir, "Output directory (model, checkpoint, log)")->required()->check(out_path_arg());
+  sub->add_option("--out", a->o.train.out_dir, "Output directory (model, checkpoint, log)")->required()->check(out_dir_arg());
   sub->add_option("--steps", a->o.train.steps, "Optimizer steps (the learning-rate schedule's length)")->capture_default_str()->transform(range::steps());
   sub->add_option("--end-at", a->o.train.end_at,
                   "End the run at this step of the --steps schedule, as if it were the last (curriculum stages; 0: at --steps)")

@@ -76,7 +76,7 @@ void register_record(CLI::App& app) {
       ->check(data_arg());
   sub->add_flag("--repeat", a->o.repeat, "Each sample is a segment followed by itself ([A A]): for the induction scores of report");
   sub->add_option("--split", a->o.split, "Split of a corpus: train, validation or test")->capture_default_str()->check(split_arg());
-  sub->add_option("--out", a->o.out, "Output file (.h5); an existing one with the same settings is resumed / extended")->required()->check(out_path_arg());
+  sub->add_option("--out", a->o.out, "Output file (.h5); an existing one with the same settings is resumed / extended")->required()->check(out_file_arg());
   sub->add_option("--samples", a->o.samples, "Samples in the file (0: every block of the data)")->capture_default_str()->transform(range::count(0));
   sub->add_option("--seq-len", a->o.seq_len, "Tokens per sample (default: min(256, the model's context); BERT: at least 3)")->transform(range::tokens(2));
   sub->add_option("--layers", a->o.layers, "Layers to record: all, or a list like 0,2,4-5")->capture_default_str()->transform(range::index_list());

@@ -156,7 +156,7 @@ void register_report(CLI::App& app) {
                   "What `mimic eval --json` printed of a model (--task lm, copy or passkey), shown in the report's Quality section "
                   "(repeatable; LABEL=FILE: one row per label, so a model's --model label joins its numbers)")
       ->check(labelled_input_file_arg("the file eval --json wrote"));
-  sub->add_option("--out", a->o.out, "Output directory")->required()->check(out_path_arg());
+  sub->add_option("--out", a->o.out, "Output directory")->required()->check(out_dir_arg());
   sub->add_option("--samples", a->o.samples, "Report the last N samples of the record (0: the last 10%, what distill holds out)")
       ->capture_default_str()
       ->transform(range::count(0));

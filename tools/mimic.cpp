@@ -202,6 +202,14 @@ int main(int argc, char** argv) {
       what = std::string(words.size() == 1 ? "an argument no option takes: " : "arguments no option takes: ") + list +
              " (each value follows the option it belongs to)";
     }
+    // `mimic bench` alone: CLI11's "A subcommand is required" named neither the command nor its subcommands
+    if (what == "A subcommand is required") {
+      const CLI::App* level = &app;
+      for (auto subs = app.get_subcommands(); !subs.empty(); subs = level->get_subcommands()) level = subs.front();
+      std::string names;
+      for (const CLI::App* c : level->get_subcommands([](const CLI::App*) { return true; })) names += (names.empty() ? "" : ", ") + c->get_name();
+      if (level != &app) what = "mimic " + level->get_name() + " needs one of its commands: " + names;
+    }
     // one code for every usage error, as mimic's own checks before parsing give (CLI11's are 105 to 114 by kind:
     // the eighth probe of 2026-11-29 found six of them); an error found while working is 1
     return usage_error(what + " (see --help)");

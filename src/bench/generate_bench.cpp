@@ -183,7 +183,7 @@ GenerateBenchResult run_generate_bench(const GenerateBenchOptions& o) {
     r.model_name = strf("random %s (n_positions %lld)", o.width.c_str(), static_cast<long long>(config["n_positions"].get<int64_t>()));
   }
   const auto s = model->summary();
-  MIMIC_CHECK(s.family->causal, "bench generate needs a causal LM (GPT-2); ", o.model, " is a ", s.model_type, " model");
+  MIMIC_CHECK(s.family->causal, "bench generate needs a causal LM (", models::causal_family_names(), "); ", o.model, " is a ", s.model_type, " model");
   // Every run decodes all the tokens asked, or none runs: a prompt whose new tokens passed the context's end decoded
   // fewer steps without a word (issue 38), and its row was compared with rows that decoded them all.
   for (auto len : o.prompt_lengths)

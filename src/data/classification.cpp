@@ -165,6 +165,10 @@ ClassificationData load_jsonl(const std::string& path) {
     try {
       j = json_parse(line, path + ":" + std::to_string(lineno));
     } catch (const Error& e) {
+      // a first line that is no JSON at all is most likely prose: said so, not in the JSON parser's words
+      if (rows.empty() && line.find_first_not_of(" \t") != std::string::npos && line[line.find_first_not_of(" \t")] != '{')
+        fail(path, ":", lineno, ": not JSON: a classification data file holds JSON lines, one {\"text\": …, \"label\": …} per line ",
+             "(plain text is language-model data: --task lm)");
       fail(e.what(), " (a classification data file holds JSON lines, one {\"text\": …, \"label\": …} per line)");
     }
     MIMIC_CHECK(j.is_object() && j.contains("text") && j["text"].is_string() && j.contains("label"), path, ":", lineno,
@@ -187,10 +191,16 @@ ClassificationData load_jsonl(const std::string& path) {
     std::string label = id ? j["label"].dump() : j["label"].get<std::string>();
     auto text = j["text"].get<std::string>();
     MIMIC_CHECK(is_valid_utf8(text), path, ":", lineno, ": text is not valid UTF-8");
+    // an example of no text trained the classifier on [CLS] [SEP] alone without a word (the probe of 2026-12-02)
+    MIMIC_CHECK(text.find_first_not_of(" \t\r\n") != std::string::npos, path, ":", lineno,
+                ": the text is empty: give each example its text, or leave the line out");
     // checked before reading: j.value() of a number would throw nlohmann's exception, not a one-line error
     MIMIC_CHECK(!j.contains("split") || j["split"].is_string(), path, ":", lineno,
                 ": \"split\" must be train, validation or test, got ", j["split"].dump());
     std::string split = j.value("split", std::string());
+    // on its line (a "dev" was refused once every row was read, naming neither the line nor what a split may be)
+    MIMIC_CHECK(split.empty() || split == "train" || split == "validation" || split == "val" || split == "test", path, ":", lineno,
+                ": \"split\" must be train, validation (or val) or test, got \"", split, "\"");
     rows.push_back({{text, 0, path + ":" + std::to_string(lineno)}, split + "\t" + label});
     label_ids.emplace(label, 0);
   }

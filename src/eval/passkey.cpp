@@ -132,7 +132,7 @@ std::string leading_number(const std::string& text) {
 
 PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tok, const PasskeyOptions& opt) {
   const auto s = model.summary();
-  MIMIC_CHECK(s.family->causal, "passkey retrieval needs a causal LM (GPT-2); this is a ", s.model_type, " model");
+  MIMIC_CHECK(s.family->causal, "passkey retrieval needs a causal LM (", models::causal_family_names(), "); this is a ", s.model_type, " model");
   MIMIC_CHECK(opt.trials >= 1, "passkey trials must be >= 1, got ", opt.trials);
   MIMIC_CHECK(opt.alternatives >= 1, "passkey alternatives must be >= 1, got ", opt.alternatives);
   MIMIC_CHECK(!opt.lengths.empty(), "passkey needs at least one length");

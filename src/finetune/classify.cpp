@@ -14,6 +14,7 @@
 #include "mimic/distributed/environment.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/models/config.h"
+#include "mimic/models/family.h"
 #include "mimic/models/model.h"
 #include "mimic/models/tokenizer.h"
 
@@ -100,9 +101,20 @@ ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& to
   return {eval::classification_metrics(predicted, truth, num_labels), loss / static_cast<double>(examples.size())};
 }
 
+void require_classifier_family(const std::string& model_dir) {
+  const auto cfg = models::load_config((std::filesystem::path(model_dir) / "config.json").string());
+  if (!cfg.family->classifier.architecture.empty()) return;
+  std::string families;
+  for (const models::Family* f : models::families())
+    if (!f->classifier.architecture.empty()) families += (families.empty() ? "" : ", ") + f->display_name;
+  fail(model_dir, " is a ", cfg.family->display_name, " model, which has no sequence-classification head: mimic classifies with ",
+       families, " models (bert-mini ships with mimic)");
+}
+
 ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   check_sizes(o.seq_len, o.batch_size);  // before any file is read (0: the default, resolved below)
   torch::manual_seed(o.seed);  // dropout draws from the global generator: a run is a function of its seed
+  require_classifier_family(o.model_dir);
   auto data = data::load_classification(o.data);
   MIMIC_CHECK(!data.train.empty() && !data.validation.empty(), "data set '", o.data, "' needs train and validation examples");
   auto tok = models::load_tokenizer(o.model_dir);

@@ -33,6 +33,11 @@ struct ClassifyResult {
 
 ClassifyResult finetune_classifier(const ClassifyOptions& options);
 
+// Refuses a model whose family has no sequence-classification head (GPT-2, the Llama family), naming the families
+// that have one — before any data or weights are read. (eval's "not a classifier: finetune it with --task cls" sent a
+// GPT-2's user to a finetune that then said "needs a BERT tokenizer": the probe of 2026-12-02.)
+void require_classifier_family(const std::string& model_dir);
+
 struct ClassifyEval {
   eval::ClassificationMetrics metrics;
   double loss = 0;

@@ -27,7 +27,7 @@ LmResult finetune_lm(const LmOptions& o) {
   auto prepared = prepare(models::load_model(o.model_dir, o.device), o);
   auto& model = prepared.model;
   const auto summary = model->summary();
-  MIMIC_CHECK(summary.family->causal, o.model_dir, ": --task lm finetunes a causal LM (GPT-2), not ", summary.model_type);
+  MIMIC_CHECK(summary.family->causal, o.model_dir, ": --task lm finetunes a causal LM (", models::causal_family_names(), "), not ", summary.model_type);
   // unset (0): the default, within a context shorter than it (as record's); a negative one is refused below
   const int64_t seq_len = o.seq_len != 0 ? o.seq_len : std::min<int64_t>(256, summary.max_positions);
   // a recall task's length is the task's own (data::lm_seq_len), which the user may not have given as --seq-len

@@ -79,7 +79,7 @@ double BatchGenerateResult::decode_tokens_per_second() const {
 
 BatchGenerateResult generate_batch(models::Model& model, const std::vector<std::vector<int64_t>>& prompts, const GenerateOptions& opt) {
   const auto s = model.summary();
-  MIMIC_CHECK(s.family->causal && s.head == "lm", "generation needs a causal LM (GPT-2); this is a ", s.model_type, " model");
+  MIMIC_CHECK(s.family->causal && s.head == "lm", "generation needs a causal LM (", models::causal_family_names(), "); this is a ", s.model_type, " model");
   MIMIC_CHECK(!prompts.empty(), "generation needs at least one prompt");
   const auto len = static_cast<int64_t>(prompts[0].size());
   MIMIC_CHECK(len > 0, "the prompt is empty: generation needs at least one token");

@@ -45,4 +45,11 @@ std::string family_names() {
   return s;
 }
 
+std::string causal_family_names() {
+  std::string s;
+  for (const Family* f : families())
+    if (f->causal) s += (s.empty() ? "" : ", ") + f->display_name;
+  return s;
+}
+
 }  // namespace mimic::models

@@ -138,5 +138,7 @@ const Family* find_family(const std::string& model_type);
 const Family& family(const std::string& model_type);
 // "gpt2 and bert": the registered model types, for messages.
 std::string family_names();
+// "GPT-2, Llama, ...": the display names of the causal families, for "needs a causal LM (...)" messages.
+std::string causal_family_names();
 
 }  // namespace mimic::models

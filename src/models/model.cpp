@@ -273,7 +273,7 @@ class HfModel : public Model {
 
  protected:
   at::Tensor forward_cached(const at::Tensor& ids, DecodeState& state) override {
-    MIMIC_CHECK(config_.family->causal, "incremental decoding needs a causal LM (GPT-2); this is a ", config_.family->display_name, " model");
+    MIMIC_CHECK(config_.family->causal, "incremental decoding needs a causal LM (", causal_family_names(), "); this is a ", config_.family->display_name, " model");
     return net_->forward_cached(ids, state);
   }
 
@@ -391,7 +391,7 @@ DecodeState DecodeState::clone() const {
 
 std::unique_ptr<DecodeState> Model::new_decode_state() {
   auto s = summary();
-  MIMIC_CHECK(s.family->causal, "incremental decoding needs a causal LM (GPT-2); this is a ", s.model_type, " model");
+  MIMIC_CHECK(s.family->causal, "incremental decoding needs a causal LM (", causal_family_names(), "); this is a ", s.model_type, " model");
   auto state = std::make_unique<DecodeState>();
   for (int64_t i = 0; i < s.n_layer; ++i) state->layers.push_back(attention_kernel(i)->new_cache());
   return state;

@@ -128,6 +128,12 @@ struct RecordWriter::Impl {
         std::string why = h5_error_text(e);
         if (why.find("already open") != std::string::npos || why.find("another process is writing it") != std::string::npos)
           fail(out, " is in use (open in another process or handle: ", why, ")");
+        // A record that may not be written is not damaged: deleting it, as the damaged line says, would lose it
+        // (the probe of 2026-12-02: a chmod 444 record, run as a user, read "damaged ... delete it").
+        for (const char* denied : {"Permission denied", "Operation not permitted", "Read-only file system"})
+          if (why.find(denied) != std::string::npos)
+            fail(out, " cannot be opened to ", mode == H5F_ACC_RDWR ? "extend" : "read", " it (", denied,
+                 "): the file is left as it is; make it ", mode == H5F_ACC_RDWR ? "writable" : "readable", ", or give another --out");
         damaged(out, "HDF5 cannot open it: " + why);
       }
     };
