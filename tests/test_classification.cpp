@@ -132,7 +132,9 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
     EXPECT_MIMIC_ERROR(data::load_classification(dir.file("t.jsonl")), "t.jsonl:2: the text is empty: give each example its text, or leave the line out");
   }
   mimic::test::write_bytes(dir.file("prose.txt"), "Mr. Speaker, the state of the union is strong.\n");
-  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("prose.txt")), "prose.txt:1: not JSON: a classification data file holds JSON lines");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("prose.txt")), "prose.txt:1: not JSON but text: a classification data file holds JSON lines");
+  mimic::test::write_bytes(dir.file("table.csv"), "text,label\nhello,1\n");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("table.csv")), "table.csv:1: malformed JSON");  // a table is not called prose
 }
 
 // Found by fuzzing JSON-lines files (bench/fuzz): a "split" that is not a string escaped as nlohmann's exception.

@@ -173,7 +173,16 @@ TEST(DataText, AFolderMakesEachTxtFileADocumentAndBadInputIsAOneLineError) {
   mimic::test::write_bytes(dir.file("upper/A.TXT"), hundred_lines());
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("upper")), "no .txt files in this folder (each .txt file is one document; names end in lower-case .txt, and A.TXT does not)");
   std::filesystem::create_symlink("/nonexistent/z.txt", dir.file("texts/z.txt"));
-  EXPECT_MIMIC_ERROR(load_text_data(dir.file("texts")), dir.file("texts/z.txt") + ": a link to /nonexistent/z.txt, which is not there: mend or remove it");
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("texts")),
+                     dir.file("texts/z.txt") + ": a link to /nonexistent/z.txt that cannot be followed (No such file or directory): mend or remove it");
+  std::filesystem::remove(dir.file("texts/z.txt"));
+  // a link to a file is that file
+  std::filesystem::create_symlink(dir.file("texts/a.txt"), dir.file("texts/c.txt"));
+  EXPECT_EQ(load_text_data(dir.file("texts")).size(), docs.size() + 3);
+  // a folder of hidden files alone says they were passed over
+  std::filesystem::create_directories(dir.file("hidden"));
+  mimic::test::write_bytes(dir.file("hidden/.notes.txt"), hundred_lines());
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("hidden")), "no .txt files in this folder (each .txt file is one document; hidden files such as .notes.txt are not read)");
   // a file name that is not UTF-8 becomes a document id, and ids go into JSON: refused by name (it surfaced as
   // nlohmann's type_error.316 when the record was written: the probe of 2026-11-27)
   std::filesystem::create_directories(dir.file("latin1"));

@@ -429,10 +429,12 @@ TEST(Outputs, AnOutputThatIsAFifoOrADirectoryIsRefusedAndLeftAsItWas) {
   const std::string fifo = dir.file("pipe");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   fs::create_directories(dir.file("folder"));
-  for (const auto& [out, kind] : std::vector<std::pair<std::string, std::string>>{{fifo, "a named pipe (FIFO)"}, {dir.file("folder"), "a directory"}}) {
+  // refused while parsing (cli::out_file_arg), before the model loads
+  for (const auto& [out, kind] : std::vector<std::pair<std::string, std::string>>{
+           {fifo, "not a regular file (a named pipe, a device)"}, {dir.file("folder"), "a folder: give the name of the file to write"}}) {
     auto r = mimic::test::mimic_cli("forward --model " + teacher() + " --text hello --out " + out, /*timeout_seconds=*/20);
-    EXPECT_NE(r.code, 0) << r.out;
-    EXPECT_NE(r.err.find(out + " is " + kind + ", not a regular file"), std::string::npos) << r.err;
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.err.find("--out: " + out + " is " + kind), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
   struct stat st {};
@@ -810,7 +812,8 @@ TEST(Inputs, NoCommandWritesOverOrIntoItsInputs) {
       {"export --model " + dir.file("link") + " --out " + m, "is the input --model"},
       {"export --model " + dir.file("links") + " --out " + m + " --dtype f32", "(linked from it): write the result elsewhere"},
       {"record --model " + m + " --data " + dir.file("t.txt") + " --out " + dir.file("t.txt"), "is the input --data"},
-      {"report --record " + dir.file("rec.h5") + " --out " + dir.file("rec.h5"), "is the input --record"},
+      // an existing file is no folder to write a report into: said while parsing, before the inputs are compared
+      {"report --record " + dir.file("rec.h5") + " --out " + dir.file("rec.h5"), "exists and is not a folder"},
       {"pretrain --arch gpt2 --init " + m + " --data all --out " + dir.path().string(), "holds the input --init"},
       {"forward --model " + m + " --file " + dir.file("t.txt") + " --out " + dir.file("t.txt"), "is the input --file"},
       // distill's checkpoint folder OUT.ckpt, which --fresh empties (the probe of 2026-11-27 lost a teacher there)

@@ -192,8 +192,6 @@ void register_convert(CLI::App& app) {
   sub->callback([a, sub]() {
     // what ranks the heads for --keep-softmax auto:K / auto:P% means nothing without it (ignored without a word before)
     const auto& pl = a->o.placement;
-    // the probe's weights, read here as the run reads them (a mistyped term exited 1 once the model had loaded)
-    if (!a->probe_weights.empty()) usage_checked([&] { return convert::parse_probe_weights(a->probe_weights); });
     const bool ranked = pl.spec().rfind("auto:", 0) == 0;
     for (const CLI::Option* opt : sub->get_options()) {
       const std::string name = opt->get_name();
@@ -202,6 +200,8 @@ void register_convert(CLI::App& app) {
                         " auto:K (or auto:P%), or leave ", name, " out");
       MIMIC_USAGE_CHECK(name == "--placement" || pl.rule != "kl", name, " sets the probe's calibration, which --placement kl does not run");
     }
+    // the probe's weights, read here as the run reads them (a mistyped term exited 1 once the model had loaded)
+    if (!a->probe_weights.empty()) usage_checked([&] { return convert::parse_probe_weights(a->probe_weights); });
     // as convert::convert says once the model has loaded (exit 1 before: the thirteenth probe)
     MIMIC_USAGE_CHECK(!(ranked && pl.spec().back() == '%' && pl.rule == "kl"), pl.option(), " ", pl.spec(),
                       ": auto:P% is a share of the teacher's copy gain, which only --placement probe measures");

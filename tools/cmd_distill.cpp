@@ -176,9 +176,9 @@ void register_distill(CLI::App& app) {
     MIMIC_USAGE_CHECK(a->o.record.empty() || a->o.model_dir.empty(), "give either --record or --model, not both");
     MIMIC_USAGE_CHECK(a->o.model_dir.empty() || !a->o.data.empty(),
                       "the online mode (--model) needs --data: a corpus, a text file or folder, a classification set or a recall task");
-    if (a->o.loss != "mse" && !a->o.eval_only) {
+    if (a->o.loss != "mse" && !a->o.eval_only && a->o.epochs > 0) {
       // A kind whose weights are no distribution (delta) has no ce loss to train on (--eval-only shows its metrics
-      // with the ce ones left blank). A spec the dry build cannot make alone (one
+      // with the ce ones left blank; --epochs 0 writes the untrained maps, computing no loss). A spec the dry build cannot make alone (one
       // that needs the layer's sizes) is left to the run, which says what it lacks.
       std::shared_ptr<attention::DistillableKernel> student;
       try {

@@ -100,7 +100,7 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   const auto& examples = data.split(data::split_from_name(a.split));
   // "no examples to evaluate" named neither the file nor the split (the probe of 2026-12-02)
   MIMIC_CHECK(!examples.empty(), a.data, " has no examples in the ", a.split, " split: give another --split (a JSON-lines file's rows ",
-              "say theirs with \"split\"; rows without one go 90/5/5 by a hash of their line)");
+              "say theirs with \"split\"; rows without one go 90/5/5 by a hash of the path as given and the line number)");
   auto r = finetune::evaluate_classifier(*model, *tok, examples, s.num_labels, a.seq_len, a.batch_size);
   return {{"data", a.data + ":" + a.split}, {"n", r.metrics.n},   {"accuracy", r.metrics.accuracy},
           {"f1", r.metrics.f1},             {"mcc", r.metrics.mcc}, {"loss", r.loss},

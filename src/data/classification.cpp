@@ -165,10 +165,14 @@ ClassificationData load_jsonl(const std::string& path) {
     try {
       j = json_parse(line, path + ":" + std::to_string(lineno));
     } catch (const Error& e) {
-      // a first line that is no JSON at all is most likely prose: said so, not in the JSON parser's words
-      if (rows.empty() && line.find_first_not_of(" \t") != std::string::npos && line[line.find_first_not_of(" \t")] != '{')
-        fail(path, ":", lineno, ": not JSON: a classification data file holds JSON lines, one {\"text\": …, \"label\": …} per line ",
-             "(plain text is language-model data: --task lm)");
+      // A first line that opens with a word, in a file not named as a table or JSON, is most likely prose: said so,
+      // not in the JSON parser's words. (A CSV, a JSON array or a broken JSON line keeps the parser's message.)
+      const auto first = line.find_first_not_of(" \t");
+      const std::string ext = fs::path(path).extension().string();
+      if (rows.empty() && std::isalpha(static_cast<unsigned char>(line[first])) && ext != ".csv" && ext != ".tsv" && ext != ".json" &&
+          ext != ".jsonl")
+        fail(path, ":", lineno, ": not JSON but text: a classification data file holds JSON lines, one {\"text\": …, \"label\": …} ",
+             "per line (plain text is language-model data: --task lm)");
       fail(e.what(), " (a classification data file holds JSON lines, one {\"text\": …, \"label\": …} per line)");
     }
     MIMIC_CHECK(j.is_object() && j.contains("text") && j["text"].is_string() && j.contains("label"), path, ":", lineno,

@@ -185,12 +185,15 @@ std::vector<Document> load_text_data(const std::string& path) {
   MIMIC_CHECK(fs::exists(path, ec), "text data not found: ", path);
   std::vector<fs::path> files;
   if (fs::is_directory(path, ec)) {
-    std::string other_case;  // a name ending in .TXT or .Txt: not a document, said when nothing else is one
+    std::string other_case, hidden;  // names that are no documents, said when nothing else is one
     for (const auto& e : fs::directory_iterator(path)) {
       const std::string name = e.path().filename().string(), ext = e.path().extension().string();
       // Hidden files are no documents: macOS's ._NAME.txt beside each copied file, an editor's .#NAME.txt (the
       // probe of 2026-12-02: a folder copied from a Mac failed on ._a.txt's bytes).
-      if (name.empty() || name[0] == '.') continue;
+      if (name.empty() || name[0] == '.') {
+        if (ext == ".txt" && hidden.empty()) hidden = name;
+        continue;
+      }
       if (ext != ".txt") {
         std::string lower = ext;
         for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -198,13 +201,15 @@ std::vector<Document> load_text_data(const std::string& path) {
         continue;
       }
       // a link to nothing was skipped without a word, where an unreadable file is an error: both are
-      std::error_code lec;
-      MIMIC_CHECK(!e.is_symlink(lec) || fs::exists(e.path(), lec), e.path().string(), ": a link to ",
-                  fs::read_symlink(e.path(), lec).string(), ", which is not there: mend or remove it");
+      std::error_code lec, followed;
+      if (e.is_symlink(lec) && (fs::status(e.path(), followed), followed))
+        fail(e.path().string(), ": a link to ", fs::read_symlink(e.path(), lec).string(), " that cannot be followed (", followed.message(),
+             "): mend or remove it");
       if (e.is_regular_file()) files.push_back(e.path());
     }
     MIMIC_CHECK(!files.empty(), path, ": no .txt files in this folder (each .txt file is one document",
-                other_case.empty() ? "" : "; names end in lower-case .txt, and " + other_case + " does not", ")");
+                other_case.empty() ? "" : "; names end in lower-case .txt, and " + other_case + " does not",
+                hidden.empty() ? "" : "; hidden files such as " + hidden + " are not read", ")");
     std::sort(files.begin(), files.end());
   } else {
     // JSON lines are classification data: read as prose they trained a language model on braces and keys without a

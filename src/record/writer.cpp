@@ -2,7 +2,12 @@
 
 #include <torch/torch.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -115,6 +120,11 @@ struct RecordWriter::Impl {
     // Nothing but a record is opened for writing: an empty file opened read-write became an HDF5 stub before the
     // format check refused it (the sixth probe of 2026-11-28), so the signature and the format are read first, the
     // file opened read-only.
+    // a file that may not be read is no proof of a foreign file ("not an HDF5 file"): said as what it is
+    if (const int fd = ::open(out.c_str(), O_RDONLY | O_NONBLOCK); fd < 0)
+      fail(out, " cannot be opened to read it (", std::strerror(errno), "): the file is left as it is; make it readable, or give another --out");
+    else
+      ::close(fd);
     bool hdf5 = false;
     try {
       hdf5 = H5::H5File::isHdf5(out);
@@ -132,8 +142,7 @@ struct RecordWriter::Impl {
         // (the probe of 2026-12-02: a chmod 444 record, run as a user, read "damaged ... delete it").
         for (const char* denied : {"Permission denied", "Operation not permitted", "Read-only file system"})
           if (why.find(denied) != std::string::npos)
-            fail(out, " cannot be opened to ", mode == H5F_ACC_RDWR ? "extend" : "read", " it (", denied,
-                 "): the file is left as it is; make it ", mode == H5F_ACC_RDWR ? "writable" : "readable", ", or give another --out");
+            fail(out, " cannot be opened to extend it (", denied, "): the file is left as it is; make it writable, or give another --out");
         damaged(out, "HDF5 cannot open it: " + why);
       }
     };
