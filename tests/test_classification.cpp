@@ -138,6 +138,54 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
 }
 
 // Found by fuzzing JSON-lines files (bench/fuzz): a "split" that is not a string escaped as nlohmann's exception.
+// Rows without a "split" go 90/5/5 by a hash of their text alone. They went by "PATH:LINE" with the path as typed,
+// so t.jsonl and ./t.jsonl split differently and a finetune and an eval that spelled the file otherwise scored
+// training rows as test rows (helper-36's review of 2026-12-02): the same rows now split the same whatever the file's
+// name, the way to it, or their order, and a text given twice lies in one split.
+TEST(ClassificationData, RowsWithoutASplitGoByTheirTextAloneWhateverThePathOrOrder) {
+  TempDir dir;
+  std::string rows, reversed;
+  for (int i = 0; i < 200; ++i) {
+    const std::string line = nlohmann::json{{"text", "row " + std::to_string(i)}, {"label", i % 2}}.dump() + "\n";
+    rows += line;
+    reversed = line + reversed;
+  }
+  std::filesystem::create_directories(dir.file("sub"));
+  mimic::test::write_bytes(dir.file("a.jsonl"), rows);
+  mimic::test::write_bytes(dir.file("sub/b.jsonl"), reversed);
+  const auto a = data::load_classification(dir.file("a.jsonl"));
+  // golden: FNV-1a (64 bits) of each text modulo 100, < 90 train, < 95 validation, else test — counted with Python
+  EXPECT_EQ(a.train.size(), 177u);
+  EXPECT_EQ(a.validation.size(), 12u);
+  EXPECT_EQ(a.test.size(), 11u);
+  EXPECT_EQ(a.split_by_text, 200);
+  const auto texts = [](const std::vector<data::Example>& v) {
+    std::multiset<std::string> t;
+    for (const auto& e : v) t.insert(e.text);
+    return t;
+  };
+  EXPECT_EQ(texts(a.test), (std::multiset<std::string>{"row 12", "row 22", "row 44", "row 80", "row 126", "row 132", "row 141", "row 148",
+                                                       "row 156", "row 183", "row 190"}));
+  EXPECT_EQ(texts(a.validation), (std::multiset<std::string>{"row 7", "row 8", "row 36", "row 54", "row 65", "row 93", "row 98", "row 102",
+                                                             "row 139", "row 160", "row 179", "row 188"}));
+  // another name, another way to it, the lines reversed: the same rows in each split
+  const auto b = data::load_classification(dir.file("sub") + "/../sub/./b.jsonl");
+  EXPECT_EQ(texts(b.train), texts(a.train));
+  EXPECT_EQ(texts(b.validation), texts(a.validation));
+  EXPECT_EQ(texts(b.test), texts(a.test));
+  // each row twice, the copies apart: never one copy in training and the other in test
+  mimic::test::write_bytes(dir.file("twice.jsonl"), rows + reversed);
+  const auto twice = data::load_classification(dir.file("twice.jsonl"));
+  EXPECT_EQ(twice.train.size(), 2 * a.train.size());
+  EXPECT_EQ(twice.test.size(), 2 * a.test.size());
+  // a row's own "split" decides where it says one; the others go by their text
+  mimic::test::write_bytes(dir.file("own.jsonl"), R"({"text": "row 12", "label": 0, "split": "train"})" "\n" + rows);
+  const auto own = data::load_classification(dir.file("own.jsonl"));
+  EXPECT_EQ(own.split_by_text, 200);
+  EXPECT_EQ(texts(own.train).count("row 12"), 1u);
+  EXPECT_EQ(texts(own.test).count("row 12"), 1u);
+}
+
 TEST(ClassificationData, ASplitThatIsNoStringIsRefusedNamingTheLine) {
   TempDir dir;
   mimic::test::write_bytes(dir.file("s.jsonl"), "{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\", \"label\": 1, \"split\": 5}\n");

@@ -620,6 +620,20 @@ TEST(Cli, AFinetuneDoesNotResumeOnDataThatChangedUnderTheSamePath) {
   auto edited = mimic_cli(cls);
   expect_one_line_error(edited, "was written with other settings");
   EXPECT_NE(edited.err.find("data_digest"), std::string::npos) << edited.err;
+  // eval of the classifier on the file it was finetuned on, edited since: said so, since an example scored may be one
+  // it trained on (rows without "split" were placed by the path as typed and the line before 2026-12-02, so an older
+  // run's file reads as edited too). The file as it trained on it, given another way, is no such case.
+  const std::string ev = "eval --task cls --model " + dir.file("c") + " --split test --data ";
+  const std::string note = "was finetuned on " + dir.file("t.jsonl") + " when its examples or their splits were others";
+  auto stale = mimic_cli(ev + dir.file("t.jsonl"));
+  ASSERT_EQ(stale.code, 0) << stale.err;
+  EXPECT_NE(stale.err.find(note), std::string::npos) << stale.err;
+  mimic::test::write_word_decided_jsonl(dir.file("t.jsonl"));
+  for (const auto& spelled : {dir.file("t.jsonl"), dir.file("./t.jsonl")}) {
+    auto same_file = mimic_cli(ev + spelled);
+    ASSERT_EQ(same_file.code, 0) << same_file.err;
+    EXPECT_EQ(same_file.err.find("was finetuned on"), std::string::npos) << same_file.err;
+  }
 }
 
 // Refusals that depend on the command line alone come before any model loads (the probe of 2026-11-27 found these
@@ -693,6 +707,8 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"finetune --task cls --model " + m + " --data spam --out o", " is a GPT-2 model, which has no sequence-classification head"},
       // a text of blank space scored a perplexity; an empty one was "needs at least 2 tokens" without its name
       {"eval --model " + m + " --file " + blank, "--file " + blank + " holds no text (blank space only): nothing to score"},
+      // and a text of one token read "perplexity needs at least 2 tokens, the text has 1", naming no option
+      {"eval --model " + m + " --text ' the'", "--text is 1 token long: the first token has nothing before it to be predicted from, so a text to score needs at least 2"},
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);

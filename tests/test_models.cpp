@@ -385,6 +385,42 @@ TEST(Checkpoint, ConfigKeysOfTheWrongTypeAreRefusedByName) {
   EXPECT_EQ(with("gpt2-plain", "activation_function", "gelu_python").activation, mimic::models::Activation::GeluExact);
 }
 
+// A key of a hand-written config one or two letters from a key the family reads and the file lacks is refused naming
+// both: pretrain --config trained the family's default in its place (the probe of 2026-12-02). Every config mimic
+// ships — the recipes', the example models', the fixtures' (HF's own keys among them: embd_pdrop is three letters from
+// resid_pdrop) — passes.
+TEST(Checkpoint, AMisspeltConfigKeyIsRefusedNamingTheKeyItIsNear) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> configs;
+  for (const char* dir : {"recipes/configs", "examples/models", "tests/fixtures/models"})
+    for (const auto& e : fs::recursive_directory_iterator(fs::path(MIMIC_SOURCE_DIR) / dir))
+      if (e.path().extension() == ".json" && (std::string(dir) == "recipes/configs" || e.path().filename() == "config.json"))
+        configs.push_back(e.path());
+  EXPECT_GE(configs.size(), 19u);
+  for (const auto& path : configs) {
+    auto j = nlohmann::json::parse(mimic::test::read_bytes(path.string()));
+    if (!j.contains("vocab_size")) j["vocab_size"] = 512;  // pretrain sets it from the tokenizer
+    EXPECT_NO_THROW(mimic::models::refuse_misspelt_keys(j, mimic::models::parse_config(j, path.string()), path.string())) << path;
+  }
+  const auto refused = [](nlohmann::json j, const char* drop, const char* typo) {
+    j.erase(drop);
+    j[typo] = 64;
+    mimic::models::refuse_misspelt_keys(j, mimic::models::parse_config(j, "c.json"), "c.json");
+  };
+  const auto gpt2 = nlohmann::json::parse(mimic::test::read_bytes(model_dir("gpt2-plain") + "/config.json"));
+  const auto llama = nlohmann::json::parse(mimic::test::read_bytes(model_dir("llama") + "/config.json"));
+  EXPECT_MIMIC_ERROR(refused(gpt2, "n_inner", "n_iner"), "c.json: n_iner is no key mimic reads in a GPT-2 config: did you mean n_inner? (absent, it takes its default)");
+  EXPECT_MIMIC_ERROR(refused(llama, "rope_theta", "rope_thetha"), "c.json: rope_thetha is no key mimic reads in a Llama config: did you mean rope_theta?");
+  // beside the key it is near, a key is no misspelling of it; three letters off, another key (HF's embd_pdrop)
+  auto both = gpt2;
+  both["n_iner"] = 64;
+  EXPECT_NO_THROW(mimic::models::refuse_misspelt_keys(both, mimic::models::parse_config(both, "c.json"), "c.json"));
+  auto embd = gpt2;
+  embd.erase("resid_pdrop");
+  embd["embd_pdrop"] = 0.1;
+  EXPECT_NO_THROW(mimic::models::refuse_misspelt_keys(embd, mimic::models::parse_config(embd, "c.json"), "c.json"));
+}
+
 // A config.json may ask for any size; the weights beside it bound what is built. Every size key of both families,
 // set far above what the fixture's model.safetensors holds, is refused by name before the network is allocated
 // (n_embd 2^20 beside a 97-token vocabulary was 400 MB of embeddings, n_layer 1000 a thousand layers built

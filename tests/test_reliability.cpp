@@ -1138,6 +1138,8 @@ TEST(Configs, AKeyGivenTwiceAndKeysPretrainSetsAreRefusedByName) {
            {R"("architectures": ["GPT2Model"])", "e.json: architectures [\"GPT2Model\"] differs from the objective's [\"GPT2LMHeadModel\"]"},
            {R"("initializer_range": -1)", "e.json: initializer_range -1 differs from the initialisation's 0.02"},
            {R"("tie_word_embeddings": false)", "tie_word_embeddings false: a language-model head apart from the token embedding"},
+           // a misspelt key trained the family's default in its place (the probe of 2026-12-02)
+           {R"("n_iner": 64)", "e.json: n_iner is no key mimic reads in a GPT-2 config: did you mean n_inner? (absent, it takes its default)"},
            // the refusals name the file (the ninth probe: they said "model config")
            {R"("n_layer": 100000)", "e.json: n_layer 100000 is beyond any published model's layers"},
            {R"("n_layer": 1000, "n_embd": 65536)", "e.json: 1000 layers of width 65536 make about "}}) {

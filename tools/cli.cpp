@@ -21,6 +21,7 @@
 #include "mimic/data/classification.h"
 #include "mimic/data/recall_tasks.h"
 #include "mimic/core/json_keys.h"
+#include "mimic/core/words.h"
 #include "mimic/distill/distill.h"
 #include "mimic/distributed/environment.h"
 #include "mimic/io/atomic_file.h"
@@ -564,29 +565,7 @@ const CLI::App* named_command(const CLI::App& app, int argc, char** argv, int* f
   return cmd;
 }
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
 }  // namespace
-
-std::string nearest_name(const std::string& word, const std::vector<std::string>& names) {
-  std::string nearest;
-  size_t best = std::max<size_t>(2, word.size() / 4 + 1) + 1;  // a few letters off, by the word's length: a typo, not another name
-  for (const auto& name : names)
-    if (const size_t d = edit_distance(word, name); d < best) best = d, nearest = name;
-  return nearest;
-}
 
 std::string unknown_option(const CLI::App& app, int argc, char** argv) {
   int i = 0;

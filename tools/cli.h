@@ -213,8 +213,6 @@ using Register = void (*)(CLI::App& app);
 // listing the words it did not expect in reverse order, values first ("0.5 --min-lr-ratio"), and for launch the
 // words after -- (the command's own).
 std::string unknown_option(const CLI::App& app, int argc, char** argv);
-// The name among `names` a few letters from `word` (a typo of it: at most about a quarter of its letters off), or "".
-std::string nearest_name(const std::string& word, const std::vector<std::string>& names);
 
 // A list option (one CLI11 splits at a delimiter, e.g. --lengths 128,256) given an empty item — "32,", ",64",
 // "32,,64" — or one item twice ("64,64", "64,064"), as a one-line message naming it ("" when none). Checked before

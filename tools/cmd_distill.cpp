@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/core/error.h"
+#include "mimic/core/words.h"
 #include "mimic/distill/distill.h"
 #include "mimic/train/trainer.h"
 #include "ranges.h"
@@ -60,13 +61,13 @@ void print_table(const distill::DistillResult& r, bool eval_only) {
     if (l.trained && l.best_epoch == 0)
       std::printf("layer %lld: no epoch improved on the untrained map (validation loss %.4g at the start), so it is kept (a smaller --lr may help)\n",
                   static_cast<long long>(l.layer), l.best_val_loss);
-  std::printf("%s on %lld held-out samples (%lld for training), %.1f s%s\n", eval_only ? "evaluated" : "distilled",
-              static_cast<long long>(r.val_samples), static_cast<long long>(r.train_samples), r.seconds,
+  std::printf("%s on %s (%lld for training), %.1f s%s\n", eval_only ? "evaluated" : "distilled",
+              count_of(r.val_samples, "held-out sample").c_str(), static_cast<long long>(r.train_samples), r.seconds,
               r.resumed ? ", resumed from a checkpoint" : "");
   if (r.val_samples < 8)
-    std::printf("(the metrics above rest on %lld held-out sample%s: record more samples, or raise --val-fraction, before reading "
+    std::printf("(the metrics above rest on %s: record more samples, or raise --val-fraction, before reading "
                 "differences between layers or maps into them)\n",
-                static_cast<long long>(r.val_samples), r.val_samples == 1 ? "" : "s");
+                count_of(r.val_samples, "held-out sample").c_str());
 }
 
 void run(DistillArgs& a) {

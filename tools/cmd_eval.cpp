@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "mimic/core/error.h"
 #include "mimic/core/precision.h"
+#include "mimic/core/words.h"
 #include "mimic/data/token_cache.h"
 #include "mimic/eval/copy.h"
 #include "mimic/eval/passkey.h"
@@ -16,6 +17,7 @@
 #include "mimic/finetune/classify.h"
 #include "mimic/models/model.h"
 #include "mimic/models/tokenizer.h"
+#include "mimic/train/trainer.h"
 #include "ranges.h"
 
 namespace mimic::cli {
@@ -56,7 +58,12 @@ std::vector<int64_t> lm_ids(const EvalArgs& a, const text::Tokenizer& tok) {
   // (the probe of 2026-12-02); --data refuses such a document too
   MIMIC_CHECK(text.find_first_not_of(" \t\r\n\f\v") != std::string::npos, a.file ? "--file " + *a.file : std::string("--text"),
               " holds no text (", text.empty() ? "it is empty" : "blank space only", "): nothing to score");
-  return tok.encode_document(text);
+  auto ids = tok.encode_document(text);
+  // "perplexity needs at least 2 tokens, the text has 1" named no option (the probe of 2026-12-02): the first token is
+  // scored by none, so one token leaves nothing to predict
+  MIMIC_CHECK(ids.size() >= 2, a.file ? "--file " + *a.file : std::string("--text"), " is ", count_of(static_cast<int64_t>(ids.size()), "token"),
+              " long: the first token has nothing before it to be predicted from, so a text to score needs at least 2");
+  return ids;
 }
 
 // One model's result as JSON (perplexity, or classification metrics), with its attention description.
@@ -100,7 +107,16 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   const auto& examples = data.split(data::split_from_name(a.split));
   // "no examples to evaluate" named neither the file nor the split (the probe of 2026-12-02)
   MIMIC_CHECK(!examples.empty(), a.data, " has no examples in the ", a.split, " split: give another --split (a JSON-lines file's rows ",
-              "say theirs with \"split\"; rows without one go 90/5/5 by a hash of the path as given and the line number)");
+              "say theirs with \"split\"; rows without one go 90/5/5 by a hash of their text)");
+  // A classifier scored on the very file it was finetuned on, whose rows or splits are others now (the file edited,
+  // or rows without "split" placed by the rule before 2026-12-02, a hash of the path as typed and the line): the
+  // examples scored may be examples it trained on. Its run's checkpoint keeps the data's identity and digest.
+  const auto fp = train::checkpoint_fingerprint(dir);
+  const auto str = [&fp](const char* key) { return fp.contains(key) && fp[key].is_string() ? fp[key].get<std::string>() : std::string(); };
+  if (str("task") == "cls" && str("data") == data::data_identity(a.data) && !str("data_digest").empty() && str("data_digest") != data.digest())
+    std::fprintf(stderr, "mimic: note: %s was finetuned on %s when its examples or their splits were others (the file edited since, or "
+                 "rows without \"split\" placed by mimic's rule before 2026-12-02): some of the %s examples scored may be ones it trained on\n",
+                 dir.c_str(), a.data.c_str(), a.split.c_str());
   auto r = finetune::evaluate_classifier(*model, *tok, examples, s.num_labels, a.seq_len, a.batch_size);
   return {{"data", a.data + ":" + a.split}, {"n", r.metrics.n},   {"accuracy", r.metrics.accuracy},
           {"f1", r.metrics.f1},             {"mcc", r.metrics.mcc}, {"loss", r.loss},

@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "mimic/core/error.h"
+#include "mimic/core/words.h"
 #include "mimic/record/record.h"
 #include "ranges.h"
 
@@ -41,21 +42,21 @@ void run(RecordArgs& a) {
                       {"gzip", r.gzip}};
   // a request larger than the data is clamped, and said so (issue 38: numbers that mean what they say)
   if (a.o.samples > r.samples)
-    std::fprintf(stderr, "mimic: note: --samples %lld: the data gives %lld samples of %lld tokens; the file holds all %lld\n",
-                 static_cast<long long>(a.o.samples), static_cast<long long>(r.samples), static_cast<long long>(r.seq_len),
+    std::fprintf(stderr, "mimic: note: --samples %lld: the data gives %s of %lld tokens; the file holds all %lld\n",
+                 static_cast<long long>(a.o.samples), count_of(r.samples, "sample").c_str(), static_cast<long long>(r.seq_len),
                  static_cast<long long>(r.samples));
   if (a.o.weights_samples > r.samples)
-    std::fprintf(stderr, "mimic: note: --weights-samples %lld: the file holds %lld samples, so the softmax weights of all %lld are kept\n",
-                 static_cast<long long>(a.o.weights_samples), static_cast<long long>(r.samples), static_cast<long long>(r.samples));
+    std::fprintf(stderr, "mimic: note: --weights-samples %lld: the file holds %s, so the softmax weights of all %lld are kept\n",
+                 static_cast<long long>(a.o.weights_samples), count_of(r.samples, "sample").c_str(), static_cast<long long>(r.samples));
   if (r.gzip != a.o.compression)
     std::fprintf(stderr, "mimic: note: --gzip %d: %s was written at gzip level %d, which the samples appended now keep (one level per file)\n",
                  a.o.compression, r.out.c_str(), r.gzip);
   if (r.rolled_back > 0)
-    std::fprintf(stderr, "mimic: note: the last %lld samples of the interrupted run were incomplete and were recorded again\n",
-                 static_cast<long long>(r.rolled_back));
+    std::fprintf(stderr, "mimic: note: the last %s of the interrupted run %s incomplete and %s recorded again\n",
+                 count_of(r.rolled_back, "sample").c_str(), r.rolled_back == 1 ? "was" : "were", r.rolled_back == 1 ? "was" : "were");
   if (a.common.json) return print_json(j);
-  std::printf("%s: %lld samples of %lld tokens (%lld recorded now%s), %.1f MB\n", r.out.c_str(),
-              static_cast<long long>(r.samples), static_cast<long long>(r.seq_len), static_cast<long long>(r.recorded),
+  std::printf("%s: %s of %lld tokens (%lld recorded now%s), %.1f MB\n", r.out.c_str(),
+              count_of(r.samples, "sample").c_str(), static_cast<long long>(r.seq_len), static_cast<long long>(r.recorded),
               r.resumed_from > 0 ? (", resumed from " + std::to_string(r.resumed_from)).c_str() : "", static_cast<double>(r.file_bytes) / 1e6);
   if (r.recorded > 0)
     std::printf("recorded %.0f tokens/s in %.1f s (forward %.1f s, writing %.1f s), %.0f%% of the %.0f tokens/s of the same forward "

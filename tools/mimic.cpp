@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli.h"
+#include "mimic/core/words.h"
 #include "mimic/core/error.h"
 #include "mimic/core/progress.h"
 #include "mimic/core/runtime.h"
@@ -166,7 +167,7 @@ int main(int argc, char** argv) {
       names += (names.empty() ? "" : ", ") + c->get_name();
       commands.push_back(c->get_name());
     }
-    const std::string nearest = mimic::cli::nearest_name(argv[1], commands);
+    const std::string nearest = mimic::nearest_name(argv[1], commands);
     return usage_error("unknown command '" + std::string(argv[1]) + "' (" + (nearest.empty() ? "" : "did you mean " + nearest + "? ") +
                        "the commands: " + names + ")");
   }

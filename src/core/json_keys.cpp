@@ -74,7 +74,18 @@ nlohmann::json json_parse(const std::string& text, const std::string& where) {
   return j;
 }
 
+namespace {
+thread_local JsonKeysRead* keys_read = nullptr;
+void note_read(const std::string& key) {
+  if (keys_read) keys_read->note(key);
+}
+}  // namespace
+
+JsonKeysRead::JsonKeysRead() : outer_(keys_read) { keys_read = this; }
+JsonKeysRead::~JsonKeysRead() { keys_read = outer_; }
+
 const nlohmann::json& json_key(const nlohmann::json& j, const std::string& key, const std::string& where) {
+  note_read(key);
   MIMIC_CHECK(j.is_object(), where, ": expected a JSON object with key '", key, "', got ", j.dump().substr(0, 80));
   MIMIC_CHECK(j.contains(key), where, ": missing key '", key, "'");
   return j[key];
@@ -110,7 +121,10 @@ bool json_bool(const nlohmann::json& j, const std::string& key, const std::strin
   return v.get<bool>();
 }
 
-bool json_given(const nlohmann::json& j, const std::string& key) { return j.is_object() && j.contains(key) && !j[key].is_null(); }
+bool json_given(const nlohmann::json& j, const std::string& key) {
+  note_read(key);
+  return j.is_object() && j.contains(key) && !j[key].is_null();
+}
 
 namespace {
 bool absent(const nlohmann::json& j, const std::string& key) { return !json_given(j, key); }

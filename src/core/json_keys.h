@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -38,6 +39,23 @@ int64_t json_int_or(const nlohmann::json& j, const std::string& key, const std::
 double json_double_or(const nlohmann::json& j, const std::string& key, const std::string& where, double fallback);
 std::string json_string_or(const nlohmann::json& j, const std::string& key, const std::string& where, const std::string& fallback);
 bool json_bool_or(const nlohmann::json& j, const std::string& key, const std::string& where, bool fallback);
+
+// While one lives, the keys json_key, json_given and the readers above are asked for are noted in it (on its thread;
+// they nest, the innermost noting): the keys a family's config reader knows, present or not, so that a key of a
+// hand-written config.json that none of them reads can be told from a misspelling of one (models::refuse_misspelt_keys).
+class JsonKeysRead {
+ public:
+  JsonKeysRead();
+  ~JsonKeysRead();
+  JsonKeysRead(const JsonKeysRead&) = delete;
+  JsonKeysRead& operator=(const JsonKeysRead&) = delete;
+  const std::set<std::string>& keys() const { return keys_; }
+  void note(const std::string& key) { keys_.insert(key); }
+
+ private:
+  std::set<std::string> keys_;
+  JsonKeysRead* outer_;
+};
 
 // The first key (in sorted order) whose value differs between two objects — settings compared at a resume or
 // between ranks — with both values as JSON (`absent` where an object lacks the key: a fingerprint leaves out a setting

@@ -24,6 +24,8 @@ struct ClassificationData {
   bool labels_are_ids = false;
   std::string metric;               // the headline metric besides accuracy: "f1" (binary) or "mcc"
   std::vector<Example> train, validation, test;
+  // JSON-lines rows without a "split" of their own, which their text placed (load_classification)
+  int64_t split_by_text = 0;
   const std::vector<Example>& split(Split s) const;
   // A digest of the label names and of every split's texts and labels: a resume compares it, so a data file whose
   // contents changed under the same path is named rather than trained on.
@@ -31,7 +33,9 @@ struct ClassificationData {
 };
 
 // "spam", "sotu-era", or a path to a JSON-lines file with {"text": ..., "label": ...} per line (label a
-// string or an integer; optional "split": train|validation|test, otherwise split by line hash).
+// string or an integer; optional "split": train|validation|test (or val); a row without one goes 90/5/5 by a hash of
+// its text alone, so that the same rows split the same whatever the file's path, name or order, and a text given twice
+// is never in two splits).
 ClassificationData load_classification(const std::string& name_or_file);
 // Puts `d`'s label ids in a classifier's order: `model_labels` are its names by id (models::ModelConfig::labels,
 // from id2label/label2id), `model_num_labels` its outputs. Every label of the data must be one of them (else a

@@ -6,6 +6,7 @@
 
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
+#include "mimic/core/words.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/models/family.h"
 
@@ -48,7 +49,9 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   // The families read their keys with the config_* readers, which name a key of the wrong type; this catch is
   // the backstop for any other JSON access, so a config of the wrong shape is never more than a refused file.
   try {
+    JsonKeysRead read;
     c.family->read_config(j, where, c);
+    c.keys_read = read.keys();
   } catch (const nlohmann::json::exception& e) {
     fail(where, ": a key of the ", type, " config has the wrong type (", e.what(), ")");
   }
@@ -214,4 +217,18 @@ ModelConfig load_config(const std::string& path) {
   return parse_config(json_parse(io::read_text_file(path), path), path);
 }
 
+void refuse_misspelt_keys(const nlohmann::json& j, const ModelConfig& c, const std::string& where) {
+  std::vector<std::string> absent;
+  for (const auto& key : c.keys_read)
+    if (!j.contains(key)) absent.push_back(key);
+  for (const auto& [key, value] : j.items()) {
+    if (c.keys_read.count(key)) continue;
+    // two edits at most, whatever the length: embd_pdrop is HF's own key three from resid_pdrop
+    const std::string meant = nearest_name(key, absent, 2);
+    MIMIC_CHECK(meant.empty(), where, ": ", key, " is no key mimic reads in a ", c.family->display_name, " config: did you mean ", meant,
+                "? (absent, it takes its default)");
+  }
+}
+
 }  // namespace mimic::models
+

@@ -1,6 +1,7 @@
 // A model's config.json (HF format), parsed and checked.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,7 @@ struct ConfigKeys {
 struct ModelConfig {
   const Family* family = nullptr;        // from model_type (the registry in families.def)
   ConfigKeys keys;                       // where read_config found each size
+  std::set<std::string> keys_read;       // every key the family's read_config asked for, present or not
   int64_t n_layer = 0, n_head = 0, d_model = 0, d_ff = 0, vocab_size = 0, max_positions = 0;
   int64_t type_vocab_size = 0;  // BERT
   int64_t num_labels = 0;       // BERT classifier
@@ -75,6 +77,11 @@ struct ModelConfig {
 // not fit together is a mimic::Error naming the key and the file.
 ModelConfig parse_config(const nlohmann::json& j, const std::string& where = "config.json");
 ModelConfig load_config(const std::string& path);
+// A key of `j` that the family does not read but that is one or two letters from a key it reads and `j` lacks
+// (n_iner for n_inner, rope_thetha for rope_theta) refused as a misspelling, naming both: the family's default
+// took the misspelt key's place without a word (the probe of 2026-12-02). For configs people write (pretrain
+// --config); HF's own configs hold many keys mimic does not read, which this leaves alone unless they are that near.
+void refuse_misspelt_keys(const nlohmann::json& j, const ModelConfig& c, const std::string& where);
 
 // The families' read_config read every key through the checked readers of core/json_keys.h (json_int, ...).
 // An activation name (gelu_new, gelu, relu, ...) read from `key`.

@@ -16,6 +16,7 @@
 #include "mimic/data/token_cache.h"
 #include "mimic/distributed/environment.h"
 #include "mimic/io/output_lock.h"
+#include "mimic/models/config.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
 #include "mimic/models/tokenizer.h"
@@ -122,6 +123,8 @@ train::TrainResult pretrain(const PretrainOptions& o) {
       else set("bos_token_id", start.front(), "the token every training document opens with");
       set("eos_token_id", tok->eos_id(), "the tokenizer's end-of-text id");
     }
+    // a key misspelt (n_iner, rope_thetha) trained a model of the family's default without a word (the probe of 2026-12-02)
+    models::refuse_misspelt_keys(config, models::parse_config(config, o.config_source), o.config_source);
     model = models::create_model(config.dump(), tok_dir, /*fp16_storage=*/!recall, o.config_source);
   } else {
     model = models::load_model(o.init);

@@ -429,21 +429,40 @@ bool writes_outputs() { return distributed::environment().lead(); }
 
 io::OutputLock lock_run_output(const std::string& out_dir) { return writes_outputs() ? io::lock_output_dir(out_dir) : io::OutputLock(); }
 
+namespace {
+// The training state a checkpoint in `out_dir` keeps (its "state" metadata); null when there is none, or it cannot be read.
+nlohmann::json checkpoint_state(const std::string& out_dir) {
+  try {
+    const auto f = io::SafeTensorsFile::open((fs::path(out_dir) / kCheckpoint).string());
+    const auto it = f.metadata().find("state");
+    if (it == f.metadata().end()) return nullptr;
+    auto meta = nlohmann::json::parse(it->second);
+    return meta.is_object() ? meta : nlohmann::json(nullptr);
+  } catch (const std::exception&) {
+    return nullptr;  // damaged: a resume names it and the way out
+  }
+}
+
+nlohmann::json fingerprint_in(const nlohmann::json& meta) {
+  return meta.is_object() && meta.contains("fingerprint") && meta["fingerprint"].is_object() ? meta["fingerprint"] : nlohmann::json::object();
+}
+}  // namespace
+
 std::string checkpoint_command(const std::string& out_dir) {
   const fs::path ckpt = fs::path(out_dir) / kCheckpoint;
   std::error_code ec;
   if (!fs::is_regular_file(ckpt, ec)) return read_log_head(out_dir).command;  // no checkpoint yet: the log's first line
-  try {
-    const auto f = io::SafeTensorsFile::open(ckpt.string());
-    const auto it = f.metadata().find("state");
-    if (it == f.metadata().end()) return "";
-    const auto meta = nlohmann::json::parse(it->second);
-    if (meta.contains("command") && meta["command"].is_string()) return meta["command"].get<std::string>();
-    const auto& fp = meta.contains("fingerprint") && meta["fingerprint"].is_object() ? meta["fingerprint"] : nlohmann::json::object();
-    return fp.contains("arch") ? "pretrain" : fp.contains("task") ? "finetune" : "";
-  } catch (const std::exception&) {
-    return "";  // damaged: the resume names it and the way out
-  }
+  const auto meta = checkpoint_state(out_dir);
+  if (meta.is_null()) return "";
+  if (meta.contains("command") && meta["command"].is_string()) return meta["command"].get<std::string>();
+  const auto fp = fingerprint_in(meta);
+  return fp.contains("arch") ? "pretrain" : fp.contains("task") ? "finetune" : "";
+}
+
+nlohmann::json checkpoint_fingerprint(const std::string& out_dir) {
+  std::error_code ec;
+  if (!fs::is_regular_file(fs::path(out_dir) / kCheckpoint, ec)) return nlohmann::json::object();
+  return fingerprint_in(checkpoint_state(out_dir));
 }
 
 LogHead read_log_head(const std::string& out_dir) {

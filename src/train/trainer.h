@@ -152,6 +152,11 @@ bool starts_fresh(const TrainOptions& options);
 // damaged checkpoint is the resume's own error).
 std::string checkpoint_command(const std::string& out_dir);
 
+// The settings the run that left the checkpoint in `out_dir` was started with (TrainOptions::fingerprint: a finetune's
+// "task", "data", "data_digest", …); an empty object without a checkpoint that can be read. eval reads it to tell
+// when a classifier is scored on the file it was finetuned on, holding other rows or splits since.
+nlohmann::json checkpoint_fingerprint(const std::string& out_dir);
+
 // A training run's folder `dir` (distill keeps one per layer, OUT.ckpt/layer_NN) checked as a start checks it: a file at
 // an export's name that the run's export book does not record, a link where it exports, another command's file at the
 // checkpoint's name, a file in an export folder (last/, best/, step-N/, …) that is not one the run's exports write — each
