@@ -620,20 +620,39 @@ TEST(Cli, AFinetuneDoesNotResumeOnDataThatChangedUnderTheSamePath) {
   auto edited = mimic_cli(cls);
   expect_one_line_error(edited, "was written with other settings");
   EXPECT_NE(edited.err.find("data_digest"), std::string::npos) << edited.err;
-  // eval of the classifier on the file it was finetuned on, edited since: said so, since an example scored may be one
-  // it trained on (rows without "split" were placed by the path as typed and the line before 2026-12-02, so an older
-  // run's file reads as edited too). The file as it trained on it, given another way, is no such case.
+  // eval of the classifier on the file it was finetuned on, edited since: said so (the scores are of the file as it is
+  // now). The file as it trained on it, given another way, is no such case.
   const std::string ev = "eval --task cls --model " + dir.file("c") + " --split test --data ";
-  const std::string note = "was finetuned on " + dir.file("t.jsonl") + " when its examples or their splits were others";
   auto stale = mimic_cli(ev + dir.file("t.jsonl"));
   ASSERT_EQ(stale.code, 0) << stale.err;
-  EXPECT_NE(stale.err.find(note), std::string::npos) << stale.err;
+  EXPECT_NE(stale.err.find(dir.file("t.jsonl") + " changed since " + dir.file("c") + " was finetuned on it"), std::string::npos) << stale.err;
   mimic::test::write_word_decided_jsonl(dir.file("t.jsonl"));
   for (const auto& spelled : {dir.file("t.jsonl"), dir.file("./t.jsonl")}) {
     auto same_file = mimic_cli(ev + spelled);
     ASSERT_EQ(same_file.code, 0) << same_file.err;
-    EXPECT_EQ(same_file.err.find("was finetuned on"), std::string::npos) << same_file.err;
+    EXPECT_EQ(same_file.err.find("finetuned on"), std::string::npos) << same_file.err;
   }
+  // rows without "split" (placed by their text: 55 train, 3 validation, 2 test) and a row added since: no row the run
+  // trained on can be a test row now, and the note does not say one may be (helper-37's review)
+  std::string unsplit;
+  for (int i = 0; i < 60; ++i)
+    unsplit += nlohmann::json{{"text", std::string(i % 2 ? "a wonderful day " : "a terrible day ") + std::to_string(i)}, {"label", i % 2}}.dump() + "\n";
+  mimic::test::write_bytes(dir.file("u.jsonl"), unsplit);
+  ASSERT_EQ(mimic_cli("finetune --task cls --model " + bert_dir() + " --data " + dir.file("u.jsonl") +
+                      " --steps 1 --warmup 0 --batch-size 4 --seq-len 16 --out " + dir.file("u")).code, 0);
+  mimic::test::write_bytes(dir.file("u.jsonl"), unsplit + R"({"text": "a wonderful day 60", "label": 1})" + "\n");
+  auto grown = mimic_cli("eval --task cls --model " + dir.file("u") + " --split test --data " + dir.file("u.jsonl"));
+  ASSERT_EQ(grown.code, 0) << grown.err;
+  EXPECT_NE(grown.err.find(dir.file("u.jsonl") + " changed since"), std::string::npos) << grown.err;
+  EXPECT_EQ(grown.err.find("may be ones it trained on"), std::string::npos) << grown.err;
+  // a run from before rows were placed by their text (its fingerprint without "split_by"): a row it trained on may
+  // be a test row now, and the note says so
+  mimic::test::edit_safetensors_json(dir.file("u/checkpoint.safetensors"), "state", [](nlohmann::json& j) { j["fingerprint"].erase("split_by"); });
+  auto older = mimic_cli("eval --task cls --model " + dir.file("u") + " --split test --data " + dir.file("u.jsonl"));
+  ASSERT_EQ(older.code, 0) << older.err;
+  EXPECT_NE(older.err.find("was finetuned on " + dir.file("u.jsonl") + " when mimic placed rows without \"split\" by the path and line"),
+            std::string::npos) << older.err;
+  EXPECT_NE(older.err.find("some of the test examples scored may be ones it trained on"), std::string::npos) << older.err;
 }
 
 // Refusals that depend on the command line alone come before any model loads (the probe of 2026-11-27 found these
@@ -708,7 +727,7 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       // a text of blank space scored a perplexity; an empty one was "needs at least 2 tokens" without its name
       {"eval --model " + m + " --file " + blank, "--file " + blank + " holds no text (blank space only): nothing to score"},
       // and a text of one token read "perplexity needs at least 2 tokens, the text has 1", naming no option
-      {"eval --model " + m + " --text ' the'", "--text is 1 token long: the first token has nothing before it to be predicted from, so a text to score needs at least 2"},
+      {"eval --model " + m + " --text ' the'", "--text is 1 token long: a score needs at least 2 tokens (the first has nothing before it to be predicted from)"},
   };
   for (const auto& [args, message] : cases) {
     SCOPED_TRACE(args);

@@ -337,6 +337,39 @@ TEST(DataTokenCache, AnIndexWithAKeyOfTheWrongTypeOrMissingIsRefusedNamingFileAn
   EXPECT_NO_THROW(open_with([](auto&) {}));
 }
 
+// The token every document opens with (a Llama tokenizer's <s>) follows every document's end: no target of the
+// language-model loss, as eval's perplexity scores none (the training and validation losses counted it, a free
+// prediction). Every other label is the next input, and a stream without a start is packed as it always was.
+TEST(DataBatches, TheDocumentStartIsNoTargetAndEveryOtherLabelIsTheNextToken) {
+  TempDir dir;
+  ByteTokenizerWithBos tok;
+  write_token_cache(dir.file("c.bin"), tok, {{"a", "x", 0, "hi"}, {"b", "x", 0, "you"}, {"c", "x", 0, "ok"}});
+  const auto cache = TokenCache::open(dir.file("c.bin"));  // <s> h i </s> <s> y o u </s> <s> o k </s>: 13 tokens
+  PackedBatches batches(cache, 4, 3, 0);
+  int64_t unscored = 0, scored = 0;
+  for (int64_t i = 0; i < batches.blocks_per_epoch() / 3; ++i) {
+    const auto b = batches.next();
+    for (int64_t r = 0; r < 3; ++r) {
+      const int64_t start = batches.block_start(0, i * 3 + r);
+      for (int64_t t = 0; t < 4; ++t) {
+        const int64_t next = cache[start + t + 1], label = b.labels[r][t].item<int64_t>();
+        EXPECT_EQ(b.input_ids[r][t].item<int64_t>(), cache[start + t]);
+        EXPECT_EQ(label, next == 257 ? -100 : next) << "block at " << start << ", position " << t;
+        (label == -100 ? unscored : scored) += 1;
+      }
+    }
+  }
+  EXPECT_EQ(unscored, 2);  // the <s> at 4 and at 9: blocks of 4 from 0, 4, 8 hold targets 1..12
+  EXPECT_EQ(scored, 10);
+  // without a document start (GPT-2, BERT), the labels are the inputs shifted by one, every one a target
+  write_token_cache(dir.file("plain.bin"), ByteTokenizer(), {{"a", "x", 0, "hi"}, {"b", "x", 0, "you"}, {"c", "x", 0, "ok"}});
+  const auto plain = TokenCache::open(dir.file("plain.bin"));
+  PackedBatches packed(plain, 4, 2, 0);
+  const auto p = packed.next();
+  EXPECT_EQ(p.labels.lt(0).sum().item<int64_t>(), 0);
+  EXPECT_TRUE(torch::equal(p.input_ids.slice(1, 1), p.labels.slice(1, 0, 3)));
+}
+
 TEST(DataBatches, PackedBlocksShuffleDeterministicallyAndResume) {
   TempDir dir;
   ByteTokenizer tok;

@@ -234,7 +234,7 @@ TEST(Generate, ErrorsAreClear) {
   auto m = tiny_gpt2(2, 32);
   std::vector<int64_t> too_long(33, 1);
   gen::GenerateOptions o;
-  EXPECT_MIMIC_ERROR(gen::generate(*m, too_long, o), "more than the model's context of 32: give one of at most 32 tokens");
+  EXPECT_MIMIC_ERROR(gen::generate(*m, too_long, o), "more than the model's context of 32: give at most 32 tokens, fewer to leave room for new ones");
   EXPECT_MIMIC_ERROR(gen::generate(*m, {}, o), "the prompt is empty");
   auto state = m->new_decode_state();
   m->forward_step(ids_tensor(std::vector<int64_t>(30, 1)), *state);

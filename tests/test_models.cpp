@@ -410,11 +410,25 @@ TEST(Checkpoint, AMisspeltConfigKeyIsRefusedNamingTheKeyItIsNear) {
   const auto gpt2 = nlohmann::json::parse(mimic::test::read_bytes(model_dir("gpt2-plain") + "/config.json"));
   const auto llama = nlohmann::json::parse(mimic::test::read_bytes(model_dir("llama") + "/config.json"));
   EXPECT_MIMIC_ERROR(refused(gpt2, "n_inner", "n_iner"), "c.json: n_iner is no key mimic reads in a GPT-2 config: did you mean n_inner? (absent, it takes its default)");
+  // a key read only where another is absent (GPT-2's n_positions, else the older n_ctx) is one the family reads too
+  EXPECT_MIMIC_ERROR(refused(gpt2, "n_positions", "n_positons"), "c.json: n_positons is no key mimic reads in a GPT-2 config: did you mean n_positions?");
   EXPECT_MIMIC_ERROR(refused(llama, "rope_theta", "rope_thetha"), "c.json: rope_thetha is no key mimic reads in a Llama config: did you mean rope_theta?");
   // beside the key it is near, a key is no misspelling of it; three letters off, another key (HF's embd_pdrop)
   auto both = gpt2;
   both["n_iner"] = 64;
   EXPECT_NO_THROW(mimic::models::refuse_misspelt_keys(both, mimic::models::parse_config(both, "c.json"), "c.json"));
+  // keys inside an object are no keys of the config: HF's top-level "dtype" (transformers 4.56 and 5) is one letter from
+  // the "type" of a rope_scaling, and was refused as its misspelling (helper-37's review)
+  auto scaled = llama;
+  scaled["dtype"] = "float32";
+  scaled["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  EXPECT_NO_THROW(mimic::models::refuse_misspelt_keys(scaled, mimic::models::parse_config(scaled, "c.json"), "c.json"));
+  auto v5 = llama;
+  v5.erase("rope_theta");
+  v5.erase("rope_scaling");
+  v5["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+  v5["dtype"] = "float32";
+  EXPECT_NO_THROW(mimic::models::refuse_misspelt_keys(v5, mimic::models::parse_config(v5, "c.json"), "c.json"));
   auto embd = gpt2;
   embd.erase("resid_pdrop");
   embd["embd_pdrop"] = 0.1;

@@ -62,7 +62,7 @@ std::vector<int64_t> lm_ids(const EvalArgs& a, const text::Tokenizer& tok) {
   // "perplexity needs at least 2 tokens, the text has 1" named no option (the probe of 2026-12-02): the first token is
   // scored by none, so one token leaves nothing to predict
   MIMIC_CHECK(ids.size() >= 2, a.file ? "--file " + *a.file : std::string("--text"), " is ", count_of(static_cast<int64_t>(ids.size()), "token"),
-              " long: the first token has nothing before it to be predicted from, so a text to score needs at least 2");
+              " long: a score needs at least 2 tokens (the first has nothing before it to be predicted from)");
   return ids;
 }
 
@@ -108,15 +108,22 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   // "no examples to evaluate" named neither the file nor the split (the probe of 2026-12-02)
   MIMIC_CHECK(!examples.empty(), a.data, " has no examples in the ", a.split, " split: give another --split (a JSON-lines file's rows ",
               "say theirs with \"split\"; rows without one go 90/5/5 by a hash of their text)");
-  // A classifier scored on the very file it was finetuned on, whose rows or splits are others now (the file edited,
-  // or rows without "split" placed by the rule before 2026-12-02, a hash of the path as typed and the line): the
-  // examples scored may be examples it trained on. Its run's checkpoint keeps the data's identity and digest.
+  // A classifier scored on the very file it was finetuned on, whose examples are others now (its run's checkpoint keeps
+  // the data's identity and digest). Before 2026-12-02 rows without "split" were placed by a hash of the path as typed
+  // and the line, so under today's rule (their text) some rows the run trained on may now be test rows: said so. A
+  // file edited since under today's rule keeps each such row where it was; only a row whose own "split" changed moved.
   const auto fp = train::checkpoint_fingerprint(dir);
   const auto str = [&fp](const char* key) { return fp.contains(key) && fp[key].is_string() ? fp[key].get<std::string>() : std::string(); };
-  if (str("task") == "cls" && str("data") == data::data_identity(a.data) && !str("data_digest").empty() && str("data_digest") != data.digest())
-    std::fprintf(stderr, "mimic: note: %s was finetuned on %s when its examples or their splits were others (the file edited since, or "
-                 "rows without \"split\" placed by mimic's rule before 2026-12-02): some of the %s examples scored may be ones it trained on\n",
-                 dir.c_str(), a.data.c_str(), a.split.c_str());
+  if (str("task") == "cls" && str("data") == data::data_identity(a.data) && !str("data_digest").empty() && str("data_digest") != data.digest()) {
+    if (data.split_by_text > 0 && str("split_by") != "text")
+      std::fprintf(stderr, "mimic: note: %s was finetuned on %s when mimic placed rows without \"split\" by the path and line (before "
+                   "2026-12-02; now by their text), or when the file held other rows: some of the %s examples scored may be ones it "
+                   "trained on (give the rows their \"split\", or finetune again)\n", dir.c_str(), a.data.c_str(), a.split.c_str());
+    else
+      std::fprintf(stderr, "mimic: note: %s changed since %s was finetuned on it: the scores are of the file as it is now (a row "
+                   "without \"split\" stays in the split its text gives; one whose \"split\" changed may have been trained on)\n",
+                   a.data.c_str(), dir.c_str());
+  }
   auto r = finetune::evaluate_classifier(*model, *tok, examples, s.num_labels, a.seq_len, a.batch_size);
   return {{"data", a.data + ":" + a.split}, {"n", r.metrics.n},   {"accuracy", r.metrics.accuracy},
           {"f1", r.metrics.f1},             {"mcc", r.metrics.mcc}, {"loss", r.loss},

@@ -76,16 +76,16 @@ nlohmann::json json_parse(const std::string& text, const std::string& where) {
 
 namespace {
 thread_local JsonKeysRead* keys_read = nullptr;
-void note_read(const std::string& key) {
-  if (keys_read) keys_read->note(key);
+void note_read(const nlohmann::json& j, const std::string& key) {
+  if (keys_read) keys_read->note(j, key);
 }
 }  // namespace
 
-JsonKeysRead::JsonKeysRead() : outer_(keys_read) { keys_read = this; }
+JsonKeysRead::JsonKeysRead(const nlohmann::json& root) : root_(&root), outer_(keys_read) { keys_read = this; }
 JsonKeysRead::~JsonKeysRead() { keys_read = outer_; }
 
 const nlohmann::json& json_key(const nlohmann::json& j, const std::string& key, const std::string& where) {
-  note_read(key);
+  note_read(j, key);
   MIMIC_CHECK(j.is_object(), where, ": expected a JSON object with key '", key, "', got ", j.dump().substr(0, 80));
   MIMIC_CHECK(j.contains(key), where, ": missing key '", key, "'");
   return j[key];
@@ -121,8 +121,13 @@ bool json_bool(const nlohmann::json& j, const std::string& key, const std::strin
   return v.get<bool>();
 }
 
+bool json_has(const nlohmann::json& j, const std::string& key) {
+  note_read(j, key);
+  return j.is_object() && j.contains(key);
+}
+
 bool json_given(const nlohmann::json& j, const std::string& key) {
-  note_read(key);
+  note_read(j, key);
   return j.is_object() && j.contains(key) && !j[key].is_null();
 }
 

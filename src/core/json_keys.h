@@ -34,25 +34,32 @@ std::string json_string(const nlohmann::json& j, const std::string& key, const s
 bool json_bool(const nlohmann::json& j, const std::string& key, const std::string& where);
 // Whether `key` holds a value: present and not null (what the _or forms below fall back on is the opposite).
 bool json_given(const nlohmann::json& j, const std::string& key);
+// Whether `key` is present, null or not (j.contains, noted as read: see JsonKeysRead).
+bool json_has(const nlohmann::json& j, const std::string& key);
 // The _or forms: `fallback` when the key is absent or null (HF configs write null for "the default").
 int64_t json_int_or(const nlohmann::json& j, const std::string& key, const std::string& where, int64_t fallback, int64_t min = 1);
 double json_double_or(const nlohmann::json& j, const std::string& key, const std::string& where, double fallback);
 std::string json_string_or(const nlohmann::json& j, const std::string& key, const std::string& where, const std::string& fallback);
 bool json_bool_or(const nlohmann::json& j, const std::string& key, const std::string& where, bool fallback);
 
-// While one lives, the keys json_key, json_given and the readers above are asked for are noted in it (on its thread;
-// they nest, the innermost noting): the keys a family's config reader knows, present or not, so that a key of a
-// hand-written config.json that none of them reads can be told from a misspelling of one (models::refuse_misspelt_keys).
+// While one lives, the keys of `root` (the object itself, not the objects inside it) that json_key, json_given and
+// the readers above are asked for are noted in it (on its thread; they nest, the innermost noting): the top-level keys
+// a family's config reader knows, present or not, so that a key of a hand-written config.json that none of them reads
+// can be told from a misspelling of one (models::refuse_misspelt_keys). Nested objects' keys ("type" inside
+// rope_scaling) are not the config's: noted, HF's top-level "dtype" read as a misspelt "type" (helper-37's review).
 class JsonKeysRead {
  public:
-  JsonKeysRead();
+  explicit JsonKeysRead(const nlohmann::json& root);
   ~JsonKeysRead();
   JsonKeysRead(const JsonKeysRead&) = delete;
   JsonKeysRead& operator=(const JsonKeysRead&) = delete;
   const std::set<std::string>& keys() const { return keys_; }
-  void note(const std::string& key) { keys_.insert(key); }
+  void note(const nlohmann::json& j, const std::string& key) {
+    if (&j == root_) keys_.insert(key);
+  }
 
  private:
+  const nlohmann::json* root_;
   std::set<std::string> keys_;
   JsonKeysRead* outer_;
 };

@@ -119,9 +119,14 @@ LmBatch PackedBatches::next() {
     int64_t start = block_start(pos_.epoch, pos_.index++);
     for (int64_t t = 0; t <= seq_len_; ++t) block[static_cast<size_t>(t)] = cache_[start + t];
     const auto span = apply_copy_curriculum(block.data(), seq_len_ + 1, copy_, seed_, at.epoch, at.index, pool_);
+    // The token a tokenizer opens every document with follows every document's end: predicting it is free, and the
+    // training and validation losses counted it where eval's perplexity does not (lower by up to a token's share of
+    // each document for Llama-family prose). GPT-2's and BERT's streams have none: their batches are as they were.
+    const auto& opening = cache_.info().document_start;
     for (int64_t t = 0; t < seq_len_; ++t) {
+      const int64_t next = block[static_cast<size_t>(t + 1)];
       in[b * seq_len_ + t] = block[static_cast<size_t>(t)];
-      lb[b * seq_len_ + t] = block[static_cast<size_t>(t + 1)];
+      lb[b * seq_len_ + t] = std::find(opening.begin(), opening.end(), next) == opening.end() ? next : -100;
     }
     // A random span's first reading is noise to be remembered, not predicted: its tokens are not targets.
     if (span.random)

@@ -78,7 +78,9 @@ std::vector<int64_t> most_frequent_tokens(const TokenCache& cache, int64_t n);
 
 // Packs the token stream into blocks of T+1 tokens (block i starts at token i·T; documents separated by
 // the cache's separator) and yields them in an order shuffled per epoch by (seed, epoch), B at a time.
-// inputs = block[0:T], labels = block[1:T+1]. Deterministic for a given (cache, T, B, seed).
+// inputs = block[0:T], labels = block[1:T+1], except that a document-start token (the cache's document_start:
+// Mistral's <s>, which follows every </s>) is no target (-100), as eval's perplexity scores none. Deterministic for a
+// given (cache, T, B, seed).
 class PackedBatches {
  public:
   PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t batch_size, uint64_t seed, CopyCurriculum copy = {});

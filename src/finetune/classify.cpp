@@ -211,6 +211,10 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   // the default was capped at the context resumes (the same examples either way: longer ones failed then)
   t.fingerprint.update({{"task", "cls"}, {"data", data::data_identity(o.data)}, {"data_digest", data.digest()}, {"seq_len", o.seq_len != 0 ? o.seq_len : int64_t{128}},
                         {"batch_size", o.batch_size}});
+  // rows without "split" placed by their text (since 2026-12-02; by the path as typed and the line before): eval tells
+  // a run under the old rule from a file edited since by this key (absent where every row says its split, so such runs
+  // begun before the key resume)
+  if (data.split_by_text > 0) t.fingerprint["split_by"] = "text";
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
   ClassifyResult r;

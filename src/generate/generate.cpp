@@ -88,8 +88,8 @@ BatchGenerateResult generate_batch(models::Model& model, const std::vector<std::
                 " tokens");
   const int64_t ctx = s.max_positions;
   // what to do said too (the probe of 2026-12-02): mimic cuts no prompt, since which part to keep is the user's to decide
-  MIMIC_CHECK(len <= ctx, "the prompt has ", len, " tokens, more than ", models::context_words(s), ": give one of at most ", ctx,
-              " tokens (mimic cuts none: which part to keep is yours to choose)");
+  MIMIC_CHECK(len <= ctx, "the prompt has ", len, " tokens, more than ", models::context_words(s), ": give at most ", ctx,
+              " tokens, fewer to leave room for new ones (mimic cuts none: which part to keep is yours to choose)");
   MIMIC_CHECK(opt.max_new_tokens >= 0, "max-new-tokens must be >= 0, got ", opt.max_new_tokens);
   const auto B = static_cast<int64_t>(prompts.size());
   std::vector<Sampler> samplers;

@@ -49,7 +49,7 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
   // The families read their keys with the config_* readers, which name a key of the wrong type; this catch is
   // the backstop for any other JSON access, so a config of the wrong shape is never more than a refused file.
   try {
-    JsonKeysRead read;
+    JsonKeysRead read(j);
     c.family->read_config(j, where, c);
     c.keys_read = read.keys();
   } catch (const nlohmann::json::exception& e) {

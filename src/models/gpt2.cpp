@@ -103,8 +103,9 @@ class Gpt2Family : public Family {
 
   void read_config(const nlohmann::json& j, const std::string& where, ModelConfig& c) const override {
     // n_ctx is the older name: read where n_positions is not given; a config with neither is told n_positions
-    const bool n_positions = (j.contains("n_positions") && !j["n_positions"].is_null()) || !j.contains("n_ctx");
-    c.keys = {"n_layer", "n_head", "", "n_embd", j.contains("n_inner") && !j["n_inner"].is_null() ? "n_inner" : "n_embd",
+    // (json_given, json_has: noted as read, so that a misspelling of either is told from a key mimic does not read)
+    const bool n_positions = json_given(j, "n_positions") || !json_has(j, "n_ctx");
+    c.keys = {"n_layer", "n_head", "", "n_embd", json_given(j, "n_inner") ? "n_inner" : "n_embd",
               "vocab_size", n_positions ? "n_positions" : "n_ctx", "layer_norm_epsilon", "resid_pdrop"};
     c.vocab_size = json_int(j, c.keys.vocab_size, where);
     c.max_positions = json_int(j, c.keys.max_positions, where);

@@ -197,7 +197,7 @@ class LlamaFamily : public Family {
     // Read whether or not a layer uses it: a window of −5 is a broken config either way (the eleventh probe).
     // An absent sliding_window is 4096, the default of Mistral's, Qwen2's and Qwen3's config classes (null: none): read
     // as none, a trimmed config computed full attention beyond 4096 tokens, unlike HF's (the Llama-family probes).
-    const bool type_default = kind_ != Kind::Llama && !j.contains("sliding_window");
+    const bool type_default = kind_ != Kind::Llama && !json_has(j, "sliding_window");
     const int64_t w = type_default ? 4096 : json_int_or(j, "sliding_window", where, 0);
     if (windowed_layers(j, where, c.n_layer) && w > 0 && w < c.max_positions) {
       c.context_note = std::string(type_default ? "sliding_window absent: " + display_name + "'s default 4096" : "sliding_window") + "; " +
@@ -315,7 +315,7 @@ class LlamaFamily : public Family {
     const bool asked = json_bool_or(j, "use_sliding_window", where, false);
     // read whether or not the window is used: a broken value is a broken config either way (the twelfth probe)
     const int64_t from = json_int_or(j, "max_window_layers", where, 28, 0);
-    if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    if (json_given(j, "layer_types")) {
       const auto& types = j["layer_types"];
       MIMIC_CHECK(types.is_array() && static_cast<int64_t>(types.size()) == n_layer, where, ": layer_types must list one type per layer (",
                   n_layer, "), got ", json_dump(types, -1).substr(0, 120));
