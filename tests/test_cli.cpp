@@ -653,6 +653,19 @@ TEST(Cli, AFinetuneDoesNotResumeOnDataThatChangedUnderTheSamePath) {
   EXPECT_NE(older.err.find("was finetuned on " + dir.file("u.jsonl") + " when mimic placed rows without \"split\" by the path and line"),
             std::string::npos) << older.err;
   EXPECT_NE(older.err.find("some of the test examples scored may be ones it trained on"), std::string::npos) << older.err;
+  // an export folder of the run (step-N/, which the run folder's export book lists) is the run's model too: its run's
+  // checkpoint lies in the folder above
+  std::filesystem::create_directories(dir.file("u/step-1"));
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("u")))
+    if (e.is_regular_file() && e.path().filename() != "checkpoint.safetensors" && e.path().filename() != "log.jsonl" &&
+        e.path().filename() != "exports.json")
+      std::filesystem::copy_file(e.path(), std::filesystem::path(dir.file("u/step-1")) / e.path().filename());
+  auto book = nlohmann::json::parse(mimic::test::read_bytes(dir.file("u/exports.json")));
+  book["step-1"] = nlohmann::json::object();
+  mimic::test::write_bytes(dir.file("u/exports.json"), book.dump());
+  auto snapshot = mimic_cli("eval --task cls --model " + dir.file("u/step-1") + " --split test --data " + dir.file("u.jsonl"));
+  ASSERT_EQ(snapshot.code, 0) << snapshot.err;
+  EXPECT_NE(snapshot.err.find("some of the test examples scored may be ones it trained on"), std::string::npos) << snapshot.err;
 }
 
 // Refusals that depend on the command line alone come before any model loads (the probe of 2026-11-27 found these

@@ -112,7 +112,7 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   // the data's identity and digest). Before 2026-12-02 rows without "split" were placed by a hash of the path as typed
   // and the line, so under today's rule (their text) some rows the run trained on may now be test rows: said so. A
   // file edited since under today's rule keeps each such row where it was; only a row whose own "split" changed moved.
-  const auto fp = train::checkpoint_fingerprint(dir);
+  const auto fp = train::model_run_fingerprint(dir);
   const auto str = [&fp](const char* key) { return fp.contains(key) && fp[key].is_string() ? fp[key].get<std::string>() : std::string(); };
   if (str("task") == "cls" && str("data") == data::data_identity(a.data) && !str("data_digest").empty() && str("data_digest") != data.digest()) {
     if (data.split_by_text > 0 && str("split_by") != "text")

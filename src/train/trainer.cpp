@@ -13,6 +13,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/precision.h"
 #include "mimic/core/json_keys.h"
+#include "mimic/core/paths.h"
 #include "mimic/core/progress.h"
 #include "mimic/distributed/group.h"
 #include "mimic/io/atomic_file.h"
@@ -459,10 +460,26 @@ std::string checkpoint_command(const std::string& out_dir) {
   return fp.contains("arch") ? "pretrain" : fp.contains("task") ? "finetune" : "";
 }
 
+namespace {
 nlohmann::json checkpoint_fingerprint(const std::string& out_dir) {
   std::error_code ec;
   if (!fs::is_regular_file(fs::path(out_dir) / kCheckpoint, ec)) return nlohmann::json::object();
   return fingerprint_in(checkpoint_state(out_dir));
+}
+}  // namespace
+
+nlohmann::json model_run_fingerprint(const std::string& model_dir) {
+  if (auto fp = checkpoint_fingerprint(model_dir); !fp.empty()) return fp;
+  // an export folder of a run (best/, last/, step-N/) has no checkpoint of its own: the run folder above it has, and
+  // its export book lists the folder (helper-37's review: eval of OUT/step-N found nothing)
+  const fs::path dir(path_identity(model_dir));
+  try {
+    const auto book = nlohmann::json::parse(io::read_text_file((dir.parent_path() / kExports).string()));
+    if (book.is_object() && book.contains(dir.filename().string())) return checkpoint_fingerprint(dir.parent_path().string());
+  } catch (const std::exception&) {
+    // no export book, or one that cannot be read: no run is known to have written the model
+  }
+  return nlohmann::json::object();
 }
 
 LogHead read_log_head(const std::string& out_dir) {
