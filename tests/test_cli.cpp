@@ -950,7 +950,9 @@ TEST(Cli, OutOfRangeNumericOptionsAreRefusedByNameBeforeAnyWork) {
   }
   // --help shows each option's range
   auto h = mimic_cli("finetune --help");
-  for (const char* s : {"--checkpoint-every INT:[1, 10^9]", "--lr FLOAT:(0, 10]", "--min-lr-ratio FLOAT:[0, 1]", "--threads INT:[0, "})
+  for (const char* s : {"--checkpoint-every INT:[1, 10^9]", "--lr FLOAT:(0, 10]", "--min-lr-ratio FLOAT:[0, 1]", "--threads INT:[0, ",
+                        // and the preset each family defaults to, from the registry (it named GPT-2's and BERT's alone)
+                        "the model family's (gpt2 for GPT-2, Llama, Mistral, Qwen2, Qwen3; bert for BERT)"})
     EXPECT_NE(h.out.find(s), std::string::npos) << s;
   // an accepted integer is read as the decimal number written (CLI11 alone reads "02" as octal, "0x2" as hex)
   auto t = mimic_cli("info --system --json --threads 02");

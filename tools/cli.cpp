@@ -399,9 +399,9 @@ CLI::Validator out_file_arg() {
         if (std::filesystem::is_directory(st)) return s + " is a folder: give the name of the file to write";
         if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st))
           return s + " is not a regular file (a named pipe, a device): give the name of the file to write";
-        if (std::filesystem::is_regular_file(st) && (st.permissions() & std::filesystem::perms::all &
-                                                     (std::filesystem::perms::owner_write | std::filesystem::perms::group_write |
-                                                      std::filesystem::perms::others_write)) == std::filesystem::perms::none)
+        constexpr auto any_write =
+            std::filesystem::perms::owner_write | std::filesystem::perms::group_write | std::filesystem::perms::others_write;
+        if (std::filesystem::is_regular_file(st) && (st.permissions() & any_write) == std::filesystem::perms::none)
           return s + " is write-protected (no write permission): make it writable (chmod u+w) to let mimic replace or extend it, "
                      "or give another name";
         return {};

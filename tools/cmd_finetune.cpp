@@ -1,5 +1,6 @@
 // mimic finetune --task lm|cls --model DIR --data ... --out DIR — finetune a GPT-2 (causal LM) or a BERT
 // classifier, plain or converted: every parameter, the attention blocks, the feature maps, or LoRA.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -62,6 +63,20 @@ void print_row(const char* label, double student, const std::optional<double>& t
 }
 
 void print_header(bool teacher) { std::printf("  %-22s%12s%s\n", "", "student", teacher ? "     teacher" : ""); }
+
+// "gpt2 for GPT-2, Llama, Mistral, Qwen2, Qwen3; bert for BERT": each preset with the families it is the default of
+// (the help named GPT-2's and BERT's alone, so a Llama's default was left to guess)
+std::string presets_by_family() {
+  std::vector<std::pair<std::string, std::string>> by;  // preset → display names, in the registry's order
+  for (const auto* f : models::families()) {
+    auto it = std::find_if(by.begin(), by.end(), [&](const auto& p) { return p.first == f->finetune_preset; });
+    if (it == by.end()) by.emplace_back(f->finetune_preset, f->display_name);
+    else it->second += ", " + f->display_name;
+  }
+  std::string s;
+  for (const auto& [preset, names] : by) s += (s.empty() ? "" : "; ") + preset + " for " + names;
+  return s;
+}
 
 // The preset of the model's family; when config.json cannot be read, any preset: the stage reports the model's
 // problem in its own words.
@@ -224,7 +239,7 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--out", t.out_dir, "Output directory: the best model, the checkpoint (its state alone once the run is done) and the log")->required()->check(out_dir_arg());
   sub->add_option("--preset", a->preset, "Hyper-parameters: gpt2 (Hedgehog: lr 6e-4, weight decay 0.01), bert (Hedgehog: lr 1e-5, "
                                          "weight decay 0, cosine to 0) or kd (a conversion's second stage: lr 3e-4, weight decay 0.01, "
-                                         "--copy-fraction 0.5); default: kd with --kd, else the model family's (gpt2 for GPT-2, bert for BERT); flags override")
+                                         "--copy-fraction 0.5); default: kd with --kd, else the model family's (" + presets_by_family() + "); flags override")
       ->check(CLI::IsMember({"gpt2", "bert", "kd"}));
   sub->add_option("--train", a->train_set, "What trains: all, attention (q, k, v, o projections + kernels) or feature-maps (kernels only); "
                                            "default all, or feature-maps with --lora")
