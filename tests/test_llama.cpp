@@ -420,6 +420,16 @@ TEST(LlamaFamily, PretrainsOnMqarAndConvertsThroughThePipeline) {
   EXPECT_TRUE(fs::exists(dir.file("p/tokenizer.json")));
   auto pe = mimic::test::mimic_cli("eval --model " + dir.file("p") + " --text 'the tide was late' --json --threads 1");
   ASSERT_EQ(pe.code, 0) << pe.err;
+  // <s> is no target since 2026-12-02 (data::PackedBatches): a run begun before, whose best validation loss counted it,
+  // is not resumed — its fingerprint lacks the key (helper-38's review)
+  mimic::test::edit_safetensors_json(dir.file("p/checkpoint.safetensors"), "state", [](nlohmann::json& j) {
+    ASSERT_EQ(j["fingerprint"].at("document_start_target"), false);
+    j["fingerprint"].erase("document_start_target");
+  });
+  auto older = mimic::test::mimic_cli("pretrain --arch mistral --config " + dir.file("c.json") + " --data " + dir.file("prose.txt") +
+                                      " --steps 2 --seq-len 16 --batch-size 2 --eval-every 2 --eval-batches 1 --out " + dir.file("p") + " --threads 1");
+  EXPECT_EQ(older.code, 1);
+  EXPECT_NE(older.err.find("was written with other settings: document_start_target"), std::string::npos) << older.err;
 }
 
 namespace {

@@ -265,6 +265,30 @@ TEST(Placement, ProbeMeasuresEqualTheEvalStagesCopyGainAndPasskeyScores) {
     }
   }
   EXPECT_NEAR(m.lm_loss, lm, 1e-4);
+  // a target that is the tokenizer's opening is none, as eval scores none (helper-38's review: the windows are cut from
+  // a stream with <s> after every </s>); here a token of the first window's second half plays the opening. The probe's
+  // batches of 2 windows take the mean over their scored tokens.
+  opened.opening = {cal.lm_windows[0][40]};
+  double lm_opened = 0;
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t first = 0; first < cal.lm_windows.size(); first += 2) {
+      const size_t last = std::min(first + 2, cal.lm_windows.size());
+      double sum = 0;
+      int64_t n = 0;
+      for (size_t i = first; i < last; ++i) {
+        const auto& w = cal.lm_windows[i];
+        mimic::models::ForwardInputs in;
+        in.input_ids = torch::tensor(w, torch::kLong).unsqueeze(0);
+        auto logp = torch::log_softmax(model->forward(in).logits[0].to(torch::kDouble), -1);
+        for (int64_t t = 32; t < 64; ++t)
+          if (w[static_cast<size_t>(t)] != opened.opening[0]) sum -= logp[t - 1][w[static_cast<size_t>(t)]].item<double>(), ++n;
+      }
+      lm_opened += sum / static_cast<double>(n) * static_cast<double>(last - first) / 3;
+    }
+  }
+  EXPECT_NEAR(mimic::convert::probe_measure(*model, opened, 2).lm_loss, lm_opened, 1e-4);
+  EXPECT_GT(std::abs(lm_opened - lm), 1e-6);
   // without LM windows, the first copies' NLL
   auto no_windows = cal;
   no_windows.lm_windows.clear();

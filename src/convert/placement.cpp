@@ -207,7 +207,8 @@ std::vector<double> continuation_logprobs(models::Model& model, const std::vecto
 // run-to-run spread of the probe's time (K = 8 at the quick scale: 288 and 299 s in two quiet runs, ~303 s before);
 // the head's GEMM itself is about two thirds of a measurement's FLOPs.
 // Every sequence scores the same number of rows, so the mean over all scored rows is the mean of the sequences' means.
-std::vector<double> range_nll_sums(models::Model& model, const at::Tensor& cpu_ids, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+std::vector<double> range_nll_sums(models::Model& model, const at::Tensor& cpu_ids, const std::vector<std::pair<int64_t, int64_t>>& ranges,
+                                   const std::vector<int64_t>& unscored = {}) {
   const auto weight = model.lm_head_weight();
   MIMIC_CHECK(weight.defined(), "the probe measures a causal LM with an LM head; this model has none");
   const auto ids = cpu_ids.to(models::device_of(model));
@@ -221,6 +222,7 @@ std::vector<double> range_nll_sums(models::Model& model, const at::Tensor& cpu_i
   for (const auto& [from, to] : ranges) {
     auto labels = torch::full({b, t}, -100, ids.options());
     labels.slice(1, from, to).copy_(ids.slice(1, from + 1, to + 1));
+    if (!unscored.empty()) labels.masked_fill_(torch::isin(labels, torch::tensor(unscored, torch::kLong).to(labels.device())), -100);
     sums.push_back(train::lm_head_loss(hidden, head, labels).item<double>() * static_cast<double>(b));
   }
   return sums;
@@ -262,7 +264,8 @@ ProbeMeasure probe_measure(models::Model& model, const ProbeCalibration& cal, in
         ids[i].copy_(torch::tensor(s, torch::kLong));
       }
       // Rows wl/2-1 .. wl-2 predict tokens wl/2 .. wl-1: the second half, the positions `eval`'s default stride scores.
-      sum += range_nll_sums(model, ids, {{wl / 2 - 1, wl - 1}})[0];
+      // (the document start no target, as eval scores none: the windows are cut from the stream, <s> after every </s>)
+      sum += range_nll_sums(model, ids, {{wl / 2 - 1, wl - 1}}, cal.opening)[0];
     }
     m.lm_loss = sum / static_cast<double>(w);
   }

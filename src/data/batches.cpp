@@ -76,6 +76,9 @@ PackedBatches::PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t b
   MIMIC_CHECK(seq_len >= 1 && batch_size >= 1, "sequence length and batch size must be positive");
   copy.validate();
   if (copy.random_fraction > 0) pool_ = most_frequent_tokens(cache, copy.random_vocab);
+  // a block of T tokens needs a target besides the document start, which is none (a row of no target is a NaN loss)
+  MIMIC_CHECK(seq_len > static_cast<int64_t>(cache.info().document_start.size()), "blocks of ", seq_len, " tokens: the tokenizer opens "
+              "every document with ", cache.info().document_start.size(), " tokens, which are no targets; give a longer sequence");
   int64_t blocks = (cache.size() - 1) / seq_len;
   MIMIC_CHECK(blocks >= batch_size, "the data has ", cache.size(), " tokens: too few for one batch of ", batch_size, " x ",
               seq_len + 1, " tokens");

@@ -72,6 +72,9 @@ LmResult finetune_lm(const LmOptions& o) {
                         {"eval_batches", o.eval_batches}});
   // the text's tokens, not only its path: a file edited under the same name was resumed into (the probe of 2026-11-27)
   if (const auto d = source->data_digest(); !d.empty()) t.fingerprint["data_digest"] = d;
+  // the document start is no target since 2026-12-02 (data::PackedBatches): a run begun before compared its losses
+  // with a best validation loss that counted it, lower, so it is not resumed (helper-38's review)
+  if (tok && !tok->document_start().empty()) t.fingerprint["document_start_target"] = false;
   t.rank_settings["test"] = o.test;  // rank 0 alone scores the test split: a rank given --test alone had it dropped
   if (o.copy.fraction > 0)
     t.fingerprint["copy"] = {{"fraction", o.copy.fraction}, {"min_span", o.copy.min_span}, {"max_span", o.copy.max_span},

@@ -220,6 +220,9 @@ train::TrainResult pretrain(const PretrainOptions& o) {
                    {"seq_len", o.seq_len},   {"batch_size", o.batch_size}, {"seed", o.seed},
                    {"steps", t.steps},       {"lr", t.lr},                 {"warmup", t.warmup},
                    {"grad_accum", t.grad_accum}};
+  // the document start is no target since 2026-12-02 (data::PackedBatches): a run begun before compared its losses
+  // with a best validation loss that counted it, lower, so it is not resumed (helper-38's review)
+  if (tok && !tok->document_start().empty()) t.fingerprint["document_start_target"] = false;
   if (!o.init.empty()) {
     t.fingerprint["init"] = models::model_digest(*model);
     // and what else makes it compute (finetune's model_network and model_attention): a resume, or a rank, with the
