@@ -206,7 +206,9 @@ std::vector<double> continuation_logprobs(models::Model& model, const std::vecto
 // tokens) are never written whole and streamed again by log-sum-exp and gather. What that saves is within the
 // run-to-run spread of the probe's time (K = 8 at the quick scale: 288 and 299 s in two quiet runs, ~303 s before);
 // the head's GEMM itself is about two thirds of a measurement's FLOPs.
-// Every sequence scores the same number of rows, so the mean over all scored rows is the mean of the sequences' means.
+// Every sequence scores the same number of rows, so the mean over all scored rows is the mean of the sequences' means —
+// unless `unscored` tokens (the document start, no target) leave some rows out: then it is the batch's mean over the
+// rows it scores, counted once per sequence.
 std::vector<double> range_nll_sums(models::Model& model, const at::Tensor& cpu_ids, const std::vector<std::pair<int64_t, int64_t>>& ranges,
                                    const std::vector<int64_t>& unscored = {}) {
   const auto weight = model.lm_head_weight();

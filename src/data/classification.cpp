@@ -231,8 +231,8 @@ ClassificationData load_jsonl(const std::string& path) {
     if (split.empty()) {
       // By the text alone. The key was "PATH:LINE" with the path as typed until 2026-12-02: t.jsonl and ./t.jsonl split
       // differently, so a finetune and an eval that spelled the file otherwise scored training rows as test rows, and a
-      // row added at the top moved every row below it (helper-36's review of 2026-12-02). A text given twice now lies in
-      // one split, whichever its lines.
+      // row added at the top moved every row below it (helper-36's review of 2026-12-02). Two rows of one text without a
+      // "split" now lie in one split, whichever their lines.
       ++d.split_by_text;
       add(d, ex, split_of(ex.text));
     } else {

@@ -34,8 +34,8 @@ struct ClassificationData {
 
 // "spam", "sotu-era", or a path to a JSON-lines file with {"text": ..., "label": ...} per line (label a
 // string or an integer; optional "split": train|validation|test (or val); a row without one goes 90/5/5 by a hash of
-// its text alone, so that the same rows split the same whatever the file's path, name or order, and a text given twice
-// is never in two splits).
+// its text alone, so that the same rows split the same whatever the file's path, name or order, and two rows of one
+// text without a "split" are never in two splits).
 ClassificationData load_classification(const std::string& name_or_file);
 // Puts `d`'s label ids in a classifier's order: `model_labels` are its names by id (models::ModelConfig::labels,
 // from id2label/label2id), `model_num_labels` its outputs. Every label of the data must be one of them (else a

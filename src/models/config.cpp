@@ -231,4 +231,3 @@ void refuse_misspelt_keys(const nlohmann::json& j, const ModelConfig& c, const s
 }
 
 }  // namespace mimic::models
-

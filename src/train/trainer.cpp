@@ -447,6 +447,9 @@ nlohmann::json checkpoint_state(const std::string& out_dir) {
 nlohmann::json fingerprint_in(const nlohmann::json& meta) {
   return meta.is_object() && meta.contains("fingerprint") && meta["fingerprint"].is_object() ? meta["fingerprint"] : nlohmann::json::object();
 }
+
+// The fingerprint of the checkpoint in `out_dir`; an empty object when there is none that can be read.
+nlohmann::json checkpoint_fingerprint(const std::string& out_dir) { return fingerprint_in(checkpoint_state(out_dir)); }
 }  // namespace
 
 std::string checkpoint_command(const std::string& out_dir) {
@@ -459,14 +462,6 @@ std::string checkpoint_command(const std::string& out_dir) {
   const auto fp = fingerprint_in(meta);
   return fp.contains("arch") ? "pretrain" : fp.contains("task") ? "finetune" : "";
 }
-
-namespace {
-nlohmann::json checkpoint_fingerprint(const std::string& out_dir) {
-  std::error_code ec;
-  if (!fs::is_regular_file(fs::path(out_dir) / kCheckpoint, ec)) return nlohmann::json::object();
-  return fingerprint_in(checkpoint_state(out_dir));
-}
-}  // namespace
 
 nlohmann::json model_run_fingerprint(const std::string& model_dir) {
   if (auto fp = checkpoint_fingerprint(model_dir); !fp.empty()) return fp;
