@@ -16,6 +16,7 @@
 #include "mimic/core/progress.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/eval/perplexity.h"
+#include "mimic/io/atomic_file.h"
 #include "mimic/models/model.h"
 #include "mimic/record/record.h"
 #include "test_util.h"
@@ -661,11 +662,24 @@ TEST(Cli, AFinetuneDoesNotResumeOnDataThatChangedUnderTheSamePath) {
         e.path().filename() != "exports.json")
       std::filesystem::copy_file(e.path(), std::filesystem::path(dir.file("u/step-1")) / e.path().filename());
   auto book = nlohmann::json::parse(mimic::test::read_bytes(dir.file("u/exports.json")));
-  book["step-1"] = nlohmann::json::object();
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("u/step-1")))
+    book["step-1"][e.path().filename().string()] = mimic::io::file_digest(e.path().string());
   mimic::test::write_bytes(dir.file("u/exports.json"), book.dump());
-  auto snapshot = mimic_cli("eval --task cls --model " + dir.file("u/step-1") + " --split test --data " + dir.file("u.jsonl"));
-  ASSERT_EQ(snapshot.code, 0) << snapshot.err;
-  EXPECT_NE(snapshot.err.find("some of the test examples scored may be ones it trained on"), std::string::npos) << snapshot.err;
+  // the folder itself, and a link to it from elsewhere (helper-38's review: the path's text found no run)
+  std::filesystem::create_directory_symlink(dir.file("u/step-1"), dir.file("elsewhere"));
+  for (const auto& model : {dir.file("u/step-1"), dir.file("elsewhere")}) {
+    auto snapshot = mimic_cli("eval --task cls --model " + model + " --split test --data " + dir.file("u.jsonl"));
+    ASSERT_EQ(snapshot.code, 0) << snapshot.err;
+    EXPECT_NE(snapshot.err.find("some of the test examples scored may be ones it trained on"), std::string::npos) << model << snapshot.err;
+  }
+  // a model copied into the folder since (another run's weights, where the book records the run's) is no model of the run's
+  ASSERT_EQ(mimic_cli("finetune --task cls --model " + bert_dir() + " --data " + dir.file("u.jsonl") +
+                      " --steps 1 --warmup 0 --batch-size 4 --seq-len 16 --seed 9 --out " + dir.file("v")).code, 0);
+  std::filesystem::copy_file(dir.file("v/model.safetensors"), dir.file("u/step-1/model.safetensors"),
+                             std::filesystem::copy_options::overwrite_existing);
+  auto swapped = mimic_cli("eval --task cls --model " + dir.file("u/step-1") + " --split test --data " + dir.file("u.jsonl"));
+  ASSERT_EQ(swapped.code, 0) << swapped.err;
+  EXPECT_EQ(swapped.err.find("finetuned on"), std::string::npos) << swapped.err;
 }
 
 // Refusals that depend on the command line alone come before any model loads (the probe of 2026-11-27 found these

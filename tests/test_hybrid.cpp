@@ -654,6 +654,64 @@ TEST(MixedKernel, TheStudentDecodesAndKeepsStateForTheConvertedHeadsAlone) {
   EXPECT_EQ(cache->bytes(), student_alone->bytes() + B * 1 * 5 * 2 * D * 8);  // + 5 keys and values of one head, in double
 }
 
+// The same in the whole-sequence form (forward_fast_heads, what a mixed layer trains and evaluates with): the
+// student's attention runs on the converted heads alone, its rows and its gradients (inputs and every parameter)
+// those of the quadratic reference's heads, and of the fast form on every head. Causal and bidirectional, with
+// padding, every kind whose attention is per head, with the inputs that read every head (SLA gates).
+TEST(MixedKernel, TheStudentsWholeSequenceFormOnSomeHeadsIsTheWholesRowsForwardAndGradients) {
+  const nlohmann::json hedgehog = {{"feature_map", "hedgehog"}, {"gates", true}, {"chunk", 3}};
+  auto with = [](nlohmann::json j, const nlohmann::json& more) {
+    j.update(more);
+    return j;
+  };
+  const std::vector<std::pair<std::string, nlohmann::json>> students = {
+      {"linear", with(hedgehog, {{"decay", true}})},
+      {"hybrid", with(hedgehog, {{"window", 2}})},
+      {"hybrid", with(hedgehog, {{"window", 2}, {"cache", 2}, {"cache_heads", {0, 2}}})},
+      {"delta", {{"gate", true}, {"gates", true}, {"chunk", 3}}},
+  };
+  for (const auto& [kind, options] : students)
+    for (bool causal : {true, false}) {
+      if (!causal && (kind == "delta" || options.contains("decay") || options.contains("cache"))) continue;  // causal only
+      SCOPED_TRACE(kind + " " + options.dump() + (causal ? " causal" : " bidirectional"));
+      torch::manual_seed(6);
+      auto kernel = as_distillable(make_attention_kernel(kind, options, H, D), "the test's student");
+      kernel->to(torch::kDouble);
+      for (auto& p : kernel->parameters()) {
+        torch::NoGradGuard g;
+        p.add_(torch::randn_like(p) * 0.3);
+      }
+      auto in = make_inputs(10, false, 8, true);
+      AttentionContext ctx;
+      ctx.causal = causal;
+      ctx.scale = 0.5;
+      ctx.key_padding_mask = in.mask;
+      std::vector<at::Tensor> wrt = {in.q, in.k, in.v};
+      for (auto& p : kernel->parameters()) wrt.push_back(p);
+      const auto whole = kernel->forward(in.q, in.k, in.v, ctx);
+      at::Tensor w;
+      const auto reference = kernel->forward_quadratic(in.q, in.k, in.v, ctx, &w);
+      for (const std::vector<int64_t>& heads : {std::vector<int64_t>{1}, std::vector<int64_t>{0, 2}, std::vector<int64_t>{0, 1, 2}}) {
+        SCOPED_TRACE(nlohmann::json(heads).dump());
+        const auto index = torch::tensor(heads, torch::kLong);
+        const auto rows = kernel->forward_fast_heads(in.q, in.k, in.v, ctx, index);
+        ASSERT_EQ(rows.sizes(), (std::vector<int64_t>{B, static_cast<int64_t>(heads.size()), 10, D}));
+        EXPECT_LT(max_diff(rows, whole.index_select(1, index)), 1e-12);
+        EXPECT_LT(max_diff(rows, reference.index_select(1, index)), 1e-10);
+        const auto probe = in.probe.index_select(1, index);
+        expect_close(grads(rows, probe, wrt), grads(reference.index_select(1, index), probe, wrt), 1e-9, "quadratic reference");
+        expect_close(grads(rows, probe, wrt), grads(whole.index_select(1, index), probe, wrt), 1e-11, "every head");
+      }
+    }
+  auto hybrid = as_distillable(make_attention_kernel("hybrid", with(hedgehog, {{"window", 2}}), H, D), "the test's student");
+  auto few = make_inputs(3, false, 7, false, torch::kFloat);
+  AttentionContext causal;
+  causal.causal = true;
+  for (const auto& bad : {std::vector<int64_t>{2, 0}, std::vector<int64_t>{1, 1}, std::vector<int64_t>{-1}})
+    EXPECT_MIMIC_ERROR(hybrid->forward_fast_heads(few.q, few.k, few.v, causal, torch::tensor(bad, torch::kLong)),
+                       "give sorted, distinct heads of the layer's 3");
+}
+
 TEST(MixedKernel, RebuildsFromItsOptionsAndRefusesBadHeadLists) {
   auto mixed = mixed_kernel({0, 1}, "linear");
   auto again = make_attention_kernel("mixed", mixed->config_json(), H, D);

@@ -82,8 +82,14 @@ DeltaAttention::Inputs DeltaAttention::inputs(const at::Tensor& q, const at::Ten
 // solve and the products a state accumulates over thousands of tokens are where bf16's 8-bit mantissa would cost most,
 // and LibTorch has no bf16 triangular solve on the CPU.
 at::Tensor DeltaAttention::forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
+  return DeltaAttention::forward_fast_heads(q, k, v, ctx, at::Tensor());
+}
+
+at::Tensor DeltaAttention::forward_fast_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                              const at::Tensor& heads) {
   AutocastOff fp32;
-  const auto in = inputs(q, k, v, ctx);
+  // every head's inputs (the gates read them all), then those of the heads asked for
+  const auto in = heads.defined() ? inputs(q, k, v, ctx).heads(heads.to(q.device())) : inputs(q, k, v, ctx);
   return in.gated(delta_rule_chunked(in.q, in.k, in.v, in.beta, in.log_alpha, at::Tensor(), config_.chunk).out);
 }
 
@@ -124,8 +130,7 @@ at::Tensor DeltaAttention::forward_cached_heads(const at::Tensor& q, const at::T
   auto& c = cached_call<DeltaCache>(cache, ctx, kind());
   const auto k = expand_kv_heads(k_in, q.size(1)), v = expand_kv_heads(v_in, q.size(1));  // a state per query head
   AutocastOff fp32;  // as forward_fast
-  // every head's inputs (the gates read them all), then those of the heads decoded
-  const auto in = heads.defined() ? inputs(q, k, v, ctx).heads(heads.to(q.device())) : inputs(q, k, v, ctx);
+  const auto in = heads.defined() ? inputs(q, k, v, ctx).heads(heads.to(q.device())) : inputs(q, k, v, ctx);  // as forward_fast_heads
   at::Tensor out;
   if (q.size(2) == 1) {  // one token: the recurrent step
     if (!c.state.defined()) c.state = torch::zeros({in.q.size(0), in.q.size(1), in.q.size(3), in.v.size(3)}, in.v.options());

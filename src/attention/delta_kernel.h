@@ -50,6 +50,9 @@ class DeltaAttention : public DistillableKernel {
                             KernelCache& cache) override;
   at::Tensor forward_cached_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                   KernelCache& cache, const at::Tensor& heads) override;
+  // forward_fast's rows of `heads`: the rule runs on those heads alone (the gates read every head)
+  at::Tensor forward_fast_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                const at::Tensor& heads) override;
   // The effective weights [B, H, T, T] and weights · v; log_weights: log of the positive weights, −∞ elsewhere.
   at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                at::Tensor* weights, at::Tensor* log_weights = nullptr) override;

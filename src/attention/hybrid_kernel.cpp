@@ -100,7 +100,6 @@ HybridAttention::HybridAttention(const HybridConfig& config, int64_t n_head, int
       if (!std::binary_search(config.cache_heads.begin(), config.cache_heads.end(), h)) plain.push_back(h);
     cache_index_ = torch::tensor(config.cache_heads, torch::kLong);
     plain_index_ = torch::tensor(plain, torch::kLong);
-    order_ = torch::cat({cache_index_, plain_index_}).argsort();  // row r of the groups' concatenation is head order_[…]'s
   }
 }
 
@@ -143,11 +142,6 @@ HybridAttention::HeadGroup HybridAttention::head_group(const at::Tensor& index, 
   return g;
 }
 
-std::vector<HybridAttention::HeadGroup> HybridAttention::head_groups(bool causal, const c10::Device& device) const {
-  const auto all = hybrid_options(causal);
-  return {head_group(cache_index_, all, true, device), head_group(plain_index_, all, false, device)};
-}
-
 namespace {
 at::Tensor heads(const at::Tensor& x, const at::Tensor& index) { return x.index_select(1, index); }
 Features heads(const Features& f, const at::Tensor& index) { return {heads(f.q, index), heads(f.k, index), f.log_space}; }
@@ -161,34 +155,73 @@ std::function<at::Tensor(const at::Tensor&)> group_key_features(std::function<at
     return heads(all(full.index_copy(1, index, k)), index);
   };
 }
+// The groups' outputs (or weights) [B, |group|, ...] as one tensor in head order; rows[i]: group i's heads (long, CPU).
+at::Tensor in_head_order(const std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& rows) {
+  const auto out = torch::cat(outs, 1);
+  return out.index_select(1, torch::cat(rows).argsort().to(out.device()));
+}
+// The heads of `index` that `only` lists (both sorted), as a long tensor on the CPU; undefined when none.
+at::Tensor common_heads(const at::Tensor& index, const std::vector<int64_t>& only) {
+  std::vector<int64_t> both;
+  const auto idx = index.to(torch::kCPU).contiguous();
+  const auto* p = idx.data_ptr<int64_t>();
+  std::set_intersection(p, p + idx.numel(), only.begin(), only.end(), std::back_inserter(both));
+  return both.empty() ? at::Tensor() : torch::tensor(both, torch::kLong);
+}
 }  // namespace
 
+std::vector<HybridAttention::HeadPart> HybridAttention::head_parts(const at::Tensor& only) const {
+  const std::vector<HeadPart> parts = split() ? std::vector<HeadPart>{{cache_index_, true, true}, {plain_index_, false, false}}
+                                              : std::vector<HeadPart>{{torch::arange(n_head_, torch::kLong), hybrid_.cache > 0, true}};
+  if (!only.defined()) return parts;
+  const auto asked = only.to(torch::kCPU).contiguous();
+  const std::vector<int64_t> wanted(asked.data_ptr<int64_t>(), asked.data_ptr<int64_t>() + asked.numel());
+  MIMIC_CHECK(std::is_sorted(wanted.begin(), wanted.end()) && std::adjacent_find(wanted.begin(), wanted.end()) == wanted.end() &&
+                  !wanted.empty() && wanted.front() >= 0 && wanted.back() < n_head_,
+              "hybrid attention on heads ", nlohmann::json(wanted).dump(), ": give sorted, distinct heads of the layer's ", n_head_);
+  std::vector<HeadPart> cut;
+  for (const auto& part : parts)
+    if (auto index = common_heads(part.index, wanted); index.defined()) cut.push_back({index, part.with_cache, part.first});
+  return cut;
+}
+
 at::Tensor HybridAttention::forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
+  return HybridAttention::forward_fast_heads(q, k, v, ctx, at::Tensor());
+}
+
+at::Tensor HybridAttention::forward_fast_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                               const at::Tensor& only) {
   auto f = features(q, k, ctx.scale, 0);
-  if (!split()) return hybrid_attention(q, k, v, f, ctx.scale, hybrid_options(ctx.causal), ctx.key_padding_mask);
-  std::vector<at::Tensor> outs;
-  for (const auto& g : head_groups(ctx.causal, q.device()))
+  const auto all = hybrid_options(ctx.causal);
+  if (!split() && !only.defined()) return hybrid_attention(q, k, v, f, ctx.scale, all, ctx.key_padding_mask);
+  std::vector<at::Tensor> outs, rows;
+  for (const auto& part : head_parts(only)) {
+    const auto g = head_group(part.index, all, part.with_cache, q.device());
     outs.push_back(hybrid_attention(heads(q, g.index), heads(k, g.index), heads(v, g.index), heads(f, g.index), ctx.scale, g.options,
                                     ctx.key_padding_mask));
-  return torch::cat(outs, 1).index_select(1, order_.to(q.device()));
+    rows.push_back(part.index);
+  }
+  return in_head_order(outs, rows);
 }
 
 at::Tensor HybridAttention::forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                               at::Tensor* weights, at::Tensor* log_weights) {
   auto f = features(q, k, ctx.scale, 0);
   if (!split()) return hybrid_quadratic(q, k, v, f, ctx.scale, hybrid_options(ctx.causal), ctx.key_padding_mask, weights, log_weights);
-  std::vector<at::Tensor> outs, ws, lws;
-  for (const auto& g : head_groups(ctx.causal, q.device())) {
+  const auto all = hybrid_options(ctx.causal);
+  std::vector<at::Tensor> outs, ws, lws, rows;
+  for (const auto& part : head_parts(at::Tensor())) {
+    const auto g = head_group(part.index, all, part.with_cache, q.device());
     at::Tensor w, lw;
     outs.push_back(hybrid_quadratic(heads(q, g.index), heads(k, g.index), heads(v, g.index), heads(f, g.index), ctx.scale, g.options,
                                     ctx.key_padding_mask, weights ? &w : nullptr, log_weights ? &lw : nullptr));
     ws.push_back(w);
     lws.push_back(lw);
+    rows.push_back(part.index);
   }
-  const auto order = order_.to(q.device());
-  if (weights) *weights = torch::cat(ws, 1).index_select(1, order);
-  if (log_weights) *log_weights = torch::cat(lws, 1).index_select(1, order);
-  return torch::cat(outs, 1).index_select(1, order);
+  if (weights) *weights = in_head_order(ws, rows);
+  if (log_weights) *log_weights = in_head_order(lws, rows);
+  return in_head_order(outs, rows);
 }
 
 namespace {
@@ -239,17 +272,6 @@ at::Tensor HybridAttention::forward_cached(const at::Tensor& q, const at::Tensor
   return forward_cached_heads(q, k, v, ctx, cache, at::Tensor());
 }
 
-namespace {
-// The heads of `index` that `only` lists (both sorted), as a long tensor on the CPU; undefined when none.
-at::Tensor common_heads(const at::Tensor& index, const std::vector<int64_t>& only) {
-  std::vector<int64_t> both;
-  const auto idx = index.to(torch::kCPU).contiguous();
-  const auto* p = idx.data_ptr<int64_t>();
-  std::set_intersection(p, p + idx.numel(), only.begin(), only.end(), std::back_inserter(both));
-  return both.empty() ? at::Tensor() : torch::tensor(both, torch::kLong);
-}
-}  // namespace
-
 at::Tensor HybridAttention::forward_cached_heads(const at::Tensor& q, const at::Tensor& k_in, const at::Tensor& v_in,
                                                  const AttentionContext& ctx, KernelCache& cache, const at::Tensor& only) {
   auto& hc = cached_call<HybridCache>(cache, ctx, kind());
@@ -270,34 +292,16 @@ at::Tensor HybridAttention::forward_cached_heads(const at::Tensor& q, const at::
   // Groups of heads, each decoded with its own state: the cache heads (`state`) and the others (`plain`), or every
   // head (`state`); each cut to the heads asked for, where some are, a group with none of them skipped.
   const auto all = hybrid_options(true);
-  struct Part {
-    at::Tensor index;  // long, on the CPU
-    bool with_cache;
-    HybridState* state;
-  };
-  const std::vector<Part> parts = split() ? std::vector<Part>{{cache_index_, true, &hc.state}, {plain_index_, false, &hc.plain}}
-                                          : std::vector<Part>{{torch::arange(n_head_, torch::kLong), all.cache > 0, &hc.state}};
-  std::vector<int64_t> wanted;
-  if (only.defined()) {
-    const auto asked = only.to(torch::kCPU).contiguous();
-    wanted.assign(asked.data_ptr<int64_t>(), asked.data_ptr<int64_t>() + asked.numel());
-    MIMIC_CHECK(std::is_sorted(wanted.begin(), wanted.end()) && std::adjacent_find(wanted.begin(), wanted.end()) == wanted.end() &&
-                    !wanted.empty() && wanted.front() >= 0 && wanted.back() < n_head_,
-                "hybrid decoding on heads ", nlohmann::json(wanted).dump(), ": give sorted, distinct heads of the layer's ", n_head_);
-  }
   std::vector<at::Tensor> outs, rows;
-  for (const auto& part : parts) {
-    const auto index = only.defined() ? common_heads(part.index, wanted) : part.index;
-    if (!index.defined()) continue;  // a group with none of the heads asked for
-    auto g = head_group(index, all, part.with_cache, q.device());
+  for (const auto& part : head_parts(only)) {
+    auto g = head_group(part.index, all, part.with_cache, q.device());
     g.options.key_features = group_key_features(key_feats, g.index, n_head_);
-    outs.push_back(decode(heads(q, g.index), heads(k, g.index), heads(v, g.index), heads(f, g.index), ctx.scale, g.options, *part.state));
-    rows.push_back(index);
-    hc.position = part.state->position;
+    auto& state = part.first ? hc.state : hc.plain;
+    outs.push_back(decode(heads(q, g.index), heads(k, g.index), heads(v, g.index), heads(f, g.index), ctx.scale, g.options, state));
+    rows.push_back(part.index);
+    hc.position = state.position;
   }
-  // the groups' concatenated rows back in head order (row r is head cat(rows)[r]; every head: order_)
-  const auto order = only.defined() ? torch::cat(rows).argsort() : order_;
-  return torch::cat(outs, 1).index_select(1, order.to(q.device()));
+  return in_head_order(outs, rows);
 }
 
 std::string HybridAttention::parameter_group(const std::string& name) const {

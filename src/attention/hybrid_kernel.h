@@ -58,14 +58,27 @@ class HybridAttention : public LinearAttention {
                                at::Tensor* weights, at::Tensor* log_weights = nullptr) override;
   std::string parameter_group(const std::string& name) const override;  // window_logit trains with the maps
 
+  // forward_fast's rows of `heads` (each group of heads below cut to them): the features of every head, the
+  // attention of those heads alone
+  at::Tensor forward_fast_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                const at::Tensor& heads) override;
+
   HybridOptions hybrid_options(bool causal) const;
   // With cache_heads a strict subset of the heads, the layer runs as two groups of heads, each through the hybrid
   // forms on its own heads (the features computed once for all): the cache heads with the cache, the others without.
+  // Otherwise one group, every head. A call on some heads (`only`: long, sorted, distinct; undefined: every head)
+  // cuts each group to those of its heads it lists, a group with none of them left out; a mimic::Error for a list
+  // that is not sorted, distinct heads of the layer.
+  struct HeadPart {
+    at::Tensor index;  // long, CPU: the group's heads
+    bool with_cache;   // LoLA's sparse cache runs in these heads
+    bool first;        // the cache heads (or every head): decoding's HybridCache::state; the others' is `plain`
+  };
+  std::vector<HeadPart> head_parts(const at::Tensor& only) const;
   struct HeadGroup {
-    at::Tensor index;  // long, the group's heads
+    at::Tensor index;  // long, the group's heads, on the inputs' device
     HybridOptions options;
   };
-  std::vector<HeadGroup> head_groups(bool causal, const c10::Device& device) const;
   // The group of heads `index` (long, CPU) with the options cut to them, the cache dropped when !with_cache.
   HeadGroup head_group(const at::Tensor& index, const HybridOptions& all, bool with_cache, const c10::Device& device) const;
   at::Tensor window_weight() const;  // σ_h, [H]
@@ -84,9 +97,8 @@ class HybridAttention : public LinearAttention {
   HybridConfig hybrid_;
   int64_t n_head_;
   at::Tensor fixed_weight_;  // [n_head]: the window weight when it is not learned
-  // cache_heads a strict subset: the groups' heads (cache heads first) and the permutation that puts the groups'
-  // concatenated rows back in head order; undefined otherwise
-  at::Tensor cache_index_, plain_index_, order_;
+  // cache_heads a strict subset: the two groups' heads; undefined otherwise
+  at::Tensor cache_index_, plain_index_;
   bool split() const { return cache_index_.defined(); }
 };
 

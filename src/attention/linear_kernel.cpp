@@ -131,8 +131,29 @@ std::function<at::Tensor(const at::Tensor&)> LinearAttention::key_features(doubl
   return [map = map, root = std::sqrt(scale)](const at::Tensor& k) { return map->forward(k * root, Role::Key, 0); };
 }
 
+namespace {
+// The features, values and per-head decay cut to the heads `heads` (long, sorted, distinct; undefined: every head).
+void keep_heads(Features& f, at::Tensor& v, LinearOptions& opts, const at::Tensor& heads) {
+  if (!heads.defined()) return;
+  const auto index = heads.to(v.device());
+  f.q = f.q.index_select(1, index);
+  f.k = f.k.index_select(1, index);
+  v = v.index_select(1, index);
+  if (opts.decay.defined()) opts.decay = opts.decay.index_select(0, heads.to(opts.decay.device()));
+}
+}  // namespace
+
 at::Tensor LinearAttention::forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
-  return linear_attention(features(q, k, ctx.scale, 0), v, options(ctx.causal), ctx.key_padding_mask);
+  return LinearAttention::forward_fast_heads(q, k, v, ctx, at::Tensor());
+}
+
+at::Tensor LinearAttention::forward_fast_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v_in, const AttentionContext& ctx,
+                                               const at::Tensor& heads) {
+  auto f = features(q, k, ctx.scale, 0);
+  auto opts = options(ctx.causal);
+  auto v = v_in;
+  keep_heads(f, v, opts, heads);
+  return linear_attention(f, v, opts, ctx.key_padding_mask);
 }
 
 at::Tensor LinearAttention::forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
@@ -152,13 +173,7 @@ at::Tensor LinearAttention::forward_with_state(const at::Tensor& q, const at::Te
   auto f = features(q, k, scale, state.position);
   auto opts = options(true);
   auto v = v_in;
-  if (heads.defined()) {
-    const auto index = heads.to(q.device());
-    f.q = f.q.index_select(1, index);
-    f.k = f.k.index_select(1, index);
-    v = v.index_select(1, index);
-    if (opts.decay.defined()) opts.decay = opts.decay.index_select(0, heads.to(opts.decay.device()));
-  }
+  keep_heads(f, v, opts, heads);
   if (q.size(2) == 1) return linear_step(f.q.select(2, 0), f.k.select(2, 0), f.log_space, v.select(2, 0), opts, state).unsqueeze(2);
   return linear_chunked(f, v, opts, at::Tensor(), &state);
 }

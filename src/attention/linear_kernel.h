@@ -73,6 +73,9 @@ class LinearAttention : public DistillableKernel {
                             KernelCache& cache) override;
   at::Tensor forward_cached_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                   KernelCache& cache, const at::Tensor& heads) override;
+  // forward_fast's rows of `heads`: the features of every head, the attention of those heads alone
+  at::Tensor forward_fast_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
+                                const at::Tensor& heads) override;
   // The quadratic reference with its weights [B, H, T, T] (distillation and analysis).
   at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                at::Tensor* weights, at::Tensor* log_weights = nullptr) override;

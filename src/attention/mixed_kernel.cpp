@@ -52,9 +52,9 @@ AttentionContext without_capture(const AttentionContext& ctx) {
 
 at::Tensor MixedAttention::forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
   const auto c = without_capture(ctx);
-  auto out = student_->forward(q, k, v, c);
+  auto converted = student_->forward_fast_heads(q, k, v, c, converted_);
   auto kept = softmax_->forward(heads_of(q, index_), heads_of(k, index_), heads_of(v, index_), c);
-  return put_heads(out, index_, kept);
+  return torch::cat({converted, kept.to(converted.dtype())}, 1).index_select(1, order_.to(q.device()));
 }
 
 at::Tensor MixedAttention::forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,

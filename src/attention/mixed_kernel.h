@@ -6,11 +6,12 @@
 //   out[:, h] = softmax(q_h k_hᵀ·scale) v_h   for h in softmax_heads
 //   out[:, h] = student(q, k, v)[:, h]          otherwise
 //
-// The student runs on all heads (SLA gates read the layer's full Q and K, so a student's head may depend on the
-// others) and its rows for the softmax heads are replaced; softmax runs on its heads only. Decoding keeps a KV
-// cache for the softmax heads only, beside the student's constant-size state for the converted heads only
-// (DistillableKernel::forward_cached_heads; the student's inputs still read every head): the memory that grows with
-// the context is that of the heads that stay softmax, and no head carries both.
+// The student reads every head's inputs (SLA gates read the layer's full Q and K, so a student's head may depend on
+// the others) and runs its attention on the converted heads only (DistillableKernel::forward_fast_heads); softmax
+// runs on its heads only. The quadratic reference form (record, report, the CE loss) computes the student's weights
+// in every head and replaces the kept heads'. Decoding keeps a KV cache for the softmax heads only, beside the
+// student's constant-size state for the converted heads only (forward_cached_heads): the memory that grows with the
+// context is that of the heads that stay softmax, and no head carries both.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -47,7 +48,7 @@ class MixedAttention : public DistillableKernel {
  private:
   std::vector<int64_t> softmax_heads_;
   at::Tensor index_;  // softmax_heads_ as an int64 tensor, built once
-  at::Tensor converted_;  // the other heads, the student's in decoding
+  at::Tensor converted_;  // the other heads, the student's (in the fast form and in decoding)
   at::Tensor order_;      // puts the rows of cat(converted, kept) back in head order
   std::shared_ptr<DistillableKernel> student_;
   std::shared_ptr<SoftmaxAttention> softmax_;

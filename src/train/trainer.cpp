@@ -466,13 +466,21 @@ std::string checkpoint_command(const std::string& out_dir) {
 nlohmann::json model_run_fingerprint(const std::string& model_dir) {
   if (auto fp = checkpoint_fingerprint(model_dir); !fp.empty()) return fp;
   // an export folder of a run (best/, last/, step-N/) has no checkpoint of its own: the run folder above it has, and
-  // its export book lists the folder (helper-37's review: eval of OUT/step-N found nothing)
-  const fs::path dir(path_identity(model_dir));
+  // its export book lists the folder (helper-37's review: eval of OUT/step-N found nothing). The folder as it lies
+  // (a link elsewhere to OUT/step-N is OUT/step-N's), holding the very files the book records there: a model copied
+  // into step-N/ since is no model of the run's (both helper-38's review).
+  std::error_code ec;
+  fs::path dir = fs::weakly_canonical(fs::absolute(model_dir), ec);
+  if (ec) dir = path_identity(model_dir);
   try {
     const auto book = nlohmann::json::parse(io::read_text_file((dir.parent_path() / kExports).string()));
-    if (book.is_object() && book.contains(dir.filename().string())) return checkpoint_fingerprint(dir.parent_path().string());
+    const auto entry = book.is_object() ? book.find(dir.filename().string()) : book.end();
+    if (entry == book.end() || !entry->is_object() || entry->empty()) return nlohmann::json::object();
+    for (const auto& [name, digest] : entry->items())
+      if (!digest.is_string() || io::file_digest((dir / name).string()) != digest.get<std::string>()) return nlohmann::json::object();
+    return checkpoint_fingerprint(dir.parent_path().string());
   } catch (const std::exception&) {
-    // no export book, or one that cannot be read: no run is known to have written the model
+    // no export book, one that cannot be read, or a file it records gone: no run is known to have written the model
   }
   return nlohmann::json::object();
 }
