@@ -680,6 +680,11 @@ TEST(Cli, AFinetuneDoesNotResumeOnDataThatChangedUnderTheSamePath) {
   auto swapped = mimic_cli("eval --task cls --model " + dir.file("u/step-1") + " --split test --data " + dir.file("u.jsonl"));
   ASSERT_EQ(swapped.code, 0) << swapped.err;
   EXPECT_EQ(swapped.err.find("finetuned on"), std::string::npos) << swapped.err;
+  // and over the model the run promoted into its own folder (its book's "."; helper-39's review)
+  std::filesystem::copy_file(dir.file("v/model.safetensors"), dir.file("u/model.safetensors"), std::filesystem::copy_options::overwrite_existing);
+  auto over_the_run = mimic_cli("eval --task cls --model " + dir.file("u") + " --split test --data " + dir.file("u.jsonl"));
+  ASSERT_EQ(over_the_run.code, 0) << over_the_run.err;
+  EXPECT_EQ(over_the_run.err.find("finetuned on"), std::string::npos) << over_the_run.err;
 }
 
 // Refusals that depend on the command line alone come before any model loads (the probe of 2026-11-27 found these

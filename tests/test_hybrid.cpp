@@ -511,6 +511,7 @@ std::shared_ptr<MixedAttention> mixed_kernel(const std::vector<int64_t>& heads, 
   torch::manual_seed(seed);
   nlohmann::json student = {{"feature_map", "hedgehog"}, {"gates", true}, {"chunk", 3}};
   if (std::string(student_kind) == "hybrid") student["window"] = 2;
+  if (std::string(student_kind) == "delta") student = {{"gate", true}, {"gates", true}, {"chunk", 3}};
   auto k = std::dynamic_pointer_cast<MixedAttention>(
       make_attention_kernel("mixed", {{"softmax_heads", heads}, {"kind", student_kind}, {"options", student}}, H, D));
   EXPECT_TRUE(k != nullptr);
@@ -524,8 +525,9 @@ std::shared_ptr<MixedAttention> mixed_kernel(const std::vector<int64_t>& heads, 
 }  // namespace
 
 TEST(MixedKernel, KeptHeadsAreExactlySoftmaxAndTheOthersExactlyTheStudent) {
-  for (const char* student : {"linear", "hybrid"})
+  for (const char* student : {"linear", "hybrid", "delta"})
     for (bool causal : {true, false}) {
+      if (!causal && std::string(student) == "delta") continue;  // a recurrence: causal only
       SCOPED_TRACE(std::string(student) + (causal ? " causal" : " bidirectional"));
       auto mixed = mixed_kernel({0, 2}, student);
       auto in = make_inputs(9, false, 12, true);
@@ -667,6 +669,7 @@ TEST(MixedKernel, TheStudentsWholeSequenceFormOnSomeHeadsIsTheWholesRowsForwardA
   const std::vector<std::pair<std::string, nlohmann::json>> students = {
       {"linear", with(hedgehog, {{"decay", true}})},
       {"hybrid", with(hedgehog, {{"window", 2}})},
+      {"hybrid", with(hedgehog, {{"window", 2}, {"cache", 2}})},  // what --keep-softmax with cache=N writes
       {"hybrid", with(hedgehog, {{"window", 2}, {"cache", 2}, {"cache_heads", {0, 2}}})},
       {"delta", {{"gate", true}, {"gates", true}, {"chunk", 3}}},
   };

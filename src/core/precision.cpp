@@ -96,4 +96,8 @@ AutocastOff::~AutocastOff() {
   if (cuda_) set_autocast_enabled(c10::DeviceType::CUDA, true);
 }
 
+at::Tensor float_or_wider(const at::Tensor& t) {
+  return t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf ? t.to(at::kFloat) : t;
+}
+
 }  // namespace mimic

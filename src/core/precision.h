@@ -5,12 +5,17 @@
 // autocast lists say: the parameters and AdamW's moments (the optimizer never sees bf16; autocast casts a weight for
 // each use and its gradient comes back as float), the LM-head loss (train::lm_head_loss turns autocast off inside:
 // its logits and their softmax are float), and every metric a training stage computes outside its steps. eval and
-// generate with bf16 run their whole forward passes, LM head included, under autocast. bf16 needs no loss scaling: it
-// has float's exponent range.
+// generate with bf16 run their whole forward passes, LM head included, under autocast, and take the log-softmax
+// of the logits and every sum of scores in float (float_or_wider). bf16 needs no loss scaling: it has float's exponent
+// range.
 #pragma once
 #include <c10/core/Device.h>
 
 #include <string>
+
+namespace at {
+class Tensor;
+}
 
 namespace mimic {
 
@@ -40,6 +45,12 @@ class AutocastGuard {
   bool was_enabled_ = false;
   int dtype_before_ = 0;  // the ScalarType autocast used before, as an int (no ATen header here)
 };
+
+// `t` in float when it is a 16-bit floating type (a bf16 forward's logits), else `t` itself (float, double: the same
+// tensor, so fp32 results stay bit for bit). For what is summed or normalised over many terms — a log-softmax over the
+// vocabulary, a loss, an NLL total — whose last bit in bf16 is coarse (1 at 128–256, 16 at 2,048–4,096), and which
+// CPU autocast, unlike CUDA's, leaves in bf16.
+at::Tensor float_or_wider(const at::Tensor& t);
 
 // Autocast off on every device for its lifetime (restored after): for operations that must run in float inside a
 // bf16 step — the LM-head loss — whatever autocast would do with their matrix products.

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "mimic/core/error.h"
+#include "mimic/core/precision.h"
 #include "mimic/core/progress.h"
 #include "mimic/models/model.h"
 
@@ -51,7 +52,9 @@ PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& id
     if (end <= scored_until) continue;
     auto input = all.slice(0, begin, end).unsqueeze(0);
     auto out = model.forward({input, {}, {}, {}});
-    auto logp = torch::log_softmax(out.logits[0], -1);  // [L, V]; row i predicts token begin + i + 1
+    // in float: under bf16 (autocast) the logits are bf16, and so were their log-softmax and its sum below, whose
+    // last bit at a window's sum of ~3,000 nats is 16 (the NLL came out a whole number: helper-39's review)
+    auto logp = torch::log_softmax(float_or_wider(out.logits[0]), -1);  // [L, V]; row i predicts token begin + i + 1
     int64_t first = std::max(scored_until, begin + 1);
     auto targets = all.slice(0, first, end);
     auto rows = logp.slice(0, first - 1 - begin, end - 1 - begin);

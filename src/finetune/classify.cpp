@@ -7,6 +7,7 @@
 
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
+#include "mimic/core/precision.h"
 #include "mimic/core/runtime.h"
 #include "mimic/data/batches.h"
 #include "mimic/data/classification.h"
@@ -90,7 +91,7 @@ ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& to
       labels.push_back(examples[j].label);
     }
     auto b = make_batch(ids, labels, tok.pad_id(), device);
-    auto logits = model.forward(b.in).logits;
+    auto logits = float_or_wider(model.forward(b.in).logits);  // a bf16 forward's: the loss summed in float
     loss += torch::nn::functional::cross_entropy(logits, b.labels,
                                                  torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
                 .item<double>();
@@ -182,7 +183,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
       labels.push_back(data.train[static_cast<size_t>(ex)].label);
     }
     auto b = make_batch(ids, labels, tok->pad_id(), o.device);
-    return torch::nn::functional::cross_entropy(model->forward(b.in).logits, b.labels);
+    return torch::nn::functional::cross_entropy(float_or_wider(model->forward(b.in).logits), b.labels);
   };
   // Each rank scores its contiguous share of the validation set, [n·r/N, n·(r+1)/N). The engine averages the ranks'
   // numbers with equal weights while the shares may differ by one example, so a rank returns its share's summed loss

@@ -9,6 +9,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/core/paths.h"
+#include "mimic/core/precision.h"
 #include "mimic/data/batches.h"
 #include "mimic/data/corpus.h"
 #include "mimic/data/lm_source.h"
@@ -186,7 +187,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
     if (causal) return train::causal_lm_loss(*model, b);
     // Masked LM: the head runs only where a label exists (the same loss, ~7x less head compute).
     auto scored = b.labels.ne(-100);
-    auto logits = model->forward({b.input_ids, b.attention_mask, {}, scored}).logits;
+    auto logits = float_or_wider(model->forward({b.input_ids, b.attention_mask, {}, scored}).logits);  // as lm_head_loss's
     return torch::nn::functional::cross_entropy(logits, b.labels.index({scored}));
   };
 

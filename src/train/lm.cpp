@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "mimic/core/error.h"
+#include "mimic/core/precision.h"
 #include "mimic/data/batches.h"
 #include "mimic/models/model.h"
 #include "mimic/train/lm_head_loss.h"
@@ -12,7 +13,8 @@
 namespace mimic::train {
 
 at::Tensor next_token_loss(const at::Tensor& logits, const at::Tensor& labels) {
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), labels.reshape({-1}),
+  // in float whatever the logits' type (a bf16 forward's): as lm_head_loss, and as CUDA's autocast does by itself
+  return torch::nn::functional::cross_entropy(float_or_wider(logits).reshape({-1, logits.size(-1)}), labels.reshape({-1}),
                                               torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
 }
 
@@ -36,8 +38,10 @@ at::Tensor logit_distillation_loss(const at::Tensor& student, const at::Tensor& 
                   labels.size(1) == student.size(1),
               "logit distillation needs student and teacher logits [B, T, V] alike and labels [B, T], got ", student.sizes(), ", ",
               teacher.sizes(), ", ", labels.sizes());
-  auto log_q = torch::log_softmax(student / temperature, -1);
-  auto log_p = torch::log_softmax(teacher.detach().to(student.dtype()) / temperature, -1);
+  // in float whatever the logits' type (bf16 forwards'): CPU autocast leaves log_softmax in bf16, CUDA's does not
+  const auto s = float_or_wider(student);
+  auto log_q = torch::log_softmax(s / temperature, -1);
+  auto log_p = torch::log_softmax(teacher.detach().to(s.dtype()) / temperature, -1);
   auto kl = (log_p.exp() * (log_p - log_q)).sum(-1);  // [B, T]
   auto scored = labels.ne(-100).to(kl.dtype());
   return (kl * scored).sum() / scored.sum().clamp_min(1) * (temperature * temperature);

@@ -463,25 +463,45 @@ std::string checkpoint_command(const std::string& out_dir) {
   return fp.contains("arch") ? "pretrain" : fp.contains("task") ? "finetune" : "";
 }
 
+namespace {
+// Whether `dir` holds the files the export book of run folder `run` records under `entry` ("." for the run folder
+// itself, "best", "step-N", ...), each with the bytes recorded; nullopt when the book records nothing there (no book, no
+// such entry or an empty one, one that cannot be read).
+std::optional<bool> holds_recorded_files(const fs::path& run, const std::string& entry, const fs::path& dir) {
+  nlohmann::json book;
+  try {
+    book = nlohmann::json::parse(io::read_text_file((run / kExports).string()));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const auto it = book.is_object() ? book.find(entry) : book.end();
+  if (it == book.end() || !it->is_object() || it->empty()) return std::nullopt;
+  for (const auto& [name, digest] : it->items()) {
+    try {
+      if (!digest.is_string() || io::file_digest((dir / name).string()) != digest.get<std::string>()) return false;
+    } catch (const std::exception&) {
+      return false;  // a file it records is gone
+    }
+  }
+  return true;
+}
+}  // namespace
+
 nlohmann::json model_run_fingerprint(const std::string& model_dir) {
-  if (auto fp = checkpoint_fingerprint(model_dir); !fp.empty()) return fp;
-  // an export folder of a run (best/, last/, step-N/) has no checkpoint of its own: the run folder above it has, and
-  // its export book lists the folder (helper-37's review: eval of OUT/step-N found nothing). The folder as it lies
-  // (a link elsewhere to OUT/step-N is OUT/step-N's), holding the very files the book records there: a model copied
-  // into step-N/ since is no model of the run's (both helper-38's review).
+  // The folder as it lies: a link elsewhere to OUT/step-N is OUT/step-N (helper-38's review)
   std::error_code ec;
   fs::path dir = fs::weakly_canonical(fs::absolute(model_dir), ec);
   if (ec) dir = path_identity(model_dir);
-  try {
-    const auto book = nlohmann::json::parse(io::read_text_file((dir.parent_path() / kExports).string()));
-    const auto entry = book.is_object() ? book.find(dir.filename().string()) : book.end();
-    if (entry == book.end() || !entry->is_object() || entry->empty()) return nlohmann::json::object();
-    for (const auto& [name, digest] : entry->items())
-      if (!digest.is_string() || io::file_digest((dir / name).string()) != digest.get<std::string>()) return nlohmann::json::object();
+  // A run folder (where a finetune promotes its best model, "." in its book): the run's model unless another was
+  // copied over it since (helper-39's review); a run from before the book, or one that promotes nothing, is taken at
+  // its checkpoint's word.
+  if (auto fp = checkpoint_fingerprint(dir.string()); !fp.empty())
+    return holds_recorded_files(dir, ".", dir).value_or(true) ? fp : nlohmann::json::object();
+  // An export folder of a run (best/, last/, step-N/) has no checkpoint of its own: the run folder above it has, and its
+  // export book lists the folder with the files it holds (helper-37's review: eval of OUT/step-N found nothing; a model
+  // copied into step-N/ since is no model of the run's)
+  if (holds_recorded_files(dir.parent_path(), dir.filename().string(), dir).value_or(false))
     return checkpoint_fingerprint(dir.parent_path().string());
-  } catch (const std::exception&) {
-    // no export book, one that cannot be read, or a file it records gone: no run is known to have written the model
-  }
   return nlohmann::json::object();
 }
 
