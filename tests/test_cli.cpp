@@ -685,6 +685,17 @@ TEST(Cli, AFinetuneDoesNotResumeOnDataThatChangedUnderTheSamePath) {
   auto over_the_run = mimic_cli("eval --task cls --model " + dir.file("u") + " --split test --data " + dir.file("u.jsonl"));
   ASSERT_EQ(over_the_run.code, 0) << over_the_run.err;
   EXPECT_EQ(over_the_run.err.find("finetuned on"), std::string::npos) << over_the_run.err;
+  // a run folder whose book records no promoted model holds none of the run's (helper-40's review): t.jsonl edited
+  // again, so that c's own model would be noted
+  mimic::test::write_bytes(dir.file("t.jsonl"), rows);
+  ASSERT_NE(mimic_cli(ev + dir.file("t.jsonl")).err.find("changed since"), std::string::npos);
+  auto c_book = nlohmann::json::parse(mimic::test::read_bytes(dir.file("c/exports.json")));
+  ASSERT_TRUE(c_book.contains("."));
+  c_book.erase(".");
+  mimic::test::write_bytes(dir.file("c/exports.json"), c_book.dump());
+  auto unpromoted = mimic_cli(ev + dir.file("t.jsonl"));
+  ASSERT_EQ(unpromoted.code, 0) << unpromoted.err;
+  EXPECT_EQ(unpromoted.err.find("finetuned on"), std::string::npos) << unpromoted.err;
 }
 
 // Refusals that depend on the command line alone come before any model loads (the probe of 2026-11-27 found these

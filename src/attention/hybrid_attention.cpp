@@ -9,6 +9,7 @@
 #include "mimic/attention/hybrid_parts.h"
 #include "mimic/attention/sparse_cache.h"
 #include "mimic/core/error.h"
+#include "mimic/core/precision.h"
 
 namespace mimic::attention {
 
@@ -297,7 +298,7 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   }
   if (!state.linear.defined()) {  // allocated up front, so that the state's bytes stay the same from the first token
     const int64_t position = state.linear.position;
-    state.linear = zero_state(b, h, f.q.size(3), v.size(3), f.q.options());
+    state.linear = zero_state(b, h, f.q.size(3), v.size(3), f.q.options().dtype(float_or_wider(f.q.scalar_type())));  // as linear_step's
     state.linear.position = position;
   }
   const int64_t slot = state.head;  // the oldest entry: position p − w when the ring is full

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "mimic/core/error.h"
+#include "mimic/core/precision.h"
 
 namespace mimic::attention {
 
@@ -106,8 +107,11 @@ at::Tensor normalise(const at::Tensor& numden, const LinearOptions& o, const at:
 
 at::Tensor with_ones(const at::Tensor& v) { return torch::cat({v, torch::ones_like(v.narrow(-1, 0, 1))}, -1); }
 
+// log γ in float (double with double inputs) whatever the features' type: in bf16, γ_h = 1 − 2^(−5−h) is 1 exactly
+// for h ≥ 4 (no decay at all in half of an 8-head layer), and positions above 256 are no longer whole numbers
+// (helper-40's review). The powers of γ built from it (causal_matrix, chunk_block, the quadratic form) are of its type.
 at::Tensor log_decay(const LinearOptions& o, const at::Tensor& like) {
-  return o.decay.defined() ? o.decay.to(like.dtype()).log() : at::Tensor();
+  return o.decay.defined() ? o.decay.to(float_or_wider(like.scalar_type())).log() : at::Tensor();
 }
 
 // γ^(e) per head for exponents e (any shape): [H, e...].
@@ -121,7 +125,7 @@ at::Tensor decay_pow(const at::Tensor& log_gamma, const at::Tensor& exponents) {
 at::Tensor causal_matrix(int64_t n, const at::Tensor& log_gamma, const at::TensorOptions& opts) {
   auto tril = torch::ones({n, n}, opts).tril();
   if (!log_gamma.defined()) return tril;
-  auto idx = torch::arange(n, opts);
+  auto idx = torch::arange(n, opts.dtype(log_gamma.scalar_type()));
   auto diff = (idx.unsqueeze(1) - idx.unsqueeze(0)).clamp_min(0);
   return decay_pow(log_gamma, diff) * tril;
 }
@@ -141,6 +145,7 @@ Prepared prepare(const Features& f, const LinearOptions& o, const at::Tensor& ma
   at::Tensor qshift;
   p.q = read_features(f.q, f.log_space, stab, &qshift);
   auto m0 = has_state ? initial->m.to(f.q.dtype()) : torch::full({b, h}, -kInf, f.q.options());
+  const auto wide = float_or_wider(f.q.scalar_type());  // an incoming state's type (LinearState)
   at::Tensor m = m0;
   if (stab && t > 0) {
     auto lk = f.k.detach();
@@ -155,10 +160,10 @@ Prepared prepare(const Features& f, const LinearOptions& o, const at::Tensor& ma
   if (mask.defined()) p.k = p.k * mask.to(p.k.dtype()).view({b, 1, t, 1});
   if (has_state) {
     MIMIC_CHECK(o.causal, "linear attention: an initial state needs causal attention");
-    auto s = torch::cat({initial->S, initial->z.unsqueeze(-1)}, -1).to(f.q.dtype());
+    auto s = torch::cat({initial->S, initial->z.unsqueeze(-1)}, -1).to(wide);
     MIMIC_CHECK(s.size(0) == b && s.size(1) == h && s.size(2) == f.q.size(3), "linear attention: state ", initial->S.sizes(),
                 " does not match features ", f.q.sizes());
-    p.S0 = s * (m0 - m).exp().view({b, h, 1, 1});
+    p.S0 = s * (m0 - m).to(wide).exp().view({b, h, 1, 1});
   }
   return p;
 }
@@ -187,8 +192,10 @@ at::Tensor chunk_block(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   // What each chunk writes to the state: Σ_r γ^(c−1−r) φ(k_r) [v_r, 1]ᵀ.
   auto kw = kc;
   at::Tensor read_scale;
+  // the state between chunks in float (double with double inputs): under bf16 a carried sum rounded at every chunk
+  const auto wide = opts.dtype(float_or_wider(q.scalar_type()));
   if (log_gamma.defined()) {
-    auto r = torch::arange(c, opts);
+    auto r = torch::arange(c, wide);
     kw = kc * decay_pow(log_gamma, (c - 1) - r).view({h, 1, c, 1});
     read_scale = decay_pow(log_gamma, r + 1).view({h, 1, c, 1});
   }
@@ -201,8 +208,8 @@ at::Tensor chunk_block(const at::Tensor& q, const at::Tensor& k, const at::Tenso
     if (S.defined()) before = before + S.unsqueeze(2);
     S = S.defined() ? S + inclusive.select(2, n - 1) : inclusive.select(2, n - 1);
   } else {
-    auto carry = decay_pow(log_gamma, torch::full({}, static_cast<double>(c), opts)).view({1, h, 1, 1});
-    auto cur = S.defined() ? S : torch::zeros({b, h, f, e}, opts);
+    auto carry = decay_pow(log_gamma, torch::full({}, static_cast<double>(c), wide)).view({1, h, 1, 1});
+    auto cur = S.defined() ? S : torch::zeros({b, h, f, e}, wide);
     std::vector<at::Tensor> states;
     states.reserve(n);
     for (int64_t i = 0; i < n; ++i) {
@@ -232,7 +239,7 @@ at::Tensor linear_quadratic(const Features& f, const at::Tensor& v, const Linear
   auto numden = torch::matmul(a, with_ones(v).to(a.dtype()));
   if (p.S0.defined()) {
     auto r = torch::matmul(p.q, p.S0);
-    if (lg.defined()) r = r * decay_pow(lg, torch::arange(1, t + 1, p.q.options())).unsqueeze(-1);
+    if (lg.defined()) r = r * decay_pow(lg, torch::arange(1, t + 1, p.q.options().dtype(lg.scalar_type()))).unsqueeze(-1);
     numden = numden + r;
   }
   if (weights || log_weights) {
@@ -263,7 +270,8 @@ LinearSums chunked_sums(const Features& f, const at::Tensor& v, const LinearOpti
     parts.push_back(chunk_block(p.q.narrow(2, whole, rest), p.k.narrow(2, whole, rest), v1.narrow(2, whole, rest), rest, lg, S));
   }
   if (state) {
-    if (!S.defined()) S = torch::zeros({v.size(0), v.size(1), p.q.size(3), v.size(3) + 1}, p.q.options());
+    const auto wide = p.q.options().dtype(float_or_wider(p.q.scalar_type()));
+    S = S.defined() ? S.to(wide.dtype()) : torch::zeros({v.size(0), v.size(1), p.q.size(3), v.size(3) + 1}, wide);
     store_state(state, S, p.m, t);
   }
   if (parts.empty()) return {torch::zeros({v.size(0), v.size(1), 0, v.size(3) + 1}, v.options()), p.shift};
@@ -305,19 +313,23 @@ LinearSums linear_step_sums(const at::Tensor& q, const at::Tensor& k, bool log_s
               "linear attention step: q, k must be [B, H, F] and v [B, H, D], got ", q.sizes(), ", ", k.sizes(), ", ", v.sizes());
   MIMIC_CHECK(opts.causal, "linear attention step: the recurrence is causal");
   const int64_t b = q.size(0), h = q.size(1);
+  // The state, its decay and its rescaling in float (double with double inputs) whatever q's type: under bf16 the
+  // sums rounded to bf16 at every token lost a token's term once they were ~256 times larger (helper-40's review:
+  // z 9% low after 500 steps). fp32 and double are computed as they were.
+  const auto wide = float_or_wider(q.scalar_type());
   if (!state.defined()) {
     const int64_t position = state.position;
-    state = zero_state(b, h, q.size(2), v.size(2), q.options());
+    state = zero_state(b, h, q.size(2), v.size(2), q.options().dtype(wide));
     state.position = position;
   }
   const bool stab = stabilised(log_space, opts);
   auto m0 = state.m.to(q.dtype());
   auto m = stab ? torch::maximum(m0, k.detach().amax(-1)) : m0;
   m = torch::where(torch::isinf(m), torch::zeros_like(m), m);
-  auto keep = (m0 - m).exp();  // rescales the stored state to the new constant (0 for an empty state)
-  if (opts.decay.defined()) keep = keep * opts.decay.to(q.dtype()).view({1, h});
+  auto keep = (m0 - m).to(wide).exp();  // rescales the stored state to the new constant (0 for an empty state)
+  if (opts.decay.defined()) keep = keep * opts.decay.to(wide).view({1, h});
   auto kf = log_space ? (k - m.unsqueeze(-1)).exp() : k * (-m).exp().unsqueeze(-1);
-  auto S = torch::cat({state.S, state.z.unsqueeze(-1)}, -1).to(q.dtype()) * keep.view({b, h, 1, 1}) +
+  auto S = torch::cat({state.S, state.z.unsqueeze(-1)}, -1).to(wide) * keep.view({b, h, 1, 1}) +
            kf.unsqueeze(-1) * with_ones(v).to(q.dtype()).unsqueeze(-2);
   at::Tensor qshift;
   auto qf = read_features(q, log_space, stab, &qshift);

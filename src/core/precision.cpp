@@ -96,8 +96,11 @@ AutocastOff::~AutocastOff() {
   if (cuda_) set_autocast_enabled(c10::DeviceType::CUDA, true);
 }
 
+c10::ScalarType float_or_wider(c10::ScalarType t) { return t == at::kBFloat16 || t == at::kHalf ? at::kFloat : t; }
+
 at::Tensor float_or_wider(const at::Tensor& t) {
-  return t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf ? t.to(at::kFloat) : t;
+  const auto wide = float_or_wider(t.scalar_type());
+  return wide == t.scalar_type() ? t : t.to(wide);
 }
 
 }  // namespace mimic

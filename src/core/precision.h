@@ -1,15 +1,17 @@
 // The arithmetic a training or evaluation step runs in: fp32 (every tensor float, the default) or bf16 mixed
 // precision — LibTorch's autocast on the model's device, which runs the matrix products (linear layers, attention's
 // q·kᵀ and state products, einsum's bmm) in bfloat16 and keeps the operations autocast lists as precision-sensitive
-// (exponentials, logarithms, softmax, cumulative sums, norms, layer norm) in float. What stays fp32 whatever the
-// autocast lists say: the parameters and AdamW's moments (the optimizer never sees bf16; autocast casts a weight for
-// each use and its gradient comes back as float), the LM-head loss (train::lm_head_loss turns autocast off inside:
-// its logits and their softmax are float), and every metric a training stage computes outside its steps. eval and
-// generate with bf16 run their whole forward passes, LM head included, under autocast, and take the log-softmax
-// of the logits and every sum of scores in float (float_or_wider). bf16 needs no loss scaling: it has float's exponent
-// range.
+// in float — on CUDA exponentials, logarithms, softmax, cumulative sums, norms; LibTorch's CPU autocast lists far fewer
+// (it leaves a log-softmax, an exp or a sum of bf16 tensors in bf16). What stays fp32 whatever the autocast lists
+// say: the parameters and AdamW's moments (the optimizer never sees bf16; autocast casts a weight for each use and
+// its gradient comes back as float), the LM-head loss (train::lm_head_loss turns autocast off inside: its logits and
+// their softmax are float), every other loss or score summed over the vocabulary or over tokens (its logits widened
+// first: float_or_wider), linear attention's decay and its states (linear_attention.cpp), and the metrics distill
+// and report compute outside the steps. The validation passes of training, and eval's and generate's whole forward
+// passes, LM head included, run under autocast. bf16 needs no loss scaling: it has float's exponent range.
 #pragma once
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 
 #include <string>
 
@@ -51,6 +53,8 @@ class AutocastGuard {
 // vocabulary, a loss, an NLL total — whose last bit in bf16 is coarse (1 at 128–256, 16 at 2,048–4,096), and which
 // CPU autocast, unlike CUDA's, leaves in bf16.
 at::Tensor float_or_wider(const at::Tensor& t);
+// The type float_or_wider gives a tensor of type t: what a running sum, a state or a decay's powers are kept in.
+c10::ScalarType float_or_wider(c10::ScalarType t);
 
 // Autocast off on every device for its lifetime (restored after): for operations that must run in float inside a
 // bf16 step — the LM-head loss — whatever autocast would do with their matrix products.

@@ -465,8 +465,9 @@ std::string checkpoint_command(const std::string& out_dir) {
 
 namespace {
 // Whether `dir` holds the files the export book of run folder `run` records under `entry` ("." for the run folder
-// itself, "best", "step-N", ...), each with the bytes recorded; nullopt when the book records nothing there (no book, no
-// such entry or an empty one, one that cannot be read).
+// itself, "best", "step-N", ...), each with the bytes recorded: false when the book records nothing there (a run that
+// has not promoted or exported it yet, or was cut short); nullopt when there is no book that can be read (a run from
+// before the book).
 std::optional<bool> holds_recorded_files(const fs::path& run, const std::string& entry, const fs::path& dir) {
   nlohmann::json book;
   try {
@@ -474,8 +475,9 @@ std::optional<bool> holds_recorded_files(const fs::path& run, const std::string&
   } catch (const std::exception&) {
     return std::nullopt;
   }
-  const auto it = book.is_object() ? book.find(entry) : book.end();
-  if (it == book.end() || !it->is_object() || it->empty()) return std::nullopt;
+  if (!book.is_object()) return std::nullopt;
+  const auto it = book.find(entry);
+  if (it == book.end() || !it->is_object() || it->empty()) return false;
   for (const auto& [name, digest] : it->items()) {
     try {
       if (!digest.is_string() || io::file_digest((dir / name).string()) != digest.get<std::string>()) return false;
@@ -493,8 +495,8 @@ nlohmann::json model_run_fingerprint(const std::string& model_dir) {
   fs::path dir = fs::weakly_canonical(fs::absolute(model_dir), ec);
   if (ec) dir = path_identity(model_dir);
   // A run folder (where a finetune promotes its best model, "." in its book): the run's model unless another was
-  // copied over it since (helper-39's review); a run from before the book, or one that promotes nothing, is taken at
-  // its checkpoint's word.
+  // copied over it since, or the run has promoted none yet (helper-39's and helper-40's reviews); a run from before
+  // the book is taken at its checkpoint's word.
   if (auto fp = checkpoint_fingerprint(dir.string()); !fp.empty())
     return holds_recorded_files(dir, ".", dir).value_or(true) ? fp : nlohmann::json::object();
   // An export folder of a run (best/, last/, step-N/) has no checkpoint of its own: the run folder above it has, and its
