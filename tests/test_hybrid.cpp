@@ -582,23 +582,34 @@ TEST(MixedKernel, DecodingKeepsAKvCacheForTheSoftmaxHeadsOnly) {
   }
 }
 
+namespace {
+const nlohmann::json kHedgehogGated = {{"feature_map", "hedgehog"}, {"gates", true}, {"chunk", 3}};
+nlohmann::json with(nlohmann::json j, const nlohmann::json& more) {
+  j.update(more);
+  return j;
+}
+// The students a mixed layer runs on some of its heads: every kind whose state is per head, with the inputs that read
+// every head (SLA gates), a per-head decay, and LoLA's cache in every head (what --keep-softmax with cache=N writes)
+// and in some heads only.
+const std::vector<std::pair<std::string, nlohmann::json>>& students_of_some_heads() {
+  static const std::vector<std::pair<std::string, nlohmann::json>> s = {
+      {"linear", with(kHedgehogGated, {{"decay", true}})},
+      {"hybrid", with(kHedgehogGated, {{"window", 2}})},
+      {"hybrid", with(kHedgehogGated, {{"window", 2}, {"cache", 2}})},
+      {"hybrid", with(kHedgehogGated, {{"window", 2}, {"cache", 2}, {"cache_heads", {0, 2}}})},
+      {"delta", {{"gate", true}, {"gates", true}, {"chunk", 3}}},
+  };
+  return s;
+}
+}  // namespace
+
 // A mixed layer's student decodes the converted heads alone (forward_cached_heads): their rows are those of decoding
 // every head, and the state holds those heads only — the kept heads carried a linear state computed for nothing
 // (~8/48 of an all-linear gpt2-mini's; the Llama-family probe of 2026-12-01). Every kind whose state is per head,
 // with the inputs that read every head (SLA gates), a per-head decay, and LoLA's cache in some heads only.
 TEST(MixedKernel, TheStudentDecodesAndKeepsStateForTheConvertedHeadsAlone) {
   torch::NoGradGuard no_grad;  // the cached hybrid decodes without gradients
-  const nlohmann::json hedgehog = {{"feature_map", "hedgehog"}, {"gates", true}, {"chunk", 3}};
-  auto with = [](nlohmann::json j, const nlohmann::json& more) {
-    j.update(more);
-    return j;
-  };
-  const std::vector<std::pair<std::string, nlohmann::json>> students = {
-      {"linear", with(hedgehog, {{"decay", true}})},
-      {"hybrid", with(hedgehog, {{"window", 2}})},
-      {"hybrid", with(hedgehog, {{"window", 2}, {"cache", 2}, {"cache_heads", {0, 2}}})},
-      {"delta", {{"gate", true}, {"gates", true}, {"chunk", 3}}},
-  };
+  const auto& students = students_of_some_heads();
   for (const auto& [kind, options] : students) {
     SCOPED_TRACE(kind + " " + options.dump());
     torch::manual_seed(5);
@@ -634,7 +645,7 @@ TEST(MixedKernel, TheStudentDecodesAndKeepsStateForTheConvertedHeadsAlone) {
     }
     EXPECT_EQ(bytes, every->bytes());  // the two parts' states are the whole's, split by head
   }
-  auto hybrid = as_distillable(make_attention_kernel("hybrid", with(hedgehog, {{"window", 2}}), H, D), "the test's student");
+  auto hybrid = as_distillable(make_attention_kernel("hybrid", with(kHedgehogGated, {{"window", 2}}), H, D), "the test's student");
   auto few = make_inputs(3, false, 7, false);
   AttentionContext causal;
   causal.causal = true;
@@ -661,18 +672,7 @@ TEST(MixedKernel, TheStudentDecodesAndKeepsStateForTheConvertedHeadsAlone) {
 // those of the quadratic reference's heads, and of the fast form on every head. Causal and bidirectional, with
 // padding, every kind whose attention is per head, with the inputs that read every head (SLA gates).
 TEST(MixedKernel, TheStudentsWholeSequenceFormOnSomeHeadsIsTheWholesRowsForwardAndGradients) {
-  const nlohmann::json hedgehog = {{"feature_map", "hedgehog"}, {"gates", true}, {"chunk", 3}};
-  auto with = [](nlohmann::json j, const nlohmann::json& more) {
-    j.update(more);
-    return j;
-  };
-  const std::vector<std::pair<std::string, nlohmann::json>> students = {
-      {"linear", with(hedgehog, {{"decay", true}})},
-      {"hybrid", with(hedgehog, {{"window", 2}})},
-      {"hybrid", with(hedgehog, {{"window", 2}, {"cache", 2}})},  // what --keep-softmax with cache=N writes
-      {"hybrid", with(hedgehog, {{"window", 2}, {"cache", 2}, {"cache_heads", {0, 2}}})},
-      {"delta", {{"gate", true}, {"gates", true}, {"chunk", 3}}},
-  };
+  const auto& students = students_of_some_heads();
   for (const auto& [kind, options] : students)
     for (bool causal : {true, false}) {
       if (!causal && (kind == "delta" || options.contains("decay") || options.contains("cache"))) continue;  // causal only
@@ -706,7 +706,7 @@ TEST(MixedKernel, TheStudentsWholeSequenceFormOnSomeHeadsIsTheWholesRowsForwardA
         expect_close(grads(rows, probe, wrt), grads(whole.index_select(1, index), probe, wrt), 1e-11, "every head");
       }
     }
-  auto hybrid = as_distillable(make_attention_kernel("hybrid", with(hedgehog, {{"window", 2}}), H, D), "the test's student");
+  auto hybrid = as_distillable(make_attention_kernel("hybrid", with(kHedgehogGated, {{"window", 2}}), H, D), "the test's student");
   auto few = make_inputs(3, false, 7, false, torch::kFloat);
   AttentionContext causal;
   causal.causal = true;
