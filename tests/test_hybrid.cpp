@@ -605,8 +605,8 @@ const std::vector<std::pair<std::string, nlohmann::json>>& students_of_some_head
 
 // A mixed layer's student decodes the converted heads alone (forward_cached_heads): their rows are those of decoding
 // every head, and the state holds those heads only — the kept heads carried a linear state computed for nothing
-// (~8/48 of an all-linear gpt2-mini's; the Llama-family probe of 2026-12-01). Every kind whose state is per head,
-// with the inputs that read every head (SLA gates), a per-head decay, and LoLA's cache in some heads only.
+// (~8/48 of an all-linear gpt2-mini's; the Llama-family probe of 2026-12-01). Every student of
+// students_of_some_heads().
 TEST(MixedKernel, TheStudentDecodesAndKeepsStateForTheConvertedHeadsAlone) {
   torch::NoGradGuard no_grad;  // the cached hybrid decodes without gradients
   const auto& students = students_of_some_heads();

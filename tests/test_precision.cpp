@@ -233,7 +233,7 @@ TEST(Precision, LinearAttentionsDecayAndDecodingStateStayFloatUnderBf16) {
 
 // eval's perplexity under bf16 is the sum, in float, of the bf16 forward's log-probabilities: the log-softmax and the
 // NLL total were taken in bf16, whose last bit at a sum of ~290 nats is 2 (helper-39's review found every bf16 NLL total
-// a whole number: 0.034 nats a token off on 751 tokens of the README). Likewise the classifier's summed loss.
+// a whole number: 0.034 nats a token off on 751 tokens of the README).
 TEST(Precision, PerplexityUnderBf16SumsTheForwardsLogProbabilitiesInFloat) {
   const nlohmann::json config = {{"model_type", "gpt2"}, {"architectures", {"GPT2LMHeadModel"}}, {"vocab_size", 97},
                                  {"n_positions", 64}, {"n_embd", 32}, {"n_layer", 2}, {"n_head", 4}};

@@ -46,12 +46,13 @@ class DistillableKernel : public AttentionKernelImpl {
   virtual std::string parameter_group(const std::string& name) const = 0;
   // The feature map the kernel runs (a name of the maps registry), for reports and messages.
   virtual std::string feature_map() const = 0;
-  // The fast form on some of the heads (a mixed layer's converted heads, in training and in every whole-sequence
-  // forward): q, k, v as forward takes them, every head (SLA gates read them all); `heads` sorted, distinct, a long
-  // tensor. Returns forward_fast's rows of those heads, [B, |heads|, T, d], up to rounding. This default runs every
-  // head and keeps the rows asked for; the kinds whose attention is per head (linear, hybrid, delta) override it and
-  // run the attention of those heads alone (their features are still computed for every head, as gates and decoding
-  // do): a mixed layer then spends nothing on the student's attention in the heads it keeps softmax.
+  // The fast form on some of the heads (a mixed layer's converted heads, in training, eval and the placement probe;
+  // a capture that asks for the weights — record, report — runs the quadratic form on every head instead): q, k, v
+  // as forward takes them, every head (SLA gates read them all); `heads` sorted, distinct, a long tensor. Returns
+  // forward_fast's rows of those heads, [B, |heads|, T, d], up to rounding. This default runs every head and keeps the
+  // rows asked for; the kinds whose attention is per head (linear, hybrid, delta) override it and run the attention of
+  // those heads alone (their features are still computed for every head, as gates and decoding do): a mixed layer
+  // then spends nothing on the student's attention in the heads it keeps softmax.
   virtual at::Tensor forward_fast_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                         const at::Tensor& heads) {
     return forward_fast(q, k, v, ctx).index_select(1, heads.to(q.device()));

@@ -145,7 +145,7 @@ Prepared prepare(const Features& f, const LinearOptions& o, const at::Tensor& ma
   at::Tensor qshift;
   p.q = read_features(f.q, f.log_space, stab, &qshift);
   auto m0 = has_state ? initial->m.to(f.q.dtype()) : torch::full({b, h}, -kInf, f.q.options());
-  const auto wide = float_or_wider(f.q.scalar_type());  // an incoming state's type (LinearState)
+  const auto wide = float_or_wider(f.q.scalar_type());  // the type the forms keep a LinearState in
   at::Tensor m = m0;
   if (stab && t > 0) {
     auto lk = f.k.detach();
@@ -192,7 +192,9 @@ at::Tensor chunk_block(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   // What each chunk writes to the state: Σ_r γ^(c−1−r) φ(k_r) [v_r, 1]ᵀ.
   auto kw = kc;
   at::Tensor read_scale;
-  // the state between chunks in float (double with double inputs): under bf16 a carried sum rounded at every chunk
+  // With a decay, the state carried from chunk to chunk in float (double with double inputs): under bf16 the carry
+  // `cur * carry + kv` was rounded at every chunk. Without one it is a cumulative sum, one rounding a prefix (CPU
+  // autocast leaves it in bf16), widened where it is stored.
   const auto wide = opts.dtype(float_or_wider(q.scalar_type()));
   if (log_gamma.defined()) {
     auto r = torch::arange(c, wide);
@@ -272,7 +274,7 @@ LinearSums chunked_sums(const Features& f, const at::Tensor& v, const LinearOpti
   if (state) {
     const auto wide = p.q.options().dtype(float_or_wider(p.q.scalar_type()));
     S = S.defined() ? S.to(wide.dtype()) : torch::zeros({v.size(0), v.size(1), p.q.size(3), v.size(3) + 1}, wide);
-    store_state(state, S, p.m, t);
+    store_state(state, S, p.m.to(wide.dtype()), t);
   }
   if (parts.empty()) return {torch::zeros({v.size(0), v.size(1), 0, v.size(3) + 1}, v.options()), p.shift};
   return {parts.size() == 1 ? parts[0] : torch::cat(parts, 2), p.shift};
@@ -334,7 +336,7 @@ LinearSums linear_step_sums(const at::Tensor& q, const at::Tensor& k, bool log_s
   at::Tensor qshift;
   auto qf = read_features(q, log_space, stab, &qshift);
   LinearSums sums{torch::matmul(qf.unsqueeze(-2), S).squeeze(-2), qshift + m.unsqueeze(-1)};
-  store_state(&state, S, m, 1);
+  store_state(&state, S, m.to(wide), 1);  // m in the state's type: its bytes do not change after the first token
   return sums;
 }
 

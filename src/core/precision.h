@@ -6,9 +6,10 @@
 // say: the parameters and AdamW's moments (the optimizer never sees bf16; autocast casts a weight for each use and
 // its gradient comes back as float), the LM-head loss (train::lm_head_loss turns autocast off inside: its logits and
 // their softmax are float), every other loss or score summed over the vocabulary or over tokens (its logits widened
-// first: float_or_wider), linear attention's decay and its states (linear_attention.cpp), and the metrics distill
-// and report compute outside the steps. The validation passes of training, and eval's and generate's whole forward
-// passes, LM head included, run under autocast. bf16 needs no loss scaling: it has float's exponent range.
+// first: float_or_wider), linear attention's decay, its decayed carry between chunks and its decoding state
+// (linear_attention.cpp), and the metrics distill and report compute outside the steps. The validation passes of
+// training, and eval's and generate's whole forward passes, LM head included, run under autocast. bf16 needs no
+// loss scaling: it has float's exponent range.
 #pragma once
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>

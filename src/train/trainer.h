@@ -154,8 +154,10 @@ std::string checkpoint_command(const std::string& out_dir);
 
 // The settings the training run that wrote the model in `model_dir` was started with (TrainOptions::fingerprint: a
 // finetune's "task", "data", "data_digest", …): the checkpoint's there, or, for one of a run's export folders (best/,
-// last/, step-N/, which the run folder's export book lists with the files the folder holds), the run folder's; an empty
-// object when no checkpoint that can be read says. eval reads it to tell when a classifier is scored on the file it was finetuned on, changed since.
+// last/, step-N/), the run folder's above it. Links are followed, and a folder counts as the run's only while it holds
+// the files the run's export book records there ("." for the run folder itself; a run from before the book is taken at
+// its checkpoint's word). An empty object when no checkpoint that can be read says. eval reads it to tell when a
+// classifier is scored on the file it was finetuned on, changed since.
 nlohmann::json model_run_fingerprint(const std::string& model_dir);
 
 // A training run's folder `dir` (distill keeps one per layer, OUT.ckpt/layer_NN) checked as a start checks it: a file at
