@@ -100,6 +100,7 @@ HybridAttention::HybridAttention(const HybridConfig& config, int64_t n_head, int
       if (!std::binary_search(config.cache_heads.begin(), config.cache_heads.end(), h)) plain.push_back(h);
     cache_index_ = torch::tensor(config.cache_heads, torch::kLong);
     plain_index_ = torch::tensor(plain, torch::kLong);
+    split_order_ = torch::cat({cache_index_, plain_index_}).argsort();
   }
 }
 
@@ -155,10 +156,11 @@ std::function<at::Tensor(const at::Tensor&)> group_key_features(std::function<at
     return heads(all(full.index_copy(1, index, k)), index);
   };
 }
-// The groups' outputs (or weights) [B, |group|, ...] as one tensor in head order; rows[i]: group i's heads (long, CPU).
-at::Tensor in_head_order(const std::vector<at::Tensor>& outs, const std::vector<at::Tensor>& rows) {
+// The groups' outputs (or weights) [B, |group|, ...] as one tensor in head order: `order` (long, CPU) puts the rows of
+// their concatenation back in place (HybridAttention::parts_order).
+at::Tensor in_head_order(const std::vector<at::Tensor>& outs, const at::Tensor& order) {
   const auto out = torch::cat(outs, 1);
-  return out.index_select(1, torch::cat(rows).argsort().to(out.device()));
+  return out.index_select(1, order.to(out.device()));
 }
 // The heads of `index` that `only` lists (both sorted), as a long tensor on the CPU; undefined when none.
 at::Tensor common_heads(const at::Tensor& index, const std::vector<int64_t>& only) {
@@ -169,6 +171,13 @@ at::Tensor common_heads(const at::Tensor& index, const std::vector<int64_t>& onl
   return both.empty() ? at::Tensor() : torch::tensor(both, torch::kLong);
 }
 }  // namespace
+
+at::Tensor HybridAttention::parts_order(const std::vector<HeadPart>& parts, bool every_head) const {
+  if (every_head && split()) return split_order_;
+  std::vector<at::Tensor> rows;
+  for (const auto& part : parts) rows.push_back(part.index);
+  return torch::cat(rows).argsort();
+}
 
 std::vector<HybridAttention::HeadPart> HybridAttention::head_parts(const at::Tensor& only) const {
   const std::vector<HeadPart> parts = split() ? std::vector<HeadPart>{{cache_index_, true, true}, {plain_index_, false, false}}
@@ -194,14 +203,14 @@ at::Tensor HybridAttention::forward_fast_heads(const at::Tensor& q, const at::Te
   auto f = features(q, k, ctx.scale, 0);
   const auto all = hybrid_options(ctx.causal);
   if (!split() && !only.defined()) return hybrid_attention(q, k, v, f, ctx.scale, all, ctx.key_padding_mask);
-  std::vector<at::Tensor> outs, rows;
-  for (const auto& part : head_parts(only)) {
+  const auto parts = head_parts(only);
+  std::vector<at::Tensor> outs;
+  for (const auto& part : parts) {
     const auto g = head_group(part.index, all, part.with_cache, q.device());
     outs.push_back(hybrid_attention(heads(q, g.index), heads(k, g.index), heads(v, g.index), heads(f, g.index), ctx.scale, g.options,
                                     ctx.key_padding_mask));
-    rows.push_back(part.index);
   }
-  return in_head_order(outs, rows);
+  return in_head_order(outs, parts_order(parts, !only.defined()));
 }
 
 at::Tensor HybridAttention::forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
@@ -209,19 +218,20 @@ at::Tensor HybridAttention::forward_quadratic(const at::Tensor& q, const at::Ten
   auto f = features(q, k, ctx.scale, 0);
   if (!split()) return hybrid_quadratic(q, k, v, f, ctx.scale, hybrid_options(ctx.causal), ctx.key_padding_mask, weights, log_weights);
   const auto all = hybrid_options(ctx.causal);
-  std::vector<at::Tensor> outs, ws, lws, rows;
-  for (const auto& part : head_parts(at::Tensor())) {
+  const auto parts = head_parts(at::Tensor());
+  std::vector<at::Tensor> outs, ws, lws;
+  for (const auto& part : parts) {
     const auto g = head_group(part.index, all, part.with_cache, q.device());
     at::Tensor w, lw;
     outs.push_back(hybrid_quadratic(heads(q, g.index), heads(k, g.index), heads(v, g.index), heads(f, g.index), ctx.scale, g.options,
                                     ctx.key_padding_mask, weights ? &w : nullptr, log_weights ? &lw : nullptr));
     ws.push_back(w);
     lws.push_back(lw);
-    rows.push_back(part.index);
   }
-  if (weights) *weights = in_head_order(ws, rows);
-  if (log_weights) *log_weights = in_head_order(lws, rows);
-  return in_head_order(outs, rows);
+  const auto order = parts_order(parts, true);
+  if (weights) *weights = in_head_order(ws, order);
+  if (log_weights) *log_weights = in_head_order(lws, order);
+  return in_head_order(outs, order);
 }
 
 namespace {
@@ -292,16 +302,17 @@ at::Tensor HybridAttention::forward_cached_heads(const at::Tensor& q, const at::
   // Groups of heads, each decoded with its own state: the cache heads (`state`) and the others (`plain`), or every
   // head (`state`); each cut to the heads asked for, where some are, a group with none of them skipped.
   const auto all = hybrid_options(true);
-  std::vector<at::Tensor> outs, rows;
-  for (const auto& part : head_parts(only)) {
+  const auto parts = head_parts(only);
+  std::vector<at::Tensor> outs;
+  for (const auto& part : parts) {
     auto g = head_group(part.index, all, part.with_cache, q.device());
     g.options.key_features = group_key_features(key_feats, g.index, n_head_);
     auto& state = part.first ? hc.state : hc.plain;
     outs.push_back(decode(heads(q, g.index), heads(k, g.index), heads(v, g.index), heads(f, g.index), ctx.scale, g.options, state));
-    rows.push_back(part.index);
     hc.position = state.position;
   }
-  return in_head_order(outs, rows);
+  // every head of a split layer, at every token: the order computed once (split_order_), not an argsort a token
+  return in_head_order(outs, parts_order(parts, !only.defined()));
 }
 
 std::string HybridAttention::parameter_group(const std::string& name) const {

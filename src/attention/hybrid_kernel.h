@@ -75,6 +75,9 @@ class HybridAttention : public LinearAttention {
     bool first;        // the cache heads (or every head): decoding's HybridCache::state; the others' is `plain`
   };
   std::vector<HeadPart> head_parts(const at::Tensor& only) const;
+  // What puts the rows of the parts' outputs, concatenated, back in head order (long, CPU); `every_head`: the parts of
+  // head_parts(undefined), whose order is computed once.
+  at::Tensor parts_order(const std::vector<HeadPart>& parts, bool every_head) const;
   struct HeadGroup {
     at::Tensor index;  // long, the group's heads, on the inputs' device
     HybridOptions options;
@@ -99,6 +102,7 @@ class HybridAttention : public LinearAttention {
   at::Tensor fixed_weight_;  // [n_head]: the window weight when it is not learned
   // cache_heads a strict subset: the two groups' heads; undefined otherwise
   at::Tensor cache_index_, plain_index_;
+  at::Tensor split_order_;  // argsort of cat(cache_index_, plain_index_): the split layer's rows back in head order
   bool split() const { return cache_index_.defined(); }
 };
 

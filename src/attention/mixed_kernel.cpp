@@ -50,11 +50,15 @@ AttentionContext without_capture(const AttentionContext& ctx) {
 }
 }  // namespace
 
+at::Tensor MixedAttention::in_head_order(const at::Tensor& converted, const at::Tensor& kept) const {
+  return torch::cat({converted, kept.to(converted.dtype())}, 1).index_select(1, order_.to(converted.device()));
+}
+
 at::Tensor MixedAttention::forward_fast(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx) {
   const auto c = without_capture(ctx);
   auto converted = student_->forward_fast_heads(q, k, v, c, converted_);
   auto kept = softmax_->forward(heads_of(q, index_), heads_of(k, index_), heads_of(v, index_), c);
-  return torch::cat({converted, kept.to(converted.dtype())}, 1).index_select(1, order_.to(q.device()));
+  return in_head_order(converted, kept);
 }
 
 at::Tensor MixedAttention::forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
@@ -102,7 +106,7 @@ at::Tensor MixedAttention::forward_cached(const at::Tensor& q, const at::Tensor&
   auto kept = softmax_->forward_cached_mapped(heads_of(q, index_), heads_of(k, grouping.kv_index), heads_of(v, grouping.kv_index), c,
                                               *mc.softmax, grouping.head_map);
   mc.position = mc.student->position;
-  return torch::cat({converted, kept.to(converted.dtype())}, 1).index_select(1, order_.to(q.device()));
+  return in_head_order(converted, kept);
 }
 
 const MixedAttention::KvGrouping& MixedAttention::kv_grouping(int64_t g, const c10::Device& device) {

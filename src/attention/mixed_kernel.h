@@ -50,6 +50,8 @@ class MixedAttention : public DistillableKernel {
   at::Tensor index_;  // softmax_heads_ as an int64 tensor, built once
   at::Tensor converted_;  // the other heads, the student's (in the fast form and in decoding)
   at::Tensor order_;      // puts the rows of cat(converted, kept) back in head order
+  // The student's rows (converted_'s heads) and the kept heads' (index_'s) as one tensor in head order, in the student's type
+  at::Tensor in_head_order(const at::Tensor& converted, const at::Tensor& kept) const;
   std::shared_ptr<DistillableKernel> student_;
   std::shared_ptr<SoftmaxAttention> softmax_;
   // Decoding under grouped-query attention (g query heads a KV head): which KV heads the kept heads read (kv_index)

@@ -7,6 +7,7 @@
 
 #include "mimic/attention/hybrid_parts.h"
 #include "mimic/core/error.h"
+#include "mimic/core/precision.h"
 
 namespace mimic::attention {
 
@@ -275,14 +276,22 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
     fw = torch::where(keep, fw, torch::zeros_like(fw));  // (not a product: inf · 0 is NaN)
   }
   // products batched over [B, H, N] (small_matmul: with chunks of one query, the decoding schedule, rows of one)
-  auto W = small_matmul(fw.transpose(-1, -2), torch::cat({vw, torch::ones_like(vw.narrow(-1, 0, 1))}, -1));  // [B, H, N, F, D+1]
+  // The states, their shifts and the constants they rescale by are float (double with double inputs): under bf16 the
+  // carry S_m, rescaled and added to at every selection (every token by default), was rounded at each, and a later
+  // key's term was lost once S was ~256 times larger (as linear attention's decoding state was: 5.6% off fp32 in a
+  // head of Precision.TheSparseCachesCarriedStateStaysFloatUnderBf16).
+  const auto wide = q.options().dtype(float_or_wider(q.scalar_type()));
+  auto W = small_matmul(fw.transpose(-1, -2), torch::cat({vw, torch::ones_like(vw.narrow(-1, 0, 1))}, -1))
+               .to(wide.dtype());  // [B, H, N, F, D+1]
   at::Tensor states, shifts;
   if (!f.log_space) {
     states = W.cumsum(2);
-    shifts = torch::zeros({b, h, n, 1, 1}, q.options());
+    shifts = torch::zeros({b, h, n, 1, 1}, wide);
   } else {
+    cm = cm.to(wide.dtype());
+    cm_raw = cm_raw.to(wide.dtype());
     std::vector<at::Tensor> each, tops;
-    at::Tensor S, top = torch::full({b, h, 1, 1}, -kInf, q.options());
+    at::Tensor S, top = torch::full({b, h, 1, 1}, -kInf, wide);
     // (unbound once: a select per m would give each its own backward of W's whole size, O(N²) work for N selections)
     const auto Wm = W.unbind(2), cms = cm.unbind(2), raws = cm_raw.unbind(2);
     for (int64_t m = 0; m < n; ++m) {  // S_m = Σ W_m' exp(c_m' − top_m), top_m = max_{m' ≤ m} c_m' (detached)
@@ -304,7 +313,8 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
     qtop = std::get<0>(f.q.detach().max(-1, true));
     qf = (f.q - qtop).exp();
   }
-  auto lin_nd = small_matmul(pad(qf, 2, -(tp - t)).view({b, h, n, every, nf}), states);  // [B, H, N, every, D+1]
+  // (qf in the states' type: under autocast the product still runs in bf16, reading the float state rounded once)
+  auto lin_nd = small_matmul(pad(qf.to(wide.dtype()), 2, -(tp - t)).view({b, h, n, every, nf}), states);  // [B, H, N, every, D+1]
   auto lin_shift = pad(qtop, 2, -(tp - t)).view({b, h, n, every, 1}) + shifts;
   LinearSums lin{lin_nd.reshape({b, h, tp, dv + 1}).narrow(2, 0, t), lin_shift.reshape({b, h, tp, 1}).narrow(2, 0, t)};
 

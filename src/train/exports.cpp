@@ -226,6 +226,25 @@ void check_export_book(const std::string& out_dir, const TrainTask& task) {
 }
 }  // namespace
 
+std::optional<bool> holds_recorded_export(const fs::path& run, const std::string& entry, const fs::path& dir) {
+  std::optional<nlohmann::json> book;
+  try {
+    book = read_book(run.string());
+  } catch (const std::exception&) {
+    return std::nullopt;  // one that cannot be read: a question, not a run's refusal
+  }
+  if (!book) return std::nullopt;
+  const auto it = book->find(entry);
+  if (it == book->end() || !it->is_object() || it->empty()) return false;
+  try {
+    for (const auto& [name, digest] : it->items())  // read_book checked each is a name and a string
+      if (io::file_digest((dir / name).string()) != digest.get<std::string>()) return false;
+  } catch (const std::exception&) {
+    return false;  // a file it records is gone, or cannot be read
+  }
+  return true;
+}
+
 void open_export_book(const std::string& out_dir, const TrainTask& task, bool earlier_run) {
   auto book = earlier_run ? read_book(out_dir) : std::nullopt;
   if (book) {

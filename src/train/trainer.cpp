@@ -463,32 +463,6 @@ std::string checkpoint_command(const std::string& out_dir) {
   return fp.contains("arch") ? "pretrain" : fp.contains("task") ? "finetune" : "";
 }
 
-namespace {
-// Whether `dir` holds the files the export book of run folder `run` records under `entry` ("." for the run folder
-// itself, "best", "step-N", ...), each with the bytes recorded: false when the book records nothing there (a run that
-// has not promoted or exported it yet, or was cut short); nullopt when there is no book that can be read (a run from
-// before the book).
-std::optional<bool> holds_recorded_files(const fs::path& run, const std::string& entry, const fs::path& dir) {
-  nlohmann::json book;
-  try {
-    book = nlohmann::json::parse(io::read_text_file((run / kExports).string()));
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (!book.is_object()) return std::nullopt;
-  const auto it = book.find(entry);
-  if (it == book.end() || !it->is_object() || it->empty()) return false;
-  for (const auto& [name, digest] : it->items()) {
-    try {
-      if (!digest.is_string() || io::file_digest((dir / name).string()) != digest.get<std::string>()) return false;
-    } catch (const std::exception&) {
-      return false;  // a file it records is gone
-    }
-  }
-  return true;
-}
-}  // namespace
-
 nlohmann::json model_run_fingerprint(const std::string& model_dir) {
   // The folder as it lies: a link elsewhere to OUT/step-N is OUT/step-N (helper-38's review)
   std::error_code ec;
@@ -498,11 +472,11 @@ nlohmann::json model_run_fingerprint(const std::string& model_dir) {
   // copied over it since, or the run has promoted none yet (helper-39's and helper-40's reviews); a run from before
   // the book is taken at its checkpoint's word.
   if (auto fp = checkpoint_fingerprint(dir.string()); !fp.empty())
-    return holds_recorded_files(dir, ".", dir).value_or(true) ? fp : nlohmann::json::object();
+    return holds_recorded_export(dir, ".", dir).value_or(true) ? fp : nlohmann::json::object();
   // An export folder of a run (best/, last/, step-N/) has no checkpoint of its own: the run folder above it has, and its
   // export book lists the folder with the files it holds (helper-37's review: eval of OUT/step-N found nothing; a model
   // copied into step-N/ since is no model of the run's)
-  if (holds_recorded_files(dir.parent_path(), dir.filename().string(), dir).value_or(false))
+  if (holds_recorded_export(dir.parent_path(), dir.filename().string(), dir).value_or(false))
     return checkpoint_fingerprint(dir.parent_path().string());
   return nlohmann::json::object();
 }
