@@ -2,6 +2,7 @@
 // of its negation, φ(x) = [exp(Wx+b), exp(-(Wx+b))]; or, for hedgehog_softmax, a softmax over each half.
 // Returned in log space.
 #include "mimic/attention/maps/head_linear.h"
+#include "mimic/core/precision.h"
 
 namespace mimic::attention {
 namespace {
@@ -19,7 +20,13 @@ class Hedgehog : public FeatureMapImpl {
   }
   at::Tensor forward(const at::Tensor& x, Role role, int64_t) override {
     auto u = (*linear_)(x, role);
-    if (softmax_) return torch::cat({torch::log_softmax(u, -1), torch::log_softmax(-u, -1)}, -1);
+    if (softmax_) {
+      // in float (double with double inputs), as CUDA's autocast runs a log-softmax; LibTorch's CPU autocast left it in
+      // bf16, and its backward's cancellation (g − softmax·Σg, g a sum over every later query) made the first keys'
+      // gradients 15% off fp32's at 1,024 positions
+      u = float_or_wider(u);
+      return torch::cat({torch::log_softmax(u, -1), torch::log_softmax(-u, -1)}, -1);
+    }
     return torch::cat({u, -u}, -1);
   }
   int64_t feature_dim() const override { return features_; }

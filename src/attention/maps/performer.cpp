@@ -9,6 +9,7 @@
 
 #include "mimic/attention/feature_map.h"
 #include "mimic/core/error.h"
+#include "mimic/core/precision.h"
 
 namespace mimic::attention {
 namespace {
@@ -30,8 +31,13 @@ class Performer : public FeatureMapImpl {
     if (redraw_ && is_training()) omega_.copy_(draw(seed_ + ++draws_));
   }
   at::Tensor forward(const at::Tensor& x, Role, int64_t) override {
-    auto proj = torch::matmul(x, omega_.to(x.dtype()));  // [B, H, T, m]
-    return proj - 0.5 * x.square().sum(-1, true) - 0.5 * std::log(static_cast<double>(features_));
+    // In float (double with double inputs), autocast off: the log-features reach ±|ω||x| ~ 16 at head_dim 16, where
+    // bf16's step is 1/16, and the largest of them dominate a row of exp(·) (under bf16 the projection and |x|² were
+    // rounded: the decoded outputs 5–8% off fp32's). A [d, m] product a head, small beside the attention.
+    AutocastOff in_float;
+    const auto xw = float_or_wider(x);
+    auto proj = torch::matmul(xw, omega_.to(xw.dtype()));  // [B, H, T, m]
+    return proj - 0.5 * xw.square().sum(-1, true) - 0.5 * std::log(static_cast<double>(features_));
   }
   int64_t feature_dim() const override { return features_; }
   bool log_space() const override { return true; }
