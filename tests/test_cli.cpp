@@ -685,6 +685,14 @@ TEST(Cli, AFinetuneDoesNotResumeOnDataThatChangedUnderTheSamePath) {
   auto over_the_run = mimic_cli("eval --task cls --model " + dir.file("u") + " --split test --data " + dir.file("u.jsonl"));
   ASSERT_EQ(over_the_run.code, 0) << over_the_run.err;
   EXPECT_EQ(over_the_run.err.find("finetuned on"), std::string::npos) << over_the_run.err;
+  // and so it stays under a book that cannot be read (a key no run writes): it vouches for nothing (helper-42's review:
+  // read as "no book", the copied model was the run's again)
+  auto u_book = nlohmann::json::parse(mimic::test::read_bytes(dir.file("u/exports.json")));
+  u_book["junk"] = nlohmann::json::object();
+  mimic::test::write_bytes(dir.file("u/exports.json"), u_book.dump());
+  auto damaged = mimic_cli("eval --task cls --model " + dir.file("u") + " --split test --data " + dir.file("u.jsonl"));
+  ASSERT_EQ(damaged.code, 0) << damaged.err;
+  EXPECT_EQ(damaged.err.find("finetuned on"), std::string::npos) << damaged.err;
   // a run folder whose book records no promoted model holds none of the run's (helper-40's review): t.jsonl edited
   // again, so that c's own model would be noted
   mimic::test::write_bytes(dir.file("t.jsonl"), rows);

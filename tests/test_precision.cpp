@@ -325,19 +325,26 @@ TEST(Precision, EvalAndGenerateRunInBf16CloseToFp32) {
   EXPECT_EQ(nlohmann::json::parse(g.out)["ids"].size(), 5u);
 }
 
-// Every kind and feature map over a long sequence under bf16 autocast: a state or sum carried across 1,024 positions
-// and rounded to bf16 on the way is far outside a few roundings of fp32 (linear attention's decay and decoding state:
-// 19%; the sparse cache's carried state: 58–65%; above), where a short sequence hides it. The whole-sequence form and
-// 1,024 decoding steps, the gradients of the last queries and of the first keys (which every later query reads), worst
-// head against fp32 on the same bf16-valued inputs. Measured 2026-12-02: outputs 0.3–0.55%, decoded 0.4–1.1%, query
-// gradients 0.14–2.3% (the RMS normalisation's: a difference of near-equal terms), key gradients 0.6–1.3%. Before
-// that day's mends the performer map was 2.5% (whole) and 5% (decoded) off: its log-features, up to ±16 at head_dim
-// 16 where bf16's step is 1/16, were computed in bf16; and hedgehog_softmax's log-softmax ran in bf16 under the CPU's
-// autocast (its first keys' gradients, against a linear rather than random probe, 15% off).
+// Every kind and every feature map of maps.def (taylor at orders 2 and 3) over a long sequence under bf16 autocast: a
+// state or sum carried across 1,024 positions and rounded to bf16 on the way is far outside a few roundings of fp32
+// (linear attention's decay and decoding state: 19%; the sparse cache's carried state: 58–65%; above), where a short
+// sequence hides it. The whole-sequence form and 1,024 decoding steps, the gradients of the last queries and of the
+// first keys (which every later query reads), worst head against fp32 on the same bf16-valued inputs; 24 cases, not
+// every combination (no split cache heads, no bidirectional form). Measured 2026-12-02: outputs 0.17–0.51%, decoded
+// 0.28–1.07%, query gradients 0.07–3.7% (RMS normalisation and hedgehog_softmax in a cached hybrid the largest: a
+// difference of near-equal terms), key gradients 0.3–1.0%, hedgehog_softmax's 3.3–4.5% (its log-softmax's backward
+// takes the common part of an upstream gradient summed in bf16 products; 15% at 1,024 positions and 20% at 4,096
+// while the log-softmax itself ran in bf16). Before that day's mends the performer map was 2.5% (whole) and 5%
+// (decoded) off: its log-features, up to ±16 at head_dim 16 where bf16's step is 1/16, were computed in bf16.
 TEST(Precision, EveryKindAndMapOverALongSequenceStaysCloseToFp32UnderBf16) {
   using namespace mimic::attention;
   const int64_t h = 4, d = 16, t = 1024;
-  const std::vector<std::pair<std::string, nlohmann::json>> cases = {
+  struct Case {
+    std::string kind;
+    nlohmann::json options;
+    double key_gradient = 3e-2;
+  };
+  const std::vector<Case> cases = {
       {"linear", {{"feature_map", "hedgehog"}, {"chunk", 64}}},
       {"linear", {{"feature_map", "elu"}}},
       {"linear", {{"feature_map", "elu"}, {"norm", "rms"}}},
@@ -346,7 +353,10 @@ TEST(Precision, EveryKindAndMapOverALongSequenceStaysCloseToFp32UnderBf16) {
       {"linear", {{"feature_map", "cosformer"}}},
       {"linear", {{"feature_map", "exp_t"}}},
       {"linear", {{"feature_map", "t2r"}}},
-      {"linear", {{"feature_map", "hedgehog_softmax"}}},
+      {"linear", {{"feature_map", "hedgehog_softmax"}}, 6e-2},
+      {"linear", {{"feature_map", "relu"}}},
+      {"linear", {{"feature_map", "identity"}, {"norm", "none"}}},
+      {"linear", {{"feature_map", "taylor"}, {"map_options", {{"order", 3}}}, {"norm", "none"}}},
       {"linear", {{"feature_map", "hedgehog"}, {"gates", true}}},
       {"linear", {{"feature_map", "hedgehog"}, {"decay", true}}},
       {"hybrid", {{"window", 64}}},
@@ -354,18 +364,22 @@ TEST(Precision, EveryKindAndMapOverALongSequenceStaysCloseToFp32UnderBf16) {
       {"hybrid", {{"window", 8}, {"cache", 4}}},
       {"hybrid", {{"window", 8}, {"cache", 4}, {"cache_every", 16}}},
       {"hybrid", {{"window", 8}, {"cache", 4}, {"feature_map", "elu"}}},
+      {"hybrid", {{"window", 8}, {"cache", 4}, {"feature_map", "performer"}}},
+      {"hybrid", {{"window", 8}, {"cache", 4}, {"feature_map", "hedgehog_softmax"}}, 6e-2},
       {"delta", {{"chunk", 64}}},
       {"mixed", {{"softmax_heads", {1}}, {"kind", "hybrid"}, {"options", {{"window", 8}, {"cache", 4}}}}},
   };
   AttentionContext ctx;
   ctx.causal = true;
   ctx.scale = 1.0 / std::sqrt(static_cast<double>(d));
-  for (const auto& [kind, options] : cases) {
+  for (const auto& [kind, options, key_gradient] : cases) {
     SCOPED_TRACE(kind + " " + options.dump());
     torch::manual_seed(7);
     auto kernel = make_attention_kernel(kind, options, h, d);
     const auto bf16_values = [&] { return torch::randn({1, h, t, d}).to(at::kBFloat16).to(at::kFloat); };
-    const auto q = bf16_values(), k = bf16_values(), v = bf16_values(), probe = torch::randn({1, h, t, d});
+    // the probe the same at every position: the gradient reaching a first key is then one sum over every later query,
+    // whose common part a softmax's backward (hedgehog_softmax) takes away again
+    const auto q = bf16_values(), k = bf16_values(), v = bf16_values(), probe = torch::linspace(-1, 1, d);
     // the output, the gradients of q and k (of a fixed projection of the output), the decoded output
     auto run = [&](at::ScalarType type) {
       auto qq = q.to(type).detach().requires_grad_(), kk = k.to(type).detach().requires_grad_();
@@ -393,7 +407,7 @@ TEST(Precision, EveryKindAndMapOverALongSequenceStaysCloseToFp32UnderBf16) {
     }
     EXPECT_LT(out, 1e-2);
     EXPECT_LT(steps, 2e-2);
-    EXPECT_LT(dq, 4e-2);
-    EXPECT_LT(dk, 3e-2);
+    EXPECT_LT(dq, 5e-2);
+    EXPECT_LT(dk, key_gradient);
   }
 }

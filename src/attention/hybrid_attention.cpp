@@ -61,17 +61,20 @@ at::Tensor pad(const at::Tensor& x, int64_t dim, int64_t n) {
 at::Tensor combine(const at::Tensor& wnum, const at::Tensor& wden, const at::Tensor& wshift, const std::vector<LinearSums>& parts,
                    const at::Tensor& lambda) {
   const int64_t dv = wnum.size(-1);
-  auto c = wshift;
-  for (const auto& p : parts) c = torch::maximum(c, p.shift.to(wden.dtype()));
-  auto wscale = (wshift - c).exp();
-  auto num = wnum * wscale, den = wden * wscale;
+  // In float (double with double inputs), returned in wnum's type: under bf16 a shift of ~8–16 nats (a performer's
+  // log-features) rounded to bf16's step of 1/16 moved a part's weight by up to 6%. fp32 and double: the same operations.
+  const auto wide = float_or_wider(wnum.scalar_type());
+  auto c = wshift.to(wide);
+  for (const auto& p : parts) c = torch::maximum(c, p.shift.to(wide));
+  auto wscale = (wshift.to(wide) - c).exp();
+  auto num = wnum.to(wide) * wscale, den = wden.to(wide) * wscale;
   for (const auto& p : parts) {
-    auto lin = p.numden.to(wnum.dtype()) * (p.shift.to(wden.dtype()) - c).exp();
+    auto lin = p.numden.to(wide) * (p.shift.to(wide) - c).exp();
     if (lambda.defined()) lin = lin * per_head(lambda, lin, 4);
     num = num + lin.narrow(-1, 0, dv);
     den = den + lin.narrow(-1, dv, 1);
   }
-  return num / torch::where(den == 0, torch::ones_like(den), den);
+  return (num / torch::where(den == 0, torch::ones_like(den), den)).to(wnum.scalar_type());
 }
 
 }  // namespace hybrid_parts
@@ -323,7 +326,9 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
       } else {
         auto fk_all = torch::cat({key_features_of(state.cfk, state.ck, o, f.k), wk.unsqueeze(2)}, 2), v_all = torch::cat({state.cv, wv.unsqueeze(2)}, 2);
         auto pos_all = torch::cat({state.cpos, torch::full({b, h, 1}, leaving, state.cpos.options())}, 2);
-        auto kc = (f.log_space ? (fk_all - std::get<0>(fk_all.max(-1, true))).exp() : fk_all).to(state.linear.S.dtype());
+        // scored in the state's type (float under bf16), as the whole-sequence form's selection scores them
+        const auto fk = fk_all.to(state.linear.S.dtype());
+        auto kc = f.log_space ? (fk - std::get<0>(fk.max(-1, true))).exp() : fk;
         auto den = (kc * state.linear.z.unsqueeze(2)).sum(-1, true);
         auto pred = torch::matmul(kc, state.linear.S) / torch::where(den == 0, torch::ones_like(den), den);
         auto sre = (pred - v_all.to(pred.dtype())).pow(2).sum(-1);  // [B, H, λ + 1]

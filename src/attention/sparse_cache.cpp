@@ -178,12 +178,17 @@ Selection select(const at::Tensor& k, const at::Tensor& v, const Features& f, co
   // cancels in the prediction's ratio. The keys written into the state stay logs until written (kf), and the state
   // carries a running constant (shift) per head, as the recurrent step's does (linear_step_sums): one constant taken over
   // the whole sequence underflowed every earlier key once a later one lay ~88 nats above them in float32.
-  at::Tensor kf = f.k.detach(), kc = f.k.detach();
+  // In float (double with double inputs): the host scores in float, and decoding's selection scores the features in
+  // its float state's type — rounded to bf16 here first, a performer's log-features (up to ±16, step 1/16) gave the
+  // whole-sequence form and decoding different choices (helper-42's review). fp32 and double: no cast.
+  const auto wide = float_or_wider(v.scalar_type());
+  at::Tensor kf = f.k.detach().to(wide), kc = kf;
   if (f.log_space) kc = (kc - std::get<0>(kc.max(-1, true))).exp();
   const int64_t nf = kf.size(3), nd = v.size(3);
   // One table of what a candidate brings — its features for scoring (kc), its value, its features for writing (kf) —
   // a row per key (outside log space both are the features: one copy, kw_at 0)
-  auto table = f.log_space ? torch::cat({kc.to(v.dtype()), v.detach(), kf.to(v.dtype())}, -1) : torch::cat({kc.to(v.dtype()), v.detach()}, -1);
+  const auto vw = v.detach().to(wide);
+  auto table = f.log_space ? torch::cat({kc, vw, kf}, -1) : torch::cat({kc, vw}, -1);
   const int64_t kw_at = f.log_space ? nf + nd : 0;
   // The schedule runs on the host, head by head, in plain loops: a selection at every position, as tensor operations,
   // was a loop of ~80 small operations per position whose overhead and temporaries made a distillation epoch with a
@@ -278,8 +283,8 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
   // products batched over [B, H, N] (small_matmul: with chunks of one query, the decoding schedule, rows of one)
   // The states, their shifts and the constants they rescale by are float (double with double inputs): under bf16 the
   // carry S_m, rescaled and added to at every selection (every token by default), was rounded at each, and a later
-  // key's term was lost once S was ~256 times larger (as linear attention's decoding state was: 5.6% off fp32 in a
-  // head of Precision.TheSparseCachesCarriedStateStaysFloatUnderBf16).
+  // key's term was lost once S was ~256 times larger, as in linear attention's decoding state (at 1,024 positions the
+  // output was 58–65% off fp32 in every head: Precision.TheSparseCachesCarriedStateStaysFloatUnderBf16).
   const auto wide = q.options().dtype(float_or_wider(q.scalar_type()));
   auto W = small_matmul(fw.transpose(-1, -2), torch::cat({vw, torch::ones_like(vw.narrow(-1, 0, 1))}, -1))
                .to(wide.dtype());  // [B, H, N, F, D+1]
@@ -313,7 +318,8 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
     qtop = std::get<0>(f.q.detach().max(-1, true));
     qf = (f.q - qtop).exp();
   }
-  // (qf in the states' type: under autocast the product still runs in bf16, reading the float state rounded once)
+  // (qf in the states' type: with one query a chunk, cache_every = 1, small_matmul multiplies elementwise, in float;
+  // with more, autocast runs the product in bf16, reading the float state rounded once)
   auto lin_nd = small_matmul(pad(qf.to(wide.dtype()), 2, -(tp - t)).view({b, h, n, every, nf}), states);  // [B, H, N, every, D+1]
   auto lin_shift = pad(qtop, 2, -(tp - t)).view({b, h, n, every, 1}) + shifts;
   LinearSums lin{lin_nd.reshape({b, h, tp, dv + 1}).narrow(2, 0, t), lin_shift.reshape({b, h, tp, 1}).narrow(2, 0, t)};

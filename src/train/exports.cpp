@@ -231,7 +231,7 @@ std::optional<bool> holds_recorded_export(const fs::path& run, const std::string
   try {
     book = read_book(run.string());
   } catch (const std::exception&) {
-    return std::nullopt;  // one that cannot be read: a question, not a run's refusal
+    return false;  // a book there that cannot be read (a link, damaged, edited) vouches for nothing: not a refusal
   }
   if (!book) return std::nullopt;
   const auto it = book->find(entry);

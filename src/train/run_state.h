@@ -105,9 +105,9 @@ inline constexpr const char* kExports = "exports.json";
 void refuse_foreign_files_in_export_folders(const std::string& dir, const TrainTask& task);
 // Whether `dir` holds the files the export book of run folder `run` records under `entry` ("." for the run folder
 // itself, "best", "step-N", ...), each with the bytes recorded: false when the book records nothing there (a run that
-// has not promoted or exported it yet, or was cut short); nullopt when there is no book that can be read (a run from
-// before the book, or one damaged). Never throws for a book: a question asked of any folder (model_run_fingerprint),
-// not a run's check.
+// has not promoted or exported it yet, or was cut short), and when the book there cannot be read (a link, damaged or
+// edited: it vouches for nothing); nullopt when there is no book (a run from before it). Never throws for a book: a
+// question asked of any folder (model_run_fingerprint), not a run's check.
 std::optional<bool> holds_recorded_export(const fs::path& run, const std::string& entry, const fs::path& dir);
 // What an export is written into before it moves into its folder: best.part, last.part, step-N.part (export_recorded)
 inline constexpr const char* kStaging = ".part";

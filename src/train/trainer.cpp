@@ -470,7 +470,7 @@ nlohmann::json model_run_fingerprint(const std::string& model_dir) {
   if (ec) dir = path_identity(model_dir);
   // A run folder (where a finetune promotes its best model, "." in its book): the run's model unless another was
   // copied over it since, or the run has promoted none yet (helper-39's and helper-40's reviews); a run from before
-  // the book is taken at its checkpoint's word.
+  // the book (no exports.json) is taken at its checkpoint's word, a book that cannot be read vouches for nothing.
   if (auto fp = checkpoint_fingerprint(dir.string()); !fp.empty())
     return holds_recorded_export(dir, ".", dir).value_or(true) ? fp : nlohmann::json::object();
   // An export folder of a run (best/, last/, step-N/) has no checkpoint of its own: the run folder above it has, and its
