@@ -62,7 +62,8 @@ at::Tensor combine(const at::Tensor& wnum, const at::Tensor& wden, const at::Ten
                    const at::Tensor& lambda) {
   const int64_t dv = wnum.size(-1);
   // In float (double with double inputs), returned in wnum's type: under bf16 a shift of ~8–16 nats (a performer's
-  // log-features) rounded to bf16's step of 1/16 moved a part's weight by up to 6%. fp32 and double: the same operations.
+  // log-features) rounded to bf16's step of 1/16 moved a part's weight by up to 3% (exp of half a step). fp32 and
+  // double: the same operations.
   const auto wide = float_or_wider(wnum.scalar_type());
   auto c = wshift.to(wide);
   for (const auto& p : parts) c = torch::maximum(c, p.shift.to(wide));
