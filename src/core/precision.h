@@ -8,7 +8,8 @@
 // their softmax are float), every other loss or score summed over the vocabulary or over tokens (its logits widened
 // first: float_or_wider), linear attention's decay, its decayed carry between chunks and its decoding state
 // (linear_attention.cpp), the sparse cache's state carried from selection to selection (sparse_cache.cpp), the
-// performer map's log-features and hedgehog_softmax's log-softmax (maps/), and the metrics distill and report compute outside the steps. The validation passes of
+// performer map's log-features and hedgehog_softmax's log-softmax (maps/), the hybrid's combination of its parts
+// (hybrid_attention.cpp), and the metrics distill and report compute outside the steps. The validation passes of
 // training, and eval's and generate's whole forward passes, LM head included, run under autocast. bf16 needs no
 // loss scaling: it has float's exponent range.
 #pragma once
