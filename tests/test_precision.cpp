@@ -45,6 +45,14 @@ const std::vector<std::pair<std::string, nlohmann::json>>& kinds() {
   return k;
 }
 
+// A causal attention call at the usual scale 1/√d
+mimic::attention::AttentionContext causal_context(int64_t head_dim) {
+  mimic::attention::AttentionContext ctx;
+  ctx.causal = true;
+  ctx.scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  return ctx;
+}
+
 // The kernel's outputs decoded a token at a time from an empty cache, as float
 at::Tensor decoded(mimic::attention::AttentionKernelImpl& kernel, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    const mimic::attention::AttentionContext& ctx) {
@@ -108,9 +116,7 @@ TEST(Precision, EveryAttentionKindRunsUnderBf16AutocastCloseToFp32) {
     auto kernel = mimic::attention::make_attention_kernel(kind, options, H, D);
     torch::manual_seed(5);
     auto q = torch::randn({B, H, T, D}), k = torch::randn({B, H, T, D}), v = torch::randn({B, H, T, D}), proj = torch::randn({B, H, T, D});
-    mimic::attention::AttentionContext ctx;
-    ctx.causal = true;
-    ctx.scale = 1.0 / std::sqrt(static_cast<double>(D));
+    const auto ctx = causal_context(D);
     auto run = [&](Precision p) {
       auto qq = q.clone().requires_grad_(), kk = k.clone().requires_grad_(), vv = v.clone().requires_grad_();
       kernel->zero_grad();
@@ -244,9 +250,7 @@ TEST(Precision, LinearAttentionsDecayAndDecodingStateStayFloatUnderBf16) {
   torch::manual_seed(7);
   auto kernel = make_attention_kernel("linear", {{"feature_map", "hedgehog"}, {"decay", true}, {"chunk", 64}}, h, d);
   const auto q = torch::randn({1, h, t, d}), k = torch::randn({1, h, t, d}), v = torch::randn({1, h, t, d});
-  AttentionContext ctx;
-  ctx.causal = true;
-  ctx.scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const auto ctx = causal_context(d);
   const auto gap = bf16_gap_over_the_last_positions(*kernel, q, k, v, ctx);
   EXPECT_TRUE(gap.acted) << "autocast did not act";
   EXPECT_LT(gap.whole, 2e-2);
@@ -269,9 +273,7 @@ TEST(Precision, TheSparseCachesCarriedStateStaysFloatUnderBf16) {
   // can change which keys the selection keeps (5.6% apart in one head when fp32 read the unrounded inputs)
   const auto bf16_values = [&] { return torch::randn({1, h, t, d}).to(at::kBFloat16).to(at::kFloat); };
   const auto q = bf16_values(), k = bf16_values(), v = bf16_values();
-  AttentionContext ctx;
-  ctx.causal = true;
-  ctx.scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const auto ctx = causal_context(d);
   const auto gap = bf16_gap_over_the_last_positions(*kernel, q, k, v, ctx);
   EXPECT_TRUE(gap.acted) << "autocast did not act";
   EXPECT_LT(gap.whole, 2e-2);
@@ -372,9 +374,7 @@ TEST(Precision, EveryKindAndMapOverALongSequenceStaysCloseToFp32UnderBf16) {
       {"delta", {{"chunk", 64}}},
       {"mixed", {{"softmax_heads", {1}}, {"kind", "hybrid"}, {"options", {{"window", 8}, {"cache", 4}}}}},
   };
-  AttentionContext ctx;
-  ctx.causal = true;
-  ctx.scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const auto ctx = causal_context(d);
   for (const auto& [kind, options, key_gradient] : cases) {
     SCOPED_TRACE(kind + " " + options.dump());
     torch::manual_seed(7);
