@@ -224,6 +224,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   // Metrics of the best model (by validation loss) as saved, which also becomes the output directory itself.
   train::promote_best(t.out_dir);
   auto score = [&](models::Model& m) {
+    AutocastGuard mixed(t.precision, o.device);  // in the run's precision, as its evaluations were (finetune_lm's score)
     ClassifyScores s;
     s.validation = evaluate_classifier(m, *tok, data.validation, k, seq_len, o.batch_size).metrics;
     if (!data.test.empty()) s.test = evaluate_classifier(m, *tok, data.test, k, seq_len, o.batch_size).metrics;

@@ -6,6 +6,7 @@
 
 #include "mimic/core/error.h"
 #include "mimic/core/paths.h"
+#include "mimic/core/precision.h"
 #include "mimic/data/batches.h"
 #include "mimic/data/corpus.h"
 #include "mimic/data/lm_source.h"
@@ -94,8 +95,11 @@ LmResult finetune_lm(const LmOptions& o) {
     test_ids = data::corpus_token_cache(o.corpus, data::Split::Test, *tok).ids();
     test_options.unscored = tok->document_start();  // scored as eval scores it
   }
+  // in the run's precision, as its evaluations were: the best model's validation loss is the best step's (a bf16 run
+  // scored in fp32 printed a validation loss beside its best one that differed in the fourth digit: helper-44's probe)
   auto score = [&](models::Model& m) {
     torch::NoGradGuard no_grad;
+    AutocastGuard mixed(t.precision, o.device);
     m.module().eval();
     LmScores s;
     s.validation_loss = validation_loss(m, 0, 1);
