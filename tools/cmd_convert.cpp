@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "cli.h"
@@ -118,9 +119,14 @@ void run(ConvertArgs& a) {
     if (r.placement.value("placement", "") == "probe") print_probe_curve(r.placement);
     std::printf("  kept %s (%s%s):", r.placement.value("keeps", std::string("softmax")).c_str(), r.placement.at("rule").get<std::string>().c_str(),
                 r.placement.contains("placement") ? (", placement " + r.placement["placement"].get<std::string>()).c_str() : "");
-    for (const auto& h : r.placement.at("kept"))
-      std::printf(" %lld.%lld (KL %.3f)", static_cast<long long>(h.at("layer").get<int64_t>()),
-                  static_cast<long long>(h.at("head").get<int64_t>()), h.at("kl").get<double>());
+    for (const auto& h : r.placement.at("kept")) {
+      // "-" where the student has no KL (a delta student's weights are no distribution), as distill's tables print it
+      const auto& kl = h.at("kl");
+      const double v = kl.is_number() ? kl.get<double>() : std::nan("");
+      char cell[32] = "-";
+      if (std::isfinite(v)) std::snprintf(cell, sizeof cell, "%.3f", v);
+      std::printf(" %lld.%lld (KL %s)", static_cast<long long>(h.at("layer").get<int64_t>()), static_cast<long long>(h.at("head").get<int64_t>()), cell);
+    }
     std::printf("\n");
   }
 }

@@ -279,7 +279,8 @@ void register_finetune(CLI::App& app) {
   sub->add_flag("--freeze-embeddings", a->f.freeze_embeddings,
                 "Keep the embeddings (word, position, token type, their LayerNorm) as loaded: not trained, bit-identical to the base model's");
   sub->add_flag("--freeze-kept-heads", a->f.freeze_kept_heads,
-                "A converted model's heads that kept softmax stay as loaded: their q, k, v and output-projection blocks do not train");
+                "A converted model's heads that kept softmax stay as loaded: their q, k, v and output-projection blocks do not train "
+                "(under grouped-query attention a kept head's k and v rows are its KV group's: the group's converted heads read them frozen too)");
   sub->add_option("--dtype", a->dtype, "Storage of the exported weights: f32, f16, bf16, or keep (each tensor as loaded)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "keep"}))->capture_default_str();
   sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
