@@ -223,6 +223,15 @@ TEST(Convert, KeepSoftmaxAutoKeepsTheHeadsWithTheHighestDistilledKlAndSaysWhy) {
   EXPECT_EQ(r2.layers, (std::vector<int64_t>{1}));
   EXPECT_EQ(mimic::models::load_model(r2.out)->attention_kernel(0)->kind(), "softmax");
   EXPECT_EQ(mimic::models::load_model(r2.out)->attention_kernel(1)->kind(), "mixed");
+  EXPECT_EQ(r2.warning.find("every head"), std::string::npos);
+  // every head kept: nothing converted, and said (a warning, not an error: auto:P% may need every head)
+  auto o3 = options(dir.file("every"));
+  o3.placement.keep_softmax = "auto:4";
+  o3.placement.rule = "kl";
+  auto r3 = mimic::convert::convert(o3);
+  EXPECT_TRUE(r3.layers.empty());
+  EXPECT_NE(r3.warning.find("every head of the layers to convert keeps softmax (--keep-softmax auto:4): nothing is converted"),
+            std::string::npos) << r3.warning;
   for (const auto& [spec, msg] : std::vector<std::pair<std::string, std::string>>{{"auto:0", "a number of heads (>= 1)"},
                                                                                   {"auto:5", "K must be in [1, 4]"},
                                                                                   {"auto:0%", "P in (0, 100]"},

@@ -237,6 +237,7 @@ TEST(CopyEval, CliReportsTheGainOfEachModelAndTheRecallRecovered) {
 // ------------------------------------------------------------------------------------------ MQAR / AR
 #include "mimic/data/recall_tasks.h"
 #include "mimic/io/safetensors.h"
+#include "mimic/eval/metrics.h"
 #include "mimic/eval/recall_accuracy.h"
 
 using mimic::data::RecallTaskSpec;
@@ -342,6 +343,13 @@ TEST(RecallTasks, PretrainLearnsMqarAndEvalScoresOnlyTheAnswers) {
   auto j = nlohmann::json::parse(e.out);
   EXPECT_EQ(j["model"]["queries"], 600);
   EXPECT_GT(j["model"]["accuracy"].get<double>(), 0.35) << e.out;
+  // the accuracy's interval is Wilson's, as its two ends (a half-width around the accuracy reached below 0 near chance)
+  const auto [lo, hi] = mimic::eval::wilson95(j["model"]["correct"].get<int64_t>(), 600);
+  ASSERT_EQ(j["model"]["accuracy_ci95"].size(), 2u) << e.out;
+  EXPECT_DOUBLE_EQ(j["model"]["accuracy_ci95"][0].get<double>(), lo);
+  EXPECT_DOUBLE_EQ(j["model"]["accuracy_ci95"][1].get<double>(), hi);
+  EXPECT_LT(lo, j["model"]["accuracy"].get<double>());
+  EXPECT_GT(hi, j["model"]["accuracy"].get<double>());
   // other kinds train from scratch too, a short form and any kind of the registry (the gated delta rule): three
   // steps each, and eval reads the model back with its attention
   for (const auto& [spec, described] : std::vector<std::pair<std::string, std::string>>{{"linear:elu", "linear (elu"}, {"delta", "delta"}}) {

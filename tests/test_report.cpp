@@ -14,6 +14,7 @@
 #include "mimic/convert/convert.h"
 #include "mimic/analysis/metrics.h"
 #include "mimic/distill/distill.h"
+#include "mimic/eval/metrics.h"
 #include "mimic/record/record.h"
 #include "mimic/report/pareto.h"
 #include "mimic/report/plot.h"
@@ -355,10 +356,10 @@ TEST(Report, MatchesDistillAndWritesEveryFile) {
 // that gain's interval stays above zero; malformed or foreign files are one-line errors naming the file.
 TEST(ReportQuality, EvalResultsBecomeOneRowPerLabelWithIntervals) {
   namespace rep = mimic::report;
-  auto [lo0, hi0] = rep::wilson95(0, 10);
+  auto [lo0, hi0] = mimic::eval::wilson95(0, 10);
   EXPECT_EQ(lo0, 0.0);
   EXPECT_NEAR(hi0, 0.27753, 1e-5);
-  auto [lo59, hi59] = rep::wilson95(59, 100);
+  auto [lo59, hi59] = mimic::eval::wilson95(59, 100);
   EXPECT_NEAR(lo59, 0.49201, 1e-5);
   EXPECT_NEAR(hi59, 0.68133, 1e-5);
   TempDir dir;

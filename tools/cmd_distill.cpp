@@ -107,7 +107,8 @@ void register_distill(CLI::App& app) {
   sub->add_option("--seq-len", a->o.seq_len, "Online mode: tokens per sample (default: min(256, the model's context))")->transform(range::tokens(2));
   sub->add_option("--attention", a->o.attention,
                   "The student's attention kind and options: linear, hybrid[:window=W,mix=learned|fixed,window_weight=S,affine=true,cache=N] "
-                  "(sliding-window softmax + linear), or delta (the gated delta rule; with --loss mse); docs/attention.md")
+                  "(sliding-window softmax + linear; give it a normalised map, --feature-map hedgehog_softmax: with the default hedgehog "
+                  "its KL was 5-7x linear hedgehog's), or delta (the gated delta rule; with --loss mse); docs/attention.md")
       ->capture_default_str()
       ->check(attention_spec_arg(/*student=*/true));
   sub->add_option("--feature-map", a->o.feature_map, "Feature map: " + maps)->capture_default_str()->check(feature_map_arg());

@@ -271,7 +271,7 @@ void run_copy(EvalArgs& a) {
 nlohmann::json eval_recall(const EvalArgs& a, const data::RecallTaskSpec& spec, const std::string& dir) {
   auto model = models::load_model(dir, a.common.on);
   auto r = eval::recall_accuracy(*model, spec, a.recall);
-  return {{"accuracy", r.accuracy}, {"accuracy_ci95", r.ci95}, {"correct", r.correct}, {"queries", r.queries},
+  return {{"accuracy", r.accuracy}, {"accuracy_ci95", {r.lo, r.hi}}, {"correct", r.correct}, {"queries", r.queries},
           {"examples", r.examples}, {"seconds", r.seconds}, {"attention", models::attention_summary(*model)}};
 }
 
@@ -290,8 +290,9 @@ void run_recall(EvalArgs& a) {
   std::printf("%s (%s split): %lld examples, %lld queries\n", spec.to_string().c_str(), a.split.c_str(),
               static_cast<long long>(j["model"]["examples"].get<int64_t>()), static_cast<long long>(j["model"]["queries"].get<int64_t>()));
   auto line = [](const char* name, const nlohmann::json& m) {
-    std::printf("%-8s accuracy %.4f ± %.4f  (%s)\n", name, m["accuracy"].get<double>(), m["accuracy_ci95"].get<double>(),
-                m["attention"].get<std::string>().c_str());
+    // Wilson's interval as its two ends (perplexity_ci95's form): not centred on the accuracy near 0 or 1
+    std::printf("%-8s accuracy %.4f (95%% interval %.4f to %.4f)  (%s)\n", name, m["accuracy"].get<double>(),
+                m["accuracy_ci95"][0].get<double>(), m["accuracy_ci95"][1].get<double>(), m["attention"].get<std::string>().c_str());
   };
   line("model", j["model"]);
   if (j.contains("teacher")) line("teacher", j["teacher"]);

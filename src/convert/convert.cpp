@@ -189,6 +189,13 @@ ConvertResult convert_model(models::Model& model, const std::string& model_name,
   } else {
     r.layers = placer.place(kept);
     if (!r.placement.is_null()) r.placement["keeps"] = "softmax";
+    // said, not refused: auto:P% may need every head after a probe of minutes (a GQA probe of 2026-12-03 kept all 16
+    // heads by auto:16 and printed "converted 0 layers" without a word)
+    if (r.layers.empty()) {
+      const std::string every = "every head of the layers to convert keeps softmax (--keep-softmax " + placement.keep_softmax +
+                                "): nothing is converted, and the output computes what " + model_name + " does";
+      r.warning = r.warning.empty() ? every : r.warning + "; " + every;
+    }
   }
   model.module().eval();
   auto& prov = model.provenance();

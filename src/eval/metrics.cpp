@@ -1,5 +1,6 @@
 #include "mimic/eval/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "mimic/core/error.h"
@@ -47,6 +48,15 @@ ClassificationMetrics classification_metrics(const std::vector<int64_t>& predict
   double denom = std::sqrt((n * n - pp) * (n * n - tt));
   m.mcc = denom > 0 ? (correct * n - pt) / denom : 0.0;
   return m;
+}
+
+std::pair<double, double> wilson95(int64_t k, int64_t n) {
+  MIMIC_CHECK(n > 0 && k >= 0 && k <= n, "wilson95: need 0 <= k <= n, n > 0 (got ", k, " of ", n, ")");
+  const double z = 1.959963984540054, p = static_cast<double>(k) / static_cast<double>(n), nn = static_cast<double>(n);
+  const double denom = 1 + z * z / nn;
+  const double centre = (p + z * z / (2 * nn)) / denom;
+  const double half = z * std::sqrt(p * (1 - p) / nn + z * z / (4 * nn * nn)) / denom;
+  return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
 }
 
 }  // namespace mimic::eval

@@ -1,6 +1,7 @@
-// Classification metrics from predicted and true labels.
+// Classification metrics from predicted and true labels, and the interval of a share of trials.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace mimic::eval {
@@ -15,5 +16,9 @@ struct ClassificationMetrics {
 
 ClassificationMetrics classification_metrics(const std::vector<int64_t>& predicted, const std::vector<int64_t>& truth,
                                              int64_t num_labels);
+
+// The 95% Wilson score interval of k successes in n trials (n > 0): inside [0, 1], and not centred on k/n — near 0 or
+// 1 the share's distance to each end differs (0 of 10: 0–27.8%), so it is given as its two ends, never as k/n ± a width.
+std::pair<double, double> wilson95(int64_t k, int64_t n);
 
 }  // namespace mimic::eval

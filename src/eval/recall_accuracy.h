@@ -20,7 +20,7 @@ struct RecallAccuracyOptions {
 struct RecallAccuracyResult {
   int64_t examples = 0, queries = 0, correct = 0;
   double accuracy = 0;
-  double ci95 = 0;  // half-width of the Wilson 95% interval of the accuracy over queries
+  double lo = 0, hi = 1;  // the Wilson 95% interval of the accuracy over queries (eval::wilson95)
   double seconds = 0;
 };
 

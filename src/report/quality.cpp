@@ -10,6 +10,7 @@
 
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
+#include "mimic/eval/metrics.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/report/figures.h"
@@ -65,7 +66,7 @@ void read_passkey(QualityRow& r, const nlohmann::json& j, const std::string& whe
     c.length = json_int(row, "length", where + " (rows)", 1);
     c.trials = json_int(row, "trials", where + " (rows)", 1);
     c.ranked_first = json_int(row, "ranked_first", where + " (rows)", 0, c.trials);
-    std::tie(c.lo, c.hi) = wilson95(c.ranked_first, c.trials);
+    std::tie(c.lo, c.hi) = eval::wilson95(c.ranked_first, c.trials);
     r.passkey.push_back(c);
   }
   r.chance = json_double_or(j, "chance", where, QualityRow::kNaN);
@@ -87,15 +88,6 @@ const QualityRow* copy_reference(const std::vector<QualityRow>& rows) {
 }
 
 }  // namespace
-
-std::pair<double, double> wilson95(int64_t k, int64_t n) {
-  MIMIC_CHECK(n > 0 && k >= 0 && k <= n, "wilson95: need 0 <= k <= n, n > 0 (got ", k, " of ", n, ")");
-  const double z = 1.959963984540054, p = static_cast<double>(k) / static_cast<double>(n), nn = static_cast<double>(n);
-  const double denom = 1 + z * z / nn;
-  const double centre = (p + z * z / (2 * nn)) / denom;
-  const double half = z * std::sqrt(p * (1 - p) / nn + z * z / (4 * nn * nn)) / denom;
-  return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
-}
 
 std::vector<QualityRow> read_quality(const std::vector<std::string>& entries) {
   std::vector<QualityRow> rows;

@@ -43,9 +43,6 @@ struct QualityRow {
 // mimic::Error naming the file.
 std::vector<QualityRow> read_quality(const std::vector<std::string>& entries);
 
-// The 95% Wilson score interval of k successes in n trials (n > 0).
-std::pair<double, double> wilson95(int64_t k, int64_t n);
-
 // The first row with a copy gain is the reference for the others' share of it; the share is null when that gain is
 // not significant (its interval reaches zero): a ratio of noise.
 nlohmann::json quality_json(const std::vector<QualityRow>& rows);
