@@ -66,7 +66,7 @@ struct ConvertResult {
   std::vector<int64_t> layers;  // converted
   std::string summary;          // models::attention_summary of the result
   bool teacher_checked = false; // the maps' teacher digest was known and matched (false: unknown, or forced)
-  std::string warning;          // set when the teacher could not be checked or was forced
+  std::string warning;          // set when the teacher could not be checked or was forced, or when every head kept softmax (nothing converted)
   // null, or what keep_softmax (cache_heads) chose and why (also in mimic.json's provenance): the rule, the heads
   // kept ("keeps": softmax or the cache) and, for
   // the probe, the calibration, the screen and every greedy step with its measurements (the curve heads kept →
