@@ -825,6 +825,11 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"distill --record " + rec + " --map-options [1] --out m.safetensors", "--map-options must be a JSON object"},
       {"distill --record " + rec + " --map-options '{\"a\":1,\"a\":2}' --out m.safetensors", "--map-options"},
       {"distill --record " + rec + " --feature-map elu --map-options '{\"x\":1}' --out m.safetensors", "feature map 'elu': unknown option 'x'"},
+      // without --feature-map, against the kind's own map; a kind that runs none refuses one (delta took it silently)
+      {"distill --record " + rec + " --attention hybrid:window=4 --map-options '{\"x\":1}' --out m.safetensors",
+       "feature map 'hedgehog_softmax': unknown option 'x'"},
+      {"distill --record " + rec + " --attention delta --loss mse --feature-map elu --out m.safetensors",
+       "--attention delta runs no feature map: leave --feature-map out"},
       {"eval --model " + m + " --text a --seq-len 16", "--seq-len is for --task cls, not lm"},
       {"bench", "mimic bench needs one of its commands: attention, "},
       {"info " + m + " --model " + m, "PATH excludes --model"},

@@ -424,7 +424,7 @@ TEST(Convert, AttentionOptionsAddASparseCacheToHybridMapsWithoutTraining) {
   ASSERT_EQ(plain.code, 0) << plain.err;
   auto cached = mimic::test::mimic_cli(base + dir.file("cached") + " --attention-options cache=3");
   ASSERT_EQ(cached.code, 0) << cached.err;
-  EXPECT_EQ(nlohmann::json::parse(cached.out)["attention"], "hybrid (hedgehog, row norm, window 2, sparse cache 3) in layers 0-1");
+  EXPECT_EQ(nlohmann::json::parse(cached.out)["attention"], "hybrid (hedgehog_softmax, row norm, window 2, sparse cache 3) in layers 0-1");
   auto saved = nlohmann::json::parse(mimic::test::read_bytes(dir.file("cached/mimic.json")));
   EXPECT_EQ(saved["attention"][0]["options"]["cache"], 3);
   EXPECT_EQ(saved["provenance"]["conversions"][0]["attention_options"], nlohmann::json({{"cache", 3}}));
@@ -447,7 +447,7 @@ TEST(Convert, AttentionOptionsAddASparseCacheToHybridMapsWithoutTraining) {
   EXPECT_EQ(mimic::distill::DistilledMaps::open(d.out).attention().at("cache"), 3);
   auto from_maps = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + d.out + " --json --out " + dir.file("from-maps"));
   ASSERT_EQ(from_maps.code, 0) << from_maps.err;
-  EXPECT_EQ(nlohmann::json::parse(from_maps.out)["attention"], "hybrid (hedgehog, row norm, window 2, sparse cache 3) in layers 0-1");
+  EXPECT_EQ(nlohmann::json::parse(from_maps.out)["attention"], "hybrid (hedgehog_softmax, row norm, window 2, sparse cache 3) in layers 0-1");
   // the linear kind has no cache: said by the kind
   auto linear = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + tiny_maps() + " --out " + dir.file("lin") +
                                        " --attention-options cache=3");
@@ -466,8 +466,8 @@ TEST(Convert, CacheHeadsGiveTheCacheToTheChosenHeadsAndNoneElsewhere) {
   auto some = mimic::test::mimic_cli(base + dir.file("some") + " --attention-options cache=3 --cache-heads 0.1,1.0");
   ASSERT_EQ(some.code, 0) << some.err;
   const auto r = nlohmann::json::parse(some.out);
-  EXPECT_EQ(r["attention"], "hybrid (hedgehog, row norm, window 2, sparse cache 3 in heads [1]) in layer 0; "
-                            "hybrid (hedgehog, row norm, window 2, sparse cache 3 in heads [0]) in layer 1");
+  EXPECT_EQ(r["attention"], "hybrid (hedgehog_softmax, row norm, window 2, sparse cache 3 in heads [1]) in layer 0; "
+                            "hybrid (hedgehog_softmax, row norm, window 2, sparse cache 3 in heads [0]) in layer 1");
   EXPECT_EQ(r["placement"]["keeps"], "a sparse cache of 3 keys");
   EXPECT_EQ(r["placement"]["rule"], "list");
   auto saved = nlohmann::json::parse(mimic::test::read_bytes(dir.file("some/mimic.json")));
@@ -517,5 +517,11 @@ TEST(Convert, CacheHeadsGiveTheCacheToTheChosenHeadsAndNoneElsewhere) {
   auto linear = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + tiny_maps() + " --out " + dir.file("lin") +
                                        " --cache-heads 0.1");
   EXPECT_NE(linear.code, 0);
-  EXPECT_NE(linear.err.find("with these options builds linear attention"), std::string::npos) << linear.err;
+  EXPECT_NE(linear.err.find("it needs hybrid maps (distill --attention hybrid:window=W); " + tiny_maps() + " holds maps of linear attention"),
+            std::string::npos) << linear.err;
+  // with the cache's size given too, the same line, not the linear kind's "unknown option 'cache'"
+  linear = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + tiny_maps() + " --out " + dir.file("lin") +
+                                  " --attention-options cache=3 --cache-heads 0.1");
+  EXPECT_NE(linear.code, 0);
+  EXPECT_NE(linear.err.find("holds maps of linear attention"), std::string::npos) << linear.err;
 }

@@ -170,7 +170,7 @@ TEST(TrainEngine, ABf16RunLearnsKeepsFloatWeightsAndResumesOnlyAsBf16) {
   EXPECT_FALSE(torch::equal(weights(toy)[0], weights(full)[0])) << "bf16 trained exactly as fp32 did: autocast did not act";
 
   auto longer = options(dir.path().string(), 220);  // fp32: another run
-  EXPECT_MIMIC_ERROR(train(task, longer), "other settings: precision (\"bf16\" then, the default now)");
+  EXPECT_MIMIC_ERROR(train(task, longer), "other settings: precision (\"bf16\" then, the default \"fp32\" now)");
   longer.precision = mimic::Precision::Bf16;
   EXPECT_EQ(train(task, longer).resumed_from, 200);
 }
@@ -1215,6 +1215,15 @@ TEST(JsonKeys, TheFirstDifferenceIsTheFirstKeyInOrderWithItsTwoValues) {
   d = mimic::json_first_difference(nlohmann::json{{"copy", a}}, nlohmann::json{{"copy", c}}, "the default");
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->key + ": " + d->first + ", " + d->second, "copy.lr: 0.001, the default");
+  // and with the defaults' values given, the value (a user who typed the default sees which it is), nested as the
+  // documents are; a key the defaults lack still reads the word alone
+  const auto defaults = nlohmann::json::parse(R"({"copy": {"lr": 0.01}, "precision": "fp32"})");
+  d = mimic::json_first_difference(nlohmann::json{{"copy", a}}, nlohmann::json{{"copy", c}}, "the default", defaults);
+  EXPECT_EQ(d->key + ": " + d->first + ", " + d->second, "copy.lr: 0.001, the default 0.01");
+  d = mimic::json_first_difference(nlohmann::json{{"precision", "bf16"}}, nlohmann::json::object(), "the default", defaults);
+  EXPECT_EQ(d->key + ": " + d->first + ", " + d->second, "precision: \"bf16\", the default \"fp32\"");
+  d = mimic::json_first_difference(a, c, "the default", defaults);
+  EXPECT_EQ(d->key + ": " + d->first + ", " + d->second, "lr: 0.001, the default");
   d = mimic::json_first_difference(a, nlohmann::json::array());
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->key, "");

@@ -107,11 +107,12 @@ void register_distill(CLI::App& app) {
   sub->add_option("--seq-len", a->o.seq_len, "Online mode: tokens per sample (default: min(256, the model's context))")->transform(range::tokens(2));
   sub->add_option("--attention", a->o.attention,
                   "The student's attention kind and options: linear, hybrid[:window=W,mix=learned|fixed,window_weight=S,affine=true,cache=N] "
-                  "(sliding-window softmax + linear; give it a normalised map, --feature-map hedgehog_softmax: with the default hedgehog "
-                  "its KL was 5-7x linear hedgehog's), or delta (the gated delta rule; with --loss mse); docs/attention.md")
+                  "(sliding-window softmax + linear; its map defaults to the normalised hedgehog_softmax, as the shared denominator "
+                  "wants), or delta (the gated delta rule, no feature map; with --loss mse); docs/attention.md")
       ->capture_default_str()
       ->check(attention_spec_arg(/*student=*/true));
-  sub->add_option("--feature-map", a->o.feature_map, "Feature map: " + maps)->capture_default_str()->check(feature_map_arg());
+  sub->add_option("--feature-map", a->o.feature_map, "Feature map (default: the kind's, hedgehog for linear, hedgehog_softmax for hybrid): " + maps)
+      ->check(feature_map_arg());
   sub->add_option("--map-options", a->map_options, "Feature-map options as a JSON object")->capture_default_str();
   sub->add_flag("--sla", a->o.sla, "Add SLA head gates (they read the full Q and K)");
   sub->add_option("--train", a->o.train, "What to train: maps, gates or both (default: maps; both with --sla)")
@@ -166,7 +167,14 @@ void register_distill(CLI::App& app) {
     MIMIC_USAGE_CHECK(a->o.map_options.is_object(), "--map-options must be a JSON object {\"key\": value, ...}, got ", a->map_options);
     // an unknown key or a bad value is a usage error like the JSON's own (it exited 1 from the run: the sixteenth probe of
     // 2026-11-30); the same dry build the run makes before it reads a file
-    if (a->o.maps.empty()) usage_checked([&] { return attention::make_feature_map({a->o.feature_map, 1, 2, a->o.map_options}); });
+    if (a->o.maps.empty())
+      usage_checked([&] {
+        const auto own = distill::default_feature_map(a->o.attention);
+        MIMIC_CHECK(!own.empty() || a->o.feature_map.empty(), "--attention ", a->o.attention, " runs no feature map: leave --feature-map out");
+        MIMIC_CHECK(!own.empty() || a->o.map_options.empty(), "--attention ", a->o.attention, " runs no feature map: leave --map-options out");
+        if (!own.empty()) attention::make_feature_map({a->o.feature_map.empty() ? own : a->o.feature_map, 1, 2, a->o.map_options});
+        return 0;
+      });
     // while parsing, not after the record is opened (distill::student_spec says the same for library callers)
     MIMIC_USAGE_CHECK(a->o.sla || a->o.train.empty() || a->o.train == "maps", "--train ", a->o.train, " needs SLA gates (--sla)");
     for (const char* name : {"--ce-weight", "--mse-weight"})

@@ -67,6 +67,7 @@ HybridConfig HybridConfig::from_json(const nlohmann::json& j, int64_t n_head) {
   MIMIC_CHECK(c.cache > 0 || !j.contains("cache_heads"), "hybrid attention option 'cache_heads' names the heads that carry the sparse "
               "cache: it needs cache > 0");
   if (static_cast<int64_t>(c.cache_heads.size()) == n_head) c.cache_heads.clear();  // every head: the default, written as such
+  if (!linear.contains("feature_map")) linear["feature_map"] = kDefaultFeatureMap;
   c.linear = LinearAttentionConfig::from_json(linear, n_head);
   return c;
 }

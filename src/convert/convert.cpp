@@ -123,6 +123,11 @@ nlohmann::json without_cache(nlohmann::json options) {
 
 // The cache's size λ that --cache-heads hands out, from the students the maps and options build: a hybrid with a cache.
 int64_t cache_size(const distill::DistilledMaps& maps, int64_t layer, const nlohmann::json& attention_options) {
+  // the maps' kind first: linear maps with cache=N were refused as "unknown linear attention option 'cache'", which
+  // did not say that --cache-heads wants hybrid maps (a probe of 2026-12-03)
+  auto plain = maps.kernel(layer);
+  MIMIC_CHECK(dynamic_cast<const attention::HybridAttention*>(plain.get()), "--cache-heads gives some heads LoLA's sparse cache: it "
+              "needs hybrid maps (distill --attention hybrid:window=W); ", maps.path(), " holds maps of ", plain->kind(), " attention");
   auto student = maps.kernel(layer, attention_options);
   const auto* hybrid = dynamic_cast<const attention::HybridAttention*>(student.get());
   MIMIC_CHECK(hybrid && hybrid->hybrid_config().cache > 0, "--cache-heads gives some heads LoLA's sparse cache: it needs hybrid maps ",

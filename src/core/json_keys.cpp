@@ -148,7 +148,8 @@ bool json_bool_or(const nlohmann::json& j, const std::string& key, const std::st
   return absent(j, key) ? fallback : json_bool(j, key, where);
 }
 
-std::optional<JsonDifference> json_first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& absent) {
+std::optional<JsonDifference> json_first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& absent,
+                                                    const nlohmann::json& defaults) {
   if (a == b) return std::nullopt;
   // Into nested objects and lists of one length, so that a changed rope_theta inside a fingerprint's "network" reads
   // "network.rope_theta (10000.0 then, 500000.0 now)", not the two whole objects (the tenth probe of 2026-11-29: a
@@ -185,10 +186,12 @@ std::optional<JsonDifference> json_first_difference(const nlohmann::json& a, con
   for (auto it = b.begin(); it != b.end(); ++it) keys.insert(it.key());
   for (const auto& k : keys) {
     if (a.contains(k) && b.contains(k)) {
-      if (auto d = json_first_difference(a.at(k), b.at(k), absent)) return inner(k, ".", std::move(d));
+      const auto& below = defaults.is_object() && defaults.contains(k) ? defaults.at(k) : nlohmann::json::object();
+      if (auto d = json_first_difference(a.at(k), b.at(k), absent, below)) return inner(k, ".", std::move(d));
       continue;
     }
-    return JsonDifference{k, a.contains(k) ? json_dump(a.at(k), -1) : absent, b.contains(k) ? json_dump(b.at(k), -1) : absent};
+    const std::string missing = defaults.is_object() && defaults.contains(k) ? absent + " " + json_dump(defaults.at(k), -1) : absent;
+    return JsonDifference{k, a.contains(k) ? json_dump(a.at(k), -1) : missing, b.contains(k) ? json_dump(b.at(k), -1) : missing};
   }
   return std::nullopt;  // equal as text though not as values (e.g. 1 and 1.0)
 }

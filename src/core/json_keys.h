@@ -71,11 +71,15 @@ class JsonKeysRead {
 // Nested objects and lists of one length are followed to the value that differs ("network.config.rope_theta",
 // "layers[2]"); two descriptions made of ", "-separated parts of one count ("activation 3, ln_eps 1e-05, ...") by the
 // part that differs. Two documents that are not both objects differ at key "".
+// `defaults` (an object, nested as the documents are) holds the values of keys left out at their default: an absent
+// key found there reads `absent` and its value ("the default \"fp32\""), so that a resume refused after
+// `--precision fp32` was typed names fp32, not only a default.
 struct JsonDifference {
   std::string key, first, second;
 };
 std::optional<JsonDifference> json_first_difference(const nlohmann::json& first, const nlohmann::json& second,
-                                                    const std::string& absent = "absent");
+                                                    const std::string& absent = "absent",
+                                                    const nlohmann::json& defaults = nlohmann::json::object());
 
 // Runs `read`, which reads part of a document through the functions above and names only that part, and
 // prefixes a mimic::Error it throws with `path`: the message names the file too.

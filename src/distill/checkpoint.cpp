@@ -81,8 +81,9 @@ void CheckpointFolder::save(const Done& d) const {
   io::save_safetensors(done_path_, t, so);
 }
 
-Done CheckpointFolder::open(bool fresh, const nlohmann::json& fingerprint) {
+Done CheckpointFolder::open(bool fresh, const nlohmann::json& fingerprint, const nlohmann::json& defaults) {
   fingerprint_ = fingerprint;
+  defaults_ = defaults;
   if (fs::exists(dir_) && !fs::is_directory(dir_)) {
     // A file there is an older mimic's checkpoint only if it says so; --fresh removes that, never a file of the user's
     // (the tenth probe: any file was called a checkpoint, and the --fresh suggested deleted it).
@@ -144,7 +145,7 @@ Done CheckpointFolder::open(bool fresh, const nlohmann::json& fingerprint) {
   const auto state = json_parse(st->second, where);
   const auto& saved = json_key(state, "fingerprint", where);
   if (saved != fingerprint) {
-    const auto diff = saved.is_object() ? json_first_difference(saved, fingerprint, "the default") : std::nullopt;
+    const auto diff = saved.is_object() ? json_first_difference(saved, fingerprint, "the default", defaults_) : std::nullopt;
     fail(done_path_, " belongs to a distillation with other settings: ",
          diff ? diff->key + " (" + diff->first + " then, " + diff->second + " now)" : saved.dump(),
          "; rerun the same command to resume, or pass --fresh (or another --out) to start over");

@@ -40,7 +40,8 @@ class CheckpointFolder {
   // distillation does not write (it is someone else's: neither resumed into nor emptied), empties it on --fresh,
   // and reads done.safetensors — refusing one written with another fingerprint, naming the first difference — or
   // writes an empty one, so that any later resume checks the settings first. Rank 0 alone calls it.
-  Done open(bool fresh, const nlohmann::json& fingerprint);
+  // `defaults`: the values of settings the fingerprint leaves out at their default (json_first_difference names them).
+  Done open(bool fresh, const nlohmann::json& fingerprint, const nlohmann::json& defaults = nlohmann::json::object());
   bool resumed() const { return resumed_; }
   void save(const Done& d) const;  // done.safetensors, atomically
   std::string layer_dir(int64_t layer) const;  // layer_NN/, a layer's train::train folder
@@ -49,7 +50,7 @@ class CheckpointFolder {
  private:
   bool is_ours(const std::string& name) const;
   std::string out_, dir_, done_path_;
-  nlohmann::json fingerprint_;
+  nlohmann::json fingerprint_, defaults_;
   bool resumed_ = false;
   io::OutputLock lock_, out_lock_;
 };

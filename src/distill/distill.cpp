@@ -76,10 +76,14 @@ StudentSpec student_spec(const DistillOptions& o, int64_t n_head, int64_t head_d
   // enter L2-normalised) takes no --feature-map or --map-options. A kind with SLA head gates saves `gates` (linear,
   // hybrid, delta); one without refuses --sla.
   const auto defaults = attention::canonical_options(s.kind, ks.options, n_head, head_dim);
-  if (defaults.contains("feature_map"))
-    options.update({{"feature_map", o.feature_map}, {"map_options", map_options}});
-  else
+  // Without --feature-map the kind's own default map (the hybrid's is hedgehog_softmax, not the linear kind's hedgehog)
+  if (defaults.contains("feature_map")) {
+    if (!o.feature_map.empty()) options["feature_map"] = o.feature_map;
+    options["map_options"] = map_options;
+  } else {
+    MIMIC_CHECK(o.feature_map.empty(), "--attention ", o.attention, ": the kind '", s.kind, "' runs no feature map: it takes no --feature-map");
     MIMIC_CHECK(map_options.empty(), "--attention ", o.attention, ": the kind '", s.kind, "' runs no feature map: it takes no --map-options");
+  }
   if (defaults.contains("gates"))
     options["gates"] = o.sla;
   else
@@ -192,7 +196,7 @@ void write_output(const std::string& path, const DistillOptions& o, const Studen
   so.metadata = {{"format", "mimic-distill-1"},
                  {"kind", spec.kind},
                  {"attention", spec.options.dump()},
-                 {"feature_map", o.feature_map},
+                 {"feature_map", spec.options.value("feature_map", std::string())},
                  {"map_options", (o.map_options.is_null() ? nlohmann::json::object() : o.map_options).dump()},
                  {"sla", o.sla ? "1" : "0"},
                  {"layers", nlohmann::json(ids).dump()},
@@ -398,6 +402,17 @@ std::shared_ptr<DistillableKernel> untrained_student(const std::string& kind, co
 
 // ---------------------------------------------------------------- training
 
+std::string default_feature_map(const std::string& attention) {
+  const auto kind = attention::parse_kind_spec(attention).kind;
+  nlohmann::json defaults;
+  try {
+    defaults = attention::canonical_options(kind, nlohmann::json::object(), 1, 2);
+  } catch (const Error&) {
+    return {};  // a kind that needs options of its own (mixed) has no map at this level
+  }
+  return defaults.value("feature_map", std::string());
+}
+
 DistillResult distill(const DistillOptions& o) {
   MIMIC_CHECK(o.batch_size >= 1, "--batch-size must be >= 1, got ", o.batch_size);
   MIMIC_CHECK(o.epochs >= 0, "--epochs must be >= 0, got ", o.epochs);
@@ -408,7 +423,10 @@ DistillResult distill(const DistillOptions& o) {
   if (!o.eval_only) MIMIC_CHECK(!o.out.empty(), "distill: --out FILE.safetensors is required");
   MIMIC_CHECK(o.maps.empty() || o.eval_only, "--maps is for --eval-only");
   // the map must exist before any file is read (a clear error for a typo)
-  if (o.maps.empty()) attention::make_feature_map({o.feature_map, 1, 2, o.map_options.is_null() ? nlohmann::json::object() : o.map_options});
+  if (o.maps.empty()) {
+    const auto map = o.feature_map.empty() ? default_feature_map(o.attention) : o.feature_map;
+    if (!map.empty()) attention::make_feature_map({map, 1, 2, o.map_options.is_null() ? nlohmann::json::object() : o.map_options});
+  }
   auto src = open_source(o);
   if (o.eval_only) {
     MIMIC_CHECK(!distributed::environment().distributed(), "distill --eval-only runs as one process (WORLD_SIZE=",
@@ -436,6 +454,8 @@ DistillResult distill(const DistillOptions& o) {
   fingerprint["start_competes"] = true;
   // a bf16 run is another run (absent for fp32: older checkpoints still resume), as train() has it for finetune
   if (o.precision != Precision::Fp32) fingerprint["precision"] = precision_name(o.precision);
+  // what those left out are (a refused resume names the value: "precision ("bf16" then, the default "fp32" now)")
+  const nlohmann::json fingerprint_defaults = {{"kind", "linear"}, {"device", "cpu"}, {"precision", precision_name(Precision::Fp32)}};
   CheckpointFolder folder(o.out);
   // Distributed: the ranks split the layers (each layer trains on its own, on the whole data), rank 0 alone
   // holds OUT.ckpt's lock and done.safetensors, gathers the other ranks' layers and writes OUT.
@@ -459,10 +479,10 @@ DistillResult distill(const DistillOptions& o) {
     // --json (no progress) decides what rank 0 alone prints: another rank's was dropped without a word (the
     // eleventh probe of 2026-11-30; finetune compared it already)
     settings["json"] = !o.progress;
-    train::check_same_settings(group, settings);
+    train::check_same_settings(group, settings, fingerprint_defaults);
   }
   const auto start = json_parse(group.from_lead("receiving rank 0's distillation state", [&] {
-    done = folder.open(o.fresh, fingerprint);
+    done = folder.open(o.fresh, fingerprint, fingerprint_defaults);
     res.resumed = folder.resumed();
     std::vector<int64_t> finished;
     for (const auto& r : done.layers) finished.push_back(r.layer);

@@ -53,7 +53,8 @@ struct DistillOptions {
   // the student: a distillable attention kind with its own options ("linear", "hybrid:window=64"; kinds.h
   // parse_kind_spec), the feature map and gates every such kind takes
   std::string attention = "linear";
-  std::string feature_map = "hedgehog";
+  // empty: the kind's own (linear: hedgehog, hybrid: hedgehog_softmax); student_feature_map says which
+  std::string feature_map;
   nlohmann::json map_options = nlohmann::json::object();
   bool sla = false;
   std::string train = "";  // maps | gates | both; "" = maps, or both with --sla
@@ -103,6 +104,11 @@ struct DistillResult {
 
 // Trains (or with eval_only, evaluates). Throws mimic::Error for bad options or files.
 DistillResult distill(const DistillOptions& options);
+
+// The feature map an attention spec's kind ("hybrid:window=8") runs when none is given: its options' feature_map as
+// the kind fills it in (linear: hedgehog, hybrid: hedgehog_softmax); empty for a kind that runs no map at its own
+// level (delta; mixed, whose student's options carry it). distill runs options.feature_map, or this when it is empty.
+std::string default_feature_map(const std::string& attention);
 
 // Whether `dir` is a distillation's checkpoint folder (OUT.ckpt, known by its done.safetensors in distill's format).
 // Other commands refuse to write inside one: distill resumes into, and --fresh empties, a folder of its own files only.

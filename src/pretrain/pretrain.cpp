@@ -234,6 +234,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   if (const auto d = source->data_digest(); !d.empty()) t.fingerprint["data_digest"] = d;  // the text, not only its name
   t.fingerprint["eval_batches"] = o.eval_batches;  // what an evaluation averages (finetune's has it too)
   if (o.position_init != "normal") t.fingerprint["position_init"] = o.position_init;  // absent: older runs still resume
+  t.fingerprint_defaults["position_init"] = "normal";
   if (o.position_scale != 0.02) t.fingerprint["position_scale"] = o.position_scale;
   if (o.copy.fraction > 0) {
     t.fingerprint["copy"] = {{"fraction", o.copy.fraction}, {"min_span", o.copy.min_span}, {"max_span", o.copy.max_span}};

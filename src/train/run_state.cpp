@@ -111,7 +111,7 @@ Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, cons
   const auto meta = json_parse(it->second, where);
   if (json_key(meta, "fingerprint", where) != o.fingerprint) {
     // name the first setting that differs, not both whole fingerprints (a line of hundreds of characters)
-    const auto d = json_first_difference(meta["fingerprint"], o.fingerprint, "the default");
+    const auto d = json_first_difference(meta["fingerprint"], o.fingerprint, "the default", o.fingerprint_defaults);
     fail(path, " was written with other settings: ", d ? d->key + " (" + d->first + " then, " + d->second + " now)" : "?",
          "; use the same command to resume, or --fresh / another --out to start over");
   }

@@ -31,14 +31,14 @@ using namespace run;  // the checkpoint, log and best export (run_state.h)
 // keeps: model, data, seed, schedule, what trains...) with rank 0's before anything is read or written. A rank
 // started otherwise ends with one line naming the first difference, and every other rank with one line saying how
 // many differ — no rank trains on and no collective is left waiting.
-void check_same_settings(distributed::Group& group, const nlohmann::json& mine) {
+void check_same_settings(distributed::Group& group, const nlohmann::json& mine, const nlohmann::json& defaults) {
   const std::string what = "comparing the ranks' settings";
   const auto lead = json_parse(group.broadcast(mine.dump(), what), "rank 0's settings");
   // the command first: ranks running pretrain and finetune differed first in "arch" by the keys' order (sixth probe)
   std::string diff;
   if (lead.value("command", nlohmann::json()) != mine.value("command", nlohmann::json()))
     diff = "the command: " + lead.value("command", nlohmann::json()).dump() + " on rank 0, " + mine.value("command", nlohmann::json()).dump() + " here";
-  else if (const auto d = json_first_difference(lead, mine, "the default"))
+  else if (const auto d = json_first_difference(lead, mine, "the default", defaults))
     diff = d->key + ": " + d->first + " on rank 0, " + d->second + " here";
   const auto differing = std::llround(group.average(diff.empty() ? 0.0 : 1.0, what) * group.size());
   if (differing == 0) return;
@@ -52,6 +52,8 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   // fingerprint stays what it was, so checkpoints written before --precision existed resume).
   TrainOptions o = options;
   if (o.precision != Precision::Fp32) o.fingerprint["precision"] = precision_name(o.precision);
+  o.fingerprint_defaults["precision"] = precision_name(Precision::Fp32);
+  o.fingerprint_defaults["patience"] = 0;
   // When the run evaluates decides its best step (and early stopping): a resume with another --eval-every picked a
   // best step the run's schedule never evaluates, and ranks with other values aborted inside gloo (the probe of
   // 2026-11-27). Checkpoints written before it was kept are refused once, naming it.
@@ -96,7 +98,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
                      {"fresh", o.fresh}});
     settings.update(o.rank_settings);
     if (!o.command.empty()) settings["command"] = o.command;
-    check_same_settings(group, settings);
+    check_same_settings(group, settings, o.fingerprint_defaults);
   }
   // A rank-local job of a rank other than 0 (distill's layers) writes inside the folder rank 0 holds for the whole
   // run (OUT.ckpt): it takes no lock of its own there, which the folder's holder would refuse as another command's.

@@ -81,6 +81,9 @@ struct TrainOptions {
   // Settings that must match for a checkpoint to be resumed (model, data, seed...): stored in it. train() adds the
   // evaluation schedule (eval_every, patience), which decides the best step.
   nlohmann::json fingerprint = nlohmann::json::object();
+  // The values of settings the fingerprint leaves out at their default (so that older checkpoints resume), named when
+  // a resume or a rank finds one set: {"position_init": "normal"}. train() adds its own (precision, patience).
+  nlohmann::json fingerprint_defaults = nlohmann::json::object();
   // Settings the ranks of one run must share beyond the fingerprint, though a resume may change them (a command's
   // own, e.g. finetune's --test); train() adds where the run writes (out_dir, checkpoint and snapshot intervals,
   // keep_last) and how the ranks exchange gradients.
@@ -183,8 +186,8 @@ LogHead read_log_head(const std::string& out_dir);
 // The ranks of one run compare `mine` (the settings that shape it) with rank 0's before anything is read or written:
 // a rank started otherwise ends with one line naming the first difference, every other rank with one line saying
 // how many differ. train() calls it for data-parallel runs; a stage whose ranks split other work (distill's layers)
-// calls it itself.
-void check_same_settings(distributed::Group& group, const nlohmann::json& mine);
+// calls it itself. `defaults`: the values of settings `mine` leaves out at their default (json_first_difference).
+void check_same_settings(distributed::Group& group, const nlohmann::json& mine, const nlohmann::json& defaults = nlohmann::json::object());
 
 // Whether this process writes the run's files and prints its results: rank 0, or the only process.
 bool writes_outputs();
