@@ -99,7 +99,13 @@ std::pair<at::Tensor, at::Tensor> window_sums(const at::Tensor& q, const at::Ten
   auto Kb = pad(K, 2, -(tp - t)).unfold(2, len, c);                   // [B, H, n, D, len]
   auto Vb = pad(V, 2, -(tp - t)).unfold(2, len, c).transpose(-1, -2);  // [B, H, n, len, Dv]
   auto vb = pad(valid, 1, -(tp - t)).unfold(1, len, c);                // [B, n, len]
-  auto s = torch::matmul(qp, Kb) * scale;                              // [B, H, n, c, len]
+  // the scores and their softmax in float, as the sparse cache's form has them (sparse_cache.cpp says why)
+  at::Tensor s;
+  {
+    AutocastOff fp32;
+    const auto wide = float_or_wider(q.scalar_type());
+    s = torch::matmul(qp.to(wide), Kb.to(wide)) * scale;  // [B, H, n, c, len]
+  }
   auto r = torch::arange(c, q.options().dtype(torch::kLong)).view({c, 1});
   auto j = torch::arange(len, q.options().dtype(torch::kLong)).view({1, len});
   auto allowed = (j >= r).logical_and(j < r + span).view({1, 1, 1, c, len}).logical_and(vb.view({b, 1, n, 1, len}));
