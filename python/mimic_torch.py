@@ -103,9 +103,10 @@ def _feature_map(name, options, tensors, prefix, head_dim):
                      "identity, exp_t, taylor, taylor2)" % name)
 
 
-def _features(o, tensors, prefix, q, k, scale, head_dim):
-    """φ(q), φ(k) of a linear or hybrid layer, gates applied; returns (fq, fk, log_space)."""
-    phi = _feature_map(o.get("feature_map", "hedgehog"), o.get("map_options", {}) or {}, tensors, prefix, head_dim)
+def _features(o, tensors, prefix, q, k, scale, head_dim, default_map):
+    """φ(q), φ(k) of a linear or hybrid layer, gates applied; returns (fq, fk, log_space). default_map: the kind's own
+    (mimic writes the map into every saved layer; linear: hedgehog, hybrid: hedgehog_softmax)."""
+    phi = _feature_map(o.get("feature_map", default_map), o.get("map_options", {}) or {}, tensors, prefix, head_dim)
     root = math.sqrt(scale)
     fq, log_space = phi(q * root, "q")
     fk, _ = phi(k * root, "k")
@@ -131,7 +132,7 @@ def softmax_attention(q, k, v, scale, causal):
 
 def linear_attention(o, tensors, prefix, q, k, v, scale, causal):
     """out_i = Σ_j a_ij v_j / divisor_i with a_ij = φ(q_i)·φ(k_j) (× γ^(i−j) with a decay), j ≤ i when causal."""
-    fq, fk, log_space = _features(o, tensors, prefix, q, k, scale, q.shape[-1])
+    fq, fk, log_space = _features(o, tensors, prefix, q, k, scale, q.shape[-1], "hedgehog")
     b, h, t, _ = q.shape
     norm, eps = o.get("norm", "row"), float(o.get("eps", 1e-6))
     shift = torch.zeros(b, h, t, 1, dtype=q.dtype)
@@ -169,7 +170,7 @@ def hybrid_attention(o, tensors, prefix, q, k, v, scale, causal):
     affine) beyond; out = Σ a v / Σ a. M_i, the window's max score, is added back with window_scale exact."""
     if int(o.get("cache", 0)) > 0:
         raise ValueError("hybrid attention with a sparse cache is not supported by mimic_torch.py")
-    fq, fk, log_space = _features(o, tensors, prefix, q, k, scale, q.shape[-1])
+    fq, fk, log_space = _features(o, tensors, prefix, q, k, scale, q.shape[-1], "hedgehog_softmax")
     b, h, t, _ = q.shape
     w = int(o["window"])
     i = torch.arange(t)

@@ -340,7 +340,7 @@ TEST(Precision, EvalAndGenerateRunInBf16CloseToFp32) {
 // state or sum carried across 1,024 positions and rounded to bf16 on the way is far outside a few roundings of fp32
 // (linear attention's decay and decoding state: 19%; the sparse cache's carried state: 58–65%; above), where a short
 // sequence hides it. The whole-sequence form and 1,024 decoding steps, the gradients of the last queries and of the
-// first keys (which every later query reads), worst head against fp32 on the same bf16-valued inputs; 25 cases, not
+// first keys (which every later query reads), worst head against fp32 on the same bf16-valued inputs; 26 cases, not
 // every combination (no split cache heads, no bidirectional form; a hybrid without a map runs its own, hedgehog_softmax,
 // since 2026-12-03, and the cases that ran hedgehog by default name it). Measured 2026-12-03: outputs 0–0.51%, decoded
 // 0.28–1.06%, query gradients 0.08–2.5% (RMS normalisation the largest: a difference of near-equal terms), key
@@ -357,6 +357,7 @@ TEST(Precision, EveryKindAndMapOverALongSequenceStaysCloseToFp32UnderBf16) {
     nlohmann::json options;
     double key_gradient = 3e-2;
     bool in_float = false;  // every operation it runs stays float under autocast: no difference to see
+    double decoded = 2e-2;
   };
   const std::vector<Case> cases = {
       {"linear", {{"feature_map", "hedgehog"}, {"chunk", 64}}},
@@ -379,13 +380,16 @@ TEST(Precision, EveryKindAndMapOverALongSequenceStaysCloseToFp32UnderBf16) {
       {"hybrid", {{"window", 8}, {"cache", 4}, {"cache_every", 16}, {"feature_map", "hedgehog"}}},
       {"hybrid", {{"window", 8}, {"cache", 4}, {"cache_every", 16}}},  // its own map
       {"hybrid", {{"window", 8}, {"cache", 4}, {"feature_map", "elu"}}},
-      {"hybrid", {{"window", 8}, {"cache", 4}, {"feature_map", "performer"}}, 3e-2, true},
-      {"hybrid", {{"window", 8}, {"cache", 4}, {"feature_map", "hedgehog_softmax"}}, 3e-2, true},
+      {"hybrid", {{"window", 8}, {"cache", 4}, {"feature_map", "performer"}}},
+      {"hybrid", {{"window", 8}, {"cache", 4}, {"feature_map", "hedgehog_softmax"}}},
+      // the quadratic form (a cache this large runs it at 1,024 positions); decoded 2.3% off fp32, not from the step's
+      // scores (in float they moved it by 0.04 points)
+      {"hybrid", {{"window", 8}, {"cache", 256}}, 3e-2, false, 3e-2},
       {"delta", {{"chunk", 64}}, 3e-2, true},
       {"mixed", {{"softmax_heads", {1}}, {"kind", "hybrid"}, {"options", {{"window", 8}, {"cache", 4}, {"feature_map", "hedgehog"}}}}},
   };
   const auto ctx = causal_context(d);
-  for (const auto& [kind, options, key_gradient, in_float] : cases) {
+  for (const auto& [kind, options, key_gradient, in_float, decoded_bound] : cases) {
     SCOPED_TRACE(kind + " " + options.dump());
     torch::manual_seed(7);
     auto kernel = make_attention_kernel(kind, options, h, d);
@@ -407,8 +411,7 @@ TEST(Precision, EveryKindAndMapOverALongSequenceStaysCloseToFp32UnderBf16) {
       AutocastGuard guard(Precision::Bf16, c10::Device(c10::kCPU));
       mixed = run(at::kBFloat16);
     }
-    // The delta rule turns autocast off; a hybrid with a cache selected at every token and a map whose features are
-    // float (performer, hedgehog_softmax) multiplies elementwise, in float: the same numbers as fp32
+    // the delta rule turns autocast off and runs in float: the same numbers as fp32
     if (in_float)
       EXPECT_EQ(norm_err(mixed[0], full[0]), 0);
     else
@@ -423,7 +426,7 @@ TEST(Precision, EveryKindAndMapOverALongSequenceStaysCloseToFp32UnderBf16) {
       steps = std::max(steps, norm_err(last(mixed[3]), last(full[3])));
     }
     EXPECT_LT(out, 1e-2);
-    EXPECT_LT(steps, 2e-2);
+    EXPECT_LT(steps, decoded_bound);
     EXPECT_LT(dq, 5e-2);
     EXPECT_LT(dk, key_gradient);
   }

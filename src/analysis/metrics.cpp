@@ -132,9 +132,10 @@ LayerMetrics MetricsAccumulator::result() const {
     x.entropy_softmax = ent_s_[i] / rows;
     x.entropy_linear = ent_l_[i] / rows;
     // KL >= 0 (Gibbs); as a difference of two sums it rounds below 0 where they are equal (a kept head printed
-    // -5.6e-10 in report: a probe of 2026-12-03). A NaN stays NaN.
+    // -5.6e-10 in report: a probe of 2026-12-03). Only rounding-sized values are taken to 0: a larger negative one
+    // would be a defect to see. A NaN stays NaN.
     const double kl = x.ce - x.entropy_softmax;
-    x.kl = kl < 0 ? 0.0 : kl;
+    x.kl = kl < 0 && kl > -1e-6 ? 0.0 : kl;
     x.top_k_softmax = top_s_[i] / rows;
     x.top_k_linear = top_l_[i] / rows;
     if (signed_) x.ce = x.kl = x.entropy_linear = x.top_k_linear = std::numeric_limits<double>::quiet_NaN();  // not a distribution

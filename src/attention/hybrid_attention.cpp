@@ -113,7 +113,9 @@ std::pair<at::Tensor, at::Tensor> window_sums(const at::Tensor& q, const at::Ten
   auto M = std::get<0>((exact ? s.detach() : s).max(-1, true));
   M = torch::where(torch::isinf(M), torch::zeros_like(M), M);  // a row with no key: every term is 0
   auto e = (s - M).exp() * per_head(sigma, s, 5);
-  auto num = torch::matmul(e, Vb).reshape({b, h, tp, dv}).narrow(2, 0, t);
+  // the value product in the values' type (autocast's, and a bf16 call without autocast then still runs); the
+  // denominator sums the float weights
+  auto num = torch::matmul(e.to(Vb.scalar_type()), Vb).reshape({b, h, tp, dv}).narrow(2, 0, t);
   auto den = e.sum(-1, true).reshape({b, h, tp, 1}).narrow(2, 0, t);
   *shift = exact ? M.reshape({b, h, tp, 1}).narrow(2, 0, t) : torch::zeros_like(den);
   return {num, den};
@@ -184,7 +186,14 @@ at::Tensor hybrid_quadratic_with(const at::Tensor& q, const at::Tensor& k, const
     in_linear = in_linear.logical_and(extra.logical_not());
   }
 
-  auto s = (torch::matmul(q, k.transpose(-1, -2)) * scale).masked_fill(in_window.logical_not(), -kInf);
+  // the scores and their softmax in float, as the chunked forms have them (sparse_cache.cpp says why): a cache of 256
+  // keys runs this form below about 6,900 positions
+  at::Tensor s;
+  {
+    AutocastOff fp32;
+    const auto wide = float_or_wider(q.scalar_type());
+    s = (torch::matmul(q.to(wide), k.transpose(-1, -2).to(wide)) * scale).masked_fill(in_window.logical_not(), -kInf);
+  }
   auto M = std::get<0>((o.exact ? s.detach() : s).max(-1, true));
   M = torch::where(torch::isinf(M), torch::zeros_like(M), M);
   auto wshift = o.exact ? M : torch::zeros_like(M);  // exact: M only stabilises (the true terms are σ exp(s))

@@ -354,7 +354,7 @@ at::Tensor hybrid_cache_chunked(const at::Tensor& q, const at::Tensor& k, const 
   auto M = std::get<0>((o.exact ? s.detach() : s).max(-1, true));
   M = torch::where(torch::isinf(M), torch::zeros_like(M), M);  // a row with no key (a padded query's): every term is 0
   auto e = (s - M).exp() * per_head(o.window_weight, s, 5);
-  auto wnum = small_matmul(e, torch::cat({Vb, cv}, 3)).reshape({b, h, tp, dv}).narrow(2, 0, t);
+  auto wnum = small_matmul(e.to(v.scalar_type()), torch::cat({Vb, cv}, 3)).reshape({b, h, tp, dv}).narrow(2, 0, t);  // (window_sums says why)
   auto wden = e.sum(-1, true).reshape({b, h, tp, 1}).narrow(2, 0, t);
   auto wshift = o.exact ? M.reshape({b, h, tp, 1}).narrow(2, 0, t) : torch::zeros_like(wden);
   return combine(wnum, wden, wshift, {lin}, o.linear_weight);

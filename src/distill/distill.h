@@ -53,7 +53,7 @@ struct DistillOptions {
   // the student: a distillable attention kind with its own options ("linear", "hybrid:window=64"; kinds.h
   // parse_kind_spec), the feature map and gates every such kind takes
   std::string attention = "linear";
-  // empty: the kind's own (linear: hedgehog, hybrid: hedgehog_softmax); student_feature_map says which
+  // empty: the kind's own (linear: hedgehog, hybrid: hedgehog_softmax); default_feature_map says which
   std::string feature_map;
   nlohmann::json map_options = nlohmann::json::object();
   bool sla = false;
