@@ -343,7 +343,7 @@ TEST(Precision, EvalAndGenerateRunInBf16CloseToFp32) {
 // first keys (which every later query reads), worst head against fp32 on the same bf16-valued inputs; 26 cases, not
 // every combination (no split cache heads, no bidirectional form; a hybrid without a map runs its own, hedgehog_softmax,
 // since 2026-12-03, and the cases that ran hedgehog by default name it). Measured 2026-12-03: outputs 0–0.51%, decoded
-// 0.28–1.06%, query gradients 0.08–2.5% (RMS normalisation the largest: a difference of near-equal terms), key
+// 0.28–1.06% (2.3% with a cache of 256 keys), query gradients 0.08–2.5% (RMS normalisation the largest: a difference of near-equal terms), key
 // gradients 0.3–1.05%, linear hedgehog_softmax's 4.5% (its log-softmax's backward takes the common part of an upstream
 // gradient summed in bf16 products; 15% at 1,024 positions and 20% at 4,096 while the log-softmax itself ran in bf16).
 // Until 2026-12-03 the hybrid's window scores were bf16: its own map's query gradients were 9.2% off under a cache
