@@ -429,6 +429,37 @@ TEST(RecallPretrain, ASinusoidalPositionTableStartsAsTheSinCosTableAndOnlyForFre
 }
 
 // ------------------------------------------------------------------------------------------ induction scores
+// A resume compares what --attention resolves to (the kind and every option, defaults filled in), not the spec's words:
+// the hybrid's map changed its default (hedgehog until 2026-12-03), and a checkpoint of the same words then resumed into
+// a model of another map without a word (helper-47's review). Two spellings of one kernel resume each other; another
+// map, or a checkpoint whose fingerprint holds the words (written before), is refused, naming the option.
+TEST(RecallPretrain, AResumeComparesTheAttentionASpecResolvesToNotItsWords) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_positions": 24, "n_inner": 16})");
+  const std::string run = "pretrain --arch gpt2 --config " + dir.file("c.json") + " --data mqar:vocab=10,seq_len=24,pairs=3 --seq-len 24"
+                          " --batch-size 2 --steps 2 --warmup 0 --eval-every 2 --eval-batches 1 --out " + dir.file("p") + " --threads 1 --json";
+  auto first = mimic::test::mimic_cli(run + " --attention hybrid:window=4");
+  ASSERT_EQ(first.code, 0) << first.err;
+  const std::string ckpt = dir.file("p/checkpoint.safetensors");
+  mimic::test::edit_safetensors_json(ckpt, "state", [](nlohmann::json& j) {
+    const auto& a = j["fingerprint"].at("attention");
+    EXPECT_EQ(a.at("kind"), "hybrid");
+    EXPECT_EQ(a.at("options").at("feature_map"), "hedgehog_softmax");  // the kind's default, filled in
+    EXPECT_EQ(a.at("options").at("window"), 4);
+  });
+  auto same = mimic::test::mimic_cli(run + " --attention hybrid:window=4,feature_map=hedgehog_softmax");
+  ASSERT_EQ(same.code, 0) << same.err;
+  EXPECT_EQ(nlohmann::json::parse(same.out)["resumed_from"], 2) << same.out;
+  auto other = mimic::test::mimic_cli(run + " --attention hybrid:window=4,feature_map=hedgehog");
+  EXPECT_EQ(other.code, 1);
+  EXPECT_NE(other.err.find("other settings: attention.options.feature_map (\"hedgehog_softmax\" then, \"hedgehog\" now); to resume, run with "
+                           "the settings it was written with"), std::string::npos) << other.err;
+  mimic::test::edit_safetensors_json(ckpt, "state", [](nlohmann::json& j) { j["fingerprint"]["attention"] = "hybrid:window=4"; });
+  auto older = mimic::test::mimic_cli(run + " --attention hybrid:window=4");
+  EXPECT_EQ(older.code, 1);
+  EXPECT_NE(older.err.find("other settings: attention (\"hybrid:window=4\" then, {"), std::string::npos) << older.err;
+}
+
 #include "mimic/analysis/induction.h"
 
 TEST(InductionScores, HandBuiltHeadsScoreAsComputedByHand) {

@@ -148,7 +148,8 @@ Done CheckpointFolder::open(bool fresh, const nlohmann::json& fingerprint, const
     const auto diff = saved.is_object() ? json_first_difference(saved, fingerprint, "the default", defaults_) : std::nullopt;
     fail(done_path_, " belongs to a distillation with other settings: ",
          diff ? diff->key + " (" + diff->first + " then, " + diff->second + " now)" : saved.dump(),
-         "; rerun the same command to resume, or pass --fresh (or another --out) to start over");
+         "; to resume, run with the settings it was written with (naming any default that has changed since), or pass --fresh "
+         "(or another --out) to start over");
   }
   const auto& done = json_key(state, "done", where);
   MIMIC_CHECK(done.is_array(), where, ": key 'done' must be a list of finished layers, got ", done.dump().substr(0, 80));

@@ -242,7 +242,13 @@ train::TrainResult pretrain(const PretrainOptions& o) {
     if (o.copy.random_fraction > 0)  // likewise absent without random spans
       t.fingerprint["copy"]["random"] = {{"fraction", o.copy.random_fraction}, {"vocab", o.copy.random_vocab}};
   }
-  if (o.attention != "softmax") t.fingerprint["attention"] = o.attention;
+  if (o.attention != "softmax") {
+    // what the spec resolves to, every option filled in, not its words: a default that changed between the run and
+    // its resume (the hybrid's map, hedgehog until 2026-12-03) resumed the same words into another model without a
+    // word (helper-47's review). Runs begun before this note are refused once, naming the difference.
+    const auto& k = model->attention_kernel(0);
+    t.fingerprint["attention"] = {{"kind", k->kind()}, {"options", k->config_json()}};
+  }
   // the optimizer's settings, each absent at the command's default so that older runs still resume
   if (t.adam.weight_decay != kPretrainWeightDecay) t.fingerprint["weight_decay"] = t.adam.weight_decay;
   if (t.min_lr_ratio != train::TrainOptions{}.min_lr_ratio) t.fingerprint["min_lr_ratio"] = t.min_lr_ratio;

@@ -113,7 +113,8 @@ Saved load_checkpoint(const std::string& path, TrainTask& task, AdamW& opt, cons
     // name the first setting that differs, not both whole fingerprints (a line of hundreds of characters)
     const auto d = json_first_difference(meta["fingerprint"], o.fingerprint, "the default", o.fingerprint_defaults);
     fail(path, " was written with other settings: ", d ? d->key + " (" + d->first + " then, " + d->second + " now)" : "?",
-         "; use the same command to resume, or --fresh / another --out to start over");
+         "; to resume, run with the settings it was written with (naming any default that has changed since), or --fresh / "
+         "another --out to start over");
   }
   // Each rank's share of a batch depends on the number of ranks: another world size would not continue the same
   // run. (Absent in checkpoints written before distributed training: one process.)
