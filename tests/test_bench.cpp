@@ -445,8 +445,8 @@ TEST(BenchGenerate, LinearAndHybridStatesAreFlatInTheContextWhileTheKvCacheGrows
   o.progress = false;
   auto r = mimic::bench::run_generate_bench(o);
   EXPECT_EQ(r.model_name, "random mini (n_positions 601)");
-  ASSERT_EQ(r.variants, (std::vector<std::string>{"softmax (as loaded)", "linear hedgehog (untrained)", "hybrid w=8 hedgehog (untrained)",
-                                                  "hybrid w=8 cache=4 hedgehog (untrained)"}));
+  ASSERT_EQ(r.variants, (std::vector<std::string>{"softmax (as loaded)", "linear hedgehog (untrained)", "hybrid w=8 hedgehog_softmax (untrained)",
+                                                  "hybrid w=8 cache=4 hedgehog_softmax (untrained)"}));
   ASSERT_EQ(r.rows.size(), 8u);
   const int64_t layers = 6, heads = 8, hd = 24, F = 48, B = 2, w = 8, lam = 4;
   for (int k = 0; k < 2; ++k) {

@@ -450,7 +450,7 @@ TEST_F(Distributed, RanksStartedWithOtherSettingsEndInOneLineNamingTheFirstDiffe
   const auto e0 = mimic::test::read_bytes(a.err), e1 = mimic::test::read_bytes(b.err);
   EXPECT_EQ(count_lines(e0), 1) << e0;
   EXPECT_EQ(count_lines(e1), 1) << e1;
-  EXPECT_NE(e1.find("rank 1 was started with other settings than rank 0 (weight_decay: the default on rank 0, 0.05 here)"),
+  EXPECT_NE(e1.find("rank 1 was started with other settings than rank 0 (weight_decay: the default 0.1 on rank 0, 0.05 here)"),
             std::string::npos)
       << e1;
   EXPECT_NE(e0.find("1 rank was started with other settings than rank 0"), std::string::npos) << e0;

@@ -757,4 +757,8 @@ TEST(FinetuneLm, CopyCurriculumChangesTheTrainingBatchesAndTheFingerprint) {
   auto resumed = copy;
   resumed.train.out_dir = dir.file("plain");
   EXPECT_MIMIC_ERROR(ft::finetune_lm(resumed), "was written with other settings");
+  // a setting the fingerprint leaves out at its default is named with the default's value
+  auto frozen = plain;
+  frozen.freeze_embeddings = true;
+  EXPECT_MIMIC_ERROR(ft::finetune_lm(frozen), "other settings: freeze_embeddings (the default false then, true now)");
 }

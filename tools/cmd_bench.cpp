@@ -163,8 +163,8 @@ void register_bench(CLI::App& app) {
                   "Tokens generated per row, all of them: a prompt length + new tokens - 1 beyond the model's context is refused")
       ->capture_default_str()
       ->transform(range::tokens(2));
-  gen->add_option("--feature-map", gargs->options.feature_map, "Feature map of the all-linear and hybrid variants")
-      ->capture_default_str()
+  gen->add_option("--feature-map", gargs->options.feature_map,
+                  "Feature map of the all-linear and hybrid variants (default: each kind's own, hedgehog for linear, hedgehog_softmax for hybrid)")
       ->check(feature_map_arg());
   // the hybrid kind's bound on w: a larger --window was refused only by the first hybrid layer, after the model was built
   auto* window_opt = gen->add_option("--window", gargs->options.window, "Also a hybrid variant with this sliding window (0: none)")

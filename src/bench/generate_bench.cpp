@@ -200,15 +200,18 @@ GenerateBenchResult run_generate_bench(const GenerateBenchOptions& o) {
     std::string name, kind;
     nlohmann::json options;
   };
-  std::vector<Variant> variants = {{kinds(*model, s.n_layer) + " (as loaded)", "", {}},
-                                   {"linear " + o.feature_map + " (untrained)", "linear", {{"feature_map", o.feature_map}}}};
-  if (o.window > 0)
-    variants.push_back({strf("hybrid w=%lld %s (untrained)", static_cast<long long>(o.window), o.feature_map.c_str()), "hybrid",
-                        {{"window", o.window}, {"feature_map", o.feature_map}}});
+  // each kind with its own map unless --feature-map names one (the hybrid's hedgehog_softmax, the linear kind's
+  // hedgehog), named in the variant's label; the kind fills its defaults in (no name test here)
+  auto variant = [&](const std::string& label, const std::string& kind, nlohmann::json options) {
+    if (!o.feature_map.empty()) options["feature_map"] = o.feature_map;
+    options = attention::canonical_options(kind, options, s.n_head, s.head_dim);
+    return Variant{label + " " + options.value("feature_map", std::string()) + " (untrained)", kind, options};
+  };
+  std::vector<Variant> variants = {{kinds(*model, s.n_layer) + " (as loaded)", "", {}}, variant("linear", "linear", nlohmann::json::object())};
+  if (o.window > 0) variants.push_back(variant(strf("hybrid w=%lld", static_cast<long long>(o.window)), "hybrid", {{"window", o.window}}));
   if (o.window > 0 && o.cache > 0)
-    variants.push_back({strf("hybrid w=%lld cache=%lld %s (untrained)", static_cast<long long>(o.window), static_cast<long long>(o.cache),
-                             o.feature_map.c_str()),
-                        "hybrid", {{"window", o.window}, {"cache", o.cache}, {"feature_map", o.feature_map}}});
+    variants.push_back(variant(strf("hybrid w=%lld cache=%lld", static_cast<long long>(o.window), static_cast<long long>(o.cache)), "hybrid",
+                               {{"window", o.window}, {"cache", o.cache}}));
   for (const auto& v : variants) r.variants.push_back(v.name);
 
   auto gen = at::make_generator<at::CPUGeneratorImpl>(o.seed);
@@ -316,7 +319,7 @@ nlohmann::json to_json(const GenerateBenchResult& r) {
           {"model", r.model_name},
           {"threads", r.threads},
           {"new_tokens", r.options.new_tokens},
-          {"feature_map", r.options.feature_map},
+          {"feature_map", r.options.feature_map.empty() ? nlohmann::json() : nlohmann::json(r.options.feature_map)},  // null: each kind's own
           {"window", r.options.window},
           {"cache", r.options.cache},
           {"seed", r.options.seed},

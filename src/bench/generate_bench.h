@@ -39,7 +39,7 @@ struct GenerateBenchOptions {
   std::vector<int64_t> prompt_lengths = {64, 128, 256, 448};
   std::vector<int64_t> batches = {1};
   int64_t new_tokens = 32;      // greedy tokens per row (the first from the prefill); every prompt + new_tokens − 1 must fit the context
-  std::string feature_map = "hedgehog";
+  std::string feature_map;      // of the linear and hybrid variants; empty: each kind's own (hedgehog, hedgehog_softmax)
   int64_t window = 0;           // > 0: also the hybrid variant with this window (keys under exact softmax)
   int64_t cache = 0;            // > 0 (with a window): also that hybrid with a sparse cache of this many keys per head
   bool parallel = true;         // at batch 1, also time the parallel recompute and compare its tokens

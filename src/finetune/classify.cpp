@@ -207,6 +207,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   train::TrainOptions t = o.train;
   t.tokens_per_micro_batch = o.batch_size * seq_len;
   t.fingerprint = fingerprint(o);
+  t.fingerprint_defaults.update(fingerprint_defaults());
   add_weight_digests(t.fingerprint, *model, teacher.get(), o.model_dir, o.teacher_dir);
   // the length asked for (unset: 128), not the one used: a default run on a model of context under 128 begun before
   // the default was capped at the context resumes (the same examples either way: longer ones failed then)

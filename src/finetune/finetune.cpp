@@ -172,6 +172,10 @@ nlohmann::json fingerprint(const FinetuneOptions& o) {
   return j;
 }
 
+nlohmann::json fingerprint_defaults() {
+  return {{"freeze_embeddings", false}, {"freeze_kept_heads", false}, {"device", "cpu"}, {"dtype", io::dtype_name(io::DType::F32)}};
+}
+
 void add_weight_digests(nlohmann::json& fp, models::Model& model, models::Model* teacher, const std::string& model_dir,
                         const std::string& teacher_dir) {
   fp["model_digest"] = models::model_digest(model);

@@ -107,6 +107,8 @@ std::unique_ptr<models::Model> load_teacher(const FinetuneOptions& options, mode
 // The settings a checkpoint must share to be resumed, common to every task: model, seed, schedule,
 // selection, LoRA; the task adds its data settings.
 nlohmann::json fingerprint(const FinetuneOptions& options);
+// The values of the keys fingerprint() leaves out at their default (train::TrainOptions::fingerprint_defaults).
+nlohmann::json fingerprint_defaults();
 
 // Adds the digests of the weights the run starts from and distils from (models::model_digest), and of what else
 // makes the starting model compute as it does (models::network_description of its config.json,

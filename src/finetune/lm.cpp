@@ -68,6 +68,7 @@ LmResult finetune_lm(const LmOptions& o) {
   train::TrainOptions t = o.train;
   t.tokens_per_micro_batch = o.batch_size * seq_len;
   t.fingerprint = fingerprint(o);
+  t.fingerprint_defaults.update(fingerprint_defaults());
   add_weight_digests(t.fingerprint, *model, teacher.get(), o.model_dir, o.teacher_dir);
   t.fingerprint.update({{"task", "lm"}, {"data", data::data_identity(o.corpus)}, {"seq_len", seq_len}, {"batch_size", o.batch_size},
                         {"eval_batches", o.eval_batches}});

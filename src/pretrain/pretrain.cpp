@@ -252,6 +252,11 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   // the optimizer's settings, each absent at the command's default so that older runs still resume
   if (t.adam.weight_decay != kPretrainWeightDecay) t.fingerprint["weight_decay"] = t.adam.weight_decay;
   if (t.min_lr_ratio != train::TrainOptions{}.min_lr_ratio) t.fingerprint["min_lr_ratio"] = t.min_lr_ratio;
+  // the values of those left out at their default, which a refused resume names ("the default 0.1 then, 0.05 now")
+  t.fingerprint_defaults.update({{"position_scale", PretrainOptions{}.position_scale},
+                                 {"attention", "softmax"},
+                                 {"weight_decay", kPretrainWeightDecay},
+                                 {"min_lr_ratio", train::TrainOptions{}.min_lr_ratio}});
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
   auto result = train::train(task, t);
