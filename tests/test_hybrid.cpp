@@ -297,6 +297,80 @@ TEST(HybridAttention, TheRecurrentStepMatchesTheChunkedFormAtEveryStepOverManyWi
         }
 }
 
+// Grouped-query attention: keys and values per KV head (g query heads each), the ring kept per KV head. Decoding —
+// a prompt through the chunked form, then steps, then a block (with a sparse cache: every token a step) — gives the
+// outputs of the same calls with the keys repeated per query head (the layout every other test decodes), within
+// rounding, and the quadratic form's rows; the ring holds each KV head once, its bytes (g − 1)/g of the ring fewer.
+TEST(HybridAttention, UnderGroupedQueryAttentionTheRingIsKeptPerKvHeadAndDecodesAsTheRepeatedKeysDo) {
+  torch::NoGradGuard no_grad;  // the step is inference only
+  const int64_t b = 2, h = 4, t = 26, d = 4, w = 5;
+  const auto o64 = torch::dtype(torch::kDouble);
+  auto features_of = [](const at::Tensor& x) { return torch::cat({x, -x}, -1) * 0.7; };  // log-features of the key alone
+  int variant = 0;
+  for (int64_t hk : {1, 2})
+    for (int64_t cache : {0, 3})
+      for (bool keys_only : {false, true}) {
+        SCOPED_TRACE(std::to_string(hk) + " KV heads, cache " + std::to_string(cache) + (keys_only ? ", keys only" : ", key features kept"));
+        torch::manual_seed(60 + variant++);
+        auto q = torch::randn({b, h, t, d}, o64), k = torch::randn({b, hk, t, d}, o64), v = torch::randn({b, hk, t, d}, o64);
+        const auto kx = expand_kv_heads(k, h), vx = expand_kv_heads(v, h);
+        EXPECT_EQ(max_diff(kx.select(1, h - 1), k.select(1, hk - 1)), 0);  // the last query head reads the last KV head
+        Features f{features_of(q), features_of(kx), true};
+        HybridOptions o;
+        o.window = w;
+        o.chunk = 4;
+        o.cache = cache;
+        o.window_weight = torch::rand({h}, o64) * 0.8 + 0.1;
+        o.linear_weight = torch::rand({h}, o64) * 0.8 + 0.1;
+        if (keys_only) o.key_features = features_of;
+        const auto whole = hybrid_quadratic(q, kx, vx, f, 0.6, o, at::Tensor());
+        auto sl = [](const at::Tensor& x, int64_t from, int64_t n) { return x.narrow(2, from, n); };
+        HybridState grouped, repeated;
+        int64_t at_step = 0;
+        auto run = [&](int64_t from, int64_t n) {
+          SCOPED_TRACE("positions " + std::to_string(from) + " + " + std::to_string(n));
+          const Features fn{sl(f.q, from, n), sl(f.k, from, n), true};
+          at::Tensor a, r;
+          if (n == 1 || cache > 0) {
+            ASSERT_EQ(n, 1);
+            a = hybrid_step(sl(q, from, 1), sl(k, from, 1), sl(v, from, 1), fn, 0.6, o, grouped);
+            r = hybrid_step(sl(q, from, 1), sl(kx, from, 1), sl(vx, from, 1), fn, 0.6, o, repeated);
+            ++at_step;
+          } else {
+            a = hybrid_chunked(sl(q, from, n), sl(k, from, n), sl(v, from, n), fn, 0.6, o, at::Tensor(), &grouped);
+            r = hybrid_chunked(sl(q, from, n), sl(kx, from, n), sl(vx, from, n), fn, 0.6, o, at::Tensor(), &repeated);
+          }
+          EXPECT_LT(max_diff(a, r), 1e-12);
+          EXPECT_LT(max_diff(a, whole.narrow(2, from, n)), 1e-10);
+          ASSERT_EQ(grouped.k.sizes(), (std::vector<int64_t>{b, hk, w, d}));
+          EXPECT_EQ(max_diff(expand_kv_heads(grouped.k, h), repeated.k), 0);
+          EXPECT_EQ(max_diff(expand_kv_heads(grouped.v, h), repeated.v), 0);
+          // fewer bytes by the ring's keys and values of the h − hk repeated heads
+          EXPECT_EQ(hybrid_state_bytes(repeated) - hybrid_state_bytes(grouped), (h - hk) * b * w * 2 * d * 8);
+        };
+        if (cache > 0) {
+          for (int64_t i = 0; i < t; ++i) run(i, 1);
+          EXPECT_EQ(grouped.cached, cache);  // the cache was full, and chose among candidates
+          EXPECT_EQ(max_diff(grouped.cpos, repeated.cpos), 0);
+        } else {
+          run(0, 7);
+          for (int64_t i = 7; i < t - 4; ++i) run(i, 1);
+          run(t - 4, 4);  // on a ring the steps rotated
+        }
+        EXPECT_GT(at_step, 10);
+      }
+  // k and v with heads that do not divide q's, or unlike each other, are refused
+  auto q = torch::randn({1, 4, 1, d}), k3 = torch::randn({1, 3, 1, d}), k2 = torch::randn({1, 2, 1, d});
+  HybridOptions o;
+  o.window = 2;
+  o.window_weight = torch::full({4}, 0.5);
+  HybridState state;
+  Features f{torch::randn({1, 4, 1, 6}), torch::randn({1, 4, 1, 6}), true};
+  EXPECT_MIMIC_ERROR(hybrid_step(q, k3, k3, f, 1.0, o, state), "H_kv heads dividing H");
+  EXPECT_MIMIC_ERROR(hybrid_step(q, k2, torch::randn({1, 4, 1, d}), f, 1.0, o, state), "H_kv heads dividing H");
+  EXPECT_MIMIC_ERROR(hybrid_quadratic(q, k2, k2, f, 1.0, o, at::Tensor()), "must be [B, H, T, ·] alike, got");
+}
+
 TEST(HybridAttention, TheRecurrentStepStaysFiniteAndExactForLargeScoresInFloat32) {
   // Scores and log-features ~ ±12: the window's max-subtraction and the linear state's running constant must keep
   // every term finite (an unstabilised exp would overflow float32).

@@ -94,7 +94,7 @@ TEST(LlamaFamily, SummaryLayoutAndTheStagesQuestions) {
 // Decoding token by token (and in chunks) continues the rotation from the state's position: the logits equal the
 // full forward's, with softmax and with a linear kernel swapped into every layer.
 // Cached decoding equals the full forward for every kind, and the softmax KV cache is kept per KV head: g times
-// smaller than one per query head (2 of 8 heads in the llama fixture, 2 of 4 in the others). A mixed layer's kept
+// smaller than one per query head (2 of 8 heads in the llama fixture, 2 of 4 in the others); so is the hybrid's ring. A mixed layer's kept
 // heads 0 and 1 share KV head 0, so its cache holds one head, and its student's state the other heads alone.
 TEST(LlamaFamily, CachedDecodingMatchesTheFullForwardWithAKvCachePerKvHead) {
   torch::NoGradGuard ng;
@@ -123,6 +123,8 @@ TEST(LlamaFamily, CachedDecodingMatchesTheFullForwardWithAKvCachePerKvHead) {
       ASSERT_LT(s.n_kv_head, s.n_head);
       const int64_t one_kv_head = 2 * s.n_layer * ids.size(0) * 12 * s.head_dim * 4;  // keys and values, float32, 12 tokens
       if (kind == "softmax") EXPECT_EQ(bytes[kind], s.n_kv_head * one_kv_head);
+      if (kind == "hybrid")  // the linear state per query head, as linear's; the ring of 3 keys and values per KV head
+        EXPECT_EQ(bytes[kind], bytes["linear"] + s.n_kv_head * one_kv_head / 12 * 3);
       if (kind == "mixed") {
         ASSERT_EQ(bytes["linear"] % s.n_head, 0);  // a state per query head, each the same size
         EXPECT_EQ(bytes[kind], bytes["linear"] / s.n_head * (s.n_head - 2) + one_kv_head);

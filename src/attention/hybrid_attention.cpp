@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "mimic/attention/attention.h"
 #include "mimic/attention/hybrid_parts.h"
 #include "mimic/attention/sparse_cache.h"
 #include "mimic/core/error.h"
@@ -16,10 +17,12 @@ namespace mimic::attention {
 namespace hybrid_parts {
 
 void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, const HybridOptions& o,
-                  const at::Tensor& mask) {
-  MIMIC_CHECK(q.dim() == 4 && k.sizes() == q.sizes() && v.dim() == 4 && v.size(0) == q.size(0) && v.size(1) == q.size(1) &&
-                  v.size(2) == q.size(2),
-              "hybrid attention: q, k, v must be [B, H, T, ·] alike, got ", q.sizes(), ", ", k.sizes(), ", ", v.sizes());
+                  const at::Tensor& mask, bool kv_groups) {
+  const bool heads_fit = kv_groups ? k.dim() == 4 && k.size(1) >= 1 && q.dim() == 4 && q.size(1) % k.size(1) == 0 : k.sizes() == q.sizes();
+  MIMIC_CHECK(q.dim() == 4 && k.dim() == 4 && heads_fit && k.size(0) == q.size(0) && k.size(2) == q.size(2) && k.size(3) == q.size(3) &&
+                  v.dim() == 4 && v.size(0) == q.size(0) && v.size(1) == k.size(1) && v.size(2) == q.size(2),
+              "hybrid attention: q, k, v must be [B, H, T, ·] alike", kv_groups ? " (k and v may hold H_kv heads dividing H)" : "",
+              ", got ", q.sizes(), ", ", k.sizes(), ", ", v.sizes());
   MIMIC_CHECK(f.q.dim() == 4 && f.k.sizes() == f.q.sizes() && f.q.size(0) == q.size(0) && f.q.size(1) == q.size(1) &&
                   f.q.size(2) == q.size(2),
               "hybrid attention: features ", f.q.sizes(), " / ", f.k.sizes(), " do not match q ", q.sizes());
@@ -230,23 +233,23 @@ at::Tensor hybrid_quadratic_with(const at::Tensor& q, const at::Tensor& k, const
 
 at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
                           const HybridOptions& o, const at::Tensor& mask, HybridState* state) {
-  check_inputs(q, k, v, f, o, mask);
+  check_inputs(q, k, v, f, o, mask, /*kv_groups=*/true);
   MIMIC_CHECK(o.causal, "hybrid attention: the chunked form is causal; use the bidirectional form");
   MIMIC_CHECK(o.cache == 0 && (!state || state->cached == 0),
               "hybrid attention: the chunked form has no sparse cache (yet): use hybrid_quadratic, or hybrid_step to decode");
-  const int64_t b = q.size(0), h = q.size(1), t = q.size(2), w = o.window;
-  // The ring before this call: the last w positions (zeros and invalid where nothing was seen yet).
+  const int64_t b = q.size(0), h = q.size(1), hk = k.size(1), t = q.size(2), w = o.window;
+  // The ring before this call: the last w positions (zeros and invalid where nothing was seen yet), one per KV head.
   at::Tensor rk, rv, rfk;
   int64_t filled = 0;
   if (state && state->defined()) {
     check_state(*state, k, v, f, o);
     // After hybrid_step the ring's oldest slot is `head`: unroll it into the oldest-first order this form reads.
     rk = in_order(state->k, state->head), rv = in_order(state->v, state->head);
-    rfk = key_features_of(state->fk.defined() ? in_order(state->fk, state->head) : at::Tensor(), rk, o, f.k);
+    rfk = key_features_of(state->fk.defined() ? in_order(state->fk, state->head) : at::Tensor(), expand_kv_heads(rk, h), o, f.k);
     filled = state->filled;
   } else {
-    rk = torch::zeros({b, h, w, k.size(3)}, k.options());
-    rv = torch::zeros({b, h, w, v.size(3)}, v.options());
+    rk = torch::zeros({b, hk, w, k.size(3)}, k.options());
+    rv = torch::zeros({b, hk, w, v.size(3)}, v.options());
     rfk = torch::zeros({b, h, w, f.k.size(3)}, f.k.options());
   }
   auto Ak = torch::cat({rk.to(k.dtype()), k}, 2), Av = torch::cat({rv.to(v.dtype()), v}, 2);
@@ -256,11 +259,12 @@ at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Te
 
   // The linear part: slot i admits A[i], the key leaving query i's window.
   LinearState* ls = state ? &state->linear : nullptr;
-  auto lin = linear_chunked_sums({f.q, Afk.narrow(2, 0, t), f.log_space}, Av.narrow(2, 0, t), linear_part(o), valid.narrow(1, 0, t), ls);
+  auto lin = linear_chunked_sums({f.q, Afk.narrow(2, 0, t), f.log_space}, expand_kv_heads(Av.narrow(2, 0, t), h), linear_part(o),
+                                 valid.narrow(1, 0, t), ls);
   // The window part: query i reads A[i+1 … i+w].
   at::Tensor wshift;
-  auto [wnum, wden] = window_sums(q, Ak.narrow(2, 1, t + w - 1), Av.narrow(2, 1, t + w - 1), valid.narrow(1, 1, t + w - 1), w,
-                                  scale, o.window_weight, window_block(o), o.exact, &wshift);
+  auto [wnum, wden] = window_sums(q, expand_kv_heads(Ak.narrow(2, 1, t + w - 1), h), expand_kv_heads(Av.narrow(2, 1, t + w - 1), h),
+                                  valid.narrow(1, 1, t + w - 1), w, scale, o.window_weight, window_block(o), o.exact, &wshift);
   if (state) {
     // Copies, not views: a view would keep the whole [w + T] buffer of a long prompt alive inside a state that
     // claims (and is reported as) w slots.
@@ -285,7 +289,7 @@ at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Te
 // hybrid_chunked instead; this refuses inputs that require gradients while grad mode is on.
 at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
                        const HybridOptions& o, HybridState& state) {
-  check_inputs(q, k, v, f, o, at::Tensor());
+  check_inputs(q, k, v, f, o, at::Tensor(), /*kv_groups=*/true);
   MIMIC_CHECK(o.causal, "hybrid attention: the recurrent step is causal");
   MIMIC_CHECK(q.size(2) == 1, "hybrid attention: the recurrent step takes one token, got ", q.size(2), " (use hybrid_chunked)");
   if (at::GradMode::is_enabled())
@@ -293,12 +297,12 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
       MIMIC_CHECK(!x->defined() || !x->requires_grad(),
                   "hybrid attention: the recurrent step is inference only (it writes its state in place); run it under "
                   "torch::NoGradGuard, or hybrid_chunked to differentiate");
-  const int64_t b = q.size(0), h = q.size(1), w = o.window, lam = o.cache;
+  const int64_t b = q.size(0), h = q.size(1), hk = k.size(1), w = o.window, lam = o.cache;
   MIMIC_CHECK(lam >= 0 && (lam == 0 || o.cache_every == 1),
               "hybrid attention: the recurrent step selects for its sparse cache at every token (cache_every 1), got ", o.cache_every);
   if (!state.defined()) {
-    state.k = torch::zeros({b, h, w, k.size(3)}, k.options());
-    state.v = torch::zeros({b, h, w, v.size(3)}, v.options());
+    state.k = torch::zeros({b, hk, w, k.size(3)}, k.options());  // the ring: one per KV head
+    state.v = torch::zeros({b, hk, w, v.size(3)}, v.options());
     state.fk = o.key_features ? at::Tensor() : torch::zeros({b, h, w, f.k.size(3)}, f.k.options());
     state.filled = 0;
     state.head = 0;
@@ -327,13 +331,15 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
     // Key p − w leaves query p's window and enters the linear part, which this query reads (as in the chunked
     // form's slot p). The ring's slot is read here, before the new key overwrites it below. With a sparse cache
     // the key written is the candidate (the cache's keys and this one) the state returns best (sparse_cache.h).
-    at::Tensor wk = key_features_of(state.fk.defined() ? state.fk.narrow(2, slot, 1) : at::Tensor(), state.k.narrow(2, slot, 1), o, f.k)
+    // (a KV head's key and value, read by each of its query heads: the features and the cache are per query head)
+    const auto leaving_k = expand_kv_heads(state.k.narrow(2, slot, 1), h).select(2, 0);
+    at::Tensor wk = key_features_of(state.fk.defined() ? state.fk.narrow(2, slot, 1) : at::Tensor(), leaving_k.unsqueeze(2), o, f.k)
                         .select(2, 0),
-               wv = state.v.select(2, slot);
+               wv = expand_kv_heads(state.v.narrow(2, slot, 1), h).select(2, 0);
     if (lam > 0) {
       const int64_t leaving = state.position - w;
       if (state.cached < lam) {  // room: the key moves into the cache; the state, empty until the cache is full, admits nothing
-        state.ck.select(2, state.cached).copy_(state.k.select(2, slot));
+        state.ck.select(2, state.cached).copy_(leaving_k);
         state.cv.select(2, state.cached).copy_(wv);
         if (state.cfk.defined()) state.cfk.select(2, state.cached).copy_(wk);
         state.cpos.select(2, state.cached).fill_(leaving);
@@ -355,8 +361,8 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
         wv = v_all.gather(2, idx.unsqueeze(-1).expand({b, h, 1, v_all.size(3)})).squeeze(2);
         // the leaving key takes the written key's slot (when the leaving key itself is written, nothing moves)
         auto taken = torch::arange(lam, idx.options()).view({1, 1, lam}).eq(idx).unsqueeze(-1);  // [B, H, λ, 1]
-        state.ck.copy_(torch::where(taken, state.k.select(2, slot).unsqueeze(2), state.ck));
-        state.cv.copy_(torch::where(taken, state.v.select(2, slot).unsqueeze(2), state.cv));
+        state.ck.copy_(torch::where(taken, leaving_k.unsqueeze(2), state.ck));
+        state.cv.copy_(torch::where(taken, expand_kv_heads(state.v.narrow(2, slot, 1), h), state.cv));
         if (state.cfk.defined()) state.cfk.copy_(torch::where(taken, state.fk.select(2, slot).unsqueeze(2), state.cfk));
         state.cpos.copy_(torch::where(taken.squeeze(-1), torch::full_like(state.cpos, leaving), state.cpos));
       }
@@ -376,21 +382,32 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
 
   // The window: the new query against the ring's keys, in slot order (the sums do not depend on the order). As
   // products and sums over d rather than matmul: for one query a batched matmul runs one tiny GEMM per (row, head),
-  // and the two products cost twice the time of these at batch 1, 8 and 64 (1 thread, w = 64, d = 24).
-  auto s = (state.k.to(q.dtype()) * q).sum(-1).unsqueeze(2) * scale;  // [B, H, 1, w]
+  // and the two products cost twice the time of these at batch 1, 8 and 64 (1 thread, w = 64, d = 24). Under
+  // grouped-query attention the g query heads of a KV head read its ring as g rows, without repeating it.
+  const int64_t g = h / hk;
+  auto s = hk == h ? (state.k.to(q.dtype()) * q).sum(-1).unsqueeze(2) * scale  // [B, H, 1, w]
+                   : (state.k.to(q.dtype()).unsqueeze(2) * q.reshape({b, hk, g, 1, q.size(3)})).sum(-1).reshape({b, h, 1, w}) * scale;
   if (state.filled < w) {  // slots not written yet: their logical index (slot − head) mod w is below w − filled
     auto logical = (torch::arange(w, q.options().dtype(torch::kLong)) - state.head).remainder(w);
     s = s.masked_fill(logical.lt(w - state.filled).view({1, 1, 1, w}), -kInf);
   }
-  at::Tensor values = state.v;
+  at::Tensor values = state.v, cv;
   if (state.cached > 0) {  // the cache's keys are softmax terms beside the window's, under the same M
-    auto ck = state.ck.narrow(2, 0, state.cached), cv = state.cv.narrow(2, 0, state.cached);
+    auto ck = state.ck.narrow(2, 0, state.cached);
+    cv = state.cv.narrow(2, 0, state.cached);
     s = torch::cat({s, (ck.to(q.dtype()) * q).sum(-1).unsqueeze(2) * scale}, -1);
-    values = torch::cat({state.v, cv}, 2);
+    if (hk == h) values = torch::cat({state.v, cv}, 2);
   }
   auto M = std::get<0>(s.max(-1, true));  // finite: the new key is always in the window
   auto e = (s - M).exp() * per_head(o.window_weight, s, 4);
-  auto wnum = (e.transpose(-1, -2) * values.to(e.dtype())).sum(2, true);  // [B, H, 1, D]
+  at::Tensor wnum;  // [B, H, 1, D]
+  if (hk == h) {
+    wnum = (e.transpose(-1, -2) * values.to(e.dtype())).sum(2, true);
+  } else {
+    const int64_t dv = v.size(3);
+    wnum = (e.narrow(-1, 0, w).reshape({b, hk, g, w, 1}) * state.v.to(e.dtype()).unsqueeze(2)).sum(3).reshape({b, h, 1, dv});
+    if (state.cached > 0) wnum = wnum + (e.narrow(-1, w, state.cached).transpose(-1, -2) * cv.to(e.dtype())).sum(2, true);
+  }
   auto wden = e.sum(-1, true);
   auto wshift = o.exact ? M : torch::zeros_like(wden);  // as window_sums: exact keeps σ exp(s), M only stabilises
   return combine(wnum, wden, wshift, parts, o.linear_weight);

@@ -61,11 +61,12 @@ struct HybridOptions {
 };
 
 // What a causal hybrid head keeps between calls: the last w keys, values and key features and the linear state of
-// every key older than them. The w slots are a ring: read from slot `head` on (wrapping around) they run oldest
+// every key older than them. The keys and values are kept as the calls give them: per KV head under grouped-query
+// attention (g times fewer than the query heads), the key features, linear state and cache per query head. The w slots are a ring: read from slot `head` on (wrapping around) they run oldest
 // first, and the newest `filled` of them hold keys (the others are zeros). hybrid_chunked leaves head at 0;
 // hybrid_step overwrites slot `head` (the oldest) in place and advances it.
 struct HybridState {
-  at::Tensor k, v, fk;  // [B, H, w, D], [B, H, w, D], [B, H, w, F] (fk undefined when made with opts.key_features)
+  at::Tensor k, v, fk;  // [B, H_kv, w, D], [B, H_kv, w, D], [B, H, w, F] (fk undefined when made with opts.key_features)
   int64_t filled = 0;
   int64_t head = 0;
   LinearState linear;
@@ -91,6 +92,8 @@ at::Tensor hybrid_quadratic_with(const at::Tensor& q, const at::Tensor& k, const
                                  const HybridOptions& opts, const at::Tensor& key_padding_mask, const at::Tensor& exact_keys,
                                  at::Tensor* weights = nullptr, at::Tensor* log_weights = nullptr);
 // Causal. state: nullptr, or the state to continue from (undefined = empty), replaced by the state after the call.
+// Here and in hybrid_step, k and v may hold H_kv heads dividing H (grouped-query attention: KV head j serves query
+// heads j·g … j·g + g − 1, as expand_kv_heads reads them); f.k is then the features of the expanded keys.
 at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
                           const HybridOptions& opts, const at::Tensor& key_padding_mask, HybridState* state = nullptr);
 // One token of causal decoding: q, k, v [B, H, 1, D], f's features [B, H, 1, F]; state (undefined = empty) is

@@ -254,7 +254,8 @@ struct HybridCache : KernelCache {
 std::unique_ptr<KernelCache> HybridAttention::new_cache() const { return std::make_unique<HybridCache>(); }
 
 namespace {
-// Decoding with one state: q, k, v [B, H, T, D] (a key per query head), f their features.
+// Decoding with one state: q [B, H, T, D], k, v [B, H_kv, T, D] (H_kv dividing H: the ring is kept per KV head), f the
+// features (per query head).
 at::Tensor decode(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale, HybridOptions o,
                   HybridState& state) {
   if (o.cache > 0) {
@@ -286,8 +287,9 @@ at::Tensor HybridAttention::forward_cached(const at::Tensor& q, const at::Tensor
 at::Tensor HybridAttention::forward_cached_heads(const at::Tensor& q, const at::Tensor& k_in, const at::Tensor& v_in,
                                                  const AttentionContext& ctx, KernelCache& cache, const at::Tensor& only) {
   auto& hc = cached_call<HybridCache>(cache, ctx, kind());
-  // per query head: the state must be (the maps are per head), and the window's ring is kept beside it in the
-  // same layout (one per KV head would save (g − 1)/g of the ring alone; not done)
+  // The linear state is per query head (the maps are); the window's ring of keys and values is per KV head under
+  // grouped-query attention — g times smaller, its g query heads reading it as g rows — where every head runs
+  // as one group. Groups of heads (a split cache, a mixed layer's converted heads) keep their ring per query head.
   const auto k = expand_kv_heads(k_in, q.size(1)), v = expand_kv_heads(v_in, q.size(1));
   auto f = features(q, k, ctx.scale, hc.position);
   // the states keep keys only where their features can be computed again
@@ -296,7 +298,7 @@ at::Tensor HybridAttention::forward_cached_heads(const at::Tensor& q, const at::
   if (!split() && !only.defined()) {
     auto opts = hybrid_options(true);
     opts.key_features = key_feats;
-    o = decode(q, k, v, f, ctx.scale, opts, hc.state);
+    o = decode(q, k_in, v_in, f, ctx.scale, opts, hc.state);
     hc.position = hc.state.position;
     return o;
   }

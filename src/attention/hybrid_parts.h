@@ -13,9 +13,11 @@ struct HybridOptions;
 
 namespace mimic::attention::hybrid_parts {
 
-// q, k, v, the features, the options and the mask agree in shape (one-line errors naming what does not).
+// q, k, v, the features, the options and the mask agree in shape (one-line errors naming what does not). kv_groups:
+// k and v may hold fewer heads than q, H_kv dividing H (grouped-query attention; the forms that keep a ring,
+// hybrid_chunked and hybrid_step, which keep it per KV head).
 void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, const HybridOptions& o,
-                  const at::Tensor& mask);
+                  const at::Tensor& mask, bool kv_groups = false);
 // w [H] viewed to broadcast over a tensor of `dims` dimensions whose dimension 1 is the head, in like's dtype.
 at::Tensor per_head(const at::Tensor& w, const at::Tensor& like, int64_t dims);
 // The key padding mask as bool [B, T], or all true when undefined.
