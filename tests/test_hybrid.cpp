@@ -298,21 +298,24 @@ TEST(HybridAttention, TheRecurrentStepMatchesTheChunkedFormAtEveryStepOverManyWi
 }
 
 // Grouped-query attention: keys and values per KV head (g query heads each), the ring kept per KV head. Decoding —
-// a prompt through the chunked form, then steps, then a block (with a sparse cache: every token a step) — gives the
-// outputs of the same calls with the keys repeated per query head (the layout every other test decodes), within
-// rounding, and the quadratic form's rows; the ring holds each KV head once, its bytes (g − 1)/g of the ring fewer.
+// a prompt through the chunked form, then steps, then a block (with a sparse cache: every token a step) — gives
+// exactly the outputs of the same calls with the keys repeated per query head (the layout every other test decodes;
+// the same products and sums, so no rounding apart) and the quadratic form's rows; the ring holds each KV head
+// once, its bytes (g − 1)/g of the ring fewer. q comes in the model's layout ([B, T, H, D] transposed).
 TEST(HybridAttention, UnderGroupedQueryAttentionTheRingIsKeptPerKvHeadAndDecodesAsTheRepeatedKeysDo) {
   torch::NoGradGuard no_grad;  // the step is inference only
   const int64_t b = 2, h = 4, t = 26, d = 4, w = 5;
   const auto o64 = torch::dtype(torch::kDouble);
   auto features_of = [](const at::Tensor& x) { return torch::cat({x, -x}, -1) * 0.7; };  // log-features of the key alone
   int variant = 0;
-  for (int64_t hk : {1, 2})
+  for (int64_t hk : {1, 2, 4})
     for (int64_t cache : {0, 3})
       for (bool keys_only : {false, true}) {
-        SCOPED_TRACE(std::to_string(hk) + " KV heads, cache " + std::to_string(cache) + (keys_only ? ", keys only" : ", key features kept"));
+        const bool exact = variant % 2 == 1;
+        SCOPED_TRACE(std::to_string(hk) + " KV heads, cache " + std::to_string(cache) + (keys_only ? ", keys only" : ", key features kept") +
+                     (exact ? ", exact" : ", max"));
         torch::manual_seed(60 + variant++);
-        auto q = torch::randn({b, h, t, d}, o64), k = torch::randn({b, hk, t, d}, o64), v = torch::randn({b, hk, t, d}, o64);
+        auto q = torch::randn({b, t, h, d}, o64).transpose(1, 2), k = torch::randn({b, hk, t, d}, o64), v = torch::randn({b, hk, t, d}, o64);
         const auto kx = expand_kv_heads(k, h), vx = expand_kv_heads(v, h);
         EXPECT_EQ(max_diff(kx.select(1, h - 1), k.select(1, hk - 1)), 0);  // the last query head reads the last KV head
         Features f{features_of(q), features_of(kx), true};
@@ -320,6 +323,7 @@ TEST(HybridAttention, UnderGroupedQueryAttentionTheRingIsKeptPerKvHeadAndDecodes
         o.window = w;
         o.chunk = 4;
         o.cache = cache;
+        o.exact = exact;
         o.window_weight = torch::rand({h}, o64) * 0.8 + 0.1;
         o.linear_weight = torch::rand({h}, o64) * 0.8 + 0.1;
         if (keys_only) o.key_features = features_of;
@@ -340,7 +344,7 @@ TEST(HybridAttention, UnderGroupedQueryAttentionTheRingIsKeptPerKvHeadAndDecodes
             a = hybrid_chunked(sl(q, from, n), sl(k, from, n), sl(v, from, n), fn, 0.6, o, at::Tensor(), &grouped);
             r = hybrid_chunked(sl(q, from, n), sl(kx, from, n), sl(vx, from, n), fn, 0.6, o, at::Tensor(), &repeated);
           }
-          EXPECT_LT(max_diff(a, r), 1e-12);
+          EXPECT_EQ(max_diff(a, r), 0);
           EXPECT_LT(max_diff(a, whole.narrow(2, from, n)), 1e-10);
           ASSERT_EQ(grouped.k.sizes(), (std::vector<int64_t>{b, hk, w, d}));
           EXPECT_EQ(max_diff(expand_kv_heads(grouped.k, h), repeated.k), 0);

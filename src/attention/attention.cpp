@@ -179,7 +179,13 @@ at::Tensor expand_kv_heads(const at::Tensor& kv, int64_t n_head) {
   const int64_t hk = kv.size(1);
   if (hk == n_head) return kv;
   MIMIC_CHECK(hk >= 1 && n_head % hk == 0, hk, " key/value heads do not divide ", n_head, " query heads");
-  return kv.repeat_interleave(n_head / hk, 1);
+  // KV head j to rows j·g … j·g + g − 1: repeat_interleave's order, as a broadcast copy (repeat_interleave builds a
+  // repeats tensor and, on CUDA, reads its output size back to the host at every call)
+  auto sizes = kv.sizes().vec();
+  auto grouped = sizes;
+  grouped.insert(grouped.begin() + 2, n_head / hk);
+  sizes[1] = n_head;
+  return kv.unsqueeze(2).expand(grouped).reshape(sizes);
 }
 
 // The "softmax" entry of kinds.def.

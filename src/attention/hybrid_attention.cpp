@@ -245,26 +245,26 @@ at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Te
     check_state(*state, k, v, f, o);
     // After hybrid_step the ring's oldest slot is `head`: unroll it into the oldest-first order this form reads.
     rk = in_order(state->k, state->head), rv = in_order(state->v, state->head);
-    rfk = key_features_of(state->fk.defined() ? in_order(state->fk, state->head) : at::Tensor(), expand_kv_heads(rk, h), o, f.k);
+    rfk = state->fk.defined() ? in_order(state->fk, state->head) : key_features_of(at::Tensor(), expand_kv_heads(rk, h), o, f.k);
     filled = state->filled;
   } else {
     rk = torch::zeros({b, hk, w, k.size(3)}, k.options());
     rv = torch::zeros({b, hk, w, v.size(3)}, v.options());
     rfk = torch::zeros({b, h, w, f.k.size(3)}, f.k.options());
   }
-  auto Ak = torch::cat({rk.to(k.dtype()), k}, 2), Av = torch::cat({rv.to(v.dtype()), v}, 2);
+  auto Ak = torch::cat({rk.to(k.dtype()), k}, 2), Av = torch::cat({rv.to(v.dtype()), v}, 2);  // per KV head
+  const auto Akq = expand_kv_heads(Ak, h), Avq = expand_kv_heads(Av, h);                         // per query head
   auto Afk = torch::cat({rfk.to(f.k.dtype()), f.k}, 2);
   auto ring_valid = torch::arange(w, q.options().dtype(torch::kLong)).ge(w - filled).view({1, w}).expand({b, w});
   auto valid = torch::cat({ring_valid, key_valid(mask, b, t, q.options())}, 1);  // [B, w+T]: A[i] is position i − w
 
   // The linear part: slot i admits A[i], the key leaving query i's window.
   LinearState* ls = state ? &state->linear : nullptr;
-  auto lin = linear_chunked_sums({f.q, Afk.narrow(2, 0, t), f.log_space}, expand_kv_heads(Av.narrow(2, 0, t), h), linear_part(o),
-                                 valid.narrow(1, 0, t), ls);
+  auto lin = linear_chunked_sums({f.q, Afk.narrow(2, 0, t), f.log_space}, Avq.narrow(2, 0, t), linear_part(o), valid.narrow(1, 0, t), ls);
   // The window part: query i reads A[i+1 … i+w].
   at::Tensor wshift;
-  auto [wnum, wden] = window_sums(q, expand_kv_heads(Ak.narrow(2, 1, t + w - 1), h), expand_kv_heads(Av.narrow(2, 1, t + w - 1), h),
-                                  valid.narrow(1, 1, t + w - 1), w, scale, o.window_weight, window_block(o), o.exact, &wshift);
+  auto [wnum, wden] = window_sums(q, Akq.narrow(2, 1, t + w - 1), Avq.narrow(2, 1, t + w - 1), valid.narrow(1, 1, t + w - 1), w,
+                                  scale, o.window_weight, window_block(o), o.exact, &wshift);
   if (state) {
     // Copies, not views: a view would keep the whole [w + T] buffer of a long prompt alive inside a state that
     // claims (and is reported as) w slots.
@@ -391,23 +391,21 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
     auto logical = (torch::arange(w, q.options().dtype(torch::kLong)) - state.head).remainder(w);
     s = s.masked_fill(logical.lt(w - state.filled).view({1, 1, 1, w}), -kInf);
   }
-  at::Tensor values = state.v, cv;
+  at::Tensor values = state.v;
   if (state.cached > 0) {  // the cache's keys are softmax terms beside the window's, under the same M
-    auto ck = state.ck.narrow(2, 0, state.cached);
-    cv = state.cv.narrow(2, 0, state.cached);
+    auto ck = state.ck.narrow(2, 0, state.cached), cv = state.cv.narrow(2, 0, state.cached);
     s = torch::cat({s, (ck.to(q.dtype()) * q).sum(-1).unsqueeze(2) * scale}, -1);
-    if (hk == h) values = torch::cat({state.v, cv}, 2);
+    // the cache's values are per query head: the ring's repeated beside them (one reduction, as without groups;
+    // a window sum and a cache sum added apart would round once more under bf16)
+    values = torch::cat({expand_kv_heads(state.v, h), cv}, 2);
   }
   auto M = std::get<0>(s.max(-1, true));  // finite: the new key is always in the window
   auto e = (s - M).exp() * per_head(o.window_weight, s, 4);
   at::Tensor wnum;  // [B, H, 1, D]
-  if (hk == h) {
+  if (hk == h || state.cached > 0)
     wnum = (e.transpose(-1, -2) * values.to(e.dtype())).sum(2, true);
-  } else {
-    const int64_t dv = v.size(3);
-    wnum = (e.narrow(-1, 0, w).reshape({b, hk, g, w, 1}) * state.v.to(e.dtype()).unsqueeze(2)).sum(3).reshape({b, h, 1, dv});
-    if (state.cached > 0) wnum = wnum + (e.narrow(-1, w, state.cached).transpose(-1, -2) * cv.to(e.dtype())).sum(2, true);
-  }
+  else  // a KV head's ring against its g query heads' weights
+    wnum = (e.reshape({b, hk, g, w, 1}) * state.v.to(e.dtype()).unsqueeze(2)).sum(3).reshape({b, h, 1, v.size(3)});
   auto wden = e.sum(-1, true);
   auto wshift = o.exact ? M : torch::zeros_like(wden);  // as window_sums: exact keeps σ exp(s), M only stabilises
   return combine(wnum, wden, wshift, parts, o.linear_weight);

@@ -61,9 +61,10 @@ struct HybridOptions {
 };
 
 // What a causal hybrid head keeps between calls: the last w keys, values and key features and the linear state of
-// every key older than them. The keys and values are kept as the calls give them: per KV head under grouped-query
-// attention (g times fewer than the query heads), the key features, linear state and cache per query head. The w slots are a ring: read from slot `head` on (wrapping around) they run oldest
-// first, and the newest `filled` of them hold keys (the others are zeros). hybrid_chunked leaves head at 0;
+// every key older than them. The ring's keys and values are kept as the calls give them: per KV head under
+// grouped-query attention (g times fewer than the query heads); its key features, the linear state and the sparse
+// cache per query head. The w slots are a ring: read from slot `head` on (wrapping around) they run oldest first,
+// and the newest `filled` of them hold keys (the others are zeros). hybrid_chunked leaves head at 0;
 // hybrid_step overwrites slot `head` (the oldest) in place and advances it.
 struct HybridState {
   at::Tensor k, v, fk;  // [B, H_kv, w, D], [B, H_kv, w, D], [B, H, w, F] (fk undefined when made with opts.key_features)
@@ -96,9 +97,10 @@ at::Tensor hybrid_quadratic_with(const at::Tensor& q, const at::Tensor& k, const
 // heads j·g … j·g + g − 1, as expand_kv_heads reads them); f.k is then the features of the expanded keys.
 at::Tensor hybrid_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
                           const HybridOptions& opts, const at::Tensor& key_padding_mask, HybridState* state = nullptr);
-// One token of causal decoding: q, k, v [B, H, 1, D], f's features [B, H, 1, F]; state (undefined = empty) is
-// updated in place — its ring tensors are written, so a copy that must not change needs hybrid_state_copy. The
-// same function as hybrid_chunked(…, &state) at T = 1. Refuses inputs that require gradients under grad mode.
+// One token of causal decoding: q [B, H, 1, D], k, v [B, H or H_kv, 1, D], f's features [B, H, 1, F]; state
+// (undefined = empty) is updated in place — its ring tensors are written, so a copy that must not change needs
+// hybrid_state_copy. The same function as hybrid_chunked(…, &state) at T = 1. Refuses inputs that require gradients
+// under grad mode.
 at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const Features& f, double scale,
                        const HybridOptions& opts, HybridState& state);
 // A copy whose ring does not share storage with the original (the linear state is shared: every form replaces

@@ -290,7 +290,7 @@ at::Tensor HybridAttention::forward_cached_heads(const at::Tensor& q, const at::
   // The linear state is per query head (the maps are); the window's ring of keys and values is per KV head under
   // grouped-query attention — g times smaller, its g query heads reading it as g rows — where every head runs
   // as one group. Groups of heads (a split cache, a mixed layer's converted heads) keep their ring per query head.
-  const auto k = expand_kv_heads(k_in, q.size(1)), v = expand_kv_heads(v_in, q.size(1));
+  const auto k = expand_kv_heads(k_in, q.size(1));
   auto f = features(q, k, ctx.scale, hc.position);
   // the states keep keys only where their features can be computed again
   const auto key_feats = key_features(ctx.scale);
@@ -306,6 +306,7 @@ at::Tensor HybridAttention::forward_cached_heads(const at::Tensor& q, const at::
   // head (`state`); each cut to the heads asked for, where some are, a group with none of them skipped.
   const auto all = hybrid_options(true);
   const auto parts = head_parts(only);
+  const auto v = expand_kv_heads(v_in, q.size(1));
   std::vector<at::Tensor> outs;
   for (const auto& part : parts) {
     auto g = head_group(part.index, all, part.with_cache, q.device());

@@ -88,14 +88,14 @@ Decoded decode(models::Model& model, const at::Tensor& ids, int64_t steps, OpPro
   return d;
 }
 
-// Bytes of KV cache a run ends with: its softmax layers' 2 · B · context · H · d_head floats each (the cache holds a
-// row per query head: grouped-query models' KV heads are repeated before the kernel). The run needs up to
+// Bytes of KV cache a run ends with: its softmax layers' 2 · B · context · H_kv · d_head floats each (the cache holds a
+// row per KV head: grouped-query models' caches are g times smaller than their query heads'). The run needs up to
 // 1.5 times that (the buffers grow by half when full), plus one layer's old buffer while it grows and the
 // prefill's scores.
 double kv_cache_bytes(const models::Model& m, const models::ModelSummary& s, int64_t batch, int64_t context) {
   double layers = 0;
   for (int64_t l = 0; l < s.n_layer; ++l) layers += attention::is_reference(*m.attention_kernel(l)) ? 1 : 0;
-  return layers * 2.0 * batch * context * s.n_head * s.head_dim * sizeof(float);
+  return layers * 2.0 * batch * context * (s.n_kv_head > 0 ? s.n_kv_head : s.n_head) * s.head_dim * sizeof(float);
 }
 
 TargetResult not_measured(const std::string& name, double limit, const std::string& why) { return {name, "n/a", why, 0, limit}; }
