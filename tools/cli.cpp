@@ -52,7 +52,7 @@ void add_common_options(CLI::App& sub, Common& common, Devices devices) {
   common.command = sub.get_name();
   for (const CLI::App* p = sub.get_parent(); p != nullptr && p->get_parent() != nullptr; p = p->get_parent())
     common.command = p->get_name() + " " + common.command;
-  sub.add_option("--threads", common.threads, "Threads for LibTorch (0, the default: all cores)")->transform(range::threads());
+  sub.add_option("--threads", common.threads, "Threads for LibTorch (0, the default: all cores; on a machine other work keeps busy, fewer run faster: docs/cli.md)")->transform(range::threads());
   sub.add_option("--seed", common.seed, "Random seed")->capture_default_str()->transform(range::seed());
   sub.add_flag("--json", common.json, "Print the result as JSON on stdout");
   common.devices = devices;

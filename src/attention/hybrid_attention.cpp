@@ -333,9 +333,10 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
     // the key written is the candidate (the cache's keys and this one) the state returns best (sparse_cache.h).
     // (a KV head's key and value, read by each of its query heads: the features and the cache are per query head)
     const auto leaving_k = expand_kv_heads(state.k.narrow(2, slot, 1), h).select(2, 0);
+    const auto leaving_v = expand_kv_heads(state.v.narrow(2, slot, 1), h).select(2, 0);
     at::Tensor wk = key_features_of(state.fk.defined() ? state.fk.narrow(2, slot, 1) : at::Tensor(), leaving_k.unsqueeze(2), o, f.k)
                         .select(2, 0),
-               wv = expand_kv_heads(state.v.narrow(2, slot, 1), h).select(2, 0);
+               wv = leaving_v;
     if (lam > 0) {
       const int64_t leaving = state.position - w;
       if (state.cached < lam) {  // room: the key moves into the cache; the state, empty until the cache is full, admits nothing
@@ -362,7 +363,7 @@ at::Tensor hybrid_step(const at::Tensor& q, const at::Tensor& k, const at::Tenso
         // the leaving key takes the written key's slot (when the leaving key itself is written, nothing moves)
         auto taken = torch::arange(lam, idx.options()).view({1, 1, lam}).eq(idx).unsqueeze(-1);  // [B, H, λ, 1]
         state.ck.copy_(torch::where(taken, leaving_k.unsqueeze(2), state.ck));
-        state.cv.copy_(torch::where(taken, expand_kv_heads(state.v.narrow(2, slot, 1), h), state.cv));
+        state.cv.copy_(torch::where(taken, leaving_v.unsqueeze(2), state.cv));
         if (state.cfk.defined()) state.cfk.copy_(torch::where(taken, state.fk.select(2, slot).unsqueeze(2), state.cfk));
         state.cpos.copy_(torch::where(taken.squeeze(-1), torch::full_like(state.cpos, leaving), state.cpos));
       }
