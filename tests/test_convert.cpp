@@ -2,6 +2,7 @@
 // byte for byte and its unconverted layers' attention exactly; partial conversion; maps from another model, of
 // another shape or for absent layers are refused; damaged converted directories are clear errors.
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -162,6 +163,31 @@ TEST(Convert, SavedAndReloadedGivesIdenticalLogitsAndKeepsTheTeacherTensors) {
   reloaded->save(dir.file("again"));
   EXPECT_FALSE(fs::exists(dir.file("again/mimic.json")));
   EXPECT_TRUE(torch::equal(logits(*mimic::models::load_model(dir.file("again"))), logits(*t)));
+}
+
+// A save over an earlier result that stops between the weights and mimic.json left the new weights beside the old
+// description, and the folder loaded as the old kind of attention (helper-50's probe of 2026-12-04: a convert killed
+// over another convert's folder, 1 try in 17). config.json, the file every load reads first, is now removed before
+// anything is replaced and written last. The stop is made here by a folder where mimic.json's temporary goes (its
+// name carries this process's id), so that the write of mimic.json fails after the weights were replaced.
+TEST(Convert, ASaveStoppedBeforeItsEndLeavesAFolderThatIsRefusedNotOneThatLoads) {
+  TempDir dir;
+  const std::string out = dir.file("conv");
+  mimic::convert::convert(options(out, "1"));
+  auto m = mimic::models::load_model(out);
+  const std::string blocker = out + "/mimic.json.tmp." + std::to_string(::getpid());
+  fs::create_directories(blocker + "/inside");
+  const auto stopped = error_of([&] { m->save(out); });
+  EXPECT_NE(stopped.find("mimic.json"), std::string::npos) << stopped;
+  EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
+  EXPECT_FALSE(fs::exists(out + "/config.json"));
+  const auto refused = error_of([&] { mimic::models::load_model(out); });
+  EXPECT_NE(refused.find("no config.json beside its weights"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("run the command that wrote it again"), std::string::npos) << refused;
+  // the same save, unblocked, makes the folder whole again
+  fs::remove_all(blocker);
+  m->save(out);
+  EXPECT_TRUE(torch::equal(logits(*mimic::models::load_model(out)), logits(*m)));
 }
 
 TEST(Convert, PartialConversionLeavesOtherLayersExactlySoftmax) {

@@ -86,6 +86,9 @@ class HfModel : public Model {
       std::ifstream(d / "refs" / "main") >> main_ref;
       const auto current = std::find(snapshots.begin(), snapshots.end(), (d / "snapshots" / main_ref).string());
       if (!main_ref.empty() && current != snapshots.end()) std::rotate(snapshots.begin(), current, current + 1);
+      if (snapshots.empty() && io::TensorStore::has_weights(dir))
+        fail(dir, ": no config.json beside its weights, as a save stopped before its end leaves a folder (mimic writes config.json "
+                  "last): run the command that wrote it again");
       fail(dir, ": no config.json (a model directory holds config.json + model.safetensors)",
            snapshots.empty() ? std::string()
                              : "; a Hugging Face cache folder: give its snapshot, " + snapshots.front() +
@@ -216,6 +219,12 @@ class HfModel : public Model {
     // A name a model's file takes holding something else (a folder made as config.json, a dangling link) was found
     // only after the weights had been written, leaving half a model (the tenth probe of 2026-11-29): checked first.
     refuse_odd_model_file_names(dir);
+    // config.json is what makes a folder a model (the load's first read), so it is removed before anything else is
+    // replaced and written last: a save stopped halfway leaves no config.json, and the folder is refused, where a
+    // convert killed over an earlier result left the new weights beside the old mimic.json, and the folder loaded as
+    // the old kind (helper-50's probe of 2026-12-04).
+    const fs::path config_path = fs::path(dir) / "config.json";
+    if (before.count("config.json")) fs::remove(config_path);  // made durable by the weights' folder fsync
     io::SaveOptions opt;
     opt.metadata = layout_.metadata;
     opt.metadata[kWrittenByKey] = "mimic";
@@ -237,7 +246,6 @@ class HfModel : public Model {
       written.push_back(io::kIndexFile);
     }
     io::remove_stale_weights(dir, written, &before);
-    io::write_text_atomically((fs::path(dir) / "config.json").string(), config.dump(2) + "\n");
     const fs::path desc = fs::path(dir) / kConvertedFile;
     if (is_converted()) {
       nlohmann::json j = {{"format", kConvertedFormat}, {"summary", attention_summary(*this)}, {"attention", attention_layers(*this)}};
@@ -250,12 +258,13 @@ class HfModel : public Model {
     // vocab.json beside a BERT) would be read as this model's (docs/reliability.md, "One run's result per folder"). A
     // model with no tokenizer (pretrain on a recall task) leaves none: a converted model's tokenizer.json in a fresh
     // run's last/ was read as the new model's (the tenth probe of 2026-11-29).
-    if (!dir_.empty() && (!fs::is_directory(dir_) || fs::equivalent(fs::path(dir), fs::path(dir_)))) return;
-    for (const char* name : kSourceFiles) {
-      const fs::path src = dir_.empty() ? fs::path() : fs::path(dir_) / name, dst = fs::path(dir) / name;
-      if (!src.empty() && fs::exists(src)) io::copy_file_atomically(src.string(), dst.string());
-      else if (before.count(name)) fs::remove(dst);
-    }
+    if (dir_.empty() || (fs::is_directory(dir_) && !fs::equivalent(fs::path(dir), fs::path(dir_))))
+      for (const char* name : kSourceFiles) {
+        const fs::path src = dir_.empty() ? fs::path() : fs::path(dir_) / name, dst = fs::path(dir) / name;
+        if (!src.empty() && fs::exists(src)) io::copy_file_atomically(src.string(), dst.string());
+        else if (before.count(name)) fs::remove(dst);
+      }
+    io::write_text_atomically(config_path.string(), config.dump(2) + "\n");
   }
 
   // A kernel is made on the CPU (a seed gives the same maps anywhere) and computes where the model does.
