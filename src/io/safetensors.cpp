@@ -16,6 +16,7 @@
 #include <torch/torch.h>
 
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/core/utf8.h"
 #include "mimic/io/atomic_file.h"
 
@@ -119,12 +120,9 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   f.data_ = base + 8 + n;
   f.data_size_ = size - 8 - n;
 
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(reinterpret_cast<const char*>(base + 8), reinterpret_cast<const char*>(base + 8 + n));
-  } catch (const nlohmann::json::exception& e) {
-    fail(where(), "malformed JSON header: ", e.what());
-  }
+  // through mimic's JSON reader: nlohmann's own message carried its "[json.exception.parse_error.101]" tag and quoted
+  // the header's bytes raw (helper-50's probe of 2026-12-04); a tensor named twice is refused, not taken as the last
+  const nlohmann::json header = json_parse(std::string(reinterpret_cast<const char*>(base + 8), n), path + ": its header");
   MIMIC_CHECK(header.is_object(), where(), "header is not a JSON object");
 
   for (auto it = header.begin(); it != header.end(); ++it) {
