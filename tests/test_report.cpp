@@ -350,6 +350,39 @@ TEST(Report, MatchesDistillAndWritesEveryFile) {
     if (f != "report.html") EXPECT_TRUE(linked.count(f)) << f << " is not linked from report.html";
 }
 
+// A converted model's head that kept softmax is the teacher's, as a layer that kept it is: no numbers, and out of
+// its layer's mean (helper-50's probe of 2026-12-04: the kept heads' KL 0 entered the means, and a model kept in 2 of
+// its heads read KL 0.04 against its own maps' 0.22).
+TEST(Report, AHeadThatKeptSoftmaxHasNoNumbersAndStaysOutOfItsLayersMean) {
+  TempDir dir;
+  auto o = options(dir.file("out"));
+  o.maps = {tiny_maps()};
+  mimic::convert::ConvertOptions co;
+  co.model_dir = mimic::test::model_with_tokenizer("gpt2-prefixed");
+  co.maps = tiny_maps();
+  co.placement.keep_softmax = "1.0";  // layer 1: head 0 keeps softmax, head 1 runs the maps; layer 0 all maps
+  co.out = dir.file("kept");
+  mimic::convert::convert(co);
+  o.models = {co.out};
+  const auto r = mimic::report::report(o);
+  const auto& kept = row(r, "kept", 1, 0);
+  for (const char* k : {"kl", "ce", "entropy", "spearman", "top_k_mass", "induction", "previous_token", "local_mass"})
+    EXPECT_TRUE(kept.at(k).is_null()) << k << ": " << kept.dump();
+  // the converted head is the maps' head, and the layer's mean is that head alone
+  for (const char* k : {"kl", "ce", "entropy", "spearman", "top_k_mass", "induction", "previous_token", "local_mass"}) {
+    const auto maps = row(r, "hedgehog", 1, 1).at(k), conv = row(r, "kept", 1, 1).at(k), mean = row(r, "kept", 1, -1).at(k);
+    ASSERT_FALSE(maps.is_null()) << k;
+    EXPECT_NEAR(conv.get<double>(), maps.get<double>(), 1e-6) << k;
+    EXPECT_NEAR(mean.get<double>(), maps.get<double>(), 1e-6) << k;
+  }
+  EXPECT_GT(row(r, "kept", 1, -1).at("kl").get<double>(), 0.0);
+  // a layer with every head converted keeps the mean of its heads, the maps'
+  EXPECT_NEAR(row(r, "kept", 0, -1).at("kl").get<double>(), row(r, "hedgehog", 0, -1).at("kl").get<double>(), 1e-6);
+  // the CSV leaves the kept head's cells empty
+  const auto csv = mimic::test::read_bytes(dir.file("out/metrics.csv"));
+  EXPECT_NE(csv.find("\"kept\",model,1,0,,,,,,,,\n"), std::string::npos) << csv;
+}
+
 // The Quality section's inputs: what `mimic eval --json` prints for --task lm, copy and passkey (also inside
 // {"model": ...} of a run with --teacher), one row per label in first-seen order; passkey shares get the Wilson
 // interval (0/10: 0–27.8%, the textbook value; 59/100: 49.2–68.1%); a share of the reference's copy gain only when

@@ -47,6 +47,7 @@ const double kNaN = std::numeric_limits<double>::quiet_NaN();
 struct Student {
   std::string name, kind, path, feature_map;
   std::map<int64_t, std::shared_ptr<DistillableKernel>> kernels;
+  std::map<int64_t, std::set<int64_t>> kept;  // a converted model's layer → the heads that kept softmax there
 };
 
 std::vector<int64_t> parse_list(const std::string& spec, int64_t n, const char* what) {
@@ -135,6 +136,8 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
       // a layer that kept softmax is the teacher, not the model's linear attention: absent, as a layer a maps file
       // lacks (its KL 0 entered the model's mean, which then read far better than the same maps': the eighth probe)
       if (attention::is_reference(*kernel)) continue;
+      // so are a mixed layer's heads that kept softmax: their KL 0 entered the layer's mean (helper-50's probe)
+      for (auto h : kernel->softmax_heads(sum.n_head)) s.kept[l].insert(h);
       auto k = attention::as_distillable(kernel, dir + ": layer " + std::to_string(l));
       k->eval();
       if (s.feature_map.empty()) s.feature_map = k->feature_map();
@@ -145,6 +148,24 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
     out.push_back(std::move(s));
   }
   return out;
+}
+
+// The mean of the heads' values over the heads that do not keep softmax (NaN where every reported head keeps it):
+// as the accumulators' means (an unweighted mean over heads), without the kept heads' teacher values.
+HeadValues mean_over_converted(const std::vector<HeadValues>& per, const std::vector<int64_t>& heads, const std::set<int64_t>& kept) {
+  HeadValues m;
+  std::vector<double*> fields = {&m.entropy, &m.kl, &m.ce, &m.spearman, &m.top_k, &m.induction, &m.previous_token, &m.local_mass};
+  for (auto* f : fields) *f = 0;
+  size_t n = 0;
+  for (size_t i = 0; i < heads.size(); ++i) {
+    if (kept.count(heads[i])) continue;
+    const auto& v = per[i];
+    const double values[] = {v.entropy, v.kl, v.ce, v.spearman, v.top_k, v.induction, v.previous_token, v.local_mass};
+    for (size_t f = 0; f < fields.size(); ++f) *fields[f] += values[f];
+    ++n;
+  }
+  for (auto* f : fields) *f = n > 0 ? *f / static_cast<double>(n) : NAN;
+  return m;
 }
 
 // What the figures need of the drawn sample, gathered while streaming.
@@ -323,11 +344,19 @@ ReportResult report(const ReportOptions& o) {
       const bool present = si == 0 || students[si - 1].kernels.count(res.layers[li]);
       const auto r = acc[si][li].result();
       const auto sc = ind[si][li].result();
+      // a head that kept softmax in a converted model is the teacher's: no row, and out of the layer's mean
+      static const std::set<int64_t> no_kept;
+      const std::set<int64_t>* kept_heads = &no_kept;
+      if (si > 0)
+        if (auto it = students[si - 1].kept.find(res.layers[li]); it != students[si - 1].kept.end()) kept_heads = &it->second;
+      const auto& kept = *kept_heads;
       std::vector<HeadValues> per;
       for (size_t hi = 0; hi <= res.heads.size(); ++hi) {
         const auto& x = hi < res.heads.size() ? r.heads[hi] : r.mean;
         HeadValues v;
-        if (present) {
+        if (hi == res.heads.size() && !kept.empty()) {
+          v = mean_over_converted(per, res.heads, kept);
+        } else if (present && (hi == res.heads.size() || !kept.count(res.heads[hi]))) {
           v.entropy = si == 0 ? x.entropy_softmax : x.entropy_linear;
           v.kl = si == 0 ? 0.0 : x.kl;
           v.ce = si == 0 ? x.entropy_softmax : x.ce;
