@@ -467,6 +467,29 @@ TEST(Report, BidirectionalPaddedRecordAndChosenHeads) {
   EXPECT_TRUE(fs::exists(fs::path(o.out) / "kl_grid.svg"));
 }
 
+// A student whose weights are no distribution (delta's) has no entropy, KL or top-k mass: the printed table says "-"
+// and why, as distill's does, where it printed "nan" (helper-50's probe of 2026-12-04).
+TEST(ReportCli, AStudentWhoseWeightsAreNoDistributionPrintsADashNotNan) {
+  TempDir dir;
+  dist::DistillOptions d;
+  d.record = tiny_record("gpt2-prefixed");
+  d.attention = "delta";
+  d.feature_map.clear();
+  d.loss = "mse";
+  d.epochs = 1;
+  d.batch_size = 4;
+  d.progress = false;
+  d.out = dir.file("delta.safetensors");
+  dist::distill(d);
+  const auto r = mimic::test::mimic_cli("report --record " + d.record + " --maps " + d.out + " --out " + dir.file("out"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("nan"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(-: undefined for a student whose weights are no distribution"), std::string::npos) << r.out;
+  // the teacher's row keeps its numbers; the student is named by its kind, which runs no feature map
+  EXPECT_NE(r.out.find("softmax "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\ndelta "), std::string::npos) << r.out;
+}
+
 TEST(Report, ErrorsAreClear) {
   TempDir dir;
   auto o = options(dir.file("out"));

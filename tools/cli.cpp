@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <cmath>
 #include <algorithm>
 #include <cctype>
 #include <climits>
@@ -341,6 +342,13 @@ void start(Common& common) {
 // Text a model generated may hold bytes that are not UTF-8 (GPT-2's byte tokens, cut mid-character): they print as
 // U+FFFD rather than failing the whole command after its work (the probe of 2026-11-27: nlohmann's type_error.316).
 void print_json(const nlohmann::json& j) { std::cout << json_dump(j) << std::endl; }
+
+std::string metric_cell(double x) {
+  if (!std::isfinite(x)) return "        -";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%9.4f", x);
+  return buf;
+}
 
 std::string read_text_input(const std::optional<std::string>& text, const std::optional<std::string>& file) {
   MIMIC_USAGE_CHECK(text.has_value() != file.has_value(), "give exactly one of --text and --file");

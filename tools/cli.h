@@ -145,6 +145,10 @@ void start(Common& common);
 // Prints a JSON result on stdout (one document, pretty-printed).
 void print_json(const nlohmann::json& j);
 
+// A metric as a 9-character table cell: "-" where it is undefined (NaN: the entropy and KL of a student whose weights
+// are no distribution, the delta kind's).
+std::string metric_cell(double x);
+
 // Reads --text or --file into a string; exactly one must be given (an empty --text counts as given).
 std::string read_text_input(const std::optional<std::string>& text, const std::optional<std::string>& file);
 

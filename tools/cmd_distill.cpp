@@ -25,14 +25,7 @@ struct DistillArgs {
   std::string map_options = "{}";
 };
 
-// A metric as a table cell: "-" where it is undefined (NaN: the entropy and KL of a student whose weights are no
-// distribution, the delta kind's).
-std::string cell(double x) {
-  if (!std::isfinite(x)) return "        -";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%9.4f", x);
-  return buf;
-}
+std::string cell(double x) { return metric_cell(x); }
 
 void print_table(const distill::DistillResult& r, bool eval_only) {
   std::printf("%-6s %7s %9s %9s %9s %9s %9s %9s\n", "layer", "epochs", "CE", "KL", "KL before", "H(soft)", "H(lin)", "spearman");

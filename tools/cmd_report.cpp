@@ -123,6 +123,7 @@ void run(ReportArgs& a) {
     }
   }
   std::printf("%-24s %6s %9s %9s %9s %9s\n", "source (mean of layers)", "", "entropy", "KL", "spearman", "top-k");
+  bool undefined = false;
   for (const auto& s : r.sources) {
     const auto name = s.at("name").get<std::string>();
     double e = 0, kl = 0, rho = 0, top = 0, n = 0;
@@ -131,8 +132,11 @@ void run(ReportArgs& a) {
         auto get = [&](const char* k) { return row.at(k).is_null() ? NAN : row.at(k).get<double>(); };
         e += get("entropy"), kl += get("kl"), rho += get("spearman"), top += get("top_k_mass"), n += 1;
       }
-    std::printf("%-24s %6s %9.4f %9.4f %9.4f %9.4f\n", name.c_str(), "", e / n, kl / n, rho / n, top / n);
+    std::printf("%-24s %6s %s %s %s %s\n", name.c_str(), "", metric_cell(e / n).c_str(), metric_cell(kl / n).c_str(),
+                metric_cell(rho / n).c_str(), metric_cell(top / n).c_str());
+    undefined = undefined || !std::isfinite(e / n) || !std::isfinite(kl / n) || !std::isfinite(top / n);
   }
+  if (undefined) std::printf("(-: undefined for a student whose weights are no distribution, such as delta's)\n");
   std::printf("%zu samples, %zu layers, %zu heads: %zu files in %s (open report.html), %.1f s\n", r.samples.size(), r.layers.size(),
               r.heads.size(), r.files.size(), r.out.c_str(), r.seconds);
 }

@@ -100,7 +100,9 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
     s.kind = "maps";
     s.path = path;
     s.feature_map = maps.feature_map();
-    s.name = unique_name(label.empty() ? maps.feature_map() + (maps.sla() ? "+sla" : "") : label, out, path);
+    // named by its map, or by its kind where the kind runs none (delta's maps were named "identity")
+    const std::string base = maps.attention().contains("feature_map") ? maps.feature_map() : maps.kind();
+    s.name = unique_name(label.empty() ? base + (maps.sla() ? "+sla" : "") : label, out, path);
     for (auto l : layers)
       if (maps.has_layer(l)) s.kernels[l] = maps.kernel(l);
     MIMIC_CHECK(!s.kernels.empty(), path, ": no maps for the reported layers ", nlohmann::json(layers).dump(), " (it has ",
