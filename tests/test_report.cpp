@@ -490,6 +490,36 @@ TEST(ReportCli, AStudentWhoseWeightsAreNoDistributionPrintsADashNotNan) {
   EXPECT_NE(r.out.find("\ndelta "), std::string::npos) << r.out;
 }
 
+// Maps, or a converted model, are scored only on the record of the teacher they came from: by the digests the maps
+// file and the converted model's provenance keep (helper-50's probe of 2026-12-04: another model's record, of the
+// same shapes, gave a full table, and distill --eval-only its numbers).
+TEST(Report, MapsOrAModelFromAnotherTeacherAreRefusedByTheirDigests) {
+  TempDir dir;
+  const std::string other = tiny_record("bert-mlm");  // 2 layers, 2 heads of 4, as the GPT-2 fixture the maps came from
+  auto o = options(dir.file("out"));
+  o.record = other;
+  o.maps = {tiny_maps()};
+  EXPECT_MIMIC_ERROR(mimic::report::report(o), "not from the teacher of " + other);
+  mimic::convert::ConvertOptions co;
+  co.model_dir = mimic::test::model_with_tokenizer("gpt2-prefixed");
+  co.maps = tiny_maps();
+  co.out = dir.file("converted");
+  mimic::convert::convert(co);
+  o.maps = {};
+  o.models = {co.out};
+  EXPECT_MIMIC_ERROR(mimic::report::report(o), "converted from a teacher of digest");
+  dist::DistillOptions e;
+  e.record = other;
+  e.eval_only = true;
+  e.maps = tiny_maps();
+  e.progress = false;
+  EXPECT_MIMIC_ERROR(dist::distill(e), "not from the teacher of " + other);
+  // on their own teacher's record both are reported
+  o.record = tiny_record("gpt2-prefixed");
+  o.maps = {tiny_maps()};
+  EXPECT_NO_THROW(mimic::report::report(o));
+}
+
 TEST(Report, ErrorsAreClear) {
   TempDir dir;
   auto o = options(dir.file("out"));

@@ -82,6 +82,12 @@ DistilledMaps DistilledMaps::open(const std::string& path) {
 bool DistilledMaps::has_layer(int64_t layer) const { return std::find(layers_.begin(), layers_.end(), layer) != layers_.end(); }
 
 std::string DistilledMaps::feature_map() const { return feature_map_; }
+
+void DistilledMaps::check_teacher(const std::string& other_digest, const std::string& other, const std::string& what_to_do) const {
+  if (model_digest_.empty() || other_digest.empty()) return;
+  MIMIC_CHECK(model_digest_ == other_digest, path_, " was distilled from ", source_.empty() ? "another model" : source_, " (digest ",
+              model_digest_, "), not from the teacher of ", other, " (digest ", other_digest, "): ", what_to_do);
+}
 bool DistilledMaps::sla() const { return attention_.value("gates", false); }
 const std::map<std::string, std::string>& DistilledMaps::metadata() const { return file_->metadata(); }
 

@@ -48,6 +48,10 @@ class DistilledMaps {
   std::shared_ptr<attention::DistillableKernel> kernel(int64_t layer, const nlohmann::json& overrides = nlohmann::json::object()) const;
   // Copies the layer's tensors into an existing kernel of the same configuration.
   void load_into(attention::AttentionKernelImpl& kernel, int64_t layer) const;
+  // Refuses maps distilled from another teacher than the one `other` (a record, a model) came from, by the two
+  // digests (models::model_digest); unchecked where either is unknown. Scores of maps on another model's q and k
+  // mean nothing, and read as numbers all the same (helper-50's probe of 2026-12-04: report, distill --eval-only).
+  void check_teacher(const std::string& other_digest, const std::string& other, const std::string& what_to_do) const;
 
  private:
   std::string path_, source_, model_digest_, kind_, feature_map_;

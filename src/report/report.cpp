@@ -96,6 +96,7 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
     auto maps = distill::DistilledMaps::open(path);
     MIMIC_CHECK(maps.n_head() == nh && maps.head_dim() == hd, path, ": maps for ", maps.n_head(), " heads of ", maps.head_dim(),
                 " dimensions, the record has ", nh, " of ", hd);
+    maps.check_teacher(rec.model_digest(), o.record, "report compares maps on the record of the teacher they were distilled from");
     Student s;
     s.kind = "maps";
     s.path = path;
@@ -124,6 +125,17 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
     const auto sum = model->summary();
     MIMIC_CHECK(sum.n_head == nh && sum.head_dim == hd, dir, ": ", sum.n_head, " heads of ", sum.head_dim,
                 " dimensions, the record has ", nh, " of ", hd);
+    // a converted model is compared on the record of a teacher it was converted from (any of its conversions'), where
+    // its provenance says (helper-50's probe of 2026-12-04: another model's record gave a full table)
+    std::vector<std::string> teachers;
+    const auto& prov = model->provenance();
+    if (prov.is_object() && prov.contains("conversions") && prov["conversions"].is_array())
+      for (const auto& c : prov["conversions"])
+        if (c.is_object() && c.contains("teacher_digest") && c["teacher_digest"].is_string()) teachers.push_back(c["teacher_digest"]);
+    MIMIC_CHECK(teachers.empty() || rec.model_digest().empty() ||
+                    std::find(teachers.begin(), teachers.end(), rec.model_digest()) != teachers.end(),
+                dir, " was converted from a teacher of digest ", teachers.front(), ", not from the teacher of ", o.record, " (digest ",
+                rec.model_digest(), "): report compares a converted model on the record of the teacher it was converted from");
     Student s;
     s.kind = "model";
     s.path = dir;
