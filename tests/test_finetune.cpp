@@ -667,6 +667,33 @@ TEST(FinetuneCli, LmWithLoraAndTeacher) {
   EXPECT_NE(bert.err.find("finetunes a causal LM (GPT-2, Llama"), std::string::npos) << bert.err;
 }
 
+// A converted model knows its teacher by digest (mimic.json's conversions): a --teacher that is another model is
+// allowed (a larger model of the same tokenizer teaches too) but said at once on stderr (helper-50's probe of
+// 2026-12-04: a second pretrain of the same shape trained as the teacher without a word).
+TEST(FinetuneCli, ATeacherThatIsNotTheConvertedModelsOwnIsNamedInANote) {
+  TempDir dir;
+  const auto base = tiny_gpt2(dir);
+  auto conv = models::load_model(base);
+  convert_all(*conv);
+  conv->provenance()["conversions"] = nlohmann::json::array({{{"teacher", base}, {"teacher_digest", models::model_digest(*conv)}}});
+  conv->save(dir.file("conv"));
+  auto other = models::load_model(base);
+  {
+    torch::NoGradGuard no_grad;
+    other->module().parameters()[0].add_(1e-3);
+  }
+  other->save(dir.file("other"));
+  const std::string args = "finetune --task lm --model " + dir.file("conv") + " --data moby-dick --steps 1 --warmup 1 --seq-len 16"
+                           " --batch-size 1 --eval-batches 1 --threads 1 --kd 1 --json";
+  const auto wrong = mimic::test::mimic_cli(args + " --teacher " + dir.file("other") + " --out " + dir.file("a"));
+  ASSERT_EQ(wrong.code, 0) << wrong.err;
+  EXPECT_NE(wrong.err.find("mimic: note: --teacher " + dir.file("other") + " (digest "), std::string::npos) << wrong.err;
+  EXPECT_NE(wrong.err.find("is not the model " + dir.file("conv") + " was converted from"), std::string::npos) << wrong.err;
+  const auto own = mimic::test::mimic_cli(args + " --teacher " + base + " --out " + dir.file("b"));
+  ASSERT_EQ(own.code, 0) << own.err;
+  EXPECT_EQ(own.err.find("was converted from"), std::string::npos) << own.err;
+}
+
 // Exports are float32 by default, whatever the input's storage (an fp16 model's updates are not rounded away);
 // --dtype keep stores each tensor as loaded.
 TEST(FinetuneCli, ExportsFloat32UnlessAskedToKeepTheLoadedTypes) {

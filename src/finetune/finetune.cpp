@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -12,6 +14,7 @@
 #include "mimic/core/paths.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
+#include "mimic/train/trainer.h"
 
 namespace mimic::finetune {
 
@@ -148,6 +151,16 @@ std::unique_ptr<models::Model> load_teacher(const FinetuneOptions& o, models::Mo
   MIMIC_CHECK(t.family == s.family && t.vocab_size == s.vocab_size, "teacher ", o.teacher_dir, " (", t.model_type,
               ", vocabulary ", t.vocab_size, ") does not match the model (", s.model_type, ", vocabulary ", s.vocab_size, ")");
   teacher->module().eval();
+  // A converted model's teacher is known by its digest (mimic.json): another --teacher is allowed — a larger model of
+  // the same tokenizer is a teacher too — but said at once, as a mix-up costs a whole run without a sign (helper-50's
+  // probe of 2026-12-04: a second pretrain of the same shape trained without a word).
+  const auto converted_from = models::conversion_teachers(student);
+  if (!converted_from.empty() && train::writes_outputs()) {
+    const auto digest = models::model_digest(*teacher);
+    if (std::find(converted_from.begin(), converted_from.end(), digest) == converted_from.end())
+      std::fprintf(stderr, "mimic: note: --teacher %s (digest %s) is not the model %s was converted from (digest %s): distilling toward "
+                           "another teacher\n", o.teacher_dir.c_str(), digest.c_str(), o.model_dir.c_str(), converted_from.back().c_str());
+  }
   return teacher;
 }
 

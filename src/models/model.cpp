@@ -527,6 +527,15 @@ std::string attention_summary(const Model& model) {
   return s;
 }
 
+std::vector<std::string> conversion_teachers(const Model& model) {
+  std::vector<std::string> digests;
+  const auto& prov = model.provenance();
+  if (prov.is_object() && prov.contains("conversions") && prov["conversions"].is_array())
+    for (const auto& c : prov["conversions"])
+      if (c.is_object() && c.contains("teacher_digest") && c["teacher_digest"].is_string()) digests.push_back(c["teacher_digest"]);
+  return digests;
+}
+
 std::string model_digest(const Model& model) {
   Hasher h;
   for (const auto& [name, t] : model.state_dict()) {

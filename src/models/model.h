@@ -192,6 +192,10 @@ std::string attention_summary(const Model& model);
 // A digest of the model's own weights as stored (names, storage types and bytes; kernel tensors excluded, so a
 // converted model keeps its teacher's digest until it is finetuned). Records and distill outputs carry it.
 std::string model_digest(const Model& model);
+// The model_digest of each teacher a converted model was converted from (its provenance's conversions, in order;
+// empty for a model never converted, or one whose mimic.json predates the digests): what tells whether a record,
+// a maps file or a --teacher belongs to it.
+std::vector<std::string> conversion_teachers(const Model& model);
 // What model_digest leaves out that shapes the forward pass: the config.json fields beyond the weights' shapes
 // (activation, epsilon, attention scaling, sizes, heads) of the model at `model_path` (a folder, or a weights file
 // with config.json beside it), for people and fingerprints; the same weights under another config compute otherwise.

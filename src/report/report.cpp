@@ -127,11 +127,7 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
                 " dimensions, the record has ", nh, " of ", hd);
     // a converted model is compared on the record of a teacher it was converted from (any of its conversions'), where
     // its provenance says (helper-50's probe of 2026-12-04: another model's record gave a full table)
-    std::vector<std::string> teachers;
-    const auto& prov = model->provenance();
-    if (prov.is_object() && prov.contains("conversions") && prov["conversions"].is_array())
-      for (const auto& c : prov["conversions"])
-        if (c.is_object() && c.contains("teacher_digest") && c["teacher_digest"].is_string()) teachers.push_back(c["teacher_digest"]);
+    const auto teachers = models::conversion_teachers(*model);
     MIMIC_CHECK(teachers.empty() || rec.model_digest().empty() ||
                     std::find(teachers.begin(), teachers.end(), rec.model_digest()) != teachers.end(),
                 dir, " was converted from a teacher of digest ", teachers.front(), ", not from the teacher of ", o.record, " (digest ",
