@@ -190,6 +190,22 @@ TEST(Convert, ASaveStoppedBeforeItsEndLeavesAFolderThatIsRefusedNotOneThatLoads)
   EXPECT_TRUE(torch::equal(logits(*mimic::models::load_model(out)), logits(*m)));
 }
 
+// A converted model converted again loses its converted layers' attention (kept heads, caches) to the maps: said in
+// the warning, with the --layers that converts only the rest (helper-50's probe of 2026-12-04: without a word).
+TEST(Convert, ConvertingAConvertedModelAgainSaysWhichLayersItReplaces) {
+  TempDir dir;
+  const auto first = mimic::convert::convert(options(dir.file("one"), "1"));
+  EXPECT_EQ(first.warning.find("runs converted attention"), std::string::npos) << first.warning;
+  auto o = options(dir.file("again"));
+  o.model_dir = dir.file("one");
+  const auto again = mimic::convert::convert(o);
+  EXPECT_NE(again.warning.find("runs converted attention in layer(s) 1 ("), std::string::npos) << again.warning;
+  EXPECT_NE(again.warning.find("; --layers 0 converts only its softmax layers"), std::string::npos) << again.warning;
+  o.out = dir.file("rest");
+  o.layers = "0";
+  EXPECT_EQ(mimic::convert::convert(o).warning.find("runs converted attention"), std::string::npos);
+}
+
 TEST(Convert, PartialConversionLeavesOtherLayersExactlySoftmax) {
   TempDir dir;
   auto r = mimic::convert::convert(options(dir.file("conv"), "1"));

@@ -9,6 +9,7 @@
 
 #include "mimic/attention/distillable.h"
 #include "mimic/attention/hybrid_kernel.h"
+#include "mimic/attention/kinds.h"
 #include "mimic/core/error.h"
 #include "mimic/core/layers.h"
 #include "mimic/distill/maps_file.h"
@@ -171,6 +172,22 @@ ConvertResult convert_model(models::Model& model, const std::string& model_name,
   for (auto l : r.layers) {
     MIMIC_CHECK(l >= 0 && l < s.n_layer, maps.path(), " holds maps for layer ", l, ", but ", model_name, " has ", s.n_layer, " layers");
     MIMIC_CHECK(maps.has_layer(l), "--layers: ", maps.path(), " holds no maps for layer ", l, " (it holds layers ", held, ")");
+  }
+  // A converted model converted again: the maps replace the attention of its converted layers too, kept heads and
+  // caches included — said, with the way to convert only the rest (helper-50's probe of 2026-12-04: the kept heads of
+  // a probe placement were gone without a word).
+  {
+    std::string again, softmax_rest;
+    for (auto l : r.layers) {
+      auto& text = attention::is_reference(*model.attention_kernel(l)) ? softmax_rest : again;
+      text += (text.empty() ? "" : ",") + std::to_string(l);
+    }
+    if (!again.empty()) {
+      const std::string note = model_name + " runs converted attention in layer(s) " + again + " (" + models::attention_summary(model) +
+                               "): the maps replace it, its kept heads and caches included" +
+                               (softmax_rest.empty() ? std::string() : "; --layers " + softmax_rest + " converts only its softmax layers");
+      r.warning = r.warning.empty() ? note : r.warning + "; " + note;
+    }
   }
   MIMIC_CHECK(!(placement.caches() && !placement.keep_softmax.empty()), "--cache-heads and --keep-softmax both place heads: give one ",
               "(the cache keeps a head's recall at a constant state, softmax with a KV cache that grows)");
