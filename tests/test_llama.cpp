@@ -507,6 +507,12 @@ TEST(LlamaFamily, AFolderWithTokenizerJsonRunsEveryStageOnProse) {
   auto rec = mimic::test::mimic_cli("record --model " + m + " --data " + data + " --split train --samples 4 --seq-len 32 --out " + dir.file("r.h5") +
                                     " --threads 1 --json");
   ASSERT_EQ(rec.code, 0) << rec.err;
+  // --repeat at the default length: 256 less the <s> left an odd 255 and was refused (helper-50's probe of
+  // 2026-12-04); the default gives up one token, [<s> A A] in 255
+  auto repeated = mimic::test::mimic_cli("record --model " + m + " --data " + data + " --split train --samples 1 --repeat --out " +
+                                         dir.file("rep.h5") + " --threads 1 --json");
+  ASSERT_EQ(repeated.code, 0) << repeated.err;
+  EXPECT_EQ(nlohmann::json::parse(repeated.out)["seq_len"], 255) << repeated.out;
   auto dis = mimic::test::mimic_cli("distill --record " + dir.file("r.h5") + " --feature-map hedgehog --epochs 2 --out " + dir.file("maps.safetensors") +
                                     " --threads 1 --json");
   ASSERT_EQ(dis.code, 0) << dis.err;

@@ -534,7 +534,7 @@ TEST(RecordRepeat, ARepeatedSampleOpensAsACopyRunDoesWhereTheTokenizerOpensAText
   EXPECT_TRUE(torch::equal(rows.slice(1, 1, 9), rows.slice(1, 9, 17)));
   EXPECT_EQ(rows[0][1].item<int64_t>(), 10);
   EXPECT_EQ(rows[1][1].item<int64_t>(), 18);  // consecutive segments of 8
-  EXPECT_MIMIC_ERROR(mimic::record::make_sampler(stream, &tok, false, 16, true), "--seq-len 16 leaves 15 (seq_len − 1 for the tokenizer's opening)");
+  EXPECT_MIMIC_ERROR(mimic::record::make_sampler(stream, &tok, false, 16, true), "--seq-len 16 leaves 15 (seq_len − 1 for the tokenizer's opening); --seq-len 15 fits");
   // plain samples are blocks of the stream (its own openings where documents start), unopened
   EXPECT_EQ(mimic::record::make_sampler(stream, &tok, false, 16, false).batch(0, 1).first[0][0].item<int64_t>(), 10);
   // no tokenizer (a recall task) or no opening (GPT-2): [A A] from position 0, as before

@@ -107,7 +107,8 @@ Sampler make_sampler(const Stream& stream, const text::Tokenizer* tok, bool cls_
   const int64_t open = static_cast<int64_t>(opening.size());
   const int64_t room = cls_sep ? seq_len - 2 : seq_len - open;
   MIMIC_CHECK(!repeat || (room >= 2 && room % 2 == 0), "--repeat needs an even number of tokens between the framing: --seq-len ", seq_len,
-              " leaves ", room, cls_sep ? " (seq_len − 2 for [CLS] and [SEP])" : open > 0 ? " (seq_len − " + std::to_string(open) + " for the tokenizer's opening)" : "");
+              " leaves ", room, cls_sep ? " (seq_len − 2 for [CLS] and [SEP])" : open > 0 ? " (seq_len − " + std::to_string(open) + " for the tokenizer's opening)" : "",
+              room >= 3 ? "; --seq-len " + std::to_string(seq_len - 1) + " fits" : std::string());
   Sampler sampler{stream, cls_sep, seq_len, repeat ? room / 2 : room, -1, -1, 0, repeat, opening};
   if (cls_sep) {
     MIMIC_CHECK(tok != nullptr, "[CLS]/[SEP] framing needs a tokenizer");
@@ -141,13 +142,19 @@ std::pair<at::Tensor, at::Tensor> Sampler::batch(int64_t begin, int64_t count) c
   return {ids, mask};
 }
 
-int64_t sample_length(const RecordOptions& o, int64_t context, const std::string& context_note, bool cls_sep) {
+int64_t sample_length(const RecordOptions& o, int64_t context, const std::string& context_note, bool cls_sep, const text::Tokenizer* tok) {
   if (o.seq_len == 0 && data::is_recall_task(o.data)) {
     const int64_t own = data::RecallTaskSpec::parse(o.data).seq_len;
     MIMIC_CHECK(own <= context, "the task's seq_len ", own, " exceeds ", models::context_words(context, context_note));
     return own;
   }
-  const int64_t seq_len = o.seq_len > 0 ? o.seq_len : std::min<int64_t>(256, context);
+  int64_t seq_len = o.seq_len > 0 ? o.seq_len : std::min<int64_t>(256, context);
+  // --repeat's two halves need an even room between the framing: the default length gives one up where it leaves an
+  // odd room (a Llama's 256 less its <s> was refused unless --seq-len was given: helper-50's probe of 2026-12-04)
+  if (o.repeat && o.seq_len == 0) {
+    const int64_t framing = cls_sep ? 2 : tok ? static_cast<int64_t>(tok->document_start().size()) : 0;
+    if ((seq_len - framing) % 2 != 0 && seq_len - framing > 2) seq_len -= 1;
+  }
   models::check_seq_len(seq_len, context, context_note, cls_sep ? 3 : 2, cls_sep ? "[CLS] token [SEP]" : "");
   return seq_len;
 }
@@ -164,7 +171,7 @@ SampleReader::SampleReader(const RecordOptions& o) : impl_(std::make_unique<Impl
   const auto cfg = models::load_config((fs::path(o.model_dir) / "config.json").string());
   const bool cls_sep = cfg.family->cls_sep;
   const int64_t context = cfg.max_positions;
-  const int64_t seq_len = sample_length(o, context, cfg.context_note, cls_sep);
+  const int64_t seq_len = sample_length(o, context, cfg.context_note, cls_sep, tok.get());
   impl_->stream = open_stream(o, tok.get(), seq_len, &impl_->data_id);
   impl_->sampler = std::make_unique<Sampler>(make_sampler(impl_->stream, tok.get(), cls_sep, seq_len, o.repeat));
 }

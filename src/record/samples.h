@@ -29,8 +29,10 @@ struct Stream {
 Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t seq_len, std::string* data_id);
 // The tokens per sample of o (record and distill alike): o.seq_len, else a recall task's own length, else
 // min(256, context); refused unless it fits the model's context (and holds [CLS] token [SEP] when cls_sep).
-// `context_note`: where a capped context comes from (ModelConfig::context_note), named in the refusal.
-int64_t sample_length(const RecordOptions& o, int64_t context, const std::string& context_note, bool cls_sep);
+// `context_note`: where a capped context comes from (ModelConfig::context_note), named in the refusal. With --repeat
+// the default length leaves an even room after the framing (`tok`'s opening, or [CLS] and [SEP]).
+int64_t sample_length(const RecordOptions& o, int64_t context, const std::string& context_note, bool cls_sep,
+                      const text::Tokenizer* tok = nullptr);
 // The tokenizer of o.model_dir, or null for a recall task (which has none).
 std::unique_ptr<text::Tokenizer> record_tokenizer(const RecordOptions& o);
 // Word-wise FNV-style hash of the stream (identity of token streams, not cryptographic).
