@@ -206,6 +206,21 @@ TEST(Convert, ConvertingAConvertedModelAgainSaysWhichLayersItReplaces) {
   EXPECT_EQ(mimic::convert::convert(o).warning.find("runs converted attention"), std::string::npos);
 }
 
+// The probe reads text: a model folder without a tokenizer is refused saying so, with the placements that need none
+// (helper-50's probe of 2026-12-04: only "no tokenizer in DIR").
+TEST(Convert, AProbePlacementOnAModelWithoutATokenizerNamesThePlacementsThatNeedNone) {
+  TempDir dir;
+  auto o = options(dir.file("c"));
+  o.model_dir = mimic::test::fixture("models/gpt2-prefixed");  // the committed fixture: weights without tokenizer files
+  o.placement.keep_softmax = "auto:1";
+  o.placement.rule = "probe";
+  const auto e = error_of([&] { mimic::convert::convert(o); });
+  EXPECT_NE(e.find("--keep-softmax auto:1 ranks heads by the probe, which reads text"), std::string::npos) << e;
+  EXPECT_NE(e.find("or --placement kl, or the heads as a list"), std::string::npos) << e;
+  o.placement.rule = "kl";
+  EXPECT_NO_THROW(mimic::convert::convert(o));
+}
+
 TEST(Convert, PartialConversionLeavesOtherLayersExactlySoftmax) {
   TempDir dir;
   auto r = mimic::convert::convert(options(dir.file("conv"), "1"));

@@ -221,6 +221,8 @@ TEST(Placement, CalibrationSegmentsComeFromTheTrainingSplitOnly) {
   o.lm_len = 0;
   o.segments = 1000;
   EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", o), "too few for --probe-segments 1000");
+  // naming a count that fits, as eval --task copy does (helper-50's probe of 2026-12-04)
+  EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", o), " fits; or a longer text)");
   o.data = "sotu-validation";
   EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", o), "neither a corpus");
 }

@@ -246,7 +246,14 @@ ConvertResult convert(const ConvertOptions& o) {
   std::unique_ptr<text::Tokenizer> tok;
   const bool probe = ranking_rule(placement, parse_keep_spec(placement.spec(), placement.option()), model->summary().family->causal) == "probe";
   if (probe && !placement.tokenizer && !placement.calibration_set) {
-    tok = models::load_tokenizer(o.model_dir);  // the probe's calibration set is text of the training split
+    // the probe's calibration set is text of the training split; a model without a tokenizer is said to need one
+    // for the probe, with the placements that need none (helper-50's probe of 2026-12-04: "no tokenizer in DIR")
+    try {
+      tok = models::load_tokenizer(o.model_dir);
+    } catch (const Error& e) {
+      fail(e.what(), "; ", placement.option(), " ", placement.spec(), " ranks heads by the probe, which reads text: ",
+           "give a model folder with its tokenizer, or --placement kl, or the heads as a list (", placement.option(), " 1.0,3.2)");
+    }
     placement.tokenizer = tok.get();
   }
   auto r = convert_model(*model, o.model_dir, maps, o.layers, o.force, placement, o.attention_options);

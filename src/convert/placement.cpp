@@ -121,7 +121,10 @@ ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, 
   ids = cache.ids();
   cal.source = "the train split of " + o.data;
   MIMIC_CHECK(static_cast<int64_t>(ids.size()) >= o.segments * o.segment_len, "--probe-data ", o.data, " has ", ids.size(),
-              " tokens: too few for --probe-segments ", o.segments, " of --probe-segment-len ", o.segment_len);
+              " tokens: too few for --probe-segments ", o.segments, " of --probe-segment-len ", o.segment_len,
+              static_cast<int64_t>(ids.size()) >= o.segment_len
+                  ? " (--probe-segments " + std::to_string(static_cast<int64_t>(ids.size()) / o.segment_len) + " fits; or a longer text)"
+                  : std::string(" (give a longer text)"));
   cal.copy_segments = eval::copy_segments(eval::without_opening(ids, opening), o.segments, o.segment_len);
   if (o.lm_windows > 0) {
     MIMIC_CHECK(static_cast<int64_t>(ids.size()) >= o.lm_windows * o.lm_len, "--probe-data ", o.data, " has ", ids.size(),
