@@ -100,6 +100,26 @@ TEST(Cli, TokenizeAnchors) {
   EXPECT_EQ(plain.out, "15496 995\n");
 }
 
+// A --file is read with its line endings as \n, as --data reads text: CRLF and a lone CR give the ids of the same
+// text with \n (an editor's \r made 59 more tokens of a 29 KB file: helper-50's probe of 2026-12-04); spaces and
+// blank lines stay as given. (--text is the text as typed.)
+TEST(Cli, AFilesLineEndingsAreReadAsNewlines) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("lf.txt"), "Call me Ishmael.\n\n  Some years ago \nnever mind\n");
+  mimic::test::write_bytes(dir.file("crlf.txt"), "Call me Ishmael.\r\n\r\n  Some years ago \rnever mind\r\n");
+  auto ids = [&](const std::string& file) {
+    auto r = mimic_cli("tokenize --model gpt2 --file " + dir.file(file) + " --json");
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["ids"];
+  };
+  const auto lf = ids("lf.txt");
+  EXPECT_EQ(ids("crlf.txt"), lf);
+  EXPECT_GT(lf.size(), 10u);
+  // the spaces and the blank line are kept: the ids differ from those of the text without them
+  mimic::test::write_bytes(dir.file("tight.txt"), "Call me Ishmael.\nSome years ago\nnever mind\n");
+  EXPECT_NE(ids("tight.txt"), lf);
+}
+
 TEST(Cli, ForwardWritesModelOutputs) {
   TempDir dir;
   auto r = mimic_cli("forward --model " + gpt2_dir() + " --text 'Hello world, hello moon.' --out " + dir.file("o.safetensors"));
