@@ -384,6 +384,7 @@ TEST(Convert, RefusesMapsOfAnotherModelShapeOrLayer) {
   o.model_dir = dir.file("other");
   auto msg = error_of([&] { mimic::convert::convert(o); });
   EXPECT_NE(msg.find("was distilled from"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not from " + dir.file("other") + " (digest " + mimic::models::model_digest(*other) + ")"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--force"), std::string::npos) << msg;
   EXPECT_FALSE(fs::exists(dir.file("x")));
   o.force = true;

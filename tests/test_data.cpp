@@ -157,6 +157,8 @@ TEST(DataText, AFolderMakesEachTxtFileADocumentAndBadInputIsAOneLineError) {
   for (size_t i = 0; i < docs.size(); ++i) EXPECT_EQ(marked[i].text, docs[i].text) << docs[i].id;
   EXPECT_EQ(mimic::without_byte_order_mark("\xEF\xBB\xBF" "ab" "\xEF\xBB\xBF"), "ab" "\xEF\xBB\xBF");  // the leading one only
   EXPECT_EQ(mimic::without_byte_order_mark("\xEF\xBB"), "\xEF\xBB");
+  // every text file's line endings are \n (CRLF and a lone CR), spaces and blank lines kept: --file and --data alike
+  EXPECT_EQ(mimic::text_with_newlines("\xEF\xBB\xBF" "a \r\n\r\nb\rc\r"), "a \n\nb\nc\n");
   // JSON lines are classification data, not prose to model
   mimic::test::write_bytes(dir.file("labels.jsonl"), "{\"text\": \"a\", \"label\": 0}\n");
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("labels.jsonl")), "labels.jsonl: a JSON-lines file holds classification data, not language-model text");

@@ -308,6 +308,8 @@ std::string resumed_note(int64_t resumed_from) {
   return resumed_from > 0 ? " (resumed from " + std::to_string(resumed_from) + ")" : "";
 }
 
+void print_note(const std::string& sentence) { std::fprintf(stderr, "mimic: note: %s\n", sentence.c_str()); }
+
 void note_clamped(const std::string& option, int64_t asked, int64_t used, const std::string& what) {
   if (used >= asked) return;
   std::fprintf(stderr, "mimic: note: %s %lld is more than %s (%lld): using %lld\n", option.c_str(), static_cast<long long>(asked),
@@ -357,17 +359,9 @@ std::string read_text_input(const std::optional<std::string>& text, const std::o
   // as --data refuses it: a binary file (a record, a model) given by mistake was tokenized byte by byte for minutes
   // (the probe of 2026-11-27)
   MIMIC_CHECK(data::is_valid_utf8(s), "--file ", *file, ": not valid UTF-8 (--file takes UTF-8 text)");
-  // line endings as \n, as --data reads them: an editor's CRLF is no part of the text, and its \r tokens made a file's
-  // perplexity 1,644 where --data's read of the same file gave 1,184 (helper-50's probe of 2026-12-04); the rest stays
-  // as it is (spaces, blank lines: --file is the text as given)
-  const std::string marked = without_byte_order_mark(s);
-  std::string out;
-  out.reserve(marked.size());
-  for (size_t i = 0; i < marked.size(); ++i) {
-    if (marked[i] != '\r') out.push_back(marked[i]);
-    else if (i + 1 >= marked.size() || marked[i + 1] != '\n') out.push_back('\n');
-  }
-  return out;
+  // read as --data reads a file (line endings as \n, no byte-order mark); the rest stays as it is (spaces, blank lines:
+  // --file is the text as given)
+  return text_with_newlines(s);
 }
 
 std::optional<io::DType> storage_dtype_arg(const std::string& name) {

@@ -125,6 +125,9 @@ void refuse_foreign_file(const std::string& out, const std::string& what,
 void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<std::string, std::string>>& inputs,
                             const std::string& what = "");
 
+// One line on stderr, "mimic: note: SENTENCE": what a run says and goes on (a library stage's notes come here).
+void print_note(const std::string& sentence);
+
 // A count asked for and cut to what exists (issue 38: a request larger than what exists is clamped with a line saying
 // so): when `used` < `asked`, one line on stderr, "mimic: note: OPTION ASKED is more than WHAT (USED): using USED".
 void note_clamped(const std::string& option, int64_t asked, int64_t used, const std::string& what);

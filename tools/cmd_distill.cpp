@@ -25,17 +25,15 @@ struct DistillArgs {
   std::string map_options = "{}";
 };
 
-std::string cell(double x) { return metric_cell(x); }
-
 void print_table(const distill::DistillResult& r, bool eval_only) {
   std::printf("%-6s %7s %9s %9s %9s %9s %9s %9s\n", "layer", "epochs", "CE", "KL", "KL before", "H(soft)", "H(lin)", "spearman");
   double kl = 0, kl0 = 0, ce = 0, hs = 0, hl = 0, rho = 0;
   bool undefined = false;
   for (const auto& l : r.layers) {
     const auto& a = l.after.mean;
-    std::printf("%-6lld %7lld %s %s %s %s %s %s\n", static_cast<long long>(l.layer), static_cast<long long>(l.epochs_run), cell(a.ce).c_str(),
-                cell(a.kl).c_str(), cell(l.before.mean.kl).c_str(), cell(a.entropy_softmax).c_str(), cell(a.entropy_linear).c_str(),
-                cell(a.spearman).c_str());
+    std::printf("%-6lld %7lld %s %s %s %s %s %s\n", static_cast<long long>(l.layer), static_cast<long long>(l.epochs_run),
+                metric_cell(a.ce).c_str(), metric_cell(a.kl).c_str(), metric_cell(l.before.mean.kl).c_str(),
+                metric_cell(a.entropy_softmax).c_str(), metric_cell(a.entropy_linear).c_str(), metric_cell(a.spearman).c_str());
     undefined = undefined || !std::isfinite(a.kl);
     kl += a.kl;
     kl0 += l.before.mean.kl;
@@ -46,8 +44,8 @@ void print_table(const distill::DistillResult& r, bool eval_only) {
   }
   const double n = static_cast<double>(r.layers.size());
   if (n > 0)
-    std::printf("%-6s %7s %s %s %s %s %s %s\n", "mean", "", cell(ce / n).c_str(), cell(kl / n).c_str(), cell(kl0 / n).c_str(), cell(hs / n).c_str(),
-                cell(hl / n).c_str(), cell(rho / n).c_str());
+    std::printf("%-6s %7s %s %s %s %s %s %s\n", "mean", "", metric_cell(ce / n).c_str(), metric_cell(kl / n).c_str(),
+                metric_cell(kl0 / n).c_str(), metric_cell(hs / n).c_str(), metric_cell(hl / n).c_str(), metric_cell(rho / n).c_str());
   if (undefined)
     std::printf("(-: undefined for a student whose weights are no distribution, such as delta's; its validation loss per layer is in --json)\n");
   for (const auto& l : r.layers)

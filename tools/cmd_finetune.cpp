@@ -107,6 +107,7 @@ void run(FinetuneArgs& a) {
   auto& f = a.f;
   f.seed = a.common.seed;
   f.device = a.common.on;
+  f.note = print_note;
   // --kd is a conversion's second stage: its preset (lr 3e-4, copy blocks) unless another is named.
   const std::string preset_name = !a.preset.empty() ? a.preset : a.kd > 0 ? "kd" : family_preset(f.model_dir);
   auto p = finetune::preset(preset_name);

@@ -152,12 +152,9 @@ ConvertResult convert_model(models::Model& model, const std::string& model_name,
   if (maps.model_digest().empty()) {
     r.warning = maps.path() + " does not name its teacher's digest (an older distill output): the maps could not be checked against " +
                 model_name;
-  } else if (maps.model_digest() != digest) {
-    MIMIC_CHECK(force, maps.path(), " was distilled from ", maps.source().empty() ? "another model" : maps.source(), " (digest ",
-                maps.model_digest(), "), not from ", model_name, " (digest ", digest,
-                "): convert the teacher the maps were distilled from, distill maps for this model, or pass --force");
-    r.warning = "--force: " + maps.path() + " was distilled from " + maps.source() + " (digest " + maps.model_digest() + "), not from " +
-                model_name + " (digest " + digest + ")";
+  } else if (const auto mismatch = maps.teacher_mismatch(digest, model_name); !mismatch.empty()) {
+    MIMIC_CHECK(force, mismatch, ": convert the teacher the maps were distilled from, distill maps for this model, or pass --force");
+    r.warning = "--force: " + mismatch;
   } else {
     r.teacher_checked = true;
   }

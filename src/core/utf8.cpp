@@ -44,4 +44,15 @@ std::string without_byte_order_mark(std::string s) {
   return s;
 }
 
+std::string text_with_newlines(const std::string& s) {
+  const std::string raw = without_byte_order_mark(s);
+  std::string out;
+  out.reserve(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] != '\r') out.push_back(raw[i]);
+    else if (i + 1 >= raw.size() || raw[i + 1] != '\n') out.push_back('\n');
+  }
+  return out;
+}
+
 }  // namespace mimic

@@ -33,16 +33,11 @@ Split split_from_name(const std::string& s) {
 std::vector<std::string> lm_corpus_names() { return {"sotu", "moby-dick"}; }
 
 std::string clean_text(const std::string& with_mark) {
-  const std::string raw = without_byte_order_mark(with_mark);
+  const std::string raw = text_with_newlines(with_mark);
   std::string out;
   out.reserve(raw.size());
   size_t newlines = 0;
-  for (size_t i = 0; i < raw.size(); ++i) {
-    char c = raw[i];
-    if (c == '\r') {
-      if (i + 1 < raw.size() && raw[i + 1] == '\n') continue;
-      c = '\n';
-    }
+  for (const char c : raw) {
     if (c == '\n') {
       while (!out.empty() && (out.back() == ' ' || out.back() == '\t')) out.pop_back();
       if (++newlines > 2) continue;
@@ -202,7 +197,7 @@ std::vector<Document> load_text_data(const std::string& path) {
       }
       // a link to nothing was skipped without a word, where an unreadable file is an error: both are
       std::error_code lec, followed;
-      if (e.is_symlink(lec) && (fs::status(e.path(), followed), followed))
+      if (e.is_symlink(lec) && (static_cast<void>(fs::status(e.path(), followed)), followed))
         fail(e.path().string(), ": a link to ", fs::read_symlink(e.path(), lec).string(), " that cannot be followed (", followed.message(),
              "): mend or remove it");
       if (e.is_regular_file()) files.push_back(e.path());

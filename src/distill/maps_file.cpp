@@ -83,10 +83,14 @@ bool DistilledMaps::has_layer(int64_t layer) const { return std::find(layers_.be
 
 std::string DistilledMaps::feature_map() const { return feature_map_; }
 
+std::string DistilledMaps::teacher_mismatch(const std::string& other_digest, const std::string& other) const {
+  if (model_digest_.empty() || other_digest.empty() || model_digest_ == other_digest) return "";
+  return path_ + " was distilled from " + (source_.empty() ? "another model" : source_) + " (digest " + model_digest_ + "), not from " +
+         other + " (digest " + other_digest + ")";
+}
 void DistilledMaps::check_teacher(const std::string& other_digest, const std::string& other, const std::string& what_to_do) const {
-  if (model_digest_.empty() || other_digest.empty()) return;
-  MIMIC_CHECK(model_digest_ == other_digest, path_, " was distilled from ", source_.empty() ? "another model" : source_, " (digest ",
-              model_digest_, "), not from the teacher of ", other, " (digest ", other_digest, "): ", what_to_do);
+  const auto mismatch = teacher_mismatch(other_digest, other);
+  MIMIC_CHECK(mismatch.empty(), mismatch, ": ", what_to_do);
 }
 bool DistilledMaps::sla() const { return attention_.value("gates", false); }
 const std::map<std::string, std::string>& DistilledMaps::metadata() const { return file_->metadata(); }

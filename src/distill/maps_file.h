@@ -48,9 +48,12 @@ class DistilledMaps {
   std::shared_ptr<attention::DistillableKernel> kernel(int64_t layer, const nlohmann::json& overrides = nlohmann::json::object()) const;
   // Copies the layer's tensors into an existing kernel of the same configuration.
   void load_into(attention::AttentionKernelImpl& kernel, int64_t layer) const;
-  // Refuses maps distilled from another teacher than the one `other` (a record, a model) came from, by the two
-  // digests (models::model_digest); unchecked where either is unknown. Scores of maps on another model's q and k
-  // mean nothing, and read as numbers all the same (helper-50's probe of 2026-12-04: report, distill --eval-only).
+  // Whether the maps came from another teacher than `other` (a model, or "the teacher of" a record), by the two digests
+  // (models::model_digest): "" when they match or either is unknown, else a sentence naming both. Scores of maps on
+  // another model's q and k mean nothing, and read as numbers all the same (helper-50's probe of 2026-12-04: report,
+  // distill --eval-only); convert refuses such maps unless forced.
+  std::string teacher_mismatch(const std::string& other_digest, const std::string& other) const;
+  // Refuses maps of another teacher: the mismatch above, then `what_to_do`.
   void check_teacher(const std::string& other_digest, const std::string& other, const std::string& what_to_do) const;
 
  private:

@@ -142,8 +142,8 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   auto& model = prepared.model;
   const int64_t k = static_cast<int64_t>(data.labels.size());
   auto teacher = load_teacher(o, *model);
-  if (teacher) {
-    auto s = teacher->summary();
+  if (teacher.model) {
+    auto s = teacher.model->summary();
     MIMIC_CHECK(s.head == "cls" && s.num_labels == k, "teacher ", o.teacher_dir, " is not a classifier with the data's ", k,
                 " labels (head '", s.head, "', ", s.num_labels, " labels)");
     MIMIC_CHECK(s.labels.empty() || s.labels == data.labels, "teacher ", o.teacher_dir, "'s labels are ", nlohmann::json(s.labels).dump(),
@@ -208,7 +208,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   t.tokens_per_micro_batch = o.batch_size * seq_len;
   t.fingerprint = fingerprint(o);
   t.fingerprint_defaults.update(fingerprint_defaults());
-  add_weight_digests(t.fingerprint, *model, teacher.get(), o.model_dir, o.teacher_dir);
+  add_weight_digests(t.fingerprint, *model, teacher, o.model_dir, o.teacher_dir);
   // the length asked for (unset: 128), not the one used: a default run on a model of context under 128 begun before
   // the default was capped at the context resumes (the same examples either way: longer ones failed then)
   t.fingerprint.update({{"task", "cls"}, {"data", data::data_identity(o.data)}, {"data_digest", data.digest()}, {"seq_len", o.seq_len != 0 ? o.seq_len : int64_t{128}},
@@ -232,7 +232,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
     return s;
   };
   r.student = score(*models::load_model(t.out_dir, o.device));
-  if (teacher) r.teacher = score(*teacher);
+  if (teacher.model) r.teacher = score(*teacher.model);
   return r;
 }
 

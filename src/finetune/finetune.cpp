@@ -144,23 +144,23 @@ void bind(train::TrainTask& task, Prepared& p) {
   task.out_is_model = true;  // one run's result per folder
 }
 
-std::unique_ptr<models::Model> load_teacher(const FinetuneOptions& o, models::Model& student) {
-  if (o.teacher_dir.empty()) return nullptr;
-  auto teacher = models::load_model(o.teacher_dir, o.device);
-  const auto t = teacher->summary(), s = student.summary();
+Teacher load_teacher(const FinetuneOptions& o, models::Model& student) {
+  if (o.teacher_dir.empty()) return {};
+  Teacher teacher{models::load_model(o.teacher_dir, o.device), ""};
+  auto& m = *teacher.model;
+  const auto t = m.summary(), s = student.summary();
   MIMIC_CHECK(t.family == s.family && t.vocab_size == s.vocab_size, "teacher ", o.teacher_dir, " (", t.model_type,
               ", vocabulary ", t.vocab_size, ") does not match the model (", s.model_type, ", vocabulary ", s.vocab_size, ")");
-  teacher->module().eval();
+  m.module().eval();
+  teacher.digest = models::model_digest(m);
   // A converted model's teacher is known by its digest (mimic.json): another --teacher is allowed — a larger model of
   // the same tokenizer is a teacher too — but said at once, as a mix-up costs a whole run without a sign (helper-50's
   // probe of 2026-12-04: a second pretrain of the same shape trained without a word).
   const auto converted_from = models::conversion_teachers(student);
-  if (!converted_from.empty() && train::writes_outputs()) {
-    const auto digest = models::model_digest(*teacher);
-    if (std::find(converted_from.begin(), converted_from.end(), digest) == converted_from.end())
-      std::fprintf(stderr, "mimic: note: --teacher %s (digest %s) is not the model %s was converted from (digest %s): distilling toward "
-                           "another teacher\n", o.teacher_dir.c_str(), digest.c_str(), o.model_dir.c_str(), converted_from.back().c_str());
-  }
+  if (o.note && !converted_from.empty() && train::writes_outputs() &&
+      std::find(converted_from.begin(), converted_from.end(), teacher.digest) == converted_from.end())
+    o.note("--teacher " + o.teacher_dir + " (digest " + teacher.digest + ") is not the model " + o.model_dir + " was converted from (digest " +
+           converted_from.back() + "): distilling toward another teacher");
   return teacher;
 }
 
@@ -189,13 +189,13 @@ nlohmann::json fingerprint_defaults() {
   return {{"freeze_embeddings", false}, {"freeze_kept_heads", false}, {"device", "cpu"}, {"dtype", io::dtype_name(io::DType::F32)}};
 }
 
-void add_weight_digests(nlohmann::json& fp, models::Model& model, models::Model* teacher, const std::string& model_dir,
+void add_weight_digests(nlohmann::json& fp, models::Model& model, const Teacher& teacher, const std::string& model_dir,
                         const std::string& teacher_dir) {
   fp["model_digest"] = models::model_digest(model);
   fp["model_network"] = models::network_description(model_dir);
   fp["model_attention"] = models::attention_digest(model);
-  if (teacher) {
-    fp["teacher_digest"] = models::model_digest(*teacher);
+  if (teacher.model) {
+    fp["teacher_digest"] = teacher.digest;
     // its config too: a rope_theta edit changes the teacher's logits, not its weights (the tenth probe)
     fp["teacher_network"] = models::network_description(teacher_dir);
   }

@@ -82,6 +82,9 @@ struct FinetuneOptions {
     t.link_last_to_best = true;
     return t;
   }();
+  // Said at once, before training, where a run may be what the user did not mean (a --teacher other than the model
+  // a converted student came from): the CLI prints it on stderr; unset, nothing is said. Rank 0 only.
+  std::function<void(const std::string&)> note;
   TrainSet effective_train_set() const { return train_set.value_or(lora.rank > 0 ? TrainSet::FeatureMaps : TrainSet::All); }
 };
 
@@ -100,9 +103,14 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& op
 // Fills the task's parameters, training switch and export from `prepared` (the task keeps a reference).
 void bind(train::TrainTask& task, Prepared& prepared);
 
-// The teacher of options.teacher_dir (null when unset), checked before any training: the same architecture
-// and vocabulary as `student`.
-std::unique_ptr<models::Model> load_teacher(const FinetuneOptions& options, models::Model& student);
+// The teacher of options.teacher_dir (no model when unset), checked before any training: the same architecture
+// and vocabulary as `student`. Its digest (models::model_digest) is read once, for the note on a teacher other than
+// a converted student's own and for the checkpoint's fingerprint: hashing a large teacher's weights takes seconds.
+struct Teacher {
+  std::unique_ptr<models::Model> model;
+  std::string digest;
+};
+Teacher load_teacher(const FinetuneOptions& options, models::Model& student);
 
 // The settings a checkpoint must share to be resumed, common to every task: model, seed, schedule,
 // selection, LoRA; the task adds its data settings.
@@ -115,7 +123,7 @@ nlohmann::json fingerprint_defaults();
 // models::attention_digest of its layers' attention: issue 38 found a resume onto the same weights under another
 // config or other feature maps): a rerun whose model or teacher folder now holds another model under the same path
 // does not continue the old run, and the ranks of a distributed run find out that they loaded different models.
-void add_weight_digests(nlohmann::json& fingerprint, models::Model& model, models::Model* teacher, const std::string& model_dir,
+void add_weight_digests(nlohmann::json& fingerprint, models::Model& model, const Teacher& teacher, const std::string& model_dir,
                         const std::string& teacher_dir);
 
 // A one-line description of what trains ("all", "attention + LoRA r=8 alpha=16", ...).

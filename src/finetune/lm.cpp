@@ -52,13 +52,13 @@ LmResult finetune_lm(const LmOptions& o) {
   const bool kd = o.kd_temperature > 0;
   MIMIC_CHECK(o.kd_temperature >= 0 && std::isfinite(o.kd_temperature), "--kd must be a temperature > 0 (or 0: off), got ",
               o.kd_temperature);
-  MIMIC_CHECK(!kd || teacher, "--kd distils the teacher's logits: give the teacher with --teacher");
+  MIMIC_CHECK(!kd || teacher.model, "--kd distils the teacher's logits: give the teacher with --teacher");
   MIMIC_CHECK(o.kd_lm_weight >= 0 && o.kd_lm_weight <= 1, "--kd-lm-weight must lie in [0, 1], got ", o.kd_lm_weight);
   MIMIC_CHECK(kd || o.kd_lm_weight == 0, "--kd-lm-weight mixes the LM loss into logit distillation: it needs --kd T");
   task.micro_batch_loss = [&]() {
     auto b = data::rows_of(source->next(), env.rank, env.world_size);
     if (!kd) return train::causal_lm_loss(*model, b);
-    return train::causal_lm_kd_loss(*model, *teacher, b, o.kd_temperature, o.kd_lm_weight);
+    return train::causal_lm_kd_loss(*model, *teacher.model, b, o.kd_temperature, o.kd_lm_weight);
   };
   task.evaluate = [&]() { return validation_loss(*model, env.rank, env.world_size); };
   task.data_parallel = true;
@@ -69,7 +69,7 @@ LmResult finetune_lm(const LmOptions& o) {
   t.tokens_per_micro_batch = o.batch_size * seq_len;
   t.fingerprint = fingerprint(o);
   t.fingerprint_defaults.update(fingerprint_defaults());
-  add_weight_digests(t.fingerprint, *model, teacher.get(), o.model_dir, o.teacher_dir);
+  add_weight_digests(t.fingerprint, *model, teacher, o.model_dir, o.teacher_dir);
   t.fingerprint.update({{"task", "lm"}, {"data", data::data_identity(o.corpus)}, {"seq_len", seq_len}, {"batch_size", o.batch_size},
                         {"eval_batches", o.eval_batches}});
   // the text's tokens, not only its path: a file edited under the same name was resumed into (the probe of 2026-11-27)
@@ -109,7 +109,7 @@ LmResult finetune_lm(const LmOptions& o) {
     return s;
   };
   r.student = score(*models::load_model(t.out_dir, o.device));
-  if (teacher) r.teacher = score(*teacher);
+  if (teacher.model) r.teacher = score(*teacher.model);
   return r;
 }
 

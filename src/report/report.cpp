@@ -96,7 +96,7 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
     auto maps = distill::DistilledMaps::open(path);
     MIMIC_CHECK(maps.n_head() == nh && maps.head_dim() == hd, path, ": maps for ", maps.n_head(), " heads of ", maps.head_dim(),
                 " dimensions, the record has ", nh, " of ", hd);
-    maps.check_teacher(rec.model_digest(), o.record, "report compares maps on the record of the teacher they were distilled from");
+    maps.check_teacher(rec.model_digest(), "the teacher of " + o.record, "report compares maps on the record of the teacher they were distilled from");
     Student s;
     s.kind = "maps";
     s.path = path;
