@@ -365,7 +365,7 @@ TEST(RecallTasks, PretrainLearnsMqarAndEvalScoresOnlyTheAnswers) {
   // a model of another vocabulary, and bad specs, are one-line errors
   auto wrong = mimic::test::mimic_cli("eval --task mqar --model " + dir.file("soft") + " --data mqar:vocab=20,seq_len=24,pairs=3");
   EXPECT_NE(wrong.code, 0);
-  EXPECT_NE(wrong.err.find("vocabulary has 10 tokens"), std::string::npos) << wrong.err;
+  EXPECT_NE(wrong.err.find("has a vocabulary of 20 tokens, more than " + dir.file("soft") + "'s 10"), std::string::npos) << wrong.err;
   auto bad = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data mqar:pairs=0 --out " + dir.file("x"));
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("pairs must be >= 1"), std::string::npos) << bad.err;
@@ -608,4 +608,38 @@ TEST(RecordRepeat, ARecallTaskIsRecordedWithoutATokenizer) {
   auto bad = mimic::test::mimic_cli("record --model " + dir.file("m") + " --data " + task + " --seq-len 8 --out " + dir.file("b.h5"));
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("differs from the task's seq_len 16"), std::string::npos) << bad.err;
+}
+
+TEST(RecallTasks, ATaskRunsOnEveryModelWhoseVocabularyHoldsItsIdsAndEveryCommandRefusesALargerOne) {
+  TempDir dir;
+  mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 16, "n_layer": 1, "n_head": 2, "n_positions": 16, "n_inner": 32})");
+  auto p = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data mqar:vocab=12,seq_len=16,pairs=2" +
+                                  " --batch-size 4 --steps 1 --warmup 1 --eval-every 1 --eval-batches 1 --out " + dir.file("m") + " --threads 1");
+  ASSERT_EQ(p.code, 0) << p.err;
+  // a smaller task's ids are the model's first ones: finetune trains on it, and eval scores the result on the same
+  // task (helper-50's probe of 2026-12-04: eval refused what finetune had trained on)
+  const std::string smaller = "mqar:vocab=8,seq_len=16,pairs=2";
+  auto f = mimic::test::mimic_cli("finetune --task lm --model " + dir.file("m") + " --data " + smaller +
+                                  " --batch-size 4 --steps 1 --warmup 1 --eval-every 1 --eval-batches 1 --out " + dir.file("f") + " --threads 1");
+  ASSERT_EQ(f.code, 0) << f.err;
+  auto e = mimic::test::mimic_cli("eval --task mqar --model " + dir.file("f") + " --data " + smaller + " --examples 10 --json --threads 1");
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_EQ(nlohmann::json::parse(e.out)["model"]["queries"], 20) << e.out;
+  auto r = mimic::test::mimic_cli("record --model " + dir.file("m") + " --data " + smaller + " --samples 2 --out " + dir.file("r.h5") +
+                                  " --threads 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // a larger one is refused by each command in the same words, naming both vocabularies and the model: record's
+  // asked whether "the tokenizer" belonged to the model, where no tokenizer is read
+  const std::string larger = "mqar:vocab=20,seq_len=16,pairs=2";
+  const std::string words = "has a vocabulary of 20 tokens, more than " + dir.file("m") + "'s 12: give the task vocab=12 or less";
+  for (const std::string& cmd : {"finetune --task lm --model " + dir.file("m") + " --data " + larger + " --steps 1 --out " + dir.file("o"),
+                                 "record --model " + dir.file("m") + " --data " + larger + " --samples 2 --out " + dir.file("o.h5"),
+                                 "eval --task mqar --model " + dir.file("m") + " --data " + larger + " --examples 2"}) {
+    auto bad = mimic::test::mimic_cli(cmd + " --threads 1");
+    EXPECT_NE(bad.code, 0) << cmd;
+    EXPECT_NE(bad.err.find(words), std::string::npos) << cmd << ": " << bad.err;
+    EXPECT_EQ(bad.err.find("tokenizer"), std::string::npos) << cmd << ": " << bad.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o.h5")));
 }

@@ -109,6 +109,11 @@ void RecallTaskSpec::validate() const {
   }
 }
 
+void RecallTaskSpec::check_fits(int64_t model_vocab, const std::string& model) const {
+  MIMIC_CHECK(vocab <= model_vocab, "the task ", to_string(), " has a vocabulary of ", vocab, " tokens, more than ", model, "'s ", model_vocab,
+              ": give the task vocab=", model_vocab, " or less (its ids must be the model's)");
+}
+
 std::string RecallTaskSpec::to_string() const {
   std::ostringstream os;
   os << kind << ":vocab=" << vocab << ",seq_len=" << seq_len;

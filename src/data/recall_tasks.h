@@ -30,6 +30,12 @@ struct RecallTaskSpec {
   static RecallTaskSpec parse(const std::string& spec);
   std::string to_string() const;  // canonical form, every key written ("mqar:vocab=...,seq_len=...,...")
   void validate() const;
+  // Refuses a task whose ids are not all ids of a model of `model_vocab` tokens (`model`: how to name it): one rule
+  // for every command that runs a model on a task (record, finetune, eval). A smaller task vocabulary is allowed — its
+  // ids are the model's first ones, and eval's argmax over the whole vocabulary counts any other id as a wrong answer.
+  // (helper-50's probe of 2026-12-04: finetune trained on vocab 64 in a model of more, then eval refused the same
+  // task; record refused a larger one asking whether "the tokenizer" belonged to the model.)
+  void check_fits(int64_t model_vocab, const std::string& model) const;
   int64_t queries() const { return kind == "ar" ? 1 : pairs; }
 };
 

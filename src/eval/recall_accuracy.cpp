@@ -16,8 +16,7 @@ namespace mimic::eval {
 RecallAccuracyResult recall_accuracy(models::Model& model, const data::RecallTaskSpec& spec, const RecallAccuracyOptions& o) {
   const auto s = model.summary();
   MIMIC_CHECK(s.head == "lm", "recall accuracy needs a causal language model; this model is ", s.model_type, " with head '", s.head, "'");
-  MIMIC_CHECK(s.vocab_size == spec.vocab, "the model's vocabulary has ", s.vocab_size, " tokens, the task ", spec.to_string(), "'s ",
-              spec.vocab, ": evaluate a model trained on this task");
+  spec.check_fits(s.vocab_size, "the model");
   MIMIC_CHECK(spec.seq_len <= s.max_positions, "the task's seq_len ", spec.seq_len, " exceeds ", models::context_words(s));
   MIMIC_CHECK(o.examples >= 1 && o.batch_size >= 1, "recall accuracy needs examples >= 1 and batch size >= 1");
   torch::NoGradGuard no_grad;

@@ -24,7 +24,7 @@ struct RecallAccuracyResult {
   double seconds = 0;
 };
 
-// A model whose vocabulary is not the task's, or whose context is shorter than its seq_len, is a mimic::Error.
+// A model whose vocabulary does not hold the task's ids (data::RecallTaskSpec::check_fits), or whose context is shorter than its seq_len, is a mimic::Error.
 RecallAccuracyResult recall_accuracy(models::Model& model, const data::RecallTaskSpec& spec, const RecallAccuracyOptions& options);
 
 }  // namespace mimic::eval

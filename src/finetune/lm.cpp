@@ -10,6 +10,7 @@
 #include "mimic/data/batches.h"
 #include "mimic/data/corpus.h"
 #include "mimic/data/lm_source.h"
+#include "mimic/data/recall_tasks.h"
 #include "mimic/data/token_cache.h"
 #include "mimic/distributed/environment.h"
 #include "mimic/io/output_lock.h"
@@ -33,6 +34,7 @@ LmResult finetune_lm(const LmOptions& o) {
   const int64_t seq_len = o.seq_len != 0 ? o.seq_len : std::min<int64_t>(256, summary.max_positions);
   // a recall task's length is the task's own (data::lm_seq_len), which the user may not have given as --seq-len
   MIMIC_CHECK(!recall || seq_len <= summary.max_positions, "the task's seq_len ", seq_len, " exceeds ", models::context_words(summary));
+  if (recall) data::RecallTaskSpec::parse(o.corpus).check_fits(summary.vocab_size, o.model_dir);
   models::check_seq_len(seq_len, summary.max_positions, summary.context_note);
   auto teacher = load_teacher(o, *model);
 
