@@ -670,7 +670,7 @@ TEST(FinetuneCli, LmWithLoraAndTeacher) {
 // A converted model knows its teacher by digest (mimic.json's conversions): a --teacher that is another model is
 // allowed (a larger model of the same tokenizer teaches too) but said at once on stderr (helper-50's probe of
 // 2026-12-04: a second pretrain of the same shape trained as the teacher without a word).
-TEST(FinetuneCli, ATeacherThatIsNotTheConvertedModelsOwnIsNamedInANote) {
+TEST(FinetuneCli, ATeacherThatIsNotTheConvertedModelsOwnIsNamedInANoteByFinetuneAndEval) {
   TempDir dir;
   const auto base = tiny_gpt2(dir);
   auto conv = models::load_model(base);
@@ -692,6 +692,16 @@ TEST(FinetuneCli, ATeacherThatIsNotTheConvertedModelsOwnIsNamedInANote) {
   const auto own = mimic::test::mimic_cli(args + " --teacher " + base + " --out " + dir.file("b"));
   ASSERT_EQ(own.code, 0) << own.err;
   EXPECT_EQ(own.err.find("was converted from"), std::string::npos) << own.err;
+  // eval --teacher compares with it all the same, and says so once, before the teacher's numbers
+  const std::string eval = "eval --model " + dir.file("conv") + " --text 'the whale and the sea and the ship' --threads 1 --json --teacher ";
+  const auto compared = mimic::test::mimic_cli(eval + dir.file("other"));
+  ASSERT_EQ(compared.code, 0) << compared.err;
+  EXPECT_NE(compared.err.find("mimic: note: --teacher " + dir.file("other") + " (digest " + models::model_digest(*other) + ") is not the model " +
+                              dir.file("conv") + " was converted from"), std::string::npos) << compared.err;
+  EXPECT_TRUE(nlohmann::json::parse(compared.out).contains("perplexity_ratio")) << compared.out;
+  const auto own_eval = mimic::test::mimic_cli(eval + base);
+  ASSERT_EQ(own_eval.code, 0) << own_eval.err;
+  EXPECT_EQ(own_eval.err.find("was converted from"), std::string::npos) << own_eval.err;
 }
 
 // Exports are float32 by default, whatever the input's storage (an fp16 model's updates are not rounded away);

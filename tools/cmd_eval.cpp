@@ -35,7 +35,26 @@ struct EvalArgs {
   eval::PasskeyOptions passkey;
   eval::CopyOptions copy;
   eval::RecallAccuracyOptions recall;
+  // The teachers --model was converted from (models::conversion_teachers), read as it loads, for the note on another
+  // --teacher when the teacher loads after it (load_evaluated); mutable as the evaluations take the arguments as given.
+  mutable std::vector<std::string> converted_from;
 };
+
+// A model to evaluate, from `dir` (--model or --teacher). With --teacher, a converted model's own teacher is known by its
+// digest (mimic.json): another is evaluated all the same — a larger model of the tokenizer is a fair reference — but
+// said at once, as the ratios and "recall recovered" then compare with a model it did not come from (helper-50's probe
+// of 2026-12-04; finetune --teacher says it too). --model loads first in every task.
+std::unique_ptr<models::Model> load_evaluated(const EvalArgs& a, const std::string& dir) {
+  auto model = models::load_model(dir, a.common.on);
+  if (a.teacher.empty()) return model;
+  if (dir == a.model) {
+    a.converted_from = models::conversion_teachers(*model);
+  } else if (!a.converted_from.empty()) {
+    const auto other = models::other_teacher(a.converted_from, a.model, models::model_digest(*model), dir);
+    if (!other.empty()) print_note(other + ": the numbers side by side compare with another model than its own teacher");
+  }
+  return model;
+}
 
 // Which text --task lm and copy score: one of --data and --text/--file (checked before any model loads: a usage error).
 void check_text_given(const EvalArgs& a) {
@@ -68,7 +87,7 @@ std::vector<int64_t> lm_ids(const EvalArgs& a, const text::Tokenizer& tok) {
 
 // One model's result as JSON (perplexity, or classification metrics), with its attention description.
 nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
-  auto model = models::load_model(dir, a.common.on);
+  auto model = load_evaluated(a, dir);
   const auto tok = models::load_tokenizer(dir);
   auto options = a.ppl;
   options.unscored = tok->document_start();  // the opening of each document is the tokenizer's, not the text's
@@ -98,7 +117,7 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   finetune::require_classifier_family(dir);
   auto data = data::load_classification(a.data);
   auto tok = models::load_tokenizer(dir);
-  auto model = models::load_model(dir, a.common.on);
+  auto model = load_evaluated(a, dir);
   auto s = model->summary();
   MIMIC_CHECK(s.head == "cls", dir, " is not a classifier (head '", s.head, "'): finetune it with mimic finetune --task cls");
   data::align_labels(data, s.labels, s.num_labels, dir);  // the model's label2id decides which output is which label
@@ -208,7 +227,7 @@ void run(const EvalArgs& a) {
 // --task copy: every segment scored once and repeated; the copy gain per model, and with --teacher the share
 // of the teacher's gain the model keeps ("recall recovered").
 nlohmann::json eval_copy(EvalArgs& a, const std::string& dir) {
-  auto model = models::load_model(dir, a.common.on);
+  auto model = load_evaluated(a, dir);
   const auto tok = models::load_tokenizer(dir);
   // each run opens as a text does (a Llama's <s>), and is cut from the stream after the stream's own opening
   const auto opening = tok->document_start();
@@ -269,7 +288,7 @@ void run_copy(EvalArgs& a) {
 
 // --task mqar: accuracy on the queried keys of a recall task's split (--data mqar:... or ar:...).
 nlohmann::json eval_recall(const EvalArgs& a, const data::RecallTaskSpec& spec, const std::string& dir) {
-  auto model = models::load_model(dir, a.common.on);
+  auto model = load_evaluated(a, dir);
   spec.check_fits(model->summary().vocab_size, dir);  // named by its folder (eval_recall runs the model and its teacher)
   auto r = eval::recall_accuracy(*model, spec, a.recall);
   return {{"accuracy", r.accuracy}, {"accuracy_ci95", {r.lo, r.hi}}, {"correct", r.correct}, {"queries", r.queries},

@@ -156,11 +156,9 @@ Teacher load_teacher(const FinetuneOptions& o, models::Model& student) {
   // A converted model's teacher is known by its digest (mimic.json): another --teacher is allowed — a larger model of
   // the same tokenizer is a teacher too — but said at once, as a mix-up costs a whole run without a sign (helper-50's
   // probe of 2026-12-04: a second pretrain of the same shape trained without a word).
-  const auto converted_from = models::conversion_teachers(student);
-  if (o.note && !converted_from.empty() && train::writes_outputs() &&
-      std::find(converted_from.begin(), converted_from.end(), teacher.digest) == converted_from.end())
-    o.note("--teacher " + o.teacher_dir + " (digest " + teacher.digest + ") is not the model " + o.model_dir + " was converted from (digest " +
-           converted_from.back() + "): distilling toward another teacher");
+  if (o.note && train::writes_outputs())
+    if (const auto other = models::other_teacher(models::conversion_teachers(student), o.model_dir, teacher.digest, o.teacher_dir); !other.empty())
+      o.note(other + ": distilling toward another teacher");
   return teacher;
 }
 

@@ -92,6 +92,13 @@ std::vector<std::string> conversion_teachers(const Model& model) {
   return digests;
 }
 
+std::string other_teacher(const std::vector<std::string>& converted_from, const std::string& model_dir, const std::string& teacher_digest,
+                          const std::string& teacher_dir) {
+  if (converted_from.empty() || std::find(converted_from.begin(), converted_from.end(), teacher_digest) != converted_from.end()) return "";
+  return "--teacher " + teacher_dir + " (digest " + teacher_digest + ") is not the model " + model_dir + " was converted from (digest " +
+         converted_from.back() + ")";
+}
+
 std::string model_digest(const Model& model) {
   Hasher h;
   for (const auto& [name, t] : model.state_dict()) {
