@@ -94,7 +94,19 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
   EXPECT_EQ(d.train.size(), 1u);
   EXPECT_EQ(d.train[0].label, 1);
   mimic::test::write_bytes(dir.file("bad.jsonl"), "{\"text\": \"a\", \"label\": 1}\n{\"text\": 3}\n");
-  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("bad.jsonl")), "bad.jsonl:2: expected");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("bad.jsonl")), "bad.jsonl:2: \"text\" is a JSON number, not a string");
+  // the part missing is named (helper-52's probe of 2026-12-04: a key spelled "lable" read as the generic shape)
+  mimic::test::write_bytes(dir.file("bad.jsonl"), "{\"text\": \"a\", \"label\": 1}\n{\"text\": \"b\", \"lable\": 1}\n");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("bad.jsonl")), "bad.jsonl:2: no \"label\" key (expected {\"text\": string, \"label\": ...})");
+  mimic::test::write_bytes(dir.file("bad.jsonl"), "{\"txt\": \"a\", \"label\": 1}\n");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("bad.jsonl")), "bad.jsonl:1: no \"text\" key");
+  mimic::test::write_bytes(dir.file("bad.jsonl"), "[\"a\", 1]\n");
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.file("bad.jsonl")), "bad.jsonl:1: expected {\"text\": string, \"label\": ...}, got a JSON array");
+  // an id beyond a classifier's labels is named with its first row, as an unknown name is
+  mimic::test::write_bytes(dir.file("ids.jsonl"), "{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\", \"label\": 5}\n{\"text\": \"c\", \"label\": 5}\n");
+  auto ids = data::load_classification(dir.file("ids.jsonl"));
+  EXPECT_MIMIC_ERROR(data::align_labels(ids, {"x", "y", "z"}, 3, "M"),
+                     "ids.jsonl: label 5 is an id beyond M's 3 labels (ids 0 to 2: [\"x\",\"y\",\"z\"]), first at " + dir.file("ids.jsonl") + ":2");
   mimic::test::write_bytes(dir.file("one.jsonl"), "{\"text\": \"a\", \"label\": 1}\n");
   // one label is a file of its own (a test set of one class): a classifier's labels decide the ids (align_labels); an
   // integer label is an id, so the ids run from 0 to it

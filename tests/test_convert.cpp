@@ -390,7 +390,9 @@ TEST(Convert, RefusesMapsOfAnotherModelShapeOrLayer) {
   o.force = true;
   auto forced = mimic::convert::convert(o);
   EXPECT_FALSE(forced.teacher_checked);
-  EXPECT_NE(forced.warning.find("--force"), std::string::npos);
+  EXPECT_EQ(forced.warning.find("--force: " + o.maps + " was distilled from "), 0u) << forced.warning;
+  EXPECT_NE(forced.warning.find("not from " + dir.file("other") + " (digest " + mimic::models::model_digest(*other) + ")"), std::string::npos)
+      << forced.warning;
   // another shape (BERT, 4 heads? the fixture's heads/dims differ from the maps')
   auto bert = options(dir.file("y"));
   bert.model_dir = mimic::test::model_with_tokenizer("bert-base");

@@ -159,6 +159,9 @@ TEST(DataText, AFolderMakesEachTxtFileADocumentAndBadInputIsAOneLineError) {
   EXPECT_EQ(mimic::without_byte_order_mark("\xEF\xBB"), "\xEF\xBB");
   // every text file's line endings are \n (CRLF and a lone CR), spaces and blank lines kept: --file and --data alike
   EXPECT_EQ(mimic::text_with_newlines("\xEF\xBB\xBF" "a \r\n\r\nb\rc\r"), "a \n\nb\nc\n");
+  EXPECT_EQ(mimic::text_with_newlines("a\r\r\nb\r"), "a\n\nb\n");
+  // and a corpus document's cleaning over them: trailing spaces before a line end, at most one blank line
+  EXPECT_EQ(mimic::data::clean_text("a \r\r\n\r\rb\t\r"), "a\n\nb");
   // JSON lines are classification data, not prose to model
   mimic::test::write_bytes(dir.file("labels.jsonl"), "{\"text\": \"a\", \"label\": 0}\n");
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("labels.jsonl")), "labels.jsonl: a JSON-lines file holds classification data, not language-model text");

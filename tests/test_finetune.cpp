@@ -698,6 +698,7 @@ TEST(FinetuneCli, ATeacherThatIsNotTheConvertedModelsOwnIsNamedInANoteByFinetune
   ASSERT_EQ(compared.code, 0) << compared.err;
   EXPECT_NE(compared.err.find("mimic: note: --teacher " + dir.file("other") + " (digest " + models::model_digest(*other) + ") is not the model " +
                               dir.file("conv") + " was converted from"), std::string::npos) << compared.err;
+  EXPECT_EQ(compared.err.find("was converted from", compared.err.find("was converted from") + 1), std::string::npos) << compared.err;
   EXPECT_TRUE(nlohmann::json::parse(compared.out).contains("perplexity_ratio")) << compared.out;
   const auto own_eval = mimic::test::mimic_cli(eval + base);
   ASSERT_EQ(own_eval.code, 0) << own_eval.err;

@@ -631,9 +631,11 @@ TEST(RecallTasks, ATaskRunsOnEveryModelWhoseVocabularyHoldsItsIdsAndEveryCommand
   // a larger one is refused by each command in the same words, naming both vocabularies and the model: record's
   // asked whether "the tokenizer" belonged to the model, where no tokenizer is read
   const std::string larger = "mqar:vocab=20,seq_len=16,pairs=2";
-  const std::string words = "has a vocabulary of 20 tokens, more than " + dir.file("m") + "'s 12: give the task vocab=12 or less";
+  const std::string words = "has a vocabulary of 20 tokens, more than " + dir.file("m") + "'s 12: give the task vocab=12 or less (its ids must be "
+                            "the model's)";
   for (const std::string& cmd : {"finetune --task lm --model " + dir.file("m") + " --data " + larger + " --steps 1 --out " + dir.file("o"),
                                  "record --model " + dir.file("m") + " --data " + larger + " --samples 2 --out " + dir.file("o.h5"),
+                                 "distill --model " + dir.file("m") + " --data " + larger + " --samples 2 --epochs 0 --out " + dir.file("o.safetensors"),
                                  "eval --task mqar --model " + dir.file("m") + " --data " + larger + " --examples 2"}) {
     auto bad = mimic::test::mimic_cli(cmd + " --threads 1");
     EXPECT_NE(bad.code, 0) << cmd;
@@ -642,4 +644,13 @@ TEST(RecallTasks, ATaskRunsOnEveryModelWhoseVocabularyHoldsItsIdsAndEveryCommand
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("o")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("o.h5")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("o.safetensors")));
+  // the way out is named only where it is a task that runs: an MQAR's pairs need keys, and no task fits under 4 tokens
+  const auto many = RecallTaskSpec::parse("mqar:vocab=40,seq_len=64,pairs=8");
+  EXPECT_MIMIC_ERROR(many.check_fits(12, "M"), "more than M's 12: give the task vocab=12 or less (its ids must be the model's), and pairs=5 or "
+                                               "fewer (the keys a vocabulary of 12 holds)");
+  EXPECT_NO_THROW(RecallTaskSpec::parse("mqar:vocab=12,seq_len=64,pairs=5").check_fits(12, "M"));
+  EXPECT_MIMIC_ERROR(RecallTaskSpec::parse("ar:vocab=8,seq_len=16").check_fits(3, "M"),
+                     "more than M's 3: a recall task needs a vocabulary of at least 4 (filler, keys, values), so none runs on this model");
+  EXPECT_NO_THROW(RecallTaskSpec::parse("ar:vocab=8,seq_len=16").check_fits(8, "M"));
 }

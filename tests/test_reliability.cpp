@@ -926,6 +926,29 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
                                       " --steps 2 --warmup 1 --lr 1e-4 --batch-size 4 --seq-len 16 --threads 1 --json --out " + dir.file("b2"));
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(nlohmann::json::parse(mimic::test::read_bytes(dir.file("b2/config.json")))["id2label"], (nlohmann::json{{"0", "1"}, {"1", "0"}}));
+  // a teacher of the same labels in another order is scored through its own ids, as eval --teacher scores it: finetune
+  // refused it (helper-52's probe of 2026-12-04); its test accuracy is b's, which is a's
+  auto taught = mimic::test::mimic_cli("finetune --task cls --model " + dir.file("a") + " --teacher " + dir.file("b") + " --data " +
+                                       dir.file("m.jsonl") + " --steps 1 --warmup 1 --lr 1e-4 --batch-size 1 --seq-len 16 --threads 1 --json --out " +
+                                       dir.file("a2"));
+  ASSERT_EQ(taught.code, 0) << taught.err;
+  const auto jt = nlohmann::json::parse(taught.out);
+  EXPECT_EQ(jt["teacher"]["test"]["accuracy"], ja["accuracy"]) << taught.out;
+  EXPECT_EQ(jt["teacher"]["test"]["n"], 7) << taught.out;
+  // data without test rows: the test scores are null, not zeros that read as an accuracy of 0 (the same probe)
+  mimic::test::write_bytes(dir.file("tv.jsonl"), R"({"text": "a day", "label": "0", "split": "train"})" "\n"
+                                                 R"({"text": "a night", "label": "1", "split": "validation"})" "\n");
+  auto no_test = mimic::test::mimic_cli("finetune --task cls --model " + dir.file("a") + " --data " + dir.file("tv.jsonl") +
+                                        " --steps 1 --warmup 1 --lr 1e-4 --batch-size 1 --seq-len 16 --threads 1 --json --out " + dir.file("a3"));
+  ASSERT_EQ(no_test.code, 0) << no_test.err;
+  const auto jn = nlohmann::json::parse(no_test.out);
+  EXPECT_TRUE(jn["test"].is_null()) << no_test.out;
+  EXPECT_EQ(jn["validation"]["n"], 1) << no_test.out;
+  auto printed = mimic::test::mimic_cli("finetune --task cls --model " + dir.file("a") + " --data " + dir.file("tv.jsonl") +
+                                        " --steps 1 --warmup 1 --lr 1e-4 --batch-size 1 --seq-len 16 --threads 1 --out " + dir.file("a4"));
+  ASSERT_EQ(printed.code, 0) << printed.err;
+  EXPECT_NE(printed.out.find("validation accuracy"), std::string::npos) << printed.out;
+  EXPECT_EQ(printed.out.find("test accuracy"), std::string::npos) << printed.out;
   // a label the classifier does not know
   mimic::test::write_bytes(dir.file("u.jsonl"), std::string(R"({"text": "a wonderful day", "label": "1"})") + "\n" +
                                                     R"({"text": "a terrible day", "label": "0"})" + "\n" + R"({"text": "a day", "label": "2"})" + "\n" +
@@ -950,6 +973,12 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
   EXPECT_EQ(j1["labels"], (nlohmann::json{"1", "0"}));
   EXPECT_EQ(j1["confusion"][0][0].get<int64_t>() + j1["confusion"][0][1].get<int64_t>(), 3);  // all of label "1" (b's id 0)
   EXPECT_EQ(j1["confusion"][1][0].get<int64_t>() + j1["confusion"][1][1].get<int64_t>(), 0);
+  // side by side, a ratio only of positive numbers: one class's MCC is 0 for both, and 0/0 printed "0.000x" (helper-52)
+  auto side = mimic::test::mimic_cli("eval --task cls --model " + dir.file("b") + " --teacher " + dir.file("a") + " --data " + dir.file("one.jsonl") +
+                                     " --split test --seq-len 16 --threads 1");
+  ASSERT_EQ(side.code, 0) << side.err;
+  EXPECT_NE(side.out.find("mcc                        0.0000         0.0000          -\n"), std::string::npos) << side.out;
+  EXPECT_NE(side.out.find("1.000x"), std::string::npos) << side.out;  // the accuracies, b's and a's alike
   auto fresh = mimic::test::mimic_cli("finetune --task cls --model " + base + " --data " + dir.file("one.jsonl") +
                                       " --steps 2 --batch-size 4 --seq-len 16 --threads 1 --out " + dir.file("c"));
   EXPECT_EQ(fresh.code, 1);

@@ -37,21 +37,22 @@ struct EvalArgs {
   eval::RecallAccuracyOptions recall;
   // The teachers --model was converted from (models::conversion_teachers), read as it loads, for the note on another
   // --teacher when the teacher loads after it (load_evaluated); mutable as the evaluations take the arguments as given.
-  mutable std::vector<std::string> converted_from;
+  mutable std::optional<std::vector<std::string>> converted_from;
 };
 
 // A model to evaluate, from `dir` (--model or --teacher). With --teacher, a converted model's own teacher is known by its
 // digest (mimic.json): another is evaluated all the same — a larger model of the tokenizer is a fair reference — but
-// said at once, as the ratios and "recall recovered" then compare with a model it did not come from (helper-50's probe
-// of 2026-12-04; finetune --teacher says it too). --model loads first in every task.
+// said before the teacher's evaluation, as the ratios and "recall recovered" then compare with a model it did not come
+// from (helper-50's probe of 2026-12-04; finetune --teacher says it too). --model loads first in every task.
 std::unique_ptr<models::Model> load_evaluated(const EvalArgs& a, const std::string& dir) {
   auto model = models::load_model(dir, a.common.on);
   if (a.teacher.empty()) return model;
-  if (dir == a.model) {
+  if (!a.converted_from) {
+    MIMIC_CHECK(dir == a.model, "internal: eval loaded --teacher before --model, so a foreign teacher would go without its note");
     a.converted_from = models::conversion_teachers(*model);
-  } else if (!a.converted_from.empty()) {
-    const auto other = models::other_teacher(a.converted_from, a.model, models::model_digest(*model), dir);
-    if (!other.empty()) print_note(other + ": the numbers side by side compare with another model than its own teacher");
+  } else if (!a.converted_from->empty() && dir != a.model) {
+    const auto other = models::other_teacher(*a.converted_from, a.model, models::model_digest(*model), dir);
+    if (!other.empty()) print_note(other + ": " + models::kComparedWithAnotherTeacher);
   }
   return model;
 }
@@ -188,7 +189,11 @@ void print_side_by_side(const EvalArgs& a, const nlohmann::json& student, const 
   std::printf("%-18s %14s %14s %10s\n", "", "model", "teacher", "ratio");
   for (const char* k : keys) {
     const double s = student[k].get<double>(), t = teacher[k].get<double>();
-    std::printf("%-18s %14.4f %14.4f %9.3fx\n", k, s, t, t != 0 ? s / t : 0.0);
+    // a ratio only of positive numbers: 0/0 printed 0.000x, and an MCC of -0.11 against 0.50 "-0.226x" (helper-52)
+    if (s >= 0 && t > 0)
+      std::printf("%-18s %14.4f %14.4f %9.3fx\n", k, s, t, s / t);
+    else
+      std::printf("%-18s %14.4f %14.4f %10s\n", k, s, t, "-");
   }
   std::printf("model:   %s\nteacher: %s\n", student["attention"].get<std::string>().c_str(),
               teacher["attention"].get<std::string>().c_str());
@@ -219,7 +224,7 @@ void run(const EvalArgs& a) {
   auto t = one(a.teacher);
   const char* key = a.task == "cls" ? "accuracy" : "perplexity";
   nlohmann::json both = {{"model", j}, {"teacher", t}};
-  both[std::string(key) + "_ratio"] = t[key].get<double>() != 0 ? j[key].get<double>() / t[key].get<double>() : 0.0;
+  both[std::string(key) + "_ratio"] = t[key].get<double>() > 0 ? nlohmann::json(j[key].get<double>() / t[key].get<double>()) : nlohmann::json();
   if (a.common.json) return print_json(both);
   print_side_by_side(a, j, t);
 }

@@ -176,8 +176,11 @@ ClassificationData load_jsonl(const std::string& path) {
              "per line (plain text is language-model data: --task lm)");
       fail(e.what(), " (a classification data file holds JSON lines, one {\"text\": …, \"label\": …} per line)");
     }
-    MIMIC_CHECK(j.is_object() && j.contains("text") && j["text"].is_string() && j.contains("label"), path, ":", lineno,
-                ": expected {\"text\": string, \"label\": ...}");
+    // which part is missing or wrong, named: a key spelled "lable" read as the generic shape (helper-52's probe of 2026-12-04)
+    MIMIC_CHECK(j.is_object(), path, ":", lineno, ": expected {\"text\": string, \"label\": ...}, got a JSON ", j.type_name());
+    MIMIC_CHECK(j.contains("text"), path, ":", lineno, ": no \"text\" key (expected {\"text\": string, \"label\": ...})");
+    MIMIC_CHECK(j["text"].is_string(), path, ":", lineno, ": \"text\" is a JSON ", j["text"].type_name(), ", not a string");
+    MIMIC_CHECK(j.contains("label"), path, ":", lineno, ": no \"label\" key (expected {\"text\": string, \"label\": ...})");
     // a label is a name or an integer (docs/data.md): null, true or 1.0 became classes "null", "true" and "1.0" (so 1
     // and 1.0 were two classes: the fifth probe of 2026-11-27)
     MIMIC_CHECK(j["label"].is_string() || j["label"].is_number_integer(), path, ":", lineno, ": label must be a name or an integer, got ",
@@ -270,11 +273,25 @@ bool is_classification_data(const std::string& data) {
   return ext == ".jsonl" && fs::is_regular_file(data, ec);
 }
 
+namespace {
+// The first row (file:line, in file order) holding label id `i`; "" where the rows name no line (a shipped set).
+std::string first_row_of(const ClassificationData& d, int64_t i) {
+  std::string first;
+  for (const auto* part : {&d.train, &d.validation, &d.test})
+    for (const auto& e : *part)
+      if (e.label == i && !e.doc_id.empty() && (first.empty() || line_before(e.doc_id, first))) first = e.doc_id;
+  return first;
+}
+}  // namespace
+
 void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, int64_t model_num_labels, const std::string& model) {
   if (d.labels_are_ids) {
     const int64_t k = model_labels.empty() ? model_num_labels : static_cast<int64_t>(model_labels.size());
-    MIMIC_CHECK(static_cast<int64_t>(d.labels.size()) <= k, d.source, ": label ", d.labels.size() - 1, " is an id beyond ", model, "'s ", k,
-                " labels (ids 0 to ", k - 1, model_labels.empty() ? std::string() : ": " + nlohmann::json(model_labels).dump(), ")");
+    // the row named, as an unknown name's is (helper-52's probe of 2026-12-04)
+    const int64_t largest = static_cast<int64_t>(d.labels.size()) - 1;
+    const std::string at = largest >= k ? first_row_of(d, largest) : std::string();
+    MIMIC_CHECK(largest < k, d.source, ": label ", largest, " is an id beyond ", model, "'s ", k, " labels (ids 0 to ", k - 1,
+                model_labels.empty() ? std::string() : ": " + nlohmann::json(model_labels).dump(), ")", at.empty() ? "" : ", first at " + at);
     d.labels = model_labels;
     if (d.labels.empty())
       for (int64_t i = 0; i < k; ++i) d.labels.push_back(std::to_string(i));
@@ -297,10 +314,7 @@ void align_labels(ClassificationData& d, const std::vector<std::string>& model_l
     std::string where;
     for (size_t u = 0; u < shown; ++u) {
       const auto i = static_cast<int64_t>(std::find(d.labels.begin(), d.labels.end(), unknown[u]) - d.labels.begin());
-      std::string first;
-      for (const auto* part : {&d.train, &d.validation, &d.test})
-        for (const auto& e : *part)
-          if (e.label == i && !e.doc_id.empty() && (first.empty() || line_before(e.doc_id, first))) first = e.doc_id;
+      const std::string first = first_row_of(d, i);
       if (!first.empty()) where += (where.empty() ? "" : ", ") + first;
     }
     if (!where.empty()) where = " (first at " + where + ")";

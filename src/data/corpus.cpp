@@ -210,7 +210,7 @@ std::vector<Document> load_text_data(const std::string& path) {
     // JSON lines are classification data: read as prose they trained a language model on braces and keys without a
     // word (the newcomer probe of 2026-12-01)
     MIMIC_CHECK(!is_classification_data(path), path, ": a JSON-lines file holds classification data, not language-model text ",
-                "(plain text: a .txt file or a folder of them)");
+                "(plain text: a .txt file or a folder of them; a classifier reads it with --task cls)");
     files.push_back(path);
   }
   std::vector<Document> docs;

@@ -110,8 +110,15 @@ void RecallTaskSpec::validate() const {
 }
 
 void RecallTaskSpec::check_fits(int64_t model_vocab, const std::string& model) const {
-  MIMIC_CHECK(vocab <= model_vocab, "the task ", to_string(), " has a vocabulary of ", vocab, " tokens, more than ", model, "'s ", model_vocab,
-              ": give the task vocab=", model_vocab, " or less (its ids must be the model's)");
+  if (vocab <= model_vocab) return;
+  const std::string larger = "the task " + to_string() + " has a vocabulary of " + std::to_string(vocab) + " tokens, more than " + model +
+                             "'s " + std::to_string(model_vocab);
+  // the way out named only where it is a task validate() takes: at least 4 tokens, and an MQAR's keys for its pairs
+  MIMIC_CHECK(model_vocab >= 4, larger, ": a recall task needs a vocabulary of at least 4 (filler, keys, values), so none runs on this model");
+  const int64_t keys = model_vocab / 2 - 1;
+  fail(larger, ": give the task vocab=", model_vocab, " or less (its ids must be the model's)",
+       kind == "mqar" && pairs > keys ? ", and pairs=" + std::to_string(keys) + " or fewer (the keys a vocabulary of " + std::to_string(model_vocab) + " holds)"
+                                      : std::string());
 }
 
 std::string RecallTaskSpec::to_string() const {

@@ -375,7 +375,7 @@ DistillResult eval_only(const DistillOptions& o, Source& src) {
     spec.options = maps->attention();
     MIMIC_CHECK(maps->n_head() == src.n_head() && maps->head_dim() == src.head_dim(), o.maps, ": maps for ", maps->n_head(),
                 " heads of ", maps->head_dim(), " dimensions, the record has ", src.n_head(), " of ", src.head_dim());
-    maps->check_teacher(src.model_digest(), "the teacher of " + (o.record.empty() ? o.model_dir : o.record),
+    maps->check_teacher(src.model_digest(), o.record.empty() ? o.model_dir : "the teacher of " + o.record,
                         "--eval-only scores maps on the record (or model) of the teacher they were distilled from");
   } else {
     spec = student_spec(o, src.n_head(), src.head_dim());

@@ -141,13 +141,15 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   auto prepared = prepare(models::load_model(o.model_dir, lo), o);
   auto& model = prepared.model;
   const int64_t k = static_cast<int64_t>(data.labels.size());
-  auto teacher = load_teacher(o, *model);
+  auto teacher = load_teacher(o, *model, models::kComparedWithAnotherTeacher);
+  // The teacher is scored on the same rows with its own ids for the labels (its id2label, as eval --teacher reads it):
+  // the same names in another order were refused here while eval took them (helper-52's probe of 2026-12-04).
+  auto teacher_data = data;
   if (teacher.model) {
     auto s = teacher.model->summary();
     MIMIC_CHECK(s.head == "cls" && s.num_labels == k, "teacher ", o.teacher_dir, " is not a classifier with the data's ", k,
                 " labels (head '", s.head, "', ", s.num_labels, " labels)");
-    MIMIC_CHECK(s.labels.empty() || s.labels == data.labels, "teacher ", o.teacher_dir, "'s labels are ", nlohmann::json(s.labels).dump(),
-                " by id, the student's ", nlohmann::json(data.labels).dump(), ": their outputs would not compare");
+    data::align_labels(teacher_data, s.labels, s.num_labels, "teacher " + o.teacher_dir);
   }
 
   // Tokenize the training set once; the order of examples is shuffled per epoch by (seed, epoch).
@@ -224,15 +226,15 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   if (r.train.stopped || !train::writes_outputs()) return r;
   // Metrics of the best model (by validation loss) as saved, which also becomes the output directory itself.
   train::promote_best(t.out_dir);
-  auto score = [&](models::Model& m) {
+  auto score = [&](models::Model& m, const data::ClassificationData& d) {
     AutocastGuard mixed(t.precision, o.device);  // in the run's precision, as its evaluations were (finetune_lm's score)
     ClassifyScores s;
-    s.validation = evaluate_classifier(m, *tok, data.validation, k, seq_len, o.batch_size).metrics;
-    if (!data.test.empty()) s.test = evaluate_classifier(m, *tok, data.test, k, seq_len, o.batch_size).metrics;
+    s.validation = evaluate_classifier(m, *tok, d.validation, k, seq_len, o.batch_size).metrics;
+    if (!d.test.empty()) s.test = evaluate_classifier(m, *tok, d.test, k, seq_len, o.batch_size).metrics;
     return s;
   };
-  r.student = score(*models::load_model(t.out_dir, o.device));
-  if (teacher.model) r.teacher = score(*teacher.model);
+  r.student = score(*models::load_model(t.out_dir, o.device), data);
+  if (teacher.model) r.teacher = score(*teacher.model, teacher_data);
   return r;
 }
 

@@ -144,7 +144,7 @@ void bind(train::TrainTask& task, Prepared& p) {
   task.out_is_model = true;  // one run's result per folder
 }
 
-Teacher load_teacher(const FinetuneOptions& o, models::Model& student) {
+Teacher load_teacher(const FinetuneOptions& o, models::Model& student, const std::string& what_it_means) {
   if (o.teacher_dir.empty()) return {};
   Teacher teacher{models::load_model(o.teacher_dir, o.device), ""};
   auto& m = *teacher.model;
@@ -158,7 +158,7 @@ Teacher load_teacher(const FinetuneOptions& o, models::Model& student) {
   // probe of 2026-12-04: a second pretrain of the same shape trained without a word).
   if (o.note && train::writes_outputs())
     if (const auto other = models::other_teacher(models::conversion_teachers(student), o.model_dir, teacher.digest, o.teacher_dir); !other.empty())
-      o.note(other + ": distilling toward another teacher");
+      o.note(other + ": " + what_it_means);
   return teacher;
 }
 

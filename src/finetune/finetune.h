@@ -110,7 +110,8 @@ struct Teacher {
   std::unique_ptr<models::Model> model;
   std::string digest;
 };
-Teacher load_teacher(const FinetuneOptions& options, models::Model& student);
+// `what_it_means`: how the note on a teacher other than a converted student's own ends (what the run does with it).
+Teacher load_teacher(const FinetuneOptions& options, models::Model& student, const std::string& what_it_means);
 
 // The settings a checkpoint must share to be resumed, common to every task: model, seed, schedule,
 // selection, LoRA; the task adds its data settings.

@@ -36,7 +36,8 @@ LmResult finetune_lm(const LmOptions& o) {
   MIMIC_CHECK(!recall || seq_len <= summary.max_positions, "the task's seq_len ", seq_len, " exceeds ", models::context_words(summary));
   if (recall) data::RecallTaskSpec::parse(o.corpus).check_fits(summary.vocab_size, o.model_dir);
   models::check_seq_len(seq_len, summary.max_positions, summary.context_note);
-  auto teacher = load_teacher(o, *model);
+  auto teacher = load_teacher(o, *model, o.kd_temperature > 0 ? "distilling toward another teacher"
+                                                                   : models::kComparedWithAnotherTeacher);
 
   // Data parallelism: every rank draws the global batches of --batch-size × ranks rows and trains on its share.
   const auto& env = distributed::environment();

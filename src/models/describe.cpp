@@ -92,9 +92,13 @@ std::vector<std::string> conversion_teachers(const Model& model) {
   return digests;
 }
 
+bool may_be_teacher(const std::vector<std::string>& converted_from, const std::string& digest) {
+  return converted_from.empty() || digest.empty() || std::find(converted_from.begin(), converted_from.end(), digest) != converted_from.end();
+}
+
 std::string other_teacher(const std::vector<std::string>& converted_from, const std::string& model_dir, const std::string& teacher_digest,
                           const std::string& teacher_dir) {
-  if (converted_from.empty() || std::find(converted_from.begin(), converted_from.end(), teacher_digest) != converted_from.end()) return "";
+  if (may_be_teacher(converted_from, teacher_digest)) return "";
   return "--teacher " + teacher_dir + " (digest " + teacher_digest + ") is not the model " + model_dir + " was converted from (digest " +
          converted_from.back() + ")";
 }

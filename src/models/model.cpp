@@ -5,10 +5,13 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "mimic/attention/attention.h"
 #include "mimic/attention/kinds.h"

@@ -196,9 +196,13 @@ std::string model_digest(const Model& model);
 // empty for a model never converted, or one whose mimic.json predates the digests): what tells whether a record,
 // a maps file or a --teacher belongs to it.
 std::vector<std::string> conversion_teachers(const Model& model);
-// "" when `teacher_digest` is one of `converted_from` (conversion_teachers of the model at `model_dir`) or that list is
-// empty; else "--teacher TEACHER_DIR (digest …) is not the model MODEL_DIR was converted from (digest …)": what
+// Whether a model of `digest` may be the teacher of a model converted from `converted_from` (conversion_teachers):
+// one of them, or either unknown (a model never converted, an older mimic.json, a record without a digest).
+bool may_be_teacher(const std::vector<std::string>& converted_from, const std::string& digest);
+// "" when may_be_teacher (`converted_from`: conversion_teachers of the model at `model_dir`); else "--teacher TEACHER_DIR (digest …) is not the model MODEL_DIR was converted from (digest …)": what
 // finetune and eval say before they distil toward, or compare with, a teacher other than a converted model's own.
+// How finetune (without --kd) and eval end that note: the teacher is only scored beside the model.
+inline constexpr const char* kComparedWithAnotherTeacher = "the numbers side by side compare with another model than its own teacher";
 std::string other_teacher(const std::vector<std::string>& converted_from, const std::string& model_dir, const std::string& teacher_digest,
                           const std::string& teacher_dir);
 // What model_digest leaves out that shapes the forward pass: the config.json fields beyond the weights' shapes

@@ -51,7 +51,6 @@ RecordResult record(const RecordOptions& o) {
   const bool cls_sep = sum.family->cls_sep;
   const bool recall = data::is_recall_task(o.data);
   MIMIC_CHECK(!recall || !o.repeat, "--repeat doubles text segments; a recall task (", o.data, ") brings its own structure");
-  if (recall) data::RecallTaskSpec::parse(o.data).check_fits(sum.vocab_size, o.model_dir);
   const int64_t seq_len = sample_length(o, sum.max_positions, sum.context_note, cls_sep, tok.get());
   const auto layers = parse_layers(o.layers, sum.n_layer);
   const int64_t n_head = sum.n_head, head_dim = sum.head_dim;
@@ -67,7 +66,7 @@ RecordResult record(const RecordOptions& o) {
   }
 
   std::string data_id;
-  Stream stream = open_stream(o, tok.get(), seq_len, &data_id);
+  Stream stream = open_stream(o, tok.get(), seq_len, sum.vocab_size, &data_id);
   Sampler sampler = make_sampler(stream, tok.get(), cls_sep, seq_len, o.repeat);
   const int64_t available = sampler.available();
   const int64_t target = o.samples > 0 ? std::min(o.samples, available) : available;

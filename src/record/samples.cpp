@@ -26,10 +26,11 @@ std::unique_ptr<text::Tokenizer> record_tokenizer(const RecordOptions& o) {
   return models::load_tokenizer(o.model_dir);
 }
 
-Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t seq_len, std::string* data_id) {
+Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t seq_len, int64_t model_vocab, std::string* data_id) {
   Stream s;
   if (data::is_recall_task(o.data)) {
     const auto spec = data::RecallTaskSpec::parse(o.data);
+    spec.check_fits(model_vocab, o.model_dir);  // record's and online distill's reading of a task, before any id is drawn
     MIMIC_CHECK(seq_len == spec.seq_len, "--seq-len ", seq_len, " differs from the task's seq_len ", spec.seq_len, " (", o.data,
                 "): give --seq-len ", spec.seq_len);
     const int64_t n = o.samples > 0 ? o.samples : 1000;
@@ -172,7 +173,7 @@ SampleReader::SampleReader(const RecordOptions& o) : impl_(std::make_unique<Impl
   const bool cls_sep = cfg.family->cls_sep;
   const int64_t context = cfg.max_positions;
   const int64_t seq_len = sample_length(o, context, cfg.context_note, cls_sep, tok.get());
-  impl_->stream = open_stream(o, tok.get(), seq_len, &impl_->data_id);
+  impl_->stream = open_stream(o, tok.get(), seq_len, cfg.vocab_size, &impl_->data_id);
   impl_->sampler = std::make_unique<Sampler>(make_sampler(impl_->stream, tok.get(), cls_sep, seq_len, o.repeat));
 }
 SampleReader::~SampleReader() = default;

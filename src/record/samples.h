@@ -25,8 +25,8 @@ struct Stream {
 // The stream of --data (o.data, o.split) tokenized with `tok`; *data_id: the corpus or set name, or the
 // file's absolute path. A recall task (mqar:..., ar:...) needs no tokenizer (tok may be null): its stream is
 // the inputs of examples 0 .. o.samples−1 (1,000 when 0) of the split, task seed 0, seq_len tokens each
-// (seq_len must be the task's).
-Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t seq_len, std::string* data_id);
+// (seq_len must be the task's; its vocabulary fit the model's `model_vocab`: data::RecallTaskSpec::check_fits).
+Stream open_stream(const RecordOptions& o, const text::Tokenizer* tok, int64_t seq_len, int64_t model_vocab, std::string* data_id);
 // The tokens per sample of o (record and distill alike): o.seq_len, else a recall task's own length, else
 // min(256, context); refused unless it fits the model's context (and holds [CLS] token [SEP] when cls_sep).
 // `context_note`: where a capped context comes from (ModelConfig::context_note), named in the refusal. With --repeat

@@ -128,9 +128,7 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
     // a converted model is compared on the record of a teacher it was converted from (any of its conversions'), where
     // its provenance says (helper-50's probe of 2026-12-04: another model's record gave a full table)
     const auto teachers = models::conversion_teachers(*model);
-    MIMIC_CHECK(teachers.empty() || rec.model_digest().empty() ||
-                    std::find(teachers.begin(), teachers.end(), rec.model_digest()) != teachers.end(),
-                dir, " was converted from a teacher of digest ", teachers.front(), ", not from the teacher of ", o.record, " (digest ",
+    MIMIC_CHECK(models::may_be_teacher(teachers, rec.model_digest()), dir, " was converted from a teacher of digest ", teachers.front(), ", not from the teacher of ", o.record, " (digest ",
                 rec.model_digest(), "): report compares a converted model on the record of the teacher it was converted from");
     Student s;
     s.kind = "model";
