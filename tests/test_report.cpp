@@ -436,6 +436,33 @@ TEST(ReportQuality, EvalResultsBecomeOneRowPerLabelWithIntervals) {
   // errors
   EXPECT_MIMIC_ERROR(rep::read_quality({"a=" + ppl, "a=" + ppl}), "a second perplexity result for 'a'");
   EXPECT_MIMIC_ERROR(rep::read_quality({put("x.json", R"({"accuracy": 0.9})")}), "not an eval result");
+  // a classifier's accuracy (with F1 and MCC; Wilson's interval over its examples) and a recall task's (eval's interval
+  // over its queries), each in a row: a BERT user's report had attention metrics only (helper-52's probe of 2026-12-04)
+  const auto cls = put("cls.json", R"({"model": {"data": "t.jsonl:test", "n": 100, "accuracy": 0.59, "f1": 0.5, "mcc": 0.2, "loss": 0.6},
+                                       "teacher": {"data": "t.jsonl:test", "n": 100, "accuracy": 0.8, "f1": 0.75, "mcc": 0.6, "loss": 0.4},
+                                       "accuracy_ratio": 0.7375})");
+  const auto mqar = put("mqar.json", R"({"task": "mqar", "data": "mqar:vocab=64", "model": {"accuracy": 0.25, "accuracy_ci95": [0.2, 0.3],
+                                         "queries": 600, "correct": 150}})");
+  auto acc = rep::read_quality({"bert=" + cls, "recall=" + mqar});
+  ASSERT_EQ(acc.size(), 3u);
+  EXPECT_EQ(acc[0].label, "teacher");
+  EXPECT_EQ(acc[1].accuracy_task, "cls");
+  EXPECT_NEAR(acc[1].accuracy_lo, lo59, 1e-12);  // 59 of 100, as above
+  EXPECT_NEAR(acc[1].accuracy_hi, hi59, 1e-12);
+  auto ja = rep::quality_json(acc);
+  EXPECT_EQ(ja[0]["accuracy"]["value"], 0.8);
+  EXPECT_EQ(ja[1]["accuracy"]["mcc"], 0.2);
+  EXPECT_EQ(ja[2]["accuracy"]["task"], "mqar");
+  EXPECT_EQ(ja[2]["accuracy"]["ci95"], (nlohmann::json{0.2, 0.3}));
+  EXPECT_EQ(ja[2]["accuracy"]["n"], 600);
+  EXPECT_FALSE(ja[2]["accuracy"].contains("mcc"));
+  const auto acc_html = rep::quality_html(acc);
+  EXPECT_NE(acc_html.find("<td class=l>bert</td><td>0.590</td><td>0.492&ndash;0.681</td><td>0.500</td><td>0.200</td>"), std::string::npos) << acc_html;
+  EXPECT_NE(acc_html.find("<td class=l>recall</td><td>0.250</td><td>0.200&ndash;0.300</td><td>&ndash;</td><td>&ndash;</td>"), std::string::npos)
+      << acc_html;
+  EXPECT_NE(acc_html.find("recall: accuracy over 600 queried keys of mqar:vocab=64"), std::string::npos) << acc_html;
+  EXPECT_MIMIC_ERROR(rep::read_quality({"a=" + cls, "a=" + cls}), "a second accuracy result for 'a'");
+  EXPECT_MIMIC_ERROR(rep::read_quality({put("acc.json", R"({"data": "x", "n": 10, "accuracy": 1.5, "f1": 0, "mcc": 0})")}), "accuracy must lie in [0, 1]");
   EXPECT_MIMIC_ERROR(rep::read_quality({put("bad.json", "{")}), "malformed JSON");
   // a record given where an eval result belongs is named for what it is (not "a NUL byte at offset 8")
   EXPECT_MIMIC_ERROR(rep::read_quality({tiny_record("gpt2-prefixed")}), ": an HDF5 file (a mimic record?), not an eval result");

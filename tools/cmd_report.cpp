@@ -9,6 +9,7 @@
 #include "mimic/attention/feature_map.h"
 #include "cli.h"
 #include "mimic/core/error.h"
+#include "mimic/core/words.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/report/pareto.h"
 #include "mimic/report/report.h"
@@ -107,7 +108,8 @@ void run(ReportArgs& a) {
     }
   if (a.common.json) return print_json(r.to_json());
   if (!r.quality.empty()) {
-    std::printf("%-24s %12s %18s %s\n", "quality", "perplexity", "copy gain", "passkey ranked first");
+    const bool any_accuracy = std::any_of(r.quality.begin(), r.quality.end(), [](const nlohmann::json& q) { return q.contains("accuracy"); });
+    std::printf("%-24s %12s %18s %s%s\n", "quality", "perplexity", "copy gain", any_accuracy ? "accuracy (95% interval)  " : "", "passkey ranked first");
     for (const auto& q : r.quality) {
       const auto has = [&](const char* k) { return q.contains(k) && !q[k].is_null(); };
       char ppl[32] = "-", gain[48] = "-";
@@ -119,7 +121,18 @@ void run(ReportArgs& a) {
         for (const auto& c : q["passkey"])
           pk += (pk.empty() ? "" : " · ") + std::to_string(c["ranked_first"].get<int64_t>()) + "/" + std::to_string(c["trials"].get<int64_t>()) +
                 " at " + std::to_string(c["length"].get<int64_t>());
-      std::printf("%-24s %12s %18s %s\n", q["label"].get<std::string>().c_str(), ppl, gain, pk.empty() ? "-" : pk.c_str());
+      std::string acc;
+      if (any_accuracy) {
+        char cell[96] = "-";
+        if (has("accuracy")) {
+          const auto& x = q["accuracy"];
+          std::snprintf(cell, sizeof cell, "%.3f (%.3f-%.3f)", x["value"].get<double>(), x["ci95"][0].get<double>(), x["ci95"][1].get<double>());
+        }
+        char padded[112];
+        std::snprintf(padded, sizeof padded, "%-25s", cell);
+        acc = padded;
+      }
+      std::printf("%-24s %12s %18s %s%s\n", q["label"].get<std::string>().c_str(), ppl, gain, acc.c_str(), pk.empty() ? "-" : pk.c_str());
     }
   }
   std::printf("%-24s %6s %9s %9s %9s %9s\n", "source (mean of layers)", "", "entropy", "KL", "spearman", "top-k");
@@ -137,8 +150,9 @@ void run(ReportArgs& a) {
     undefined = undefined || !std::isfinite(e / n) || !std::isfinite(kl / n) || !std::isfinite(top / n);
   }
   if (undefined) std::printf("(-: undefined for a student whose weights are no distribution, such as delta's)\n");
-  std::printf("%zu samples, %zu layers, %zu heads: %zu files in %s (open report.html), %.1f s\n", r.samples.size(), r.layers.size(),
-              r.heads.size(), r.files.size(), r.out.c_str(), r.seconds);
+  const auto count = [](size_t n, const char* one) { return count_of(static_cast<int64_t>(n), one); };
+  std::printf("%s, %s, %s: %s in %s (open report.html), %.1f s\n", count(r.samples.size(), "sample").c_str(), count(r.layers.size(), "layer").c_str(),
+              count(r.heads.size(), "head").c_str(), count(r.files.size(), "file").c_str(), r.out.c_str(), r.seconds);
 }
 
 }  // namespace

@@ -72,6 +72,29 @@ void read_passkey(QualityRow& r, const nlohmann::json& j, const std::string& whe
   r.chance = json_double_or(j, "chance", where, QualityRow::kNaN);
 }
 
+// `recall`: --task mqar's (accuracy over its queries, with eval's interval); else --task cls's (with F1 and MCC)
+void read_accuracy(QualityRow& r, const nlohmann::json& top, const nlohmann::json& j, const std::string& where, const std::string& task) {
+  MIMIC_CHECK(std::isnan(r.accuracy), where, ": a second accuracy result for '", r.label, "' (one file per task and label)");
+  r.accuracy_task = task;
+  r.accuracy = json_double(j, "accuracy", where);
+  MIMIC_CHECK(std::isfinite(r.accuracy) && r.accuracy >= 0 && r.accuracy <= 1, where, ": accuracy must lie in [0, 1], got ", r.accuracy);
+  if (task == "cls") {
+    r.accuracy_n = json_int(j, "n", where, 1);
+    r.f1 = json_double(j, "f1", where);
+    r.mcc = json_double(j, "mcc", where);
+    MIMIC_CHECK(std::isfinite(r.f1) && std::isfinite(r.mcc), where, ": f1 and mcc must be finite numbers");
+    r.accuracy_data = json_string_or(j, "data", where, "");
+    // eval reports a classifier's accuracy without an interval: Wilson's over its n examples, as for the queries
+    std::tie(r.accuracy_lo, r.accuracy_hi) = eval::wilson95(std::llround(r.accuracy * static_cast<double>(r.accuracy_n)), r.accuracy_n);
+  } else {
+    r.accuracy_n = json_int(j, "queries", where, 1);
+    const auto& ci = json_key(j, "accuracy_ci95", where);
+    MIMIC_CHECK(ci.is_array() && ci.size() == 2 && ci[0].is_number() && ci[1].is_number(), where, ": accuracy_ci95 must be [low, high]");
+    r.accuracy_lo = ci[0].get<double>(), r.accuracy_hi = ci[1].get<double>();
+    r.accuracy_data = json_string_or(top, "data", where, "");
+  }
+}
+
 std::string fixed(double v, int digits) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -104,20 +127,26 @@ std::vector<QualityRow> read_quality(const std::vector<std::string>& entries) {
                 ": an HDF5 file (a mimic record?), not an eval result (what mimic eval --json printed)");
     MIMIC_CHECK(fs::file_size(path) <= kMaxResultBytes, path, ": ", fs::file_size(path), " bytes is not an eval result (a few kB)");
     const auto top = json_parse(io::read_text_file(path), path);
-    MIMIC_CHECK(top.is_object(), path, ": not an eval result (mimic eval --json of --task lm, copy or passkey)");
+    MIMIC_CHECK(top.is_object(), path, ": not an eval result (mimic eval --json of --task lm, copy, passkey, cls or mqar)");
     // a run with --teacher holds {"model": ..., "teacher": ...}: the row is the model's
     const auto& j = top.contains("model") && top["model"].is_object() ? top["model"] : top;
     const std::string task = top.contains("task") && top["task"].is_string() ? top["task"].get<std::string>() : "";
     // one side of a result into a row; `again_ok`: a second result of the same task is skipped, not refused
     auto read_side = [&](QualityRow& r, const nlohmann::json& side, bool again_ok) {
       const bool is_copy = task == "copy", is_passkey = !is_copy && (task == "passkey" || (side.contains("rows") && !side.contains("perplexity")));
-      if (!is_copy && !is_passkey && !side.contains("perplexity"))
-        fail(path, ": not an eval result of --task lm, copy or passkey (no perplexity, copy_gain or passkey rows)");
-      if (again_ok && (is_copy ? std::isfinite(r.copy_gain) : is_passkey ? !r.passkey.empty() : std::isfinite(r.perplexity))) return;
+      // a recall task's result names its task; a classifier's has none, and is known by its MCC beside the accuracy
+      const std::string accuracy_task = task == "mqar" || task == "ar" ? task
+                                        : task.empty() && side.contains("accuracy") && side.contains("mcc") ? "cls" : "";
+      if (!is_copy && !is_passkey && accuracy_task.empty() && !side.contains("perplexity"))
+        fail(path, ": not an eval result of --task lm, copy, passkey, cls or mqar (no perplexity, copy_gain, passkey rows or accuracy)");
+      const bool again = is_copy ? std::isfinite(r.copy_gain) : is_passkey ? !r.passkey.empty()
+                         : !accuracy_task.empty() ? std::isfinite(r.accuracy) : std::isfinite(r.perplexity);
+      if (again_ok && again) return;
       r.files.push_back(path);
       if (r.attention.empty()) r.attention = side.contains("attention") && side["attention"].is_string() ? side["attention"].get<std::string>() : "";
       if (is_copy) read_copy(r, top, side, path);
       else if (is_passkey) read_passkey(r, side, path);
+      else if (!accuracy_task.empty()) read_accuracy(r, top, side, path, accuracy_task);
       else read_lm(r, side, path);
     };
     read_side(row_for(rows, label), j, false);
@@ -151,6 +180,11 @@ nlohmann::json quality_json(const std::vector<QualityRow>& rows) {
       j["passkey"].push_back({{"length", c.length}, {"trials", c.trials}, {"ranked_first", c.ranked_first},
                               {"share", static_cast<double>(c.ranked_first) / static_cast<double>(c.trials)}, {"ci95", {c.lo, c.hi}}});
     if (!r.passkey.empty()) j["passkey_chance"] = num(r.chance);
+    if (std::isfinite(r.accuracy)) {
+      j["accuracy"] = {{"task", r.accuracy_task}, {"value", r.accuracy}, {"ci95", {r.accuracy_lo, r.accuracy_hi}}, {"n", r.accuracy_n},
+                       {"data", r.accuracy_data}};
+      if (r.accuracy_task == "cls") j["accuracy"].update({{"f1", r.f1}, {"mcc", r.mcc}});
+    }
     out.push_back(j);
   }
   return out;
@@ -164,23 +198,34 @@ std::string quality_html(const std::vector<QualityRow>& rows) {
     for (const auto& c : r.passkey)
       if (std::find(lengths.begin(), lengths.end(), c.length) == lengths.end()) lengths.push_back(c.length);
   std::sort(lengths.begin(), lengths.end());
-  bool any_ppl = false, any_copy = false;
-  for (const auto& r : rows) any_ppl |= std::isfinite(r.perplexity), any_copy |= std::isfinite(r.copy_gain);
+  bool any_ppl = false, any_copy = false, any_acc = false, any_cls = false;
+  for (const auto& r : rows) {
+    any_ppl |= std::isfinite(r.perplexity), any_copy |= std::isfinite(r.copy_gain), any_acc |= std::isfinite(r.accuracy);
+    any_cls |= r.accuracy_task == "cls";
+  }
 
   std::ostringstream h;
   h << "<h2>Quality</h2>\n<p>What <code>mimic eval</code> measured of each model (the files below). ";
-  if (any_ppl) h << "<b>perplexity</b> on held-out text, with its 95% interval taking the scoring windows as independent samples; ";
+  std::vector<std::string> defined;  // one clause per measure shown, joined by "; "
+  if (any_ppl) defined.push_back("<b>perplexity</b> on held-out text, with its 95% interval taking the scoring windows as independent samples");
   if (any_copy)
-    h << "<b>copy gain</b>: nats per token better on the second reading of a passage than on the first (in-context recall), "
-         "&plusmn; its 95% interval, and its share of "
-      << (ref ? "<i>" + esc(ref->label) + "</i>'s" : "the first row's (n/a: that gain's interval reaches zero)") << "; ";
+    defined.push_back("<b>copy gain</b>: nats per token better on the second reading of a passage than on the first (in-context recall), "
+                      "&plusmn; its 95% interval, and its share of " +
+                      (ref ? "<i>" + esc(ref->label) + "</i>'s" : std::string("the first row's (n/a: that gain's interval reaches zero)")));
   if (!lengths.empty())
-    h << "<b>passkey</b>: trials in which the model ranked the hidden key first among the candidates, with the 95% Wilson "
-         "interval of the share";
+    defined.push_back("<b>passkey</b>: trials in which the model ranked the hidden key first among the candidates, with the 95% Wilson "
+                      "interval of the share");
+  if (any_acc)
+    defined.push_back("<b>accuracy</b>: the share of a classifier's examples (<code>--task cls</code>) or of a recall task's queried keys "
+                      "(<code>--task mqar</code>) it got right, with the 95% Wilson interval");
+  if (any_cls) defined.push_back("<b>F1</b> (binary: of the second label; else macro) and <b>MCC</b> of a classifier");
+  for (size_t i = 0; i < defined.size(); ++i) h << (i ? "; " : "") << defined[i];
   h << ". docs/recall.md defines each.</p>\n<table><tr><th class=l>model</th>";
   if (any_ppl) h << "<th>perplexity</th><th>95% interval</th>";
   if (any_copy) h << "<th>copy gain</th><th>share</th>";
   for (auto l : lengths) h << "<th>passkey at " << l << "</th>";
+  if (any_acc) h << "<th>accuracy</th><th>95% interval</th>";
+  if (any_cls) h << "<th>F1</th><th>MCC</th>";
   h << "<th class=l>attention</th></tr>\n";
   for (const auto& r : rows) {
     h << "<tr><td class=l>" << esc(r.label) << "</td>";
@@ -209,6 +254,18 @@ std::string quality_html(const std::vector<QualityRow>& rows) {
       h << "<td>" << it->ranked_first << "/" << it->trials << " (" << fixed(100 * it->lo, 0) << "&ndash;" << fixed(100 * it->hi, 0)
         << "%)</td>";
     }
+    if (any_acc) {
+      if (std::isfinite(r.accuracy))
+        h << "<td>" << fixed(r.accuracy, 3) << "</td><td>" << fixed(r.accuracy_lo, 3) << "&ndash;" << fixed(r.accuracy_hi, 3) << "</td>";
+      else
+        h << "<td>&ndash;</td><td>&ndash;</td>";
+    }
+    if (any_cls) {
+      if (r.accuracy_task == "cls")
+        h << "<td>" << fixed(r.f1, 3) << "</td><td>" << fixed(r.mcc, 3) << "</td>";
+      else
+        h << "<td>&ndash;</td><td>&ndash;</td>";
+    }
     h << "<td class=l>" << esc(r.attention) << "</td></tr>\n";
   }
   h << "</table>\n";
@@ -222,6 +279,9 @@ std::string quality_html(const std::vector<QualityRow>& rows) {
     if (std::isfinite(r.perplexity)) part += "perplexity on " + std::to_string(r.predicted) + " tokens" + (r.data.empty() ? "" : " of " + esc(r.data));
     if (std::isfinite(r.copy_gain))
       part += std::string(part.empty() ? "" : ", ") + "copy gain over " + std::to_string(r.segments) + " passages of " + std::to_string(r.segment_len) + " tokens";
+    if (std::isfinite(r.accuracy))
+      part += std::string(part.empty() ? "" : ", ") + "accuracy over " + std::to_string(r.accuracy_n) +
+              (r.accuracy_task == "cls" ? " examples" : " queried keys") + (r.accuracy_data.empty() ? "" : " of " + esc(r.accuracy_data));
     if (!part.empty()) sizes.push_back(esc(r.label) + ": " + part), parts.push_back(part);
   }
   if (parts.size() > 1 && std::all_of(parts.begin(), parts.end(), [&](const std::string& p) { return p == parts.front(); }))

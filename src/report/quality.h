@@ -1,5 +1,5 @@
 // The quality side of a report: what `mimic eval --json` measured of each model — perplexity, in-context copy gain,
-// passkey retrieval — read from its result files and shown beside the attention metrics, each with its 95% interval,
+// passkey retrieval, accuracy (a classifier's, with F1 and MCC; a recall task's) — read from its result files and shown beside the attention metrics, each with its 95% interval,
 // so that a report says what a conversion keeps and loses, not only how its weights look. docs/report.md.
 #pragma once
 #include <cstdint>
@@ -34,10 +34,16 @@ struct QualityRow {
   // --task passkey, one cell per length
   std::vector<PasskeyCell> passkey;
   double chance = kNaN;
+  // --task cls (on n examples, with F1 and MCC) or mqar/ar (on n queried keys): the share right, with its Wilson 95%
+  // interval (a BERT user's report had attention metrics only: helper-52's probe of 2026-12-04)
+  std::string accuracy_task;  // "cls", "mqar" or "ar"
+  double accuracy = kNaN, accuracy_lo = kNaN, accuracy_hi = kNaN, f1 = kNaN, mcc = kNaN;
+  int64_t accuracy_n = 0;
+  std::string accuracy_data;
 };
 
 // Reads "LABEL=FILE" entries (FILE alone: its name without extension labels it). Each FILE is what `mimic eval
-// --json` printed for --task lm, copy or passkey; entries with the same label make one row, in the order the labels
+// --json` printed for --task lm, copy, passkey, cls or mqar; entries with the same label make one row, in the order the labels
 // first appear, with one file of each task at most. A run with --teacher gives its model's side to LABEL and its
 // teacher's to a row "teacher", placed first (read once per task however many files repeat it). Anything else is a
 // mimic::Error naming the file.
