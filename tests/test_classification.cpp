@@ -93,6 +93,16 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
   EXPECT_EQ(d.labels, (std::vector<std::string>{"neg", "pos"}));
   EXPECT_EQ(d.train.size(), 1u);
   EXPECT_EQ(d.train[0].label, 1);
+  EXPECT_EQ(d.conflicting_texts, 0);
+  EXPECT_EQ(d.conflict_note(), "");
+  // texts given with different labels are counted, the first pair by its lines (the same label twice is no conflict)
+  mimic::test::write_bytes(dir.file("c.jsonl"), "{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\", \"label\": 1}\n{\"text\": \"b\", \"label\": 1}\n"
+                                                "{\"text\": \"a\", \"label\": 1}\n{\"text\": \"a\", \"label\": 2}\n{\"text\": \"c\", \"label\": 0}\n"
+                                                "{\"text\": \"c\", \"label\": 2}\n");
+  const auto c = data::load_classification(dir.file("c.jsonl"));
+  EXPECT_EQ(c.conflicting_texts, 2);
+  EXPECT_EQ(c.conflict_note(), dir.file("c.jsonl") + ": 2 texts are given with different labels (first at " + dir.file("c.jsonl") + ":1 and " +
+                                   dir.file("c.jsonl") + ":4)");
   mimic::test::write_bytes(dir.file("bad.jsonl"), "{\"text\": \"a\", \"label\": 1}\n{\"text\": 3}\n");
   EXPECT_MIMIC_ERROR(data::load_classification(dir.file("bad.jsonl")), "bad.jsonl:2: \"text\" is a JSON number, not a string");
   // the part missing is named (helper-52's probe of 2026-12-04: a key spelled "lable" read as the generic shape)

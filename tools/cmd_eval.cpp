@@ -117,6 +117,7 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   MIMIC_USAGE_CHECK(!a.data.empty(), "--task cls needs --data (spam, sotu-era or a JSON-lines file)");
   finetune::require_classifier_family(dir);
   auto data = data::load_classification(a.data);
+  if (dir == a.model && data.conflicting_texts > 0) print_note(data.conflict_note() + ": each row is scored as given");
   auto tok = models::load_tokenizer(dir);
   auto model = load_evaluated(a, dir);
   auto s = model->summary();

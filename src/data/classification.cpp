@@ -4,6 +4,7 @@
 #include <cctype>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -227,6 +228,17 @@ ClassificationData load_jsonl(const std::string& path) {
     }
   }
   d.metric = d.labels.size() <= 2 ? "f1" : "mcc";
+  {
+    std::map<std::string, std::pair<std::string, std::string>> seen;  // text → its first label and row
+    std::set<std::string> conflicting;
+    for (const auto& [ex, tag] : rows) {
+      const std::string label = tag.substr(tag.find('\t') + 1);
+      const auto [it, fresh] = seen.emplace(ex.text, std::make_pair(label, ex.doc_id));
+      if (fresh || it->second.first == label || !conflicting.insert(ex.text).second) continue;
+      if (d.first_conflict.empty()) d.first_conflict = it->second.second + " and " + ex.doc_id;
+    }
+    d.conflicting_texts = static_cast<int64_t>(conflicting.size());
+  }
   for (auto& [ex, tag] : rows) {
     auto tab = tag.find('\t');
     std::string split = tag.substr(0, tab);
@@ -326,6 +338,12 @@ void align_labels(ClassificationData& d, const std::vector<std::string>& model_l
     for (auto& e : *part) e.label = to[static_cast<size_t>(e.label)];
   d.labels = model_labels;
   d.metric = d.labels.size() == 2 ? "f1" : "mcc";
+}
+
+std::string ClassificationData::conflict_note() const {
+  if (conflicting_texts == 0) return "";
+  return source + ": " + (conflicting_texts == 1 ? std::string("a text is") : std::to_string(conflicting_texts) + " texts are") +
+         " given with different labels (first at " + first_conflict + ")";
 }
 
 ClassificationData load_classification(const std::string& name) {

@@ -26,6 +26,13 @@ struct ClassificationData {
   std::vector<Example> train, validation, test;
   // JSON-lines rows without a "split" of their own, which their text placed (load_classification)
   int64_t split_by_text = 0;
+  // Texts given twice or more with different labels (a JSON-lines file's), and the lines of the first such pair
+  // ("FILE:3 and FILE:9"): allowed — the rows may be meant so — but said by the commands, as a copy-paste slip trains
+  // a classifier toward both labels without a sign (helper-52's probe of 2026-12-04).
+  int64_t conflicting_texts = 0;
+  std::string first_conflict;
+  // "FILE: N texts are given with different labels (first at …)", or "" when none is.
+  std::string conflict_note() const;
   const std::vector<Example>& split(Split s) const;
   // A digest of the label names and of every split's texts and labels: a resume compares it, so a data file whose
   // contents changed under the same path is named rather than trained on.
