@@ -117,6 +117,11 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
   auto ids = data::load_classification(dir.file("ids.jsonl"));
   EXPECT_MIMIC_ERROR(data::align_labels(ids, {"x", "y", "z"}, 3, "M"),
                      "ids.jsonl: label 5 is an id beyond M's 3 labels (ids 0 to 2: [\"x\",\"y\",\"z\"]), first at " + dir.file("ids.jsonl") + ":2");
+  // the first row beyond them, whichever its id (the largest's first row was named, and mending it met the next)
+  mimic::test::write_bytes(dir.file("ids.jsonl"), "{\"text\": \"a\", \"label\": 0}\n{\"text\": \"b\", \"label\": 3}\n{\"text\": \"c\", \"label\": 5}\n");
+  auto ids2 = data::load_classification(dir.file("ids.jsonl"));
+  EXPECT_MIMIC_ERROR(data::align_labels(ids2, {"x", "y", "z"}, 3, "M"),
+                     "label 3 is an id beyond M's 3 labels (ids 0 to 2: [\"x\",\"y\",\"z\"]), first at " + dir.file("ids.jsonl") + ":2 (ids up to 5)");
   mimic::test::write_bytes(dir.file("one.jsonl"), "{\"text\": \"a\", \"label\": 1}\n");
   // one label is a file of its own (a test set of one class): a classifier's labels decide the ids (align_labels); an
   // integer label is an id, so the ids run from 0 to it

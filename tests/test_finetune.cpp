@@ -703,6 +703,16 @@ TEST(FinetuneCli, ATeacherThatIsNotTheConvertedModelsOwnIsNamedInANoteByFinetune
   const auto own_eval = mimic::test::mimic_cli(eval + base);
   ASSERT_EQ(own_eval.code, 0) << own_eval.err;
   EXPECT_EQ(own_eval.err.find("was converted from"), std::string::npos) << own_eval.err;
+  // a converted teacher keeps its softmax teacher's digest, and is told apart by its attention (a finetuned student
+  // against its unfinetuned self went without a note: helper-53's probe); the model itself as --teacher is no other
+  std::filesystem::copy(dir.file("conv"), dir.file("conv-copy"), std::filesystem::copy_options::recursive);
+  const auto converted = mimic::test::mimic_cli(eval + dir.file("conv-copy"));
+  ASSERT_EQ(converted.code, 0) << converted.err;
+  EXPECT_NE(converted.err.find("mimic: note: --teacher " + dir.file("conv-copy") + " is a converted model (linear"), std::string::npos) << converted.err;
+  EXPECT_NE(converted.err.find("), not the model " + dir.file("conv") + " was converted from (digest "), std::string::npos) << converted.err;
+  const auto itself = mimic::test::mimic_cli(eval + dir.file("conv"));
+  ASSERT_EQ(itself.code, 0) << itself.err;
+  EXPECT_EQ(itself.err.find("mimic: note"), std::string::npos) << itself.err;
 }
 
 // Exports are float32 by default, whatever the input's storage (an fp16 model's updates are not rounded away);

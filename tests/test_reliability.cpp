@@ -916,7 +916,7 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
   ASSERT_EQ(a.code, 0) << a.err;
   // "a day" is given as 0 and as 1: scored as given, and said (helper-52's probe of 2026-12-04: no sign of a slip)
   EXPECT_NE(a.err.find("mimic: note: " + dir.file("m.jsonl") + ": a text is given with different labels (first at " + dir.file("m.jsonl") + ":8 and " +
-                       dir.file("m.jsonl") + ":9): each row is scored as given"), std::string::npos) << a.err;
+                       dir.file("m.jsonl") + ":9): each row keeps its own label"), std::string::npos) << a.err;
   ASSERT_EQ(b.code, 0) << b.err;
   const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
   EXPECT_EQ(ja["accuracy"], jb["accuracy"]);
@@ -935,7 +935,7 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
                                        dir.file("m.jsonl") + " --steps 1 --warmup 1 --lr 1e-4 --batch-size 1 --seq-len 16 --threads 1 --json --out " +
                                        dir.file("a2"));
   ASSERT_EQ(taught.code, 0) << taught.err;
-  EXPECT_NE(taught.err.find(":9): each row trains as given"), std::string::npos) << taught.err;
+  EXPECT_NE(taught.err.find(":9): each row keeps its own label"), std::string::npos) << taught.err;
   const auto jt = nlohmann::json::parse(taught.out);
   EXPECT_EQ(jt["teacher"]["test"]["accuracy"], ja["accuracy"]) << taught.out;
   EXPECT_EQ(jt["teacher"]["test"]["n"], 7) << taught.out;

@@ -392,6 +392,9 @@ TEST(ReportQuality, EvalResultsBecomeOneRowPerLabelWithIntervals) {
   auto [lo0, hi0] = mimic::eval::wilson95(0, 10);
   EXPECT_EQ(lo0, 0.0);
   EXPECT_NEAR(hi0, 0.27753, 1e-5);
+  // none right and all right end at exactly 0 and 1 (0 of 100 left 3.5e-18: helper-53's probe)
+  EXPECT_EQ(mimic::eval::wilson95(0, 100).first, 0.0);
+  EXPECT_EQ(mimic::eval::wilson95(100, 100).second, 1.0);
   auto [lo59, hi59] = mimic::eval::wilson95(59, 100);
   EXPECT_NEAR(lo59, 0.49201, 1e-5);
   EXPECT_NEAR(hi59, 0.68133, 1e-5);
@@ -435,7 +438,8 @@ TEST(ReportQuality, EvalResultsBecomeOneRowPerLabelWithIntervals) {
   EXPECT_DOUBLE_EQ(t[1]["copy_gain"]["share"].get<double>(), 0.25);
   // errors
   EXPECT_MIMIC_ERROR(rep::read_quality({"a=" + ppl, "a=" + ppl}), "a second perplexity result for 'a'");
-  EXPECT_MIMIC_ERROR(rep::read_quality({put("x.json", R"({"accuracy": 0.9})")}), "not an eval result");
+  // an accuracy without a task is a classifier's: the key it lacks is named (it was "not an eval result ... no accuracy")
+  EXPECT_MIMIC_ERROR(rep::read_quality({put("x.json", R"({"accuracy": 0.9})")}), "x.json: missing key 'n'");
   // a classifier's accuracy (with F1 and MCC; Wilson's interval over its examples) and a recall task's (eval's interval
   // over its queries), each in a row: a BERT user's report had attention metrics only (helper-52's probe of 2026-12-04)
   const auto cls = put("cls.json", R"({"model": {"data": "t.jsonl:test", "n": 100, "accuracy": 0.59, "f1": 0.5, "mcc": 0.2, "loss": 0.6},
@@ -463,6 +467,23 @@ TEST(ReportQuality, EvalResultsBecomeOneRowPerLabelWithIntervals) {
   EXPECT_NE(acc_html.find("recall: accuracy over 600 queried keys of mqar:vocab=64"), std::string::npos) << acc_html;
   EXPECT_MIMIC_ERROR(rep::read_quality({"a=" + cls, "a=" + cls}), "a second accuracy result for 'a'");
   EXPECT_MIMIC_ERROR(rep::read_quality({put("acc.json", R"({"data": "x", "n": 10, "accuracy": 1.5, "f1": 0, "mcc": 0})")}), "accuracy must lie in [0, 1]");
+  // numbers no eval prints are refused (helper-53's probe: an interval [0.9, 0.1] and an F1 of 7 were shown as given)
+  EXPECT_MIMIC_ERROR(rep::read_quality({put("f1.json", R"({"n": 10, "accuracy": 0.5, "f1": 7, "mcc": 0})")}), "f1 must lie in [0, 1], got 7");
+  EXPECT_MIMIC_ERROR(rep::read_quality({put("mcc.json", R"({"n": 10, "accuracy": 0.5, "f1": 0.5, "mcc": -3})")}), "mcc must lie in [-1, 1], got -3");
+  EXPECT_MIMIC_ERROR(rep::read_quality({put("nomcc.json", R"({"n": 10, "accuracy": 0.5, "f1": 0.5})")}), "nomcc.json: missing key 'mcc'");
+  for (const char* ci : {"[0.9, 0.1]", "[-5, 7]", "[0.0, 0.037]"})
+    EXPECT_MIMIC_ERROR(rep::read_quality({put("ci.json", std::string(R"({"task": "mqar", "model": {"accuracy": 0.25, "queries": 600, "accuracy_ci95": )") + ci + "}}")}),
+                       "accuracy_ci95 must be [low, high] around the accuracy 0.25 within [0, 1]");
+  // one row is one model: results of two attentions under one label, or two teachers' in the row 'teacher', are refused
+  const auto lin = put("lin.json", R"({"perplexity": 300.0, "predicted": 1000, "attention": "linear (hedgehog, row norm) in layers 0-5"})");
+  const auto soft = put("soft.json", R"({"task": "copy", "segments": 8, "segment_len": 64, "model": {"copy_gain": 2.0, "copy_gain_ci95": 0.5,
+                                           "attention": "softmax in layers 0-5"}})");
+  EXPECT_MIMIC_ERROR(rep::read_quality({"m=" + lin, "m=" + soft}), "soft.json: its model computes softmax in layers 0-5, the row 'm' (" + lin +
+                                                                       ") linear (hedgehog, row norm) in layers 0-5: one label per model");
+  const auto other_t = put("other_t.json", R"({"task": "copy", "segments": 8, "segment_len": 64, "model": {"copy_gain": 0.5, "copy_gain_ci95": 0.2},
+                                               "teacher": {"copy_gain": 3.0, "copy_gain_ci95": 0.5}})");
+  EXPECT_MIMIC_ERROR(rep::read_quality({"a=" + copy_s, "b=" + other_t}), "other_t.json: its teacher's result differs from the row 'teacher' (" + copy_s);
+  EXPECT_EQ(rep::read_quality({"a=" + copy_s, "b=" + copy_s}).size(), 3u);  // the same teacher twice is read once
   EXPECT_MIMIC_ERROR(rep::read_quality({put("bad.json", "{")}), "malformed JSON");
   // a record given where an eval result belongs is named for what it is (not "a NUL byte at offset 8")
   EXPECT_MIMIC_ERROR(rep::read_quality({tiny_record("gpt2-prefixed")}), ": an HDF5 file (a mimic record?), not an eval result");

@@ -51,7 +51,7 @@ std::unique_ptr<models::Model> load_evaluated(const EvalArgs& a, const std::stri
     MIMIC_CHECK(dir == a.model, "internal: eval loaded --teacher before --model, so a foreign teacher would go without its note");
     a.converted_from = models::conversion_teachers(*model);
   } else if (!a.converted_from->empty() && dir != a.model) {
-    const auto other = models::other_teacher(*a.converted_from, a.model, models::model_digest(*model), dir);
+    const auto other = models::other_teacher(*a.converted_from, a.model, *model, models::model_digest(*model), dir);
     if (!other.empty()) print_note(other + ": " + models::kComparedWithAnotherTeacher);
   }
   return model;
@@ -117,7 +117,7 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   MIMIC_USAGE_CHECK(!a.data.empty(), "--task cls needs --data (spam, sotu-era or a JSON-lines file)");
   finetune::require_classifier_family(dir);
   auto data = data::load_classification(a.data);
-  if (dir == a.model && data.conflicting_texts > 0) print_note(data.conflict_note() + ": each row is scored as given");
+  if (dir == a.model && data.conflicting_texts > 0) print_note(data.conflict_note() + ": each row keeps its own label");
   auto tok = models::load_tokenizer(dir);
   auto model = load_evaluated(a, dir);
   auto s = model->summary();
@@ -310,7 +310,7 @@ void run_recall(EvalArgs& a) {
   if (!a.teacher.empty()) {
     j["teacher"] = eval_recall(a, spec, a.teacher);
     const double t = j["teacher"]["accuracy"].get<double>();
-    j["accuracy_ratio"] = t != 0 ? j["model"]["accuracy"].get<double>() / t : 0.0;
+    j["accuracy_ratio"] = t > 0 ? nlohmann::json(j["model"]["accuracy"].get<double>() / t) : nlohmann::json();  // 0/0 is no ratio
   }
   if (a.common.json) return print_json(j);
   std::printf("%s (%s split): %lld examples, %lld queries\n", spec.to_string().c_str(), a.split.c_str(),

@@ -3,6 +3,7 @@
 // figures (PNG + SVG) and report.html. docs/report.md.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <tuple>
 
@@ -109,7 +110,8 @@ void run(ReportArgs& a) {
   if (a.common.json) return print_json(r.to_json());
   if (!r.quality.empty()) {
     const bool any_accuracy = std::any_of(r.quality.begin(), r.quality.end(), [](const nlohmann::json& q) { return q.contains("accuracy"); });
-    std::printf("%-24s %12s %18s %s%s\n", "quality", "perplexity", "copy gain", any_accuracy ? "accuracy (95% interval)  " : "", "passkey ranked first");
+    std::printf("%-24s %12s %18s %s%s\n", "quality", "perplexity", "copy gain", any_accuracy ? "accuracy (95% interval) [cls: F1, MCC]      " : "",
+                "passkey ranked first");
     for (const auto& q : r.quality) {
       const auto has = [&](const char* k) { return q.contains(k) && !q[k].is_null(); };
       char ppl[32] = "-", gain[48] = "-";
@@ -126,10 +128,13 @@ void run(ReportArgs& a) {
         char cell[96] = "-";
         if (has("accuracy")) {
           const auto& x = q["accuracy"];
-          std::snprintf(cell, sizeof cell, "%.3f (%.3f-%.3f)", x["value"].get<double>(), x["ci95"][0].get<double>(), x["ci95"][1].get<double>());
+          std::snprintf(cell, sizeof cell, "%s %.3f (%.3f-%.3f)", x["task"].get<std::string>().c_str(), x["value"].get<double>(),
+                        x["ci95"][0].get<double>(), x["ci95"][1].get<double>());
+          if (x.contains("mcc"))
+            std::snprintf(cell + std::strlen(cell), sizeof cell - std::strlen(cell), " F1 %.3f MCC %.3f", x["f1"].get<double>(), x["mcc"].get<double>());
         }
         char padded[112];
-        std::snprintf(padded, sizeof padded, "%-25s", cell);
+        std::snprintf(padded, sizeof padded, "%-43s ", cell);
         acc = padded;
       }
       std::printf("%-24s %12s %18s %s%s\n", q["label"].get<std::string>().c_str(), ppl, gain, acc.c_str(), pk.empty() ? "-" : pk.c_str());
@@ -171,7 +176,7 @@ void register_report(CLI::App& app) {
   sub->add_option("--model", a->o.models, "A converted model directory (or embedded name): its linear-attention layers (repeatable; LABEL=DIR names it)")
       ->transform(labelled_model_dir_arg());
   sub->add_option("--eval", a->o.evals,
-                  "What `mimic eval --json` printed of a model (--task lm, copy or passkey), shown in the report's Quality section "
+                  "What `mimic eval --json` printed of a model (--task lm, copy, passkey, cls or mqar), shown in the report's Quality section "
                   "(repeatable; LABEL=FILE: one row per label, so a model's --model label joins its numbers)")
       ->check(labelled_input_file_arg("the file eval --json wrote"));
   sub->add_option("--out", a->o.out, "Output directory")->required()->check(out_dir_arg());

@@ -286,24 +286,31 @@ bool is_classification_data(const std::string& data) {
 }
 
 namespace {
-// The first row (file:line, in file order) holding label id `i`; "" where the rows name no line (a shipped set).
-std::string first_row_of(const ClassificationData& d, int64_t i) {
+// The first row (file:line, in file order) whose label id is `i` (or, with `or_above`, `i` or more), and its id; ""
+// where the rows name no line (a shipped set).
+std::pair<std::string, int64_t> first_row_of(const ClassificationData& d, int64_t i, bool or_above = false) {
   std::string first;
+  int64_t label = i;
   for (const auto* part : {&d.train, &d.validation, &d.test})
     for (const auto& e : *part)
-      if (e.label == i && !e.doc_id.empty() && (first.empty() || line_before(e.doc_id, first))) first = e.doc_id;
-  return first;
+      if ((e.label == i || (or_above && e.label > i)) && !e.doc_id.empty() && (first.empty() || line_before(e.doc_id, first)))
+        first = e.doc_id, label = e.label;
+  return {first, label};
 }
 }  // namespace
 
 void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, int64_t model_num_labels, const std::string& model) {
   if (d.labels_are_ids) {
     const int64_t k = model_labels.empty() ? model_num_labels : static_cast<int64_t>(model_labels.size());
-    // the row named, as an unknown name's is (helper-52's probe of 2026-12-04)
+    // the first row beyond them named, as an unknown name's is (helper-52's probe of 2026-12-04; the largest id's first
+    // row was named, so mending it met the next: helper-53's)
     const int64_t largest = static_cast<int64_t>(d.labels.size()) - 1;
-    const std::string at = largest >= k ? first_row_of(d, largest) : std::string();
-    MIMIC_CHECK(largest < k, d.source, ": label ", largest, " is an id beyond ", model, "'s ", k, " labels (ids 0 to ", k - 1,
-                model_labels.empty() ? std::string() : ": " + nlohmann::json(model_labels).dump(), ")", at.empty() ? "" : ", first at " + at);
+    if (largest >= k) {
+      const auto [at, id] = first_row_of(d, k, /*or_above=*/true);
+      fail(d.source, ": label ", at.empty() ? largest : id, " is an id beyond ", model, "'s ", k, " labels (ids 0 to ", k - 1,
+           model_labels.empty() ? std::string() : ": " + nlohmann::json(model_labels).dump(), ")", at.empty() ? "" : ", first at " + at,
+           at.empty() || id == largest ? std::string() : " (ids up to " + std::to_string(largest) + ")");
+    }
     d.labels = model_labels;
     if (d.labels.empty())
       for (int64_t i = 0; i < k; ++i) d.labels.push_back(std::to_string(i));
@@ -326,7 +333,7 @@ void align_labels(ClassificationData& d, const std::vector<std::string>& model_l
     std::string where;
     for (size_t u = 0; u < shown; ++u) {
       const auto i = static_cast<int64_t>(std::find(d.labels.begin(), d.labels.end(), unknown[u]) - d.labels.begin());
-      const std::string first = first_row_of(d, i);
+      const std::string first = first_row_of(d, i).first;
       if (!first.empty()) where += (where.empty() ? "" : ", ") + first;
     }
     if (!where.empty()) where = " (first at " + where + ")";

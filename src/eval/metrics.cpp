@@ -56,7 +56,8 @@ std::pair<double, double> wilson95(int64_t k, int64_t n) {
   const double denom = 1 + z * z / nn;
   const double centre = (p + z * z / (2 * nn)) / denom;
   const double half = z * std::sqrt(p * (1 - p) / nn + z * z / (4 * nn * nn)) / denom;
-  return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+  // none right has a lower end of exactly 0 and all right an upper end of 1 (the formula left 3.5e-18 at 0 of 100)
+  return {k == 0 ? 0.0 : std::max(0.0, centre - half), k == n ? 1.0 : std::min(1.0, centre + half)};
 }
 
 }  // namespace mimic::eval

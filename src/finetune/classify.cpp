@@ -118,7 +118,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   require_classifier_family(o.model_dir);
   auto data = data::load_classification(o.data);
   MIMIC_CHECK(!data.train.empty() && !data.validation.empty(), "data set '", o.data, "' needs train and validation examples");
-  if (o.note && train::writes_outputs() && data.conflicting_texts > 0) o.note(data.conflict_note() + ": each row trains as given");
+  if (o.note && train::writes_outputs() && data.conflicting_texts > 0) o.note(data.conflict_note() + ": each row keeps its own label");
   auto tok = models::load_tokenizer(o.model_dir);
   MIMIC_CHECK(tok->cls_id() >= 0 && tok->pad_id() >= 0, o.model_dir, ": sequence classification needs a BERT tokenizer");
   // a classifier keeps its own labels: the data's ids follow its id2label, not the data's order

@@ -157,7 +157,7 @@ Teacher load_teacher(const FinetuneOptions& o, models::Model& student, const std
   // the same tokenizer is a teacher too — but said at once, as a mix-up costs a whole run without a sign (helper-50's
   // probe of 2026-12-04: a second pretrain of the same shape trained without a word).
   if (o.note && train::writes_outputs())
-    if (const auto other = models::other_teacher(models::conversion_teachers(student), o.model_dir, teacher.digest, o.teacher_dir); !other.empty())
+    if (const auto other = models::other_teacher(models::conversion_teachers(student), o.model_dir, m, teacher.digest, o.teacher_dir); !other.empty())
       o.note(other + ": " + what_it_means);
   return teacher;
 }

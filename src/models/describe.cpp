@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "mimic/attention/attention.h"
+#include "mimic/attention/kinds.h"
 #include "mimic/core/hash.h"
 #include "mimic/core/runtime.h"
 #include "mimic/models/config.h"
@@ -96,8 +97,14 @@ bool may_be_teacher(const std::vector<std::string>& converted_from, const std::s
   return converted_from.empty() || digest.empty() || std::find(converted_from.begin(), converted_from.end(), digest) != converted_from.end();
 }
 
-std::string other_teacher(const std::vector<std::string>& converted_from, const std::string& model_dir, const std::string& teacher_digest,
-                          const std::string& teacher_dir) {
+std::string other_teacher(const std::vector<std::string>& converted_from, const std::string& model_dir, const Model& teacher,
+                          const std::string& teacher_digest, const std::string& teacher_dir) {
+  if (converted_from.empty()) return "";
+  const int64_t layers = teacher.summary().n_layer;
+  for (int64_t l = 0; l < layers; ++l)
+    if (!attention::is_reference(*teacher.attention_kernel(l)))
+      return "--teacher " + teacher_dir + " is a converted model (" + attention_summary(teacher) + "), not the model " + model_dir +
+             " was converted from (digest " + converted_from.back() + ")";
   if (may_be_teacher(converted_from, teacher_digest)) return "";
   return "--teacher " + teacher_dir + " (digest " + teacher_digest + ") is not the model " + model_dir + " was converted from (digest " +
          converted_from.back() + ")";

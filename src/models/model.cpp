@@ -338,7 +338,7 @@ class HfModel : public Model {
     std::vector<std::pair<std::string, at::Tensor>> out;
     for (int64_t l = 0; l < config_.n_layer; ++l) {
       auto k = net_->kernel(l);
-      if (k->kind() == "softmax") continue;
+      if (attention::is_reference(*k)) continue;  // no tensors of its own
       const std::string prefix = kKernelPrefix + std::to_string(l) + ".";
       for (const auto& p : k->named_parameters()) out.emplace_back(prefix + p.key(), p.value());
       for (const auto& b : k->named_buffers()) out.emplace_back(prefix + b.key(), b.value());

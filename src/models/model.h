@@ -199,12 +199,15 @@ std::vector<std::string> conversion_teachers(const Model& model);
 // Whether a model of `digest` may be the teacher of a model converted from `converted_from` (conversion_teachers):
 // one of them, or either unknown (a model never converted, an older mimic.json, a record without a digest).
 bool may_be_teacher(const std::vector<std::string>& converted_from, const std::string& digest);
-// "" when may_be_teacher (`converted_from`: conversion_teachers of the model at `model_dir`); else "--teacher TEACHER_DIR (digest …) is not the model MODEL_DIR was converted from (digest …)": what
-// finetune and eval say before they distil toward, or compare with, a teacher other than a converted model's own.
 // How finetune (without --kd) and eval end that note: the teacher is only scored beside the model.
 inline constexpr const char* kComparedWithAnotherTeacher = "the numbers side by side compare with another model than its own teacher";
-std::string other_teacher(const std::vector<std::string>& converted_from, const std::string& model_dir, const std::string& teacher_digest,
-                          const std::string& teacher_dir);
+// "" when `teacher` (of digest `teacher_digest`, from `teacher_dir`) may be the model the one at `model_dir` was
+// converted from (`converted_from`: its conversion_teachers; may_be_teacher, and attention softmax in every layer);
+// else a sentence naming both: what finetune and eval say before they distil toward, or compare with, another teacher.
+// A converted teacher keeps its softmax teacher's digest (model_digest leaves the kernels out), so its attention
+// tells it apart (a finetuned student against its unfinetuned self went without a note: helper-53's probe).
+std::string other_teacher(const std::vector<std::string>& converted_from, const std::string& model_dir, const Model& teacher,
+                          const std::string& teacher_digest, const std::string& teacher_dir);
 // What model_digest leaves out that shapes the forward pass: the config.json fields beyond the weights' shapes
 // (activation, epsilon, attention scaling, sizes, heads) of the model at `model_path` (a folder, or a weights file
 // with config.json beside it), for people and fingerprints; the same weights under another config compute otherwise.

@@ -82,7 +82,8 @@ void read_accuracy(QualityRow& r, const nlohmann::json& top, const nlohmann::jso
     r.accuracy_n = json_int(j, "n", where, 1);
     r.f1 = json_double(j, "f1", where);
     r.mcc = json_double(j, "mcc", where);
-    MIMIC_CHECK(std::isfinite(r.f1) && std::isfinite(r.mcc), where, ": f1 and mcc must be finite numbers");
+    MIMIC_CHECK(r.f1 >= 0 && r.f1 <= 1, where, ": f1 must lie in [0, 1], got ", r.f1);
+    MIMIC_CHECK(r.mcc >= -1 && r.mcc <= 1, where, ": mcc must lie in [-1, 1], got ", r.mcc);
     r.accuracy_data = json_string_or(j, "data", where, "");
     // eval reports a classifier's accuracy without an interval: Wilson's over its n examples, as for the queries
     std::tie(r.accuracy_lo, r.accuracy_hi) = eval::wilson95(std::llround(r.accuracy * static_cast<double>(r.accuracy_n)), r.accuracy_n);
@@ -91,6 +92,9 @@ void read_accuracy(QualityRow& r, const nlohmann::json& top, const nlohmann::jso
     const auto& ci = json_key(j, "accuracy_ci95", where);
     MIMIC_CHECK(ci.is_array() && ci.size() == 2 && ci[0].is_number() && ci[1].is_number(), where, ": accuracy_ci95 must be [low, high]");
     r.accuracy_lo = ci[0].get<double>(), r.accuracy_hi = ci[1].get<double>();
+    // an interval that is no interval of this accuracy was printed as given ("0.000 (0.900-0.100)": helper-53's probe)
+    MIMIC_CHECK(0 <= r.accuracy_lo && r.accuracy_lo <= r.accuracy && r.accuracy <= r.accuracy_hi && r.accuracy_hi <= 1, where,
+                ": accuracy_ci95 must be [low, high] around the accuracy ", r.accuracy, " within [0, 1], got ", ci.dump());
     r.accuracy_data = json_string_or(top, "data", where, "");
   }
 }
@@ -134,20 +138,45 @@ std::vector<QualityRow> read_quality(const std::vector<std::string>& entries) {
     // one side of a result into a row; `again_ok`: a second result of the same task is skipped, not refused
     auto read_side = [&](QualityRow& r, const nlohmann::json& side, bool again_ok) {
       const bool is_copy = task == "copy", is_passkey = !is_copy && (task == "passkey" || (side.contains("rows") && !side.contains("perplexity")));
-      // a recall task's result names its task; a classifier's has none, and is known by its MCC beside the accuracy
+      // a recall task's result names its task (and counts queries); a classifier's has no task: an accuracy without
+      // one is read as a classifier's, so a key it lacks is named (it was called "no accuracy": helper-53's probe)
       const std::string accuracy_task = task == "mqar" || task == "ar" ? task
-                                        : task.empty() && side.contains("accuracy") && side.contains("mcc") ? "cls" : "";
+                                        : task.empty() && side.contains("accuracy") ? (side.contains("queries") ? "mqar" : "cls") : "";
       if (!is_copy && !is_passkey && accuracy_task.empty() && !side.contains("perplexity"))
         fail(path, ": not an eval result of --task lm, copy, passkey, cls or mqar (no perplexity, copy_gain, passkey rows or accuracy)");
       const bool again = is_copy ? std::isfinite(r.copy_gain) : is_passkey ? !r.passkey.empty()
                          : !accuracy_task.empty() ? std::isfinite(r.accuracy) : std::isfinite(r.perplexity);
-      if (again_ok && again) return;
+      // one row is one model: results whose eval described another attention are two models under one label (they
+      // merged without a word, the row keeping the first's description: helper-53's probe)
+      const std::string attention = side.contains("attention") && side["attention"].is_string() ? side["attention"].get<std::string>() : "";
+      MIMIC_CHECK(r.attention.empty() || attention.empty() || attention == r.attention, path, ": its ", r.label == "teacher" && again_ok ? "teacher" : "model",
+                  " computes ", attention, ", the row '", r.label, "' (", r.files.empty() ? std::string("?") : r.files.front(), ") ", r.attention,
+                  ": one label per model", again_ok ? " (the row 'teacher' holds the --teacher of every file: give another teacher's results "
+                                                      "under a label of its own, from eval --json of that model)" : "");
+      QualityRow fresh;
+      fresh.label = r.label;
+      QualityRow& into = again_ok && again ? fresh : r;
+      if (is_copy) read_copy(into, top, side, path);
+      else if (is_passkey) read_passkey(into, side, path);
+      else if (!accuracy_task.empty()) read_accuracy(into, top, side, path, accuracy_task);
+      else read_lm(into, side, path);
+      if (&into == &fresh) {
+        // the same teacher in several files is read once; another teacher's numbers were dropped without a word
+        // (two --teacher runs of other teachers, or a classifier's and a recall task's teacher: helper-53's probe)
+        const bool same = is_copy ? fresh.copy_gain == r.copy_gain && fresh.copy_ci95 == r.copy_ci95
+                          : is_passkey ? std::equal(fresh.passkey.begin(), fresh.passkey.end(), r.passkey.begin(), r.passkey.end(),
+                                                    [](const PasskeyCell& a, const PasskeyCell& b) {
+                                                      return a.length == b.length && a.trials == b.trials && a.ranked_first == b.ranked_first;
+                                                    })
+                          : !accuracy_task.empty() ? fresh.accuracy_task == r.accuracy_task && fresh.accuracy == r.accuracy && fresh.accuracy_n == r.accuracy_n
+                                                   : fresh.perplexity == r.perplexity && fresh.predicted == r.predicted;
+        MIMIC_CHECK(same, path, ": its teacher's result differs from the row 'teacher' (", r.files.front(),
+                    "): that row holds one teacher's results, one per task; give another teacher's results (or another task's accuracy) under a label "
+                    "of its own, from eval --json of that model");
+        return;
+      }
       r.files.push_back(path);
-      if (r.attention.empty()) r.attention = side.contains("attention") && side["attention"].is_string() ? side["attention"].get<std::string>() : "";
-      if (is_copy) read_copy(r, top, side, path);
-      else if (is_passkey) read_passkey(r, side, path);
-      else if (!accuracy_task.empty()) read_accuracy(r, top, side, path, accuracy_task);
-      else read_lm(r, side, path);
+      if (r.attention.empty()) r.attention = attention;
     };
     read_side(row_for(rows, label), j, false);
     // the teacher's side of a --teacher run: a row "teacher", first, so that shares are of its copy gain (the same
