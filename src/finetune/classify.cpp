@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "mimic/core/error.h"
@@ -145,12 +146,13 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   auto teacher = load_teacher(o, *model, models::kComparedWithAnotherTeacher);
   // The teacher is scored on the same rows with its own ids for the labels (its id2label, as eval --teacher reads it):
   // the same names in another order were refused here while eval took them (helper-52's probe of 2026-12-04).
-  auto teacher_data = data;
+  std::optional<data::ClassificationData> teacher_data;  // a copy of the rows only where there is a teacher
   if (teacher.model) {
     auto s = teacher.model->summary();
     MIMIC_CHECK(s.head == "cls" && s.num_labels == k, "teacher ", o.teacher_dir, " is not a classifier with the data's ", k,
                 " labels (head '", s.head, "', ", s.num_labels, " labels)");
-    data::align_labels(teacher_data, s.labels, s.num_labels, "teacher " + o.teacher_dir);
+    teacher_data = data;
+    data::align_labels(*teacher_data, s.labels, s.num_labels, "teacher " + o.teacher_dir);
   }
 
   // Tokenize the training set once; the order of examples is shuffled per epoch by (seed, epoch).
@@ -235,7 +237,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
     return s;
   };
   r.student = score(*models::load_model(t.out_dir, o.device), data);
-  if (teacher.model) r.teacher = score(*teacher.model, teacher_data);
+  if (teacher.model) r.teacher = score(*teacher.model, *teacher_data);
   return r;
 }
 
