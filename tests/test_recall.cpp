@@ -645,6 +645,17 @@ TEST(RecallTasks, ATaskRunsOnEveryModelWhoseVocabularyHoldsItsIdsAndEveryCommand
   EXPECT_FALSE(std::filesystem::exists(dir.file("o")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("o.h5")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("o.safetensors")));
+  // a task too long and too large is refused for its length first, by every command (eval named its vocabulary first:
+  // helper-53's probe of 2026-12-04), and eval names the folder of the model it refuses
+  const std::string both = "mqar:vocab=20,seq_len=32,pairs=2";
+  for (const std::string& cmd : {"finetune --task lm --model " + dir.file("m") + " --data " + both + " --steps 1 --out " + dir.file("o"),
+                                 "record --model " + dir.file("m") + " --data " + both + " --samples 2 --out " + dir.file("o.h5"),
+                                 "eval --task mqar --model " + dir.file("m") + " --data " + both + " --examples 2"}) {
+    auto bad = mimic::test::mimic_cli(cmd + " --threads 1");
+    EXPECT_NE(bad.code, 0) << cmd;
+    EXPECT_NE(bad.err.find("seq_len 32 exceeds"), std::string::npos) << cmd << ": " << bad.err;
+    EXPECT_EQ(bad.err.find("vocabulary of 20"), std::string::npos) << cmd << ": " << bad.err;
+  }
   // the way out is named only where it is a task that runs: an MQAR's pairs need keys, and no task fits under 4 tokens
   const auto many = RecallTaskSpec::parse("mqar:vocab=40,seq_len=64,pairs=8");
   EXPECT_MIMIC_ERROR(many.check_fits(12, "M"), "more than M's 12: give the task vocab=12 or less (its ids must be the model's), and pairs=5 or "

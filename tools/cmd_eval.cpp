@@ -295,8 +295,9 @@ void run_copy(EvalArgs& a) {
 // --task mqar: accuracy on the queried keys of a recall task's split (--data mqar:... or ar:...).
 nlohmann::json eval_recall(const EvalArgs& a, const data::RecallTaskSpec& spec, const std::string& dir) {
   auto model = load_evaluated(a, dir);
-  spec.check_fits(model->summary().vocab_size, dir);  // named by its folder (eval_recall runs the model and its teacher)
-  auto r = eval::recall_accuracy(*model, spec, a.recall);
+  auto o = a.recall;
+  o.model_name = dir;  // named by its folder: eval_recall runs the model and its teacher
+  auto r = eval::recall_accuracy(*model, spec, o);
   return {{"accuracy", r.accuracy}, {"accuracy_ci95", {r.lo, r.hi}}, {"correct", r.correct}, {"queries", r.queries},
           {"examples", r.examples}, {"seconds", r.seconds}, {"attention", models::attention_summary(*model)}};
 }

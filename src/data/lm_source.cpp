@@ -97,18 +97,19 @@ class RecallSource : public LmSource {
 
 }  // namespace
 
-std::unique_ptr<LmSource> open_lm_source(const std::string& data, const text::Tokenizer* tok, int64_t seq_len, int64_t batch_size,
+std::unique_ptr<LmSource> open_lm_source(const std::string& data, const LmSourceModel& model, int64_t seq_len, int64_t batch_size,
                                          uint64_t seed, const CopyCurriculum& copy) {
   MIMIC_CHECK(seq_len >= 1 && batch_size >= 1, "sequence length and batch size must be positive");
   copy.validate();
   if (is_recall_task(data)) {
     auto spec = RecallTaskSpec::parse(data);
     MIMIC_CHECK(seq_len == spec.seq_len, "--seq-len ", seq_len, " differs from the task's seq_len ", spec.seq_len, " (", data, ")");
+    spec.check_fits(model.vocab_size, model.name);
     MIMIC_CHECK(copy.fraction == 0, "the copy curriculum applies to prose corpora, not to ", data);
     return std::make_unique<RecallSource>(std::move(spec), batch_size, seed);
   }
-  MIMIC_CHECK(tok != nullptr, "--data ", data, ": a corpus needs the model's tokenizer");
-  return std::make_unique<CorpusSource>(data, *tok, seq_len, batch_size, seed, copy);
+  MIMIC_CHECK(model.tok != nullptr, "--data ", data, ": a corpus needs the model's tokenizer");
+  return std::make_unique<CorpusSource>(data, *model.tok, seq_len, batch_size, seed, copy);
 }
 
 }  // namespace mimic::data

@@ -31,9 +31,18 @@ class LmSource {
   virtual std::string data_digest() const = 0;
 };
 
-// `data`: a corpus (all, sotu, moby-dick; needs `tok`) or a recall task spec (mqar:..., ar:...; its seq_len
-// must equal seq_len, its examples come from `seed`). A copy curriculum applies to corpora only.
-std::unique_ptr<LmSource> open_lm_source(const std::string& data, const text::Tokenizer* tok, int64_t seq_len, int64_t batch_size,
+// The model a source feeds: its tokenizer (a corpus needs one; a recall task none), and its vocabulary and name (a
+// recall task's ids must be the model's: RecallTaskSpec::check_fits, named by `name`).
+struct LmSourceModel {
+  const text::Tokenizer* tok = nullptr;
+  int64_t vocab_size = 0;
+  std::string name;
+};
+
+// `data`: a corpus (all, sotu, moby-dick; needs the model's tokenizer) or a recall task spec (mqar:..., ar:...; its
+// seq_len must equal seq_len, its vocabulary fit the model's, its examples come from `seed`). A copy curriculum applies
+// to corpora only.
+std::unique_ptr<LmSource> open_lm_source(const std::string& data, const LmSourceModel& model, int64_t seq_len, int64_t batch_size,
                                          uint64_t seed, const CopyCurriculum& copy = {});
 
 }  // namespace mimic::data

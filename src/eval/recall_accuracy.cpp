@@ -16,8 +16,9 @@ namespace mimic::eval {
 RecallAccuracyResult recall_accuracy(models::Model& model, const data::RecallTaskSpec& spec, const RecallAccuracyOptions& o) {
   const auto s = model.summary();
   MIMIC_CHECK(s.head == "lm", "recall accuracy needs a causal language model; this model is ", s.model_type, " with head '", s.head, "'");
-  spec.check_fits(s.vocab_size, "the model");
-  MIMIC_CHECK(spec.seq_len <= s.max_positions, "the task's seq_len ", spec.seq_len, " exceeds ", models::context_words(s));
+  MIMIC_CHECK(spec.seq_len <= s.max_positions, o.model_name.empty() ? "" : o.model_name + ": ", "the task's seq_len ", spec.seq_len,
+              " exceeds ", models::context_words(s));
+  spec.check_fits(s.vocab_size, o.model_name.empty() ? "the model" : o.model_name);
   MIMIC_CHECK(o.examples >= 1 && o.batch_size >= 1, "recall accuracy needs examples >= 1 and batch size >= 1");
   torch::NoGradGuard no_grad;
   RecallAccuracyResult r;

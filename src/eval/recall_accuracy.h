@@ -15,6 +15,7 @@ struct RecallAccuracyOptions {
   uint64_t seed = 0;        // the task's seed (the split's examples are a function of it)
   data::Split split = data::Split::Test;
   bool progress = true;
+  std::string model_name;  // how a refusal names the model (the CLI: its folder; empty: "the model")
 };
 
 struct RecallAccuracyResult {
@@ -24,7 +25,8 @@ struct RecallAccuracyResult {
   double seconds = 0;
 };
 
-// A model whose vocabulary does not hold the task's ids (data::RecallTaskSpec::check_fits), or whose context is shorter than its seq_len, is a mimic::Error.
+// A model whose context is shorter than the task's seq_len, or whose vocabulary does not hold the task's ids
+// (data::RecallTaskSpec::check_fits), is a mimic::Error, named by options.model_name (in that order, as record's and finetune's).
 RecallAccuracyResult recall_accuracy(models::Model& model, const data::RecallTaskSpec& spec, const RecallAccuracyOptions& options);
 
 }  // namespace mimic::eval

@@ -34,14 +34,15 @@ LmResult finetune_lm(const LmOptions& o) {
   const int64_t seq_len = o.seq_len != 0 ? o.seq_len : std::min<int64_t>(256, summary.max_positions);
   // a recall task's length is the task's own (data::lm_seq_len), which the user may not have given as --seq-len
   MIMIC_CHECK(!recall || seq_len <= summary.max_positions, "the task's seq_len ", seq_len, " exceeds ", models::context_words(summary));
-  if (recall) data::RecallTaskSpec::parse(o.corpus).check_fits(summary.vocab_size, o.model_dir);
   models::check_seq_len(seq_len, summary.max_positions, summary.context_note);
-  auto teacher = load_teacher(o, *model, o.kd_temperature > 0 ? "distilling toward another teacher"
-                                                                   : models::kComparedWithAnotherTeacher);
 
   // Data parallelism: every rank draws the global batches of --batch-size × ranks rows and trains on its share.
+  // Opened before the teacher is read: a task whose ids are not the model's is refused first.
   const auto& env = distributed::environment();
-  auto source = data::open_lm_source(o.corpus, tok.get(), seq_len, o.batch_size * env.world_size, o.seed, o.copy);
+  auto source = data::open_lm_source(o.corpus, {tok.get(), summary.vocab_size, o.model_dir}, seq_len, o.batch_size * env.world_size,
+                                     o.seed, o.copy);
+  auto teacher = load_teacher(o, *model, o.kd_temperature > 0 ? "distilling toward another teacher"
+                                                                   : models::kComparedWithAnotherTeacher);
   // The mean over the fixed validation batches of the loss on share `part` of `parts` of each (the engine averages
   // the ranks' shares; the final scores take whole batches).
   auto validation_loss = [&](models::Model& m, int64_t part, int64_t parts) {

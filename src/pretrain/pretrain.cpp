@@ -163,7 +163,9 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   // Data parallelism: every rank draws the global batches of --batch-size × ranks rows (and their masks) and
   // trains on its share.
   const auto& env = distributed::environment();
-  auto source = data::open_lm_source(o.corpus, tok.get(), block, o.batch_size * env.world_size, o.seed, o.copy);
+  // (a recall task trains a fresh model, made of the task's vocabulary above: it fits)
+  auto source = data::open_lm_source(o.corpus, {tok.get(), summary.vocab_size, "the new model"}, block, o.batch_size * env.world_size,
+                                     o.seed, o.copy);
   data::MlmMasking masking;
   if (!causal) {
     masking.mask_id = tok->mask_id();
