@@ -4,7 +4,9 @@
 #include <cctype>
 #include <filesystem>
 #include <map>
-#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -229,13 +231,15 @@ ClassificationData load_jsonl(const std::string& path) {
   }
   d.metric = d.labels.size() <= 2 ? "f1" : "mcc";
   {
-    std::map<std::string, std::pair<std::string, std::string>> seen;  // text → its first label and row
-    std::set<std::string> conflicting;
-    for (const auto& [ex, tag] : rows) {
-      const std::string label = tag.substr(tag.find('\t') + 1);
-      const auto [it, fresh] = seen.emplace(ex.text, std::make_pair(label, ex.doc_id));
-      if (fresh || it->second.first == label || !conflicting.insert(ex.text).second) continue;
-      if (d.first_conflict.empty()) d.first_conflict = it->second.second + " and " + ex.doc_id;
+    // views into `rows`, which outlive both: a copy of every text doubled a large file's memory while it loaded
+    auto label_of = [&](size_t i) { return std::string_view(rows[i].second).substr(rows[i].second.find('\t') + 1); };
+    std::unordered_map<std::string_view, size_t> seen;  // text → the first row that gives it
+    std::unordered_set<std::string_view> conflicting;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const auto& ex = rows[i].first;
+      const auto [it, fresh] = seen.emplace(ex.text, i);
+      if (fresh || label_of(it->second) == label_of(i) || !conflicting.insert(ex.text).second) continue;
+      if (d.first_conflict.empty()) d.first_conflict = rows[it->second].first.doc_id + " and " + ex.doc_id;
     }
     d.conflicting_texts = static_cast<int64_t>(conflicting.size());
   }
