@@ -484,6 +484,13 @@ TEST(ReportQuality, EvalResultsBecomeOneRowPerLabelWithIntervals) {
                                                "teacher": {"copy_gain": 3.0, "copy_gain_ci95": 0.5}})");
   EXPECT_MIMIC_ERROR(rep::read_quality({"a=" + copy_s, "b=" + other_t}), "other_t.json: its teacher's result differs from the row 'teacher' (" + copy_s);
   EXPECT_EQ(rep::read_quality({"a=" + copy_s, "b=" + copy_s}).size(), 3u);  // the same teacher twice is read once
+  // ... also where another --threads summed it in another order (its last digits differ)
+  const auto rounded_t = put("rounded_t.json", R"({"task": "copy", "segments": 8, "segment_len": 64, "model": {"copy_gain": 0.7, "copy_gain_ci95": 0.2},
+                                                   "teacher": {"copy_gain": 2.0000003, "copy_gain_ci95": 0.49999998}})");
+  const auto read_once = rep::read_quality({"a=" + copy_s, "b=" + rounded_t});
+  ASSERT_EQ(read_once.size(), 3u);
+  EXPECT_EQ(read_once[0].label, "teacher");
+  EXPECT_EQ(read_once[0].copy_gain, 2.0);  // the first file's
   EXPECT_MIMIC_ERROR(rep::read_quality({put("bad.json", "{")}), "malformed JSON");
   // a record given where an eval result belongs is named for what it is (not "a NUL byte at offset 8")
   EXPECT_MIMIC_ERROR(rep::read_quality({tiny_record("gpt2-prefixed")}), ": an HDF5 file (a mimic record?), not an eval result");

@@ -163,13 +163,16 @@ std::vector<QualityRow> read_quality(const std::vector<std::string>& entries) {
       if (&into == &fresh) {
         // the same teacher in several files is read once; another teacher's numbers were dropped without a word
         // (two --teacher runs of other teachers, or a classifier's and a recall task's teacher: helper-53's probe)
-        const bool same = is_copy ? fresh.copy_gain == r.copy_gain && fresh.copy_ci95 == r.copy_ci95
+        // numbers within 1e-4 (relative, or absolute below 1) are the same: one teacher evaluated at another --threads
+        // sums in another order, and was refused as a second teacher when compared bit for bit
+        auto near = [](double a, double b) { return a == b || std::abs(a - b) <= 1e-4 * std::max({1.0, std::abs(a), std::abs(b)}); };
+        const bool same = is_copy ? near(fresh.copy_gain, r.copy_gain) && near(fresh.copy_ci95, r.copy_ci95)
                           : is_passkey ? std::equal(fresh.passkey.begin(), fresh.passkey.end(), r.passkey.begin(), r.passkey.end(),
                                                     [](const PasskeyCell& a, const PasskeyCell& b) {
                                                       return a.length == b.length && a.trials == b.trials && a.ranked_first == b.ranked_first;
                                                     })
                           : !accuracy_task.empty() ? fresh.accuracy_task == r.accuracy_task && fresh.accuracy == r.accuracy && fresh.accuracy_n == r.accuracy_n
-                                                   : fresh.perplexity == r.perplexity && fresh.predicted == r.predicted;
+                                                   : near(fresh.perplexity, r.perplexity) && fresh.predicted == r.predicted;
         MIMIC_CHECK(same, path, ": its teacher's result differs from the row 'teacher' (", r.files.front(),
                     "): that row holds one teacher's results, one per task; give another teacher's results (or another task's accuracy) under a label "
                     "of its own, from eval --json of that model");
