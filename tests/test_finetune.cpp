@@ -424,6 +424,16 @@ TEST(FinetuneCls, ConvertedClassifierWithTeacher) {
   EXPECT_EQ(student->attention_kernel(0)->kind(), "linear");
   auto again = ft::evaluate_classifier(*student, *tok, data.validation, 2, 16, 8);
   EXPECT_EQ(again.metrics.confusion, r.student.validation.confusion);
+  // the teacher is scored beside the student, never trained toward: the same seed trains the same student without it
+  // (loading it drew from the generator dropout draws from: another student, helper-55's probe of 2026-12-04)
+  auto alone = c;
+  alone.teacher_dir.clear();
+  alone.train.out_dir = dir.file("alone");
+  auto a = ft::finetune_classifier(alone);
+  EXPECT_EQ(a.train.last_loss, r.train.last_loss);
+  EXPECT_EQ(a.train.best_eval, r.train.best_eval);
+  auto with = io::TensorStore::open_dir(dir.file("student")), without = io::TensorStore::open_dir(dir.file("alone"));
+  for (const auto& name : with.names()) EXPECT_TRUE(torch::equal(with.load(name), without.load(name))) << name;
 }
 
 // Each --train selection: exactly the named parameters train (and get gradients); the others get none.
@@ -785,6 +795,18 @@ TEST(FinetuneSelection, KeptHeadsStayAsLoadedWhileTheRestOfTheirProjectionsTrain
   lora.freeze_kept_heads = true;
   lora.lora.rank = 2;
   EXPECT_MIMIC_ERROR(ft::finetune_lm(lora), "use one of the two");
+  // a flag that holds nothing is refused, not reported as taking effect (helper-55's probe of 2026-12-04): under
+  // --train feature-maps no projection trains, and under LoRA no embedding
+  auto maps_only = lm_options(dir.file("mixed"), dir.file("maps"), 1);
+  maps_only.freeze_kept_heads = true;
+  maps_only.train_set = ft::TrainSet::FeatureMaps;
+  EXPECT_MIMIC_ERROR(ft::finetune_lm(maps_only), "--freeze-kept-heads: the kept heads' projections do not train with --train feature-maps");
+  auto lora_embeddings = lm_options(base, dir.file("lora-e"), 1);
+  lora_embeddings.lora.rank = 2;
+  lora_embeddings.freeze_embeddings = true;
+  EXPECT_MIMIC_ERROR(ft::finetune_lm(lora_embeddings), "--freeze-embeddings: the embeddings do not train with --train feature-maps + LoRA: "
+                                                       "they stay as loaded without it; leave it out");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("maps/config.json")));
 }
 
 // The copy curriculum reaches LM finetuning's training batches: the same run with every block copying a span takes

@@ -81,6 +81,9 @@ void freeze_kept_heads(Prepared& p, const FinetuneOptions& o) {
     param.register_hook([mask](const at::Tensor& grad) { return grad * mask; });
     frozen.emplace_back(param, mask.to(torch::kBool), param.detach().clone());
   }
+  // a flag that holds nothing was reported as taking effect (and entered the fingerprint: helper-55's probe)
+  MIMIC_CHECK(!frozen.empty(), "--freeze-kept-heads: the kept heads' projections do not train with --train ", train_set_name(o.effective_train_set()),
+              " (the kernels alone): they stay as loaded without it; leave it out");
   p.frozen_heads = static_cast<int64_t>(kept.size());
   p.after_step = [frozen]() {
     torch::NoGradGuard no_grad;
@@ -102,7 +105,7 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
   }
   const TrainSet set = o.effective_train_set();
   const models::Family& family = *p.model->summary().family;
-  int64_t embeddings = 0, kernel_tensors = 0;
+  int64_t embeddings = 0, embeddings_held = 0, kernel_tensors = 0;
   for (const auto& param : p.model->module().named_parameters()) {
     const auto& name = param.key();
     if (is_kernel_parameter(name)) ++kernel_tensors;
@@ -111,6 +114,7 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
                  (set == TrainSet::FeatureMaps && is_kernel_parameter(name));
     if (lora && lora->adapts(name)) train = false;
     if (o.freeze_embeddings && family.is_embedding(name)) {
+      embeddings_held += train;
       train = false;
       ++embeddings;
     }
@@ -121,6 +125,10 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
       ++p.frozen;
   }
   MIMIC_CHECK(!o.freeze_embeddings || embeddings > 0, o.model_dir, ": no embedding tensors to freeze");
+  // with LoRA (or --train attention|feature-maps) the embeddings do not train: the flag held nothing, yet was reported
+  // as "embeddings frozen" and entered the fingerprint (helper-55's probe of 2026-12-04)
+  MIMIC_CHECK(!o.freeze_embeddings || embeddings_held > 0, "--freeze-embeddings: the embeddings do not train with --train ", train_set_name(set),
+              lora ? " + LoRA" : "", ": they stay as loaded without it; leave it out");
   // A classifier's head trains whatever --train says: on a model without kernels, --train feature-maps trained the
   // head alone without a word (the fourth probe of 2026-11-27)
   MIMIC_CHECK(set != TrainSet::FeatureMaps || kernel_tensors > 0 || lora, o.model_dir, ": nothing to train with --train feature-maps "
@@ -146,7 +154,13 @@ void bind(train::TrainTask& task, Prepared& p) {
 
 Teacher load_teacher(const FinetuneOptions& o, models::Model& student, const std::string& what_it_means) {
   if (o.teacher_dir.empty()) return {};
+  // Built without touching the run's random numbers: a module's default initialisation (overwritten by the weights)
+  // draws from the global generator that dropout then draws from, so a classifier trained beside a teacher was
+  // another model than the same seed's without one (helper-55's probe of 2026-12-04).
+  auto generator = at::detail::getDefaultCPUGenerator();
+  const auto random_state = generator.get_state();
   Teacher teacher{models::load_model(o.teacher_dir, o.device), ""};
+  generator.set_state(random_state);
   auto& m = *teacher.model;
   const auto t = m.summary(), s = student.summary();
   MIMIC_CHECK(t.family == s.family && t.vocab_size == s.vocab_size, "teacher ", o.teacher_dir, " (", t.model_type,
