@@ -17,7 +17,7 @@ OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
 source "$(dirname "$0")/lib.sh"
 fit_to_context "$MODEL"
 mkdir -p "$OUT"
-MAPS=${MAPS:-$("$MIMIC" info --feature-maps --json | jq -r '.[].name | select(. != "identity")')}
+MAPS=${MAPS:-$("$MIMIC" info --feature-maps --json | jq -r '.feature_maps[].name | select(. != "identity")')}
 
 record_lm "$MODEL"
 eval_lm ablation-teacher "$MODEL"

@@ -87,6 +87,23 @@ TEST(Cli, SystemInfoUsesAllCores) {
   EXPECT_EQ(j["torch_version"].get<std::string>().substr(0, 4), std::string(TORCH_VERSION).substr(0, 4));
   auto t = nlohmann::json::parse(mimic_cli("info --system --json --threads 1").out);
   EXPECT_EQ(t["threads"], 1);
+  EXPECT_NE(j["parallel_info"].get<std::string>().find("ATen"), std::string::npos) << j.dump();  // as the text prints it
+}
+
+// --json lists both registries the text does: the attention kinds were in the text only (helper-54's probe of 2026-12-04)
+TEST(Cli, InfoListsTheFeatureMapsAndTheAttentionKindsInItsJsonAsInItsText) {
+  auto r = mimic_cli("info --feature-maps --json --threads 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto text = mimic_cli("info --feature-maps --threads 1").out;
+  ASSERT_TRUE(j["feature_maps"].is_array() && j["attention_kinds"].is_array()) << r.out;
+  EXPECT_GE(j["feature_maps"].size(), 5u);
+  std::map<std::string, std::string> roles;
+  for (const auto& k : j["attention_kinds"]) roles[k["name"].get<std::string>()] = k["role"].get<std::string>();
+  EXPECT_EQ(roles, (std::map<std::string, std::string>{{"softmax", "reference"}, {"linear", "distillable"}, {"hybrid", "distillable"},
+                                                         {"delta", "distillable"}, {"mixed", "distillable"}}));
+  for (const auto& part : {j["feature_maps"], j["attention_kinds"]})
+    for (const auto& e : part) EXPECT_NE(text.find("  " + e["name"].get<std::string>() + " "), std::string::npos) << e.dump();
 }
 
 TEST(Cli, TokenizeAnchors) {
@@ -784,7 +801,8 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"eval --model " + m + " --file ''", "--file: an empty path"},
       {"eval --model " + m + " --data sotu --split train2", "--split: unknown split 'train2'"},
       {"generate --model " + m + " --prompt ''", "--prompt: an empty value"},
-      {"generate --model " + m + " --prompt '\n'", "--prompt: an empty value"},  // a line break alone is no prompt either
+      // (a prompt of blank space is text since helper-54's probe of 2026-12-04: a space or a line break is a token, as
+      // tokenize and --file read it; test_generate.cpp)
       {"distill --record " + rec + " --out " + m, "is a folder: give the name of the file to write"},
       {"bench train --widths mini --lengths 8 --kinds 'hybrid:window=0'", "--kinds: hybrid attention option 'window' must be"},
       // and issue 38's leftovers: a feature map not in the registry, before the record is read (bench generate's: test_bench.cpp)

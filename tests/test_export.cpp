@@ -240,6 +240,41 @@ TEST(Export, F16AndBf16LoadAndMatchTheF32ModelToRounding) {
   }
 }
 
+// A weight beyond float16's range is refused before anything is written, naming the tensor and its size and the
+// types that hold it: it was stored as infinity and the export then refused on loading as a diverged run, after it
+// had replaced an earlier export in the folder (helper-54's probe of 2026-12-04). bf16 holds it.
+TEST(Export, AWeightBeyondFloat16sRangeIsRefusedBeforeTheFolderChanges) {
+  TempDir dir;
+  mimic::models::SaveOptions f32;
+  f32.dtype = mimic::io::DType::F32;
+  auto m = mimic::models::load_model(mimic::test::model_with_tokenizer("gpt2-plain"));
+  m->save(dir.file("fine"), f32);
+  auto first = mimic_cli("export --model " + dir.file("fine") + " --out " + dir.file("out") + " --dtype f16 --threads 1");
+  ASSERT_EQ(first.code, 0) << first.err;
+  const auto earlier = read_bytes(dir.file("out/model.safetensors"));
+  {
+    torch::NoGradGuard ng;
+    m->module().named_parameters()["h.0.mlp.c_fc.bias"][3].fill_(1e6);
+  }
+  m->save(dir.file("big"), f32);
+  auto r = mimic_cli("export --model " + dir.file("big") + " --out " + dir.file("out") + " --dtype f16 --threads 1");
+  expect_one_line_error(r, "tensor 'h.0.mlp.c_fc.bias' holds a value of magnitude 1e+06 beyond float16's largest (65504), which "
+                                        "float16 storage makes infinite: store the weights as bf16 or f32");
+  EXPECT_EQ(read_bytes(dir.file("out/model.safetensors")), earlier);  // the earlier export as it was
+  EXPECT_NO_THROW(mimic::models::load_model(dir.file("out")));
+  auto b = mimic_cli("export --model " + dir.file("big") + " --out " + dir.file("out-bf16") + " --dtype bf16 --threads 1");
+  ASSERT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(mimic::models::load_model(dir.file("out-bf16"))->module().named_parameters()["h.0.mlp.c_fc.bias"][3].item<double>(), 999424.0);
+  // a model loaded as float16 keeps its type on a plain save: a value grown beyond the range is refused there too
+  auto h = mimic::models::load_model(dir.file("out"));
+  {
+    torch::NoGradGuard ng;
+    h->module().named_parameters()["h.0.mlp.c_fc.bias"][3].fill_(7e4);
+  }
+  EXPECT_MIMIC_ERROR(h->save(dir.file("kept")), "tensor 'h.0.mlp.c_fc.bias' holds a value beyond float16's largest (65504)");
+  EXPECT_FALSE(fs::exists(dir.file("kept/config.json")));
+}
+
 // A model loaded from fp16 and then trained holds float32 values: saving it as f32 keeps them exactly (they are
 // not first rounded to the type the tensors were loaded with); the default save stores the loaded types.
 TEST(Export, F32SaveOfAnF16LoadedModelKeepsItsValues) {

@@ -588,6 +588,22 @@ TEST(GenerateCli, JsonModesAgreeAndErrorsAreOneLine) {
   EXPECT_EQ(rec["prompt_ids"].size(), 2u);
   EXPECT_GT(rec["timing"]["decode_tokens_per_second"].get<double>(), 0.0);
   EXPECT_GT(rec["state_bytes"].get<int64_t>(), 0);
+  // one new token is the prompt's pass alone: no decoding speed (it printed 0.0 tok/s: helper-54's probe)
+  auto one = mimic::test::mimic_cli("generate --model gpt2-mini --prompt 'The ship' --new-tokens 1 --threads 1 --json");
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_TRUE(nlohmann::json::parse(one.out)["timing"]["decode_tokens_per_second"].is_null()) << one.out;
+  auto one_line = mimic::test::mimic_cli("generate --model gpt2-mini --prompt 'The ship' --new-tokens 1 --threads 1");
+  EXPECT_NE(one_line.err.find("1 new token per row no decoding step"), std::string::npos) << one_line.err;
+  // a prompt of spaces is text (GPT-2's token 220), as tokenize and --file take it; it was refused as empty
+  auto blank = mimic::test::mimic_cli("generate --model gpt2-mini --prompt ' ' --new-tokens 2 --threads 1 --json");
+  ASSERT_EQ(blank.code, 0) << blank.err;
+  EXPECT_EQ(nlohmann::json::parse(blank.out)["prompt_ids"], nlohmann::json({220})) << blank.out;
+  // a tokenizer's name is no model: said so, not "no config.json" in a cache folder never named (helper-54's probe)
+  auto tokenizer_only = mimic::test::mimic_cli("generate --model gpt2 --prompt hi --new-tokens 2 --threads 1");
+  EXPECT_NE(tokenizer_only.code, 0);
+  EXPECT_NE(tokenizer_only.err.find("gpt2: a tokenizer without a model (no config.json, no weights), the one mimic fetched as gpt2, which only "
+                                    "tokenize reads: give a model directory (config.json + model.safetensors) or an embedded model (gpt2-mini, "),
+            std::string::npos) << tokenizer_only.err;
   EXPECT_EQ(par["state_bytes"].get<int64_t>(), 0);
 
   for (const std::string prompt : {" --prompt 'hello'", ""}) {  // without a prompt too: the model is what is wrong

@@ -9,6 +9,7 @@
 #include "mimic/io/output_lock.h"
 #include "mimic/io/tensor_store.h"
 #include "mimic/models/model.h"
+#include "mimic/models/tokenizer.h"
 
 namespace mimic::cli {
 namespace {
@@ -29,6 +30,11 @@ void run(ExportArgs& a) {
   const auto lock = io::lock_output_dir(a.out);
   refuse_foreign_output(a.out, OutputKind::Model);
   auto model = models::load_model(a.model);
+  // the export carries the folder's tokenizer files as they are: one it cannot read is said before the copy is found
+  // without one by generate (helper-54's probe of 2026-12-04); a model trained on a recall task has none by design
+  std::string no_tokenizer;
+  if (!models::try_load_tokenizer(a.model, no_tokenizer))
+    print_note(a.model + " has no tokenizer mimic reads (" + no_tokenizer + "): the export has none either; commands that read text will refuse it");
   models::SaveOptions so;
   so.dtype = storage_dtype_arg(a.dtype);
   if (a.shard_embeddings) so.shards = {models::embeddings_group()};

@@ -81,10 +81,13 @@ void run(GenerateArgs& a) {
   };
   const auto& r = batch.rows[0];
   const auto text = text_of(r);
+  // The first new token comes from the prompt's pass: with one new token (--new-tokens 1, an end of text or the context
+  // at once) no step decoded, and no speed is measured (it printed 0.0 tok/s, read as slow: helper-54's probe)
+  const bool stepped = std::any_of(batch.rows.begin(), batch.rows.end(), [](const generate::GenerateResult& x) { return x.ids.size() > 1; });
   nlohmann::json timing = {{"prefill_seconds", batch.prefill_seconds},
                            {"decode_seconds", batch.decode_seconds},
                            {"prefill_tokens_per_second", batch.prefill_seconds > 0 ? a.batch * batch.prompt_tokens / batch.prefill_seconds : 0.0},
-                           {"decode_tokens_per_second", batch.decode_tokens_per_second()}};
+                           {"decode_tokens_per_second", stepped ? nlohmann::json(batch.decode_tokens_per_second()) : nlohmann::json()}};
   if (a.common.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& x : batch.rows) rows.push_back({{"text", text_of(x)}, {"ids", x.ids}, {"stop", x.stop}});
@@ -114,9 +117,11 @@ void run(GenerateArgs& a) {
   }
   if (r.stop == "context")
     std::fprintf(stderr, "stopped: reached %s\n", models::context_words(model->summary()).c_str());
-  std::fprintf(stderr, "%s: batch %lld, prompt %lld tokens %.1f tok/s, %zu new tokens per row %.1f tok/s (stop: %s)\n", a.mode.c_str(),
+  char decode_speed[64] = "no decoding step";
+  if (stepped) std::snprintf(decode_speed, sizeof decode_speed, "%.1f tok/s", batch.decode_tokens_per_second());
+  std::fprintf(stderr, "%s: batch %lld, prompt %lld tokens %.1f tok/s, %zu new %s per row %s (stop: %s)\n", a.mode.c_str(),
                static_cast<long long>(a.batch), static_cast<long long>(batch.prompt_tokens), timing["prefill_tokens_per_second"].get<double>(),
-               r.ids.size(), batch.decode_tokens_per_second(), r.stop.c_str());
+               r.ids.size(), r.ids.size() == 1 ? "token" : "tokens", decode_speed, r.stop.c_str());
 }
 
 }  // namespace
@@ -126,7 +131,7 @@ void register_generate(CLI::App& app) {
   auto* sub = app.add_subcommand("generate", "Continue a prompt with a causal LM (greedy or sampled; KV cache / recurrent state)");
   sub->add_option("--model", args->model, "Model directory (a causal LM: GPT-2 or the Llama family, softmax or converted, any attention kind)")->required()->transform(model_dir_arg());
   sub->add_option("--prompt", args->prompt, "The text to continue (left out: a text from its start, after the tokenizer's beginning-of-text token)")
-      ->transform(range::non_empty());
+      ->transform(range::non_empty_text());
   auto* new_tokens = sub->add_option("--new-tokens", args->options.max_new_tokens, "Tokens to generate at most (fewer at EOS or when the context ends)")
                          ->capture_default_str()
                          ->transform(range::tokens(1));

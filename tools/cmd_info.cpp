@@ -12,6 +12,7 @@
 #include "mimic/io/tensor_store.h"
 #include "mimic/core/paths.h"
 #include "mimic/models/model.h"
+#include "mimic/models/tokenizer.h"
 
 namespace mimic::cli {
 namespace {
@@ -42,9 +43,12 @@ nlohmann::json describe_tensors(const io::TensorStore& f) {
 void run(InfoArgs& a) {
   start(a.common);
   if (a.maps) {  // the registries: feature maps and attention kinds
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& m : attention::feature_maps()) j.push_back({{"name", m.name}, {"summary", m.summary}});
-    if (a.common.json) return print_json(j);
+    // both registries in --json too (it held the feature maps alone, where the text lists the kinds: helper-54's probe)
+    nlohmann::json maps = nlohmann::json::array(), kinds = nlohmann::json::array();
+    for (const auto& m : attention::feature_maps()) maps.push_back({{"name", m.name}, {"summary", m.summary}});
+    for (const auto& k : attention::attention_kinds())
+      kinds.push_back({{"name", k.name}, {"role", k.role == attention::KindRole::Reference ? "reference" : "distillable"}, {"summary", k.summary}});
+    if (a.common.json) return print_json({{"feature_maps", maps}, {"attention_kinds", kinds}});
     for (const auto& m : attention::feature_maps()) std::cout << "  " << m.name << std::string(18 - std::min<size_t>(17, m.name.size()), ' ') << m.summary << "\n";
     std::cout << "attention kinds:\n";
     for (const auto& k : attention::attention_kinds())
@@ -55,7 +59,7 @@ void run(InfoArgs& a) {
   if (a.system) {
     auto s = system_info();
     nlohmann::json j = {{"mimic_version", s.mimic_version}, {"torch_version", s.torch_version}, {"threads", s.threads},
-                        {"cores", s.cores}, {"blas", s.blas}, {"openmp", s.openmp}};
+                        {"cores", s.cores}, {"blas", s.blas}, {"openmp", s.openmp}, {"parallel_info", s.parallel_info}};
     if (a.common.json) return print_json(j);
     std::cout << "mimic        " << s.mimic_version << "\nlibtorch     " << s.torch_version << "\nthreads      " << s.threads
               << " (cores: " << s.cores << ")\nBLAS         " << s.blas << "\nOpenMP       " << s.openmp << "\n\n"
@@ -98,6 +102,12 @@ void run(InfoArgs& a) {
   j["weights"] = {{"file", weights}, {"tensors", tj["count"]}, {"elements_by_dtype", tj["elements_by_dtype"]}};
   if (f.sharded()) j["weights"]["shards"] = f.files();
   if (a.tensors) j["tensors"] = tj["tensors"];
+  // the tokenizer the commands that read text will load, or why none (a folder without vocab.json described as
+  // complete, and then refused by generate: helper-54's probe of 2026-12-04)
+  std::string no_tokenizer;
+  const auto tok = fs::is_directory(a.path) ? models::try_load_tokenizer(a.path, no_tokenizer) : nullptr;
+  if (tok) j["tokenizer"] = {{"kind", tok->kind()}, {"vocab_size", tok->vocab_size()}};
+  else j["tokenizer"] = nullptr, j["tokenizer_problem"] = no_tokenizer.empty() ? "a weights file alone" : no_tokenizer;
   if (a.common.json) return print_json(j);
   std::cout << a.path << "\n  architecture  " << s.model_type << " (head: " << s.head << ")\n  layers        " << s.n_layer
             << "\n  heads         " << s.n_head << " (head dim " << s.head_dim
@@ -108,6 +118,8 @@ void run(InfoArgs& a) {
             << "\n  parameters    " << s.parameters << "\n  weights       " << weights << " (" << tj["count"] << " tensors, "
             << tj["elements_by_dtype"].dump() << (f.sharded() ? ", " + std::to_string(f.files().size()) + " shards" : "") << ")\n";
   if (s.head == "cls") std::cout << "  labels        " << s.num_labels << "\n";
+  std::cout << "  tokenizer     "
+            << (tok ? tok->kind() + ", " + std::to_string(tok->vocab_size()) + " tokens" : "none: " + j["tokenizer_problem"].get<std::string>()) << "\n";
   std::cout << "  attention     " << models::attention_summary(*model) << "\n";
   if (a.tensors)
     for (const auto& t : tj["tensors"]) std::cout << "  " << t["name"].get<std::string>() << "  " << t["dtype"].get<std::string>() << " " << t["shape"].dump() << "\n";

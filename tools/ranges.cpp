@@ -145,6 +145,10 @@ CLI::Validator non_empty() {
       // no name of its own: --help showed "TEXT:TEXT:SPEC" for an option this and another validator check
       "");
 }
+CLI::Validator non_empty_text() {
+  return CLI::Validator([](std::string& s) -> std::string { return s.empty() ? "an empty value means nothing here: leave the option out instead" : ""; },
+                        "");
+}
 CLI::Validator count(int64_t lo) { return integer(lo, kMaxCount); }
 // Learning rates far above 1 only diverge; the cap catches a misplaced exponent (1e3 for 1e-3).
 CLI::Validator learning_rate() { return real(0, 10, /*open_low=*/true); }

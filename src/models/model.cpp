@@ -16,6 +16,7 @@
 #include "mimic/attention/attention.h"
 #include "mimic/attention/kinds.h"
 #include "mimic/core/json_keys.h"
+#include "mimic/core/paths.h"
 #include "mimic/core/error.h"
 #include "mimic/core/runtime.h"
 #include "mimic/io/atomic_file.h"
@@ -37,6 +38,24 @@ namespace {
 // config (its eos_token_id list is where generation stops: a converted Llama 3.1 lost it, the probe of 2026-12-01).
 const char* kSourceFiles[] = {"vocab.json",     "merges.txt",  "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
                               "tokenizer.json", "generation_config.json"};
+
+// float16's largest finite value: a weight beyond it is stored as infinity.
+constexpr double kFloat16Max = 65504.0;
+
+// Refuses weights that float16 storage would make infinite: those stored as float16 (`to_float16`: every floating
+// tensor, --dtype f16; else those loaded as float16, which keep their type), named with the largest magnitude where
+// it is still known (a tensor already converted holds infinity in its place).
+void refuse_beyond_float16(const std::vector<std::pair<std::string, at::Tensor>>& weights, bool to_float16) {
+  for (const auto& [name, t] : weights) {
+    if (!t.is_floating_point() || !(to_float16 || t.scalar_type() == at::kHalf) || t.numel() == 0) continue;
+    const double largest = t.detach().abs().max().item<double>();
+    if (std::isnan(largest) || largest <= kFloat16Max) continue;  // (NaN: the load's and the training's checks name it)
+    std::ostringstream magnitude;
+    if (t.scalar_type() != at::kHalf) magnitude << " of magnitude " << largest;
+    fail("tensor '", name, "' holds a value", magnitude.str(), " beyond float16's largest (65504), which float16 storage makes "
+         "infinite: store the weights as bf16 or f32 (export's and finetune's --dtype bf16)");
+  }
+}
 
 class HfModel : public Model {
  public:
@@ -88,6 +107,17 @@ class HfModel : public Model {
       if (snapshots.empty() && io::TensorStore::has_weights(dir))
         fail(dir, ": no config.json beside its weights, as a save stopped before its end leaves a folder (mimic writes config.json "
                   "last): run the command that wrote it again");
+      // a tokenizer's folder (the asset `--model gpt2` names, which tokenize reads) was called a model without its
+      // config, in a cache folder the user never named (helper-54's probe of 2026-12-04)
+      if (snapshots.empty() && std::any_of(std::begin(kSourceFiles), std::end(kSourceFiles) - 1,
+                                           [&](const char* f) { return fs::exists(d / f, ec); })) {
+        std::string embedded;
+        for (auto n = embedded_model_names(); *n; ++n) embedded += std::string(embedded.empty() ? "" : ", ") + *n;
+        const bool fetched = fs::path(dir).lexically_normal().parent_path() == fs::path(cache_dir() + "/assets").lexically_normal();
+        fail(dir, ": a tokenizer without a model (no config.json, no weights)",
+             fetched ? ", the one mimic fetched as " + fs::path(dir).filename().string() + ", which only tokenize reads" : "",
+             ": give a model directory (config.json + model.safetensors) or an embedded model (", embedded, ")");
+      }
       fail(dir, ": no config.json (a model directory holds config.json + model.safetensors)",
            snapshots.empty() ? std::string()
                              : "; a Hugging Face cache folder: give its snapshot, " + snapshots.front() +
@@ -218,6 +248,10 @@ class HfModel : public Model {
     // A name a model's file takes holding something else (a folder made as config.json, a dangling link) was found
     // only after the weights had been written, leaving half a model (the tenth probe of 2026-11-29): checked first.
     refuse_odd_model_file_names(dir);
+    // The weights as they will be stored, checked before any file changes: a value beyond float16's range became
+    // infinite, and the written model was refused on loading as diverged (helper-54's probe of 2026-12-04).
+    const auto weights = tensors(!options.dtype);
+    refuse_beyond_float16(weights, options.dtype == io::DType::F16);
     // config.json is what makes a folder a model (the load's first read), so it is removed before anything else is
     // replaced and written last: a save stopped halfway leaves no config.json, and the folder is refused, where a
     // convert killed over an earlier result left the new weights beside the old mimic.json, and the folder loaded as
@@ -238,10 +272,10 @@ class HfModel : public Model {
     }
     std::vector<std::string> written;
     if (options.shards.empty()) {
-      io::save_safetensors((fs::path(dir) / io::kWeightsFile).string(), tensors(!options.dtype), opt);
+      io::save_safetensors((fs::path(dir) / io::kWeightsFile).string(), weights, opt);
       written = {io::kWeightsFile};
     } else {
-      written = io::save_sharded(dir, tensors(!options.dtype), options.shards, opt);
+      written = io::save_sharded(dir, weights, options.shards, opt);
       written.push_back(io::kIndexFile);
     }
     io::remove_stale_weights(dir, written, &before);

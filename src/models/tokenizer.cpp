@@ -33,6 +33,15 @@ std::unique_ptr<text::Tokenizer> load_tokenizer(const std::string& dir) {
   return text::load_tokenizer(dir, cls, why);
 }
 
+std::unique_ptr<text::Tokenizer> try_load_tokenizer(const std::string& dir, std::string& why) {
+  try {
+    return load_tokenizer(dir);
+  } catch (const Error& e) {
+    why = e.what();
+    return nullptr;
+  }
+}
+
 std::vector<int64_t> end_of_text_ids(const std::string& dir, const text::Tokenizer& tok, int64_t vocab_size) {
   namespace fs = std::filesystem;
   std::vector<int64_t> ids;

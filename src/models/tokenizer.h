@@ -12,6 +12,9 @@
 namespace mimic::models {
 
 std::unique_ptr<text::Tokenizer> load_tokenizer(const std::string& dir);
+// load_tokenizer, or nullptr with why not in `why` (load_tokenizer's error): for commands that describe or carry a
+// folder without needing its tokenizer (info shows it, export says that the copy has none either).
+std::unique_ptr<text::Tokenizer> try_load_tokenizer(const std::string& dir, std::string& why);
 
 // The ids generation stops at, as HF's generate stops: every eos_token_id of the folder's generation_config.json (an id
 // or a list: Llama 3.1's three), else of its config.json, and the tokenizer's end of text beside them (what mimic
