@@ -275,6 +275,28 @@ TEST(Export, AWeightBeyondFloat16sRangeIsRefusedBeforeTheFolderChanges) {
   EXPECT_FALSE(fs::exists(dir.file("kept/config.json")));
 }
 
+// A folder whose tokenizer mimic cannot read is said to be one: info shows the tokenizer (or why none) and export
+// notes that its copy has none either; it described and exported such a folder as complete, and generate then
+// refused the copy (helper-54's probe of 2026-12-04).
+TEST(Export, InfoShowsAModelsTokenizerOrWhyNoneAndExportNotesAFolderWithout) {
+  TempDir dir;
+  const std::string src = mimic::test::model_with_tokenizer("gpt2-plain");
+  auto whole = nlohmann::json::parse(mimic_cli("info " + src + " --json --threads 1").out);
+  EXPECT_EQ(whole["tokenizer"], nlohmann::json({{"kind", "gpt2-bpe"}, {"vocab_size", 50257}}));
+  fs::create_directories(dir.file("m"));
+  for (const auto& e : fs::directory_iterator(src))
+    if (e.path().filename() != "vocab.json") fs::copy_file(e.path(), dir.file("m/" + e.path().filename().string()));
+  auto j = nlohmann::json::parse(mimic_cli("info " + dir.file("m") + " --json --threads 1").out);
+  EXPECT_TRUE(j["tokenizer"].is_null()) << j.dump();
+  EXPECT_NE(j["tokenizer_problem"].get<std::string>().find("vocab.json is missing"), std::string::npos) << j.dump();
+  EXPECT_NE(mimic_cli("info " + dir.file("m") + " --threads 1").out.find("\n  tokenizer     none: "), std::string::npos);
+  auto r = mimic_cli("export --model " + dir.file("m") + " --out " + dir.file("x") + " --threads 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("mimic: note: " + dir.file("m") + " has no tokenizer mimic reads ("), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the export has none either"), std::string::npos) << r.err;
+  EXPECT_EQ(mimic_cli("export --model " + src + " --out " + dir.file("y") + " --threads 1").err.find("note"), std::string::npos);
+}
+
 // A model loaded from fp16 and then trained holds float32 values: saving it as f32 keeps them exactly (they are
 // not first rounded to the type the tensors were loaded with); the default save stores the loaded types.
 TEST(Export, F32SaveOfAnF16LoadedModelKeepsItsValues) {
