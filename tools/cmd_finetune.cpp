@@ -211,6 +211,12 @@ void run(FinetuneArgs& a) {
     print_row("validation perplexity", student["validation"]["perplexity"], teacher_at(ptr("/validation/perplexity")), "%12.2f");
     if (student.contains("test"))
       print_row("test perplexity", student["test"]["perplexity"], teacher_at(ptr("/test/perplexity")), "%12.2f");
+    // an eval of the model on the validation split scored another perplexity, and read as a faulty export (helper-55's
+    // probe of 2026-12-04): the two numbers say what they score
+    std::printf("(validation: the run's %lld fixed batches (--eval-batches), its selection score; mimic eval --split validation "
+                "scores the whole split%s)\n",
+                static_cast<long long>(tr.validation_batches > 0 ? tr.validation_batches : a.eval_batches),
+                student.contains("test") ? "; test: the whole test split, as eval scores it" : "");
   } else {
     for (const char* split : {"validation", "test"}) {
       if (student[split].is_null()) continue;  // no test rows

@@ -48,7 +48,8 @@ constexpr double kFloat16Max = 65504.0;
 void refuse_beyond_float16(const std::vector<std::pair<std::string, at::Tensor>>& weights, bool to_float16) {
   for (const auto& [name, t] : weights) {
     if (!t.is_floating_point() || !(to_float16 || t.scalar_type() == at::kHalf) || t.numel() == 0) continue;
-    const double largest = t.detach().abs().max().item<double>();
+    // (the ends, not abs(): no copy of a large table beside it)
+    const double largest = std::max(-t.detach().min().item<double>(), t.detach().max().item<double>());
     if (std::isnan(largest) || largest <= kFloat16Max) continue;  // (NaN: the load's and the training's checks name it)
     std::ostringstream magnitude;
     if (t.scalar_type() != at::kHalf) magnitude << " of magnitude " << largest;
