@@ -860,6 +860,13 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-300 --out o", "--kd: must be 0 (off) or a number in [0.01, 100], got 1e-300"},
       {"pretrain --arch gpt2 --config " + m + "/config.json --data sotu --position-scale 1e-3 --out o", "--position-scale sets the sinusoidal table's size: it needs --position-init sinusoidal"},
       {"pretrain --arch gpt2 --config " + m + "/config.json --data mqar:vocab=64,seq_len=32,pairs=4 --seq-len 33 --out o", "--seq-len 33 differs from the task's seq_len 32"},
+      // and helper-56's (2026-12-04): what --arch decides; BERT's --seq-len 2 was "batch size must be positive", exit 1
+      {"pretrain --arch bert --config " + std::string(MIMIC_SOURCE_DIR) + "/examples/models/bert-mini/config.json --data sotu --seq-len 2 --out o",
+       "--seq-len 2: a BERT block is [CLS], the text's tokens and [SEP]: give at least 3"},
+      {"pretrain --arch bert --config " + std::string(MIMIC_SOURCE_DIR) + "/examples/models/bert-mini/config.json --data mqar --out o",
+       "a recall task (mqar) trains a causal LM: use a causal --arch (GPT-2, Llama, Mistral, Qwen2, Qwen3)"},
+      {"pretrain --arch llama --config " + m + "/config.json --data sotu --position-init sinusoidal --out o",
+       "--position-init sinusoidal sets a learned position table; a Llama model has rotary positions instead"},
       // and the sixteenth probe's: before --out is looked at, and more of them
       {"pretrain --arch gpt2 --init " + m + " --data sotu --position-init sinusoidal --out o", "--position-init sets up a fresh model's position table"},
       {"finetune --task lm --model " + m + " --data sotu --kd 1e-300 --out " + m, "--kd: must be 0 (off) or a number in [0.01, 100], got 1e-300"},

@@ -645,6 +645,49 @@ TEST(DataBatches, MlmMaskingStatistics) {
   EXPECT_TRUE(torch::equal(ids.masked_select(~chosen), original.masked_select(~chosen)));
 }
 
+// A row the draws leave without a chosen position gets one, uniformly among its non-special positions (its masked-LM
+// loss was 0/0: short BERT blocks stopped at a NaN loss); a row of special positions alone stays unchosen, and rows
+// that had one are corrupted as before.
+TEST(DataBatches, MlmMaskingChoosesAPositionInEveryRowThatHasOne) {
+  MlmMasking never;
+  never.rate = 0;  // the draws choose nothing: every choice is the guarantee's
+  std::vector<int64_t> picked(6, 0);
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 6000; ++trial) {
+    auto ids = torch::arange(1000, 1012, torch::kLong).reshape({2, 6}).contiguous();
+    auto special = torch::zeros({2, 6}, torch::kBool);
+    special[0][0] = special[0][5] = true;  // [CLS] ... [SEP]
+    special[1].fill_(true);                // a row of padding
+    at::Tensor labels;
+    mask_tokens(ids, labels, special, never, rng);
+    auto chosen = labels.ne(-100);
+    ASSERT_EQ(chosen[0].sum().item<int64_t>(), 1);
+    ASSERT_EQ(chosen[1].sum().item<int64_t>(), 0);
+    for (int64_t i = 0; i < 6; ++i) picked[i] += chosen[0][i].item<bool>();
+  }
+  EXPECT_EQ(picked[0], 0);
+  EXPECT_EQ(picked[5], 0);
+  for (int64_t i = 1; i < 5; ++i) EXPECT_NEAR(picked[i], 1500, 150) << i;  // uniform over the 4 (sd ~34)
+
+  // with the usual rate, rows of 4 open positions: about half drew none (0.85^4 = 0.52); every row has one now, and a
+  // row that drew one holds exactly what the same draws gave before
+  MlmMasking usual;
+  std::mt19937_64 a(7), b(7);
+  auto ids = torch::randint(1000, 30000, {64, 4}, torch::kLong);
+  auto kept = ids.clone();
+  at::Tensor labels;
+  mask_tokens(ids, labels, torch::zeros({64, 4}, torch::kBool), usual, a);
+  EXPECT_TRUE(labels.ne(-100).any(1).all().item<bool>());
+  auto first_row = kept.slice(0, 0, 1).clone();
+  at::Tensor first_labels;
+  mask_tokens(first_row, first_labels, torch::zeros({1, 4}, torch::kBool), usual, b);
+  ASSERT_TRUE(first_labels.ne(-100).any().item<bool>());  // (seed 7: the first row draws one of its own)
+  {  // drawn, not given: the same positions and values
+    EXPECT_TRUE(torch::equal(first_labels, labels.slice(0, 0, 1)));
+    EXPECT_TRUE(torch::equal(first_row, ids.slice(0, 0, 1)));
+  }
+}
+
 // One answer to "does --data name a corpus?" (record, convert's probe, pretrain, the token cache ask it): "all" and
 // every registered corpus, nothing else — not a classification set, not a file that happens to exist.
 TEST(DataCorpus, IsLmCorpusIsTheOneAnswerAndNamesTheChoices) {

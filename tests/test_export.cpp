@@ -295,6 +295,10 @@ TEST(Export, InfoShowsAModelsTokenizerOrWhyNoneAndExportNotesAFolderWithout) {
   EXPECT_NE(r.err.find("mimic: note: " + dir.file("m") + " has no tokenizer mimic reads ("), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("the export has none either"), std::string::npos) << r.err;
   EXPECT_EQ(mimic_cli("export --model " + src + " --out " + dir.file("y") + " --threads 1").err.find("note"), std::string::npos);
+  // a sharded folder's index file names the folder: its tokenizer is the folder's (it said "a weights file alone")
+  ASSERT_EQ(mimic_cli("export --model " + src + " --out " + dir.file("s") + " --shard-embeddings --threads 1").code, 0);
+  auto index = nlohmann::json::parse(mimic_cli("info " + dir.file("s/model.safetensors.index.json") + " --json --threads 1").out);
+  EXPECT_EQ(index["tokenizer"], whole["tokenizer"]) << index.dump();
 }
 
 // A model loaded from fp16 and then trained holds float32 values: saving it as f32 keeps them exactly (they are

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -229,6 +230,33 @@ TEST(FinetuneLm, ResumeIsBitIdentical) {
     expect_same_checkpoints(dir.file("full" + tag + "/checkpoint.safetensors"), dir.file("stopped" + tag + "/checkpoint.safetensors"));
     expect_same_checkpoints(dir.file("full" + tag + "/last/model.safetensors"), dir.file("stopped" + tag + "/last/model.safetensors"));
   }
+}
+
+// Ctrl-C (SIGINT) during a run: the step under way finishes, a checkpoint holds it (step 3, between the regular ones
+// at 2 and 4), the run ends with an error saying so, and the same command continues to what the uninterrupted run
+// wrote; the signal's handling is the process's again afterwards. (It ended the process at once: helper-55's probe.)
+TEST(FinetuneLm, ASignalStopsTheRunAfterItsStepWithACheckpointTheSameCommandContinues) {
+  TempDir dir;
+  auto base = tiny_gpt2(dir);
+  auto o = lm_options(base, dir.file("full"), 6);
+  o.train.checkpoint_every = 2;
+  o.train.eval_every = 3;
+  o.train.keep_last = true;
+  ft::finetune_lm(o);
+  auto stopped = o;
+  stopped.train.out_dir = dir.file("stopped");
+  stopped.train.signal_after_step = 3;
+  EXPECT_MIMIC_ERROR(ft::finetune_lm(stopped), "stopped by SIGINT (Ctrl-C) after step 3 of 6: the checkpoint in " + dir.file("stopped") +
+                                                   " holds it; the same command continues the run");
+  struct sigaction now {};
+  ASSERT_EQ(::sigaction(SIGINT, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("stopped/last")));
+  stopped.train.signal_after_step = 0;
+  auto second = ft::finetune_lm(stopped);
+  EXPECT_EQ(second.train.resumed_from, 3);
+  expect_same_checkpoints(dir.file("full/checkpoint.safetensors"), dir.file("stopped/checkpoint.safetensors"));
+  expect_same_checkpoints(dir.file("full/last/model.safetensors"), dir.file("stopped/last/model.safetensors"));
 }
 
 // A converted GPT-2 (hedgehog + SLA gates in every layer, chunk 8 < 16 tokens: the chunked form) finetunes
@@ -516,6 +544,16 @@ TEST(FinetuneLora, StartsAtBaseMatchesReferenceAndMerges) {
     const auto s = plain->summary();
     auto in = some_tokens(s.vocab_size);
     auto expected = plain->forward(in).logits;
+    {
+      // a rank beyond a block's sides is refused with the model's largest rank (GPT-2's fused c_attn: per q, k, v block)
+      ft::LoraOptions too_big;
+      too_big.rank = s.d_model + 1;
+      const std::string d = std::to_string(s.d_model);
+      const std::string first = s.model_type == "gpt2" ? "h.0.attn.c_attn (3 blocks, each " : "encoder.layer.0.attention.self.query (";
+      EXPECT_MIMIC_ERROR(ft::LoraModel(models::load_model(base), too_big, 1),
+                         "LoRA rank " + std::to_string(s.d_model + 1) + " is larger than " + first + d + " -> " + d +
+                             "): this model takes ranks up to " + d);
+    }
     ft::LoraOptions lo;
     lo.rank = 2;
     lo.alpha = 6;  // scale 3

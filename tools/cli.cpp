@@ -482,7 +482,7 @@ std::string resolve_model_dir(const std::string& arg) {
   if (std::filesystem::exists(arg))
     fail(arg, ": not a model directory (", std::filesystem::is_regular_file(arg) ? "a file" : "neither a file nor a folder",
          "): give a HF-layout directory (config.json + model.safetensors) or an embedded model name");
-  fail("model directory not found: ", arg, " (give a HF-layout directory or an embedded model: gpt2-mini, bert-mini, bert-mini-spam, bert-mini-sotu-era)");
+  fail("model directory not found: ", arg, " (give a HF-layout directory or an embedded model: ", embedded_model_list(), ")");
 }
 
 CLI::Validator model_dir_arg() {

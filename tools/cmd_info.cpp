@@ -49,11 +49,12 @@ void run(InfoArgs& a) {
     for (const auto& k : attention::attention_kinds())
       kinds.push_back({{"name", k.name}, {"role", k.role == attention::KindRole::Reference ? "reference" : "distillable"}, {"summary", k.summary}});
     if (a.common.json) return print_json({{"feature_maps", maps}, {"attention_kinds", kinds}});
-    for (const auto& m : attention::feature_maps()) std::cout << "  " << m.name << std::string(18 - std::min<size_t>(17, m.name.size()), ' ') << m.summary << "\n";
+    // the text prints what the JSON holds, so the two cannot disagree
+    auto column = [](const std::string& name) { return "  " + name + std::string(18 - std::min<size_t>(17, name.size()), ' '); };
+    for (const auto& m : maps) std::cout << column(m["name"].get<std::string>()) << m["summary"].get<std::string>() << "\n";
     std::cout << "attention kinds:\n";
-    for (const auto& k : attention::attention_kinds())
-      std::cout << "  " << k.name << std::string(18 - std::min<size_t>(17, k.name.size()), ' ')
-                << (k.role == attention::KindRole::Reference ? "[reference] " : "[distillable] ") << k.summary << "\n";
+    for (const auto& k : kinds)
+      std::cout << column(k["name"].get<std::string>()) << "[" << k["role"].get<std::string>() << "] " << k["summary"].get<std::string>() << "\n";
     return;
   }
   if (a.system) {
@@ -105,9 +106,10 @@ void run(InfoArgs& a) {
   // the tokenizer the commands that read text will load, or why none (a folder without vocab.json described as
   // complete, and then refused by generate: helper-54's probe of 2026-12-04)
   std::string no_tokenizer;
-  const auto tok = fs::is_directory(a.path) ? models::try_load_tokenizer(a.path, no_tokenizer) : nullptr;
+  // (the folder's: an index file's path names the folder holding it, as the model's loading does)
+  const auto tok = models::try_load_tokenizer(dir.empty() ? "." : dir, no_tokenizer);
   if (tok) j["tokenizer"] = {{"kind", tok->kind()}, {"vocab_size", tok->vocab_size()}};
-  else j["tokenizer"] = nullptr, j["tokenizer_problem"] = no_tokenizer.empty() ? "a weights file alone" : no_tokenizer;
+  else j["tokenizer"] = nullptr, j["tokenizer_problem"] = no_tokenizer;
   if (a.common.json) return print_json(j);
   std::cout << a.path << "\n  architecture  " << s.model_type << " (head: " << s.head << ")\n  layers        " << s.n_layer
             << "\n  heads         " << s.n_head << " (head dim " << s.head_dim

@@ -39,6 +39,15 @@ void run(PretrainArgs& a) {
   MIMIC_USAGE_CHECK(a.o.position_init == "normal" || a.o.init.empty(),
                     "--position-init sets up a fresh model's position table; --init continues a trained one");
   MIMIC_USAGE_CHECK(a.o.init.empty() || !data::is_recall_task(a.o.corpus), "--init continues a prose model; a recall task trains a fresh one (give --config)");
+  // what --arch alone decides is a usage error too (helper-56's probe: these exited 1, from the library's checks)
+  const models::Family& family = models::family(a.o.arch);
+  MIMIC_USAGE_CHECK(family.causal || !data::is_recall_task(a.o.corpus), "a recall task (", a.o.corpus,
+                    ") trains a causal LM: use a causal --arch (", models::causal_family_names(), ")");
+  MIMIC_USAGE_CHECK(a.o.position_init == "normal" || !family.position_table().empty(), "--position-init sinusoidal sets a learned position table; a ",
+                    family.display_name, " model has rotary positions instead");
+  // a BERT block is [CLS], the text's tokens, [SEP]: --seq-len 2 left no token (and was named as a batch size not positive)
+  MIMIC_USAGE_CHECK(family.causal || a.o.seq_len >= 3, "--seq-len ", a.o.seq_len, ": a ", family.display_name,
+                    " block is [CLS], the text's tokens and [SEP]: give at least 3");
   const std::string warmup_note = fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);
   start(a.common);
   refuse_out_over_inputs(a.o.train.out_dir, {{"--config", a.config_path}, {"--init", a.o.init}, {"--data", a.o.corpus}});

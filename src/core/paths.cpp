@@ -31,8 +31,14 @@ bool is_embedded_model_name(const std::string& name) {
   return false;
 }
 
+std::string embedded_model_list() {
+  std::string list;
+  for (auto n = embedded_model_names(); *n; ++n) list += std::string(list.empty() ? "" : ", ") + *n;
+  return list;
+}
+
 std::string embedded_model_dir(const std::string& name) {
-  MIMIC_CHECK(is_embedded_model_name(name), "'", name, "' is not an embedded model (gpt2-mini, bert-mini, bert-mini-spam, bert-mini-sotu-era)");
+  MIMIC_CHECK(is_embedded_model_name(name), "'", name, "' is not an embedded model (", embedded_model_list(), ")");
   std::string tried;
   auto candidate = [&](const std::string& root) -> bool {
     tried += (tried.empty() ? "" : ", ") + root + "/" + name;

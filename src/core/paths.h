@@ -13,6 +13,8 @@ std::string asset_path(const std::string& relative);
 // The embedded models shipped in examples/models/: gpt2-mini, bert-mini, bert-mini-spam, bert-mini-sotu-era.
 const char* const* embedded_model_names();  // null-terminated
 bool is_embedded_model_name(const std::string& name);
+// Their names as messages list them: "gpt2-mini, bert-mini, ...".
+std::string embedded_model_list();
 // The directory of an embedded model: $MIMIC_MODELS/<name> when set, else the installed copy
 // (<prefix>/share/mimic/models), else the source tree's examples/models. Throws mimic::Error when none holds it.
 std::string embedded_model_dir(const std::string& name);

@@ -149,12 +149,30 @@ void mask_tokens(at::Tensor& input_ids, at::Tensor& labels, const at::Tensor& sp
   const bool* s = sp.data_ptr<bool>();
   std::uniform_real_distribution<double> u(0.0, 1.0);
   std::uniform_int_distribution<int64_t> random_id(m.first_random_id, m.vocab_size - 1);
-  for (int64_t i = 0, n = input_ids.numel(); i < n; ++i) {
-    if (s[i] || u(rng) >= m.rate) continue;
+  auto corrupt = [&](int64_t i) {
     lb[i] = ids[i];
     double r = u(rng);
     if (r < 0.8) ids[i] = m.mask_id;
     else if (r < 0.9) ids[i] = random_id(rng);
+  };
+  for (int64_t i = 0, n = input_ids.numel(); i < n; ++i) {
+    if (s[i] || u(rng) >= m.rate) continue;
+    corrupt(i);
+  }
+  // A row the draws left without a chosen position gets one, uniformly among its non-special ones: its loss (a mean
+  // over chosen positions) was 0/0, and a short block's run stopped at a NaN loss (4 tokens: half the rows), in a
+  // data-parallel run as soon as one rank's share held no chosen position (helper-56's probe of 2026-12-04). Rows
+  // that had one draw as before, so a run whose rows all had one is what it was.
+  const int64_t len = input_ids.dim() == 2 ? input_ids.size(1) : input_ids.numel();
+  for (int64_t row = 0; len > 0 && row < input_ids.numel() / len; ++row) {
+    std::vector<int64_t> open;
+    bool chosen = false;
+    for (int64_t i = row * len; i < (row + 1) * len && !chosen; ++i) {
+      chosen = lb[i] != -100;
+      if (!s[i]) open.push_back(i);
+    }
+    if (chosen || open.empty()) continue;
+    corrupt(open[std::uniform_int_distribution<size_t>(0, open.size() - 1)(rng)]);
   }
 }
 

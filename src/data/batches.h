@@ -105,7 +105,8 @@ class PackedBatches {
 
 // BERT masked-LM corruption (Devlin et al.): choose each non-special position with probability `rate`;
 // of the chosen, 80% become [MASK], 10% a random token, 10% stay. labels hold the original id at chosen
-// positions and -100 elsewhere. `special` marks positions never chosen ([CLS], [SEP], [PAD]).
+// positions and -100 elsewhere. `special` marks positions never chosen ([CLS], [SEP], [PAD]). Every row (of 2-D ids;
+// 1-D ids are one row) with a non-special position has at least one chosen: one drawn uniformly where none was.
 struct MlmMasking {
   double rate = 0.15;
   int64_t mask_id = 103;

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <limits>
 
 #include "mimic/core/error.h"
 #include "mimic/models/family.h"
@@ -36,7 +37,24 @@ LoraModel::LoraModel(std::unique_ptr<models::Model> base, const LoraOptions& o, 
   auto gen = at::detail::createCPUGenerator(seed);
   // The projections to adapt come from the model's family (Family::lora_targets).
   auto& net = base_->module();
-  for (auto& target : base_->summary().family->lora_targets(net)) {
+  auto targets = base_->summary().family->lora_targets(net);
+  // A rank is at most each adapted block's smaller side; the message names the model's largest rank (it named one
+  // projection's fused q, k, v block's sides, "c_attn (192 -> 192)", as though the rank were a size: helper-55's probe).
+  auto sides = [](const models::LoraTarget& t) {
+    const int64_t in = t.transposed ? t.weight->size(0) : t.weight->size(1);
+    const int64_t out = (t.transposed ? t.weight->size(1) : t.weight->size(0)) / static_cast<int64_t>(t.slots.size());
+    return std::pair<int64_t, int64_t>{in, out};
+  };
+  for (const auto& t : targets) {
+    const auto [in, out] = sides(t);
+    if (o.rank <= std::min(in, out)) continue;
+    int64_t largest = std::numeric_limits<int64_t>::max();
+    for (const auto& u : targets) largest = std::min(largest, std::min(sides(u).first, sides(u).second));
+    const std::string blocks = t.slots.size() > 1 ? std::to_string(t.slots.size()) + " blocks, each " : "";
+    fail("LoRA rank ", o.rank, " is larger than ", t.name, " (", blocks, in, " -> ", out, "): this model takes ranks up to ", largest);
+  }
+  for (auto& target : targets) {
+    const auto [in, out] = sides(target);  // before the slots move into the adapter
     const std::string& name = target.name;
     at::Tensor* weight = target.weight;
     const bool conv1d = target.transposed;
@@ -46,9 +64,6 @@ LoraModel::LoraModel(std::unique_ptr<models::Model> base, const LoraOptions& o, 
     ad->base = *weight;
     ad->conv1d = conv1d;
     ad->slots = std::move(target.slots);
-    const int64_t in = conv1d ? weight->size(0) : weight->size(1);
-    const int64_t out = (conv1d ? weight->size(1) : weight->size(0)) / static_cast<int64_t>(ad->slots.size());
-    MIMIC_CHECK(o.rank <= std::min(in, out), "LoRA rank ", o.rank, " exceeds the size of ", name, " (", in, " -> ", out, ")");
     const double bound = 1.0 / std::sqrt(static_cast<double>(in));  // Kaiming-uniform with a = sqrt(5)
     for (size_t i = 0; i < ad->slots.size(); ++i) {
       // drawn on the CPU generator whatever the device, so that a seed gives the same start everywhere

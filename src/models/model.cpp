@@ -36,8 +36,17 @@ namespace {
 
 // The files a saved model takes from the folder it was loaded from, as they are: its tokenizer's, and the generation
 // config (its eos_token_id list is where generation stops: a converted Llama 3.1 lost it, the probe of 2026-12-01).
-const char* kSourceFiles[] = {"vocab.json",     "merges.txt",  "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
-                              "tokenizer.json", "generation_config.json"};
+const char* const kTokenizerFiles[] = {"vocab.json", "merges.txt", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json",
+                                      "tokenizer.json"};
+const char* const kGenerationConfig = "generation_config.json";
+const std::vector<std::string>& source_files() {
+  static const std::vector<std::string> files = [] {
+    std::vector<std::string> v(std::begin(kTokenizerFiles), std::end(kTokenizerFiles));
+    v.push_back(kGenerationConfig);
+    return v;
+  }();
+  return files;
+}
 
 // float16's largest finite value: a weight beyond it is stored as infinity.
 constexpr double kFloat16Max = 65504.0;
@@ -110,14 +119,12 @@ class HfModel : public Model {
                   "last): run the command that wrote it again");
       // a tokenizer's folder (the asset `--model gpt2` names, which tokenize reads) was called a model without its
       // config, in a cache folder the user never named (helper-54's probe of 2026-12-04)
-      if (snapshots.empty() && std::any_of(std::begin(kSourceFiles), std::end(kSourceFiles) - 1,
+      if (snapshots.empty() && std::any_of(std::begin(kTokenizerFiles), std::end(kTokenizerFiles),
                                            [&](const char* f) { return fs::exists(d / f, ec); })) {
-        std::string embedded;
-        for (auto n = embedded_model_names(); *n; ++n) embedded += std::string(embedded.empty() ? "" : ", ") + *n;
         const bool fetched = fs::path(dir).lexically_normal().parent_path() == fs::path(cache_dir() + "/assets").lexically_normal();
         fail(dir, ": a tokenizer without a model (no config.json, no weights)",
              fetched ? ", the one mimic fetched as " + fs::path(dir).filename().string() + ", which only tokenize reads" : "",
-             ": give a model directory (config.json + model.safetensors) or an embedded model (", embedded, ")");
+             ": give a model directory (config.json + model.safetensors) or an embedded model (", embedded_model_list(), ")");
       }
       fail(dir, ": no config.json (a model directory holds config.json + model.safetensors)",
            snapshots.empty() ? std::string()
@@ -293,7 +300,7 @@ class HfModel : public Model {
     // model with no tokenizer (pretrain on a recall task) leaves none: a converted model's tokenizer.json in a fresh
     // run's last/ was read as the new model's (the tenth probe of 2026-11-29).
     if (dir_.empty() || (fs::is_directory(dir_) && !fs::equivalent(fs::path(dir), fs::path(dir_))))
-      for (const char* name : kSourceFiles) {
+      for (const std::string& name : source_files()) {
         const fs::path src = dir_.empty() ? fs::path() : fs::path(dir_) / name, dst = fs::path(dir) / name;
         if (!src.empty() && fs::exists(src)) io::copy_file_atomically(src.string(), dst.string());
         else if (before.count(name)) fs::remove(dst);
@@ -460,7 +467,7 @@ io::ShardGroup embeddings_group() { return {"embeddings", is_embedding}; }
 
 bool is_model_file(const std::string& name) {
   if (name == "config.json" || name == kConvertedFile || io::is_weights_file(name)) return true;
-  return std::find(std::begin(kSourceFiles), std::end(kSourceFiles), name) != std::end(kSourceFiles);
+  return std::find(source_files().begin(), source_files().end(), name) != source_files().end();
 }
 
 void refuse_odd_model_file_names(const std::string& dir, const std::function<bool(const std::string&)>& also) {
@@ -488,7 +495,7 @@ void remove_model_files(const std::string& dir) {
   if (!fs::is_directory(dir)) return;
   io::remove_stale_weights(dir, {});
   std::vector<std::string> describing = {"config.json", kConvertedFile};
-  for (const char* name : kSourceFiles) describing.push_back(name);
+  describing.insert(describing.end(), source_files().begin(), source_files().end());
   for (const auto& name : describing) {
     const fs::path p = fs::path(dir) / name;
     if (fs::is_regular_file(fs::symlink_status(p))) fs::remove(p);

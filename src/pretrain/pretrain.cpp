@@ -87,7 +87,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   std::string tok_dir;
   if (recall) {
     task_spec = data::RecallTaskSpec::parse(o.corpus);
-    MIMIC_CHECK(causal, "a recall task (", o.corpus, ") trains a causal LM: use a causal --arch (gpt2, llama, mistral, qwen2, qwen3)");
+    MIMIC_CHECK(causal, "a recall task (", o.corpus, ") trains a causal LM: use a causal --arch (", models::causal_family_names(), ")");
     MIMIC_CHECK(o.init.empty(), "--init continues a prose model; a recall task trains a fresh one (give --config)");
   } else {
     MIMIC_CHECK(!o.init.empty() || !family.tokenizer_asset.empty(), "pretrain --arch ", o.arch, " on prose needs a tokenizer, and mimic fetches none for ",
@@ -159,6 +159,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   if (!o.device.is_cpu()) model->module().to(o.device);
 
   // BERT's blocks leave room for [CLS] and [SEP].
+  MIMIC_CHECK(causal || o.seq_len >= 3, "--seq-len ", o.seq_len, ": a ", family.display_name, " block is [CLS], the text's tokens and [SEP]: give at least 3");
   const int64_t block = causal ? o.seq_len : o.seq_len - 2;
   // Data parallelism: every rank draws the global batches of --batch-size × ranks rows (and their masks) and
   // trains on its share.

@@ -68,6 +68,8 @@ struct TrainOptions {
   // > 0: return after this many steps of this call (counted from where it resumed) as if the process were
   // killed there (no export, no checkpoint beyond the regular ones), so that tests can resume an interrupted run.
   int64_t stop_after = 0;
+  // > 0: raise SIGINT after this step, as Ctrl-C there would (tests of the stop a signal asks for)
+  int64_t signal_after_step = 0;
   // What a run keeps at its end beside best/ (which the caller promotes into out_dir): last/, the last step's
   // export, and the whole final checkpoint. Off (finetune's default): neither — a finished run's checkpoint keeps
   // its state alone (step, best step, data position), enough for a rerun to see that the run is done: its
