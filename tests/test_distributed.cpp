@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -178,13 +179,32 @@ TEST(DistributedCli, ACommandThatDoesNotTrainAsRanksRefusesToRunAsOne) {
   TempDir dir;
   for (const std::string& cmd : std::vector<std::string>{"record --model gpt2-mini --data sotu --samples 1 --out " + dir.file("r.h5"),
                                  "export --model gpt2-mini --out " + dir.file("e"), "bench train --widths mini --lengths 32"}) {
-    auto r = run_with(ranks_env(1, 2, 29500), cmd);
-    EXPECT_EQ(r.code, 1) << cmd;
+    // a usage error: rank 0 says it, the other ranks find the same and stay silent (each said it, under a launch)
+    auto r = run_with(ranks_env(0, 2, 29500), cmd);
+    EXPECT_EQ(r.code, 2) << cmd;
     EXPECT_EQ(count_lines(r.err), 1) << r.err;
     EXPECT_NE(r.err.find(" runs as one process, not as one of WORLD_SIZE=2 ranks"), std::string::npos) << r.err;
+    auto other = run_with(ranks_env(1, 2, 29500), cmd);
+    EXPECT_EQ(other.code, 2) << cmd;
+    EXPECT_EQ(other.err, "");
   }
   EXPECT_FALSE(std::filesystem::exists(dir.file("r.h5")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("e")));
+  // under a launch: one line, exit 2; a launch inside a launch is refused the same way (it started two runs that
+  // collided on their --out: helper-56's probe of 2026-12-04), and so is one inside a rank
+  auto launched = mimic::test::mimic_cli("launch --nproc 2 -- mimic export --model gpt2-mini --out " + dir.file("e"), 60);
+  EXPECT_EQ(launched.code, 2);
+  EXPECT_EQ(count_lines(launched.err), 1) << launched.err;
+  EXPECT_NE(launched.err.find("export runs as one process, not as one of WORLD_SIZE=2 ranks"), std::string::npos) << launched.err;
+  auto nested = mimic::test::mimic_cli("launch --nproc 2 -- mimic launch --nproc 2 -- mimic pretrain --arch gpt2 --out " + dir.file("n"), 60);
+  EXPECT_EQ(nested.code, 2);
+  EXPECT_EQ(nested.err, "mimic: error: launch -- mimic launch: a launch inside a launch starts runs of its own; give the training command "
+                        "after the one -- (see --help)\n");
+  auto inside = run_with(ranks_env(0, 2, 29500), "launch --nproc 2 -- true");
+  EXPECT_EQ(inside.code, 2);
+  EXPECT_NE(inside.err.find("launch runs as the launcher of a run, not as one of its WORLD_SIZE=2 ranks"), std::string::npos) << inside.err;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("e")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("n")));
 }
 
 TEST(DistributedLaunch, EveryRankGetsTheVariablesOfTheRun) {
@@ -241,9 +261,35 @@ TEST(DistributedLaunch, ARankThatFailsStopsTheOthersAndIsNamedInOneLine) {
   EXPECT_EQ(work.err.find("mimic: error: rank 0 of 2"), std::string::npos) << work.err;
   EXPECT_EQ(work.err.find("mimic: error: rank 1 of 2"), std::string::npos) << work.err;
   auto m = mimic::test::mimic_cli("launch --nproc 2 -- pretrain --steps 1");
-  EXPECT_EQ(m.code, 1);
+  EXPECT_EQ(m.code, 2);
   EXPECT_EQ(m.err, "mimic: error: launch: the command starts with 'pretrain', a mimic command: write -- mimic pretrain ... (the "
-                   "first word after -- is the program each rank runs; 'mimic' is this mimic)\n");
+                   "first word after -- is the program each rank runs; 'mimic' is this mimic) (see --help)\n");
+}
+
+// A rank's whole process group is stopped: a rank that is a shell took the signal alone, and what it had started (a
+// training run) went on as an orphan after the launcher said it stopped it (helper-56's probe of 2026-12-04).
+TEST(DistributedLaunch, StoppingARankStopsWhatItStarted) {
+  TempDir dir;
+  const std::string pid_file = dir.file("child");
+  auto r = mimic::test::mimic_cli("launch --nproc 2 -- sh -c 'if [ $RANK = 1 ]; then sleep 1; exit 3; fi; sleep 60 & echo $! > " + pid_file +
+                                      "; wait'",
+                                  40);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "mimic: error: rank 1 of 2 exited with status 3; stopped the other 1 rank\n");
+  const std::string text = mimic::test::read_bytes(pid_file);
+  ASSERT_FALSE(text.empty());
+  const pid_t child = static_cast<pid_t>(std::stol(text));
+  // gone, or a zombie until whoever adopted it reaps it
+  auto alive = [&] {
+    std::ifstream status("/proc/" + std::to_string(child) + "/status");
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind("State:", 0) == 0) return line.find('Z') == std::string::npos;
+    return false;
+  };
+  for (int i = 0; i < 100 && alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(alive()) << "the rank's child " << child << " outlived the launch";
+  if (alive()) ::kill(child, SIGKILL);
 }
 
 // A negative number after one of launch's options is that option's value, out of its range: `--nproc -1` was called

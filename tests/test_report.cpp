@@ -15,6 +15,7 @@
 #include "mimic/analysis/metrics.h"
 #include "mimic/distill/distill.h"
 #include "mimic/eval/metrics.h"
+#include "mimic/models/model.h"
 #include "mimic/record/record.h"
 #include "mimic/report/pareto.h"
 #include "mimic/report/plot.h"
@@ -381,6 +382,31 @@ TEST(Report, AHeadThatKeptSoftmaxHasNoNumbersAndStaysOutOfItsLayersMean) {
   // the CSV leaves the kept head's cells empty
   const auto csv = mimic::test::read_bytes(dir.file("out/metrics.csv"));
   EXPECT_NE(csv.find("\"kept\",model,1,0,,,,,,,,\n"), std::string::npos) << csv;
+
+  // a --model without results: its Quality row names its attention, and the page says how to add results (it printed
+  // an empty sentence ". ." and an empty attention cell: helper-57's probe of 2026-12-04)
+  const auto attention = mimic::models::attention_summary(*mimic::models::load_model(co.out));
+  ASSERT_EQ(r.quality.size(), 1u);
+  EXPECT_EQ(r.quality[0]["attention"], attention);
+  const auto html = mimic::test::read_bytes(dir.file("out/report.html"));
+  EXPECT_NE(html.find("<p>No quality results given for these models: "), std::string::npos) << html;
+  EXPECT_EQ(html.find(". . docs"), std::string::npos);
+  // another model's results under its label are refused (they were shown as its own), its own are its row's
+  auto with_eval = [&](const std::string& out, const std::string& eval_attention) {
+    auto e = options(dir.file(out));
+    e.maps = o.maps;
+    e.models = {co.out};
+    mimic::test::write_bytes(dir.file(out + ".json"), nlohmann::json({{"perplexity", 300.0}, {"predicted", 1000}, {"attention", eval_attention}}).dump());
+    e.evals = {"kept=" + dir.file(out + ".json")};
+    return e;
+  };
+  EXPECT_MIMIC_ERROR(mimic::report::report(with_eval("other", "linear (hedgehog, row norm) in layers 0-1")),
+                     "--eval kept=" + dir.file("other.json") + ": its model computes linear (hedgehog, row norm) in layers 0-1, while --model " +
+                         co.out + " (the label 'kept') computes " + attention + ": one label per model");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("other")));
+  const auto own = mimic::report::report(with_eval("own", attention));
+  EXPECT_EQ(own.quality[0]["perplexity"]["value"], 300.0);
+  EXPECT_EQ(own.quality[0]["attention"], attention);
 }
 
 // The Quality section's inputs: what `mimic eval --json` prints for --task lm, copy and passkey (also inside

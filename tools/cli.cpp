@@ -334,7 +334,8 @@ void start(Common& common) {
   // default thread count divides the cores among this machine's ranks.
   init_runtime(common.threads > 0 ? common.threads : distributed::default_threads(available_cores()));
   const int world = distributed::environment().world_size;
-  MIMIC_CHECK(common.ranks || world == 1, common.command, " runs as one process, not as one of WORLD_SIZE=", world,
+  // a usage error, which rank 0 alone says: under a launch each rank said it (helper-56's probe of 2026-12-04)
+  MIMIC_USAGE_CHECK(common.ranks || world == 1, common.command, " runs as one process, not as one of WORLD_SIZE=", world,
               " ranks (mimic launch, torchrun): run it alone; finetune, pretrain and distill are the commands that train as ranks of one run");
   seed_everything(common.seed);
   common.on = common.devices == Devices::Any ? resolve_device(common.device, distributed::environment().local_rank) : c10::Device(c10::kCPU);

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "mimic/core/error.h"
+#include "mimic/distributed/environment.h"
 #include "mimic/distributed/launch.h"
 #include "ranges.h"
 
@@ -31,9 +32,15 @@ void run(LaunchArgs& a, const CLI::App& sub) {
   // command needs the word mimic before it. A program of that name may exist (info), so this asks rather than guesses.
   if (const auto* parent = sub.get_parent(); parent != nullptr && !a.o.command.empty() && a.o.command.front() != "mimic")
     for (const auto* c : parent->get_subcommands([](const CLI::App*) { return true; }))
-      if (c->get_name() == a.o.command.front())
-        fail("launch: the command starts with '", c->get_name(), "', a mimic command: write -- mimic ", c->get_name(),
-             " ... (the first word after -- is the program each rank runs; 'mimic' is this mimic)");
+      MIMIC_USAGE_CHECK(c->get_name() != a.o.command.front(), "launch: the command starts with '", c->get_name(), "', a mimic command: write -- mimic ",
+                        c->get_name(), " ... (the first word after -- is the program each rank runs; 'mimic' is this mimic)");
+  // a launch inside a launch's rank (or under torchrun) started runs of its own that collided on their --out
+  // (helper-56's probe of 2026-12-04): the ranks come from one launcher
+  const auto& env = distributed::environment();
+  MIMIC_USAGE_CHECK(!env.distributed(), "launch runs as the launcher of a run, not as one of its WORLD_SIZE=", env.world_size,
+                    " ranks: start the training command itself under the one launch (mimic launch --nproc N -- mimic pretrain ...)");
+  MIMIC_USAGE_CHECK(a.o.command.size() < 2 || a.o.command[0] != "mimic" || a.o.command[1] != "launch",
+                    "launch -- mimic launch: a launch inside a launch starts runs of its own; give the training command after the one --");
   a.o.self = self_path();
   const auto r = distributed::launch(a.o);
   if (r.failed_rank < 0) return;

@@ -22,14 +22,17 @@ namespace mimic::distributed {
 namespace {
 
 // The ranks' pids, for the signal handler that passes SIGINT / SIGTERM on: a launch stopped by the user or a job
-// scheduler stops its ranks rather than leaving them to wait out their timeout.
+// scheduler stops its ranks rather than leaving them to wait out their timeout. Each rank leads a process group of
+// its own, and every signal goes to the whole group: a rank that is a shell (`-- sh -c '... mimic pretrain ...'`)
+// took the signal alone, and the training it had started ran on as an orphan, writing its --out after the launcher
+// had said it stopped it (helper-56's probe of 2026-12-04).
 constexpr int kMaxRanks = 4096;
 volatile pid_t g_pids[kMaxRanks];
 volatile int g_count = 0;
 
 void forward_signal(int sig) {
   for (int i = 0; i < g_count; ++i)
-    if (g_pids[i] > 0) ::kill(g_pids[i], sig);
+    if (g_pids[i] > 0) ::kill(-g_pids[i], sig);
   // then end as the signal would have ended the launcher
   ::signal(sig, SIG_DFL);
   ::raise(sig);
@@ -122,6 +125,7 @@ LaunchResult launch(const LaunchOptions& o) {
     const pid_t pid = ::fork();
     MIMIC_CHECK(pid >= 0, "could not start rank ", rank, ": ", std::strerror(errno));
     if (pid == 0) {
+      ::setpgid(0, 0);
       ::signal(SIGINT, SIG_DFL);
       ::signal(SIGTERM, SIG_DFL);
       // A rank must not outlive a launcher killed with -9 (which cannot pass anything on).
@@ -138,6 +142,7 @@ LaunchResult launch(const LaunchOptions& o) {
       std::fprintf(stderr, "mimic: error: rank %d: cannot run %s: %s\n", rank, cargv[0], std::strerror(errno));
       ::_exit(127);
     }
+    ::setpgid(pid, pid);  // as the child does: whichever runs first, the group exists before a signal is sent to it
     pids[static_cast<size_t>(rank)] = pid;
     g_pids[rank] = pid;
     g_count = rank + 1;
@@ -173,14 +178,14 @@ LaunchResult launch(const LaunchOptions& o) {
     if (r.failed_rank >= 0 && !terminated && Clock::now() >= term_at) {
       for (pid_t p : pids)
         if (p > 0) {
-          ::kill(p, SIGTERM);
+          ::kill(-p, SIGTERM);
           ++r.stopped;
         }
       terminated = true;
     }
     if (r.failed_rank >= 0 && Clock::now() > kill_at)
       for (pid_t p : pids)
-        if (p > 0) ::kill(p, SIGKILL);
+        if (p > 0) ::kill(-p, SIGKILL);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   g_count = 0;

@@ -237,7 +237,6 @@ std::string quality_html(const std::vector<QualityRow>& rows) {
   }
 
   std::ostringstream h;
-  h << "<h2>Quality</h2>\n<p>What <code>mimic eval</code> measured of each model (the files below). ";
   std::vector<std::string> defined;  // one clause per measure shown, joined by "; "
   if (any_ppl) defined.push_back("<b>perplexity</b> on held-out text, with its 95% interval taking the scoring windows as independent samples");
   if (any_copy)
@@ -251,8 +250,18 @@ std::string quality_html(const std::vector<QualityRow>& rows) {
     defined.push_back("<b>accuracy</b>: the share of a classifier's examples (<code>--task cls</code>) or of a recall task's queried keys "
                       "(<code>--task mqar</code>) it got right, with the 95% Wilson interval");
   if (any_cls) defined.push_back("<b>F1</b> (binary: of the second label; else macro) and <b>MCC</b> of a classifier");
-  for (size_t i = 0; i < defined.size(); ++i) h << (i ? "; " : "") << defined[i];
-  h << ". docs/recall.md defines each.</p>\n<table><tr><th class=l>model</th>";
+  // models given with --model and no results: the page says how to add them (it printed an empty sentence, ". .":
+  // helper-57's probe of 2026-12-04)
+  if (defined.empty()) {
+    h << "<h2>Quality</h2>\n<p>No quality results given for these models: <code>mimic report --eval LABEL=FILE</code> (repeatable, "
+         "LABEL a --model's) shows what <code>mimic eval --json</code> measured of each &mdash; perplexity, copy gain, passkey "
+         "(docs/report.md).</p>\n";
+  } else {
+    h << "<h2>Quality</h2>\n<p>What <code>mimic eval</code> measured of each model (the files below). ";
+    for (size_t i = 0; i < defined.size(); ++i) h << (i ? "; " : "") << defined[i];
+    h << ". docs/recall.md defines each.</p>\n";
+  }
+  h << "<table><tr><th class=l>model</th>";
   if (any_ppl) h << "<th>perplexity</th><th>95% interval</th>";
   if (any_copy) h << "<th>copy gain</th><th>share</th>";
   for (auto l : lengths) h << "<th>passkey at " << l << "</th>";

@@ -46,6 +46,7 @@ const double kNaN = std::numeric_limits<double>::quiet_NaN();
 // kernel: the layer runs the reference kind (softmax; a converted model's unconverted layer): it equals the teacher.
 struct Student {
   std::string name, kind, path, feature_map;
+  std::string attention;  // a --model's attention, as eval describes it (models::attention_summary)
   std::map<int64_t, std::shared_ptr<DistillableKernel>> kernels;
   std::map<int64_t, std::set<int64_t>> kept;  // a converted model's layer → the heads that kept softmax there
 };
@@ -133,6 +134,7 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
     Student s;
     s.kind = "model";
     s.path = dir;
+    s.attention = models::attention_summary(*model);
     // "conv/" names the folder conv, as "conv" does (its empty file name made the label "model")
     const fs::path folder = fs::path(dir).lexically_normal();
     const std::string base = (folder.has_filename() ? folder : folder.parent_path()).filename().string();
@@ -270,6 +272,14 @@ ReportResult report(const ReportOptions& o) {
   }
 
   auto students = open_students(o, rec, res.layers);
+  // a --model's row of --eval results is its own: another model's numbers under its label were shown as its own (a
+  // converted model's perplexity beside a mixed model of that label: helper-57's probe of 2026-12-04), as two results
+  // of other attentions under one label are refused
+  for (const auto& st : students)
+    for (const auto& q : quality)
+      MIMIC_CHECK(st.kind != "model" || q.label != st.name || q.attention.empty() || q.attention == st.attention, "--eval ", q.label, "=",
+                  q.files.front(), ": its model computes ", q.attention, ", while --model ", st.path, " (the label '", st.name, "') computes ",
+                  st.attention, ": one label per model (give each model's own eval --json under its label)");
   const size_t n_src = students.size() + 1;  // 0: the teacher
   res.sources.push_back({{"name", "softmax"}, {"kind", "teacher"}, {"path", rec.source()}, {"feature_map", nullptr}});
   for (const auto& s : students)
@@ -439,6 +449,7 @@ ReportResult report(const ReportOptions& o) {
     if (st.kind == "model" && std::none_of(quality.begin(), quality.end(), [&](const QualityRow& q) { return q.label == st.name; })) {
       QualityRow q;
       q.label = st.name;
+      q.attention = st.attention;  // the row says which model it is, as a row of results does
       quality.push_back(q);
     }
   res.quality = quality_json(quality);
