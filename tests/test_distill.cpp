@@ -360,6 +360,9 @@ TEST(DistillTrain, HedgehogLowersKlOnATinyRecord) {
   auto ev = dist::distill(e);
   ASSERT_EQ(ev.layers.size(), 2u);
   for (size_t i = 0; i < 2; ++i) EXPECT_NEAR(ev.layers[i].after.mean.kl, r.layers[i].after.mean.kl, 1e-6);
+  // another map named beside them was ignored without a word (helper-57's probe of 2026-12-04)
+  e.feature_map = "elu";
+  EXPECT_MIMIC_ERROR(dist::distill(e), "--feature-map elu: " + o.out + " holds hedgehog maps, which --eval-only scores: leave --feature-map out");
 }
 
 TEST(DistillTrain, AMapThatTrainingOnlyMakesWorseIsReturnedUntrained) {
@@ -718,6 +721,20 @@ TEST(DistillCli, HelpAndJson) {
   auto bad = mimic::test::mimic_cli("distill --eval-only --record " + tiny_record() + " --feature-map nope");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("nope"), std::string::npos);
+  // samples the maps trained on are not called held out (--val-fraction 0 scores the training samples themselves)
+  auto held = mimic::test::mimic_cli("distill --eval-only --record " + tiny_record() + " --feature-map elu");
+  ASSERT_EQ(held.code, 0) << held.err;
+  EXPECT_NE(held.out.find(" held-out sample"), std::string::npos) << held.out;
+  EXPECT_EQ(held.out.find("nothing is held out"), std::string::npos) << held.out;
+  EXPECT_EQ(j["held_out"], true);
+  auto none = mimic::test::mimic_cli("distill --eval-only --record " + tiny_record() + " --feature-map elu --val-fraction 0");
+  ASSERT_EQ(none.code, 0) << none.err;
+  EXPECT_EQ(none.out.find("held-out sample"), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find(", the training samples themselves ("), std::string::npos) << none.out;
+  EXPECT_NE(none.out.find("(nothing is held out at --val-fraction 0: the metrics above measure the fit to the training samples"), std::string::npos)
+      << none.out;
+  EXPECT_EQ(nlohmann::json::parse(mimic::test::mimic_cli("distill --eval-only --record " + tiny_record() + " --feature-map elu --val-fraction 0 --json").out)["held_out"],
+            false);
 }
 
 // Found by fuzzing maps files (bench/fuzz): n_head and head_dim were taken as written ("2x" read as 2, 10^9 heads

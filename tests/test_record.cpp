@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mimic/attention/attention.h"
+#include "mimic/attention/kinds.h"
 #include "mimic/core/layers.h"
 #include "mimic/data/classification.h"
 #include "mimic/data/corpus.h"
@@ -533,6 +534,23 @@ TEST(Record, MismatchedSettingsAndDamagedFilesAreRefused) {
   EXPECT_MIMIC_ERROR(mimic::record::record(with([&](auto& x) { x.out = dir.file("cut.h5"); })), "is damaged and cannot be resumed");
   EXPECT_MIMIC_ERROR(mimic::record::record(with([&](auto& x) { x.out = dir.file("cut.h5"); })), "delete it to record again");
   EXPECT_MIMIC_ERROR(mimic::record::RecordReader(dir.file("junk.h5")), "cannot open as HDF5");
+  // a converted model's record says so: its outputs are its attention's, not a softmax teacher's (it passed as one:
+  // helper-57's probe of 2026-12-04); a softmax model's says nothing
+  {
+    auto m = mimic::models::load_model(gpt2_dir());
+    const auto s = m->summary();
+    m->set_attention_kernel(1, mimic::attention::kernel_from_spec("linear", s.n_head, s.head_dim));
+    m->save(dir.file("conv"));
+  }
+  auto c = o;
+  c.model_dir = dir.file("conv");
+  c.out = dir.file("conv.h5");
+  const auto converted = mimic::record::record(c).converted_attention;
+  EXPECT_EQ(converted, mimic::models::attention_summary(*mimic::models::load_model(dir.file("conv"))));
+  EXPECT_NE(converted.find("linear"), std::string::npos) << converted;
+  auto plain = o;
+  plain.out = dir.file("plain.h5");
+  EXPECT_EQ(mimic::record::record(plain).converted_attention, "");
   EXPECT_MIMIC_ERROR(mimic::parse_layers("0,7", 2), "layer 7 does not exist");
   EXPECT_MIMIC_ERROR(mimic::parse_layers("a", 2), "not a layer number");
   EXPECT_EQ(mimic::parse_layers("1,0-1", 3), (std::vector<int64_t>{0, 1}));

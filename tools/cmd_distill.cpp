@@ -52,10 +52,16 @@ void print_table(const distill::DistillResult& r, bool eval_only) {
     if (l.trained && l.best_epoch == 0)
       std::printf("layer %lld: no epoch improved on the untrained map (validation loss %.4g at the start), so it is kept (a smaller --lr may help)\n",
                   static_cast<long long>(l.layer), l.best_val_loss);
-  std::printf("%s on %s (%lld for training), %.1f s%s\n", eval_only ? "evaluated" : "distilled",
-              count_of(r.val_samples, "held-out sample").c_str(), static_cast<long long>(r.train_samples), r.seconds,
-              r.resumed ? ", resumed from a checkpoint" : "");
-  if (r.val_samples < 8)
+  // samples the maps also trained on are not held out (--val-fraction 0, a 1-sample record): they were called so, and
+  // the table read as generalisation (helper-57's probe of 2026-12-04)
+  const std::string scored = r.held_out() ? count_of(r.val_samples, "held-out sample")
+                                          : count_of(r.val_samples, "sample") + ", the training samples themselves";
+  std::printf("%s on %s (%lld for training), %.1f s%s\n", eval_only ? "evaluated" : "distilled", scored.c_str(),
+              static_cast<long long>(r.train_samples), r.seconds, r.resumed ? ", resumed from a checkpoint" : "");
+  if (!r.held_out())
+    std::printf("(nothing is held out%s: the metrics above measure the fit to the training samples, not how the maps generalise)\n",
+                r.samples == 1 ? " of a record of one sample" : " at --val-fraction 0");
+  else if (r.val_samples < 8)
     std::printf("(the metrics above rest on %s: record more samples, or raise --val-fraction, before reading "
                 "differences between layers or maps into them)\n",
                 count_of(r.val_samples, "held-out sample").c_str());

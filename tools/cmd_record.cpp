@@ -39,7 +39,8 @@ void run(RecordArgs& a) {
                       {"forward_tokens_per_second", speed(r.forward_tokens_per_second)},
                       {"record_vs_forward", speed(ratio)},
                       {"file_bytes", r.file_bytes},
-                      {"gzip", r.gzip}};
+                      {"gzip", r.gzip},
+                      {"converted_attention", r.converted_attention.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.converted_attention)}};
   // a request larger than the data is clamped, and said so (issue 38: numbers that mean what they say)
   if (a.o.samples > r.samples)
     std::fprintf(stderr, "mimic: note: --samples %lld: the data gives %s of %lld tokens; the file holds all %lld\n",
@@ -51,6 +52,12 @@ void run(RecordArgs& a) {
   if (r.gzip != a.o.compression)
     std::fprintf(stderr, "mimic: note: --gzip %d: %s was written at gzip level %d, which the samples appended now keep (one level per file)\n",
                  a.o.compression, r.out.c_str(), r.gzip);
+  // a converted model's record passed as a softmax teacher's, maps distilled from it too (helper-57's probe of 2026-12-04)
+  if (!r.converted_attention.empty())
+    std::fprintf(stderr,
+                 "mimic: note: %s computes %s: the record holds that attention's outputs (and later layers' q, k of it), not a softmax "
+                 "teacher's; maps are distilled from the softmax model's record, and report --model compares a converted model on it\n",
+                 a.o.model_dir.c_str(), r.converted_attention.c_str());
   if (r.rolled_back > 0)
     std::fprintf(stderr, "mimic: note: the last %s of the interrupted run %s incomplete and %s recorded again\n",
                  count_of(r.rolled_back, "sample").c_str(), r.rolled_back == 1 ? "was" : "were", r.rolled_back == 1 ? "was" : "were");

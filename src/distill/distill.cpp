@@ -44,7 +44,7 @@ nlohmann::json DistillResult::to_json() const {
   nlohmann::json ls = nlohmann::json::array();
   for (const auto& l : layers) ls.push_back(layer_json(l));
   return {{"out", out},         {"layers", ls},           {"resumed", resumed},       {"interrupted", interrupted},
-          {"seconds", seconds}, {"train_samples", train_samples}, {"val_samples", val_samples}};
+          {"seconds", seconds}, {"train_samples", train_samples}, {"val_samples", val_samples}, {"held_out", held_out()}};
 }
 
 
@@ -373,6 +373,10 @@ DistillResult eval_only(const DistillOptions& o, Source& src) {
     maps = DistilledMaps::open(o.maps);
     spec.kind = maps->kind();
     spec.options = maps->attention();
+    // a --feature-map other than the file's was ignored without a word, the table naming no map (helper-57's probe)
+    const std::string held = spec.options.is_object() ? spec.options.value("feature_map", std::string()) : std::string();
+    MIMIC_CHECK(o.feature_map.empty() || o.feature_map == held, "--feature-map ", o.feature_map, ": ", o.maps, " holds ",
+                held.empty() ? spec.kind : held, " maps, which --eval-only scores: leave --feature-map out (it names the untrained map scored without --maps)");
     MIMIC_CHECK(maps->n_head() == src.n_head() && maps->head_dim() == src.head_dim(), o.maps, ": maps for ", maps->n_head(),
                 " heads of ", maps->head_dim(), " dimensions, the record has ", src.n_head(), " of ", src.head_dim());
     maps->check_teacher(src.model_digest(), o.record.empty() ? o.model_dir : "the teacher of " + o.record,

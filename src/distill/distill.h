@@ -99,6 +99,8 @@ struct DistillResult {
   double seconds = 0;
   int64_t train_samples = 0, val_samples = 0;
   int64_t samples = 0;  // every sample read (val_samples overlaps train_samples with --val-fraction 0)
+  // whether the validation samples are apart from the training ones (not with --val-fraction 0 or a 1-sample record)
+  bool held_out() const { return train_samples + val_samples <= samples; }
   nlohmann::json to_json() const;
 };
 

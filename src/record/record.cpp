@@ -19,6 +19,7 @@
 #include "mimic/io/output_lock.h"
 #include "mimic/models/config.h"
 #include "mimic/models/family.h"
+#include "mimic/attention/kinds.h"
 #include "mimic/models/model.h"
 #include "mimic/record/hdf5.h"
 #include "mimic/record/samples.h"
@@ -105,6 +106,9 @@ RecordResult record(const RecordOptions& o) {
   while (source.size() > 1 && source.back() == '/') source.pop_back();
 
   RecordResult result;
+  for (int64_t l = 0; l < sum.n_layer && result.converted_attention.empty(); ++l)
+    if (const auto kernel = model->attention_kernel(l); kernel && !attention::is_reference(*kernel))
+      result.converted_attention = models::attention_summary(*model);
   result.out = o.out;
   result.seq_len = seq_len;
   result.layers = layers;

@@ -55,6 +55,9 @@ struct RecordResult {
   int64_t tokens = 0;          // tokens written by this run (recorded × seq_len, padding included)
   int64_t seq_len = 0;
   std::vector<int64_t> layers;
+  // a converted model's attention (models::attention_summary) where any layer runs something other than softmax: its
+  // record holds that attention's outputs, and its later layers' q and k, not a softmax teacher's; empty otherwise
+  std::string converted_attention;
   double seconds = 0;          // recording loop, wall clock
   double tokens_per_second = 0;
   double forward_seconds = 0;  // of which: the model's forward passes (with capture)
