@@ -758,6 +758,11 @@ TEST(DistillMapsFile, HeadCountsAndLayerListsOutsideTheirRangeAreRefusedOnOpen) 
   EXPECT_MIMIC_ERROR(with({{"n_head", "4096"}, {"head_dim", "1024"}}), "n_head x head_dim = 4194304 is wider than any layer");
   EXPECT_MIMIC_ERROR(with({{"layers", "[1e300]"}}), "metadata 'layers' must hold layer indices in [0, 100000), got 1e+300");
   EXPECT_MIMIC_ERROR(with({{"layers", "{}"}}), "metadata 'layers' must be a list of layer indices");
+  // the file is named, in one line of mimic's words (helper-57's probe: nlohmann's words showed through; the unknown
+  // map was named without the file)
+  const std::string file = dir.file("maps.safetensors");
+  EXPECT_MIMIC_ERROR(with({{"attention", "{x"}}), file + ": metadata 'attention': malformed JSON");
+  EXPECT_MIMIC_ERROR(with({{"attention", R"({"feature_map": "nosuch"})"}}), file + ": unknown feature map 'nosuch' (known: ");
   // a float layer in the metrics is never that layer
   auto m = with({{"metrics", R"([{"layer": 1e300, "after": {"heads": []}}])"}});
   EXPECT_MIMIC_ERROR(m.head_kl(0), "no distill metrics for layer 0");

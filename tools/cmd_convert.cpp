@@ -31,11 +31,12 @@ void print_probe_curve(const nlohmann::json& p) {
   const auto& cal = p.at("calibration");
   const double teacher_gain = p["teacher"]["copy_gain"].get<double>();
   const auto passkeys = cal["passkeys"].get<int64_t>();
-  std::printf("  placement by probe: %lld sets measured in %.0f s (%lld copy segments of %lld tokens, %lld LM windows of %lld, from %s; "
+  std::printf("  placement by probe: %lld sets measured in %.0f s (%lld copy segments of %lld tokens, %lld LM window%s of %lld, from %s; "
               "%lld passkey trials)\n",
               static_cast<long long>(p["measured"].get<int64_t>()), p["seconds"].get<double>(),
               static_cast<long long>(cal["copy_segments"].get<int64_t>()), static_cast<long long>(cal["segment_len"].get<int64_t>()),
-              static_cast<long long>(cal.value("lm_windows", int64_t{0})), static_cast<long long>(cal.value("lm_len", int64_t{0})),
+              static_cast<long long>(cal.value("lm_windows", int64_t{0})), cal.value("lm_windows", int64_t{0}) == 1 ? "" : "s",
+              static_cast<long long>(cal.value("lm_len", int64_t{0})),
               cal["source"].get<std::string>().c_str(), static_cast<long long>(passkeys));
   // the share of the teacher's copy gain only where the score counts it (a teacher gain of 0.05 nats or more: a share
   // of a gain near 0 read -970%, the probe of 2026-12-01); the passkey's key gain beside the ranks, as the score reads it

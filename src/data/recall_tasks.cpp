@@ -103,7 +103,7 @@ void RecallTaskSpec::validate() const {
     MIMIC_CHECK(pairs <= keys, "mqar: ", pairs, " pairs need ", pairs, " distinct keys, vocab ", vocab, " has ", keys);
     // the pairs (2P tokens) and P query slots of two tokens each must fit in T + 1 tokens
     MIMIC_CHECK(4 * pairs <= seq_len + 1, "mqar: seq_len ", seq_len, " is too short for ", pairs, " pairs (needs at least ", 4 * pairs - 1,
-                ": 2 tokens per pair and 2 per query)");
+                ": its ", pairs, " pairs and ", pairs, " queries of 2 tokens each are ", 4 * pairs, " tokens, seq_len + 1 with the last target)");
   } else {
     MIMIC_CHECK(pairs >= 1, "ar: seq_len ", seq_len, " is too short for one pair and a query");
   }

@@ -48,8 +48,9 @@ DistilledMaps DistilledMaps::open(const std::string& path) {
     return x;
   };
   try {
-    m.attention_ = nlohmann::json::parse(get("attention"));
-    const auto layers = nlohmann::json::parse(get("layers"));
+    // json_parse: one line naming the file (nlohmann's "[json.exception.parse_error.101] ..." showed through)
+    m.attention_ = json_parse(get("attention"), path + ": metadata 'attention'");
+    const auto layers = json_parse(get("layers"), path + ": metadata 'layers'");
     MIMIC_CHECK(layers.is_array(), path, ": metadata 'layers' must be a list of layer indices, got ", layers.dump());
     for (const auto& l : layers) {
       // an integer in range: get<int64_t> of a float like 1e300 would be undefined
@@ -70,9 +71,16 @@ DistilledMaps DistilledMaps::open(const std::string& path) {
   m.model_digest_ = md.count("model_digest") ? md.at("model_digest") : "";
   m.kind_ = md.count("kind") ? md.at("kind") : "linear";  // files written before the kinds registry hold linear attention
   // the kernel must build, and be one distill can have written; its feature map is kept for feature_map()
-  m.feature_map_ =
-      attention::as_distillable(attention::make_attention_kernel(m.kind_, m.attention_, m.n_head_, m.head_dim_), path + "'s kernel")
-          ->feature_map();
+  // (an unknown map named in the file: the message names the file, as every other refusal of it does)
+  try {
+    m.feature_map_ =
+        attention::as_distillable(attention::make_attention_kernel(m.kind_, m.attention_, m.n_head_, m.head_dim_), path + "'s kernel")
+            ->feature_map();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind(path, 0) == 0) throw;
+    fail(path, ": ", what);
+  }
   // Every tensor is read once here (maps are small), so that a NaN in any layer is refused when the file is
   // opened, before convert, report or distill --eval-only compute or write anything (load refuses it).
   for (const auto& name : m.file_->names()) m.file_->load(name);

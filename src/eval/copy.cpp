@@ -8,6 +8,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/runtime.h"
 #include "mimic/core/progress.h"
+#include "mimic/models/family.h"
 #include "mimic/models/model.h"
 
 namespace mimic::eval {
@@ -66,7 +67,7 @@ at::Tensor copy_runs(const std::vector<std::vector<int64_t>>& segments, int64_t 
 
 CopyResult copy_eval(models::Model& model, const std::vector<std::vector<int64_t>>& segments, const CopyOptions& o) {
   const auto info = model.summary();
-  MIMIC_CHECK(info.head == "lm", "the copy evaluation needs a causal language model (gpt2 with its LM head); this model is ",
+  MIMIC_CHECK(info.head == "lm", "the copy evaluation needs a causal language model (", models::causal_family_names(), ", with an LM head); this model is ",
               info.model_type, " with head '", info.head, "'");
   MIMIC_CHECK(!segments.empty(), "copy evaluation needs at least 1 segment");
   MIMIC_CHECK(o.batch_size >= 1, "copy evaluation batch size must be >= 1, got ", o.batch_size);

@@ -7,6 +7,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/precision.h"
 #include "mimic/core/progress.h"
+#include "mimic/models/family.h"
 #include "mimic/models/model.h"
 
 namespace mimic::eval {
@@ -23,7 +24,7 @@ double ratio_mean_ci95(const std::vector<std::pair<double, double>>& clusters) {
 
 PerplexityResult perplexity(models::Model& model, const std::vector<int64_t>& ids, const PerplexityOptions& options) {
   auto info = model.summary();
-  MIMIC_CHECK(info.head == "lm", "perplexity needs a causal language model (gpt2 with its LM head); this model is ",
+  MIMIC_CHECK(info.head == "lm", "perplexity needs a causal language model (", models::causal_family_names(), ", with an LM head); this model is ",
               info.model_type, " with head '", info.head, "'",
               info.head == "cls" ? " (a classifier: `mimic eval --task cls` scores it on labelled data)" : "");
   const int64_t n = static_cast<int64_t>(ids.size());

@@ -55,7 +55,9 @@ std::vector<int64_t> parse_list(const std::string& spec, int64_t n, const char* 
   try {
     return parse_layers(spec, n);
   } catch (const Error&) {
-    fail("--", what, " '", spec, "': give all, or a list like 0,2,4-5 of ", what, " 0-", n - 1);
+    // "of heads 0-7" for --plot-heads too (it said "of plot-heads 0-7": helper-57's probe)
+    const std::string option = what, noun = option.substr(option.rfind('-') + 1);
+    fail("--", what, " '", spec, "': give all, or a list like 0,2,4-5 of ", noun, " 0-", n - 1);
   }
 }
 
