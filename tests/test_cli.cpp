@@ -837,6 +837,8 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
        "--attention: give 'feature_map' with --feature-map, --map-options or --sla, not in the attention spec"},
       {"generate --model " + m + " --prompt hi --temperature 1e-400", "got 1e-400, which is too small to tell from 0 in double precision"},
       {"bogus --x 1", "unknown command 'bogus' (the commands: record, distill, "},
+      // a command's own command misspelt was "bench: unknown option '--threads'" (helper-56's probe of 2026-12-04)
+      {"bench atention --threads 1", "unknown bench command 'atention' (did you mean attention? the bench commands: attention, "},
       {"info --system --threads 1 --threads 2", "--threads is given 2 times"},
       {"generate --model " + m + " --prompt hi --new-tokens 2 --max-new-tokens 2", "excludes"},
       // a list item twice was measured twice; a MIN,MAX pair may repeat

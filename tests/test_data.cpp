@@ -1,3 +1,4 @@
+#include <sys/stat.h>
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -181,6 +182,13 @@ TEST(DataText, AFolderMakesEachTxtFileADocumentAndBadInputIsAOneLineError) {
   EXPECT_MIMIC_ERROR(load_text_data(dir.file("texts")),
                      dir.file("texts/z.txt") + ": a link to /nonexistent/z.txt that cannot be followed (No such file or directory): mend or remove it");
   std::filesystem::remove(dir.file("texts/z.txt"));
+  // nor a FIFO of that name (it was skipped without a word: helper-56's probe); a folder of that name is not read
+  ASSERT_EQ(::mkfifo(dir.file("texts/f.txt").c_str(), 0600), 0);
+  EXPECT_MIMIC_ERROR(load_text_data(dir.file("texts")), dir.file("texts/f.txt") + ": not a file (a FIFO, a socket or a device)");
+  std::filesystem::remove(dir.file("texts/f.txt"));
+  std::filesystem::create_directories(dir.file("texts/sub.txt"));
+  EXPECT_EQ(load_text_data(dir.file("texts")).size(), docs.size());
+  std::filesystem::remove(dir.file("texts/sub.txt"));
   // a link to a file is that file
   std::filesystem::create_symlink(dir.file("texts/a.txt"), dir.file("texts/c.txt"));
   EXPECT_EQ(load_text_data(dir.file("texts")).size(), docs.size() + 3);

@@ -200,6 +200,13 @@ TEST(DistributedCli, ACommandThatDoesNotTrainAsRanksRefusesToRunAsOne) {
   EXPECT_EQ(nested.code, 2);
   EXPECT_EQ(nested.err, "mimic: error: launch -- mimic launch: a launch inside a launch starts runs of its own; give the training command "
                         "after the one -- (see --help)\n");
+  // the help asked for under a launch is rank 0's to show (each rank printed it)
+  for (const std::string& ask : {"pretrain --help", "--version"}) {
+    EXPECT_NE(run_with(ranks_env(0, 2, 29500), ask).out, "") << ask;
+    auto quiet = run_with(ranks_env(1, 2, 29500), ask);
+    EXPECT_EQ(quiet.code, 0) << ask;
+    EXPECT_EQ(quiet.out, "") << ask;
+  }
   auto inside = run_with(ranks_env(0, 2, 29500), "launch --nproc 2 -- true");
   EXPECT_EQ(inside.code, 2);
   EXPECT_NE(inside.err.find("launch runs as the launcher of a run, not as one of its WORLD_SIZE=2 ranks"), std::string::npos) << inside.err;

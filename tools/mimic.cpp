@@ -1,6 +1,7 @@
 // mimic — convert pretrained softmax-attention transformers into linear-attention models.
 // Each subcommand lives in its own tools/cmd_*.cpp file; this file wires them up and turns every error
 // into one line on stderr and a non-zero exit.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,14 +42,19 @@ std::string first_line(const char* what) {
 // A usage error: "mimic: error: MESSAGE" and exit status 2. In a launched run every rank parses the same command line
 // and finds the same mistake in it: rank 0 alone says it (the launcher gives it time to: distributed/launch.h), so
 // that one mistake is one line, not one per rank.
-static int usage_error(const std::string& message) {
-  bool says = true;  // a malformed RANK or WORLD_SIZE: every process says what it finds
+// Whether this process speaks for the run: rank 0 of a distributed one, or a process alone. What every rank finds
+// alike (a usage error, the help asked for) is said by rank 0 alone.
+static bool speaks_for_the_run() {
   try {
     const auto& e = mimic::distributed::environment();
-    says = !e.distributed() || e.rank == 0;
+    return !e.distributed() || e.rank == 0;
   } catch (const mimic::Error&) {
+    return true;  // a malformed RANK or WORLD_SIZE: every process says what it finds
   }
-  if (says) std::fprintf(stderr, "mimic: error: %s\n", message.c_str());
+}
+
+static int usage_error(const std::string& message) {
+  if (speaks_for_the_run()) std::fprintf(stderr, "mimic: error: %s\n", message.c_str());
   return 2;
 }
 
@@ -142,8 +148,8 @@ int main(int argc, char** argv) {
       "  mimic generate --model finetuned --prompt \"The whale\"\n"
       "  mimic report   --record rec.h5 --maps maps.safetensors --out report\n"
       "Each command's options: mimic COMMAND --help");
-  if (argc == 1) {  // no command: what there is to run, instead of a one-line complaint
-    std::fputs(app.help().c_str(), stdout);
+  if (argc == 1) {  // no command: what there is to run, instead of a one-line complaint (once in a launch)
+    if (speaks_for_the_run()) std::fputs(app.help().c_str(), stdout);
     return 1;
   }
   // Every path, prompt and option mimic keeps ends up in JSON (results, mimic.json, checkpoints' state), which holds
@@ -159,18 +165,27 @@ int main(int argc, char** argv) {
   if (const std::string bad = mimic::progress_setting_problem(); !bad.empty() && !line_asks_help(argc, argv, true)) {
     return usage_error(mimic::distributed::rank_prefix() + bad);
   }
-  // a word that is no command: CLI11 said "A subcommand is required" (the eighth probe of 2026-11-29)
-  if (argv[1][0] != '-' && app.get_subcommands([&](const CLI::App* c) { return c->check_name(argv[1]); }).empty()) {
+  // A word that is none of `parent`'s commands (the top level's or a command's, as bench's): named with the nearest
+  // and the choices. CLI11 said "A subcommand is required" (the eighth probe of 2026-11-29), and `bench atention`
+  // was answered "bench: unknown option '--threads'" (helper-56's probe of 2026-12-04).
+  auto unknown_word = [](const CLI::App& parent, const std::string& word, const std::string& whose) -> std::string {
+    const auto own = parent.get_subcommands([](const CLI::App*) { return true; });
+    if (own.empty() || std::any_of(own.begin(), own.end(), [&](const CLI::App* c) { return c->check_name(word); })) return "";
     std::string names;
     std::vector<std::string> commands;
-    for (const CLI::App* c : app.get_subcommands([](const CLI::App*) { return true; })) {
+    for (const CLI::App* c : own) {
       names += (names.empty() ? "" : ", ") + c->get_name();
       commands.push_back(c->get_name());
     }
-    const std::string nearest = mimic::nearest_name(argv[1], commands);
-    return usage_error("unknown command '" + std::string(argv[1]) + "' (" + (nearest.empty() ? "" : "did you mean " + nearest + "? ") +
-                       "the commands: " + names + ")");
-  }
+    const std::string nearest = mimic::nearest_name(word, commands);
+    return "unknown " + whose + "command '" + word + "' (" + (nearest.empty() ? "" : "did you mean " + nearest + "? ") + "the " + whose +
+           "commands: " + names + ")";
+  };
+  if (argv[1][0] != '-')
+    if (const std::string wrong = unknown_word(app, argv[1], ""); !wrong.empty()) return usage_error(wrong);
+  if (argc > 2 && argv[2][0] != '-')
+    for (const CLI::App* c : app.get_subcommands([&](const CLI::App* s) { return s->check_name(argv[1]); }))
+      if (const std::string wrong = unknown_word(*c, argv[2], c->get_name() + " "); !wrong.empty()) return usage_error(wrong);
   for (auto check : {mimic::cli::unknown_option, mimic::cli::list_item_problem})
     if (const std::string wrong = check(app, argc, argv); !wrong.empty()) {
       return usage_error(wrong);
@@ -178,12 +193,12 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    if (e.get_exit_code() == 0) return speaks_for_the_run() ? app.exit(e) : 0;  // --help, --version (once in a launch)
     // CLI11 checks the options' values before it looks for --help: `distill --record r.h5 --help`, typed before r.h5
     // existed, answered "--record: no such file" (the review of 2026-12-02). Help asked for is shown whatever else
     // the line holds (the command's words, up to a --, name whose help).
     if (const CLI::App* asked = help_asked(app, argc, argv)) {
-      std::fputs(asked->help(help_prefix(app, asked)).c_str(), stdout);
+      if (speaks_for_the_run()) std::fputs(asked->help(help_prefix(app, asked)).c_str(), stdout);
       return 0;
     }
     // a usage error is one line like every other error (CLI11's own output adds a "Run with --help" line); an option

@@ -200,7 +200,12 @@ std::vector<Document> load_text_data(const std::string& path) {
       if (e.is_symlink(lec) && (static_cast<void>(fs::status(e.path(), followed)), followed))
         fail(e.path().string(), ": a link to ", fs::read_symlink(e.path(), lec).string(), " that cannot be followed (", followed.message(),
              "): mend or remove it");
-      if (e.is_regular_file()) files.push_back(e.path());
+      // a .txt that is neither a file nor a folder (folders are not read) was skipped without a word: a FIFO, a
+      // socket (helper-56's probe of 2026-12-04)
+      if (e.is_directory(lec)) continue;
+      MIMIC_CHECK(e.is_regular_file(lec), e.path().string(), ": not a file (a FIFO, a socket or a device): each .txt in a text folder is one "
+                  "document, a file; remove it or rename it");
+      files.push_back(e.path());
     }
     MIMIC_CHECK(!files.empty(), path, ": no .txt files in this folder (each .txt file is one document",
                 other_case.empty() ? "" : "; names end in lower-case .txt, and " + other_case + " does not",
