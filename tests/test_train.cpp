@@ -10,6 +10,7 @@
 #include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
+#include "mimic/pretrain/pretrain.h"
 #include "test_util.h"
 #include "mimic/train/optimizer.h"
 #include "mimic/train/trainer.h"
@@ -1227,4 +1228,35 @@ TEST(JsonKeys, TheFirstDifferenceIsTheFirstKeyInOrderWithItsTwoValues) {
   d = mimic::json_first_difference(a, nlohmann::json::array());
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->key, "");
+}
+
+// The refusals that the options and --arch alone decide live once, in the library: pretrain() says them before it
+// reads anything (no config, tokenizer or corpus is named here), and the CLI says the same words as usage errors.
+TEST(PretrainOptions, WhatTheOptionsAloneRuleOutIsRefusedBeforeAnythingIsRead) {
+  auto options = [](const std::string& arch) {
+    mimic::pretrain::PretrainOptions o;
+    o.arch = arch;
+    o.corpus = "sotu";
+    o.train.out_dir = "/nonexistent/out";
+    return o;
+  };
+  auto bert_short = options("bert");
+  bert_short.seq_len = 2;
+  EXPECT_MIMIC_ERROR(mimic::pretrain::pretrain(bert_short), "--seq-len 2: a BERT block is [CLS], the text's tokens and [SEP]: give at least 3");
+  bert_short.seq_len = 3;
+  EXPECT_NO_THROW(mimic::pretrain::check_options(bert_short));
+  auto bert_recall = options("bert");
+  bert_recall.corpus = "mqar";
+  EXPECT_MIMIC_ERROR(mimic::pretrain::pretrain(bert_recall), "a recall task (mqar) trains a causal LM: use a causal --arch");
+  auto llama_sinusoidal = options("llama");
+  llama_sinusoidal.position_init = "sinusoidal";
+  EXPECT_MIMIC_ERROR(mimic::pretrain::pretrain(llama_sinusoidal), "a Llama model has rotary positions instead");
+  auto recall_init = options("gpt2");
+  recall_init.corpus = "ar";
+  recall_init.init = "/nonexistent/model";
+  EXPECT_MIMIC_ERROR(mimic::pretrain::check_options(recall_init), "--init continues a prose model; a recall task trains a fresh one");
+  auto scale_alone = options("gpt2");
+  scale_alone.position_scale = 0.5;
+  EXPECT_MIMIC_ERROR(mimic::pretrain::check_options(scale_alone), "it needs --position-init sinusoidal");
+  EXPECT_NO_THROW(mimic::pretrain::check_options(options("gpt2")));
 }

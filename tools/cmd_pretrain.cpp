@@ -34,20 +34,8 @@ void run(PretrainArgs& a) {
                     "] (a step of the --steps schedule; 0: its end), got ", a.o.train.end_at);
   MIMIC_USAGE_CHECK(a.config_path.empty() != a.o.init.empty(), "give --config (a fresh model) or --init (continue a model), one of them");
   a.o.seq_len = usage_checked([&] { return data::lm_seq_len(a.o.corpus, a.seq_len_option->count() > 0, a.o.seq_len); });
-  MIMIC_USAGE_CHECK(a.o.position_scale == 0.02 || a.o.position_init == "sinusoidal",
-                    "--position-scale sets the sinusoidal table's size: it needs --position-init sinusoidal");
-  MIMIC_USAGE_CHECK(a.o.position_init == "normal" || a.o.init.empty(),
-                    "--position-init sets up a fresh model's position table; --init continues a trained one");
-  MIMIC_USAGE_CHECK(a.o.init.empty() || !data::is_recall_task(a.o.corpus), "--init continues a prose model; a recall task trains a fresh one (give --config)");
-  // what --arch alone decides is a usage error too (helper-56's probe: these exited 1, from the library's checks)
-  const models::Family& family = models::family(a.o.arch);
-  MIMIC_USAGE_CHECK(family.causal || !data::is_recall_task(a.o.corpus), "a recall task (", a.o.corpus,
-                    ") trains a causal LM: use a causal --arch (", models::causal_family_names(), ")");
-  MIMIC_USAGE_CHECK(a.o.position_init == "normal" || !family.position_table().empty(), "--position-init sinusoidal sets a learned position table; a ",
-                    family.display_name, " model has rotary positions instead");
-  // a BERT block is [CLS], the text's tokens, [SEP]: --seq-len 2 left no token (and was named as a batch size not positive)
-  MIMIC_USAGE_CHECK(family.causal || a.o.seq_len >= 3, "--seq-len ", a.o.seq_len, ": a ", family.display_name,
-                    " block is [CLS], the text's tokens and [SEP]: give at least 3");
+  // what the options and --arch alone decide are usage errors too (helper-56's probe: some exited 1, from the library)
+  usage_checked([&] { pretrain::check_options(a.o); });
   const std::string warmup_note = fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);
   start(a.common);
   refuse_out_over_inputs(a.o.train.out_dir, {{"--config", a.config_path}, {"--init", a.o.init}, {"--data", a.o.corpus}});

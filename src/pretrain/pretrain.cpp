@@ -69,9 +69,7 @@ struct MlmBatcher {
 
 }  // namespace
 
-train::TrainResult pretrain(const PretrainOptions& o) {
-  // The family decides the objective: a causal family pretrains as a causal LM, a bidirectional one as a masked LM
-  // ([CLS] block [SEP]).
+void check_options(const PretrainOptions& o) {
   const auto& family = models::family(o.arch);
   MIMIC_CHECK(o.position_init == "normal" || o.position_init == "sinusoidal", "--position-init must be normal or sinusoidal, got '",
               o.position_init, "'");
@@ -79,6 +77,23 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   MIMIC_CHECK(o.position_scale == 0.02 || o.position_init == "sinusoidal", "--position-scale sets the sinusoidal table's size: it needs --position-init sinusoidal");
   MIMIC_CHECK(o.position_init == "normal" || o.init.empty(),
               "--position-init sets up a fresh model's position table; --init continues a trained one");
+  MIMIC_CHECK(o.position_init == "normal" || !family.position_table().empty(), "--position-init sinusoidal sets a learned position table; a ",
+              family.display_name, " model has rotary positions instead");
+  if (data::is_recall_task(o.corpus)) {
+    MIMIC_CHECK(family.causal, "a recall task (", o.corpus, ") trains a causal LM: use a causal --arch (", models::causal_family_names(), ")");
+    MIMIC_CHECK(o.init.empty(), "--init continues a prose model; a recall task trains a fresh one (give --config)");
+  }
+  // a BERT block is [CLS], the text's tokens, [SEP]: --seq-len 2 left no token (and was named as a batch size not
+  // positive: helper-56's probe)
+  MIMIC_CHECK(family.causal || o.seq_len >= 3, "--seq-len ", o.seq_len, ": a ", family.display_name,
+              " block is [CLS], the text's tokens and [SEP]: give at least 3");
+}
+
+train::TrainResult pretrain(const PretrainOptions& o) {
+  // The family decides the objective: a causal family pretrains as a causal LM, a bidirectional one as a masked LM
+  // ([CLS] block [SEP]).
+  check_options(o);
+  const auto& family = models::family(o.arch);
   const bool causal = family.causal;
   // A recall task replaces the corpus: its own vocabulary and sequence length, no tokenizer.
   const bool recall = data::is_recall_task(o.corpus);
@@ -87,8 +102,6 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   std::string tok_dir;
   if (recall) {
     task_spec = data::RecallTaskSpec::parse(o.corpus);
-    MIMIC_CHECK(causal, "a recall task (", o.corpus, ") trains a causal LM: use a causal --arch (", models::causal_family_names(), ")");
-    MIMIC_CHECK(o.init.empty(), "--init continues a prose model; a recall task trains a fresh one (give --config)");
   } else {
     MIMIC_CHECK(!o.init.empty() || !family.tokenizer_asset.empty(), "pretrain --arch ", o.arch, " on prose needs a tokenizer, and mimic fetches none for ",
                 family.display_name, " models: train it on a recall task (mqar, ar: their own vocabulary), or --init from a model folder");
@@ -134,8 +147,6 @@ train::TrainResult pretrain(const PretrainOptions& o) {
                 s.head, "'; pretrain --arch ", o.arch, " continues only a ", family.display_name, causal ? " LM" : " masked-LM", " model");
   }
   if (o.position_init == "sinusoidal") {
-    MIMIC_CHECK(!family.position_table().empty(), "--position-init sinusoidal sets a learned position table; a ", family.display_name,
-                " model has rotary positions instead");
     torch::NoGradGuard no_grad;
     auto table = model->module().named_parameters()[family.position_table()];
     table.copy_(sinusoidal_table(table.size(0), table.size(1), o.position_scale).to(table.dtype()));
@@ -158,8 +169,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   // initialised on the CPU (a seed gives the same start on any device), then moved once
   if (!o.device.is_cpu()) model->module().to(o.device);
 
-  // BERT's blocks leave room for [CLS] and [SEP].
-  MIMIC_CHECK(causal || o.seq_len >= 3, "--seq-len ", o.seq_len, ": a ", family.display_name, " block is [CLS], the text's tokens and [SEP]: give at least 3");
+  // BERT's blocks leave room for [CLS] and [SEP] (check_options saw --seq-len hold them).
   const int64_t block = causal ? o.seq_len : o.seq_len - 2;
   // Data parallelism: every rank draws the global batches of --batch-size × ranks rows (and their masks) and
   // trains on its share.

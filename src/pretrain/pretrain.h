@@ -45,6 +45,11 @@ struct PretrainOptions {
 // `mimic pretrain`'s weight decay unless --weight-decay says otherwise (a checkpoint's fingerprint omits it then)
 inline constexpr double kPretrainWeightDecay = 0.1;
 
+// Refuses what the options alone (with --arch's family) rule out, before anything is read: the position table's
+// options, a recall task with --init or a bidirectional family, BERT's shortest block. pretrain() calls it first;
+// the CLI calls it too, so that these are usage errors (said before --out is looked at).
+void check_options(const PretrainOptions& options);
+
 // Runs (or resumes) pretraining; the final model is in out_dir/last, and the best (validation loss) is moved from
 // out_dir/best into out_dir itself at the end (config.json, model.safetensors, tokenizer files) so that out_dir is
 // a model directory.
