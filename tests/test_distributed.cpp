@@ -299,6 +299,65 @@ TEST(DistributedLaunch, StoppingARankStopsWhatItStarted) {
   if (alive()) ::kill(child, SIGKILL);
 }
 
+// Ctrl-Z at a launch's terminal reaches the launcher alone (each rank leads a group of its own): it stops the ranks
+// and itself, and continuing it continues them. Before, the ranks ran on while the shell said the launch was stopped.
+TEST(DistributedLaunch, StoppingAndContinuingTheLauncherStopsAndContinuesItsRanks) {
+  TempDir dir;
+  const std::string launcher_file = dir.file("launcher");
+  std::system(("MIMIC_PROGRESS=0 " + std::string(MIMIC_CLI) + " launch --nproc 2 -- sh -c 'echo $$ > " + dir.file("rank") +
+               "$RANK; exec sleep 60' >/dev/null 2>&1 </dev/null & echo $! > " + launcher_file)
+                  .c_str());
+  auto pid_in = [](const std::string& file) -> pid_t {
+    for (int i = 0; i < 400; ++i) {
+      std::ifstream in(file);
+      long pid = 0;
+      if (in >> pid && pid > 0) return static_cast<pid_t>(pid);
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return -1;
+  };
+  const pid_t launcher = pid_in(launcher_file), rank0 = pid_in(dir.file("rank0")), rank1 = pid_in(dir.file("rank1"));
+  ASSERT_GT(launcher, 0);
+  ASSERT_GT(rank0, 0);
+  ASSERT_GT(rank1, 0);
+  // the one-letter state of /proc/PID/stat: T stopped, S sleeping, Z a zombie, ' ' gone
+  auto state = [](pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    const auto close = line.rfind(')');
+    return close == std::string::npos || close + 2 >= line.size() ? ' ' : line[close + 2];
+  };
+  auto becomes = [&](pid_t pid, auto wanted) {
+    for (int i = 0; i < 200; ++i) {
+      if (wanted(state(pid))) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return false;
+  };
+  auto stopped = [](char c) { return c == 'T'; };
+  auto running = [](char c) { return c == 'S' || c == 'R'; };
+  ::kill(launcher, SIGTSTP);
+  EXPECT_TRUE(becomes(launcher, stopped)) << state(launcher);
+  EXPECT_TRUE(becomes(rank0, stopped)) << state(rank0);
+  EXPECT_TRUE(becomes(rank1, stopped)) << state(rank1);
+  ::kill(launcher, SIGCONT);
+  EXPECT_TRUE(becomes(launcher, running)) << state(launcher);
+  EXPECT_TRUE(becomes(rank0, running)) << state(rank0);
+  EXPECT_TRUE(becomes(rank1, running)) << state(rank1);
+  // and stopped again, SIGTERM still ends it all (a stopped rank is continued to take it)
+  ::kill(launcher, SIGTSTP);
+  EXPECT_TRUE(becomes(rank1, stopped)) << state(rank1);
+  ::kill(launcher, SIGTERM);
+  ::kill(launcher, SIGCONT);
+  auto gone = [](char c) { return c == ' ' || c == 'Z'; };
+  EXPECT_TRUE(becomes(rank0, gone)) << state(rank0);
+  EXPECT_TRUE(becomes(rank1, gone)) << state(rank1);
+  EXPECT_TRUE(becomes(launcher, gone)) << state(launcher);
+  for (pid_t p : {rank0, rank1, launcher})
+    if (!gone(state(p))) ::kill(p, SIGKILL);
+}
+
 // A negative number after one of launch's options is that option's value, out of its range: `--nproc -1` was called
 // "launch: unknown option '-1'" (issue 38), while `--nproc 0` named the range.
 TEST(DistributedLaunch, ANegativeNumberIsAnOptionsValueOutOfItsRangeNotAnUnknownOption) {

@@ -32,10 +32,39 @@ volatile int g_count = 0;
 
 void forward_signal(int sig) {
   for (int i = 0; i < g_count; ++i)
-    if (g_pids[i] > 0) ::kill(-g_pids[i], sig);
+    if (g_pids[i] > 0) {
+      ::kill(-g_pids[i], sig);
+      ::kill(-g_pids[i], SIGCONT);  // a stopped rank would hold the signal until continued
+    }
   // then end as the signal would have ended the launcher
   ::signal(sig, SIG_DFL);
   ::raise(sig);
+}
+
+// Job control: Ctrl-Z reaches the terminal's foreground group, the launcher's alone (each rank leads its own), so the
+// launcher stops the ranks and then itself, and continues them when it is continued (`fg`, `bg`, kill -CONT). Without
+// this the ranks ran on while the shell said the launch was stopped (the last read of 2026-12-04).
+void stop_ranks(int) {
+  const int saved = errno;
+  for (int i = 0; i < g_count; ++i)
+    if (g_pids[i] > 0) ::kill(-g_pids[i], SIGSTOP);
+  // stop as SIGTSTP would have: the default action, delivered at once (the handler blocks it while it runs)
+  ::signal(SIGTSTP, SIG_DFL);
+  sigset_t tstp;
+  sigemptyset(&tstp);
+  sigaddset(&tstp, SIGTSTP);
+  ::raise(SIGTSTP);
+  ::sigprocmask(SIG_UNBLOCK, &tstp, nullptr);
+  // continued here (continue_ranks has run)
+  ::signal(SIGTSTP, stop_ranks);
+  errno = saved;
+}
+
+void continue_ranks(int) {
+  const int saved = errno;
+  for (int i = 0; i < g_count; ++i)
+    if (g_pids[i] > 0) ::kill(-g_pids[i], SIGCONT);
+  errno = saved;
 }
 
 std::string describe(int status) {
@@ -120,6 +149,8 @@ LaunchResult launch(const LaunchOptions& o) {
   std::vector<pid_t> pids(static_cast<size_t>(o.nproc), -1);
   auto previous_int = ::signal(SIGINT, forward_signal);
   auto previous_term = ::signal(SIGTERM, forward_signal);
+  auto previous_tstp = ::signal(SIGTSTP, stop_ranks);
+  auto previous_cont = ::signal(SIGCONT, continue_ranks);
   const pid_t parent = ::getpid();
   for (int rank = 0; rank < o.nproc; ++rank) {
     const pid_t pid = ::fork();
@@ -128,6 +159,8 @@ LaunchResult launch(const LaunchOptions& o) {
       ::setpgid(0, 0);
       ::signal(SIGINT, SIG_DFL);
       ::signal(SIGTERM, SIG_DFL);
+      ::signal(SIGTSTP, SIG_DFL);
+      ::signal(SIGCONT, SIG_DFL);
       // A rank must not outlive a launcher killed with -9 (which cannot pass anything on).
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (::getppid() != parent) ::_exit(1);
@@ -179,6 +212,7 @@ LaunchResult launch(const LaunchOptions& o) {
       for (pid_t p : pids)
         if (p > 0) {
           ::kill(-p, SIGTERM);
+          ::kill(-p, SIGCONT);  // a rank stopped (Ctrl-Z) holds SIGTERM until continued
           ++r.stopped;
         }
       terminated = true;
@@ -191,6 +225,8 @@ LaunchResult launch(const LaunchOptions& o) {
   g_count = 0;
   ::signal(SIGINT, previous_int);
   ::signal(SIGTERM, previous_term);
+  ::signal(SIGTSTP, previous_tstp);
+  ::signal(SIGCONT, previous_cont);
   return r;
 }
 
