@@ -14,6 +14,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -44,6 +45,12 @@ struct RecordOptions {
   // after the conversion to the stored type.
   c10::Device device = c10::Device(c10::kCPU);
   bool measure_forward = true;      // time the first batch's forward without capture for the comparison
+  // Testing: called for every batch (with its first sample) after its chunks reached the file and before it is
+  // committed (samples_done raised), once the datasets' own metadata (their extents and chunk indexes) has been
+  // flushed too. The file on disk is then what a run killed at that moment leaves when HDF5 had already written those
+  // entries out of its cache: a copy of it is a killed run's file, at a moment a real kill hits rarely. Empty:
+  // nothing is called (and nothing more is flushed).
+  std::function<void(int64_t first)> testing_before_commit;
 };
 
 struct RecordResult {
