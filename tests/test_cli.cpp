@@ -810,6 +810,9 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       // tokenize and --file read it; test_generate.cpp)
       {"distill --record " + rec + " --out " + m, "is a folder: give the name of the file to write"},
       {"bench train --widths mini --lengths 8 --kinds 'hybrid:window=0'", "--kinds: hybrid attention option 'window' must be"},
+      // softmax is every run's baseline: `--kinds softmax` measured it against itself (helper-56's probe of 2026-12-04)
+      {"bench train --widths mini --lengths 8 --kinds 'linear;softmax'",
+       "bench train: --kinds softmax: the reference attention is measured in every run, as the baseline of the others"},
       // and issue 38's leftovers: a feature map not in the registry, before the record is read (bench generate's: test_bench.cpp)
       {"distill --record " + rec + " --feature-map nope --out m.safetensors", "--feature-map: unknown feature map 'nope'"},
       // a model's weights given as --config read as "malformed JSON" (the fifteenth probe of 2026-11-30)

@@ -130,6 +130,7 @@ void register_bench(CLI::App& app) {
   add_precision_option(*tr, targs->options.precision, targs->common);
   add_common_options(*tr, targs->common, Devices::Any);
   tr->callback([targs]() {
+    usage_checked([&] { bench::check_train_bench_options(targs->options); });
     start(targs->common);
     bench::set_bench_device(targs->common.on);
     targs->options.seed = targs->common.seed;

@@ -57,15 +57,23 @@ int64_t dense_parameters(const models::ModelSummary& s) {
 
 }  // namespace
 
-TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
-  TrainBenchOptions o = options;
-  if (o.widths.empty()) o.widths.push_back(train_bench_width("mini"));
+void check_train_bench_options(const TrainBenchOptions& o) {
   MIMIC_CHECK(!o.lengths.empty(), "bench train: --lengths must name at least one length");
   MIMIC_CHECK(o.repeats >= 1, "bench train: --repeats must be >= 1, got ", o.repeats);
   MIMIC_CHECK(o.tokens_per_step >= 2, "bench train: --tokens-per-step must be >= 2, got ", o.tokens_per_step);
   MIMIC_CHECK(o.kd_temperature >= 0 && std::isfinite(o.kd_temperature), "bench train: --kd must be a temperature > 0 (or 0: off), got ",
               o.kd_temperature);
   for (auto t : o.lengths) MIMIC_CHECK(t >= 2, "bench train: every length must be >= 2, got ", t);
+  // `--kinds softmax` measured softmax against itself, with targets "softmax training step >= 4x softmax's" (helper-56)
+  for (const auto& k : o.kinds)
+    MIMIC_CHECK(attention::attention_kind(attention::parse_kind_spec(k).kind).role != attention::KindRole::Reference, "bench train: --kinds ", k,
+                ": the reference attention is measured in every run, as the baseline of the others; name the kinds to measure beside it");
+}
+
+TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
+  check_train_bench_options(options);
+  TrainBenchOptions o = options;
+  if (o.widths.empty()) o.widths.push_back(train_bench_width("mini"));
   std::vector<attention::KindSpec> specs = {{"softmax", nlohmann::json::object()}};
   for (const auto& k : o.kinds) specs.push_back(attention::parse_kind_spec(k));
   const int64_t longest = *std::max_element(o.lengths.begin(), o.lengths.end());

@@ -103,6 +103,9 @@ struct TrainBenchResult {
   std::vector<TrainBenchTarget> targets;
 };
 
+// Refuses options no run could measure (no length, a length below 2, softmax among the kinds: it is every run's
+// baseline, and the kinds are measured beside it); run_train_bench calls it first, the CLI too (usage errors).
+void check_train_bench_options(const TrainBenchOptions& options);
 TrainBenchResult run_train_bench(const TrainBenchOptions& options);
 nlohmann::json to_json(const TrainBenchResult& result);
 std::string format_report(const TrainBenchResult& result);
