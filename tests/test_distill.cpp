@@ -12,10 +12,12 @@
 #include "mimic/attention/linear_attention.h"
 #include "mimic/attention/linear_kernel.h"
 #include "mimic/analysis/metrics.h"
+#include "mimic/attention/kinds.h"
 #include "mimic/distill/distill.h"
 #include "mimic/distill/maps_file.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/io/safetensors.h"
+#include "mimic/models/model.h"
 #include "mimic/record/record.h"
 #include "test_util.h"
 
@@ -576,6 +578,43 @@ TEST(DistillTrain, AResumeOntoOtherDataOrPrecisionAForeignCheckpointFolderAndAHe
     EXPECT_MIMIC_ERROR(dist::distill(o), "is being written by another running mimic command");
   }
   EXPECT_EQ(dist::distill(o).layers.size(), 2u);
+}
+
+// A converted model's layer computes its student's attention, not softmax: maps distilled from it would copy a copy.
+// Its record names such a layer (group attribute `converted`), and distill refuses it, from a record or online; the
+// model's softmax layers are still a teacher's (helper-57's probe of 2026-12-04: both were taken without a word).
+TEST(DistillTrain, AConvertedLayerIsRefusedAsATeacherFromARecordOrOnlineItsSoftmaxLayersAreNot) {
+  TempDir dir;
+  {
+    auto m = mimic::models::load_model(mimic::test::model_with_tokenizer("gpt2-prefixed"));
+    const auto s = m->summary();
+    m->set_attention_kernel(1, mimic::attention::kernel_from_spec("linear", s.n_head, s.head_dim));
+    m->save(dir.file("conv"));
+  }
+  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 20));
+  auto ro = record_options(dir.file("t.txt"), dir.file("conv.h5"));
+  ro.model_dir = dir.file("conv");
+  mimic::record::record(ro);
+  const mimic::record::RecordReader reader(ro.out);
+  EXPECT_EQ(reader.converted(0), "");
+  EXPECT_EQ(reader.converted(1), "linear (hedgehog, row norm)");
+  EXPECT_EQ(mimic::record::RecordReader(tiny_record()).converted(1), "");
+
+  auto o = train_options(dir.file("m.safetensors"));
+  o.record = ro.out;
+  o.epochs = 1;
+  EXPECT_MIMIC_ERROR(dist::distill(o), ro.out + ": layer 1 computes converted attention (linear (hedgehog, row norm)), not softmax: distill "
+                                       "learns from a softmax teacher's attention; record the softmax model it was converted from");
+  auto online = o;
+  online.record.clear();
+  online.model_dir = dir.file("conv");
+  online.data = dir.file("t.txt");
+  online.samples = 8;
+  online.seq_len = 16;
+  EXPECT_MIMIC_ERROR(dist::distill(online), "layer 1 computes converted attention (linear (hedgehog, row norm)), not softmax: distill learns "
+                                            "from a softmax teacher's attention; give the softmax model it was converted from");
+  o.layers = "0";  // its softmax layer
+  EXPECT_EQ(dist::distill(o).layers.size(), 1u);
 }
 
 TEST(DistillTrain, ResumeIsBitIdentical) {

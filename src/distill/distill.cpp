@@ -222,7 +222,23 @@ void write_output(const std::string& path, const DistillOptions& o, const Studen
   io::save_safetensors(path, tensors, so);
 }
 
+std::vector<int64_t> chosen_layer_list(const DistillOptions& o, const Source& src);  // --layers among the recorded
+
 std::vector<int64_t> chosen_layers(const DistillOptions& o, const Source& src) {
+  auto chosen = chosen_layer_list(o, src);
+  // a converted model's layer computes its student's attention, not softmax: maps distilled from it learn to copy a
+  // copy (helper-57's probe of 2026-12-04: a record of a converted model, and the online mode's --model, were taken
+  // as a teacher's without a word). Its softmax layers are still a teacher's (a conversion continued layer by layer).
+  for (auto l : chosen)
+    if (const auto c = src.converted(l); !c.empty())
+      fail(src.describe(), ": layer ", l, " computes converted attention (", c,
+           "), not softmax: distill learns from a softmax teacher's attention; ",
+           o.record.empty() ? "give the softmax model it was converted from" : "record the softmax model it was converted from",
+           " (or choose its softmax layers with --layers)");
+  return chosen;
+}
+
+std::vector<int64_t> chosen_layer_list(const DistillOptions& o, const Source& src) {
   auto recorded = src.layers();
   if (o.layers.empty() || o.layers == "all") return recorded;
   const int64_t top = *std::max_element(recorded.begin(), recorded.end()) + 1;

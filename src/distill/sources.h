@@ -27,6 +27,8 @@ class Source {
   virtual std::string model() const = 0;  // the teacher
   virtual std::string model_digest() const = 0;  // its models::model_digest ("" when unknown: an older record)
   virtual nlohmann::json identity() const = 0;  // what the fingerprint keys on
+  // The converted attention a layer of the teacher computes ("" for softmax, the attention distill learns from)
+  virtual std::string converted(int64_t layer) const = 0;
   // Samples [begin, begin + count) of a layer; the layer's tensors for all samples are loaded once and
   // kept while that layer trains.
   TeacherBatch batch(int64_t layer, int64_t begin, int64_t count) {

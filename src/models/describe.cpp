@@ -70,6 +70,12 @@ std::string describe_kernel(const std::string& kind, const nlohmann::json& o) {
 }
 }  // namespace
 
+std::string converted_layer_attention(const Model& model, int64_t layer) {
+  const auto k = model.attention_kernel(layer);
+  if (!k || attention::is_reference(*k)) return "";
+  return describe_kernel(k->kind(), k->config_json());
+}
+
 std::string attention_summary(const Model& model) {
   // group layers with identical kernel descriptions, in order of first appearance
   std::vector<std::pair<std::string, std::vector<int64_t>>> groups;

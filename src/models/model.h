@@ -188,6 +188,9 @@ void refuse_odd_model_file_names(const std::string& dir, const std::function<boo
 // Per layer: {"layer", "kind", "options"}.
 nlohmann::json attention_layers(const Model& model);
 // One line for people: "linear (hedgehog, row, SLA gates) in layers 0-5; softmax in 6-11".
+// One layer's attention in those words when it is converted ("linear (hedgehog, row norm)", a mixed layer's with its
+// softmax heads); "" when the layer computes the reference attention (softmax).
+std::string converted_layer_attention(const Model& model, int64_t layer);
 std::string attention_summary(const Model& model);
 // A digest of the model's own weights as stored (names, storage types and bytes; kernel tensors excluded, so a
 // converted model keeps its teacher's digest until it is finetuned). Records and distill outputs carry it.

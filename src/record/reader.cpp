@@ -22,6 +22,7 @@ struct RecordReader::Impl {
   bool causal = false;
   std::vector<int64_t> layers;
   std::map<int64_t, double> scales;
+  std::map<int64_t, std::string> converted;
   bool f16 = true;
   std::string source;
   std::string model_digest;
@@ -69,6 +70,10 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
       const auto scale = read_attr(f.openGroup(layer_group(l)), "scale");
       MIMIC_CHECK(scale.is_number(), path, ": attribute 'scale' of ", layer_group(l), " must be a number, got ", show(scale));
       impl_->scales[l] = scale.get<double>();
+      const auto converted = read_attr(f.openGroup(layer_group(l)), "converted");
+      MIMIC_CHECK(converted.is_null() || converted.is_string(), path, ": attribute 'converted' of ", layer_group(l), " must be a string, got ",
+                  show(converted));
+      if (converted.is_string()) impl_->converted[l] = converted.get<std::string>();
     }
     check_shapes();
   } catch (const Error&) {
@@ -130,6 +135,11 @@ double RecordReader::scale(int64_t layer) const {
   auto it = impl_->scales.find(layer);
   MIMIC_CHECK(it != impl_->scales.end(), impl_->path, ": layer ", layer, " was not recorded");
   return it->second;
+}
+
+std::string RecordReader::converted(int64_t layer) const {
+  auto it = impl_->converted.find(layer);
+  return it == impl_->converted.end() ? std::string() : it->second;
 }
 
 at::Tensor RecordReader::input_ids(int64_t begin, int64_t count) const {

@@ -115,7 +115,9 @@ RecordResult record(const RecordOptions& o) {
 
   std::vector<double> scales;
   for (const auto& c : captures) scales.push_back(c.scale);
-  const RecordLayout layout{std::move(settings), source, target, seq_len, n_head, head_dim, layers, scales, K};
+  std::vector<std::string> converted;
+  for (auto l : layers) converted.push_back(models::converted_layer_attention(*model, l));
+  const RecordLayout layout{std::move(settings), source, target, seq_len, n_head, head_dim, layers, scales, K, converted};
   RecordWriter writer(o, layout, [&](int64_t done) { return sampler.batch(0, done).first; });
   const int64_t done = writer.samples_done();
   result.rolled_back = writer.rolled_back();

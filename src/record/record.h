@@ -113,6 +113,9 @@ class RecordReader {
   bool causal() const;
   const std::vector<int64_t>& layers() const;
   double scale(int64_t layer) const;     // the softmax scale of a recorded layer
+  // The converted attention a recorded layer computes, as record described it (a converted model's record:
+  // "linear (hedgehog, row norm)"); "" for a softmax layer (and in records made before it was kept).
+  std::string converted(int64_t layer) const;
   int64_t weights_samples() const;       // samples with stored weights
   std::string source() const;            // the teacher model (root attribute `source`)
   std::string model_digest() const;      // its models::model_digest (root attribute `model_digest`)

@@ -100,6 +100,7 @@ struct RecordWriter::Impl {
             auto g = f.createGroup(layer_group(layers[i]));
             write_attr(g, "layer", layers[i]);
             write_attr(g, "scale", layout.scales[i]);
+            if (i < layout.converted.size() && !layout.converted[i].empty()) write_attr(g, "converted", layout.converted[i]);
             for (const char* name : kTensors) create_rows(g, name, store_type, {H, T, D}, compression);
             if (K > 0) create_rows(g, "weights", store_type, {H, T, T}, compression);
           }

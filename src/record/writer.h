@@ -30,6 +30,9 @@ struct RecordLayout {
   std::vector<int64_t> layers;
   std::vector<double> scales;    // per entry of `layers`: the softmax scale its kernel saw
   int64_t weights_samples = 0;   // the first K samples also store the softmax weights
+  // per entry of `layers`: the converted attention the layer computes ("" for softmax; its group's attribute
+  // `converted`), so that distill can refuse a layer whose outputs are no softmax teacher's
+  std::vector<std::string> converted;
 };
 
 class RecordWriter {
