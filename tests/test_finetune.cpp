@@ -136,6 +136,17 @@ TEST(FinetuneLm, LowersValidationLossAndScoresTheTeacher) {
   EXPECT_NEAR(r.student.validation_loss, r.train.best_eval, 1e-5);
   EXPECT_FALSE(std::filesystem::exists(dir.file("out/last")));  // one export on disk: the best (FinetuneDisk)
   EXPECT_EQ(models::load_model(dir.file("out"))->summary().model_type, "gpt2");
+  // the teacher is only scored beside the model: the finished run rerun without it is the same run, which reports the
+  // same model (it was refused as a run with other settings: helper-55's probe of 2026-12-04); with --kd it trains
+  // the model, and then another run it is
+  auto again = o;
+  again.teacher_dir.clear();
+  const auto r2 = ft::finetune_lm(again);
+  EXPECT_FALSE(r2.teacher.has_value());
+  EXPECT_EQ(r2.student.validation_loss, r.student.validation_loss);
+  auto kd = o;
+  kd.kd_temperature = 2;
+  EXPECT_MIMIC_ERROR(ft::finetune_lm(kd), "other settings");
 }
 
 // A bf16 run scores its best model and its teacher at the end in bf16, as its evaluations ran: the validation loss it

@@ -213,7 +213,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   t.tokens_per_micro_batch = o.batch_size * seq_len;
   t.fingerprint = fingerprint(o);
   t.fingerprint_defaults.update(fingerprint_defaults());
-  add_weight_digests(t.fingerprint, *model, teacher, o.model_dir, o.teacher_dir);
+  add_weight_digests(t.fingerprint, *model, teacher, /*distils=*/false, o.model_dir, o.teacher_dir);
   // the length asked for (unset: 128), not the one used: a default run on a model of context under 128 begun before
   // the default was capped at the context resumes (the same examples either way: longer ones failed then)
   t.fingerprint.update({{"task", "cls"}, {"data", data::data_identity(o.data)}, {"data_digest", data.digest()}, {"seq_len", o.seq_len != 0 ? o.seq_len : int64_t{128}},

@@ -201,12 +201,12 @@ nlohmann::json fingerprint_defaults() {
   return {{"freeze_embeddings", false}, {"freeze_kept_heads", false}, {"device", "cpu"}, {"dtype", io::dtype_name(io::DType::F32)}};
 }
 
-void add_weight_digests(nlohmann::json& fp, models::Model& model, const Teacher& teacher, const std::string& model_dir,
+void add_weight_digests(nlohmann::json& fp, models::Model& model, const Teacher& teacher, bool distils, const std::string& model_dir,
                         const std::string& teacher_dir) {
   fp["model_digest"] = models::model_digest(model);
   fp["model_network"] = models::network_description(model_dir);
   fp["model_attention"] = models::attention_digest(model);
-  if (teacher.model) {
+  if (teacher.model && distils) {
     fp["teacher_digest"] = teacher.digest;
     // its config too: a rope_theta edit changes the teacher's logits, not its weights (the tenth probe)
     fp["teacher_network"] = models::network_description(teacher_dir);

@@ -124,7 +124,10 @@ nlohmann::json fingerprint_defaults();
 // models::attention_digest of its layers' attention: issue 38 found a resume onto the same weights under another
 // config or other feature maps): a rerun whose model or teacher folder now holds another model under the same path
 // does not continue the old run, and the ranks of a distributed run find out that they loaded different models.
-void add_weight_digests(nlohmann::json& fingerprint, models::Model& model, const Teacher& teacher, const std::string& model_dir,
+// The teacher's only when it trains the model (`distils`: --kd); a teacher that is only scored beside it at the end
+// changes nothing the run computes (helper-55's probe of 2026-12-04: a finished run rerun with --teacher to compare
+// was refused as a run with other settings).
+void add_weight_digests(nlohmann::json& fingerprint, models::Model& model, const Teacher& teacher, bool distils, const std::string& model_dir,
                         const std::string& teacher_dir);
 
 // A one-line description of what trains ("all", "attention + LoRA r=8 alpha=16", ...).

@@ -73,7 +73,7 @@ LmResult finetune_lm(const LmOptions& o) {
   t.tokens_per_micro_batch = o.batch_size * seq_len;
   t.fingerprint = fingerprint(o);
   t.fingerprint_defaults.update(fingerprint_defaults());
-  add_weight_digests(t.fingerprint, *model, teacher, o.model_dir, o.teacher_dir);
+  add_weight_digests(t.fingerprint, *model, teacher, kd, o.model_dir, o.teacher_dir);
   t.fingerprint.update({{"task", "lm"}, {"data", data::data_identity(o.corpus)}, {"seq_len", seq_len}, {"batch_size", o.batch_size},
                         {"eval_batches", o.eval_batches}});
   // the text's tokens, not only its path: a file edited under the same name was resumed into (the probe of 2026-11-27)
