@@ -212,8 +212,21 @@ TEST(Record, Gpt2RoundTripReproducesSoftmax) {
   mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(kText, 21));
   auto o = options(gpt2_dir(), dir.file("t.txt"), dir.file("g.h5"));
   o.weights_samples = 2;
+  std::vector<std::string> notes;
+  o.note = [&](const std::string& s) { notes.push_back(s); };
   auto r = mimic::record::record(o);
   auto stream = split_stream(gpt2_dir(), dir.file("t.txt"), mimic::data::Split::Train);  // --split train, the default
+  // --samples 0 (every sample) says what it will write before it starts (it wrote 3 GB without a word: helper-57):
+  // 2 layers × (q, k, v, o of 2 heads × 16 × 4) + 2 layers × 2 samples' weights (2 heads × 16 × 16), f16
+  {
+    const mimic::record::RecordReader rd(o.out);
+    ASSERT_EQ(rd.n_head() * rd.head_dim(), 8);
+    char size[32];
+    std::snprintf(size, sizeof size, "%.0f kB", (r.samples * 2 * 4 * 2 * 16 * 4 * 2 + 2 * 2 * 2 * 16 * 16 * 2) / 1e3);
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_EQ(notes[0], "--samples 0 takes every sample of the data: " + std::to_string(r.samples) + " samples of 16 tokens, up to " + size +
+                            " before compression (q, k, v and o of 2 layers, and the weights of the first samples); --samples N takes fewer");
+  }
   EXPECT_EQ(r.samples, (static_cast<int64_t>(stream.size()) + 15) / 16);
   EXPECT_EQ(r.recorded, r.samples);
   EXPECT_EQ(r.resumed_from, 0);

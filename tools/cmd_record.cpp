@@ -17,6 +17,7 @@ struct RecordArgs {
 };
 
 void run(RecordArgs& a) {
+  a.o.note = print_note;
   start(a.common);
   a.o.device = a.common.on;
   refuse_out_over_inputs(a.o.out, {{"--model", a.o.model_dir}, {"--data", a.o.data}});
@@ -67,7 +68,7 @@ void run(RecordArgs& a) {
               r.resumed_from > 0 ? (", resumed from " + std::to_string(r.resumed_from)).c_str() : "", static_cast<double>(r.file_bytes) / 1e6);
   if (r.recorded > 0)
     std::printf("recorded %.0f tokens/s in %.1f s (forward %.1f s, writing %.1f s), %.0f%% of the %.0f tokens/s of the same forward "
-                "without capture or writing, timed on the first batch\n",
+                "without capture or writing, timed on one batch\n",
                 r.tokens_per_second, r.seconds, r.forward_seconds, r.write_seconds, 100 * ratio, r.forward_tokens_per_second);
 }
 

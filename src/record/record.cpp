@@ -72,6 +72,23 @@ RecordResult record(const RecordOptions& o) {
   const int64_t available = sampler.available();
   const int64_t target = o.samples > 0 ? std::min(o.samples, available) : available;
   const int64_t K = o.weights_samples;
+  // what the file will hold, said before the work where it is unbounded or large: --samples 0 wrote 3 GB of a
+  // corpus without a word (helper-57's probe of 2026-12-04)
+  if (o.note) {
+    const double elem = o.dtype == "f16" ? 2 : 4, layers_n = static_cast<double>(layers.size()), rows = static_cast<double>(target);
+    const double per_sample = layers_n * 4 * static_cast<double>(n_head * seq_len * head_dim) * elem;
+    const double weights = layers_n * static_cast<double>(std::min(K, target)) * static_cast<double>(n_head * seq_len * seq_len) * elem;
+    const double bytes = rows * per_sample + weights;
+    if (o.samples == 0 || bytes >= 1e9) {
+      char size[32];
+      if (bytes >= 1e9) std::snprintf(size, sizeof size, "%.2f GB", bytes / 1e9);
+      else if (bytes >= 1e6) std::snprintf(size, sizeof size, "%.1f MB", bytes / 1e6);
+      else std::snprintf(size, sizeof size, "%.0f kB", bytes / 1e3);
+      o.note(detail::concat(o.samples == 0 ? "--samples 0 takes every sample of the data: " : "", target, " samples of ", seq_len,
+                            " tokens, up to ", size, " before compression (q, k, v and o of ", layers.size(), layers.size() == 1 ? " layer" : " layers",
+                            K > 0 ? ", and the weights of the first samples" : "", ")", o.samples == 0 ? "; --samples N takes fewer" : ""));
+    }
+  }
 
   // The settings a resumed file must share with this run, in the order they are checked.
   std::vector<std::pair<std::string, nlohmann::json>> settings = {
@@ -147,7 +164,10 @@ RecordResult record(const RecordOptions& o) {
     result.recorded += b;
     progress.update(s + b);
 
-    if (s == done && o.measure_forward) {
+    // on the second batch where there is one: the first carries the warm-up (the thread pool's start, the first
+    // allocations), and timed on it the forward looked slower than the loop's average, so that recording came out
+    // at more than 100% of it (helper-57's probe of 2026-12-04)
+    if (o.measure_forward && (s == done + o.batch_size || (s == done && target - done <= o.batch_size))) {
       // The comparison: the same forward of the same batch without capture — no head either, as recording
       // runs none — so that the ratio is what capturing and writing cost. (With the head it was a different
       // computation: on a small model with a large vocabulary the head alone made recording look faster.)

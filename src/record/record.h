@@ -44,13 +44,16 @@ struct RecordOptions {
   // Where the teacher runs (--device): its captures come back to the host in the writer, one copy per tensor
   // after the conversion to the stored type.
   c10::Device device = c10::Device(c10::kCPU);
-  bool measure_forward = true;      // time the first batch's forward without capture for the comparison
+  bool measure_forward = true;      // time one batch's forward without capture for the comparison (the second; the first alone)
   // Testing: called for every batch (with its first sample) after its chunks reached the file and before it is
   // committed (samples_done raised), once the datasets' own metadata (their extents and chunk indexes) has been
   // flushed too. The file on disk is then what a run killed at that moment leaves when HDF5 had already written those
   // entries out of its cache: a copy of it is a killed run's file, at a moment a real kill hits rarely. Empty:
   // nothing is called (and nothing more is flushed).
   std::function<void(int64_t first)> testing_before_commit;
+  // Told (one sentence) what an unbounded run will write before it starts: --samples 0 (every sample of the data), or
+  // a size of a gigabyte or more. Empty: nothing is said.
+  std::function<void(const std::string&)> note;
 };
 
 struct RecordResult {
@@ -69,8 +72,8 @@ struct RecordResult {
   double tokens_per_second = 0;
   double forward_seconds = 0;  // of which: the model's forward passes (with capture)
   double write_seconds = 0;    // of which: conversion, compression, writing, flushing
-  // The same forward without capture (the body, no LM / MLM head, as recording runs it) on the first
-  // batch, timed after it was recorded; 0 when nothing was recorded or measure_forward is off.
+  // The same forward without capture (the body, no LM / MLM head, as recording runs it) on the second batch (the
+  // first when there is no other), timed after it was recorded; 0 when nothing was recorded or measure_forward is off.
   double forward_tokens_per_second = 0;
   int64_t file_bytes = 0;
   int gzip = 0;  // the level the file's chunks are written at (a resumed file keeps its own, whatever options asked)
