@@ -1190,6 +1190,17 @@ TEST(Configs, AKeyGivenTwiceAndKeysPretrainSetsAreRefusedByName) {
                                      " --config " + dir.file("same.json"));
   EXPECT_EQ(same.code, 0) << same.err;
   fs::remove_all(dir.file("same"));
+  // without --seq-len a context shorter than 256 is taken whole (the default 256 was refused: helper-56's probe of
+  // 2026-12-04): the run is the one --seq-len 16 names, which a rerun with it finds finished
+  const std::string short_run = "pretrain --arch gpt2 --data sotu --steps 1 --batch-size 2 --threads 1 --out " + dir.file("short") +
+                                " --config " + dir.file("same.json");
+  auto whole = mimic::test::mimic_cli(short_run);
+  EXPECT_EQ(whole.code, 0) << whole.err;
+  EXPECT_EQ(mimic::test::mimic_cli(short_run + " --seq-len 16").code, 0);
+  auto other = mimic::test::mimic_cli(short_run + " --seq-len 8");
+  EXPECT_EQ(other.code, 1);
+  EXPECT_NE(other.err.find("seq_len (16 then, 8 now)"), std::string::npos) << other.err;
+  fs::remove_all(dir.file("short"));
   mimic::test::write_bytes(dir.file("d.json"), R"({"n_embd": 8, "n_layer": 1, "n_head": 2, "n_head": 4, "n_positions": 16})");
   auto twice = mimic::test::mimic_cli(base + dir.file("d.json"));
   EXPECT_EQ(twice.code, 1);

@@ -33,7 +33,9 @@ void run(PretrainArgs& a) {
   MIMIC_USAGE_CHECK(a.o.train.end_at <= a.o.train.steps, "--end-at: must be in [0, --steps = ", a.o.train.steps,
                     "] (a step of the --steps schedule; 0: its end), got ", a.o.train.end_at);
   MIMIC_USAGE_CHECK(a.config_path.empty() != a.o.init.empty(), "give --config (a fresh model) or --init (continue a model), one of them");
-  a.o.seq_len = usage_checked([&] { return data::lm_seq_len(a.o.corpus, a.seq_len_option->count() > 0, a.o.seq_len); });
+  // not given: 0, the model's context up to 256 (pretrain decides it once the config is read), or the task's
+  const bool seq_len_given = a.seq_len_option->count() > 0;
+  a.o.seq_len = usage_checked([&] { return data::lm_seq_len(a.o.corpus, seq_len_given, seq_len_given ? a.o.seq_len : 0); });
   // what the options and --arch alone decide are usage errors too (helper-56's probe: some exited 1, from the library)
   usage_checked([&] { pretrain::check_options(a.o); });
   const std::string warmup_note = fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);
@@ -134,8 +136,7 @@ void register_pretrain(CLI::App& app) {
                   "End the run at this step of the --steps schedule, as if it were the last (curriculum stages; 0: at --steps)")
       ->capture_default_str()
       ->transform(range::steps_or_zero());
-  a->seq_len_option = sub->add_option("--seq-len", a->o.seq_len, "Tokens per sequence (at most the model's context; a recall task's default: its seq_len)")
-      ->capture_default_str()
+  a->seq_len_option = sub->add_option("--seq-len", a->o.seq_len, "Tokens per sequence, at most the model's context (default: min(256, the context); a recall task's: its seq_len)")
       ->transform(range::tokens(2));
   sub->add_option("--batch-size", a->o.batch_size, "Sequences per micro-batch")->capture_default_str()->transform(range::batch());
   sub->add_option("--grad-accum", a->o.train.grad_accum, "Micro-batches per step")->capture_default_str()->transform(range::batch());

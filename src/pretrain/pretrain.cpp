@@ -85,7 +85,7 @@ void check_options(const PretrainOptions& o) {
   }
   // a BERT block is [CLS], the text's tokens, [SEP]: --seq-len 2 left no token (and was named as a batch size not
   // positive: helper-56's probe)
-  MIMIC_CHECK(family.causal || o.seq_len >= 3, "--seq-len ", o.seq_len, ": a ", family.display_name,
+  MIMIC_CHECK(family.causal || o.seq_len == 0 || o.seq_len >= 3, "--seq-len ", o.seq_len, ": a ", family.display_name,
               " block is [CLS], the text's tokens and [SEP]: give at least 3");
 }
 
@@ -157,7 +157,10 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   // (a window shorter than that key caps it: then the note says so, as context_words does)
   const std::string context_from = " (" + (summary.context_note.empty() ? family.context_key : summary.context_note) + " in " +
                                    (o.init.empty() ? o.config_source : o.init + "/config.json") + ")";
-  MIMIC_CHECK(o.seq_len <= ctx, recall ? "the task's seq_len " : "--seq-len ", o.seq_len, " exceeds the model's context of ", ctx, context_from,
+  // unless given, as long as the context allows, up to 256 (a config of a shorter context was refused the default:
+  // helper-56's probe of 2026-12-04)
+  const int64_t seq_len = o.seq_len > 0 ? o.seq_len : recall ? task_spec.seq_len : std::min<int64_t>(256, ctx);
+  MIMIC_CHECK(seq_len <= ctx, recall ? "the task's seq_len " : "--seq-len ", seq_len, " exceeds the model's context of ", ctx, context_from,
               recall ? ": give a shorter task or a longer context" : "");
   if (o.attention != "softmax") {
     MIMIC_CHECK(o.init.empty(), "--attention trains a fresh model with that attention; to convert a trained one use distill + convert");
@@ -170,7 +173,7 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   if (!o.device.is_cpu()) model->module().to(o.device);
 
   // BERT's blocks leave room for [CLS] and [SEP] (check_options saw --seq-len hold them).
-  const int64_t block = causal ? o.seq_len : o.seq_len - 2;
+  const int64_t block = causal ? seq_len : seq_len - 2;
   // Data parallelism: every rank draws the global batches of --batch-size × ranks rows (and their masks) and
   // trains on its share.
   const auto& env = distributed::environment();
@@ -229,9 +232,9 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   task.data_parallel = true;
 
   train::TrainOptions t = o.train;
-  t.tokens_per_micro_batch = o.batch_size * o.seq_len;
+  t.tokens_per_micro_batch = o.batch_size * seq_len;
   t.fingerprint = {{"arch", o.arch},         {"config", o.config},         {"corpus", data::data_identity(o.corpus)},
-                   {"seq_len", o.seq_len},   {"batch_size", o.batch_size}, {"seed", o.seed},
+                   {"seq_len", seq_len},   {"batch_size", o.batch_size}, {"seed", o.seed},
                    {"steps", t.steps},       {"lr", t.lr},                 {"warmup", t.warmup},
                    {"grad_accum", t.grad_accum}};
   // the document start is no target since 2026-12-02 (data::PackedBatches): a run begun before compared its losses

@@ -35,7 +35,7 @@ struct PretrainOptions {
   // signal is a tenth of the token signal once those have grown (measured on the first gpt2-mini: row norms 0.15
   // vs 1.34), too weak for a previous-token head to form quickly. Larger values make position a strong signal.
   double position_scale = 0.02;
-  int64_t seq_len = 256;
+  int64_t seq_len = 0;              // 0: min(256, the model's context); a recall task's own
   int64_t batch_size = 16;
   int64_t eval_batches = 20;        // validation batches per evaluation
   uint64_t seed = 0;
