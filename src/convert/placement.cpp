@@ -392,7 +392,22 @@ GreedyPlacement greedy_placement(const HeadSetMeasure& measure, const std::vecto
   refill();
   ProbeMeasure current = g.student;
   double current_score = g.student_score;
-  Progress bar("probe greedy", o.count > 0 ? o.count : 0, "head");
+  // counted by the sets tried, each a probe measurement, so that the bar moves within a head's step (by heads it
+  // stood still for minutes: helper-57's probe of 2026-12-04). With a number of heads the total is known: the pool's
+  // size at each step, as refill keeps it; with a share it is not.
+  int64_t sets_total = 0;
+  if (o.count > 0) {
+    size_t in_pool = pool.size(), joined = next;
+    for (int64_t step = 0; step < o.count; ++step) {
+      if (in_pool == 0) {
+        in_pool = std::min<size_t>(static_cast<size_t>(o.leaders), g.screen.size() - joined);
+        joined += in_pool;
+      }
+      if (in_pool == 0) break;
+      sets_total += static_cast<int64_t>(in_pool--);
+    }
+  }
+  Progress bar("probe greedy", sets_total, "set");
   if (!o.progress) bar.disable();
   while (true) {
     if (o.count > 0 && static_cast<int64_t>(g.kept.size()) == o.count) break;
@@ -411,6 +426,7 @@ GreedyPlacement greedy_placement(const HeadSetMeasure& measure, const std::vecto
       auto set = g.kept;
       set.push_back(pool[i]);
       auto m = measured(set);
+      bar.advance(1, "head " + std::to_string(g.kept.size() + 1) + ": " + head_name(pool[i]));
       const double s = score(m);
       if (s > best_score) best = i, best_score = s, best_measure = m;
     }
@@ -426,7 +442,6 @@ GreedyPlacement greedy_placement(const HeadSetMeasure& measure, const std::vecto
     pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(best));
     current = best_measure;
     current_score = best_score;
-    bar.advance(1, head_name(step.head));
   }
   bar.finish();
   g.seconds = since(t0);
