@@ -861,6 +861,9 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
        "--copy-span takes MIN,MAX (two token counts), got 1 value"},
       {"finetune --task lm --model " + m + " --data sotu --copy-span 5,3 --out o", "--copy-span 5,3: MIN must not exceed MAX"},
       {"finetune --task lm --model " + m + " --data sotu --lora-alpha 4 --out o", "--lora-alpha needs --lora R"},
+      // the line alone decides it: exit 2, before the model is read (helper-59's probe of 2026-12-04: exit 1)
+      {"finetune --task lm --model " + m + " --data sotu --lora 4 --freeze-kept-heads --out o",
+       "--freeze-kept-heads keeps the kept heads' projections as loaded; LoRA's adapters would move them: use one of the two"},
       {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-310 --out o", "which is too small to compute with"},
       {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-300 --out o", "--kd: must be 0 (off) or a number in [0.01, 100], got 1e-300"},
       {"pretrain --arch gpt2 --config " + m + "/config.json --data sotu --position-scale 1e-3 --out o", "--position-scale sets the sinusoidal table's size: it needs --position-init sinusoidal"},

@@ -816,8 +816,13 @@ TEST(FinetuneSelection, KeptHeadsStayAsLoadedWhileTheRestOfTheirProjectionsTrain
   auto o = lm_options(dir.file("mixed"), dir.file("out"), 3);
   o.freeze_kept_heads = true;
   o.train.eval_every = 0;
+  std::vector<std::string> notes;
+  o.note = [&](const std::string& s) { notes.push_back(s); };
   auto r = ft::finetune_lm(o);
   EXPECT_EQ(r.train.steps, 3);
+  // which heads stay is said (helper-59's probe of 2026-12-04: "kept heads frozen" alone did not say that a layer the
+  // conversion left whole stays too)
+  EXPECT_EQ(notes, std::vector<std::string>{"--freeze-kept-heads: 2 softmax heads stay as loaded: 0.1,0.3 (kept by the conversion)"});
   auto before = io::TensorStore::open_dir(dir.file("mixed")), after = io::TensorStore::open_dir(dir.file("out"));
   const int64_t hd = 8;
   for (int64_t layer : {0, 1}) {
@@ -856,6 +861,29 @@ TEST(FinetuneSelection, KeptHeadsStayAsLoadedWhileTheRestOfTheirProjectionsTrain
   EXPECT_MIMIC_ERROR(ft::finetune_lm(lora_embeddings), "--freeze-embeddings: the embeddings do not train with --train feature-maps + LoRA: "
                                                        "they stay as loaded without it; leave it out");
   EXPECT_FALSE(std::filesystem::exists(dir.file("maps/config.json")));
+  // a layer left softmax is named whole; a model that keeps no head is told so (it read "do not train with --train
+  // all (the kernels alone)": helper-59)
+  {
+    auto half = models::load_model(base);
+    half->set_attention_kernel(0, std::make_shared<attention::MixedAttention>(std::vector<int64_t>{2}, student, 4));
+    half->save(dir.file("half"));
+  }
+  auto half = lm_options(dir.file("half"), dir.file("half-out"), 1);
+  half.freeze_kept_heads = true;
+  half.train.eval_every = 0;
+  notes.clear();
+  half.note = o.note;
+  ft::finetune_lm(half);
+  EXPECT_EQ(notes, std::vector<std::string>{"--freeze-kept-heads: 5 softmax heads stay as loaded: every head of layer 1 (not converted) and 0.2 "
+                                            "(kept by the conversion)"});
+  {
+    auto all = models::load_model(base);
+    convert_all(*all);
+    all->save(dir.file("all"));
+  }
+  auto none_kept = lm_options(dir.file("all"), dir.file("all-out"), 1);
+  none_kept.freeze_kept_heads = true;
+  EXPECT_MIMIC_ERROR(ft::finetune_lm(none_kept), "no head runs softmax (every layer converted, no head kept): --freeze-kept-heads has nothing to keep");
 }
 
 // The copy curriculum reaches LM finetuning's training batches: the same run with every block copying a span takes

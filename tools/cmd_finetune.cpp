@@ -94,6 +94,7 @@ void run(FinetuneArgs& a) {
   // before --out is looked at (a folder holding another command's run was named instead, exit 1: the sixteenth probe)
   MIMIC_USAGE_CHECK(!(a.resume && a.f.train.fresh), "give --resume or --fresh, not both");
   MIMIC_USAGE_CHECK(a.f.lora.rank > 0 || a.f.lora.alpha == 0, "--lora-alpha needs --lora R");
+  MIMIC_USAGE_CHECK(a.f.lora.rank == 0 || !a.f.freeze_kept_heads, finetune::kFreezeKeptHeadsWithLora);
   MIMIC_USAGE_CHECK(a.kd == 0 || !a.f.teacher_dir.empty(), "--kd distils the teacher's logits: give the teacher with --teacher");
   MIMIC_USAGE_CHECK(a.kd > 0 || a.kd_lm_weight == 0, "--kd-lm-weight mixes the LM loss into logit distillation: it needs --kd T");
   const std::string warmup_note = fit_warmup(a.warmup_option, a.f.train.warmup, a.f.train.steps);

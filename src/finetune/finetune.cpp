@@ -50,18 +50,26 @@ namespace {
 // --freeze-kept-heads: masks the gradient of every block of a kept head (models::Family::head_slices) and puts the
 // blocks back after each step (weight decay moves them otherwise).
 void freeze_kept_heads(Prepared& p, const FinetuneOptions& o) {
-  MIMIC_CHECK(o.lora.rank == 0, "--freeze-kept-heads keeps the kept heads' projections as loaded; LoRA's adapters would move them: "
-                                "use one of the two");
+  MIMIC_CHECK(o.lora.rank == 0, kFreezeKeptHeadsWithLora);
   auto& model = *p.model;
   const auto s = model.summary();
   std::vector<std::pair<int64_t, int64_t>> kept;
   bool converted = false;
+  // what the note names: the layers left softmax whole, and the heads a converted layer kept
+  std::vector<int64_t> whole;
+  std::string heads_kept;
   for (int64_t l = 0; l < s.n_layer; ++l) {
     const auto heads = model.attention_kernel(l)->softmax_heads(s.n_head);
     converted = converted || static_cast<int64_t>(heads.size()) < s.n_head;
     for (auto h : heads) kept.emplace_back(l, h);
+    if (static_cast<int64_t>(heads.size()) == s.n_head) whole.push_back(l);
+    else
+      for (auto h : heads) heads_kept += (heads_kept.empty() ? "" : ",") + std::to_string(l) + "." + std::to_string(h);
   }
   MIMIC_CHECK(converted, o.model_dir, ": every head runs softmax; --freeze-kept-heads keeps the heads a conversion kept (convert a model first)");
+  // an all-converted model was told its kept heads "do not train with --train all (the kernels alone)" (helper-59)
+  MIMIC_CHECK(!kept.empty(), o.model_dir, ": no head runs softmax (every layer converted, no head kept): --freeze-kept-heads has nothing to "
+              "keep; leave it out");
   auto params = model.module().named_parameters();
   std::map<std::string, at::Tensor> masks;  // 1 where the parameter trains, 0 in a kept head's block
   for (const auto& [l, h] : kept) {
@@ -85,6 +93,18 @@ void freeze_kept_heads(Prepared& p, const FinetuneOptions& o) {
   MIMIC_CHECK(!frozen.empty(), "--freeze-kept-heads: the kept heads' projections do not train with --train ", train_set_name(o.effective_train_set()),
               " (the kernels alone): they stay as loaded without it; leave it out");
   p.frozen_heads = static_cast<int64_t>(kept.size());
+  // every head that computes softmax stays as loaded, a layer the conversion left whole too: said, with the heads,
+  // since "kept heads frozen" alone read as the conversion's kept heads only (helper-59's probe of 2026-12-04)
+  if (o.note && train::writes_outputs()) {
+    std::string what;
+    if (!whole.empty()) {
+      std::string layers;
+      for (auto l : whole) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+      what = "every head of layer" + std::string(whole.size() > 1 ? "s " : " ") + layers + " (not converted)";
+    }
+    if (!heads_kept.empty()) what += (what.empty() ? "" : " and ") + heads_kept + " (kept by the conversion)";
+    o.note(detail::concat("--freeze-kept-heads: ", kept.size(), " softmax head", kept.size() == 1 ? "" : "s", " stay as loaded: ", what));
+  }
   p.after_step = [frozen]() {
     torch::NoGradGuard no_grad;
     for (const auto& [param, trains, loaded] : frozen) param.copy_(torch::where(trains, param, loaded));

@@ -132,5 +132,8 @@ void add_weight_digests(nlohmann::json& fingerprint, models::Model& model, const
 
 // A one-line description of what trains ("all", "attention + LoRA r=8 alpha=16", ...).
 std::string describe_trainable(const FinetuneOptions& options);
+// --freeze-kept-heads with --lora: the library's refusal, which the CLI says as a usage error (the line alone decides it)
+inline constexpr const char* kFreezeKeptHeadsWithLora =
+    "--freeze-kept-heads keeps the kept heads' projections as loaded; LoRA's adapters would move them: use one of the two";
 
 }  // namespace mimic::finetune
