@@ -225,6 +225,27 @@ TEST(Placement, CalibrationSegmentsComeFromTheTrainingSplitOnly) {
   EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", o), " fits; or a longer text)");
   o.data = "sotu-validation";
   EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", o), "neither a corpus");
+  // a passkey length shorter than a prompt takes is named by its option, with the least that fits (helper-59's probe
+  // of 2026-12-04: "a passkey prompt of 42 tokens is too short: the question and key alone take 48"), and that least
+  // fits every trial
+  o.data = "sotu";
+  o.segments = 6;
+  o.passkey_len = 32;
+  std::string shortest;
+  try {
+    mimic::convert::probe_calibration(*tok, 64, "", o);
+  } catch (const mimic::Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("--probe-passkey-len 32 is too short for the probe's passkey prompts: with this tokenizer the key's sentence, "
+                         "the question and the answer take up to ", 0), 0u) << what;
+    shortest = what.substr(what.rfind(' ') + 1);
+  }
+  ASSERT_FALSE(shortest.empty());
+  o.passkey_len = std::stoll(shortest);
+  const auto fits = mimic::convert::probe_calibration(*tok, 64, "", o);
+  for (const auto& p : fits.passkeys) EXPECT_LE(p.prompt.size() + p.key.size(), static_cast<size_t>(o.passkey_len));
+  o.passkey_len -= 1;
+  EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", o), "give at least " + shortest);
 }
 
 TEST(Placement, ProbeMeasuresEqualTheEvalStagesCopyGainAndPasskeyScores) {

@@ -136,22 +136,36 @@ ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, 
   // ones `eval --task passkey --seed S` later scores.
   std::mt19937_64 rng(o.seed ^ 0x70726f6265ULL);
   constexpr int64_t kDigits = 5;
-  for (int64_t t = 0; t < o.passkeys; ++t) {
-    const std::string key = eval::random_passkey(rng, kDigits);
-    const double depth = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-    std::set<std::string> keys{key};
+  struct Trial {
+    std::string key, decoy;
+    double depth = 0;
     ProbePasskey p;
+  };
+  std::vector<Trial> trials;
+  int64_t shortest = 0;  // the --probe-passkey-len every trial's prompts fit: the longest frame, the answer's digits and a space
+  for (int64_t t = 0; t < o.passkeys; ++t) {
+    Trial trial;
+    trial.key = eval::random_passkey(rng, kDigits);
+    trial.depth = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+    std::set<std::string> keys{trial.key};
     while (static_cast<int64_t>(keys.size()) <= o.alternatives) {
       auto alt = eval::random_passkey(rng, kDigits);
-      if (keys.insert(alt).second) p.alternatives.push_back(eval::passkey_answer(tok, alt));
+      if (keys.insert(alt).second) trial.p.alternatives.push_back(eval::passkey_answer(tok, alt));
     }
-    std::string decoy;
-    do decoy = eval::random_passkey(rng, kDigits);
-    while (keys.count(decoy));
-    p.key = eval::passkey_answer(tok, key);
-    p.prompt = eval::build_passkey_prompt(tok, o.passkey_len - kDigits - 1, depth, key).ids;
-    p.decoy_prompt = eval::build_passkey_prompt(tok, o.passkey_len - kDigits - 1, depth, decoy).ids;
-    cal.passkeys.push_back(std::move(p));
+    do trial.decoy = eval::random_passkey(rng, kDigits);
+    while (keys.count(trial.decoy));
+    for (const auto* k : {&trial.key, &trial.decoy}) shortest = std::max(shortest, eval::passkey_frame_tokens(tok, *k) + kDigits + 1);
+    trials.push_back(std::move(trial));
+  }
+  // named by the option, in its own numbers (helper-59's probe of 2026-12-04: --probe-passkey-len 48 read "a passkey
+  // prompt of 42 tokens is too short: the question and key alone take 48")
+  MIMIC_CHECK(o.passkey_len >= shortest, "--probe-passkey-len ", o.passkey_len, " is too short for the probe's passkey prompts: with this "
+              "tokenizer the key's sentence, the question and the answer take up to ", shortest, " tokens; give at least ", shortest);
+  for (auto& trial : trials) {
+    trial.p.key = eval::passkey_answer(tok, trial.key);
+    trial.p.prompt = eval::build_passkey_prompt(tok, o.passkey_len - kDigits - 1, trial.depth, trial.key).ids;
+    trial.p.decoy_prompt = eval::build_passkey_prompt(tok, o.passkey_len - kDigits - 1, trial.depth, trial.decoy).ids;
+    cal.passkeys.push_back(std::move(trial.p));
   }
   return cal;
 }

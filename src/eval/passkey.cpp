@@ -35,11 +35,16 @@ int64_t count_after_intro(const text::Tokenizer& tok, const std::string& s) { re
 
 }  // namespace
 
-PasskeyPrompt build_passkey_prompt(const text::Tokenizer& tok, int64_t target_tokens, double depth, const std::string& key) {
-  MIMIC_CHECK(depth >= 0 && depth <= 1, "passkey depth must be in [0, 1], got ", depth);
+int64_t passkey_frame_tokens(const text::Tokenizer& tok, const std::string& key) {
   // the prompt opens as a document does (Llama's <s>), as generate's prompt and the texts the model trained on do
   const auto opening = static_cast<int64_t>(tok.document_start().size());
-  const int64_t frame = opening + count(tok, kIntro) + count_after_intro(tok, key_sentence(key)) + count_after_intro(tok, kQuestion);
+  return opening + count(tok, kIntro) + count_after_intro(tok, key_sentence(key)) + count_after_intro(tok, kQuestion);
+}
+
+PasskeyPrompt build_passkey_prompt(const text::Tokenizer& tok, int64_t target_tokens, double depth, const std::string& key) {
+  MIMIC_CHECK(depth >= 0 && depth <= 1, "passkey depth must be in [0, 1], got ", depth);
+  const int64_t frame = passkey_frame_tokens(tok, key);
+  const auto opening = static_cast<int64_t>(tok.document_start().size());
   MIMIC_CHECK(target_tokens >= frame, "a passkey prompt of ", target_tokens, " tokens is too short: the question and key alone take ",
               frame);
   std::vector<int64_t> sizes;

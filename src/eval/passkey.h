@@ -30,6 +30,9 @@ struct PasskeyPrompt {
 // n is chosen so that the prompt has at most target_tokens tokens and as many as the fillers allow (the gap
 // is smaller than the shortest filler sentence). target_tokens too small for the frame is a mimic::Error.
 PasskeyPrompt build_passkey_prompt(const text::Tokenizer& tokenizer, int64_t target_tokens, double depth, const std::string& key);
+// The fewest tokens build_passkey_prompt takes for `key` (the opening, the introduction, the key's sentence and the
+// question, no filler): a shorter target is refused.
+int64_t passkey_frame_tokens(const text::Tokenizer& tokenizer, const std::string& key);
 
 // The ids of " KEY" as they continue a prompt (which ends with the question): what encoding the question and the key
 // together adds to the question alone. A SentencePiece tokenizer (Mistral's) encodes " 12345" alone with a leading
