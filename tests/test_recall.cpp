@@ -101,7 +101,8 @@ TEST(CopyEval, RepeatedTokensInsideASegmentAreCountedByHand) {
   const double wrong = lse, uniform = std::log(10.0), right = lse - 100.0;
   EXPECT_NEAR(r.first_nll, (uniform + uniform + wrong) / 3, 1e-9);
   EXPECT_NEAR(r.second_nll, (wrong + right + wrong) / 3, 1e-9);
-  EXPECT_EQ(r.gain_ci95, 0.0);  // one segment: no interval
+  EXPECT_TRUE(std::isnan(r.gain_ci95));  // one segment: no interval (it was 0, read as ± 0.000)
+  EXPECT_TRUE(std::isnan(r.gain_sd));
 }
 
 TEST(CopyEval, FirstCopyNllEqualsThePerplexityNllOfTheSegmentAlone) {
@@ -217,6 +218,19 @@ TEST(CopyEval, CliReportsTheGainOfEachModelAndTheRecallRecovered) {
   EXPECT_LT(n["teacher"]["copy_gain"].get<double>(), n["teacher"]["copy_gain_ci95"].get<double>());
   EXPECT_TRUE(n["recall_recovered"].is_null()) << n.dump();
   EXPECT_NE(n["recall_recovered_note"].get<std::string>().find("is not significantly above zero"), std::string::npos);
+  // One segment gives no interval: null, "n/a", and no ratio (it was ± 0.000, and the gain passed as significant:
+  // helper-58's probe of 2026-12-04)
+  auto one = mimic::test::mimic_cli("eval --task copy --model " + dir + " --teacher " + dir + " --text '" + std::string(mimic::test::kDickens) +
+                                    "' --segments 1 --segment-len 12 --json");
+  ASSERT_EQ(one.code, 0) << one.err;
+  auto o1 = nlohmann::json::parse(one.out);
+  EXPECT_TRUE(o1["model"]["copy_gain_ci95"].is_null()) << o1.dump();
+  EXPECT_TRUE(o1["recall_recovered"].is_null()) << o1.dump();
+  EXPECT_EQ(o1["recall_recovered_note"].get<std::string>().rfind("n/a: one segment gives no interval", 0), 0u) << o1.dump();
+  auto one_text = mimic::test::mimic_cli("eval --task copy --model " + dir + " --text '" + std::string(mimic::test::kDickens) +
+                                         "' --segments 1 --segment-len 12");
+  EXPECT_NE(one_text.out.find("in-context copy: 1 segment of 12 tokens"), std::string::npos) << one_text.out;
+  EXPECT_NE(one_text.out.find("n/a (1 segment)"), std::string::npos) << one_text.out;
   auto bad = mimic::test::mimic_cli("eval --task copy --model " + dir + " --text 'a b c' --segments 2 --segment-len 100");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("too few"), std::string::npos) << bad.err;
@@ -232,6 +246,12 @@ TEST(CopyEval, CliReportsTheGainOfEachModelAndTheRecallRecovered) {
   }
   auto lm = mimic::test::mimic_cli("eval --model " + dir + " --text 'a b c d' --segments 4");
   EXPECT_NE(lm.err.find("--segments is for --task copy, not lm"), std::string::npos) << lm.err;
+  // passkey's filler text is its own: --data and --split were taken and ignored (helper-58)
+  for (const char* extra : {"--data sotu", "--split train"}) {
+    auto pk = mimic::test::mimic_cli("eval --task passkey --model " + dir + " " + extra);
+    EXPECT_EQ(pk.code, 2) << extra;
+    EXPECT_NE(pk.err.find(std::string(extra).substr(0, std::string(extra).find(' ')) + " is for --task lm or cls or copy or mqar, not passkey"), std::string::npos) << pk.err;
+  }
 }
 
 // ------------------------------------------------------------------------------------------ MQAR / AR

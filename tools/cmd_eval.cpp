@@ -250,6 +250,9 @@ nlohmann::json eval_copy(EvalArgs& a, const std::string& dir) {
           {"attention", models::attention_summary(*model)}};
 }
 
+// A number of the JSON built here, or NaN where it holds null (a NaN, which nlohmann writes as null)
+double number_or_nan(const nlohmann::json& v) { return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN(); }
+
 void run_copy(EvalArgs& a) {
   check_text_given(a);
   check_teacher_reads_alike(a);
@@ -261,24 +264,31 @@ void run_copy(EvalArgs& a) {
   if (!a.teacher.empty()) {
     j["teacher"] = eval_copy(a, a.teacher);
     // A ratio to a gain that may be zero is noise: only a teacher gain above its own 95% interval divides.
-    const double tg = j["teacher"]["copy_gain"].get<double>(), tci = j["teacher"]["copy_gain_ci95"].get<double>();
+    // (one segment gives no interval: null in the JSON)
+    const double tg = j["teacher"]["copy_gain"].get<double>(), tci = number_or_nan(j["teacher"]["copy_gain_ci95"]);
     if (tg > tci) {
       j["recall_recovered"] = j["model"]["copy_gain"].get<double>() / tg;
     } else {
       j["recall_recovered"] = nullptr;
-      char why[160];
-      std::snprintf(why, sizeof why, "n/a: the teacher's gain %.3f ± %.3f is not significantly above zero", tg, tci);
+      char why[200];
+      if (std::isnan(tci))
+        std::snprintf(why, sizeof why, "n/a: one segment gives no interval, so the teacher's gain %.3f cannot be told from zero (give --segments 2 or more)", tg);
+      else
+        std::snprintf(why, sizeof why, "n/a: the teacher's gain %.3f ± %.3f is not significantly above zero", tg, tci);
       j["recall_recovered_note"] = why;
     }
   }
   if (a.common.json) return print_json(j);
-  std::printf("in-context copy: %lld segments of %lld tokens, each run as [A A]; NLL in nats/token over %lld tokens per copy\n",
-              static_cast<long long>(a.copy.segments), static_cast<long long>(a.copy.segment_len),
+  std::printf("in-context copy: %s of %lld tokens, each run as [A A]; NLL in nats/token over %lld tokens per copy\n",
+              count_of(a.copy.segments, "segment").c_str(), static_cast<long long>(a.copy.segment_len),
               static_cast<long long>(a.copy.segment_len - 1));
   std::printf("%-8s %11s %11s %10s %12s\n", "", "first copy", "second copy", "copy gain", "95% CI");
   auto line = [](const char* name, const nlohmann::json& m) {
-    std::printf("%-8s %11.3f %11.3f %10.3f     ± %.3f\n", name, m["first_nll"].get<double>(), m["second_nll"].get<double>(),
-                m["copy_gain"].get<double>(), m["copy_gain_ci95"].get<double>());
+    const double ci = number_or_nan(m["copy_gain_ci95"]);
+    char interval[32] = "n/a (1 segment)";
+    if (!std::isnan(ci)) std::snprintf(interval, sizeof interval, "± %.3f", ci);
+    std::printf("%-8s %11.3f %11.3f %10.3f     %s\n", name, m["first_nll"].get<double>(), m["second_nll"].get<double>(),
+                m["copy_gain"].get<double>(), interval);
   };
   line("model", j["model"]);
   if (j.contains("teacher")) {
@@ -381,11 +391,11 @@ void register_eval(CLI::App& app) {
   sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC), passkey (retrieval by context length) copy (in-context copy gain) or mqar (associative-recall accuracy; --data mqar:... or ar:...)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey", "copy", "mqar"}));
   auto* file = sub->add_option("--file", args->file, "Text file to score (lm, copy)")->check(input_file_arg("a text file (--data takes a folder of .txt files)"));
   auto* text = sub->add_option("--text", args->text, "Text to score (lm, copy)")->excludes(file);
-  sub->add_option("--data", args->data, "lm, copy: corpus all|sotu|moby-dick or your own text (a UTF-8 file or a folder of .txt files; --split picks its 90/5/5 part by position); cls: spam|sotu-era|FILE.jsonl; mqar: mqar[:...] or ar[:...]")
+  auto* data = sub->add_option("--data", args->data, "lm, copy: corpus all|sotu|moby-dick or your own text (a UTF-8 file or a folder of .txt files; --split picks its 90/5/5 part by position); cls: spam|sotu-era|FILE.jsonl; mqar: mqar[:...] or ar[:...]")
       ->check(data_arg())
       ->excludes(file)
       ->excludes(text);
-  sub->add_option("--split", args->split, "Split of --data: train, validation or test")->capture_default_str()->check(split_arg())->excludes(file)->excludes(text);
+  auto* split = sub->add_option("--split", args->split, "Split of --data: train, validation or test")->capture_default_str()->check(split_arg())->excludes(file)->excludes(text);
   auto* window = sub->add_option("--window", args->ppl.window, "lm: tokens per window (default: the model's context; a longer one is cut to it)")
                      ->transform(range::tokens(2));
   auto* stride = sub->add_option("--stride", args->ppl.stride, "lm: new tokens scored per window (default: window/2; at most window − 1, which a longer one is cut to: a window's first token has no context in it)")
@@ -427,7 +437,9 @@ void register_eval(CLI::App& app) {
       {file, {"lm", "copy"}},        {text, {"lm", "copy"}},      {window, {"lm"}},           {stride, {"lm"}},
       {seq_len, {"cls"}},            {batch_size, {"cls"}},       {lengths, {"passkey"}},     {trials, {"passkey"}},
       {digits, {"passkey"}},         {alternatives, {"passkey"}}, {segments, {"copy"}},       {segment_len, {"copy"}},
-      {examples, {"mqar"}}};
+      {examples, {"mqar"}},
+      // passkey's filler text is its own: --data and --split were taken and ignored (helper-58's probe of 2026-12-04)
+      {data, {"lm", "cls", "copy", "mqar"}}, {split, {"lm", "cls", "copy", "mqar"}}};
   sub->callback([args, serves, lengths]() {
     args->lengths_given = lengths->count() > 0;
     // a length twice gave two identical rows (--lengths 64,064: the fifth probe of 2026-11-27)

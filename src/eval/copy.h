@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 namespace mimic::models { class Model; }
@@ -31,8 +32,11 @@ struct CopyResult {
   double first_nll = 0;       // mean over segments of the per-segment means (nats/token)
   double second_nll = 0;
   double gain = 0;            // first_nll - second_nll
-  double gain_sd = 0;         // sample standard deviation of the per-segment gains
-  double gain_ci95 = 0;       // half-width of the 95% confidence interval of the mean gain (Student t)
+  // sample standard deviation of the per-segment gains, and the half-width of the 95% confidence interval of their
+  // mean (Student t); NaN for one segment, which gives no interval (it was 0, "± 0.000", and a teacher's gain passed as
+  // significantly above zero: helper-58's probe of 2026-12-04)
+  double gain_sd = std::numeric_limits<double>::quiet_NaN();
+  double gain_ci95 = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> segment_first, segment_second;  // per segment
   double seconds = 0;
 };
