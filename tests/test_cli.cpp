@@ -217,10 +217,17 @@ TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {
   EXPECT_NEAR(j["perplexity_ci95"][1].get<double>(), std::exp(m + expected_ci), 1e-3 * expected);
   // a stride of the whole window is cut to window − 1, with a note: every token but the first is still scored (a window's
   // first token has no context in it: a stride of 16 left one token per window unscored, the probe of 2026-12-01)
-  auto whole = mimic_cli("eval --model " + gpt2_dir() + " --file " + dir.file("t.txt") + " --window 16 --stride 16 --json");
+  auto whole = mimic_cli("eval --model " + gpt2_dir() + " --teacher " + gpt2_dir() + " --file " + dir.file("t.txt") + " --window 16 --stride 16 --json");
   ASSERT_EQ(whole.code, 0) << whole.err;
-  EXPECT_EQ(nlohmann::json::parse(whole.out)["predicted"], n - 1);
-  EXPECT_NE(whole.err.find("note: --stride 16: each window scores every token but its first"), std::string::npos) << whole.err;
+  const auto wj = nlohmann::json::parse(whole.out);
+  EXPECT_EQ(wj["predicted"], n - 1);
+  // the window and stride that ran are in the JSON; the note is said once, not again for a teacher of the same
+  // context (helper-58's probe of 2026-12-04)
+  EXPECT_EQ(wj["window"], 16);
+  EXPECT_EQ(wj["stride"], 15);
+  const std::string note = "note: --stride 16: each window scores every token but its first";
+  ASSERT_NE(whole.err.find(note), std::string::npos) << whole.err;
+  EXPECT_EQ(whole.err.find(note, whole.err.find(note) + 1), std::string::npos) << whole.err;
   // by hand: clusters (10, 5), (6, 5), (14, 5): mean 2, residuals 0, −4, 4, 1.96 · sqrt(32 / 6) / 5
   EXPECT_NEAR(mimic::eval::ratio_mean_ci95({{10, 5}, {6, 5}, {14, 5}}), 1.96 * std::sqrt(32.0 / 6.0) / 5.0, 1e-12);
   EXPECT_TRUE(std::isnan(mimic::eval::ratio_mean_ci95({{10, 5}})));

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <iostream>
+#include <set>
 
 #include "cli.h"
 #include "mimic/core/error.h"
@@ -93,15 +94,20 @@ nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
   auto options = a.ppl;
   options.unscored = tok->document_start();  // the opening of each document is the tokenizer's, not the text's
   auto r = eval::perplexity(*model, lm_ids(a, *tok), options);
-  // a request cut to what the model allows is said so (the probe of 2026-11-27: --window 1000 ran at 512 silently)
+  // a request cut to what the model allows is said so (the probe of 2026-11-27: --window 1000 ran at 512 silently),
+  // once: a teacher of the same context said it again (helper-58's probe of 2026-12-04)
+  static std::set<std::string> said;
+  auto note_once = [](const std::string& s) {
+    if (said.insert(s).second) print_note(s);
+  };
   if (a.ppl.window > r.window)
-    std::fprintf(stderr, "mimic: note: --window %lld: the model's context is %lld tokens; the windows have %lld\n",
-                 static_cast<long long>(a.ppl.window), static_cast<long long>(r.window), static_cast<long long>(r.window));
+    note_once("--window " + std::to_string(a.ppl.window) + ": the model's context is " + std::to_string(r.window) + " tokens; the windows have " +
+              std::to_string(r.window));
   if (a.ppl.stride > r.stride)
-    std::fprintf(stderr, "mimic: note: --stride %lld: each window scores every token but its first, so windows overlap by one at least: the stride is %lld tokens\n",
-                 static_cast<long long>(a.ppl.stride), static_cast<long long>(r.stride));
+    note_once("--stride " + std::to_string(a.ppl.stride) + ": each window scores every token but its first, so windows overlap by one at "
+              "least: the stride is " + std::to_string(r.stride) + " tokens");
   nlohmann::json j = {{"perplexity", r.perplexity}, {"nll", r.nll},         {"tokens", r.tokens},
-                      {"predicted", r.predicted},   {"windows", r.windows}, {"seconds", r.seconds},
+                      {"predicted", r.predicted},   {"windows", r.windows}, {"window", r.window}, {"stride", r.stride}, {"seconds", r.seconds},
                       {"tokens_per_second", r.seconds > 0 ? r.predicted / r.seconds : 0.0},
                       {"attention", models::attention_summary(*model)}};
   // the NLL's 95% interval by windows (eval::PerplexityResult::nll_ci95), and the perplexity's from it
