@@ -1169,6 +1169,9 @@ TEST(Cli, AnInputThatIsNotThereIsRefusedNamingItsOption) {
   // a name mimic knows, and a path that is there, pass the parse: what a stage takes of them is the stage's to say
   expect_one_line_error(mimic_cli("eval --model gpt2-mini --task lm --data spam"),
                         "'spam' is a classification data set (--task cls), not a corpus to model (all, sotu, moby-dick, or a text file");
+  // and a recall task as one (it was "unknown corpus 'mqar'": helper-58's probe of 2026-12-04)
+  expect_one_line_error(mimic_cli("eval --model gpt2-mini --task lm --data mqar"),
+                        "'mqar' is a recall task (eval scores it with --task mqar), not a corpus to model here (all, sotu, moby-dick");
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(out + ".h5"));
   // a LABEL=FILE too long for the file system is named as such (the label's split asked the file system first, whose

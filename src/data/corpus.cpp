@@ -8,6 +8,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/paths.h"
 #include "mimic/data/classification.h"
+#include "mimic/data/recall_tasks.h"
 #include "mimic/io/atomic_file.h"
 
 namespace mimic::data {
@@ -67,6 +68,9 @@ std::vector<Document> load_corpus(const std::string& name) {
   const auto sets = classification_names();
   MIMIC_CHECK(std::find(sets.begin(), sets.end(), name) == sets.end(), "'", name, "' is a classification data set (--task cls), not a ",
               "corpus to model (", lm_corpus_choices(), ", or a text file or folder of .txt files)");
+  // named as what it is, as a classification set is (helper-58's probe of 2026-12-04: "unknown corpus 'mqar'")
+  MIMIC_CHECK(!is_recall_task(name), "'", name, "' is a recall task (eval scores it with --task mqar), not a corpus to model here (",
+              lm_corpus_choices(), ", or a text file or folder of .txt files)");
   MIMIC_CHECK(std::find(known.begin(), known.end(), name) != known.end(), "unknown corpus '", name,
               "' (known: ", lm_corpus_choices(), ", or a text file or folder of .txt files; no such file or folder)");
   std::string dir = asset_path("corpora/" + name);
