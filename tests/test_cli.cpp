@@ -409,7 +409,7 @@ TEST(Cli, FinetuneAndEvalClassifierAndSplitPerplexity) {
   // the table says what its validation perplexity scores: an eval of the whole split gives another (helper-55's probe)
   auto table = mimic_cli("finetune --task lm --model " + gpt2_dir() + " --data moby-dick --steps 1 --warmup 0 --batch-size 1 --eval-batches 1 --out " +
                          dir.file("lm"));
-  EXPECT_NE(table.out.find("(validation: the run's 1 fixed batches (--eval-batches), its selection score; mimic eval --split validation scores "
+  EXPECT_NE(table.out.find("(validation: the run's 1 fixed batch (--eval-batches), its selection score; mimic eval --split validation scores "
                            "the whole split)"), std::string::npos) << table.out;
   auto info = mimic_cli("info " + dir.file("lm") + "/checkpoint.safetensors --json");  // the run's settings are in its checkpoint
   EXPECT_NE(info.out.find("\\\"seq_len\\\":" + std::to_string(gpt2_context) + ","), std::string::npos) << info.out;

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "mimic/attention/kinds.h"
+#include "mimic/core/words.h"
 #include "mimic/convert/convert.h"
 #include "mimic/convert/placement.h"
 #include "mimic/core/error.h"
@@ -31,13 +32,11 @@ void print_probe_curve(const nlohmann::json& p) {
   const auto& cal = p.at("calibration");
   const double teacher_gain = p["teacher"]["copy_gain"].get<double>();
   const auto passkeys = cal["passkeys"].get<int64_t>();
-  std::printf("  placement by probe: %lld sets measured in %.0f s (%lld copy segments of %lld tokens, %lld LM window%s of %lld, from %s; "
-              "%lld passkey trials)\n",
-              static_cast<long long>(p["measured"].get<int64_t>()), p["seconds"].get<double>(),
-              static_cast<long long>(cal["copy_segments"].get<int64_t>()), static_cast<long long>(cal["segment_len"].get<int64_t>()),
-              static_cast<long long>(cal.value("lm_windows", int64_t{0})), cal.value("lm_windows", int64_t{0}) == 1 ? "" : "s",
-              static_cast<long long>(cal.value("lm_len", int64_t{0})),
-              cal["source"].get<std::string>().c_str(), static_cast<long long>(passkeys));
+  std::printf("  placement by probe: %s measured in %.0f s (%s of %lld tokens, %s of %lld, from %s; %s)\n",
+              count_of(p["measured"].get<int64_t>(), "set").c_str(), p["seconds"].get<double>(),
+              count_of(cal["copy_segments"].get<int64_t>(), "copy segment").c_str(), static_cast<long long>(cal["segment_len"].get<int64_t>()),
+              count_of(cal.value("lm_windows", int64_t{0}), "LM window").c_str(), static_cast<long long>(cal.value("lm_len", int64_t{0})),
+              cal["source"].get<std::string>().c_str(), count_of(passkeys, "passkey trial").c_str());
   // the share of the teacher's copy gain only where the score counts it (a teacher gain of 0.05 nats or more: a share
   // of a gain near 0 read -970%, the probe of 2026-12-01); the passkey's key gain beside the ranks, as the score reads it
   const bool share = teacher_gain >= convert::kProbeFloor;

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "mimic/data/corpus.h"
 #include "mimic/core/error.h"
+#include "mimic/core/words.h"
 #include "mimic/data/recall_tasks.h"
 #include "mimic/finetune/classify.h"
 #include "mimic/finetune/lm.h"
@@ -214,9 +215,9 @@ void run(FinetuneArgs& a) {
       print_row("test perplexity", student["test"]["perplexity"], teacher_at(ptr("/test/perplexity")), "%12.2f");
     // an eval of the model on the validation split scored another perplexity, and read as a faulty export (helper-55's
     // probe of 2026-12-04): the two numbers say what they score
-    std::printf("(validation: the run's %lld fixed batches (--eval-batches), its selection score; mimic eval --split validation "
+    std::printf("(validation: the run's %s (--eval-batches), its selection score; mimic eval --split validation "
                 "scores the whole split%s)\n",
-                static_cast<long long>(tr.validation_batches > 0 ? tr.validation_batches : a.eval_batches),
+                count_of(tr.validation_batches > 0 ? tr.validation_batches : a.eval_batches, "fixed batch", "fixed batches").c_str(),
                 student.contains("test") ? "; test: the whole test split, as eval scores it" : "");
   } else {
     for (const char* split : {"validation", "test"}) {
