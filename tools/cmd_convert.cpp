@@ -127,6 +127,9 @@ void run(ConvertArgs& a) {
       if (std::isfinite(v)) std::snprintf(cell, sizeof cell, "%.3f", v);
       std::printf(" %lld.%lld (KL %s)", static_cast<long long>(h.at("layer").get<int64_t>()), static_cast<long long>(h.at("head").get<int64_t>()), cell);
     }
+    // a share the converted model reaches already keeps nothing: said (the line ended at its colon: helper-59)
+    if (r.placement.at("kept").empty())
+      std::printf(" none%s", r.placement.value("placement", "") == "probe" ? ": the converted model reaches the share without a softmax head" : "");
     std::printf("\n");
   }
 }
