@@ -280,6 +280,19 @@ TEST(Cli, BadInputGivesOneLineError) {
   // a text file was described by the header length its first words made (the newcomer probe of 2026-12-01)
   mimic::test::write_bytes(dir.file("notes.txt"), "Call me Ishmael. Some years ago\n");
   expect_one_line_error(mimic_cli("info " + dir.file("notes.txt")), "notes.txt: a text file (it begins 'Call me '), not a safetensors file");
+  // a file's metadata, one line each: an empty value said as such, a long one (a maps file's metrics, kilobytes) cut,
+  // never inside a character, with its size; --json gives it whole (helper-59's probe of 2026-12-04)
+  {
+    mimic::io::SaveOptions so;
+    so.metadata = {{"data", ""}, {"metrics", std::string(159, 'x') + "é" + std::string(300, 'y')}};
+    mimic::io::save_safetensors(dir.file("meta.safetensors"), {{"t", torch::zeros({2})}}, so);
+    const auto info = mimic_cli("info " + dir.file("meta.safetensors"));
+    EXPECT_EQ(info.code, 0) << info.err;
+    EXPECT_NE(info.out.find("  metadata data = (empty)\n"), std::string::npos) << info.out;
+    EXPECT_NE(info.out.find("  metadata metrics = " + std::string(159, 'x') + "… (461 bytes; --json shows it whole)\n"), std::string::npos) << info.out;
+    const auto whole = nlohmann::json::parse(mimic_cli("info " + dir.file("meta.safetensors") + " --json").out);
+    EXPECT_EQ(whole.dump().find(std::string(300, 'y')) != std::string::npos, true);
+  }
   mimic::test::write_bytes(dir.file("lines.txt"), "a\nb\n\xc3\xa9t\xc3\xa9 and more\n");  // shown escaped: still one line
   expect_one_line_error(mimic_cli("info " + dir.file("lines.txt")), "a text file (it begins 'a\\x0Ab\\x0A\\xC3\\xA9t\\xC3')");
   // a classifier given to the default task is pointed to its own

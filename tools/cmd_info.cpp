@@ -79,7 +79,20 @@ void run(InfoArgs& a) {
     auto j = describe_tensors(f);
     if (a.common.json) return print_json(j);
     std::cout << a.path << ": " << j["count"] << " tensors, " << j["elements"] << " elements\n";
-    for (const auto& [k, v] : f.metadata()) std::cout << "  metadata " << k << " = " << v << "\n";
+    // one line each: a maps file's metrics (every head's numbers, kilobytes) filled screens, and an empty value read as
+    // a missing one (helper-59's probe of 2026-12-04); --json gives every value whole
+    constexpr size_t kShown = 160;
+    for (const auto& [k, v] : f.metadata()) {
+      std::cout << "  metadata " << k << " = ";
+      if (v.empty()) std::cout << "(empty)";
+      else if (v.size() <= kShown) std::cout << v;
+      else {
+        size_t cut = kShown;
+        while (cut > 0 && (static_cast<unsigned char>(v[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+        std::cout << v.substr(0, cut) << "… (" << v.size() << " bytes; --json shows it whole)";
+      }
+      std::cout << "\n";
+    }
     for (const auto& t : j["tensors"]) std::cout << "  " << t["name"].get<std::string>() << "  " << t["dtype"].get<std::string>() << " " << t["shape"].dump() << "\n";
     return;
   }
