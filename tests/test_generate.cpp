@@ -554,6 +554,19 @@ TEST(Passkey, EvalIsSeededAndRefusesLongerThanContext) {
   EXPECT_NE(ev::passkey_eval(*m, *tok, o).rows[0].mean_key_gain, alone.rows[0].mean_key_gain);
   o.lengths = {64, 256};
   EXPECT_MIMIC_ERROR(ev::passkey_eval(*m, *tok, o), "passkey length 256 exceeds the model's context of 128");
+  // more alternatives than keys of --digits allow: the most and the way out, in numbers (helper-58's probe of 2026-12-04)
+  {
+    auto few = o;
+    few.lengths = {64};
+    few.digits = 1;
+    few.alternatives = 8;
+    EXPECT_MIMIC_ERROR(ev::passkey_eval(*m, *tok, few), "--alternatives 8: keys of 1 digit allow at most 3 (a key and its alternatives take at "
+                                                        "most half of the 9 keys of that length, so that they are drawn distinct); give "
+                                                        "--alternatives 3 or fewer, or --digits 2");
+    few.alternatives = 3;
+    few.trials = 2;
+    EXPECT_EQ(ev::passkey_eval(*m, *tok, few).rows.size(), 1u);
+  }
   // too short for the instructions, key and question: refused before any trial, with the length that fits, and that
   // length fits every trial (issue 38: it said "a passkey prompt of -1 tokens is too short")
   o.lengths = {5};

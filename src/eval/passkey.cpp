@@ -8,6 +8,7 @@
 #include <set>
 
 #include "mimic/core/error.h"
+#include "mimic/core/words.h"
 #include "mimic/core/runtime.h"
 #include "mimic/core/progress.h"
 #include "mimic/generate/generate.h"
@@ -157,8 +158,16 @@ PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tok, con
                 shortest, " tokens (give lengths of at least ", shortest, ")");
   }
   const double max_keys = std::pow(10.0, static_cast<double>(opt.digits)) * 0.9;
-  MIMIC_CHECK(static_cast<double>(opt.alternatives + 1) <= max_keys / 2, opt.alternatives, " alternatives need longer keys than ",
-              opt.digits, " digits");
+  // the limit and the way out in numbers (helper-58's probe of 2026-12-04: "8 alternatives need longer keys than 1
+  // digits", where 9 keys of one digit exist and 3 alternatives are the most)
+  if (static_cast<double>(opt.alternatives + 1) > max_keys / 2) {
+    const auto most = static_cast<int64_t>(std::floor(max_keys / 2)) - 1;
+    int64_t digits = opt.digits;
+    while (static_cast<double>(opt.alternatives + 1) > std::pow(10.0, static_cast<double>(digits)) * 0.9 / 2) ++digits;
+    fail("--alternatives ", opt.alternatives, ": keys of ", count_of(opt.digits, "digit"), " allow at most ", most,
+         " (a key and its alternatives take at most half of the ", static_cast<int64_t>(max_keys), " keys of that length, so that they are "
+         "drawn distinct); give --alternatives ", most, " or fewer, or --digits ", digits);
+  }
 
   const auto t0 = std::chrono::steady_clock::now();
   PasskeyResult r;
