@@ -219,7 +219,7 @@ TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {
   // first token has no context in it: a stride of 16 left one token per window unscored, the probe of 2026-12-01)
   auto whole = mimic_cli("eval --model " + gpt2_dir() + " --teacher " + gpt2_dir() + " --file " + dir.file("t.txt") + " --window 16 --stride 16 --json");
   ASSERT_EQ(whole.code, 0) << whole.err;
-  const auto wj = nlohmann::json::parse(whole.out);
+  const auto wj = nlohmann::json::parse(whole.out)["model"];
   EXPECT_EQ(wj["predicted"], n - 1);
   // the window and stride that ran are in the JSON; the note is said once, not again for a teacher of the same
   // context (helper-58's probe of 2026-12-04)

@@ -44,19 +44,30 @@ void forward_signal(int sig) {
 // Job control: Ctrl-Z reaches the terminal's foreground group, the launcher's alone (each rank leads its own), so the
 // launcher stops the ranks and then itself, and continues them when it is continued (`fg`, `bg`, kill -CONT). Without
 // this the ranks ran on while the shell said the launch was stopped (the last read of 2026-12-04).
+void stop_ranks(int);
+
+// (sigaction, not signal: it is safe inside a handler)
+void handle(int sig, void (*handler)(int)) {
+  struct sigaction action {};
+  action.sa_handler = handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(sig, &action, nullptr);
+}
+
 void stop_ranks(int) {
   const int saved = errno;
   for (int i = 0; i < g_count; ++i)
     if (g_pids[i] > 0) ::kill(-g_pids[i], SIGSTOP);
   // stop as SIGTSTP would have: the default action, delivered at once (the handler blocks it while it runs)
-  ::signal(SIGTSTP, SIG_DFL);
+  handle(SIGTSTP, SIG_DFL);
   sigset_t tstp;
   sigemptyset(&tstp);
   sigaddset(&tstp, SIGTSTP);
   ::raise(SIGTSTP);
   ::sigprocmask(SIG_UNBLOCK, &tstp, nullptr);
   // continued here (continue_ranks has run)
-  ::signal(SIGTSTP, stop_ranks);
+  handle(SIGTSTP, stop_ranks);
   errno = saved;
 }
 
