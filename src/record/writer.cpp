@@ -160,7 +160,7 @@ struct RecordWriter::Impl {
       // A run killed between two flushes had written the chunks of its last batch (and perhaps index nodes that
       // name them) past the end of allocation its last flush recorded. Cutting those rows below freed that space as
       // though it lay inside the file, the next chunk was placed there, and HDF5 refused to write it ("addr overflow,
-      // addr = …, eoa = …", about 1 resume in 25 of a kill soak, once in CI). The end of allocation is first moved
+      // addr = …, eoa = …", 3 resumes in about 120 of a kill soak, once in CI). The end of allocation is first moved
       // to the file's end, so that what the killed run wrote counts as allocated: freed, reused or left unused, never
       // handed out beyond the end.
       if (H5Fincrement_filesize(file->getId(), 0) < 0) throw H5::FileIException("H5Fincrement_filesize", "cannot extend the end of allocation");
