@@ -1259,4 +1259,13 @@ TEST(PretrainOptions, WhatTheOptionsAloneRuleOutIsRefusedBeforeAnythingIsRead) {
   scale_alone.position_scale = 0.5;
   EXPECT_MIMIC_ERROR(mimic::pretrain::check_options(scale_alone), "it needs --position-init sinusoidal");
   EXPECT_NO_THROW(mimic::pretrain::check_options(options("gpt2")));
+  // a BERT whose context holds no token between [CLS] and [SEP] passes the options (the default --seq-len is the
+  // context's) and is refused once the config is read, naming the context
+  auto bert_tiny = options("bert");
+  bert_tiny.config = nlohmann::json::parse(mimic::test::read_bytes(std::string(MIMIC_SOURCE_DIR) + "/examples/models/bert-mini/config.json"));
+  bert_tiny.config["max_position_embeddings"] = 2;
+  bert_tiny.config_source = "--config tiny.json";
+  EXPECT_NO_THROW(mimic::pretrain::check_options(bert_tiny));
+  EXPECT_MIMIC_ERROR(mimic::pretrain::pretrain(bert_tiny), "a BERT block is [CLS], the text's tokens and [SEP]: the model's context of 2 "
+                                                           "(max_position_embeddings in --config tiny.json) holds no token between them");
 }

@@ -30,22 +30,6 @@ constexpr int kMaxRanks = 4096;
 volatile pid_t g_pids[kMaxRanks];
 volatile int g_count = 0;
 
-void forward_signal(int sig) {
-  for (int i = 0; i < g_count; ++i)
-    if (g_pids[i] > 0) {
-      ::kill(-g_pids[i], sig);
-      ::kill(-g_pids[i], SIGCONT);  // a stopped rank would hold the signal until continued
-    }
-  // then end as the signal would have ended the launcher
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-
-// Job control: Ctrl-Z reaches the terminal's foreground group, the launcher's alone (each rank leads its own), so the
-// launcher stops the ranks and then itself, and continues them when it is continued (`fg`, `bg`, kill -CONT). Without
-// this the ranks ran on while the shell said the launch was stopped (the last read of 2026-12-04).
-void stop_ranks(int);
-
 // (sigaction, not signal: it is safe inside a handler)
 void handle(int sig, void (*handler)(int)) {
   struct sigaction action {};
@@ -54,6 +38,22 @@ void handle(int sig, void (*handler)(int)) {
   action.sa_flags = SA_RESTART;
   ::sigaction(sig, &action, nullptr);
 }
+
+void forward_signal(int sig) {
+  for (int i = 0; i < g_count; ++i)
+    if (g_pids[i] > 0) {
+      ::kill(-g_pids[i], sig);
+      ::kill(-g_pids[i], SIGCONT);  // a stopped rank would hold the signal until continued
+    }
+  // then end as the signal would have ended the launcher (delivered when this handler returns)
+  handle(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// Job control: Ctrl-Z reaches the terminal's foreground group, the launcher's alone (each rank leads its own), so the
+// launcher stops the ranks and then itself, and continues them when it is continued (`fg`, `bg`, kill -CONT). Without
+// this the ranks ran on while the shell said the launch was stopped (the last read of 2026-12-04).
+void stop_ranks(int);
 
 void stop_ranks(int) {
   const int saved = errno;

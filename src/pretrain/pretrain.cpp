@@ -162,6 +162,9 @@ train::TrainResult pretrain(const PretrainOptions& o) {
   const int64_t seq_len = o.seq_len > 0 ? o.seq_len : recall ? task_spec.seq_len : std::min<int64_t>(256, ctx);
   MIMIC_CHECK(seq_len <= ctx, recall ? "the task's seq_len " : "--seq-len ", seq_len, " exceeds the model's context of ", ctx, context_from,
               recall ? ": give a shorter task or a longer context" : "");
+  // (check_options saw a given --seq-len hold [CLS] and [SEP]; the default is the context's, which may not)
+  MIMIC_CHECK(causal || seq_len >= 3, "a ", family.display_name, " block is [CLS], the text's tokens and [SEP]: the model's context of ", ctx,
+              context_from, " holds no token between them");
   if (o.attention != "softmax") {
     MIMIC_CHECK(o.init.empty(), "--attention trains a fresh model with that attention; to convert a trained one use distill + convert");
     for (int64_t l = 0; l < summary.n_layer; ++l)

@@ -76,7 +76,7 @@ RecordResult record(const RecordOptions& o) {
   // corpus without a word (helper-57's probe of 2026-12-04)
   if (o.note) {
     const double elem = o.dtype == "f16" ? 2 : 4, layers_n = static_cast<double>(layers.size()), rows = static_cast<double>(target);
-    const double per_sample = layers_n * 4 * static_cast<double>(n_head * seq_len * head_dim) * elem;
+    const double per_sample = layers_n * static_cast<double>(std::size(kTensors)) * static_cast<double>(n_head * seq_len * head_dim) * elem;
     const double weights = layers_n * static_cast<double>(std::min(K, target)) * static_cast<double>(n_head * seq_len * seq_len) * elem;
     const double bytes = rows * per_sample + weights;
     if (o.samples == 0 || bytes >= 1e9) {

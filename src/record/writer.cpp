@@ -289,8 +289,9 @@ void RecordWriter::write_batch(int64_t s, const at::Tensor& ids, const at::Tenso
       const auto& c = captures[i];
       const std::string g = layer_group(layers[i]) + "/";
       const at::Tensor* ts[] = {&c.q, &c.k, &c.v, &c.o};
+      static_assert(std::size(ts) == std::size(kTensors), "one captured tensor per recorded name");
       // converted where they were computed, then one host copy each (the chunks are compressed on the CPU)
-      for (int j = 0; j < 4; ++j) pieces.push_back({&sets[g + kTensors[j]], at, host(ts[j]->to(mem_scalar))});
+      for (size_t j = 0; j < std::size(kTensors); ++j) pieces.push_back({&sets[g + kTensors[j]], at, host(ts[j]->to(mem_scalar))});
       if (s < K) {
         int64_t rows = std::min(b, K - s);
         pieces.push_back({&sets[g + "weights"], at, host(c.weights.narrow(0, 0, rows).to(mem_scalar))});
