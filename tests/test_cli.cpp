@@ -841,6 +841,12 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       // the probe of 2026-12-02: eval's advice ("finetune it with --task cls") led a GPT-2 to "needs a BERT tokenizer"
       {"eval --task cls --model " + m + " --data spam", " is a GPT-2 model, which has no sequence-classification head: mimic classifies with BERT models"},
       {"finetune --task cls --model " + m + " --data spam --out o", " is a GPT-2 model, which has no sequence-classification head"},
+      // a --teacher unfit for the task, from its config before either model runs, named by its option: it was refused
+      // after the model's whole evaluation, as "this model is bert" (helper-58's probe of 2026-12-04)
+      {"eval --task mqar --model " + m + " --teacher " + bert_dir(),
+       "--teacher " + bert_dir() + " is a BERT model: --task mqar needs a causal language model (GPT-2, Llama"},
+      {"eval --task cls --model " + bert_dir() + " --teacher " + m + " --data spam",
+       "--teacher " + m + " is a GPT-2 model, which has no sequence-classification head"},
       // a text of blank space scored a perplexity; an empty one was "needs at least 2 tokens" without its name
       {"eval --model " + m + " --file " + blank, "--file " + blank + " holds no text (blank space only): nothing to score"},
       // and a text of one token read "perplexity needs at least 2 tokens, the text has 1", naming no option

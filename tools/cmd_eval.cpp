@@ -1,6 +1,7 @@
 // mimic eval — perplexity of a text or a corpus split under a causal LM (strided windows), or
 // classification accuracy / F1 / MCC (--task cls), or passkey retrieval by context length (--task passkey).
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <algorithm>
 #include <iostream>
@@ -16,6 +17,8 @@
 #include "mimic/eval/recall_accuracy.h"
 #include "mimic/eval/perplexity.h"
 #include "mimic/finetune/classify.h"
+#include "mimic/models/config.h"
+#include "mimic/models/family.h"
 #include "mimic/models/model.h"
 #include "mimic/models/tokenizer.h"
 #include "mimic/train/trainer.h"
@@ -56,6 +59,21 @@ std::unique_ptr<models::Model> load_evaluated(const EvalArgs& a, const std::stri
     if (!other.empty()) print_note(other + ": " + models::kComparedWithAnotherTeacher);
   }
   return model;
+}
+
+// Whether --model and --teacher fit the task, from their config.json alone, before either runs: a BERT --teacher of
+// --task mqar was refused after the model's whole evaluation, and not by its option (helper-58's probe of 2026-12-04).
+void check_models_fit_task(const EvalArgs& a) {
+  for (const auto& [option, dir] : {std::pair<std::string, const std::string*>{"--model", &a.model}, {"--teacher", &a.teacher}}) {
+    if (dir->empty()) continue;
+    if (a.task == "cls") {
+      finetune::require_classifier_family(*dir, option);
+      continue;
+    }
+    const auto config = models::load_config((std::filesystem::path(*dir) / "config.json").string());
+    MIMIC_CHECK(config.family->causal, option, " ", *dir, " is a ", config.family->display_name, " model: --task ", a.task,
+                " needs a causal language model (", models::causal_family_names(), ")");
+  }
 }
 
 // Which text --task lm and copy score: one of --data and --text/--file (checked before any model loads: a usage error).
@@ -462,6 +480,7 @@ void register_eval(CLI::App& app) {
     start(args->common);
     // bf16: the model's forward passes, its LM head included, under autocast (mimic/core/precision.h)
     AutocastGuard mixed(args->precision, args->common.on);
+    check_models_fit_task(*args);
     if (args->task == "passkey") return run_passkey(*args);
     if (args->task == "copy") return run_copy(*args);
     if (args->task == "mqar") return run_recall(*args);

@@ -103,13 +103,13 @@ ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& to
   return {eval::classification_metrics(predicted, truth, num_labels), loss / static_cast<double>(examples.size())};
 }
 
-void require_classifier_family(const std::string& model_dir) {
+void require_classifier_family(const std::string& model_dir, const std::string& option) {
   const auto cfg = models::load_config((std::filesystem::path(model_dir) / "config.json").string());
   if (!cfg.family->classifier.architecture.empty()) return;
   std::string families;
   for (const models::Family* f : models::families())
     if (!f->classifier.architecture.empty()) families += (families.empty() ? "" : ", ") + f->display_name;
-  fail(model_dir, " is a ", cfg.family->display_name, " model, which has no sequence-classification head: mimic classifies with ",
+  fail(option.empty() ? "" : option + " ", model_dir, " is a ", cfg.family->display_name, " model, which has no sequence-classification head: mimic classifies with ",
        families, " models (bert-mini ships with mimic)");
 }
 

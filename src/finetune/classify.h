@@ -35,8 +35,9 @@ ClassifyResult finetune_classifier(const ClassifyOptions& options);
 
 // Refuses a model whose family has no sequence-classification head (GPT-2, the Llama family), naming the families
 // that have one — before any data or weights are read. (eval's "not a classifier: finetune it with --task cls" sent a
-// GPT-2's user to a finetune that then said "needs a BERT tokenizer": the probe of 2026-12-02.)
-void require_classifier_family(const std::string& model_dir);
+// GPT-2's user to a finetune that then said "needs a BERT tokenizer": the probe of 2026-12-02.) `option`, when given,
+// names the option that gave the folder ("--teacher").
+void require_classifier_family(const std::string& model_dir, const std::string& option = "");
 
 struct ClassifyEval {
   eval::ClassificationMetrics metrics;
