@@ -847,6 +847,9 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
        "--teacher " + bert_dir() + " is a BERT model: --task mqar needs a causal language model (GPT-2, Llama"},
       {"eval --task cls --model " + bert_dir() + " --teacher " + m + " --data spam",
        "--teacher " + m + " is a GPT-2 model, which has no sequence-classification head"},
+      // eval's unknown labels end with eval's way out, not finetune's "to train a new task, start from …" (helper-58's)
+      {"eval --task cls --model " + std::string(MIMIC_SOURCE_DIR) + "/examples/models/bert-mini-spam --data sotu-era",
+       "bert-mini-spam's labels ([\"ham\",\"spam\"], its id2label); it scores only those: give data labelled with them"},
       // a text of blank space scored a perplexity; an empty one was "needs at least 2 tokens" without its name
       {"eval --model " + m + " --file " + blank, "--file " + blank + " holds no text (blank space only): nothing to score"},
       // and a text of one token read "perplexity needs at least 2 tokens, the text has 1", naming no option

@@ -146,7 +146,9 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   auto model = load_evaluated(a, dir);
   auto s = model->summary();
   MIMIC_CHECK(s.head == "cls", dir, " is not a classifier (head '", s.head, "'): finetune it with mimic finetune --task cls");
-  data::align_labels(data, s.labels, s.num_labels, dir);  // the model's label2id decides which output is which label
+  // the model's label2id decides which output is which label
+  data::align_labels(data, s.labels, s.num_labels, dir, "it scores only those: give data labelled with them (a classifier for these labels is "
+                     "finetuned from a model without one)");
   MIMIC_CHECK(s.num_labels == static_cast<int64_t>(data.labels.size()), dir, " has ", s.num_labels, " labels, ", a.data, " has ",
               data.labels.size());
   const auto& examples = data.split(data::split_from_name(a.split));

@@ -303,7 +303,8 @@ std::pair<std::string, int64_t> first_row_of(const ClassificationData& d, int64_
 }
 }  // namespace
 
-void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, int64_t model_num_labels, const std::string& model) {
+void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, int64_t model_num_labels, const std::string& model,
+                  const std::string& way_out) {
   if (d.labels_are_ids) {
     const int64_t k = model_labels.empty() ? model_num_labels : static_cast<int64_t>(model_labels.size());
     // the first row beyond them named, as an unknown name's is (helper-52's probe of 2026-12-04; the largest id's first
@@ -343,7 +344,7 @@ void align_labels(ClassificationData& d, const std::vector<std::string>& model_l
     if (!where.empty()) where = " (first at " + where + ")";
     fail(d.source, ": ", unknown.size() == 1 ? "label " : "labels ", nlohmann::json(std::vector<std::string>(unknown.begin(), unknown.begin() + shown)).dump(),
          more, where, unknown.size() == 1 ? " is" : " are", " not among ", model, "'s labels (", nlohmann::json(model_labels).dump(),
-         ", its id2label); to train a new task, start from a model without a classifier");
+         ", its id2label); ", way_out);
   }
   for (auto* part : {&d.train, &d.validation, &d.test})
     for (auto& e : *part) e.label = to[static_cast<size_t>(e.label)];

@@ -49,8 +49,10 @@ ClassificationData load_classification(const std::string& name_or_file);
 // mimic::Error naming the unknown label and listing the model's); d.labels becomes model_labels and each example's
 // id follows its name. Empty model_labels (an unnamed classifier) leave names as they are. Integer labels
 // (labels_are_ids) are the ids: each must be below model_num_labels, and d.labels become the model's (or "0" …
-// "k-1"). `model` names the model in messages.
-void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, int64_t model_num_labels, const std::string& model);
+// "k-1"). `model` names the model in messages; `way_out` ends the message on unknown labels (finetune's: a new task
+// starts from a model without a classifier; eval's and a teacher's differ: the probe of 2026-12-04).
+void align_labels(ClassificationData& d, const std::vector<std::string>& model_labels, int64_t model_num_labels, const std::string& model,
+                  const std::string& way_out = "to train a new task, start from a model without a classifier");
 
 // The built-in data sets: {"spam", "sotu-era"}.
 std::vector<std::string> classification_names();

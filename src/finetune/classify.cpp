@@ -152,7 +152,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
     MIMIC_CHECK(s.head == "cls" && s.num_labels == k, "teacher ", o.teacher_dir, " is not a classifier with the data's ", k,
                 " labels (head '", s.head, "', ", s.num_labels, " labels)");
     teacher_data = data;
-    data::align_labels(*teacher_data, s.labels, s.num_labels, "teacher " + o.teacher_dir);
+    data::align_labels(*teacher_data, s.labels, s.num_labels, "teacher " + o.teacher_dir, "a teacher must classify the data's labels");
   }
 
   // Tokenize the training set once; the order of examples is shuffled per epoch by (seed, epoch).
