@@ -171,6 +171,15 @@ TEST(Cli, EvalSaysHowManyTokensItScoredAndFlagsAShortText) {
   ASSERT_EQ(both.code, 0) << both.err;
   EXPECT_NE(both.out.find("scored " + std::to_string(n - 1) + " tokens in "), std::string::npos) << both.out;
   EXPECT_NE(both.out.find("(few:"), std::string::npos) << both.out;
+  // and each model's perplexity interval, the one it has alone (the side-by-side table dropped them: helper-58's probe)
+  auto alone = mimic_cli("eval --model " + gpt2_dir() + " --file " + dir.file("short.txt") + " --window 32 --threads 1 --json");
+  ASSERT_EQ(alone.code, 0) << alone.err;
+  const auto ci = nlohmann::json::parse(alone.out).at("perplexity_ci95");
+  char interval[64];
+  std::snprintf(interval, sizeof interval, "%.2f to %.2f", ci[0].get<double>(), ci[1].get<double>());
+  auto windows = mimic_cli("eval --model " + gpt2_dir() + " --teacher " + gpt2_dir() + " --file " + dir.file("short.txt") + " --window 32 --threads 1");
+  ASSERT_EQ(windows.code, 0) << windows.err;
+  EXPECT_NE(windows.out.find("perplexity 95% interval: model " + std::string(interval) + ", teacher " + interval), std::string::npos) << windows.out;
 }
 
 // Strided perplexity equals an independent token-by-token formulation: token p (p >= 1) is predicted from

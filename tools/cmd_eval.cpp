@@ -222,6 +222,11 @@ void print_side_by_side(const EvalArgs& a, const nlohmann::json& student, const 
     else
       std::printf("%-18s %14.4f %14.4f %10s\n", k, s, t, "-");
   }
+  // each perplexity's interval, as print_one says it of one model (the table dropped them: helper-58's probe)
+  if (student.contains("perplexity_ci95") && teacher.contains("perplexity_ci95"))
+    std::printf("perplexity 95%% interval: model %.2f to %.2f, teacher %.2f to %.2f (the windows as independent samples of the text)\n",
+                student["perplexity_ci95"][0].get<double>(), student["perplexity_ci95"][1].get<double>(),
+                teacher["perplexity_ci95"][0].get<double>(), teacher["perplexity_ci95"][1].get<double>());
   std::printf("model:   %s\nteacher: %s\n", student["attention"].get<std::string>().c_str(),
               teacher["attention"].get<std::string>().c_str());
   print_scored(a, student);
