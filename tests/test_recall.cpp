@@ -252,6 +252,10 @@ TEST(CopyEval, CliReportsTheGainOfEachModelAndTheRecallRecovered) {
     EXPECT_EQ(pk.code, 2) << extra;
     EXPECT_NE(pk.err.find(std::string(extra).substr(0, std::string(extra).find(' ')) + " is for --task lm or cls or copy or mqar, not passkey"), std::string::npos) << pk.err;
   }
+  // passkey says which attention answered, as the other tasks do (helper-58's probe: its JSON lacked it)
+  auto pk = mimic::test::mimic_cli("eval --task passkey --model " + dir + " --lengths 128 --trials 1 --json --threads 1");
+  ASSERT_EQ(pk.code, 0) << pk.err;
+  EXPECT_EQ(nlohmann::json::parse(pk.out)["attention"], "softmax in layers 0-5") << pk.out;
 }
 
 // ------------------------------------------------------------------------------------------ MQAR / AR
@@ -370,6 +374,11 @@ TEST(RecallTasks, PretrainLearnsMqarAndEvalScoresOnlyTheAnswers) {
   EXPECT_DOUBLE_EQ(j["model"]["accuracy_ci95"][1].get<double>(), hi);
   EXPECT_LT(lo, j["model"]["accuracy"].get<double>());
   EXPECT_GT(hi, j["model"]["accuracy"].get<double>());
+  // beside a teacher, the text says the JSON's accuracy ratio too (helper-58's probe: only --json had it)
+  auto both = mimic::test::mimic_cli("eval --task mqar --model " + dir.file("soft") + " --teacher " + dir.file("soft") + " --data " + task +
+                                     " --examples 20 --threads 1");
+  ASSERT_EQ(both.code, 0) << both.err;
+  EXPECT_NE(both.out.find("accuracy ratio (model / teacher): 1.000\n"), std::string::npos) << both.out;
   // other kinds train from scratch too, a short form and any kind of the registry (the gated delta rule): three
   // steps each, and eval reads the model back with its attention
   for (const auto& [spec, described] : std::vector<std::pair<std::string, std::string>>{{"linear:elu", "linear (elu"}, {"delta", "delta"}}) {

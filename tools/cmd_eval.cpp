@@ -363,7 +363,12 @@ void run_recall(EvalArgs& a) {
                 m["accuracy_ci95"][0].get<double>(), m["accuracy_ci95"][1].get<double>(), m["attention"].get<std::string>().c_str());
   };
   line("model", j["model"]);
-  if (j.contains("teacher")) line("teacher", j["teacher"]);
+  if (j.contains("teacher")) {
+    line("teacher", j["teacher"]);
+    // the JSON's ratio, in the text too (helper-58's probe: only --json had it)
+    if (j["accuracy_ratio"].is_number()) std::printf("accuracy ratio (model / teacher): %.3f\n", j["accuracy_ratio"].get<double>());
+    else std::printf("accuracy ratio (model / teacher): n/a (the teacher answered no query)\n");
+  }
 }
 
 void run_passkey(EvalArgs& a) {
@@ -400,11 +405,14 @@ void run_passkey(EvalArgs& a) {
                     {"gain_rank_accuracy", row.gain_rank_accuracy()},
                     {"mean_key_gain", row.mean_key_gain},
                     {"mean_prompt_tokens", row.mean_prompt_tokens}});
+  // which attention answered, as every other task says (helper-58's probe: passkey alone did not)
+  const auto attention = models::attention_summary(*model);
   if (a.common.json)
     return print_json({{"task", "passkey"}, {"digits", a.passkey.digits}, {"alternatives", a.passkey.alternatives},
-                       {"chance", r.chance}, {"seed", a.passkey.seed}, {"seconds", r.seconds}, {"rows", rows}});
+                       {"chance", r.chance}, {"seed", a.passkey.seed}, {"seconds", r.seconds}, {"attention", attention}, {"rows", rows}});
   std::printf("passkey retrieval: %lld-digit keys, ranked against %lld alternatives (chance %.3f)\n",
               static_cast<long long>(a.passkey.digits), static_cast<long long>(a.passkey.alternatives), r.chance);
+  std::printf("model: %s\n", attention.c_str());
   std::printf("%8s %7s %8s %13s %10s %18s %15s\n", "length", "trials", "exact", "ranked first", "mean rank", "gain ranked first",
               "key gain nats");
   for (const auto& row : r.rows)
