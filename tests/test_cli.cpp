@@ -615,6 +615,7 @@ TEST(Cli, TheDeviceCommandsComputeOnTheCheckedCpuWhatTheyComputeOnTheCpu) {
   auto bf16 = mimic_cli("finetune --task lm --model " + gpt2_dir() + " --data " + dir.file("d.txt") +
                         " --steps 2 --device cpu-checked --precision bf16 --out " + dir.file("bf16"));
   expect_one_line_error(bf16, "--precision bf16 (autocast) runs on a CUDA device or the CPU, not on cpu-checked");
+  EXPECT_EQ(bf16.code, 2) << "the line alone decides it: a usage error";
   EXPECT_FALSE(std::filesystem::exists(dir.file("bf16")));
   mimic::record::RecordReader a(dir.file("cpu") + "/r.h5"), b(dir.file("cpu-checked") + "/r.h5");
   ASSERT_EQ(b.samples(), a.samples());
@@ -794,7 +795,7 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       // a list with an empty item: CLI11 dropped it without a word
       {"eval --model " + m + " --task passkey --lengths 32,", "--lengths: '32,' has an empty item"},
       {"eval --model " + m + " --task passkey --lengths=,64", "--lengths: ',64' has an empty item"},
-      {"bench train --lengths 64,,128", "--lengths: '64,,128' has an empty item"},
+      {"bench train --lengths 64,,128", "--lengths: '64,,128' has an empty item; give items separated by single ',' (e.g. 128,256) (see --help)"},
       {"finetune --task lm --model " + m + " --data sotu --copy-span 8,4 --out o", "--copy-span 8,4: MIN must not exceed MAX"},
       {"distill --record " + rec + " --eval-only --out m.safetensors", "--out excludes --eval-only"},
       {"finetune --task lm --model " + m + " --data sotu --copy-span 4,8 --out o", "--copy-span shapes the copy curriculum, which is off"},

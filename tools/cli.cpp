@@ -339,7 +339,8 @@ void start(Common& common) {
               " ranks (mimic launch, torchrun): run it alone; finetune, pretrain and distill are the commands that train as ranks of one run");
   seed_everything(common.seed);
   common.on = common.devices == Devices::Any ? resolve_device(common.device, distributed::environment().local_rank) : c10::Device(c10::kCPU);
-  if (common.precision != nullptr) check_precision_on(*common.precision, common.on);
+  // the line alone decides it (auto resolves to a device bf16 runs on): a usage error (helper-58's probe: exit 1)
+  if (common.precision != nullptr) usage_checked([&] { check_precision_on(*common.precision, common.on); });
 }
 
 // Text a model generated may hold bytes that are not UTF-8 (GPT-2's byte tokens, cut mid-character): they print as

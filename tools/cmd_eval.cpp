@@ -186,9 +186,9 @@ void print_one(const EvalArgs& a, const nlohmann::json& j) {
                 static_cast<long long>(j["n"].get<int64_t>()), j["accuracy"].get<double>(), f1_of.c_str(), j["f1"].get<double>(),
                 j["mcc"].get<double>(), j["loss"].get<double>());
   } else {
-    std::printf("tokens %lld (predicted %lld, %lld windows)  perplexity %.4f  (evaluated at %.1f tok/s)\n",
+    std::printf("tokens %lld (predicted %lld, %s)  perplexity %.4f  (evaluated at %.1f tok/s)\n",
                 static_cast<long long>(j["tokens"].get<int64_t>()), static_cast<long long>(j["predicted"].get<int64_t>()),
-                static_cast<long long>(j["windows"].get<int64_t>()), j["perplexity"].get<double>(), j["tokens_per_second"].get<double>());
+                count_of(j["windows"].get<int64_t>(), "window").c_str(), j["perplexity"].get<double>(), j["tokens_per_second"].get<double>());
     if (j.contains("perplexity_ci95"))
       std::printf("perplexity 95%% interval %.2f to %.2f (the windows as independent samples of the text; neighbours share some)\n",
                   j["perplexity_ci95"][0].get<double>(), j["perplexity_ci95"][1].get<double>());
@@ -204,7 +204,7 @@ void print_scored(const EvalArgs& a, const nlohmann::json& j) {
                 n < 200 ? " (few: one example moves accuracy by more than half a point)" : "");
   } else {
     const auto n = j["predicted"].get<int64_t>();
-    std::printf("scored %lld tokens in %lld windows%s\n", static_cast<long long>(n), static_cast<long long>(j["windows"].get<int64_t>()),
+    std::printf("scored %lld tokens in %s%s\n", static_cast<long long>(n), count_of(j["windows"].get<int64_t>(), "window").c_str(),
                 n < 2000 ? " (few: perplexity over so short a text varies much from one text to another)" : "");
   }
 }

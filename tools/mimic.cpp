@@ -186,10 +186,9 @@ int main(int argc, char** argv) {
   if (argc > 2 && argv[2][0] != '-')
     for (const CLI::App* c : app.get_subcommands([&](const CLI::App* s) { return s->check_name(argv[1]); }))
       if (const std::string wrong = unknown_word(*c, argv[2], c->get_name() + " "); !wrong.empty()) return usage_error(wrong);
-  for (auto check : {mimic::cli::unknown_option, mimic::cli::list_item_problem})
-    if (const std::string wrong = check(app, argc, argv); !wrong.empty()) {
-      return usage_error(wrong);
-    }
+  // (an unknown option's line names the help to read; a list's ends as CLI11's parse errors do: helper-58's probe)
+  if (const std::string wrong = mimic::cli::unknown_option(app, argc, argv); !wrong.empty()) return usage_error(wrong);
+  if (const std::string wrong = mimic::cli::list_item_problem(app, argc, argv); !wrong.empty()) return usage_error(wrong + " (see --help)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

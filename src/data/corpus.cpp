@@ -7,6 +7,7 @@
 
 #include "mimic/core/error.h"
 #include "mimic/core/paths.h"
+#include "mimic/core/words.h"
 #include "mimic/data/classification.h"
 #include "mimic/data/recall_tasks.h"
 #include "mimic/io/atomic_file.h"
@@ -172,8 +173,8 @@ void add_split_parts(const std::string& name, const std::string& path, const std
     for (auto& d : docs) out.push_back(std::move(d));
     return;
   }
-  fail(path, ": too short to split into train, validation and test (", n,
-       " bytes: the 90% / 5% / 5% parts each need some text of their own; in a folder each file is split so: join short "
+  fail(path, ": too short to split into train, validation and test (", count_of(static_cast<int64_t>(n), "byte"),
+       ": the 90% / 5% / 5% parts each need some text of their own; in a folder each file is split so: join short "
        "files into longer ones, or move this one out)");
 }
 
