@@ -903,6 +903,9 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       // the line alone decides it: exit 2, before the model is read (helper-59's probe of 2026-12-04: exit 1)
       {"finetune --task lm --model " + m + " --data sotu --lora 4 --freeze-kept-heads --out o",
        "--freeze-kept-heads keeps the kept heads' projections as loaded; LoRA's adapters would move them: use one of the two"},
+      // where the embeddings train not at all (helper-60's probe of 2026-12-04: exit 1)
+      {"finetune --task lm --model " + m + " --data sotu --train attention --freeze-embeddings --out o",
+       "--freeze-embeddings: the embeddings do not train with --train attention: they stay as loaded without it; leave it out"},
       {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-310 --out o", "which is too small to compute with"},
       {"finetune --task lm --model " + m + " --teacher " + m + " --data sotu --kd 1e-300 --out o", "--kd: must be 0 (off) or a number in [0.01, 100], got 1e-300"},
       {"pretrain --arch gpt2 --config " + m + "/config.json --data sotu --position-scale 1e-3 --out o", "--position-scale sets the sinusoidal table's size: it needs --position-init sinusoidal"},
@@ -929,6 +932,8 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
        "--attention delta runs no feature map: leave --feature-map out"},
       {"eval --model " + m + " --text a --seq-len 16", "--seq-len is for --task cls, not lm"},
       {"bench", "mimic bench needs one of its commands: attention, "},
+      // no command at all, with an option: CLI11's capitalised "A subcommand is required" (helper-60's probe)
+      {"--threads 1", "mimic needs a command: record, distill, convert, "},
       {"info " + m + " --model " + m, "PATH excludes --model"},
       // and the probe of 2026-12-02's: what the line alone decides exited 1 from the run
       {"distill --out d.safetensors", "give --record FILE.h5 (or --model DIR --data ... for the online mode)"},

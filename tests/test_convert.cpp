@@ -508,11 +508,18 @@ TEST(Convert, AttentionOptionsAddASparseCacheToHybridMapsWithoutTraining) {
   auto from_maps = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + d.out + " --json --out " + dir.file("from-maps"));
   ASSERT_EQ(from_maps.code, 0) << from_maps.err;
   EXPECT_EQ(nlohmann::json::parse(from_maps.out)["attention"], "hybrid (hedgehog_softmax, row norm, window 2, sparse cache 3) in layers 0-1");
-  // the linear kind has no cache: said by the kind
+  // the linear kind has no cache: said by the option, with the kind that has one (it read "unknown linear attention
+  // option 'cache'", naming neither: helper-60's probe of 2026-12-04), before the model is read
   auto linear = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + tiny_maps() + " --out " + dir.file("lin") +
                                        " --attention-options cache=3");
   EXPECT_NE(linear.code, 0);
-  EXPECT_NE(linear.err.find("unknown linear attention option 'cache'"), std::string::npos) << linear.err;
+  EXPECT_NE(linear.err.find("--attention-options {\"cache\":3}: LoLA's sparse cache is the hybrid kind's: it needs hybrid maps (distill "
+                            "--attention hybrid:window=W); " + tiny_maps() + " holds maps of linear attention"), std::string::npos) << linear.err;
+  // another option the kind lacks: the kind's words, and where they come from
+  auto other = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + tiny_maps() + " --out " + dir.file("lin") +
+                                      " --attention-options window=3");
+  EXPECT_NE(other.err.find("--attention-options {\"window\":3}: unknown linear attention option 'window' (options: "), std::string::npos) << other.err;
+  EXPECT_NE(other.err.find("holds maps of linear attention; another kind's options need maps distilled for it"), std::string::npos) << other.err;
 }
 
 // --cache-heads: LoLA's sparse cache in the listed (or probe-ranked) heads, the hybrid without one in the others —

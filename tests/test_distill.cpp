@@ -350,6 +350,9 @@ TEST(DistillTrain, HedgehogLowersKlOnATinyRecord) {
   EXPECT_EQ(f.metadata().at("n_head"), "2");
   EXPECT_EQ(f.metadata().at("head_dim"), "4");
   EXPECT_EQ(f.metadata().at("source"), mimic::test::model_with_tokenizer("gpt2-prefixed"));
+  // the text the record read, as the record names it (it was empty for maps from a record: helper-60's probe)
+  EXPECT_EQ(f.metadata().at("data"), std::filesystem::absolute(std::filesystem::path(tiny_record()).parent_path() / "t.txt").lexically_normal().string());
+  EXPECT_EQ(f.metadata().at("data"), mimic::record::RecordReader(tiny_record()).data());
   EXPECT_EQ(nlohmann::json::parse(f.metadata().at("attention"))["feature_map"], "hedgehog");
   EXPECT_EQ(nlohmann::json::parse(f.metadata().at("metrics")).size(), 2u);
   EXPECT_TRUE(f.contains("layer_01.feature_map.q_weight"));
@@ -781,12 +784,12 @@ TEST(DistillCli, HelpAndJson) {
 // numbers within what a real layer has, checked when the file is opened.
 TEST(DistillMapsFile, HeadCountsAndLayerListsOutsideTheirRangeAreRefusedOnOpen) {
   TempDir dir;
-  auto with = [&](const std::map<std::string, std::string>& changes) {
+  auto with = [&](const std::map<std::string, std::string>& changes, const std::vector<std::pair<std::string, at::Tensor>>& tensors = {}) {
     mimic::io::SaveOptions so;
     so.metadata = {{"format", "mimic-distill-1"}, {"kind", "linear"}, {"attention", R"({"feature_map": "elu"})"},
                    {"layers", "[0, 1]"}, {"n_head", "2"}, {"head_dim", "4"}};
     for (const auto& [k, v] : changes) so.metadata[k] = v;
-    mimic::io::save_safetensors(dir.file("maps.safetensors"), {{"unused", torch::zeros({1})}}, so);
+    mimic::io::save_safetensors(dir.file("maps.safetensors"), tensors, so);
     return dist::DistilledMaps::open(dir.file("maps.safetensors"));
   };
   EXPECT_NO_THROW(with({}));
@@ -805,4 +808,13 @@ TEST(DistillMapsFile, HeadCountsAndLayerListsOutsideTheirRangeAreRefusedOnOpen) 
   // a float layer in the metrics is never that layer
   auto m = with({{"metrics", R"([{"layer": 1e300, "after": {"heads": []}}])"}});
   EXPECT_MIMIC_ERROR(m.head_kl(0), "no distill metrics for layer 0");
+  // every tensor is one of a listed layer's kernel's, of a floating-point type: a tensor no kernel has and an I32
+  // feature map were converted without a word (helper-61's probe of 2026-12-04)
+  EXPECT_MIMIC_ERROR(with({}, {{"layer_00.bogus", torch::zeros({1})}}),
+                     file + ": unexpected tensor 'layer_00.bogus' (no linear kernel of the layers it lists, [0,1], has it)");
+  EXPECT_MIMIC_ERROR(with({}, {{"layer_02.feature_map.q_weight", torch::zeros({1})}}), "unexpected tensor 'layer_02.feature_map.q_weight'");
+  EXPECT_MIMIC_ERROR(with({{"attention", R"({"feature_map": "hedgehog"})"}}, {{"layer_01.feature_map.q_weight", torch::zeros({1}, torch::kInt)}}),
+                     file + ": tensor 'layer_01.feature_map.q_weight' is stored as I32: it is a floating-point tensor");
+  // malformed metrics in mimic's words (nlohmann's tag showed: helper-61's probe)
+  EXPECT_MIMIC_ERROR(with({{"metrics", "[{"}}).head_kl(0), file + " (its metrics): malformed JSON: parse error at line 1, column 3");
 }

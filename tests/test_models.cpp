@@ -169,6 +169,21 @@ TEST(Checkpoint, BrokenCheckpointsNameTheProblem) {
       if (n == "h.0.attn.c_attn.weight") t = t.t().contiguous();  // (out, in): a Linear-layout file
   });
   EXPECT_MIMIC_ERROR(mimic::models::load_model(m4), "tensor 'h.0.attn.c_attn.weight' has shape [96, 32], expected [32, 96]");
+  // a weight stored as integers or booleans: it was cast, run, and written back as it was (helper-61's probe)
+  for (const auto& [type, label] : std::vector<std::pair<at::ScalarType, std::string>>{{at::kLong, "I64"}, {at::kBool, "BOOL"}}) {
+    auto typed = fresh("gpt2-plain", "typed-" + label);
+    edit_weights(typed, [type = type](auto& ts) {
+      for (auto& [n, t] : ts)
+        if (n == "h.0.attn.c_attn.bias") t = t.to(type);
+    });
+    EXPECT_MIMIC_ERROR(mimic::models::load_model(typed), "tensor 'h.0.attn.c_attn.bias' is stored as " + label + ": a weight is a floating-point tensor");
+  }
+  auto tied_typed = fresh("gpt2-prefixed", "tied-typed");
+  edit_weights(tied_typed, [](auto& ts) {
+    for (auto& [n, t] : ts)
+      if (n == "lm_head.weight") t = t.to(at::kInt);
+  });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(tied_typed), "tensor 'lm_head.weight' is stored as I32: a weight is a floating-point tensor");
   auto m5 = fresh("gpt2-prefixed", "tied");
   edit_weights(m5, [](auto& ts) {
     for (auto& [n, t] : ts)

@@ -187,6 +187,8 @@ TEST(CopyEval, SegmentsAreEvenlySpacedAndBadSpecsAreRefused) {
   EXPECT_MIMIC_ERROR(mimic::eval::copy_segments(ids, 11, 10), "too few for 11 segments of 10 (--segments × --segment-len must fit: "
                                                               "give more text, or --segments 10 or fewer at this --segment-len)");
   EXPECT_MIMIC_ERROR(mimic::eval::copy_segments(ids, 1, 128), "--segments 1 and a --segment-len of at most 100)");
+  // where one segment alone fits, that is said ("--segments 1 or fewer": helper-60's probe)
+  EXPECT_MIMIC_ERROR(mimic::eval::copy_segments(ids, 32, 60), "give more text, or --segments 1 at this --segment-len)");
   EXPECT_MIMIC_ERROR(mimic::eval::copy_segments(ids, 0, 10), "at least 1 segment");
   EXPECT_MIMIC_ERROR(mimic::eval::copy_segments(ids, 2, 1), "at least 2 tokens");
   OracleCopier model(100, 16);

@@ -122,6 +122,9 @@ TEST(SafeTensors, BrokenFilesGiveCleanErrors) {
   check(raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})", data),
         "overlap");
   check(raw_file(R"({"a":{"dtype":"F32","shape":[4611686018427387904, 8],"data_offsets":[0,8]}})", data), "overflow");
+  // beside a 0 the size is 0, and a dimension past int64 wrapped to a negative one LibTorch refused in its words (helper-61)
+  check(raw_file(R"({"a":{"dtype":"F32","shape":[9223372036854775808, 0],"data_offsets":[0,0]}})", ""),
+        "tensor 'a': shape entry 9223372036854775808 exceeds 2^63 - 1");
   check(raw_file(R"({"__metadata__":{"x":1}})", ""), "not a string");
   EXPECT_MIMIC_ERROR(SafeTensorsFile::open(dir.file("missing.safetensors")), "cannot open");
   EXPECT_MIMIC_ERROR(SafeTensorsFile::open(dir.path().string()), "not a regular file");

@@ -300,7 +300,16 @@ TEST(TokenizerLoading, MalformedGpt2FilesGiveErrors) {
   EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "merges.txt is missing");
   write_bytes(merges, "#version: 0.2\na b\n");
   write_bytes(vocab, "{\"a\": 0,");
-  EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "malformed vocabulary JSON");
+  EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "vocab.json (the vocabulary): malformed JSON: parse error at line 1, column 9");
+  // in mimic's words, the bytes that are no UTF-8 shown as \xHH (nlohmann's tag and the raw bytes showed: helper-61)
+  write_bytes(vocab, "{\"\xC3(\": 0}");
+  try {
+    text::load_tokenizer(dir.path().string());
+    ADD_FAILURE() << "a vocabulary of ill-formed UTF-8 was read";
+  } catch (const mimic::Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("json.exception"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\\xC3("), std::string::npos) << e.what();
+  }
   write_bytes(vocab, "[1, 2]");
   EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "must be a non-empty JSON object");
   write_bytes(vocab, "{\"a\": \"zero\"}");
@@ -321,6 +330,12 @@ TEST(TokenizerLoading, MalformedGpt2FilesGiveErrors) {
   EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "merges.txt:3: '\xE2\x98\x83' is not in the vocabulary");
   write_bytes(merges, "#version: 0.2\n");
   EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "no merges");
+  // a line quoted in part, and its bytes that are no text shown (a 50 MB line was echoed whole, and a NUL cut the
+  // message: helper-61's probe of 2026-12-04)
+  write_bytes(merges, "#version: 0.2\n" + std::string(300, 'a') + "\n");
+  EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "merges.txt:2: expected two symbols separated by one space, got '" + std::string(80, 'a') + "… (300 bytes)'");
+  write_bytes(merges, std::string("#version: 0.2\nh e\nal\0\0\n", 22));
+  EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "merges.txt:3: expected two symbols separated by one space, got 'al\\x00\\x00'");
   // a small consistent pair of files works, CRLF and all
   write_bytes(merges, "#version: 0.2\r\nh e\r\nl l\r\nhe ll\r\n");
   auto tok = text::load_tokenizer(dir.path().string());

@@ -96,6 +96,8 @@ void run(FinetuneArgs& a) {
   MIMIC_USAGE_CHECK(!(a.resume && a.f.train.fresh), "give --resume or --fresh, not both");
   MIMIC_USAGE_CHECK(a.f.lora.rank > 0 || a.f.lora.alpha == 0, "--lora-alpha needs --lora R");
   MIMIC_USAGE_CHECK(a.f.lora.rank == 0 || !a.f.freeze_kept_heads, finetune::kFreezeKeptHeadsWithLora);
+  if (!a.train_set.empty()) a.f.train_set = finetune::train_set_from_name(a.train_set);
+  if (const auto refusal = finetune::freeze_embeddings_refusal(a.f); !refusal.empty()) MIMIC_USAGE_CHECK(false, refusal);
   MIMIC_USAGE_CHECK(a.kd == 0 || !a.f.teacher_dir.empty(), "--kd distils the teacher's logits: give the teacher with --teacher");
   MIMIC_USAGE_CHECK(a.kd > 0 || a.kd_lm_weight == 0, "--kd-lm-weight mixes the LM loss into logit distillation: it needs --kd T");
   const std::string warmup_note = fit_warmup(a.warmup_option, a.f.train.warmup, a.f.train.steps);
@@ -118,7 +120,6 @@ void run(FinetuneArgs& a) {
   f.train.lr = a.lr.value_or(p.lr);
   f.train.adam.weight_decay = a.weight_decay.value_or(p.weight_decay);
   f.train.min_lr_ratio = a.min_lr_ratio.value_or(p.min_lr_ratio);
-  if (!a.train_set.empty()) f.train_set = finetune::train_set_from_name(a.train_set);
   f.export_dtype = storage_dtype_arg(a.dtype);
   if (a.resume && train::writes_outputs())  // rank 0 reads the checkpoint (other machines may have none)
     MIMIC_CHECK(std::filesystem::exists(f.train.out_dir + "/checkpoint.safetensors"), "--resume: no checkpoint in ", f.train.out_dir);

@@ -223,7 +223,8 @@ int main(int argc, char** argv) {
       for (auto subs = app.get_subcommands(); !subs.empty(); subs = level->get_subcommands()) level = subs.front();
       std::string names;
       for (const CLI::App* c : level->get_subcommands([](const CLI::App*) { return true; })) names += (names.empty() ? "" : ", ") + c->get_name();
-      if (level != &app) what = "mimic " + level->get_name() + " needs one of its commands: " + names;
+      // (and `mimic --threads 1` alone, CLI11's capitalised words too: helper-60's probe)
+      what = (level != &app ? "mimic " + level->get_name() + " needs one of its commands: " : std::string("mimic needs a command: ")) + names;
     }
     // one code for every usage error, as mimic's own checks before parsing give (CLI11's are 105 to 114 by kind:
     // the eighth probe of 2026-11-29 found six of them); an error found while working is 1

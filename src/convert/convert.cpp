@@ -238,6 +238,20 @@ ConvertResult convert(const ConvertOptions& o) {
   if (fs::exists(o.out) && fs::exists(o.model_dir))
     MIMIC_CHECK(!fs::equivalent(o.out, o.model_dir), "--out ", o.out, " is the model directory itself: write the converted model elsewhere");
   auto maps = distill::DistilledMaps::open(o.maps);
+  // --attention-options against the maps' own kind, before the model is read: "unknown linear attention option
+  // 'cache'" named neither the option nor the kind's origin (helper-60's probe of 2026-12-04)
+  if (!o.attention_options.empty() && !maps.layers().empty()) {
+    try {
+      maps.kernel(maps.layers().front(), o.attention_options);
+    } catch (const Error& e) {
+      const bool cache = o.attention_options.contains("cache") || o.attention_options.contains("cache_every") || o.attention_options.contains("cache_heads");
+      if (cache && !dynamic_cast<const attention::HybridAttention*>(maps.kernel(maps.layers().front()).get()))
+        fail("--attention-options ", o.attention_options.dump(), ": LoLA's sparse cache is the hybrid kind's: it needs hybrid maps (distill ",
+             "--attention hybrid:window=W); ", o.maps, " holds maps of ", maps.kind(), " attention");
+      fail("--attention-options ", o.attention_options.dump(), ": ", e.what(), " (", o.maps, " holds maps of ", maps.kind(),
+           " attention; another kind's options need maps distilled for it: distill --attention KIND)");
+    }
+  }
   auto model = models::load_model(o.model_dir, o.device);
   auto placement = o.placement;
   std::unique_ptr<text::Tokenizer> tok;

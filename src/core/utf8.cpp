@@ -1,5 +1,6 @@
 #include "mimic/core/utf8.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 
@@ -13,6 +14,15 @@ std::string shown_bytes(const std::string& s) {
     shown += c >= 0x20 && c < 0x7F ? std::string(1, static_cast<char>(c)) : std::string(hex);
   }
   return shown;
+}
+
+std::string shown_excerpt(const std::string& s, size_t most) {
+  const bool plain = is_valid_utf8(s) && std::none_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7F; });
+  std::string shown = plain ? s : shown_bytes(s);
+  if (shown.size() <= most) return shown;
+  size_t cut = most;
+  while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  return shown.substr(0, cut) + "… (" + std::to_string(s.size()) + " bytes)";
 }
 
 bool is_valid_utf8(const std::string& s) {

@@ -11,6 +11,10 @@ bool is_valid_utf8(const std::string& s);
 // `s` printable in a one-line message: printable ASCII as is, every other byte (control characters, DEL, bytes
 // beyond ASCII) as \xHH.
 std::string shown_bytes(const std::string& s);
+// A piece of a file (a line, a token) quoted in a one-line message: UTF-8 text without control characters as it is,
+// anything else as shown_bytes gives it; longer than `most` bytes, its start and "… (N bytes)". A 50 MB line of a
+// merges.txt was echoed whole, and its raw bytes and NULs went to the terminal (helper-61's probe of 2026-12-04).
+std::string shown_excerpt(const std::string& s, size_t most = 80);
 // A text file's content without the byte-order mark (EF BB BF) some editors put before UTF-8 text: not text, and it was
 // tokenized as two tokens before a document's first word (the probe of 2026-12-01).
 std::string without_byte_order_mark(std::string s);

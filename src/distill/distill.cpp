@@ -205,7 +205,8 @@ void write_output(const std::string& path, const DistillOptions& o, const Studen
                  {"source", src.model()},
                  {"model_digest", src.model_digest()},
                  {"record", o.record},
-                 {"data", o.record.empty() ? o.data : ""},
+                 // the text the teacher read, from a record too (it was empty: helper-60's probe of 2026-12-04)
+                 {"data", src.data()},
                  {"loss", o.loss},
                  {"settings", nlohmann::json({{"epochs", o.epochs},
                                               {"lr", o.lr},

@@ -1,6 +1,7 @@
 #include "mimic/distill/maps_file.h"
 
 #include <limits>
+#include <map>
 
 #include <torch/torch.h>
 
@@ -72,14 +73,31 @@ DistilledMaps DistilledMaps::open(const std::string& path) {
   m.kind_ = md.count("kind") ? md.at("kind") : "linear";  // files written before the kinds registry hold linear attention
   // the kernel must build, and be one distill can have written; its feature map is kept for feature_map()
   // (an unknown map named in the file: the message names the file, as every other refusal of it does)
+  attention::AttentionKernel kernel;
   try {
-    m.feature_map_ =
-        attention::as_distillable(attention::make_attention_kernel(m.kind_, m.attention_, m.n_head_, m.head_dim_), path + "'s kernel")
-            ->feature_map();
+    kernel = attention::make_attention_kernel(m.kind_, m.attention_, m.n_head_, m.head_dim_);
+    m.feature_map_ = attention::as_distillable(kernel, path + "'s kernel")->feature_map();
   } catch (const Error& e) {
     const std::string what = e.what();
     if (what.rfind(path, 0) == 0) throw;
     fail(path, ": ", what);
+  }
+  // Every tensor is one of a listed layer's kernel's, stored as a floating-point type where the kernel's is: a tensor
+  // no kernel has, and a feature map stored as I32 over a float's bytes, were converted without a word (a model
+  // file's refuse both: helper-61's probe of 2026-12-04).
+  std::map<std::string, bool> floating;  // a kernel tensor's name within its layer → whether it is floating-point
+  for (const auto& p : kernel->named_parameters()) floating[p.key()] = p.value().is_floating_point();
+  for (const auto& b : kernel->named_buffers()) floating[b.key()] = b.value().is_floating_point();
+  std::map<std::string, bool> expected;
+  for (int64_t l : m.layers_)
+    for (const auto& [name, fp] : floating) expected[layer_prefix(l) + "." + name] = fp;
+  for (const auto& name : m.file_->names()) {
+    const auto it = expected.find(name);
+    MIMIC_CHECK(it != expected.end(), path, ": unexpected tensor '", name, "' (no ", m.kind_, " kernel of the layers it lists, ",
+                nlohmann::json(m.layers_).dump(), ", has it)");
+    const auto dtype = m.file_->info(name).dtype;
+    MIMIC_CHECK(!it->second || at::isFloatingType(io::to_scalar_type(dtype)), path, ": tensor '", name, "' is stored as ", io::dtype_name(dtype),
+                ": it is a floating-point tensor (F32, F16, BF16 or F64)");
   }
   // Every tensor is read once here (maps are small), so that a NaN in any layer is refused when the file is
   // opened, before convert, report or distill --eval-only compute or write anything (load refuses it).
@@ -108,8 +126,8 @@ std::vector<double> DistilledMaps::head_kl(int64_t layer) const {
   MIMIC_CHECK(md.count("metrics"), path_, ": no distill metrics (an --eval-only output?): per-head fidelity is unknown");
   nlohmann::json metrics;
   try {
-    metrics = nlohmann::json::parse(md.at("metrics"));
     const std::string where = path_ + " (its metrics)";
+    metrics = json_parse(md.at("metrics"), where);  // mimic's reader: nlohmann's tag stayed out (helper-61)
     for (const auto& m : metrics) {
       if (json_key(m, "layer", where) != layer) continue;  // compared as JSON: a float layer is never converted to int64
       std::vector<double> kl;

@@ -30,6 +30,7 @@ class RecordSource : public Source {
   std::string describe() const override { return path_; }
   std::string model() const override { return reader_.source(); }
   std::string model_digest() const override { return reader_.model_digest(); }
+  std::string data() const override { return reader_.data(); }
   std::string converted(int64_t layer) const override { return reader_.converted(layer); }
   nlohmann::json identity() const override {
     // the teacher too: another teacher's record at the same path is another run (its maps would be labelled with
@@ -100,6 +101,7 @@ class OnlineSource : public Source {
   std::string describe() const override { return model_dir_; }
   std::string model() const override { return model_dir_; }
   std::string model_digest() const override { return digest_; }
+  std::string data() const override { return samples_->data_id(); }
   std::string converted(int64_t layer) const override { return models::converted_layer_attention(*model_, layer); }
   nlohmann::json identity() const override {
     return {{"model", path_identity(model_dir_)}, {"data", samples_->data_id()}, {"samples", n_},

@@ -26,6 +26,7 @@ class Source {
   virtual std::string describe() const = 0;
   virtual std::string model() const = 0;  // the teacher
   virtual std::string model_digest() const = 0;  // its models::model_digest ("" when unknown: an older record)
+  virtual std::string data() const = 0;  // the text its samples came from, as --data named it ("" when unknown: an older record)
   virtual nlohmann::json identity() const = 0;  // what the fingerprint keys on
   // The converted attention a layer of the teacher computes ("" for softmax, the attention distill learns from)
   virtual std::string converted(int64_t layer) const = 0;

@@ -20,7 +20,9 @@ std::vector<std::vector<int64_t>> copy_segments(const std::vector<int64_t>& ids,
   // a newcomer's text of a few pages met the defaults' 4,096 test tokens (32 × 128) with no word of the options (the probe of 2026-12-01)
   MIMIC_CHECK(segments * segment_len <= n, "the text has ", n, " tokens: too few for ", segments, " segments of ", segment_len,
               " (--segments × --segment-len must fit: give more text",
-              n >= segment_len ? ", or --segments " + std::to_string(n / segment_len) + " or fewer at this --segment-len"
+              // ("--segments 1 or fewer" read oddly where 1 is the least: helper-60's probe)
+              n >= 2 * segment_len ? ", or --segments " + std::to_string(n / segment_len) + " or fewer at this --segment-len"
+              : n >= segment_len   ? std::string(", or --segments 1 at this --segment-len")
               : n >= 2         ? ", or --segments 1 and a --segment-len of at most " + std::to_string(n)
                                : std::string(),
               ")");

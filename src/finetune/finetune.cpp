@@ -113,7 +113,14 @@ void freeze_kept_heads(Prepared& p, const FinetuneOptions& o) {
 
 }  // namespace
 
+std::string freeze_embeddings_refusal(const FinetuneOptions& o, bool holds_nothing) {
+  if (!o.freeze_embeddings || (o.effective_train_set() == TrainSet::All && !holds_nothing)) return "";
+  return std::string("--freeze-embeddings: the embeddings do not train with --train ") + train_set_name(o.effective_train_set()) +
+         (o.lora.rank > 0 ? " + LoRA" : "") + ": they stay as loaded without it; leave it out";
+}
+
 Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o) {
+  if (const auto refusal = freeze_embeddings_refusal(o); !refusal.empty()) fail(refusal);
   Prepared p;
   LoraModel* lora = nullptr;
   if (o.lora.rank > 0) {
@@ -147,8 +154,7 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
   MIMIC_CHECK(!o.freeze_embeddings || embeddings > 0, o.model_dir, ": no embedding tensors to freeze");
   // with LoRA (or --train attention|feature-maps) the embeddings do not train: the flag held nothing, yet was reported
   // as "embeddings frozen" and entered the fingerprint (helper-55's probe of 2026-12-04)
-  MIMIC_CHECK(!o.freeze_embeddings || embeddings_held > 0, "--freeze-embeddings: the embeddings do not train with --train ", train_set_name(set),
-              lora ? " + LoRA" : "", ": they stay as loaded without it; leave it out");
+  if (const auto refusal = freeze_embeddings_refusal(o, embeddings_held == 0); !refusal.empty()) fail(refusal);
   // A classifier's head trains whatever --train says: on a model without kernels, --train feature-maps trained the
   // head alone without a word (the fourth probe of 2026-11-27)
   MIMIC_CHECK(set != TrainSet::FeatureMaps || kernel_tensors > 0 || lora, o.model_dir, ": nothing to train with --train feature-maps "

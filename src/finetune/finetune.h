@@ -132,6 +132,10 @@ void add_weight_digests(nlohmann::json& fingerprint, models::Model& model, const
 
 // A one-line description of what trains ("all", "attention + LoRA r=8 alpha=16", ...).
 std::string describe_trainable(const FinetuneOptions& options);
+// --freeze-embeddings where the embeddings do not train anyway (--train attention|feature-maps, LoRA's default set),
+// or where the run found none held (`holds_nothing`): the refusal, "" when the flag holds something. The options alone
+// decide the first, which the CLI says as a usage error (it exited 1: helper-60's probe of 2026-12-04).
+std::string freeze_embeddings_refusal(const FinetuneOptions& options, bool holds_nothing = false);
 // --freeze-kept-heads with --lora: the library's refusal, which the CLI says as a usage error (the line alone decides it)
 inline constexpr const char* kFreezeKeptHeadsWithLora =
     "--freeze-kept-heads keeps the kept heads' projections as loaded; LoRA's adapters would move them: use one of the two";

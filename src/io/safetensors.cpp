@@ -152,6 +152,8 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
     for (const auto& d : v["shape"]) {
       if (!d.is_number_unsigned() && !(d.is_number_integer() && d.get<int64_t>() >= 0)) bad("shape entries must be non-negative integers");
       uint64_t s = d.get<uint64_t>();
+      // beyond int64 a shape wrapped to a negative size, which LibTorch refused in its own words (helper-61's probe)
+      if (s > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) bad("shape entry " + std::to_string(s) + " exceeds 2^63 - 1");
       if (s != 0 && numel > std::numeric_limits<uint64_t>::max() / s) bad("shape overflows");
       numel *= s;
       t.shape.push_back(static_cast<int64_t>(s));

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
 #include "mimic/io/atomic_file.h"
 
 namespace mimic::io {
@@ -40,12 +41,7 @@ TensorStore TensorStore::open_index(const std::string& index_path) {
   s.path_ = index_path;
   s.sharded_ = true;
   const std::string where = index_path + ": ";
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_text_file(index_path));
-  } catch (const nlohmann::json::exception& e) {
-    fail(where, "malformed JSON: ", e.what());
-  }
+  const nlohmann::json j = json_parse(read_text_file(index_path), index_path);  // mimic's reader: no nlohmann tag (helper-61)
   MIMIC_CHECK(j.is_object(), where, "not a JSON object");
   MIMIC_CHECK(!j.contains("metadata") || j["metadata"].is_object() || j["metadata"].is_null(), where, "\"metadata\" is not an object");
   MIMIC_CHECK(j.contains("weight_map") && j["weight_map"].is_object(), where, "no \"weight_map\" object");

@@ -74,6 +74,8 @@ void load_weights(const Family& family, const io::TensorStore& f, std::vector<st
                 f.file_of(first->second) == f.file_of(key) ? "" : " (in " + f.file_of(first->second) + ")", " and '", key, "' are both ",
                 family.display_name, "'s '", name, "': keep one of them");
     if (ties.count(name)) {
+      MIMIC_CHECK(at::isFloatingType(io::to_scalar_type(info.dtype)), f.file_of(key), ": tensor '", key, "' is stored as ",
+                  io::dtype_name(info.dtype), ": a weight is a floating-point tensor (F32, F16, BF16 or F64)");
       layout.tied.push_back(name);
       tied_copies[name] = f.load(key, at::kFloat);
       continue;
@@ -89,6 +91,9 @@ void load_weights(const Family& family, const io::TensorStore& f, std::vector<st
     auto& p = it->second;
     MIMIC_CHECK(info.shape == p.sizes().vec(), in_file, "tensor '", key, "' has shape ", c10::IntArrayRef(info.shape),
                 ", expected ", p.sizes());
+    // a weight stored as integers or booleans was cast and run, and export wrote it back as it was (helper-61's probe)
+    MIMIC_CHECK(!p.is_floating_point() || at::isFloatingType(io::to_scalar_type(info.dtype)), in_file, "tensor '", key, "' is stored as ",
+                io::dtype_name(info.dtype), ": a weight is a floating-point tensor (F32, F16, BF16 or F64)");
     p.copy_(f.load(key, at::kFloat));
     loaded.insert(name);
   }

@@ -27,6 +27,7 @@ struct RecordReader::Impl {
   std::string source;
   std::string model_digest;
   std::string data_digest;
+  std::string data;
 };
 
 RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
@@ -64,6 +65,8 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
     impl_->model_digest = digest.is_string() ? digest.get<std::string>() : std::string();
     auto data = read_attr(f, "data_digest");
     impl_->data_digest = data.is_string() ? data.get<std::string>() : std::string();
+    const auto data_name = read_attr(f, "data");
+    impl_->data = data_name.is_string() ? data_name.get<std::string>() : std::string();
     impl_->weights_samples = std::min(impl_->samples, integer("weights_samples"));
     for (auto l : impl_->layers) {
       MIMIC_CHECK(f.nameExists(layer_group(l)), path, ": root attribute 'layers' names layer ", l, " but group ", layer_group(l), " is missing");
@@ -131,6 +134,7 @@ int64_t RecordReader::weights_samples() const { return impl_->weights_samples; }
 std::string RecordReader::source() const { return impl_->source; }
 std::string RecordReader::model_digest() const { return impl_->model_digest; }
 std::string RecordReader::data_digest() const { return impl_->data_digest; }
+std::string RecordReader::data() const { return impl_->data; }
 double RecordReader::scale(int64_t layer) const {
   auto it = impl_->scales.find(layer);
   MIMIC_CHECK(it != impl_->scales.end(), impl_->path, ": layer ", layer, " was not recorded");

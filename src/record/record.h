@@ -123,6 +123,7 @@ class RecordReader {
   std::string source() const;            // the teacher model (root attribute `source`)
   std::string model_digest() const;      // its models::model_digest (root attribute `model_digest`)
   std::string data_digest() const;       // the digest of the token stream its samples came from ("" if absent)
+  std::string data() const;              // what --data named: a corpus, a set, a file's absolute path ("" if absent)
   // input_ids (int64) and attention_mask (bool) rows [begin, begin+count).
   at::Tensor input_ids(int64_t begin, int64_t count) const;
   at::Tensor attention_mask(int64_t begin, int64_t count) const;

@@ -4,6 +4,8 @@
 #include <sstream>
 
 #include "mimic/core/error.h"
+#include "mimic/core/json_keys.h"
+#include "mimic/core/utf8.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/text/unicode.h"
 
@@ -104,12 +106,9 @@ std::vector<std::string> Gpt2Bpe::pretokenize(const std::string& text) {
 
 Gpt2Bpe::Gpt2Bpe(const std::string& vocab_json_path, const std::string& merges_path) {
   // ---- vocabulary: a JSON object token → id, ids 0..n-1 each used once
-  nlohmann::json vocab;
-  try {
-    vocab = nlohmann::json::parse(io::read_text_file(vocab_json_path));
-  } catch (const nlohmann::json::exception& e) {
-    fail(vocab_json_path, ": malformed vocabulary JSON: ", e.what());
-  }
+  // (mimic's JSON reader: nlohmann's message carried its "[json.exception.parse_error.101]" tag and quoted bytes that
+  // are not UTF-8 raw: helper-61's probe of 2026-12-04)
+  const nlohmann::json vocab = json_parse(io::read_text_file(vocab_json_path), vocab_json_path + " (the vocabulary)");
   MIMIC_CHECK(vocab.is_object() && !vocab.empty(), vocab_json_path, ": vocabulary must be a non-empty JSON object");
   const auto n = static_cast<int64_t>(vocab.size());
   id_to_token_.resize(n);
@@ -165,11 +164,11 @@ Gpt2Bpe::Gpt2Bpe(const std::string& vocab_json_path, const std::string& merges_p
     if ((lineno == 1 && line.rfind("#version", 0) == 0) || line.empty()) continue;
     const size_t sp = line.find(' ');
     MIMIC_CHECK(sp != std::string::npos && sp > 0 && sp + 1 < line.size() && line.find(' ', sp + 1) == std::string::npos,
-                merges_path, ":", lineno, ": expected two symbols separated by one space, got '", line, "'");
+                merges_path, ":", lineno, ": expected two symbols separated by one space, got '", shown_excerpt(line), "'");
     const std::string left = line.substr(0, sp), right = line.substr(sp + 1);
     auto id_of = [&](const std::string& token) {
       auto it = vocab_.find(token);
-      MIMIC_CHECK(it != vocab_.end(), merges_path, ":", lineno, ": '", token, "' is not in the vocabulary ", vocab_json_path);
+      MIMIC_CHECK(it != vocab_.end(), merges_path, ":", lineno, ": '", shown_excerpt(token), "' is not in the vocabulary ", vocab_json_path);
       return static_cast<int32_t>(it->second);
     };
     const int32_t a = id_of(left), b = id_of(right), merged = id_of(left + right);
