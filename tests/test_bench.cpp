@@ -787,6 +787,18 @@ TEST(BenchTrain, AnUnknownWidthOrKindIsAOneLineError) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// A length whose softmax step cannot fit in the machine's memory is refused before the width runs, with the
+// estimate (helper-56's probe of 2026-12-04: the allocator or the OOM killer found it, minutes in). 2^20 tokens at
+// gpt2-mini's 6 layers × 8 heads hold 4 × 48 × 2^40 bytes ≈ 211,000 GB: no machine has them.
+TEST(BenchTrain, ALengthWhoseSoftmaxStepCannotFitIsRefusedWithItsEstimate) {
+  auto r = run_cli("bench train --widths mini --lengths 16,1048576 --tokens-per-step 16 --repeats 1 --threads 1");
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("bench train: softmax at 1048576 tokens (mini: 6 layers × 8 heads × 1 row) keeps about 211106.2 GB of attention "
+                       "weights for its backward, more than 80% of the "), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "refused before the width's first length ran";
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 // The operator profile of a known piece of work: per-unit call counts are exact, the large GEMMs take the
 // largest share, and shares (operators' self times + the time outside them) add up to at most the wall time.
 TEST(BenchProfile, OperatorSharesCountEveryCallAndAddUpToTheWallTime) {

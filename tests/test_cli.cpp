@@ -317,10 +317,18 @@ TEST(Cli, BadInputGivesOneLineError) {
     const auto r = mimic_cli(c);
     EXPECT_EQ(r.code, 2) << c << ": " << r.err;
   }
-  // a teacher that reads the text as other tokens: no ratio of per-token numbers (the probe of 2026-12-01)
-  for (const char* task : {"", " --task copy --segments 1 --segment-len 8"})
+  // a teacher that reads the text as other tokens: no ratio of per-token numbers (the probe of 2026-12-01); a GPT-2
+  // with BERT's vocabulary beside it, as a BERT teacher is refused first as no causal LM (helper-58's probe)
+  const std::string other = dir.file("gpt2-wordpiece");
+  std::filesystem::copy(gpt2_dir(), other, std::filesystem::copy_options::recursive);
+  for (const char* f : {"vocab.json", "merges.txt"}) std::filesystem::remove(other + "/" + f);
+  std::filesystem::copy_file(bert_dir() + "/vocab.txt", other + "/vocab.txt");
+  for (const char* task : {"", " --task copy --segments 1 --segment-len 8"}) {
+    expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --teacher " + other + " --text 'hello there world'" + task),
+                          "--teacher " + other + " reads a text as other tokens than --model " + gpt2_dir() + " (tokenizer bert-wordpiece, the model's gpt2-bpe)");
     expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --teacher " + bert_dir() + " --text 'hello there world'" + task),
-                          "--teacher " + bert_dir() + " reads a text as other tokens than --model " + gpt2_dir() + " (tokenizer bert-wordpiece, the model's gpt2-bpe)");
+                          "--teacher " + bert_dir() + " is a BERT model: --task " + (*task ? "copy" : "lm") + " needs a causal language model");
+  }
   expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --text ''"), "--text holds no text (it is empty): nothing to score");
   // (an empty text, which gave "no tokens" after the model loaded, is refused while parsing: the eighth probe)
   expect_one_line_error(mimic_cli("forward --model " + gpt2_dir() + " --text '' --out " + dir.file("x.safetensors")), "--text: an empty value");
@@ -934,6 +942,8 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"bench", "mimic bench needs one of its commands: attention, "},
       // no command at all, with an option: CLI11's capitalised "A subcommand is required" (helper-60's probe)
       {"--threads 1", "mimic needs a command: record, distill, convert, "},
+      // a --data that is neither file nor folder, as --file's is (record read it after the model, exit 1: helper-61)
+      {"record --model " + m + " --data /dev/null --out r.h5", "--data: /dev/null: neither a file nor a folder"},
       {"info " + m + " --model " + m, "PATH excludes --model"},
       // and the probe of 2026-12-02's: what the line alone decides exited 1 from the run
       {"distill --out d.safetensors", "give --record FILE.h5 (or --model DIR --data ... for the online mode)"},

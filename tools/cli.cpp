@@ -460,7 +460,12 @@ CLI::Validator data_validator(bool text_only) {
         if (is_set || data::is_recall_task(s)) return {};
         if (auto why = path_problem(s); !why.empty()) return why;
         std::error_code ec;
-        if (std::filesystem::exists(s, ec)) return {};  // the user's text or data set: the stage reads and judges it
+        if (std::filesystem::exists(s, ec)) {
+          // a FIFO or a device: refused here as --file's are (record read it after loading the model, exit 1: helper-61)
+          if (!std::filesystem::is_regular_file(s, ec) && !std::filesystem::is_directory(s, ec))
+            return s + ": neither a file nor a folder: give a text file, a folder of .txt files or a data set's name";
+          return {};  // the user's text or data set: the stage reads and judges it
+        }
         if (ec) return s + ": " + ec.message();         // there, maybe, but not to be looked at (permission denied)
         if (text_only) return "no such file or folder: " + s + ", and no corpus mimic knows (" + data::lm_corpus_choices() + ")";
         std::string names;

@@ -70,9 +70,14 @@ void check_models_fit_task(const EvalArgs& a) {
       finetune::require_classifier_family(*dir, option);
       continue;
     }
-    const auto config = models::load_config((std::filesystem::path(*dir) / "config.json").string());
+    // (a folder without config.json is left to the model's loading, which says what such a folder is)
+    const auto path = std::filesystem::path(*dir) / "config.json";
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) continue;
+    const auto config = models::load_config(path.string());
     MIMIC_CHECK(config.family->causal, option, " ", *dir, " is a ", config.family->display_name, " model: --task ", a.task,
-                " needs a causal language model (", models::causal_family_names(), ")");
+                " needs a causal language model (", models::causal_family_names(), ")",
+                config.head == models::Head::Cls ? " (a classifier: `mimic eval --task cls` scores it on labelled data)" : "");
   }
 }
 

@@ -16,6 +16,7 @@
 #include "mimic/core/checked_device.h"
 #include "mimic/core/error.h"
 #include "mimic/core/progress.h"
+#include "mimic/core/words.h"
 #include "mimic/data/batches.h"
 #include "mimic/models/model.h"
 #include "mimic/train/lm.h"
@@ -94,6 +95,20 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
     model->module().to(device);  // weights drawn on the CPU generator, then moved: the same start on any device
     const auto s = model->summary();
     const int64_t dense = dense_parameters(s);
+    // softmax's step keeps every layer's T × T weights for its backward (fp32; GPT-2 small at 2,048 tokens peaked 4.0 GB
+    // above the linear kind's, this estimate 4.8 GB: docs/finetune.md's table): a length beyond the machine's
+    // memory was met by the allocator, or by the kernel's OOM killer, minutes in (helper-56's probe of 2026-12-04).
+    // Refused before anything of the width runs (on the CPU, whose free memory /proc/meminfo says).
+    if (device.is_cpu())
+      if (const double avail = available_memory_bytes(); avail > 0)
+        for (auto T : o.lengths) {
+          const double rows = static_cast<double>(std::max<int64_t>(1, o.tokens_per_step / T));
+          const double need = 4.0 * static_cast<double>(s.n_layer * s.n_head) * rows * static_cast<double>(T) * static_cast<double>(T);
+          MIMIC_CHECK(need <= 0.8 * avail, "bench train: softmax at ", T, " tokens (", w.name, ": ", s.n_layer, " layers × ", s.n_head,
+                      " heads × ", count_of(static_cast<int64_t>(rows), "row"), ") keeps about ", strf("%.1f", need / 1e9),
+                      " GB of attention weights for its backward, more than 80% of the ", strf("%.1f", avail / 1e9),
+                      " GB available: give shorter --lengths");
+        }
     // Every kind starts from the same weights: the step times do not depend on them, but the losses then
     // differ only by the attention.
     std::vector<std::pair<std::string, at::Tensor>> initial;
