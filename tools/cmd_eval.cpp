@@ -144,7 +144,7 @@ nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
 
 nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   MIMIC_USAGE_CHECK(!a.data.empty(), "--task cls needs --data (spam, sotu-era or a JSON-lines file)");
-  finetune::require_classifier_family(dir);
+  // (the family was checked for both models before either ran: check_models_fit_task)
   auto data = data::load_classification(a.data);
   if (dir == a.model && data.conflicting_texts > 0) print_note(data.conflict_note() + ": each row keeps its own label");
   auto tok = models::load_tokenizer(dir);

@@ -116,19 +116,27 @@ std::vector<HeadRef> choose_heads(const PlacementOptions& p, models::Model& mode
   return kept;
 }
 
+// The hybrid kind's options that shape LoLA's sparse cache.
+constexpr const char* kCacheOptions[] = {"cache", "cache_every", "cache_heads"};
+
 // Attention options without the sparse cache (a JSON null removes a key of the maps' options: DistilledMaps::kernel).
 nlohmann::json without_cache(nlohmann::json options) {
-  for (const char* key : {"cache", "cache_every", "cache_heads"}) options[key] = nullptr;
+  for (const char* key : kCacheOptions) options[key] = nullptr;
   return options;
+}
+
+// A sparse cache asked of maps of another kind than hybrid (`what`: who asked), refused with the way to hybrid maps.
+void require_hybrid_maps(const distill::DistilledMaps& maps, int64_t layer, const std::string& what) {
+  auto plain = maps.kernel(layer);
+  MIMIC_CHECK(dynamic_cast<const attention::HybridAttention*>(plain.get()), what, ": it needs hybrid maps (distill --attention hybrid:window=W); ",
+              maps.path(), " holds maps of ", plain->kind(), " attention");
 }
 
 // The cache's size λ that --cache-heads hands out, from the students the maps and options build: a hybrid with a cache.
 int64_t cache_size(const distill::DistilledMaps& maps, int64_t layer, const nlohmann::json& attention_options) {
   // the maps' kind first: linear maps with cache=N were refused as "unknown linear attention option 'cache'", which
   // did not say that --cache-heads wants hybrid maps (a probe of 2026-12-03)
-  auto plain = maps.kernel(layer);
-  MIMIC_CHECK(dynamic_cast<const attention::HybridAttention*>(plain.get()), "--cache-heads gives some heads LoLA's sparse cache: it "
-              "needs hybrid maps (distill --attention hybrid:window=W); ", maps.path(), " holds maps of ", plain->kind(), " attention");
+  require_hybrid_maps(maps, layer, "--cache-heads gives some heads LoLA's sparse cache");
   auto student = maps.kernel(layer, attention_options);
   const auto* hybrid = dynamic_cast<const attention::HybridAttention*>(student.get());
   MIMIC_CHECK(hybrid && hybrid->hybrid_config().cache > 0, "--cache-heads gives some heads LoLA's sparse cache: it needs hybrid maps ",
@@ -244,10 +252,9 @@ ConvertResult convert(const ConvertOptions& o) {
     try {
       maps.kernel(maps.layers().front(), o.attention_options);
     } catch (const Error& e) {
-      const bool cache = o.attention_options.contains("cache") || o.attention_options.contains("cache_every") || o.attention_options.contains("cache_heads");
-      if (cache && !dynamic_cast<const attention::HybridAttention*>(maps.kernel(maps.layers().front()).get()))
-        fail("--attention-options ", o.attention_options.dump(), ": LoLA's sparse cache is the hybrid kind's: it needs hybrid maps (distill ",
-             "--attention hybrid:window=W); ", o.maps, " holds maps of ", maps.kind(), " attention");
+      for (const char* key : kCacheOptions)
+        if (o.attention_options.contains(key))
+          require_hybrid_maps(maps, maps.layers().front(), "--attention-options " + o.attention_options.dump() + ": LoLA's sparse cache is the hybrid kind's");
       fail("--attention-options ", o.attention_options.dump(), ": ", e.what(), " (", o.maps, " holds maps of ", maps.kind(),
            " attention; another kind's options need maps distilled for it: distill --attention KIND)");
     }
