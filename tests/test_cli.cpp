@@ -1107,8 +1107,12 @@ TEST(Cli, OutOfRangeNumericOptionsAreRefusedByNameBeforeAnyWork) {
   auto h = mimic_cli("finetune --help");
   for (const char* s : {"--checkpoint-every INT:[1, 10^9]", "--lr FLOAT:(0, 10]", "--min-lr-ratio FLOAT:[0, 1]", "--threads INT:[0, ",
                         // and the preset each family defaults to, from the registry (it named GPT-2's and BERT's alone)
-                        "the model family's (gpt2 for GPT-2, Llama, Mistral, Qwen2, Qwen3; bert for BERT)"})
+                        "the model family's (gpt2 for GPT-2, Llama, Mistral, Qwen2, Qwen3; bert for BERT)",
+                        // the copy share a preset decides (it said "=0", where --kd's preset copies half the blocks: helper-60)
+                        "default 0, or the preset's (kd: 0.5) on a prose corpus"})
     EXPECT_NE(h.out.find(s), std::string::npos) << s;
+  EXPECT_EQ(h.out.find("--copy-fraction FLOAT:[0, 1]=0"), std::string::npos) << h.out;
+  EXPECT_NE(mimic_cli("pretrain --help").out.find("--copy-fraction FLOAT:[0, 1]=0"), std::string::npos);  // no preset there
   // an accepted integer is read as the decimal number written (CLI11 alone reads "02" as octal, "0x2" as hex)
   auto t = mimic_cli("info --system --json --threads 02");
   ASSERT_EQ(t.code, 0) << t.err;

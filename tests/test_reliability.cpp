@@ -254,9 +254,12 @@ struct HeldElsewhere {
     if (::read(ready[0], &c, 1) != 1) pid = -1;
   }
   bool holding() const { return pid > 0; }
-  void kill() {
-    if (pid > 0) ::kill(pid, SIGKILL), ::waitpid(pid, nullptr, 0);
+  // Sends `sig` and waits for the holder to end; its wait status (-1: none held).
+  int kill(int sig = SIGKILL) {
+    int status = -1;
+    if (pid > 0) ::kill(pid, sig), ::waitpid(pid, &status, 0);
     pid = -1;
+    return status;
   }
   ~HeldElsewhere() {
     kill();
@@ -308,6 +311,56 @@ TEST(OutputLock, ASecondRunOnALockedOutputDirectoryIsRefusedWithOneLine) {
   b.release();
   auto ok = mimic::test::mimic_cli("export --model " + teacher() + " --out " + out);
   EXPECT_EQ(ok.code, 0) << ok.err;
+}
+
+// An interrupted run (Ctrl-C) or one a job's time limit ended (SIGTERM) before it wrote anything left the empty --out
+// folder it had created, as no destructor runs then (helper-59's probe of 2026-12-04: a probe interrupted, a convert
+// killed). The folders the lock created go if still empty, and the process still ends by the signal; a folder that
+// was there before, or that holds the run's files, stays, and a signal the process ignores stays ignored.
+TEST(OutputLock, ARunEndedBySigintOrSigtermLeavesNoEmptyFolderItCreated) {
+  TempDir dir;
+  for (int sig : {SIGINT, SIGTERM}) {
+    SCOPED_TRACE(sig);
+    const std::string top = dir.file("new" + std::to_string(sig)), out = top + "/run/out";
+    HeldElsewhere holder([&] {
+      ::signal(sig, SIG_DFL);  // as a terminal's command has it (a test run in the background ignores SIGINT)
+      return mimic::io::lock_output_dir(out);
+    });
+    ASSERT_TRUE(holder.holding());
+    ASSERT_TRUE(fs::is_directory(out));
+    const int status = holder.kill(sig);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << status;
+    EXPECT_FALSE(fs::exists(top));
+  }
+  fs::create_directories(dir.file("before"));
+  const std::string out = dir.file("before/out");
+  HeldElsewhere writer([&] {
+    ::signal(SIGTERM, SIG_DFL);
+    auto lock = mimic::io::lock_output_dir(out);
+    mimic::test::write_bytes(out + "/model.safetensors", "x");
+    return lock;
+  });
+  ASSERT_TRUE(writer.holding());
+  const int status = writer.kill(SIGTERM);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_TRUE(fs::exists(out + "/model.safetensors"));
+  HeldElsewhere existing([&] {
+    ::signal(SIGTERM, SIG_DFL);
+    return mimic::io::lock_output_dir(dir.file("before"));
+  });
+  existing.kill(SIGTERM);
+  EXPECT_TRUE(fs::is_directory(dir.file("before")));
+  // an ignored SIGINT (a run under nohup) stays ignored: the run goes on, holding its folder
+  const std::string ignored = dir.file("ignored/out");
+  HeldElsewhere nohup([&] {
+    ::signal(SIGINT, SIG_IGN);
+    return mimic::io::lock_output_dir(ignored);
+  });
+  ASSERT_TRUE(nohup.holding());
+  ::kill(nohup.pid, SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // time to end, were the signal not ignored
+  EXPECT_MIMIC_ERROR(mimic::io::lock_output_dir(ignored), "is locked by another running mimic command");
+  nohup.kill();
 }
 
 // The eleventh probe (2026-11-30): finetune and pretrain checked what --out holds, then locked it once the model had

@@ -108,11 +108,12 @@ void add_allreduce_options(CLI::App& sub, bool& overlap, double& bucket_mb) {
       ->each(single_process_note("--bucket-mb"));
 }
 
-void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy) {
-  sub.add_option("--copy-fraction", copy.fraction,
-                 "Copy curriculum: the fraction of training blocks in which an earlier span recurs later (docs/data.md)")
-      ->capture_default_str()
-      ->transform(range::fraction());
+void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy, const std::string& fraction_default) {
+  auto* fraction = sub.add_option("--copy-fraction", copy.fraction,
+                                  "Copy curriculum: the fraction of training blocks in which an earlier span recurs later (docs/data.md)" +
+                                      (fraction_default.empty() ? "" : "; default " + fraction_default))
+                       ->transform(range::fraction());
+  if (fraction_default.empty()) fraction->capture_default_str();
   sub.add_option_function<std::vector<int64_t>>(
          "--copy-span",
          [&copy](const std::vector<int64_t>& v) {

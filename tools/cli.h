@@ -81,7 +81,9 @@ void add_allreduce_options(CLI::App& sub, bool& overlap, double& bucket_mb);
 
 // Adds the copy curriculum's options (data::CopyCurriculum; docs/data.md) to an LM training subcommand: --copy-fraction,
 // --copy-span MIN,MAX, --copy-repeats, --copy-random, --copy-random-vocab. pretrain and finetune take the same.
-void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy);
+// `fraction_default` is what --help gives as --copy-fraction's default where a preset decides it (finetune: 0.5
+// under kd); empty: the value `copy` holds.
+void add_copy_options(CLI::App& sub, data::CopyCurriculum& copy, const std::string& fraction_default = "");
 
 // The first copy-curriculum option that shapes the copied spans (--copy-span, --copy-repeats, --copy-random,
 // --copy-random-vocab) given on `sub`'s command line, or "". A command refuses one when the curriculum ends up off

@@ -267,7 +267,10 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--kd-lm-weight", a->kd_lm_weight, "lm, with --kd: weight w in [0, 1] of the LM loss, mixed as w·LM + (1 − w)·KD")
       ->capture_default_str()
       ->transform(range::fraction());
-  add_copy_options(*sub, a->copy);
+  // --help showed "=0", where the kd preset (--kd's default) trains with half the blocks copied (helper-60)
+  char kd_copy[32];
+  std::snprintf(kd_copy, sizeof kd_copy, "%g", finetune::preset("kd").copy_fraction);
+  add_copy_options(*sub, a->copy, std::string("0, or the preset's (kd: ") + kd_copy + ") on a prose corpus");
   sub->add_option("--steps", t.steps, "Optimizer steps")->capture_default_str()->transform(range::steps());
   sub->add_option("--lr", a->lr, "Peak learning rate (default: the preset's)")->transform(range::learning_rate());
   sub->add_option("--weight-decay", a->weight_decay, "AdamW weight decay, not on biases and norms (default: the preset's)")->transform(range::weight_decay());

@@ -18,8 +18,6 @@
 #else
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #endif
-#include <torch/csrc/autograd/utils/lambda_post_hook.h>
-#include <torch/csrc/autograd/variable.h>
 #include <torch/torch.h>
 
 #include <atomic>
@@ -36,13 +34,12 @@
 
 #include "mimic/core/checked_device.h"
 #include "mimic/core/error.h"
+#include "mimic/distributed/group_detail.h"
 #include "mimic/distributed/launch.h"
 
 namespace mimic::distributed {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
+namespace detail {
 
 int64_t bucket_bytes(double mb) {
   MIMIC_CHECK(mb > 0 && mb <= 4096, "the all-reduce bucket size must be in (0, 4096] MB, got ", mb);
@@ -54,17 +51,6 @@ std::string first_line(const std::string& s) {
   return nl == std::string::npos ? s : s.substr(0, nl);
 }
 
-std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
-std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s;
-}
-
-// One flat tensor of the tensors' elements, in order (one message instead of one per tensor), and its values
-// written back into them: the packing of every bucket, synchronous or overlapped.
 at::Tensor pack(const std::vector<at::Tensor>& tensors) {
   std::vector<at::Tensor> parts;
   for (const auto& t : tensors) parts.push_back(t.reshape({-1}));
@@ -77,6 +63,22 @@ void unpack(const at::Tensor& flat, std::vector<at::Tensor>& tensors) {
     t.copy_(flat.slice(0, offset, offset + t.numel()).view(t.sizes()));
     offset += t.numel();
   }
+}
+
+}  // namespace detail
+
+namespace {
+
+using namespace detail;
+using Clock = std::chrono::steady_clock;
+
+std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
+std::string text(const std::vector<uint8_t>& b) { return {b.begin(), b.end()}; }
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string s = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
 }
 
 bool is_loopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
@@ -512,143 +514,13 @@ void Group::each_alone(const std::string& what, const std::function<void()>& wor
   }
 }
 
-// ---------------------------------------------------------------- the all-reduce overlapped with backward
-
-struct Group::OverlappedAverage::State {
-  Group& group;
-  struct Bucket {
-    std::vector<size_t> members;  // indices into params
-    size_t pending = 0;           // members whose gradient is not final yet in this backward
-    bool launched = false;
-    std::vector<at::Tensor> grads;  // the gradients packed into `flat`, written back by finish
-    at::Tensor flat;
-    c10::intrusive_ptr<c10d::Work> work;
-  };
-  std::vector<at::Tensor> params;
-  std::vector<Bucket> buckets;
-  std::vector<size_t> bucket_of;
-  std::vector<bool> ready;
-  // A variable holds its gradient accumulator weakly: without these references a new accumulator, without the
-  // hook, would be made for every backward.
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;
-  std::vector<uintptr_t> hooks;  // ours among each accumulator's post hooks
-  bool armed = false;
-  size_t next = 0;          // the next bucket to launch: every rank launches them in this order
-  std::string launch_error;  // an all-reduce that could not start (a peer gone), reported by finish
-
-  explicit State(Group& g) : group(g) {}
-
-  void launch(Bucket& b) {
-    torch::NoGradGuard no_grad;
-    b.grads.clear();
-    for (size_t i : b.members)
-      if (params[i].grad().defined()) b.grads.push_back(params[i].grad());
-    b.launched = true;
-    if (b.grads.empty()) return;
-    b.flat = pack(b.grads);
-    std::vector<at::Tensor> v{as_library_tensor(b.flat)};
-    try {
-      b.work = group.impl_->pg->allreduce(v);
-    } catch (const std::exception& e) {
-      if (launch_error.empty()) launch_error = first_line(e.what());
-    }
-  }
-
-  // Launches the buckets that are complete, in bucket order: a later bucket that completes first waits for the
-  // earlier ones, so that every rank issues the same collectives in the same order (Gloo pairs them by order).
-  void launch_ready() {
-    while (next < buckets.size() && buckets[next].pending == 0) launch(buckets[next++]);
-  }
-
-  void on_gradient(size_t i) {
-    if (!armed || ready[i]) return;
-    ready[i] = true;
-    --buckets[bucket_of[i]].pending;
-    launch_ready();
-  }
-};
-
-Group::OverlappedAverage::OverlappedAverage(Group& group, const std::vector<at::Tensor>& params, double bucket_mb)
-    : state_(std::make_unique<State>(group)) {
-  auto& s = *state_;
-  const int64_t cap = bucket_bytes(bucket_mb);
-  if (group.size() == 1) return;
-  // Backward reaches the last parameters first: buckets are filled from the end, so the first bucket is
-  // complete (and on the wire) while the earlier layers' gradients are still being computed.
-  s.params.assign(params.rbegin(), params.rend());
-  s.bucket_of.resize(s.params.size());
-  s.ready.assign(s.params.size(), false);
-  int64_t bytes = 0;
-  for (size_t i = 0; i < s.params.size(); ++i) {
-    const auto& p = s.params[i];
-    MIMIC_CHECK(p.is_leaf() && p.requires_grad(), "overlapped gradient averaging: parameter ", i,
-                " is not a leaf that requires a gradient");
-    if (s.buckets.empty() || bytes + static_cast<int64_t>(p.nbytes()) > cap ||
-        s.params[s.buckets.back().members.front()].scalar_type() != p.scalar_type()) {
-      s.buckets.emplace_back();
-      bytes = 0;
-    }
-    s.buckets.back().members.push_back(i);
-    s.bucket_of[i] = s.buckets.size() - 1;
-    bytes += static_cast<int64_t>(p.nbytes());
-  }
-  for (auto& b : s.buckets) b.pending = b.members.size();
-  for (size_t i = 0; i < s.params.size(); ++i) {
-    auto acc = torch::autograd::impl::grad_accumulator(s.params[i]);
-    State* state = &s;
-    s.hooks.push_back(acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [state, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-          state->on_gradient(i);
-          return outputs;
-        })));
-    s.accumulators.push_back(std::move(acc));
-  }
+std::function<void()> Group::start_sum(const at::Tensor& flat) {
+  std::vector<at::Tensor> v{as_library_tensor(flat)};  // Gloo takes CPU and CUDA tensors
+  auto work = impl_->pg->allreduce(v);
+  return [work] { work->wait(); };
 }
 
-Group::OverlappedAverage::~OverlappedAverage() {
-  // The accumulators outlive this object when the parameters do: their hooks must not call into freed state.
-  for (size_t i = 0; i < state_->accumulators.size(); ++i) state_->accumulators[i]->del_post_hook(state_->hooks[i]);
-}
-
-void Group::OverlappedAverage::arm() { state_->armed = state_->group.size() > 1; }
-
-Group::OverlappedAverage::Launched Group::OverlappedAverage::finish(const std::string& what) {
-  auto& s = *state_;
-  Launched launched;
-  if (s.group.size() == 1) return launched;
-  torch::NoGradGuard no_grad;
-  launched.in_backward = static_cast<int>(s.next);
-  launched.buckets = static_cast<int>(s.buckets.size());
-  // parameters that got no gradient in this backward never completed their bucket
-  while (s.next < s.buckets.size()) s.launch(s.buckets[s.next++]);
-  auto reset = [&] {
-    for (auto& b : s.buckets) {
-      b.pending = b.members.size();
-      b.launched = false;
-      b.grads.clear();
-      b.flat = at::Tensor();
-      b.work.reset();
-    }
-    std::fill(s.ready.begin(), s.ready.end(), false);
-    s.next = 0;
-    s.armed = false;
-  };
-  try {
-    if (!s.launch_error.empty()) throw std::runtime_error(s.launch_error);
-    for (auto& b : s.buckets) {
-      if (!b.work) continue;
-      b.work->wait();
-      b.flat.div_(s.group.size());
-      unpack(b.flat, b.grads);
-    }
-  } catch (const std::exception& e) {
-    s.launch_error.clear();
-    reset();
-    s.group.impl_->failed(what, e);
-  }
-  reset();
-  return launched;
-}
+void Group::collective_failed(const std::string& what, const std::exception& e) { impl_->failed(what, e); }
 
 Group& single() {
   static Group group{Environment{}};

@@ -8,6 +8,7 @@
 // survivors check in, whoever does not is named; a store that no longer answers means rank 0 is gone).
 #pragma once
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -86,6 +87,11 @@ class Group {
   };
 
  private:
+  // What OverlappedAverage needs of the process group (overlapped_average.cpp): starts summing `flat` over the ranks
+  // in place and returns what waits for the sum; and ends a failed collective naming the ranks that stopped answering.
+  std::function<void()> start_sum(const at::Tensor& flat);
+  [[noreturn]] void collective_failed(const std::string& what, const std::exception& e);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, size_ = 1;

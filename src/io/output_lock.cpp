@@ -5,7 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <climits>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -71,14 +74,78 @@ void refuse_inside_a_held_folder(const std::filesystem::path& path, const std::s
 }
 }  // namespace
 
+namespace {
+// The folders lock_output_dir created, for a SIGINT or SIGTERM that ends the process before the lock is let go: a
+// probe interrupted, a convert killed by a job's time limit, left an empty --out behind (helper-59's probe of
+// 2026-12-04), as no destructor runs then. The handler removes those still empty (rmdir removes no other, and is
+// safe in a handler), then ends the process by the same signal. Fixed slots, as a handler may not allocate: a path
+// is written while its slot is not live, and the handler reads only live slots.
+constexpr int kSlots = 32;
+struct CreatedSlot {
+  char path[PATH_MAX];
+  std::atomic<int> live{0};
+};
+CreatedSlot created_slots[kSlots];
+
+extern "C" void remove_created_and_end(int sig) {
+  // deepest first within one lock; a later lock's folder may lie inside an earlier one's: passes until none goes
+  for (int pass = 0; pass < kSlots; ++pass) {
+    bool removed = false;
+    for (auto& slot : created_slots)
+      if (slot.live.load() && ::rmdir(slot.path) == 0) {
+        slot.live.store(0);
+        removed = true;
+      }
+    if (!removed) break;
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// Installed for SIGINT and SIGTERM where the process left them at their default: an ignored signal stays ignored (a
+// run under nohup) and a handler of the program's own stays. The trainer's stop-after-this-step handler replaces
+// this one while a run trains (it has written into --out by then) and puts it back.
+void remove_created_on_signal() {
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction now {}, before {};
+    if (::sigaction(sig, nullptr, &before) != 0 || (before.sa_flags & SA_SIGINFO) || before.sa_handler != SIG_DFL) continue;
+    now.sa_handler = remove_created_and_end;
+    sigemptyset(&now.sa_mask);
+    ::sigaction(sig, &now, nullptr);
+  }
+}
+
+// The slots that hold `created` (-1 where none was free or the path too long: that folder is left to the lock alone).
+std::vector<int> register_created(const std::vector<std::filesystem::path>& created) {
+  std::vector<int> slots;
+  if (created.empty()) return slots;
+  remove_created_on_signal();
+  for (const auto& p : created) {
+    int taken = -1;
+    if (p.native().size() < PATH_MAX)
+      for (int i = 0; i < kSlots && taken < 0; ++i)
+        if (!created_slots[i].live.load()) {
+          std::memcpy(created_slots[i].path, p.c_str(), p.native().size() + 1);
+          created_slots[i].live.store(1);
+          taken = i;
+        }
+    slots.push_back(taken);
+  }
+  return slots;
+}
+}  // namespace
+
 struct OutputLock::Held {
   Key key;
   int fd = -1;
   std::string lock_file;  // lock_output_file's: removed while still held, so no one locks a file about to vanish
   int dir_fd = -1;        // lock_output_file's shared hold on the folder the file is in (-1: none)
   std::vector<std::filesystem::path> created;  // the folders lock_output_dir created, deepest first
+  std::vector<int> slots;                      // where a signal's handler finds them (register_created)
   ~Held() {
     std::lock_guard<std::mutex> g(registry_mutex);
+    for (int i : slots)
+      if (i >= 0) created_slots[i].live.store(0);
     auto it = registry().find(key);
     if (it != registry().end() && it->second.expired()) registry().erase(it);
     if (!lock_file.empty()) ::unlink(lock_file.c_str());
@@ -212,6 +279,7 @@ OutputLock lock_output_dir(const std::string& dir) {
       lock.held_ = std::make_shared<OutputLock::Held>();
       lock.held_->key = key;
       lock.held_->fd = fd;
+      lock.held_->slots = register_created(created);
       lock.held_->created = std::move(created);
       registry()[key] = lock.held_;
     }
