@@ -257,17 +257,28 @@ TEST(FinetuneLm, ASignalStopsTheRunAfterItsStepWithACheckpointTheSameCommandCont
   auto stopped = o;
   stopped.train.out_dir = dir.file("stopped");
   stopped.train.signal_after_step = 3;
+  struct sigaction before {}, now {};  // the process's (the output lock's, which removes the empty folders it created)
+  ASSERT_EQ(::sigaction(SIGINT, nullptr, &before), 0);
   EXPECT_MIMIC_ERROR(ft::finetune_lm(stopped), "stopped by SIGINT (Ctrl-C) after step 3 of 6: the checkpoint in " + dir.file("stopped") +
                                                    " holds it; the same command continues the run");
-  struct sigaction now {};
   ASSERT_EQ(::sigaction(SIGINT, nullptr, &now), 0);
-  EXPECT_EQ(now.sa_handler, SIG_DFL);
+  EXPECT_EQ(now.sa_handler, before.sa_handler);
   EXPECT_FALSE(std::filesystem::exists(dir.file("stopped/last")));
   stopped.train.signal_after_step = 0;
   auto second = ft::finetune_lm(stopped);
   EXPECT_EQ(second.train.resumed_from, 3);
   expect_same_checkpoints(dir.file("full/checkpoint.safetensors"), dir.file("stopped/checkpoint.safetensors"));
   expect_same_checkpoints(dir.file("full/last/model.safetensors"), dir.file("stopped/last/model.safetensors"));
+  // during the last step: the run's training is done, and the command ends as it said it would, not with its final
+  // scoring and exit 0 (helper-63's probe of 2026-12-05); the rerun finds the run finished
+  auto at_end = o;
+  at_end.train.out_dir = dir.file("at_end");
+  at_end.train.signal_after_step = 6;
+  EXPECT_MIMIC_ERROR(ft::finetune_lm(at_end), "stopped by SIGINT (Ctrl-C) after step 6 of 6, its last: the run's training is done and " +
+                                                  dir.file("at_end") + " holds it; the same command continues from there");
+  at_end.train.signal_after_step = 0;
+  EXPECT_TRUE(ft::finetune_lm(at_end).train.finished_earlier);
+  expect_same_checkpoints(dir.file("full/last/model.safetensors"), dir.file("at_end/last/model.safetensors"));
 }
 
 // A converted GPT-2 (hedgehog + SLA gates in every layer, chunk 8 < 16 tokens: the chunked form) finetunes

@@ -548,6 +548,32 @@ TEST(Report, BidirectionalPaddedRecordAndChosenHeads) {
   EXPECT_TRUE(fs::exists(fs::path(o.out) / "kl_grid.svg"));
 }
 
+// A report that ends midway over an earlier one (killed while it drew its figures, helper-63's probe of 2026-12-05)
+// left the earlier page and metrics.json beside the new figures: a page describing one run showing another's. The
+// earlier page goes before anything is written and the new one comes last: here a figure that cannot be written
+// (its name is a folder) ends the run after the first figures, and no page is left to show them.
+TEST(Report, AReportEndingMidwayOverAnEarlierOneLeavesNoPageBesideTheNewFigures) {
+  TempDir dir;
+  auto o = options(dir.file("out"));
+  o.layers = "0,1";
+  mimic::report::report(o);
+  for (const char* f : {"report.html", "metrics.json", "heatmaps_layer01.png", "monotonicity.png"})
+    ASSERT_TRUE(fs::exists(fs::path(o.out) / f)) << f;
+  fs::remove(fs::path(o.out) / "monotonicity.png");
+  fs::create_directories(fs::path(o.out) / "monotonicity.png");  // written after the heat maps and the entropy figure
+  o.layers = "0";
+  EXPECT_THROW(mimic::report::report(o), mimic::Error);
+  EXPECT_FALSE(fs::exists(fs::path(o.out) / "report.html"));
+  EXPECT_FALSE(fs::exists(fs::path(o.out) / "metrics.json"));
+  // the rerun, the way clear, is one report: the earlier report's layer 1 figures gone
+  fs::remove(fs::path(o.out) / "monotonicity.png");
+  auto r = mimic::report::report(o);
+  EXPECT_EQ(r.layers, (std::vector<int64_t>{0}));
+  EXPECT_TRUE(fs::exists(fs::path(o.out) / "report.html"));
+  EXPECT_FALSE(fs::exists(fs::path(o.out) / "heatmaps_layer01.png"));
+  EXPECT_EQ(nlohmann::json::parse(mimic::test::read_bytes(o.out + "/metrics.json"))["layers"], nlohmann::json::array({0}));
+}
+
 // A student whose weights are no distribution (delta's) has no entropy, KL or top-k mass: the printed table says "-"
 // and why, as distill's does, where it printed "nan" (helper-50's probe of 2026-12-04).
 TEST(ReportCli, AStudentWhoseWeightsAreNoDistributionPrintsADashNotNan) {

@@ -403,7 +403,10 @@ ReportResult report(const ReportOptions& o) {
     }
   }
 
-  // files
+  // files. The page and metrics.json of an earlier report here go first and come last: a report killed while it wrote
+  // its figures left the old page showing the new figures beside the old ones, with nothing to say the folder was
+  // half written (helper-63's probe of 2026-12-05). The folder holds a page only once all it shows is this run's.
+  for (const char* name : {"report.html", "metrics.json"}) fs::remove(fs::path(o.out) / name);
   auto add = [&](const std::vector<std::string>& paths) {
     for (const auto& p : paths) res.files.push_back(fs::path(p).filename().string());
   };
@@ -457,10 +460,9 @@ ReportResult report(const ReportOptions& o) {
   res.quality = quality_json(quality);
   auto j = res.to_json();
   j["record"] = info;
-  io::write_text_atomically((fs::path(o.out) / "metrics.json").string(), j.dump(1) + "\n");
-  io::write_text_atomically((fs::path(o.out) / "report.html").string(), render_html(info, res.to_json(), m, figs, quality_html(quality)));
   // One report per folder: the files of an earlier report here that this one did not write (figures of other
-  // layers) go; files a report never writes stay (docs/reliability.md, "One run's result per folder").
+  // layers) go, before the page that would list them; files a report never writes stay (docs/reliability.md, "One
+  // run's result per folder").
   static const std::regex ours(R"((heatmaps_layer\d+|entropy|monotonicity|kl_grid|induction_grid)\.(png|svg)|metrics\.(csv|json)|report\.html)");
   const std::set<std::string> written(res.files.begin(), res.files.end());
   std::vector<fs::path> stale;
@@ -469,6 +471,8 @@ ReportResult report(const ReportOptions& o) {
     if (e.is_regular_file() && std::regex_match(name, ours) && !written.count(name)) stale.push_back(e.path());
   }
   for (const auto& p : stale) fs::remove(p);
+  io::write_text_atomically((fs::path(o.out) / "metrics.json").string(), j.dump(1) + "\n");
+  io::write_text_atomically((fs::path(o.out) / "report.html").string(), render_html(info, res.to_json(), m, figs, quality_html(quality)));
   return res;
 }
 

@@ -461,6 +461,12 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   // A run that reached its schedule's end (or stopped early) never continues: without keep_last its checkpoint
   // sheds the parameters and moments (three times the model) and keeps the state.
   if (lead && !o.keep_last && (last == o.steps || r.stopped_early)) save_state_only_checkpoint(o.out_dir, s, o, group.size());
+  // A signal during the last step was announced ("stopping after this step") and then not obeyed: the command went on
+  // to its final scoring and exited 0 (helper-63's probe of 2026-12-05). The run's training is done and saved; the
+  // command ends as promised, and its rerun finds the run finished and does what follows.
+  if (const int sig = stop.requested(); sig != 0)
+    fail("stopped by ", sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM", " after step ", final_step, " of ", last, ", its last: the run's training is done and ",
+         o.out_dir, " holds it; the same command continues from there");
   r.steps = final_step;
   r.best_eval = s.best_eval;
   r.best_step = s.best_step;
