@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -648,6 +649,37 @@ TEST(DistillTrain, ResumeIsBitIdentical) {
   auto other = part;
   other.out = dir.file("other.safetensors");
   EXPECT_MIMIC_ERROR(dist::distill(other), "other settings: lr");
+}
+
+// SIGINT or SIGTERM between two layers ended distill at once and without a word (helper-63's probe of 2026-12-05;
+// inside a layer its trainer stopped after the step). It stops there now, the layer just distilled recorded, and
+// says so; a stop after the last layer ends before OUT is written. The reruns finish the run bit-identically.
+TEST(DistillTrain, ASignalBetweenLayersStopsTheRunWithTheLayersDoneAndTheRerunFinishesIt) {
+  TempDir dir;
+  auto whole = train_options(dir.file("whole.safetensors"));
+  whole.epochs = 2;
+  dist::distill(whole);
+  auto part = whole;
+  part.out = dir.file("part.safetensors");
+  part.signal_after_layers = 1;
+  struct sigaction before {}, now {};  // the process's (the output lock's), put back after the stopped run
+  ASSERT_EQ(::sigaction(SIGINT, nullptr, &before), 0);
+  EXPECT_MIMIC_ERROR(dist::distill(part), "stopped by SIGINT (Ctrl-C) before layer 1: 1 of 2 layers are distilled, in " + part.out +
+                                              ".ckpt; the same command continues the run");
+  ASSERT_EQ(::sigaction(SIGINT, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, before.sa_handler);
+  EXPECT_FALSE(std::filesystem::exists(part.out));
+  EXPECT_FALSE(std::filesystem::exists(part.out + ".ckpt/layer_01"));
+  // the rerun distils layer 1 alone; a stop after it, the last, ends before OUT is written
+  EXPECT_MIMIC_ERROR(dist::distill(part), "stopped by SIGINT (Ctrl-C) after the last layer: 2 of 2 layers are distilled, in " + part.out +
+                                              ".ckpt; the same command writes " + part.out);
+  EXPECT_FALSE(std::filesystem::exists(part.out));
+  part.signal_after_layers = 0;
+  EXPECT_TRUE(dist::distill(part).resumed);
+  auto a = mimic::io::SafeTensorsFile::open(whole.out), b = mimic::io::SafeTensorsFile::open(part.out);
+  ASSERT_EQ(a.names(), b.names());
+  for (const auto& n : a.names()) EXPECT_TRUE(torch::equal(a.load(n), b.load(n))) << n;
+  EXPECT_EQ(a.metadata().at("metrics"), b.metadata().at("metrics"));
 }
 
 // A distillation checkpoint's state (done.safetensors: the finished layers; layer_NN/before.json: a layer's

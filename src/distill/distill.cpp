@@ -30,6 +30,7 @@
 #include "mimic/models/model.h"
 #include "mimic/record/record.h"
 #include "mimic/train/optimizer.h"
+#include "mimic/train/stop_signal.h"
 #include "mimic/train/trainer.h"
 
 namespace fs = std::filesystem;
@@ -522,8 +523,19 @@ DistillResult distill(const DistillOptions& o) {
   bool interrupted = false;
   int64_t epochs_this_run = 0;
   group.each_alone("distilling the layers", [&] {
+    // One process: SIGINT or SIGTERM stops the run where nothing is lost — inside a layer, its trainer after the
+    // step under way (a checkpoint in the layer's folder); between layers, here, after the layer is recorded. A
+    // stop between layers ended the process at once and without a word (helper-63's probe of 2026-12-05).
+    train::StopOnSignal stop(group.size() == 1, "\nmimic: stopping after this step or layer, with a checkpoint (the same signal again stops at once)\n");
+    int64_t layers_this_run = 0;
+    auto honour_stop = [&](const std::string& where, const std::string& then) {
+      if (const int sig = stop.requested(); sig != 0)
+        fail("stopped by ", train::stop_signal_name(sig), " ", where, ": ", done.layers.size(), " of ", layers.size(), " layers are distilled, in ",
+             folder.dir(), "; the same command ", then);
+    };
     for (size_t i = 0; i < layers.size(); ++i) {
       if (owner(i) != group.rank() || is_finished(layers[i])) continue;
+      honour_stop("before layer " + std::to_string(layers[i]), "continues the run");
       auto run = distill_layer(job, layers[i], epochs_this_run);
       res.resumed = res.resumed || run.resumed;
       if (run.stopped) {
@@ -536,8 +548,10 @@ DistillResult distill(const DistillOptions& o) {
         // one process: recorded at once, so that a rerun skips the layer without a look into its folder
         done.add(run.result, run.tensors);
         folder.save(done);
+        if (o.signal_after_layers == ++layers_this_run) std::raise(SIGINT);
       }
     }
+    honour_stop("after the last layer", "writes " + o.out);
   });
   if (group.size() > 1) {
     // a rank interrupted for a test stops them all before the gathering (its layers would be missing)

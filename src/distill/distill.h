@@ -78,6 +78,8 @@ struct DistillOptions {
   bool progress = true;
   // testing: stop (as if killed) after this many epochs in total across layers (0 = never)
   int64_t stop_after_epochs = 0;
+  // testing: raise SIGINT once this many layers are distilled and recorded in this run (0 = never)
+  int64_t signal_after_layers = 0;
 };
 
 struct LayerResult {

@@ -1,7 +1,6 @@
 #include "mimic/train/trainer.h"
 
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
@@ -23,56 +22,12 @@
 #include "mimic/io/safetensors.h"
 #include "mimic/models/model.h"
 #include "mimic/train/run_state.h"
+#include "mimic/train/stop_signal.h"
 
 namespace mimic::train {
 
 namespace fs = std::filesystem;
 using namespace run;  // the checkpoint, log and best export (run_state.h)
-
-namespace {
-
-// SIGINT (Ctrl-C) or SIGTERM (a job's time limit) during a single-process run: the step under way finishes, a
-// checkpoint holds it, and the run ends with an error saying so; the same command continues it. They ended the
-// process at once, losing the steps since the last checkpoint (helper-55's probe of 2026-12-04). A second signal
-// ends the process at once, as before. Not in a data-parallel run: its ranks receive the signal at different steps
-// and would stop at different ones, leaving the others waiting in an all-reduce.
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-extern "C" void request_stop(int sig) {
-  g_stop_signal = sig;
-  static const char said[] = "\nmimic: stopping after this step, with a checkpoint (the same signal again stops at once)\n";
-  [[maybe_unused]] const auto n = ::write(STDERR_FILENO, said, sizeof said - 1);
-  std::signal(sig, SIG_DFL);
-}
-
-// Installs request_stop for SIGINT and SIGTERM while it lives, where the process did not ignore them (a run started
-// in the background with `&` or under nohup ignores SIGINT, and keeps doing so), and restores what was there.
-class StopOnSignal {
- public:
-  explicit StopOnSignal(bool active) {
-    g_stop_signal = 0;
-    if (!active) return;
-    for (int sig : {SIGINT, SIGTERM}) {
-      struct sigaction now {}, before {};
-      now.sa_handler = request_stop;
-      sigemptyset(&now.sa_mask);
-      if (::sigaction(sig, nullptr, &before) != 0 || before.sa_handler == SIG_IGN) continue;
-      if (::sigaction(sig, &now, &before) == 0) installed_.push_back({sig, before});
-    }
-  }
-  ~StopOnSignal() {
-    for (auto& [sig, before] : installed_) ::sigaction(sig, &before, nullptr);
-    g_stop_signal = 0;
-  }
-  StopOnSignal(const StopOnSignal&) = delete;
-  StopOnSignal& operator=(const StopOnSignal&) = delete;
-  int requested() const { return g_stop_signal; }
-
- private:
-  std::vector<std::pair<int, struct sigaction>> installed_;
-};
-
-}  // namespace
 
 // The ranks of a data-parallel run train one run: every rank compares its settings (the fingerprint a checkpoint
 // keeps: model, data, seed, schedule, what trains...) with rank 0's before anything is read or written. A rank
@@ -325,7 +280,12 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   auto since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   double window_allreduce = 0, window_compute = 0, window_early = 0;
   int64_t window_timed = 0;
-  // after progress and the log: a signal that arrives before the first step still finishes that step
+  // SIGINT (Ctrl-C) or SIGTERM (a job's time limit) during a single-process run: the step under way finishes, a
+  // checkpoint holds it, and the run ends with an error saying so; the same command continues it. They ended the
+  // process at once, losing the steps since the last checkpoint (helper-55's probe of 2026-12-04). A second signal
+  // ends the process at once, as before. Not in a data-parallel run: its ranks receive the signal at different steps
+  // and would stop at different ones, leaving the others waiting in an all-reduce. Made after progress and the log:
+  // a signal that arrives before the first step still finishes that step.
   StopOnSignal stop(group.size() == 1);
   auto checkpoint = [&](int64_t done) {
     s.step = done;
@@ -441,7 +401,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
     if (const int sig = stop.requested(); sig != 0 && done < last && !early) {
       if (s.step != done) checkpoint(done);
       progress.finish();
-      fail("stopped by ", sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM", " after step ", done, " of ", last, ": the checkpoint in ",
+      fail("stopped by ", stop_signal_name(sig), " after step ", done, " of ", last, ": the checkpoint in ",
            o.out_dir, " holds it; the same command continues the run");
     }
     if (early) {
@@ -463,9 +423,10 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   if (lead && !o.keep_last && (last == o.steps || r.stopped_early)) save_state_only_checkpoint(o.out_dir, s, o, group.size());
   // A signal during the last step was announced ("stopping after this step") and then not obeyed: the command went on
   // to its final scoring and exited 0 (helper-63's probe of 2026-12-05). The run's training is done and saved; the
-  // command ends as promised, and its rerun finds the run finished and does what follows.
-  if (const int sig = stop.requested(); sig != 0)
-    fail("stopped by ", sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM", " after step ", final_step, " of ", last, ", its last: the run's training is done and ",
+  // command ends as promised, and its rerun finds the run finished and does what follows. A run inside another
+  // (a distill layer's) leaves that to the outer one, which records the layer first.
+  if (const int sig = stop.requested(); sig != 0 && !stop.nested())
+    fail("stopped by ", stop_signal_name(sig), " after step ", final_step, " of ", last, ", its last: the run's training is done and ",
          o.out_dir, " holds it; the same command continues from there");
   r.steps = final_step;
   r.best_eval = s.best_eval;

@@ -1,0 +1,53 @@
+#include "mimic/train/stop_signal.h"
+
+#include <unistd.h>
+
+#include <cstring>
+
+namespace mimic::train {
+
+namespace {
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+int g_depth = 0;  // StopOnSignal objects alive and active (the process's main thread alone makes them)
+const char* volatile g_announce = kStopAfterStep;
+size_t g_announce_size = 0;
+
+extern "C" void request_stop(int sig) {
+  g_stop_signal = sig;
+  [[maybe_unused]] const auto n = ::write(STDERR_FILENO, g_announce, g_announce_size);
+  std::signal(sig, SIG_DFL);
+}
+
+}  // namespace
+
+StopOnSignal::StopOnSignal(bool active, const char* announce) {
+  if (!active) return;
+  counted_ = true;
+  nested_ = g_depth++ > 0;
+  if (nested_) return;
+  g_stop_signal = 0;
+  g_announce = announce;
+  g_announce_size = std::strlen(announce);
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction now {}, before {};
+    now.sa_handler = request_stop;
+    sigemptyset(&now.sa_mask);
+    if (::sigaction(sig, nullptr, &before) != 0 || before.sa_handler == SIG_IGN) continue;
+    if (::sigaction(sig, &now, &before) == 0) installed_.push_back({sig, before});
+  }
+}
+
+StopOnSignal::~StopOnSignal() {
+  if (!counted_) return;
+  --g_depth;
+  if (nested_) return;
+  for (auto& [sig, before] : installed_) ::sigaction(sig, &before, nullptr);
+  g_stop_signal = 0;
+}
+
+int StopOnSignal::requested() const { return counted_ ? static_cast<int>(g_stop_signal) : 0; }
+
+std::string stop_signal_name(int sig) { return sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM"; }
+
+}  // namespace mimic::train
