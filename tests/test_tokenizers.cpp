@@ -348,6 +348,9 @@ TEST(TokenizerLoading, MalformedBertFilesGiveErrors) {
   EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "empty vocabulary");
   write_bytes(dir.file("vocab.txt"), "hello\nworld\n");
   EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "not a BERT vocabulary");
+  // bytes that are not UTF-8 (Hugging Face fails on them too) name the line
+  write_bytes(dir.file("vocab.txt"), "[PAD]\n[UNK]\n[CLS]\n[SEP]\nhel\xFFlo\n");
+  EXPECT_MIMIC_ERROR(text::load_tokenizer(dir.path().string()), "vocab.txt:5: the token is not UTF-8 text (a BERT vocabulary is)");
   write_bytes(dir.file("vocab.txt"), "[PAD]\r\n[UNK]\r\n[CLS]\r\n[SEP]\r\nHello\r\nhello\r\n##s\r\n");
   auto uncased = text::load_tokenizer(dir.path().string());
   EXPECT_EQ(uncased->encode("Hello hellos HELLO"), (Ids{2, 5, 5, 6, 5, 3}));

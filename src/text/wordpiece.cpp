@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "mimic/core/error.h"
+#include "mimic/core/utf8.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/text/unicode.h"
 
@@ -75,6 +76,9 @@ WordPiece::WordPiece(const std::string& vocab_txt_path, bool do_lower_case) : lo
   std::string token;
   while (std::getline(lines, token)) {
     if (!token.empty() && token.back() == '\r') token.pop_back();  // CRLF files
+    // Hugging Face reads the file as UTF-8 and fails on other bytes; such a token would never match the text's
+    // pieces (they are decoded first) and reached JSON as it was (helper-61's probe of 2026-12-04)
+    MIMIC_CHECK(is_valid_utf8(token), vocab_txt_path, ":", id_to_token_.size() + 1, ": the token is not UTF-8 text (a BERT vocabulary is)");
     vocab_[token] = static_cast<int64_t>(id_to_token_.size());
     id_to_token_.push_back(std::move(token));
   }
