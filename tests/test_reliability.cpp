@@ -36,6 +36,7 @@
 #include "mimic/models/model.h"
 #include "mimic/record/record.h"
 #include "mimic/report/plot.h"
+#include "mimic/train/stop_signal.h"
 #include "test_util.h"
 
 using mimic::test::TempDir;
@@ -332,6 +333,22 @@ TEST(OutputLock, ARunEndedBySigintOrSigtermLeavesNoEmptyFolderItCreated) {
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << status;
     EXPECT_FALSE(fs::exists(top));
   }
+  // a file's lock (.NAME.lock beside it) goes too, as when the holder ends otherwise (it stayed: helper-65's probe
+  // of 2026-12-05); a held lock file is removed only by its holder, so no one locks a file about to vanish
+  for (int sig : {SIGINT, SIGTERM}) {
+    SCOPED_TRACE(sig);
+    const std::string file = dir.file("maps" + std::to_string(sig) + ".safetensors");
+    const std::string lock_file = dir.file(".maps" + std::to_string(sig) + ".safetensors.lock");
+    HeldElsewhere holder([&] {
+      ::signal(sig, SIG_DFL);
+      return mimic::io::lock_output_file(file);
+    });
+    ASSERT_TRUE(holder.holding());
+    ASSERT_TRUE(fs::exists(lock_file));
+    const int status = holder.kill(sig);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << status;
+    EXPECT_FALSE(fs::exists(lock_file));
+  }
   fs::create_directories(dir.file("before"));
   const std::string out = dir.file("before/out");
   HeldElsewhere writer([&] {
@@ -361,6 +378,55 @@ TEST(OutputLock, ARunEndedBySigintOrSigtermLeavesNoEmptyFolderItCreated) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // time to end, were the signal not ignored
   EXPECT_MIMIC_ERROR(mimic::io::lock_output_dir(ignored), "is locked by another running mimic command");
   nohup.kill();
+}
+
+// A run that stops on a signal (train::StopOnSignal) puts back the handler it replaced when the first signal comes:
+// the second then ends the process as the lock's handler does, its lock file removed (the default, put back before,
+// left it: helper-65's probe of 2026-12-05). A StopOnSignal made while another lives is nested and reads the outer's
+// request; the handler outlives it.
+TEST(OutputLock, ASecondSignalToAStoppingRunEndsItAndRemovesItsLockFile) {
+  TempDir dir;
+  const std::string file = dir.file("m.safetensors"), lock_file = dir.file(".m.safetensors.lock");
+  int told[2];
+  ASSERT_EQ(::pipe(told), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::signal(SIGINT, SIG_DFL);
+    auto lock = mimic::io::lock_output_file(file);
+    mimic::train::StopOnSignal stop(true);
+    char c = 0;
+    {
+      mimic::train::StopOnSignal inner(true);
+      c = inner.nested() && !stop.nested() ? 1 : 2;
+    }
+    (void)!::write(told[1], &c, 1);
+    // once asked, say what a nested one reads; the second signal should end the process within these 10 s
+    bool said = false;
+    for (int i = 0; i < 10000; ++i) {
+      if (!said && stop.requested() != 0) {
+        mimic::train::StopOnSignal inner(true);
+        c = static_cast<char>(inner.requested());
+        (void)!::write(told[1], &c, 1);
+        said = true;
+      }
+      ::usleep(1000);
+    }
+    ::_exit(3);
+  }
+  ASSERT_GT(pid, 0);
+  char c = 0;
+  ASSERT_EQ(::read(told[0], &c, 1), 1);
+  EXPECT_EQ(c, 1);  // the inner one was nested, the outer not
+  ::kill(pid, SIGINT);
+  ASSERT_EQ(::read(told[0], &c, 1), 1);
+  EXPECT_EQ(c, SIGINT);  // the first: a request, read by a nested one; the run goes on, holding its lock
+  EXPECT_TRUE(fs::exists(lock_file));
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << status;
+  EXPECT_FALSE(fs::exists(lock_file));
+  for (int fd : told) ::close(fd);
 }
 
 // The eleventh probe (2026-11-30): finetune and pretrain checked what --out holds, then locked it once the model had

@@ -78,21 +78,26 @@ namespace {
 // The folders lock_output_dir created, for a SIGINT or SIGTERM that ends the process before the lock is let go: a
 // probe interrupted, a convert killed by a job's time limit, left an empty --out behind (helper-59's probe of
 // 2026-12-04), as no destructor runs then. The handler removes those still empty (rmdir removes no other, and is
-// safe in a handler), then ends the process by the same signal. Fixed slots, as a handler may not allocate: a path
-// is written while its slot is not live, and the handler reads only live slots.
+// safe in a handler), then ends the process by the same signal. The lock files of lock_output_file go first, as the
+// holder's destructor removes them, still held (a `.OUT.lock` stayed beside every output of a command ended by a
+// signal: helper-65's probe of 2026-12-05). Fixed slots, as a handler may not allocate: a path is written while its
+// slot is not live, and the handler reads only live slots.
 constexpr int kSlots = 32;
 struct CreatedSlot {
   char path[PATH_MAX];
-  std::atomic<int> live{0};
+  std::atomic<int> live{0};  // 1: a folder lock_output_dir created; 2: a lock file, held
 };
 CreatedSlot created_slots[kSlots];
+constexpr int kFolderSlot = 1, kLockFileSlot = 2;
 
 extern "C" void remove_created_and_end(int sig) {
+  for (auto& slot : created_slots)
+    if (slot.live.load() == kLockFileSlot && ::unlink(slot.path) == 0) slot.live.store(0);
   // deepest first within one lock; a later lock's folder may lie inside an earlier one's: passes until none goes
   for (int pass = 0; pass < kSlots; ++pass) {
     bool removed = false;
     for (auto& slot : created_slots)
-      if (slot.live.load() && ::rmdir(slot.path) == 0) {
+      if (slot.live.load() == kFolderSlot && ::rmdir(slot.path) == 0) {
         slot.live.store(0);
         removed = true;
       }
@@ -115,23 +120,32 @@ void remove_created_on_signal() {
   }
 }
 
-// The slots that hold `created` (-1 where none was free or the path too long: that folder is left to the lock alone).
+// The slot that holds `path` as `kind` (-1 where none was free or the path too long: it is left to the lock alone).
+int register_path(const std::string& path, int kind) {
+  if (path.size() >= PATH_MAX) return -1;
+  for (int i = 0; i < kSlots; ++i) {
+    int free = 0;  // taken as -1 (which the handler skips) while the path is written: two threads take two slots
+    if (created_slots[i].live.compare_exchange_strong(free, -1)) {
+      std::memcpy(created_slots[i].path, path.c_str(), path.size() + 1);
+      created_slots[i].live.store(kind);
+      return i;
+    }
+  }
+  return -1;
+}
+
+// The slots that hold `created` (register_path's).
 std::vector<int> register_created(const std::vector<std::filesystem::path>& created) {
   std::vector<int> slots;
   if (created.empty()) return slots;
   remove_created_on_signal();
-  for (const auto& p : created) {
-    int taken = -1;
-    if (p.native().size() < PATH_MAX)
-      for (int i = 0; i < kSlots && taken < 0; ++i)
-        if (!created_slots[i].live.load()) {
-          std::memcpy(created_slots[i].path, p.c_str(), p.native().size() + 1);
-          created_slots[i].live.store(1);
-          taken = i;
-        }
-    slots.push_back(taken);
-  }
+  for (const auto& p : created) slots.push_back(register_path(p.native(), kFolderSlot));
   return slots;
+}
+
+int register_lock_file(const std::string& path) {
+  remove_created_on_signal();
+  return register_path(path, kLockFileSlot);
 }
 }  // namespace
 
@@ -142,10 +156,12 @@ struct OutputLock::Held {
   int dir_fd = -1;        // lock_output_file's shared hold on the folder the file is in (-1: none)
   std::vector<std::filesystem::path> created;  // the folders lock_output_dir created, deepest first
   std::vector<int> slots;                      // where a signal's handler finds them (register_created)
+  int lock_file_slot = -1;                     // where it finds lock_file (register_lock_file)
   ~Held() {
     std::lock_guard<std::mutex> g(registry_mutex);
     for (int i : slots)
       if (i >= 0) created_slots[i].live.store(0);
+    if (lock_file_slot >= 0) created_slots[lock_file_slot].live.store(0);
     auto it = registry().find(key);
     if (it != registry().end() && it->second.expired()) registry().erase(it);
     if (!lock_file.empty()) ::unlink(lock_file.c_str());
@@ -211,6 +227,7 @@ OutputLock lock_output_file(const std::string& path) {
       lock.held_ = std::make_shared<OutputLock::Held>();
       lock.held_->fd = fd;
       lock.held_->lock_file = lock_file;
+      lock.held_->lock_file_slot = register_lock_file(lock_file);
       lock.held_->dir_fd = std::exchange(dir_fd, -1);
       return lock;
     }

@@ -12,11 +12,15 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 int g_depth = 0;  // StopOnSignal objects alive and active (the process's main thread alone makes them)
 const char* volatile g_announce = kStopAfterStep;
 size_t g_announce_size = 0;
+// what the outermost one replaced (the output lock's handler, or the default), put back by the first signal: the
+// second then ends the process as it would have without a stop handler, the lock's clean-up included (the default
+// there left the run's lock file behind: helper-65's probe of 2026-12-05)
+struct sigaction g_before_int {}, g_before_term {};
 
 extern "C" void request_stop(int sig) {
   g_stop_signal = sig;
   [[maybe_unused]] const auto n = ::write(STDERR_FILENO, g_announce, g_announce_size);
-  std::signal(sig, SIG_DFL);
+  ::sigaction(sig, sig == SIGINT ? &g_before_int : &g_before_term, nullptr);
 }
 
 }  // namespace
@@ -34,6 +38,7 @@ StopOnSignal::StopOnSignal(bool active, const char* announce) {
     now.sa_handler = request_stop;
     sigemptyset(&now.sa_mask);
     if (::sigaction(sig, nullptr, &before) != 0 || before.sa_handler == SIG_IGN) continue;
+    (sig == SIGINT ? g_before_int : g_before_term) = before;  // before the handler can run
     if (::sigaction(sig, &now, &before) == 0) installed_.push_back({sig, before});
   }
 }

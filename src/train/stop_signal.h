@@ -9,8 +9,8 @@
 namespace mimic::train {
 
 // While one lives (active), SIGINT and SIGTERM do not end the process: the first sets a request that the run reads
-// at its next safe point, says so on stderr, and puts the signal's default back, so the same signal again ends the
-// process at once. A signal the process ignores (a run started with `&` or under nohup ignores SIGINT) stays
+// at its next safe point, says so on stderr, and puts back the handler that was there before (the output lock's, or
+// the default), so the same signal again ends the process at once. A signal the process ignores (a run started with `&` or under nohup ignores SIGINT) stays
 // ignored. What was installed before (the output lock's handler) is put back when the outermost one ends.
 //
 // Nestable, because distill's layers each run the trainer: the outermost one installs the handler and clears the
