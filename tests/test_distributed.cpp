@@ -54,6 +54,7 @@ Background start(const Env& env, const std::string& args, const TempDir& dir, co
   std::string cmd = "exec " + std::string(MIMIC_CLI) + " " + args + " >" + b.out + " 2>" + b.err + " </dev/null";
   b.pid = ::fork();
   if (b.pid == 0) {
+    ::signal(SIGINT, SIG_DFL);  // as a terminal's command has it (a test run in the background ignores SIGINT)
     for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
     ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
@@ -117,6 +118,7 @@ double max_abs_difference(const std::string& a, const std::string& b) {
 TEST(DistributedEnvironment, NoVariablesMeanOneProcessAndAllFiveJoinARun) {
   auto none = read({});
   EXPECT_FALSE(none.distributed());
+  EXPECT_FALSE(none.launched());
   EXPECT_EQ(none.world_size, 1);
   EXPECT_EQ(none.timeout_seconds, dist::kDefaultTimeoutSeconds);
   auto e = read({{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "node0"},
@@ -128,6 +130,11 @@ TEST(DistributedEnvironment, NoVariablesMeanOneProcessAndAllFiveJoinARun) {
   EXPECT_EQ(e.master_addr, "node0");
   EXPECT_EQ(e.master_port, 29500);
   EXPECT_EQ(e.timeout_seconds, 5);
+  EXPECT_TRUE(e.launched());
+  // a world of one, started by a launcher: one process, whose signals are the launcher's
+  auto one = read(ranks_env(0, 1, 29500));
+  EXPECT_FALSE(one.distributed());
+  EXPECT_TRUE(one.launched());
 }
 
 TEST(DistributedEnvironment, APartialOrOutOfRangeEnvironmentNamesTheVariableAndWhatIsValid) {
@@ -356,6 +363,39 @@ TEST(DistributedLaunch, StoppingAndContinuingTheLauncherStopsAndContinuesItsRank
   EXPECT_TRUE(becomes(launcher, gone)) << state(launcher);
   for (pid_t p : {rank0, rank1, launcher})
     if (!gone(state(p))) ::kill(p, SIGKILL);
+}
+
+// Ctrl-C at `mimic launch --nproc 1`: the launcher passes it on and ends, so its rank must end at once too. The rank,
+// a world of one, took the signal as a single process's stop request, said "stopping after this step" and finished the
+// step as an orphan after the prompt came back; the parent-death SIGTERM then asked again (helper-66's review of
+// 2026-12-05). A launched rank leaves signals to its launcher, as the ranks of a larger world do.
+TEST(DistributedLaunch, CtrlCToALaunchOfOneRankEndsItsTrainingAtOnceWithNoStopAfterTheStep) {
+  TempDir dir;
+  const std::string rank_file = dir.file("rank");
+  auto b = start({}, "launch --nproc 1 -- sh -c 'echo $$ > " + rank_file + "; exec " + std::string(MIMIC_CLI) + " " +
+                         tiny_pretrain(dir, dir.file("run"), 4, 100000) + "'",
+                 dir, "launch");
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!std::filesystem::exists(dir.file("run/checkpoint.safetensors")) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(std::filesystem::exists(dir.file("run/checkpoint.safetensors"))) << mimic::test::read_bytes(b.err);
+  const pid_t rank = static_cast<pid_t>(std::stol(mimic::test::read_bytes(rank_file)));
+  ::kill(b.pid, SIGINT);
+  EXPECT_EQ(wait_for(b, 20), 128 + SIGINT);
+  // gone, or a zombie until whoever adopted it reaps it
+  auto running = [&] {
+    std::ifstream in("/proc/" + std::to_string(rank) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    const auto close = line.rfind(')');
+    return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+  };
+  for (int i = 0; i < 200 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  EXPECT_FALSE(running()) << "the rank outlived its launcher";
+  if (running()) ::kill(rank, SIGKILL);
+  const std::string err = mimic::test::read_bytes(b.err);
+  EXPECT_EQ(err.find("stopping after this step"), std::string::npos) << err;
+  EXPECT_EQ(err.find("stopped by"), std::string::npos) << err;
 }
 
 // A negative number after one of launch's options is that option's value, out of its range: `--nproc -1` was called

@@ -314,6 +314,31 @@ TEST(OutputLock, ASecondRunOnALockedOutputDirectoryIsRefusedWithOneLine) {
   EXPECT_EQ(ok.code, 0) << ok.err;
 }
 
+// A command writing one file (record, distill, forward) into folders that were missing created them, and left them
+// empty when it failed or was stopped before writing (helper-66's review of 2026-12-05). They go with the file's
+// lock if still empty, as an output folder's do; not while another command holds the folder to write there too.
+TEST(OutputLock, AFileLockRemovesTheEmptyFoldersItCreatedWhenLetGo) {
+  TempDir dir;
+  auto lock = mimic::io::lock_output_file(dir.file("new/sub/x.safetensors"));
+  ASSERT_TRUE(fs::is_directory(dir.file("new/sub")));
+  lock.release();
+  EXPECT_FALSE(fs::exists(dir.file("new")));
+  EXPECT_TRUE(fs::is_directory(dir.path()));
+  // a file written there keeps its folders
+  auto written = mimic::io::lock_output_file(dir.file("kept/sub/x.safetensors"));
+  mimic::test::write_bytes(dir.file("kept/sub/x.safetensors"), "x");
+  written.release();
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("kept/sub/x.safetensors")), "x");
+  // another file's lock in the same folder: it stays for that writer
+  auto first = mimic::io::lock_output_file(dir.file("shared/a.safetensors"));
+  auto second = mimic::io::lock_output_file(dir.file("shared/b.safetensors"));
+  first.release();
+  EXPECT_TRUE(fs::is_directory(dir.file("shared")));
+  mimic::test::write_bytes(dir.file("shared/b.safetensors"), "b");
+  second.release();
+  EXPECT_TRUE(fs::exists(dir.file("shared/b.safetensors")));
+}
+
 // An interrupted run (Ctrl-C) or one a job's time limit ended (SIGTERM) before it wrote anything left the empty --out
 // folder it had created, as no destructor runs then (helper-59's probe of 2026-12-04: a probe interrupted, a convert
 // killed). The folders the lock created go if still empty, and the process still ends by the signal; a folder that
@@ -337,8 +362,9 @@ TEST(OutputLock, ARunEndedBySigintOrSigtermLeavesNoEmptyFolderItCreated) {
   // of 2026-12-05); a held lock file is removed only by its holder, so no one locks a file about to vanish
   for (int sig : {SIGINT, SIGTERM}) {
     SCOPED_TRACE(sig);
-    const std::string file = dir.file("maps" + std::to_string(sig) + ".safetensors");
-    const std::string lock_file = dir.file(".maps" + std::to_string(sig) + ".safetensors.lock");
+    // in folders the lock created, which go too (an empty new/ stayed: helper-66's review of 2026-12-05)
+    const std::string top = dir.file("file" + std::to_string(sig));
+    const std::string file = top + "/sub/maps.safetensors", lock_file = top + "/sub/.maps.safetensors.lock";
     HeldElsewhere holder([&] {
       ::signal(sig, SIG_DFL);
       return mimic::io::lock_output_file(file);
@@ -348,6 +374,7 @@ TEST(OutputLock, ARunEndedBySigintOrSigtermLeavesNoEmptyFolderItCreated) {
     const int status = holder.kill(sig);
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << status;
     EXPECT_FALSE(fs::exists(lock_file));
+    EXPECT_FALSE(fs::exists(top));
   }
   fs::create_directories(dir.file("before"));
   const std::string out = dir.file("before/out");
@@ -1454,10 +1481,17 @@ TEST(OutputFolders, AFolderHoldingAnotherKindOfResultIsRefusedByTheFileThatShows
   mimic::test::write_bytes(dir.file("rep/report.html"), "<html>");
   fs::create_directories(dir.file("m.ckpt"));
   mimic::test::write_bytes(dir.file("m.ckpt/done.safetensors"), "a distillation's");
+  // a report killed while it drew: its table and figures, no page yet (helper-66's review of 2026-12-05)
+  fs::create_directories(dir.file("half"));
+  mimic::test::write_bytes(dir.file("half/metrics.csv"), "source,kind,layer,head,entropy,kl\n");
+  // a metrics.csv of the user's own is no report: the model goes beside it
+  fs::create_directories(dir.file("mine"));
+  mimic::test::write_bytes(dir.file("mine/metrics.csv"), "epoch,accuracy\n1,0.5\n");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"export --model " + teacher() + " --out " + dir.file("run"), "holds a training run (checkpoint.safetensors)"},
       {"convert --model " + teacher() + " --maps " + good_maps() + " --out " + dir.file("run"), "holds a training run"},
       {"export --model " + teacher() + " --out " + dir.file("rep"), "holds a report (report.html)"},
+      {"convert --model " + teacher() + " --maps " + good_maps() + " --out " + dir.file("half"), "holds a report (metrics.csv)"},
       {"finetune --task lm --model " + teacher() + " --data all --steps 1 --out " + dir.file("m.ckpt"),
        "holds a distillation's checkpoint folder (done.safetensors)"},
       {"finetune --task lm --model " + teacher() + " --data all --steps 1 --out " + dir.file("rep"), "holds a report"},
@@ -1472,6 +1506,10 @@ TEST(OutputFolders, AFolderHoldingAnotherKindOfResultIsRefusedByTheFileThatShows
   }
   EXPECT_EQ(mimic::test::read_bytes(dir.file("run/checkpoint.safetensors")), "a training run's");
   EXPECT_FALSE(fs::exists(dir.file("run/config.json")));
+  EXPECT_FALSE(fs::exists(dir.file("half/config.json")));
+  auto beside = mimic::test::mimic_cli("export --model " + teacher() + " --out " + dir.file("mine") + " --threads 1");
+  EXPECT_EQ(beside.code, 0) << beside.err;
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("mine/metrics.csv")), "epoch,accuracy\n1,0.5\n");
   // what each kind may find there: a model mimic wrote under a model, a report over a report; a model mimic did not
   // write (the fixture's copy) is the user's, and no model writer replaces it (the probe of 2026-12-01)
   auto first = mimic::test::mimic_cli("export --model " + teacher() + " --out " + dir.file("model") + "2 --threads 1");

@@ -238,12 +238,16 @@ void refuse_foreign_output(const std::string& out, OutputKind kind, const std::s
     const char* file;
     const char* what;
     bool model, report, training;  // whether a writer of that kind may find it there
+    const char* begins = "";       // what the file begins with, where the name alone says too little
   };
   static const Marker markers[] = {
       {"checkpoint.safetensors", "a training run", false, false, true},
       {"log.jsonl", "a training run", false, false, true},
       {"done.safetensors", "a distillation's checkpoint folder", false, false, false},
       {"report.html", "a report", false, true, false},
+      // a report killed while it drew its figures has no page yet (it comes last), and a model written beside its
+      // figures and table was accepted (helper-66's review of 2026-12-05); a metrics.csv of somebody else's is no report
+      {"metrics.csv", "a report", false, true, false, "source,kind,layer,head,"},
       {"config.json", "a model", true, false, true},
   };
   // a file result of mimic's (forward's tensors, distill's maps, a record) under a model's weights name is another
@@ -254,6 +258,11 @@ void refuse_foreign_output(const std::string& out, OutputKind kind, const std::s
   const bool run_files = fs::exists(fs::path(out) / "checkpoint.safetensors", ec) || fs::exists(fs::path(out) / "log.jsonl", ec);
   for (const auto& m : markers) {
     if (!fs::exists(fs::path(out) / m.file, ec)) continue;
+    if (*m.begins) {
+      std::ifstream in(fs::path(out) / m.file, std::ios::binary);
+      std::string head(std::char_traits<char>::length(m.begins), '\0');
+      if (!in.read(head.data(), static_cast<std::streamsize>(head.size())) || head != m.begins) continue;
+    }
     bool allowed = kind == OutputKind::Model ? m.model : kind == OutputKind::Report ? m.report : m.training;
     if (kind == OutputKind::TrainingRun && std::string(m.file) == "config.json" && !run_files) allowed = false;
     if (!allowed)

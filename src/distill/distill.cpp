@@ -526,7 +526,7 @@ DistillResult distill(const DistillOptions& o) {
     // One process: SIGINT or SIGTERM stops the run where nothing is lost — inside a layer, its trainer after the
     // step under way (a checkpoint in the layer's folder); between layers, here, after the layer is recorded. A
     // stop between layers ended the process at once and without a word (helper-63's probe of 2026-12-05).
-    train::StopOnSignal stop(group.size() == 1, "\nmimic: stopping after this step or layer, with a checkpoint (the same signal again stops at once)\n");
+    train::StopOnSignal stop(!distributed::environment().launched(), "\nmimic: stopping after this step or layer, with a checkpoint (the same signal again stops at once)\n");
     int64_t layers_this_run = 0;
     auto honour_stop = [&](const std::string& where, const std::string& then) {
       if (const int sig = stop.requested(); sig != 0)

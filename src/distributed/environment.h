@@ -24,6 +24,10 @@ struct Environment {
   // More than one process: training joins a process group.
   bool distributed() const { return world_size > 1; }
   bool lead() const { return rank == 0; }
+  // Started by a launcher (mimic launch, torchrun, a Slurm script: the five variables set), a world of one included.
+  // Signals are then the launcher's to handle: it passes Ctrl-C on to its ranks and ends, so a rank that stopped
+  // after its step would finish that step as an orphan after the prompt came back (helper-66's review of 2026-12-05).
+  bool launched() const { return !master_addr.empty(); }
 };
 
 // Reads and checks the variables through `getenv` (tests pass their own). A malformed or out-of-range value, or

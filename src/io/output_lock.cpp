@@ -143,6 +143,17 @@ std::vector<int> register_created(const std::vector<std::filesystem::path>& crea
   return slots;
 }
 
+// The folders missing from `dir` up to the first that exists, deepest first: those creating `dir` will create.
+std::vector<std::filesystem::path> missing_folders(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> missing;
+  fs::path p = fs::absolute(dir, ec).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();  // "out/"
+  for (; !ec && !p.empty() && !fs::exists(p, ec) && p != p.root_path(); p = p.parent_path()) missing.push_back(p);
+  return missing;
+}
+
 int register_lock_file(const std::string& path) {
   remove_created_on_signal();
   return register_path(path, kLockFileSlot);
@@ -154,7 +165,7 @@ struct OutputLock::Held {
   int fd = -1;
   std::string lock_file;  // lock_output_file's: removed while still held, so no one locks a file about to vanish
   int dir_fd = -1;        // lock_output_file's shared hold on the folder the file is in (-1: none)
-  std::vector<std::filesystem::path> created;  // the folders lock_output_dir created, deepest first
+  std::vector<std::filesystem::path> created;  // the folders lock_output_dir or lock_output_file created, deepest first
   std::vector<int> slots;                      // where a signal's handler finds them (register_created)
   int lock_file_slot = -1;                     // where it finds lock_file (register_lock_file)
   ~Held() {
@@ -165,8 +176,11 @@ struct OutputLock::Held {
     auto it = registry().find(key);
     if (it != registry().end() && it->second.expired()) registry().erase(it);
     if (!lock_file.empty()) ::unlink(lock_file.c_str());
+    // A file's folder goes only while no other command holds it too (its shared hold), as that one is about to
+    // write there.
+    const bool alone = dir_fd < 0 || ::flock(dir_fd, LOCK_EX | LOCK_NB) == 0;
     for (const auto& p : created)  // those still empty (rmdir removes no other): a run that wrote nothing leaves none
-      if (::rmdir(p.c_str()) != 0) break;
+      if (!alone || ::rmdir(p.c_str()) != 0) break;
     ::close(fd);  // drops the flock
     if (dir_fd >= 0) ::close(dir_fd);
   }
@@ -182,6 +196,9 @@ OutputLock lock_output_file(const std::string& path) {
   if (ec || p.filename().empty()) p = fs::path(path);
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   refuse_inside_a_held_folder(dir, path);
+  // The folders created for the file go again with its lock, if still empty: `record --out new/x.h5` interrupted, or
+  // failing before it wrote, left an empty new/ (helper-66's review of 2026-12-05).
+  auto created = missing_folders(dir);
   fs::create_directories(dir, ec);
   // A shared hold on the folder: files of one folder lock apart, but not while another process holds the whole
   // folder (lock_output_dir's exclusive hold: a training run writing there). `forward --out RUN/model.safetensors`
@@ -228,6 +245,8 @@ OutputLock lock_output_file(const std::string& path) {
       lock.held_->fd = fd;
       lock.held_->lock_file = lock_file;
       lock.held_->lock_file_slot = register_lock_file(lock_file);
+      lock.held_->slots = register_created(created);
+      lock.held_->created = std::move(created);
       lock.held_->dir_fd = std::exchange(dir_fd, -1);
       return lock;
     }
@@ -256,11 +275,7 @@ OutputLock lock_output_dir(const std::string& dir) {
   // then created it itself, so what is missing is taken anew at each try.
   for (int attempt = 0;; ++attempt) {
     MIMIC_CHECK(attempt < 100, "cannot lock the output directory ", dir, ": it keeps being removed and created");
-    std::vector<fs::path> created;
-    fs::path p = fs::absolute(dir, ec).lexically_normal();
-    if (p.filename().empty()) p = p.parent_path();  // "out/"
-    for (; !ec && !p.empty() && !fs::exists(p, ec) && p != p.root_path(); p = p.parent_path()) created.push_back(p);
-    ec.clear();
+    std::vector<fs::path> created = missing_folders(dir);
     // a link to nothing: create_directories said "File exists" (the tenth probe of 2026-11-29)
     if (fs::is_symlink(fs::symlink_status(dir, ec)) && !fs::exists(dir, ec))
       fail("cannot create the output directory ", dir, ": it is a link to ", fs::read_symlink(dir, ec).string(),

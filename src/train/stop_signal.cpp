@@ -2,13 +2,17 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 
 namespace mimic::train {
 
 namespace {
 
-volatile std::sig_atomic_t g_stop_signal = 0;
+// written by the handler, which may run on any of the process's threads (a worker of the intra-op pool): an atomic,
+// lock-free so that the handler may touch it (volatile sig_atomic_t covers a handler on the reading thread only)
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 int g_depth = 0;  // StopOnSignal objects alive and active (the process's main thread alone makes them)
 const char* volatile g_announce = kStopAfterStep;
 size_t g_announce_size = 0;
@@ -36,6 +40,7 @@ StopOnSignal::StopOnSignal(bool active, const char* announce) {
   for (int sig : {SIGINT, SIGTERM}) {
     struct sigaction now {}, before {};
     now.sa_handler = request_stop;
+    now.sa_flags = SA_RESTART;  // the run goes on: a read or write the signal interrupted resumes instead of failing (EINTR)
     sigemptyset(&now.sa_mask);
     if (::sigaction(sig, nullptr, &before) != 0 || before.sa_handler == SIG_IGN) continue;
     (sig == SIGINT ? g_before_int : g_before_term) = before;  // before the handler can run
@@ -51,7 +56,7 @@ StopOnSignal::~StopOnSignal() {
   g_stop_signal = 0;
 }
 
-int StopOnSignal::requested() const { return counted_ ? static_cast<int>(g_stop_signal) : 0; }
+int StopOnSignal::requested() const { return counted_ ? g_stop_signal.load() : 0; }
 
 std::string stop_signal_name(int sig) { return sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM"; }
 
