@@ -44,6 +44,15 @@ Env ranks_env(int rank, int world, int port) {
           {"LOCAL_WORLD_SIZE", std::to_string(world)}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
 }
 
+// The one-letter state of /proc/PID/stat: T stopped, S sleeping, Z a zombie, ' ' gone.
+char process_state(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const auto close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() ? ' ' : line[close + 2];
+}
+
 // `mimic ARGS` started in the background with `env` added; stdout and stderr go to files of `dir`.
 struct Background {
   pid_t pid = -1;
@@ -327,14 +336,7 @@ TEST(DistributedLaunch, StoppingAndContinuingTheLauncherStopsAndContinuesItsRank
   ASSERT_GT(launcher, 0);
   ASSERT_GT(rank0, 0);
   ASSERT_GT(rank1, 0);
-  // the one-letter state of /proc/PID/stat: T stopped, S sleeping, Z a zombie, ' ' gone
-  auto state = [](pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    std::getline(in, line);
-    const auto close = line.rfind(')');
-    return close == std::string::npos || close + 2 >= line.size() ? ' ' : line[close + 2];
-  };
+  auto state = process_state;
   auto becomes = [&](pid_t pid, auto wanted) {
     for (int i = 0; i < 200; ++i) {
       if (wanted(state(pid))) return true;
@@ -383,13 +385,7 @@ TEST(DistributedLaunch, CtrlCToALaunchOfOneRankEndsItsTrainingAtOnceWithNoStopAf
   ::kill(b.pid, SIGINT);
   EXPECT_EQ(wait_for(b, 20), 128 + SIGINT);
   // gone, or a zombie until whoever adopted it reaps it
-  auto running = [&] {
-    std::ifstream in("/proc/" + std::to_string(rank) + "/stat");
-    std::string line;
-    std::getline(in, line);
-    const auto close = line.rfind(')');
-    return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
-  };
+  auto running = [&] { return process_state(rank) != ' ' && process_state(rank) != 'Z'; };
   for (int i = 0; i < 200 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   EXPECT_FALSE(running()) << "the rank outlived its launcher";
   if (running()) ::kill(rank, SIGKILL);

@@ -23,6 +23,7 @@
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/models/model.h"
+#include "mimic/report/report.h"
 #include "mimic/train/trainer.h"
 #include "ranges.h"
 
@@ -247,7 +248,7 @@ void refuse_foreign_output(const std::string& out, OutputKind kind, const std::s
       {"report.html", "a report", false, true, false},
       // a report killed while it drew its figures has no page yet (it comes last), and a model written beside its
       // figures and table was accepted (helper-66's review of 2026-12-05); a metrics.csv of somebody else's is no report
-      {"metrics.csv", "a report", false, true, false, "source,kind,layer,head,"},
+      {"metrics.csv", "a report", false, true, false, report::kMetricsCsvHead},
       {"config.json", "a model", true, false, true},
   };
   // a file result of mimic's (forward's tensors, distill's maps, a record) under a model's weights name is another

@@ -178,7 +178,7 @@ struct OutputLock::Held {
     if (!lock_file.empty()) ::unlink(lock_file.c_str());
     // A file's folder goes only while no other command holds it too (its shared hold), as that one is about to
     // write there.
-    const bool alone = dir_fd < 0 || ::flock(dir_fd, LOCK_EX | LOCK_NB) == 0;
+    const bool alone = created.empty() || dir_fd < 0 || ::flock(dir_fd, LOCK_EX | LOCK_NB) == 0;
     for (const auto& p : created)  // those still empty (rmdir removes no other): a run that wrote nothing leaves none
       if (!alone || ::rmdir(p.c_str()) != 0) break;
     ::close(fd);  // drops the flock

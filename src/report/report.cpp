@@ -412,7 +412,7 @@ ReportResult report(const ReportOptions& o) {
   };
   {
     std::ostringstream csv;
-    csv << "source,kind,layer,head,entropy,kl,ce,spearman,top_" << o.top_k << "_mass,induction,previous_token,local_mass_" << o.local_window << "\n";
+    csv << kMetricsCsvHead << "entropy,kl,ce,spearman,top_" << o.top_k << "_mass,induction,previous_token,local_mass_" << o.local_window << "\n";
     size_t i = 0;
     for (const auto& r : res.rows) {
       const size_t si = i++ / (res.layers.size() * (res.heads.size() + 1));

@@ -16,6 +16,10 @@
 
 namespace mimic::report {
 
+// How a report's metrics.csv begins (its first columns): what knows a report's folder where no report.html is there
+// yet (a report killed while drawing), tools/cli.cpp's refuse_foreign_output.
+inline constexpr const char* kMetricsCsvHead = "source,kind,layer,head,";
+
 struct ReportOptions {
   std::string record;                  // FILE.h5 (mimic record)
   std::vector<std::string> maps;       // distill outputs; "LABEL=FILE" names the source LABEL

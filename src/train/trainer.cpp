@@ -284,9 +284,9 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   // SIGINT (Ctrl-C) or SIGTERM (a job's time limit) during a single-process run: the step under way finishes, a
   // checkpoint holds it, and the run ends with an error saying so; the same command continues it. They ended the
   // process at once, losing the steps since the last checkpoint (helper-55's probe of 2026-12-04). A second signal
-  // ends the process at once, as before. Not in a launched run (Environment::launched, a world of one included): a data-parallel run's ranks receive the
-  // signal at different steps and would stop at different ones, leaving the others waiting in an all-reduce; and a
-  // launcher passes the signal on and ends, and its ranks then receive SIGTERM too (a distill rank's layer, trained
+  // ends the process at once, as before. Not in a launched run (Environment::launched, a world of one included): a
+  // data-parallel run's ranks receive the signal at different steps and would stop at different ones, leaving the
+  // others waiting in an all-reduce; and a launcher passes the signal on and ends, and its ranks then receive SIGTERM too (a distill rank's layer, trained
   // alone, stopped "by SIGTERM" after a SIGINT, and rank 0 said nothing: helper-65's probe of 2026-12-05). Made after
   // progress and the log: a signal that arrives before the first step still finishes that step.
   StopOnSignal stop(!distributed::environment().launched());
