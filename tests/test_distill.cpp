@@ -653,7 +653,8 @@ TEST(DistillTrain, ResumeIsBitIdentical) {
 
 // SIGINT or SIGTERM between two layers ended distill at once and without a word (helper-63's probe of 2026-12-05;
 // inside a layer its trainer stopped after the step). It stops there now, the layer just distilled recorded, and
-// says so; a stop after the last layer ends before OUT is written. The reruns finish the run bit-identically.
+// says so; a stop after the last layer ends before OUT is written. A stop inside a layer names the layer (it was
+// left to the checkpoint's path). The reruns finish the run bit-identically.
 TEST(DistillTrain, ASignalBetweenLayersStopsTheRunWithTheLayersDoneAndTheRerunFinishesIt) {
   TempDir dir;
   auto whole = train_options(dir.file("whole.safetensors"));
@@ -661,9 +662,14 @@ TEST(DistillTrain, ASignalBetweenLayersStopsTheRunWithTheLayersDoneAndTheRerunFi
   dist::distill(whole);
   auto part = whole;
   part.out = dir.file("part.safetensors");
-  part.signal_after_layers = 1;
   struct sigaction before {}, now {};  // the process's (the output lock's), put back after the stopped run
   ASSERT_EQ(::sigaction(SIGINT, nullptr, &before), 0);
+  part.signal_after_step = 1;
+  EXPECT_MIMIC_ERROR(dist::distill(part), "stopped by SIGINT (Ctrl-C) in layer 0 after step 1 of 50: the checkpoint in " + part.out +
+                                              ".ckpt/layer_00 holds it; the same command continues the run");
+  EXPECT_FALSE(std::filesystem::exists(part.out));
+  part.signal_after_step = 0;
+  part.signal_after_layers = 1;
   EXPECT_MIMIC_ERROR(dist::distill(part), "stopped by SIGINT (Ctrl-C) before layer 1: 1 of 2 layers are distilled, in " + part.out +
                                               ".ckpt; the same command continues the run");
   ASSERT_EQ(::sigaction(SIGINT, nullptr, &now), 0);

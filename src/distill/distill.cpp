@@ -353,6 +353,9 @@ LayerRun distill_layer(const Job& j, int64_t layer, int64_t& epochs_this_run) {
     t.fingerprint = j.fingerprint;
     t.fingerprint["layer"] = layer;
     t.command = kLayerRunCommand;
+    // a stop inside a layer names it: the checkpoint's path (OUT.ckpt/layer_NN) alone left the reader to decode it
+    t.stop_context = "in layer " + std::to_string(layer);
+    t.signal_after_step = o.signal_after_step;
     if (o.stop_after_epochs > 0) t.stop_after = (o.stop_after_epochs - epochs_this_run) * n_batches;
     const auto tr = train::train(task, t);
     epochs_this_run += (tr.steps - tr.resumed_from) / n_batches;

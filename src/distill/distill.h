@@ -80,6 +80,8 @@ struct DistillOptions {
   int64_t stop_after_epochs = 0;
   // testing: raise SIGINT once this many layers are distilled and recorded in this run (0 = never)
   int64_t signal_after_layers = 0;
+  // testing: raise SIGINT after this step of each layer's training (0 = never)
+  int64_t signal_after_step = 0;
 };
 
 struct LayerResult {

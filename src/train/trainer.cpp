@@ -404,8 +404,8 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
     if (const int sig = stop.requested(); sig != 0 && done < last && !early) {
       if (s.step != done) checkpoint(done);
       progress.finish();
-      fail("stopped by ", stop_signal_name(sig), " after step ", done, " of ", last, ": the checkpoint in ",
-           o.out_dir, " holds it; the same command continues the run");
+      fail("stopped by ", stop_signal_name(sig), o.stop_context.empty() ? "" : " ", o.stop_context, " after step ", done, " of ", last,
+           ": the checkpoint in ", o.out_dir, " holds it; the same command continues the run");
     }
     if (early) {
       r.stopped_early = true;

@@ -70,6 +70,9 @@ struct TrainOptions {
   int64_t stop_after = 0;
   // > 0: raise SIGINT after this step, as Ctrl-C there would (tests of the stop a signal asks for)
   int64_t signal_after_step = 0;
+  // Where a run stops, for the line a signal's stop ends with when the run is part of a bigger one ("in layer 3":
+  // a distill layer's run; empty: the command's own run)
+  std::string stop_context;
   // What a run keeps at its end beside best/ (which the caller promotes into out_dir): last/, the last step's
   // export, and the whole final checkpoint. Off (finetune's default): neither — a finished run's checkpoint keeps
   // its state alone (step, best step, data position), enough for a rerun to see that the run is done: its
