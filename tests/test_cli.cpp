@@ -182,6 +182,25 @@ TEST(Cli, EvalSaysHowManyTokensItScoredAndFlagsAShortText) {
   EXPECT_NE(windows.out.find("perplexity 95% interval: model " + std::string(interval) + ", teacher " + interval), std::string::npos) << windows.out;
 }
 
+// The passkey table prints what docs/generate.md lists, the mean prompt length in tokens too (it was in the JSON
+// alone: helper-67's probe), the same number as the JSON's.
+TEST(Cli, PasskeyTableShowsTheMeanPromptTokensItsJsonHolds) {
+  const std::string args = "eval --task passkey --model " + gpt2_dir() + " --lengths 64 --trials 2 --threads 1";
+  auto j = mimic_cli(args + " --json"), t = mimic_cli(args);
+  ASSERT_EQ(j.code, 0) << j.err;
+  ASSERT_EQ(t.code, 0) << t.err;
+  const double tokens = nlohmann::json::parse(j.out).at("rows").at(0).at("mean_prompt_tokens").get<double>();
+  ASSERT_GT(tokens, 32);
+  EXPECT_NE(t.out.find("prompt tokens\n"), std::string::npos) << t.out;
+  char cell[32];
+  std::snprintf(cell, sizeof cell, " %.1f", tokens);
+  const auto row = t.out.find("\n      64 ");
+  ASSERT_NE(row, std::string::npos) << t.out;
+  const std::string line = t.out.substr(row + 1, t.out.find('\n', row + 1) - row - 1);
+  ASSERT_GT(line.size(), std::strlen(cell));
+  EXPECT_EQ(line.substr(line.size() - std::strlen(cell)), cell) << "the row's last cell: " << line;
+}
+
 // Strided perplexity equals an independent token-by-token formulation: token p (p >= 1) is predicted from
 // the context [k*stride, p) of the first window that reaches it, k = max(0, ceil((p + 1 - window) / stride)).
 TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {

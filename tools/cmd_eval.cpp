@@ -418,11 +418,12 @@ void run_passkey(EvalArgs& a) {
   std::printf("passkey retrieval: %lld-digit keys, ranked against %lld alternatives (chance %.3f)\n",
               static_cast<long long>(a.passkey.digits), static_cast<long long>(a.passkey.alternatives), r.chance);
   std::printf("model: %s\n", attention.c_str());
-  std::printf("%8s %7s %8s %13s %10s %18s %15s\n", "length", "trials", "exact", "ranked first", "mean rank", "gain ranked first",
-              "key gain nats");
+  // the prompt's tokens beside its length, as docs/generate.md promises (helper-67's probe: --json alone had them)
+  std::printf("%8s %7s %8s %13s %10s %18s %15s %14s\n", "length", "trials", "exact", "ranked first", "mean rank", "gain ranked first",
+              "key gain nats", "prompt tokens");
   for (const auto& row : r.rows)
-    std::printf("%8lld %7lld %8.3f %13.3f %10.2f %18.3f %15.3f\n", static_cast<long long>(row.length), static_cast<long long>(row.trials),
-                row.exact_accuracy(), row.rank_accuracy(), row.mean_rank, row.gain_rank_accuracy(), row.mean_key_gain);
+    std::printf("%8lld %7lld %8.3f %13.3f %10.2f %18.3f %15.3f %14.1f\n", static_cast<long long>(row.length), static_cast<long long>(row.trials),
+                row.exact_accuracy(), row.rank_accuracy(), row.mean_rank, row.gain_rank_accuracy(), row.mean_key_gain, row.mean_prompt_tokens);
   std::printf("(%.1f s)\n", r.seconds);
 }
 
