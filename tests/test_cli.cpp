@@ -14,6 +14,7 @@
 
 #include "mimic/core/error.h"
 #include "mimic/core/progress.h"
+#include "mimic/data/token_cache.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/eval/perplexity.h"
 #include "mimic/io/atomic_file.h"
@@ -1020,14 +1021,25 @@ TEST(Cli, AnAttentionSpecIsRefusedWhileParsingOnlyWhenNoHeadDimensionTakesIt) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("p")));
 }
 
-TEST(Cli, AValidationSplitTooSmallForOneBatchIsRefusedBeforeTraining) {
+// A split too small for one batch is named with the tokens it has and one batch takes, and what to change — the train
+// split's too (it said "the data has N tokens" and no more: helper-68's probe) — before any training.
+TEST(Cli, ASplitTooSmallForOneBatchIsRefusedBeforeTrainingNamingTheSplitAndTheTokensABatchTakes) {
   TempDir dir;
   mimic::test::write_bytes(dir.file("d.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));
   auto r = mimic_cli("finetune --task lm --model " + gpt2_dir() + " --data " + dir.file("d.txt") +
                      " --seq-len 64 --batch-size 2 --steps 1 --warmup 0 --eval-batches 1 --out " + dir.file("o"));
   expect_one_line_error(r, "its validation split has ");
-  EXPECT_NE(r.err.find("too few for one batch of 2 x 65 tokens"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(" tokens: one batch of 2 x 64 tokens and the token after the last takes 129 (give more text, or a smaller "
+                       "--batch-size or --seq-len)"),
+            std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("o/log.jsonl")));
+  const auto train_tokens = mimic::data::corpus_token_cache(dir.file("d.txt"), mimic::data::Split::Train, *mimic::text::load_tokenizer(gpt2_dir())).size();
+  const int64_t rows = train_tokens / 64 + 1;  // one row more than the train split holds
+  auto train = mimic_cli("finetune --task lm --model " + gpt2_dir() + " --data " + dir.file("d.txt") + " --seq-len 64 --batch-size " +
+                         std::to_string(rows) + " --steps 1 --warmup 0 --eval-batches 1 --out " + dir.file("t"));
+  expect_one_line_error(train, "--data " + dir.file("d.txt") + ": its train split has " + std::to_string(train_tokens) + " tokens: one batch of " +
+                                   std::to_string(rows) + " x 64 tokens and the token after the last takes " + std::to_string(rows * 64 + 1));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("t/log.jsonl")));
 }
 
 // Every numeric option has a range (tools/ranges.h) that the command line is checked against while it is parsed:

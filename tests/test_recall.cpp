@@ -235,7 +235,14 @@ TEST(CopyEval, CliReportsTheGainOfEachModelAndTheRecallRecovered) {
   EXPECT_NE(one_text.out.find("n/a (1 segment)"), std::string::npos) << one_text.out;
   auto bad = mimic::test::mimic_cli("eval --task copy --model " + dir + " --text 'a b c' --segments 2 --segment-len 100");
   EXPECT_NE(bad.code, 0);
-  EXPECT_NE(bad.err.find("too few"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("--text has 3 tokens: too few"), std::string::npos) << bad.err;
+  // a split too short names the data and the split (helper-68's probe: "the text has N tokens" named neither)
+  mimic::test::TempDir tmp;
+  mimic::test::write_bytes(tmp.file("d.txt"), mimic::test::text_lines(mimic::test::kDickens, 40));
+  auto split = mimic::test::mimic_cli("eval --task copy --model " + dir + " --data " + tmp.file("d.txt") + " --split test --segments 40 --segment-len 100");
+  EXPECT_NE(split.code, 0);
+  EXPECT_NE(split.err.find("--data " + tmp.file("d.txt") + ": its test split has "), std::string::npos) << split.err;
+  EXPECT_NE(split.err.find(" tokens: too few for 40 segments of 100"), std::string::npos) << split.err;
   // Another task's options are refused in one line, not ignored.
   for (const auto& [extra, needle] : std::vector<std::pair<std::string, std::string>>{
            {"--window 64", "--window is for --task lm, not copy"},

@@ -316,9 +316,7 @@ std::string resumed_note(int64_t resumed_from) {
 void print_note(const std::string& sentence) { std::fprintf(stderr, "mimic: note: %s\n", sentence.c_str()); }
 
 void note_clamped(const std::string& option, int64_t asked, int64_t used, const std::string& what) {
-  if (used >= asked) return;
-  std::fprintf(stderr, "mimic: note: %s %lld is more than %s (%lld): using %lld\n", option.c_str(), static_cast<long long>(asked),
-               what.c_str(), static_cast<long long>(used), static_cast<long long>(used));
+  if (const auto sentence = clamped_note(option, asked, used, what); !sentence.empty()) print_note(sentence);
 }
 
 std::string fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_t steps) {

@@ -79,11 +79,10 @@ void run(DistillArgs& a) {
                       [](const auto& md) { return md.count("format") && md.at("format") == "mimic-distill-1"; });
   a.o.seed = a.common.seed;
   a.o.device = a.common.on;
+  a.o.note = print_note;
   a.o.progress = !a.common.json;
   auto r = distill::distill(a.o);
   if (!train::writes_outputs()) return;  // rank 0 prints the run's result
-  if (a.o.record.empty() && !a.o.model_dir.empty())  // online: the data may give fewer samples than asked
-    note_clamped("--samples", a.o.samples, r.samples, "what --data gives at this --seq-len");
   if (a.common.json) return print_json(r.to_json());
   if (!a.o.eval_only) std::printf("%s: %s, %zu layers\n", r.out.c_str(), r.student.c_str(), r.layers.size());
   print_table(r, a.o.eval_only);

@@ -279,7 +279,9 @@ nlohmann::json eval_copy(EvalArgs& a, const std::string& dir) {
     a.copy.segment_len = std::min<int64_t>(128, (model->summary().max_positions - static_cast<int64_t>(opening.size())) / 2);
   auto o = a.copy;
   o.opening = opening;
-  auto segments = eval::copy_segments(eval::without_opening(lm_ids(a, *tok), o.opening), o.segments, o.segment_len);
+  // the refusal of a text too short names which text (helper-68's probe: "the text has 2025 tokens" named no --data)
+  const std::string text = !a.data.empty() ? "--data " + a.data + ": its " + a.split + " split" : a.file ? "--file " + *a.file : "--text";
+  auto segments = eval::copy_segments(eval::without_opening(lm_ids(a, *tok), o.opening), o.segments, o.segment_len, text);
   auto r = eval::copy_eval(*model, segments, o);
   return {{"first_nll", r.first_nll}, {"second_nll", r.second_nll}, {"copy_gain", r.gain},
           {"copy_gain_ci95", r.gain_ci95}, {"copy_gain_sd", r.gain_sd}, {"seconds", r.seconds},

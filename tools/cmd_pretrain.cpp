@@ -40,6 +40,8 @@ void run(PretrainArgs& a) {
   usage_checked([&] { pretrain::check_options(a.o); });
   const std::string warmup_note = fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);
   start(a.common);
+  // before the run, whose end may be hours away (helper-68's probe: printed after it); rank 0 alone
+  if (train::writes_outputs()) std::fputs(warmup_note.c_str(), stderr);
   refuse_out_over_inputs(a.o.train.out_dir, {{"--config", a.config_path}, {"--init", a.o.init}, {"--data", a.o.corpus}});
   // the folder locked before it is checked and held to the end, as convert, export and report do: checked first and
   // locked once the model had loaded (~1 s later), an export, a report or another run finishing in between was
@@ -60,6 +62,7 @@ void run(PretrainArgs& a) {
   }
   a.o.seed = a.common.seed;
   a.o.device = a.common.on;
+  a.o.note = print_note;
   // rank 0 alone acts on these: another rank's were dropped without a word (the fourth probe of 2026-11-27)
   a.o.train.rank_settings.update({{"resume", a.resume}, {"json", a.common.json}});
   if (a.resume && train::writes_outputs())  // rank 0 reads the checkpoint (other machines may have none)
@@ -67,8 +70,6 @@ void run(PretrainArgs& a) {
                 a.o.train.out_dir);
   auto r = pretrain::pretrain(a.o);
   if (!train::writes_outputs()) return;  // rank 0 prints the run's result
-  std::fputs(warmup_note.c_str(), stderr);
-  if (r.validation_batches > 0) note_clamped("--eval-batches", a.o.eval_batches, r.validation_batches, "the validation split holds");
   const auto number = [&](double v) { return r.finished_earlier ? nlohmann::json() : nlohmann::json(v); };
   nlohmann::json j = {{"out", a.o.train.out_dir},        {"steps", r.steps},
                       {"resumed_from", r.resumed_from},  {"finished_earlier", r.finished_earlier},

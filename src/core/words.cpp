@@ -31,6 +31,11 @@ std::string nearest_name(const std::string& word, const std::vector<std::string>
   return nearest;
 }
 
+std::string clamped_note(const std::string& option, int64_t asked, int64_t used, const std::string& what) {
+  if (used >= asked) return "";
+  return option + " " + std::to_string(asked) + " is more than " + what + " (" + std::to_string(used) + "): using " + std::to_string(used);
+}
+
 std::string count_of(int64_t n, const std::string& one, const std::string& many) {
   return std::to_string(n) + " " + (n == 1 ? one : many.empty() ? one + "s" : many);
 }

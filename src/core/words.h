@@ -16,4 +16,8 @@ std::string nearest_name(const std::string& word, const std::vector<std::string>
 // "1 process", "2 processes").
 std::string count_of(int64_t n, const std::string& one, const std::string& many = "");
 
+// The note on an option's value cut to what the input allows ("--eval-batches 10 is more than the validation split
+// holds (1): using 1"), or "" when `used` is not less than `asked`. The CLI's and the library's notes say it alike.
+std::string clamped_note(const std::string& option, int64_t asked, int64_t used, const std::string& what);
+
 }  // namespace mimic

@@ -13,22 +13,28 @@ namespace mimic::data {
 
 namespace {
 
+// A split of the user's text too small for one batch is refused before any work, naming the split, the tokens one
+// batch takes (PackedBatches' blocks: the split's tokens less one, in blocks of seq_len, each with the token after
+// it) and what to change. The train split's refusal said "the data has N tokens" (the whole text's? the split's?)
+// and offered no way out (helper-68's probe).
+TokenCache enough_for_a_batch(TokenCache split, const std::string& corpus, const char* name, int64_t seq_len, int64_t batch_size) {
+  MIMIC_CHECK(seq_len < 1 || (split.size() - 1) / seq_len >= batch_size, "--data ", corpus, ": its ", name, " split has ", split.size(),
+              " tokens: one batch of ", batch_size, " x ", seq_len, " tokens and the token after the last takes ", batch_size * seq_len + 1,
+              " (give more text, or a smaller --batch-size or --seq-len)");
+  return split;
+}
+
 class CorpusSource : public LmSource {
  public:
   CorpusSource(const std::string& corpus, const text::Tokenizer& tok, int64_t seq_len, int64_t batch_size, uint64_t seed,
                const CopyCurriculum& copy)
-      : train_(corpus_token_cache(corpus, Split::Train, tok)),
-        val_(corpus_token_cache(corpus, Split::Validation, tok)),
+      : train_(enough_for_a_batch(corpus_token_cache(corpus, Split::Train, tok), corpus, "train", seq_len, batch_size)),
+        // before any training: a run that trained and then found no validation batch failed after the work, leaving a
+        // folder with only its log (the probe of 2026-11-27)
+        val_(enough_for_a_batch(corpus_token_cache(corpus, Split::Validation, tok), corpus, "validation", seq_len, batch_size)),
         batches_(train_, seq_len, batch_size, seed, copy),
         seq_len_(seq_len),
-        batch_size_(batch_size) {
-    // before any training: a run that trained and then found no validation batch failed after the work, leaving a
-    // folder with only its log (the probe of 2026-11-27)
-    // (PackedBatches' blocks: the split's tokens less one, in blocks of seq_len, each with the token after it)
-    MIMIC_CHECK((val_.size() - 1) / seq_len_ >= batch_size_, "--data ", corpus, ": its validation split has ", val_.size(),
-                " tokens: too few for one batch of ", batch_size_, " x ", seq_len_ + 1,
-                " tokens (give more text, or a smaller --batch-size or --seq-len)");
-  }
+        batch_size_(batch_size) {}
   LmBatch next() override { return batches_.next(); }
   nlohmann::json position() const override {
     auto p = batches_.position();

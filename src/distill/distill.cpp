@@ -19,6 +19,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/core/layers.h"
+#include "mimic/core/words.h"
 #include "mimic/distributed/environment.h"
 #include "mimic/distributed/group.h"
 #include "mimic/distill/checkpoint.h"
@@ -455,6 +456,9 @@ DistillResult distill(const DistillOptions& o) {
     if (!map.empty()) attention::make_feature_map({map, 1, 2, o.map_options.is_null() ? nlohmann::json::object() : o.map_options});
   }
   auto src = open_source(o);
+  // online: the data may give fewer samples than asked — said before the layers, not after them (helper-68's probe)
+  if (o.note && o.record.empty() && train::writes_outputs())
+    if (const auto n = clamped_note("--samples", o.samples, src->samples(), "what --data gives at this --seq-len"); !n.empty()) o.note(n);
   if (o.eval_only) {
     MIMIC_CHECK(!distributed::environment().distributed(), "distill --eval-only runs as one process (WORLD_SIZE=",
                 distributed::environment().world_size, "): run it without mimic launch");

@@ -10,6 +10,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -50,6 +51,7 @@ struct DistillOptions {
   std::string record;
   std::string model_dir, data, split = "train";
   int64_t samples = 64, seq_len = 0;  // online mode only
+  std::function<void(const std::string&)> note;  // a sentence for the user before the work (a setting cut to the data)
   // the student: a distillable attention kind with its own options ("linear", "hybrid:window=64"; kinds.h
   // parse_kind_spec), the feature map and gates every such kind takes
   std::string attention = "linear";

@@ -13,12 +13,12 @@
 
 namespace mimic::eval {
 
-std::vector<std::vector<int64_t>> copy_segments(const std::vector<int64_t>& ids, int64_t segments, int64_t segment_len) {
+std::vector<std::vector<int64_t>> copy_segments(const std::vector<int64_t>& ids, int64_t segments, int64_t segment_len, const std::string& text) {
   MIMIC_CHECK(segments >= 1, "copy evaluation needs at least 1 segment, got ", segments);
   MIMIC_CHECK(segment_len >= 2, "a copy segment needs at least 2 tokens, got ", segment_len);
   const auto n = static_cast<int64_t>(ids.size());
   // a newcomer's text of a few pages met the defaults' 4,096 test tokens (32 × 128) with no word of the options (the probe of 2026-12-01)
-  MIMIC_CHECK(segments * segment_len <= n, "the text has ", n, " tokens: too few for ", segments, " segments of ", segment_len,
+  MIMIC_CHECK(segments * segment_len <= n, text, " has ", n, " tokens: too few for ", segments, " segments of ", segment_len,
               " (--segments × --segment-len must fit: give more text",
               // ("--segments 1 or fewer" read oddly where 1 is the least: helper-60's probe)
               n >= 2 * segment_len ? ", or --segments " + std::to_string(n / segment_len) + " or fewer at this --segment-len"

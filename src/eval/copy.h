@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace mimic::models { class Model; }
@@ -42,8 +43,9 @@ struct CopyResult {
 };
 
 // N non-overlapping segments of L tokens, evenly spaced over `ids` (the first at 0, the last ending at the
-// end). Too few tokens for N × L, N < 1 or L < 2 is a mimic::Error.
-std::vector<std::vector<int64_t>> copy_segments(const std::vector<int64_t>& ids, int64_t segments, int64_t segment_len);
+// end). Too few tokens for N × L, N < 1 or L < 2 is a mimic::Error; `text` is what its message calls the ids.
+std::vector<std::vector<int64_t>> copy_segments(const std::vector<int64_t>& ids, int64_t segments, int64_t segment_len,
+                                                const std::string& text = "the text");
 // `ids` without `opening` at its front (a token stream opens with its first document's start, which every run
 // brings itself: cut from the stream, the first segment would open with it twice).
 std::vector<int64_t> without_opening(std::vector<int64_t> ids, const std::vector<int64_t>& opening);

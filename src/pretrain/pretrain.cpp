@@ -10,6 +10,7 @@
 #include "mimic/core/json_keys.h"
 #include "mimic/core/paths.h"
 #include "mimic/core/precision.h"
+#include "mimic/core/words.h"
 #include "mimic/data/batches.h"
 #include "mimic/data/corpus.h"
 #include "mimic/data/lm_source.h"
@@ -278,6 +279,10 @@ train::TrainResult pretrain(const PretrainOptions& o) {
                                  {"min_lr_ratio", train::TrainOptions{}.min_lr_ratio}});
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
+  // said before the run, as finetune says it (helper-68's probe: after it)
+  if (o.note && train::writes_outputs())
+    if (const auto n = clamped_note("--eval-batches", o.eval_batches, source->validation_batches(o.eval_batches), "the validation split holds"); !n.empty())
+      o.note(n);
   auto result = train::train(task, t);
   result.validation_batches = source->validation_batches(o.eval_batches);
   // The output directory itself becomes a model directory (the best checkpoint by validation loss).

@@ -138,7 +138,7 @@ struct TrainResult {
   double seconds = 0;
   double tokens_per_second = 0;
   // the batches an evaluation averaged, set by the task's command (pretrain, finetune --task lm): fewer than asked
-  // when the validation split holds fewer, which the CLI says (0: not set)
+  // when the validation split holds fewer, which the command notes before the run (0: not set)
   int64_t validation_batches = 0;
 };
 
