@@ -79,6 +79,38 @@ TEST(Placement, GreedyStepMeasuresAgainWithTheEarlierChoicesKept) {
   EXPECT_EQ(static_cast<int64_t>(t.calls.size()), g.measured);
 }
 
+// A teacher without recall on the probe's text leaves the score to the LM loss, and heads that change no score are
+// kept arbitrarily: both said (a probe kept 2 heads of all-0.000 scores without a word: helper-68's probe), and
+// nothing said for a teacher that recalls and heads that differ.
+TEST(Placement, AProbeThatCannotRankTheHeadsSaysSoAndOneThatCanSaysNothing) {
+  TableMeasure recalls;
+  recalls.single = {{A, 0.3}, {B, 0.05}, {C, 0.25}, {D, 0.0}};
+  EXPECT_EQ(mimic::convert::placement_caveat(mimic::convert::greedy_placement(std::ref(recalls), {A, B, C, D}, heads(2)), heads(2)), "");
+  TableMeasure none;  // copy gain 0 for every set, the same LM loss: nothing to rank by
+  const auto caveat = mimic::convert::placement_caveat(mimic::convert::greedy_placement(std::ref(none), {A, B, C, D}, heads(2)), heads(2));
+  EXPECT_NE(caveat.find("the teacher shows no recall on the probe's text (copy gain 0.000, passkey key gain 0.000 nats"), std::string::npos) << caveat;
+  EXPECT_NE(caveat.find("so the heads were ranked by LM loss alone"), std::string::npos) << caveat;
+  EXPECT_NE(caveat.find("the probe could not tell the heads apart (no head changed its score by 0.001 or more): the 2 kept are arbitrary"),
+            std::string::npos) << caveat;
+  // without recall but with LM losses that differ, the ranking is by LM loss: said, and not called arbitrary
+  struct LossMeasure {
+    ProbeMeasure operator()(const std::vector<HeadRef>& kept) {
+      ProbeMeasure m;
+      m.lm_loss = 5.0 - 0.1 * static_cast<double>(std::count(kept.begin(), kept.end(), A));
+      return m;
+    }
+  } loss;
+  const auto by_loss = mimic::convert::placement_caveat(mimic::convert::greedy_placement(std::ref(loss), {A, B, C, D}, heads(1)), heads(1));
+  EXPECT_NE(by_loss.find("ranked by LM loss alone"), std::string::npos) << by_loss;
+  EXPECT_EQ(by_loss.find("arbitrary"), std::string::npos) << by_loss;
+  // a share the student already has keeps nothing: nothing kept is called arbitrary
+  TableMeasure had;
+  had.gain = {{{}, 0.9}, {{A, B, C, D}, 1.0}};
+  auto share = heads(0);
+  share.share = 0.5;
+  EXPECT_EQ(mimic::convert::placement_caveat(mimic::convert::greedy_placement(std::ref(had), {A, B, C, D}, share), share), "");
+}
+
 TEST(Placement, ScreenFindsBothHalvesOfACircuitThatGainNothingAlone) {
   // X and Y copy only together; Z gains a little alone and nothing is lost without it. Restoring heads one at a
   // time into the student ranks Z first; turning them linear one at a time in the teacher ranks X and Y first.

@@ -203,6 +203,9 @@ ConvertResult convert_model(models::Model& model, const std::string& model_name,
   for (auto l : r.layers) students[l] = maps.kernel(l, placement.caches() ? without_cache(attention_options) : attention_options);
   HeadPlacer placer(model, students);
   const auto kept = choose_heads(placement, model, maps, r.layers, placer, r.placement);
+  // a probe whose heads cannot be trusted says so where the user reads (mimic.json keeps it too)
+  if (const auto caveat = r.placement.is_object() ? r.placement.value("caveat", "") : ""; !caveat.empty())
+    r.warning = r.warning.empty() ? caveat : r.warning + "; " + caveat;
   if (placement.caches()) {
     std::map<int64_t, std::shared_ptr<attention::DistillableKernel>> cached;
     for (auto l : r.layers) {

@@ -468,6 +468,27 @@ nlohmann::json measure_json(const ProbeMeasure& m, double score) {
 }
 }  // namespace
 
+std::string placement_caveat(const GreedyPlacement& g, const GreedyOptions& o) {
+  std::string caveat;
+  const bool copy = o.weights.copy > 0 && g.teacher.copy_gain >= kProbeFloor, passkey = o.weights.passkey > 0 && g.teacher.key_gain >= kProbeFloor;
+  if (!copy && !passkey) {
+    char line[320];
+    std::snprintf(line, sizeof line, "the teacher shows no recall on the probe's text (copy gain %.3f, passkey key gain %.3f nats: "
+                  "below %.2f, or weighed 0), so the heads were ranked by LM loss alone", g.teacher.copy_gain, g.teacher.key_gain, kProbeFloor);
+    caveat = line;
+  }
+  double most = 0;  // the largest change of the score any head made, in the screen or a step
+  for (const auto& r : g.screen) most = std::max({most, std::abs(r.restore), std::abs(r.ablate)});
+  for (const auto& s : g.steps) most = std::max(most, std::abs(s.score_after - s.score_before));
+  if (!g.kept.empty() && most < kIndistinct) {
+    char line[320];
+    std::snprintf(line, sizeof line, "the probe could not tell the heads apart (no head changed its score by %g or more): the %zu kept are "
+                  "arbitrary; give a list of heads, or --probe-data with text the teacher copies", kIndistinct, g.kept.size());
+    caveat += (caveat.empty() ? "" : "; ") + std::string(line);
+  }
+  return caveat;
+}
+
 nlohmann::json placement_json(const GreedyPlacement& g, const GreedyOptions& o, const ProbeCalibration& cal) {
   nlohmann::json screen = nlohmann::json::array(), steps = nlohmann::json::array(), kept = nlohmann::json::array();
   for (const auto& r : g.screen)
@@ -495,6 +516,7 @@ nlohmann::json placement_json(const GreedyPlacement& g, const GreedyOptions& o, 
           {"steps", steps},
           {"kept", kept},
           {"reached", g.reached},
+          {"caveat", placement_caveat(g, o)},
           {"measured", g.measured},
           {"seconds", g.seconds}};
 }

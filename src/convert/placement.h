@@ -147,7 +147,14 @@ struct GreedyPlacement {
 // count > 0 or share > 0 (not both); candidates non-empty and distinct. Sets measured once are not measured again.
 GreedyPlacement greedy_placement(const HeadSetMeasure& measure, const std::vector<HeadRef>& candidates, const GreedyOptions& o);
 
-// The placement's record for mimic.json and --json: rule, weights, calibration, screen, every step.
+// What a user must know before trusting the heads a probe kept, or "": that the teacher showed no recall on the
+// probe's text (neither its copy gain nor its passkey key gain reached kProbeFloor, so the heads were ranked by LM
+// loss alone), and that no head moved the score by kIndistinct or more (the heads kept are then arbitrary). A probe
+// on a teacher without recall kept heads without a word (helper-68's probe: every score 0.000).
+inline constexpr double kIndistinct = 1e-3;
+std::string placement_caveat(const GreedyPlacement& g, const GreedyOptions& o);
+
+// The placement's record for mimic.json and --json: rule, weights, calibration, screen, every step, the caveat.
 nlohmann::json placement_json(const GreedyPlacement& g, const GreedyOptions& o, const ProbeCalibration& cal);
 
 // ---------------------------------------------------------------------------------------------- on a model
