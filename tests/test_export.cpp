@@ -251,6 +251,11 @@ TEST(Export, AWeightBeyondFloat16sRangeIsRefusedBeforeTheFolderChanges) {
   m->save(dir.file("fine"), f32);
   auto first = mimic_cli("export --model " + dir.file("fine") + " --out " + dir.file("out") + " --dtype f16 --threads 1");
   ASSERT_EQ(first.code, 0) << first.err;
+  // its summary counts the elements in words, by storage type (a JSON object there read as a byte count: helper-68)
+  int64_t f16_elements = 0;
+  for (const auto& t : TensorStore::open_dir(dir.file("out")).tensors())
+    if (t.dtype == mimic::io::DType::F16) f16_elements += t.numel();
+  EXPECT_NE(first.out.find(" bytes (" + std::to_string(f16_elements) + " F16 elements"), std::string::npos) << first.out;
   const auto earlier = read_bytes(dir.file("out/model.safetensors"));
   {
     torch::NoGradGuard ng;

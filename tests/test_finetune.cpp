@@ -264,6 +264,11 @@ TEST(FinetuneLm, ASignalStopsTheRunAfterItsStepWithACheckpointTheSameCommandCont
   ASSERT_EQ(::sigaction(SIGINT, nullptr, &now), 0);
   EXPECT_EQ(now.sa_handler, before.sa_handler);
   EXPECT_FALSE(std::filesystem::exists(dir.file("stopped/last")));
+  // the stopped run's folder is no model yet: said so, with the rerun and its best model so far (evaluated at step 3)
+  // ("no config.json" alone: helper-68's probe)
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(dir.file("stopped")),
+                     dir.file("stopped") + ": a training run's folder with no model yet (its model is written when the run finishes): run the "
+                                           "same command again to continue it; its best model so far is " + dir.file("stopped/best"));
   stopped.train.signal_after_step = 0;
   auto second = ft::finetune_lm(stopped);
   EXPECT_EQ(second.train.resumed_from, 3);

@@ -450,7 +450,7 @@ void register_eval(CLI::App& app) {
   auto* seq_len = sub->add_option("--seq-len", args->seq_len, "cls: tokens per example, [CLS] and [SEP] included (default: min(128, the model's context))")
                       ->transform(range::tokens(3));
   auto* batch_size = sub->add_option("--batch-size", args->batch_size, "cls: examples per batch")->capture_default_str()->transform(range::batch());
-  sub->add_option("--teacher", args->teacher, "Also evaluate this model (e.g. the softmax teacher of a converted model) and print both side by side")
+  sub->add_option("--teacher", args->teacher, "Also evaluate this model (e.g. the softmax teacher of a converted model) and print both side by side (lm, copy, mqar, cls; passkey: run it on each model)")
       ->transform(model_dir_arg());
   auto* lengths = sub->add_option("--lengths", args->passkey.lengths, "passkey: tokens per sequence (prompt + answer), e.g. 128,256,512")
       ->delimiter(',')

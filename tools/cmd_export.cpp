@@ -58,8 +58,12 @@ void run(ExportArgs& a) {
                       {"files", files},    {"bytes", bytes},     {"elements_by_dtype", per_dtype},
                       {"tensors", store.names().size()}};
   if (a.common.json) return print_json(j);
-  std::cout << "exported " << a.model << " to " << a.out << ": " << store.names().size() << " tensors, " << bytes << " bytes "
-            << nlohmann::json(per_dtype).dump() << "\n";
+  // the elements by storage type in words ("12417216 F16 elements"), not a JSON object after the bytes, where its
+  // number read as bytes (helper-68's probe)
+  std::string elements;
+  for (const auto& [dtype, n] : per_dtype) elements += (elements.empty() ? "" : ", ") + std::to_string(n) + " " + dtype + " elements";
+  std::cout << "exported " << a.model << " to " << a.out << ": " << store.names().size() << " tensors, " << bytes << " bytes (" << elements
+            << ")\n";
   for (const auto& f : files)
     std::cout << "  " << f["file"].get<std::string>() << "  " << f["tensors"] << " tensors, " << f["bytes"] << " bytes\n";
   if (store.sharded()) std::cout << "  " << io::kIndexFile << "\n";

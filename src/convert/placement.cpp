@@ -393,7 +393,7 @@ GreedyPlacement greedy_placement(const HeadSetMeasure& measure, const std::vecto
       if (!(x == c)) others.push_back(x);
     row.ablate = g.teacher_score - score(measured(others));
     g.screen.push_back(row);
-    screen_bar.advance(2, head_name(c));
+    screen_bar.advance(2, "head " + head_name(c));  // labelled: a bare "5.5" ended the line (helper-68)
   }
   screen_bar.finish();
   std::stable_sort(g.screen.begin(), g.screen.end(), [](const ScreenRow& a, const ScreenRow& b) { return a.value() > b.value(); });

@@ -117,6 +117,14 @@ class HfModel : public Model {
       if (snapshots.empty() && io::TensorStore::has_weights(dir))
         fail(dir, ": no config.json beside its weights, as a save stopped before its end leaves a folder (mimic writes config.json "
                   "last): run the command that wrote it again");
+      // a training run's folder before its end (stopped, or still running) holds its checkpoint and log; the model comes
+      // when the run finishes. "no config.json" alone left the user to guess (helper-68's probe).
+      if (snapshots.empty() && fs::exists(d / "checkpoint.safetensors", ec)) {
+        const bool best = fs::exists(d / "best" / "config.json", ec);
+        fail(dir, ": a training run's folder with no model yet (its model is written when the run finishes): run the same command again to "
+                  "continue it",
+             best ? "; its best model so far is " + (d / "best").string() : std::string());
+      }
       // a tokenizer's folder (the asset `--model gpt2` names, which tokenize reads) was called a model without its
       // config, in a cache folder the user never named (helper-54's probe of 2026-12-04)
       if (snapshots.empty() && std::any_of(std::begin(kTokenizerFiles), std::end(kTokenizerFiles),
