@@ -31,6 +31,13 @@ TEST(ClassificationMetrics, BinaryAndMultiClassByHand) {
   auto k = eval::classification_metrics({0, 0, 1, 1, 2, 0, 2, 2}, {0, 0, 0, 1, 1, 2, 2, 2}, 3);
   EXPECT_NEAR(k.mcc, (5.0 * 8 - (9 + 4 + 9)) / std::sqrt((64.0 - 22) * (64.0 - 22)), 1e-12);
   EXPECT_NEAR(k.f1, (2.0 * 2 / 6 + 2.0 * 1 / 4 + 2.0 * 2 / 6) / 3, 1e-12);  // macro-F1
+  // the same rows under a 5-way head: classes 3 and 4 occur nowhere and are left out of the macro mean (they counted
+  // as 0, giving 3/5 of it: helper-69's probe), as scikit-learn's f1_score(average="macro") leaves them out
+  EXPECT_NEAR(eval::classification_metrics({0, 0, 1, 1, 2, 0, 2, 2}, {0, 0, 0, 1, 1, 2, 2, 2}, 5).f1, k.f1, 1e-12);
+  // a class only predicted counts (F1 0), as one only in the labels does
+  EXPECT_NEAR(eval::classification_metrics({0, 3}, {0, 1}, 4).f1, (1.0 + 0 + 0) / 3, 1e-12);
+  // one class in the labels, all right: MCC is 0/0, reported as 0
+  EXPECT_DOUBLE_EQ(eval::classification_metrics({2, 2, 2}, {2, 2, 2}, 3).mcc, 0.0);
   EXPECT_MIMIC_ERROR(eval::classification_metrics({0}, {0, 1}, 2), "1 predictions for 2 labels");
 }
 

@@ -1083,6 +1083,10 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
                                        dir.file("a2"));
   ASSERT_EQ(taught.code, 0) << taught.err;
   EXPECT_NE(taught.err.find(":9): each row keeps its own label"), std::string::npos) << taught.err;
+  // m.jsonl's one train row is "0": the head's output for "1" never trains — said (helper-69's probe: without a word)
+  EXPECT_NE(taught.err.find("mimic: note: " + dir.file("m.jsonl") + ": label \"1\" occurs only in the validation or test rows: no train row "
+                            "teaches its output"), std::string::npos) << taught.err;
+  EXPECT_EQ(again.err.find("occurs only in the validation"), std::string::npos) << again.err;  // t.jsonl trains both
   const auto jt = nlohmann::json::parse(taught.out);
   EXPECT_EQ(jt["teacher"]["test"]["accuracy"], ja["accuracy"]) << taught.out;
   EXPECT_EQ(jt["teacher"]["test"]["n"], 7) << taught.out;

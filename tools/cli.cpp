@@ -325,8 +325,8 @@ std::string fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_
               " (a longer warm-up never reaches the peak learning rate)");
   const int64_t was = warmup;
   warmup = steps / 10;
-  return "mimic: note: warm-up cut to " + std::to_string(warmup) + " steps: the default " + std::to_string(was) + " is longer than --steps " +
-         std::to_string(steps) + "\n";
+  return "warm-up cut to " + std::to_string(warmup) + " steps: the default " + std::to_string(was) + " is longer than --steps " +
+         std::to_string(steps);
 }
 
 void start(Common& common) {

@@ -140,8 +140,9 @@ std::string resumed_note(int64_t resumed_from);
 
 // A warm-up longer than the run never reaches the peak learning rate: a --warmup the user gave above --steps is
 // refused; the command's default warm-up is cut to a tenth of the steps. Returns the note saying so ("" when
-// nothing was cut), which the command prints after its work, as every note: an error the library finds later (a
-// config, a model) was the second line after it (the seventh probe of 2026-11-29).
+// nothing was cut), which the trainer says as the training begins (TrainOptions::start_notes): after every check
+// that may refuse the run — an error the library finds later (a config, a model) was the second line after it (the
+// seventh probe of 2026-11-29) — and not after the run's end, hours late (helper-68's probe).
 std::string fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_t steps);
 
 // Applies the common options (threads, malloc tuning, seed). Every subcommand calls it first.

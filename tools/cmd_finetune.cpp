@@ -102,8 +102,9 @@ void run(FinetuneArgs& a) {
   MIMIC_USAGE_CHECK(a.kd > 0 || a.kd_lm_weight == 0, "--kd-lm-weight mixes the LM loss into logit distillation: it needs --kd T");
   const std::string warmup_note = fit_warmup(a.warmup_option, a.f.train.warmup, a.f.train.steps);
   start(a.common);
-  // before the run, whose end may be hours away (helper-68's probe: printed after it); rank 0 alone
-  if (train::writes_outputs()) std::fputs(warmup_note.c_str(), stderr);
+  // said as the training begins (the trainer's start notes), not after its end (helper-68's probe)
+  if (!warmup_note.empty()) a.f.train.start_notes.push_back(warmup_note);
+  a.f.train.note = print_note;
   refuse_out_over_inputs(a.f.train.out_dir, {{"--model", a.f.model_dir}, {"--teacher", a.f.teacher_dir}, {"--data", a.data}});
   // the folder locked before it is checked and held to the end, as convert, export and report do: checked first and
   // locked once the model had loaded (~1 s later), an export, a report or another run finishing in between was

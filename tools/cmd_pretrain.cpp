@@ -40,8 +40,9 @@ void run(PretrainArgs& a) {
   usage_checked([&] { pretrain::check_options(a.o); });
   const std::string warmup_note = fit_warmup(a.warmup_option, a.o.train.warmup, a.o.train.steps);
   start(a.common);
-  // before the run, whose end may be hours away (helper-68's probe: printed after it); rank 0 alone
-  if (train::writes_outputs()) std::fputs(warmup_note.c_str(), stderr);
+  // said as the training begins (the trainer's start notes), not after its end (helper-68's probe)
+  if (!warmup_note.empty()) a.o.train.start_notes.push_back(warmup_note);
+  a.o.train.note = print_note;
   refuse_out_over_inputs(a.o.train.out_dir, {{"--config", a.config_path}, {"--init", a.o.init}, {"--data", a.o.corpus}});
   // the folder locked before it is checked and held to the end, as convert, export and report do: checked first and
   // locked once the model had loaded (~1 s later), an export, a report or another run finishing in between was
@@ -62,7 +63,6 @@ void run(PretrainArgs& a) {
   }
   a.o.seed = a.common.seed;
   a.o.device = a.common.on;
-  a.o.note = print_note;
   // rank 0 alone acts on these: another rank's were dropped without a word (the fourth probe of 2026-11-27)
   a.o.train.rank_settings.update({{"resume", a.resume}, {"json", a.common.json}});
   if (a.resume && train::writes_outputs())  // rank 0 reads the checkpoint (other machines may have none)

@@ -456,12 +456,16 @@ DistillResult distill(const DistillOptions& o) {
     if (!map.empty()) attention::make_feature_map({map, 1, 2, o.map_options.is_null() ? nlohmann::json::object() : o.map_options});
   }
   auto src = open_source(o);
-  // online: the data may give fewer samples than asked — said before the layers, not after them (helper-68's probe)
-  if (o.note && o.record.empty() && train::writes_outputs())
-    if (const auto n = clamped_note("--samples", o.samples, src->samples(), "what --data gives at this --seq-len"); !n.empty()) o.note(n);
+  // online: the data may give fewer samples than asked — said before the work, not after it (helper-68's probe), and
+  // after the checks that may refuse the run (a note above a one-line refusal made it two lines)
+  auto note_samples = [&] {
+    if (o.note && o.record.empty() && train::writes_outputs())
+      if (const auto n = clamped_note("--samples", o.samples, src->samples(), "what --data gives at this --seq-len"); !n.empty()) o.note(n);
+  };
   if (o.eval_only) {
     MIMIC_CHECK(!distributed::environment().distributed(), "distill --eval-only runs as one process (WORLD_SIZE=",
                 distributed::environment().world_size, "): run it without mimic launch");
+    note_samples();
     return eval_only(o, *src);
   }
 
@@ -521,6 +525,7 @@ DistillResult distill(const DistillOptions& o) {
   }), "rank 0's distillation state");
   const auto finished = json_key(start, "finished", "rank 0's distillation state").get<std::vector<int64_t>>();
   res.resumed = json_bool(start, "resumed", "rank 0's distillation state");
+  note_samples();
   // The i-th chosen layer is rank (i mod WORLD_SIZE)'s: the layers of one model cost the same, so this is balanced
   // to within one layer, and fixed, so that a rerun gives each rank the layers whose folders it wrote.
   auto owner = [&](size_t i) { return static_cast<int>(i % static_cast<size_t>(group.size())); };

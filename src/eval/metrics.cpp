@@ -36,7 +36,12 @@ ClassificationMetrics classification_metrics(const std::vector<int64_t>& predict
   if (k == 2) {
     m.f1 = f1[1];
   } else {
-    for (double f : f1) m.f1 += f / static_cast<double>(k);
+    // macro: over the classes that occur, in the labels or the predictions (scikit-learn's default). A class of the
+    // head absent from both counted as an F1 of 0, which pulled a subset's score down (0.375 for 0.5: helper-69).
+    int64_t present = 0;
+    for (int64_t c = 0; c < k; ++c)
+      if (t[c] + p[c] > 0) m.f1 += f1[c], ++present;
+    m.f1 /= static_cast<double>(present);
   }
   // MCC = (c·s − Σ p_k t_k) / sqrt((s² − Σ p_k²)(s² − Σ t_k²))
   double pt = 0, pp = 0, tt = 0;
@@ -46,6 +51,7 @@ ClassificationMetrics classification_metrics(const std::vector<int64_t>& predict
     tt += t[c] * t[c];
   }
   double denom = std::sqrt((n * n - pp) * (n * n - tt));
+  // undefined (0/0) where the labels or the predictions hold one class alone: 0, as scikit-learn reports it
   m.mcc = denom > 0 ? (correct * n - pt) / denom : 0.0;
   return m;
 }

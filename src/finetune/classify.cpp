@@ -135,6 +135,20 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
     MIMIC_CHECK(held.size() >= 2, o.data, " holds one label (id ", *held.begin(), "): a new classifier needs at least two (or start "
                 "from a classifier whose id2label holds them)");
   }
+  // A label the validation or test rows hold and no train row does gets an output that never trains — said, as a
+  // typo or a split by hand can cause it (helper-69's probe: a 3-way head from a label seen only in validation, exit 0).
+  if (o.note && train::writes_outputs()) {
+    std::set<int64_t> trained, scored;
+    for (const auto& e : data.train) trained.insert(e.label);
+    for (const auto* part : {&data.validation, &data.test})
+      for (const auto& e : *part)
+        if (!trained.count(e.label)) scored.insert(e.label);
+    std::string names;
+    for (int64_t l : scored) names += (names.empty() ? "" : ", ") + nlohmann::json(data.labels.at(static_cast<size_t>(l))).dump();
+    if (!scored.empty())
+      o.note(o.data + ": label" + (scored.size() == 1 ? " " : "s ") + names + " occur" + (scored.size() == 1 ? "s" : "") +
+             " only in the validation or test rows: no train row teaches " + (scored.size() == 1 ? "its output" : "their outputs"));
+  }
   models::LoadOptions lo;
   lo.head = "cls";
   lo.labels = data.labels;

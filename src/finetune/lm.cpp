@@ -89,10 +89,9 @@ LmResult finetune_lm(const LmOptions& o) {
   if (kd) t.fingerprint["kd"] = {{"temperature", o.kd_temperature}, {"lm_weight", o.kd_lm_weight}, {"teacher", path_identity(o.teacher_dir)}};
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
-  // said before the run, not after it: a long run told its evaluation was cut only once it had ended (helper-68's probe)
-  if (o.note && train::writes_outputs())
-    if (const auto n = clamped_note("--eval-batches", o.eval_batches, source->validation_batches(o.eval_batches), "the validation split holds"); !n.empty())
-      o.note(n);
+  // said as the run begins, not after it (helper-68's probe)
+  if (const auto n = clamped_note("--eval-batches", o.eval_batches, source->validation_batches(o.eval_batches), "the validation split holds"); !n.empty())
+    t.start_notes.push_back(n);
   LmResult r;
   r.train = train::train(task, t);
   r.train.validation_batches = source->validation_batches(o.eval_batches);

@@ -279,10 +279,9 @@ train::TrainResult pretrain(const PretrainOptions& o) {
                                  {"min_lr_ratio", train::TrainOptions{}.min_lr_ratio}});
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
-  // said before the run, as finetune says it (helper-68's probe: after it)
-  if (o.note && train::writes_outputs())
-    if (const auto n = clamped_note("--eval-batches", o.eval_batches, source->validation_batches(o.eval_batches), "the validation split holds"); !n.empty())
-      o.note(n);
+  // said as the run begins, as finetune says it (helper-68's probe: after it)
+  if (const auto n = clamped_note("--eval-batches", o.eval_batches, source->validation_batches(o.eval_batches), "the validation split holds"); !n.empty())
+    t.start_notes.push_back(n);
   auto result = train::train(task, t);
   result.validation_batches = source->validation_batches(o.eval_batches);
   // The output directory itself becomes a model directory (the best checkpoint by validation loss).

@@ -2,7 +2,6 @@
 // on the training engine. Writes a HF-layout directory that every mimic command reads.
 #pragma once
 #include <c10/core/Device.h>
-#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -41,7 +40,6 @@ struct PretrainOptions {
   int64_t eval_batches = 20;        // validation batches per evaluation
   uint64_t seed = 0;
   c10::Device device = c10::Device(c10::kCPU);  // where the model trains (--device); initialised on the CPU, then moved
-  std::function<void(const std::string&)> note;  // a sentence for the user before the run (a setting cut to the data)
   train::TrainOptions train;        // steps, lr, schedule, out_dir, ...
 };
 // `mimic pretrain`'s weight decay unless --weight-decay says otherwise (a checkpoint's fingerprint omits it then)

@@ -235,6 +235,8 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
     return r;
   }
 
+  if (lead && o.note)
+    for (const auto& n : o.start_notes) o.note(n);
   // where autocast acts when the run is bf16: the device of the parameters
   const c10::Device device = task.params.front().second.device();
   bool best_staged = false;  // best.new/ holds a best export the next checkpoint records

@@ -73,6 +73,11 @@ struct TrainOptions {
   // Where a run stops, for the line a signal's stop ends with when the run is part of a bigger one ("in layer 3":
   // a distill layer's run; empty: the command's own run)
   std::string stop_context;
+  // Sentences for the user (a setting cut to the data: "warm-up cut to …"), said by rank 0 through `note` as the
+  // training begins — after every check that may refuse the run (a note above a one-line refusal made it two lines)
+  // and before the first step (printed at the run's end, they came hours late: helper-68's probe)
+  std::vector<std::string> start_notes;
+  std::function<void(const std::string&)> note;
   // What a run keeps at its end beside best/ (which the caller promotes into out_dir): last/, the last step's
   // export, and the whole final checkpoint. Off (finetune's default): neither — a finished run's checkpoint keeps
   // its state alone (step, best step, data position), enough for a rerun to see that the run is done: its
