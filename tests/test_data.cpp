@@ -434,7 +434,11 @@ TEST(DataBatches, PackedBlocksShuffleDeterministicallyAndResume) {
   for (int i = 0; i < 5; ++i) EXPECT_TRUE(torch::equal(a.next().input_ids, resumed.next().input_ids)) << i;
   EXPECT_GE(a.position().epoch, 1);
   EXPECT_NE(a.block_start(0, 0) + 1000 * a.block_start(0, 1), a.block_start(1, 0) + 1000 * a.block_start(1, 1));
-  EXPECT_MIMIC_ERROR(PackedBatches(cache, 100, 3, 0), "too few");
+  // 200 tokens make two blocks of 100 with their next tokens: too few for a batch of three, said with the data's name
+  EXPECT_MIMIC_ERROR(PackedBatches(cache, 100, 3, 0), "the data has 201 tokens: one batch of 3 x 100 tokens and the token after the "
+                                                      "last takes 301 (give more text, or a smaller --batch-size or --seq-len)");
+  EXPECT_MIMIC_ERROR(PackedBatches(cache, 100, 3, 0, {}, "--data d.txt: its train split"), "--data d.txt: its train split has 201 tokens");
+  EXPECT_NO_THROW(PackedBatches(cache, 100, 2, 0));
 }
 
 TEST(DataBatches, CopyCurriculumRepeatsAnEarlierSpanInTheChosenFractionOfBlocks) {

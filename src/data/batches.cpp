@@ -71,7 +71,8 @@ CopiedSpan apply_copy_curriculum(int64_t* block, int64_t n, const CopyCurriculum
   return span;
 }
 
-PackedBatches::PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t batch_size, uint64_t seed, CopyCurriculum copy)
+PackedBatches::PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t batch_size, uint64_t seed, CopyCurriculum copy,
+                             const std::string& data)
     : cache_(cache), seq_len_(seq_len), batch_size_(batch_size), seed_(seed), copy_(copy) {
   MIMIC_CHECK(seq_len >= 1 && batch_size >= 1, "sequence length and batch size must be positive");
   copy.validate();
@@ -79,9 +80,12 @@ PackedBatches::PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t b
   // a block of T tokens needs a target besides the document start, which is none (a row of no target is a NaN loss)
   MIMIC_CHECK(seq_len > static_cast<int64_t>(cache.info().document_start.size()), "blocks of ", seq_len, " tokens: the tokenizer opens "
               "every document with ", cache.info().document_start.size(), " tokens, which are no targets; give a longer sequence");
+  // The tokens less one, in blocks of seq_len, each with the token after it as its last target. The refusal said "the
+  // data has N tokens" (the whole text's? a split's?) with no way out (helper-68's probe): it names the data now.
   int64_t blocks = (cache.size() - 1) / seq_len;
-  MIMIC_CHECK(blocks >= batch_size, "the data has ", cache.size(), " tokens: too few for one batch of ", batch_size, " x ",
-              seq_len + 1, " tokens");
+  MIMIC_CHECK(blocks >= batch_size, data, " has ", cache.size(), " tokens: one batch of ", batch_size, " x ", seq_len,
+              " tokens and the token after the last takes ", batch_size * seq_len + 1,
+              " (give more text, or a smaller --batch-size or --seq-len)");
   order_.resize(static_cast<size_t>(blocks));
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "mimic/data/token_cache.h"
@@ -80,10 +81,12 @@ std::vector<int64_t> most_frequent_tokens(const TokenCache& cache, int64_t n);
 // the cache's separator) and yields them in an order shuffled per epoch by (seed, epoch), B at a time.
 // inputs = block[0:T], labels = block[1:T+1], except that a document-start token (the cache's document_start:
 // Mistral's <s>, which follows every </s>) is no target (-100), as eval's perplexity scores none. Deterministic for a
-// given (cache, T, B, seed).
+// given (cache, T, B, seed). `data` names the tokens in the refusal of too few for one batch ("--data F: its train
+// split"), which says what one batch takes and how to make do with less.
 class PackedBatches {
  public:
-  PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t batch_size, uint64_t seed, CopyCurriculum copy = {});
+  PackedBatches(const TokenCache& cache, int64_t seq_len, int64_t batch_size, uint64_t seed, CopyCurriculum copy = {},
+                const std::string& data = "the data");
   LmBatch next();
   int64_t blocks_per_epoch() const { return static_cast<int64_t>(order_.size()); }
   StreamPosition position() const { return pos_; }

@@ -13,28 +13,23 @@ namespace mimic::data {
 
 namespace {
 
-// A split of the user's text too small for one batch is refused before any work, naming the split, the tokens one
-// batch takes (PackedBatches' blocks: the split's tokens less one, in blocks of seq_len, each with the token after
-// it) and what to change. The train split's refusal said "the data has N tokens" (the whole text's? the split's?)
-// and offered no way out (helper-68's probe).
-TokenCache enough_for_a_batch(TokenCache split, const std::string& corpus, const char* name, int64_t seq_len, int64_t batch_size) {
-  MIMIC_CHECK(seq_len < 1 || (split.size() - 1) / seq_len >= batch_size, "--data ", corpus, ": its ", name, " split has ", split.size(),
-              " tokens: one batch of ", batch_size, " x ", seq_len, " tokens and the token after the last takes ", batch_size * seq_len + 1,
-              " (give more text, or a smaller --batch-size or --seq-len)");
-  return split;
-}
+// What the refusal of a split too small for one batch calls it.
+std::string split_name(const std::string& corpus, const char* split) { return "--data " + corpus + ": its " + split + " split"; }
 
 class CorpusSource : public LmSource {
  public:
   CorpusSource(const std::string& corpus, const text::Tokenizer& tok, int64_t seq_len, int64_t batch_size, uint64_t seed,
                const CopyCurriculum& copy)
-      : train_(enough_for_a_batch(corpus_token_cache(corpus, Split::Train, tok), corpus, "train", seq_len, batch_size)),
-        // before any training: a run that trained and then found no validation batch failed after the work, leaving a
-        // folder with only its log (the probe of 2026-11-27)
-        val_(enough_for_a_batch(corpus_token_cache(corpus, Split::Validation, tok), corpus, "validation", seq_len, batch_size)),
-        batches_(train_, seq_len, batch_size, seed, copy),
+      : train_(corpus_token_cache(corpus, Split::Train, tok)),
+        val_(corpus_token_cache(corpus, Split::Validation, tok)),
+        val_name_(split_name(corpus, "validation")),
+        batches_(train_, seq_len, batch_size, seed, copy, split_name(corpus, "train")),
         seq_len_(seq_len),
-        batch_size_(batch_size) {}
+        batch_size_(batch_size) {
+    // before any training: a run that trained and then found no validation batch failed after the work, leaving a
+    // folder with only its log (the probe of 2026-11-27)
+    validation_slice();
+  }
   LmBatch next() override { return batches_.next(); }
   nlohmann::json position() const override {
     auto p = batches_.position();
@@ -45,7 +40,7 @@ class CorpusSource : public LmSource {
   }
   double validation_mean(int64_t max_batches, const std::function<double(const LmBatch&)>& loss) const override {
     // The first batches of a fixed shuffle (seed 12345) of the validation split's blocks.
-    PackedBatches slice(val_, seq_len_, batch_size_, /*seed=*/12345);
+    PackedBatches slice = validation_slice();
     const int64_t n = validation_batches(max_batches);
     MIMIC_CHECK(n > 0, "the validation split is too small for one batch of ", batch_size_, " x ", seq_len_, " tokens");
     double sum = 0;
@@ -53,7 +48,7 @@ class CorpusSource : public LmSource {
     return sum / static_cast<double>(n);
   }
   int64_t validation_batches(int64_t max_batches) const override {
-    return std::min<int64_t>(max_batches, PackedBatches(val_, seq_len_, batch_size_, /*seed=*/12345).blocks_per_epoch() / batch_size_);
+    return std::min<int64_t>(max_batches, validation_slice().blocks_per_epoch() / batch_size_);
   }
   bool is_recall_task() const override { return false; }
   std::string data_digest() const override {
@@ -67,7 +62,10 @@ class CorpusSource : public LmSource {
   }
 
  private:
+  // The validation split's blocks in a fixed shuffle (seed 12345): validation reads its first batches.
+  PackedBatches validation_slice() const { return PackedBatches(val_, seq_len_, batch_size_, /*seed=*/12345, {}, val_name_); }
   TokenCache train_, val_;
+  std::string val_name_;
   PackedBatches batches_;
   int64_t seq_len_, batch_size_;
 };
