@@ -437,6 +437,14 @@ TEST(Cli, FinetuneAndEvalClassifierAndSplitPerplexity) {
   auto ej = nlohmann::json::parse(ev.out);
   EXPECT_EQ(ej["n"], 10);
   EXPECT_DOUBLE_EQ(ej["accuracy"].get<double>(), fj["test"]["accuracy"].get<double>());
+  // a run's classifier is scored at the length it was finetuned at (16), said in a note; the default (128) scored the
+  // shipped classifiers, trained at 256, on shorter texts without a word (helper-69's probe); --seq-len chooses
+  EXPECT_EQ(ej["seq_len"], 16) << ev.out;
+  EXPECT_NE(ev.err.find("mimic: note: scoring at --seq-len 16, the length " + dir.file("cls") + " was finetuned at (give --seq-len to choose another)"),
+            std::string::npos) << ev.err;
+  auto chosen = mimic_cli("eval --task cls --model " + dir.file("cls") + " --data " + dir.file("t.jsonl") + " --split test --seq-len 32 --json");
+  EXPECT_EQ(nlohmann::json::parse(chosen.out, nullptr, false).value("seq_len", 0), 32) << chosen.out;
+  EXPECT_EQ(chosen.err.find("scoring at"), std::string::npos) << chosen.err;
   expect_one_line_error(mimic_cli("eval --task cls --model " + bert_dir() + " --data " + dir.file("t.jsonl")), "is not a classifier");
   // a --seq-len beyond the model's context is refused by name, in the words record and finetune --task lm use (a
   // classifier's failed inside the model's forward: "sequence of 1445 tokens exceeds ...", naming no option)
