@@ -23,6 +23,7 @@
 #include "mimic/models/model.h"
 #include "mimic/record/hdf5.h"
 #include "mimic/record/record.h"
+#include "mimic/record/writer.h"
 #include "test_util.h"
 #include "mimic/text/tokenizer.h"
 
@@ -607,6 +608,64 @@ TEST(Record, AttributesThatDisagreeWithTheDatasetsAreRefusedWhenTheRecordIsOpene
                      }),
                      "dataset layer_00/q has shape []");
   EXPECT_MIMIC_ERROR(damaged([](H5::H5File& f) { f.unlink("layer_01/v"); }), "dataset layer_01/v is missing");
+  // the storage types formats.md gives: an int32 k or float input_ids was read as if it were f16 and int32 (helper-71)
+  auto replaced = [&](const std::string& name, const H5::PredType& type) {
+    return [=](H5::H5File& f) {
+      const auto dims = mimic::record::dims_of(f.openDataSet(name));
+      f.unlink(name);
+      f.createDataSet(name, type, H5::DataSpace(static_cast<int>(dims.size()), dims.data()));
+    };
+  };
+  EXPECT_MIMIC_ERROR(damaged(replaced("layer_01/k", H5::PredType::NATIVE_INT32)),
+                     "dataset layer_01/k is stored as integer of 4 bytes, but the record's attributes say f16");
+  EXPECT_MIMIC_ERROR(damaged(replaced("input_ids", H5::PredType::NATIVE_FLOAT)), "dataset input_ids is stored as float of 4 bytes, but the "
+                                                                                 "record's attributes say int32");
+  EXPECT_MIMIC_ERROR(damaged(set("dtype", "f64")), "root attribute 'dtype' must be \"f16\" or \"f32\", got \"f64\"");
+  // a value that is not finite is damage: one NaN in a q blanked a head of report's table with exit 0 (helper-71)
+  auto nan_in = [&](int64_t sample) {
+    return [=](H5::H5File& f) {
+      auto ds = f.openDataSet("layer_00/q");
+      auto q = mimic::record::read_rows(ds, 0, 2, at::kHalf, mimic::record::half_type());
+      q[sample][1][3][0] = std::numeric_limits<float>::quiet_NaN();
+      H5::DataSpace space = ds.getSpace();
+      ds.write(q.data_ptr(), mimic::record::half_type(), space, space);
+    };
+  };
+  auto damaged_nan = damaged(nan_in(1));
+  EXPECT_NO_THROW(damaged_nan.read(0, "q", 0, 1));  // sample 0 is whole
+  EXPECT_MIMIC_ERROR(damaged_nan.read(0, "q", 0, 2), "d.h5: layer_00/q holds a value that is not finite (NaN or infinite) in sample 1: the "
+                                                     "record is damaged or the teacher's values exceed f16's 65504 (record it again, with --dtype f32)");
+  EXPECT_NO_THROW(damaged_nan.read(0, "k", 0, 2));
+}
+
+// f16 holds values up to 65504: a teacher's larger q is refused before its batch is written, naming the way out (such
+// a value was stored as infinity, which a reader now refuses as damage), and the samples before it stay recorded.
+TEST(Record, AValueBeyondF16sRangeIsRefusedBeforeItsBatchIsWritten) {
+  TempDir dir;
+  mimic::record::RecordOptions o;
+  o.out = dir.file("w.h5");
+  o.dtype = "f16";
+  mimic::record::RecordLayout layout;
+  layout.settings = {{"format", "mimic-record-1"}};
+  layout.target = 4;
+  layout.seq_len = 3;
+  layout.n_head = 1;
+  layout.head_dim = 2;
+  layout.layers = {0};
+  layout.scales = {0.5};
+  mimic::record::RecordWriter w(o, layout, [](int64_t) { return at::Tensor(); });
+  mimic::attention::AttentionCapture c;
+  c.q = c.k = c.v = c.o = torch::ones({2, 1, 3, 2});
+  const auto ids = torch::zeros({2, 3}, torch::kLong);
+  const auto mask = torch::ones({2, 3}, torch::kBool);
+  w.write_batch(0, ids, mask, {c});
+  c.q = c.q.clone();
+  c.q[1][0][2][1] = 1e5;
+  EXPECT_MIMIC_ERROR(w.write_batch(2, ids, mask, {c}), "layer 0's q in sample 3 exceeds f16's range (65504): record with --dtype f32");
+  c.q[1][0][2][1] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_MIMIC_ERROR(w.write_batch(2, ids, mask, {c}), "layer 0's q in sample 3 is not finite (NaN or infinite) in the teacher's forward");
+  w.close();
+  EXPECT_EQ(int_attr(H5::H5File(o.out, H5F_ACC_RDONLY), "samples_done"), 2);
 }
 
 // Found by fuzzing records (bench/fuzz): a root attribute holding an array of strings, or a string without a value, made

@@ -65,9 +65,10 @@ LinearState zero_state(int64_t batch, int64_t heads, int64_t features, int64_t h
 // initial: a state to continue from (causal only) or nullptr. weights: if given, receives [B, H, T, T] with
 // out = weights · v (exact when there is no initial state). log_weights: if given, receives their logarithms
 // computed from the stabilised sums (log of the shifted a_ij minus log of the shifted divisor; the shifts
-// cancel), so they stay finite where the weights themselves underflow. Entries that are 0 (masked, causal,
-// or a map's zero features) or negative (sign-free maps) are floored at log(FLT_MIN) ≈ −87.3 (the floor
-// passes no gradient); where the weights are positive and representable, exp(log_weights) == weights.
+// cancel), so they stay finite where the weights themselves underflow. An a_ij that is 0 (masked, causal,
+// or a map's zero features) or negative (sign-free maps) is floored at FLT_MIN before the division: log FLT_MIN
+// minus the log of the row's divisor (the floor passes no gradient, the divisor does; docs/distill.md says
+// what that means for CE and KL); where the weights are positive and representable, exp(log_weights) == weights.
 at::Tensor linear_quadratic(const Features& f, const at::Tensor& v, const LinearOptions& opts, const at::Tensor& key_padding_mask,
                             const LinearState* initial = nullptr, at::Tensor* weights = nullptr,
                             at::Tensor* log_weights = nullptr);

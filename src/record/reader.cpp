@@ -58,7 +58,9 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
     MIMIC_CHECK(layers.is_array() && std::all_of(layers.begin(), layers.end(), [](const auto& l) { return l.is_number_integer(); }),
                 path, ": root attribute 'layers' must be a list of layer indices (integers), got ", show(layers));
     for (const auto& l : layers) impl_->layers.push_back(l.get<int64_t>());
-    impl_->f16 = read_attr(f, "dtype") == "f16";
+    const auto dtype = read_attr(f, "dtype");
+    MIMIC_CHECK(dtype == "f16" || dtype == "f32", path, ": root attribute 'dtype' must be \"f16\" or \"f32\", got ", show(dtype));
+    impl_->f16 = dtype == "f16";
     auto src = read_attr(f, "source");
     impl_->source = src.is_string() ? src.get<std::string>() : std::string();
     auto digest = read_attr(f, "model_digest");
@@ -101,10 +103,13 @@ void RecordReader::check_shapes() const {
     MIMIC_CHECK(r.layers[i] >= 0 && r.layers[i] < 100000, path, ": layer index ", r.layers[i], " is out of range");
     MIMIC_CHECK(std::count(r.layers.begin(), r.layers.end(), r.layers[i]) == 1, path, ": layer ", r.layers[i], " is listed twice");
   }
-  // every dataset: its rank and row shape as the attributes say, and at least as many rows as they claim
-  auto expect = [&](const std::string& name, std::vector<hsize_t> row, int64_t rows) {
+  // every dataset: its rank and row shape as the attributes say, at least as many rows as they claim, and its storage
+  // type. An int32 k or float input_ids was read as if it were what formats.md says (helper-71's probe).
+  enum class Stored { Ids, Mask, Values };
+  auto expect = [&](const std::string& name, std::vector<hsize_t> row, int64_t rows, Stored kind = Stored::Values) {
     MIMIC_CHECK(r.file.nameExists(name), path, ": dataset ", name, " is missing");
-    const auto d = dims_of(r.file.openDataSet(name));
+    const auto ds = r.file.openDataSet(name);
+    const auto d = dims_of(ds);
     std::vector<hsize_t> want{static_cast<hsize_t>(rows)};
     want.insert(want.end(), row.begin(), row.end());
     bool ok = d.size() == want.size() && d[0] >= want[0];
@@ -112,10 +117,17 @@ void RecordReader::check_shapes() const {
     MIMIC_CHECK(ok, path, ": dataset ", name, " has shape ", nlohmann::json(d).dump(), ", but the record's attributes say [>=", rows,
                 std::accumulate(row.begin(), row.end(), std::string(), [](std::string a, hsize_t x) { return a + ", " + std::to_string(x); }),
                 "]");
+    const auto cls = ds.getTypeClass();
+    const size_t bytes = ds.getDataType().getSize();
+    const char* want_type = kind == Stored::Ids ? "int32" : kind == Stored::Mask ? "uint8" : r.f16 ? "f16" : "f32";
+    const bool type_ok = kind == Stored::Values ? cls == H5T_FLOAT && bytes == (r.f16 ? 2u : 4u)
+                                                : cls == H5T_INTEGER && bytes == (kind == Stored::Ids ? 4u : 1u);
+    MIMIC_CHECK(type_ok, path, ": dataset ", name, " is stored as ", cls == H5T_FLOAT ? "float" : cls == H5T_INTEGER ? "integer" : "another type",
+                " of ", bytes, " bytes, but the record's attributes say ", want_type);
   };
   const auto T = static_cast<hsize_t>(r.seq_len), H = static_cast<hsize_t>(r.n_head), D = static_cast<hsize_t>(r.head_dim);
-  expect("input_ids", {T}, r.samples);
-  expect("attention_mask", {T}, r.samples);
+  expect("input_ids", {T}, r.samples, Stored::Ids);
+  expect("attention_mask", {T}, r.samples, Stored::Mask);
   for (auto l : r.layers) {
     for (const char* name : {"q", "k", "v", "o"}) expect(layer_group(l) + "/" + name, {H, T, D}, r.samples);
     if (r.weights_samples > 0) expect(layer_group(l) + "/weights", {H, T, T}, r.weights_samples);
@@ -175,8 +187,17 @@ at::Tensor RecordReader::read(int64_t layer, const std::string& name, int64_t be
               ") of ", name, " are outside the ", limit, " stored");
   try {
     auto ds = impl_->file.openDataSet(layer_group(layer) + "/" + name);
-    if (impl_->f16) return read_rows(ds, begin, count, at::kHalf, half_type()).to(at::kFloat);
-    return read_rows(ds, begin, count, at::kFloat, H5::PredType::NATIVE_FLOAT);
+    auto t = impl_->f16 ? read_rows(ds, begin, count, at::kHalf, half_type()).to(at::kFloat)
+                        : read_rows(ds, begin, count, at::kFloat, H5::PredType::NATIVE_FLOAT);
+    // A NaN or infinity in a record is damage, not data: one NaN in a q blanked a whole head of report's table and
+    // exited 0 (helper-71's probe). Refused naming the sample (what f16 cannot hold is infinite there).
+    if (t.numel() > 0 && !at::isfinite(t).all().item<bool>()) {
+      const int64_t first = begin + (~at::isfinite(t)).flatten(1).any(1).nonzero()[0][0].item<int64_t>();
+      fail(impl_->path, ": ", layer_group(layer), "/", name, " holds a value that is not finite (NaN or infinite) in sample ", first,
+           ": the record is damaged", impl_->f16 ? " or the teacher's values exceed f16's 65504 (record it again, with --dtype f32)"
+                                                 : " (record it again)");
+    }
+    return t;
   } catch (const H5::Exception& e) {
     fail(impl_->path, ": cannot read ", layer_group(layer), "/", name, " (", h5_error_text(e), ")");
   }

@@ -282,6 +282,18 @@ void RecordWriter::write_batch(int64_t s, const at::Tensor& ids, const at::Tenso
   const auto mem_scalar = m.mem_scalar;
   try {
     const hsize_t at = static_cast<hsize_t>(s);
+    // Nothing that is not finite is stored: a reader refuses it as damage, so it is refused here, before this batch is
+    // written, naming what overflowed: a value beyond f16's 65504 (the teacher's own are finite) or the teacher's.
+    auto stored = [&](const at::Tensor& x, int64_t layer, const char* name) {
+      auto y = x.to(mem_scalar);
+      if (y.numel() > 0 && !at::isfinite(y).all().item<bool>()) {
+        const int64_t first = s + (~at::isfinite(y)).flatten(1).any(1).nonzero()[0][0].item<int64_t>();
+        const bool teacher = !at::isfinite(x).all().item<bool>();
+        fail("layer ", layer, "'s ", name, " in sample ", first, teacher ? " is not finite (NaN or infinite) in the teacher's forward: the model "
+             "or its input is broken" : " exceeds f16's range (65504): record with --dtype f32");
+      }
+      return host(y);
+    };
     std::vector<Piece> pieces;
     pieces.push_back({&sets["input_ids"], at, host(ids.to(at::kInt))});
     pieces.push_back({&sets["attention_mask"], at, host(mask.to(at::kByte))});
@@ -291,10 +303,10 @@ void RecordWriter::write_batch(int64_t s, const at::Tensor& ids, const at::Tenso
       const at::Tensor* ts[] = {&c.q, &c.k, &c.v, &c.o};
       static_assert(std::size(ts) == std::size(kTensors), "one captured tensor per recorded name");
       // converted where they were computed, then one host copy each (the chunks are compressed on the CPU)
-      for (size_t j = 0; j < std::size(kTensors); ++j) pieces.push_back({&sets[g + kTensors[j]], at, host(ts[j]->to(mem_scalar))});
+      for (size_t j = 0; j < std::size(kTensors); ++j) pieces.push_back({&sets[g + kTensors[j]], at, stored(*ts[j], layers[i], kTensors[j])});
       if (s < K) {
         int64_t rows = std::min(b, K - s);
-        pieces.push_back({&sets[g + "weights"], at, host(c.weights.narrow(0, 0, rows).to(mem_scalar))});
+        pieces.push_back({&sets[g + "weights"], at, stored(c.weights.narrow(0, 0, rows), layers[i], "weights")});
       }
     }
     write_pieces(pieces, m.compression);
