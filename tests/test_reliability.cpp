@@ -1641,6 +1641,13 @@ TEST(Resumes, AnotherTeachersRecordOrAnotherConfigIsNotResumed) {
   auto relu = record(dir.file("relu"), dir.file("r2.h5"), "");
   EXPECT_NE(relu.code, 0);
   EXPECT_NE(relu.err.find("was recorded with other settings: network"), std::string::npos) << relu.err;
+  // --samples 0's note of what the file will hold comes after the checks of the file: above the refusal it made two
+  // lines (helper-71's probe)
+  auto every = mimic::test::mimic_cli("record --model " + dir.file("relu") + " --data " + dir.file("t.txt") + " --seq-len 16 --samples 0 --threads 1 --out " +
+                                      dir.file("r2.h5"));
+  EXPECT_NE(every.code, 0);
+  EXPECT_EQ(std::count(every.err.begin(), every.err.end(), '\n'), 1) << every.err;
+  EXPECT_NE(every.err.find("was recorded with other settings: network"), std::string::npos) << every.err;
   // the seventh probe: a conversion of the teacher (the same weights and network, other attention) resumed the
   // teacher's record, exit 0, two models' samples in one file
   auto converted = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + good_maps() + " --out " + dir.file("conv") +

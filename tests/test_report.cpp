@@ -1,6 +1,7 @@
 // The `report` stage: the metrics equal hand-computed values and distill's own evaluation, a student that is
 // the teacher scores KL 0 and monotonicity 1, the figures decode (PNG, by cairo) and parse (SVG), the page
 // links only files that exist, and headless Chromium renders it.
+#include <H5Cpp.h>
 #include <cairo.h>
 #include <torch/torch.h>
 
@@ -21,6 +22,7 @@
 #include "mimic/report/plot.h"
 #include "mimic/report/quality.h"
 #include "mimic/report/report.h"
+#include "mimic/record/hdf5.h"
 #include "test_util.h"
 
 using mimic::test::TempDir;
@@ -595,6 +597,40 @@ TEST(ReportCli, AStudentWhoseWeightsAreNoDistributionPrintsADashNotNan) {
   // the teacher's row keeps its numbers; the student is named by its kind, which runs no feature map
   EXPECT_NE(r.out.find("softmax "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\ndelta "), std::string::npos) << r.out;
+}
+
+// A record stopped before its end is its final file, the documented way to resume it: report and distill used it without
+// a word, their held-out samples other than the finished record's (helper-71's probe). Each says so in a note.
+TEST(ReportCli, ARecordStoppedBeforeItsEndIsNotedByReportAndDistill) {
+  TempDir dir;
+  std::filesystem::copy_file(tiny_record("gpt2-prefixed"), dir.file("r.h5"));
+  int64_t n = 0;
+  {
+    mimic::record::RecordReader whole(dir.file("r.h5"));  // closed before the file is changed
+    n = whole.samples();
+    EXPECT_EQ(whole.unfinished(), "");
+  }
+  {
+    H5::H5File f(dir.file("r.h5"), H5F_ACC_RDWR);
+    f.removeAttr("samples_target");
+    mimic::record::write_attr(f, "samples_target", nlohmann::json(n + 5));
+  }
+  const std::string note = dir.file("r.h5") + " holds " + std::to_string(n) + " of the " + std::to_string(n + 5) +
+                           " samples its record was to take: a record stopped before its end (the same mimic record command continues it)";
+  EXPECT_EQ(mimic::record::RecordReader(dir.file("r.h5")).unfinished(), note);
+  const auto r = mimic::test::mimic_cli("report --record " + dir.file("r.h5") + " --out " + dir.file("out"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("mimic: note: " + note), std::string::npos) << r.err;
+  dist::DistillOptions d;
+  d.record = dir.file("r.h5");
+  d.epochs = 1;
+  d.batch_size = 4;
+  d.progress = false;
+  d.out = dir.file("maps.safetensors");
+  std::vector<std::string> notes;
+  d.note = [&](const std::string& s) { notes.push_back(s); };
+  dist::distill(d);
+  EXPECT_EQ(notes, std::vector<std::string>{note});
 }
 
 // Maps, or a converted model, are scored only on the record of the teacher they came from: by the digests the maps

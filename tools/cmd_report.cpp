@@ -86,6 +86,7 @@ void run(ReportArgs& a) {
   a.o.seed = a.common.seed;
   a.o.progress = !a.common.json;
   auto r = report::report(a.o);
+  if (!r.record_note.empty()) print_note(r.record_note);
   if (a.o.samples > static_cast<int64_t>(r.samples.size()))  // clamped to the record, and said so
     std::fprintf(stderr, "mimic: note: --samples %lld: the record holds %zu samples; reporting all of them\n",
                  static_cast<long long>(a.o.samples), r.samples.size());

@@ -346,7 +346,9 @@ DistillResult distill(const DistillOptions& o) {
   // online: the data may give fewer samples than asked — said before the work, not after it (helper-68's probe), and
   // after the checks that may refuse the run (a note above a one-line refusal made it two lines)
   auto note_samples = [&] {
-    if (o.note && o.record.empty() && train::writes_outputs())
+    if (!o.note || !train::writes_outputs()) return;
+    if (const auto n = src->note(); !n.empty()) o.note(n);
+    if (o.record.empty())
       if (const auto n = clamped_note("--samples", o.samples, src->samples(), "what --data gives at this --seq-len"); !n.empty()) o.note(n);
   };
   if (o.eval_only) {

@@ -43,6 +43,8 @@ class RecordSource : public Source {
     return id;
   }
 
+  std::string note() const override { return reader_.unfinished(); }
+
  protected:
   TeacherBatch load(int64_t layer) override {
     const int64_t n = reader_.samples();

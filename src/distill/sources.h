@@ -30,6 +30,8 @@ class Source {
   virtual nlohmann::json identity() const = 0;  // what the fingerprint keys on
   // The converted attention a layer of the teacher computes ("" for softmax, the attention distill learns from)
   virtual std::string converted(int64_t layer) const = 0;
+  // What the user should know about the source before the work ("" when nothing): a record stopped before its end
+  virtual std::string note() const { return {}; }
   // Samples [begin, begin + count) of a layer; the layer's tensors for all samples are loaded once and
   // kept while that layer trains.
   TeacherBatch batch(int64_t layer, int64_t begin, int64_t count) {

@@ -72,24 +72,6 @@ RecordResult record(const RecordOptions& o) {
   const int64_t available = sampler.available();
   const int64_t target = o.samples > 0 ? std::min(o.samples, available) : available;
   const int64_t K = o.weights_samples;
-  // what the file will hold, said before the work where it is unbounded or large: --samples 0 wrote 3 GB of a
-  // corpus without a word (helper-57's probe of 2026-12-04)
-  if (o.note) {
-    const double elem = o.dtype == "f16" ? 2 : 4, layers_n = static_cast<double>(layers.size()), rows = static_cast<double>(target);
-    const double per_sample = layers_n * static_cast<double>(std::size(kTensors)) * static_cast<double>(n_head * seq_len * head_dim) * elem;
-    const double weights = layers_n * static_cast<double>(std::min(K, target)) * static_cast<double>(n_head * seq_len * seq_len) * elem;
-    const double bytes = rows * per_sample + weights;
-    if (o.samples == 0 || bytes >= 1e9) {
-      char size[32];
-      if (bytes >= 1e9) std::snprintf(size, sizeof size, "%.2f GB", bytes / 1e9);
-      else if (bytes >= 1e6) std::snprintf(size, sizeof size, "%.1f MB", bytes / 1e6);
-      else std::snprintf(size, sizeof size, "%.0f kB", bytes / 1e3);
-      o.note(detail::concat(o.samples == 0 ? "--samples 0 takes every sample of the data: " : "", target, " samples of ", seq_len,
-                            " tokens, up to ", size, " before compression (q, k, v and o of ", layers.size(), layers.size() == 1 ? " layer" : " layers",
-                            K > 0 ? ", and the weights of the first samples" : "", ")", o.samples == 0 ? "; --samples N takes fewer" : ""));
-    }
-  }
-
   // The settings a resumed file must share with this run, in the order they are checked.
   std::vector<std::pair<std::string, nlohmann::json>> settings = {
       {"format", kFormat},
@@ -136,6 +118,24 @@ RecordResult record(const RecordOptions& o) {
   for (auto l : layers) converted.push_back(models::converted_layer_attention(*model, l));
   const RecordLayout layout{std::move(settings), source, target, seq_len, n_head, head_dim, layers, scales, K, converted};
   RecordWriter writer(o, layout, [&](int64_t done) { return sampler.batch(0, done).first; });
+  // what the file will hold, said before the work where it is unbounded or large: --samples 0 wrote 3 GB of a
+  // corpus without a word (helper-57's probe of 2026-12-04); after the writer's checks of an existing --out, which may
+  // refuse it (a note above a one-line refusal made it two: helper-71's probe)
+  if (o.note) {
+    const double elem = o.dtype == "f16" ? 2 : 4, layers_n = static_cast<double>(layers.size()), rows = static_cast<double>(target);
+    const double per_sample = layers_n * static_cast<double>(std::size(kTensors)) * static_cast<double>(n_head * seq_len * head_dim) * elem;
+    const double weights = layers_n * static_cast<double>(std::min(K, target)) * static_cast<double>(n_head * seq_len * seq_len) * elem;
+    const double bytes = rows * per_sample + weights;
+    if (o.samples == 0 || bytes >= 1e9) {
+      char size[32];
+      if (bytes >= 1e9) std::snprintf(size, sizeof size, "%.2f GB", bytes / 1e9);
+      else if (bytes >= 1e6) std::snprintf(size, sizeof size, "%.1f MB", bytes / 1e6);
+      else std::snprintf(size, sizeof size, "%.0f kB", bytes / 1e3);
+      o.note(detail::concat(o.samples == 0 ? "--samples 0 takes every sample of the data: " : "", target, " samples of ", seq_len,
+                            " tokens, up to ", size, " before compression (q, k, v and o of ", layers.size(), layers.size() == 1 ? " layer" : " layers",
+                            K > 0 ? ", and the weights of the first samples" : "", ")", o.samples == 0 ? "; --samples N takes fewer" : ""));
+    }
+  }
   const int64_t done = writer.samples_done();
   result.rolled_back = writer.rolled_back();
   result.gzip = writer.compression();

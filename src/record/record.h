@@ -110,6 +110,9 @@ class RecordReader {
   ~RecordReader();
   RecordReader(RecordReader&&) noexcept;
   int64_t samples() const;               // complete samples (root attribute samples_done)
+  // "" for a finished record; else a note that it holds fewer samples than its run was to record (samples_target):
+  // a record stopped before its end, which the same record command continues
+  std::string unfinished() const;
   int64_t seq_len() const;
   int64_t n_head() const;
   int64_t head_dim() const;

@@ -239,6 +239,7 @@ ReportResult report(const ReportOptions& o) {
   // what to report
   ReportResult res;
   res.out = o.out;
+  res.record_note = rec.unfinished();
   res.mass_k = std::min(o.top_k, rec.seq_len());  // a query's top k of at most seq_len keys
   res.plot_tokens = std::min(o.plot_tokens, rec.seq_len());
   res.local_window = std::min(o.local_window, rec.seq_len());  // a window of the whole sample is every key

@@ -56,6 +56,7 @@ struct ReportResult {
   double uniform_entropy = 0;           // mean over real query rows of log(visible keys): uniform weights' entropy
   // the options as they applied: at most the record's tokens per sample (the CLI says when one was cut)
   int64_t mass_k = 0, plot_tokens = 0, local_window = 0;
+  std::string record_note;  // RecordReader::unfinished(): the record stopped before its end (the CLI says so)
   double seconds = 0;
   nlohmann::json to_json() const;
 };
