@@ -72,7 +72,7 @@ CLI::Validator out_dir_arg() {
         if (auto why = path_problem(s, kOutputNameRoom, kOutputPathRoom); !why.empty()) return why;
         std::error_code ec;
         if (std::filesystem::exists(s, ec) && !std::filesystem::is_directory(s, ec))
-          return s + " exists and is not a folder: give a folder (new or mimic's own) to write into";
+          return s + " exists and is not a folder: give a folder to write into (a new one, or one holding this command's earlier result, whose files it replaces; files of yours there stay)";
         return {};
       },
       "DIR");
