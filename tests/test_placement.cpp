@@ -74,6 +74,13 @@ TEST(Placement, GreedyStepMeasuresAgainWithTheEarlierChoicesKept) {
   // scores are shares of the teacher's copy gain (1.2) with equal LM losses: 1.0 / 1.2 after the second step
   EXPECT_NEAR(g.steps[1].score_after, 1.0 / 1.2, 1e-12);
   EXPECT_NEAR(g.steps[1].score_before, 0.3 / 1.2, 1e-12);
+  // every head a step tried is kept with its score, so a step is audited from the record: B, C and D beside A
+  ASSERT_EQ(g.steps[1].candidates.size(), 3u);
+  std::map<HeadRef, double> tried(g.steps[1].candidates.begin(), g.steps[1].candidates.end());
+  EXPECT_NEAR(tried.at(B), 1.0 / 1.2, 1e-12);
+  EXPECT_NEAR(tried.at(C), 0.5 / 1.2, 1e-12);
+  EXPECT_NEAR(tried.at(D), 0.3 / 1.2, 1e-12);
+  EXPECT_EQ(g.steps[0].candidates.size(), 4u);
   // no set is measured twice: none, all, 4 alone, 4 all-but-one, then {A,B}, {A,C}, {A,D} (the singles were screened)
   EXPECT_EQ(g.measured, 13);
   EXPECT_EQ(static_cast<int64_t>(t.calls.size()), g.measured);
@@ -109,6 +116,16 @@ TEST(Placement, AProbeThatCannotRankTheHeadsSaysSoAndOneThatCanSaysNothing) {
   auto share = heads(0);
   share.share = 0.5;
   EXPECT_EQ(mimic::convert::placement_caveat(mimic::convert::greedy_placement(std::ref(had), {A, B, C, D}, share), share), "");
+  // a teacher that copies and a kept set that keeps under a tenth of it: said with the shares (helper-73's probe: three
+  // heads kept -0.013 of 2.646 nats without a word); a tenth or more says nothing
+  TableMeasure circuit;
+  circuit.gain = {{{A, B, C, D}, 1.0}};
+  circuit.single = {{A, 0.05}, {B, 0.02}};
+  EXPECT_EQ(mimic::convert::placement_caveat(mimic::convert::greedy_placement(std::ref(circuit), {A, B, C, D}, heads(1)), heads(1)),
+            "the 1 head kept recovers 5% of the teacher's copy gain on the probe (0.050 of 1.000 nats/token): more heads, or "
+            "--probe-weights with less lm, keep more of it");
+  circuit.single = {{A, 0.1}};
+  EXPECT_EQ(mimic::convert::placement_caveat(mimic::convert::greedy_placement(std::ref(circuit), {A, B, C, D}, heads(1)), heads(1)), "");
 }
 
 TEST(Placement, ScreenFindsBothHalvesOfACircuitThatGainNothingAlone) {
@@ -255,6 +272,16 @@ TEST(Placement, CalibrationSegmentsComeFromTheTrainingSplitOnly) {
   EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", o), "too few for --probe-segments 1000");
   // naming a count that fits, as eval --task copy does (helper-50's probe of 2026-12-04)
   EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", o), " fits; or a longer text)");
+  // and the LM windows' need in the same line: following the segments' advice met the windows' refusal (helper-73)
+  {
+    auto both = o;
+    both.lm_windows = 1000;
+    both.lm_len = 20;
+    EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", both),
+                       " fits; or a longer text), and for --probe-lm-windows 1000 of --probe-lm-len 20 (--probe-lm-windows ");
+    both.segments = 1;
+    EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", both), " tokens: too few for --probe-lm-windows 1000 of --probe-lm-len 20 (");
+  }
   o.data = "sotu-validation";
   EXPECT_MIMIC_ERROR(mimic::convert::probe_calibration(*tok, 64, "", o), "neither a corpus");
   // a passkey length shorter than a prompt takes is named by its option, with the least that fits (helper-59's probe

@@ -23,6 +23,7 @@
 #include "mimic/io/atomic_file.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/models/model.h"
+#include "mimic/models/tokenizer.h"
 #include "mimic/report/report.h"
 #include "mimic/train/trainer.h"
 #include "ranges.h"
@@ -314,6 +315,12 @@ std::string resumed_note(int64_t resumed_from) {
 }
 
 void print_note(const std::string& sentence) { std::fprintf(stderr, "mimic: note: %s\n", sentence.c_str()); }
+
+void note_unreadable_tokenizer(const std::string& model_dir, const std::string& result) {
+  std::string why;
+  if (!models::try_load_tokenizer(model_dir, why))
+    print_note(model_dir + " has no tokenizer mimic reads (" + why + "): " + result + " has none either; commands that read text will refuse it");
+}
 
 void note_clamped(const std::string& option, int64_t asked, int64_t used, const std::string& what) {
   if (const auto sentence = clamped_note(option, asked, used, what); !sentence.empty()) print_note(sentence);

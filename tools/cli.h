@@ -130,6 +130,10 @@ void refuse_out_over_inputs(const std::string& out, const std::vector<std::pair<
 // One line on stderr, "mimic: note: SENTENCE": what a run says and goes on (a library stage's notes come here).
 void print_note(const std::string& sentence);
 
+// A model folder whose tokenizer files mimic cannot read is written with them as they are (a model trained on a recall
+// task has none by design): said in one note naming `result` (helper-54's probe for export, helper-72's for convert).
+void note_unreadable_tokenizer(const std::string& model_dir, const std::string& result);
+
 // A count asked for and cut to what exists (issue 38: a request larger than what exists is clamped with a line saying
 // so): when `used` < `asked`, one line on stderr, "mimic: note: OPTION ASKED is more than WHAT (USED): using USED".
 void note_clamped(const std::string& option, int64_t asked, int64_t used, const std::string& what);

@@ -111,6 +111,8 @@ void run(ConvertArgs& a) {
   nlohmann::json j = {{"out", r.out},         {"layers", r.layers},   {"attention", r.summary}, {"placement", r.placement},
                       {"teacher_checked", r.teacher_checked}, {"seconds", seconds}};
   if (!r.warning.empty()) j["warning"] = r.warning;
+  // after the conversion: a probe that reads text refuses such a model first, in one line
+  note_unreadable_tokenizer(a.o.model_dir, "the converted model");
   if (a.common.json) return print_json(j);
   if (!r.warning.empty()) std::fprintf(stderr, "mimic: warning: %s\n", r.warning.c_str());
   std::printf("converted %zu layer%s in %.1f s -> %s\n  attention: %s\n", r.layers.size(), r.layers.size() == 1 ? "" : "s", seconds,

@@ -32,9 +32,7 @@ void run(ExportArgs& a) {
   auto model = models::load_model(a.model);
   // the export carries the folder's tokenizer files as they are: one it cannot read is said before the copy is found
   // without one by generate (helper-54's probe of 2026-12-04); a model trained on a recall task has none by design
-  std::string no_tokenizer;
-  if (!models::try_load_tokenizer(a.model, no_tokenizer))
-    print_note(a.model + " has no tokenizer mimic reads (" + no_tokenizer + "): the export has none either; commands that read text will refuse it");
+  note_unreadable_tokenizer(a.model, "the export");
   models::SaveOptions so;
   so.dtype = storage_dtype_arg(a.dtype);
   if (a.shard_embeddings) so.shards = {models::embeddings_group()};

@@ -17,6 +17,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/progress.h"
 #include "mimic/core/runtime.h"
+#include "mimic/core/words.h"
 #include "mimic/data/corpus.h"
 #include "mimic/data/token_cache.h"
 #include "mimic/eval/copy.h"
@@ -120,15 +121,20 @@ ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, 
   auto cache = data::corpus_token_cache(o.data, data::Split::Train, tok);
   ids = cache.ids();
   cal.source = "the train split of " + o.data;
-  MIMIC_CHECK(static_cast<int64_t>(ids.size()) >= o.segments * o.segment_len, "--probe-data ", o.data, " has ", ids.size(),
-              " tokens: too few for --probe-segments ", o.segments, " of --probe-segment-len ", o.segment_len,
-              static_cast<int64_t>(ids.size()) >= o.segment_len
-                  ? " (--probe-segments " + std::to_string(static_cast<int64_t>(ids.size()) / o.segment_len) + " fits; or a longer text)"
-                  : std::string(" (give a longer text)"));
+  // Both needs in one line: the segments' refusal suggested a count that fits, and following it met the LM windows'
+  // (helper-73's probe)
+  const int64_t have = static_cast<int64_t>(ids.size());
+  auto too_few = [have](int64_t count, int64_t len, const char* count_option, const char* len_option) -> std::string {
+    if (have >= count * len) return "";
+    return std::string(count_option) + " " + std::to_string(count) + " of " + len_option + " " + std::to_string(len) +
+           (have >= len ? " (" + std::string(count_option) + " " + std::to_string(have / len) + " fits; or a longer text)" : std::string(" (give a longer text)"));
+  };
+  const std::string segments_short = too_few(o.segments, o.segment_len, "--probe-segments", "--probe-segment-len");
+  const std::string lm_short = o.lm_windows > 0 ? too_few(o.lm_windows, o.lm_len, "--probe-lm-windows", "--probe-lm-len") : "";
+  MIMIC_CHECK(segments_short.empty() && lm_short.empty(), "--probe-data ", o.data, " has ", have, " tokens: too few for ", segments_short,
+              segments_short.empty() || lm_short.empty() ? "" : ", and for ", lm_short);
   cal.copy_segments = eval::copy_segments(eval::without_opening(ids, opening), o.segments, o.segment_len);
   if (o.lm_windows > 0) {
-    MIMIC_CHECK(static_cast<int64_t>(ids.size()) >= o.lm_windows * o.lm_len, "--probe-data ", o.data, " has ", ids.size(),
-                " tokens: too few for --probe-lm-windows ", o.lm_windows, " of --probe-lm-len ", o.lm_len);
     cal.lm_windows = eval::copy_segments(ids, o.lm_windows, o.lm_len);  // evenly spread runs of the text, as the segments
   }
 
@@ -436,15 +442,16 @@ GreedyPlacement greedy_placement(const HeadSetMeasure& measure, const std::vecto
     size_t best = 0;
     double best_score = -std::numeric_limits<double>::infinity();
     ProbeMeasure best_measure;
+    PlacementStep step;
     for (size_t i = 0; i < pool.size(); ++i) {
       auto set = g.kept;
       set.push_back(pool[i]);
       auto m = measured(set);
       bar.advance(1, "head " + std::to_string(g.kept.size() + 1) + ": " + head_name(pool[i]));
       const double s = score(m);
+      step.candidates.emplace_back(pool[i], s);
       if (s > best_score) best = i, best_score = s, best_measure = m;
     }
-    PlacementStep step;
     step.head = pool[best];
     step.score_before = current_score;
     step.score_after = best_score;
@@ -477,6 +484,17 @@ std::string placement_caveat(const GreedyPlacement& g, const GreedyOptions& o) {
                   "below %.2f, or weighed 0), so the heads were ranked by LM loss alone", g.teacher.copy_gain, g.teacher.key_gain, kProbeFloor);
     caveat = line;
   }
+  // A teacher that copies and a kept set that keeps little of it: the LM term (in nats) can outweigh the copy share, and a
+  // few heads may hold no whole circuit. Three heads chosen for LM loss kept -0.013 of the teacher's 2.646 nats without
+  // a word (helper-73's probe).
+  if (copy && !g.steps.empty() && g.steps.back().measure.copy_gain < kLittleRecall * g.teacher.copy_gain) {
+    char line[320];
+    std::snprintf(line, sizeof line, "%.0f%% of the teacher's copy gain on the probe (%.3f of %.3f nats/token): "
+                  "more heads, or --probe-weights with less lm, keep more of it",
+                  100 * g.steps.back().measure.copy_gain / g.teacher.copy_gain, g.steps.back().measure.copy_gain, g.teacher.copy_gain);
+    caveat += (caveat.empty() ? "the " : "; the ") + count_of(static_cast<int64_t>(g.kept.size()), "head") +
+              (g.kept.size() == 1 ? " kept recovers " : " kept recover ") + line;
+  }
   double most = 0;  // the largest change of the score any head made, in the screen or a step
   for (const auto& r : g.screen) most = std::max({most, std::abs(r.restore), std::abs(r.ablate)});
   for (const auto& s : g.steps) most = std::max(most, std::abs(s.score_after - s.score_before));
@@ -495,8 +513,10 @@ nlohmann::json placement_json(const GreedyPlacement& g, const GreedyOptions& o, 
     screen.push_back({{"layer", r.head.layer}, {"head", r.head.head}, {"restore", r.restore}, {"ablate", r.ablate}});
   for (const auto& s : g.steps) {
     auto j = measure_json(s.measure, s.score_after);
+    nlohmann::json tried = nlohmann::json::array();
+    for (const auto& [h, score] : s.candidates) tried.push_back({{"layer", h.layer}, {"head", h.head}, {"score", score}});
     j.update({{"layer", s.head.layer}, {"head", s.head.head}, {"score_before", s.score_before}, {"score_after", s.score_after},
-              {"measured", s.measured}, {"seconds", s.seconds}});
+              {"measured", s.measured}, {"seconds", s.seconds}, {"candidates", tried}});
     steps.push_back(j);
   }
   for (const auto& h : g.kept) kept.push_back({{"layer", h.layer}, {"head", h.head}});

@@ -131,6 +131,9 @@ struct PlacementStep {
   HeadRef head;
   double score_before = 0, score_after = 0;
   ProbeMeasure measure;      // with the head kept
+  // every head the step tried (the pool, in its order) and the score with it kept: a step is audited from these (only
+  // its winner was kept: helper-73's probe)
+  std::vector<std::pair<HeadRef, double>> candidates;
   int64_t measured = 0;      // candidate sets measured in this step
   double seconds = 0;        // the step's wall time
 };
@@ -149,9 +152,11 @@ GreedyPlacement greedy_placement(const HeadSetMeasure& measure, const std::vecto
 
 // What a user must know before trusting the heads a probe kept, or "": that the teacher showed no recall on the
 // probe's text (neither its copy gain nor its passkey key gain reached kProbeFloor, so the heads were ranked by LM
-// loss alone), and that no head moved the score by kIndistinct or more (the heads kept are then arbitrary). A probe
-// on a teacher without recall kept heads without a word (helper-68's probe: every score 0.000).
+// loss alone), that the heads kept recover less than kLittleRecall of the teacher's copy gain (which it has), and that
+// no head moved the score by kIndistinct or more (the heads kept are then arbitrary). A probe on a teacher without
+// recall kept heads without a word (helper-68's probe: every score 0.000).
 inline constexpr double kIndistinct = 1e-3;
+inline constexpr double kLittleRecall = 0.1;
 std::string placement_caveat(const GreedyPlacement& g, const GreedyOptions& o);
 
 // The placement's record for mimic.json and --json: rule, weights, calibration, screen, every step, the caveat.
