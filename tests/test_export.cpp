@@ -13,7 +13,6 @@
 #include "mimic/io/safetensors.h"
 #include "mimic/io/tensor_store.h"
 #include "mimic/models/model.h"
-#include "mimic/distill/distill.h"
 #include "test_util.h"
 
 using mimic::io::TensorStore;
@@ -307,23 +306,12 @@ TEST(Export, InfoShowsAModelsTokenizerOrWhyNoneAndExportNotesAFolderWithout) {
   fs::create_directories(dir.file("m2"));
   for (const auto& e : fs::directory_iterator(teacher))
     if (e.path().filename() != "vocab.json") fs::copy_file(e.path(), dir.file("m2/" + e.path().filename().string()));
-  mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));
-  mimic::distill::DistillOptions d;
-  d.model_dir = teacher;  // the same weights as m2's
-  d.data = dir.file("t.txt");
-  d.samples = 4;
-  d.seq_len = 16;
-  d.epochs = 0;
-  d.batch_size = 2;
-  d.val_fraction = 0.5;
-  d.progress = false;
-  d.out = dir.file("maps.safetensors");
-  mimic::distill::distill(d);
-  auto c = mimic_cli("convert --model " + dir.file("m2") + " --maps " + d.out + " --out " + dir.file("c") + " --threads 1");
+  const std::string maps = mimic::test::initial_gpt2_maps();  // of the same weights as m2's
+  auto c = mimic_cli("convert --model " + dir.file("m2") + " --maps " + maps + " --out " + dir.file("c") + " --threads 1");
   ASSERT_EQ(c.code, 0) << c.err;
   EXPECT_NE(c.err.find("mimic: note: " + dir.file("m2") + " has no tokenizer mimic reads ("), std::string::npos) << c.err;
   EXPECT_NE(c.err.find("the converted model has none either"), std::string::npos) << c.err;
-  EXPECT_EQ(mimic_cli("convert --model " + teacher + " --maps " + d.out + " --out " + dir.file("c2") + " --threads 1").err.find("note"), std::string::npos);
+  EXPECT_EQ(mimic_cli("convert --model " + teacher + " --maps " + maps + " --out " + dir.file("c2") + " --threads 1").err.find("note"), std::string::npos);
   // a sharded folder's index file names the folder: its tokenizer is the folder's (it said "a weights file alone")
   ASSERT_EQ(mimic_cli("export --model " + src + " --out " + dir.file("s") + " --shard-embeddings --threads 1").code, 0);
   auto index = nlohmann::json::parse(mimic_cli("info " + dir.file("s/model.safetensors.index.json") + " --json --threads 1").out);

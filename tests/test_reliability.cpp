@@ -74,27 +74,8 @@ pid_t run_in_child(const std::function<void()>& child) {
 
 std::string teacher() { return mimic::test::model_with_tokenizer("gpt2-prefixed"); }
 
-// Maps of the tiny GPT-2 fixture written as initialised (0 epochs): a valid distill output, made once.
-const std::string& good_maps() {
-  static TempDir dir;
-  static std::string path = [] {
-    mimic::test::write_bytes(dir.file("t.txt"), mimic::test::text_lines(mimic::test::kDickens, 20));
-    mimic::distill::DistillOptions o;
-    o.model_dir = teacher();
-    o.data = dir.file("t.txt");
-    o.samples = 4;
-    o.seq_len = 16;
-    o.feature_map = "hedgehog";
-    o.epochs = 0;
-    o.batch_size = 2;
-    o.val_fraction = 0.5;
-    o.progress = false;
-    o.out = dir.file("maps.safetensors");
-    mimic::distill::distill(o);
-    return o.out;
-  }();
-  return path;
-}
+// Maps of the tiny GPT-2 fixture (teacher()) written as initialised: a valid distill output, made once.
+const std::string& good_maps() { return mimic::test::initial_gpt2_maps(); }
 
 // A copy of safetensors file `from` at `to` with one value set to NaN, in the first floating tensor whose name
 // contains `which` (metadata kept). Returns that tensor's name.

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "mimic/core/paths.h"
+#include "mimic/distill/distill.h"
 #include "mimic/io/safetensors.h"
 
 namespace mimic::test {
@@ -23,6 +24,27 @@ std::string model_with_tokenizer(const std::string& name) {
   fs::copy(fixture("models/" + name), dst, fs::copy_options::recursive);
   for (const auto& a : assets) fs::copy_file(a, dst + "/" + fs::path(a).filename().string());
   return made[name] = dst;
+}
+
+const std::string& initial_gpt2_maps() {
+  static TempDir dir;
+  static const std::string path = [] {
+    write_bytes(dir.file("t.txt"), text_lines(kDickens, 20));
+    distill::DistillOptions o;
+    o.model_dir = model_with_tokenizer("gpt2-prefixed");
+    o.data = dir.file("t.txt");
+    o.samples = 4;
+    o.seq_len = 16;
+    o.feature_map = "hedgehog";
+    o.epochs = 0;
+    o.batch_size = 2;
+    o.val_fraction = 0.5;
+    o.progress = false;
+    o.out = dir.file("maps.safetensors");
+    distill::distill(o);
+    return o.out;
+  }();
+  return path;
 }
 
 void edit_safetensors_json(const std::string& path, const std::string& key, const std::function<void(nlohmann::json&)>& edit) {

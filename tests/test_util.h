@@ -99,6 +99,10 @@ inline bool python_has(const std::string& module) {
 // test process.
 std::string model_with_tokenizer(const std::string& name);
 
+// Hedgehog maps of the prefixed GPT-2 fixture (model_with_tokenizer("gpt2-prefixed")) written as initialised (0 epochs,
+// online on a few lines of Dickens): a valid distill output for tests that convert. Made once per test process.
+const std::string& initial_gpt2_maps();
+
 // Rewrites, through `edit`, the JSON document a safetensors file holds in its metadata key `key` (a training or
 // distillation checkpoint's "state"): for tests of mimic's own state files.
 void edit_safetensors_json(const std::string& path, const std::string& key, const std::function<void(nlohmann::json&)>& edit);
