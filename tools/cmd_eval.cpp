@@ -179,15 +179,14 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   // A run's classifier is scored at the length it was finetuned at unless --seq-len says otherwise: the default 128 scored
   // one finetuned at 256 on shorter texts than it learnt from, without a word (spam: accuracy 0.839 for 0.849, helper-69's
   // probe). The run's fingerprint keeps 128 for a run given no --seq-len, whatever its context: capped by the context.
-  int64_t seq_len = a.seq_len;
-  if (seq_len == 0 && str("task") == "cls" && fp.contains("seq_len") && fp["seq_len"].is_number_integer()) {
-    seq_len = std::min<int64_t>(fp["seq_len"].get<int64_t>(), s.max_positions);
-    if (seq_len != std::min<int64_t>(128, s.max_positions))
-      print_note("scoring at --seq-len " + std::to_string(seq_len) + ", the length " + dir + " was finetuned at (give --seq-len to choose another)");
-  }
+  const bool trained_length = a.seq_len == 0 && str("task") == "cls" && fp.contains("seq_len") && fp["seq_len"].is_number_integer();
+  const int64_t seq_len =
+      finetune::example_length(trained_length ? std::min<int64_t>(fp["seq_len"].get<int64_t>(), s.max_positions) : a.seq_len, s.max_positions);
+  if (trained_length && seq_len != finetune::example_length(0, s.max_positions))
+    print_note("scoring at --seq-len " + std::to_string(seq_len) + ", the length " + dir + " was finetuned at (give --seq-len to choose another)");
   auto r = finetune::evaluate_classifier(*model, *tok, examples, s.num_labels, seq_len, a.batch_size);
   return {{"data", a.data + ":" + a.split}, {"n", r.metrics.n},   {"accuracy", r.metrics.accuracy},
-          {"seq_len", seq_len != 0 ? seq_len : std::min<int64_t>(128, s.max_positions)},
+          {"seq_len", seq_len},
           {"f1", r.metrics.f1},             {"mcc", r.metrics.mcc}, {"loss", r.loss},
           {"confusion", r.metrics.confusion}, {"labels", data.labels}, {"attention", models::attention_summary(*model)}};
 }

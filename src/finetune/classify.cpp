@@ -32,12 +32,15 @@ void check_sizes(int64_t seq_len, int64_t batch_size) {
   MIMIC_CHECK(batch_size >= 1, "--batch-size must be at least 1, got ", batch_size);
 }
 
-// The example length of a run: seq_len, or (0) min(128, the model's context); refused beyond the context.
+}  // namespace
+
 int64_t example_length(int64_t seq_len, int64_t context) {
   const int64_t n = seq_len != 0 ? seq_len : std::min<int64_t>(128, context);
   models::check_seq_len(n, context, /*context_note=*/"", 3, "[CLS] token [SEP]");  // BERT's context is its config's
   return n;
 }
+
+namespace {
 
 // [CLS] text [SEP], cut to seq_len (the final [SEP] kept); seq_len >= 3 (check_sizes).
 std::vector<int64_t> encode(const text::Tokenizer& tok, const std::string& text, int64_t seq_len) {

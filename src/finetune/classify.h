@@ -39,6 +39,10 @@ ClassifyResult finetune_classifier(const ClassifyOptions& options);
 // names the option that gave the folder ("--teacher").
 void require_classifier_family(const std::string& model_dir, const std::string& option = "");
 
+// The example length of a classification run or evaluation: seq_len, or (0) min(128, the model's context); refused
+// beyond the context, naming --seq-len.
+int64_t example_length(int64_t seq_len, int64_t context);
+
 struct ClassifyEval {
   eval::ClassificationMetrics metrics;
   double loss = 0;

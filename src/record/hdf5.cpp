@@ -237,6 +237,12 @@ at::Tensor read_rows(const H5::DataSet& ds, hsize_t begin, hsize_t rows, at::Sca
   return out;
 }
 
+int64_t first_nonfinite_row(const at::Tensor& t) {
+  if (t.numel() == 0) return -1;
+  const auto bad = (~at::isfinite(t)).reshape({t.size(0), -1}).any(1);
+  return bad.any().item<bool>() ? bad.nonzero()[0][0].item<int64_t>() : -1;
+}
+
 H5::DataSet create_rows(H5::Group& parent, const std::string& name, const H5::DataType& type, std::vector<hsize_t> row_shape,
                         int compression) {
   std::vector<hsize_t> dims{0}, maxdims{H5S_UNLIMITED}, chunk{1};

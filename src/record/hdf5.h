@@ -44,6 +44,9 @@ H5::DataSet create_rows(H5::Group& parent, const std::string& name, const H5::Da
                         int compression);
 // Rows [begin, begin+rows) of a dataset as a tensor of `st`, read through `memtype`.
 at::Tensor read_rows(const H5::DataSet& ds, hsize_t begin, hsize_t rows, at::ScalarType st, const H5::DataType& memtype);
+// The first row (index along dim 0) of `t` holding a value that is not finite (NaN or infinite), or -1: what a record
+// may not store (the writer refuses such a batch, a reader such a read).
+int64_t first_nonfinite_row(const at::Tensor& t);
 
 // Writing a batch: every sample is one chunk, encoded here exactly as HDF5's filter pipeline would
 // (shuffle, then zlib deflate; deflate is skipped for a chunk it would not shrink, which the filter mask

@@ -201,9 +201,8 @@ at::Tensor RecordReader::read(int64_t layer, const std::string& name, int64_t be
                         : read_rows(ds, begin, count, at::kFloat, H5::PredType::NATIVE_FLOAT);
     // A NaN or infinity in a record is damage, not data: one NaN in a q blanked a whole head of report's table and
     // exited 0 (helper-71's probe). Refused naming the sample (what f16 cannot hold is infinite there).
-    if (t.numel() > 0 && !at::isfinite(t).all().item<bool>()) {
-      const int64_t first = begin + (~at::isfinite(t)).flatten(1).any(1).nonzero()[0][0].item<int64_t>();
-      fail(impl_->path, ": ", layer_group(layer), "/", name, " holds a value that is not finite (NaN or infinite) in sample ", first,
+    if (const int64_t row = first_nonfinite_row(t); row >= 0) {
+      fail(impl_->path, ": ", layer_group(layer), "/", name, " holds a value that is not finite (NaN or infinite) in sample ", begin + row,
            ": the record is damaged", impl_->f16 ? " or the teacher's values exceed f16's 65504 (record it again, with --dtype f32)"
                                                  : " (record it again)");
     }

@@ -286,10 +286,9 @@ void RecordWriter::write_batch(int64_t s, const at::Tensor& ids, const at::Tenso
     // written, naming what overflowed: a value beyond f16's 65504 (the teacher's own are finite) or the teacher's.
     auto stored = [&](const at::Tensor& x, int64_t layer, const char* name) {
       auto y = x.to(mem_scalar);
-      if (y.numel() > 0 && !at::isfinite(y).all().item<bool>()) {
-        const int64_t first = s + (~at::isfinite(y)).flatten(1).any(1).nonzero()[0][0].item<int64_t>();
-        const bool teacher = !at::isfinite(x).all().item<bool>();
-        fail("layer ", layer, "'s ", name, " in sample ", first, teacher ? " is not finite (NaN or infinite) in the teacher's forward: the model "
+      if (const int64_t row = first_nonfinite_row(y); row >= 0) {
+        const bool teacher = first_nonfinite_row(x) >= 0;
+        fail("layer ", layer, "'s ", name, " in sample ", s + row, teacher ? " is not finite (NaN or infinite) in the teacher's forward: the model "
              "or its input is broken" : " exceeds f16's range (65504): record with --dtype f32");
       }
       return host(y);
