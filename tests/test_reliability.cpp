@@ -27,6 +27,7 @@
 
 #include "mimic/core/json_keys.h"
 #include "mimic/core/paths.h"
+#include "mimic/core/words.h"
 #include "mimic/distill/distill.h"
 #include "mimic/distill/maps_file.h"
 #include "mimic/io/atomic_file.h"
@@ -1435,6 +1436,20 @@ TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
                                        "--epochs 1 --layers 0 --threads 1 --out " + dir.file("on.safetensors"));
   ASSERT_EQ(online.code, 0) << online.err;
   before_the_work(online.err, "note: --samples 10000000 is more than what --data gives at this --seq-len (", "layer_00 [");
+  // --samples 0 takes every sample, as record's does (it was refused: helper-68's leftover), and says the memory
+  // that holds before the work: 4 tensors × N × H 2 × T 16 × d 4 × 4 bytes = 2048·N bytes for this model
+  const auto given = online.err.find("at this --seq-len (");
+  ASSERT_NE(given, std::string::npos) << online.err;
+  const int64_t n = std::stoll(online.err.substr(given + std::string("at this --seq-len (").size()));
+  auto every = mimic::test::mimic_cli("distill --model " + model + " --data " + dir.file("t.txt") + " --seq-len 16 --samples 0 " +
+                                      "--epochs 1 --layers 0 --threads 1 --out " + dir.file("on0.safetensors"));
+  ASSERT_EQ(every.code, 0) << every.err;
+  before_the_work(every.err,
+                  "note: --samples 0 takes every sample of the data: " + std::to_string(n) + " samples of 16 tokens, whose q, k, v and o take " +
+                      mimic::byte_size(2048.0 * static_cast<double>(n)) + " of memory while a layer trains; --samples N takes fewer\n",
+                  "layer_00 [");
+  EXPECT_EQ(mimic::test::read_bytes(dir.file("on0.safetensors")), mimic::test::read_bytes(dir.file("on.safetensors")))
+      << "every sample is what the clamped request took";
   auto ft = mimic::test::mimic_cli("finetune --task lm --model " + model + " --data " + dir.file("t.txt") + " --seq-len 8 --batch-size 1 " +
                                    "--steps 1 --eval-batches 10000000 --threads 1 --out " + dir.file("ft"));
   ASSERT_EQ(ft.code, 0) << ft.err;

@@ -1,6 +1,7 @@
 #include "mimic/core/words.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace mimic {
 
@@ -38,6 +39,14 @@ std::string clamped_note(const std::string& option, int64_t asked, int64_t used,
 
 std::string count_of(int64_t n, const std::string& one, const std::string& many) {
   return std::to_string(n) + " " + (n == 1 ? one : many.empty() ? one + "s" : many);
+}
+
+std::string byte_size(double bytes) {
+  char size[48];
+  if (bytes >= 1e9) std::snprintf(size, sizeof size, "%.2f GB", bytes / 1e9);
+  else if (bytes >= 1e6) std::snprintf(size, sizeof size, "%.1f MB", bytes / 1e6);
+  else std::snprintf(size, sizeof size, "%.0f kB", bytes / 1e3);
+  return size;
 }
 
 }  // namespace mimic

@@ -20,4 +20,7 @@ std::string count_of(int64_t n, const std::string& one, const std::string& many 
 // holds (1): using 1"), or "" when `used` is not less than `asked`. The CLI's and the library's notes say it alike.
 std::string clamped_note(const std::string& option, int64_t asked, int64_t used, const std::string& what);
 
+// A size in bytes as a note says it: "3.21 GB", "12.6 MB", "512 kB".
+std::string byte_size(double bytes);
+
 }  // namespace mimic

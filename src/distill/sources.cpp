@@ -9,6 +9,7 @@
 #include "mimic/core/error.h"
 #include "mimic/core/hash.h"
 #include "mimic/core/paths.h"
+#include "mimic/core/words.h"
 #include "mimic/models/model.h"
 #include "mimic/record/record.h"
 
@@ -70,14 +71,14 @@ class OnlineSource : public Source {
  public:
   explicit OnlineSource(const DistillOptions& o) : model_dir_(o.model_dir) {
     MIMIC_CHECK(!o.data.empty(), "distill: the online mode needs --data (a corpus, a text file or folder, a classification set or a recall task) with --model");
-    MIMIC_CHECK(o.samples >= 1, "--samples must be >= 1, got ", o.samples);
+    MIMIC_CHECK(o.samples >= 0, "--samples must be >= 0 (0: every sample --data gives), got ", o.samples);
     record::RecordOptions ro;
     ro.model_dir = o.model_dir;
     ro.data = o.data;
     ro.split = o.split;
     ro.seq_len = o.seq_len;
     samples_ = std::make_unique<record::SampleReader>(ro);
-    n_ = std::min(o.samples, samples_->available());
+    n_ = o.samples > 0 ? std::min(o.samples, samples_->available()) : samples_->available();
     model_ = models::load_model(o.model_dir, o.device);  // the teacher runs where the students train
     model_->module().eval();
     digest_ = models::model_digest(*model_);
@@ -95,12 +96,22 @@ class OnlineSource : public Source {
     head_dim_ = sum.head_dim;
     for (int64_t l = 0; l < sum.n_layer; ++l) layers_.push_back(l);
     batch_ = std::max<int64_t>(1, o.batch_size);
+    every_ = o.samples == 0;
   }
   int64_t samples() const override { return n_; }
   int64_t n_head() const override { return n_head_; }
   int64_t head_dim() const override { return head_dim_; }
   std::vector<int64_t> layers() const override { return layers_; }
   std::string describe() const override { return model_dir_; }
+  // --samples 0 takes what record's --samples 0 would; a layer's q, k, v, o are then held in memory for every
+  // sample of the data, so the size is said before the work (docs/distill.md: 4·N·H·T·d·4 bytes)
+  std::string note() const override {
+    if (!every_) return {};
+    const double bytes = 16.0 * static_cast<double>(n_) * static_cast<double>(n_head_) * static_cast<double>(samples_->seq_len()) *
+                         static_cast<double>(head_dim_);
+    return detail::concat("--samples 0 takes every sample of the data: ", n_, " samples of ", samples_->seq_len(),
+                          " tokens, whose q, k, v and o take ", byte_size(bytes), " of memory while a layer trains; --samples N takes fewer");
+  }
   std::string model() const override { return model_dir_; }
   std::string model_digest() const override { return digest_; }
   std::string data() const override { return samples_->data_id(); }
@@ -153,6 +164,7 @@ class OnlineSource : public Source {
   std::unique_ptr<record::SampleReader> samples_;
   std::unique_ptr<models::Model> model_;
   int64_t n_ = 0, n_head_ = 0, head_dim_ = 0, batch_ = 8;
+  bool every_ = false;  // --samples 0
   std::vector<int64_t> layers_;
 };
 

@@ -14,6 +14,7 @@
 #include "mimic/core/layers.h"
 #include "mimic/core/progress.h"
 #include "mimic/core/runtime.h"
+#include "mimic/core/words.h"
 #include "mimic/data/corpus.h"
 #include "mimic/data/recall_tasks.h"
 #include "mimic/io/output_lock.h"
@@ -127,12 +128,8 @@ RecordResult record(const RecordOptions& o) {
     const double weights = layers_n * static_cast<double>(std::min(K, target)) * static_cast<double>(n_head * seq_len * seq_len) * elem;
     const double bytes = rows * per_sample + weights;
     if (o.samples == 0 || bytes >= 1e9) {
-      char size[32];
-      if (bytes >= 1e9) std::snprintf(size, sizeof size, "%.2f GB", bytes / 1e9);
-      else if (bytes >= 1e6) std::snprintf(size, sizeof size, "%.1f MB", bytes / 1e6);
-      else std::snprintf(size, sizeof size, "%.0f kB", bytes / 1e3);
       o.note(detail::concat(o.samples == 0 ? "--samples 0 takes every sample of the data: " : "", target, " samples of ", seq_len,
-                            " tokens, up to ", size, " before compression (q, k, v and o of ", layers.size(), layers.size() == 1 ? " layer" : " layers",
+                            " tokens, up to ", byte_size(bytes), " before compression (q, k, v and o of ", layers.size(), layers.size() == 1 ? " layer" : " layers",
                             K > 0 ? ", and the weights of the first samples" : "", ")", o.samples == 0 ? "; --samples N takes fewer" : ""));
     }
   }
