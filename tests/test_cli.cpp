@@ -445,6 +445,24 @@ TEST(Cli, FinetuneAndEvalClassifierAndSplitPerplexity) {
   auto chosen = mimic_cli("eval --task cls --model " + dir.file("cls") + " --data " + dir.file("t.jsonl") + " --split test --seq-len 32 --json");
   EXPECT_EQ(nlohmann::json::parse(chosen.out, nullptr, false).value("seq_len", 0), 32) << chosen.out;
   EXPECT_EQ(chosen.err.find("scoring at"), std::string::npos) << chosen.err;
+  // texts longer than --seq-len are cut, and said so (silently before helper-76's probe of 2026-12-06): the test rows
+  // are "a terrible day N", [CLS] + 4 tokens + [SEP] = 6 — whole at 6, every one cut at 5
+  EXPECT_EQ(nlohmann::json::parse(ev.out)["cut"], 0);
+  auto six = mimic_cli("eval --task cls --model " + dir.file("cls") + " --data " + dir.file("t.jsonl") + " --split test --seq-len 6 --json");
+  EXPECT_EQ(nlohmann::json::parse(six.out, nullptr, false).value("cut", -1), 0) << six.out;
+  EXPECT_EQ(six.err.find("longer than"), std::string::npos) << six.err;
+  auto five = mimic_cli("eval --task cls --model " + dir.file("cls") + " --data " + dir.file("t.jsonl") + " --split test --seq-len 5 --json");
+  EXPECT_EQ(nlohmann::json::parse(five.out, nullptr, false).value("cut", -1), 10) << five.out;
+  const std::string bert_context =
+      std::to_string(nlohmann::json::parse(mimic::test::read_bytes(bert_dir() + "/config.json"))["max_position_embeddings"].get<int64_t>());
+  EXPECT_NE(five.err.find("mimic: note: 10 of 10 texts of " + dir.file("t.jsonl") + ":test are longer than 5 tokens with [CLS] and [SEP]: "
+                          "each is read as its first 4 tokens and [SEP] (a --seq-len up to " + bert_context + ", the model's context, keeps more)\n"),
+            std::string::npos) << five.err;
+  auto short_run = mimic_cli("finetune --task cls --model " + bert_dir() + " --data " + dir.file("t.jsonl") + " --out " + dir.file("cls5") +
+                             " --steps 1 --warmup 0 --batch-size 8 --seq-len 5 --json");
+  ASSERT_EQ(short_run.code, 0) << short_run.err;
+  EXPECT_NE(short_run.err.find("mimic: note: 20 of 20 training texts are longer than 5 tokens with [CLS] and [SEP]"), std::string::npos)
+      << short_run.err;
   expect_one_line_error(mimic_cli("eval --task cls --model " + bert_dir() + " --data " + dir.file("t.jsonl")), "is not a classifier");
   // a --seq-len beyond the model's context is refused by name, in the words record and finetune --task lm use (a
   // classifier's failed inside the model's forward: "sequence of 1445 tokens exceeds ...", naming no option)
@@ -1027,6 +1045,14 @@ TEST(Cli, AnAttentionSpecIsRefusedWhileParsingOnlyWhenNoHeadDimensionTakesIt) {
   EXPECT_EQ(never.code, 2) << never.err;  // no head dimension takes order 9: while parsing
   EXPECT_NE(never.err.find("--attention"), std::string::npos) << never.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("p")));
+  // at head dimension 8 order 3 builds, and the model's description says its order (order 3 read "taylor" as order
+  // 2 does: helper-75's probe of 2026-12-06)
+  mimic::test::write_bytes(dir.file("d8.json"), R"({"n_embd": 8, "n_layer": 1, "n_head": 1, "n_positions": 32})");
+  auto narrow = mimic_cli(base + dir.file("d8.json") + R"( --attention 'linear:feature_map=taylor,map_options={"order":3}')");
+  ASSERT_EQ(narrow.code, 0) << narrow.err;
+  auto info = mimic_cli("info --model " + dir.file("p") + " --json");
+  ASSERT_EQ(info.code, 0) << info.err;
+  EXPECT_EQ(nlohmann::json::parse(info.out)["attention"], "linear (taylor order=3, row norm) in layer 0");
 }
 
 // A split too small for one batch is named with the tokens it has and one batch takes, and what to change — the train
@@ -1105,7 +1131,7 @@ TEST(Cli, OutOfRangeNumericOptionsAreRefusedByNameBeforeAnyWork) {
       {"distill --epochs -1", "--epochs"},
       {"distill --val-fraction 1", "--val-fraction"},
       {"distill --batch-size 0", "--batch-size"},
-      {"distill --samples 0", "--samples"},
+      {"distill --samples -1", "--samples"},  // 0: every sample the data gives
       {"distill --patience -1", "--patience"},
       {"distill --ce-weight -1", "--ce-weight"},
       // evaluation, generation, recording, reports, benchmarks

@@ -488,10 +488,17 @@ TEST(Convert, AttentionOptionsAddASparseCacheToHybridMapsWithoutTraining) {
   auto saved = nlohmann::json::parse(mimic::test::read_bytes(dir.file("cached/mimic.json")));
   EXPECT_EQ(saved["attention"][0]["options"]["cache"], 3);
   EXPECT_EQ(saved["provenance"]["conversions"][0]["attention_options"], nlohmann::json({{"cache", 3}}));
+  // a selection interval other than every token is said too (it was not: helper-75's probe of 2026-12-06)
+  auto every = mimic::test::mimic_cli(base + dir.file("every") + " --attention-options cache=3,cache_every=2");
+  ASSERT_EQ(every.code, 0) << every.err;
+  EXPECT_EQ(nlohmann::json::parse(every.out)["attention"], "hybrid (hedgehog_softmax, row norm, window 2, sparse cache 3 every 2 tokens) in layers 0-1");
   auto a = mimic::models::load_model(dir.file("plain")), b = mimic::models::load_model(dir.file("cached"));
   EXPECT_GT((logits(*a) - logits(*b)).abs().max().item<double>(), 1e-5);
   for (const auto& [options, message] : std::vector<std::pair<std::string, std::string>>{
            {"feature_map=elu", "'feature_map' shapes the tensors"},
+           // a kernel without a trained tensor of the maps': the learned mix was dropped, exit 0 (helper-75's probe)
+           {"mix=fixed", "--attention-options {\"mix\":\"fixed\"}: the hybrid kernel it makes has no place for layer_00.window_logit, "
+                         "which " + d.out + " holds trained: distill again with the option instead"},
            {"cache=-1", "hybrid attention option 'cache' must be an integer in [0, 65536]"},
            {"cache", "--attention-options: attention 'cache': 'cache' is not key=value"}}) {
     auto bad = mimic::test::mimic_cli(base + dir.file("bad") + " --attention-options " + options);

@@ -724,7 +724,16 @@ TEST(FinetuneCli, LmWithLoraAndTeacher) {
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["task"], "lm");
-  EXPECT_EQ(j["trainable"], "feature-maps + LoRA r=2 scale=2");
+  // a plain model has no kernel parameters: LoRA's default set trains LoRA alone ("feature-maps + LoRA" named maps
+  // that are not there: helper-74's probe of 2026-12-06); a converted model's trains its maps beside it
+  EXPECT_EQ(j["trainable"], "LoRA r=2 scale=2");
+  mimic::finetune::FinetuneOptions lora;
+  lora.lora.rank = 2;
+  lora.lora.alpha = 4;
+  EXPECT_EQ(mimic::finetune::describe_trainable(lora, /*has_kernels=*/true), "feature-maps + LoRA r=2 scale=2");
+  EXPECT_EQ(mimic::finetune::describe_trainable(lora, /*has_kernels=*/false), "LoRA r=2 scale=2");
+  lora.train_set = mimic::finetune::TrainSet::All;
+  EXPECT_EQ(mimic::finetune::describe_trainable(lora, /*has_kernels=*/false), "all + LoRA r=2 scale=2");
   EXPECT_DOUBLE_EQ(j["lr"].get<double>(), 6e-4);  // the gpt2 preset
   EXPECT_DOUBLE_EQ(j["weight_decay"].get<double>(), 0.01);
   EXPECT_GT(j["teacher"]["validation"]["perplexity"].get<double>(), 1000.0);

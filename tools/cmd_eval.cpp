@@ -185,8 +185,12 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   if (trained_length && seq_len != finetune::example_length(0, s.max_positions))
     print_note("scoring at --seq-len " + std::to_string(seq_len) + ", the length " + dir + " was finetuned at (give --seq-len to choose another)");
   auto r = finetune::evaluate_classifier(*model, *tok, examples, s.num_labels, seq_len, a.batch_size);
+  // the model's own (a --teacher scored beside it reads the same texts: said once)
+  if (dir == a.model)
+    if (const auto n = finetune::cut_texts_note(r.cut, r.metrics.n, "texts of " + a.data + ":" + a.split, seq_len, s.max_positions); !n.empty())
+      print_note(n);
   return {{"data", a.data + ":" + a.split}, {"n", r.metrics.n},   {"accuracy", r.metrics.accuracy},
-          {"seq_len", seq_len},
+          {"seq_len", seq_len}, {"cut", r.cut},
           {"f1", r.metrics.f1},             {"mcc", r.metrics.mcc}, {"loss", r.loss},
           {"confusion", r.metrics.confusion}, {"labels", data.labels}, {"attention", models::attention_summary(*model)}};
 }

@@ -130,6 +130,7 @@ void run(FinetuneArgs& a) {
   f.train.rank_settings.update({{"resume", a.resume}, {"json", a.common.json}});
 
   train::TrainResult tr;
+  std::string trainable;  // what trained, as the run described it
   nlohmann::json student, teacher;
   if (a.task == "lm") {
     finetune::LmOptions o;
@@ -151,6 +152,7 @@ void run(FinetuneArgs& a) {
                       ": leave --copy-fraction out");
     auto r = finetune::finetune_lm(o);
     tr = r.train;
+    trainable = r.trainable;
     student = scores_json(r.student);
     if (r.teacher) teacher = scores_json(*r.teacher);
   } else {
@@ -167,6 +169,7 @@ void run(FinetuneArgs& a) {
     o.batch_size = a.batch_size.value_or(16);
     auto r = finetune::finetune_classifier(o);
     tr = r.train;
+    trainable = r.trainable;
     student = scores_json(r.student);
     if (r.teacher) teacher = scores_json(*r.teacher);
   }
@@ -174,7 +177,7 @@ void run(FinetuneArgs& a) {
   if (!train::writes_outputs()) return;  // rank 0 prints the run's result
   nlohmann::json j = {{"out", f.train.out_dir},
                       {"task", a.task},
-                      {"trainable", finetune::describe_trainable(f)},
+                      {"trainable", trainable},
                       {"preset", preset_name},
                       {"copy_fraction", copy_fraction},
                       {"lr", f.train.lr},
@@ -201,7 +204,7 @@ void run(FinetuneArgs& a) {
     std::printf("finetuned %lld steps%s in %.0f s, %.0f tok/s; trainable: %s; preset %s (lr %g%s); best validation loss %.4f "
                 "at step %lld\n",
                 static_cast<long long>(tr.steps), resumed_note(tr.resumed_from).c_str(), tr.seconds, tr.tokens_per_second,
-                finetune::describe_trainable(f).c_str(), preset_name.c_str(), f.train.lr,
+                trainable.c_str(), preset_name.c_str(), f.train.lr,
                 copy_fraction > 0 ? (", copy blocks " + std::to_string(static_cast<int>(std::lround(copy_fraction * 100))) + "%").c_str() : "",
                 tr.best_eval, static_cast<long long>(tr.best_step));
   const bool t = !teacher.is_null();

@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <map>
+#include <set>
 
 #include <torch/torch.h>
 
@@ -175,6 +176,21 @@ std::shared_ptr<attention::DistillableKernel> DistilledMaps::kernel(int64_t laye
     }
   }
   auto k = attention::as_distillable(attention::make_attention_kernel(kind_, options, n_head_, head_dim_), path_);
+  // Every trained tensor of the layer has its place in the kernel the options make: gate=false on gated delta maps,
+  // or mix=fixed on a hybrid's learned mix, made a kernel without w_alpha or window_logit, and the trained values
+  // were dropped with exit 0 (helper-75's probe of 2026-12-06). (The file's own options use every tensor it holds:
+  // open() checks that.)
+  if (!overrides.empty()) {
+    const std::string prefix = layer_prefix(layer) + ".";
+    std::set<std::string> own;
+    for (const auto& p : k->named_parameters()) own.insert(prefix + p.key());
+    for (const auto& b : k->named_buffers()) own.insert(prefix + b.key());
+    std::string dropped;
+    for (const auto& name : file_->names())
+      if (name.rfind(prefix, 0) == 0 && !own.count(name)) dropped += (dropped.empty() ? "" : ", ") + name;
+    MIMIC_CHECK(dropped.empty(), "--attention-options ", overrides.dump(), ": the ", kind_, " kernel it makes has no place for ", dropped,
+                ", which ", path_, " holds trained: distill again with the option instead");
+  }
   load_into(*k, layer);
   k->eval();
   return k;

@@ -43,7 +43,9 @@ class DistilledMaps {
   // The trained kernel of a distilled layer, in eval mode; a layer the file does not hold, or a missing or
   // mis-shaped tensor, is a mimic::Error naming it.
   // `overrides`: options merged into the file's (convert --attention-options, e.g. LoLA's training-free cache=64);
-  // those that shape the trained tensors (feature_map, map_options, gates) are refused; a null removes the file's
+  // those that shape the trained tensors (feature_map, map_options, gates) are refused, as is any other that makes a
+  // kernel without a place for one of the layer's trained tensors (gate=false on gated delta maps, mix=fixed on a
+  // learned mix); a null removes the file's
   // option of that name (the hybrid's cache, for the heads convert --cache-heads leaves without one).
   std::shared_ptr<attention::DistillableKernel> kernel(int64_t layer, const nlohmann::json& overrides = nlohmann::json::object()) const;
   // Copies the layer's tensors into an existing kernel of the same configuration.

@@ -42,12 +42,13 @@ int64_t example_length(int64_t seq_len, int64_t context) {
 
 namespace {
 
-// [CLS] text [SEP], cut to seq_len (the final [SEP] kept); seq_len >= 3 (check_sizes).
-std::vector<int64_t> encode(const text::Tokenizer& tok, const std::string& text, int64_t seq_len) {
+// [CLS] text [SEP], cut to seq_len (the final [SEP] kept); seq_len >= 3 (check_sizes). `cut` counts the texts cut.
+std::vector<int64_t> encode(const text::Tokenizer& tok, const std::string& text, int64_t seq_len, int64_t& cut) {
   auto ids = tok.encode(text, true);
   if (static_cast<int64_t>(ids.size()) > seq_len) {
     ids.resize(static_cast<size_t>(seq_len));
     ids.back() = tok.sep_id();
+    ++cut;
   }
   return ids;
 }
@@ -86,12 +87,13 @@ ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& to
   torch::NoGradGuard no_grad;
   std::vector<int64_t> predicted, truth;
   double loss = 0;
+  int64_t cut = 0;
   const auto device = models::device_of(model);
   for (size_t i = 0; i < examples.size(); i += static_cast<size_t>(batch_size)) {
     std::vector<std::vector<int64_t>> ids;
     std::vector<int64_t> labels;
     for (size_t j = i; j < std::min(examples.size(), i + static_cast<size_t>(batch_size)); ++j) {
-      ids.push_back(encode(tok, examples[j].text, seq_len));
+      ids.push_back(encode(tok, examples[j].text, seq_len, cut));
       labels.push_back(examples[j].label);
     }
     auto b = make_batch(ids, labels, tok.pad_id(), device);
@@ -103,7 +105,14 @@ ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& to
     predicted.insert(predicted.end(), pred.data_ptr<int64_t>(), pred.data_ptr<int64_t>() + pred.numel());
     truth.insert(truth.end(), labels.begin(), labels.end());
   }
-  return {eval::classification_metrics(predicted, truth, num_labels), loss / static_cast<double>(examples.size())};
+  return {eval::classification_metrics(predicted, truth, num_labels), loss / static_cast<double>(examples.size()), cut};
+}
+
+std::string cut_texts_note(int64_t cut, int64_t n, const std::string& what, int64_t seq_len, int64_t context) {
+  if (cut == 0) return "";
+  return detail::concat(cut, " of ", n, " ", what, (cut == 1 ? " is" : " are"), " longer than ", seq_len,
+                        " tokens with [CLS] and [SEP]: each is read as its first ", seq_len - 1, " tokens and [SEP]",
+                        seq_len < context ? detail::concat(" (a --seq-len up to ", context, ", the model's context, keeps more)") : std::string());
 }
 
 void require_classifier_family(const std::string& model_dir, const std::string& option) {
@@ -174,7 +183,8 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
 
   // Tokenize the training set once; the order of examples is shuffled per epoch by (seed, epoch).
   std::vector<std::vector<int64_t>> train_ids;
-  for (const auto& e : data.train) train_ids.push_back(encode(*tok, e.text, seq_len));
+  int64_t cut = 0;
+  for (const auto& e : data.train) train_ids.push_back(encode(*tok, e.text, seq_len, cut));
   const int64_t n = static_cast<int64_t>(train_ids.size());
   int64_t epoch = 0, index = 0;
   std::vector<int64_t> order;
@@ -241,7 +251,9 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   if (data.split_by_text > 0) t.fingerprint["split_by"] = "text";
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
+  if (const auto note = cut_texts_note(cut, n, "training texts", seq_len, cfg.max_positions); !note.empty()) t.start_notes.push_back(note);
   ClassifyResult r;
+  r.trainable = prepared.trainable_described;
   r.train = train::train(task, t);
   if (r.train.stopped || !train::writes_outputs()) return r;
   // Metrics of the best model (by validation loss) as saved, which also becomes the output directory itself.

@@ -29,6 +29,7 @@ struct ClassifyResult {
   train::TrainResult train;
   ClassifyScores student;                 // of the best model (by validation loss), as saved
   std::optional<ClassifyScores> teacher;  // with teacher_dir
+  std::string trainable;                  // what trained (describe_trainable)
 };
 
 ClassifyResult finetune_classifier(const ClassifyOptions& options);
@@ -46,7 +47,12 @@ int64_t example_length(int64_t seq_len, int64_t context);
 struct ClassifyEval {
   eval::ClassificationMetrics metrics;
   double loss = 0;
+  int64_t cut = 0;  // examples longer than seq_len tokens ([CLS] and [SEP] included), scored on their first seq_len
 };
+// The note on `cut` of `n` texts (`what`: "training texts", "texts of spam:test") longer than `seq_len` tokens, or "" when
+// none is: finetune says it of its training set, eval of the split it scores (silent before helper-76's probe of
+// 2026-12-06). `context`: the model's, the longest --seq-len there is.
+std::string cut_texts_note(int64_t cut, int64_t n, const std::string& what, int64_t seq_len, int64_t context);
 // Scores `examples` (batched, no gradients), each cut to seq_len tokens (0: min(128, the model's context)).
 ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& tok, const std::vector<data::Example>& examples,
                                  int64_t num_labels, int64_t seq_len, int64_t batch_size);

@@ -164,7 +164,8 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
   if (lora)
     for (auto& t : lora->lora_parameters()) p.trainable.push_back(t);
   // Converted models keep their history in mimic.json: this run joins it.
-  nlohmann::json run = {{"from", o.model_dir}, {"train", describe_trainable(o)}, {"steps", o.train.steps}, {"lr", o.train.lr}};
+  p.trainable_described = describe_trainable(o, kernel_tensors > 0);
+  nlohmann::json run = {{"from", o.model_dir}, {"train", p.trainable_described}, {"steps", o.train.steps}, {"lr", o.train.lr}};
   p.model->provenance()["finetuning"].push_back(run);
   MIMIC_CHECK(!p.trainable.empty(), o.model_dir, ": nothing to train with --train ", train_set_name(set));
   return p;
@@ -239,10 +240,13 @@ void add_weight_digests(nlohmann::json& fp, models::Model& model, const Teacher&
   }
 }
 
-std::string describe_trainable(const FinetuneOptions& o) {
+std::string describe_trainable(const FinetuneOptions& o, bool has_kernels) {
   std::ostringstream os;
-  os << train_set_name(o.effective_train_set());
-  if (o.lora.rank > 0) os << " + LoRA r=" << o.lora.rank << " scale=" << o.lora.scale();
+  // LoRA's default set on a model without kernels holds nothing besides LoRA: "feature-maps + LoRA" claimed maps
+  // that are not there (helper-74's probe of 2026-12-06)
+  const bool lora_alone = o.lora.rank > 0 && !has_kernels && o.effective_train_set() == TrainSet::FeatureMaps;
+  if (!lora_alone) os << train_set_name(o.effective_train_set()) << (o.lora.rank > 0 ? " + " : "");
+  if (o.lora.rank > 0) os << "LoRA r=" << o.lora.rank << " scale=" << o.lora.scale();
   if (o.freeze_embeddings) os << ", embeddings frozen";
   if (o.freeze_kept_heads) os << ", kept heads frozen";
   return os.str();

@@ -97,6 +97,7 @@ struct Prepared {
   models::SaveOptions save;  // how the exports are written (options.export_dtype)
   int64_t frozen_heads = 0;  // heads kept as loaded (freeze_kept_heads)
   std::function<void()> after_step;  // puts the frozen heads' blocks back (TrainTask::after_step)
+  std::string trainable_described;  // describe_trainable, of this model
 };
 Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& options);
 
@@ -130,8 +131,9 @@ nlohmann::json fingerprint_defaults();
 void add_weight_digests(nlohmann::json& fingerprint, models::Model& model, const Teacher& teacher, bool distils, const std::string& model_dir,
                         const std::string& teacher_dir);
 
-// A one-line description of what trains ("all", "attention + LoRA r=8 alpha=16", ...).
-std::string describe_trainable(const FinetuneOptions& options);
+// A one-line description of what trains ("all", "attention + LoRA r=8 scale=2", ...). `has_kernels`: whether the
+// model holds kernel parameters (LoRA's default set, feature-maps, trains LoRA alone on a plain model).
+std::string describe_trainable(const FinetuneOptions& options, bool has_kernels);
 // --freeze-embeddings where the embeddings do not train anyway (--train attention|feature-maps, LoRA's default set),
 // or where the run found none held (`holds_nothing`): the refusal, "" when the flag holds something. The options alone
 // decide the first, which the CLI says as a usage error (it exited 1: helper-60's probe of 2026-12-04).

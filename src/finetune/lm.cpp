@@ -93,6 +93,7 @@ LmResult finetune_lm(const LmOptions& o) {
   if (const auto n = clamped_note("--eval-batches", o.eval_batches, source->validation_batches(o.eval_batches), "the validation split holds"); !n.empty())
     t.start_notes.push_back(n);
   LmResult r;
+  r.trainable = prepared.trainable_described;
   r.train = train::train(task, t);
   r.train.validation_batches = source->validation_batches(o.eval_batches);
   if (r.train.stopped || !train::writes_outputs()) return r;

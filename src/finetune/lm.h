@@ -37,6 +37,7 @@ struct LmResult {
   train::TrainResult train;
   LmScores student;                 // the best model (by validation loss), as saved in out_dir
   std::optional<LmScores> teacher;  // with teacher_dir
+  std::string trainable;            // what trained (describe_trainable)
 };
 
 // Runs (or resumes) the finetuning. out_dir becomes the best model's directory, beside checkpoint.safetensors and

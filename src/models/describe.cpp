@@ -60,12 +60,18 @@ std::string describe_kernel(const std::string& kind, const nlohmann::json& o) {
     for (auto it = o.begin(); it != o.end(); ++it) list += (list.empty() ? "" : ", ") + it.key() + " " + it.value().dump();
     return what + " (" + list + ")";
   }
-  what += " (" + o.value("feature_map", std::string("?")) + ", " + o.value("norm", std::string("row")) + " norm";
+  what += " (" + o.value("feature_map", std::string("?"));
+  // the map's own options, as --map-options gave them: taylor of order 3 read "taylor" as order 2 does (helper-75's
+  // probe of 2026-12-06)
+  if (const auto m = o.find("map_options"); m != o.end() && m->is_object())
+    for (auto it = m->begin(); it != m->end(); ++it) what += " " + it.key() + "=" + (it->is_string() ? it->get<std::string>() : it->dump());
+  what += ", " + o.value("norm", std::string("row")) + " norm";
   if (o.value("gates", false)) what += ", SLA gates";
   if (o.value("decay", nlohmann::json(false)).is_array()) what += ", decay";  // to_json: false or the per-head list
   if (o.contains("window")) what += ", window " + o["window"].dump();
   if (o.contains("cache"))
-    what += ", sparse cache " + o["cache"].dump() + (o.contains("cache_heads") ? " in heads " + o["cache_heads"].dump() : "");
+    what += ", sparse cache " + o["cache"].dump() + (o.value("cache_every", 1) != 1 ? " every " + o["cache_every"].dump() + " tokens" : "") +
+            (o.contains("cache_heads") ? " in heads " + o["cache_heads"].dump() : "");
   return what + ")";
 }
 }  // namespace

@@ -44,8 +44,9 @@ class AdamW {
   int64_t step_ = 0;
 };
 
-// Learning rate at `step` (0-based): linear warm-up from 0 over `warmup` steps to `peak`, then cosine
-// decay to peak·min_ratio at `total`.
+// Learning rate at `step` (0-based): linear warm-up peak·(step+1)/warmup up to `peak` at step warmup−1, then cosine
+// decay from `peak` (at step `warmup`) towards peak·min_ratio, reached at step `total` — one past the run's last
+// step, which ends one step short of the floor, as HF's cosine schedule does (docs/finetune.md).
 double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double peak, double min_ratio);
 
 // Scales all gradients so their global L2 norm is at most max_norm; returns the norm before clipping
