@@ -698,6 +698,27 @@ TEST(Outputs, ConvertAndExportReplaceOnlyAModelMimicWrote) {
     EXPECT_NE(r.err.find(refusal), std::string::npos) << r.err;
   }
   EXPECT_EQ(mimic::test::read_bytes(user + "/model.safetensors"), mimic::test::read_bytes(gpt2 + "/model.safetensors"));
+  // weights alone, without a config.json — whole, or shards with their index — were replaced, or removed as stale,
+  // with exit 0 (helper-77's probe of 2026-12-06); a training run's --out too
+  const std::string alone = dir.file("alone"), shards = dir.file("shards");
+  fs::create_directories(alone);
+  fs::copy_file(gpt2 + "/model.safetensors", alone + "/model.safetensors");
+  fs::create_directories(shards);
+  fs::copy_file(gpt2 + "/model.safetensors", shards + "/model-00001-of-00002.safetensors");
+  mimic::test::write_bytes(shards + "/model.safetensors.index.json", R"({"weight_map": {}})");
+  for (const auto& [folder, names] : std::vector<std::pair<std::string, std::string>>{
+           {alone, "model.safetensors"}, {shards, "model-00001-of-00002.safetensors, model.safetensors.index.json"}})
+    for (const std::string& cmd : {"export --model gpt2-mini --dtype f32 --out " + folder,
+                                   "convert --model gpt2-mini --maps " + junk(dir, "none.safetensors") + " --out " + folder,
+                                   "finetune --task lm --model gpt2-mini --data sotu --steps 1 --out " + folder}) {
+      const auto r = mimic::test::mimic_cli(cmd);
+      EXPECT_NE(r.code, 0) << cmd;
+      EXPECT_NE(r.err.find("--out " + folder + " holds weights mimic did not write (" + names + ", no config.json): what this command "
+                           "writes would replace or remove them"), std::string::npos) << cmd << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+  EXPECT_EQ(mimic::test::read_bytes(alone + "/model.safetensors"), mimic::test::read_bytes(gpt2 + "/model.safetensors"));
+  EXPECT_EQ(mimic::test::read_bytes(shards + "/model-00001-of-00002.safetensors"), mimic::test::read_bytes(gpt2 + "/model.safetensors"));
   // an export's own result: marked, and replaced by the next export, sharded or whole
   const std::string e = dir.file("e");
   for (const char* layout : {"", " --shard-embeddings", ""}) {

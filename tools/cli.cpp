@@ -277,6 +277,17 @@ void refuse_foreign_output(const std::string& out, OutputKind kind, const std::s
   if (kind == OutputKind::Model && fs::exists(fs::path(out) / "config.json", ec) && !models::written_by_mimic(out))
     fail("--out ", out, " holds a model mimic did not write (config.json, and no weights with mimic's mark): what this command "
          "writes would replace it; choose another --out, or move that model out of the way first");
+  // weights without a config.json beside them: a user's checkpoint of weights alone (model.safetensors, or shards and
+  // their index) was overwritten, or removed as stale, with exit 0 (helper-77's probe of 2026-12-06); mimic's carry
+  // its mark. (A training run's folder holds its own promoted model.)
+  if ((kind == OutputKind::Model || (kind == OutputKind::TrainingRun && !run_files)) && !fs::exists(fs::path(out) / "config.json", ec)) {
+    const auto foreign = models::unmarked_weights_files(out);
+    std::string names;
+    for (const auto& n : foreign) names += (names.empty() ? "" : ", ") + n;
+    if (!foreign.empty())
+      fail("--out ", out, " holds weights mimic did not write (", names, ", no config.json): what this command writes would replace or "
+           "remove them; choose another --out, or move them out of the way first");
+  }
   // a log.jsonl that is no training log of mimic's (its first line not a JSON object with an integer step) is somebody
   // else's file, which a fresh run's log replaced (the eighth probe of 2026-11-29)
   if (kind == OutputKind::TrainingRun && fs::is_regular_file(fs::path(out) / "log.jsonl", ec) &&

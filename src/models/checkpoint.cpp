@@ -210,4 +210,25 @@ bool written_by_mimic(const std::string& dir) {
   return false;
 }
 
+std::vector<std::string> unmarked_weights_files(const std::string& dir) {
+  std::vector<std::string> names;
+  bool marked = false;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!io::is_weights_file(name) || !e.is_regular_file(ec)) continue;
+    names.push_back(name);
+    if (name == io::kIndexFile) continue;
+    try {
+      const auto md = io::SafeTensorsFile::open(e.path().string()).metadata();
+      if (auto it = md.find(kWrittenByKey); it != md.end() && it->second == "mimic") marked = true;  // the last shard's, in a set
+    } catch (const Error&) {
+      // unreadable: no mark
+    }
+  }
+  if (marked) return {};
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 }  // namespace mimic::models

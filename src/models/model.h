@@ -168,6 +168,9 @@ inline constexpr const char* kWrittenByKey = "written_by";
 // Whether the model in `dir` (its model.safetensors, or a shard its index names) carries that mark; false where there
 // are no weights or they cannot be read.
 bool written_by_mimic(const std::string& dir);
+// The weights files in `dir` (model.safetensors, shards, their index), sorted, where none of them carries the mark;
+// empty where there are none, or mimic wrote them.
+std::vector<std::string> unmarked_weights_files(const std::string& dir);
 
 // Removes from `dir` the files a model folder is made of — config.json, weights (whole or sharded), mimic.json,
 // tokenizer files — before a training run that starts fresh there writes its own: what an earlier run left would be
