@@ -505,6 +505,11 @@ TEST(Convert, AttentionOptionsAddASparseCacheToHybridMapsWithoutTraining) {
     EXPECT_NE(bad.code, 0) << options;
     EXPECT_NE(bad.err.find(message), std::string::npos) << options << ": " << bad.err;
     EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
+    // the options named once, and another kind's advice only where the kind lacks the option (the dropped tensor's
+    // refusal read "--attention-options {..}: --attention-options {..}: ... another kind's options need maps
+    // distilled for it")
+    EXPECT_EQ(bad.err.find("--attention-options", bad.err.find("--attention-options") + 1), std::string::npos) << bad.err;
+    EXPECT_EQ(bad.err.find("another kind's options") != std::string::npos, options == "cache=-1") << bad.err;
   }
   // distilled with the cache (the quadratic form's selection under the CE loss), the maps carry it to the conversion
   d.attention = "hybrid:window=2,cache=3";
@@ -582,7 +587,10 @@ TEST(Convert, CacheHeadsGiveTheCacheToTheChosenHeadsAndNoneElsewhere) {
            {" --cache-heads 0.1", "--cache-heads gives some heads LoLA's sparse cache: it needs hybrid maps and a cache size"},
            {" --attention-options cache=3 --cache-heads 0.2", "--cache-heads: head 0.2 is not a head of a converted layer"},
            {" --attention-options cache=3 --cache-heads auto:0", "--cache-heads: auto:0: expected auto:K"},
-           {" --attention-options cache=3 --cache-heads 0.1 --keep-softmax 1.0", "excludes"}}) {
+           {" --attention-options cache=3 --cache-heads 0.1 --keep-softmax 1.0", "excludes"},
+           // the options as given, not with the nulls convert adds for the heads without a cache
+           {" --attention-options cache=3,mix=fixed --cache-heads 0.1",
+            "--attention-options {\"cache\":3,\"mix\":\"fixed\"}: the hybrid kernel it makes has no place for layer_00.window_logit"}}) {
     auto bad = mimic::test::mimic_cli(base + dir.file("bad") + args);
     EXPECT_NE(bad.code, 0) << args;
     EXPECT_NE(bad.err.find(message), std::string::npos) << args << ": " << bad.err;

@@ -252,8 +252,9 @@ ConvertResult convert(const ConvertOptions& o) {
   // --attention-options against the maps' own kind, before the model is read: "unknown linear attention option
   // 'cache'" named neither the option nor the kind's origin (helper-60's probe of 2026-12-04)
   if (!o.attention_options.empty() && !maps.layers().empty()) {
+    const auto options = maps.options_with(o.attention_options);  // its refusal says what to do
     try {
-      maps.kernel(maps.layers().front(), o.attention_options);
+      attention::make_attention_kernel(maps.kind(), options, maps.n_head(), maps.head_dim());
     } catch (const Error& e) {
       for (const char* key : kCacheOptions)
         if (o.attention_options.contains(key))
@@ -261,6 +262,10 @@ ConvertResult convert(const ConvertOptions& o) {
       fail("--attention-options ", o.attention_options.dump(), ": ", e.what(), " (", o.maps, " holds maps of ", maps.kind(),
            " attention; another kind's options need maps distilled for it: distill --attention KIND)");
     }
+    // a kernel the options make without a place for a trained tensor: said whole by kernel(), not as another kind's
+    // option (it read "--attention-options {..}: --attention-options {..}: ... another kind's options need maps
+    // distilled for it", advice that did not apply)
+    maps.kernel(maps.layers().front(), o.attention_options);
   }
   auto model = models::load_model(o.model_dir, o.device);
   auto placement = o.placement;

@@ -162,8 +162,7 @@ void DistilledMaps::load_into(attention::AttentionKernelImpl& kernel, int64_t la
   for (auto& b : kernel.named_buffers()) load(b.key(), b.value());
 }
 
-std::shared_ptr<attention::DistillableKernel> DistilledMaps::kernel(int64_t layer, const nlohmann::json& overrides) const {
-  MIMIC_CHECK(has_layer(layer), path_, ": holds no maps for layer ", layer);
+nlohmann::json DistilledMaps::options_with(const nlohmann::json& overrides) const {
   MIMIC_CHECK(overrides.is_object(), "attention options must be a JSON object, got ", overrides.dump());
   auto options = attention_;
   for (auto it = overrides.begin(); it != overrides.end(); ++it) {
@@ -175,7 +174,12 @@ std::shared_ptr<attention::DistillableKernel> DistilledMaps::kernel(int64_t laye
       options[it.key()] = it.value();
     }
   }
-  auto k = attention::as_distillable(attention::make_attention_kernel(kind_, options, n_head_, head_dim_), path_);
+  return options;
+}
+
+std::shared_ptr<attention::DistillableKernel> DistilledMaps::kernel(int64_t layer, const nlohmann::json& overrides) const {
+  MIMIC_CHECK(has_layer(layer), path_, ": holds no maps for layer ", layer);
+  auto k = attention::as_distillable(attention::make_attention_kernel(kind_, options_with(overrides), n_head_, head_dim_), path_);
   // Every trained tensor of the layer has its place in the kernel the options make: gate=false on gated delta maps,
   // or mix=fixed on a hybrid's learned mix, made a kernel without w_alpha or window_logit, and the trained values
   // were dropped with exit 0 (helper-75's probe of 2026-12-06). (The file's own options use every tensor it holds:
@@ -188,7 +192,11 @@ std::shared_ptr<attention::DistillableKernel> DistilledMaps::kernel(int64_t laye
     std::string dropped;
     for (const auto& name : file_->names())
       if (name.rfind(prefix, 0) == 0 && !own.count(name)) dropped += (dropped.empty() ? "" : ", ") + name;
-    MIMIC_CHECK(dropped.empty(), "--attention-options ", overrides.dump(), ": the ", kind_, " kernel it makes has no place for ", dropped,
+    // the options as the user gave them: the nulls are convert's own removals of a cache (without_cache)
+    nlohmann::json given = nlohmann::json::object();
+    for (auto it = overrides.begin(); it != overrides.end(); ++it)
+      if (!it.value().is_null()) given[it.key()] = it.value();
+    MIMIC_CHECK(dropped.empty(), "--attention-options ", given.dump(), ": the ", kind_, " kernel it makes has no place for ", dropped,
                 ", which ", path_, " holds trained: distill again with the option instead");
   }
   load_into(*k, layer);

@@ -48,6 +48,9 @@ class DistilledMaps {
   // learned mix); a null removes the file's
   // option of that name (the hybrid's cache, for the heads convert --cache-heads leaves without one).
   std::shared_ptr<attention::DistillableKernel> kernel(int64_t layer, const nlohmann::json& overrides = nlohmann::json::object()) const;
+  // The file's attention options with `overrides` merged in, as kernel() builds from them; an override of an option
+  // that shapes the trained tensors is a mimic::Error saying so.
+  nlohmann::json options_with(const nlohmann::json& overrides) const;
   // Copies the layer's tensors into an existing kernel of the same configuration.
   void load_into(attention::AttentionKernelImpl& kernel, int64_t layer) const;
   // Whether the maps came from another teacher than `other` (a model, or "the teacher of" a record), by the two digests

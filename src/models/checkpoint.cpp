@@ -196,16 +196,27 @@ void check_config_against_weights(const Family& family, const ModelConfig& c, co
            "' (", weights, " holds more layers)");
 }
 
+namespace {
+// Whether one .safetensors file's metadata holds mimic's mark; an unreadable file holds none.
+bool carries_mark(const std::string& path) {
+  try {
+    const auto md = io::SafeTensorsFile::open(path).metadata();
+    auto it = md.find(kWrittenByKey);
+    return it != md.end() && it->second == "mimic";
+  } catch (const Error&) {
+    return false;
+  }
+}
+}  // namespace
+
 // (declared in model.h, beside the writer that puts the mark in)
 bool written_by_mimic(const std::string& dir) {
   // the weights as a load finds them (io::TensorStore: model.safetensors, or the shards the index names, checked)
   try {
-    for (const auto& f : io::TensorStore::open_dir(dir).files()) {
-      const auto md = io::SafeTensorsFile::open(f).metadata();
-      if (auto it = md.find(kWrittenByKey); it != md.end() && it->second == "mimic") return true;
-    }
+    for (const auto& f : io::TensorStore::open_dir(dir).files())
+      if (carries_mark(f)) return true;
   } catch (const Error&) {
-    // no weights, or unreadable ones: no mark
+    // no weights, or an index naming missing shards: no mark
   }
   return false;
 }
@@ -218,13 +229,7 @@ std::vector<std::string> unmarked_weights_files(const std::string& dir) {
     const std::string name = e.path().filename().string();
     if (!io::is_weights_file(name) || !e.is_regular_file(ec)) continue;
     names.push_back(name);
-    if (name == io::kIndexFile) continue;
-    try {
-      const auto md = io::SafeTensorsFile::open(e.path().string()).metadata();
-      if (auto it = md.find(kWrittenByKey); it != md.end() && it->second == "mimic") marked = true;  // the last shard's, in a set
-    } catch (const Error&) {
-      // unreadable: no mark
-    }
+    if (name != io::kIndexFile && carries_mark(e.path().string())) marked = true;  // any shard's, in a set
   }
   if (marked) return {};
   std::sort(names.begin(), names.end());
