@@ -9,6 +9,7 @@
 #include "mimic/io/safetensors.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
+#include "mimic/models/networks.h"
 #include "mimic/core/paths.h"
 #include "mimic/text/tokenizer.h"
 #include "test_util.h"
@@ -58,6 +59,40 @@ void edit_config(const std::string& dir, const std::function<void(nlohmann::json
   mimic::test::write_bytes(dir + "/config.json", j.dump());
 }
 }  // namespace
+
+// A data-parallel share's dropout (models::BatchShare) against torch::dropout on the whole batch, the reference: each
+// share's rows of the output and of the gradient equal the whole batch's, bit for bit, and the generator ends where
+// the whole batch's draw leaves it; without a share it is torch::dropout itself.
+TEST(Dropout, EachShareOfTheBatchGetsTheRowsOfOneProcesssDraw) {
+  const auto x = torch::randn({6, 5, 7});
+  torch::manual_seed(11);
+  auto whole = x.clone().requires_grad_(true);
+  auto y = torch::dropout(whole, 0.3, true);
+  y.backward(torch::arange(y.numel(), torch::kFloat).reshape(y.sizes()));
+  const auto after = torch::rand({1});
+  for (int64_t part = 0; part < 3; ++part) {
+    torch::manual_seed(11);
+    auto rows = x.narrow(0, 2 * part, 2).clone().requires_grad_(true);
+    at::Tensor z;
+    {
+      mimic::models::BatchShare share(part, 3);
+      z = mimic::models::dropout(rows, 0.3);
+    }
+    z.backward(torch::arange(y.numel(), torch::kFloat).reshape(y.sizes()).narrow(0, 2 * part, 2));
+    EXPECT_TRUE(torch::equal(z, y.narrow(0, 2 * part, 2))) << "share " << part;
+    EXPECT_TRUE(torch::equal(rows.grad(), whole.grad().narrow(0, 2 * part, 2))) << "share " << part;
+    EXPECT_TRUE(torch::equal(torch::rand({1}), after)) << "share " << part;
+  }
+  // some elements dropped, the rest scaled by 1/(1 − p)
+  EXPECT_GT(y.eq(0).sum().item<int64_t>(), 0);
+  EXPECT_TRUE(torch::allclose(y.masked_select(y.ne(0)), x.masked_select(y.ne(0)) / 0.7));
+  // no share (or the guard gone): torch::dropout's own draw
+  torch::manual_seed(5);
+  const auto plain = torch::dropout(x, 0.3, true);
+  torch::manual_seed(5);
+  EXPECT_TRUE(torch::equal(mimic::models::dropout(x, 0.3), plain));
+  EXPECT_MIMIC_ERROR(mimic::models::BatchShare(3, 3), "a batch share 3 of 3 is no share");
+}
 
 TEST(Checkpoint, EveryFixtureMatchesTheReference) {
   torch::NoGradGuard ng;

@@ -58,9 +58,10 @@ struct Batch {
   at::Tensor labels;
 };
 
-// Built on the CPU, then moved to `device` once.
-Batch make_batch(const std::vector<std::vector<int64_t>>& ids, const std::vector<int64_t>& labels, int64_t pad, c10::Device device) {
-  size_t t = 0;
+// Built on the CPU, then moved to `device` once; padded to the longest row, or to `length` where that is longer.
+Batch make_batch(const std::vector<std::vector<int64_t>>& ids, const std::vector<int64_t>& labels, int64_t pad, c10::Device device,
+                 size_t length = 0) {
+  size_t t = length;
   for (const auto& x : ids) t = std::max(t, x.size());
   const int64_t b = static_cast<int64_t>(ids.size());
   auto input = torch::full({b, static_cast<int64_t>(t)}, pad, torch::kLong);
@@ -202,7 +203,9 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
     std::vector<std::vector<int64_t>> ids;
     std::vector<int64_t> labels;
     // Data parallelism: the global batch has --batch-size × ranks examples; this rank keeps its share.
+    // Padded to the global batch's longest row: dropout draws its noise for the global batch's shape (BatchShare).
     const int64_t first = o.batch_size * env.rank;
+    size_t longest = 0;
     for (int64_t i = 0; i < o.batch_size * env.world_size; ++i) {
       if (index >= n) {
         ++epoch;
@@ -210,11 +213,12 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
       }
       shuffle();
       int64_t ex = order[static_cast<size_t>(index++)];
+      longest = std::max(longest, train_ids[static_cast<size_t>(ex)].size());
       if (i < first || i >= first + o.batch_size) continue;
       ids.push_back(train_ids[static_cast<size_t>(ex)]);
       labels.push_back(data.train[static_cast<size_t>(ex)].label);
     }
-    auto b = make_batch(ids, labels, tok->pad_id(), o.device);
+    auto b = make_batch(ids, labels, tok->pad_id(), o.device, longest);
     return torch::nn::functional::cross_entropy(float_or_wider(model->forward(b.in).logits), b.labels);
   };
   // Each rank scores its contiguous share of the validation set, [n·r/N, n·(r+1)/N). The engine averages the ranks'

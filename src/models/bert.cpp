@@ -86,14 +86,15 @@ ForwardOutputs BertImpl::forward(const ForwardInputs& in) {
   auto types = in.token_type_ids.defined() ? in.token_type_ids : torch::zeros({b, t}, torch::dtype(torch::kLong).device(in.input_ids.device()));
   auto pos = torch::arange(t, torch::dtype(torch::kLong).device(in.input_ids.device())).unsqueeze(0).expand({b, t});
   const double p = is_training() ? c_.dropout : 0.0;
-  auto x = torch::dropout(emb_ln->forward(word->forward(ids) + position->forward(pos) + token_type->forward(types)), p, is_training());
+  auto drop = [&](const at::Tensor& t) { return p > 0 ? dropout(t, p) : t; };
+  auto x = drop(emb_ln->forward(word->forward(ids) + position->forward(pos) + token_type->forward(types)));
   at::Tensor pad = in.attention_mask.defined() ? in.attention_mask.to(torch::kBool) : at::Tensor();
   const double scale = 1.0 / std::sqrt(static_cast<double>(c_.head_dim()));
   for (int64_t i = 0; i < c_.n_layer; ++i) {
     auto& l = layers[static_cast<size_t>(i)];
     auto a = attend(i, l.query->forward(x), l.key->forward(x), l.value->forward(x), /*causal=*/false, pad, scale);
-    x = l.attn_ln->forward(x + torch::dropout(l.attn_out->forward(a), p, is_training()));
-    x = l.out_ln->forward(x + torch::dropout(l.out->forward(activate(l.intermediate->forward(x), c_.activation)), p, is_training()));
+    x = l.attn_ln->forward(x + drop(l.attn_out->forward(a)));
+    x = l.out_ln->forward(x + drop(l.out->forward(activate(l.intermediate->forward(x), c_.activation))));
   }
   ForwardOutputs out;
   out.last_hidden_state = x;

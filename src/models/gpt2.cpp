@@ -55,7 +55,7 @@ ForwardOutputs Gpt2Impl::forward(const ForwardInputs& in) {
   const double p = is_training() ? c_.dropout : 0.0;
   // Dropout off (evaluation, decoding) is the identity: not called, so that a decoding step dispatches no
   // no-op operators.
-  auto drop = [&](const at::Tensor& t) { return p > 0 ? torch::dropout(t, p, true) : t; };
+  auto drop = [&](const at::Tensor& t) { return p > 0 ? dropout(t, p) : t; };
   at::Tensor x;
   if (decoding_) {
     // Positions offset..offset+T-1 of the table, broadcast over the batch: the rows wpe->forward would gather,

@@ -45,6 +45,31 @@ at::Tensor RmsNormImpl::forward(const at::Tensor& x) {
   return (xf * torch::rsqrt(xf.pow(2).mean(-1, true) + eps)).to(x.scalar_type()) * weight;
 }
 
+namespace {
+struct Share {
+  int64_t part = 0, parts = 1;
+};
+thread_local Share share;
+}  // namespace
+
+BatchShare::BatchShare(int64_t part, int64_t parts) : part_before_(share.part), parts_before_(share.parts) {
+  MIMIC_CHECK(parts >= 1 && part >= 0 && part < parts, "a batch share ", part, " of ", parts, " is no share");
+  share = {part, parts};
+}
+BatchShare::~BatchShare() { share = {part_before_, parts_before_}; }
+
+at::Tensor dropout(const at::Tensor& x, double p) {
+  if (share.parts == 1) return torch::dropout(x, p, true);
+  // ATen's unfused dropout (Dropout.cpp's _dropout_impl: noise = empty_like(x).bernoulli_(1 − p).div_(1 − p), then
+  // x · noise), drawn over the global batch: a CPU Bernoulli draw fills its elements in index order from the
+  // generator, so the rows of share `part` get what one process's draw gives them
+  auto sizes = x.sizes().vec();
+  const int64_t rows = sizes.at(0);
+  sizes[0] = rows * share.parts;
+  auto noise = at::empty(sizes, x.options()).bernoulli_(1 - p).div_(1 - p);
+  return x * noise.narrow(0, share.part * rows, rows);
+}
+
 at::Tensor activate(const at::Tensor& x, Activation a) {
   switch (a) {
     case Activation::GeluTanh: {

@@ -43,6 +43,9 @@ at::Tensor activate(const at::Tensor& x, Activation a);
 // sums run in another order), so one token's logits may differ in their last bits from the same row in a batch.
 at::Tensor lm_logits(const at::Tensor& h, const at::Tensor& weight);
 at::Tensor lm_logits_reference(const at::Tensor& h, const at::Tensor& weight);
+// Training's dropout, p in (0, 1): torch::dropout's, or under a BatchShare of several parts the same formula (noise
+// ~ Bernoulli(1 − p) / (1 − p), times x) with the noise drawn for the global batch and this share's rows taken.
+at::Tensor dropout(const at::Tensor& x, double p);
 // Token ids must be [batch, time] and inside the vocabulary.
 void check_ids(const at::Tensor& ids, int64_t vocab);
 

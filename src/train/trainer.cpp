@@ -310,6 +310,7 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
       at::Tensor loss;
       {
         AutocastGuard mixed(o.precision, device);  // the forward only: backward runs in the types it recorded
+        models::BatchShare share(group.rank(), group.size());  // dropout drawn as one process would (model.h)
         loss = task.micro_batch_loss().to(at::kFloat);
       }
       // only the last micro-batch's gradients are the step's: the earlier ones are partial sums
