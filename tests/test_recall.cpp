@@ -404,6 +404,13 @@ TEST(RecallTasks, PretrainLearnsMqarAndEvalScoresOnlyTheAnswers) {
   auto wrong = mimic::test::mimic_cli("eval --task mqar --model " + dir.file("soft") + " --data mqar:vocab=20,seq_len=24,pairs=3");
   EXPECT_NE(wrong.code, 0);
   EXPECT_NE(wrong.err.find("has a vocabulary of 20 tokens, more than " + dir.file("soft") + "'s 10"), std::string::npos) << wrong.err;
+  // --data left out: the default task, named as such (the line named a seq_len no one had asked for)
+  auto unnamed = mimic::test::mimic_cli("eval --task mqar --model " + dir.file("soft"));
+  EXPECT_NE(unnamed.code, 0);
+  EXPECT_NE(unnamed.err.find(dir.file("soft") + ": the task's seq_len 256 exceeds the model's context of 32 (--data left out: "
+                             "mqar:vocab=8192,seq_len=256,pairs=16,power_a=0.01, the default task; give the task the model was trained on"),
+            std::string::npos) << unnamed.err;
+  EXPECT_EQ(std::count(unnamed.err.begin(), unnamed.err.end(), '\n'), 1) << unnamed.err;
   auto bad = mimic::test::mimic_cli("pretrain --arch gpt2 --config " + dir.file("c.json") + " --data mqar:pairs=0 --out " + dir.file("x"));
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.err.find("pairs must be >= 1"), std::string::npos) << bad.err;

@@ -358,6 +358,15 @@ nlohmann::json eval_recall(const EvalArgs& a, const data::RecallTaskSpec& spec, 
   auto model = load_evaluated(a, dir);
   auto o = a.recall;
   o.model_name = dir;  // named by its folder: eval_recall runs the model and its teacher
+  if (a.data.empty()) {
+    // the task no one named: said whose it is (helper-78's probe of 2026-12-06: "mq2: the task's seq_len 256 exceeds
+    // the model's context of 128" for a model trained on mqar:vocab=64,seq_len=64,pairs=8, with --data left out)
+    try {
+      eval::check_recall_task(*model, spec, dir);
+    } catch (const Error& e) {
+      fail(e.what(), " (--data left out: ", spec.to_string(), ", the default task; give the task the model was trained on, --data mqar:vocab=V,seq_len=L,pairs=P)");
+    }
+  }
   auto r = eval::recall_accuracy(*model, spec, o);
   return {{"accuracy", r.accuracy}, {"accuracy_ci95", {r.lo, r.hi}}, {"correct", r.correct}, {"queries", r.queries},
           {"examples", r.examples}, {"seconds", r.seconds}, {"attention", models::attention_summary(*model)}};

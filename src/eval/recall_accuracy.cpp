@@ -13,12 +13,16 @@
 
 namespace mimic::eval {
 
-RecallAccuracyResult recall_accuracy(models::Model& model, const data::RecallTaskSpec& spec, const RecallAccuracyOptions& o) {
+void check_recall_task(const models::Model& model, const data::RecallTaskSpec& spec, const std::string& model_name) {
   const auto s = model.summary();
   MIMIC_CHECK(s.head == "lm", "recall accuracy needs a causal language model; this model is ", s.model_type, " with head '", s.head, "'");
-  MIMIC_CHECK(spec.seq_len <= s.max_positions, o.model_name.empty() ? "" : o.model_name + ": ", "the task's seq_len ", spec.seq_len,
+  MIMIC_CHECK(spec.seq_len <= s.max_positions, model_name.empty() ? "" : model_name + ": ", "the task's seq_len ", spec.seq_len,
               " exceeds ", models::context_words(s));
-  spec.check_fits(s.vocab_size, o.model_name.empty() ? "the model" : o.model_name);
+  spec.check_fits(s.vocab_size, model_name.empty() ? "the model" : model_name);
+}
+
+RecallAccuracyResult recall_accuracy(models::Model& model, const data::RecallTaskSpec& spec, const RecallAccuracyOptions& o) {
+  check_recall_task(model, spec, o.model_name);
   MIMIC_CHECK(o.examples >= 1 && o.batch_size >= 1, "recall accuracy needs examples >= 1 and batch size >= 1");
   torch::NoGradGuard no_grad;
   RecallAccuracyResult r;

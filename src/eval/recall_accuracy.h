@@ -28,5 +28,7 @@ struct RecallAccuracyResult {
 // A model whose context is shorter than the task's seq_len, or whose vocabulary does not hold the task's ids
 // (data::RecallTaskSpec::check_fits), is a mimic::Error, named by options.model_name (in that order, as record's and finetune's).
 RecallAccuracyResult recall_accuracy(models::Model& model, const data::RecallTaskSpec& spec, const RecallAccuracyOptions& options);
+// Those checks alone (recall_accuracy makes them first), `model_name` naming the model ("" : "the model").
+void check_recall_task(const models::Model& model, const data::RecallTaskSpec& spec, const std::string& model_name);
 
 }  // namespace mimic::eval
