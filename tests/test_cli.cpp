@@ -202,6 +202,61 @@ TEST(Cli, PasskeyTableShowsTheMeanPromptTokensItsJsonHolds) {
   EXPECT_EQ(line.substr(line.size() - std::strlen(cell)), cell) << "the row's last cell: " << line;
 }
 
+// The passkey JSON lists each trial (helper-78's probe of 2026-12-06: the rows could only be checked against
+// themselves): its log-likelihoods are those of one whole-sequence forward of prompt + " KEY" (and of the decoy's
+// prompt + " KEY"), the ranks and counts follow from them, the answers' leading numbers give `exact`.
+TEST(Cli, PasskeyJsonListsEachTrialAsAWholeSequenceForwardScoresIt) {
+  auto r = mimic_cli("eval --task passkey --model " + gpt2_dir() + " --lengths 64 --trials 3 --alternatives 3 --seed 4 --json --threads 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto row = nlohmann::json::parse(r.out).at("rows").at(0);
+  ASSERT_EQ(row.at("each").size(), 3u);
+  auto tok = mimic::text::load_tokenizer(gpt2_dir());
+  auto model = mimic::models::load_model(gpt2_dir());
+  torch::NoGradGuard ng;
+  auto log_p = [&](const std::string& prompt, const std::string& key) {
+    auto ids = tok->encode(prompt, false);  // GPT-2 opens a document with nothing
+    const auto n = static_cast<int64_t>(ids.size());
+    for (auto id : tok->encode(" " + key, false)) ids.push_back(id);
+    auto lp = torch::log_softmax(model->forward({torch::tensor(ids, torch::kLong).unsqueeze(0), {}, {}, {}}).logits[0].to(torch::kDouble), -1);
+    double sum = 0;
+    for (int64_t i = n; i < static_cast<int64_t>(ids.size()); ++i) sum += lp[i - 1][ids[static_cast<size_t>(i)]].item<double>();
+    return sum;
+  };
+  int64_t exact = 0, first = 0, gain_first = 0;
+  double tokens = 0;
+  for (const auto& t : row.at("each")) {
+    const std::string prompt = t.at("prompt"), key = t.at("key"), decoy = t.at("decoy");
+    EXPECT_EQ(static_cast<int64_t>(tok->encode(prompt, false).size()), t.at("prompt_tokens").get<int64_t>());
+    tokens += t.at("prompt_tokens").get<double>();
+    const std::string decoyed = t.at("decoy_prompt");
+    EXPECT_NE(prompt.find("The pass key is " + key + "."), std::string::npos) << prompt;
+    EXPECT_NE(decoyed.find("The pass key is " + decoy + "."), std::string::npos) << decoyed;
+    std::vector<std::string> candidates{key};
+    for (const auto& alt : t.at("alternatives")) candidates.push_back(alt);
+    ASSERT_EQ(candidates.size(), 4u);
+    int64_t rank = 1, gain_rank = 1;
+    std::vector<double> gains;
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      const double lp = t.at("log_probs")[c], dp = t.at("decoy_log_probs")[c];
+      EXPECT_NEAR(lp, log_p(prompt, candidates[c]), 2e-4) << candidates[c];
+      EXPECT_NEAR(dp, log_p(decoyed, candidates[c]), 2e-4) << candidates[c];
+      gains.push_back(lp - dp);
+      if (c > 0) rank += lp >= t.at("log_probs")[0].get<double>();
+    }
+    for (size_t c = 1; c < gains.size(); ++c) gain_rank += gains[c] >= gains[0];
+    EXPECT_EQ(t.at("rank"), rank);
+    EXPECT_EQ(t.at("gain_rank"), gain_rank);
+    first += rank == 1;
+    gain_first += gain_rank == 1;
+    const std::string answer = t.at("answer");
+    exact += answer.rfind(" " + key, 0) == 0 && (answer.size() == key.size() + 1 || !std::isdigit(static_cast<unsigned char>(answer[key.size() + 1])));
+  }
+  EXPECT_EQ(row.at("exact"), exact);
+  EXPECT_EQ(row.at("ranked_first"), first);
+  EXPECT_EQ(row.at("gain_ranked_first"), gain_first);
+  EXPECT_DOUBLE_EQ(row.at("mean_prompt_tokens").get<double>(), tokens / 3);
+}
+
 // Strided perplexity equals an independent token-by-token formulation: token p (p >= 1) is predicted from
 // the context [k*stride, p) of the first window that reaches it, k = max(0, ceil((p + 1 - window) / stride)).
 TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {

@@ -433,7 +433,16 @@ void run_passkey(EvalArgs& a) {
                     {"gain_ranked_first", row.gain_ranked_first},
                     {"gain_rank_accuracy", row.gain_rank_accuracy()},
                     {"mean_key_gain", row.mean_key_gain},
-                    {"mean_prompt_tokens", row.mean_prompt_tokens}});
+                    {"mean_prompt_tokens", row.mean_prompt_tokens},
+                    {"each", [&] {
+                       nlohmann::json each = nlohmann::json::array();
+                       for (const auto& t : row.each)
+                         each.push_back({{"key", t.key}, {"depth", t.depth}, {"prompt_tokens", t.prompt_tokens}, {"rank", t.rank},
+                                         {"gain_rank", t.gain_rank}, {"answer", t.answer}, {"alternatives", t.alternatives},
+                                         {"decoy", t.decoy}, {"log_probs", t.log_probs}, {"decoy_log_probs", t.decoy_log_probs},
+                                         {"prompt", t.prompt}, {"decoy_prompt", t.decoy_prompt}});
+                       return each;
+                     }()}});
   // which attention answered, as every other task says (helper-58's probe: passkey alone did not)
   const auto attention = models::attention_summary(*model);
   if (a.common.json)

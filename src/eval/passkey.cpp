@@ -187,15 +187,25 @@ PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tok, con
       const double depth = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
       std::set<std::string> keys{key};
       std::vector<std::vector<int64_t>> candidates{passkey_answer(tok, key)};
+      std::vector<std::string> alternatives;  // in the candidates' order
       while (static_cast<int64_t>(keys.size()) <= opt.alternatives) {
         auto alt = random_passkey(rng, opt.digits);
-        if (keys.insert(alt).second) candidates.push_back(passkey_answer(tok, alt));
+        if (keys.insert(alt).second) {
+          candidates.push_back(passkey_answer(tok, alt));
+          alternatives.push_back(alt);
+        }
       }
       std::string decoy;
       do decoy = random_passkey(rng, opt.digits);
       while (keys.count(decoy));
       auto p = build_passkey_prompt(tok, len - opt.digits - 1, depth, key);
       prompt_sum += static_cast<double>(p.ids.size());
+      PasskeyTrial trial;
+      trial.prompt = p.text;
+      trial.prompt_tokens = static_cast<int64_t>(p.ids.size());
+      trial.depth = depth;
+      trial.key = key;
+      trial.decoy = decoy;
 
       auto state = model.new_decode_state();
       auto last = model.forward_step(models::token_row(p.ids, models::device_of(model)), *state)[0][-1];
@@ -204,13 +214,22 @@ PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tok, con
       rank_sum += static_cast<double>(rank);
       row_result.ranked_first += rank == 1;
       auto gains = scores;
-      auto priors = score_continuations(model, build_passkey_prompt(tok, len - opt.digits - 1, depth, decoy).ids, candidates);
+      const auto decoyed = build_passkey_prompt(tok, len - opt.digits - 1, depth, decoy);
+      trial.decoy_prompt = decoyed.text;
+      auto priors = score_continuations(model, decoyed.ids, candidates);
       for (size_t c = 0; c < gains.size(); ++c) gains[c] -= priors[c];
-      row_result.gain_ranked_first += rank_of(gains[0], {gains.begin() + 1, gains.end()}) == 1;
+      trial.gain_rank = rank_of(gains[0], {gains.begin() + 1, gains.end()});
+      row_result.gain_ranked_first += trial.gain_rank == 1;
       gain_sum += gains[0];
       auto answer = generate::greedy_continue(model, *state, last, opt.digits + 1);
-      row_result.exact += leading_number(tok.decode(answer)) == key;
+      trial.answer = tok.decode(answer);
+      row_result.exact += leading_number(trial.answer) == key;
       ++row_result.trials;
+      trial.alternatives = std::move(alternatives);
+      trial.rank = rank;
+      trial.log_probs = scores;
+      trial.decoy_log_probs = priors;
+      row_result.each.push_back(std::move(trial));
       bar.advance(1, "length " + std::to_string(len));
     }
     row_result.mean_rank = rank_sum / static_cast<double>(opt.trials);

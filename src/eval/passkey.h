@@ -67,6 +67,21 @@ struct PasskeyOptions {
   bool progress = true;
 };
 
+// One trial as scored, so that another implementation can score the same prompts (helper-78's probe of 2026-12-06
+// could check the rows' counts only against themselves).
+struct PasskeyTrial {
+  std::string prompt;  // the prompt's text (its ids: the tokenizer's document start, then the text encoded)
+  int64_t prompt_tokens = 0;
+  double depth = 0;
+  std::string key, decoy;  // the decoy takes the key's place in the calibration's prompt
+  std::string decoy_prompt;  // built as the prompt, with the decoy (its fillers may differ where the decoy's tokens do)
+  std::vector<std::string> alternatives;
+  // log p(" KEY" | prompt) of the key, then of each alternative; the same given the decoy's prompt
+  std::vector<double> log_probs, decoy_log_probs;
+  int64_t rank = 0, gain_rank = 0;  // of the key among the candidates, by log_probs and by their gains
+  std::string answer;              // the greedy continuation's text (its leading number is the answer)
+};
+
 struct PasskeyRow {
   int64_t length = 0;
   int64_t trials = 0;
@@ -79,6 +94,7 @@ struct PasskeyRow {
   int64_t gain_ranked_first = 0;
   double mean_key_gain = 0;
   double mean_prompt_tokens = 0;
+  std::vector<PasskeyTrial> each;  // the trials, in order
   double exact_accuracy() const { return trials ? static_cast<double>(exact) / trials : 0.0; }
   double rank_accuracy() const { return trials ? static_cast<double>(ranked_first) / trials : 0.0; }
   double gain_rank_accuracy() const { return trials ? static_cast<double>(gain_ranked_first) / trials : 0.0; }
