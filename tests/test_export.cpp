@@ -106,6 +106,11 @@ TEST(ShardedCheckpoint, RoundTripIsLosslessAndTheIndexDescribesTheShards) {
       ASSERT_EQ(info.code, 0) << info.err;
       EXPECT_EQ(nlohmann::json::parse(info.out)["weights"]["shards"].size(), 2u);
       EXPECT_EQ(nlohmann::json::parse(info.out)["weights"]["tensors"], original.names().size());
+      // the text names the shards, and each tensor's with --tensors (the JSON alone did: helper-80's probe)
+      auto text = mimic_cli("info " + dir.file("m") + " --tensors");
+      ASSERT_EQ(text.code, 0) << text.err;
+      for (const char* shard : {kShard1, kShard2}) EXPECT_NE(text.out.find(std::string("  shard         ") + shard + "\n"), std::string::npos) << text.out;
+      EXPECT_NE(text.out.find("bert.embeddings.word_embeddings.weight  F16 [30522,8]  " + std::string(kShard1) + "\n"), std::string::npos) << text.out;
     }
     // saving again in the other layout replaces the weights of the first
     again->save(dir.file("m"));

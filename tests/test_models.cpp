@@ -224,7 +224,7 @@ TEST(Checkpoint, BrokenCheckpointsNameTheProblem) {
     for (auto& [n, t] : ts)
       if (n == "lm_head.weight") t = t + 1;
   });
-  EXPECT_MIMIC_ERROR(mimic::models::load_model(m5), "'lm_head.weight' should equal 'wte.weight'");
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(m5), "'lm_head.weight' should equal 'transformer.wte.weight'");
   auto m6 = fresh("bert-cls", "bert-missing-head");
   edit_weights(m6, [](auto& ts) { ts.erase(std::find_if(ts.begin(), ts.end(), [](auto& p) { return p.first == "classifier.bias"; })); });
   EXPECT_MIMIC_ERROR(mimic::models::load_model(m6), "missing tensor 'classifier.bias'");
@@ -516,6 +516,9 @@ TEST(Checkpoint, ConfigSizesTheWeightsDoNotHoldAreRefusedByKeyBeforeAllocating) 
   EXPECT_MIMIC_ERROR(load_with("bert-base", "intermediate_size", wide), "config.json: intermediate_size asks for 'encoder.layer.1.intermediate.dense.weight' of shape [16384, 32], but model.safetensors holds [64, 32]");
   // fewer layers than the file holds: refused by key and value too (the tenth probe: "unexpected tensor 'h.1.…'" named
   // neither)
+  // named by the file's key: a prefixed checkpoint's with its prefix (it read the network's name: helper-80's probe)
+  EXPECT_MIMIC_ERROR(load_with("gpt2-prefixed", "n_embd", wide), "config.json: n_embd asks for 'transformer.wte.weight' of shape [50257, 16384]");
+  EXPECT_MIMIC_ERROR(load_with("gpt2-prefixed", "n_layer", 1), "holds a tensor 'transformer.h.1.attn.c_attn.weight'");
   EXPECT_MIMIC_ERROR(load_with("gpt2-plain", "n_layer", 1), "config.json: n_layer is 1, but model.safetensors holds a tensor 'h.1.attn.c_attn.weight' (model.safetensors holds more layers)");
   EXPECT_MIMIC_ERROR(load_with("bert-base", "num_hidden_layers", 1), "config.json: num_hidden_layers is 1, but model.safetensors holds a tensor 'encoder.layer.1.");
 }

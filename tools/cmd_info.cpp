@@ -132,12 +132,17 @@ void run(InfoArgs& a) {
             << (s.rotary.empty() ? std::string() : "\n  rotary        " + s.rotary)
             << "\n  parameters    " << s.parameters << "\n  weights       " << weights << " (" << tj["count"] << " tensors, "
             << tj["elements_by_dtype"].dump() << (f.sharded() ? ", " + std::to_string(f.files().size()) + " shards" : "") << ")\n";
+  // the shards by name, and each tensor's below, as formats.md says (the JSON alone had them: helper-80's probe)
+  if (f.sharded())
+    for (const auto& file : f.files()) std::cout << "  shard         " << std::filesystem::path(file).filename().string() << "\n";
   if (s.head == "cls") std::cout << "  labels        " << s.num_labels << "\n";
   std::cout << "  tokenizer     "
             << (tok ? tok->kind() + ", " + std::to_string(tok->vocab_size()) + " tokens" : "none: " + j["tokenizer_problem"].get<std::string>()) << "\n";
   std::cout << "  attention     " << models::attention_summary(*model) << "\n";
   if (a.tensors)
-    for (const auto& t : tj["tensors"]) std::cout << "  " << t["name"].get<std::string>() << "  " << t["dtype"].get<std::string>() << " " << t["shape"].dump() << "\n";
+    for (const auto& t : tj["tensors"])
+      std::cout << "  " << t["name"].get<std::string>() << "  " << t["dtype"].get<std::string>() << " " << t["shape"].dump()
+                << (t.contains("shard") ? "  " + t["shard"].get<std::string>() : std::string()) << "\n";
 }
 
 }  // namespace

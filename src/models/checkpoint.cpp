@@ -102,9 +102,11 @@ void load_weights(const Family& family, const io::TensorStore& f, std::vector<st
                 (layout.prefix.empty() || !family.takes_prefix(name) ? "" : layout.prefix) + name, "'");
   for (const auto& [name, copy] : tied_copies) {
     const auto& target = by_name.at(ties.at(name).first);
-    MIMIC_CHECK(copy.sizes() == target.sizes(), where, "tied tensor '", name, "' has shape ", copy.sizes(), ", expected ",
+    // named by the file's keys (it read 'embed_tokens.weight' for model.embed_tokens.weight: helper-80's probe)
+    const auto file_key = [&](const std::string& n) { return key_of.count(n) ? key_of.at(n) : n; };
+    MIMIC_CHECK(copy.sizes() == target.sizes(), where, "tied tensor '", file_key(name), "' has shape ", copy.sizes(), ", expected ",
                 target.sizes());
-    MIMIC_CHECK(torch::equal(copy, target), where, "tensor '", name, "' should equal '", ties.at(name).first,
+    MIMIC_CHECK(torch::equal(copy, target), where, "tensor '", file_key(name), "' should equal '", file_key(ties.at(name).first),
                 "' (tied weights) but differs");
   }
 }
@@ -181,10 +183,10 @@ void check_config_against_weights(const Family& family, const ModelConfig& c, co
     // Name the first key whose size the file disagrees with.
     for (size_t i = 0; i < t.shape.size(); ++i)
       if (i >= shape.size() || shape[i] != t.shape[i].size)
-        fail(config_path, ": ", t.shape[i].key, " asks for '", t.name, "' of shape ", show_shape(want), ", but ", weights, " holds ",
+        fail(config_path, ": ", t.shape[i].key, " asks for '", it->second, "' of shape ", show_shape(want), ", but ", weights, " holds ",
              show_shape(shape), " (", t.shape[i].shown.empty() ? t.shape[i].key + " " + std::to_string(t.shape[i].size) : t.shape[i].shown,
              " disagrees with the weights)");
-    fail(config_path, ": '", t.name, "' is ", show_shape(shape), " in ", weights, ", the config asks for ", show_shape(want));
+    fail(config_path, ": '", it->second, "' is ", show_shape(shape), " in ", weights, ", the config asks for ", show_shape(want));
   }
   // Weights holding more layers than the config: the tensors of one layer past its last are present (this was found
   // only as an "unexpected tensor" of the load, naming neither the key nor its value: the tenth probe of 2026-11-29).
@@ -192,7 +194,7 @@ void check_config_against_weights(const Family& family, const ModelConfig& c, co
   more.n_layer = c.n_layer + 1;
   for (const SizedTensor& t : family.sized_tensors(more))
     if (!t.name_key.empty() && key_of.count(t.name))
-      fail(config_path, ": ", t.name_key, " is ", c.raw.value(t.name_key, nlohmann::json()).dump(), ", but ", weights, " holds a tensor '", t.name,
+      fail(config_path, ": ", t.name_key, " is ", c.raw.value(t.name_key, nlohmann::json()).dump(), ", but ", weights, " holds a tensor '", key_of.at(t.name),
            "' (", weights, " holds more layers)");
 }
 
