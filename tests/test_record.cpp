@@ -334,13 +334,25 @@ TEST(Record, AUsersTextFileRecordsOnlyTheSplitItNames) {
   auto recorded = [&](const std::string& split) {
     auto o = options(gpt2_dir(), file, dir.file(split + ".h5"));
     o.split = split;
-    mimic::record::record(o);
+    const auto r = mimic::record::record(o);
     H5::H5File f(o.out, H5F_ACC_RDONLY);
     auto real = read_dataset(f, "input_ids", at::kLong).masked_select(read_dataset(f, "attention_mask", at::kLong).to(at::kBool));
+    // the positions of padding counted (helper-81's probe: "1 sample of 256 tokens" where the split held 91)
+    EXPECT_EQ(r.padded, r.tokens - real.numel()) << split;
     return std::vector<int64_t>(real.data_ptr<int64_t>(), real.data_ptr<int64_t>() + real.numel());
   };
   const auto train = recorded("train"), test = recorded("test");
   EXPECT_EQ(train, split_stream(gpt2_dir(), file, mimic::data::Split::Train));
+  // the CLI says it: a note, and the JSON's padded_tokens
+  auto cli = mimic::test::mimic_cli("record --model " + gpt2_dir() + " --data " + file + " --split test --seq-len 64 --json --out " + dir.file("cli.h5"));
+  ASSERT_EQ(cli.code, 0) << cli.err;
+  const auto j = nlohmann::json::parse(cli.out);
+  const int64_t padded = j.at("padded_tokens"), positions = j.at("samples").get<int64_t>() * 64;
+  EXPECT_EQ(j.at("tokens"), positions);
+  EXPECT_EQ(padded, positions - static_cast<int64_t>(split_stream(gpt2_dir(), file, mimic::data::Split::Test).size()));
+  EXPECT_GT(padded, 0);
+  EXPECT_NE(cli.err.find("mimic: note: " + std::to_string(padded) + " of the " + std::to_string(positions) +
+                         " token positions recorded now are padding"), std::string::npos) << cli.err;
   EXPECT_EQ(test, split_stream(gpt2_dir(), file, mimic::data::Split::Test));
   // the parts, written out: lines 1-18 train, line 20 tests (line 19 validates), each followed by the separator
   std::string lines_1_to_18 = mimic::test::text_lines(kText, 18);

@@ -466,7 +466,7 @@ void register_eval(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   auto* sub = app.add_subcommand("eval", "Evaluate a model: LM perplexity (text, file or corpus split), in-context recall (copy, passkey, mqar) or classification metrics");
   sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
-  sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC), passkey (retrieval by context length) copy (in-context copy gain) or mqar (associative-recall accuracy; --data mqar:... or ar:...)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey", "copy", "mqar"}));
+  sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC), passkey (retrieval by context length), copy (in-context copy gain) or mqar (associative-recall accuracy; --data mqar:... or ar:...)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey", "copy", "mqar"}));
   auto* file = sub->add_option("--file", args->file, "Text file to score (lm, copy)")->check(input_file_arg("a text file (--data takes a folder of .txt files)"));
   auto* text = sub->add_option("--text", args->text, "Text to score (lm, copy)")->excludes(file);
   auto* data = sub->add_option("--data", args->data, "lm, copy: corpus all|sotu|moby-dick or your own text (a UTF-8 file or a folder of .txt files; --split picks its 90/5/5 part by position); cls: spam|sotu-era|FILE.jsonl; mqar: mqar[:...] or ar[:...]")
@@ -478,7 +478,7 @@ void register_eval(CLI::App& app) {
                      ->transform(range::tokens(2));
   auto* stride = sub->add_option("--stride", args->ppl.stride, "lm: new tokens scored per window (default: window/2; at most window − 1, which a longer one is cut to: a window's first token has no context in it)")
                      ->transform(range::tokens(1));
-  auto* seq_len = sub->add_option("--seq-len", args->seq_len, "cls: tokens per example, [CLS] and [SEP] included (default: the length a finetune run's model was trained at, else min(128, the model's context))")
+  auto* seq_len = sub->add_option("--seq-len", args->seq_len, "cls: tokens per example, [CLS] and [SEP] included (default: the length a finetune run's model was trained at, read from the run's folder, else min(128, the model's context); the embedded bert-mini-spam and bert-mini-sotu-era were trained at 256: give --seq-len 256)")
                       ->transform(range::tokens(3));
   auto* batch_size = sub->add_option("--batch-size", args->batch_size, "cls: examples per batch")->capture_default_str()->transform(range::batch());
   sub->add_option("--teacher", args->teacher, "Also evaluate this model (e.g. the softmax teacher of a converted model) and print both side by side (lm, copy, mqar, cls; passkey: run it on each model)")

@@ -33,6 +33,7 @@ void run(RecordArgs& a) {
                       {"seq_len", r.seq_len},
                       {"layers", r.layers},
                       {"tokens", r.tokens},
+                      {"padded_tokens", r.padded},
                       {"seconds", r.seconds},
                       {"tokens_per_second", speed(r.tokens_per_second)},
                       {"forward_seconds", r.forward_seconds},
@@ -62,6 +63,11 @@ void run(RecordArgs& a) {
   if (r.rolled_back > 0)
     std::fprintf(stderr, "mimic: note: the last %s of the interrupted run %s incomplete and %s recorded again\n",
                  count_of(r.rolled_back, "sample").c_str(), r.rolled_back == 1 ? "was" : "were", r.rolled_back == 1 ? "was" : "were");
+  // padding said as such (helper-81's probe of 2026-12-06: "1 sample of 256 tokens" where the split held 91)
+  if (r.padded > 0)
+    std::fprintf(stderr, "mimic: note: %lld of the %lld token positions recorded now are padding (masked: the data's last block is shorter "
+                 "than --seq-len %lld); tokens/s counts them, as the forward runs them\n",
+                 static_cast<long long>(r.padded), static_cast<long long>(r.tokens), static_cast<long long>(r.seq_len));
   if (a.common.json) return print_json(j);
   std::printf("%s: %s of %lld tokens (%lld recorded now%s), %.1f MB\n", r.out.c_str(),
               count_of(r.samples, "sample").c_str(), static_cast<long long>(r.seq_len), static_cast<long long>(r.recorded),

@@ -159,6 +159,7 @@ RecordResult record(const RecordOptions& o) {
     writer.write_batch(s, ids, mask, captures);
     result.write_seconds += since(t1);
     result.recorded += b;
+    result.padded += mask.defined() ? (mask == 0).sum().item<int64_t>() : 0;
     progress.update(s + b);
 
     // on the second batch where there is one: the first carries the warm-up (the thread pool's start, the first

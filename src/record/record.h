@@ -63,6 +63,7 @@ struct RecordResult {
   int64_t resumed_from = 0;    // samples already in the file when this run started
   int64_t rolled_back = 0;     // samples of an interrupted run found incomplete and recorded again
   int64_t tokens = 0;          // tokens written by this run (recorded × seq_len, padding included)
+  int64_t padded = 0;          // of them, positions of padding (masked: a text's last block, shorter than seq_len)
   int64_t seq_len = 0;
   std::vector<int64_t> layers;
   // a converted model's attention (models::attention_summary) where any layer runs something other than softmax: its
