@@ -147,6 +147,8 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
   mimic::test::write_bytes(dir.file("utf.jsonl"), "{\"text\": \"\\udc80\", \"label\": 1}\n");
   EXPECT_ANY_THROW(data::load_classification(dir.file("utf.jsonl")));
   EXPECT_MIMIC_ERROR(data::load_classification("no-such-set"), "unknown data set: 'no-such-set'");
+  // a folder (of .txt files, a language model's data) is said to be one (helper-81's probe: "unknown data set")
+  EXPECT_MIMIC_ERROR(data::load_classification(dir.path().string()), "' is a folder: classification reads labelled examples from one JSON-lines file");
   // a CSV is named as no JSON lines (the eighteenth probe: nlohmann's parse text alone)
   mimic::test::write_bytes(dir.file("d.csv"), "text,label\nhello,1\n");
   EXPECT_MIMIC_ERROR(data::load_classification(dir.file("d.csv")), "a classification data file holds JSON lines");

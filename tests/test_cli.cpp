@@ -492,6 +492,9 @@ TEST(Cli, FinetuneAndEvalClassifierAndSplitPerplexity) {
   auto ej = nlohmann::json::parse(ev.out);
   EXPECT_EQ(ej["n"], 10);
   EXPECT_DOUBLE_EQ(ej["accuracy"].get<double>(), fj["test"]["accuracy"].get<double>());
+  // which class F1 is of: the second label (helper-81's probe: the JSON did not say)
+  ASSERT_EQ(ej["labels"].size(), 2u);
+  EXPECT_EQ(ej["f1_of"], ej["labels"][1]);
   // a run's classifier is scored at the length it was finetuned at (16), said in a note; the default (128) scored the
   // shipped classifiers, trained at 256, on shorter texts without a word (helper-69's probe); --seq-len chooses
   EXPECT_EQ(ej["seq_len"], 16) << ev.out;

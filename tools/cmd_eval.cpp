@@ -192,7 +192,9 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   return {{"data", a.data + ":" + a.split}, {"n", r.metrics.n},   {"accuracy", r.metrics.accuracy},
           {"seq_len", seq_len}, {"cut", r.cut},
           {"f1", r.metrics.f1},             {"mcc", r.metrics.mcc}, {"loss", r.loss},
-          {"confusion", r.metrics.confusion}, {"labels", data.labels}, {"attention", models::attention_summary(*model)}};
+          {"confusion", r.metrics.confusion}, {"labels", data.labels}, {"attention", models::attention_summary(*model)},
+          // which class F1 is of, in the JSON too (the text alone said it: helper-81's probe)
+          {"f1_of", data.labels.size() == 2 ? nlohmann::json(data.labels[1]) : nlohmann::json("macro")}};
 }
 
 void print_one(const EvalArgs& a, const nlohmann::json& j) {

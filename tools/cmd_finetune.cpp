@@ -262,7 +262,7 @@ void register_finetune(CLI::App& app) {
   sub->add_option("--lora", a->f.lora.rank, "LoRA rank on the q, k, v, o projections (0: off); merged into the weights on export")
       ->transform(range::integer(0, 4096));
   sub->add_option("--lora-alpha", a->f.lora.alpha, "LoRA alpha (scale alpha/rank; 0, the default: the rank, scale 1)")->transform(range::real(0, 65536));
-  sub->add_option("--teacher", a->f.teacher_dir, "Evaluate this model on the same data at the end, side by side (and distil it with --kd)")
+  sub->add_option("--teacher", a->f.teacher_dir, "Evaluate this model on the same data at the end, side by side (and distill it with --kd)")
       ->transform(model_dir_arg());
   sub->add_option("--kd", a->kd,
                   "lm: train on the teacher's logits, T²·KL(teacher ‖ student) at temperature T (in [0.01, 100]; 0: off; needs --teacher)")

@@ -364,6 +364,9 @@ ClassificationData load_classification(const std::string& name) {
   // a path that is not there read only as "unknown data set" (the fifteenth probe of 2026-11-30)
   std::error_code ec;
   const bool path_like = name.find('/') != std::string::npos || name.find('.') != std::string::npos;
+  // a folder is text for a language model, not labelled examples (it read "unknown data set": helper-81's probe)
+  MIMIC_CHECK(!fs::is_directory(name, ec), "'", name, "' is a folder: classification reads labelled examples from one JSON-lines file ",
+              "({\"text\": ..., \"label\": ...} per line: docs/data.md), or spam or sotu-era; a folder of .txt files is text for --task lm or copy");
   MIMIC_CHECK(fs::is_regular_file(name, ec), path_like && !fs::exists(name, ec) ? "no such file: " : "unknown data set: ", "'", name,
               "' (spam, sotu-era, or a JSON-lines file)");
   return load_jsonl(name);
