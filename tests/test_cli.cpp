@@ -202,13 +202,20 @@ TEST(Cli, PasskeyTableShowsTheMeanPromptTokensItsJsonHolds) {
   EXPECT_EQ(line.substr(line.size() - std::strlen(cell)), cell) << "the row's last cell: " << line;
 }
 
-// The passkey JSON lists each trial (helper-78's probe of 2026-12-06: the rows could only be checked against
+// The passkey JSON lists each trial with --each-trial (helper-78's probe of 2026-12-06: the rows could only be checked against
 // themselves): its log-likelihoods are those of one whole-sequence forward of prompt + " KEY" (and of the decoy's
 // prompt + " KEY"), the ranks and counts follow from them, the answers' leading numbers give `exact`.
 TEST(Cli, PasskeyJsonListsEachTrialAsAWholeSequenceForwardScoresIt) {
-  auto r = mimic_cli("eval --task passkey --model " + gpt2_dir() + " --lengths 64 --trials 3 --alternatives 3 --seed 4 --json --threads 1");
+  const std::string args = "eval --task passkey --model " + gpt2_dir() + " --lengths 64 --trials 3 --alternatives 3 --seed 4 --threads 1";
+  auto r = mimic_cli(args + " --json --each-trial");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto row = nlohmann::json::parse(r.out).at("rows").at(0);
+  // on request only (a file of every prompt grows with trials × length), and for the JSON
+  auto plain = mimic_cli(args + " --json");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_FALSE(nlohmann::json::parse(plain.out).at("rows").at(0).contains("each"));
+  expect_one_line_error(mimic_cli(args + " --each-trial"), "--each-trial lists the trials in the --json output: add --json");
+  expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --text 'a b c' --each-trial"), "--each-trial is for --task passkey");
   ASSERT_EQ(row.at("each").size(), 3u);
   auto tok = mimic::text::load_tokenizer(gpt2_dir());
   auto model = mimic::models::load_model(gpt2_dir());
@@ -495,6 +502,9 @@ TEST(Cli, FinetuneAndEvalClassifierAndSplitPerplexity) {
   // which class F1 is of: the second label (helper-81's probe: the JSON did not say)
   ASSERT_EQ(ej["labels"].size(), 2u);
   EXPECT_EQ(ej["f1_of"], ej["labels"][1]);
+  const auto& cm = ej["confusion"];  // [true][predicted]: F1 of class 1 = 2·tp / (2·tp + fp + fn)
+  const double tp = cm[1][1], fp = cm[0][1], fn = cm[1][0];
+  if (tp + fp + fn > 0) EXPECT_NEAR(ej["f1"].get<double>(), 2 * tp / (2 * tp + fp + fn), 1e-12) << ev.out;
   // a run's classifier is scored at the length it was finetuned at (16), said in a note; the default (128) scored the
   // shipped classifiers, trained at 256, on shorter texts without a word (helper-69's probe); --seq-len chooses
   EXPECT_EQ(ej["seq_len"], 16) << ev.out;

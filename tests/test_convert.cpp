@@ -511,6 +511,19 @@ TEST(Convert, AttentionOptionsAddASparseCacheToHybridMapsWithoutTraining) {
     EXPECT_EQ(bad.err.find("--attention-options", bad.err.find("--attention-options") + 1), std::string::npos) << bad.err;
     EXPECT_EQ(bad.err.find("another kind's options") != std::string::npos, options == "cache=-1") << bad.err;
   }
+  // and the other way: a kernel that would train a tensor the maps lack (a learned mix on fixed-mix maps) read
+  // "MAPS: no tensor 'layer_00.window_logit'", naming no option (helper-82's review)
+  const auto learned_maps = d.out;
+  d.attention = "hybrid:window=2,mix=fixed";
+  d.out = dir.file("fixed-mix.safetensors");
+  mimic::distill::distill(d);
+  auto learned = mimic::test::mimic_cli("convert --model " + teacher() + " --maps " + d.out + " --out " + dir.file("learned") +
+                                        " --attention-options mix=learned");
+  EXPECT_NE(learned.code, 0);
+  EXPECT_NE(learned.err.find("--attention-options {\"mix\":\"learned\"}: the hybrid kernel it makes trains layer_00.window_logit, which " +
+                             d.out + " does not hold: distill again with the option instead"), std::string::npos) << learned.err;
+  EXPECT_EQ(std::count(learned.err.begin(), learned.err.end(), '\n'), 1) << learned.err;
+  d.out = learned_maps;
   // distilled with the cache (the quadratic form's selection under the CE loss), the maps carry it to the conversion
   d.attention = "hybrid:window=2,cache=3";
   d.out = dir.file("hybrid-cache.safetensors");

@@ -108,8 +108,8 @@ int count_lines(const std::string& s) {
   return n;
 }
 
-// A 2-layer GPT-2 on a small MQAR task: no tokenizer, a few seconds per run. Dropout off: a data-parallel run and
-// a single process then compute the same function.
+// A 2-layer GPT-2 on a small MQAR task: no tokenizer, a few seconds per run. Dropout off unless `dropout` says
+// otherwise (a data-parallel run and a single process compute the same function either way: BatchShare).
 std::string tiny_pretrain(const TempDir& dir, const std::string& out, int64_t batch, int64_t steps, const std::string& extra = "",
                           const std::string& dropout = "0.0") {
   mimic::test::write_bytes(dir.file("c.json"), R"({"n_embd": 32, "n_layer": 2, "n_head": 2, "n_positions": 32, "n_inner": 64,

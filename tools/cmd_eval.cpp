@@ -36,6 +36,7 @@ struct EvalArgs {
   int64_t seq_len = 0, batch_size = 32;  // seq_len 0: min(128, the model's context)
   std::string teacher;  // evaluated the same way, printed side by side
   bool lengths_given = false;  // --lengths on the command line (else the default lengths that fit the model)
+  bool each_trial = false;     // --each-trial: passkey's JSON lists every trial
   eval::PasskeyOptions passkey;
   eval::CopyOptions copy;
   eval::RecallAccuracyOptions recall;
@@ -404,6 +405,7 @@ void run_recall(EvalArgs& a) {
 
 void run_passkey(EvalArgs& a) {
   MIMIC_USAGE_CHECK(a.teacher.empty(), "--teacher is not available with --task passkey: run the passkey evaluation on each model");
+  MIMIC_USAGE_CHECK(!a.each_trial || a.common.json, "--each-trial lists the trials in the --json output: add --json");
   auto tok = models::load_tokenizer(a.model);
   auto model = models::load_model(a.model, a.common.on);
   a.passkey.seed = a.common.seed;
@@ -435,16 +437,17 @@ void run_passkey(EvalArgs& a) {
                     {"gain_ranked_first", row.gain_ranked_first},
                     {"gain_rank_accuracy", row.gain_rank_accuracy()},
                     {"mean_key_gain", row.mean_key_gain},
-                    {"mean_prompt_tokens", row.mean_prompt_tokens},
-                    {"each", [&] {
-                       nlohmann::json each = nlohmann::json::array();
-                       for (const auto& t : row.each)
-                         each.push_back({{"key", t.key}, {"depth", t.depth}, {"prompt_tokens", t.prompt_tokens}, {"rank", t.rank},
-                                         {"gain_rank", t.gain_rank}, {"answer", t.answer}, {"alternatives", t.alternatives},
-                                         {"decoy", t.decoy}, {"log_probs", t.log_probs}, {"decoy_log_probs", t.decoy_log_probs},
-                                         {"prompt", t.prompt}, {"decoy_prompt", t.decoy_prompt}});
-                       return each;
-                     }()}});
+                    {"mean_prompt_tokens", row.mean_prompt_tokens}});
+  // every trial, on request: two prompts of up to the length per trial make a file that grows with trials × length,
+  // so not in every run's (recipes keep theirs; helper-82's review)
+  for (size_t i = 0; a.each_trial && i < r.rows.size(); ++i) {
+    auto& each = rows[i]["each"] = nlohmann::json::array();
+    for (const auto& t : r.rows[i].each)
+      each.push_back({{"key", t.key}, {"depth", t.depth}, {"prompt_tokens", t.prompt_tokens}, {"rank", t.rank},
+                      {"gain_rank", t.gain_rank}, {"answer", t.answer}, {"alternatives", t.alternatives}, {"decoy", t.decoy},
+                      {"log_probs", t.log_probs}, {"decoy_log_probs", t.decoy_log_probs}, {"prompt", t.prompt},
+                      {"decoy_prompt", t.decoy_prompt}});
+  }
   // which attention answered, as every other task says (helper-58's probe: passkey alone did not)
   const auto attention = models::attention_summary(*model);
   if (a.common.json)
@@ -510,6 +513,9 @@ void register_eval(CLI::App& app) {
   auto* examples = sub->add_option("--examples", args->recall.examples, "mqar: examples of the split to score")
       ->capture_default_str()
       ->transform(range::count(1));
+  auto* each_trial = sub->add_flag("--each-trial", args->each_trial,
+                                   "passkey, with --json: list every trial in its row's `each` (prompts, keys, alternatives, their "
+                                   "log-likelihoods, ranks, the greedy answer), to check the scores with another implementation");
   add_precision_option(*sub, args->precision, args->common);
   add_common_options(*sub, args->common, Devices::Any);
   // The tasks each task-specific option serves: given to another task it is refused, never ignored.
@@ -517,7 +523,7 @@ void register_eval(CLI::App& app) {
       {file, {"lm", "copy"}},        {text, {"lm", "copy"}},      {window, {"lm"}},           {stride, {"lm"}},
       {seq_len, {"cls"}},            {batch_size, {"cls"}},       {lengths, {"passkey"}},     {trials, {"passkey"}},
       {digits, {"passkey"}},         {alternatives, {"passkey"}}, {segments, {"copy"}},       {segment_len, {"copy"}},
-      {examples, {"mqar"}},
+      {examples, {"mqar"}},          {each_trial, {"passkey"}},
       // passkey's filler text is its own: --data and --split were taken and ignored (helper-58's probe of 2026-12-04)
       {data, {"lm", "cls", "copy", "mqar"}}, {split, {"lm", "cls", "copy", "mqar"}}};
   sub->callback([args, serves, lengths]() {

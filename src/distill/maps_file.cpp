@@ -189,15 +189,21 @@ std::shared_ptr<attention::DistillableKernel> DistilledMaps::kernel(int64_t laye
     std::set<std::string> own;
     for (const auto& p : k->named_parameters()) own.insert(prefix + p.key());
     for (const auto& b : k->named_buffers()) own.insert(prefix + b.key());
-    std::string dropped;
+    std::string dropped, lacking;
     for (const auto& name : file_->names())
       if (name.rfind(prefix, 0) == 0 && !own.count(name)) dropped += (dropped.empty() ? "" : ", ") + name;
+    for (const auto& name : own)
+      if (!file_->contains(name)) lacking += (lacking.empty() ? "" : ", ") + name;
     // the options as the user gave them: the nulls are convert's own removals of a cache (without_cache)
     nlohmann::json given = nlohmann::json::object();
     for (auto it = overrides.begin(); it != overrides.end(); ++it)
       if (!it.value().is_null()) given[it.key()] = it.value();
     MIMIC_CHECK(dropped.empty(), "--attention-options ", given.dump(), ": the ", kind_, " kernel it makes has no place for ", dropped,
                 ", which ", path_, " holds trained: distill again with the option instead");
+    // and the other way: mix=learned on a fixed mix, gate=true on ungated delta maps read "MAPS: no tensor
+    // 'layer_00.window_logit'", naming no option (helper-82's review of 2026-12-06)
+    MIMIC_CHECK(lacking.empty(), "--attention-options ", given.dump(), ": the ", kind_, " kernel it makes trains ", lacking, ", which ",
+                path_, " does not hold: distill again with the option instead");
   }
   load_into(*k, layer);
   k->eval();

@@ -67,7 +67,9 @@ at::Tensor dropout(const at::Tensor& x, double p) {
   const int64_t rows = sizes.at(0);
   sizes[0] = rows * share.parts;
   auto noise = at::empty(sizes, x.options()).bernoulli_(1 - p).div_(1 - p);
-  return x * noise.narrow(0, share.part * rows, rows);
+  // a copy of this share's rows: the product keeps its factor for backward, and a view would keep every share's noise
+  // alive until then (N times one process's masks: helper-82's review)
+  return x * noise.narrow(0, share.part * rows, rows).clone();
 }
 
 at::Tensor activate(const at::Tensor& x, Activation a) {
