@@ -953,6 +953,7 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
       {"pretrain --arch gpt2 --config " + m + "/config.json --attention linear:nomap --out o", "--attention: "},
       // and from the sixth probe's (2026-11-28)
       {"pretrain --arch gpt2 --data sotu --resume --fresh --out o", "--resume excludes --fresh"},
+      {"finetune --task lm --model " + m + " --data sotu --resume --fresh --out o", "--resume excludes --fresh"},
       {"pretrain --arch gpt2 --data sotu --steps +2 --out o", "--steps: must be an integer in [1, 10^9], got +2"},
       {"info --system --threads 1 --threads 2", "--threads is given 2 times: give it once"},
       {"eval --model " + m + " --file ''", "--file: an empty path"},

@@ -529,11 +529,15 @@ TEST(Passkey, EvalIsSeededAndRefusesLongerThanContext) {
   o.trials = 3;
   o.alternatives = 4;
   o.progress = false;
-  auto a = ev::passkey_eval(*m, *tok, o), b = ev::passkey_eval(*m, *tok, o);
+  auto a = ev::passkey_eval(*m, *tok, o);
+  o.each_trial = true;  // the trials kept, and the rows' numbers as without them
+  auto b = ev::passkey_eval(*m, *tok, o);
   ASSERT_EQ(a.rows.size(), 2u);
   EXPECT_DOUBLE_EQ(a.chance, 0.2);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(a.rows[i].trials, 3);
+    EXPECT_TRUE(a.rows[i].each.empty());
+    EXPECT_EQ(b.rows[i].each.size(), 3u);
     EXPECT_EQ(a.rows[i].ranked_first, b.rows[i].ranked_first);
     EXPECT_DOUBLE_EQ(a.rows[i].mean_rank, b.rows[i].mean_rank);
     EXPECT_DOUBLE_EQ(a.rows[i].mean_key_gain, b.rows[i].mean_key_gain);

@@ -322,6 +322,9 @@ TEST(LlamaFamily, ConfigsMimicCannotComputeAreRefusedByName) {
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["hidden_act"] = "gelu"; })), "is SwiGLU (silu)");
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"]["high_freq_factor"] = 0.5; })),
                      "0 < low_freq_factor < high_freq_factor");
+  // a key the type needs, missing: the file, the object and the key, each after a colon (helper-80: "config.json rope_scaling")
+  EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["rope_scaling"].erase("low_freq_factor"); })),
+                     "config.json: rope_scaling: missing key 'low_freq_factor'");
   // rotary settings mimic cannot compute as given (the tenth probe: both ran as the plain rotation)
   EXPECT_MIMIC_ERROR(load_model(edited(dir, "llama", [](auto& j) { j["partial_rotary_factor"] = 0.5; })),
                      "partial_rotary_factor 0.5: mimic rotates whole heads only");

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -179,6 +180,19 @@ CLI::Validator attention_spec_arg(bool student);
 // A feature map of the registry (attention::feature_maps), checked while parsing: bench generate built its model
 // before an unknown --feature-map was refused (issue 38).
 CLI::Validator feature_map_arg();
+
+// A list option's default as it is typed, "128,256,512" (`sep` between the values): CLI11 shows a vector's default with
+// spaces, a form the help's examples do not use (helper-81's probe).
+template <class T>
+std::string typed_list(const std::vector<T>& values, const char* sep = ",") {
+  std::string out;
+  for (const auto& v : values) {
+    if (!out.empty()) out += sep;
+    if constexpr (std::is_same_v<T, std::string>) out += v;
+    else out += std::to_string(v);
+  }
+  return out;
+}
 
 // A corpus split (train, validation or val, test), checked while parsing: a misspelt one was refused only after the
 // model had loaded (the sixth probe of 2026-11-28).

@@ -107,13 +107,13 @@ void register_bench(CLI::App& app) {
       "train", "Whole-model training steps (forward, backward, AdamW) of a random GPT-2: softmax vs converted attention kinds, by length");
   tr->add_option("--widths", targs->widths, "Model widths: mini (gpt2-mini, 6x192) and/or small (GPT-2 small, 12x768)")
       ->delimiter(',')
-      ->capture_default_str()
+      ->default_str(typed_list(targs->widths))
       ->check(CLI::IsMember({"mini", "small"}));
-  tr->add_option("--lengths", targs->options.lengths, "Sequence lengths")->delimiter(',')->capture_default_str()->transform(range::tokens(2));
+  tr->add_option("--lengths", targs->options.lengths, "Sequence lengths")->delimiter(',')->default_str(typed_list(targs->options.lengths))->transform(range::tokens(2));
   tr->add_option("--kinds", targs->options.kinds,
                  "Attention kinds besides softmax, as KIND[:key=value,...] (kinds.def), separated by ';'")
       ->delimiter(';')
-      ->capture_default_str()
+      ->default_str(typed_list(targs->options.kinds, ";"))
       ->check(attention_spec_arg(/*student=*/false));  // each kind, before the model is built (the sixth probe)
   tr->add_option("--tokens-per-step", targs->options.tokens_per_step, "Tokens per training step (batch = tokens / length, at least 1)")
       ->capture_default_str()
@@ -153,11 +153,11 @@ void register_bench(CLI::App& app) {
       ->excludes(model_opt);
   gen->add_option("--prompt-lengths", gargs->options.prompt_lengths, "Prompt lengths (random tokens; each + --new-tokens - 1 within the model's context)")
       ->delimiter(',')
-      ->capture_default_str()
+      ->default_str(typed_list(gargs->options.prompt_lengths))
       ->transform(range::tokens(1));
   auto* batches = gen->add_option("--batch-sizes", gargs->options.batches, "Batch sizes (rows decoded together)")
                       ->delimiter(',')
-                      ->capture_default_str()
+                      ->default_str(typed_list(gargs->options.batches))
                       ->transform(range::batch());
   retire_spelling(*gen, gen->add_option("--batch", gargs->options.batches)->delimiter(',')->transform(range::batch()), batches);
   gen->add_option("--new-tokens", gargs->options.new_tokens,

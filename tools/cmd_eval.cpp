@@ -200,9 +200,9 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
 
 void print_one(const EvalArgs& a, const nlohmann::json& j) {
   if (a.task == "cls") {
-    // which class F1 is of: binary, the second label's (metrics.h); more classes, the mean over classes
-    const auto& labels = j["labels"];
-    const std::string f1_of = labels.size() == 2 ? " (of '" + labels[1].get<std::string>() + "')" : " (macro)";
+    // which class F1 is of, as the JSON's f1_of says: binary, the second label's (metrics.h); more classes, "macro"
+    const auto of = j["f1_of"].get<std::string>();
+    const std::string f1_of = j["labels"].size() == 2 ? " (of '" + of + "')" : " (" + of + ")";
     std::printf("%s  n=%lld  accuracy %.4f  F1%s %.4f  MCC %.4f  loss %.4f\n", j["data"].get<std::string>().c_str(),
                 static_cast<long long>(j["n"].get<int64_t>()), j["accuracy"].get<double>(), f1_of.c_str(), j["f1"].get<double>(),
                 j["mcc"].get<double>(), j["loss"].get<double>());
@@ -409,6 +409,7 @@ void run_passkey(EvalArgs& a) {
   auto tok = models::load_tokenizer(a.model);
   auto model = models::load_model(a.model, a.common.on);
   a.passkey.seed = a.common.seed;
+  a.passkey.each_trial = a.each_trial;
   if (!a.lengths_given) {
     // the default lengths the model's context holds, said so (a model of context 256 was refused at the default's 512:
     // the probe of 2026-12-01); lengths given on the command line are checked as given
@@ -490,7 +491,7 @@ void register_eval(CLI::App& app) {
       ->transform(model_dir_arg());
   auto* lengths = sub->add_option("--lengths", args->passkey.lengths, "passkey: tokens per sequence (prompt + answer), e.g. 128,256,512")
       ->delimiter(',')
-      ->capture_default_str()
+      ->default_str(typed_list(args->passkey.lengths))
       ->transform(range::tokens(1));
   auto* trials = sub->add_option("--trials", args->passkey.trials, "passkey: keys per length")
       ->capture_default_str()

@@ -93,7 +93,6 @@ std::string family_preset(const std::string& model_dir) {
 void run(FinetuneArgs& a) {
   // what depends on the command line only is refused before any model is loaded (the probe of 2026-11-27: after), and
   // before --out is looked at (a folder holding another command's run was named instead, exit 1: the sixteenth probe)
-  MIMIC_USAGE_CHECK(!(a.resume && a.f.train.fresh), "give --resume or --fresh, not both");
   MIMIC_USAGE_CHECK(a.f.lora.rank > 0 || a.f.lora.alpha == 0, "--lora-alpha needs --lora R");
   MIMIC_USAGE_CHECK(a.f.lora.rank == 0 || !a.f.freeze_kept_heads, finetune::kFreezeKeptHeadsWithLora);
   if (!a.train_set.empty()) a.f.train_set = finetune::train_set_from_name(a.train_set);
@@ -301,8 +300,9 @@ void register_finetune(CLI::App& app) {
                 "(under grouped-query attention a kept head's k and v rows are its KV group's: the group's converted heads read them frozen too)");
   sub->add_option("--dtype", a->dtype, "Storage of the exported weights: f32, f16, bf16, or keep (each tensor as loaded)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "keep"}))->capture_default_str();
-  sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
-  sub->add_flag("--fresh", t.fresh, "Ignore an existing checkpoint and start over");
+  // the exclusion declared, so that --help shows it as pretrain's does (helper-81's probe: only pretrain's said it)
+  auto* resume = sub->add_flag("--resume", a->resume, "Require an existing checkpoint to resume (a rerun resumes by itself when one exists)");
+  sub->add_flag("--fresh", t.fresh, "Ignore an existing checkpoint and start over")->excludes(resume);
   sub->add_flag("--keep-last", t.keep_last,
                 "Also keep the last step's model in OUT/last (a link to OUT when the last step was the best) and the whole final checkpoint");
   add_common_options(*sub, a->common, Devices::Any);

@@ -29,7 +29,7 @@ Split split_from_name(const std::string& s) {
   if (s == "train") return Split::Train;
   if (s == "validation" || s == "val") return Split::Validation;
   if (s == "test") return Split::Test;
-  fail("unknown split '", s, "' (expected train, validation or test)");
+  fail("unknown split '", s, "' (expected train, validation or test; val is short for validation)");
 }
 
 std::vector<std::string> lm_corpus_names() { return {"sotu", "moby-dick"}; }

@@ -229,13 +229,13 @@ PasskeyResult passkey_eval(models::Model& model, const text::Tokenizer& tok, con
       trial.rank = rank;
       trial.log_probs = scores;
       trial.decoy_log_probs = priors;
-      row_result.each.push_back(std::move(trial));
+      if (opt.each_trial) row_result.each.push_back(std::move(trial));
       bar.advance(1, "length " + std::to_string(len));
     }
     row_result.mean_rank = rank_sum / static_cast<double>(opt.trials);
     row_result.mean_key_gain = gain_sum / static_cast<double>(opt.trials);
     row_result.mean_prompt_tokens = prompt_sum / static_cast<double>(opt.trials);
-    r.rows.push_back(row_result);
+    r.rows.push_back(std::move(row_result));
   }
   bar.finish();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

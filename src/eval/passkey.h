@@ -65,6 +65,9 @@ struct PasskeyOptions {
   int64_t alternatives = 9;  // K random wrong keys the true key is ranked against (chance 1/(K+1))
   uint64_t seed = 0;
   bool progress = true;
+  // keep every trial in its row's `each` (two prompts of up to the length per trial: memory that grows with trials ×
+  // length, so only when asked, as `eval --each-trial` does)
+  bool each_trial = false;
 };
 
 // One trial as scored, so that another implementation can score the same prompts (helper-78's probe of 2026-12-06
@@ -94,7 +97,7 @@ struct PasskeyRow {
   int64_t gain_ranked_first = 0;
   double mean_key_gain = 0;
   double mean_prompt_tokens = 0;
-  std::vector<PasskeyTrial> each;  // the trials, in order
+  std::vector<PasskeyTrial> each;  // the trials, in order (with PasskeyOptions::each_trial; else empty)
   double exact_accuracy() const { return trials ? static_cast<double>(exact) / trials : 0.0; }
   double rank_accuracy() const { return trials ? static_cast<double>(ranked_first) / trials : 0.0; }
   double gain_rank_accuracy() const { return trials ? static_cast<double>(gain_ranked_first) / trials : 0.0; }

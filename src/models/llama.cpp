@@ -399,7 +399,7 @@ class LlamaFamily : public Family {
       return kv.key() == "rope_theta" || kv.key() == "partial_rotary_factor";
     });
     MIMIC_CHECK(only_base || has_rope_type || has_type, where, ": ", name, " ", json_dump(s, -1).substr(0, 160), " names no rope_type");
-    const std::string in = where + " " + name;
+    const std::string in = where + ": " + name;  // "config.json: rope_scaling: missing key 'factor'"
     const std::string type = json_string_or(s, key, in, "default");
     if (type == "default") return;
     MIMIC_CHECK(type == "linear" || type == "llama3", where, ": ", name, " type '", type, "' is not implemented (mimic reads default, linear and llama3)");
