@@ -779,6 +779,25 @@ TEST(AttentionKinds, EveryRegisteredKindBuildsFromItsSavedOptionsAndAnswersWhatS
   for (const auto& info : attention_kinds()) {
     names.push_back(info.name);
     EXPECT_FALSE(info.summary.empty()) << info.name;
+    // the options kinds.def lists are the keys its parser takes: each one listed is read (a null value is refused by
+    // its range, not as unknown), a key not listed is refused listing them (convert tells another kind's option from
+    // a value out of range by this list)
+    std::string listed = info.options;
+    for (size_t at = 0; !listed.empty() && at <= listed.size();) {
+      const size_t end = std::min(listed.find(", ", at), listed.size());
+      const std::string key = listed.substr(at, end - at);
+      EXPECT_TRUE(info.takes_option(key)) << info.name << " " << key;
+      try {
+        make_attention_kernel(info.name, {{key, nullptr}}, heads, dim);
+      } catch (const mimic::Error& e) {
+        EXPECT_EQ(std::string(e.what()).find("unknown"), std::string::npos) << info.name << ": " << e.what();
+      }
+      at = end + 2;
+    }
+    EXPECT_FALSE(info.takes_option("gat")) << info.name;  // whole keys only
+    if (!info.options.empty())
+      EXPECT_MIMIC_ERROR(make_attention_kernel(info.name, {{"bogus", 1}}, heads, dim),
+                         "unknown " + info.name + " attention option 'bogus' (options: " + info.options + ")");
     // every kind builds from its defaults, except mixed, which needs to be told which heads keep softmax
     const nlohmann::json example = info.name == "mixed" ? nlohmann::json{{"softmax_heads", {1}}} : nlohmann::json::object();
     auto k = make_attention_kernel(info.name, example, heads, dim);

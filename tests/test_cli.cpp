@@ -510,6 +510,17 @@ TEST(Cli, FinetuneAndEvalClassifierAndSplitPerplexity) {
   EXPECT_EQ(ej["seq_len"], 16) << ev.out;
   EXPECT_NE(ev.err.find("mimic: note: scoring at --seq-len 16, the length " + dir.file("cls") + " was finetuned at (give --seq-len to choose another)"),
             std::string::npos) << ev.err;
+  // the length travels with the model's files: its config.json keeps it, so a copy without the run's checkpoint is
+  // scored at it too (helper-81's probe: the shipped classifiers were scored at 128 unless --seq-len 256 was given)
+  EXPECT_EQ(nlohmann::json::parse(mimic::test::read_bytes(dir.file("cls") + "/config.json")).value("mimic_classifier_seq_len", 0), 16);
+  std::filesystem::create_directory(dir.file("copied"));
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("cls")))
+    if (e.path().filename() != "checkpoint.safetensors" && e.is_regular_file()) std::filesystem::copy_file(e.path(), std::filesystem::path(dir.file("copied")) / e.path().filename());
+  auto copied = mimic_cli("eval --task cls --model " + dir.file("copied") + " --data " + dir.file("t.jsonl") + " --split test --json");
+  EXPECT_EQ(nlohmann::json::parse(copied.out, nullptr, false).value("seq_len", 0), 16) << copied.out << copied.err;
+  EXPECT_NE(copied.err.find("mimic: note: scoring at --seq-len 16, the length " + dir.file("copied") + " was finetuned at"), std::string::npos)
+      << copied.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(copied.out, nullptr, false).value("accuracy", -1.0), ej["accuracy"].get<double>());
   auto chosen = mimic_cli("eval --task cls --model " + dir.file("cls") + " --data " + dir.file("t.jsonl") + " --split test --seq-len 32 --json");
   EXPECT_EQ(nlohmann::json::parse(chosen.out, nullptr, false).value("seq_len", 0), 32) << chosen.out;
   EXPECT_EQ(chosen.err.find("scoring at"), std::string::npos) << chosen.err;

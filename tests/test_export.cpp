@@ -248,7 +248,7 @@ TEST(Export, F16AndBf16LoadAndMatchTheF32ModelToRounding) {
 // A weight beyond float16's range is refused before anything is written, naming the tensor and its size and the
 // types that hold it: it was stored as infinity and the export then refused on loading as a diverged run, after it
 // had replaced an earlier export in the folder (helper-54's probe of 2026-12-04). bf16 holds it.
-TEST(Export, AWeightBeyondFloat16sRangeIsRefusedBeforeTheFolderChanges) {
+TEST(Export, AWeightThatSixteenBitStorageMakesInfiniteIsRefusedBeforeTheFolderChanges) {
   TempDir dir;
   mimic::models::SaveOptions f32;
   f32.dtype = mimic::io::DType::F32;
@@ -268,8 +268,8 @@ TEST(Export, AWeightBeyondFloat16sRangeIsRefusedBeforeTheFolderChanges) {
   }
   m->save(dir.file("big"), f32);
   auto r = mimic_cli("export --model " + dir.file("big") + " --out " + dir.file("out") + " --dtype f16 --threads 1");
-  expect_one_line_error(r, "tensor 'h.0.mlp.c_fc.bias' holds a value of magnitude 1e+06 beyond float16's largest (65504), which "
-                                        "float16 storage makes infinite: store the weights as bf16 or f32");
+  expect_one_line_error(r, "tensor 'h.0.mlp.c_fc.bias' holds a value of magnitude 1e+06 that float16 storage makes infinite (its largest "
+                           "value is 65504; from 65520 on a value rounds to infinity): store the weights as bf16 or f32");
   EXPECT_EQ(read_bytes(dir.file("out/model.safetensors")), earlier);  // the earlier export as it was
   EXPECT_NO_THROW(mimic::models::load_model(dir.file("out")));
   auto b = mimic_cli("export --model " + dir.file("big") + " --out " + dir.file("out-bf16") + " --dtype bf16 --threads 1");
@@ -281,8 +281,31 @@ TEST(Export, AWeightBeyondFloat16sRangeIsRefusedBeforeTheFolderChanges) {
     torch::NoGradGuard ng;
     h->module().named_parameters()["h.0.mlp.c_fc.bias"][3].fill_(7e4);
   }
-  EXPECT_MIMIC_ERROR(h->save(dir.file("kept")), "tensor 'h.0.mlp.c_fc.bias' holds a value beyond float16's largest (65504)");
+  EXPECT_MIMIC_ERROR(h->save(dir.file("kept")), "tensor 'h.0.mlp.c_fc.bias' holds a value that float16 storage makes infinite");
   EXPECT_FALSE(fs::exists(dir.file("kept/config.json")));
+  // the limits are where rounding to nearest (ties to even) reaches infinity, not the largest values: a float16 65519
+  // is stored as 65504 and was refused; bfloat16 storage was not checked, and 3.4e38 was written as infinity, the
+  // model then refused on loading as diverged (helper-84's probe of 2026-12-06)
+  const auto export_with = [&](double value, const std::string& dtype, const std::string& name) {
+    {
+      torch::NoGradGuard ng;
+      m->module().named_parameters()["h.0.mlp.c_fc.bias"][3].fill_(value);
+    }
+    m->save(dir.file(name + "-in"), f32);
+    return mimic_cli("export --model " + dir.file(name + "-in") + " --out " + dir.file(name) + " --dtype " + dtype + " --threads 1");
+  };
+  const auto stored = [&](const std::string& name) {
+    return mimic::models::load_model(dir.file(name))->module().named_parameters()["h.0.mlp.c_fc.bias"][3].item<double>();
+  };
+  ASSERT_EQ(export_with(65519, "f16", "f16-65519").code, 0);
+  EXPECT_EQ(stored("f16-65519"), 65504.0);
+  expect_one_line_error(export_with(65520, "f16", "f16-65520"), "holds a value of magnitude 65520 that float16 storage makes infinite");
+  ASSERT_EQ(export_with(3.39e38, "bf16", "bf16-fits").code, 0);
+  EXPECT_EQ(stored("bf16-fits"), 3.3895313892515355e38);
+  auto over = export_with(3.4e38, "bf16", "bf16-over");
+  expect_one_line_error(over, "tensor 'h.0.mlp.c_fc.bias' holds a value of magnitude 3.4e+38 that bfloat16 storage makes infinite (its largest "
+                              "value is 3.38953e+38; from 3.39615e+38 on a value rounds to infinity): store the weights as f32");
+  EXPECT_FALSE(fs::exists(dir.file("bf16-over/config.json")));
 }
 
 // A folder whose tokenizer mimic cannot read is said to be one: info shows the tokenizer (or why none) and export

@@ -505,6 +505,31 @@ TEST(HybridKernel, DecodingThroughTheCacheMatchesTheWholeSequenceAndItsBytesStay
   EXPECT_EQ(bytes, B * H * (4 * (D + D) + feat * D + feat + 1) * 8);
 }
 
+// A window beyond the model's context: fitted to the context (as the model that installs a kernel does), the ring holds
+// the context's keys, not the window's, with the same outputs; the options stay as given (helper-83's probe of
+// 2026-12-06: window 65536 in gpt2-mini reserved 604 MB of decode state, 378 kB at window 16).
+TEST(HybridKernel, AWindowBeyondTheContextIsSizedByTheContextWithTheSameOutputs) {
+  auto wide = hybrid_kernel({{"feature_map", "hedgehog"}, {"window", 4096}, {"cache", 4096}});
+  auto fitted = hybrid_kernel({{"feature_map", "hedgehog"}, {"window", 4096}, {"cache", 4096}});  // the same seed: the same maps
+  fitted->fit_context(15);
+  EXPECT_EQ(fitted->config_json(), wide->config_json());
+  EXPECT_EQ(fitted->hybrid_options(true).window, 15);
+  EXPECT_EQ(fitted->hybrid_options(true).cache, 15);
+  auto in = make_inputs(15, false, 8, false);
+  AttentionContext ctx;
+  ctx.causal = true;
+  ctx.scale = 0.5;
+  torch::NoGradGuard no_grad;  // (the sparse cache decodes without gradients)
+  EXPECT_LT(max_diff(fitted->forward(in.q, in.k, in.v, ctx), wide->forward(in.q, in.k, in.v, ctx)), 1e-12);
+  auto small = fitted->new_cache(), large = wide->new_cache();
+  auto sl = [](const at::Tensor& x, int64_t a, int64_t n) { return x.narrow(2, a, n); };
+  for (int64_t i = 0; i < 15; ++i)
+    EXPECT_LT(max_diff(fitted->forward_cached(sl(in.q, i, 1), sl(in.k, i, 1), sl(in.v, i, 1), ctx, *small),
+                       wide->forward_cached(sl(in.q, i, 1), sl(in.k, i, 1), sl(in.v, i, 1), ctx, *large)), 1e-12) << i;
+  EXPECT_GT(small->bytes(), 0);
+  EXPECT_LT(small->bytes() * 100, large->bytes());  // a ring (and a cache) of 15 keys for one of 4096
+}
+
 TEST(HybridKernel, DecodingStepsWithoutGradientsMatchTheWholeSequenceWithGatesLearnedMixAndBatches) {
   // What generation runs: a prompt through the cache (chunked), then T = 1 calls under NoGradGuard (hybrid_step),
   // in float32, with SLA gates, a learned window weight and λ = 1 − σ; 3 windows of 8 after the prompt.

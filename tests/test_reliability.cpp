@@ -1243,6 +1243,11 @@ TEST(Configs, EpsilonDropoutAndId2labelAreCheckedWhateverTheFamily) {
   EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "eos_token_id", -1)), "eos_token_id -1 is not a token");
   EXPECT_NO_THROW(parse_config(with(gpt2, "pad_token_id", nullptr)));
   EXPECT_NO_THROW(parse_config(with(bert, "problem_type", "single_label_classification")));
+  // the length a classifier was finetuned at (eval's default for it): a whole number of at least 3 tokens
+  EXPECT_EQ(parse_config(with(bert, "mimic_classifier_seq_len", 256)).classifier_seq_len, 256);
+  EXPECT_EQ(parse_config(bert).classifier_seq_len, 0);
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "mimic_classifier_seq_len", 2)), "key 'mimic_classifier_seq_len' must be at least 3, got 2");
+  EXPECT_MIMIC_ERROR(parse_config(with(bert, "mimic_classifier_seq_len", "256")), "key 'mimic_classifier_seq_len' must be an integer");
   // a head apart from the token embedding, which GPT-2 and BERT here do not have: it was ignored, and pretrain wrote it
   // beside tied weights (the eighth probe of 2026-11-29); a classifier has no such head
   EXPECT_MIMIC_ERROR(parse_config(with(gpt2, "tie_word_embeddings", false)), "tie_word_embeddings false: a language-model head apart");

@@ -177,12 +177,15 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
                    "without \"split\" stays in the split its text gives; one whose \"split\" changed may have been trained on)\n",
                    a.data.c_str(), dir.c_str());
   }
-  // A run's classifier is scored at the length it was finetuned at unless --seq-len says otherwise: the default 128 scored
+  // A classifier is scored at the length it was finetuned at unless --seq-len says otherwise: the default 128 scored
   // one finetuned at 256 on shorter texts than it learnt from, without a word (spam: accuracy 0.839 for 0.849, helper-69's
-  // probe). The run's fingerprint keeps 128 for a run given no --seq-len, whatever its context: capped by the context.
-  const bool trained_length = a.seq_len == 0 && str("task") == "cls" && fp.contains("seq_len") && fp["seq_len"].is_number_integer();
-  const int64_t seq_len =
-      finetune::example_length(trained_length ? std::min<int64_t>(fp["seq_len"].get<int64_t>(), s.max_positions) : a.seq_len, s.max_positions);
+  // probe). A run's fingerprint keeps it (128 for a run given no --seq-len, whatever its context: capped by the
+  // context); so does the config.json of a classifier finetuned since 2026-12-06 and of the shipped ones, wherever its
+  // files are copied (helper-81's probe: the shipped classifiers were scored at 128 unless --seq-len 256 was given).
+  const bool run_length = a.seq_len == 0 && str("task") == "cls" && fp.contains("seq_len") && fp["seq_len"].is_number_integer();
+  const bool trained_length = run_length || (a.seq_len == 0 && s.classifier_seq_len > 0);
+  const int64_t trained = run_length ? fp["seq_len"].get<int64_t>() : s.classifier_seq_len;
+  const int64_t seq_len = finetune::example_length(trained_length ? std::min<int64_t>(trained, s.max_positions) : a.seq_len, s.max_positions);
   if (trained_length && seq_len != finetune::example_length(0, s.max_positions))
     print_note("scoring at --seq-len " + std::to_string(seq_len) + ", the length " + dir + " was finetuned at (give --seq-len to choose another)");
   auto r = finetune::evaluate_classifier(*model, *tok, examples, s.num_labels, seq_len, a.batch_size);
@@ -484,7 +487,7 @@ void register_eval(CLI::App& app) {
                      ->transform(range::tokens(2));
   auto* stride = sub->add_option("--stride", args->ppl.stride, "lm: new tokens scored per window (default: window/2; at most window − 1, which a longer one is cut to: a window's first token has no context in it)")
                      ->transform(range::tokens(1));
-  auto* seq_len = sub->add_option("--seq-len", args->seq_len, "cls: tokens per example, [CLS] and [SEP] included (default: the length a finetune run's model was trained at, read from the run's folder, else min(128, the model's context); the embedded bert-mini-spam and bert-mini-sotu-era were trained at 256: give --seq-len 256)")
+  auto* seq_len = sub->add_option("--seq-len", args->seq_len, "cls: tokens per example, [CLS] and [SEP] included (default: the length the classifier was finetuned at, which its run's folder and its config.json keep — the embedded bert-mini-spam and bert-mini-sotu-era: 256 — else min(128, the model's context))")
                       ->transform(range::tokens(3));
   auto* batch_size = sub->add_option("--batch-size", args->batch_size, "cls: examples per batch")->capture_default_str()->transform(range::batch());
   sub->add_option("--teacher", args->teacher, "Also evaluate this model (e.g. the softmax teacher of a converted model) and print both side by side (lm, copy, mqar, cls; passkey: run it on each model)")

@@ -65,6 +65,11 @@ class AttentionKernelImpl : public torch::nn::Module {
   virtual std::unique_ptr<KernelCache> new_cache() const;
   virtual at::Tensor forward_cached(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                     KernelCache& cache);
+  // The model it computes in reads at most `positions` tokens (its context): a kernel that sizes buffers by its
+  // options may size them by that instead where the options ask for more, with the same results (the hybrid kind's
+  // ring of w keys: a window of 65536 in a model of context 512 reserved 600 MB of decode state, helper-83's probe of
+  // 2026-12-06). Its options (config_json) stay as given. Called by the model that installs it.
+  virtual void fit_context(int64_t positions) {}
 };
 using AttentionKernel = std::shared_ptr<AttentionKernelImpl>;
 

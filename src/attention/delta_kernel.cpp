@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "mimic/attention/delta_rule.h"
+#include "mimic/attention/kinds.h"
 #include "mimic/core/error.h"
 #include "mimic/core/precision.h"
 
@@ -32,7 +33,7 @@ DeltaAttentionConfig DeltaAttentionConfig::from_json(const nlohmann::json& j) {
       if (!val.is_boolean()) bad("true or false");
       c.gates = val.get<bool>();
     } else {
-      fail("unknown delta attention option '", key, "' (options: chunk, gate, gates)");
+      fail_unknown_option("delta", key);
     }
   }
   return c;

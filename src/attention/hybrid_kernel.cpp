@@ -8,6 +8,7 @@
 #include <iterator>
 #include <vector>
 
+#include "mimic/attention/kinds.h"
 #include "mimic/core/error.h"
 
 namespace mimic::attention {
@@ -57,9 +58,7 @@ HybridConfig HybridConfig::from_json(const nlohmann::json& j, int64_t n_head) {
     } else if (key == "feature_map" || key == "map_options" || key == "eps" || key == "chunk" || key == "gates") {
       linear[key] = val;
     } else {
-      fail("unknown hybrid attention option '", key,
-           "' (options: window, mix, window_weight, affine, window_scale, cache, cache_every, cache_heads, feature_map, map_options, eps, "
-           "chunk, gates)");
+      fail_unknown_option("hybrid", key);
     }
   }
   MIMIC_CHECK(c.cache > 0 || !j.contains("cache_every"), "hybrid attention option 'cache_every' sets the sparse cache's selection "
@@ -122,12 +121,14 @@ at::Tensor HybridAttention::window_weight() const {
 HybridOptions HybridAttention::hybrid_options(bool causal) const {
   HybridOptions o;
   o.causal = causal;
-  o.window = hybrid_.window;
+  // (a window of at least the context sees every key either way, and so does a cache of the context's size; a cache
+  // stays > 0, so that the form that computes it stays the same)
+  o.window = context_ > 0 ? std::min(hybrid_.window, context_) : hybrid_.window;
   o.chunk = hybrid_.linear.chunk;
   o.window_weight = window_weight();
   if (hybrid_.affine) o.linear_weight = 1 - o.window_weight;
   o.exact = hybrid_.exact;
-  o.cache = hybrid_.cache;
+  o.cache = context_ > 0 ? std::min(hybrid_.cache, context_) : hybrid_.cache;
   o.cache_every = hybrid_.cache_every;
   return o;
 }

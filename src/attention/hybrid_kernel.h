@@ -61,6 +61,8 @@ class HybridAttention : public LinearAttention {
   at::Tensor forward_quadratic(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const AttentionContext& ctx,
                                at::Tensor* weights, at::Tensor* log_weights = nullptr) override;
   std::string parameter_group(const std::string& name) const override;  // window_logit trains with the maps
+  // A window (and a sparse cache) beyond the context hold every key a query can see at the context: both sized by it
+  void fit_context(int64_t positions) override { context_ = positions; }
 
   // forward_fast's rows of `heads` (each group of heads below cut to them): the features of every head, the
   // attention of those heads alone
@@ -103,6 +105,7 @@ class HybridAttention : public LinearAttention {
  private:
   HybridConfig hybrid_;
   int64_t n_head_;
+  int64_t context_ = 0;  // fit_context's (0: none given): caps the window and the cache hybrid_options passes on
   at::Tensor fixed_weight_;  // [n_head]: the window weight when it is not learned
   // cache_heads a strict subset: the two groups' heads; undefined otherwise
   at::Tensor cache_index_, plain_index_;

@@ -12,7 +12,7 @@
 
 namespace mimic::attention {
 
-#define MIMIC_ATTENTION_KIND(id, role, summary) AttentionKernel make_##id##_kernel(const nlohmann::json&, int64_t, int64_t);
+#define MIMIC_ATTENTION_KIND(id, role, summary, options) AttentionKernel make_##id##_kernel(const nlohmann::json&, int64_t, int64_t);
 #include "mimic/attention/kinds.def"
 #undef MIMIC_ATTENTION_KIND
 
@@ -24,7 +24,7 @@ struct Entry {
 };
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
-#define MIMIC_ATTENTION_KIND(id, role, summary) {{#id, KindRole::role, summary}, &make_##id##_kernel},
+#define MIMIC_ATTENTION_KIND(id, role, summary, options) {{#id, KindRole::role, summary, options}, &make_##id##_kernel},
 #include "mimic/attention/kinds.def"
 #undef MIMIC_ATTENTION_KIND
   };
@@ -54,6 +54,22 @@ const std::vector<AttentionKindInfo>& attention_kinds() {
 }
 
 const AttentionKindInfo& attention_kind(const std::string& name) { return entry(name).info; }
+
+bool AttentionKindInfo::takes_option(const std::string& key) const {
+  // (", "-separated in kinds.def; each key whole: "gate" is not taken by "gates")
+  size_t at = 0;
+  while (at < options.size()) {
+    const size_t end = std::min(options.find(", ", at), options.size());
+    if (options.compare(at, end - at, key) == 0) return true;
+    at = end + 2;
+  }
+  return false;
+}
+
+void fail_unknown_option(const std::string& kind, const std::string& key) {
+  const auto& options = attention_kind(kind).options;
+  fail("unknown ", kind, " attention option '", key, "' (", options.empty() ? "it takes no options" : "options: " + options, ")");
+}
 
 AttentionKernel make_attention_kernel(const std::string& kind, const nlohmann::json& options, int64_t n_head, int64_t head_dim) {
   const auto& e = entry(kind);

@@ -20,12 +20,17 @@ struct AttentionKindInfo {
   std::string name;
   KindRole role;
   std::string summary;
+  std::string options;  // the keys its options take, ", "-separated ("" for none)
+  bool takes_option(const std::string& key) const;
 };
 
 // Every registered kind, in kinds.def order.
 const std::vector<AttentionKindInfo>& attention_kinds();
 // The kind of this name; an unknown name is a mimic::Error listing the known ones.
 const AttentionKindInfo& attention_kind(const std::string& name);
+
+// The refusal of a key the kind's options do not take, listing those they do (kinds.def): every kind's parser says it so.
+[[noreturn]] void fail_unknown_option(const std::string& kind, const std::string& key);
 
 // Builds a kernel of a registered kind from its options (a kernel's config_json() read back); unknown kinds
 // and options are errors.

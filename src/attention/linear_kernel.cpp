@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "mimic/attention/kinds.h"
 #include "mimic/core/error.h"
 
 namespace mimic::attention {
@@ -53,7 +54,7 @@ LinearAttentionConfig LinearAttentionConfig::from_json(const nlohmann::json& j, 
         bad("true, false or a list of per-head values");
       }
     } else {
-      fail("unknown linear attention option '", key, "' (options: feature_map, map_options, norm, eps, chunk, gates, decay)");
+      fail_unknown_option("linear", key);
     }
   }
   return c;

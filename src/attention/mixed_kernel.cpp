@@ -134,8 +134,7 @@ std::string MixedAttention::parameter_group(const std::string& name) const {
 AttentionKernel make_mixed_kernel(const nlohmann::json& options, int64_t n_head, int64_t head_dim) {
   MIMIC_CHECK(options.is_object(), "mixed attention options must be a JSON object, got ", options.dump());
   for (auto it = options.begin(); it != options.end(); ++it)
-    MIMIC_CHECK(it.key() == "softmax_heads" || it.key() == "kind" || it.key() == "options", "unknown mixed attention option '",
-                it.key(), "' (options: softmax_heads, kind, options)");
+    if (!attention_kind("mixed").takes_option(it.key())) fail_unknown_option("mixed", it.key());
   MIMIC_CHECK(options.contains("softmax_heads") && options.at("softmax_heads").is_array(),
               "mixed attention needs 'softmax_heads': a list of head indices");
   std::vector<int64_t> heads;

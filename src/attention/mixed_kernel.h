@@ -38,6 +38,7 @@ class MixedAttention : public DistillableKernel {
   bool weights_may_be_negative() const override { return student_->weights_may_be_negative(); }
   std::string parameter_group(const std::string& name) const override;  // the student's, "student." stripped
   std::string feature_map() const override { return student_->feature_map(); }
+  void fit_context(int64_t positions) override { student_->fit_context(positions); }
 
   std::vector<int64_t> softmax_heads(int64_t n_head) const override { return softmax_heads_; }
   const std::shared_ptr<DistillableKernel>& student() const { return student_; }

@@ -259,6 +259,12 @@ ConvertResult convert(const ConvertOptions& o) {
       for (const char* key : kCacheOptions)
         if (o.attention_options.contains(key))
           require_hybrid_maps(maps, maps.layers().front(), "--attention-options " + o.attention_options.dump() + ": LoLA's sparse cache is the hybrid kind's");
+      // another kind's advice only where an option is not this kind's (a window of 0 read "another kind's options need
+      // maps distilled for it": helper-83's probe of 2026-12-06)
+      const auto& kind = attention::attention_kind(maps.kind());
+      bool foreign = false;
+      for (const auto& [key, value] : o.attention_options.items()) foreign = foreign || !kind.takes_option(key);
+      if (!foreign) fail("--attention-options ", o.attention_options.dump(), ": ", e.what());
       fail("--attention-options ", o.attention_options.dump(), ": ", e.what(), " (", o.maps, " holds maps of ", maps.kind(),
            " attention; another kind's options need maps distilled for it: distill --attention KIND)");
     }

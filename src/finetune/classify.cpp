@@ -165,6 +165,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   models::LoadOptions lo;
   lo.head = "cls";
   lo.labels = data.labels;
+  lo.classifier_seq_len = seq_len;  // kept in the saved model's config.json: eval's default length for it
   lo.seed = o.seed;
   lo.device = o.device;
   auto prepared = prepare(models::load_model(o.model_dir, lo), o);

@@ -117,6 +117,7 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
                   j[key].dump(), " is not a token of the model's vocabulary (", k.vocab_size, " ", c.vocab_size, ": ids 0 to ", c.vocab_size - 1, ")");
   }
   MIMIC_CHECK(c.num_labels >= 0 && c.num_labels <= 1'000'000, where, ": num_labels must lie in [0, 10^6], got ", c.num_labels);
+  c.classifier_seq_len = json_int_or(j, kClassifierSeqLenKey, where, 0, 3);
   // label2id: an object name → id, or nothing (a list or a string was accepted and ignored: the fourth probe of
   // 2026-11-27). Without an id2label it names the labels itself (it was ignored, the data mapped by sort order).
   MIMIC_CHECK(!j.contains("label2id") || j["label2id"].is_null() || j["label2id"].is_object(), where,

@@ -29,6 +29,9 @@ struct ConfigKeys {
   std::string n_layer, n_head, n_kv_head, d_model, d_ff, vocab_size, max_positions, ln_eps, dropout;
 };
 
+// The config.json key under which a classifier keeps the length it was finetuned at (ModelConfig::classifier_seq_len).
+inline constexpr const char* kClassifierSeqLenKey = "mimic_classifier_seq_len";
+
 struct ModelConfig {
   const Family* family = nullptr;        // from model_type (the registry in families.def)
   ConfigKeys keys;                       // where read_config found each size
@@ -39,6 +42,9 @@ struct ModelConfig {
   // id2label's names by id (HF's label2id is its inverse); empty when absent or HF's placeholders LABEL_0, LABEL_1, …
   // A classifier's labels are matched by these names, never by the order of a data set's labels.
   std::vector<std::string> labels;
+  // The example length a classifier was finetuned at (its --seq-len, [CLS] and [SEP] included), which eval scores it at
+  // by default: config.json's mimic_classifier_seq_len, written by `finetune --task cls` (0: not said)
+  int64_t classifier_seq_len = 0;
   double ln_eps = 1e-5;
   double dropout = 0.1;  // residual/embedding dropout in training mode (resid_pdrop / hidden_dropout_prob);
                          // attention-probability dropout is not applied (kernels may not form weights)

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -48,22 +50,39 @@ const std::vector<std::string>& source_files() {
   return files;
 }
 
-// float16's largest finite value: a weight beyond it is stored as infinity.
-constexpr double kFloat16Max = 65504.0;
+// The 16-bit storage types' overflow: a float32 weight of magnitude at least `rounds_to_infinity` is stored as
+// infinity (round to nearest, ties to even: the midpoint between the largest finite value and the next power, whose
+// largest finite neighbour has an odd significand, rounds up). A float16 65519 is stored as 65504, not refused
+// (helper-84's probe of 2026-12-06: the limit was the largest value itself), and bfloat16 storage was not checked
+// at all (3.4e38 became infinite, and the written model was refused on loading "as if the run had diverged").
+struct HalfRange {
+  const char* name;
+  double largest, rounds_to_infinity;
+  const char* instead;
+};
+const HalfRange kFloat16Range{"float16", 65504.0, 65520.0, "bf16 or f32 (export's and finetune's --dtype bf16)"};
+const HalfRange kBFloat16Range{"bfloat16", 3.3895313892515355e38, 3.3961514572424055e38, "f32 (export's and finetune's --dtype f32)"};
 
-// Refuses weights that float16 storage would make infinite: those stored as float16 (`to_float16`: every floating
-// tensor, --dtype f16; else those loaded as float16, which keep their type), named with the largest magnitude where
-// it is still known (a tensor already converted holds infinity in its place).
-void refuse_beyond_float16(const std::vector<std::pair<std::string, at::Tensor>>& weights, bool to_float16) {
+// Refuses weights that 16-bit storage would make infinite: every floating tensor under --dtype f16 or bf16
+// (`store_as`), else those loaded as float16 or bfloat16, which keep their type; named with the largest magnitude
+// where it is still known (a tensor already converted holds infinity in its place).
+void refuse_beyond_half(const std::vector<std::pair<std::string, at::Tensor>>& weights, std::optional<io::DType> store_as) {
   for (const auto& [name, t] : weights) {
-    if (!t.is_floating_point() || !(to_float16 || t.scalar_type() == at::kHalf) || t.numel() == 0) continue;
+    if (!t.is_floating_point() || t.numel() == 0) continue;
+    const bool converted = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
+    const bool to_half = store_as == io::DType::F16 || (!store_as && t.scalar_type() == at::kHalf);
+    const bool to_bf16 = store_as == io::DType::BF16 || (!store_as && t.scalar_type() == at::kBFloat16);
+    if (!to_half && !to_bf16) continue;
+    const HalfRange& range = to_half ? kFloat16Range : kBFloat16Range;
     // (the ends, not abs(): no copy of a large table beside it)
     const double largest = std::max(-t.detach().min().item<double>(), t.detach().max().item<double>());
-    if (std::isnan(largest) || largest <= kFloat16Max) continue;  // (NaN: the load's and the training's checks name it)
+    // NaN: the load's and the training's checks name it; a tensor of the target type is refused only for an infinity
+    const bool own_type = (to_half && t.scalar_type() == at::kHalf) || (to_bf16 && t.scalar_type() == at::kBFloat16);
+    if (std::isnan(largest) || largest < (own_type ? std::numeric_limits<double>::infinity() : range.rounds_to_infinity)) continue;
     std::ostringstream magnitude;
-    if (t.scalar_type() != at::kHalf) magnitude << " of magnitude " << largest;
-    fail("tensor '", name, "' holds a value", magnitude.str(), " beyond float16's largest (65504), which float16 storage makes "
-         "infinite: store the weights as bf16 or f32 (export's and finetune's --dtype bf16)");
+    if (!converted) magnitude << " of magnitude " << largest;
+    fail("tensor '", name, "' holds a value", magnitude.str(), " that ", range.name, " storage makes infinite (its largest value is ",
+         range.largest, "; from ", range.rounds_to_infinity, " on a value rounds to infinity): store the weights as ", range.instead);
   }
 }
 
@@ -171,6 +190,10 @@ class HfModel : public Model {
         raw["id2label"][std::to_string(i)] = opt.labels[i];
         raw["label2id"][opt.labels[i]] = i;
       }
+      if (opt.classifier_seq_len > 0) {
+        config_.classifier_seq_len = opt.classifier_seq_len;
+        raw[kClassifierSeqLenKey] = opt.classifier_seq_len;
+      }
       rules.may_be_missing = classifier.new_tensors;
       rules.ignored = classifier.dropped;
       torch::manual_seed(opt.seed);
@@ -232,7 +255,7 @@ class HfModel : public Model {
       s.rotary = r.str();
     }
     s.qkv_bias = config_.qkv_bias;
-    if (head_ == Head::Cls) s.num_labels = config_.num_labels, s.labels = config_.labels;
+    if (head_ == Head::Cls) s.num_labels = config_.num_labels, s.labels = config_.labels, s.classifier_seq_len = config_.classifier_seq_len;
     for (const auto& p : net_->parameters()) s.parameters += p.numel();
     return s;
   }
@@ -267,7 +290,7 @@ class HfModel : public Model {
     // The weights as they will be stored, checked before any file changes: a value beyond float16's range became
     // infinite, and the written model was refused on loading as diverged (helper-54's probe of 2026-12-04).
     const auto weights = tensors(!options.dtype);
-    refuse_beyond_float16(weights, options.dtype == io::DType::F16);
+    refuse_beyond_half(weights, options.dtype);
     // config.json is what makes a folder a model (the load's first read), so it is removed before anything else is
     // replaced and written last: a save stopped halfway leaves no config.json, and the folder is refused, where a
     // convert killed over an earlier result left the new weights beside the old mimic.json, and the folder loaded as
@@ -321,6 +344,7 @@ class HfModel : public Model {
     if (kernel) {
       const auto device = device_of(*this);
       if (!device.is_cpu()) kernel->to(device);
+      kernel->fit_context(config_.max_positions);
     }
     net_->set_kernel(layer, kernel);
   }
@@ -357,7 +381,9 @@ class HfModel : public Model {
       MIMIC_CHECK(!e.contains("layer") || e["layer"] == l, path, ": attention entry ", l, " is for layer ", e["layer"].dump(), ", not ", l);
       try {
         const auto& options = e.contains("options") ? e["options"] : nlohmann::json::object();
-        net_->set_kernel(l, attention::make_attention_kernel(e["kind"].get<std::string>(), options, config_.n_head, config_.head_dim()));
+        auto kernel = attention::make_attention_kernel(e["kind"].get<std::string>(), options, config_.n_head, config_.head_dim());
+        kernel->fit_context(config_.max_positions);
+        net_->set_kernel(l, kernel);
       } catch (const Error& err) {
         fail(path, ": layer ", l, ": ", err.what());
       }

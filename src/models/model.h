@@ -53,6 +53,7 @@ struct ModelSummary {
   bool qkv_bias = false;                // the Llama family's q/k/v biases are there (Qwen2, attention_bias)
   int64_t num_labels = 0;   // classifier only
   std::vector<std::string> labels;  // classifier only: its label names by id (ModelConfig::labels; empty: unnamed)
+  int64_t classifier_seq_len = 0;   // classifier only: the length it was finetuned at, if its config says (ModelConfig)
   int64_t parameters = 0;   // unique parameters (tied weights counted once)
   std::string rotary;       // the rotary settings as read ("theta 500000, llama3 scaling: factor 32, ..."); "" without rotation
   std::string context_note; // why max_positions is not the config's context key (ModelConfig::context_note; empty: it is)
@@ -251,6 +252,9 @@ struct LoadOptions {
   // otherwise, and other heads (MLM, next-sentence) are dropped; config.json is updated accordingly.
   std::string head;
   std::vector<std::string> labels;
+  // With head "cls" and > 0: the example length the classifier is to be trained at, kept in its config.json
+  // (ModelConfig::classifier_seq_len), so that eval scores it at that length wherever its files are copied.
+  int64_t classifier_seq_len = 0;
   uint64_t seed = 0;  // for freshly initialised heads
   // Where the model computes: its parameters, buffers and kernels are moved there once loaded (read and
   // initialised on the CPU, so a seed gives the same start on any device).
