@@ -105,6 +105,12 @@ TEST(Cli, InfoListsTheFeatureMapsAndTheAttentionKindsInItsJsonAsInItsText) {
                                                          {"delta", "distillable"}, {"mixed", "distillable"}}));
   for (const auto& part : {j["feature_maps"], j["attention_kinds"]})
     for (const auto& e : part) EXPECT_NE(text.find("  " + e["name"].get<std::string>() + " "), std::string::npos) << e.dump();
+  // each kind's option keys (kinds.def), in both
+  for (const auto& k : j["attention_kinds"]) {
+    const auto options = k["options"].get<std::string>();
+    EXPECT_NE(text.find(options.empty() ? std::string(" (no options)") : " (options: " + options + ")"), std::string::npos) << k.dump();
+  }
+  EXPECT_EQ(j["attention_kinds"][3]["options"], "chunk, gate, gates");
 }
 
 TEST(Cli, TokenizeAnchors) {
@@ -521,6 +527,19 @@ TEST(Cli, FinetuneAndEvalClassifierAndSplitPerplexity) {
   EXPECT_NE(copied.err.find("mimic: note: scoring at --seq-len 16, the length " + dir.file("copied") + " was finetuned at"), std::string::npos)
       << copied.err;
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(copied.out, nullptr, false).value("accuracy", -1.0), ej["accuracy"].get<double>());
+  // a --teacher reads the texts the model read: at the model's length, not at the one its own config keeps (each at
+  // its own compared a classifier finetuned at 128 with a teacher at 256: helper-85's review)
+  auto config = nlohmann::json::parse(mimic::test::read_bytes(dir.file("copied") + "/config.json"));
+  config["mimic_classifier_seq_len"] = 32;
+  mimic::test::write_bytes(dir.file("copied") + "/config.json", config.dump());
+  auto side = mimic_cli("eval --task cls --model " + dir.file("cls") + " --teacher " + dir.file("copied") + " --data " + dir.file("t.jsonl") +
+                        " --split test --json");
+  const auto sj = nlohmann::json::parse(side.out, nullptr, false);
+  ASSERT_TRUE(sj.is_object() && sj.contains("model") && sj.contains("teacher")) << side.out << side.err;
+  EXPECT_EQ(sj["model"]["seq_len"], 16);
+  EXPECT_EQ(sj["teacher"]["seq_len"], 16);
+  EXPECT_EQ(nlohmann::json::parse(mimic_cli("eval --task cls --model " + dir.file("copied") + " --data " + dir.file("t.jsonl") + " --split test --json").out,
+                                  nullptr, false).value("seq_len", 0), 32);
   auto chosen = mimic_cli("eval --task cls --model " + dir.file("cls") + " --data " + dir.file("t.jsonl") + " --split test --seq-len 32 --json");
   EXPECT_EQ(nlohmann::json::parse(chosen.out, nullptr, false).value("seq_len", 0), 32) << chosen.out;
   EXPECT_EQ(chosen.err.find("scoring at"), std::string::npos) << chosen.err;

@@ -169,6 +169,33 @@ TEST(Generate, LinearStateIsConstantKvCacheGrows) {
   EXPECT_EQ(bytes_after(*softmax, 200), kv(200));
 }
 
+// A hybrid window (and sparse cache) beyond the model's context, installed in a model, plainly or as a mixed layer's
+// student: the model sizes them by its context (fit_context), so the decode state is that of a window of the context,
+// with the same ids and logits (helper-83's probe: window 65536 in gpt2-mini reserved 604 MB; helper-85's review: only
+// the kernel's own call was tested).
+TEST(Generate, AHybridWindowBeyondTheContextDecodesWithTheStateOfTheContextsWindow) {
+  const int64_t layers = 2, ctx = 32;
+  torch::manual_seed(9);
+  auto prompt = random_ids(6);
+  auto run = [&](int64_t window, bool mixed) {
+    auto m = tiny_gpt2(layers, ctx);
+    const nlohmann::json hybrid = {{"feature_map", "hedgehog_softmax"}, {"window", window}, {"cache", window}};
+    if (mixed) set_linear(*m, {0, 1}, {{"softmax_heads", {1}}, {"kind", "hybrid"}, {"options", hybrid}}, "mixed");
+    else set_linear(*m, {0, 1}, hybrid, "hybrid");
+    gen::GenerateOptions o;
+    o.max_new_tokens = 12;
+    return gen::generate(*m, prompt, o);
+  };
+  for (bool mixed : {false, true}) {
+    SCOPED_TRACE(mixed ? "mixed" : "hybrid");
+    const auto wide = run(65536, mixed), fitted = run(ctx, mixed);
+    EXPECT_EQ(wide.ids, fitted.ids);
+    EXPECT_EQ(wide.state_bytes, fitted.state_bytes);
+    // a ring of 32 keys and values per head and layer (plus the state), not of 65536
+    EXPECT_LT(wide.state_bytes, 2 * layers * kHeads * 65536 * (kDim / kHeads) * 4 / 100);
+  }
+}
+
 TEST(Generate, SamplingIsSeededAndTopOneIsGreedy) {
   auto m = tiny_gpt2();
   set_linear(*m, {1});

@@ -143,7 +143,9 @@ nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
   return j;
 }
 
-nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
+// `model_length`: scoring a --teacher, the length the model was scored at, which the teacher reads too (each at its own
+// stored length compared a converted classifier finetuned at 128 with its shipped teacher at 256: helper-85's review)
+nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir, int64_t model_length = 0) {
   MIMIC_USAGE_CHECK(!a.data.empty(), "--task cls needs --data (spam, sotu-era or a JSON-lines file)");
   // (the family was checked for both models before either ran: check_models_fit_task)
   auto data = data::load_classification(a.data);
@@ -182,10 +184,14 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir) {
   // probe). A run's fingerprint keeps it (128 for a run given no --seq-len, whatever its context: capped by the
   // context); so does the config.json of a classifier finetuned since 2026-12-06 and of the shipped ones, wherever its
   // files are copied (helper-81's probe: the shipped classifiers were scored at 128 unless --seq-len 256 was given).
-  const bool run_length = a.seq_len == 0 && str("task") == "cls" && fp.contains("seq_len") && fp["seq_len"].is_number_integer();
-  const bool trained_length = run_length || (a.seq_len == 0 && s.classifier_seq_len > 0);
+  const bool run_length = a.seq_len == 0 && model_length == 0 && str("task") == "cls" && fp.contains("seq_len") && fp["seq_len"].is_number_integer();
+  const bool trained_length = run_length || (a.seq_len == 0 && model_length == 0 && s.classifier_seq_len > 0);
   const int64_t trained = run_length ? fp["seq_len"].get<int64_t>() : s.classifier_seq_len;
-  const int64_t seq_len = finetune::example_length(trained_length ? std::min<int64_t>(trained, s.max_positions) : a.seq_len, s.max_positions);
+  // a teacher: the length its model was scored at, within its own context
+  const int64_t asked = a.seq_len == 0 && model_length > 0 ? std::min(model_length, s.max_positions)
+                        : trained_length                 ? std::min<int64_t>(trained, s.max_positions)
+                                                         : a.seq_len;
+  const int64_t seq_len = finetune::example_length(asked, s.max_positions);
   if (trained_length && seq_len != finetune::example_length(0, s.max_positions))
     print_note("scoring at --seq-len " + std::to_string(seq_len) + ", the length " + dir + " was finetuned at (give --seq-len to choose another)");
   auto r = finetune::evaluate_classifier(*model, *tok, examples, s.num_labels, seq_len, a.batch_size);
@@ -277,7 +283,8 @@ void run(const EvalArgs& a) {
     if (a.common.json) return print_json(j);
     return print_one(a, j);
   }
-  auto t = one(a.teacher);
+  // a classifier's teacher reads the texts the model read, at its length (the model's stored one, where --seq-len is not given)
+  auto t = a.task == "cls" ? eval_cls(a, a.teacher, j["seq_len"].get<int64_t>()) : one(a.teacher);
   const char* key = a.task == "cls" ? "accuracy" : "perplexity";
   nlohmann::json both = {{"model", j}, {"teacher", t}};
   both[std::string(key) + "_ratio"] = t[key].get<double>() > 0 ? nlohmann::json(j[key].get<double>() / t[key].get<double>()) : nlohmann::json();

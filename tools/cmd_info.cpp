@@ -47,14 +47,16 @@ void run(InfoArgs& a) {
     nlohmann::json maps = nlohmann::json::array(), kinds = nlohmann::json::array();
     for (const auto& m : attention::feature_maps()) maps.push_back({{"name", m.name}, {"summary", m.summary}});
     for (const auto& k : attention::attention_kinds())
-      kinds.push_back({{"name", k.name}, {"role", k.role == attention::KindRole::Reference ? "reference" : "distillable"}, {"summary", k.summary}});
+      kinds.push_back({{"name", k.name}, {"role", k.role == attention::KindRole::Reference ? "reference" : "distillable"}, {"summary", k.summary},
+                       {"options", k.options}});
     if (a.common.json) return print_json({{"feature_maps", maps}, {"attention_kinds", kinds}});
     // the text prints what the JSON holds, so the two cannot disagree
     auto column = [](const std::string& name) { return "  " + name + std::string(18 - std::min<size_t>(17, name.size()), ' '); };
     for (const auto& m : maps) std::cout << column(m["name"].get<std::string>()) << m["summary"].get<std::string>() << "\n";
     std::cout << "attention kinds:\n";
     for (const auto& k : kinds)
-      std::cout << column(k["name"].get<std::string>()) << "[" << k["role"].get<std::string>() << "] " << k["summary"].get<std::string>() << "\n";
+      std::cout << column(k["name"].get<std::string>()) << "[" << k["role"].get<std::string>() << "] " << k["summary"].get<std::string>()
+                << (k["options"].get<std::string>().empty() ? std::string(" (no options)") : " (options: " + k["options"].get<std::string>() + ")") << "\n";
     return;
   }
   if (a.system) {

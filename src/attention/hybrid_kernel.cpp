@@ -19,6 +19,9 @@ HybridConfig HybridConfig::from_json(const nlohmann::json& j, int64_t n_head) {
   nlohmann::json linear = nlohmann::json::object();
   for (auto it = j.begin(); it != j.end(); ++it) {
     const auto& key = it.key();
+    // kinds.def's list decides which keys are options (convert reads it to tell another kind's option from a
+    // value out of range): a key read below but not listed is refused too
+    if (!attention_kind("hybrid").takes_option(key)) fail_unknown_option("hybrid", key);
     const auto& val = it.value();
     auto bad = [&](const char* want) { fail("hybrid attention option '", key, "' must be ", want, ", got ", val.dump()); };
     if (key == "window" || key == "w") {  // w: the short name LoLCATs' papers use

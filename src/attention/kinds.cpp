@@ -68,7 +68,7 @@ bool AttentionKindInfo::takes_option(const std::string& key) const {
 
 void fail_unknown_option(const std::string& kind, const std::string& key) {
   const auto& options = attention_kind(kind).options;
-  fail("unknown ", kind, " attention option '", key, "' (", options.empty() ? "it takes no options" : "options: " + options, ")");
+  fail("unknown ", kind, " attention option '", key, "' (options: ", options, ")");
 }
 
 AttentionKernel make_attention_kernel(const std::string& kind, const nlohmann::json& options, int64_t n_head, int64_t head_dim) {

@@ -20,6 +20,9 @@ LinearAttentionConfig LinearAttentionConfig::from_json(const nlohmann::json& j, 
   LinearAttentionConfig c;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const auto& key = it.key();
+    // kinds.def's list decides which keys are options (convert reads it to tell another kind's option from a
+    // value out of range): a key read below but not listed is refused too
+    if (!attention_kind("linear").takes_option(key)) fail_unknown_option("linear", key);
     const auto& val = it.value();
     auto bad = [&](const char* want) { fail("linear attention option '", key, "' must be ", want, ", got ", val.dump()); };
     if (key == "feature_map") {

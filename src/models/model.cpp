@@ -69,7 +69,6 @@ const HalfRange kBFloat16Range{"bfloat16", 3.3895313892515355e38, 3.396151457242
 void refuse_beyond_half(const std::vector<std::pair<std::string, at::Tensor>>& weights, std::optional<io::DType> store_as) {
   for (const auto& [name, t] : weights) {
     if (!t.is_floating_point() || t.numel() == 0) continue;
-    const bool converted = t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16;
     const bool to_half = store_as == io::DType::F16 || (!store_as && t.scalar_type() == at::kHalf);
     const bool to_bf16 = store_as == io::DType::BF16 || (!store_as && t.scalar_type() == at::kBFloat16);
     if (!to_half && !to_bf16) continue;
@@ -80,7 +79,7 @@ void refuse_beyond_half(const std::vector<std::pair<std::string, at::Tensor>>& w
     const bool own_type = (to_half && t.scalar_type() == at::kHalf) || (to_bf16 && t.scalar_type() == at::kBFloat16);
     if (std::isnan(largest) || largest < (own_type ? std::numeric_limits<double>::infinity() : range.rounds_to_infinity)) continue;
     std::ostringstream magnitude;
-    if (!converted) magnitude << " of magnitude " << largest;
+    if (!own_type) magnitude << " of magnitude " << largest;
     fail("tensor '", name, "' holds a value", magnitude.str(), " that ", range.name, " storage makes infinite (its largest value is ",
          range.largest, "; from ", range.rounds_to_infinity, " on a value rounds to infinity): store the weights as ", range.instead);
   }
