@@ -589,6 +589,9 @@ TEST(HybridKernel, OptionsRoundTripAndBadOptionsAreRefused) {
   EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"window_scale", "min"}}, H, D), "max or exact");
   EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"windw", 4}}, H, D), "unknown hybrid attention option 'windw'");
   EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"feature_map", "nope"}}, H, D), "nope");
+  // the linear part's refusals say they are the hybrid's (they read "linear attention option 'eps'" alone: helper-83)
+  EXPECT_MIMIC_ERROR(make_attention_kernel("hybrid", {{"eps", -1}}, H, D),
+                     "hybrid attention's linear part: linear attention option 'eps' must be a number >= 0, got -1");
   // A fixed mix has no window parameter and σ as given.
   auto fixed = std::dynamic_pointer_cast<HybridAttention>(make_attention_kernel("hybrid", {{"mix", "fixed"}, {"window_weight", 0.25}}, H, D));
   EXPECT_FALSE(fixed->window_logit.defined());

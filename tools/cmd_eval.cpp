@@ -184,13 +184,13 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir, int64_t model
   // probe). A run's fingerprint keeps it (128 for a run given no --seq-len, whatever its context: capped by the
   // context); so does the config.json of a classifier finetuned since 2026-12-06 and of the shipped ones, wherever its
   // files are copied (helper-81's probe: the shipped classifiers were scored at 128 unless --seq-len 256 was given).
-  const bool run_length = a.seq_len == 0 && model_length == 0 && str("task") == "cls" && fp.contains("seq_len") && fp["seq_len"].is_number_integer();
-  const bool trained_length = run_length || (a.seq_len == 0 && model_length == 0 && s.classifier_seq_len > 0);
-  const int64_t trained = run_length ? fp["seq_len"].get<int64_t>() : s.classifier_seq_len;
-  // a teacher: the length its model was scored at, within its own context
-  const int64_t asked = a.seq_len == 0 && model_length > 0 ? std::min(model_length, s.max_positions)
-                        : trained_length                 ? std::min<int64_t>(trained, s.max_positions)
-                                                         : a.seq_len;
+  const bool has_run_length = str("task") == "cls" && fp.contains("seq_len") && fp["seq_len"].is_number_integer();
+  const int64_t stored = has_run_length ? fp["seq_len"].get<int64_t>() : s.classifier_seq_len;  // 0: neither says
+  // three cases: a teacher reads at the length its model was scored at (within its own context); a model given no
+  // --seq-len at its stored length; otherwise --seq-len (0: the default)
+  const bool teacher = a.seq_len == 0 && model_length > 0;
+  const bool trained_length = a.seq_len == 0 && !teacher && stored > 0;
+  const int64_t asked = teacher ? std::min(model_length, s.max_positions) : trained_length ? std::min(stored, s.max_positions) : a.seq_len;
   const int64_t seq_len = finetune::example_length(asked, s.max_positions);
   if (trained_length && seq_len != finetune::example_length(0, s.max_positions))
     print_note("scoring at --seq-len " + std::to_string(seq_len) + ", the length " + dir + " was finetuned at (give --seq-len to choose another)");

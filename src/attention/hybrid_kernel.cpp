@@ -70,7 +70,13 @@ HybridConfig HybridConfig::from_json(const nlohmann::json& j, int64_t n_head) {
               "cache: it needs cache > 0");
   if (static_cast<int64_t>(c.cache_heads.size()) == n_head) c.cache_heads.clear();  // every head: the default, written as such
   if (!linear.contains("feature_map")) linear["feature_map"] = kDefaultFeatureMap;
-  c.linear = LinearAttentionConfig::from_json(linear, n_head);
+  // the linear part's keys are checked by its parser, whose refusals said "linear attention option 'eps'" to a user who
+  // gave hybrid options (helper-83's probe): said as the hybrid part they are
+  try {
+    c.linear = LinearAttentionConfig::from_json(linear, n_head);
+  } catch (const Error& e) {
+    fail("hybrid attention's linear part: ", e.what());
+  }
   return c;
 }
 

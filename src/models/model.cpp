@@ -380,9 +380,8 @@ class HfModel : public Model {
       MIMIC_CHECK(!e.contains("layer") || e["layer"] == l, path, ": attention entry ", l, " is for layer ", e["layer"].dump(), ", not ", l);
       try {
         const auto& options = e.contains("options") ? e["options"] : nlohmann::json::object();
-        auto kernel = attention::make_attention_kernel(e["kind"].get<std::string>(), options, config_.n_head, config_.head_dim());
-        kernel->fit_context(config_.max_positions);
-        net_->set_kernel(l, kernel);
+        // installed as every kernel is (set_attention_kernel: its device, the model's context), so the two cannot drift
+        set_attention_kernel(l, attention::make_attention_kernel(e["kind"].get<std::string>(), options, config_.n_head, config_.head_dim()));
       } catch (const Error& err) {
         fail(path, ": layer ", l, ": ", err.what());
       }
