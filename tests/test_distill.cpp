@@ -309,6 +309,36 @@ TEST(DistillMetrics, SpearmanMatchesTheDefinitionOnRandomRowsWithTies) {
   }
 }
 
+// A student whose weights go negative (identity: w_ij = q_i·k_j / Σ_j q_i·k_j) is ranked by its weights themselves:
+// along a row they are the scores divided by one number, so the rank correlation is +1 where that normaliser is
+// positive and −1 where it is negative. The log weights floored every negative weight into one tie: a head read 0.78
+// where the definition gives −0.90 (helper-87's probe).
+TEST(DistillMetrics, SpearmanOfSignedWeightsIsPlusOrMinusOneByTheSignOfTheRowsNormaliser) {
+  auto b = tiny_batch(true);
+  auto s = student("identity", 2, 3);
+  analysis::MetricsAccumulator acc(0, 2);
+  acc.add(*s, b);
+  const auto m = acc.result();
+  EXPECT_TRUE(std::isnan(m.mean.ce));  // no distribution
+  const int64_t B = b.q.size(0), H = b.q.size(1), T = b.q.size(2);
+  int64_t negative = 0;
+  for (int64_t h = 0; h < H; ++h) {
+    double sum = 0, rows = 0;
+    for (int64_t n = 0; n < B; ++n)
+      for (int64_t i = 0; i < T; ++i) {
+        if (!b.mask[n][i].item<bool>()) continue;
+        double d = 0, keys = 0;
+        for (int64_t j = 0; j < T; ++j)
+          if (visible(b, n, i, j)) d += (b.q[n][h][i] * b.k[n][h][j]).sum().item<double>(), keys += 1;
+        if (keys < 2) continue;  // one key: no rank correlation
+        ASSERT_GT(std::abs(d), 1e-3) << "a normaliser near 0 would make the sign depend on ε";
+        sum += d > 0 ? 1.0 : -1.0, rows += 1, negative += d < 0;
+      }
+    EXPECT_NEAR(m.heads[static_cast<size_t>(h)].spearman, sum / rows, 1e-9) << "head " << h;
+  }
+  EXPECT_GT(negative, 0);  // the batch has rows the old ranking got wrong
+}
+
 TEST(DistillMetrics, EntropiesOfAHandMadeRow) {
   // one sample, one head, T = 2, bidirectional, both keys visible: teacher a = softmax(s·q·k), student given
   analysis::TeacherBatch b;

@@ -1223,6 +1223,15 @@ TEST(JsonKeys, TheFirstDifferenceIsTheFirstKeyInOrderWithItsTwoValues) {
   EXPECT_EQ(d->key + ": " + d->first + ", " + d->second, "copy.lr: 0.001, the default 0.01");
   d = mimic::json_first_difference(nlohmann::json{{"precision", "bf16"}}, nlohmann::json::object(), "the default", defaults);
   EXPECT_EQ(d->key + ": " + d->first + ", " + d->second, "precision: \"bf16\", the default \"fp32\"");
+  // a digest that moved with a setting beside it comes after it: the setting is named (online distill's --samples read
+  // "source.data_digest (\"747f…\" then, \"93ac…\" now)": helper-87's probe); a digest alone still differs
+  const auto was = nlohmann::json::parse(R"({"source": {"data_digest": "747f", "samples": 16}})");
+  auto now = nlohmann::json::parse(R"({"source": {"data_digest": "93ac", "samples": 20}})");
+  d = mimic::json_first_difference(was, now);
+  EXPECT_EQ(d->key + " " + d->first + " " + d->second, "source.samples 16 20");
+  now["source"]["samples"] = 16;
+  d = mimic::json_first_difference(was, now);
+  EXPECT_EQ(d->key + " " + d->first + " " + d->second, "source.data_digest \"747f\" \"93ac\"");
   d = mimic::json_first_difference(a, c, "the default", defaults);
   EXPECT_EQ(d->key + ": " + d->first + ", " + d->second, "lr: 0.001, the default");
   d = mimic::json_first_difference(a, nlohmann::json::array());

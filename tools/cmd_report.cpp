@@ -141,7 +141,8 @@ void run(ReportArgs& a) {
       std::printf("%-24s %12s %18s %s%s\n", q["label"].get<std::string>().c_str(), ppl, gain, acc.c_str(), pk.empty() ? "-" : pk.c_str());
     }
   }
-  std::printf("%-24s %6s %9s %9s %9s %9s\n", "source (mean of layers)", "", "entropy", "KL", "spearman", "top-k");
+  // top-k named with its k (the CSV's column says top_8_mass; "top-k" alone did not: helper-87's probe)
+  std::printf("%-24s %6s %9s %9s %9s %9s\n", "source (mean of layers)", "", "entropy", "KL", "spearman", ("top-" + std::to_string(r.mass_k)).c_str());
   bool undefined = false;
   for (const auto& s : r.sources) {
     const auto name = s.at("name").get<std::string>();
@@ -155,7 +156,11 @@ void run(ReportArgs& a) {
                 metric_cell(rho / n).c_str(), metric_cell(top / n).c_str());
     undefined = undefined || !std::isfinite(e / n) || !std::isfinite(kl / n) || !std::isfinite(top / n);
   }
-  if (undefined) std::printf("(-: undefined for a student whose weights are no distribution, such as delta's)\n");
+  std::printf("(entropy and KL in nats; top-%lld: the weight on each query's %lld largest)\n", static_cast<long long>(r.mass_k),
+              static_cast<long long>(r.mass_k));
+  if (undefined)
+    std::printf("(-: undefined for a student whose weights are no distribution, such as delta's; its induction, previous_token and "
+                "local_mass in the files are sums of signed weights, not shares)\n");
   const auto count = [](size_t n, const char* one) { return count_of(static_cast<int64_t>(n), one); };
   std::printf("%s, %s, %s: %s in %s (open report.html), %.1f s\n", count(r.samples.size(), "sample").c_str(), count(r.layers.size(), "layer").c_str(),
               count(r.heads.size(), "head").c_str(), count(r.files.size(), "file").c_str(), r.out.c_str(), r.seconds);

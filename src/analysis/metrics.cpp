@@ -71,9 +71,8 @@ void MetricsAccumulator::add(attention::DistillableKernel& student, const Teache
   torch::NoGradGuard no_grad;
   at::Tensor log_w, w;
   auto out = student.forward_quadratic(b.q, b.k, b.v, teacher_context(b), &w, &log_w);
-  if (negative_weights(student, w, b)) signed_ = true;
   auto scores = torch::matmul(b.q, b.k.transpose(-1, -2)) * b.scale;
-  add_weights(teacher_weights(b), log_w, scores, b);
+  add_weights(teacher_weights(b), log_w, scores, b, negative_weights(student, w, b) ? w : at::Tensor());
   if (b.o.defined()) {
     auto rows = valid_rows(b).to(out.dtype());
     mse_sum_ += ((out - b.o).square() * rows).sum().item<double>();
@@ -82,8 +81,9 @@ void MetricsAccumulator::add(attention::DistillableKernel& student, const Teache
 }
 
 void MetricsAccumulator::add_weights(const at::Tensor& a_in, const at::Tensor& log_w_in, const at::Tensor& scores,
-                                     const TeacherBatch& b) {
+                                     const TeacherBatch& b, const at::Tensor& signed_weights) {
   torch::NoGradGuard no_grad;
+  if (signed_weights.defined()) signed_ = true;
   auto vis = visible(b);                           // [B, 1, T, T]
   auto visd = vis.to(torch::kDouble);
   auto a = a_in.to(torch::kDouble) * visd;
@@ -92,8 +92,18 @@ void MetricsAccumulator::add_weights(const at::Tensor& a_in, const at::Tensor& l
   auto ce = -(a * log_w).sum({-1});                // [B, H, T]; 0 in padded rows
   auto ent_s = -torch::xlogy(a, a).sum({-1});
   auto ent_l = -(w * log_w).sum({-1});
-  auto rho = spearman_rows(scores, log_w, vis);    // [B, H, T]
-  auto rho_ok = rho.isfinite() & valid_rows(b).squeeze(-1);
+  // Spearman of the scores and the weights: log w ranks positive weights as w does (and tells apart those that
+  // underflow in w); weights with negative ones are ranked themselves, in rows whose weights are all finite
+  auto rho_ok = valid_rows(b).squeeze(-1);
+  at::Tensor rho;
+  if (signed_weights.defined()) {
+    const auto ws = signed_weights.to(torch::kDouble);
+    rho_ok = rho_ok & (ws.isfinite() | vis.logical_not()).all(-1);
+    rho = spearman_rows(scores, torch::where(vis, ws, torch::zeros_like(ws)), vis);
+  } else {
+    rho = spearman_rows(scores, log_w, vis);  // [B, H, T]
+  }
+  rho_ok = rho_ok & rho.isfinite();
   auto rho0 = torch::where(rho_ok, rho, torch::zeros_like(rho));
   at::Tensor top_s, top_l;  // masked keys and padded rows hold zeros: they add nothing
   if (top_k_ > 0) top_s = top_k_mass(a, top_k_), top_l = top_k_mass(w, top_k_);

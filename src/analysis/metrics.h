@@ -31,15 +31,18 @@ struct LayerMetrics {
 // Accumulates the metrics over batches (sums per head, then divides by the real query rows). When a map with
 // features of any sign (Sign::Any) gives some negative weight (identity does; taylor2's kernel is positive),
 // the linear weights are no distribution: ce, kl, entropy_linear and top_k_linear are then NaN (null in JSON);
-// spearman and mse stay defined. top_k > 0 also accumulates the top-k masses.
+// spearman and mse stay defined (spearman ranks such a batch's weights themselves, over its rows whose weights are all
+// finite). top_k > 0 also accumulates the top-k masses.
 class MetricsAccumulator {
  public:
   MetricsAccumulator(int64_t layer, int64_t n_head, int64_t top_k = 0);
   void add(attention::DistillableKernel& student, const TeacherBatch& batch);
-  // The same from weights directly: a (teacher), log_a_hat (student), scores (q·k·scale), [B, H, T, T].
-  void add_weights(const at::Tensor& a, const at::Tensor& log_a_hat, const at::Tensor& scores, const TeacherBatch& batch);
-  // Marks the student's weights as no distribution (negative somewhere), as add() does on its own.
-  void set_signed() { signed_ = true; }
+  // The same from weights directly: a (teacher), log_a_hat (student), scores (q·k·scale), [B, H, T, T]; `signed_weights`:
+  // the student's weights where some are negative (then ranked by spearman, and the accumulator marked signed), else
+  // undefined. log_a_hat floors the weights (FLT_MIN), so ranking it tied every negative weight into one rank: a delta
+  // head's spearman read 0.41 for 0.32, identity's 0.78 for −0.90 (helper-87's probe).
+  void add_weights(const at::Tensor& a, const at::Tensor& log_a_hat, const at::Tensor& scores, const TeacherBatch& batch,
+                   const at::Tensor& signed_weights = at::Tensor());
   LayerMetrics result() const;
 
  private:

@@ -64,7 +64,8 @@ class JsonKeysRead {
   JsonKeysRead* outer_;
 };
 
-// The first key (in sorted order) whose value differs between two objects — settings compared at a resume or
+// The first key (in sorted order, keys ending in "digest" after the others: a digest moves with the setting that
+// names the cause) whose value differs between two objects — settings compared at a resume or
 // between ranks — with both values as JSON (`absent` where an object lacks the key: a fingerprint leaves out a setting
 // at its default, so its callers say "the default" — "absent on rank 0" named a default given explicitly as missing,
 // the eighteenth probe of 2026-11-30); none when they are equal.
