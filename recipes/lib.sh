@@ -11,6 +11,12 @@ THREADS=${THREADS:-$(nproc)}
 SEED=${SEED:-1}
 common=(--threads "$THREADS" --seed "$SEED")
 case $SCALE in quick | full) ;; *) echo "SCALE must be quick or full, got '$SCALE'" >&2; exit 2 ;; esac
+# whole_numbers NAME...: each named knob a whole number, else one line and exit 2 (a knob such as STEPS=abc reached
+# bash arithmetic and read "abc: unbound variable": helper-86's probe)
+whole_numbers() {
+  local n
+  for n; do [[ ${!n} =~ ^[0-9]+$ ]] || { echo "$n must be a whole number, got '${!n}'" >&2; exit 2; }; done
+}
 [[ -x $MIMIC ]] || { echo "no mimic CLI at $MIMIC (build it: cmake --build build --target mimic_cli, or set MIMIC)" >&2; exit 2; }
 
 declare -a timings=()
@@ -29,8 +35,9 @@ stage() {
   fi
   timings+=("$(printf '%-44s %6s s' "$name" "$(cat "$mark")")")
 }
-# to FILE COMMAND...: runs COMMAND with its stdout (a --json result) written atomically to FILE.
-to() { local f=$1; shift; "$@" > "$f.tmp" && mv "$f.tmp" "$f"; }
+# to FILE COMMAND...: runs COMMAND with its stdout (a --json result) written atomically to FILE (a failed command leaves
+# no FILE.tmp behind).
+to() { local f=$1; shift; "$@" > "$f.tmp" || { local rc=$?; rm -f "$f.tmp"; return $rc; }; mv "$f.tmp" "$f"; }
 # get FILE JQ-PATH [DECIMALS]: a number from a JSON result.
 get() { jq -r "$2" "$1" | { read -r v; [[ -n ${3:-} ]] && printf "%.${3}f" "$v" || printf '%s' "$v"; }; }
 print_timings() { echo; echo "time per stage"; printf '  %s\n' "${timings[@]}"; }
@@ -43,6 +50,7 @@ mqar_settings() {
   [[ $SCALE == full ]] && d_steps=6000 d_examples=2000
   VOCAB=${VOCAB:-32} LEN=${LEN:-32} PAIRS=${PAIRS:-4}
   STEPS=${STEPS:-$d_steps} BATCH=${BATCH:-64} LR=${LR:-3e-3} EXAMPLES=${EXAMPLES:-$d_examples}
+  whole_numbers VOCAB LEN PAIRS STEPS BATCH EXAMPLES
   TASK="mqar:vocab=$VOCAB,seq_len=$LEN,pairs=$PAIRS"
 }
 mqar_header() {
@@ -80,6 +88,7 @@ FT_STEPS=${FT_STEPS:-60} FT_BATCH=${FT_BATCH:-4} FT_LEN=${FT_LEN:-512}
 if [[ -n ${EVAL_ARGS:-} ]]; then read -ra EVAL <<<"$EVAL_ARGS"; elif [[ ! -v EVAL ]]; then EVAL=(--data all --split test); fi
 #   COPY_SEGMENTS COPY_LEN     in-context copy (docs/recall.md): segments × tokens of the same text, each run doubled
 COPY_SEGMENTS=${COPY_SEGMENTS:-32} COPY_LEN=${COPY_LEN:-128}
+whole_numbers REC_SAMPLES REC_LEN EPOCHS FT_STEPS FT_BATCH FT_LEN COPY_SEGMENTS COPY_LEN
 
 # record_lm TEACHER: the teacher's attention on REC_SAMPLES training samples → $OUT/record.h5
 record_lm() {
@@ -103,6 +112,7 @@ finetune_lm() {
 # PROBE_PASSKEYS passkey trials of PROBE_PASSKEY_LEN tokens, PROBE_LEADERS heads re-measured per step.
 PROBE_SEGMENTS=${PROBE_SEGMENTS:-16} PROBE_LEN=${PROBE_LEN:-128} PROBE_PASSKEYS=${PROBE_PASSKEYS:-8}
 PROBE_PASSKEY_LEN=${PROBE_PASSKEY_LEN:-256} PROBE_LEADERS=${PROBE_LEADERS:-16} PROBE_LM_WINDOWS=${PROBE_LM_WINDOWS:-4}
+whole_numbers PROBE_SEGMENTS PROBE_LEN PROBE_PASSKEYS PROBE_PASSKEY_LEN PROBE_LEADERS PROBE_LM_WINDOWS
 probe=(--placement probe --probe-segments "$PROBE_SEGMENTS" --probe-segment-len "$PROBE_LEN" --probe-passkeys "$PROBE_PASSKEYS"
        --probe-passkey-len "$PROBE_PASSKEY_LEN" --probe-leaders "$PROBE_LEADERS" --probe-lm-windows "$PROBE_LM_WINDOWS")
 # finetune_kd NAME MODEL TEACHER [finetune options...]: the second stage that keeps recall (docs/finetune.md): logit
@@ -144,6 +154,8 @@ convert_with() {
 # passkey NAME MODEL: passkey retrieval at PASSKEY_LENGTHS with PASSKEY_TRIALS keys each → $OUT/passkey-NAME.json
 PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-64,128,256,512}
 PASSKEY_TRIALS=${PASSKEY_TRIALS:-$([[ $SCALE == full ]] && echo 100 || echo 20)}
+whole_numbers PASSKEY_TRIALS
+[[ $PASSKEY_LENGTHS =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "PASSKEY_LENGTHS must be whole numbers separated by commas, got '$PASSKEY_LENGTHS'" >&2; exit 2; }
 # Recipes share one folder and some ask other lengths or trials of the same model (gpt2-sla: 64..512 × 20;
 # gpt2-recall: 128..512 × 100): a result made with other settings is measured again, so a table never shows another
 # recipe's trials.
@@ -158,6 +170,7 @@ passkey() {
 }
 # state NAME MODEL: bytes of the decoding state (KV cache and/or recurrent states) after STATE_AT tokens → $OUT/state-NAME.json
 STATE_AT=${STATE_AT:-512}
+whole_numbers STATE_AT
 state() {
   stage "state-$1" to "$OUT/state-$1.json" "$MIMIC" bench generate --model "$2" --prompt-lengths $(( STATE_AT - 8 )) \
     --new-tokens 8 --no-parallel --json "${common[@]}"

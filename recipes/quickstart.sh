@@ -9,6 +9,8 @@
 #            their perplexity and copy gain (report.html)
 # Ends with a summary table. Stages are skipped when done (rerun to continue); outputs in $OUT.
 #   MIMIC=path/to/mimic  OUT=out/gpt2-mini-quick  THREADS=N  bash recipes/quickstart.sh
+# quickstart has one size: another SCALE ran the whole quick pipeline without a word (helper-86's probe)
+[[ ${SCALE:-quick} == quick ]] || { echo "quickstart runs at SCALE=quick only (the other recipes take SCALE=full), got '$SCALE'" >&2; exit 2; }
 SCALE=quick
 # The GPT-2 recipes share one output folder per model and scale: stages they have in common run once.
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/gpt2-mini-$SCALE}
@@ -17,14 +19,15 @@ fit_to_context gpt2-mini
 mkdir -p "$OUT"
 t_start=$SECONDS
 
-"$MIMIC" info --system | head -3
+"$MIMIC" info --system "${common[@]}" | head -3
 record_lm gpt2-mini
 eval_lm teacher gpt2-mini
 convert_lm hedgehog gpt2-mini --feature-map hedgehog
 # the report: attention metrics of the maps, the converted and the finetuned model beside the teacher's, and what
 # eval measured of each (perplexity, copy gain) in its Quality section
 quality=()
-for m in teacher:gpt2-mini hedgehog-converted:converted hedgehog-finetuned:finetuned; do
+# (the teacher's label is "teacher", the one report takes for the record's own model without a --model of that name)
+for m in teacher:teacher hedgehog-converted:converted hedgehog-finetuned:finetuned; do
   quality+=(--eval "${m#*:}=$OUT/eval-${m%%:*}.json" --eval "${m#*:}=$OUT/copy-${m%%:*}.json")
 done
 stage report "$MIMIC" report --record "$OUT/record.h5" --maps "$OUT/maps-hedgehog.safetensors" --baseline elu \

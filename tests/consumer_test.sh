@@ -20,6 +20,17 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 gen=()
 command -v ninja >/dev/null 2>&1 && gen+=(-G Ninja)
 command -v clang++ >/dev/null 2>&1 && gen+=(-DCMAKE_CXX_COMPILER=clang++)
+# the build folder holds a mimicConfig.cmake but no targets: find_package there says to install first (it failed on
+# a raw "include could not find requested file": helper-86's probe). CMake wraps the reason: read as one line.
+if cmake -S "$src/examples/consumer" -B "$work/from-build" -DCMAKE_PREFIX_PATH="$build" "${gen[@]}" >"$work/log" 2>&1; then
+  echo "consumer_test: the consumer configured against the build folder itself" >&2
+  exit 1
+fi
+if ! tr -s ' \n' ' ' <"$work/log" | grep -q "is a mimic build folder, not an installed mimic: install it first (cmake --install BUILD --prefix P)"; then
+  cat "$work/log" >&2
+  echo "consumer_test: configuring against the build folder did not say to install first" >&2
+  exit 1
+fi
 # mimic::core must configure with HDF5, zlib and pkg-config (cairo) made unfindable
 no_full_deps=(-DCMAKE_DISABLE_FIND_PACKAGE_HDF5=ON -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON
               -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON)

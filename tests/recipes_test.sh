@@ -48,6 +48,16 @@ if [[ $group != others ]]; then
   [[ -f $work/quickstart/report/report.html ]] || fail "quickstart wrote no report"
   # its Quality section: the finetuned model's perplexity and copy gain beside the teacher's
   grep -q '<tr><td class=l>finetuned</td><td>[0-9.]*</td><td>[^<]*</td><td>-\?[0-9.]* &plusmn;' "$work/quickstart/report/report.html" || fail "quickstart's report shows no quality numbers for the finetuned model"
+  # the teacher's evals join the report's teacher row: no note of a label that names no --model (helper-86's probe)
+  if grep -q "names no --model" "$work/quickstart.log"; then cat "$work/quickstart.log" >&2; fail "quickstart's report noted an --eval label"; fi
+  # bad knobs: one clear line and exit 2 before any stage (a SCALE it has not ran the quick pipeline; a word for a
+  # number reached bash arithmetic as "unbound variable")
+  for knob in SCALE=full FT_STEPS=abc COPY_LEN=1+1 PASSKEY_LENGTHS=64,,128; do
+    rc=0; env "$knob" OUT="$work/bad-knob" bash "$src/recipes/quickstart.sh" >"$work/bad.log" 2>&1 || rc=$?
+    [[ $rc == 2 && $(wc -l <"$work/bad.log") == 1 ]] || { cat "$work/bad.log" >&2; fail "quickstart with $knob: exit $rc, not one line and exit 2"; }
+    grep -q "^${knob%%=*} must be\|^quickstart runs at SCALE=quick only" "$work/bad.log" || { cat "$work/bad.log" >&2; fail "quickstart with $knob: no clear message"; }
+    [[ ! -d $work/bad-knob/.done ]] || fail "quickstart ran a stage before refusing $knob"
+  done
   [[ $group == quickstart ]] && { echo "recipes_test: the quickstart ran"; exit 0; }
 fi
 run gpt2-hedgehog gpt2-hedgehog.sh gpt2-mini
