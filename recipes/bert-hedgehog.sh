@@ -13,6 +13,7 @@ SCALE=${SCALE:-quick}
 if [[ $SCALE == full ]]; then REC_SAMPLES=256 FT_STEPS=${FT_STEPS:-400}; else FT_STEPS=${FT_STEPS:-100}; fi
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/bert-hedgehog-$SCALE}
 source "$(dirname "$0")/lib.sh"
+whole_numbers CLS_LEN CLS_BATCH
 mkdir -p "$OUT"
 
 # finetune_cls NAME MODEL TASK: the paper's BERT preset (lr 1e-5, cosine), embeddings frozen as when the teachers were

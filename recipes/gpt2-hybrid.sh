@@ -15,6 +15,7 @@ KEEP_HEADS=${KEEP_HEADS:-2 4 8}
 # The GPT-2 recipes share one output folder per model and scale: stages they have in common run once.
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
 source "$(dirname "$0")/lib.sh"
+whole_number_list WINDOWS KEEP_HEADS
 fit_to_context "$MODEL"
 mkdir -p "$OUT"
 

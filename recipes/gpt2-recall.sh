@@ -33,6 +33,8 @@ OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
 source "$(dirname "$0")/lib.sh"
 fit_to_context "$MODEL"
 mkdir -p "$OUT"
+whole_numbers WINDOW
+whole_number_list KS KL_KS
 kmax=0
 for k in $KS; do (( k > kmax )) && kmax=$k; done
 (( kmax > 0 )) || { echo "KS must name at least one K > 0, got '$KS'" >&2; exit 2; }
@@ -41,6 +43,7 @@ HEAD_CACHE=${HEAD_CACHE:-192}
 HEAD_WINDOW=${HEAD_WINDOW:-64}
 HEAD_KD_LR=${HEAD_KD_LR:-1e-4}
 HEAD_CACHE_KS=${HEAD_CACHE_KS-$(( kmax < 8 ? kmax : 8 ))}
+whole_number_list CACHES HEAD_CACHE_KS
 # checked before the first stage, not hours later when the cache-heads row's convert or kd stage would refuse them
 [[ $HEAD_CACHE =~ ^[1-9][0-9]*$ && $HEAD_WINDOW =~ ^[1-9][0-9]*$ ]] ||
   { echo "HEAD_CACHE and HEAD_WINDOW must be positive integers, got '$HEAD_CACHE' and '$HEAD_WINDOW'" >&2; exit 2; }

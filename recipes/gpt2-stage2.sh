@@ -15,6 +15,7 @@ PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-256}
 PASSKEY_TRIALS=${PASSKEY_TRIALS:-20}
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
 source "$(dirname "$0")/lib.sh"
+whole_numbers K
 fit_to_context "$MODEL"
 mkdir -p "$OUT"
 # Validation-split scores for choosing (the test split is kept for reporting); EVAL_ARGS overrides, as in lib.sh.

@@ -12,10 +12,19 @@ SEED=${SEED:-1}
 common=(--threads "$THREADS" --seed "$SEED")
 case $SCALE in quick | full) ;; *) echo "SCALE must be quick or full, got '$SCALE'" >&2; exit 2 ;; esac
 # whole_numbers NAME...: each named knob a whole number, else one line and exit 2 (a knob such as STEPS=abc reached
-# bash arithmetic and read "abc: unbound variable": helper-86's probe)
+# bash arithmetic and read "abc: unbound variable": helper-86's probe). No leading zero: bash arithmetic reads 0512 as
+# octal (warmup 34 where mimic got 512) and 08 not at all (the review of session 55).
+whole='(0|[1-9][0-9]*)'
 whole_numbers() {
   local n
-  for n; do [[ ${!n} =~ ^[0-9]+$ ]] || { echo "$n must be a whole number, got '${!n}'" >&2; exit 2; }; done
+  for n; do [[ ${!n} =~ ^$whole$ ]] || { echo "$n must be a whole number, got '${!n}'" >&2; exit 2; }; done
+}
+# whole_number_list NAME...: each named knob whole numbers separated by spaces ("" for none), as whole_numbers
+whole_number_list() {
+  local n
+  for n; do
+    [[ ${!n} =~ ^\ *($whole(\ +$whole)*)?\ *$ ]] || { echo "$n must be whole numbers separated by spaces, got '${!n}'" >&2; exit 2; }
+  done
 }
 [[ -x $MIMIC ]] || { echo "no mimic CLI at $MIMIC (build it: cmake --build build --target mimic_cli, or set MIMIC)" >&2; exit 2; }
 
@@ -155,7 +164,7 @@ convert_with() {
 PASSKEY_LENGTHS=${PASSKEY_LENGTHS:-64,128,256,512}
 PASSKEY_TRIALS=${PASSKEY_TRIALS:-$([[ $SCALE == full ]] && echo 100 || echo 20)}
 whole_numbers PASSKEY_TRIALS
-[[ $PASSKEY_LENGTHS =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "PASSKEY_LENGTHS must be whole numbers separated by commas, got '$PASSKEY_LENGTHS'" >&2; exit 2; }
+[[ $PASSKEY_LENGTHS =~ ^$whole(,$whole)*$ ]] || { echo "PASSKEY_LENGTHS must be whole numbers separated by commas, got '$PASSKEY_LENGTHS'" >&2; exit 2; }
 # Recipes share one folder and some ask other lengths or trials of the same model (gpt2-sla: 64..512 × 20;
 # gpt2-recall: 128..512 × 100): a result made with other settings is measured again, so a table never shows another
 # recipe's trials.

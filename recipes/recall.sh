@@ -20,6 +20,7 @@ source "$(dirname "$0")/lib.sh"
 mkdir -p "$OUT"
 mqar_settings
 ENT_SAMPLES=${ENT_SAMPLES:-16}  # REC_SAMPLES (64), EPOCHS (10) and FT_STEPS (60) as in recipes/lib.sh
+whole_numbers ENT_SAMPLES
 MAPS=${MAPS:-$("$MIMIC" info --feature-maps --json | jq -r '.feature_maps[].name | select(. != "identity")')}
 CONVERT_MAPS=${CONVERT_MAPS:-hedgehog elu}
 config=$root/recipes/configs/recall${suffix}-mini.json

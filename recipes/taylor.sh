@@ -15,6 +15,7 @@ source "$(dirname "$0")/lib.sh"
 mkdir -p "$OUT"
 mqar_settings
 ORDERS=${ORDERS:-1 2 3} NORMS=${NORMS:-row l2 rms}
+whole_number_list ORDERS
 config=$root/recipes/configs/taylor-mini.json
 
 from_scratch softmax softmax "$config"

@@ -2,8 +2,9 @@
 # Every recipe end to end on the embedded models at a toy size (a few samples, one epoch, one finetuning step), so a
 # recipe cannot rot between the measured runs: each one must finish, print its table with a number in every cell,
 # and a second run must skip every stage.   recipes_test.sh SOURCE_DIR MIMIC_CLI [quickstart|others|all]
-# quickstart (Recipes.QuickstartEndToEndAtToySize, in the test command) runs the README's recipe; others
-# (Recipes.EveryOtherRecipeEndToEndAtToySize, label heavy: about 12 minutes on 2 cores) runs the rest.
+# quickstart (Recipes.QuickstartEndToEndAtToySize, in the test command) runs the README's recipe and refuses every
+# recipe's bad knobs; others (Recipes.EveryOtherRecipeEndToEndAtToySize, label heavy: about 12 minutes on 2 cores) runs
+# the rest.
 set -euo pipefail
 src=$1
 export MIMIC=$2
@@ -50,13 +51,24 @@ if [[ $group != others ]]; then
   grep -q '<tr><td class=l>finetuned</td><td>[0-9.]*</td><td>[^<]*</td><td>-\?[0-9.]* &plusmn;' "$work/quickstart/report/report.html" || fail "quickstart's report shows no quality numbers for the finetuned model"
   # the teacher's evals join the report's teacher row: no note of a label that names no --model (helper-86's probe)
   if grep -q "names no --model" "$work/quickstart.log"; then cat "$work/quickstart.log" >&2; fail "quickstart's report noted an --eval label"; fi
-  # bad knobs: one clear line and exit 2 before any stage (a SCALE it has not ran the quick pipeline; a word for a
-  # number reached bash arithmetic as "unbound variable")
-  for knob in SCALE=full FT_STEPS=abc COPY_LEN=1+1 PASSKEY_LENGTHS=64,,128; do
+  # bad knobs: one clear line and exit 2 before any stage (another SCALE ran the quick pipeline without a word; a word
+  # for a number reached bash arithmetic as "unbound variable", a leading zero was read as octal)
+  for knob in SCALE=full FT_STEPS=abc COPY_LEN=1+1 FT_BATCH=08 PASSKEY_LENGTHS=64,,128 PASSKEY_LENGTHS=064; do
     rc=0; env "$knob" OUT="$work/bad-knob" bash "$src/recipes/quickstart.sh" >"$work/bad.log" 2>&1 || rc=$?
     [[ $rc == 2 && $(wc -l <"$work/bad.log") == 1 ]] || { cat "$work/bad.log" >&2; fail "quickstart with $knob: exit $rc, not one line and exit 2"; }
     grep -q "^${knob%%=*} must be\|^quickstart runs at SCALE=quick only" "$work/bad.log" || { cat "$work/bad.log" >&2; fail "quickstart with $knob: no clear message"; }
     [[ ! -d $work/bad-knob/.done ]] || fail "quickstart ran a stage before refusing $knob"
+  done
+  # every other recipe's own numeric knobs likewise (they reach bash arithmetic or a loop over their words)
+  for case in "gpt2-recall.sh KS=2,4" "gpt2-recall.sh KL_KS=x" "gpt2-recall.sh HEAD_CACHE_KS=08" "gpt2-recall.sh CACHES=1e3" \
+              "gpt2-recall.sh WINDOW=64k" "gpt2-hybrid.sh WINDOWS=016" "gpt2-hybrid.sh KEEP_HEADS=two" "gpt2-stage2.sh K=-1" \
+              "bert-hedgehog.sh CLS_LEN=256.0" "bert-hedgehog.sh CLS_BATCH=0x10" "recall.sh ENT_SAMPLES=abc" "recall.sh STEPS=1+1" \
+              "taylor.sh ORDERS=1,2" "taylor.sh PAIRS=02"; do
+    recipe=${case%% *} knob=${case#* }
+    rc=0; env "$knob" OUT="$work/bad-knob" bash "$src/recipes/$recipe" >"$work/bad.log" 2>&1 || rc=$?
+    [[ $rc == 2 && $(wc -l <"$work/bad.log") == 1 ]] || { cat "$work/bad.log" >&2; fail "$recipe with $knob: exit $rc, not one line and exit 2"; }
+    grep -q "^${knob%%=*} must be" "$work/bad.log" || { cat "$work/bad.log" >&2; fail "$recipe with $knob: no clear message"; }
+    [[ ! -d $work/bad-knob/.done ]] || fail "$recipe ran a stage before refusing $knob"
   done
   [[ $group == quickstart ]] && { echo "recipes_test: the quickstart ran"; exit 0; }
 fi

@@ -311,8 +311,9 @@ TEST(DistillMetrics, SpearmanMatchesTheDefinitionOnRandomRowsWithTies) {
 
 // A student whose weights go negative (identity: w_ij = q_i·k_j / Σ_j q_i·k_j) is ranked by its weights themselves:
 // along a row they are the scores divided by one number, so the rank correlation is +1 where that normaliser is
-// positive and −1 where it is negative. The log weights floored every negative weight into one tie: a head read 0.78
-// where the definition gives −0.90 (helper-87's probe).
+// positive and −1 where it is negative. The log weights floored every negative weight into one tie and their
+// divisor too (a row with a negative one then followed the positive part of its scores, ≈ +1): a head read 0.78 where
+// the definition gives −0.90 (helper-87's probe).
 TEST(DistillMetrics, SpearmanOfSignedWeightsIsPlusOrMinusOneByTheSignOfTheRowsNormaliser) {
   auto b = tiny_batch(true);
   auto s = student("identity", 2, 3);

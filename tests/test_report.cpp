@@ -305,7 +305,8 @@ TEST(Report, MatchesDistillAndWritesEveryFile) {
   for (const auto& f : r.files) EXPECT_TRUE(fs::exists(out / f)) << f;
   auto csv = mimic::test::read_bytes((out / "metrics.csv").string());
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 4 * 2 * 3);
-  EXPECT_EQ(csv.substr(0, csv.find('\n')), "source,kind,layer,head,entropy,kl,ce,spearman,top_8_mass,induction,previous_token,local_mass_64");
+  // the header names the k and window computed: the default window of 64 keys cut to the record's 16 tokens
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), "source,kind,layer,head,entropy,kl,ce,spearman,top_8_mass,induction,previous_token,local_mass_16");
   // induction and previous-token scores are weights: in [0, 1] for the teacher and every student
   // (the parsed document is a named variable: a range-for over a temporary's member would read freed memory)
   auto j = nlohmann::json::parse(mimic::test::read_bytes((out / "metrics.json").string()));

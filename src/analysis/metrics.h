@@ -39,8 +39,9 @@ class MetricsAccumulator {
   void add(attention::DistillableKernel& student, const TeacherBatch& batch);
   // The same from weights directly: a (teacher), log_a_hat (student), scores (q·k·scale), [B, H, T, T]; `signed_weights`:
   // the student's weights where some are negative (then ranked by spearman, and the accumulator marked signed), else
-  // undefined. log_a_hat floors the weights (FLT_MIN), so ranking it tied every negative weight into one rank: a delta
-  // head's spearman read 0.41 for 0.32, identity's 0.78 for −0.90 (helper-87's probe).
+  // undefined. log_a_hat floors the weights and their divisor (FLT_MIN), so ranking it tied every negative weight into
+  // one rank and, in a row whose divisor is negative, followed the positive weights up where the weights themselves go
+  // down: a delta head's spearman read 0.41 for 0.32, identity's 0.78 for −0.90 (helper-87's probe).
   void add_weights(const at::Tensor& a, const at::Tensor& log_a_hat, const at::Tensor& scores, const TeacherBatch& batch,
                    const at::Tensor& signed_weights = at::Tensor());
   LayerMetrics result() const;

@@ -67,12 +67,12 @@ bool AttentionKindInfo::takes_option(const std::string& key) const {
 }
 
 void fail_unknown_option(const std::string& kind, const std::string& key) {
-  const auto& options = attention_kind(kind).options;
+  const auto& info = attention_kind(kind);
   // each parser asks the list first, so a listed key reaches its closing refusal only when the parser forgot to read it
   // (AttentionKinds.EveryRegisteredKind… catches that): not the user's mistake, said as such
-  MIMIC_CHECK(!attention_kind(kind).takes_option(key), "attention kind '", kind, "' lists option '", key,
+  MIMIC_CHECK(!info.takes_option(key), "attention kind '", kind, "' lists option '", key,
               "' in kinds.def but does not read it (a defect in mimic: please report it)");
-  fail("unknown ", kind, " attention option '", key, "' (options: ", options, ")");
+  fail("unknown ", kind, " attention option '", key, "' (options: ", info.options, ")");
 }
 
 AttentionKernel make_attention_kernel(const std::string& kind, const nlohmann::json& options, int64_t n_head, int64_t head_dim) {

@@ -178,11 +178,13 @@ class LinearDecoder : public Decoder {
   std::vector<torch::Tensor> q_, k_, v_;  // per new token: q, k [1, H, 1, d], v [1, H, d]
 };
 
-// Hybrid at context n: the state after hybrid_chunked over n random tokens (the last w keys, values and key
-// features, and the linear state of every older key); each new token is a hybrid_step on it, as the hybrid
-// kernel decodes. With `cache` (the hyb+cache form), as the kernel decodes with LoLA's sparse cache: the prompt's n
-// tokens run through hybrid_step one by one (a selection at every token), the state keeping keys only where the
-// map allows (HybridOptions::key_features), then each new token a hybrid_step on a copy of that state.
+// Hybrid at context n: the state after hybrid_chunked over n random tokens (the last w keys and values, and the
+// linear state of every older key); each new token is a hybrid_step on it, as the hybrid kernel decodes. Both forms
+// keep keys only where the map allows (HybridOptions::key_features), as the kernel does, and compute a key's features
+// again when it leaves the window: the plain form counted the window's key features once, 98,820 bytes at the
+// defaults where the kernel keeps 66,052 (helper-89's probe). With `cache` (the hyb+cache form), as the kernel
+// decodes with LoLA's sparse cache: the prompt's n tokens run through hybrid_step one by one (a selection at every
+// token), then each new token a hybrid_step on a copy of that state.
 class HybridDecoder : public Decoder {
  public:
   HybridDecoder(const Setup& s, int64_t context, int64_t tokens, bool cache = false)
@@ -190,12 +192,12 @@ class HybridDecoder : public Decoder {
     {
       auto in = make_inputs(s.h, context, s.d);
       auto f = map_features(*s.map, in.q, in.k, s.scale, 0);
+      if (s.map->of_key_alone())
+        opts_.key_features = [&map = *s.map, root = std::sqrt(s.scale)](const at::Tensor& k) { return map.forward(k * root, Role::Key, 0); };
       if (!cache) {
         attention::hybrid_chunked(in.q, in.k, in.v, f, s.scale, opts_, torch::Tensor(), &prefilled_);
       } else {
         opts_.cache_every = 1;
-        if (s.map->of_key_alone())
-          opts_.key_features = [&map = *s.map, root = std::sqrt(s.scale)](const at::Tensor& k) { return map.forward(k * root, Role::Key, 0); };
         for (int64_t t = 0; t < context; ++t)
           attention::hybrid_step(in.q.narrow(2, t, 1), in.k.narrow(2, t, 1), in.v.narrow(2, t, 1),
                                  Features{f.q.narrow(2, t, 1), f.k.narrow(2, t, 1), f.log_space}, s.scale, opts_, prefilled_);

@@ -44,6 +44,19 @@ double log_weight(double v) { return std::isnan(v) ? v : std::log10(std::max(v, 
 
 }  // namespace
 
+HeadValues mean_where_defined(const std::vector<HeadValues>& values) {
+  HeadValues m;
+  for (double HeadValues::*field : {&HeadValues::entropy, &HeadValues::kl, &HeadValues::ce, &HeadValues::spearman, &HeadValues::top_k,
+                                    &HeadValues::induction, &HeadValues::previous_token, &HeadValues::local_mass}) {
+    double sum = 0;
+    size_t n = 0;
+    for (const auto& v : values)
+      if (std::isfinite(v.*field)) sum += v.*field, ++n;
+    m.*field = n > 0 ? sum / static_cast<double>(n) : NAN;
+  }
+  return m;
+}
+
 std::vector<Figure> write_heatmaps(const std::string& out, const Metrics& m, const PlotData& pd, const std::vector<int64_t>& layers,
                                    const std::vector<int64_t>& draw_heads, int64_t sample) {
   std::vector<Figure> figs;

@@ -100,16 +100,12 @@ std::string render_html(const nlohmann::json& info, const nlohmann::json& result
   h << "<h3>Mean over layers</h3>\n";
   header("layers");
   for (size_t s = 0; s < m.sources.size(); ++s) {
-    HeadValues mean;
-    double n = 0;
-    double e = 0, kl = 0, ce = 0, rho = 0, top = 0, ind = 0, prev = 0;
+    std::vector<HeadValues> present;
     for (size_t l = 0; l < m.layers.size(); ++l) {
       const auto& v = m.mean(s, l);
-      if (!std::isfinite(v.entropy) && !std::isfinite(v.spearman)) continue;  // absent
-      e += v.entropy, kl += v.kl, ce += v.ce, rho += v.spearman, top += v.top_k, ind += v.induction, prev += v.previous_token, n += 1;
+      if (std::isfinite(v.entropy) || std::isfinite(v.spearman)) present.push_back(v);  // else absent
     }
-    if (n > 0) mean = {e / n, kl / n, ce / n, rho / n, top / n, ind / n, prev / n};
-    row(n == static_cast<double>(m.layers.size()) ? "all" : "those present", s, mean);
+    row(present.size() == m.layers.size() ? "all" : "those present", s, mean_where_defined(present));
   }
   h << "</table>\n<p>Per layer: <a href=\"#per-layer\">the table below the figures</a>.</p>\n";
 

@@ -162,24 +162,6 @@ std::vector<Student> open_students(const ReportOptions& o, const record::RecordR
   return out;
 }
 
-// The mean of the heads' values over the heads that do not keep softmax (NaN where every reported head keeps it):
-// as the accumulators' means (an unweighted mean over heads), without the kept heads' teacher values.
-HeadValues mean_over_converted(const std::vector<HeadValues>& per, const std::vector<int64_t>& heads, const std::set<int64_t>& kept) {
-  HeadValues m;
-  std::vector<double*> fields = {&m.entropy, &m.kl, &m.ce, &m.spearman, &m.top_k, &m.induction, &m.previous_token, &m.local_mass};
-  for (auto* f : fields) *f = 0;
-  size_t n = 0;
-  for (size_t i = 0; i < heads.size(); ++i) {
-    if (kept.count(heads[i])) continue;
-    const auto& v = per[i];
-    const double values[] = {v.entropy, v.kl, v.ce, v.spearman, v.top_k, v.induction, v.previous_token, v.local_mass};
-    for (size_t f = 0; f < fields.size(); ++f) *fields[f] += values[f];
-    ++n;
-  }
-  for (auto* f : fields) *f = n > 0 ? *f / static_cast<double>(n) : NAN;
-  return m;
-}
-
 // What the figures need of the drawn sample, gathered while streaming.
 void keep_plot_data(PlotData& pd, size_t src, int64_t layer, const at::Tensor& w, const at::Tensor& scores,
                     const at::Tensor& vis, const std::vector<int64_t>& plot_heads, int64_t tokens) {
@@ -373,19 +355,21 @@ ReportResult report(const ReportOptions& o) {
       const auto& kept = *kept_heads;
       std::vector<HeadValues> per;
       for (size_t hi = 0; hi <= res.heads.size(); ++hi) {
-        const auto& x = hi < res.heads.size() ? r.heads[hi] : r.mean;
         HeadValues v;
-        if (hi == res.heads.size() && !kept.empty()) {
-          v = mean_over_converted(per, res.heads, kept);
-        } else if (present && (hi == res.heads.size() || !kept.count(res.heads[hi]))) {
+        if (hi == res.heads.size()) {
+          // the mean over the heads that have each value: an unweighted mean over heads, as the accumulators' own,
+          // leaving out the kept heads (no values) and a head without a Spearman
+          v = mean_where_defined(per);
+        } else if (present && !kept.count(res.heads[hi])) {
+          const auto& x = r.heads[hi];
           v.entropy = si == 0 ? x.entropy_softmax : x.entropy_linear;
           v.kl = si == 0 ? 0.0 : x.kl;
           v.ce = si == 0 ? x.entropy_softmax : x.ce;
           v.spearman = x.spearman;
           v.top_k = si == 0 ? x.top_k_softmax : x.top_k_linear;
-          v.induction = hi < res.heads.size() ? sc.induction[hi] : sc.induction_mean;
-          v.previous_token = hi < res.heads.size() ? sc.previous_token[hi] : sc.previous_token_mean;
-          v.local_mass = hi < res.heads.size() ? sc.local_mass[hi] : sc.local_mass_mean;
+          v.induction = sc.induction[hi];
+          v.previous_token = sc.previous_token[hi];
+          v.local_mass = sc.local_mass[hi];
         }
         per.push_back(v);
         res.rows.push_back({{"source", m.sources[si]},
@@ -413,7 +397,7 @@ ReportResult report(const ReportOptions& o) {
   };
   {
     std::ostringstream csv;
-    csv << kMetricsCsvHead << "entropy,kl,ce,spearman,top_" << o.top_k << "_mass,induction,previous_token,local_mass_" << o.local_window << "\n";
+    csv << kMetricsCsvHead << "entropy,kl,ce,spearman,top_" << res.mass_k << "_mass,induction,previous_token,local_mass_" << res.local_window << "\n";
     size_t i = 0;
     for (const auto& r : res.rows) {
       const size_t si = i++ / (res.layers.size() * (res.heads.size() + 1));
