@@ -340,6 +340,24 @@ TEST(DistillMetrics, SpearmanOfSignedWeightsIsPlusOrMinusOneByTheSignOfTheRowsNo
   EXPECT_GT(negative, 0);  // the batch has rows the old ranking got wrong
 }
 
+// A head none of whose rows has a rank correlation (its scores constant) has no Spearman, and the layer's mean is
+// the other heads' (it was the sum over every head, NaN for all: the review of session 55).
+TEST(DistillMetrics, TheMeanSpearmanLeavesOutAHeadThatHasNone) {
+  auto b = tiny_batch(true);
+  b.q[0][1].zero_();  // head 1: q = 0, every score 0 in sample 0 ...
+  b.q[1][1].zero_();  // ... and sample 1
+  auto scores = torch::matmul(b.q, b.k.transpose(-1, -2)) * b.scale;
+  const auto a = analysis::teacher_weights(b);
+  auto log_w = torch::log_softmax(torch::randn_like(scores), -1);  // any student: its weights need not follow the scores
+  analysis::MetricsAccumulator acc(0, 2);
+  acc.add_weights(a, log_w, scores, b);
+  const auto m = acc.result();
+  EXPECT_TRUE(std::isnan(m.heads[1].spearman));
+  ASSERT_TRUE(std::isfinite(m.heads[0].spearman));
+  EXPECT_DOUBLE_EQ(m.mean.spearman, m.heads[0].spearman);
+  EXPECT_NEAR(m.mean.ce, (m.heads[0].ce + m.heads[1].ce) / 2, 1e-12);  // the other means stay over both heads
+}
+
 TEST(DistillMetrics, EntropiesOfAHandMadeRow) {
   // one sample, one head, T = 2, bidirectional, both keys visible: teacher a = softmax(s·q·k), student given
   analysis::TeacherBatch b;

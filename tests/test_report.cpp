@@ -18,6 +18,7 @@
 #include "mimic/eval/metrics.h"
 #include "mimic/models/model.h"
 #include "mimic/record/record.h"
+#include "mimic/report/figures.h"
 #include "mimic/report/pareto.h"
 #include "mimic/report/plot.h"
 #include "mimic/report/quality.h"
@@ -197,6 +198,20 @@ TEST(ReportMetrics, HandComputedEntropyKlCeSpearmanTopK) {
   // the JSON carries the top-k masses only when they were computed
   EXPECT_TRUE(acc.result().to_json().at("mean").contains("top_k_linear"));
   EXPECT_FALSE(analysis::MetricsAccumulator(0, 1).result().to_json().at("mean").contains("top_k_linear"));
+}
+
+// The means over heads and over layers: each value over the heads (layers) that have it — a kept head (no values), a
+// head without a Spearman — and NaN where none has it (a signed student's entropy).
+TEST(ReportMetrics, MeansAreOverTheHeadsThatHaveTheValue) {
+  mimic::report::HeadValues a, b, kept;
+  a.entropy = 1.0, a.spearman = 0.5, a.induction = 0.2;
+  b.entropy = 2.0, b.induction = 0.4;  // no Spearman
+  const auto m = mimic::report::mean_where_defined({a, b, kept});
+  EXPECT_DOUBLE_EQ(m.entropy, 1.5);
+  EXPECT_DOUBLE_EQ(m.spearman, 0.5);
+  EXPECT_NEAR(m.induction, 0.3, 1e-15);
+  EXPECT_TRUE(std::isnan(m.kl));
+  EXPECT_TRUE(std::isnan(mimic::report::mean_where_defined({}).entropy));
 }
 
 TEST(ReportMetrics, UniformRowsHaveEntropyLogN) {
