@@ -16,6 +16,7 @@
 #include "mimic/core/progress.h"
 #include "mimic/data/token_cache.h"
 #include "mimic/io/safetensors.h"
+#include "mimic/eval/copy.h"
 #include "mimic/eval/perplexity.h"
 #include "mimic/io/atomic_file.h"
 #include "mimic/models/model.h"
@@ -297,11 +298,13 @@ TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {
     by_window[k].second += 1;
   }
   double expected = std::exp(nll / static_cast<double>(n - 1));
-  // the NLL's 95% interval with the windows as clusters, written out: 1.96 · sqrt(Σ (S_k − m·n_k)² / (W (W − 1))) / n̄
+  // the NLL's 95% interval with the windows as clusters, written out: t · sqrt(Σ (S_k − m·n_k)² / (W (W − 1))) / n̄,
+  // t Student's of W − 1 degrees of freedom (student_t95: against the textbook's table in test_recall.cpp)
   const double W = static_cast<double>(by_window.size()), m = nll / static_cast<double>(n - 1);
   double ss = 0;
   for (const auto& [k, sn] : by_window) ss += (sn.first - m * sn.second) * (sn.first - m * sn.second);
-  const double expected_ci = 1.96 * std::sqrt(ss / (W * (W - 1))) / (static_cast<double>(n - 1) / W);
+  const double expected_ci = mimic::eval::student_t95(static_cast<int64_t>(W) - 1) * std::sqrt(ss / (W * (W - 1))) /
+                             (static_cast<double>(n - 1) / W);
   auto r = mimic_cli("eval --model " + gpt2_dir() + " --file " + dir.file("t.txt") + " --window 16 --stride 5 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
@@ -325,8 +328,9 @@ TEST(Cli, EvalPerplexityMatchesTokenByTokenReference) {
   const std::string note = "note: --stride 16: each window scores every token but its first";
   ASSERT_NE(whole.err.find(note), std::string::npos) << whole.err;
   EXPECT_EQ(whole.err.find(note, whole.err.find(note) + 1), std::string::npos) << whole.err;
-  // by hand: clusters (10, 5), (6, 5), (14, 5): mean 2, residuals 0, −4, 4, 1.96 · sqrt(32 / 6) / 5
-  EXPECT_NEAR(mimic::eval::ratio_mean_ci95({{10, 5}, {6, 5}, {14, 5}}), 1.96 * std::sqrt(32.0 / 6.0) / 5.0, 1e-12);
+  // by hand: clusters (10, 5), (6, 5), (14, 5): mean 2, residuals 0, −4, 4, t₂ · sqrt(32 / 6) / 5 with the table's
+  // t₂ = 4.303 (1.96 made an interval 2.2 times too narrow; with 2 windows 6.5 times: helper-91's probe)
+  EXPECT_NEAR(mimic::eval::ratio_mean_ci95({{10, 5}, {6, 5}, {14, 5}}), 4.303 * std::sqrt(32.0 / 6.0) / 5.0, 1e-3);
   EXPECT_TRUE(std::isnan(mimic::eval::ratio_mean_ci95({{10, 5}})));
 }
 

@@ -727,13 +727,20 @@ TEST(FinetuneCli, LmWithLoraAndTeacher) {
   // a plain model has no kernel parameters: LoRA's default set trains LoRA alone ("feature-maps + LoRA" named maps
   // that are not there: helper-74's probe of 2026-12-06); a converted model's trains its maps beside it
   EXPECT_EQ(j["trainable"], "LoRA r=2 scale=2");
+  // by hand: LoRA adapts the fused q, k, v projection (one A [r, d] and B [d, r] per block) and the output
+  // projection: 8·r·d per layer
+  const auto config = nlohmann::json::parse(mimic::test::read_bytes(base + "/config.json"));
+  EXPECT_EQ(j["trainable_parameters"], config["n_layer"].get<int64_t>() * 8 * 2 * config["n_embd"].get<int64_t>());
   mimic::finetune::FinetuneOptions lora;
   lora.lora.rank = 2;
   lora.lora.alpha = 4;
   EXPECT_EQ(mimic::finetune::describe_trainable(lora, /*has_kernels=*/true), "feature-maps + LoRA r=2 scale=2");
   EXPECT_EQ(mimic::finetune::describe_trainable(lora, /*has_kernels=*/false), "LoRA r=2 scale=2");
+  // a classifier's head trains under every selection: named beside any but all (helper-92's probe)
+  EXPECT_EQ(mimic::finetune::describe_trainable(lora, /*has_kernels=*/false, /*head=*/true), "LoRA r=2 scale=2 + the classifier head");
   lora.train_set = mimic::finetune::TrainSet::All;
   EXPECT_EQ(mimic::finetune::describe_trainable(lora, /*has_kernels=*/false), "all + LoRA r=2 scale=2");
+  EXPECT_EQ(mimic::finetune::describe_trainable(lora, /*has_kernels=*/false, /*head=*/true), "all + LoRA r=2 scale=2");
   EXPECT_DOUBLE_EQ(j["lr"].get<double>(), 6e-4);  // the gpt2 preset
   EXPECT_DOUBLE_EQ(j["weight_decay"].get<double>(), 0.01);
   EXPECT_GT(j["teacher"]["validation"]["perplexity"].get<double>(), 1000.0);

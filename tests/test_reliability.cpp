@@ -1079,6 +1079,15 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
                                       " --steps 2 --warmup 1 --lr 1e-4 --batch-size 4 --seq-len 16 --threads 1 --json --out " + dir.file("b2"));
   ASSERT_EQ(again.code, 0) << again.err;
   EXPECT_EQ(nlohmann::json::parse(mimic::test::read_bytes(dir.file("b2/config.json")))["id2label"], (nlohmann::json{{"0", "1"}, {"1", "0"}}));
+  // its --json says that order and the class F1 is of, as eval's (docs/finetune.md said so; it did not: helper-92's
+  // probe), and what trained: every parameter of the model
+  const auto jagain = nlohmann::json::parse(again.out);
+  EXPECT_EQ(jagain["labels"], (nlohmann::json{"1", "0"}));
+  EXPECT_EQ(jagain["f1_of"], "0");
+  EXPECT_EQ(jagain["trainable"], "all");
+  const auto info = mimic::test::mimic_cli("info --json " + dir.file("b"));
+  ASSERT_EQ(info.code, 0) << info.err;
+  EXPECT_EQ(jagain["trainable_parameters"], nlohmann::json::parse(info.out)["parameters"]);
   // a teacher of the same labels in another order is scored through its own ids, as eval --teacher scores it: finetune
   // refused it (helper-52's probe of 2026-12-04); its test accuracy is b's, which is a's
   auto taught = mimic::test::mimic_cli("finetune --task cls --model " + dir.file("a") + " --teacher " + dir.file("b") + " --data " +
@@ -1097,8 +1106,11 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
   mimic::test::write_bytes(dir.file("tv.jsonl"), R"({"text": "a day", "label": "0", "split": "train"})" "\n"
                                                  R"({"text": "a night", "label": "1", "split": "validation"})" "\n");
   auto no_test = mimic::test::mimic_cli("finetune --task cls --model " + dir.file("a") + " --data " + dir.file("tv.jsonl") +
-                                        " --steps 1 --warmup 1 --lr 1e-4 --batch-size 1 --seq-len 16 --threads 1 --json --out " + dir.file("a3"));
+                                        " --steps 1 --warmup 1 --lr 1e-4 --batch-size 2 --seq-len 16 --threads 1 --json --out " + dir.file("a3"));
   ASSERT_EQ(no_test.code, 0) << no_test.err;
+  // a batch larger than the training split repeats rows within a step: said (helper-92's probe: without a word)
+  EXPECT_NE(no_test.err.find("mimic: note: a batch of 2 examples is larger than the training split (1 row): each step holds some rows "
+                             "more than once"), std::string::npos) << no_test.err;
   const auto jn = nlohmann::json::parse(no_test.out);
   EXPECT_TRUE(jn["test"].is_null()) << no_test.out;
   EXPECT_EQ(jn["validation"]["n"], 1) << no_test.out;
@@ -1106,6 +1118,7 @@ TEST(Labels, AClassifierIsScoredThroughItsOwnLabel2idAndUnknownLabelsAreRefused)
                                         " --steps 1 --warmup 1 --lr 1e-4 --batch-size 1 --seq-len 16 --threads 1 --out " + dir.file("a4"));
   ASSERT_EQ(printed.code, 0) << printed.err;
   EXPECT_NE(printed.out.find("validation accuracy"), std::string::npos) << printed.out;
+  EXPECT_NE(printed.out.find("validation F1 (of '1')"), std::string::npos) << printed.out;
   EXPECT_EQ(printed.out.find("test accuracy"), std::string::npos) << printed.out;
   // a label the classifier does not know
   mimic::test::write_bytes(dir.file("u.jsonl"), std::string(R"({"text": "a wonderful day", "label": "1"})") + "\n" +

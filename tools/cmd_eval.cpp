@@ -129,7 +129,7 @@ nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
               std::to_string(r.window));
   if (a.ppl.stride > r.stride)
     note_once("--stride " + std::to_string(a.ppl.stride) + ": each window scores every token but its first, so windows overlap by one at "
-              "least: the stride is " + std::to_string(r.stride) + " tokens");
+              "least: the stride is " + count_of(r.stride, "token", "tokens"));
   nlohmann::json j = {{"perplexity", r.perplexity}, {"nll", r.nll},         {"tokens", r.tokens},
                       {"predicted", r.predicted},   {"windows", r.windows}, {"window", r.window}, {"stride", r.stride}, {"seconds", r.seconds},
                       {"tokens_per_second", r.seconds > 0 ? r.predicted / r.seconds : 0.0},

@@ -56,15 +56,16 @@ nlohmann::json scores_json(const finetune::LmScores& s) {
   return j;
 }
 
-// "student    teacher" columns; the teacher's column only when there is one.
+// "student    teacher" columns; the teacher's column only when there is one. A label up to 30 characters
+// ("validation F1 (of 'spam')") keeps the columns.
 void print_row(const char* label, double student, const std::optional<double>& teacher, const char* fmt = "%12.4f") {
-  std::printf("  %-22s", label);
+  std::printf("  %-30s", label);
   std::printf(fmt, student);
   if (teacher) std::printf(fmt, *teacher);
   std::printf("\n");
 }
 
-void print_header(bool teacher) { std::printf("  %-22s%12s%s\n", "", "student", teacher ? "     teacher" : ""); }
+void print_header(bool teacher) { std::printf("  %-30s%12s%s\n", "", "student", teacher ? "     teacher" : ""); }
 
 // "gpt2 for GPT-2, Llama, Mistral, Qwen2, Qwen3; bert for BERT": each preset with the families it is the default of
 // (the help named GPT-2's and BERT's alone, so a Llama's default was left to guess)
@@ -130,7 +131,8 @@ void run(FinetuneArgs& a) {
 
   train::TrainResult tr;
   std::string trainable;  // what trained, as the run described it
-  nlohmann::json student, teacher;
+  int64_t trainable_parameters = 0;
+  nlohmann::json student, teacher, labels;
   if (a.task == "lm") {
     finetune::LmOptions o;
     static_cast<finetune::FinetuneOptions&>(o) = f;
@@ -152,6 +154,7 @@ void run(FinetuneArgs& a) {
     auto r = finetune::finetune_lm(o);
     tr = r.train;
     trainable = r.trainable;
+    trainable_parameters = r.trainable_parameters;
     student = scores_json(r.student);
     if (r.teacher) teacher = scores_json(*r.teacher);
   } else {
@@ -169,14 +172,17 @@ void run(FinetuneArgs& a) {
     auto r = finetune::finetune_classifier(o);
     tr = r.train;
     trainable = r.trainable;
+    trainable_parameters = r.trainable_parameters;
     student = scores_json(r.student);
     if (r.teacher) teacher = scores_json(*r.teacher);
+    labels = r.labels;
   }
 
   if (!train::writes_outputs()) return;  // rank 0 prints the run's result
   nlohmann::json j = {{"out", f.train.out_dir},
                       {"task", a.task},
                       {"trainable", trainable},
+                      {"trainable_parameters", trainable_parameters},
                       {"preset", preset_name},
                       {"copy_fraction", copy_fraction},
                       {"lr", f.train.lr},
@@ -193,6 +199,9 @@ void run(FinetuneArgs& a) {
                       {"tokens_per_second", tr.finished_earlier ? nlohmann::json() : nlohmann::json(tr.tokens_per_second)}};
   j.update(student);
   if (!teacher.is_null()) j["teacher"] = teacher;
+  // the confusion matrices' order and the class F1 is of, as eval --json gives them (docs/finetune.md said `labels`
+  // was here; it was not: helper-92's probe)
+  if (a.task == "cls") j["labels"] = labels, j["f1_of"] = labels.size() == 2 ? labels[1] : nlohmann::json("macro");
   if (a.common.json) return print_json(j);
 
   // a rerun of a finished run trains nothing: it says so instead of a speed of 0
@@ -200,10 +209,10 @@ void run(FinetuneArgs& a) {
     std::printf("the run in %s finished earlier (%lld steps): nothing to train (--fresh trains again)\n", f.train.out_dir.c_str(),
                 static_cast<long long>(tr.steps));
   else
-    std::printf("finetuned %lld steps%s in %.0f s, %.0f tok/s; trainable: %s; preset %s (lr %g%s); best validation loss %.4f "
-                "at step %lld\n",
+    std::printf("finetuned %lld steps%s in %.0f s, %.0f tok/s; trainable: %s (%lld parameters); preset %s (lr %g%s); best validation "
+                "loss %.4f at step %lld\n",
                 static_cast<long long>(tr.steps), resumed_note(tr.resumed_from).c_str(), tr.seconds, tr.tokens_per_second,
-                trainable.c_str(), preset_name.c_str(), f.train.lr,
+                trainable.c_str(), static_cast<long long>(trainable_parameters), preset_name.c_str(), f.train.lr,
                 copy_fraction > 0 ? (", copy blocks " + std::to_string(static_cast<int>(std::lround(copy_fraction * 100))) + "%").c_str() : "",
                 tr.best_eval, static_cast<long long>(tr.best_step));
   const bool t = !teacher.is_null();
@@ -226,8 +235,10 @@ void run(FinetuneArgs& a) {
   } else {
     for (const char* split : {"validation", "test"}) {
       if (student[split].is_null()) continue;  // no test rows
+      // F1 says which class it is of, as eval prints it
+      const std::string f1 = labels.size() == 2 ? "F1 (of '" + labels[1].get<std::string>() + "')" : "F1 (macro)";
       for (const char* m : {"accuracy", "f1", "mcc"}) {
-        std::string label = std::string(split) + " " + (std::string(m) == "f1" ? "F1" : std::string(m) == "mcc" ? "MCC" : m);
+        std::string label = std::string(split) + " " + (std::string(m) == "f1" ? f1 : std::string(m) == "mcc" ? "MCC" : m);
         print_row(label.c_str(), student[split][m], teacher_at(ptr(std::string("/") + split + "/" + m)));
       }
     }

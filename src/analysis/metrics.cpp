@@ -72,7 +72,7 @@ void MetricsAccumulator::add(attention::DistillableKernel& student, const Teache
   at::Tensor log_w, w;
   auto out = student.forward_quadratic(b.q, b.k, b.v, teacher_context(b), &w, &log_w);
   auto scores = torch::matmul(b.q, b.k.transpose(-1, -2)) * b.scale;
-  add_weights(teacher_weights(b), log_w, scores, b, negative_weights(student, w, b) ? w : at::Tensor());
+  add_weights(teacher_weights(b), log_w, scores, b, student.weights_may_be_negative() ? w : at::Tensor());
   if (b.o.defined()) {
     auto rows = valid_rows(b).to(out.dtype());
     mse_sum_ += ((out - b.o).square() * rows).sum().item<double>();
@@ -83,7 +83,7 @@ void MetricsAccumulator::add(attention::DistillableKernel& student, const Teache
 void MetricsAccumulator::add_weights(const at::Tensor& a_in, const at::Tensor& log_w_in, const at::Tensor& scores,
                                      const TeacherBatch& b, const at::Tensor& signed_weights) {
   torch::NoGradGuard no_grad;
-  if (signed_weights.defined()) signed_ = true;
+  if (signed_weights.defined() && !signed_) signed_ = negative_weights(signed_weights, b);
   auto vis = visible(b);                           // [B, 1, T, T]
   auto visd = vis.to(torch::kDouble);
   auto a = a_in.to(torch::kDouble) * visd;
@@ -93,7 +93,8 @@ void MetricsAccumulator::add_weights(const at::Tensor& a_in, const at::Tensor& l
   auto ent_s = -torch::xlogy(a, a).sum({-1});
   auto ent_l = -(w * log_w).sum({-1});
   // Spearman of the scores and the weights: log w ranks positive weights as w does (and tells apart those that
-  // underflow in w); weights with negative ones are ranked themselves, in rows whose weights are all finite
+  // underflow in w); the weights of a kind whose weights may be negative are ranked themselves, in rows whose weights
+  // are all finite
   auto rho_ok = valid_rows(b).squeeze(-1);
   at::Tensor rho;
   if (signed_weights.defined()) {

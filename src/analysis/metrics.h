@@ -31,17 +31,19 @@ struct LayerMetrics {
 // Accumulates the metrics over batches (sums per head, then divides by the real query rows). When a map with
 // features of any sign (Sign::Any) gives some negative weight (identity does; taylor2's kernel is positive),
 // the linear weights are no distribution: ce, kl, entropy_linear and top_k_linear are then NaN (null in JSON);
-// spearman and mse stay defined (spearman ranks such a batch's weights themselves, over its rows whose weights are all
-// finite). top_k > 0 also accumulates the top-k masses.
+// spearman and mse stay defined (spearman ranks the weights of a student whose weights may be negative themselves, in
+// every batch, over the rows whose weights are all finite). top_k > 0 also accumulates the top-k masses.
 class MetricsAccumulator {
  public:
   MetricsAccumulator(int64_t layer, int64_t n_head, int64_t top_k = 0);
   void add(attention::DistillableKernel& student, const TeacherBatch& batch);
   // The same from weights directly: a (teacher), log_a_hat (student), scores (q·k·scale), [B, H, T, T]; `signed_weights`:
-  // the student's weights where some are negative (then ranked by spearman, and the accumulator marked signed), else
-  // undefined. log_a_hat floors the weights and their divisor (FLT_MIN), so ranking it tied every negative weight into
-  // one rank and, in a row whose divisor is negative, followed the positive weights up where the weights themselves go
-  // down: a delta head's spearman read 0.41 for 0.32, identity's 0.78 for −0.90 (helper-87's probe).
+  // the student's weights where they may be negative (weights_may_be_negative: spearman ranks them, and the accumulator
+  // is marked signed once a visible one is negative), else undefined. Chosen by the kind, not by the batch, so that
+  // distill's batches and report's single samples rank the same rows the same way. log_a_hat floors the weights and
+  // their divisor (FLT_MIN), so ranking it tied every negative weight into one rank and, in a row whose divisor is
+  // negative, followed the positive weights up where the weights themselves go down: a delta head's spearman read
+  // 0.41 for 0.32, identity's 0.78 for −0.90 (helper-87's probe).
   void add_weights(const at::Tensor& a, const at::Tensor& log_a_hat, const at::Tensor& scores, const TeacherBatch& batch,
                    const at::Tensor& signed_weights = at::Tensor());
   LayerMetrics result() const;

@@ -34,7 +34,8 @@ struct PerplexityResult {
 };
 
 // The 95% half-width of a ratio mean Σ sums / Σ counts over clusters (sum, count) — the ratio estimator's standard
-// error: 1.96 · sqrt(Σ (sum − mean·count)² / (W (W − 1))) / mean count. NaN for fewer than 2 clusters.
+// error times Student's t of W − 1 degrees of freedom (copy.h's student_t95): t · sqrt(Σ (sum − mean·count)² /
+// (W (W − 1))) / mean count. NaN for fewer than 2 clusters.
 double ratio_mean_ci95(const std::vector<std::pair<double, double>>& clusters);
 
 // Scores every token but the first exactly once. Window w covers [begin, end) with end - begin ≤ window;

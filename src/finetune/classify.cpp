@@ -257,8 +257,14 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
   if (const auto note = cut_texts_note(cut, n, "training texts", seq_len, cfg.max_positions); !note.empty()) t.start_notes.push_back(note);
+  // a batch runs on into the next epoch's order: one step then holds an example more than once (helper-92's probe)
+  if (const int64_t global = o.batch_size * env.world_size; global > n)
+    t.start_notes.push_back(detail::concat("a batch of ", global, " examples is larger than the training split (", n, n == 1 ? " row" : " rows",
+                                           "): each step holds some rows more than once"));
   ClassifyResult r;
   r.trainable = prepared.trainable_described;
+  r.trainable_parameters = prepared.trainable_parameters;
+  r.labels = data.labels;
   r.train = train::train(task, t);
   if (r.train.stopped || !train::writes_outputs()) return r;
   // Metrics of the best model (by validation loss) as saved, which also becomes the output directory itself.

@@ -30,6 +30,8 @@ struct ClassifyResult {
   ClassifyScores student;                 // of the best model (by validation loss), as saved
   std::optional<ClassifyScores> teacher;  // with teacher_dir
   std::string trainable;                  // what trained (describe_trainable)
+  int64_t trainable_parameters = 0;       // Prepared::trainable_parameters
+  std::vector<std::string> labels;        // the data's labels in id order: the confusion matrices' order, F1's class
 };
 
 ClassifyResult finetune_classifier(const ClassifyOptions& options);

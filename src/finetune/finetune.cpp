@@ -133,6 +133,7 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
   const TrainSet set = o.effective_train_set();
   const models::Family& family = *p.model->summary().family;
   int64_t embeddings = 0, embeddings_held = 0, kernel_tensors = 0;
+  bool head = false;
   for (const auto& param : p.model->module().named_parameters()) {
     const auto& name = param.key();
     if (is_kernel_parameter(name)) ++kernel_tensors;
@@ -146,6 +147,7 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
       ++embeddings;
     }
     param.value().set_requires_grad(train);
+    head = head || (train && is_classifier_head(name));
     if (train)
       p.trainable.emplace_back(name, param.value());
     else
@@ -164,7 +166,8 @@ Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& o)
   if (lora)
     for (auto& t : lora->lora_parameters()) p.trainable.push_back(t);
   // Converted models keep their history in mimic.json: this run joins it.
-  p.trainable_described = describe_trainable(o, kernel_tensors > 0);
+  p.trainable_described = describe_trainable(o, kernel_tensors > 0, head);
+  for (const auto& t : p.trainable) p.trainable_parameters += t.second.numel();
   nlohmann::json run = {{"from", o.model_dir}, {"train", p.trainable_described}, {"steps", o.train.steps}, {"lr", o.train.lr}};
   p.model->provenance()["finetuning"].push_back(run);
   MIMIC_CHECK(!p.trainable.empty(), o.model_dir, ": nothing to train with --train ", train_set_name(set));
@@ -240,13 +243,14 @@ void add_weight_digests(nlohmann::json& fp, models::Model& model, const Teacher&
   }
 }
 
-std::string describe_trainable(const FinetuneOptions& o, bool has_kernels) {
+std::string describe_trainable(const FinetuneOptions& o, bool has_kernels, bool head) {
   std::ostringstream os;
   // LoRA's default set on a model without kernels holds nothing besides LoRA: "feature-maps + LoRA" claimed maps
   // that are not there (helper-74's probe of 2026-12-06)
   const bool lora_alone = o.lora.rank > 0 && !has_kernels && o.effective_train_set() == TrainSet::FeatureMaps;
   if (!lora_alone) os << train_set_name(o.effective_train_set()) << (o.lora.rank > 0 ? " + " : "");
   if (o.lora.rank > 0) os << "LoRA r=" << o.lora.rank << " scale=" << o.lora.scale();
+  if (head && o.effective_train_set() != TrainSet::All) os << " + the classifier head";
   if (o.freeze_embeddings) os << ", embeddings frozen";
   if (o.freeze_kept_heads) os << ", kept heads frozen";
   return os.str();

@@ -98,6 +98,7 @@ struct Prepared {
   int64_t frozen_heads = 0;  // heads kept as loaded (freeze_kept_heads)
   std::function<void()> after_step;  // puts the frozen heads' blocks back (TrainTask::after_step)
   std::string trainable_described;  // describe_trainable, of this model
+  int64_t trainable_parameters = 0;  // the elements of the tensors that train (a frozen kept head's blocks among them)
 };
 Prepared prepare(std::unique_ptr<models::Model> model, const FinetuneOptions& options);
 
@@ -132,8 +133,10 @@ void add_weight_digests(nlohmann::json& fingerprint, models::Model& model, const
                         const std::string& teacher_dir);
 
 // A one-line description of what trains ("all", "attention + LoRA r=8 scale=2", ...). `has_kernels`: whether the
-// model holds kernel parameters (LoRA's default set, feature-maps, trains LoRA alone on a plain model).
-std::string describe_trainable(const FinetuneOptions& options, bool has_kernels);
+// model holds kernel parameters (LoRA's default set, feature-maps, trains LoRA alone on a plain model); `head`: whether
+// a classifier's head (pooler, classifier) trains, which it does under every selection — named beside any but all
+// ("LoRA r=4 scale=2" hid a head of two thirds of the trainable parameters: helper-92's probe).
+std::string describe_trainable(const FinetuneOptions& options, bool has_kernels, bool head = false);
 // --freeze-embeddings where the embeddings do not train anyway (--train attention|feature-maps, LoRA's default set),
 // or where the run found none held (`holds_nothing`): the refusal, "" when the flag holds something. The options alone
 // decide the first, which the CLI says as a usage error (it exited 1: helper-60's probe of 2026-12-04).

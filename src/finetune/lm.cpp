@@ -94,6 +94,7 @@ LmResult finetune_lm(const LmOptions& o) {
     t.start_notes.push_back(n);
   LmResult r;
   r.trainable = prepared.trainable_described;
+  r.trainable_parameters = prepared.trainable_parameters;
   r.train = train::train(task, t);
   r.train.validation_batches = source->validation_batches(o.eval_batches);
   if (r.train.stopped || !train::writes_outputs()) return r;

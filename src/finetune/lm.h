@@ -38,6 +38,7 @@ struct LmResult {
   LmScores student;                 // the best model (by validation loss), as saved in out_dir
   std::optional<LmScores> teacher;  // with teacher_dir
   std::string trainable;            // what trained (describe_trainable)
+  int64_t trainable_parameters = 0;  // Prepared::trainable_parameters
 };
 
 // Runs (or resumes) the finetuning. out_dir becomes the best model's directory, beside checkpoint.safetensors and

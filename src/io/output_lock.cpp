@@ -229,7 +229,8 @@ OutputLock lock_output_file(const std::string& path) {
   // no longer exists, sees it (the inode under the name differs, or there is none) and tries again.
   for (int attempt = 0; attempt < 100; ++attempt) {
     const int fd = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    MIMIC_CHECK(fd >= 0, "cannot create the lock file ", lock_file, " for ", path, ": ", std::strerror(errno));
+    // said as the output it is: the hidden lock file's name alone read as another file's trouble (helper-91's probe)
+    MIMIC_CHECK(fd >= 0, "cannot write ", path, ": ", std::strerror(errno), " (creating its lock file ", lock_file, ")");
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;
       ::close(fd);

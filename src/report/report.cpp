@@ -320,9 +320,8 @@ ReportResult report(const ReportOptions& o) {
         if (it == students[si].kernels.end()) continue;
         at::Tensor w, log_w;
         it->second->weights_quadratic(b.q, b.k, b.v, ctx, &w, &log_w);
-        const bool negative = analysis::negative_weights(*it->second, w, b);
         w = sel(w), log_w = sel(log_w);
-        acc[si + 1][li].add_weights(a_sel, log_w, scores_sel, b, negative ? w : at::Tensor());
+        acc[si + 1][li].add_weights(a_sel, log_w, scores_sel, b, it->second->weights_may_be_negative() ? w : at::Tensor());
         ind[si + 1][li].add(w, ids, mask);
         if (drawn) keep_plot_data(pd, si + 1, layer, w * vis.to(w.dtype()), scores_sel, vis, plot_heads, o.plot_tokens);
       }
