@@ -83,6 +83,23 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
   const c10::Device device = bench_device();
   r.device = device_label(device);
   r.threads = torch::get_num_threads();
+  // softmax's step keeps every layer's T × T weights for its backward (fp32; GPT-2 small at 2,048 tokens peaked 4.0 GB
+  // above the linear kind's, this estimate 4.8 GB: docs/finetune.md's table): a length beyond the machine's
+  // memory was met by the allocator, or by the kernel's OOM killer, minutes in (helper-56's probe of 2026-12-04).
+  // Refused before anything runs (on the CPU, whose free memory /proc/meminfo says): after the GEMM timing and a
+  // model with a million positions it took 39 s and 3.8 GB to say so (helper-89's probe).
+  if (device.is_cpu())
+    if (const double avail = available_memory_bytes(); avail > 0)
+      for (const auto& w : o.widths)
+        for (auto T : o.lengths) {
+          const int64_t layers = w.config.at("n_layer").get<int64_t>(), heads = w.config.at("n_head").get<int64_t>();
+          const double rows = static_cast<double>(std::max<int64_t>(1, o.tokens_per_step / T));
+          const double need = 4.0 * static_cast<double>(layers * heads) * rows * static_cast<double>(T) * static_cast<double>(T);
+          MIMIC_CHECK(need <= 0.8 * avail, "bench train: softmax at ", T, " tokens (", w.name, ": ", layers, " layers × ", heads,
+                      " heads × ", count_of(static_cast<int64_t>(rows), "row"), ") keeps about ", strf("%.1f", need / 1e9),
+                      " GB of attention weights for its backward, more than 80% of the ", strf("%.1f", avail / 1e9),
+                      " GB available: give shorter --lengths");
+        }
   r.gemm_gflops = gemm_gflops();
   Progress bar("bench train", static_cast<int64_t>(o.widths.size() * o.lengths.size() * specs.size()), "run");
   if (!o.progress) bar.disable();
@@ -95,20 +112,6 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
     model->module().to(device);  // weights drawn on the CPU generator, then moved: the same start on any device
     const auto s = model->summary();
     const int64_t dense = dense_parameters(s);
-    // softmax's step keeps every layer's T × T weights for its backward (fp32; GPT-2 small at 2,048 tokens peaked 4.0 GB
-    // above the linear kind's, this estimate 4.8 GB: docs/finetune.md's table): a length beyond the machine's
-    // memory was met by the allocator, or by the kernel's OOM killer, minutes in (helper-56's probe of 2026-12-04).
-    // Refused before anything of the width runs (on the CPU, whose free memory /proc/meminfo says).
-    if (device.is_cpu())
-      if (const double avail = available_memory_bytes(); avail > 0)
-        for (auto T : o.lengths) {
-          const double rows = static_cast<double>(std::max<int64_t>(1, o.tokens_per_step / T));
-          const double need = 4.0 * static_cast<double>(s.n_layer * s.n_head) * rows * static_cast<double>(T) * static_cast<double>(T);
-          MIMIC_CHECK(need <= 0.8 * avail, "bench train: softmax at ", T, " tokens (", w.name, ": ", s.n_layer, " layers × ", s.n_head,
-                      " heads × ", count_of(static_cast<int64_t>(rows), "row"), ") keeps about ", strf("%.1f", need / 1e9),
-                      " GB of attention weights for its backward, more than 80% of the ", strf("%.1f", avail / 1e9),
-                      " GB available: give shorter --lengths");
-        }
     // Every kind starts from the same weights: the step times do not depend on them, but the losses then
     // differ only by the attention.
     std::vector<std::pair<std::string, at::Tensor>> initial;
@@ -366,7 +369,8 @@ std::string format_report(const TrainBenchResult& r) {
   os << strf("training-step benchmark on %s (%s): GPT-2, random weights, AdamW, %d CPU thread%s, %s, median of %d, %s LM loss\n",
              r.device.c_str(), precision_name(r.options.precision), r.threads, r.threads == 1 ? "" : "s", tokens.c_str(), r.options.repeats,
              r.options.reference_loss ? "reference (all logits)" : "chunked");
-  os << strf("measured GEMM rate (2048^3 fp32): %.1f GFLOP/s; dense GFLOP/s below count 6 x matmul parameters x tokens\n\n",
+  os << strf("measured GEMM rate (2048^3 fp32): %.1f GFLOP/s; dense GFLOP/s below count 6 x matmul parameters x tokens; "
+             "peak MB: the step's peak allocation above its start, in 10^6 bytes\n\n",
              r.gemm_gflops);
   const bool kd = r.options.kd_temperature > 0;
   os << strf("%-6s %6s %5s  %-50s %9s %9s %8s %9s %7s", "width", "T", "batch", "attention", "step ms", "tok/s", "ratio", "peak MB",
