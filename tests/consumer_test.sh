@@ -31,6 +31,19 @@ if ! tr -s ' \n' ' ' <"$work/log" | grep -q "is a mimic build folder, not an ins
   echo "consumer_test: configuring against the build folder did not say to install first" >&2
   exit 1
 fi
+# an install that lost its targets (its config files alone) is not called a build folder
+config_dir=$(dirname "$(find "$work/prefix" -name mimicConfig.cmake | head -n 1)")
+mkdir -p "$work/broken/lib/cmake/mimic"
+cp "$config_dir"/mimicConfig*.cmake "$work/broken/lib/cmake/mimic/"
+if cmake -S "$src/examples/consumer" -B "$work/from-broken" -DCMAKE_PREFIX_PATH="$work/broken" "${gen[@]}" >"$work/log" 2>&1; then
+  echo "consumer_test: the consumer configured against an install without its targets" >&2
+  exit 1
+fi
+if ! tr -s ' \n' ' ' <"$work/log" | grep -q "holds no mimicCoreTargets.cmake: an incomplete mimic install; install it again"; then
+  cat "$work/log" >&2
+  echo "consumer_test: configuring against an install without its targets did not say it is incomplete" >&2
+  exit 1
+fi
 # mimic::core must configure with HDF5, zlib and pkg-config (cairo) made unfindable
 no_full_deps=(-DCMAKE_DISABLE_FIND_PACKAGE_HDF5=ON -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON
               -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON)

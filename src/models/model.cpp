@@ -85,7 +85,7 @@ void refuse_beyond_half(const std::vector<std::pair<std::string, at::Tensor>>& w
   }
 }
 
-class HfModel : public Model {
+class HfModel final : public Model {
  public:
   // A fresh model from config.json content.
   HfModel(const std::string& config_json, const std::string& tokenizer_dir, bool fp16, const std::string& where) : dir_(tokenizer_dir) {
