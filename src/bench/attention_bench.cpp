@@ -590,8 +590,8 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
       const auto &la = a->forms[lin], &lb = b->forms[lin];
       tr.value = ratio(lb.us, la.us);
       tr.status = tr.value <= tr.limit ? "PASS" : "MISS";
-      tr.detail = strf("%.2fx (median per token: linear 32K %.1f us, 1K %.1f us; mean per token: linear 32K %.1f us, 1K %.1f us; "
-                       "softmax 32K %.1f us, 1K %.1f us)",
+      tr.detail = strf("%.2fx (median per token: linear 32K %.1f µs, 1K %.1f µs; mean per token: linear 32K %.1f µs, 1K %.1f µs; "
+                       "softmax 32K %.1f µs, 1K %.1f µs)",
                        tr.value, lb.us, la.us, lb.mean_us, la.mean_us, b->forms[0].us, a->forms[0].us);
     }
     res.targets.push_back(tr);

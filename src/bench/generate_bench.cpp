@@ -342,17 +342,20 @@ std::string format_report(const GenerateBenchResult& r) {
   os << strf("decoding benchmark: %s, greedy, %d thread%s, %lld tokens per row\n", r.model_name.c_str(), r.threads,
              r.threads == 1 ? "" : "s", static_cast<long long>(r.options.new_tokens));
   os << strf("copy bandwidth %.2f GB/s (read + written); limit = (weights + state) bytes per step / bandwidth\n\n", r.bandwidth / 1e9);
-  os << strf("%-34s %5s %6s %11s %9s %10s %6s %13s %8s %8s %7s %11s %5s\n", "attention", "batch", "prompt", "prefill t/s", "step ms",
+  // the attention column as wide as its longest name (a hybrid with a cache and a map ran past 34)
+  int name_width = 34;
+  for (const auto& x : r.rows) name_width = std::max(name_width, static_cast<int>(x.attention.size()));
+  os << strf("%-*s %5s %6s %11s %9s %10s %6s %13s %8s %8s %7s %11s %5s\n", name_width, "attention", "batch", "prompt", "prefill t/s", "step ms",
              "tok/s", "ratio", "state bytes", "MB/step", "limit ms", "% limit", "parallel t/s", "same");
   for (const auto& x : r.rows) {
     if (!x.skipped.empty()) {
-      os << strf("%-34s %5lld %6lld  skipped: %s\n", x.attention.c_str(), static_cast<long long>(x.batch), static_cast<long long>(x.prompt),
+      os << strf("%-*s %5lld %6lld  skipped: %s\n", name_width, x.attention.c_str(), static_cast<long long>(x.batch), static_cast<long long>(x.prompt),
                  x.skipped.c_str());
       continue;
     }
     const std::string par = x.parallel_tps > 0 ? strf("%.1f", x.parallel_tps) : "-";
     const std::string ratio_text = x.ratio > 0 ? strf("%.2fx", x.ratio) : "-";
-    os << strf("%-34s %5lld %6lld %11.0f %9.2f %10.1f %6s %13lld %8.1f %8.2f %6.0f%% %11s %5s\n", x.attention.c_str(),
+    os << strf("%-*s %5lld %6lld %11.0f %9.2f %10.1f %6s %13lld %8.1f %8.2f %6.0f%% %11s %5s\n", name_width, x.attention.c_str(),
                static_cast<long long>(x.batch), static_cast<long long>(x.prompt), x.prefill_tps, x.step_ms, x.recurrent_tps,
                ratio_text.c_str(), static_cast<long long>(x.state_bytes), x.bytes_per_step / 1e6, x.limit_ms, 100 * x.limit_share,
                par.c_str(), x.parallel_tps > 0 ? (x.same_tokens ? "yes" : "NO") : "-");
