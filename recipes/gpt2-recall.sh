@@ -31,8 +31,6 @@ PASSKEY_TRIALS=${PASSKEY_TRIALS:-100}
 # The GPT-2 recipes share one output folder per model and scale: stages they have in common run once.
 OUT=${OUT:-$(cd "$(dirname "$0")/.." && pwd)/out/$(basename "$MODEL")-$SCALE}
 source "$(dirname "$0")/lib.sh"
-fit_to_context "$MODEL"
-mkdir -p "$OUT"
 whole_numbers WINDOW
 whole_number_list KS KL_KS
 kmax=0
@@ -54,6 +52,9 @@ for k in $HEAD_CACHE_KS; do
 done
 read -ra stages <<<"${STAGE2S:-lm kd}"
 for s in "${stages[@]}"; do [[ $s == lm || $s == kd ]] || { echo "STAGE2S: unknown second stage '$s' (lm, kd)" >&2; exit 2; }; done
+# the knobs first (above), then the model: its context may cut the lengths, and the output folder is made
+fit_to_context "$MODEL"
+mkdir -p "$OUT"
 
 record_lm "$MODEL"
 eval_lm teacher "$MODEL"

@@ -20,30 +20,28 @@ cmake --install "$build" --prefix "$work/prefix" >/dev/null
 gen=()
 command -v ninja >/dev/null 2>&1 && gen+=(-G Ninja)
 command -v clang++ >/dev/null 2>&1 && gen+=(-DCMAKE_CXX_COMPILER=clang++)
+# refused PREFIX WHAT MESSAGE: configuring the consumer against PREFIX fails, saying MESSAGE (CMake wraps the reason:
+# read as one line)
+refused() {
+  if cmake -S "$src/examples/consumer" -B "$work/refused" -DCMAKE_PREFIX_PATH="$1" "${gen[@]}" >"$work/log" 2>&1; then
+    echo "consumer_test: the consumer configured against $2" >&2
+    exit 1
+  fi
+  if ! tr -s ' \n' ' ' <"$work/log" | grep -qF "$3"; then
+    cat "$work/log" >&2
+    echo "consumer_test: configuring against $2 did not say: $3" >&2
+    exit 1
+  fi
+  rm -rf "$work/refused"
+}
 # the build folder holds a mimicConfig.cmake but no targets: find_package there says to install first (it failed on
-# a raw "include could not find requested file": helper-86's probe). CMake wraps the reason: read as one line.
-if cmake -S "$src/examples/consumer" -B "$work/from-build" -DCMAKE_PREFIX_PATH="$build" "${gen[@]}" >"$work/log" 2>&1; then
-  echo "consumer_test: the consumer configured against the build folder itself" >&2
-  exit 1
-fi
-if ! tr -s ' \n' ' ' <"$work/log" | grep -q "is a mimic build folder, not an installed mimic: install it first (cmake --install BUILD --prefix P)"; then
-  cat "$work/log" >&2
-  echo "consumer_test: configuring against the build folder did not say to install first" >&2
-  exit 1
-fi
+# a raw "include could not find requested file": helper-86's probe)
+refused "$build" "the build folder itself" "is a mimic build folder, not an installed mimic: install it first (cmake --install BUILD --prefix P)"
 # an install that lost its targets (its config files alone) is not called a build folder
 config_dir=$(dirname "$(find "$work/prefix" -name mimicConfig.cmake | head -n 1)")
 mkdir -p "$work/broken/lib/cmake/mimic"
 cp "$config_dir"/mimicConfig*.cmake "$work/broken/lib/cmake/mimic/"
-if cmake -S "$src/examples/consumer" -B "$work/from-broken" -DCMAKE_PREFIX_PATH="$work/broken" "${gen[@]}" >"$work/log" 2>&1; then
-  echo "consumer_test: the consumer configured against an install without its targets" >&2
-  exit 1
-fi
-if ! tr -s ' \n' ' ' <"$work/log" | grep -q "holds no mimicCoreTargets.cmake: an incomplete mimic install; install it again"; then
-  cat "$work/log" >&2
-  echo "consumer_test: configuring against an install without its targets did not say it is incomplete" >&2
-  exit 1
-fi
+refused "$work/broken" "an install without its targets" "holds no mimicCoreTargets.cmake: an incomplete mimic install; install it again"
 # mimic::core must configure with HDF5, zlib and pkg-config (cairo) made unfindable
 no_full_deps=(-DCMAKE_DISABLE_FIND_PACKAGE_HDF5=ON -DCMAKE_DISABLE_FIND_PACKAGE_ZLIB=ON
               -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON)

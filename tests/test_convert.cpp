@@ -324,6 +324,9 @@ TEST(Convert, ProbePlacementWritesTheModelItMeasuredAndRecordsEveryStep) {
   ASSERT_EQ(p.at("kept").size(), 2u);
   EXPECT_EQ(p.at("screen").size(), 4u);
   EXPECT_EQ(p.at("calibration").at("source"), "the train split of " + dir.file("own.txt"));
+  // the passkey trials are drawn from the seed, so a placement is reproduced with it: recorded (helper-93's probe)
+  EXPECT_EQ(p.at("calibration").at("seed"), o.placement.calibration.seed);
+  EXPECT_FALSE(p.contains("reference"));  // the teacher as loaded is all softmax
   for (size_t i = 0; i < 2; ++i) {
     const auto& s = p["steps"][i];
     EXPECT_EQ(s["layer"], p["kept"][i]["layer"]);
@@ -357,6 +360,19 @@ TEST(Convert, ProbePlacementWritesTheModelItMeasuredAndRecordsEveryStep) {
     return o2;
   }());
   EXPECT_EQ(again.placement["kept"], p["kept"]);
+  // a model with a layer converted already, probed in its other layer: its shares are of that model's values, not of
+  // the softmax model's — said, and recorded (94% of a model that kept 4% of the teacher's copy gain read as the
+  // teacher's: helper-93's probe)
+  auto part = mimic::convert::convert(options(dir.file("part"), "0"));
+  auto onto = o;
+  onto.model_dir = part.out;
+  onto.layers = "1";
+  onto.out = dir.file("onto");
+  onto.placement.keep_softmax = "auto:1";
+  auto twice = mimic::convert::convert(onto);
+  EXPECT_NE(twice.warning.find("the probe's reference is " + part.out + " as given, whose layer(s) 0 already run converted attention"),
+            std::string::npos) << twice.warning;
+  EXPECT_NE(twice.placement.value("reference", "").find("whose layer(s) 0 run converted attention"), std::string::npos) << twice.placement.dump();
   // the tiny random teacher copies nothing (gain below 0.05 nats/token), so a share of it is refused, naming the gain
   auto share = o;
   share.out = dir.file("share");

@@ -474,6 +474,15 @@ TEST(ReportQuality, EvalResultsBecomeOneRowPerLabelWithIntervals) {
   EXPECT_EQ(n[0]["label"], "noisy");
   EXPECT_TRUE(n[1]["copy_gain"]["share"].is_null());
   EXPECT_NE(rep::quality_html(rep::read_quality({noisy, "student=" + copy_t})).find("n/a"), std::string::npos);
+  // one segment: eval writes a null interval, read as none — no share of it, "no interval" on the page (report
+  // refused the file eval wrote: helper-94's probe)
+  const auto one = put("one.json", R"({"task": "copy", "segments": 1, "segment_len": 87, "model": {"copy_gain": 1.5, "copy_gain_ci95": null,
+                                      "copy_gain_sd": null}})");
+  auto o1 = rep::quality_json(rep::read_quality({one, "student=" + copy_t}));
+  EXPECT_EQ(o1[0]["copy_gain"]["value"], 1.5);
+  EXPECT_TRUE(o1[0]["copy_gain"]["ci95"].is_null()) << o1.dump();
+  EXPECT_TRUE(o1[1]["copy_gain"]["share"].is_null()) << o1.dump();  // a reference must be known above zero
+  EXPECT_NE(rep::quality_html(rep::read_quality({one})).find("<td>1.50 (one segment: no interval)</td>"), std::string::npos);
   // a --teacher run alone: its teacher's side becomes the first row, "teacher", and the reference of the shares
   auto t = rep::quality_json(rep::read_quality({"final=" + copy_s}));
   ASSERT_EQ(t.size(), 2u);

@@ -343,8 +343,9 @@ std::string fit_warmup(const CLI::Option* warmup_option, int64_t& warmup, int64_
               " (a longer warm-up never reaches the peak learning rate)");
   const int64_t was = warmup;
   warmup = steps / 10;
-  return "warm-up cut to " + std::to_string(warmup) + " steps: the default " + std::to_string(was) + " is longer than --steps " +
-         std::to_string(steps);
+  // "cut to 1 steps", "cut to 0 steps" (helper-94's probe): said as counted
+  return (warmup == 0 ? std::string("no warm-up") : "warm-up cut to " + count_of(warmup, "step")) + ": the default " + std::to_string(was) +
+         " is longer than --steps " + std::to_string(steps);
 }
 
 void start(Common& common) {

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "mimic/core/json_keys.h"
 #include "mimic/core/error.h"
+#include "mimic/core/mean.h"
 #include "mimic/core/words.h"
 #include "mimic/distill/distill.h"
 #include "mimic/train/trainer.h"
@@ -27,7 +28,7 @@ struct DistillArgs {
 
 void print_table(const distill::DistillResult& r, bool eval_only) {
   std::printf("%-6s %7s %9s %9s %9s %9s %9s %9s\n", "layer", "epochs", "CE", "KL", "KL before", "H(soft)", "H(lin)", "spearman");
-  double kl = 0, kl0 = 0, ce = 0, hs = 0, hl = 0, rho = 0;
+  DefinedMean kl, kl0, ce, hs, hl, rho;  // over the layers that have each (a layer without a Spearman made the row's "-")
   bool undefined = false;
   for (const auto& l : r.layers) {
     const auto& a = l.after.mean;
@@ -35,17 +36,17 @@ void print_table(const distill::DistillResult& r, bool eval_only) {
                 metric_cell(a.ce).c_str(), metric_cell(a.kl).c_str(), metric_cell(l.before.mean.kl).c_str(),
                 metric_cell(a.entropy_softmax).c_str(), metric_cell(a.entropy_linear).c_str(), metric_cell(a.spearman).c_str());
     undefined = undefined || !std::isfinite(a.kl);
-    kl += a.kl;
-    kl0 += l.before.mean.kl;
-    ce += a.ce;
-    hs += a.entropy_softmax;
-    hl += a.entropy_linear;
-    rho += a.spearman;
+    kl.add(a.kl);
+    kl0.add(l.before.mean.kl);
+    ce.add(a.ce);
+    hs.add(a.entropy_softmax);
+    hl.add(a.entropy_linear);
+    rho.add(a.spearman);
   }
-  const double n = static_cast<double>(r.layers.size());
-  if (n > 0)
-    std::printf("%-6s %7s %s %s %s %s %s %s\n", "mean", "", metric_cell(ce / n).c_str(), metric_cell(kl / n).c_str(),
-                metric_cell(kl0 / n).c_str(), metric_cell(hs / n).c_str(), metric_cell(hl / n).c_str(), metric_cell(rho / n).c_str());
+  if (!r.layers.empty())
+    std::printf("%-6s %7s %s %s %s %s %s %s\n", "mean", "", metric_cell(ce.value()).c_str(), metric_cell(kl.value()).c_str(),
+                metric_cell(kl0.value()).c_str(), metric_cell(hs.value()).c_str(), metric_cell(hl.value()).c_str(),
+                metric_cell(rho.value()).c_str());
   if (undefined)
     std::printf("(-: undefined for a student whose weights are no distribution, such as delta's; its validation loss per layer is in --json)\n");
   for (const auto& l : r.layers)

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "mimic/core/error.h"
+#include "mimic/eval/metrics.h"
 #include "mimic/core/precision.h"
 #include "mimic/core/words.h"
 #include "mimic/data/token_cache.h"
@@ -140,6 +141,7 @@ nlohmann::json eval_lm(const EvalArgs& a, const std::string& dir) {
     j["perplexity_ci95"] = {std::exp(r.nll - r.nll_ci95), std::exp(r.nll + r.nll_ci95)};
   }
   if (!a.data.empty()) j["data"] = a.data + ":" + a.split;
+  else if (a.file) j["file"] = *a.file;  // what was scored, as --data's "data" says it (helper-94's probe)
   return j;
 }
 
@@ -204,16 +206,15 @@ nlohmann::json eval_cls(const EvalArgs& a, const std::string& dir, int64_t model
           {"f1", r.metrics.f1},             {"mcc", r.metrics.mcc}, {"loss", r.loss},
           {"confusion", r.metrics.confusion}, {"labels", data.labels}, {"attention", models::attention_summary(*model)},
           // which class F1 is of, in the JSON too (the text alone said it: helper-81's probe)
-          {"f1_of", data.labels.size() == 2 ? nlohmann::json(data.labels[1]) : nlohmann::json("macro")}};
+          {"f1_of", eval::f1_of(data.labels)}};
 }
 
 void print_one(const EvalArgs& a, const nlohmann::json& j) {
   if (a.task == "cls") {
-    // which class F1 is of, as the JSON's f1_of says: binary, the second label's (metrics.h); more classes, "macro"
-    const auto of = j["f1_of"].get<std::string>();
-    const std::string f1_of = j["labels"].size() == 2 ? " (of '" + of + "')" : " (" + of + ")";
-    std::printf("%s  n=%lld  accuracy %.4f  F1%s %.4f  MCC %.4f  loss %.4f\n", j["data"].get<std::string>().c_str(),
-                static_cast<long long>(j["n"].get<int64_t>()), j["accuracy"].get<double>(), f1_of.c_str(), j["f1"].get<double>(),
+    // which class F1 is of, as the JSON's f1_of says (eval/metrics.h)
+    const auto f1 = eval::f1_name(j["labels"].get<std::vector<std::string>>());
+    std::printf("%s  n=%lld  accuracy %.4f  %s %.4f  MCC %.4f  loss %.4f\n", j["data"].get<std::string>().c_str(),
+                static_cast<long long>(j["n"].get<int64_t>()), j["accuracy"].get<double>(), f1.c_str(), j["f1"].get<double>(),
                 j["mcc"].get<double>(), j["loss"].get<double>());
   } else {
     std::printf("tokens %lld (predicted %lld, %s)  perplexity %.4f  (evaluated at %.1f tok/s)\n",
@@ -324,6 +325,7 @@ void run_copy(EvalArgs& a) {
   nlohmann::json j = {{"task", "copy"}, {"segments", a.copy.segments}, {"segment_len", a.copy.segment_len},
                       {"scored_per_copy", a.copy.segment_len - 1}};
   if (!a.data.empty()) j["data"] = a.data + ":" + a.split;
+  else if (a.file) j["file"] = *a.file;
   j["model"] = model;
   if (!a.teacher.empty()) {
     j["teacher"] = eval_copy(a, a.teacher);

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "mimic/data/corpus.h"
 #include "mimic/core/error.h"
+#include "mimic/eval/metrics.h"
 #include "mimic/core/words.h"
 #include "mimic/data/recall_tasks.h"
 #include "mimic/finetune/classify.h"
@@ -56,16 +57,16 @@ nlohmann::json scores_json(const finetune::LmScores& s) {
   return j;
 }
 
-// "student    teacher" columns; the teacher's column only when there is one. A label up to 30 characters
-// ("validation F1 (of 'spam')") keeps the columns.
-void print_row(const char* label, double student, const std::optional<double>& teacher, const char* fmt = "%12.4f") {
-  std::printf("  %-30s", label);
+// "student    teacher" columns; the teacher's column only when there is one. The labels' column is `width` wide: 30,
+// or a long class name's ("validation F1 (of 'not_entailment')" ran past 30: the review of session 56).
+void print_row(int width, const std::string& label, double student, const std::optional<double>& teacher, const char* fmt = "%12.4f") {
+  std::printf("  %-*s", width, label.c_str());
   std::printf(fmt, student);
   if (teacher) std::printf(fmt, *teacher);
   std::printf("\n");
 }
 
-void print_header(bool teacher) { std::printf("  %-30s%12s%s\n", "", "student", teacher ? "     teacher" : ""); }
+void print_header(int width, bool teacher) { std::printf("  %-*s%12s%s\n", width, "", "student", teacher ? "     teacher" : ""); }
 
 // "gpt2 for GPT-2, Llama, Mistral, Qwen2, Qwen3; bert for BERT": each preset with the families it is the default of
 // (the help named GPT-2's and BERT's alone, so a Llama's default was left to guess)
@@ -132,7 +133,8 @@ void run(FinetuneArgs& a) {
   train::TrainResult tr;
   std::string trainable;  // what trained, as the run described it
   int64_t trainable_parameters = 0;
-  nlohmann::json student, teacher, labels;
+  nlohmann::json student, teacher;
+  std::vector<std::string> labels;  // cls: the data's, in id order
   if (a.task == "lm") {
     finetune::LmOptions o;
     static_cast<finetune::FinetuneOptions&>(o) = f;
@@ -201,7 +203,7 @@ void run(FinetuneArgs& a) {
   if (!teacher.is_null()) j["teacher"] = teacher;
   // the confusion matrices' order and the class F1 is of, as eval --json gives them (docs/finetune.md said `labels`
   // was here; it was not: helper-92's probe)
-  if (a.task == "cls") j["labels"] = labels, j["f1_of"] = labels.size() == 2 ? labels[1] : nlohmann::json("macro");
+  if (a.task == "cls") j["labels"] = labels, j["f1_of"] = eval::f1_of(labels);
   if (a.common.json) return print_json(j);
 
   // a rerun of a finished run trains nothing: it says so instead of a speed of 0
@@ -220,12 +222,14 @@ void run(FinetuneArgs& a) {
     if (!t || !teacher.contains(ptr)) return std::nullopt;
     return teacher.at(ptr).get<double>();
   };
-  print_header(t);
+  const std::string f1 = eval::f1_name(labels);  // cls: F1 says which class it is of, as eval prints it
+  const int width = std::max<int>(30, static_cast<int>(std::string("validation ").size() + f1.size()));
+  print_header(width, t);
   using ptr = nlohmann::json::json_pointer;
   if (a.task == "lm") {
-    print_row("validation perplexity", student["validation"]["perplexity"], teacher_at(ptr("/validation/perplexity")), "%12.2f");
+    print_row(width, "validation perplexity", student["validation"]["perplexity"], teacher_at(ptr("/validation/perplexity")), "%12.2f");
     if (student.contains("test"))
-      print_row("test perplexity", student["test"]["perplexity"], teacher_at(ptr("/test/perplexity")), "%12.2f");
+      print_row(width, "test perplexity", student["test"]["perplexity"], teacher_at(ptr("/test/perplexity")), "%12.2f");
     // an eval of the model on the validation split scored another perplexity, and read as a faulty export (helper-55's
     // probe of 2026-12-04): the two numbers say what they score
     std::printf("(validation: the run's %s (--eval-batches), its selection score; mimic eval --split validation "
@@ -235,11 +239,9 @@ void run(FinetuneArgs& a) {
   } else {
     for (const char* split : {"validation", "test"}) {
       if (student[split].is_null()) continue;  // no test rows
-      // F1 says which class it is of, as eval prints it
-      const std::string f1 = labels.size() == 2 ? "F1 (of '" + labels[1].get<std::string>() + "')" : "F1 (macro)";
       for (const char* m : {"accuracy", "f1", "mcc"}) {
         std::string label = std::string(split) + " " + (std::string(m) == "f1" ? f1 : std::string(m) == "mcc" ? "MCC" : m);
-        print_row(label.c_str(), student[split][m], teacher_at(ptr(std::string("/") + split + "/" + m)));
+        print_row(width, label, student[split][m], teacher_at(ptr(std::string("/") + split + "/" + m)));
       }
     }
   }

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "mimic/core/error.h"
 #include "mimic/core/precision.h"
+#include "mimic/core/words.h"
 #include "mimic/generate/generate.h"
 #include "mimic/models/family.h"
 #include "mimic/models/model.h"
@@ -119,8 +120,8 @@ void run(GenerateArgs& a) {
     std::fprintf(stderr, "stopped: reached %s\n", models::context_words(model->summary()).c_str());
   char decode_speed[64] = "no decoding step";
   if (stepped) std::snprintf(decode_speed, sizeof decode_speed, "%.1f tok/s", batch.decode_tokens_per_second());
-  std::fprintf(stderr, "%s: batch %lld, prompt %lld tokens %.1f tok/s, %zu new %s per row %s (stop: %s)\n", a.mode.c_str(),
-               static_cast<long long>(a.batch), static_cast<long long>(batch.prompt_tokens), timing["prefill_tokens_per_second"].get<double>(),
+  std::fprintf(stderr, "%s: batch %lld, prompt %s %.1f tok/s, %zu new %s per row %s (stop: %s)\n", a.mode.c_str(),
+               static_cast<long long>(a.batch), count_of(batch.prompt_tokens, "token").c_str(), timing["prefill_tokens_per_second"].get<double>(),
                r.ids.size(), r.ids.size() == 1 ? "token" : "tokens", decode_speed, r.stop.c_str());
 }
 

@@ -10,6 +10,7 @@
 #include "mimic/attention/feature_map.h"
 #include "cli.h"
 #include "mimic/core/error.h"
+#include "mimic/core/mean.h"
 #include "mimic/core/words.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/report/pareto.h"
@@ -146,15 +147,16 @@ void run(ReportArgs& a) {
   bool undefined = false;
   for (const auto& s : r.sources) {
     const auto name = s.at("name").get<std::string>();
-    double e = 0, kl = 0, rho = 0, top = 0, n = 0;
+    // each over the layers that have it, as the page's mean (a layer without a Spearman dropped its entropy too)
+    DefinedMean e, kl, rho, top;
     for (const auto& row : r.rows)
-      if (row.at("source") == name && row.at("head") == -1 && !row.at("spearman").is_null()) {
+      if (row.at("source") == name && row.at("head") == -1) {
         auto get = [&](const char* k) { return row.at(k).is_null() ? NAN : row.at(k).get<double>(); };
-        e += get("entropy"), kl += get("kl"), rho += get("spearman"), top += get("top_k_mass"), n += 1;
+        e.add(get("entropy")), kl.add(get("kl")), rho.add(get("spearman")), top.add(get("top_k_mass"));
       }
-    std::printf("%-24s %6s %s %s %s %s\n", name.c_str(), "", metric_cell(e / n).c_str(), metric_cell(kl / n).c_str(),
-                metric_cell(rho / n).c_str(), metric_cell(top / n).c_str());
-    undefined = undefined || !std::isfinite(e / n) || !std::isfinite(kl / n) || !std::isfinite(top / n);
+    std::printf("%-24s %6s %s %s %s %s\n", name.c_str(), "", metric_cell(e.value()).c_str(), metric_cell(kl.value()).c_str(),
+                metric_cell(rho.value()).c_str(), metric_cell(top.value()).c_str());
+    undefined = undefined || !std::isfinite(e.value()) || !std::isfinite(kl.value()) || !std::isfinite(top.value());
   }
   std::printf("(entropy and KL in nats; top-%lld: the weight on each query's %lld largest)\n", static_cast<long long>(r.mass_k),
               static_cast<long long>(r.mass_k));

@@ -70,18 +70,11 @@ InductionScores InductionAccumulator::result() const {
   r.induction_rows = ind_rows_;
   r.previous_rows = prev_rows_;
   r.local_rows = local_rows_;
-  double si = 0, sp = 0, sl = 0;
   for (int64_t h = 0; h < n_head_; ++h) {
     r.induction.push_back(ind_rows_ > 0 ? ind_[static_cast<size_t>(h)] / ind_rows_ : nan);
     r.previous_token.push_back(prev_rows_ > 0 ? prev_[static_cast<size_t>(h)] / prev_rows_ : nan);
     r.local_mass.push_back(local_rows_ > 0 ? local_[static_cast<size_t>(h)] / local_rows_ : nan);
-    si += r.induction.back();
-    sp += r.previous_token.back();
-    sl += r.local_mass.back();
   }
-  r.induction_mean = si / static_cast<double>(n_head_);
-  r.previous_token_mean = sp / static_cast<double>(n_head_);
-  r.local_mass_mean = sl / static_cast<double>(n_head_);
   return r;
 }
 

@@ -25,8 +25,7 @@ namespace mimic::analysis {
 at::Tensor induction_targets(const at::Tensor& ids, const at::Tensor& mask);
 
 struct InductionScores {
-  std::vector<double> induction, previous_token, local_mass;  // per head (NaN when no row counted)
-  double induction_mean = 0, previous_token_mean = 0, local_mass_mean = 0;  // over heads
+  std::vector<double> induction, previous_token, local_mass;  // per head (NaN when no row counted; report means them)
   double induction_rows = 0, previous_rows = 0, local_rows = 0;             // rows averaged (per head)
 };
 

@@ -10,6 +10,7 @@
 #include "mimic/attention/distillable.h"
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
+#include "mimic/core/mean.h"
 #include "mimic/core/runtime.h"
 
 namespace mimic::analysis {
@@ -136,7 +137,7 @@ LayerMetrics MetricsAccumulator::result() const {
   m.layer = layer_;
   m.top_k = top_k_;
   const double rows = std::max(rows_, 1.0);
-  int64_t with_spearman = 0;  // a head none of whose rows has one (a signed student's normaliser zero) is out of its mean
+  DefinedMean spearman;  // a head none of whose rows has one (a signed student's normaliser zero) is out of its mean
   for (int64_t h = 0; h < n_head_; ++h) {
     const auto i = static_cast<size_t>(h);
     HeadMetrics x;
@@ -157,11 +158,11 @@ LayerMetrics MetricsAccumulator::result() const {
     m.mean.kl += x.kl / static_cast<double>(n_head_);
     m.mean.entropy_softmax += x.entropy_softmax / static_cast<double>(n_head_);
     m.mean.entropy_linear += x.entropy_linear / static_cast<double>(n_head_);
-    if (std::isfinite(x.spearman)) m.mean.spearman += x.spearman, ++with_spearman;
+    spearman.add(x.spearman);
     m.mean.top_k_softmax += x.top_k_softmax / static_cast<double>(n_head_);
     m.mean.top_k_linear += x.top_k_linear / static_cast<double>(n_head_);
   }
-  m.mean.spearman = with_spearman > 0 ? m.mean.spearman / static_cast<double>(with_spearman) : std::numeric_limits<double>::quiet_NaN();
+  m.mean.spearman = spearman.value();
   m.mse = mse_count_ > 0 ? mse_sum_ / mse_count_ : 0.0;
   return m;
 }

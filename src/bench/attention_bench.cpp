@@ -369,7 +369,7 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   for (auto c : o.decode_contexts) MIMIC_CHECK(c >= 1, "bench attention: decoding contexts must be positive, got ", c);
   // The decoding section holds every form's state at every context and prefills each at once: about 14 kB a head per
   // token of the longest context (0.46 GB a head at 32K, measured as peak RSS at 1 and 4 heads, 2026-12-06). At
-  // --n-head 256 that is 118 GB, which the allocator or the OOM killer met minutes in (helper-89's probe): refused
+  // --n-head 256 that is 119 GB, which the allocator or the OOM killer met minutes in (helper-89's probe): refused
   // before anything runs, as bench train refuses a length (on the CPU, whose free memory /proc/meminfo says).
   if (bench_device().is_cpu() && !o.decode_contexts.empty())
     if (const double avail = available_memory_bytes(); avail > 0) {

@@ -201,8 +201,22 @@ ConvertResult convert_model(models::Model& model, const std::string& model_name,
   const int64_t lambda = placement.caches() ? cache_size(maps, r.layers.front(), attention_options) : 0;
   std::map<int64_t, std::shared_ptr<attention::DistillableKernel>> students;
   for (auto l : r.layers) students[l] = maps.kernel(l, placement.caches() ? without_cache(attention_options) : attention_options);
+  // layers outside --layers that already run converted attention stay so while the probe measures: its "teacher"
+  // (every head of the converted layers softmax) is then the model as given, and its shares are of that model's
+  // values (94% of a model keeping 4% of the softmax model's copy gain: helper-93's probe)
+  std::string converted_elsewhere;
+  for (int64_t l = 0; l < s.n_layer; ++l)
+    if (std::find(r.layers.begin(), r.layers.end(), l) == r.layers.end() && !attention::is_reference(*model.attention_kernel(l)))
+      converted_elsewhere += (converted_elsewhere.empty() ? "" : ",") + std::to_string(l);
   HeadPlacer placer(model, students);
   const auto kept = choose_heads(placement, model, maps, r.layers, placer, r.placement);
+  if (!converted_elsewhere.empty() && r.placement.is_object() && r.placement.value("placement", "") == "probe") {
+    r.placement["reference"] = model_name + " as given, whose layer(s) " + converted_elsewhere + " run converted attention";
+    const std::string note = "the probe's reference is " + model_name + " as given, whose layer(s) " + converted_elsewhere +
+                             " already run converted attention: its shares are of that model's copy gain and passkey, not of the "
+                             "softmax model it was converted from";
+    r.warning = r.warning.empty() ? note : r.warning + "; " + note;
+  }
   // a probe whose heads cannot be trusted says so where the user reads (mimic.json keeps it too)
   if (const auto caveat = r.placement.is_object() ? r.placement.value("caveat", "") : ""; !caveat.empty())
     r.warning = r.warning.empty() ? caveat : r.warning + "; " + caveat;

@@ -120,6 +120,7 @@ ProbeCalibration probe_calibration(const text::Tokenizer& tok, int64_t context, 
   auto cache = data::corpus_token_cache(o.data, data::Split::Train, tok);
   ids = cache.ids();
   cal.source = "the train split of " + o.data;
+  cal.seed = o.seed;
   // Both needs in one line: the segments' refusal suggested a count that fits, and following it met the LM windows'
   // (helper-73's probe)
   const int64_t have = static_cast<int64_t>(ids.size());

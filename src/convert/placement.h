@@ -64,6 +64,7 @@ struct ProbeCalibration {
   std::vector<std::vector<int64_t>> lm_windows;     // all of one length; the LM loss scores their second halves
   std::vector<ProbePasskey> passkeys;
   std::string source;  // "the train split of all", "FILE"
+  uint64_t seed = 0;   // the passkey trials' draws come from it: a placement is reproduced with it (helper-93's probe)
 };
 struct CalibrationOptions {
   std::string data = "all";  // a corpus (all, sotu, moby-dick: its train split, never validation or test) or a text file

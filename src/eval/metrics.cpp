@@ -66,4 +66,10 @@ std::pair<double, double> wilson95(int64_t k, int64_t n) {
   return {k == 0 ? 0.0 : std::max(0.0, centre - half), k == n ? 1.0 : std::min(1.0, centre + half)};
 }
 
+std::string f1_of(const std::vector<std::string>& labels) { return labels.size() == 2 ? labels[1] : "macro"; }
+
+std::string f1_name(const std::vector<std::string>& labels) {
+  return labels.size() == 2 ? "F1 (of '" + labels[1] + "')" : "F1 (macro)";
+}
+
 }  // namespace mimic::eval

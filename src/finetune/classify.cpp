@@ -10,6 +10,7 @@
 #include "mimic/core/json_keys.h"
 #include "mimic/core/precision.h"
 #include "mimic/core/runtime.h"
+#include "mimic/core/words.h"
 #include "mimic/data/batches.h"
 #include "mimic/data/classification.h"
 #include "mimic/data/corpus.h"
@@ -259,7 +260,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   if (const auto note = cut_texts_note(cut, n, "training texts", seq_len, cfg.max_positions); !note.empty()) t.start_notes.push_back(note);
   // a batch runs on into the next epoch's order: one step then holds an example more than once (helper-92's probe)
   if (const int64_t global = o.batch_size * env.world_size; global > n)
-    t.start_notes.push_back(detail::concat("a batch of ", global, " examples is larger than the training split (", n, n == 1 ? " row" : " rows",
+    t.start_notes.push_back(detail::concat("a batch of ", global, " examples is larger than the training split (", count_of(n, "row"),
                                            "): each step holds some rows more than once"));
   ClassifyResult r;
   r.trainable = prepared.trainable_described;

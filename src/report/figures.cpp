@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "mimic/core/mean.h"
 #include "mimic/report/plot.h"
 
 namespace fs = std::filesystem;
@@ -48,11 +49,9 @@ HeadValues mean_where_defined(const std::vector<HeadValues>& values) {
   HeadValues m;
   for (double HeadValues::*field : {&HeadValues::entropy, &HeadValues::kl, &HeadValues::ce, &HeadValues::spearman, &HeadValues::top_k,
                                     &HeadValues::induction, &HeadValues::previous_token, &HeadValues::local_mass}) {
-    double sum = 0;
-    size_t n = 0;
-    for (const auto& v : values)
-      if (std::isfinite(v.*field)) sum += v.*field, ++n;
-    m.*field = n > 0 ? sum / static_cast<double>(n) : NAN;
+    DefinedMean mean;
+    for (const auto& v : values) mean.add(v.*field);
+    m.*field = mean.value();
   }
   return m;
 }

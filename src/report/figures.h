@@ -18,8 +18,9 @@ struct HeadValues {
   double induction = NAN, previous_token = NAN, local_mass = NAN;  // analysis/induction.h
 };
 
-// Each field's mean over the values where it is a number (NaN where none is): the kept heads of a mixed model (no
-// values), a head without a Spearman (its normaliser zero on every row) or an absent layer leave the others' mean.
+// Each field's mean over the values where it is defined (core/mean.h; NaN where none is): the kept heads of a mixed
+// model (no values), a head without a Spearman (its normaliser zero on every row) or an absent layer leave the others'
+// mean.
 HeadValues mean_where_defined(const std::vector<HeadValues>& values);
 
 struct Metrics {

@@ -50,9 +50,11 @@ void read_lm(QualityRow& r, const nlohmann::json& j, const std::string& where) {
 void read_copy(QualityRow& r, const nlohmann::json& top, const nlohmann::json& j, const std::string& where) {
   MIMIC_CHECK(std::isnan(r.copy_gain), where, ": a second copy result for '", r.label, "' (one file per task and label)");
   r.copy_gain = json_double(j, "copy_gain", where);
-  r.copy_ci95 = json_double(j, "copy_gain_ci95", where);
-  MIMIC_CHECK(std::isfinite(r.copy_gain) && std::isfinite(r.copy_ci95) && r.copy_ci95 >= 0, where,
-              ": copy_gain and copy_gain_ci95 must be finite numbers (the interval >= 0)");
+  // eval writes a null interval for one segment (`--segments 1`, which its own refusal of a short text suggests): read
+  // as none, where report refused the file eval wrote (helper-94's probe)
+  r.copy_ci95 = json_key(j, "copy_gain_ci95", where).is_null() ? QualityRow::kNaN : json_double(j, "copy_gain_ci95", where);
+  MIMIC_CHECK(std::isfinite(r.copy_gain) && (std::isnan(r.copy_ci95) || (std::isfinite(r.copy_ci95) && r.copy_ci95 >= 0)), where,
+              ": copy_gain must be a finite number and copy_gain_ci95 one >= 0 or null (one segment)");
   r.segments = json_int(top, "segments", where, 1);
   r.segment_len = json_int(top, "segment_len", where, 1);
 }
@@ -166,7 +168,8 @@ std::vector<QualityRow> read_quality(const std::vector<std::string>& entries) {
         // numbers within 1e-4 (relative, or absolute below 1) are the same: one teacher evaluated at another --threads
         // sums in another order, and was refused as a second teacher when compared bit for bit
         auto near = [](double a, double b) { return a == b || std::abs(a - b) <= 1e-4 * std::max({1.0, std::abs(a), std::abs(b)}); };
-        const bool same = is_copy ? near(fresh.copy_gain, r.copy_gain) && near(fresh.copy_ci95, r.copy_ci95)
+        const bool same = is_copy ? near(fresh.copy_gain, r.copy_gain) &&
+                                        (near(fresh.copy_ci95, r.copy_ci95) || (std::isnan(fresh.copy_ci95) && std::isnan(r.copy_ci95)))
                           : is_passkey ? std::equal(fresh.passkey.begin(), fresh.passkey.end(), r.passkey.begin(), r.passkey.end(),
                                                     [](const PasskeyCell& a, const PasskeyCell& b) {
                                                       return a.length == b.length && a.trials == b.trials && a.ranked_first == b.ranked_first;
@@ -204,7 +207,7 @@ nlohmann::json quality_json(const std::vector<QualityRow>& rows) {
     if (std::isfinite(r.perplexity))
       j["perplexity"] = {{"value", r.perplexity}, {"ci95", {num(r.perplexity_lo), num(r.perplexity_hi)}}, {"tokens", r.predicted}, {"data", r.data}};
     if (std::isfinite(r.copy_gain)) {
-      j["copy_gain"] = {{"value", r.copy_gain}, {"ci95", r.copy_ci95}, {"segments", r.segments}, {"segment_len", r.segment_len}};
+      j["copy_gain"] = {{"value", r.copy_gain}, {"ci95", num(r.copy_ci95)}, {"segments", r.segments}, {"segment_len", r.segment_len}};
       j["copy_gain"]["share_of"] = ref ? nlohmann::json(ref->label) : nlohmann::json();
       j["copy_gain"]["share"] = ref ? nlohmann::json(r.copy_gain / ref->copy_gain) : nlohmann::json();
     }
@@ -281,7 +284,8 @@ std::string quality_html(const std::vector<QualityRow>& rows) {
     }
     if (any_copy) {
       if (std::isfinite(r.copy_gain))
-        h << "<td>" << fixed(r.copy_gain, 2) << " &plusmn; " << fixed(r.copy_ci95, 2) << "</td><td>"
+        h << "<td>" << fixed(r.copy_gain, 2)
+          << (std::isfinite(r.copy_ci95) ? " &plusmn; " + fixed(r.copy_ci95, 2) : std::string(" (one segment: no interval)")) << "</td><td>"
           << (ref ? fixed(100 * r.copy_gain / ref->copy_gain, 0) + "%" : std::string("n/a")) << "</td>";
       else
         h << "<td>&ndash;</td><td>&ndash;</td>";
