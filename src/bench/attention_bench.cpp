@@ -371,14 +371,12 @@ AttentionBenchResult run_attention_bench(const AttentionBenchOptions& o) {
   // token of the longest context (0.46 GB a head at 32K, measured as peak RSS at 1 and 4 heads, 2026-12-06). At
   // --n-head 256 that is 119 GB, which the allocator or the OOM killer met minutes in (helper-89's probe): refused
   // before anything runs, as bench train refuses a length (on the CPU, whose free memory /proc/meminfo says).
-  if (bench_device().is_cpu() && !o.decode_contexts.empty())
-    if (const double avail = available_memory_bytes(); avail > 0) {
-      const int64_t longest = *std::max_element(o.decode_contexts.begin(), o.decode_contexts.end());
-      const double need = 14.2e3 * static_cast<double>(o.heads) * static_cast<double>(longest);
-      MIMIC_CHECK(need <= 0.8 * avail, "bench attention: decoding at contexts up to ", longest, " tokens with ", count_of(o.heads, "head"),
-                  " needs about ", strf("%.1f", need / 1e9), " GB (0.46 GB a head at 32K), more than 80% of the ",
-                  strf("%.1f", avail / 1e9), " GB available: give fewer --n-head");
-    }
+  if (bench_device().is_cpu() && !o.decode_contexts.empty()) {
+    const int64_t longest = *std::max_element(o.decode_contexts.begin(), o.decode_contexts.end());
+    refuse_beyond_memory(14.2e3 * static_cast<double>(o.heads) * static_cast<double>(longest),
+                         detail::concat("bench attention: decoding at contexts up to ", longest, " tokens with ", count_of(o.heads, "head"), " needs"),
+                         " (0.46 GB a head at 32K)", "give fewer --n-head");
+  }
 
   torch::NoGradGuard no_grad;  // set-up and decoding; the measuring turns autograd on for fwd+bwd
   AttentionBenchResult res;

@@ -1,5 +1,7 @@
 #include "mimic/bench/measure.h"
 
+#include "mimic/bench/text.h"
+#include "mimic/core/error.h"
 #include "mimic/core/runtime.h"
 
 #include <c10/core/Allocator.h>
@@ -120,6 +122,12 @@ double available_memory_bytes() {
   while (in >> key >> kb >> unit)
     if (key == "MemAvailable:") return kb * 1024.0;
   return 0;
+}
+
+void refuse_beyond_memory(double need, const std::string& needs, const std::string& detail, const std::string& cure) {
+  const double avail = available_memory_bytes();
+  MIMIC_CHECK(avail <= 0 || need <= 0.8 * avail, needs, " about ", strf("%.1f", need / 1e9), " GB", detail, ", more than 80% of the ",
+              strf("%.1f", avail / 1e9), " GB available: ", cure);
 }
 
 bool is_out_of_memory(const std::exception& e) {

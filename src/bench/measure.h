@@ -38,6 +38,10 @@ double gemm_gflops();
 double copy_bandwidth(int64_t bytes = int64_t{256} << 20, int repeats = 5);
 // MemAvailable from /proc/meminfo in bytes (0 if unknown).
 double available_memory_bytes();
+// Refuses work whose memory `need` (bytes) passes 80% of available_memory_bytes(), before a benchmark runs it (the
+// allocator or the OOM killer met such work minutes in): "<needs> about X GB<detail>, more than 80% of the Y GB
+// available: <cure>". Nothing is refused where the available memory is unknown. For CPU runs.
+void refuse_beyond_memory(double need, const std::string& needs, const std::string& detail, const std::string& cure);
 // True for LibTorch's allocation failures (so a benchmark can skip a size instead of failing).
 bool is_out_of_memory(const std::exception& e);
 

@@ -89,17 +89,16 @@ TrainBenchResult run_train_bench(const TrainBenchOptions& options) {
   // Refused before anything runs (on the CPU, whose free memory /proc/meminfo says): after the GEMM timing and a
   // model with a million positions it took 39 s and 3.8 GB to say so (helper-89's probe).
   if (device.is_cpu())
-    if (const double avail = available_memory_bytes(); avail > 0)
-      for (const auto& w : o.widths)
-        for (auto T : o.lengths) {
-          const int64_t layers = w.config.at("n_layer").get<int64_t>(), heads = w.config.at("n_head").get<int64_t>();
-          const double rows = static_cast<double>(std::max<int64_t>(1, o.tokens_per_step / T));
-          const double need = 4.0 * static_cast<double>(layers * heads) * rows * static_cast<double>(T) * static_cast<double>(T);
-          MIMIC_CHECK(need <= 0.8 * avail, "bench train: softmax at ", T, " tokens (", w.name, ": ", layers, " layers × ", heads,
-                      " heads × ", count_of(static_cast<int64_t>(rows), "row"), ") keeps about ", strf("%.1f", need / 1e9),
-                      " GB of attention weights for its backward, more than 80% of the ", strf("%.1f", avail / 1e9),
-                      " GB available: give shorter --lengths");
-        }
+    for (const auto& w : o.widths)
+      for (auto T : o.lengths) {
+        const int64_t layers = w.config.at("n_layer").get<int64_t>(), heads = w.config.at("n_head").get<int64_t>();
+        const double rows = static_cast<double>(std::max<int64_t>(1, o.tokens_per_step / T));
+        const double need = 4.0 * static_cast<double>(layers * heads) * rows * static_cast<double>(T) * static_cast<double>(T);
+        refuse_beyond_memory(need,
+                             detail::concat("bench train: softmax at ", T, " tokens (", w.name, ": ", layers, " layers × ", heads,
+                                            " heads × ", count_of(static_cast<int64_t>(rows), "row"), ") keeps"),
+                             " of attention weights for its backward", "give shorter --lengths");
+      }
   r.gemm_gflops = gemm_gflops();
   Progress bar("bench train", static_cast<int64_t>(o.widths.size() * o.lengths.size() * specs.size()), "run");
   if (!o.progress) bar.disable();
