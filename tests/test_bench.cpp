@@ -153,6 +153,22 @@ static mimic::bench::AttentionBenchOptions small_bench() {
   return o;
 }
 
+// The state a converted layer's own hybrid kernel keeps after `context` tokens of one head of 64 (hedgehog, the
+// bench's map): what the bench's decoders must count as theirs (they drive hybrid_step directly, and once counted
+// the key features the kernel computes again: helper-89's probe; the review of 2026-12-06 asked for this check).
+static int64_t kernel_state_bytes(const nlohmann::json& options, int64_t context) {
+  torch::NoGradGuard g;
+  auto k = mimic::attention::make_attention_kernel("hybrid", options, 1, 64);
+  auto cache = k->new_cache();
+  mimic::attention::AttentionContext ctx;
+  ctx.causal = true;
+  ctx.scale = 1.0 / 8;
+  auto x = [&] { return torch::randn({1, 1, context, 64}); };
+  k->forward_cached(x(), x(), x(), ctx, *cache);
+  EXPECT_EQ(cache->position, context);
+  return cache->bytes();
+}
+
 TEST(Bench, HybridDecodingStateIsFlatInTheContextAndSetByTheWindow) {
   torch::manual_seed(0);
   auto r = mimic::bench::run_attention_bench(small_bench());
@@ -173,6 +189,7 @@ TEST(Bench, HybridDecodingStateIsFlatInTheContextAndSetByTheWindow) {
   EXPECT_EQ(a[hyb].state_bytes, b[hyb].state_bytes);
   EXPECT_EQ(a[lin].state_bytes, b[lin].state_bytes);
   EXPECT_EQ(a[hyb].state_bytes - a[lin].state_bytes, 16 * (64 + 64) * 4);
+  EXPECT_EQ(a[hyb].state_bytes, kernel_state_bytes({{"feature_map", "hedgehog"}, {"window", 16}}, 300));
   // the delta rule's [d, d] state per head, whatever the context
   EXPECT_EQ(a[del].state_bytes, 64 * 64 * 4);
   EXPECT_EQ(b[del].state_bytes, a[del].state_bytes);
@@ -208,6 +225,7 @@ TEST(Bench, ACachedHybridFormDecodesOnAFlatStateHoldingTheCacheBesideTheWindow) 
   // the cache adds its λ keys, values and positions to the plain hybrid's state (with the plain form's features
   // counted, a cache seemed to shrink the state: helper-89's probe)
   EXPECT_EQ(a[cached].state_bytes - a[hyb].state_bytes, 8 * ((64 + 64) * 4 + 8));
+  EXPECT_EQ(a[cached].state_bytes, kernel_state_bytes({{"feature_map", "hedgehog"}, {"window", 16}, {"cache", 8}}, 300));
   EXPECT_GT(a[cached].us, 0);
   const auto j = mimic::bench::to_json(r);
   EXPECT_EQ(j["config"]["cache"], 8);

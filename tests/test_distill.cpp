@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "mimic/attention/linear_attention.h"
 #include "mimic/attention/linear_kernel.h"
@@ -864,6 +865,57 @@ TEST(DistillCli, HelpAndJson) {
       << none.out;
   EXPECT_EQ(nlohmann::json::parse(mimic::test::mimic_cli("distill --eval-only --record " + tiny_record() + " --feature-map elu --val-fraction 0 --json").out)["held_out"],
             false);
+}
+
+// The printed mean row is over the layers that have each value: a layer whose student weights are constant (its
+// map's parameters zero: every feature alike, so uniform weights and no rank order) has no Spearman, and made the
+// whole row's Spearman "-" (the review of 2026-12-06).
+TEST(DistillCli, ThePrintedMeanSpearmanIsOverTheLayersThatHaveOne) {
+  TempDir dir;
+  auto o = train_options(dir.file("maps.safetensors"));
+  o.epochs = 1;
+  dist::distill(o);
+  auto f = mimic::io::SafeTensorsFile::open(o.out);
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  int zeroed = 0;
+  for (const auto& name : f.names()) {
+    auto t = f.load(name);
+    if (name.rfind(dist::layer_prefix(1) + ".", 0) == 0) {
+      t.zero_();
+      ++zeroed;
+    }
+    tensors.emplace_back(name, t);
+  }
+  ASSERT_GT(zeroed, 0) << "no tensor of layer 1 in " << o.out;
+  mimic::io::SaveOptions so;
+  so.metadata = f.metadata();
+  mimic::io::save_safetensors(dir.file("flat.safetensors"), tensors, so);
+  const std::string args = "distill --eval-only --record " + tiny_record() + " --maps " + dir.file("flat.safetensors");
+  auto j = mimic::test::mimic_cli(args + " --json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  auto layers = nlohmann::json::parse(j.out)["layers"];
+  ASSERT_TRUE(layers[1]["after"]["mean"]["spearman"].is_null()) << layers[1]["after"]["mean"];
+  const double rho0 = layers[0]["after"]["mean"]["spearman"].get<double>();
+  auto r = mimic::test::mimic_cli(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto row = [&](const std::string& first) {  // the cells of the line that starts with `first`
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind(first + " ", 0) == 0) {
+        std::istringstream cells(line);
+        std::vector<std::string> v;
+        for (std::string c; cells >> c;) v.push_back(c);
+        return v;
+      }
+    return std::vector<std::string>{};
+  };
+  const auto l1 = row("1"), mean = row("mean");
+  ASSERT_EQ(l1.size(), 8u) << r.out;
+  EXPECT_EQ(l1.back(), "-") << r.out;
+  ASSERT_EQ(mean.size(), 7u) << r.out;  // no epochs cell
+  char want[32];
+  std::snprintf(want, sizeof want, "%.4f", rho0);
+  EXPECT_EQ(mean.back(), want) << r.out;
 }
 
 // Found by fuzzing maps files (bench/fuzz): n_head and head_dim were taken as written ("2x" read as 2, 10^9 heads
