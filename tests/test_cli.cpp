@@ -421,9 +421,18 @@ TEST(Cli, BadInputGivesOneLineError) {
     expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --teacher " + bert_dir() + " --text 'hello there world'" + task),
                           "--teacher " + bert_dir() + " is a BERT model: --task " + (*task ? "copy" : "lm") + " needs a causal language model");
   }
-  expect_one_line_error(mimic_cli("eval --model " + gpt2_dir() + " --text ''"), "--text holds no text (it is empty): nothing to score");
-  // (an empty text, which gave "no tokens" after the model loaded, is refused while parsing: the eighth probe)
-  expect_one_line_error(mimic_cli("forward --model " + gpt2_dir() + " --text '' --out " + dir.file("x.safetensors")), "--text: an empty value");
+  // an empty --text is a mistake of the command line, exit 2 in each command (eval's exited 1: helper-91's probe); a
+  // text file's blank content is data (exit 1: Cli.CommandLineMistakesAreRefusedWhileParsing's --file case)
+  for (const char* text : {"''", "'  '"}) {
+    const auto r = mimic_cli("eval --model " + gpt2_dir() + " --text " + text);
+    expect_one_line_error(r, std::string("--text holds no text (") + (text[1] == '\'' ? "it is empty" : "blank space only") + "): nothing to score");
+    EXPECT_EQ(r.code, 2) << text;
+  }
+  // (an empty text, which gave "no tokens" after the model loaded, is refused while parsing: the eighth probe); the
+  // text is forward's input, not an option to leave out, so the message says to give one
+  const auto fw = mimic_cli("forward --model " + gpt2_dir() + " --text '' --out " + dir.file("x.safetensors"));
+  expect_one_line_error(fw, "--text: an empty value means nothing here: give the text to run, or --file FILE");
+  EXPECT_EQ(fw.code, 2);
   // A model directory whose config.json is malformed.
   std::filesystem::create_directories(dir.file("m"));
   std::filesystem::copy(gpt2_dir(), dir.file("m"), std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
@@ -1031,6 +1040,7 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
   const std::vector<std::pair<std::string, std::string>> usage = {
       {"eval --model " + m + " --text hi --data all", "excludes"},
       {"forward --model " + m + " --text '' --out f.safetensors", "--text: an empty value"},
+      {"eval --model " + m + " --text ''", "--text holds no text (it is empty)"},  // exited 1 (helper-91's probe)
       {"distill --record " + rec + " --attention softmax --out m.safetensors", "--attention: the kind 'softmax' is the teacher's, not a student's"},
       {"distill --record " + rec + " --attention linear:feature_map=elu --out m.safetensors",
        "--attention: give 'feature_map' with --feature-map, --map-options or --sla, not in the attention spec"},

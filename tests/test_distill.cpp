@@ -944,6 +944,11 @@ TEST(DistillMapsFile, HeadCountsAndLayerListsOutsideTheirRangeAreRefusedOnOpen) 
   const std::string file = dir.file("maps.safetensors");
   EXPECT_MIMIC_ERROR(with({{"attention", "{x"}}), file + ": metadata 'attention': malformed JSON");
   EXPECT_MIMIC_ERROR(with({{"attention", R"({"feature_map": "nosuch"})"}}), file + ": unknown feature map 'nosuch' (known: ");
+  // 'sla' agrees with the attention's gates ("7" was converted without a word: helper-98's probe of 2026-12-06)
+  EXPECT_MIMIC_ERROR(with({{"sla", "7"}}), file + ": metadata 'sla' is '7', but its attention has no SLA gates (0 expected)");
+  EXPECT_MIMIC_ERROR(with({{"sla", "0"}, {"attention", R"({"feature_map": "elu", "gates": true})"}}),
+                     file + ": metadata 'sla' is '0', but its attention has SLA gates (1 expected)");
+  EXPECT_NO_THROW(with({{"sla", "0"}}));
   // a float layer in the metrics is never that layer
   auto m = with({{"metrics", R"([{"layer": 1e300, "after": {"heads": []}}])"}});
   EXPECT_MIMIC_ERROR(m.head_kl(0), "no distill metrics for layer 0");

@@ -862,6 +862,11 @@ TEST(KindSpec, ParsesKindAndTypedOptionsAndRefusesMalformedSpecs) {
   EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:window"), "'window' is not key=value");
   EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:w=1,w=2"), "option 'w' given twice");
   EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:w=4,"), "'' is not key=value");
+  // a list value keeps its commas (decay=[...] gives one γ per head; it was cut at its first comma: helper-99's probe)
+  EXPECT_EQ(parse_kind_spec("linear:decay=[0.5,0.25],chunk=8").options,
+            (nlohmann::json{{"decay", {0.5, 0.25}}, {"chunk", 8}}));
+  EXPECT_EQ(parse_kind_spec("mixed:softmax_heads=[1,3]").options["softmax_heads"], (nlohmann::json{1, 3}));
+  EXPECT_MIMIC_ERROR(parse_kind_spec("linear:decay=[0.5,0.25"), "'decay=[0.5,0.25': its value is no JSON list");
 }
 
 // small_matmul multiplies by broadcasting where a has one row, m one column or the inner dimension is one (batched

@@ -620,6 +620,36 @@ TEST(Record, AttributesThatDisagreeWithTheDatasetsAreRefusedWhenTheRecordIsOpene
                      }),
                      "dataset layer_00/q has shape []");
   EXPECT_MIMIC_ERROR(damaged([](H5::H5File& f) { f.unlink("layer_01/v"); }), "dataset layer_01/v is missing");
+  // values formats.md bounds, read without a word until helper-98's probe (2026-12-06): report wrote NaN metrics with
+  // exit 0 from a NaN scale, and a causal of 2 or an n_layer of 0 beside its layer groups passed
+  EXPECT_MIMIC_ERROR(damaged(set("causal", 2)), "root attribute 'causal' must be 0 or 1, got 2");
+  EXPECT_MIMIC_ERROR(damaged(set("n_layer", 0)), "root attribute 'n_layer' 0 is out of range [1, 100000]");
+  EXPECT_MIMIC_ERROR(damaged(set("n_layer", 1)), "root attribute 'layers' names layer 1, beyond the teacher's n_layer 1");
+  for (const double bad : {std::nan(""), 0.0, -0.5}) {
+    EXPECT_MIMIC_ERROR(damaged([=](H5::H5File& f) {
+                         auto g = f.openGroup("layer_01");
+                         g.removeAttr("scale");
+                         mimic::record::write_attr(g, "scale", bad);
+                       }),
+                       "attribute 'scale' of layer_01 must be a positive number");
+  }
+  // rows claimed but never written: every dataset extended to 10^8 samples, samples_done raised, no chunk written (a
+  // 1 MB file read as HDF5's zeros by report, and distill asked for 1.1 TiB)
+  EXPECT_MIMIC_ERROR(damaged([](H5::H5File& f) {
+                       const hsize_t n = 100000000;
+                       std::vector<std::string> names = {"input_ids", "attention_mask"};
+                       for (const char* l : {"layer_00", "layer_01"})
+                         for (const char* x : {"q", "k", "v", "o"}) names.push_back(std::string(l) + "/" + x);
+                       for (const auto& name : names) {
+                         auto ds = f.openDataSet(name);
+                         auto d = mimic::record::dims_of(ds);
+                         d[0] = n;
+                         ds.extend(d.data());
+                       }
+                       f.removeAttr("samples_done");
+                       mimic::record::write_attr(f, "samples_done", static_cast<int64_t>(n));
+                     }),
+                     "dataset input_ids holds data for 2 of the 100000000 chunks its 100000000 rows need: a damaged record");
   // the storage types formats.md gives: an int32 k or float input_ids was read as if it were f16 and int32 (helper-71)
   auto replaced = [&](const std::string& name, const H5::PredType& type) {
     return [=](H5::H5File& f) {
@@ -726,13 +756,14 @@ TEST(Record, StringArraysAndFloatCountsInTheRootAttributesAreRefused) {
   EXPECT_MIMIC_ERROR(damaged(set("layers", "0,1")), "root attribute 'layers' must be a list of layer indices (integers), got \"0,1\"");
   EXPECT_MIMIC_ERROR(damaged(set("layers", 1.5)), "root attribute 'layers' must be a list of layer indices (integers), got 1.5");
   EXPECT_MIMIC_ERROR(damaged([](H5::H5File& f) { f.removeAttr("layers"); }), "root attribute 'layers' must be a list of layer indices (integers), got absent");
-  EXPECT_MIMIC_ERROR(damaged(set("layers", std::vector<int64_t>{0, 7})), "root attribute 'layers' names layer 7 but group layer_07 is missing");
+  EXPECT_MIMIC_ERROR(damaged(set("layers", std::vector<int64_t>{0, 7})), "root attribute 'layers' names layer 7, beyond the teacher's n_layer 2");
+  EXPECT_MIMIC_ERROR(damaged([](H5::H5File& f) { f.unlink("layer_01"); }), "root attribute 'layers' names layer 1 but group layer_01 is missing");
   EXPECT_MIMIC_ERROR(damaged([](H5::H5File& f) {
                        auto g = f.openGroup("layer_00");
                        g.removeAttr("scale");
                        mimic::record::write_attr(g, "scale", "big");
                      }),
-                     "attribute 'scale' of layer_00 must be a number, got \"big\"");
+                     "attribute 'scale' of layer_00 must be a positive number (the teacher's 1/sqrt(head_dim) as a rule), got \"big\"");
 }
 
 // Through the CLI: a run killed with SIGKILL at an arbitrary moment, started again with the same command,

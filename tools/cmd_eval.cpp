@@ -102,8 +102,11 @@ std::vector<int64_t> lm_ids(const EvalArgs& a, const text::Tokenizer& tok) {
   const auto text = read_text_input(a.text, a.file);
   // a file of blank space scored a perplexity of 150.8, an empty one "needs at least 2 tokens" without naming the file
   // (the probe of 2026-12-02); --data refuses such a document too
-  MIMIC_CHECK(text.find_first_not_of(" \t\r\n\f\v") != std::string::npos, a.file ? "--file " + *a.file : std::string("--text"),
-              " holds no text (", text.empty() ? "it is empty" : "blank space only", "): nothing to score");
+  // an empty --text is a command-line mistake (exit 2), as forward's and generate's are; a file's content is data
+  const bool blank = text.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
+  const std::string why = std::string(" holds no text (") + (text.empty() ? "it is empty" : "blank space only") + "): nothing to score";
+  if (a.text) MIMIC_USAGE_CHECK(!blank, "--text", why);
+  MIMIC_CHECK(!blank, "--file ", a.file.value_or(""), why);
   auto ids = tok.encode_document(text);
   // "perplexity needs at least 2 tokens, the text has 1" named no option (the probe of 2026-12-02): the first token is
   // scored by none, so one token leaves nothing to predict

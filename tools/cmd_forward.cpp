@@ -63,7 +63,7 @@ void register_forward(CLI::App& app) {
   auto args = std::make_shared<ForwardArgs>();
   auto* sub = app.add_subcommand("forward", "Run a model on one text; write input_ids, logits and hidden states");
   sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
-  sub->add_option("--text", args->text, "Input text")->check(range::non_empty_text());
+  sub->add_option("--text", args->text, "Input text")->check(range::non_empty_text("give the text to run, or --file FILE"));
   sub->add_option("--file", args->file, "Input file")->check(input_file_arg("a text file"));
   sub->add_option("--out", args->out, "Output .safetensors file")->required()->check(out_file_arg());
   add_common_options(*sub, args->common);

@@ -145,8 +145,8 @@ CLI::Validator non_empty() {
       // no name of its own: --help showed "TEXT:TEXT:SPEC" for an option this and another validator check
       "");
 }
-CLI::Validator non_empty_text() {
-  return CLI::Validator([](std::string& s) -> std::string { return s.empty() ? "an empty value means nothing here: leave the option out instead" : ""; },
+CLI::Validator non_empty_text(const std::string& instead) {
+  return CLI::Validator([instead](std::string& s) -> std::string { return s.empty() ? "an empty value means nothing here: " + instead : ""; },
                         "");
 }
 CLI::Validator count(int64_t lo) { return integer(lo, kMaxCount); }

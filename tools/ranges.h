@@ -47,7 +47,8 @@ CLI::Validator index_list();
 CLI::Validator non_empty();
 // A text to run a model on (generate's --prompt, forward's --text): "" refused as non_empty refuses it, while blank
 // text is text (a space is a token: a prompt of spaces was refused as empty, where tokenize and --file took it).
-CLI::Validator non_empty_text();
+// `instead`: what to do rather (an optional text: leave it out; a required one, forward's: give one).
+CLI::Validator non_empty_text(const std::string& instead = "leave the option out instead");
 CLI::Validator gigabytes();                           // memory budgets in GB: [0, 10^6]; what 0 means, the option says
 CLI::Validator processes();                           // processes of a distributed run on one machine: [1, 4 × cores]
 CLI::Validator port();                                // TCP ports: [1, 65535]

@@ -51,6 +51,8 @@ class HybridAttention : public LinearAttention {
   HybridAttention(const HybridConfig& config, int64_t n_head, int64_t head_dim);
   std::string kind() const override { return "hybrid"; }
   nlohmann::json config_json() const override { return hybrid_.to_json(); }
+  // G^Q scales the linear part only, not the window's softmax terms beside it in the one denominator
+  bool query_gate_cancels() const override { return false; }
   // Decoding: the cache is a HybridState (ring of w keys + linear state); a prompt runs the chunked form, a token
   // without gradients the recurrent step (hybrid_step).
   std::unique_ptr<KernelCache> new_cache() const override;

@@ -103,7 +103,11 @@ nlohmann::json parse_spec_options(const std::string& rest, const std::string& sp
   MIMIC_CHECK(!rest.empty(), "attention '", spec, "': expected KIND:key=value[,key=value...] after the colon");
   size_t at = 0;
   while (at <= rest.size()) {
-    const size_t comma = std::min(rest.find(',', at), rest.size());
+    // the next comma outside brackets: a list value (decay=[0.5,0.9]) holds commas of its own, and was cut at its
+    // first ("'0.9]' is not key=value": helper-99's probe of 2026-12-06)
+    size_t comma = at;
+    for (int depth = 0; comma < rest.size() && !(rest[comma] == ',' && depth == 0); ++comma)
+      depth += (rest[comma] == '[' || rest[comma] == '{') - (rest[comma] == ']' || rest[comma] == '}');
     const std::string item = rest.substr(at, comma - at);
     const auto eq = item.find('=');
     MIMIC_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), "attention '", spec, "': '", item,
@@ -124,6 +128,8 @@ nlohmann::json parse_spec_options(const std::string& rest, const std::string& sp
     // refused while --lr .5 was not (the fourth probe of 2026-11-27). Hexadecimal, inf and nan stay refused.
     static const std::regex decimal(R"(-?(\d+\.\d*|\.\d+)([eE][+-]?\d+)?)");
     if (parsed.is_discarded() && std::regex_match(value, decimal)) parsed = std::stod(value);
+    MIMIC_CHECK(!parsed.is_discarded() || (value.front() != '[' && value.front() != '{'), "attention '", spec, "': '", item,
+                "': its value is no JSON ", value.front() == '[' ? "list" : "object", " (write [a,b,...] with the brackets closed)");
     options[key] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
     at = comma + 1;
   }

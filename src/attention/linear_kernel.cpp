@@ -75,12 +75,12 @@ HeadGatesImpl::HeadGatesImpl(int64_t d_model, int64_t n_head) {
   w_k = register_parameter("w_k", torch::zeros({d_model, n_head}));
 }
 
-std::pair<at::Tensor, at::Tensor> HeadGatesImpl::forward(const at::Tensor& q, const at::Tensor& k) {
+std::pair<at::Tensor, at::Tensor> HeadGatesImpl::forward(const at::Tensor& q, const at::Tensor& k, bool query_trains) {
   auto gate = [](const at::Tensor& x, const at::Tensor& w) {
     auto full = x.permute({0, 2, 1, 3}).flatten(2);  // [B, T, H·d]: the layer's projection, heads side by side
     return torch::log_softmax(torch::matmul(full, w.to(x.dtype())), -1).permute({0, 2, 1});  // [B, H, T]
   };
-  return {gate(q, w_q), gate(k, w_k)};
+  return {gate(q, query_trains ? w_q : w_q.detach()), gate(k, w_k)};
 }
 
 LinearAttention::LinearAttention(const LinearAttentionConfig& config, int64_t n_head, int64_t head_dim) : config_(config) {
@@ -118,7 +118,9 @@ Features LinearAttention::features(const at::Tensor& q, const at::Tensor& k, dou
   const double root = std::sqrt(scale);
   Features f{map->forward(q * root, Role::Query, offset), map->forward(k * root, Role::Key, offset), map->log_space()};
   if (gates) {
-    auto [gq, gk] = gates->forward(q, k);
+    // under row normalisation G^Q is a factor of each query's numerator and denominator alike: it stays in the
+    // forward (the same numbers), but W_GQ learns nothing from ε's remainder, and keeps its value for norm=none
+    auto [gq, gk] = gates->forward(q, k, /*query_trains=*/!query_gate_cancels());
     if (f.log_space) {
       f.q = f.q + gq.unsqueeze(-1);
       f.k = f.k + gk.unsqueeze(-1);

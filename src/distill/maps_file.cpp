@@ -64,6 +64,12 @@ DistilledMaps DistilledMaps::open(const std::string& path) {
     m.head_dim_ = count("head_dim", 1024);
     MIMIC_CHECK(m.n_head_ * m.head_dim_ <= 65536, path, ": n_head x head_dim = ", m.n_head_ * m.head_dim_,
                 " is wider than any layer mimic converts (at most 65536)");
+    // 'sla' says what the attention's gates say (distill writes both); "7" was converted without a word (helper-98)
+    if (md.count("sla")) {
+      const bool gates = m.attention_.is_object() && m.attention_.value("gates", false) == true;
+      MIMIC_CHECK(md.at("sla") == (gates ? "1" : "0"), path, ": metadata 'sla' is '", md.at("sla"), "', but its attention ",
+                  gates ? "has" : "has no", " SLA gates (", gates ? "1" : "0", " expected)");
+    }
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {

@@ -2,7 +2,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <numeric>
 
@@ -54,11 +56,22 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
     impl_->seq_len = integer("seq_len");
     impl_->n_head = integer("n_head");
     impl_->head_dim = integer("head_dim");
-    impl_->causal = integer("causal") != 0;
+    const int64_t causal = integer("causal");
+    // 2 was read as causal and -1 too, where formats.md says 0 or 1 (helper-98's probe of 2026-12-06)
+    MIMIC_CHECK(causal == 0 || causal == 1, path, ": root attribute 'causal' must be 0 or 1, got ", causal);
+    impl_->causal = causal == 1;
     const auto layers = read_attr(f, "layers");
     MIMIC_CHECK(layers.is_array() && std::all_of(layers.begin(), layers.end(), [](const auto& l) { return l.is_number_integer(); }),
                 path, ": root attribute 'layers' must be a list of layer indices (integers), got ", show(layers));
     for (const auto& l : layers) impl_->layers.push_back(l.get<int64_t>());
+    // the teacher's layer count bounds the layers recorded (n_layer 0 beside layer groups was read without a word:
+    // helper-98's probe); files of other writers may leave it out
+    if (!read_attr(f, "n_layer").is_null()) {
+      const int64_t n_layer = integer("n_layer");
+      MIMIC_CHECK(n_layer >= 1 && n_layer <= 100000, path, ": root attribute 'n_layer' ", n_layer, " is out of range [1, 100000]");
+      for (const auto l : impl_->layers)
+        MIMIC_CHECK(l < n_layer, path, ": root attribute 'layers' names layer ", l, ", beyond the teacher's n_layer ", n_layer);
+    }
     const auto dtype = read_attr(f, "dtype");
     MIMIC_CHECK(dtype == "f16" || dtype == "f32", path, ": root attribute 'dtype' must be \"f16\" or \"f32\", got ", show(dtype));
     impl_->f16 = dtype == "f16";
@@ -76,7 +89,10 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
     for (auto l : impl_->layers) {
       MIMIC_CHECK(f.nameExists(layer_group(l)), path, ": root attribute 'layers' names layer ", l, " but group ", layer_group(l), " is missing");
       const auto scale = read_attr(f.openGroup(layer_group(l)), "scale");
-      MIMIC_CHECK(scale.is_number(), path, ": attribute 'scale' of ", layer_group(l), " must be a number, got ", show(scale));
+      // a NaN scale made report's metrics NaN with exit 0, and distill blame the map (helper-98's probe)
+      MIMIC_CHECK(scale.is_number() && std::isfinite(scale.get<double>()) && scale.get<double>() > 0, path, ": attribute 'scale' of ",
+                  layer_group(l), " must be a positive number (the teacher's 1/sqrt(head_dim) as a rule), got ",
+                  scale.is_number() ? std::to_string(scale.get<double>()) : show(scale));
       impl_->scales[l] = scale.get<double>();
       const auto converted = read_attr(f.openGroup(layer_group(l)), "converted");
       MIMIC_CHECK(converted.is_null() || converted.is_string(), path, ": attribute 'converted' of ", layer_group(l), " must be a string, got ",
@@ -127,6 +143,26 @@ void RecordReader::check_shapes() const {
                                                 : cls == H5T_INTEGER && bytes == (kind == Stored::Ids ? 4u : 1u);
     MIMIC_CHECK(type_ok, path, ": dataset ", name, " is stored as ", cls == H5T_FLOAT ? "float" : cls == H5T_INTEGER ? "integer" : "another type",
                 " of ", bytes, " bytes, but the record's attributes say ", want_type);
+    // the rows claimed were written: a file of 1 MB whose datasets were only extended to 10^8 samples read as zeros
+    // (HDF5's fill value) in report, and distill asked for 1.1 TiB (helper-98's probe). record writes every sample as one
+    // chunk of every dataset; another layout must hold its rows' bytes.
+    const H5::DSetCreatPropList plist = ds.getCreatePlist();
+    if (plist.getLayout() == H5D_CHUNKED) {
+      std::vector<hsize_t> chunk(d.size());
+      plist.getChunk(static_cast<int>(chunk.size()), chunk.data());
+      hsize_t per_row = 1;  // chunks a block of chunk[0] rows spans
+      for (size_t i = 1; i < d.size(); ++i) per_row *= (d[i] + chunk[i] - 1) / std::max<hsize_t>(chunk[i], 1);
+      const hsize_t needed = (static_cast<hsize_t>(rows) + chunk[0] - 1) / std::max<hsize_t>(chunk[0], 1) * per_row;
+      hsize_t written = 0;
+      const H5::DataSpace space = ds.getSpace();
+      MIMIC_CHECK(H5Dget_num_chunks(ds.getId(), space.getId(), &written) >= 0, path, ": dataset ", name, ": cannot count its chunks");
+      MIMIC_CHECK(written >= needed, path, ": dataset ", name, " holds data for ", written, " of the ", needed, " chunks its ", rows,
+                  " rows need: a damaged record (its size claims rows that were never written)");
+    } else {
+      const hsize_t row_bytes = std::accumulate(row.begin(), row.end(), static_cast<hsize_t>(bytes), std::multiplies<hsize_t>());
+      MIMIC_CHECK(ds.getStorageSize() >= row_bytes * static_cast<hsize_t>(rows), path, ": dataset ", name, " stores ", ds.getStorageSize(),
+                  " bytes, less than its ", rows, " rows need: a damaged record (its size claims rows that were never written)");
+    }
   };
   const auto T = static_cast<hsize_t>(r.seq_len), H = static_cast<hsize_t>(r.n_head), D = static_cast<hsize_t>(r.head_dim);
   expect("input_ids", {T}, r.samples, Stored::Ids);
