@@ -630,13 +630,12 @@ TEST(LinearKernel, FastFormsMatchQuadraticIncludingMapAndGateGradients) {
       for (size_t i = 0; i < g.size(); ++i) {
         const std::string name = named.keys()[i];
         // Every parameter receives a gradient, except the query gate: under row normalisation it cancels (up to ε),
-        // so it is given none (SlaGates.QueryGateCancelsUnderRowNormalisationKeyGateDoesNot checks both)
-        if (name == "gates.w_q") {
-          EXPECT_FALSE(g[i].defined()) << name;
-          continue;
-        }
+        // so its gradient is zero (SlaGates.TheQueryGateTrainsOnlyWhereItDoesNotCancel)
         ASSERT_TRUE(g[i].defined()) << name;
-        EXPECT_GT(g[i].abs().max().item<double>(), 1e-6) << name;
+        if (name == "gates.w_q")
+          EXPECT_EQ(g[i].abs().max().item<double>(), 0.0) << name;
+        else
+          EXPECT_GT(g[i].abs().max().item<double>(), 1e-6) << name;
       }
     }
   }
@@ -735,26 +734,30 @@ TEST(SlaGates, QueryGateCancelsUnderRowNormalisationKeyGateDoesNot) {
   EXPECT_GT(max_diff(att->forward(q, k, v, ctx), base), 1e-3);
 }
 
-// So W_GQ learns nothing under row normalisation (with ε's remainder as its only gradient, AdamW took steps on it as
-// large as W_GK's, and a later norm=none ran that noise: helper-99's probe); under norm=none, SLA's own form, both learn.
+// So W_GQ learns nothing where G^Q cancels — row normalisation, and L2 and RMS, which divide each query's output by its
+// own norm (with ε's remainder as its only gradient, AdamW took steps on it as large as W_GK's, and a later norm=none
+// ran that noise: helper-99's probe); its gradient is zero there, not undefined (the overlapped all-reduce waits for
+// every trainable tensor's). Under norm=none, SLA's own form, both learn.
 TEST(SlaGates, TheQueryGateTrainsOnlyWhereItDoesNotCancel) {
   torch::manual_seed(7);
   auto q = torch::randn({1, 3, 6, 4}, dbl()), k = torch::randn({1, 3, 6, 4}, dbl()), v = torch::randn({1, 3, 6, 4}, dbl());
   AttentionContext ctx;
   ctx.causal = true;
-  for (const char* norm : {"row", "none"}) {
+  for (const char* norm : {"row", "l2", "rms", "none"}) {
     auto att = kernel({{"feature_map", "hedgehog"}, {"gates", true}, {"norm", norm}});
     auto out = att->forward(q, k, v, ctx);
     auto g = torch::autograd::grad({out.pow(2).sum()}, {att->gates->w_q, att->gates->w_k}, {}, false, false, /*allow_unused=*/true);
-    ASSERT_TRUE(g[1].defined()) << norm;
+    ASSERT_TRUE(g[0].defined() && g[1].defined()) << norm;
     EXPECT_GT(g[1].abs().max().item<double>(), 1e-6) << norm;
-    if (std::string(norm) == "row") {
-      EXPECT_FALSE(g[0].defined());
-    } else {
-      ASSERT_TRUE(g[0].defined());
+    if (std::string(norm) == "none")
       EXPECT_GT(g[0].abs().max().item<double>(), 1e-6);
-    }
+    else
+      EXPECT_EQ(g[0].abs().max().item<double>(), 0.0) << norm;
+    EXPECT_EQ(att->query_gate_cancels(), std::string(norm) != "none");
   }
+  // the hybrid's one denominator also sums the window's terms, which G^Q does not scale: its W_GQ learns
+  auto hybrid = make_attention_kernel("hybrid", {{"feature_map", "hedgehog"}, {"gates", true}, {"window", 2}}, 3, 4);
+  EXPECT_FALSE(std::dynamic_pointer_cast<LinearAttention>(hybrid)->query_gate_cancels());
 }
 
 // SLA's magnitude property (paper Prop. 1): scaling the gate logits by λ sharpens the gates — their entropy

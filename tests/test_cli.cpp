@@ -164,6 +164,11 @@ TEST(Cli, ForwardWritesModelOutputs) {
   ASSERT_EQ(b.code, 0) << b.err;
   auto bf = mimic::io::SafeTensorsFile::open(dir.file("b.safetensors"));
   EXPECT_EQ(bf.info("last_hidden_state").shape.size(), 3u);
+  // the folders on --out's path are made (docs/cli.md's --out), and a one-token text is counted as one ("1 tokens")
+  auto one = mimic_cli("forward --model " + gpt2_dir() + " --text hi --out " + dir.file("new/deeper/h.safetensors"));
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_NE(one.out.find("h.safetensors: 1 token,"), std::string::npos) << one.out;
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir.file("new/deeper/h.safetensors")));
 }
 
 // eval says what its numbers rest on: the tokens it scored (alone and side by side), and a warning when they are few.
@@ -423,9 +428,11 @@ TEST(Cli, BadInputGivesOneLineError) {
   }
   // an empty --text is a mistake of the command line, exit 2 in each command (eval's exited 1: helper-91's probe); a
   // text file's blank content is data (exit 1: Cli.CommandLineMistakesAreRefusedWhileParsing's --file case)
-  for (const char* text : {"''", "'  '"}) {
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"''", "--text: an empty value means nothing here: give the text to score, or --file FILE"},
+           {"'  '", "--text holds no text (blank space only): nothing to score"}}) {
     const auto r = mimic_cli("eval --model " + gpt2_dir() + " --text " + text);
-    expect_one_line_error(r, std::string("--text holds no text (") + (text[1] == '\'' ? "it is empty" : "blank space only") + "): nothing to score");
+    expect_one_line_error(r, message);
     EXPECT_EQ(r.code, 2) << text;
   }
   // (an empty text, which gave "no tokens" after the model loaded, is refused while parsing: the eighth probe); the
@@ -1040,7 +1047,8 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
   const std::vector<std::pair<std::string, std::string>> usage = {
       {"eval --model " + m + " --text hi --data all", "excludes"},
       {"forward --model " + m + " --text '' --out f.safetensors", "--text: an empty value"},
-      {"eval --model " + m + " --text ''", "--text holds no text (it is empty)"},  // exited 1 (helper-91's probe)
+      // exited 1 after the model had loaded (helper-91's probe); a path to no model shows it is refused first
+      {"eval --model " + m + " --text ''", "--text: an empty value means nothing here"},
       {"distill --record " + rec + " --attention softmax --out m.safetensors", "--attention: the kind 'softmax' is the teacher's, not a student's"},
       {"distill --record " + rec + " --attention linear:feature_map=elu --out m.safetensors",
        "--attention: give 'feature_map' with --feature-map, --map-options or --sla, not in the attention spec"},

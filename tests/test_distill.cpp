@@ -127,6 +127,13 @@ const std::string& tiny_record() {
   return path;
 }
 
+// Every tensor of a file, loaded, in file order (to write a changed copy).
+std::vector<std::pair<std::string, at::Tensor>> tensors_of(const mimic::io::SafeTensorsFile& f) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& n : f.names()) out.emplace_back(n, f.load(n));
+  return out;
+}
+
 dist::DistillOptions train_options(const std::string& out) {
   dist::DistillOptions o;
   o.record = tiny_record();  // the linear kind's own map, hedgehog
@@ -343,6 +350,50 @@ TEST(DistillMetrics, SpearmanOfSignedWeightsIsPlusOrMinusOneByTheSignOfTheRowsNo
 
 // A head none of whose rows has a rank correlation (its scores constant) has no Spearman, and the layer's mean is
 // the other heads' (it was the sum over every head, NaN for all: the review of session 55).
+// A student whose weights may be negative is ranked by its weights in every batch, one without a negative weight too:
+// its log-weights floor weights below FLT_MIN into one rank, so a batch ranked by them (the rule until 2026-12-06:
+// log-weights where the batch showed no negative weight) scored other numbers than the same rows in a batch beside
+// a negative weight, and distill's batches than report's single samples.
+TEST(DistillMetrics, ASignedStudentIsRankedByItsWeightsInEveryBatch) {
+  auto s = student("identity", 1, 2);  // φ(x) = x: weights of any sign
+  s->to(torch::kDouble);
+  const auto dbl = torch::TensorOptions().dtype(torch::kDouble);
+  // one query (1, 0) at every position; keys (x, 0): weights ∝ x. Sample "tiny": 1, 1e-39, 2e-39, 1 (all positive; the
+  // two tiny weights differ, their log-weights are floored alike); sample "negative": 1, -0.5, 0.25, 1
+  auto sample = [&](double x1, double x2) {
+    analysis::TeacherBatch b;
+    b.q = torch::tensor({1.0, 0.0}, dbl).view({1, 1, 1, 2}).repeat({1, 1, 4, 1});
+    b.k = torch::tensor({1.0, 0.0, x1, 0.0, x2, 0.0, 1.0, 0.0}, dbl).view({1, 1, 4, 2});
+    b.v = torch::randn({1, 1, 4, 2}, dbl);
+    b.mask = torch::ones({1, 4}, torch::kBool);
+    b.scale = 1.0;
+    b.causal = true;
+    return b;
+  };
+  const auto tiny = sample(1e-39, 2e-39), negative = sample(-0.5, 0.25);
+  auto both = tiny;
+  both.q = torch::cat({tiny.q, negative.q});
+  both.k = torch::cat({tiny.k, negative.k});
+  both.v = torch::cat({tiny.v, negative.v});
+  both.mask = torch::cat({tiny.mask, negative.mask});
+  analysis::MetricsAccumulator one(0, 1), apart(0, 1), by_log(0, 1);
+  one.add(*s, both);
+  apart.add(*s, tiny);
+  apart.add(*s, negative);
+  const double rho = one.result().heads[0].spearman;
+  ASSERT_TRUE(std::isfinite(rho));
+  EXPECT_NEAR(apart.result().heads[0].spearman, rho, 1e-12);
+  // the case has teeth: ranked by its log-weights, the tiny sample scores otherwise (its two tiny keys tied)
+  at::Tensor w, log_w;
+  s->forward_quadratic(tiny.q, tiny.k, tiny.v, analysis::teacher_context(tiny), &w, &log_w);
+  const auto scores = torch::matmul(tiny.q, tiny.k.transpose(-1, -2)) * tiny.scale;
+  analysis::MetricsAccumulator signed_tiny(0, 1);
+  signed_tiny.add_weights(analysis::teacher_weights(tiny), log_w, scores, tiny, w);
+  by_log.add_weights(analysis::teacher_weights(tiny), log_w, scores, tiny);
+  EXPECT_GT(std::abs(by_log.result().heads[0].spearman - signed_tiny.result().heads[0].spearman), 1e-3)
+      << by_log.result().heads[0].spearman << " vs " << signed_tiny.result().heads[0].spearman;
+}
+
 TEST(DistillMetrics, TheMeanSpearmanLeavesOutAHeadThatHasNone) {
   auto b = tiny_batch(true);
   b.q[0][1].zero_();  // head 1: q = 0, every score 0 in sample 0 ...
@@ -495,8 +546,7 @@ TEST(DistillMapsFile, AFileWithoutAKindReadsAsLinearAndAReferenceKindIsRefused) 
   o.epochs = 2;
   dist::distill(o);
   auto f = mimic::io::SafeTensorsFile::open(o.out);
-  std::vector<std::pair<std::string, at::Tensor>> tensors;
-  for (const auto& n : f.names()) tensors.emplace_back(n, f.load(n));
+  auto tensors = tensors_of(f);
   // As written before the kinds registry: no "kind" metadata.
   mimic::io::SaveOptions old;
   old.metadata = f.metadata();
@@ -876,17 +926,14 @@ TEST(DistillCli, ThePrintedMeanSpearmanIsOverTheLayersThatHaveOne) {
   o.epochs = 1;
   dist::distill(o);
   auto f = mimic::io::SafeTensorsFile::open(o.out);
-  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  auto tensors = tensors_of(f);
   int zeroed = 0;
-  for (const auto& name : f.names()) {
-    auto t = f.load(name);
-    if (name.rfind(dist::layer_prefix(1) + ".", 0) == 0) {
+  for (auto& [name, t] : tensors)
+    if (name.rfind(dist::layer_prefix(0) + ".", 0) == 0) {
       t.zero_();
       ++zeroed;
     }
-    tensors.emplace_back(name, t);
-  }
-  ASSERT_GT(zeroed, 0) << "no tensor of layer 1 in " << o.out;
+  ASSERT_GT(zeroed, 0) << "no tensor of layer 0 in " << o.out;
   mimic::io::SaveOptions so;
   so.metadata = f.metadata();
   mimic::io::save_safetensors(dir.file("flat.safetensors"), tensors, so);
@@ -894,8 +941,9 @@ TEST(DistillCli, ThePrintedMeanSpearmanIsOverTheLayersThatHaveOne) {
   auto j = mimic::test::mimic_cli(args + " --json");
   ASSERT_EQ(j.code, 0) << j.err;
   auto layers = nlohmann::json::parse(j.out)["layers"];
-  ASSERT_TRUE(layers[1]["after"]["mean"]["spearman"].is_null()) << layers[1]["after"]["mean"];
-  const double rho0 = layers[0]["after"]["mean"]["spearman"].get<double>();
+  // layer 0 without one (a mean that took the first layer's would print "-" too, as the sum did)
+  ASSERT_TRUE(layers[0]["after"]["mean"]["spearman"].is_null()) << layers[0]["after"]["mean"];
+  const double rho1 = layers[1]["after"]["mean"]["spearman"].get<double>();
   auto r = mimic::test::mimic_cli(args);
   ASSERT_EQ(r.code, 0) << r.err;
   auto row = [&](const std::string& first) {  // the cells of the line that starts with `first`
@@ -909,12 +957,12 @@ TEST(DistillCli, ThePrintedMeanSpearmanIsOverTheLayersThatHaveOne) {
       }
     return std::vector<std::string>{};
   };
-  const auto l1 = row("1"), mean = row("mean");
-  ASSERT_EQ(l1.size(), 8u) << r.out;
-  EXPECT_EQ(l1.back(), "-") << r.out;
+  const auto l0 = row("0"), mean = row("mean");
+  ASSERT_EQ(l0.size(), 8u) << r.out;
+  EXPECT_EQ(l0.back(), "-") << r.out;
   ASSERT_EQ(mean.size(), 7u) << r.out;  // no epochs cell
   char want[32];
-  std::snprintf(want, sizeof want, "%.4f", rho0);
+  std::snprintf(want, sizeof want, "%.4f", rho1);
   EXPECT_EQ(mean.back(), want) << r.out;
 }
 

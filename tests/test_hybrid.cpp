@@ -867,6 +867,8 @@ TEST(KindSpec, ParsesKindAndTypedOptionsAndRefusesMalformedSpecs) {
             (nlohmann::json{{"decay", {0.5, 0.25}}, {"chunk", 8}}));
   EXPECT_EQ(parse_kind_spec("mixed:softmax_heads=[1,3]").options["softmax_heads"], (nlohmann::json{1, 3}));
   EXPECT_MIMIC_ERROR(parse_kind_spec("linear:decay=[0.5,0.25"), "'decay=[0.5,0.25': its value is no JSON list");
+  EXPECT_MIMIC_ERROR(parse_kind_spec("linear:decay=[.5,.25]"), "its value is no JSON list (write it as JSON: brackets closed, numbers such as 0.5");
+  EXPECT_MIMIC_ERROR(parse_kind_spec("hybrid:window_scale=max],window=3"), "']' at 'window_scale=max]' closes no bracket");
 }
 
 // small_matmul multiplies by broadcasting where a has one row, m one column or the inner dimension is one (batched

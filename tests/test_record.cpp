@@ -650,6 +650,36 @@ TEST(Record, AttributesThatDisagreeWithTheDatasetsAreRefusedWhenTheRecordIsOpene
                        mimic::record::write_attr(f, "samples_done", static_cast<int64_t>(n));
                      }),
                      "dataset input_ids holds data for 2 of the 100000000 chunks its 100000000 rows need: a damaged record");
+  // every dataset is checked, not the first alone: a third sample written to input_ids and attention_mask only
+  EXPECT_MIMIC_ERROR(damaged([](H5::H5File& f) {
+                       for (const char* l : {"layer_00", "layer_01"})
+                         for (const char* x : {"q", "k", "v", "o"}) {
+                           auto ds = f.openDataSet(std::string(l) + "/" + x);
+                           auto d = mimic::record::dims_of(ds);
+                           d[0] = 3;
+                           ds.extend(d.data());
+                         }
+                       for (const auto& [name, type] : std::vector<std::pair<std::string, H5::PredType>>{
+                                {"input_ids", H5::PredType::NATIVE_INT32}, {"attention_mask", H5::PredType::NATIVE_UINT8}}) {
+                         auto ds = f.openDataSet(name);
+                         auto d = mimic::record::dims_of(ds);
+                         std::vector<int32_t> row(d[1], 1);
+                         std::vector<uint8_t> mask_row(d[1], 1);
+                         d[0] = 3;
+                         ds.extend(d.data());
+                         H5::DataSpace file_space = ds.getSpace();
+                         const hsize_t start[2] = {2, 0}, count[2] = {1, d[1]};
+                         file_space.selectHyperslab(H5S_SELECT_SET, count, start);
+                         H5::DataSpace mem(2, count);
+                         if (name == "input_ids")
+                           ds.write(row.data(), type, mem, file_space);
+                         else
+                           ds.write(mask_row.data(), type, mem, file_space);
+                       }
+                       f.removeAttr("samples_done");
+                       mimic::record::write_attr(f, "samples_done", int64_t{3});
+                     }),
+                     "dataset layer_00/q holds data for 2 of the 3 chunks its 3 rows need");
   // the storage types formats.md gives: an int32 k or float input_ids was read as if it were f16 and int32 (helper-71)
   auto replaced = [&](const std::string& name, const H5::PredType& type) {
     return [=](H5::H5File& f) {
@@ -823,6 +853,7 @@ TEST(Record, AKilledRunWhoseLastBatchReachedTheFileResumesToTheSameContent) {
   mimic::record::record(killed);
   ASSERT_TRUE(std::filesystem::exists(dir.file("killed.h5")));
   EXPECT_EQ(samples_done(dir.file("killed.h5")), 12);
+  EXPECT_NO_THROW(mimic::record::RecordReader{dir.file("killed.h5")});  // its datasets grown past samples_done: readable
   auto resume = o;
   resume.out = dir.file("killed.h5");
   mimic::record::RecordResult r;

@@ -150,6 +150,12 @@ void retire_spelling(CLI::App& sub, CLI::Option* old, CLI::Option* current) {
   // Listed last in --help under a heading of its own rather than hidden: CLI11 gives a hidden option no name, so
   // its errors would not say which option a bad value was given to.
   old->group(kRetiredGroup)->excludes(current);
+  // and what the current spelling excludes or needs: `info --model m --maps` listed the maps and dropped the model,
+  // where --feature-maps is refused beside --model (helper-101's probe). So retire a spelling after the options
+  // that exclude its current one are declared.
+  for (auto* other : current->get_excludes())
+    if (other != old) old->excludes(other);
+  for (auto* other : current->get_needs()) old->needs(other);
   old->description("the old spelling of " + current->get_name());
   retired().push_back({&sub, old->get_name(), current->get_name()});
 }

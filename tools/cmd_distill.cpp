@@ -100,7 +100,7 @@ void register_distill(CLI::App& app) {
   sub->add_option("--model", a->o.model_dir, "Online mode (no record file): the softmax teacher, run here")->transform(model_dir_arg());
   sub->add_option("--data", a->o.data, "Online mode: the samples record would take (with --split): corpus all|sotu|moby-dick, classification data set spam|sotu-era (its texts), your own text (a UTF-8 file or a folder of .txt files), or a recall task mqar[:...] / ar[:...]")->check(data_arg());
   sub->add_option("--split", a->o.split, "Online mode: split of a corpus")->capture_default_str()->check(split_arg());
-  sub->add_option("--samples", a->o.samples, "Online mode: samples to take from --data (0: every sample it gives)")->capture_default_str()->transform(range::count(0));
+  sub->add_option("--samples", a->o.samples, "Online mode: samples to take from --data (0: every sample it gives; half record's default, as a layer's q, k, v, o are held in memory in float32)")->capture_default_str()->transform(range::count(0));
   sub->add_option("--seq-len", a->o.seq_len, "Online mode: tokens per sample (default: min(256, the model's context))")->transform(range::tokens(2));
   sub->add_option("--attention", a->o.attention,
                   "The student's attention kind and options: linear, hybrid[:window=W,mix=learned|fixed,window_weight=S,affine=true,cache=N] "

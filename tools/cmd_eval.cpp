@@ -489,7 +489,8 @@ void register_eval(CLI::App& app) {
   sub->add_option("--model", args->model, "Model directory")->required()->transform(model_dir_arg());
   sub->add_option("--task", args->task, "lm (perplexity), cls (accuracy, F1, MCC), passkey (retrieval by context length), copy (in-context copy gain) or mqar (associative-recall accuracy; --data mqar:... or ar:...)")->capture_default_str()->check(CLI::IsMember({"lm", "cls", "passkey", "copy", "mqar"}));
   auto* file = sub->add_option("--file", args->file, "Text file to score (lm, copy)")->check(input_file_arg("a text file (--data takes a folder of .txt files)"));
-  auto* text = sub->add_option("--text", args->text, "Text to score (lm, copy)")->excludes(file);
+  // "" refused while parsing, before the model loads, as forward's and generate's (blank space: lm_ids)
+  auto* text = sub->add_option("--text", args->text, "Text to score (lm, copy)")->excludes(file)->check(range::non_empty_text("give the text to score, or --file FILE"));
   auto* data = sub->add_option("--data", args->data, "lm, copy: corpus all|sotu|moby-dick or your own text (a UTF-8 file or a folder of .txt files; --split picks its 90/5/5 part by position); cls: spam|sotu-era|FILE.jsonl; mqar: mqar[:...] or ar[:...]")
       ->check(data_arg())
       ->excludes(file)

@@ -259,7 +259,7 @@ void register_finetune(CLI::App& app) {
   t.warmup = 50;
   t.eval_every = 100;
   auto* sub = app.add_subcommand("finetune", "Finetune a model, plain or converted: a causal LM (lm: GPT-2, the Llama family) or BERT sequence classification (cls)");
-  sub->add_option("--task", a->task, "lm (GPT-2, next-token prediction) or cls (BERT sequence classification)")
+  sub->add_option("--task", a->task, "lm (a causal LM: GPT-2 or the Llama family; next-token prediction) or cls (BERT sequence classification)")
       ->required()->check(CLI::IsMember({"lm", "cls"}));
   sub->add_option("--model", a->f.model_dir, "Model directory or embedded model (plain or converted)")->required()->transform(model_dir_arg());
   sub->add_option("--data", a->data, "lm: " + data::lm_corpus_choices() + ", your own text (a UTF-8 file or a folder of .txt files, split 90/5/5 by position: docs/data.md) or a recall task mqar[:...] / ar[:...]; cls: spam, sotu-era, or a JSON-lines file of {text, label[, split]}")->required()->check(data_arg());

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "ranges.h"
 #include "mimic/core/error.h"
+#include "mimic/core/words.h"
 #include "mimic/io/output_lock.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/models/model.h"
@@ -52,7 +53,7 @@ void run(ForwardArgs& a) {
   nlohmann::json j = {{"out", a.out}, {"tokens", ids.size()}, {"head", s.head}};
   for (const auto& [name, t] : tensors) j["shapes"][name] = t.sizes().vec();
   if (a.common.json) return print_json(j);
-  std::cout << "wrote " << a.out << ": " << ids.size() << " tokens";
+  std::cout << "wrote " << a.out << ": " << count_of(static_cast<int64_t>(ids.size()), "token");
   for (const auto& [name, t] : tensors) std::cout << ", " << name << " " << nlohmann::json(t.sizes().vec()).dump();
   std::cout << "\n";
 }

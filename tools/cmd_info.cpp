@@ -160,8 +160,8 @@ void register_info(CLI::App& app) {
   auto* system = sub->add_flag("--system", args->system, "Threads, BLAS actually loaded, LibTorch version")->excludes(path)->excludes(model);
   auto* registry = sub->add_flag("--feature-maps", args->maps, "The registered feature maps (names for --feature-map) and attention kinds")
                        ->excludes(system)->excludes(path)->excludes(model);
-  retire_spelling(*sub, sub->add_flag("--maps", args->maps), registry);
   sub->add_flag("--tensors", args->tensors, "List every tensor of a model directory")->excludes(system)->excludes(registry);
+  retire_spelling(*sub, sub->add_flag("--maps", args->maps), registry);  // after every option --feature-maps excludes
   add_common_options(*sub, args->common);
   args->common.ranks = true;  // it computes nothing: it reports what each rank sees (threads, environment)
   sub->callback([args]() { run(*args); });

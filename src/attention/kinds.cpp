@@ -106,8 +106,11 @@ nlohmann::json parse_spec_options(const std::string& rest, const std::string& sp
     // the next comma outside brackets: a list value (decay=[0.5,0.9]) holds commas of its own, and was cut at its
     // first ("'0.9]' is not key=value": helper-99's probe of 2026-12-06)
     size_t comma = at;
-    for (int depth = 0; comma < rest.size() && !(rest[comma] == ',' && depth == 0); ++comma)
+    for (int depth = 0; comma < rest.size() && !(rest[comma] == ',' && depth == 0); ++comma) {
       depth += (rest[comma] == '[' || rest[comma] == '{') - (rest[comma] == ']' || rest[comma] == '}');
+      // a stray closing bracket would keep every later comma from splitting, and the message name the wrong option
+      MIMIC_CHECK(depth >= 0, "attention '", spec, "': '", rest[comma], "' at '", rest.substr(at, comma + 1 - at), "' closes no bracket");
+    }
     const std::string item = rest.substr(at, comma - at);
     const auto eq = item.find('=');
     MIMIC_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), "attention '", spec, "': '", item,
@@ -129,7 +132,8 @@ nlohmann::json parse_spec_options(const std::string& rest, const std::string& sp
     static const std::regex decimal(R"(-?(\d+\.\d*|\.\d+)([eE][+-]?\d+)?)");
     if (parsed.is_discarded() && std::regex_match(value, decimal)) parsed = std::stod(value);
     MIMIC_CHECK(!parsed.is_discarded() || (value.front() != '[' && value.front() != '{'), "attention '", spec, "': '", item,
-                "': its value is no JSON ", value.front() == '[' ? "list" : "object", " (write [a,b,...] with the brackets closed)");
+                "': its value is no JSON ", value.front() == '[' ? "list" : "object",
+                " (write it as JSON: brackets closed, numbers such as 0.5 with a digit before the point)");
     options[key] = parsed.is_discarded() ? nlohmann::json(value) : parsed;
     at = comma + 1;
   }

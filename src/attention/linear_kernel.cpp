@@ -80,7 +80,7 @@ std::pair<at::Tensor, at::Tensor> HeadGatesImpl::forward(const at::Tensor& q, co
     auto full = x.permute({0, 2, 1, 3}).flatten(2);  // [B, T, H·d]: the layer's projection, heads side by side
     return torch::log_softmax(torch::matmul(full, w.to(x.dtype())), -1).permute({0, 2, 1});  // [B, H, T]
   };
-  return {gate(q, query_trains ? w_q : w_q.detach()), gate(k, w_k)};
+  return {gate(q, query_trains ? w_q : w_q.detach() + w_q * 0.0), gate(k, w_k)};
 }
 
 LinearAttention::LinearAttention(const LinearAttentionConfig& config, int64_t n_head, int64_t head_dim) : config_(config) {
@@ -118,8 +118,8 @@ Features LinearAttention::features(const at::Tensor& q, const at::Tensor& k, dou
   const double root = std::sqrt(scale);
   Features f{map->forward(q * root, Role::Query, offset), map->forward(k * root, Role::Key, offset), map->log_space()};
   if (gates) {
-    // under row normalisation G^Q is a factor of each query's numerator and denominator alike: it stays in the
-    // forward (the same numbers), but W_GQ learns nothing from ε's remainder, and keeps its value for norm=none
+    // where G^Q is a factor of each query's numerator and denominator alike it stays in the forward (the same numbers),
+    // but W_GQ learns nothing from ε's remainder, and keeps its value for norm=none
     auto [gq, gk] = gates->forward(q, k, /*query_trains=*/!query_gate_cancels());
     if (f.log_space) {
       f.q = f.q + gq.unsqueeze(-1);

@@ -44,8 +44,9 @@ class HeadGatesImpl : public torch::nn::Module {
  public:
   HeadGatesImpl(int64_t d_model, int64_t n_head);
   // q, k: [B, H, T, d]; their heads side by side are the layer's Q and K. Returns log G^Q, log G^K: [B, H, T].
-  // query_trains false: G^Q's value as it is, without a gradient to W_GQ (under row normalisation it cancels but for
-  // ε, and AdamW scaled that remainder up to steps as large as W_GK's: helper-99's probe of 2026-12-06).
+  // query_trains false: G^Q's value as it is, with a zero gradient to W_GQ (where it cancels but for ε, AdamW scaled
+  // that remainder up to steps as large as W_GK's: helper-99's probe of 2026-12-06). Zero, not none: W_GQ stays a
+  // trainable tensor, and the overlapped all-reduce waits for every trainable tensor's gradient (the review of 2026-12-06).
   std::pair<at::Tensor, at::Tensor> forward(const at::Tensor& q, const at::Tensor& k, bool query_trains = true);
   at::Tensor w_q, w_k;  // [d_model, H]
 };
@@ -90,9 +91,10 @@ class LinearAttention : public DistillableKernel {
   std::string feature_map() const override { return config_.feature_map; }
 
   const LinearAttentionConfig& config() const { return config_; }
-  // Whether G^Q cancels in this kernel's output, as under row normalisation (then W_GQ is given no gradient:
-  // HeadGatesImpl::forward). The hybrid, whose shared row normaliser also sums the window's softmax terms, says no.
-  virtual bool query_gate_cancels() const { return config_.norm == Norm::Row; }
+  // Whether G^Q cancels in this kernel's output (up to ε): under row normalisation, and under L2 and RMS, which divide
+  // each query's output by its own norm — then W_GQ's gradient is zero (HeadGatesImpl::forward). Only norm=none, SLA's
+  // own form, keeps it; the hybrid, whose one denominator also sums the window's softmax terms, overrides this.
+  virtual bool query_gate_cancels() const { return config_.norm != Norm::None; }
   FeatureMap map;
   std::shared_ptr<HeadGatesImpl> gates;  // null without SLA gates
 

@@ -91,8 +91,8 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
       const auto scale = read_attr(f.openGroup(layer_group(l)), "scale");
       // a NaN scale made report's metrics NaN with exit 0, and distill blame the map (helper-98's probe)
       MIMIC_CHECK(scale.is_number() && std::isfinite(scale.get<double>()) && scale.get<double>() > 0, path, ": attribute 'scale' of ",
-                  layer_group(l), " must be a positive number (the teacher's 1/sqrt(head_dim) as a rule), got ",
-                  scale.is_number() ? std::to_string(scale.get<double>()) : show(scale));
+                  layer_group(l), " must be a positive number (the teacher's 1/sqrt(head_dim) as a rule), got ", show(scale),
+                  scale.is_number() && !std::isfinite(scale.get<double>()) ? " (not finite)" : "");
       impl_->scales[l] = scale.get<double>();
       const auto converted = read_attr(f.openGroup(layer_group(l)), "converted");
       MIMIC_CHECK(converted.is_null() || converted.is_string(), path, ": attribute 'converted' of ", layer_group(l), " must be a string, got ",
@@ -157,7 +157,8 @@ void RecordReader::check_shapes() const {
       const H5::DataSpace space = ds.getSpace();
       MIMIC_CHECK(H5Dget_num_chunks(ds.getId(), space.getId(), &written) >= 0, path, ": dataset ", name, ": cannot count its chunks");
       MIMIC_CHECK(written >= needed, path, ": dataset ", name, " holds data for ", written, " of the ", needed, " chunks its ", rows,
-                  " rows need: a damaged record (its size claims rows that were never written)");
+                  " rows need: a damaged record (its size claims rows that were never written; a record killed while HDF5 wrote "
+                  "its index is rolled back and continued by the same mimic record command)");
     } else {
       const hsize_t row_bytes = std::accumulate(row.begin(), row.end(), static_cast<hsize_t>(bytes), std::multiplies<hsize_t>());
       MIMIC_CHECK(ds.getStorageSize() >= row_bytes * static_cast<hsize_t>(rows), path, ": dataset ", name, " stores ", ds.getStorageSize(),
