@@ -1047,7 +1047,7 @@ TEST(Cli, CommandLineMistakesAreRefusedWhileParsing) {
   const std::vector<std::pair<std::string, std::string>> usage = {
       {"eval --model " + m + " --text hi --data all", "excludes"},
       {"forward --model " + m + " --text '' --out f.safetensors", "--text: an empty value"},
-      // exited 1 after the model had loaded (helper-91's probe); a path to no model shows it is refused first
+      // exited 1, after the model had loaded (helper-91's probe)
       {"eval --model " + m + " --text ''", "--text: an empty value means nothing here"},
       {"distill --record " + rec + " --attention softmax --out m.safetensors", "--attention: the kind 'softmax' is the teacher's, not a student's"},
       {"distill --record " + rec + " --attention linear:feature_map=elu --out m.safetensors",

@@ -217,7 +217,7 @@ TEST(CliVocabulary, RetiredSpellingsAreHiddenStillWorkAndSaySo) {
       EXPECT_EQ(listed.out, mimic::test::mimic_cli(command + " " + new_name + " --json").out);
       EXPECT_NE(listed.err.find("mimic: note: " + old_name + " is now " + new_name), std::string::npos) << listed.err;
       // and what the new one excludes: `info --model m --maps` dropped the model without a word (helper-101's probe)
-      for (const std::string other : {"--model gpt2-mini", "gpt2-mini", "--system", "--tensors gpt2-mini"}) {
+      for (const std::string other : {"--model gpt2-mini", "gpt2-mini", "--system", "--tensors"}) {
         auto r = mimic::test::mimic_cli(command + " " + other + " " + old_name);
         EXPECT_EQ(r.code, 2) << other << ": " << r.err;
         EXPECT_NE(r.err.find("excludes"), std::string::npos) << other << ": " << r.err;

@@ -348,8 +348,6 @@ TEST(DistillMetrics, SpearmanOfSignedWeightsIsPlusOrMinusOneByTheSignOfTheRowsNo
   EXPECT_GT(negative, 0);  // the batch has rows the old ranking got wrong
 }
 
-// A head none of whose rows has a rank correlation (its scores constant) has no Spearman, and the layer's mean is
-// the other heads' (it was the sum over every head, NaN for all: the review of session 55).
 // A student whose weights may be negative is ranked by its weights in every batch, one without a negative weight too:
 // its log-weights floor weights below FLT_MIN into one rank, so a batch ranked by them (the rule until 2026-12-06:
 // log-weights where the batch showed no negative weight) scored other numbers than the same rows in a batch beside
@@ -394,6 +392,8 @@ TEST(DistillMetrics, ASignedStudentIsRankedByItsWeightsInEveryBatch) {
       << by_log.result().heads[0].spearman << " vs " << signed_tiny.result().heads[0].spearman;
 }
 
+// A head none of whose rows has a rank correlation (its scores constant) has no Spearman, and the layer's mean is
+// the other heads' (it was the sum over every head, NaN for all: the review of session 55).
 TEST(DistillMetrics, TheMeanSpearmanLeavesOutAHeadThatHasNone) {
   auto b = tiny_batch(true);
   b.q[0][1].zero_();  // head 1: q = 0, every score 0 in sample 0 ...

@@ -119,8 +119,9 @@ Features LinearAttention::features(const at::Tensor& q, const at::Tensor& k, dou
   Features f{map->forward(q * root, Role::Query, offset), map->forward(k * root, Role::Key, offset), map->log_space()};
   if (gates) {
     // where G^Q is a factor of each query's numerator and denominator alike it stays in the forward (the same numbers),
-    // but W_GQ learns nothing from ε's remainder, and keeps its value for norm=none
-    auto [gq, gk] = gates->forward(q, k, /*query_trains=*/!query_gate_cancels());
+    // but W_GQ learns nothing from ε's remainder (weight decay alone moves it, towards 0, which cancels as well); without
+    // autograd (decoding) no zero-gradient path is built
+    auto [gq, gk] = gates->forward(q, k, /*query_trains=*/!query_gate_cancels() || !at::GradMode::is_enabled());
     if (f.log_space) {
       f.q = f.q + gq.unsqueeze(-1);
       f.k = f.k + gk.unsqueeze(-1);

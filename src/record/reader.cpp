@@ -91,8 +91,9 @@ RecordReader::RecordReader(const std::string& path) : impl_(std::make_unique<Imp
       const auto scale = read_attr(f.openGroup(layer_group(l)), "scale");
       // a NaN scale made report's metrics NaN with exit 0, and distill blame the map (helper-98's probe)
       MIMIC_CHECK(scale.is_number() && std::isfinite(scale.get<double>()) && scale.get<double>() > 0, path, ": attribute 'scale' of ",
-                  layer_group(l), " must be a positive number (the teacher's 1/sqrt(head_dim) as a rule), got ", show(scale),
-                  scale.is_number() && !std::isfinite(scale.get<double>()) ? " (not finite)" : "");
+                  layer_group(l), " must be a positive number (the teacher's 1/sqrt(head_dim) as a rule), got ",
+                  // nlohmann shows NaN and infinities as null
+                  scale.is_number() && !std::isfinite(scale.get<double>()) ? std::to_string(scale.get<double>()) : show(scale));
       impl_->scales[l] = scale.get<double>();
       const auto converted = read_attr(f.openGroup(layer_group(l)), "converted");
       MIMIC_CHECK(converted.is_null() || converted.is_string(), path, ": attribute 'converted' of ", layer_group(l), " must be a string, got ",
