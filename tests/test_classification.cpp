@@ -4,6 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "mimic/data/classification.h"
 #include "mimic/eval/metrics.h"
@@ -306,6 +307,19 @@ TEST(ClassificationFinetune, SequenceLengthsBelowThreeAndEmptyBatchesAreErrors) 
   const double by_default = finetune::evaluate_classifier(*model, *tok, long_examples, k, 0, 8).loss;
   EXPECT_DOUBLE_EQ(by_default, finetune::evaluate_classifier(*model, *tok, long_examples, k, context, 8).loss);
   EXPECT_NE(by_default, finetune::evaluate_classifier(*model, *tok, long_examples, k, context - 8, 8).loss);
+  {  // a cut text is read as its head: the loss of the text that is just its first seq_len - 2 tokens
+    const int64_t len = context - 8;
+    const auto all = tok->encode(long_text, false);
+    std::istringstream words(long_text);
+    std::string head, w;
+    for (int64_t i = 0; i < len - 2 && words >> w; ++i) head += (i ? " " : "") + w;
+    ASSERT_EQ(tok->encode(head, false), std::vector<int64_t>(all.begin(), all.begin() + (len - 2)));  // a token a word
+    const auto cut = finetune::evaluate_classifier(*model, *tok, long_examples, k, len, 8);
+    const auto whole = finetune::evaluate_classifier(*model, *tok, {{head, 1, "d4"}}, k, len, 8);
+    EXPECT_EQ(cut.cut, 1);
+    EXPECT_EQ(whole.cut, 0);
+    EXPECT_DOUBLE_EQ(cut.loss, whole.loss);
+  }
   EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, examples, k, context + 1, 8),
                      "--seq-len " + std::to_string(context + 1) + " must lie in 3.." + std::to_string(context));
   EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, examples, k, 16, 0), "--batch-size must be at least 1");

@@ -10,10 +10,12 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "mimic/attention/linear_attention.h"
 #include "mimic/attention/linear_kernel.h"
 #include "mimic/analysis/metrics.h"
+#include "mimic/analysis/teacher.h"
 #include "mimic/attention/kinds.h"
 #include "mimic/distill/distill.h"
 #include "mimic/distill/maps_file.h"
@@ -390,6 +392,48 @@ TEST(DistillMetrics, ASignedStudentIsRankedByItsWeightsInEveryBatch) {
   by_log.add_weights(analysis::teacher_weights(tiny), log_w, scores, tiny);
   EXPECT_GT(std::abs(by_log.result().heads[0].spearman - signed_tiny.result().heads[0].spearman), 1e-3)
       << by_log.result().heads[0].spearman << " vs " << signed_tiny.result().heads[0].spearman;
+}
+
+// A signed student's weight that is not finite where no query looks (a future key, a padded key, a padded query's row)
+// leaves the ranking as it was; where a query sees it, that row has no Spearman and the others keep theirs (the review
+// of session 56).
+TEST(DistillMetrics, ASignedStudentsNonFiniteWeightCountsOnlyWhereItIsSeen) {
+  for (const bool causal : {true, false}) {
+    const auto b = tiny_batch(causal);  // sample 1: keys (and queries) 3 and 4 padded
+    const auto scores = torch::matmul(b.q, b.k.transpose(-1, -2)) * b.scale;
+    const auto a = analysis::teacher_weights(b);
+    torch::manual_seed(3);
+    const auto w = torch::randn_like(scores);  // weights of any sign, not ranked as the scores
+    const auto log_w = torch::log_softmax(torch::randn_like(scores), -1);
+    auto spearman = [&](const at::Tensor& ws) {
+      analysis::MetricsAccumulator acc(0, 2);
+      acc.add_weights(a, log_w, scores, b, ws);
+      return acc.result().heads[0].spearman;
+    };
+    const double clean = spearman(w);
+    ASSERT_TRUE(std::isfinite(clean));
+    // the mean over the rows of head 0 that have a Spearman, without sample 0's row 3
+    const auto vis = analysis::visible(b);
+    const auto rho = analysis::spearman_rows(scores, torch::where(vis, w, torch::zeros_like(w)), vis).select(1, 0);
+    auto keep = analysis::valid_rows(b).squeeze(-1).select(1, 0) & rho.isfinite();
+    ASSERT_TRUE(keep[0][3].item<bool>());
+    keep[0][3] = false;
+    const double without_row = (torch::where(keep, rho, torch::zeros_like(rho)).sum() / keep.sum()).item<double>();
+    ASSERT_GT(std::abs(without_row - clean), 1e-6);
+    // unseen: a future key (causal) or a padded key (both ways), and a padded query's row
+    const std::vector<std::tuple<int, int, int>> unseen = {causal ? std::tuple{0, 1, 3} : std::tuple{1, 2, 3}, {1, 4, 0}};
+    for (const double bad : {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity(),
+                             std::numeric_limits<double>::quiet_NaN()}) {
+      for (const auto& [n, i, j] : unseen) {
+        auto x = w.clone();
+        x[n][0][i][j] = bad;
+        EXPECT_DOUBLE_EQ(spearman(x), clean) << bad << " at " << n << "," << i << "," << j << (causal ? ", causal" : "");
+      }
+      auto seen = w.clone();
+      seen[0][0][3][1] = bad;
+      EXPECT_NEAR(spearman(seen), without_row, 1e-12) << bad << (causal ? ", causal" : "");
+    }
+  }
 }
 
 // A head none of whose rows has a rank correlation (its scores constant) has no Spearman, and the layer's mean is

@@ -280,6 +280,34 @@ TEST(WordPiece, LiteralSpecialTokensStayWhole) {
   EXPECT_EQ(bert().encode("[MA\xFFSK]", false), (Ids{103}));
 }
 
+// A long text goes through the basic tokenizer in pieces cut before ASCII white space, and a head stops at the piece
+// that completes it: the ids are the whole's, which the sentences encoded one by one give.
+TEST(WordPiece, ALongTextEncodesAsItsSentencesAndAHeadIsTheStartOfTheWhole) {
+  const std::vector<std::string> sentences = {"The Whiteness of the Whale,", "東京Tokyo\tcafé", "Cafe\xCC\x81 x[MASK]y",
+                                              "\xFF broken \xC3", "ΟΔΥΣΣΕΥΣ İ!", " \xCC\x81 unaffable\r\n", "[SEP]strawberries"};
+  for (const text::WordPiece* tok : {&bert(), &bert_cased()}) {
+    std::string whole;
+    Ids expected;
+    auto add = [&](const std::string& s) {
+      whole += s + (whole.size() % 3 ? " " : "\n");
+      const auto ids = tok->encode(s, false);
+      expected.insert(expected.end(), ids.begin(), ids.end());
+    };
+    for (int i = 0; whole.size() < 3 * 65536; ++i) {
+      add(sentences[static_cast<size_t>(i) % sentences.size()]);
+      if (i == 2000) add(std::string(70000, 'x'));  // a word longer than a piece stays one word: [UNK]
+    }
+    ASSERT_GT(expected.size(), 20000u);
+    EXPECT_EQ(tok->encode(whole, false), expected);
+    for (size_t n : {size_t{0}, size_t{1}, size_t{5}, expected.size() / 2, expected.size() - 1, expected.size(), expected.size() + 3}) {
+      const Ids head(expected.begin(), expected.begin() + static_cast<int64_t>(std::min(n, expected.size())));
+      EXPECT_EQ(tok->encode_head(whole, n), head) << n;
+    }
+  }
+  EXPECT_EQ(gpt2().encode_head("Hello world, again", 2), (Ids{15496, 995}));  // the others cut the whole's ids
+  EXPECT_EQ(gpt2().encode_head("Hello", 9), (Ids{15496}));
+}
+
 // ------------------------------------------------------------------------------------------ loading
 TEST(TokenizerLoading, LoadsBothKindsFromModelDirectories) {
   TempDir dir;

@@ -43,14 +43,18 @@ int64_t example_length(int64_t seq_len, int64_t context) {
 
 namespace {
 
-// [CLS] text [SEP], cut to seq_len (the final [SEP] kept); seq_len >= 3 (check_sizes). `cut` counts the texts cut.
+// [CLS] text [SEP], the text cut to seq_len - 2 tokens; seq_len >= 3 (check_sizes). `cut` counts the texts cut. Only
+// the head is tokenized (one token past the room tells a cut text), whatever the text's length.
 std::vector<int64_t> encode(const text::Tokenizer& tok, const std::string& text, int64_t seq_len, int64_t& cut) {
-  auto ids = tok.encode(text, true);
-  if (static_cast<int64_t>(ids.size()) > seq_len) {
-    ids.resize(static_cast<size_t>(seq_len));
-    ids.back() = tok.sep_id();
+  const auto room = static_cast<size_t>(seq_len - 2);
+  auto body = tok.encode_head(text, room + 1);
+  if (body.size() > room) {
+    body.resize(room);
     ++cut;
   }
+  std::vector<int64_t> ids{tok.cls_id()};
+  ids.insert(ids.end(), body.begin(), body.end());
+  ids.push_back(tok.sep_id());
   return ids;
 }
 

@@ -12,6 +12,12 @@
 
 namespace mimic::text {
 
+std::vector<int64_t> Tokenizer::encode_head(const std::string& text, size_t n) const {
+  auto ids = encode(text, /*add_special_tokens=*/false);
+  if (ids.size() > n) ids.resize(n);
+  return ids;
+}
+
 std::vector<int64_t> Tokenizer::encode_document(const std::string& text) const {
   auto ids = document_start();
   const auto body = encode(text, /*add_special_tokens=*/false);

@@ -50,6 +50,7 @@ std::vector<std::u32string> split_python_space(const std::u32string& s) {
 // The text without the bytes that are not part of well-formed UTF-8, like Python's
 // decode("utf-8", errors="ignore").
 std::string drop_invalid_utf8(const std::string& text) {
+  if (is_valid_utf8(text)) return text;  // without a unit list (12 bytes a character) where nothing goes
   const auto units = u::decode_utf8(text);
   if (std::none_of(units.begin(), units.end(), [](const u::Unit& x) { return x.cp == u::kInvalid; })) return text;
   std::string out;
@@ -167,9 +168,28 @@ void WordPiece::wordpiece(const std::string& word, std::vector<int64_t>& out) co
   }
 }
 
+// The text between special tokens, through the basic tokenizer and WordPiece a piece of about kPieceBytes at a time,
+// each piece ending before an ASCII white-space byte: the basic tokenizer splits words there and every one of its
+// steps maps a character by itself (NFC and NFD compose nothing across a space), so the pieces' ids are the whole
+// text's. A long text is thus held as words a piece at a time (a 40 MB line's words all at once took 1.6 GB), and a
+// head (`limit`) reads no piece past the one that completes it.
+void WordPiece::encode_words(const std::string& part, std::vector<int64_t>& out, size_t limit) const {
+  constexpr size_t kPieceBytes = size_t{1} << 16;
+  auto ascii_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  for (size_t begin = 0; begin < part.size() && out.size() < limit;) {
+    size_t end = std::min(part.size(), begin + kPieceBytes);
+    while (end < part.size() && !ascii_space(part[end])) ++end;  // a word longer than a piece stays whole
+    for (const auto& w : basic_tokenize(part.substr(begin, end - begin))) {
+      if (out.size() >= limit) return;
+      wordpiece(w, out);
+    }
+    begin = end;
+  }
+}
+
 // Special tokens written literally are kept whole, as HF's BertTokenizer does with its special tokens;
 // the text between them goes through the basic tokenizer and WordPiece.
-void WordPiece::encode_segment(const std::string& raw, std::vector<int64_t>& out) const {
+void WordPiece::encode_segment(const std::string& raw, std::vector<int64_t>& out, size_t limit) const {
   const std::string text = drop_invalid_utf8(raw);
   for (size_t pos = 0;;) {
     size_t hit = std::string::npos;
@@ -182,8 +202,8 @@ void WordPiece::encode_segment(const std::string& raw, std::vector<int64_t>& out
       }
     }
     const std::string part = text.substr(pos, hit == std::string::npos ? std::string::npos : hit - pos);
-    for (const auto& w : basic_tokenize(part)) wordpiece(w, out);
-    if (!special) return;
+    encode_words(part, out, limit);
+    if (!special || out.size() >= limit) return;
     out.push_back(vocab_.at(*special));
     pos = hit + special->size();
   }
@@ -194,6 +214,13 @@ std::vector<int64_t> WordPiece::encode(const std::string& text, bool add_special
   if (add_special_tokens) ids.push_back(cls_);
   encode_segment(text, ids);
   if (add_special_tokens) ids.push_back(sep_);
+  return ids;
+}
+
+std::vector<int64_t> WordPiece::encode_head(const std::string& text, size_t n) const {
+  std::vector<int64_t> ids;
+  if (n > 0) encode_segment(text, ids, n);
+  if (ids.size() > n) ids.resize(n);  // the last word's pieces past n
   return ids;
 }
 

@@ -13,6 +13,7 @@
 //      with an unmatched rest becomes [UNK].
 // Input bytes that are not well-formed UTF-8 are dropped (like the original's decode(errors="ignore")).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -32,6 +33,7 @@ class WordPiece : public Tokenizer {
   int64_t vocab_size() const override { return static_cast<int64_t>(id_to_token_.size()); }
   // [CLS] tokens [SEP] when add_special_tokens, like BertTokenizer.encode.
   std::vector<int64_t> encode(const std::string& text, bool add_special_tokens = true) const override;
+  std::vector<int64_t> encode_head(const std::string& text, size_t n) const override;
 
   struct Pair {
     std::vector<int64_t> ids;             // [CLS] a [SEP] b [SEP]
@@ -58,7 +60,9 @@ class WordPiece : public Tokenizer {
 
  private:
   void wordpiece(const std::string& word, std::vector<int64_t>& out) const;
-  void encode_segment(const std::string& text, std::vector<int64_t>& out) const;
+  // Appends the text's ids to `out`, stopping once `out` holds `limit` or more (it may hold a word's pieces beyond).
+  void encode_segment(const std::string& text, std::vector<int64_t>& out, size_t limit = SIZE_MAX) const;
+  void encode_words(const std::string& part, std::vector<int64_t>& out, size_t limit) const;
 
   bool lower_;
   std::unordered_map<std::string, int64_t> vocab_;
