@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "mimic/core/paths.h"
 #include "mimic/data/classification.h"
 #include "mimic/eval/metrics.h"
 #include "mimic/finetune/classify.h"
@@ -320,8 +321,41 @@ TEST(ClassificationFinetune, SequenceLengthsBelowThreeAndEmptyBatchesAreErrors) 
     EXPECT_EQ(whole.cut, 0);
     EXPECT_DOUBLE_EQ(cut.loss, whole.loss);
   }
+  {  // the ids themselves: [CLS], the text's head, [SEP], at a room that cuts, one that just fits and one to spare
+    const auto body = tok->encode("a wonderful day", false);
+    ASSERT_EQ(body.size(), 3u);
+    const int64_t cls = tok->cls_id(), sep = tok->sep_id();
+    int64_t cut = 0;
+    EXPECT_EQ(finetune::example_ids(*tok, "a wonderful day", 4, cut), (std::vector<int64_t>{cls, body[0], body[1], sep}));
+    EXPECT_EQ(cut, 1);
+    for (int64_t len : {5, 6})
+      EXPECT_EQ(finetune::example_ids(*tok, "a wonderful day", len, cut), (std::vector<int64_t>{cls, body[0], body[1], body[2], sep}));
+    EXPECT_EQ(cut, 1);
+    EXPECT_EQ(finetune::example_ids(*tok, "", 3, cut), (std::vector<int64_t>{cls, sep}));
+    EXPECT_EQ(cut, 1);
+  }
   EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, examples, k, context + 1, 8),
                      "--seq-len " + std::to_string(context + 1) + " must lie in 3.." + std::to_string(context));
   EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, examples, k, 16, 0), "--batch-size must be at least 1");
   EXPECT_EQ(finetune::evaluate_classifier(*model, *tok, examples, k, 3, 8).metrics.n, 2);  // [CLS] one token [SEP]
+
+  // a tokenizer with a [CLS] and a [PAD] whose post-processor frames a text otherwise (<s> <s> text </s>, as a
+  // RoBERTa processor followed by a template gives): the classifier frames its examples itself, so it is refused
+  // (helper-104's review)
+  mimic::test::TempDir other;
+  mimic::test::write_bytes(other.file("tokenizer_config.json"), R"({"pad_token":"<pad>"})");
+  mimic::test::write_bytes(other.file("tokenizer.json"), R"({"version":"1.0","added_tokens":[],"normalizer":null,"pre_tokenizer":null,
+   "post_processor":{"type":"Sequence","processors":[
+     {"type":"RobertaProcessing","sep":["</s>",2],"cls":["<s>",1],"trim_offsets":true,"add_prefix_space":false},
+     {"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>","type_id":0}},{"Sequence":{"id":"A","type_id":0}}],
+      "pair":[{"Sequence":{"id":"A","type_id":0}}],"special_tokens":{"<s>":{"id":"<s>","ids":[1],"tokens":["<s>"]}}}]},
+   "decoder":null,"model":{"type":"BPE","dropout":null,"unk_token":null,"continuing_subword_prefix":null,"end_of_word_suffix":null,
+   "fuse_unk":false,"byte_fallback":false,"vocab":{"a":0,"<s>":1,"</s>":2,"<pad>":3,"b":4},"merges":[]}})");
+  auto framed_otherwise = text::load_tokenizer(other.path().string());
+  ASSERT_GE(framed_otherwise->cls_id(), 0);
+  ASSERT_GE(framed_otherwise->pad_id(), 0);
+  EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *framed_otherwise, examples, k, 16, 8),
+                     "the tokenizer: sequence classification needs a tokenizer that frames a text as [CLS] text [SEP]");
+  EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *text::load_tokenizer(mimic::cache_dir() + "/assets/gpt2"), examples, k, 16, 8),
+                     "the tokenizer: sequence classification needs a BERT tokenizer");
 }

@@ -284,8 +284,16 @@ TEST(WordPiece, LiteralSpecialTokensStayWhole) {
 // that completes it: the ids are the whole's, which the sentences encoded one by one give.
 TEST(WordPiece, ALongTextEncodesAsItsSentencesAndAHeadIsTheStartOfTheWhole) {
   const std::vector<std::string> sentences = {"The Whiteness of the Whale,", "東京Tokyo\tcafé", "Cafe\xCC\x81 x[MASK]y",
-                                              "\xFF broken \xC3", "ΟΔΥΣΣΕΥΣ İ!", " \xCC\x81 unaffable\r\n", "[SEP]strawberries"};
-  for (const text::WordPiece* tok : {&bert(), &bert_cased()}) {
+                                              "\xFF broken \xC3", "ΟΔΥΣΣΕΥΣ İ!", " \xCC\x81 unaffable\r\n", "[SEP]strawberries",
+                                              "a\x0b" "b\x0c" "c"};  // \x0b, \x0c: controls, dropped: no cut there
+  std::vector<std::string> plain_parts;  // without literal special tokens, which cut the text into short parts of their own
+  for (const auto& s : sentences)
+    if (s.find('[') == std::string::npos) plain_parts.push_back(s);
+  EXPECT_EQ(bert().encode(std::string(70000, 'x'), false), (Ids{100}));  // one word, however long: [UNK]
+  const std::vector<std::string>& plain = plain_parts;
+  for (const auto& run : {std::pair{&bert(), &sentences}, std::pair{&bert_cased(), &sentences}, std::pair{&bert(), &plain}}) {
+    const text::WordPiece* tok = run.first;  // (a structured binding cannot be captured in C++17)
+    const auto& texts = *run.second;
     std::string whole;
     Ids expected;
     auto add = [&](const std::string& s) {
@@ -294,7 +302,7 @@ TEST(WordPiece, ALongTextEncodesAsItsSentencesAndAHeadIsTheStartOfTheWhole) {
       expected.insert(expected.end(), ids.begin(), ids.end());
     };
     for (int i = 0; whole.size() < 3 * 65536; ++i) {
-      add(sentences[static_cast<size_t>(i) % sentences.size()]);
+      add(texts[static_cast<size_t>(i) % texts.size()]);
       if (i == 2000) add(std::string(70000, 'x'));  // a word longer than a piece stays one word: [UNK]
     }
     ASSERT_GT(expected.size(), 20000u);

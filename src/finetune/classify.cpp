@@ -43,21 +43,6 @@ int64_t example_length(int64_t seq_len, int64_t context) {
 
 namespace {
 
-// [CLS] text [SEP], the text cut to seq_len - 2 tokens; seq_len >= 3 (check_sizes). `cut` counts the texts cut. Only
-// the head is tokenized (one token past the room tells a cut text), whatever the text's length.
-std::vector<int64_t> encode(const text::Tokenizer& tok, const std::string& text, int64_t seq_len, int64_t& cut) {
-  const auto room = static_cast<size_t>(seq_len - 2);
-  auto body = tok.encode_head(text, room + 1);
-  if (body.size() > room) {
-    body.resize(room);
-    ++cut;
-  }
-  std::vector<int64_t> ids{tok.cls_id()};
-  ids.insert(ids.end(), body.begin(), body.end());
-  ids.push_back(tok.sep_id());
-  return ids;
-}
-
 struct Batch {
   models::ForwardInputs in;
   at::Tensor labels;
@@ -85,9 +70,33 @@ Batch make_batch(const std::vector<std::vector<int64_t>>& ids, const std::vector
 
 }  // namespace
 
+// One token past the room tells a cut text.
+std::vector<int64_t> example_ids(const text::Tokenizer& tok, const std::string& text, int64_t seq_len, int64_t& cut) {
+  MIMIC_CHECK(seq_len >= 3, "a classifier's example needs at least 3 tokens ([CLS] token [SEP]), got ", seq_len);
+  const auto room = static_cast<size_t>(seq_len - 2);
+  auto body = tok.encode_head(text, room + 1);
+  if (body.size() > room) {
+    body.resize(room);
+    ++cut;
+  }
+  std::vector<int64_t> ids{tok.cls_id()};
+  ids.insert(ids.end(), body.begin(), body.end());
+  ids.push_back(tok.sep_id());
+  return ids;
+}
+
+void require_classifier_tokenizer(const text::Tokenizer& tok, const std::string& where) {
+  MIMIC_CHECK(tok.cls_id() >= 0 && tok.pad_id() >= 0 && tok.sep_id() >= 0, where, ": sequence classification needs a BERT tokenizer");
+  // the ids are framed here, not by encode(text, true): a post-processor that adds other tokens would be read otherwise
+  MIMIC_CHECK(tok.encode("", true) == std::vector<int64_t>({tok.cls_id(), tok.sep_id()}), where,
+              ": sequence classification needs a tokenizer that frames a text as [CLS] text [SEP], as BERT's does; this one's "
+              "post-processor adds other tokens");
+}
+
 ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& tok, const std::vector<data::Example>& examples,
                                  int64_t num_labels, int64_t seq_len, int64_t batch_size) {
   MIMIC_CHECK(!examples.empty(), "no examples to evaluate");
+  require_classifier_tokenizer(tok, "the tokenizer");
   check_sizes(seq_len, batch_size);
   seq_len = example_length(seq_len, model.summary().max_positions);
   torch::NoGradGuard no_grad;
@@ -99,7 +108,7 @@ ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& to
     std::vector<std::vector<int64_t>> ids;
     std::vector<int64_t> labels;
     for (size_t j = i; j < std::min(examples.size(), i + static_cast<size_t>(batch_size)); ++j) {
-      ids.push_back(encode(tok, examples[j].text, seq_len, cut));
+      ids.push_back(example_ids(tok, examples[j].text, seq_len, cut));
       labels.push_back(examples[j].label);
     }
     auto b = make_batch(ids, labels, tok.pad_id(), device);
@@ -139,7 +148,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   MIMIC_CHECK(!data.train.empty() && !data.validation.empty(), "data set '", o.data, "' needs train and validation examples");
   if (o.note && train::writes_outputs() && data.conflicting_texts > 0) o.note(data.conflict_note() + ": each row keeps its own label");
   auto tok = models::load_tokenizer(o.model_dir);
-  MIMIC_CHECK(tok->cls_id() >= 0 && tok->pad_id() >= 0, o.model_dir, ": sequence classification needs a BERT tokenizer");
+  require_classifier_tokenizer(*tok, o.model_dir);
   // a classifier keeps its own labels: the data's ids follow its id2label, not the data's order
   const auto cfg = models::load_config((std::filesystem::path(o.model_dir) / "config.json").string());
   const int64_t seq_len = example_length(o.seq_len, cfg.max_positions);
@@ -191,7 +200,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   // Tokenize the training set once; the order of examples is shuffled per epoch by (seed, epoch).
   std::vector<std::vector<int64_t>> train_ids;
   int64_t cut = 0;
-  for (const auto& e : data.train) train_ids.push_back(encode(*tok, e.text, seq_len, cut));
+  for (const auto& e : data.train) train_ids.push_back(example_ids(*tok, e.text, seq_len, cut));
   const int64_t n = static_cast<int64_t>(train_ids.size());
   int64_t epoch = 0, index = 0;
   std::vector<int64_t> order;

@@ -2,6 +2,7 @@
 // F1 and Matthews correlation.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "mimic/data/classification.h"
 #include "mimic/eval/metrics.h"
@@ -45,6 +46,13 @@ void require_classifier_family(const std::string& model_dir, const std::string& 
 // The example length of a classification run or evaluation: seq_len, or (0) min(128, the model's context); refused
 // beyond the context, naming --seq-len.
 int64_t example_length(int64_t seq_len, int64_t context);
+
+// The ids a classifier reads for `text`: [CLS], the text's first seq_len - 2 tokens, [SEP] (seq_len >= 3). `cut` counts
+// the texts that lost tokens. Only the head is tokenized, whatever the text's length (Tokenizer::encode_head).
+std::vector<int64_t> example_ids(const text::Tokenizer& tok, const std::string& text, int64_t seq_len, int64_t& cut);
+// Refuses a tokenizer that does not frame a text as [CLS] text [SEP] (BERT's WordPiece does; a tokenizer.json may have
+// a [CLS] and a [PAD] yet another post-processor), naming `where`.
+void require_classifier_tokenizer(const text::Tokenizer& tok, const std::string& where);
 
 struct ClassifyEval {
   eval::ClassificationMetrics metrics;

@@ -191,14 +191,18 @@ void WordPiece::encode_words(const std::string& part, std::vector<int64_t>& out,
 // the text between them goes through the basic tokenizer and WordPiece.
 void WordPiece::encode_segment(const std::string& raw, std::vector<int64_t>& out, size_t limit) const {
   const std::string text = drop_invalid_utf8(raw);
+  // each special token's next occurrence at or after pos, searched again only once pos has passed it (searching every
+  // special to the end of the text after each match took time quadratic in a text of many: helper-104)
+  std::vector<size_t> next;
+  for (const auto& s : specials_) next.push_back(text.find(s));
   for (size_t pos = 0;;) {
     size_t hit = std::string::npos;
     const std::string* special = nullptr;
-    for (const auto& s : specials_) {  // the earliest occurrence of any special token
-      const size_t h = text.find(s, pos);
-      if (h < hit) {
-        hit = h;
-        special = &s;
+    for (size_t i = 0; i < specials_.size(); ++i) {  // the earliest occurrence of any special token
+      if (next[i] != std::string::npos && next[i] < pos) next[i] = text.find(specials_[i], pos);
+      if (next[i] < hit) {
+        hit = next[i];
+        special = &specials_[i];
       }
     }
     const std::string part = text.substr(pos, hit == std::string::npos ? std::string::npos : hit - pos);
