@@ -12,8 +12,14 @@ namespace mimic {
 
 // Call once at start-up (every CLI command does). threads <= 0 means all cores. Sets LibTorch's intra-op
 // threads explicitly (it picks 1 on this machine otherwise) and tunes glibc malloc so that large tensors
-// are not re-mmapped on every allocation (M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1).
+// are not re-mmapped on every allocation (M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1), and installs mimic's CPU allocator.
 void init_runtime(int threads);
+
+// Makes LibTorch's CPU tensors come from mimic's allocator: plain malloc with the alignment made inside, so that
+// the memory a freed tensor leaves serves the next tensor of its size (LibTorch's own posix_memalign leaves it a
+// few bytes short, and the heap grows pass after pass; runtime.cpp says what was measured). Idempotent; tensors
+// allocated before keep their own deleters.
+void install_cpu_allocator();
 
 // Seed every random generator mimic uses (LibTorch's CPU generator).
 void seed_everything(uint64_t seed);

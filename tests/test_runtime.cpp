@@ -1,0 +1,104 @@
+// mimic's CPU allocator (mimic/core/runtime.h, install_cpu_allocator): what it must do to be worth installing —
+// leave a freed tensor's memory to the next tensor of its size, where LibTorch's default allocator (posix_memalign)
+// leaves it a few bytes short and the heap grows — and what it must keep: the alignment LibTorch's vectorised
+// kernels assume, the sizes the profiler's memory hook reports (bench's peak memory), raw_allocate's contract.
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <torch/torch.h>
+
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/alignment.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "mimic/bench/measure.h"
+#include "mimic/core/runtime.h"
+
+#if defined(__SANITIZE_ADDRESS__)  // GCC's -fsanitize=address
+#define MIMIC_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)  // clang's
+#if __has_feature(address_sanitizer)
+#define MIMIC_TEST_UNDER_ASAN 1
+#endif
+#endif
+
+namespace {
+
+// The bytes glibc's main heap holds (in use or free): what grows when no free chunk fits a request.
+size_t heap_bytes() { return mallinfo2().arena; }
+
+// A forward pass's pattern in miniature: two big buffers of one size live together, small objects are made between
+// them and some outlive the pass (as a TensorImpl, an autograd node or a vector does), then the big ones are freed.
+// Returns how far the heap grew over `passes` passes after the first two (which may grow it to its working size).
+// The buffers are larger than any other test frees, so that no free chunk an earlier test left can take them;
+// only their first page is touched (the heap's growth is address space).
+constexpr size_t kBig = size_t{256} << 20;
+size_t heap_growth(at::Allocator* allocator, int passes) {
+  std::vector<std::unique_ptr<char[]>> kept;
+  size_t after_warmup = 0;
+  for (int pass = 0; pass < passes + 2; ++pass) {
+    if (pass == 2) after_warmup = heap_bytes();
+    auto scores = allocator->allocate(kBig);
+    kept.emplace_back(new char[40]);
+    auto weights = allocator->allocate(kBig);
+    kept.emplace_back(new char[72]);
+    std::memset(scores.get(), 1, 4096);
+    std::memset(weights.get(), 2, 4096);
+  }
+  return heap_bytes() - after_warmup;
+}
+
+TEST(CpuAllocator, LeavesAFreedTensorsMemoryToTheNextOfItsSizeWhereTheDefaultGrowsTheHeap) {
+#ifdef MIMIC_TEST_UNDER_ASAN
+  GTEST_SKIP() << "AddressSanitizer replaces glibc's malloc: mallinfo2 does not describe its heap";
+#endif
+  mimic::init_runtime(at::get_num_threads());  // as every command starts: big blocks on the heap, the allocator installed
+  at::Allocator* ours = c10::GetCPUAllocator();
+  ASSERT_NE(ours, c10::GetDefaultCPUAllocator());
+  // The default allocator under the same settings: the reason the allocator exists. Should a glibc merge the
+  // remainders back, this expectation says so, and the allocator may go.
+  EXPECT_GE(heap_growth(c10::GetDefaultCPUAllocator(), 3), 3 * kBig) << "the default allocator no longer grows the heap";
+  EXPECT_EQ(heap_growth(ours, 3), 0u);
+}
+
+TEST(CpuAllocator, GivesAlignedMemoryOfTheSizeAskedAndTensorsComputeOnIt) {
+  mimic::install_cpu_allocator();
+  mimic::install_cpu_allocator();  // idempotent
+  at::Allocator* ours = c10::GetCPUAllocator();
+  for (size_t n : {size_t{1}, size_t{7}, size_t{64}, size_t{100}, size_t{4096}, size_t{1} << 20, (size_t{1} << 20) + 3}) {
+    auto p = ours->allocate(n);
+    ASSERT_NE(p.get(), nullptr) << n;
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p.get()) % c10::gAlignment, 0u) << n;
+    EXPECT_EQ(p.get(), p.get_context()) << "data and context must be one pointer (raw_deleter's contract)";
+    EXPECT_EQ(p.device(), at::Device(at::kCPU));
+    std::memset(p.get(), 0xab, n);  // every byte asked for is writable (AddressSanitizer checks the bounds)
+  }
+  auto empty = ours->allocate(0);
+  EXPECT_EQ(empty.get(), nullptr);
+  void* raw = ours->raw_allocate(1000);
+  std::memset(raw, 1, 1000);
+  ours->raw_deallocate(raw);
+
+  auto a = torch::arange(1000, torch::kFloat).reshape({10, 100});
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data_ptr()) % c10::gAlignment, 0u);
+  EXPECT_EQ(a.sum().item<double>(), 999.0 * 1000 / 2);
+  EXPECT_EQ(torch::mm(a, a.t()).index({0, 0}).item<double>(), 328350.0);  // sum of i² for i < 100
+  auto c = a.clone();
+  EXPECT_TRUE(torch::equal(a, c));
+}
+
+TEST(CpuAllocator, ReportsEverySizeToTheProfilersMemoryHook) {
+  mimic::install_cpu_allocator();
+  // bench's peak memory reads the sizes through LibTorch's memory hook: 4 MB and 1 MB live together, then freed
+  auto s = mimic::bench::measure_once({}, [] {
+    auto a = torch::empty({1000000}, torch::kFloat);
+    auto b = torch::empty({250000}, torch::kFloat);
+    a.fill_(1);
+    b.fill_(2);
+  });
+  EXPECT_EQ(s.peak_bytes, 5000000);
+}
+
+}  // namespace
