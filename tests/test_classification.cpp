@@ -173,6 +173,19 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
   EXPECT_MIMIC_ERROR(data::load_classification(dir.file("prose.txt")), "prose.txt:1: not JSON but text: a classification data file holds JSON lines");
   mimic::test::write_bytes(dir.file("table.csv"), "text,label\nhello,1\n");
   EXPECT_MIMIC_ERROR(data::load_classification(dir.file("table.csv")), "table.csv:1: malformed JSON");  // a table is not called prose
+  // a long line that breaks late: the parser's "last read" quoted the whole string read so far, 20 MB on stderr for a
+  // 20 MB text (helper-107's probe of 2026-12-07); its start and end are kept, with the count
+  mimic::test::write_bytes(dir.file("late.jsonl"), "{\"text\": \"" + std::string(100000, 'w') + "\xFF\", \"label\": 1}\n");
+  try {
+    data::load_classification(dir.file("late.jsonl"));
+    ADD_FAILURE() << "a line with a byte that is no UTF-8 was read";
+  } catch (const mimic::Error& e) {
+    const std::string what = e.what();
+    EXPECT_LT(what.size(), 600u) << what.substr(0, 600);
+    EXPECT_NE(what.find("late.jsonl:1: malformed JSON: "), std::string::npos) << what;
+    EXPECT_NE(what.find("last read: '\"" + std::string(23, 'w') + " ... " + std::string(63, 'w') + "\\xFF' (100002 bytes read)"), std::string::npos)
+        << what;
+  }
 }
 
 // Found by fuzzing JSON-lines files (bench/fuzz): a "split" that is not a string escaped as nlohmann's exception.
@@ -338,6 +351,13 @@ TEST(ClassificationFinetune, SequenceLengthsBelowThreeAndEmptyBatchesAreErrors) 
                      "--seq-len " + std::to_string(context + 1) + " must lie in 3.." + std::to_string(context));
   EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, examples, k, 16, 0), "--batch-size must be at least 1");
   EXPECT_EQ(finetune::evaluate_classifier(*model, *tok, examples, k, 3, 8).metrics.n, 2);  // [CLS] one token [SEP]
+  // a text the tokenizer reduces to nothing (controls, NULs, U+00A0 and U+3000) was scored as [CLS] [SEP] without a word,
+  // as an empty text was until 2026-12-02 (helper-107's probe of 2026-12-07): refused, naming its line
+  for (const std::string& nothing : {std::string("\x01\x1f\x7f"), std::string("\0\0", 2), std::string("\xC2\xA0\xE3\x80\x80\t")}) {
+    const std::vector<data::Example> odd = {{"a wonderful day", 1, "f.jsonl:1"}, {nothing, 0, "f.jsonl:2"}};
+    EXPECT_MIMIC_ERROR(finetune::evaluate_classifier(*model, *tok, odd, k, 16, 8),
+                       "f.jsonl:2: the text has no tokens (all of it is characters the tokenizer drops or reads as space");
+  }
 
   // a tokenizer with a [CLS] and a [PAD] whose post-processor frames a text otherwise (<s> <s> text </s>, as a
   // RoBERTa processor followed by a template gives): the classifier frames its examples itself, so it is refused

@@ -809,13 +809,15 @@ TEST(DistillTrain, ASignalBetweenLayersStopsTheRunWithTheLayersDoneAndTheRerunFi
   struct sigaction before {}, now {};  // the process's (the output lock's), put back after the stopped run
   ASSERT_EQ(::sigaction(SIGINT, nullptr, &before), 0);
   part.signal_after_step = 1;
-  EXPECT_MIMIC_ERROR(dist::distill(part), "stopped by SIGINT (Ctrl-C) in layer 0 after step 1 of 50: the checkpoint in " + part.out +
-                                              ".ckpt/layer_00 holds it; the same command continues the run");
+  EXPECT_MIMIC_ERROR_STATUS(dist::distill(part), "stopped by SIGINT (Ctrl-C) in layer 0 after step 1 of 50: the checkpoint in " + part.out +
+                                                     ".ckpt/layer_00 holds it; the same command continues the run",
+                            128 + SIGINT);
   EXPECT_FALSE(std::filesystem::exists(part.out));
   part.signal_after_step = 0;
   part.signal_after_layers = 1;
-  EXPECT_MIMIC_ERROR(dist::distill(part), "stopped by SIGINT (Ctrl-C) before layer 1: 1 of 2 layers are distilled, in " + part.out +
-                                              ".ckpt; the same command continues the run");
+  EXPECT_MIMIC_ERROR_STATUS(dist::distill(part), "stopped by SIGINT (Ctrl-C) before layer 1: 1 of 2 layers are distilled, in " + part.out +
+                                                     ".ckpt; the same command continues the run",
+                            128 + SIGINT);
   ASSERT_EQ(::sigaction(SIGINT, nullptr, &now), 0);
   EXPECT_EQ(now.sa_handler, before.sa_handler);
   EXPECT_FALSE(std::filesystem::exists(part.out));

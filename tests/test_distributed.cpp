@@ -408,6 +408,26 @@ TEST(DistributedLaunch, CtrlCToALaunchOfOneRankEndsItsTrainingAtOnceWithNoStopAf
   EXPECT_EQ(err.find("stopped by"), std::string::npos) << err;
 }
 
+// A single-process run that SIGINT or SIGTERM stopped after its step, with a checkpoint, exits 128 + the signal, as a
+// shell reports a command the signal ended: it exited 1, as a failure does, so a script could not tell a run it may
+// continue from one that failed (carried since helper-55's probe of 2026-12-04).
+TEST(StopSignal, ACtrlCToATrainingCommandExits130AfterItsCheckpoint) {
+  for (int sig : {SIGINT, SIGTERM}) {
+    TempDir dir;
+    auto b = start({}, tiny_pretrain(dir, dir.file("run"), 4, 100000), dir, "run");
+    const auto t0 = std::chrono::steady_clock::now();
+    while (!std::filesystem::exists(dir.file("run/checkpoint.safetensors")) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(std::filesystem::exists(dir.file("run/checkpoint.safetensors"))) << mimic::test::read_bytes(b.err);
+    ::kill(b.pid, sig);
+    EXPECT_EQ(wait_for(b, 60), 128 + sig) << sig;
+    const std::string err = mimic::test::read_bytes(b.err);
+    EXPECT_NE(err.find(std::string("mimic: error: stopped by ") + (sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM") + " after step "), std::string::npos)
+        << err;
+    EXPECT_NE(err.find("holds it; the same command continues the run"), std::string::npos) << err;
+  }
+}
+
 // A negative number after one of launch's options is that option's value, out of its range: `--nproc -1` was called
 // "launch: unknown option '-1'" (issue 38), while `--nproc 0` named the range.
 TEST(DistributedLaunch, ANegativeNumberIsAnOptionsValueOutOfItsRangeNotAnUnknownOption) {

@@ -259,8 +259,9 @@ TEST(FinetuneLm, ASignalStopsTheRunAfterItsStepWithACheckpointTheSameCommandCont
   stopped.train.signal_after_step = 3;
   struct sigaction before {}, now {};  // the process's (the output lock's, which removes the empty folders it created)
   ASSERT_EQ(::sigaction(SIGINT, nullptr, &before), 0);
-  EXPECT_MIMIC_ERROR(ft::finetune_lm(stopped), "stopped by SIGINT (Ctrl-C) after step 3 of 6: the checkpoint in " + dir.file("stopped") +
-                                                   " holds it; the same command continues the run");
+  EXPECT_MIMIC_ERROR_STATUS(ft::finetune_lm(stopped), "stopped by SIGINT (Ctrl-C) after step 3 of 6: the checkpoint in " + dir.file("stopped") +
+                                                          " holds it; the same command continues the run",
+                            128 + SIGINT);
   ASSERT_EQ(::sigaction(SIGINT, nullptr, &now), 0);
   EXPECT_EQ(now.sa_handler, before.sa_handler);
   EXPECT_FALSE(std::filesystem::exists(dir.file("stopped/last")));
@@ -279,8 +280,9 @@ TEST(FinetuneLm, ASignalStopsTheRunAfterItsStepWithACheckpointTheSameCommandCont
   auto at_end = o;
   at_end.train.out_dir = dir.file("at_end");
   at_end.train.signal_after_step = 6;
-  EXPECT_MIMIC_ERROR(ft::finetune_lm(at_end), "stopped by SIGINT (Ctrl-C) after step 6 of 6, its last: the run's training is done and " +
-                                                  dir.file("at_end") + " holds it; the same command continues from there");
+  EXPECT_MIMIC_ERROR_STATUS(ft::finetune_lm(at_end), "stopped by SIGINT (Ctrl-C) after step 6 of 6, its last: the run's training is done and " +
+                                                         dir.file("at_end") + " holds it; the same command continues from there",
+                            128 + SIGINT);
   at_end.train.signal_after_step = 0;
   EXPECT_TRUE(ft::finetune_lm(at_end).train.finished_earlier);
   expect_same_checkpoints(dir.file("full/last/model.safetensors"), dir.file("at_end/last/model.safetensors"));

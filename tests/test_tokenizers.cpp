@@ -316,6 +316,55 @@ TEST(WordPiece, ALongTextEncodesAsItsSentencesAndAHeadIsTheStartOfTheWhole) {
   EXPECT_EQ(gpt2().encode_head("Hello", 9), (Ids{15496}));
 }
 
+// A long text with no ASCII white space is cut into pieces elsewhere — before punctuation, a CJK ideograph or another
+// white space (NBSP, U+3000, U+2028) — with the whole text's ids: 20 MB of "." or of unspaced CJK was one piece of
+// 1–2 GB (helper-107's probe of 2026-12-07). The reference is the basic tokenizer over the whole text at once, each
+// word then through WordPiece alone. The fragments include what must not be cut before: a punctuation character that
+// a combining mark follows ("=" U+0338 composes to "≠" in the cased vocabulary, and joins its neighbours into a word),
+// the same after dropped control characters, and the controls themselves (dropped: the letters around them join).
+TEST(WordPiece, ALongTextWithoutWhiteSpaceIsCutAtPunctuationCjkAndOtherSpacesWithTheWholesIds) {
+  const std::vector<std::string> fragments = {"word", "Whale", ".", "=\xCC\xB8", "\xCC\x81", "\x01", "\x7f", "\xC2\xA0", "\xE2\x80\xA8",
+                                              "\xE4\xB8\x80", "\xE3\x80\x80", "caf\xC3\xA9", "\xC4\xB0", "!", "\xEF\xBF\xBD", ",\x01\x01\xCC\x81",
+                                              "<\x02\xCC\xB8x", "\xE2\x80\x94", "ab"};
+  std::mt19937 rng(7);
+  for (const text::WordPiece* tok : {&bert(), &bert_cased()}) {
+    std::string whole;
+    while (whole.size() < 3 * 65536) whole += fragments[rng() % fragments.size()];
+    ASSERT_EQ(whole.find_first_of(" \t\n\r"), std::string::npos);
+    Ids expected;
+    for (const auto& w : tok->basic_tokenize(whole)) {
+      const auto ids = tok->encode(w, false);
+      expected.insert(expected.end(), ids.begin(), ids.end());
+    }
+    ASSERT_GT(expected.size(), 20000u);
+    EXPECT_EQ(tok->encode(whole, false), expected) << tok->identity();
+    for (size_t n : {size_t{1}, expected.size() / 2, expected.size()}) {
+      const Ids head(expected.begin(), expected.begin() + static_cast<int64_t>(n));
+      EXPECT_EQ(tok->encode_head(whole, n), head) << n;
+    }
+  }
+  // where a piece may first end (64 KiB), a "=" that U+0338 follows, at once or after controls: in the cased vocabulary
+  // the two compose to "≠", which joins "ab" and "def" into one word, so no cut is made there
+  for (const std::string mid : {"=\xCC\xB8", "=\x01\x7f\xCC\xB8", ".\xCC\x81", "\xE4\xB8\x80\xCC\x81"}) {
+    std::string text;
+    while (text.size() < 65536) text += "abc.";
+    text.resize(65536);
+    if (text.back() == '.') text.back() = 'z';
+    text += mid + "def." + std::string(3000, '!');
+    for (const text::WordPiece* tok : {&bert(), &bert_cased()}) {
+      Ids expected;
+      for (const auto& w : tok->basic_tokenize(text)) {
+        const auto ids = tok->encode(w, false);
+        expected.insert(expected.end(), ids.begin(), ids.end());
+      }
+      EXPECT_EQ(tok->encode(text, false), expected) << tok->identity() << " " << printable(mid);
+    }
+  }
+  const int64_t dot = bert().token_to_id(".");
+  EXPECT_EQ(bert().encode(std::string(200000, '.'), false), Ids(200000, dot));
+  EXPECT_EQ(bert().encode_head(std::string(200000, '.') + std::string(100000, '\x7f') + "x", 7), Ids(7, dot));
+}
+
 // ------------------------------------------------------------------------------------------ loading
 TEST(TokenizerLoading, LoadsBothKindsFromModelDirectories) {
   TempDir dir;

@@ -120,8 +120,9 @@ inline void write_word_decided_jsonl(const std::string& path) {
 
 }  // namespace mimic::test
 
-// Expects `stmt` to throw mimic::Error whose message contains `needle`.
-#define EXPECT_MIMIC_ERROR(stmt, needle)                                                          \
+// Expects `stmt` to throw mimic::Error whose message contains `needle` (and, the _STATUS form, whose exit status,
+// the CLI's, is `status`).
+#define EXPECT_MIMIC_ERROR_STATUS(stmt, needle, status)                                           \
   do {                                                                                            \
     try {                                                                                         \
       stmt;                                                                                       \
@@ -129,5 +130,7 @@ inline void write_word_decided_jsonl(const std::string& path) {
     } catch (const ::mimic::Error& e) {                                                           \
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)                            \
           << "message: " << e.what() << "\n  expected to contain: " << (needle);                  \
+      if ((status) >= 0) EXPECT_EQ(e.exit_status(), (status)) << "message: " << e.what();        \
     }                                                                                             \
   } while (0)
+#define EXPECT_MIMIC_ERROR(stmt, needle) EXPECT_MIMIC_ERROR_STATUS(stmt, needle, -1)

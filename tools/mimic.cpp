@@ -33,10 +33,10 @@ std::string first_line(const char* what) {
 // write failed (a full disk): its own close at exit then crashed with SIGSEGV after mimic's one-line error (the probe
 // of 2026-11-27). Everything mimic writes is complete under its final name or a temporary by now (destructors ran
 // while the exception unwound), so nothing is lost by skipping them.
-[[noreturn]] static void end_after_error() {
+[[noreturn]] static void end_after_error(int status = 1) {
   std::fflush(stdout);
   std::fflush(stderr);
-  std::_Exit(1);
+  std::_Exit(status);
 }
 
 // A usage error: "mimic: error: MESSAGE" and exit status 2. In a launched run every rank parses the same command line
@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
   } catch (const mimic::Error& e) {
     // in a distributed run the rank leads the line: several ranks may print to one terminal
     std::fprintf(stderr, "mimic: error: %s%s\n", mimic::distributed::rank_prefix().c_str(), e.what());
-    end_after_error();
+    end_after_error(e.exit_status());  // 1, or 128 + N for a run signal N stopped with a checkpoint
   } catch (const std::filesystem::filesystem_error& e) {
     // The options' paths are checked while parsing (cli::path_arg); this is the backstop for a path the library
     // made: its own words, one line, instead of "filesystem error: ...".

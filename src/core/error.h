@@ -10,7 +10,14 @@ namespace mimic {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  explicit Error(const std::string& message, int exit_status = 1) : std::runtime_error(message), exit_status_(exit_status) {}
+  // The status the CLI exits with when this error ends a command: 1, or 128 + N for a run that signal N stopped
+  // (SIGINT 130, SIGTERM 143), the status a shell gives a command the signal ended, so that a script tells a run
+  // stopped by Ctrl-C or a job's time limit (its checkpoint holds it) from one that failed.
+  int exit_status() const { return exit_status_; }
+
+ private:
+  int exit_status_;
 };
 
 namespace detail {

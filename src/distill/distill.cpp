@@ -431,8 +431,9 @@ DistillResult distill(const DistillOptions& o) {
     int64_t layers_this_run = 0;
     auto honour_stop = [&](const std::string& where, const std::string& then) {
       if (const int sig = stop.requested(); sig != 0)
-        fail("stopped by ", train::stop_signal_name(sig), " ", where, ": ", done.layers.size(), " of ", layers.size(), " layers are distilled, in ",
-             folder.dir(), "; the same command ", then);
+        throw Error(detail::concat("stopped by ", train::stop_signal_name(sig), " ", where, ": ", done.layers.size(), " of ", layers.size(),
+                                   " layers are distilled, in ", folder.dir(), "; the same command ", then),
+                    train::stopped_status(sig));
     };
     for (size_t i = 0; i < layers.size(); ++i) {
       if (owner(i) != group.rank() || is_finished(layers[i])) continue;

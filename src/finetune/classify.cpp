@@ -85,6 +85,16 @@ std::vector<int64_t> example_ids(const text::Tokenizer& tok, const std::string& 
   return ids;
 }
 
+// A text the tokenizer reduces to nothing (control characters, NULs written as \u0000, U+00A0 and other spaces) was
+// scored and trained on as [CLS] [SEP] without a word, as an empty text was until 2026-12-02 (helper-107's probe).
+std::vector<int64_t> example_ids(const text::Tokenizer& tok, const data::Example& e, int64_t seq_len, int64_t& cut) {
+  auto ids = example_ids(tok, e.text, seq_len, cut);
+  MIMIC_CHECK(ids.size() > 2, e.doc_id.empty() ? std::string("an example") : e.doc_id,
+              ": the text has no tokens (all of it is characters the tokenizer drops or reads as space: control characters, "
+              "NULs, spaces): give each example its text, or leave the line out");
+  return ids;
+}
+
 void require_classifier_tokenizer(const text::Tokenizer& tok, const std::string& where) {
   MIMIC_CHECK(tok.cls_id() >= 0 && tok.pad_id() >= 0 && tok.sep_id() >= 0, where, ": sequence classification needs a BERT tokenizer");
   // the ids are framed here, not by encode(text, true): a post-processor that adds other tokens would be read otherwise
@@ -108,7 +118,7 @@ ClassifyEval evaluate_classifier(models::Model& model, const text::Tokenizer& to
     std::vector<std::vector<int64_t>> ids;
     std::vector<int64_t> labels;
     for (size_t j = i; j < std::min(examples.size(), i + static_cast<size_t>(batch_size)); ++j) {
-      ids.push_back(example_ids(tok, examples[j].text, seq_len, cut));
+      ids.push_back(example_ids(tok, examples[j], seq_len, cut));
       labels.push_back(examples[j].label);
     }
     auto b = make_batch(ids, labels, tok.pad_id(), device);
@@ -200,7 +210,7 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   // Tokenize the training set once; the order of examples is shuffled per epoch by (seed, epoch).
   std::vector<std::vector<int64_t>> train_ids;
   int64_t cut = 0;
-  for (const auto& e : data.train) train_ids.push_back(example_ids(*tok, e.text, seq_len, cut));
+  for (const auto& e : data.train) train_ids.push_back(example_ids(*tok, e, seq_len, cut));
   const int64_t n = static_cast<int64_t>(train_ids.size());
   int64_t epoch = 0, index = 0;
   std::vector<int64_t> order;

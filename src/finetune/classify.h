@@ -50,6 +50,8 @@ int64_t example_length(int64_t seq_len, int64_t context);
 // The ids a classifier reads for `text`: [CLS], the text's first seq_len - 2 tokens, [SEP] (seq_len >= 3). `cut` counts
 // the texts that lost tokens. Only the head is tokenized, whatever the text's length (Tokenizer::encode_head).
 std::vector<int64_t> example_ids(const text::Tokenizer& tok, const std::string& text, int64_t seq_len, int64_t& cut);
+// The same for an example of a data set, refusing a text with no tokens, named by the example's doc_id (FILE:LINE).
+std::vector<int64_t> example_ids(const text::Tokenizer& tok, const data::Example& e, int64_t seq_len, int64_t& cut);
 // Refuses a tokenizer that does not frame a text as [CLS] text [SEP] (BERT's WordPiece does; a tokenizer.json may have
 // a [CLS] and a [PAD] yet another post-processor), naming `where`.
 void require_classifier_tokenizer(const text::Tokenizer& tok, const std::string& where);

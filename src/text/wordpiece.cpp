@@ -167,22 +167,73 @@ void WordPiece::wordpiece(const std::string& word, std::vector<int64_t>& out) co
   }
 }
 
+namespace {
+// The code point of the well-formed UTF-8 character starting at byte i of s, and its length in bytes.
+char32_t decode_at(const std::string& s, size_t i, size_t& len) {
+  const auto b = static_cast<unsigned char>(s[i]);
+  len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+  if (len == 1) return b;
+  char32_t c = b & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
+  for (size_t k = 1; k < len; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  return c;
+}
+// What the basic tokenizer drops before anything else: NUL, U+FFFD, control and format characters (not \t \n \r).
+bool dropped_char(char32_t c) { return c == 0 || c == 0xFFFD || is_bert_control(c); }
+bool dropped_ascii(unsigned char b) { return (b < 0x20 && b != '\t' && b != '\n' && b != '\r') || b == 0x7F; }
+bool ascii_space(unsigned char b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
+
+// A text (between special tokens) can be cut before byte i with the same words on both sides as in the whole: before
+// ASCII white space, as before any white space (BERT's and what Python's split() splits on), a CJK ideograph or a
+// punctuation character — each a word boundary of the basic tokenizer, and each a character no canonical composition
+// takes as its second (so NFC, for a cased vocabulary, composes nothing across the cut). A punctuation character with a
+// combining mark after it is not a cut: "=" and U+0338 compose to "≠", a symbol, which does not split the word it is in.
+// The mark may follow after characters the tokenizer drops; more than a few of those and no cut is made there (not
+// cutting is always right).
+bool word_boundary_at(const std::string& part, size_t i) {
+  const auto b = static_cast<unsigned char>(part[i]);
+  if (ascii_space(b)) return true;
+  if (b >= 0x80 && b < 0xC0) return false;  // inside a character
+  size_t len = 0;
+  const char32_t c = decode_at(part, i, len);
+  if (dropped_char(c)) return false;
+  const bool space = is_bert_whitespace(c) || u::is_python_space(c);
+  if (space || is_cjk_ideograph(c)) return true;
+  if (!is_bert_punctuation(c)) return false;
+  for (size_t j = i + len, skipped = 0; j < part.size(); j += len) {
+    const char32_t next = decode_at(part, j, len);
+    if (!dropped_char(next)) {
+      const auto cat = u::category(next);
+      return cat != u::Category::Mn && cat != u::Category::Mc && cat != u::Category::Me;
+    }
+    if (++skipped > 8) return false;
+  }
+  return true;
+}
+}  // namespace
+
 // The text between special tokens, through the basic tokenizer and WordPiece a piece of about kPieceBytes at a time,
-// each piece ending before an ASCII white-space byte: the basic tokenizer splits words there and every one of its
-// steps maps a character by itself (NFC and NFD compose nothing across a space), so the pieces' ids are the whole
-// text's. A long text is thus held as words a piece at a time (a 38 MB line's words all at once added 1.3 GB), and a
-// head (`limit`) reads no piece past the one that completes it.
+// each piece ending at a word boundary (word_boundary_at; every step of the basic tokenizer before its split maps a
+// character by itself), so that the pieces' ids are the whole text's. The bytes it drops first (ASCII control
+// characters) are left out of a piece as it is read. A long text is thus held as words a piece at a time (a 38 MB
+// line's words all at once added 1.3 GB; 20 MB of "." in one piece, with no white space to cut before, 2 GB), and a
+// head (`limit`) reads no piece past the one that completes it. A single word longer than a piece (no boundary in it)
+// stays whole.
 void WordPiece::encode_words(const std::string& part, std::vector<int64_t>& out, size_t limit) const {
   constexpr size_t kPieceBytes = size_t{1} << 16;
-  auto ascii_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  std::string piece;
   for (size_t begin = 0; begin < part.size() && out.size() < limit;) {
-    size_t end = std::min(part.size(), begin + kPieceBytes);
-    while (end < part.size() && !ascii_space(part[end])) ++end;  // a word longer than a piece stays whole
-    for (const auto& w : basic_tokenize(part.substr(begin, end - begin))) {
+    piece.clear();
+    size_t i = begin;
+    for (; i < part.size(); ++i) {
+      if (piece.size() >= kPieceBytes && word_boundary_at(part, i)) break;
+      const auto b = static_cast<unsigned char>(part[i]);
+      if (!dropped_ascii(b)) piece.push_back(static_cast<char>(b));
+    }
+    for (const auto& w : basic_tokenize(piece)) {
       if (out.size() >= limit) return;
       wordpiece(w, out);
     }
-    begin = end;
+    begin = i;
   }
 }
 

@@ -59,5 +59,6 @@ StopOnSignal::~StopOnSignal() {
 int StopOnSignal::requested() const { return counted_ ? g_stop_signal.load() : 0; }
 
 std::string stop_signal_name(int sig) { return sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM"; }
+int stopped_status(int sig) { return 128 + sig; }
 
 }  // namespace mimic::train

@@ -38,4 +38,8 @@ class StopOnSignal {
 // "SIGINT (Ctrl-C)" or "SIGTERM", for the line that ends a stopped run
 std::string stop_signal_name(int sig);
 
+// The exit status of a command a signal stopped with a checkpoint: 128 + sig, as a shell reports a command the
+// signal ended (the error that says so carries it: mimic::Error::exit_status)
+int stopped_status(int sig);
+
 }  // namespace mimic::train

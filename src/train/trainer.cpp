@@ -407,8 +407,9 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
     if (const int sig = stop.requested(); sig != 0 && done < last && !early) {
       if (s.step != done) checkpoint(done);
       progress.finish();
-      fail("stopped by ", stop_signal_name(sig), o.stop_context.empty() ? "" : " ", o.stop_context, " after step ", done, " of ", last,
-           ": the checkpoint in ", o.out_dir, " holds it; the same command continues the run");
+      throw Error(detail::concat("stopped by ", stop_signal_name(sig), o.stop_context.empty() ? "" : " ", o.stop_context, " after step ",
+                                 done, " of ", last, ": the checkpoint in ", o.out_dir, " holds it; the same command continues the run"),
+                  stopped_status(sig));
     }
     if (early) {
       r.stopped_early = true;
@@ -432,8 +433,9 @@ TrainResult train(TrainTask& task, const TrainOptions& options) {
   // command ends as promised, and its rerun finds the run finished and does what follows. A run inside another
   // (a distill layer's) leaves that to the outer one, which records the layer first.
   if (const int sig = stop.requested(); sig != 0 && !stop.nested())
-    fail("stopped by ", stop_signal_name(sig), " after step ", final_step, " of ", last, ", its last: the run's training is done and ",
-         o.out_dir, " holds it; the same command continues from there");
+    throw Error(detail::concat("stopped by ", stop_signal_name(sig), " after step ", final_step, " of ", last,
+                               ", its last: the run's training is done and ", o.out_dir, " holds it; the same command continues from there"),
+                stopped_status(sig));
   r.steps = final_step;
   r.best_eval = s.best_eval;
   r.best_step = s.best_step;
