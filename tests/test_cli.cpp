@@ -581,6 +581,18 @@ TEST(Cli, FinetuneAndEvalClassifierAndSplitPerplexity) {
   ASSERT_EQ(short_run.code, 0) << short_run.err;
   EXPECT_NE(short_run.err.find("mimic: note: 20 of 20 training texts are longer than 5 tokens with [CLS] and [SEP]"), std::string::npos)
       << short_run.err;
+  // and the texts it scores too, before its first step (only the training texts were said: helper-107's probe)
+  for (const char* what : {"validation", "test"})
+    EXPECT_NE(short_run.err.find(std::string("mimic: note: 10 of 10 ") + what + " texts are longer than 5 tokens with [CLS] and [SEP]"),
+              std::string::npos) << short_run.err;
+  {  // a validation text with no tokens is refused before the first step, by its line (at the first evaluation before)
+    mimic::test::write_bytes(dir.file("t2.jsonl"), mimic::test::read_bytes(dir.file("t.jsonl")) +
+                                                       "{\"text\": \"\\u0001\\u00a0\", \"label\": 0, \"split\": \"validation\"}\n");
+    auto none = mimic_cli("finetune --task cls --model " + bert_dir() + " --data " + dir.file("t2.jsonl") + " --out " + dir.file("cls-none") +
+                          " --steps 1 --warmup 0 --batch-size 8");
+    expect_one_line_error(none, dir.file("t2.jsonl") + ":41: the text has no tokens");
+    EXPECT_FALSE(std::filesystem::exists(dir.file("cls-none"))) << "refused before anything was written";
+  }
   expect_one_line_error(mimic_cli("eval --task cls --model " + bert_dir() + " --data " + dir.file("t.jsonl")), "is not a classifier");
   // a --seq-len beyond the model's context is refused by name, in the words record and finetune --task lm use (a
   // classifier's failed inside the model's forward: "sequence of 1445 tokens exceeds ...", naming no option)

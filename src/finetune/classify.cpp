@@ -281,6 +281,15 @@ ClassifyResult finetune_classifier(const ClassifyOptions& o) {
   // Held until the model is promoted and scored: no other run may write this directory meanwhile.
   const auto lock = train::lock_run_output(t.out_dir);
   if (const auto note = cut_texts_note(cut, n, "training texts", seq_len, cfg.max_positions); !note.empty()) t.start_notes.push_back(note);
+  // the texts the run scores, read as they will be (their heads alone) before any step: a text with no tokens among them
+  // is refused now, not at the first evaluation, and their cut texts are said as the training texts' are (only those
+  // were: helper-107's probe of 2026-12-07)
+  for (const auto& [part, what] : {std::pair{&data.validation, "validation texts"}, std::pair{&data.test, "test texts"}}) {
+    int64_t part_cut = 0;
+    for (const auto& e : *part) example_ids(*tok, e, seq_len, part_cut);
+    if (const auto note = cut_texts_note(part_cut, static_cast<int64_t>(part->size()), what, seq_len, cfg.max_positions); !note.empty())
+      t.start_notes.push_back(note);
+  }
   // a batch runs on into the next epoch's order: one step then holds an example more than once (helper-92's probe)
   if (const int64_t global = o.batch_size * env.world_size; global > n)
     t.start_notes.push_back(detail::concat("a batch of ", global, " examples is larger than the training split (", count_of(n, "row"),
