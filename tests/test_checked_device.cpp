@@ -7,23 +7,17 @@
 
 #include <string>
 
-// Under AddressSanitizer (tools/sanitize.sh) the death test's child reports its SEGV: that report must go to the
-// child's stderr, which the death test swallows, not to the report folder, where any file fails the sanitizer job.
-#if defined(__SANITIZE_ADDRESS__)  // GCC's -fsanitize=address
-#define MIMIC_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)  // clang's
-#if __has_feature(address_sanitizer)
-#define MIMIC_TEST_UNDER_ASAN 1
-#endif
-#endif
-#ifdef MIMIC_TEST_UNDER_ASAN
-#include <sanitizer/common_interface_defs.h>
-#endif
-
 #include "mimic/core/error.h"
 #include "mimic/core/precision.h"
 #include "mimic/core/runtime.h"
 #include "test_util.h"
+
+// Under AddressSanitizer (tools/sanitize.sh; MIMIC_TEST_UNDER_ASAN, test_util.h) the death test's child reports its
+// SEGV: that report must go to the child's stderr, which the death test swallows, not to the report folder, where any
+// file fails the sanitizer job.
+#ifdef MIMIC_TEST_UNDER_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 namespace {
 

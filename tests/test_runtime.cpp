@@ -15,14 +15,8 @@
 
 #include "mimic/bench/measure.h"
 #include "mimic/core/runtime.h"
+#include "test_util.h"
 
-#if defined(__SANITIZE_ADDRESS__)  // GCC's -fsanitize=address
-#define MIMIC_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)  // clang's
-#if __has_feature(address_sanitizer)
-#define MIMIC_TEST_UNDER_ASAN 1
-#endif
-#endif
 #ifdef MIMIC_TEST_UNDER_ASAN
 #include <sanitizer/asan_interface.h>
 #endif

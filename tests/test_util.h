@@ -13,6 +13,15 @@
 
 #include "mimic/core/error.h"
 
+// MIMIC_TEST_UNDER_ASAN: the tests are built with AddressSanitizer (tools/sanitize.sh), whose malloc replaces glibc's
+#if defined(__SANITIZE_ADDRESS__)  // GCC's -fsanitize=address
+#define MIMIC_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)  // clang's
+#if __has_feature(address_sanitizer)
+#define MIMIC_TEST_UNDER_ASAN 1
+#endif
+#endif
+
 namespace mimic::test {
 
 // A fresh temporary folder, removed when the object goes out of scope.
