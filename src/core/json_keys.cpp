@@ -66,18 +66,11 @@ nlohmann::json json_parse(const std::string& text, const std::string& where) {
     // nlohmann's words without its "[json.exception.parse_error.101] " tag: mimic's one line
     std::string what = e.what();
     if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);
-    // its "last read" quotes the whole token read so far: a 20 MB string with a bad byte at its end put 20 MB on stderr
-    // (helper-107's probe of 2026-12-07). The quote keeps its start and its end, where the parser stopped.
-    if (const auto mark = what.find("last read: '"); mark != std::string::npos) {
-      const size_t from = mark + 12;
-      size_t to = what.rfind("'; expected");
-      if (to == std::string::npos || to < from) to = !what.empty() && what.back() == '\'' ? what.size() - 1 : std::string::npos;
-      if (to != std::string::npos && to > from + 96) {
-        const std::string rest = what.substr(to + 1);  // "; expected ..." or nothing
-        // ASCII dots: shown_bytes below writes every byte beyond ASCII as \xHH
-        what = what.substr(0, from + 24) + " ... " + what.substr(to - 64, 64) + "' (" + std::to_string(to - from) + " bytes read)" + rest;
-      }
-    }
+    // it quotes the token it read, whole: a 20 MB string with a bad byte at its end put 20 MB on stderr, and a number of
+    // 5 million digits ("number overflow parsing '…'") 5 MB (helper-107's and helper-108's probes of 2026-12-07). A long
+    // message keeps its start (where: line and column) and its end (where the parser stopped, what it expected).
+    if (constexpr size_t kMost = 400; what.size() > kMost)
+      what = what.substr(0, 200) + " ... " + what.substr(what.size() - 160) + " (" + std::to_string(what.size()) + " bytes of message, cut)";
     // its "last read" quotes the input's bytes, which may be no UTF-8 (a Latin-1 "café" went to stderr raw: the fifth
     // probe of 2026-11-27): bytes beyond ASCII and control characters are shown as \xHH
     fail(where, ": malformed JSON: ", shown_bytes(what));

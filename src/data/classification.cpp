@@ -188,6 +188,11 @@ ClassificationData load_jsonl(const std::string& path) {
     // and 1.0 were two classes: the fifth probe of 2026-11-27)
     MIMIC_CHECK(j["label"].is_string() || j["label"].is_number_integer(), path, ":", lineno, ": label must be a name or an integer, got ",
                 json_dump(j["label"], -1));
+    // a name is a class's short name: one of 5 MB went whole into an error line and would into config.json's id2label
+    // (helper-108's review of 2026-12-07)
+    MIMIC_CHECK(!j["label"].is_string() || j["label"].get_ref<const std::string&>().size() <= 256, path, ":", lineno, ": a label name of ",
+                j["label"].get_ref<const std::string&>().size(), " bytes (",
+                shown_excerpt(j["label"].get_ref<const std::string&>(), 40), "): a label is a class's name, at most 256 bytes");
     // an empty name trained and exported a classifier whose id2label mimic then refused to load (the nineteenth probe)
     MIMIC_CHECK(!j["label"].is_string() || j["label"].get<std::string>().find_first_not_of(" \t\r\n") != std::string::npos, path, ":", lineno,
                 ": an empty label name (", json_dump(j["label"], -1), "): give each class a name, or integer ids");
@@ -211,7 +216,7 @@ ClassificationData load_jsonl(const std::string& path) {
     std::string split = j.value("split", std::string());
     // on its line (a "dev" was refused once every row was read, naming neither the line nor what a split may be)
     MIMIC_CHECK(split.empty() || split == "train" || split == "validation" || split == "val" || split == "test", path, ":", lineno,
-                ": \"split\" must be train, validation (or val) or test, got \"", split, "\"");
+                ": \"split\" must be train, validation (or val) or test, got \"", shown_excerpt(split, 40), "\"");
     rows.push_back({{text, 0, path + ":" + std::to_string(lineno)}, split + "\t" + label});
     label_ids.emplace(label, 0);
   }
