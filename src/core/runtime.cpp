@@ -53,9 +53,9 @@ namespace {
 // tensor is freed, its chunk cannot merge with those neighbours, so it is n bytes: less than the n + 96 the
 // next tensor of the same size asks for. Every pass of a model then takes new memory at the top of the heap
 // (M_MMAP_MAX = 0 puts big tensors there) and faults its pages in: measured with softmax attention at 8K tokens
-// (scores of 256 MB), the heap grew 0.95 → 1.49 → 2.03 → 2.29 GB over four identical forwards, each of which
-// took 0.8–1.2 s instead of 0.25 s — the bench's "forward slower than forward + backward" anomaly — and
-// reached 3.4 GB where the live peak is 0.87 GB. This allocator asks for plain malloc(n + 64 + 8) and aligns
+// (scores of 256 MB), the heap grew 0.95 → 1.49 → 2.03 → 2.29 GB over four identical forwards, each pass after
+// the first faulting in 512 MB of fresh pages — the bench's "forward slower than forward + backward" anomaly —
+// and reached 3.4 GB where the live peak is 0.87 GB. This allocator asks for plain malloc(n + 64 + 8) and aligns
 // inside: a freed tensor's chunk is exactly what the next tensor of its size asks for, and in the same
 // measurement the heap stayed at 1.02 GB from the second pass on, every later pass without a page fault.
 // The raw pointer is stored just before the aligned one, so the deleter needs the data pointer alone (as
