@@ -183,6 +183,7 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
     const std::string what = e.what();
     EXPECT_LT(what.size(), 600u) << what.substr(0, 600);
     EXPECT_NE(what.find("late.jsonl:1: malformed JSON: parse error at line 1, column 100011: syntax error"), std::string::npos) << what;
+    EXPECT_EQ(what.find("holds JSON lines"), std::string::npos) << "a .jsonl file is told it holds JSON lines";
     EXPECT_NE(what.find("'\"" + std::string(40, 'w')), std::string::npos) << what;  // the quote's start
     EXPECT_NE(what.find(" ... " + std::string(40, 'w')), std::string::npos) << what;
     EXPECT_NE(what.find(std::string(40, 'w') + "\\xFF' (100127 bytes of message, cut)"), std::string::npos) << what;  // its end

@@ -177,6 +177,9 @@ ClassificationData load_jsonl(const std::string& path) {
           ext != ".jsonl")
         fail(path, ":", lineno, ": not JSON but text: a classification data file holds JSON lines, one {\"text\": …, \"label\": …} ",
              "per line (plain text is language-model data: --task lm)");
+      // the format is said where the file may not be JSON lines at all; a .jsonl file's broken line is the parser's alone
+      // (helper-107's probe: "holds JSON lines" under a file that does)
+      if (ext == ".jsonl") throw;
       fail(e.what(), " (a classification data file holds JSON lines, one {\"text\": …, \"label\": …} per line)");
     }
     // which part is missing or wrong, named: a key spelled "lable" read as the generic shape (helper-52's probe of 2026-12-04)
