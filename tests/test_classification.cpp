@@ -197,6 +197,20 @@ TEST(ClassificationData, JsonLinesFilesAndErrors) {
     EXPECT_LT(std::string(e.what()).size(), 600u) << std::string(e.what()).substr(0, 600);
     EXPECT_NE(std::string(e.what()).find("num.jsonl:1: malformed JSON: "), std::string::npos) << e.what();
   }
+  // ids written as text for a classifier of named labels: refused, and told how ids are written (helper-107's probe)
+  mimic::test::write_bytes(dir.file("strids.jsonl"), "{\"text\": \"a\", \"label\": \"0\"}\n{\"text\": \"b\", \"label\": \"1\"}\n");
+  auto strids = data::load_classification(dir.file("strids.jsonl"));
+  EXPECT_MIMIC_ERROR(data::align_labels(strids, {"ham", "spam"}, 2, "M", "WAY"),
+                     "are not among M's labels ([\"ham\",\"spam\"], its id2label); WAY (written as JSON integers, without quotes, labels are "
+                     "read as ids: 0 is \"ham\")");
+  mimic::test::write_bytes(dir.file("names.jsonl"), "{\"text\": \"a\", \"label\": \"pos\"}\n{\"text\": \"b\", \"label\": \"2\"}\n");
+  auto names = data::load_classification(dir.file("names.jsonl"));  // a name among them, and an id beyond: no such hint
+  try {
+    data::align_labels(names, {"ham", "spam"}, 2, "M", "WAY");
+    ADD_FAILURE() << "unknown names were accepted";
+  } catch (const mimic::Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("JSON integers"), std::string::npos) << e.what();
+  }
   // a label name is a class's short name: 5 MB of one went whole into the error (and would into id2label)
   mimic::test::write_bytes(dir.file("lbl.jsonl"), "{\"text\": \"a\", \"label\": \"" + std::string(300, 'x') + "\"}\n");
   EXPECT_MIMIC_ERROR(data::load_classification(dir.file("lbl.jsonl")),

@@ -350,9 +350,17 @@ void align_labels(ClassificationData& d, const std::vector<std::string>& model_l
       if (!first.empty()) where += (where.empty() ? "" : ", ") + first;
     }
     if (!where.empty()) where = " (first at " + where + ")";
+    // names that are ids written as text ("0", "1") for a classifier of named labels: JSON integers would be read as its
+    // ids (helper-107's probe of 2026-12-07: "spam"/"ham" refused "0"/"1" without saying so)
+    const bool ids_as_text = std::all_of(unknown.begin(), unknown.end(), [&](const std::string& l) {
+      return !l.empty() && l.size() < 7 && std::all_of(l.begin(), l.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+             std::stoll(l) < static_cast<long long>(model_labels.size());
+    });
     fail(d.source, ": ", unknown.size() == 1 ? "label " : "labels ", nlohmann::json(std::vector<std::string>(unknown.begin(), unknown.begin() + shown)).dump(),
          more, where, unknown.size() == 1 ? " is" : " are", " not among ", model, "'s labels (", nlohmann::json(model_labels).dump(),
-         ", its id2label); ", way_out);
+         ", its id2label); ", way_out,
+         ids_as_text ? " (written as JSON integers, without quotes, labels are read as ids: 0 is " + nlohmann::json(model_labels[0]).dump() + ")"
+                     : std::string());
   }
   for (auto* part : {&d.train, &d.validation, &d.test})
     for (auto& e : *part) e.label = to[static_cast<size_t>(e.label)];
