@@ -19,6 +19,8 @@ bool is_bert_whitespace(char32_t c) {
   return c == U' ' || c == U'\t' || c == U'\n' || c == U'\r' || u::category(c) == u::Category::Zs;
 }
 bool is_bert_control(char32_t c) { return c != U'\t' && c != U'\n' && c != U'\r' && u::is_other(c); }
+// What the basic tokenizer drops before anything else: NUL, U+FFFD, control and format characters (not \t \n \r).
+bool dropped_char(char32_t c) { return c == 0 || c == 0xFFFD || is_bert_control(c); }
 bool is_bert_punctuation(char32_t c) {
   // All non-alphanumeric printable ASCII counts, even $ + < = > ^ ` | ~ (symbols in Unicode).
   if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126)) return true;
@@ -100,7 +102,7 @@ WordPiece::WordPiece(const std::string& vocab_txt_path, bool do_lower_case) : lo
 std::vector<std::string> WordPiece::basic_tokenize(const std::string& text) const {
   std::u32string cleaned;
   for (char32_t c : u::to_u32(text)) {  // bytes outside well-formed UTF-8 arrive as U+FFFD and go
-    if (c == 0 || c == 0xFFFD || is_bert_control(c)) continue;
+    if (dropped_char(c)) continue;
     if (is_bert_whitespace(c)) {
       cleaned.push_back(U' ');
     } else if (is_cjk_ideograph(c)) {
@@ -177,9 +179,6 @@ char32_t decode_at(const std::string& s, size_t i, size_t& len) {
   for (size_t k = 1; k < len; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
   return c;
 }
-// What the basic tokenizer drops before anything else: NUL, U+FFFD, control and format characters (not \t \n \r).
-bool dropped_char(char32_t c) { return c == 0 || c == 0xFFFD || is_bert_control(c); }
-bool dropped_ascii(unsigned char b) { return (b < 0x20 && b != '\t' && b != '\n' && b != '\r') || b == 0x7F; }
 bool ascii_space(unsigned char b) { return b == ' ' || b == '\t' || b == '\n' || b == '\r'; }
 
 // A text (between special tokens) can be cut before byte i with the same words on both sides as in the whole: before
@@ -227,7 +226,7 @@ void WordPiece::encode_words(const std::string& part, std::vector<int64_t>& out,
     for (; i < part.size(); ++i) {
       if (piece.size() >= kPieceBytes && word_boundary_at(part, i)) break;
       const auto b = static_cast<unsigned char>(part[i]);
-      if (!dropped_ascii(b)) piece.push_back(static_cast<char>(b));
+      if (b >= 0x80 || !dropped_char(b)) piece.push_back(static_cast<char>(b));  // an ASCII byte the tokenizer drops is left out
     }
     for (const auto& w : basic_tokenize(piece)) {
       if (out.size() >= limit) return;
