@@ -104,7 +104,8 @@ void run(GenerateArgs& a) {
                        {"temperature", o.temperature},
                        {"top_k", o.top_k},
                        {"seed", o.seed},
-                       {"state_bytes", batch.state_bytes},
+                       // parallel decoding keeps no state (each step reruns the sequence): null, not a 0 read as "free"
+                       {"state_bytes", o.mode == generate::Mode::Recurrent ? nlohmann::json(batch.state_bytes) : nlohmann::json()},
                        {"timing", timing}});
   }
   if (stream) {
