@@ -14,6 +14,7 @@
 
 #include "mimic/core/error.h"
 #include "mimic/core/progress.h"
+#include "mimic/core/runtime.h"
 #include "mimic/data/token_cache.h"
 #include "mimic/io/safetensors.h"
 #include "mimic/eval/copy.h"
@@ -24,6 +25,7 @@
 #include "test_util.h"
 #include "mimic/text/tokenizer.h"
 
+using mimic::test::ScopedEnv;
 using mimic::test::TempDir;
 namespace fs = std::filesystem;
 
@@ -90,6 +92,46 @@ TEST(Cli, SystemInfoUsesAllCores) {
   auto t = nlohmann::json::parse(mimic_cli("info --system --json --threads 1").out);
   EXPECT_EQ(t["threads"], 1);
   EXPECT_NE(j["parallel_info"].get<std::string>().find("ATen"), std::string::npos) << j.dump();  // as the text prints it
+}
+
+// mimic's CPU allocator is every command's (the heap stays flat pass after pass: test_runtime.cpp); LibTorch's own is
+// one variable away, to compare with in one binary or to go back to, and a command computes the same numbers with
+// either. A value it does not know is refused before any work, as MIMIC_PROGRESS's.
+TEST(Cli, CommandsUseMimicsCpuAllocatorUnlessMimicCpuAllocatorSaysLibtorch) {
+  ScopedEnv env("MIMIC_CPU_ALLOCATOR");
+  env.unset();
+  auto info = [] {
+    auto r = mimic_cli("info --system --json --threads 1");
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["cpu_allocator"];
+  };
+  const std::string eval = "eval --model gpt2-mini --text 'Call me Ishmael. Some years ago, never mind how long precisely.' --json --threads 1";
+  auto perplexity = [&] {
+    auto r = mimic_cli(eval);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["perplexity"].get<double>();
+  };
+  EXPECT_EQ(info(), "mimic");
+  const double ours = perplexity();
+  EXPECT_GT(ours, 1.0);
+  env.set("mimic");
+  EXPECT_EQ(info(), "mimic");
+  env.set("libtorch");
+  EXPECT_EQ(info(), "libtorch");
+  EXPECT_NE(mimic_cli("info --system --threads 1").out.find("allocator    libtorch (MIMIC_CPU_ALLOCATOR)"), std::string::npos);
+  EXPECT_EQ(perplexity(), ours) << "the allocator changed a result";
+  for (const std::string bad : {"glibc", "Mimic", "libtorch "}) {
+    env.set(bad);
+    EXPECT_NE(mimic::cpu_allocator_setting_problem().find("MIMIC_CPU_ALLOCATOR=" + bad + ": expected mimic (the default) or libtorch"),
+              std::string::npos) << bad;
+    auto r = mimic_cli("info --system --threads 1");
+    EXPECT_EQ(r.code, 2) << bad;
+    expect_one_line_error(r, "MIMIC_CPU_ALLOCATOR=" + bad + ": expected mimic (the default) or libtorch (LibTorch's own CPU allocator)");
+    EXPECT_EQ(mimic_cli("info --help").code, 0) << bad;
+  }
+  env.set("a\x01" "b");  // a control character is shown, not sent to the terminal
+  EXPECT_NE(mimic::cpu_allocator_setting_problem().find("MIMIC_CPU_ALLOCATOR=a\\x01b: "), std::string::npos)
+      << mimic::cpu_allocator_setting_problem();
 }
 
 // --json lists both registries the text does: the attention kinds were in the text only (helper-54's probe of 2026-12-04)
@@ -1443,14 +1485,7 @@ TEST(Cli, AnInputThatIsNotThereIsRefusedNamingItsOption) {
 // silent for minutes, and a line per short command would litter every log). A mistyped MIMIC_PROGRESS is refused
 // before any work.
 TEST(Progress, OffATerminalItWritesPlainLinesOnlyForWorkThatOutlastsTheInterval) {
-  struct Env {  // MIMIC_PROGRESS for one scope; the suite's own value (if any) restored after
-    std::optional<std::string> saved;
-    Env() {
-      if (const char* v = std::getenv("MIMIC_PROGRESS")) saved = v;
-    }
-    void set(const std::string& v) { ::setenv("MIMIC_PROGRESS", v.c_str(), 1); }
-    ~Env() { saved ? ::setenv("MIMIC_PROGRESS", saved->c_str(), 1) : ::unsetenv("MIMIC_PROGRESS"); }
-  } env;
+  ScopedEnv env("MIMIC_PROGRESS");  // the suite's own value (if any) restored after
   auto run = [](int64_t steps) {
     testing::internal::CaptureStderr();
     {
@@ -1477,7 +1512,7 @@ TEST(Progress, OffATerminalItWritesPlainLinesOnlyForWorkThatOutlastsTheInterval)
     env.set(bar);
     EXPECT_NE(run(3).find("\r\033[2Kwork ["), std::string::npos) << bar;
   }
-  ::unsetenv("MIMIC_PROGRESS");  // unset, off a terminal (the captured stderr is a file): lines, so none for short work
+  env.unset();  // unset, off a terminal (the captured stderr is a file): lines, so none for short work
   EXPECT_EQ(run(3), "");
 
   for (const std::string bad : {"yes", "lines:", "lines:-1", "lines:5s", "2", "lines: 5", "lines:nan", "lines:0x10"}) {

@@ -17,6 +17,7 @@
 #include "mimic/text/tokenizer.h"
 
 using namespace mimic::data;
+using mimic::test::ScopedEnv;
 using mimic::test::TempDir;
 
 namespace {
@@ -98,22 +99,6 @@ TEST(DataCorpus, CleaningAndUtf8Validation) {
   EXPECT_FALSE(is_valid_utf8("\xff"));
 }
 
-// Sets an environment variable for the scope of the object, then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // 100 lines of 20 characters ("line 000 .........\n"): the cuts at 90% and 95% of the characters fall after
 // lines 90 and 95.

@@ -1469,14 +1469,7 @@ TEST(Numbers, EmptyListsAreRefusedAndRequestsBeyondTheDataAreClampedWithANote) {
   EXPECT_NE(gen.err.find("note: --top-k 1048576 is more than the model's vocabulary (50257): using 50257"), std::string::npos) << gen.err;
   // A training command's notes come before its work, above its progress lines: they came after the run, which may
   // last hours (helper-68's probe). MIMIC_PROGRESS=lines:0 prints a line for every step or epoch.
-  struct ProgressLines {
-    std::optional<std::string> saved;
-    ProgressLines() {
-      if (const char* v = std::getenv("MIMIC_PROGRESS")) saved = v;
-      ::setenv("MIMIC_PROGRESS", "lines:0", 1);
-    }
-    ~ProgressLines() { saved ? ::setenv("MIMIC_PROGRESS", saved->c_str(), 1) : ::unsetenv("MIMIC_PROGRESS"); }
-  } lines;
+  mimic::test::ScopedEnv lines("MIMIC_PROGRESS", "lines:0");
   auto before_the_work = [](const std::string& err, const std::string& note, const std::string& progress) {
     const auto at = err.find(note), first = err.find(progress);
     EXPECT_NE(at, std::string::npos) << err;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -52,6 +53,28 @@ inline std::string read_bytes(const std::string& path) {
   std::ifstream is(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(is), std::istreambuf_iterator<char>());
 }
+
+// Sets an environment variable for the scope of the object (or only saves it, until set or unset), then restores it:
+// the tests after, in the same process, see the suite's own value.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const char* name) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+  }
+  ScopedEnv(const char* name, const std::string& value) : ScopedEnv(name) { set(value); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+  void set(const std::string& value) { ::setenv(name_, value.c_str(), 1); }
+  void unset() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 struct RunResult {
   int code;

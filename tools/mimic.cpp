@@ -162,9 +162,8 @@ int main(int argc, char** argv) {
     }
   // MIMIC_PROGRESS is read when a command's first progress starts, minutes in: a mistyped value is refused here
   // (--help and --version show no progress, and answer whatever it holds)
-  if (const std::string bad = mimic::progress_setting_problem(); !bad.empty() && !line_asks_help(argc, argv, true)) {
-    return usage_error(mimic::distributed::rank_prefix() + bad);
-  }
+  for (const std::string& bad : {mimic::progress_setting_problem(), mimic::cpu_allocator_setting_problem()})
+    if (!bad.empty() && !line_asks_help(argc, argv, true)) return usage_error(mimic::distributed::rank_prefix() + bad);
   // A word that is none of `parent`'s commands (the top level's or a command's, as bench's): named with the nearest
   // and the choices. CLI11 said "A subcommand is required" (the eighth probe of 2026-11-29), and `bench atention`
   // was answered "bench: unknown option '--threads'" (helper-56's probe of 2026-12-04).

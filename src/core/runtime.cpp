@@ -19,6 +19,7 @@
 #include <torch/version.h>
 
 #include "mimic/core/error.h"
+#include "mimic/core/utf8.h"
 #include "mimic/core/version.h"
 
 #if defined(__SANITIZE_ADDRESS__)  // GCC's -fsanitize=address
@@ -112,10 +113,21 @@ void install_cpu_allocator() {
   c10::SetCPUAllocator(&allocator, /*priority=*/1);
 }
 
+std::string cpu_allocator_setting_problem() {
+  const char* v = std::getenv("MIMIC_CPU_ALLOCATOR");
+  if (!v || !*v || std::strcmp(v, "mimic") == 0 || std::strcmp(v, "libtorch") == 0) return "";
+  return "MIMIC_CPU_ALLOCATOR=" + shown_excerpt(v, 40) + ": expected mimic (the default) or libtorch (LibTorch's own CPU allocator)";
+}
+
 void init_runtime(int threads) {
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, -1);
-  install_cpu_allocator();
+  // LibTorch's own allocator stays available, to compare with in one binary and as the way back should a platform's
+  // malloc not suit mimic's (docs/cli.md)
+  const std::string problem = cpu_allocator_setting_problem();
+  MIMIC_CHECK(problem.empty(), problem);
+  const char* which = std::getenv("MIMIC_CPU_ALLOCATOR");
+  if (!which || std::strcmp(which, "libtorch") != 0) install_cpu_allocator();
   int n = threads > 0 ? threads : available_cores();
   at::set_num_threads(n);
 }
@@ -169,6 +181,7 @@ SystemInfo system_info() {
   info.openmp = join(omp);
   info.parallel_info = at::get_parallel_info();
   info.mimic_version = mimic_version();
+  info.cpu_allocator = dynamic_cast<HeapCpuAllocator*>(c10::GetCPUAllocator()) ? "mimic" : "libtorch";
   return info;
 }
 

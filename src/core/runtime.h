@@ -12,8 +12,13 @@ namespace mimic {
 
 // Call once at start-up (every CLI command does). threads <= 0 means all cores. Sets LibTorch's intra-op
 // threads explicitly (it picks 1 on this machine otherwise) and tunes glibc malloc so that large tensors
-// are not re-mmapped on every allocation (M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1), and installs mimic's CPU allocator.
+// are not re-mmapped on every allocation (M_MMAP_MAX=0, M_TRIM_THRESHOLD=-1), and installs mimic's CPU allocator
+// unless MIMIC_CPU_ALLOCATOR=libtorch (a value cpu_allocator_setting_problem refuses is an error).
 void init_runtime(int threads);
+
+// What is wrong with MIMIC_CPU_ALLOCATOR, or "" when it is unset, empty, mimic or libtorch: a typo must not silently
+// run (or measure) the allocator it meant to leave out. The CLI checks it before any command, as MIMIC_PROGRESS.
+std::string cpu_allocator_setting_problem();
 
 // Makes LibTorch's CPU tensors come from mimic's allocator: plain malloc with the alignment made inside, so that
 // the memory a freed tensor leaves serves the next tensor of its size (LibTorch's own posix_memalign leaves it a
@@ -48,6 +53,7 @@ struct SystemInfo {
   std::string openmp;          // OpenMP runtime loaded
   std::string parallel_info;   // at::get_parallel_info()
   std::string mimic_version;
+  std::string cpu_allocator;   // "mimic" (install_cpu_allocator's) or "libtorch" (MIMIC_CPU_ALLOCATOR=libtorch)
 };
 SystemInfo system_info();
 
