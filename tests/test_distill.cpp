@@ -800,6 +800,9 @@ TEST(DistillTrain, ResumeIsBitIdentical) {
 // says so; a stop after the last layer ends before OUT is written. A stop inside a layer names the layer (it was
 // left to the checkpoint's path). The reruns finish the run bit-identically.
 TEST(DistillTrain, ASignalBetweenLayersStopsTheRunWithTheLayersDoneAndTheRerunFinishesIt) {
+  // caught whether or not the suite's shell ignores SIGINT; set before this test's first run, which puts the output
+  // lock's handler in place as the comparisons below expect
+  mimic::test::DefaultSignal sigint(SIGINT);
   TempDir dir;
   auto whole = train_options(dir.file("whole.safetensors"));
   whole.epochs = 2;

@@ -102,8 +102,10 @@ TEST(EmbeddedModels, Gpt2MiniRetrievesThePasskeyAsShipped) {
   for (size_t i = 0; i < shipped["rows"].size(); ++i) {
     const auto& s = shipped["rows"][i];
     SCOPED_TRACE(s["length"].get<int64_t>());
-    // the same keys, seed and thread count as the shipped run (recipes/pretrain-mini.sh): the same ranks
-    EXPECT_EQ(now["rows"][i]["ranked_first"], s["ranked_first"]);
+    // the same keys, seed and thread count as the shipped run (recipes/pretrain-mini.sh): the same ranks, but for one
+    // trial whose two best candidates another machine's BLAS kernels may round the other way
+    EXPECT_LE(std::abs(now["rows"][i]["ranked_first"].get<int64_t>() - s["ranked_first"].get<int64_t>()), 1)
+        << now["rows"][i]["ranked_first"] << " vs shipped " << s["ranked_first"];
     const double share = s["ranked_first"].get<double>() / s["trials"].get<double>();
     EXPECT_NE(readme().find(fixed(100 * share, 0) + "%"), std::string::npos)
         << "README does not state passkey retrieval " << fixed(100 * share, 0) << "%";
@@ -122,8 +124,19 @@ TEST(EmbeddedModels, ClassifiersReproduceTheirTestMetrics) {
     EXPECT_EQ(now["seq_len"], 256);
     ASSERT_EQ(now["n"], shipped["n"]);
     const double n = shipped["n"].get<double>();
+    // Another machine (its BLAS kernels, its thread count) may round a text that sits at the decision boundary the
+    // other way: at most one text may change class. One move changes accuracy by 1/n but F1 and MCC by more (spam's
+    // F1 by 0.009, where 1/n is 0.003), so the confusion matrices are what is compared, and the metrics only where
+    // they agree.
+    ASSERT_EQ(now["confusion"].size(), shipped["confusion"].size());
+    int64_t moved = 0;
+    for (size_t r = 0; r < shipped["confusion"].size(); ++r)
+      for (size_t c = 0; c < shipped["confusion"][r].size(); ++c)
+        moved += std::abs(now["confusion"][r][c].get<int64_t>() - shipped["confusion"][r][c].get<int64_t>());
+    EXPECT_LE(moved, 2) << "more than one test text changed class: " << now["confusion"].dump() << " vs shipped " << shipped["confusion"].dump();
+    EXPECT_NEAR(now["accuracy"].get<double>(), shipped["accuracy"].get<double>(), 1.0 / n + 1e-12);
     for (const char* key : {"accuracy", "f1", "mcc"}) {
-      EXPECT_NEAR(now[key].get<double>(), shipped[key].get<double>(), 1.0 / n) << key;
+      if (moved == 0) EXPECT_NEAR(now[key].get<double>(), shipped[key].get<double>(), 1e-9) << key;
       EXPECT_NE(readme().find(fixed(shipped[key].get<double>(), 3)), std::string::npos)
           << "README does not state " << key << " = " << fixed(shipped[key].get<double>(), 3);
     }

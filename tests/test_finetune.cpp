@@ -247,6 +247,9 @@ TEST(FinetuneLm, ResumeIsBitIdentical) {
 // at 2 and 4), the run ends with an error saying so, and the same command continues to what the uninterrupted run
 // wrote; the signal's handling is the process's again afterwards. (It ended the process at once: helper-55's probe.)
 TEST(FinetuneLm, ASignalStopsTheRunAfterItsStepWithACheckpointTheSameCommandContinues) {
+  // caught whether or not the suite's shell ignores SIGINT; set before this test's first run, which puts the output
+  // lock's handler in place as the comparisons below expect
+  mimic::test::DefaultSignal sigint(SIGINT);
   TempDir dir;
   auto base = tiny_gpt2(dir);
   auto o = lm_options(base, dir.file("full"), 6);

@@ -573,7 +573,7 @@ TEST(Outputs, AnOutputThatIsAFifoOrADirectoryIsRefusedAndLeftAsItWas) {
   // refused while parsing (cli::out_file_arg), before the model loads
   for (const auto& [out, kind] : std::vector<std::pair<std::string, std::string>>{
            {fifo, "not a regular file (a named pipe, a device)"}, {dir.file("folder"), "a folder: give the name of the file to write"}}) {
-    auto r = mimic::test::mimic_cli("forward --model " + teacher() + " --text hello --out " + out, /*timeout_seconds=*/20);
+    auto r = mimic::test::mimic_cli("forward --model " + teacher() + " --text hello --out " + out, /*timeout_seconds=*/120);
     EXPECT_EQ(r.code, 2) << r.out;
     EXPECT_NE(r.err.find("--out: " + out + " is " + kind), std::string::npos) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -904,7 +904,8 @@ TEST(Inputs, AFifoGivenAsAnInputIsRefusedAtOnce) {
   for (const auto& e : fs::directory_iterator(teacher()))
     if (e.path().filename() != "model.safetensors") fs::copy_file(e.path(), fs::path(dir.file("m")) / e.path().filename());
   ASSERT_EQ(::mkfifo(dir.file("m/model.safetensors").c_str(), 0600), 0);
-  // Each through the CLI under `timeout`, so that a reader that blocks fails the test instead of hanging it.
+  // Each through the CLI under `timeout`, so that a reader that blocks fails the test instead of hanging it (a
+  // blocked reader waits forever, so the limit is generous: a start under AddressSanitizer on a loaded machine is slow).
   for (const std::string& args : {"report --record " + fifo + " --out " + dir.file("r"),
                                   // --eval said "no file" (the seventh probe of 2026-11-29)
                                   "report --record " + junk(dir, "none.h5") + " --eval " + fifo + " --out " + dir.file("r"),
@@ -912,7 +913,7 @@ TEST(Inputs, AFifoGivenAsAnInputIsRefusedAtOnce) {
                                   "eval --model " + teacher() + " --file " + fifo,
                                   "generate --model " + dir.file("m") + " --prompt hello",
                                   "convert --model " + teacher() + " --maps " + fifo + " --out " + dir.file("c")}) {
-    auto r = mimic::test::mimic_cli(args, /*timeout_seconds=*/20);
+    auto r = mimic::test::mimic_cli(args, /*timeout_seconds=*/120);
     EXPECT_NE(r.code, 124) << "blocked on the FIFO: mimic " << args;
     EXPECT_NE(r.code, 0) << args;
     EXPECT_NE(r.err.find("named pipe (FIFO), not a regular file"), std::string::npos) << args << "\n" << r.err;

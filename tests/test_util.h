@@ -2,6 +2,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -74,6 +75,26 @@ class ScopedEnv {
  private:
   const char* name_;
   std::optional<std::string> old_;
+};
+
+// Gives `sig` its default disposition for the scope of the object, then puts back the one before: a test that raises
+// SIGINT must not depend on how the suite was started (a job started in the background or under nohup ignores SIGINT,
+// and mimic, as a shell's command does, leaves an ignored signal ignored).
+class DefaultSignal {
+ public:
+  explicit DefaultSignal(int sig) : sig_(sig) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    ::sigaction(sig, &dfl, &before_);
+  }
+  DefaultSignal(const DefaultSignal&) = delete;
+  DefaultSignal& operator=(const DefaultSignal&) = delete;
+  ~DefaultSignal() { ::sigaction(sig_, &before_, nullptr); }
+
+ private:
+  int sig_;
+  struct sigaction before_ {};
 };
 
 struct RunResult {
