@@ -839,8 +839,8 @@ TEST(BenchTrain, ALengthWhoseSoftmaxStepCannotFitIsRefusedWithItsEstimate) {
 // The operator profile of a known piece of work: per-unit call counts are exact, the large GEMMs take the
 // largest share, and shares (operators' self times + the time outside them) add up to at most the wall time.
 TEST(BenchProfile, OperatorSharesCountEveryCallAndAddUpToTheWallTime) {
-  // 512² products (~2 ms each on one core) against additions of microseconds: a preemption inside an addition (the
-  // machine is shared) does not put it above the products, as it could at 256²
+  // 512² products (milliseconds each) against additions of tens of microseconds: a preemption inside an addition (the
+  // machine is shared) is unlikely to put it above the products, as it could at 256²
   auto a = torch::randn({512, 512}), b = torch::randn({512, 512});
   auto p = mimic::bench::profile_ops(
       [&] {

@@ -99,7 +99,6 @@ TEST(DataCorpus, CleaningAndUtf8Validation) {
   EXPECT_FALSE(is_valid_utf8("\xff"));
 }
 
-
 // 100 lines of 20 characters ("line 000 .........\n"): the cuts at 90% and 95% of the characters fall after
 // lines 90 and 95.
 std::string hundred_lines() {

@@ -130,13 +130,19 @@ TEST(EmbeddedModels, ClassifiersReproduceTheirTestMetrics) {
     // they agree.
     ASSERT_EQ(now["confusion"].size(), shipped["confusion"].size());
     int64_t moved = 0;
-    for (size_t r = 0; r < shipped["confusion"].size(); ++r)
-      for (size_t c = 0; c < shipped["confusion"][r].size(); ++c)
+    for (size_t r = 0; r < shipped["confusion"].size(); ++r) {
+      int64_t now_row = 0, shipped_row = 0;  // the texts of true class r: the data's, which no machine changes
+      for (size_t c = 0; c < shipped["confusion"][r].size(); ++c) {
         moved += std::abs(now["confusion"][r][c].get<int64_t>() - shipped["confusion"][r][c].get<int64_t>());
+        now_row += now["confusion"][r][c].get<int64_t>();
+        shipped_row += shipped["confusion"][r][c].get<int64_t>();
+      }
+      EXPECT_EQ(now_row, shipped_row) << "the test split's texts of class " << r << " are not the shipped run's";
+    }
     EXPECT_LE(moved, 2) << "more than one test text changed class: " << now["confusion"].dump() << " vs shipped " << shipped["confusion"].dump();
-    EXPECT_NEAR(now["accuracy"].get<double>(), shipped["accuracy"].get<double>(), 1.0 / n + 1e-12);
     for (const char* key : {"accuracy", "f1", "mcc"}) {
-      if (moved == 0) EXPECT_NEAR(now[key].get<double>(), shipped[key].get<double>(), 1e-9) << key;
+      // one text moved changes spam's F1 and MCC by up to 0.011 (every move of its matrix, worked out)
+      EXPECT_NEAR(now[key].get<double>(), shipped[key].get<double>(), moved == 0 ? 1e-9 : 0.02) << key;
       EXPECT_NE(readme().find(fixed(shipped[key].get<double>(), 3)), std::string::npos)
           << "README does not state " << key << " = " << fixed(shipped[key].get<double>(), 3);
     }

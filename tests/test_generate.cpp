@@ -3,8 +3,9 @@
 // linear state does not grow with length while the KV cache does by exactly its keys and values; sampling is
 // seeded; the passkey prompt hides its key once at the requested depth; the continuation scorer equals summed
 // log-probs of a plain forward.
-#include <set>
 #include <torch/torch.h>
+
+#include <set>
 
 #include <nlohmann/json.hpp>
 

@@ -389,7 +389,7 @@ TEST(OutputLock, ARunEndedBySigintOrSigtermLeavesNoEmptyFolderItCreated) {
   });
   existing.kill(SIGTERM);
   EXPECT_TRUE(fs::is_directory(dir.file("before")));
-  // an ignored SIGINT (a run under nohup) stays ignored: the run goes on, holding its folder
+  // an ignored SIGINT (a run a script started with `&`) stays ignored: the run goes on, holding its folder
   const std::string ignored = dir.file("ignored/out");
   HeldElsewhere nohup([&] {
     ::signal(SIGINT, SIG_IGN);
@@ -914,7 +914,10 @@ TEST(Inputs, AFifoGivenAsAnInputIsRefusedAtOnce) {
                                   "generate --model " + dir.file("m") + " --prompt hello",
                                   "convert --model " + teacher() + " --maps " + fifo + " --out " + dir.file("c")}) {
     auto r = mimic::test::mimic_cli(args, /*timeout_seconds=*/120);
-    EXPECT_NE(r.code, 124) << "blocked on the FIFO: mimic " << args;
+    if (r.code == 124) {  // the first is enough (six blocked readers would outlast ctest's limit on a test)
+      ADD_FAILURE() << "blocked on the FIFO: mimic " << args;
+      break;
+    }
     EXPECT_NE(r.code, 0) << args;
     EXPECT_NE(r.err.find("named pipe (FIFO), not a regular file"), std::string::npos) << args << "\n" << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

@@ -55,6 +55,8 @@ TEST(CpuAllocator, LeavesAFreedTensorsMemoryToTheNextOfItsSizeWhereTheDefaultGro
 #endif
   // As every command starts: big blocks on the heap, never trimmed, and the allocator installed. (The tests after this
   // one in its process run so too, as the CLI does.)
+  mimic::test::ScopedEnv env("MIMIC_CPU_ALLOCATOR");  // as set for a comparison (docs/cli.md), it would leave ours out
+  env.unset();
   mimic::init_runtime(at::get_num_threads());
   at::Allocator* ours = c10::GetCPUAllocator();
   ASSERT_NE(ours, c10::GetDefaultCPUAllocator());

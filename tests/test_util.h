@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -59,27 +60,27 @@ inline std::string read_bytes(const std::string& path) {
 // the tests after, in the same process, see the suite's own value.
 class ScopedEnv {
  public:
-  explicit ScopedEnv(const char* name) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
+  explicit ScopedEnv(std::string name) : name_(std::move(name)) {
+    if (const char* old = std::getenv(name_.c_str())) old_ = old;
   }
-  ScopedEnv(const char* name, const std::string& value) : ScopedEnv(name) { set(value); }
+  ScopedEnv(std::string name, const std::string& value) : ScopedEnv(std::move(name)) { set(value); }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
   ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
+    if (old_) ::setenv(name_.c_str(), old_->c_str(), 1);
+    else ::unsetenv(name_.c_str());
   }
-  void set(const std::string& value) { ::setenv(name_, value.c_str(), 1); }
-  void unset() { ::unsetenv(name_); }
+  void set(const std::string& value) { ::setenv(name_.c_str(), value.c_str(), 1); }
+  void unset() { ::unsetenv(name_.c_str()); }
 
  private:
-  const char* name_;
+  std::string name_;
   std::optional<std::string> old_;
 };
 
 // Gives `sig` its default disposition for the scope of the object, then puts back the one before: a test that raises
-// SIGINT must not depend on how the suite was started (a job started in the background or under nohup ignores SIGINT,
-// and mimic, as a shell's command does, leaves an ignored signal ignored).
+// SIGINT must not depend on how the suite was started (a job a script starts with `&` ignores SIGINT, and mimic, as a
+// shell's command does, leaves an ignored signal ignored).
 class DefaultSignal {
  public:
   explicit DefaultSignal(int sig) : sig_(sig) {

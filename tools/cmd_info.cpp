@@ -62,10 +62,15 @@ void run(InfoArgs& a) {
   if (a.system) {
     auto s = system_info();
     nlohmann::json j = {{"mimic_version", s.mimic_version}, {"torch_version", s.torch_version}, {"threads", s.threads},
-                        {"cores", s.cores}, {"blas", s.blas}, {"openmp", s.openmp}, {"parallel_info", s.parallel_info}, {"cpu_allocator", s.cpu_allocator}};
+                        {"cores", s.cores},
+                        {"blas", s.blas},
+                        {"openmp", s.openmp},
+                        {"parallel_info", s.parallel_info},
+                        {"cpu_allocator", s.cpu_allocator}};
     if (a.common.json) return print_json(j);
     std::cout << "mimic        " << s.mimic_version << "\nlibtorch     " << s.torch_version << "\nthreads      " << s.threads
-              << " (cores: " << s.cores << ")\nallocator    " << s.cpu_allocator << " (MIMIC_CPU_ALLOCATOR)\nBLAS         " << s.blas << "\nOpenMP       " << s.openmp << "\n\n"
+              << " (cores: " << s.cores << ")\nallocator    " << s.cpu_allocator
+              << " (MIMIC_CPU_ALLOCATOR chooses)\nBLAS         " << s.blas << "\nOpenMP       " << s.openmp << "\n\n"
               << s.parallel_info;
     return;
   }

@@ -160,8 +160,9 @@ int main(int argc, char** argv) {
       return usage_error("argument " + std::to_string(i) + " ('" + mimic::data::shown_bytes(argv[i]) +
                          "') is not valid UTF-8: mimic's results and files are JSON, which holds UTF-8 only; give paths and text in UTF-8");
     }
-  // MIMIC_PROGRESS is read when a command's first progress starts, minutes in: a mistyped value is refused here
-  // (--help and --version show no progress, and answer whatever it holds)
+  // The environment's settings are refused here, before any command, when mistyped: MIMIC_PROGRESS is read when a
+  // command's first progress starts, minutes in; MIMIC_CPU_ALLOCATOR by init_runtime, which `launch` never calls
+  // (its ranks would each fail). --help and --version answer whatever they hold.
   for (const std::string& bad : {mimic::progress_setting_problem(), mimic::cpu_allocator_setting_problem()})
     if (!bad.empty() && !line_asks_help(argc, argv, true)) return usage_error(mimic::distributed::rank_prefix() + bad);
   // A word that is none of `parent`'s commands (the top level's or a command's, as bench's): named with the nearest

@@ -108,7 +108,7 @@ extern "C" void remove_created_and_end(int sig) {
 }
 
 // Installed for SIGINT and SIGTERM where the process left them at their default: an ignored signal stays ignored (a
-// run under nohup) and a handler of the program's own stays. The trainer's stop-after-this-step handler replaces
+// run a script started with `&`) and a handler of the program's own stays. The trainer's stop-after-this-step handler replaces
 // this one while a run trains (it has written into --out by then) and puts it back.
 void remove_created_on_signal() {
   for (int sig : {SIGINT, SIGTERM}) {
