@@ -330,6 +330,40 @@ TEST(HfTokenizerComponents, SentencePieceStyleBpeWithByteFallbackUnkAndTemplate)
   EXPECT_EQ(unk->encode("aéé", false), (Ids{5, 0}));  // two unknown characters fuse into one <unk>
 }
 
+// Added tokens as HF's tokenizers match them (added_vocabulary.rs: an Aho-Corasick automaton, leftmost-longest, over
+// the raw text for tokens with normalized false): a single_word token inside a word is dropped and the search goes on
+// after it — no shorter token is tried where it began — and "inside a word" is Rust's Unicode \w on each side, as
+// lstrip/rstrip take Unicode's white space. mimic tried the shorter token, read every byte past ASCII as a word
+// character (an em dash too) and stripped only ASCII white space. The expected ids follow those rules by hand.
+TEST(HfTokenizerComponents, AddedTokensSingleWordAndStripReadCharactersAsHfsRustRegexesDo) {
+  json j = small_spm();
+  j["normalizer"] = nullptr;  // the raw text's bytes: "a" 3, "b" 4, "ab" 6, every other byte its fallback token
+  auto added = [](int64_t id, const std::string& content, bool single_word, bool strip) {
+    return json{{"id", id}, {"content", content}, {"single_word", single_word}, {"lstrip", strip}, {"rstrip", strip},
+                {"normalized", false}, {"special", false}};
+  };
+  j["added_tokens"] = {added(1, "<s>", false, false), added(264, "ab", true, false), added(3, "a", false, false), added(265, "<m>", false, true)};
+  j["post_processor"] = nullptr;
+  TempDir dir;
+  const auto tok = tokenizer_from_json(dir, j);
+  auto byte = [](unsigned b) { return int64_t{8} + b; };
+  EXPECT_EQ(tok->encode("ab", false), (Ids{264}));
+  EXPECT_EQ(tok->encode("ab ab", false), (Ids{264, byte(' '), 264}));
+  // "ab" inside a word: dropped, and the text goes on after it; the model reads "bab" (not b, the added "a", b)
+  EXPECT_EQ(tok->encode("bab", false), (Ids{4, 6}));
+  EXPECT_EQ(tok->encode("_ab", false), (Ids{byte('_'), 6}));     // connector punctuation is \w
+  EXPECT_EQ(tok->encode("ab1", false), (Ids{6, byte('1')}));     // and digits
+  EXPECT_EQ(tok->encode("\xC3\xA9" "ab", false), (Ids{byte(0xC3), byte(0xA9), 6}));  // é, a letter
+  EXPECT_EQ(tok->encode("ab\xCC\x81", false), (Ids{6, byte(0xCC), byte(0x81)}));      // a combining acute accent, a mark
+  // an em dash (Pd) and a CJK full stop (Po) are no word characters: the token stands alone between them
+  EXPECT_EQ(tok->encode("\xE2\x80\x94" "ab" "\xE3\x80\x82", false),
+            (Ids{byte(0xE2), byte(0x80), byte(0x94), 264, byte(0xE3), byte(0x80), byte(0x82)}));
+  // lstrip/rstrip take any white space: a no-break space before, an ideographic space and a tab after
+  EXPECT_EQ(tok->encode("a\xC2\xA0<m>\xE3\x80\x80\tb", false), (Ids{3, 265, 4}));
+  EXPECT_EQ(tok->encode("a <m> b", false), (Ids{3, 265, 4}));
+  EXPECT_EQ(tok->encode("<m><m>", false), (Ids{265, 265}));
+}
+
 TEST(HfTokenizerComponents, SplitBehaviorsMetaspaceAndDigits) {
   auto with_pre = [](const json& pre) {
     json j = small_spm();

@@ -352,13 +352,32 @@ void HfTokenizer::encode_segment(const std::string& text, bool first_segment, st
   for (const auto& piece : pieces) encode_piece(piece, out);
 }
 
+namespace {
+// The character of `s` that ends at byte `end` / starts at byte `at`, decoded (cp kInvalid where the bytes there are no
+// well-formed character). A window of four bytes holds any character; a malformed byte before it decodes alone.
+u::Unit unit_before(const std::string& s, size_t end) {
+  const size_t from = end >= 4 ? end - 4 : 0;
+  return u::decode_utf8(s.substr(from, end - from)).back();
+}
+u::Unit unit_at(const std::string& s, size_t at) { return u::decode_utf8(s.substr(at, 4)).front(); }
+bool word_before(const std::string& s, size_t end) {
+  if (end == 0) return false;
+  const auto c = unit_before(s, end);
+  return c.cp != u::kInvalid && u::is_regex_word(c.cp);
+}
+bool word_at(const std::string& s, size_t at) {
+  if (at >= s.size()) return false;
+  const auto c = unit_at(s, at);
+  return c.cp != u::kInvalid && u::is_regex_word(c.cp);
+}
+}  // namespace
+
 std::vector<int64_t> HfTokenizer::encode(const std::string& text, bool add_special_tokens) const {
   const Pipeline& p = *p_;
   std::vector<int64_t> ids;
   ids.reserve(text.size() / 3);
-  // Added tokens first: at each position the longest one that starts there (HF's leftmost-longest).
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
-  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || static_cast<unsigned char>(c) >= 0x80; };
+  // Added tokens first: at each position the longest one that starts there (HF's leftmost-longest). Its single_word,
+  // lstrip and rstrip read characters as HF's Rust regexes do: \w and \s are Unicode's (is_regex_word, White_Space).
   size_t seg_begin = 0;
   bool first = true;
   for (size_t i = 0; i < text.size() && !p.added.empty();) {
@@ -371,21 +390,22 @@ std::vector<int64_t> HfTokenizer::encode(const std::string& text, bool add_speci
       ++at;
       if (p.trie_token[node] >= 0) found.push_back(p.trie_token[node]);
     }
-    const Pipeline::Added* hit = nullptr;
-    for (auto k = found.rbegin(); k != found.rend() && !hit; ++k) {
-      const auto& a = p.added[static_cast<size_t>(*k)];
-      const size_t e = i + a.content.size();
-      if (!(a.single_word && ((i > 0 && word_char(text[i - 1])) || (e < text.size() && word_char(text[e]))))) hit = &a;
-    }
-    if (!hit) {
+    if (found.empty()) {
       ++i;
       continue;
     }
+    const Pipeline::Added* hit = &p.added[static_cast<size_t>(found.back())];
     size_t b = i, e = i + hit->content.size();
+    // A single_word token inside a word is passed over, and the search goes on after it: HF drops the match its
+    // automaton found and takes the next one that starts after it, never a shorter token here (mimic took one).
+    if (hit->single_word && (word_before(text, b) || word_at(text, e))) {
+      i = e;
+      continue;
+    }
     if (hit->lstrip)
-      while (b > seg_begin && space(text[b - 1])) --b;
+      for (u::Unit c; b > seg_begin && (c = unit_before(text, b)).cp != u::kInvalid && u::is_white_space(c.cp);) b -= c.end - c.begin;
     if (hit->rstrip)
-      while (e < text.size() && space(text[e])) ++e;
+      for (u::Unit c; e < text.size() && (c = unit_at(text, e)).cp != u::kInvalid && u::is_white_space(c.cp);) e += c.end - c.begin;
     if (b > seg_begin) encode_segment(text.substr(seg_begin, b - seg_begin), first, ids);
     first = false;
     ids.push_back(hit->id);

@@ -91,6 +91,17 @@ bool is_other(char32_t cp) {
   auto c = category(cp);
   return c == Category::Cn || c >= Category::Cc;
 }
+bool is_regex_word(char32_t cp) {
+  switch (category(cp)) {
+    case Category::Lu: case Category::Ll: case Category::Lt: case Category::Lm: case Category::Lo:
+    case Category::Nl: case Category::Mn: case Category::Mc: case Category::Me: case Category::Nd: case Category::Pc:
+      return true;
+    default:
+      break;
+  }
+  return cp == 0x200C || cp == 0x200D || (cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) ||
+         (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189);
+}
 bool is_white_space(char32_t cp) { return in_ranges(kWhiteSpace, cp); }
 bool is_python_space(char32_t cp) { return in_ranges(kPythonSpace, cp); }
 
