@@ -533,7 +533,8 @@ TEST(Cli, PretrainLearnsAndResumesExactlyAfterKill) {
 
   // Kill the second run once it announces step 20, then rerun. A step is logged before its checkpoint is written, and
   // checkpoints come every 5 steps: the one on disk is step 15 or later.
-  mimic::test::kill_once_logged(args + dir.file("b"), dir.file("b/log.jsonl"), 20);
+  ASSERT_TRUE(mimic::test::kill_once_logged(args + dir.file("b"), dir.file("b/log.jsonl"), 20))
+      << "the run was never killed: it ended by itself three times, or failed";
   auto ck = mimic::io::SafeTensorsFile::open(dir.file("b/checkpoint.safetensors"));
   auto state = nlohmann::json::parse(ck.metadata().at("state"));
   EXPECT_GE(state["step"].get<int>(), 15) << "killed before the step it announced";

@@ -437,7 +437,8 @@ TEST(FinetuneFreezeEmbeddings, EmbeddingsStayBitIdenticalAndRunsResume) {
 
   // Killed once it announces step 10 (logged before its checkpoint; checkpoints every 2 steps: step 8 or later is on
   // disk), then restarted: the final checkpoint equals the uninterrupted one.
-  mimic::test::kill_once_logged(args + dir.file("b"), dir.file("b/log.jsonl"), 10);
+  ASSERT_TRUE(mimic::test::kill_once_logged(args + dir.file("b"), dir.file("b/log.jsonl"), 10))
+      << "the run was never killed: it ended by itself three times, or failed";
   auto first = mimic::io::SafeTensorsFile::open(dir.file("b/checkpoint.safetensors"));
   const int stopped_at = nlohmann::json::parse(first.metadata().at("state"))["step"].get<int>();
   EXPECT_GE(stopped_at, 8) << "killed before the step it announced";

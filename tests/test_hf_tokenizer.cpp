@@ -333,8 +333,9 @@ TEST(HfTokenizerComponents, SentencePieceStyleBpeWithByteFallbackUnkAndTemplate)
 // Added tokens as HF's tokenizers match them (added_vocabulary.rs: an Aho-Corasick automaton, leftmost-longest, over
 // the raw text for tokens with normalized false): a single_word token inside a word is dropped and the search goes on
 // after it — no shorter token is tried where it began — and "inside a word" is Rust's Unicode \w on each side, as
-// lstrip/rstrip take Unicode's white space. mimic tried the shorter token, read every byte past ASCII as a word
-// character (an em dash too) and stripped only ASCII white space. The expected ids follow those rules by hand.
+// lstrip/rstrip take Unicode's white space; the search goes on at a match's own end, not after the white space its
+// rstrip took. mimic tried the shorter token, read every byte past ASCII as a word character (an em dash too),
+// stripped only ASCII white space and searched on after the stripped space. The expected ids follow HF's code by hand.
 TEST(HfTokenizerComponents, AddedTokensSingleWordAndStripReadCharactersAsHfsRustRegexesDo) {
   json j = small_spm();
   j["normalizer"] = nullptr;  // the raw text's bytes: "a" 3, "b" 4, "ab" 6, every other byte its fallback token
@@ -342,7 +343,8 @@ TEST(HfTokenizerComponents, AddedTokensSingleWordAndStripReadCharactersAsHfsRust
     return json{{"id", id}, {"content", content}, {"single_word", single_word}, {"lstrip", strip}, {"rstrip", strip},
                 {"normalized", false}, {"special", false}};
   };
-  j["added_tokens"] = {added(1, "<s>", false, false), added(264, "ab", true, false), added(3, "a", false, false), added(265, "<m>", false, true)};
+  j["added_tokens"] = {added(1, "<s>", false, false), added(264, "ab", true, false), added(3, "a", false, false), added(265, "<m>", false, true),
+                       added(266, "\n", false, false)};
   j["post_processor"] = nullptr;
   TempDir dir;
   const auto tok = tokenizer_from_json(dir, j);
@@ -362,6 +364,10 @@ TEST(HfTokenizerComponents, AddedTokensSingleWordAndStripReadCharactersAsHfsRust
   EXPECT_EQ(tok->encode("a\xC2\xA0<m>\xE3\x80\x80\tb", false), (Ids{3, 265, 4}));
   EXPECT_EQ(tok->encode("a <m> b", false), (Ids{3, 265, 4}));
   EXPECT_EQ(tok->encode("<m><m>", false), (Ids{265, 265}));
+  // the search goes on at <m>'s own end, inside the white space rstrip took: a token there is still found, and the
+  // model then reads on from that token's end (HF's start_offset falls back), so "  " is read twice as HF reads it
+  EXPECT_EQ(tok->encode("<m>\n\nb", false), (Ids{265, 266, 266, 4}));
+  EXPECT_EQ(tok->encode("<m>\n  b", false), (Ids{265, 266, byte(' '), byte(' '), 4}));
 }
 
 TEST(HfTokenizerComponents, SplitBehaviorsMetaspaceAndDigits) {

@@ -117,16 +117,17 @@ inline RunResult mimic_cli(const std::string& args, int timeout_seconds = 0) {
 // after it — one it has almost surely not finished past. (A fixed sleep after some file appears did neither reliably.)
 // The poll shares its core with the run (the suite pins each shard to one), so a run with little work after `step`
 // may still end first: then its output folder (the log's) is removed and the run started again, up to three times.
-// Returns once the process is gone.
-inline void kill_once_logged(const std::string& args, const std::string& log, int step) {
+// True once a run was killed; false when the last run ended by itself (its folder kept) or failed (not tried again).
+inline bool kill_once_logged(const std::string& args, const std::string& log, int step) {
   const std::string seen = "grep -q \"step.:" + std::to_string(step) + "[,}]\" " + log + " 2>/dev/null";
   const std::string cmd = std::string(MIMIC_CLI) + " " + args + " >/dev/null 2>&1 </dev/null & pid=$!; " +
                           "while kill -0 $pid 2>/dev/null && ! " + seen + "; do sleep 0.005; done; " +
-                          "kill -9 $pid 2>/dev/null; wait $pid; [ $? -eq 137 ] || exit 3";  // 137: SIGKILL ended it
-  for (int attempt = 0; attempt < 3; ++attempt) {
+                          "kill -9 $pid 2>/dev/null; wait $pid; case $? in 137) exit 0;; 0) exit 3;; *) exit 4;; esac";
+  for (int attempt = 0;; ++attempt) {
     const int status = std::system(("bash -c '" + cmd + "' 2>/dev/null").c_str());
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 3) return;  // killed
-    std::filesystem::remove_all(std::filesystem::path(log).parent_path());  // it ended by itself: again, afresh
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (code != 3 || attempt == 2) return code == 0;  // 0: SIGKILL (137) ended it; 3: it ended by itself; 4: it failed
+    std::filesystem::remove_all(std::filesystem::path(log).parent_path());  // again, afresh
   }
 }
 

@@ -376,40 +376,49 @@ std::vector<int64_t> HfTokenizer::encode(const std::string& text, bool add_speci
   const Pipeline& p = *p_;
   std::vector<int64_t> ids;
   ids.reserve(text.size() / 3);
-  // Added tokens first: at each position the longest one that starts there (HF's leftmost-longest). Its single_word,
-  // lstrip and rstrip read characters as HF's Rust regexes do: \w and \s are Unicode's (is_regex_word, White_Space).
+  // Added tokens first, as HF's find_matches takes them: its automaton's matches, leftmost-longest and each after the
+  // last one's own end (`i`, the search); the text between them (from `seg_begin`, the end of the last token with
+  // its stripped white space) goes to the model. single_word, lstrip and rstrip read characters as HF's Rust regexes
+  // do: \w and \s are Unicode's (is_regex_word, White_Space).
   size_t seg_begin = 0;
   bool first = true;
   for (size_t i = 0; i < text.size() && !p.added.empty();) {
-    // the added tokens that start here, by walking the trie; the longest acceptable one wins
-    std::vector<int32_t> found;
+    // the longest added token that starts here, by walking the trie
+    int32_t longest = -1;
     for (size_t at = i, node = 0; at < text.size();) {
       auto it = p.trie[node].find(static_cast<unsigned char>(text[at]));
       if (it == p.trie[node].end()) break;
       node = static_cast<size_t>(it->second);
       ++at;
-      if (p.trie_token[node] >= 0) found.push_back(p.trie_token[node]);
+      if (p.trie_token[node] >= 0) longest = p.trie_token[node];
     }
-    if (found.empty()) {
+    if (longest < 0) {
       ++i;
       continue;
     }
-    const Pipeline::Added* hit = &p.added[static_cast<size_t>(found.back())];
-    size_t b = i, e = i + hit->content.size();
+    const Pipeline::Added* hit = &p.added[static_cast<size_t>(longest)];
+    const size_t end = i + hit->content.size();
     // A single_word token inside a word is passed over, and the search goes on after it: HF drops the match its
     // automaton found and takes the next one that starts after it, never a shorter token here (mimic took one).
-    if (hit->single_word && (word_before(text, b) || word_at(text, e))) {
-      i = e;
+    if (hit->single_word && (word_before(text, i) || word_at(text, end))) {
+      i = end;
       continue;
     }
-    if (hit->lstrip)
-      for (u::Unit c; b > seg_begin && (c = unit_before(text, b)).cp != u::kInvalid && u::is_white_space(c.cp);) b -= c.end - c.begin;
+    size_t b = i, e = end;
+    if (hit->lstrip) {  // the white space before it, but none a token before took (HF: max(its start, start_offset))
+      for (u::Unit c; b > 0 && (c = unit_before(text, b)).cp != u::kInvalid && u::is_white_space(c.cp);) b -= c.end - c.begin;
+      b = std::min(std::max(b, seg_begin), i);
+    }
     if (hit->rstrip)
       for (u::Unit c; e < text.size() && (c = unit_at(text, e)).cp != u::kInvalid && u::is_white_space(c.cp);) e += c.end - c.begin;
     if (b > seg_begin) encode_segment(text.substr(seg_begin, b - seg_begin), first, ids);
     first = false;
     ids.push_back(hit->id);
-    seg_begin = i = e;
+    // The search goes on at the token's own end, not after the white space rstrip took: HF's automaton does, so a token
+    // that starts in that white space is still found ("<m>\n\n" with an rstrip <m> and an added "\n": <m> \n \n), and
+    // the text after the last token is read from its end, as HF's start_offset (which may fall back so).
+    seg_begin = e;
+    i = end;
   }
   if (seg_begin < text.size()) encode_segment(text.substr(seg_begin), first, ids);
   if (add_special_tokens && p.post_process) ids = p.post_process(std::move(ids));

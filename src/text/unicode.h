@@ -24,6 +24,7 @@ bool is_other(char32_t cp);        // \p{C}: Cc, Cf, Cs, Co, Cn
 // What \w matches in Rust's regex crate, which Hugging Face's tokenizers use to tell whether an added token with
 // single_word stands alone: Alphabetic (letters, letter numbers, and the symbols of Other_Alphabetic that are no marks:
 // the circled and squared Latin letters), marks, decimal digits, connector punctuation, and the joiners U+200C/U+200D.
+// (Of this project's Unicode 14 tables: a character assigned since is no word character here, where Rust's may be.)
 bool is_regex_word(char32_t cp);
 // White_Space property: what \s matches in the `regex` module used by GPT-2's encoder.py.
 bool is_white_space(char32_t cp);
