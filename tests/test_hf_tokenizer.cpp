@@ -370,6 +370,88 @@ TEST(HfTokenizerComponents, AddedTokensSingleWordAndStripReadCharactersAsHfsRust
   EXPECT_EQ(tok->encode("<m>\n  b", false), (Ids{265, 266, byte(' '), byte(' '), 4}));
 }
 
+// HF's second pass (added_vocabulary.rs, extract_and_normalize): a token with normalized true is matched, as the
+// normalizer writes it, in each segment the raw pass left once that segment is normalized; `normalized` defaults as
+// AddedToken::from sets it, false for a special token and true for any other. The first case is HF's own unit test
+// (options_use_cases: a Lowercase normalizer, "[CLS] My name is Anthony [SEP]"), the rest follow its code by hand.
+// mimic matched every added token on the raw text: "My" was no "my", and a Prepend normalizer's ▁ stayed outside.
+TEST(HfTokenizerComponents, NormalizedAddedTokensAreMatchedInTheNormalizedTextAsHfsSecondPassDoes) {
+  auto byte = [](unsigned b) { return int64_t{8} + b; };
+  json lower = small_spm();
+  lower["normalizer"] = {{"type", "Lowercase"}};
+  lower["post_processor"] = nullptr;
+  lower["added_tokens"] = {
+      {{"id", 264}, {"content", "[CLS]"}, {"special", true}},  // special, no `normalized`: matched on the raw text
+      {{"id", 265}, {"content", "[SEP]"}, {"special", true}, {"normalized", false}},
+      {{"id", 266}, {"content", "my"}, {"lstrip", true}, {"rstrip", true}, {"normalized", true}, {"special", false}},
+      {{"id", 267}, {"content", "name"}},  // not special, no `normalized`: normalized
+      {{"id", 268}, {"content", "ony"}, {"single_word", true}, {"normalized", true}},
+      {{"id", 269}, {"content", "Yes"}, {"normalized", true}}};  // matched as "yes"
+  TempDir dir;
+  const auto tok = tokenizer_from_json(dir, lower);
+  // HF's splits: [CLS] | " my " (the token with both spaces) | name | " is anthony " (no "ony": inside a word) | [SEP]
+  EXPECT_EQ(tok->encode("[CLS] My name is Anthony [SEP]", false),
+            (Ids{264, 266, 267, byte(' '), byte('i'), byte('s'), byte(' '), 3, byte('n'), byte('t'), byte('h'), byte('o'), byte('n'),
+                 byte('y'), byte(' '), 265}));
+  EXPECT_EQ(tok->encode("a YES", false), (Ids{3, byte(' '), 269}));
+  EXPECT_EQ(tok->encode("ony", false), (Ids{268}));
+  // a special token without `normalized` is matched on the raw text only: "[cls]" is no [CLS]
+  EXPECT_EQ(tok->encode("[cls]", false), (Ids{byte('['), byte('c'), byte('l'), byte('s'), byte(']')}));
+
+  // SentencePiece-style (Llama 2, Mistral: Prepend ▁, spaces → ▁): the token is matched as "▁<x>", the ▁ before it
+  // is the token's, and the text after it is not prepended again
+  json spm = small_spm();
+  spm["post_processor"] = nullptr;
+  spm["added_tokens"].push_back({{"id", 264}, {"content", "<x>"}, {"special", false}, {"normalized", true}});
+  const auto sp = tokenizer_from_json(dir, spm);
+  EXPECT_EQ(sp->encode("a <x> b", false), (Ids{5, 264, 2, 4}));   // ▁a | ▁<x> | ▁b (raw matching: 5 2 264 2 2 4)
+  EXPECT_EQ(sp->encode("<x>a", false), (Ids{264, 3}));            // ▁<x> | a (raw: 264 5)
+  EXPECT_EQ(sp->encode("a<x>", false), (Ids{5, byte('<'), byte('x'), byte('>')}));  // "▁a<x>" holds no "▁<x>"
+  // the raw pass first: <s> (special) is split out of the raw text, and the segment after it is normalized alone
+  EXPECT_EQ(sp->encode("<s>a <x>", false), (Ids{1, 5, 264}));
+}
+
+// The pieces a pre-tokenizer cuts, read from the ids of a model with ignore_merges, where a piece in the vocabulary is
+// its own token: the expected pieces are HF's own, from its documentation of SplitDelimiterBehavior ("the-final--
+// countdown") and its Metaspace test ("Hey   friend!" → ▁Hey ▁ ▁ ▁friend!); the decoder's from its decode_chain
+// (every ▁ of the first token dropped). mimic let delimiters in a row lead the next piece together (--countdown,
+// ▁▁▁friend!), cut adjacent gaps apart under Contiguous with invert, read the Whitespace pre-tokenizer's \w as L|M|Nd|Pc
+// (Rust's also takes letter numbers and the zero-width joiners) and dropped one ▁ of the first token.
+TEST(HfTokenizerComponents, SplitBehaviorsCutPiecesAsHfsFoldsDo) {
+  const std::vector<std::string> pieces = {"the", "-", "final", "countdown", "-final", "--countdown", "-countdown", "the-", "final-",
+                                           "--", "<unk>", "a", "aa", "b", "▁Hey", "▁", "▁friend!", "▁▁", "a\u200d" "b", "a\u216b", ","};
+  json vocab = json::object();
+  for (size_t i = 0; i < pieces.size(); ++i) vocab[pieces[i]] = i;
+  auto with_pre = [&](const json& pre) {
+    return json{{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}, {"ignore_merges", true}, {"unk_token", "<unk>"}}},
+                {"normalizer", nullptr}, {"pre_tokenizer", pre}, {"added_tokens", json::array()}, {"post_processor", nullptr},
+                {"decoder", {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}, {"split", true}}}};
+  };
+  auto split = [&](const std::string& behavior) {
+    TempDir dir;
+    return tokenizer_from_json(dir, with_pre({{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", behavior}, {"invert", false}}))
+        ->encode("the-final--countdown", false);
+  };
+  EXPECT_EQ(split("Removed"), (Ids{0, 2, 3}));                    // the final countdown
+  EXPECT_EQ(split("Isolated"), (Ids{0, 1, 2, 1, 1, 3}));          // the - final - - countdown
+  EXPECT_EQ(split("MergedWithPrevious"), (Ids{7, 8, 1, 3}));      // the- final- - countdown
+  EXPECT_EQ(split("MergedWithNext"), (Ids{0, 4, 1, 6}));          // the -final - -countdown
+  EXPECT_EQ(split("Contiguous"), (Ids{0, 1, 2, 9, 3}));           // the - final -- countdown
+  TempDir dir;
+  // invert: the "a"s are the text between delimiters, and Contiguous joins the two that touch
+  EXPECT_EQ(tokenizer_from_json(dir, with_pre({{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Contiguous"}, {"invert", true}}))
+                ->encode("aab", false),
+            (Ids{12, 13}));
+  const auto meta = tokenizer_from_json(dir, with_pre({{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}, {"split", true}}));
+  EXPECT_EQ(meta->encode("Hey   friend!", false), (Ids{14, 15, 15, 16}));
+  EXPECT_EQ(meta->decode({17, 14}), " Hey");  // ▁▁ first: both dropped
+  EXPECT_EQ(meta->decode({15, 17, 14}), "   Hey");
+  const auto ws = tokenizer_from_json(dir, with_pre({{"type", "Whitespace"}}));
+  EXPECT_EQ(ws->encode("a\u200d" "b", false), (Ids{18}));  // a zero-width joiner is \w in Rust: one word
+  EXPECT_EQ(ws->encode("a\u216b", false), (Ids{19}));       // Ⅻ, a letter number: \w
+  EXPECT_EQ(ws->encode(" a ,\tb\u3000", false), (Ids{11, 20, 13}));
+}
+
 TEST(HfTokenizerComponents, SplitBehaviorsMetaspaceAndDigits) {
   auto with_pre = [](const json& pre) {
     json j = small_spm();

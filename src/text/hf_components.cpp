@@ -131,14 +131,20 @@ std::vector<std::string> split(const std::string& s, const std::vector<std::pair
   if (prev < s.size()) segs.push_back({prev, s.size(), invert});
   std::vector<std::pair<size_t, size_t>> out;  // spans
   bool last_was_match = false;
+  // As HF's NormalizedString::split folds them ("the-final--countdown" split on "-": Isolated the - final - - countdown,
+  // MergedWithPrevious the- final- - countdown, MergedWithNext the -final - -countdown, Contiguous the - final --
+  // countdown): a delimiter joins a neighbour only where that neighbour is no delimiter, and Contiguous joins any two
+  // neighbours alike (two gaps meet where `invert` made adjacent matches gaps). Until 2026-12-07 mimic let delimiters in
+  // a row lead the next gap together (MergedWithNext: --countdown; Metaspace's "a  b" one piece ▁▁b, where HF has ▁ ▁b).
+  bool first_seg = true;
   for (const auto& g : segs) {
     if (!g.match) {
-      if (how == Behavior::MergedWithNext && last_was_match && !out.empty()) {
-        out.back().second = g.e;
-      } else {
-        out.emplace_back(g.b, g.e);
-      }
+      const bool join = !out.empty() && !first_seg &&
+                        ((how == Behavior::MergedWithNext && last_was_match) || (how == Behavior::Contiguous && !last_was_match));
+      if (join) out.back().second = g.e;
+      else out.emplace_back(g.b, g.e);
       last_was_match = false;
+      first_seg = false;
       continue;
     }
     switch (how) {
@@ -148,16 +154,14 @@ std::vector<std::string> split(const std::string& s, const std::vector<std::pair
         if (!out.empty() && !last_was_match && out.back().second == g.b) out.back().second = g.e;
         else out.emplace_back(g.b, g.e);
         break;
-      case Behavior::MergedWithNext:
-        if (last_was_match && !out.empty()) out.back().second = g.e;  // matches in a row lead the next gap together
-        else out.emplace_back(g.b, g.e);
-        break;
+      case Behavior::MergedWithNext: out.emplace_back(g.b, g.e); break;  // the gap after it, if any, joins it
       case Behavior::Contiguous:
         if (last_was_match && !out.empty()) out.back().second = g.e;
         else out.emplace_back(g.b, g.e);
         break;
     }
     last_was_match = true;
+    first_seg = false;
   }
   std::vector<std::string> pieces;
   for (auto [b, e] : out)
@@ -292,7 +296,26 @@ HfTokenizer::Pipeline::PreTokenize HfTokenizer::Pipeline::pre_tokenizer(const js
     const bool single = json_bool_or(n, "individual_digits", w, false);
     return by_pattern("\\p{N}", single ? Behavior::Isolated : Behavior::Contiguous, false);
   }
-  if (type == "Whitespace") return by_pattern("\\w+|[^\\w\\s]+", Behavior::Removed, true);
+  if (type == "Whitespace") {
+    // HF's \w+|[^\w\s]+ in Rust's regex crate, whose \w is is_regex_word (letter numbers, Other_Alphabetic and the
+    // zero-width joiners too, where mimic's patterns take L|M|Nd|Pc) and \s White_Space: runs of word characters and
+    // runs of other characters, white space dropped. A joiner in an emoji sequence is a word of its own, as in HF.
+    return each([](const std::string& s, bool) {
+      enum { kSpace, kWord, kOther };
+      std::vector<std::string> out;
+      int run = kSpace;
+      for (const auto& c : u::decode_utf8(s)) {  // a malformed byte is other
+        const bool valid = c.cp != u::kInvalid;
+        const int k = valid && u::is_white_space(c.cp) ? kSpace : valid && u::is_regex_word(c.cp) ? kWord : kOther;
+        if (k != kSpace) {
+          if (k != run) out.emplace_back();
+          out.back().append(s, c.begin, c.end - c.begin);
+        }
+        run = k;
+      }
+      return out;
+    });
+  }
   if (type == "WhitespaceSplit") return by_pattern("\\S+", Behavior::Removed, true);
   if (type == "Sequence") {
     std::vector<PreTokenize> steps;
@@ -327,11 +350,8 @@ HfTokenizer::Pipeline::Decode HfTokenizer::Pipeline::decoder(const json& n, int 
     std::string scheme = json_string_or(n, "prepend_scheme", w, "");
     if (scheme.empty()) scheme = json_bool_or(n, "add_prefix_space", w, true) ? "always" : "never";
     const bool strip_first = scheme != "never";
-    return each([rep, strip_first](const std::string& t, size_t i) {
-      std::string s = replace_all(t, rep, " ");
-      if (strip_first && i == 0 && !s.empty() && s[0] == ' ') s.erase(0, 1);
-      return s;
-    });
+    // HF drops every replacement in the first token (its decode_chain: ▁▁a gives "a"), not one
+    return each([rep, strip_first](const std::string& t, size_t i) { return replace_all(t, rep, strip_first && i == 0 ? "" : " "); });
   }
   if (type == "Replace") {
     const json& pat = json_key(n, "pattern", w);

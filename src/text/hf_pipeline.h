@@ -53,14 +53,20 @@ struct HfTokenizer::Pipeline {
 
   // added tokens
   struct Added {
-    std::string content;
+    std::string content;  // as matched: the file's, or for a normalized token the normalizer's output of it
     int64_t id;
     bool lstrip, rstrip, single_word;
   };
-  std::vector<Added> added;
-  // a byte trie of the added tokens: node → (byte → child), and the token ending at each node (-1: none)
-  std::vector<std::unordered_map<unsigned char, int32_t>> trie{1};
-  std::vector<int32_t> trie_token{-1};
+  // One pass's tokens and a byte trie of their contents: node → (byte → child), and the token ending at each node
+  // (-1: none). HF matches in two passes (added_vocabulary.rs): `added_raw` (normalized false) over the raw text, then
+  // `added_normalized` (normalized true, their contents normalized) over each remaining segment once normalized.
+  struct AddedSet {
+    std::vector<Added> tokens;
+    std::vector<std::unordered_map<unsigned char, int32_t>> trie{1};
+    std::vector<int32_t> trie_token{-1};
+    void add(Added t);
+  };
+  AddedSet added_raw, added_normalized;
   std::unordered_map<std::string, int64_t> added_ids;
   std::unordered_map<std::string, int64_t> special_ids;  // post-processor names → id
 

@@ -124,25 +124,22 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
     MIMIC_CHECK(j["added_tokens"].is_array(), aw, " must be a list");
     for (const auto& a : j["added_tokens"]) {
       MIMIC_CHECK(a.is_object(), aw, ": each entry must be an object");
+      // `normalized` defaults as HF's AddedToken::from sets it: false for a special token, true for any other
+      const bool special = json_bool_or(a, "special", aw, false);
       Pipeline::Added t{json_string(a, "content", aw), read_id(json_key(a, "id", aw), aw + ": an id"), json_bool_or(a, "lstrip", aw, false),
                         json_bool_or(a, "rstrip", aw, false), json_bool_or(a, "single_word", aw, false)};
       MIMIC_CHECK(!t.content.empty(), aw, ": an added token with empty content");
       place(t.content, t.id, aw);
       p.added_ids[t.content] = t.id;
-      p.added.push_back(t);
-    }
-    for (size_t k = 0; k < p.added.size(); ++k) {
-      int32_t node = 0;
-      for (unsigned char c : p.added[k].content) {
-        auto it = p.trie[node].find(c);
-        if (it == p.trie[node].end()) {
-          it = p.trie[node].emplace(c, static_cast<int32_t>(p.trie.size())).first;
-          p.trie.emplace_back();
-          p.trie_token.push_back(-1);
-        }
-        node = it->second;
+      if (!json_bool_or(a, "normalized", aw, !special)) {
+        p.added_raw.add(std::move(t));
+      } else {
+        // matched as the normalizer writes it ("Yes" is found in "a YES" by a Lowercase normalizer, and a Prepend
+        // normalizer's prefix is part of the token). One the normalizer empties could only match nothing everywhere:
+        // it is never matched (it still decodes).
+        if (p.normalize) t.content = p.normalize(t.content);
+        if (!t.content.empty()) p.added_normalized.add(std::move(t));
       }
-      p.trie_token[node] = static_cast<int32_t>(k);  // the same content twice: the last entry, as HF's map keeps it
     }
   }
 
@@ -298,6 +295,10 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
     MIMIC_CHECK(at != around.end(), path, ": post_processor drops the text it is given");
     start_.assign(around.begin(), at);
   }
+  // The revision of mimic's reading: a token cache holds the ids of one file as one revision of mimic read it, so a
+  // change that gives any file other ids bumps it (2026-12-07: normalized added tokens, delimiters in a row, the
+  // Whitespace pre-tokenizer's \w), and the caches of earlier revisions are rebuilt on use.
+  flags += "|reading-2";
   uint64_t h = 1469598103934665603ull;  // FNV-1a 64 over the file and the special ids
   for (unsigned char c : file_text + "|" + std::to_string(eos_) + "|" + std::to_string(bos_) + "|" + std::to_string(pad_) + flags) {
     h ^= c;
@@ -343,13 +344,19 @@ void HfTokenizer::encode_piece(const std::string& piece, std::vector<int64_t>& o
   p.cache.put(piece, word);
 }
 
-void HfTokenizer::encode_segment(const std::string& text, bool first_segment, std::vector<int64_t>& out) const {
-  const Pipeline& p = *p_;
-  const std::string normalized = p.normalize ? p.normalize(text) : text;
-  if (normalized.empty()) return;
-  std::vector<std::string> pieces{normalized};
-  if (p.pre_tokenize) pieces = p.pre_tokenize(std::move(pieces), first_segment);
-  for (const auto& piece : pieces) encode_piece(piece, out);
+void HfTokenizer::Pipeline::AddedSet::add(Added t) {
+  int32_t node = 0;
+  for (unsigned char c : t.content) {
+    auto it = trie[static_cast<size_t>(node)].find(c);
+    if (it == trie[static_cast<size_t>(node)].end()) {
+      it = trie[static_cast<size_t>(node)].emplace(c, static_cast<int32_t>(trie.size())).first;
+      trie.emplace_back();
+      trie_token.push_back(-1);
+    }
+    node = it->second;
+  }
+  trie_token[static_cast<size_t>(node)] = static_cast<int32_t>(tokens.size());  // the same content twice: the last entry, as HF's map keeps it
+  tokens.push_back(std::move(t));
 }
 
 namespace {
@@ -370,58 +377,80 @@ bool word_at(const std::string& s, size_t at) {
   const auto c = unit_at(s, at);
   return c.cp != u::kInvalid && u::is_regex_word(c.cp);
 }
-}  // namespace
 
-std::vector<int64_t> HfTokenizer::encode(const std::string& text, bool add_special_tokens) const {
-  const Pipeline& p = *p_;
-  std::vector<int64_t> ids;
-  ids.reserve(text.size() / 3);
-  // Added tokens first, as HF's find_matches takes them: its automaton's matches, leftmost-longest and each after the
-  // last one's own end (`i`, the search); the text between them (from `seg_begin`, the end of the last token with
-  // its stripped white space) goes to the model. single_word, lstrip and rstrip read characters as HF's Rust regexes
-  // do: \w and \s are Unicode's (is_regex_word, White_Space).
+// One pass of added tokens over `text`, as HF's find_matches takes them: its automaton's matches, leftmost-longest and
+// each after the last one's own end (`i`, the search); `gap(begin, end)` gets the text between them (from `seg_begin`,
+// the end of the last token with its stripped white space), `token(id)` each token, in order. single_word, lstrip
+// and rstrip read characters as HF's Rust regexes do: \w and \s are Unicode's (is_regex_word, White_Space).
+template <class Gap, class Token>
+void split_added(const std::string& text, const HfTokenizer::Pipeline::AddedSet& set, Gap&& gap, Token&& token) {
   size_t seg_begin = 0;
-  bool first = true;
-  for (size_t i = 0; i < text.size() && !p.added.empty();) {
+  for (size_t i = 0; i < text.size() && !set.tokens.empty();) {
     // the longest added token that starts here, by walking the trie
     int32_t longest = -1;
     for (size_t at = i, node = 0; at < text.size();) {
-      auto it = p.trie[node].find(static_cast<unsigned char>(text[at]));
-      if (it == p.trie[node].end()) break;
+      auto it = set.trie[node].find(static_cast<unsigned char>(text[at]));
+      if (it == set.trie[node].end()) break;
       node = static_cast<size_t>(it->second);
       ++at;
-      if (p.trie_token[node] >= 0) longest = p.trie_token[node];
+      if (set.trie_token[node] >= 0) longest = set.trie_token[node];
     }
     if (longest < 0) {
       ++i;
       continue;
     }
-    const Pipeline::Added* hit = &p.added[static_cast<size_t>(longest)];
-    const size_t end = i + hit->content.size();
+    const auto& hit = set.tokens[static_cast<size_t>(longest)];
+    const size_t end = i + hit.content.size();
     // A single_word token inside a word is passed over, and the search goes on after it: HF drops the match its
     // automaton found and takes the next one that starts after it, never a shorter token here (mimic took one).
-    if (hit->single_word && (word_before(text, i) || word_at(text, end))) {
+    if (hit.single_word && (word_before(text, i) || word_at(text, end))) {
       i = end;
       continue;
     }
     size_t b = i, e = end;
-    if (hit->lstrip) {  // the white space before it, but none a token before took (HF: max(its start, start_offset))
+    if (hit.lstrip) {  // the white space before it, but none a token before took (HF: max(its start, start_offset))
       for (u::Unit c; b > 0 && (c = unit_before(text, b)).cp != u::kInvalid && u::is_white_space(c.cp);) b -= c.end - c.begin;
       b = std::min(std::max(b, seg_begin), i);
     }
-    if (hit->rstrip)
+    if (hit.rstrip)
       for (u::Unit c; e < text.size() && (c = unit_at(text, e)).cp != u::kInvalid && u::is_white_space(c.cp);) e += c.end - c.begin;
-    if (b > seg_begin) encode_segment(text.substr(seg_begin, b - seg_begin), first, ids);
-    first = false;
-    ids.push_back(hit->id);
+    if (b > seg_begin) gap(seg_begin, b);
+    token(hit.id);
     // The search goes on at the token's own end, not after the white space rstrip took: HF's automaton does, so a token
     // that starts in that white space is still found ("<m>\n\n" with an rstrip <m> and an added "\n": <m> \n \n), and
     // the text after the last token is read from its end, as HF's start_offset (which may fall back so).
     seg_begin = e;
     i = end;
   }
-  if (seg_begin < text.size()) encode_segment(text.substr(seg_begin), first, ids);
-  if (add_special_tokens && p.post_process) ids = p.post_process(std::move(ids));
+  if (seg_begin < text.size()) gap(seg_begin, text.size());
+}
+}  // namespace
+
+// A segment between raw added tokens: normalized as a whole, then split by the normalized added tokens (HF's second
+// pass: "a YES" with a Lowercase normalizer and an added "Yes" is a, yes), and what lies between those goes through
+// the pre-tokenizer and the model. `first_segment`: the segment starts the text (Metaspace's prepend_scheme "first"
+// then prepends to its first piece only, the one that starts at the text's start).
+void HfTokenizer::encode_segment(const std::string& text, bool first_segment, std::vector<int64_t>& out) const {
+  const Pipeline& p = *p_;
+  const std::string normalized = p.normalize ? p.normalize(text) : text;
+  split_added(
+      normalized, p.added_normalized,
+      [&](size_t b, size_t e) {
+        std::vector<std::string> pieces{normalized.substr(b, e - b)};
+        if (p.pre_tokenize) pieces = p.pre_tokenize(std::move(pieces), first_segment && b == 0);
+        for (const auto& piece : pieces) encode_piece(piece, out);
+      },
+      [&](int64_t id) { out.push_back(id); });
+}
+
+std::vector<int64_t> HfTokenizer::encode(const std::string& text, bool add_special_tokens) const {
+  std::vector<int64_t> ids;
+  ids.reserve(text.size() / 3);
+  // the raw pass: tokens with normalized false, on the text as given; the segments between them go to encode_segment
+  split_added(
+      text, p_->added_raw, [&](size_t b, size_t e) { encode_segment(text.substr(b, e - b), b == 0, ids); },
+      [&](int64_t id) { ids.push_back(id); });
+  if (add_special_tokens && p_->post_process) ids = p_->post_process(std::move(ids));
   return ids;
 }
 

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# mimic's CPU allocator against LibTorch's own (docs/attention.md, "The CPU allocator"): one binary, the allocator
+# switched by MIMIC_CPU_ALLOCATOR, runs of `mimic bench train` interleaved as ABBA... (mimic, libtorch, libtorch, mimic,
+# repeated) so that a machine that slows down or speeds up during the measurement moves both allocators alike.
+#
+#   bash bench/allocator.sh [--pairs N (runs: 2N)] [--widths small] [--lengths 512,2048] [--repeats 3] [--mimic PATH] [--work DIR]
+#
+# Prints, per length and kind, the median tokens/s under each allocator over its runs and their ratio, the peak RSS
+# of each allocator's runs, and the load average before the first run and 75 s after the last. The guide's rule holds
+# for the figures this prints: a ratio goes into the docs only when the load was below 1 before AND after (the bench's
+# own threads make it about 2 during the runs), and the losses must agree to the last digit (the allocator changes where
+# tensors live, not what is computed); the script says so when they do not.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+PAIRS=2 WIDTHS=small LENGTHS=512,2048 REPEATS=3 MIMIC=$root/build/mimic WORK=""
+usage() { sed -n '5,5p' "$0" >&2; exit 2; }
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --pairs) PAIRS=$2; shift 2 ;;
+    --widths) WIDTHS=$2; shift 2 ;;
+    --lengths) LENGTHS=$2; shift 2 ;;
+    --repeats) REPEATS=$2; shift 2 ;;
+    --mimic) MIMIC=$2; shift 2 ;;
+    --work) WORK=$2; shift 2 ;;
+    -h | --help) usage ;;
+    *) echo "allocator.sh: unknown argument $1" >&2; usage ;;
+  esac
+done
+[[ $PAIRS =~ ^[1-9][0-9]*$ && $REPEATS =~ ^[1-9][0-9]*$ ]] || { echo "allocator.sh: --pairs and --repeats take positive integers" >&2; exit 2; }
+[[ -x $MIMIC ]] || { echo "allocator.sh: no mimic CLI at $MIMIC (build it, or pass --mimic)" >&2; exit 2; }
+[[ -x /usr/bin/time ]] || { echo "allocator.sh: needs /usr/bin/time (Debian package time) for the peak RSS" >&2; exit 2; }
+[[ -n $WORK ]] || WORK=$(mktemp -d /tmp/mimic-allocator.XXXXXX)
+mkdir -p "$WORK" || exit 2
+echo "load before: $(cat /proc/loadavg)" | tee "$WORK/load.txt" >&2
+i=0
+for ((p = 0; p < PAIRS; p++)); do
+  # ABBA: even pairs run mimic's allocator first, odd pairs LibTorch's
+  if ((p % 2 == 0)); then order="mimic libtorch"; else order="libtorch mimic"; fi
+  for a in $order; do
+    i=$((i + 1))
+    echo "run $i ($a) of $((2 * PAIRS)), load $(cut -d' ' -f1 /proc/loadavg)" >&2
+    MIMIC_CPU_ALLOCATOR=$a /usr/bin/time -f '%M' -o "$WORK/run$i-$a.rss" "$MIMIC" bench train --widths "$WIDTHS" \
+      --lengths "$LENGTHS" --kinds 'linear:feature_map=hedgehog' --repeats "$REPEATS" --threads 2 --json \
+      > "$WORK/run$i-$a.json" 2> "$WORK/run$i-$a.err" || { echo "allocator.sh: run $i failed: $WORK/run$i-$a.err" >&2; exit 1; }
+  done
+done
+# the 1-minute load right after the runs is the bench's own two threads: it is read once that minute has passed
+sleep 75
+echo "load 75 s after: $(cat /proc/loadavg)" | tee -a "$WORK/load.txt" >&2
+/usr/bin/python3 - "$WORK" <<'EOF'
+import glob, json, os, statistics, sys
+work = sys.argv[1]
+runs = {"mimic": [], "libtorch": []}
+for path in sorted(glob.glob(os.path.join(work, "run*.json")), key=lambda p: int(os.path.basename(p)[3:].split("-")[0])):
+    a = path.rsplit("-", 1)[1][:-5]
+    rss = int(open(path[:-5] + ".rss").read().split()[-1]) / 2**20  # GNU time's %M: KiB
+    runs[a].append((json.load(open(path)), rss))
+rows = {}
+for a, rs in runs.items():
+    for doc, _ in rs:
+        for row in doc["rows"]:
+            for k in row["kinds"]:
+                rows.setdefault((row["T"], k["kind"]), {"mimic": [], "libtorch": []})[a].append(k)
+same = True
+print("| tokens | kind | mimic tokens/s (median of %d runs) | libtorch tokens/s | mimic / libtorch |" % len(runs["mimic"]))
+print("|---|---|---|---|---|")
+for (T, kind), by in sorted(rows.items()):
+    m = statistics.median(k["tokens_per_second"] for k in by["mimic"])
+    l = statistics.median(k["tokens_per_second"] for k in by["libtorch"])
+    losses = {(k["first_loss"], k["last_loss"]) for k in by["mimic"] + by["libtorch"]}
+    same &= len(losses) == 1
+    print("| %d | %s | %.1f | %.1f | %.3f× |" % (T, kind, m, l, m / l))
+for a, rs in runs.items():
+    print("peak RSS %s: %s GiB" % (a, ", ".join("%.2f" % r for _, r in rs)))
+print("losses identical under both allocators:", "yes" if same else "NO")
+print(open(os.path.join(work, "load.txt")).read().strip())
+EOF
