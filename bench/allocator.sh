@@ -6,14 +6,14 @@
 #   bash bench/allocator.sh [--pairs N (runs: 2N)] [--widths small] [--lengths 512,2048] [--repeats 3] [--mimic PATH] [--work DIR]
 #
 # Prints, per length and kind, the median tokens/s under each allocator over its runs and their ratio, the peak RSS
-# of each allocator's runs, and the load average before the first run and 75 s after the last. The guide's rule holds
+# of each allocator's runs, and the load average before the first run and 240 s after the last. The guide's rule holds
 # for the figures this prints: a ratio goes into the docs only when the load was below 1 before AND after (the bench's
 # own threads make it about 2 during the runs), and the losses must agree to the last digit (the allocator changes where
 # tensors live, not what is computed); the script says so when they do not.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 PAIRS=2 WIDTHS=small LENGTHS=512,2048 REPEATS=3 MIMIC=$root/build/mimic WORK=""
-usage() { sed -n '5,5p' "$0" >&2; exit 2; }
+usage() { sed -n '6,6p' "$0" >&2; exit "${1:-2}"; }
 while [[ $# -gt 0 ]]; do
   case $1 in
     --pairs) PAIRS=$2; shift 2 ;;
@@ -22,7 +22,7 @@ while [[ $# -gt 0 ]]; do
     --repeats) REPEATS=$2; shift 2 ;;
     --mimic) MIMIC=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
-    -h | --help) usage ;;
+    -h | --help) usage 0 ;;
     *) echo "allocator.sh: unknown argument $1" >&2; usage ;;
   esac
 done
@@ -31,6 +31,8 @@ done
 [[ -x /usr/bin/time ]] || { echo "allocator.sh: needs /usr/bin/time (Debian package time) for the peak RSS" >&2; exit 2; }
 [[ -n $WORK ]] || WORK=$(mktemp -d /tmp/mimic-allocator.XXXXXX)
 mkdir -p "$WORK" || exit 2
+# the summary reads every run*.json of the folder: one run's only
+[[ -z $(ls -A "$WORK") ]] || { echo "allocator.sh: $WORK is not empty (give a new --work folder)" >&2; exit 2; }
 echo "load before: $(cat /proc/loadavg)" | tee "$WORK/load.txt" >&2
 i=0
 for ((p = 0; p < PAIRS; p++)); do
@@ -44,9 +46,11 @@ for ((p = 0; p < PAIRS; p++)); do
       > "$WORK/run$i-$a.json" 2> "$WORK/run$i-$a.err" || { echo "allocator.sh: run $i failed: $WORK/run$i-$a.err" >&2; exit 1; }
   done
 done
-# the 1-minute load right after the runs is the bench's own two threads: it is read once that minute has passed
-sleep 75
-echo "load 75 s after: $(cat /proc/loadavg)" | tee -a "$WORK/load.txt" >&2
+# The load average decays exponentially (a 1-minute time constant): right after the runs it is the bench's own two
+# threads, and 75 s later still about 0.6 of them; after 4 minutes under 0.04 of them remains
+echo "load right after: $(cat /proc/loadavg)" | tee -a "$WORK/load.txt" >&2
+sleep 240
+echo "load 240 s after: $(cat /proc/loadavg)" | tee -a "$WORK/load.txt" >&2
 /usr/bin/python3 - "$WORK" <<'EOF'
 import glob, json, os, statistics, sys
 work = sys.argv[1]
@@ -62,16 +66,20 @@ for a, rs in runs.items():
             for k in row["kinds"]:
                 rows.setdefault((row["T"], k["kind"]), {"mimic": [], "libtorch": []})[a].append(k)
 same = True
-print("| tokens | kind | mimic tokens/s (median of %d runs) | libtorch tokens/s | mimic / libtorch |" % len(runs["mimic"]))
+# each run's tokens/s beside the medians: the spread between one allocator's runs says what a ratio can resolve
+print("| tokens | kind | mimic tokens/s: median (runs) | libtorch tokens/s: median (runs) | mimic / libtorch |")
 print("|---|---|---|---|---|")
 for (T, kind), by in sorted(rows.items()):
-    m = statistics.median(k["tokens_per_second"] for k in by["mimic"])
-    l = statistics.median(k["tokens_per_second"] for k in by["libtorch"])
+    ms = [k["tokens_per_second"] for k in by["mimic"]]
+    ls = [k["tokens_per_second"] for k in by["libtorch"]]
+    m, l = statistics.median(ms), statistics.median(ls)
     losses = {(k["first_loss"], k["last_loss"]) for k in by["mimic"] + by["libtorch"]}
     same &= len(losses) == 1
-    print("| %d | %s | %.1f | %.1f | %.3f× |" % (T, kind, m, l, m / l))
+    runs_of = lambda xs: ", ".join("%.1f" % x for x in xs)
+    print("| %d | %s | %.1f (%s) | %.1f (%s) | %.3f× |" % (T, kind, m, runs_of(ms), l, runs_of(ls), m / l))
 for a, rs in runs.items():
     print("peak RSS %s: %s GiB" % (a, ", ".join("%.2f" % r for _, r in rs)))
 print("losses identical under both allocators:", "yes" if same else "NO")
 print(open(os.path.join(work, "load.txt")).read().strip())
+sys.exit(0 if same else 1)  # the allocator changes where tensors live, never what is computed
 EOF

@@ -409,6 +409,19 @@ TEST(HfTokenizerComponents, NormalizedAddedTokensAreMatchedInTheNormalizedTextAs
   EXPECT_EQ(sp->encode("a<x>", false), (Ids{5, byte('<'), byte('x'), byte('>')}));  // "▁a<x>" holds no "▁<x>"
   // the raw pass first: <s> (special) is split out of the raw text, and the segment after it is normalized alone
   EXPECT_EQ(sp->encode("<s>a <x>", false), (Ids{1, 5, 264}));
+  // decoded in its normalized form, as HF's current decode does: the ▁ the token took comes back as its space
+  EXPECT_EQ(sp->decode(sp->encode("a <x> b", false)), "a <x> b");
+  EXPECT_EQ(sp->id_to_token(264), "<x>");  // its name stays the file's
+  EXPECT_EQ(sp->token_to_id("<x>"), 264);
+
+  // no matcher can be built from two tokens of one normalized form, or from one the normalizer empties: refused by name
+  json twice = lower;
+  twice["added_tokens"].push_back({{"id", 270}, {"content", "YES"}, {"normalized", true}});
+  EXPECT_MIMIC_ERROR(tokenizer_from_json(dir, twice), R"("Yes" and "YES" (normalized: true) both normalize to "yes")");
+  json emptied = spm;
+  emptied["normalizer"] = {{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}};
+  emptied["added_tokens"].push_back({{"id", 265}, {"content", "  "}, {"normalized", true}});
+  EXPECT_MIMIC_ERROR(tokenizer_from_json(dir, emptied), R"(turns the added token "  " (id 265, normalized: true) into nothing)");
 }
 
 // The pieces a pre-tokenizer cuts, read from the ids of a model with ignore_merges, where a piece in the vocabulary is
@@ -445,7 +458,7 @@ TEST(HfTokenizerComponents, SplitBehaviorsCutPiecesAsHfsFoldsDo) {
   const auto meta = tokenizer_from_json(dir, with_pre({{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "always"}, {"split", true}}));
   EXPECT_EQ(meta->encode("Hey   friend!", false), (Ids{14, 15, 15, 16}));
   EXPECT_EQ(meta->decode({17, 14}), " Hey");  // ▁▁ first: both dropped
-  EXPECT_EQ(meta->decode({15, 17, 14}), "   Hey");
+  EXPECT_EQ(meta->decode({17, 17, 14}), "   Hey");  // only the first token's
   const auto ws = tokenizer_from_json(dir, with_pre({{"type", "Whitespace"}}));
   EXPECT_EQ(ws->encode("a\u200d" "b", false), (Ids{18}));  // a zero-width joiner is \w in Rust: one word
   EXPECT_EQ(ws->encode("a\u216b", false), (Ids{19}));       // Ⅻ, a letter number: \w

@@ -142,6 +142,16 @@ def main():
            "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"},
                                                         {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}}
     put("hf_tokenizer", "sentencepiece", json.dumps(spm, ensure_ascii=False).encode() + SEP + "a b<s>ab 42 \u00e9".encode())
+    # added tokens of both passes (normalized false on the raw text, true in the normalized segments), and Metaspace's
+    # split with delimiters in a row
+    two_pass = dict(spm, normalizer={"type": "Sequence", "normalizers": [{"type": "Lowercase"}] + spm["normalizer"]["normalizers"]},
+                    pre_tokenizer={"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True},
+                    added_tokens=[{"id": 1, "content": "<s>", "special": True, "normalized": False},
+                                  {"id": 262, "content": "Yes", "lstrip": True, "rstrip": True, "normalized": True},
+                                  {"id": 263, "content": "x", "single_word": True, "normalized": True}])
+    put("hf_tokenizer", "two-pass", json.dumps(two_pass, ensure_ascii=False).encode() + SEP + "Yes  yES x <s>ax  a-b--c \u200d".encode())
+    # a model "type" that is no string (the loader's look for WordPiece threw nlohmann's exception: 2026-12-07)
+    put("hf_tokenizer", "model-type-number", b'{"model": {"type": 49}}' + SEP + b"x")
 
     # ---- BERT tokenizer: vocab.txt, separator, tokenizer_config.json
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "world", "hello", "un", "##aff", "##able", "caf", "##e", ",", "!",

@@ -136,15 +136,13 @@ std::vector<std::string> split(const std::string& s, const std::vector<std::pair
   // countdown): a delimiter joins a neighbour only where that neighbour is no delimiter, and Contiguous joins any two
   // neighbours alike (two gaps meet where `invert` made adjacent matches gaps). Until 2026-12-07 mimic let delimiters in
   // a row lead the next gap together (MergedWithNext: --countdown; Metaspace's "a  b" one piece ▁▁b, where HF has ▁ ▁b).
-  bool first_seg = true;
   for (const auto& g : segs) {
     if (!g.match) {
-      const bool join = !out.empty() && !first_seg &&
-                        ((how == Behavior::MergedWithNext && last_was_match) || (how == Behavior::Contiguous && !last_was_match));
+      // (out is empty before the first segment, the one time last_was_match is false without a gap before)
+      const bool join = !out.empty() && ((how == Behavior::MergedWithNext && last_was_match) || (how == Behavior::Contiguous && !last_was_match));
       if (join) out.back().second = g.e;
       else out.emplace_back(g.b, g.e);
       last_was_match = false;
-      first_seg = false;
       continue;
     }
     switch (how) {
@@ -161,7 +159,6 @@ std::vector<std::string> split(const std::string& s, const std::vector<std::pair
         break;
     }
     last_was_match = true;
-    first_seg = false;
   }
   std::vector<std::string> pieces;
   for (auto [b, e] : out)

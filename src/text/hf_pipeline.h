@@ -67,6 +67,7 @@ struct HfTokenizer::Pipeline {
     void add(Added t);
   };
   AddedSet added_raw, added_normalized;
+  std::unordered_map<int64_t, std::string> decode_as;  // a normalized added token's id → its normalized form, which decode reads
   std::unordered_map<std::string, int64_t> added_ids;
   std::unordered_map<std::string, int64_t> special_ids;  // post-processor names → id
 

@@ -122,9 +122,11 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
   if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
     const std::string aw = path + ": added_tokens";
     MIMIC_CHECK(j["added_tokens"].is_array(), aw, " must be a list");
+    std::unordered_map<std::string, std::string> normalized_forms;  // a normalized token's form → its content
     for (const auto& a : j["added_tokens"]) {
       MIMIC_CHECK(a.is_object(), aw, ": each entry must be an object");
-      // `normalized` defaults as HF's AddedToken::from sets it: false for a special token, true for any other
+      // HF's reader requires every flag; a file without `normalized` gets transformers' AddedToken default: false for a
+      // special token, true for any other
       const bool special = json_bool_or(a, "special", aw, false);
       Pipeline::Added t{json_string(a, "content", aw), read_id(json_key(a, "id", aw), aw + ": an id"), json_bool_or(a, "lstrip", aw, false),
                         json_bool_or(a, "rstrip", aw, false), json_bool_or(a, "single_word", aw, false)};
@@ -133,13 +135,22 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
       p.added_ids[t.content] = t.id;
       if (!json_bool_or(a, "normalized", aw, !special)) {
         p.added_raw.add(std::move(t));
-      } else {
-        // matched as the normalizer writes it ("Yes" is found in "a YES" by a Lowercase normalizer, and a Prepend
-        // normalizer's prefix is part of the token). One the normalizer empties could only match nothing everywhere:
-        // it is never matched (it still decodes).
-        if (p.normalize) t.content = p.normalize(t.content);
-        if (!t.content.empty()) p.added_normalized.add(std::move(t));
+        continue;
       }
+      // matched as the normalizer writes it ("Yes" is found in "a YES" by a Lowercase normalizer, and a Prepend
+      // normalizer's prefix is part of the token), and decoded so (HF's current decode does: "a <x> b" under Llama 2's
+      // normalizer is ▁a ▁<x> ▁b, and the decoder gives "a <x> b" back, where "<x>" alone would lose its space). Two
+      // tokens one form, or a token the normalizer empties, make no matcher: HF's (daachorse) refuses them, and so
+      // does mimic, by name.
+      const std::string raw = t.content;
+      if (p.normalize) t.content = p.normalize(t.content);
+      MIMIC_CHECK(!t.content.empty(), aw, ": the normalizer turns the added token ", quoted(raw), " (id ", t.id,
+                  ", normalized: true) into nothing; it could match nowhere (give it normalized: false)");
+      const auto [seen, fresh] = normalized_forms.emplace(t.content, raw);
+      MIMIC_CHECK(fresh || seen->second == raw, aw, ": the added tokens ", quoted(seen->second), " and ", quoted(raw),
+                  " (normalized: true) both normalize to ", quoted(t.content), "; HF refuses such a file too (give one of them normalized: false)");
+      p.decode_as[t.id] = t.content;
+      p.added_normalized.add(std::move(t));
     }
   }
 
@@ -461,7 +472,9 @@ std::string HfTokenizer::decode(const std::vector<int64_t>& ids) const {
     // A model's vocabulary is often padded past its tokenizer's (Qwen2.5: 151,936 rows, 151,665 tokens); an id
     // without a token decodes to nothing, as in HF, rather than stopping a generation.
     MIMIC_CHECK(id >= 0, "token id ", id, " is negative");
-    if (id < vocab_size() && !spelling_[id].empty()) tokens.push_back(spelling_[id]);
+    if (id >= vocab_size() || spelling_[id].empty()) continue;
+    const auto as = p_->decode_as.empty() ? p_->decode_as.end() : p_->decode_as.find(id);
+    tokens.push_back(as != p_->decode_as.end() ? as->second : spelling_[id]);
   }
   if (p_->decode) tokens = p_->decode(std::move(tokens));
   std::string out;

@@ -43,8 +43,12 @@ bool bert_lower_case(const std::filesystem::path& config_path) {
 }
 
 // Whether a parsed tokenizer.json holds a WordPiece model (a BERT folder's, read from vocab.txt beside it).
+// (A "type" that is no string is HfTokenizer's to refuse by name: value("type", "") threw nlohmann's type_error on it,
+// which the fuzzer found on 2026-12-07.)
 bool wordpiece_json(const nlohmann::json& j) {
-  return j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].value("type", "") == "WordPiece";
+  if (!j.is_object() || !j.contains("model") || !j["model"].is_object() || !j["model"].contains("type")) return false;
+  const auto& type = j["model"]["type"];
+  return type.is_string() && type.get<std::string>() == "WordPiece";
 }
 }  // namespace
 
