@@ -173,6 +173,8 @@ def main():
     put("record", "zeros", bytes(32))
     put("record", "f32-two-layers", bytes([1, 0, 0, 3, 1, 2, 3, 2, 1, 3]))
     put("record", "bent", bytes(range(64)))
+    # fuzz_record's finding of 2026-11-27 (42494de): an attribute holding bytes that are not UTF-8
+    put("record", "non-utf8-attribute", bytes.fromhex("13b15353006d00006007640270e240db000403"))
 
     # ---- text input
     put("text", "english", "Mr. President, in 1862 it's  the  time:\r\n\r\n\r\n\r\nWe can't--we won't!   \nDone.\n")
