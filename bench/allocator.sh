@@ -3,7 +3,7 @@
 # switched by MIMIC_CPU_ALLOCATOR, runs of `mimic bench train` interleaved as ABBA... (mimic, libtorch, libtorch, mimic,
 # repeated) so that a machine that slows down or speeds up during the measurement moves both allocators alike.
 #
-#   bash bench/allocator.sh [--pairs N (runs: 2N)] [--widths small] [--lengths 512,2048] [--repeats 3] [--mimic PATH] [--work DIR]
+#   bash bench/allocator.sh [--pairs N (even; runs: 2N)] [--widths small] [--lengths 512,2048] [--repeats 3] [--mimic PATH] [--work DIR]
 #
 # Prints, per length and kind, the median tokens/s under each allocator over its runs and their ratio, the peak RSS
 # of each allocator's runs, and the load average before the first run and 240 s after the last. The guide's rule holds
@@ -16,6 +16,7 @@ PAIRS=2 WIDTHS=small LENGTHS=512,2048 REPEATS=3 MIMIC=$root/build/mimic WORK=""
 usage() { sed -n '6,6p' "$0" >&2; exit "${1:-2}"; }
 while [[ $# -gt 0 ]]; do
   case $1 in
+    --pairs | --widths | --lengths | --repeats | --mimic | --work) [[ $# -ge 2 ]] || { echo "allocator.sh: $1 needs a value" >&2; usage; } ;;&
     --pairs) PAIRS=$2; shift 2 ;;
     --widths) WIDTHS=$2; shift 2 ;;
     --lengths) LENGTHS=$2; shift 2 ;;
@@ -27,6 +28,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ $PAIRS =~ ^[1-9][0-9]*$ && $REPEATS =~ ^[1-9][0-9]*$ ]] || { echo "allocator.sh: --pairs and --repeats take positive integers" >&2; exit 2; }
+# an odd count ends on an unbalanced pair (mimic first), which a drift of the machine favours
+((PAIRS % 2 == 0)) || { echo "allocator.sh: --pairs must be even (ABBA: each allocator runs first as often as second)" >&2; exit 2; }
 [[ -x $MIMIC ]] || { echo "allocator.sh: no mimic CLI at $MIMIC (build it, or pass --mimic)" >&2; exit 2; }
 [[ -x /usr/bin/time ]] || { echo "allocator.sh: needs /usr/bin/time (Debian package time) for the peak RSS" >&2; exit 2; }
 [[ -n $WORK ]] || WORK=$(mktemp -d /tmp/mimic-allocator.XXXXXX)
@@ -40,14 +43,15 @@ for ((p = 0; p < PAIRS; p++)); do
   if ((p % 2 == 0)); then order="mimic libtorch"; else order="libtorch mimic"; fi
   for a in $order; do
     i=$((i + 1))
-    echo "run $i ($a) of $((2 * PAIRS)), load $(cut -d' ' -f1 /proc/loadavg)" >&2
+    echo "run $i ($a) of $((2 * PAIRS)), load at its start: $(cat /proc/loadavg)" | tee -a "$WORK/load.txt" >&2
     MIMIC_CPU_ALLOCATOR=$a /usr/bin/time -f '%M' -o "$WORK/run$i-$a.rss" "$MIMIC" bench train --widths "$WIDTHS" \
       --lengths "$LENGTHS" --kinds 'linear:feature_map=hedgehog' --repeats "$REPEATS" --threads 2 --json \
       > "$WORK/run$i-$a.json" 2> "$WORK/run$i-$a.err" || { echo "allocator.sh: run $i failed: $WORK/run$i-$a.err" >&2; exit 1; }
   done
 done
-# The load average decays exponentially (a 1-minute time constant): right after the runs it is the bench's own two
-# threads, and 75 s later still about 0.6 of them; after 4 minutes under 0.04 of them remains
+# The load average decays exponentially (a 1-minute time constant): right after the runs it is about 2, the bench's own
+# two threads; 240 s later their share has decayed to 2·e^-4 ≈ 0.04, so what remains is other work. (Work that ran
+# beside the bench and ended with it is seen only in the loads at the runs' starts, above 2.)
 echo "load right after: $(cat /proc/loadavg)" | tee -a "$WORK/load.txt" >&2
 sleep 240
 echo "load 240 s after: $(cat /proc/loadavg)" | tee -a "$WORK/load.txt" >&2

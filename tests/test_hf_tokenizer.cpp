@@ -422,6 +422,29 @@ TEST(HfTokenizerComponents, NormalizedAddedTokensAreMatchedInTheNormalizedTextAs
   emptied["normalizer"] = {{"type", "Strip"}, {"strip_left", true}, {"strip_right", true}};
   emptied["added_tokens"].push_back({{"id", 265}, {"content", "  "}, {"normalized", true}});
   EXPECT_MIMIC_ERROR(tokenizer_from_json(dir, emptied), R"(turns the added token "  " (id 265, normalized: true) into nothing)");
+  // a byte-level decoder reads characters as bytes: the normalized form (NFC's é, U+00E9, the byte alphabet's 0xE9)
+  // would decode to a lone byte, so there the file's content decodes (HF 0.23 gives U+FFFD)
+  const json byte_level = {{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}}}, {"merges", json::array()}}},
+                           {"normalizer", {{"type", "NFC"}}},
+                           {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+                           {"decoder", {{"type", "ByteLevel"}}},
+                           {"added_tokens", {{{"id", 1}, {"content", "e\u0301"}, {"normalized", true}, {"special", false}}}}};
+  const auto bl = tokenizer_from_json(dir, byte_level);
+  EXPECT_EQ(bl->encode("e\u0301", false), (Ids{1}));
+  EXPECT_EQ(bl->encode("\u00e9", false), (Ids{1}));  // composed in the text: NFC's form too
+  EXPECT_EQ(bl->decode({1}), "e\u0301");
+  // one content listed twice: with one id the last entry's flags (here single_word), with two ids or in two passes refused
+  json repeated = lower;
+  repeated["added_tokens"].push_back({{"id", 267}, {"content", "name"}, {"single_word", true}, {"normalized", true}});
+  const auto rep = tokenizer_from_json(dir, repeated);
+  EXPECT_EQ(rep->encode("name", false), (Ids{267}));
+  EXPECT_EQ(rep->encode("names", false), (Ids{byte('n'), 3, byte('m'), byte('e'), byte('s')}));  // inside a word: passed over
+  json two_ids = lower;
+  two_ids["added_tokens"].push_back({{"id", 270}, {"content", "name"}, {"normalized", true}});
+  EXPECT_MIMIC_ERROR(tokenizer_from_json(dir, two_ids), R"(the added token "name" is listed with ids 267 and 270)");
+  json two_passes = lower;
+  two_passes["added_tokens"].push_back({{"id", 267}, {"content", "name"}, {"normalized", false}});
+  EXPECT_MIMIC_ERROR(tokenizer_from_json(dir, two_passes), R"(the added token "name" is listed twice, once normalized: true and once false)");
 }
 
 // The pieces a pre-tokenizer cuts, read from the ids of a model with ignore_merges, where a piece in the vocabulary is

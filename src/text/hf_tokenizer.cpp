@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 
 #include "mimic/core/error.h"
 #include "mimic/core/json_keys.h"
@@ -123,6 +124,7 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
     const std::string aw = path + ": added_tokens";
     MIMIC_CHECK(j["added_tokens"].is_array(), aw, " must be a list");
     std::unordered_map<std::string, std::string> normalized_forms;  // a normalized token's form → its content
+    std::unordered_set<int64_t> normalized_ids;
     for (const auto& a : j["added_tokens"]) {
       MIMIC_CHECK(a.is_object(), aw, ": each entry must be an object");
       // HF's reader requires every flag; a file without `normalized` gets transformers' AddedToken default: false for a
@@ -131,17 +133,27 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
       Pipeline::Added t{json_string(a, "content", aw), read_id(json_key(a, "id", aw), aw + ": an id"), json_bool_or(a, "lstrip", aw, false),
                         json_bool_or(a, "rstrip", aw, false), json_bool_or(a, "single_word", aw, false)};
       MIMIC_CHECK(!t.content.empty(), aw, ": an added token with empty content");
+      const bool normalized = json_bool_or(a, "normalized", aw, !special);
+      // A content listed twice (HF writes one entry per id, so a hand-edited file): HF keeps the first id and takes the
+      // last entry's flags; mimic takes the last entry's flags too, and refuses two ids or two passes for one content
+      // rather than guess which the editor meant.
+      if (const auto seen = p.added_ids.find(t.content); seen != p.added_ids.end()) {
+        MIMIC_CHECK(seen->second == t.id, aw, ": the added token ", quoted(t.content), " is listed with ids ", seen->second, " and ", t.id,
+                    " (one entry per token)");
+        MIMIC_CHECK(normalized_ids.count(t.id) == static_cast<size_t>(normalized), aw, ": the added token ", quoted(t.content),
+                    " is listed twice, once normalized: true and once false (one entry per token)");
+      }
       place(t.content, t.id, aw);
       p.added_ids[t.content] = t.id;
-      if (!json_bool_or(a, "normalized", aw, !special)) {
+      if (!normalized) {
         p.added_raw.add(std::move(t));
         continue;
       }
       // matched as the normalizer writes it ("Yes" is found in "a YES" by a Lowercase normalizer, and a Prepend
-      // normalizer's prefix is part of the token), and decoded so (HF's current decode does: "a <x> b" under Llama 2's
-      // normalizer is ▁a ▁<x> ▁b, and the decoder gives "a <x> b" back, where "<x>" alone would lose its space). Two
-      // tokens one form, or a token the normalizer empties, make no matcher: HF's (daachorse) refuses them, and so
-      // does mimic, by name.
+      // normalizer's prefix is part of the token), and decoded so, as HF's tokenizers does since 0.23 ("a <x> b" under
+      // Llama 2's normalizer is ▁a ▁<x> ▁b, and the decoder gives "a <x> b" back, where "<x>" alone would lose its
+      // space); its name (id_to_token) stays the file's, where 0.23 gives the form. Two tokens of one form, or a token
+      // the normalizer empties, make no matcher: HF's since 0.23 (daachorse) refuses them, and so does mimic, by name.
       const std::string raw = t.content;
       if (p.normalize) t.content = p.normalize(t.content);
       MIMIC_CHECK(!t.content.empty(), aw, ": the normalizer turns the added token ", quoted(raw), " (id ", t.id,
@@ -149,7 +161,10 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
       const auto [seen, fresh] = normalized_forms.emplace(t.content, raw);
       MIMIC_CHECK(fresh || seen->second == raw, aw, ": the added tokens ", quoted(seen->second), " and ", quoted(raw),
                   " (normalized: true) both normalize to ", quoted(t.content), "; HF refuses such a file too (give one of them normalized: false)");
-      p.decode_as[t.id] = t.content;
+      normalized_ids.insert(t.id);
+      // (not under a byte-level decoder: the form's characters would read as the byte alphabet's — a decomposed
+      // "e\u0301" made "é" by NFC would decode to the lone byte 0xE9, where the file's content decodes intact)
+      if (!byte_level_) p.decode_as[t.id] = t.content;
       p.added_normalized.add(std::move(t));
     }
   }
@@ -366,7 +381,7 @@ void HfTokenizer::Pipeline::AddedSet::add(Added t) {
     }
     node = it->second;
   }
-  trie_token[static_cast<size_t>(node)] = static_cast<int32_t>(tokens.size());  // the same content twice: the last entry, as HF's map keeps it
+  trie_token[static_cast<size_t>(node)] = static_cast<int32_t>(tokens.size());  // the same content twice (one id): the last entry's flags, as in HF
   tokens.push_back(std::move(t));
 }
 
