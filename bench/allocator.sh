@@ -5,8 +5,9 @@
 #
 #   bash bench/allocator.sh [--pairs N (even; runs: 2N)] [--widths small] [--lengths 512,2048] [--repeats 3] [--mimic PATH] [--work DIR]
 #
-# Prints, per length and kind, the median tokens/s under each allocator over its runs and their ratio, the peak RSS
-# of each allocator's runs, and the load average before the first run and 240 s after the last. The guide's rule holds
+# Prints, per length and kind, each allocator's tokens/s (the median over its runs, and every run's) and the ratio of
+# the medians, the peak RSS of each run, and the load average (also in WORK/load.txt) at each run's start, right after
+# the last run and 240 s after it. The guide's rule holds
 # for the figures this prints: a ratio goes into the docs only when the load was below 1 before AND after (the bench's
 # own threads make it about 2 during the runs), and the losses must agree to the last digit (the allocator changes where
 # tensors live, not what is computed); the script says so when they do not.
@@ -36,7 +37,7 @@ done
 mkdir -p "$WORK" || exit 2
 # the summary reads every run*.json of the folder: one run's only
 [[ -z $(ls -A "$WORK") ]] || { echo "allocator.sh: $WORK is not empty (give a new --work folder)" >&2; exit 2; }
-echo "load before: $(cat /proc/loadavg)" | tee "$WORK/load.txt" >&2
+: > "$WORK/load.txt"
 i=0
 for ((p = 0; p < PAIRS; p++)); do
   # ABBA: even pairs run mimic's allocator first, odd pairs LibTorch's
@@ -51,7 +52,7 @@ for ((p = 0; p < PAIRS; p++)); do
 done
 # The load average decays exponentially (a 1-minute time constant): right after the runs it is about 2, the bench's own
 # two threads; 240 s later their share has decayed to 2·e^-4 ≈ 0.04, so what remains is other work. (Work that ran
-# beside the bench and ended with it is seen only in the loads at the runs' starts, above 2.)
+# beside the bench and ended with it is seen only in the loads at the runs' starts, well above 2.)
 echo "load right after: $(cat /proc/loadavg)" | tee -a "$WORK/load.txt" >&2
 sleep 240
 echo "load 240 s after: $(cat /proc/loadavg)" | tee -a "$WORK/load.txt" >&2

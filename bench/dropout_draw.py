@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""What dropout's noise costs beside the products it sits between (docs/distributed.md, "Dropout too"): on one thread,
-the ns per element of a Bernoulli draw against the ns per output element of a 768-wide matrix product (GPT-2 small's
-width), interleaved, medians of 15 repeats each. Debian's PyTorch (/usr/bin/python3) runs the same LibTorch 1.13 as
+"""The draw of dropout's noise beside the products it sits between (docs/distributed.md, "Dropout too"): on one thread,
+the ns per element of a Bernoulli draw into an allocated tensor against the ns per output element of a 768-wide matrix
+product (GPT-2 small's width), interleaved, medians of 15 repeats each. mimic's dropout (src/models/networks.cpp) also
+allocates the mask and scales it by 1/(1-p): left out here, as the draw is what every rank repeats for the others' rows. Debian's PyTorch (/usr/bin/python3) runs the same LibTorch 1.13 as
 mimic. Check `cat /proc/loadavg` before and after: a figure from a busy machine says little.
 
     /usr/bin/python3 bench/dropout_draw.py"""

@@ -433,6 +433,9 @@ TEST(HfTokenizerComponents, NormalizedAddedTokensAreMatchedInTheNormalizedTextAs
   EXPECT_EQ(bl->encode("e\u0301", false), (Ids{1}));
   EXPECT_EQ(bl->encode("\u00e9", false), (Ids{1}));  // composed in the text: NFC's form too
   EXPECT_EQ(bl->decode({1}), "e\u0301");
+  json bytes_decoded = byte_level;  // the decoder decides, not the pre-tokenizer
+  bytes_decoded["pre_tokenizer"] = nullptr;
+  EXPECT_EQ(tokenizer_from_json(dir, bytes_decoded)->decode({1}), "e\u0301");
   // one content listed twice: with one id the last entry's flags (here single_word), with two ids or in two passes refused
   json repeated = lower;
   repeated["added_tokens"].push_back({{"id", 267}, {"content", "name"}, {"single_word", true}, {"normalized", true}});
@@ -445,6 +448,9 @@ TEST(HfTokenizerComponents, NormalizedAddedTokensAreMatchedInTheNormalizedTextAs
   json two_passes = lower;
   two_passes["added_tokens"].push_back({{"id", 267}, {"content", "name"}, {"normalized", false}});
   EXPECT_MIMIC_ERROR(tokenizer_from_json(dir, two_passes), R"(the added token "name" is listed twice, once normalized: true and once false)");
+  json raw_then_normalized = lower;  // [SEP] first in the raw pass
+  raw_then_normalized["added_tokens"].push_back({{"id", 265}, {"content", "[SEP]"}, {"normalized", true}});
+  EXPECT_MIMIC_ERROR(tokenizer_from_json(dir, raw_then_normalized), R"(the added token "[SEP]" is listed twice, once normalized: true and once false)");
 }
 
 // The pieces a pre-tokenizer cuts, read from the ids of a model with ignore_merges, where a piece in the vocabulary is

@@ -338,6 +338,7 @@ HfTokenizer::Pipeline::Decode HfTokenizer::Pipeline::decoder(const json& n, int 
     };
   };
   if (type == "ByteLevel") {
+    decodes_bytes = true;
     const auto* map = &u2b;  // the pipeline outlives its decoder
     return each([map](const std::string& t, size_t) { return spelling_bytes(t, *map); });
   }

@@ -76,6 +76,7 @@ struct HfTokenizer::Pipeline {
   Normalize normalizer(const json& n, int depth = 0);
   PreTokenize pre_tokenizer(const json& n, bool& byte_level, int depth = 0);
   Decode decoder(const json& n, int depth = 0);
+  bool decodes_bytes = false;  // the decoder has a ByteLevel step (set by decoder()): it reads characters as bytes
   PostProcess post_processor(const json& n, int64_t& cls, int64_t& sep, int depth = 0);
   std::vector<int64_t> post_ids;  // every id the post-processor adds (checked against the vocabulary once read)
 };

@@ -162,9 +162,10 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
       MIMIC_CHECK(fresh || seen->second == raw, aw, ": the added tokens ", quoted(seen->second), " and ", quoted(raw),
                   " (normalized: true) both normalize to ", quoted(t.content), "; HF refuses such a file too (give one of them normalized: false)");
       normalized_ids.insert(t.id);
-      // (not under a byte-level decoder: the form's characters would read as the byte alphabet's — a decomposed
-      // "e\u0301" made "é" by NFC would decode to the lone byte 0xE9, where the file's content decodes intact)
-      if (!byte_level_) p.decode_as[t.id] = t.content;
+      // (not under a decoder with a ByteLevel step, which reads characters of the byte alphabet as bytes: a decomposed
+      // "e\u0301" made "é" by NFC would decode to the lone byte 0xE9, where the file's content, which has a character
+      // outside the alphabet, decodes whole)
+      if (!p.decodes_bytes) p.decode_as[t.id] = t.content;
       p.added_normalized.add(std::move(t));
     }
   }
