@@ -343,22 +343,23 @@ TEST(HfTokenizerComponents, AddedTokensSingleWordAndStripReadCharactersAsHfsRust
     return json{{"id", id}, {"content", content}, {"single_word", single_word}, {"lstrip", strip}, {"rstrip", strip},
                 {"normalized", false}, {"special", false}};
   };
-  j["added_tokens"] = {added(1, "<s>", false, false), added(264, "ab", true, false), added(3, "a", false, false), added(265, "<m>", false, true),
+  // (the ids HF gives: "<s>" and "a" the model's, the others the next past its 264 tokens)
+  j["added_tokens"] = {added(1, "<s>", false, false), added(264, "ba", true, false), added(3, "a", false, false), added(265, "<m>", false, true),
                        added(266, "\n", false, false)};
   j["post_processor"] = nullptr;
   TempDir dir;
   const auto tok = tokenizer_from_json(dir, j);
   auto byte = [](unsigned b) { return int64_t{8} + b; };
-  EXPECT_EQ(tok->encode("ab", false), (Ids{264}));
-  EXPECT_EQ(tok->encode("ab ab", false), (Ids{264, byte(' '), 264}));
-  // "ab" inside a word: dropped, and the text goes on after it; the model reads "bab" (not b, the added "a", b)
-  EXPECT_EQ(tok->encode("bab", false), (Ids{4, 6}));
-  EXPECT_EQ(tok->encode("_ab", false), (Ids{byte('_'), 6}));     // connector punctuation is \w
-  EXPECT_EQ(tok->encode("ab1", false), (Ids{6, byte('1')}));     // and digits
-  EXPECT_EQ(tok->encode("\xC3\xA9" "ab", false), (Ids{byte(0xC3), byte(0xA9), 6}));  // é, a letter
-  EXPECT_EQ(tok->encode("ab\xCC\x81", false), (Ids{6, byte(0xCC), byte(0x81)}));      // a combining acute accent, a mark
+  EXPECT_EQ(tok->encode("ba", false), (Ids{264}));
+  EXPECT_EQ(tok->encode("ba ba", false), (Ids{264, byte(' '), 264}));
+  // "ba" inside a word: dropped, and the text goes on after it; the model reads "bbab" (not b b, the added "a", b)
+  EXPECT_EQ(tok->encode("bbab", false), (Ids{4, 4, 6}));
+  EXPECT_EQ(tok->encode("_ba", false), (Ids{byte('_'), 4, 3}));     // connector punctuation is \w
+  EXPECT_EQ(tok->encode("ba1", false), (Ids{4, 3, byte('1')}));     // and digits
+  EXPECT_EQ(tok->encode("\xC3\xA9" "ba", false), (Ids{byte(0xC3), byte(0xA9), 4, 3}));  // é, a letter
+  EXPECT_EQ(tok->encode("ba\xCC\x81", false), (Ids{4, 3, byte(0xCC), byte(0x81)}));      // a combining acute accent, a mark
   // an em dash (Pd) and a CJK full stop (Po) are no word characters: the token stands alone between them
-  EXPECT_EQ(tok->encode("\xE2\x80\x94" "ab" "\xE3\x80\x82", false),
+  EXPECT_EQ(tok->encode("\xE2\x80\x94" "ba" "\xE3\x80\x82", false),
             (Ids{byte(0xE2), byte(0x80), byte(0x94), 264, byte(0xE3), byte(0x80), byte(0x82)}));
   // lstrip/rstrip take any white space: a no-break space before, an ideographic space and a tab after
   EXPECT_EQ(tok->encode("a\xC2\xA0<m>\xE3\x80\x80\tb", false), (Ids{3, 265, 4}));
@@ -516,6 +517,87 @@ TEST(HfTokenizerComponents, SplitBehaviorsMetaspaceAndDigits) {
   EXPECT_EQ(merged->encode("abab", false), (Ids{6, 6}));
   auto digits = tokenizer_from_json(dir, with_pre({{"type", "Digits"}, {"individual_digits", true}}));
   EXPECT_EQ(digits->encode("12", false), (Ids{8 + '1', 8 + '2'}));
+}
+
+// ------------------------------------------------------------------------------------------ HF's Rust tokenizers
+// tests/fixtures/hf_rust_cases.json holds what HF's own tokenizers (the Rust library, its npm build 0.23.2; Oniguruma
+// runs its regexes) gives (gen_hf_rust_cases.mjs): every difference found there until 2026-12-07 is a case of it.
+namespace {
+const json& rust_cases() {
+  static const json j = json::parse(mimic::test::read_bytes(mimic::test::fixture("hf_rust_cases.json")));
+  return j;
+}
+bool in_ranges(const json& ranges, char32_t cp) {
+  auto it = std::upper_bound(ranges.begin(), ranges.end(), cp, [](char32_t c, const json& r) { return c < r[0].get<char32_t>(); });
+  return it != ranges.begin() && cp <= (*std::prev(it))[1].get<char32_t>();
+}
+}  // namespace
+
+TEST(HfRust, RegexClassesTakeTheCodePointsOnigurumaTakes) {
+  // \w is Oniguruma's: letter numbers (Ⅻ), the circled letters and, from its Latin-1 table, ² ³ ¹ ¼ ½ ¾ are word
+  // characters, the joiner U+200D is not (mimic's \w was letters, marks, Nd and Pc until 2026-12-07)
+  EXPECT_EQ(matches("\\w+", "a½b \u216b x²\u200dy \u24d0 \u2155"), (Strings{"a½b", "\u216b", "x²", "y", "\u24d0"}));
+  EXPECT_EQ(matches("[^\\w\\s]+", "x\u200dy\u2155"), (Strings{"\u200d", "\u2155"}));
+  const json& j = rust_cases();
+  ASSERT_EQ(j["tokenizers"], "0.23.2");
+  size_t compared = 0;
+  for (const auto& [cls, inside] : j["classes"].items()) {
+    const text::Pattern p(cls);
+    size_t wrong = 0;
+    for (const auto& r : j["probed"])
+      for (char32_t cp = r[0].get<char32_t>(); cp <= r[1].get<char32_t>(); ++cp) {
+        // a code point assigned after Unicode 14 (mimic's tables) is in no class here, where Node's tables know it
+        if (text::unicode::category(cp) == text::unicode::Category::Cn) continue;
+        size_t b, e;
+        uint64_t budget = text::Pattern::budget_for(1);
+        const bool mimic = p.find(std::u32string(1, cp), 0, b, e, budget) && e == b + 1;
+        if (mimic != in_ranges(inside, cp) && ++wrong <= 5) ADD_FAILURE() << cls << " at U+" << std::hex << static_cast<uint32_t>(cp) << ": HF " << !mimic;
+        ++compared;
+      }
+    EXPECT_EQ(wrong, 0u) << cls;
+  }
+  EXPECT_GT(compared, 3u * 140000);  // the 144,7xx code points Unicode 14 assigns outside private use, three times
+}
+
+TEST(HfRust, SplitReplaceAndMetaspaceFirstGiveHfsIds) {
+  // Split and Replace take empty regex matches as HF does ("x*" in "abxxc": -a-b-c- replaced, a|b|xx|c split), and
+  // Metaspace's "first" prepends to the piece HF's alignments tie to the text's first character (not after a Strip,
+  // a WhitespaceSplit or a Replace that took it)
+  size_t encodings = 0;
+  for (const auto& c : rust_cases()["cases"]) {
+    TempDir dir;
+    const auto tok = tokenizer_from_json(dir, c["tokenizer"]);
+    for (const auto& e : c["encodings"]) {
+      EXPECT_EQ(tok->encode(e["text"].get<std::string>(), false), e["ids"].get<Ids>()) << c["name"].get<std::string>() << " on " << e["text"];
+      ++encodings;
+    }
+  }
+  EXPECT_EQ(encodings, 50u + 5u + 14u * 6u * 9u);
+}
+
+TEST(HfRust, AddedTokensKeepTheirIdsOnlyWhereHfGivesThemTheSame) {
+  // HF gives an added token the model's id for it, else the next past the model's tokens and those added before, and
+  // ignores the file's; a file that says otherwise (edited by hand) is refused, naming the id HF would give
+  size_t loaded = 0, refused = 0;
+  for (const auto& c : rust_cases()["added_token_cases"]) {
+    const std::string name = c["name"];
+    std::string first_wrong;
+    for (const auto& a : c["tokenizer"]["added_tokens"])
+      if (first_wrong.empty() && a["id"] != c["hf_ids"][a["content"].get<std::string>()])
+        first_wrong = "the added token \"" + a["content"].get<std::string>() + "\" has id " + std::to_string(a["id"].get<int>()) +
+                      ", but HF's tokenizers gives it id " + std::to_string(c["hf_ids"][a["content"].get<std::string>()].get<int>());
+    TempDir dir;
+    if (first_wrong.empty()) {
+      const auto tok = tokenizer_from_json(dir, c["tokenizer"]);
+      for (const auto& [content, id] : c["hf_ids"].items()) EXPECT_EQ(tok->encode("x" + content, false), (Ids{3, id.get<int64_t>()})) << name;
+      ++loaded;
+    } else {
+      EXPECT_MIMIC_ERROR(tokenizer_from_json(dir, c["tokenizer"]), first_wrong);
+      ++refused;
+    }
+  }
+  EXPECT_EQ(loaded, 3u);   // in order, a model token under its own id, a special token first
+  EXPECT_EQ(refused, 4u);  // out of order, a gap, starting late, a model token under another id
 }
 
 // transformers' Llama tokenizer classes: transformers 4 builds the post-processor from tokenizer_config.json's

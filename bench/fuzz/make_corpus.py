@@ -150,6 +150,14 @@ def main():
                                   {"id": 262, "content": "Yes", "lstrip": True, "rstrip": True, "normalized": True},
                                   {"id": 263, "content": "x", "single_word": True, "normalized": True}])
     put("hf_tokenizer", "two-pass", json.dumps(two_pass, ensure_ascii=False).encode() + SEP + "Yes  yES x <s>ax  a-b--c \u200d".encode())
+    # regexes that match nothing somewhere (Split and Replace cut there, as HF's Oniguruma reports such matches), \w in a
+    # class, and Metaspace's "first" after a Strip (which moves the text's start past the original's first character)
+    empty_match = dict(spm, normalizer={"type": "Sequence", "normalizers": [{"type": "Strip", "strip_left": True, "strip_right": False},
+                                                                           {"type": "Replace", "pattern": {"Regex": "a*"}, "content": "\u2581"}]},
+                       pre_tokenizer={"type": "Sequence", "pretokenizers": [
+                           {"type": "Split", "pattern": {"Regex": "(?=b)|[^\\w\\s]+"}, "behavior": "MergedWithNext", "invert": False},
+                           {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": False}]})
+    put("hf_tokenizer", "empty-match", json.dumps(empty_match, ensure_ascii=False).encode() + SEP + "  ab\u00bdba \u216b-b".encode())
     # a model "type" that is no string (the loader's look for WordPiece threw nlohmann's exception: 2026-12-07)
     put("hf_tokenizer", "model-type-number", b'{"model": {"type": 49}}' + SEP + b"x")
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 
@@ -69,7 +70,9 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
-// A Split/Replace "pattern": {"String": s} or {"Regex": r}. Returns the non-empty matches' byte spans.
+// A Split/Replace "pattern": {"String": s} or {"Regex": r}. Returns the matches' byte spans as HF's find_matches
+// takes them from Oniguruma (the onig crate's find_iter): empty ones too ("x*" matches "abxxc" at 0, 1, 2–4 and 5: HF's
+// Replace of it by "-" gives "-a-b-c-", and a Split cuts there), except an empty match where the last match ended.
 class Matcher {
  public:
   Matcher(const json& pattern, const std::string& where) : where_(where) {
@@ -92,13 +95,19 @@ class Matcher {
         out.emplace_back(pos, pos + literal_.size());
       return out;
     }
+    if (s.empty()) return out;  // HF: an empty text has no match, not the empty one
     const Units us(s);
     size_t b, e;
     uint64_t budget = Pattern::budget_for(us.cps.size());  // one for the whole text: many cheap searches add up too
+    size_t last_end = SIZE_MAX;                           // where the last match ended (none yet)
     try {
       for (size_t from = 0; from <= us.cps.size() && regex_->find(us.cps, from, b, e, budget);) {
-        if (e > b) out.emplace_back(us.at[b], us.at[e]);
-        from = e > b ? e : b + 1;
+        if (e == b && e == last_end) {  // the empty match right after a match: skipped, the search goes on a character on
+          ++from;
+          continue;
+        }
+        out.emplace_back(us.at[b], us.at[e]);
+        last_end = from = e;
       }
     } catch (const Error& x) {
       fail(where_, ": ", x.what());
@@ -115,54 +124,59 @@ class Matcher {
 // HF's SplitDelimiterBehavior applied to the matches of a piece.
 enum class Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
 
-std::vector<std::string> split(const std::string& s, const std::vector<std::pair<size_t, size_t>>& matches, Behavior how,
-                               bool invert) {
-  struct Seg {
+// HF's NormalizedString::split, fold for fold: the text cut into the matches and the gaps between them (an empty
+// match is an entry too, and marks a cut), `invert` swapping which are which, then per behavior: Isolated keeps every
+// entry, Removed drops the matches, Contiguous joins neighbours alike, MergedWithPrevious joins a match to the entry
+// before it unless that is a match too, MergedWithNext (folded from the end) to the one after it; empty pieces are
+// dropped. ("the-final--countdown" split on "-": Isolated the - final - - countdown, MergedWithPrevious the- final- -
+// countdown, MergedWithNext the -final - -countdown, Contiguous the - final -- countdown.) Returns the pieces' spans.
+std::vector<std::pair<size_t, size_t>> split(const std::string& s, const std::vector<std::pair<size_t, size_t>>& matches,
+                                             Behavior how, bool invert) {
+  struct Entry {
     size_t b, e;
     bool match;
   };
-  std::vector<Seg> segs;
+  std::vector<Entry> entries;
   size_t prev = 0;
   for (auto [b, e] : matches) {
-    if (b > prev) segs.push_back({prev, b, invert});
-    segs.push_back({b, e, !invert});
+    if (b != prev) entries.push_back({prev, b, invert});
+    entries.push_back({b, e, !invert});
     prev = e;
   }
-  if (prev < s.size()) segs.push_back({prev, s.size(), invert});
-  std::vector<std::pair<size_t, size_t>> out;  // spans
-  bool last_was_match = false;
-  // As HF's NormalizedString::split folds them ("the-final--countdown" split on "-": Isolated the - final - - countdown,
-  // MergedWithPrevious the- final- - countdown, MergedWithNext the -final - -countdown, Contiguous the - final --
-  // countdown): a delimiter joins a neighbour only where that neighbour is no delimiter, and Contiguous joins any two
-  // neighbours alike (two gaps meet where `invert` made adjacent matches gaps). Until 2026-12-07 mimic let delimiters in
-  // a row lead the next gap together (MergedWithNext: --countdown; Metaspace's "a  b" one piece ▁▁b, where HF has ▁ ▁b).
-  for (const auto& g : segs) {
-    if (!g.match) {
-      // (out is empty before the first segment, the one time last_was_match is false without a gap before)
-      const bool join = !out.empty() && ((how == Behavior::MergedWithNext && last_was_match) || (how == Behavior::Contiguous && !last_was_match));
-      if (join) out.back().second = g.e;
-      else out.emplace_back(g.b, g.e);
-      last_was_match = false;
-      continue;
-    }
-    switch (how) {
-      case Behavior::Removed: break;
-      case Behavior::Isolated: out.emplace_back(g.b, g.e); break;
-      case Behavior::MergedWithPrevious:
-        if (!out.empty() && !last_was_match && out.back().second == g.b) out.back().second = g.e;
-        else out.emplace_back(g.b, g.e);
-        break;
-      case Behavior::MergedWithNext: out.emplace_back(g.b, g.e); break;  // the gap after it, if any, joins it
-      case Behavior::Contiguous:
-        if (last_was_match && !out.empty()) out.back().second = g.e;
-        else out.emplace_back(g.b, g.e);
-        break;
-    }
-    last_was_match = true;
+  if (prev != s.size() || s.empty()) entries.push_back({prev, s.size(), invert});
+  std::vector<Entry> kept;  // match = to be removed
+  bool previous_match = false;
+  switch (how) {
+    case Behavior::Isolated:
+      for (auto x : entries) kept.push_back({x.b, x.e, false});
+      break;
+    case Behavior::Removed: kept = entries; break;
+    case Behavior::Contiguous:
+      for (auto x : entries) {
+        if (x.match == previous_match && !kept.empty()) kept.back().e = x.e;
+        else kept.push_back({x.b, x.e, false});
+        previous_match = x.match;
+      }
+      break;
+    case Behavior::MergedWithPrevious:
+      for (auto x : entries) {
+        if (x.match && !previous_match && !kept.empty()) kept.back().e = x.e;
+        else kept.push_back({x.b, x.e, false});
+        previous_match = x.match;
+      }
+      break;
+    case Behavior::MergedWithNext:
+      for (auto x = entries.rbegin(); x != entries.rend(); ++x) {
+        if (x->match && !previous_match && !kept.empty()) kept.back().b = x->b;
+        else kept.push_back({x->b, x->e, false});
+        previous_match = x->match;
+      }
+      std::reverse(kept.begin(), kept.end());
+      break;
   }
-  std::vector<std::string> pieces;
-  for (auto [b, e] : out)
-    if (e > b) pieces.push_back(s.substr(b, e - b));
+  std::vector<std::pair<size_t, size_t>> pieces;
+  for (const auto& k : kept)
+    if (!k.match && k.e > k.b) pieces.emplace_back(k.b, k.e);
   return pieces;
 }
 
@@ -182,49 +196,88 @@ std::string type_of(const json& j, const std::string& where, int depth) {
 }
 }  // namespace
 
+// Every normalizer also carries the origin along (Pipeline::Origin): how many leading bytes of its output HF's
+// alignments tie to the original text's first character. A character a step puts in place of others is tied to the
+// last byte it replaces (HF's transform_range), one it inserts at the very start of the text to the start itself,
+// one it prepends to the first character: so Replace of "a" by "-" keeps the origin, of "ab" by "-" or of "a" by
+// nothing moves it past, and so does Strip of leading white space (measured with HF's tokenizers 0.23.2).
 HfTokenizer::Pipeline::Normalize HfTokenizer::Pipeline::normalizer(const json& n, int depth) {
   if (n.is_null()) return {};
   const std::string w = where("normalizer");
   const std::string type = type_of(n, w, depth);
+  // a step that maps characters to characters: the origin is what the leading characters it covered became
+  auto per_character = [](std::function<std::string(const std::string&)> f) -> Normalize {
+    return [f](const std::string& s, Origin& o) {
+      std::string out = f(s);
+      if (o.bytes > 0) {
+        o.bytes = std::min(out.size(), o.bytes >= s.size() ? out.size() : f(s.substr(0, o.bytes)).size());
+        // to the end of the character it ends in: NFC's é from "e" and U+0301 is tied to the start whole
+        while (o.bytes < out.size() && (static_cast<unsigned char>(out[o.bytes]) & 0xC0) == 0x80) ++o.bytes;
+      }
+      return out;
+    };
+  };
   if (type == "NFC" || type == "NFD") {
     const bool compose = type == "NFC";
-    return [compose](const std::string& s) {
+    return per_character([compose](const std::string& s) {
       if (ascii(s)) return s;
       return map_valid_runs(s, [compose](const std::u32string& r) { return compose ? u::nfc(r) : u::nfd(r); });
-    };
+    });
   }
   if (type == "Lowercase") {
-    return [](const std::string& s) {
+    return per_character([](const std::string& s) {
       return map_valid_runs(s, [](const std::u32string& r) {
         std::u32string out;
         for (char32_t c : r) u::append_lower(c, out);
         return out;
       });
-    };
+    });
   }
   if (type == "Prepend") {
     const std::string prefix = json_string(n, "prepend", w);
     MIMIC_CHECK(prefix.size() <= kMaxPrepend, w, ": Prepend of ", prefix.size(), " bytes (at most ", kMaxPrepend, ")");
-    return [prefix](const std::string& s) { return s.empty() ? s : prefix + s; };
+    return [prefix](const std::string& s, Origin& o) {
+      if (s.empty()) return s;
+      if (o.bytes > 0) o.bytes += prefix.size();
+      return prefix + s;
+    };
   }
   if (type == "Replace") {
     const Matcher m(json_key(n, "pattern", w), w);
     const std::string content = json_string(n, "content", w);
-    return [m, content](const std::string& s) {
+    return [m, content](const std::string& s, Origin& o) {
       std::string out;
-      size_t prev = 0;
-      for (auto [b, e] : m.spans(s)) out.append(s, prev, b - prev).append(content), prev = e;
+      const size_t origin = o.bytes;
+      size_t prev = 0, tied = 0;                 // tied: the output's leading bytes still tied to the origin
+      bool open = origin > 0 || o.text_start;  // every output byte so far is tied to it
+      for (auto [b, e] : m.spans(s)) {
+        if (open && b > origin) {  // the gap before the match reaches past the tied bytes
+          tied += origin > prev ? origin - prev : 0;
+          open = false;
+        }
+        if (open) tied += b - prev;
+        out.append(s, prev, b - prev).append(content);
+        // the content is tied to the last byte it replaces (the start itself, for an insertion there)
+        if (open && !content.empty()) {
+          if (e == 0 || e - 1 < origin) tied += content.size();
+          else open = false;
+        }
+        prev = e;
+      }
+      if (open) tied += std::min(origin > prev ? origin - prev : 0, s.size() - prev);
+      o.bytes = tied;
       return out.append(s, prev, std::string::npos);
     };
   }
   if (type == "Strip") {
     const bool left = json_bool_or(n, "strip_left", w, true), right = json_bool_or(n, "strip_right", w, true);
-    return [left, right](const std::string& s) {
+    return [left, right](const std::string& s, Origin& o) {
       const Units us(s);
       size_t b = 0, e = us.cps.size();
       auto space = [&](size_t i) { return us.cps[i] != u::kInvalid && u::is_white_space(us.cps[i]); };
       while (left && b < e && space(b)) ++b;
       while (right && e > b && space(e - 1)) --e;
+      o.bytes = std::min<size_t>(o.bytes > us.at[b] ? o.bytes - us.at[b] : 0, us.at[e] - us.at[b]);
       return s.substr(us.at[b], us.at[e] - us.at[b]);
     };
   }
@@ -232,24 +285,37 @@ HfTokenizer::Pipeline::Normalize HfTokenizer::Pipeline::normalizer(const json& n
     std::vector<Normalize> steps;
     for (const auto& step : json_key(n, "normalizers", w))
       if (auto f = normalizer(step, depth + 1)) steps.push_back(f);
-    return [steps](const std::string& s) {
+    return [steps](const std::string& s, Origin& o) {
       std::string out = s;
-      for (const auto& f : steps) out = f(out);
+      for (const auto& f : steps) out = f(out, o);
       return out;
     };
   }
   fail(w, ": normalizer '", type, "' is not supported (mimic reads NFC, NFD, Lowercase, Prepend, Replace, Strip, Sequence)");
 }
 
+namespace {
+using Piece = HfTokenizer::Pipeline::Piece;
+// The pieces a step cut from `s` at byte spans (in order), each with its share of the origin.
+std::vector<Piece> pieces_at(const std::string& s, size_t origin, const std::vector<std::pair<size_t, size_t>>& spans) {
+  std::vector<Piece> out;
+  for (auto [b, e] : spans) out.push_back({s.substr(b, e - b), b < origin ? std::min(origin, e) - b : 0});
+  return out;
+}
+std::vector<Piece> split_piece(const Piece& in, const std::vector<std::pair<size_t, size_t>>& matches, Behavior how, bool invert) {
+  return pieces_at(in.text, in.origin, split(in.text, matches, how, invert));
+}
+}  // namespace
+
 HfTokenizer::Pipeline::PreTokenize HfTokenizer::Pipeline::pre_tokenizer(const json& n, bool& byte_level, int depth) {
   if (n.is_null()) return {};
   const std::string w = where("pre_tokenizer");
   const std::string type = type_of(n, w, depth);
-  auto each = [](std::function<std::vector<std::string>(const std::string&, bool)> f) -> PreTokenize {
-    return [f](std::vector<std::string> pieces, bool first) {
-      std::vector<std::string> out;
-      for (size_t i = 0; i < pieces.size(); ++i) {
-        auto parts = f(pieces[i], first && i == 0);
+  auto each = [](std::function<std::vector<Piece>(const Piece&)> f) -> PreTokenize {
+    return [f](std::vector<Piece> pieces) {
+      std::vector<Piece> out;
+      for (const auto& piece : pieces) {
+        auto parts = f(piece);
         out.insert(out.end(), std::make_move_iterator(parts.begin()), std::make_move_iterator(parts.end()));
       }
       return out;
@@ -257,20 +323,26 @@ HfTokenizer::Pipeline::PreTokenize HfTokenizer::Pipeline::pre_tokenizer(const js
   };
   auto by_pattern = [&](const std::string& regex, Behavior how, bool invert) {
     const Matcher m(json{{"Regex", regex}}, w);
-    return each([m, how, invert](const std::string& s, bool) { return split(s, m.spans(s), how, invert); });
+    return each([m, how, invert](const Piece& p) { return split_piece(p, m.spans(p.text), how, invert); });
   };
   if (type == "Split") {
     const Matcher m(json_key(n, "pattern", w), w);
     const Behavior how = behavior_of(json_string(n, "behavior", w), w);
     const bool invert = json_bool_or(n, "invert", w, false);
-    return each([m, how, invert](const std::string& s, bool) { return split(s, m.spans(s), how, invert); });
+    return each([m, how, invert](const Piece& p) { return split_piece(p, m.spans(p.text), how, invert); });
   }
   if (type == "ByteLevel") {
     byte_level = true;
     const bool prefix = json_bool_or(n, "add_prefix_space", w, true), regex = json_bool_or(n, "use_regex", w, true);
-    return each([prefix, regex](const std::string& s, bool) {
-      const std::string t = prefix && (s.empty() || s[0] != ' ') ? " " + s : s;
-      return regex ? Gpt2Bpe::pretokenize(t) : std::vector<std::string>{t};
+    return each([prefix, regex](const Piece& p) {
+      // (the space is tied to the piece's first character, as every prepended character is)
+      const bool add = prefix && (p.text.empty() || p.text[0] != ' ');
+      const Piece t{add ? " " + p.text : p.text, p.origin > 0 && add ? p.origin + 1 : p.origin};
+      if (!regex) return std::vector<Piece>{t};
+      std::vector<std::pair<size_t, size_t>> spans;
+      size_t at = 0;  // GPT-2's pattern cuts the whole text into consecutive pieces
+      for (const auto& piece : Gpt2Bpe::pretokenize(t.text)) spans.emplace_back(at, at + piece.size()), at += piece.size();
+      return pieces_at(t.text, t.origin, spans);
     });
   }
   if (type == "Metaspace") {
@@ -280,13 +352,19 @@ HfTokenizer::Pipeline::PreTokenize HfTokenizer::Pipeline::pre_tokenizer(const js
     if (scheme.empty()) scheme = json_bool_or(n, "add_prefix_space", w, true) ? "always" : "never";
     MIMIC_CHECK(scheme == "always" || scheme == "first" || scheme == "never", w, ": unknown prepend_scheme '", scheme, "'");
     const bool do_split = json_bool_or(n, "split", w, true);
-    return each([rep, scheme, do_split](const std::string& s, bool first) {
-      std::string t = replace_all(s, " ", rep);
-      if ((scheme == "always" || (scheme == "first" && first)) && t.rfind(rep, 0) != 0) t = rep + t;
-      if (!do_split) return std::vector<std::string>{t};
+    return each([rep, scheme, do_split](const Piece& p) {
+      Piece t{replace_all(p.text, " ", rep), p.origin};
+      if (t.origin > 0) t.origin = replace_all(p.text.substr(0, p.origin), " ", rep).size();
+      // "first": the piece HF's alignments tie to the original text's first character (HF: offsets_original().0 == 0),
+      // so not one after a Strip took the text's leading white space or a WhitespaceSplit before this step did
+      if ((scheme == "always" || (scheme == "first" && p.origin > 0)) && t.text.rfind(rep, 0) != 0) {
+        t.text = rep + t.text;
+        if (t.origin > 0) t.origin += rep.size();
+      }
+      if (!do_split) return std::vector<Piece>{t};
       std::vector<std::pair<size_t, size_t>> at;
-      for (size_t pos = 0; (pos = t.find(rep, pos)) != std::string::npos; pos += rep.size()) at.emplace_back(pos, pos + rep.size());
-      return split(t, at, Behavior::MergedWithNext, false);
+      for (size_t pos = 0; (pos = t.text.find(rep, pos)) != std::string::npos; pos += rep.size()) at.emplace_back(pos, pos + rep.size());
+      return split_piece(t, at, Behavior::MergedWithNext, false);
     });
   }
   if (type == "Digits") {
@@ -295,22 +373,22 @@ HfTokenizer::Pipeline::PreTokenize HfTokenizer::Pipeline::pre_tokenizer(const js
   }
   if (type == "Whitespace") {
     // HF's \w+|[^\w\s]+ in Rust's regex crate, whose \w is is_regex_word (letter numbers, Other_Alphabetic and the
-    // zero-width joiners too, where mimic's patterns take L|M|Nd|Pc) and \s White_Space: runs of word characters and
-    // runs of other characters, white space dropped. A joiner in an emoji sequence is a word of its own, as in HF.
-    return each([](const std::string& s, bool) {
+    // zero-width joiners too) and \s White_Space: runs of word characters and runs of other characters, white space
+    // dropped. A joiner in an emoji sequence is a word of its own, as in HF.
+    return each([](const Piece& p) {
       enum { kSpace, kWord, kOther };
-      std::vector<std::string> out;
+      std::vector<std::pair<size_t, size_t>> spans;
       int run = kSpace;
-      for (const auto& c : u::decode_utf8(s)) {  // a malformed byte is other
+      for (const auto& c : u::decode_utf8(p.text)) {  // a malformed byte is other
         const bool valid = c.cp != u::kInvalid;
         const int k = valid && u::is_white_space(c.cp) ? kSpace : valid && u::is_regex_word(c.cp) ? kWord : kOther;
         if (k != kSpace) {
-          if (k != run) out.emplace_back();
-          out.back().append(s, c.begin, c.end - c.begin);
+          if (k != run) spans.emplace_back(c.begin, c.begin);
+          spans.back().second = c.end;
         }
         run = k;
       }
-      return out;
+      return pieces_at(p.text, p.origin, spans);
     });
   }
   if (type == "WhitespaceSplit") return by_pattern("\\S+", Behavior::Removed, true);
@@ -318,8 +396,8 @@ HfTokenizer::Pipeline::PreTokenize HfTokenizer::Pipeline::pre_tokenizer(const js
     std::vector<PreTokenize> steps;
     for (const auto& step : json_key(n, "pretokenizers", w))
       if (auto f = pre_tokenizer(step, byte_level, depth + 1)) steps.push_back(f);
-    return [steps](std::vector<std::string> pieces, bool first) {
-      for (const auto& f : steps) pieces = f(std::move(pieces), first);
+    return [steps](std::vector<Piece> pieces) {
+      for (const auto& f : steps) pieces = f(std::move(pieces));
       return pieces;
     };
   }

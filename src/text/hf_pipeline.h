@@ -32,9 +32,21 @@ struct HfTokenizer::Pipeline {
   std::string path;
   const std::unordered_map<char32_t, char> u2b = hf::byte_of_char();
   using json = nlohmann::json;
-  using Normalize = std::function<std::string(const std::string&)>;
-  // pieces, and whether this is the text's first segment (Metaspace's prepend_scheme "first")
-  using PreTokenize = std::function<std::vector<std::string>(std::vector<std::string>, bool)>;
+  // Where HF's alignments tie a segment to the original text's first character, which Metaspace's prepend_scheme
+  // "first" asks (HF: a piece whose original offset is 0): `bytes`, how many of the text's leading bytes are tied to
+  // it (0: none); `text_start`, whether the segment starts the text (then what a step inserts at its very start is
+  // tied to it too, even once the first character is gone).
+  struct Origin {
+    bool text_start = false;
+    size_t bytes = 0;
+  };
+  // The normalized text; `origin` carried along (in and out).
+  using Normalize = std::function<std::string(const std::string&, Origin& origin)>;
+  struct Piece {
+    std::string text;
+    size_t origin = 0;  // as above: its leading bytes tied to the original text's first character
+  };
+  using PreTokenize = std::function<std::vector<Piece>(std::vector<Piece>)>;
   using Decode = std::function<std::vector<std::string>(std::vector<std::string>)>;
   using PostProcess = std::function<std::vector<int64_t>(std::vector<int64_t>)>;
   Normalize normalize;

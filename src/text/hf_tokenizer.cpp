@@ -125,6 +125,12 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
     MIMIC_CHECK(j["added_tokens"].is_array(), aw, " must be a list");
     std::unordered_map<std::string, std::string> normalized_forms;  // a normalized token's form → its content
     std::unordered_set<int64_t> normalized_ids;
+    // HF's reader gives each added token an id of its own making, not the file's (added_vocabulary.rs, add_tokens):
+    // the model's where the model has the token, else the number of the model's tokens (its vocabulary's entries, not
+    // its largest id + 1), or one past the largest id added so far where that is larger, in the file's order; where the file says otherwise it warns and keeps its own. A file HF wrote always agrees, so
+    // one that does not was edited by hand, and mimic refuses it rather than give other ids than HF.
+    const auto model_count = static_cast<int64_t>(vocab.size());
+    int64_t max_added = -1;
     for (const auto& a : j["added_tokens"]) {
       MIMIC_CHECK(a.is_object(), aw, ": each entry must be an object");
       // HF's reader requires every flag; a file without `normalized` gets transformers' AddedToken default: false for a
@@ -143,6 +149,17 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
         MIMIC_CHECK(normalized_ids.count(t.id) == static_cast<size_t>(normalized), aw, ": the added token ", quoted(t.content),
                     " is listed twice, once normalized: true and once false (one entry per token)");
       }
+      if (!p.added_ids.count(t.content)) {
+        const auto in_model = vocab.find(t.content);
+        const int64_t hf_id = in_model != vocab.end() ? read_id(in_model.value(), mw + ".vocab: the id of token " + hf::quoted(t.content))
+                              : max_added >= 0 && (max_added >= model_count || model_count == 0) ? max_added + 1
+                                                                                                  : model_count;
+        MIMIC_CHECK(hf_id == t.id, aw, ": the added token ", quoted(t.content), " has id ", t.id, ", but HF's tokenizers gives it id ",
+                    hf_id, in_model != vocab.end() ? " (its id in the model's vocabulary)"
+                                                   : " (added tokens take the ids after the model's tokens, in the order listed)",
+                    " and ignores the file's; correct the id");
+        max_added = std::max(max_added, hf_id);
+      }
       place(t.content, t.id, aw);
       p.added_ids[t.content] = t.id;
       if (!normalized) {
@@ -155,7 +172,7 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
       // space); its name (id_to_token) stays the file's, where 0.23 gives the form. Two tokens of one form, or a token
       // the normalizer empties, make no matcher: HF's since 0.23 (daachorse) refuses them, and so does mimic, by name.
       const std::string raw = t.content;
-      if (p.normalize) t.content = p.normalize(t.content);
+      if (Pipeline::Origin o; p.normalize) t.content = p.normalize(t.content, o);
       MIMIC_CHECK(!t.content.empty(), aw, ": the normalizer turns the added token ", quoted(raw), " (id ", t.id,
                   ", normalized: true) into nothing; it could match nowhere (give it normalized: false)");
       const auto [seen, fresh] = normalized_forms.emplace(t.content, raw);
@@ -324,8 +341,9 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
   }
   // The revision of mimic's reading: a token cache holds the ids of one file as one revision of mimic read it, so a
   // change that gives any file other ids bumps it (2026-12-07: normalized added tokens, delimiters in a row, the
-  // Whitespace pre-tokenizer's \w), and the caches of earlier revisions are rebuilt on use.
-  flags += "|reading-2";
+  // Whitespace pre-tokenizer's \w; reading-3, the same day: Oniguruma's \w in regexes, empty regex matches, Metaspace's
+  // "first" by HF's alignments), and the caches of earlier revisions are rebuilt on use.
+  flags += "|reading-3";
   uint64_t h = 1469598103934665603ull;  // FNV-1a 64 over the file and the special ids
   for (unsigned char c : file_text + "|" + std::to_string(eos_) + "|" + std::to_string(bos_) + "|" + std::to_string(pad_) + flags) {
     h ^= c;
@@ -455,17 +473,21 @@ void split_added(const std::string& text, const HfTokenizer::Pipeline::AddedSet&
 
 // A segment between raw added tokens: normalized as a whole, then split by the normalized added tokens (HF's second
 // pass: "a YES" with a Lowercase normalizer and an added "Yes" is a, yes), and what lies between those goes through
-// the pre-tokenizer and the model. `first_segment`: the segment starts the text (Metaspace's prepend_scheme "first"
-// then prepends to its first piece only, the one that starts at the text's start).
+// the pre-tokenizer and the model. `first_segment`: the segment starts the text, so HF's alignments tie its start to
+// the text's first character (Pipeline::Origin, carried through the normalizer and the pre-tokenizer: Metaspace's
+// prepend_scheme "first" prepends to the piece still tied to it).
 void HfTokenizer::encode_segment(const std::string& text, bool first_segment, std::vector<int64_t>& out) const {
   const Pipeline& p = *p_;
-  const std::string normalized = p.normalize ? p.normalize(text) : text;
+  // the original text's first character (its bytes) is where HF's alignments begin; the normalizer carries it along
+  Pipeline::Origin o{first_segment, first_segment && !text.empty() ? u::decode_utf8(text.substr(0, 4)).front().end : 0};
+  const std::string normalized = p.normalize ? p.normalize(text, o) : text;
+  const size_t origin = o.bytes;
   split_added(
       normalized, p.added_normalized,
       [&](size_t b, size_t e) {
-        std::vector<std::string> pieces{normalized.substr(b, e - b)};
-        if (p.pre_tokenize) pieces = p.pre_tokenize(std::move(pieces), first_segment && b == 0);
-        for (const auto& piece : pieces) encode_piece(piece, out);
+        std::vector<Pipeline::Piece> pieces{{normalized.substr(b, e - b), b < origin ? std::min(origin, e) - b : 0}};
+        if (p.pre_tokenize) pieces = p.pre_tokenize(std::move(pieces));
+        for (const auto& piece : pieces) encode_piece(piece.text, out);
       },
       [&](int64_t id) { out.push_back(id); });
 }
@@ -489,7 +511,7 @@ std::string HfTokenizer::decode(const std::vector<int64_t>& ids) const {
     // without a token decodes to nothing, as in HF, rather than stopping a generation.
     MIMIC_CHECK(id >= 0, "token id ", id, " is negative");
     if (id >= vocab_size() || spelling_[id].empty()) continue;
-    const auto as = p_->decode_as.empty() ? p_->decode_as.end() : p_->decode_as.find(id);
+    const auto as = p_->decode_as.find(id);
     tokens.push_back(as != p_->decode_as.end() ? as->second : spelling_[id]);
   }
   if (p_->decode) tokens = p_->decode(std::move(tokens));

@@ -14,9 +14,10 @@ namespace mimic::text {
 namespace u = unicode;
 
 namespace {
-// A class item: a code-point range, a set of general categories, or White_Space; possibly negated (\S, \P{..}).
+// A class item: a code-point range, a set of general categories, White_Space or Oniguruma's \w; possibly negated (\S,
+// \P{..}, \W).
 struct Item {
-  enum Kind : uint8_t { Range, Categories, Space } kind = Range;
+  enum Kind : uint8_t { Range, Categories, Space, Word } kind = Range;
   bool negated = false;
   char32_t lo = 0, hi = 0;
   uint32_t categories = 0;  // bit c set: category c (unicode::Category's order)
@@ -40,6 +41,7 @@ bool item_matches(const Item& it, char32_t cp) {
   switch (it.kind) {
     case Item::Range: in = cp >= it.lo && cp <= it.hi; break;
     case Item::Categories: in = cp != u::kInvalid && (it.categories & bit(u::category(cp))) != 0; break;
+    case Item::Word: in = cp != u::kInvalid && u::is_oniguruma_word(cp); break;
     default: in = cp != u::kInvalid && u::is_white_space(cp); break;
   }
   return in != it.negated;
@@ -242,9 +244,8 @@ class Parser {
       case U's': case U'S': it.kind = Item::Space; it.negated = c == U'S'; return it;
       case U'd': case U'D':
         it.kind = Item::Categories; it.categories = bit(u::Category::Nd); it.negated = c == U'D'; return it;
-      case U'w': case U'W':
-        it.kind = Item::Categories;
-        it.categories = category_mask("L", regex_) | category_mask("M", regex_) | bit(u::Category::Nd) | bit(u::Category::Pc);
+      case U'w': case U'W':  // Oniguruma's, not a set of categories: letter numbers and ½ are word characters, U+200D not
+        it.kind = Item::Word;
         it.negated = c == U'W';
         return it;
       case U'p': case U'P': {

@@ -1,11 +1,11 @@
 // The regular expressions HF tokenizer.json files split and replace text with (the Split pre-tokenizer,
 // the Replace normalizer and decoder): a small backtracking matcher over code points, leftmost-first
-// among alternatives and greedy by default — the semantics of Oniguruma, which HF's tokenizers use, and
-// of JavaScript's engine, which transformers.js uses.
+// among alternatives and greedy by default — the semantics of Oniguruma, which HF's tokenizers use (transformers.js
+// runs the same patterns in JavaScript's engine, whose \w is ASCII's).
 //
 // Supported: literals and escapes (\r \n \t \f \v \0 \xHH \x{H…} \uHHHH, escaped punctuation), `.`
 // (anything but \n), classes [...] with ranges and negation, \s \S (White_Space), \d \D (Nd), \w \W
-// (letters, marks, Nd, Pc), \p{..} \P{..} with a general category or its one-letter group (L, Lu, N,
+// (Oniguruma's: unicode::is_oniguruma_word), \p{..} \P{..} with a general category or its one-letter group (L, Lu, N,
 // Nd, P, ...), groups ( ) (?: ) and (?i: ) (case-insensitive: ASCII and one-character lower-casing),
 // look-ahead (?= ) (?! ), quantifiers ? * + {n} {n,} {n,m} and their lazy forms. Anything else (anchors,
 // back-references, look-behind, possessive quantifiers, inline flags) is refused by the constructor with

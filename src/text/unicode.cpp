@@ -102,6 +102,10 @@ bool is_regex_word(char32_t cp) {
   return cp == 0x200C || cp == 0x200D || (cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) ||
          (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189);
 }
+bool is_oniguruma_word(char32_t cp) {
+  if (cp == 0xB2 || cp == 0xB3 || cp == 0xB9 || (cp >= 0xBC && cp <= 0xBE)) return true;
+  return cp != 0x200C && cp != 0x200D && is_regex_word(cp);
+}
 bool is_white_space(char32_t cp) { return in_ranges(kWhiteSpace, cp); }
 bool is_python_space(char32_t cp) { return in_ranges(kPythonSpace, cp); }
 

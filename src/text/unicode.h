@@ -26,6 +26,11 @@ bool is_other(char32_t cp);        // \p{C}: Cc, Cf, Cs, Co, Cn
 // the circled and squared Latin letters), marks, decimal digits, connector punctuation, and the joiners U+200C/U+200D.
 // (Of this project's Unicode 14 tables: a character assigned since is no word character here, where Rust's may be.)
 bool is_regex_word(char32_t cp);
+// What \w matches in Oniguruma, which runs the regexes of a tokenizer.json (Split, Replace): Alphabetic, marks,
+// decimal digits and connector punctuation as above, but not the joiners, and below U+0100 its Latin-1 table, which
+// also takes the superscripts and fractions ² ³ ¹ ¼ ½ ¾ (measured on HF's tokenizers 0.23.2 over every code point
+// these tables assign: HfRust.RegexClassesTakeTheCodePointsOnigurumaTakes).
+bool is_oniguruma_word(char32_t cp);
 // White_Space property: what \s matches in the `regex` module used by GPT-2's encoder.py.
 bool is_white_space(char32_t cp);
 // Python's str.isspace() (White_Space plus U+001C..U+001F): what str.split() splits on.
