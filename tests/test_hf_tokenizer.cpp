@@ -562,7 +562,9 @@ TEST(HfRust, RegexClassesTakeTheCodePointsOnigurumaTakes) {
 TEST(HfRust, SplitReplaceAndMetaspaceFirstGiveHfsIds) {
   // Split and Replace take empty regex matches as HF does ("x*" in "abxxc": -a-b-c- replaced, a|b|xx|c split), and
   // Metaspace's "first" prepends to the piece HF's alignments tie to the text's first character (not after a Strip,
-  // a WhitespaceSplit or a Replace that took it)
+  // a WhitespaceSplit or a Replace that took it); regexes read as Oniguruma reads them ({n}? optional, (?i:[A-Z]) takes
+  // "a", [\w] leaves out ½, an iteration matching nothing ends its loop); an added " " with lstrip and rstrip found in
+  // the white space the one before took gives no second token
   size_t encodings = 0;
   for (const auto& c : rust_cases()["cases"]) {
     TempDir dir;
@@ -572,7 +574,19 @@ TEST(HfRust, SplitReplaceAndMetaspaceFirstGiveHfsIds) {
       ++encodings;
     }
   }
-  EXPECT_EQ(encodings, 50u + 5u + 14u * 6u * 9u);
+  EXPECT_EQ(encodings, 50u + 5u + 21u + 6u + 14u * 6u * 9u);  // Split, Replace, regex forms, added tokens in white space, Metaspace
+}
+
+TEST(HfRust, WhatMimicWouldReadOtherwiseThanHfIsRefused) {
+  // HF's steps after a ByteLevel see the byte alphabet (a space is Ġ), mimic's the raw text: refused, as is a class in a
+  // class, which Oniguruma nests (mimic read [a[b]] as the class a[b followed by "]")
+  TempDir dir;
+  json j = small_spm();
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers", {{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}, {{"type", "WhitespaceSplit"}}}}};
+  EXPECT_MIMIC_ERROR(tokenizer_from_json(dir, j), "a step after ByteLevel in a Sequence is not supported");
+  EXPECT_MIMIC_ERROR(text::Pattern("[a[b]]"), "a class inside a class ([a[b]]) is not supported");
+  EXPECT_EQ(matches("[\\[a]+", "[a]"), (Strings{"[a"}));  // an escaped one is the character
 }
 
 TEST(HfRust, AddedTokensKeepTheirIdsOnlyWhereHfGivesThemTheSame) {

@@ -268,6 +268,10 @@ TEST(Checkpoint, BrokenCheckpointsNameTheProblem) {
   auto a4 = fresh("gpt2-plain", "not-a-name");
   edit_config(a4, [](auto& j) { j["architectures"] = {1}; });
   EXPECT_MIMIC_ERROR(mimic::models::load_model(a4), "config.json: architectures[0] must be a string naming the model class, got 1");
+  auto a5 = fresh("gpt2-plain", "a-string");  // not a list: it was passed over, the weights deciding the head
+  edit_config(a5, [](auto& j) { j["architectures"] = "GPT2ForSequenceClassification"; });
+  EXPECT_MIMIC_ERROR(mimic::models::load_model(a5),
+                     R"(config.json: architectures must be a list naming the model class (e.g. ["GPT2LMHeadModel"]), got "GPT2ForSequenceClassification")");
   // config.json problems
   auto c1 = fresh("gpt2-plain", "c1");
   edit_config(c1, [](auto& j) { j.erase("n_head"); });

@@ -183,6 +183,10 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& where) {
     for (size_t i = 0; i < names.size(); ++i) hf_default_names = hf_default_names && names[i] == "LABEL_" + std::to_string(i);
     if (!hf_default_names) c.labels = names;
   }
+  // a string (a hand-edited config) was passed over, the head then decided by the weights alone; transformers reads
+  // the first element of a list
+  MIMIC_CHECK(!j.contains("architectures") || j["architectures"].is_null() || j["architectures"].is_array(), where,
+              ": architectures must be a list naming the model class (e.g. [\"GPT2LMHeadModel\"]), got ", json_dump(j["architectures"], -1));
   if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty()) {
     MIMIC_CHECK(j["architectures"][0].is_string(), where, ": architectures[0] must be a string naming the model class, got ",
                 json_dump(j["architectures"][0], -1));

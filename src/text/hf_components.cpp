@@ -394,8 +394,12 @@ HfTokenizer::Pipeline::PreTokenize HfTokenizer::Pipeline::pre_tokenizer(const js
   if (type == "WhitespaceSplit") return by_pattern("\\S+", Behavior::Removed, true);
   if (type == "Sequence") {
     std::vector<PreTokenize> steps;
-    for (const auto& step : json_key(n, "pretokenizers", w))
+    for (const auto& step : json_key(n, "pretokenizers", w)) {
+      // after a ByteLevel step HF's later steps see the byte alphabet (Ġ for a space), where mimic maps bytes only in the
+      // model: such a file is refused (real ones put ByteLevel last)
+      MIMIC_CHECK(!byte_level, w, ": a step after ByteLevel in a Sequence is not supported (mimic reads ByteLevel as the last step)");
       if (auto f = pre_tokenizer(step, byte_level, depth + 1)) steps.push_back(f);
+    }
     return [steps](std::vector<Piece> pieces) {
       for (const auto& f : steps) pieces = f(std::move(pieces));
       return pieces;

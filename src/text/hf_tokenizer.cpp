@@ -170,14 +170,15 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
       // normalizer's prefix is part of the token), and decoded so, as HF's tokenizers does since 0.23 ("a <x> b" under
       // Llama 2's normalizer is ▁a ▁<x> ▁b, and the decoder gives "a <x> b" back, where "<x>" alone would lose its
       // space); its name (id_to_token) stays the file's, where 0.23 gives the form. Two tokens of one form, or a token
-      // the normalizer empties, make no matcher: HF's since 0.23 (daachorse) refuses them, and so does mimic, by name.
+      // the normalizer empties, are refused by name: HF's tokenizers (0.23.2, measured) loads such a file, matches the
+      // first of the two listed and the emptied one nowhere, which is hardly what the file's author meant.
       const std::string raw = t.content;
       if (Pipeline::Origin o; p.normalize) t.content = p.normalize(t.content, o);
       MIMIC_CHECK(!t.content.empty(), aw, ": the normalizer turns the added token ", quoted(raw), " (id ", t.id,
                   ", normalized: true) into nothing; it could match nowhere (give it normalized: false)");
       const auto [seen, fresh] = normalized_forms.emplace(t.content, raw);
       MIMIC_CHECK(fresh || seen->second == raw, aw, ": the added tokens ", quoted(seen->second), " and ", quoted(raw),
-                  " (normalized: true) both normalize to ", quoted(t.content), "; HF refuses such a file too (give one of them normalized: false)");
+                  " (normalized: true) both normalize to ", quoted(t.content), "; HF would match only the first (give one of them normalized: false)");
       normalized_ids.insert(t.id);
       // (not under a decoder with a ByteLevel step, which reads characters of the byte alphabet as bytes: a decomposed
       // "e\u0301" made "é" by NFC would decode to the lone byte 0xE9, where the file's content, which has a character
@@ -455,10 +456,17 @@ void split_added(const std::string& text, const HfTokenizer::Pipeline::AddedSet&
     size_t b = i, e = end;
     if (hit.lstrip) {  // the white space before it, but none a token before took (HF: max(its start, start_offset))
       for (u::Unit c; b > 0 && (c = unit_before(text, b)).cp != u::kInvalid && u::is_white_space(c.cp);) b -= c.end - c.begin;
-      b = std::min(std::max(b, seg_begin), i);
+      b = std::max(b, seg_begin);
     }
     if (hit.rstrip)
       for (u::Unit c; e < text.size() && (c = unit_at(text, e)).cp != u::kInvalid && u::is_white_space(c.cp);) e += c.end - c.begin;
+    // A token found inside the white space the one before took with rstrip, whose lstrip then starts it where that
+    // ended, covers nothing: HF's split is empty and no token comes of it (an added " " with lstrip and rstrip reads
+    // "  " as one token, where mimic gave two).
+    if (b >= e) {
+      i = end;
+      continue;
+    }
     if (b > seg_begin) gap(seg_begin, b);
     token(hit.id);
     // The search goes on at the token's own end, not after the white space rstrip took: HF's automaton does, so a token

@@ -17,7 +17,8 @@ namespace {
 // A class item: a code-point range, a set of general categories, White_Space or Oniguruma's \w; possibly negated (\S,
 // \P{..}, \W).
 struct Item {
-  enum Kind : uint8_t { Range, Categories, Space, Word } kind = Range;
+  // Word: \w outside a class; ClassWord: \w inside one, where Oniguruma leaves out its Latin-1 table's ² ³ ¹ ¼ ½ ¾
+  enum Kind : uint8_t { Range, Categories, Space, Word, ClassWord } kind = Range;
   bool negated = false;
   char32_t lo = 0, hi = 0;
   uint32_t categories = 0;  // bit c set: category c (unicode::Category's order)
@@ -42,6 +43,7 @@ bool item_matches(const Item& it, char32_t cp) {
     case Item::Range: in = cp >= it.lo && cp <= it.hi; break;
     case Item::Categories: in = cp != u::kInvalid && (it.categories & bit(u::category(cp))) != 0; break;
     case Item::Word: in = cp != u::kInvalid && u::is_oniguruma_word(cp); break;
+    case Item::ClassWord: in = cp != u::kInvalid && cp >= 0x100 ? u::is_oniguruma_word(cp) : cp != u::kInvalid && u::is_regex_word(cp); break;
     default: in = cp != u::kInvalid && u::is_white_space(cp); break;
   }
   return in != it.negated;
@@ -69,7 +71,12 @@ struct Pattern::Node {
   bool matches(char32_t cp) const {
     bool in = false;
     for (const auto& it : items) {
-      if (item_matches(it, cp) || (icase && cp != u::kInvalid && item_matches(it, simple_lower(cp)))) {
+      // (?i: as Oniguruma folds case, as far as mimic does: the lower case of the character, and for ASCII letters the
+      // upper case too, so that (?i:[A-Z]) takes "a" (ranges are not folded; full case folding, ſ → s, ς → σ, ß →
+      // ss, is not done: docs/formats.md)
+      if (item_matches(it, cp) ||
+          (icase && cp != u::kInvalid &&
+           (item_matches(it, simple_lower(cp)) || (cp >= U'a' && cp <= U'z' && item_matches(it, cp - 32))))) {
         in = true;
         break;
       }
@@ -129,10 +136,11 @@ class Parser {
   Node quantified(bool icase) {
     Node atom_node = atom(icase);
     int lo, hi;
+    bool fixed = false;  // {n}, without a comma
     if (eat(U'?')) lo = 0, hi = 1;
     else if (eat(U'*')) lo = 0, hi = -1;
     else if (eat(U'+')) lo = 1, hi = -1;
-    else if (more() && peek() == U'{' && counted(lo, hi)) {
+    else if (more() && peek() == U'{' && counted(lo, hi, fixed)) {
     } else {
       return atom_node;
     }
@@ -141,14 +149,28 @@ class Parser {
     rep.kind = Node::Repeat;
     rep.min = lo;
     rep.max = hi;
-    rep.greedy = !eat(U'?');
+    rep.greedy = !(more() && peek() == U'?');
+    // Oniguruma's Ruby syntax, which HF uses, reads {n}? as ({n})?: optional, not a lazy {n} (as {n,m}? is lazy)
+    if (!rep.greedy && fixed) {
+      ++i_;
+      rep.greedy = true;
+      rep.kids.push_back(std::move(atom_node));
+      Node optional;
+      optional.kind = Node::Repeat;
+      optional.min = 0;
+      optional.max = 1;
+      optional.kids.push_back(std::move(rep));
+      MIMIC_CHECK(!(more() && peek() == U'+'), where(), "possessive quantifiers are not supported");
+      return optional;
+    }
+    if (!rep.greedy) ++i_;
     MIMIC_CHECK(!(more() && peek() == U'+'), where(), "possessive quantifiers are not supported");
     rep.kids.push_back(std::move(atom_node));
     return rep;
   }
 
   // {n} {n,} {n,m}; a '{' that does not start one is refused (Oniguruma would read it as a literal).
-  bool counted(int& lo, int& hi) {
+  bool counted(int& lo, int& hi, bool& fixed) {
     ++i_;
     auto number = [&](int& v) {
       const size_t start = i_;
@@ -162,9 +184,8 @@ class Parser {
     };
     MIMIC_CHECK(number(lo), where(), "'{' must start a repeat count {n}, {n,} or {n,m} (write \\{ for the character)");
     hi = lo;
-    if (eat(U',')) {
-      if (!number(hi)) hi = -1;
-    }
+    fixed = !eat(U',');
+    if (!fixed && !number(hi)) hi = -1;
     MIMIC_CHECK(eat(U'}'), where(), "unterminated repeat count");
     MIMIC_CHECK(hi < 0 || hi >= lo, where(), "repeat count {", lo, ",", hi, "} is empty");
     return true;
@@ -245,7 +266,7 @@ class Parser {
       case U'd': case U'D':
         it.kind = Item::Categories; it.categories = bit(u::Category::Nd); it.negated = c == U'D'; return it;
       case U'w': case U'W':  // Oniguruma's, not a set of categories: letter numbers and ½ are word characters, U+200D not
-        it.kind = Item::Word;
+        it.kind = in_class ? Item::ClassWord : Item::Word;
         it.negated = c == U'W';
         return it;
       case U'p': case U'P': {
@@ -309,6 +330,8 @@ class Parser {
       first = false;
       MIMIC_CHECK(!(peek() == U'[' && i_ + 1 < p_.size() && p_[i_ + 1] == U':'), where(), "POSIX classes [:..:] are not supported");
       MIMIC_CHECK(!(peek() == U'&' && i_ + 1 < p_.size() && p_[i_ + 1] == U'&'), where(), "class intersection && is not supported");
+      // Oniguruma reads [a[b]] as a class inside a class (mimic read a literal "[" and ended the class at the first "]")
+      MIMIC_CHECK(peek() != U'[', where(), "a class inside a class ([a[b]]) is not supported (write \\[ for the character)");
       Item lo = eat(U'\\') ? escape(true) : next_literal();
       const bool single = lo.kind == Item::Range && lo.lo == lo.hi;
       if (single && more() && peek() == U'-' && i_ + 1 < p_.size() && p_[i_ + 1] != U']') {
@@ -396,8 +419,9 @@ class Matcher {
   }
   bool repeat(const Node& n, int count, size_t i, const Cont& k) const {
     const bool may_stop = count >= n.min, may_go = n.max < 0 || count < n.max;
-    // An iteration that matched nothing ends the loop (else it would repeat forever).
-    auto again = [&](size_t j) { return (j != i || count < n.min) && repeat(n, count + 1, j, k); };
+    // An iteration that matched nothing ends the loop and the match goes on after it, as in Oniguruma (mimic refused
+    // such an iteration and backtracked into the body's other choices: (?:|s)* took "ss" where Oniguruma takes "").
+    auto again = [&](size_t j) { return j == i && count >= n.min ? k(j) : repeat(n, count + 1, j, k); };
     if (!n.greedy && may_stop && k(i)) return true;
     if (may_go && match(n.kids[0], i, again)) return true;
     return n.greedy && may_stop && k(i);
