@@ -272,7 +272,7 @@ TEST(HfPattern, MatchesAsABacktrackingEngineWithLeftmostFirstAlternation) {
 TEST(HfPattern, UnsupportedConstructsAreRefusedNamingThem) {
   EXPECT_MIMIC_ERROR(text::Pattern("^a"), "anchors ^ and $ are not supported");
   EXPECT_MIMIC_ERROR(text::Pattern("(?<=a)b"), "this group construct is not supported");
-  EXPECT_MIMIC_ERROR(text::Pattern("a++"), "possessive quantifiers are not supported");
+  EXPECT_MIMIC_ERROR(text::Pattern("a++"), "a quantifier after a quantifier (possessive or nested) is not supported");
   EXPECT_MIMIC_ERROR(text::Pattern("(\\w)\\1"), "the escape \\1 is not supported");
   EXPECT_MIMIC_ERROR(text::Pattern("\\p{Greek}"), "unknown Unicode property \\p{Greek}");
   EXPECT_MIMIC_ERROR(text::Pattern("(a"), "missing ')'");
@@ -574,7 +574,7 @@ TEST(HfRust, SplitReplaceAndMetaspaceFirstGiveHfsIds) {
       ++encodings;
     }
   }
-  EXPECT_EQ(encodings, 50u + 5u + 21u + 6u + 14u * 6u * 9u);  // Split, Replace, regex forms, added tokens in white space, Metaspace
+  EXPECT_EQ(encodings, 50u + 5u + 21u + 20u + 6u + 14u * 6u * 9u);  // Split, Replace, regex forms, added tokens in white space, Metaspace
 }
 
 TEST(HfRust, WhatMimicWouldReadOtherwiseThanHfIsRefused) {
@@ -586,6 +586,15 @@ TEST(HfRust, WhatMimicWouldReadOtherwiseThanHfIsRefused) {
                         {"pretokenizers", {{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}, {{"type", "WhitespaceSplit"}}}}};
   EXPECT_MIMIC_ERROR(tokenizer_from_json(dir, j), "a step after ByteLevel in a Sequence is not supported");
   EXPECT_MIMIC_ERROR(text::Pattern("[a[b]]"), "a class inside a class ([a[b]]) is not supported");
+  EXPECT_MIMIC_ERROR(text::Pattern("[!-[a]]"), "a class inside a class ([a[b]]) is not supported");
+  // counted loops over what can match nothing (Oniguruma compiles them two ways), and quantifiers Oniguruma nests
+  EXPECT_MIMIC_ERROR(text::Pattern("(?:a|b??){2}a"), "a counted repeat {..} of something that can match nothing");
+  EXPECT_MIMIC_ERROR(text::Pattern("(?:b|a??){1,3}b"), "a counted repeat {..} of something that can match nothing");
+  EXPECT_MIMIC_ERROR(text::Pattern("a{2}{3}"), "a quantifier after a quantifier (possessive or nested)");
+  EXPECT_MIMIC_ERROR(text::Pattern("a+{2}"), "a quantifier after a quantifier (possessive or nested)");
+  EXPECT_MIMIC_ERROR(text::Pattern("a{2}+"), "a quantifier after a quantifier (possessive or nested)");
+  EXPECT_MIMIC_ERROR(text::Pattern("x|{2}"), "a quantifier with nothing before it");
+  EXPECT_EQ(matches("\\p{L}{2}", "abc"), (Strings{"ab"}));  // a single character's count stays
   EXPECT_EQ(matches("[\\[a]+", "[a]"), (Strings{"[a"}));  // an escaped one is the character
 }
 

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
 #include <vector>
 
 #include "mimic/core/error.h"
@@ -49,6 +50,21 @@ bool item_matches(const Item& it, char32_t cp) {
   return in != it.negated;
 }
 
+// The characters whose case fold is f, f itself left out (Oniguruma's (?i: takes a character wherever any of its
+// fold's characters would match: (?i:[A-Z]) takes "a" and the Kelvin sign, (?i:s) takes ſ). Case pairs all lie below
+// U+20000.
+const std::vector<char32_t>& folded_to(char32_t f) {
+  static const auto* const by_fold = [] {
+    auto* m = new std::unordered_map<char32_t, std::vector<char32_t>>;
+    for (char32_t c = 0; c < 0x20000; ++c)
+      if (const char32_t g = u::simple_case_fold(c); g != c) (*m)[g].push_back(c);
+    return m;
+  }();
+  static const std::vector<char32_t> none;
+  const auto it = by_fold->find(f);
+  return it == by_fold->end() ? none : it->second;
+}
+
 char32_t simple_lower(char32_t cp) {
   if (cp < 0x80) return (cp >= U'A' && cp <= U'Z') ? cp + 32 : cp;
   std::u32string l;
@@ -71,17 +87,21 @@ struct Pattern::Node {
   bool matches(char32_t cp) const {
     bool in = false;
     for (const auto& it : items) {
-      // (?i: as Oniguruma folds case, as far as mimic does: the lower case of the character, and for ASCII letters the
-      // upper case too, so that (?i:[A-Z]) takes "a" (ranges are not folded; full case folding, ſ → s, ς → σ, ß →
-      // ss, is not done: docs/formats.md)
-      if (item_matches(it, cp) ||
-          (icase && cp != u::kInvalid &&
-           (item_matches(it, simple_lower(cp)) || (cp >= U'a' && cp <= U'z' && item_matches(it, cp - 32))))) {
+      if (item_matches(it, cp) || (icase && cp != u::kInvalid && folded_matches(it, cp))) {
         in = true;
         break;
       }
     }
     return in != negated;
+  }
+  // (?i: as Oniguruma compares: the item takes the character where it takes any character of the same case fold
+  // (simple folding: ß ↔ ss, which spans two characters, is not done)
+  static bool folded_matches(const Item& it, char32_t cp) {
+    const char32_t f = u::simple_case_fold(cp);
+    if (item_matches(it, f)) return true;
+    for (char32_t c : folded_to(f))
+      if (item_matches(it, c)) return true;
+    return false;
   }
 };
 
@@ -136,15 +156,20 @@ class Parser {
   Node quantified(bool icase) {
     Node atom_node = atom(icase);
     int lo, hi;
-    bool fixed = false;  // {n}, without a comma
+    bool fixed = false, counted_form = false;  // fixed: {n}, without a comma
     if (eat(U'?')) lo = 0, hi = 1;
     else if (eat(U'*')) lo = 0, hi = -1;
     else if (eat(U'+')) lo = 1, hi = -1;
     else if (more() && peek() == U'{' && counted(lo, hi, fixed)) {
+      counted_form = true;
     } else {
       return atom_node;
     }
     MIMIC_CHECK(atom_node.kind != Node::Look, where(), "a quantified look-ahead is not supported");
+    // Oniguruma compiles a counted loop one of two ways, and where its body can match nothing they differ from each other
+    // and from mimic ((?:a|b??){2}a on "baa"): refused rather than matched otherwise
+    MIMIC_CHECK(!(counted_form && atom_node.kind != Node::Set && can_be_empty(atom_node)), where(),
+                "a counted repeat {..} of something that can match nothing is not supported");
     Node rep;
     rep.kind = Node::Repeat;
     rep.min = lo;
@@ -160,13 +185,35 @@ class Parser {
       optional.min = 0;
       optional.max = 1;
       optional.kids.push_back(std::move(rep));
-      MIMIC_CHECK(!(more() && peek() == U'+'), where(), "possessive quantifiers are not supported");
+      MIMIC_CHECK(!(more() && (peek() == U'+' || (peek() == U'{' && count_at(i_)))), where(),
+                  "a quantifier after a quantifier (possessive or nested) is not supported");
       return optional;
     }
     if (!rep.greedy) ++i_;
-    MIMIC_CHECK(!(more() && peek() == U'+'), where(), "possessive quantifiers are not supported");
+    // a+{2}, a{2}{3}: Oniguruma nests them; a++ is possessive, a{2}+ a nested loop in its Ruby syntax: all refused
+    MIMIC_CHECK(!(more() && (peek() == U'+' || (peek() == U'{' && count_at(i_)))), where(),
+                "a quantifier after a quantifier (possessive or nested) is not supported");
     rep.kids.push_back(std::move(atom_node));
     return rep;
+  }
+
+  // Whether the text at `at` is a repeat count Oniguruma reads as one: {n}, {n,}, {n,m} or {,m}.
+  bool count_at(size_t at) const {
+    size_t k = at + 1, digits = 0;
+    while (k < p_.size() && p_[k] >= U'0' && p_[k] <= U'9') ++k, ++digits;
+    if (k < p_.size() && p_[k] == U',')
+      for (++k; k < p_.size() && p_[k] >= U'0' && p_[k] <= U'9'; ++k) ++digits;
+    return digits > 0 && k < p_.size() && p_[k] == U'}';
+  }
+  // Whether a node can match the empty text.
+  static bool can_be_empty(const Node& n) {
+    switch (n.kind) {
+      case Node::Set: return false;
+      case Node::Seq: return std::all_of(n.kids.begin(), n.kids.end(), can_be_empty);
+      case Node::Alt: return std::any_of(n.kids.begin(), n.kids.end(), can_be_empty);
+      case Node::Repeat: return n.min == 0 || can_be_empty(n.kids[0]);
+      default: return true;  // a look-ahead
+    }
   }
 
   // {n} {n,} {n,m}; a '{' that does not start one is refused (Oniguruma would read it as a literal).
@@ -229,6 +276,9 @@ class Parser {
       case U'*':
       case U'+':
       case U'?': fail(where(), "a quantifier with nothing before it");
+      case U'{':  // a repeat count with nothing before it makes HF refuse the file; "{x}" is the text
+        MIMIC_CHECK(!count_at(i_ - 1), where(), "a quantifier with nothing before it");
+        return set_of(literal(c, icase), icase);
       default: return set_of(literal(c, icase), icase);
     }
   }
@@ -336,6 +386,7 @@ class Parser {
       const bool single = lo.kind == Item::Range && lo.lo == lo.hi;
       if (single && more() && peek() == U'-' && i_ + 1 < p_.size() && p_[i_ + 1] != U']') {
         ++i_;
+        MIMIC_CHECK(peek() != U'[', where(), "a class inside a class ([a[b]]) is not supported (write \\[ for the character)");
         Item hi = eat(U'\\') ? escape(true) : next_literal();
         MIMIC_CHECK(hi.kind == Item::Range && hi.lo == hi.hi && hi.lo >= lo.lo, where(), "bad class range");
         lo.hi = hi.lo;

@@ -102,6 +102,23 @@ bool is_regex_word(char32_t cp) {
   return cp == 0x200C || cp == 0x200D || (cp >= 0x24B6 && cp <= 0x24E9) || (cp >= 0x1F130 && cp <= 0x1F149) ||
          (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189);
 }
+char32_t simple_case_fold(char32_t cp) {
+  // CaseFolding's C+S entries that are not the character's lower case (Unicode 14; tools/dev can list them with Python:
+  // chr(c).casefold() of one character that differs from chr(c).lower())
+  static const std::pair<char32_t, char32_t> kOwn[] = {
+      {0xB5, 0x3BC},   {0x17F, 0x73},   {0x345, 0x3B9},  {0x3C2, 0x3C3},  {0x3D0, 0x3B2},  {0x3D1, 0x3B8},  {0x3D5, 0x3C6},
+      {0x3D6, 0x3C0},  {0x3F0, 0x3BA},  {0x3F1, 0x3C1},  {0x3F5, 0x3B5},  {0x1C80, 0x432}, {0x1C81, 0x434}, {0x1C82, 0x43E},
+      {0x1C83, 0x441}, {0x1C84, 0x442}, {0x1C85, 0x442}, {0x1C86, 0x44A}, {0x1C87, 0x463}, {0x1C88, 0xA64B}, {0x1E9B, 0x1E61},
+      {0x1FBE, 0x3B9}};
+  for (const auto& [from, to] : kOwn)
+    if (cp == from) return to;
+  if (cp >= 0x13A0 && cp <= 0x13F5) return cp;  // Cherokee folds to its capitals
+  if (cp >= 0x13F8 && cp <= 0x13FD) return cp - 8;
+  if (cp >= 0xAB70 && cp <= 0xABBF) return 0x13A0 + (cp - 0xAB70);
+  std::u32string l;
+  append_lower(cp, l);
+  return l.size() == 1 ? l[0] : cp;
+}
 bool is_oniguruma_word(char32_t cp) {
   if (cp == 0xB2 || cp == 0xB3 || cp == 0xB9 || (cp >= 0xBC && cp <= 0xBE)) return true;
   return cp != 0x200C && cp != 0x200D && is_regex_word(cp);

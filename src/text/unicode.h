@@ -39,6 +39,10 @@ bool is_python_space(char32_t cp);
 // Python's str.lower() of one character on its own (may give several characters: U+0130 → "i̇").
 // No context-dependent rule applies to a lone character (Greek final sigma needs a neighbour).
 void append_lower(char32_t cp, std::u32string& out);
+// Unicode's simple case folding (CaseFolding.txt's C and S mappings): the lower case of one character where that is
+// one character, but µ → μ, ſ → s, ς → σ, the Greek symbol variants, Cyrillic's rounded letters, and Cherokee's small
+// letters to its capitals. What Oniguruma's (?i: compares, as far as one character goes (its ß ↔ ss is not done).
+char32_t simple_case_fold(char32_t cp);
 // NFD: full canonical decomposition, then canonical ordering of combining marks.
 std::u32string nfd(const std::u32string& s);
 // NFC: NFD, then canonical composition (primary composites and Hangul syllables).
