@@ -344,8 +344,9 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
   // change that gives any file other ids bumps it (2026-12-07: normalized added tokens, delimiters in a row, the
   // Whitespace pre-tokenizer's \w; reading-3, the same day: Oniguruma's \w in regexes, empty regex matches, Metaspace's
   // "first" by HF's alignments; reading-4: {n}?, (?i:) on ASCII ranges, [\w], empty loop iterations, an lstrip token in
-  // the white space the one before took), and the caches of earlier revisions are rebuilt on use.
-  flags += "|reading-4";
+  // the white space the one before took; reading-5: (?i:) by simple case folds, so Llama 3's (?i:'s|...) takes 'ſ), and
+  // the caches of earlier revisions are rebuilt on use.
+  flags += "|reading-5";
   uint64_t h = 1469598103934665603ull;  // FNV-1a 64 over the file and the special ids
   for (unsigned char c : file_text + "|" + std::to_string(eos_) + "|" + std::to_string(bos_) + "|" + std::to_string(pad_) + flags) {
     h ^= c;
