@@ -103,6 +103,7 @@ bool is_regex_word(char32_t cp) {
          (cp >= 0x1F150 && cp <= 0x1F169) || (cp >= 0x1F170 && cp <= 0x1F189);
 }
 char32_t simple_case_fold(char32_t cp) {
+  if (cp < 0x80) return cp >= U'A' && cp <= U'Z' ? cp + 32 : cp;  // ASCII: most of what a (?i: group meets
   // CaseFolding's C+S entries that are not the character's lower case (Unicode 14; tools/dev can list them with Python:
   // chr(c).casefold() of one character that differs from chr(c).lower())
   static const std::pair<char32_t, char32_t> kOwn[] = {
