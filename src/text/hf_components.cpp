@@ -321,16 +321,14 @@ HfTokenizer::Pipeline::PreTokenize HfTokenizer::Pipeline::pre_tokenizer(const js
       return out;
     };
   };
-  auto by_pattern = [&](const std::string& regex, Behavior how, bool invert) {
-    const Matcher m(json{{"Regex", regex}}, w);
+  // a Split by a {"String"} or {"Regex"} pattern (Digits and WhitespaceSplit are Splits by a fixed regex)
+  auto split_by = [&](const json& pattern, Behavior how, bool invert) {
+    const Matcher m(pattern, w);
     return each([m, how, invert](const Piece& p) { return split_piece(p, m.spans(p.text), how, invert); });
   };
-  if (type == "Split") {
-    const Matcher m(json_key(n, "pattern", w), w);
-    const Behavior how = behavior_of(json_string(n, "behavior", w), w);
-    const bool invert = json_bool_or(n, "invert", w, false);
-    return each([m, how, invert](const Piece& p) { return split_piece(p, m.spans(p.text), how, invert); });
-  }
+  auto by_pattern = [&](const std::string& regex, Behavior how, bool invert) { return split_by(json{{"Regex", regex}}, how, invert); };
+  if (type == "Split")
+    return split_by(json_key(n, "pattern", w), behavior_of(json_string(n, "behavior", w), w), json_bool_or(n, "invert", w, false));
   if (type == "ByteLevel") {
     byte_level = true;
     const bool prefix = json_bool_or(n, "add_prefix_space", w, true), regex = json_bool_or(n, "use_regex", w, true);
@@ -396,7 +394,7 @@ HfTokenizer::Pipeline::PreTokenize HfTokenizer::Pipeline::pre_tokenizer(const js
     std::vector<PreTokenize> steps;
     for (const auto& step : json_key(n, "pretokenizers", w)) {
       // after a ByteLevel step HF's later steps see the byte alphabet (Ġ for a space), where mimic maps bytes only in the
-      // model: such a file is refused (real ones put ByteLevel last)
+      // model: such a file is refused (the tokenizers of the families mimic reads put ByteLevel last)
       MIMIC_CHECK(!byte_level, w, ": a step after ByteLevel in a Sequence is not supported (mimic reads ByteLevel as the last step)");
       if (auto f = pre_tokenizer(step, byte_level, depth + 1)) steps.push_back(f);
     }
