@@ -127,8 +127,9 @@ HfTokenizer::HfTokenizer(const std::string& path, const std::string& file_text, 
     std::unordered_set<int64_t> normalized_ids;
     // HF's reader gives each added token an id of its own making, not the file's (added_vocabulary.rs, add_tokens):
     // the model's where the model has the token, else the number of the model's tokens (its vocabulary's entries, not
-    // its largest id + 1), or one past the largest id added so far where that is larger, in the file's order; where the file says otherwise it warns and keeps its own. A file HF wrote always agrees, so
-    // one that does not was edited by hand, and mimic refuses it rather than give other ids than HF.
+    // its largest id + 1), or one past the largest id added so far where that is larger, in the file's order; where the
+    // file lists another id, HF warns and keeps the one it made. A file HF wrote always agrees, so one that does not was
+    // edited by hand, and mimic refuses it rather than give other ids than HF.
     const auto model_count = static_cast<int64_t>(vocab.size());
     int64_t max_added = -1;
     for (const auto& a : j["added_tokens"]) {

@@ -104,8 +104,8 @@ bool is_regex_word(char32_t cp) {
 }
 char32_t simple_case_fold(char32_t cp) {
   if (cp < 0x80) return cp >= U'A' && cp <= U'Z' ? cp + 32 : cp;  // ASCII: most of what a (?i: group meets
-  // CaseFolding's C+S entries that are not the character's lower case (Unicode 14; tools/dev can list them with Python:
-  // chr(c).casefold() of one character that differs from chr(c).lower())
+  // CaseFolding's C+S entries that are not the character's lower case (Unicode 14, listed with Python 3.11: every c below
+  // U+20000 whose chr(c).casefold() is one character other than chr(c).lower())
   static const std::pair<char32_t, char32_t> kOwn[] = {
       {0xB5, 0x3BC},   {0x17F, 0x73},   {0x345, 0x3B9},  {0x3C2, 0x3C3},  {0x3D0, 0x3B2},  {0x3D1, 0x3B8},  {0x3D5, 0x3C6},
       {0x3D6, 0x3C0},  {0x3F0, 0x3BA},  {0x3F1, 0x3C1},  {0x3F5, 0x3B5},  {0x1C80, 0x432}, {0x1C81, 0x434}, {0x1C82, 0x43E},
