@@ -44,7 +44,7 @@ bool item_matches(const Item& it, char32_t cp) {
     case Item::Range: in = cp >= it.lo && cp <= it.hi; break;
     case Item::Categories: in = cp != u::kInvalid && (it.categories & bit(u::category(cp))) != 0; break;
     case Item::Word: in = cp != u::kInvalid && u::is_oniguruma_word(cp); break;
-    case Item::ClassWord: in = cp != u::kInvalid && cp >= 0x100 ? u::is_oniguruma_word(cp) : cp != u::kInvalid && u::is_regex_word(cp); break;
+    case Item::ClassWord: in = cp != u::kInvalid && cp != 0x200C && cp != 0x200D && u::is_regex_word(cp); break;
     default: in = cp != u::kInvalid && u::is_white_space(cp); break;
   }
   return in != it.negated;
